@@ -1,0 +1,1 @@
+"""The `mscred` command: a thin shell over the library (see main.py)."""

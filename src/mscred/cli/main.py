@@ -1,0 +1,80 @@
+"""`mscred` entry point: registers the commands and turns every user error into one line and exit code 2.
+
+Each command lives in its own module of this package and is imported only when it is run, so `mscred --help`
+stays fast and a command whose optional dependency is missing does not break the others.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+# command name -> "module:attribute" of its click command, in the order `--help` lists them.
+COMMANDS = {
+    "demo": "mscred.cli.demo:demo",
+    "generate": "mscred.cli.generate:generate",
+    "train": "mscred.cli.train:train",
+    "detect": "mscred.cli.detect:detect",
+    "evaluate": "mscred.cli.evaluate:evaluate",
+    "env": "mscred.cli.env:env",
+    "sass": "mscred.cli.sass:sass",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx):
+        return list(COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="mscred")
+def cli():
+    """MSCRED anomaly detection for multivariate time series, and CUDA machine-code tools."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; bad input exits with 2 and one line on stderr (a traceback only with MSCRED_DEBUG=1)."""
+    from mscred.errors import InputError
+
+    debug = os.environ.get("MSCRED_DEBUG") == "1"
+    try:
+        cli.main(args=argv, prog_name="mscred", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("mscred: aborted", err=True)
+        return 130
+    except click.exceptions.Exit as stop:
+        return stop.exit_code
+    except click.ClickException as err:
+        # Usage errors (unknown option, missing argument, bad choice) are bad input too.
+        err.show()
+        return 2
+    except InputError as err:
+        if debug:
+            raise
+        click.echo(f"mscred: error: {err}", err=True)
+        return 2
+    except KeyboardInterrupt:
+        click.echo("mscred: interrupted", err=True)
+        return 130
+    except Exception as err:  # noqa: BLE001 - the one place that turns failures into a line
+        if debug:
+            raise
+        click.echo(f"mscred: internal error: {type(err).__name__}: {err} (set MSCRED_DEBUG=1 for a traceback)",
+                   err=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Every setting of mscred, with the defaults of SPEC.md.
+
+Four dataclasses, one per stage. They are plain data: ``to_dict``/``from_dict`` round-trip them through
+``config.json`` of a saved model, so adding a field with a default keeps old model directories loadable.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass
+class SignatureConfig:
+    # Window lengths w of the multi-scale signature matrices M_w = X X^T / w (the paper's 10, 30, 60).
+    windows: tuple[int, ...] = (10, 30, 60)
+    # Steps between the ends of two consecutive segments (the original code's gap_time).
+    gap: int = 10
+    # Segments per model input (the paper's h = 5 steps of ConvLSTM).
+    steps: int = 5
+    # Segments computed per chunk of the prefix-sum pass; bounds peak memory at any series length.
+    chunk_segments: int = 4096
+
+
+@dataclass
+class ModelConfig:
+    # Filled from the data at fit time; the network works for any n >= 4.
+    n_sensors: int = 30
+    # Encoder filters of conv1..conv4 (the ConvLSTM hidden size of each level equals these).
+    channels: tuple[int, ...] = (32, 64, 128, 256)
+    # ConvLSTM kernel (2 as the original code; 3 by config).
+    lstm_kernel: int = 2
+    # Added to the forget gate pre-activation, as TensorFlow's ConvLSTMCell.
+    forget_bias: float = 1.0
+    # "reference": plain PyTorch ops; "fused": Triton ConvLSTM cell and attention kernels (GPU).
+    backend: str = "reference"
+    # Encoder convolutions: "torch" (cuDNN / ATen), "im2col-global", "im2col-shared", "implicit".
+    conv_backend: str = "torch"
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 10
+    batch_size: int = 32
+    lr: float = 2e-4  # Adam, as the paper
+    # Last fraction of the training windows held out for validation (SPEC: last 2,000 of 8,000 steps).
+    val_fraction: float = 0.25
+    seed: int = 0
+    device: str = "auto"  # auto | cpu | cuda
+    # Stop after this many epochs without a better validation loss; None trains all epochs.
+    early_stopping_patience: Optional[int] = None
+    # bf16 autocast on CUDA (fp32 master weights).
+    bf16: bool = False
+    # Capture a whole training step / inference batch in CUDA graphs (CUDA only).
+    cuda_graphs: bool = False
+    progress: bool = True
+
+
+@dataclass
+class ScoreConfig:
+    # "count": the paper's number of residual entries above theta; "mse": mean squared residual.
+    method: str = "count"
+    # Residual threshold of the count score; None chooses it from the validation residuals.
+    theta: Optional[float] = 0.005
+    # Scales (window lengths) whose residuals enter the score; the original code uses w = 10 only.
+    scales: tuple[int, ...] = (10,)
+    # How the anomaly threshold is set: "beta_max" (paper), "percentile", "pot".
+    threshold: str = "beta_max"
+    beta: float = 1.5
+    percentile: float = 99.0
+    # Root causes reported per anomalous window.
+    top_k: int = 3
+
+
+@dataclass
+class MSCREDConfig:
+    signature: SignatureConfig = field(default_factory=SignatureConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    score: ScoreConfig = field(default_factory=ScoreConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "MSCREDConfig":
+        return cls(
+            signature=_build(SignatureConfig, data.get("signature", {})),
+            model=_build(ModelConfig, data.get("model", {})),
+            train=_build(TrainConfig, data.get("train", {})),
+            score=_build(ScoreConfig, data.get("score", {})),
+        )
+
+
+def _build(kind, values: dict[str, Any]):
+    """Make ``kind`` from a JSON dict: unknown keys are an error, lists become tuples where the default is one."""
+    known = {f.name: f for f in dataclasses.fields(kind)}
+    unknown = set(values) - set(known)
+    if unknown:
+        raise ValueError(f"unknown {kind.__name__} setting(s): {', '.join(sorted(unknown))}")
+    converted = {}
+    for name, value in values.items():
+        default = known[name].default
+        converted[name] = tuple(value) if isinstance(default, tuple) and isinstance(value, list) else value
+    return kind(**converted)

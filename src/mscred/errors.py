@@ -1,0 +1,10 @@
+"""Errors that mean "the user's input is wrong": the CLI prints their message on one line and exits with 2."""
+from __future__ import annotations
+
+
+class InputError(ValueError):
+    """Bad input: a missing or unreadable file, a bad value, a damaged model directory.
+
+    The message says what is wrong and where (file, column, row), in one line, e.g.
+    ``data.csv: column 'pump_3' row 17: value 'abc' is not a number``.
+    """
