@@ -1,0 +1,124 @@
+"""Fast ops behind one dispatch point.
+
+The model calls only the three functions below; each takes a ``backend`` name and routes to an implementation:
+
+* ``conv2d``             encoder convolution (+ bias, + optional SELU), TF "same" padding given explicitly.
+                          backends: "torch" (reference, cuDNN on GPU), "im2col-global", "im2col-shared",
+                          "implicit" (CUDA C++ extension in ``ops/im2col``; CPU falls back to im2col + matmul).
+* ``convlstm``           a whole ConvLSTM sequence of one level.
+                          backends: "reference" (plain per-step PyTorch), "fused" (hoisted input convolution +
+                          Triton gate/state kernel, ``ops/triton/convlstm.py``).
+* ``temporal_attention`` MSCRED's attention over the steps of one level.
+                          backends: "reference", "fused" (``ops/triton/attention.py``).
+
+Every fast implementation has a pure-PyTorch twin in ``reference.py`` with the same signature: it is the test
+oracle and the CPU path. Implementations load lazily; if one cannot load (no GPU, no Triton, no compiler, a failed
+build) the dispatcher warns once and uses the reference, so importing mscred never fails. ``backend_status()``
+tells which backends really work here (``mscred env`` prints it).
+"""
+from __future__ import annotations
+
+import importlib
+import logging
+import warnings
+from typing import Callable, Optional
+
+import torch
+
+log = logging.getLogger(__name__)
+
+# op -> backend -> "module:function". Every function of one op has the same signature as the reference's.
+_IMPLEMENTATIONS: dict[str, dict[str, str]] = {
+    "conv2d": {
+        "torch": "mscred.ops.reference:conv2d",
+        "im2col-global": "mscred.ops.im2col:conv2d_im2col_global",
+        "im2col-shared": "mscred.ops.im2col:conv2d_im2col_shared",
+        "implicit": "mscred.ops.im2col:conv2d_implicit",
+    },
+    "convlstm": {
+        "reference": "mscred.ops.reference:convlstm",
+        "fused": "mscred.ops.triton.convlstm:convlstm",
+    },
+    "temporal_attention": {
+        "reference": "mscred.ops.reference:temporal_attention",
+        "fused": "mscred.ops.triton.attention:temporal_attention",
+    },
+}
+_REFERENCE = {"conv2d": "torch", "convlstm": "reference", "temporal_attention": "reference"}
+
+CONV_BACKENDS = tuple(_IMPLEMENTATIONS["conv2d"])
+MODEL_BACKENDS = tuple(_IMPLEMENTATIONS["convlstm"])
+
+_resolved: dict[tuple[str, str], Callable] = {}
+_warned: set[tuple[str, str]] = set()
+
+
+def _load(op: str, backend: str) -> Callable:
+    module, attr = _IMPLEMENTATIONS[op][backend].split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def get_impl(op: str, backend: str) -> Callable:
+    """The function that runs ``op`` on ``backend``; the reference (with one warning) if that cannot load."""
+    if op not in _IMPLEMENTATIONS:
+        raise ValueError(f"unknown op {op!r}")
+    if backend not in _IMPLEMENTATIONS[op]:
+        choices = ", ".join(_IMPLEMENTATIONS[op])
+        raise ValueError(f"unknown backend {backend!r} for {op}; choose one of: {choices}")
+    key = (op, backend)
+    if key not in _resolved:
+        try:
+            _resolved[key] = _load(op, backend)
+        except Exception as err:  # noqa: BLE001 - any load failure means "fall back", said once
+            if key not in _warned:
+                _warned.add(key)
+                warnings.warn(f"mscred: {op} backend {backend!r} unavailable ({type(err).__name__}: {err}); "
+                              f"using the reference", RuntimeWarning, stacklevel=3)
+            _resolved[key] = _load(op, _REFERENCE[op])
+    return _resolved[key]
+
+
+def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], stride: int,
+           padding: tuple[int, int, int, int], selu: bool, backend: str = "torch") -> torch.Tensor:
+    """2-D convolution with explicit (top, bottom, left, right) zero padding, plus bias, then SELU if ``selu``.
+
+    x (N, C, H, W), weight (O, C, kh, kw), bias (O,) or None -> (N, O, Ho, Wo).
+    """
+    return get_impl("conv2d", backend)(x, weight, bias, stride, padding, selu)
+
+
+def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float,
+             backend: str = "reference") -> torch.Tensor:
+    """Run a ConvLSTM over all steps of one level, starting from h = c = 0; returns every hidden state.
+
+    x (B, T, C, H, W); weight (4*C, 2*C, k, k) acting on concat([x_t, h_{t-1}]) along channels, with TF "same"
+    padding (k = 2: pad bottom/right by 1; k = 3: 1 on every side); bias (4*C,). Gate order along the output
+    channels is TensorFlow's: i, g (candidate), f, o.
+        c_t = sigmoid(f + forget_bias) * c_{t-1} + sigmoid(i) * tanh(g);  h_t = sigmoid(o) * tanh(c_t)
+    Returns H (B, T, C, H, W).
+    """
+    return get_impl("convlstm", backend)(x, weight, bias, forget_bias)
+
+
+def temporal_attention(h: torch.Tensor, backend: str = "reference") -> torch.Tensor:
+    """MSCRED's attention: a_k = softmax_k(<H_k, H_T> / T), out = sum_k a_k H_k (no learned weights).
+
+    h (B, T, C, H, W) -> (B, C, H, W); the inner product is over C, H, W of each sample.
+    """
+    return get_impl("temporal_attention", backend)(h)
+
+
+def backend_status() -> dict[str, dict[str, str]]:
+    """For each op and backend: "ok", or why it is not usable here (tries to load and, on GPU, to run it)."""
+    status: dict[str, dict[str, str]] = {}
+    for op, backends in _IMPLEMENTATIONS.items():
+        status[op] = {}
+        for backend in backends:
+            try:
+                fn = _load(op, backend)
+                check = getattr(importlib.import_module(fn.__module__), "is_available", None)
+                ok, why = check() if check is not None else (True, "")
+                status[op][backend] = "ok" if ok else f"unavailable: {why}"
+            except Exception as err:  # noqa: BLE001
+                status[op][backend] = f"unavailable: {type(err).__name__}: {err}"
+    return status
