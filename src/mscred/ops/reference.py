@@ -1,0 +1,113 @@
+"""Pure PyTorch twins of the fast ops: the test oracle, the CPU path and the "plain PyTorch eager" baseline.
+
+Each function has exactly the signature and contract of its dispatcher in ``mscred.ops`` (read the docstrings
+there). They are deliberately straightforward — one convolution per ConvLSTM step, no hoisting, no fusion — because
+the benchmarks compare the fast backends against this code as it stands.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int, int, int]:
+    """TensorFlow "same" padding of a square input: (top, bottom, left, right).
+
+    The output has ceil(size / stride) rows; the total padding needed for that is split with the smaller half on
+    top/left and the extra row/column at the bottom/right, as TensorFlow does (PyTorch's symmetric padding differs
+    whenever the total is odd, e.g. a 2x2 stride-2 convolution of a 15x15 input).
+
+    Parameters
+    ----------
+    size : int
+        Height (= width) of the input.
+    kernel : int
+        Kernel height (= width).
+    stride : int
+        Stride in both directions.
+    """
+    out = -(-size // stride)  # ceil(size / stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    before = total // 2
+    after = total - before
+    return before, after, before, after
+
+
+def conv2d(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], stride: int,
+           padding: tuple[int, int, int, int], selu: bool) -> torch.Tensor:
+    """2-D convolution with explicit (top, bottom, left, right) zero padding, plus bias, then SELU if ``selu``.
+
+    Parameters
+    ----------
+    x : (N, C, H, W) tensor
+    weight : (O, C, kh, kw) tensor
+    bias : (O,) tensor or None
+    stride : int
+    padding : (top, bottom, left, right)
+    selu : bool
+
+    Returns
+    -------
+    (N, O, Ho, Wo) tensor
+    """
+    top, bottom, left, right = padding
+    y = F.conv2d(F.pad(x, (left, right, top, bottom)), weight, bias, stride=stride)
+    return F.selu(y) if selu else y
+
+
+def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float) -> torch.Tensor:
+    """A ConvLSTM over all steps of one level from h = c = 0, one convolution per step over concat([x_t, h]).
+
+    Parameters
+    ----------
+    x : (B, T, C, H, W) tensor
+        Input of every step.
+    weight : (4*Ch, C + Ch, k, k) tensor
+        Gate convolution acting on concat([x_t, h_{t-1}]) along channels (MSCRED uses Ch = C). Output channel
+        blocks are TensorFlow's gate order: i, g (candidate), f, o.
+    bias : (4*Ch,) tensor
+    forget_bias : float
+        Added to the forget gate pre-activation (TensorFlow's ConvLSTMCell uses 1.0).
+
+    Returns
+    -------
+    (B, T, Ch, H, W) tensor
+        The hidden state h_t of every step.
+    """
+    B, T, C, H, W = x.shape
+    hidden = weight.shape[0] // 4
+    top, bottom, left, right = same_padding(H, weight.shape[-1], 1)  # stride 1: H and W are kept
+    h = x.new_zeros(B, hidden, H, W)
+    c = x.new_zeros(B, hidden, H, W)
+    outputs = []
+    for t in range(T):
+        xh = F.pad(torch.cat([x[:, t], h], dim=1), (left, right, top, bottom))  # (B, C + Ch, H + k-1, W + k-1)
+        z = F.conv2d(xh, weight, bias)  # (B, 4*Ch, H, W)
+        i, g, f, o = z.chunk(4, dim=1)
+        c = torch.sigmoid(f + forget_bias) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        outputs.append(h)
+    return torch.stack(outputs, dim=1)  # (B, T, Ch, H, W)
+
+
+def temporal_attention(h: torch.Tensor) -> torch.Tensor:
+    """MSCRED's attention: a_k = softmax_k(<H_k, H_T> / T), out = sum_k a_k H_k (no learned weights).
+
+    Parameters
+    ----------
+    h : (B, T, C, H, W) tensor
+        Hidden states of every step; the inner product runs over C, H, W of each sample.
+
+    Returns
+    -------
+    (B, C, H, W) tensor
+    """
+    B, T = h.shape[:2]
+    flat = h.reshape(B, T, -1)  # (B, T, C*H*W)
+    # The scores sum thousands of products: under bf16/fp16 autocast accumulate them in float32.
+    acc = flat.float() if flat.dtype in (torch.float16, torch.bfloat16) else flat
+    scores = (acc * acc[:, -1:]).sum(dim=-1) / T  # (B, T)
+    a = torch.softmax(scores, dim=1).to(h.dtype)  # (B, T)
+    return (a[:, :, None, None, None] * h).sum(dim=1)  # (B, C, H, W)
