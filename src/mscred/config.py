@@ -26,6 +26,8 @@ class SignatureConfig:
 class ModelConfig:
     # Filled from the data at fit time; the network works for any n >= 4.
     n_sensors: int = 30
+    # Input channels = number of signature scales, len(SignatureConfig.windows); deconv1 outputs as many.
+    n_scales: int = 3
     # Encoder filters of conv1..conv4 (the ConvLSTM hidden size of each level equals these).
     channels: tuple[int, ...] = (32, 64, 128, 256)
     # ConvLSTM kernel (2 as the original code; 3 by config).
@@ -62,12 +64,18 @@ class ScoreConfig:
     method: str = "count"
     # Residual threshold of the count score; None chooses it from the validation residuals.
     theta: Optional[float] = 0.005
+    # When theta is None: theta of each scale = this quantile of the validation residual entries (detect.py).
+    theta_quantile: float = 0.99
     # Scales (window lengths) whose residuals enter the score; the original code uses w = 10 only.
     scales: tuple[int, ...] = (10,)
     # How the anomaly threshold is set: "beta_max" (paper), "percentile", "pot".
     threshold: str = "beta_max"
     beta: float = 1.5
     percentile: float = 99.0
+    # POT (Siffer et al. 2017): probability that a normal score exceeds the threshold, and the quantile of the
+    # initial threshold whose excesses are fitted by a Generalised Pareto Distribution.
+    pot_risk: float = 1e-3
+    pot_level: float = 0.98
     # Root causes reported per anomalous window.
     top_k: int = 3
 

@@ -1,0 +1,233 @@
+"""From reconstructions to anomalies: residuals, window scores, thresholds, root causes, durations, timestamps.
+
+Everything here works on NumPy arrays, after the network has run:
+
+* ``target``  float32 (W, n_scales, n, n): the signature matrices of each window's last segment;
+* ``recon``   float32 (W, n_scales, n, n): the network's reconstruction of them;
+* the residual ``R = (target - recon) ** 2`` (the paper's residual signature matrices).
+
+Scores (``ScoreConfig.method``):
+
+* ``"count"`` (the paper): the number of entries of R above ``theta`` on the chosen scales (default w = 10 only,
+  as the original code). ``theta`` is ``ScoreConfig.theta`` (the paper's 0.005) or, when that is None, chosen per
+  scale from the validation residuals as their ``ScoreConfig.theta_quantile`` quantile (see :func:`choose_theta`).
+* ``"mse"``: the mean of R over the chosen scales.
+
+The anomaly threshold on window scores comes from :mod:`mscred.thresholds` (beta x max of the validation scores by
+default). Root causes are the sensors with the largest row sums of R on the chosen scales. Durations: each scale has
+its own score (the same method, on that scale alone) and its own threshold fitted on the validation windows in the
+same way; a window "lights" scale w when its scale-w score is above the scale-w threshold. A short anomaly disturbs
+only the 10-step matrices, a long one all three.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from mscred.config import ScoreConfig
+from mscred import thresholds as _thresholds
+
+SCORE_METHODS = ("count", "mse")
+# Windows scored per chunk: bounds the memory of the residual to chunk x n_scales x n x n floats.
+_CHUNK = 2048
+
+
+def scale_index(windows: Sequence[int], scales: Sequence[int]) -> list[int]:
+    """Positions in ``windows`` of the window lengths ``scales``; an unknown scale is a ValueError."""
+    windows = [int(w) for w in windows]
+    missing = [int(s) for s in scales if int(s) not in windows]
+    if missing or not scales:
+        raise ValueError(f"score scales {list(scales)} must be a non-empty subset of the windows {windows}")
+    return [windows.index(int(s)) for s in scales]
+
+
+def residuals(target: np.ndarray, recon: np.ndarray) -> np.ndarray:
+    """R = (target - recon)^2, float32 (W, n_scales, n, n)."""
+    if target.shape != recon.shape:
+        raise ValueError(f"target {target.shape} and reconstruction {recon.shape} differ in shape")
+    diff = np.asarray(target, dtype=np.float32) - np.asarray(recon, dtype=np.float32)
+    return diff * diff
+
+
+def _chunks(target: np.ndarray, recon: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+    for start in range(0, len(target), _CHUNK):
+        part = slice(start, start + _CHUNK)
+        yield part, residuals(target[part], recon[part])
+
+
+def choose_theta(target: np.ndarray, recon: np.ndarray, quantile: float) -> np.ndarray:
+    """Per-scale residual threshold theta from validation windows: the ``quantile`` of their residual entries.
+
+    With theta at, e.g., the 0.99 quantile, about 1% of the entries of a normal window lie above it, so the count
+    score of normal windows stays small and stable whatever the absolute size of the reconstruction error (which
+    depends on how long the network trained); the paper's fixed 0.005 assumes a well-trained network.
+
+    Parameters
+    ----------
+    target, recon : float32 (W_val, n_scales, n, n)
+    quantile : float in (0, 1)
+
+    Returns
+    -------
+    theta : float64 (n_scales,)
+    """
+    if not 0.0 < quantile < 1.0:
+        raise ValueError(f"theta_quantile must be in (0, 1), got {quantile}")
+    res = residuals(target, recon)
+    flat = res.transpose(1, 0, 2, 3).reshape(res.shape[1], -1)  # (n_scales, W_val * n * n)
+    return np.quantile(flat.astype(np.float64), quantile, axis=1)
+
+
+def scale_scores(target: np.ndarray, recon: np.ndarray, method: str, theta: np.ndarray | None,
+                 root_scales: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-scale window scores and per-sensor residual row sums, computed in chunks.
+
+    Parameters
+    ----------
+    target, recon : float32 (W, n_scales, n, n)
+    method : "count" or "mse"
+    theta : float (n_scales,) residual thresholds of the count score (ignored for "mse")
+    root_scales : indices of the scales whose residual rows rank the root causes
+
+    Returns
+    -------
+    per_scale : float64 (W, n_scales)
+        Count of entries above theta[s] (count) or the mean residual (mse), each scale alone.
+    row_sums : float64 (W, n)
+        sum over the root scales s and columns j of R[w, s, i, j], per sensor i.
+    """
+    if method not in SCORE_METHODS:
+        raise ValueError(f"unknown score method {method!r}; choose one of {', '.join(SCORE_METHODS)}")
+    n_win, n_scales, n = target.shape[0], target.shape[1], target.shape[2]
+    per_scale = np.zeros((n_win, n_scales), dtype=np.float64)
+    row_sums = np.zeros((n_win, n), dtype=np.float64)
+    if method == "count":
+        theta = np.asarray(theta, dtype=np.float64).reshape(-1)
+        if theta.shape != (n_scales,):
+            raise ValueError(f"theta needs one value per scale ({n_scales}), got {theta.shape}")
+    for part, res in _chunks(target, recon):
+        if method == "count":
+            per_scale[part] = (res > theta[None, :, None, None].astype(np.float32)).sum(axis=(2, 3))
+        else:
+            per_scale[part] = res.mean(axis=(2, 3), dtype=np.float64)
+        row_sums[part] = res[:, list(root_scales)].sum(axis=(1, 3), dtype=np.float64)
+    return per_scale, row_sums
+
+
+def combine(per_scale: np.ndarray, scales: Sequence[int], method: str) -> np.ndarray:
+    """Window score (W,) from the per-scale scores: summed counts, or the mean of the per-scale MSEs."""
+    chosen = per_scale[:, list(scales)]
+    return chosen.sum(axis=1) if method == "count" else chosen.mean(axis=1)
+
+
+def top_sensors(row_sums: np.ndarray, k: int) -> np.ndarray:
+    """Indices (W, k) of the k sensors with the largest row sums, largest first (ties: lower index first)."""
+    k = min(int(k), row_sums.shape[1])
+    order = np.argsort(-row_sums, axis=1, kind="stable")
+    return order[:, :k]
+
+
+@dataclass
+class Calibration:
+    """What scoring learns from the validation windows; stored in a model's config.json.
+
+    theta            (n_scales,) residual threshold of each scale (count score only; empty for mse)
+    threshold        anomaly threshold on the window score
+    scale_thresholds (n_scales,) threshold on each scale's own score, for durations
+    """
+
+    theta: list[float]
+    threshold: float
+    scale_thresholds: list[float]
+
+    @classmethod
+    def fit(cls, target: np.ndarray, recon: np.ndarray, cfg: ScoreConfig, windows: Sequence[int]) -> "Calibration":
+        """Fit theta (fixed or from the residual quantile), then the thresholds on the validation scores.
+
+        target, recon : float32 (W_val, n_scales, n, n) of the validation windows.
+        """
+        n_scales = target.shape[1]
+        idx = scale_index(windows, cfg.scales)
+        if cfg.method == "count":
+            if cfg.theta is None:
+                theta = choose_theta(target, recon, cfg.theta_quantile)
+            else:
+                theta = np.full(n_scales, float(cfg.theta))
+        else:
+            theta = np.zeros(0)
+        per_scale, _ = scale_scores(target, recon, cfg.method, theta if len(theta) else None, idx)
+        score = combine(per_scale, idx, cfg.method)
+        threshold = _thresholds.choose_threshold(cfg.threshold, score, cfg)
+        scale_thr = [_thresholds.choose_threshold(cfg.threshold, per_scale[:, s], cfg) for s in range(n_scales)]
+        return cls(theta=[float(t) for t in theta], threshold=float(threshold),
+                   scale_thresholds=[float(t) for t in scale_thr])
+
+    def to_dict(self) -> dict:
+        return {"theta": self.theta, "threshold": self.threshold, "scale_thresholds": self.scale_thresholds}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Calibration":
+        return cls(theta=[float(t) for t in data["theta"]], threshold=float(data["threshold"]),
+                   scale_thresholds=[float(t) for t in data["scale_thresholds"]])
+
+
+@dataclass
+class WindowResult:
+    """Everything scored per window (W windows, n sensors, n_scales scales)."""
+
+    score: np.ndarray        # float64 (W,)
+    is_anomaly: np.ndarray   # bool (W,)
+    root_causes: np.ndarray  # int64 (W, k) sensor indices, most anomalous first
+    scales_lit: np.ndarray   # bool (W, n_scales) scale w flags the window (durations)
+
+
+def score_windows(target: np.ndarray, recon: np.ndarray, cfg: ScoreConfig, windows: Sequence[int],
+                  calib: Calibration) -> WindowResult:
+    """Score every window with a fitted calibration.
+
+    target, recon : float32 (W, n_scales, n, n)
+    """
+    idx = scale_index(windows, cfg.scales)
+    theta = np.asarray(calib.theta) if cfg.method == "count" else None
+    per_scale, row_sums = scale_scores(target, recon, cfg.method, theta, idx)
+    score = combine(per_scale, idx, cfg.method)
+    lit = per_scale > np.asarray(calib.scale_thresholds)[None, :]
+    return WindowResult(score=score, is_anomaly=score > calib.threshold,
+                        root_causes=top_sensors(row_sums, cfg.top_k), scales_lit=lit)
+
+
+def timestamp_windows(length: int, windows: Sequence[int], gap: int, steps: int) -> np.ndarray:
+    """For each timestamp, the window whose score it takes, or -1.
+
+    Segment j ends (exclusive) at ``ends[j] = max(windows) + j * gap``; window k's last segment is j = k + steps - 1.
+    Timestamp tau with ``ends[j] - gap <= tau < ends[j]`` takes window j - steps + 1. Timestamps before the first
+    window's last segment, and the fewer than ``gap`` trailing ones after the last segment end, belong to no
+    window (-1): no window has seen them yet.
+
+    Returns
+    -------
+    int64 (length,)
+    """
+    max_w = max(int(w) for w in windows)
+    n_seg = 0 if length < max_w else (length - max_w) // gap + 1
+    tau = np.arange(length, dtype=np.int64)
+    seg = np.floor_divide(tau - max_w, gap) + 1  # the j with ends[j] - gap <= tau < ends[j]
+    win = seg - (steps - 1)
+    valid = (seg >= steps - 1) & (seg < n_seg)
+    return np.where(valid, win, -1)
+
+
+def timestamp_scores(window_scores: np.ndarray, length: int, windows: Sequence[int], gap: int,
+                     steps: int) -> np.ndarray:
+    """Per-timestamp scores (length,): the score of the window that ends after the timestamp, within the gap;
+    0 for timestamps that no window covers (see :func:`timestamp_windows`)."""
+    win = timestamp_windows(length, windows, gap, steps)
+    if len(window_scores) and win.max(initial=-1) >= len(window_scores):
+        raise ValueError(f"{len(window_scores)} window scores for a series of {length} rows needs "
+                         f"{win.max() + 1}")
+    out = np.zeros(length, dtype=np.float64)
+    covered = win >= 0
+    out[covered] = np.asarray(window_scores, dtype=np.float64)[win[covered]]
+    return out
