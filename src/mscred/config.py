@@ -76,10 +76,6 @@ class ScoreConfig:
     # initial threshold whose excesses are fitted by a Generalised Pareto Distribution.
     pot_risk: float = 1e-3
     pot_level: float = 0.98
-    # POT (Siffer et al. 2017): probability that a normal score exceeds the threshold, and the quantile of the
-    # initial threshold whose excesses are fitted by a Generalised Pareto Distribution.
-    pot_risk: float = 1e-3
-    pot_level: float = 0.98
     # Root causes reported per anomalous window.
     top_k: int = 3
 
