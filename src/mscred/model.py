@@ -1,0 +1,160 @@
+"""The MSCRED network (Zhang et al., AAAI 2019), exactly as SPEC.md's table, for any number of sensors n >= 4.
+
+Input: h = 5 consecutive multi-scale signature matrices, (B, T, K, n, n) with K scales. Output: the reconstruction
+of the last step, (B, K, n, n).
+
+    Encoder        conv1..conv4 (SELU, TF "same" padding) on every step at once
+    AttnConvLSTM   per level: a ConvLSTM over the T steps (hidden = level channels), then MSCRED's temporal attention
+    Decoder        transposed convolutions from level 4 up, each concatenated with the attention output of the level
+                   below, cropped TF-style so that every size comes back exactly
+
+Every op of the encoder and of the ConvLSTM/attention goes through ``mscred.ops`` so that ``cfg.conv_backend`` /
+``cfg.backend`` choose the implementation. Parameter names (``encoder.conv1.weight``, ``lstms.0.weight``,
+``decoder.deconv4.weight``, ...) are saved to safetensors: keep them stable.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mscred import ops
+from mscred.config import ModelConfig
+from mscred.ops.reference import same_padding
+
+# The table's kernels and strides of conv1..conv4; the decoder mirrors them (deconv_l undoes conv_l).
+KERNELS = (3, 3, 2, 2)
+STRIDES = (1, 2, 2, 2)
+
+
+class SameConv(nn.Module):
+    """Convolution with TF "same" padding, bias and SELU, run by ``mscred.ops.conv2d`` on ``backend``."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel: int, stride: int, backend: str):
+        super().__init__()
+        self.kernel, self.stride, self.backend = kernel, stride, backend
+        self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel, kernel))
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+        # Glorot uniform, as the original TensorFlow code's default initializer.
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, C, H, W) -> (N, O, ceil(H/s), ceil(W/s))
+        padding = same_padding(x.shape[-1], self.kernel, self.stride)
+        return ops.conv2d(x, self.weight, self.bias, self.stride, padding, True, backend=self.backend)
+
+
+class SameDeconv(nn.Module):
+    """Transposed convolution with TF "same" semantics: the exact adjoint of a same-padded conv of ``size``.
+
+    The full transposed convolution of an m x m input has (m-1)*stride + kernel rows; TensorFlow's
+    ``conv2d_transpose(..., padding="SAME", output_shape=size)`` keeps rows [top, top + size), where ``top`` is the
+    top padding of the forward "same" convolution from ``size`` to m. Cropping this way makes every n >= 4 work
+    (e.g. 8 -> 15 for n = 30, 2 -> 3 for n = 5).
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel: int, stride: int, selu: bool):
+        super().__init__()
+        self.kernel, self.stride, self.selu = kernel, stride, selu
+        self.weight = nn.Parameter(torch.empty(in_channels, out_channels, kernel, kernel))
+        self.bias = nn.Parameter(torch.zeros(out_channels))
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, x: torch.Tensor, size: int) -> torch.Tensor:  # (B, C, m, m) -> (B, O, size, size)
+        y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride)  # (B, O, (m-1)*s+k, same)
+        top = same_padding(size, self.kernel, self.stride)[0]
+        y = y[:, :, top:top + size, top:top + size]
+        return F.selu(y) if self.selu else y
+
+
+class Encoder(nn.Module):
+    """conv1..conv4 of the table, applied to all B*T signature matrices at once."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        c1, c2, c3, c4 = cfg.channels
+        k1, k2, k3, k4 = KERNELS
+        s1, s2, s3, s4 = STRIDES
+        self.conv1 = SameConv(cfg.n_scales, c1, k1, s1, cfg.conv_backend)  # 3x3, stride 1
+        self.conv2 = SameConv(c1, c2, k2, s2, cfg.conv_backend)            # 3x3, stride 2
+        self.conv3 = SameConv(c2, c3, k3, s3, cfg.conv_backend)            # 2x2, stride 2 (pad bottom/right)
+        self.conv4 = SameConv(c3, c4, k4, s4, cfg.conv_backend)            # 2x2, stride 2
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        B, T = x.shape[:2]
+        f = x.reshape(B * T, *x.shape[2:])  # (B*T, K, n, n)
+        f1 = self.conv1(f)                  # (B*T, 32, n, n)
+        f2 = self.conv2(f1)                 # (B*T, 64, n2, n2)     n2 = ceil(n / 2)
+        f3 = self.conv3(f2)                 # (B*T, 128, n3, n3)    n3 = ceil(n2 / 2)
+        f4 = self.conv4(f3)                 # (B*T, 256, n4, n4)    n4 = ceil(n3 / 2)
+        return [f.reshape(B, T, *f.shape[1:]) for f in (f1, f2, f3, f4)]  # each (B, T, C, H, W)
+
+
+class AttnConvLSTM(nn.Module):
+    """One level's ConvLSTM over the T steps (hidden = input channels) followed by MSCRED's temporal attention."""
+
+    def __init__(self, channels: int, cfg: ModelConfig):
+        super().__init__()
+        k = cfg.lstm_kernel
+        self.forget_bias, self.backend = cfg.forget_bias, cfg.backend
+        # One gate convolution over concat([x_t, h_{t-1}]); output blocks i, g, f, o (TensorFlow's order).
+        self.weight = nn.Parameter(torch.empty(4 * channels, 2 * channels, k, k))
+        self.bias = nn.Parameter(torch.zeros(4 * channels))
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
+        h = ops.convlstm(x, self.weight, self.bias, self.forget_bias, backend=self.backend)  # (B, T, C, H, W)
+        return ops.temporal_attention(h, backend=self.backend)                              # (B, C, H, W)
+
+
+class Decoder(nn.Module):
+    """deconv4..deconv1 of the table; each level's output is concatenated with the attention output below it."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        c1, c2, c3, c4 = cfg.channels
+        k1, k2, k3, k4 = KERNELS
+        s1, s2, s3, s4 = STRIDES
+        self.deconv4 = SameDeconv(c4, c3, k4, s4, selu=True)             # 256 -> 128, 2x2, stride 2
+        self.deconv3 = SameDeconv(2 * c3, c2, k3, s3, selu=True)         # 256 -> 64,  2x2, stride 2
+        self.deconv2 = SameDeconv(2 * c2, c1, k2, s2, selu=True)         # 128 -> 32,  3x3, stride 2
+        self.deconv1 = SameDeconv(2 * c1, cfg.n_scales, k1, s1, selu=False)  # 64 -> 3, 3x3, stride 1, linear
+
+    def forward(self, a1: torch.Tensor, a2: torch.Tensor, a3: torch.Tensor, a4: torch.Tensor) -> torch.Tensor:
+        d4 = self.deconv4(a4, a3.shape[-1])        # (B, 128, n3, n3)
+        d4 = torch.cat([d4, a3], dim=1)            # (B, 256, n3, n3)
+        d3 = self.deconv3(d4, a2.shape[-1])        # (B, 64, n2, n2)
+        d3 = torch.cat([d3, a2], dim=1)            # (B, 128, n2, n2)
+        d2 = self.deconv2(d3, a1.shape[-1])        # (B, 32, n, n)
+        d2 = torch.cat([d2, a1], dim=1)            # (B, 64, n, n)
+        return self.deconv1(d2, a1.shape[-1])      # (B, K, n, n)
+
+
+class MSCREDNet(nn.Module):
+    """MSCRED: (B, T, K, n, n) signature matrices -> (B, K, n, n) reconstruction of the last step.
+
+    Parameters
+    ----------
+    cfg : ModelConfig
+        ``n_scales`` (K), ``channels`` (4 levels), ``lstm_kernel``, ``forget_bias``, ``backend`` (ConvLSTM and
+        attention), ``conv_backend`` (encoder). The network is fully convolutional: any n >= 4 works without
+        ``cfg.n_sensors``.
+    """
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        if len(cfg.channels) != 4:
+            raise ValueError(f"ModelConfig.channels must have 4 levels, got {cfg.channels}")
+        if cfg.lstm_kernel not in (2, 3):
+            raise ValueError(f"ModelConfig.lstm_kernel must be 2 or 3, got {cfg.lstm_kernel}")
+        self.cfg = cfg
+        self.encoder = Encoder(cfg)
+        self.lstms = nn.ModuleList(AttnConvLSTM(c, cfg) for c in cfg.channels)
+        self.decoder = Decoder(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.ndim != 5 or x.shape[2] != self.cfg.n_scales or x.shape[-1] != x.shape[-2] or x.shape[-1] < 4:
+            raise ValueError(f"MSCREDNet expects (B, T, {self.cfg.n_scales}, n, n) with n >= 4, "
+                             f"got {tuple(x.shape)}")
+        levels = self.encoder(x)                                         # 4 x (B, T, C_l, H_l, W_l)
+        a1, a2, a3, a4 = (lstm(f) for lstm, f in zip(self.lstms, levels))  # 4 x (B, C_l, H_l, W_l)
+        return self.decoder(a1, a2, a3, a4)                              # (B, K, n, n)

@@ -1,0 +1,72 @@
+"""MSCREDNet: the table's shapes for any n >= 4, TF transposed-convolution semantics, gradients everywhere."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mscred.config import ModelConfig
+from mscred.model import MSCREDNet, SameDeconv
+from mscred.ops.reference import same_padding
+
+
+@pytest.mark.parametrize("n", [4, 5, 16, 30, 55])
+def test_output_shape_equals_input_and_loss_finite(n):
+    torch.manual_seed(0)
+    net = MSCREDNet(ModelConfig(n_sensors=n))
+    x = torch.rand(2, 5, 3, n, n)
+    out = net(x)
+    assert out.shape == (2, 3, n, n)
+    loss = F.mse_loss(out, x[:, -1])
+    assert torch.isfinite(loss)
+    loss.backward()
+    for name, p in net.named_parameters():
+        assert p.grad is not None and torch.isfinite(p.grad).all(), name
+
+
+def test_encoder_shapes_of_the_table_at_n30():
+    net = MSCREDNet(ModelConfig())
+    levels = net.encoder(torch.rand(1, 5, 3, 30, 30))
+    assert [tuple(f.shape[2:]) for f in levels] == [(32, 30, 30), (64, 15, 15), (128, 8, 8), (256, 4, 4)]
+
+
+def test_lstm_kernel_3_and_small_channels():
+    net = MSCREDNet(ModelConfig(lstm_kernel=3, channels=(4, 6, 8, 10), n_scales=2))
+    assert net.lstms[0].weight.shape == (16, 8, 3, 3)
+    out = net(torch.rand(3, 5, 2, 7, 7))
+    assert out.shape == (3, 2, 7, 7)
+
+
+def test_parameter_names_are_stable():
+    names = [name for name, _ in MSCREDNet(ModelConfig(channels=(2, 2, 2, 2))).named_parameters()]
+    expected = ([f"encoder.conv{i}.{p}" for i in range(1, 5) for p in ("weight", "bias")]
+                + [f"lstms.{i}.{p}" for i in range(4) for p in ("weight", "bias")]
+                + [f"decoder.deconv{i}.{p}" for i in (4, 3, 2, 1) for p in ("weight", "bias")])
+    assert names == expected
+
+
+@pytest.mark.parametrize("size, kernel, stride", [(15, 2, 2), (30, 3, 2), (5, 3, 2), (3, 2, 2), (1, 2, 2), (7, 3, 1)])
+def test_deconv_is_adjoint_of_same_conv(size, kernel, stride):
+    # TF's conv2d_transpose(padding="SAME", output_shape=size) is the gradient of a same-padded conv2d with respect
+    # to its input; SameDeconv (bias 0, no SELU) must equal it exactly.
+    torch.manual_seed(1)
+    deconv = SameDeconv(3, 2, kernel, stride, selu=False).double()
+    w = deconv.weight.detach()  # (in = conv's out, out = conv's in, k, k)
+    top, bottom, left, right = same_padding(size, kernel, stride)
+    m = -(-size // stride)
+    u = torch.zeros(1, 2, size, size, dtype=torch.float64, requires_grad=True)
+    y = F.conv2d(F.pad(u, (left, right, top, bottom)), w, stride=stride)  # (1, 3, m, m)
+    assert y.shape[-1] == m
+    g = torch.randn(1, 3, m, m, dtype=torch.float64)
+    (want,) = torch.autograd.grad(y, u, g)
+    with torch.no_grad():
+        got = deconv(g, size)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_rejects_bad_input_shape():
+    net = MSCREDNet(ModelConfig(channels=(2, 2, 2, 2)))
+    with pytest.raises(ValueError, match="n >= 4"):
+        net(torch.rand(1, 5, 3, 3, 3))
+    with pytest.raises(ValueError):
+        net(torch.rand(1, 5, 2, 6, 6))  # 2 scales, config says 3
