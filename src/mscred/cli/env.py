@@ -1,0 +1,62 @@
+"""`mscred env`: versions, devices and which kernel backends work here (for bug reports)."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+
+import click
+
+
+def _version(name: str) -> str:
+    """Installed version of a distribution, or "not installed" (an optional package's absence is information)."""
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def collect() -> dict:
+    """Everything `mscred env` prints, as a dict (tested, and handy in bug reports)."""
+    import torch
+
+    import mscred
+    from mscred.ops import backend_status
+
+    info = {
+        "mscred": mscred.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": {name: _version(name) for name in
+                     ("torch", "numpy", "pandas", "safetensors", "click", "rich", "triton", "pyarrow",
+                      "matplotlib", "pyelftools")},
+        "cpu_cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda_available": torch.cuda.is_available(),
+        "torch_cuda": torch.version.cuda,
+        "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
+        "backends": backend_status(),
+    }
+    return info
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+def env(as_json: bool) -> None:
+    """Print versions, devices and the status of every kernel backend."""
+    info = collect()
+    if as_json:
+        import json
+
+        click.echo(json.dumps(info, indent=2))
+        return
+    click.echo(f"mscred {info['mscred']}  python {info['python']}  {info['platform']}")
+    click.echo("packages: " + ", ".join(f"{k} {v}" for k, v in info["packages"].items()))
+    click.echo(f"cpu: {info['cpu_cores']} cores, torch threads {info['torch_threads']}")
+    if info["cuda_available"]:
+        click.echo(f"cuda {info['torch_cuda']}: " + "; ".join(info["devices"]))
+    else:
+        click.echo(f"cuda: not available (torch built with CUDA {info['torch_cuda'] or 'none'})")
+    for op, backends in info["backends"].items():
+        for backend, state in backends.items():
+            click.echo(f"  {op:<20} {backend:<15} {state}")

@@ -1,0 +1,350 @@
+"""The MSCRED estimator: DataFrames in, per-timestamp scores, labels and root causes by sensor name out.
+
+Follows pyod's contract: ``fit(X)`` sets ``decision_scores_`` (per training row), ``threshold_`` and ``labels_``;
+``decision_function(X)`` gives per-row scores (higher = more anomalous) and ``predict(X)`` 0/1 labels. ``detect(X)``
+adds root causes and the scales that flag each row. ``save(dir)`` writes ``config.json`` (every setting, the
+normalisation, the calibration, the sensor names, the package version) and ``model.safetensors``; ``MSCRED.load``
+reads them back without unpickling anything.
+
+Pipeline of ``fit``: validate -> min-max normalise (statistics of the training data) -> signature matrices ->
+split the windows (the last ``val_fraction`` of them validate) -> train -> reconstruct the validation windows ->
+calibrate theta and the thresholds on them (:class:`mscred.detect.Calibration`) -> score the training rows.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from mscred import __version__
+from mscred.atomic import atomic_path
+from mscred.config import MSCREDConfig
+from mscred.detect import Calibration, WindowResult, score_windows, timestamp_windows
+from mscred.errors import InputError
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+FORMAT = "mscred-model"
+FORMAT_VERSION = 1
+
+
+def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConfig:
+    """Set ``field=value`` (or ``section__field=value``) on the config section that has that field."""
+    sections = {"signature": cfg.signature, "model": cfg.model, "train": cfg.train, "score": cfg.score}
+    for key, value in overrides.items():
+        if "__" in key:
+            section, name = key.split("__", 1)
+            owners = [section] if section in sections and hasattr(sections[section], name) else []
+        else:
+            name = key
+            owners = [s for s, obj in sections.items() if name in obj.__dataclass_fields__]
+        if not owners:
+            raise TypeError(f"MSCRED got an unknown setting {key!r}")
+        if len(owners) > 1:
+            raise TypeError(f"setting {key!r} is ambiguous; write one of " + ", ".join(f"{o}__{name}" for o in owners))
+        if isinstance(value, list):
+            value = tuple(value)
+        setattr(sections[owners[0]], name, value)
+    return cfg
+
+
+def _resolve_device(name: str) -> str:
+    import torch
+
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device cuda: no CUDA device is available here (try --device cpu or auto)")
+    if name not in ("cpu", "cuda"):
+        raise InputError(f"device {name!r}: choose auto, cpu or cuda")
+    return name
+
+
+class MSCRED:
+    """Multi-Scale Convolutional Recurrent Encoder-Decoder (Zhang et al., AAAI 2019) as an estimator.
+
+    Parameters
+    ----------
+    config : MSCREDConfig, optional
+        All settings; the defaults of SPEC.md when omitted.
+    **overrides
+        Any config field by name (``epochs=3``, ``theta=None``, ``device="cpu"``), or ``section__field``.
+
+    Attributes (after ``fit``)
+    ----------
+    decision_scores_ : float64 (T_train,) score of every training row (0 where no window covers it)
+    threshold_ : float, the anomaly threshold on the scores
+    labels_ : int64 (T_train,) 0/1
+    sensors_ : list[str]
+    history_ : list[dict] per-epoch training history
+    """
+
+    def __init__(self, config: Optional[MSCREDConfig] = None, **overrides):
+        cfg = MSCREDConfig.from_dict(config.to_dict()) if config is not None else MSCREDConfig()
+        self.config = _apply_overrides(cfg, overrides)
+        self.net_ = None
+
+    # ----------------------------------------------------------------------------------------------- inputs
+    @property
+    def min_rows(self) -> int:
+        """Fewest rows that make one window: the largest window plus (steps - 1) gaps."""
+        sig = self.config.signature
+        return max(sig.windows) + (sig.steps - 1) * sig.gap
+
+    def _table(self, X, source: str = "input"):
+        """Validate X (DataFrame, 2-D array or a loaded Table) into a Table."""
+        from mscred.data.io import Table, table_from_frame
+
+        if isinstance(X, Table):
+            return X
+        if isinstance(X, np.ndarray):
+            if X.ndim != 2:
+                raise InputError(f"{source}: expected a 2-D array (T, n), got shape {X.shape}")
+            X = pd.DataFrame(X, columns=[f"sensor_{j}" for j in range(X.shape[1])])
+        return table_from_frame(X, source=source)
+
+    def _check_rows(self, table, what: str) -> None:
+        if len(table.values) < self.min_rows:
+            sig = self.config.signature
+            raise InputError(f"{table.source}: {len(table.values)} rows is too few to {what}; need at least "
+                             f"{self.min_rows} (largest window {max(sig.windows)} + (steps {sig.steps} - 1) x "
+                             f"gap {sig.gap})")
+
+    def _aligned(self, table) -> np.ndarray:
+        """The table's values in the training sensor order; other sensors than at training is an InputError."""
+        names = list(table.sensors)
+        if names == self.sensors_:
+            return table.values
+        missing = [s for s in self.sensors_ if s not in names]
+        extra = [s for s in names if s not in self.sensors_]
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append("missing sensor(s) " + ", ".join(missing))
+            if extra:
+                parts.append("unknown sensor(s) " + ", ".join(extra))
+            raise InputError(f"{table.source}: other sensors than the model was trained on: {'; '.join(parts)}")
+        return table.values[:, [names.index(s) for s in self.sensors_]]
+
+    def _segments(self, values: np.ndarray) -> np.ndarray:
+        from mscred.signature import signature_matrices
+
+        sig = self.config.signature
+        scaled = self.normalizer_.transform(values)
+        return signature_matrices(scaled, windows=sig.windows, gap=sig.gap, chunk_segments=sig.chunk_segments)
+
+    # ----------------------------------------------------------------------------------------------- fit
+    def fit(self, X, y=None, checkpoint_dir: Optional[str | os.PathLike] = None, resume: bool = False) -> "MSCRED":
+        """Train on normal data X (T, n) and calibrate the threshold on its last ``val_fraction`` of windows.
+
+        Parameters
+        ----------
+        X : DataFrame (sensor columns; optional ``timestamp``/``label``), ndarray (T, n) or a loaded Table
+        y : ignored (unsupervised; pyod compatibility)
+        checkpoint_dir : a directory for per-epoch checkpoints (``--resume`` continues from it)
+        resume : continue from the checkpoint in ``checkpoint_dir``
+        """
+        import torch
+
+        from mscred.data.io import Normalizer
+        from mscred.model import MSCREDNet
+        from mscred.train import Trainer
+
+        cfg = self.config
+        table = self._table(X, "training data")
+        self._check_rows(table, "train")
+        steps = cfg.signature.steps
+        self.sensors_ = list(table.sensors)
+        if len(self.sensors_) < 4:
+            raise InputError(f"{table.source}: {len(self.sensors_)} sensor(s); MSCRED needs at least 4")
+        self.normalizer_ = Normalizer().fit(table.values)
+        segments = self._segments(table.values)                       # (S, n_scales, n, n)
+        n_windows = len(segments) - steps + 1
+        if n_windows < 2:
+            raise InputError(f"{table.source}: {len(table.values)} rows give {n_windows} window(s); training and "
+                             f"validation need at least 2 (at least {self.min_rows + cfg.signature.gap} rows)")
+        n_val = min(max(int(round(n_windows * cfg.train.val_fraction)), 1), n_windows - 1)
+        # Window k uses segments k..k+steps-1. The last n_val windows validate: their segments start at
+        # n_windows - n_val; the training windows end with segment n_windows - n_val + steps - 2.
+        split = n_windows - n_val
+        train_seg, val_seg = segments[:split + steps - 1], segments[split:]
+
+        cfg.model.n_sensors = len(self.sensors_)
+        cfg.model.n_scales = len(cfg.signature.windows)
+        torch.manual_seed(cfg.train.seed)                             # the initial weights are part of the seed
+        self.net_ = MSCREDNet(cfg.model)
+        self.device_ = _resolve_device(cfg.train.device)
+        trainer = Trainer(self.net_, cfg.train)
+        self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume)
+
+        self.calibration_ = Calibration.fit(val_seg[steps - 1:], self._reconstruct(val_seg), cfg.score,
+                                            cfg.signature.windows)
+        result = self._score_segments(segments)
+        self.decision_scores_ = self._per_row(result.score, len(table.values))
+        self.labels_ = (self.decision_scores_ > self.threshold_).astype(np.int64)
+        return self
+
+    @property
+    def threshold_(self) -> float:
+        self._check_fitted()
+        return self.calibration_.threshold
+
+    @property
+    def theta_(self) -> list[float]:
+        """Residual threshold of each scale used by the count score (fixed, or from the validation quantile)."""
+        self._check_fitted()
+        return list(self.calibration_.theta)
+
+    def _check_fitted(self) -> None:
+        if getattr(self, "calibration_", None) is None or self.net_ is None:
+            raise RuntimeError("this MSCRED is not fitted yet: call fit(X) or MSCRED.load(dir) first")
+
+    # ----------------------------------------------------------------------------------------------- scoring
+    def _reconstruct(self, segments: np.ndarray) -> np.ndarray:
+        from mscred.train import predict
+
+        return predict(self.net_, segments, self.config.train.batch_size, self.device_)
+
+    def _score_segments(self, segments: np.ndarray) -> WindowResult:
+        steps = self.config.signature.steps
+        recon = self._reconstruct(segments)                           # (W, n_scales, n, n)
+        return score_windows(segments[steps - 1:], recon, self.config.score, self.config.signature.windows,
+                             self.calibration_)
+
+    def _window_of_row(self, length: int) -> np.ndarray:
+        sig = self.config.signature
+        return timestamp_windows(length, sig.windows, sig.gap, sig.steps)
+
+    def _per_row(self, window_values: np.ndarray, length: int, fill=0.0) -> np.ndarray:
+        win = self._window_of_row(length)
+        out = np.full(length, fill, dtype=np.asarray(window_values).dtype)
+        out[win >= 0] = window_values[win[win >= 0]]
+        return out
+
+    def _windows(self, X):
+        self._check_fitted()
+        table = self._table(X)
+        self._check_rows(table, "score")
+        values = self._aligned(table)
+        return table, self._score_segments(self._segments(values))
+
+    def decision_function(self, X) -> np.ndarray:
+        """Per-row anomaly scores, float64 (T,); higher = more anomalous; 0 for rows no window covers yet."""
+        table, result = self._windows(X)
+        return self._per_row(result.score, len(table.values))
+
+    def predict(self, X) -> np.ndarray:
+        """Per-row labels, int64 (T,): 1 where the score is above ``threshold_``."""
+        return (self.decision_function(X) > self.threshold_).astype(np.int64)
+
+    def detect(self, X) -> pd.DataFrame:
+        """One row per input row: the index (``timestamp`` or ``row``), score, is_anomaly, root_causes, scales.
+
+        ``root_causes`` are the top-k sensors by residual row sum, ``;``-joined, most anomalous first, and
+        ``scales`` the window lengths whose own score is above their own threshold (``;``-joined), both only on
+        anomalous rows (empty strings elsewhere).
+        """
+        table, result = self._windows(X)
+        length = len(table.values)
+        win = self._window_of_row(length)
+        score = self._per_row(result.score, length)
+        flagged = score > self.threshold_
+        causes = np.full(length, "", dtype=object)
+        scales = np.full(length, "", dtype=object)
+        windows = self.config.signature.windows
+        cause_text = [";".join(self.sensors_[i] for i in row) for row in result.root_causes]
+        scale_text = [";".join(str(w) for w, lit in zip(windows, row) if lit) for row in result.scales_lit]
+        for t in np.flatnonzero(flagged):
+            causes[t] = cause_text[win[t]]
+            scales[t] = scale_text[win[t]]
+        index_name = table.index.name if table.index.name else "row"
+        return pd.DataFrame({index_name: np.asarray(table.index), "score": score,
+                             "is_anomaly": flagged.astype(np.int64), "root_causes": causes, "scales": scales})
+
+    # ----------------------------------------------------------------------------------------------- save/load
+    def save(self, directory: str | os.PathLike) -> Path:
+        """Write ``config.json`` + ``model.safetensors`` into ``directory`` atomically (all or nothing)."""
+        from safetensors.torch import save_file
+
+        self._check_fitted()
+        directory = Path(directory)
+        meta = {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "mscred_version": __version__,
+            "config": self.config.to_dict(),
+            "sensors": self.sensors_,
+            "normalization": self.normalizer_.to_dict(),
+            "calibration": self.calibration_.to_dict(),
+            "history": getattr(self, "history_", []),
+        }
+        state = {k: v.detach().to("cpu").contiguous() for k, v in self.net_.state_dict().items()}
+        with atomic_path(directory) as tmp:
+            tmp.mkdir()
+            (tmp / CONFIG_FILE).write_text(json.dumps(_jsonable(meta), indent=2) + "\n")
+            save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": FORMAT, "mscred_version": __version__})
+        return directory
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, device: str = "auto") -> "MSCRED":
+        """Read a model directory written by :meth:`save`. Damaged or missing files raise InputError."""
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        from mscred.data.io import Normalizer
+        from mscred.model import MSCREDNet
+
+        directory = Path(directory)
+        if not directory.is_dir():
+            raise InputError(f"{directory}: model directory not found")
+        cfg_path, weights_path = directory / CONFIG_FILE, directory / WEIGHTS_FILE
+        for path in (cfg_path, weights_path):
+            if not path.is_file():
+                raise InputError(f"{path}: missing from the model directory")
+        try:
+            meta = json.loads(cfg_path.read_text())
+            if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+                raise ValueError("not an mscred model config")
+            config = MSCREDConfig.from_dict(meta["config"])
+            sensors = [str(s) for s in meta["sensors"]]
+            calibration = Calibration.from_dict(meta["calibration"])
+            normalizer = Normalizer.from_dict(meta["normalization"])
+        except InputError as err:
+            raise InputError(f"{cfg_path}: {err}") from None
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
+            raise InputError(f"{cfg_path}: damaged model config ({type(err).__name__}: {err})") from None
+        if len(sensors) != config.model.n_sensors or len(normalizer.min_) != len(sensors):
+            raise InputError(f"{cfg_path}: damaged model config (sensor count does not match the settings)")
+
+        model = cls(config)
+        model.sensors_, model.normalizer_, model.calibration_ = sensors, normalizer, calibration
+        model.history_ = meta.get("history", [])
+        model.device_ = _resolve_device(device if device != "auto" else config.train.device)
+        net = MSCREDNet(config.model)
+        try:
+            state = load_file(str(weights_path))
+            net.load_state_dict(state, strict=True)
+        except (SafetensorError, OSError, RuntimeError, ValueError) as err:
+            msg = " ".join(str(err).split())[:300]
+            raise InputError(f"{weights_path}: damaged weights ({type(err).__name__}: {msg})") from None
+        model.net_ = net.to(model.device_).eval()
+        return model
+
+
+def _jsonable(value):
+    """Tuples to lists, NumPy scalars to Python numbers, non-finite floats to None (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (np.floating, float)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
