@@ -1,0 +1,185 @@
+"""Fused temporal attention of MSCRED: scores, softmax over the T steps and the weighted sum in one kernel.
+
+    a_k = softmax_k(<H_k, H_T> / T),  out = sum_k a_k H_k         (per sample; the inner product runs over C*H*W)
+
+The reference does it in five PyTorch kernels (product, sum, softmax, broadcast product, sum) and materialises the
+(B, T, D) product twice. Here one program per sample streams its T x D block twice: pass 1 accumulates the T dot
+products with H_T in registers (a [T_PAD, BLOCK] tile, reduced once at the end), the softmax runs on T numbers, pass 2
+writes the weighted sum. That is 2 reads of H and 1 write of the output, the fewest for a two-pass softmax (the
+scores need all of H_T before any output element is known).
+
+Backward, again one kernel: pass 1 recomputes the scores and da_k = <dout, H_k>; then
+ds_k = a_k (da_k - sum_j a_j da_j); pass 2 writes
+    dH_k = a_k dout + (ds_k / T) H_T          (k < T)
+    dH_T = a_T dout + (ds_T / T) H_T + sum_j (ds_j / T) H_j
+Accumulation is float32 for float32/bf16/fp16 inputs and float64 for float64 (the tests' oracle path).
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError as _err:  # pragma: no cover
+    triton = None
+    _IMPORT_ERROR: Optional[Exception] = _err
+else:
+    _IMPORT_ERROR = None
+
+BLOCK = 512  # elements of D per iteration; the tile is [T_PAD, BLOCK]
+
+
+def is_available() -> tuple[bool, str]:
+    """(True, "") when the fused attention can run here: Triton and a CUDA device, or Triton's CPU interpreter."""
+    if triton is None:
+        return False, f"triton not importable ({_IMPORT_ERROR})"
+    if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return True, ""
+    return False, "no CUDA device (set TRITON_INTERPRET=1 to run the kernels on the CPU interpreter)"
+
+
+def _runs_fused(h: torch.Tensor) -> bool:
+    interp = os.environ.get("TRITON_INTERPRET", "0") == "1"
+    return triton is not None and (h.is_cuda or (interp and h.device.type == "cpu"))
+
+
+def temporal_attention(h: torch.Tensor) -> torch.Tensor:
+    """MSCRED's attention (contract: ``mscred.ops.temporal_attention``).
+
+    Parameters
+    ----------
+    h : (B, T, C, H, W) tensor
+
+    Returns
+    -------
+    (B, C, H, W) tensor of h's dtype. Tensors the kernel cannot run on (CPU without the interpreter) take the
+    reference path. Under autocast the input keeps its dtype, as in the reference (no weights to cast).
+    """
+    if not _runs_fused(h):
+        from mscred.ops import reference
+        return reference.temporal_attention(h)
+    return temporal_attention_fused(h)
+
+
+if triton is not None:
+
+    @triton.jit
+    def _attn_fwd_kernel(h_ptr, out_ptr, T, D, inv_t,
+                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
+        b = tl.program_id(0).to(tl.int64)
+        base = h_ptr + b * T * D
+        t = tl.arange(0, T_PAD)
+        tmask = t < T
+        acc = tl.zeros([T_PAD, BLOCK], dtype=CDT)
+        for d0 in range(0, D, BLOCK):
+            d = d0 + tl.arange(0, BLOCK)
+            dmask = d < D
+            hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
+                         other=0.0).to(CDT)
+            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
+            acc += hk * hl[None, :]
+        s = tl.sum(acc, axis=1) * inv_t
+        s = tl.where(tmask, s, -float("inf"))
+        e = tl.exp(s - tl.max(s, axis=0))
+        e = tl.where(tmask, e, 0.0)
+        a = e / tl.sum(e, axis=0)  # (T_PAD,)
+        for d0 in range(0, D, BLOCK):
+            d = d0 + tl.arange(0, BLOCK)
+            dmask = d < D
+            hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
+                         other=0.0).to(CDT)
+            o = tl.sum(hk * a[:, None], axis=0)
+            tl.store(out_ptr + b * D + d, o.to(out_ptr.dtype.element_ty), mask=dmask)
+
+    @triton.jit
+    def _attn_bwd_kernel(h_ptr, dout_ptr, dh_ptr, T, D, inv_t,
+                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
+        b = tl.program_id(0).to(tl.int64)
+        base = h_ptr + b * T * D
+        dbase = dh_ptr + b * T * D
+        t = tl.arange(0, T_PAD)
+        tmask = t < T
+        acc_s = tl.zeros([T_PAD, BLOCK], dtype=CDT)
+        acc_g = tl.zeros([T_PAD, BLOCK], dtype=CDT)
+        for d0 in range(0, D, BLOCK):
+            d = d0 + tl.arange(0, BLOCK)
+            dmask = d < D
+            hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
+                         other=0.0).to(CDT)
+            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
+            go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
+            acc_s += hk * hl[None, :]
+            acc_g += hk * go[None, :]
+        s = tl.sum(acc_s, axis=1) * inv_t
+        s = tl.where(tmask, s, -float("inf"))
+        e = tl.exp(s - tl.max(s, axis=0))
+        e = tl.where(tmask, e, 0.0)
+        a = e / tl.sum(e, axis=0)
+        da = tl.sum(acc_g, axis=1)
+        ds = a * (da - tl.sum(a * da, axis=0)) * inv_t  # (T_PAD,), zero on the padding rows (a = 0 there)
+        last = (t == T - 1)[:, None]
+        for d0 in range(0, D, BLOCK):
+            d = d0 + tl.arange(0, BLOCK)
+            dmask = d < D
+            m2 = tmask[:, None] & dmask[None, :]
+            hk = tl.load(base + t[:, None] * D + d[None, :], mask=m2, other=0.0).to(CDT)
+            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
+            go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
+            g = a[:, None] * go[None, :] + ds[:, None] * hl[None, :]
+            extra = tl.sum(ds[:, None] * hk, axis=0)  # the score of every step also depends on H_T
+            g += tl.where(last, extra[None, :], 0.0)
+            tl.store(dbase + t[:, None] * D + d[None, :], g.to(dh_ptr.dtype.element_ty), mask=m2)
+
+
+def _launch_args(h: torch.Tensor):
+    B, T = h.shape[:2]
+    D = h[0, 0].numel()
+    cdt = tl.float64 if h.dtype == torch.float64 else tl.float32
+    return B, T, D, dict(CDT=cdt, T_PAD=max(triton.next_power_of_2(T), 2), BLOCK=BLOCK, num_warps=8)
+
+
+@torch.library.custom_op("mscred::temporal_attention_fused", mutates_args=())
+def temporal_attention_fused(h: torch.Tensor) -> torch.Tensor:
+    """Fused forward: h (B, T, C, H, W) -> (B, C, H, W)."""
+    h = h.contiguous()
+    B, T, D, meta = _launch_args(h)
+    out = torch.empty(h.shape[0], *h.shape[2:], device=h.device, dtype=h.dtype)
+    _attn_fwd_kernel[(B,)](h, out, T, D, 1.0 / T, **meta)
+    return out
+
+
+@temporal_attention_fused.register_fake
+def _(h):
+    return h.new_empty(h.shape[0], *h.shape[2:])
+
+
+@torch.library.custom_op("mscred::temporal_attention_fused_backward", mutates_args=())
+def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """dh (B, T, C, H, W) of ``temporal_attention_fused`` given dout (B, C, H, W)."""
+    h = h.contiguous()
+    dout = dout.to(h.dtype).contiguous()
+    B, T, D, meta = _launch_args(h)
+    dh = torch.empty(h.shape, device=h.device, dtype=h.dtype)
+    _attn_bwd_kernel[(B,)](h, dout, dh, T, D, 1.0 / T, **meta)
+    return dh
+
+
+@temporal_attention_fused_backward.register_fake
+def _(dout, h):
+    return h.new_empty(h.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _backward(ctx, dout):
+    (h,) = ctx.saved_tensors
+    return temporal_attention_fused_backward(dout, h)
+
+
+temporal_attention_fused.register_autograd(_backward, setup_context=_setup_context)
