@@ -84,9 +84,9 @@ def iter_signature_matrices(
         The (normalised) series; any float dtype, a ``np.memmap`` works too (only the rows of one chunk are read).
     windows, gap : see :func:`segment_ends`.
     chunk_segments : int
-        Segments per yielded chunk. Peak extra memory is about
-        ``chunk_segments * (gap / g + 2 + len(windows) / 2) * n * n * 8`` bytes (the float64 prefix of the chunk's
-        blocks, two float64 work arrays and the float32 output), about 110 MB for 4,096 segments of n = 30.
+        Segments per yielded chunk. Extra memory is about ``chunk_segments * (gap / g + 1 + len(windows) / 2) * n * n
+        * 8`` bytes (the float64 prefix of the chunk's blocks, one float64 work array and the float32 output), about
+        100 MB for 4,096 segments of n = 30, plus the chunk the caller still holds.
 
     Yields
     ------
@@ -101,26 +101,35 @@ def iter_signature_matrices(
         raise ValueError(f"chunk_segments must be positive, got {chunk_segments}")
     T, n = values.shape
     ends = segment_ends(T, windows, gap)
+    if len(ends) == 0:
+        return
     grid = math.gcd(int(gap), *windows)
+    stride = int(gap) // grid  # prefix entries between consecutive segment ends
     longest = max(windows)
+    # Work buffers, reused by every chunk (fresh ones would page-fault ~100 MB per chunk): the float64 prefix of the
+    # chunk's blocks and one float64 difference per segment.
+    per_chunk = min(chunk_segments, len(ends))
+    prefix = np.zeros(((per_chunk - 1) * stride + longest // grid + 1, n, n), dtype=np.float64)
+    diff = np.empty((per_chunk, n, n), dtype=np.float64)
     for start in range(0, len(ends), chunk_segments):
-        chunk_ends = ends[start : start + chunk_segments]
+        c = min(chunk_segments, len(ends) - start)
         # Rows [lo, hi) cover every window of the chunk; lo = start * gap is on the grid because every end is.
-        lo, hi = int(chunk_ends[0]) - longest, int(chunk_ends[-1])
+        lo = start * int(gap)
+        hi = lo + (c - 1) * int(gap) + longest
         x = np.asarray(values[lo:hi], dtype=np.float64).reshape((hi - lo) // grid, grid, n)  # (blocks, g, n)
-        prefix = np.zeros((x.shape[0] + 1, n, n), dtype=np.float64)
-        np.matmul(x.transpose(0, 2, 1), x, out=prefix[1:])  # per-block sums of outer products (blocks, n, n)
-        np.cumsum(prefix[1:], axis=0, out=prefix[1:])  # prefix[b] = sum of blocks < b
-        del x
-        out = np.empty((len(chunk_ends), len(windows), n, n), dtype=np.float32)
-        top = (chunk_ends - lo) // grid  # (c,) prefix index of each segment end
-        at_end = prefix[top]  # (c, n, n), shared by every window
-        diff = np.empty_like(at_end)
+        blocks = x.shape[0]
+        # prefix[b] = sum of the outer products of rows [lo, lo + b * g); prefix[0] stays 0.
+        np.matmul(x.transpose(0, 2, 1), x, out=prefix[1 : blocks + 1])  # per-block sums (blocks, n, n)
+        for b in range(2, blocks + 1):  # a row-by-row running sum: twice as fast as np.cumsum over axis 0 here
+            np.add(prefix[b], prefix[b - 1], out=prefix[b])
+        out = np.empty((c, len(windows), n, n), dtype=np.float32)
+        first = longest // grid  # prefix index of the chunk's first segment end
+        at_end = prefix[first : first + (c - 1) * stride + 1 : stride]  # (c, n, n), a strided view
         for i, w in enumerate(windows):
-            np.take(prefix, top - w // grid, axis=0, out=diff)
-            np.subtract(at_end, diff, out=diff)  # float64 difference first, then one rounding to float32
-            diff /= w
-            out[:, i] = diff
+            k = first - w // grid
+            at_start = prefix[k : k + (c - 1) * stride + 1 : stride]
+            np.subtract(at_end, at_start, out=diff[:c])  # float64 difference first ...
+            np.multiply(diff[:c], 1.0 / w, out=out[:, i], casting="same_kind")  # ... then one rounding to float32
         yield start, out
 
 
