@@ -1,0 +1,327 @@
+"""Training and inference of MSCREDNet: windows over the segments, the Trainer loop, and ``predict``.
+
+A model input window k is segments k..k+steps-1 (steps = 5); its target is its last segment. The windows are never
+materialised: ``WindowDataset.batch(idx)`` gathers ``segments[idx[:, None] + arange(steps)]`` per batch, on the
+device where the segments live (the whole segments tensor goes to the GPU once; the thesis workload is ~40 MB).
+
+The Trainer keeps the pieces a distributed run replaces apart (issue 6): ``_epoch_order`` (the sampler, seeded per
+epoch like ``DistributedSampler``: ``randperm(W, seed + epoch)``), ``_make_step`` (eager or CUDA graph,
+``train_graphs.py``), ``_reduce`` (the cross-rank sum of a loss), and ``is_main`` (rank 0 alone writes checkpoints
+and shows progress).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch import nn
+
+from mscred.config import TrainConfig
+from mscred.errors import InputError
+from mscred.train_checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from mscred.train_graphs import EagerInference, EagerStep, GraphedInference, GraphedStep
+
+log = logging.getLogger(__name__)
+
+
+def resolve_device(name: str) -> torch.device:
+    """"auto" -> cuda when available, else cpu; "cuda" without CUDA is an InputError."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InputError(f"device {name!r} requested but CUDA is not available here (use --device cpu or auto)")
+    return device
+
+
+class WindowDataset:
+    """The windows of a segments tensor, as index views (no copy of the data).
+
+    Parameters
+    ----------
+    segments : (S, K, n, n) float32 array or tensor
+        Signature matrices of consecutive segments; a float32 NumPy array is shared, not copied.
+    steps : int
+        Segments per window (SPEC's h = 5). There are S - steps + 1 windows.
+    """
+
+    def __init__(self, segments, steps: int = 5):
+        seg = torch.as_tensor(segments)
+        if seg.ndim != 4 or seg.shape[-1] != seg.shape[-2]:
+            raise ValueError(f"segments must be (S, n_scales, n, n), got {tuple(seg.shape)}")
+        self.segments = seg if seg.dtype == torch.float32 else seg.float()
+        self.steps = steps
+        self.offsets = torch.arange(steps, device=self.segments.device)
+
+    def __len__(self) -> int:
+        return max(self.segments.shape[0] - self.steps + 1, 0)
+
+    def __getitem__(self, k: int) -> torch.Tensor:  # (steps, K, n, n), a view
+        if not 0 <= k < len(self):
+            raise IndexError(f"window {k} out of range [0, {len(self)})")
+        return self.segments[k:k + self.steps]
+
+    def batch(self, idx: torch.Tensor) -> torch.Tensor:
+        """Windows ``idx`` (B,) int64 on the segments' device -> (B, steps, K, n, n)."""
+        return self.segments[idx[:, None] + self.offsets]
+
+    def to(self, device: torch.device) -> "WindowDataset":
+        return WindowDataset(self.segments.to(device), self.steps)
+
+
+class _Progress:
+    """A rich progress bar per epoch (loss, windows/s) on stderr, or nothing when disabled.
+
+    Reading the running loss synchronises with the GPU, so the bar refreshes at most every ``interval`` seconds.
+    """
+
+    def __init__(self, enabled: bool, epochs: int, interval: float = 0.5):
+        self.enabled, self.epochs, self.interval = enabled, epochs, interval
+        self.bar = None
+        if enabled:
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn)
+
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[wps]} windows/s"),
+                                TimeElapsedColumn(), console=Console(stderr=True))
+
+    def __enter__(self):
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.stop()
+
+    def start_epoch(self, epoch: int, windows: int) -> None:
+        self.t0 = self.last = time.perf_counter()
+        if self.bar is not None:
+            self.task = self.bar.add_task(f"epoch {epoch}/{self.epochs}", total=windows, loss="-", wps="-")
+
+    def update(self, seen: int, loss_sum: torch.Tensor, final: bool = False) -> None:
+        if self.bar is None:
+            return
+        now = time.perf_counter()
+        if final or now - self.last >= self.interval:
+            self.last = now
+            self.bar.update(self.task, completed=seen, loss=f"{loss_sum.item() / max(seen, 1):.6f}",
+                            wps=f"{seen / max(now - self.t0, 1e-9):,.0f}")
+
+    def end_epoch(self, record: dict[str, Any]) -> None:
+        if self.bar is not None:
+            val = "-" if record["val_loss"] is None else f"{record['val_loss']:.6f}"
+            self.bar.console.print(f"epoch {record['epoch']}/{self.epochs}: train loss {record['train_loss']:.6f}, "
+                                   f"val loss {val}, {record['seconds']:.1f} s, "
+                                   f"{record['windows_per_s']:,.0f} windows/s")
+
+
+class Trainer:
+    """Train an MSCREDNet with Adam on the MSE between its output and each window's last step.
+
+    Parameters
+    ----------
+    net : nn.Module
+        Maps (B, steps, K, n, n) -> (B, K, n, n); its initial weights come from the caller (seed before building).
+    train_cfg : TrainConfig
+        epochs, batch_size, lr, seed, device, early_stopping_patience, bf16, cuda_graphs, progress.
+    steps : int
+        Segments per window (SignatureConfig.steps).
+
+    After ``fit``: ``history`` (one dict per epoch) and ``optimizer``.
+    """
+
+    def __init__(self, net: nn.Module, train_cfg: TrainConfig, steps: int = 5):
+        self.net, self.cfg, self.steps = net, train_cfg, steps
+        self.device = resolve_device(train_cfg.device)
+        self.use_graphs = bool(train_cfg.cuda_graphs and self.device.type == "cuda")
+        self.bf16 = bool(train_cfg.bf16 and self.device.type == "cuda")
+        if train_cfg.cuda_graphs and not self.use_graphs:
+            log.info("cuda_graphs needs a CUDA device; training eagerly on %s", self.device)
+        if train_cfg.bf16 and not self.bf16:
+            log.info("bf16 autocast is used on CUDA only; training in float32 on %s", self.device)
+        self.rank, self.world_size = 0, 1  # a DistributedDataParallel run sets these
+        self.optimizer: Optional[torch.optim.Optimizer] = None
+        self.history: list[dict[str, Any]] = []
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0: the process that writes checkpoints and shows progress."""
+        return self.rank == 0
+
+    # ------------------------------------------------------------------------------------------------ fit
+    def fit(self, train_segments, val_segments=None, checkpoint_dir: Optional[str | Path] = None,
+            resume: bool = False) -> list[dict[str, Any]]:
+        """Train for ``cfg.epochs`` epochs (fewer with early stopping); returns the history.
+
+        Parameters
+        ----------
+        train_segments : (S, K, n, n) float32
+            Training segments; windows of ``steps`` consecutive segments are sampled in a seeded random order.
+        val_segments : (S_val, K, n, n) float32 or None
+            Validation segments (the caller holds them out); None: no validation loss, and early stopping
+            watches the training loss.
+        checkpoint_dir : directory or None
+            Where ``checkpoint.safetensors`` is written atomically after every epoch.
+        resume : bool
+            Continue from the checkpoint in ``checkpoint_dir`` (weights, Adam state, RNG, epoch, history); with no
+            checkpoint there yet, start from scratch.
+
+        Returns
+        -------
+        list of dict
+            Per epoch: ``epoch`` (1-based), ``train_loss`` (mean over the epoch's windows), ``val_loss`` (or None),
+            ``seconds`` (the whole epoch, validation included), ``windows_per_s`` (training windows / training time).
+        """
+        train = WindowDataset(train_segments, self.steps).to(self.device)
+        if len(train) == 0:
+            raise InputError(f"{train.segments.shape[0]} training segment(s) give no window of {self.steps} steps")
+        val = WindowDataset(val_segments, self.steps).to(self.device) if val_segments is not None else None
+        if val is not None and len(val) == 0:
+            val = None
+        self.net.to(self.device)
+        self._build_optimizer()
+        torch.manual_seed(self.cfg.seed)
+
+        ckpt = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir is not None else None
+        start, self.history = 0, []
+        if resume and ckpt is not None and ckpt.exists():
+            meta = load_checkpoint(ckpt, self.net, self.optimizer)  # before any capture: it replaces Adam's state
+            start, self.history = meta["epoch"], meta["history"]
+            log.info("resumed from %s after epoch %d", ckpt, start)
+
+        if start < self.cfg.epochs and not self._should_stop():
+            step = self._make_step(train)
+            evaluate = self._make_inference(val) if val is not None else None
+            with _Progress(self.cfg.progress and self.is_main, self.cfg.epochs) as progress:
+                for epoch in range(start, self.cfg.epochs):
+                    record = self._run_epoch(epoch, train, step, evaluate, val, progress)
+                    self.history.append(record)
+                    progress.end_epoch(record)
+                    if ckpt is not None and self.is_main:
+                        self._save(ckpt, epoch + 1)
+                    if self._should_stop():
+                        log.info("early stopping after epoch %d", epoch + 1)
+                        break
+        return self.history
+
+    # ------------------------------------------------------------------------------------------------ parts
+    def _build_optimizer(self) -> None:
+        if self.optimizer is None:
+            # capturable=True keeps Adam's step counter on the GPU so that optimizer.step() can be captured.
+            self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.cfg.lr, capturable=self.use_graphs)
+
+    def _epoch_order(self, epoch: int, n_windows: int) -> torch.Tensor:
+        """The windows of ``epoch`` in training order: a permutation seeded by seed + epoch (DistributedSampler's
+        rule), so an epoch's order does not depend on what ran before it and a resumed run repeats it exactly."""
+        generator = torch.Generator().manual_seed(self.cfg.seed + epoch)
+        return torch.randperm(n_windows, generator=generator)
+
+    def _reduce(self, value: torch.Tensor) -> torch.Tensor:
+        """Sum of ``value`` over ranks (identity in one process)."""
+        return value
+
+    def _make_step(self, train: WindowDataset):
+        if self.use_graphs:
+            return GraphedStep(self.net, self.optimizer, train, min(self.cfg.batch_size, len(train)), self.bf16)
+        return EagerStep(self.net, self.optimizer, train, self.bf16)
+
+    def _make_inference(self, data: WindowDataset):
+        if self.use_graphs:
+            return GraphedInference(self.net, data, min(self.cfg.batch_size, len(data)), self.bf16)
+        return EagerInference(self.net, data, self.bf16)
+
+    def _run_epoch(self, epoch: int, train: WindowDataset, step, evaluate, val, progress) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        order = self._epoch_order(epoch, len(train)).to(self.device)
+        batch = self.cfg.batch_size
+        loss_sum = torch.zeros((), device=self.device)
+        progress.start_epoch(epoch + 1, len(order))
+        self.net.train()
+        for start in range(0, len(order), batch):
+            idx = order[start:start + batch]
+            loss_sum += step(idx) * idx.numel()
+            progress.update(start + idx.numel(), loss_sum)
+        progress.update(len(order), loss_sum, final=True)
+        train_loss = self._reduce(loss_sum).item() / (len(order) * self.world_size)  # .item() waits for the GPU
+        train_seconds = time.perf_counter() - t0
+        val_loss = self._evaluate(evaluate, val) if evaluate is not None else None
+        return {"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss,
+                "seconds": time.perf_counter() - t0,
+                "windows_per_s": len(order) * self.world_size / max(train_seconds, 1e-9)}
+
+    def _evaluate(self, infer, data: WindowDataset) -> float:
+        """Mean per-window MSE over all windows of ``data``."""
+        self.net.eval()
+        loss_sum = torch.zeros((), device=self.device)
+        order = torch.arange(len(data), device=self.device)
+        for start in range(0, len(order), self.cfg.batch_size):
+            _, losses = infer(order[start:start + self.cfg.batch_size])
+            loss_sum += losses.sum()
+        return loss_sum.item() / len(data)
+
+    def _should_stop(self) -> bool:
+        """True when the watched loss (validation, else training) has not improved for ``patience`` epochs."""
+        patience = self.cfg.early_stopping_patience
+        if patience is None or not self.history:
+            return False
+        key = "val_loss" if self.history[-1]["val_loss"] is not None else "train_loss"
+        losses = [record[key] for record in self.history]
+        best = int(np.argmin(losses))
+        return len(losses) - 1 - best >= patience
+
+    def _save(self, path: Path, epoch: int) -> None:
+        extra = {"train_config": dataclasses.asdict(self.cfg), "steps": self.steps}
+        model_cfg = getattr(self.net, "cfg", None)
+        if dataclasses.is_dataclass(model_cfg):
+            extra["model_config"] = dataclasses.asdict(model_cfg)
+        save_checkpoint(path, self.net, self.optimizer, epoch, self.history, extra)
+
+
+def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch.device = "auto", *,
+            steps: int = 5, bf16: bool = False, cuda_graphs: bool = False) -> np.ndarray:
+    """Reconstruct the last step of every window of ``segments``.
+
+    Parameters
+    ----------
+    net : nn.Module
+        A trained MSCREDNet (moved to ``device``).
+    segments : (S, K, n, n) float32
+    batch_size : int
+    device : "auto" | "cpu" | "cuda" | torch.device
+    steps : int
+        Segments per window.
+    bf16, cuda_graphs : bool
+        bf16 autocast / one CUDA graph per inference batch (CUDA only; ignored elsewhere).
+
+    Returns
+    -------
+    (W, K, n, n) float32 ndarray, W = S - steps + 1: row k reconstructs segment k + steps - 1.
+    """
+    device = device if isinstance(device, torch.device) else resolve_device(device)
+    data = WindowDataset(segments, steps).to(device)
+    n = len(data)
+    out = torch.empty(n, *data.segments.shape[1:], device=device)
+    if n == 0:
+        return out.cpu().numpy()
+    net.to(device).eval()
+    on_cuda = device.type == "cuda"
+    if cuda_graphs and on_cuda:
+        infer = GraphedInference(net, data, min(batch_size, n), bf16)
+    else:
+        infer = EagerInference(net, data, bf16 and on_cuda)
+    order = torch.arange(n, device=device)
+    for start in range(0, n, batch_size):
+        idx = order[start:start + batch_size]
+        recon, _ = infer(idx)
+        out[start:start + idx.numel()] = recon
+    return out.cpu().numpy()
+
+
+__all__ = ["WindowDataset", "Trainer", "predict", "resolve_device"]

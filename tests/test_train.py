@@ -1,0 +1,215 @@
+"""Trainer and predict on tiny data: windows as views, seeded reproducibility, checkpoints, resume, early stopping.
+
+The CUDA-graph tests need a GPU and are skipped on CPU.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+
+from mscred.config import ModelConfig, TrainConfig
+from mscred.errors import InputError
+from mscred.model import MSCREDNet
+from mscred.train import Trainer, WindowDataset, predict
+from mscred.train_checkpoint import CHECKPOINT_NAME
+
+N = 6
+SMALL = dict(n_sensors=N, channels=(4, 8, 8, 8))
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Tiny convolutions run faster on one thread, and the CI machine's cores are shared.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _segments(count=30, seed=0):
+    return torch.rand(count, 3, N, N, generator=torch.Generator().manual_seed(seed))
+
+
+def _net(seed=0, **kw):
+    torch.manual_seed(seed)
+    return MSCREDNet(ModelConfig(**{**SMALL, **kw}))
+
+
+def _cfg(**kw):
+    base = dict(epochs=2, batch_size=8, progress=False, device="cpu")
+    return TrainConfig(**{**base, **kw})
+
+
+def test_window_dataset_views_and_batches():
+    seg = np.random.default_rng(0).random((9, 3, N, N), dtype=np.float32)
+    data = WindowDataset(seg, steps=5)
+    assert len(data) == 5
+    assert np.shares_memory(data.segments.numpy(), seg)  # float32 input is not copied
+    assert data[2].data_ptr() == data.segments[2].data_ptr()  # a window is a view
+    batch = data.batch(torch.tensor([4, 0, 2]))
+    assert batch.shape == (3, 5, 3, N, N)
+    np.testing.assert_array_equal(batch[0].numpy(), seg[4:9])
+    np.testing.assert_array_equal(batch[2].numpy(), seg[2:7])
+    with pytest.raises(IndexError):
+        data[5]
+
+
+def test_loss_is_mse_to_last_step_and_decreases():
+    seg = _segments()
+    net = _net()
+    with torch.no_grad():
+        x = WindowDataset(seg).batch(torch.arange(26))
+        before = torch.mean((net(x) - x[:, -1]) ** 2).item()
+    history = Trainer(net, _cfg(epochs=3, lr=3e-3)).fit(seg, seg)
+    assert [r["epoch"] for r in history] == [1, 2, 3]
+    # Validation on the training data with unchanged weights would equal `before`; after training it is lower.
+    assert history[-1]["val_loss"] < before
+    for r in history:
+        assert r["seconds"] > 0 and r["windows_per_s"] > 0 and np.isfinite(r["train_loss"])
+
+
+def test_validation_loss_equals_manual_mse():
+    seg = _segments()
+    net = _net()
+    trainer = Trainer(net, _cfg(epochs=1))
+    history = trainer.fit(seg[:20], seg[18:])
+    with torch.no_grad():
+        x = WindowDataset(seg[18:]).batch(torch.arange(8))
+        want = torch.mean((net(x) - x[:, -1]) ** 2).item()
+    assert history[0]["val_loss"] == pytest.approx(want, rel=1e-5)
+
+
+def test_same_seed_identical_losses_and_weights():
+    seg = _segments()
+    runs = []
+    for _ in range(2):
+        net = _net(seed=3)
+        history = Trainer(net, _cfg(seed=7)).fit(seg, seg[20:])
+        runs.append(([(r["train_loss"], r["val_loss"]) for r in history], net.state_dict()))
+    assert runs[0][0] == runs[1][0]
+    for k in runs[0][1]:
+        assert torch.equal(runs[0][1][k], runs[1][1][k]), k
+    # A different seed shuffles differently.
+    net = _net(seed=3)
+    other = Trainer(net, _cfg(seed=8)).fit(seg, seg[20:])
+    assert [r["train_loss"] for r in other] != [loss for loss, _ in runs[0][0]]
+
+
+def test_checkpoint_every_epoch_and_resume_is_exact(tmp_path):
+    seg = _segments()
+    straight = _net()
+    Trainer(straight, _cfg(epochs=2)).fit(seg, seg[20:], checkpoint_dir=tmp_path / "a")
+
+    first = _net()
+    h1 = Trainer(first, _cfg(epochs=1)).fit(seg, seg[20:], checkpoint_dir=tmp_path / "b")
+    ckpt = tmp_path / "b" / CHECKPOINT_NAME
+    assert ckpt.exists() and len(h1) == 1
+    assert [p.name for p in (tmp_path / "b").iterdir()] == [CHECKPOINT_NAME]  # no temporary left behind
+    with safe_open(str(ckpt), framework="pt") as f:
+        meta = json.loads(f.metadata()["mscred"])
+        keys = set(f.keys())
+    assert meta["epoch"] == 1 and meta["history"] == h1
+    assert "model.encoder.conv1.weight" in keys and "optim.0.exp_avg" in keys and "rng.cpu" in keys
+
+    # A fresh process would build a fresh net (different init) and resume: the checkpoint overrides it.
+    resumed = _net(seed=99)
+    h2 = Trainer(resumed, _cfg(epochs=2)).fit(seg, seg[20:], checkpoint_dir=tmp_path / "b", resume=True)
+    assert len(h2) == 2 and h2[0] == h1[0]
+    for k, v in straight.state_dict().items():
+        assert torch.equal(v, resumed.state_dict()[k]), k
+
+    # Resuming a finished run trains nothing more.
+    again = _net(seed=5)
+    h3 = Trainer(again, _cfg(epochs=2)).fit(seg, None, checkpoint_dir=tmp_path / "b", resume=True)
+    assert h3 == h2
+    for k, v in straight.state_dict().items():
+        assert torch.equal(v, again.state_dict()[k]), k
+
+
+def test_resume_without_checkpoint_starts_fresh(tmp_path):
+    seg = _segments(count=12)
+    h = Trainer(_net(), _cfg(epochs=1)).fit(seg, None, checkpoint_dir=tmp_path, resume=True)
+    assert len(h) == 1 and h[0]["val_loss"] is None
+
+
+def test_damaged_checkpoint_is_input_error(tmp_path):
+    (tmp_path / CHECKPOINT_NAME).write_bytes(b"not a checkpoint")
+    with pytest.raises(InputError, match="checkpoint"):
+        Trainer(_net(), _cfg(epochs=1)).fit(_segments(count=12), None, checkpoint_dir=tmp_path, resume=True)
+
+
+def test_early_stopping_with_patience():
+    seg = _segments(count=12)
+    # lr 0: the validation loss never improves after epoch 1, so patience 2 stops after epoch 3.
+    history = Trainer(_net(), _cfg(epochs=10, lr=0.0, early_stopping_patience=2)).fit(seg, seg)
+    assert len(history) == 3
+    assert history[0]["val_loss"] == history[2]["val_loss"]
+
+
+def test_predict_matches_forward_and_batches():
+    seg = _segments(count=14)
+    net = _net()
+    recon = predict(net, seg, batch_size=4, device="cpu")
+    assert recon.dtype == np.float32 and recon.shape == (10, 3, N, N)
+    with torch.no_grad():
+        want = net(WindowDataset(seg).batch(torch.arange(10))).numpy()
+    np.testing.assert_allclose(recon, want, rtol=1e-5, atol=1e-6)
+
+
+def test_too_few_segments_is_input_error():
+    with pytest.raises(InputError):
+        Trainer(_net(), _cfg()).fit(_segments(count=4))
+
+
+def test_progress_bar_runs(capsys):
+    Trainer(_net(), _cfg(epochs=1, progress=True)).fit(_segments(count=10))
+    assert "epoch 1/1" in capsys.readouterr().err
+
+
+def test_cuda_graphs_ignored_on_cpu():
+    seg = _segments(count=12)
+    a, b = _net(), _net()
+    ha = Trainer(a, _cfg(epochs=1)).fit(seg)
+    hb = Trainer(b, _cfg(epochs=1, cuda_graphs=True, bf16=True)).fit(seg)
+    assert ha[0]["train_loss"] == hb[0]["train_loss"]
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-graph capture needs a CUDA device")
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("bf16", [False, True])
+def test_cuda_graph_training_tracks_eager(bf16):
+    # 30 segments -> 26 windows, batch 8: the last batch (2 windows) goes through the padded, masked path.
+    seg = _segments()
+    eager, graphed = _net(), _net()
+    he = Trainer(eager, _cfg(device="cuda", epochs=3, bf16=bf16)).fit(seg, seg[20:])
+    hg = Trainer(graphed, _cfg(device="cuda", epochs=3, bf16=bf16, cuda_graphs=True)).fit(seg, seg[20:])
+    tol = 2e-2 if bf16 else 1e-4
+    for re, rg in zip(he, hg):
+        assert rg["train_loss"] == pytest.approx(re["train_loss"], rel=tol)
+        assert rg["val_loss"] == pytest.approx(re["val_loss"], rel=tol)
+    for k, v in eager.state_dict().items():
+        torch.testing.assert_close(graphed.state_dict()[k], v, rtol=tol, atol=tol * 1e-2)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_graph_resume_and_predict(tmp_path):
+    seg = _segments()
+    straight = _net()
+    Trainer(straight, _cfg(device="cuda", epochs=2, cuda_graphs=True)).fit(seg)
+    part = _net()
+    Trainer(part, _cfg(device="cuda", epochs=1, cuda_graphs=True)).fit(seg, checkpoint_dir=tmp_path)
+    resumed = _net(seed=1)
+    Trainer(resumed, _cfg(device="cuda", epochs=2, cuda_graphs=True)).fit(seg, checkpoint_dir=tmp_path, resume=True)
+    for k, v in straight.state_dict().items():
+        torch.testing.assert_close(resumed.state_dict()[k], v, rtol=1e-5, atol=1e-6)
+    eager = predict(straight, seg, 8, "cuda")
+    graphed = predict(straight, seg, 8, "cuda", cuda_graphs=True)
+    np.testing.assert_allclose(graphed, eager, rtol=1e-5, atol=1e-6)
