@@ -1,0 +1,197 @@
+"""Find the cubins inside a host executable, shared library or object file (its fatbin), or in a ``.fatbin`` file.
+
+nvcc links device code into the host ELF's ``.nv_fatbin`` section (``__nv_relfatbin`` for relocatable device
+code). That section holds one or more fat binaries back to back, each::
+
+    u32 magic 0xBA55ED50, u16 version (1), u16 header size (16), u64 size of the entries that follow
+
+and each entry (cubin or PTX) starts with a header::
+
+    u16 kind (1 PTX, 2 ELF cubin), u16 version, u32 header size, u64 payload size,
+    u32 compressed size, u32 (unknown), u16 minor, u16 major, u32 arch (e.g. 90),
+    u32 name offset, u32 name length, u64 flags, u64 (zero), u64 uncompressed size
+
+Flags: 0x1 64-bit, 0x2 debug, 0x10 Linux, 0x1000/0x2000 NVIDIA's LZ4-style compression, 0x8000 zstd.
+CUDA 12/13 compress PTX by default (zstd in CUDA 13) and cubins only with ``-Xfatbin -compress-all``.
+Compressed cubins are read (LZ4-style always; zstd when the ``zstandard`` module is installed) but cannot be
+patched in place: :func:`find_images` marks them, and ``sass patch`` refuses them with that reason.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from mscred.errors import InputError
+from mscred.sass.cubin import Cubin, _elffile, is_cubin
+
+FATBIN_MAGIC = 0xBA55ED50
+FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment_data")
+KIND_NAMES = {1: "ptx", 2: "cubin", 4: "cubin-old"}
+FLAG_LZ = 0x1000 | 0x2000
+FLAG_ZSTD = 0x8000
+
+
+@dataclass
+class Image:
+    """One device-code image found in a file.
+
+    Attributes
+    ----------
+    kind : str
+        "cubin" or "ptx".
+    arch : str
+        ``sm_90`` etc. (from the fatbin entry header, or the cubin itself).
+    file_offset : int or None
+        Where the image's bytes start in the file; None when it is stored compressed (not patchable in place).
+    data : bytes or None
+        The (decompressed) payload; None when it could not be decompressed (see ``note``).
+    note : str
+        Why ``data`` or ``file_offset`` is missing, or "" when all is well.
+    """
+
+    kind: str
+    arch: str
+    file_offset: int | None
+    data: bytes | None
+    where: str
+    compression: str = ""
+    note: str = ""
+
+    def cubin(self) -> Cubin:
+        if self.kind != "cubin":
+            raise InputError(f"{self.where}: a {self.kind} image, not a cubin")
+        if self.data is None:
+            raise InputError(f"{self.where}: {self.note}")
+        return Cubin(self.data, self.where)
+
+
+def lz_decompress(src: bytes, size: int) -> bytes:
+    """Decompress NVIDIA's fatbin LZ4-style stream into ``size`` bytes.
+
+    Sequences of: a token byte (high nibble = literal count, low nibble + 4 = match length; a nibble of 15 is
+    extended by following bytes while they are 255), the literals, then a 2-byte little-endian back offset.
+    """
+    out = bytearray()
+    pos = 0
+    while pos < len(src) and len(out) < size:
+        token = src[pos]
+        pos += 1
+        literals = token >> 4
+        if literals == 15:
+            while pos < len(src):
+                more = src[pos]
+                pos += 1
+                literals += more
+                if more != 255:
+                    break
+        out += src[pos:pos + literals]
+        pos += literals
+        if len(out) >= size or pos + 2 > len(src):
+            break
+        back = src[pos] | (src[pos + 1] << 8)
+        pos += 2
+        match = (token & 15) + 4
+        if (token & 15) == 15:
+            while pos < len(src):
+                more = src[pos]
+                pos += 1
+                match += more
+                if more != 255:
+                    break
+        if back == 0 or back > len(out):
+            raise ValueError(f"bad back-reference {back} at output byte {len(out)}")
+        start = len(out) - back
+        for k in range(match):  # byte by byte: a match may overlap the bytes it produces
+            out.append(out[start + k])
+    return bytes(out[:size])
+
+
+def _decompress(payload: bytes, flags: int, size: int) -> tuple[bytes | None, str, str]:
+    """Return (data or None, compression name, note)."""
+    if flags & FLAG_ZSTD:
+        try:
+            import zstandard
+        except ImportError:
+            return None, "zstd", "compressed with zstd; install the 'zstandard' package to read it"
+        return zstandard.ZstdDecompressor().decompress(payload, max_output_size=max(size, 1)), "zstd", ""
+    if flags & FLAG_LZ:
+        try:
+            return lz_decompress(payload, size), "lz", ""
+        except ValueError as err:
+            return None, "lz", f"compressed entry could not be decompressed: {err}"
+    return payload, "", ""
+
+
+def parse_fatbin(blob: bytes, base: int, where: str) -> list[Image]:
+    """Parse the fat binaries in ``blob`` (which starts at file offset ``base``).
+
+    Fat binaries are 8-byte aligned within a section, with zero padding between them.
+    """
+    images: list[Image] = []
+    pos = 0
+    while pos + 16 <= len(blob):
+        magic, _version, header_size, size = struct.unpack_from("<IHHQ", blob, pos)
+        if magic != FATBIN_MAGIC:
+            if blob[pos:pos + 8] == bytes(8):  # padding between fat binaries
+                pos += 8
+                continue
+            raise InputError(f"{where}: no fatbin magic 0xBA55ED50 at byte {base + pos:#x}")
+        entry = pos + header_size
+        end = entry + size
+        if end > len(blob):
+            raise InputError(f"{where}: fatbin at byte {base + pos:#x} claims {size} bytes, only "
+                             f"{len(blob) - entry} left")
+        while entry + 64 <= end:
+            (kind, _ver, ehs, esize, csize, _u, _minor, _major, arch, _no, _nl, flags, _z,
+             usize) = struct.unpack_from("<HHIQIIHHIIIQQQ", blob, entry)
+            if ehs == 0:
+                raise InputError(f"{where}: fatbin entry at byte {base + entry:#x} has a zero header size")
+            payload_at = entry + ehs
+            tag = f"{where}[{KIND_NAMES.get(kind, kind)} sm_{arch} @ {base + payload_at:#x}]"
+            compressed = bool(flags & (FLAG_LZ | FLAG_ZSTD))
+            raw = blob[payload_at:payload_at + (csize if compressed and csize else esize)]
+            data, comp, note = _decompress(raw, flags, usize) if compressed else (raw, "", "")
+            if kind == 2 and data is not None and not is_cubin(data):
+                data, note = None, note or "payload is not a cubin"
+            images.append(Image(kind=KIND_NAMES.get(kind, str(kind)), arch=f"sm_{arch}",
+                                file_offset=None if compressed else base + payload_at, data=data,
+                                where=tag, compression=comp, note=note))
+            entry = payload_at + esize
+        pos = end
+    return images
+
+
+def find_images(data: bytes, where: str) -> list[Image]:
+    """All device-code images of a file: itself if it is a cubin, else the entries of its fatbins.
+
+    Raises
+    ------
+    InputError
+        Not an ELF file nor a fatbin, or an ELF file without device code.
+    """
+    if is_cubin(data):
+        cubin = Cubin(data, where)
+        return [Image("cubin", cubin.arch, 0, data, where)]
+    if len(data) >= 4 and struct.unpack_from("<I", data)[0] == FATBIN_MAGIC:
+        return parse_fatbin(data, 0, where)
+    elf = _elffile(data, where)
+    images: list[Image] = []
+    for section in elf.iter_sections():
+        if section.name in FATBIN_SECTIONS and section["sh_type"] != "SHT_NOBITS":
+            offset = section["sh_offset"]
+            images += parse_fatbin(data[offset:offset + section["sh_size"]], offset, f"{where}:{section.name}")
+    if not images:
+        raise InputError(f"{where}: ELF file without device code (no cubin, no {FATBIN_SECTIONS[0]} section)")
+    return images
+
+
+def cubins(data: bytes, where: str, arch: str | None = None) -> list[tuple[Image, Cubin]]:
+    """The readable cubins of a file (optionally only those for ``arch``), each with its image."""
+    out = []
+    for image in find_images(data, where):
+        if image.kind != "cubin" or image.data is None:
+            continue
+        if arch is not None and image.arch != arch:
+            continue
+        out.append((image, image.cubin()))
+    return out
