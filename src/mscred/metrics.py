@@ -19,6 +19,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from mscred.vus import vus  # noqa: F401  (re-exported: every metric is reachable from mscred.metrics)
+
 
 @dataclass(frozen=True)
 class PRF:

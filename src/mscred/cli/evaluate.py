@@ -1,0 +1,117 @@
+"""`mscred evaluate SCORES.csv --labels DATA_OR_LABELS [--json] [--report DIR]`: metrics beside a random baseline."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from mscred.config import ScoreConfig
+
+_DEFAULTS = ScoreConfig()
+
+
+
+def _fmt(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _threshold_predictions(method: str, scores, val_scores_path, cfg: ScoreConfig):
+    """Predictions from a threshold fitted on the validation scores of ``val_scores_path``."""
+    import numpy as np
+
+    from mscred.errors import InputError
+    from mscred.evaluation import read_scores
+    from mscred.pot import spot
+    from mscred.thresholds import choose_threshold
+
+    if val_scores_path is None:
+        raise InputError(f"--threshold {method} needs --val-scores (the SCORES.csv of normal validation data)")
+    val = read_scores(val_scores_path).score
+    if method == "spot":
+        thresholds, alarms = spot(val, scores.score, risk=cfg.pot_risk, level=cfg.pot_level)
+        return alarms.astype(np.int8), float(thresholds[-1])
+    threshold = choose_threshold(method, val, cfg)
+    return (scores.score > threshold).astype(np.int8), threshold
+
+
+@click.command()
+@click.argument("scores_path", metavar="SCORES.csv", type=click.Path(dir_okay=False))
+@click.option("--labels", "labels_path", required=True, type=click.Path(dir_okay=False),
+              help="Ground truth: a CSV/Parquet with a 'label' column (e.g. test.csv), or an anomalies.csv with "
+                   "start,end,root_causes.")
+@click.option("--anomalies", type=click.Path(dir_okay=False), default=None,
+              help="anomalies.csv with root causes [default: the one beside --labels, if any].")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False), default=None,
+              help="Write a self-contained HTML report into this directory.")
+@click.option("--model", "model_dir", type=click.Path(file_okay=False), default=None,
+              help="Model directory, to show residual signature matrices in the report.")
+@click.option("--data", "data_path", type=click.Path(dir_okay=False), default=None,
+              help="The scored data (for the report's series and residuals) [default: --labels when it holds "
+                   "sensor columns].")
+@click.option("--threshold", type=click.Choice(["detector", "beta_max", "percentile", "pot", "spot"]),
+              default="detector", show_default=True,
+              help="'detector': the is_anomaly column as written; otherwise refit on --val-scores.")
+@click.option("--val-scores", type=click.Path(dir_okay=False), default=None,
+              help="SCORES.csv of normal validation data, for --threshold other than 'detector'.")
+@click.option("--beta", type=float, default=_DEFAULTS.beta, show_default=True)
+@click.option("--percentile", type=click.FloatRange(0, 100), default=_DEFAULTS.percentile, show_default=True)
+@click.option("--pot-risk", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=_DEFAULTS.pot_risk,
+              show_default=True)
+@click.option("--pot-level", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+              default=_DEFAULTS.pot_level, show_default=True)
+@click.option("--vus-window", type=click.IntRange(min=1), default=100, show_default=True,
+              help="VUS sliding window L (buffers 0..2L, as TSB-AD).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random baseline.")
+def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,
+             beta, percentile, pot_risk, pot_level, vus_window, seed) -> None:
+    """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline."""
+    from mscred.evaluation import compute_metrics, read_ground_truth, read_scores
+
+    scores = read_scores(scores_path)
+    truth = read_ground_truth(labels_path, scores, anomalies)
+    pred, thr = None, None
+    if threshold != "detector":
+        cfg = ScoreConfig(beta=beta, percentile=percentile, pot_risk=pot_risk, pot_level=pot_level)
+        pred, thr = _threshold_predictions(threshold, scores, val_scores, cfg)
+    result = compute_metrics(scores, truth, pred=pred, sliding_window=vus_window, seed=seed)
+    result["threshold_method"] = threshold
+    if thr is not None:
+        result["threshold"] = thr
+    if report_dir is not None:
+        from mscred.report import build_report
+
+        build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path)
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    _print_table(result, report_dir)
+
+
+def _print_table(result: dict, report_dir) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from mscred.evaluation import METRIC_ROWS
+
+    base = result["random_baseline"]
+    table = Table(title=f"mscred evaluate ({result['n_rows']} rows, {result['n_anomalous_rows']} anomalous, "
+                        f"{result['n_flagged_rows']} flagged; threshold: {result['threshold_method']})")
+    table.add_column("metric")
+    table.add_column("mscred", justify="right")
+    table.add_column(f"random (seed {base['seed']})", justify="right")
+    table.add_column("note", style="dim")
+    for key, label, note in METRIC_ROWS:
+        if key not in result:
+            continue
+        if key == "event_recall" and result["events_total"]:
+            label = f"events found ({result['events_found']}/{result['events_total']})"
+        if key.startswith("vus"):
+            note = f"{note}, L = {result['vus_sliding_window']}"
+        table.add_row(label, _fmt(result[key]), _fmt(base.get(key)), note)
+    console = Console()
+    console.print(table)
+    if report_dir is not None:
+        console.print(f"report: {report_dir}/index.html")

@@ -1,0 +1,272 @@
+"""Read a SCORES.csv and its ground truth, and compute every metric beside a seeded random baseline.
+
+The library side of ``mscred evaluate`` (the CLI only parses options and prints). Ground truth comes either from a
+table with a ``label`` column (CSV/Parquet; when it also has sensor columns their values are kept for the report)
+or from an ``anomalies.csv`` with ``start,end,root_causes`` (``end`` exclusive, on the ``timestamp`` scale, as
+``mscred generate`` writes it). An ``anomalies.csv`` beside a labelled table is picked up for root causes.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from mscred import metrics as M
+from mscred.errors import InputError
+from mscred.vus import DEFAULT_SLIDING_WINDOW, vus
+
+ANOMALIES_FILE = "anomalies.csv"
+
+# (key, label, note) rows of the printed table and of the report, in order.
+METRIC_ROWS = [
+    ("precision", "point precision", ""),
+    ("recall", "point recall", ""),
+    ("f1", "point F1", ""),
+    ("event_recall", "event recall", "events with at least one flagged row"),
+    ("root_cause_recall_at_3", "root-cause recall@3", "per event, top 3 by votes of flagged rows"),
+    ("auc_roc", "AUC-ROC", "threshold-free"),
+    ("auc_pr", "AUC-PR", "threshold-free (average precision)"),
+    ("vus_roc", "VUS-ROC", "threshold-free, range-based"),
+    ("vus_pr", "VUS-PR", "threshold-free, range-based"),
+    ("pa_f1", "point-adjusted F1", "inflated: one hit marks a whole event"),
+    ("pa_k_auc", "PA%K F1, area over K", "Kim et al. 2022"),
+    ("best_f1_uses_labels", "best F1 (threshold chosen WITH labels)", "oracle, not a detector figure"),
+]
+
+
+@dataclass
+class Scores:
+    """A SCORES.csv: one row per input row."""
+
+    index: np.ndarray  # (T,) timestamps, or row numbers
+    score: np.ndarray  # float64 (T,)
+    is_anomaly: np.ndarray  # int8 (T,)
+    root_causes: list[list[str]]  # (T,) sensor names, most anomalous first; [] on normal rows
+    has_timestamp: bool
+    source: str
+
+
+@dataclass
+class GroundTruth:
+    labels: np.ndarray  # int8 (T,), aligned with the SCORES rows
+    events: np.ndarray  # int64 (E, 2) [start, end) in SCORES rows
+    causes: Optional[list[set[str]]]  # per event, when known
+    values: Optional[np.ndarray] = None  # float64 (T, n) sensor values, when the labels came with the data
+    sensors: list[str] = field(default_factory=list)
+    source: str = ""
+
+
+def read_frame(path: str | os.PathLike) -> pd.DataFrame:
+    """Read a CSV or Parquet file into a DataFrame; every failure is an InputError naming the file."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: file not found")
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, expected a CSV or Parquet file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix in (".parquet", ".pq"):
+            df = pd.read_parquet(path)
+        elif suffix in (".csv", ".txt"):
+            df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        else:
+            raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; expected .csv or .parquet")
+    except InputError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: the file is empty") from None
+    except ImportError:
+        raise InputError(f"{path}: reading Parquet needs pyarrow (pip install 'mscred[parquet]')") from None
+    except Exception as exc:  # parser errors of pandas / pyarrow
+        raise InputError(f"{path}: cannot read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
+            from None
+    if df.shape[0] == 0:
+        raise InputError(f"{path}: the table has no data rows")
+    df.columns = [str(c) for c in df.columns]
+    return df
+
+
+def _numeric(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
+    values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if len(bad):
+        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: value {df[col].iloc[bad[0]]!r} is not a "
+                         "finite number")
+    return values
+
+
+def _zero_one(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
+    values = _numeric(df, col, source)
+    bad = np.flatnonzero((values != 0) & (values != 1))
+    if len(bad):
+        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: {df[col].iloc[bad[0]]!r} is not 0 or 1")
+    return values.astype(np.int8)
+
+
+def _split_names(cell) -> list[str]:
+    if cell is None or (isinstance(cell, float) and np.isnan(cell)):
+        return []
+    return [name.strip() for name in str(cell).split(";") if name.strip()]
+
+
+def read_scores(path: str | os.PathLike) -> Scores:
+    """Read and validate a SCORES.csv (timestamp or row, score, is_anomaly, root_causes)."""
+    source = str(path)
+    df = read_frame(path)
+    for col in ("score", "is_anomaly"):
+        if col not in df.columns:
+            raise InputError(f"{source}: missing column '{col}' (a SCORES.csv has timestamp or row, score, "
+                             "is_anomaly, root_causes)")
+    has_ts = "timestamp" in df.columns
+    if has_ts:
+        index = df["timestamp"].to_numpy()
+    elif "row" in df.columns:
+        index = _numeric(df, "row", source).astype(np.int64)
+    else:
+        index = np.arange(len(df))
+    causes = [_split_names(c) for c in df["root_causes"]] if "root_causes" in df.columns else [[]] * len(df)
+    return Scores(index=index, score=_numeric(df, "score", source), is_anomaly=_zero_one(df, "is_anomaly", source),
+                  root_causes=causes, has_timestamp=has_ts, source=source)
+
+
+def _is_anomalies_table(df: pd.DataFrame) -> bool:
+    return {"start", "end"} <= set(df.columns) and "label" not in df.columns
+
+
+def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str) -> tuple[np.ndarray, list[set[str]]]:
+    """Map anomalies (start, end exclusive, on the timestamp scale) onto row intervals of ``index``."""
+    starts, ends = _numeric(df, "start", source), _numeric(df, "end", source)
+    bad = np.flatnonzero(ends <= starts)
+    if len(bad):
+        raise InputError(f"{source}: row {bad[0] + 1}: end {ends[bad[0]]:g} is not after start {starts[bad[0]]:g}")
+    try:
+        position = np.asarray(index, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(f"{source}: start/end need numeric timestamps in the SCORES file") from None
+    if np.any(np.diff(position) < 0):
+        raise InputError(f"{source}: the SCORES timestamps are not sorted, cannot place start/end on them")
+    causes_col = df["root_causes"] if "root_causes" in df.columns else [None] * len(df)
+    rows, causes = [], []
+    for s, e, c in zip(starts, ends, causes_col):
+        a, b = np.searchsorted(position, s, side="left"), np.searchsorted(position, e, side="left")
+        if b > a:  # events outside the scored rows are dropped
+            rows.append((a, b))
+            causes.append(set(_split_names(c)))
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 2), causes
+
+
+def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, source: str) -> None:
+    if n_rows != len(scores.score):
+        raise InputError(f"{source}: has {n_rows} rows but {scores.source} has {len(scores.score)}")
+    if index is not None and scores.has_timestamp:
+        differ = np.flatnonzero(np.asarray(index).astype(str) != np.asarray(scores.index).astype(str))
+        if len(differ):
+            r = differ[0]
+            raise InputError(f"{source}: row {r + 1}: timestamp {index[r]!r} differs from {scores.source}'s "
+                             f"{scores.index[r]!r}")
+
+
+def read_ground_truth(path: str | os.PathLike, scores: Scores,
+                      anomalies: Optional[str | os.PathLike] = None) -> GroundTruth:
+    """Labels (and root causes, sensor values when available) aligned with the rows of ``scores``."""
+    from mscred.data.io import table_from_frame
+
+    source = str(path)
+    df = read_frame(path)
+    if _is_anomalies_table(df):
+        events, causes = _events_from_anomalies(df, scores.index, source)
+        labels = np.zeros(len(scores.score), dtype=np.int8)
+        for a, b in events:
+            labels[a:b] = 1
+        return GroundTruth(labels, events, causes, source=source)
+    if "label" not in df.columns:
+        raise InputError(f"{source}: no 'label' column and no start/end columns: cannot read ground truth")
+    sensors = [c for c in df.columns if c not in ("timestamp", "label")]
+    values = None
+    if sensors:  # a data table: validate it as training/detection would, and keep the values for the report
+        table = table_from_frame(df, source=source)
+        labels, values = table.labels.astype(np.int8), table.values
+    else:
+        labels = _zero_one(df, "label", source)
+    index = df["timestamp"].to_numpy() if "timestamp" in df.columns else None
+    _check_alignment(scores, index, len(df), source)
+    events, causes = M.events(labels), None
+    beside = Path(anomalies) if anomalies is not None else Path(path).parent / ANOMALIES_FILE
+    if beside.exists() and Path(beside).resolve() != Path(path).resolve():
+        a_events, a_causes = _events_from_anomalies(read_frame(beside), scores.index, str(beside))
+        if len(a_events):
+            events, causes = a_events, a_causes
+    elif anomalies is not None:
+        raise InputError(f"{anomalies}: file not found")
+    return GroundTruth(labels, events, causes, values=values, sensors=sensors, source=source)
+
+
+def event_causes(scores: Scores, events: np.ndarray) -> list[list[str]]:
+    """Per event, the ranking of root causes voted by the flagged rows inside it (empty when none is flagged)."""
+    return [M.rank_event_causes(scores.root_causes[t] for t in range(a, b) if scores.is_anomaly[t])
+            for a, b in events]
+
+
+def _threshold_free(labels: np.ndarray, score: np.ndarray, sliding_window: int) -> dict:
+    if labels.min() == labels.max():
+        return {"auc_roc": None, "auc_pr": None, "vus_roc": None, "vus_pr": None, "best_f1_uses_labels": None}
+    v_roc, v_pr = vus(labels, score, sliding_window=sliding_window)
+    best, _ = M.best_f1(labels, score)
+    return {"auc_roc": M.auc_roc(labels, score), "auc_pr": M.auc_pr(labels, score), "vus_roc": v_roc,
+            "vus_pr": v_pr, "best_f1_uses_labels": best.f1}
+
+
+def _thresholded(labels: np.ndarray, pred: np.ndarray, events: np.ndarray) -> dict:
+    point, adjusted = M.point_prf(labels, pred), M.pa_f1(labels, pred)
+    found = int(sum(pred[a:b].any() for a, b in events))
+    return {"precision": point.precision, "recall": point.recall, "f1": point.f1,
+            "events_found": found, "events_total": int(len(events)),
+            "event_recall": found / len(events) if len(events) else None,
+            "pa_f1": adjusted.f1, "pa_k_auc": M.pa_k_auc(labels, pred)}
+
+
+def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarray] = None,
+                    sliding_window: int = DEFAULT_SLIDING_WINDOW, k: int = 3, seed: int = 0,
+                    sensors: Optional[list[str]] = None) -> dict:
+    """Every metric of the detector and of a seeded random baseline, as one JSON-ready dict.
+
+    Parameters
+    ----------
+    pred : int8 (T,), optional
+        Predictions; the SCORES file's ``is_anomaly`` when None.
+    sliding_window : int
+        VUS sliding window L (buffers 0..2L, TSB-AD's convention).
+    seed : int
+        Seed of the random baseline: uniform scores in [0, 1) for the threshold-free metrics, and for the
+        thresholded ones a random choice of as many rows as the detector flagged; root causes drawn at random
+        from ``sensors``.
+    """
+    labels, score = truth.labels, scores.score
+    pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
+    out = {"n_rows": int(labels.size), "n_anomalous_rows": int(labels.sum()), "n_flagged_rows": int(pred.sum()),
+           "vus_sliding_window": sliding_window}
+    out.update(_thresholded(labels, pred, truth.events))
+    out.update(_threshold_free(labels, score, sliding_window))
+    key = f"root_cause_recall_at_{k}"
+    truth_causes = truth.causes if truth.causes and any(truth.causes) else None
+    if truth_causes is not None:
+        out[key] = M.root_cause_recall_at_k(truth_causes, event_causes(scores, truth.events), k)
+
+    rng = np.random.default_rng(seed)
+    random_score = rng.random(labels.size)
+    random_pred = np.zeros(labels.size, dtype=np.int8)
+    random_pred[rng.permutation(labels.size)[: int(pred.sum())]] = 1
+    baseline = {"seed": seed}
+    baseline.update(_thresholded(labels, random_pred, truth.events))
+    baseline.update(_threshold_free(labels, random_score, sliding_window))
+    pool = set(sensors or truth.sensors) | {n for c in (truth_causes or []) for n in c}
+    pool = sorted(pool | {n for row in scores.root_causes for n in row})
+    if truth_causes is not None and len(pool) >= k:
+        ranked = [list(rng.permutation(pool)[:k]) for _ in truth_causes]
+        baseline[key] = M.root_cause_recall_at_k(truth_causes, ranked, k)
+    out["random_baseline"] = baseline
+    return out
