@@ -342,9 +342,14 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     x4 = x.reshape(B * T, C, H, W)
     symmetric = top == bottom and left == right
     xin = x4 if symmetric else F.pad(x4, (left, right, top, bottom))
-    dx4, dw_x, db = torch.ops.aten.convolution_backward(
-        dpre_bt.view(B * T, 4 * Ch, H, W), xin, weight[:, :C].contiguous(), [4 * Ch], [1, 1],
-        [top, left] if symmetric else [0, 0], [1, 1], False, [0, 0], 1, [True, True, True])
+    dpre_4 = dpre_bt.view(B * T, 4 * Ch, H, W)
+    dx4, dw_x, _ = torch.ops.aten.convolution_backward(
+        dpre_4, xin, weight[:, :C].contiguous(), None, [1, 1],
+        [top, left] if symmetric else [0, 0], [1, 1], False, [0, 0], 1, [True, True, False])
+    # dbias sums B*T*H*W terms of both signs: torch.sum's tree reduction (float32 accumulation for bf16) keeps
+    # the cancellation error at the reference's level, where the CPU convolution backward's running sum does not.
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
+    db = dpre_4.sum(dim=(0, 2, 3), dtype=acc).to(x.dtype)
     if not symmetric:
         dx4 = dx4[:, :, top:top + H, left:left + W]
     dx = dx4.reshape(B, T, C, H, W).contiguous()

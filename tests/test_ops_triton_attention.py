@@ -1,0 +1,100 @@
+"""The fused temporal attention (one Triton kernel per direction) against the float64 reference."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mscred import ops
+from mscred.ops import reference as ref
+from mscred.ops.triton import attention as fused
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+pytestmark = pytest.mark.skipif(not fused.is_available()[0], reason=f"fused attention unavailable: "
+                                f"{fused.is_available()[1]}")
+needs_cuda = pytest.mark.skipif(not CUDA, reason="full-size and bf16 rows need a CUDA device")
+
+
+def _inputs(B, T, C, n, seed, dtype=torch.float64, device=DEVICE, scale=0.3):
+    # scale: hidden states lie in (-1, 1); scores of order 1 make the softmax neither flat nor one-hot.
+    g = torch.Generator().manual_seed(seed)
+    h = torch.randn(B, T, C, n, n, generator=g, dtype=torch.float64) * scale / (C * n * n / T) ** 0.25
+    dout = torch.randn(B, C, n, n, generator=g, dtype=torch.float64)
+    return h.to(device=device, dtype=dtype), dout.to(device=device, dtype=dtype)
+
+
+def _fwd_bwd(fn, h, dout):
+    h = h.detach().clone().requires_grad_()
+    y = fn(h)
+    (dh,) = torch.autograd.grad(y, h, dout.to(y.dtype))
+    return y.detach(), dh.detach()
+
+
+def _rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).norm() / b.norm()).item()
+
+
+@pytest.mark.parametrize("n", [5, 16, 30])
+@pytest.mark.parametrize("B", [1, 3, 7])
+@pytest.mark.parametrize("T", [5, 3])
+def test_float64_equals_reference(n, B, T):
+    h, dout = _inputs(B, T, 4, n, seed=n * B + T)
+    for name, o, r in zip(("out", "dh"), _fwd_bwd(fused.temporal_attention, h, dout),
+                          _fwd_bwd(ref.temporal_attention, h, dout)):
+        assert _rel(o, r) < 1e-12, name
+
+
+@pytest.mark.parametrize("n", [5, 16, 30])
+@pytest.mark.parametrize("B", [1, 3, 7])
+def test_float32_within_twice_reference_error(n, B):
+    h, dout = _inputs(B, 5, 4, n, seed=3 * n + B)
+    oracle = _fwd_bwd(ref.temporal_attention, h, dout)
+    ours = _fwd_bwd(fused.temporal_attention, h.float(), dout.float())
+    theirs = _fwd_bwd(ref.temporal_attention, h.float(), dout.float())
+    for name, o, t, r in zip(("out", "dh"), ours, theirs, oracle):
+        assert o.dtype == torch.float32
+        assert _rel(o, r) <= 2 * _rel(t, r) + 1e-6, name
+
+
+def test_sharp_scores_stay_finite_and_exact():
+    """Large scores (a nearly one-hot softmax) must not overflow: the kernel subtracts the max first."""
+    h, dout = _inputs(2, 5, 4, 6, seed=1, scale=8.0)
+    for name, o, r in zip(("out", "dh"), _fwd_bwd(fused.temporal_attention, h, dout),
+                          _fwd_bwd(ref.temporal_attention, h, dout)):
+        assert torch.isfinite(o).all() and _rel(o, r) < 1e-10, name
+
+
+def test_single_step_is_identity():
+    h, dout = _inputs(3, 1, 2, 5, seed=2)
+    out, dh = _fwd_bwd(fused.temporal_attention, h, dout)
+    torch.testing.assert_close(out, h[:, 0])
+    torch.testing.assert_close(dh, dout[:, None])
+
+
+def test_non_contiguous_input():
+    h, dout = _inputs(3, 5, 4, 5, seed=4)
+    h_nc = h.transpose(3, 4)  # a view: the op must read it by its logical layout
+    torch.testing.assert_close(fused.temporal_attention(h_nc), ref.temporal_attention(h_nc), rtol=1e-12, atol=1e-12)
+
+
+def test_dispatcher_and_opcheck():
+    assert ops.get_impl("temporal_attention", "fused") is fused.temporal_attention
+    h, _ = _inputs(2, 5, 2, 4, seed=6)
+    torch.library.opcheck(fused.temporal_attention_fused, (h.requires_grad_(),),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+@needs_cuda
+@pytest.mark.parametrize("B, C, n", [(128, 32, 30), (128, 64, 15), (128, 128, 8), (128, 256, 4), (7, 32, 30),
+                                     (1, 256, 4), (3, 32, 55)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_full_size_on_gpu(B, C, n, dtype):
+    h, dout = _inputs(B, 5, C, n, seed=B + C + n)
+    oracle = _fwd_bwd(ref.temporal_attention, h, dout)
+    ours = _fwd_bwd(fused.temporal_attention, h.to(dtype), dout.to(dtype))
+    theirs = _fwd_bwd(ref.temporal_attention, h.to(dtype), dout.to(dtype))
+    floor = 1e-6 if dtype == torch.float32 else 1e-3
+    for name, o, t, r in zip(("out", "dh"), ours, theirs, oracle):
+        assert o.dtype == dtype and torch.isfinite(o).all(), name
+        assert _rel(o, r) <= 2 * _rel(t, r) + floor, f"{name}: {_rel(o, r):.3g} vs reference {_rel(t, r):.3g}"
