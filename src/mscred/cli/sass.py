@@ -1,0 +1,196 @@
+"""`mscred sass`: read, probe, patch and run CUDA machine code (the reverse-engineering articles as a tool)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from mscred.errors import InputError
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(text, 0)
+    except (TypeError, ValueError):
+        raise InputError(f"{what}: {text!r} is not an integer (decimal or 0x...)") from None
+
+
+def _bits(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    lo, sep, hi = text.partition(":")
+    if not sep:
+        raise InputError(f"--bits {text!r}: expected LO:HI, e.g. 20:52")
+    lo_i, hi_i = _int(lo, "--bits"), _int(hi, "--bits")
+    if not 0 <= lo_i < hi_i <= 128:
+        raise InputError(f"--bits {text!r}: need 0 <= LO < HI <= 128")
+    return lo_i, hi_i
+
+
+def _read(path: str) -> bytes:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{path}: no such file")
+    return p.read_bytes()
+
+
+def _pick_cubin(path: str, kernel: str, arch: str | None):
+    """The one readable cubin of ``path`` that holds ``kernel`` (optionally for ``arch``)."""
+    from mscred.sass.fatbin import cubins
+
+    found = []
+    for image, cubin in cubins(_read(path), path, arch):
+        try:
+            found.append((image, cubin, cubin.kernel(kernel)))
+        except InputError:
+            continue
+    if not found:
+        raise InputError(f"{path}: no kernel {kernel!r} in any readable cubin{' for ' + arch if arch else ''}")
+    if len(found) > 1:
+        raise InputError(f"{path}: kernel {kernel!r} is in {len(found)} cubins "
+                         f"({', '.join(i.arch for i, _, _ in found)}); pass --arch")
+    return found[0]
+
+
+@click.group()
+def sass():
+    """Read, probe, patch and run CUDA machine code (SASS) in cubins and executables."""
+
+
+@sass.command()
+@click.argument("path")
+def kernels(path):
+    """List the device-code images of PATH and their kernels (registers, parameters, code size)."""
+    from mscred.sass.fatbin import find_images
+
+    for image in find_images(_read(path), path):
+        state = f" compressed={image.compression}" if image.compression else ""
+        at = f"file byte {image.file_offset:#x}" if image.file_offset is not None else "not patchable"
+        click.echo(f"{image.kind} {image.arch} ({at}{state}){' ' + image.note if image.note else ''}")
+        if image.kind == "cubin" and image.data is not None:
+            for k in image.cubin().kernels.values():
+                click.echo(f"  {k.name}: {k.registers} registers, params {[p.size for p in k.params]} bytes, "
+                           f"shared {k.shared_bytes} B, local {k.frame_bytes} B, "
+                           f"{len(k.instructions)} x {k.instruction_bits}-bit instructions")
+
+
+@sass.command()
+@click.argument("path")
+@click.option("--kernel", "-k", required=True, help="Kernel name, mangled (_Z4testPi) or plain (test).")
+@click.option("--arch", default=None, help="Pick the cubin for this architecture, e.g. sm_90.")
+def dump(path, kernel, arch):
+    """Print a kernel's instruction words (as `xxd -e -g 8` shows them) beside nvdisasm's text when available."""
+    from mscred.sass.toolchain import disassemble
+
+    image, cubin, k = _pick_cubin(path, kernel, arch)
+    asm = (disassemble(cubin.data) or {}).get(k.name, {})
+    click.echo(f"{image.arch} {k.name}: code at file byte {image.file_offset + k.code_offset:#x}"
+               if image.file_offset is not None else f"{image.arch} {k.name}")
+    last_control = None
+    for insn in k.instructions:
+        if insn.control is not None and insn.control != last_control and insn.offset % 32 == 8:
+            click.echo(f"  {insn.offset - 8:#06x}: {insn.control:016x}   (control)")
+            last_control = insn.control
+        click.echo(f"  {insn.offset:#06x}: {insn.hex()}   {asm.get(insn.offset, '')}".rstrip())
+
+
+@sass.command()
+@click.option("--arch", required=True, help="Target architecture: sm_50 (via a CUDA 12 ptxas), sm_75 .. sm_120.")
+@click.option("--template", "-t", default="value", show_default=True,
+              help="value (a[0] = VALUE), register (a[0] = one of eight live registers, or 0), article, "
+                   "or a .cu file using the placeholder.")
+@click.option("--values", default=None, help="Comma-separated substitutes for the placeholder "
+                                             "(default: 0xcc,0xdecc,0x12345678,0x9abcdef1 / 0,v0,v3,v6).")
+@click.option("--mode", type=click.Choice(["immediate", "register"]), default=None,
+              help="What to locate (default: register for the register template, else immediate).")
+@click.option("--kernel", "-k", default=None, help="Kernel to compare when the template has several.")
+@click.option("--placeholder", default="VALUE", show_default=True, help="Macro the values are passed as (-D).")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@click.option("--out", "-o", default=None, help="Also write the JSON answer to this file.")
+def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
+    """Compile variants of a kernel, diff their machine code, and report where the value or register sits."""
+    from mscred.atomic import atomic_path
+    from mscred.sass.probe import format_result, probe as run_probe
+
+    value_list = [v.strip() for v in values.split(",") if v.strip()] if values else None
+    result = run_probe(arch, template, value_list, kernel, mode, placeholder)
+    answer = result.to_json()
+    if out:
+        with atomic_path(out) as tmp:
+            tmp.write_text(json.dumps(answer, indent=2) + "\n")
+    click.echo(json.dumps(answer) if as_json else format_result(result))
+
+
+@sass.command()
+@click.argument("path")
+@click.option("--kernel", "-k", required=True, help="Kernel holding the instruction (mangled or plain name).")
+@click.option("--old", required=True, help="The field's current value, e.g. 0xcc (register: its number).")
+@click.option("--new", required=True, help="The value to write, e.g. 0xdd.")
+@click.option("--field", type=click.Choice(["immediate", "register"]), default="immediate", show_default=True)
+@click.option("--bits", default=None, help="Field bits LO:HI (default: what probe found for the layout: "
+                                           "immediate 20:52 / 32:64, register 0:8 / 32:40 on 64/128-bit).")
+@click.option("--arch", default=None, help="Only the cubin for this architecture.")
+@click.option("--at", "at", default=None, help="Only the instruction at this byte offset in the kernel.")
+@click.option("--instruction", default=None, help="Only instructions with this mnemonic prefix (needs nvdisasm).")
+@click.option("--grep", default=None, help="Only instructions whose hex (as `sass dump` shows) contains this.")
+@click.option("--output", "-o", default=None, help="Output file (default: PATH.patched).")
+@click.option("--in-place", is_flag=True, help="Replace PATH itself (atomically).")
+def patch(path, kernel, old, new, field, bits, arch, at, instruction, grep, output, in_place):
+    """Rewrite one instruction's immediate or register field in a cubin or an executable's fatbin."""
+    from mscred.sass.patch import patch_file
+
+    if in_place and output:
+        raise InputError("--in-place and --output exclude each other")
+    r = patch_file(path, kernel, _int(old, "--old"), _int(new, "--new"), field, _bits(bits),
+                   path if in_place else output, arch, _int(at, "--at") if at is not None else None,
+                   instruction, grep)
+    m = r.match
+    click.echo(f"{m.describe()}: {field} bits [{r.bits[0]}, {r.bits[1]}) {_int(old, '--old'):#x} -> "
+               f"{_int(new, '--new'):#x}")
+    click.echo(f"  before {r.before.hex()}   {r.asm_before}".rstrip())
+    click.echo(f"  after  {r.after.hex()}   {r.asm_after}".rstrip())
+    click.echo(f"wrote {r.path_out}")
+
+
+@sass.command()
+@click.argument("path")
+@click.option("--kernel", "-k", required=True, help="Kernel to launch; its parameters must all be pointers.")
+@click.option("--arch", default=None, help="Pick the cubin for this architecture (for executables/fatbins).")
+@click.option("--words", default=1, show_default=True, type=click.IntRange(1, 1 << 20),
+              help="int32 elements per buffer.")
+@click.option("--init", default="0x1", show_default=True, help="Initial value of the output buffer a[] "
+                                                              "(inputs get b[j] = j + 1).")
+@click.option("--grid", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--block", default=1, show_default=True, type=click.IntRange(1, 1024))
+@click.option("--backend", type=click.Choice(["auto", "driver", "cupy"]), default="auto", show_default=True)
+def run(path, kernel, arch, words, init, grid, block, backend):
+    """Load a cubin through the CUDA driver, launch KERNEL<<<grid, block>>> and print what it wrote."""
+    from mscred.sass.run import run_cubin
+
+    image, cubin, k = _pick_cubin(path, kernel, arch)
+    buffers = run_cubin(cubin.data, k.name, words, _int(init, "--init"), grid, block, image.where, backend)
+    out = buffers[0]
+    if words == 1:
+        click.echo(f"*a = {out[0]:x}")  # the articles' printf("*a = %x\n", *a)
+    else:
+        for j, v in enumerate(out):
+            click.echo(f"a[{j}] = {v:x}")
+
+
+@sass.command(name="inspect")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--arch", default=None, help="Only cubins for this architecture.")
+@click.option("--kernel", "-k", default=None, help="Only kernels whose name contains this.")
+@click.option("--top", default=8, show_default=True, help="Most frequent instructions shown per kernel.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, in a list.")
+def inspect_cmd(paths, arch, kernel, top, as_json):
+    """Registers, local memory, shared memory and instruction mix of every kernel in cubins/objects/libraries."""
+    from mscred.sass.inspect import format_summaries, inspect_file
+
+    rows = []
+    for path in paths:
+        rows += inspect_file(_read(path), path, arch, kernel)
+    if kernel and not rows:
+        raise InputError(f"no kernel matching {kernel!r} in {', '.join(paths)}")
+    click.echo(json.dumps([r.to_json() for r in rows], indent=2) if as_json else format_summaries(rows, top))

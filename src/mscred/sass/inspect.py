@@ -1,0 +1,112 @@
+"""Per-kernel machine-code summary of a cubin, fatbin, object, executable or shared library.
+
+What a kernel change should be checked against: registers per thread, local memory (the frame holds spills and
+local arrays; LDL/STL count the accesses), static shared memory, parameter bytes, and the instruction mix —
+tensor-core ops (HMMA on sm_70+, HGMMA = wgmma on sm_90), FFMA, 16-byte vector loads (``.128``), global/shared
+traffic, barriers. Counts come from nvdisasm when one reads the architecture; the resource numbers come from the
+cubin itself and need no tool.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from mscred.sass.fatbin import find_images
+from mscred.sass.patch import _mnemonic
+from mscred.sass.toolchain import disassemble
+
+# Instruction groups worth a column, by mnemonic prefix (the first word of the disassembly, modifiers included).
+GROUPS = {
+    "tensor": ("HGMMA", "HMMA", "IMMA", "DMMA", "QGMMA", "IGMMA", "BGMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA"),
+    "ffma": ("FFMA",),
+    "ldg128": ("LDG.E.128", "LDG.E.ENL2.128"),
+    "global": ("LDG", "STG", "RED", "ATOMG"),
+    "shared": ("LDS", "STS", "LDSM", "STSM"),
+    "local": ("LDL", "STL"),
+    "tma": ("UTMALDG", "UTMASTG", "UBLKCP"),
+    "barrier": ("BAR", "SYNCS"),
+}
+
+
+@dataclass
+class KernelSummary:
+    """One kernel's resources and instruction counts (counts empty when no disassembler read it)."""
+
+    image: str
+    arch: str
+    name: str
+    registers: int
+    frame_bytes: int
+    stack_bytes: int
+    shared_bytes: int
+    param_bytes: int
+    instructions: int
+    mix: Counter = field(default_factory=Counter)
+    groups: dict = field(default_factory=dict)
+    disassembler: bool = False
+
+    def to_json(self) -> dict:
+        return {"image": self.image, "arch": self.arch, "kernel": self.name, "registers": self.registers,
+                "local_frame_bytes": self.frame_bytes, "stack_bytes": self.stack_bytes,
+                "shared_bytes": self.shared_bytes, "param_bytes": self.param_bytes,
+                "instructions": self.instructions, "groups": self.groups if self.disassembler else None,
+                "mix": dict(self.mix.most_common()) if self.disassembler else None}
+
+
+def _count_groups(mix: Counter) -> dict:
+    out = {}
+    for group, prefixes in GROUPS.items():
+        out[group] = sum(n for op, n in mix.items()
+                         if any(op == p or op.startswith(p + ".") for p in prefixes)
+                         or (group == "ldg128" and op.startswith("LDG") and op.endswith(".128")))
+    return out
+
+
+def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str | None = None) -> list[KernelSummary]:
+    """Summaries of every kernel of every readable cubin in ``data`` (optionally one arch / one kernel name)."""
+    out = []
+    for image in find_images(data, where):
+        if image.kind != "cubin" or image.data is None or (arch and image.arch != arch):
+            continue
+        cubin = image.cubin()
+        asm = disassemble(cubin.data) if cubin.kernels else None
+        for k in cubin.kernels.values():
+            if kernel and kernel not in (k.name,) and kernel not in k.name:
+                continue
+            text = (asm or {}).get(k.name)
+            # The code section is padded to an alignment with NOP/BRA-to-self; count up to the last EXIT or branch.
+            mix = Counter(_mnemonic(t) for t in text.values()) if text else Counter()
+            if text:
+                trailing = 0
+                for off in sorted(text, reverse=True):
+                    if _mnemonic(text[off]) == "NOP":
+                        trailing += 1
+                    else:
+                        break
+                mix["NOP"] -= trailing
+                mix = +mix
+            out.append(KernelSummary(
+                image=image.where, arch=image.arch, name=k.name, registers=k.registers, frame_bytes=k.frame_bytes,
+                stack_bytes=max(k.min_stack_bytes, k.max_stack_bytes), shared_bytes=k.shared_bytes,
+                param_bytes=sum(p.size for p in k.params), instructions=sum(mix.values()) or len(k.instructions),
+                mix=mix, groups=_count_groups(mix) if text else {}, disassembler=bool(text)))
+    return out
+
+
+def format_summaries(rows: list[KernelSummary], top: int = 8) -> str:
+    """A table: one line per kernel, then its most frequent instructions."""
+    if not rows:
+        return "no kernels"
+    lines = [f"{'arch':7} {'regs':>4} {'local':>6} {'shared':>7} {'params':>6} {'insns':>6} "
+             f"{'tensor':>6} {'FFMA':>5} {'LDG128':>6} {'LDL/STL':>7}  kernel"]
+    for r in rows:
+        g = r.groups
+        col = (lambda key: f"{g.get(key, 0)}" if r.disassembler else "-")
+        lines.append(f"{r.arch:7} {r.registers:>4} {r.frame_bytes:>6} {r.shared_bytes:>7} {r.param_bytes:>6} "
+                     f"{r.instructions:>6} {col('tensor'):>6} {col('ffma'):>5} {col('ldg128'):>6} "
+                     f"{col('local'):>7}  {r.name}")
+        if r.disassembler and top:
+            lines.append("        " + "  ".join(f"{op} {n}" for op, n in r.mix.most_common(top)))
+    if not any(r.disassembler for r in rows):
+        lines.append("(no nvdisasm reads these cubins: instruction mix not shown)")
+    return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""Rewrite one field of one instruction in a cubin, or in a cubin inside an executable's fatbin.
+
+The articles' edit done safely: find the instruction whose field (immediate or register, at the bit range probe
+found) holds the old value, insist that exactly one instruction matches, change the bits in a copy of the file,
+read the copy back to check, and rename it into place (:func:`mscred.atomic.atomic_path`). Cubins stored
+compressed in a fatbin cannot be patched in place; they are refused with that reason.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from mscred.atomic import atomic_path
+from mscred.errors import InputError
+from mscred.sass.cubin import Cubin, Kernel
+from mscred.sass.fatbin import Image, find_images
+from mscred.sass.isa import KNOWN_FIELDS, Instruction, set_field
+from mscred.sass.toolchain import disassemble
+
+
+@dataclass
+class Match:
+    """One instruction whose field holds the old value."""
+
+    image: Image
+    cubin: Cubin
+    kernel: Kernel
+    insn: Instruction
+    file_offset: int  # of the instruction's first byte in the file
+
+    def describe(self) -> str:
+        return f"{self.image.arch} {self.kernel.name} +{self.insn.offset:#x} (file byte {self.file_offset:#x})"
+
+
+@dataclass
+class PatchResult:
+    path_out: Path
+    match: Match
+    bits: tuple[int, int]
+    before: Instruction
+    after: Instruction
+    asm_before: str = ""
+    asm_after: str = ""
+
+
+def _mnemonic(text: str) -> str:
+    parts = text.split()
+    if parts and parts[0].startswith("@"):  # predicate guard, e.g. "@!P0 MOV ..."
+        parts = parts[1:]
+    return parts[0] if parts else ""
+
+
+def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | None, field: str, old: int,
+                 arch: str | None = None, at: int | None = None, instruction: str | None = None,
+                 grep: str | None = None) -> tuple[list[Match], tuple[int, int]]:
+    """Instructions of ``kernel`` in every patchable cubin of ``data`` whose field equals ``old``."""
+    images = find_images(data, where)
+    matches: list[Match] = []
+    seen_kernel = False
+    compressed_with_kernel = []
+    used_bits = bits
+    for image in images:
+        if image.kind != "cubin" or (arch is not None and image.arch != arch):
+            continue
+        if image.data is None:
+            compressed_with_kernel.append(image)
+            continue
+        cubin = image.cubin()
+        try:
+            k = cubin.kernel(kernel)
+        except InputError:
+            continue
+        if image.file_offset is None:
+            compressed_with_kernel.append(image)
+            continue
+        seen_kernel = True
+        lo, hi = used_bits = bits or KNOWN_FIELDS[k.instruction_bits][field]
+        asm = None
+        if instruction is not None:
+            asm = (disassemble(cubin.data) or {}).get(k.name)
+            if not asm:
+                raise InputError(f"{image.where}: --instruction needs nvdisasm for {image.arch} (none found that "
+                                 f"reads it); select the instruction with --at or --grep instead")
+        for insn in k.instructions:
+            if insn.field(lo, hi) != old:
+                continue
+            if at is not None and insn.offset != at:
+                continue
+            if grep is not None and grep.lower().replace(" ", "") not in insn.hex().replace(" ", ""):
+                continue
+            if asm is not None and not _mnemonic(asm.get(insn.offset, "")).startswith(instruction.upper()):
+                continue
+            matches.append(Match(image, cubin, k, insn, image.file_offset + k.code_offset + insn.offset))
+    if not seen_kernel:
+        if compressed_with_kernel:
+            raise InputError(f"{compressed_with_kernel[0].where}: the cubin is stored compressed "
+                             f"({compressed_with_kernel[0].compression or 'unreadable'}); rebuild without "
+                             f"-Xfatbin -compress-all to patch it")
+        scope = f" for {arch}" if arch else ""
+        raise InputError(f"{where}: no kernel {kernel!r} in any cubin{scope}")
+    return matches, used_bits or (0, 0)
+
+
+def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: str = "immediate",
+               bits: tuple[int, int] | None = None, out: str | os.PathLike | None = None,
+               arch: str | None = None, at: int | None = None, instruction: str | None = None,
+               grep: str | None = None) -> PatchResult:
+    """Change ``field`` of the one instruction of ``kernel`` that holds ``old`` to ``new``; write ``out``.
+
+    Parameters
+    ----------
+    path : path
+        A cubin, or a host executable / shared library / object file / fatbin holding cubins.
+    field : str
+        "immediate" or "register"; with ``bits`` None, the bit range comes from ``isa.KNOWN_FIELDS``.
+    bits : (lo, hi)
+        Bit range ``[lo, hi)`` of the field (bit 0 = least significant bit of the instruction word).
+    out : path
+        Output file; default ``<path>.patched``. Pass ``path`` itself to patch in place (still atomic).
+    arch, at, instruction, grep :
+        Narrow the search: one architecture, one byte offset in the kernel, a mnemonic prefix (needs nvdisasm),
+        or a hex substring of the instruction as ``sass dump`` prints it (the articles' ``grep eedd2``).
+    """
+    if field not in ("immediate", "register"):
+        raise InputError(f"field {field!r}: use immediate or register")
+    src = Path(path)
+    if not src.is_file():
+        raise InputError(f"{src}: no such file")
+    data = src.read_bytes()
+    matches, (lo, hi) = find_matches(data, str(src), kernel, bits, field, old, arch, at, instruction, grep)
+    if not matches:
+        raise InputError(f"{src}: no instruction of kernel {kernel!r} has {field} bits [{lo}, {hi}) = {old:#x}")
+    if len(matches) > 1:
+        listed = "; ".join(m.describe() for m in matches[:6])
+        raise InputError(f"{src}: {field} bits [{lo}, {hi}) = {old:#x} found {len(matches)} times ({listed}); "
+                         f"narrow it with --arch, --at or --grep")
+    m = matches[0]
+    try:
+        word = set_field(m.insn.word, lo, hi, new)
+    except ValueError as err:
+        raise InputError(f"{src}: {err}") from err
+    size = m.insn.bits // 8
+    patched = bytearray(data)
+    patched[m.file_offset:m.file_offset + size] = word.to_bytes(size, "little")
+    target = Path(out) if out is not None else src.with_name(src.name + ".patched")
+    after = Instruction(m.insn.offset, m.insn.bits, word, m.insn.control)
+    # Read the patched bytes back through the same parser before anything is written.
+    check, _ = find_matches(bytes(patched), str(target), kernel, (lo, hi), field, new, m.image.arch, m.insn.offset)
+    if len(check) != 1 or check[0].insn.word != word:
+        raise InputError(f"{src}: the patched copy does not read back as expected; nothing written")
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(bytes(patched))
+        os.chmod(tmp, stat.S_IMODE(src.stat().st_mode))  # an executable stays executable
+    result = PatchResult(target, m, (lo, hi), m.insn, after)
+    asm_before = (disassemble(m.cubin.data) or {}).get(m.kernel.name, {})
+    if asm_before:
+        result.asm_before = asm_before.get(m.insn.offset, "")
+        asm_after = (disassemble(check[0].cubin.data) or {}).get(m.kernel.name, {})
+        result.asm_after = asm_after.get(m.insn.offset, "")
+    return result
