@@ -194,8 +194,11 @@ def test_cuda_graph_training_tracks_eager(bf16):
     for re, rg in zip(he, hg):
         assert rg["train_loss"] == pytest.approx(re["train_loss"], rel=tol)
         assert rg["val_loss"] == pytest.approx(re["val_loss"], rel=tol)
+    # Adam divides by sqrt(v): a weight whose gradients are tiny moves by ~lr per step whatever their rounding, so
+    # weights are compared with an absolute tolerance of a fraction of the 12 steps' total lr (2.4e-3).
+    atol = 2e-3 if bf16 else 2e-5
     for k, v in eager.state_dict().items():
-        torch.testing.assert_close(graphed.state_dict()[k], v, rtol=tol, atol=tol * 1e-2)
+        torch.testing.assert_close(graphed.state_dict()[k], v, rtol=tol * 10, atol=atol)
 
 
 @pytest.mark.gpu
@@ -212,4 +215,6 @@ def test_cuda_graph_resume_and_predict(tmp_path):
         torch.testing.assert_close(resumed.state_dict()[k], v, rtol=1e-5, atol=1e-6)
     eager = predict(straight, seg, 8, "cuda")
     graphed = predict(straight, seg, 8, "cuda", cuda_graphs=True)
-    np.testing.assert_allclose(graphed, eager, rtol=1e-5, atol=1e-6)
+    # cuDNN convolutions use TF32 by default and pick algorithms per batch size: the last, partial batch (2
+    # windows eagerly, padded to 8 in the graph) differs at the 1e-4 level.
+    np.testing.assert_allclose(graphed, eager, rtol=1e-3, atol=1e-4)

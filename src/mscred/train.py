@@ -6,8 +6,8 @@ device where the segments live (the whole segments tensor goes to the GPU once; 
 
 The Trainer keeps the pieces a distributed run replaces apart (issue 6): ``_epoch_order`` (the sampler, seeded per
 epoch like ``DistributedSampler``: ``randperm(W, seed + epoch)``), ``_make_step`` (eager or CUDA graph,
-``train_graphs.py``), ``_reduce`` (the cross-rank sum of a loss), and ``is_main`` (rank 0 alone writes checkpoints
-and shows progress).
+``train_graphs.py``), ``_forward_module`` (the DDP wrapper), ``_reduce`` (the cross-rank sum of a loss), and
+``is_main`` (rank 0 alone writes checkpoints and shows progress).
 """
 from __future__ import annotations
 
@@ -227,10 +227,16 @@ class Trainer:
         """Sum of ``value`` over ranks (identity in one process)."""
         return value
 
+    def _forward_module(self) -> nn.Module:
+        """The module the training step calls: the net itself here, its DistributedDataParallel wrapper in a
+        distributed run (checkpoints always save ``self.net``, so parameter names carry no ``module.`` prefix)."""
+        return self.net
+
     def _make_step(self, train: WindowDataset):
+        module = self._forward_module()
         if self.use_graphs:
-            return GraphedStep(self.net, self.optimizer, train, min(self.cfg.batch_size, len(train)), self.bf16)
-        return EagerStep(self.net, self.optimizer, train, self.bf16)
+            return GraphedStep(module, self.optimizer, train, min(self.cfg.batch_size, len(train)), self.bf16)
+        return EagerStep(module, self.optimizer, train, self.bf16)
 
     def _make_inference(self, data: WindowDataset):
         if self.use_graphs:
