@@ -1,0 +1,435 @@
+"""Loaders for the public dataset layouts users hold, all returning one :class:`LabeledDataset`.
+
+Names (``load_dataset(name, root)``):
+
+- ``synthetic``: the paper's synthetic data (:mod:`mscred.data.synthetic`), generated, no files needed.
+- ``smd:<machine>``: the Server Machine Dataset (OmniAnomaly) under ``root``: ``train/<machine>.txt``,
+  ``test/<machine>.txt``, ``test_label/<machine>.txt`` and, when present, ``interpretation_label/<machine>.txt``
+  with the root-cause dimensions of each anomaly. Sensors are named ``dim_01 .. dim_38`` (the 1-based dimension
+  numbers of the interpretation labels).
+- ``smap:<channel>`` / ``msl:<channel>``: NASA SMAP/MSL telemetry (telemanom layout) under ``root``: ``train/<chan>.npy``,
+  ``test/<chan>.npy`` (also accepted under ``root/data/``) and ``labeled_anomalies.csv`` (columns ``chan_id``,
+  ``spacecraft``, ``anomaly_sequences`` as ``[[start, end], ...]``, 0-based inclusive). Column 0 is the telemetry
+  value (``telemetry``), the others the one-hot commands (``command_01 ..``).
+- ``table``: a generic CSV/Parquet with a ``label`` column, ``root`` being either a directory with ``train.*`` and
+  ``test.*`` (and optionally ``anomalies.csv``, the layout ``mscred generate`` writes) or one labelled file, whose
+  first ``TABLE_TRAIN_FRACTION`` of rows becomes the training part.
+- ``daphnet``: real multivariate sensor data from a package registry: the Daphnet freezing-of-gait recording
+  S06R02E0 (9 accelerometer channels, 7,040 steps) shipped inside the ``aeon`` wheel (``pip install
+  'mscred[datasets]'``; read straight from the installed files, aeon is never imported, nothing is downloaded).
+  CAVEAT: this excerpt contains NO labelled anomaly (aeon 1.6 deprecates it for that reason), so every alarm on it
+  is a false alarm; it measures false alarms on real data, not recall. No package on PyPI was found that ships a
+  real, labelled, multivariate anomaly dataset inside its wheel.
+
+Every layout problem raises :class:`~mscred.errors.InputError` with one line naming the file (and row) at fault.
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from mscred.atomic import atomic_path
+from mscred.data.io import LABEL, TIMESTAMP, load_table, table_from_frame
+from mscred.errors import InputError
+
+__all__ = ["DATASETS", "LabeledDataset", "load_dataset", "intervals_from_labels"]
+
+DATASETS = ("synthetic", "smd", "smap", "msl", "table", "daphnet")
+TABLE_TRAIN_FRACTION = 0.5
+DAPHNET_TRAIN_FRACTION = 0.5
+ANOMALY_COLUMNS = ["start", "end", "root_causes", "duration"]
+_TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
+
+
+@dataclass
+class LabeledDataset:
+    """A train/test pair with ground truth.
+
+    Attributes
+    ----------
+    name : str
+    train : pd.DataFrame
+        ``timestamp`` column and one column per sensor.
+    test : pd.DataFrame
+        ``timestamp``, the same sensors, and ``label`` (0/1).
+    anomalies : pd.DataFrame or None
+        One row per labelled anomaly of the test part: ``start``, ``end`` (test timestamps, end exclusive),
+        ``root_causes`` (``;``-joined sensor names, empty when unknown), ``duration``.
+    description : str
+        Where the data came from and any caveat.
+    """
+
+    name: str
+    train: pd.DataFrame
+    test: pd.DataFrame
+    anomalies: Optional[pd.DataFrame] = None
+    description: str = ""
+
+    @property
+    def sensors(self) -> list[str]:
+        return [c for c in self.train.columns if c not in (TIMESTAMP, LABEL)]
+
+    def write(self, out_dir: str | os.PathLike) -> Path:
+        """Write ``train.csv``, ``test.csv`` and ``anomalies.csv`` (each atomically) for the CLI; returns out_dir."""
+        out_dir = Path(out_dir)
+        frames = [("train.csv", self.train), ("test.csv", self.test)]
+        if self.anomalies is not None:
+            frames.append(("anomalies.csv", self.anomalies))
+        for name, frame in frames:
+            with atomic_path(out_dir / name) as tmp:
+                frame.to_csv(tmp, index=False)
+        return out_dir
+
+
+def load_dataset(name: str, root: str | os.PathLike | None = None) -> LabeledDataset:
+    """Load a dataset by name (see the module docstring for names and layouts).
+
+    Parameters
+    ----------
+    name : str
+        ``synthetic``, ``smd:<machine>``, ``smap:<channel>``, ``msl:<channel>``, ``table`` or ``daphnet``; the part
+        after ``:`` may be left out when ``root`` holds a single machine/channel.
+    root : path, optional
+        The dataset's folder (or file, for ``table``); not needed for ``synthetic`` and ``daphnet``.
+
+    Returns
+    -------
+    LabeledDataset
+
+    Raises
+    ------
+    InputError
+        Unknown name, missing root, or a file missing or malformed in the layout.
+    """
+    kind, _, item = str(name).partition(":")
+    kind = kind.strip().lower()
+    if kind not in DATASETS:
+        raise InputError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}")
+    if kind == "synthetic":
+        from mscred.data.synthetic import generate_synthetic
+
+        data = generate_synthetic()
+        return LabeledDataset("synthetic", data.train, data.test, data.anomalies, "the paper's synthetic data, seed 0")
+    if kind == "daphnet":
+        return _load_daphnet(root)
+    if root is None:
+        raise InputError(f"dataset {kind!r} needs a root folder (root=... / --data-root)")
+    root = Path(root)
+    if not root.exists():
+        raise InputError(f"{root}: not found")
+    if kind == "smd":
+        return _load_smd(root, item)
+    if kind in ("smap", "msl"):
+        return _load_telemanom(root, kind, item)
+    return _load_table_dataset(root)
+
+
+# ------------------------------------------------------------------------------------------------------ helpers
+
+
+def intervals_from_labels(labels: np.ndarray, timestamps=None) -> pd.DataFrame:
+    """Maximal runs of 1 in ``labels`` (T,) as an anomalies frame with empty root causes.
+
+    ``start``/``end`` are ``timestamps[first]`` and ``timestamps[last] + 1`` (row numbers when timestamps is None).
+    """
+    labels = np.asarray(labels).astype(np.int8)
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], labels, [0]))))
+    starts, ends = edges[0::2], edges[1::2]  # half-open [start, end) in rows
+    ts = np.arange(len(labels)) if timestamps is None else np.asarray(timestamps)
+    rows = [
+        {"start": int(ts[s]), "end": int(ts[e - 1]) + 1, "root_causes": "", "duration": int(e - s)}
+        for s, e in zip(starts, ends)
+    ]
+    return pd.DataFrame(rows, columns=ANOMALY_COLUMNS)
+
+
+def _frame(values: np.ndarray, sensors: list[str], labels: Optional[np.ndarray] = None) -> pd.DataFrame:
+    df = pd.DataFrame(values, columns=sensors)
+    df.insert(0, TIMESTAMP, np.arange(len(df), dtype=np.int64))
+    if labels is not None:
+        df[LABEL] = labels.astype(np.int64)
+    return df
+
+
+def _need_file(path: Path, layout: str) -> Path:
+    if not path.is_file():
+        raise InputError(f"{path}: not found (expected the {layout})")
+    return path
+
+
+def _pick(item: str, folder: Path, suffix: str, what: str, layout: str) -> str:
+    """The machine/channel to load: ``item``, or the only one in ``folder``."""
+    if item:
+        return item.strip()
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not found (expected the {layout})")
+    found = sorted(p.stem for p in folder.glob(f"*{suffix}"))
+    if len(found) == 1:
+        return found[0]
+    listed = ", ".join(found[:8]) + (" ..." if len(found) > 8 else "")
+    raise InputError(f"{folder}: name a {what} ({'none found' if not found else 'one of ' + listed})")
+
+
+def _read_headerless(path: Path) -> np.ndarray:
+    """A comma-separated numeric text file without header (SMD) as float64 (T, n), validated cell by cell."""
+    try:
+        df = pd.read_csv(path, header=None)
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: the file is empty") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
+    df.columns = [f"column {j + 1}" for j in range(df.shape[1])]
+    return table_from_frame(df, source=str(path)).values
+
+
+def _read_labels(path: Path, expected: int) -> np.ndarray:
+    """One 0/1 label per line; its length must match the test part."""
+    values = _read_headerless(path)
+    if values.shape[1] != 1:
+        raise InputError(f"{path}: expected one label per line, got {values.shape[1]} columns")
+    labels = values[:, 0]
+    bad = np.flatnonzero((labels != 0) & (labels != 1))
+    if len(bad):
+        raise InputError(f"{path}: row {bad[0] + 1}: label {labels[bad[0]]:g} is not 0 or 1")
+    if len(labels) != expected:
+        raise InputError(f"{path}: {len(labels)} labels for {expected} test rows")
+    return labels.astype(np.int64)
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise InputError(f"{path}: cannot read as .npy: {' '.join(str(exc).split())}") from None
+    if array.ndim == 1:
+        array = array[:, None]
+    if array.ndim != 2 or array.shape[0] == 0:
+        raise InputError(f"{path}: expected a non-empty 2-D array (T, n), got shape {array.shape}")
+    if not np.issubdtype(array.dtype, np.number):
+        raise InputError(f"{path}: expected numbers, got dtype {array.dtype}")
+    columns = [f"column {j + 1}" for j in range(array.shape[1])]
+    return table_from_frame(pd.DataFrame(array, columns=columns), source=str(path)).values
+
+
+# ---------------------------------------------------------------------------------------------------------- SMD
+
+_SMD = "Server Machine Dataset layout (train/, test/, test_label/[, interpretation_label/])"
+
+
+def _load_smd(root: Path, machine: str) -> LabeledDataset:
+    machine = _pick(machine, root / "train", ".txt", "machine (smd:<machine>)", _SMD)
+    train = _read_headerless(_need_file(root / "train" / f"{machine}.txt", _SMD))
+    test = _read_headerless(_need_file(root / "test" / f"{machine}.txt", _SMD))
+    if train.shape[1] != test.shape[1]:
+        raise InputError(f"{root}: train has {train.shape[1]} dimensions, test has {test.shape[1]} ({machine})")
+    labels = _read_labels(_need_file(root / "test_label" / f"{machine}.txt", _SMD), len(test))
+    width = max(2, len(str(train.shape[1])))
+    sensors = [f"dim_{j + 1:0{width}d}" for j in range(train.shape[1])]
+    interpretation = root / "interpretation_label" / f"{machine}.txt"
+    if interpretation.is_file():
+        anomalies = _read_interpretation(interpretation, sensors, len(test))
+    else:
+        anomalies = intervals_from_labels(labels)
+    return LabeledDataset(
+        f"smd:{machine}",
+        _frame(train, sensors),
+        _frame(test, sensors, labels),
+        anomalies,
+        f"Server Machine Dataset, machine {machine}, from {root}",
+    )
+
+
+def _read_interpretation(path: Path, sensors: list[str], test_rows: int) -> pd.DataFrame:
+    """Lines ``start-end:d1,d2,...``: 1-based inclusive test rows, 1-based dimensions (OmniAnomaly's format)."""
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            span, dims = line.split(":")
+            first, last = (int(v) for v in span.split("-"))
+            columns = [int(d) for d in dims.split(",") if d.strip()]
+        except ValueError:
+            raise InputError(f"{path}: line {number}: expected 'start-end:dim,dim,...', got {line.strip()!r}") from None
+        if not 1 <= first <= last <= test_rows:
+            raise InputError(f"{path}: line {number}: rows {first}-{last} outside the test part (1..{test_rows})")
+        bad = [d for d in columns if not 1 <= d <= len(sensors)]
+        if bad or not columns:
+            raise InputError(f"{path}: line {number}: dimension(s) {bad or 'none'} not in 1..{len(sensors)}")
+        rows.append(
+            {
+                "start": first - 1,
+                "end": last,
+                "root_causes": ";".join(sensors[d - 1] for d in columns),
+                "duration": last - first + 1,
+            }
+        )
+    return pd.DataFrame(rows, columns=ANOMALY_COLUMNS)
+
+
+# ------------------------------------------------------------------------------------------------ SMAP / MSL
+
+_TELEMANOM = "SMAP/MSL layout (train/<chan>.npy, test/<chan>.npy, labeled_anomalies.csv)"
+
+
+def _load_telemanom(root: Path, spacecraft: str, channel: str) -> LabeledDataset:
+    # telemanom keeps the arrays in data/train, data/test and the table beside data/; both spots are accepted.
+    data = root / "data" if not (root / "train").is_dir() and (root / "data" / "train").is_dir() else root
+    table_path = root / "labeled_anomalies.csv"
+    if not table_path.is_file() and (data / "labeled_anomalies.csv").is_file():
+        table_path = data / "labeled_anomalies.csv"
+    _need_file(table_path, _TELEMANOM)
+    try:
+        table = pd.read_csv(table_path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise InputError(f"{table_path}: cannot read: {' '.join(str(exc).split())}") from None
+    missing = {"chan_id", "spacecraft", "anomaly_sequences"} - set(table.columns)
+    if missing:
+        raise InputError(f"{table_path}: missing column(s) {', '.join(sorted(missing))}")
+    ours = table[table["spacecraft"].astype(str).str.upper() == spacecraft.upper()]
+    if not channel:
+        channels = sorted(c for c in ours["chan_id"].astype(str) if (data / "test" / f"{c}.npy").is_file())
+        if len(channels) != 1:
+            listed = ", ".join(channels[:8]) + (" ..." if len(channels) > 8 else "")
+            raise InputError(f"{table_path}: name a channel ({spacecraft}:<chan>): {listed or 'none found'}")
+        channel = channels[0]
+    channel = channel.strip()
+    row = ours[ours["chan_id"].astype(str) == channel]
+    if row.empty:
+        raise InputError(f"{table_path}: no {spacecraft.upper()} channel {channel!r}")
+    train = _read_npy(_need_file(data / "train" / f"{channel}.npy", _TELEMANOM))
+    test = _read_npy(_need_file(data / "test" / f"{channel}.npy", _TELEMANOM))
+    if train.shape[1] != test.shape[1]:
+        raise InputError(f"{data}: {channel}: train has {train.shape[1]} columns, test has {test.shape[1]}")
+    line = int(row.index[0]) + 2  # 1-based file line of this row (after the header)
+    text = str(row["anomaly_sequences"].iloc[0])
+    try:
+        sequences = ast.literal_eval(text)  # a literal list of [start, end] pairs, never code
+        sequences = [(int(a), int(b)) for a, b in sequences]
+    except (ValueError, SyntaxError, TypeError):
+        raise InputError(f"{table_path}: line {line}: anomaly_sequences {text!r} is not a list of [start, end]") from None
+    labels = np.zeros(len(test), dtype=np.int64)
+    rows = []
+    for a, b in sequences:
+        if not 0 <= a <= b < len(test):
+            raise InputError(f"{table_path}: line {line}: sequence [{a}, {b}] outside the test part (0..{len(test) - 1})")
+        labels[a : b + 1] = 1
+        rows.append({"start": a, "end": b + 1, "root_causes": "", "duration": b - a + 1})
+    width = max(2, len(str(train.shape[1] - 1)))
+    sensors = ["telemetry", *[f"command_{j:0{width}d}" for j in range(1, train.shape[1])]]
+    return LabeledDataset(
+        f"{spacecraft}:{channel}",
+        _frame(train, sensors),
+        _frame(test, sensors, labels),
+        pd.DataFrame(rows, columns=ANOMALY_COLUMNS),
+        f"NASA {spacecraft.upper()} channel {channel}, from {data}",
+    )
+
+
+# ------------------------------------------------------------------------------------------------ generic table
+
+
+def _find_part(root: Path, stem: str) -> Optional[Path]:
+    for suffix in _TABLE_SUFFIXES:
+        if (root / f"{stem}{suffix}").is_file():
+            return root / f"{stem}{suffix}"
+    return None
+
+
+def _table_frame(table, with_label: bool) -> pd.DataFrame:
+    df = pd.DataFrame(table.values, columns=table.sensors)
+    df.insert(0, TIMESTAMP, np.asarray(table.index))
+    if with_label:
+        df[LABEL] = table.labels
+    return df
+
+
+def _load_table_dataset(root: Path) -> LabeledDataset:
+    if root.is_dir():
+        train_path, test_path = _find_part(root, "train"), _find_part(root, "test")
+        if train_path is None or test_path is None:
+            raise InputError(f"{root}: expected train.csv and test.csv (or .parquet/.npy) with a 'label' column in test")
+        train, test = load_table(train_path), load_table(test_path)
+        if test.labels is None:
+            raise InputError(f"{test_path}: no '{LABEL}' column")
+        if train.sensors != test.sensors:
+            raise InputError(f"{test_path}: sensors differ from {train_path.name}'s")
+        anomalies_path = root / "anomalies.csv"
+        if anomalies_path.is_file():
+            anomalies = pd.read_csv(anomalies_path, keep_default_na=False)
+            if list(anomalies.columns) != ANOMALY_COLUMNS:
+                raise InputError(f"{anomalies_path}: expected columns {', '.join(ANOMALY_COLUMNS)}")
+        else:
+            anomalies = intervals_from_labels(test.labels, test.index)
+        return LabeledDataset(
+            f"table:{root.name}", _table_frame(train, False), _table_frame(test, True), anomalies, f"tables in {root}"
+        )
+    table = load_table(root)
+    if table.labels is None:
+        raise InputError(f"{root}: no '{LABEL}' column")
+    cut = int(len(table.values) * TABLE_TRAIN_FRACTION)
+    if cut < 1 or cut >= len(table.values):
+        raise InputError(f"{root}: too few rows ({len(table.values)}) to split into train and test")
+    whole = _table_frame(table, True)
+    train = whole.iloc[:cut].drop(columns=[LABEL]).reset_index(drop=True)
+    test = whole.iloc[cut:].reset_index(drop=True)
+    return LabeledDataset(
+        f"table:{root.stem}",
+        train,
+        test,
+        intervals_from_labels(test[LABEL].to_numpy(), test[TIMESTAMP].to_numpy()),
+        f"{root}, first {TABLE_TRAIN_FRACTION:.0%} of rows as training part (its labels unused)",
+    )
+
+
+# ---------------------------------------------------------------------------------------------------- Daphnet
+
+_DAPHNET_FILE = Path("Daphnet_S06R02E0") / "S06R02E0.csv"
+
+
+def _daphnet_file(root: Optional[Path]) -> Path:
+    if root is not None:
+        root = Path(root)
+        for candidate in (root, root / "S06R02E0.csv", root / _DAPHNET_FILE):
+            if candidate.is_file():
+                return candidate
+        raise InputError(f"{root}: no S06R02E0.csv (the Daphnet file aeon ships)")
+    spec = importlib.util.find_spec("aeon")  # finds the installed package without importing it (no numba load)
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("dataset 'daphnet' needs the aeon package, which ships it: pip install 'mscred[datasets]'")
+    path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / _DAPHNET_FILE
+    if not path.is_file():
+        raise InputError(f"{path}: not found; this aeon version no longer ships Daphnet S06R02E0 (aeon < 1.7 does)")
+    return path
+
+
+def _load_daphnet(root) -> LabeledDataset:
+    path = _daphnet_file(root)
+    try:
+        raw = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
+    if "is_anomaly" not in raw.columns:
+        raise InputError(f"{path}: no 'is_anomaly' column (expected the TimeEval CSV format)")
+    # TimeEval format: timestamp, channels..., is_anomaly. Timestamps are 1970-based clock times 15 ms apart; the
+    # model works in steps, so rows are renumbered.
+    frame = raw.drop(columns=[c for c in ("timestamp",) if c in raw.columns]).rename(columns={"is_anomaly": LABEL})
+    table = table_from_frame(frame, source=str(path))
+    cut = int(len(table.values) * DAPHNET_TRAIN_FRACTION)
+    labels = table.labels[cut:]
+    return LabeledDataset(
+        "daphnet",
+        _frame(table.values[:cut], table.sensors),
+        _frame(table.values[cut:], table.sensors, labels),
+        intervals_from_labels(labels),
+        "Daphnet freezing of gait, recording S06R02E0 (9 accelerometer channels), as shipped in the aeon wheel; "
+        f"first {DAPHNET_TRAIN_FRACTION:.0%} for training. This excerpt has NO labelled anomaly: every alarm on it "
+        "is a false alarm.",
+    )
