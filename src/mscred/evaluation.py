@@ -242,8 +242,8 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
         VUS sliding window L (buffers 0..2L, TSB-AD's convention).
     seed : int
         Seed of the random baseline: uniform scores in [0, 1) for the threshold-free metrics, and for the
-        thresholded ones a random choice of as many rows as the detector flagged; root causes drawn at random
-        from ``sensors``.
+        thresholded ones a random choice of as many rows as the detector flagged; for root causes, k sensors
+        drawn at random from ``sensors`` for each event the detector found.
     """
     labels, score = truth.labels, scores.score
     pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
@@ -266,7 +266,10 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
     pool = set(sensors or truth.sensors) | {n for c in (truth_causes or []) for n in c}
     pool = sorted(pool | {n for row in scores.root_causes for n in row})
     if truth_causes is not None and len(pool) >= k:
-        ranked = [list(rng.permutation(pool)[:k]) for _ in truth_causes]
+        # random top-k sensors for exactly the events the detector found (missed ones score 0 for both), so the
+        # two root-cause figures differ only in the ranking
+        found = [bool(pred[a:b].any()) for a, b in truth.events]
+        ranked = [list(rng.permutation(pool)[:k]) if f else [] for f in found]
         baseline[key] = M.root_cause_recall_at_k(truth_causes, ranked, k)
     out["random_baseline"] = baseline
     return out

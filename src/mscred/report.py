@@ -1,0 +1,294 @@
+"""A self-contained HTML report of one evaluation: opens offline (inline CSS, PNGs embedded as base64, no JS).
+
+Sections: metrics beside the random baseline; the score with its threshold; the series of the top sensors with the
+detected intervals shaded and the true events marked; residual signature matrices of the worst windows (needs the
+model and the data); a root-cause bar chart per event. Written atomically into ``DIR/index.html`` (+ metrics.json).
+"""
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+import io
+import json
+import os
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from mscred.atomic import atomic_path
+from mscred.errors import InputError
+from mscred.evaluation import METRIC_ROWS, GroundTruth, Scores, event_causes
+from mscred.metrics import events as runs
+
+CSS = """
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1150px;color:#222}
+h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
+table{border-collapse:collapse;font-size:14px} td,th{border:1px solid #ddd;padding:4px 10px;text-align:right}
+td:first-child,th:first-child,td.note{text-align:left} td.note{color:#777} .meta{color:#666;font-size:13px}
+img{max-width:100%;border:1px solid #eee} .missing{background:#fff6e0;border:1px solid #f0d890;padding:8px 12px}
+"""
+DETECTED = "#ff9f1c"
+TRUTH = "#d62828"
+
+
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _img(b64: str, alt: str) -> str:
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">'
+
+
+def _shade(ax, intervals, x, color, alpha, label=None, ymax=1.0) -> None:
+    for i, (a, b) in enumerate(intervals):
+        ax.axvspan(x[a], x[min(b, len(x) - 1)], ymax=ymax, color=color, alpha=alpha, lw=0,
+                   label=label if i == 0 else None)
+
+
+def _mark(ax, truth, pred, x) -> None:
+    """Detected intervals shaded over the whole height; true events as a red strip along the bottom."""
+    _shade(ax, runs(pred), x, DETECTED, 0.35, "detected")
+    _shade(ax, truth.events, x, TRUTH, 0.9, "true anomaly", ymax=0.06)
+
+
+def _x_axis(scores: Scores) -> np.ndarray:
+    try:
+        return np.asarray(scores.index, dtype=np.float64)
+    except (TypeError, ValueError):
+        return np.arange(len(scores.score), dtype=np.float64)
+
+
+def _threshold(scores: Scores, pred: np.ndarray, result: dict, model) -> tuple[Optional[float], str]:
+    if "threshold" in result:
+        return float(result["threshold"]), f"threshold ({result['threshold_method']})"
+    if model is not None:
+        return float(model.threshold_), "threshold (model)"
+    if pred.any() and not pred.all():
+        low = float(scores.score[pred == 0].max())
+        return low, f"largest unflagged score {low:.4g} (threshold inferred from is_anomaly)"
+    return None, ""
+
+
+def score_figure(scores, truth, pred, threshold, threshold_label) -> str:
+    import matplotlib.pyplot as plt
+
+    x = _x_axis(scores)
+    fig, ax = plt.subplots(figsize=(12, 3))
+    ax.plot(x, scores.score, lw=0.7, color="#1d3557", label="score")
+    _mark(ax, truth, pred, x)
+    if threshold is not None:
+        ax.axhline(threshold, color="k", ls="--", lw=1, label=threshold_label)
+    ax.set_xlabel("timestamp" if scores.has_timestamp else "row")
+    ax.set_ylabel("score")
+    ax.legend(loc="upper left", fontsize=8, ncol=4)
+    return _png(fig)
+
+
+def top_sensors(scores: Scores, truth: GroundTruth, sensors: list[str], k: int) -> list[str]:
+    """Sensors most often named as root causes on flagged rows, then true root causes, then column order."""
+    votes: dict[str, int] = {}
+    for row, flagged in zip(scores.root_causes, scores.is_anomaly):
+        if flagged:
+            for name in row:
+                votes[name] = votes.get(name, 0) + 1
+    ranked = [n for n in sorted(votes, key=lambda n: (-votes[n], n)) if n in sensors]
+    for cause in truth.causes or []:
+        ranked += sorted(c for c in cause if c in sensors and c not in ranked)
+    ranked += [s for s in sensors if s not in ranked]
+    return ranked[:k]
+
+
+def series_figure(scores, truth, pred, values, sensors, chosen) -> str:
+    import matplotlib.pyplot as plt
+
+    x = _x_axis(scores)
+    fig, axes = plt.subplots(len(chosen), 1, figsize=(12, 1.6 * len(chosen) + 0.4), sharex=True, squeeze=False)
+    for ax, name in zip(axes[:, 0], chosen):
+        ax.plot(x, values[:, sensors.index(name)], lw=0.6, color="#1d3557")
+        _mark(ax, truth, pred, x)
+        ax.set_ylabel(name, rotation=0, ha="right", fontsize=9)
+    axes[0, 0].legend(loc="upper left", fontsize=8, ncol=2)
+    return _png(fig)
+
+
+def cause_figure(scores, truth) -> tuple[str, int]:
+    """One bar chart per event: votes of the flagged rows inside it, true root causes in red."""
+    import matplotlib.pyplot as plt
+
+    shown = list(range(min(len(truth.events), 12)))
+    cols = min(3, len(shown))
+    rows = (len(shown) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 2.6 * rows), squeeze=False)
+    for ax in axes.ravel()[len(shown):]:
+        ax.axis("off")
+    for ax, e in zip(axes.ravel(), shown):
+        a, b = truth.events[e]
+        votes: dict[str, int] = {}
+        for t in range(a, b):
+            if scores.is_anomaly[t]:
+                for name in scores.root_causes[t]:
+                    votes[name] = votes.get(name, 0) + 1
+        names = sorted(votes, key=lambda n: (-votes[n], n))[:8]
+        true = truth.causes[e] if truth.causes else set()
+        ax.bar(range(len(names)), [votes[n] for n in names],
+               color=[TRUTH if n in true else "#457b9d" for n in names])
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
+        where = f"{scores.index[a]}..{scores.index[b - 1]}"
+        title = f"event {e + 1} ({where})" + ("" if names else ": not detected")
+        if true:
+            title += "\ntrue: " + ", ".join(sorted(true))
+        ax.set_title(title, fontsize=8)
+        ax.set_ylabel("flagged rows naming it", fontsize=7)
+    fig.tight_layout()
+    return _png(fig), len(truth.events) - len(shown)
+
+
+def worst_residuals(model, values: np.ndarray, sensors: list[str], k: int):
+    """Residual signature matrices (M - recon)^2 of the k highest-scoring windows.
+
+    Returns a list of (window index, last row of the window's segment, residual float32 (n_scales, n, n)).
+    Uses the estimator's scoring internals (H3's ``MSCRED``): segments -> reconstruction -> residuals.
+    """
+    import pandas as pd
+
+    from mscred.detect import residuals, score_windows
+
+    frame = pd.DataFrame(values, columns=sensors)
+    table = model._table(frame)
+    segments = model._segments(model._aligned(table))
+    steps = model.config.signature.steps
+    target, recon = segments[steps - 1:], model._reconstruct(segments)
+    result = score_windows(target, recon, model.config.score, model.config.signature.windows, model.calibration_)
+    worst = np.argsort(-result.score, kind="mergesort")[:k]
+    ends = model._window_of_row(len(values))
+    out = []
+    for w in worst:
+        rows = np.flatnonzero(ends == w)
+        out.append((int(w), int(rows[-1]) if len(rows) else -1, residuals(target[w:w + 1], recon[w:w + 1])[0]))
+    return out
+
+
+def residual_figure(items, windows, sensors, index) -> str:
+    import matplotlib.pyplot as plt
+
+    n_scales = items[0][2].shape[0]
+    fig, axes = plt.subplots(len(items), n_scales, figsize=(3.6 * n_scales, 3.3 * len(items)), squeeze=False)
+    vmax = max(float(r.max()) for _, _, r in items) or 1.0
+    for row, (w, last, res) in enumerate(items):
+        for s in range(n_scales):
+            ax = axes[row, s]
+            im = ax.imshow(res[s], cmap="magma", vmin=0, vmax=vmax)
+            when = index[last] if last >= 0 else "?"
+            ax.set_title(f"window {w} (to {when}), w = {windows[s]}", fontsize=8)
+            if len(sensors) <= 30:
+                ax.set_yticks(range(len(sensors)), sensors, fontsize=max(4.0, min(8.0, 120 / len(sensors))))
+                ax.set_xticks([])
+            else:
+                ax.set_xticks([])
+                ax.set_yticks([])
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label="(M - recon)^2")
+    return _png(fig)
+
+
+def _metrics_table(result: dict) -> str:
+    base = result.get("random_baseline", {})
+    rows = []
+    for key, label, note in METRIC_ROWS:
+        if key not in result:
+            continue
+        cells = [_cell(result.get(key)), _cell(base.get(key))]
+        if key == "event_recall" and result.get("events_total"):
+            label = f"events found ({result['events_found']}/{result['events_total']})"
+        rows.append(f"<tr><td>{html.escape(label)}</td><td>{cells[0]}</td><td>{cells[1]}</td>"
+                    f'<td class="note">{html.escape(note)}</td></tr>')
+    return ('<table id="metrics"><tr><th>metric</th><th>mscred</th>'
+            f'<th>random (seed {base.get("seed", "-")})</th><th>note</th></tr>' + "".join(rows) + "</table>")
+
+
+def _cell(v) -> str:
+    return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else html.escape(str(v)))
+
+
+def _missing(text: str) -> str:
+    return f'<p class="missing">{html.escape(text)}</p>'
+
+
+def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth, result: dict,
+                 pred: Optional[np.ndarray] = None, model_dir=None, data_path=None, n_sensors: int = 4,
+                 n_worst: int = 3) -> Path:
+    """Render the report into ``out_dir/index.html`` (atomically: the directory appears whole or not at all)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
+
+    values, sensors = truth.values, truth.sensors
+    if data_path is not None:
+        from mscred.data.io import load_table
+
+        table = load_table(data_path)
+        if len(table.values) != len(scores.score):
+            raise InputError(f"{data_path}: has {len(table.values)} rows but {scores.source} has "
+                             f"{len(scores.score)}")
+        values, sensors = table.values, table.sensors
+    model, model_note = None, "pass --model MODEL_DIR (and the scored data) to see them"
+    if model_dir is not None:
+        from mscred.detector import MSCRED
+
+        model = MSCRED.load(model_dir, device="cpu")
+
+    threshold, threshold_label = _threshold(scores, pred, result, model)
+    parts = [f"<h1>mscred evaluation report</h1><p class='meta'>scores: {html.escape(scores.source)} &middot; "
+             f"ground truth: {html.escape(truth.source)} &middot; {result['n_rows']} rows, "
+             f"{result['n_anomalous_rows']} anomalous, {result['n_flagged_rows']} flagged &middot; VUS sliding "
+             f"window {result['vus_sliding_window']} &middot; {_dt.datetime.now():%Y-%m-%d %H:%M}</p>",
+             '<h2 id="sec-metrics">Metrics</h2>', _metrics_table(result),
+             "<p class='meta'>Point-adjusted F1 and best F1 are shown only beside the unadjusted figures: the first "
+             "credits a whole event for one hit, the second picks its threshold with the labels.</p>",
+             '<h2 id="sec-score">Score and threshold</h2>',
+             _img(score_figure(scores, truth, pred, threshold, threshold_label), "score")]
+
+    parts.append('<h2 id="sec-series">Top sensors</h2>')
+    if values is not None and sensors:
+        chosen = top_sensors(scores, truth, sensors, n_sensors)
+        parts.append(_img(series_figure(scores, truth, pred, values, sensors, chosen), "series"))
+    else:
+        parts.append(_missing("Sensor series not available: the labels file has no sensor columns; pass --data."))
+
+    parts.append('<h2 id="sec-residuals">Residual signature matrices of the worst windows</h2>')
+    if model is not None and values is not None:
+        if list(model.sensors_) != list(sensors):
+            raise InputError(f"{model_dir}: the model's sensors differ from the data's")
+        items = worst_residuals(model, values, sensors, n_worst)
+        parts.append(_img(residual_figure(items, model.config.signature.windows, sensors, scores.index),
+                          "residuals"))
+    else:
+        reason = model_note if model is None else "the scored data is needed (pass --data)"
+        parts.append(_missing(f"Residual matrices not available: {reason}."))
+
+    parts.append('<h2 id="sec-causes">Root causes per event</h2>')
+    if len(truth.events):
+        b64, hidden = cause_figure(scores, truth)
+        parts.append(_img(b64, "root causes"))
+        ranked = event_causes(scores, truth.events)
+        items = "".join(f"<li>event {i + 1}: {html.escape(', '.join(r[:3]) or 'not detected')}</li>"
+                        for i, r in enumerate(ranked))
+        parts.append(f"<ul>{items}</ul>" + (f"<p class='meta'>{hidden} more events not drawn.</p>" if hidden else ""))
+    else:
+        parts.append(_missing("No ground-truth events."))
+
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>mscred report</title>"
+            f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>")
+    out_dir = Path(out_dir)
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        (tmp / "index.html").write_text(page, encoding="utf-8")
+        (tmp / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    return out_dir

@@ -1,0 +1,97 @@
+"""The HTML report: rendered on small data, then checked part by part (sections, embedded images, metrics)."""
+import base64
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest.importorskip("matplotlib", reason="the report needs matplotlib (extra 'report')")
+
+from mscred.cli.main import main  # noqa: E402
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _images(page: str) -> dict[str, bytes]:
+    return {alt: base64.b64decode(data)
+            for alt, data in re.findall(r'alt="([^"]+)" src="data:image/png;base64,([^"]+)"', page)}
+
+
+def _self_contained(page: str) -> None:
+    assert "<script" not in page.lower()
+    # no resource is fetched: every src is inline data, no stylesheet link, no url(...)
+    assert all(src.startswith("data:image/png;base64,") for src in re.findall(r'src="([^"]*)"', page))
+    assert "<link" not in page.lower() and "url(" not in page.lower()
+
+
+@pytest.fixture
+def evaluated(tmp_path):
+    from mscred.data.synthetic import write_synthetic
+
+    data = write_synthetic(tmp_path / "data", n_sensors=5, length=2000, seed=3)
+    test = data.test
+    rng = np.random.default_rng(1)
+    flags = ((rng.random(len(test)) < 0.02) | (test["label"].to_numpy() == 1) & (rng.random(len(test)) < 0.7))
+    causes = ["sensor_1;sensor_2;sensor_3" if f else "" for f in flags]
+    pd.DataFrame({"timestamp": test["timestamp"], "score": rng.random(len(test)) + flags,
+                  "is_anomaly": flags.astype(int), "root_causes": causes}).to_csv(tmp_path / "scores.csv",
+                                                                                   index=False)
+    return tmp_path
+
+
+def test_report_without_model(evaluated, capsys):
+    out = evaluated / "report"
+    code = main(["evaluate", str(evaluated / "scores.csv"), "--labels", str(evaluated / "data" / "test.csv"),
+                 "--report", str(out), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0
+    page = (out / "index.html").read_text()
+    _self_contained(page)
+    for section in ("sec-metrics", "sec-score", "sec-series", "sec-residuals", "sec-causes"):
+        assert f'id="{section}"' in page
+    images = _images(page)
+    assert set(images) == {"score", "series", "root causes"}
+    assert all(png.startswith(PNG) and len(png) > 5000 for png in images.values())
+    # the metrics table shows the same numbers as --json, beside the random baseline
+    table = page[page.index('<table id="metrics"'):page.index("</table>")]
+    assert f"{result['f1']:.3f}" in table and f"{result['random_baseline']['auc_pr']:.3f}" in table
+    assert "best F1 (threshold chosen WITH labels)" in table
+    assert "Residual matrices not available" in page
+    assert json.loads((out / "metrics.json").read_text()) == result
+    # no temporary directory is left beside the report
+    assert sorted(p.name for p in evaluated.iterdir()) == ["data", "report", "scores.csv"]
+
+
+def test_report_labels_only_says_series_missing(evaluated, capsys):
+    pd.read_csv(evaluated / "data" / "test.csv")[["timestamp", "label"]].to_csv(evaluated / "labels.csv",
+                                                                                index=False)
+    out = evaluated / "r2"
+    assert main(["evaluate", str(evaluated / "scores.csv"), "--labels", str(evaluated / "labels.csv"),
+                 "--report", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert "Sensor series not available" in page
+    assert set(_images(page)) == {"score", "root causes"}
+    # with --data the series come back
+    assert main(["evaluate", str(evaluated / "scores.csv"), "--labels", str(evaluated / "labels.csv"),
+                 "--data", str(evaluated / "data" / "test.csv"), "--report", str(out)]) == 0
+    assert "series" in _images((out / "index.html").read_text())
+
+
+def test_report_with_model_has_residual_heatmaps(tmp_path, capsys):
+    from mscred.data.synthetic import write_synthetic
+    from mscred.detector import MSCRED
+
+    data = write_synthetic(tmp_path / "data", n_sensors=5, length=1600, seed=4)
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(data.train)
+    model.save(tmp_path / "model")
+    model.detect(data.test.drop(columns=["label"])).to_csv(tmp_path / "scores.csv", index=False)
+    out = tmp_path / "report"
+    assert main(["evaluate", str(tmp_path / "scores.csv"), "--labels", str(tmp_path / "data" / "test.csv"),
+                 "--model", str(tmp_path / "model"), "--report", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    _self_contained(page)
+    images = _images(page)
+    assert "residuals" in images and images["residuals"].startswith(PNG)
+    assert "Residual matrices not available" not in page
