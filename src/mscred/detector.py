@@ -31,6 +31,8 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 FORMAT = "mscred-model"
 FORMAT_VERSION = 1
+# Windows per inference batch: larger than a training batch (no gradients to keep), still small in memory.
+INFER_BATCH = 128
 
 
 def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConfig:
@@ -156,6 +158,7 @@ class MSCRED:
         from mscred.train import Trainer
 
         cfg = self.config
+        self.device_ = _resolve_device(cfg.train.device)            # a bad device fails before any work
         table = self._table(X, "training data")
         self._check_rows(table, "train")
         steps = cfg.signature.steps
@@ -178,8 +181,7 @@ class MSCRED:
         cfg.model.n_scales = len(cfg.signature.windows)
         torch.manual_seed(cfg.train.seed)                             # the initial weights are part of the seed
         self.net_ = MSCREDNet(cfg.model)
-        self.device_ = _resolve_device(cfg.train.device)
-        trainer = Trainer(self.net_, cfg.train)
+        trainer = Trainer(self.net_, cfg.train, steps=steps)
         self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume)
 
         self.calibration_ = Calibration.fit(val_seg[steps - 1:], self._reconstruct(val_seg), cfg.score,
@@ -208,7 +210,9 @@ class MSCRED:
     def _reconstruct(self, segments: np.ndarray) -> np.ndarray:
         from mscred.train import predict
 
-        return predict(self.net_, segments, self.config.train.batch_size, self.device_)
+        tc = self.config.train
+        return predict(self.net_, segments, max(tc.batch_size, INFER_BATCH), self.device_,
+                       steps=self.config.signature.steps, bf16=tc.bf16, cuda_graphs=tc.cuda_graphs)
 
     def _score_segments(self, segments: np.ndarray) -> WindowResult:
         steps = self.config.signature.steps

@@ -1,0 +1,257 @@
+"""The CLI contract: every bad input of SPEC.md ends with exit 2, one line on stderr and no output file left behind.
+
+Commands run in-process through ``mscred.cli.main.main([...])``. Models are tiny (n = 5 sensors, 1 epoch).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mscred.cli.main import main
+
+N_SENSORS = 5
+ROWS = 400  # 35 segments, 31 windows: enough to train and validate
+
+
+def _frame(rows: int = ROWS, n: int = N_SENSORS, seed: int = 0, names=None) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    t = np.arange(rows)[:, None]
+    values = np.sin(t / (10 + np.arange(n))) + 0.1 * rng.standard_normal((rows, n))
+    frame = pd.DataFrame(values, columns=names or [f"s{i}" for i in range(n)])
+    frame.insert(0, "timestamp", np.arange(rows))
+    return frame
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _bad(capsys, *argv, match: str, usage: bool = False) -> str:
+    """Run a command expected to fail on bad input: exit 2, exactly one stderr line containing ``match``.
+
+    ``usage``: a bad option or argument, which click reports itself (cli/main.py shows click's usage block, then
+    one ``Error:`` line); the check is then that exactly one line is the error.
+    """
+    code, _, err = _run(capsys, *argv)
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    if usage:
+        lines = [line for line in lines if line.startswith("Error:")]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert match.lower() in lines[0].lower(), lines[0]
+    return lines[0]
+
+
+def _leftovers(directory: Path) -> list[str]:
+    """Temporary files or directories that atomic writes leave only when they fail to clean up."""
+    return [p.name for p in directory.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """A tiny trained model directory (5 sensors, small channels, 1 epoch), built through the Python API."""
+    from mscred.detector import MSCRED
+
+    out = tmp_path_factory.mktemp("model") / "model"
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(_frame()).save(out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- happy paths
+def test_generate_writes_three_files(tmp_path, capsys):
+    code, out, err = _run(capsys, "generate", tmp_path / "d", "--sensors", 6, "--length", 3000, "--seed", 1)
+    assert code == 0, err
+    train = pd.read_csv(tmp_path / "d" / "train.csv")
+    test = pd.read_csv(tmp_path / "d" / "test.csv")
+    anomalies = pd.read_csv(tmp_path / "d" / "anomalies.csv")
+    assert len(train) == 1200 and len(test) == 1500 and train.shape[1] == 7
+    assert list(anomalies.columns) == ["start", "end", "root_causes", "duration"]
+    assert test["label"].sum() == anomalies["duration"].sum()
+    assert "test.csv" in out
+
+
+def test_train_then_detect(tmp_path, capsys):
+    data = tmp_path / "train.csv"
+    _frame().to_csv(data, index=False)
+    code, out, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu",
+                          "--quiet", "--theta", "auto")
+    assert code == 0, err
+    meta = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert meta["sensors"] == [f"s{i}" for i in range(N_SENSORS)]
+    assert meta["config"]["score"]["theta"] is None and len(meta["calibration"]["theta"]) == 3
+    assert (tmp_path / "m" / "model.safetensors").stat().st_size > 0
+    assert not (tmp_path / "m.checkpoints").exists()
+
+    test = _frame(seed=1)
+    test.to_csv(tmp_path / "test.csv", index=False)
+    code, out, err = _run(capsys, "detect", tmp_path / "m", tmp_path / "test.csv", "--out", tmp_path / "s.csv")
+    assert code == 0, err
+    scores = pd.read_csv(tmp_path / "s.csv", keep_default_na=False)
+    assert list(scores.columns)[:4] == ["timestamp", "score", "is_anomaly", "root_causes"]
+    assert len(scores) == ROWS
+    assert (scores["timestamp"] == np.arange(ROWS)).all()
+    assert set(scores["is_anomaly"]) <= {0, 1}
+    # Root causes only on anomalous rows, and then exactly top_k known sensor names.
+    normal = scores["is_anomaly"] == 0
+    assert (scores.loc[normal, "root_causes"] == "").all()
+    for text in scores.loc[~normal, "root_causes"]:
+        names = text.split(";")
+        assert len(names) == 3 and set(names) <= set(meta["sensors"])
+    assert _leftovers(tmp_path) == []
+
+
+def test_env_lists_backends(capsys):
+    code, out, err = _run(capsys, "env", "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["backends"]["conv2d"]["torch"] == "ok"
+    assert info["backends"]["convlstm"]["reference"] == "ok"
+    assert "torch" in info["packages"]
+
+
+# ------------------------------------------------------------------------------------------------- bad input
+@pytest.fixture()
+def bad_files(tmp_path) -> dict[str, Path]:
+    files = {}
+    files["empty"] = tmp_path / "empty.csv"
+    files["empty"].write_text("")
+    files["header_only"] = tmp_path / "header_only.csv"
+    files["header_only"].write_text("a,b,c,d,e\n")
+    files["garbage_parquet"] = tmp_path / "garbage.parquet"
+    files["garbage_parquet"].write_bytes(b"this is not parquet at all")
+    frame = _frame().astype(object)
+    frame.loc[16, "s3"] = "abc"
+    files["text"] = tmp_path / "text.csv"
+    frame.to_csv(files["text"], index=False)
+    frame = _frame()
+    frame.loc[5, "s1"] = np.nan
+    files["nan"] = tmp_path / "nan.csv"
+    frame.to_csv(files["nan"], index=False)
+    frame = _frame()
+    frame.loc[7, "s2"] = np.inf
+    files["inf"] = tmp_path / "inf.csv"
+    frame.to_csv(files["inf"], index=False)
+    files["short"] = tmp_path / "short.csv"
+    _frame(rows=99).to_csv(files["short"], index=False)
+    files["other_sensors"] = tmp_path / "other.csv"
+    _frame(names=["s0", "s1", "s2", "s3", "pump"]).to_csv(files["other_sensors"], index=False)
+    return files
+
+
+@pytest.mark.parametrize("case, match", [
+    ("missing", "not found"),
+    ("empty", "empty"),
+    ("header_only", "no data rows"),
+    ("garbage_parquet", "cannot read"),
+    ("text", "column 's3' row 17"),
+    ("nan", "column 's1' row 6"),
+    ("inf", "column 's2' row 8"),
+    ("short", "99 rows is too few"),
+])
+def test_train_bad_data(tmp_path, capsys, bad_files, case, match):
+    data = bad_files.get(case, tmp_path / "nowhere.csv")
+    _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--quiet", match=match)
+    assert not (tmp_path / "m").exists()
+    assert _leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("case, match", [
+    ("missing", "not found"),
+    ("nan", "column 's1' row 6"),
+    ("short", "99 rows is too few"),
+    ("other_sensors", "missing sensor(s) s4; unknown sensor(s) pump"),
+])
+def test_detect_bad_data(tmp_path, capsys, bad_files, model_dir, case, match):
+    data = bad_files.get(case, tmp_path / "nowhere.csv")
+    _bad(capsys, "detect", model_dir, data, "--out", tmp_path / "s.csv", match=match)
+    assert not (tmp_path / "s.csv").exists()
+    assert _leftovers(tmp_path) == []
+
+
+def _copy_model(src: Path, dst: Path) -> Path:
+    dst.mkdir()
+    for f in src.iterdir():
+        (dst / f.name).write_bytes(f.read_bytes())
+    return dst
+
+
+@pytest.mark.parametrize("damage, match", [
+    ("no_dir", "model directory not found"),
+    ("no_config", "config.json: missing"),
+    ("no_weights", "model.safetensors: missing"),
+    ("config_not_json", "damaged model config"),
+    ("config_wrong_setting", "damaged model config"),
+    ("weights_truncated", "damaged weights"),
+    ("weights_wrong_shape", "damaged weights"),
+])
+def test_detect_damaged_model(tmp_path, capsys, model_dir, damage, match):
+    model = tmp_path / "model"
+    if damage != "no_dir":
+        _copy_model(model_dir, model)
+    if damage == "no_config":
+        (model / "config.json").unlink()
+    elif damage == "no_weights":
+        (model / "model.safetensors").unlink()
+    elif damage == "config_not_json":
+        (model / "config.json").write_text("{ not json")
+    elif damage == "config_wrong_setting":
+        meta = json.loads((model / "config.json").read_text())
+        meta["config"]["model"]["no_such_setting"] = 1
+        (model / "config.json").write_text(json.dumps(meta))
+    elif damage == "weights_truncated":
+        blob = (model / "model.safetensors").read_bytes()
+        (model / "model.safetensors").write_bytes(blob[: len(blob) // 2])
+    elif damage == "weights_wrong_shape":
+        meta = json.loads((model / "config.json").read_text())
+        meta["config"]["model"]["channels"] = [4, 8, 8, 16]
+        (model / "config.json").write_text(json.dumps(meta))
+    data = tmp_path / "data.csv"
+    _frame().to_csv(data, index=False)
+    _bad(capsys, "detect", model, data, "--out", tmp_path / "s.csv", match=match)
+    assert not (tmp_path / "s.csv").exists()
+
+
+@pytest.mark.parametrize("argv, match, usage", [
+    (["generate", "{tmp}/d", "--sensors", "2"], "--sensors", True),
+    (["train", "{tmp}/x.csv"], "--out", True),
+    (["train", "{data}", "--out", "{tmp}/m", "--theta", "often"], "--theta", True),
+    (["train", "{data}", "--out", "{tmp}/m", "--theta", "-1"], "--theta", True),
+    (["train", "{data}", "--out", "{tmp}/m", "--device", "tpu"], "--device", True),
+    (["train", "{data}", "--out", "{tmp}/m", "--conv-backend", "magic"], "--conv-backend", True),
+    (["demo", "--dataset", "no-such-dataset", "--out", "{tmp}/demo"], "no-such-dataset", False),
+])
+def test_bad_options(tmp_path, capsys, argv, match, usage):
+    data = tmp_path / "data.csv"
+    _frame().to_csv(data, index=False)
+    argv = [a.format(tmp=tmp_path, data=data) for a in argv]
+    line = _bad(capsys, *argv, match=match, usage=usage)
+    assert line
+    assert not (tmp_path / "m").exists() and not (tmp_path / "demo").exists()
+
+
+def test_train_cuda_without_cuda_is_bad_input(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here: --device cuda is valid")
+    data = tmp_path / "data.csv"
+    _frame().to_csv(data, index=False)
+    _bad(capsys, "train", data, "--out", tmp_path / "m", "--device", "cuda", match="no CUDA device")
+    assert not (tmp_path / "m").exists()
+
+
+def test_debug_env_shows_traceback(tmp_path, monkeypatch):
+    monkeypatch.setenv("MSCRED_DEBUG", "1")
+    from mscred.errors import InputError
+
+    with pytest.raises(InputError):
+        main(["detect", str(tmp_path / "nope"), str(tmp_path / "x.csv"), "--out", str(tmp_path / "s.csv")])
+    assert os.environ["MSCRED_DEBUG"] == "1"
