@@ -1,0 +1,511 @@
+// im2col + GEMM convolution kernels for MSCRED's encoder, forward and backward (see im2col.h for the maths).
+//
+// One templated source for all variants:
+//   * im2col_kernel / col2im_kernel      explicit column matrix and its adjoint;
+//   * gemm_global<...>                   one thread per output element, operands read straight from global memory
+//                                        (the thesis's first GPU version);
+//   * gemm_shared<...>                   64x128 tiles staged in shared memory, 4x8 register micro-tile per thread
+//                                        (the thesis's optimised version);
+//     both are templated on how each operand is laid out (plain strided matrix, or an NCHW tensor seen as a
+//     channels x pixels matrix) and on the epilogue (bias + SELU scatter to NCHW, or split-K atomic accumulate),
+//     so the same two kernels serve the forward GEMM and both backward GEMMs;
+//   * conv_implicit<...>                 implicit GEMM: the im2col tile is gathered from x into shared memory per
+//                                        K-step (padding by bounds checks, nothing written to global memory), TF32
+//                                        tensor-core mma.sync, bias + SELU fused in the epilogue, NCHW stores staged
+//                                        through shared memory so that they are coalesced.
+#include "im2col.h"
+
+#include <algorithm>
+#include <cstdint>
+
+namespace mscred_im2col {
+namespace {
+
+constexpr float kSeluAlpha = 1.6732632423543772848170429916717f;
+constexpr float kSeluScale = 1.0507009873554804934193349852946f;
+
+__device__ __forceinline__ float selu(float z) {
+  return z > 0.f ? kSeluScale * z : kSeluScale * kSeluAlpha * (expf(z) - 1.f);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Matrix views. Element (r, c) of a matrix that is either plain strided memory or an NCHW tensor (N, R, P) seen as
+// an R x (N*P) matrix whose column c = n*P + p (channels x pixels: the layout of conv outputs and their grads).
+// ---------------------------------------------------------------------------------------------------------------
+struct View {
+  const float* ptr;
+  int64_t rs, cs;  // plain: address = r*rs + c*cs.    image: rs = P (channel stride), cs unused
+  int P;           // image only: pixels per image
+  int64_t ns;      // image only: image stride = R*P
+};
+
+template <bool IMG>
+__device__ __forceinline__ int64_t offset(const View& v, int r, int c) {
+  if (IMG) {
+    const int n = c / v.P;
+    return n * v.ns + r * v.rs + (c - n * v.P);
+  }
+  return r * v.rs + c * v.cs;
+}
+
+struct GemmArgs {
+  View a, b;       // A (M, Kd), B (Kd, Nd)
+  float* c;        // output, addressed through cview
+  View cview;      // c's layout (ptr unused)
+  const float* bias;  // per row m, or null
+  int M, Nd, Kd;
+  int kchunk;      // split-K: blockIdx.z handles [z*kchunk, min(Kd, (z+1)*kchunk))
+  bool selu;
+};
+
+// Epilogue: ATOMIC accumulates a split-K partial; otherwise bias (+ SELU) then store.
+template <bool C_IMG, bool ATOMIC>
+__device__ __forceinline__ void store(const GemmArgs& g, int m, int n, float acc) {
+  float* dst = g.c + offset<C_IMG>(g.cview, m, n);
+  if (ATOMIC) {
+    atomicAdd(dst, acc);
+  } else {
+    if (g.bias) acc += g.bias[m];
+    *dst = g.selu ? selu(acc) : acc;
+  }
+}
+
+// The thesis's first version: every thread computes one output element and reads its whole row of A and column
+// of B from global memory (L1/L2 do what reuse they can). Block = 32 columns x 8 rows, so B reads are coalesced
+// and A reads are warp-wide broadcasts.
+template <bool A_IMG, bool B_IMG, bool C_IMG, bool ATOMIC>
+__global__ void __launch_bounds__(256) gemm_global(GemmArgs g) {
+  const int n = blockIdx.x * 32 + threadIdx.x;
+  const int m = blockIdx.y * 8 + threadIdx.y;
+  if (m >= g.M || n >= g.Nd) return;
+  const int k0 = blockIdx.z * g.kchunk;
+  const int k1 = min(g.Kd, k0 + g.kchunk);
+  float acc = 0.f;
+  for (int k = k0; k < k1; ++k)
+    acc = fmaf(__ldg(g.a.ptr + offset<A_IMG>(g.a, m, k)), __ldg(g.b.ptr + offset<B_IMG>(g.b, k, n)), acc);
+  store<C_IMG, ATOMIC>(g, m, n, acc);
+}
+
+// The thesis's optimised version: a 64 x 128 output tile per 256-thread block, K in steps of 16 staged in shared
+// memory, each thread accumulating a 4 x 8 micro-tile in registers (rows ty + 16i, columns tx + 16j: interleaved so
+// that shared-memory reads are conflict-free and the stores of a warp hit consecutive columns).
+constexpr int SBM = 64, SBN = 128, SBK = 16;
+
+template <bool A_IMG, bool B_IMG, bool C_IMG, bool ATOMIC>
+__global__ void __launch_bounds__(256) gemm_shared(GemmArgs g) {
+  __shared__ float As[SBK][SBM];
+  __shared__ float Bs[SBK][SBN];
+  const int tid = threadIdx.x;
+  const int tx = tid % 16, ty = tid / 16;
+  const int m0 = blockIdx.y * SBM, n0 = blockIdx.x * SBN;
+  const int kbeg = blockIdx.z * g.kchunk;
+  const int kend = min(g.Kd, kbeg + g.kchunk);
+  // Global reads go along whichever index of the operand is contiguous in memory (uniform branch).
+  const bool a_m_fast = !A_IMG && g.a.rs == 1;
+  const bool b_k_fast = !B_IMG && g.b.rs == 1;
+
+  float acc[4][8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[i][j] = 0.f;
+
+  for (int k0 = kbeg; k0 < kend; k0 += SBK) {
+#pragma unroll
+    for (int r = 0; r < SBM * SBK / 256; ++r) {  // A tile: 1024 elements, 4 per thread
+      const int e = tid + 256 * r;
+      const int mm = a_m_fast ? e % SBM : e / SBK;
+      const int kk = a_m_fast ? e / SBM : e % SBK;
+      const int m = m0 + mm, k = k0 + kk;
+      As[kk][mm] = (m < g.M && k < kend) ? __ldg(g.a.ptr + offset<A_IMG>(g.a, m, k)) : 0.f;
+    }
+#pragma unroll
+    for (int r = 0; r < SBN * SBK / 256; ++r) {  // B tile: 2048 elements, 8 per thread
+      const int e = tid + 256 * r;
+      const int nn = b_k_fast ? e / SBK : e % SBN;
+      const int kk = b_k_fast ? e % SBK : e / SBN;
+      const int n = n0 + nn, k = k0 + kk;
+      Bs[kk][nn] = (n < g.Nd && k < kend) ? __ldg(g.b.ptr + offset<B_IMG>(g.b, k, n)) : 0.f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < SBK; ++kk) {
+      float a[4], b[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = As[kk][ty + 16 * i];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) b[j] = Bs[kk][tx + 16 * j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int m = m0 + ty + 16 * i;
+    if (m >= g.M) continue;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int n = n0 + tx + 16 * j;
+      if (n < g.Nd) store<C_IMG, ATOMIC>(g, m, n, acc[i][j]);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// im2col / col2im. One thread per element; q (the pixel) is the fastest index so that col rows are written and
+// read coalesced.
+// ---------------------------------------------------------------------------------------------------------------
+__global__ void im2col_kernel(const float* __restrict__ x, float* __restrict__ col, ConvShape s) {
+  const int64_t NP = s.NP();
+  const int64_t total = NP * s.K();
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int k = (int)(e / NP);
+    const int q = (int)(e - k * NP);
+    const int c = k / (s.KH * s.KW), r = k - c * s.KH * s.KW, i = r / s.KW, j = r - i * s.KW;
+    const int n = q / s.P(), p = q - n * s.P(), ho = p / s.Wo, wo = p - ho * s.Wo;
+    const int h = ho * s.stride - s.pad_top + i, w = wo * s.stride - s.pad_left + j;
+    float v = 0.f;
+    if ((unsigned)h < (unsigned)s.H && (unsigned)w < (unsigned)s.W)
+      v = __ldg(x + (((int64_t)n * s.C + c) * s.H + h) * s.W + w);
+    col[e] = v;
+  }
+}
+
+__global__ void col2im_kernel(const float* __restrict__ gcol, float* __restrict__ gx, ConvShape s) {
+  const int64_t NP = s.NP();
+  const int64_t total = (int64_t)s.N * s.C * s.H * s.W;
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+    const int w = (int)(e % s.W);
+    const int h = (int)((e / s.W) % s.H);
+    const int c = (int)((e / ((int64_t)s.W * s.H)) % s.C);
+    const int n = (int)(e / ((int64_t)s.W * s.H * s.C));
+    float acc = 0.f;
+    for (int i = 0; i < s.KH; ++i) {
+      const int hs = h + s.pad_top - i;  // = ho * stride when this tap came from output row ho
+      if (hs < 0 || hs % s.stride) continue;
+      const int ho = hs / s.stride;
+      if (ho >= s.Ho) continue;
+      for (int j = 0; j < s.KW; ++j) {
+        const int ws = w + s.pad_left - j;
+        if (ws < 0 || ws % s.stride) continue;
+        const int wo = ws / s.stride;
+        if (wo >= s.Wo) continue;
+        const int k = (c * s.KH + i) * s.KW + j;
+        acc += __ldg(gcol + k * NP + (int64_t)n * s.P() + ho * s.Wo + wo);
+      }
+    }
+    gx[e] = acc;
+  }
+}
+
+__global__ void selu_backward_kernel(const float* __restrict__ gy, const float* __restrict__ y,
+                                     float* __restrict__ gz, int64_t n) {
+  for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n; e += (int64_t)gridDim.x * blockDim.x) {
+    const float v = y[e];
+    // y = scale*alpha*(exp(z)-1) for z <= 0, so dy/dz = scale*alpha*exp(z) = y + scale*alpha (as PyTorch's
+    // elu_backward on the result).
+    gz[e] = gy[e] * (v > 0.f ? kSeluScale : v + kSeluScale * kSeluAlpha);
+  }
+}
+
+// gb[o] += sum over the images [blockIdx.y*chunk, ...) and their pixels of gz[n, o, :]; one block per (o, chunk).
+__global__ void __launch_bounds__(256) grad_bias_kernel(const float* __restrict__ gz, float* __restrict__ gb,
+                                                        ConvShape s, int chunk) {
+  const int o = blockIdx.x;
+  const int n0 = blockIdx.y * chunk, n1 = min(s.N, n0 + chunk);
+  const int P = s.P();
+  float acc = 0.f;
+  for (int64_t e = threadIdx.x; e < (int64_t)(n1 - n0) * P; e += blockDim.x) {
+    const int n = n0 + (int)(e / P), p = (int)(e % P);
+    acc += gz[((int64_t)n * s.O + o) * P + p];
+  }
+  __shared__ float warp_sums[8];
+  for (int d = 16; d > 0; d >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, d);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.f;
+    for (int i = 0; i < 8; ++i) t += warp_sums[i];
+    atomicAdd(gb + o, t);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Implicit GEMM with TF32 tensor cores. Block = 8 warps laid out WARPS_M x WARPS_N; each warp owns MT x NT
+// m16n8 accumulator tiles, so the block tile is BM = WARPS_M*MT*16 output channels by BN = WARPS_N*NT*8 pixels.
+// KH/KW > 0 fix the kernel size at compile time (divisions by constants); 0 reads it from the shape.
+// K-steps of 32 are double-buffered through registers: the gathers of step t+1 are in flight while step t's MMAs run.
+// ---------------------------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t to_tf32(float v) {
+  uint32_t u;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(v));
+  return u;
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <int WARPS_M, int MT, int NT, int KH_, int KW_>
+__global__ void __launch_bounds__(256, 2) conv_implicit(const float* __restrict__ x, const float* __restrict__ w,
+                                                     const float* __restrict__ bias, float* __restrict__ y,
+                                                     ConvShape s, bool apply_selu) {
+  constexpr int WARPS_N = 8 / WARPS_M;
+  constexpr int BM = WARPS_M * MT * 16;
+  constexpr int BN = WARPS_N * NT * 8;
+  constexpr int BK = 16;
+  constexpr int LDA = BK + 4;   // fragment reads (row g, col t) hit bank 20g + t mod 32: conflict-free
+  constexpr int LDB = BN + 8;   // fragment reads (row t, col g) hit bank 8t + g: conflict-free
+  constexpr int LDC = BN + 8;   // float2 accumulator stores of a half-warp hit distinct banks
+  constexpr int KSTEP = 256 / BN;            // B-tile rows loaded per pass (each thread owns one pixel column)
+  constexpr int B_PER_THREAD = BK / KSTEP;
+  constexpr int A_PER_THREAD = BM * BK / 256;
+  static_assert(256 % BN == 0 && BK % KSTEP == 0 && (BM * BK) % 256 == 0, "tile shape");
+
+  struct Tiles { uint32_t a[BM * LDA]; uint32_t b[BK * LDB]; };
+  union Smem { Tiles t; float c[BM * LDC]; };
+  __shared__ __align__(16) Smem sm;
+
+  const int KH = KH_ > 0 ? KH_ : s.KH;
+  const int KW = KW_ > 0 ? KW_ : s.KW;
+  const int KK = KH * KW;
+  const int K = s.C * KK;
+  const int P = s.P(), NP = s.NP();
+  const int64_t HW = (int64_t)s.H * s.W;
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int warp_m = warp % WARPS_M, warp_n = warp / WARPS_M;
+  const int g = lane / 4, t = lane % 4;
+  const int o0 = blockIdx.y * BM;
+  const int q0 = blockIdx.x * BN;
+
+  // This thread's pixel column of the B tile (and of the output tile in the epilogue): decoded once.
+  const int bcol = tid % BN, brow0 = tid / BN;
+  const int q = q0 + bcol;
+  const bool q_ok = q < NP;
+  int hb = 0, wb = 0;
+  int64_t xbase = 0, ybase = 0;
+  if (q_ok) {
+    const int n = q / P, p = q - n * P, ho = p / s.Wo, wo = p - ho * s.Wo;
+    hb = ho * s.stride - s.pad_top;
+    wb = wo * s.stride - s.pad_left;
+    xbase = (int64_t)n * s.C * HW + (int64_t)hb * s.W + wb;
+    ybase = (int64_t)n * s.O * P + p;
+  }
+
+  float ra[A_PER_THREAD], rb[B_PER_THREAD];
+  auto gather = [&](int k0) {
+#pragma unroll
+    for (int r = 0; r < A_PER_THREAD; ++r) {
+      const int e = tid + 256 * r, mm = e / BK, kk = e % BK;
+      const int o = o0 + mm, k = k0 + kk;
+      ra[r] = (o < s.O && k < K) ? __ldg(w + (int64_t)o * K + k) : 0.f;
+    }
+#pragma unroll
+    for (int r = 0; r < B_PER_THREAD; ++r) {
+      const int k = k0 + brow0 + KSTEP * r;
+      const int c = k / KK, rem = k - c * KK, i = rem / KW, j = rem - i * KW;
+      const bool ok = q_ok && k < K && (unsigned)(hb + i) < (unsigned)s.H && (unsigned)(wb + j) < (unsigned)s.W;
+      rb[r] = ok ? __ldg(x + xbase + c * HW + i * s.W + j) : 0.f;
+    }
+  };
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.f;
+
+  const int ksteps = (K + BK - 1) / BK;
+  gather(0);
+  for (int ks = 0; ks < ksteps; ++ks) {
+#pragma unroll
+    for (int r = 0; r < A_PER_THREAD; ++r) {
+      const int e = tid + 256 * r;
+      sm.t.a[(e / BK) * LDA + e % BK] = to_tf32(ra[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < B_PER_THREAD; ++r) sm.t.b[(brow0 + KSTEP * r) * LDB + bcol] = to_tf32(rb[r]);
+    __syncthreads();
+    if (ks + 1 < ksteps) gather((ks + 1) * BK);
+#pragma unroll
+    for (int k8 = 0; k8 < BK; k8 += 8) {
+      uint32_t af[MT][4], bf[NT][2];
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        const uint32_t* pa = sm.t.a + (warp_m * MT * 16 + i * 16 + g) * LDA + k8 + t;
+        af[i][0] = pa[0];
+        af[i][1] = pa[8 * LDA];
+        af[i][2] = pa[4];
+        af[i][3] = pa[8 * LDA + 4];
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const uint32_t* pb = sm.t.b + (k8 + t) * LDB + warp_n * NT * 8 + j * 8 + g;
+        bf[j][0] = pb[0];
+        bf[j][1] = pb[4 * LDB];
+      }
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af[i], bf[j]);
+    }
+    __syncthreads();
+  }
+
+  // Epilogue: accumulators -> shared tile -> bias + SELU -> coalesced NCHW stores (consecutive threads write
+  // consecutive pixels of one channel).
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int r = warp_m * MT * 16 + i * 16 + g;
+      const int cc = warp_n * NT * 8 + j * 8 + 2 * t;
+      *reinterpret_cast<float2*>(&sm.c[r * LDC + cc]) = make_float2(acc[i][j][0], acc[i][j][1]);
+      *reinterpret_cast<float2*>(&sm.c[(r + 8) * LDC + cc]) = make_float2(acc[i][j][2], acc[i][j][3]);
+    }
+  __syncthreads();
+  if (!q_ok) return;
+#pragma unroll 4
+  for (int mm = brow0; mm < BM; mm += KSTEP) {
+    const int o = o0 + mm;
+    if (o >= s.O) break;
+    float v = sm.c[mm * LDC + bcol];
+    if (bias) v += __ldg(bias + o);
+    y[ybase + (int64_t)o * P] = apply_selu ? selu(v) : v;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Host-side helpers.
+// ---------------------------------------------------------------------------------------------------------------
+int num_sms() {
+  int dev = 0, sms = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  return sms > 0 ? sms : 1;
+}
+
+unsigned grid_1d(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return (unsigned)std::max<int64_t>(1, std::min<int64_t>(blocks, (int64_t)num_sms() * 32));
+}
+
+View plain(const float* p, int64_t rs, int64_t cs) { return View{p, rs, cs, 1, 0}; }
+// NCHW tensor (N, R, P) as an R x (N*P) matrix.
+View image(const float* p, int R, int P) { return View{p, P, 0, P, (int64_t)R * P}; }
+
+template <bool A_IMG, bool B_IMG, bool C_IMG, bool ATOMIC>
+cudaError_t launch_gemm(Gemm which, const GemmArgs& args, int splits, cudaStream_t stream) {
+  if (which == Gemm::Global) {
+    dim3 grid((args.Nd + 31) / 32, (args.M + 7) / 8, splits);
+    gemm_global<A_IMG, B_IMG, C_IMG, ATOMIC><<<grid, dim3(32, 8), 0, stream>>>(args);
+  } else {
+    dim3 grid((args.Nd + SBN - 1) / SBN, (args.M + SBM - 1) / SBM, splits);
+    gemm_shared<A_IMG, B_IMG, C_IMG, ATOMIC><<<grid, 256, 0, stream>>>(args);
+  }
+  return cudaGetLastError();
+}
+
+template <int WARPS_M, int MT, int NT>
+cudaError_t launch_implicit_tile(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                                 bool selu_, cudaStream_t stream) {
+  constexpr int BM = WARPS_M * MT * 16, BN = (8 / WARPS_M) * NT * 8;
+  dim3 grid((s.NP() + BN - 1) / BN, (s.O + BM - 1) / BM);
+  if (s.KH == 3 && s.KW == 3)
+    conv_implicit<WARPS_M, MT, NT, 3, 3><<<grid, 256, 0, stream>>>(x, w, bias, y, s, selu_);
+  else if (s.KH == 2 && s.KW == 2)
+    conv_implicit<WARPS_M, MT, NT, 2, 2><<<grid, 256, 0, stream>>>(x, w, bias, y, s, selu_);
+  else
+    conv_implicit<WARPS_M, MT, NT, 0, 0><<<grid, 256, 0, stream>>>(x, w, bias, y, s, selu_);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Launchers (im2col.h).
+// ---------------------------------------------------------------------------------------------------------------
+cudaError_t im2col(const float* x, float* col, const ConvShape& s, cudaStream_t stream) {
+  im2col_kernel<<<grid_1d((int64_t)s.K() * s.NP(), 256), 256, 0, stream>>>(x, col, s);
+  return cudaGetLastError();
+}
+
+cudaError_t gemm_forward(Gemm which, const float* w, const float* col, const float* bias, float* y,
+                         const ConvShape& s, bool selu_, cudaStream_t stream) {
+  GemmArgs a{};
+  a.a = plain(w, s.K(), 1);           // W (O, K)
+  a.b = plain(col, s.NP(), 1);        // col (K, NP)
+  a.c = y;
+  a.cview = image(y, s.O, s.P());     // Y (O, NP) stored NCHW
+  a.bias = bias;
+  a.M = s.O; a.Nd = s.NP(); a.Kd = s.K(); a.kchunk = s.K(); a.selu = selu_;
+  return launch_gemm<false, false, true, false>(which, a, 1, stream);
+}
+
+cudaError_t implicit_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                             bool selu_, cudaStream_t stream) {
+  // Tile choice: 32 channels x 128 pixels when there are few output channels (conv1), else 64 x 128, or 64 x 64
+  // when 64 x 128 tiles would fill the chip less than ~3 times over (the deep, small layers).
+  if (s.O <= 32) return launch_implicit_tile<2, 1, 4>(x, w, bias, y, s, selu_, stream);
+  const int64_t tiles = (int64_t)((s.NP() + 127) / 128) * ((s.O + 63) / 64);
+  if (tiles < 3 * num_sms()) return launch_implicit_tile<2, 2, 2>(x, w, bias, y, s, selu_, stream);
+  return launch_implicit_tile<2, 2, 4>(x, w, bias, y, s, selu_, stream);
+}
+
+cudaError_t selu_backward(const float* gy, const float* y, float* gz, int64_t n, cudaStream_t stream) {
+  selu_backward_kernel<<<grid_1d(n, 256), 256, 0, stream>>>(gy, y, gz, n);
+  return cudaGetLastError();
+}
+
+cudaError_t grad_col(Gemm which, const float* w, const float* gz, float* gcol, const ConvShape& s,
+                     cudaStream_t stream) {
+  GemmArgs a{};
+  a.a = plain(w, 1, s.K());           // W^T (K, O)
+  a.b = image(gz, s.O, s.P());        // gz (O, NP) stored NCHW
+  a.c = gcol;
+  a.cview = plain(gcol, s.NP(), 1);   // gcol (K, NP)
+  a.M = s.K(); a.Nd = s.NP(); a.Kd = s.O; a.kchunk = s.O;
+  return launch_gemm<false, true, false, false>(which, a, 1, stream);
+}
+
+cudaError_t col2im(const float* gcol, float* gx, const ConvShape& s, cudaStream_t stream) {
+  col2im_kernel<<<grid_1d((int64_t)s.N * s.C * s.H * s.W, 256), 256, 0, stream>>>(gcol, gx, s);
+  return cudaGetLastError();
+}
+
+cudaError_t grad_weight(Gemm which, const float* gz, const float* col, float* gw, const ConvShape& s,
+                        cudaStream_t stream) {
+  GemmArgs a{};
+  a.a = image(gz, s.O, s.P());        // gz (O, NP) stored NCHW
+  a.b = plain(col, 1, s.NP());        // col^T (NP, K)
+  a.c = gw;
+  a.cview = plain(gw, s.K(), 1);      // gw (O, K)
+  a.M = s.O; a.Nd = s.K(); a.Kd = s.NP();
+  // The reduction (all pixels of the batch) is long and the output small: split it so that ~4 blocks per SM run.
+  const int tiles = which == Gemm::Global ? ((s.K() + 31) / 32) * ((s.O + 7) / 8)
+                                          : ((s.K() + SBN - 1) / SBN) * ((s.O + SBM - 1) / SBM);
+  int splits = std::max(1, 4 * num_sms() / tiles);
+  splits = std::min(splits, std::max(1, s.NP() / (8 * SBK)));
+  a.kchunk = ((s.NP() + splits - 1) / splits + SBK - 1) / SBK * SBK;
+  splits = (s.NP() + a.kchunk - 1) / a.kchunk;
+  return launch_gemm<true, false, false, true>(which, a, splits, stream);
+}
+
+cudaError_t grad_bias(const float* gz, float* gb, const ConvShape& s, cudaStream_t stream) {
+  const int chunks = std::max(1, std::min(s.N, 4 * num_sms() / std::max(1, s.O)));
+  const int chunk = (s.N + chunks - 1) / chunks;
+  grad_bias_kernel<<<dim3(s.O, (s.N + chunk - 1) / chunk), 256, 0, stream>>>(gz, gb, s, chunk);
+  return cudaGetLastError();
+}
+
+}  // namespace mscred_im2col

@@ -1,0 +1,217 @@
+"""The im2col / GEMM / implicit-GEMM convolution op against float64 ``F.conv2d`` (+ SELU), forward and every gradient.
+
+Grid: the four encoder layers of MSCRED (3x3 s1 32, 3x3 s2 64, 2x2 s2 128, 2x2 s2 256 with TF "same" padding) at
+n = 5, 16, 55, batch 1 and 7 (prime), each variant. On a CPU machine the op runs its PyTorch im2col + matmul kernel
+(so the variants agree there); on a CUDA machine the same grid runs the CUDA kernels. The yardstick is the error of
+PyTorch's own float32 convolution on the same device against the float64 oracle: ours must stay within 2x of it or
+under a floor (float32 rounding, or TF32 for the implicit forward, which cuDNN also uses by default).
+Also: opcheck on both ops, float64 gradcheck, the dispatcher, CUDA-graph capture on CUDA.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mscred import ops
+from mscred.ops import im2col
+from mscred.ops.reference import same_padding
+
+CUDA = torch.cuda.is_available()
+DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
+needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device (the CUDA kernels cannot run here)")
+
+VARIANTS = {"global": im2col.conv2d_im2col_global, "shared": im2col.conv2d_im2col_shared,
+            "implicit": im2col.conv2d_implicit}
+# (in channels, out channels, kernel, stride) of conv1..conv4; layer i sees the output size of layer i-1.
+ENCODER = [(3, 32, 3, 1), (32, 64, 3, 2), (64, 128, 2, 2), (128, 256, 2, 2)]
+FLOOR_FP32 = 2e-5    # float32 accumulation over up to ~20k terms (the weight gradient's reduction)
+FLOOR_TF32 = 1.5e-3  # 10-bit mantissa operands, round-to-nearest: ~4e-4 typical relative error
+
+
+def _layer_input_size(n: int, layer: int) -> int:
+    size = n
+    for _, _, _, stride in ENCODER[:layer]:
+        size = -(-size // stride)
+    return size
+
+
+def _inputs(batch, cin, cout, k, size, seed, device):
+    """Random (never zero) float64 inputs scaled like a trained layer: pre-activations of order 1."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, cin, size, size, generator=g, dtype=torch.float64)
+    w = torch.randn(cout, cin, k, k, generator=g, dtype=torch.float64) / (k * cin ** 0.5)
+    b = torch.randn(cout, generator=g, dtype=torch.float64) * 0.5
+    return [t.to(device) for t in (x, w, b)]
+
+
+def _oracle(x, w, b, stride, pad, selu):
+    top, bottom, left, right = pad
+    y = F.conv2d(F.pad(x, (left, right, top, bottom)), w, b, stride=stride)
+    return F.selu(y) if selu else y
+
+
+def _fwd_bwd(fn, x, w, b, stride, pad, selu, dout):
+    x, w, b = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    y = fn(x, w, b, stride, pad, selu)
+    grads = torch.autograd.grad(y, (x, w, b), dout.to(y.dtype))
+    return [y.detach()] + [g.detach() for g in grads]
+
+
+def _rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def _poison(shape, device):
+    """Fill a block the caching allocator will hand out next with NaN, so that unwritten outputs show up."""
+    if device == "cuda":
+        t = torch.full(shape, float("nan"), device=device)
+        del t
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("batch", [1, 7])
+@pytest.mark.parametrize("n", [5, 16, 55])
+@pytest.mark.parametrize("layer", range(4))
+def test_encoder_layer_forward_and_grads(layer, n, batch, variant, device):
+    cin, cout, k, stride = ENCODER[layer]
+    size = _layer_input_size(n, layer)
+    pad = same_padding(size, k, stride)
+    x, w, b = _inputs(batch, cin, cout, k, size, seed=1000 * layer + 10 * n + batch, device=device)
+    ho = -(-size // stride)
+    dout = torch.randn(batch, cout, ho, ho, dtype=torch.float64, generator=torch.Generator().manual_seed(n)).to(device)
+
+    oracle = _fwd_bwd(_oracle, x, w, b, stride, pad, True, dout)
+    low = [t.float() for t in (x, w, b)]
+    theirs = _fwd_bwd(_oracle, *low, stride, pad, True, dout)          # PyTorch's float32 (cuDNN on CUDA)
+    _poison(oracle[0].shape, device)
+    ours = _fwd_bwd(VARIANTS[variant], *low, stride, pad, True, dout)
+    for name, o, t, r in zip(("y", "dx", "dweight", "dbias"), ours, theirs, oracle):
+        assert o.shape == r.shape and o.dtype == torch.float32 and o.device == r.device, name
+        assert torch.isfinite(o).all(), f"{name}: non-finite values (unwritten output?)"
+        tf32 = device == "cuda" and variant == "implicit" and name == "y"
+        err, ref_err = _rel(o, r), _rel(t, r)
+        floor = FLOOR_TF32 if tf32 else FLOOR_FP32
+        assert err <= max(2 * ref_err, floor), f"{name}: error {err:.3g}, torch float32 {ref_err:.3g}"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("case", [
+    # (batch, cin, cout, k, stride, size, padding, bias, selu): awkward paddings and sizes
+    (2, 3, 5, 3, 1, 6, (0, 0, 0, 0), True, False),    # "valid"
+    (1, 2, 3, 3, 2, 5, (1, 1, 1, 1), False, True),    # no bias
+    (3, 4, 2, 2, 2, 7, (0, 1, 0, 1), True, True),     # TF same, pad bottom/right only
+    (2, 3, 4, 3, 2, 6, (0, 1, 2, 0), True, True),     # asymmetric, different per side
+    (1, 1, 1, 1, 1, 4, (0, 0, 0, 0), True, True),     # 1x1 kernel (generic kernel-size path)
+    (2, 3, 70, 3, 3, 11, (1, 2, 1, 2), True, True),   # stride 3, O not a multiple of any tile
+])
+def test_awkward_shapes(case, variant, device):
+    batch, cin, cout, k, stride, size, pad, has_bias, selu = case
+    x, w, b = _inputs(batch, cin, cout, k, size, seed=sum(case[:6]), device=device)
+    b = b if has_bias else None
+    ref = _oracle(x, w, b, stride, pad, selu)
+    low_b = None if b is None else b.float()
+    _poison(ref.shape, device)
+    y = VARIANTS[variant](x.float(), w.float(), low_b, stride, pad, selu)
+    tf32 = device == "cuda" and variant == "implicit"
+    assert y.shape == ref.shape
+    assert _rel(y, ref) <= (FLOOR_TF32 if tf32 else FLOOR_FP32)
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("k, stride, size", [(3, 1, 5), (3, 2, 5), (2, 2, 5)])
+def test_gradcheck_float64(k, stride, size, variant):
+    """float64 gradcheck of the op's registered backward (CPU im2col path; float64 takes it on CUDA too)."""
+    pad = same_padding(size, k, stride)
+    x, w, b = (t.requires_grad_() for t in _inputs(2, 2, 3, k, size, seed=k + stride, device="cpu"))
+    fn = VARIANTS[variant]
+    assert torch.autograd.gradcheck(lambda x, w, b: fn(x, w, b, stride, pad, True), (x, w, b), fast_mode=True)
+    assert torch.autograd.gradcheck(lambda x, w: fn(x, w, None, stride, pad, False), (x, w), fast_mode=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_opcheck(variant, device):
+    pad = same_padding(7, 2, 2)
+    x, w, b = (t.float().requires_grad_() for t in _inputs(2, 3, 4, 2, 7, seed=3, device=device))
+    torch.library.opcheck(torch.ops.mscred.im2col_conv2d.default, (x, w, b, 2, list(pad), True, variant))
+    torch.library.opcheck(torch.ops.mscred.im2col_conv2d.default, (x, w, None, 2, list(pad), False, variant))
+    y = torch.ops.mscred.im2col_conv2d(x, w, b, 2, list(pad), True, variant).detach()
+    grad = torch.randn_like(y)
+    torch.library.opcheck(torch.ops.mscred.im2col_conv2d_backward.default,
+                          (grad, x.detach(), w.detach(), y, 2, list(pad), True, variant, [True, True, True]))
+    torch.library.opcheck(torch.ops.mscred.im2col_conv2d_backward.default,
+                          (grad, x.detach(), w.detach(), y, 2, list(pad), True, variant, [False, True, False]))
+
+
+@pytest.mark.parametrize("backend", ["im2col-global", "im2col-shared", "implicit"])
+def test_dispatcher_routes_here(backend):
+    pad = same_padding(16, 3, 2)
+    x, w, b = (t.float() for t in _inputs(3, 4, 8, 3, 16, seed=5, device=DEVICES[-1]))
+    y = ops.conv2d(x, w, b, 2, pad, True, backend=backend)
+    ref = ops.conv2d(x, w, b, 2, pad, True, backend="torch")
+    assert ops.get_impl("conv2d", backend).__module__ == "mscred.ops.im2col"
+    assert _rel(y, ref) <= FLOOR_TF32
+
+
+def test_bad_arguments_raise():
+    x = torch.randn(1, 3, 5, 5)
+    with pytest.raises(ValueError, match="channels"):
+        im2col.conv2d_implicit(x, torch.randn(4, 2, 3, 3), None, 1, (1, 1, 1, 1), False)
+    with pytest.raises(ValueError, match="too small"):
+        im2col.conv2d_implicit(x, torch.randn(4, 3, 7, 7), None, 1, (0, 0, 0, 0), False)
+
+
+def test_is_available_tells_the_truth():
+    ok, why = im2col.is_available()
+    assert isinstance(why, str) and why
+    if CUDA:
+        assert ok, why  # on a CUDA machine the build must work: a failure here is the signal, not a skip
+    else:
+        assert not ok and "no CUDA device" in why
+
+
+@needs_cuda
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_cuda_graph_capture(variant):
+    """Kernels launch on the current stream: a captured forward + backward replays to the eager result."""
+    pad = same_padding(30, 3, 2)
+    x, w, b = (t.float().requires_grad_() for t in _inputs(8, 32, 64, 3, 30, seed=11, device="cuda"))
+    fn = VARIANTS[variant]
+    dout = torch.randn(8, 64, 15, 15, device="cuda")
+    eager = fn(x, w, b, 2, pad, True)
+    (gx_eager,) = torch.autograd.grad(eager, x, dout)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn(x, w, b, 2, pad, True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(x, w, b, 2, pad, True)
+        (gx,) = torch.autograd.grad(out, x, dout)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
+    assert _rel(gx, gx_eager) < 1e-5  # split-K atomics are not bit-reproducible; col2im is
+
+
+@needs_cuda
+def test_fallback_warns_once_when_build_fails(monkeypatch):
+    def broken():
+        raise RuntimeError("im2col CUDA extension unavailable (simulated build failure)")
+    monkeypatch.setattr(im2col, "_extension", broken)
+    monkeypatch.setattr(im2col, "_fallback_warned", False)
+    x, w, b = (t.float() for t in _inputs(2, 3, 4, 3, 6, seed=2, device="cuda"))
+    with pytest.warns(RuntimeWarning, match="simulated build failure"):
+        y = im2col.conv2d_implicit(x, w, b, 1, (1, 1, 1, 1), True)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y2 = im2col.conv2d_implicit(x, w, b, 1, (1, 1, 1, 1), True)
+    ref = _oracle(x.double(), w.double(), b.double(), 1, (1, 1, 1, 1), True)
+    assert _rel(y, ref) < FLOOR_TF32 and torch.equal(y, y2)
