@@ -1,0 +1,190 @@
+"""`mscred sass ...` through the CLI entry point: patching real binaries, JSON output, and bad input -> exit 2."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+pytest.importorskip("elftools", reason="pyelftools (the `sass` extra) is not installed")
+
+from mscred.cli.main import main  # noqa: E402
+from mscred.sass.fatbin import cubins  # noqa: E402
+from mscred.sass.probe import template_path  # noqa: E402
+from mscred.sass.toolchain import compile_cubin, find_tool  # noqa: E402
+
+needs_nvcc = pytest.mark.skipif(find_tool("nvcc") is None, reason="nvcc not found (CUDA toolkit not installed)")
+
+
+def run_cli(capsys, *args):
+    code = main(["sass", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code, err, *fragments):
+    assert code == 2
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The article's program for sm_90 (an executable), its kernel as a cubin, and the register-template cubin."""
+    if find_tool("nvcc") is None:
+        pytest.skip("nvcc not found (CUDA toolkit not installed)")
+    d = tmp_path_factory.mktemp("sasscli")
+    exe = d / "test"
+    proc = subprocess.run([find_tool("nvcc"), "-arch=sm_90", "-o", str(exe), str(template_path("article"))],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"nvcc could not link a host program: {proc.stderr.strip()[:200]}")
+    (d / "value.cubin").write_bytes(compile_cubin(template_path("value"), "sm_90", {"VALUE": "0xcc"}))
+    (d / "register.cubin").write_bytes(compile_cubin(template_path("register"), "sm_90", {"VALUE": "v3"}))
+    return d
+
+
+def _field_values(path, lo, hi):
+    out = []
+    for _, cubin in cubins(path.read_bytes(), str(path)):
+        for k in cubin.kernels.values():
+            out += [i.field(lo, hi) for i in k.instructions]
+    return out
+
+
+def test_patch_executable_fatbin(built, capsys):
+    exe, out = built / "test", built / "test.dd"
+    code, text, err = run_cli(capsys, "patch", exe, "--kernel", "test", "--old", "0xcc", "--new", "0xdd",
+                              "-o", out)
+    assert code == 0, err
+    assert "0xcc -> 0xdd" in text and f"wrote {out}" in text
+    before, after = exe.read_bytes(), out.read_bytes()
+    changed = [i for i in range(len(before)) if before[i] != after[i]]
+    assert len(before) == len(after) and len(changed) == 1 and (before[changed[0]], after[changed[0]]) == (0xCC, 0xDD)
+    assert os.access(out, os.X_OK)  # still runnable
+    assert 0xDD in _field_values(out, 32, 64) and 0xCC not in _field_values(out, 32, 64)
+    # default output name is a copy beside the input; the input is untouched
+    code, _, _ = run_cli(capsys, "patch", exe, "-k", "test", "--old", "0xcc", "--new", "0xee")
+    assert code == 0 and (built / "test.patched").is_file() and exe.read_bytes() == before
+
+
+def test_patch_register_of_the_store(built, capsys):
+    """The second article's edit: make the store to a[0] take its data from another register."""
+    from mscred.sass.toolchain import disassemble
+
+    cubin, out = built / "register.cubin", built / "register.patched.cubin"
+    asm = (disassemble(cubin.read_bytes()) or {}).get("_Z4testPiPKi")
+    if not asm:
+        pytest.skip("no nvdisasm for sm_90 here: cannot tell which store writes a[0]")
+    # a[0] = v3 is the store without an address offset; a[4] = v3 stores the same register at +0x10.
+    (at, text), = [(o, t) for o, t in asm.items() if t.startswith("STG") and "R4.64]" in t and "+" not in t]
+    reg = int(text.rsplit("R", 1)[1])
+    other = next(int(t.rsplit("R", 1)[1]) for t in asm.values() if t.startswith("STG") and f"R{reg}" not in t)
+    code, _, err = run_cli(capsys, "patch", cubin, "-k", "test", "--field", "register", "--old", reg,
+                           "--new", other, "--instruction", "STG")
+    assert_one_line_error(code, err, "found 2 times", "--at")
+    code, text, err = run_cli(capsys, "patch", cubin, "-k", "test", "--field", "register", "--old", reg,
+                              "--new", other, "--instruction", "STG", "--at", hex(at), "-o", out)
+    assert code == 0, err
+    assert f"register bits [32, 40) {reg:#x} -> {other:#x}" in text
+    patched = disassemble(out.read_bytes())["_Z4testPiPKi"]
+    assert patched[at] == asm[at].replace(f"R{reg}", f"R{other}")
+    assert {o: t for o, t in patched.items() if o != at} == {o: t for o, t in asm.items() if o != at}
+
+
+def test_probe_json_has_the_issue_keys(built, capsys, tmp_path):
+    code, text, err = run_cli(capsys, "probe", "--arch", "sm_90", "--json", "-o", tmp_path / "p.json")
+    assert code == 0, err
+    answer = json.loads(text)
+    assert answer == json.loads((tmp_path / "p.json").read_text())
+    assert set(answer) == {"arch", "kernel", "instruction_bits", "offset", "immediate_bits"}
+    assert answer["arch"] == "sm_90" and answer["instruction_bits"] == 128 and answer["immediate_bits"] == [32, 64]
+
+
+def test_kernels_dump_inspect(built, capsys):
+    code, text, _ = run_cli(capsys, "kernels", built / "test")
+    assert code == 0 and "_Z4testPi" in text and "cubin sm_90" in text
+    code, text, _ = run_cli(capsys, "dump", built / "value.cubin", "-k", "test")
+    assert code == 0 and "000000ccff" in text
+    code, text, _ = run_cli(capsys, "inspect", built / "value.cubin", built / "register.cubin", "--json")
+    rows = json.loads(text)
+    assert code == 0 and {r["kernel"] for r in rows} == {"_Z4testPi", "_Z4testPiPKi"}
+    reg = next(r for r in rows if r["kernel"] == "_Z4testPiPKi")
+    assert reg["param_bytes"] == 16 and reg["registers"] > 0
+    if reg["mix"] is not None:  # nvdisasm present: 8 loads and 9 stores in the register template
+        assert reg["groups"]["global"] == 17
+
+
+# --- bad input: exit code 2 and one clear line ------------------------------------------------------------------
+
+def test_not_an_elf(capsys, tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("not a binary\n")
+    for args in (["patch", path, "-k", "test", "--old", "1", "--new", "2"], ["kernels", path],
+                 ["inspect", path], ["dump", path, "-k", "test"]):
+        code, _, err = run_cli(capsys, *args)
+        assert_one_line_error(code, err, "notes.txt", "not an ELF")
+
+
+def test_missing_file_and_bad_options(capsys, tmp_path):
+    code, _, err = run_cli(capsys, "kernels", tmp_path / "absent.cubin")
+    assert_one_line_error(code, err, "absent.cubin", "no such file")
+    code, _, err = run_cli(capsys, "probe", "--arch", "sm_90", "--template", tmp_path / "none.cu")
+    assert_one_line_error(code, err, "none.cu", "no such template")
+
+
+def test_host_elf_without_device_code(capsys):
+    import sys
+
+    code, _, err = run_cli(capsys, "kernels", sys.executable)
+    assert_one_line_error(code, err, "without device code")
+
+
+@needs_nvcc
+def test_no_such_kernel_and_field_not_found(built, capsys):
+    code, _, err = run_cli(capsys, "patch", built / "value.cubin", "-k", "nope", "--old", "0xcc", "--new", "1")
+    assert_one_line_error(code, err, "no kernel 'nope'")
+    code, _, err = run_cli(capsys, "patch", built / "value.cubin", "-k", "test", "--old", "0x1234", "--new", "1")
+    assert_one_line_error(code, err, "no instruction", "0x1234")
+    code, _, err = run_cli(capsys, "patch", built / "value.cubin", "-k", "test", "--old", "0xcc", "--new", "1",
+                           "--bits", "20")
+    assert_one_line_error(code, err, "LO:HI")
+    code, _, err = run_cli(capsys, "patch", built / "value.cubin", "-k", "test", "--old", "0xcc",
+                           "--new", "0x1ff", "--bits", "32:40")
+    assert_one_line_error(code, err, "does not fit")
+    code, _, err = run_cli(capsys, "run", built / "value.cubin", "-k", "nope")
+    assert_one_line_error(code, err, "no kernel 'nope'")
+
+
+@needs_nvcc
+def test_compressed_cubin_is_refused(tmp_path, capsys):
+    exe = tmp_path / "packed"
+    proc = subprocess.run([find_tool("nvcc"), "-arch=sm_90", "-Xfatbin", "-compress-all", "-o", str(exe),
+                           str(template_path("article"))], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"nvcc could not link a host program: {proc.stderr.strip()[:200]}")
+    code, _, err = run_cli(capsys, "patch", exe, "-k", "test", "--old", "0xcc", "--new", "0xdd")
+    assert_one_line_error(code, err, "compressed", "-compress-all")
+
+
+def _cuda_device() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_device(), reason="needs a CUDA GPU to launch the kernel")
+def test_run_patched_cubin_prints_dd(built, capsys):
+    out = built / "value.dd.cubin"
+    assert run_cli(capsys, "patch", built / "value.cubin", "-k", "test", "--old", "0xcc", "--new", "0xdd",
+                   "-o", out)[0] == 0
+    code, text, err = run_cli(capsys, "run", out, "-k", "test")
+    assert code == 0, err
+    assert text.strip() == "*a = dd"
