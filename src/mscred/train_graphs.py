@@ -124,6 +124,7 @@ class GraphedStep:
         self.batch_size = batch_size
         self.static_idx = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.static_weight = torch.full((batch_size,), 1.0 / batch_size, device=device)
+        self._padded = False
         snapshot = _Snapshot(optimizer)
 
         stream = torch.cuda.Stream(device=device)
@@ -147,10 +148,17 @@ class GraphedStep:
         b = idx.numel()
         if b > self.batch_size:
             raise ValueError(f"batch of {b} windows exceeds the captured {self.batch_size}")
-        self.static_idx.zero_()  # padding windows: index 0, weight 0
-        self.static_idx[:b].copy_(idx)
-        self.static_weight.zero_()
-        self.static_weight[:b].fill_(1.0 / b)
+        if b == self.batch_size:  # the common case: one copy, then the replay
+            self.static_idx.copy_(idx)
+            if self._padded:
+                self.static_weight.fill_(1.0 / b)
+                self._padded = False
+        else:
+            self.static_idx.zero_()  # padding windows: index 0, weight 0
+            self.static_idx[:b].copy_(idx)
+            self.static_weight.zero_()
+            self.static_weight[:b].fill_(1.0 / b)
+            self._padded = True
         self.graph.replay()
         return self.static_loss.clone()  # the static buffer is overwritten by the next replay
 
