@@ -163,7 +163,10 @@ def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, s
     if n_rows != len(scores.score):
         raise InputError(f"{source}: has {n_rows} rows but {scores.source} has {len(scores.score)}")
     if index is not None and scores.has_timestamp:
-        differ = np.flatnonzero(np.asarray(index).astype(str) != np.asarray(scores.index).astype(str))
+        try:  # numeric timestamps compare as numbers (100 == 100.0), others as text
+            differ = np.flatnonzero(np.asarray(index, dtype=np.float64) != np.asarray(scores.index, dtype=np.float64))
+        except (TypeError, ValueError):
+            differ = np.flatnonzero(np.asarray(index).astype(str) != np.asarray(scores.index).astype(str))
         if len(differ):
             r = differ[0]
             raise InputError(f"{source}: row {r + 1}: timestamp {index[r]!r} differs from {scores.source}'s "
