@@ -133,17 +133,24 @@ def paper_experiment(model, val, test, labels, win, anomalies, test_index, cfg: 
 def run_dataset(name: str, args) -> dict:
     t0 = time.time()
     train, test, anomalies = load(name, args)
-    extra = {"channels": tuple(int(c) for c in args.channels.split(","))} if args.channels else {}
-    model = MSCRED(epochs=args.epochs, device="cpu", progress=False, seed=args.seed, **extra)
-    model.fit(train)
+    if args.model:  # a model trained beforehand on this dataset's training part (e.g. by `mscred train`)
+        model = MSCRED.load(args.model, device="cpu")
+        if model.sensors_ != [c for c in train.columns if c not in ("timestamp", "label")]:
+            raise ValueError(f"{args.model}: trained on other sensors than {name}'s")
+    else:
+        extra = {"channels": tuple(int(c) for c in args.channels.split(","))} if args.channels else {}
+        model = MSCRED(epochs=args.epochs, device="cpu", progress=False, seed=args.seed, **extra)
+        model.fit(train)
     fit_s = time.time() - t0
     val, tst, length = residual_sets(model, train, test)
     sig, cfg = model.config.signature, model.config.score
     win = timestamp_windows(length, sig.windows, sig.gap, sig.steps)
     labels = test["label"].to_numpy().astype(np.int8)
     idx = scale_index(sig.windows, cfg.scales)
+    epochs = len(model.history_) if getattr(model, "history_", None) else args.epochs
     out = {"dataset": name, "train_rows": len(train), "test_rows": len(test), "sensors": len(model.sensors_),
-           "anomalous_rows": int(labels.sum()), "epochs": args.epochs, "fit_seconds": round(fit_s, 1),
+           "anomalous_rows": int(labels.sum()), "epochs": epochs, "model": args.model,
+           "fit_seconds": None if args.model else round(fit_s, 1),
            "final_val_loss": model.history_[-1].get("val_loss") if model.history_ else None, "scores": {}}
     for variant, window_score in score_variants(val, tst, idx, cfg.theta_quantile).items():
         out["scores"][variant] = threshold_free(labels, per_row(window_score, win), args.vus_window)
@@ -172,8 +179,9 @@ def markdown(report: dict) -> str:
             continue
         lines += [f"## {d['dataset']}", "",
                   f"{d['train_rows']} train / {d['test_rows']} test rows, {d['sensors']} sensors, "
-                  f"{d['anomalous_rows']} anomalous test rows; {d['epochs']} epochs on CPU in {d['fit_seconds']} s "
-                  f"(final validation loss {d['final_val_loss']}).", "",
+                  f"{d['anomalous_rows']} anomalous test rows; {d['epochs']} epochs on CPU"
+                  + (f" in {d['fit_seconds']} s" if d['fit_seconds'] is not None else f" (model {d['model']})")
+                  + f", final validation loss {d['final_val_loss']}.", "",
                   "| score | AUC-ROC | AUC-PR | VUS-ROC | VUS-PR |", "| --- | ---: | ---: | ---: | ---: |"]
         for name, m in d["scores"].items():
             lines.append(f"| {name} | {m['auc_roc']:.3f} | {m['auc_pr']:.3f} | {m['vus_roc']:.3f} | "
@@ -198,6 +206,7 @@ def main(argv=None) -> int:
     parser.add_argument("--vus-window", type=int, default=100)
     parser.add_argument("--sensors", type=int, default=30, help="synthetic data: sensors (paper: 30)")
     parser.add_argument("--length", type=int, default=20_000, help="synthetic data: steps (paper: 20,000)")
+    parser.add_argument("--model", default=None, help="use this trained model directory (one dataset only)")
     parser.add_argument("--channels", default=None, help="smoke tests only: encoder channels, e.g. 4,8,8,8")
     parser.add_argument("--out", default=str(RESULTS / "scores"), help="writes OUT.json and OUT.md")
     args = parser.parse_args(argv)
