@@ -150,8 +150,8 @@ def find_immediate(variants: list[Variant], width: int = 32) -> tuple[int, int]:
     return next(iter(common))
 
 
-def find_register(variants: list[Variant]) -> tuple[int, int, dict[str, int]]:
-    """(offset in the first register variant, lo, {VALUE: register}) of the store's source-register field."""
+def find_register(variants: list[Variant]) -> tuple[dict[str, int], int, dict[str, int]]:
+    """({VALUE: offset}, lo, {VALUE: register}) of the store's source-register field in each register variant."""
     anchors = [v for v in variants if v.value.strip() == "0"]
     others = [v for v in variants if v.value.strip() != "0"]
     if len(anchors) != 1 or len(others) < 2:
@@ -186,10 +186,10 @@ def find_register(variants: list[Variant]) -> tuple[int, int, dict[str, int]]:
         where = ", ".join(f"offset {o:#x} bits [{lo}, {lo + REGISTER_BITS})" for o, lo in sorted(common))
         raise InputError(f"{anchor.kernel.name}: the register field is ambiguous: {where}")
     (_, lo), hits = next(iter(common.items()))
-    offset = hits[others[0].value][0]
+    offsets = {value: off for value, (off, _) in hits.items()}
     registers = {value: reg for value, (_, reg) in hits.items()}
     registers[anchor.value] = RZ
-    return offset, lo, registers
+    return offsets, lo, registers
 
 
 def probe(arch: str, template: str = "value", values: list[str] | None = None, kernel: str | None = None,
@@ -225,17 +225,18 @@ def probe(arch: str, template: str = "value", values: list[str] | None = None, k
         result.words = [(v.value, _at(v.kernel, offset)) for v in variants]
         shown = variants
     elif mode == "register":
-        offset, lo, registers = find_register(variants)
-        result.offset, result.register_bits = offset, (lo, lo + REGISTER_BITS)
-        result.register_values = registers
+        offsets, lo, registers = find_register(variants)
         shown = [v for v in variants if v.value.strip() != "0"]
-        result.words = [(v.value, _at(v.kernel, offset)) for v in shown]
+        # The store may move between variants when the scheduler reorders; each keeps its own offset.
+        result.offset, result.register_bits = offsets[shown[0].value], (lo, lo + REGISTER_BITS)
+        result.register_values = registers
+        result.words = [(v.value, _at(v.kernel, offsets[v.value])) for v in shown]
     else:
         raise InputError(f"probe mode {mode!r}: use immediate or register")
-    for v in shown:
+    for (value, insn), v in zip(result.words, shown):
         text = (disassemble(v.cubin) or {}).get(v.kernel.name, {})
-        if offset in text:
-            result.disassembly[v.value] = text[offset]
+        if insn.offset in text:
+            result.disassembly[value] = text[insn.offset]
     return result
 
 
@@ -255,7 +256,7 @@ def format_result(r: ProbeResult) -> str:
     for value, insn in r.words:
         extra = f"  R{r.register_values[value]}" if value in r.register_values else ""
         asm = f"   {r.disassembly[value]}" if value in r.disassembly else ""
-        lines.append(f"  {r.offset:#06x}: {insn.hex()}   VALUE={value}{extra}{asm}")
+        lines.append(f"  {insn.offset:#06x}: {insn.hex()}   VALUE={value}{extra}{asm}")
     if r.immediate_bits:
         lines.append(f"immediate: bits [{r.immediate_bits[0]}, {r.immediate_bits[1]}) of the instruction at byte "
                      f"offset {r.offset:#x}")

@@ -30,8 +30,9 @@ def _driver():
 
 def _check(result, what: str):
     err, *rest = result if isinstance(result, tuple) else (result,)
-    if int(err) != 0:
-        raise RuntimeError(f"{what} failed: CUDA error {int(err)} ({err})")
+    code = int(getattr(err, "value", err))  # CUresult is an enum; its value is the CUDA error number
+    if code != 0:
+        raise RuntimeError(f"{what} failed: CUDA error {code} ({err})")
     return rest[0] if len(rest) == 1 else tuple(rest)
 
 

@@ -1,5 +1,7 @@
-// The first article's test program, unchanged but for VALUE: one thread writes a constant, the host prints it.
+// The first article's test program: one thread writes a constant, the host prints it.
 // Build: nvcc -arch=sm_90 -o test article_test.cu ; run: ./test  ->  *a = cc
+// One change from the article: cudaMalloc + cudaMemcpy instead of cudaMallocManaged (the shared GPU machines
+// ask for plain allocations); the kernel, and so the machine code the articles patch, is the same.
 #include <stdio.h>
 
 #ifndef VALUE
@@ -12,15 +14,16 @@ __global__ void test(int *a) {
 
 int main(int argc, const char* argv[]) {
     cudaError_t err;
-    int *a;
-    cudaMallocManaged(&a, sizeof(int));
-    *a = 0x01;
+    int *a, host = 0x01;
+    cudaMalloc(&a, sizeof(int));
+    cudaMemcpy(a, &host, sizeof(int), cudaMemcpyHostToDevice);
     test<<<1, 1>>>(a);
     if ((err = cudaGetLastError()) != cudaSuccess)
         fprintf(stderr, "launch: %s\n", cudaGetErrorString(err));
 
-    cudaDeviceSynchronize();
-    printf("*a = %x\n", *a);
+    cudaMemcpy(&host, a, sizeof(int), cudaMemcpyDeviceToHost);
+    printf("*a = %x\n", host);
 
+    cudaFree(a);
     return 0;
 }
