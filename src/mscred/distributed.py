@@ -1,0 +1,290 @@
+"""Data-parallel training of ONE MSCREDNet over several processes with PyTorch's DistributedDataParallel.
+
+Same result as one process with the same global batch (up to float rounding), by construction:
+
+* Initial weights: every rank seeds and builds the same net, and DDP broadcasts rank 0's weights anyway.
+* Sample order: every rank draws the single-process permutation of the epoch (``randperm(W, seed + epoch)``,
+  the Trainer's ``_epoch_order``, DistributedSampler's rule) and cuts each global batch of b windows into
+  ``world_size`` contiguous shards (sizes differ by at most one). This is DistributedSampler's split done per batch
+  instead of per epoch, so that batch k of the distributed run holds exactly the windows of batch k of one process,
+  the last, partial batch included.
+* Loss scale: rank r minimises ``(world_size / b) * sum of its windows' MSE``. DDP averages gradients over ranks,
+  so the gradient each rank applies is ``(1 / b) * sum over the whole batch``: the single-process gradient, also
+  when the shards are unequal (b not a multiple of world_size, the last batch). A rank whose shard is empty (b <
+  world_size) runs one padding window of weight 0, since every rank must take part in the gradient all-reduce.
+* Adam then takes identical steps on every rank.
+
+Only rank 0 writes checkpoints and shows progress (the Trainer's ``is_main``); the epoch's training loss and the
+validation loss are sums all-reduced over the ranks, so every rank sees the same numbers and early stopping decides
+alike everywhere (a rank that stopped alone would leave the others waiting in a collective).
+
+CUDA graphs (``cuda_graphs=True``) follow PyTorch's recipe for DDP ("CUDA Graphs / Usage with
+DistributedDataParallel" in the CUDA semantics notes): DDP is built on a side stream, ``static_graph=True``, and at
+least 11 DDP-enabled eager iterations run before the capture (DDP's first iterations do bookkeeping, such as bucket
+rebuilding and runtime statistics, that cannot be captured); the captured step then contains NCCL's all-reduce
+(NCCL >= 2.9.6 supports capture). Should the capture fail anyway, training goes on eagerly after one warning.
+The fused Triton kernels are ordinary ops under DDP: nothing changes for them.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from mscred.config import TrainConfig
+from mscred.train import Trainer, WindowDataset
+from mscred.train_graphs import GraphedStep, forward_losses
+
+log = logging.getLogger(__name__)
+
+DDP_WARMUP_ITERS = 11  # PyTorch's CUDA-graph notes: at least 11 DDP-enabled eager iterations before capture
+
+
+def shard(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
+    """This rank's contiguous part of a global batch of window indices (B,) -> (B_r,), B_r in {B // N, B // N + 1}."""
+    return torch.tensor_split(batch, world_size)[rank]
+
+
+class ShardEagerStep:
+    """One Adam step on this rank's shard, run op by op; the loss is scaled so DDP's mean gives the global mean."""
+
+    def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, data: WindowDataset, bf16: bool = False):
+        self.module, self.optimizer, self.data, self.bf16 = module, optimizer, data, bf16
+
+    def __call__(self, idx: torch.Tensor, scale: float) -> torch.Tensor:
+        """Windows ``idx`` (b_r,) of a global batch, ``scale`` = world_size / b. Returns the scaled local loss."""
+        self.optimizer.zero_grad(set_to_none=True)
+        weight = torch.full(idx.shape, scale, device=idx.device)
+        if idx.numel() == 0:  # an empty shard still joins the all-reduce, with one window of weight 0
+            idx = torch.zeros(1, dtype=torch.long, device=idx.device)
+            weight = torch.zeros(1, device=idx.device)
+        _, losses = forward_losses(self.module, self.data.batch(idx), self.bf16)
+        loss = (losses * weight).sum()
+        loss.backward()  # DDP all-reduces (averages) the gradients here
+        self.optimizer.step()
+        return loss.detach()
+
+
+class ShardGraphedStep(GraphedStep):
+    """The whole step of ``GraphedStep`` (gather, forward, backward with DDP's all-reduce, Adam) in one CUDA graph,
+    fed with a shard and the per-window weight ``scale`` instead of 1/b; padding windows weigh 0."""
+
+    def __call__(self, idx: torch.Tensor, scale: float) -> torch.Tensor:
+        b = idx.numel()
+        if b > self.batch_size:
+            raise ValueError(f"shard of {b} windows exceeds the captured {self.batch_size}")
+        self.static_idx.zero_()
+        self.static_idx[:b].copy_(idx)
+        self.static_weight.zero_()
+        self.static_weight[:b].fill_(scale)
+        self.graph.replay()
+        return self.static_loss.clone()
+
+
+class _ParamSnapshot:
+    """Parameters and Adam state copied aside and restored in place (warm-up steps must leave no trace)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer):
+        self.optimizer = optimizer
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        with torch.no_grad():
+            self.values = [p.detach().clone() for p in self.params]
+            self.state = {p: {k: v.clone() for k, v in optimizer.state[p].items() if torch.is_tensor(v)}
+                          for p in self.params if p in optimizer.state}
+
+    @torch.no_grad()
+    def restore(self) -> None:
+        for p, value in zip(self.params, self.values):
+            p.copy_(value)
+        for p in self.params:
+            saved = self.state.get(p)
+            for key, tensor in self.optimizer.state[p].items():
+                if torch.is_tensor(tensor):
+                    tensor.copy_(saved[key]) if saved is not None else tensor.zero_()  # born in warm-up: fresh
+
+
+class DistributedTrainer(Trainer):
+    """The Trainer of ``mscred.train`` under DistributedDataParallel; call inside an initialised process group.
+
+    Parameters
+    ----------
+    net, train_cfg, steps
+        As ``Trainer``; ``train_cfg.batch_size`` is the GLOBAL batch (each rank runs about batch_size / world_size).
+    device : torch.device, optional
+        This rank's device (``cuda:<local rank>`` from ``mscred.launch.setup``); else ``train_cfg.device``, with
+        the current CUDA device made explicit.
+    """
+
+    def __init__(self, net: nn.Module, train_cfg: TrainConfig, steps: int = 5,
+                 device: Optional[torch.device] = None):
+        super().__init__(net, train_cfg, steps)
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("DistributedTrainer needs an initialised process group (mscred.launch.setup)")
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        if device is not None:
+            self.device = torch.device(device)
+        if self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.ddp: Optional[DistributedDataParallel] = None
+        self.graphs_used = False
+
+    # ------------------------------------------------------------------------------------------------ hooks
+    def _forward_module(self) -> nn.Module:
+        if self.ddp is None:
+            kwargs: dict[str, Any] = {"static_graph": True}
+            if self.device.type == "cuda":
+                kwargs["device_ids"] = [self.device.index]
+                stream = torch.cuda.Stream(self.device)  # the recipe: build DDP on a side stream
+                stream.wait_stream(torch.cuda.current_stream(self.device))
+                with torch.cuda.stream(stream):
+                    self.ddp = DistributedDataParallel(self.net, **kwargs)
+                torch.cuda.current_stream(self.device).wait_stream(stream)
+            else:
+                self.ddp = DistributedDataParallel(self.net, **kwargs)
+        return self.ddp
+
+    def _reduce(self, value: torch.Tensor) -> torch.Tensor:
+        total = value.detach().clone()
+        dist.all_reduce(total)
+        return total
+
+    def _local_batch(self, n_windows: int) -> int:
+        """The largest shard any rank gets: ceil(min(batch, W) / world_size)."""
+        return -(-min(self.cfg.batch_size, n_windows) // self.world_size)
+
+    def _make_step(self, train: WindowDataset):
+        module = self._forward_module()
+        if not self.use_graphs:
+            return ShardEagerStep(module, self.optimizer, train, self.bf16)
+        local = self._local_batch(len(train))
+        try:
+            self._ddp_warmup(module, train, local)
+            step = ShardGraphedStep(module, self.optimizer, train, local, self.bf16)
+            self.graphs_used = True
+            return step
+        except RuntimeError as err:  # every rank runs the same capture, so every rank lands here alike
+            if self.is_main:
+                log.warning("CUDA-graph capture under DistributedDataParallel failed (%s); training eagerly",
+                            str(err).splitlines()[0])
+            torch.cuda.synchronize(self.device)
+            return ShardEagerStep(module, self.optimizer, train, self.bf16)
+
+    def _ddp_warmup(self, module: nn.Module, train: WindowDataset, local: int) -> None:
+        """DDP_WARMUP_ITERS - WARMUP_ITERS eager DDP steps on a side stream (GraphedStep runs the rest), undone."""
+        from mscred.train_graphs import WARMUP_ITERS
+
+        snapshot = _ParamSnapshot(self.optimizer)
+        step = ShardEagerStep(module, self.optimizer, train, self.bf16)
+        idx = torch.zeros(local, dtype=torch.long, device=self.device)
+        stream = torch.cuda.Stream(self.device)
+        stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(stream):
+            for _ in range(max(DDP_WARMUP_ITERS - WARMUP_ITERS, 0)):
+                step(idx, 1.0 / local)
+        torch.cuda.current_stream(self.device).wait_stream(stream)
+        snapshot.restore()
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.cuda.synchronize(self.device)
+
+    # ------------------------------------------------------------------------------------------------ loop
+    def _run_epoch(self, epoch: int, train: WindowDataset, step, evaluate, val, progress) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        order = self._epoch_order(epoch, len(train)).to(self.device)  # the same global permutation on every rank
+        batch, world = self.cfg.batch_size, self.world_size
+        loss_sum = torch.zeros((), device=self.device)  # sum of this rank's per-window losses
+        progress.start_epoch(epoch + 1, len(order))
+        self.net.train()
+        for start in range(0, len(order), batch):
+            glob = order[start:start + batch]
+            scale = world / glob.numel()
+            loss_sum += step(shard(glob, self.rank, world), scale) / scale
+            progress.update(start + glob.numel(), loss_sum * world)  # rank 0's share, scaled: a display estimate
+        train_loss = self._reduce(loss_sum).item() / len(order)  # .item() waits for the GPU
+        progress.update(len(order), loss_sum * world, final=True)
+        train_seconds = time.perf_counter() - t0
+        val_loss = self._evaluate(evaluate, val) if evaluate is not None else None
+        return {"epoch": epoch + 1, "train_loss": train_loss, "val_loss": val_loss,
+                "seconds": time.perf_counter() - t0, "windows_per_s": len(order) / max(train_seconds, 1e-9)}
+
+    def _evaluate(self, infer, data: WindowDataset) -> float:
+        """Mean per-window MSE over all windows of ``data``, each rank scoring its contiguous share."""
+        self.net.eval()
+        mine = shard(torch.arange(len(data), device=self.device), self.rank, self.world_size)
+        loss_sum = torch.zeros((), device=self.device)
+        for start in range(0, len(mine), self.cfg.batch_size):
+            _, losses = infer(mine[start:start + self.cfg.batch_size])
+            loss_sum += losses.sum()
+        return self._reduce(loss_sum).item() / len(data)
+
+
+# ---------------------------------------------------------------------------------------------------- entry points
+def fit_segments(model_cfg, train_cfg: TrainConfig, train_segments, val_segments=None, *, nproc: int,
+                 steps: int = 5, checkpoint_dir=None, resume: bool = False, backend: Optional[str] = None,
+                 timeout: Optional[float] = None) -> tuple[list[dict[str, Any]], dict[str, torch.Tensor], dict]:
+    """Train one MSCREDNet on segments with ``nproc`` DDP processes; the library twin of ``Trainer.fit``.
+
+    Parameters
+    ----------
+    model_cfg : ModelConfig
+        Every rank seeds ``train_cfg.seed`` and builds ``MSCREDNet(model_cfg)`` (as ``MSCRED.fit`` does).
+    train_cfg : TrainConfig
+        ``batch_size`` is the global batch.
+    train_segments, val_segments : (S, K, n, n) float32 arrays
+    nproc : int
+        Processes (one GPU each on CUDA).
+    checkpoint_dir, resume
+        As ``Trainer.fit``; rank 0 alone writes.
+
+    Returns
+    -------
+    (history, state_dict on the CPU, info) with info = {"world_size", "graphs_used", "device"} of rank 0.
+    """
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+    from safetensors.torch import load_file
+
+    from mscred.launch import launch
+
+    with tempfile.TemporaryDirectory(prefix="mscred-ddp-") as folder:
+        np.save(Path(folder) / "train.npy", np.asarray(train_segments, dtype=np.float32))
+        if val_segments is not None:
+            np.save(Path(folder) / "val.npy", np.asarray(val_segments, dtype=np.float32))
+        results = launch(_fit_segments_rank, nproc,
+                         (folder, model_cfg, train_cfg, steps, None if checkpoint_dir is None else str(checkpoint_dir),
+                          resume), device=train_cfg.device, backend=backend, timeout=timeout)
+        state = load_file(str(Path(folder) / "weights.safetensors"))
+    info = results[0]
+    return info.pop("history"), state, info
+
+
+def _fit_segments_rank(rank, folder: str, model_cfg, train_cfg: TrainConfig, steps: int,
+                       checkpoint_dir: Optional[str], resume: bool) -> dict[str, Any]:
+    from pathlib import Path
+
+    import numpy as np
+    from safetensors.torch import save_file
+
+    from mscred.model import MSCREDNet
+
+    train = np.load(Path(folder) / "train.npy")
+    val_path = Path(folder) / "val.npy"
+    val = np.load(val_path) if val_path.exists() else None
+    torch.manual_seed(train_cfg.seed)
+    net = MSCREDNet(model_cfg)
+    trainer = DistributedTrainer(net, train_cfg, steps, device=rank.device)
+    history = trainer.fit(train, val, checkpoint_dir=checkpoint_dir, resume=resume)
+    if rank.is_main:
+        state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+        save_file(state, str(Path(folder) / "weights.safetensors"))
+    return {"history": history, "world_size": rank.world_size, "graphs_used": trainer.graphs_used,
+            "device": str(rank.device)}
+
+
+__all__ = ["DistributedTrainer", "ShardEagerStep", "ShardGraphedStep", "shard", "fit_segments", "DDP_WARMUP_ITERS"]
