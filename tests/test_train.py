@@ -160,6 +160,17 @@ def test_predict_matches_forward_and_batches():
     np.testing.assert_allclose(recon, want, rtol=1e-5, atol=1e-6)
 
 
+def test_divergence_stops_before_checkpoint(tmp_path):
+    seg = _segments(count=12)
+    Trainer(_net(), _cfg(epochs=1)).fit(seg, checkpoint_dir=tmp_path)
+    good = (tmp_path / CHECKPOINT_NAME).read_bytes()
+    bad = seg.clone()
+    bad[3, 0, 0, 0] = float("nan")
+    with pytest.raises(FloatingPointError, match="diverged in epoch 2"):
+        Trainer(_net(), _cfg(epochs=2)).fit(bad, checkpoint_dir=tmp_path, resume=True)
+    assert (tmp_path / CHECKPOINT_NAME).read_bytes() == good
+
+
 def test_too_few_segments_is_input_error():
     with pytest.raises(InputError):
         Trainer(_net(), _cfg()).fit(_segments(count=4))

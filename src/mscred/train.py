@@ -206,6 +206,10 @@ class Trainer:
             with _Progress(self.cfg.progress and self.is_main, self.cfg.epochs) as progress:
                 for epoch in range(start, self.cfg.epochs):
                     record = self._run_epoch(epoch, train, step, evaluate, val, progress)
+                    if not np.isfinite(record["train_loss"]):
+                        # Stop before a checkpoint of broken weights overwrites the last good one.
+                        raise FloatingPointError(f"training diverged in epoch {epoch + 1}: loss "
+                                                 f"{record['train_loss']} (lower the learning rate?)")
                     self.history.append(record)
                     progress.end_epoch(record)
                     if ckpt is not None and self.is_main:
