@@ -24,6 +24,7 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))  # the register step imports mscred in this process, not only in the CLI runs
 TEMPLATES = ROOT / "src" / "mscred" / "sass" / "templates"
 LOG: list[str] = []
 
