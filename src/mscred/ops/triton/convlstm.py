@@ -41,6 +41,7 @@ else:
     _IMPORT_ERROR = None
 
 BLOCK = 1024  # elements of one (B, Ch, H, W) step per program: 4 gates read, up to 5 outputs written
+INTERPRETER_BLOCK = 16384  # the CPU interpreter pays per program, not per element: fewer, larger programs
 
 
 def is_available() -> tuple[bool, str]:
@@ -60,40 +61,12 @@ def _runs_fused(x: torch.Tensor) -> bool:
     return triton is not None and (x.is_cuda or (_interpreting() and x.device.type == "cpu"))
 
 
-def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float) -> torch.Tensor:
-    """A ConvLSTM over all steps of one level from h = c = 0 (contract: ``mscred.ops.convlstm``).
-
-    Parameters
-    ----------
-    x : (B, T, C, H, W) tensor
-    weight : (4*Ch, C + Ch, k, k) tensor, gate blocks i, g, f, o
-    bias : (4*Ch,) tensor
-    forget_bias : float
-
-    Returns
-    -------
-    (B, T, Ch, H, W) tensor, every hidden state; dtype of x (of the autocast dtype under autocast).
-
-    Tensors the kernels cannot run on (CPU without the interpreter) take the reference path.
-    """
-    if not _runs_fused(x):
-        from mscred.ops import reference
-        return reference.convlstm(x, weight, bias, forget_bias)
-    device_type = x.device.type
-    if torch.is_autocast_enabled(device_type):
-        # Custom ops are not autocast-aware: cast here as autocast would cast a convolution (fp32 master weights
-        # receive their gradient through these casts), then run the op with autocast off so that nothing inside
-        # is cast a second time.
-        dtype = torch.get_autocast_dtype(device_type)
-        with torch.autocast(device_type, enabled=False):
-            return convlstm_fused(x.to(dtype), weight.to(dtype), bias.to(dtype), float(forget_bias))[0]
-    return convlstm_fused(x, weight.to(x.dtype), bias.to(x.dtype), float(forget_bias))[0]
-
-
 # ----------------------------------------------------------------------------------------------------------------
-# Triton kernels. One program handles BLOCK consecutive elements of the logical (B, Ch, H, W) grid of one step.
-# Every (b, channel) plane of H*W pixels is contiguous in all tensors; batch and channel strides are arguments,
-# so slices such as gx[:, t] or out[:, t] are read and written in place.
+# Triton kernels. One program handles BLOCK consecutive elements of one step's logical (B, Ch, H, W) grid, walked
+# channel-fastest (PIX_MAJOR, for channels-last buffers) or pixel-fastest (NCHW), so the big gate reads coalesce.
+# Every tensor is addressed by (batch, channel, pixel) strides, pixel = y * W + x (valid for NCHW and channels-last
+# alike), so slices such as gx[:, t] or out[:, t] are read and written in place; the zero-bordered buffers take
+# separate row/column strides.
 # ----------------------------------------------------------------------------------------------------------------
 if triton is not None:
 
@@ -109,101 +82,107 @@ if triton is not None:
         return tl.where(z < 0, -t, t)
 
     @triton.jit
-    def _cell_fwd_kernel(
-        gx_ptr, sgx_b, sgx_c,        # input-conv gates of this step (B, 4Ch, H, W): batch/channel strides
-        rec_ptr,                     # recurrent-conv gates (B, 4Ch, H, W), contiguous (read if HAS_REC)
-        pre_ptr,                     # out: gate pre-activations (B, 4Ch, H, W), contiguous (saved for backward)
-        cprev_ptr, c_ptr, sc_b,      # cell states of the previous / this step (B, Ch, H, W), channel stride H*W
-        h_ptr, sh_b,                 # out: h_t into the output (B, Ch, H, W), channel stride H*W
-        hp_ptr,                      # out: h_t into the interior of a zero-bordered (B, Ch, Hp, Wp) buffer
-        N, CH, HW, W, HP, WP, PAD_T, PAD_L, forget_bias,
-        HAS_REC: tl.constexpr, HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr,
-        CDT: tl.constexpr, BLOCK: tl.constexpr,
-    ):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        mask = offs < N
-        chw = CH * HW
-        b = (offs // chw).to(tl.int64)
-        r = offs % chw                      # channel * HW + pixel
-        ch = r // HW
-        p = r % HW
-        gx = gx_ptr + b * sgx_b + ch * sgx_c + p
-        zi = tl.load(gx, mask=mask, other=0.0).to(CDT)
-        zg = tl.load(gx + CH * sgx_c, mask=mask, other=0.0).to(CDT)
-        zf = tl.load(gx + 2 * CH * sgx_c, mask=mask, other=0.0).to(CDT)
-        zo = tl.load(gx + 3 * CH * sgx_c, mask=mask, other=0.0).to(CDT)
-        pre = b * (4 * chw) + r
-        if HAS_REC:
-            zi += tl.load(rec_ptr + pre, mask=mask, other=0.0).to(CDT)
-            zg += tl.load(rec_ptr + pre + chw, mask=mask, other=0.0).to(CDT)
-            zf += tl.load(rec_ptr + pre + 2 * chw, mask=mask, other=0.0).to(CDT)
-            zo += tl.load(rec_ptr + pre + 3 * chw, mask=mask, other=0.0).to(CDT)
-        out_ty = pre_ptr.dtype.element_ty
-        tl.store(pre_ptr + pre, zi.to(out_ty), mask=mask)
-        tl.store(pre_ptr + pre + chw, zg.to(out_ty), mask=mask)
-        tl.store(pre_ptr + pre + 2 * chw, zf.to(out_ty), mask=mask)
-        tl.store(pre_ptr + pre + 3 * chw, zo.to(out_ty), mask=mask)
-        # The backward recomputes the activations from the *stored* (possibly bf16) pre-activations; use exactly
-        # those values here too, so forward and backward differentiate the same function.
-        zi = zi.to(out_ty).to(CDT)
-        zg = zg.to(out_ty).to(CDT)
-        zf = zf.to(out_ty).to(CDT)
-        zo = zo.to(out_ty).to(CDT)
-        c = _sigmoid(zi) * _tanh(zg)
-        cell = b * sc_b + r
-        if HAS_CPREV:
-            c += _sigmoid(zf + forget_bias) * tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
-        tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
-        h = _sigmoid(zo) * _tanh(c)
-        tl.store(h_ptr + b * sh_b + r, h.to(h_ptr.dtype.element_ty), mask=mask)
-        if WRITE_HP:
-            y = p // W
-            xx = p % W
-            hp = hp_ptr + b * (CH * HP * WP) + ch * (HP * WP) + (y + PAD_T) * WP + (xx + PAD_L)
-            tl.store(hp, h.to(hp_ptr.dtype.element_ty), mask=mask)
-
-    @triton.jit
-    def _cell_bwd_kernel(
-        pre_ptr,                     # gate pre-activations of this step (B, 4Ch, H, W), contiguous
-        cprev_ptr, c_ptr, sc_b,      # cell states of the previous / this step, channel stride H*W
-        dh_ptr, sdh_b,               # gradient of the output h_t (B, Ch, H, W), channel stride H*W
-        dhr_ptr,                     # recurrent gradient of h_t, zero-bordered (B, Ch, Hp, Wp) (read if HAS_DHR)
-        dc_ptr,                      # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}; (B, Ch, H, W) contiguous
-        dpre_ptr,                    # out: d(pre-activations) (B, 4Ch, H, W), contiguous
-        dpre2_ptr, sdp2_b,           # out: the same again into the (B, T, 4Ch, H, W) buffer of the input conv
-        N, CH, HW, W, HP, WP, PAD_T, PAD_L, forget_bias,
-        HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
-        CDT: tl.constexpr, BLOCK: tl.constexpr,
-    ):
+    def _indices(N, CH, HW, PIX_MAJOR: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < N
         chw = CH * HW
         b = (offs // chw).to(tl.int64)
         r = offs % chw
-        ch = r // HW
-        p = r % HW
-        pre = b * (4 * chw) + r
-        zi = tl.load(pre_ptr + pre, mask=mask, other=0.0).to(CDT)
-        zg = tl.load(pre_ptr + pre + chw, mask=mask, other=0.0).to(CDT)
-        zf = tl.load(pre_ptr + pre + 2 * chw, mask=mask, other=0.0).to(CDT)
-        zo = tl.load(pre_ptr + pre + 3 * chw, mask=mask, other=0.0).to(CDT)
+        if PIX_MAJOR:
+            p = r // CH
+            ch = r % CH
+        else:
+            ch = r // HW
+            p = r % HW
+        return mask, b, ch, p
+
+    @triton.jit
+    def _cell_fwd_kernel(
+        gx_ptr, gx_sb, gx_sc, gx_sp,        # input-conv gates of this step (B, 4Ch, H, W)
+        rec_ptr, rec_sb, rec_sc, rec_sp,    # recurrent-conv gates (B, 4Ch, H, W), read if HAS_REC
+        pre_ptr, pre_sb, pre_sc, pre_sp,    # out: gate pre-activations, saved for the backward if STORE_PRE
+        cprev_ptr, c_ptr, c_sb, c_sc, c_sp, # cell states of the previous / this step (B, Ch, H, W)
+        h_ptr, h_sb, h_sc, h_sp,            # out: h_t into the output
+        hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, # out: h_t into the interior of a zero-bordered (B, Ch, Hp, Wp) buffer
+        N, CH, HW, W, PAD_T, PAD_L, forget_bias,
+        HAS_REC: tl.constexpr, HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr,
+        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr,
+    ):
+        mask, b, ch, p = _indices(N, CH, HW, PIX_MAJOR, BLOCK)
+        gx = gx_ptr + b * gx_sb + ch * gx_sc + p * gx_sp
+        gq = CH * gx_sc  # distance between gate blocks
+        zi = tl.load(gx, mask=mask, other=0.0).to(CDT)
+        zg = tl.load(gx + gq, mask=mask, other=0.0).to(CDT)
+        zf = tl.load(gx + 2 * gq, mask=mask, other=0.0).to(CDT)
+        zo = tl.load(gx + 3 * gq, mask=mask, other=0.0).to(CDT)
+        if HAS_REC:
+            rec = rec_ptr + b * rec_sb + ch * rec_sc + p * rec_sp
+            rq = CH * rec_sc
+            zi += tl.load(rec, mask=mask, other=0.0).to(CDT)
+            zg += tl.load(rec + rq, mask=mask, other=0.0).to(CDT)
+            zf += tl.load(rec + 2 * rq, mask=mask, other=0.0).to(CDT)
+            zo += tl.load(rec + 3 * rq, mask=mask, other=0.0).to(CDT)
+        # The backward recomputes the activations from the *stored* (possibly bf16) pre-activations; use exactly
+        # those values here too, so that forward and backward differentiate the same function.
+        out_ty = h_ptr.dtype.element_ty
+        zi = zi.to(out_ty).to(CDT)
+        zg = zg.to(out_ty).to(CDT)
+        zf = zf.to(out_ty).to(CDT)
+        zo = zo.to(out_ty).to(CDT)
+        if STORE_PRE:
+            pre = pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp
+            pq = CH * pre_sc
+            tl.store(pre, zi.to(out_ty), mask=mask)
+            tl.store(pre + pq, zg.to(out_ty), mask=mask)
+            tl.store(pre + 2 * pq, zf.to(out_ty), mask=mask)
+            tl.store(pre + 3 * pq, zo.to(out_ty), mask=mask)
+        c = _sigmoid(zi) * _tanh(zg)
+        cell = b * c_sb + ch * c_sc + p * c_sp
+        if HAS_CPREV:
+            c += _sigmoid(zf + forget_bias) * tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
+        tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
+        h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
+        tl.store(h_ptr + b * h_sb + ch * h_sc + p * h_sp, h, mask=mask)
+        if WRITE_HP:
+            hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
+            tl.store(hp, h, mask=mask)
+
+    @triton.jit
+    def _cell_bwd_kernel(
+        pre_ptr, pre_sb, pre_sc, pre_sp,        # gate pre-activations of this step (B, 4Ch, H, W)
+        cprev_ptr, c_ptr, c_sb, c_sc, c_sp,     # cell states of the previous / this step
+        dh_ptr, dh_sb, dh_sc, dh_sp,            # gradient of the output h_t
+        dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx,  # recurrent gradient of h_t, zero-bordered; read if HAS_DHR
+        dc_ptr, dc_sb, dc_sc, dc_sp,            # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}
+        dpre_ptr, dp_sb, dp_sc, dp_sp,          # out: d(pre-activations) for the recurrent convolution
+        dpre2_ptr, dp2_sb, dp2_sc, dp2_sp,      # out: the same into the (B, T, 4Ch, H, W) buffer of the input conv
+        N, CH, HW, W, PAD_T, PAD_L, forget_bias,
+        HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
+        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr,
+    ):
+        mask, b, ch, p = _indices(N, CH, HW, PIX_MAJOR, BLOCK)
+        pre = pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp
+        pq = CH * pre_sc
+        zi = tl.load(pre, mask=mask, other=0.0).to(CDT)
+        zg = tl.load(pre + pq, mask=mask, other=0.0).to(CDT)
+        zf = tl.load(pre + 2 * pq, mask=mask, other=0.0).to(CDT)
+        zo = tl.load(pre + 3 * pq, mask=mask, other=0.0).to(CDT)
         i = _sigmoid(zi)
         g = _tanh(zg)
         f = _sigmoid(zf + forget_bias)
         o = _sigmoid(zo)
-        cell = b * sc_b + r
+        cell = b * c_sb + ch * c_sc + p * c_sp
         c = tl.load(c_ptr + cell, mask=mask, other=0.0).to(CDT)
         tc = _tanh(c)
-        dh = tl.load(dh_ptr + b * sdh_b + r, mask=mask, other=0.0).to(CDT)
+        dh = tl.load(dh_ptr + b * dh_sb + ch * dh_sc + p * dh_sp, mask=mask, other=0.0).to(CDT)
         if HAS_DHR:
-            y = p // W
-            xx = p % W
-            dhr = dhr_ptr + b * (CH * HP * WP) + ch * (HP * WP) + (y + PAD_T) * WP + (xx + PAD_L)
+            dhr = dhr_ptr + b * dhr_sb + ch * dhr_sc + (p // W + PAD_T) * dhr_sy + (p % W + PAD_L) * dhr_sx
             dh += tl.load(dhr, mask=mask, other=0.0).to(CDT)
-        # h = o * tanh(c):  dc collects the direct path and the path through c_{t+1} = f_{t+1} * c_t + ...
+        # h = o * tanh(c): dc collects the direct path and the path through c_{t+1} = f_{t+1} * c_t + ...
         dc = dh * o * (1.0 - tc * tc)
+        dcp = dc_ptr + b * dc_sb + ch * dc_sc + p * dc_sp
         if HAS_DC:
-            dc += tl.load(dc_ptr + b * chw + r, mask=mask, other=0.0).to(CDT)
+            dc += tl.load(dcp, mask=mask, other=0.0).to(CDT)
         d_o = dh * tc * o * (1.0 - o)
         d_i = dc * g * i * (1.0 - i)
         d_g = dc * i * (1.0 - g * g)
@@ -212,17 +191,24 @@ if triton is not None:
             d_f = dc * cprev * f * (1.0 - f)
         else:
             d_f = tl.zeros_like(dc)  # c_{-1} = 0: the forget gate has no effect at step 0
-        tl.store(dc_ptr + b * chw + r, (dc * f).to(dc_ptr.dtype.element_ty), mask=mask)
+        tl.store(dcp, (dc * f).to(dc_ptr.dtype.element_ty), mask=mask)
         ty = dpre_ptr.dtype.element_ty
-        tl.store(dpre_ptr + pre, d_i.to(ty), mask=mask)
-        tl.store(dpre_ptr + pre + chw, d_g.to(ty), mask=mask)
-        tl.store(dpre_ptr + pre + 2 * chw, d_f.to(ty), mask=mask)
-        tl.store(dpre_ptr + pre + 3 * chw, d_o.to(ty), mask=mask)
-        pre2 = dpre2_ptr + b * sdp2_b + r
-        tl.store(pre2, d_i.to(ty), mask=mask)
-        tl.store(pre2 + chw, d_g.to(ty), mask=mask)
-        tl.store(pre2 + 2 * chw, d_f.to(ty), mask=mask)
-        tl.store(pre2 + 3 * chw, d_o.to(ty), mask=mask)
+        d_i = d_i.to(ty)
+        d_g = d_g.to(ty)
+        d_f = d_f.to(ty)
+        d_o = d_o.to(ty)
+        dp = dpre_ptr + b * dp_sb + ch * dp_sc + p * dp_sp
+        dq = CH * dp_sc
+        tl.store(dp, d_i, mask=mask)
+        tl.store(dp + dq, d_g, mask=mask)
+        tl.store(dp + 2 * dq, d_f, mask=mask)
+        tl.store(dp + 3 * dq, d_o, mask=mask)
+        dp2 = dpre2_ptr + b * dp2_sb + ch * dp2_sc + p * dp2_sp
+        dq2 = CH * dp2_sc
+        tl.store(dp2, d_i, mask=mask)
+        tl.store(dp2 + dq2, d_g, mask=mask)
+        tl.store(dp2 + 2 * dq2, d_f, mask=mask)
+        tl.store(dp2 + 3 * dq2, d_o, mask=mask)
 
 
 def _compute_types(dtype: torch.dtype):
@@ -238,6 +224,20 @@ def _padding(k: int) -> tuple[int, int, int, int]:
     return before, k - 1 - before, before, k - 1 - before
 
 
+def _empty(n: int, c: int, h: int, w: int, like: torch.Tensor, layout: str, dtype=None, zero=False):
+    """An (n, c, h, w) buffer in NCHW or channels-last order (cuDNN's tensor-core convolutions prefer the latter)."""
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    buf = torch.empty(n, c, h, w, device=like.device, dtype=dtype or like.dtype, memory_format=fmt)
+    return buf.zero_() if zero else buf
+
+
+def _s3(t: torch.Tensor) -> tuple[int, int, int]:
+    """(batch, channel, pixel) strides of a (B, C, H, W) view whose H, W flatten to one pixel index."""
+    sb, sc, sy, sx = t.stride()
+    assert sy == t.shape[3] * sx or t.shape[2] == 1, f"pixel dims do not flatten: strides {t.stride()}"
+    return sb, sc, sx
+
+
 def _input_conv(x4: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pads) -> torch.Tensor:
     """conv(pad(x4), w) + b with TF same padding; symmetric padding goes to the convolution itself (no copy)."""
     top, bottom, left, right = pads
@@ -246,18 +246,59 @@ def _input_conv(x4: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pads) -> tor
     return F.conv2d(F.pad(x4, (left, right, top, bottom)), w, b)
 
 
+def _layout() -> str:
+    """Buffer order of the fused op: "nhwc" (channels-last, default) or "nchw"; MSCRED_FUSED_LAYOUT overrides."""
+    layout = os.environ.get("MSCRED_FUSED_LAYOUT", "nhwc").lower()
+    if layout not in ("nhwc", "nchw"):
+        raise ValueError(f"MSCRED_FUSED_LAYOUT must be nhwc or nchw, got {layout!r}")
+    return layout
+
+
+def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float) -> torch.Tensor:
+    """A ConvLSTM over all steps of one level from h = c = 0 (contract: ``mscred.ops.convlstm``).
+
+    Parameters
+    ----------
+    x : (B, T, C, H, W) tensor
+    weight : (4*Ch, C + Ch, k, k) tensor, gate blocks i, g, f, o
+    bias : (4*Ch,) tensor
+    forget_bias : float
+
+    Returns
+    -------
+    (B, T, Ch, H, W) tensor, every hidden state; dtype of x (of the autocast dtype under autocast).
+
+    Tensors the kernels cannot run on (CPU without the interpreter) take the reference path. Without autograd
+    (inference) the gate pre-activations are not stored.
+    """
+    if not _runs_fused(x):
+        from mscred.ops import reference
+        return reference.convlstm(x, weight, bias, forget_bias)
+    device_type = x.device.type
+    if torch.is_autocast_enabled(device_type):
+        # Custom ops are not autocast-aware: cast here as autocast would cast a convolution (fp32 master weights
+        # receive their gradient through these casts), then run the op with autocast off so that nothing inside
+        # is cast a second time.
+        dtype = torch.get_autocast_dtype(device_type)
+        with torch.autocast(device_type, enabled=False):
+            return convlstm(x.to(dtype), weight.to(dtype), bias.to(dtype), forget_bias)
+    weight, bias = weight.to(x.dtype), bias.to(x.dtype)
+    save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+    return convlstm_fused(x, weight, bias, float(forget_bias), _layout(), save)[0]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The custom op. Forward returns the intermediates the backward needs (custom ops save only inputs and outputs).
 # ----------------------------------------------------------------------------------------------------------------
 @torch.library.custom_op("mscred::convlstm_fused", mutates_args=())
-def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                   forget_bias: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Fused ConvLSTM forward. x, weight, bias of one dtype.
+def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float, layout: str,
+                   save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fused ConvLSTM forward. x, weight, bias of one dtype; layout "nhwc" or "nchw" (internal buffers only).
 
     Returns
     -------
-    out : (B, T, Ch, H, W)            every h_t
-    pre : (T, B, 4Ch, H, W)           gate pre-activations (saved for the backward)
+    out : (B, T, Ch, H, W)            every h_t (contiguous)
+    pre : (T, B, 4Ch, H, W)           gate pre-activations, for the backward ((0,) when not ``save``)
     cells : (T, B, Ch, H, W)          c_t in float32 (float64 for float64 inputs)
     hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
     """
@@ -266,66 +307,78 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
     pads = _padding(k)
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
     cdt, cell_dtype = _compute_types(x.dtype)
-    w_x = weight[:, :C].contiguous()
-    w_h = weight[:, C:].contiguous()
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    w_x = weight[:, :C].contiguous(memory_format=fmt)
+    w_h = weight[:, C:].contiguous(memory_format=fmt)
+    x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
     # All T input convolutions in one call: (B*T, C, H, W) -> (B*T, 4Ch, H, W), viewed as (B, T, 4Ch, H, W).
-    gx = _input_conv(x.reshape(B * T, C, H, W), w_x, bias, pads).view(B, T, 4 * Ch, H, W)
+    gx = _input_conv(x4, w_x, bias, pads).view(B, T, 4 * Ch, H, W)
     out = torch.empty(B, T, Ch, H, W, device=x.device, dtype=x.dtype)
-    pre = torch.empty(T, B, 4 * Ch, H, W, device=x.device, dtype=x.dtype)
-    cells = torch.empty(T, B, Ch, H, W, device=x.device, dtype=cell_dtype)
-    hprev = torch.zeros(max(T - 1, 0), B, Ch, HP, WP, device=x.device, dtype=x.dtype)
+    pre = _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
+    cells = _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
+    hprev = _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout, zero=True).view(max(T - 1, 0), B, Ch, HP, WP)
     N = B * Ch * H * W
-    grid = (triton.cdiv(N, BLOCK),)
+    block = INTERPRETER_BLOCK if _interpreting() else BLOCK
+    grid = (triton.cdiv(N, block),)
     for t in range(T):
-        rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else pre[t]  # (B, 4Ch, H, W); at t = 0 a dummy, never read
         gxt = gx[:, t]
+        rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else gxt  # (B, 4Ch, H, W); at t = 0 a dummy, never read
+        pre_t = pre[t] if save else gxt                       # dummy when not stored
+        hp = hprev[t] if t < T - 1 else hprev[0] if T > 1 else out[:, 0]  # dummy at the last step
         _cell_fwd_kernel[grid](
-            gxt, gxt.stride(0), gxt.stride(1),
-            rec, pre[t],
-            cells[t - 1] if t > 0 else cells[t], cells[t], cells.stride(1),
-            out[:, t], out.stride(0),
-            hprev[t] if t < T - 1 else out,
-            N, Ch, H * W, W, HP, WP, pads[0], pads[2], forget_bias,
-            HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, CDT=cdt, BLOCK=BLOCK,
+            gxt, *_s3(gxt), rec, *_s3(rec), pre_t, *_s3(pre_t),
+            cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
+            out[:, t], *_s3(out[:, t]), hp, hp.stride(0), hp.stride(1), hp.stride(2), hp.stride(3),
+            N, Ch, H * W, W, pads[0], pads[2], forget_bias,
+            HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save,
+            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block,
         )
     return out, pre, cells, hprev
 
 
 @convlstm_fused.register_fake
-def _(x, weight, bias, forget_bias):
+def _(x, weight, bias, forget_bias, layout, save):
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
     pads = _padding(k)
     cell_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    return (x.new_empty(B, T, Ch, H, W), x.new_empty(T, B, 4 * Ch, H, W),
-            x.new_empty(T, B, Ch, H, W, dtype=cell_dtype),
-            x.new_empty(max(T - 1, 0), B, Ch, H + pads[0] + pads[1], W + pads[2] + pads[3]))
+    HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
+    return (x.new_empty(B, T, Ch, H, W),
+            _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W),
+            _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W),
+            _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout).view(max(T - 1, 0), B, Ch, HP, WP))
 
 
 @torch.library.custom_op("mscred::convlstm_fused_backward", mutates_args=())
 def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, pre: torch.Tensor,
-                            cells: torch.Tensor, hprev: torch.Tensor,
-                            forget_bias: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                            cells: torch.Tensor, hprev: torch.Tensor, forget_bias: float,
+                            layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients (dx, dweight, dbias) of ``convlstm_fused``'s ``out`` given dout (B, T, Ch, H, W)."""
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
     pads = _padding(k)
-    HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
+    top, bottom, left, right = pads
+    HP, WP = H + top + bottom, W + left + right
     cdt, cell_dtype = _compute_types(x.dtype)
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
     dout = dout.to(x.dtype).contiguous()
-    w_h = weight[:, C:].contiguous()
-    dpre = torch.empty(T, B, 4 * Ch, H, W, device=x.device, dtype=x.dtype)       # per step, for the recurrence
-    dpre_bt = torch.empty(B, T, 4 * Ch, H, W, device=x.device, dtype=x.dtype)    # (B*T) order of the input conv
-    dc = torch.empty(B, Ch, H, W, device=x.device, dtype=cell_dtype)
-    dhr = dc  # dummy until the first recurrent gradient exists
+    w_h = weight[:, C:].contiguous(memory_format=fmt)
+    dpre = _empty(T * B, 4 * Ch, H, W, x, layout).view(T, B, 4 * Ch, H, W)       # per step, for the recurrence
+    dpre_bt = _empty(B * T, 4 * Ch, H, W, x, layout).view(B, T, 4 * Ch, H, W)    # (B*T) order of the input conv
+    dc = _empty(B, Ch, H, W, x, layout, dtype=cell_dtype)
+    dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
     N = B * Ch * H * W
-    grid = (triton.cdiv(N, BLOCK),)
+    block = INTERPRETER_BLOCK if _interpreting() else BLOCK
+    grid = (triton.cdiv(N, block),)
     for t in reversed(range(T)):
+        dout_t = dout[:, t]
         _cell_bwd_kernel[grid](
-            pre[t], cells[t - 1] if t > 0 else cells[t], cells[t], cells.stride(1),
-            dout[:, t], dout.stride(0), dhr, dc, dpre[t], dpre_bt[:, t], dpre_bt.stride(0),
-            N, Ch, H * W, W, HP, WP, pads[0], pads[2], forget_bias,
-            HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1, CDT=cdt, BLOCK=BLOCK,
+            pre[t], *_s3(pre[t]), cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
+            dout_t, *_s3(dout_t), dhr, dhr.stride(0), dhr.stride(1), dhr.stride(2), dhr.stride(3),
+            dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dpre_bt[:, t], *_s3(dpre_bt[:, t]),
+            N, Ch, H * W, W, top, left, forget_bias,
+            HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
+            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(
@@ -337,14 +390,13 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
             [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])[1]
     else:
         dw_h = torch.zeros_like(w_h)
-    # dx, d W[:, :C], dbias of the hoisted input convolution: one call for all steps.
-    top, bottom, left, right = pads
-    x4 = x.reshape(B * T, C, H, W)
+    # dx and d W[:, :C] of the hoisted input convolution: one call for all steps.
     symmetric = top == bottom and left == right
+    x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
     xin = x4 if symmetric else F.pad(x4, (left, right, top, bottom))
     dpre_4 = dpre_bt.view(B * T, 4 * Ch, H, W)
     dx4, dw_x, _ = torch.ops.aten.convolution_backward(
-        dpre_4, xin, weight[:, :C].contiguous(), None, [1, 1],
+        dpre_4, xin, weight[:, :C].contiguous(memory_format=fmt), None, [1, 1],
         [top, left] if symmetric else [0, 0], [1, 1], False, [0, 0], 1, [True, True, False])
     # dbias sums B*T*H*W terms of both signs: torch.sum's tree reduction (float32 accumulation for bf16) keeps
     # the cancellation error at the reference's level, where the CPU convolution backward's running sum does not.
@@ -353,28 +405,30 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     if not symmetric:
         dx4 = dx4[:, :, top:top + H, left:left + W]
     dx = dx4.reshape(B, T, C, H, W).contiguous()
-    return dx, torch.cat([dw_x, dw_h], dim=1), db
+    dw = torch.cat([dw_x, dw_h], dim=1).contiguous()
+    return dx, dw, db
 
 
 @convlstm_fused_backward.register_fake
-def _(dout, x, weight, pre, cells, hprev, forget_bias):
+def _(dout, x, weight, pre, cells, hprev, forget_bias, layout):
     return x.new_empty(x.shape), weight.new_empty(weight.shape), weight.new_empty(weight.shape[0])
 
 
 def _setup_context(ctx, inputs, output):
-    x, weight, bias, forget_bias = inputs
+    x, weight, bias, forget_bias, layout, save = inputs
     _, pre, cells, hprev = output
     ctx.save_for_backward(x, weight, pre, cells, hprev)
-    ctx.forget_bias = forget_bias
+    ctx.forget_bias, ctx.layout = forget_bias, layout
 
 
 def _backward(ctx, dout, _dpre, _dcells, _dhprev):
     x, weight, pre, cells, hprev = ctx.saved_tensors
+    if pre.shape[0] != x.shape[1]:
+        raise RuntimeError("convlstm_fused ran with save=False (no autograd at the time): it has no backward")
     if dout is None:
-        dout = torch.zeros(x.shape[0], x.shape[1], weight.shape[0] // 4, *x.shape[3:], device=x.device,
-                           dtype=x.dtype)
-    dx, dw, db = convlstm_fused_backward(dout, x, weight, pre, cells, hprev, ctx.forget_bias)
-    return dx, dw, db, None
+        dout = x.new_zeros(x.shape[0], x.shape[1], weight.shape[0] // 4, *x.shape[3:])
+    dx, dw, db = convlstm_fused_backward(dout, x, weight, pre, cells, hprev, ctx.forget_bias, ctx.layout)
+    return dx, dw, db, None, None, None
 
 
 convlstm_fused.register_autograd(_backward, setup_context=_setup_context)
