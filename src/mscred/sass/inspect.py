@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 
 from mscred.sass.fatbin import find_images
 from mscred.sass.patch import _mnemonic
-from mscred.sass.toolchain import disassemble
+from mscred.sass.toolchain import demangle, disassemble
 
 # Instruction groups worth a column, by mnemonic prefix (the first word of the disassembly, modifiers included).
 GROUPS = {
     "tensor": ("HGMMA", "HMMA", "IMMA", "DMMA", "QGMMA", "IGMMA", "BGMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA"),
     "ffma": ("FFMA",),
-    "ldg128": ("LDG.E.128", "LDG.E.ENL2.128"),
+    "ldg128": (),  # 16-byte global loads: LDG.*.128, and LDGSTS.*.128 (cp.async global -> shared); see below
     "global": ("LDG", "STG", "RED", "ATOMG"),
     "shared": ("LDS", "STS", "LDSM", "STSM"),
     "local": ("LDL", "STL"),
@@ -44,9 +44,11 @@ class KernelSummary:
     mix: Counter = field(default_factory=Counter)
     groups: dict = field(default_factory=dict)
     disassembler: bool = False
+    readable: str = ""  # demangled name
 
     def to_json(self) -> dict:
-        return {"image": self.image, "arch": self.arch, "kernel": self.name, "registers": self.registers,
+        return {"image": self.image, "arch": self.arch, "kernel": self.name, "demangled": self.readable or self.name,
+                "registers": self.registers,
                 "local_frame_bytes": self.frame_bytes, "stack_bytes": self.stack_bytes,
                 "shared_bytes": self.shared_bytes, "param_bytes": self.param_bytes,
                 "instructions": self.instructions, "groups": self.groups if self.disassembler else None,
@@ -90,6 +92,9 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
                 stack_bytes=max(k.min_stack_bytes, k.max_stack_bytes), shared_bytes=k.shared_bytes,
                 param_bytes=sum(p.size for p in k.params), instructions=sum(mix.values()) or len(k.instructions),
                 mix=mix, groups=_count_groups(mix) if text else {}, disassembler=bool(text)))
+    names = demangle([r.name for r in out])
+    for r in out:
+        r.readable = names.get(r.name, r.name)
     return out
 
 
@@ -104,7 +109,7 @@ def format_summaries(rows: list[KernelSummary], top: int = 8) -> str:
         col = (lambda key: f"{g.get(key, 0)}" if r.disassembler else "-")
         lines.append(f"{r.arch:7} {r.registers:>4} {r.frame_bytes:>6} {r.shared_bytes:>7} {r.param_bytes:>6} "
                      f"{r.instructions:>6} {col('tensor'):>6} {col('ffma'):>5} {col('ldg128'):>6} "
-                     f"{col('local'):>7}  {r.name}")
+                     f"{col('local'):>7}  {r.readable or r.name}")
         if r.disassembler and top:
             lines.append("        " + "  ".join(f"{op} {n}" for op, n in r.mix.most_common(top)))
     if not any(r.disassembler for r in rows):

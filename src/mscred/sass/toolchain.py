@@ -192,3 +192,15 @@ def parse_disassembly(text: str) -> dict[str, dict[int, str]]:
         if m and current is not None:
             current[int(m.group(1), 16)] = " ".join(m.group(2).split())
     return out
+
+
+def demangle(names: list[str]) -> dict[str, str]:
+    """``{mangled: readable}`` through ``c++filt`` when it is installed; names map to themselves otherwise."""
+    tool = shutil.which("c++filt")
+    if not tool or not names:
+        return {n: n for n in names}
+    proc = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60)
+    lines = proc.stdout.splitlines()
+    if proc.returncode != 0 or len(lines) != len(names):
+        return {n: n for n in names}
+    return dict(zip(names, lines))
