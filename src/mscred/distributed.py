@@ -287,4 +287,146 @@ def _fit_segments_rank(rank, folder: str, model_cfg, train_cfg: TrainConfig, ste
             "device": str(rank.device)}
 
 
-__all__ = ["DistributedTrainer", "ShardEagerStep", "ShardGraphedStep", "shard", "fit_segments", "DDP_WARMUP_ITERS"]
+def train_distributed(data, out, overrides: Optional[dict[str, Any]] = None, *, nproc: int = 1,
+                      checkpoint_dir=None, resume: bool = False, timeout: Optional[float] = None) -> Optional[dict]:
+    """``mscred train DATA --out OUT --nproc N``: fit the MSCRED estimator with DDP and save it from rank 0.
+
+    Spawns ``nproc`` processes, or, under torchrun, runs this process's rank (then ``nproc`` is ignored: torchrun's
+    ``--nproc-per-node`` decides). Every rank loads DATA and runs ``MSCRED.fit`` with a DistributedTrainer; rank 0
+    saves the model directory OUT atomically and removes ``checkpoint_dir`` (rank 0's per-epoch checkpoints).
+
+    Parameters
+    ----------
+    data : path of the training table (CSV, Parquet, .npy)
+    out : model directory to write
+    overrides : MSCRED settings by name (``epochs``, ``batch_size`` = the GLOBAL batch, ``device``, ...)
+    nproc : processes (one GPU each on CUDA)
+    checkpoint_dir, resume : as ``MSCRED.fit``
+
+    Returns
+    -------
+    On rank 0 a summary dict (epochs, seconds, val_loss, theta, threshold, world_size, graphs, out); None on the
+    other ranks of a torchrun launch.
+    """
+    from mscred.data.io import load_table
+    from mscred.launch import launch, setup, teardown, under_torchrun
+
+    load_table(data)  # bad input fails here, as one line, before any process starts
+    overrides = dict(overrides or {})
+    device = overrides.get("device", "auto")
+    args = (str(data), str(out), overrides, None if checkpoint_dir is None else str(checkpoint_dir), resume)
+    if under_torchrun():
+        rank = setup(device)
+        try:
+            return _train_rank(rank, *args)
+        finally:
+            teardown()
+    return launch(_train_rank, nproc, args, device=device, timeout=timeout)[0]
+
+
+def summary_line(summary: dict) -> str:
+    """The line ``mscred train`` prints, for a distributed run."""
+    theta = ", ".join(f"{t:.3g}" for t in summary["theta"]) if summary["theta"] else "-"
+    val = summary["val_loss"] if summary["val_loss"] is not None else float("nan")
+    return (f"trained {summary['epochs']} epoch(s) in {summary['seconds']:.1f} s on {summary['world_size']} "
+            f"process(es) (DDP, {'CUDA graphs' if summary['graphs'] else 'eager'}; val loss {val:.4g}); "
+            f"theta {theta}; threshold {summary['threshold']:.4g}; wrote {summary['out']}")
+
+
+def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Optional[str],
+                resume: bool) -> Optional[dict]:
+    import shutil
+    from pathlib import Path
+
+    from mscred.data.io import load_table
+    from mscred.detector import MSCRED
+
+    table = load_table(data)
+    model = MSCRED(**overrides)
+    trainers: list[DistributedTrainer] = []
+
+    def make(net, train_cfg, steps=5):
+        trainers.append(DistributedTrainer(net, train_cfg, steps, device=rank.device))
+        return trainers[-1]
+
+    start = time.perf_counter()
+    with _trainer_factory(model, make):
+        model.fit(table, checkpoint_dir=checkpoint_dir, resume=resume)
+    if not rank.is_main:
+        return None  # the other ranks trained the same weights; rank 0 alone writes them
+    model.save(out)
+    if checkpoint_dir is not None:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)  # the saved model supersedes the checkpoints
+    last = model.history_[-1] if model.history_ else {}
+    return {"epochs": len(model.history_), "seconds": time.perf_counter() - start, "val_loss": last.get("val_loss"),
+            "theta": list(model.theta_), "threshold": float(model.threshold_), "world_size": rank.world_size,
+            "graphs": bool(trainers and trainers[-1].graphs_used), "out": str(Path(out))}
+
+
+class _trainer_factory:
+    """Make ``model.fit`` build its Trainer through ``make``.
+
+    Through the estimator's ``_make_trainer`` hook when it has one (the patch proposed for detector.py); until
+    then by swapping the ``Trainer`` name that ``MSCRED.fit`` imports from ``mscred.train`` for the duration of the
+    fit. The swap is process-wide, which is safe here: each rank is a process of its own doing nothing else.
+    """
+
+    def __init__(self, model, make):
+        self.model, self.make, self.saved = model, make, None
+
+    def __enter__(self):
+        if hasattr(type(self.model), "_make_trainer"):
+            self.model._make_trainer = self.make
+        else:
+            import mscred.train as train_module
+
+            self.saved = train_module.Trainer
+            train_module.Trainer = self.make
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            import mscred.train as train_module
+
+            train_module.Trainer = self.saved
+        else:
+            self.model.__dict__.pop("_make_trainer", None)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``python -m mscred.distributed train|fleet ...``, the torchrun entry:
+
+        torchrun --nproc-per-node 2 -m mscred.distributed train DATA --out MODEL [train options]
+        torchrun --nproc-per-node 2 -m mscred.distributed fleet SOURCE --out DIR [fleet options]
+
+    (or without torchrun, with ``--nproc N``). Bad input: one line on stderr, exit code 2.
+    """
+    import click
+
+    from mscred.cli.distributed_train import train_ddp
+    from mscred.cli.fleet import fleet
+    from mscred.errors import InputError
+
+    group = click.Group("mscred-distributed", commands={"train": train_ddp, "fleet": fleet})
+    try:
+        group.main(args=argv, prog_name="python -m mscred.distributed", standalone_mode=False)
+    except click.exceptions.Exit as stop:
+        return stop.exit_code
+    except click.ClickException as err:
+        err.show()
+        return 2
+    except InputError as err:
+        click.echo(f"mscred: error: {err}", err=True)
+        return 2
+    return 0
+
+
+__all__ = ["DistributedTrainer", "ShardEagerStep", "ShardGraphedStep", "shard", "fit_segments",
+           "train_distributed", "summary_line", "DDP_WARMUP_ITERS"]
+
+if __name__ == "__main__":
+    import sys
+
+    from mscred.distributed import main as _main  # the imported module's functions, which the spawned ranks unpickle
+
+    sys.exit(_main())

@@ -1,0 +1,42 @@
+"""`python -m mscred.distributed train DATA --out MODEL [--nproc N]`: `mscred train` with DDP, also under torchrun.
+
+The options are those of `mscred train` (taken from its click command, so the two never drift apart) plus
+``--nproc``. ``--batch-size`` is the GLOBAL batch: each of the N ranks trains on its 1/N share of every batch.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mscred.cli.train import checkpoint_dir_for, parse_theta
+from mscred.cli.train import train as _train
+
+# `mscred train` options that are estimator settings of the same name (cli/train.py builds the same dict).
+SETTINGS = ("epochs", "batch_size", "device", "seed", "backend", "conv_backend", "bf16", "cuda_graphs", "method",
+            "threshold")
+NPROC = click.Option(["--nproc"], type=click.IntRange(min=1), default=1, show_default=True,
+                     help="Processes to train with (DistributedDataParallel; one GPU each on CUDA). Under torchrun, "
+                          "torchrun's --nproc-per-node decides instead.")
+
+
+def _run(data, out, resume, theta, quiet, nproc, **options) -> None:
+    from mscred.distributed import summary_line, train_distributed
+
+    unknown = sorted(k for k, v in options.items() if v is not None and k not in SETTINGS)
+    if unknown:
+        raise click.UsageError(f"option(s) {', '.join(unknown)} not supported with DDP training yet")
+    overrides = {k: v for k, v in options.items() if v is not None and k in SETTINGS}
+    if theta is not None:
+        overrides["theta"] = parse_theta(theta)
+    if quiet:
+        overrides["progress"] = False
+    out = Path(out)
+    summary = train_distributed(data, out, overrides, nproc=nproc, checkpoint_dir=checkpoint_dir_for(out),
+                                resume=resume)
+    if summary is not None:  # None on ranks > 0 under torchrun
+        click.echo(summary_line(summary))
+
+
+train_ddp = click.Command("train", callback=_run, params=[*_train.params, NPROC],
+                          help="Train MSCRED on DATA with DistributedDataParallel and write MODEL_DIR (rank 0).")

@@ -1,0 +1,85 @@
+"""`mscred fleet SOURCE --out DIR [--nproc N]`: one model per entity (SMD machines, a folder of tables), one summary.
+
+Also runs under torchrun: ``torchrun --nproc-per-node N -m mscred.distributed fleet SOURCE --out DIR``.
+"""
+from __future__ import annotations
+
+import click
+
+from mscred.cli.train import parse_theta
+from mscred.ops import CONV_BACKENDS, MODEL_BACKENDS
+
+# table columns shown on the terminal (summary.csv has them all)
+SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold", "seconds", "f1", "events", "auc_pr"]
+
+
+@click.command()
+@click.argument("source")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+              help="Output folder: models/<entity>/, rows/, summary.csv, summary.md.")
+@click.option("--data-root", type=click.Path(exists=True, file_okay=False), default=None,
+              help="The dataset's folder when SOURCE is a dataset name (smd, smd:m1,m2, smap, msl).")
+@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes; each trains its share of the entities (one GPU each on CUDA).")
+@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Training epochs [config: 10].")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows per batch [config: 32].")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help="[config: auto]")
+@click.option("--seed", type=int, default=None, help="Seed of weights and batch order [config: 0].")
+@click.option("--backend", type=click.Choice(MODEL_BACKENDS), default=None,
+              help="ConvLSTM/attention ops [config: reference].")
+@click.option("--conv-backend", type=click.Choice(CONV_BACKENDS), default=None,
+              help="Encoder convolutions [config: torch].")
+@click.option("--bf16", is_flag=True, default=None, help="bf16 autocast (CUDA).")
+@click.option("--cuda-graphs", is_flag=True, default=None, help="Capture whole steps in CUDA graphs (CUDA).")
+@click.option("--theta", type=str, default=None, help="Residual threshold of the count score: a number or 'auto'.")
+@click.option("--score", "method", type=click.Choice(["count", "mse"]), default=None, help="Window score.")
+@click.option("--threshold", type=click.Choice(["beta_max", "percentile", "pot"]), default=None,
+              help="Anomaly threshold rule on the validation scores [config: beta_max].")
+@click.option("--resume", is_flag=True, help="Skip entities already trained (row 'ok' and model present).")
+@click.option("--quiet", is_flag=True, help="No line per finished entity.")
+def fleet(source, out, data_root, nproc, epochs, batch_size, device, seed, backend, conv_backend, bf16, cuda_graphs,
+          theta, method, threshold, resume, quiet) -> None:
+    """Train one MSCRED model per entity of SOURCE (a dataset name or a folder) and summarise them."""
+    from mscred.fleet import run_fleet
+
+    overrides = {"epochs": epochs, "batch_size": batch_size, "device": device, "seed": seed, "backend": backend,
+                 "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "method": method,
+                 "threshold": threshold}
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if theta is not None:
+        overrides["theta"] = parse_theta(theta)
+    echo = None if quiet else (lambda line: click.echo(line, err=True))
+    summary = run_fleet(source, out, overrides, root=data_root, nproc=nproc, resume=resume, echo=echo)
+    if summary is None:  # ranks > 0 under torchrun
+        return
+    _print(summary)
+    failed = int((summary["status"] != "ok").sum())
+    click.echo(f"{len(summary) - failed} of {len(summary)} entities trained; wrote {out}/summary.csv")
+    if failed:
+        raise SystemExit(1)
+
+
+def _print(summary) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="fleet summary")
+    for column in SHOWN:
+        table.add_column(column, justify="left" if column in ("entity", "status") else "right")
+    for row in summary.to_dict("records"):
+        row["events"] = (f"{int(row['events_found'])}/{int(row['events_total'])}"
+                         if _given(row.get("events_total")) else None)
+        table.add_row(*[_cell(row.get(column)) for column in SHOWN])
+    Console().print(table)
+
+
+def _given(value) -> bool:
+    return value is not None and value == value  # NaN != NaN
+
+
+def _cell(value) -> str:
+    if not _given(value):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}" if not value.is_integer() or abs(value) < 1e4 else f"{value:.0f}"
+    return str(value)

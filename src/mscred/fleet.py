@@ -1,0 +1,322 @@
+"""Fleet mode: one MSCRED model per entity (machine, channel, table), entities spread over ranks, one summary.
+
+Sources (``discover``):
+
+* ``smd`` / ``smd:m1,m2`` with ``root`` the SMD folder: every machine of ``root/train/*.txt`` (or those named);
+  ``smap`` / ``msl`` likewise, every channel of that spacecraft in ``labeled_anomalies.csv`` with its arrays.
+* a folder of sub-folders, each a labelled ``table`` dataset (``train.*`` + ``test.*`` with a ``label`` column, the
+  layout ``mscred generate`` writes): one entity per sub-folder, evaluated on its test part.
+* a folder of CSV/Parquet/.npy files, one entity per file: normal data to train on, no evaluation (a file with a
+  ``label`` column is split as the ``table`` dataset does: first half trains, second half is evaluated).
+
+Entities go to ranks by longest-processing-time first on their training file's size (deterministic), each rank
+trains its share one entity after the other on its own device (``cuda:<local rank>``), and writes per entity the
+model directory ``OUT/models/<entity>`` and a JSON row ``OUT/rows/<entity>.json``. Rank 0 then writes
+``OUT/summary.csv`` and ``OUT/summary.md``. An entity that fails gets a row with its error; the others go on.
+With ``resume``, entities whose row says ``ok`` and whose model exists are not trained again.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from mscred.atomic import atomic_path
+from mscred.errors import InputError
+
+MULTI_ENTITY_DATASETS = ("smd", "smap", "msl")
+_TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
+COLUMNS = ["entity", "rank", "status", "rows", "sensors", "windows", "epochs", "train_loss", "val_loss", "threshold",
+           "seconds", "precision", "recall", "f1", "events_found", "events_total", "auc_roc", "auc_pr"]
+
+
+@dataclass(frozen=True)
+class Entity:
+    """One model to train: ``kind`` "dataset" (``load_dataset(spec, root)``) or "file" (``spec`` a table path)."""
+
+    name: str
+    kind: str
+    spec: str
+    root: Optional[str]
+    size: int  # bytes of its training data, the load-balancing weight
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else 0
+
+
+def discover(source: str, root: Optional[str] = None) -> list[Entity]:
+    """The entities of ``source`` (see the module docstring), sorted by name; InputError when there are none."""
+    path = Path(source)
+    if path.is_dir():
+        entities = _folder_entities(path)
+    elif path.exists():
+        raise InputError(f"{source}: a fleet is a folder (one table or sub-folder per entity) or a dataset name "
+                         f"({', '.join(MULTI_ENTITY_DATASETS)}), not one file")
+    else:
+        entities = _dataset_entities(source, root)
+    names = [e.name for e in entities]
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise InputError(f"{source}: several entities are named {', '.join(duplicated)}")
+    return sorted(entities, key=lambda e: e.name)
+
+
+def _folder_entities(folder: Path) -> list[Entity]:
+    entities = []
+    for item in sorted(folder.iterdir()):
+        if item.is_dir():
+            train = next((item / f"train{s}" for s in _TABLE_SUFFIXES if (item / f"train{s}").is_file()), None)
+            if train is not None:
+                entities.append(Entity(item.name, "dataset", "table", str(item), _size(train)))
+        elif item.suffix.lower() in _TABLE_SUFFIXES:
+            entities.append(Entity(item.stem, "file", str(item), None, _size(item)))
+    if not entities:
+        raise InputError(f"{folder}: no entity found (expected CSV/Parquet/.npy files, or sub-folders with "
+                         f"train.csv and test.csv)")
+    return entities
+
+
+def _dataset_entities(source: str, root: Optional[str]) -> list[Entity]:
+    kind, _, items = source.partition(":")
+    kind = kind.strip().lower()
+    if kind not in MULTI_ENTITY_DATASETS:
+        raise InputError(f"{source}: neither a folder nor a fleet dataset ({', '.join(MULTI_ENTITY_DATASETS)})")
+    if root is None:
+        raise InputError(f"fleet dataset {kind!r} needs its folder: --data-root DIR")
+    base = Path(root)
+    if not base.is_dir():
+        raise InputError(f"{root}: not found")
+    data = base / "data" if kind != "smd" and not (base / "train").is_dir() else base
+    suffix = ".txt" if kind == "smd" else ".npy"
+    named = [i.strip() for i in items.split(",") if i.strip()]
+    if not named:
+        if kind == "smd":
+            named = sorted(p.stem for p in (data / "train").glob("*.txt"))
+        else:
+            named = _telemanom_channels(base, data, kind)
+        if not named:
+            raise InputError(f"{data / 'train'}: no {kind.upper()} entity found")
+    return [Entity(name, "dataset", f"{kind}:{name}", str(base), _size(data / "train" / f"{name}{suffix}"))
+            for name in named]
+
+
+def _telemanom_channels(base: Path, data: Path, kind: str) -> list[str]:
+    table_path = next((p for p in (base / "labeled_anomalies.csv", data / "labeled_anomalies.csv") if p.is_file()),
+                      None)
+    if table_path is None:
+        raise InputError(f"{base}: labeled_anomalies.csv not found")
+    table = pd.read_csv(table_path)
+    if not {"chan_id", "spacecraft"} <= set(table.columns):
+        raise InputError(f"{table_path}: expected columns chan_id and spacecraft")
+    ours = table[table["spacecraft"].astype(str).str.upper() == kind.upper()]["chan_id"].astype(str)
+    return sorted(c for c in ours if (data / "test" / f"{c}.npy").is_file())
+
+
+def assign(entities: list[Entity], world_size: int) -> list[list[Entity]]:
+    """Longest-processing-time first: biggest entity to the least loaded rank (ties: lower rank); deterministic."""
+    shares: list[list[Entity]] = [[] for _ in range(world_size)]
+    load = [0] * world_size
+    for entity in sorted(entities, key=lambda e: (-e.size, e.name)):
+        r = min(range(world_size), key=lambda k: (load[k], k))
+        shares[r].append(entity)
+        load[r] += max(entity.size, 1)
+    return shares
+
+
+def safe_name(name: str) -> str:
+    """An entity name as a file name (path separators and odd characters become '_')."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "_"
+
+
+# ---------------------------------------------------------------------------------------------------- one entity
+def _load(entity: Entity) -> tuple[Any, Optional[pd.DataFrame]]:
+    """(training data, labelled test frame or None)."""
+    from mscred.data.datasets import load_dataset
+    from mscred.data.io import load_table
+
+    if entity.kind == "dataset":
+        ds = load_dataset(entity.spec, entity.root)
+        return ds.train, ds.test
+    table = load_table(entity.spec)
+    if table.labels is None:
+        return table, None
+    ds = load_dataset("table", entity.spec)
+    return ds.train, ds.test
+
+
+def evaluate(labels: np.ndarray, scores: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
+    """Point P/R/F1, events found, AUC-ROC and AUC-PR (None where undefined) with ``mscred.metrics``."""
+    from mscred import metrics as M
+
+    point = M.point_prf(labels, pred)
+    found, total = M.event_recall(labels, pred)
+    both = 0 < int(labels.sum()) < labels.size
+    return {"precision": point.precision, "recall": point.recall, "f1": point.f1, "events_found": found,
+            "events_total": total, "auc_roc": M.auc_roc(labels, scores) if both else None,
+            "auc_pr": M.auc_pr(labels, scores) if both else None}
+
+
+def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int = 0) -> dict[str, Any]:
+    """Train, save and (with labels) evaluate one entity; returns its summary row (errors become its status)."""
+    from mscred.detector import MSCRED
+    from mscred.signature import segment_ends
+
+    row: dict[str, Any] = {c: None for c in COLUMNS}
+    row.update(entity=entity.name, rank=rank)
+    start = time.perf_counter()
+    try:
+        train, test = _load(entity)
+        model = MSCRED(**overrides)
+        model.fit(train)
+        model.save(out / "models" / safe_name(entity.name))
+        sig = model.config.signature
+        rows = len(train.values) if hasattr(train, "values") and not isinstance(train, pd.DataFrame) else len(train)
+        last = model.history_[-1]
+        row.update(rows=rows, sensors=len(model.sensors_),
+                   windows=max(len(segment_ends(rows, sig.windows, sig.gap)) - sig.steps + 1, 0),
+                   epochs=len(model.history_), train_loss=last["train_loss"], val_loss=last["val_loss"],
+                   threshold=float(model.threshold_))
+        if test is not None:
+            labels = test["label"].to_numpy().astype(np.int64)
+            scores = model.decision_function(test)
+            row.update(evaluate(labels, scores, (scores > model.threshold_).astype(np.int64)))
+        row["status"] = "ok"
+    except Exception as err:  # noqa: BLE001 - one bad entity must not stop the fleet; its row says why
+        row["status"] = f"error: {type(err).__name__ + ': ' if not isinstance(err, InputError) else ''}{err}"
+    row["seconds"] = time.perf_counter() - start
+    return row
+
+
+def _plain(value):
+    """NumPy scalars to Python numbers, NaN/inf to None (JSON has no NaN)."""
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return value
+
+
+def _row_path(out: Path, entity: Entity) -> Path:
+    return out / "rows" / f"{safe_name(entity.name)}.json"
+
+
+def _done(out: Path, entity: Entity) -> bool:
+    path = _row_path(out, entity)
+    if not path.is_file() or not (out / "models" / safe_name(entity.name)).is_dir():
+        return False
+    try:
+        return json.loads(path.read_text()).get("status") == "ok"
+    except (ValueError, OSError):
+        return False
+
+
+def run_share(entities: list[Entity], out: Path, overrides: dict[str, Any], rank: int = 0, resume: bool = False,
+              echo=None) -> None:
+    """Train this rank's entities one after the other, writing each row as soon as it is done."""
+    (out / "rows").mkdir(parents=True, exist_ok=True)
+    for entity in entities:
+        if resume and _done(out, entity):
+            continue
+        row = train_entity(entity, out, overrides, rank)
+        with atomic_path(_row_path(out, entity)) as tmp:
+            tmp.write_text(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n")
+        if echo is not None:
+            echo(f"[rank {rank}] {entity.name}: {row['status']}, {row['epochs'] or 0} epoch(s), "
+                 f"{row['seconds']:.1f} s")
+
+
+def summarise(entities: list[Entity], out: Path) -> pd.DataFrame:
+    """Collect the rows of ``entities`` into ``OUT/summary.csv`` and ``OUT/summary.md`` (atomically)."""
+    rows = []
+    for entity in entities:
+        path = _row_path(out, entity)
+        rows.append(json.loads(path.read_text()) if path.is_file() else {"entity": entity.name, "status": "missing"})
+    frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    with atomic_path(out / "summary.csv") as tmp:
+        frame.to_csv(tmp, index=False)
+    with atomic_path(out / "summary.md") as tmp:
+        tmp.write_text(markdown(frame))
+    return frame
+
+
+def markdown(frame: pd.DataFrame) -> str:
+    """The summary as a markdown table (numbers to 4 significant digits, empty cells for None)."""
+    def cell(value) -> str:
+        if value is None or (isinstance(value, float) and np.isnan(value)):
+            return ""
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        return str(value).replace("|", "/")
+
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.astype(object).itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------- all ranks
+def run_fleet(source: str, out, overrides: Optional[dict[str, Any]] = None, *, root: Optional[str] = None,
+              nproc: int = 1, resume: bool = False, echo=None, timeout: Optional[float] = None
+              ) -> Optional[pd.DataFrame]:
+    """Train one model per entity of ``source`` over ``nproc`` ranks (or torchrun's), and summarise.
+
+    Parameters
+    ----------
+    source : dataset name (``smd``, ``smd:m1,m2``, ``smap``, ``msl``) or folder (see the module docstring)
+    out : output folder (``models/``, ``rows/``, ``summary.csv``, ``summary.md``)
+    overrides : MSCRED settings by name (``epochs``, ``batch_size``, ``device``, ...)
+    root : the dataset's folder for a dataset ``source``
+    nproc : processes; on CUDA one GPU each. 1: in this process.
+    echo : callable(str) for one line per finished entity, or None
+
+    Returns
+    -------
+    The summary (DataFrame, one row per entity in name order, columns ``COLUMNS``) on rank 0; None on the other
+    ranks of a torchrun launch.
+    """
+    from mscred.launch import launch, rank_device, setup, teardown, under_torchrun
+
+    entities = discover(source, root)
+    out = Path(out)
+    overrides = {**(overrides or {}), "progress": False}  # several ranks' bars would interleave
+    device = overrides.get("device", "auto")
+    if under_torchrun():
+        rank = setup(device, backend="gloo")  # the ranks only meet at the final barrier: gloo is enough
+        try:
+            _fleet_rank(rank, entities, str(out), overrides, resume, echo is not None)
+            import torch.distributed as dist
+
+            dist.barrier()
+            return summarise(entities, out) if rank.is_main else None
+        finally:
+            teardown()
+    if nproc == 1:
+        dev = rank_device(device, 0)
+        overrides = {**overrides, "device": dev.type}
+        run_share(entities, out, overrides, 0, resume, echo)
+    else:
+        launch(_fleet_rank, nproc, (entities, str(out), overrides, resume, echo is not None), device=device,
+               backend="gloo", timeout=timeout)
+    return summarise(entities, out)
+
+
+def _fleet_rank(rank, entities: list[Entity], out: str, overrides: dict[str, Any], resume: bool,
+                verbose: bool) -> None:
+    import sys
+
+    share = assign(entities, rank.world_size)[rank.rank]
+    overrides = {**overrides, "device": rank.device.type}  # "cuda" = this rank's GPU (setup made it current)
+    echo = (lambda line: print(line, file=sys.stderr, flush=True)) if verbose else None
+    run_share(share, Path(out), overrides, rank.rank, resume, echo)
+
+
+__all__ = ["COLUMNS", "Entity", "assign", "discover", "evaluate", "markdown", "run_fleet", "run_share", "summarise",
+           "train_entity"]
