@@ -208,10 +208,13 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     return GroundTruth(labels, events, causes, values=values, sensors=sensors, source=source)
 
 
-def event_causes(scores: Scores, events: np.ndarray) -> list[list[str]]:
-    """Per event, the ranking of root causes voted by the flagged rows inside it (empty when none is flagged)."""
-    return [M.rank_event_causes(scores.root_causes[t] for t in range(a, b) if scores.is_anomaly[t])
-            for a, b in events]
+def event_causes(scores: Scores, events: np.ndarray, pred: Optional[np.ndarray] = None) -> list[list[str]]:
+    """Per event, the ranking of root causes voted by the flagged rows inside it (empty when none is flagged).
+
+    ``pred`` (int8 (T,)) says which rows are flagged; the SCORES file's ``is_anomaly`` when None.
+    """
+    flags = scores.is_anomaly if pred is None else pred
+    return [M.rank_event_causes(scores.root_causes[t] for t in range(a, b) if flags[t]) for a, b in events]
 
 
 def _threshold_free(labels: np.ndarray, score: np.ndarray, sliding_window: int) -> dict:
@@ -257,7 +260,7 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
     key = f"root_cause_recall_at_{k}"
     truth_causes = truth.causes if truth.causes and any(truth.causes) else None
     if truth_causes is not None:
-        out[key] = M.root_cause_recall_at_k(truth_causes, event_causes(scores, truth.events), k)
+        out[key] = M.root_cause_recall_at_k(truth_causes, event_causes(scores, truth.events, pred), k)
 
     rng = np.random.default_rng(seed)
     random_score = rng.random(labels.size)

@@ -91,10 +91,10 @@ def score_figure(scores, truth, pred, threshold, threshold_label) -> str:
     return _png(fig)
 
 
-def top_sensors(scores: Scores, truth: GroundTruth, sensors: list[str], k: int) -> list[str]:
+def top_sensors(scores: Scores, truth: GroundTruth, pred: np.ndarray, sensors: list[str], k: int) -> list[str]:
     """Sensors most often named as root causes on flagged rows, then true root causes, then column order."""
     votes: dict[str, int] = {}
-    for row, flagged in zip(scores.root_causes, scores.is_anomaly):
+    for row, flagged in zip(scores.root_causes, pred):
         if flagged:
             for name in row:
                 votes[name] = votes.get(name, 0) + 1
@@ -118,7 +118,7 @@ def series_figure(scores, truth, pred, values, sensors, chosen) -> str:
     return _png(fig)
 
 
-def cause_figure(scores, truth) -> tuple[str, int]:
+def cause_figure(scores, truth, pred) -> tuple[str, int]:
     """One bar chart per event: votes of the flagged rows inside it, true root causes in red."""
     import matplotlib.pyplot as plt
 
@@ -132,7 +132,7 @@ def cause_figure(scores, truth) -> tuple[str, int]:
         a, b = truth.events[e]
         votes: dict[str, int] = {}
         for t in range(a, b):
-            if scores.is_anomaly[t]:
+            if pred[t]:
                 for name in scores.root_causes[t]:
                     votes[name] = votes.get(name, 0) + 1
         names = sorted(votes, key=lambda n: (-votes[n], n))[:8]
@@ -257,7 +257,7 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
 
     parts.append('<h2 id="sec-series">Top sensors</h2>')
     if values is not None and sensors:
-        chosen = top_sensors(scores, truth, sensors, n_sensors)
+        chosen = top_sensors(scores, truth, pred, sensors, n_sensors)
         parts.append(_img(series_figure(scores, truth, pred, values, sensors, chosen), "series"))
     else:
         parts.append(_missing("Sensor series not available: the labels file has no sensor columns; pass --data."))
@@ -275,9 +275,9 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
 
     parts.append('<h2 id="sec-causes">Root causes per event</h2>')
     if len(truth.events):
-        b64, hidden = cause_figure(scores, truth)
+        b64, hidden = cause_figure(scores, truth, pred)
         parts.append(_img(b64, "root causes"))
-        ranked = event_causes(scores, truth.events)
+        ranked = event_causes(scores, truth.events, pred)
         items = "".join(f"<li>event {i + 1}: {html.escape(', '.join(r[:3]) or 'not detected')}</li>"
                         for i, r in enumerate(ranked))
         parts.append(f"<ul>{items}</ul>" + (f"<p class='meta'>{hidden} more events not drawn.</p>" if hidden else ""))
