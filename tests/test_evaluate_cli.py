@@ -142,3 +142,12 @@ def test_bad_inputs_exit_2_with_one_line(files, capsys, tmp_path):
     shifted["timestamp"] += 1
     shifted.to_csv(tmp_path / "shifted.csv", index=False)
     assert "timestamp" in _bad(capsys, [s, "--labels", tmp_path / "shifted.csv"])
+
+
+def test_evaluate_files_matches_the_cli(files, capsys):
+    from mscred.evaluation import evaluate_files
+
+    cli = run_json(capsys, files / "scores.csv", "--labels", files / "test.csv")
+    lib = evaluate_files(files / "scores.csv", files / "test.csv")
+    cli.pop("threshold_method")
+    assert lib == cli

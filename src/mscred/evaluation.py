@@ -279,3 +279,26 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
         baseline[key] = M.root_cause_recall_at_k(truth_causes, ranked, k)
     out["random_baseline"] = baseline
     return out
+
+
+def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, model_dir=None, data_path=None,
+                   pred: Optional[np.ndarray] = None, sliding_window: int = DEFAULT_SLIDING_WINDOW,
+                   seed: int = 0) -> dict:
+    """``mscred evaluate`` as a function (for ``mscred demo`` and scripts): metrics dict, optional HTML report.
+
+    Parameters
+    ----------
+    scores_path : a SCORES.csv written by ``mscred detect``
+    labels_path : a table with a ``label`` column, or an anomalies.csv (start, end, root_causes)
+    report_dir : when given, ``report_dir/index.html`` is written (needs matplotlib)
+    model_dir, data_path : the model and the scored data, for the report's residual heatmaps and series
+    pred : int8 (T,) predictions replacing the SCORES file's ``is_anomaly`` (e.g. a refitted threshold)
+    """
+    scores = read_scores(scores_path)
+    truth = read_ground_truth(labels_path, scores, anomalies)
+    result = compute_metrics(scores, truth, pred=pred, sliding_window=sliding_window, seed=seed)
+    if report_dir is not None:
+        from mscred.report import build_report
+
+        build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path)
+    return result

@@ -80,7 +80,7 @@ def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir
     result["threshold_method"] = threshold
     if thr is not None:
         result["threshold"] = thr
-    if report_dir is not None:
+    if report_dir is not None:  # after the threshold fields: the report shows the threshold in use
         from mscred.report import build_report
 
         build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path)
