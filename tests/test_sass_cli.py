@@ -179,6 +179,12 @@ def _cuda_device() -> bool:
         return False
 
 
+@pytest.mark.skipif(_cuda_device(), reason="checks the message on machines without a GPU")
+def test_run_without_gpu_is_one_line(built, capsys):
+    code, _, err = run_cli(capsys, "run", built / "value.cubin", "-k", "test")
+    assert_one_line_error(code, err, "")  # "needs a CUDA driver binding" or "running _Z4testPi failed: ..."
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_device(), reason="needs a CUDA GPU to launch the kernel")
 def test_run_patched_cubin_prints_dd(built, capsys):

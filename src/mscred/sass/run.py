@@ -105,11 +105,14 @@ def run_cubin(data: bytes, kernel: str, words: int = 1, init: int = 1, grid: int
     if backend not in ("auto", "driver", "cupy"):
         raise InputError(f"backend {backend!r}: use auto, driver or cupy")
     drv = _driver() if backend in ("auto", "driver") else None
-    if drv is not None:
-        return _run_driver(drv, data, k.name, buffers, grid, block)
-    if backend == "driver":
+    if drv is None and backend == "driver":
         raise InputError("sass run --backend driver needs cuda-python (pip install cuda-python)")
     try:
+        if drv is not None:
+            return _run_driver(drv, data, k.name, buffers, grid, block)
         return _run_cupy(data, k.name, buffers, grid, block)
     except ImportError:
         raise InputError("sass run needs a CUDA driver binding: pip install cuda-python (or cupy)") from None
+    except Exception as err:  # noqa: BLE001 - no GPU, or the (patched) kernel faulted: one line, not a traceback
+        message = " ".join(str(err).split())
+        raise InputError(f"{where}: running {k.name} failed: {type(err).__name__}: {message}") from err
