@@ -164,6 +164,14 @@ def run_dataset(name: str, args) -> dict:
                                                                           index, paper_cfg),
             "our defaults": paper_experiment(model, val, tst, labels, win, anomalies, index, cfg),
         }
+        # the alternatives a user can select (train --theta auto / --score mse / --threshold pot)
+        for label, alt in [("count, theta = val q0.99, 1.5 x max", dict(theta=None)),
+                           ("mse, 1.5 x max", dict(method="mse")),
+                           ("count > 0.005, POT", dict(threshold="pot")),
+                           ("mse, POT", dict(method="mse", threshold="pot"))]:
+            alt_cfg = ScoreConfig(**{**cfg.__dict__, **alt})
+            out["paper_experiment"][label] = paper_experiment(model, val, tst, labels, win, anomalies, index,
+                                                              alt_cfg)
         out["default_score_config"] = {k: v for k, v in cfg.__dict__.items()}
     return out
 
