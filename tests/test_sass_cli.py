@@ -160,6 +160,24 @@ def test_no_such_kernel_and_field_not_found(built, capsys):
 
 
 @needs_nvcc
+def test_two_architectures_need_arch(tmp_path, capsys):
+    """An executable with sm_80 and sm_90 cubins holds the constant twice: refused until --arch picks one."""
+    exe = tmp_path / "multi"
+    proc = subprocess.run([find_tool("nvcc"), "-gencode", "arch=compute_80,code=sm_80", "-gencode",
+                           "arch=compute_90,code=sm_90", "-o", str(exe), str(template_path("article"))],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"nvcc could not link a host program: {proc.stderr.strip()[:200]}")
+    code, _, err = run_cli(capsys, "patch", exe, "-k", "test", "--old", "0xcc", "--new", "0xdd")
+    assert_one_line_error(code, err, "found 2 times", "sm_80", "sm_90", "--arch")
+    code, text, err = run_cli(capsys, "patch", exe, "-k", "test", "--old", "0xcc", "--new", "0xdd", "--arch", "sm_80")
+    assert code == 0, err
+    values = {im.arch: [i.field(32, 64) for k in c.kernels.values() for i in k.instructions]
+              for im, c in cubins((tmp_path / "multi.patched").read_bytes(), "multi.patched") if c.kernels}
+    assert 0xDD in values["sm_80"] and 0xCC in values["sm_90"] and 0xDD not in values["sm_90"]
+
+
+@needs_nvcc
 def test_compressed_cubin_is_refused(tmp_path, capsys):
     exe = tmp_path / "packed"
     proc = subprocess.run([find_tool("nvcc"), "-arch=sm_90", "-Xfatbin", "-compress-all", "-o", str(exe),
