@@ -134,7 +134,7 @@ def compile_cubin(source: Path, arch: str, defines: dict[str, str] | None = None
     with tempfile.TemporaryDirectory(prefix="mscred-sass-") as tmp:
         out = Path(tmp) / "out.cubin"
         supported = nvcc_archs(nvcc)
-        if sm in supported:
+        if sm in supported or not supported:  # an nvcc without --list-gpu-code: let it decide
             _run([nvcc, "-cubin", f"-arch={arch}", *flags, "-o", str(out), str(source)], f"nvcc -arch={arch}")
             return out.read_bytes()
         ptxas = find_tool("ptxas12")
