@@ -134,6 +134,8 @@ def test_missing_file_and_bad_options(capsys, tmp_path):
     assert_one_line_error(code, err, "absent.cubin", "no such file")
     code, _, err = run_cli(capsys, "probe", "--arch", "sm_90", "--template", tmp_path / "none.cu")
     assert_one_line_error(code, err, "none.cu", "no such template")
+    code, _, err = run_cli(capsys, "probe", "--arch", "sm_35")
+    assert_one_line_error(code, err, "sm_35", "before sm_50")
 
 
 def test_host_elf_without_device_code(capsys):

@@ -207,9 +207,12 @@ def probe(arch: str, template: str = "value", values: list[str] | None = None, k
     mode : str
         "immediate" or "register"; default: "register" for the register template, else "immediate".
     """
-    sm = sm_number(arch)
+    try:
+        sm = sm_number(arch)
+        instruction_bits(sm)  # rejects pre-Maxwell targets with a clear message
+    except ValueError as err:
+        raise InputError(f"--arch {arch}: {err}") from None
     arch = f"sm_{sm}" if arch.lower().removeprefix("sm_").isdigit() else arch.lower()
-    instruction_bits(sm)  # rejects pre-Maxwell targets with a clear message
     mode = mode or ("register" if template == "register" else "immediate")
     if values is None:
         values = DEFAULT_VALUES["register" if mode == "register" else "value"]
