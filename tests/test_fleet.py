@@ -1,0 +1,117 @@
+"""Fleet mode (mscred.fleet): entity discovery, the rank assignment, and 3 tiny entities over 2 gloo ranks."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from mscred.errors import InputError
+from mscred.fleet import Entity, assign, discover, evaluate, run_fleet
+
+TINY = {"channels": (4, 8, 8, 8), "epochs": 1, "batch_size": 8, "device": "cpu"}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _write_entities(root, count=3, n=5, length=1200):
+    from mscred.data.synthetic import write_synthetic
+
+    for seed in range(count):
+        write_synthetic(root / f"ent{seed}", n_sensors=n, length=length, seed=seed)
+
+
+def test_discover_folders_files_and_datasets(tmp_path):
+    _write_entities(tmp_path / "fleet", count=2)
+    pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]}).to_csv(tmp_path / "fleet" / "plain.csv", index=False)
+    (tmp_path / "fleet" / "notes.txt").write_text("not a table")
+    found = discover(str(tmp_path / "fleet"))
+    assert [(e.name, e.kind) for e in found] == [("ent0", "dataset"), ("ent1", "dataset"), ("plain", "file")]
+    assert found[0].spec == "table" and found[2].spec.endswith("plain.csv")
+
+    smd = tmp_path / "smd"
+    (smd / "train").mkdir(parents=True)
+    for name in ("machine-1-2", "machine-1-1"):
+        (smd / "train" / f"{name}.txt").write_text("1,2\n")
+    assert [e.spec for e in discover("smd", str(smd))] == ["smd:machine-1-1", "smd:machine-1-2"]
+    assert [e.name for e in discover("smd:machine-1-2", str(smd))] == ["machine-1-2"]
+
+    with pytest.raises(InputError, match="--data-root"):
+        discover("smd")
+    with pytest.raises(InputError, match="neither a folder"):
+        discover(str(tmp_path / "missing"))
+    with pytest.raises(InputError, match="not one file"):
+        discover(str(tmp_path / "fleet" / "plain.csv"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no entity found"):
+        discover(str(tmp_path / "empty"))
+
+
+def test_assign_is_longest_processing_time_first():
+    sizes = {"a": 50, "b": 40, "c": 30, "d": 20, "e": 10}
+    entities = [Entity(n, "file", n, None, s) for n, s in sizes.items()]
+    # a -> 0 (50), b -> 1 (40), c -> 1 (70), d -> 0 (70), e -> 0 (80): ties go to the lower rank
+    shares = assign(entities, 2)
+    assert [[e.name for e in share] for share in shares] == [["a", "d", "e"], ["b", "c"]]
+    assert [[e.name for e in s] for s in assign(entities, 1)] == [["a", "b", "c", "d", "e"]]
+
+
+def test_evaluate_hand_computed():
+    labels = np.array([0, 1, 1, 0, 0, 1, 0])
+    scores = np.array([0.1, 0.9, 0.2, 0.3, 0.0, 0.8, 0.4])
+    pred = (scores > 0.5).astype(np.int64)  # flags rows 1 and 5: both true, events 2 of 2
+    row = evaluate(labels, scores, pred)
+    assert row["precision"] == 1.0 and row["recall"] == pytest.approx(2 / 3) and row["f1"] == pytest.approx(0.8)
+    assert (row["events_found"], row["events_total"]) == (2, 2)
+    # AUC-ROC: 3 positives x 4 negatives; pairs won: 0.9 and 0.8 beat all 4, 0.2 beats 0.1 and 0.0 -> 10 / 12
+    assert row["auc_roc"] == pytest.approx(10 / 12)
+
+
+def test_fleet_of_three_entities_on_two_ranks(tmp_path):
+    from mscred.detector import MSCRED
+
+    _write_entities(tmp_path / "fleet")
+    out = tmp_path / "out"
+    summary = run_fleet(str(tmp_path / "fleet"), out, TINY, nproc=2, timeout=240)
+
+    assert list(summary["entity"]) == ["ent0", "ent1", "ent2"]
+    assert list(summary["status"]) == ["ok"] * 3, summary["status"].tolist()
+    assert sorted(set(summary["rank"])) == [0, 1]  # both ranks got work
+    assert (out / "summary.csv").is_file() and (out / "summary.md").read_text().count("\n| ent") == 3
+    assert (summary["windows"] == (480 - 60) // 10 + 1 - 4).all()  # 40% of 1200 rows -> 43 segments -> 39 windows
+
+    # ent1's model is the one a single process trains, and its metrics are those of its saved model
+    data = pd.read_csv(tmp_path / "fleet" / "ent1" / "test.csv")
+    ref = MSCRED(**TINY, progress=False).fit(pd.read_csv(tmp_path / "fleet" / "ent1" / "train.csv"))
+    ours = MSCRED.load(out / "models" / "ent1", device="cpu")
+    for name, value in ours.net_.state_dict().items():
+        torch.testing.assert_close(value, ref.net_.state_dict()[name], rtol=1e-6, atol=1e-7)
+    scores = ours.decision_function(data)
+    row = summary.set_index("entity").loc["ent1"]
+    expected = evaluate(data["label"].to_numpy(), scores, (scores > ours.threshold_).astype(np.int64))
+    assert row["auc_pr"] == pytest.approx(expected["auc_pr"])
+    assert row["f1"] == pytest.approx(expected["f1"])
+    assert row["threshold"] == pytest.approx(ours.threshold_)
+
+    # resume: nothing is trained again (rows untouched), in one process
+    before = {p.name: p.read_text() for p in (out / "rows").iterdir()}
+    again = run_fleet(str(tmp_path / "fleet"), out, TINY, nproc=1, resume=True)
+    assert {p.name: p.read_text() for p in (out / "rows").iterdir()} == before
+    assert list(again["status"]) == ["ok"] * 3
+
+
+def test_a_failing_entity_gets_an_error_row(tmp_path):
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    pd.DataFrame({f"s{j}": np.arange(20.0) * (j + 1) for j in range(5)}).to_csv(fleet / "short.csv", index=False)
+    summary = run_fleet(str(fleet), tmp_path / "out", TINY, nproc=1)
+    assert summary["status"][0].startswith("error: ") and "too few to train" in summary["status"][0]
+    assert json.loads((tmp_path / "out" / "rows" / "short.json").read_text())["status"] == summary["status"][0]
