@@ -169,8 +169,8 @@ class MSCRED:
         segments = self._segments(table.values)                       # (S, n_scales, n, n)
         n_windows = len(segments) - steps + 1
         if n_windows < 2:
-            raise InputError(f"{table.source}: {len(table.values)} rows give {n_windows} window(s); training and "
-                             f"validation need at least 2 (at least {self.min_rows + cfg.signature.gap} rows)")
+            raise InputError(f"{table.source}: {len(table.values)} rows is too few to train and validate; need at "
+                             f"least {self.min_rows + cfg.signature.gap} (two windows)")
         n_val = min(max(int(round(n_windows * cfg.train.val_fraction)), 1), n_windows - 1)
         # Window k uses segments k..k+steps-1. The last n_val windows validate: their segments start at
         # n_windows - n_val; the training windows end with segment n_windows - n_val + steps - 2.
