@@ -1,8 +1,10 @@
 """`mscred demo`: generate -> train -> detect -> evaluate on the paper's synthetic data, and a short table.
 
 Everything the demo writes lands in ``--out`` (default ``demo_out``): ``data/`` (train.csv, test.csv,
-anomalies.csv), ``model/`` (config.json + model.safetensors), ``scores.csv`` and ``metrics.json``. With
-``--dataset NAME`` the data come from :func:`mscred.data.datasets.load_dataset` instead of the generator.
+anomalies.csv), ``model/`` (config.json + model.safetensors), ``scores.csv``, ``metrics.json`` and ``report/``
+(``mscred evaluate``'s HTML report). With ``--dataset NAME`` the data come from
+:func:`mscred.data.datasets.load_dataset` instead of the generator. The figures are ``mscred evaluate``'s
+(:func:`mscred.evaluation.evaluate_files`), so the demo and the evaluate command never disagree.
 """
 from __future__ import annotations
 
@@ -12,63 +14,23 @@ from pathlib import Path
 from typing import Any, Optional
 
 import click
-import numpy as np
-import pandas as pd
 
 # --quick: half the series and fewer epochs, so the whole run stays under 2 minutes on 2 CPU cores.
 QUICK = {"length": 10_000, "epochs": 3}
 FULL = {"length": 20_000}  # epochs: the library default (TrainConfig.epochs)
 
 
-def rows_of(index: pd.Index, start, end) -> np.ndarray:
-    """Positions of the rows whose index value lies in [start, end) (anomaly intervals are in timestamp units)."""
-    values = np.asarray(index)
-    return np.flatnonzero((values >= start) & (values < end))
-
-
-def evaluate(frame: pd.DataFrame, labels: np.ndarray, anomalies: Optional[pd.DataFrame], k: int = 3) -> dict:
-    """The demo's figures from a detection frame (as ``MSCRED.detect`` returns) and the ground truth.
-
-    Parameters
-    ----------
-    frame : DataFrame with ``is_anomaly`` and ``root_causes`` per row (T rows), its first column the index
-    labels : int (T,) ground truth
-    anomalies : DataFrame with start, end, root_causes (``;``-joined), or None
-
-    Returns
-    -------
-    dict with precision, recall, f1 (point-wise, unadjusted), events_found, events_total and, when the ground
-    truth names root causes, root_cause_recall_at_3 (per event: the causes of its flagged rows ranked by votes).
-    """
-    from mscred import metrics
-
-    pred = frame["is_anomaly"].to_numpy().astype(np.int64)
-    prf = metrics.point_prf(labels, pred)
-    found, total = metrics.event_recall(labels, pred)
-    out: dict[str, Any] = {"precision": prf.precision, "recall": prf.recall, "f1": prf.f1,
-                           "events_found": found, "events_total": total}
-    if anomalies is not None and "root_causes" in anomalies and len(anomalies):
-        index = pd.Index(frame.iloc[:, 0])
-        causes = frame["root_causes"].fillna("").astype(str).to_numpy()
-        truth, ranked = [], []
-        for row in anomalies.itertuples(index=False):
-            rows = rows_of(index, row.start, row.end)
-            truth.append([c for c in str(row.root_causes).split(";") if c])
-            ranked.append(metrics.rank_event_causes(causes[r].split(";") for r in rows if pred[r] and causes[r]))
-        out[f"root_cause_recall_at_{k}"] = metrics.root_cause_recall_at_k(truth, ranked, k)
-    return out
-
-
 def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None, seed: int = 0,
-             n_sensors: int = 30, length: Optional[int] = None, progress: bool = True,
+             n_sensors: int = 30, length: Optional[int] = None, progress: bool = True, report: bool = True,
              **overrides) -> dict:
     """Run the whole demo and return its figures (also written to ``out/metrics.json``).
 
     ``length``/``n_sensors`` size the synthetic data (``--quick`` halves the length); ``overrides`` go to
-    :class:`mscred.MSCRED` (e.g. ``epochs=1``, ``theta=0.005``).
+    :class:`mscred.MSCRED` (e.g. ``epochs=1``, ``theta=0.005``). ``report`` writes ``out/report/index.html``.
     """
     from mscred.atomic import atomic_path
     from mscred.detector import MSCRED
+    from mscred.evaluation import evaluate_files
 
     out = Path(out)
     times: dict[str, float] = {}
@@ -78,12 +40,17 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
 
         length = length or (QUICK if quick else FULL)["length"]
         data = write_synthetic(out / "data", n_sensors=n_sensors, length=length, seed=seed)
-        train_df, test_df, anomalies, name = data.train, data.test, data.anomalies, "synthetic (paper)"
+        train_df, test_df, name = data.train, data.test, "synthetic (paper)"
     else:
         from mscred.data.datasets import load_dataset
 
         data = load_dataset(dataset)
-        train_df, test_df, anomalies, name = data.train, data.test, getattr(data, "anomalies", None), data.name
+        train_df, test_df, name = data.train, data.test, data.name
+        for file, frame in (("train.csv", train_df), ("test.csv", test_df),
+                            ("anomalies.csv", getattr(data, "anomalies", None))):
+            if frame is not None:
+                with atomic_path(out / "data" / file) as tmp:
+                    frame.to_csv(tmp, index=False)
     times["data_s"] = time.perf_counter() - start
 
     settings = dict(overrides)
@@ -103,10 +70,15 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
         frame.to_csv(tmp, index=False)
     times["detect_s"] = time.perf_counter() - tick
 
-    labels = test_df["label"].to_numpy().astype(np.int64)
-    figures = evaluate(frame, labels, anomalies, k=model.config.score.top_k)
+    tick = time.perf_counter()
+    anomalies = out / "data" / "anomalies.csv"
+    figures = evaluate_files(out / "scores.csv", out / "data" / "test.csv",
+                             anomalies=anomalies if anomalies.exists() else None,
+                             report_dir=(out / "report") if report else None, model_dir=out / "model",
+                             data_path=out / "data" / "test.csv", seed=seed)
+    times["evaluate_s"] = time.perf_counter() - tick
     times["total_s"] = time.perf_counter() - start
-    result = {"dataset": name, "quick": quick, "epochs": model.config.train.epochs,
+    result = {"dataset": name, "quick": quick, "epochs": len(model.history_),
               "theta": model.theta_ or None, "threshold": model.threshold_,
               "score": model.config.score.method, "threshold_rule": model.config.score.threshold,
               **figures, **times}
@@ -116,29 +88,39 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
 
 
 def render(result: dict) -> None:
-    """The demo's short table."""
+    """The demo's short table: mscred beside a random baseline that flags as many rows."""
     from rich.console import Console
     from rich.table import Table
 
+    base = result.get("random_baseline", {})
     theta = result["theta"]
     theta_text = "-" if not theta else ("fixed " if len(set(theta)) == 1 else "from validation ") + \
         ", ".join(f"{t:.3g}" for t in theta)
     table = Table(title=f"mscred demo — {result['dataset']}" + (" (quick)" if result["quick"] else ""))
     table.add_column("figure")
-    table.add_column("value", justify="right")
-    table.add_row("anomalies found", f"{result['events_found']}/{result['events_total']}")
+    table.add_column("mscred", justify="right")
+    table.add_column("random", justify="right")
+
+    def number(d: dict, key: str) -> str:
+        return "-" if d.get(key) is None else f"{d[key]:.3f}"
+
+    table.add_row("anomalies found", f"{result['events_found']}/{result['events_total']}",
+                  f"{base.get('events_found', '-')}/{result['events_total']}")
     if "root_cause_recall_at_3" in result:
-        table.add_row("root causes in top 3 (recall)", f"{result['root_cause_recall_at_3']:.2f}")
-    table.add_row("point precision", f"{result['precision']:.3f}")
-    table.add_row("point recall", f"{result['recall']:.3f}")
-    table.add_row("point F1", f"{result['f1']:.3f}")
-    table.add_row("score / threshold rule", f"{result['score']} / {result['threshold_rule']}")
-    table.add_row("theta", theta_text)
-    table.add_row("threshold", f"{result['threshold']:.4g}")
-    table.add_row("epochs", str(result["epochs"]))
-    table.add_row("time: data / train / detect", f"{result['data_s']:.1f} / {result['train_s']:.1f} / "
-                  f"{result['detect_s']:.1f} s")
-    table.add_row("time: total", f"{result['total_s']:.1f} s")
+        table.add_row("root causes in top 3 (recall)", number(result, "root_cause_recall_at_3"),
+                      number(base, "root_cause_recall_at_3"))
+    for label, key in (("point precision", "precision"), ("point recall", "recall"), ("point F1", "f1"),
+                       ("AUC-PR", "auc_pr")):
+        if key in result:
+            table.add_row(label, number(result, key), number(base, key))
+    table.add_row("score / threshold rule", f"{result['score']} / {result['threshold_rule']}", "")
+    table.add_row("theta", theta_text, "")
+    table.add_row("threshold", f"{result['threshold']:.4g}", "")
+    table.add_row("epochs", str(result["epochs"]), "")
+    table.add_row("time: data / train / detect / evaluate",
+                  f"{result['data_s']:.1f} / {result['train_s']:.1f} / {result['detect_s']:.1f} / "
+                  f"{result['evaluate_s']:.1f} s", "")
+    table.add_row("time: total", f"{result['total_s']:.1f} s", "")
     Console().print(table)
 
 
@@ -153,8 +135,9 @@ def render(result: dict) -> None:
 @click.option("--theta", type=str, default=None, help="Residual threshold: a number (the paper: 0.005) or 'auto'.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--report/--no-report", default=True, show_default=True, help="Write the HTML report.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def demo(quick, out, dataset, epochs, theta, device, seed, quiet) -> None:
+def demo(quick, out, dataset, epochs, theta, device, seed, report, quiet) -> None:
     """Generate the paper's synthetic data, train, detect, evaluate, and print a short table."""
     from mscred.cli.train import parse_theta
 
@@ -167,9 +150,9 @@ def demo(quick, out, dataset, epochs, theta, device, seed, quiet) -> None:
         overrides["device"] = device
     if dataset is not None:
         _check_dataset(dataset)
-    result = run_demo(out, quick=quick, dataset=dataset, seed=seed, progress=not quiet, **overrides)
+    result = run_demo(out, quick=quick, dataset=dataset, seed=seed, progress=not quiet, report=report, **overrides)
     render(result)
-    click.echo(f"wrote {out}/ (data, model, scores.csv, metrics.json)")
+    click.echo(f"wrote {out}/ (data, model, scores.csv, metrics.json" + (", report/index.html)" if report else ")"))
 
 
 def _check_dataset(name: str) -> None:
