@@ -136,7 +136,7 @@ def test_opcheck_schema_fake_and_autograd(layout):
 @pytest.mark.parametrize("B, C, n", [(128, 32, 30), (128, 64, 15), (128, 128, 8), (128, 256, 4), (7, 32, 30),
                                      (3, 256, 4), (1, 64, 55)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_full_size_on_gpu(B, C, n, dtype, layout):
+def test_full_size_on_gpu(B, C, n, dtype):
     """The MSCRED levels at batch 128 (and awkward batches), float32 and bf16, kernel 2."""
     _check_against_oracle(B, 5, C, C, n, 2, dtype, seed=B + C + n, floor=1e-5 if dtype == torch.float32 else 1e-3)
 

@@ -1,0 +1,642 @@
+"""Training and inference speed of MSCRED on one GPU: plain PyTorch vs torch.compile vs the fused Triton backend.
+
+One run, side by side (BENCHMARKS.md items 2 and 3, issue 3 item 5), on the thesis workload (36,000 steps x 30
+sensors, scales 10/30/60, gap 10 -> 3,595 segments -> 3,591 windows of 5 steps):
+
+    variants   reference eager (the baseline) | reference + CUDA graph | reference + graph + bf16 |
+               torch.compile(reference) | fused eager | fused + CUDA graph | fused + graph + bf16 |
+               fused NCHW buffers + graph (the layout ablation)
+    measures   training step at batch 128 (ms, windows/s); inference windows/s at the best of several batches;
+               the end-to-end workload (signature matrices + 5 epochs + scoring every window), with one-time
+               compilation / capture reported apart; the FLOP floor of the step at the measured matrix rates;
+               per-level ConvLSTM and attention timings (reference vs fused, forward + backward); a torch.profiler
+               table of the fused steps (where the time goes).
+
+Correctness first, in the same run: the whole model's loss and every gradient, fused vs reference, in float64
+(must agree to rounding), float32 and bf16 (reported); a wrong variant is marked wrong. Times are CUDA-event medians
+after warm-up on random (never zero) data. Writes ``train.json`` and ``train.md`` (GPU, versions, date) to --out.
+
+    PYTHONPATH=src python3 benchmarks/bench_train.py --out benchmarks/results
+    PYTHONPATH=src python benchmarks/bench_train.py --quick --out /tmp/b    # CPU smoke test (Triton interpreter)
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+if not torch.cuda.is_available():  # CPU smoke test: the Triton kernels run on the interpreter
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torch.nn.functional as F  # noqa: E402
+
+from mscred import detect  # noqa: E402
+from mscred.config import ModelConfig  # noqa: E402
+from mscred.model import MSCREDNet  # noqa: E402
+from mscred.ops import reference  # noqa: E402
+from mscred.ops.triton import attention as fused_attention  # noqa: E402
+from mscred.ops.triton import convlstm as fused_convlstm  # noqa: E402
+from mscred.signature import signature_matrices  # noqa: E402
+from mscred.train import WindowDataset  # noqa: E402
+from mscred.train_graphs import EagerInference, EagerStep, GraphedInference, GraphedStep  # noqa: E402
+
+STEPS = 5
+WINDOWS = (10, 30, 60)
+GAP = 10
+CHANNELS = (32, 64, 128, 256)  # the paper's; --quick shrinks them
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+class Clock:
+    """Per-call GPU time by CUDA events (host clock on the CPU); ``median`` in ms."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.times: list[float] = []
+
+    @contextlib.contextmanager
+    def __call__(self):
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            yield
+            end.record()
+            self.times.append((start, end))
+        else:
+            t0 = time.perf_counter()
+            yield
+            self.times.append(time.perf_counter() - t0)
+
+    def median(self) -> float:
+        if self.cuda:
+            torch.cuda.synchronize()
+            ms = [s.elapsed_time(e) for s, e in self.times]
+        else:
+            ms = [1e3 * t for t in self.times]
+        return statistics.median(ms)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def rel(a, b) -> float:
+    a, b = a.detach().double().cpu(), b.detach().double().cpu()
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def thesis_series(T: int, n: int, seed: int = 0) -> np.ndarray:
+    """A (T, n) series like the paper's sensors (sin/cos of random phase and period plus noise), min-max scaled."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(T)[:, None]
+    t0, omega = rng.uniform(50, 100, n), rng.uniform(40, 50, n)
+    base = np.where(rng.random(n) < 0.5, np.sin((t - t0) / omega), np.cos((t - t0) / omega))
+    x = base + 0.3 * rng.standard_normal((T, n))
+    lo, hi = x.min(0), x.max(0)
+    return (x - lo) / (hi - lo)
+
+
+def build(backend: str, n: int, device, seed: int = 0, capturable: bool = False, dtype=torch.float32):
+    torch.manual_seed(seed)
+    net = MSCREDNet(ModelConfig(n_sensors=n, backend=backend, channels=CHANNELS)).to(device=device, dtype=dtype)
+    opt = torch.optim.Adam(net.parameters(), lr=2e-4, capturable=capturable)
+    return net, opt
+
+
+@contextlib.contextmanager
+def layout(name: str):
+    saved = os.environ.get("MSCRED_FUSED_LAYOUT")
+    os.environ["MSCRED_FUSED_LAYOUT"] = name
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("MSCRED_FUSED_LAYOUT")
+        else:
+            os.environ["MSCRED_FUSED_LAYOUT"] = saved
+
+
+# ------------------------------------------------------------------------------------------------ validation
+def loss_and_grads(net, x, bf16):
+    net.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16 and x.is_cuda):
+        recon = net(x)
+    loss = F.mse_loss(recon.to(x.dtype), x[:, -1])
+    loss.backward()
+    return loss.detach(), {k: p.grad.detach().clone() for k, p in net.named_parameters()}
+
+
+def validate(data: WindowDataset, n: int, device, batch: int) -> dict:
+    """Fused vs reference on one batch: loss and the worst relative gradient error over all parameters."""
+    out = {}
+    idx = torch.randperm(len(data), device=device)[:batch]
+    x32 = data.batch(idx)
+    for name, dtype, bf16, bound in (("float64", torch.float64, False, 1e-9), ("float32", torch.float32, False, 1e-2),
+                                     ("bf16_autocast", torch.float32, True, None)):
+        if bf16 and device.type != "cuda":
+            continue
+        x = x32.to(dtype)
+        b = batch if dtype != torch.float64 else min(batch, 16)
+        results = {}
+        for backend in ("reference", "fused"):
+            net, _ = build(backend, n, device, dtype=dtype)
+            results[backend] = loss_and_grads(net, x[:b], bf16)
+        (lr, gr), (lf, gf) = results["reference"], results["fused"]
+        worst = max(gr, key=lambda k: rel(gf[k], gr[k]))
+        row = {"loss_reference": lr.item(), "loss_fused": lf.item(), "loss_rel_err": rel(lf, lr),
+               "grad_worst_rel_err": rel(gf[worst], gr[worst]), "grad_worst_param": worst, "batch": b}
+        if bound is not None:
+            row["ok"] = bool(row["loss_rel_err"] < bound and row["grad_worst_rel_err"] < bound * 10)
+        else:  # bf16: judged against the reference's own bf16 error vs float32, below
+            net, _ = build("reference", n, device)
+            l32, g32 = loss_and_grads(net, x[:b], False)
+            ref_err = max(rel(gr[k], g32[k]) for k in g32)
+            our_err = max(rel(gf[k], g32[k]) for k in g32)
+            row.update(ref_bf16_vs_fp32_grad_err=ref_err, fused_bf16_vs_fp32_grad_err=our_err,
+                       ok=bool(our_err <= 2 * ref_err + 1e-3))
+        out[name] = row
+        print(f"validate {name:14s} loss rel err {row['loss_rel_err']:.2e}  worst grad rel err "
+              f"{row['grad_worst_rel_err']:.2e} ({worst})  ok={row['ok']}", flush=True)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ training step
+def make_step(backend, n, data, device, batch, graphs, bf16, compile_=False):
+    net, opt = build(backend, n, device, capturable=graphs)
+    t0 = time.perf_counter()
+    if compile_:
+        net = torch.compile(net)
+    step = GraphedStep(net, opt, data, batch, bf16) if graphs else EagerStep(net, opt, data, bf16)
+    sync(device)
+    return step, time.perf_counter() - t0
+
+
+def time_train(step, data, device, batch, iters, warmup=3):
+    """Median ms of a training step on random batches (first calls: warm-up / compilation, timed apart)."""
+    g = torch.Generator(device="cpu").manual_seed(1)
+    batches = [torch.randperm(len(data), generator=g)[:batch].to(device) for _ in range(8)]
+    t0 = time.perf_counter()
+    for i in range(warmup):
+        step(batches[i % 8])
+    sync(device)
+    first = time.perf_counter() - t0
+    clock = Clock(device)
+    losses = []
+    for i in range(iters):
+        with clock():
+            losses.append(step(batches[i % 8]))
+    ms = clock.median()
+    final = float(torch.stack(losses)[-1])
+    return ms, first, final
+
+
+# ------------------------------------------------------------------------------------------------ inference
+def time_inference(backend, n, data, device, batch, graphs, bf16, iters):
+    net, _ = build(backend, n, device)
+    net.eval()
+    idx = torch.arange(batch, device=device) % len(data)
+    t0 = time.perf_counter()
+    infer = GraphedInference(net, data, batch, bf16) if graphs else EagerInference(net, data, bf16)
+    for _ in range(2):
+        infer(idx)
+    sync(device)
+    setup = time.perf_counter() - t0
+    clock = Clock(device)
+    for _ in range(iters):
+        with clock():
+            infer(idx)
+    ms = clock.median()
+    return ms, batch / ms * 1e3, setup
+
+
+# ------------------------------------------------------------------------------------------------ end to end
+def end_to_end(values, n, device, backend, graphs, bf16, epochs, batch, score_batch):
+    """Signature matrices + ``epochs`` epochs + scoring of every window; capture/compile time reported apart."""
+    out = {}
+    t_start = time.perf_counter()
+    seg = signature_matrices(values, windows=WINDOWS, gap=GAP)  # (S, 3, n, n) float32
+    segments = torch.from_numpy(seg).to(device)
+    sync(device)
+    out["signature_s"] = time.perf_counter() - t_start
+    data = WindowDataset(segments, STEPS)
+    W = len(data)
+
+    net, opt = build(backend, n, device, capturable=graphs)
+    t0 = time.perf_counter()
+    step = GraphedStep(net, opt, data, batch, bf16) if graphs else EagerStep(net, opt, data, bf16)
+    infer = (GraphedInference(net, data, score_batch, bf16) if graphs else EagerInference(net, data, bf16))
+    sync(device)
+    out["one_time_setup_s"] = time.perf_counter() - t0  # warm-up iterations + graph capture (weights restored)
+    if not graphs:  # eager: the first steps pay cuDNN autotuning / Triton compilation: count it as one-time
+        out["one_time_setup_s"] = 0.0
+
+    t0 = time.perf_counter()
+    losses = []
+    for epoch in range(epochs):
+        order = torch.randperm(W, generator=torch.Generator().manual_seed(epoch)).to(device)
+        loss_sum = torch.zeros((), device=device)
+        for s in range(0, W, batch):
+            idx = order[s:s + batch]
+            loss_sum += step(idx) * idx.numel()
+        losses.append(loss_sum)
+    sync(device)
+    out["train_s"] = time.perf_counter() - t0
+    out["epoch_losses"] = [float(v) / W for v in losses]
+
+    t0 = time.perf_counter()
+    recon = torch.empty(W, *segments.shape[1:], device=device)
+    order = torch.arange(W, device=device)
+    net.eval()
+    for s in range(0, W, score_batch):
+        idx = order[s:s + score_batch]
+        r, _ = infer(idx)
+        recon[s:s + idx.numel()] = r
+    target = segments[STEPS - 1:STEPS - 1 + W].cpu().numpy()
+    per_scale, _ = detect.scale_scores(target, recon.cpu().numpy(), "count", np.full(len(WINDOWS), 0.005), [0])
+    score = detect.combine(per_scale, [0], "count")
+    out["score_s"] = time.perf_counter() - t0
+    out["windows"] = W
+    out["total_s"] = out["signature_s"] + out["train_s"] + out["score_s"]
+    out["anomalous_entries_mean"] = float(score.mean())
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ per-level ops
+def level_ops(device, batch, iters) -> list[dict]:
+    """ConvLSTM and attention of each MSCRED level (n = 30) alone, forward + backward, reference vs fused."""
+    rows = []
+    for C, n in zip(CHANNELS, (30, 15, 8, 4)):
+        g = torch.Generator().manual_seed(C)
+        x = torch.randn(batch, STEPS, C, n, n, generator=g).to(device)
+        w = (torch.randn(4 * C, 2 * C, 2, 2, generator=g) / (2 * (2 * C) ** 0.5)).to(device).requires_grad_()
+        b = torch.zeros(4 * C, device=device, requires_grad=True)
+        hx = torch.rand(batch, STEPS, C, n, n, generator=g).to(device).requires_grad_()
+        for dtype in (torch.float32, torch.bfloat16):
+            if dtype == torch.bfloat16 and device.type != "cuda":
+                continue
+            for op, fns, args in (("convlstm", (reference.convlstm, fused_convlstm.convlstm), (x, w, b, 1.0)),
+                                  ("attention", (reference.temporal_attention, fused_attention.temporal_attention),
+                                   (hx,))):
+                row = {"level_channels": C, "n": n, "op": op, "dtype": str(dtype).split(".")[-1]}
+                for name, fn in zip(("reference", "fused"), fns):
+                    a = [t.detach().to(dtype).requires_grad_() if torch.is_tensor(t) else t for t in args]
+                    for mode in ("fwd", "fwd_bwd"):
+                        clock = Clock(device)
+                        for i in range(iters + 3):
+                            ctx = clock() if i >= 3 else contextlib.nullcontext()
+                            with ctx:
+                                if mode == "fwd":
+                                    with torch.no_grad():
+                                        fn(*a)
+                                else:
+                                    y = fn(*a)
+                                    y.backward(torch.ones_like(y))
+                        row[f"{name}_{mode}_ms"] = clock.median()
+                rows.append(row)
+                print(f"level C={C:3d} n={n:2d} {op:9s} {row['dtype']:8s} fwd+bwd ref {row['reference_fwd_bwd_ms']:.3f}"
+                      f" ms fused {row['fused_fwd_bwd_ms']:.3f} ms", flush=True)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ ceilings, FLOPs
+def ceilings(device) -> dict:
+    if device.type != "cuda":
+        return {}
+    out = {}
+    a = torch.empty(2 ** 28, dtype=torch.float32, device=device).uniform_()  # 1 GiB
+    bcopy = torch.empty_like(a)
+    clock = Clock(device)
+    for i in range(8):
+        with (clock() if i >= 2 else contextlib.nullcontext()):
+            bcopy.copy_(a)
+    out["copy_TBps"] = 2 * a.numel() * 4 / clock.median() / 1e9
+    del a, bcopy
+    for name, dtype, tf32 in (("bf16_TFLOPs", torch.bfloat16, False), ("tf32_TFLOPs", torch.float32, True)):
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        m = torch.randn(8192, 8192, device=device).to(dtype)
+        clock = Clock(device)
+        for i in range(8):
+            with (clock() if i >= 2 else contextlib.nullcontext()):
+                m @ m
+        out[name] = 2 * 8192 ** 3 / clock.median() / 1e9
+        torch.backends.cuda.matmul.allow_tf32 = saved
+        del m
+    return out
+
+
+def step_flops(n, data, device, batch) -> float:
+    """FLOPs of one reference training step (forward + backward), counted by torch's FlopCounterMode."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    net, _ = build("reference", n, device)
+    x = data.batch(torch.arange(batch, device=device) % len(data))
+    counter = FlopCounterMode(display=False)
+    with counter:
+        F.mse_loss(net(x), x[:, -1]).backward()
+    return float(counter.get_total_flops())
+
+
+def profile_step(step, data, device, batch, path: Path, title: str) -> list[dict]:
+    """torch.profiler over 5 steps: GPU time per kernel (name, calls, total, share), written to ``path``."""
+    from torch.profiler import ProfilerActivity, profile
+
+    idx = torch.randperm(len(data), device=device)[:batch]
+    step(idx)
+    sync(device)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(5):
+            step(idx)
+        sync(device)
+    events = prof.key_averages()
+    attr = "device_time_total" if device.type == "cuda" else "cpu_time_total"
+    kernels = [e for e in events if getattr(e, attr, 0) > 0 and (device.type != "cuda" or e.device_type.name == "CUDA")]
+    total = sum(getattr(e, attr) for e in kernels) or 1.0
+    kernels.sort(key=lambda e: -getattr(e, attr))
+    rows = [{"kernel": e.key[:110], "calls_per_step": e.count / 5, "us_per_step": getattr(e, attr) / 5,
+             "share": getattr(e, attr) / total} for e in kernels[:25]]
+    with open(path, "a") as fh:
+        fh.write(f"\n## {title}: GPU time per kernel, per step (5 profiled steps), total {total / 5 / 1e3:.3f} ms\n")
+        for r in rows:
+            fh.write(f"{r['us_per_step']:10.1f} us {100 * r['share']:5.1f}%  x{r['calls_per_step']:<5g} {r['kernel']}\n")
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------ main
+def main() -> None:
+    global CHANNELS
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (CPU smoke test of the script)")
+    ap.add_argument("--budget-s", type=float, default=170.0, help="skip optional parts once this much time is used")
+    args = ap.parse_args()
+    t_begin = time.perf_counter()
+    elapsed = lambda: time.perf_counter() - t_begin  # noqa: E731
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    n, T_series, batch = (8, 1200, 8) if args.quick else (30, 36_000, 128)
+    if args.quick:
+        CHANNELS = (4, 6, 8, 8)
+    iters = 3 if args.quick else 30
+    profile_path = out_dir / "train_profile.txt"
+    profile_path.write_text(f"# bench_train.py profile, {dt.datetime.now(dt.timezone.utc).isoformat()}\n")
+
+    meta = {"date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
+            "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+            "triton": __import__("triton").__version__, "python": sys.version.split()[0],
+            "tf32_convolutions": torch.backends.cudnn.allow_tf32, "quick": args.quick,
+            "command": "PYTHONPATH=src python3 benchmarks/bench_train.py " + " ".join(sys.argv[1:]),
+            "workload": f"{T_series} steps x {n} sensors, windows {WINDOWS}, gap {GAP}, {STEPS} steps per window, "
+                        f"batch {batch}, channels {CHANNELS}"}
+    print(json.dumps(meta), flush=True)
+    result: dict = {"meta": meta, "errors": {}}
+
+    def save():
+        result["elapsed_s"] = elapsed()
+        (out_dir / "train.json").write_text(json.dumps(result, indent=1))
+        (out_dir / "train.md").write_text(markdown(result))
+
+    def section(name, fn):
+        """Run one part; a failure is recorded and the next part still runs; results are saved after each."""
+        try:
+            result[name] = fn()
+        except Exception as err:  # noqa: BLE001
+            result["errors"][name] = f"{type(err).__name__}: {err}"[:500]
+            print(f"{name}: FAILED {result['errors'][name]}", flush=True)
+        save()
+
+    section("ceilings", lambda: ceilings(device))
+    print("ceilings", result.get("ceilings"), flush=True)
+    values = thesis_series(T_series, n)
+    seg = signature_matrices(values, windows=WINDOWS, gap=GAP)
+    data = WindowDataset(torch.from_numpy(seg).to(device), STEPS)
+    result["windows"] = len(data)
+
+    # 1. correctness first
+    section("validation", lambda: validate(data, n, device, batch))
+
+    # 2. training step at batch 128 (torch.compile last: its compilation may not fit the run's time)
+    variants = [("reference eager", "reference", False, False, False, "nhwc"),
+                ("reference + CUDA graph", "reference", True, False, False, "nhwc"),
+                ("reference + CUDA graph + bf16", "reference", True, True, False, "nhwc"),
+                ("fused eager", "fused", False, False, False, "nhwc"),
+                ("fused + CUDA graph", "fused", True, False, False, "nhwc"),
+                ("fused + CUDA graph + bf16", "fused", True, True, False, "nhwc"),
+                ("fused NCHW buffers + CUDA graph", "fused", True, False, False, "nchw")]
+    if device.type != "cuda":
+        variants = [v for v in variants if not v[2]]
+    steps_by_name = {}
+    result["train_step"] = []
+
+    def run_train(name, backend, graphs, bf16, comp, lay):
+        try:
+            with layout(lay):
+                step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp)
+                ms, first_s, final_loss = time_train(step, data, device, batch, iters)
+        except Exception as err:  # noqa: BLE001 - a failing variant is reported, the others still run
+            result["train_step"].append({"variant": name, "error": f"{type(err).__name__}: {err}"[:300]})
+            print(f"train {name}: FAILED {err}", flush=True)
+            return
+        steps_by_name[name] = step
+        row = {"variant": name, "step_ms": ms, "windows_per_s": batch / ms * 1e3,
+               "one_time_s": setup_s + (first_s if (comp or not graphs) else 0.0), "loss_after": final_loss}
+        result["train_step"].append(row)
+        base = next((r["step_ms"] for r in result["train_step"] if r["variant"] == "reference eager"), None)
+        if base:
+            row["speedup_vs_eager"] = base / ms
+        print(f"train {name:34s} {ms:8.3f} ms/step {row['windows_per_s']:10.0f} windows/s "
+              f"(one-time {row['one_time_s']:.1f} s)", flush=True)
+        save()
+
+    for v in variants:
+        run_train(*v)
+    if device.type == "cuda":
+        # cuDNN's autotuner (off by default, also in the baseline): does a better convolution algorithm close gaps?
+        torch.backends.cudnn.benchmark = True
+        run_train("fused + CUDA graph + cudnn.benchmark", "fused", True, False, False, "nhwc")
+        run_train("fused + CUDA graph + bf16 + cudnn.benchmark", "fused", True, True, False, "nhwc")
+        torch.backends.cudnn.benchmark = False
+
+    def flop_floor():
+        flops = step_flops(n, data, device, batch)
+        ceil = result.get("ceilings") or {}
+        return {"reference_step_flops": flops,
+                "floor_ms_tf32": flops / (ceil["tf32_TFLOPs"] * 1e9) if ceil else None,
+                "floor_ms_bf16": flops / (ceil["bf16_TFLOPs"] * 1e9) if ceil else None}
+    section("flops", flop_floor)
+    print("flops", result.get("flops"), flush=True)
+
+    # 3. inference at several batches
+    def inference():
+        rows = []
+        inf_variants = [("reference eager", "reference", False, False),
+                        ("reference + CUDA graph + bf16", "reference", True, True),
+                        ("fused eager", "fused", False, False), ("fused + CUDA graph", "fused", True, False),
+                        ("fused + CUDA graph + bf16", "fused", True, True)]
+        if device.type != "cuda":
+            inf_variants = [v for v in inf_variants if not v[2]]
+        batches = (8, 16) if args.quick else (256, 1024, len(data))
+        for name, backend, graphs, bf16 in inf_variants:
+            best = None
+            for b in batches:
+                try:
+                    ms, wps, setup = time_inference(backend, n, data, device, b, graphs, bf16, max(iters // 3, 3))
+                except Exception as err:  # noqa: BLE001
+                    rows.append({"variant": name, "batch": b, "error": f"{type(err).__name__}: {err}"[:300]})
+                    continue
+                row = {"variant": name, "batch": b, "ms": ms, "windows_per_s": wps, "one_time_s": setup}
+                rows.append(row)
+                best = row if best is None or wps > best["windows_per_s"] else best
+            if best:
+                best["best"] = True
+                print(f"infer {name:34s} best batch {best['batch']:5d}: {best['windows_per_s']:10.0f} windows/s",
+                      flush=True)
+        ibase = max((r["windows_per_s"] for r in rows if r["variant"] == "reference eager" and "ms" in r),
+                    default=None)
+        for r in rows:
+            if ibase and "ms" in r:
+                r["speedup_vs_eager_best"] = r["windows_per_s"] / ibase
+        return rows
+    section("inference", inference)
+
+    # 4. end to end
+    def e2e():
+        rows = []
+        e2e_variants = [("fused + CUDA graph + bf16", "fused", True, True), ("fused + CUDA graph", "fused", True, False),
+                        ("reference eager", "reference", False, False)]
+        if device.type != "cuda":
+            e2e_variants = [v for v in e2e_variants if not v[2]]
+        if device.type == "cuda":
+            e2e_variants.insert(1, ("fused + CUDA graph + bf16 + cudnn.benchmark", "fused", True, True))
+        for name, backend, graphs, bf16 in e2e_variants:
+            torch.backends.cudnn.benchmark = "cudnn.benchmark" in name
+            try:
+                row = {"variant": name, **end_to_end(values, n, device, backend, graphs, bf16,
+                                                     epochs=1 if args.quick else 5, batch=batch,
+                                                     score_batch=16 if args.quick else 1024)}
+            except Exception as err:  # noqa: BLE001
+                row = {"variant": name, "error": f"{type(err).__name__}: {err}"[:300]}
+            finally:
+                torch.backends.cudnn.benchmark = False
+            rows.append(row)
+            print(f"e2e {name}: " + json.dumps({k: v for k, v in row.items() if k != 'epoch_losses'}), flush=True)
+        return rows
+    section("end_to_end", e2e)
+
+    # 5. where the time goes
+    section("level_ops", lambda: level_ops(device, batch, max(iters // 3, 3)))
+    result["profile"] = {}
+    for name in ("fused eager", "reference eager"):
+        if name in steps_by_name:
+            try:
+                result["profile"][name] = profile_step(steps_by_name[name], data, device, batch, profile_path, name)
+            except Exception as err:  # noqa: BLE001
+                result["errors"]["profile " + name] = f"{type(err).__name__}: {err}"[:300]
+    if device.type == "cuda":
+        try:  # graph replays hide their kernels from the profiler: profile the bf16 configuration eagerly
+            with layout("nhwc"):
+                step, _ = make_step("fused", n, data, device, batch, False, True)
+                result["profile"]["fused eager bf16"] = profile_step(step, data, device, batch, profile_path,
+                                                                     "fused eager bf16")
+        except Exception as err:  # noqa: BLE001
+            result["errors"]["profile bf16"] = f"{type(err).__name__}: {err}"[:300]
+    save()
+
+    # 6. torch.compile of the reference, last, under an alarm so that a long compilation cannot sink the run
+    remaining = int(args.budget_s - elapsed())
+    if device.type == "cuda" and remaining > 30:
+        import signal
+
+        def _timeout(*_):
+            raise TimeoutError(f"compilation + timing exceeded the {remaining} s left in the run")
+        signal.signal(signal.SIGALRM, _timeout)
+        signal.alarm(remaining)
+        try:
+            run_train("torch.compile(reference)", "reference", False, False, True, "nhwc")
+        finally:
+            signal.alarm(0)
+    else:
+        result["train_step"].append({"variant": "torch.compile(reference)",
+                                     "skipped": f"not run: {remaining} s left of the run's time budget"})
+    save()
+    print(markdown(result), flush=True)
+
+
+def markdown(r: dict) -> str:
+    m = r["meta"]
+    lines = [f"# Training / inference speed (bench_train.py)", "",
+             f"{m['gpu']}, torch {m['torch']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}, Triton {m['triton']}, "
+             f"{m['date_utc']}; TF32 convolutions: {m['tf32_convolutions']}. Workload: {m['workload']} "
+             f"({r.get('windows')} windows). Command: `{m['command']}`", ""]
+    c = r.get("ceilings") or {}
+    if c:
+        lines += [f"Measured ceilings: copy {c['copy_TBps']:.2f} TB/s, bf16 matmul {c['bf16_TFLOPs']:.0f} TFLOP/s, "
+                  f"TF32 matmul {c['tf32_TFLOPs']:.0f} TFLOP/s.", ""]
+    lines += ["## Correctness (whole model, fused vs reference, one batch)", "",
+              "| precision | loss rel. err | worst grad rel. err | ok |", "| --- | --- | --- | --- |"]
+    for k, v in (r.get("validation") or {}).items():
+        lines.append(f"| {k} | {v['loss_rel_err']:.1e} | {v['grad_worst_rel_err']:.1e} ({v['grad_worst_param']}) | "
+                     f"{v['ok']} |")
+    fl = r.get("flops") or {}
+    lines += ["", "## Training step", "",
+              (f"Arithmetic of one step (FlopCounterMode, reference): {fl['reference_step_flops'] / 1e12:.3f} TFLOP; "
+               if fl else "")
+              + (f"floor {fl['floor_ms_tf32']:.2f} ms at the measured TF32 rate, {fl['floor_ms_bf16']:.2f} ms at bf16."
+                 if fl.get("floor_ms_tf32") else ""), "",
+              "| variant | ms / step | windows / s | vs eager | one-time (s) |", "| --- | --- | --- | --- | --- |"]
+    for t in r.get("train_step") or []:
+        if "step_ms" in t:
+            lines.append(f"| {t['variant']} | {t['step_ms']:.2f} | {t['windows_per_s']:,.0f} | "
+                         f"{t.get('speedup_vs_eager', float('nan')):.2f}x | {t['one_time_s']:.1f} |")
+        else:
+            lines.append(f"| {t['variant']} | {t.get('error') or t.get('skipped')} | | | |")
+    lines += ["", "## Inference (best batch of each variant)", "",
+              "| variant | best batch | windows / s | vs eager |", "| --- | --- | --- | --- |"]
+    for t in r.get("inference") or []:
+        if t.get("best"):
+            lines.append(f"| {t['variant']} | {t['batch']} | {t['windows_per_s']:,.0f} | "
+                         f"{t.get('speedup_vs_eager_best', float('nan')):.2f}x |")
+    lines += ["", "## End to end: signature matrices + 5 epochs + scoring every window", "",
+              "| variant | signature (s) | 5 epochs (s) | scoring (s) | total (s) | one-time capture (s) |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for t in r.get("end_to_end") or []:
+        if "total_s" in t:
+            lines.append(f"| {t['variant']} | {t['signature_s']:.3f} | {t['train_s']:.3f} | {t['score_s']:.3f} | "
+                         f"**{t['total_s']:.3f}** | {t['one_time_setup_s']:.2f} |")
+        else:
+            lines.append(f"| {t['variant']} | {t.get('error')} | | | | |")
+    if r.get("level_ops"):
+        lines += ["", "## Per level, one op alone, batch 128 (ms, forward / forward+backward)", "",
+                  "| level (C, n) | op | dtype | reference fwd | fused fwd | reference fwd+bwd | fused fwd+bwd |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for t in r["level_ops"]:
+            lines.append(f"| {t['level_channels']}, {t['n']} | {t['op']} | {t['dtype']} | {t['reference_fwd_ms']:.3f} |"
+                         f" {t['fused_fwd_ms']:.3f} | {t['reference_fwd_bwd_ms']:.3f} | {t['fused_fwd_bwd_ms']:.3f} |")
+    for title, rows in (r.get("profile") or {}).items():
+        lines += ["", f"## Profile: {title} (top kernels, GPU us per step)", "", "| us | share | calls | kernel |",
+                  "| --- | --- | --- | --- |"]
+        for k in rows[:15]:
+            lines.append(f"| {k['us_per_step']:.0f} | {100 * k['share']:.1f}% | {k['calls_per_step']:g} | "
+                         f"`{k['kernel'][:80]}` |")
+    if r.get("errors"):
+        lines += ["", "## Errors", ""] + [f"- {k}: {v}" for k, v in r["errors"].items()]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
