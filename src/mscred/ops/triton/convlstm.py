@@ -234,7 +234,10 @@ def _empty(n: int, c: int, h: int, w: int, like: torch.Tensor, layout: str, dtyp
 def _s3(t: torch.Tensor) -> tuple[int, int, int]:
     """(batch, channel, pixel) strides of a (B, C, H, W) view whose H, W flatten to one pixel index."""
     sb, sc, sy, sx = t.stride()
-    assert sy == t.shape[3] * sx or t.shape[2] == 1, f"pixel dims do not flatten: strides {t.stride()}"
+    if t.shape[3] == 1:  # pixel = y: PyTorch may give a size-1 dim any stride
+        return sb, sc, sy
+    if t.shape[2] != 1 and sy != t.shape[3] * sx:
+        raise ValueError(f"pixel dims of a {tuple(t.shape)} tensor with strides {t.stride()} do not flatten")
     return sb, sc, sx
 
 
