@@ -151,3 +151,11 @@ def test_evaluate_files_matches_the_cli(files, capsys):
     lib = evaluate_files(files / "scores.csv", files / "test.csv")
     cli.pop("threshold_method")
     assert lib == cli
+
+
+def test_parquet_labels(files, capsys):
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (extra 'parquet')")
+    pd.read_csv(files / "test.csv").to_parquet(files / "test.parquet")
+    a = run_json(capsys, files / "scores.csv", "--labels", files / "test.csv")
+    b = run_json(capsys, files / "scores.csv", "--labels", files / "test.parquet")
+    assert a == b
