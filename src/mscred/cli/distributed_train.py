@@ -38,5 +38,7 @@ def _run(data, out, resume, theta, quiet, nproc, **options) -> None:
         click.echo(summary_line(summary))
 
 
-train_ddp = click.Command("train", callback=_run, params=[*_train.params, NPROC],
+# Once `mscred train` has its own --nproc (cli/train.py calling train_distributed), that one is used.
+_PARAMS = [*_train.params] + ([] if any(p.name == "nproc" for p in _train.params) else [NPROC])
+train_ddp = click.Command("train", callback=_run, params=_PARAMS,
                           help="Train MSCRED on DATA with DistributedDataParallel and write MODEL_DIR (rank 0).")
