@@ -93,8 +93,10 @@ constexpr int SBM = 64, SBN = 128, SBK = 16;
 
 template <bool A_IMG, bool B_IMG, bool C_IMG, bool ATOMIC>
 __global__ void __launch_bounds__(256) gemm_shared(GemmArgs g) {
-  __shared__ float As[SBK][SBM];
-  __shared__ float Bs[SBK][SBN];
+  // +4 padding: tiles filled along k (the contiguous index of W, and of col^T in the weight gradient) would
+  // otherwise put 16 threads of a warp on one bank.
+  __shared__ float As[SBK][SBM + 4];
+  __shared__ float Bs[SBK][SBN + 4];
   const int tid = threadIdx.x;
   const int tx = tid % 16, ty = tid / 16;
   const int m0 = blockIdx.y * SBM, n0 = blockIdx.x * SBN;
@@ -253,15 +255,14 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-template <int WARPS_M, int MT, int NT, int KH_, int KW_>
-__global__ void __launch_bounds__(256, 2) conv_implicit(const float* __restrict__ x, const float* __restrict__ w,
+template <int WARPS_M, int MT, int NT, int BK, int MIN_BLOCKS, int KH_, int KW_>
+__global__ void __launch_bounds__(256, MIN_BLOCKS) conv_implicit(const float* __restrict__ x, const float* __restrict__ w,
                                                      const float* __restrict__ bias, float* __restrict__ y,
                                                      ConvShape s, bool apply_selu) {
   constexpr int WARPS_N = 8 / WARPS_M;
   constexpr int BM = WARPS_M * MT * 16;
   constexpr int BN = WARPS_N * NT * 8;
-  constexpr int BK = 16;
-  constexpr int LDA = BK + 4;   // fragment reads (row g, col t) hit bank 20g + t mod 32: conflict-free
+  constexpr int LDA = BK + 4;   // fragment reads (row g, col t) hit bank (BK+4)g + t mod 32: conflict-free
   constexpr int LDB = BN + 8;   // fragment reads (row t, col g) hit bank 8t + g: conflict-free
   constexpr int LDC = BN + 8;   // float2 accumulator stores of a half-warp hit distinct banks
   constexpr int KSTEP = 256 / BN;            // B-tile rows loaded per pass (each thread owns one pixel column)
@@ -416,17 +417,17 @@ cudaError_t launch_gemm(Gemm which, const GemmArgs& args, int splits, cudaStream
   return cudaGetLastError();
 }
 
-template <int WARPS_M, int MT, int NT>
+template <int WARPS_M, int MT, int NT, int BK, int MIN_BLOCKS>
 cudaError_t launch_implicit_tile(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                                  bool selu_, cudaStream_t stream) {
   constexpr int BM = WARPS_M * MT * 16, BN = (8 / WARPS_M) * NT * 8;
   dim3 grid((s.NP() + BN - 1) / BN, (s.O + BM - 1) / BM);
   if (s.KH == 3 && s.KW == 3)
-    conv_implicit<WARPS_M, MT, NT, 3, 3><<<grid, 256, 0, stream>>>(x, w, bias, y, s, selu_);
+    conv_implicit<WARPS_M, MT, NT, BK, MIN_BLOCKS, 3, 3><<<grid, 256, 0, stream>>>(x, w, bias, y, s, selu_);
   else if (s.KH == 2 && s.KW == 2)
-    conv_implicit<WARPS_M, MT, NT, 2, 2><<<grid, 256, 0, stream>>>(x, w, bias, y, s, selu_);
-  else
-    conv_implicit<WARPS_M, MT, NT, 0, 0><<<grid, 256, 0, stream>>>(x, w, bias, y, s, selu_);
+    conv_implicit<WARPS_M, MT, NT, BK, MIN_BLOCKS, 2, 2><<<grid, 256, 0, stream>>>(x, w, bias, y, s, selu_);
+  else  // other kernel sizes: runtime index arithmetic needs more registers, so K-steps of 16 keep it spill-free
+    conv_implicit<WARPS_M, MT, NT, 16, MIN_BLOCKS, 0, 0><<<grid, 256, 0, stream>>>(x, w, bias, y, s, selu_);
   return cudaGetLastError();
 }
 
@@ -454,12 +455,14 @@ cudaError_t gemm_forward(Gemm which, const float* w, const float* col, const flo
 
 cudaError_t implicit_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                              bool selu_, cudaStream_t stream) {
-  // Tile choice: 32 channels x 128 pixels when there are few output channels (conv1), else 64 x 128, or 64 x 64
-  // when 64 x 128 tiles would fill the chip less than ~3 times over (the deep, small layers).
-  if (s.O <= 32) return launch_implicit_tile<2, 1, 4>(x, w, bias, y, s, selu_, stream);
+  // Tile choice. Few output channels and a short K (conv1: 32 channels, K = 27): 32 x 128 tiles with K-steps of
+  // 32, so the whole reduction is one gather (one memory latency per tile, not two), 2 blocks per SM — the
+  // layer is bound by writing its output. Otherwise 64 x 128 tiles (K-steps of 16, 2 blocks per SM, under 128
+  // registers without spills), or 64 x 64 when 64 x 128 tiles would fill the chip less than ~3 times over.
+  if (s.O <= 32) return launch_implicit_tile<2, 1, 4, 32, 2>(x, w, bias, y, s, selu_, stream);
   const int64_t tiles = (int64_t)((s.NP() + 127) / 128) * ((s.O + 63) / 64);
-  if (tiles < 3 * num_sms()) return launch_implicit_tile<2, 2, 2>(x, w, bias, y, s, selu_, stream);
-  return launch_implicit_tile<2, 2, 4>(x, w, bias, y, s, selu_, stream);
+  if (tiles < 3 * num_sms()) return launch_implicit_tile<2, 2, 2, 16, 2>(x, w, bias, y, s, selu_, stream);
+  return launch_implicit_tile<2, 2, 4, 16, 2>(x, w, bias, y, s, selu_, stream);
 }
 
 cudaError_t selu_backward(const float* gy, const float* y, float* gz, int64_t n, cudaStream_t stream) {
