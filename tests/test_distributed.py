@@ -62,6 +62,14 @@ def test_scaled_shard_losses_average_to_the_global_gradient():
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
 
 
+def test_bad_input_fails_before_any_process_starts(tmp_path):
+    from mscred.errors import InputError
+
+    with pytest.raises(InputError, match="missing.csv"):
+        train_distributed(tmp_path / "missing.csv", tmp_path / "model", {"device": "cpu"}, nproc=2)
+    assert not (tmp_path / "model").exists()
+
+
 def _segments(count: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).random((count, 3, 5, 5)).astype(np.float32)
 

@@ -70,7 +70,10 @@ def _print(summary) -> None:
         row["events"] = (f"{int(row['events_found'])}/{int(row['events_total'])}"
                          if _given(row.get("events_total")) else None)
         table.add_row(*[_cell(row.get(column)) for column in SHOWN])
-    Console().print(table)
+    console = Console()
+    if not console.is_terminal:  # piped or logged: rich would squeeze the table into 80 columns
+        console = Console(width=160)
+    console.print(table)
 
 
 def _given(value) -> bool:
