@@ -100,6 +100,25 @@ def test_two_gloo_ranks_train_the_weights_of_one_process(tmp_path):
         torch.testing.assert_close(saved[f"model.{name}"], value, rtol=0, atol=0)
 
 
+def test_resumed_ddp_run_continues_from_rank_0_checkpoint(tmp_path):
+    """Epoch 1 on 2 ranks, then `resume` to epoch 2 on 2 ranks: the weights of 2 uninterrupted single-process
+    epochs (the checkpoint holds weights, Adam state and history; the epoch's order depends on seed + epoch only)."""
+    train = _segments(13, 5)  # 9 windows, batches of 4, 4, 1
+    cfg = TrainConfig(epochs=2, batch_size=4, device="cpu", seed=1, progress=False)
+    torch.manual_seed(cfg.seed)
+    net = MSCREDNet(TINY)
+    single = Trainer(net, cfg).fit(train)
+
+    first, _, _ = fit_segments(TINY, TrainConfig(**{**cfg.__dict__, "epochs": 1}), train, nproc=2,
+                               checkpoint_dir=tmp_path, timeout=240)
+    history, state, _ = fit_segments(TINY, cfg, train, nproc=2, checkpoint_dir=tmp_path, resume=True, timeout=240)
+
+    assert len(first) == 1 and [h["epoch"] for h in history] == [1, 2]
+    assert history[1]["train_loss"] == pytest.approx(single[1]["train_loss"], rel=1e-5)
+    for name, value in net.state_dict().items():
+        torch.testing.assert_close(state[name], value, rtol=1e-5, atol=1e-6)
+
+
 def test_train_distributed_saves_the_single_process_estimator(tmp_path):
     """`mscred train --nproc 2` end to end (estimator, calibration, save on rank 0) against MSCRED.fit."""
     from mscred.data.synthetic import generate_synthetic
