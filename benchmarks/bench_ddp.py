@@ -32,7 +32,7 @@ import statistics
 import sys
 import time
 import traceback
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

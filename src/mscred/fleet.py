@@ -21,7 +21,7 @@ import json
 import math
 import re
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -178,7 +178,7 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
         model.fit(train)
         model.save(out / "models" / safe_name(entity.name))
         sig = model.config.signature
-        rows = len(train.values) if hasattr(train, "values") and not isinstance(train, pd.DataFrame) else len(train)
+        rows = len(train) if isinstance(train, pd.DataFrame) else len(train.values)  # a frame, or a loaded Table
         last = model.history_[-1]
         row.update(rows=rows, sensors=len(model.sensors_),
                    windows=max(len(segment_ends(rows, sig.windows, sig.gap)) - sig.steps + 1, 0),

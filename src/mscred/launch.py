@@ -28,8 +28,6 @@ import torch.distributed as dist
 
 from mscred.errors import InputError
 
-log = logging.getLogger(__name__)
-
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 _ERROR_FILE = "error.{rank}.txt"
 _RESULT_FILE = "result.{rank}.json"
