@@ -79,21 +79,27 @@ def layer_inputs(cin, cout, k, size, batch, seed):
     return x, w, b
 
 
-def check(name, fn, x, w, b, stride, pad) -> dict:
-    """Forward and all gradients of one provider against float64 on these inputs."""
+def check(name, fn, x, w, b, stride, pad, dout, cudnn=None) -> dict:
+    """Forward and all gradients of one provider against float64 on these inputs and output gradient.
+
+    Tolerances: y within TF32 rounding (2e-3) for the TF32 providers (cuDNN, implicit), float32 rounding (1e-4)
+    otherwise. Gradients within 2x cuDNN's own gradient error on the same inputs (or 1e-4): a TF32 forward moves
+    pre-activations across SELU's kink (slope 1.758 vs 1.051), which alone puts float32-from-TF32 gradients at
+    ~5e-3 of the float64 ones at this size, for cuDNN as for us.
+    """
     x64, w64, b64 = (t.double().requires_grad_() for t in (x, w, b))
     ref = reference_conv2d(x64, w64, b64, stride, pad, True)
-    dout = torch.randn_like(ref)
-    ref_grads = torch.autograd.grad(ref, (x64, w64, b64), dout)
+    ref_grads = torch.autograd.grad(ref, (x64, w64, b64), dout.double())
     xs, ws, bs = (t.detach().clone().requires_grad_() for t in (x, w, b))
     y = fn(xs, ws, bs, stride, pad, True)
     out = {"y": rel(y, ref)}
     if name in TRAINABLE:
-        grads = torch.autograd.grad(y, (xs, ws, bs), dout.float())
+        grads = torch.autograd.grad(y, (xs, ws, bs), dout)
         out.update({k: rel(g, r) for k, g, r in zip(("dx", "dw", "db"), grads, ref_grads)})
     tf32 = name in ("cudnn", "implicit")
-    out["ok"] = bool(all(v == v for v in out.values()) and out["y"] < (2e-3 if tf32 else 1e-4)
-                     and all(out.get(k, 0) < 2e-3 for k in ("dx", "dw", "db")))
+    finite = all(v == v for v in out.values())
+    grads_ok = all(out[k] <= max(2 * (cudnn or out)[k], 1e-4) for k in ("dx", "dw", "db") if k in out)
+    out["ok"] = bool(finite and out["y"] < (2e-3 if tf32 else 1e-4) and grads_ok)
     return out
 
 
@@ -123,15 +129,18 @@ def main(argv=None) -> int:
         row = {"layer": name, "in": [args.batch, cin, size, size], "kernel": k, "stride": stride,
                "padding": list(pad), "out": [args.batch, cout, ho, ho], "GFLOP": flops / 1e9,
                "min_MB": nbytes / 1e6, "providers": {}}
+        dout = torch.randn(args.batch, cout, ho, ho, device=x.device,
+                           generator=torch.Generator(device=x.device).manual_seed(100 + li))
+        cudnn_err = None
         for pname, fn in PROVIDERS.items():
-            acc = check(pname, fn, x, w, b, stride, pad)
+            acc = check(pname, fn, x, w, b, stride, pad, dout, cudnn_err)
+            cudnn_err = acc if pname == "cudnn" else cudnn_err
             fwd = bench(lambda: fn(x, w, b, stride, pad, True))
             entry = {"correct": acc, "fwd_ms": fwd, "GBps": nbytes / fwd / 1e6, "TFLOPs": flops / fwd / 1e9}
             if pname in TRAINABLE:
                 xg, wg, bg = (t.detach().clone().requires_grad_() for t in (x, w, b))
                 # conv1's input is data (no grad needed); the deeper layers need dx too, as in training.
                 xg.requires_grad_(li > 0)
-                dout = torch.randn(args.batch, cout, ho, ho, device=x.device)
 
                 def step():
                     y = fn(xg, wg, bg, stride, pad, True)

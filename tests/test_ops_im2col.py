@@ -27,6 +27,8 @@ VARIANTS = {"global": im2col.conv2d_im2col_global, "shared": im2col.conv2d_im2co
 ENCODER = [(3, 32, 3, 1), (32, 64, 3, 2), (64, 128, 2, 2), (128, 256, 2, 2)]
 FLOOR_FP32 = 2e-5    # float32 accumulation over up to ~20k terms (the weight gradient's reduction)
 FLOOR_TF32 = 1.5e-3  # 10-bit mantissa operands, round-to-nearest: ~4e-4 typical relative error
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _layer_input_size(n: int, layer: int) -> int:
@@ -56,6 +58,15 @@ def _fwd_bwd(fn, x, w, b, stride, pad, selu, dout):
     y = fn(x, w, b, stride, pad, selu)
     grads = torch.autograd.grad(y, (x, w, b), dout.to(y.dtype))
     return [y.detach()] + [g.detach() for g in grads]
+
+
+def _oracle_grads_at(y, x, w, b, stride, pad, dout):
+    """float64 (dx, dw, db) of SELU(conv) with SELU's slope taken from the given output y (as the op's backward)."""
+    y = y.double()
+    gz = dout * torch.where(y > 0, torch.full_like(y, SELU_SCALE), y + SELU_SCALE * SELU_ALPHA)
+    x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, w, b))
+    z = _oracle(x64, w64, b64, stride, pad, False)
+    return [g.detach() for g in torch.autograd.grad(z, (x64, w64, b64), gz)]
 
 
 def _rel(a, b):
@@ -88,12 +99,19 @@ def test_encoder_layer_forward_and_grads(layer, n, batch, variant, device):
     theirs = _fwd_bwd(_oracle, *low, stride, pad, True, dout)          # PyTorch's float32 (cuDNN on CUDA)
     _poison(oracle[0].shape, device)
     ours = _fwd_bwd(VARIANTS[variant], *low, stride, pad, True, dout)
+    tf32 = device == "cuda" and variant == "implicit"
+    yardstick = list(oracle)  # torch float32's error is always measured against the plain float64 oracle
+    if tf32:
+        # A TF32 forward moves some pre-activations across 0, where SELU's slope jumps from 1.758 to 1.051, and
+        # each such element's gradient is then off by 40%; measured on the H200 this put the gradients' error at
+        # 2e-4..8e-3 (cuDNN's TF32 convolutions + SELU show the same, 5.6e-3 at batch 640). So the backward
+        # kernels (exact float32) are checked against float64 at our forward's activation pattern.
+        oracle[1:] = _oracle_grads_at(ours[0], x, w, b, stride, pad, dout)
     for name, o, t, r in zip(("y", "dx", "dweight", "dbias"), ours, theirs, oracle):
         assert o.shape == r.shape and o.dtype == torch.float32 and o.device == r.device, name
         assert torch.isfinite(o).all(), f"{name}: non-finite values (unwritten output?)"
-        tf32 = device == "cuda" and variant == "implicit" and name == "y"
-        err, ref_err = _rel(o, r), _rel(t, r)
-        floor = FLOOR_TF32 if tf32 else FLOOR_FP32
+        err, ref_err = _rel(o, r), _rel(t, yardstick[("y", "dx", "dweight", "dbias").index(name)])
+        floor = FLOOR_TF32 if tf32 and name == "y" else FLOOR_FP32
         assert err <= max(2 * ref_err, floor), f"{name}: error {err:.3g}, torch float32 {ref_err:.3g}"
 
 
@@ -174,30 +192,49 @@ def test_is_available_tells_the_truth():
         assert not ok and "no CUDA device" in why
 
 
+def _captured_step(fn, x, w, b, dout, pad):
+    """Forward + backward of fn captured in one CUDA graph and replayed; returns (out, x.grad).
+
+    Follows PyTorch's documented pattern: fresh leaves, warm-up (forward and backward) on a side stream, grads set
+    to None, then capture. Leaves that ran eager backward on the default stream would carry that stream into the
+    capture (pytorch/pytorch#164302), which breaks capture for any op, cuDNN's included.
+    """
+    xc, wc, bc = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            (fn(xc, wc, bc, 2, pad, True) * dout).sum().backward()
+    torch.cuda.current_stream().wait_stream(side)
+    for t in (xc, wc, bc):
+        t.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(xc, wc, bc, 2, pad, True)
+        (out * dout).sum().backward()
+    graph.replay()
+    torch.cuda.synchronize()
+    return out, xc.grad
+
+
 @needs_cuda
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_cuda_graph_capture(variant):
     """Kernels launch on the current stream: a captured forward + backward replays to the eager result."""
     pad = same_padding(30, 3, 2)
-    x, w, b = (t.float().requires_grad_() for t in _inputs(8, 32, 64, 3, 30, seed=11, device="cuda"))
-    fn = VARIANTS[variant]
+    x, w, b = (t.float() for t in _inputs(8, 32, 64, 3, 30, seed=11, device="cuda"))
     dout = torch.randn(8, 64, 15, 15, device="cuda")
-    eager = fn(x, w, b, 2, pad, True)
-    (gx_eager,) = torch.autograd.grad(eager, x, dout)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn(x, w, b, 2, pad, True)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(x, w, b, 2, pad, True)
-        (gx,) = torch.autograd.grad(out, x, dout)
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, eager)
-    assert _rel(gx, gx_eager) < 1e-5  # split-K atomics are not bit-reproducible; col2im is
+    try:  # control: the same capture with cuDNN; if torch itself cannot capture this here, say so
+        _captured_step(lambda *a: _oracle(*a), x, w, b, dout, pad)
+    except Exception as err:  # noqa: BLE001
+        pytest.skip(f"this torch cannot capture conv forward+backward in a CUDA graph: {err}")
+    fn = VARIANTS[variant]
+    out, gx = _captured_step(fn, x, w, b, dout, pad)
+    xe = x.detach().clone().requires_grad_()
+    eager = fn(xe, w, b, 2, pad, True)
+    (gx_eager,) = torch.autograd.grad(eager, xe, dout)
+    assert torch.equal(out, eager)               # forward kernels are deterministic
+    assert _rel(gx, gx_eager) < 1e-6             # col2im gathers (no atomics): equal up to rounding
 
 
 @needs_cuda
