@@ -156,3 +156,40 @@ def test_timestamp_mapping_paper_defaults():
     assert (win[:90] == -1).all() and (win[90:100] == 0).all() and (win[1990:] == 190).all()
     with pytest.raises(ValueError):
         timestamp_scores(np.zeros(5), 2000, WINDOWS, gap=10, steps=5)
+
+
+def test_z_sensor_score_standardises_row_sums_by_validation():
+    from mscred.detect import SensorStats, sensor_rows
+
+    rng = np.random.default_rng(4)
+    val = rng.random((40, 3, 5, 5)).astype(np.float32) * 0.1
+    val[:, :, 0, :] *= 10.0                      # sensor 0 is always badly reconstructed: large, noisy rows
+    cfg = ScoreConfig(method="z_sensor", threshold="beta_max", beta=1.5, top_k=2)
+    calib = Calibration.fit(*_pair(val), cfg, WINDOWS)
+    rows = sensor_rows(*_pair(val))              # (40, 3, 5): row sums per scale
+    np.testing.assert_allclose(rows, val.astype(np.float64).sum(axis=3), rtol=1e-5)
+    mean10, std10 = rows[:, 0].mean(0), rows[:, 0].std(0)
+    z_val = ((rows[:, 0] - mean10) / std10).max(axis=1)
+    assert calib.threshold == pytest.approx(1.5 * z_val.max(), rel=1e-6)
+    assert calib.theta == [] and isinstance(calib.sensor_stats, SensorStats)
+
+    test = np.repeat(val[:1], 2, axis=0).copy()
+    test[1, 0, 3, :] += 0.3                     # sensor 3 breaks a little: small in absolute terms
+    out = score_windows(*_pair(test), cfg, WINDOWS, calib)
+    z_test = (sensor_rows(*_pair(test))[:, 0] - mean10) / std10
+    np.testing.assert_allclose(out.score, z_test.max(axis=1), rtol=1e-6)
+    assert out.is_anomaly[1] and out.root_causes[1, 0] == 3
+    # Raw row sums would blame sensor 0, whose residual is always large.
+    assert rows[0, 0].argmax() == 0
+    again = Calibration.from_dict(calib.to_dict())
+    assert again == calib
+    np.testing.assert_allclose(score_windows(*_pair(test), cfg, WINDOWS, again).score, out.score)
+
+
+def test_sensor_stats_floor_for_perfect_sensors():
+    from mscred.detect import SensorStats
+
+    rows = np.zeros((10, 1, 3))
+    rows[:, 0, 1] = np.linspace(0, 1, 10)
+    stats = SensorStats.fit(rows, [0])
+    assert (stats.std > 0).all() and np.isfinite(stats.z(rows, [0])[1]).all()

@@ -173,3 +173,11 @@ def test_mse_score():
     model = MSCRED(epochs=1, method="mse", **SMALL).fit(_frame())
     assert model.theta_ == []
     assert model.decision_function(_frame(seed=2)).min() >= 0
+
+
+def test_z_sensor_score_round_trip(tmp_path):
+    model = MSCRED(epochs=1, method="z_sensor", **SMALL).fit(_frame())
+    assert model.calibration_.sensor_stats.mean.shape == (4, 5)   # 3 scales + their combination, 5 sensors
+    X = _frame(seed=2)
+    loaded = MSCRED.load(model.save(tmp_path / "m"), device="cpu")
+    np.testing.assert_allclose(loaded.decision_function(X), model.decision_function(X), rtol=1e-6)

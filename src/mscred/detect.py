@@ -12,9 +12,14 @@ Scores (``ScoreConfig.method``):
   as the original code). ``theta`` is ``ScoreConfig.theta`` (the paper's 0.005) or, when that is None, chosen per
   scale from the validation residuals as their ``ScoreConfig.theta_quantile`` quantile (see :func:`choose_theta`).
 * ``"mse"``: the mean of R over the chosen scales.
+* ``"z_sensor"``: per sensor, the row sum of R over the chosen scales, standardised by the mean and standard
+  deviation of that sensor's row sum on the validation windows; the window score is the largest of them. A sensor
+  whose residuals are always large (hard to reconstruct) no longer hides a small sensor that breaks, and the score
+  looks at rows, where a root cause's disturbance lies (its whole row and column of M change).
 
 The anomaly threshold on window scores comes from :mod:`mscred.thresholds` (beta x max of the validation scores by
-default). Root causes are the sensors with the largest row sums of R on the chosen scales. Durations: each scale has
+default). Root causes are the sensors with the largest row sums of R on the chosen scales (for ``z_sensor``: the
+largest standardised row sums). Durations: each scale has
 its own score (the same method, on that scale alone) and its own threshold fitted on the validation windows in the
 same way; a window "lights" scale w when its scale-w score is above the scale-w threshold. A short anomaly disturbs
 only the 10-step matrices, a long one all three.
@@ -22,14 +27,14 @@ only the 10-step matrices, a long one all three.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
 from mscred.config import ScoreConfig
 from mscred import thresholds as _thresholds
 
-SCORE_METHODS = ("count", "mse")
+SCORE_METHODS = ("count", "mse", "z_sensor")
 # Windows scored per chunk: bounds the memory of the residual to chunk x n_scales x n x n floats.
 _CHUNK = 2048
 
@@ -87,7 +92,7 @@ def scale_scores(target: np.ndarray, recon: np.ndarray, method: str, theta: np.n
     Parameters
     ----------
     target, recon : float32 (W, n_scales, n, n)
-    method : "count" or "mse"
+    method : "count" or "mse" ("z_sensor" scores need validation statistics: see :func:`sensor_rows`)
     theta : float (n_scales,) residual thresholds of the count score (ignored for "mse")
     root_scales : indices of the scales whose residual rows rank the root causes
 
@@ -98,8 +103,8 @@ def scale_scores(target: np.ndarray, recon: np.ndarray, method: str, theta: np.n
     row_sums : float64 (W, n)
         sum over the root scales s and columns j of R[w, s, i, j], per sensor i.
     """
-    if method not in SCORE_METHODS:
-        raise ValueError(f"unknown score method {method!r}; choose one of {', '.join(SCORE_METHODS)}")
+    if method not in ("count", "mse"):
+        raise ValueError(f"unknown score method {method!r} here; choose count or mse")
     n_win, n_scales, n = target.shape[0], target.shape[1], target.shape[2]
     per_scale = np.zeros((n_win, n_scales), dtype=np.float64)
     row_sums = np.zeros((n_win, n), dtype=np.float64)
@@ -114,6 +119,41 @@ def scale_scores(target: np.ndarray, recon: np.ndarray, method: str, theta: np.n
             per_scale[part] = res.mean(axis=(2, 3), dtype=np.float64)
         row_sums[part] = res[:, list(root_scales)].sum(axis=(1, 3), dtype=np.float64)
     return per_scale, row_sums
+
+
+def sensor_rows(target: np.ndarray, recon: np.ndarray) -> np.ndarray:
+    """Row sums of the residual per scale and sensor, float64 (W, n_scales, n): sum_j R[w, s, i, j]."""
+    rows = np.zeros(target.shape[:3], dtype=np.float64)
+    for part, res in _chunks(target, recon):
+        rows[part] = res.sum(axis=3, dtype=np.float64)
+    return rows
+
+
+@dataclass
+class SensorStats:
+    """Validation mean and standard deviation of the per-sensor residual row sums (the z_sensor score).
+
+    mean, std : float64 (n_scales + 1, n): one row per scale, then one for the sum over the score scales.
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+
+    @classmethod
+    def fit(cls, rows: np.ndarray, scales: Sequence[int]) -> "SensorStats":
+        """rows: (W_val, n_scales, n) from :func:`sensor_rows` on the validation windows."""
+        stacked = np.concatenate([rows, rows[:, list(scales)].sum(axis=1, keepdims=True)], axis=1)
+        mean, std = stacked.mean(axis=0), stacked.std(axis=0)
+        # A floor keeps a sensor that the network reconstructs perfectly (e.g. constant) from dividing by ~0.
+        floor = 1e-3 * np.median(std, axis=1, keepdims=True) + 1e-12
+        return cls(mean=mean, std=np.maximum(std, floor))
+
+    def z(self, rows: np.ndarray, scales: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Standardised row sums: per scale (W, n_scales, n) and over the score scales combined (W, n)."""
+        n_scales = rows.shape[1]
+        per = (rows - self.mean[None, :n_scales]) / self.std[None, :n_scales]
+        combined = (rows[:, list(scales)].sum(axis=1) - self.mean[n_scales]) / self.std[n_scales]
+        return per, combined
 
 
 def combine(per_scale: np.ndarray, scales: Sequence[int], method: str) -> np.ndarray:
@@ -133,44 +173,77 @@ def top_sensors(row_sums: np.ndarray, k: int) -> np.ndarray:
 class Calibration:
     """What scoring learns from the validation windows; stored in a model's config.json.
 
-    theta            (n_scales,) residual threshold of each scale (count score only; empty for mse)
+    theta            (n_scales,) residual threshold of each scale (count score only; empty otherwise)
     threshold        anomaly threshold on the window score
     scale_thresholds (n_scales,) threshold on each scale's own score, for durations
+    sensor_stats     validation statistics of the per-sensor row sums (z_sensor score only; None otherwise)
     """
 
     theta: list[float]
     threshold: float
     scale_thresholds: list[float]
+    sensor_stats: Optional[SensorStats] = None
 
     @classmethod
     def fit(cls, target: np.ndarray, recon: np.ndarray, cfg: ScoreConfig, windows: Sequence[int]) -> "Calibration":
-        """Fit theta (fixed or from the residual quantile), then the thresholds on the validation scores.
+        """Fit theta (fixed or from the residual quantile) or the sensor statistics, then the thresholds on the
+        validation scores.
 
         target, recon : float32 (W_val, n_scales, n, n) of the validation windows.
         """
+        if cfg.method not in SCORE_METHODS:
+            raise ValueError(f"unknown score method {cfg.method!r}; choose one of {', '.join(SCORE_METHODS)}")
         n_scales = target.shape[1]
         idx = scale_index(windows, cfg.scales)
+        theta, stats = np.zeros(0), None
         if cfg.method == "count":
             if cfg.theta is None:
                 theta = choose_theta(target, recon, cfg.theta_quantile)
             else:
                 theta = np.full(n_scales, float(cfg.theta))
-        else:
-            theta = np.zeros(0)
-        per_scale, _ = scale_scores(target, recon, cfg.method, theta if len(theta) else None, idx)
-        score = combine(per_scale, idx, cfg.method)
-        threshold = _thresholds.choose_threshold(cfg.threshold, score, cfg)
-        scale_thr = [_thresholds.choose_threshold(cfg.threshold, per_scale[:, s], cfg) for s in range(n_scales)]
-        return cls(theta=[float(t) for t in theta], threshold=float(threshold),
-                   scale_thresholds=[float(t) for t in scale_thr])
+        elif cfg.method == "z_sensor":
+            stats = SensorStats.fit(sensor_rows(target, recon), idx)
+        calib = cls(theta=[float(t) for t in theta], threshold=0.0, scale_thresholds=[0.0] * n_scales,
+                    sensor_stats=stats)
+        per_scale, score, _ = _scores(target, recon, cfg.method, calib, idx)
+        calib.threshold = float(_thresholds.choose_threshold(cfg.threshold, score, cfg))
+        calib.scale_thresholds = [float(_thresholds.choose_threshold(cfg.threshold, per_scale[:, s], cfg))
+                                  for s in range(n_scales)]
+        return calib
 
     def to_dict(self) -> dict:
-        return {"theta": self.theta, "threshold": self.threshold, "scale_thresholds": self.scale_thresholds}
+        out = {"theta": self.theta, "threshold": self.threshold, "scale_thresholds": self.scale_thresholds}
+        if self.sensor_stats is not None:
+            out["sensor_stats"] = {"mean": self.sensor_stats.mean.tolist(), "std": self.sensor_stats.std.tolist()}
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> "Calibration":
+        stats = data.get("sensor_stats")
+        if stats is not None:
+            mean = np.asarray(stats["mean"], dtype=np.float64)
+            std = np.asarray(stats["std"], dtype=np.float64)
+            if mean.ndim != 2 or mean.shape != std.shape or not (std > 0).all():
+                raise ValueError("sensor_stats: mean/std must be equal 2-D shapes with std > 0")
+            stats = SensorStats(mean=mean, std=std)
         return cls(theta=[float(t) for t in data["theta"]], threshold=float(data["threshold"]),
-                   scale_thresholds=[float(t) for t in data["scale_thresholds"]])
+                   scale_thresholds=[float(t) for t in data["scale_thresholds"]], sensor_stats=stats)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Calibration) and self.to_dict() == other.to_dict()
+
+
+def _scores(target: np.ndarray, recon: np.ndarray, method: str, calib: Calibration,
+            idx: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(per-scale scores (W, n_scales), window scores (W,), root-cause ranking values (W, n))."""
+    if method == "z_sensor":
+        if calib.sensor_stats is None:
+            raise ValueError("the z_sensor score needs sensor statistics in the calibration")
+        per, combined = calib.sensor_stats.z(sensor_rows(target, recon), idx)
+        return per.max(axis=2), combined.max(axis=1), combined
+    theta = np.asarray(calib.theta) if method == "count" else None
+    per_scale, row_sums = scale_scores(target, recon, method, theta, idx)
+    return per_scale, combine(per_scale, idx, method), row_sums
 
 
 @dataclass
@@ -190,12 +263,10 @@ def score_windows(target: np.ndarray, recon: np.ndarray, cfg: ScoreConfig, windo
     target, recon : float32 (W, n_scales, n, n)
     """
     idx = scale_index(windows, cfg.scales)
-    theta = np.asarray(calib.theta) if cfg.method == "count" else None
-    per_scale, row_sums = scale_scores(target, recon, cfg.method, theta, idx)
-    score = combine(per_scale, idx, cfg.method)
+    per_scale, score, rank_by = _scores(target, recon, cfg.method, calib, idx)
     lit = per_scale > np.asarray(calib.scale_thresholds)[None, :]
     return WindowResult(score=score, is_anomaly=score > calib.threshold,
-                        root_causes=top_sensors(row_sums, cfg.top_k), scales_lit=lit)
+                        root_causes=top_sensors(rank_by, cfg.top_k), scales_lit=lit)
 
 
 def timestamp_windows(length: int, windows: Sequence[int], gap: int, steps: int) -> np.ndarray:
