@@ -29,6 +29,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,7 +50,7 @@ from mscred.ops.triton import attention as fused_attention  # noqa: E402
 from mscred.ops.triton import convlstm as fused_convlstm  # noqa: E402
 from mscred.signature import signature_matrices  # noqa: E402
 from mscred.train import WindowDataset  # noqa: E402
-from mscred.train_graphs import EagerInference, EagerStep, GraphedInference, GraphedStep  # noqa: E402
+from mscred.train_graphs import EagerInference, EagerStep, GraphedStep, forward_losses  # noqa: E402
 
 STEPS = 5
 WINDOWS = (10, 30, 60)
@@ -172,13 +173,104 @@ def validate(data: WindowDataset, n: int, device, batch: int) -> dict:
     return out
 
 
+# ------------------------------------------------------------------------------------------------ CUDA graphs
+class _Snapshot:
+    """Parameters and Adam state, restored in place after warm-up (so warm-up steps do not train the model)."""
+
+    def __init__(self, net, opt):
+        self.pairs = [(p, p.detach().clone()) for p in net.parameters()]
+        self.opt = opt
+
+    @torch.no_grad()
+    def restore(self):
+        for p, v in self.pairs:
+            p.copy_(v)
+            for t in self.opt.state.get(p, {}).values():
+                if torch.is_tensor(t):
+                    t.zero_()  # Adam's fresh state: step 0, zero moments
+
+
+class GraphTrainStep:
+    """A whole training step (forward, weighted MSE, backward, Adam) replayed from one CUDA graph.
+
+    The window gather runs eagerly into a static (B, T, K, n, n) input before each replay: one copy kernel, and no
+    indexing kernel inside the graph. A partial batch is padded with window 0 at loss weight 0.
+    """
+
+    def __init__(self, net, opt, data, batch, bf16, warmup=3):
+        dev = data.segments.device
+        self.data, self.batch = data, batch
+        self.x = data.batch(torch.zeros(batch, dtype=torch.long, device=dev)).clone()
+        self.w = torch.full((batch,), 1.0 / batch, device=dev)
+        snap = _Snapshot(net, opt)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                opt.zero_grad(set_to_none=True)
+                _, losses = forward_losses(net, self.x, bf16)
+                (losses * self.w).sum().backward()
+                opt.step()
+        torch.cuda.current_stream().wait_stream(side)
+        snap.restore()
+        opt.zero_grad(set_to_none=True)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            _, losses = forward_losses(net, self.x, bf16)
+            self.loss = (losses * self.w).sum()
+            self.loss.backward()
+            opt.step()
+
+    def __call__(self, idx):
+        b = idx.numel()
+        if b == self.batch:
+            self.x.copy_(self.data.batch(idx))
+        else:
+            self.x[:b].copy_(self.data.batch(idx))
+            self.w.zero_()
+            self.w[:b] = 1.0 / b
+        self.graph.replay()
+        if b != self.batch:
+            self.w.fill_(1.0 / self.batch)
+        return self.loss.clone()
+
+
+class GraphInference:
+    """Reconstruction + per-window MSE of a static batch, replayed from one CUDA graph (gather outside)."""
+
+    def __init__(self, net, data, batch, bf16, warmup=2):
+        dev = data.segments.device
+        self.data, self.batch = data, batch
+        self.x = data.batch(torch.arange(batch, device=dev) % len(data)).clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side), torch.no_grad():
+            for _ in range(warmup):
+                forward_losses(net, self.x, bf16)
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph), torch.no_grad():
+            self.recon, self.losses = forward_losses(net, self.x, bf16)
+
+    def __call__(self, idx):
+        b = idx.numel()
+        self.x[:b].copy_(self.data.batch(idx))
+        self.graph.replay()
+        return self.recon[:b], self.losses[:b]
+
+
 # ------------------------------------------------------------------------------------------------ training step
-def make_step(backend, n, data, device, batch, graphs, bf16, compile_=False):
-    net, opt = build(backend, n, device, capturable=graphs)
+def make_step(backend, n, data, device, batch, graphs, bf16, compile_=False, h2_graphs=False):
+    net, opt = build(backend, n, device, capturable=graphs or h2_graphs)
     t0 = time.perf_counter()
     if compile_:
         net = torch.compile(net)
-    step = GraphedStep(net, opt, data, batch, bf16) if graphs else EagerStep(net, opt, data, bf16)
+    if h2_graphs:
+        step = GraphedStep(net, opt, data, batch, bf16)  # mscred.train_graphs, the Trainer's own
+    elif graphs:
+        step = GraphTrainStep(net, opt, data, batch, bf16)
+    else:
+        step = EagerStep(net, opt, data, bf16)
     sync(device)
     return step, time.perf_counter() - t0
 
@@ -208,7 +300,7 @@ def time_inference(backend, n, data, device, batch, graphs, bf16, iters):
     net.eval()
     idx = torch.arange(batch, device=device) % len(data)
     t0 = time.perf_counter()
-    infer = GraphedInference(net, data, batch, bf16) if graphs else EagerInference(net, data, bf16)
+    infer = GraphInference(net, data, batch, bf16) if graphs else EagerInference(net, data, bf16)
     for _ in range(2):
         infer(idx)
     sync(device)
@@ -223,10 +315,10 @@ def time_inference(backend, n, data, device, batch, graphs, bf16, iters):
 
 # ------------------------------------------------------------------------------------------------ end to end
 def end_to_end(values, n, device, backend, graphs, bf16, epochs, batch, score_batch):
-    """Signature matrices + ``epochs`` epochs + scoring of every window; capture/compile time reported apart."""
+    """Signature matrices + ``epochs`` epochs + scoring of every window; capture time reported apart."""
     out = {}
     t_start = time.perf_counter()
-    seg = signature_matrices(values, windows=WINDOWS, gap=GAP)  # (S, 3, n, n) float32
+    seg = signature_matrices(values, windows=WINDOWS, gap=GAP)  # (S, 3, n, n) float32, NumPy prefix sums
     segments = torch.from_numpy(seg).to(device)
     sync(device)
     out["signature_s"] = time.perf_counter() - t_start
@@ -235,12 +327,13 @@ def end_to_end(values, n, device, backend, graphs, bf16, epochs, batch, score_ba
 
     net, opt = build(backend, n, device, capturable=graphs)
     t0 = time.perf_counter()
-    step = GraphedStep(net, opt, data, batch, bf16) if graphs else EagerStep(net, opt, data, bf16)
-    infer = (GraphedInference(net, data, score_batch, bf16) if graphs else EagerInference(net, data, bf16))
+    if graphs:
+        step = GraphTrainStep(net, opt, data, batch, bf16)       # warm-up (weights restored) + capture
+        infer = GraphInference(net, data, score_batch, bf16)
+    else:
+        step, infer = EagerStep(net, opt, data, bf16), EagerInference(net, data, bf16)
     sync(device)
-    out["one_time_setup_s"] = time.perf_counter() - t0  # warm-up iterations + graph capture (weights restored)
-    if not graphs:  # eager: the first steps pay cuDNN autotuning / Triton compilation: count it as one-time
-        out["one_time_setup_s"] = 0.0
+    out["one_time_setup_s"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     losses = []
@@ -269,7 +362,7 @@ def end_to_end(values, n, device, backend, graphs, bf16, epochs, batch, score_ba
     out["score_s"] = time.perf_counter() - t0
     out["windows"] = W
     out["total_s"] = out["signature_s"] + out["train_s"] + out["score_s"]
-    out["anomalous_entries_mean"] = float(score.mean())
+    out["mean_window_score"] = float(score.mean())
     return out
 
 
@@ -376,265 +469,289 @@ def profile_step(step, data, device, batch, path: Path, title: str) -> list[dict
 
 
 # ------------------------------------------------------------------------------------------------ main
-def main() -> None:
+TRAIN_VARIANTS = {  # name: (backend, graphs, bf16, torch.compile, buffer layout, cudnn.benchmark, part)
+    "reference eager": ("reference", False, False, False, "nhwc", False, "eager"),
+    "fused eager": ("fused", False, False, False, "nhwc", False, "eager"),
+    "fused eager + bf16": ("fused", False, True, False, "nhwc", False, "eager"),
+    "fused + CUDA graph + bf16": ("fused", True, True, False, "nhwc", False, "graphs"),
+    "fused + CUDA graph": ("fused", True, False, False, "nhwc", False, "graphs"),
+    "reference + CUDA graph": ("reference", True, False, False, "nhwc", False, "graphs"),
+    "reference + CUDA graph + bf16": ("reference", True, True, False, "nhwc", False, "graphs"),
+    "fused NCHW buffers + CUDA graph": ("fused", True, False, False, "nchw", False, "graphs"),
+    "fused + CUDA graph + cudnn.benchmark": ("fused", True, False, False, "nhwc", True, "graphs"),
+    "fused + CUDA graph + bf16 + cudnn.benchmark": ("fused", True, True, False, "nhwc", True, "graphs"),
+    "torch.compile(reference)": ("reference", False, False, True, "nhwc", False, "compile"),
+}
+INFER_VARIANTS = {  # name: (backend, graphs, bf16, part)
+    "reference eager": ("reference", False, False, "eager"),
+    "fused eager": ("fused", False, False, "eager"),
+    "fused + CUDA graph + bf16": ("fused", True, True, "graphs"),
+    "fused + CUDA graph": ("fused", True, False, "graphs"),
+    "reference + CUDA graph + bf16": ("reference", True, True, "graphs"),
+}
+E2E_VARIANTS = {  # name: (backend, graphs, bf16, cudnn.benchmark, part)
+    "reference eager": ("reference", False, False, False, "eager"),
+    "fused + CUDA graph + bf16": ("fused", True, True, False, "graphs"),
+    "fused + CUDA graph": ("fused", True, False, False, "graphs"),
+    "fused + CUDA graph + bf16 + cudnn.benchmark": ("fused", True, True, True, "graphs"),
+}
+
+
+def run_part(part: str, args, work: Path) -> None:
+    """One part of the benchmark in this process; results saved to work/train_<part>.json after every item."""
     global CHANNELS
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default="benchmarks/results")
-    ap.add_argument("--quick", action="store_true", help="tiny sizes (CPU smoke test of the script)")
-    ap.add_argument("--budget-s", type=float, default=170.0, help="skip optional parts once this much time is used")
-    args = ap.parse_args()
     t_begin = time.perf_counter()
-    elapsed = lambda: time.perf_counter() - t_begin  # noqa: E731
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    cuda = device.type == "cuda"
     n, T_series, batch = (8, 1200, 8) if args.quick else (30, 36_000, 128)
     if args.quick:
         CHANNELS = (4, 6, 8, 8)
     iters = 3 if args.quick else 30
-    profile_path = out_dir / "train_profile.txt"
-    profile_path.write_text(f"# bench_train.py profile, {dt.datetime.now(dt.timezone.utc).isoformat()}\n")
-
-    meta = {"date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "gpu": torch.cuda.get_device_name() if device.type == "cuda" else platform.processor() or "cpu",
-            "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-            "triton": __import__("triton").__version__, "python": sys.version.split()[0],
-            "tf32_convolutions": torch.backends.cudnn.allow_tf32, "quick": args.quick,
-            "command": "PYTHONPATH=src python3 benchmarks/bench_train.py " + " ".join(sys.argv[1:]),
-            "workload": f"{T_series} steps x {n} sensors, windows {WINDOWS}, gap {GAP}, {STEPS} steps per window, "
-                        f"batch {batch}, channels {CHANNELS}"}
-    print(json.dumps(meta), flush=True)
-    result: dict = {"meta": meta, "errors": {}}
+    result: dict = {"errors": {}, "train_step": [], "inference": [], "end_to_end": []}
+    path = work / f"train_{part}.json"
 
     def save():
-        result["elapsed_s"] = elapsed()
-        (out_dir / "train.json").write_text(json.dumps(result, indent=1))
-        (out_dir / "train.md").write_text(markdown(result))
+        result["elapsed_s"] = time.perf_counter() - t_begin
+        path.write_text(json.dumps(result, indent=1))
 
-    def section(name, fn):
-        """Run one part; a failure is recorded and the next part still runs; results are saved after each."""
+    def attempt(key, fn):
         try:
-            result[name] = fn()
-        except Exception as err:  # noqa: BLE001
-            result["errors"][name] = f"{type(err).__name__}: {err}"[:500]
-            print(f"{name}: FAILED {result['errors'][name]}", flush=True)
-        save()
+            return fn()
+        except Exception as err:  # noqa: BLE001 - a failure is recorded; the next item still runs
+            result["errors"][key] = f"{type(err).__name__}: {err}"[:400]
+            print(f"{key}: FAILED {result['errors'][key]}", flush=True)
+        finally:
+            save()
 
-    section("ceilings", lambda: ceilings(device))
-    print("ceilings", result.get("ceilings"), flush=True)
     values = thesis_series(T_series, n)
-    seg = signature_matrices(values, windows=WINDOWS, gap=GAP)
-    data = WindowDataset(torch.from_numpy(seg).to(device), STEPS)
+    data = WindowDataset(torch.from_numpy(signature_matrices(values, windows=WINDOWS, gap=GAP)).to(device), STEPS)
     result["windows"] = len(data)
+    result["meta"] = {
+        "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name() if cuda else platform.processor() or "cpu",
+        "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+        "triton": __import__("triton").__version__, "python": sys.version.split()[0],
+        "tf32_convolutions": torch.backends.cudnn.allow_tf32, "quick": args.quick,
+        "command": "PYTHONPATH=src python3 benchmarks/bench_train.py" + (" --quick" if args.quick else ""),
+        "workload": f"{T_series} steps x {n} sensors, windows {WINDOWS}, gap {GAP}, {STEPS} steps per window, "
+                    f"batch {batch}, channels {CHANNELS}"}
 
-    # 1. correctness first
-    section("validation", lambda: validate(data, n, device, batch))
+    if part == "eager":
+        result["ceilings"] = attempt("ceilings", lambda: ceilings(device))
+        print("ceilings", result["ceilings"], flush=True)
+        result["validation"] = attempt("validation", lambda: validate(data, n, device, batch))
 
-    # 2. training step at batch 128 (torch.compile last: its compilation may not fit the run's time)
-    variants = [("reference eager", "reference", False, False, False, "nhwc"),
-                ("reference + CUDA graph", "reference", True, False, False, "nhwc"),
-                ("reference + CUDA graph + bf16", "reference", True, True, False, "nhwc"),
-                ("fused eager", "fused", False, False, False, "nhwc"),
-                ("fused + CUDA graph", "fused", True, False, False, "nhwc"),
-                ("fused + CUDA graph + bf16", "fused", True, True, False, "nhwc"),
-                ("fused NCHW buffers + CUDA graph", "fused", True, False, False, "nchw")]
-    if device.type != "cuda":
-        variants = [v for v in variants if not v[2]]
-    steps_by_name = {}
-    result["train_step"] = []
+    steps = {}
+    for name, (backend, graphs, bf16, comp, lay, bench, vpart) in TRAIN_VARIANTS.items():
+        if vpart != part or ((graphs or bf16 or comp) and not cuda):
+            continue
 
-    def run_train(name, backend, graphs, bf16, comp, lay):
-        try:
-            with layout(lay):
-                step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp)
-                ms, first_s, final_loss = time_train(step, data, device, batch, iters)
-        except Exception as err:  # noqa: BLE001 - a failing variant is reported, the others still run
-            result["train_step"].append({"variant": name, "error": f"{type(err).__name__}: {err}"[:300]})
-            print(f"train {name}: FAILED {err}", flush=True)
-            return
-        steps_by_name[name] = step
-        row = {"variant": name, "step_ms": ms, "windows_per_s": batch / ms * 1e3,
-               "one_time_s": setup_s + (first_s if (comp or not graphs) else 0.0), "loss_after": final_loss}
-        result["train_step"].append(row)
-        base = next((r["step_ms"] for r in result["train_step"] if r["variant"] == "reference eager"), None)
-        if base:
-            row["speedup_vs_eager"] = base / ms
-        print(f"train {name:34s} {ms:8.3f} ms/step {row['windows_per_s']:10.0f} windows/s "
-              f"(one-time {row['one_time_s']:.1f} s)", flush=True)
-        save()
+        def one(name=name, backend=backend, graphs=graphs, bf16=bf16, comp=comp, lay=lay, bench=bench):
+            torch.backends.cudnn.benchmark = bench
+            try:
+                with layout(lay):
+                    step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp)
+                    ms, first_s, loss = time_train(step, data, device, batch, iters)
+            finally:
+                torch.backends.cudnn.benchmark = False
+            steps[name] = step
+            row = {"variant": name, "step_ms": ms, "windows_per_s": batch / ms * 1e3,
+                   "one_time_s": setup_s + (first_s if (comp or not graphs) else 0.0), "loss_after": loss}
+            result["train_step"].append(row)
+            print(f"train {name:44s} {ms:8.3f} ms/step {row['windows_per_s']:9.0f} windows/s "
+                  f"(one-time {row['one_time_s']:.1f} s)", flush=True)
+        attempt("train " + name, one)
 
-    for v in variants:
-        run_train(*v)
-    if device.type == "cuda":
-        # cuDNN's autotuner (off by default, also in the baseline): does a better convolution algorithm close gaps?
-        torch.backends.cudnn.benchmark = True
-        run_train("fused + CUDA graph + cudnn.benchmark", "fused", True, False, False, "nhwc")
-        run_train("fused + CUDA graph + bf16 + cudnn.benchmark", "fused", True, True, False, "nhwc")
-        torch.backends.cudnn.benchmark = False
+    if part == "eager":
+        def flop_floor():
+            flops = step_flops(n, data, device, batch)
+            ceil = result.get("ceilings") or {}
+            return {"reference_step_flops": flops,
+                    "floor_ms_tf32": flops / (ceil["tf32_TFLOPs"] * 1e9) if ceil else None,
+                    "floor_ms_bf16": flops / (ceil["bf16_TFLOPs"] * 1e9) if ceil else None}
+        result["flops"] = attempt("flops", flop_floor)
+        print("flops", result["flops"], flush=True)
 
-    def flop_floor():
-        flops = step_flops(n, data, device, batch)
-        ceil = result.get("ceilings") or {}
-        return {"reference_step_flops": flops,
-                "floor_ms_tf32": flops / (ceil["tf32_TFLOPs"] * 1e9) if ceil else None,
-                "floor_ms_bf16": flops / (ceil["bf16_TFLOPs"] * 1e9) if ceil else None}
-    section("flops", flop_floor)
-    print("flops", result.get("flops"), flush=True)
+    batches = (8, 16) if args.quick else (256, 1024, len(data))
+    for name, (backend, graphs, bf16, vpart) in INFER_VARIANTS.items():
+        if vpart != part or ((graphs or bf16) and not cuda):
+            continue
+        for b in batches:
+            def one(name=name, backend=backend, graphs=graphs, bf16=bf16, b=b):
+                ms, wps, setup = time_inference(backend, n, data, device, b, graphs, bf16, max(iters // 3, 3))
+                result["inference"].append({"variant": name, "batch": b, "ms": ms, "windows_per_s": wps,
+                                            "one_time_s": setup})
+                print(f"infer {name:34s} batch {b:5d}: {wps:10.0f} windows/s", flush=True)
+            attempt(f"inference {name} {b}", one)
 
-    # 3. inference at several batches
-    def inference():
-        rows = []
-        inf_variants = [("reference eager", "reference", False, False),
-                        ("reference + CUDA graph + bf16", "reference", True, True),
-                        ("fused eager", "fused", False, False), ("fused + CUDA graph", "fused", True, False),
-                        ("fused + CUDA graph + bf16", "fused", True, True)]
-        if device.type != "cuda":
-            inf_variants = [v for v in inf_variants if not v[2]]
-        batches = (8, 16) if args.quick else (256, 1024, len(data))
-        for name, backend, graphs, bf16 in inf_variants:
-            best = None
-            for b in batches:
-                try:
-                    ms, wps, setup = time_inference(backend, n, data, device, b, graphs, bf16, max(iters // 3, 3))
-                except Exception as err:  # noqa: BLE001
-                    rows.append({"variant": name, "batch": b, "error": f"{type(err).__name__}: {err}"[:300]})
-                    continue
-                row = {"variant": name, "batch": b, "ms": ms, "windows_per_s": wps, "one_time_s": setup}
-                rows.append(row)
-                best = row if best is None or wps > best["windows_per_s"] else best
-            if best:
-                best["best"] = True
-                print(f"infer {name:34s} best batch {best['batch']:5d}: {best['windows_per_s']:10.0f} windows/s",
-                      flush=True)
-        ibase = max((r["windows_per_s"] for r in rows if r["variant"] == "reference eager" and "ms" in r),
-                    default=None)
-        for r in rows:
-            if ibase and "ms" in r:
-                r["speedup_vs_eager_best"] = r["windows_per_s"] / ibase
-        return rows
-    section("inference", inference)
+    for name, (backend, graphs, bf16, bench, vpart) in E2E_VARIANTS.items():
+        if vpart != part or ((graphs or bf16) and not cuda):
+            continue
 
-    # 4. end to end
-    def e2e():
-        rows = []
-        e2e_variants = [("fused + CUDA graph + bf16", "fused", True, True), ("fused + CUDA graph", "fused", True, False),
-                        ("reference eager", "reference", False, False)]
-        if device.type != "cuda":
-            e2e_variants = [v for v in e2e_variants if not v[2]]
-        if device.type == "cuda":
-            e2e_variants.insert(1, ("fused + CUDA graph + bf16 + cudnn.benchmark", "fused", True, True))
-        for name, backend, graphs, bf16 in e2e_variants:
-            torch.backends.cudnn.benchmark = "cudnn.benchmark" in name
+        def one(name=name, backend=backend, graphs=graphs, bf16=bf16, bench=bench):
+            torch.backends.cudnn.benchmark = bench
             try:
                 row = {"variant": name, **end_to_end(values, n, device, backend, graphs, bf16,
                                                      epochs=1 if args.quick else 5, batch=batch,
                                                      score_batch=16 if args.quick else 1024)}
-            except Exception as err:  # noqa: BLE001
-                row = {"variant": name, "error": f"{type(err).__name__}: {err}"[:300]}
             finally:
                 torch.backends.cudnn.benchmark = False
-            rows.append(row)
+            result["end_to_end"].append(row)
             print(f"e2e {name}: " + json.dumps({k: v for k, v in row.items() if k != 'epoch_losses'}), flush=True)
-        return rows
-    section("end_to_end", e2e)
+        attempt("e2e " + name, one)
 
-    # 5. where the time goes
-    section("level_ops", lambda: level_ops(device, batch, max(iters // 3, 3)))
-    result["profile"] = {}
-    for name in ("fused eager", "reference eager"):
-        if name in steps_by_name:
-            try:
-                result["profile"][name] = profile_step(steps_by_name[name], data, device, batch, profile_path, name)
-            except Exception as err:  # noqa: BLE001
-                result["errors"]["profile " + name] = f"{type(err).__name__}: {err}"[:300]
-    if device.type == "cuda":
-        try:  # graph replays hide their kernels from the profiler: profile the bf16 configuration eagerly
-            with layout("nhwc"):
-                step, _ = make_step("fused", n, data, device, batch, False, True)
-                result["profile"]["fused eager bf16"] = profile_step(step, data, device, batch, profile_path,
-                                                                     "fused eager bf16")
-        except Exception as err:  # noqa: BLE001
-            result["errors"]["profile bf16"] = f"{type(err).__name__}: {err}"[:300]
+    if part == "eager":
+        result["level_ops"] = attempt("level_ops", lambda: level_ops(device, batch, max(iters // 3, 3)))
+        profile_path = work / "train_profile.txt"
+        profile_path.write_text(f"# bench_train.py profile, {dt.datetime.now(dt.timezone.utc).isoformat()}\n")
+        result["profile"] = {}
+        for name in ("fused eager", "fused eager + bf16", "reference eager"):
+            if name in steps:
+                result["profile"][name] = attempt(
+                    "profile " + name, lambda name=name: profile_step(steps[name], data, device, batch,
+                                                                      profile_path, name))
+    if part == "graphs" and cuda:
+        # The Trainer's own capture (mscred.train_graphs.GraphedStep), last: on the first H200 run it hit a
+        # device-side assert (an out-of-bounds gather index) that poisoned the process.
+        def h2():
+            step, setup_s = make_step("fused", n, data, device, batch, False, True, h2_graphs=True)
+            ms, _, loss = time_train(step, data, device, batch, iters)
+            result["train_step"].append({"variant": "fused + bf16 in mscred.train_graphs.GraphedStep",
+                                         "step_ms": ms, "windows_per_s": batch / ms * 1e3, "one_time_s": setup_s,
+                                         "loss_after": loss})
+            print(f"train GraphedStep (Trainer's) fused bf16 {ms:.3f} ms/step", flush=True)
+        attempt("train mscred.train_graphs.GraphedStep", h2)
     save()
 
-    # 6. torch.compile of the reference, last, under an alarm so that a long compilation cannot sink the run
-    remaining = int(args.budget_s - elapsed())
-    if device.type == "cuda" and remaining > 30:
-        import signal
 
-        def _timeout(*_):
-            raise TimeoutError(f"compilation + timing exceeded the {remaining} s left in the run")
-        signal.signal(signal.SIGALRM, _timeout)
-        signal.alarm(remaining)
+def merge(work: Path, out_dir: Path) -> dict:
+    """Join the parts' JSON into one result with speedups against the reference eager rows."""
+    result: dict = {"errors": {}, "train_step": [], "inference": [], "end_to_end": [], "parts": {}}
+    for part in ("eager", "graphs", "compile") if torch.cuda.is_available() else ("eager",):
+        path = work / f"train_{part}.json"
+        if not path.exists():
+            result["errors"][part] = "part produced no result (crashed or timed out before its first save)"
+            continue
+        r = json.loads(path.read_text())
+        result["parts"][part] = {"elapsed_s": r.get("elapsed_s")}
+        for key in ("train_step", "inference", "end_to_end"):
+            result[key] += r.get(key, [])
+        result["errors"].update({f"{part}: {k}": v for k, v in r.get("errors", {}).items()})
+        for key in ("meta", "windows", "ceilings", "validation", "flops", "level_ops", "profile"):
+            if key in r and key not in result:
+                result[key] = r[key]
+    base = next((t["step_ms"] for t in result["train_step"] if t["variant"] == "reference eager"), None)
+    for t in result["train_step"]:
+        if base:
+            t["speedup_vs_eager"] = base / t["step_ms"]
+    best: dict = {}
+    for t in result["inference"]:
+        if t["windows_per_s"] > best.get(t["variant"], {}).get("windows_per_s", 0):
+            best[t["variant"]] = t
+    for t in best.values():
+        t["best"] = True
+    ibase = best.get("reference eager", {}).get("windows_per_s")
+    for t in result["inference"]:
+        if ibase:
+            t["speedup_vs_eager_best"] = t["windows_per_s"] / ibase
+    (out_dir / "train.json").write_text(json.dumps(result, indent=1))
+    (out_dir / "train.md").write_text(markdown(result))
+    if (work / "train_profile.txt").exists() and work != out_dir:
+        (out_dir / "train_profile.txt").write_text((work / "train_profile.txt").read_text())
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--work", default=None, help="folder for the parts' JSON (default: a temporary folder)")
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (CPU smoke test of the script)")
+    ap.add_argument("--part", choices=("all", "eager", "graphs", "compile"), default="all")
+    ap.add_argument("--budget-s", type=float, default=175.0, help="wall-clock budget of the whole run")
+    args = ap.parse_args()
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work or f"/tmp/bench_train_{os.getpid()}")
+    work.mkdir(parents=True, exist_ok=True)
+    if args.part != "all":
+        run_part(args.part, args, work)
+        return
+    # Each part in its own process: a device-side assert poisons a CUDA context, and must not take the other
+    # parts' numbers with it. torch.compile goes last and gets whatever time is left.
+    t0 = time.perf_counter()
+    shares = {"eager": 0.37, "graphs": 0.29}
+    for part in ("eager", "graphs", "compile"):
+        if part != "eager" and not torch.cuda.is_available():
+            continue
+        left = args.budget_s - (time.perf_counter() - t0)
+        limit = left if part == "compile" else min(left, shares[part] * args.budget_s)
+        if limit < 15:
+            print(f"part {part}: skipped, {left:.0f} s left", flush=True)
+            continue
+        cmd = [sys.executable, __file__, "--part", part, "--out", str(out_dir), "--work", str(work)]
+        cmd += ["--quick"] if args.quick else []
         try:
-            run_train("torch.compile(reference)", "reference", False, False, True, "nhwc")
-        finally:
-            signal.alarm(0)
-    else:
-        result["train_step"].append({"variant": "torch.compile(reference)",
-                                     "skipped": f"not run: {remaining} s left of the run's time budget"})
-    save()
-    print(markdown(result), flush=True)
+            subprocess.run(cmd, timeout=limit, check=False)
+        except subprocess.TimeoutExpired:
+            print(f"part {part}: stopped after {limit:.0f} s (its saved results are kept)", flush=True)
+    print(markdown(merge(work, out_dir)), flush=True)
 
 
 def markdown(r: dict) -> str:
-    m = r["meta"]
-    lines = [f"# Training / inference speed (bench_train.py)", "",
-             f"{m['gpu']}, torch {m['torch']}, CUDA {m['cuda']}, cuDNN {m['cudnn']}, Triton {m['triton']}, "
-             f"{m['date_utc']}; TF32 convolutions: {m['tf32_convolutions']}. Workload: {m['workload']} "
-             f"({r.get('windows')} windows). Command: `{m['command']}`", ""]
+    m = r.get("meta") or {}
+    lines = ["# Training / inference speed (bench_train.py)", "",
+             f"{m.get('gpu')}, torch {m.get('torch')}, CUDA {m.get('cuda')}, cuDNN {m.get('cudnn')}, Triton "
+             f"{m.get('triton')}, {m.get('date_utc')}; TF32 convolutions: {m.get('tf32_convolutions')}. Workload: "
+             f"{m.get('workload')} ({r.get('windows')} windows). Command: `{m.get('command')}`. Times: CUDA-event "
+             f"medians after warm-up; one-time = warm-up + capture / compilation.", ""]
     c = r.get("ceilings") or {}
     if c:
         lines += [f"Measured ceilings: copy {c['copy_TBps']:.2f} TB/s, bf16 matmul {c['bf16_TFLOPs']:.0f} TFLOP/s, "
                   f"TF32 matmul {c['tf32_TFLOPs']:.0f} TFLOP/s.", ""]
-    lines += ["## Correctness (whole model, fused vs reference, one batch)", "",
+    lines += ["## Correctness (whole model, fused vs reference, one batch, same weights)", "",
               "| precision | loss rel. err | worst grad rel. err | ok |", "| --- | --- | --- | --- |"]
     for k, v in (r.get("validation") or {}).items():
         lines.append(f"| {k} | {v['loss_rel_err']:.1e} | {v['grad_worst_rel_err']:.1e} ({v['grad_worst_param']}) | "
                      f"{v['ok']} |")
     fl = r.get("flops") or {}
-    lines += ["", "## Training step", "",
-              (f"Arithmetic of one step (FlopCounterMode, reference): {fl['reference_step_flops'] / 1e12:.3f} TFLOP; "
-               if fl else "")
-              + (f"floor {fl['floor_ms_tf32']:.2f} ms at the measured TF32 rate, {fl['floor_ms_bf16']:.2f} ms at bf16."
-                 if fl.get("floor_ms_tf32") else ""), "",
-              "| variant | ms / step | windows / s | vs eager | one-time (s) |", "| --- | --- | --- | --- | --- |"]
+    lines += ["", "## Training step, batch 128", ""]
+    if fl:
+        lines += [f"Arithmetic of one step (FlopCounterMode on the reference): {fl['reference_step_flops'] / 1e12:.3f}"
+                  f" TFLOP" + (f"; floor {fl['floor_ms_tf32']:.2f} ms at the measured TF32 rate, "
+                               f"{fl['floor_ms_bf16']:.2f} ms at the bf16 rate." if fl.get("floor_ms_tf32") else "."), ""]
+    lines += ["| variant | ms / step | windows / s | vs eager | one-time (s) |", "| --- | --- | --- | --- | --- |"]
     for t in r.get("train_step") or []:
-        if "step_ms" in t:
-            lines.append(f"| {t['variant']} | {t['step_ms']:.2f} | {t['windows_per_s']:,.0f} | "
-                         f"{t.get('speedup_vs_eager', float('nan')):.2f}x | {t['one_time_s']:.1f} |")
-        else:
-            lines.append(f"| {t['variant']} | {t.get('error') or t.get('skipped')} | | | |")
-    lines += ["", "## Inference (best batch of each variant)", "",
-              "| variant | best batch | windows / s | vs eager |", "| --- | --- | --- | --- |"]
+        lines.append(f"| {t['variant']} | {t['step_ms']:.2f} | {t['windows_per_s']:,.0f} | "
+                     f"{t.get('speedup_vs_eager', float('nan')):.2f}x | {t['one_time_s']:.1f} |")
+    lines += ["", "## Inference (windows / s at batch 256 / 1024 / all windows; best in bold)", "",
+              "| variant | batch | windows / s | vs best eager |", "| --- | --- | --- | --- |"]
     for t in r.get("inference") or []:
-        if t.get("best"):
-            lines.append(f"| {t['variant']} | {t['batch']} | {t['windows_per_s']:,.0f} | "
-                         f"{t.get('speedup_vs_eager_best', float('nan')):.2f}x |")
+        wps = f"{t['windows_per_s']:,.0f}"
+        lines.append(f"| {t['variant']} | {t['batch']} | {'**' + wps + '**' if t.get('best') else wps} | "
+                     f"{t.get('speedup_vs_eager_best', float('nan')):.2f}x |")
     lines += ["", "## End to end: signature matrices + 5 epochs + scoring every window", "",
-              "| variant | signature (s) | 5 epochs (s) | scoring (s) | total (s) | one-time capture (s) |",
+              "| variant | signature (s) | 5 epochs (s) | scoring (s) | total (s) | one-time setup (s) |",
               "| --- | --- | --- | --- | --- | --- |"]
     for t in r.get("end_to_end") or []:
-        if "total_s" in t:
-            lines.append(f"| {t['variant']} | {t['signature_s']:.3f} | {t['train_s']:.3f} | {t['score_s']:.3f} | "
-                         f"**{t['total_s']:.3f}** | {t['one_time_setup_s']:.2f} |")
-        else:
-            lines.append(f"| {t['variant']} | {t.get('error')} | | | | |")
+        lines.append(f"| {t['variant']} | {t['signature_s']:.3f} | {t['train_s']:.3f} | {t['score_s']:.3f} | "
+                     f"**{t['total_s']:.3f}** | {t['one_time_setup_s']:.2f} |")
     if r.get("level_ops"):
-        lines += ["", "## Per level, one op alone, batch 128 (ms, forward / forward+backward)", "",
+        lines += ["", "## Per level, one op alone, batch 128 (ms; forward without autograd / forward+backward)", "",
                   "| level (C, n) | op | dtype | reference fwd | fused fwd | reference fwd+bwd | fused fwd+bwd |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for t in r["level_ops"]:
             lines.append(f"| {t['level_channels']}, {t['n']} | {t['op']} | {t['dtype']} | {t['reference_fwd_ms']:.3f} |"
                          f" {t['fused_fwd_ms']:.3f} | {t['reference_fwd_bwd_ms']:.3f} | {t['fused_fwd_bwd_ms']:.3f} |")
     for title, rows in (r.get("profile") or {}).items():
+        if not rows:
+            continue
         lines += ["", f"## Profile: {title} (top kernels, GPU us per step)", "", "| us | share | calls | kernel |",
                   "| --- | --- | --- | --- |"]
         for k in rows[:15]:
             lines.append(f"| {k['us_per_step']:.0f} | {100 * k['share']:.1f}% | {k['calls_per_step']:g} | "
                          f"`{k['kernel'][:80]}` |")
     if r.get("errors"):
-        lines += ["", "## Errors", ""] + [f"- {k}: {v}" for k, v in r["errors"].items()]
+        lines += ["", "## Errors", ""] + [f"- {k}: {v.splitlines()[0] if v else v}" for k, v in r["errors"].items()]
     return "\n".join(lines) + "\n"
 
 

@@ -15,6 +15,15 @@ pytestmark = pytest.mark.skipif(not fused.is_available()[0], reason=f"fused atte
 needs_cuda = pytest.mark.skipif(not CUDA, reason="full-size and bf16 rows need a CUDA device")
 
 
+@pytest.fixture(autouse=True)
+def _strict_float32():
+    """float32 rows compare true float32 arithmetic: cuDNN's default TF32 would make both sides' error ~1e-3."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 def _inputs(B, T, C, n, seed, dtype=torch.float64, device=DEVICE, scale=0.3):
     # scale: hidden states lie in (-1, 1); scores of order 1 make the softmax neither flat nor one-hot.
     g = torch.Generator().manual_seed(seed)

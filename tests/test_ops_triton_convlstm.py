@@ -20,6 +20,15 @@ DEVICE = "cuda" if CUDA else "cpu"
 pytestmark = pytest.mark.skipif(not fused.is_available()[0], reason=f"fused ConvLSTM unavailable: "
                                 f"{fused.is_available()[1]}")
 needs_cuda = pytest.mark.skipif(not CUDA, reason="full-size and bf16 rows need a CUDA device")
+
+
+@pytest.fixture(autouse=True)
+def _strict_float32():
+    """float32 rows compare true float32 arithmetic: cuDNN's default TF32 would make both sides' error ~1e-3."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 FB = 1.0  # forget bias of TensorFlow's ConvLSTMCell
 
 
@@ -73,6 +82,8 @@ def test_float64_equals_reference(n, B, k, layout):
     """In float64 the fused op computes the same function as the reference to rounding: catches any index error."""
     if k == 3 and layout == "nchw" and B != 3:
         pytest.skip("kernel 3 in NCHW order: one batch size is enough (the kernel code is layout-independent)")
+    if CUDA and n != 30:
+        pytest.skip("on CUDA the small grid runs at n = 30 only (CI covers it on the interpreter; full size below)")
     x, w, b, dout = _inputs(B, 5, 3, 3, n, k, seed=100 * n + 10 * B + k)
     for name, o, r in zip(("h", "dx", "dweight", "dbias"), _fwd_bwd(fused.convlstm, x, w, b, dout),
                           _fwd_bwd(ref.convlstm, x, w, b, dout)):

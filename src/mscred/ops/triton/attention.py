@@ -71,7 +71,7 @@ def temporal_attention(h: torch.Tensor) -> torch.Tensor:
 
 if triton is not None:
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["T", "D"])
     def _attn_fwd_kernel(h_ptr, out_ptr, T, D, inv_t,
                          CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
@@ -99,7 +99,7 @@ if triton is not None:
             o = tl.sum(hk * a[:, None], axis=0)
             tl.store(out_ptr + b * D + d, o.to(out_ptr.dtype.element_ty), mask=dmask)
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["T", "D"])
     def _attn_bwd_kernel(h_ptr, dout_ptr, dh_ptr, T, D, inv_t,
                          CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)

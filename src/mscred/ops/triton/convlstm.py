@@ -70,6 +70,18 @@ def _runs_fused(x: torch.Tensor) -> bool:
 # ----------------------------------------------------------------------------------------------------------------
 if triton is not None:
 
+    def _jit(**options):
+        """triton.jit with the specialisation options this Triton version knows (older ones lack some)."""
+        import inspect
+
+        known = inspect.signature(triton.jit).parameters
+        return triton.jit(**{k: v for k, v in options.items() if k in known})
+
+    # Sizes differ per level and batch; specialising on them (== 1, divisible by 16) would compile a new kernel
+    # for nearly every shape. Batch strides likewise. Channel/pixel strides keep their == 1 specialisation, which
+    # tells Triton which accesses are contiguous (vector loads).
+    _SIZES = ["N", "CH", "HW", "W", "PAD_T", "PAD_L"]
+
     @triton.jit
     def _sigmoid(z):
         return 1.0 / (1.0 + tl.exp(-z))
@@ -96,7 +108,8 @@ if triton is not None:
             p = r % HW
         return mask, b, ch, p
 
-    @triton.jit
+    @_jit(do_not_specialize=_SIZES, do_not_specialize_on_alignment=["gx_sb", "rec_sb", "pre_sb", "c_sb", "h_sb",
+                                                                      "hp_sb"])
     def _cell_fwd_kernel(
         gx_ptr, gx_sb, gx_sc, gx_sp,        # input-conv gates of this step (B, 4Ch, H, W)
         rec_ptr, rec_sb, rec_sc, rec_sp,    # recurrent-conv gates (B, 4Ch, H, W), read if HAS_REC
@@ -147,7 +160,8 @@ if triton is not None:
             hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
             tl.store(hp, h, mask=mask)
 
-    @triton.jit
+    @_jit(do_not_specialize=_SIZES, do_not_specialize_on_alignment=["pre_sb", "c_sb", "dh_sb", "dhr_sb", "dc_sb",
+                                                                      "dp_sb", "dp2_sb"])
     def _cell_bwd_kernel(
         pre_ptr, pre_sb, pre_sc, pre_sp,        # gate pre-activations of this step (B, 4Ch, H, W)
         cprev_ptr, c_ptr, c_sb, c_sc, c_sp,     # cell states of the previous / this step
