@@ -148,6 +148,8 @@ def validate(data: WindowDataset, n: int, device, batch: int) -> dict:
                                      ("bf16_autocast", torch.float32, True, None)):
         if bf16 and device.type != "cuda":
             continue
+        if dtype == torch.float64 and device.type == "cuda":
+            continue  # float64 is checked by the tests (CPU interpreter and CUDA); spare the run its compilations
         x = x32.to(dtype)
         b = batch if dtype != torch.float64 else min(batch, 16)
         results = {}
@@ -478,7 +480,6 @@ TRAIN_VARIANTS = {  # name: (backend, graphs, bf16, torch.compile, buffer layout
     "reference + CUDA graph": ("reference", True, False, False, "nhwc", False, "graphs"),
     "reference + CUDA graph + bf16": ("reference", True, True, False, "nhwc", False, "graphs"),
     "fused NCHW buffers + CUDA graph": ("fused", True, False, False, "nchw", False, "graphs"),
-    "fused + CUDA graph + cudnn.benchmark": ("fused", True, False, False, "nhwc", True, "graphs"),
     "fused + CUDA graph + bf16 + cudnn.benchmark": ("fused", True, True, False, "nhwc", True, "graphs"),
     "torch.compile(reference)": ("reference", False, False, True, "nhwc", False, "compile"),
 }
@@ -506,7 +507,7 @@ def run_part(part: str, args, work: Path) -> None:
     n, T_series, batch = (8, 1200, 8) if args.quick else (30, 36_000, 128)
     if args.quick:
         CHANNELS = (4, 6, 8, 8)
-    iters = 3 if args.quick else 30
+    iters = 3 if args.quick else 20
     result: dict = {"errors": {}, "train_step": [], "inference": [], "end_to_end": []}
     path = work / f"train_{part}.json"
 
@@ -601,7 +602,7 @@ def run_part(part: str, args, work: Path) -> None:
         attempt("e2e " + name, one)
 
     if part == "eager":
-        result["level_ops"] = attempt("level_ops", lambda: level_ops(device, batch, max(iters // 3, 3)))
+        result["level_ops"] = attempt("level_ops", lambda: level_ops(device, batch, 5))
         profile_path = work / "train_profile.txt"
         profile_path.write_text(f"# bench_train.py profile, {dt.datetime.now(dt.timezone.utc).isoformat()}\n")
         result["profile"] = {}
@@ -679,13 +680,13 @@ def main() -> None:
     # Each part in its own process: a device-side assert poisons a CUDA context, and must not take the other
     # parts' numbers with it. torch.compile goes last and gets whatever time is left.
     t0 = time.perf_counter()
-    shares = {"eager": 0.37, "graphs": 0.29}
+    shares = {"eager": 0.5, "graphs": 0.45}
     for part in ("eager", "graphs", "compile"):
         if part != "eager" and not torch.cuda.is_available():
             continue
         left = args.budget_s - (time.perf_counter() - t0)
         limit = left if part == "compile" else min(left, shares[part] * args.budget_s)
-        if limit < 15:
+        if limit < (40 if part == "compile" else 15):
             print(f"part {part}: skipped, {left:.0f} s left", flush=True)
             continue
         cmd = [sys.executable, __file__, "--part", part, "--out", str(out_dir), "--work", str(work)]
