@@ -6,6 +6,7 @@ Providers, each computing conv (TF "same" padding) + bias + SELU of one encoder 
     global           our im2col kernel + GEMM reading global memory (float32)
     shared           our im2col kernel + shared-memory tiled GEMM (float32)
     implicit         our implicit-GEMM kernel: no column matrix, TF32 tensor cores, bias + SELU in the epilogue
+    implicit-pipe    the same with a table-driven gather and a multi-stage cp.async pipeline (issue 7, H5b)
 Also forward + backward (what training pays) for cudnn and our three variants.
 
 Correctness first, in this script: every provider's output (and the backward's gradients) against float64 on
@@ -39,8 +40,10 @@ PROVIDERS = {
     "global": im2col.conv2d_im2col_global,
     "shared": im2col.conv2d_im2col_shared,
     "implicit": im2col.conv2d_implicit,
+    "implicit-pipe": im2col.conv2d_implicit_pipelined,
 }
-TRAINABLE = ("cudnn", "global", "shared", "implicit")
+TRAINABLE = ("cudnn", "global", "shared", "implicit", "implicit-pipe")
+IMPLICIT = ("implicit", "implicit-pipe")
 
 
 def bench(fn) -> float:
@@ -96,7 +99,7 @@ def check(name, fn, x, w, b, stride, pad, dout, cudnn=None) -> dict:
     if name in TRAINABLE:
         grads = torch.autograd.grad(y, (xs, ws, bs), dout)
         out.update({k: rel(g, r) for k, g, r in zip(("dx", "dw", "db"), grads, ref_grads)})
-    tf32 = name in ("cudnn", "implicit")
+    tf32 = name in ("cudnn",) + IMPLICIT
     finite = all(v == v for v in out.values())
     grads_ok = all(out[k] <= max(2 * (cudnn or out)[k], 1e-4) for k in ("dx", "dw", "db") if k in out)
     out["ok"] = bool(finite and out["y"] < (2e-3 if tf32 else 1e-4) and grads_ok)
@@ -157,11 +160,11 @@ def main(argv=None) -> int:
     ridge = lim["tf32_matmul_TFLOPs"] * 1e12 / (lim["copy_GBps"] * 1e9)  # FLOP/byte where TF32 work = copy time
     targets = {
         "shared_vs_global_encoder": enc["global"] / enc["shared"],
-        "implicit_vs_cudnn": {r["layer"]: r["providers"]["cudnn"]["fwd_ms"] / r["providers"]["implicit"]["fwd_ms"]
-                              for r in rows},
+        "implicit_vs_cudnn": {p: {r["layer"]: r["providers"]["cudnn"]["fwd_ms"] / r["providers"][p]["fwd_ms"]
+                                  for r in rows} for p in IMPLICIT},
         "memory_bound_layers": [r["layer"] for r in rows if r["GFLOP"] * 1e9 / (r["min_MB"] * 1e6) < ridge],
-        "implicit_fraction_of_copy_bw": {r["layer"]: r["providers"]["implicit"]["GBps"] / lim["copy_GBps"]
-                                         for r in rows},
+        "implicit_fraction_of_copy_bw": {p: {r["layer"]: r["providers"][p]["GBps"] / lim["copy_GBps"]
+                                             for r in rows} for p in IMPLICIT},
     }
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
@@ -188,12 +191,13 @@ def main(argv=None) -> int:
               "| forward ms | " + " | ".join(f"{enc[p]:.4f}" for p in PROVIDERS) + " |",
               "| fwd+bwd ms | " + " | ".join(f"{enc_train[p]:.4f}" if p in enc_train else "-" for p in PROVIDERS)
               + " |", "",
-              f"Targets: shared vs global on the encoder {targets['shared_vs_global_encoder']:.2f}x (want >= 2); "
-              "implicit vs cuDNN per layer " + ", ".join(f"{k} {v:.2f}x" for k, v in
-                                                        targets["implicit_vs_cudnn"].items())
-              + " (want >= 3); implicit GB/s as a fraction of copy bandwidth "
-              + ", ".join(f"{k} {v:.2f}" for k, v in targets["implicit_fraction_of_copy_bw"].items())
-              + f" (want >= 0.5 on the memory-bound layers: {', '.join(targets['memory_bound_layers'])})."]
+              f"Targets: shared vs global on the encoder {targets['shared_vs_global_encoder']:.2f}x (want >= 2)."]
+    for p in IMPLICIT:
+        lines.append(f"{p} vs cuDNN per layer " + ", ".join(f"{k} {v:.2f}x" for k, v in
+                                                           targets["implicit_vs_cudnn"][p].items())
+                     + f" (want >= 3); {p} GB/s as a fraction of copy bandwidth "
+                     + ", ".join(f"{k} {v:.2f}" for k, v in targets["implicit_fraction_of_copy_bw"][p].items())
+                     + f" (want >= 0.5 on the memory-bound layers: {', '.join(targets['memory_bound_layers'])}).")
     out = Path(args.out)
     with atomic_path(out / "conv.json") as p:
         p.write_text(json.dumps(result, indent=2))

@@ -3,7 +3,7 @@
 Reads ptxas's resource report (``-Xptxas -v``) for every kernel instantiation in ``im2col.cu``: each must have a
 0-byte stack frame and no spill stores/loads (a local-memory array or a spill would cost DRAM round trips in the
 inner loop). Also checks that the implicit-GEMM kernels really were compiled to tensor-core MMA (the PTX must hold
-``mma.sync ... tf32``). Skipped, with the reason, where nvcc is not installed.
+``mma.sync ... tf32``) and that the pipelined one uses cp.async. Skipped, with the reason, where nvcc is not installed.
 """
 from __future__ import annotations
 
@@ -51,8 +51,9 @@ def test_every_kernel_compiles_for_sm90(ptxas_report):
     for kernel in ("im2col_kernel", "col2im_kernel", "gemm_global", "gemm_shared", "conv_implicit",
                    "selu_backward_kernel", "grad_bias_kernel"):
         assert any(kernel in name for name in names), f"{kernel} missing from the ptxas report"
-    # 3 implicit tile shapes x 3 kernel-size instantiations (3x3, 2x2, generic)
+    # 3 implicit tile shapes x 3 kernel-size instantiations (3x3, 2x2, generic); 3 pipelined tile shapes
     assert sum("conv_implicit" in name for name in names) == 9
+    assert sum("conv_pipelined" in name for name in names) == 3
 
 
 def test_no_spills_and_no_local_memory(ptxas_report):
@@ -71,4 +72,7 @@ def test_implicit_kernel_uses_tf32_mma(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     text = ptx.read_text()
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in text
-    assert "cvt.rna.tf32.f32" in text
+    assert "cvt.rn.tf32.f32" in text  # sm_90: one F2FP instruction (cvt.rna is the pre-Hopper fallback)
+    # the pipelined variant: zero-filling asynchronous copies (4-byte gathers, 16-byte weight rows), waited on
+    assert "cp.async.ca.shared.global" in text and "cp.async.cg.shared.global" in text
+    assert "cp.async.wait_group" in text

@@ -22,7 +22,8 @@ DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA device (the CUDA kernels cannot run here)")
 
 VARIANTS = {"global": im2col.conv2d_im2col_global, "shared": im2col.conv2d_im2col_shared,
-            "implicit": im2col.conv2d_implicit}
+            "implicit": im2col.conv2d_implicit, "implicit-pipe": im2col.conv2d_implicit_pipelined}
+TF32_VARIANTS = ("implicit", "implicit-pipe")  # TF32 tensor-core forward on CUDA
 # (in channels, out channels, kernel, stride) of conv1..conv4; layer i sees the output size of layer i-1.
 ENCODER = [(3, 32, 3, 1), (32, 64, 3, 2), (64, 128, 2, 2), (128, 256, 2, 2)]
 FLOOR_FP32 = 2e-5    # float32 accumulation over up to ~20k terms (the weight gradient's reduction)
@@ -99,7 +100,7 @@ def test_encoder_layer_forward_and_grads(layer, n, batch, variant, device):
     theirs = _fwd_bwd(_oracle, *low, stride, pad, True, dout)          # PyTorch's float32 (cuDNN on CUDA)
     _poison(oracle[0].shape, device)
     ours = _fwd_bwd(VARIANTS[variant], *low, stride, pad, True, dout)
-    tf32 = device == "cuda" and variant == "implicit"
+    tf32 = device == "cuda" and variant in TF32_VARIANTS
     yardstick = list(oracle)  # torch float32's error is always measured against the plain float64 oracle
     if tf32:
         # A TF32 forward moves some pre-activations across 0, where SELU's slope jumps from 1.758 to 1.051, and
@@ -125,6 +126,12 @@ def test_encoder_layer_forward_and_grads(layer, n, batch, variant, device):
     (2, 3, 4, 3, 2, 6, (0, 1, 2, 0), True, True),     # asymmetric, different per side
     (1, 1, 1, 1, 1, 4, (0, 0, 0, 0), True, True),     # 1x1 kernel (generic kernel-size path)
     (2, 3, 70, 3, 3, 11, (1, 2, 1, 2), True, True),   # stride 3, O not a multiple of any tile
+    # for implicit-pipe: K-step tails, stage-ring wrap-around, both weight-copy widths, tap-mask limits
+    (3, 20, 33, 3, 1, 7, (1, 1, 1, 1), True, True),   # K = 180: 6 K-steps (> 3 stages), tail of 20; O = 33
+    (2, 8, 16, 3, 2, 10, (0, 1, 0, 1), True, True),   # <= 32 filters, K = 72: 3 K-steps through 2 stages
+    (2, 7, 40, 2, 2, 9, (0, 1, 0, 1), True, True),    # K = 28: 16-byte weight copies, K < one K-step
+    (1, 2, 5, 5, 2, 9, (2, 2, 2, 2), True, True),     # 5x5: 25 taps in the mask, wide padding
+    (1, 2, 3, 7, 1, 9, (3, 3, 3, 3), True, True),     # 7x7: 49 taps > 32, implicit-pipe falls back
 ])
 def test_awkward_shapes(case, variant, device):
     batch, cin, cout, k, stride, size, pad, has_bias, selu = case
@@ -134,8 +141,25 @@ def test_awkward_shapes(case, variant, device):
     low_b = None if b is None else b.float()
     _poison(ref.shape, device)
     y = VARIANTS[variant](x.float(), w.float(), low_b, stride, pad, selu)
-    tf32 = device == "cuda" and variant == "implicit"
+    tf32 = device == "cuda" and variant in TF32_VARIANTS
     assert y.shape == ref.shape
+    assert _rel(y, ref) <= (FLOOR_TF32 if tf32 else FLOOR_FP32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_misaligned_weight(variant, device):
+    """A weight whose storage starts 4 bytes past a 16-byte boundary (K % 4 == 0): no 16-byte weight copies."""
+    cin, cout, k, size = 8, 40, 2, 9  # K = 32
+    x, w, b = _inputs(2, cin, cout, k, size, seed=77, device=device)
+    flat = torch.empty(w.numel() + 1, dtype=torch.float32, device=device)
+    flat[1:] = w.float().reshape(-1)
+    w_odd = flat[1:].view(w.shape)
+    assert w_odd.is_contiguous() and w_odd.data_ptr() % 16 != 0
+    pad = same_padding(size, k, 2)
+    y = VARIANTS[variant](x.float(), w_odd, b.float(), 2, pad, True)
+    ref = _oracle(x, w, b, 2, pad, True)
+    tf32 = device == "cuda" and variant in TF32_VARIANTS
     assert _rel(y, ref) <= (FLOOR_TF32 if tf32 else FLOOR_FP32)
 
 

@@ -10,10 +10,14 @@ asymmetric padding is exact) and act = SELU when ``selu``. ``variant`` picks the
                  (the thesis's optimised version);
 * ``"implicit"`` no column matrix: tiles of it are gathered from x into shared memory inside the GEMM (padding by
                  bounds checks), multiplied on the tensor cores in TF32 (as cuDNN's default for float32
-                 convolutions), bias + SELU applied in the epilogue.
+                 convolutions), bias + SELU applied in the epilogue;
+* ``"implicit-pipe"`` the same GEMM with a table-driven gather (per-block k -> input offset table, per-pixel
+                 padding bit mask) and a multi-stage cp.async pipeline; shapes it does not take (more than 32
+                 taps per window) run ``"implicit"``.
 
 The backward op (``mscred::im2col_conv2d_backward``) runs col2im for the input gradient and GEMMs for the weight
-gradient (the shared-memory GEMM for "shared" and "implicit", the global one for "global"), in exact float32.
+gradient (the shared-memory GEMM for "shared" and both implicit variants, the global one for "global"), in exact
+float32.
 On CUDA the kernels come from ``im2col.cu`` / ``binding.cpp``, compiled on first use with
 ``torch.utils.cpp_extension.load`` (ninja, cached under the torch extensions directory, built for the present
 device's architecture, e.g. ``sm_90`` on an H200). On the CPU, and for dtypes other than float32, the same op runs
@@ -32,9 +36,10 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-__all__ = ["conv2d_im2col_global", "conv2d_im2col_shared", "conv2d_implicit", "is_available", "output_size"]
+__all__ = ["conv2d_im2col_global", "conv2d_im2col_shared", "conv2d_implicit", "conv2d_implicit_pipelined",
+           "is_available", "output_size"]
 
-_VARIANTS = {"global": 0, "shared": 1, "implicit": 2}
+_VARIANTS = {"global": 0, "shared": 1, "implicit": 2, "implicit-pipe": 3}
 _SELU_ALPHA = 1.6732632423543772848170429916717
 _SELU_SCALE = 1.0507009873554804934193349852946
 _SRC = Path(__file__).resolve().parent
@@ -249,6 +254,12 @@ def conv2d_implicit(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.
                     padding: tuple[int, int, int, int], selu: bool) -> torch.Tensor:
     """Implicit GEMM (TF32 tensor cores), bias + SELU fused. x (N, C, H, W), weight (O, C, kh, kw) -> (N, O, Ho, Wo)."""
     return _conv(x, weight, bias, stride, padding, selu, "implicit")
+
+
+def conv2d_implicit_pipelined(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], stride: int,
+                              padding: tuple[int, int, int, int], selu: bool) -> torch.Tensor:
+    """Pipelined implicit GEMM (table-driven gather, cp.async stages, TF32), bias + SELU fused; same contract."""
+    return _conv(x, weight, bias, stride, padding, selu, "implicit-pipe")
 
 
 def is_available() -> tuple[bool, str]:

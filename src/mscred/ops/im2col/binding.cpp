@@ -39,7 +39,8 @@ ConvShape make_shape(const at::Tensor& x, const at::Tensor& w, int64_t stride, i
 
 Gemm gemm_of(int64_t variant) { return variant == 0 ? Gemm::Global : Gemm::Shared; }
 
-// variant: 0 = im2col + global-memory GEMM, 1 = im2col + shared-memory GEMM, 2 = implicit GEMM (TF32).
+// variant: 0 = im2col + global-memory GEMM, 1 = im2col + shared-memory GEMM, 2 = implicit GEMM (TF32),
+// 3 = pipelined implicit GEMM (TF32, cp.async). The backward of 1, 2 and 3 uses the shared-memory GEMM.
 at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const c10::optional<at::Tensor>& bias, int64_t stride,
                    int64_t pad_top, int64_t pad_left, int64_t Ho, int64_t Wo, bool selu, int64_t variant) {
   check_input(x, "x");
@@ -54,6 +55,10 @@ at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const c10::optional
   if (variant == 2) {
     check_launch(mscred_im2col::implicit_forward(x.data_ptr<float>(), w.data_ptr<float>(), b, y.data_ptr<float>(),
                                                  s, selu, stream), "implicit_forward");
+  } else if (variant == 3) {
+    check_launch(mscred_im2col::implicit_pipelined_forward(x.data_ptr<float>(), w.data_ptr<float>(), b,
+                                                           y.data_ptr<float>(), s, selu, stream),
+                 "implicit_pipelined_forward");
   } else {
     at::Tensor col = at::empty({s.K(), s.NP()}, x.options());
     check_launch(mscred_im2col::im2col(x.data_ptr<float>(), col.data_ptr<float>(), s, stream), "im2col");

@@ -241,9 +241,15 @@ __global__ void __launch_bounds__(256) grad_bias_kernel(const float* __restrict_
 // KH/KW > 0 fix the kernel size at compile time (divisions by constants); 0 reads it from the shape.
 // K-steps of 32 are double-buffered through registers: the gathers of step t+1 are in flight while step t's MMAs run.
 // ---------------------------------------------------------------------------------------------------------------
+// float32 -> TF32 (as a 32-bit pattern with the low 13 bits clear), rounded to nearest. sm_90 has this as one
+// instruction (F2FP.TF32) for round-to-nearest-even; older GPUs only have cvt.rna (ties away), emulated in 2-3.
 __device__ __forceinline__ uint32_t to_tf32(float v) {
   uint32_t u;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(u) : "f"(v));
+#else
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(v));
+#endif
   return u;
 }
 
@@ -253,6 +259,71 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// One warp's MMAs over a BK-deep K-slice held in shared memory: A rows (this warp's MT*16 output channels, k
+// contiguous, leading dimension LDA) times B (k rows, this warp's NT*8 pixels, leading dimension LDB).
+// CVT: the tiles hold raw float32 (cp.async copies bytes), so round each fragment to TF32 here (round to nearest,
+// as cvt.rna in the register-staged kernel; the tensor core would otherwise truncate).
+template <int MT, int NT, int BK, int LDA, int LDB, bool CVT>
+__device__ __forceinline__ void warp_mma_tile(float (&acc)[MT][NT][4], const uint32_t* __restrict__ a,
+                                              const uint32_t* __restrict__ b, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  auto cv = [](uint32_t v) { return CVT ? to_tf32(__uint_as_float(v)) : v; };
+#pragma unroll
+  for (int k8 = 0; k8 < BK; k8 += 8) {
+    uint32_t af[MT][4], bf[NT][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      const uint32_t* pa = a + (i * 16 + g) * LDA + k8 + t;
+      af[i][0] = cv(pa[0]);
+      af[i][1] = cv(pa[8 * LDA]);
+      af[i][2] = cv(pa[4]);
+      af[i][3] = cv(pa[8 * LDA + 4]);
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const uint32_t* pb = b + (k8 + t) * LDB + j * 8 + g;
+      bf[j][0] = cv(pb[0]);
+      bf[j][1] = cv(pb[4 * LDB]);
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af[i], bf[j]);
+  }
+}
+
+// Epilogue shared by the implicit kernels: accumulators -> shared tile c (BM x LDC floats, free to overwrite: the
+// caller has synchronised) -> bias + SELU -> coalesced NCHW stores (thread tid owns pixel column tid % BN, so
+// consecutive threads write consecutive pixels of one channel).
+template <int BM, int BN, int MT, int NT, int LDC>
+__device__ __forceinline__ void store_output_tile(const float (&acc)[MT][NT][4], float* c, int warp_m, int warp_n,
+                                                  int lane, int tid, bool q_ok, int o0, const float* __restrict__ bias,
+                                                  float* __restrict__ y, int64_t ybase, int O, int P,
+                                                  bool apply_selu) {
+  constexpr int KSTEP = 256 / BN;
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int r = warp_m * MT * 16 + i * 16 + g;
+      const int cc = warp_n * NT * 8 + j * 8 + 2 * t;
+      *reinterpret_cast<float2*>(&c[r * LDC + cc]) = make_float2(acc[i][j][0], acc[i][j][1]);
+      *reinterpret_cast<float2*>(&c[(r + 8) * LDC + cc]) = make_float2(acc[i][j][2], acc[i][j][3]);
+    }
+  __syncthreads();
+  if (!q_ok) return;
+  const int bcol = tid % BN;
+#pragma unroll 4
+  for (int mm = tid / BN; mm < BM; mm += KSTEP) {
+    const int o = o0 + mm;
+    if (o >= O) break;
+    float v = c[mm * LDC + bcol];
+    if (bias) v += __ldg(bias + o);
+    y[ybase + (int64_t)o * P] = apply_selu ? selu(v) : v;
+  }
 }
 
 template <int WARPS_M, int MT, int NT, int BK, int MIN_BLOCKS, int KH_, int KW_>
@@ -283,7 +354,6 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS) conv_implicit(const float* __
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = warp % WARPS_M, warp_n = warp / WARPS_M;
-  const int g = lane / 4, t = lane % 4;
   const int o0 = blockIdx.y * BM;
   const int q0 = blockIdx.x * BN;
 
@@ -338,52 +408,190 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS) conv_implicit(const float* __
     for (int r = 0; r < B_PER_THREAD; ++r) sm.t.b[(brow0 + KSTEP * r) * LDB + bcol] = to_tf32(rb[r]);
     __syncthreads();
     if (ks + 1 < ksteps) gather((ks + 1) * BK);
-#pragma unroll
-    for (int k8 = 0; k8 < BK; k8 += 8) {
-      uint32_t af[MT][4], bf[NT][2];
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        const uint32_t* pa = sm.t.a + (warp_m * MT * 16 + i * 16 + g) * LDA + k8 + t;
-        af[i][0] = pa[0];
-        af[i][1] = pa[8 * LDA];
-        af[i][2] = pa[4];
-        af[i][3] = pa[8 * LDA + 4];
-      }
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const uint32_t* pb = sm.t.b + (k8 + t) * LDB + warp_n * NT * 8 + j * 8 + g;
-        bf[j][0] = pb[0];
-        bf[j][1] = pb[4 * LDB];
-      }
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af[i], bf[j]);
-    }
+    warp_mma_tile<MT, NT, BK, LDA, LDB, false>(acc, sm.t.a + warp_m * MT * 16 * LDA, sm.t.b + warp_n * NT * 8, lane);
     __syncthreads();
   }
 
-  // Epilogue: accumulators -> shared tile -> bias + SELU -> coalesced NCHW stores (consecutive threads write
-  // consecutive pixels of one channel).
+  store_output_tile<BM, BN, MT, NT, LDC>(acc, sm.c, warp_m, warp_n, lane, tid, q_ok, o0, bias, y, ybase, s.O, P,
+                                         apply_selu);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Implicit GEMM, pipelined (variant "implicit-pipe"). Same warp tiling, MMAs and epilogue as conv_implicit, but
+//   * the im2col gather is table-driven: each block first writes, for every k of the (BK-padded) reduction, the
+//     offset of tap k = (c, i, j) relative to the pixel's top-left input element (c*H*W + i*W + j) and its tap
+//     index i*KW + j; each thread keeps one 32-bit mask of which taps of its pixel fall inside the image (padding).
+//     A gathered element then costs a broadcast shared load, a shift-and-test of the mask, an address multiply-add
+//     and the copy, instead of the divisions and bounds arithmetic per element;
+//   * tiles go global -> shared with cp.async (zero-fill for padding, K tail and pixel tail), STAGES deep, no
+//     register staging, so several K-steps of loads are in flight per block and fewer registers allow more blocks;
+//     the weights come in 16-byte copies when K % 4 == 0 and the pointer is 16-byte aligned (w_vec);
+//   * dynamic shared memory: table (Kpad int2) + min(STAGES, K-steps) stage buffers, aliased by the output tile.
+// Taps per kernel window must be <= 32 (one mask bit each); the host checks.
+// ---------------------------------------------------------------------------------------------------------------
+__device__ __forceinline__ void cp_async4(uint32_t* dst, const float* src, bool ok) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  // src-size 0: nothing is read, the 4 destination bytes are zero-filled.
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t* dst, const float* src, bool ok) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
+}
+
+// No "memory" clobber on the copies themselves: the shared-memory reads of a stage are ordered after its copies by
+// wait_group (clobbers memory) and __syncthreads, and the volatile asm statements keep their order.
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+template <int WARPS_M, int MT, int NT, int BK, int STAGES>
+struct PipeTile {
+  static constexpr int WARPS_N = 8 / WARPS_M;
+  static constexpr int BM = WARPS_M * MT * 16, BN = WARPS_N * NT * 8;
+  static constexpr int LDA = BK + 4, LDB = BN + 8, LDC = BN + 8;  // conflict-free fragment reads (see above)
+  static constexpr int A_WORDS = BM * LDA, STAGE_WORDS = A_WORDS + BK * LDB;
+  // Dynamic shared memory for a reduction of K: table, then the stage buffers (or the output tile, after the loop).
+  static size_t smem_bytes(int K) {
+    const int ksteps = (K + BK - 1) / BK;
+    const int stages = ksteps < STAGES ? ksteps : STAGES;
+    const size_t tiles = std::max<size_t>((size_t)stages * STAGE_WORDS, (size_t)BM * LDC) * 4;
+    return (size_t)ksteps * BK * sizeof(int2) + tiles;
+  }
+};
+
+template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS>
+__global__ void __launch_bounds__(256, MIN_BLOCKS)
+    conv_pipelined(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+                   float* __restrict__ y, ConvShape s, bool apply_selu, bool w_vec) {
+  using T = PipeTile<WARPS_M, MT, NT, BK, STAGES>;
+  constexpr int BM = T::BM, BN = T::BN, LDA = T::LDA, LDB = T::LDB;
+  constexpr int KSTEP = 256 / BN;            // B-tile rows per pass (each thread owns one pixel column)
+  constexpr int B_PER_THREAD = BK / KSTEP;
+  constexpr int A_VEC = BM * BK / 4 / 256;   // 16-byte weight copies per thread per stage
+  constexpr int A_SCALAR = BM * BK / 256;    // 4-byte weight copies per thread per stage
+  static_assert(STAGES >= 2 && 256 % BN == 0 && BN >= 32 && B_PER_THREAD % 8 == 0 && BK % 8 == 0, "tile shape");
+  static_assert((BM * BK / 4) % 256 == 0, "16-byte weight copies must cover the A tile evenly");
+
+  extern __shared__ __align__(16) uint32_t smem[];
+  const int KK = s.KH * s.KW;
+  const int K = s.C * KK;
+  const int ksteps = (K + BK - 1) / BK;
+  const int Kpad = ksteps * BK;
+  int2* table = reinterpret_cast<int2*>(smem);
+  uint32_t* stage0 = smem + 2 * Kpad;
+  const int P = s.P(), NP = s.NP();
+  const int HW = s.H * s.W;  // host: C*H*W < 2^30, so every table offset fits an int
+
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int warp_m = warp % WARPS_M, warp_n = warp / WARPS_M;
+  const int o0 = blockIdx.y * BM;
+  const int q0 = blockIdx.x * BN;
+
+  // k -> (offset, tap's mask bit); k >= K gets no bit, so the K tail is zero-filled. Within each BK block the
+  // entries are stored in the order the threads read them: thread row brow0 copies k = k0 + brow0 + KSTEP*r for
+  // r = 0..B_PER_THREAD-1, so its entries are contiguous (16-byte loads, and no table load between two copies).
+  for (int k = tid; k < Kpad; k += 256) {
+    int2 e = make_int2(0, 0);
+    if (k < K) {
+      const int c = k / KK, tap = k - c * KK, i = tap / s.KW, j = tap - i * s.KW;
+      e = make_int2(c * HW + i * s.W + j, (int)(1u << tap));
+    }
+    const int kk = k % BK;
+    table[k - kk + (kk % KSTEP) * B_PER_THREAD + kk / KSTEP] = e;
+  }
+
+  // This thread's pixel column of the B tile: its top-left input element and which taps are inside the image.
+  const int bcol = tid % BN, brow0 = tid / BN;  // brow0 is warp-uniform (BN >= 32): table reads broadcast
+  const int q = q0 + bcol;
+  const bool q_ok = q < NP;
+  const float* xp = x;
+  int64_t ybase = 0;
+  uint32_t mask = 0;
+  if (q_ok) {
+    const int n = q / P, p = q - n * P, ho = p / s.Wo, wo = p - ho * s.Wo;
+    const int hb = ho * s.stride - s.pad_top, wb = wo * s.stride - s.pad_left;
+    // Only taps with their bit set are dereferenced, so xp may point outside x when the window overhangs.
+    xp = x + ((int64_t)n * s.C * HW + (int64_t)hb * s.W + wb);
+    ybase = (int64_t)n * s.O * P + p;
+    for (int i = 0; i < s.KH; ++i)
+      if ((unsigned)(hb + i) < (unsigned)s.H)
+        for (int j = 0; j < s.KW; ++j)
+          if ((unsigned)(wb + j) < (unsigned)s.W) mask |= 1u << (i * s.KW + j);
+  }
+  __syncthreads();  // table complete
+
+  auto load_stage = [&](int ks, int slot) {
+    uint32_t* As = stage0 + slot * T::STAGE_WORDS;
+    uint32_t* Bs = As + T::A_WORDS;
+    const int k0 = ks * BK;
+    if (w_vec) {
+#pragma unroll
+      for (int r = 0; r < A_VEC; ++r) {
+        const int e = tid + 256 * r, mm = e / (BK / 4), kc = (e % (BK / 4)) * 4;
+        const int o = o0 + mm, k = k0 + kc;
+        const bool ok = o < s.O && k < K;  // K % 4 == 0: a 16-byte chunk is all in or all out
+        cp_async16(As + mm * LDA + kc, w + (ok ? (int64_t)o * K + k : 0), ok);
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < A_SCALAR; ++r) {
+        const int e = tid + 256 * r, mm = e / BK, kk = e % BK;
+        const int o = o0 + mm, k = k0 + kk;
+        const bool ok = o < s.O && k < K;
+        cp_async4(As + mm * LDA + kk, w + (ok ? (int64_t)o * K + k : 0), ok);
+      }
+    }
+    // Entries in groups of 8 (4 x 16-byte broadcast loads), then the group's 8 copies back to back: few
+    // registers held, and no shared load between two copies (ptxas pads each LDS -> LDGSTS switch with 3 slots).
+    const int4* entries = reinterpret_cast<const int4*>(table + k0 + brow0 * B_PER_THREAD);
+#pragma unroll
+    for (int r0 = 0; r0 < B_PER_THREAD / 2; r0 += 4) {
+      int4 e[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) e[r] = entries[r0 + r];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        uint32_t* dst = Bs + (brow0 + 2 * (r0 + r) * KSTEP) * LDB + bcol;
+        cp_async4(dst, xp + e[r].x, (mask & (uint32_t)e[r].y) != 0u);
+        cp_async4(dst + KSTEP * LDB, xp + e[r].z, (mask & (uint32_t)e[r].w) != 0u);
+      }
+    }
+  };
+
+  float acc[MT][NT][4];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int r = warp_m * MT * 16 + i * 16 + g;
-      const int cc = warp_n * NT * 8 + j * 8 + 2 * t;
-      *reinterpret_cast<float2*>(&sm.c[r * LDC + cc]) = make_float2(acc[i][j][0], acc[i][j][1]);
-      *reinterpret_cast<float2*>(&sm.c[(r + 8) * LDC + cc]) = make_float2(acc[i][j][2], acc[i][j][3]);
-    }
-  __syncthreads();
-  if (!q_ok) return;
-#pragma unroll 4
-  for (int mm = brow0; mm < BM; mm += KSTEP) {
-    const int o = o0 + mm;
-    if (o >= s.O) break;
-    float v = sm.c[mm * LDC + bcol];
-    if (bias) v += __ldg(bias + o);
-    y[ybase + (int64_t)o * P] = apply_selu ? selu(v) : v;
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.f;
+
+  // Prologue: STAGES-1 K-steps in flight. One commit group per K-step (empty past the end) keeps the count exact.
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < ksteps) load_stage(st, st);
+    cp_async_commit();
   }
+  int read_slot = 0, write_slot = STAGES - 1;  // = ks % STAGES and (ks + STAGES - 1) % STAGES
+  for (int ks = 0; ks < ksteps; ++ks) {
+    cp_async_wait<STAGES - 2>();  // this thread's copies of K-step ks have landed ...
+    __syncthreads();              // ... and everyone's; everyone is also done with K-step ks-1's buffer
+    if (ks + STAGES - 1 < ksteps) load_stage(ks + STAGES - 1, write_slot);  // refills K-step ks-1's buffer
+    cp_async_commit();
+    const uint32_t* As = stage0 + read_slot * T::STAGE_WORDS;
+    warp_mma_tile<MT, NT, BK, LDA, LDB, true>(acc, As + warp_m * MT * 16 * LDA,
+                                              As + T::A_WORDS + warp_n * NT * 8, lane);
+    read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
+    write_slot = write_slot + 1 == STAGES ? 0 : write_slot + 1;
+  }
+  cp_async_wait<0>();  // only empty groups can be pending here, but the buffers are about to be reused
+  __syncthreads();     // every warp's last MMAs have read their tiles
+
+  store_output_tile<BM, BN, MT, NT, T::LDC>(acc, reinterpret_cast<float*>(stage0), warp_m, warp_n, lane, tid, q_ok,
+                                            o0, bias, y, ybase, s.O, P, apply_selu);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -431,6 +639,63 @@ cudaError_t launch_implicit_tile(const float* x, const float* w, const float* bi
   return cudaGetLastError();
 }
 
+// Blocks of this instantiation that fit on one SM with `bytes` of dynamic shared memory (0 if none).
+template <typename Kernel>
+int resident_blocks(Kernel kernel, size_t bytes) {
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 256, bytes) != cudaSuccess) return 0;
+  return blocks;
+}
+
+template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS>
+struct PipeLaunch {
+  using T = PipeTile<WARPS_M, MT, NT, BK, STAGES>;
+  static constexpr auto kernel = conv_pipelined<WARPS_M, MT, NT, BK, STAGES, MIN_BLOCKS>;
+
+  // Dynamic shared memory above 48 KiB must be opted into per kernel; returns false if it cannot be had. The
+  // limit is always raised to the device's opt-in maximum (the same value every call, so concurrent callers with
+  // different K cannot undo each other); each launch still asks only for what its K needs.
+  static bool prepare(const ConvShape& s, size_t* bytes) {
+    *bytes = T::smem_bytes(s.K());
+    int dev = 0, optin = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (*bytes > (size_t)optin) return false;
+    if (*bytes > 48 * 1024 &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess)
+      return false;
+    return true;
+  }
+  static int64_t tiles(const ConvShape& s) {
+    return (int64_t)((s.NP() + T::BN - 1) / T::BN) * ((s.O + T::BM - 1) / T::BM);
+  }
+  // Issue cost of the busiest SM, in warp-instructions: waves x resident blocks x per-tile instructions, with
+  // kstep_insns the main loop's executed SASS per K-step and ~300 for table, mask and epilogue (sm_90, nvcc 13.0;
+  // counted with cuobjdump on the w_vec path). Infinite when the block does not fit.
+  static double cost(const ConvShape& s, size_t bytes, double kstep_insns) {
+    const int per_sm = resident_blocks(kernel, bytes);
+    if (per_sm <= 0) return 1e300;
+    const int64_t slots = (int64_t)per_sm * num_sms(), waves = (tiles(s) + slots - 1) / slots;
+    const int ksteps = (s.K() + BK - 1) / BK;
+    return (double)waves * per_sm * 8.0 * (ksteps * kstep_insns + 300.0);
+  }
+  static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                            bool selu_, size_t bytes, cudaStream_t stream) {
+    const bool w_vec = s.K() % 4 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+    dim3 grid((s.NP() + T::BN - 1) / T::BN, (s.O + T::BM - 1) / T::BM);
+    kernel<<<grid, 256, bytes, stream>>>(x, w, bias, y, s, selu_, w_vec);
+    return cudaGetLastError();
+  }
+};
+
+// Layers with <= 32 filters (conv1: K = 27, one K-step): 32 x 128 tiles, 4 blocks per SM so that one block's
+// gather overlaps the others' MMAs and stores. Otherwise 64 x 128 tiles (3 stages, 2 blocks per SM; 290 SASS
+// instructions per 32-deep K-step for 32 MMAs) or 64 x 64 (3 stages, 3 blocks per SM; 217 for 16 MMAs), whichever
+// costs the busiest SM fewer issue slots (PipeLaunch::cost): the wide tile unless it leaves most SMs idle.
+using PipeSmallO = PipeLaunch<2, 1, 4, 32, 2, 4>;
+using PipeWide = PipeLaunch<2, 2, 4, 32, 3, 2>;
+using PipeNarrow = PipeLaunch<2, 2, 2, 32, 3, 3>;
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -463,6 +728,25 @@ cudaError_t implicit_forward(const float* x, const float* w, const float* bias, 
   const int64_t tiles = (int64_t)((s.NP() + 127) / 128) * ((s.O + 63) / 64);
   if (tiles < 3 * num_sms()) return launch_implicit_tile<2, 2, 2, 16, 2>(x, w, bias, y, s, selu_, stream);
   return launch_implicit_tile<2, 2, 4, 16, 2>(x, w, bias, y, s, selu_, stream);
+}
+
+cudaError_t implicit_pipelined_forward(const float* x, const float* w, const float* bias, float* y,
+                                      const ConvShape& s, bool selu_, cudaStream_t stream) {
+  // Shapes the table-driven kernel does not take fall back to the register-staged one: more than 32 taps per
+  // window (the mask is 32 bits) or an image too large for 32-bit table offsets.
+  const bool fits = s.KH * s.KW <= 32 && (int64_t)s.C * s.H * s.W < (int64_t(1) << 30);
+  size_t bytes = 0;
+  if (fits && s.O <= 32 && PipeSmallO::prepare(s, &bytes))
+    return PipeSmallO::launch(x, w, bias, y, s, selu_, bytes, stream);
+  size_t wide_bytes = 0, narrow_bytes = 0;
+  const bool wide_ok = fits && PipeWide::prepare(s, &wide_bytes);
+  const bool narrow_ok = fits && PipeNarrow::prepare(s, &narrow_bytes);
+  const double wide_cost = wide_ok ? PipeWide::cost(s, wide_bytes, 290.0) : 1e300;
+  const double narrow_cost = narrow_ok ? PipeNarrow::cost(s, narrow_bytes, 217.0) : 1e300;
+  if (wide_cost < 1e300 && wide_cost <= narrow_cost)
+    return PipeWide::launch(x, w, bias, y, s, selu_, wide_bytes, stream);
+  if (narrow_cost < 1e300) return PipeNarrow::launch(x, w, bias, y, s, selu_, narrow_bytes, stream);
+  return implicit_forward(x, w, bias, y, s, selu_, stream);
 }
 
 cudaError_t selu_backward(const float* gy, const float* y, float* gz, int64_t n, cudaStream_t stream) {
