@@ -52,7 +52,7 @@ def test_report_without_model(evaluated, capsys):
     for section in ("sec-metrics", "sec-score", "sec-series", "sec-residuals", "sec-causes"):
         assert f'id="{section}"' in page
     images = _images(page)
-    assert set(images) == {"score", "series", "root causes"}
+    assert set(images) == {"score", "series", "series zoomed", "root causes"}
     assert all(png.startswith(PNG) and len(png) > 5000 for png in images.values())
     # the metrics table shows the same numbers as --json, beside the random baseline
     table = page[page.index('<table id="metrics"'):page.index("</table>")]
@@ -76,7 +76,7 @@ def test_report_labels_only_says_series_missing(evaluated, capsys):
     # with --data the series come back
     assert main(["evaluate", str(evaluated / "scores.csv"), "--labels", str(evaluated / "labels.csv"),
                  "--data", str(evaluated / "data" / "test.csv"), "--report", str(out)]) == 0
-    assert "series" in _images((out / "index.html").read_text())
+    assert {"series", "series zoomed"} <= set(_images((out / "index.html").read_text()))
 
 
 def test_report_with_model_has_residual_heatmaps(tmp_path, capsys):

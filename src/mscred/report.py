@@ -118,6 +118,30 @@ def series_figure(scores, truth, pred, values, sensors, chosen) -> str:
     return _png(fig)
 
 
+def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150, max_events: int = 4) -> str:
+    """The top sensors around each of the first events (true ones, else detected intervals), +- ``margin`` rows."""
+    import matplotlib.pyplot as plt
+
+    spots = list(truth.events[:max_events]) if len(truth.events) else list(runs(pred)[:max_events])
+    x = _x_axis(scores)
+    fig, axes = plt.subplots(len(chosen), len(spots), figsize=(3.2 * len(spots), 1.5 * len(chosen) + 0.6),
+                             squeeze=False)
+    for col, (a, b) in enumerate(spots):
+        lo, hi = max(int(a) - margin, 0), min(int(b) + margin, len(x))
+        for row, name in enumerate(chosen):
+            ax = axes[row, col]
+            ax.plot(x[lo:hi], values[lo:hi, sensors.index(name)], lw=0.8, color="#1d3557")
+            ax.set_xlim(x[lo], x[hi - 1])
+            _mark(ax, truth, pred, x)
+            ax.tick_params(labelsize=7)
+            if col == 0:
+                ax.set_ylabel(name, rotation=0, ha="right", fontsize=8)
+            if row == 0:
+                ax.set_title(f"around {x[a]:g}..{x[b - 1]:g}", fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
 def cause_figure(scores, truth, pred) -> tuple[str, int]:
     """One bar chart per event: votes of the flagged rows inside it, true root causes in red."""
     import matplotlib.pyplot as plt
@@ -145,7 +169,13 @@ def cause_figure(scores, truth, pred) -> tuple[str, int]:
         if true:
             title += "\ntrue: " + ", ".join(sorted(true))
         ax.set_title(title, fontsize=8)
-        ax.set_ylabel("flagged rows naming it", fontsize=7)
+        if not names:
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.text(0.5, 0.5, "no flagged row in this event", ha="center", va="center", fontsize=8, color="#777",
+                    transform=ax.transAxes)
+        elif e % cols == 0:
+            ax.set_ylabel("flagged rows naming it", fontsize=7)
     fig.tight_layout()
     return _png(fig), len(truth.events) - len(shown)
 
@@ -178,22 +208,25 @@ def worst_residuals(model, values: np.ndarray, sensors: list[str], k: int):
 def residual_figure(items, windows, sensors, index) -> str:
     import matplotlib.pyplot as plt
 
+    from matplotlib.colors import PowerNorm
+
     n_scales = items[0][2].shape[0]
     fig, axes = plt.subplots(len(items), n_scales, figsize=(3.6 * n_scales, 3.3 * len(items)), squeeze=False)
-    vmax = max(float(r.max()) for _, _, r in items) or 1.0
+    # one colour scale for all panels, so scales and windows compare; the square-root norm keeps the small
+    # residuals of the long windows visible beside the large ones of w = 10
+    norm = PowerNorm(0.5, vmin=0.0, vmax=max(float(r.max()) for _, _, r in items) or 1.0)
     for row, (w, last, res) in enumerate(items):
         for s in range(n_scales):
             ax = axes[row, s]
-            im = ax.imshow(res[s], cmap="magma", vmin=0, vmax=vmax)
+            im = ax.imshow(res[s], cmap="magma", norm=norm)
             when = index[last] if last >= 0 else "?"
             ax.set_title(f"window {w} (to {when}), w = {windows[s]}", fontsize=8)
-            if len(sensors) <= 30:
-                ax.set_yticks(range(len(sensors)), sensors, fontsize=max(4.0, min(8.0, 120 / len(sensors))))
-                ax.set_xticks([])
+            ax.set_xticks([])
+            if s == 0 and len(sensors) <= 40:
+                ax.set_yticks(range(len(sensors)), sensors, fontsize=max(4.0, min(8.0, 150 / len(sensors))))
             else:
-                ax.set_xticks([])
                 ax.set_yticks([])
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label="(M - recon)^2")
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label="(M - recon)^2 (square-root colour scale)")
     return _png(fig)
 
 
@@ -259,6 +292,8 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
     if values is not None and sensors:
         chosen = top_sensors(scores, truth, pred, sensors, n_sensors)
         parts.append(_img(series_figure(scores, truth, pred, values, sensors, chosen), "series"))
+        if len(truth.events) or pred.any():
+            parts.append(_img(zoom_figure(scores, truth, pred, values, sensors, chosen), "series zoomed"))
     else:
         parts.append(_missing("Sensor series not available: the labels file has no sensor columns; pass --data."))
 
