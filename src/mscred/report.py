@@ -21,6 +21,7 @@ from mscred.atomic import atomic_path
 from mscred.errors import InputError
 from mscred.evaluation import METRIC_ROWS, GroundTruth, Scores, event_causes
 from mscred.metrics import events as runs
+from mscred.metrics import rank_event_causes
 
 CSS = """
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1150px;color:#222}
@@ -121,6 +122,7 @@ def series_figure(scores, truth, pred, values, sensors, chosen) -> str:
 def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150, max_events: int = 4) -> str:
     """The top sensors around each of the first events (true ones, else detected intervals), +- ``margin`` rows."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     spots = list(truth.events[:max_events]) if len(truth.events) else list(runs(pred)[:max_events])
     x = _x_axis(scores)
@@ -134,6 +136,7 @@ def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150,
             ax.set_xlim(x[lo], x[hi - 1])
             _mark(ax, truth, pred, x)
             ax.tick_params(labelsize=7)
+            ax.xaxis.set_major_locator(MaxNLocator(3))
             if col == 0:
                 ax.set_ylabel(name, rotation=0, ha="right", fontsize=8)
             if row == 0:
@@ -159,7 +162,8 @@ def cause_figure(scores, truth, pred) -> tuple[str, int]:
             if pred[t]:
                 for name in scores.root_causes[t]:
                     votes[name] = votes.get(name, 0) + 1
-        names = sorted(votes, key=lambda n: (-votes[n], n))[:8]
+        # the same order as the ranking that root-cause recall scores (votes, then mean position, then name)
+        names = rank_event_causes(scores.root_causes[t] for t in range(a, b) if pred[t])[:8]
         true = truth.causes[e] if truth.causes else set()
         ax.bar(range(len(names)), [votes[n] for n in names],
                color=[TRUTH if n in true else "#457b9d" for n in names])
