@@ -98,6 +98,8 @@ def test_train_then_detect(tmp_path, capsys):
     assert code == 0, err
     meta = json.loads((tmp_path / "m" / "config.json").read_text())
     assert meta["sensors"] == [f"s{i}" for i in range(N_SENSORS)]
+    # --theta alone selects the count score it belongs to
+    assert meta["config"]["score"]["method"] == "count"
     assert meta["config"]["score"]["theta"] is None and len(meta["calibration"]["theta"]) == 3
     assert (tmp_path / "m" / "model.safetensors").stat().st_size > 0
     assert not (tmp_path / "m.checkpoints").exists()

@@ -41,7 +41,7 @@ def _frame(rows: int = 600, n: int = 5, seed: int = 0) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def fitted() -> MSCRED:
-    return MSCRED(epochs=2, theta=None, **SMALL).fit(_frame())
+    return MSCRED(epochs=2, method="count", theta=None, **SMALL).fit(_frame())
 
 
 def test_pyod_attributes(fitted):
@@ -153,7 +153,7 @@ def test_unfitted_model_refuses():
 
 def test_detects_injected_shock_and_its_root_causes():
     n = 6
-    model = MSCRED(epochs=3, theta=None, beta=1.5, **SMALL).fit(_frame(rows=1200, n=n))
+    model = MSCRED(epochs=3, **SMALL).fit(_frame(rows=1200, n=n))  # the default score (z_sensor)
     X = _frame(rows=600, n=n, seed=1)
     X.loc[300:329, ["pump_1", "pump_4"]] += 2.5   # a 30-step shock on two sensors
     out = model.detect(X)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mscred.detect import SCORE_METHODS
 from mscred.ops import CONV_BACKENDS, MODEL_BACKENDS
 
 
@@ -21,6 +22,17 @@ def parse_theta(value: str) -> float | None:
     if not theta > 0:
         raise click.BadParameter(f"{value!r} must be > 0", param_hint="--theta")
     return theta
+
+
+def score_overrides(theta: str | None, method: str | None) -> dict:
+    """Settings of --theta/--score: a theta alone selects the paper's count score, which is the one it acts on."""
+    out = {}
+    if theta is not None:
+        out["theta"] = parse_theta(theta)
+        out["method"] = "count"
+    if method is not None:
+        out["method"] = method
+    return out
 
 
 def checkpoint_dir_for(out: Path) -> Path:
@@ -44,9 +56,10 @@ def checkpoint_dir_for(out: Path) -> Path:
 @click.option("--cuda-graphs", is_flag=True, default=None, help="Capture whole steps in CUDA graphs (CUDA).")
 @click.option("--theta", type=str, default=None,
               help="Residual threshold of the count score: a number (the paper: 0.005) or 'auto' (a quantile of "
-                   "the validation residuals).")
-@click.option("--score", "method", type=click.Choice(["count", "mse"]), default=None,
-              help="Window score: the paper's count above theta, or the mean squared residual.")
+                   "the validation residuals); implies --score count unless --score says otherwise.")
+@click.option("--score", "method", type=click.Choice(SCORE_METHODS), default=None,
+              help="Window score: z_sensor (default: standardised per-sensor residuals), count (the paper's "
+                   "entries above theta) or mse.")
 @click.option("--threshold", type=click.Choice(["beta_max", "percentile", "pot"]), default=None,
               help="Anomaly threshold rule on the validation scores [config: beta_max].")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -57,11 +70,9 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     from mscred.detector import MSCRED
 
     overrides = {"epochs": epochs, "batch_size": batch_size, "device": device, "seed": seed, "backend": backend,
-                 "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "method": method,
-                 "threshold": threshold}
+                 "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "threshold": threshold}
     overrides = {k: v for k, v in overrides.items() if v is not None}
-    if theta is not None:
-        overrides["theta"] = parse_theta(theta)
+    overrides.update(score_overrides(theta, method))
     if quiet:
         overrides["progress"] = False
     table = load_table(data)
