@@ -132,6 +132,10 @@ def test_encoder_layer_forward_and_grads(layer, n, batch, variant, device):
     (2, 7, 40, 2, 2, 9, (0, 1, 0, 1), True, True),    # K = 28: 16-byte weight copies, K < one K-step
     (1, 2, 5, 5, 2, 9, (2, 2, 2, 2), True, True),     # 5x5: 25 taps in the mask, wide padding
     (1, 2, 3, 7, 1, 9, (3, 3, 3, 3), True, True),     # 7x7: 49 taps > 32, implicit-pipe falls back
+    # P % 4 == 0: implicit-pipe's 16-byte output stores, with pixel and channel tails, without bias, without SELU
+    (3, 4, 70, 3, 1, 6, (1, 1, 1, 1), True, True),    # P = 36, N*P = 108 (< one 128-pixel tile), O = 70
+    (2, 3, 8, 3, 1, 8, (1, 1, 1, 1), False, True),    # P = 64, <= 32 filters, no bias
+    (1, 2, 40, 2, 2, 8, (0, 0, 0, 0), True, False),   # P = 16, no SELU
 ])
 def test_awkward_shapes(case, variant, device):
     batch, cin, cout, k, stride, size, pad, has_bias, selu = case
@@ -161,6 +165,19 @@ def test_misaligned_weight(variant, device):
     ref = _oracle(x, w, b, 2, pad, True)
     tf32 = device == "cuda" and variant in TF32_VARIANTS
     assert _rel(y, ref) <= (FLOOR_TF32 if tf32 else FLOOR_FP32)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("size", [6, 8])  # P = 36, 16 (implicit-pipe: 16-byte stores), P = 25 would be scalar
+def test_nan_propagates(size, variant, device):
+    """A NaN input reaches exactly the outputs whose window covers it (SELU's fast exp must not turn it into 0)."""
+    x, w, b = (t.float() for t in _inputs(2, 3, 40, 3, size, seed=size, device=device))
+    x[1, 2, 3, 3] = float("nan")
+    pad = (1, 1, 1, 1)
+    y = VARIANTS[variant](x, w, b, 1, pad, True)
+    ref = _oracle(x.double(), w.double(), b.double(), 1, pad, True)
+    assert torch.equal(torch.isnan(y), torch.isnan(ref)) and torch.isnan(ref).sum() == 9 * 40
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))

@@ -28,6 +28,18 @@ __device__ __forceinline__ float selu(float z) {
   return z > 0.f ? kSeluScale * z : kSeluScale * kSeluAlpha * (expf(z) - 1.f);
 }
 
+// The same with the hardware exponential (MUFU.EX2, ~2 ulp): for epilogues of TF32 GEMMs, whose operands are
+// already rounded to 2^-11, where the accurate expf (~10 instructions per output, with a branch) is a sizeable part
+// of the instructions of an output-bound layer (conv1).
+// Branch-free: exp(z) through ex2.approx.ftz (one MUFU.EX2; underflow to 0 gives the -scale*alpha asymptote,
+// overflow for large z is not selected, NaN propagates), then a select.
+__device__ __forceinline__ float selu_fast(float z) {
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(z * 1.4426950408889634f));
+  const float neg = fmaf(kSeluScale * kSeluAlpha, e, -kSeluScale * kSeluAlpha);
+  return z > 0.f ? kSeluScale * z : neg;
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Matrix views. Element (r, c) of a matrix that is either plain strided memory or an NCHW tensor (N, R, P) seen as
 // an R x (N*P) matrix whose column c = n*P + p (channels x pixels: the layout of conv outputs and their grads).
@@ -263,8 +275,10 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
 
 // One warp's MMAs over a BK-deep K-slice held in shared memory: A rows (this warp's MT*16 output channels, k
 // contiguous, leading dimension LDA) times B (k rows, this warp's NT*8 pixels, leading dimension LDB).
-// CVT: the tiles hold raw float32 (cp.async copies bytes), so round each fragment to TF32 here (round to nearest,
-// as cvt.rna in the register-staged kernel; the tensor core would otherwise truncate).
+// CVT: the tiles hold raw float32 (cp.async copies bytes), so round each fragment to TF32 here (to nearest, as
+// the register-staged kernel does when it stages; the tensor core would otherwise truncate).
+// (Feeding A's k-slots t and t+4 from adjacent words, to read them with one 16-byte load, was tried: the MMA takes
+// rows g and g+8 in one register quad, so the loaded words had to be moved into place - 86 moves per K-step.)
 template <int MT, int NT, int BK, int LDA, int LDB, bool CVT>
 __device__ __forceinline__ void warp_mma_tile(float (&acc)[MT][NT][4], const uint32_t* __restrict__ a,
                                               const uint32_t* __restrict__ b, int lane) {
@@ -294,15 +308,11 @@ __device__ __forceinline__ void warp_mma_tile(float (&acc)[MT][NT][4], const uin
   }
 }
 
-// Epilogue shared by the implicit kernels: accumulators -> shared tile c (BM x LDC floats, free to overwrite: the
-// caller has synchronised) -> bias + SELU -> coalesced NCHW stores (thread tid owns pixel column tid % BN, so
-// consecutive threads write consecutive pixels of one channel).
-template <int BM, int BN, int MT, int NT, int LDC>
-__device__ __forceinline__ void store_output_tile(const float (&acc)[MT][NT][4], float* c, int warp_m, int warp_n,
-                                                  int lane, int tid, bool q_ok, int o0, const float* __restrict__ bias,
-                                                  float* __restrict__ y, int64_t ybase, int O, int P,
-                                                  bool apply_selu) {
-  constexpr int KSTEP = 256 / BN;
+// Epilogues shared by the implicit kernels. First the accumulators go to a shared tile c (BM x LDC floats, free to
+// overwrite: the caller has synchronised), so that the NCHW stores can be coalesced.
+template <int MT, int NT, int LDC>
+__device__ __forceinline__ void stage_accumulators(const float (&acc)[MT][NT][4], float* c, int warp_m, int warp_n,
+                                                   int lane) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -314,6 +324,17 @@ __device__ __forceinline__ void store_output_tile(const float (&acc)[MT][NT][4],
       *reinterpret_cast<float2*>(&c[(r + 8) * LDC + cc]) = make_float2(acc[i][j][2], acc[i][j][3]);
     }
   __syncthreads();
+}
+
+// Shared tile -> bias + SELU -> NCHW, one float per store: thread tid owns pixel column tid % BN, so consecutive
+// threads write consecutive pixels of one channel.
+template <int BM, int BN, int MT, int NT, int LDC, bool FAST_SELU = false>
+__device__ __forceinline__ void store_output_tile(const float (&acc)[MT][NT][4], float* c, int warp_m, int warp_n,
+                                                  int lane, int tid, bool q_ok, int o0, const float* __restrict__ bias,
+                                                  float* __restrict__ y, int64_t ybase, int O, int P,
+                                                  bool apply_selu) {
+  constexpr int KSTEP = 256 / BN;
+  stage_accumulators<MT, NT, LDC>(acc, c, warp_m, warp_n, lane);
   if (!q_ok) return;
   const int bcol = tid % BN;
 #pragma unroll 4
@@ -322,7 +343,41 @@ __device__ __forceinline__ void store_output_tile(const float (&acc)[MT][NT][4],
     if (o >= O) break;
     float v = c[mm * LDC + bcol];
     if (bias) v += __ldg(bias + o);
-    y[ybase + (int64_t)o * P] = apply_selu ? selu(v) : v;
+    y[ybase + (int64_t)o * P] = apply_selu ? (FAST_SELU ? selu_fast(v) : selu(v)) : v;
+  }
+}
+
+// The same, four pixels per store (16-byte loads from the tile, 16-byte stores; a warp writes 512 contiguous bytes
+// of one channel for BN = 128). Needs P % 4 == 0 and a 16-byte aligned y: pixel groups q0 + 4c then never straddle
+// two images and every group starts 16-byte aligned. Fast SELU (TF32 kernels only).
+template <int BM, int BN, int MT, int NT, int LDC>
+__device__ __forceinline__ void store_output_tile_vec4(const float (&acc)[MT][NT][4], float* c, int warp_m,
+                                                       int warp_n, int lane, int tid, int q0, int NP, int o0,
+                                                       const float* __restrict__ bias, float* __restrict__ y, int O,
+                                                       int P, bool apply_selu) {
+  constexpr int TPR = BN / 4;      // threads per tile row
+  constexpr int ROWS = 256 / TPR;  // tile rows per pass
+  static_assert(BN % 32 == 0 && (LDC % 4) == 0, "16-byte rows");
+  stage_accumulators<MT, NT, LDC>(acc, c, warp_m, warp_n, lane);
+  const int c4 = tid % TPR;
+  const int q = q0 + 4 * c4;
+  if (q >= NP) return;  // NP = N*P is a multiple of 4: q < NP means q + 3 < NP
+  const int n = q / P, p = q - n * P;
+  float* yq = y + (int64_t)n * O * P + p;
+#pragma unroll 2
+  for (int mm = tid / TPR; mm < BM; mm += ROWS) {
+    const int o = o0 + mm;
+    if (o >= O) break;
+    float4 v = *reinterpret_cast<const float4*>(&c[mm * LDC + 4 * c4]);
+    const float b = bias ? __ldg(bias + o) : 0.f;
+    v.x += b; v.y += b; v.z += b; v.w += b;
+    if (apply_selu) {
+      v.x = selu_fast(v.x); v.y = selu_fast(v.y); v.z = selu_fast(v.z); v.w = selu_fast(v.w);
+    }
+    // Explicit vector store: through a float4 lvalue the front end split this into four 4-byte stores.
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(yq + (int64_t)o * P), "f"(v.x), "f"(v.y),
+                 "f"(v.z), "f"(v.w)
+                 : "memory");
   }
 }
 
@@ -426,7 +481,8 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS) conv_implicit(const float* __
 //   * tiles go global -> shared with cp.async (zero-fill for padding, K tail and pixel tail), STAGES deep, no
 //     register staging, so several K-steps of loads are in flight per block and fewer registers allow more blocks;
 //     the weights come in 16-byte copies when K % 4 == 0 and the pointer is 16-byte aligned (w_vec);
-//   * dynamic shared memory: table (Kpad int2) + min(STAGES, K-steps) stage buffers, aliased by the output tile.
+//   * dynamic shared memory: table (Kpad int2) + min(STAGES, K-steps) stage buffers, aliased by the output tile;
+//   * epilogue: 16-byte stores when P % 4 == 0 (y_vec), hardware exp in SELU.
 // Taps per kernel window must be <= 32 (one mask bit each); the host checks.
 // ---------------------------------------------------------------------------------------------------------------
 __device__ __forceinline__ void cp_async4(uint32_t* dst, const float* src, bool ok) {
@@ -465,7 +521,7 @@ struct PipeTile {
 template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS>
 __global__ void __launch_bounds__(256, MIN_BLOCKS)
     conv_pipelined(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
-                   float* __restrict__ y, ConvShape s, bool apply_selu, bool w_vec) {
+                   float* __restrict__ y, ConvShape s, bool apply_selu, bool w_vec, bool y_vec) {
   using T = PipeTile<WARPS_M, MT, NT, BK, STAGES>;
   constexpr int BM = T::BM, BN = T::BN, LDA = T::LDA, LDB = T::LDB;
   constexpr int KSTEP = 256 / BN;            // B-tile rows per pass (each thread owns one pixel column)
@@ -590,8 +646,12 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
   cp_async_wait<0>();  // only empty groups can be pending here, but the buffers are about to be reused
   __syncthreads();     // every warp's last MMAs have read their tiles
 
-  store_output_tile<BM, BN, MT, NT, T::LDC>(acc, reinterpret_cast<float*>(stage0), warp_m, warp_n, lane, tid, q_ok,
-                                            o0, bias, y, ybase, s.O, P, apply_selu);
+  if (y_vec)  // block-uniform
+    store_output_tile_vec4<BM, BN, MT, NT, T::LDC>(acc, reinterpret_cast<float*>(stage0), warp_m, warp_n, lane, tid,
+                                                   q0, NP, o0, bias, y, s.O, P, apply_selu);
+  else
+    store_output_tile<BM, BN, MT, NT, T::LDC, true>(acc, reinterpret_cast<float*>(stage0), warp_m, warp_n, lane,
+                                                    tid, q_ok, o0, bias, y, ybase, s.O, P, apply_selu);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -682,8 +742,9 @@ struct PipeLaunch {
   static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                             bool selu_, size_t bytes, cudaStream_t stream) {
     const bool w_vec = s.K() % 4 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+    const bool y_vec = s.P() % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
     dim3 grid((s.NP() + T::BN - 1) / T::BN, (s.O + T::BM - 1) / T::BM);
-    kernel<<<grid, 256, bytes, stream>>>(x, w, bias, y, s, selu_, w_vec);
+    kernel<<<grid, 256, bytes, stream>>>(x, w, bias, y, s, selu_, w_vec, y_vec);
     return cudaGetLastError();
   }
 };
