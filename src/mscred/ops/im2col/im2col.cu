@@ -328,7 +328,7 @@ __device__ __forceinline__ void stage_accumulators(const float (&acc)[MT][NT][4]
 
 // Shared tile -> bias + SELU -> NCHW, one float per store: thread tid owns pixel column tid % BN, so consecutive
 // threads write consecutive pixels of one channel.
-template <int BM, int BN, int MT, int NT, int LDC, bool FAST_SELU = false>
+template <int BM, int BN, int MT, int NT, int LDC>
 __device__ __forceinline__ void store_output_tile(const float (&acc)[MT][NT][4], float* c, int warp_m, int warp_n,
                                                   int lane, int tid, bool q_ok, int o0, const float* __restrict__ bias,
                                                   float* __restrict__ y, int64_t ybase, int O, int P,
@@ -343,18 +343,35 @@ __device__ __forceinline__ void store_output_tile(const float (&acc)[MT][NT][4],
     if (o >= O) break;
     float v = c[mm * LDC + bcol];
     if (bias) v += __ldg(bias + o);
-    y[ybase + (int64_t)o * P] = apply_selu ? (FAST_SELU ? selu_fast(v) : selu(v)) : v;
+    y[ybase + (int64_t)o * P] = apply_selu ? selu(v) : v;
   }
 }
 
-// The same, four pixels per store (16-byte loads from the tile, 16-byte stores; a warp writes 512 contiguous bytes
-// of one channel for BN = 128). Needs P % 4 == 0 and a 16-byte aligned y: pixel groups q0 + 4c then never straddle
-// two images and every group starts 16-byte aligned. Fast SELU (TF32 kernels only).
+// The pipelined kernel's epilogues: the bias of tile row mm comes from shared memory (bs[mm], 0 without bias or
+// past O), the row bound is taken once, and SELU is branch-free (fast exp: TF32 kernel). One float per store:
 template <int BM, int BN, int MT, int NT, int LDC>
-__device__ __forceinline__ void store_output_tile_vec4(const float (&acc)[MT][NT][4], float* c, int warp_m,
-                                                       int warp_n, int lane, int tid, int q0, int NP, int o0,
-                                                       const float* __restrict__ bias, float* __restrict__ y, int O,
-                                                       int P, bool apply_selu) {
+__device__ __forceinline__ void store_tile_rows(const float (&acc)[MT][NT][4], float* c, const float* bs, int warp_m,
+                                                int warp_n, int lane, int tid, bool q_ok, int o0,
+                                                float* __restrict__ y, int64_t ybase, int O, int P, bool apply_selu) {
+  constexpr int KSTEP = 256 / BN;
+  stage_accumulators<MT, NT, LDC>(acc, c, warp_m, warp_n, lane);
+  if (!q_ok) return;
+  const int bcol = tid % BN, mend = min(BM, O - o0);
+  float* yp = y + ybase + (int64_t)o0 * P;
+#pragma unroll 4
+  for (int mm = tid / BN; mm < mend; mm += KSTEP) {
+    const float v = c[mm * LDC + bcol] + bs[mm];
+    yp[(int64_t)mm * P] = apply_selu ? selu_fast(v) : v;
+  }
+}
+
+// ... or four pixels per store (16-byte loads from the tile, 16-byte stores: a warp writes 512 contiguous bytes of
+// one channel for BN = 128). Needs P % 4 == 0 and a 16-byte aligned y: pixel groups q0 + 4c then never straddle
+// two images and every group starts 16-byte aligned.
+template <int BM, int BN, int MT, int NT, int LDC>
+__device__ __forceinline__ void store_tile_rows_vec4(const float (&acc)[MT][NT][4], float* c, const float* bs,
+                                                     int warp_m, int warp_n, int lane, int tid, int q0, int NP,
+                                                     int o0, float* __restrict__ y, int O, int P, bool apply_selu) {
   constexpr int TPR = BN / 4;      // threads per tile row
   constexpr int ROWS = 256 / TPR;  // tile rows per pass
   static_assert(BN % 32 == 0 && (LDC % 4) == 0, "16-byte rows");
@@ -362,20 +379,18 @@ __device__ __forceinline__ void store_output_tile_vec4(const float (&acc)[MT][NT
   const int c4 = tid % TPR;
   const int q = q0 + 4 * c4;
   if (q >= NP) return;  // NP = N*P is a multiple of 4: q < NP means q + 3 < NP
-  const int n = q / P, p = q - n * P;
-  float* yq = y + (int64_t)n * O * P + p;
+  const int n = q / P, p = q - n * P, mend = min(BM, O - o0);
+  float* yq = y + ((int64_t)n * O + o0) * P + p;
 #pragma unroll 2
-  for (int mm = tid / TPR; mm < BM; mm += ROWS) {
-    const int o = o0 + mm;
-    if (o >= O) break;
+  for (int mm = tid / TPR; mm < mend; mm += ROWS) {
     float4 v = *reinterpret_cast<const float4*>(&c[mm * LDC + 4 * c4]);
-    const float b = bias ? __ldg(bias + o) : 0.f;
+    const float b = bs[mm];
     v.x += b; v.y += b; v.z += b; v.w += b;
     if (apply_selu) {
       v.x = selu_fast(v.x); v.y = selu_fast(v.y); v.z = selu_fast(v.z); v.w = selu_fast(v.w);
     }
     // Explicit vector store: through a float4 lvalue the front end split this into four 4-byte stores.
-    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(yq + (int64_t)o * P), "f"(v.x), "f"(v.y),
+    asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(yq + (int64_t)mm * P), "f"(v.x), "f"(v.y),
                  "f"(v.z), "f"(v.w)
                  : "memory");
   }
@@ -644,14 +659,19 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
     write_slot = write_slot + 1 == STAGES ? 0 : write_slot + 1;
   }
   cp_async_wait<0>();  // only empty groups can be pending here, but the buffers are about to be reused
-  __syncthreads();     // every warp's last MMAs have read their tiles
+  __syncthreads();     // every warp's last MMAs have read their tiles, every thread its last table entries
 
+  // The table's space (>= 2*BK >= BM words) now holds the tile's bias; stage_accumulators' barrier publishes it.
+  static_assert(2 * BK >= BM, "bias fits in the table's space");
+  float* bs = reinterpret_cast<float*>(smem);
+  if (tid < BM) bs[tid] = (bias != nullptr && o0 + tid < s.O) ? __ldg(bias + o0 + tid) : 0.f;
+  float* c = reinterpret_cast<float*>(stage0);
   if (y_vec)  // block-uniform
-    store_output_tile_vec4<BM, BN, MT, NT, T::LDC>(acc, reinterpret_cast<float*>(stage0), warp_m, warp_n, lane, tid,
-                                                   q0, NP, o0, bias, y, s.O, P, apply_selu);
+    store_tile_rows_vec4<BM, BN, MT, NT, T::LDC>(acc, c, bs, warp_m, warp_n, lane, tid, q0, NP, o0, y, s.O, P,
+                                                 apply_selu);
   else
-    store_output_tile<BM, BN, MT, NT, T::LDC, true>(acc, reinterpret_cast<float*>(stage0), warp_m, warp_n, lane,
-                                                    tid, q_ok, o0, bias, y, ybase, s.O, P, apply_selu);
+    store_tile_rows<BM, BN, MT, NT, T::LDC>(acc, c, bs, warp_m, warp_n, lane, tid, q_ok, o0, y, ybase, s.O, P,
+                                            apply_selu);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
