@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# One device call for issue 7: build the im2col extension, run the im2col tests on the GPU, then bench_conv and
-# thesis_table. Everything goes to $OUT (default benchmarks/results): gpu_tests_im2col.txt (machine, build, pytest),
-# conv.{json,md,log}, thesis_table.{json,md,log}.
+# One device call for issue 7: build the im2col extension, run the im2col tests on the GPU, then bench_conv (cuDNN
+# vs global / shared / implicit / implicit-pipe) and thesis_table. Everything goes to $OUT (default
+# benchmarks/results): gpu_tests_im2col.txt (machine, build, pytest), conv.{json,md,log},
+# thesis_table.{json,md,log}, sass_inspect_im2col_device.txt (registers and instruction mix of the kernels as built
+# on the device). Worst case ~9 minutes (build ~35 s, then 200 + 130 + 150 s timeouts); typically ~3.
 # Usage (repository root, on a CUDA machine): bash benchmarks/gpu_im2col.sh
 set -uo pipefail
 OUT=${OUT:-benchmarks/results}
@@ -10,6 +12,7 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS
 T="$OUT/gpu_tests_im2col.txt"
 {
   date -u +%FT%TZ
+  git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /'
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version())"
   python3 -c "import time; t = time.time(); from mscred.ops import im2col; print('is_available:', im2col.is_available(), f'(build + check {time.time() - t:.1f} s)')" 2>&1
@@ -17,7 +20,13 @@ T="$OUT/gpu_tests_im2col.txt"
   echo "pytest exit code $?"
 } > "$T" 2>&1
 tail -4 "$T"
-timeout 120 python3 benchmarks/bench_conv.py --out "$OUT" > "$OUT/conv.log" 2>&1; echo "bench_conv exit code $?" >> "$OUT/conv.log"
-tail -14 "$OUT/conv.log"
+# The kernels exactly as built for this device (cached extension from the step above).
+SO=$(ls "$TORCH_EXTENSIONS_DIR"/mscred_im2col_sm*/mscred_im2col_sm*.so 2>/dev/null | head -1)
+if [ -n "$SO" ]; then
+  timeout 60 python3 -m mscred.cli.main sass inspect -k conv_ "$SO" > "$OUT/sass_inspect_im2col_device.txt" 2>&1 \
+    || echo "sass inspect exit code $?" >> "$OUT/sass_inspect_im2col_device.txt"
+fi
+timeout 130 python3 benchmarks/bench_conv.py --out "$OUT" > "$OUT/conv.log" 2>&1; echo "bench_conv exit code $?" >> "$OUT/conv.log"
+tail -16 "$OUT/conv.log"
 timeout 150 python3 benchmarks/thesis_table.py --out "$OUT" --repeats 2 > "$OUT/thesis_table.log" 2>&1; echo "thesis_table exit code $?" >> "$OUT/thesis_table.log"
 tail -12 "$OUT/thesis_table.log"
