@@ -181,6 +181,39 @@ def test_progress_bar_runs(capsys):
     assert "epoch 1/1" in capsys.readouterr().err
 
 
+def test_gather_into_equals_batch_in_any_order():
+    seg = torch.rand(12, 3, N, N, generator=torch.Generator().manual_seed(3))
+    data = WindowDataset(seg[1:], steps=5)  # a view with a storage offset: the strided windows view must honour it
+    idx = torch.tensor([6, 0, 3, 3, 5])
+    out = torch.full((5, 5, 3, N, N), float("nan"))
+    data.gather_into(idx, out)
+    torch.testing.assert_close(out, data.batch(idx), rtol=0, atol=0)
+    for j, k in enumerate(idx.tolist()):
+        torch.testing.assert_close(out[j], seg[1 + k:1 + k + 5], rtol=0, atol=0)
+    with pytest.raises(IndexError):
+        data.gather_into(torch.tensor([len(data)]), out[:1])
+
+
+def test_graph_replay_wrapper_gathers_before_replay():
+    # _GatherThenReplay stands where the CUDAGraph stood (ShardGraphedStep calls step.graph.replay()): the static
+    # input must hold the windows of static_idx when the graph runs.
+    from mscred.train_graphs import _GatherThenReplay
+
+    data = WindowDataset(_segments(count=14), steps=5)
+    static_idx = torch.zeros(4, dtype=torch.long)
+    static_x = data.batch(static_idx).clone()
+    seen = []
+
+    class Graph:
+        def replay(self):
+            seen.append(static_x.clone())
+
+    wrapper = _GatherThenReplay(Graph(), data, static_idx, static_x)
+    static_idx.copy_(torch.tensor([9, 2, 5, 0]))
+    wrapper.replay()
+    torch.testing.assert_close(seen[0], data.batch(torch.tensor([9, 2, 5, 0])), rtol=0, atol=0)
+
+
 def test_cuda_graphs_ignored_on_cpu():
     seg = _segments(count=12)
     a, b = _net(), _net()
@@ -210,6 +243,32 @@ def test_cuda_graph_training_tracks_eager(bf16):
     atol = 2e-3 if bf16 else 2e-5
     for k, v in eager.state_dict().items():
         torch.testing.assert_close(graphed.state_dict()[k], v, rtol=tol * 10, atol=atol)
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("backend,bf16", [("reference", False), ("fused", True)])
+def test_cuda_graph_full_size_n30_batch128(backend, bf16):
+    # The shape that crashed H2's capture on the H200 (n = 30, B = 128, paper channels): a device-side assert in
+    # the captured window gather (reference) / a silent death (fused + bf16). 300 segments -> 296 windows: two
+    # full batches and a padded one of 40.
+    seg = torch.rand(300, 3, 30, 30, generator=torch.Generator().manual_seed(0))
+    nets = []
+    for graphs in (False, True):
+        torch.manual_seed(0)
+        nets.append(MSCREDNet(ModelConfig(n_sensors=30, backend=backend)))
+        cfg = _cfg(device="cuda", epochs=2, batch_size=128, bf16=bf16, cuda_graphs=graphs)
+        hist = Trainer(nets[-1], cfg).fit(seg, seg[250:])
+        if graphs:
+            tol = 3e-2 if bf16 else 1e-3
+            for re, rg in zip(eager_hist, hist):
+                assert np.isfinite(rg["train_loss"])
+                assert rg["train_loss"] == pytest.approx(re["train_loss"], rel=tol)
+                assert rg["val_loss"] == pytest.approx(re["val_loss"], rel=tol)
+        eager_hist = hist
+    graphed = predict(nets[1], seg, 128, "cuda", bf16=bf16, cuda_graphs=True)
+    eager = predict(nets[1], seg, 128, "cuda", bf16=bf16)
+    np.testing.assert_allclose(graphed, eager, rtol=3e-2 if bf16 else 1e-3, atol=3e-2 if bf16 else 1e-4)
 
 
 @pytest.mark.gpu

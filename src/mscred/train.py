@@ -70,6 +70,17 @@ class WindowDataset:
         """Windows ``idx`` (B,) int64 on the segments' device -> (B, steps, K, n, n)."""
         return self.segments[idx[:, None] + self.offsets]
 
+    def windows(self) -> torch.Tensor:
+        """All windows as one strided view (W, steps, K, n, n) of the segments (window k starts at segment k)."""
+        seg = self.segments
+        s0 = seg.stride(0)
+        return seg.as_strided((len(self), self.steps, *seg.shape[1:]), (s0, s0, *seg.stride()[1:]))
+
+    def gather_into(self, idx: torch.Tensor, out: torch.Tensor) -> None:
+        """Windows ``idx`` (B,) int64 into ``out`` (B, steps, K, n, n), in place: ONE ``index_select`` kernel on the
+        strided windows view (no index arithmetic, no temporary); the CUDA-graph steps call it before a replay."""
+        torch.index_select(self.windows(), 0, idx, out=out)
+
     def to(self, device: torch.device) -> "WindowDataset":
         return WindowDataset(self.segments.to(device), self.steps)
 
@@ -222,8 +233,11 @@ class Trainer:
     # ------------------------------------------------------------------------------------------------ parts
     def _build_optimizer(self) -> None:
         if self.optimizer is None:
-            # capturable=True keeps Adam's step counter on the GPU so that optimizer.step() can be captured.
-            self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.cfg.lr, capturable=self.use_graphs)
+            # capturable=True keeps Adam's step counter on the GPU so that optimizer.step() can be captured;
+            # fused=True on CUDA: one multi-tensor kernel for all parameters instead of a chain of foreach kernels
+            # (H200 profile: Adam 0.6 ms of a 7.6 ms step); same update rule, same state keys in checkpoints.
+            self.optimizer = torch.optim.Adam(self.net.parameters(), lr=self.cfg.lr, capturable=self.use_graphs,
+                                              fused=self.device.type == "cuda")
 
     def _epoch_order(self, epoch: int, n_windows: int) -> torch.Tensor:
         """The windows of ``epoch`` in training order: a permutation seeded by seed + epoch (DistributedSampler's

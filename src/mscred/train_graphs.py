@@ -13,8 +13,12 @@ Both flavours have the same interface, so the Trainer's loop does not care which
 private pool, Adam with ``capturable=True`` (its step counter lives on the GPU), and autocast with
 ``cache_enabled=False``. Two choices of ours:
 
-* The window gather ``segments[idx[:, None] + arange(T)]`` runs inside the graph: only the index buffer is static,
-  the segments tensor stays where it is (the caller keeps it alive and unmoved while the graph exists).
+* The window gather runs EAGERLY, before each replay, into a static (B, T, K, n, n) input buffer: one
+  ``index_select`` kernel on a strided (W, T, K, n, n) view of the segments (``WindowDataset.gather_into``). No
+  indexing kernel is captured. (H2's first version captured ``segments[idx[:, None] + arange(T)]``; on the H200 at
+  n = 30, batch 128 its replays hit "vectorized gather kernel index out of bounds" although every index written
+  to the static buffer was in range, while the same capture with the gather outside the graph ran every variant
+  correctly. See ``_GatherThenReplay`` for what we know of the cause.)
 * A batch smaller than the captured one (the last of an epoch) is padded with window 0 and a per-window loss weight
   of 0, the valid windows weighted 1/b: the loss, hence every gradient, equals that of the b windows alone.
 
@@ -50,9 +54,9 @@ def forward_losses(net: nn.Module, x: torch.Tensor, bf16: bool) -> tuple[torch.T
     return recon, losses
 
 
-def _train_step(net, optimizer, data, idx: torch.Tensor, weight: torch.Tensor, bf16: bool) -> torch.Tensor:
-    """Forward, weighted MSE, backward, Adam step; the gradients must be None (or zero) on entry."""
-    x = data.batch(idx)  # (B, T, K, n, n)
+def _train_step(net, optimizer, x: torch.Tensor, weight: torch.Tensor, bf16: bool) -> torch.Tensor:
+    """Forward on windows ``x`` (B, T, K, n, n), weighted MSE, backward, Adam step; the gradients must be None (or
+    zero) on entry."""
     _, losses = forward_losses(net, x, bf16)
     loss = (losses * weight).sum()  # = mean over the windows of weight 1/b
     loss.backward()
@@ -69,7 +73,7 @@ class EagerStep:
     def __call__(self, idx: torch.Tensor) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         weight = torch.full(idx.shape, 1.0 / idx.numel(), device=idx.device)
-        return _train_step(self.net, self.optimizer, self.data, idx, weight, self.bf16)
+        return _train_step(self.net, self.optimizer, self.data.batch(idx), weight, self.bf16)
 
 
 class _Snapshot:
@@ -102,8 +106,37 @@ def _check_capturable(optimizer: torch.optim.Optimizer) -> None:
             raise ValueError("CUDA-graph training needs an optimizer built with capturable=True")
 
 
+class _GatherThenReplay:
+    """``replay()``: gather the windows of ``static_idx`` into ``static_x`` (eagerly, one kernel), then replay.
+
+    It stands where a ``torch.cuda.CUDAGraph`` stood, so code that fills ``static_idx`` / ``static_weight`` and
+    calls ``step.graph.replay()`` (``mscred.distributed.ShardGraphedStep``) keeps working unchanged.
+
+    Why the gather is not captured: H2's version captured ``segments[static_idx[:, None] + arange(T)]`` (an add
+    and an advanced-indexing gather, PyTorch 2.11's ``vectorized_gather_kernel``). On the H200 (n = 30, B = 128,
+    the reference backend) a replay asserted "index out of bounds" although every index copied into
+    ``static_idx`` was in [0, W); the same step with the gather done eagerly into a static input ran every
+    variant and gave the reference's losses. We could not isolate the cause without device time (candidates: the
+    captured index intermediate sharing graph-pool memory with a later kernel of the step, or the vectorized
+    gather's launch reading something fixed at capture). Doing the gather eagerly removes the question, costs
+    nothing extra (the same one gather kernel, now outside the graph), and an out-of-range index now fails in
+    ``index_select`` on the host's call, where the traceback points at the caller.
+    """
+
+    def __init__(self, graph: "torch.cuda.CUDAGraph", data, static_idx: torch.Tensor, static_x: torch.Tensor):
+        self.cuda_graph, self.data, self.static_idx, self.static_x = graph, data, static_idx, static_x
+
+    def gather(self) -> None:
+        self.data.gather_into(self.static_idx, self.static_x)
+
+    def replay(self) -> None:
+        self.gather()
+        self.cuda_graph.replay()
+
+
 class GraphedStep:
-    """A whole training step (gather, forward, loss, backward, Adam) captured in one CUDA graph.
+    """A whole training step (forward, loss, backward, Adam) captured in one CUDA graph; the window gather runs
+    eagerly into the static input before each replay (``_GatherThenReplay``).
 
     Parameters
     ----------
@@ -111,19 +144,23 @@ class GraphedStep:
         On CUDA; the optimizer built with ``capturable=True`` and already holding any resumed state (loading state
         after capture would replace tensors the graph reads).
     data : WindowDataset
-        On the same CUDA device; its segments must stay alive and in place while this object is used.
+        On the same CUDA device; kept by this object.
     batch_size : int
         The captured batch; smaller batches are padded with zero-weight windows.
     bf16 : bool
         Capture under bf16 autocast.
+
+    Attributes the distributed step uses: ``static_idx`` (B,) int64, ``static_weight`` (B,), ``static_loss`` (),
+    ``graph`` (``.replay()`` gathers ``static_idx``'s windows, then replays), ``batch_size``.
     """
 
     def __init__(self, net: nn.Module, optimizer: torch.optim.Optimizer, data, batch_size: int, bf16: bool = False):
         _check_capturable(optimizer)
         device = data.segments.device
-        self.batch_size = batch_size
+        self.batch_size, self.data = batch_size, data
         self.static_idx = torch.zeros(batch_size, dtype=torch.long, device=device)
         self.static_weight = torch.full((batch_size,), 1.0 / batch_size, device=device)
+        self.static_x = data.batch(self.static_idx).clone()  # (B, T, K, n, n): the graph's input
         self._padded = False
         snapshot = _Snapshot(optimizer)
 
@@ -132,7 +169,7 @@ class GraphedStep:
         with torch.cuda.stream(stream):
             for _ in range(WARMUP_ITERS):
                 optimizer.zero_grad(set_to_none=True)
-                _train_step(net, optimizer, data, self.static_idx, self.static_weight, bf16)
+                _train_step(net, optimizer, self.static_x, self.static_weight, bf16)
         torch.cuda.current_stream(device).wait_stream(stream)
         snapshot.restore()
         torch.cuda.synchronize(device)
@@ -140,15 +177,17 @@ class GraphedStep:
         # Gradients None before capture: backward inside the graph allocates them from the graph's pool and, on
         # every replay, overwrites them instead of accumulating.
         optimizer.zero_grad(set_to_none=True)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, stream=stream):
-            self.static_loss = _train_step(net, optimizer, data, self.static_idx, self.static_weight, bf16)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            self.static_loss = _train_step(net, optimizer, self.static_x, self.static_weight, bf16)
+        self._stream = stream  # the capture stream lives as long as the graph
+        self.graph = _GatherThenReplay(graph, data, self.static_idx, self.static_x)
 
     def __call__(self, idx: torch.Tensor) -> torch.Tensor:
         b = idx.numel()
         if b > self.batch_size:
             raise ValueError(f"batch of {b} windows exceeds the captured {self.batch_size}")
-        if b == self.batch_size:  # the common case: one copy, then the replay
+        if b == self.batch_size:  # the common case: one copy, the gather, then the replay
             self.static_idx.copy_(idx)
             if self._padded:
                 self.static_weight.fill_(1.0 / b)
@@ -175,24 +214,28 @@ class EagerInference:
 
 
 class GraphedInference:
-    """One inference batch (gather, forward, per-window loss) captured in one CUDA graph.
+    """One inference batch (forward, per-window loss) captured in one CUDA graph; the window gather runs eagerly
+    into the static input before each replay, as in ``GraphedStep``.
 
     Returns views of static buffers: read or copy them before the next call.
     """
 
     def __init__(self, net: nn.Module, data, batch_size: int, bf16: bool = False):
         device = data.segments.device
-        self.batch_size = batch_size
-        self.static_idx = torch.zeros(batch_size, dtype=torch.long, device=device)
+        self.batch_size, self.data = batch_size, data
+        self.static_idx = torch.arange(batch_size, device=device) % len(data)
+        self.static_x = data.batch(self.static_idx).clone()  # (B, T, K, n, n)
         stream = torch.cuda.Stream(device=device)
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream), torch.no_grad():
             for _ in range(WARMUP_ITERS):
-                forward_losses(net, data.batch(self.static_idx), bf16)
+                forward_losses(net, self.static_x, bf16)
         torch.cuda.current_stream(device).wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph, stream=stream), torch.no_grad():
-            self.static_recon, self.static_losses = forward_losses(net, data.batch(self.static_idx), bf16)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream), torch.no_grad():
+            self.static_recon, self.static_losses = forward_losses(net, self.static_x, bf16)
+        self._stream = stream
+        self.graph = _GatherThenReplay(graph, data, self.static_idx, self.static_x)
 
     def __call__(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         b = idx.numel()
