@@ -15,6 +15,7 @@ fresh random inputs; a wrong provider is reported as wrong. Times are medians of
 read + written) and the TF32 matrix-product rate. Writes conv.json and conv.md to --out.
 
 Usage: PYTHONPATH=src python3 benchmarks/bench_conv.py [--out benchmarks/results] [--batch 640] [--n 30]
+       [--skip implicit-pipe ...]   (leave providers out, e.g. to rerun after one of them faulted the device)
 """
 from __future__ import annotations
 
@@ -111,7 +112,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--batch", type=int, default=640)
     ap.add_argument("--n", type=int, default=30)
+    ap.add_argument("--skip", nargs="*", default=[], choices=[p for p in PROVIDERS if p != "cudnn"],
+                    help="providers to leave out")
     args = ap.parse_args(argv)
+    providers = {k: v for k, v in PROVIDERS.items() if k not in args.skip}
+    implicit = [p for p in IMPLICIT if p in providers]
     if not torch.cuda.is_available():
         print("bench_conv: needs a CUDA device", file=sys.stderr)
         return 2
@@ -135,7 +140,7 @@ def main(argv=None) -> int:
         dout = torch.randn(args.batch, cout, ho, ho, device=x.device,
                            generator=torch.Generator(device=x.device).manual_seed(100 + li))
         cudnn_err = None
-        for pname, fn in PROVIDERS.items():
+        for pname, fn in providers.items():
             acc = check(pname, fn, x, w, b, stride, pad, dout, cudnn_err)
             cudnn_err = acc if pname == "cudnn" else cudnn_err
             fwd = bench(lambda: fn(x, w, b, stride, pad, True))
@@ -155,16 +160,16 @@ def main(argv=None) -> int:
         rows.append(row)
         size = ho
 
-    enc = {p: sum(r["providers"][p]["fwd_ms"] for r in rows) for p in PROVIDERS}
-    enc_train = {p: sum(r["providers"][p]["fwd_bwd_ms"] for r in rows) for p in TRAINABLE}
+    enc = {p: sum(r["providers"][p]["fwd_ms"] for r in rows) for p in providers}
+    enc_train = {p: sum(r["providers"][p]["fwd_bwd_ms"] for r in rows) for p in TRAINABLE if p in providers}
     ridge = lim["tf32_matmul_TFLOPs"] * 1e12 / (lim["copy_GBps"] * 1e9)  # FLOP/byte where TF32 work = copy time
     targets = {
-        "shared_vs_global_encoder": enc["global"] / enc["shared"],
+        "shared_vs_global_encoder": enc["global"] / enc["shared"] if {"global", "shared"} <= set(enc) else None,
         "implicit_vs_cudnn": {p: {r["layer"]: r["providers"]["cudnn"]["fwd_ms"] / r["providers"][p]["fwd_ms"]
-                                  for r in rows} for p in IMPLICIT},
+                                  for r in rows} for p in implicit},
         "memory_bound_layers": [r["layer"] for r in rows if r["GFLOP"] * 1e9 / (r["min_MB"] * 1e6) < ridge],
         "implicit_fraction_of_copy_bw": {p: {r["layer"]: r["providers"][p]["GBps"] / lim["copy_GBps"]
-                                             for r in rows} for p in IMPLICIT},
+                                             for r in rows} for p in implicit},
     }
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
@@ -187,12 +192,14 @@ def main(argv=None) -> int:
             lines.append(f"| {r['layer']} | {p} | {'ok' if e['correct']['ok'] else 'WRONG'} "
                          f"({e['correct']['y']:.1e}) | {e['fwd_ms']:.4f} | {e['GBps']:.0f} | {e['TFLOPs']:.1f} | "
                          f"{base / e['fwd_ms']:.2f} | {fb} |")
-    lines += ["", "| encoder total | " + " | ".join(PROVIDERS) + " |", "| --- |" + " --- |" * len(PROVIDERS),
-              "| forward ms | " + " | ".join(f"{enc[p]:.4f}" for p in PROVIDERS) + " |",
-              "| fwd+bwd ms | " + " | ".join(f"{enc_train[p]:.4f}" if p in enc_train else "-" for p in PROVIDERS)
+    sg = targets["shared_vs_global_encoder"]
+    lines += ["", "| encoder total | " + " | ".join(providers) + " |", "| --- |" + " --- |" * len(providers),
+              "| forward ms | " + " | ".join(f"{enc[p]:.4f}" for p in providers) + " |",
+              "| fwd+bwd ms | " + " | ".join(f"{enc_train[p]:.4f}" if p in enc_train else "-" for p in providers)
               + " |", "",
-              f"Targets: shared vs global on the encoder {targets['shared_vs_global_encoder']:.2f}x (want >= 2)."]
-    for p in IMPLICIT:
+              f"Targets: shared vs global on the encoder {'-' if sg is None else f'{sg:.2f}x'} (want >= 2)."
+              + (f" Left out: {', '.join(args.skip)}." if args.skip else "")]
+    for p in implicit:
         lines.append(f"{p} vs cuDNN per layer " + ", ".join(f"{k} {v:.2f}x" for k, v in
                                                            targets["implicit_vs_cudnn"][p].items())
                      + f" (want >= 3); {p} GB/s as a fraction of copy bandwidth "
