@@ -13,7 +13,8 @@ test windows are scored several ways, all on the score scales of the config (w =
 Each per-window score is mapped to rows as ``mscred detect`` does and compared by AUC-ROC, AUC-PR, VUS-ROC and
 VUS-PR with a seeded uniform random score. On the paper's synthetic data the script also reports the paper's
 experiment: point P/R/F1, events found, root-cause recall@3 and duration accuracy, for the paper's scoring settings
-(count above 0.005, 1.5 x max validation score) and for our default ScoreConfig, on the same trained network.
+(count above 0.005, 1.5 x max validation score), for the default ScoreConfig of this version and for the other
+selectable settings, all on the same trained network (only the calibration differs).
 
     .venv/bin/python benchmarks/compare_scores.py --datasets synthetic --epochs 3
 """
@@ -158,20 +159,23 @@ def run_dataset(name: str, args) -> dict:
     out["scores"]["random"] = threshold_free(labels, rng.random(len(labels)), args.vus_window)
     if anomalies is not None and "root_causes" in anomalies.columns:
         index = test["timestamp"].to_numpy() if "timestamp" in test.columns else np.arange(len(test))
+        defaults = ScoreConfig()
         settings = {
             "paper settings (count > 0.005, 1.5 x max)": ScoreConfig(method="count", theta=0.005, scales=(10,),
                                                                      threshold="beta_max", beta=1.5),
-            "our defaults": cfg,
+            # the defaults of this mscred version (not the ones stored with a model loaded by --model)
+            f"our defaults ({defaults.method}, {defaults.threshold})": defaults,
         }
-        # the alternatives a user can select (train --theta auto / --score mse / --threshold pot)
-        for label, alt in [("count, theta = val q0.99, 1.5 x max", dict(theta=None)),
+        # the alternatives a user can select (train --score / --theta auto / --threshold pot)
+        for label, alt in [("count, theta = val q0.99, 1.5 x max", dict(method="count", theta=None)),
                            ("mse, 1.5 x max", dict(method="mse")),
-                           ("count > 0.005, POT", dict(threshold="pot")),
-                           ("mse, POT", dict(method="mse", threshold="pot"))]:
-            settings[label] = ScoreConfig(**{**cfg.__dict__, **alt})
+                           ("count > 0.005, POT", dict(method="count", threshold="pot")),
+                           ("mse, POT", dict(method="mse", threshold="pot")),
+                           ("z_sensor, POT", dict(method="z_sensor", threshold="pot"))]:
+            settings[label] = ScoreConfig(**{**defaults.__dict__, **alt})
         out["paper_experiment"] = {label: paper_experiment(model, val, tst, labels, win, anomalies, index, c)
                                    for label, c in settings.items()}
-        out["default_score_config"] = {k: v for k, v in cfg.__dict__.items()}
+        out["default_score_config"] = dict(defaults.__dict__)
         if args.example_dir:
             best = max(settings, key=lambda label: out["paper_experiment"][label]["f1"])
             out["example"] = write_example(model, val, test, anomalies, settings[best], best,
