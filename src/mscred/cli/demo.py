@@ -24,7 +24,7 @@ FULL = {"length": 20_000, "epochs": 3}
 QUICK = {"length": 10_000, "epochs": 2}
 
 
-def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None, seed: int = 0,
+def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None, data_root=None, seed: int = 0,
              n_sensors: int = 30, length: Optional[int] = None, progress: bool = True, report: bool = True,
              **overrides) -> dict:
     """Run the whole demo and return its figures (also written to ``out/metrics.json``).
@@ -48,7 +48,7 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
     else:
         from mscred.data.datasets import load_dataset
 
-        data = load_dataset(dataset)
+        data = load_dataset(dataset, root=data_root)
         train_df, test_df, name = data.train, data.test, data.name
         for file, frame in (("train.csv", train_df), ("test.csv", test_df),
                             ("anomalies.csv", getattr(data, "anomalies", None))):
@@ -132,8 +132,10 @@ def render(result: dict) -> None:
                                            "epochs: under 2 minutes on 2 CPU cores.")
 @click.option("--out", "out", type=click.Path(file_okay=False), default="demo_out", show_default=True,
               help="Directory for the data, model, scores and metrics.")
-@click.option("--dataset", type=str, default=None, help="A dataset of mscred.data.datasets instead of the "
-                                                         "synthetic data.")
+@click.option("--dataset", type=str, default=None,
+              help="A dataset of mscred.data.datasets instead of the synthetic data (e.g. daphnet, smd:machine-1-1).")
+@click.option("--data-root", type=click.Path(exists=True), default=None,
+              help="The dataset's folder or file (SMD, SMAP/MSL, table).")
 @click.option("--epochs", type=click.IntRange(min=1), default=None, help="Override the training epochs.")
 @click.option("--theta", type=str, default=None,
               help="The count score's residual threshold: a number (the paper: 0.005) or 'auto'; implies --score "
@@ -144,7 +146,7 @@ def render(result: dict) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--report/--no-report", default=True, show_default=True, help="Write the HTML report.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
-def demo(quick, out, dataset, epochs, theta, method, device, seed, report, quiet) -> None:
+def demo(quick, out, dataset, data_root, epochs, theta, method, device, seed, report, quiet) -> None:
     """Generate the paper's synthetic data, train, detect, evaluate, and print a short table.
 
     The paper's scoring: --theta 0.005 (the count of residual entries above 0.005, threshold 1.5 x max).
@@ -158,7 +160,8 @@ def demo(quick, out, dataset, epochs, theta, method, device, seed, report, quiet
         overrides["device"] = device
     if dataset is not None:
         _check_dataset(dataset)
-    result = run_demo(out, quick=quick, dataset=dataset, seed=seed, progress=not quiet, report=report, **overrides)
+    result = run_demo(out, quick=quick, dataset=dataset, data_root=data_root, seed=seed, progress=not quiet,
+                      report=report, **overrides)
     render(result)
     click.echo(f"wrote {out}/ (data, model, scores.csv, metrics.json" + (", report/index.html)" if report else ")"))
 
@@ -170,5 +173,5 @@ def _check_dataset(name: str) -> None:
         from mscred.data.datasets import DATASETS
     except ImportError:
         raise InputError("--dataset needs mscred.data.datasets, which this install lacks") from None
-    if name not in DATASETS:
+    if name.split(":", 1)[0] not in DATASETS:
         raise InputError(f"--dataset {name!r}: unknown; choose one of {', '.join(DATASETS)}")
