@@ -204,6 +204,8 @@ def markdown(report: dict) -> str:
              f"Machine: {report['machine']}; torch {report['torch']}; command: `{report['command']}`.",
              f"VUS sliding window {report['vus_window']} (buffers 0..{2 * report['vus_window']}); random = seeded "
              "uniform scores.", ""]
+    if report.get("model_note"):
+        lines[-1:-1] = [f"Model: {report['model_note']}"]
     for d in report["datasets"]:
         if "error" in d:
             lines += [f"## {d['dataset']}: not run", "", f"{d['error']}", ""]
@@ -240,6 +242,7 @@ def main(argv=None) -> int:
     parser.add_argument("--example-dir", default=None,
                         help="synthetic: recalibrate with the best-F1 setting and write model, scores, report here")
     parser.add_argument("--model", default=None, help="use this trained model directory (one dataset only)")
+    parser.add_argument("--model-note", default="", help="how the --model was made, for the markdown")
     parser.add_argument("--channels", default=None, help="smoke tests only: encoder channels, e.g. 4,8,8,8")
     parser.add_argument("--out", default=str(RESULTS / "scores"), help="writes OUT.json and OUT.md")
     args = parser.parse_args(argv)
@@ -248,7 +251,8 @@ def main(argv=None) -> int:
     torch.set_num_threads(2)  # the 2 shared cores of the team machine
     report = {"date": dt.datetime.now().isoformat(timespec="seconds"), "command": " ".join(sys.argv),
               "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, CPU",
-              "torch": torch.__version__, "vus_window": args.vus_window, "datasets": []}
+              "torch": torch.__version__, "vus_window": args.vus_window, "model_note": args.model_note,
+              "datasets": []}
     for name in [n.strip() for n in args.datasets.split(",") if n.strip()]:
         try:
             report["datasets"].append(run_dataset(name, args))
