@@ -5,15 +5,23 @@ sensors, scales 10/30/60, gap 10 -> 3,595 segments -> 3,591 windows of 5 steps):
 
     variants   reference eager (the baseline) | reference + CUDA graph | reference + graph + bf16 |
                torch.compile(reference) | fused eager | fused + CUDA graph | fused + graph + bf16 |
-               fused NCHW buffers + graph (the layout ablation)
-    measures   training step at batch 128 (ms, windows/s); inference windows/s at the best of several batches;
-               the end-to-end workload (signature matrices + 5 epochs + scoring every window), with one-time
-               compilation / capture reported apart; the FLOP floor of the step at the measured matrix rates;
-               per-level ConvLSTM and attention timings (reference vs fused, forward + backward); a torch.profiler
-               table of the fused steps (where the time goes).
+               fused + graph + bf16 with foreach Adam (the fused-Adam ablation). Every training variant runs the
+               Trainer's own step objects (mscred.train_graphs.EagerStep / GraphedStep) and Adam as the Trainer
+               builds it (fused on CUDA), so the product path is what is measured.
+    measures   training step at batch 128 (ms, windows/s); inference windows/s at the best of several batches
+               (GraphedInference); the end-to-end workload (signature matrices + 5 epochs of Trainer.fit + scoring
+               every window), with one-time compilation / capture reported apart; the FLOP floor of the step at
+               the measured matrix rates; torch.profiler tables (fused eager + bf16, reference eager, the graphed
+               fused + bf16 step); with --level-ops, per-level ConvLSTM and attention timings.
+
+Parts run in separate processes (a device-side assert poisons a CUDA context; a crash loses only its part):
+"eager", then "graphs"; "compile" starts at once beside them on the other half of the CPU cores, compiles, and
+times only when the others are done.
 
 Correctness first, in the same run: the whole model's loss and every gradient, fused vs reference, in float64
-(must agree to rounding), float32 and bf16 (reported); a wrong variant is marked wrong. Times are CUDA-event medians
+(must agree to rounding; CPU only, the tests cover it on CUDA), float32 and bf16 (reported); and per training
+variant, its first step's loss against the reference eager's (same weights, same batch): a wrong variant is
+marked WRONG in the table. Times are CUDA-event medians
 after warm-up on random (never zero) data. Writes ``train.json`` and ``train.md`` (GPU, versions, date) to --out.
 
     PYTHONPATH=src python3 benchmarks/bench_train.py --out benchmarks/results
@@ -49,8 +57,9 @@ from mscred.ops import reference  # noqa: E402
 from mscred.ops.triton import attention as fused_attention  # noqa: E402
 from mscred.ops.triton import convlstm as fused_convlstm  # noqa: E402
 from mscred.signature import signature_matrices  # noqa: E402
-from mscred.train import WindowDataset  # noqa: E402
-from mscred.train_graphs import EagerInference, EagerStep, GraphedStep, forward_losses  # noqa: E402
+from mscred.config import TrainConfig  # noqa: E402
+from mscred.train import Trainer, WindowDataset  # noqa: E402
+from mscred.train_graphs import EagerInference, EagerStep, GraphedInference, GraphedStep  # noqa: E402
 
 STEPS = 5
 WINDOWS = (10, 30, 60)
@@ -109,10 +118,14 @@ def thesis_series(T: int, n: int, seed: int = 0) -> np.ndarray:
     return (x - lo) / (hi - lo)
 
 
-def build(backend: str, n: int, device, seed: int = 0, capturable: bool = False, dtype=torch.float32):
+def build(backend: str, n: int, device, seed: int = 0, capturable: bool = False, dtype=torch.float32,
+          fused_adam: bool = True):
+    """The net (seeded: every variant starts from the same weights) and Adam as the Trainer builds it (fused on
+    CUDA unless ``fused_adam`` is False, the ablation)."""
     torch.manual_seed(seed)
     net = MSCREDNet(ModelConfig(n_sensors=n, backend=backend, channels=CHANNELS)).to(device=device, dtype=dtype)
-    opt = torch.optim.Adam(net.parameters(), lr=2e-4, capturable=capturable)
+    opt = torch.optim.Adam(net.parameters(), lr=2e-4, capturable=capturable,
+                           fused=fused_adam and device.type == "cuda")
     return net, opt
 
 
@@ -175,125 +188,40 @@ def validate(data: WindowDataset, n: int, device, batch: int) -> dict:
     return out
 
 
-# ------------------------------------------------------------------------------------------------ CUDA graphs
-class _Snapshot:
-    """Parameters and Adam state, restored in place after warm-up (so warm-up steps do not train the model)."""
-
-    def __init__(self, net, opt):
-        self.pairs = [(p, p.detach().clone()) for p in net.parameters()]
-        self.opt = opt
-
-    @torch.no_grad()
-    def restore(self):
-        for p, v in self.pairs:
-            p.copy_(v)
-            for t in self.opt.state.get(p, {}).values():
-                if torch.is_tensor(t):
-                    t.zero_()  # Adam's fresh state: step 0, zero moments
-
-
-class GraphTrainStep:
-    """A whole training step (forward, weighted MSE, backward, Adam) replayed from one CUDA graph.
-
-    The window gather runs eagerly into a static (B, T, K, n, n) input before each replay: one copy kernel, and no
-    indexing kernel inside the graph. A partial batch is padded with window 0 at loss weight 0.
-    """
-
-    def __init__(self, net, opt, data, batch, bf16, warmup=3):
-        dev = data.segments.device
-        self.data, self.batch = data, batch
-        self.x = data.batch(torch.zeros(batch, dtype=torch.long, device=dev)).clone()
-        self.w = torch.full((batch,), 1.0 / batch, device=dev)
-        snap = _Snapshot(net, opt)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(warmup):
-                opt.zero_grad(set_to_none=True)
-                _, losses = forward_losses(net, self.x, bf16)
-                (losses * self.w).sum().backward()
-                opt.step()
-        torch.cuda.current_stream().wait_stream(side)
-        snap.restore()
-        opt.zero_grad(set_to_none=True)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            _, losses = forward_losses(net, self.x, bf16)
-            self.loss = (losses * self.w).sum()
-            self.loss.backward()
-            opt.step()
-
-    def __call__(self, idx):
-        b = idx.numel()
-        if b == self.batch:
-            self.x.copy_(self.data.batch(idx))
-        else:
-            self.x[:b].copy_(self.data.batch(idx))
-            self.w.zero_()
-            self.w[:b] = 1.0 / b
-        self.graph.replay()
-        if b != self.batch:
-            self.w.fill_(1.0 / self.batch)
-        return self.loss.clone()
-
-
-class GraphInference:
-    """Reconstruction + per-window MSE of a static batch, replayed from one CUDA graph (gather outside)."""
-
-    def __init__(self, net, data, batch, bf16, warmup=2):
-        dev = data.segments.device
-        self.data, self.batch = data, batch
-        self.x = data.batch(torch.arange(batch, device=dev) % len(data)).clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side), torch.no_grad():
-            for _ in range(warmup):
-                forward_losses(net, self.x, bf16)
-        torch.cuda.current_stream().wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph), torch.no_grad():
-            self.recon, self.losses = forward_losses(net, self.x, bf16)
-
-    def __call__(self, idx):
-        b = idx.numel()
-        self.x[:b].copy_(self.data.batch(idx))
-        self.graph.replay()
-        return self.recon[:b], self.losses[:b]
-
-
 # ------------------------------------------------------------------------------------------------ training step
-def make_step(backend, n, data, device, batch, graphs, bf16, compile_=False, h2_graphs=False):
-    net, opt = build(backend, n, device, capturable=graphs or h2_graphs)
+def make_step(backend, n, data, device, batch, graphs, bf16, compile_=False, fused_adam=True):
+    """The Trainer's own step objects (``mscred.train_graphs``): EagerStep, or GraphedStep (warm-up + capture)."""
+    net, opt = build(backend, n, device, capturable=graphs, fused_adam=fused_adam)
     t0 = time.perf_counter()
     if compile_:
         net = torch.compile(net)
-    if h2_graphs:
-        step = GraphedStep(net, opt, data, batch, bf16)  # mscred.train_graphs, the Trainer's own
-    elif graphs:
-        step = GraphTrainStep(net, opt, data, batch, bf16)
-    else:
-        step = EagerStep(net, opt, data, bf16)
+    step = GraphedStep(net, opt, data, batch, bf16) if graphs else EagerStep(net, opt, data, bf16)
     sync(device)
     return step, time.perf_counter() - t0
 
 
-def time_train(step, data, device, batch, iters, warmup=3):
-    """Median ms of a training step on random batches (first calls: warm-up / compilation, timed apart)."""
+def time_train(step, data, device, batch, iters, warmup=3, ready=None):
+    """Median ms of a training step on random batches; the first call's loss (the initial weights' loss on batch 0,
+    the same for every variant) is returned for the correctness check. ``ready`` (optional) is called after the
+    warm-up / compilation and before timing (the compile part waits there for the GPU to be free)."""
     g = torch.Generator(device="cpu").manual_seed(1)
     batches = [torch.randperm(len(data), generator=g)[:batch].to(device) for _ in range(8)]
     t0 = time.perf_counter()
-    for i in range(warmup):
+    first_loss = float(step(batches[0]))
+    for i in range(1, warmup):
         step(batches[i % 8])
     sync(device)
     first = time.perf_counter() - t0
+    if ready is not None:
+        ready()
     clock = Clock(device)
     losses = []
     for i in range(iters):
         with clock():
-            losses.append(step(batches[i % 8]))
+            losses.append(step(batches[(warmup + i) % 8]))
     ms = clock.median()
     final = float(torch.stack(losses)[-1])
-    return ms, first, final
+    return ms, first, final, first_loss
 
 
 # ------------------------------------------------------------------------------------------------ inference
@@ -302,7 +230,7 @@ def time_inference(backend, n, data, device, batch, graphs, bf16, iters):
     net.eval()
     idx = torch.arange(batch, device=device) % len(data)
     t0 = time.perf_counter()
-    infer = GraphInference(net, data, batch, bf16) if graphs else EagerInference(net, data, bf16)
+    infer = GraphedInference(net, data, batch, bf16) if graphs else EagerInference(net, data, bf16)
     for _ in range(2):
         infer(idx)
     sync(device)
@@ -317,7 +245,8 @@ def time_inference(backend, n, data, device, batch, graphs, bf16, iters):
 
 # ------------------------------------------------------------------------------------------------ end to end
 def end_to_end(values, n, device, backend, graphs, bf16, epochs, batch, score_batch):
-    """Signature matrices + ``epochs`` epochs + scoring of every window; capture time reported apart."""
+    """Signature matrices + ``epochs`` epochs of ``Trainer.fit`` (the product path) + scoring of every window;
+    one-time warm-up / capture (the Trainer's ``setup_seconds`` and the inference capture) reported apart."""
     out = {}
     t_start = time.perf_counter()
     seg = signature_matrices(values, windows=WINDOWS, gap=GAP)  # (S, 3, n, n) float32, NumPy prefix sums
@@ -327,33 +256,27 @@ def end_to_end(values, n, device, backend, graphs, bf16, epochs, batch, score_ba
     data = WindowDataset(segments, STEPS)
     W = len(data)
 
-    net, opt = build(backend, n, device, capturable=graphs)
+    torch.manual_seed(0)
+    net = MSCREDNet(ModelConfig(n_sensors=n, backend=backend, channels=CHANNELS)).to(device)
+    cfg = TrainConfig(epochs=epochs, batch_size=batch, device=device.type, bf16=bf16, cuda_graphs=graphs,
+                      progress=False)
+    trainer = Trainer(net, cfg, steps=STEPS)
     t0 = time.perf_counter()
-    if graphs:
-        step = GraphTrainStep(net, opt, data, batch, bf16)       # warm-up (weights restored) + capture
-        infer = GraphInference(net, data, score_batch, bf16)
-    else:
-        step, infer = EagerStep(net, opt, data, bf16), EagerInference(net, data, bf16)
+    history = trainer.fit(segments)  # segments already on the device: .to() is a no-op
     sync(device)
-    out["one_time_setup_s"] = time.perf_counter() - t0
+    fit_s = time.perf_counter() - t0
+    out["train_s"] = fit_s - trainer.setup_seconds
+    out["epoch_losses"] = [h["train_loss"] for h in history]
 
     t0 = time.perf_counter()
-    losses = []
-    for epoch in range(epochs):
-        order = torch.randperm(W, generator=torch.Generator().manual_seed(epoch)).to(device)
-        loss_sum = torch.zeros((), device=device)
-        for s in range(0, W, batch):
-            idx = order[s:s + batch]
-            loss_sum += step(idx) * idx.numel()
-        losses.append(loss_sum)
+    net.eval()
+    infer = GraphedInference(net, data, score_batch, bf16) if graphs else EagerInference(net, data, bf16)
     sync(device)
-    out["train_s"] = time.perf_counter() - t0
-    out["epoch_losses"] = [float(v) / W for v in losses]
+    out["one_time_setup_s"] = trainer.setup_seconds + time.perf_counter() - t0
 
     t0 = time.perf_counter()
     recon = torch.empty(W, *segments.shape[1:], device=device)
     order = torch.arange(W, device=device)
-    net.eval()
     for s in range(0, W, score_batch):
         idx = order[s:s + score_batch]
         r, _ = infer(idx)
@@ -471,17 +394,16 @@ def profile_step(step, data, device, batch, path: Path, title: str) -> list[dict
 
 
 # ------------------------------------------------------------------------------------------------ main
-TRAIN_VARIANTS = {  # name: (backend, graphs, bf16, torch.compile, buffer layout, cudnn.benchmark, part)
-    "reference eager": ("reference", False, False, False, "nhwc", False, "eager"),
-    "fused eager": ("fused", False, False, False, "nhwc", False, "eager"),
-    "fused eager + bf16": ("fused", False, True, False, "nhwc", False, "eager"),
-    "fused + CUDA graph + bf16": ("fused", True, True, False, "nhwc", False, "graphs"),
-    "fused + CUDA graph": ("fused", True, False, False, "nhwc", False, "graphs"),
-    "reference + CUDA graph": ("reference", True, False, False, "nhwc", False, "graphs"),
-    "reference + CUDA graph + bf16": ("reference", True, True, False, "nhwc", False, "graphs"),
-    "fused NCHW buffers + CUDA graph": ("fused", True, False, False, "nchw", False, "graphs"),
-    "fused + CUDA graph + bf16 + cudnn.benchmark": ("fused", True, True, False, "nhwc", True, "graphs"),
-    "torch.compile(reference)": ("reference", False, False, True, "nhwc", False, "compile"),
+TRAIN_VARIANTS = {  # name: (backend, graphs, bf16, torch.compile, buffer layout, fused Adam, part)
+    "reference eager": ("reference", False, False, False, "nhwc", True, "eager"),
+    "fused eager": ("fused", False, False, False, "nhwc", True, "eager"),
+    "fused eager + bf16": ("fused", False, True, False, "nhwc", True, "eager"),
+    "fused + CUDA graph + bf16": ("fused", True, True, False, "nhwc", True, "graphs"),
+    "fused + CUDA graph": ("fused", True, False, False, "nhwc", True, "graphs"),
+    "reference + CUDA graph": ("reference", True, False, False, "nhwc", True, "graphs"),
+    "reference + CUDA graph + bf16": ("reference", True, True, False, "nhwc", True, "graphs"),
+    "fused + CUDA graph + bf16, foreach Adam (ablation)": ("fused", True, True, False, "nhwc", False, "graphs"),
+    "torch.compile(reference)": ("reference", False, False, True, "nhwc", True, "compile"),
 }
 INFER_VARIANTS = {  # name: (backend, graphs, bf16, part)
     "reference eager": ("reference", False, False, "eager"),
@@ -490,12 +412,18 @@ INFER_VARIANTS = {  # name: (backend, graphs, bf16, part)
     "fused + CUDA graph": ("fused", True, False, "graphs"),
     "reference + CUDA graph + bf16": ("reference", True, True, "graphs"),
 }
-E2E_VARIANTS = {  # name: (backend, graphs, bf16, cudnn.benchmark, part)
-    "reference eager": ("reference", False, False, False, "eager"),
-    "fused + CUDA graph + bf16": ("fused", True, True, False, "graphs"),
-    "fused + CUDA graph": ("fused", True, False, False, "graphs"),
-    "fused + CUDA graph + bf16 + cudnn.benchmark": ("fused", True, True, True, "graphs"),
+E2E_VARIANTS = {  # name: (backend, graphs, bf16, part)
+    "reference eager": ("reference", False, False, "eager"),
+    "fused + CUDA graph + bf16": ("fused", True, True, "graphs"),
+    "fused + CUDA graph": ("fused", True, False, "graphs"),
 }
+GPU_FREE_FLAG = "gpu_free"  # written into --work when the eager and graphs parts are done: compile may time
+
+
+def _wait_for_gpu(work: Path, deadline: float) -> None:
+    """The compile part compiles while the other parts time; it times only once they are done (or at deadline)."""
+    while not (work / GPU_FREE_FLAG).exists() and time.perf_counter() < deadline:
+        time.sleep(0.2)
 
 
 def run_part(part: str, args, work: Path) -> None:
@@ -507,7 +435,7 @@ def run_part(part: str, args, work: Path) -> None:
     n, T_series, batch = (8, 1200, 8) if args.quick else (30, 36_000, 128)
     if args.quick:
         CHANNELS = (4, 6, 8, 8)
-    iters = 3 if args.quick else 20
+    iters = 3 if args.quick else args.iters
     result: dict = {"errors": {}, "train_step": [], "inference": [], "end_to_end": []}
     path = work / f"train_{part}.json"
 
@@ -543,24 +471,22 @@ def run_part(part: str, args, work: Path) -> None:
         result["validation"] = attempt("validation", lambda: validate(data, n, device, batch))
 
     steps = {}
-    for name, (backend, graphs, bf16, comp, lay, bench, vpart) in TRAIN_VARIANTS.items():
+    for name, (backend, graphs, bf16, comp, lay, fused_adam, vpart) in TRAIN_VARIANTS.items():
         if vpart != part or ((graphs or bf16 or comp) and not cuda):
             continue
 
-        def one(name=name, backend=backend, graphs=graphs, bf16=bf16, comp=comp, lay=lay, bench=bench):
-            torch.backends.cudnn.benchmark = bench
-            try:
-                with layout(lay):
-                    step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp)
-                    ms, first_s, loss = time_train(step, data, device, batch, iters)
-            finally:
-                torch.backends.cudnn.benchmark = False
+        def one(name=name, backend=backend, graphs=graphs, bf16=bf16, comp=comp, lay=lay, fused_adam=fused_adam):
+            ready = (lambda: _wait_for_gpu(work, t_begin + args.compile_wait_s)) if comp else None
+            with layout(lay):
+                step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp, fused_adam)
+                ms, first_s, loss, first_loss = time_train(step, data, device, batch, iters, ready=ready)
             steps[name] = step
-            row = {"variant": name, "step_ms": ms, "windows_per_s": batch / ms * 1e3,
-                   "one_time_s": setup_s + (first_s if (comp or not graphs) else 0.0), "loss_after": loss}
+            row = {"variant": name, "bf16": bf16, "step_ms": ms, "windows_per_s": batch / ms * 1e3,
+                   "one_time_s": setup_s + (first_s if (comp or not graphs) else 0.0), "loss_after": loss,
+                   "first_loss": first_loss}
             result["train_step"].append(row)
-            print(f"train {name:44s} {ms:8.3f} ms/step {row['windows_per_s']:9.0f} windows/s "
-                  f"(one-time {row['one_time_s']:.1f} s)", flush=True)
+            print(f"train {name:52s} {ms:8.3f} ms/step {row['windows_per_s']:9.0f} windows/s "
+                  f"(one-time {row['one_time_s']:.1f} s, first loss {first_loss:.6f})", flush=True)
         attempt("train " + name, one)
 
     if part == "eager":
@@ -585,43 +511,30 @@ def run_part(part: str, args, work: Path) -> None:
                 print(f"infer {name:34s} batch {b:5d}: {wps:10.0f} windows/s", flush=True)
             attempt(f"inference {name} {b}", one)
 
-    for name, (backend, graphs, bf16, bench, vpart) in E2E_VARIANTS.items():
+    for name, (backend, graphs, bf16, vpart) in E2E_VARIANTS.items():
         if vpart != part or ((graphs or bf16) and not cuda):
             continue
 
-        def one(name=name, backend=backend, graphs=graphs, bf16=bf16, bench=bench):
-            torch.backends.cudnn.benchmark = bench
-            try:
-                row = {"variant": name, **end_to_end(values, n, device, backend, graphs, bf16,
-                                                     epochs=1 if args.quick else 5, batch=batch,
-                                                     score_batch=16 if args.quick else 1024)}
-            finally:
-                torch.backends.cudnn.benchmark = False
+        def one(name=name, backend=backend, graphs=graphs, bf16=bf16):
+            row = {"variant": name, **end_to_end(values, n, device, backend, graphs, bf16,
+                                                 epochs=1 if args.quick else 5, batch=batch,
+                                                 score_batch=16 if args.quick else 1024)}
             result["end_to_end"].append(row)
             print(f"e2e {name}: " + json.dumps({k: v for k, v in row.items() if k != 'epoch_losses'}), flush=True)
         attempt("e2e " + name, one)
 
-    if part == "eager":
+    if part == "eager" and args.level_ops:
         result["level_ops"] = attempt("level_ops", lambda: level_ops(device, batch, 5))
-        profile_path = work / "train_profile.txt"
-        profile_path.write_text(f"# bench_train.py profile, {dt.datetime.now(dt.timezone.utc).isoformat()}\n")
+    if part in ("eager", "graphs"):
+        profile_path = work / f"train_profile_{part}.txt"
+        profile_path.write_text(f"# bench_train.py profile ({part}), {dt.datetime.now(dt.timezone.utc).isoformat()}\n")
         result["profile"] = {}
-        for name in ("fused eager", "fused eager + bf16", "reference eager"):
+        names = ("fused eager + bf16", "reference eager") if part == "eager" else ("fused + CUDA graph + bf16",)
+        for name in names:
             if name in steps:
                 result["profile"][name] = attempt(
                     "profile " + name, lambda name=name: profile_step(steps[name], data, device, batch,
                                                                       profile_path, name))
-    if part == "graphs" and cuda:
-        # The Trainer's own capture (mscred.train_graphs.GraphedStep), last: on the first H200 run it hit a
-        # device-side assert (an out-of-bounds gather index) that poisoned the process.
-        def h2():
-            step, setup_s = make_step("fused", n, data, device, batch, False, True, h2_graphs=True)
-            ms, _, loss = time_train(step, data, device, batch, iters)
-            result["train_step"].append({"variant": "fused + bf16 in mscred.train_graphs.GraphedStep",
-                                         "step_ms": ms, "windows_per_s": batch / ms * 1e3, "one_time_s": setup_s,
-                                         "loss_after": loss})
-            print(f"train GraphedStep (Trainer's) fused bf16 {ms:.3f} ms/step", flush=True)
-        attempt("train mscred.train_graphs.GraphedStep", h2)
     save()
 
 
@@ -638,13 +551,19 @@ def merge(work: Path, out_dir: Path) -> dict:
         for key in ("train_step", "inference", "end_to_end"):
             result[key] += r.get(key, [])
         result["errors"].update({f"{part}: {k}": v for k, v in r.get("errors", {}).items()})
-        for key in ("meta", "windows", "ceilings", "validation", "flops", "level_ops", "profile"):
+        for key in ("meta", "windows", "ceilings", "validation", "flops", "level_ops"):
             if key in r and key not in result:
                 result[key] = r[key]
-    base = next((t["step_ms"] for t in result["train_step"] if t["variant"] == "reference eager"), None)
+        result.setdefault("profile", {}).update(r.get("profile") or {})
+    ref = next((t for t in result["train_step"] if t["variant"] == "reference eager"), None)
     for t in result["train_step"]:
-        if base:
-            t["speedup_vs_eager"] = base / t["step_ms"]
+        if ref:
+            t["speedup_vs_eager"] = ref["step_ms"] / t["step_ms"]
+            # Correctness before speed: every variant starts from the same weights, so its first step's loss (the
+            # initial weights on batch 0) must equal the reference eager's, to TF32 / bf16 rounding.
+            tol = 2e-2 if t.get("bf16") else 2e-3
+            t["first_loss_rel_err"] = abs(t["first_loss"] - ref["first_loss"]) / abs(ref["first_loss"])
+            t["check_ok"] = bool(t["first_loss_rel_err"] < tol)
     best: dict = {}
     for t in result["inference"]:
         if t["windows_per_s"] > best.get(t["variant"], {}).get("windows_per_s", 0):
@@ -657,8 +576,10 @@ def merge(work: Path, out_dir: Path) -> dict:
             t["speedup_vs_eager_best"] = t["windows_per_s"] / ibase
     (out_dir / "train.json").write_text(json.dumps(result, indent=1))
     (out_dir / "train.md").write_text(markdown(result))
-    if (work / "train_profile.txt").exists() and work != out_dir:
-        (out_dir / "train_profile.txt").write_text((work / "train_profile.txt").read_text())
+    profiles = [work / f"train_profile_{part}.txt" for part in ("eager", "graphs")]
+    text = "".join(p.read_text() for p in profiles if p.exists())
+    if text:
+        (out_dir / "train_profile.txt").write_text(text)
     return result
 
 
@@ -668,33 +589,67 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="folder for the parts' JSON (default: a temporary folder)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (CPU smoke test of the script)")
     ap.add_argument("--part", choices=("all", "eager", "graphs", "compile"), default="all")
-    ap.add_argument("--budget-s", type=float, default=175.0, help="wall-clock budget of the whole run")
+    ap.add_argument("--budget-s", type=float, default=150.0, help="wall-clock budget of the whole run")
+    ap.add_argument("--iters", type=int, default=20, help="timed training steps per variant")
+    ap.add_argument("--level-ops", action="store_true", help="also time each level's ConvLSTM/attention alone")
+    ap.add_argument("--compile-wait-s", type=float, default=1e9, help=argparse.SUPPRESS)
     args = ap.parse_args()
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(args.work or f"/tmp/bench_train_{os.getpid()}")
     work.mkdir(parents=True, exist_ok=True)
     if args.part != "all":
+        if args.part == "compile" and hasattr(os, "sched_setaffinity"):
+            # Inductor compiles on the second half of the cores, so that the eager parts' launch-bound timings
+            # (on the first half) are not slowed by it: that would flatter every speedup against eager.
+            cores = sorted(os.sched_getaffinity(0))
+            if len(cores) >= 4:
+                os.sched_setaffinity(0, cores[len(cores) // 2:])
+        elif hasattr(os, "sched_setaffinity"):
+            cores = sorted(os.sched_getaffinity(0))
+            if len(cores) >= 4:
+                os.sched_setaffinity(0, cores[:len(cores) // 2])
         run_part(args.part, args, work)
         return
     # Each part in its own process: a device-side assert poisons a CUDA context, and must not take the other
-    # parts' numbers with it. torch.compile goes last and gets whatever time is left.
+    # parts' numbers with it. torch.compile starts at once, in parallel: it compiles (CPU) while the other parts
+    # time, and times only after they are done (the flag file), with whatever budget is left.
     t0 = time.perf_counter()
-    shares = {"eager": 0.5, "graphs": 0.45}
-    for part in ("eager", "graphs", "compile"):
+    (work / GPU_FREE_FLAG).unlink(missing_ok=True)
+    base = [sys.executable, __file__, "--out", str(out_dir), "--work", str(work), "--iters", str(args.iters)]
+    base += (["--quick"] if args.quick else []) + (["--level-ops"] if args.level_ops else [])
+    compile_proc = None
+    if torch.cuda.is_available():
+        env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
+        compile_proc = subprocess.Popen(base + ["--part", "compile", "--compile-wait-s",
+                                                str(args.budget_s - 15)], env=env)
+    shares = {"eager": 0.45, "graphs": 0.40}
+    for part in ("eager", "graphs"):
         if part != "eager" and not torch.cuda.is_available():
             continue
         left = args.budget_s - (time.perf_counter() - t0)
-        limit = left if part == "compile" else min(left, shares[part] * args.budget_s)
-        if limit < (40 if part == "compile" else 15):
+        limit = min(left, shares[part] * args.budget_s)
+        if limit < 15:
             print(f"part {part}: skipped, {left:.0f} s left", flush=True)
             continue
-        cmd = [sys.executable, __file__, "--part", part, "--out", str(out_dir), "--work", str(work)]
-        cmd += ["--quick"] if args.quick else []
         try:
-            subprocess.run(cmd, timeout=limit, check=False)
+            rc = subprocess.run(base + ["--part", part], timeout=limit, check=False).returncode
+            if rc != 0:
+                print(f"part {part}: exit status {rc} (its saved results are kept)", flush=True)
         except subprocess.TimeoutExpired:
             print(f"part {part}: stopped after {limit:.0f} s (its saved results are kept)", flush=True)
+    (work / GPU_FREE_FLAG).write_text("done")
+    if compile_proc is not None:
+        left = max(args.budget_s - (time.perf_counter() - t0), 1.0)
+        try:
+            rc = compile_proc.wait(timeout=left)
+            if rc != 0:
+                print(f"part compile: exit status {rc} (its saved results are kept)", flush=True)
+        except subprocess.TimeoutExpired:
+            compile_proc.kill()
+            compile_proc.wait()
+            print(f"part compile: stopped at the budget ({args.budget_s:.0f} s; its saved results are kept)",
+                  flush=True)
     print(markdown(merge(work, out_dir)), flush=True)
 
 
@@ -720,10 +675,23 @@ def markdown(r: dict) -> str:
         lines += [f"Arithmetic of one step (FlopCounterMode on the reference): {fl['reference_step_flops'] / 1e12:.3f}"
                   f" TFLOP" + (f"; floor {fl['floor_ms_tf32']:.2f} ms at the measured TF32 rate, "
                                f"{fl['floor_ms_bf16']:.2f} ms at the bf16 rate." if fl.get("floor_ms_tf32") else "."), ""]
-    lines += ["| variant | ms / step | windows / s | vs eager | one-time (s) |", "| --- | --- | --- | --- | --- |"]
+    lines += ["Every variant runs the Trainer's own step objects (`mscred.train_graphs.EagerStep` / `GraphedStep`), "
+              "fused Adam unless marked. check: the first step's loss (same initial weights, same batch) equals "
+              "the reference eager's (rel. err < 2e-3 fp32 / TF32, 2e-2 bf16).", "",
+              "| variant | ms / step | windows / s | vs eager | one-time (s) | check (first-loss rel. err) |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for t in r.get("train_step") or []:
+        check = (f"{'ok' if t['check_ok'] else 'WRONG'} ({t['first_loss_rel_err']:.1e})"
+                 if "check_ok" in t else "-")
         lines.append(f"| {t['variant']} | {t['step_ms']:.2f} | {t['windows_per_s']:,.0f} | "
-                     f"{t.get('speedup_vs_eager', float('nan')):.2f}x | {t['one_time_s']:.1f} |")
+                     f"{t.get('speedup_vs_eager', float('nan')):.2f}x | {t['one_time_s']:.1f} | {check} |")
+    timed = {t["variant"] for t in r.get("train_step") or []}
+    for key, err in (r.get("errors") or {}).items():
+        name = key.split("train ", 1)[-1] if "train " in key else None
+        if name in TRAIN_VARIANTS and name not in timed:
+            lines.append(f"| {name} | FAILED: {err.splitlines()[0][:120] if err else err} | | | | |")
+    if "compile" in (r.get("errors") or {}) and "torch.compile(reference)" not in timed:
+        lines.append(f"| torch.compile(reference) | FAILED: {r['errors']['compile']} | | | | |")
     lines += ["", "## Inference (windows / s at batch 256 / 1024 / all windows; best in bold)", "",
               "| variant | batch | windows / s | vs best eager |", "| --- | --- | --- | --- |"]
     for t in r.get("inference") or []:

@@ -87,10 +87,28 @@ def test_non_contiguous_input():
     torch.testing.assert_close(fused.temporal_attention(h_nc), ref.temporal_attention(h_nc), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("n, B", [(5, 3), (16, 1)])
+def test_channels_last_input_runs_in_place_and_equals_reference(n, B):
+    # The fused ConvLSTM's channels-last output: (B, T, C, H, W) stored as (B, T, H, W, C). Out and dh come back
+    # in that order (channels-last (B, C, H, W), (B, T, H, W, C)) and equal the reference in float64.
+    h, dout = _inputs(B, 5, 4, n, seed=11 * n + B)
+    h_cl = h.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+    dout_cl = dout.contiguous(memory_format=torch.channels_last)
+    out, dh = _fwd_bwd(fused.temporal_attention, h_cl, dout_cl)
+    assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
+    assert dh.permute(0, 1, 3, 4, 2).is_contiguous()
+    for name, o, r in zip(("out", "dh"), (out, dh), _fwd_bwd(ref.temporal_attention, h, dout)):
+        assert _rel(o, r) < 1e-12, name
+
+
 def test_dispatcher_and_opcheck():
     assert ops.get_impl("temporal_attention", "fused") is fused.temporal_attention
     h, _ = _inputs(2, 5, 2, 4, seed=6)
     torch.library.opcheck(fused.temporal_attention_fused, (h.requires_grad_(),),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    # channels-last storage: the fake must give the real op's strides
+    h_cl = h.detach().permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3).requires_grad_()
+    torch.library.opcheck(fused.temporal_attention_fused, (h_cl,),
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
 
 

@@ -148,11 +148,28 @@ def _launch_args(h: torch.Tensor, block: int):
     return B, T, D, dict(CDT=cdt, T_PAD=max(triton.next_power_of_2(T), 2), BLOCK=block, num_warps=NUM_WARPS)
 
 
+def _channels_last(h: torch.Tensor) -> bool:
+    """True when h (B, T, C, H, W) is stored as (B, T, H, W, C) (the fused ConvLSTM's output in channels-last
+    mode) and not also plainly contiguous (sizes of 1 make both true)."""
+    return not h.is_contiguous() and h.permute(0, 1, 3, 4, 2).is_contiguous()
+
+
+# The kernels see each (b, t) slab as D = C*H*W numbers and only form inner products over it and weighted sums of
+# it: any fixed order of the D entries gives the same result. A channels-last input is therefore run in its own
+# (H, W, C) order, with no copy, and the output / gradient come back in that order too (channels-last (B, C, H, W)
+# for the decoder's convolutions, a (B, T, H, W, C) gradient for the ConvLSTM's backward).
 @torch.library.custom_op("mscred::temporal_attention_fused", mutates_args=())
 def temporal_attention_fused(h: torch.Tensor) -> torch.Tensor:
-    """Fused forward: h (B, T, C, H, W) -> (B, C, H, W)."""
+    """Fused forward: h (B, T, C, H, W) -> (B, C, H, W) (channels-last when h is stored channels-last)."""
+    B, _, C, H, W = h.shape
+    if _channels_last(h):
+        hp = h.permute(0, 1, 3, 4, 2)  # contiguous (B, T, H, W, C)
+        out = torch.empty(B, H, W, C, device=h.device, dtype=h.dtype)
+        _, T, D, meta = _launch_args(hp, FWD_BLOCK)
+        _attn_fwd_kernel[(B,)](hp, out, T, D, 1.0 / T, **meta)
+        return out.permute(0, 3, 1, 2)
     h = h.contiguous()
-    B, T, D, meta = _launch_args(h, FWD_BLOCK)
+    _, T, D, meta = _launch_args(h, FWD_BLOCK)
     out = torch.empty(h.shape[0], *h.shape[2:], device=h.device, dtype=h.dtype)
     _attn_fwd_kernel[(B,)](h, out, T, D, 1.0 / T, **meta)
     return out
@@ -160,15 +177,26 @@ def temporal_attention_fused(h: torch.Tensor) -> torch.Tensor:
 
 @temporal_attention_fused.register_fake
 def _(h):
-    return h.new_empty(h.shape[0], *h.shape[2:])
+    B, _, C, H, W = h.shape
+    if _channels_last(h):
+        return h.new_empty(B, H, W, C).permute(0, 3, 1, 2)
+    return h.new_empty(B, C, H, W)
 
 
 @torch.library.custom_op("mscred::temporal_attention_fused_backward", mutates_args=())
 def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """dh (B, T, C, H, W) of ``temporal_attention_fused`` given dout (B, C, H, W)."""
+    """dh (B, T, C, H, W) of ``temporal_attention_fused`` given dout (B, C, H, W); stored like h."""
+    B, T, C, H, W = h.shape
+    if _channels_last(h):
+        hp = h.permute(0, 1, 3, 4, 2)
+        dp = dout.to(h.dtype).permute(0, 2, 3, 1).contiguous()  # no copy when dout is channels-last
+        dh = torch.empty(B, T, H, W, C, device=h.device, dtype=h.dtype)
+        _, T, D, meta = _launch_args(hp, BWD_BLOCK)
+        _attn_bwd_kernel[(B,)](hp, dp, dh, T, D, 1.0 / T, **meta)
+        return dh.permute(0, 1, 4, 2, 3)
     h = h.contiguous()
     dout = dout.to(h.dtype).contiguous()
-    B, T, D, meta = _launch_args(h, BWD_BLOCK)
+    _, T, D, meta = _launch_args(h, BWD_BLOCK)
     dh = torch.empty(h.shape, device=h.device, dtype=h.dtype)
     _attn_bwd_kernel[(B,)](h, dout, dh, T, D, 1.0 / T, **meta)
     return dh
@@ -176,6 +204,9 @@ def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor) -> to
 
 @temporal_attention_fused_backward.register_fake
 def _(dout, h):
+    B, T, C, H, W = h.shape
+    if _channels_last(h):
+        return h.new_empty(B, T, H, W, C).permute(0, 1, 4, 2, 3)
     return h.new_empty(h.shape)
 
 

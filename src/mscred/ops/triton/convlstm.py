@@ -255,6 +255,27 @@ def _s3(t: torch.Tensor) -> tuple[int, int, int]:
     return sb, sc, sx
 
 
+def _out5(B: int, T: int, C: int, H: int, W: int, like: torch.Tensor, layout: str) -> torch.Tensor:
+    """A (B, T, C, H, W) tensor stored (B, T, H, W, C) for "nhwc" (each step a channels-last (B, C, H, W) view, so
+    h_t is written where the attention / the next level reads it), contiguous for "nchw"."""
+    if layout == "nhwc":
+        return torch.empty(B, T, H, W, C, device=like.device, dtype=like.dtype).permute(0, 1, 4, 2, 3)
+    return torch.empty(B, T, C, H, W, device=like.device, dtype=like.dtype)
+
+
+def _like_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
+    """``t`` (B, T, C, H, W) in ``_out5``'s storage order (a no-op when it is already stored so)."""
+    if layout == "nhwc":
+        return t.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+    return t.contiguous()
+
+
+def _pixels_flatten(t: torch.Tensor) -> bool:
+    """Whether every (B, C, H, W) step of ``t`` (B, T, C, H, W) addresses its pixels as one index (see ``_s3``)."""
+    H, W = t.shape[-2:]
+    return H == 1 or W == 1 or t.stride(-2) == W * t.stride(-1)
+
+
 def _input_conv(x4: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pads) -> torch.Tensor:
     """conv(pad(x4), w) + b with TF same padding; symmetric padding goes to the convolution itself (no copy)."""
     top, bottom, left, right = pads
@@ -314,7 +335,8 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
 
     Returns
     -------
-    out : (B, T, Ch, H, W)            every h_t (contiguous)
+    out : (B, T, Ch, H, W)            every h_t; stored (B, T, H, W, Ch) for "nhwc" (what the attention and the
+                                      decoder's channels-last convolutions read without a copy), else contiguous
     pre : (T, B, 4Ch, H, W)           gate pre-activations, for the backward ((0,) when not ``save``)
     cells : (T, B, Ch, H, W)          c_t in float32 (float64 for float64 inputs)
     hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
@@ -330,7 +352,7 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
     # All T input convolutions in one call: (B*T, C, H, W) -> (B*T, 4Ch, H, W), viewed as (B, T, 4Ch, H, W).
     gx = _input_conv(x4, w_x, bias, pads).view(B, T, 4 * Ch, H, W)
-    out = torch.empty(B, T, Ch, H, W, device=x.device, dtype=x.dtype)
+    out = _out5(B, T, Ch, H, W, x, layout)
     pre = _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
     cells = _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
     hprev = _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout, zero=True).view(max(T - 1, 0), B, Ch, HP, WP)
@@ -360,7 +382,7 @@ def _(x, weight, bias, forget_bias, layout, save):
     pads = _padding(k)
     cell_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
-    return (x.new_empty(B, T, Ch, H, W),
+    return (_out5(B, T, Ch, H, W, x, layout),
             _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W),
             _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W),
             _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout).view(max(T - 1, 0), B, Ch, HP, WP))
@@ -378,7 +400,9 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     HP, WP = H + top + bottom, W + left + right
     cdt, cell_dtype = _compute_types(x.dtype)
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
-    dout = dout.to(x.dtype).contiguous()
+    dout = dout.to(x.dtype)
+    if not _pixels_flatten(dout):  # the kernel addresses a step by (batch, channel, pixel) strides
+        dout = dout.contiguous()
     w_h = weight[:, C:].contiguous(memory_format=fmt)
     dpre = _empty(T * B, 4 * Ch, H, W, x, layout).view(T, B, 4 * Ch, H, W)       # per step, for the recurrence
     dpre_bt = _empty(B * T, 4 * Ch, H, W, x, layout).view(B, T, 4 * Ch, H, W)    # (B*T) order of the input conv
@@ -421,14 +445,14 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     db = dpre_4.sum(dim=(0, 2, 3), dtype=acc).to(x.dtype)
     if not symmetric:
         dx4 = dx4[:, :, top:top + H, left:left + W]
-    dx = dx4.reshape(B, T, C, H, W).contiguous()
+    dx = _like_layout(dx4.reshape(B, T, C, H, W), layout)
     dw = torch.cat([dw_x, dw_h], dim=1).contiguous()
     return dx, dw, db
 
 
 @convlstm_fused_backward.register_fake
 def _(dout, x, weight, pre, cells, hprev, forget_bias, layout):
-    return x.new_empty(x.shape), weight.new_empty(weight.shape), weight.new_empty(weight.shape[0])
+    return _out5(*x.shape, x, layout), weight.new_empty(weight.shape), weight.new_empty(weight.shape[0])
 
 
 def _setup_context(ctx, inputs, output):
