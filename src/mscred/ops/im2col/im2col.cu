@@ -17,6 +17,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace mscred_im2col {
 namespace {
@@ -719,11 +722,26 @@ cudaError_t launch_implicit_tile(const float* x, const float* w, const float* bi
   return cudaGetLastError();
 }
 
-// Blocks of this instantiation that fit on one SM with `bytes` of dynamic shared memory (0 if none).
+// Blocks of `kernel` that fit on one SM of the current device with `bytes` of dynamic shared memory (0 if none).
+// Asked once per (kernel, device, bytes) and cached, so that repeated launches (and launches inside CUDA-graph
+// capture, after an eager warm-up) make no runtime calls besides the launch. A failed query's error is cleared so
+// that the launch check after it does not report it.
 template <typename Kernel>
 int resident_blocks(Kernel kernel, size_t bytes) {
+  static std::mutex mu;
+  static std::map<std::tuple<const void*, int, size_t>, int> cache;
+  int dev = 0;
+  cudaGetDevice(&dev);
+  const auto key = std::make_tuple(reinterpret_cast<const void*>(kernel), dev, bytes);
+  std::lock_guard<std::mutex> lock(mu);
+  const auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
   int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 256, bytes) != cudaSuccess) return 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 256, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    blocks = 0;
+  }
+  cache.emplace(key, blocks);
   return blocks;
 }
 
@@ -732,19 +750,31 @@ struct PipeLaunch {
   using T = PipeTile<WARPS_M, MT, NT, BK, STAGES>;
   static constexpr auto kernel = conv_pipelined<WARPS_M, MT, NT, BK, STAGES, MIN_BLOCKS>;
 
-  // Dynamic shared memory above 48 KiB must be opted into per kernel; returns false if it cannot be had. The
-  // limit is always raised to the device's opt-in maximum (the same value every call, so concurrent callers with
-  // different K cannot undo each other); each launch still asks only for what its K needs.
+  // Dynamic shared memory above 48 KiB must be opted into per kernel and device; returns false if it cannot be
+  // had. The limit is raised once per device, to the device's opt-in maximum (so callers with different K never
+  // undo each other); each launch still asks only for what its K needs.
   static bool prepare(const ConvShape& s, size_t* bytes) {
+    static std::mutex mu;
+    static std::map<int, int> optin_of;  // device -> opt-in maximum, or -1 if raising the limit failed
     *bytes = T::smem_bytes(s.K());
-    int dev = 0, optin = 0;
+    int dev = 0;
     cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (*bytes > (size_t)optin) return false;
-    if (*bytes > 48 * 1024 &&
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin) != cudaSuccess)
-      return false;
-    return true;
+    int optin = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = optin_of.find(dev);
+      if (it == optin_of.end()) {
+        int max_optin = 0;
+        cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+        if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_optin) != cudaSuccess) {
+          (void)cudaGetLastError();
+          max_optin = -1;
+        }
+        it = optin_of.emplace(dev, max_optin).first;
+      }
+      optin = it->second;
+    }
+    return optin >= 0 ? *bytes <= (size_t)std::max(optin, 48 * 1024) : *bytes <= 48 * 1024;
   }
   static int64_t tiles(const ConvShape& s) {
     return (int64_t)((s.NP() + T::BN - 1) / T::BN) * ((s.O + T::BM - 1) / T::BM);
