@@ -261,9 +261,11 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
                  pred: Optional[np.ndarray] = None, model_dir=None, data_path=None, n_sensors: int = 4,
                  n_worst: int = 3) -> Path:
     """Render the report into ``out_dir/index.html`` (atomically: the directory appears whole or not at all)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
+    try:
+        import matplotlib
+    except ImportError:
+        raise InputError("--report needs matplotlib: pip install 'mscred[report]'") from None
+    matplotlib.use("Agg")  # files only, no display
     pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
 
     values, sensors = truth.values, truth.sensors
@@ -303,8 +305,8 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
 
     parts.append('<h2 id="sec-residuals">Residual signature matrices of the worst windows</h2>')
     if model is not None and values is not None:
-        if list(model.sensors_) != list(sensors):
-            raise InputError(f"{model_dir}: the model's sensors differ from the data's")
+        if set(model.sensors_) != set(sensors):
+            raise InputError(f"{model_dir}: the model's sensors differ from those of the scored data")
         items = worst_residuals(model, values, sensors, n_worst)
         parts.append(_img(residual_figure(items, model.config.signature.windows, sensors, scores.index),
                           "residuals"))
