@@ -12,7 +12,10 @@
 //   * conv_implicit<...>                 implicit GEMM: the im2col tile is gathered from x into shared memory per
 //                                        K-step (padding by bounds checks, nothing written to global memory), TF32
 //                                        tensor-core mma.sync, bias + SELU fused in the epilogue, NCHW stores staged
-//                                        through shared memory so that they are coalesced.
+//                                        through shared memory so that they are coalesced;
+//   * conv_pipelined<...>                the same implicit GEMM with a table-driven gather, a 2-3 stage cp.async
+//                                        pipeline and a cheaper epilogue (variant "implicit-pipe"); it shares the
+//                                        warp MMA loop and the output staging with conv_implicit.
 #include "im2col.h"
 
 #include <algorithm>
