@@ -105,6 +105,37 @@ def test_short_sequences(T, layout):
         assert _rel(o, r) < 1e-12, name
 
 
+def _stored_channels_last(t):
+    """(B, T, C, H, W) with the storage order (B, T, H, W, C): what the channels-last encoder hands the op."""
+    return t.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("Ch", [8, 16])
+def test_channels_last_input_and_in_kernel_bias_gradient(k, Ch, layout):
+    """Power-of-two hidden sizes take the bias gradient inside the cell kernel (nhwc); a channels-last input and
+    output gradient are read in place; h and dx come back in the op's storage order. float64 vs the reference."""
+    x, w, b, dout = _inputs(3, 5, 8, Ch, 6, k, seed=40 + Ch + k)
+    x_cl, dout_cl = _stored_channels_last(x), _stored_channels_last(dout)
+    got = _fwd_bwd(fused.convlstm, x_cl, w, b, dout_cl)
+    for name, o, r in zip(("h", "dx", "dweight", "dbias"), got, _fwd_bwd(ref.convlstm, x, w, b, dout)):
+        assert _rel(o, r) < 1e-12, name
+    if layout == "nhwc":
+        assert got[0].permute(0, 1, 3, 4, 2).is_contiguous() and got[1].permute(0, 1, 3, 4, 2).is_contiguous()
+
+
+def test_broadcast_output_gradient(layout):
+    """y.sum().backward() hands the op an expanded (all-stride-0) gradient: it must be read as ones."""
+    x, w, b, _ = _inputs(2, 3, 4, 4, 5, 2, seed=21)
+    grads = []
+    for fn in (fused.convlstm, ref.convlstm):
+        xx, ww, bb = (t.detach().clone().requires_grad_() for t in (x, w, b))
+        fn(xx, ww, bb, FB).sum().backward()
+        grads.append((xx.grad, ww.grad, bb.grad))
+    for name, o, r in zip(("dx", "dweight", "dbias"), *grads):
+        assert _rel(o, r) < 1e-12, name
+
+
 def test_hidden_size_differs_from_input_channels(layout):
     x, w, b, dout = _inputs(3, 4, 2, 5, 6, 3, seed=11)
     for name, o, r in zip(("h", "dx", "dweight", "dbias"), _fwd_bwd(fused.convlstm, x, w, b, dout),

@@ -94,6 +94,11 @@ if triton is not None:
         return tl.where(z < 0, -t, t)
 
     @triton.jit
+    def _channel_sums(v, mask, BLOCK: tl.constexpr, CH_C: tl.constexpr):
+        """Per-channel sums (CH_C,) of a channels-last block of BLOCK elements; masked-off entries count 0."""
+        return tl.sum(tl.reshape(tl.where(mask, v, tl.zeros_like(v)), (BLOCK // CH_C, CH_C)), axis=0)
+
+    @triton.jit
     def _indices(N, CH, HW, PIX_MAJOR: tl.constexpr, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < N
@@ -170,9 +175,11 @@ if triton is not None:
         dc_ptr, dc_sb, dc_sc, dc_sp,            # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}
         dpre_ptr, dp_sb, dp_sc, dp_sp,          # out: d(pre-activations) for the recurrent convolution
         dpre2_ptr, dp2_sb, dp2_sc, dp2_sp,      # out: the same into the (B, T, 4Ch, H, W) buffer of the input conv
+        db_ptr,                                 # in/out: (4Ch,) float32/64 bias gradient, accumulated if DBIAS
         N, CH, HW, W, PAD_T, PAD_L, forget_bias,
         HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr,
+        DBIAS: tl.constexpr, CH_C: tl.constexpr,
     ):
         mask, b, ch, p = _indices(N, CH, HW, PIX_MAJOR, BLOCK)
         pre = pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp
@@ -206,6 +213,16 @@ if triton is not None:
         else:
             d_f = tl.zeros_like(dc)  # c_{-1} = 0: the forget gate has no effect at step 0
         tl.store(dcp, (dc * f).to(dc_ptr.dtype.element_ty), mask=mask)
+        if DBIAS:
+            # d bias = the d-gates summed over batch, pixels and steps. Channels-last with CH_C (= CH) dividing
+            # BLOCK: element e of this block is channel e % CH_C, so a (BLOCK / CH_C, CH_C) view sums per channel;
+            # one atomic add of CH_C partial sums per gate and program (in the compute type, before any bf16
+            # rounding) replaces a separate reduction kernel over the whole (B*T, 4Ch, H, W) gradient.
+            cols = tl.arange(0, CH_C)
+            tl.atomic_add(db_ptr + cols, _channel_sums(d_i, mask, BLOCK, CH_C))
+            tl.atomic_add(db_ptr + CH + cols, _channel_sums(d_g, mask, BLOCK, CH_C))
+            tl.atomic_add(db_ptr + 2 * CH + cols, _channel_sums(d_f, mask, BLOCK, CH_C))
+            tl.atomic_add(db_ptr + 3 * CH + cols, _channel_sums(d_o, mask, BLOCK, CH_C))
         ty = dpre_ptr.dtype.element_ty
         d_i = d_i.to(ty)
         d_g = d_g.to(ty)
@@ -411,15 +428,19 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     N = B * Ch * H * W
     block = INTERPRETER_BLOCK if _interpreting() else BLOCK
     grid = (triton.cdiv(N, block),)
+    # The bias gradient inside the cell kernel (channels-last, Ch a power of two dividing the block); otherwise one
+    # reduction over the d-gates after the loop.
+    fused_db = layout == "nhwc" and Ch >= 2 and (Ch & (Ch - 1)) == 0 and block % Ch == 0
+    db_acc = torch.zeros(4 * Ch, device=x.device, dtype=cell_dtype)
     for t in reversed(range(T)):
         dout_t = dout[:, t]
         _cell_bwd_kernel[grid](
             pre[t], *_s3(pre[t]), cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
             dout_t, *_s3(dout_t), dhr, dhr.stride(0), dhr.stride(1), dhr.stride(2), dhr.stride(3),
-            dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dpre_bt[:, t], *_s3(dpre_bt[:, t]),
+            dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dpre_bt[:, t], *_s3(dpre_bt[:, t]), db_acc,
             N, Ch, H * W, W, top, left, forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
-            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block,
+            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, DBIAS=fused_db, CH_C=Ch if fused_db else 1,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(
@@ -439,10 +460,11 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     dx4, dw_x, _ = torch.ops.aten.convolution_backward(
         dpre_4, xin, weight[:, :C].contiguous(memory_format=fmt), None, [1, 1],
         [top, left] if symmetric else [0, 0], [1, 1], False, [0, 0], 1, [True, True, False])
-    # dbias sums B*T*H*W terms of both signs: torch.sum's tree reduction (float32 accumulation for bf16) keeps
-    # the cancellation error at the reference's level, where the CPU convolution backward's running sum does not.
+    # dbias sums B*T*H*W terms of both signs: a tree reduction (per block in the kernel, then B*T*H*W/BLOCK atomic
+    # adds; or torch.sum) in float32 (float64 for float64) keeps the cancellation error at the reference's level,
+    # where the CPU convolution backward's running sum does not.
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    db = dpre_4.sum(dim=(0, 2, 3), dtype=acc).to(x.dtype)
+    db = (db_acc if fused_db else dpre_4.sum(dim=(0, 2, 3), dtype=acc)).to(x.dtype)
     if not symmetric:
         dx4 = dx4[:, :, top:top + H, left:left + W]
     dx = _like_layout(dx4.reshape(B, T, C, H, W), layout)
