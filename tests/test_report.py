@@ -95,3 +95,21 @@ def test_report_with_model_has_residual_heatmaps(tmp_path, capsys):
     images = _images(page)
     assert "residuals" in images and images["residuals"].startswith(PNG)
     assert "Residual matrices not available" not in page
+    # the heatmaps' windows: the highest-scoring ones, residuals equal to a full-batch reconstruction's
+    from mscred.data.io import load_table
+    from mscred.detect import residuals
+    from mscred.evaluation import read_scores
+    from mscred.report import worst_residuals
+
+    table = load_table(tmp_path / "data" / "test.csv")
+    row_scores = read_scores(tmp_path / "scores.csv").score
+    items = worst_residuals(model, table.values, table.sensors, row_scores, 2)
+    segments = model._segments(model._aligned(table))
+    recon = model._reconstruct(segments)                   # every window at once
+    steps = model.config.signature.steps
+    window_of_row = model._window_of_row(len(row_scores))
+    assert items[0][0] == window_of_row[int(np.argmax(np.where(window_of_row >= 0, row_scores, -np.inf)))]
+    for w, last, res in items:
+        assert window_of_row[last] == w
+        np.testing.assert_allclose(res, residuals(segments[w + steps - 1:w + steps], recon[w:w + 1])[0],
+                                   rtol=1e-4, atol=1e-6)

@@ -184,28 +184,40 @@ def cause_figure(scores, truth, pred) -> tuple[str, int]:
     return _png(fig), len(truth.events) - len(shown)
 
 
-def worst_residuals(model, values: np.ndarray, sensors: list[str], k: int):
-    """Residual signature matrices (M - recon)^2 of the k highest-scoring windows.
+def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: np.ndarray, k: int):
+    """Residual signature matrices (M - recon)^2 of the k windows with the highest scores in ``row_scores``.
 
-    Returns a list of (window index, last row of the window's segment, residual float32 (n_scales, n, n)).
-    Uses the estimator's scoring internals (H3's ``MSCRED``): segments -> reconstruction -> residuals.
+    Parameters
+    ----------
+    model : a loaded ``mscred.detector.MSCRED``
+    values : float64 (T, n) the scored data; ``sensors`` its column names
+    row_scores : float64 (T,) the SCORES file's per-row scores (a row takes its window's score)
+
+    Returns a list of (window index, last row that takes the window's score, residual float32 (n_scales, n, n)).
+    Only those k windows go through the network (the whole test set would cost minutes on a CPU); the signature
+    matrices come from the estimator's own preprocessing (``_table``/``_aligned``/``_segments`` of H3's MSCRED).
     """
     import pandas as pd
 
-    from mscred.detect import residuals, score_windows
+    from mscred.detect import residuals
 
-    frame = pd.DataFrame(values, columns=sensors)
-    table = model._table(frame)
-    segments = model._segments(model._aligned(table))
+    segments = model._segments(model._aligned(model._table(pd.DataFrame(values, columns=sensors))))
     steps = model.config.signature.steps
-    target, recon = segments[steps - 1:], model._reconstruct(segments)
-    result = score_windows(target, recon, model.config.score, model.config.signature.windows, model.calibration_)
-    worst = np.argsort(-result.score, kind="mergesort")[:k]
-    ends = model._window_of_row(len(values))
+    window_of_row = model._window_of_row(len(values))          # (T,) window index or -1
+    covered = np.flatnonzero(window_of_row >= 0)
+    order = covered[np.argsort(-row_scores[covered], kind="mergesort")]
+    worst: list[int] = []
+    for t in order:                                           # distinct windows, highest score first
+        if int(window_of_row[t]) not in worst:
+            worst.append(int(window_of_row[t]))
+        if len(worst) == k:
+            break
     out = []
     for w in worst:
-        rows = np.flatnonzero(ends == w)
-        out.append((int(w), int(rows[-1]) if len(rows) else -1, residuals(target[w:w + 1], recon[w:w + 1])[0]))
+        window = segments[w:w + steps]                        # (steps, n_scales, n, n): one model input
+        recon = model._reconstruct(window)                    # (1, n_scales, n, n)
+        rows = np.flatnonzero(window_of_row == w)
+        out.append((w, int(rows[-1]), residuals(window[-1:], recon)[0]))
     return out
 
 
@@ -307,7 +319,7 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
     if model is not None and values is not None:
         if set(model.sensors_) != set(sensors):
             raise InputError(f"{model_dir}: the model's sensors differ from those of the scored data")
-        items = worst_residuals(model, values, sensors, n_worst)
+        items = worst_residuals(model, values, sensors, scores.score, n_worst)
         parts.append(_img(residual_figure(items, model.config.signature.windows, sensors, scores.index),
                           "residuals"))
     else:
