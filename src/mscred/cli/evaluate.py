@@ -56,12 +56,15 @@ def _threshold_predictions(method: str, scores, val_scores_path, cfg: ScoreConfi
               help="'detector': the is_anomaly column as written; otherwise refit on --val-scores.")
 @click.option("--val-scores", type=click.Path(dir_okay=False), default=None,
               help="SCORES.csv of normal validation data, for --threshold other than 'detector'.")
-@click.option("--beta", type=float, default=_DEFAULTS.beta, show_default=True)
-@click.option("--percentile", type=click.FloatRange(0, 100), default=_DEFAULTS.percentile, show_default=True)
+@click.option("--beta", type=float, default=_DEFAULTS.beta, show_default=True,
+              help="beta_max: threshold = beta x max(validation score).")
+@click.option("--percentile", type=click.FloatRange(0, 100), default=_DEFAULTS.percentile, show_default=True,
+              help="percentile: the q-th percentile of the validation scores.")
 @click.option("--pot-risk", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=_DEFAULTS.pot_risk,
-              show_default=True)
+              show_default=True, help="pot/spot: probability that a normal score exceeds the threshold.")
 @click.option("--pot-level", type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              default=_DEFAULTS.pot_level, show_default=True)
+              default=_DEFAULTS.pot_level, show_default=True,
+              help="pot/spot: quantile of the initial threshold whose excesses are fitted (GPD).")
 @click.option("--vus-window", type=click.IntRange(min=1), default=100, show_default=True,
               help="VUS sliding window L (buffers 0..2L, as TSB-AD).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random baseline.")
