@@ -269,3 +269,22 @@ def test_debug_env_shows_traceback(tmp_path, monkeypatch):
     with pytest.raises(InputError):
         main(["detect", str(tmp_path / "nope"), str(tmp_path / "x.csv"), "--out", str(tmp_path / "s.csv")])
     assert os.environ["MSCRED_DEBUG"] == "1"
+
+
+def test_train_resume_continues_from_checkpoint(tmp_path, capsys):
+    """An interrupted run leaves MODEL_DIR.checkpoints/; --resume continues after its last epoch."""
+    from mscred.detector import MSCRED
+
+    data = tmp_path / "train.csv"
+    _frame().to_csv(data, index=False)
+    ckpt = tmp_path / "m.checkpoints"
+    # "Interrupted" after epoch 1: what a 2-epoch run had written when it was stopped.
+    first = MSCRED(epochs=1, device="cpu", progress=False).fit(_frame(), checkpoint_dir=ckpt)
+    assert ckpt.is_dir()
+    code, out, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 2, "--device", "cpu",
+                          "--resume", "--quiet")
+    assert code == 0, err
+    history = json.loads((tmp_path / "m" / "config.json").read_text())["history"]
+    assert [h["epoch"] for h in history] == [1, 2]
+    assert history[0]["train_loss"] == pytest.approx(first.history_[0]["train_loss"])
+    assert not ckpt.exists()
