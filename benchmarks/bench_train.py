@@ -396,6 +396,7 @@ def profile_step(step, data, device, batch, path: Path, title: str) -> list[dict
 # ------------------------------------------------------------------------------------------------ main
 TRAIN_VARIANTS = {  # name: (backend, graphs, bf16, torch.compile, buffer layout, fused Adam, part)
     "reference eager": ("reference", False, False, False, "nhwc", True, "eager"),
+    "reference eager, foreach Adam (PyTorch's default)": ("reference", False, False, False, "nhwc", False, "eager"),
     "fused eager": ("fused", False, False, False, "nhwc", True, "eager"),
     "fused eager + bf16": ("fused", False, True, False, "nhwc", True, "eager"),
     "fused + CUDA graph + bf16": ("fused", True, True, False, "nhwc", True, "graphs"),
@@ -499,18 +500,7 @@ def run_part(part: str, args, work: Path) -> None:
         result["flops"] = attempt("flops", flop_floor)
         print("flops", result["flops"], flush=True)
 
-    batches = (8, 16) if args.quick else (256, 1024, len(data))
-    for name, (backend, graphs, bf16, vpart) in INFER_VARIANTS.items():
-        if vpart != part or ((graphs or bf16) and not cuda):
-            continue
-        for b in batches:
-            def one(name=name, backend=backend, graphs=graphs, bf16=bf16, b=b):
-                ms, wps, setup = time_inference(backend, n, data, device, b, graphs, bf16, max(iters // 3, 3))
-                result["inference"].append({"variant": name, "batch": b, "ms": ms, "windows_per_s": wps,
-                                            "one_time_s": setup})
-                print(f"infer {name:34s} batch {b:5d}: {wps:10.0f} windows/s", flush=True)
-            attempt(f"inference {name} {b}", one)
-
+    # End to end before inference: the headline target (< 1 s) must not be the item a part's time limit cuts.
     for name, (backend, graphs, bf16, vpart) in E2E_VARIANTS.items():
         if vpart != part or ((graphs or bf16) and not cuda):
             continue
@@ -522,6 +512,18 @@ def run_part(part: str, args, work: Path) -> None:
             result["end_to_end"].append(row)
             print(f"e2e {name}: " + json.dumps({k: v for k, v in row.items() if k != 'epoch_losses'}), flush=True)
         attempt("e2e " + name, one)
+
+    batches = (8, 16) if args.quick else (256, 1024, len(data))
+    for name, (backend, graphs, bf16, vpart) in INFER_VARIANTS.items():
+        if vpart != part or ((graphs or bf16) and not cuda):
+            continue
+        for b in batches:
+            def one(name=name, backend=backend, graphs=graphs, bf16=bf16, b=b):
+                ms, wps, setup = time_inference(backend, n, data, device, b, graphs, bf16, max(iters // 3, 3))
+                result["inference"].append({"variant": name, "batch": b, "ms": ms, "windows_per_s": wps,
+                                            "one_time_s": setup})
+                print(f"infer {name:34s} batch {b:5d}: {wps:10.0f} windows/s", flush=True)
+            attempt(f"inference {name} {b}", one)
 
     if part == "eager" and args.level_ops:
         result["level_ops"] = attempt("level_ops", lambda: level_ops(device, batch, 5))
@@ -623,7 +625,7 @@ def main() -> None:
         env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
         compile_proc = subprocess.Popen(base + ["--part", "compile", "--compile-wait-s",
                                                 str(args.budget_s - 15)], env=env)
-    shares = {"eager": 0.45, "graphs": 0.40}
+    shares = {"eager": 0.45, "graphs": 0.45}
     for part in ("eager", "graphs"):
         if part != "eager" and not torch.cuda.is_available():
             continue
@@ -676,7 +678,8 @@ def markdown(r: dict) -> str:
                   f" TFLOP" + (f"; floor {fl['floor_ms_tf32']:.2f} ms at the measured TF32 rate, "
                                f"{fl['floor_ms_bf16']:.2f} ms at the bf16 rate." if fl.get("floor_ms_tf32") else "."), ""]
     lines += ["Every variant runs the Trainer's own step objects (`mscred.train_graphs.EagerStep` / `GraphedStep`), "
-              "fused Adam unless marked. check: the first step's loss (same initial weights, same batch) equals "
+              "fused Adam unless marked; 'vs eager' divides by the reference eager row with fused Adam (the faster, "
+              "conservative baseline). check: the first step's loss (same initial weights, same batch) equals "
               "the reference eager's (rel. err < 2e-3 fp32 / TF32, 2e-2 bf16).", "",
               "| variant | ms / step | windows / s | vs eager | one-time (s) | check (first-loss rel. err) |",
               "| --- | --- | --- | --- | --- | --- |"]

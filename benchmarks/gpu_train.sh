@@ -32,7 +32,7 @@ PT_TIMEOUT=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout=4
   echo "pytest exit code $?"
 } > "$T" 2>&1
 tail -5 "$T"
-timeout 150 python3 benchmarks/bench_train.py --out "$D" --work /tmp/bench_train_work --budget-s 135 --iters 20 \
+timeout 150 python3 benchmarks/bench_train.py --out "$D" --work /tmp/bench_train_work --budget-s 140 --iters 20 \
   > "$D/train_log.txt" 2>&1
 echo "bench_train exit code $?" >> "$D/train_log.txt"
 grep -E "^\| (reference|fused|torch)|FAILED|exit code" "$D/train_log.txt" | head -40
