@@ -111,10 +111,11 @@ def _stored_channels_last(t):
 
 
 @pytest.mark.parametrize("k", [2, 3])
-@pytest.mark.parametrize("Ch", [8, 16])
+@pytest.mark.parametrize("Ch", [8, 16, 96])
 def test_channels_last_input_and_in_kernel_bias_gradient(k, Ch, layout):
-    """Power-of-two hidden sizes take the bias gradient inside the cell kernel (nhwc); a channels-last input and
-    output gradient are read in place; h and dx come back in the op's storage order. float64 vs the reference."""
+    """The bias gradient inside the cell kernel (nhwc; Ch = 96 > MAX_BLOCK_C: two column programs, the second half
+    masked); a channels-last input and output gradient are read in place; h and dx come back in the op's storage
+    order. float64 vs the reference."""
     x, w, b, dout = _inputs(3, 5, 8, Ch, 6, k, seed=40 + Ch + k)
     x_cl, dout_cl = _stored_channels_last(x), _stored_channels_last(dout)
     got = _fwd_bwd(fused.convlstm, x_cl, w, b, dout_cl)

@@ -12,7 +12,12 @@ elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input 
     backward  per step, newest first: _cell_bwd gives d(gate pre-activations) and dc_{t-1} from dh_t (the
               output's gradient plus the recurrent one), dc_t and the saved c/gates; the recurrent input gradient
               is one transposed convolution per step; d(W[:, C:]) is ONE weight-gradient call over all steps, and
-              dx, d(W[:, :C]), dbias ONE more.
+              dx, d(W[:, :C]) ONE more; dbias is summed inside _cell_bwd (per-tile column sums, atomic adds) in
+              channels-last order, by one reduction in NCHW order.
+
+Layout (MSCRED_FUSED_LAYOUT, default "nhwc"): channels-last buffers throughout; the output h is stored (B, T, H, W,
+Ch), so the attention and the decoder's channels-last convolutions read it without a copy, and a channels-last
+input (the encoder's, see ``model.py``) is used in place.
 
 All of it is one ``torch.library`` custom op with a registered fake (meta) and autograd formula, so it can be
 checked with ``torch.library.opcheck``, seen as one node by ``torch.compile``, and captured in a CUDA graph: every
@@ -42,6 +47,7 @@ else:
 
 BLOCK = 1024  # elements of one (B, Ch, H, W) step per program: 4 gates read, up to 5 outputs written
 INTERPRETER_BLOCK = 16384  # the CPU interpreter pays per program, not per element: fewer, larger programs
+MAX_BLOCK_C = 64  # channels per program in channels-last order (a row of the 2-D tile: 128 contiguous bytes in bf16)
 
 
 def is_available() -> tuple[bool, str]:
@@ -62,8 +68,10 @@ def _runs_fused(x: torch.Tensor) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Triton kernels. One program handles BLOCK consecutive elements of one step's logical (B, Ch, H, W) grid, walked
-# channel-fastest (PIX_MAJOR, for channels-last buffers) or pixel-fastest (NCHW), so the big gate reads coalesce.
+# Triton kernels. One program handles BLOCK elements of one step's logical (B, Ch, H, W) grid: for channels-last
+# buffers (PIX_MAJOR) a 2-D tile of BLOCK / BLOCK_C pixels x BLOCK_C channels, channels contiguous in memory (vector
+# loads; batch and pixel are computed once per row, not per element); for NCHW, BLOCK consecutive elements walked
+# pixel-fastest. Either way the big gate reads coalesce.
 # Every tensor is addressed by (batch, channel, pixel) strides, pixel = y * W + x (valid for NCHW and channels-last
 # alike), so slices such as gx[:, t] or out[:, t] are read and written in place; the zero-bordered buffers take
 # separate row/column strides.
@@ -78,9 +86,11 @@ if triton is not None:
         return triton.jit(**{k: v for k, v in options.items() if k in known})
 
     # Sizes differ per level and batch; specialising on them (== 1, divisible by 16) would compile a new kernel
-    # for nearly every shape. Batch strides likewise. Channel/pixel strides keep their == 1 specialisation, which
-    # tells Triton which accesses are contiguous (vector loads).
-    _SIZES = ["N", "CH", "HW", "W", "PAD_T", "PAD_L"]
+    # for nearly every shape. CH is the exception: the gate blocks lie CH * channel-stride apart, and knowing that
+    # CH is a multiple of 16 (every MSCRED level: 32..256) is what lets the g, f, o gates be read with vector
+    # loads too. Strides keep their specialisations (== 1: which accesses are contiguous; divisible by 16: which
+    # are aligned), at most two variants each.
+    _SIZES = ["N", "HW", "W", "PAD_T", "PAD_L"]
 
     @triton.jit
     def _sigmoid(z):
@@ -94,27 +104,25 @@ if triton is not None:
         return tl.where(z < 0, -t, t)
 
     @triton.jit
-    def _channel_sums(v, mask, BLOCK: tl.constexpr, CH_C: tl.constexpr):
-        """Per-channel sums (CH_C,) of a channels-last block of BLOCK elements; masked-off entries count 0."""
-        return tl.sum(tl.reshape(tl.where(mask, v, tl.zeros_like(v)), (BLOCK // CH_C, CH_C)), axis=0)
-
-    @triton.jit
-    def _indices(N, CH, HW, PIX_MAJOR: tl.constexpr, BLOCK: tl.constexpr):
+    def _indices_1d(N, CH, HW, BLOCK: tl.constexpr):
+        """NCHW order: BLOCK consecutive elements, pixel fastest. (mask, batch, channel, pixel), each (BLOCK,)."""
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < N
         chw = CH * HW
         b = (offs // chw).to(tl.int64)
         r = offs % chw
-        if PIX_MAJOR:
-            p = r // CH
-            ch = r % CH
-        else:
-            ch = r // HW
-            p = r % HW
-        return mask, b, ch, p
+        return mask, b, r // HW, r % HW
 
-    @_jit(do_not_specialize=_SIZES, do_not_specialize_on_alignment=["gx_sb", "rec_sb", "pre_sb", "c_sb", "h_sb",
-                                                                      "hp_sb"])
+    @triton.jit
+    def _indices_2d(N, CH, HW, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr):
+        """Channels-last order: rows = BLOCK // BLOCK_C of the B*HW pixels (grid axis 0), columns = BLOCK_C
+        channels (grid axis 1). mask (R, BLOCK_C); batch, pixel (R, 1); channel (1, BLOCK_C)."""
+        q = tl.program_id(0) * (BLOCK // BLOCK_C) + tl.arange(0, BLOCK // BLOCK_C)
+        ch = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+        mask = (q < N // CH)[:, None] & (ch < CH)[None, :]
+        return mask, (q // HW).to(tl.int64)[:, None], ch[None, :], (q % HW)[:, None]
+
+    @_jit(do_not_specialize=_SIZES)
     def _cell_fwd_kernel(
         gx_ptr, gx_sb, gx_sc, gx_sp,        # input-conv gates of this step (B, 4Ch, H, W)
         rec_ptr, rec_sb, rec_sc, rec_sp,    # recurrent-conv gates (B, 4Ch, H, W), read if HAS_REC
@@ -124,9 +132,12 @@ if triton is not None:
         hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, # out: h_t into the interior of a zero-bordered (B, Ch, Hp, Wp) buffer
         N, CH, HW, W, PAD_T, PAD_L, forget_bias,
         HAS_REC: tl.constexpr, HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr,
-        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr,
+        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
     ):
-        mask, b, ch, p = _indices(N, CH, HW, PIX_MAJOR, BLOCK)
+        if PIX_MAJOR:
+            mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C)
+        else:
+            mask, b, ch, p = _indices_1d(N, CH, HW, BLOCK)
         gx = gx_ptr + b * gx_sb + ch * gx_sc + p * gx_sp
         gq = CH * gx_sc  # distance between gate blocks
         zi = tl.load(gx, mask=mask, other=0.0).to(CDT)
@@ -165,8 +176,7 @@ if triton is not None:
             hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
             tl.store(hp, h, mask=mask)
 
-    @_jit(do_not_specialize=_SIZES, do_not_specialize_on_alignment=["pre_sb", "c_sb", "dh_sb", "dhr_sb", "dc_sb",
-                                                                      "dp_sb", "dp2_sb"])
+    @_jit(do_not_specialize=_SIZES)
     def _cell_bwd_kernel(
         pre_ptr, pre_sb, pre_sc, pre_sp,        # gate pre-activations of this step (B, 4Ch, H, W)
         cprev_ptr, c_ptr, c_sb, c_sc, c_sp,     # cell states of the previous / this step
@@ -178,10 +188,13 @@ if triton is not None:
         db_ptr,                                 # in/out: (4Ch,) float32/64 bias gradient, accumulated if DBIAS
         N, CH, HW, W, PAD_T, PAD_L, forget_bias,
         HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
-        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr,
-        DBIAS: tl.constexpr, CH_C: tl.constexpr,
+        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
+        DBIAS: tl.constexpr,
     ):
-        mask, b, ch, p = _indices(N, CH, HW, PIX_MAJOR, BLOCK)
+        if PIX_MAJOR:
+            mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C)
+        else:
+            mask, b, ch, p = _indices_1d(N, CH, HW, BLOCK)
         pre = pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp
         pq = CH * pre_sc
         zi = tl.load(pre, mask=mask, other=0.0).to(CDT)
@@ -214,15 +227,16 @@ if triton is not None:
             d_f = tl.zeros_like(dc)  # c_{-1} = 0: the forget gate has no effect at step 0
         tl.store(dcp, (dc * f).to(dc_ptr.dtype.element_ty), mask=mask)
         if DBIAS:
-            # d bias = the d-gates summed over batch, pixels and steps. Channels-last with CH_C (= CH) dividing
-            # BLOCK: element e of this block is channel e % CH_C, so a (BLOCK / CH_C, CH_C) view sums per channel;
-            # one atomic add of CH_C partial sums per gate and program (in the compute type, before any bf16
-            # rounding) replaces a separate reduction kernel over the whole (B*T, 4Ch, H, W) gradient.
-            cols = tl.arange(0, CH_C)
-            tl.atomic_add(db_ptr + cols, _channel_sums(d_i, mask, BLOCK, CH_C))
-            tl.atomic_add(db_ptr + CH + cols, _channel_sums(d_g, mask, BLOCK, CH_C))
-            tl.atomic_add(db_ptr + 2 * CH + cols, _channel_sums(d_f, mask, BLOCK, CH_C))
-            tl.atomic_add(db_ptr + 3 * CH + cols, _channel_sums(d_o, mask, BLOCK, CH_C))
+            # d bias = the d-gates summed over batch, pixels and steps (channels-last 2-D tiles only): per program
+            # a column sum of the tile (in the compute type, before any bf16 rounding), then one atomic add of
+            # BLOCK_C partial sums per gate, instead of a separate reduction over the whole d-gate tensor.
+            cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+            cmask = cols < CH
+            zero = tl.zeros_like(dc)
+            tl.atomic_add(db_ptr + cols, tl.sum(tl.where(mask, d_i, zero), axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + CH + cols, tl.sum(tl.where(mask, d_g, zero), axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + 2 * CH + cols, tl.sum(tl.where(mask, d_f, zero), axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + 3 * CH + cols, tl.sum(tl.where(mask, d_o, zero), axis=0), mask=cmask)
         ty = dpre_ptr.dtype.element_ty
         d_i = d_i.to(ty)
         d_g = d_g.to(ty)
@@ -270,6 +284,15 @@ def _s3(t: torch.Tensor) -> tuple[int, int, int]:
     if t.shape[2] != 1 and sy != t.shape[3] * sx:
         raise ValueError(f"pixel dims of a {tuple(t.shape)} tensor with strides {t.stride()} do not flatten")
     return sb, sc, sx
+
+
+def _launch(layout: str, pixels: int, ch: int) -> tuple[int, int, tuple[int, ...]]:
+    """(BLOCK, BLOCK_C, grid) of the cell kernels for ``pixels`` = B*H*W pixels of ``ch`` channels."""
+    block = INTERPRETER_BLOCK if _interpreting() else BLOCK
+    if layout == "nhwc":
+        block_c = min(triton.next_power_of_2(ch), MAX_BLOCK_C, block)
+        return block, block_c, (triton.cdiv(pixels, block // block_c), triton.cdiv(ch, block_c))
+    return block, 1, (triton.cdiv(pixels * ch, block),)
 
 
 def _out5(B: int, T: int, C: int, H: int, W: int, like: torch.Tensor, layout: str) -> torch.Tensor:
@@ -374,8 +397,7 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     cells = _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
     hprev = _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout, zero=True).view(max(T - 1, 0), B, Ch, HP, WP)
     N = B * Ch * H * W
-    block = INTERPRETER_BLOCK if _interpreting() else BLOCK
-    grid = (triton.cdiv(N, block),)
+    block, block_c, grid = _launch(layout, B * H * W, Ch)
     for t in range(T):
         gxt = gx[:, t]
         rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else gxt  # (B, 4Ch, H, W); at t = 0 a dummy, never read
@@ -387,7 +409,7 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
             out[:, t], *_s3(out[:, t]), hp, hp.stride(0), hp.stride(1), hp.stride(2), hp.stride(3),
             N, Ch, H * W, W, pads[0], pads[2], forget_bias,
             HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save,
-            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block,
+            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
         )
     return out, pre, cells, hprev
 
@@ -426,11 +448,9 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     dc = _empty(B, Ch, H, W, x, layout, dtype=cell_dtype)
     dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
     N = B * Ch * H * W
-    block = INTERPRETER_BLOCK if _interpreting() else BLOCK
-    grid = (triton.cdiv(N, block),)
-    # The bias gradient inside the cell kernel (channels-last, Ch a power of two dividing the block); otherwise one
-    # reduction over the d-gates after the loop.
-    fused_db = layout == "nhwc" and Ch >= 2 and (Ch & (Ch - 1)) == 0 and block % Ch == 0
+    block, block_c, grid = _launch(layout, B * H * W, Ch)
+    # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
+    fused_db = layout == "nhwc"
     db_acc = torch.zeros(4 * Ch, device=x.device, dtype=cell_dtype)
     for t in reversed(range(T)):
         dout_t = dout[:, t]
@@ -440,7 +460,7 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
             dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dpre_bt[:, t], *_s3(dpre_bt[:, t]), db_acc,
             N, Ch, H * W, W, top, left, forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
-            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, DBIAS=fused_db, CH_C=Ch if fused_db else 1,
+            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(
