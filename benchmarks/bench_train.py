@@ -546,7 +546,8 @@ def merge(work: Path, out_dir: Path) -> dict:
     for part in ("eager", "graphs", "compile") if torch.cuda.is_available() else ("eager",):
         path = work / f"train_{part}.json"
         if not path.exists():
-            result["errors"][part] = "part produced no result (crashed or timed out before its first save)"
+            result["errors"][part] = ("part produced no result (crashed, or stopped at its time limit / the budget "
+                                      "before its first item finished; see the log)")
             continue
         r = json.loads(path.read_text())
         result["parts"][part] = {"elapsed_s": r.get("elapsed_s")}
