@@ -51,13 +51,12 @@ if not torch.cuda.is_available():  # CPU smoke test: the Triton kernels run on t
 import torch.nn.functional as F  # noqa: E402
 
 from mscred import detect  # noqa: E402
-from mscred.config import ModelConfig  # noqa: E402
+from mscred.config import ModelConfig, TrainConfig  # noqa: E402
 from mscred.model import MSCREDNet  # noqa: E402
 from mscred.ops import reference  # noqa: E402
 from mscred.ops.triton import attention as fused_attention  # noqa: E402
 from mscred.ops.triton import convlstm as fused_convlstm  # noqa: E402
 from mscred.signature import signature_matrices  # noqa: E402
-from mscred.config import TrainConfig  # noqa: E402
 from mscred.train import Trainer, WindowDataset  # noqa: E402
 from mscred.train_graphs import EagerInference, EagerStep, GraphedInference, GraphedStep  # noqa: E402
 
