@@ -288,3 +288,21 @@ def test_train_resume_continues_from_checkpoint(tmp_path, capsys):
     assert [h["epoch"] for h in history] == [1, 2]
     assert history[0]["train_loss"] == pytest.approx(first.history_[0]["train_loss"])
     assert not ckpt.exists()
+
+
+def test_npy_and_parquet_inputs(tmp_path, capsys):
+    """.npy has no names (sensor_0..) and no timestamp: SCORES.csv numbers the rows; Parquet keeps the names."""
+    values = _frame().drop(columns=["timestamp"]).to_numpy()
+    np.save(tmp_path / "train.npy", values)
+    code, _, err = _run(capsys, "train", tmp_path / "train.npy", "--out", tmp_path / "m", "--epochs", 1,
+                        "--device", "cpu", "--quiet")
+    assert code == 0, err
+    np.save(tmp_path / "test.npy", values[:150])
+    code, _, err = _run(capsys, "detect", tmp_path / "m", tmp_path / "test.npy", "--out", tmp_path / "s.csv")
+    assert code == 0, err
+    scores = pd.read_csv(tmp_path / "s.csv")
+    assert list(scores.columns[:2]) == ["row", "score"] and (scores["row"] == np.arange(150)).all()
+    # A Parquet table with other column names than the .npy model's: the mismatch is named.
+    _frame().to_parquet(tmp_path / "test.parquet")
+    _bad(capsys, "detect", tmp_path / "m", tmp_path / "test.parquet", "--out", tmp_path / "p.csv",
+         match="missing sensor(s) sensor_0, sensor_1")
