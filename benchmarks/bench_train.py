@@ -536,6 +536,14 @@ def run_part(part: str, args, work: Path) -> None:
                 result["profile"][name] = attempt(
                     "profile " + name, lambda name=name: profile_step(steps[name], data, device, batch,
                                                                       profile_path, name))
+        if part == "graphs" and cuda:
+            def profile_inference(b=1024):
+                net, _ = build("fused", n, device)
+                infer = GraphedInference(net.eval(), data, b, True)
+                return profile_step(infer, data, device, b, profile_path, f"inference, fused + CUDA graph + bf16, "
+                                                                          f"batch {b}")
+            result["profile"]["inference fused + CUDA graph + bf16, batch 1024"] = attempt(
+                "profile inference", profile_inference)
     save()
 
 
