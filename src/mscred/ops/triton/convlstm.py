@@ -3,7 +3,9 @@
 The reference (``ops/reference.py``) runs, per step, one convolution over ``concat([x_t, h])`` and then eight
 elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input and Ch hidden channels:
 
-    forward   gx = conv(x as (B*T, C, H, W), W[:, :C]) + bias       ONE call for all T steps (a GEMM T times larger)
+    forward   gx = conv(x as (B*T, C, H, W), W[:, :C]) + bias       ONE call for all T steps (a GEMM T times larger);
+                       TF's asymmetric k = 2 padding as the convolution's own padding 1, the gates read as the
+                       (H, W) window of its (H+1, W+1) output: no padded copy of x (nor, in the backward, of dx)
               t = 0:   gates = gx_0                                  h_{-1} = 0, so no recurrent convolution
               t >= 1:  gates = gx_t + conv(pad(h_{t-1}), W[:, C:])
               _cell_fwd: gate activations, c_t, h_t in one pass; writes h_t to the output, c_t and the gate
@@ -124,7 +126,7 @@ if triton is not None:
 
     @_jit(do_not_specialize=_SIZES)
     def _cell_fwd_kernel(
-        gx_ptr, gx_sb, gx_sc, gx_sp,        # input-conv gates of this step (B, 4Ch, H, W)
+        gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,  # input-conv gates of this step (B, 4Ch, H, W); may be a crop
         rec_ptr, rec_sb, rec_sc, rec_sp,    # recurrent-conv gates (B, 4Ch, H, W), read if HAS_REC
         pre_ptr, pre_sb, pre_sc, pre_sp,    # out: gate pre-activations, saved for the backward if STORE_PRE
         cprev_ptr, c_ptr, c_sb, c_sc, c_sp, # cell states of the previous / this step (B, Ch, H, W)
@@ -138,7 +140,7 @@ if triton is not None:
             mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C)
         else:
             mask, b, ch, p = _indices_1d(N, CH, HW, BLOCK)
-        gx = gx_ptr + b * gx_sb + ch * gx_sc + p * gx_sp
+        gx = gx_ptr + b * gx_sb + ch * gx_sc + (p // W) * gx_sy + (p % W) * gx_sx
         gq = CH * gx_sc  # distance between gate blocks
         zi = tl.load(gx, mask=mask, other=0.0).to(CDT)
         zg = tl.load(gx + gq, mask=mask, other=0.0).to(CDT)
@@ -184,7 +186,7 @@ if triton is not None:
         dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx,  # recurrent gradient of h_t, zero-bordered; read if HAS_DHR
         dc_ptr, dc_sb, dc_sc, dc_sp,            # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}
         dpre_ptr, dp_sb, dp_sc, dp_sp,          # out: d(pre-activations) for the recurrent convolution
-        dpre2_ptr, dp2_sb, dp2_sc, dp2_sp,      # out: the same into the (B, T, 4Ch, H, W) buffer of the input conv
+        dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx,  # out: the same into the input conv's (B, T, ...) buffer (a crop)
         db_ptr,                                 # in/out: (4Ch,) float32/64 bias gradient, accumulated if DBIAS
         N, CH, HW, W, PAD_T, PAD_L, forget_bias,
         HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
@@ -248,7 +250,7 @@ if triton is not None:
         tl.store(dp + dq, d_g, mask=mask)
         tl.store(dp + 2 * dq, d_f, mask=mask)
         tl.store(dp + 3 * dq, d_o, mask=mask)
-        dp2 = dpre2_ptr + b * dp2_sb + ch * dp2_sc + p * dp2_sp
+        dp2 = dpre2_ptr + b * dp2_sb + ch * dp2_sc + (p // W) * dp2_sy + (p % W) * dp2_sx
         dq2 = CH * dp2_sc
         tl.store(dp2, d_i, mask=mask)
         tl.store(dp2 + dq2, d_g, mask=mask)
@@ -316,12 +318,18 @@ def _pixels_flatten(t: torch.Tensor) -> bool:
     return H == 1 or W == 1 or t.stride(-2) == W * t.stride(-1)
 
 
-def _input_conv(x4: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pads) -> torch.Tensor:
-    """conv(pad(x4), w) + b with TF same padding; symmetric padding goes to the convolution itself (no copy)."""
+def _grown(pads) -> tuple[int, int, int, int]:
+    """(Py, Px, oy, ox): TF "same" padding (top, bottom, left, right) done as the convolution's own symmetric
+    padding (Py, Px) = (max(top, bottom), max(left, right)); the TF output is the window [oy, oy + H) x [ox, ox + W)
+    of that larger output (k = 2: padding 1, output (H+1) x (W+1), window from (1, 1); k = 3: no growth)."""
     top, bottom, left, right = pads
-    if top == bottom and left == right:
-        return F.conv2d(x4, w, b, padding=(top, left))
-    return F.conv2d(F.pad(x4, (left, right, top, bottom)), w, b)
+    py, px = max(top, bottom), max(left, right)
+    return py, px, py - top, px - left
+
+
+def _yx(t: torch.Tensor) -> tuple[int, int, int, int]:
+    """(batch, channel, row, column) strides of a (B, C, H, W) view."""
+    return tuple(t.stride())
 
 
 def _layout() -> str:
@@ -391,7 +399,11 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     w_h = weight[:, C:].contiguous(memory_format=fmt)
     x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
     # All T input convolutions in one call: (B*T, C, H, W) -> (B*T, 4Ch, H, W), viewed as (B, T, 4Ch, H, W).
-    gx = _input_conv(x4, w_x, bias, pads).view(B, T, 4 * Ch, H, W)
+    # All T input convolutions in one call, with the convolution's own symmetric padding (no padded copy of x);
+    # for k = 2 the TF-same gates are a window of the (H+1) x (W+1) output, read in place through its strides.
+    py, px, oy, ox = _grown(pads)
+    gx_full = F.conv2d(x4, w_x, bias, padding=(py, px))
+    gx = gx_full.view(B, T, 4 * Ch, *gx_full.shape[-2:])[:, :, :, oy:oy + H, ox:ox + W]
     out = _out5(B, T, Ch, H, W, x, layout)
     pre = _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
     cells = _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
@@ -400,11 +412,11 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     for t in range(T):
         gxt = gx[:, t]
-        rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else gxt  # (B, 4Ch, H, W); at t = 0 a dummy, never read
-        pre_t = pre[t] if save else gxt                       # dummy when not stored
+        rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else cells[t]  # (B, 4Ch, H, W); at t = 0 a dummy, never read
+        pre_t = pre[t] if save else cells[t]                       # dummy when not stored
         hp = hprev[t] if t < T - 1 else hprev[0] if T > 1 else out[:, 0]  # dummy at the last step
         _cell_fwd_kernel[grid](
-            gxt, *_s3(gxt), rec, *_s3(rec), pre_t, *_s3(pre_t),
+            gxt, *_yx(gxt), rec, *_s3(rec), pre_t, *_s3(pre_t),
             cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
             out[:, t], *_s3(out[:, t]), hp, hp.stride(0), hp.stride(1), hp.stride(2), hp.stride(3),
             N, Ch, H * W, W, pads[0], pads[2], forget_bias,
@@ -444,7 +456,16 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
         dout = dout.contiguous()
     w_h = weight[:, C:].contiguous(memory_format=fmt)
     dpre = _empty(T * B, 4 * Ch, H, W, x, layout).view(T, B, 4 * Ch, H, W)       # per step, for the recurrence
-    dpre_bt = _empty(B * T, 4 * Ch, H, W, x, layout).view(B, T, 4 * Ch, H, W)    # (B*T) order of the input conv
+    # The input convolution's output gradient, (B*T) order, in its grown (zero-bordered for k = 2) shape: the
+    # kernel writes the window, the border strips are zeroed, and one convolution_backward with the symmetric
+    # padding gives dx directly (no padded copy of x, no cropped copy of dx).
+    py, px, oy, ox = _grown(pads)
+    HG, WG = H + 2 * py - k + 1, W + 2 * px - k + 1
+    dpre_g = _empty(B * T, 4 * Ch, HG, WG, x, layout)
+    for strip in (dpre_g[:, :, :oy], dpre_g[:, :, oy + H:], dpre_g[:, :, :, :ox], dpre_g[:, :, :, ox + W:]):
+        if strip.numel():
+            strip.zero_()
+    dpre_bt = dpre_g.view(B, T, 4 * Ch, HG, WG)[:, :, :, oy:oy + H, ox:ox + W]
     dc = _empty(B, Ch, H, W, x, layout, dtype=cell_dtype)
     dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
     N = B * Ch * H * W
@@ -457,7 +478,7 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
         _cell_bwd_kernel[grid](
             pre[t], *_s3(pre[t]), cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
             dout_t, *_s3(dout_t), dhr, dhr.stride(0), dhr.stride(1), dhr.stride(2), dhr.stride(3),
-            dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dpre_bt[:, t], *_s3(dpre_bt[:, t]), db_acc,
+            dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dpre_bt[:, t], *_yx(dpre_bt[:, t]), db_acc,
             N, Ch, H * W, W, top, left, forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
@@ -473,20 +494,15 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     else:
         dw_h = torch.zeros_like(w_h)
     # dx and d W[:, :C] of the hoisted input convolution: one call for all steps.
-    symmetric = top == bottom and left == right
     x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
-    xin = x4 if symmetric else F.pad(x4, (left, right, top, bottom))
-    dpre_4 = dpre_bt.view(B * T, 4 * Ch, H, W)
     dx4, dw_x, _ = torch.ops.aten.convolution_backward(
-        dpre_4, xin, weight[:, :C].contiguous(memory_format=fmt), None, [1, 1],
-        [top, left] if symmetric else [0, 0], [1, 1], False, [0, 0], 1, [True, True, False])
-    # dbias sums B*T*H*W terms of both signs: a tree reduction (per block in the kernel, then B*T*H*W/BLOCK atomic
-    # adds; or torch.sum) in float32 (float64 for float64) keeps the cancellation error at the reference's level,
-    # where the CPU convolution backward's running sum does not.
+        dpre_g, x4, weight[:, :C].contiguous(memory_format=fmt), None, [1, 1], [py, px], [1, 1], False, [0, 0], 1,
+        [True, True, False])
+    # dbias sums B*T*H*W terms of both signs: a tree reduction (per tile in the kernel, then one atomic add per
+    # tile; or torch.sum over the zero-bordered buffer) in float32 (float64 for float64) keeps the cancellation
+    # error at the reference's level, where the CPU convolution backward's running sum does not.
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    db = (db_acc if fused_db else dpre_4.sum(dim=(0, 2, 3), dtype=acc)).to(x.dtype)
-    if not symmetric:
-        dx4 = dx4[:, :, top:top + H, left:left + W]
+    db = (db_acc if fused_db else dpre_g.sum(dim=(0, 2, 3), dtype=acc)).to(x.dtype)
     dx = _like_layout(dx4.reshape(B, T, C, H, W), layout)
     dw = torch.cat([dw_x, dw_h], dim=1).contiguous()
     return dx, dw, db
