@@ -181,3 +181,11 @@ def test_z_sensor_score_round_trip(tmp_path):
     X = _frame(seed=2)
     loaded = MSCRED.load(model.save(tmp_path / "m"), device="cpu")
     np.testing.assert_allclose(loaded.decision_function(X), model.decision_function(X), rtol=1e-6)
+
+
+def test_detect_first_column_is_timestamp_or_row(fitted):
+    X = _frame()
+    X.index = pd.date_range("2026-01-01", periods=len(X), freq="min")
+    out = fitted.detect(X)
+    assert out.columns[0] == "timestamp" and out["timestamp"].iloc[0] == pd.Timestamp("2026-01-01")
+    assert fitted.detect(_frame()).columns[0] == "row"

@@ -266,7 +266,8 @@ class MSCRED:
         for t in np.flatnonzero(flagged):
             causes[t] = cause_text[win[t]]
             scales[t] = scale_text[win[t]]
-        index_name = table.index.name if table.index.name else "row"
+        # SPEC: the first column is the timestamp, or the row number when the input has none.
+        index_name = "row" if isinstance(table.index, pd.RangeIndex) else "timestamp"
         return pd.DataFrame({index_name: np.asarray(table.index), "score": score,
                              "is_anomaly": flagged.astype(np.int64), "root_causes": causes, "scales": scales})
 
