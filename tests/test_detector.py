@@ -189,3 +189,13 @@ def test_detect_first_column_is_timestamp_or_row(fitted):
     out = fitted.detect(X)
     assert out.columns[0] == "timestamp" and out["timestamp"].iloc[0] == pd.Timestamp("2026-01-01")
     assert fitted.detect(_frame()).columns[0] == "row"
+
+
+def test_model_trained_for_cuda_loads_anywhere(fitted, tmp_path):
+    out = fitted.save(tmp_path / "m")
+    meta = json.loads((out / "config.json").read_text())
+    meta["config"]["train"]["device"] = "cuda"          # as written by `mscred train --device cuda`
+    (out / "config.json").write_text(json.dumps(meta))
+    loaded = MSCRED.load(out)                            # auto: CUDA when present, else the CPU
+    assert loaded.device_ == ("cuda" if torch.cuda.is_available() else "cpu")
+    np.testing.assert_allclose(loaded.decision_function(_frame()), fitted.decision_scores_, rtol=1e-5)

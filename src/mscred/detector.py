@@ -329,7 +329,8 @@ class MSCRED:
         model = cls(config)
         model.sensors_, model.normalizer_, model.calibration_ = sensors, normalizer, calibration
         model.history_ = meta.get("history", [])
-        model.device_ = _resolve_device(device if device != "auto" else config.train.device)
+        # "auto" means this machine's best device, not the training one: a model trained on a GPU loads on a CPU.
+        model.device_ = _resolve_device(device)
         net = MSCREDNet(config.model)
         try:
             state = load_file(str(weights_path))
