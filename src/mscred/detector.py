@@ -184,9 +184,10 @@ class MSCRED:
         trainer = Trainer(self.net_, cfg.train, steps=steps)
         self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume)
 
-        self.calibration_ = Calibration.fit(val_seg[steps - 1:], self._reconstruct(val_seg), cfg.score,
-                                            cfg.signature.windows)
-        result = self._score_segments(segments)
+        # One reconstruction of every window serves both the calibration (its last n_val windows) and the scores.
+        target, recon = segments[steps - 1:], self._reconstruct(segments)   # (W, n_scales, n, n) each
+        self.calibration_ = Calibration.fit(target[split:], recon[split:], cfg.score, cfg.signature.windows)
+        result = score_windows(target, recon, cfg.score, cfg.signature.windows, self.calibration_)
         self.decision_scores_ = self._per_row(result.score, len(table.values))
         self.labels_ = (self.decision_scores_ > self.threshold_).astype(np.int64)
         return self
