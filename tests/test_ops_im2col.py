@@ -206,7 +206,7 @@ def test_opcheck(variant, device):
                           (grad, x.detach(), w.detach(), y, 2, list(pad), True, variant, [False, True, False]))
 
 
-@pytest.mark.parametrize("backend", ["im2col-global", "im2col-shared", "implicit"])
+@pytest.mark.parametrize("backend", ["im2col-global", "im2col-shared", "implicit", "implicit-basic"])
 def test_dispatcher_routes_here(backend):
     pad = same_padding(16, 3, 2)
     x, w, b = (t.float() for t in _inputs(3, 4, 8, 3, 16, seed=5, device=DEVICES[-1]))

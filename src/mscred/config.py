@@ -36,7 +36,8 @@ class ModelConfig:
     forget_bias: float = 1.0
     # "reference": plain PyTorch ops; "fused": Triton ConvLSTM cell and attention kernels (GPU).
     backend: str = "reference"
-    # Encoder convolutions: "torch" (cuDNN / ATen), "im2col-global", "im2col-shared", "implicit".
+    # Encoder convolutions: "torch" (cuDNN / ATen), "im2col-global", "im2col-shared", "implicit" (pipelined
+    # implicit GEMM + bias + SELU), "implicit-basic" (the first implicit GEMM).
     conv_backend: str = "torch"
 
 

@@ -4,7 +4,8 @@ The model calls only the three functions below; each takes a ``backend`` name an
 
 * ``conv2d``             encoder convolution (+ bias, + optional SELU), TF "same" padding given explicitly.
                           backends: "torch" (reference, cuDNN on GPU), "im2col-global", "im2col-shared",
-                          "implicit" (CUDA C++ extension in ``ops/im2col``; CPU falls back to im2col + matmul).
+                          "implicit" (pipelined implicit GEMM), "implicit-basic" (the first implicit GEMM): the
+                          CUDA C++ extension in ``ops/im2col``; on CPU the same op runs im2col + matmul.
 * ``convlstm``           a whole ConvLSTM sequence of one level.
                           backends: "reference" (plain per-step PyTorch), "fused" (hoisted input convolution +
                           Triton gate/state kernel, ``ops/triton/convlstm.py``).
@@ -33,7 +34,11 @@ _IMPLEMENTATIONS: dict[str, dict[str, str]] = {
         "torch": "mscred.ops.reference:conv2d",
         "im2col-global": "mscred.ops.im2col:conv2d_im2col_global",
         "im2col-shared": "mscred.ops.im2col:conv2d_im2col_shared",
-        "implicit": "mscred.ops.im2col:conv2d_implicit",
+        # "implicit" is our fastest: the pipelined implicit GEMM (table-driven gather, cp.async stages), measured
+        # 2.0x faster than the first implicit kernel on the H200's encoder (benchmarks/results/conv.md);
+        # "implicit-basic" keeps that first kernel selectable for comparison.
+        "implicit": "mscred.ops.im2col:conv2d_implicit_pipelined",
+        "implicit-basic": "mscred.ops.im2col:conv2d_implicit",
     },
     "convlstm": {
         "reference": "mscred.ops.reference:convlstm",
