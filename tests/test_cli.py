@@ -48,15 +48,13 @@ def _run(capsys, *argv) -> tuple[int, str, str]:
 def _bad(capsys, *argv, match: str, usage: bool = False) -> str:
     """Run a command expected to fail on bad input: exit 2, exactly one stderr line containing ``match``.
 
-    ``usage``: a bad option or argument, which click reports itself (cli/main.py shows click's usage block, then
-    one ``Error:`` line); the check is then that exactly one line is the error.
+    ``usage``: a bad option or argument, which click detects; cli/main.py prints it as one line too.
     """
     code, _, err = _run(capsys, *argv)
     assert code == 2, err
     lines = err.strip().splitlines()
-    if usage:
-        lines = [line for line in lines if line.startswith("Error:")]
     assert len(lines) == 1, err
+    assert lines[0].startswith("mscred: error:"), lines[0]
     assert "Traceback" not in err
     assert match.lower() in lines[0].lower(), lines[0]
     return lines[0]

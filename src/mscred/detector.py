@@ -155,7 +155,6 @@ class MSCRED:
 
         from mscred.data.io import Normalizer
         from mscred.model import MSCREDNet
-        from mscred.train import Trainer
 
         cfg = self.config
         self.device_ = _resolve_device(cfg.train.device)            # a bad device fails before any work
@@ -181,7 +180,7 @@ class MSCRED:
         cfg.model.n_scales = len(cfg.signature.windows)
         torch.manual_seed(cfg.train.seed)                             # the initial weights are part of the seed
         self.net_ = MSCREDNet(cfg.model)
-        trainer = Trainer(self.net_, cfg.train, steps=steps)
+        trainer = self._make_trainer(self.net_, cfg.train, steps)
         self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume)
 
         # One reconstruction of every window serves both the calibration (its last n_val windows) and the scores.
@@ -191,6 +190,12 @@ class MSCRED:
         self.decision_scores_ = self._per_row(result.score, len(table.values))
         self.labels_ = (self.decision_scores_ > self.threshold_).astype(np.int64)
         return self
+
+    def _make_trainer(self, net, train_cfg, steps: int):
+        """The Trainer of ``fit``; ``mscred.distributed`` substitutes its DistributedTrainer here (DDP training)."""
+        from mscred.train import Trainer
+
+        return Trainer(net, train_cfg, steps=steps)
 
     @property
     def threshold_(self) -> float:

@@ -367,33 +367,17 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
 
 
 class _trainer_factory:
-    """Make ``model.fit`` build its Trainer through ``make``.
-
-    Through the estimator's ``_make_trainer`` hook when it has one (the patch proposed for detector.py); until
-    then by swapping the ``Trainer`` name that ``MSCRED.fit`` imports from ``mscred.train`` for the duration of the
-    fit. The swap is process-wide, which is safe here: each rank is a process of its own doing nothing else.
-    """
+    """Make ``model.fit`` build its Trainer through ``make``, via the estimator's ``_make_trainer`` hook."""
 
     def __init__(self, model, make):
-        self.model, self.make, self.saved = model, make, None
+        self.model, self.make = model, make
 
     def __enter__(self):
-        if hasattr(type(self.model), "_make_trainer"):
-            self.model._make_trainer = self.make
-        else:
-            import mscred.train as train_module
-
-            self.saved = train_module.Trainer
-            train_module.Trainer = self.make
+        self.model._make_trainer = self.make
         return self
 
     def __exit__(self, *exc):
-        if self.saved is not None:
-            import mscred.train as train_module
-
-            train_module.Trainer = self.saved
-        else:
-            self.model.__dict__.pop("_make_trainer", None)
+        self.model.__dict__.pop("_make_trainer", None)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.train import checkpoint_dir_for, parse_theta
+from mscred.cli.train import checkpoint_dir_for, score_overrides
 from mscred.cli.train import train as _train
 
 # `mscred train` options that are estimator settings of the same name (cli/train.py builds the same dict).
@@ -27,8 +27,7 @@ def _run(data, out, resume, theta, quiet, nproc, **options) -> None:
     if unknown:
         raise click.UsageError(f"option(s) {', '.join(unknown)} not supported with DDP training yet")
     overrides = {k: v for k, v in options.items() if v is not None and k in SETTINGS}
-    if theta is not None:
-        overrides["theta"] = parse_theta(theta)
+    overrides.update(score_overrides(theta, overrides.pop("method", None)))
     if quiet:
         overrides["progress"] = False
     out = Path(out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from mscred.cli.train import parse_theta
+from mscred.cli.train import score_overrides
 from mscred.ops import CONV_BACKENDS, MODEL_BACKENDS
 
 # table columns shown on the terminal (summary.csv has them all)
@@ -45,9 +45,8 @@ def fleet(source, out, data_root, nproc, epochs, batch_size, device, seed, backe
     overrides = {"epochs": epochs, "batch_size": batch_size, "device": device, "seed": seed, "backend": backend,
                  "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "method": method,
                  "threshold": threshold}
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    if theta is not None:
-        overrides["theta"] = parse_theta(theta)
+    overrides = {k: v for k, v in overrides.items() if v is not None and k != "method"}
+    overrides.update(score_overrides(theta, method))  # --theta alone means the paper's count score
     echo = None if quiet else (lambda line: click.echo(line, err=True))
     summary = run_fleet(source, out, overrides, root=data_root, nproc=nproc, resume=resume, echo=echo)
     if summary is None:  # ranks > 0 under torchrun

@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Exit as stop:
         return stop.exit_code
     except click.ClickException as err:
-        # Usage errors (unknown option, missing argument, bad choice) are bad input too.
-        err.show()
+        # Usage errors (unknown option, missing argument, bad choice) are bad input too: one line, exit 2.
+        click.echo(f"mscred: error: {err.format_message()}", err=True)
         return 2
     except InputError as err:
         if debug:

@@ -63,8 +63,11 @@ def checkpoint_dir_for(out: Path) -> Path:
 @click.option("--threshold", type=click.Choice(["beta_max", "percentile", "pot"]), default=None,
               help="Anomaly threshold rule on the validation scores [config: beta_max].")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes for DistributedDataParallel training, one GPU each on CUDA; --batch-size is then the "
+                   "global batch. Under torchrun, torchrun's --nproc-per-node decides.")
 def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_backend, bf16, cuda_graphs, theta,
-          method, threshold, quiet) -> None:
+          method, threshold, quiet, nproc) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR."""
     from mscred.data.io import load_table
     from mscred.detector import MSCRED
@@ -75,6 +78,16 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     overrides.update(score_overrides(theta, method))
     if quiet:
         overrides["progress"] = False
+    from mscred.launch import under_torchrun
+
+    if nproc > 1 or under_torchrun():
+        from mscred.distributed import summary_line, train_distributed
+
+        summary = train_distributed(data, Path(out), overrides, nproc=nproc,
+                                    checkpoint_dir=checkpoint_dir_for(Path(out)), resume=resume)
+        if summary is not None:  # None on the ranks > 0 of a torchrun launch
+            click.echo(summary_line(summary))
+        return
     table = load_table(data)
     model = MSCRED(**overrides)
     out = Path(out)
