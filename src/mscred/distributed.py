@@ -41,7 +41,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from mscred.config import TrainConfig
 from mscred.train import Trainer, WindowDataset
-from mscred.train_graphs import GraphedStep, forward_losses
+from mscred.train_graphs import GraphedStep, StateSnapshot, forward_losses
 
 log = logging.getLogger(__name__)
 
@@ -87,28 +87,6 @@ class ShardGraphedStep(GraphedStep):
         self.static_weight[:b].fill_(scale)
         self.graph.replay()
         return self.static_loss.clone()
-
-
-class _ParamSnapshot:
-    """Parameters and Adam state copied aside and restored in place (warm-up steps must leave no trace)."""
-
-    def __init__(self, optimizer: torch.optim.Optimizer):
-        self.optimizer = optimizer
-        self.params = [p for group in optimizer.param_groups for p in group["params"]]
-        with torch.no_grad():
-            self.values = [p.detach().clone() for p in self.params]
-            self.state = {p: {k: v.clone() for k, v in optimizer.state[p].items() if torch.is_tensor(v)}
-                          for p in self.params if p in optimizer.state}
-
-    @torch.no_grad()
-    def restore(self) -> None:
-        for p, value in zip(self.params, self.values):
-            p.copy_(value)
-        for p in self.params:
-            saved = self.state.get(p)
-            for key, tensor in self.optimizer.state[p].items():
-                if torch.is_tensor(tensor):
-                    tensor.copy_(saved[key]) if saved is not None else tensor.zero_()  # born in warm-up: fresh
 
 
 class DistributedTrainer(Trainer):
@@ -181,7 +159,7 @@ class DistributedTrainer(Trainer):
         """DDP_WARMUP_ITERS - WARMUP_ITERS eager DDP steps on a side stream (GraphedStep runs the rest), undone."""
         from mscred.train_graphs import WARMUP_ITERS
 
-        snapshot = _ParamSnapshot(self.optimizer)
+        snapshot = StateSnapshot(self.optimizer)
         step = ShardEagerStep(module, self.optimizer, train, self.bf16)
         idx = torch.zeros(local, dtype=torch.long, device=self.device)
         stream = torch.cuda.Stream(self.device)

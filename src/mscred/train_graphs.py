@@ -76,7 +76,7 @@ class EagerStep:
         return _train_step(self.net, self.optimizer, self.data.batch(idx), weight, self.bf16)
 
 
-class _Snapshot:
+class StateSnapshot:
     """Copies of the parameters and optimizer state, restored in place (addresses kept, as a graph needs)."""
 
     def __init__(self, optimizer: torch.optim.Optimizer):
@@ -162,7 +162,7 @@ class GraphedStep:
         self.static_weight = torch.full((batch_size,), 1.0 / batch_size, device=device)
         self.static_x = data.batch(self.static_idx).clone()  # (B, T, K, n, n): the graph's input
         self._padded = False
-        snapshot = _Snapshot(optimizer)
+        snapshot = StateSnapshot(optimizer)
 
         stream = torch.cuda.Stream(device=device)
         stream.wait_stream(torch.cuda.current_stream(device))
