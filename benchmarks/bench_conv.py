@@ -27,7 +27,6 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from mscred.atomic import atomic_path
 from mscred.ops import im2col

@@ -33,7 +33,6 @@ import argparse
 import contextlib
 import datetime as dt
 import json
-import math
 import os
 import platform
 import statistics

@@ -18,16 +18,6 @@ N_SENSORS = 5
 ROWS = 400  # 35 segments, 31 windows: enough to train and validate
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread: oneDNN's thread pool costs more than it gains at these sizes, and far
-    more when the CPU is shared (measured 0.14 s vs 4.1 s per step on 2 busy cores). Restored afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _frame(rows: int = ROWS, n: int = N_SENSORS, seed: int = 0, names=None) -> pd.DataFrame:

@@ -19,16 +19,6 @@ from mscred.errors import InputError
 SMALL = dict(channels=(4, 8, 8, 8), device="cpu", progress=False)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread: oneDNN's thread pool costs more than it gains at these sizes, and far
-    more when the CPU is shared (measured 0.14 s vs 4.1 s per step on 2 busy cores). Restored afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _frame(rows: int = 600, n: int = 5, seed: int = 0) -> pd.DataFrame:

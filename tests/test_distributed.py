@@ -19,14 +19,6 @@ from mscred.train_checkpoint import CHECKPOINT_NAME
 TINY = ModelConfig(n_sensors=5, n_scales=3, channels=(4, 8, 8, 8))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny convolutions run faster on one thread, and the CI machine's cores are shared (the spawned ranks split
-    # the cores between them themselves).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_shard_is_contiguous_and_balanced():

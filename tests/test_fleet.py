@@ -14,12 +14,6 @@ from mscred.fleet import Entity, assign, discover, evaluate, run_fleet
 TINY = {"channels": (4, 8, 8, 8), "epochs": 1, "batch_size": 8, "device": "cpu"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _write_entities(root, count=3, n=5, length=1200):

@@ -10,13 +10,6 @@ from mscred.model import MSCREDNet, SameDeconv
 from mscred.ops.reference import same_padding
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny tensors: one thread avoids the spin-up and contention cost of more on the shared CI cores.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("n", [4, 5, 16, 30, 55])

@@ -11,13 +11,6 @@ from mscred import ops
 from mscred.ops import reference as ref
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny tensors: one thread avoids the spin-up and contention cost of more on the shared CI cores.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _np_conv_same(x, w, b, stride, pad):

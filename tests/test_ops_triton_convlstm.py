@@ -6,7 +6,6 @@ in float64; the fused op's error in a given dtype must stay within 2x the refere
 """
 from __future__ import annotations
 
-import os
 
 import pytest
 import torch

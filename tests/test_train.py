@@ -21,13 +21,6 @@ N = 6
 SMALL = dict(n_sensors=N, channels=(4, 8, 8, 8))
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny convolutions run faster on one thread, and the CI machine's cores are shared.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def _segments(count=30, seed=0):
