@@ -6,7 +6,6 @@ in float64; the fused op's error in a given dtype must stay within 2x the refere
 """
 from __future__ import annotations
 
-
 import pytest
 import torch
 
@@ -16,18 +15,10 @@ from mscred.ops.triton import convlstm as fused
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
-pytestmark = pytest.mark.skipif(not fused.is_available()[0], reason=f"fused ConvLSTM unavailable: "
-                                f"{fused.is_available()[1]}")
+pytestmark = [pytest.mark.skipif(not fused.is_available()[0], reason=f"fused ConvLSTM unavailable: "
+                                                  f"{fused.is_available()[1]}"),
+              pytest.mark.usefixtures("strict_float32")]
 needs_cuda = pytest.mark.skipif(not CUDA, reason="full-size and bf16 rows need a CUDA device")
-
-
-@pytest.fixture(autouse=True)
-def _strict_float32():
-    """float32 rows compare true float32 arithmetic: cuDNN's default TF32 would make both sides' error ~1e-3."""
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 FB = 1.0  # forget bias of TensorFlow's ConvLSTMCell
 
 
