@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import click
 
-from mscred.cli.train import score_overrides
-from mscred.ops import CONV_BACKENDS, MODEL_BACKENDS
+from mscred.cli.train import score_overrides, training_options
 
 # table columns shown on the terminal (summary.csv has them all)
 SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold", "seconds", "f1", "events", "auc_pr"]
@@ -21,20 +20,7 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
               help="The dataset's folder when SOURCE is a dataset name (smd, smd:m1,m2, smap, msl).")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes; each trains its share of the entities (one GPU each on CUDA).")
-@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Training epochs [config: 10].")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows per batch [config: 32].")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help="[config: auto]")
-@click.option("--seed", type=int, default=None, help="Seed of weights and batch order [config: 0].")
-@click.option("--backend", type=click.Choice(MODEL_BACKENDS), default=None,
-              help="ConvLSTM/attention ops [config: reference].")
-@click.option("--conv-backend", type=click.Choice(CONV_BACKENDS), default=None,
-              help="Encoder convolutions [config: torch].")
-@click.option("--bf16", is_flag=True, default=None, help="bf16 autocast (CUDA).")
-@click.option("--cuda-graphs", is_flag=True, default=None, help="Capture whole steps in CUDA graphs (CUDA).")
-@click.option("--theta", type=str, default=None, help="Residual threshold of the count score: a number or 'auto'.")
-@click.option("--score", "method", type=click.Choice(["count", "mse"]), default=None, help="Window score.")
-@click.option("--threshold", type=click.Choice(["beta_max", "percentile", "pot"]), default=None,
-              help="Anomaly threshold rule on the validation scores [config: beta_max].")
+@training_options
 @click.option("--resume", is_flag=True, help="Skip entities already trained (row 'ok' and model present).")
 @click.option("--quiet", is_flag=True, help="No line per finished entity.")
 def fleet(source, out, data_root, nproc, epochs, batch_size, device, seed, backend, conv_backend, bf16, cuda_graphs,

@@ -40,28 +40,41 @@ def checkpoint_dir_for(out: Path) -> Path:
     return out.with_name(out.name + ".checkpoints")
 
 
+# The model and scoring settings every training command takes (train, fleet, DDP train): one definition.
+_TRAINING_OPTIONS = [
+    click.option("--epochs", type=click.IntRange(min=1), default=None, help="Training epochs [config: 10]."),
+    click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows per batch [config: 32]."),
+    click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help="[config: auto]"),
+    click.option("--seed", type=int, default=None, help="Seed of weights and batch order [config: 0]."),
+    click.option("--backend", type=click.Choice(MODEL_BACKENDS), default=None,
+                 help="ConvLSTM/attention ops [config: reference]."),
+    click.option("--conv-backend", type=click.Choice(CONV_BACKENDS), default=None,
+                 help="Encoder convolutions [config: torch]."),
+    click.option("--bf16", is_flag=True, default=None, help="bf16 autocast (CUDA)."),
+    click.option("--cuda-graphs", is_flag=True, default=None, help="Capture whole steps in CUDA graphs (CUDA)."),
+    click.option("--theta", type=str, default=None,
+                 help="Residual threshold of the count score: a number (the paper: 0.005) or 'auto' (a quantile of "
+                      "the validation residuals); implies --score count unless --score says otherwise."),
+    click.option("--score", "method", type=click.Choice(SCORE_METHODS), default=None,
+                 help="Window score: z_sensor (default: standardised per-sensor residuals), count (the paper's "
+                      "entries above theta) or mse."),
+    click.option("--threshold", type=click.Choice(["beta_max", "percentile", "pot"]), default=None,
+                 help="Anomaly threshold rule on the validation scores [config: beta_max]."),
+]
+
+
+def training_options(command):
+    """Add the shared training options to a click command (they arrive as keyword arguments)."""
+    for option in reversed(_TRAINING_OPTIONS):
+        command = option(command)
+    return command
+
+
 @click.command()
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Model directory to write.")
-@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Training epochs [config: 10].")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows per batch [config: 32].")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help="[config: auto]")
-@click.option("--seed", type=int, default=None, help="Seed of weights and batch order [config: 0].")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint of an interrupted run.")
-@click.option("--backend", type=click.Choice(MODEL_BACKENDS), default=None,
-              help="ConvLSTM/attention ops [config: reference].")
-@click.option("--conv-backend", type=click.Choice(CONV_BACKENDS), default=None,
-              help="Encoder convolutions [config: torch].")
-@click.option("--bf16", is_flag=True, default=None, help="bf16 autocast (CUDA).")
-@click.option("--cuda-graphs", is_flag=True, default=None, help="Capture whole steps in CUDA graphs (CUDA).")
-@click.option("--theta", type=str, default=None,
-              help="Residual threshold of the count score: a number (the paper: 0.005) or 'auto' (a quantile of "
-                   "the validation residuals); implies --score count unless --score says otherwise.")
-@click.option("--score", "method", type=click.Choice(SCORE_METHODS), default=None,
-              help="Window score: z_sensor (default: standardised per-sensor residuals), count (the paper's "
-                   "entries above theta) or mse.")
-@click.option("--threshold", type=click.Choice(["beta_max", "percentile", "pot"]), default=None,
-              help="Anomaly threshold rule on the validation scores [config: beta_max].")
+@training_options
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes for DistributedDataParallel training, one GPU each on CUDA; --batch-size is then the "
