@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from mscred import metrics as M
+from mscred.data import io
 from mscred.errors import InputError
 from mscred.vus import DEFAULT_SLIDING_WINDOW, vus
 
@@ -61,29 +62,9 @@ class GroundTruth:
 
 
 def read_frame(path: str | os.PathLike) -> pd.DataFrame:
-    """Read a CSV or Parquet file into a DataFrame; every failure is an InputError naming the file."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: file not found")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, expected a CSV or Parquet file")
-    suffix = path.suffix.lower()
-    try:
-        if suffix in (".parquet", ".pq"):
-            df = pd.read_parquet(path)
-        elif suffix in (".csv", ".txt"):
-            df = pd.read_csv(path, keep_default_na=False, na_values=[""])
-        else:
-            raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; expected .csv or .parquet")
-    except InputError:
-        raise
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: the file is empty") from None
-    except ImportError:
-        raise InputError(f"{path}: reading Parquet needs pyarrow (pip install 'mscred[parquet]')") from None
-    except Exception as exc:  # parser errors of pandas / pyarrow
-        raise InputError(f"{path}: cannot read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
-            from None
+    """Read a CSV or Parquet file into a DataFrame with string column names; every failure is an InputError naming
+    the file. Text is kept as written ("NA" stays a string), only empty cells are missing."""
+    df = io.read_frame(path, npy=False, keep_default_na=False, na_values=[""])
     if df.shape[0] == 0:
         raise InputError(f"{path}: the table has no data rows")
     df.columns = [str(c) for c in df.columns]

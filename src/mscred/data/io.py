@@ -78,22 +78,29 @@ def load_table(path: str | os.PathLike) -> Table:
         Missing file, unknown format, unreadable or empty table, no sensor column, a non-numeric value, a NaN or
         infinite value, or a bad label; the message names the file, and the column and row where it applies.
     """
+    return table_from_frame(read_frame(path), source=str(Path(path)))
+
+
+def read_frame(path: str | os.PathLike, *, npy: bool = True, **csv_options: Any) -> pd.DataFrame:
+    """Read a CSV (also .txt/.tsv), Parquet or, with ``npy``, .npy file into a DataFrame, without validating its
+    values; every failure is an InputError naming the file. ``csv_options`` go to ``pandas.read_csv``.
+
+    :func:`load_table` validates what this returns; ``mscred.evaluation`` reads SCORES.csv (text columns) with it.
+    """
     path = Path(path)
-    name = str(path)
+    kinds = ".csv, .parquet or .npy" if npy else ".csv or .parquet"
     if not path.exists():
-        raise InputError(f"{name}: file not found")
+        raise InputError(f"{path}: file not found")
     if path.is_dir():
-        raise InputError(f"{name}: is a directory, expected a CSV, Parquet or .npy file")
+        raise InputError(f"{path}: is a directory, expected a {kinds} file")
     suffix = path.suffix.lower()
     if suffix in _CSV:
-        df = _read_csv(path)
-    elif suffix in _PARQUET:
-        df = _read_parquet(path)
-    elif suffix in _NPY:
-        df = _read_npy(path)
-    else:
-        raise InputError(f"{name}: unknown file type {suffix or '(none)'!r}; expected .csv, .parquet or .npy")
-    return table_from_frame(df, source=name)
+        return _read_csv(path, **csv_options)
+    if suffix in _PARQUET:
+        return _read_parquet(path)
+    if npy and suffix in _NPY:
+        return _read_npy(path)
+    raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; expected {kinds}")
 
 
 def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>") -> Table:
@@ -164,10 +171,11 @@ def _labels(series: pd.Series, source: str) -> np.ndarray:
     return numbers.astype(np.int64)
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
+def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     # sep=None sniffs ',' / ';' / tab / whitespace from the first lines (needs the python engine) only for .txt/.tsv;
     # plain .csv uses the fast C parser.
     kwargs: dict[str, Any] = {"sep": None, "engine": "python"} if path.suffix.lower() != ".csv" else {}
+    kwargs.update(options)
     try:
         df = pd.read_csv(path, **kwargs)
     except pd.errors.EmptyDataError:
