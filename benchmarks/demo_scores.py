@@ -160,6 +160,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--jobs", type=int, default=1, help="seeds trained at once, in separate processes "
                         "(each with --threads threads); the figures do not depend on it")
+    parser.add_argument("--name", default="demo_scores",
+                        help="stem of the result files in benchmarks/results/ (e.g. demo_scores_10epochs)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     work = [(seed, args.epochs, args.length, args.threads) for seed in args.seeds]
@@ -174,9 +176,9 @@ def main() -> None:
     meta = {"date": dt.date.today().isoformat(), "mscred": __version__, "torch": torch.__version__,
             "machine": f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch thread(s)",
             "epochs": args.epochs, "length": args.length, "command": "benchmarks/demo_scores.py " +
-            f"--seeds {' '.join(map(str, args.seeds))} --epochs {args.epochs} --length {args.length}"}
+            f"--seeds {' '.join(map(str, args.seeds))} --epochs {args.epochs} --length {args.length} --name {args.name}"}
     RESULTS.mkdir(exist_ok=True)
-    with atomic_path(RESULTS / "demo_scores.json") as tmp:
+    with atomic_path(RESULTS / f"{args.name}.json") as tmp:
         tmp.write_text(json.dumps({"meta": meta, "runs": runs}, indent=2) + "\n")
     lines = [f"Demo pipeline, {args.epochs} epochs, paper synthetic data ({args.length} steps), threshold 1.5 x max "
              f"validation score (z-pot: POT); settings in the script's docstring. "
@@ -189,7 +191,7 @@ def main() -> None:
             lines.append(f"| {name} | {run['seed']} | {r['events_found']}/{r['events_total']} | "
                          f"{r['root_cause_recall_at_3']:.2f} | {r['precision']:.2f} | {r['recall']:.2f} | "
                          f"{r['f1']:.2f} |")
-    with atomic_path(RESULTS / "demo_scores.md") as tmp:
+    with atomic_path(RESULTS / f"{args.name}.md") as tmp:
         tmp.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
