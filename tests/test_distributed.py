@@ -5,6 +5,8 @@ rounding), the last partial batch and a rank with an empty shard included.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -75,7 +77,16 @@ def test_two_gloo_ranks_train_the_weights_of_one_process(tmp_path):
     initial = {k: v.clone() for k, v in net.state_dict().items()}
     single = Trainer(net, cfg).fit(train, val)
 
-    history, state, info = fit_segments(TINY, cfg, train, val, nproc=2, checkpoint_dir=tmp_path, timeout=240)
+    try:
+        history, state, info = fit_segments(TINY, cfg, train, val, nproc=2, checkpoint_dir=tmp_path, timeout=240)
+    except torch.multiprocessing.ProcessExitedException as err:
+        # Known, not yet understood: in about 1 run of 20 of this file on the 2-core CI box a gloo rank aborts
+        # ("terminate called without an active exception", SIGABRT) and the launch fails; never a wrong result.
+        # One retry, said out loud, until it is found (see the session note of 2026-11-29).
+        if err.signal_name != "SIGABRT":
+            raise
+        warnings.warn(f"gloo rank aborted ({err}); retrying the 2-rank run once")
+        history, state, info = fit_segments(TINY, cfg, train, val, nproc=2, checkpoint_dir=tmp_path, timeout=240)
 
     assert info["world_size"] == 2 and info["device"] == "cpu"
     assert len(history) == len(single) == 2
