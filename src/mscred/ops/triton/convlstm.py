@@ -3,11 +3,11 @@
 The reference (``ops/reference.py``) runs, per step, one convolution over ``concat([x_t, h])`` and then eight
 elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input and Ch hidden channels:
 
-    forward   gx = conv(x as (B*T, C, H, W), W[:, :C]) + bias       ONE call for all T steps (a GEMM T times larger);
+    forward   gx = conv(x as (B*T, C, H, W), W[:, :C])              ONE call for all T steps (a GEMM T times larger);
                        TF's asymmetric k = 2 padding as the convolution's own padding 1, the gates read as the
                        (H, W) window of its (H+1, W+1) output: no padded copy of x (nor, in the backward, of dx)
-              t = 0:   gates = gx_0                                  h_{-1} = 0, so no recurrent convolution
-              t >= 1:  gates = gx_t + conv(pad(h_{t-1}), W[:, C:])
+              t = 0:   gates = gx_0 + bias                           h_{-1} = 0, so no recurrent convolution
+              t >= 1:  gates = gx_t + bias + conv(pad(h_{t-1}), W[:, C:])   (the bias added inside _cell_fwd)
               _cell_fwd: gate activations, c_t, h_t in one pass; writes h_t to the output, c_t and the gate
                          pre-activations for the backward, and h_t into the zero-bordered buffer that the next
                          step's convolution reads (so no F.pad per step)
@@ -127,6 +127,7 @@ if triton is not None:
     @_jit(do_not_specialize=_SIZES)
     def _cell_fwd_kernel(
         gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,  # input-conv gates of this step (B, 4Ch, H, W); may be a crop
+        bias_ptr,                           # (4Ch,) gate bias, added here (not by the input convolution)
         rec_ptr, rec_sb, rec_sc, rec_sp,    # recurrent-conv gates (B, 4Ch, H, W), read if HAS_REC
         pre_ptr, pre_sb, pre_sc, pre_sp,    # out: gate pre-activations, saved for the backward if STORE_PRE
         cprev_ptr, c_ptr, c_sb, c_sc, c_sp, # cell states of the previous / this step (B, Ch, H, W)
@@ -146,6 +147,14 @@ if triton is not None:
         zg = tl.load(gx + gq, mask=mask, other=0.0).to(CDT)
         zf = tl.load(gx + 2 * gq, mask=mask, other=0.0).to(CDT)
         zo = tl.load(gx + 3 * gq, mask=mask, other=0.0).to(CDT)
+        # The bias: on CUDA a convolution's bias is a separate broadcast add over its whole output (cuDNN
+        # convolves without it), one extra HBM round trip of the largest tensor of the level; here it costs
+        # four loads of a (4Ch,) vector.
+        cmask = ch < CH
+        zi += tl.load(bias_ptr + ch, mask=cmask, other=0.0).to(CDT)
+        zg += tl.load(bias_ptr + CH + ch, mask=cmask, other=0.0).to(CDT)
+        zf += tl.load(bias_ptr + 2 * CH + ch, mask=cmask, other=0.0).to(CDT)
+        zo += tl.load(bias_ptr + 3 * CH + ch, mask=cmask, other=0.0).to(CDT)
         if HAS_REC:
             rec = rec_ptr + b * rec_sb + ch * rec_sc + p * rec_sp
             rq = CH * rec_sc
@@ -278,6 +287,16 @@ def _empty(n: int, c: int, h: int, w: int, like: torch.Tensor, layout: str, dtyp
     return buf.zero_() if zero else buf
 
 
+def _zero_border(buf: torch.Tensor, pads) -> None:
+    """Zero the (top, bottom, left, right) border strips of ``buf`` (..., Hp, Wp) in place; the interior is left to
+    the kernels, which write all of it (a fill of the whole buffer would write it twice)."""
+    top, bottom, left, right = pads
+    Hp, Wp = buf.shape[-2:]
+    for strip in (buf[..., :top, :], buf[..., Hp - bottom:, :], buf[..., :, :left], buf[..., :, Wp - right:]):
+        if strip.numel():
+            strip.zero_()
+
+
 def _s3(t: torch.Tensor) -> tuple[int, int, int]:
     """(batch, channel, pixel) strides of a (B, C, H, W) view whose H, W flatten to one pixel index."""
     sb, sc, sy, sx = t.stride()
@@ -368,7 +387,7 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
         dtype = torch.get_autocast_dtype(device_type)
         with torch.autocast(device_type, enabled=False):
             return convlstm(x.to(dtype), weight.to(dtype), bias.to(dtype), forget_bias)
-    weight, bias = weight.to(x.dtype), bias.to(x.dtype)
+    weight, bias = weight.to(x.dtype), bias.to(x.dtype).contiguous()
     save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
     return convlstm_fused(x, weight, bias, float(forget_bias), _layout(), save)[0]
 
@@ -402,12 +421,13 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     # All T input convolutions in one call, with the convolution's own symmetric padding (no padded copy of x);
     # for k = 2 the TF-same gates are a window of the (H+1) x (W+1) output, read in place through its strides.
     py, px, oy, ox = _grown(pads)
-    gx_full = F.conv2d(x4, w_x, bias, padding=(py, px))
+    gx_full = F.conv2d(x4, w_x, None, padding=(py, px))  # the bias is added in _cell_fwd_kernel
     gx = gx_full.view(B, T, 4 * Ch, *gx_full.shape[-2:])[:, :, :, oy:oy + H, ox:ox + W]
     out = _out5(B, T, Ch, H, W, x, layout)
     pre = _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
     cells = _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
-    hprev = _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout, zero=True).view(max(T - 1, 0), B, Ch, HP, WP)
+    hprev = _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout).view(max(T - 1, 0), B, Ch, HP, WP)
+    _zero_border(hprev, pads)  # the kernel writes every interior element
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     for t in range(T):
@@ -416,7 +436,7 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
         pre_t = pre[t] if save else cells[t]                       # dummy when not stored
         hp = hprev[t] if t < T - 1 else hprev[0] if T > 1 else out[:, 0]  # dummy at the last step
         _cell_fwd_kernel[grid](
-            gxt, *_yx(gxt), rec, *_s3(rec), pre_t, *_s3(pre_t),
+            gxt, *_yx(gxt), bias, rec, *_s3(rec), pre_t, *_s3(pre_t),
             cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
             out[:, t], *_s3(out[:, t]), hp, hp.stride(0), hp.stride(1), hp.stride(2), hp.stride(3),
             N, Ch, H * W, W, pads[0], pads[2], forget_bias,
@@ -517,6 +537,11 @@ def _setup_context(ctx, inputs, output):
     x, weight, bias, forget_bias, layout, save = inputs
     _, pre, cells, hprev = output
     ctx.save_for_backward(x, weight, pre, cells, hprev)
+    # pre, cells and hprev are outputs only because a custom op saves nothing else: no gradient flows into them.
+    # Without these two calls autograd materialises a zero gradient for each of them before every backward (on
+    # the H200, bf16, batch 128: fills of ~250 MB per step, level 1's (T, B, 4Ch, H, W) gates alone 147 MB).
+    ctx.mark_non_differentiable(pre, cells, hprev)
+    ctx.set_materialize_grads(False)
     ctx.forget_bias, ctx.layout = forget_bias, layout
 
 
