@@ -4,27 +4,30 @@ One run, side by side (BENCHMARKS.md items 2 and 3, issue 3 item 5), on the thes
 sensors, scales 10/30/60, gap 10 -> 3,595 segments -> 3,591 windows of 5 steps):
 
     variants   reference eager (the baseline) | reference + CUDA graph | reference + graph + bf16 |
-               torch.compile(reference) | fused eager | fused + CUDA graph | fused + graph + bf16 |
-               fused + graph + bf16 with foreach Adam (the fused-Adam ablation). Every training variant runs the
-               Trainer's own step objects (mscred.train_graphs.EagerStep / GraphedStep) and Adam as the Trainer
-               builds it (fused on CUDA), so the product path is what is measured.
-    measures   training step at batch 128 (ms, windows/s); inference windows/s at the best of several batches
-               (GraphedInference); the end-to-end workload (signature matrices + 5 epochs of Trainer.fit + scoring
-               every window), with one-time compilation / capture reported apart; the FLOP floor of the step at
-               the measured matrix rates; torch.profiler tables (fused eager + bf16, reference eager, the graphed
-               fused + bf16 step); with --level-ops, per-level ConvLSTM and attention timings.
+               torch.compile(reference) | fused eager | fused eager + bf16 | fused + CUDA graph |
+               fused + graph + bf16 | reference eager with foreach Adam (the fused-Adam ablation). Every training
+               variant runs the Trainer's own step objects (mscred.train_graphs.EagerStep / GraphedStep) and Adam
+               as the Trainer builds it (fused on CUDA), so the product path is what is measured.
+    measures   training step at batch 128 (ms, windows/s); inference windows/s at batch 256 / 1024 / all windows
+               (EagerInference / GraphedInference); the end-to-end workload on the product path (signature
+               matrices + 5 epochs of Trainer.fit + predict and the count score of every window at the variant's
+               best inference batch), with one-time graph capture and a cold first run reported apart; the FLOP
+               floor of the step and of inference at the measured matrix rates; torch.profiler kernel tables
+               (fused eager + bf16, reference eager, and the graphed fused + bf16 step if the profiler sees graph
+               kernels); with --level-ops, per-level ConvLSTM and attention timings.
 
-Parts run in separate processes (a device-side assert poisons a CUDA context; a crash loses only its part):
-"eager", then "graphs"; "compile" starts at once beside them on the other half of the CPU cores, compiles, and
-times only when the others are done.
+Parts run in separate processes, one after another: "eager" (no CUDA graph), then one process per graphed
+variant, so that no process ever holds more than one live CUDA graph (see TRAIN_VARIANTS for the crash this
+avoids), and a crash or a device-side assert loses only its own part. "compile" starts at once beside them on the
+other half of the CPU cores, compiles, and times only when the others are done. The JSON of every part is saved
+after every item and merged at the end into ``train.json`` / ``train.md`` / ``train_profile.txt`` in --out.
 
 Correctness first, in the same run: the whole model's loss and every gradient, fused vs reference, in float64
-(must agree to rounding; CPU only, the tests cover it on CUDA), float32 and bf16 (reported); and per training
-variant, its first step's loss against the reference eager's (same weights, same batch): a wrong variant is
-marked WRONG in the table. Times are CUDA-event medians
-after warm-up on random (never zero) data. Writes ``train.json`` and ``train.md`` (GPU, versions, date) to --out.
+(CPU only; the tests cover it on CUDA), float32 and bf16; and per training variant, its first step's loss against
+the reference eager's (same weights, same batch): a wrong variant is marked WRONG in the table. Times are
+CUDA-event medians after warm-up on random (never zero) data.
 
-    PYTHONPATH=src python3 benchmarks/bench_train.py --out benchmarks/results
+    PYTHONPATH=src python3 benchmarks/bench_train.py --out benchmarks/results            # ~150 s on the H200
     PYTHONPATH=src python benchmarks/bench_train.py --quick --out /tmp/b    # CPU smoke test (Triton interpreter)
 """
 from __future__ import annotations
@@ -56,7 +59,7 @@ from mscred.ops import reference  # noqa: E402
 from mscred.ops.triton import attention as fused_attention  # noqa: E402
 from mscred.ops.triton import convlstm as fused_convlstm  # noqa: E402
 from mscred.signature import signature_matrices  # noqa: E402
-from mscred.train import Trainer, WindowDataset  # noqa: E402
+from mscred.train import Trainer, WindowDataset, predict  # noqa: E402
 from mscred.train_graphs import EagerInference, EagerStep, GraphedInference, GraphedStep  # noqa: E402
 
 STEPS = 5
@@ -125,19 +128,6 @@ def build(backend: str, n: int, device, seed: int = 0, capturable: bool = False,
     opt = torch.optim.Adam(net.parameters(), lr=2e-4, capturable=capturable,
                            fused=fused_adam and device.type == "cuda")
     return net, opt
-
-
-@contextlib.contextmanager
-def layout(name: str):
-    saved = os.environ.get("MSCRED_FUSED_LAYOUT")
-    os.environ["MSCRED_FUSED_LAYOUT"] = name
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("MSCRED_FUSED_LAYOUT")
-        else:
-            os.environ["MSCRED_FUSED_LAYOUT"] = saved
 
 
 # ------------------------------------------------------------------------------------------------ validation
@@ -242,50 +232,50 @@ def time_inference(backend, n, data, device, batch, graphs, bf16, iters):
 
 
 # ------------------------------------------------------------------------------------------------ end to end
-def end_to_end(values, n, device, backend, graphs, bf16, epochs, batch, score_batch):
-    """Signature matrices + ``epochs`` epochs of ``Trainer.fit`` (the product path) + scoring of every window;
-    one-time warm-up / capture (the Trainer's ``setup_seconds`` and the inference capture) reported apart."""
-    out = {}
-    t_start = time.perf_counter()
-    seg = signature_matrices(values, windows=WINDOWS, gap=GAP)  # (S, 3, n, n) float32, NumPy prefix sums
-    segments = torch.from_numpy(seg).to(device)
-    sync(device)
-    out["signature_s"] = time.perf_counter() - t_start
-    data = WindowDataset(segments, STEPS)
-    W = len(data)
+def end_to_end(values, n, device, backend, graphs, bf16, epochs, batch, score_batch) -> dict:
+    """The thesis workload on the product path, twice in this process: signature matrices (NumPy) ->
+    ``Trainer.fit`` with the config flags (``epochs`` epochs; the segments go to the device inside fit) ->
+    ``predict`` of every window at ``score_batch`` (one CUDA graph when graphed) -> the count score
+    (``detect.scale_scores``, as the detector scores).
 
-    torch.manual_seed(0)
-    net = MSCREDNet(ModelConfig(n_sensors=n, backend=backend, channels=CHANNELS)).to(device)
-    cfg = TrainConfig(epochs=epochs, batch_size=batch, device=device.type, bf16=bf16, cuda_graphs=graphs,
-                      progress=False)
-    trainer = Trainer(net, cfg, steps=STEPS)
-    t0 = time.perf_counter()
-    history = trainer.fit(segments)  # segments already on the device: .to() is a no-op
-    sync(device)
-    fit_s = time.perf_counter() - t0
-    out["train_s"] = fit_s - trainer.setup_seconds
-    out["epoch_losses"] = [h["train_loss"] for h in history]
+    The first run (1 epoch) pays what a fresh process pays once (CUDA context, cuDNN/cuBLAS handles, loading the
+    Triton kernels, the first fused-Adam launch); its wall time is reported as ``cold_first_run_s``. The second
+    run is the measurement: ``total_s`` = signature + the epochs + scoring, with its one-time graph warm-up /
+    capture (Trainer.setup_seconds, predict's capture) reported apart in ``one_time_setup_s``.
+    """
+    def run(n_epochs: int) -> dict:
+        out: dict = {}
+        t_start = time.perf_counter()
+        seg = signature_matrices(values, windows=WINDOWS, gap=GAP)  # (S, 3, n, n) float32, NumPy prefix sums
+        out["signature_s"] = time.perf_counter() - t_start
+        torch.manual_seed(0)
+        net = MSCREDNet(ModelConfig(n_sensors=n, backend=backend, channels=CHANNELS))
+        cfg = TrainConfig(epochs=n_epochs, batch_size=batch, device=device.type, bf16=bf16, cuda_graphs=graphs,
+                          progress=False)
+        trainer = Trainer(net, cfg, steps=STEPS)
+        t0 = time.perf_counter()
+        history = trainer.fit(seg)  # NumPy in: the host -> device copy of the segments is part of the time
+        sync(device)
+        out["train_s"] = time.perf_counter() - t0 - trainer.setup_seconds
+        out["epoch_s"] = [h["seconds"] for h in history]
+        out["epoch_losses"] = [h["train_loss"] for h in history]
+        t0 = time.perf_counter()
+        timing: dict = {}
+        recon = predict(net, seg, batch_size=score_batch, device=device, steps=STEPS, bf16=bf16, cuda_graphs=graphs,
+                        timings=timing)
+        per_scale, _ = detect.scale_scores(seg[STEPS - 1:], recon, "count", np.full(len(WINDOWS), 0.005), [0])
+        score = detect.combine(per_scale, [0], "count")
+        out["score_s"] = time.perf_counter() - t0 - timing["setup_s"]
+        out["one_time_setup_s"] = trainer.setup_seconds + timing["setup_s"]
+        out["windows"] = len(recon)
+        out["total_s"] = out["signature_s"] + out["train_s"] + out["score_s"]
+        out["wall_s"] = time.perf_counter() - t_start
+        out["mean_window_score"] = float(score.mean())
+        return out
 
-    t0 = time.perf_counter()
-    net.eval()
-    infer = GraphedInference(net, data, score_batch, bf16) if graphs else EagerInference(net, data, bf16)
-    sync(device)
-    out["one_time_setup_s"] = trainer.setup_seconds + time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    recon = torch.empty(W, *segments.shape[1:], device=device)
-    order = torch.arange(W, device=device)
-    for s in range(0, W, score_batch):
-        idx = order[s:s + score_batch]
-        r, _ = infer(idx)
-        recon[s:s + idx.numel()] = r
-    target = segments[STEPS - 1:STEPS - 1 + W].cpu().numpy()
-    per_scale, _ = detect.scale_scores(target, recon.cpu().numpy(), "count", np.full(len(WINDOWS), 0.005), [0])
-    score = detect.combine(per_scale, [0], "count")
-    out["score_s"] = time.perf_counter() - t0
-    out["windows"] = W
-    out["total_s"] = out["signature_s"] + out["train_s"] + out["score_s"]
-    out["mean_window_score"] = float(score.mean())
+    cold = run(1)
+    out = run(epochs)
+    out.update(epochs=epochs, score_batch=score_batch, cold_first_run_s=cold["wall_s"], cold_first_run_epochs=1)
     return out
 
 
@@ -365,6 +355,18 @@ def step_flops(n, data, device, batch) -> float:
     return float(counter.get_total_flops())
 
 
+def forward_flops_per_window(n, data, device, batch) -> float:
+    """FLOPs of the reference forward (inference) per window, by FlopCounterMode."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    net, _ = build("reference", n, device)
+    x = data.batch(torch.arange(batch, device=device) % len(data))
+    counter = FlopCounterMode(display=False)
+    with counter, torch.no_grad():
+        net(x)
+    return float(counter.get_total_flops()) / batch
+
+
 def profile_step(step, data, device, batch, path: Path, title: str) -> list[dict]:
     """torch.profiler over 5 steps: GPU time per kernel (name, calls, total, share), written to ``path``."""
     from torch.profiler import ProfilerActivity, profile
@@ -392,37 +394,55 @@ def profile_step(step, data, device, batch, path: Path, title: str) -> list[dict
 
 
 # ------------------------------------------------------------------------------------------------ main
-TRAIN_VARIANTS = {  # name: (backend, graphs, bf16, torch.compile, buffer layout, fused Adam, part)
-    "reference eager": ("reference", False, False, False, "nhwc", True, "eager"),
-    "reference eager, foreach Adam (PyTorch's default)": ("reference", False, False, False, "nhwc", False, "eager"),
-    "fused eager": ("fused", False, False, False, "nhwc", True, "eager"),
-    "fused eager + bf16": ("fused", False, True, False, "nhwc", True, "eager"),
-    "fused + CUDA graph + bf16": ("fused", True, True, False, "nhwc", True, "graphs"),
-    "fused + CUDA graph": ("fused", True, False, False, "nhwc", True, "graphs"),
-    "reference + CUDA graph": ("reference", True, False, False, "nhwc", True, "graphs-ref"),
-    "reference + CUDA graph + bf16": ("reference", True, True, False, "nhwc", True, "graphs-ref"),
-    "fused + CUDA graph + bf16, foreach Adam (ablation)": ("fused", True, True, False, "nhwc", False, "graphs"),
-    "torch.compile(reference)": ("reference", False, False, True, "nhwc", True, "compile"),
+# Which part (process) runs what. "eager" holds no CUDA graph. Every graphed variant runs in a fresh process of its
+# own, where at most one graph is alive at any time (the training step's is released before any inference graph
+# is captured, and each inference batch size's before the next): on the H200 (2026-11-29) a process holding three
+# live training graphs died with SIGSEGV in CUDAGraph.replay, twice, at whichever graphed variant came third;
+# with one or two live graphs per process every run was clean.
+TRAIN_VARIANTS = {  # name: (backend, graphs, bf16, torch.compile, fused Adam, part)
+    "reference eager": ("reference", False, False, False, True, "eager"),
+    "reference eager, foreach Adam (PyTorch's default)": ("reference", False, False, False, False, "eager"),
+    "fused eager": ("fused", False, False, False, True, "eager"),
+    "fused eager + bf16": ("fused", False, True, False, True, "eager"),
+    "fused + CUDA graph + bf16": ("fused", True, True, False, True, "g-fused-bf16"),
+    "fused + CUDA graph": ("fused", True, False, False, True, "g-fused"),
+    "reference + CUDA graph + bf16": ("reference", True, True, False, True, "g-ref-bf16"),
+    "reference + CUDA graph": ("reference", True, False, False, True, "g-ref"),
+    "torch.compile(reference)": ("reference", False, False, True, True, "compile"),
 }
 INFER_VARIANTS = {  # name: (backend, graphs, bf16, part)
     "reference eager": ("reference", False, False, "eager"),
     "fused eager": ("fused", False, False, "eager"),
-    "fused + CUDA graph + bf16": ("fused", True, True, "graphs"),
-    "fused + CUDA graph": ("fused", True, False, "graphs"),
-    "reference + CUDA graph + bf16": ("reference", True, True, "graphs-ref"),
+    "reference + CUDA graph + bf16": ("reference", True, True, "g-ref-bf16"),
+    "fused + CUDA graph": ("fused", True, False, "g-fused"),
+    "fused + CUDA graph + bf16": ("fused", True, True, "g-fused-bf16"),
 }
 E2E_VARIANTS = {  # name: (backend, graphs, bf16, part)
     "reference eager": ("reference", False, False, "eager"),
-    "fused + CUDA graph + bf16": ("fused", True, True, "graphs"),
-    "fused + CUDA graph": ("fused", True, False, "graphs"),
+    "fused + CUDA graph + bf16": ("fused", True, True, "g-fused-bf16"),
 }
-GPU_FREE_FLAG = "gpu_free"  # written into --work when the eager and graphs parts are done: compile may time
+# The graphed parts, most important first (the headline variant before its ablations), with the share of the
+# budget each may use at most. "compile" runs beside them all (see main).
+GRAPH_PARTS = ("g-fused-bf16", "g-fused", "g-ref-bf16", "g-ref")
+PART_SHARES = {"eager": 0.35, "g-fused-bf16": 0.25, "g-fused": 0.12, "g-ref-bf16": 0.12, "g-ref": 0.1}
+ALL_PARTS = ("eager", *GRAPH_PARTS, "compile")
+GPU_FREE_FLAG = "gpu_free"  # written into --work when the other parts are done: compile may time
 
 
 def _wait_for_gpu(work: Path, deadline: float) -> None:
     """The compile part compiles while the other parts time; it times only once they are done (or at deadline)."""
     while not (work / GPU_FREE_FLAG).exists() and time.perf_counter() < deadline:
         time.sleep(0.2)
+
+
+def _release(device) -> None:
+    """Drop freed graphs' memory pools now (a graph is destroyed when its last reference goes)."""
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
 
 
 def run_part(part: str, args, work: Path) -> None:
@@ -453,7 +473,7 @@ def run_part(part: str, args, work: Path) -> None:
 
     values = thesis_series(T_series, n)
     data = WindowDataset(torch.from_numpy(signature_matrices(values, windows=WINDOWS, gap=GAP)).to(device), STEPS)
-    result["windows"] = len(data)
+    result["windows"], result["batch"] = len(data), batch
     result["meta"] = {
         "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "gpu": torch.cuda.get_device_name() if cuda else platform.processor() or "cpu",
@@ -469,17 +489,18 @@ def run_part(part: str, args, work: Path) -> None:
         print("ceilings", result["ceilings"], flush=True)
         result["validation"] = attempt("validation", lambda: validate(data, n, device, batch))
 
+    profile_path = work / f"train_profile_{part}.txt"
     steps = {}
-    for name, (backend, graphs, bf16, comp, lay, fused_adam, vpart) in TRAIN_VARIANTS.items():
+    for name, (backend, graphs, bf16, comp, fused_adam, vpart) in TRAIN_VARIANTS.items():
         if vpart != part or ((graphs or bf16 or comp) and not cuda):
             continue
 
-        def one(name=name, backend=backend, graphs=graphs, bf16=bf16, comp=comp, lay=lay, fused_adam=fused_adam):
+        def one(name=name, backend=backend, graphs=graphs, bf16=bf16, comp=comp, fused_adam=fused_adam):
             ready = (lambda: _wait_for_gpu(work, t_begin + args.compile_wait_s)) if comp else None
-            with layout(lay):
-                step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp, fused_adam)
-                ms, first_s, loss, first_loss = time_train(step, data, device, batch, iters, ready=ready)
-            steps[name] = step
+            step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp, fused_adam)
+            ms, first_s, loss, first_loss = time_train(step, data, device, batch, iters, ready=ready)
+            if not graphs:
+                steps[name] = step  # kept for the eager profiles below; a graphed step is released at once
             row = {"variant": name, "bf16": bf16, "step_ms": ms, "windows_per_s": batch / ms * 1e3,
                    "one_time_s": setup_s + (first_s if (comp or not graphs) else 0.0), "loss_after": loss,
                    "first_loss": first_loss}
@@ -487,31 +508,23 @@ def run_part(part: str, args, work: Path) -> None:
             print(f"train {name:52s} {ms:8.3f} ms/step {row['windows_per_s']:9.0f} windows/s "
                   f"(one-time {row['one_time_s']:.1f} s, first loss {first_loss:.6f})", flush=True)
         attempt("train " + name, one)
+        _release(device)
 
     if part == "eager":
         def flop_floor():
             flops = step_flops(n, data, device, batch)
+            fwd = forward_flops_per_window(n, data, device, batch)
             ceil = result.get("ceilings") or {}
-            return {"reference_step_flops": flops,
+            return {"reference_step_flops": flops, "forward_flops_per_window": fwd,
                     "floor_ms_tf32": flops / (ceil["tf32_TFLOPs"] * 1e9) if ceil else None,
-                    "floor_ms_bf16": flops / (ceil["bf16_TFLOPs"] * 1e9) if ceil else None}
+                    "floor_ms_bf16": flops / (ceil["bf16_TFLOPs"] * 1e9) if ceil else None,
+                    "inference_ceiling_windows_per_s_bf16": ceil["bf16_TFLOPs"] * 1e12 / fwd if ceil else None}
         result["flops"] = attempt("flops", flop_floor)
         print("flops", result["flops"], flush=True)
 
-    # End to end before inference: the headline target (< 1 s) must not be the item a part's time limit cuts.
-    for name, (backend, graphs, bf16, vpart) in E2E_VARIANTS.items():
-        if vpart != part or ((graphs or bf16) and not cuda):
-            continue
-
-        def one(name=name, backend=backend, graphs=graphs, bf16=bf16):
-            row = {"variant": name, **end_to_end(values, n, device, backend, graphs, bf16,
-                                                 epochs=1 if args.quick else 5, batch=batch,
-                                                 score_batch=16 if args.quick else 1024)}
-            result["end_to_end"].append(row)
-            print(f"e2e {name}: " + json.dumps({k: v for k, v in row.items() if k != 'epoch_losses'}), flush=True)
-        attempt("e2e " + name, one)
-
+    # Inference before end to end: the end-to-end scoring uses this variant's best batch.
     batches = (8, 16) if args.quick else (256, 1024, len(data))
+    best_batch: dict = {}
     for name, (backend, graphs, bf16, vpart) in INFER_VARIANTS.items():
         if vpart != part or ((graphs or bf16) and not cuda):
             continue
@@ -520,36 +533,57 @@ def run_part(part: str, args, work: Path) -> None:
                 ms, wps, setup = time_inference(backend, n, data, device, b, graphs, bf16, max(iters // 3, 3))
                 result["inference"].append({"variant": name, "batch": b, "ms": ms, "windows_per_s": wps,
                                             "one_time_s": setup})
+                if wps > best_batch.get(name, (0, 0))[1]:
+                    best_batch[name] = (b, wps)
                 print(f"infer {name:34s} batch {b:5d}: {wps:10.0f} windows/s", flush=True)
             attempt(f"inference {name} {b}", one)
+            _release(device)
+
+    for name, (backend, graphs, bf16, vpart) in E2E_VARIANTS.items():
+        if vpart != part or ((graphs or bf16) and not cuda):
+            continue
+
+        def one(name=name, backend=backend, graphs=graphs, bf16=bf16):
+            score_batch = best_batch.get(name, (16 if args.quick else 1024, 0))[0]
+            row = {"variant": name, **end_to_end(values, n, device, backend, graphs, bf16,
+                                                 epochs=1 if args.quick else 5, batch=batch,
+                                                 score_batch=score_batch)}
+            result["end_to_end"].append(row)
+            print(f"e2e {name}: " + json.dumps({k: v for k, v in row.items() if k != 'epoch_losses'}), flush=True)
+        attempt("e2e " + name, one)
+        _release(device)
 
     if part == "eager" and args.level_ops:
         result["level_ops"] = attempt("level_ops", lambda: level_ops(device, batch, 5))
-    if part in ("eager", "graphs"):
-        profile_path = work / f"train_profile_{part}.txt"
+    if part == "eager":
         profile_path.write_text(f"# bench_train.py profile ({part}), {dt.datetime.now(dt.timezone.utc).isoformat()}\n")
         result["profile"] = {}
-        names = ("fused eager + bf16", "reference eager") if part == "eager" else ("fused + CUDA graph + bf16",)
-        for name in names:
+        for name in ("fused eager + bf16", "reference eager"):
             if name in steps:
                 result["profile"][name] = attempt(
                     "profile " + name, lambda name=name: profile_step(steps[name], data, device, batch,
                                                                       profile_path, name))
-        if part == "graphs" and cuda:
-            def profile_inference(b=1024):
-                net, _ = build("fused", n, device)
-                infer = GraphedInference(net.eval(), data, b, True)
-                return profile_step(infer, data, device, b, profile_path, f"inference, fused + CUDA graph + bf16, "
-                                                                          f"batch {b}")
-            result["profile"]["inference fused + CUDA graph + bf16, batch 1024"] = attempt(
-                "profile inference", profile_inference)
+    if part == "g-fused-bf16" and cuda and not args.no_graph_profile:
+        # Last in its process: whether CUPTI sees the kernels of a graph replay depends on the versions, and a
+        # profiler fault here must not cost the rows above (they are saved already).
+        profile_path.write_text(f"# bench_train.py profile ({part}), {dt.datetime.now(dt.timezone.utc).isoformat()}\n")
+        result["profile"] = {}
+
+        def graphed_profile():
+            step, _ = make_step("fused", n, data, device, batch, True, True)
+            rows = profile_step(step, data, device, batch, profile_path, "fused + CUDA graph + bf16 (graph replays)")
+            if not rows:
+                with open(profile_path, "a") as fh:
+                    fh.write("(torch.profiler recorded no kernel inside the graph replays here)\n")
+            return rows
+        result["profile"]["fused + CUDA graph + bf16 (graph replays)"] = attempt("profile graphed", graphed_profile)
     save()
 
 
-def merge(work: Path, out_dir: Path) -> dict:
+def merge(work: Path, out_dir: Path, parts=ALL_PARTS) -> dict:
     """Join the parts' JSON into one result with speedups against the reference eager rows."""
     result: dict = {"errors": {}, "train_step": [], "inference": [], "end_to_end": [], "parts": {}}
-    for part in ("eager", "graphs", "graphs-ref", "compile") if torch.cuda.is_available() else ("eager",):
+    for part in parts if torch.cuda.is_available() else ("eager",):
         path = work / f"train_{part}.json"
         if not path.exists():
             result["errors"][part] = ("part produced no result (crashed, or stopped at its time limit / the budget "
@@ -560,10 +594,14 @@ def merge(work: Path, out_dir: Path) -> dict:
         for key in ("train_step", "inference", "end_to_end"):
             result[key] += r.get(key, [])
         result["errors"].update({f"{part}: {k}": v for k, v in r.get("errors", {}).items()})
-        for key in ("meta", "windows", "ceilings", "validation", "flops", "level_ops"):
+        for key in ("meta", "windows", "batch", "ceilings", "validation", "flops", "level_ops"):
             if key in r and key not in result:
                 result[key] = r[key]
         result.setdefault("profile", {}).update(r.get("profile") or {})
+    order = list(TRAIN_VARIANTS)
+    result["train_step"].sort(key=lambda t: order.index(t["variant"]) if t["variant"] in order else len(order))
+    iorder = list(INFER_VARIANTS)
+    result["inference"].sort(key=lambda t: (iorder.index(t["variant"]) if t["variant"] in iorder else 99, t["batch"]))
     ref = next((t for t in result["train_step"] if t["variant"] == "reference eager"), None)
     for t in result["train_step"]:
         if ref:
@@ -583,9 +621,20 @@ def merge(work: Path, out_dir: Path) -> dict:
     for t in result["inference"]:
         if ibase:
             t["speedup_vs_eager_best"] = t["windows_per_s"] / ibase
+    fl, c = result.get("flops") or {}, result.get("ceilings") or {}
+    if ibase and fl.get("forward_flops_per_window") and c.get("bf16_TFLOPs"):
+        # What 10x the eager inference would take: the forward's arithmetic at 10x the windows/s, as a fraction of
+        # the measured bf16 matrix rate (a dense GEMM's best case; these small convolutions reach far less).
+        need = 10 * ibase * fl["forward_flops_per_window"] / 1e12
+        fl["inference_10x_TFLOPs"] = need
+        fl["inference_10x_share_of_bf16_peak"] = need / c["bf16_TFLOPs"]
+    e2e_ref = next((t for t in result["end_to_end"] if t["variant"] == "reference eager"), None)
+    for t in result["end_to_end"]:
+        if e2e_ref:
+            t["speedup_vs_eager"] = e2e_ref["total_s"] / t["total_s"]
     (out_dir / "train.json").write_text(json.dumps(result, indent=1))
     (out_dir / "train.md").write_text(markdown(result))
-    profiles = [work / f"train_profile_{part}.txt" for part in ("eager", "graphs")]
+    profiles = [work / f"train_profile_{part}.txt" for part in ALL_PARTS]
     text = "".join(p.read_text() for p in profiles if p.exists())
     if text:
         (out_dir / "train_profile.txt").write_text(text)
@@ -597,10 +646,12 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--work", default=None, help="folder for the parts' JSON (default: a temporary folder)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (CPU smoke test of the script)")
-    ap.add_argument("--part", choices=("all", "eager", "graphs", "graphs-ref", "compile"), default="all")
+    ap.add_argument("--part", choices=("all", *ALL_PARTS), default="all")
     ap.add_argument("--budget-s", type=float, default=150.0, help="wall-clock budget of the whole run")
     ap.add_argument("--iters", type=int, default=20, help="timed training steps per variant")
     ap.add_argument("--level-ops", action="store_true", help="also time each level's ConvLSTM/attention alone")
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant (saves its CPU time)")
+    ap.add_argument("--no-graph-profile", action="store_true", help="skip the profile of the graphed step")
     ap.add_argument("--compile-wait-s", type=float, default=1e9, help=argparse.SUPPRESS)
     args = ap.parse_args()
     out_dir = Path(args.out)
@@ -608,49 +659,48 @@ def main() -> None:
     work = Path(args.work or f"/tmp/bench_train_{os.getpid()}")
     work.mkdir(parents=True, exist_ok=True)
     if args.part != "all":
-        if args.part == "compile" and hasattr(os, "sched_setaffinity"):
-            # Inductor compiles on the second half of the cores, so that the eager parts' launch-bound timings
+        if hasattr(os, "sched_setaffinity"):
+            # Inductor compiles on the second half of the cores, so that the other parts' launch-bound timings
             # (on the first half) are not slowed by it: that would flatter every speedup against eager.
             cores = sorted(os.sched_getaffinity(0))
             if len(cores) >= 4:
-                os.sched_setaffinity(0, cores[len(cores) // 2:])
-        elif hasattr(os, "sched_setaffinity"):
-            cores = sorted(os.sched_getaffinity(0))
-            if len(cores) >= 4:
-                os.sched_setaffinity(0, cores[:len(cores) // 2])
+                os.sched_setaffinity(0, cores[len(cores) // 2:] if args.part == "compile" else cores[:len(cores) // 2])
         run_part(args.part, args, work)
         return
-    # Each part in its own process: a device-side assert poisons a CUDA context, and must not take the other
-    # parts' numbers with it. torch.compile starts at once, in parallel: it compiles (CPU) while the other parts
-    # time, and times only after they are done (the flag file), with whatever budget is left.
+    # Each part in its own process: a device-side assert poisons a CUDA context, a crash loses only its part, and
+    # no process holds more than one live CUDA graph (see TRAIN_VARIANTS). torch.compile starts at once, in
+    # parallel: it compiles (CPU) while the other parts time, and times only after they are done (the flag file),
+    # with whatever budget is left.
     t0 = time.perf_counter()
+    for stale in work.glob("train_*.json"):
+        stale.unlink()
     (work / GPU_FREE_FLAG).unlink(missing_ok=True)
     # -X faulthandler: a part that dies of a signal prints the Python stack where it died.
-    base = [sys.executable, "-X", "faulthandler", __file__, "--out", str(out_dir), "--work", str(work), "--iters", str(args.iters)]
-    base += (["--quick"] if args.quick else []) + (["--level-ops"] if args.level_ops else [])
+    base = [sys.executable, "-X", "faulthandler", __file__, "--out", str(out_dir), "--work", str(work), "--iters",
+            str(args.iters)]
+    base += ((["--quick"] if args.quick else []) + (["--level-ops"] if args.level_ops else [])
+             + (["--no-graph-profile"] if args.no_graph_profile else []))
     compile_proc = None
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and not args.no_compile:
         env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
         compile_proc = subprocess.Popen(base + ["--part", "compile", "--compile-wait-s",
                                                 str(args.budget_s - 15)], env=env)
-    # The reference's graphed variants run last, in a part of their own: on the H200 (2026-11-29, 18:22) the
-    # graphs part died with SIGSEGV at "reference + CUDA graph", after the fused graphed rows, and took the
-    # end-to-end and graphed-inference rows with it.
-    shares = {"eager": 0.35, "graphs": 0.4, "graphs-ref": 0.2}
-    for part in ("eager", "graphs", "graphs-ref"):
+    for part in ("eager", *GRAPH_PARTS):
         if part != "eager" and not torch.cuda.is_available():
             continue
         left = args.budget_s - (time.perf_counter() - t0)
-        limit = min(left, shares[part] * args.budget_s)
-        if limit < 15:
+        limit = min(left, PART_SHARES[part] * args.budget_s)
+        if limit < 8:
             print(f"part {part}: skipped, {left:.0f} s left", flush=True)
             continue
+        t_part = time.perf_counter()
         try:
             rc = subprocess.run(base + ["--part", part], timeout=limit, check=False).returncode
             if rc != 0:
                 print(f"part {part}: exit status {rc} (its saved results are kept)", flush=True)
         except subprocess.TimeoutExpired:
             print(f"part {part}: stopped after {limit:.0f} s (its saved results are kept)", flush=True)
+        print(f"part {part}: {time.perf_counter() - t_part:.1f} s", flush=True)
     (work / GPU_FREE_FLAG).write_text("done")
     if compile_proc is not None:
         left = max(args.budget_s - (time.perf_counter() - t0), 1.0)
@@ -663,7 +713,8 @@ def main() -> None:
             compile_proc.wait()
             print(f"part compile: stopped at the budget ({args.budget_s:.0f} s; its saved results are kept)",
                   flush=True)
-    print(markdown(merge(work, out_dir)), flush=True)
+    parts = tuple(p for p in ALL_PARTS if not (p == "compile" and args.no_compile))
+    print(markdown(merge(work, out_dir, parts)), flush=True)
 
 
 def markdown(r: dict) -> str:
@@ -683,7 +734,7 @@ def markdown(r: dict) -> str:
         lines.append(f"| {k} | {v['loss_rel_err']:.1e} | {v['grad_worst_rel_err']:.1e} ({v['grad_worst_param']}) | "
                      f"{v['ok']} |")
     fl = r.get("flops") or {}
-    lines += ["", "## Training step, batch 128", ""]
+    lines += ["", f"## Training step, batch {r.get('batch', 128)}", ""]
     if fl:
         lines += [f"Arithmetic of one step (FlopCounterMode on the reference): {fl['reference_step_flops'] / 1e12:.3f}"
                   f" TFLOP" + (f"; floor {fl['floor_ms_tf32']:.2f} ms at the measured TF32 rate, "
@@ -706,18 +757,36 @@ def markdown(r: dict) -> str:
             lines.append(f"| {name} | FAILED: {err.splitlines()[0][:120] if err else err} | | | | |")
     if "compile" in (r.get("errors") or {}) and "torch.compile(reference)" not in timed:
         lines.append(f"| torch.compile(reference) | FAILED: {r['errors']['compile']} | | | | |")
-    lines += ["", "## Inference (windows / s at batch 256 / 1024 / all windows; best in bold)", "",
+    lines += ["", "## Inference (windows / s at batch 256 / 1024 / all windows; best in bold; graphed variants "
+              "replay one CUDA graph per batch)", "",
               "| variant | batch | windows / s | vs best eager |", "| --- | --- | --- | --- |"]
     for t in r.get("inference") or []:
         wps = f"{t['windows_per_s']:,.0f}"
         lines.append(f"| {t['variant']} | {t['batch']} | {'**' + wps + '**' if t.get('best') else wps} | "
                      f"{t.get('speedup_vs_eager_best', float('nan')):.2f}x |")
+    if fl.get("inference_10x_TFLOPs"):
+        lines += ["", f"Inference arithmetic: {fl['forward_flops_per_window'] / 1e9:.2f} GFLOP per window (reference "
+                  f"forward, FlopCounterMode). 10x the best eager inference would need "
+                  f"{fl['inference_10x_TFLOPs']:.0f} TFLOP/s, {100 * fl['inference_10x_share_of_bf16_peak']:.0f}% of "
+                  f"the measured bf16 matrix rate; at 100% of it the ceiling is "
+                  f"{fl['inference_ceiling_windows_per_s_bf16']:,.0f} windows/s."]
     lines += ["", "## End to end: signature matrices + 5 epochs + scoring every window", "",
-              "| variant | signature (s) | 5 epochs (s) | scoring (s) | total (s) | one-time setup (s) |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "The product path: NumPy signature matrices, `Trainer.fit` with the variant's config flags (segments "
+              "copied to the device inside fit), `predict` of every window at the variant's best inference batch "
+              "and the count score (`detect.scale_scores`). Measured on a second run in the same process; the "
+              "first run (1 epoch; CUDA/cuDNN initialisation, Triton kernel loading) is reported as cold. One-time "
+              "= graph warm-up + capture of that second run (training step and inference batch).", "",
+              "| variant | signature (s) | 5 epochs (s) | scoring (s) | **total (s)** | vs eager | one-time capture (s) "
+              "| cold first run, 1 epoch (s) | score batch |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for t in r.get("end_to_end") or []:
         lines.append(f"| {t['variant']} | {t['signature_s']:.3f} | {t['train_s']:.3f} | {t['score_s']:.3f} | "
-                     f"**{t['total_s']:.3f}** | {t['one_time_setup_s']:.2f} |")
+                     f"**{t['total_s']:.3f}** | {t.get('speedup_vs_eager', float('nan')):.2f}x | "
+                     f"{t['one_time_setup_s']:.2f} | {t.get('cold_first_run_s', float('nan')):.2f} | "
+                     f"{t.get('score_batch', '-')} |")
+    if r.get("parts"):
+        lines += ["", "Parts (one process each): " + ", ".join(f"{k} {v['elapsed_s']:.0f} s" for k, v in
+                                                                r["parts"].items() if v.get("elapsed_s")) + "."]
     if r.get("level_ops"):
         lines += ["", "## Per level, one op alone, batch 128 (ms; forward without autograd / forward+backward)", "",
                   "| level (C, n) | op | dtype | reference fwd | fused fwd | reference fwd+bwd | fused fwd+bwd |",

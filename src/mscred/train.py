@@ -313,7 +313,8 @@ class Trainer:
 
 
 def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch.device = "auto", *,
-            steps: int = 5, bf16: bool = False, cuda_graphs: bool = False) -> np.ndarray:
+            steps: int = 5, bf16: bool = False, cuda_graphs: bool = False,
+            timings: Optional[dict] = None) -> np.ndarray:
     """Reconstruct the last step of every window of ``segments``.
 
     Parameters
@@ -327,6 +328,9 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
         Segments per window.
     bf16, cuda_graphs : bool
         bf16 autocast / one CUDA graph per inference batch (CUDA only; ignored elsewhere).
+    timings : dict or None
+        If given, ``timings["setup_s"]`` receives the one-time seconds of the graph warm-up and capture (0 eager),
+        so that a caller can report them apart from the per-window work.
 
     Returns
     -------
@@ -340,10 +344,13 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
         return out.cpu().numpy()
     net.to(device).eval()
     on_cuda = device.type == "cuda"
+    t0 = time.perf_counter()
     if cuda_graphs and on_cuda:
         infer = GraphedInference(net, data, min(batch_size, n), bf16)
     else:
         infer = EagerInference(net, data, bf16 and on_cuda)
+    if timings is not None:
+        timings["setup_s"] = time.perf_counter() - t0
     order = torch.arange(n, device=device)
     for start in range(0, n, batch_size):
         idx = order[start:start + batch_size]
