@@ -237,7 +237,7 @@ def test_daphnet_from_installed_aeon():
 
 
 def test_synthetic_and_names():
-    assert set(DATASETS) == {"synthetic", "smd", "smap", "msl", "table", "daphnet"}
+    assert set(DATASETS) == {"synthetic", "smd", "smap", "msl", "table", "daphnet", "tep"}
     d = load_dataset("synthetic")
     assert len(d.anomalies) == 5 and d.test["label"].sum() == 10 + 30 + 90 + 10 + 30
     _raises("unknown dataset 'nope'", name="nope")

@@ -3,7 +3,8 @@
 Everything the demo writes lands in ``--out`` (default ``demo_out``): ``data/`` (train.csv, test.csv,
 anomalies.csv), ``model/`` (config.json + model.safetensors), ``scores.csv``, ``metrics.json`` and ``report/``
 (``mscred evaluate``'s HTML report). With ``--dataset NAME`` the data come from
-:func:`mscred.data.datasets.load_dataset` instead of the generator. The figures are ``mscred evaluate``'s
+:func:`mscred.data.datasets.load_dataset` instead of the generator (``mscred demo --dataset tep:1``: the Tennessee
+Eastman benchmark shipped in the ``bibmon`` wheel, ``pip install 'mscred[datasets]'``). The figures are ``mscred evaluate``'s
 (:func:`mscred.evaluation.evaluate_files`), so the demo and the evaluate command never disagree.
 """
 from __future__ import annotations
@@ -133,9 +134,11 @@ def render(result: dict) -> None:
 @click.option("--out", "out", type=click.Path(file_okay=False), default="demo_out", show_default=True,
               help="Directory for the data, model, scores and metrics.")
 @click.option("--dataset", type=str, default=None,
-              help="A dataset of mscred.data.datasets instead of the synthetic data (e.g. daphnet, smd:machine-1-1).")
+              help="A dataset of mscred.data.datasets instead of the synthetic data: tep[:FAULT] (Tennessee Eastman, "
+                   "simulated plant, faults 1-21, from the bibmon wheel), daphnet (no labelled anomaly), "
+                   "smd:MACHINE, smap:CHAN, msl:CHAN, table (with --data-root).")
 @click.option("--data-root", type=click.Path(exists=True), default=None,
-              help="The dataset's folder or file (SMD, SMAP/MSL, table).")
+              help="The dataset's folder or file (SMD, SMAP/MSL, table; tep/daphnet read the installed wheels).")
 @click.option("--epochs", type=click.IntRange(min=1), default=None, help="Override the training epochs.")
 @click.option("--theta", type=str, default=None,
               help="The count score's residual threshold: a number (the paper: 0.005) or 'auto'; implies --score "

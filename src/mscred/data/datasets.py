@@ -18,8 +18,16 @@ Names (``load_dataset(name, root)``):
   S06R02E0 (9 accelerometer channels, 7,040 steps) shipped inside the ``aeon`` wheel (``pip install
   'mscred[datasets]'``; read straight from the installed files, aeon is never imported, nothing is downloaded).
   CAVEAT: this excerpt contains NO labelled anomaly (aeon 1.6 deprecates it for that reason), so every alarm on it
-  is a false alarm; it measures false alarms on real data, not recall. No package on PyPI was found that ships a
-  real, labelled, multivariate anomaly dataset inside its wheel.
+  is a false alarm; it measures false alarms on real data, not recall.
+- ``tep[:<fault>]``: the Tennessee Eastman process benchmark (Downs & Vogel 1993; the Braatz data set), 52
+  variables (41 measurements ``xmeas_01 ..``, 11 manipulated variables ``xmv_01 ..``) sampled every 3 minutes,
+  shipped inside the ``bibmon`` wheel (``pip install 'mscred[datasets]'``; read straight from its files, bibmon is
+  never imported). It is a SIMULATED chemical plant, not recorded data, labelled by construction: the test run
+  ``d<fault>_te.dat`` (960 rows, faults 1-21, default 1) is normal for its first ``TEP_FAULT_START`` = 160 rows (8
+  hours) and faulty from then on. Training: the two fault-free runs ``d00.dat`` (500 rows) and ``d00_te.dat`` (960
+  rows), one after the other (a single seam at row 500; ``d00.dat`` alone is too short for the 60-step windows).
+  No package on PyPI was found that ships a *recorded* (real), labelled, multivariate anomaly dataset inside its
+  wheel or sdist (README, "Evaluation you can trust", lists what was checked).
 
 Every layout problem raises :class:`~mscred.errors.InputError` with one line naming the file (and row) at fault.
 """
@@ -41,9 +49,12 @@ from mscred.errors import InputError
 
 __all__ = ["DATASETS", "LabeledDataset", "load_dataset", "intervals_from_labels"]
 
-DATASETS = ("synthetic", "smd", "smap", "msl", "table", "daphnet")
+DATASETS = ("synthetic", "smd", "smap", "msl", "table", "daphnet", "tep")
 TABLE_TRAIN_FRACTION = 0.5
 DAPHNET_TRAIN_FRACTION = 0.5
+# Tennessee Eastman test runs: the fault is switched on after 8 simulated hours = 160 samples of 3 minutes.
+TEP_FAULT_START = 160
+TEP_FAULTS = tuple(range(1, 22))
 ANOMALY_COLUMNS = ["start", "end", "root_causes", "duration"]
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
 
@@ -94,10 +105,12 @@ def load_dataset(name: str, root: str | os.PathLike | None = None) -> LabeledDat
     Parameters
     ----------
     name : str
-        ``synthetic``, ``smd:<machine>``, ``smap:<channel>``, ``msl:<channel>``, ``table`` or ``daphnet``; the part
-        after ``:`` may be left out when ``root`` holds a single machine/channel.
+        ``synthetic``, ``smd:<machine>``, ``smap:<channel>``, ``msl:<channel>``, ``table``, ``daphnet`` or
+        ``tep:<fault>``; the part after ``:`` may be left out when ``root`` holds a single machine/channel (and for
+        ``tep``, whose default is fault 1).
     root : path, optional
-        The dataset's folder (or file, for ``table``); not needed for ``synthetic`` and ``daphnet``.
+        The dataset's folder (or file, for ``table``); not needed for ``synthetic``, ``daphnet`` and ``tep`` (read
+        from the installed aeon/bibmon wheels).
 
     Returns
     -------
@@ -119,6 +132,8 @@ def load_dataset(name: str, root: str | os.PathLike | None = None) -> LabeledDat
         return LabeledDataset("synthetic", data.train, data.test, data.anomalies, "the paper's synthetic data, seed 0")
     if kind == "daphnet":
         return _load_daphnet(root)
+    if kind == "tep":
+        return _load_tep(root, item)
     if root is None:
         raise InputError(f"dataset {kind!r} needs a root folder (root=... / --data-root)")
     root = Path(root)
@@ -432,4 +447,67 @@ def _load_daphnet(root) -> LabeledDataset:
         "Daphnet freezing of gait, recording S06R02E0 (9 accelerometer channels), as shipped in the aeon wheel; "
         f"first {DAPHNET_TRAIN_FRACTION:.0%} for training. This excerpt has NO labelled anomaly: every alarm on it "
         "is a false alarm.",
+    )
+
+
+# ------------------------------------------------------------------------------------------- Tennessee Eastman
+
+_TEP = "Tennessee Eastman files (d00.dat, d00_te.dat, d<fault>_te.dat, as bibmon ships them)"
+TEP_SENSORS = [f"xmeas_{j:02d}" for j in range(1, 42)] + [f"xmv_{j:02d}" for j in range(1, 12)]
+
+
+def _tep_dir(root) -> Path:
+    if root is not None:
+        root = Path(root)
+        for candidate in (root, root / "tennessee_eastman", root / "bibmon" / "tennessee_eastman"):
+            if (candidate / "d00.dat").is_file():
+                return candidate
+        raise InputError(f"{root}: no d00.dat (expected the {_TEP})")
+    spec = importlib.util.find_spec("bibmon")  # locates the installed package without importing it (and its deps)
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("dataset 'tep' needs the bibmon package, which ships it: pip install 'mscred[datasets]'")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "tennessee_eastman"
+    if not (folder / "d00.dat").is_file():
+        raise InputError(f"{folder}: no d00.dat; this bibmon version does not ship the Tennessee Eastman files")
+    return folder
+
+
+def _read_tep(path: Path) -> np.ndarray:
+    """One whitespace-separated Braatz file as float64 (T, 52); ``d00.dat`` is stored transposed (52 rows)."""
+    _need_file(path, _TEP)
+    try:
+        values = pd.read_csv(path, sep=r"\s+", header=None).to_numpy(dtype=np.float64)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
+    if values.shape[0] == len(TEP_SENSORS) and values.shape[1] != len(TEP_SENSORS):
+        values = values.T
+    if values.ndim != 2 or values.shape[1] != len(TEP_SENSORS):
+        raise InputError(f"{path}: expected {len(TEP_SENSORS)} variables per sample, got shape {values.shape}")
+    bad = np.argwhere(~np.isfinite(values))
+    if len(bad):
+        raise InputError(f"{path}: sample {bad[0][0] + 1}, variable {bad[0][1] + 1}: not a finite number")
+    return values
+
+
+def _load_tep(root, item: str) -> LabeledDataset:
+    try:
+        fault = int(item) if item.strip() else 1
+    except ValueError:
+        fault = -1
+    if fault not in TEP_FAULTS:
+        raise InputError(f"dataset 'tep:{item}': the fault must be one of 1..{TEP_FAULTS[-1]}")
+    folder = _tep_dir(root)
+    train = np.concatenate([_read_tep(folder / "d00.dat"), _read_tep(folder / "d00_te.dat")])
+    test = _read_tep(folder / f"d{fault:02d}_te.dat")
+    if len(test) <= TEP_FAULT_START:
+        raise InputError(f"{folder / f'd{fault:02d}_te.dat'}: {len(test)} samples; the fault starts after "
+                         f"{TEP_FAULT_START}")
+    labels = (np.arange(len(test)) >= TEP_FAULT_START).astype(np.int64)
+    return LabeledDataset(
+        f"tep:{fault}",
+        _frame(train, TEP_SENSORS),
+        _frame(test, TEP_SENSORS, labels),
+        intervals_from_labels(labels),
+        f"Tennessee Eastman process (SIMULATED plant, Braatz data as shipped in bibmon), fault {fault}: normal for "
+        f"the first {TEP_FAULT_START} test samples, faulty after; trained on the fault-free runs d00 + d00_te.",
     )
