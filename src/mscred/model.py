@@ -21,6 +21,7 @@ from torch import nn
 from mscred import ops
 from mscred.config import ModelConfig
 from mscred.ops.reference import same_padding
+from mscred.ops.triton.bias_act import bias_act
 
 # The table's kernels and strides of conv1..conv4; the decoder mirrors them (deconv_l undoes conv_l).
 KERNELS = (3, 3, 2, 2)
@@ -28,11 +29,19 @@ STRIDES = (1, 2, 2, 2)
 
 
 class SameConv(nn.Module):
-    """Convolution with TF "same" padding, bias and SELU, run by ``mscred.ops.conv2d`` on ``backend``."""
+    """Convolution with TF "same" padding, bias and SELU, run by ``mscred.ops.conv2d`` on ``backend``.
 
-    def __init__(self, in_channels: int, out_channels: int, kernel: int, stride: int, backend: str):
+    ``fused_act`` (the fused model backend with the cuDNN/ATen conv backend "torch"): the convolution runs without
+    bias (with its own symmetric padding where TF's padding is symmetric, so no padded copy of the input), then
+    bias + SELU in one kernel (``ops/triton/bias_act.py``) instead of cuDNN's separate broadcast bias add, SELU,
+    SELU backward and bias-gradient reduction. The other conv backends fuse bias + SELU in their own epilogue.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel: int, stride: int, backend: str,
+                 fused_act: bool = False):
         super().__init__()
         self.kernel, self.stride, self.backend = kernel, stride, backend
+        self.fused_act = fused_act and backend == "torch"
         self.weight = nn.Parameter(torch.empty(out_channels, in_channels, kernel, kernel))
         self.bias = nn.Parameter(torch.zeros(out_channels))
         # Glorot uniform, as the original TensorFlow code's default initializer.
@@ -40,6 +49,13 @@ class SameConv(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, C, H, W) -> (N, O, ceil(H/s), ceil(W/s))
         padding = same_padding(x.shape[-1], self.kernel, self.stride)
+        if self.fused_act:
+            top, bottom, left, right = padding
+            if top == bottom and left == right:
+                y = F.conv2d(x, self.weight, None, stride=self.stride, padding=(top, left))
+            else:
+                y = ops.conv2d(x, self.weight, None, self.stride, padding, False, backend=self.backend)
+            return bias_act(y, self.bias, selu=True)
         return ops.conv2d(x, self.weight, self.bias, self.stride, padding, True, backend=self.backend)
 
 
@@ -52,16 +68,20 @@ class SameDeconv(nn.Module):
     (e.g. 8 -> 15 for n = 30, 2 -> 3 for n = 5).
     """
 
-    def __init__(self, in_channels: int, out_channels: int, kernel: int, stride: int, selu: bool):
+    def __init__(self, in_channels: int, out_channels: int, kernel: int, stride: int, selu: bool,
+                 fused_act: bool = False):
         super().__init__()
-        self.kernel, self.stride, self.selu = kernel, stride, selu
+        self.kernel, self.stride, self.selu, self.fused_act = kernel, stride, selu, fused_act
         self.weight = nn.Parameter(torch.empty(in_channels, out_channels, kernel, kernel))
         self.bias = nn.Parameter(torch.zeros(out_channels))
         nn.init.xavier_uniform_(self.weight)
 
     def forward(self, x: torch.Tensor, size: int) -> torch.Tensor:  # (B, C, m, m) -> (B, O, size, size)
-        y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride)  # (B, O, (m-1)*s+k, same)
         top = same_padding(size, self.kernel, self.stride)[0]
+        if self.fused_act:  # crop + bias (+ SELU) in one kernel each way (see SameConv)
+            y = F.conv_transpose2d(x, self.weight, None, stride=self.stride)
+            return bias_act(y, self.bias, self.selu, top, top, size, size)
+        y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride)  # (B, O, (m-1)*s+k, same)
         y = y[:, :, top:top + size, top:top + size]
         return F.selu(y) if self.selu else y
 
@@ -80,10 +100,11 @@ class Encoder(nn.Module):
         # per-op nchw <-> nhwc conversion is left (H200 profile of the bf16 step before: 1.4 ms of 7.6). The
         # reference backend stays plain NCHW PyTorch (the baseline). Same arithmetic either way.
         self.channels_last = cfg.backend == "fused"
-        self.conv1 = SameConv(cfg.n_scales, c1, k1, s1, cfg.conv_backend)  # 3x3, stride 1
-        self.conv2 = SameConv(c1, c2, k2, s2, cfg.conv_backend)            # 3x3, stride 2
-        self.conv3 = SameConv(c2, c3, k3, s3, cfg.conv_backend)            # 2x2, stride 2 (pad bottom/right)
-        self.conv4 = SameConv(c3, c4, k4, s4, cfg.conv_backend)            # 2x2, stride 2
+        fa = cfg.backend == "fused"
+        self.conv1 = SameConv(cfg.n_scales, c1, k1, s1, cfg.conv_backend, fa)  # 3x3, stride 1
+        self.conv2 = SameConv(c1, c2, k2, s2, cfg.conv_backend, fa)            # 3x3, stride 2
+        self.conv3 = SameConv(c2, c3, k3, s3, cfg.conv_backend, fa)            # 2x2, stride 2 (pad bottom/right)
+        self.conv4 = SameConv(c3, c4, k4, s4, cfg.conv_backend, fa)            # 2x2, stride 2
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         B, T = x.shape[:2]
@@ -124,10 +145,11 @@ class Decoder(nn.Module):
         c1, c2, c3, c4 = cfg.channels
         k1, k2, k3, k4 = KERNELS
         s1, s2, s3, s4 = STRIDES
-        self.deconv4 = SameDeconv(c4, c3, k4, s4, selu=True)             # 256 -> 128, 2x2, stride 2
-        self.deconv3 = SameDeconv(2 * c3, c2, k3, s3, selu=True)         # 256 -> 64,  2x2, stride 2
-        self.deconv2 = SameDeconv(2 * c2, c1, k2, s2, selu=True)         # 128 -> 32,  3x3, stride 2
-        self.deconv1 = SameDeconv(2 * c1, cfg.n_scales, k1, s1, selu=False)  # 64 -> 3, 3x3, stride 1, linear
+        fa = cfg.backend == "fused"  # crop + bias + SELU fused (SameDeconv)
+        self.deconv4 = SameDeconv(c4, c3, k4, s4, True, fa)              # 256 -> 128, 2x2, stride 2
+        self.deconv3 = SameDeconv(2 * c3, c2, k3, s3, True, fa)          # 256 -> 64,  2x2, stride 2
+        self.deconv2 = SameDeconv(2 * c2, c1, k2, s2, True, fa)          # 128 -> 32,  3x3, stride 2
+        self.deconv1 = SameDeconv(2 * c1, cfg.n_scales, k1, s1, False, fa)  # 64 -> 3, 3x3, stride 1, linear
 
     def forward(self, a1: torch.Tensor, a2: torch.Tensor, a3: torch.Tensor, a4: torch.Tensor) -> torch.Tensor:
         d4 = self.deconv4(a4, a3.shape[-1])        # (B, 128, n3, n3)

@@ -1,0 +1,230 @@
+"""Bias + SELU (or bias alone) after a convolution run without its bias, with an optional crop: one Triton kernel
+forward, one backward that also sums the bias gradient.
+
+    out = act(y[:, :, top:top + Ho, left:left + Wo] + bias[None, :, None, None])        act = SELU or identity
+
+Why: on CUDA, PyTorch adds a convolution's bias as a separate broadcast add over the whole output (cuDNN convolves
+without it), then SELU is a second pass, its backward a third and the bias gradient a reduction (a fourth); the
+decoder's TF-"same" crop adds a zero fill and a copy in the backward (``slice_backward``). Here the convolution
+runs without bias and this op does the rest in one read and one write each way: forward reads the (cropped) window
+of y and writes out; backward reads dout (any strides, e.g. a channel slice of a concatenation's gradient) and out,
+writes dy in y's full shape and layout (only the border outside the crop window is zero-filled), and adds the
+per-channel column sums of its tile to the bias gradient (one atomic add per channel per program, after a loop
+over several tiles).
+
+The SELU derivative comes from the output, as PyTorch's ``elu_backward(is_result=True)``: scale where out > 0,
+out + scale * alpha elsewhere. The bias is added in float32 whatever y's dtype, so under bf16 autocast the fp32
+master bias is used as is and gets its gradient in fp32. float64 inputs run the PyTorch ops (Triton rounds the
+SELU constants to float32).
+
+Tensors the kernels cannot run on (CPU without Triton's interpreter) take the same arithmetic in PyTorch.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError as _err:  # pragma: no cover
+    triton = None
+    _IMPORT_ERROR: Optional[Exception] = _err
+else:
+    _IMPORT_ERROR = None
+
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+BLOCK = 2048  # elements of one tile (BLOCK // BLOCK_C pixels x BLOCK_C channels)
+MAX_BLOCK_C = 64
+BWD_TILES = 8  # tiles per backward program: fewer atomic adds on the same bias addresses
+INTERPRETER_BLOCK = 16384
+
+
+def is_available() -> tuple[bool, str]:
+    """(True, "") when the fused op can run here: Triton and a CUDA device, or Triton's CPU interpreter."""
+    if triton is None:
+        return False, f"triton not importable ({_IMPORT_ERROR})"
+    if torch.cuda.is_available() or _interpreting():
+        return True, ""
+    return False, "no CUDA device (set TRITON_INTERPRET=1 to run the kernels on the CPU interpreter)"
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _runs_fused(y: torch.Tensor) -> bool:
+    return triton is not None and (y.is_cuda or (_interpreting() and y.device.type == "cpu"))
+
+
+def reference(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int = 0, left: int = 0,
+              height: Optional[int] = None, width: Optional[int] = None) -> torch.Tensor:
+    """The same arithmetic in PyTorch ops (the oracle of the tests and the path without Triton)."""
+    height = y.shape[2] - top if height is None else height
+    width = y.shape[3] - left if width is None else width
+    z = y[:, :, top:top + height, left:left + width] + bias.to(y.dtype)[None, :, None, None]
+    return F.selu(z) if selu else z
+
+
+def bias_act(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int = 0, left: int = 0,
+             height: Optional[int] = None, width: Optional[int] = None) -> torch.Tensor:
+    """``act(y[:, :, top:top + height, left:left + width] + bias)``, act = SELU if ``selu`` else identity.
+
+    Parameters
+    ----------
+    y : (B, C, H, W) tensor, any strides (NCHW or channels-last)
+    bias : (C,) tensor; may be float32 while y is bf16 (autocast): it is added in float32
+    selu : bool
+    top, left, height, width : int
+        The crop window of y (default: all of it).
+
+    Returns
+    -------
+    (B, C, height, width) tensor of y's dtype, channels-last when y is channels-last, else contiguous.
+    """
+    height = y.shape[2] - top if height is None else height
+    width = y.shape[3] - left if width is None else width
+    if not (0 <= top and top + height <= y.shape[2] and 0 <= left and left + width <= y.shape[3]):
+        raise ValueError(f"crop ({top}, {left}, {height}, {width}) outside a {tuple(y.shape)} tensor")
+    if not _runs_fused(y) or y.dtype == torch.float64:
+        # float64 (the tests' oracle dtype) stays in PyTorch: Triton rounds the SELU constants to float32.
+        return reference(y, bias, selu, top, left, height, width)
+    return bias_act_fused(y, bias.contiguous(), bool(selu), int(top), int(left), int(height), int(width))
+
+
+def _channels_last(t: torch.Tensor) -> bool:
+    return t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+
+
+def _acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+if triton is not None:
+    _SCALE = tl.constexpr(SELU_SCALE)
+    _SCALE_ALPHA = tl.constexpr(SELU_SCALE * SELU_ALPHA)
+
+    @triton.jit
+    def _tile(q0, P, C, HWO, WO, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+        """Rows q0 .. q0 + BLOCK_P of the B*Ho*Wo output pixels x this program's BLOCK_C channels: mask (R, Cb);
+        batch, out row, out column (R, 1); channel (1, Cb)."""
+        q = q0 + tl.arange(0, BLOCK_P)
+        ch = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+        mask = (q < P)[:, None] & (ch < C)[None, :]
+        r = q % HWO
+        return mask, (q // HWO).to(tl.int64)[:, None], (r // WO)[:, None], (r % WO)[:, None], ch[None, :]
+
+    @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT"])
+    def _bias_act_fwd_kernel(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
+                             P, C, HWO, WO, TOP, LEFT,
+                             SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+        mask, b, oy, ox, ch = _tile(tl.program_id(0) * BLOCK_P, P, C, HWO, WO, BLOCK_P, BLOCK_C)
+        y = tl.load(y_ptr + b * y_sb + ch * y_sc + (oy + TOP) * y_sy + (ox + LEFT) * y_sx, mask=mask, other=0.0)
+        z = y.to(CDT) + tl.load(b_ptr + ch, mask=ch < C, other=0.0).to(CDT)
+        if SELU:
+            z = tl.where(z > 0, _SCALE * z, _SCALE_ALPHA * (tl.exp(z) - 1.0))
+        tl.store(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, z.to(o_ptr.dtype.element_ty), mask=mask)
+
+    @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT"])
+    def _bias_act_bwd_kernel(g_ptr, g_sb, g_sc, g_sy, g_sx, o_ptr, o_sb, o_sc, o_sy, o_sx,
+                             d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
+                             P, C, HWO, WO, TOP, LEFT,
+                             SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+                             TILES: tl.constexpr):
+        ch1 = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+        colsum = tl.zeros([BLOCK_C], dtype=CDT)
+        for i in range(TILES):
+            q0 = (tl.program_id(0) * TILES + i) * BLOCK_P
+            mask, b, oy, ox, ch = _tile(q0, P, C, HWO, WO, BLOCK_P, BLOCK_C)
+            g = tl.load(g_ptr + b * g_sb + ch * g_sc + oy * g_sy + ox * g_sx, mask=mask, other=0.0).to(CDT)
+            if SELU:
+                o = tl.load(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, mask=mask, other=0.0).to(CDT)
+                g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
+            tl.store(d_ptr + b * d_sb + ch * d_sc + (oy + TOP) * d_sy + (ox + LEFT) * d_sx,
+                     g.to(d_ptr.dtype.element_ty), mask=mask)
+            colsum += tl.sum(tl.where(mask, g, 0.0), axis=0)
+        tl.atomic_add(db_ptr + ch1, colsum, mask=ch1 < C)
+
+
+def _launch(P: int, C: int, tiles: int = 1):
+    block = INTERPRETER_BLOCK if _interpreting() else BLOCK
+    block_c = min(triton.next_power_of_2(C), MAX_BLOCK_C)
+    block_p = max(block // block_c, 1)
+    return block_p, block_c, (triton.cdiv(P, block_p * tiles), triton.cdiv(C, block_c))
+
+
+def _cdt(dtype: torch.dtype):
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+@torch.library.custom_op("mscred::bias_act_fused", mutates_args=())
+def bias_act_fused(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int, height: int,
+                   width: int) -> torch.Tensor:
+    """Fused forward (see ``bias_act``); bias contiguous."""
+    B, C = y.shape[:2]
+    fmt = torch.channels_last if _channels_last(y) else torch.contiguous_format
+    out = torch.empty(B, C, height, width, device=y.device, dtype=y.dtype, memory_format=fmt)
+    P = B * height * width
+    if P == 0 or C == 0:
+        return out
+    block_p, block_c, grid = _launch(P, C)
+    _bias_act_fwd_kernel[grid](y, *y.stride(), bias, out, *out.stride(), P, C, height * width, width, top, left,
+                               SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c)
+    return out
+
+
+@bias_act_fused.register_fake
+def _(y, bias, selu, top, left, height, width):
+    fmt = torch.channels_last if _channels_last(y) else torch.contiguous_format
+    return torch.empty(y.shape[0], y.shape[1], height, width, device=y.device, dtype=y.dtype, memory_format=fmt)
+
+
+@torch.library.custom_op("mscred::bias_act_fused_backward", mutates_args=())
+def bias_act_fused_backward(dout: torch.Tensor, out: torch.Tensor, bias: torch.Tensor, selu: bool, top: int,
+                            left: int, H: int, W: int, channels_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(dy, dbias) of ``bias_act_fused``: dy (B, C, H, W), y's shape and layout (``channels_last``) and out's dtype,
+    zero outside the crop; dbias in bias's dtype. ``out`` is the forward's output (read only when ``selu``)."""
+    B, C, height, width = out.shape
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    dy = torch.empty(B, C, H, W, device=out.device, dtype=out.dtype, memory_format=fmt)
+    for strip in (dy[:, :, :top], dy[:, :, top + height:], dy[:, :, :, :left], dy[:, :, :, left + width:]):
+        if strip.numel():
+            strip.zero_()
+    db = torch.zeros(C, device=out.device, dtype=_acc_dtype(out.dtype))
+    P = B * height * width
+    if P and C:
+        dout = dout.to(out.dtype)
+        tiles = 1 if _interpreting() else BWD_TILES
+        block_p, block_c, grid = _launch(P, C, tiles)
+        _bias_act_bwd_kernel[grid](dout, *dout.stride(), out, *out.stride(), dy, *dy.stride(), db,
+                                   P, C, height * width, width, top, left,
+                                   SELU=selu, CDT=_cdt(out.dtype), BLOCK_P=block_p, BLOCK_C=block_c, TILES=tiles)
+    return dy, db.to(bias.dtype)
+
+
+@bias_act_fused_backward.register_fake
+def _(dout, out, bias, selu, top, left, H, W, channels_last):
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    return (torch.empty(out.shape[0], out.shape[1], H, W, device=out.device, dtype=out.dtype, memory_format=fmt),
+            torch.empty(bias.shape, device=bias.device, dtype=bias.dtype))
+
+
+def _setup_context(ctx, inputs, output):
+    y, bias, selu, top, left, _, _ = inputs
+    ctx.save_for_backward(output, bias)  # the output for SELU's derivative; the bias for its dtype and size
+    ctx.y_shape, ctx.channels_last = tuple(y.shape), _channels_last(y)
+    ctx.selu, ctx.top, ctx.left = selu, top, left
+
+
+def _backward(ctx, dout):
+    out, bias = ctx.saved_tensors
+    H, W = ctx.y_shape[2:]
+    dy, db = bias_act_fused_backward(dout, out, bias, ctx.selu, ctx.top, ctx.left, H, W, ctx.channels_last)
+    return dy, db, None, None, None, None, None
+
+
+bias_act_fused.register_autograd(_backward, setup_context=_setup_context)

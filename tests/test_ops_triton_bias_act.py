@@ -1,0 +1,121 @@
+"""The fused bias + SELU (+ crop) op against the float64 PyTorch oracle, forward and backward (dy and dbias).
+
+On a CPU machine conftest.py switches on Triton's interpreter, so the kernels run here in float32 at small sizes; on
+a CUDA machine they compile for the GPU and the full-size rows (the MSCRED encoder/decoder shapes, float32 and bf16)
+run too. The fused op's error in a dtype must stay within 2x PyTorch's own error in that dtype (plus a small floor).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mscred.ops.triton import bias_act as ba
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+pytestmark = [pytest.mark.skipif(not ba.is_available()[0], reason=f"fused bias_act unavailable: "
+                                                                  f"{ba.is_available()[1]}"),
+              pytest.mark.usefixtures("strict_float32")]
+needs_cuda = pytest.mark.skipif(not CUDA, reason="full-size and bf16 rows need a CUDA device")
+
+
+def _rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def _run(fn, y, b, dout, selu, crop):
+    y, b = y.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    out = fn(y, b, selu, *crop)
+    dy, db = torch.autograd.grad(out, (y, b), dout.to(out.dtype))
+    return out.detach(), dy, db
+
+
+def _check(B, C, H, W, crop, selu, channels_last, dtype, seed, strided_dout=True, floor=1e-6):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randn(B, C, H, W, generator=g, dtype=torch.float64)
+    b = torch.randn(C, generator=g, dtype=torch.float64) * 0.5
+    h = H - crop[0] if crop[2] is None else crop[2]
+    w = W - crop[1] if crop[3] is None else crop[3]
+    # A channel slice of a wider tensor, as the decoder's concatenation hands its gradient down.
+    dout = torch.randn(B, 2 * C + 1, h, w, generator=g, dtype=torch.float64)
+    dout = dout[:, 1:C + 1] if strided_dout else dout[:, :C].contiguous()
+    y, b, dout = (t.to(DEVICE) for t in (y, b, dout))
+    if channels_last:
+        y = y.contiguous(memory_format=torch.channels_last)
+    oracle = _run(ba.reference, y, b, dout, selu, crop)
+    # bf16 as under autocast: y and dout in bf16, the master bias in float32 (its gradient must come back float32).
+    bias_dtype = torch.float32 if dtype == torch.bfloat16 else dtype
+    ours = _run(ba.bias_act, y.to(dtype), b.to(bias_dtype), dout.to(dtype), selu, crop)
+    theirs = _run(ba.reference, y.to(dtype), b.to(dtype), dout.to(dtype), selu, crop)
+    assert ours[0].is_contiguous(memory_format=torch.channels_last) == channels_last or min(h, w) == 1
+    assert ours[1].shape == y.shape and ours[2].dtype == bias_dtype
+    for name, o, t, r in zip(("out", "dy", "dbias"), ours, theirs, oracle):
+        assert o.shape == r.shape and torch.isfinite(o).all(), name
+        err, ref_err = _rel(o, r), _rel(t, r)
+        assert err <= 2 * ref_err + floor, f"{name}: fused error {err:.3g} vs PyTorch's {ref_err:.3g}"
+
+
+@pytest.mark.parametrize("channels_last", [True, False])
+@pytest.mark.parametrize("selu", [True, False])
+@pytest.mark.parametrize("crop", [(0, 0, None, None), (1, 1, 5, 5), (0, 0, 6, 5)])
+def test_float32_matches_oracle(crop, selu, channels_last):
+    _check(3, 5, 7, 7, crop, selu, channels_last, torch.float32, seed=1)
+
+
+@pytest.mark.parametrize("C", [3, 64, 96])
+def test_channel_counts_beyond_one_tile(C):
+    # 96 channels need two column tiles (64 per tile); 3 is the decoder's last layer.
+    _check(2, C, 5, 6, (0, 0, None, None), True, True, torch.float32, seed=C, strided_dout=False)
+
+
+def test_float64_runs_the_pytorch_ops_exactly():
+    y = torch.randn(2, 4, 5, 5, dtype=torch.float64, device=DEVICE)
+    b = torch.randn(4, dtype=torch.float64, device=DEVICE)
+    torch.testing.assert_close(ba.bias_act(y, b, True, 1, 0, 4, 5), ba.reference(y, b, True, 1, 0, 4, 5),
+                               rtol=0, atol=0)
+
+
+def test_crop_outside_is_rejected():
+    with pytest.raises(ValueError, match="outside"):
+        ba.bias_act(torch.zeros(1, 2, 4, 4, device=DEVICE), torch.zeros(2, device=DEVICE), True, 1, 0, 4, 4)
+
+
+def test_opcheck_schema_fake_and_autograd():
+    y = torch.randn(2, 4, 5, 5, device=DEVICE).contiguous(memory_format=torch.channels_last).requires_grad_()
+    b = torch.randn(4, device=DEVICE, requires_grad=True)
+    torch.library.opcheck(torch.ops.mscred.bias_act_fused.default, (y, b, True, 1, 0, 4, 5))
+
+
+@needs_cuda
+@pytest.mark.parametrize("B, C, H, crop", [(640, 32, 30, (0, 0, None, None)), (640, 64, 15, (0, 0, None, None)),
+                                           (128, 32, 31, (0, 0, 30, 30)), (128, 64, 16, (0, 0, 15, 15)),
+                                           (128, 3, 32, (1, 1, 30, 30))])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_full_size_on_gpu(B, C, H, crop, dtype):
+    _check(B, C, H, H, crop, C != 3, True, dtype, seed=B + C)
+
+
+@needs_cuda
+def test_cuda_graph_capture_replays_forward_and_backward():
+    y = torch.randn(64, 32, 31, 31, device="cuda").contiguous(memory_format=torch.channels_last).requires_grad_()
+    b = torch.randn(32, device="cuda", requires_grad=True)
+    dout = torch.randn(64, 32, 30, 30, device="cuda")
+    expected = _run(ba.reference, y, b, dout, True, (0, 0, 30, 30))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            ba.bias_act(y, b, True, 0, 0, 30, 30).backward(dout)
+    torch.cuda.current_stream().wait_stream(s)
+    y.grad = b.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ba.bias_act(y, b, True, 0, 0, 30, 30)
+        out.backward(dout)
+    for _ in range(2):
+        graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, expected[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(y.grad, expected[1], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(b.grad, expected[2], rtol=1e-4, atol=1e-3)
