@@ -93,7 +93,9 @@ def test_opcheck_schema_fake_and_autograd():
                                            (128, 3, 32, (1, 1, 30, 30))])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_full_size_on_gpu(B, C, H, crop, dtype):
-    _check(B, C, H, H, crop, C != 3, True, dtype, seed=B + C)
+    # The bias gradient sums up to 576,000 terms through atomic adds of per-program partial sums: its float32
+    # rounding is a few 1e-6 relative, above PyTorch's tree reduction; hence the floor.
+    _check(B, C, H, H, crop, C != 3, True, dtype, seed=B + C, floor=1e-5 if dtype == torch.float32 else 1e-3)
 
 
 @needs_cuda
