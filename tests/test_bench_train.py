@@ -1,0 +1,74 @@
+"""bench_train.py's merge of its per-process parts into one table: speedups, correctness flags, missing parts.
+
+The GPU run merges one JSON per part (eager, one per graphed variant, compile); a part that crashed must show up
+as an error, a variant whose first loss differs from the reference eager's as WRONG, and every ratio must be
+against the reference eager rows. Hand-made part files with round numbers make every expected value exact.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+bt = pytest.importorskip("bench_train")
+
+
+def _e2e(variant, total):
+    return {"variant": variant, "signature_s": 0.1, "train_s": total - 0.3, "score_s": 0.2, "total_s": total,
+            "one_time_setup_s": 1.0, "cold_first_run_s": 5.0, "score_batch": 1024, "epoch_losses": [0.1]}
+
+
+def _write_parts(work: Path) -> None:
+    eager = {"meta": {"gpu": "test"}, "windows": 3591, "batch": 128, "errors": {},
+             "ceilings": {"copy_TBps": 4.0, "bf16_TFLOPs": 800.0, "tf32_TFLOPs": 400.0},
+             "flops": {"reference_step_flops": 5e11, "forward_flops_per_window": 1e9},
+             "train_step": [{"variant": "reference eager", "bf16": False, "step_ms": 20.0, "windows_per_s": 6400.0,
+                             "one_time_s": 0.1, "first_loss": 0.1},
+                            {"variant": "fused eager", "bf16": False, "step_ms": 10.0, "windows_per_s": 12800.0,
+                             "one_time_s": 0.1, "first_loss": 0.1001}],
+             "inference": [{"variant": "reference eager", "batch": 256, "windows_per_s": 20000.0, "ms": 1.0},
+                           {"variant": "reference eager", "batch": 1024, "windows_per_s": 40000.0, "ms": 1.0}],
+             "end_to_end": [_e2e("reference eager", 4.0)]}
+    graphed = {"errors": {}, "windows": 3591,
+               "train_step": [{"variant": "fused + CUDA graph + bf16", "bf16": True, "step_ms": 4.0,
+                               "windows_per_s": 32000.0, "one_time_s": 1.0, "first_loss": 0.2}],
+               "inference": [{"variant": "fused + CUDA graph + bf16", "batch": 3591, "windows_per_s": 100000.0,
+                              "ms": 1.0}],
+               "end_to_end": [_e2e("fused + CUDA graph + bf16", 0.8)]}
+    (work / "train_eager.json").write_text(json.dumps(eager))
+    (work / "train_g-fused-bf16.json").write_text(json.dumps(graphed))
+
+
+def test_merge_computes_ratios_flags_and_missing_parts(tmp_path):
+    _write_parts(tmp_path)
+    r = bt.merge(tmp_path, tmp_path, parts=("eager", "g-fused-bf16", "g-fused"))
+    steps = {t["variant"]: t for t in r["train_step"]}
+    assert steps["fused eager"]["speedup_vs_eager"] == pytest.approx(2.0)
+    assert steps["fused eager"]["check_ok"]  # 1e-3 relative, inside the fp32 tolerance 2e-3
+    assert steps["fused + CUDA graph + bf16"]["speedup_vs_eager"] == pytest.approx(5.0)
+    assert not steps["fused + CUDA graph + bf16"]["check_ok"]  # first loss 0.2 vs 0.1: wrong, whatever the speed
+    best = {t["variant"]: t["batch"] for t in r["inference"] if t.get("best")}
+    assert best == {"reference eager": 1024, "fused + CUDA graph + bf16": 3591}
+    graphed = next(t for t in r["inference"] if t["variant"] == "fused + CUDA graph + bf16")
+    assert graphed["speedup_vs_eager_best"] == pytest.approx(2.5)
+    # 10x of 40,000 windows/s at 1 GFLOP each = 400 TFLOP/s = half the bf16 rate.
+    assert r["flops"]["inference_10x_share_of_bf16_peak"] == pytest.approx(0.5)
+    e2e = {t["variant"]: t for t in r["end_to_end"]}
+    assert e2e["fused + CUDA graph + bf16"]["speedup_vs_eager"] == pytest.approx(5.0)
+    assert "g-fused" in r["errors"] and "g-fused-bf16" not in r["errors"]
+    md = (tmp_path / "train.md").read_text()
+    assert "| fused + CUDA graph + bf16 | 4.00 | 32,000 | 5.00x | 1.0 | WRONG (1.0e+00) |" in md
+    assert "50% of the measured bf16 matrix rate" in md
+    assert json.loads((tmp_path / "train.json").read_text())["parts"].keys() == {"eager", "g-fused-bf16"}
+
+
+def test_every_graphed_variant_has_a_process_of_its_own():
+    # The SIGSEGV this layout avoids came from several live training graphs in one process.
+    graphed = [v[-1] for v in bt.TRAIN_VARIANTS.values() if v[1]]
+    assert len(graphed) == len(set(graphed)) and set(graphed) == set(bt.GRAPH_PARTS)
+    for table in (bt.INFER_VARIANTS, bt.E2E_VARIANTS):
+        for name, (_, graphs, _, part) in table.items():
+            assert not graphs or bt.TRAIN_VARIANTS[name][-1] == part, name
