@@ -82,26 +82,42 @@ def layer_inputs(cin, cout, k, size, batch, seed):
     return x, w, b
 
 
+def _grads_with_branches_of(y, x64, w64, b64, stride, pad, dout):
+    """float64 gradients of conv + bias + SELU with SELU's branch taken where ``y`` took it.
+
+    A TF32 forward moves pre-activations near 0 across SELU's kink (slope 1.051 above, up to 1.758 below), so its
+    gradients differ from the exact ones by ~5e-3 at this size even when the backward is exact; against gradients
+    that take the same branches, what remains is the backward's own error (the tests do the same).
+    """
+    xs, ws, bs = (t.detach().clone().requires_grad_() for t in (x64, w64, b64))
+    z = reference_conv2d(xs, ws, bs, stride, pad, False)
+    scale, alpha = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
+    slope = torch.where(y.detach().double() > 0, torch.full_like(z, scale),
+                        scale * alpha * torch.exp(z.detach().clamp(max=0)))
+    return torch.autograd.grad(z, (xs, ws, bs), dout.double() * slope)
+
+
 def check(name, fn, x, w, b, stride, pad, dout, cudnn=None) -> dict:
     """Forward and all gradients of one provider against float64 on these inputs and output gradient.
 
     Tolerances: y within TF32 rounding (2e-3) for the TF32 providers (cuDNN, implicit), float32 rounding (1e-4)
-    otherwise. Gradients within 2x cuDNN's own gradient error on the same inputs (or 1e-4): a TF32 forward moves
-    pre-activations across SELU's kink (slope 1.758 vs 1.051), which alone puts float32-from-TF32 gradients at
-    ~5e-3 of the float64 ones at this size, for cuDNN as for us.
+    otherwise. Gradients: against float64 gradients that take SELU's branches where this provider's output took
+    them (``_grads_with_branches_of``), within 2x cuDNN's own gradient error (or 1e-4; 2e-3 for our TF32 forwards,
+    whose saved output, TF32-rounded, sets SELU's slope below 0).
     """
     x64, w64, b64 = (t.double().requires_grad_() for t in (x, w, b))
     ref = reference_conv2d(x64, w64, b64, stride, pad, True)
-    ref_grads = torch.autograd.grad(ref, (x64, w64, b64), dout.double())
     xs, ws, bs = (t.detach().clone().requires_grad_() for t in (x, w, b))
     y = fn(xs, ws, bs, stride, pad, True)
     out = {"y": rel(y, ref)}
     if name in TRAINABLE:
         grads = torch.autograd.grad(y, (xs, ws, bs), dout)
+        ref_grads = _grads_with_branches_of(y, x64, w64, b64, stride, pad, dout)
         out.update({k: rel(g, r) for k, g, r in zip(("dx", "dw", "db"), grads, ref_grads)})
     tf32 = name in ("cudnn",) + IMPLICIT
     finite = all(v == v for v in out.values())
-    grads_ok = all(out[k] <= max(2 * (cudnn or out)[k], 1e-4) for k in ("dx", "dw", "db") if k in out)
+    floor = 2e-3 if name in IMPLICIT else 1e-4
+    grads_ok = all(out[k] <= max(2 * (cudnn or out)[k], floor) for k in ("dx", "dw", "db") if k in out)
     out["ok"] = bool(finite and out["y"] < (2e-3 if tf32 else 1e-4) and grads_ok)
     return out
 

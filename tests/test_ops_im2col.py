@@ -136,6 +136,11 @@ def test_encoder_layer_forward_and_grads(layer, n, batch, variant, device):
     (3, 4, 70, 3, 1, 6, (1, 1, 1, 1), True, True),    # P = 36, N*P = 108 (< one 128-pixel tile), O = 70
     (2, 3, 8, 3, 1, 8, (1, 1, 1, 1), False, True),    # P = 64, <= 32 filters, no bias
     (1, 2, 40, 2, 2, 8, (0, 0, 0, 0), True, False),   # P = 16, no SELU
+    # implicit-pipe's tap-pair gather (>= 128 filters; KW, W, stride and left padding even): 8-byte copies
+    (2, 6, 130, 2, 2, 8, (0, 0, 0, 0), True, True),   # K = 24 < one K-step; O = 130: a 2-row channel tail
+    (2, 40, 136, 2, 2, 6, (0, 1, 0, 1), True, True),  # K = 160: 5 K-steps through 3 stages; TF same
+    (1, 3, 128, 4, 2, 10, (2, 2, 2, 2), False, True), # 4x4: pairs wholly outside on both sides, no bias
+    (2, 5, 128, 2, 2, 7, (0, 1, 0, 1), True, True),   # W odd: not pairable, the 128 x 64 tile gathers taps one by one
 ])
 def test_awkward_shapes(case, variant, device):
     batch, cin, cout, k, stride, size, pad, has_bias, selu = case

@@ -12,8 +12,10 @@ asymmetric padding is exact) and act = SELU when ``selu``. ``variant`` picks the
                  bounds checks), multiplied on the tensor cores in TF32 (as cuDNN's default for float32
                  convolutions), bias + SELU applied in the epilogue;
 * ``"implicit-pipe"`` the same GEMM with a table-driven gather (per-block k -> input offset table, per-pixel
-                 padding bit mask) and a multi-stage cp.async pipeline; shapes it does not take (more than 32
-                 taps per window) run ``"implicit"``.
+                 padding bit mask) and a multi-stage cp.async pipeline, ldmatrix fragment loads, a tile shape per
+                 layer (128 x 64 for >= 128 filters) and, where taps pair up (even kernel width, stride,
+                 left padding and image width: conv4), two taps per 8-byte copy into a pixel-major tile; shapes
+                 it does not take (more than 32 taps per window) run ``"implicit"``.
 
 The backward op (``mscred::im2col_conv2d_backward``) runs col2im for the input gradient and GEMMs for the weight
 gradient (the shared-memory GEMM for "shared" and both implicit variants, the global one for "global"), in exact

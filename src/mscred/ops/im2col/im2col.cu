@@ -14,8 +14,9 @@
 //                                        tensor-core mma.sync, bias + SELU fused in the epilogue, NCHW stores staged
 //                                        through shared memory so that they are coalesced;
 //   * conv_pipelined<...>                the same implicit GEMM with a table-driven gather, a 2-3 stage cp.async
-//                                        pipeline and a cheaper epilogue (variant "implicit-pipe"); it shares the
-//                                        warp MMA loop and the output staging with conv_implicit.
+//                                        pipeline, ldmatrix fragment loads and a cheaper epilogue (variant
+//                                        "implicit-pipe"); with PAIR, two taps per 8-byte copy into a pixel-major
+//                                        B tile (conv4); it shares the output staging with conv_implicit.
 #include "im2col.h"
 
 #include <algorithm>
@@ -281,36 +282,132 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
 
 // One warp's MMAs over a BK-deep K-slice held in shared memory: A rows (this warp's MT*16 output channels, k
 // contiguous, leading dimension LDA) times B (k rows, this warp's NT*8 pixels, leading dimension LDB).
-// CVT: the tiles hold raw float32 (cp.async copies bytes), so round each fragment to TF32 here (to nearest, as
-// the register-staged kernel does when it stages; the tensor core would otherwise truncate).
-// (Feeding A's k-slots t and t+4 from adjacent words, to read them with one 16-byte load, was tried: the MMA takes
-// rows g and g+8 in one register quad, so the loaded words had to be moved into place - 86 moves per K-step.)
-template <int MT, int NT, int BK, int LDA, int LDB, bool CVT>
+// The register-staged kernel rounds to TF32 when it stages, so the tiles already hold TF32 values.
+template <int MT, int NT, int BK, int LDA, int LDB>
 __device__ __forceinline__ void warp_mma_tile(float (&acc)[MT][NT][4], const uint32_t* __restrict__ a,
                                               const uint32_t* __restrict__ b, int lane) {
   const int g = lane / 4, t = lane % 4;
-  auto cv = [](uint32_t v) { return CVT ? to_tf32(__uint_as_float(v)) : v; };
 #pragma unroll
   for (int k8 = 0; k8 < BK; k8 += 8) {
     uint32_t af[MT][4], bf[NT][2];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
       const uint32_t* pa = a + (i * 16 + g) * LDA + k8 + t;
-      af[i][0] = cv(pa[0]);
-      af[i][1] = cv(pa[8 * LDA]);
-      af[i][2] = cv(pa[4]);
-      af[i][3] = cv(pa[8 * LDA + 4]);
+      af[i][0] = pa[0];
+      af[i][1] = pa[8 * LDA];
+      af[i][2] = pa[4];
+      af[i][3] = pa[8 * LDA + 4];
     }
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       const uint32_t* pb = b + (k8 + t) * LDB + j * 8 + g;
-      bf[j][0] = cv(pb[0]);
-      bf[j][1] = cv(pb[4 * LDB]);
+      bf[j][0] = pb[0];
+      bf[j][1] = pb[4 * LDB];
     }
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af[i], bf[j]);
+  }
+}
+
+// The pipelined kernel's warp MMAs. Its tiles hold raw float32 (cp.async copies bytes), so each fragment is rounded
+// to TF32 here (to nearest; the tensor core would otherwise truncate). 4x fewer shared-memory instructions than
+// scalar fragment loads, which kept conv4's warps ~1/3 of their cycles waiting on a full MIO queue (Nsight Compute
+// on the H200); this removed that stall, though alone it moved layer times by only 0-3% (results/conv_probe.md):
+//   * A (row-major, k contiguous) by ldmatrix.x4: read as 8x8 b16 matrices, a 16-byte row is 4 TF32 values and
+//     thread (g, t) receives the 32-bit word (row g, column t) of each matrix — exactly m16n8k8's a0..a3 when the
+//     four matrices are rows 0-7/8-15 x k 0-3/4-7. Rows are LDA = BK + 4 words apart: 8 rows hit banks 4r..4r+3,
+//     conflict-free;
+//   * B (k rows, pixel columns) with the columns of each warp's NT*8-wide slice permuted (b_column below), so that
+//     a thread's b-values for all its n-blocks j are adjacent words: one 8- or 16-byte load per k row instead of NT.
+template <int NT>
+__device__ __forceinline__ int b_column(int c) {  // column c = j*8 + g of a warp slice -> its word in the slice
+  constexpr int W4 = NT < 4 ? NT : 4;
+  const int j = c / 8, g = c % 8;
+  return (j / 4) * 32 + g * W4 + (j % 4);
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint32_t* p) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+}
+
+// NT consecutive words from shared memory (NT = 1, 2, 4 or 8; 8 as two 16-byte halves 32 words apart).
+template <int NT>
+__device__ __forceinline__ void lds_row(uint32_t (&v)[NT], const uint32_t* p) {
+  if constexpr (NT == 1) {
+    v[0] = p[0];
+  } else if constexpr (NT == 2) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    v[0] = u.x; v[1] = u.y;
+  } else {
+    static_assert(NT % 4 == 0, "NT = 1, 2, 4 or 8");
+#pragma unroll
+    for (int h = 0; h < NT / 4; ++h) {
+      const uint4 u = *reinterpret_cast<const uint4*>(p + 32 * h);
+      v[4 * h] = u.x; v[4 * h + 1] = u.y; v[4 * h + 2] = u.z; v[4 * h + 3] = u.w;
+    }
+  }
+}
+
+template <int MT, int NT, int BK, int LDA, int LDB>
+__device__ __forceinline__ void warp_mma_tile_ldsm(float (&acc)[MT][NT][4], const uint32_t* __restrict__ a,
+                                                   const uint32_t* __restrict__ b, int lane) {
+  static_assert(LDA % 4 == 0 && LDB % 4 == 0, "16-byte aligned rows");
+  const int g = lane / 4, t = lane % 4;
+  const int mat = lane / 8, arow = lane % 8 + (mat & 1) * 8, acol = (mat >> 1) * 4;
+  constexpr int W4 = NT < 4 ? NT : 4;
+#pragma unroll
+  for (int k8 = 0; k8 < BK; k8 += 8) {
+    uint32_t af[MT][4], b0[NT], b1[NT];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      ldsm_x4(af[i], a + (i * 16 + arow) * LDA + k8 + acol);
+#pragma unroll
+      for (int v = 0; v < 4; ++v) af[i][v] = to_tf32(__uint_as_float(af[i][v]));
+    }
+    lds_row<NT>(b0, b + (k8 + t) * LDB + g * W4);
+    lds_row<NT>(b1, b + (k8 + t + 4) * LDB + g * W4);
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const uint32_t bf[2] = {to_tf32(__uint_as_float(b0[j])), to_tf32(__uint_as_float(b1[j]))};
+#pragma unroll
+      for (int i = 0; i < MT; ++i) mma_tf32(acc[i][j], af[i], bf);
+    }
+  }
+}
+
+// The same with B stored pixel-major too ([n][k], rows LDB words apart, as A): b0/b1 of two n-blocks per
+// ldmatrix.x4 (matrices: n 0-7 x k 0-3 = b0 of block j, n 8-15 x k 0-3 = b0 of j+1, then k 4-7 = the b1s).
+template <int MT, int NT, int BK, int LDA, int LDB>
+__device__ __forceinline__ void warp_mma_tile_nk(float (&acc)[MT][NT][4], const uint32_t* __restrict__ a,
+                                                 const uint32_t* __restrict__ b, int lane) {
+  static_assert(LDA % 4 == 0 && LDB % 4 == 0 && NT % 2 == 0, "16-byte aligned rows, n-blocks in pairs");
+  const int mat = lane / 8, row = lane % 8 + (mat & 1) * 8, col = (mat >> 1) * 4;
+#pragma unroll
+  for (int k8 = 0; k8 < BK; k8 += 8) {
+    uint32_t af[MT][4], bq[NT / 2][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      ldsm_x4(af[i], a + (i * 16 + row) * LDA + k8 + col);
+#pragma unroll
+      for (int v = 0; v < 4; ++v) af[i][v] = to_tf32(__uint_as_float(af[i][v]));
+    }
+#pragma unroll
+    for (int jp = 0; jp < NT / 2; ++jp) {
+      ldsm_x4(bq[jp], b + (jp * 16 + row) * LDB + k8 + col);
+#pragma unroll
+      for (int v = 0; v < 4; ++v) bq[jp][v] = to_tf32(__uint_as_float(bq[jp][v]));
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const uint32_t bf[2] = {bq[j / 2][j % 2], bq[j / 2][2 + j % 2]};
+#pragma unroll
+      for (int i = 0; i < MT; ++i) mma_tf32(acc[i][j], af[i], bf);
+    }
   }
 }
 
@@ -484,7 +581,7 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS) conv_implicit(const float* __
     for (int r = 0; r < B_PER_THREAD; ++r) sm.t.b[(brow0 + KSTEP * r) * LDB + bcol] = to_tf32(rb[r]);
     __syncthreads();
     if (ks + 1 < ksteps) gather((ks + 1) * BK);
-    warp_mma_tile<MT, NT, BK, LDA, LDB, false>(acc, sm.t.a + warp_m * MT * 16 * LDA, sm.t.b + warp_n * NT * 8, lane);
+    warp_mma_tile<MT, NT, BK, LDA, LDB>(acc, sm.t.a + warp_m * MT * 16 * LDA, sm.t.b + warp_n * NT * 8, lane);
     __syncthreads();
   }
 
@@ -512,6 +609,13 @@ __device__ __forceinline__ void cp_async4(uint32_t* dst, const float* src, bool 
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 4 : 0));
 }
 
+// 8 bytes, of which the first `bytes` (0, 4 or 8) are read and the rest zero-filled: a tap pair of which only the
+// first tap, or neither, lies inside the image.
+__device__ __forceinline__ void cp_async8(uint32_t* dst, const float* src, int bytes) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
+
 __device__ __forceinline__ void cp_async16(uint32_t* dst, const float* src, bool ok) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(ok ? 16 : 0));
@@ -524,32 +628,43 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-template <int WARPS_M, int MT, int NT, int BK, int STAGES>
+// PAIR: the B tile is stored pixel-major ([BN][BK + 4], k contiguous) and gathered two taps (j, j+1) per 8-byte
+// copy; see conv_pipelined.
+template <int WARPS_M, int MT, int NT, int BK, int STAGES, bool PAIR = false>
 struct PipeTile {
   static constexpr int WARPS_N = 8 / WARPS_M;
   static constexpr int BM = WARPS_M * MT * 16, BN = WARPS_N * NT * 8;
   static constexpr int LDA = BK + 4, LDB = BN + 8, LDC = BN + 8;  // conflict-free fragment reads (see above)
-  static constexpr int A_WORDS = BM * LDA, STAGE_WORDS = A_WORDS + BK * LDB;
+  static constexpr int LDBT = BK + 4;                              // PAIR: pixel-major B rows, as A's
+  static constexpr int A_WORDS = BM * LDA, B_WORDS = PAIR ? BN * LDBT : BK * LDB, STAGE_WORDS = A_WORDS + B_WORDS;
+  static constexpr int UNITS = PAIR ? BK / 2 : BK;  // table entries (gathered units) per K-step
+  // Words before the stage buffers: the table (one int2 per unit), which after the K loop holds the BM biases.
+  __host__ __device__ static int table_words(int Kpad) {
+    const int words = 2 * (Kpad / BK) * UNITS;
+    return words > BM ? words : BM;
+  }
   // Dynamic shared memory for a reduction of K: table, then the stage buffers (or the output tile, after the loop).
   static size_t smem_bytes(int K) {
     const int ksteps = (K + BK - 1) / BK;
     const int stages = ksteps < STAGES ? ksteps : STAGES;
     const size_t tiles = std::max<size_t>((size_t)stages * STAGE_WORDS, (size_t)BM * LDC) * 4;
-    return (size_t)ksteps * BK * sizeof(int2) + tiles;
+    return (size_t)table_words(ksteps * BK) * 4 + tiles;
   }
 };
 
-template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS>
+template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR>
 __global__ void __launch_bounds__(256, MIN_BLOCKS)
     conv_pipelined(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                    float* __restrict__ y, ConvShape s, bool apply_selu, bool w_vec, bool y_vec) {
-  using T = PipeTile<WARPS_M, MT, NT, BK, STAGES>;
-  constexpr int BM = T::BM, BN = T::BN, LDA = T::LDA, LDB = T::LDB;
-  constexpr int KSTEP = 256 / BN;            // B-tile rows per pass (each thread owns one pixel column)
-  constexpr int B_PER_THREAD = BK / KSTEP;
+  using T = PipeTile<WARPS_M, MT, NT, BK, STAGES, PAIR>;
+  constexpr int BM = T::BM, BN = T::BN, LDA = T::LDA, LDB = T::LDB, LDBT = T::LDBT, UNITS = T::UNITS;
+  constexpr int KSTEP = 256 / BN;            // B-tile rows (units) per pass (each thread owns one pixel column)
+  constexpr int B_PER_THREAD = UNITS / KSTEP;
   constexpr int A_VEC = BM * BK / 4 / 256;   // 16-byte weight copies per thread per stage
   constexpr int A_SCALAR = BM * BK / 256;    // 4-byte weight copies per thread per stage
-  static_assert(STAGES >= 2 && 256 % BN == 0 && BN >= 32 && B_PER_THREAD % 8 == 0 && BK % 8 == 0, "tile shape");
+  static_assert(STAGES >= 2 && 256 % BN == 0 && BN >= 32 && B_PER_THREAD % (PAIR ? 2 : 8) == 0 && BK % 8 == 0,
+                "tile shape");
+  static_assert(!PAIR || NT % 2 == 0, "PAIR reads B fragments of two n-blocks per ldmatrix");
   static_assert((BM * BK / 4) % 256 == 0, "16-byte weight copies must cover the A tile evenly");
 
   extern __shared__ __align__(16) uint32_t smem[];
@@ -557,8 +672,9 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
   const int K = s.C * KK;
   const int ksteps = (K + BK - 1) / BK;
   const int Kpad = ksteps * BK;
+  const int Kunits = ksteps * UNITS;
   int2* table = reinterpret_cast<int2*>(smem);
-  uint32_t* stage0 = smem + 2 * Kpad;
+  uint32_t* stage0 = smem + T::table_words(Kpad);
   const int P = s.P(), NP = s.NP();
   const int HW = s.H * s.W;  // host: C*H*W < 2^30, so every table offset fits an int
 
@@ -570,18 +686,23 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
   // k -> (offset, tap's mask bit); k >= K gets no bit, so the K tail is zero-filled. Within each BK block the
   // entries are stored in the order the threads read them: thread row brow0 copies k = k0 + brow0 + KSTEP*r for
   // r = 0..B_PER_THREAD-1, so its entries are contiguous (16-byte loads, and no table load between two copies).
-  for (int k = tid; k < Kpad; k += 256) {
+  // PAIR: one entry per tap pair (k, k+1) = (c, i, j) and (c, i, j+1), j even (KW even: a pair never straddles
+  // two rows), with both taps' bits.
+  for (int u = tid; u < Kunits; u += 256) {
     int2 e = make_int2(0, 0);
+    const int k = PAIR ? 2 * u : u;
     if (k < K) {
       const int c = k / KK, tap = k - c * KK, i = tap / s.KW, j = tap - i * s.KW;
-      e = make_int2(c * HW + i * s.W + j, (int)(1u << tap));
+      e = make_int2(c * HW + i * s.W + j, (int)((PAIR ? 3u : 1u) << tap));
     }
-    const int kk = k % BK;
-    table[k - kk + (kk % KSTEP) * B_PER_THREAD + kk / KSTEP] = e;
+    const int uu = u % UNITS;
+    table[u - uu + (uu % KSTEP) * B_PER_THREAD + uu / KSTEP] = e;
   }
 
   // This thread's pixel column of the B tile: its top-left input element and which taps are inside the image.
   const int bcol = tid % BN, brow0 = tid / BN;  // brow0 is warp-uniform (BN >= 32): table reads broadcast
+  // Where column bcol lives in the B tile: permuted within each warp's NT*8-wide slice (see warp_mma_tile_ldsm).
+  const int bslot = bcol - bcol % (NT * 8) + b_column<NT>(bcol % (NT * 8));
   const int q = q0 + bcol;
   const bool q_ok = q < NP;
   const float* xp = x;
@@ -621,6 +742,20 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
         cp_async4(As + mm * LDA + kk, w + (ok ? (int64_t)o * K + k : 0), ok);
       }
     }
+    if constexpr (PAIR) {
+      // Tap pairs: 8-byte copies into the pixel's row of the pixel-major tile; a pair outside the image (both
+      // taps: see pairable) or past K is zero-filled. The byte count, 4 x the pair's bits inside the image, would
+      // also be right for a pair cut after its first tap.
+      const int4* entries = reinterpret_cast<const int4*>(table + ks * UNITS + brow0 * B_PER_THREAD);
+      uint32_t* Bp = Bs + bcol * LDBT + 2 * brow0;
+#pragma unroll
+      for (int r = 0; r < B_PER_THREAD / 2; ++r) {
+        const int4 e = entries[r];
+        cp_async8(Bp + 2 * KSTEP * (2 * r), xp + e.x, 4 * __popc(mask & (uint32_t)e.y));
+        cp_async8(Bp + 2 * KSTEP * (2 * r + 1), xp + e.z, 4 * __popc(mask & (uint32_t)e.w));
+      }
+      return;
+    }
     // Entries in groups of 8 (4 x 16-byte broadcast loads), then the group's 8 copies back to back: few
     // registers held, and no shared load between two copies (ptxas pads each LDS -> LDGSTS switch with 3 slots).
     const int4* entries = reinterpret_cast<const int4*>(table + k0 + brow0 * B_PER_THREAD);
@@ -631,7 +766,7 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
       for (int r = 0; r < 4; ++r) e[r] = entries[r0 + r];
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        uint32_t* dst = Bs + (brow0 + 2 * (r0 + r) * KSTEP) * LDB + bcol;
+        uint32_t* dst = Bs + (brow0 + 2 * (r0 + r) * KSTEP) * LDB + bslot;
         cp_async4(dst, xp + e[r].x, (mask & (uint32_t)e[r].y) != 0u);
         cp_async4(dst + KSTEP * LDB, xp + e[r].z, (mask & (uint32_t)e[r].w) != 0u);
       }
@@ -659,16 +794,19 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
     if (ks + STAGES - 1 < ksteps) load_stage(ks + STAGES - 1, write_slot);  // refills K-step ks-1's buffer
     cp_async_commit();
     const uint32_t* As = stage0 + read_slot * T::STAGE_WORDS;
-    warp_mma_tile<MT, NT, BK, LDA, LDB, true>(acc, As + warp_m * MT * 16 * LDA,
-                                              As + T::A_WORDS + warp_n * NT * 8, lane);
+    if constexpr (PAIR)
+      warp_mma_tile_nk<MT, NT, BK, LDA, LDBT>(acc, As + warp_m * MT * 16 * LDA,
+                                              As + T::A_WORDS + warp_n * NT * 8 * LDBT, lane);
+    else
+      warp_mma_tile_ldsm<MT, NT, BK, LDA, LDB>(acc, As + warp_m * MT * 16 * LDA,
+                                               As + T::A_WORDS + warp_n * NT * 8, lane);
     read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
     write_slot = write_slot + 1 == STAGES ? 0 : write_slot + 1;
   }
   cp_async_wait<0>();  // only empty groups can be pending here, but the buffers are about to be reused
   __syncthreads();     // every warp's last MMAs have read their tiles, every thread its last table entries
 
-  // The table's space (>= 2*BK >= BM words) now holds the tile's bias; stage_accumulators' barrier publishes it.
-  static_assert(2 * BK >= BM, "bias fits in the table's space");
+  // The table's space (>= BM words) now holds the tile's bias; stage_accumulators' barrier publishes it.
   float* bs = reinterpret_cast<float*>(smem);
   if (tid < BM) bs[tid] = (bias != nullptr && o0 + tid < s.O) ? __ldg(bias + o0 + tid) : 0.f;
   float* c = reinterpret_cast<float*>(stage0);
@@ -748,10 +886,10 @@ int resident_blocks(Kernel kernel, size_t bytes) {
   return blocks;
 }
 
-template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS>
+template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
 struct PipeLaunch {
-  using T = PipeTile<WARPS_M, MT, NT, BK, STAGES>;
-  static constexpr auto kernel = conv_pipelined<WARPS_M, MT, NT, BK, STAGES, MIN_BLOCKS>;
+  using T = PipeTile<WARPS_M, MT, NT, BK, STAGES, PAIR>;
+  static constexpr auto kernel = conv_pipelined<WARPS_M, MT, NT, BK, STAGES, MIN_BLOCKS, PAIR>;
 
   // Dynamic shared memory above 48 KiB must be opted into per kernel and device; returns false if it cannot be
   // had. The limit is raised once per device, to the device's opt-in maximum (so callers with different K never
@@ -806,9 +944,23 @@ struct PipeLaunch {
 // gather overlaps the others' MMAs and stores. Otherwise 64 x 128 tiles (3 stages, 2 blocks per SM; 290 SASS
 // instructions per 32-deep K-step for 32 MMAs) or 64 x 64 (3 stages, 3 blocks per SM; 217 for 16 MMAs), whichever
 // costs the busiest SM fewer issue slots (PipeLaunch::cost): the wide tile unless it leaves most SMs idle.
-using PipeSmallO = PipeLaunch<2, 1, 4, 32, 2, 4>;
+// Layers with >= 128 filters (conv3, conv4): 128 x 64 tiles (3 stages, 2 blocks per SM), 11% faster than 64 x 128
+// on conv3 and conv4 on the H200 (benchmarks/conv_harness.cu sweep, results/conv_probe.md); and where the taps
+// pair up (pairable below: conv4), the same tile gathering two taps per 8-byte copy into a pixel-major B tile.
+using PipeSmallO = PipeLaunch<2, 1, 8, 32, 2, 2>;
 using PipeWide = PipeLaunch<2, 2, 4, 32, 3, 2>;
 using PipeNarrow = PipeLaunch<2, 2, 2, 32, 3, 3>;
+using PipeTall = PipeLaunch<4, 2, 4, 32, 3, 2>;
+using PipeTallPair = PipeLaunch<4, 2, 4, 32, 3, 2, true>;
+
+// Taps (j, j+1) of a window can be copied as one 8-byte unit when every pair starts 8-byte aligned: KW even (pairs
+// never straddle rows), W even (rows and channels start aligned), stride and left padding even (windows, hence
+// pairs, start at even columns), x 8-byte aligned. A pair then never straddles the image's left or right edge
+// (it starts at an even column and W is even): both taps are in or both out, 8 bytes copied or zero-filled.
+bool pairable(const float* x, const ConvShape& s) {
+  return s.KW % 2 == 0 && s.W % 2 == 0 && s.stride % 2 == 0 && s.pad_left % 2 == 0 &&
+         reinterpret_cast<uintptr_t>(x) % 8 == 0;
+}
 
 }  // namespace
 
@@ -852,6 +1004,11 @@ cudaError_t implicit_pipelined_forward(const float* x, const float* w, const flo
   size_t bytes = 0;
   if (fits && s.O <= 32 && PipeSmallO::prepare(s, &bytes))
     return PipeSmallO::launch(x, w, bias, y, s, selu_, bytes, stream);
+  if (fits && s.O >= 128) {
+    if (pairable(x, s) && PipeTallPair::prepare(s, &bytes))
+      return PipeTallPair::launch(x, w, bias, y, s, selu_, bytes, stream);
+    if (PipeTall::prepare(s, &bytes)) return PipeTall::launch(x, w, bias, y, s, selu_, bytes, stream);
+  }
   size_t wide_bytes = 0, narrow_bytes = 0;
   const bool wide_ok = fits && PipeWide::prepare(s, &wide_bytes);
   const bool narrow_ok = fits && PipeNarrow::prepare(s, &narrow_bytes);

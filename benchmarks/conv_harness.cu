@@ -1,0 +1,224 @@
+// Standalone timing of the implicit-GEMM forward kernels on the four encoder layers, without PyTorch.
+//
+// Why: the torch extension takes ~1 min to build on the device, and a device call is paid for in minutes. This
+// binary is compiled here (nvcc -arch=sm_90, no GPU needed) and carried, so a device call can time and profile
+// (ncu) the kernels at once. bench_conv.py remains the benchmark of record (cuDNN beside ours, through PyTorch).
+//
+// For each layer (batch N images, n x n inputs, TF "same" padding) and each variant: the output against a direct
+// float32 convolution (a naive kernel, one thread per output, exact FMA order does not matter at this tolerance),
+// then the median of --iters launches timed by CUDA events with L2 flushed before each (a 256 MiB memset), and
+// GB/s (x + w + bias read, y written, once each) and TFLOP/s. One line per row, whitespace-separated.
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -o /tmp/conv_harness benchmarks/conv_harness.cu
+//   /tmp/conv_harness [--iters 30] [--batch 640] [--n 30] [--only conv4] [--variant pipe]
+#include "../src/mscred/ops/im2col/im2col.cu"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace mscred_im2col;
+
+#define CHECK(call)                                                                               \
+  do {                                                                                            \
+    cudaError_t e_ = (call);                                                                      \
+    if (e_ != cudaSuccess) {                                                                      \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                               \
+    }                                                                                             \
+  } while (0)
+
+__global__ void direct_conv(const float* x, const float* w, const float* b, float* y, ConvShape s, bool selu_) {
+  const int64_t total = (int64_t)s.N * s.O * s.P();
+  for (int64_t idx = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; idx < total;
+       idx += (int64_t)gridDim.x * blockDim.x) {
+    const int wo = idx % s.Wo, ho = (idx / s.Wo) % s.Ho, o = (idx / s.P()) % s.O;
+    const int n = idx / ((int64_t)s.P() * s.O);
+    float acc = b ? b[o] : 0.f;
+    for (int c = 0; c < s.C; ++c)
+      for (int i = 0; i < s.KH; ++i)
+        for (int j = 0; j < s.KW; ++j) {
+          const int h = ho * s.stride - s.pad_top + i, ww = wo * s.stride - s.pad_left + j;
+          if (h < 0 || h >= s.H || ww < 0 || ww >= s.W) continue;
+          acc = fmaf(x[(((int64_t)n * s.C + c) * s.H + h) * s.W + ww], w[((o * s.C + c) * s.KH + i) * s.KW + j], acc);
+        }
+    y[idx] = selu_ ? selu(acc) : acc;
+  }
+}
+
+__global__ void fill_uniform(float* p, int64_t n, uint32_t seed, float scale) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    uint32_t h = (uint32_t)i * 2654435761u ^ seed;
+    h ^= h >> 16; h *= 0x7feb352du; h ^= h >> 15; h *= 0x846ca68bu; h ^= h >> 16;
+    p[i] = scale * ((h >> 8) * (1.f / 16777216.f) * 2.f - 1.f);
+  }
+}
+
+// TF "same": out = ceil(in / stride), total padding max((out-1)*stride + k - in, 0), the smaller half on top/left.
+ConvShape same_shape(int N, int C, int n, int O, int k, int stride) {
+  const int out = (n + stride - 1) / stride;
+  const int pad = std::max((out - 1) * stride + k - n, 0);
+  return ConvShape{N, C, n, n, O, k, k, stride, pad / 2, pad / 2, out, out};
+}
+
+using Launcher = cudaError_t (*)(const float*, const float*, const float*, float*, const ConvShape&, bool,
+                                 cudaStream_t);
+
+struct Variant { const char* name; Launcher fn; };
+
+// Any tile configuration of the pipelined kernel, launched directly (the product picks one per layer): for sweeps.
+template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
+cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                     cudaStream_t stream) {
+  using PL = PipeLaunch<WARPS_M, MT, NT, BK, STAGES, MIN_BLOCKS, PAIR>;
+  size_t bytes = 0;
+  if (PAIR && !pairable(x, s)) return cudaErrorNotSupported;  // the row is skipped
+  if (!PL::prepare(s, &bytes)) return cudaErrorInvalidConfiguration;
+  return PL::launch(x, w, b, y, s, selu_, bytes, stream);
+}
+
+int main(int argc, char** argv) {
+  int iters = 30, batch = 640, n = 30;
+  std::string only, only_variant;
+  for (int a = 1; a + 1 < argc; a += 2) {
+    if (!std::strcmp(argv[a], "--iters")) iters = std::atoi(argv[a + 1]);
+    else if (!std::strcmp(argv[a], "--batch")) batch = std::atoi(argv[a + 1]);
+    else if (!std::strcmp(argv[a], "--n")) n = std::atoi(argv[a + 1]);
+    else if (!std::strcmp(argv[a], "--only")) only = argv[a + 1];
+    else if (!std::strcmp(argv[a], "--variant")) only_variant = argv[a + 1];
+  }
+  cudaDeviceProp prop{};
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("# device %s, %d SMs, batch %d, n %d, iters %d\n", prop.name, prop.multiProcessorCount, batch, n, iters);
+
+  const Variant variants[] = {
+      {"implicit", implicit_forward},
+      {"pipe", implicit_pipelined_forward},
+      // name: p<WARPS_M><MT><NT>_<BK>_<STAGES>_<MIN_BLOCKS> -> BM = WARPS_M*MT*16, BN = (8/WARPS_M)*NT*8
+      {"p214_32_2_4", pipe_cfg<2, 1, 4, 32, 2, 4>},   // 32 x 128 (conv1's)
+      {"p122_32_2_4", pipe_cfg<1, 2, 2, 32, 2, 4>},   // 32 x 128, warps 1 x 8
+      {"p212_32_2_6", pipe_cfg<2, 1, 2, 32, 2, 6>},   // 32 x 64
+      {"p218_32_2_2", pipe_cfg<2, 1, 8, 32, 2, 2>},   // 32 x 256
+      {"p224_32_3_2", pipe_cfg<2, 2, 4, 32, 3, 2>},   // 64 x 128 (wide)
+      {"p222_32_3_3", pipe_cfg<2, 2, 2, 32, 3, 3>},   // 64 x 64 (narrow)
+      {"p224_32_4_2", pipe_cfg<2, 2, 4, 32, 4, 2>},   // 64 x 128, 4 stages
+      {"p224_16_4_2", pipe_cfg<2, 2, 4, 16, 4, 2>},   // 64 x 128, BK 16
+      {"p222_32_2_4", pipe_cfg<2, 2, 2, 32, 2, 4>},   // 64 x 64, 2 stages, 4 blocks
+      {"p424_32_3_2", pipe_cfg<4, 2, 4, 32, 3, 2>},   // 128 x 64
+      {"p244_32_3_1", pipe_cfg<2, 4, 4, 32, 3, 1>},   // 128 x 128, warp 64 x 32
+      {"p428_32_3_1", pipe_cfg<4, 2, 8, 32, 3, 1>},   // 128 x 128, warp 32 x 64
+      // tap pairs (8-byte gathers, pixel-major B; conv4 only)
+      {"P424_32_3_2", pipe_cfg<4, 2, 4, 32, 3, 2, true>},   // 128 x 64
+      {"P224_32_3_2", pipe_cfg<2, 2, 4, 32, 3, 2, true>},   // 64 x 128
+      {"P222_32_3_3", pipe_cfg<2, 2, 2, 32, 3, 3, true>},   // 64 x 64
+      {"P424_32_4_2", pipe_cfg<4, 2, 4, 32, 4, 2, true>},   // 128 x 64, 4 stages
+      {"P244_32_3_1", pipe_cfg<2, 4, 4, 32, 3, 1, true>},   // 128 x 128
+      {"P424_64_2_2", pipe_cfg<4, 2, 4, 64, 2, 2, true>},   // 128 x 64, K-steps of 64
+      // 3 blocks per SM: conv4's 320 tiles of 128 x 64 in one wave (396 slots) instead of 1.2 (264)
+      {"P424_32_2_3", pipe_cfg<4, 2, 4, 32, 2, 3, true>},
+      {"P424_16_4_3", pipe_cfg<4, 2, 4, 16, 4, 3, true>},
+      {"P424_16_3_3", pipe_cfg<4, 2, 4, 16, 3, 3, true>},
+      {"p424_32_2_3", pipe_cfg<4, 2, 4, 32, 2, 3>},
+      {"p224_32_2_3", pipe_cfg<2, 2, 4, 32, 2, 3>},
+      {"p224_16_3_3", pipe_cfg<2, 2, 4, 16, 3, 3>},
+  };
+  struct Layer { const char* name; int C, O, k, stride; };
+  const Layer layers[] = {{"conv1", 3, 32, 3, 1}, {"conv2", 32, 64, 3, 2}, {"conv3", 64, 128, 2, 2},
+                          {"conv4", 128, 256, 2, 2}};
+
+  void* flush = nullptr;
+  const size_t flush_bytes = size_t(256) << 20;
+  CHECK(cudaMalloc(&flush, flush_bytes));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+
+  // Copy bandwidth (bytes read + written), the yardstick of "half the card's memory bandwidth".
+  {
+    const size_t bytes = size_t(1) << 30;
+    void *a = nullptr, *b = nullptr;
+    CHECK(cudaMalloc(&a, bytes));
+    CHECK(cudaMalloc(&b, bytes));
+    std::vector<float> t;
+    for (int r = 0; r < 10; ++r) {
+      CHECK(cudaEventRecord(e0));
+      CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+      CHECK(cudaEventRecord(e1));
+      CHECK(cudaEventSynchronize(e1));
+      float ms = 0;
+      CHECK(cudaEventElapsedTime(&ms, e0, e1));
+      t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    std::printf("copy_GBps %.0f\n", 2.0 * bytes / t[t.size() / 2] / 1e6);
+    CHECK(cudaFree(a));
+    CHECK(cudaFree(b));
+  }
+
+  int size = n;
+  std::printf("%-6s %-10s %9s %8s %8s %10s %s\n", "layer", "variant", "ms", "GB/s", "TFLOP/s", "rel_err", "ok");
+  for (const Layer& L : layers) {
+    const ConvShape s = same_shape(batch, L.C, size, L.O, L.k, L.stride);
+    size = s.Ho;
+    if (!only.empty() && only != L.name) continue;
+    const int64_t nx = (int64_t)s.N * s.C * s.H * s.W, nw = (int64_t)s.O * s.K(), ny = (int64_t)s.N * s.O * s.P();
+    float *x, *w, *b, *y, *yref;
+    CHECK(cudaMalloc(&x, nx * 4));
+    CHECK(cudaMalloc(&w, nw * 4));
+    CHECK(cudaMalloc(&b, s.O * 4));
+    CHECK(cudaMalloc(&y, ny * 4));
+    CHECK(cudaMalloc(&yref, ny * 4));
+    fill_uniform<<<1024, 256>>>(x, nx, 1u, 1.f);
+    fill_uniform<<<1024, 256>>>(w, nw, 2u, 1.f / std::sqrt((float)s.K()));
+    fill_uniform<<<1024, 256>>>(b, s.O, 3u, 0.1f);
+    direct_conv<<<4096, 256>>>(x, w, b, yref, s, true);
+    CHECK(cudaDeviceSynchronize());
+    std::vector<float> href(ny), hy(ny);
+    CHECK(cudaMemcpy(href.data(), yref, ny * 4, cudaMemcpyDeviceToHost));
+    const double bytes = 4.0 * (nx + nw + s.O + ny), flops = 2.0 * s.O * (double)s.K() * s.NP();
+    for (const Variant& v : variants) {
+      if (!only_variant.empty() && only_variant != v.name) continue;
+      CHECK(cudaMemset(y, 0xff, ny * 4));  // NaN: a missed output shows up as an error
+      const cudaError_t launched = v.fn(x, w, b, y, s, true, 0);
+      if (launched == cudaErrorNotSupported) continue;
+      CHECK(launched);
+      CHECK(cudaDeviceSynchronize());
+      CHECK(cudaMemcpy(hy.data(), y, ny * 4, cudaMemcpyDeviceToHost));
+      double num = 0, den = 0;
+      bool finite = true;
+      for (int64_t i = 0; i < ny; ++i) {
+        const double d = (double)hy[i] - href[i];
+        finite = finite && std::isfinite(hy[i]);
+        num += d * d;
+        den += (double)href[i] * href[i];
+      }
+      const double rel = finite ? std::sqrt(num / std::max(den, 1e-30)) : INFINITY;
+      std::vector<float> t;
+      for (int r = 0; r < iters; ++r) {
+        CHECK(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
+        CHECK(cudaEventRecord(e0));
+        CHECK(v.fn(x, w, b, y, s, true, 0));
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        t.push_back(ms);
+      }
+      std::sort(t.begin(), t.end());
+      const double ms = t[t.size() / 2];
+      // TF32 operands (2^-11 relative rounding) over K terms: a relative RMS error near 1e-3 or below is TF32.
+      std::printf("%-6s %-10s %9.4f %8.0f %8.1f %10.2e %s\n", L.name, v.name, ms, bytes / ms / 1e6,
+                  flops / ms / 1e9, rel, rel < 2e-3 ? "ok" : "WRONG");
+    }
+    CHECK(cudaFree(x));
+    CHECK(cudaFree(w));
+    CHECK(cudaFree(b));
+    CHECK(cudaFree(y));
+    CHECK(cudaFree(yref));
+  }
+  return 0;
+}
