@@ -28,6 +28,33 @@ KERNELS = (3, 3, 2, 2)
 STRIDES = (1, 2, 2, 2)
 
 
+class _CastChannelsLast(torch.autograd.Function):
+    """A conv weight in the autocast dtype and channels-last order in one kernel; its gradient back to the master
+    weight's dtype and contiguous order in one kernel.
+
+    Why: with a channels-last input, cuDNN copies a contiguous weight to channels-last inside every forward and
+    data-gradient call, after autocast's separate cast; its channels-last weight gradient is cast to float32 and
+    then copied again by AccumulateGrad to the parameter's contiguous order: five small kernels per convolution
+    and step, two here. The parameters themselves stay contiguous (checkpoints, safetensors)."""
+
+    @staticmethod
+    def forward(ctx, weight: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        ctx.master_dtype = weight.dtype
+        return weight.to(dtype=dtype, memory_format=torch.channels_last)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad.to(dtype=ctx.master_dtype, memory_format=torch.contiguous_format), None
+
+
+def _autocast_weight(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """``weight`` as the fused path's convolutions want it under autocast (see _CastChannelsLast), else as is."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device) and weight.dtype == torch.float32:
+        return _CastChannelsLast.apply(weight, torch.get_autocast_dtype(device))
+    return weight
+
+
 class SameConv(nn.Module):
     """Convolution with TF "same" padding, bias and SELU, run by ``mscred.ops.conv2d`` on ``backend``.
 
@@ -51,10 +78,11 @@ class SameConv(nn.Module):
         padding = same_padding(x.shape[-1], self.kernel, self.stride)
         if self.fused_act:
             top, bottom, left, right = padding
+            w = _autocast_weight(self.weight, x)
             if top == bottom and left == right:
-                y = F.conv2d(x, self.weight, None, stride=self.stride, padding=(top, left))
+                y = F.conv2d(x, w, None, stride=self.stride, padding=(top, left))
             else:
-                y = ops.conv2d(x, self.weight, None, self.stride, padding, False, backend=self.backend)
+                y = ops.conv2d(x, w, None, self.stride, padding, False, backend=self.backend)
             return bias_act(y, self.bias, selu=True)
         return ops.conv2d(x, self.weight, self.bias, self.stride, padding, True, backend=self.backend)
 
@@ -79,7 +107,7 @@ class SameDeconv(nn.Module):
     def forward(self, x: torch.Tensor, size: int) -> torch.Tensor:  # (B, C, m, m) -> (B, O, size, size)
         top = same_padding(size, self.kernel, self.stride)[0]
         if self.fused_act:  # crop + bias (+ SELU) in one kernel each way (see SameConv)
-            y = F.conv_transpose2d(x, self.weight, None, stride=self.stride)
+            y = F.conv_transpose2d(x, _autocast_weight(self.weight, x), None, stride=self.stride)
             return bias_act(y, self.bias, self.selu, top, top, size, size)
         y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride)  # (B, O, (m-1)*s+k, same)
         y = y[:, :, top:top + size, top:top + size]
@@ -100,6 +128,8 @@ class Encoder(nn.Module):
         # per-op nchw <-> nhwc conversion is left (H200 profile of the bf16 step before: 1.4 ms of 7.6). The
         # reference backend stays plain NCHW PyTorch (the baseline). Same arithmetic either way.
         self.channels_last = cfg.backend == "fused"
+        # With cuDNN convolutions, the cast autocast would do to the input happens in the same copy (one kernel).
+        self.cast_input = self.channels_last and cfg.conv_backend == "torch"
         fa = cfg.backend == "fused"
         self.conv1 = SameConv(cfg.n_scales, c1, k1, s1, cfg.conv_backend, fa)  # 3x3, stride 1
         self.conv2 = SameConv(c1, c2, k2, s2, cfg.conv_backend, fa)            # 3x3, stride 2
@@ -109,7 +139,9 @@ class Encoder(nn.Module):
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         B, T = x.shape[:2]
         f = x.reshape(B * T, *x.shape[2:])  # (B*T, K, n, n)
-        if self.channels_last:
+        if self.cast_input and torch.is_autocast_enabled(f.device.type):
+            f = f.to(dtype=torch.get_autocast_dtype(f.device.type), memory_format=torch.channels_last)
+        elif self.channels_last:
             f = f.contiguous(memory_format=torch.channels_last)
         f1 = self.conv1(f)                  # (B*T, 32, n, n)
         f2 = self.conv2(f1)                 # (B*T, 64, n2, n2)     n2 = ceil(n / 2)

@@ -50,7 +50,7 @@ def forward_losses(net: nn.Module, x: torch.Tensor, bf16: bool) -> tuple[torch.T
     with autocast(x.device, bf16):
         recon = net(x)  # (B, K, n, n), bf16 under autocast
     recon = recon.float()
-    losses = (recon - x[:, -1]).square().flatten(1).mean(dim=1)  # (B,)
+    losses = (recon - x[:, -1]).square().mean(dim=(1, 2, 3))  # (B,); no flatten: recon may be channels-last
     return recon, losses
 
 
