@@ -70,6 +70,30 @@ using Launcher = cudaError_t (*)(const float*, const float*, const float*, float
 
 struct Variant { const char* name; Launcher fn; };
 
+// Median milliseconds of `reps` runs of enqueue(r), each between two CUDA events (before(r) enqueued first,
+// untimed: e.g. an L2 flush).
+template <typename Before, typename Enqueue>
+double median_ms(int reps, Before before, Enqueue enqueue) {
+  static cudaEvent_t e0 = nullptr, e1 = nullptr;
+  if (!e0) {
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+  }
+  std::vector<float> t;
+  for (int r = 0; r < reps; ++r) {
+    before(r);
+    CHECK(cudaEventRecord(e0));
+    enqueue(r);
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
 // Any tile configuration of the pipelined kernel, launched directly (the product picks one per layer): for sweeps.
 template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
 cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
@@ -133,9 +157,6 @@ int main(int argc, char** argv) {
   void* flush = nullptr;
   const size_t flush_bytes = size_t(256) << 20;
   CHECK(cudaMalloc(&flush, flush_bytes));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
 
   // Copy bandwidth (bytes read + written), the yardstick of "half the card's memory bandwidth".
   {
@@ -143,18 +164,9 @@ int main(int argc, char** argv) {
     void *a = nullptr, *b = nullptr;
     CHECK(cudaMalloc(&a, bytes));
     CHECK(cudaMalloc(&b, bytes));
-    std::vector<float> t;
-    for (int r = 0; r < 10; ++r) {
-      CHECK(cudaEventRecord(e0));
-      CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-      CHECK(cudaEventRecord(e1));
-      CHECK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CHECK(cudaEventElapsedTime(&ms, e0, e1));
-      t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    std::printf("copy_GBps %.0f\n", 2.0 * bytes / t[t.size() / 2] / 1e6);
+    const double ms = median_ms(
+        10, [](int) {}, [&](int) { CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+    std::printf("copy_GBps %.0f\n", 2.0 * bytes / ms / 1e6);
     CHECK(cudaFree(a));
     CHECK(cudaFree(b));
   }
@@ -197,19 +209,9 @@ int main(int argc, char** argv) {
         den += (double)href[i] * href[i];
       }
       const double rel = finite ? std::sqrt(num / std::max(den, 1e-30)) : INFINITY;
-      std::vector<float> t;
-      for (int r = 0; r < iters; ++r) {
-        CHECK(cudaMemsetAsync(flush, r & 0xff, flush_bytes));
-        CHECK(cudaEventRecord(e0));
-        CHECK(v.fn(x, w, b, y, s, true, 0));
-        CHECK(cudaEventRecord(e1));
-        CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms);
-      }
-      std::sort(t.begin(), t.end());
-      const double ms = t[t.size() / 2];
+      const double ms = median_ms(
+          iters, [&](int r) { CHECK(cudaMemsetAsync(flush, r & 0xff, flush_bytes)); },
+          [&](int) { CHECK(v.fn(x, w, b, y, s, true, 0)); });
       // TF32 operands (2^-11 relative rounding) over K terms: a relative RMS error near 1e-3 or below is TF32.
       std::printf("%-6s %-10s %9.4f %8.0f %8.1f %10.2e %s\n", L.name, v.name, ms, bytes / ms / 1e6,
                   flops / ms / 1e9, rel, rel < 2e-3 ? "ok" : "WRONG");
