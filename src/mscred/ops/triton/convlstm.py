@@ -384,9 +384,14 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
         # Custom ops are not autocast-aware: cast here as autocast would cast a convolution (fp32 master weights
         # receive their gradient through these casts), then run the op with autocast off so that nothing inside
         # is cast a second time.
+        # The bias is not cast: the cell kernel adds it in float32 and its gradient comes back in float32 (no
+        # bf16 rounding of either, two kernels fewer).
         dtype = torch.get_autocast_dtype(device_type)
         with torch.autocast(device_type, enabled=False):
-            return convlstm(x.to(dtype), weight.to(dtype), bias.to(dtype), forget_bias)
+            x, weight = x.to(dtype), weight.to(dtype)
+            bias = bias.contiguous()
+            save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+            return convlstm_fused(x, weight, bias, float(forget_bias), _layout(), save)[0]
     weight, bias = weight.to(x.dtype), bias.to(x.dtype).contiguous()
     save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
     return convlstm_fused(x, weight, bias, float(forget_bias), _layout(), save)[0]
@@ -398,7 +403,8 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
 @torch.library.custom_op("mscred::convlstm_fused", mutates_args=())
 def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float, layout: str,
                    save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Fused ConvLSTM forward. x, weight, bias of one dtype; layout "nhwc" or "nchw" (internal buffers only).
+    """Fused ConvLSTM forward. x and weight of one dtype, bias of that dtype or float32 (under autocast); layout
+    "nhwc" or "nchw" (internal buffers only).
 
     Returns
     -------
@@ -460,10 +466,11 @@ def _(x, weight, bias, forget_bias, layout, save):
 
 
 @torch.library.custom_op("mscred::convlstm_fused_backward", mutates_args=())
-def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, pre: torch.Tensor,
-                            cells: torch.Tensor, hprev: torch.Tensor, forget_bias: float,
+def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                            pre: torch.Tensor, cells: torch.Tensor, hprev: torch.Tensor, forget_bias: float,
                             layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients (dx, dweight, dbias) of ``convlstm_fused``'s ``out`` given dout (B, T, Ch, H, W)."""
+    """Gradients (dx, dweight, dbias) of ``convlstm_fused``'s ``out`` given dout (B, T, Ch, H, W); dbias in the
+    bias's dtype."""
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
     pads = _padding(k)
@@ -522,21 +529,21 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     # tile; or torch.sum over the zero-bordered buffer) in float32 (float64 for float64) keeps the cancellation
     # error at the reference's level, where the CPU convolution backward's running sum does not.
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    db = (db_acc if fused_db else dpre_g.sum(dim=(0, 2, 3), dtype=acc)).to(x.dtype)
+    db = (db_acc if fused_db else dpre_g.sum(dim=(0, 2, 3), dtype=acc)).to(bias.dtype)
     dx = _like_layout(dx4.reshape(B, T, C, H, W), layout)
     dw = torch.cat([dw_x, dw_h], dim=1).contiguous()
     return dx, dw, db
 
 
 @convlstm_fused_backward.register_fake
-def _(dout, x, weight, pre, cells, hprev, forget_bias, layout):
-    return _out5(*x.shape, x, layout), weight.new_empty(weight.shape), weight.new_empty(weight.shape[0])
+def _(dout, x, weight, bias, pre, cells, hprev, forget_bias, layout):
+    return _out5(*x.shape, x, layout), weight.new_empty(weight.shape), bias.new_empty(bias.shape)
 
 
 def _setup_context(ctx, inputs, output):
     x, weight, bias, forget_bias, layout, save = inputs
     _, pre, cells, hprev = output
-    ctx.save_for_backward(x, weight, pre, cells, hprev)
+    ctx.save_for_backward(x, weight, bias, pre, cells, hprev)
     # pre, cells and hprev are outputs only because a custom op saves nothing else: no gradient flows into them.
     # Without these two calls autograd materialises a zero gradient for each of them before every backward (on
     # the H200, bf16, batch 128: fills of ~250 MB per step, level 1's (T, B, 4Ch, H, W) gates alone 147 MB).
@@ -546,12 +553,12 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, dout, _dpre, _dcells, _dhprev):
-    x, weight, pre, cells, hprev = ctx.saved_tensors
+    x, weight, bias, pre, cells, hprev = ctx.saved_tensors
     if pre.shape[0] != x.shape[1]:
         raise RuntimeError("convlstm_fused ran with save=False (no autograd at the time): it has no backward")
     if dout is None:
         dout = x.new_zeros(x.shape[0], x.shape[1], weight.shape[0] // 4, *x.shape[3:])
-    dx, dw, db = convlstm_fused_backward(dout, x, weight, pre, cells, hprev, ctx.forget_bias, ctx.layout)
+    dx, dw, db = convlstm_fused_backward(dout, x, weight, bias, pre, cells, hprev, ctx.forget_bias, ctx.layout)
     return dx, dw, db, None, None, None
 
 
