@@ -18,7 +18,7 @@ bt = pytest.importorskip("bench_train")
 
 def _e2e(variant, total):
     return {"variant": variant, "signature_s": 0.1, "train_s": total - 0.3, "score_s": 0.2, "total_s": total,
-            "one_time_setup_s": 1.0, "cold_first_run_s": 5.0, "score_batch": 1024, "epoch_losses": [0.1]}
+            "one_time_setup_s": 1.0, "first_run_s": 5.0, "score_batch": 1024, "epoch_losses": [0.1]}
 
 
 def _write_parts(work: Path) -> None:
@@ -38,13 +38,17 @@ def _write_parts(work: Path) -> None:
                "inference": [{"variant": "fused + CUDA graph + bf16", "batch": 3591, "windows_per_s": 100000.0,
                               "ms": 1.0}],
                "end_to_end": [_e2e("fused + CUDA graph + bf16", 0.8)]}
+    cold = {"errors": {}, "elapsed_s": 9.5, "end_to_end_cold": [{
+        **_e2e("fused + CUDA graph + bf16, fresh process", 1.5), "fit_wall_s": 6.0, "imports_s": 2.0,
+        "process_to_scores_s": 9.5}]}
     (work / "train_eager.json").write_text(json.dumps(eager))
+    (work / "train_e2e-cold.json").write_text(json.dumps(cold))
     (work / "train_g-fused-bf16.json").write_text(json.dumps(graphed))
 
 
 def test_merge_computes_ratios_flags_and_missing_parts(tmp_path):
     _write_parts(tmp_path)
-    r = bt.merge(tmp_path, tmp_path, parts=("eager", "g-fused-bf16", "g-fused"))
+    r = bt.merge(tmp_path, tmp_path, parts=("eager", "g-fused-bf16", "g-fused", "e2e-cold"))
     steps = {t["variant"]: t for t in r["train_step"]}
     assert steps["fused eager"]["speedup_vs_eager"] == pytest.approx(2.0)
     assert steps["fused eager"]["check_ok"]  # 1e-3 relative, inside the fp32 tolerance 2e-3
@@ -62,13 +66,14 @@ def test_merge_computes_ratios_flags_and_missing_parts(tmp_path):
     md = (tmp_path / "train.md").read_text()
     assert "| fused + CUDA graph + bf16 | 4.00 | 32,000 | 5.00x | 1.0 | WRONG (1.0e+00) |" in md
     assert "50% of the measured bf16 matrix rate" in md
-    assert json.loads((tmp_path / "train.json").read_text())["parts"].keys() == {"eager", "g-fused-bf16"}
+    assert "fresh process: 9.50 s from the start of the Python process" in md
+    assert json.loads((tmp_path / "train.json").read_text())["parts"].keys() == {"eager", "g-fused-bf16", "e2e-cold"}
 
 
 def test_every_graphed_variant_has_a_process_of_its_own():
     # The SIGSEGV this layout avoids came from several live training graphs in one process.
     graphed = [v[-1] for v in bt.TRAIN_VARIANTS.values() if v[1]]
-    assert len(graphed) == len(set(graphed)) and set(graphed) == set(bt.GRAPH_PARTS)
+    assert len(graphed) == len(set(graphed)) and set(graphed) == set(bt.GRAPH_PARTS) - {"e2e-cold"}
     for table in (bt.INFER_VARIANTS, bt.E2E_VARIANTS):
         for name, (_, graphs, _, part) in table.items():
             assert not graphs or bt.TRAIN_VARIANTS[name][-1] == part, name
