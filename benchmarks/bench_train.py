@@ -374,8 +374,32 @@ def forward_flops_per_window(n, data, device, batch) -> float:
     return float(counter.get_total_flops()) / batch
 
 
-def profile_step(step, data, device, batch, path: Path, title: str) -> list[dict]:
-    """torch.profiler over 5 steps: GPU time per kernel (name, calls, total, share), written to ``path``."""
+# Kernel families for the profile summary, first match wins (names as CUPTI reports them).
+KERNEL_FAMILIES = (
+    ("Triton ConvLSTM cell (fwd + bwd)", ("_cell_fwd", "_cell_bwd")),
+    ("Triton attention (fwd + bwd)", ("_attn_",)),
+    ("Triton bias + SELU (fwd + bwd)", ("_bias_act",)),
+    ("Adam", ("adam", "Adam")),
+    ("layout conversions nchw <-> nhwc", ("nchwToNhwc", "nhwcToNchw")),
+    ("cuDNN / cuBLAS convolutions and GEMMs", ("xmma", "cudnn", "convolve", "wgrad", "dgrad", "fprop", "gemm",
+                                               "cutlass", "sm90_", "sm80_", "implicit_convolve")),
+    ("copies, casts, concatenation, gathers", ("copy", "Cat", "index")),
+    ("zero fills", ("FillFunctor",)),
+    ("reductions", ("reduce_kernel",)),
+    ("other elementwise", ("elementwise",)),
+)
+
+
+def kernel_family(name: str) -> str:
+    for family, keys in KERNEL_FAMILIES:
+        if any(k in name for k in keys):
+            return family
+    return "other"
+
+
+def profile_step(step, data, device, batch, path: Path, title: str) -> dict:
+    """torch.profiler over 5 steps: GPU time per kernel (name, calls, total, share) and per kernel family, written
+    to ``path``; returns {"kernels": top rows, "families": {family: us per step}, "total_us_per_step": ...}."""
     from torch.profiler import ProfilerActivity, profile
 
     idx = torch.randperm(len(data), device=device)[:batch]
@@ -388,16 +412,28 @@ def profile_step(step, data, device, batch, path: Path, title: str) -> list[dict
         sync(device)
     events = prof.key_averages()
     attr = "device_time_total" if device.type == "cuda" else "cpu_time_total"
-    kernels = [e for e in events if getattr(e, attr, 0) > 0 and (device.type != "cuda" or e.device_type.name == "CUDA")]
+    # Kernels only: GPU-side user annotations (e.g. "Optimizer.step#Adam.step") span kernels already counted.
+    kernels = [e for e in events if getattr(e, attr, 0) > 0 and (device.type != "cuda" or e.device_type.name == "CUDA")
+               and not getattr(e, "is_user_annotation", False) and "#" not in e.key]
     total = sum(getattr(e, attr) for e in kernels) or 1.0
     kernels.sort(key=lambda e: -getattr(e, attr))
     rows = [{"kernel": e.key[:110], "calls_per_step": e.count / 5, "us_per_step": getattr(e, attr) / 5,
-             "share": getattr(e, attr) / total} for e in kernels[:25]]
+             "share": getattr(e, attr) / total} for e in kernels[:40]]
+    families: dict = {}
+    for e in kernels:
+        fam = kernel_family(e.key)
+        families[fam] = families.get(fam, 0.0) + getattr(e, attr) / 5
+    families = dict(sorted(families.items(), key=lambda kv: -kv[1]))
     with open(path, "a") as fh:
-        fh.write(f"\n## {title}: GPU time per kernel, per step (5 profiled steps), total {total / 5 / 1e3:.3f} ms\n")
+        fh.write(f"\n## {title}: GPU time per kernel, per step (5 profiled steps), total {total / 5 / 1e3:.3f} ms, "
+                 f"{sum(e.count for e in kernels) / 5:g} kernels per step\n")
+        for fam, us in families.items():
+            fh.write(f"{us:10.1f} us {100 * us / (total / 5):5.1f}%  [{fam}]\n")
+        fh.write("\n")
         for r in rows:
             fh.write(f"{r['us_per_step']:10.1f} us {100 * r['share']:5.1f}%  x{r['calls_per_step']:<5g} {r['kernel']}\n")
-    return rows
+    return {"kernels": rows, "families": families, "total_us_per_step": total / 5,
+            "kernels_per_step": sum(e.count for e in kernels) / 5}
 
 
 # ------------------------------------------------------------------------------------------------ main
@@ -682,13 +718,16 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="folder for the parts' JSON (default: a temporary folder)")
     ap.add_argument("--quick", action="store_true", help="tiny sizes (CPU smoke test of the script)")
     ap.add_argument("--part", choices=("all", *ALL_PARTS), default="all")
-    ap.add_argument("--budget-s", type=float, default=150.0, help="wall-clock budget of the whole run")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="wall-clock budget of the whole run (default 150 s; 900 s with --quick, for a busy CPU)")
     ap.add_argument("--iters", type=int, default=20, help="timed training steps per variant")
     ap.add_argument("--level-ops", action="store_true", help="also time each level's ConvLSTM/attention alone")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant (saves its CPU time)")
     ap.add_argument("--no-graph-profile", action="store_true", help="skip the profile of the graphed step")
     ap.add_argument("--compile-wait-s", type=float, default=1e9, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.budget_s is None:
+        args.budget_s = 900.0 if args.quick else 150.0
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(args.work or f"/tmp/bench_train_{os.getpid()}")
@@ -724,7 +763,8 @@ def main() -> None:
         if part != "eager" and not torch.cuda.is_available():
             continue
         left = args.budget_s - (time.perf_counter() - t0)
-        limit = min(left, PART_SHARES[part] * args.budget_s)
+        # On a CPU only the eager part runs: it may use the whole budget.
+        limit = min(left, PART_SHARES[part] * args.budget_s) if torch.cuda.is_available() else left
         if limit < 8:
             print(f"part {part}: skipped, {left:.0f} s left", flush=True)
             continue
@@ -837,11 +877,17 @@ def markdown(r: dict) -> str:
         for t in r["level_ops"]:
             lines.append(f"| {t['level_channels']}, {t['n']} | {t['op']} | {t['dtype']} | {t['reference_fwd_ms']:.3f} |"
                          f" {t['fused_fwd_ms']:.3f} | {t['reference_fwd_bwd_ms']:.3f} | {t['fused_fwd_bwd_ms']:.3f} |")
-    for title, rows in (r.get("profile") or {}).items():
-        if not rows:
+    for title, prof in (r.get("profile") or {}).items():
+        if not prof:
             continue
-        lines += ["", f"## Profile: {title} (top kernels, GPU us per step)", "", "| us | share | calls | kernel |",
-                  "| --- | --- | --- | --- |"]
+        rows = prof.get("kernels", []) if isinstance(prof, dict) else prof
+        lines += ["", f"## Profile: {title} (GPU us per step)", ""]
+        if isinstance(prof, dict) and prof.get("families"):
+            total = prof["total_us_per_step"]
+            lines += [f"Total {total / 1e3:.3f} ms of kernels per step ({prof['kernels_per_step']:g} launches). By "
+                      "family: " + "; ".join(f"{fam} {us:.0f} us ({100 * us / total:.0f}%)"
+                                             for fam, us in prof["families"].items()) + ".", ""]
+        lines += ["| us | share | calls | kernel |", "| --- | --- | --- | --- |"]
         for k in rows[:15]:
             lines.append(f"| {k['us_per_step']:.0f} | {100 * k['share']:.1f}% | {k['calls_per_step']:g} | "
                          f"`{k['kernel'][:80]}` |")

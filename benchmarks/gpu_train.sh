@@ -2,9 +2,10 @@
 # One device call for issue 3 (training / inference speed), <= 300 s in all (the device call adds its cold start):
 #   1. GPU tests of the Triton ops, the model and the Trainer's CUDA-graph steps (<= 100 s)
 #   2. bench_train.py, the complete table in one invocation (<= 170 s): the eager part, then one process per
-#      graphed variant (no process holds more than one live CUDA graph), torch.compile of the reference compiling
-#      beside them and timing last; per-kernel profiles of the fused eager + bf16 step, the reference eager step
-#      and, where torch.profiler sees graph kernels, the graphed fused + bf16 step.
+#      graphed variant (no process holds more than one live CUDA graph), then the end-to-end workload once more in
+#      a fresh process (timed from before `import torch`), torch.compile of the reference compiling beside them
+#      and timing last; per-kernel profiles (by kernel and by kernel family) of the fused eager + bf16 step, the
+#      reference eager step and, where torch.profiler sees graph kernels, the graphed fused + bf16 step.
 # Everything goes to $OUT/train/:
 #   gpu_tests.txt                 machine, versions, pytest output
 #   train.json, train.md          the benchmark tables (correctness check of every variant beside its timings)

@@ -77,3 +77,19 @@ def test_every_graphed_variant_has_a_process_of_its_own():
     for table in (bt.INFER_VARIANTS, bt.E2E_VARIANTS):
         for name, (_, graphs, _, part) in table.items():
             assert not graphs or bt.TRAIN_VARIANTS[name][-1] == part, name
+
+
+@pytest.mark.parametrize("name, family", [
+    ("_cell_bwd_kernel", "Triton ConvLSTM cell (fwd + bwd)"),
+    ("_bias_act_fwd_kernel", "Triton bias + SELU (fwd + bwd)"),
+    ("sm90_xmma_dgrad_implicit_gemm_indexed_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", "cuDNN / cuBLAS convolutions and GEMMs"),
+    ("void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true>",
+     "layout conversions nchw <-> nhwc"),
+    ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_",
+     "copies, casts, concatenation, gathers"),
+    ("void at::native::vectorized_elementwise_kernel<8, at::native::FillFunctor<c10::BFloat16>", "zero fills"),
+    ("void at::native::multi_tensor_apply_kernel<TensorListMetadata<4>, FusedAdamMathFunctor<float, 4>>", "Adam"),
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "other elementwise"),
+])
+def test_kernel_families(name, family):
+    assert bt.kernel_family(name) == family
