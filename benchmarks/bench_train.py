@@ -180,13 +180,21 @@ def validate(data: WindowDataset, n: int, device, batch: int) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ training step
-def make_step(backend, n, data, device, batch, graphs, bf16, compile_=False, fused_adam=True):
-    """The Trainer's own step objects (``mscred.train_graphs``): EagerStep, or GraphedStep (warm-up + capture)."""
+def make_step(backend, n, data, device, batch, graphs, bf16, compile_=False, fused_adam=True, cudnn_benchmark=None):
+    """The Trainer's own step objects (``mscred.train_graphs``): EagerStep, or GraphedStep (warm-up + capture).
+    ``cudnn_benchmark``: GraphedStep's option (default: the product's, autotuning on); for eager steps, the
+    process-wide flag is set to it (None: left as it is)."""
     net, opt = build(backend, n, device, capturable=graphs, fused_adam=fused_adam)
     t0 = time.perf_counter()
     if compile_:
         net = torch.compile(net)
-    step = GraphedStep(net, opt, data, batch, bf16) if graphs else EagerStep(net, opt, data, bf16)
+    if graphs:
+        step = GraphedStep(net, opt, data, batch, bf16, **({} if cudnn_benchmark is None else
+                                                          {"cudnn_benchmark": cudnn_benchmark}))
+    else:
+        if cudnn_benchmark is not None:
+            torch.backends.cudnn.benchmark = cudnn_benchmark
+        step = EagerStep(net, opt, data, bf16)
     sync(device)
     return step, time.perf_counter() - t0
 
@@ -442,16 +450,21 @@ def profile_step(step, data, device, batch, path: Path, title: str) -> dict:
 # is captured, and each inference batch size's before the next): on the H200 (2026-11-29) a process holding three
 # live training graphs died with SIGSEGV in CUDAGraph.replay, twice, at whichever graphed variant came third;
 # with one or two live graphs per process every run was clean.
-TRAIN_VARIANTS = {  # name: (backend, graphs, bf16, torch.compile, fused Adam, part)
-    "reference eager": ("reference", False, False, False, True, "eager"),
-    "reference eager, foreach Adam (PyTorch's default)": ("reference", False, False, False, False, "eager"),
-    "fused eager": ("fused", False, False, False, True, "eager"),
-    "fused eager + bf16": ("fused", False, True, False, True, "eager"),
-    "fused + CUDA graph + bf16": ("fused", True, True, False, True, "g-fused-bf16"),
-    "fused + CUDA graph": ("fused", True, False, False, True, "g-fused"),
-    "reference + CUDA graph + bf16": ("reference", True, True, False, True, "g-ref-bf16"),
-    "reference + CUDA graph": ("reference", True, False, False, True, "g-ref"),
-    "torch.compile(reference)": ("reference", False, False, True, True, "compile"),
+# The graphed variants autotune cuDNN's convolution algorithms in their warm-up (GraphedStep's default, the
+# product's: cudnn.benchmark); the eager rows keep PyTorch's default heuristics, and two ablation rows show what the
+# flag alone does: "reference eager, cudnn.benchmark" and the fused graphed bf16 step with heuristics.
+TRAIN_VARIANTS = {  # name: (backend, graphs, bf16, torch.compile, fused Adam, cudnn.benchmark, part)
+    "reference eager": ("reference", False, False, False, True, False, "eager"),
+    "reference eager, foreach Adam (PyTorch's default)": ("reference", False, False, False, False, False, "eager"),
+    "fused eager": ("fused", False, False, False, True, False, "eager"),
+    "fused eager + bf16": ("fused", False, True, False, True, False, "eager"),
+    "reference eager, cudnn.benchmark": ("reference", False, False, False, True, True, "eager"),
+    "fused + CUDA graph + bf16": ("fused", True, True, False, True, True, "g-fused-bf16"),
+    "fused + CUDA graph": ("fused", True, False, False, True, True, "g-fused"),
+    "reference + CUDA graph + bf16": ("reference", True, True, False, True, True, "g-ref-bf16"),
+    "reference + CUDA graph": ("reference", True, False, False, True, True, "g-ref"),
+    "fused + CUDA graph + bf16, cuDNN heuristics": ("fused", True, True, False, True, False, "g-fused-bf16-heur"),
+    "torch.compile(reference)": ("reference", False, False, True, True, False, "compile"),
 }
 INFER_VARIANTS = {  # name: (backend, graphs, bf16, part)
     "reference eager": ("reference", False, False, "eager"),
@@ -466,10 +479,11 @@ E2E_VARIANTS = {  # name: (backend, graphs, bf16, part)
 }
 # The graphed parts, most important first (the headline variant before its ablations), with the share of the
 # budget each may use at most. "compile" runs beside them all (see main).
-GRAPH_PARTS = ("g-fused-bf16", "g-fused", "g-ref-bf16", "g-ref", "e2e-cold")
+GRAPH_PARTS = ("g-fused-bf16", "g-fused", "g-ref-bf16", "g-ref", "e2e-cold", "g-fused-bf16-heur")
 # These are caps (a part ends when its items are done; on the H200 a graphed part takes ~10-20 s, the eager part
 # ~40 s), there so that one hung part cannot take the others' time.
-PART_SHARES = {"eager": 0.35, "g-fused-bf16": 0.2, "g-fused": 0.2, "g-ref-bf16": 0.2, "g-ref": 0.2, "e2e-cold": 0.15}
+PART_SHARES = {"eager": 0.35, "g-fused-bf16": 0.2, "g-fused": 0.2, "g-ref-bf16": 0.2, "g-ref": 0.2, "e2e-cold": 0.15,
+               "g-fused-bf16-heur": 0.1}
 ALL_PARTS = ("eager", *GRAPH_PARTS, "compile")
 GPU_FREE_FLAG = "gpu_free"  # written into --work when the other parts are done: compile may time
 
@@ -561,23 +575,26 @@ def run_part(part: str, args, work: Path) -> None:
 
     profile_path = work / f"train_profile_{part}.txt"
     steps = {}
-    for name, (backend, graphs, bf16, comp, fused_adam, vpart) in TRAIN_VARIANTS.items():
-        if vpart != part or ((graphs or bf16 or comp) and not cuda):
+    for name, (backend, graphs, bf16, comp, fused_adam, autotune, vpart) in TRAIN_VARIANTS.items():
+        if vpart != part or ((graphs or bf16 or comp or autotune) and not cuda):
             continue
 
-        def one(name=name, backend=backend, graphs=graphs, bf16=bf16, comp=comp, fused_adam=fused_adam):
+        def one(name=name, backend=backend, graphs=graphs, bf16=bf16, comp=comp, fused_adam=fused_adam,
+                autotune=autotune):
             ready = (lambda: _wait_for_gpu(work, t_begin + args.compile_wait_s)) if comp else None
-            step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp, fused_adam)
+            step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp, fused_adam, autotune)
             ms, first_s, loss, first_loss = time_train(step, data, device, batch, iters, ready=ready)
             if not graphs:
                 steps[name] = step  # kept for the eager profiles below; a graphed step is released at once
             row = {"variant": name, "bf16": bf16, "step_ms": ms, "windows_per_s": batch / ms * 1e3,
                    "one_time_s": setup_s + (first_s if (comp or not graphs) else 0.0), "loss_after": loss,
-                   "first_loss": first_loss}
+                   "first_loss": first_loss, "cudnn_benchmark": autotune}
             result["train_step"].append(row)
             print(f"train {name:52s} {ms:8.3f} ms/step {row['windows_per_s']:9.0f} windows/s "
                   f"(one-time {row['one_time_s']:.1f} s, first loss {first_loss:.6f})", flush=True)
         attempt("train " + name, one)
+        if cuda and not graphs:
+            torch.backends.cudnn.benchmark = False  # the eager rows after an autotuned one stay on heuristics
         _release(device)
 
     if part == "eager":
@@ -818,7 +835,9 @@ def markdown(r: dict) -> str:
     lines += ["Every variant runs the Trainer's own step objects (`mscred.train_graphs.EagerStep` / `GraphedStep`), "
               "fused Adam unless marked; 'vs eager' divides by the reference eager row with fused Adam (the faster, "
               "conservative baseline). check: the first step's loss (same initial weights, same batch) equals "
-              "the reference eager's (rel. err < 2e-3 fp32 / TF32, 2e-2 bf16).", "",
+              "the reference eager's (rel. err < 2e-3 fp32 / TF32, 2e-2 bf16). The graphed rows let cuDNN time its "
+              "convolution algorithms in their warm-up (cudnn.benchmark, GraphedStep's default); the eager rows use "
+              "PyTorch's default heuristics; two ablation rows show the flag alone.", "",
               "| variant | ms / step | windows / s | vs eager | one-time (s) | check (first-loss rel. err) |",
               "| --- | --- | --- | --- | --- | --- |"]
     for t in r.get("train_step") or []:

@@ -35,6 +35,15 @@ from torch import nn
 WARMUP_ITERS = 3  # the docs' recipe; lets cuDNN/cuBLAS pick algorithms and allocate workspaces before capture
 
 
+def autotune_convolutions(enabled: bool = True) -> None:
+    """Let cuDNN choose each convolution's algorithm by timing its candidates (``torch.backends.cudnn.benchmark``)
+    instead of by its heuristics. The graphed steps have fixed shapes and warm up before capture, so the timing
+    runs once, in the warm-up, and never inside a graph. Process-wide, as PyTorch's flag is; ``enabled=False``
+    leaves the flag as it is."""
+    if enabled:
+        torch.backends.cudnn.benchmark = True
+
+
 def autocast(device: torch.device, bf16: bool):
     """bf16 autocast on CUDA (fp32 master weights); a no-op elsewhere or when off.
 
@@ -149,13 +158,17 @@ class GraphedStep:
         The captured batch; smaller batches are padded with zero-weight windows.
     bf16 : bool
         Capture under bf16 autocast.
+    cudnn_benchmark : bool
+        Autotune the convolutions in the warm-up (``autotune_convolutions``); False keeps cuDNN's heuristics.
 
     Attributes the distributed step uses: ``static_idx`` (B,) int64, ``static_weight`` (B,), ``static_loss`` (),
     ``graph`` (``.replay()`` gathers ``static_idx``'s windows, then replays), ``batch_size``.
     """
 
-    def __init__(self, net: nn.Module, optimizer: torch.optim.Optimizer, data, batch_size: int, bf16: bool = False):
+    def __init__(self, net: nn.Module, optimizer: torch.optim.Optimizer, data, batch_size: int, bf16: bool = False,
+                 cudnn_benchmark: bool = True):
         _check_capturable(optimizer)
+        autotune_convolutions(cudnn_benchmark)
         device = data.segments.device
         self.batch_size, self.data = batch_size, data
         self.static_idx = torch.zeros(batch_size, dtype=torch.long, device=device)
@@ -217,10 +230,11 @@ class GraphedInference:
     """One inference batch (forward, per-window loss) captured in one CUDA graph; the window gather runs eagerly
     into the static input before each replay, as in ``GraphedStep``.
 
-    Returns views of static buffers: read or copy them before the next call.
+    Returns views of static buffers: read or copy them before the next call. ``cudnn_benchmark`` as in GraphedStep.
     """
 
-    def __init__(self, net: nn.Module, data, batch_size: int, bf16: bool = False):
+    def __init__(self, net: nn.Module, data, batch_size: int, bf16: bool = False, cudnn_benchmark: bool = True):
+        autotune_convolutions(cudnn_benchmark)
         device = data.segments.device
         self.batch_size, self.data = batch_size, data
         self.static_idx = torch.arange(batch_size, device=device) % len(data)
