@@ -485,6 +485,7 @@ GRAPH_PARTS = ("g-fused-bf16", "g-fused", "g-ref-bf16", "g-ref", "e2e-cold", "g-
 PART_SHARES = {"eager": 0.35, "g-fused-bf16": 0.2, "g-fused": 0.2, "g-ref-bf16": 0.2, "g-ref": 0.2, "e2e-cold": 0.15,
                "g-fused-bf16-heur": 0.1}
 ALL_PARTS = ("eager", *GRAPH_PARTS, "compile")
+EAGER_PROFILES = ("fused eager + bf16", "reference eager")  # profiled at the end of the eager part
 GPU_FREE_FLAG = "gpu_free"  # written into --work when the other parts are done: compile may time
 
 
@@ -584,8 +585,8 @@ def run_part(part: str, args, work: Path) -> None:
             ready = (lambda: _wait_for_gpu(work, t_begin + args.compile_wait_s)) if comp else None
             step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp, fused_adam, autotune)
             ms, first_s, loss, first_loss = time_train(step, data, device, batch, iters, ready=ready)
-            if not graphs:
-                steps[name] = step  # kept for the eager profiles below; a graphed step is released at once
+            if name in EAGER_PROFILES:
+                steps[name] = step  # kept for the eager profiles below; every other step is released at once
             row = {"variant": name, "bf16": bf16, "step_ms": ms, "windows_per_s": batch / ms * 1e3,
                    "one_time_s": setup_s + (first_s if (comp or not graphs) else 0.0), "loss_after": loss,
                    "first_loss": first_loss, "cudnn_benchmark": autotune}
@@ -644,7 +645,7 @@ def run_part(part: str, args, work: Path) -> None:
     if part == "eager":
         profile_path.write_text(f"# bench_train.py profile ({part}), {dt.datetime.now(dt.timezone.utc).isoformat()}\n")
         result["profile"] = {}
-        for name in ("fused eager + bf16", "reference eager"):
+        for name in EAGER_PROFILES:
             if name in steps:
                 result["profile"][name] = attempt(
                     "profile " + name, lambda name=name: profile_step(steps[name], data, device, batch,
