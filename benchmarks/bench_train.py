@@ -482,7 +482,7 @@ E2E_VARIANTS = {  # name: (backend, graphs, bf16, part)
 GRAPH_PARTS = ("g-fused-bf16", "g-fused", "g-ref-bf16", "g-ref", "e2e-cold", "g-fused-bf16-heur")
 # These are caps (a part ends when its items are done; on the H200 a graphed part takes ~10-20 s, the eager part
 # ~40 s), there so that one hung part cannot take the others' time.
-PART_SHARES = {"eager": 0.35, "g-fused-bf16": 0.2, "g-fused": 0.2, "g-ref-bf16": 0.2, "g-ref": 0.2, "e2e-cold": 0.15,
+PART_SHARES = {"eager": 0.4, "g-fused-bf16": 0.2, "g-fused": 0.2, "g-ref-bf16": 0.2, "g-ref": 0.2, "e2e-cold": 0.15,
                "g-fused-bf16-heur": 0.1}
 ALL_PARTS = ("eager", *GRAPH_PARTS, "compile")
 EAGER_PROFILES = ("fused eager + bf16", "reference eager")  # profiled at the end of the eager part
