@@ -16,19 +16,13 @@ Accumulation is float32 for float32/bf16/fp16 inputs and float64 for float64 (th
 """
 from __future__ import annotations
 
-import os
-from typing import Optional
-
 import torch
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError as _err:  # pragma: no cover
-    triton = None
-    _IMPORT_ERROR: Optional[Exception] = _err
-else:
-    _IMPORT_ERROR = None
+# Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
+from mscred.ops.triton import runtime as _runtime
+from mscred.ops.triton.runtime import interpreting as _interpreting
+from mscred.ops.triton.runtime import runs_fused as _runs_fused
+from mscred.ops.triton.runtime import tl, triton
 
 # Elements of D per iteration (the register tile is [T_PAD, BLOCK]) and warps per program. One program per sample
 # must keep ~30 KB of loads in flight to draw its share of HBM bandwidth, hence wide tiles and 16 warps; the
@@ -39,16 +33,7 @@ INTERPRETER_BLOCK = 8192
 
 def is_available() -> tuple[bool, str]:
     """(True, "") when the fused attention can run here: Triton and a CUDA device, or Triton's CPU interpreter."""
-    if triton is None:
-        return False, f"triton not importable ({_IMPORT_ERROR})"
-    if torch.cuda.is_available() or os.environ.get("TRITON_INTERPRET", "0") == "1":
-        return True, ""
-    return False, "no CUDA device (set TRITON_INTERPRET=1 to run the kernels on the CPU interpreter)"
-
-
-def _runs_fused(h: torch.Tensor) -> bool:
-    interp = os.environ.get("TRITON_INTERPRET", "0") == "1"
-    return triton is not None and (h.is_cuda or (interp and h.device.type == "cpu"))
+    return _runtime.is_available("fused attention")
 
 
 def temporal_attention(h: torch.Tensor) -> torch.Tensor:
@@ -143,7 +128,7 @@ def _launch_args(h: torch.Tensor, block: int):
     B, T = h.shape[:2]
     D = h[0, 0].numel()
     cdt = tl.float64 if h.dtype == torch.float64 else tl.float32
-    if os.environ.get("TRITON_INTERPRET", "0") == "1":
+    if _interpreting():
         block = INTERPRETER_BLOCK
     return B, T, D, dict(CDT=cdt, T_PAD=max(triton.next_power_of_2(T), 2), BLOCK=block, num_warps=NUM_WARPS)
 

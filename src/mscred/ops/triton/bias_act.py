@@ -21,20 +21,16 @@ Tensors the kernels cannot run on (CPU without Triton's interpreter) take the sa
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
-try:
-    import triton
-    import triton.language as tl
-except ImportError as _err:  # pragma: no cover
-    triton = None
-    _IMPORT_ERROR: Optional[Exception] = _err
-else:
-    _IMPORT_ERROR = None
+# Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
+from mscred.ops.triton import runtime as _runtime
+from mscred.ops.triton.runtime import interpreting as _interpreting
+from mscred.ops.triton.runtime import runs_fused as _runs_fused
+from mscred.ops.triton.runtime import tl, triton
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
@@ -46,19 +42,7 @@ INTERPRETER_BLOCK = 16384
 
 def is_available() -> tuple[bool, str]:
     """(True, "") when the fused op can run here: Triton and a CUDA device, or Triton's CPU interpreter."""
-    if triton is None:
-        return False, f"triton not importable ({_IMPORT_ERROR})"
-    if torch.cuda.is_available() or _interpreting():
-        return True, ""
-    return False, "no CUDA device (set TRITON_INTERPRET=1 to run the kernels on the CPU interpreter)"
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-def _runs_fused(y: torch.Tensor) -> bool:
-    return triton is not None and (y.is_cuda or (_interpreting() and y.device.type == "cpu"))
+    return _runtime.is_available("fused bias_act")
 
 
 def reference(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int = 0, left: int = 0,

@@ -33,19 +33,15 @@ path), so the only bf16 roundings are the convolution operands and the stored h.
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
 
-try:  # importing mscred never fails without Triton: the dispatcher then falls back to the reference
-    import triton
-    import triton.language as tl
-except ImportError as _err:  # pragma: no cover - exercised only where Triton is absent
-    triton = None
-    _IMPORT_ERROR: Optional[Exception] = _err
-else:
-    _IMPORT_ERROR = None
+# Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
+from mscred.ops.triton import runtime as _runtime
+from mscred.ops.triton.runtime import interpreting as _interpreting
+from mscred.ops.triton.runtime import runs_fused as _runs_fused
+from mscred.ops.triton.runtime import tl, triton
 
 BLOCK = 1024  # elements of one (B, Ch, H, W) step per program: 4 gates read, up to 5 outputs written
 INTERPRETER_BLOCK = 16384  # the CPU interpreter pays per program, not per element: fewer, larger programs
@@ -54,19 +50,7 @@ MAX_BLOCK_C = 64  # channels per program in channels-last order (a row of the 2-
 
 def is_available() -> tuple[bool, str]:
     """(True, "") when the fused ConvLSTM can run here: Triton and a CUDA device, or Triton's CPU interpreter."""
-    if triton is None:
-        return False, f"triton not importable ({_IMPORT_ERROR})"
-    if torch.cuda.is_available() or _interpreting():
-        return True, ""
-    return False, "no CUDA device (set TRITON_INTERPRET=1 to run the kernels on the CPU interpreter)"
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-def _runs_fused(x: torch.Tensor) -> bool:
-    return triton is not None and (x.is_cuda or (_interpreting() and x.device.type == "cpu"))
+    return _runtime.is_available("fused ConvLSTM")
 
 
 # ----------------------------------------------------------------------------------------------------------------

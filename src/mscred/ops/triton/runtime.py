@@ -1,0 +1,41 @@
+"""What the Triton ops share: the optional import of Triton, and where their kernels can run.
+
+The kernels run on CUDA tensors, or on CPU tensors under Triton's interpreter (``TRITON_INTERPRET=1``: CI checks
+them that way); elsewhere each op falls back to its PyTorch reference. ``triton`` and ``tl`` are None when Triton
+is not installed, so the modules guard their ``@triton.jit`` definitions with ``if triton is not None``.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError as _err:  # pragma: no cover
+    triton = None
+    tl = None
+    IMPORT_ERROR: Optional[Exception] = _err
+else:
+    IMPORT_ERROR = None
+
+
+def interpreting() -> bool:
+    """Whether Triton's CPU interpreter is on (read at call time: tests set it before the first kernel runs)."""
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def is_available(what: str) -> tuple[bool, str]:
+    """(True, "") when ``what`` (an op's name, for the message) can run its kernels here, else (False, why)."""
+    if triton is None:
+        return False, f"triton not importable ({IMPORT_ERROR})"
+    if torch.cuda.is_available() or interpreting():
+        return True, ""
+    return False, "no CUDA device (set TRITON_INTERPRET=1 to run the kernels on the CPU interpreter)"
+
+
+def runs_fused(t: torch.Tensor) -> bool:
+    """Whether an op on ``t`` runs the Triton kernels (CUDA, or CPU under the interpreter) or its reference."""
+    return triton is not None and (t.is_cuda or (interpreting() and t.device.type == "cpu"))
