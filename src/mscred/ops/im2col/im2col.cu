@@ -411,6 +411,16 @@ __device__ __forceinline__ void warp_mma_tile_nk(float (&acc)[MT][NT][4], const 
   }
 }
 
+template <int MT, int NT>
+__device__ __forceinline__ void zero_accumulators(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.f;
+}
+
 // Epilogues shared by the implicit kernels. First the accumulators go to a shared tile c (BM x LDC floats, free to
 // overwrite: the caller has synchronised), so that the NCHW stores can be coalesced.
 template <int MT, int NT, int LDC>
@@ -562,12 +572,7 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS) conv_implicit(const float* __
   };
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.f;
+  zero_accumulators(acc);
 
   const int ksteps = (K + BK - 1) / BK;
   gather(0);
@@ -774,12 +779,7 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
   };
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.f;
+  zero_accumulators(acc);
 
   // Prologue: STAGES-1 K-steps in flight. One commit group per K-step (empty past the end) keeps the count exact.
 #pragma unroll

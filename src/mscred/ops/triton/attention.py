@@ -56,6 +56,15 @@ def temporal_attention(h: torch.Tensor) -> torch.Tensor:
 
 if triton is not None:
 
+    @triton.jit
+    def _attention_weights(scores, tmask, inv_t):
+        """Softmax over the steps of the score tile's row sums (T_PAD,), times 1/T; zero on the padding rows."""
+        s = tl.sum(scores, axis=1) * inv_t
+        s = tl.where(tmask, s, -float("inf"))
+        e = tl.exp(s - tl.max(s, axis=0))
+        e = tl.where(tmask, e, 0.0)
+        return e / tl.sum(e, axis=0)
+
     @triton.jit(do_not_specialize=["T", "D"])
     def _attn_fwd_kernel(h_ptr, out_ptr, T, D, inv_t,
                          CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
@@ -71,11 +80,7 @@ if triton is not None:
                          other=0.0).to(CDT)
             hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
             acc += hk * hl[None, :]
-        s = tl.sum(acc, axis=1) * inv_t
-        s = tl.where(tmask, s, -float("inf"))
-        e = tl.exp(s - tl.max(s, axis=0))
-        e = tl.where(tmask, e, 0.0)
-        a = e / tl.sum(e, axis=0)  # (T_PAD,)
+        a = _attention_weights(acc, tmask, inv_t)  # (T_PAD,)
         for d0 in range(0, D, BLOCK):
             d = d0 + tl.arange(0, BLOCK)
             dmask = d < D
@@ -103,11 +108,7 @@ if triton is not None:
             go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
             acc_s += hk * hl[None, :]
             acc_g += hk * go[None, :]
-        s = tl.sum(acc_s, axis=1) * inv_t
-        s = tl.where(tmask, s, -float("inf"))
-        e = tl.exp(s - tl.max(s, axis=0))
-        e = tl.where(tmask, e, 0.0)
-        a = e / tl.sum(e, axis=0)
+        a = _attention_weights(acc_s, tmask, inv_t)
         da = tl.sum(acc_g, axis=1)
         ds = a * (da - tl.sum(a * da, axis=0)) * inv_t  # (T_PAD,), zero on the padding rows (a = 0 there)
         last = (t == T - 1)[:, None]
