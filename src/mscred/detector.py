@@ -321,14 +321,20 @@ class MSCRED:
             meta = json.loads(cfg_path.read_text())
             if not isinstance(meta, dict) or meta.get("format") != FORMAT:
                 raise ValueError("not an mscred model config")
+            _check_format_version(meta)
             config = MSCREDConfig.from_dict(meta["config"])
+            if not isinstance(meta["sensors"], list):
+                raise TypeError(f"sensors is a {type(meta['sensors']).__name__}, not a list")
             sensors = [str(s) for s in meta["sensors"]]
             calibration = Calibration.from_dict(meta["calibration"])
             normalizer = Normalizer.from_dict(meta["normalization"])
+            _check_settings(config, sensors, calibration)
+            net = MSCREDNet(config.model)
         except InputError as err:
             raise InputError(f"{cfg_path}: {err}") from None
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as err:
-            raise InputError(f"{cfg_path}: damaged model config ({type(err).__name__}: {err})") from None
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, OverflowError) as err:
+            msg = " ".join(str(err).split())[:300]
+            raise InputError(f"{cfg_path}: damaged model config ({type(err).__name__}: {msg})") from None
         if len(sensors) != config.model.n_sensors or len(normalizer.min_) != len(sensors):
             raise InputError(f"{cfg_path}: damaged model config (sensor count does not match the settings)")
 
@@ -337,15 +343,67 @@ class MSCRED:
         model.history_ = meta.get("history", [])
         # "auto" means this machine's best device, not the training one: a model trained on a GPU loads on a CPU.
         model.device_ = _resolve_device(device)
-        net = MSCREDNet(config.model)
         try:
             state = load_file(str(weights_path))
             net.load_state_dict(state, strict=True)
         except (SafetensorError, OSError, RuntimeError, ValueError) as err:
             msg = " ".join(str(err).split())[:300]
             raise InputError(f"{weights_path}: damaged weights ({type(err).__name__}: {msg})") from None
+        for name, tensor in state.items():   # NaN weights would score every window NaN: never "normal" silently
+            if tensor.is_floating_point() and not bool(tensor.isfinite().all()):
+                raise InputError(f"{weights_path}: damaged weights (tensor '{name}' holds NaN or infinite values)")
         model.net_ = net.to(model.device_).eval()
         return model
+
+
+def _check_format_version(meta: dict) -> None:
+    """The layout of config.json + model.safetensors is versioned by ``format_version``; the package version that
+    wrote it is informational (a model of another mscred release with the same format loads)."""
+    version = meta.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"format_version is {version!r}, not an integer")
+    if version != FORMAT_VERSION:
+        raise InputError(f"model format {version} (written by mscred {meta.get('mscred_version', '?')}); this mscred "
+                         f"{__version__} reads format {FORMAT_VERSION}")
+    if not isinstance(meta.get("mscred_version"), str):
+        raise ValueError(f"mscred_version is {meta.get('mscred_version')!r}, not a version string")
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _check_settings(config: MSCREDConfig, sensors: list[str], calibration: Calibration) -> None:
+    """The settings scoring relies on, checked once at load (a hand-edited config.json would otherwise fail later,
+    deep inside scoring, as an internal error). Raises ValueError saying which setting."""
+    from mscred.detect import SCORE_METHODS
+
+    sig, score = config.signature, config.score
+    windows = tuple(sig.windows) if isinstance(sig.windows, (tuple, list)) else ()
+    if not windows or not all(_positive_int(w) for w in windows):
+        raise ValueError(f"signature.windows {sig.windows!r} must be positive integers")
+    for name in ("gap", "steps", "chunk_segments"):
+        if not _positive_int(getattr(sig, name)):
+            raise ValueError(f"signature.{name} {getattr(sig, name)!r} must be a positive integer")
+    if score.method not in SCORE_METHODS:
+        raise ValueError(f"score.method {score.method!r} is not one of {', '.join(SCORE_METHODS)}")
+    if not _positive_int(score.top_k):
+        raise ValueError(f"score.top_k {score.top_k!r} must be a positive integer")
+    if not isinstance(score.scales, (tuple, list)) or not set(score.scales) <= set(windows):
+        raise ValueError(f"score.scales {score.scales!r} must be some of the windows {windows}")
+    if len(calibration.scale_thresholds) != len(windows):
+        raise ValueError(f"calibration has {len(calibration.scale_thresholds)} scale threshold(s) for "
+                         f"{len(windows)} windows")
+    if score.method == "count" and len(calibration.theta) != len(windows):
+        raise ValueError(f"calibration has {len(calibration.theta)} theta(s) for {len(windows)} windows")
+    if score.method == "z_sensor":
+        stats = calibration.sensor_stats
+        if stats is None or stats.mean.shape != (len(windows) + 1, len(sensors)):
+            raise ValueError("calibration.sensor_stats missing or not (windows + 1, sensors) in shape")
+    if not sensors or len(set(sensors)) != len(sensors):
+        raise ValueError("sensors must be distinct names" if sensors else "no sensors")
+    if not _positive_int(config.model.n_scales) or config.model.n_scales != len(windows):
+        raise ValueError(f"model.n_scales {config.model.n_scales!r} does not match {len(windows)} windows")
 
 
 def _jsonable(value):

@@ -68,6 +68,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         click.echo("mscred: interrupted", err=True)
         return 130
+    except OSError as err:
+        # A path the user gave that cannot be read or written (an --out under a file, no permission, disk full):
+        # bad input named by its path. One without a path is not the user's: an internal error below.
+        if debug or not err.filename:
+            if debug:
+                raise
+            click.echo(f"mscred: internal error: {type(err).__name__}: {err} (set MSCRED_DEBUG=1 for a traceback)",
+                       err=True)
+            return 1
+        what = "exists and is not a directory" if isinstance(err, FileExistsError) else (err.strerror or str(err))
+        click.echo(f"mscred: error: {err.filename}: {what}", err=True)
+        return 2
     except Exception as err:  # noqa: BLE001 - the one place that turns failures into a line
         if debug:
             raise

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import csv
 import os
+import re
+import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -24,6 +27,10 @@ LABEL = "label"
 _CSV = {".csv", ".txt", ".tsv"}
 _PARQUET = {".parquet", ".pq"}
 _NPY = {".npy"}
+# Compressed text tables that pandas decompresses itself: ``data.csv.gz`` reads as ``data.csv``.
+_COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
+# pandas renames a repeated header name 'a' to 'a.1', 'a.2' ... and an empty one to 'Unnamed: 3'.
+_MANGLED = re.compile(r"^(?:(?P<base>.*)\.\d+|Unnamed: \d+(?:_level_\d+)?)$")
 
 
 @dataclass
@@ -64,7 +71,9 @@ def load_table(path: str | os.PathLike) -> Table:
     Parameters
     ----------
     path : str or PathLike
-        ``.csv`` (also ``.txt``/``.tsv``, separator sniffed), ``.parquet``/``.pq``, or ``.npy`` (a 2-D numeric
+        ``.csv`` (also ``.txt``/``.tsv``, and any of them compressed as ``.gz``/``.bz2``/``.xz``/``.zip``/``.zst``;
+        the separator is sniffed for .txt/.tsv, and for a .csv whose header holds no comma but a ';', tab or '|'),
+        ``.parquet``/``.pq``, or ``.npy`` (a 2-D numeric
         array (T, n) whose columns become ``sensor_0 ..``, a 1-D array (T,) as one sensor, or a structured array
         whose field names are the columns).
 
@@ -94,6 +103,8 @@ def read_frame(path: str | os.PathLike, *, npy: bool = True, **csv_options: Any)
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a {kinds} file")
     suffix = path.suffix.lower()
+    if suffix in _COMPRESSED and Path(path.stem).suffix.lower() in _CSV:
+        return _read_csv(path, **csv_options)     # pandas infers the compression from the last suffix
     if suffix in _CSV:
         return _read_csv(path, **csv_options)
     if suffix in _PARQUET:
@@ -125,6 +136,7 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>") -> Table:
         bad = np.flatnonzero(pd.isna(index))
         if len(bad):
             raise InputError(f"{source}: column '{TIMESTAMP}' row {bad[0] + 1}: missing timestamp")
+        _check_time_order(index, source)
     elif isinstance(df.index, pd.RangeIndex):
         index = pd.RangeIndex(len(df))
     else:
@@ -140,8 +152,66 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>") -> Table:
     return Table(values=values, sensors=sensors, index=index, labels=labels, source=source)
 
 
+def _check_time_order(index: pd.Index, source: str) -> None:
+    """Timestamps must be strictly increasing: rows are taken in file order (windows, SCORES.csv rows, the
+    alignment with a labels file), so an unsorted or repeated time would give silently wrong windows.
+
+    Numbers and date-times are compared as such. Text that does not read as dates at all (ids like 'run-a-001')
+    is only required to be unique; text that starts as dates and then has a non-date is an error at that row.
+    """
+    where = f"{source}: column '{TIMESTAMP}'"
+    if pd.api.types.is_bool_dtype(index.dtype):
+        raise InputError(f"{where}: holds true/false values, not times")
+    keys: Optional[np.ndarray]
+    if pd.api.types.is_numeric_dtype(index.dtype):
+        keys = index.to_numpy(dtype=np.float64)
+    elif pd.api.types.is_datetime64_any_dtype(index.dtype):
+        keys = pd.DatetimeIndex(index).asi8                         # nanoseconds (UTC when zoned)
+    else:
+        with warnings.catch_warnings():   # "could not infer format": expected for ids that are not dates
+            warnings.simplefilter("ignore")
+            try:
+                parsed = pd.DatetimeIndex(pd.to_datetime(index, errors="coerce", utc=True))
+            except (ValueError, TypeError, OverflowError):
+                parsed = pd.DatetimeIndex([pd.NaT] * len(index))
+        missing = np.flatnonzero(parsed.isna())
+        if len(missing) and missing[0] == 0:
+            keys = None                   # not dates: opaque labels, which must only be unique
+        elif len(missing):
+            r = missing[0]
+            raise InputError(f"{where} row {r + 1}: value {_short(index[r])} is not a date/time like the rows "
+                             "before it")
+        else:
+            keys = parsed.asi8
+    if keys is None:
+        repeated = np.flatnonzero(index.duplicated())
+        if len(repeated):
+            r = repeated[0]
+            raise InputError(f"{where} row {r + 1}: timestamp {_short(index[r])} appears twice")
+        return
+    steps = np.diff(keys)
+    if (steps <= 0).any():
+        r = int(np.flatnonzero(steps <= 0)[0]) + 1
+        what = "repeats the row before" if steps[r - 1] == 0 else f"is earlier than the row before's {_short(index[r - 1])}"
+        raise InputError(f"{where} row {r + 1}: timestamp {_short(index[r])} {what}; rows must be in increasing "
+                         "time order (sort the table by time)")
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    """A value for a message: NumPy scalars as plain Python (2, not np.int64(2)), long text cut."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _numeric_column(series: pd.Series, col: str, source: str) -> np.ndarray:
     """A column as finite float64, or InputError at its first bad value (1-based row)."""
+    if pd.api.types.is_complex_dtype(series.dtype):
+        raise InputError(f"{source}: column '{col}': complex numbers ({series.dtype}); expected real numbers")
+    if pd.api.types.is_datetime64_any_dtype(series.dtype) or pd.api.types.is_timedelta64_dtype(series.dtype):
+        raise InputError(f"{source}: column '{col}': holds dates/times ({series.dtype}), not sensor values; name it "
+                         f"'{TIMESTAMP}' if it is the time")
     if pd.api.types.is_bool_dtype(series.dtype):
         numbers = series.to_numpy(dtype=np.float64)
     elif pd.api.types.is_numeric_dtype(series.dtype):
@@ -152,7 +222,7 @@ def _numeric_column(series: pd.Series, col: str, source: str) -> np.ndarray:
         unparsed = np.isnan(numbers) & ~pd.isna(series).to_numpy()
         if unparsed.any():
             row = int(np.flatnonzero(unparsed)[0])
-            raise InputError(f"{source}: column '{col}' row {row + 1}: value {series.iloc[row]!r} is not a number")
+            raise InputError(f"{source}: column '{col}' row {row + 1}: value {_short(series.iloc[row])} is not a number")
     bad = ~np.isfinite(numbers)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
@@ -167,24 +237,57 @@ def _labels(series: pd.Series, source: str) -> np.ndarray:
     bad = (numbers != 0) & (numbers != 1)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{source}: column '{LABEL}' row {row + 1}: label {series.iloc[row]!r} is not 0 or 1")
+        raise InputError(f"{source}: column '{LABEL}' row {row + 1}: label {_short(series.iloc[row])} is not 0 or 1")
     return numbers.astype(np.int64)
 
 
 def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     # sep=None sniffs ',' / ';' / tab / whitespace from the first lines (needs the python engine) only for .txt/.tsv;
     # plain .csv uses the fast C parser.
-    kwargs: dict[str, Any] = {"sep": None, "engine": "python"} if path.suffix.lower() != ".csv" else {}
+    text_suffix = Path(path.stem).suffix.lower() if path.suffix.lower() in _COMPRESSED else path.suffix.lower()
+    sniff: dict[str, Any] = {"sep": None, "engine": "python"}
+    kwargs: dict[str, Any] = dict(sniff) if text_suffix != ".csv" else {}
     kwargs.update(options)
-    try:
-        df = pd.read_csv(path, **kwargs)
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{path}: the file is empty") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError, csv.Error) as exc:
-        raise InputError(f"{path}: cannot read as CSV: {_one_line(exc)}") from None
+    df = _csv_call(path, **kwargs)
+    if df.shape[1] == 1 and "sep" not in options and any(c in str(df.columns[0]) for c in ";\t|"):
+        # A ';'-separated export (a European spreadsheet) parsed with ',' lands in one column named
+        # 'a;b;c': read it again with the separator sniffed, as for .txt.
+        df = _csv_call(path, **{**kwargs, **sniff})
     if df.shape[1] == 0:
         raise InputError(f"{path}: the file has no columns")
-    return df
+    if any(_MANGLED.match(str(c)) for c in df.columns):
+        _check_header(path, df, kwargs)
+    # Spreadsheet exports pad names ('pump_1 , pump_2'): the padding is invisible in messages and in the model.
+    return df.set_axis([c.strip() if isinstance(c, str) else c for c in df.columns], axis=1)
+
+
+def _csv_call(path: Path, **kwargs: Any) -> pd.DataFrame:
+    """``pandas.read_csv`` with every failure as an InputError naming the file."""
+    try:
+        return pd.read_csv(path, **kwargs)
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: the file is empty") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: cannot read as CSV: not UTF-8 text ({_one_line(exc)}); save it as UTF-8") from None
+    except (pd.errors.ParserError, ValueError, OSError, EOFError, zlib.error, csv.Error) as exc:
+        # OSError includes a damaged .gz (BadGzipFile); EOFError a truncated one.
+        raise InputError(f"{path}: cannot read as CSV: {_one_line(exc)}") from None
+
+
+def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
+    """Refuse repeated or empty header names, which pandas would silently rename ('a.1', 'Unnamed: 0')."""
+    raw = _csv_call(path, **{**kwargs, "header": None, "nrows": 1, "dtype": str, "keep_default_na": False})
+    names = ["" if pd.isna(v) else str(v) for v in raw.iloc[0]] if len(raw) else []
+    if len(names) != df.shape[1]:
+        return  # the header is not one plain row (e.g. a multi-row header): keep pandas' reading
+    names = [n.strip() for n in names]
+    duplicated = sorted({n for n in names if n and names.count(n) > 1})
+    if duplicated:
+        raise InputError(f"{path}: duplicate column name(s): {', '.join(duplicated)}")
+    if "" in names:
+        j = names.index("")
+        raise InputError(f"{path}: column {j + 1} has no name in the header (a DataFrame index saved with it? "
+                         f"write with index=False, or name it '{TIMESTAMP}')")
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
