@@ -1,0 +1,338 @@
+"""Opt-in ConvLSTM forward whose recurrent convolution is an implicit GEMM with the cell update in its epilogue.
+
+``convlstm.py`` (the product's fused op) runs, for every step t >= 2 (index t >= 1 here), one cuDNN convolution
+h_{t-1} -> (B, 4Ch, H, W) gate pre-activations, written to HBM, then ``_cell_fwd_kernel`` reading them back. On the
+H200 the convolutions are 57 % of the fused bf16 step (``benchmarks/results/train_profile.txt``). Here that pair is
+one Triton kernel per step:
+
+    program (b, pixel block, channel block):
+        acc_q[p, co] = sum over taps (ky, kx) and input channels ci of
+                       h_{t-1}[b, ci, y + ky - top, x + kx - left] * W_h[q*Ch + co, ci, ky, kx]     q = i, g, f, o
+                       (an implicit GEMM: the h tile is gathered with masks, TF "same" padding = masked-out taps;
+                       one tl.dot per gate per (tap, K-chunk), fp32 accumulation)
+        z_q = acc_q + gx_t[q] + bias[q]          (gx_t: the step's input-conv gates, all T computed in one call)
+        c_t = sigmoid(z_f + forget_bias) * c_{t-1} + sigmoid(z_i) * tanh(z_g);  h_t = sigmoid(z_o) * tanh(c_t)
+
+so the recurrent gates never reach HBM. Step 1 (index 0) has h = 0, no recurrent term, and reuses
+``_cell_fwd_kernel`` unchanged. The gate pre-activations are written only when a backward will need them
+(``save``); the backward is ``convlstm.py``'s own (``convlstm_fused_backward``), fed the same saved tensors: the
+pre-activations, the fp32 cell states and the zero-bordered h_0 .. h_{T-2} (written by the kernels only when saving;
+inference reads h_{t-1} straight from the output, so it needs no padded copy at all).
+
+Numerics follow ``_cell_fwd_kernel``: gate order i, g, f, o, ``forget_bias`` on f, cell state in float32 (float64
+for float64), the pre-activations rounded to the output dtype before the activations (so the saved ones are exactly
+what the forward used). One difference: the recurrent sum is kept in fp32 until it is added to gx_t, where the
+cuDNN path rounds it to bf16 first (under bf16 this op is slightly *more* accurate). float32 follows
+``torch.backends.cudnn.allow_tf32`` (what the cuDNN recurrent convolution it replaces does): tl.dot's "tf32" or
+"ieee" input precision.
+
+Not the default: select it with ``MSCRED_CONVLSTM_REC=1`` through ``select`` (or call ``convlstm`` directly). The
+product dispatch (``mscred.ops``) does not route here until the H200 numbers (``benchmarks/bench_convlstm_rec.py``)
+show it is faster.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+
+from mscred.ops.triton import convlstm as _fused
+from mscred.ops.triton.runtime import interpreting as _interpreting
+from mscred.ops.triton.runtime import runs_fused as _runs_fused
+from mscred.ops.triton.runtime import tl, triton
+
+ENV = "MSCRED_CONVLSTM_REC"
+
+
+def enabled() -> bool:
+    """Whether ``select`` routes to this op (``MSCRED_CONVLSTM_REC=1``; read at call time)."""
+    return os.environ.get(ENV, "0") == "1"
+
+
+def is_available() -> tuple[bool, str]:
+    """(True, "") when the kernels can run here: Triton and a CUDA device, or Triton's CPU interpreter."""
+    return _fused.is_available()
+
+
+if triton is not None:
+    from mscred.ops.triton.convlstm import _sigmoid, _tanh  # the activations of _cell_fwd_kernel, bit for bit
+
+    @triton.jit
+    def _rec_cell_kernel(
+        h_ptr, h_sb, h_sc, h_sy, h_sx,            # h_{t-1} (B, Ch, H, W), unpadded (the previous step's output)
+        w_ptr,                                    # (K*K*Ch, 4Ch) packed W_h: row (ky*K + kx)*Ch + ci, col q*Ch + co
+        gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,       # this step's input-conv gates (B, 4Ch, H, W), may be a crop
+        bias_ptr,                                 # (4Ch,)
+        pre_ptr, pre_sb, pre_sc, pre_sy, pre_sx,  # out if STORE_PRE: gate pre-activations (B, 4Ch, H, W)
+        cprev_ptr, c_ptr, c_sb, c_sc, c_sy, c_sx,  # c_{t-1} in, c_t out (B, Ch, H, W), same strides
+        o_ptr, o_sb, o_sc, o_sy, o_sx,            # out: h_t (B, Ch, H, W)
+        hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx,       # out if WRITE_HP: h_t into a zero-bordered (B, Ch, Hp, Wp)
+        H, W, PAD_T, PAD_L, forget_bias,
+        CH: tl.constexpr, KS: tl.constexpr,
+        STORE_PRE: tl.constexpr, WRITE_HP: tl.constexpr, UPCAST: tl.constexpr,
+        CDT: tl.constexpr, DOT_PREC: tl.constexpr,
+        BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_K: tl.constexpr,
+    ):
+        # CH is a compile-time constant (one per MSCRED level): the K loop below is then fully unrolled.
+        b = tl.program_id(0).to(tl.int64)
+        p = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)
+        co = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+        pmask = p < H * W
+        cmask = co < CH
+        y = p // W
+        x = p % W
+        kk = tl.arange(0, BLOCK_K)
+        acc_i = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
+        acc_g = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
+        acc_f = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
+        acc_o = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
+        hb = h_ptr + b * h_sb
+        for ky in tl.static_range(KS):
+            for kx in tl.static_range(KS):
+                # TF "same" padding: a tap reading outside the image reads a zero (masked, other=0), so h needs
+                # no padded copy.
+                yy = y + (ky - PAD_T)
+                xx = x + (kx - PAD_L)
+                inb = pmask & (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
+                arow = hb + yy.to(tl.int64) * h_sy + xx.to(tl.int64) * h_sx
+                for k0 in tl.static_range(0, CH, BLOCK_K):
+                    ci = k0 + kk
+                    kmask = ci < CH
+                    a = tl.load(arow[:, None] + ci[None, :] * h_sc, mask=inb[:, None] & kmask[None, :], other=0.0)
+                    wrow = w_ptr + ((ky * KS + kx) * CH + ci)[:, None] * (4 * CH) + co[None, :]
+                    wmask = kmask[:, None] & cmask[None, :]
+                    wi = tl.load(wrow, mask=wmask, other=0.0)
+                    wg = tl.load(wrow + CH, mask=wmask, other=0.0)
+                    wf = tl.load(wrow + 2 * CH, mask=wmask, other=0.0)
+                    wo = tl.load(wrow + 3 * CH, mask=wmask, other=0.0)
+                    if UPCAST:
+                        # Triton's CPU interpreter multiplies bf16 blocks wrongly (checked with Triton 3.9);
+                        # bf16 x bf16 products are exact in fp32, so upcasting changes only the summation order.
+                        a = a.to(tl.float32)
+                        wi = wi.to(tl.float32)
+                        wg = wg.to(tl.float32)
+                        wf = wf.to(tl.float32)
+                        wo = wo.to(tl.float32)
+                    acc_i += tl.dot(a, wi, input_precision=DOT_PREC).to(CDT)
+                    acc_g += tl.dot(a, wg, input_precision=DOT_PREC).to(CDT)
+                    acc_f += tl.dot(a, wf, input_precision=DOT_PREC).to(CDT)
+                    acc_o += tl.dot(a, wo, input_precision=DOT_PREC).to(CDT)
+        # Epilogue: the step's input-conv gates and the bias, then the cell update of _cell_fwd_kernel.
+        mask = pmask[:, None] & cmask[None, :]
+        yc = y.to(tl.int64)[:, None]
+        xc = x.to(tl.int64)[:, None]
+        cc = co[None, :]
+        gx = gx_ptr + b * gx_sb + cc * gx_sc + yc * gx_sy + xc * gx_sx
+        gq = CH * gx_sc
+        zi = acc_i + tl.load(gx, mask=mask, other=0.0).to(CDT)
+        zg = acc_g + tl.load(gx + gq, mask=mask, other=0.0).to(CDT)
+        zf = acc_f + tl.load(gx + 2 * gq, mask=mask, other=0.0).to(CDT)
+        zo = acc_o + tl.load(gx + 3 * gq, mask=mask, other=0.0).to(CDT)
+        zi += tl.load(bias_ptr + co, mask=cmask, other=0.0).to(CDT)[None, :]
+        zg += tl.load(bias_ptr + CH + co, mask=cmask, other=0.0).to(CDT)[None, :]
+        zf += tl.load(bias_ptr + 2 * CH + co, mask=cmask, other=0.0).to(CDT)[None, :]
+        zo += tl.load(bias_ptr + 3 * CH + co, mask=cmask, other=0.0).to(CDT)[None, :]
+        # As in _cell_fwd_kernel: the activations use the pre-activations rounded to the stored dtype, so that the
+        # backward (which recomputes them from the stored ones) differentiates the function the forward ran.
+        out_ty = o_ptr.dtype.element_ty
+        zi = zi.to(out_ty).to(CDT)
+        zg = zg.to(out_ty).to(CDT)
+        zf = zf.to(out_ty).to(CDT)
+        zo = zo.to(out_ty).to(CDT)
+        if STORE_PRE:
+            pre = pre_ptr + b * pre_sb + cc * pre_sc + yc * pre_sy + xc * pre_sx
+            pq = CH * pre_sc
+            tl.store(pre, zi.to(out_ty), mask=mask)
+            tl.store(pre + pq, zg.to(out_ty), mask=mask)
+            tl.store(pre + 2 * pq, zf.to(out_ty), mask=mask)
+            tl.store(pre + 3 * pq, zo.to(out_ty), mask=mask)
+        cell = b * c_sb + cc * c_sc + yc * c_sy + xc * c_sx
+        cprev = tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
+        c = _sigmoid(zi) * _tanh(zg) + _sigmoid(zf + forget_bias) * cprev
+        tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
+        h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
+        tl.store(o_ptr + b * o_sb + cc * o_sc + yc * o_sy + xc * o_sx, h, mask=mask)
+        if WRITE_HP:
+            hp = hp_ptr + b * hp_sb + cc * hp_sc + (yc + PAD_T) * hp_sy + (xc + PAD_L) * hp_sx
+            tl.store(hp, h, mask=mask)
+
+
+def default_blocks(ch: int, hw: int) -> tuple[int, int, int, int]:
+    """(BLOCK_P, BLOCK_C, BLOCK_K, num_warps) for ``ch`` hidden channels and ``hw`` pixels per image.
+
+    tl.dot needs every block dimension >= 16. On the GPU: 64 pixels x up to 64 channels per program (four fp32
+    accumulators of 64 x 64 = 64 KiB of registers over 8 warps), K chunks of 32 input channels. These are a first
+    guess, not tuned: ``benchmarks/bench_convlstm_rec.py`` times alternatives. Under the CPU interpreter the cost is
+    per program and per block op, so one program covers a whole small image and as many channels as possible.
+    """
+    c = max(16, min(triton.next_power_of_2(ch), 64))
+    k = max(16, min(triton.next_power_of_2(ch), 32))
+    if _interpreting():
+        return max(16, min(triton.next_power_of_2(hw), 256)), c, max(16, min(triton.next_power_of_2(ch), 64)), 4
+    return 64, c, k, 8 if c >= 64 else 4
+
+
+def _dot_precision(dtype: torch.dtype) -> str:
+    """tl.dot input precision: for float32 TF32 exactly when cuDNN would use it for the convolution replaced
+    (``torch.backends.cudnn.allow_tf32``); "ieee" otherwise (it is ignored for bf16 and float64)."""
+    if dtype == torch.float32 and torch.backends.cudnn.allow_tf32 and not _interpreting():
+        return "tf32"
+    return "ieee"
+
+
+def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float, layout: str,
+            save: bool, blocks: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """All T steps of one level; the same outputs as ``convlstm.convlstm_fused`` (see there), except that
+    ``hprev`` is empty, shape (0, B, Ch, Hp, Wp), when not ``save``.
+
+    Parameters
+    ----------
+    x : (B, T, C, H, W) tensor
+    weight : (4Ch, C + Ch, k, k) tensor of x's dtype
+    bias : (4Ch,) tensor, x's dtype or float32
+    forget_bias : float
+    layout : "nhwc" or "nchw", the buffer order
+    save : bool, keep the pre-activations and the zero-bordered h_0 .. h_{T-2} for the backward
+    blocks : [BLOCK_P, BLOCK_C, BLOCK_K, num_warps] of the recurrent kernel, or [] for ``default_blocks``
+    """
+    B, T, C, H, W = x.shape
+    Ch, k = weight.shape[0] // 4, weight.shape[-1]
+    pads = _fused._padding(k)
+    HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
+    cdt, cell_dtype = _fused._compute_types(x.dtype)
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    w_x = weight[:, :C].contiguous(memory_format=fmt)
+    # W_h as the GEMM's (K*K*Ch, 4Ch) right operand: one K chunk of one tap is a contiguous row block.
+    w_pk = weight[:, C:].permute(2, 3, 1, 0).reshape(k * k * Ch, 4 * Ch).contiguous()
+    x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
+    py, px, oy, ox = _fused._grown(pads)
+    gx_full = F.conv2d(x4, w_x, None, padding=(py, px))  # all T input convolutions, one call (see convlstm.py)
+    gx = gx_full.view(B, T, 4 * Ch, *gx_full.shape[-2:])[:, :, :, oy:oy + H, ox:ox + W]
+    out = _fused._out5(B, T, Ch, H, W, x, layout)
+    pre = _fused._empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
+    cells = _fused._empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
+    nhp = max(T - 1, 0) if save else 0
+    hprev = _fused._empty(nhp * B, Ch, HP, WP, x, layout).view(nhp, B, Ch, HP, WP)
+    _fused._zero_border(hprev, pads)
+    # Step 0: h_{-1} = c_{-1} = 0, no recurrent term: convlstm.py's cell kernel as it is.
+    block, block_c, grid = _fused._launch(layout, B * H * W, Ch)
+    gx0, pre0, hp0 = gx[:, 0], pre[0] if save else cells[0], hprev[0] if nhp else out[:, 0]
+    _fused._cell_fwd_kernel[grid](
+        gx0, *_fused._yx(gx0), bias, cells[0], *_fused._s3(cells[0]), pre0, *_fused._s3(pre0),
+        cells[0], cells[0], *_fused._s3(cells[0]),
+        out[:, 0], *_fused._s3(out[:, 0]), hp0, *hp0.stride(),
+        B * Ch * H * W, Ch, H * W, W, pads[0], pads[2], forget_bias,
+        HAS_REC=False, HAS_CPREV=False, WRITE_HP=nhp > 0, STORE_PRE=save,
+        PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
+    )
+    bp, bc, bk, warps = blocks if blocks else default_blocks(Ch, H * W)
+    rgrid = (B, triton.cdiv(H * W, bp), triton.cdiv(Ch, bc))
+    upcast = _interpreting() and x.dtype in (torch.bfloat16, torch.float16)
+    prec = _dot_precision(x.dtype)
+    for t in range(1, T):
+        hin, gxt, ot = out[:, t - 1], gx[:, t], out[:, t]
+        pre_t = pre[t] if save else cells[t]  # a dummy when not stored
+        hp = hprev[t] if t < nhp else ot      # a dummy when not written
+        _rec_cell_kernel[rgrid](
+            hin, *hin.stride(), w_pk, gxt, *gxt.stride(), bias, pre_t, *pre_t.stride(),
+            cells[t - 1], cells[t], *cells[t].stride(), ot, *ot.stride(), hp, *hp.stride(),
+            H, W, pads[0], pads[2], forget_bias,
+            CH=Ch, KS=k, STORE_PRE=save, WRITE_HP=t < nhp, UPCAST=upcast, CDT=cdt, DOT_PREC=prec,
+            BLOCK_P=bp, BLOCK_C=bc, BLOCK_K=bk, num_warps=warps,
+        )
+    return out, pre, cells, hprev
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The custom op: the same shape of op as convlstm.py's (fake kernel, autograd through its backward), so it can be
+# captured in a CUDA graph and seen as one node by torch.compile.
+# ----------------------------------------------------------------------------------------------------------------
+@torch.library.custom_op("mscred::convlstm_fused_rec", mutates_args=())
+def convlstm_fused_rec(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float, layout: str,
+                       save: bool, blocks: list[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor,
+                                                           torch.Tensor]:
+    """``forward`` as a torch.library op: returns (out, pre, cells, hprev)."""
+    return forward(x, weight, bias, forget_bias, layout, save, list(blocks))
+
+
+@convlstm_fused_rec.register_fake
+def _(x, weight, bias, forget_bias, layout, save, blocks):
+    B, T, C, H, W = x.shape
+    Ch, k = weight.shape[0] // 4, weight.shape[-1]
+    pads = _fused._padding(k)
+    cell_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
+    nhp = max(T - 1, 0) if save else 0
+    return (_fused._out5(B, T, Ch, H, W, x, layout),
+            _fused._empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W),
+            _fused._empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W),
+            _fused._empty(nhp * B, Ch, HP, WP, x, layout).view(nhp, B, Ch, HP, WP))
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, bias, forget_bias, layout, save, _blocks = inputs
+    _, pre, cells, hprev = output
+    ctx.save_for_backward(x, weight, bias, pre, cells, hprev)
+    ctx.mark_non_differentiable(pre, cells, hprev)  # see convlstm.py: no zero-gradient fills for these
+    ctx.set_materialize_grads(False)
+    ctx.forget_bias, ctx.layout = forget_bias, layout
+
+
+def _backward(ctx, dout, _dpre, _dcells, _dhprev):
+    """convlstm.py's backward, unchanged: the saved tensors are the ones it expects."""
+    x, weight, bias, pre, cells, hprev = ctx.saved_tensors
+    if pre.shape[0] != x.shape[1]:
+        raise RuntimeError("convlstm_fused_rec ran with save=False (no autograd at the time): it has no backward")
+    if dout is None:
+        dout = x.new_zeros(x.shape[0], x.shape[1], weight.shape[0] // 4, *x.shape[3:])
+    dx, dw, db = _fused.convlstm_fused_backward(dout, x, weight, bias, pre, cells, hprev, ctx.forget_bias,
+                                                ctx.layout)
+    return dx, dw, db, None, None, None, None
+
+
+convlstm_fused_rec.register_autograd(_backward, setup_context=_setup_context)
+
+
+def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float,
+             blocks: list[int] | None = None) -> torch.Tensor:
+    """A ConvLSTM over all steps of one level from h = c = 0 (contract: ``mscred.ops.convlstm``), the recurrent
+    convolution and cell update fused. Casts as ``convlstm.convlstm`` does (autocast: x, weight to the autocast
+    dtype, the bias kept float32); the pre-activations are stored only when autograd needs them.
+
+    Parameters
+    ----------
+    x : (B, T, C, H, W) tensor
+    weight : (4*Ch, C + Ch, k, k) tensor, gate blocks i, g, f, o; k = 2 or 3 (any k works: TF "same" padding)
+    bias : (4*Ch,) tensor
+    forget_bias : float
+    blocks : optional [BLOCK_P, BLOCK_C, BLOCK_K, num_warps] of the recurrent kernel (benchmarks)
+
+    Returns
+    -------
+    (B, T, Ch, H, W) tensor, every hidden state.
+    """
+    if not _runs_fused(x):
+        from mscred.ops import reference
+        return reference.convlstm(x, weight, bias, forget_bias)
+    blocks = list(blocks or [])
+    layout = _fused._layout()
+    device_type = x.device.type
+    if torch.is_autocast_enabled(device_type):
+        dtype = torch.get_autocast_dtype(device_type)
+        with torch.autocast(device_type, enabled=False):
+            x, weight = x.to(dtype), weight.to(dtype)
+            bias = bias.contiguous()
+            save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+            return convlstm_fused_rec(x, weight, bias, float(forget_bias), layout, save, blocks)[0]
+    weight, bias = weight.to(x.dtype), bias.to(x.dtype).contiguous()
+    save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+    return convlstm_fused_rec(x, weight, bias, float(forget_bias), layout, save, blocks)[0]
+
+
+def select(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float) -> torch.Tensor:
+    """The opt-in switch: this op when ``MSCRED_CONVLSTM_REC=1``, else ``convlstm.py``'s fused op (the product's).
+    Same contract as ``mscred.ops.convlstm``; meant as the "fused" entry once the GPU numbers justify it."""
+    if enabled():
+        return convlstm(x, weight, bias, forget_bias)
+    return _fused.convlstm(x, weight, bias, forget_bias)
