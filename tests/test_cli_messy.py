@@ -1,0 +1,497 @@
+"""Messy real-world input through the real CLI: every bad input ends with exit 2, one stderr line naming the file
+(and the column/row where there is one), no traceback, and nothing written at the --out paths.
+
+Commands run in-process through ``mscred.cli.main.main([...])`` (as tests/test_cli.py). One tiny model (5 sensors,
+small channels, 1 epoch) serves every ``detect`` case; ``train`` cases fail before any training starts.
+
+Decisions these tests pin down (SPEC "Bad input" plus what the code does):
+
+- Unsorted or repeated timestamps are an error, not sorted: windows, SCORES.csv rows and the row-by-row alignment
+  with a labels file all follow the file's row order, so sorting behind the user's back would misalign them.
+- Columns at ``detect`` are matched by name: reordered columns score exactly as the training order does; missing
+  or extra sensors are an error naming them; a ``label`` column is ignored.
+- A UTF-8 BOM, Windows line endings, quoted numbers, ``.csv.gz`` and a ';'-separated .csv are read as the plain file.
+- A model's ``format_version`` decides whether it loads; another ``mscred_version`` with the same format loads.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mscred.cli.main import main
+
+N = 5
+ROWS = 200          # >= 110: two windows, enough to train and validate with the default signature settings
+SENSORS = [f"s{i}" for i in range(N)]
+
+
+def _frame(rows: int = ROWS, names=None, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    t = np.arange(rows)[:, None]
+    values = np.sin(t / (10 + np.arange(N))) + 0.1 * rng.standard_normal((rows, N))
+    frame = pd.DataFrame(values, columns=names or SENSORS)
+    frame.insert(0, "timestamp", np.arange(rows))
+    return frame
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _bad(capsys, *argv, names: tuple[str, ...]) -> str:
+    """Exit 2, exactly one non-empty stderr line, no traceback, and every fragment of ``names`` in that line."""
+    code, _, err = _run(capsys, *argv)
+    lines = err.splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].strip(), err
+    assert lines[0].startswith("mscred: error:"), lines[0]
+    assert "Traceback" not in err
+    for fragment in names:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def _nothing_written(folder: Path, *outputs: Path) -> None:
+    """No output, no checkpoint folder, no temporary file of an atomic write left in ``folder``."""
+    for out in outputs:
+        assert not out.exists(), out
+        assert not out.with_name(out.name + ".checkpoints").exists(), out
+    left = [p.name for p in folder.iterdir() if p.name.startswith(".") and p.name.endswith(".tmp")]
+    assert left == []
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    """One tiny trained model for every detect/evaluate case of this file."""
+    from mscred.detector import MSCRED
+
+    out = tmp_path_factory.mktemp("messy_model") / "model"
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(_frame()).save(out)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ bad data tables
+def _csv_lines(frame: pd.DataFrame) -> list[str]:
+    return frame.to_csv(index=False).splitlines()
+
+
+def _write(path: Path, text) -> Path:
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+def _with(frame: pd.DataFrame, row: int, col: str, value) -> pd.DataFrame:
+    frame = frame.copy()
+    if not isinstance(value, float):
+        frame[col] = frame[col].astype(object)
+    frame.loc[row, col] = value
+    return frame
+
+
+def _empty_cell(d: Path) -> Path:
+    lines = _csv_lines(_frame())
+    cells = lines[12].split(",")   # data row 12 (line 13 of the file)
+    cells[2] = ""                  # column s1
+    lines[12] = ",".join(cells)
+    return _write(d / "empty_cell.csv", "\n".join(lines) + "\n")
+
+
+def _object_parquet(d: Path) -> Path:
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (extra 'parquet')")
+    frame = _frame()
+    frame["s1"] = [f"{v:.6f}" for v in frame["s1"]]   # numbers stored as text: an object column in Parquet
+    frame.loc[3, "s1"] = "offline"
+    frame.to_parquet(d / "object.parquet")
+    return d / "object.parquet"
+
+
+def _npy(d: Path, name: str, array, allow_pickle: bool = False) -> Path:
+    np.save(d / name, array, allow_pickle=allow_pickle)
+    return d / name
+
+
+# case id -> (builder(tmp dir) -> data path, fragments the one line must hold besides the file name)
+BAD_DATA = {
+    "empty file": (lambda d: _write(d / "empty.csv", ""), ["the file is empty"]),
+    "blank lines only": (lambda d: _write(d / "blank.csv", "\n\n\n"), ["empty"]),
+    "header only": (lambda d: _write(d / "header.csv", "timestamp,s0,s1,s2,s3,s4\n"), ["no data rows"]),
+    "only a timestamp column": (lambda d: _write(d / "ts.csv", "timestamp\n" + "\n".join(map(str, range(ROWS)))),
+                                ["no sensor columns"]),
+    "duplicated column names": (lambda d: _write(d / "dup.csv", _frame().to_csv(index=False).replace("s1", "s0", 1)),
+                                ["duplicate column name(s): s0"]),
+    "empty header name (saved index)": (lambda d: _write(d / "index.csv", _frame().to_csv()),
+                                        ["column 1 has no name"]),
+    "non-numeric string": (lambda d: _write(d / "text.csv", _with(_frame(), 41, "s2", "ERR#42").to_csv(index=False)),
+                           ["column 's2' row 42", "'ERR#42' is not a number"]),
+    "thousands separator": (lambda d: _write(d / "thousands.csv", _with(_frame(), 7, "s0", "1,234.5")
+                                             .to_csv(index=False)), ["column 's0' row 8", "'1,234.5'"]),
+    "NaN": (lambda d: _write(d / "nan.csv", _with(_frame(), 9, "s3", np.nan).to_csv(index=False)),
+            ["column 's3' row 10", "missing value"]),
+    "inf": (lambda d: _write(d / "inf.csv", _with(_frame(), 9, "s3", -np.inf).to_csv(index=False)),
+            ["column 's3' row 10", "not finite"]),
+    "overflowing number": (lambda d: _write(d / "big.csv", _with(_frame(), 4, "s4", "1e400").to_csv(index=False)),
+                           ["column 's4' row 5", "not finite"]),
+    "empty cell": (_empty_cell, ["column 's1' row 12", "missing value"]),
+    "ragged row (extra field)": (lambda d: _write(d / "ragged.csv", "\n".join(
+        [*_csv_lines(_frame())[:13], _csv_lines(_frame())[13] + ",7", *_csv_lines(_frame())[14:]])),
+        ["cannot read as CSV", "line 14"]),
+    "object column in Parquet": (_object_parquet, ["column 's1' row 4", "'offline' is not a number"]),
+    "label not 0/1": (lambda d: _write(d / "label.csv", _frame().assign(label=[0] * 50 + [2] + [0] * 149)
+                                       .to_csv(index=False)), ["column 'label' row 51", "label 2 is not 0 or 1"]),
+    "label as text": (lambda d: _write(d / "label_text.csv", _with(_frame().assign(label=0), 50, "label", "yes")
+                                       .to_csv(index=False)), ["column 'label' row 51", "'yes'"]),
+    "unsorted timestamps": (lambda d: _write(d / "unsorted.csv", _frame().iloc[::-1].to_csv(index=False)),
+                            ["column 'timestamp' row 2", "increasing time order"]),
+    "duplicated timestamp": (lambda d: _write(d / "dup_ts.csv", _with(_frame(), 30, "timestamp", 29.0)
+                                              .to_csv(index=False)),
+                             ["column 'timestamp' row 31", "repeats the row before"]),
+    "date column with a non-date": (lambda d: _write(d / "dates.csv", _frame().assign(
+        timestamp=pd.date_range("2024-03-01", periods=ROWS, freq="min").astype(str).where(
+            np.arange(ROWS) != 5, "garbage")).to_csv(index=False)),
+        ["column 'timestamp' row 6", "'garbage' is not a date/time"]),
+    "missing timestamp": (lambda d: _write(d / "no_ts.csv", _with(_frame(), 3, "timestamp", np.nan)
+                                           .to_csv(index=False)), ["column 'timestamp' row 4", "missing timestamp"]),
+    "fewer rows than window + sequence": (lambda d: _write(d / "short.csv", _frame(rows=60).to_csv(index=False)),
+                                          ["60 rows is too few", "need at least 100"]),
+    "latin-1 text": (lambda d: _write(d / "latin1.csv", _frame(names=["température", *SENSORS[1:]])
+                                      .to_csv(index=False).encode("latin-1")), ["not UTF-8"]),
+    "binary garbage": (lambda d: _write(d / "garbage.csv", bytes(range(256)) * 8), ["cannot read as CSV"]),
+    "damaged gzip": (lambda d: _write(d / "broken.csv.gz", b"not gzip at all"), ["cannot read as CSV"]),
+    "truncated gzip": (lambda d: _write(d / "cut.csv.gz", gzip.compress(_frame().to_csv(index=False).encode())[:300]),
+                       ["cannot read as CSV"]),
+    "unknown suffix": (lambda d: _write(d / "data.xlsx", "x"), ["unknown file type '.xlsx'"]),
+    "npy 3-D": (lambda d: _npy(d, "cube.npy", np.zeros((ROWS, N, 2))), ["expected a 2-D array", "(200, 5, 2)"]),
+    "npy 0-D": (lambda d: _npy(d, "scalar.npy", np.float64(1.0)), ["expected a 2-D array"]),
+    "npy object dtype": (lambda d: _npy(d, "objects.npy", np.array([[1, "a"]] * ROWS, dtype=object), True),
+                         ["cannot read as .npy", "allow_pickle=False"]),
+    "npy text dtype": (lambda d: _npy(d, "strings.npy", np.array([["1", "2", "x", "4", "5"]] * ROWS)),
+                       ["column 'sensor_2' row 1", "'x' is not a number"]),
+    "npy complex dtype": (lambda d: _npy(d, "complex.npy", np.ones((ROWS, N), dtype=complex)),
+                          ["column 'sensor_0'", "complex"]),
+    "npy NaN": (lambda d: _npy(d, "nan.npy", np.where(np.arange(ROWS * N).reshape(ROWS, N) == 37, np.nan, 1.0)),
+                ["column 'sensor_2' row 8", "missing value"]),
+    "npy no rows": (lambda d: _npy(d, "zero.npy", np.zeros((0, N))), ["no data rows"]),
+}
+# Only at train: a single sensor (detect reports it as missing sensors, see DETECT_SENSORS) and 1-D .npy.
+TRAIN_ONLY = {
+    "a single sensor column": (lambda d: _write(d / "one.csv", _frame()[["timestamp", "s0"]].to_csv(index=False)),
+                               ["1 sensor(s); MSCRED needs at least 4"]),
+    "npy 1-D (one sensor)": (lambda d: _npy(d, "vector.npy", np.arange(ROWS, dtype=float)),
+                             ["1 sensor(s); MSCRED needs at least 4"]),
+    "too few rows to validate": (lambda d: _write(d / "105.csv", _frame(rows=105).to_csv(index=False)),
+                                 ["105 rows is too few to train and validate"]),
+}
+
+
+@pytest.mark.parametrize("case", [*BAD_DATA, *TRAIN_ONLY])
+def test_train_refuses(tmp_path, capsys, case):
+    build, fragments = {**BAD_DATA, **TRAIN_ONLY}[case]
+    data = build(tmp_path)
+    out = tmp_path / "m"
+    _bad(capsys, "train", data, "--out", out, "--epochs", 1, "--device", "cpu", "--quiet",
+         names=(data.name, *fragments))
+    _nothing_written(tmp_path, out)
+
+
+@pytest.mark.parametrize("case", list(BAD_DATA))
+def test_detect_refuses(tmp_path, capsys, model_dir, case):
+    build, fragments = BAD_DATA[case]
+    data = build(tmp_path)
+    out = tmp_path / "scores.csv"
+    _bad(capsys, "detect", model_dir, data, "--out", out, "--device", "cpu", names=(data.name, *fragments))
+    _nothing_written(tmp_path, out)
+
+
+def test_unreadable_file(tmp_path, capsys):
+    if os.geteuid() == 0:
+        pytest.skip("running as root: chmod 000 does not stop root from reading")
+    data = tmp_path / "locked.csv"
+    _frame().to_csv(data, index=False)
+    data.chmod(0)
+    try:
+        _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--quiet",
+             names=("locked.csv", "ermission denied"))
+    finally:
+        data.chmod(0o600)
+    _nothing_written(tmp_path, tmp_path / "m")
+
+
+@pytest.mark.parametrize("command", ["train", "detect"])
+def test_directory_or_missing_file_as_data(tmp_path, capsys, model_dir, command):
+    folder = tmp_path / "a_folder.csv"
+    folder.mkdir()
+    lead = ["train"] if command == "train" else ["detect", model_dir]
+    tail = ["--out", tmp_path / "out", "--epochs", 1] if command == "train" else ["--out", tmp_path / "out"]
+    _bad(capsys, *lead, folder, *tail, names=("a_folder.csv", "is a directory"))
+    _bad(capsys, *lead, tmp_path / "nowhere.csv", *tail, names=("nowhere.csv", "not found"))
+    _nothing_written(tmp_path, tmp_path / "out")
+
+
+# -------------------------------------------------------------------------------------- accepted variants of a CSV
+def _variants(d: Path) -> dict[str, Path]:
+    text = _frame().to_csv(index=False)
+    quoted = "\n".join(",".join(f'"{c}"' for c in line.split(",")) for line in text.splitlines())
+    return {
+        "utf-8 BOM": _write(d / "bom.csv", b"\xef\xbb\xbf" + text.encode()),
+        "windows line endings": _write(d / "crlf.csv", text.replace("\n", "\r\n").encode()),
+        "gzip": _write(d / "data.csv.gz", gzip.compress(text.encode())),
+        "semicolon separated": _write(d / "semicolon.csv", _frame().to_csv(index=False, sep=";")),
+        "quoted numbers": _write(d / "quoted.csv", quoted + "\n"),
+        "trailing blank lines": _write(d / "trailing.csv", text + "\n\n"),
+        "padded header names": _write(d / "padded.csv", text.replace("s0,s1", " s0 , s1", 1)),
+    }
+
+
+def test_csv_variants_read_as_the_plain_file(tmp_path):
+    from mscred.data.io import load_table
+
+    plain = tmp_path / "plain.csv"
+    _frame().to_csv(plain, index=False)
+    reference = load_table(plain)
+    for name, path in _variants(tmp_path).items():
+        table = load_table(path)
+        assert table.sensors == SENSORS, name
+        assert list(table.index) == list(reference.index), name
+        np.testing.assert_allclose(table.values, reference.values, rtol=1e-12, err_msg=name)
+
+
+def test_semicolon_with_decimal_comma_names_the_cell(tmp_path, capsys):
+    """The European spreadsheet export: ';' is detected, the decimal comma is then reported at its cell."""
+    data = _write(tmp_path / "excel.csv", _frame().to_csv(index=False, sep=";", decimal=","))
+    _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, names=("excel.csv", "column 's0' row 1"))
+    _nothing_written(tmp_path, tmp_path / "m")
+
+
+def test_detect_matches_columns_by_name(tmp_path, capsys, model_dir):
+    """Reordered columns (and a label column) score exactly as the training order does."""
+    plain, shuffled = tmp_path / "plain.csv", tmp_path / "shuffled.csv"
+    _frame(seed=3).to_csv(plain, index=False)
+    _frame(seed=3)[["s3", "timestamp", "s1", "s0", "s4", "s2"]].assign(label=0).to_csv(shuffled, index=False)
+    for data, out in ((plain, "a.csv"), (shuffled, "b.csv")):
+        code, _, err = _run(capsys, "detect", model_dir, data, "--out", tmp_path / out, "--device", "cpu")
+        assert code == 0, err
+    a, b = pd.read_csv(tmp_path / "a.csv"), pd.read_csv(tmp_path / "b.csv")
+    assert len(a) == ROWS and a["score"].abs().sum() > 0
+    pd.testing.assert_frame_equal(a, b)
+
+
+DETECT_SENSORS = {
+    "missing sensor": (lambda f: f.drop(columns="s2"), ["missing sensor(s) s2"]),
+    "extra sensor": (lambda f: f.assign(s5=1.0), ["unknown sensor(s) s5"]),
+    "renamed sensor": (lambda f: f.rename(columns={"s0": "S0"}), ["missing sensor(s) s0", "unknown sensor(s) S0"]),
+    "a single sensor column": (lambda f: f[["timestamp", "s0"]], ["missing sensor(s) s1, s2, s3, s4"]),
+}
+
+
+@pytest.mark.parametrize("case", list(DETECT_SENSORS))
+def test_detect_other_sensors(tmp_path, capsys, model_dir, case):
+    change, fragments = DETECT_SENSORS[case]
+    data = tmp_path / "other.csv"
+    change(_frame()).to_csv(data, index=False)
+    _bad(capsys, "detect", model_dir, data, "--out", tmp_path / "s.csv", names=("other.csv", *fragments))
+    _nothing_written(tmp_path, tmp_path / "s.csv")
+
+
+# -------------------------------------------------------------------------------------------- damaged model dirs
+def _edit_config(change):
+    def damage(model: Path) -> None:
+        meta = json.loads((model / "config.json").read_text())
+        change(meta)
+        (model / "config.json").write_text(json.dumps(meta))
+    return damage
+
+
+def _rewrite_weights(change):
+    def damage(model: Path) -> None:
+        from safetensors.torch import load_file, save_file
+
+        state = load_file(str(model / "model.safetensors"))
+        save_file(change(state), str(model / "model.safetensors"))
+    return damage
+
+
+def _first_times_nan(state: dict) -> dict:
+    first = next(iter(state))
+    state[first] = state[first] * float("nan")
+    return state
+
+
+def _replace_with_dir(model: Path, name: str) -> None:
+    (model / name).unlink()
+    (model / name).mkdir()
+
+
+# case id -> (damage(model dir), the file the line must name, fragments)
+DAMAGED_MODELS = {
+    "missing config.json": (lambda m: (m / "config.json").unlink(), "config.json", ["missing"]),
+    "config.json is a folder": (lambda m: _replace_with_dir(m, "config.json"), "config.json", ["missing"]),
+    "config.json empty": (lambda m: (m / "config.json").write_text(""), "config.json", ["damaged model config"]),
+    "config.json a list": (lambda m: (m / "config.json").write_text("[1, 2]"), "config.json",
+                           ["not an mscred model config"]),
+    "config.json binary": (lambda m: (m / "config.json").write_bytes(b"\xff\xfe\x00"), "config.json",
+                           ["damaged model config"]),
+    "newer format_version": (_edit_config(lambda d: d.update(format_version=99, mscred_version="9.0")),
+                             "config.json", ["model format 99", "mscred 9.0", "reads format 1"]),
+    "format_version not a number": (_edit_config(lambda d: d.update(format_version="one")), "config.json",
+                                    ["format_version"]),
+    "package version missing": (_edit_config(lambda d: d.pop("mscred_version")), "config.json",
+                                ["mscred_version"]),
+    "sensors missing": (_edit_config(lambda d: d.pop("sensors")), "config.json", ["KeyError", "sensors"]),
+    "sensors a string": (_edit_config(lambda d: d.update(sensors="s0,s1,s2,s3,s4")), "config.json",
+                         ["not a list"]),
+    "sensors repeated": (_edit_config(lambda d: d.update(sensors=["s0", "s0", "s2", "s3", "s4"])), "config.json",
+                         ["distinct"]),
+    "calibration missing": (_edit_config(lambda d: d.pop("calibration")), "config.json", ["calibration"]),
+    "threshold null": (_edit_config(lambda d: d["calibration"].update(threshold=None)), "config.json",
+                       ["damaged model config"]),
+    "normalisation missing": (_edit_config(lambda d: d.pop("normalization")), "config.json", ["normalization"]),
+    "windows not numbers": (_edit_config(lambda d: d["config"]["signature"].update(windows="abc")), "config.json",
+                            ["signature.windows"]),
+    "negative window": (_edit_config(lambda d: d["config"]["signature"].update(windows=[-10, 30, 60])),
+                        "config.json", ["signature.windows"]),
+    "unknown score method": (_edit_config(lambda d: d["config"]["score"].update(method="magic")), "config.json",
+                             ["score.method 'magic'"]),
+    "channels null": (_edit_config(lambda d: d["config"]["model"].update(channels=None)), "config.json",
+                      ["damaged model config"]),
+    "missing model.safetensors": (lambda m: (m / "model.safetensors").unlink(), "model.safetensors", ["missing"]),
+    "truncated model.safetensors": (lambda m: (m / "model.safetensors").write_bytes(
+        (m / "model.safetensors").read_bytes()[:200]), "model.safetensors", ["damaged weights"]),
+    "empty model.safetensors": (lambda m: (m / "model.safetensors").write_bytes(b""), "model.safetensors",
+                                ["damaged weights"]),
+    "pickle named model.safetensors": (lambda m: (m / "model.safetensors").write_bytes(
+        pickle.dumps({"encoder": np.zeros(3)})), "model.safetensors", ["damaged weights"]),
+    "torch.save named model.safetensors": (lambda m: __import__("torch").save(
+        {"w": __import__("torch").zeros(3)}, m / "model.safetensors"), "model.safetensors", ["damaged weights"]),
+    "weights of another shape": (_edit_config(lambda d: d["config"]["model"].update(channels=[4, 8, 8, 16])),
+                                 "model.safetensors", ["damaged weights"]),
+    "NaN weights": (_rewrite_weights(_first_times_nan), "model.safetensors", ["NaN or infinite"]),
+}
+
+
+@pytest.mark.parametrize("case", list(DAMAGED_MODELS))
+def test_detect_damaged_model(tmp_path, capsys, model_dir, case):
+    damage, named, fragments = DAMAGED_MODELS[case]
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    damage(model)
+    data = tmp_path / "data.csv"
+    _frame().to_csv(data, index=False)
+    _bad(capsys, "detect", model, data, "--out", tmp_path / "s.csv", names=(f"model/{named}", *fragments))
+    _nothing_written(tmp_path, tmp_path / "s.csv")
+
+
+def test_model_of_another_package_version_with_the_same_format_loads(tmp_path, capsys, model_dir):
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    _edit_config(lambda d: d.update(mscred_version="0.0.1"))(model)
+    data = tmp_path / "data.csv"
+    _frame().to_csv(data, index=False)
+    code, _, err = _run(capsys, "detect", model, data, "--out", tmp_path / "s.csv")
+    assert code == 0, err
+    assert len(pd.read_csv(tmp_path / "s.csv")) == ROWS
+
+
+# ------------------------------------------------------------------------------------------------ output paths
+def test_output_under_a_file(tmp_path, capsys, model_dir):
+    """--out below an existing file cannot be created: one line naming it, exit 2 (was an internal error)."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("x")
+    data = tmp_path / "data.csv"
+    _frame().to_csv(data, index=False)
+    _bad(capsys, "detect", model_dir, data, "--out", blocker / "s.csv", names=("blocker",))
+    _bad(capsys, "train", data, "--out", blocker / "m", "--epochs", 1, "--quiet", names=("blocker",))
+    _bad(capsys, "generate", blocker / "d", "--length", 1200, names=("blocker",))
+    assert blocker.read_text() == "x"
+    _bad(capsys, "detect", model_dir, data, "--out", tmp_path, names=(tmp_path.name, "is a directory"))
+    _bad(capsys, "train", data, "--out", blocker, names=("blocker", "is a file"))
+
+
+@pytest.mark.parametrize("argv, fragments", [
+    (["generate", "{tmp}/g", "--length", "10"], ["length 10 is too short"]),
+    (["generate", "{tmp}/g", "--sensors", "3"], ["--sensors"]),
+    (["generate", "{tmp}/g", "--length", "0"], ["--length"]),
+    (["fleet", "{tmp}/nowhere", "--out", "{tmp}/f"], ["nowhere", "neither a folder nor a fleet dataset"]),
+    (["fleet", "{tmp}/empty", "--out", "{tmp}/f"], ["empty", "no entity found"]),
+    (["fleet", "{tmp}/empty", "--out", "{tmp}/f", "--epochs", "0"], ["--epochs"]),
+])
+def test_generate_and_fleet_arguments(tmp_path, capsys, argv, fragments):
+    (tmp_path / "empty").mkdir()
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    _bad(capsys, *argv, names=tuple(fragments))
+    assert not (tmp_path / "g").exists() and not (tmp_path / "f").exists()
+
+
+# ------------------------------------------------------------------------------------------------------- evaluate
+@pytest.fixture(scope="module")
+def scored(tmp_path_factory, model_dir) -> dict[str, Path]:
+    """SCORES.csv of the tiny model on a labelled test table."""
+    d = tmp_path_factory.mktemp("messy_eval")
+    test = _frame(seed=1)
+    test["label"] = 0
+    test.loc[120:140, "label"] = 1
+    test.to_csv(d / "test.csv", index=False)
+    assert main(["detect", str(model_dir), str(d / "test.csv"), "--out", str(d / "scores.csv"), "--device",
+                 "cpu"]) == 0
+    return {"scores": d / "scores.csv", "labels": d / "test.csv"}
+
+
+def _scores_without(column):
+    return lambda s, l: s.drop(columns=column)
+
+
+# case id -> (change(scores, labels) -> new scores or None, change -> new labels or None, fragments, which file)
+EVALUATE = {
+    "scores without score column": (_scores_without("score"), None, ["missing column 'score'"], "scores"),
+    "scores without is_anomaly": (_scores_without("is_anomaly"), None, ["missing column 'is_anomaly'"], "scores"),
+    "score NaN": (lambda s, l: _with(s, 4, "score", np.nan), None, ["column 'score' row 5"], "scores"),
+    "score text": (lambda s, l: _with(s, 4, "score", "high"), None, ["column 'score' row 5", "'high'"], "scores"),
+    "is_anomaly 2": (lambda s, l: _with(s, 2, "is_anomaly", 2.0), None, ["column 'is_anomaly' row 3"], "scores"),
+    "scores duplicated column": (lambda s, l: s.rename(columns={"is_anomaly": "score"}), None,
+                                 ["duplicate column name(s): score"], "scores"),
+    "labels shorter": (None, lambda s, l: l.head(150), ["150 rows", "has 200"], "labels"),
+    "labels longer": (None, lambda s, l: pd.concat([l, l.tail(5).assign(timestamp=range(ROWS, ROWS + 5))]),
+                      ["205 rows", "has 200"], "labels"),
+    "labels not 0/1": (None, lambda s, l: _with(l, 3, "label", 2.0), ["column 'label' row 4", "label 2"], "labels"),
+    "labels other timestamps": (None, lambda s, l: l.assign(timestamp=l["timestamp"] + 1000),
+                                ["row 1", "1000", "differs"], "labels"),
+    "labels unsorted": (None, lambda s, l: l.iloc[::-1], ["column 'timestamp' row 2"], "labels"),
+    "labels without label column": (None, lambda s, l: l.drop(columns="label"), ["no 'label' column"], "labels"),
+}
+
+
+@pytest.mark.parametrize("case", list(EVALUATE))
+def test_evaluate_refuses(tmp_path, capsys, scored, case):
+    change_scores, change_labels, fragments, named = EVALUATE[case]
+    scores, labels = pd.read_csv(scored["scores"], keep_default_na=False), pd.read_csv(scored["labels"])
+    paths = {"scores": scored["scores"], "labels": scored["labels"]}
+    if change_scores is not None:
+        paths["scores"] = tmp_path / "bad_scores.csv"
+        change_scores(scores, labels).to_csv(paths["scores"], index=False)
+    if change_labels is not None:
+        paths["labels"] = tmp_path / "bad_labels.csv"
+        change_labels(scores, labels).to_csv(paths["labels"], index=False)
+    report = tmp_path / "report"
+    _bad(capsys, "evaluate", paths["scores"], "--labels", paths["labels"], "--report", report,
+         names=(paths[named].name, *fragments))
+    _nothing_written(tmp_path, report)
+
+
+def test_evaluate_good_files_still_pass(capsys, scored):
+    """The fixture's files themselves evaluate (so the refusals above are about the damage alone)."""
+    code, out, err = _run(capsys, "evaluate", scored["scores"], "--labels", scored["labels"], "--json")
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["n_rows"] == ROWS and result["n_anomalous_rows"] == 21
