@@ -118,6 +118,12 @@ def _object_parquet(d: Path) -> Path:
     return d / "object.parquet"
 
 
+def _parquet(d: Path, name: str, frame: pd.DataFrame) -> Path:
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (extra 'parquet')")
+    frame.to_parquet(d / name)
+    return d / name
+
+
 def _npy(d: Path, name: str, array, allow_pickle: bool = False) -> Path:
     np.save(d / name, array, allow_pickle=allow_pickle)
     return d / name
@@ -144,6 +150,8 @@ BAD_DATA = {
             ["column 's3' row 10", "not finite"]),
     "overflowing number": (lambda d: _write(d / "big.csv", _with(_frame(), 4, "s4", "1e400").to_csv(index=False)),
                            ["column 's4' row 5", "not finite"]),
+    "span beyond float64": (lambda d: _write(d / "span.csv", _with(_with(_frame(), 10, "s1", 1e308), 11, "s1", -1e308)
+                                             .to_csv(index=False)), ["column 's1'", "row 12", "row 11", "float64"]),
     "empty cell": (_empty_cell, ["column 's1' row 12", "missing value"]),
     "ragged row (extra field)": (lambda d: _write(d / "ragged.csv", "\n".join(
         [*_csv_lines(_frame())[:13], _csv_lines(_frame())[13] + ",7", *_csv_lines(_frame())[14:]])),
@@ -166,6 +174,11 @@ BAD_DATA = {
                                            .to_csv(index=False)), ["column 'timestamp' row 4", "missing timestamp"]),
     "fewer rows than window + sequence": (lambda d: _write(d / "short.csv", _frame(rows=60).to_csv(index=False)),
                                           ["60 rows is too few", "need at least 100"]),
+    "reversed time index in Parquet": (lambda d: _parquet(d, "time_index.parquet",
+                                                          _frame().set_index("timestamp").iloc[::-1]),
+                                       ["column 'timestamp' row 2", "increasing time order"]),
+    "dates as a sensor column": (lambda d: _parquet(d, "date_sensor.parquet", _frame().assign(
+        s3=pd.date_range("2024-03-01", periods=ROWS, freq="s"))), ["column 's3'", "dates/times"]),
     "latin-1 text": (lambda d: _write(d / "latin1.csv", _frame(names=["température", *SENSORS[1:]])
                                       .to_csv(index=False).encode("latin-1")), ["not UTF-8"]),
     "binary garbage": (lambda d: _write(d / "garbage.csv", bytes(range(256)) * 8), ["cannot read as CSV"]),
@@ -286,6 +299,34 @@ def test_detect_matches_columns_by_name(tmp_path, capsys, model_dir):
     a, b = pd.read_csv(tmp_path / "a.csv"), pd.read_csv(tmp_path / "b.csv")
     assert len(a) == ROWS and a["score"].abs().sum() > 0
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_detect_scores_a_huge_glitch_as_finite_and_anomalous(tmp_path, capsys, model_dir):
+    """A 1e30 sensor glitch at detect time overflowed float32 in the signature matrices: NaN scores, flagged as
+    normal, and a SCORES.csv that evaluate refused. Scaled values are now clipped at 1e3 training ranges."""
+    test = _frame(seed=2).assign(label=0)
+    test.loc[150, "s1"] = 1e30
+    test.loc[150:160, "label"] = 1
+    data, out = tmp_path / "glitch.csv", tmp_path / "s.csv"
+    test.to_csv(data, index=False)
+    code, _, err = _run(capsys, "detect", model_dir, data, "--out", out)
+    assert code == 0 and err == "", err          # no RuntimeWarning about overflow either
+    scores = pd.read_csv(out)
+    assert np.isfinite(scores["score"]).all()
+    assert scores.loc[150, "is_anomaly"] == 1 and scores.loc[150, "score"] == scores["score"].max()
+    code, _, err = _run(capsys, "evaluate", out, "--labels", data, "--json")
+    assert code == 0, err
+
+
+def test_parquet_time_index_is_kept_as_timestamps(tmp_path, capsys, model_dir):
+    """A Parquet frame indexed by 'timestamp' 500..699 keeps those times in SCORES.csv (it was renumbered 0..)."""
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (extra 'parquet')")
+    frame = _frame().assign(timestamp=np.arange(500, 500 + ROWS)).set_index("timestamp")
+    frame.to_parquet(tmp_path / "indexed.parquet")
+    code, _, err = _run(capsys, "detect", model_dir, tmp_path / "indexed.parquet", "--out", tmp_path / "s.csv")
+    assert code == 0, err
+    scores = pd.read_csv(tmp_path / "s.csv")
+    assert scores.columns[0] == "timestamp" and (scores["timestamp"] == np.arange(500, 500 + ROWS)).all()
 
 
 DETECT_SENSORS = {

@@ -137,10 +137,14 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>") -> Table:
         if len(bad):
             raise InputError(f"{source}: column '{TIMESTAMP}' row {bad[0] + 1}: missing timestamp")
         _check_time_order(index, source)
-    elif isinstance(df.index, pd.RangeIndex):
+    elif isinstance(df.index, pd.RangeIndex) and df.index.name != TIMESTAMP:
         index = pd.RangeIndex(len(df))
     else:
-        index = df.index
+        # A stored 'timestamp' RangeIndex (a Parquet file of a frame indexed 100..299) is timestamps, not row
+        # numbers: as a plain Index, SCORES.csv names it 'timestamp'.
+        index = pd.Index(df.index.to_numpy(), name=TIMESTAMP) if isinstance(df.index, pd.RangeIndex) else df.index
+        if index.name == TIMESTAMP or pd.api.types.is_datetime64_any_dtype(index.dtype):
+            _check_time_order(index, source)   # a time index (e.g. stored in a Parquet file) is ordered as a column
 
     labels = _labels(df[LABEL], source) if LABEL in df.columns else None
     sensors = [c for c in df.columns if c not in (TIMESTAMP, LABEL)]
@@ -201,6 +205,8 @@ def _short(value: Any, limit: int = 40) -> str:
     """A value for a message: NumPy scalars as plain Python (2, not np.int64(2)), long text cut."""
     if isinstance(value, np.generic):
         value = value.item()
+    if isinstance(value, pd.Timestamp):
+        value = str(value)
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -228,6 +234,12 @@ def _numeric_column(series: pd.Series, col: str, source: str) -> np.ndarray:
         row = int(np.flatnonzero(bad)[0])
         what = "missing value (NaN)" if np.isnan(numbers[row]) else f"value {numbers[row]} is not finite"
         raise InputError(f"{source}: column '{col}' row {row + 1}: {what}")
+    with np.errstate(over="ignore"):
+        span = numbers.max() - numbers.min()
+    if not np.isfinite(span):   # min-max scaling would divide by inf and turn the whole column into NaN
+        lo, hi = int(numbers.argmin()), int(numbers.argmax())
+        raise InputError(f"{source}: column '{col}': values from {numbers[lo]:g} (row {lo + 1}) to {numbers[hi]:g} "
+                         f"(row {hi + 1}) span more than a float64 holds")
     return numbers
 
 
@@ -335,7 +347,13 @@ class Normalizer:
     min_ : np.ndarray, float64, shape (n,)
     scale_ : np.ndarray, float64, shape (n,)
         ``max - min``, or 1 where that is 0.
+    CLIP : float
+        Scaled values are kept within [-CLIP, 1 + CLIP] (see :meth:`transform`).
     """
+
+    # 1e3 training ranges: signature products stay below ~1e6, far inside float32, yet nothing scaled from real
+    # sensor data within a thousand times its training range is changed.
+    CLIP = 1e3
 
     def __init__(self, min_: Optional[np.ndarray] = None, scale_: Optional[np.ndarray] = None):
         self.min_ = None if min_ is None else np.asarray(min_, dtype=np.float64)
@@ -352,13 +370,20 @@ class Normalizer:
         return self
 
     def transform(self, values) -> np.ndarray:
-        """Scale values (T, n) with the fitted statistics; returns float64 (T, n)."""
+        """Scale values (T, n) with the fitted statistics; returns float64 (T, n).
+
+        Values beyond ``CLIP`` training ranges (a sensor's 1e30 glitch) are clipped to it: their products in the
+        signature matrices would overflow float32 into inf/NaN scores, which flag nothing and break evaluation.
+        Clipped, they are still ``CLIP`` ranges away, as anomalous as anything the model can score.
+        """
         if self.min_ is None:
             raise RuntimeError("Normalizer.transform called before fit")
         values = self._as_2d(values)
         if values.shape[1] != self.min_.shape[0]:
             raise InputError(f"expected {self.min_.shape[0]} sensors, got {values.shape[1]}")
-        return (values - self.min_) / self.scale_
+        with np.errstate(over="ignore"):
+            scaled = (values - self.min_) / self.scale_
+        return np.clip(scaled, -self.CLIP, 1.0 + self.CLIP)
 
     def fit_transform(self, values) -> np.ndarray:
         return self.fit(values).transform(values)
