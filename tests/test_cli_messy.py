@@ -536,3 +536,20 @@ def test_evaluate_good_files_still_pass(capsys, scored):
     assert code == 0, err
     result = json.loads(out)
     assert result["n_rows"] == ROWS and result["n_anomalous_rows"] == 21
+
+
+@pytest.mark.parametrize("beside", [False, True], ids=["--anomalies", "anomalies.csv beside --labels"])
+def test_evaluate_anomalies_table_without_start_end(tmp_path, capsys, scored, beside):
+    """An anomalies table without start/end was a bare KeyError (internal error, exit 1)."""
+    labels = tmp_path / "test.csv"
+    shutil.copy(scored["labels"], labels)
+    events = tmp_path / ("anomalies.csv" if beside else "events.csv")
+    pd.DataFrame({"begin": [120], "finish": [141]}).to_csv(events, index=False)
+    extra = [] if beside else ["--anomalies", events]
+    _bad(capsys, "evaluate", scored["scores"], "--labels", labels, *extra, "--report", tmp_path / "report",
+         names=(events.name, "no 'start' and no 'end' column"))
+    _nothing_written(tmp_path, tmp_path / "report")
+    text_start = tmp_path / "text_start.csv"
+    pd.DataFrame({"start": ["soon"], "end": [141]}).to_csv(text_start, index=False)
+    _bad(capsys, "evaluate", scored["scores"], "--labels", labels, "--anomalies", text_start,
+         names=("text_start.csv", "column 'start' row 1"))
