@@ -553,3 +553,28 @@ def test_evaluate_anomalies_table_without_start_end(tmp_path, capsys, scored, be
     pd.DataFrame({"start": ["soon"], "end": [141]}).to_csv(text_start, index=False)
     _bad(capsys, "evaluate", scored["scores"], "--labels", labels, "--anomalies", text_start,
          names=("text_start.csv", "column 'start' row 1"))
+
+
+def test_resume_with_other_sensors_is_refused(tmp_path, capsys):
+    """--resume continues the checkpoint of an interrupted run; with another table's sensors it would silently
+    continue a model of other data (the convolutions do not depend on the sensor count)."""
+    from mscred.detector import MSCRED
+
+    ckpt = tmp_path / "m.checkpoints"
+    data, other = tmp_path / "train.csv", tmp_path / "other.csv"
+    _frame().to_csv(data, index=False)
+    _frame().rename(columns={"s4": "pump"}).to_csv(other, index=False)
+    # An "interrupted" run of the CLI: its checkpoint, and the sensors record the CLI writes beside it.
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(_frame(), checkpoint_dir=ckpt)
+    (ckpt / "sensors.json").write_text(json.dumps(SENSORS))
+    _bad(capsys, "train", other, "--out", tmp_path / "m", "--epochs", 2, "--device", "cpu", "--quiet", "--resume",
+         names=("other.csv", "missing s4", "new pump", "m.checkpoints"))
+    assert not (tmp_path / "m").exists() and (ckpt / "checkpoint.safetensors").exists()
+
+
+def test_refused_training_leaves_no_checkpoint_folder(tmp_path, capsys):
+    """Refusals raised inside fit (after the data loaded) remove the checkpoint folder the command created."""
+    data = tmp_path / "three.csv"
+    _frame()[["timestamp", "s0", "s1", "s2"]].to_csv(data, index=False)
+    _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--quiet", names=("three.csv", "3 sensor(s)"))
+    _nothing_written(tmp_path, tmp_path / "m")

@@ -70,6 +70,38 @@ def training_options(command):
     return command
 
 
+SENSORS_FILE = "sensors.json"
+
+
+def _match_checkpoint_sensors(ckpt: Path, table, resume: bool) -> None:
+    """Record the sensors of a run beside its checkpoints; ``--resume`` on a table with other sensors is bad input.
+
+    The network's convolutions do not depend on the sensor count, so such a checkpoint would load and training
+    would silently continue a model of other data. A checkpoint folder without the record (an older run) resumes.
+    """
+    import json
+
+    from mscred.errors import InputError
+
+    record = ckpt / SENSORS_FILE
+    if resume and record.is_file():
+        try:
+            before = json.loads(record.read_text())
+        except (ValueError, UnicodeDecodeError):
+            before = None
+        if isinstance(before, list) and before != list(table.sensors):
+            missing = [s for s in before if s not in table.sensors]
+            extra = [s for s in table.sensors if s not in before]
+            detail = "; ".join(part for part in (
+                "missing " + ", ".join(missing) if missing else "",
+                "new " + ", ".join(extra) if extra else "",
+                "same sensors in another order" if not (missing or extra) else "") if part)
+            raise InputError(f"{table.source}: other sensors than the checkpoint in {ckpt} ({detail}); train "
+                             "without --resume to start over")
+    ckpt.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(list(table.sensors)))
+
+
 @click.command()
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Model directory to write.")
@@ -105,8 +137,17 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     model = MSCRED(**overrides)
     out = Path(out)
     ckpt = checkpoint_dir_for(out)
+    created = not ckpt.exists()
+    _match_checkpoint_sensors(ckpt, table, resume)
     start = time.perf_counter()
-    model.fit(table, checkpoint_dir=ckpt, resume=resume)
+    try:
+        model.fit(table, checkpoint_dir=ckpt, resume=resume)
+    except Exception:
+        from mscred.train_checkpoint import CHECKPOINT_NAME
+
+        if created and not (ckpt / CHECKPOINT_NAME).exists():   # refused before any epoch: leave nothing behind
+            shutil.rmtree(ckpt, ignore_errors=True)
+        raise
     model.save(out)
     shutil.rmtree(ckpt, ignore_errors=True)   # the saved model supersedes the checkpoints
     last = model.history_[-1] if model.history_ else {}
