@@ -109,6 +109,14 @@ def _empty_cell(d: Path) -> Path:
     return _write(d / "empty_cell.csv", "\n".join(lines) + "\n")
 
 
+def _late_text(d: Path) -> Path:
+    """A text cell past pandas' first low-memory chunk (~262k rows): pandas warned 'mixed types' on stderr, which
+    made the one error line three."""
+    rows = 270_000
+    body = "".join(f"{i},1,2,3,4,5\n" for i in range(rows - 1))
+    return _write(d / "long.csv", "timestamp,s0,s1,s2,s3,s4\n" + body + f"{rows - 1},1,2,x,4,5\n")
+
+
 def _object_parquet(d: Path) -> Path:
     pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (extra 'parquet')")
     frame = _frame()
@@ -142,6 +150,7 @@ BAD_DATA = {
                                         ["column 1 has no name"]),
     "non-numeric string": (lambda d: _write(d / "text.csv", _with(_frame(), 41, "s2", "ERR#42").to_csv(index=False)),
                            ["column 's2' row 42", "'ERR#42' is not a number"]),
+    "text after the first parser chunk": (_late_text, ["column 's2' row 270000", "'x' is not a number"]),
     "thousands separator": (lambda d: _write(d / "thousands.csv", _with(_frame(), 7, "s0", "1,234.5")
                                              .to_csv(index=False)), ["column 's0' row 8", "'1,234.5'"]),
     "NaN": (lambda d: _write(d / "nan.csv", _with(_frame(), 9, "s3", np.nan).to_csv(index=False)),
@@ -578,3 +587,16 @@ def test_refused_training_leaves_no_checkpoint_folder(tmp_path, capsys):
     _frame()[["timestamp", "s0", "s1", "s2"]].to_csv(data, index=False)
     _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--quiet", names=("three.csv", "3 sensor(s)"))
     _nothing_written(tmp_path, tmp_path / "m")
+
+
+def test_debug_shows_the_traceback(tmp_path, monkeypatch):
+    """MSCRED_DEBUG=1 lets the InputError (and a path's OSError) through, with its traceback."""
+    from mscred.errors import InputError
+
+    data = _write(tmp_path / "dup.csv", _frame().to_csv(index=False).replace("s1", "s0", 1))
+    blocker = _write(tmp_path / "blocker", "x")
+    monkeypatch.setenv("MSCRED_DEBUG", "1")
+    with pytest.raises(InputError, match="duplicate column"):
+        main(["train", str(data), "--out", str(tmp_path / "m")])
+    with pytest.raises(OSError):
+        main(["generate", str(blocker / "d"), "--length", "1200"])

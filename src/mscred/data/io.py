@@ -276,7 +276,12 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
 def _csv_call(path: Path, **kwargs: Any) -> pd.DataFrame:
     """``pandas.read_csv`` with every failure as an InputError naming the file."""
     try:
-        return pd.read_csv(path, **kwargs)
+        with warnings.catch_warnings():
+            # A large file whose column turns to text after the first chunk warns of "mixed types" (DtypeWarning):
+            # the column arrives as text and its first non-number is reported below as the one error line.
+            warnings.simplefilter("ignore", pd.errors.DtypeWarning)
+            warnings.simplefilter("ignore", pd.errors.ParserWarning)
+            return pd.read_csv(path, **kwargs)
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty") from None
     except UnicodeDecodeError as exc:
