@@ -75,6 +75,9 @@ if triton is not None:
         BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_K: tl.constexpr,
     ):
         # CH is a compile-time constant (one per MSCRED level): the K loop below is then fully unrolled.
+        # Addresses: a 64-bit scalar base per image (b * batch stride) plus 32-bit tensor offsets within the image
+        # (one image of any buffer here is far below 2^31 elements): 64-bit pointer tensors cost two registers per
+        # element and pushed the kernel into spills.
         b = tl.program_id(0).to(tl.int64)
         p = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)
         co = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -88,42 +91,48 @@ if triton is not None:
         acc_f = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
         acc_o = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
         hb = h_ptr + b * h_sb
-        for ky in tl.static_range(KS):
-            for kx in tl.static_range(KS):
-                # TF "same" padding: a tap reading outside the image reads a zero (masked, other=0), so h needs
-                # no padded copy.
-                yy = y + (ky - PAD_T)
-                xx = x + (kx - PAD_L)
-                inb = pmask & (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
-                arow = hb + yy.to(tl.int64) * h_sy + xx.to(tl.int64) * h_sx
-                for k0 in tl.static_range(0, CH, BLOCK_K):
-                    ci = k0 + kk
-                    kmask = ci < CH
-                    a = tl.load(arow[:, None] + ci[None, :] * h_sc, mask=inb[:, None] & kmask[None, :], other=0.0)
-                    wrow = w_ptr + ((ky * KS + kx) * CH + ci)[:, None] * (4 * CH) + co[None, :]
-                    wmask = kmask[:, None] & cmask[None, :]
-                    wi = tl.load(wrow, mask=wmask, other=0.0)
-                    wg = tl.load(wrow + CH, mask=wmask, other=0.0)
-                    wf = tl.load(wrow + 2 * CH, mask=wmask, other=0.0)
-                    wo = tl.load(wrow + 3 * CH, mask=wmask, other=0.0)
-                    if UPCAST:
-                        # Triton's CPU interpreter multiplies bf16 blocks wrongly (checked with Triton 3.9);
-                        # bf16 x bf16 products are exact in fp32, so upcasting changes only the summation order.
-                        a = a.to(tl.float32)
-                        wi = wi.to(tl.float32)
-                        wg = wg.to(tl.float32)
-                        wf = wf.to(tl.float32)
-                        wo = wo.to(tl.float32)
-                    acc_i += tl.dot(a, wi, input_precision=DOT_PREC).to(CDT)
-                    acc_g += tl.dot(a, wg, input_precision=DOT_PREC).to(CDT)
-                    acc_f += tl.dot(a, wf, input_precision=DOT_PREC).to(CDT)
-                    acc_o += tl.dot(a, wo, input_precision=DOT_PREC).to(CDT)
+        # A runtime loop over the taps (not unrolled): an unrolled one lets the compiler hoist every tap's loads at
+        # once, which (ptxas, sm_90a) took 255 registers and spilled; rolled, the loads of the next tap can be
+        # software-pipelined through shared memory instead.
+        for tap in range(KS * KS):
+            ky = tap // KS
+            kx = tap - ky * KS
+            # TF "same" padding: a tap reading outside the image reads a zero (masked, other=0), so h needs no
+            # padded copy.
+            yy = y + (ky - PAD_T)
+            xx = x + (kx - PAD_L)
+            inb = pmask & (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
+            arow = yy * h_sy + xx * h_sx
+            for k0 in tl.static_range(0, CH, BLOCK_K):
+                ci = k0 + kk
+                kmask = ci < CH
+                a = tl.load(hb + (arow[:, None] + ci[None, :] * h_sc), mask=inb[:, None] & kmask[None, :], other=0.0)
+                # int32 offsets into the small packed weight (at most 9 * 256 rows x 1024 columns)
+                wrow = w_ptr + ((tap * CH + ci) * (4 * CH))[:, None] + co[None, :]
+                wmask = kmask[:, None] & cmask[None, :]
+                wi = tl.load(wrow, mask=wmask, other=0.0)
+                wg = tl.load(wrow + CH, mask=wmask, other=0.0)
+                wf = tl.load(wrow + 2 * CH, mask=wmask, other=0.0)
+                wo = tl.load(wrow + 3 * CH, mask=wmask, other=0.0)
+                if UPCAST:
+                    # Triton's CPU interpreter multiplies bf16 blocks wrongly (checked with Triton 3.9);
+                    # bf16 x bf16 products are exact in fp32, so upcasting changes only the summation order.
+                    a = a.to(tl.float32)
+                    wi = wi.to(tl.float32)
+                    wg = wg.to(tl.float32)
+                    wf = wf.to(tl.float32)
+                    wo = wo.to(tl.float32)
+                # The accumulator goes into tl.dot (the MMA accumulates in place; fp32, or fp64 for fp64).
+                acc_i = tl.dot(a, wi, acc_i, input_precision=DOT_PREC)
+                acc_g = tl.dot(a, wg, acc_g, input_precision=DOT_PREC)
+                acc_f = tl.dot(a, wf, acc_f, input_precision=DOT_PREC)
+                acc_o = tl.dot(a, wo, acc_o, input_precision=DOT_PREC)
         # Epilogue: the step's input-conv gates and the bias, then the cell update of _cell_fwd_kernel.
         mask = pmask[:, None] & cmask[None, :]
-        yc = y.to(tl.int64)[:, None]
-        xc = x.to(tl.int64)[:, None]
+        yc = y[:, None]
+        xc = x[:, None]
         cc = co[None, :]
-        gx = gx_ptr + b * gx_sb + cc * gx_sc + yc * gx_sy + xc * gx_sx
+        gx = (gx_ptr + b * gx_sb) + (cc * gx_sc + yc * gx_sy + xc * gx_sx)
         gq = CH * gx_sc
         zi = acc_i + tl.load(gx, mask=mask, other=0.0).to(CDT)
         zg = acc_g + tl.load(gx + gq, mask=mask, other=0.0).to(CDT)
@@ -141,20 +150,21 @@ if triton is not None:
         zf = zf.to(out_ty).to(CDT)
         zo = zo.to(out_ty).to(CDT)
         if STORE_PRE:
-            pre = pre_ptr + b * pre_sb + cc * pre_sc + yc * pre_sy + xc * pre_sx
+            pre = (pre_ptr + b * pre_sb) + (cc * pre_sc + yc * pre_sy + xc * pre_sx)
             pq = CH * pre_sc
             tl.store(pre, zi.to(out_ty), mask=mask)
             tl.store(pre + pq, zg.to(out_ty), mask=mask)
             tl.store(pre + 2 * pq, zf.to(out_ty), mask=mask)
             tl.store(pre + 3 * pq, zo.to(out_ty), mask=mask)
-        cell = b * c_sb + cc * c_sc + yc * c_sy + xc * c_sx
-        cprev = tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
+        cb = b * c_sb
+        cell = cc * c_sc + yc * c_sy + xc * c_sx
+        cprev = tl.load((cprev_ptr + cb) + cell, mask=mask, other=0.0).to(CDT)
         c = _sigmoid(zi) * _tanh(zg) + _sigmoid(zf + forget_bias) * cprev
-        tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
+        tl.store((c_ptr + cb) + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
         h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
-        tl.store(o_ptr + b * o_sb + cc * o_sc + yc * o_sy + xc * o_sx, h, mask=mask)
+        tl.store((o_ptr + b * o_sb) + (cc * o_sc + yc * o_sy + xc * o_sx), h, mask=mask)
         if WRITE_HP:
-            hp = hp_ptr + b * hp_sb + cc * hp_sc + (yc + PAD_T) * hp_sy + (xc + PAD_L) * hp_sx
+            hp = (hp_ptr + b * hp_sb) + (cc * hp_sc + (yc + PAD_T) * hp_sy + (xc + PAD_L) * hp_sx)
             tl.store(hp, h, mask=mask)
 
 
