@@ -148,6 +148,13 @@ BAD_DATA = {
                                 ["duplicate column name(s): s0"]),
     "empty header name (saved index)": (lambda d: _write(d / "index.csv", _frame().to_csv()),
                                         ["column 1 has no name"]),
+    "comment line above the header": (lambda d: _write(d / "comment.csv", "# exported by SCADA v2\n"
+                                                       + _frame().to_csv(index=False)),
+                                      ["more fields than the header", "looks like a comment"]),
+    "header one name short": (lambda d: _write(d / "short_header.csv", _frame().to_csv(index=False)
+                                               .replace("timestamp,", "", 1)), ["more fields than the header"]),
+    "line break in a header name": (lambda d: _write(d / "wrapped.csv", _with(_frame(), 1, "s2", "x").to_csv(
+        index=False).replace("s2", '"Temp\n(C)"', 1)), ["column 'Temp\\n(C)' row 2"]),
     "non-numeric string": (lambda d: _write(d / "text.csv", _with(_frame(), 41, "s2", "ERR#42").to_csv(index=False)),
                            ["column 's2' row 42", "'ERR#42' is not a number"]),
     "text after the first parser chunk": (_late_text, ["column 's2' row 270000", "'x' is not a number"]),

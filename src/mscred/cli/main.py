@@ -44,6 +44,11 @@ def cli():
     """MSCRED anomaly detection for multivariate time series, and CUDA machine-code tools."""
 
 
+def _one_line(err: BaseException) -> str:
+    """The message on one line: a name with a line break in it (a wrapped spreadsheet header) is shown as \\n."""
+    return str(err).replace("\r", "\\r").replace("\n", "\\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; bad input exits with 2 and one line on stderr (a traceback only with MSCRED_DEBUG=1)."""
     from mscred.errors import InputError
@@ -58,12 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         return stop.exit_code
     except click.ClickException as err:
         # Usage errors (unknown option, missing argument, bad choice) are bad input too: one line, exit 2.
-        click.echo(f"mscred: error: {err.format_message()}", err=True)
+        click.echo(f"mscred: error: {_one_line(err.format_message())}", err=True)
         return 2
     except InputError as err:
         if debug:
             raise
-        click.echo(f"mscred: error: {err}", err=True)
+        click.echo(f"mscred: error: {_one_line(err)}", err=True)
         return 2
     except KeyboardInterrupt:
         click.echo("mscred: interrupted", err=True)
@@ -78,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
                        err=True)
             return 1
         what = "exists and is not a directory" if isinstance(err, FileExistsError) else (err.strerror or str(err))
-        click.echo(f"mscred: error: {err.filename}: {what}", err=True)
+        click.echo(f"mscred: error: {_one_line(err.filename)}: {what}", err=True)
         return 2
     except Exception as err:  # noqa: BLE001 - the one place that turns failures into a line
         if debug:

@@ -264,11 +264,11 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     if df.shape[1] == 1 and "sep" not in options and any(c in str(df.columns[0]) for c in ";\t|"):
         # A ';'-separated export (a European spreadsheet) parsed with ',' lands in one column named
         # 'a;b;c': read it again with the separator sniffed, as for .txt.
-        df = _csv_call(path, **{**kwargs, **sniff})
+        kwargs = {**kwargs, **sniff}
+        df = _csv_call(path, **kwargs)
     if df.shape[1] == 0:
         raise InputError(f"{path}: the file has no columns")
-    if any(_MANGLED.match(str(c)) for c in df.columns):
-        _check_header(path, df, kwargs)
+    _check_header(path, df, kwargs)
     # Spreadsheet exports pad names ('pump_1 , pump_2'): the padding is invisible in messages and in the model.
     return df.set_axis([c.strip() if isinstance(c, str) else c for c in df.columns], axis=1)
 
@@ -292,8 +292,17 @@ def _csv_call(path: Path, **kwargs: Any) -> pd.DataFrame:
 
 
 def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
-    """Refuse repeated or empty header names, which pandas would silently rename ('a.1', 'Unnamed: 0')."""
-    raw = _csv_call(path, **{**kwargs, "header": None, "nrows": 1, "dtype": str, "keep_default_na": False})
+    """Refuse what pandas would silently work around: data rows with more fields than the header (the extra
+    leading fields become an index, e.g. under a comment line), and repeated or empty header names (renamed
+    'a.1', 'Unnamed: 0'). Reads the first two lines again, without a header."""
+    try:
+        raw = _csv_call(path, **{**kwargs, "header": None, "nrows": 2, "dtype": str, "keep_default_na": False})
+    except InputError as err:   # line 2 longer than line 1: read with a header, pandas took it for an index
+        comment = str(df.columns[0]).lstrip().startswith("#")
+        raise InputError(f"{err}; the data rows have more fields than the header line"
+                         + (" (line 1 looks like a comment: remove it)" if comment else "")) from None
+    if not any(_MANGLED.match(str(c)) for c in df.columns):
+        return
     names = ["" if pd.isna(v) else str(v) for v in raw.iloc[0]] if len(raw) else []
     if len(names) != df.shape[1]:
         return  # the header is not one plain row (e.g. a multi-row header): keep pandas' reading
