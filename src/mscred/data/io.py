@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import os
-import re
 import warnings
 import zlib
 from dataclasses import dataclass, field
@@ -29,8 +28,6 @@ _PARQUET = {".parquet", ".pq"}
 _NPY = {".npy"}
 # Compressed text tables that pandas decompresses itself: ``data.csv.gz`` reads as ``data.csv``.
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
-# pandas renames a repeated header name 'a' to 'a.1', 'a.2' ... and an empty one to 'Unnamed: 3'.
-_MANGLED = re.compile(r"^(?:(?P<base>.*)\.\d+|Unnamed: \d+(?:_level_\d+)?)$")
 
 
 @dataclass
@@ -196,7 +193,8 @@ def _check_time_order(index: pd.Index, source: str) -> None:
     steps = np.diff(keys)
     if (steps <= 0).any():
         r = int(np.flatnonzero(steps <= 0)[0]) + 1
-        what = "repeats the row before" if steps[r - 1] == 0 else f"is earlier than the row before's {_short(index[r - 1])}"
+        what = ("repeats the row before" if steps[r - 1] == 0
+                else f"is earlier than the row before's {_short(index[r - 1])}")
         raise InputError(f"{where} row {r + 1}: timestamp {_short(index[r])} {what}; rows must be in increasing "
                          "time order (sort the table by time)")
 
@@ -228,7 +226,8 @@ def _numeric_column(series: pd.Series, col: str, source: str) -> np.ndarray:
         unparsed = np.isnan(numbers) & ~pd.isna(series).to_numpy()
         if unparsed.any():
             row = int(np.flatnonzero(unparsed)[0])
-            raise InputError(f"{source}: column '{col}' row {row + 1}: value {_short(series.iloc[row])} is not a number")
+            raise InputError(f"{source}: column '{col}' row {row + 1}: value {_short(series.iloc[row])} is not a "
+                             "number")
     bad = ~np.isfinite(numbers)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
@@ -301,8 +300,6 @@ def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
         comment = str(df.columns[0]).lstrip().startswith("#")
         raise InputError(f"{err}; the data rows have more fields than the header line"
                          + (" (line 1 looks like a comment: remove it)" if comment else "")) from None
-    if not any(_MANGLED.match(str(c)) for c in df.columns):
-        return
     names = ["" if pd.isna(v) else str(v) for v in raw.iloc[0]] if len(raw) else []
     if len(names) != df.shape[1]:
         return  # the header is not one plain row (e.g. a multi-row header): keep pandas' reading
