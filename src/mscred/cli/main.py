@@ -76,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         # A path the user gave that cannot be read or written (an --out under a file, no permission, disk full):
         # bad input named by its path. One without a path is not the user's: an internal error below.
-        if debug or not err.filename:
-            if debug:
-                raise
+        if debug:
+            raise
+        if not err.filename:
             click.echo(f"mscred: internal error: {type(err).__name__}: {err} (set MSCRED_DEBUG=1 for a traceback)",
                        err=True)
             return 1
