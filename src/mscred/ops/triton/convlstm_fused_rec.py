@@ -42,6 +42,9 @@ from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
 from mscred.ops.triton.runtime import tl, triton
 
+if triton is not None:
+    from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
+
 ENV = "MSCRED_CONVLSTM_REC"
 
 
@@ -61,7 +64,8 @@ if triton is not None:
     @triton.jit
     def _rec_cell_kernel(
         h_ptr, h_sb, h_sc, h_sy, h_sx,            # h_{t-1} (B, Ch, H, W), unpadded (the previous step's output)
-        w_ptr,                                    # (K*K*Ch, 4Ch) packed W_h: row (ky*K + kx)*Ch + ci, col q*Ch + co
+        w_desc,                                   # TensorDescriptor of the (K*K*Ch, 4Ch) packed W_h, block
+                                                  # (BLOCK_K, BLOCK_C): row (ky*K + kx)*Ch + ci, col q*Ch + co
         gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,       # this step's input-conv gates (B, 4Ch, H, W), may be a crop
         bias_ptr,                                 # (4Ch,)
         pre_ptr, pre_sb, pre_sc, pre_sy, pre_sx,  # out if STORE_PRE: gate pre-activations (B, 4Ch, H, W)
@@ -80,7 +84,8 @@ if triton is not None:
         # element and pushed the kernel into spills.
         b = tl.program_id(0).to(tl.int64)
         p = tl.program_id(1) * BLOCK_P + tl.arange(0, BLOCK_P)
-        co = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+        c0 = tl.program_id(2) * BLOCK_C
+        co = c0 + tl.arange(0, BLOCK_C)
         pmask = p < H * W
         cmask = co < CH
         y = p // W
@@ -107,13 +112,16 @@ if triton is not None:
                 ci = k0 + kk
                 kmask = ci < CH
                 a = tl.load(hb + (arow[:, None] + ci[None, :] * h_sc), mask=inb[:, None] & kmask[None, :], other=0.0)
-                # int32 offsets into the small packed weight (at most 9 * 256 rows x 1024 columns)
-                wrow = w_ptr + ((tap * CH + ci) * (4 * CH))[:, None] + co[None, :]
-                wmask = kmask[:, None] & cmask[None, :]
-                wi = tl.load(wrow, mask=wmask, other=0.0)
-                wg = tl.load(wrow + CH, mask=wmask, other=0.0)
-                wf = tl.load(wrow + 2 * CH, mask=wmask, other=0.0)
-                wo = tl.load(wrow + 3 * CH, mask=wmask, other=0.0)
+                # The weight tiles through a tensor descriptor (TMA on sm_90: straight to shared memory, no
+                # per-element addresses in registers; per-element pointer tiles took ptxas to 255 registers).
+                # No masks needed: rows past this tap's CH (when BLOCK_K > CH) are the next tap's, multiplied by
+                # the zero columns of `a`; columns past the gate's CH (BLOCK_C > CH) are the next gate's and land
+                # in accumulator columns the epilogue never stores; past the matrix, TMA reads zeros.
+                wr = tap * CH + k0
+                wi = w_desc.load([wr, c0])
+                wg = w_desc.load([wr, c0 + CH])
+                wf = w_desc.load([wr, c0 + 2 * CH])
+                wo = w_desc.load([wr, c0 + 3 * CH])
                 if UPCAST:
                     # Triton's CPU interpreter multiplies bf16 blocks wrongly (checked with Triton 3.9);
                     # bf16 x bf16 products are exact in fp32, so upcasting changes only the summation order.
@@ -172,15 +180,15 @@ def default_blocks(ch: int, hw: int) -> tuple[int, int, int, int]:
     """(BLOCK_P, BLOCK_C, BLOCK_K, num_warps) for ``ch`` hidden channels and ``hw`` pixels per image.
 
     tl.dot needs every block dimension >= 16. On the GPU: 64 pixels x up to 64 channels per program (four fp32
-    accumulators of 64 x 64 = 64 KiB of registers over 8 warps), K chunks of 32 input channels. These are a first
-    guess, not tuned: ``benchmarks/bench_convlstm_rec.py`` times alternatives. Under the CPU interpreter the cost is
+    accumulators of 64 x 64 = 64 KiB of registers over 8 warps), K chunks of up to 64 input channels: the blocks
+    of those tried that ptxas (sm_90a, compiled here ahead of time) fits in 255 registers without spilling. Not
+    tuned on the GPU yet: ``benchmarks/bench_convlstm_rec.py`` times alternatives. Under the CPU interpreter the cost is
     per program and per block op, so one program covers a whole small image and as many channels as possible.
     """
     c = max(16, min(triton.next_power_of_2(ch), 64))
-    k = max(16, min(triton.next_power_of_2(ch), 32))
     if _interpreting():
-        return max(16, min(triton.next_power_of_2(hw), 256)), c, max(16, min(triton.next_power_of_2(ch), 64)), 4
-    return 64, c, k, 8 if c >= 64 else 4
+        return max(16, min(triton.next_power_of_2(hw), 256)), c, c, 4
+    return 64, c, c, 8 if c >= 64 else 4
 
 
 def _dot_precision(dtype: torch.dtype) -> str:
@@ -238,6 +246,7 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bi
     )
     bp, bc, bk, warps = blocks if blocks else default_blocks(Ch, H * W)
     rgrid = (B, triton.cdiv(H * W, bp), triton.cdiv(Ch, bc))
+    w_desc = _TensorDescriptor.from_tensor(w_pk, [bk, bc])
     upcast = _interpreting() and x.dtype in (torch.bfloat16, torch.float16)
     prec = _dot_precision(x.dtype)
     for t in range(1, T):
@@ -245,7 +254,7 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bi
         pre_t = pre[t] if save else cells[t]  # a dummy when not stored
         hp = hprev[t] if t < nhp else ot      # a dummy when not written
         _rec_cell_kernel[rgrid](
-            hin, *hin.stride(), w_pk, gxt, *gxt.stride(), bias, pre_t, *pre_t.stride(),
+            hin, *hin.stride(), w_desc, gxt, *gxt.stride(), bias, pre_t, *pre_t.stride(),
             cells[t - 1], cells[t], *cells[t].stride(), ot, *ot.stride(), hp, *hp.stride(),
             H, W, pads[0], pads[2], forget_bias,
             CH=Ch, KS=k, STORE_PRE=save, WRITE_HP=t < nhp, UPCAST=upcast, CDT=cdt, DOT_PREC=prec,
