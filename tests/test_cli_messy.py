@@ -155,6 +155,9 @@ BAD_DATA = {
                                                .replace("timestamp,", "", 1)), ["more fields than the header"]),
     "line break in a header name": (lambda d: _write(d / "wrapped.csv", _with(_frame(), 1, "s2", "x").to_csv(
         index=False).replace("s2", '"Temp\n(C)"', 1)), ["column 'Temp\\n(C)' row 2"]),
+    "separator at the end of every line": (lambda d: _write(d / "trailing_sep.csv", _frame().to_csv(index=False)
+                                                            .replace("\n", ",\n")),
+                                           ["column 7 has no name", "end of every line"]),
     "non-numeric string": (lambda d: _write(d / "text.csv", _with(_frame(), 41, "s2", "ERR#42").to_csv(index=False)),
                            ["column 's2' row 42", "'ERR#42' is not a number"]),
     "text after the first parser chunk": (_late_text, ["column 's2' row 270000", "'x' is not a number"]),
@@ -275,6 +278,11 @@ def _variants(d: Path) -> dict[str, Path]:
     quoted = "\n".join(",".join(f'"{c}"' for c in line.split(",")) for line in text.splitlines())
     return {
         "utf-8 BOM": _write(d / "bom.csv", b"\xef\xbb\xbf" + text.encode()),
+        # the separator-sniffing reader kept the BOM in the first name: '\ufefftimestamp' became a sensor
+        "utf-8 BOM, ';'-separated": _write(d / "bom_semicolon.csv",
+                                           b"\xef\xbb\xbf" + _frame().to_csv(index=False, sep=";").encode()),
+        "utf-8 BOM, tab-separated .tsv": _write(d / "bom.tsv",
+                                                b"\xef\xbb\xbf" + _frame().to_csv(index=False, sep="\t").encode()),
         "windows line endings": _write(d / "crlf.csv", text.replace("\n", "\r\n").encode()),
         "gzip": _write(d / "data.csv.gz", gzip.compress(text.encode())),
         "semicolon separated": _write(d / "semicolon.csv", _frame().to_csv(index=False, sep=";")),

@@ -258,6 +258,9 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     text_suffix = Path(path.stem).suffix.lower() if path.suffix.lower() in _COMPRESSED else path.suffix.lower()
     sniff: dict[str, Any] = {"sep": None, "engine": "python"}
     kwargs: dict[str, Any] = dict(sniff) if text_suffix != ".csv" else {}
+    # utf-8-sig drops a byte-order mark (Excel's "CSV UTF-8"); the python engine would keep it in the first name,
+    # turning '\ufefftimestamp' into a sensor.
+    kwargs["encoding"] = "utf-8-sig"
     kwargs.update(options)
     df = _csv_call(path, **kwargs)
     if df.shape[1] == 1 and "sep" not in options and any(c in str(df.columns[0]) for c in ";\t|"):
@@ -309,8 +312,9 @@ def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
         raise InputError(f"{path}: duplicate column name(s): {', '.join(duplicated)}")
     if "" in names:
         j = names.index("")
-        raise InputError(f"{path}: column {j + 1} has no name in the header (a DataFrame index saved with it? "
-                         f"write with index=False, or name it '{TIMESTAMP}')")
+        hint = ("a separator at the end of every line?" if j == len(names) - 1 else
+                f"a DataFrame index saved with it? write with index=False, or name it '{TIMESTAMP}'")
+        raise InputError(f"{path}: column {j + 1} has no name in the header ({hint})")
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
