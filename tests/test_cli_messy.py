@@ -12,6 +12,10 @@ Decisions these tests pin down (SPEC "Bad input" plus what the code does):
   or extra sensors are an error naming them; a ``label`` column is ignored.
 - A UTF-8 BOM, Windows line endings, quoted numbers, ``.csv.gz`` and a ';'-separated .csv are read as the plain file.
 - A model's ``format_version`` decides whether it loads; another ``mscred_version`` with the same format loads.
+- Text timestamps that are not dates (ids) need only be unique; dates are ordered; a non-date among dates is an error.
+- Header trouble pandas would paper over is refused: repeated names ('a.1'), empty names ('Unnamed: 0'), data rows
+  longer than the header (their leading fields silently became an index).
+- A 1e30 glitch at detect is scored (clipped at 1e3 training ranges), not turned into NaN scores.
 """
 from __future__ import annotations
 
@@ -602,6 +606,9 @@ def test_refused_training_leaves_no_checkpoint_folder(tmp_path, capsys):
     _frame()[["timestamp", "s0", "s1", "s2"]].to_csv(data, index=False)
     _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--quiet", names=("three.csv", "3 sensor(s)"))
     _nothing_written(tmp_path, tmp_path / "m")
+    _bad(capsys, "train", data, "--out", tmp_path / "new" / "deeper" / "m", "--epochs", 1, "--quiet",
+         names=("three.csv", "3 sensor(s)"))
+    assert not (tmp_path / "new").exists()
 
 
 def test_debug_shows_the_traceback(tmp_path, monkeypatch):

@@ -73,6 +73,16 @@ def training_options(command):
 SENSORS_FILE = "sensors.json"
 
 
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` (itself included) that does not exist yet, or None when it exists."""
+    missing = None
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            break
+        missing = candidate
+    return missing
+
+
 def _match_checkpoint_sensors(ckpt: Path, table, resume: bool) -> None:
     """Record the sensors of a run beside its checkpoints; ``--resume`` on a table with other sensors is bad input.
 
@@ -137,7 +147,7 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     model = MSCRED(**overrides)
     out = Path(out)
     ckpt = checkpoint_dir_for(out)
-    created = not ckpt.exists()
+    created = _first_missing(ckpt)   # what the sensors record creates: the folder, and any missing parents
     _match_checkpoint_sensors(ckpt, table, resume)
     start = time.perf_counter()
     try:
@@ -145,8 +155,8 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     except Exception:
         from mscred.train_checkpoint import CHECKPOINT_NAME
 
-        if created and not (ckpt / CHECKPOINT_NAME).exists():   # refused before any epoch: leave nothing behind
-            shutil.rmtree(ckpt, ignore_errors=True)
+        if created is not None and not (ckpt / CHECKPOINT_NAME).exists():   # refused before any epoch
+            shutil.rmtree(created, ignore_errors=True)
         raise
     model.save(out)
     shutil.rmtree(ckpt, ignore_errors=True)   # the saved model supersedes the checkpoints
