@@ -162,6 +162,13 @@ BAD_DATA = {
     "separator at the end of every line": (lambda d: _write(d / "trailing_sep.csv", _frame().to_csv(index=False)
                                                             .replace("\n", ",\n")),
                                            ["column 7 has no name", "end of every line"]),
+    "no header line": (lambda d: _write(d / "headerless.csv", _frame().to_csv(index=False, header=False)),
+                       ["line 1 holds numbers", "without a header line"]),
+    "'Timestamp' capitalised": (lambda d: _write(d / "capital.csv", _frame().rename(columns={"timestamp": "Timestamp"})
+                                                 .to_csv(index=False)), ["column 'Timestamp'", "lower case"]),
+    "dates in a column not named timestamp": (lambda d: _write(d / "time.csv", _frame().assign(
+        timestamp=pd.date_range("2024-03-01", periods=ROWS, freq="min").astype(str)).rename(
+        columns={"timestamp": "time"}).to_csv(index=False)), ["column 'time' row 1", "must be named 'timestamp'"]),
     "non-numeric string": (lambda d: _write(d / "text.csv", _with(_frame(), 41, "s2", "ERR#42").to_csv(index=False)),
                            ["column 's2' row 42", "'ERR#42' is not a number"]),
     "text after the first parser chunk": (_late_text, ["column 's2' row 270000", "'x' is not a number"]),

@@ -145,6 +145,10 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>") -> Table:
 
     labels = _labels(df[LABEL], source) if LABEL in df.columns else None
     sensors = [c for c in df.columns if c not in (TIMESTAMP, LABEL)]
+    for name in sensors:  # 'Timestamp' or 'LABEL' would silently be a sensor (epoch seconds: a rising ramp)
+        if name.lower() in (TIMESTAMP, LABEL):
+            raise InputError(f"{source}: column '{name}': the {name.lower()} column must be named "
+                             f"'{name.lower()}' (lower case); as written it would be a sensor")
     if not sensors:
         raise InputError(f"{source}: no sensor columns (only '{TIMESTAMP}'/'{LABEL}')")
     values = np.empty((len(df), len(sensors)), dtype=np.float64)
@@ -226,8 +230,11 @@ def _numeric_column(series: pd.Series, col: str, source: str) -> np.ndarray:
         unparsed = np.isnan(numbers) & ~pd.isna(series).to_numpy()
         if unparsed.any():
             row = int(np.flatnonzero(unparsed)[0])
+            hint = ""
+            if not pd.isna(pd.to_datetime(str(series.iloc[row]), errors="coerce", format="ISO8601")):
+                hint = f" (a date/time: the time column must be named '{TIMESTAMP}')"
             raise InputError(f"{source}: column '{col}' row {row + 1}: value {_short(series.iloc[row])} is not a "
-                             "number")
+                             f"number{hint}")
     bad = ~np.isfinite(numbers)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
@@ -307,6 +314,10 @@ def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
     if len(names) != df.shape[1]:
         return  # the header is not one plain row (e.g. a multi-row header): keep pandas' reading
     names = [n.strip() for n in names]
+    fractions = [n for n in names if _is_number(n) and not n.lstrip("+-").isdigit()]
+    if len(fractions) and all(_is_number(n) for n in names):
+        raise InputError(f"{path}: line 1 holds numbers such as {fractions[0]!r}, not column names: a file without "
+                         f"a header line? add one ('{TIMESTAMP}' and the sensor names)")
     duplicated = sorted({n for n in names if n and names.count(n) > 1})
     if duplicated:
         raise InputError(f"{path}: duplicate column name(s): {', '.join(duplicated)}")
@@ -315,6 +326,14 @@ def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
         hint = ("a separator at the end of every line?" if j == len(names) - 1 else
                 f"a DataFrame index saved with it? write with index=False, or name it '{TIMESTAMP}'")
         raise InputError(f"{path}: column {j + 1} has no name in the header ({hint})")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
