@@ -127,9 +127,9 @@ class MSCRED:
         if missing or extra:
             parts = []
             if missing:
-                parts.append("missing sensor(s) " + ", ".join(missing))
+                parts.append("missing sensor(s) " + _name_list(missing))
             if extra:
-                parts.append("unknown sensor(s) " + ", ".join(extra))
+                parts.append("unknown sensor(s) " + _name_list(extra))
             raise InputError(f"{table.source}: other sensors than the model was trained on: {'; '.join(parts)}")
         return table.values[:, [names.index(s) for s in self.sensors_]]
 
@@ -354,6 +354,12 @@ class MSCRED:
                 raise InputError(f"{weights_path}: damaged weights (tensor '{name}' holds NaN or infinite values)")
         model.net_ = net.to(model.device_).eval()
         return model
+
+
+def _name_list(names: list[str], shown: int = 10) -> str:
+    """Names for a one-line message: the first ``shown``, then how many more (a fleet may differ in hundreds)."""
+    text = ", ".join(names[:shown])
+    return text + (f" ... ({len(names) - shown} more)" if len(names) > shown else "")
 
 
 def _check_format_version(meta: dict) -> None:
