@@ -369,7 +369,9 @@ DETECT_SENSORS = {
     "extra sensor": (lambda f: f.assign(s5=1.0), ["unknown sensor(s) s5"]),
     "renamed sensor": (lambda f: f.rename(columns={"s0": "S0"}), ["missing sensor(s) s0", "unknown sensor(s) S0"]),
     "a single sensor column": (lambda f: f[["timestamp", "s0"]], ["missing sensor(s) s1, s2, s3, s4"]),
-    "hundreds of unknown sensors": (lambda f: f.assign(**{f"x{i}": 0.0 for i in range(300)}),
+    "hundreds of unknown sensors": (lambda f: pd.concat([f, pd.DataFrame(0.0, index=f.index,
+                                                                         columns=[f"x{i}" for i in range(300)])],
+                                                        axis=1),
                                     ["unknown sensor(s) x0, x1,", "x9 ... (290 more)"]),
 }
 
