@@ -176,8 +176,9 @@ if triton is not None:
             tl.store(hp, h, mask=mask)
 
 
-def default_blocks(ch: int, hw: int) -> tuple[int, int, int, int]:
-    """(BLOCK_P, BLOCK_C, BLOCK_K, num_warps) for ``ch`` hidden channels and ``hw`` pixels per image.
+def default_blocks(ch: int, hw: int, elem_size: int = 2) -> tuple[int, int, int, int]:
+    """(BLOCK_P, BLOCK_C, BLOCK_K, num_warps) for ``ch`` hidden channels, ``hw`` pixels per image and operands of
+    ``elem_size`` bytes (K chunks of 32 for 4- and 8-byte types: half the shared memory per stage).
 
     tl.dot needs every block dimension >= 16. On the GPU: 64 pixels x up to 64 channels per program (four fp32
     accumulators of 64 x 64 = 64 KiB of registers over 8 warps), K chunks of up to 64 input channels: the blocks
@@ -188,7 +189,23 @@ def default_blocks(ch: int, hw: int) -> tuple[int, int, int, int]:
     c = max(16, min(triton.next_power_of_2(ch), 64))
     if _interpreting():
         return max(16, min(triton.next_power_of_2(hw), 256)), c, c, 4
-    return 64, c, c, 8 if c >= 64 else 4
+    if elem_size >= 8:  # float64 (the tests' oracle path): no tensor cores; small tiles, little shared memory
+        return 32, min(c, 32), 16, 4
+    return 64, c, c if elem_size <= 2 else min(c, 32), 8 if c >= 64 else 4
+
+
+SHARED_BUDGET = 160 * 1024  # bytes of shared memory for the pipelined tiles (the H200 has 227 KiB per block; the
+                            # rest is left for the epilogue's layout conversions)
+
+
+def num_stages(blocks, elem_size: int, ch: int) -> int:
+    """Software-pipelining depth of the tap loop (1..3) that keeps its tiles within SHARED_BUDGET: each stage holds,
+    for each of the ceil(Ch / BLOCK_K) chunks of the (unrolled) K loop, one (BLOCK_P x BLOCK_K) h tile and four
+    (BLOCK_K x BLOCK_C) weight tiles. Triton's default of 3 stages took float32 at (64, 64, 64) to 245 KiB and
+    float64 at Ch = 64 to 164 KiB (ahead-of-time compiles for sm_90a), more than a block may have."""
+    bp, bc, bk = blocks[:3]
+    per_stage = -(-ch // bk) * (bp * bk + 4 * bk * bc) * elem_size
+    return max(1, min(3, SHARED_BUDGET // per_stage))
 
 
 def _dot_precision(dtype: torch.dtype) -> str:
@@ -244,9 +261,10 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bi
         HAS_REC=False, HAS_CPREV=False, WRITE_HP=nhp > 0, STORE_PRE=save,
         PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
     )
-    bp, bc, bk, warps = blocks if blocks else default_blocks(Ch, H * W)
+    bp, bc, bk, warps = blocks if blocks else default_blocks(Ch, H * W, x.element_size())
     rgrid = (B, triton.cdiv(H * W, bp), triton.cdiv(Ch, bc))
     w_desc = _TensorDescriptor.from_tensor(w_pk, [bk, bc])
+    stages = num_stages((bp, bc, bk), x.element_size(), Ch)
     upcast = _interpreting() and x.dtype in (torch.bfloat16, torch.float16)
     prec = _dot_precision(x.dtype)
     for t in range(1, T):
@@ -258,7 +276,7 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bi
             cells[t - 1], cells[t], *cells[t].stride(), ot, *ot.stride(), hp, *hp.stride(),
             H, W, pads[0], pads[2], forget_bias,
             CH=Ch, KS=k, STORE_PRE=save, WRITE_HP=t < nhp, UPCAST=upcast, CDT=cdt, DOT_PREC=prec,
-            BLOCK_P=bp, BLOCK_C=bc, BLOCK_K=bk, num_warps=warps,
+            BLOCK_P=bp, BLOCK_C=bc, BLOCK_K=bk, num_warps=warps, num_stages=stages,
         )
     return out, pre, cells, hprev
 
