@@ -71,11 +71,16 @@ def read_frame(path: str | os.PathLike) -> pd.DataFrame:
     return df
 
 
+def _plain(value):
+    """A cell as a plain Python value for messages (numpy scalars print as np.float64(nan) otherwise)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _numeric(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
     values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):
-        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: value {df[col].iloc[bad[0]]!r} is not a "
+        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: value {_plain(df[col].iloc[bad[0]])!r} is not a "
                          "finite number")
     return values
 
@@ -84,7 +89,7 @@ def _zero_one(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
     values = _numeric(df, col, source)
     bad = np.flatnonzero((values != 0) & (values != 1))
     if len(bad):
-        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: {df[col].iloc[bad[0]]!r} is not 0 or 1")
+        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: {_plain(df[col].iloc[bad[0]])!r} is not 0 or 1")
     return values.astype(np.int8)
 
 
@@ -120,6 +125,10 @@ def _is_anomalies_table(df: pd.DataFrame) -> bool:
 
 def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str) -> tuple[np.ndarray, list[set[str]]]:
     """Map anomalies (start, end exclusive, on the timestamp scale) onto row intervals of ``index``."""
+    missing = [c for c in ("start", "end") if c not in df.columns]
+    if missing:
+        raise InputError(f"{source}: no {' and no '.join(repr(c) for c in missing)} column: an anomalies table has "
+                         "start, end (timestamps, end exclusive) and optionally root_causes")
     starts, ends = _numeric(df, "start", source), _numeric(df, "end", source)
     bad = np.flatnonzero(ends <= starts)
     if len(bad):
@@ -150,7 +159,7 @@ def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, s
             differ = np.flatnonzero(np.asarray(index).astype(str) != np.asarray(scores.index).astype(str))
         if len(differ):
             r = differ[0]
-            raise InputError(f"{source}: row {r + 1}: timestamp {index[r]!r} differs from {scores.source}'s "
+            raise InputError(f"{source}: row {r + 1}: timestamp {_plain(index[r])!r} differs from {scores.source}'s "
                              f"{scores.index[r]!r}")
 
 

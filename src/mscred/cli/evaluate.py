@@ -36,29 +36,6 @@ def _threshold_predictions(method: str, scores, val_scores_path, cfg: ScoreConfi
     return (scores.score > threshold).astype(np.int8), threshold
 
 
-def _check_anomalies_file(anomalies, labels_path) -> None:
-    """An anomalies table (--anomalies, or the anomalies.csv beside --labels that is read with it) needs start and
-    end columns; without them the ground-truth reader fails with a bare KeyError (an internal error, exit 1)."""
-    from pathlib import Path
-
-    from mscred.errors import InputError
-    from mscred.evaluation import ANOMALIES_FILE, read_frame
-
-    path = Path(anomalies) if anomalies is not None else Path(labels_path).parent / ANOMALIES_FILE
-    if anomalies is None:
-        # the beside file is read only with a labels table (one with a 'label' column), never with itself
-        if not path.is_file() or path.resolve() == Path(labels_path).resolve():
-            return
-        if not Path(labels_path).is_file() or "label" not in read_frame(labels_path).columns:
-            return
-    if not path.exists():
-        return  # read_ground_truth says "file not found" itself
-    missing = [c for c in ("start", "end") if c not in read_frame(path).columns]
-    if missing:
-        raise InputError(f"{path}: no {' and no '.join(repr(c) for c in missing)} column: an anomalies table has "
-                         "start, end (timestamps, end exclusive) and optionally root_causes")
-
-
 @click.command()
 @click.argument("scores_path", metavar="SCORES.csv", type=click.Path(dir_okay=False))
 @click.option("--labels", "labels_path", required=True, type=click.Path(dir_okay=False),
@@ -97,7 +74,6 @@ def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir
     from mscred.evaluation import compute_metrics, read_ground_truth, read_scores
 
     scores = read_scores(scores_path)
-    _check_anomalies_file(anomalies, labels_path)
     truth = read_ground_truth(labels_path, scores, anomalies)
     pred, thr = None, None
     if threshold != "detector":
