@@ -142,6 +142,17 @@ def test_select_is_opt_in(monkeypatch):
     assert calls == ["fused", "rec"]
 
 
+@pytest.mark.parametrize("save", [True, False])
+def test_opcheck_schema_fake_and_autograd(save):
+    """torch.library.opcheck: schema, fake (meta) kernel (shapes, strides, dtypes of all four outputs, with and
+    without the saved tensors), autograd registration."""
+    x, w, b, _ = _inputs(2, 16, 4, 2, seed=11, T=3)
+    for t in (x, w, b):
+        t.requires_grad_()
+    torch.library.opcheck(rec.convlstm_fused_rec, (x, w, b, FB, "nhwc", save, []),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # GPU rows: the product's first two levels at batch 128 (and an awkward batch), kernel 2.
 # ----------------------------------------------------------------------------------------------------------------
@@ -177,3 +188,23 @@ def test_training_step_on_gpu_bf16_autocast():
         res.append([y.detach(), *torch.autograd.grad(y, (xs, ws, bs), dout.to(y.dtype))])
     for name, o, r in zip(("h", "dx", "dweight", "dbias"), *res):
         assert _rel(o, r) < 3e-2, f"{name}: {_rel(o, r):.3g}"
+
+
+@needs_cuda
+def test_cuda_graph_capture_replays_inference():
+    """The op inside a CUDA graph (as the product's GraphedInference runs it): the replay on new inputs copied into
+    the static buffer equals an eager call on them (the weight descriptor is a by-value kernel argument)."""
+    x, w, b, _ = _inputs(16, 32, 30, 2, seed=13, C=32)
+    x, w, b = x.bfloat16(), w.bfloat16(), b.float()
+    with torch.no_grad():
+        for _ in range(2):  # compile and warm up outside the capture
+            rec.convlstm_fused_rec(x, w, b, FB, "nhwc", False, [])
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = rec.convlstm_fused_rec(x, w, b, FB, "nhwc", False, [])[0]
+        x2 = torch.randn_like(x)
+        x.copy_(x2)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(static_out, rec.convlstm_fused_rec(x2, w, b, FB, "nhwc", False, [])[0])
