@@ -160,7 +160,7 @@ def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, s
         if len(differ):
             r = differ[0]
             raise InputError(f"{source}: row {r + 1}: timestamp {_plain(index[r])!r} differs from {scores.source}'s "
-                             f"{scores.index[r]!r}")
+                             f"{_plain(scores.index[r])!r}")
 
 
 def read_ground_truth(path: str | os.PathLike, scores: Scores,
