@@ -29,10 +29,19 @@ LEVELS = {1: (32, 30), 2: (64, 15), 3: (128, 8), 4: (256, 4)}  # level: (channel
 # (BLOCK_P, BLOCK_C, BLOCK_K, num_warps): the spill-free ones of benchmarks/regs_convlstm_rec.py (ptxas, sm_90a),
 # few, so that a whole run stays within about a minute of compilation and timing. A config wider than the level
 # (BLOCK_C or BLOCK_K > Ch) is skipped.
+# A fifth entry 1: the one-dot variant (all four gates' weights as one BLOCK_K x 4Ch tile; needs BLOCK_C == Ch).
 CONFIGS = [
-    (32, 32, 32, 4), (64, 32, 32, 4), (128, 32, 32, 8),
-    (64, 64, 32, 8), (64, 64, 64, 8), (32, 64, 64, 4),
+    (32, 32, 32, 4), (64, 32, 32, 4), (128, 32, 32, 8), (64, 32, 32, 4, 1),
+    (64, 64, 32, 8), (64, 64, 64, 8), (32, 64, 64, 4), (64, 64, 64, 8, 1),
 ]
+
+
+def fits(cfg, ch: int) -> bool:
+    """Whether block config ``cfg`` is timed at ``ch`` hidden channels: BLOCK_C as wide as the level allows (all
+    channels up to 64: the h tile is then gathered once per pixel block), BLOCK_K no wider than the level."""
+    if len(cfg) > 4 and cfg[4]:
+        return cfg[1] == ch and cfg[2] <= ch
+    return cfg[1] == min(max(16, 1 << (ch - 1).bit_length()), 64) and cfg[2] <= ch
 FB = 1.0
 
 
@@ -72,7 +81,7 @@ def main() -> int:
     dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
     print(f"# {torch.cuda.get_device_name()}, batch {args.batch}, lstm kernel {args.kernel}, T = 5, "
           f"median ms of triton.testing.do_bench")
-    print("| level | Ch | n | dtype | variant | blocks (P, C, K, warps) | rel. error vs float64 | inference ms | "
+    print("| level | Ch | n | dtype | variant | blocks (P, C, K, warps[, one dot]) | rel. error vs float64 | inference ms | "
           "speed-up | train fwd+bwd ms |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for level in (int(s) for s in args.levels.split(",")):
@@ -85,8 +94,7 @@ def main() -> int:
             slack = 1e-3 if dt == torch.bfloat16 else 2e-3
             default = rec.default_blocks(C, n * n, x.element_size())
             variants = [("existing", None)] + [
-                ("rec", list(cfg)) for cfg in CONFIGS
-                if cfg[1] <= max(16, 1 << (C - 1).bit_length()) and cfg[2] <= C]
+                ("rec", list(cfg)) for cfg in CONFIGS if fits(cfg, C)]
             if tuple(default) not in CONFIGS:
                 variants.append(("rec", list(default)))
 

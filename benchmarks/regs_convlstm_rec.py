@@ -29,7 +29,7 @@ def main() -> int:
     from triton.compiler import ASTSource
 
     sys.path.insert(0, os.path.dirname(__file__))
-    from bench_convlstm_rec import CONFIGS
+    from bench_convlstm_rec import CONFIGS, fits
     from mscred.ops.triton import convlstm_fused_rec as rec
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -42,20 +42,22 @@ def main() -> int:
     ptxas = next((os.path.join(nvbin, n) for n in ("ptxas-blackwell", "ptxas") if os.path.exists(os.path.join(nvbin, n))))
     kern = rec._rec_cell_kernel
     names = list(inspect.signature(kern.fn).parameters)
-    const = {"CH", "KS", "STORE_PRE", "WRITE_HP", "UPCAST", "CDT", "DOT_PREC", "BLOCK_P", "BLOCK_C", "BLOCK_K"}
+    const = {"CH", "KS", "STORE_PRE", "WRITE_HP", "UPCAST", "ONE_DOT", "CDT", "DOT_PREC", "BLOCK_P", "BLOCK_C", "BLOCK_K"}
     print("| dtype | Ch | k | blocks (P, C, K, warps) | stages | registers | spill stores (B) | shared (B) | MMA |")
     print("|---|---|---|---|---|---|---|---|---|")
     for dt in args.dtypes.split(","):
         for ch in (int(c) for c in args.channels.split(",")):
-            for bp, bc, bk, warps in CONFIGS:
-                if bc > max(16, 1 << (ch - 1).bit_length()) or bk > ch:
+            for cfg in CONFIGS:
+                if not fits(cfg, ch):
                     continue
+                bp, bc, bk, warps = cfg[:4]
+                one = len(cfg) > 4 and bool(cfg[4])
                 sig, cx = {}, {}
                 for n in names:
                     if n in const or n.endswith("_sc"):
                         sig[n] = "constexpr"
                     elif n == "w_desc":
-                        sig[n] = f"tensordesc<{dt}[{bk}, {bc}]>"
+                        sig[n] = f"tensordesc<{dt}[{bk}, {4 * bc if one else bc}]>"
                     elif n.endswith("_ptr"):
                         sig[n] = "*fp32" if n in ("cprev_ptr", "c_ptr", "bias_ptr") else f"*{dt}"
                     elif n == "forget_bias":
@@ -64,7 +66,7 @@ def main() -> int:
                         sig[n] = "i64" if n[-3:] in ("_sb", "_sy", "_sx") else "i32"
                     if n.endswith("_sc"):
                         cx[n] = 1
-                cx.update(CH=ch, KS=args.kernel, STORE_PRE=False, WRITE_HP=False, UPCAST=False, CDT=tl.float32,
+                cx.update(CH=ch, KS=args.kernel, STORE_PRE=False, WRITE_HP=False, UPCAST=False, ONE_DOT=one, CDT=tl.float32,
                           DOT_PREC="tf32" if dt == "fp32" else "ieee", BLOCK_P=bp, BLOCK_C=bc, BLOCK_K=bk)
                 stages = rec.num_stages((bp, bc, bk), 2 if dt == "bf16" else 4, ch)
                 src = ASTSource(fn=kern, signature=sig, constexprs={(names.index(n),): v for n, v in cx.items()})
@@ -79,7 +81,7 @@ def main() -> int:
                 regs = re.search(r"Used (\d+) registers", rep)
                 spill = re.search(r"(\d+) bytes spill stores", rep)
                 mma = "wgmma" if "wgmma" in ptx else "mma.sync" if "mma.sync" in ptx else "none"
-                print(f"| {dt} | {ch} | {args.kernel} | {(bp, bc, bk, warps)} | {stages} | {regs.group(1) if regs else '?'} | "
+                print(f"| {dt} | {ch} | {args.kernel} | {tuple(cfg)} | {stages} | {regs.group(1) if regs else '?'} | "
                       f"{spill.group(1) if spill else '?'} | {c.metadata.shared} | {mma} |", flush=True)
     return 0
 

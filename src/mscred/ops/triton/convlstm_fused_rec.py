@@ -62,6 +62,21 @@ if triton is not None:
     from mscred.ops.triton.convlstm import _sigmoid, _tanh  # the activations of _cell_fwd_kernel, bit for bit
 
     @triton.jit
+    def _h_tile(hb, h_sc, h_sy, h_sx, y, x, pmask, tap, k0, H, W, PAD_T, PAD_L,
+                CH: tl.constexpr, KS: tl.constexpr, BLOCK_K: tl.constexpr):
+        """The implicit GEMM's left operand for one (tap, K chunk): h[y + ky - top, x + kx - left, k0 : k0 + BLOCK_K]
+        of the pixels (y, x), (BLOCK_P, BLOCK_K). TF "same" padding: a tap outside the image reads a zero (masked,
+        other=0), so h needs no padded copy; so do channels past CH."""
+        ky = tap // KS
+        kx = tap - ky * KS
+        yy = y + (ky - PAD_T)
+        xx = x + (kx - PAD_L)
+        inb = pmask & (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
+        ci = k0 + tl.arange(0, BLOCK_K)
+        offs = (yy * h_sy + xx * h_sx)[:, None] + ci[None, :] * h_sc
+        return tl.load(hb + offs, mask=inb[:, None] & (ci < CH)[None, :], other=0.0)
+
+    @triton.jit
     def _rec_cell_kernel(
         h_ptr, h_sb, h_sc, h_sy, h_sx,            # h_{t-1} (B, Ch, H, W), unpadded (the previous step's output)
         w_desc,                                   # TensorDescriptor of the (K*K*Ch, 4Ch) packed W_h, block
@@ -74,7 +89,7 @@ if triton is not None:
         hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx,       # out if WRITE_HP: h_t into a zero-bordered (B, Ch, Hp, Wp)
         H, W, PAD_T, PAD_L, forget_bias,
         CH: tl.constexpr, KS: tl.constexpr,
-        STORE_PRE: tl.constexpr, WRITE_HP: tl.constexpr, UPCAST: tl.constexpr,
+        STORE_PRE: tl.constexpr, WRITE_HP: tl.constexpr, UPCAST: tl.constexpr, ONE_DOT: tl.constexpr,
         CDT: tl.constexpr, DOT_PREC: tl.constexpr,
         BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_K: tl.constexpr,
     ):
@@ -90,51 +105,58 @@ if triton is not None:
         cmask = co < CH
         y = p // W
         x = p % W
-        kk = tl.arange(0, BLOCK_K)
-        acc_i = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
-        acc_g = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
-        acc_f = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
-        acc_o = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
         hb = h_ptr + b * h_sb
         # A runtime loop over the taps (not unrolled): an unrolled one lets the compiler hoist every tap's loads at
         # once, which (ptxas, sm_90a) took 255 registers and spilled; rolled, the loads of the next tap can be
         # software-pipelined through shared memory instead.
-        for tap in range(KS * KS):
-            ky = tap // KS
-            kx = tap - ky * KS
-            # TF "same" padding: a tap reading outside the image reads a zero (masked, other=0), so h needs no
-            # padded copy.
-            yy = y + (ky - PAD_T)
-            xx = x + (kx - PAD_L)
-            inb = pmask & (yy >= 0) & (yy < H) & (xx >= 0) & (xx < W)
-            arow = yy * h_sy + xx * h_sx
-            for k0 in tl.static_range(0, CH, BLOCK_K):
-                ci = k0 + kk
-                kmask = ci < CH
-                a = tl.load(hb + (arow[:, None] + ci[None, :] * h_sc), mask=inb[:, None] & kmask[None, :], other=0.0)
-                # The weight tiles through a tensor descriptor (TMA on sm_90: straight to shared memory, no
-                # per-element addresses in registers; per-element pointer tiles took ptxas to 255 registers).
-                # No masks needed: rows past this tap's CH (when BLOCK_K > CH) are the next tap's, multiplied by
-                # the zero columns of `a`; columns past the gate's CH (BLOCK_C > CH) are the next gate's and land
-                # in accumulator columns the epilogue never stores; past the matrix, TMA reads zeros.
-                wr = tap * CH + k0
-                wi = w_desc.load([wr, c0])
-                wg = w_desc.load([wr, c0 + CH])
-                wf = w_desc.load([wr, c0 + 2 * CH])
-                wo = w_desc.load([wr, c0 + 3 * CH])
-                if UPCAST:
-                    # Triton's CPU interpreter multiplies bf16 blocks wrongly (checked with Triton 3.9);
-                    # bf16 x bf16 products are exact in fp32, so upcasting changes only the summation order.
-                    a = a.to(tl.float32)
-                    wi = wi.to(tl.float32)
-                    wg = wg.to(tl.float32)
-                    wf = wf.to(tl.float32)
-                    wo = wo.to(tl.float32)
-                # The accumulator goes into tl.dot (the MMA accumulates in place; fp32, or fp64 for fp64).
-                acc_i = tl.dot(a, wi, acc_i, input_precision=DOT_PREC)
-                acc_g = tl.dot(a, wg, acc_g, input_precision=DOT_PREC)
-                acc_f = tl.dot(a, wf, acc_f, input_precision=DOT_PREC)
-                acc_o = tl.dot(a, wo, acc_o, input_precision=DOT_PREC)
+        # The weight tiles come through a tensor descriptor (TMA on sm_90: straight to shared memory, no
+        # per-element addresses in registers; per-element pointer tiles took ptxas to 255 registers). They need no
+        # masks: rows past this tap's CH (when BLOCK_K > CH) are the next tap's, multiplied by the zero columns of
+        # the h tile; columns past the gate's CH (BLOCK_C > CH) are the next gate's and land in accumulator columns
+        # the epilogue never stores; past the matrix, TMA reads zeros.
+        if ONE_DOT:
+            # BLOCK_C == CH: the four gates' columns of W_h are one contiguous (BLOCK_K x 4CH) tile, so one dot of
+            # N = 4CH (a wider MMA) instead of four of N = CH; the gates are split out of the accumulator after.
+            acc = tl.zeros((BLOCK_P, 4 * BLOCK_C), dtype=CDT)
+            for tap in range(KS * KS):
+                for k0 in tl.static_range(0, CH, BLOCK_K):
+                    a = _h_tile(hb, h_sc, h_sy, h_sx, y, x, pmask, tap, k0, H, W, PAD_T, PAD_L, CH, KS, BLOCK_K)
+                    wt = w_desc.load([tap * CH + k0, 0])
+                    if UPCAST:  # see below
+                        a = a.to(tl.float32)
+                        wt = wt.to(tl.float32)
+                    acc = tl.dot(a, wt, acc, input_precision=DOT_PREC)
+            # column q * CH + c, q = 2 * q1 + q0  ->  (p, c, q1, q0); split q0, then q1
+            acc4 = tl.permute(tl.reshape(acc, (BLOCK_P, 2, 2, BLOCK_C)), (0, 3, 1, 2))
+            even, odd = tl.split(acc4)        # q0 = 0: gates i (q1 = 0), f (q1 = 1); q0 = 1: g, o
+            acc_i, acc_f = tl.split(even)
+            acc_g, acc_o = tl.split(odd)
+        else:
+            acc_i = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
+            acc_g = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
+            acc_f = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
+            acc_o = tl.zeros((BLOCK_P, BLOCK_C), dtype=CDT)
+            for tap in range(KS * KS):
+                for k0 in tl.static_range(0, CH, BLOCK_K):
+                    a = _h_tile(hb, h_sc, h_sy, h_sx, y, x, pmask, tap, k0, H, W, PAD_T, PAD_L, CH, KS, BLOCK_K)
+                    wr = tap * CH + k0
+                    wi = w_desc.load([wr, c0])
+                    wg = w_desc.load([wr, c0 + CH])
+                    wf = w_desc.load([wr, c0 + 2 * CH])
+                    wo = w_desc.load([wr, c0 + 3 * CH])
+                    if UPCAST:
+                        # Triton's CPU interpreter multiplies bf16 blocks wrongly (checked with Triton 3.9);
+                        # bf16 x bf16 products are exact in fp32, so upcasting changes only the summation order.
+                        a = a.to(tl.float32)
+                        wi = wi.to(tl.float32)
+                        wg = wg.to(tl.float32)
+                        wf = wf.to(tl.float32)
+                        wo = wo.to(tl.float32)
+                    # The accumulator goes into tl.dot (the MMA accumulates in place; fp32, or fp64 for fp64).
+                    acc_i = tl.dot(a, wi, acc_i, input_precision=DOT_PREC)
+                    acc_g = tl.dot(a, wg, acc_g, input_precision=DOT_PREC)
+                    acc_f = tl.dot(a, wf, acc_f, input_precision=DOT_PREC)
+                    acc_o = tl.dot(a, wo, acc_o, input_precision=DOT_PREC)
         # Epilogue: the step's input-conv gates and the bias, then the cell update of _cell_fwd_kernel.
         mask = pmask[:, None] & cmask[None, :]
         yc = y[:, None]
@@ -229,7 +251,8 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bi
     forget_bias : float
     layout : "nhwc" or "nchw", the buffer order
     save : bool, keep the pre-activations and the zero-bordered h_0 .. h_{T-2} for the backward
-    blocks : [BLOCK_P, BLOCK_C, BLOCK_K, num_warps] of the recurrent kernel, or [] for ``default_blocks``
+    blocks : [BLOCK_P, BLOCK_C, BLOCK_K, num_warps] of the recurrent kernel, or [] for ``default_blocks``; a fifth
+        entry 1 selects the one-dot variant (all four gates' weights as one (BLOCK_K x 4Ch) tile; BLOCK_C = Ch)
     """
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
@@ -261,9 +284,12 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bi
         HAS_REC=False, HAS_CPREV=False, WRITE_HP=nhp > 0, STORE_PRE=save,
         PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
     )
-    bp, bc, bk, warps = blocks if blocks else default_blocks(Ch, H * W, x.element_size())
+    bp, bc, bk, warps = blocks[:4] if blocks else default_blocks(Ch, H * W, x.element_size())
+    one_dot = len(blocks) > 4 and bool(blocks[4])
+    if one_dot and (bc != Ch or 4 * Ch > 256):
+        raise ValueError(f"one-dot gates need BLOCK_C == Ch and 4 Ch <= 256 (a TMA box), got BLOCK_C {bc}, Ch {Ch}")
     rgrid = (B, triton.cdiv(H * W, bp), triton.cdiv(Ch, bc))
-    w_desc = _TensorDescriptor.from_tensor(w_pk, [bk, bc])
+    w_desc = _TensorDescriptor.from_tensor(w_pk, [bk, 4 * bc if one_dot else bc])
     stages = num_stages((bp, bc, bk), x.element_size(), Ch)
     upcast = _interpreting() and x.dtype in (torch.bfloat16, torch.float16)
     prec = _dot_precision(x.dtype)
@@ -275,7 +301,7 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bi
             hin, *hin.stride(), w_desc, gxt, *gxt.stride(), bias, pre_t, *pre_t.stride(),
             cells[t - 1], cells[t], *cells[t].stride(), ot, *ot.stride(), hp, *hp.stride(),
             H, W, pads[0], pads[2], forget_bias,
-            CH=Ch, KS=k, STORE_PRE=save, WRITE_HP=t < nhp, UPCAST=upcast, CDT=cdt, DOT_PREC=prec,
+            CH=Ch, KS=k, STORE_PRE=save, WRITE_HP=t < nhp, UPCAST=upcast, ONE_DOT=one_dot, CDT=cdt, DOT_PREC=prec,
             BLOCK_P=bp, BLOCK_C=bc, BLOCK_K=bk, num_warps=warps, num_stages=stages,
         )
     return out, pre, cells, hprev
