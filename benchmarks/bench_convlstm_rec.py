@@ -81,7 +81,8 @@ def main() -> int:
     dtypes = {"bf16": torch.bfloat16, "fp32": torch.float32}
     print(f"# {torch.cuda.get_device_name()}, batch {args.batch}, lstm kernel {args.kernel}, T = 5, "
           f"median ms of triton.testing.do_bench")
-    print("| level | Ch | n | dtype | variant | blocks (P, C, K, warps[, one dot]) | rel. error vs float64 | inference ms | "
+    print("| level | Ch | n | dtype | variant | blocks (P, C, K, warps[, one dot]) | rel. error vs float64 | "
+          "inference ms | "
           "speed-up | train fwd+bwd ms |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for level in (int(s) for s in args.levels.split(",")):

@@ -39,10 +39,11 @@ def main() -> int:
     args = ap.parse_args()
     nvbin = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     # the bundled "ptxas" may be older than the PTX version Triton emits; the Blackwell one reads it and targets sm_90a
-    ptxas = next((os.path.join(nvbin, n) for n in ("ptxas-blackwell", "ptxas") if os.path.exists(os.path.join(nvbin, n))))
+    ptxas = next(p for p in (os.path.join(nvbin, n) for n in ("ptxas-blackwell", "ptxas")) if os.path.exists(p))
     kern = rec._rec_cell_kernel
     names = list(inspect.signature(kern.fn).parameters)
-    const = {"CH", "KS", "STORE_PRE", "WRITE_HP", "UPCAST", "ONE_DOT", "CDT", "DOT_PREC", "BLOCK_P", "BLOCK_C", "BLOCK_K"}
+    const = {"CH", "KS", "STORE_PRE", "WRITE_HP", "UPCAST", "ONE_DOT", "CDT", "DOT_PREC",
+             "BLOCK_P", "BLOCK_C", "BLOCK_K"}
     print("| dtype | Ch | k | blocks (P, C, K, warps) | stages | registers | spill stores (B) | shared (B) | MMA |")
     print("|---|---|---|---|---|---|---|---|---|")
     for dt in args.dtypes.split(","):
@@ -66,7 +67,8 @@ def main() -> int:
                         sig[n] = "i64" if n[-3:] in ("_sb", "_sy", "_sx") else "i32"
                     if n.endswith("_sc"):
                         cx[n] = 1
-                cx.update(CH=ch, KS=args.kernel, STORE_PRE=False, WRITE_HP=False, UPCAST=False, ONE_DOT=one, CDT=tl.float32,
+                cx.update(CH=ch, KS=args.kernel, STORE_PRE=False, WRITE_HP=False, UPCAST=False, ONE_DOT=one,
+                          CDT=tl.float32,
                           DOT_PREC="tf32" if dt == "fp32" else "ieee", BLOCK_P=bp, BLOCK_C=bc, BLOCK_K=bk)
                 stages = rec.num_stages((bp, bc, bk), 2 if dt == "bf16" else 4, ch)
                 src = ASTSource(fn=kern, signature=sig, constexprs={(names.index(n),): v for n, v in cx.items()})

@@ -9,7 +9,9 @@ one Triton kernel per step:
         acc_q[p, co] = sum over taps (ky, kx) and input channels ci of
                        h_{t-1}[b, ci, y + ky - top, x + kx - left] * W_h[q*Ch + co, ci, ky, kx]     q = i, g, f, o
                        (an implicit GEMM: the h tile is gathered with masks, TF "same" padding = masked-out taps;
-                       one tl.dot per gate per (tap, K-chunk), fp32 accumulation)
+                       the packed W_h tiles come through a TMA tensor descriptor; one tl.dot per gate per
+                       (tap, K chunk), or with the opt-in one-dot variant one dot of N = 4Ch for all four gates;
+                       fp32 accumulation; the tap loop software-pipelined within a shared-memory budget)
         z_q = acc_q + gx_t[q] + bias[q]          (gx_t: the step's input-conv gates, all T computed in one call)
         c_t = sigmoid(z_f + forget_bias) * c_{t-1} + sigmoid(z_i) * tanh(z_g);  h_t = sigmoid(z_o) * tanh(c_t)
 
@@ -28,7 +30,8 @@ cuDNN path rounds it to bf16 first (under bf16 this op is slightly *more* accura
 
 Not the default: select it with ``MSCRED_CONVLSTM_REC=1`` through ``select`` (or call ``convlstm`` directly). The
 product dispatch (``mscred.ops``) does not route here until the H200 numbers (``benchmarks/bench_convlstm_rec.py``)
-show it is faster.
+show it is faster. Block sizes: ``default_blocks`` (checked for registers, spills and shared memory by compiling for
+sm_90a ahead of time, ``benchmarks/regs_convlstm_rec.py``), not yet tuned by timing on the GPU.
 """
 from __future__ import annotations
 
