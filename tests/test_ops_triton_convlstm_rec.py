@@ -198,17 +198,22 @@ def test_full_size_on_gpu(B, Ch, n, dtype):
 
 @needs_cuda
 def test_training_step_on_gpu_bf16_autocast():
-    """Level 1 at batch 128 under bf16 autocast, forward and backward: the gradients equal those of convlstm.py's
-    fused op (same backward, pre-activations that differ only by the recurrent sum's bf16 rounding) within 3e-2."""
+    """Level 1 at batch 128 under bf16 autocast, forward and backward, against the float64 oracle: each of h, dx,
+    dweight, dbias within 2x the error of convlstm.py's fused op under the same autocast (same backward; saved
+    pre-activations that differ only by the recurrent sum's bf16 rounding) plus 1e-3."""
     x, w, b, dout = _inputs(128, 32, 30, 2, seed=9, C=32)
+    xs, ws, bs = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    y = ref.convlstm(xs, ws, bs, FB)
+    oracle = [y.detach(), *torch.autograd.grad(y, (xs, ws, bs), dout)]
     res = []
     for fn in (rec.convlstm, fused.convlstm):
         xs, ws, bs = (t.float().detach().clone().requires_grad_() for t in (x, w, b))
         with torch.autocast("cuda", dtype=torch.bfloat16):
             y = fn(xs, ws, bs, FB)
         res.append([y.detach(), *torch.autograd.grad(y, (xs, ws, bs), dout.to(y.dtype))])
-    for name, o, r in zip(("h", "dx", "dweight", "dbias"), *res):
-        assert _rel(o, r) < 3e-2, f"{name}: {_rel(o, r):.3g}"
+    for name, o, t, r in zip(("h", "dx", "dweight", "dbias"), *res, oracle):
+        err, their_err = _rel(o, r), _rel(t, r)
+        assert err <= 2 * their_err + 1e-3, f"{name}: error {err:.3g} vs fused op's {their_err:.3g}"
 
 
 @needs_cuda
