@@ -14,7 +14,7 @@ PY=${PY:-python3}
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   timeout 100 $PY -m pytest -q -p no:cacheprovider -rs tests/test_ops_triton_convlstm_rec.py ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tail -25
   echo "pytest exit code ${PIPESTATUS[0]}"
-  timeout 120 $PY benchmarks/bench_convlstm_rec.py --train 2>&1
+  timeout 120 $PY benchmarks/bench_convlstm_rec.py ${BENCH_ARGS:---train} 2>&1
   echo "bench exit code $?"
 } > "$OUT/convlstm_rec_gpu.txt" 2>&1
 cat "$OUT/convlstm_rec_gpu.txt"
