@@ -83,7 +83,8 @@ if triton is not None:
     def _rec_cell_kernel(
         h_ptr, h_sb, h_sc, h_sy, h_sx,            # h_{t-1} (B, Ch, H, W), unpadded (the previous step's output)
         w_desc,                                   # TensorDescriptor of the (K*K*Ch, 4Ch) packed W_h, block
-                                                  # (BLOCK_K, BLOCK_C): row (ky*K + kx)*Ch + ci, col q*Ch + co
+                                                  # (BLOCK_K, BLOCK_C), (BLOCK_K, 4 BLOCK_C) if ONE_DOT:
+                                                  # row (ky*K + kx)*Ch + ci, col q*Ch + co
         gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,       # this step's input-conv gates (B, 4Ch, H, W), may be a crop
         bias_ptr,                                 # (4Ch,)
         pre_ptr, pre_sb, pre_sc, pre_sy, pre_sx,  # out if STORE_PRE: gate pre-activations (B, 4Ch, H, W)
@@ -208,8 +209,9 @@ def default_blocks(ch: int, hw: int, elem_size: int = 2) -> tuple[int, int, int,
     tl.dot needs every block dimension >= 16. On the GPU: 64 pixels x up to 64 channels per program (four fp32
     accumulators of 64 x 64 = 64 KiB of registers over 8 warps), K chunks of up to 64 input channels: the blocks
     of those tried that ptxas (sm_90a, compiled here ahead of time) fits in 255 registers without spilling. Not
-    tuned on the GPU yet: ``benchmarks/bench_convlstm_rec.py`` times alternatives. Under the CPU interpreter the cost is
-    per program and per block op, so one program covers a whole small image and as many channels as possible.
+    tuned on the GPU yet: ``benchmarks/bench_convlstm_rec.py`` times alternatives. Under the CPU interpreter the
+    cost is per program and per block op, so one program covers a whole small image and as many channels as
+    possible.
     """
     c = max(16, min(triton.next_power_of_2(ch), 64))
     if _interpreting():
