@@ -2,7 +2,9 @@
 # One short device call for the implicit-GEMM recurrent ConvLSTM (ops/triton/convlstm_fused_rec.py): its tests
 # (the GPU full-size rows, the training row, the small float64 / float32 / bf16 rows compiled for the GPU), then
 # benchmarks/bench_convlstm_rec.py on levels 1 and 2 (bf16 and float32, inference; --train adds forward+backward).
-# Writes $OUT/convlstm_rec_gpu.txt. About 1.5-2 minutes, most of it Triton compilation.
+# Writes $OUT/convlstm_rec_gpu.txt. At most 2 minutes (timeouts 50 s + 65 s; rows print as they finish, so a
+# timeout keeps what was measured), most of it Triton compilation. PYTEST_K selects tests (pytest -k), BENCH_ARGS
+# replaces the bench arguments (default --train).
 set -uo pipefail
 OUT=${OUT:-benchmarks/results}
 mkdir -p "$OUT"
@@ -12,9 +14,9 @@ PY=${PY:-python3}
   date -u +%FT%TZ
   git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /'
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  timeout 100 $PY -m pytest -q -p no:cacheprovider -rs tests/test_ops_triton_convlstm_rec.py ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tail -25
+  timeout 50 $PY -m pytest -q -p no:cacheprovider -rs tests/test_ops_triton_convlstm_rec.py ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tail -25
   echo "pytest exit code ${PIPESTATUS[0]}"
-  timeout 120 $PY benchmarks/bench_convlstm_rec.py ${BENCH_ARGS:---train} 2>&1
+  timeout 65 $PY benchmarks/bench_convlstm_rec.py ${BENCH_ARGS:---train} 2>&1
   echo "bench exit code $?"
 } > "$OUT/convlstm_rec_gpu.txt" 2>&1
 cat "$OUT/convlstm_rec_gpu.txt"
