@@ -380,7 +380,9 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
     -------
     (B, T, Ch, H, W) tensor, every hidden state.
     """
-    if not _runs_fused(x):
+    # float64 on a GPU stays in PyTorch: Triton's float64 tl.dot did not compile there (H200, Triton 3.6,
+    # results/convlstm_rec_gpu.txt); the float64 oracle rows of the tests run the kernel on the CPU interpreter.
+    if not _runs_fused(x) or (x.is_cuda and x.dtype == torch.float64):
         from mscred.ops import reference
         return reference.convlstm(x, weight, bias, forget_bias)
     blocks = list(blocks or [])
