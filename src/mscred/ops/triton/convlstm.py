@@ -524,8 +524,10 @@ def _(dout, x, weight, bias, pre, cells, hprev, forget_bias, layout):
     return _out5(*x.shape, x, layout), weight.new_empty(weight.shape), bias.new_empty(bias.shape)
 
 
-def _setup_context(ctx, inputs, output):
-    x, weight, bias, forget_bias, layout, save = inputs
+def save_for_backward(ctx, inputs, output) -> None:
+    """``setup_context`` of the fused ConvLSTM ops (this one and ``convlstm_fused_rec``): their inputs start with
+    x, weight, bias, forget_bias, layout and their outputs are (h, pre, cells, hprev)."""
+    x, weight, bias, forget_bias, layout = inputs[:5]
     _, pre, cells, hprev = output
     ctx.save_for_backward(x, weight, bias, pre, cells, hprev)
     # pre, cells and hprev are outputs only because a custom op saves nothing else: no gradient flows into them.
@@ -536,14 +538,18 @@ def _setup_context(ctx, inputs, output):
     ctx.forget_bias, ctx.layout = forget_bias, layout
 
 
-def _backward(ctx, dout, _dpre, _dcells, _dhprev):
+def backward_from_saved(ctx, dout, op: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) of a fused ConvLSTM op from what ``save_for_backward`` kept; ``op`` names it in errors."""
     x, weight, bias, pre, cells, hprev = ctx.saved_tensors
     if pre.shape[0] != x.shape[1]:
-        raise RuntimeError("convlstm_fused ran with save=False (no autograd at the time): it has no backward")
+        raise RuntimeError(f"{op} ran with save=False (no autograd at the time): it has no backward")
     if dout is None:
         dout = x.new_zeros(x.shape[0], x.shape[1], weight.shape[0] // 4, *x.shape[3:])
-    dx, dw, db = convlstm_fused_backward(dout, x, weight, bias, pre, cells, hprev, ctx.forget_bias, ctx.layout)
-    return dx, dw, db, None, None, None
+    return convlstm_fused_backward(dout, x, weight, bias, pre, cells, hprev, ctx.forget_bias, ctx.layout)
 
 
-convlstm_fused.register_autograd(_backward, setup_context=_setup_context)
+def _backward(ctx, dout, _dpre, _dcells, _dhprev):
+    return (*backward_from_saved(ctx, dout, "convlstm_fused"), None, None, None)
+
+
+convlstm_fused.register_autograd(_backward, setup_context=save_for_backward)

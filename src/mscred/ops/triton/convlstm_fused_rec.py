@@ -338,28 +338,12 @@ def _(x, weight, bias, forget_bias, layout, save, blocks):
             _fused._empty(nhp * B, Ch, HP, WP, x, layout).view(nhp, B, Ch, HP, WP))
 
 
-def _setup_context(ctx, inputs, output):
-    x, weight, bias, forget_bias, layout, save, _blocks = inputs
-    _, pre, cells, hprev = output
-    ctx.save_for_backward(x, weight, bias, pre, cells, hprev)
-    ctx.mark_non_differentiable(pre, cells, hprev)  # see convlstm.py: no zero-gradient fills for these
-    ctx.set_materialize_grads(False)
-    ctx.forget_bias, ctx.layout = forget_bias, layout
-
-
 def _backward(ctx, dout, _dpre, _dcells, _dhprev):
     """convlstm.py's backward, unchanged: the saved tensors are the ones it expects."""
-    x, weight, bias, pre, cells, hprev = ctx.saved_tensors
-    if pre.shape[0] != x.shape[1]:
-        raise RuntimeError("convlstm_fused_rec ran with save=False (no autograd at the time): it has no backward")
-    if dout is None:
-        dout = x.new_zeros(x.shape[0], x.shape[1], weight.shape[0] // 4, *x.shape[3:])
-    dx, dw, db = _fused.convlstm_fused_backward(dout, x, weight, bias, pre, cells, hprev, ctx.forget_bias,
-                                                ctx.layout)
-    return dx, dw, db, None, None, None, None
+    return (*_fused.backward_from_saved(ctx, dout, "convlstm_fused_rec"), None, None, None, None)
 
 
-convlstm_fused_rec.register_autograd(_backward, setup_context=_setup_context)
+convlstm_fused_rec.register_autograd(_backward, setup_context=_fused.save_for_backward)
 
 
 def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float,
