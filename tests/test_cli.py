@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cli_helpers import run_cli, sensor_frame
 from mscred.cli.main import main
 
 N_SENSORS = 5
@@ -21,18 +22,11 @@ ROWS = 400  # 35 segments, 31 windows: enough to train and validate
 
 
 def _frame(rows: int = ROWS, n: int = N_SENSORS, seed: int = 0, names=None) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    t = np.arange(rows)[:, None]
-    values = np.sin(t / (10 + np.arange(n))) + 0.1 * rng.standard_normal((rows, n))
-    frame = pd.DataFrame(values, columns=names or [f"s{i}" for i in range(n)])
-    frame.insert(0, "timestamp", np.arange(rows))
-    return frame
+    return sensor_frame(rows, n, seed, names)
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return run_cli(capsys, *argv)
 
 
 def _bad(capsys, *argv, match: str, usage: bool = False) -> str:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from cli_helpers import run_cli, sensor_frame
 from mscred.cli.main import main
 
 N = 5
@@ -38,18 +39,11 @@ SENSORS = [f"s{i}" for i in range(N)]
 
 
 def _frame(rows: int = ROWS, names=None, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    t = np.arange(rows)[:, None]
-    values = np.sin(t / (10 + np.arange(N))) + 0.1 * rng.standard_normal((rows, N))
-    frame = pd.DataFrame(values, columns=names or SENSORS)
-    frame.insert(0, "timestamp", np.arange(rows))
-    return frame
+    return sensor_frame(rows, N, seed, names)
 
 
 def _run(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return run_cli(capsys, *argv)
 
 
 def _bad(capsys, *argv, names: tuple[str, ...]) -> str:

@@ -1,0 +1,24 @@
+"""What the CLI tests share: a small sensor table and an in-process run of the CLI that captures its output."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mscred.cli.main import main
+
+
+def sensor_frame(rows: int, n: int, seed: int = 0, names=None) -> pd.DataFrame:
+    """(rows, 1 + n): a ``timestamp`` column and n noisy sines (s0, s1, ... unless ``names``)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(rows)[:, None]
+    values = np.sin(t / (10 + np.arange(n))) + 0.1 * rng.standard_normal((rows, n))
+    frame = pd.DataFrame(values, columns=names or [f"s{i}" for i in range(n)])
+    frame.insert(0, "timestamp", np.arange(rows))
+    return frame
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``mscred ARGV`` run in this process."""
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
