@@ -588,9 +588,11 @@ def test_evaluate_anomalies_table_without_start_end(tmp_path, capsys, scored, be
          names=("text_start.csv", "column 'start' row 1"))
 
 
-def test_resume_with_other_sensors_is_refused(tmp_path, capsys):
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_resume_with_other_sensors_is_refused(tmp_path, capsys, nproc):
     """--resume continues the checkpoint of an interrupted run; with another table's sensors it would silently
-    continue a model of other data (the convolutions do not depend on the sensor count)."""
+    continue a model of other data (the convolutions do not depend on the sensor count). The check runs before
+    any process is started, so --nproc 2 is refused the same way (and starts no rank)."""
     from mscred.detector import MSCRED
 
     ckpt = tmp_path / "m.checkpoints"
@@ -601,7 +603,7 @@ def test_resume_with_other_sensors_is_refused(tmp_path, capsys):
     MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(_frame(), checkpoint_dir=ckpt)
     (ckpt / "sensors.json").write_text(json.dumps(SENSORS))
     _bad(capsys, "train", other, "--out", tmp_path / "m", "--epochs", 2, "--device", "cpu", "--quiet", "--resume",
-         names=("other.csv", "missing s4", "new pump", "m.checkpoints"))
+         "--nproc", nproc, names=("other.csv", "missing s4", "new pump", "m.checkpoints"))
     assert not (tmp_path / "m").exists() and (ckpt / "checkpoint.safetensors").exists()
 
 

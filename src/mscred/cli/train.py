@@ -109,7 +109,10 @@ def _match_checkpoint_sensors(ckpt: Path, table, resume: bool) -> None:
             raise InputError(f"{table.source}: other sensors than the checkpoint in {ckpt} ({detail}); train "
                              "without --resume to start over")
     ckpt.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps(list(table.sensors)))
+    from mscred.atomic import atomic_path
+
+    with atomic_path(record) as tmp:   # the ranks of a torchrun launch all write it: never a half-written record
+        Path(tmp).write_text(json.dumps(list(table.sensors)))
 
 
 @click.command()
@@ -134,27 +137,26 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     if quiet:
         overrides["progress"] = False
     from mscred.launch import under_torchrun
+    from mscred.train_checkpoint import CHECKPOINT_NAME
 
-    if nproc > 1 or under_torchrun():
-        from mscred.distributed import summary_line, train_distributed
-
-        summary = train_distributed(data, Path(out), overrides, nproc=nproc,
-                                    checkpoint_dir=checkpoint_dir_for(Path(out)), resume=resume)
-        if summary is not None:  # None on the ranks > 0 of a torchrun launch
-            click.echo(summary_line(summary))
-        return
     table = load_table(data)
-    model = MSCRED(**overrides)
     out = Path(out)
     ckpt = checkpoint_dir_for(out)
     created = _first_missing(ckpt)   # what the sensors record creates: the folder, and any missing parents
+    # Every path (one process, --nproc, each rank under torchrun) checks --resume against the recorded sensors.
     _match_checkpoint_sensors(ckpt, table, resume)
     start = time.perf_counter()
     try:
+        if nproc > 1 or under_torchrun():
+            from mscred.distributed import summary_line, train_distributed
+
+            summary = train_distributed(data, out, overrides, nproc=nproc, checkpoint_dir=ckpt, resume=resume)
+            if summary is not None:  # None on the ranks > 0 of a torchrun launch
+                click.echo(summary_line(summary))
+            return
+        model = MSCRED(**overrides)
         model.fit(table, checkpoint_dir=ckpt, resume=resume)
     except Exception:
-        from mscred.train_checkpoint import CHECKPOINT_NAME
-
         if created is not None and not (ckpt / CHECKPOINT_NAME).exists():   # refused before any epoch
             shutil.rmtree(created, ignore_errors=True)
         raise
