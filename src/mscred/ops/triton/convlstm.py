@@ -363,22 +363,29 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
     if not _runs_fused(x):
         from mscred.ops import reference
         return reference.convlstm(x, weight, bias, forget_bias)
+    return run_cast(convlstm_fused, x, weight, bias, forget_bias)
+
+
+def run_cast(op, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float, *extra):
+    """``op(x, weight, bias, forget_bias, layout, save, *extra)[0]`` with the casts autocast would make, for the
+    fused ConvLSTM ops (this one and ``convlstm_fused_rec``); ``save`` = whether autograd will need a backward.
+
+    Custom ops are not autocast-aware: cast here as autocast would cast a convolution (fp32 master weights receive
+    their gradient through these casts), then run the op with autocast off so that nothing inside is cast a second
+    time. The bias is not cast under autocast: the cell kernel adds it in float32 and its gradient comes back in
+    float32 (no bf16 rounding of either, two kernels fewer).
+    """
     device_type = x.device.type
     if torch.is_autocast_enabled(device_type):
-        # Custom ops are not autocast-aware: cast here as autocast would cast a convolution (fp32 master weights
-        # receive their gradient through these casts), then run the op with autocast off so that nothing inside
-        # is cast a second time.
-        # The bias is not cast: the cell kernel adds it in float32 and its gradient comes back in float32 (no
-        # bf16 rounding of either, two kernels fewer).
         dtype = torch.get_autocast_dtype(device_type)
         with torch.autocast(device_type, enabled=False):
             x, weight = x.to(dtype), weight.to(dtype)
             bias = bias.contiguous()
             save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
-            return convlstm_fused(x, weight, bias, float(forget_bias), _layout(), save)[0]
+            return op(x, weight, bias, float(forget_bias), _layout(), save, *extra)[0]
     weight, bias = weight.to(x.dtype), bias.to(x.dtype).contiguous()
     save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
-    return convlstm_fused(x, weight, bias, float(forget_bias), _layout(), save)[0]
+    return op(x, weight, bias, float(forget_bias), _layout(), save, *extra)[0]
 
 
 # ----------------------------------------------------------------------------------------------------------------

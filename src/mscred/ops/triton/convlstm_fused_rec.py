@@ -369,19 +369,7 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
     if not _runs_fused(x) or (x.is_cuda and x.dtype == torch.float64):
         from mscred.ops import reference
         return reference.convlstm(x, weight, bias, forget_bias)
-    blocks = list(blocks or [])
-    layout = _fused._layout()
-    device_type = x.device.type
-    if torch.is_autocast_enabled(device_type):
-        dtype = torch.get_autocast_dtype(device_type)
-        with torch.autocast(device_type, enabled=False):
-            x, weight = x.to(dtype), weight.to(dtype)
-            bias = bias.contiguous()
-            save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
-            return convlstm_fused_rec(x, weight, bias, float(forget_bias), layout, save, blocks)[0]
-    weight, bias = weight.to(x.dtype), bias.to(x.dtype).contiguous()
-    save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
-    return convlstm_fused_rec(x, weight, bias, float(forget_bias), layout, save, blocks)[0]
+    return _fused.run_cast(convlstm_fused_rec, x, weight, bias, forget_bias, list(blocks or []))
 
 
 def select(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float) -> torch.Tensor:
