@@ -80,9 +80,9 @@ def test_two_gloo_ranks_train_the_weights_of_one_process(tmp_path):
     try:
         history, state, info = fit_segments(TINY, cfg, train, val, nproc=2, checkpoint_dir=tmp_path, timeout=240)
     except torch.multiprocessing.ProcessExitedException as err:
-        # Known, not yet understood: in about 1 run of 20 of this file on the 2-core CI box a gloo rank aborts
-        # ("terminate called without an active exception", SIGABRT) and the launch fails; never a wrong result.
-        # One retry, said out loud, until it is found (see the session note of 2026-11-29).
+        # A gloo rank used to abort at exit ("terminate called without an active exception", SIGABRT) in about
+        # 1 run of 60 on the 2-core box; since ranks leave with os._exit after tearing the group down, 0 of 360
+        # (benchmarks/results/stress_gloo.md). The retry, said out loud, stays as a guard.
         if err.signal_name != "SIGABRT":
             raise
         warnings.warn(f"gloo rank aborted ({err}); retrying the 2-rank run once")
