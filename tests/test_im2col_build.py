@@ -76,3 +76,13 @@ def test_implicit_kernel_uses_tf32_mma(tmp_path):
     # the pipelined variant: zero-filling asynchronous copies (4-byte gathers, 16-byte weight rows), waited on
     assert "cp.async.ca.shared.global" in text and "cp.async.cg.shared.global" in text
     assert "cp.async.wait_group" in text
+
+
+def test_the_standalone_harness_still_builds(tmp_path):
+    """benchmarks/conv_harness.cu includes im2col.cu and instantiates every tile configuration of the sweep: a kernel
+    change that breaks it would only show on the device, at the cost of a device call. Built to an object file, so
+    that no CUDA driver or GPU is needed here."""
+    harness = SRC.parents[4] / "benchmarks" / "conv_harness.cu"
+    cmd = [NVCC, "-std=c++17", "-O3", "-arch=sm_90", "-c", str(harness), "-o", str(tmp_path / "conv_harness.o")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"nvcc failed:\n{proc.stderr[-4000:]}"
