@@ -71,16 +71,11 @@ def read_frame(path: str | os.PathLike) -> pd.DataFrame:
     return df
 
 
-def _plain(value):
-    """A cell as a plain Python value for messages (numpy scalars print as np.float64(nan) otherwise)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _numeric(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
     values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):
-        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: value {_plain(df[col].iloc[bad[0]])!r} is not a "
+        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: value {io.short_repr(df[col].iloc[bad[0]])} is not a "
                          "finite number")
     return values
 
@@ -89,7 +84,7 @@ def _zero_one(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
     values = _numeric(df, col, source)
     bad = np.flatnonzero((values != 0) & (values != 1))
     if len(bad):
-        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: {_plain(df[col].iloc[bad[0]])!r} is not 0 or 1")
+        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: {io.short_repr(df[col].iloc[bad[0]])} is not 0 or 1")
     return values.astype(np.int8)
 
 
@@ -159,8 +154,8 @@ def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, s
             differ = np.flatnonzero(np.asarray(index).astype(str) != np.asarray(scores.index).astype(str))
         if len(differ):
             r = differ[0]
-            raise InputError(f"{source}: row {r + 1}: timestamp {_plain(index[r])!r} differs from {scores.source}'s "
-                             f"{_plain(scores.index[r])!r}")
+            raise InputError(f"{source}: row {r + 1}: timestamp {io.short_repr(index[r])} differs from {scores.source}'s "
+                             f"{io.short_repr(scores.index[r])}")
 
 
 def read_ground_truth(path: str | os.PathLike, scores: Scores,

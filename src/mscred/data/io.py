@@ -184,7 +184,7 @@ def _check_time_order(index: pd.Index, source: str) -> None:
             keys = None                   # not dates: opaque labels, which must only be unique
         elif len(missing):
             r = missing[0]
-            raise InputError(f"{where} row {r + 1}: value {_short(index[r])} is not a date/time like the rows "
+            raise InputError(f"{where} row {r + 1}: value {short_repr(index[r])} is not a date/time like the rows "
                              "before it")
         else:
             keys = parsed.asi8
@@ -192,18 +192,18 @@ def _check_time_order(index: pd.Index, source: str) -> None:
         repeated = np.flatnonzero(index.duplicated())
         if len(repeated):
             r = repeated[0]
-            raise InputError(f"{where} row {r + 1}: timestamp {_short(index[r])} appears twice")
+            raise InputError(f"{where} row {r + 1}: timestamp {short_repr(index[r])} appears twice")
         return
     steps = np.diff(keys)
     if (steps <= 0).any():
         r = int(np.flatnonzero(steps <= 0)[0]) + 1
         what = ("repeats the row before" if steps[r - 1] == 0
-                else f"is earlier than the row before's {_short(index[r - 1])}")
-        raise InputError(f"{where} row {r + 1}: timestamp {_short(index[r])} {what}; rows must be in increasing "
+                else f"is earlier than the row before's {short_repr(index[r - 1])}")
+        raise InputError(f"{where} row {r + 1}: timestamp {short_repr(index[r])} {what}; rows must be in increasing "
                          "time order (sort the table by time)")
 
 
-def _short(value: Any, limit: int = 40) -> str:
+def short_repr(value: Any, limit: int = 40) -> str:
     """A value for a message: NumPy scalars as plain Python (2, not np.int64(2)), long text cut."""
     if isinstance(value, np.generic):
         value = value.item()
@@ -233,7 +233,7 @@ def _numeric_column(series: pd.Series, col: str, source: str) -> np.ndarray:
             hint = ""
             if not pd.isna(pd.to_datetime(str(series.iloc[row]), errors="coerce", format="ISO8601")):
                 hint = f" (a date/time: the time column must be named '{TIMESTAMP}')"
-            raise InputError(f"{source}: column '{col}' row {row + 1}: value {_short(series.iloc[row])} is not a "
+            raise InputError(f"{source}: column '{col}' row {row + 1}: value {short_repr(series.iloc[row])} is not a "
                              f"number{hint}")
     bad = ~np.isfinite(numbers)
     if bad.any():
@@ -255,7 +255,7 @@ def _labels(series: pd.Series, source: str) -> np.ndarray:
     bad = (numbers != 0) & (numbers != 1)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{source}: column '{LABEL}' row {row + 1}: label {_short(series.iloc[row])} is not 0 or 1")
+        raise InputError(f"{source}: column '{LABEL}' row {row + 1}: label {short_repr(series.iloc[row])} is not 0 or 1")
     return numbers.astype(np.int64)
 
 
