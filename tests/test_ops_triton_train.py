@@ -52,16 +52,8 @@ def test_tiny_model_float64_same_curve_on_this_device():
     torch.testing.assert_close(ours, ref, rtol=1e-9, atol=0)
 
 
-@pytest.fixture
-def no_tf32():
-    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
-    yield
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
-
-
 @pytest.mark.skipif(not CUDA, reason="the 50-step full-size curves need a CUDA device")
-def test_fifty_steps_float32_and_bf16_track_reference(no_tf32):
+def test_fifty_steps_float32_and_bf16_track_reference(strict_float32):
     cfg = dict(n_sensors=30)
     batches = _batches(50, 32, 30, "cuda", torch.float32, seed=1)
     ref32 = _loss_curve("reference", cfg, batches, "cuda", torch.float32)
