@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# One device call: do the fused model's side streams (src/mscred/level_streams.py) pay, and are they correct?
+#   1. GPU tests: tests/test_level_streams.py (streams vs one stream, graphed step with streams), the fused
+#      ConvLSTM ops' full-size and float64 rows (incl. the opt-in recurrent kernel's float64 routing) (<= 150 s)
+#   2. bench_train.py parts in one run: the eager baselines, then the graphed fused variants each in its own
+#      process, with MSCRED_LEVEL_STREAMS=0 (one stream) and =1 (side streams) (<= 150 s)
+# Writes $OUT/level_streams/{gpu_tests.txt, streams_off.md, streams_on.md, log.txt}.
+# Usage (repository root, on a CUDA machine): bash benchmarks/gpu_level_streams.sh
+set -uo pipefail
+OUT=${OUT:-benchmarks/results}
+D="$OUT/level_streams"; export D
+mkdir -p "$D"
+export PYTHONPATH=src PYTHONUNBUFFERED=1
+{
+  date -u +%FT%TZ
+  git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /'
+  nvidia-smi --query-gpu=name,driver_version --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__)"
+  timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -o faulthandler_timeout=60 --durations=5 \
+    tests/test_level_streams.py tests/test_ops_triton_convlstm_rec.py tests/test_ops_triton_convlstm.py \
+    -k "streams or float64 or full_size or graph" 2>&1
+  echo "pytest exit code $?"
+} > "$D/gpu_tests.txt" 2>&1
+tail -4 "$D/gpu_tests.txt"
+B="python3 -X faulthandler benchmarks/bench_train.py --iters 30 --no-graph-profile --out $D"
+W0=/tmp/ls_off; W1=/tmp/ls_on; rm -rf $W0 $W1; mkdir -p $W0 $W1
+{
+  timeout 60 $B --work $W0 --part eager; echo "eager exit $?"
+  cp $W0/train_eager.json $W1/
+  for part in g-fused-bf16 g-fused; do
+    MSCRED_LEVEL_STREAMS=0 timeout 40 $B --work $W0 --part $part; echo "$part streams=0 exit $?"
+    MSCRED_LEVEL_STREAMS=1 timeout 40 $B --work $W1 --part $part; echo "$part streams=1 exit $?"
+  done
+  python3 - <<'PY'
+import os, sys
+from pathlib import Path
+sys.path.insert(0, "benchmarks")
+import bench_train as bt
+for tag in ("off", "on"):
+    tmp = Path(f"/tmp/ls_md_{tag}"); tmp.mkdir(exist_ok=True)
+    md = bt.markdown(bt.merge(Path(f"/tmp/ls_{tag}"), tmp, ("eager", "g-fused-bf16", "g-fused")))
+    Path(os.environ["D"], f"streams_{tag}.md").write_text(f"MSCRED_LEVEL_STREAMS = {tag}\n\n" + md)
+PY
+} > "$D/log.txt" 2>&1
+for tag in off on; do echo "== streams $tag"; grep -E "^\| (reference eager|fused)" "$D/streams_$tag.md" | head -20; done

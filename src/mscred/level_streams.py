@@ -1,0 +1,113 @@
+"""Run MSCRED's four ConvLSTM + attention levels side by side on CUDA streams.
+
+The four levels are independent from the encoder's outputs to the decoder's inputs, but one stream runs their
+~40 kernels per step one after another, and many of them do not fill an H200 (level 4's ConvLSTM is 2,048 pixels
+of 1,024 gates; its cell kernels move ~1 MB). Here level 1, the largest, stays on the caller's stream and levels 2-4
+each get a side stream, forked from and joined back to the caller's stream, so the GPU overlaps a small level's
+kernels with the big level's memory-bound cell kernels and the tails of its convolutions. Forward and backward
+(autograd runs a backward op on the stream of its forward op) and inside CUDA graph capture (the side streams
+fork from the capturing stream and join it before the capture ends, as torch.cuda.graph requires).
+
+Two autograd functions mark where a tensor crosses streams, each way:
+
+* ``_Fork`` (level input, caller -> side): forward: the side stream waits for the caller; backward (on the side
+  stream): the caller waits for the side stream before it uses the input's gradient.
+* ``_Join`` (level output, side -> caller): forward: the caller waits for the side stream; backward (on the
+  caller's stream): the side stream waits for the caller before it reads the output's gradient.
+
+Each also calls ``record_stream`` on the tensor that crosses, so that the caching allocator does not hand its
+memory to another tensor of the producing stream while the consuming stream may still read it (during graph
+capture the allocator defers such frees to the end of the capture).
+
+The arithmetic is the same kernels on the same data: results equal the one-stream run's up to the convolution
+algorithms cuDNN picks. ``MSCRED_LEVEL_STREAMS=0`` turns it off (one stream, as before).
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence
+
+import torch
+
+
+def enabled(x: torch.Tensor) -> bool:
+    """Whether levels run on side streams for input ``x``: CUDA tensors, unless MSCRED_LEVEL_STREAMS=0."""
+    if os.environ.get("MSCRED_LEVEL_STREAMS", "1").strip() in ("0", "false", "no", "off"):
+        return False
+    return x.is_cuda
+
+
+_STREAMS: dict[tuple[int, int], "torch.cuda.Stream"] = {}
+
+
+def _side_stream(device: torch.device, slot: int) -> "torch.cuda.Stream":
+    """The ``slot``-th side stream of ``device``, created once (not inside a capture: the eager warm-up that every
+    graph capture follows creates them)."""
+    key = (device.index if device.index is not None else torch.cuda.current_device(), slot)
+    if key not in _STREAMS:
+        _STREAMS[key] = torch.cuda.Stream(device=device)
+    return _STREAMS[key]
+
+
+class _Fork(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, caller, side):
+        ctx.caller, ctx.side = caller, side
+        side.wait_stream(caller)
+        x.record_stream(side)
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        if grad is not None:
+            ctx.caller.wait_stream(ctx.side)
+            grad.record_stream(ctx.caller)
+        return grad, None, None
+
+
+class _Join(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, caller, side):
+        ctx.caller, ctx.side = caller, side
+        caller.wait_stream(side)
+        y.record_stream(caller)
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        if grad is not None:
+            ctx.side.wait_stream(ctx.caller)
+            grad.record_stream(ctx.side)
+        return grad, None, None
+
+
+def run_levels(fns: Sequence[Callable[[torch.Tensor], torch.Tensor]],
+               inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """``[fn(x) for fn, x in zip(fns, inputs)]``, the first on the caller's stream and the others each on a side
+    stream when ``enabled`` (see the module docstring), else one after another.
+
+    Parameters
+    ----------
+    fns : callables, one per level (the AttnConvLSTM modules)
+    inputs : tensors, one per level, on one CUDA device when streams are used
+
+    Returns
+    -------
+    list of the outputs, in order; each safe to use on the caller's stream.
+    """
+    if len(fns) != len(inputs):
+        raise ValueError(f"run_levels got {len(fns)} functions for {len(inputs)} inputs")
+    if len(fns) < 2 or not enabled(inputs[0]):
+        return [fn(x) for fn, x in zip(fns, inputs)]
+    caller = torch.cuda.current_stream(inputs[0].device)
+    outs: list = [None] * len(fns)
+    # Side levels are launched first: the caller's level-1 kernels queue behind nothing of theirs, and the CPU
+    # launches the small levels' kernels while the GPU already works.
+    for slot, (fn, x) in enumerate(zip(fns[1:], inputs[1:]), start=1):
+        side = _side_stream(x.device, slot)
+        x_side = _Fork.apply(x, caller, side)
+        with torch.cuda.stream(side):
+            y = fn(x_side)
+        outs[slot] = _Join.apply(y, caller, side)
+    outs[0] = fns[0](inputs[0])
+    return outs
