@@ -21,7 +21,8 @@ needs_cuda = pytest.mark.skipif(not CUDA or not fused_convlstm.is_available()[0]
                                 reason="side streams are a CUDA feature (needs a GPU and Triton)")
 
 
-def test_cpu_runs_levels_in_order_on_one_stream():
+def test_cpu_runs_levels_in_order_on_one_stream(monkeypatch):
+    monkeypatch.setenv("MSCRED_LEVEL_STREAMS", "1")  # asked for, yet a CPU tensor stays on the one-stream path
     calls = []
     fns = [lambda x, i=i: calls.append(i) or x * (i + 1) for i in range(4)]
     xs = [torch.full((2,), float(i)) for i in range(4)]
@@ -37,7 +38,9 @@ def test_mismatched_lengths_are_refused():
         level_streams.run_levels([abs, abs], [torch.zeros(1)] * 3)
 
 
-def test_environment_switch_turns_streams_off(monkeypatch):
+def test_streams_are_opt_in(monkeypatch):
+    monkeypatch.delenv("MSCRED_LEVEL_STREAMS", raising=False)
+    assert not level_streams.enabled(torch.zeros(1))
     monkeypatch.setenv("MSCRED_LEVEL_STREAMS", "0")
     assert not level_streams.enabled(torch.zeros(1))
 

@@ -20,7 +20,14 @@ memory to another tensor of the producing stream while the consuming stream may 
 capture the allocator defers such frees to the end of the capture).
 
 The arithmetic is the same kernels on the same data: results equal the one-stream run's up to the convolution
-algorithms cuDNN picks. ``MSCRED_LEVEL_STREAMS=0`` turns it off (one stream, as before).
+algorithms cuDNN picks.
+
+Opt-in (``MSCRED_LEVEL_STREAMS=1``), because it did not pay: on the H200 (2026-11-29, one run,
+``benchmarks/results/level_streams/``) the graphed bf16 training step took 4.42 ms with side streams against
+4.32 ms on one stream, fp32 6.96 vs 6.80 ms, and inference stayed within 1%. Each level's kernels already keep
+the card busy (the step's 4.1 ms of kernel time is 4.3 ms of wall time on one stream), so overlapping them only
+makes them compete for the same HBM bandwidth and SMs. Kept, tested on the GPU, for larger sensor counts or
+cards where that balance differs.
 """
 from __future__ import annotations
 
@@ -31,8 +38,8 @@ import torch
 
 
 def enabled(x: torch.Tensor) -> bool:
-    """Whether levels run on side streams for input ``x``: CUDA tensors, unless MSCRED_LEVEL_STREAMS=0."""
-    if os.environ.get("MSCRED_LEVEL_STREAMS", "1").strip() in ("0", "false", "no", "off"):
+    """Whether levels run on side streams for input ``x``: CUDA tensors when MSCRED_LEVEL_STREAMS=1 (opt-in)."""
+    if os.environ.get("MSCRED_LEVEL_STREAMS", "0").strip().lower() not in ("1", "true", "yes", "on"):
         return False
     return x.is_cuda
 

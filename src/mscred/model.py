@@ -220,7 +220,7 @@ class MSCREDNet(nn.Module):
             raise ValueError(f"MSCREDNet expects (B, T, {self.cfg.n_scales}, n, n) with n >= 4, "
                              f"got {tuple(x.shape)}")
         levels = self.encoder(x)                                         # 4 x (B, T, C_l, H_l, W_l)
-        if self.cfg.backend == "fused":  # the levels side by side on CUDA streams (level_streams.py)
+        if self.cfg.backend == "fused":  # opt-in: the levels side by side on CUDA streams (level_streams.py)
             a1, a2, a3, a4 = level_streams.run_levels(list(self.lstms), levels)
         else:  # the reference stays the plain one-stream baseline
             a1, a2, a3, a4 = (lstm(f) for lstm, f in zip(self.lstms, levels))  # 4 x (B, C_l, H_l, W_l)
