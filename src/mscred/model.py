@@ -21,6 +21,7 @@ from torch import nn
 from mscred import level_streams, ops
 from mscred.config import ModelConfig
 from mscred.ops.reference import same_padding
+from mscred.ops.triton import small_conv
 from mscred.ops.triton.bias_act import bias_act
 
 # The table's kernels and strides of conv1..conv4; the decoder mirrors them (deconv_l undoes conv_l).
@@ -79,6 +80,9 @@ class SameConv(nn.Module):
         if self.fused_act:
             top, bottom, left, right = padding
             w = _autocast_weight(self.weight, x)
+            if small_conv.suits(x.shape[1], w.shape[0], self.kernel, self.stride):
+                # conv1 (3 channels): our kernel does convolution + bias + SELU, cuDNN has no tensor-core kernel.
+                return small_conv.conv_act(x, w, self.bias, selu=True)
             if top == bottom and left == right:
                 y = F.conv2d(x, w, None, stride=self.stride, padding=(top, left))
             else:
@@ -107,7 +111,12 @@ class SameDeconv(nn.Module):
     def forward(self, x: torch.Tensor, size: int) -> torch.Tensor:  # (B, C, m, m) -> (B, O, size, size)
         top = same_padding(size, self.kernel, self.stride)[0]
         if self.fused_act:  # crop + bias (+ SELU) in one kernel each way (see SameConv)
-            y = F.conv_transpose2d(x, _autocast_weight(self.weight, x), None, stride=self.stride)
+            w = _autocast_weight(self.weight, x)
+            if (size == x.shape[-1] and top == self.kernel // 2
+                    and small_conv.suits(w.shape[0], w.shape[1], self.kernel, self.stride)):
+                # deconv1 (3 output channels): stride 1 + TF crop = a same convolution with the flipped kernel.
+                return small_conv.conv_act(x, small_conv.deconv_as_conv(w), self.bias, selu=self.selu)
+            y = F.conv_transpose2d(x, w, None, stride=self.stride)
             return bias_act(y, self.bias, self.selu, top, top, size, size)
         y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride)  # (B, O, (m-1)*s+k, same)
         y = y[:, :, top:top + size, top:top + size]

@@ -1,0 +1,275 @@
+"""Stride-1 TF-"same" convolutions with few channels on one side, + bias (+ SELU), in Triton.
+
+    out = act(conv2d(x, weight, padding=k // 2) + bias)        x (N, Ci, H, W), weight (Co, Ci, k, k), k odd
+
+MSCRED has two such layers: the encoder's conv1 (3 -> 32, 3 x 3) and the decoder's deconv1 (64 -> 3, 3 x 3,
+stride 1), which after its TF crop is this convolution with the flipped, transposed kernel (``deconv_as_conv``).
+Why a kernel of ours: cuDNN has no tensor-core kernel for 3 channels in channels-last bf16. On the H200 (bf16,
+batch 640 / 128, cuDNN autotuned, benchmarks/results/conv_layers.md) conv1 took 0.100 ms forward and 0.144 ms
+for its weight gradient, 10 and 7 TFLOP/s, and deconv1 0.19 ms for forward + both gradients, 5-7 TFLOP/s:
+~0.4 ms of the ~4.3 ms graphed bf16 training step for ~1% of its arithmetic. Both layers are memory-bound (conv1
+reads 3 channels and writes 32: ~40 MB, ~10 us at HBM speed).
+
+The kernels (channels-last or NCHW input, any strides):
+
+* forward: an implicit GEMM over output pixels, K = k*k*Ci taps gathered with their zero padding by masks,
+  weight as a (K, Co) matrix, fp32 accumulation on the tensor cores, bias (float32) and SELU in the epilogue.
+* weight gradient: the same patches against dz = dout * act'(out) (SELU's derivative from the output, as
+  PyTorch's ``elu_backward(is_result=True)``), each program looping over many pixel tiles and adding its (K, Co)
+  partial sums and the bias gradient's column sums with one atomic add each at the end.
+* data gradient (deconv1's input needs one; conv1's, the raw data, does not): the forward kernel on dz with the
+  flipped, transposed weight (for a stride-1 symmetric-padded convolution that is its adjoint).
+
+float64 runs the PyTorch ops (Triton's float64 dot is not usable on every GPU; the tests' oracle dtype). float32
+uses TF32 when cuDNN would (``torch.backends.cudnn.allow_tf32``), else exact float32 (FMA) dots.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from mscred.ops.triton import runtime as _runtime
+from mscred.ops.triton.runtime import interpreting as _interpreting
+from mscred.ops.triton.runtime import runs_fused as _runs_fused
+from mscred.ops.triton.runtime import tl, triton
+
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+BLOCK_P = 128            # output pixels per tile
+MAX_BLOCK_N = 64         # output channels per program (more go to a second grid axis)
+WGRAD_PROGRAMS_PER_SM = 4
+
+
+def is_available() -> tuple[bool, str]:
+    """(True, "") when the kernels can run here: Triton and a CUDA device, or Triton's CPU interpreter."""
+    return _runtime.is_available("fused small-channel conv")
+
+
+def suits(in_channels: int, out_channels: int, kernel: int, stride: int) -> bool:
+    """Whether a layer should use this op: stride 1, odd kernel, and few channels on one side (cuDNN's weak case:
+    fewer than 8, the tensor-core granule) with at most MAX_BLOCK_N on the other (the weight-gradient kernel keeps
+    all output channels of a tap block in one program). MSCRED_SMALL_CONV=0 turns it off (cuDNN instead), for A/B
+    runs."""
+    if os.environ.get("MSCRED_SMALL_CONV", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    return (stride == 1 and kernel % 2 == 1 and min(in_channels, out_channels) < 8
+            and out_channels <= MAX_BLOCK_N)
+
+
+def reference(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], selu: bool) -> torch.Tensor:
+    """The same arithmetic in PyTorch ops (the tests' oracle, and the path without Triton / for float64)."""
+    z = F.conv2d(x, weight, None if bias is None else bias.to(x.dtype), padding=weight.shape[-1] // 2)
+    return F.selu(z) if selu else z
+
+
+def conv_act(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], selu: bool) -> torch.Tensor:
+    """``act(conv2d(x, weight, padding=k // 2) + bias)`` with act = SELU if ``selu``, else identity.
+
+    Parameters
+    ----------
+    x : (N, Ci, H, W) tensor, any strides (channels-last is what the fused model passes)
+    weight : (Co, Ci, k, k) tensor of x's dtype, k odd
+    bias : (Co,) tensor or None; may be float32 while x is bf16 (autocast): added in float32
+    selu : bool
+
+    Returns
+    -------
+    (N, Co, H, W) tensor of x's dtype, channels-last. Differentiable in x, weight and bias.
+    """
+    k = weight.shape[-1]
+    if weight.dim() != 4 or weight.shape[-2] != k or k % 2 != 1 or weight.shape[1] != x.shape[1]:
+        raise ValueError(f"conv_act needs an odd square kernel over x's {x.shape[1]} channels, got weight "
+                         f"{tuple(weight.shape)}")
+    if not _runs_fused(x) or x.dtype == torch.float64:
+        return reference(x, weight, bias, selu)
+    if bias is None:
+        bias = torch.zeros(weight.shape[0], device=x.device, dtype=torch.float32)
+    return small_conv_fused(x, weight.to(x.dtype), bias.contiguous(), bool(selu))
+
+
+def deconv_as_conv(weight: torch.Tensor) -> torch.Tensor:
+    """The conv2d weight (Co, Ci, k, k) equal to a stride-1 ``conv_transpose2d`` weight (Ci, Co, k, k) followed by
+    TF's "same" crop of k // 2 rows and columns on each side: the kernel transposed and flipped."""
+    return weight.transpose(0, 1).flip(2, 3)
+
+
+if triton is not None:
+    _SCALE = tl.constexpr(SELU_SCALE)
+    _SCALE_ALPHA = tl.constexpr(SELU_SCALE * SELU_ALPHA)
+
+    @triton.jit
+    def _pixels(q0, P, HW, W, BLOCK_P: tl.constexpr):
+        """Pixels q0 .. q0 + BLOCK_P of the N*H*W output: mask, batch (int64), row, column; each (BLOCK_P,)."""
+        q = q0 + tl.arange(0, BLOCK_P)
+        r = q % HW
+        return q < P, (q // HW).to(tl.int64), r // W, r % W
+
+    @triton.jit
+    def _patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, CI, H, W, KS: tl.constexpr):
+        """The (BLOCK_P, BLOCK_K) im2col block of taps ``k`` (k = (ky * KS + kx) * CI + ci) of the pixels, zero
+        outside the image (the padding) and for k >= KS*KS*CI."""
+        tap = k // CI
+        ci = k % CI
+        iy = y[:, None] + (tap // KS - KS // 2)[None, :]
+        ix = x[:, None] + (tap % KS - KS // 2)[None, :]
+        m = (pmask[:, None] & (k < KS * KS * CI)[None, :] & (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W))
+        return tl.load(x_ptr + b[:, None] * x_sb + ci[None, :] * x_sc + iy * x_sy + ix * x_sx, mask=m, other=0.0)
+
+    @triton.jit(do_not_specialize=["P", "H", "W", "CI", "CO"])
+    def _small_conv_fwd_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, w_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
+                               P, H, W, CI, CO,
+                               KS: tl.constexpr, SELU: tl.constexpr, HAS_BIAS: tl.constexpr,
+                               PREC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr,
+                               BLOCK_N: tl.constexpr):
+        pmask, b, y, x = _pixels(tl.program_id(0) * BLOCK_P, P, H * W, W, BLOCK_P)
+        n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        nmask = n < CO
+        acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+        K = KS * KS * CI
+        for k0 in range(0, K, BLOCK_K):
+            k = k0 + tl.arange(0, BLOCK_K)
+            a = _patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, CI, H, W, KS)
+            w = tl.load(w_ptr + k[:, None] * CO + n[None, :], mask=(k < K)[:, None] & nmask[None, :], other=0.0)
+            acc = tl.dot(a, w, acc, input_precision=PREC)
+        if HAS_BIAS:
+            acc += tl.load(b_ptr + n, mask=nmask, other=0.0).to(tl.float32)[None, :]
+        if SELU:
+            acc = tl.where(acc > 0, _SCALE * acc, _SCALE_ALPHA * (tl.exp(acc) - 1.0))
+        out = o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + y[:, None] * o_sy + x[:, None] * o_sx
+        tl.store(out, acc.to(o_ptr.dtype.element_ty), mask=pmask[:, None] & nmask[None, :])
+
+    @triton.jit(do_not_specialize=["P", "H", "W", "CI", "CO", "PROGRAMS"])
+    def _small_conv_wgrad_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
+                                 o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr, db_ptr,
+                                 P, H, W, CI, CO, PROGRAMS,
+                                 KS: tl.constexpr, SELU: tl.constexpr, PREC: tl.constexpr,
+                                 BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+        """dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th), one tap block
+        (grid axis 1) of BLOCK_K rows; the programs of tap block 0 also sum dz into the bias gradient."""
+        k = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+        n = tl.arange(0, BLOCK_N)
+        nmask = n < CO
+        acc = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
+        colsum = tl.zeros([BLOCK_N], dtype=tl.float32)
+        for q0 in range(tl.program_id(0) * BLOCK_P, P, PROGRAMS * BLOCK_P):
+            pmask, b, y, x = _pixels(q0, P, H * W, W, BLOCK_P)
+            m = pmask[:, None] & nmask[None, :]
+            pix_n = n[None, :]
+            g = tl.load(g_ptr + b[:, None] * g_sb + pix_n * g_sc + y[:, None] * g_sy + x[:, None] * g_sx,
+                        mask=m, other=0.0).to(tl.float32)
+            if SELU:
+                o = tl.load(o_ptr + b[:, None] * o_sb + pix_n * o_sc + y[:, None] * o_sy + x[:, None] * o_sx,
+                            mask=m, other=0.0).to(tl.float32)
+                g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
+            colsum += tl.sum(g, axis=0)
+            a = _patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, CI, H, W, KS)
+            acc = tl.dot(tl.trans(a), g.to(a.dtype), acc, input_precision=PREC)
+        tl.atomic_add(dw_ptr + k[:, None] * CO + n[None, :], acc, mask=(k < KS * KS * CI)[:, None] & nmask[None, :])
+        if tl.program_id(1) == 0:
+            tl.atomic_add(db_ptr + n, colsum, mask=nmask)
+
+
+def _precision(dtype: torch.dtype) -> str:
+    if dtype == torch.float32 and not torch.backends.cudnn.allow_tf32:
+        return "ieee"
+    return "tf32"  # bf16 / fp16 dots ignore it
+
+
+def _block_k(K: int) -> int:
+    return max(16, min(64, triton.next_power_of_2(K)))
+
+
+def _block_n(C: int) -> int:
+    return max(16, min(MAX_BLOCK_N, triton.next_power_of_2(C)))
+
+
+def _as_matrix(weight: torch.Tensor) -> torch.Tensor:
+    """(Co, Ci, k, k) -> the (K, Co) matrix the kernels read, row (ky * k + kx) * Ci + ci."""
+    co, ci, k, _ = weight.shape
+    return weight.permute(2, 3, 1, 0).reshape(k * k * ci, co).contiguous()
+
+
+def _forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], selu: bool) -> torch.Tensor:
+    N, CI, H, W = x.shape
+    CO, KS = weight.shape[0], weight.shape[-1]
+    out = torch.empty(N, CO, H, W, device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
+    P = N * H * W
+    if P == 0 or CO == 0:
+        return out
+    block_n = _block_n(CO)
+    grid = (triton.cdiv(P, BLOCK_P), triton.cdiv(CO, block_n))
+    _small_conv_fwd_kernel[grid](x, *x.stride(), _as_matrix(weight), bias if bias is not None else out, out,
+                                 *out.stride(), P, H, W, CI, CO, KS=KS, SELU=selu, HAS_BIAS=bias is not None,
+                                 PREC=_precision(x.dtype), BLOCK_P=BLOCK_P, BLOCK_K=_block_k(KS * KS * CI),
+                                 BLOCK_N=block_n)
+    return out
+
+
+@torch.library.custom_op("mscred::small_conv_fused", mutates_args=())
+def small_conv_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, selu: bool) -> torch.Tensor:
+    """Fused forward (see ``conv_act``): x and weight of one dtype, bias contiguous (float32 under autocast)."""
+    return _forward(x, weight, bias, selu)
+
+
+@small_conv_fused.register_fake
+def _(x, weight, bias, selu):
+    return torch.empty(x.shape[0], weight.shape[0], *x.shape[2:], device=x.device, dtype=x.dtype,
+                       memory_format=torch.channels_last)
+
+
+@torch.library.custom_op("mscred::small_conv_fused_backward", mutates_args=())
+def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
+                              selu: bool, need_dx: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dx, dweight, dbias) of ``small_conv_fused``; dx is (0,) when not ``need_dx``. dweight in weight's dtype,
+    dbias in float32 (the caller casts it to the bias's dtype). ``out`` is the forward's output (read for SELU)."""
+    N, CI, H, W = x.shape
+    CO, KS = weight.shape[0], weight.shape[-1]
+    K, P = KS * KS * CI, N * H * W
+    dout = dout.to(x.dtype)
+    dw = torch.zeros(K, CO, device=x.device, dtype=torch.float32)
+    db = torch.zeros(CO, device=x.device, dtype=torch.float32)
+    if P:
+        block_k, block_n = _block_k(K), _block_n(CO)
+        sms = 4 if _interpreting() else torch.cuda.get_device_properties(x.device).multi_processor_count
+        programs = max(1, min(triton.cdiv(P, BLOCK_P), WGRAD_PROGRAMS_PER_SM * sms))
+        grid = (programs, triton.cdiv(K, block_k))
+        _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), out, *out.stride(), dw, db,
+                                       P, H, W, CI, CO, programs, KS=KS, SELU=selu, PREC=_precision(x.dtype),
+                                       BLOCK_P=BLOCK_P, BLOCK_K=block_k, BLOCK_N=block_n)
+    dweight = dw.reshape(KS, KS, CI, CO).permute(3, 2, 0, 1).to(weight.dtype).contiguous()
+    if not need_dx:
+        return x.new_empty(0), dweight, db
+    # dz as the weight-gradient kernel formed it, then the adjoint: the forward kernel on the flipped kernel.
+    dz = dout
+    if selu:
+        o = out.float()
+        dz = (dout.float() * torch.where(o > 0, SELU_SCALE, o + SELU_SCALE * SELU_ALPHA)).to(x.dtype)
+    # The adjoint of a stride-1 convolution with symmetric padding: the same convolution of dz with the kernel
+    # transposed (in <-> out channels) and flipped, which is what deconv_as_conv computes.
+    dx = _forward(dz, deconv_as_conv(weight), None, False)
+    return dx, dweight, db
+
+
+@small_conv_fused_backward.register_fake
+def _(dout, x, weight, out, selu, need_dx):
+    dx = torch.empty_like(x, memory_format=torch.channels_last) if need_dx else x.new_empty(0)
+    return dx, weight.new_empty(weight.shape), torch.empty(weight.shape[0], device=x.device, dtype=torch.float32)
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, bias, selu = inputs
+    ctx.save_for_backward(x, weight, output)
+    ctx.selu, ctx.bias_dtype = selu, bias.dtype
+
+
+def _backward(ctx, dout):
+    x, weight, out = ctx.saved_tensors
+    need_dx = ctx.needs_input_grad[0]
+    dx, dweight, db = small_conv_fused_backward(dout, x, weight, out, ctx.selu, need_dx)
+    return (dx if need_dx else None), dweight, db.to(ctx.bias_dtype), None
+
+
+small_conv_fused.register_autograd(_backward, setup_context=_setup_context)

@@ -1,0 +1,124 @@
+"""The small-channel convolution op (encoder conv1, decoder deconv1) against float64 PyTorch, forward and every
+gradient (x, weight, bias).
+
+On a CPU machine conftest.py switches Triton's interpreter on: float32 at small, awkward sizes (n = 5, 16; batch 1
+and prime; 3 -> 32 and 64 -> 3 and odd channel counts; channels-last and NCHW input; with and without SELU and
+bias). On CUDA the full-size rows (batch 640 / 128 at n = 30, float32 and bf16) run too, where the op's error must
+stay within 2x cuDNN's own error in that dtype (plus a small floor).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mscred.config import ModelConfig
+from mscred.model import MSCREDNet
+from mscred.ops.triton import small_conv as sc
+
+CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if CUDA else "cpu"
+pytestmark = [pytest.mark.skipif(not sc.is_available()[0], reason=f"fused small conv unavailable: "
+                                                                  f"{sc.is_available()[1]}"),
+              pytest.mark.usefixtures("strict_float32")]
+needs_cuda = pytest.mark.skipif(not CUDA, reason="full-size and bf16 rows need a CUDA device")
+
+
+def _rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def _grads(fn, x, w, b, dout, selu):
+    x, w = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    b = None if b is None else b.detach().clone().requires_grad_()
+    out = fn(x, w, b, selu)
+    inputs = (x, w) if b is None else (x, w, b)
+    return (out.detach(), *torch.autograd.grad(out, inputs, dout.to(out.dtype)))
+
+
+def _check(N, CI, CO, n, selu, dtype, seed, channels_last=True, bias=True, k=3, floor=2e-6):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(N, CI, n, n, generator=g, dtype=torch.float64)
+    w = torch.randn(CO, CI, k, k, generator=g, dtype=torch.float64) * (2.0 / (CI * k * k)) ** 0.5
+    b = torch.randn(CO, generator=g, dtype=torch.float64) * 0.5 if bias else None
+    dout = torch.randn(N, CO, n, n, generator=g, dtype=torch.float64)
+    x, w, dout = x.to(DEVICE), w.to(DEVICE), dout.to(DEVICE)
+    b = None if b is None else b.to(DEVICE)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    oracle = _grads(sc.reference, x, w, b, dout, selu)
+    # bf16 as under autocast: x and weight in bf16, the master bias in float32 (its gradient must come back so).
+    bias_dtype = torch.float32 if dtype == torch.bfloat16 else dtype
+    bb = None if b is None else b.to(bias_dtype)
+    ours = _grads(sc.conv_act, x.to(dtype), w.to(dtype), bb, dout.to(dtype), selu)
+    theirs = _grads(sc.reference, x.to(dtype), w.to(dtype), None if b is None else b.to(dtype), dout.to(dtype), selu)
+    assert ours[0].shape == (N, CO, n, n) and ours[0].dtype == dtype
+    assert ours[0].is_contiguous(memory_format=torch.channels_last)
+    if b is not None:
+        assert ours[3].dtype == bias_dtype
+    for name, o, t, r in zip(("out", "dx", "dweight", "dbias"), ours, theirs, oracle):
+        assert o.shape == r.shape and torch.isfinite(o).all(), name
+        err, ref_err = _rel(o, r), _rel(t, r)
+        assert err <= 2 * ref_err + floor, f"{name}: fused error {err:.3g} vs PyTorch's {ref_err:.3g}"
+
+
+@pytest.mark.parametrize("selu", [True, False])
+@pytest.mark.parametrize("N,CI,CO,n", [(2, 3, 32, 5), (1, 3, 32, 16), (3, 64, 3, 5), (7, 5, 20, 6), (2, 6, 3, 9)])
+def test_small_sizes_float32(N, CI, CO, n, selu):
+    _check(N, CI, CO, n, selu, torch.float32, seed=N * 100 + CI + CO + n)
+
+
+def test_nchw_input_without_bias():
+    _check(2, 3, 17, 7, True, torch.float32, seed=5, channels_last=False, bias=False)
+
+
+def test_kernel_5():
+    _check(2, 3, 8, 7, False, torch.float32, seed=6, k=5)
+
+
+def test_deconv_as_conv_is_the_cropped_transposed_convolution():
+    """What the decoder relies on: stride-1 conv_transpose2d, cropped by k // 2 on each side (TF "same") equals
+    conv2d with the transposed, flipped kernel and padding k // 2."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 6, 9, 9, generator=g, dtype=torch.float64)
+    w = torch.randn(6, 3, 3, 3, generator=g, dtype=torch.float64)  # conv_transpose2d layout (in, out, k, k)
+    full = F.conv_transpose2d(x, w, stride=1)  # (3, 3, 11, 11)
+    torch.testing.assert_close(F.conv2d(x, sc.deconv_as_conv(w), padding=1), full[:, :, 1:10, 1:10])
+
+
+def test_suits_only_the_weak_layers(monkeypatch):
+    assert sc.suits(3, 32, 3, 1) and sc.suits(64, 3, 3, 1)
+    assert not sc.suits(32, 64, 3, 2) and not sc.suits(3, 32, 3, 2) and not sc.suits(3, 32, 2, 1)
+    assert not sc.suits(8, 32, 3, 1) and not sc.suits(3, 128, 3, 1)
+    monkeypatch.setenv("MSCRED_SMALL_CONV", "0")
+    assert not sc.suits(3, 32, 3, 1)
+
+
+def test_bad_weight_is_refused():
+    with pytest.raises(ValueError, match="odd square kernel"):
+        sc.conv_act(torch.zeros(1, 3, 4, 4), torch.zeros(8, 3, 2, 2), None, True)
+
+
+def test_fused_model_with_small_convs_matches_reference_float32():
+    """A whole fused MSCREDNet (conv1 and deconv1 on this op) against the reference network in float64: output
+    and every parameter's gradient, same weights."""
+    torch.manual_seed(0)
+    cfg = dict(n_sensors=6, channels=(3, 4, 4, 5), n_scales=3)
+    ref = MSCREDNet(ModelConfig(**cfg, backend="reference")).double().to(DEVICE)
+    ours = MSCREDNet(ModelConfig(**cfg, backend="fused")).to(DEVICE)
+    ours.load_state_dict({k: v.float() for k, v in ref.state_dict().items()})
+    x = torch.rand(2, 5, 3, 6, 6, dtype=torch.float64, device=DEVICE)
+    out_ref, out = ref(x), ours(x.float())
+    F.mse_loss(out_ref, x[:, -1]).backward()
+    F.mse_loss(out.double(), x[:, -1]).backward()
+    assert _rel(out, out_ref) < 1e-5
+    for (name, p), q in zip(ref.named_parameters(), ours.parameters()):
+        assert _rel(q.grad, p.grad) < 1e-4, name
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("N,CI,CO,selu", [(640, 3, 32, True), (128, 64, 3, False), (131, 3, 32, True)])
+def test_full_size(N, CI, CO, selu, dtype):
+    _check(N, CI, CO, 30, selu, dtype, seed=N + CI, floor=1e-5 if dtype == torch.bfloat16 else 2e-6)
