@@ -108,9 +108,10 @@ if triton is not None:
         return q < P, (q // HW).to(tl.int64), r // W, r % W
 
     @triton.jit
-    def _patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, CI, H, W, KS: tl.constexpr):
-        """The (BLOCK_P, BLOCK_K) im2col block of taps ``k`` (k = (ky * KS + kx) * CI + ci) of the pixels, zero
-        outside the image (the padding) and for k >= KS*KS*CI."""
+    def _flat_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, H, W, CI: tl.constexpr, KS: tl.constexpr):
+        """The (BLOCK_P, BLOCK_K) im2col block of flat taps ``k`` (k = (ky * KS + kx) * CI + ci, all taps of all
+        channels in one block: few input channels), zero outside the image (the padding) and for k >= KS*KS*CI.
+        CI and KS are compile-time constants, so the divisions below are multiply-shifts."""
         tap = k // CI
         ci = k % CI
         iy = y[:, None] + (tap // KS - KS // 2)[None, :]
@@ -118,22 +119,43 @@ if triton is not None:
         m = (pmask[:, None] & (k < KS * KS * CI)[None, :] & (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W))
         return tl.load(x_ptr + b[:, None] * x_sb + ci[None, :] * x_sc + iy * x_sy + ix * x_sx, mask=m, other=0.0)
 
-    @triton.jit(do_not_specialize=["P", "H", "W", "CI", "CO"])
+    @triton.jit
+    def _tap_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, dy, dx, ci, H, W, CI: tl.constexpr):
+        """The (BLOCK_P, BLOCK_C) block of channels ``ci`` of one tap (offset dy, dx) of the pixels: one row of
+        contiguous channels per pixel in channels-last order (vector loads), zero outside the image."""
+        iy = y + dy
+        ix = x + dx
+        valid = pmask & (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)
+        row = x_ptr + b * x_sb + iy * x_sy + ix * x_sx
+        return tl.load(row[:, None] + ci[None, :] * x_sc, mask=valid[:, None] & (ci < CI)[None, :], other=0.0)
+
+    @triton.jit(do_not_specialize=["P", "H", "W"])
     def _small_conv_fwd_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, w_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                               P, H, W, CI, CO,
-                               KS: tl.constexpr, SELU: tl.constexpr, HAS_BIAS: tl.constexpr,
+                               P, H, W, CI: tl.constexpr, CO: tl.constexpr,
+                               KS: tl.constexpr, SELU: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT: tl.constexpr,
                                PREC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr,
                                BLOCK_N: tl.constexpr):
+        """FLAT: all KS*KS*CI taps in one BLOCK_K block (few input channels, e.g. 3); else a loop over the taps,
+        each in blocks of BLOCK_K contiguous channels (e.g. deconv1's 64)."""
         pmask, b, y, x = _pixels(tl.program_id(0) * BLOCK_P, P, H * W, W, BLOCK_P)
         n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         nmask = n < CO
         acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
-        K = KS * KS * CI
-        for k0 in range(0, K, BLOCK_K):
-            k = k0 + tl.arange(0, BLOCK_K)
-            a = _patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, CI, H, W, KS)
-            w = tl.load(w_ptr + k[:, None] * CO + n[None, :], mask=(k < K)[:, None] & nmask[None, :], other=0.0)
+        if FLAT:
+            k = tl.arange(0, BLOCK_K)
+            a = _flat_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, H, W, CI, KS)
+            w = tl.load(w_ptr + k[:, None] * CO + n[None, :], mask=(k < KS * KS * CI)[:, None] & nmask[None, :],
+                        other=0.0)
             acc = tl.dot(a, w, acc, input_precision=PREC)
+        else:
+            for tap in tl.static_range(KS * KS):
+                for c0 in tl.static_range(0, CI, BLOCK_K):
+                    ci = c0 + tl.arange(0, BLOCK_K)
+                    a = _tap_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, tap // KS - KS // 2,
+                                     tap % KS - KS // 2, ci, H, W, CI)
+                    w = tl.load(w_ptr + (tap * CI + ci)[:, None] * CO + n[None, :],
+                                mask=(ci < CI)[:, None] & nmask[None, :], other=0.0)
+                    acc = tl.dot(a, w, acc, input_precision=PREC)
         if HAS_BIAS:
             acc += tl.load(b_ptr + n, mask=nmask, other=0.0).to(tl.float32)[None, :]
         if SELU:
@@ -141,15 +163,26 @@ if triton is not None:
         out = o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + y[:, None] * o_sy + x[:, None] * o_sx
         tl.store(out, acc.to(o_ptr.dtype.element_ty), mask=pmask[:, None] & nmask[None, :])
 
-    @triton.jit(do_not_specialize=["P", "H", "W", "CI", "CO", "PROGRAMS"])
+    @triton.jit(do_not_specialize=["P", "H", "W", "PROGRAMS"])
     def _small_conv_wgrad_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
                                  o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr, db_ptr,
-                                 P, H, W, CI, CO, PROGRAMS,
-                                 KS: tl.constexpr, SELU: tl.constexpr, PREC: tl.constexpr,
+                                 P, H, W, PROGRAMS, CI: tl.constexpr, CO: tl.constexpr,
+                                 KS: tl.constexpr, SELU: tl.constexpr, FLAT: tl.constexpr, PREC: tl.constexpr,
                                  BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
-        """dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th), one tap block
-        (grid axis 1) of BLOCK_K rows; the programs of tap block 0 also sum dz into the bias gradient."""
-        k = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+        """dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th). Grid axis 1: FLAT,
+        one block of all taps; else one (tap, channel block) per program (dz is re-read per tap: the layers that
+        take this branch have few output channels, so dz is small). The programs of axis-1 index 0 also sum dz
+        into the bias gradient. Relaxed atomics: the sums need no ordering, only atomicity."""
+        j = tl.program_id(1)
+        if FLAT:
+            k = tl.arange(0, BLOCK_K)
+            kmask = k < KS * KS * CI
+        else:
+            NCB: tl.constexpr = (CI + BLOCK_K - 1) // BLOCK_K
+            tap = j // NCB
+            ci = (j % NCB) * BLOCK_K + tl.arange(0, BLOCK_K)
+            k = tap * CI + ci
+            kmask = ci < CI
         n = tl.arange(0, BLOCK_N)
         nmask = n < CO
         acc = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
@@ -157,19 +190,23 @@ if triton is not None:
         for q0 in range(tl.program_id(0) * BLOCK_P, P, PROGRAMS * BLOCK_P):
             pmask, b, y, x = _pixels(q0, P, H * W, W, BLOCK_P)
             m = pmask[:, None] & nmask[None, :]
-            pix_n = n[None, :]
-            g = tl.load(g_ptr + b[:, None] * g_sb + pix_n * g_sc + y[:, None] * g_sy + x[:, None] * g_sx,
+            g = tl.load(g_ptr + b[:, None] * g_sb + n[None, :] * g_sc + y[:, None] * g_sy + x[:, None] * g_sx,
                         mask=m, other=0.0).to(tl.float32)
             if SELU:
-                o = tl.load(o_ptr + b[:, None] * o_sb + pix_n * o_sc + y[:, None] * o_sy + x[:, None] * o_sx,
+                o = tl.load(o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + y[:, None] * o_sy + x[:, None] * o_sx,
                             mask=m, other=0.0).to(tl.float32)
                 g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
             colsum += tl.sum(g, axis=0)
-            a = _patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, CI, H, W, KS)
+            if FLAT:
+                a = _flat_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, H, W, CI, KS)
+            else:
+                a = _tap_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, tap // KS - KS // 2,
+                                 tap % KS - KS // 2, ci, H, W, CI)
             acc = tl.dot(tl.trans(a), g.to(a.dtype), acc, input_precision=PREC)
-        tl.atomic_add(dw_ptr + k[:, None] * CO + n[None, :], acc, mask=(k < KS * KS * CI)[:, None] & nmask[None, :])
-        if tl.program_id(1) == 0:
-            tl.atomic_add(db_ptr + n, colsum, mask=nmask)
+        tl.atomic_add(dw_ptr + k[:, None] * CO + n[None, :], acc, mask=kmask[:, None] & nmask[None, :],
+                      sem="relaxed")
+        if j == 0:
+            tl.atomic_add(db_ptr + n, colsum, mask=nmask, sem="relaxed")
 
 
 def _precision(dtype: torch.dtype) -> str:
@@ -178,8 +215,14 @@ def _precision(dtype: torch.dtype) -> str:
     return "tf32"  # bf16 / fp16 dots ignore it
 
 
-def _block_k(K: int) -> int:
-    return max(16, min(64, triton.next_power_of_2(K)))
+def _blocking(ci: int, ks: int) -> tuple[bool, int, int]:
+    """(FLAT, BLOCK_K, blocks along the weight-gradient grid's axis 1) for ``ci`` input channels, ``ks`` x ``ks``
+    taps: all taps in one block when they fit in 64, else per tap in channel blocks of up to 64."""
+    K = ks * ks * ci
+    if K <= 64:
+        return True, max(16, triton.next_power_of_2(K)), 1
+    block = max(16, min(64, triton.next_power_of_2(ci)))
+    return False, block, ks * ks * triton.cdiv(ci, block)
 
 
 def _block_n(C: int) -> int:
@@ -200,10 +243,11 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     if P == 0 or CO == 0:
         return out
     block_n = _block_n(CO)
+    flat, block_k, _ = _blocking(CI, KS)
     grid = (triton.cdiv(P, BLOCK_P), triton.cdiv(CO, block_n))
     _small_conv_fwd_kernel[grid](x, *x.stride(), _as_matrix(weight), bias if bias is not None else out, out,
-                                 *out.stride(), P, H, W, CI, CO, KS=KS, SELU=selu, HAS_BIAS=bias is not None,
-                                 PREC=_precision(x.dtype), BLOCK_P=BLOCK_P, BLOCK_K=_block_k(KS * KS * CI),
+                                 *out.stride(), P, H, W, CI=CI, CO=CO, KS=KS, SELU=selu, HAS_BIAS=bias is not None,
+                                 FLAT=flat, PREC=_precision(x.dtype), BLOCK_P=BLOCK_P, BLOCK_K=block_k,
                                  BLOCK_N=block_n)
     return out
 
@@ -232,13 +276,14 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
     dw = torch.zeros(K, CO, device=x.device, dtype=torch.float32)
     db = torch.zeros(CO, device=x.device, dtype=torch.float32)
     if P:
-        block_k, block_n = _block_k(K), _block_n(CO)
+        flat, block_k, kblocks = _blocking(CI, KS)
         sms = 4 if _interpreting() else torch.cuda.get_device_properties(x.device).multi_processor_count
-        programs = max(1, min(triton.cdiv(P, BLOCK_P), WGRAD_PROGRAMS_PER_SM * sms))
-        grid = (programs, triton.cdiv(K, block_k))
+        programs = max(1, min(triton.cdiv(P, BLOCK_P), WGRAD_PROGRAMS_PER_SM * sms // kblocks + 1))
+        grid = (programs, kblocks)
         _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), out, *out.stride(), dw, db,
-                                       P, H, W, CI, CO, programs, KS=KS, SELU=selu, PREC=_precision(x.dtype),
-                                       BLOCK_P=BLOCK_P, BLOCK_K=block_k, BLOCK_N=block_n)
+                                       P, H, W, programs, CI=CI, CO=CO, KS=KS, SELU=selu, FLAT=flat,
+                                       PREC=_precision(x.dtype), BLOCK_P=BLOCK_P, BLOCK_K=block_k,
+                                       BLOCK_N=_block_n(CO))
     dweight = dw.reshape(KS, KS, CI, CO).permute(3, 2, 0, 1).to(weight.dtype).contiguous()
     if not need_dx:
         return x.new_empty(0), dweight, db
