@@ -308,13 +308,6 @@ def _out5(B: int, T: int, C: int, H: int, W: int, like: torch.Tensor, layout: st
     return torch.empty(B, T, C, H, W, device=like.device, dtype=like.dtype)
 
 
-def _like_layout(t: torch.Tensor, layout: str) -> torch.Tensor:
-    """``t`` (B, T, C, H, W) in ``_out5``'s storage order (a no-op when it is already stored so)."""
-    if layout == "nhwc":
-        return t.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
-    return t.contiguous()
-
-
 def _pixels_flatten(t: torch.Tensor) -> bool:
     """Whether every (B, C, H, W) step of ``t`` (B, T, C, H, W) addresses its pixels as one index (see ``_s3``)."""
     H, W = t.shape[-2:]
@@ -328,6 +321,46 @@ def _grown(pads) -> tuple[int, int, int, int]:
     top, bottom, left, right = pads
     py, px = max(top, bottom), max(left, right)
     return py, px, py - top, px - left
+
+
+def _padded_copy_pays(H: int, W: int, pads) -> bool:
+    """Whether the hoisted input convolution runs on a zero-padded copy of x with the exact TF output (``True``)
+    instead of the convolution's own symmetric padding and a grown output read through a window (no copy of x).
+
+    For k = 2 the grown output has (H+1)(W+1)/(HW) - 1 more gates, convolution work and gradient traffic: 7% at
+    30 x 30, 14% at 15 x 15, 27% at 8 x 8, 56% at 4 x 4. The copy costs one pass over x each way (x has a quarter of
+    the gates' channels), and the input convolutions of the small levels are compute-bound (K = 4C = 512, 1024):
+    from 20% growth up the copy pays (levels 3 and 4 of the default model). k = 3 never grows.
+    MSCRED_LSTM_PADDED_COPY=0 keeps the grown output everywhere (A/B runs)."""
+    if os.environ.get("MSCRED_LSTM_PADDED_COPY", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    py, px, oy, ox = _grown(pads)
+    grown = (H + 2 * py - pads[0] - pads[1]) * (W + 2 * px - pads[2] - pads[3])
+    return grown > 1.2 * H * W
+
+
+def _pad_tf(x4: torch.Tensor, pads, fmt) -> torch.Tensor:
+    """(N, C, H, W) -> (N, C, H + top + bottom, W + left + right), zero-bordered, in ``fmt`` order."""
+    top, bottom, left, right = pads
+    xp = torch.empty(x4.shape[0], x4.shape[1], x4.shape[2] + top + bottom, x4.shape[3] + left + right,
+                     device=x4.device, dtype=x4.dtype, memory_format=fmt)
+    _zero_border(xp, pads)  # the border only: the interior is written once, by the copy
+    xp[:, :, top:top + x4.shape[2], left:left + x4.shape[3]] = x4
+    return xp
+
+
+def input_gates(x4: torch.Tensor, w_x: torch.Tensor, pads, B: int, T: int) -> torch.Tensor:
+    """The input convolutions of all T steps in one call: x4 (B*T, C, H, W) -> gates (B, T, 4Ch, H, W), a view
+    (of a grown output's window, or of the exact output of the padded copy; see ``_padded_copy_pays``). The bias is
+    not added here (the cell kernel adds it)."""
+    H, W = x4.shape[-2:]
+    if _padded_copy_pays(H, W, pads):
+        fmt = torch.channels_last if x4.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
+        g = F.conv2d(_pad_tf(x4, pads, fmt), w_x)
+        return g.view(B, T, g.shape[1], H, W)
+    py, px, oy, ox = _grown(pads)
+    g = F.conv2d(x4, w_x, None, padding=(py, px))
+    return g.view(B, T, g.shape[1], *g.shape[-2:])[:, :, :, oy:oy + H, ox:ox + W]
 
 
 def _yx(t: torch.Tensor) -> tuple[int, int, int, int]:
@@ -414,12 +447,8 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     w_x = weight[:, :C].contiguous(memory_format=fmt)
     w_h = weight[:, C:].contiguous(memory_format=fmt)
     x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
-    # All T input convolutions in one call: (B*T, C, H, W) -> (B*T, 4Ch, H, W), viewed as (B, T, 4Ch, H, W).
-    # All T input convolutions in one call, with the convolution's own symmetric padding (no padded copy of x);
-    # for k = 2 the TF-same gates are a window of the (H+1) x (W+1) output, read in place through its strides.
-    py, px, oy, ox = _grown(pads)
-    gx_full = F.conv2d(x4, w_x, None, padding=(py, px))  # the bias is added in _cell_fwd_kernel
-    gx = gx_full.view(B, T, 4 * Ch, *gx_full.shape[-2:])[:, :, :, oy:oy + H, ox:ox + W]
+    # All T input convolutions in one call: (B*T, C, H, W) -> (B, T, 4Ch, H, W) gates (a view, see input_gates).
+    gx = input_gates(x4, w_x, pads, B, T)
     out = _out5(B, T, Ch, H, W, x, layout)
     pre = _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
     cells = _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
@@ -474,11 +503,13 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
         dout = dout.contiguous()
     w_h = weight[:, C:].contiguous(memory_format=fmt)
     dpre = _empty(T * B, 4 * Ch, H, W, x, layout).view(T, B, 4 * Ch, H, W)       # per step, for the recurrence
-    # The input convolution's output gradient, (B*T) order, in its grown (zero-bordered for k = 2) shape: the
-    # kernel writes the window, the border strips are zeroed, and one convolution_backward with the symmetric
-    # padding gives dx directly (no padded copy of x, no cropped copy of dx).
-    py, px, oy, ox = _grown(pads)
-    HG, WG = H + 2 * py - k + 1, W + 2 * px - k + 1
+    # The input convolution's output gradient, (B*T) order, as input_gates' forward shaped it: the exact (H, W)
+    # for the padded copy, else the grown shape (zero-bordered for k = 2): the kernel writes the window, the
+    # border strips are zeroed, and one convolution_backward with the symmetric padding gives dx directly (no
+    # padded copy of x, no cropped copy of dx).
+    padded_copy = _padded_copy_pays(H, W, pads)
+    py, px, oy, ox = (0, 0, 0, 0) if padded_copy else _grown(pads)
+    HG, WG = (H, W) if padded_copy else (H + 2 * py - k + 1, W + 2 * px - k + 1)
     dpre_g = _empty(B * T, 4 * Ch, HG, WG, x, layout)
     for strip in (dpre_g[:, :, :oy], dpre_g[:, :, oy + H:], dpre_g[:, :, :, :ox], dpre_g[:, :, :, ox + W:]):
         if strip.numel():
@@ -513,15 +544,24 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
         dw_h = torch.zeros_like(w_h)
     # dx and d W[:, :C] of the hoisted input convolution: one call for all steps.
     x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
+    if padded_copy:  # the forward's padded copy again (cheaper than keeping it), then dx cropped back to (H, W)
+        x4 = _pad_tf(x4, pads, fmt)
     dx4, dw_x, _ = torch.ops.aten.convolution_backward(
         dpre_g, x4, weight[:, :C].contiguous(memory_format=fmt), None, [1, 1], [py, px], [1, 1], False, [0, 0], 1,
         [True, True, False])
+    if padded_copy:
+        dx4 = dx4[:, :, top:top + H, left:left + W]
     # dbias sums B*T*H*W terms of both signs: a tree reduction (per tile in the kernel, then one atomic add per
     # tile; or torch.sum over the zero-bordered buffer) in float32 (float64 for float64) keeps the cancellation
     # error at the reference's level, where the CPU convolution backward's running sum does not.
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
     db = (db_acc if fused_db else dpre_g.sum(dim=(0, 2, 3), dtype=acc)).to(bias.dtype)
-    dx = _like_layout(dx4.reshape(B, T, C, H, W), layout)
+    # (B, T, C, H, W) in _out5's order: views of dx4 when it is stored so, else one copy (the crop of the padded
+    # copy's dx; a backend that returned another order).
+    if layout == "nhwc":
+        dx = dx4.permute(0, 2, 3, 1).contiguous().view(B, T, H, W, C).permute(0, 1, 4, 2, 3)
+    else:
+        dx = dx4.contiguous().view(B, T, C, H, W)
     dw = torch.cat([dw_x, dw_h], dim=1).contiguous()
     return dx, dw, db
 

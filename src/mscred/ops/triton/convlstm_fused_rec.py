@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 
 import torch
-import torch.nn.functional as F
 
 from mscred.ops.triton import convlstm as _fused
 from mscred.ops.triton.runtime import interpreting as _interpreting
@@ -269,9 +268,7 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bi
     # W_h as the GEMM's (K*K*Ch, 4Ch) right operand: one K chunk of one tap is a contiguous row block.
     w_pk = weight[:, C:].permute(2, 3, 1, 0).reshape(k * k * Ch, 4 * Ch).contiguous()
     x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
-    py, px, oy, ox = _fused._grown(pads)
-    gx_full = F.conv2d(x4, w_x, None, padding=(py, px))  # all T input convolutions, one call (see convlstm.py)
-    gx = gx_full.view(B, T, 4 * Ch, *gx_full.shape[-2:])[:, :, :, oy:oy + H, ox:ox + W]
+    gx = _fused.input_gates(x4, w_x, pads, B, T)  # all T input convolutions, one call (see convlstm.py)
     out = _fused._out5(B, T, Ch, H, W, x, layout)
     pre = _fused._empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
     cells = _fused._empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
