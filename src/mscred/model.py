@@ -20,6 +20,7 @@ from torch import nn
 
 from mscred import level_streams, ops
 from mscred.config import ModelConfig
+from mscred.ops.padding import pad_copy
 from mscred.ops.reference import same_padding
 from mscred.ops.triton import small_conv
 from mscred.ops.triton.bias_act import bias_act
@@ -85,8 +86,8 @@ class SameConv(nn.Module):
                 return small_conv.conv_act(x, w, self.bias, selu=True)
             if top == bottom and left == right:
                 y = F.conv2d(x, w, None, stride=self.stride, padding=(top, left))
-            else:
-                y = ops.conv2d(x, w, None, self.stride, padding, False, backend=self.backend)
+            else:  # TF's extra bottom/right row: a padded copy that writes each element once (ops/padding.py)
+                y = F.conv2d(pad_copy(x, padding), w, None, stride=self.stride)
             return bias_act(y, self.bias, selu=True)
         return ops.conv2d(x, self.weight, self.bias, self.stride, padding, True, backend=self.backend)
 

@@ -37,6 +37,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
@@ -271,16 +272,6 @@ def _empty(n: int, c: int, h: int, w: int, like: torch.Tensor, layout: str, dtyp
     return buf.zero_() if zero else buf
 
 
-def _zero_border(buf: torch.Tensor, pads) -> None:
-    """Zero the (top, bottom, left, right) border strips of ``buf`` (..., Hp, Wp) in place; the interior is left to
-    the kernels, which write all of it (a fill of the whole buffer would write it twice)."""
-    top, bottom, left, right = pads
-    Hp, Wp = buf.shape[-2:]
-    for strip in (buf[..., :top, :], buf[..., Hp - bottom:, :], buf[..., :, :left], buf[..., :, Wp - right:]):
-        if strip.numel():
-            strip.zero_()
-
-
 def _s3(t: torch.Tensor) -> tuple[int, int, int]:
     """(batch, channel, pixel) strides of a (B, C, H, W) view whose H, W flatten to one pixel index."""
     sb, sc, sy, sx = t.stride()
@@ -339,24 +330,13 @@ def _padded_copy_pays(H: int, W: int, pads) -> bool:
     return grown > 1.2 * H * W
 
 
-def _pad_tf(x4: torch.Tensor, pads, fmt) -> torch.Tensor:
-    """(N, C, H, W) -> (N, C, H + top + bottom, W + left + right), zero-bordered, in ``fmt`` order."""
-    top, bottom, left, right = pads
-    xp = torch.empty(x4.shape[0], x4.shape[1], x4.shape[2] + top + bottom, x4.shape[3] + left + right,
-                     device=x4.device, dtype=x4.dtype, memory_format=fmt)
-    _zero_border(xp, pads)  # the border only: the interior is written once, by the copy
-    xp[:, :, top:top + x4.shape[2], left:left + x4.shape[3]] = x4
-    return xp
-
-
 def input_gates(x4: torch.Tensor, w_x: torch.Tensor, pads, B: int, T: int) -> torch.Tensor:
     """The input convolutions of all T steps in one call: x4 (B*T, C, H, W) -> gates (B, T, 4Ch, H, W), a view
     (of a grown output's window, or of the exact output of the padded copy; see ``_padded_copy_pays``). The bias is
     not added here (the cell kernel adds it)."""
     H, W = x4.shape[-2:]
     if _padded_copy_pays(H, W, pads):
-        fmt = torch.channels_last if x4.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format
-        g = F.conv2d(_pad_tf(x4, pads, fmt), w_x)
+        g = F.conv2d(pad_copy(x4, pads), w_x)
         return g.view(B, T, g.shape[1], H, W)
     py, px, oy, ox = _grown(pads)
     g = F.conv2d(x4, w_x, None, padding=(py, px))
@@ -453,7 +433,7 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     pre = _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
     cells = _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
     hprev = _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout).view(max(T - 1, 0), B, Ch, HP, WP)
-    _zero_border(hprev, pads)  # the kernel writes every interior element
+    zero_border(hprev, pads)  # the kernel writes every interior element
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     for t in range(T):
@@ -545,7 +525,7 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     # dx and d W[:, :C] of the hoisted input convolution: one call for all steps.
     x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
     if padded_copy:  # the forward's padded copy again (cheaper than keeping it), then dx cropped back to (H, W)
-        x4 = _pad_tf(x4, pads, fmt)
+        x4 = pad_copy(x4, pads)
     dx4, dw_x, _ = torch.ops.aten.convolution_backward(
         dpre_g, x4, weight[:, :C].contiguous(memory_format=fmt), None, [1, 1], [py, px], [1, 1], False, [0, 0], 1,
         [True, True, False])

@@ -39,6 +39,7 @@ import os
 
 import torch
 
+from mscred.ops.padding import zero_border
 from mscred.ops.triton import convlstm as _fused
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
@@ -274,7 +275,7 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bi
     cells = _fused._empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
     nhp = max(T - 1, 0) if save else 0
     hprev = _fused._empty(nhp * B, Ch, HP, WP, x, layout).view(nhp, B, Ch, HP, WP)
-    _fused._zero_border(hprev, pads)
+    zero_border(hprev, pads)
     # Step 0: h_{-1} = c_{-1} = 0, no recurrent term: convlstm.py's cell kernel as it is.
     block, block_c, grid = _fused._launch(layout, B * H * W, Ch)
     gx0, pre0, hp0 = gx[:, 0], pre[0] if save else cells[0], hprev[0] if nhp else out[:, 0]
