@@ -742,10 +742,15 @@ def main() -> None:
     ap.add_argument("--level-ops", action="store_true", help="also time each level's ConvLSTM/attention alone")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant (saves its CPU time)")
     ap.add_argument("--no-graph-profile", action="store_true", help="skip the profile of the graphed step")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated parts to run (default: all), e.g. eager,g-fused-bf16,g-fused,e2e-cold")
     ap.add_argument("--compile-wait-s", type=float, default=1e9, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.budget_s is None:
         args.budget_s = 900.0 if args.quick else 150.0
+    only = set(args.only.split(",")) if args.only else set(ALL_PARTS)
+    if only - set(ALL_PARTS):
+        ap.error(f"--only: unknown parts {sorted(only - set(ALL_PARTS))} (choose from {', '.join(ALL_PARTS)})")
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     work = Path(args.work or f"/tmp/bench_train_{os.getpid()}")
@@ -773,12 +778,12 @@ def main() -> None:
     base += ((["--quick"] if args.quick else []) + (["--level-ops"] if args.level_ops else [])
              + (["--no-graph-profile"] if args.no_graph_profile else []))
     compile_proc = None
-    if torch.cuda.is_available() and not args.no_compile:
+    if torch.cuda.is_available() and not args.no_compile and "compile" in only:
         env = {**os.environ, "TORCHINDUCTOR_COMPILE_THREADS": str(max(1, (os.cpu_count() or 2) // 2))}
         compile_proc = subprocess.Popen(base + ["--part", "compile", "--compile-wait-s",
                                                 str(args.budget_s - 15)], env=env)
     for part in ("eager", *GRAPH_PARTS):
-        if part != "eager" and not torch.cuda.is_available():
+        if (part != "eager" and not torch.cuda.is_available()) or part not in only:
             continue
         left = args.budget_s - (time.perf_counter() - t0)
         # On a CPU only the eager part runs: it may use the whole budget.
@@ -806,8 +811,8 @@ def main() -> None:
             compile_proc.wait()
             print(f"part compile: stopped at the budget ({args.budget_s:.0f} s; its saved results are kept)",
                   flush=True)
-    parts = (tuple(p for p in ALL_PARTS if not (p == "compile" and args.no_compile)) if torch.cuda.is_available()
-             else ("eager",))
+    parts = (tuple(p for p in ALL_PARTS if p in only and not (p == "compile" and args.no_compile))
+             if torch.cuda.is_available() else ("eager",))
     print(markdown(merge(work, out_dir, parts)), flush=True)
 
 
