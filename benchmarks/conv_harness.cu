@@ -10,8 +10,9 @@
 // GB/s (x + w + bias read, y written, once each) and TFLOP/s. One line per row, whitespace-separated.
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -o /tmp/conv_harness benchmarks/conv_harness.cu
-//   /tmp/conv_harness [--iters 30] [--batch 640] [--n 30] [--only conv4] [--variant pipe]
+//   /tmp/conv_harness [--iters 30] [--batch 640] [--n 30] [--only conv4] [--variants pipe,rows,Q425_5_3_2]
 #include "../src/mscred/ops/im2col/im2col.cu"
+#include "conv_variants.cuh"  // measured, not adopted: conv_rows (conv1), conv_band (conv2)
 
 #include <algorithm>
 #include <cmath>
@@ -117,6 +118,31 @@ cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, c
   return PL::launch(x, w, b, y, s, selu_, bytes, stream);
 }
 
+// The 2 x 2 patch kernel (conv_patch; conv4's 8 x 8 -> 4 x 4) in any tile configuration.
+template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, bool LDSM_A = false, int NWARPS = 8>
+cudaError_t patch_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                      cudaStream_t stream) {
+  using PL = PatchLaunch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, 4, 4, LDSM_A, NWARPS>;
+  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
+  return PL::launch(x, w, b, y, s, selu_, stream);
+}
+
+// The row kernel (conv_rows; conv1's 3 -> 32, 3 x 3 on 30 x 30): stores straight from the accumulators, or STAGED
+// through a per-warp shared tile.
+template <bool STAGED>
+cudaError_t rows_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                     cudaStream_t stream) {
+  if (!RowLaunch<30, 30, STAGED>::takes(y, s)) return cudaErrorNotSupported;  // the row is skipped
+  return RowLaunch<30, 30, STAGED>::launch(x, w, b, y, s, selu_, stream);
+}
+
+// The band kernel (conv_band; conv2's 32 -> 64, 3 x 3, stride 2 on 30 x 30).
+cudaError_t band_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                     cudaStream_t stream) {
+  if (!BandLaunch<30, 30>::takes(x, s)) return cudaErrorNotSupported;  // the row is skipped
+  return BandLaunch<30, 30>::launch(x, w, b, y, s, selu_, stream);
+}
+
 int main(int argc, char** argv) {
   int iters = 30, batch = 640, n = 30;
   std::string only, only_variant, flush_mode = "write";
@@ -125,7 +151,7 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[a], "--batch")) batch = std::atoi(argv[a + 1]);
     else if (!std::strcmp(argv[a], "--n")) n = std::atoi(argv[a + 1]);
     else if (!std::strcmp(argv[a], "--only")) only = argv[a + 1];
-    else if (!std::strcmp(argv[a], "--variant")) only_variant = argv[a + 1];
+    else if (!std::strcmp(argv[a], "--variant") || !std::strcmp(argv[a], "--variants")) only_variant = argv[a + 1];
     else if (!std::strcmp(argv[a], "--flush")) flush_mode = argv[a + 1];  // write (memset, default) or read
   }
   cudaDeviceProp prop{};
@@ -169,6 +195,28 @@ int main(int argc, char** argv) {
       {"P828_32_2_2", pipe_cfg<8, 2, 8, 32, 2, 2, true>},   // 256 x 64
       {"p228_32_2_2", pipe_cfg<2, 2, 8, 32, 2, 2>},         // 64 x 256
       {"p228_32_3_1", pipe_cfg<2, 2, 8, 32, 3, 1>},         // 64 x 256
+      // whole-plane 2 x 2 patch kernel (conv4): Q<WARPS_M><MT><NT>_<images per tile>_<STAGES>_<MIN_BLOCKS>
+      {"rows", rows_cfg<false>},  // conv1: per-warp ranges of output rows, weights in registers
+      {"rows_staged", rows_cfg<true>},
+      {"band", band_cfg},         // conv2: persistent blocks, weights resident in shared memory
+      {"Q425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2>},    // 128 x 80: 256 tiles, one wave of 2 per SM
+      {"Q425_5_2_2", patch_cfg<4, 2, 5, 5, 2, 2>},    // the same, 2 stages
+      {"Q424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2>},    // 128 x 64: 320 tiles (the old tile)
+      {"Q426_6_3_2", patch_cfg<4, 2, 6, 6, 3, 2>},    // 128 x 96: 214 tiles
+      {"Q445_5_3_1", patch_cfg<4, 4, 5, 5, 3, 1>},    // 256 x 80: 128 tiles, x read once
+      {"Q445_5_4_1", patch_cfg<4, 4, 5, 5, 4, 1>},
+      {"Q245_10_3_1", patch_cfg<2, 4, 5, 10, 3, 1>},  // 128 x 160: 128 tiles
+      {"Q245_10_4_1", patch_cfg<2, 4, 5, 10, 4, 1>},
+      // R: the same with W's natural k order, A by ldmatrix (no register moves), B by 4-byte loads
+      {"R425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2, true>},
+      {"R424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2, true>},
+      {"R445_5_3_1", patch_cfg<4, 4, 5, 5, 3, 1, true>},
+      {"R245_10_3_1", patch_cfg<2, 4, 5, 10, 3, 1, true>},
+      {"R245_10_4_1", patch_cfg<2, 4, 5, 10, 4, 1, true>},
+      // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
+      {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40
+      {"W425_10_3_1", patch_cfg<4, 2, 5, 10, 3, 1, true, 16>},
+      {"W825_5_4_1", patch_cfg<8, 2, 5, 5, 4, 1, true, 16>},    // 256 x 80, warp 32 x 40
   };
   struct Layer { const char* name; int C, O, k, stride; };
   const Layer layers[] = {{"conv1", 3, 32, 3, 1}, {"conv2", 32, 64, 3, 2}, {"conv3", 64, 128, 2, 2},
@@ -222,7 +270,8 @@ int main(int argc, char** argv) {
     CHECK(cudaMemcpy(href.data(), yref, ny * 4, cudaMemcpyDeviceToHost));
     const double bytes = 4.0 * (nx + nw + s.O + ny), flops = 2.0 * s.O * (double)s.K() * s.NP();
     for (const Variant& v : variants) {
-      if (!only_variant.empty() && only_variant != v.name) continue;
+      if (!only_variant.empty() && ("," + only_variant + ",").find("," + std::string(v.name) + ",") == std::string::npos)
+        continue;
       CHECK(cudaMemset(y, 0xff, ny * 4));  // NaN: a missed output shows up as an error
       const cudaError_t launched = v.fn(x, w, b, y, s, true, 0);
       if (launched == cudaErrorNotSupported) continue;

@@ -54,6 +54,8 @@ def test_every_kernel_compiles_for_sm90(ptxas_report):
     # 3 implicit tile shapes x 3 kernel-size instantiations (3x3, 2x2, generic); 3 pipelined tile shapes
     assert sum("conv_implicit" in name for name in names) == 9
     assert sum("conv_pipelined" in name for name in names) == 5
+    # the whole-plane 2 x 2 patch kernel (8 x 8 inputs), in its two product tiles (10 and 5 images)
+    assert sum("conv_patch" in name for name in names) == 2
 
 
 def test_no_spills_and_no_local_memory(ptxas_report):

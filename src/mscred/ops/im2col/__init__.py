@@ -14,8 +14,11 @@ asymmetric padding is exact) and act = SELU when ``selu``. ``variant`` picks the
 * ``"implicit-pipe"`` the same GEMM with a table-driven gather (per-block k -> input offset table, per-pixel
                  padding bit mask) and a multi-stage cp.async pipeline, ldmatrix fragment loads, a tile shape per
                  layer (128 x 64 for >= 128 filters) and, where taps pair up (even kernel width, stride,
-                 left padding and image width: conv4), two taps per 8-byte copy into a pixel-major tile; shapes
-                 it does not take (more than 32 taps per window) run ``"implicit"``.
+                 left padding and image width), two taps per 8-byte copy into a pixel-major tile; shapes
+                 it does not take (more than 32 taps per window) run ``"implicit"``. Non-overlapping 2 x 2
+                 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16; channels a multiple of 8) go to a
+                 kernel of their own that copies whole channel planes of whole images (16-byte cp.async, no
+                 gather table) and does the im2col rearrangement in its fragment loads.
 
 The backward op (``mscred::im2col_conv2d_backward``) runs col2im for the input gradient and GEMMs for the weight
 gradient (the shared-memory GEMM for "shared" and both implicit variants, the global one for "global"), in exact

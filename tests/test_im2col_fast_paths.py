@@ -1,0 +1,91 @@
+"""The whole-plane 2 x 2 patch kernel behind the "implicit-pipe" variant, against float64 ``F.conv2d`` (CUDA only).
+
+``implicit_pipelined_forward`` (im2col.cu) sends every 2 x 2, stride-2 convolution of an 8 x 8 input without
+top/left padding whose channel count is a multiple of 8 (conv4 of the encoder at n = 30, conv3 at n = 16) to
+``conv_patch``: tiles of 10 whole images (5 at small batches) x 128 output channels, whole channel planes copied
+16 bytes at a time, the im2col order made in the fragment loads. The encoder tests in test_ops_im2col.py use
+n = 5, 16 and 55, which reach it only through conv3 at n = 16, so these tests cover conv4 at n = 30 and the tails
+the kernel has (images past the batch in the last tile, output channels past the last 128, both tile choices),
+with and without bias and SELU, the propagation of a NaN input, an unused bottom/right padding, and a misaligned
+input (which the kernel declines). TF32 forward: relative RMS error against float64 at most 1.5e-3 (as
+test_ops_im2col.py).
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mscred.ops import im2col
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="needs a CUDA device (this kernel exists only in the CUDA build)")
+
+FLOOR_TF32 = 1.5e-3
+
+
+def _inputs(batch, cin, cout, size, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, cin, size, size, generator=g, dtype=torch.float64)
+    w = torch.randn(cout, cin, 2, 2, generator=g, dtype=torch.float64) / (2 * cin ** 0.5)
+    b = torch.randn(cout, generator=g, dtype=torch.float64) * 0.5
+    return [t.cuda() for t in (x, w, b)]
+
+
+def _oracle(x, w, b, pad, selu):
+    top, bottom, left, right = pad
+    y = F.conv2d(F.pad(x.double(), (left, right, top, bottom)), w.double(), None if b is None else b.double(),
+                 stride=2)
+    return F.selu(y) if selu else y
+
+
+def _rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).norm() / b.norm().clamp_min(1e-300)).item()
+
+
+def _run(x, w, b, pad, selu):
+    # NaN in the blocks the caching allocator hands out next: an output the kernel never wrote fails the check
+    torch.full((x.shape[0] * w.shape[0] * 64,), float("nan"), device="cuda")
+    return im2col.conv2d_implicit_pipelined(x.float(), w.float(), None if b is None else b.float(), 2, pad, selu)
+
+
+# (batch, cin, cout): conv4's channels at batch 640 (the 10-image tile, one wave), 7 and 643 (image tails; 7 takes
+# the 5-image tile), conv3's at n = 16; 2 K-steps only; a channel tail (136 = 128 + 8); no bias; no SELU.
+@pytest.mark.parametrize("batch, cin, cout, has_bias, selu", [
+    (640, 128, 256, True, True), (643, 128, 256, True, True), (7, 128, 256, True, True), (1, 64, 128, True, True),
+    (3, 16, 136, True, True), (6, 8, 40, False, True), (25, 24, 128, True, False)])
+def test_patch_kernel(batch, cin, cout, has_bias, selu):
+    x, w, b = _inputs(batch, cin, cout, 8, seed=batch + cin + cout)
+    b = b if has_bias else None
+    y = _run(x, w, b, (0, 0, 0, 0), selu)
+    ref = _oracle(x, w, b, (0, 0, 0, 0), selu)
+    assert y.shape == ref.shape and torch.isfinite(y).all()
+    assert _rel(y, ref) <= FLOOR_TF32
+
+
+def test_unused_bottom_right_padding():
+    """(0, 1, 0, 1) gives the same 4 x 4 output as no padding (the padded row and column are never read)."""
+    x, w, b = _inputs(4, 16, 128, 8, seed=5)
+    y = _run(x, w, b, (0, 1, 0, 1), True)
+    assert _rel(y, _oracle(x, w, b, (0, 1, 0, 1), True)) <= FLOOR_TF32
+
+
+def test_nan_reaches_exactly_its_pixel():
+    """Each input element belongs to one output pixel: a NaN reaches exactly that pixel's 128 channels (and SELU's
+    fast exponential keeps it NaN)."""
+    x, w, b = _inputs(6, 16, 128, 8, seed=2)
+    x[4, 9, 5, 2] = float("nan")
+    y = _run(x, w, b, (0, 0, 0, 0), True)
+    ref = _oracle(x, w, b, (0, 0, 0, 0), True)
+    assert torch.equal(torch.isnan(y), torch.isnan(ref)) and int(torch.isnan(ref).sum()) == 128
+
+
+def test_misaligned_input_takes_the_generic_kernel():
+    """x one float off 16-byte alignment: the whole-plane copies cannot take it, the generic kernel does."""
+    x, w, b = _inputs(2, 16, 128, 8, seed=4)
+    flat = torch.empty(x.numel() + 1, device="cuda", dtype=torch.float32)
+    x_odd = flat[1:].view(x.shape)
+    x_odd.copy_(x)
+    y = im2col.conv2d_implicit_pipelined(x_odd, w.float(), b.float(), 2, (0, 0, 0, 0), True)
+    assert _rel(y, _oracle(x, w, b, (0, 0, 0, 0), True)) <= FLOOR_TF32
