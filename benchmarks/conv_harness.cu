@@ -212,7 +212,8 @@ int main(int argc, char** argv) {
       {"R424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2, true>},
       {"R445_5_3_1", patch_cfg<4, 4, 5, 5, 3, 1, true>},
       {"R245_10_3_1", patch_cfg<2, 4, 5, 10, 3, 1, true>},
-      {"R245_10_4_1", patch_cfg<2, 4, 5, 10, 4, 1, true>},
+      {"R245_10_4_1", patch_cfg<2, 4, 5, 10, 4, 1, true>},   // the product's tile at batch 640 (PatchBig)
+      {"R245_10_5_1", patch_cfg<2, 4, 5, 10, 5, 1, true>},
       // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
       {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40
       {"W425_10_3_1", patch_cfg<4, 2, 5, 10, 3, 1, true, 16>},
