@@ -16,7 +16,11 @@
 //   * conv_pipelined<...>                the same implicit GEMM with a table-driven gather, a 2-3 stage cp.async
 //                                        pipeline, ldmatrix fragment loads and a cheaper epilogue (variant
 //                                        "implicit-pipe"); with PAIR, two taps per 8-byte copy into a pixel-major
-//                                        B tile (conv4); it shares the output staging with conv_implicit.
+//                                        B tile; it shares the output staging with conv_implicit;
+//   * conv_patch<...>                    "implicit-pipe" for non-overlapping 2x2 patches of 8x8 images (conv4 at
+//                                        n = 30): whole images per tile, whole channel planes per 16-byte copy, the
+//                                        im2col order made in the fragment loads, bias + SELU from the accumulators.
+// (Kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh.)
 #include "im2col.h"
 
 #include <algorithm>
@@ -1152,7 +1156,8 @@ struct PipeLaunch {
 // costs the busiest SM fewer issue slots (PipeLaunch::cost): the wide tile unless it leaves most SMs idle.
 // Layers with >= 128 filters (conv3, conv4): 128 x 64 tiles (3 stages, 2 blocks per SM), 11% faster than 64 x 128
 // on conv3 and conv4 on the H200 (benchmarks/conv_harness.cu sweep, results/conv_probe.md); and where the taps
-// pair up (pairable below: conv4), the same tile gathering two taps per 8-byte copy into a pixel-major B tile.
+// pair up (pairable below: conv4 at sizes conv_patch does not take), the same tile gathering two taps per 8-byte
+// copy into a pixel-major B tile.
 using PipeSmallO = PipeLaunch<2, 1, 8, 32, 2, 2>;
 using PipeWide = PipeLaunch<2, 2, 4, 32, 3, 2>;
 using PipeNarrow = PipeLaunch<2, 2, 2, 32, 3, 3>;
