@@ -20,7 +20,7 @@ T="$OUT/gpu_tests_im2col.txt"
   python3 -c "import time; t = time.time(); from mscred.ops import im2col; print('is_available:', im2col.is_available(), f'(build + check {time.time() - t:.1f} s)')" 2>&1
   # The experimental variant's tests in a process of their own, after the others: a device fault is sticky for the
   # process and would otherwise fail every test after it.
-  timeout 120 python3 -m pytest -q -p no:cacheprovider -rs -k "not implicit-pipe" tests/test_ops_im2col.py tests/test_im2col_build.py 2>&1
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -rs -k "not implicit-pipe" tests/test_ops_im2col.py tests/test_im2col_build.py tests/test_im2col_fast_paths.py 2>&1
   echo "pytest (all but implicit-pipe) exit code $?"
   timeout 90 python3 -m pytest -q -p no:cacheprovider -rs -k "implicit-pipe" tests/test_ops_im2col.py 2>&1
   echo "pytest (implicit-pipe) exit code $?"

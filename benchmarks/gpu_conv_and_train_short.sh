@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One short device call (<= ~240 s) for a session with little device time left: the records of both speed issues.
+#   1. bench_conv.py (issue 7): builds the im2col extension, checks every provider, times the four encoder layers
+#      (-> $OUT/conv.{md,json,log}); its GPU tests are gpu_im2col.sh's (or a saved run of them).
+#   2. GPU tests of the fused model's changes (small-channel conv, fused ConvLSTM at every level shape incl. the
+#      padded-copy levels, 50-step loss curves) (-> $OUT/train/gpu_tests.txt)
+#   3. bench_train.py --only eager,g-fused-bf16,g-fused (issue 3) (-> $OUT/train/train.{md,json}, train_log.txt)
+# Usage (repository root, on a CUDA machine): bash benchmarks/gpu_conv_and_train_short.sh
+set -uo pipefail
+OUT=${OUT:-benchmarks/results}
+D="$OUT/train"
+mkdir -p "$D"
+export PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
+timeout 110 python3 benchmarks/bench_conv.py --out "$OUT" > "$OUT/conv.log" 2>&1
+echo "bench_conv exit code $?" >> "$OUT/conv.log"
+tail -4 "$OUT/conv.log"
+{
+  date -u +%FT%TZ
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__)"
+  timeout 80 python3 -m pytest -q -p no:cacheprovider -rs --durations=5 tests/test_ops_triton_small_conv.py \
+    tests/test_ops_triton_convlstm.py tests/test_ops_triton_train.py -k "full_size or fifty" 2>&1
+  echo "pytest exit code $?"
+} > "$D/gpu_tests.txt" 2>&1
+tail -3 "$D/gpu_tests.txt"
+timeout 100 python3 benchmarks/bench_train.py --out "$D" --work /tmp/bench_train_work --budget-s 95 --iters 20 \
+  --no-graph-profile --no-compile --only eager,g-fused-bf16,g-fused > "$D/train_log.txt" 2>&1
+echo "bench_train exit code $?" >> "$D/train_log.txt"
+grep -E "^\| (reference eager|fused)|^part |FAILED|exit code" "$D/train_log.txt" | head -30
