@@ -23,7 +23,7 @@ tail -4 "$OUT/conv.log"
   echo "pytest exit code $?"
 } > "$D/gpu_tests.txt" 2>&1
 tail -3 "$D/gpu_tests.txt"
-timeout 100 python3 benchmarks/bench_train.py --out "$D" --work /tmp/bench_train_work --budget-s 95 --iters 20 \
+timeout 125 python3 benchmarks/bench_train.py --out "$D" --work /tmp/bench_train_work --budget-s 120 --iters 20 \
   --no-graph-profile --no-compile --only eager,g-fused-bf16,g-fused > "$D/train_log.txt" 2>&1
 echo "bench_train exit code $?" >> "$D/train_log.txt"
 grep -E "^\| (reference eager|fused)|^part |FAILED|exit code" "$D/train_log.txt" | head -30
