@@ -104,15 +104,17 @@ def test_bad_weight_is_refused():
         sc.conv_act(torch.zeros(1, 3, 4, 4), torch.zeros(8, 3, 2, 2), None, True)
 
 
-def test_fused_model_with_small_convs_matches_reference_float32():
-    """A whole fused MSCREDNet (conv1 and deconv1 on this op) against the reference network in float64: output
-    and every parameter's gradient, same weights."""
-    torch.manual_seed(0)
-    cfg = dict(n_sensors=6, channels=(3, 4, 4, 5), n_scales=3)
+@pytest.mark.parametrize("n", [4, 5, 6, 9])
+def test_fused_model_with_small_convs_matches_reference_float32(n):
+    """A whole fused MSCREDNet (conv1 and deconv1 on this op; the small ConvLSTM levels on their padded copies; the
+    stride-2 TF padding by ops/padding.py) against the reference network in float64: output and every
+    parameter's gradient, same weights, at awkward sizes (odd n: every asymmetric padding and crop)."""
+    torch.manual_seed(n)
+    cfg = dict(n_sensors=n, channels=(3, 4, 4, 5), n_scales=3)
     ref = MSCREDNet(ModelConfig(**cfg, backend="reference")).double().to(DEVICE)
     ours = MSCREDNet(ModelConfig(**cfg, backend="fused")).to(DEVICE)
     ours.load_state_dict({k: v.float() for k, v in ref.state_dict().items()})
-    x = torch.rand(2, 5, 3, 6, 6, dtype=torch.float64, device=DEVICE)
+    x = torch.rand(2, 5, 3, n, n, dtype=torch.float64, device=DEVICE)
     out_ref, out = ref(x), ours(x.float())
     F.mse_loss(out_ref, x[:, -1]).backward()
     F.mse_loss(out.double(), x[:, -1]).backward()
