@@ -131,3 +131,16 @@ def test_full_size(N, CI, CO, selu, dtype):
     # chain; at K = 288 (conv1's dx, which the model never asks for: its input is the data) that measured 3.7e-6
     # on the H200 where cuDNN's float32 got 1.5e-7. TF32 (the default) is ~1e-3 for both.
     _check(N, CI, CO, 30, selu, dtype, seed=N + CI, floor=1e-5)
+
+
+@pytest.mark.parametrize("selu", [True, False])
+def test_opcheck_schema_fake_and_autograd(selu):
+    """torch.library.opcheck: schema, fake (meta) kernel, autograd registration of the custom op."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 5, 5, generator=g).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(16, 3, 3, 3, generator=g) * 0.3).to(DEVICE)
+    b = torch.randn(16, generator=g).to(DEVICE)
+    for t in (x, w, b):
+        t.requires_grad_()
+    torch.library.opcheck(sc.small_conv_fused, (x, w, b, selu),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
