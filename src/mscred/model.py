@@ -235,3 +235,23 @@ class MSCREDNet(nn.Module):
         else:  # the reference stays the plain one-stream baseline
             a1, a2, a3, a4 = (lstm(f) for lstm, f in zip(self.lstms, levels))  # 4 x (B, C_l, H_l, W_l)
         return self.decoder(a1, a2, a3, a4)                              # (B, K, n, n)
+
+    def forward_windows(self, segments: torch.Tensor, steps: int) -> torch.Tensor:
+        """Every window of consecutive signature matrices at once: (S, K, n, n) -> (S - steps + 1, K, n, n), row k
+        the reconstruction of window k (segments k .. k + steps - 1), as ``forward`` of the stacked windows.
+
+        Consecutive windows share all but one segment, so the encoder runs once per segment (S images instead of
+        steps x (S - steps + 1)), and each level's ConvLSTM gets its windows as sliding views of the per-segment
+        features (no copy); the fused ConvLSTM then also runs its input convolutions once per segment
+        (``ops/triton/convlstm.py``, ``step_gates``: inference only). The ConvLSTM itself, the attention and the
+        decoder run per window: each window starts from h = c = 0.
+        """
+        if segments.ndim != 4 or segments.shape[0] < steps or steps < 1:
+            raise ValueError(f"forward_windows expects (S, {self.cfg.n_scales}, n, n) with S >= steps = {steps}, "
+                             f"got {tuple(segments.shape)}")
+        n_windows = segments.shape[0] - steps + 1
+        levels = self.encoder(segments[None])                            # 4 x (1, S, C_l, H_l, W_l)
+        windows = [f[0].as_strided((n_windows, steps, *f.shape[2:]), (f.stride(1), *f.stride()[1:]),
+                                   f.storage_offset()) for f in levels]  # 4 x (W, steps, C_l, H_l, W_l) views
+        a1, a2, a3, a4 = (lstm(x) for lstm, x in zip(self.lstms, windows))
+        return self.decoder(a1, a2, a3, a4)                              # (W, K, n, n)

@@ -24,7 +24,7 @@ from torch import nn
 from mscred.config import TrainConfig
 from mscred.errors import InputError
 from mscred.train_checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
-from mscred.train_graphs import EagerInference, EagerStep, GraphedInference, GraphedStep
+from mscred.train_graphs import EagerInference, EagerStep, GraphedInference, GraphedStep, autocast
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,9 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
     steps : int
         Segments per window.
     bf16, cuda_graphs : bool
-        bf16 autocast / one CUDA graph per inference batch (CUDA only; ignored elsewhere).
+        bf16 autocast / one CUDA graph per inference batch (CUDA only; ignored elsewhere). Without graphs, each
+        batch of consecutive windows runs through ``net.forward_windows`` (the encoder once per segment, not once
+        per window and step); the graphed batch replays ``forward`` of gathered windows.
     timings : dict or None
         If given, ``timings["setup_s"]`` receives the one-time seconds of the graph warm-up and capture (0 eager),
         so that a caller can report them apart from the per-window work.
@@ -345,12 +347,21 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
     net.to(device).eval()
     on_cuda = device.type == "cuda"
     t0 = time.perf_counter()
+    shared = not (cuda_graphs and on_cuda) and hasattr(net, "forward_windows")
     if cuda_graphs and on_cuda:
         infer = GraphedInference(net, data, min(batch_size, n), bf16)
-    else:
+    elif not shared:
         infer = EagerInference(net, data, bf16 and on_cuda)
     if timings is not None:
         timings["setup_s"] = time.perf_counter() - t0
+    if shared:
+        # Consecutive windows share all but one segment: each batch of b windows is its b + steps - 1 segments,
+        # and forward_windows runs the encoder (and the fused ConvLSTM's input convolutions) once per segment.
+        with torch.no_grad(), autocast(device, bf16 and on_cuda):
+            for start in range(0, n, batch_size):
+                b = min(batch_size, n - start)
+                out[start:start + b] = net.forward_windows(data.segments[start:start + b + steps - 1], steps).float()
+        return out.cpu().numpy()
     order = torch.arange(n, device=device)
     for start in range(0, n, batch_size):
         idx = order[start:start + batch_size]

@@ -1,0 +1,78 @@
+"""Scoring consecutive windows with shared segments: ``MSCREDNet.forward_windows`` and the fused ConvLSTM's
+once-per-segment input convolutions equal the per-window computation; ``predict`` gives what it gave before.
+
+On a CPU machine conftest.py switches Triton's interpreter on, so the fused backend runs its kernels here.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mscred.config import ModelConfig
+from mscred.model import MSCREDNet
+from mscred.ops.triton import convlstm as fused
+from mscred.train import WindowDataset, predict
+from mscred.train_graphs import forward_losses
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _windows(seg, steps):
+    return torch.stack([seg[k:k + steps] for k in range(seg.shape[0] - steps + 1)])
+
+
+@pytest.mark.parametrize("backend", ["reference", "fused"])
+@pytest.mark.parametrize("n, S, steps", [(4, 5, 5), (7, 9, 5), (9, 12, 3), (16, 8, 5)])
+def test_forward_windows_equals_forward_of_the_stacked_windows(backend, n, S, steps):
+    torch.manual_seed(n + S)
+    net = MSCREDNet(ModelConfig(n_sensors=n, channels=(3, 4, 4, 5), backend=backend)).double().to(DEVICE)
+    seg = torch.rand(S, 3, n, n, dtype=torch.float64, device=DEVICE)
+    with torch.no_grad():
+        ours = net.forward_windows(seg, steps)
+        ref = net(_windows(seg, steps))
+    assert ours.shape == (S - steps + 1, 3, n, n)
+    torch.testing.assert_close(ours, ref, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.skipif(not fused.is_available()[0], reason=f"fused ops unavailable: {fused.is_available()[1]}")
+@pytest.mark.parametrize("k, n", [(2, 5), (2, 16), (3, 7)])
+def test_fused_convlstm_convolves_each_distinct_step_once(monkeypatch, k, n):
+    """The fused op on sliding windows (stride(0) == stride(1)) convolves S = B + T - 1 images once, and gives the
+    states of the copied windows (float64, k = 2 with and without the padded copy, k = 3)."""
+    g = torch.Generator().manual_seed(k + n)
+    C, T, S = 4, 5, 9
+    f = torch.randn(S, C, n, n, generator=g, dtype=torch.float64).to(DEVICE)
+    w = (torch.randn(4 * C, 2 * C, k, k, generator=g, dtype=torch.float64) * 0.3).to(DEVICE)
+    b = torch.randn(4 * C, generator=g, dtype=torch.float64).to(DEVICE)
+    B = S - T + 1
+    sliding = f.as_strided((B, T, C, n, n), (f.stride(0), *f.stride()))
+    assert fused._sliding(sliding)
+    seen = []
+    real = fused.input_gates
+    monkeypatch.setattr(fused, "input_gates", lambda x4, *a: seen.append(x4.shape[0]) or real(x4, *a))
+    with torch.no_grad():
+        ours = fused.convlstm(sliding, w, b, 1.0)
+        ref = fused.convlstm(sliding.contiguous(), w, b, 1.0)
+    assert seen == [S, B * T]  # shared: the S distinct steps; copied windows: every (window, step)
+    torch.testing.assert_close(ours, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_predict_matches_the_per_window_forward():
+    """predict (eager: forward_windows over batches of consecutive windows, each batch with its steps - 1 extra
+    segments) equals the per-window forward, batch boundaries included."""
+    torch.manual_seed(1)
+    net = MSCREDNet(ModelConfig(n_sensors=6, channels=(3, 4, 4, 5))).eval()
+    seg = np.random.default_rng(0).random((23, 3, 6, 6), dtype=np.float64).astype(np.float32)
+    got = predict(net, seg, batch_size=7, device="cpu", steps=5)
+    data = WindowDataset(seg, 5)
+    with torch.no_grad():
+        ref, _ = forward_losses(net, data.batch(torch.arange(len(data))), False)
+    assert got.shape == (19, 3, 6, 6)
+    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_forward_windows_refuses_too_few_segments():
+    net = MSCREDNet(ModelConfig(n_sensors=4, channels=(3, 4, 4, 5)))
+    with pytest.raises(ValueError, match="S >= steps"):
+        net.forward_windows(torch.zeros(3, 3, 4, 4), 5)
