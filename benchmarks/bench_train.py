@@ -63,7 +63,7 @@ from mscred.ops.triton import attention as fused_attention  # noqa: E402
 from mscred.ops.triton import convlstm as fused_convlstm  # noqa: E402
 from mscred.signature import signature_matrices  # noqa: E402
 from mscred.train import Trainer, WindowDataset, predict  # noqa: E402
-from mscred.train_graphs import EagerInference, EagerStep, GraphedInference, GraphedStep  # noqa: E402
+from mscred.train_graphs import EagerInference, EagerStep, GraphedInference, GraphedStep, autocast  # noqa: E402
 
 STEPS = 5
 WINDOWS = (10, 30, 60)
@@ -238,6 +238,30 @@ def time_inference(backend, n, data, device, batch, graphs, bf16, iters):
     for _ in range(iters):
         with clock():
             infer(idx)
+    ms = clock.median()
+    return ms, batch / ms * 1e3, setup
+
+
+def time_inference_shared(backend, n, data, device, batch, bf16, iters):
+    """(ms, windows/s, setup s) of ``forward_windows`` on ``batch`` consecutive windows (batch + steps - 1
+    segments): what ``predict`` runs per batch without CUDA graphs."""
+    net, _ = build(backend, n, device)
+    net.eval()
+    batch = min(batch, len(data))
+    seg = data.segments[:batch + data.steps - 1]
+    t0 = time.perf_counter()
+
+    def run():
+        with torch.no_grad(), autocast(device, bf16 and device.type == "cuda"):
+            return net.forward_windows(seg, data.steps)
+    for _ in range(2):
+        run()
+    sync(device)
+    setup = time.perf_counter() - t0
+    clock = Clock(device)
+    for _ in range(iters):
+        with clock():
+            run()
     ms = clock.median()
     return ms, batch / ms * 1e3, setup
 
@@ -473,6 +497,11 @@ INFER_VARIANTS = {  # name: (backend, graphs, bf16, part)
     "fused + CUDA graph": ("fused", True, False, "g-fused"),
     "fused + CUDA graph + bf16": ("fused", True, True, "g-fused-bf16"),
 }
+# Scoring consecutive windows the way ``predict`` does without graphs (MSCREDNet.forward_windows: the encoder and
+# the fused ConvLSTM's input convolutions once per segment): name: (backend, bf16, part).
+SHARED_INFER_VARIANTS = {
+    "fused eager + bf16, shared segments": ("fused", True, "g-fused-bf16"),
+}
 E2E_VARIANTS = {  # name: (backend, graphs, bf16, part)
     "reference eager": ("reference", False, False, "eager"),
     "fused + CUDA graph + bf16": ("fused", True, True, "g-fused-bf16"),
@@ -622,6 +651,18 @@ def run_part(part: str, args, work: Path) -> None:
                                             "one_time_s": setup})
                 if wps > best_batch.get(name, (0, 0))[1]:
                     best_batch[name] = (b, wps)
+                print(f"infer {name:34s} batch {b:5d}: {wps:10.0f} windows/s", flush=True)
+            attempt(f"inference {name} {b}", one)
+            _release(device)
+
+    for name, (backend, bf16, vpart) in SHARED_INFER_VARIANTS.items():
+        if vpart != part or (bf16 and not cuda):
+            continue
+        for b in batches:
+            def one(name=name, backend=backend, bf16=bf16, b=b):
+                ms, wps, setup = time_inference_shared(backend, n, data, device, b, bf16, max(iters // 3, 3))
+                result["inference"].append({"variant": name, "batch": min(b, len(data)), "ms": ms,
+                                            "windows_per_s": wps, "one_time_s": setup})
                 print(f"infer {name:34s} batch {b:5d}: {wps:10.0f} windows/s", flush=True)
             attempt(f"inference {name} {b}", one)
             _release(device)

@@ -1,4 +1,4 @@
-"""bench_train.py's merge of its per-process parts into one table: speedups, correctness flags, missing parts.
+"""bt.py's merge of its per-process parts into one table: speedups, correctness flags, missing parts.
 
 The GPU run merges one JSON per part (eager, one per graphed variant, compile); a part that crashed must show up
 as an error, a variant whose first loss differs from the reference eager's as WRONG, and every ratio must be
@@ -93,3 +93,20 @@ def test_every_graphed_variant_has_a_process_of_its_own():
 ])
 def test_kernel_families(name, family):
     assert bt.kernel_family(name) == family
+
+
+def test_shared_segment_inference_timing_runs_on_cpu():
+    """The shared-segment inference row (CUDA-only in the bench) times forward_windows; its function runs here."""
+    import numpy as np
+    import torch
+
+    from mscred.train import WindowDataset
+    seg = np.random.default_rng(0).random((12, 3, 8, 8)).astype(np.float32)
+    old_channels = bt.CHANNELS
+    bt.CHANNELS = (4, 6, 8, 8)
+    try:
+        ms, wps, setup = bt.time_inference_shared("reference", 8, WindowDataset(seg, 5), torch.device("cpu"),
+                                                           16, False, 2)
+    finally:
+        bt.CHANNELS = old_channels
+    assert ms > 0 and wps == pytest.approx(8 / ms * 1e3) and setup >= 0
