@@ -76,3 +76,16 @@ def test_forward_windows_refuses_too_few_segments():
     net = MSCREDNet(ModelConfig(n_sensors=4, channels=(3, 4, 4, 5)))
     with pytest.raises(ValueError, match="S >= steps"):
         net.forward_windows(torch.zeros(3, 3, 4, 4), 5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the full-size bf16 row needs a CUDA device")
+def test_full_size_bf16_on_gpu():
+    """n = 30, 128 windows, fused backend under bf16 autocast: the shared path against the per-window forward."""
+    torch.manual_seed(0)
+    net = MSCREDNet(ModelConfig(n_sensors=30, backend="fused")).cuda().eval()
+    seg = torch.rand(132, 3, 30, 30, device="cuda")
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        ours = net.forward_windows(seg, 5).float()
+        ref = net(_windows(seg, 5)).float()
+    err = ((ours - ref).norm() / ref.norm()).item()
+    assert err < 2e-2, f"shared-segment bf16 output differs by {err:.3g}"
