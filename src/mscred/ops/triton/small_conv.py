@@ -32,12 +32,11 @@ import torch
 import torch.nn.functional as F
 
 from mscred.ops.triton import runtime as _runtime
+from mscred.ops.triton.bias_act import SELU_ALPHA, SELU_SCALE
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
 from mscred.ops.triton.runtime import tl, triton
 
-SELU_ALPHA = 1.6732632423543772848170429916717
-SELU_SCALE = 1.0507009873554804934193349852946
 BLOCK_P = 128            # output pixels per tile
 MAX_BLOCK_N = 64         # output channels per program (more go to a second grid axis)
 WGRAD_PROGRAMS_PER_SM = 4
