@@ -106,7 +106,7 @@ def test_shared_segment_inference_timing_runs_on_cpu():
     bt.CHANNELS = (4, 6, 8, 8)
     try:
         ms, wps, setup = bt.time_inference_shared("reference", 8, WindowDataset(seg, 5), torch.device("cpu"),
-                                                           16, False, 2)
+                                                  8, False, False, 2)
     finally:
         bt.CHANNELS = old_channels
     assert ms > 0 and wps == pytest.approx(8 / ms * 1e3) and setup >= 0

@@ -89,3 +89,29 @@ def test_full_size_bf16_on_gpu():
         ref = net(_windows(seg, 5)).float()
     err = ((ours - ref).norm() / ref.norm()).item()
     assert err < 2e-2, f"shared-segment bf16 output differs by {err:.3g}"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-graph capture needs a CUDA device")
+@pytest.mark.parametrize("bf16", [False, True])
+def test_graphed_window_inference_replays_forward_windows(bf16, strict_float32):
+    """GraphedWindowInference (one graph of forward_windows) against the eager forward_windows, full batches and a
+    partial last one."""
+    from mscred.train_graphs import GraphedWindowInference, autocast
+    torch.manual_seed(0)
+    net = MSCREDNet(ModelConfig(n_sensors=30, backend="fused")).cuda().eval()
+    data = WindowDataset(torch.rand(44, 3, 30, 30, device="cuda"), 5)  # 40 windows
+    infer = GraphedWindowInference(net, data, 16, bf16)
+    for start, b in ((0, 16), (16, 16), (32, 8)):
+        got = infer(start, b).clone()
+        with torch.no_grad(), autocast(torch.device("cuda"), bf16):
+            ref = net.forward_windows(data.segments[start:start + b + 4], 5).float()
+        tol = 2e-2 if bf16 else 1e-5
+        err = ((got - ref).norm() / ref.norm()).item()
+        assert got.shape == (b, 3, 30, 30) and err < tol, f"windows {start}..: {err:.3g}"
+
+
+def test_graphed_window_inference_needs_cuda_or_refuses_bad_batches():
+    from mscred.train_graphs import GraphedWindowInference
+    data = WindowDataset(torch.rand(8, 3, 4, 4), 5)  # 4 windows
+    with pytest.raises(ValueError, match=r"batch_size must be in \[1, 4\]"):
+        GraphedWindowInference(MSCREDNet(ModelConfig(n_sensors=4, channels=(3, 4, 4, 5))), data, 5)

@@ -258,3 +258,44 @@ class GraphedInference:
         self.static_idx[:b].copy_(idx)  # rows b.. keep old (valid) indices; their outputs are not returned
         self.graph.replay()
         return self.static_recon[:b], self.static_losses[:b]
+
+
+class GraphedWindowInference:
+    """The reconstructions of up to ``batch_size`` consecutive windows from one CUDA graph of
+    ``net.forward_windows`` (the encoder and the fused ConvLSTM's input convolutions once per segment, not once per
+    window and step): ``(start, b) -> (b, K, n, n)`` for windows start .. start + b - 1.
+
+    Before each replay the b + steps - 1 segments of those windows are copied into the static input (one copy, no
+    index arithmetic); its rows past them keep earlier segments, whose windows are not returned. Returns a view of
+    a static buffer: read or copy it before the next call.
+
+    Not used by ``predict`` yet: measured first (``bench_train.py``'s "shared segments" rows; its GPU test is in
+    tests/test_forward_windows.py), then to replace the per-window graph there.
+    """
+
+    def __init__(self, net: nn.Module, data, batch_size: int, bf16: bool = False, cudnn_benchmark: bool = True):
+        if not 1 <= batch_size <= len(data):
+            raise ValueError(f"batch_size must be in [1, {len(data)}] (the windows there are), got {batch_size}")
+        autotune_convolutions(cudnn_benchmark)
+        device = data.segments.device
+        self.batch_size, self.data, self.steps = batch_size, data, data.steps
+        self.static_seg = data.segments[:batch_size + data.steps - 1].clone()  # (B + steps - 1, K, n, n)
+        stream = torch.cuda.Stream(device=device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream), torch.no_grad(), autocast(device, bf16):
+            for _ in range(WARMUP_ITERS):
+                net.forward_windows(self.static_seg, self.steps)
+        torch.cuda.current_stream(device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream), torch.no_grad(), autocast(device, bf16):
+            self.static_recon = net.forward_windows(self.static_seg, self.steps).float()  # (B, K, n, n)
+        self._stream, self.graph = stream, graph
+
+    def __call__(self, start: int, b: int) -> torch.Tensor:
+        if not 1 <= b <= self.batch_size or start < 0 or start + b > len(self.data):
+            raise ValueError(f"windows {start} .. {start + b - 1} outside the captured batch of {self.batch_size} "
+                             f"or the {len(self.data)} windows")
+        m = b + self.steps - 1
+        self.static_seg[:m].copy_(self.data.segments[start:start + m])
+        self.graph.replay()
+        return self.static_recon[:b]
