@@ -1,7 +1,8 @@
 """Scoring every window: the shared-segment path of ``predict`` (``MSCREDNet.forward_windows``) against the
 per-window forward it replaced, same network, same segments, in one run.
 
-Default: CPU, reference backend, n = 30 sensors, 260 segments (256 windows), batch 256; the outputs must be equal.
+Default: CPU, reference backend, n = 30 sensors, 260 segments (256 windows), batch 256; the two outputs agree to
+float rounding (the shared path sums the gate convolution in two parts: ops/convlstm_sliding.py).
 On a CUDA machine ``--device cuda --backend fused [--bf16]`` times the fused path (not run yet).
 
 Usage: PYTHONPATH=src python3 benchmarks/bench_predict_shared.py [--device cpu] [--backend reference] [--out DIR]

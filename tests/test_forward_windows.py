@@ -11,6 +11,9 @@ import torch
 
 from mscred.config import ModelConfig
 from mscred.model import MSCREDNet
+from mscred.ops import reference
+from mscred.ops.convlstm_sliding import convlstm_sliding
+from mscred.ops.convlstm_sliding import sliding as is_sliding
 from mscred.ops.triton import convlstm as fused
 from mscred.train import WindowDataset, predict
 from mscred.train_graphs import forward_losses
@@ -47,7 +50,7 @@ def test_fused_convlstm_convolves_each_distinct_step_once(monkeypatch, k, n):
     b = torch.randn(4 * C, generator=g, dtype=torch.float64).to(DEVICE)
     B = S - T + 1
     sliding = f.as_strided((B, T, C, n, n), (f.stride(0), *f.stride()))
-    assert fused._sliding(sliding)
+    assert is_sliding(sliding)
     seen = []
     real = fused.input_gates
     monkeypatch.setattr(fused, "input_gates", lambda x4, *a: seen.append(x4.shape[0]) or real(x4, *a))
@@ -115,3 +118,20 @@ def test_graphed_window_inference_needs_cuda_or_refuses_bad_batches():
     data = WindowDataset(torch.rand(8, 3, 4, 4), 5)  # 4 windows
     with pytest.raises(ValueError, match=r"batch_size must be in \[1, 4\]"):
         GraphedWindowInference(MSCREDNet(ModelConfig(n_sensors=4, channels=(3, 4, 4, 5))), data, 5)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("windows", [True, False])
+def test_convlstm_sliding_equals_the_reference(k, windows):
+    """ops.convlstm_sliding (hoisted input convolution, once per distinct step on sliding windows) against the
+    textbook reference ConvLSTM, float64, hidden size different from the input channels."""
+    g = torch.Generator().manual_seed(k)
+    C, Ch, T, n = 3, 5, 5, 7
+    f = torch.randn(10, C, n, n, generator=g, dtype=torch.float64)
+    x = f.as_strided((6, T, C, n, n), (f.stride(0), *f.stride())) if windows else torch.randn(
+        4, T, C, n, n, generator=g, dtype=torch.float64)
+    assert is_sliding(x) == windows
+    w = torch.randn(4 * Ch, C + Ch, k, k, generator=g, dtype=torch.float64) * 0.3
+    b = torch.randn(4 * Ch, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(convlstm_sliding(x, w, b, 1.0), reference.convlstm(x, w, b, 1.0), rtol=1e-12,
+                               atol=1e-12)

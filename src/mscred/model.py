@@ -20,10 +20,12 @@ from torch import nn
 
 from mscred import level_streams, ops
 from mscred.config import ModelConfig
+from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.padding import pad_copy
 from mscred.ops.reference import same_padding
 from mscred.ops.triton import small_conv
 from mscred.ops.triton.bias_act import bias_act
+from mscred.ops.triton.runtime import runs_fused
 
 # The table's kernels and strides of conv1..conv4; the decoder mirrors them (deconv_l undoes conv_l).
 KERNELS = (3, 3, 2, 2)
@@ -178,6 +180,15 @@ class AttnConvLSTM(nn.Module):
         h = ops.convlstm(x, self.weight, self.bias, self.forget_bias, backend=self.backend)  # (B, T, C, H, W)
         return ops.temporal_attention(h, backend=self.backend)                              # (B, C, H, W)
 
+    def forward_sliding(self, x: torch.Tensor) -> torch.Tensor:  # sliding windows (B, T, C, H, W) -> (B, C, H, W)
+        """``forward`` for scoring consecutive windows (``MSCREDNet.forward_windows``): the fused op shares its input
+        convolutions between windows itself; elsewhere ``ops.convlstm_sliding`` does, in PyTorch ops."""
+        if self.backend == "fused" and runs_fused(x):
+            h = ops.convlstm(x, self.weight, self.bias, self.forget_bias, backend=self.backend)
+        else:
+            h = convlstm_sliding(x, self.weight, self.bias, self.forget_bias)
+        return ops.temporal_attention(h, backend=self.backend)
+
 
 class Decoder(nn.Module):
     """deconv4..deconv1 of the table; each level's output is concatenated with the attention output below it."""
@@ -242,9 +253,10 @@ class MSCREDNet(nn.Module):
 
         Consecutive windows share all but one segment, so the encoder runs once per segment (S images instead of
         steps x (S - steps + 1)), and each level's ConvLSTM gets its windows as sliding views of the per-segment
-        features (no copy); the fused ConvLSTM then also runs its input convolutions once per segment
-        (``ops/triton/convlstm.py``, ``step_gates``: inference only). The ConvLSTM itself, the attention and the
-        decoder run per window: each window starts from h = c = 0.
+        features (no copy), whose input convolutions then also run once per segment, not at all for h = 0 at the
+        first step (``AttnConvLSTM.forward_sliding``: the fused op's ``step_gates``, else
+        ``ops.convlstm_sliding``): inference only. The recurrent convolutions, the cell updates, the attention and
+        the decoder run per window: each window starts from h = c = 0.
         """
         if segments.ndim != 4 or segments.shape[0] < steps or steps < 1:
             raise ValueError(f"forward_windows expects (S, {self.cfg.n_scales}, n, n) with S >= steps = {steps}, "
@@ -253,5 +265,5 @@ class MSCREDNet(nn.Module):
         levels = self.encoder(segments[None])                            # 4 x (1, S, C_l, H_l, W_l)
         windows = [f[0].as_strided((n_windows, steps, *f.shape[2:]), (f.stride(1), *f.stride()[1:]),
                                    f.storage_offset()) for f in levels]  # 4 x (W, steps, C_l, H_l, W_l) views
-        a1, a2, a3, a4 = (lstm(x) for lstm, x in zip(self.lstms, windows))
+        a1, a2, a3, a4 = (lstm.forward_sliding(x) for lstm, x in zip(self.lstms, windows))
         return self.decoder(a1, a2, a3, a4)                              # (W, K, n, n)

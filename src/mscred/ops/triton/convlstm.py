@@ -37,6 +37,7 @@ import os
 import torch
 import torch.nn.functional as F
 
+from mscred.ops.convlstm_sliding import distinct_steps, sliding
 from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import runtime as _runtime
@@ -343,22 +344,16 @@ def input_gates(x4: torch.Tensor, w_x: torch.Tensor, pads, B: int, T: int) -> to
     return g.view(B, T, g.shape[1], *g.shape[-2:])[:, :, :, oy:oy + H, ox:ox + W]
 
 
-def _sliding(x: torch.Tensor) -> bool:
-    """Whether x (B, T, C, H, W) holds overlapping sliding windows: window b + 1 is window b shifted by one step
-    (stride(0) == stride(1)), as ``MSCREDNet.forward_windows`` passes consecutive windows."""
-    return x.shape[0] > 1 and x.shape[1] > 1 and x.stride(0) == x.stride(1)
-
-
 def step_gates(x: torch.Tensor, w_x: torch.Tensor, pads, fmt, shared: bool) -> torch.Tensor:
     """The input-convolution gates of every (window, step) of x (B, T, C, H, W): (B, T, 4Ch, H, W), a view.
 
-    ``shared`` (inference on sliding windows, see ``_sliding``): each distinct step is convolved once, B + T - 1
-    images instead of B * T, and the gates are handed out as sliding views of that one output (the cell kernel
-    reads them through strides). Otherwise the B * T images in one call (a copy of x if it is not stored so)."""
+    ``shared`` (inference on sliding windows, see ``ops.convlstm_sliding.sliding``): each distinct step is convolved
+    once, B + T - 1 images instead of B * T, and the gates are handed out as sliding views of that one output (the
+    cell kernel reads them through strides). Otherwise the B * T images in one call (a copy of x if it is not stored so)."""
     B, T, C, H, W = x.shape
     if shared:
         S = B + T - 1
-        steps = x.as_strided((S, C, H, W), x.stride()[1:], x.storage_offset()).contiguous(memory_format=fmt)
+        steps = distinct_steps(x).contiguous(memory_format=fmt)
         g = input_gates(steps, w_x, pads, 1, S)[0]  # (S, 4Ch, H, W)
         return g.as_strided((B, T, *g.shape[1:]), (g.stride(0), *g.stride()), g.storage_offset())
     return input_gates(x.reshape(B * T, C, H, W).contiguous(memory_format=fmt), w_x, pads, B, T)
@@ -449,7 +444,7 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     w_h = weight[:, C:].contiguous(memory_format=fmt)
     # All input convolutions in one call: (B, T, 4Ch, H, W) gates, a view (see input_gates); once per distinct step
     # for sliding windows at inference (step_gates).
-    gx = step_gates(x, w_x, pads, fmt, shared=not save and _sliding(x))
+    gx = step_gates(x, w_x, pads, fmt, shared=not save and sliding(x))
     out = _out5(B, T, Ch, H, W, x, layout)
     pre = _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
     cells = _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)

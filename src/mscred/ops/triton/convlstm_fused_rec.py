@@ -39,6 +39,7 @@ import os
 
 import torch
 
+from mscred.ops.convlstm_sliding import sliding
 from mscred.ops.padding import zero_border
 from mscred.ops.triton import convlstm as _fused
 from mscred.ops.triton.runtime import interpreting as _interpreting
@@ -269,7 +270,7 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bi
     # W_h as the GEMM's (K*K*Ch, 4Ch) right operand: one K chunk of one tap is a contiguous row block.
     w_pk = weight[:, C:].permute(2, 3, 1, 0).reshape(k * k * Ch, 4 * Ch).contiguous()
     # All input convolutions in one call (once per distinct step for sliding windows at inference; see convlstm.py).
-    gx = _fused.step_gates(x, w_x, pads, fmt, shared=not save and _fused._sliding(x))
+    gx = _fused.step_gates(x, w_x, pads, fmt, shared=not save and sliding(x))
     out = _fused._out5(B, T, Ch, H, W, x, layout)
     pre = _fused._empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
     cells = _fused._empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
