@@ -4,17 +4,17 @@
 features: window b + 1 is window b shifted by one step (``sliding``). The gate convolution over
 concat([x_t, h_{t-1}]) is linear, so it splits into conv(x_t, W_x) + conv(h_{t-1}, W_h) with the same zero padding:
 the first depends on the segment alone and runs once per distinct segment (B + T - 1 images instead of B * T), the
-second is zero at the first step (h = 0). The cell update is the reference's, so this is the function of
-``ops.reference.convlstm`` (tests/test_forward_windows.py) at about half its convolution work per window. It serves
-where the fused kernels do not run (the reference backend, or no Triton/CUDA); the fused op shares its input
-convolutions itself (``ops/triton/convlstm.py``, ``step_gates``).
+second is zero at the first step (h = 0). The cell update is the reference's (``cell_update``), so this is the
+function of ``ops.reference.convlstm`` (tests/test_forward_windows.py) at about half its convolution work per
+window. It serves where the fused kernels do not run (the reference backend, or no Triton/CUDA); the fused op
+shares its input convolutions itself (``ops/triton/convlstm.py``, ``step_gates``).
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from mscred.ops.reference import same_padding
+from mscred.ops.reference import cell_update, same_padding
 
 
 def sliding(x: torch.Tensor) -> bool:
@@ -58,15 +58,12 @@ def convlstm_sliding(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 
         def input_gates(t: int) -> torch.Tensor:
             return gates[:, t]
-    h = c = None
+    h = c = None  # the first step: no recurrent term, zero cell state
     outputs = []
     for t in range(T):
         z = input_gates(t)
         if h is not None:
             z = z + F.conv2d(F.pad(h, pad), w_h)
-        i, g, f, o = z.chunk(4, dim=1)
-        c_new = torch.sigmoid(i) * torch.tanh(g)
-        c = c_new if c is None else torch.sigmoid(f + forget_bias) * c + c_new
-        h = torch.sigmoid(o) * torch.tanh(c)
+        h, c = cell_update(z, c, forget_bias)
         outputs.append(h)
     return torch.stack(outputs, dim=1)  # (B, T, Ch, H, W)

@@ -85,11 +85,19 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
     for t in range(T):
         xh = F.pad(torch.cat([x[:, t], h], dim=1), (left, right, top, bottom))  # (B, C + Ch, H + k-1, W + k-1)
         z = F.conv2d(xh, weight, bias)  # (B, 4*Ch, H, W)
-        i, g, f, o = z.chunk(4, dim=1)
-        c = torch.sigmoid(f + forget_bias) * c + torch.sigmoid(i) * torch.tanh(g)
-        h = torch.sigmoid(o) * torch.tanh(c)
+        h, c = cell_update(z, c, forget_bias)
         outputs.append(h)
     return torch.stack(outputs, dim=1)  # (B, T, Ch, H, W)
+
+
+def cell_update(z: torch.Tensor, c: Optional[torch.Tensor], forget_bias: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One ConvLSTM cell step from the gate pre-activations z (B, 4*Ch, H, W), blocks i, g, f, o, and the previous
+    cell state c (None: zero, the first step): (h, c) of this step.
+        c = sigmoid(f + forget_bias) * c + sigmoid(i) * tanh(g);  h = sigmoid(o) * tanh(c)"""
+    i, g, f, o = z.chunk(4, dim=1)
+    c_new = torch.sigmoid(i) * torch.tanh(g)
+    c = c_new if c is None else torch.sigmoid(f + forget_bias) * c + c_new
+    return torch.sigmoid(o) * torch.tanh(c), c
 
 
 def temporal_attention(h: torch.Tensor) -> torch.Tensor:
