@@ -8,14 +8,14 @@ kernels with the big level's memory-bound cell kernels and the tails of its conv
 (autograd runs a backward op on the stream of its forward op) and inside CUDA graph capture (the side streams
 fork from the capturing stream and join it before the capture ends, as torch.cuda.graph requires).
 
-Two autograd functions mark where a tensor crosses streams, each way:
+One autograd function, ``_CrossStreams``, marks where a tensor crosses streams, each way:
 
-* ``_Fork`` (level input, caller -> side): forward: the side stream waits for the caller; backward (on the side
-  stream): the caller waits for the side stream before it uses the input's gradient.
-* ``_Join`` (level output, side -> caller): forward: the caller waits for the side stream; backward (on the
-  caller's stream): the side stream waits for the caller before it reads the output's gradient.
+* a level's input, caller -> side: forward, the side stream waits for the caller; backward, the caller waits for
+  the side stream before it uses the input's gradient.
+* a level's output, side -> caller: forward, the caller waits for the side stream; backward, the side stream
+  waits for the caller before it reads the output's gradient.
 
-Each also calls ``record_stream`` on the tensor that crosses, so that the caching allocator does not hand its
+It also calls ``record_stream`` on the tensor that crosses, so that the caching allocator does not hand its
 memory to another tensor of the producing stream while the consuming stream may still read it (during graph
 capture the allocator defers such frees to the end of the capture).
 
@@ -56,35 +56,23 @@ def _side_stream(device: torch.device, slot: int) -> "torch.cuda.Stream":
     return _STREAMS[key]
 
 
-class _Fork(torch.autograd.Function):
+class _CrossStreams(torch.autograd.Function):
+    """Hand ``x`` from stream ``src`` to stream ``dst``: forward, ``dst`` waits for ``src`` and the allocator learns
+    that ``dst`` uses x; backward (run on the stream this was called on), the mirror image for the gradient.
+    A level's input crosses caller -> side (called on the caller's stream), its output side -> caller."""
+
     @staticmethod
-    def forward(ctx, x: torch.Tensor, caller, side):
-        ctx.caller, ctx.side = caller, side
-        side.wait_stream(caller)
-        x.record_stream(side)
+    def forward(ctx, x: torch.Tensor, src, dst):
+        ctx.src, ctx.dst = src, dst
+        dst.wait_stream(src)
+        x.record_stream(dst)
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         if grad is not None:
-            ctx.caller.wait_stream(ctx.side)
-            grad.record_stream(ctx.caller)
-        return grad, None, None
-
-
-class _Join(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, y: torch.Tensor, caller, side):
-        ctx.caller, ctx.side = caller, side
-        caller.wait_stream(side)
-        y.record_stream(caller)
-        return y.view_as(y)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        if grad is not None:
-            ctx.side.wait_stream(ctx.caller)
-            grad.record_stream(ctx.side)
+            ctx.src.wait_stream(ctx.dst)
+            grad.record_stream(ctx.src)
         return grad, None, None
 
 
@@ -112,9 +100,9 @@ def run_levels(fns: Sequence[Callable[[torch.Tensor], torch.Tensor]],
     # launches the small levels' kernels while the GPU already works.
     for slot, (fn, x) in enumerate(zip(fns[1:], inputs[1:]), start=1):
         side = _side_stream(x.device, slot)
-        x_side = _Fork.apply(x, caller, side)
+        x_side = _CrossStreams.apply(x, caller, side)
         with torch.cuda.stream(side):
             y = fn(x_side)
-        outs[slot] = _Join.apply(y, caller, side)
+        outs[slot] = _CrossStreams.apply(y, side, caller)
     outs[0] = fns[0](inputs[0])
     return outs
