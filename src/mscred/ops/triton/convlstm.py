@@ -326,9 +326,15 @@ def _padded_copy_pays(H: int, W: int, pads) -> bool:
     MSCRED_LSTM_PADDED_COPY=0 keeps the grown output everywhere (A/B runs)."""
     if os.environ.get("MSCRED_LSTM_PADDED_COPY", "1").strip().lower() in ("0", "false", "no", "off"):
         return False
-    py, px, oy, ox = _grown(pads)
-    grown = (H + 2 * py - pads[0] - pads[1]) * (W + 2 * px - pads[2] - pads[3])
-    return grown > 1.2 * H * W
+    HG, WG = _grown_shape(H, W, pads)
+    return HG * WG > 1.2 * H * W
+
+
+def _grown_shape(H: int, W: int, pads) -> tuple[int, int]:
+    """(rows, columns) of the input convolution's output with its symmetric padding ``_grown`` (H x W for k = 3,
+    (H+1) x (W+1) for k = 2)."""
+    py, px, _, _ = _grown(pads)
+    return H + 2 * py - pads[0] - pads[1], W + 2 * px - pads[2] - pads[3]
 
 
 def input_gates(x4: torch.Tensor, w_x: torch.Tensor, pads, B: int, T: int) -> torch.Tensor:
@@ -505,7 +511,7 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     # padded copy of x, no cropped copy of dx).
     padded_copy = _padded_copy_pays(H, W, pads)
     py, px, oy, ox = (0, 0, 0, 0) if padded_copy else _grown(pads)
-    HG, WG = (H, W) if padded_copy else (H + 2 * py - k + 1, W + 2 * px - k + 1)
+    HG, WG = (H, W) if padded_copy else _grown_shape(H, W, pads)
     dpre_g = _empty(B * T, 4 * Ch, HG, WG, x, layout)
     for strip in (dpre_g[:, :, :oy], dpre_g[:, :, oy + H:], dpre_g[:, :, :, :ox], dpre_g[:, :, :, ox + W:]):
         if strip.numel():
