@@ -346,22 +346,23 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
         return out.cpu().numpy()
     net.to(device).eval()
     on_cuda = device.type == "cuda"
-    t0 = time.perf_counter()
-    shared = not (cuda_graphs and on_cuda) and hasattr(net, "forward_windows")
-    if cuda_graphs and on_cuda:
-        infer = GraphedInference(net, data, min(batch_size, n), bf16)
-    elif not shared:
-        infer = EagerInference(net, data, bf16 and on_cuda)
-    if timings is not None:
-        timings["setup_s"] = time.perf_counter() - t0
-    if shared:
+    if not (cuda_graphs and on_cuda) and hasattr(net, "forward_windows"):
         # Consecutive windows share all but one segment: each batch of b windows is its b + steps - 1 segments,
-        # and forward_windows runs the encoder (and the fused ConvLSTM's input convolutions) once per segment.
+        # and forward_windows runs the encoder and the ConvLSTM input convolutions once per segment.
+        if timings is not None:
+            timings["setup_s"] = 0.0
         with torch.no_grad(), autocast(device, bf16 and on_cuda):
             for start in range(0, n, batch_size):
                 b = min(batch_size, n - start)
                 out[start:start + b] = net.forward_windows(data.segments[start:start + b + steps - 1], steps).float()
         return out.cpu().numpy()
+    t0 = time.perf_counter()
+    if cuda_graphs and on_cuda:
+        infer = GraphedInference(net, data, min(batch_size, n), bf16)
+    else:  # a network without forward_windows: windows gathered per batch
+        infer = EagerInference(net, data, bf16 and on_cuda)
+    if timings is not None:
+        timings["setup_s"] = time.perf_counter() - t0
     order = torch.arange(n, device=device)
     for start in range(0, n, batch_size):
         idx = order[start:start + batch_size]
