@@ -231,14 +231,20 @@ def time_inference(backend, n, data, device, batch, graphs, bf16, iters):
     idx = torch.arange(batch, device=device) % len(data)
     t0 = time.perf_counter()
     infer = GraphedInference(net, data, batch, bf16) if graphs else EagerInference(net, data, bf16)
+    return _time_batches(lambda: infer(idx), batch, device, iters, t0)
+
+
+def _time_batches(run, batch, device, iters, t0):
+    """(ms, windows/s, setup s) of ``run()`` (one batch of ``batch`` windows): two warm-up calls, counted with
+    whatever happened since ``t0`` as the one-time setup, then the median of ``iters`` CUDA-event timings."""
     for _ in range(2):
-        infer(idx)
+        run()
     sync(device)
     setup = time.perf_counter() - t0
     clock = Clock(device)
     for _ in range(iters):
         with clock():
-            infer(idx)
+            run()
     ms = clock.median()
     return ms, batch / ms * 1e3, setup
 
@@ -258,16 +264,7 @@ def time_inference_shared(backend, n, data, device, batch, graphs, bf16, iters):
             return graphed(0, batch)
         with torch.no_grad(), autocast(device, bf16 and device.type == "cuda"):
             return net.forward_windows(seg, data.steps)
-    for _ in range(2):
-        run()
-    sync(device)
-    setup = time.perf_counter() - t0
-    clock = Clock(device)
-    for _ in range(iters):
-        with clock():
-            run()
-    ms = clock.median()
-    return ms, batch / ms * 1e3, setup
+    return _time_batches(run, batch, device, iters, t0)
 
 
 # ------------------------------------------------------------------------------------------------ end to end
