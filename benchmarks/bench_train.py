@@ -500,7 +500,7 @@ INFER_VARIANTS = {  # name: (backend, graphs, bf16, part)
 }
 # Scoring consecutive windows with shared segments (MSCREDNet.forward_windows: the encoder and the fused
 # ConvLSTM's input convolutions once per segment): eager, as ``predict`` runs without graphs, and from one CUDA graph
-# (train_graphs.GraphedWindowInference, not used by predict until measured). name: (backend, graphs, bf16, part).
+# (train_graphs.GraphedWindowInference, predict's graphed scoring). name: (backend, graphs, bf16, part).
 SHARED_INFER_VARIANTS = {
     "fused eager + bf16, shared segments": ("fused", False, True, "g-fused-bf16"),
     "fused + CUDA graph + bf16, shared segments": ("fused", True, True, "g-fused-bf16"),
