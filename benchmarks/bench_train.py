@@ -267,6 +267,18 @@ def time_inference_shared(backend, n, data, device, batch, graphs, bf16, iters):
     return _time_batches(run, batch, device, iters, t0)
 
 
+def profile_scoring(n, data, device, batch, path: Path, title: str) -> dict:
+    """``profile_step``'s tables for one call of bf16 ``forward_windows`` on every window of ``data`` at once (the
+    best inference batch): the kernels the graphed scoring replays, launched eagerly so that CUPTI sees them."""
+    net, _ = build("fused", n, device)
+    net.eval()
+
+    def score(_idx):
+        with torch.no_grad(), autocast(device, True):
+            net.forward_windows(data.segments, data.steps)
+    return profile_step(score, data, device, batch, path, title)
+
+
 # ------------------------------------------------------------------------------------------------ end to end
 def end_to_end(values, n, device, backend, graphs, bf16, epochs, batch, score_batch, warm=True) -> dict:
     """The thesis workload on the product path, twice in this process (once if not ``warm``): signature matrices (NumPy) ->
@@ -518,6 +530,7 @@ PART_SHARES = {"eager": 0.4, "g-fused-bf16": 0.3, "g-fused": 0.2, "g-ref-bf16": 
                "g-fused-bf16-heur": 0.1}
 ALL_PARTS = ("eager", *GRAPH_PARTS, "compile")
 EAGER_PROFILES = ("fused eager + bf16", "reference eager")  # profiled at the end of the eager part
+SCORING_PROFILE = "fused eager + bf16, scoring all {windows} windows with shared segments (per call, not per step)"
 GPU_FREE_FLAG = "gpu_free"  # written into --work when the other parts are done: compile may time
 
 
@@ -696,6 +709,10 @@ def run_part(part: str, args, work: Path) -> None:
                 result["profile"][name] = attempt(
                     "profile " + name, lambda name=name: profile_step(steps[name], data, device, batch,
                                                                       profile_path, name))
+        # Where graphed bf16 scoring's time goes: the same kernels, launched eagerly.
+        title = SCORING_PROFILE.format(windows=len(data))
+        result["profile"][title] = attempt("profile scoring", lambda: profile_scoring(n, data, device, batch,
+                                                                                      profile_path, title))
     if part == "g-fused-bf16" and cuda and not args.no_graph_profile:
         # Last in its process: whether CUPTI sees the kernels of a graph replay depends on the versions, and a
         # profiler fault here must not cost the rows above (they are saved already).

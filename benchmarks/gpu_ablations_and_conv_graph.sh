@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# One device call (<= ~420 s): the changes of 2026-11-29's fourth session, measured.
+#   1. GPU tests of what changed: the small-channel conv in float32 (tf32x3 dots) at full size, the Trainer's and
+#      predict's CUDA graphs (predict now replays GraphedWindowInference), the shared-segment graph (<= 120 s)
+#      -> $OUT/ablations/gpu_tests.txt
+#   2. gpu_train_variants.sh ablations: float32 small-conv dots (tf32x3 = default, ieee, cuDNN instead of the op)
+#      on the graphed float32 step and inference; the ConvLSTM levels' padded copy (off / on) on the graphed bf16
+#      step, inference and end to end; the eager part once (with the new scoring profile)
+#      -> $OUT/ablations/{tf32x3,ieee,cudnn,padded_off,padded_on}.md, log.txt
+#   3. bench_conv.py --timing graph: the encoder convolutions replayed from CUDA graphs (host time out of the
+#      timings) -> $OUT/conv_graph/{conv.md,conv.json}, conv.log
+# Usage (repository root, on a CUDA machine): bash benchmarks/gpu_ablations_and_conv_graph.sh
+set -uo pipefail
+OUT=${OUT:-benchmarks/results}
+export OUT PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
+mkdir -p "$OUT/ablations" "$OUT/conv_graph"
+{
+  date -u +%FT%TZ
+  git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /'
+  nvidia-smi --query-gpu=name,driver_version --format=csv
+  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__)"
+  timeout 120 python3 -m pytest -q -p no:cacheprovider -rs --durations=5 tests/test_ops_triton_small_conv.py \
+    tests/test_train.py tests/test_forward_windows.py -k "full_size or graph or predict or fused_model" 2>&1
+  echo "pytest exit code $?"
+} > "$OUT/ablations/gpu_tests.txt" 2>&1
+tail -3 "$OUT/ablations/gpu_tests.txt"
+PART_TIMEOUT_S=40 bash benchmarks/gpu_train_variants.sh ablations \
+  tf32x3:g-fused ieee:g-fused:MSCRED_SMALL_CONV_FP32_DOTS=ieee cudnn:g-fused:MSCRED_SMALL_CONV=0 \
+  padded_off:g-fused-bf16:MSCRED_LSTM_PADDED_COPY=0 padded_on:g-fused-bf16
+timeout 130 python3 benchmarks/bench_conv.py --timing graph --out "$OUT/conv_graph" > "$OUT/conv_graph/conv.log" 2>&1
+echo "bench_conv exit code $?" >> "$OUT/conv_graph/conv.log"
+tail -6 "$OUT/conv_graph/conv.log"
