@@ -144,6 +144,43 @@ def check(name, fn, x, w, b, stride, pad, dout, cudnn=None) -> dict:
     return out
 
 
+def markdown(result: dict) -> str:
+    """conv.md from conv.json's content (also: `python3 benchmarks/bench_conv.py --markdown conv.json`)."""
+    meta, lim, rows, targets = result["meta"], result["ceilings"], result["layers"], result["targets"]
+    enc, enc_train = result["encoder_fwd_ms"], result["encoder_fwd_bwd_ms"]
+    providers = list(rows[0]["providers"])
+    implicit = [p for p in IMPLICIT if p in providers]
+    skipped = meta.get("skipped", [])
+    lines = [f"# Encoder convolutions, forward, batch {meta['batch']}, n = {meta['n']} — {meta['gpu']}", "",
+             f"torch {meta['torch']}, CUDA {meta['cuda']}, cuDNN {meta['cudnn']}, {meta['date']}. "
+             f"Measured ceilings: copy {lim['copy_GBps']:.0f} GB/s, TF32 matmul {lim['tf32_matmul_TFLOPs']:.0f} "
+             f"TFLOP/s. Timing: {meta.get('timing', 'eager')} (L2 flushed before each call; 'graph' = replayed from a CUDA graph). "
+             f"Command: `{meta['command']}`", "",
+             "| layer | provider | correct (rel err y) | fwd ms | GB/s | TFLOP/s | x cuDNN | fwd+bwd ms |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        base = r["providers"]["cudnn"]["fwd_ms"]
+        for p, e in r["providers"].items():
+            fb = f"{e['fwd_bwd_ms']:.4f}" if "fwd_bwd_ms" in e else "-"
+            lines.append(f"| {r['layer']} | {p} | {'ok' if e['correct']['ok'] else 'WRONG'} "
+                         f"({e['correct']['y']:.1e}) | {e['fwd_ms']:.4f} | {e['GBps']:.0f} | {e['TFLOPs']:.1f} | "
+                         f"{base / e['fwd_ms']:.2f} | {fb} |")
+    sg = targets["shared_vs_global_encoder"]
+    lines += ["", "| encoder total | " + " | ".join(providers) + " |", "| --- |" + " --- |" * len(providers),
+              "| forward ms | " + " | ".join(f"{enc[p]:.4f}" for p in providers) + " |",
+              "| fwd+bwd ms | " + " | ".join(f"{enc_train[p]:.4f}" if p in enc_train else "-" for p in providers)
+              + " |", "",
+              f"Targets: shared vs global on the encoder {'-' if sg is None else f'{sg:.2f}x'} (want >= 2)."
+              + (f" Left out: {', '.join(skipped)}." if skipped else "")]
+    for p in implicit:
+        lines.append(f"{p} vs cuDNN per layer " + ", ".join(f"{k} {v:.2f}x" for k, v in
+                                                           targets["implicit_vs_cudnn"][p].items())
+                     + f" (want >= 3); {p} GB/s as a fraction of copy bandwidth "
+                     + ", ".join(f"{k} {v:.2f}" for k, v in targets["implicit_fraction_of_copy_bw"][p].items())
+                     + f" (want >= 0.5 on the memory-bound layers: {', '.join(targets['memory_bound_layers'])}).")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results")
@@ -153,7 +190,11 @@ def main(argv=None) -> int:
                     help="providers to leave out")
     ap.add_argument("--timing", choices=("eager", "graph"), default="eager",
                     help="time each call as is (default) or replayed from a CUDA graph (no host time per call)")
+    ap.add_argument("--markdown", metavar="CONV_JSON", help="only print the markdown table of a saved conv.json")
     args = ap.parse_args(argv)
+    if args.markdown:
+        print(markdown(json.loads(Path(args.markdown).read_text())), end="")
+        return 0
     providers = {k: v for k, v in PROVIDERS.items() if k not in args.skip}
     implicit = [p for p in IMPLICIT if p in providers]
     if not torch.cuda.is_available():
@@ -216,44 +257,18 @@ def main(argv=None) -> int:
             "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "batch": args.batch, "n": args.n, "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
-            "timing": args.timing,
+            "timing": args.timing, "skipped": list(args.skip),
             "command": "PYTHONPATH=src python3 benchmarks/bench_conv.py " + " ".join(argv or sys.argv[1:])}
     result = {"meta": meta, "ceilings": lim, "layers": rows, "encoder_fwd_ms": enc, "encoder_fwd_bwd_ms": enc_train,
               "targets": targets}
 
-    lines = [f"# Encoder convolutions, forward, batch {args.batch}, n = {args.n} — {meta['gpu']}", "",
-             f"torch {meta['torch']}, CUDA {meta['cuda']}, cuDNN {meta['cudnn']}, {meta['date']}. "
-             f"Measured ceilings: copy {lim['copy_GBps']:.0f} GB/s, TF32 matmul {lim['tf32_matmul_TFLOPs']:.0f} "
-             f"TFLOP/s. Timing: {meta['timing']} (L2 flushed before each call; 'graph' = replayed from a CUDA graph). "
-             f"Command: `{meta['command']}`", "",
-             "| layer | provider | correct (rel err y) | fwd ms | GB/s | TFLOP/s | x cuDNN | fwd+bwd ms |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        base = r["providers"]["cudnn"]["fwd_ms"]
-        for p, e in r["providers"].items():
-            fb = f"{e['fwd_bwd_ms']:.4f}" if "fwd_bwd_ms" in e else "-"
-            lines.append(f"| {r['layer']} | {p} | {'ok' if e['correct']['ok'] else 'WRONG'} "
-                         f"({e['correct']['y']:.1e}) | {e['fwd_ms']:.4f} | {e['GBps']:.0f} | {e['TFLOPs']:.1f} | "
-                         f"{base / e['fwd_ms']:.2f} | {fb} |")
-    sg = targets["shared_vs_global_encoder"]
-    lines += ["", "| encoder total | " + " | ".join(providers) + " |", "| --- |" + " --- |" * len(providers),
-              "| forward ms | " + " | ".join(f"{enc[p]:.4f}" for p in providers) + " |",
-              "| fwd+bwd ms | " + " | ".join(f"{enc_train[p]:.4f}" if p in enc_train else "-" for p in providers)
-              + " |", "",
-              f"Targets: shared vs global on the encoder {'-' if sg is None else f'{sg:.2f}x'} (want >= 2)."
-              + (f" Left out: {', '.join(args.skip)}." if args.skip else "")]
-    for p in implicit:
-        lines.append(f"{p} vs cuDNN per layer " + ", ".join(f"{k} {v:.2f}x" for k, v in
-                                                           targets["implicit_vs_cudnn"][p].items())
-                     + f" (want >= 3); {p} GB/s as a fraction of copy bandwidth "
-                     + ", ".join(f"{k} {v:.2f}" for k, v in targets["implicit_fraction_of_copy_bw"][p].items())
-                     + f" (want >= 0.5 on the memory-bound layers: {', '.join(targets['memory_bound_layers'])}).")
     out = Path(args.out)
     with atomic_path(out / "conv.json") as p:
         p.write_text(json.dumps(result, indent=2))
+    text = markdown(result)
     with atomic_path(out / "conv.md") as p:
-        p.write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        p.write_text(text)
+    print(text, end="")
     return 0
 
 
