@@ -83,8 +83,8 @@ class SameConv(nn.Module):
         if self.fused_act:
             top, bottom, left, right = padding
             w = _autocast_weight(self.weight, x)
-            if small_conv.suits(x.shape[1], w.shape[0], self.kernel, self.stride):
-                # conv1 (3 channels): our kernel does convolution + bias + SELU, cuDNN has no tensor-core kernel.
+            if small_conv.suits(x.shape[1], w.shape[0], self.kernel, self.stride, w.dtype):
+                # conv1 (3 channels) in bf16: our kernel does convolution + bias + SELU; cuDNN has no tensor-core kernel.
                 return small_conv.conv_act(x, w, self.bias, selu=True)
             if top == bottom and left == right:
                 y = F.conv2d(x, w, None, stride=self.stride, padding=(top, left))
@@ -116,7 +116,7 @@ class SameDeconv(nn.Module):
         if self.fused_act:  # crop + bias (+ SELU) in one kernel each way (see SameConv)
             w = _autocast_weight(self.weight, x)
             if (size == x.shape[-1] and top == self.kernel // 2
-                    and small_conv.suits(w.shape[0], w.shape[1], self.kernel, self.stride)):
+                    and small_conv.suits(w.shape[0], w.shape[1], self.kernel, self.stride, w.dtype)):
                 # deconv1 (3 output channels): stride 1 + TF crop = a same convolution with the flipped kernel.
                 return small_conv.conv_act(x, small_conv.deconv_as_conv(w), self.bias, selu=self.selu)
             y = F.conv_transpose2d(x, w, None, stride=self.stride)

@@ -21,7 +21,8 @@ The kernels (channels-last or NCHW input, any strides):
   flipped, transposed weight (for a stride-1 symmetric-padded convolution that is its adjoint).
 
 float64 runs the PyTorch ops (Triton's float64 dot is not usable on every GPU; the tests' oracle dtype). float32
-keeps float32 accuracy with three TF32 products per product on the tensor cores (see ``_precision``).
+keeps float32 accuracy with three TF32 products per product on the tensor cores (see ``_precision``); the model
+uses the op in bf16 / fp16 only (see ``suits``).
 """
 from __future__ import annotations
 
@@ -47,12 +48,19 @@ def is_available() -> tuple[bool, str]:
     return _runtime.is_available("fused small-channel conv")
 
 
-def suits(in_channels: int, out_channels: int, kernel: int, stride: int) -> bool:
+def suits(in_channels: int, out_channels: int, kernel: int, stride: int, dtype: torch.dtype) -> bool:
     """Whether a layer should use this op: stride 1, odd kernel, and few channels on one side (cuDNN's weak case:
     fewer than 8, the tensor-core granule) with at most MAX_BLOCK_N on the other (the weight-gradient kernel keeps
-    all output channels of a tap block in one program). MSCRED_SMALL_CONV=0 turns it off (cuDNN instead), for A/B
-    runs."""
-    if os.environ.get("MSCRED_SMALL_CONV", "1").strip().lower() in ("0", "false", "no", "off"):
+    all output channels of a tap block in one program), in bf16 / fp16.
+
+    float32 stays on cuDNN: with float32 accuracy (exact or tf32x3 dots) our kernels made the graphed float32 step
+    slower on the H200 (6.78 ms with cuDNN, 9.50 exact, 10.22 tf32x3; results/ablations/). MSCRED_SMALL_CONV=0
+    turns the op off (cuDNN everywhere), =all uses it for float32 too (A/B runs, and the CPU interpreter's tests of
+    the whole fused float32 model)."""
+    choice = os.environ.get("MSCRED_SMALL_CONV", "1").strip().lower()
+    if choice in ("0", "false", "no", "off"):
+        return False
+    if dtype not in (torch.bfloat16, torch.float16) and not (choice == "all" and dtype == torch.float32):
         return False
     return (stride == 1 and kernel % 2 == 1 and min(in_channels, out_channels) < 8
             and out_channels <= MAX_BLOCK_N)
@@ -209,18 +217,12 @@ if triton is not None:
 
 
 def _precision(dtype: torch.dtype) -> str:
-    """The dot precision for ``dtype`` (bf16 / fp16 dots ignore it). float32 gets float32 accuracy, as cuDNN gave
-    these layers (it has no TF32 tensor-core kernel for 3 channels): plain TF32 moved the whole fused float32 model's
-    first loss from 2e-5 to 3e-4 of the reference's on the H200 (results/small_conv/). Exact FMA dots ("ieee") were
-    slow there (graphed float32 step 6.86 -> 9.44 ms, inference 92,181 -> 35,365 windows/s: results/train.md), so
-    float32 uses three TF32 products per product ("tf32x3", error ~2^-22 of each product) on the tensor cores.
-    MSCRED_SMALL_CONV_FP32_DOTS=ieee picks the exact dots, for A/B runs."""
-    if dtype != torch.float32:
-        return "tf32"
-    choice = os.environ.get("MSCRED_SMALL_CONV_FP32_DOTS", "tf32x3").strip().lower()
-    if choice not in ("tf32x3", "ieee"):
-        raise ValueError(f"MSCRED_SMALL_CONV_FP32_DOTS must be tf32x3 or ieee, got {choice!r}")
-    return choice
+    """The dot precision for ``dtype`` (bf16 / fp16 dots ignore it). float32 keeps float32 accuracy, as cuDNN gives
+    these layers (it has no TF32 tensor-core kernel for 3 channels): three TF32 products per product ("tf32x3", error
+    ~2^-22 of each product). Plain TF32 moved the whole fused float32 model's first loss from 2e-5 to 3e-4 of the
+    reference's on the H200; exact FMA dots ("ieee") scored 35,433 windows/s against tf32x3's 80,986
+    (results/ablations/). The model routes float32 to cuDNN anyway (``suits``)."""
+    return "tf32x3" if dtype == torch.float32 else "tf32"
 
 
 def _blocking(ci: int, ks: int) -> tuple[bool, int, int]:
