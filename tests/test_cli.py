@@ -111,6 +111,8 @@ def test_env_lists_backends(capsys):
     assert info["backends"]["conv2d"]["torch"] == "ok"
     assert info["backends"]["convlstm"]["reference"] == "ok"
     assert "torch" in info["packages"]
+    cuda = info["cuda_available"]
+    assert info["defaults"]["cuda_graphs"] == cuda and (cuda or info["defaults"]["backend"] == "reference")
 
 
 # ------------------------------------------------------------------------------------------------- bad input

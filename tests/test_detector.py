@@ -189,3 +189,37 @@ def test_model_trained_for_cuda_loads_anywhere(fitted, tmp_path):
     loaded = MSCRED.load(out)                            # auto: CUDA when present, else the CPU
     assert loaded.device_ == ("cuda" if torch.cuda.is_available() else "cpu")
     np.testing.assert_allclose(loaded.decision_function(_frame()), fitted.decision_scores_, rtol=1e-5)
+
+
+def test_auto_backend_and_graphs_resolve_by_device(fitted):
+    """The defaults: backend "auto" and cuda_graphs None become the reference backend and eager steps on a CPU (the
+    saved config records the choice, never "auto"), the fused backend and CUDA graphs on a CUDA device."""
+    from mscred.config import ModelConfig
+    from mscred.model import MSCREDNet
+    from mscred.ops import resolve_model_backend
+    from mscred.train import graphs_enabled
+
+    assert MSCREDConfig().model.backend == "auto" and MSCREDConfig().train.cuda_graphs is None
+    assert fitted.config.model.backend == "reference" and fitted.net_.cfg.backend == "reference"
+    assert resolve_model_backend("auto", "cpu") == "reference"
+    assert resolve_model_backend("fused", "cpu") == "fused" and resolve_model_backend("reference", "cuda") == "reference"
+    assert MSCREDNet(ModelConfig(n_sensors=5, channels=(4, 8, 8, 8))).cfg.backend == "reference"  # a bare network
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert not graphs_enabled(None, cpu) and not graphs_enabled(True, cpu)
+    assert graphs_enabled(None, cuda) and graphs_enabled(True, cuda) and not graphs_enabled(False, cuda)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the CUDA defaults need a CUDA device")
+def test_defaults_on_cuda_train_fused_with_graphs(tmp_path):
+    from mscred.ops.triton.runtime import triton
+
+    model = MSCRED(epochs=2, channels=(4, 8, 8, 8), device="cuda", progress=False).fit(_frame())
+    expected = "fused" if triton is not None else "reference"
+    assert model.config.model.backend == expected and model.net_.cfg.backend == expected
+    assert model.config.train.cuda_graphs is None and np.isfinite(model.decision_scores_).all()
+    eager = MSCRED(epochs=2, channels=(4, 8, 8, 8), device="cuda", progress=False, backend="reference",
+                   cuda_graphs=False).fit(_frame())
+    # Same data, seed and initial weights: graphs and kernels change the rounding, not what is found.
+    assert np.corrcoef(model.decision_scores_, eager.decision_scores_)[0, 1] > 0.99
+    model.save(tmp_path / "m")
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["config"]["model"]["backend"] == expected

@@ -34,8 +34,9 @@ class ModelConfig:
     lstm_kernel: int = 2
     # Added to the forget gate pre-activation, as TensorFlow's ConvLSTMCell.
     forget_bias: float = 1.0
-    # "reference": plain PyTorch ops; "fused": Triton ConvLSTM cell and attention kernels (GPU).
-    backend: str = "reference"
+    # "reference": plain PyTorch ops; "fused": Triton ConvLSTM cell and attention kernels (GPU); "auto": fused when
+    # training on a CUDA device where those kernels work, else reference (resolved by fit, which saves the choice).
+    backend: str = "auto"
     # Encoder convolutions: "torch" (cuDNN / ATen), "im2col-global", "im2col-shared", "implicit" (pipelined
     # implicit GEMM + bias + SELU), "implicit-basic" (the first implicit GEMM).
     conv_backend: str = "torch"
@@ -54,8 +55,8 @@ class TrainConfig:
     early_stopping_patience: Optional[int] = None
     # bf16 autocast on CUDA (fp32 master weights).
     bf16: bool = False
-    # Capture a whole training step / inference batch in CUDA graphs (CUDA only).
-    cuda_graphs: bool = False
+    # Capture a whole training step / inference batch in CUDA graphs (CUDA only); None: yes on a CUDA device.
+    cuda_graphs: Optional[bool] = None
     progress: bool = True
 
 

@@ -155,6 +155,7 @@ class MSCRED:
 
         from mscred.data.io import Normalizer
         from mscred.model import MSCREDNet
+        from mscred.ops import resolve_model_backend
 
         cfg = self.config
         self.device_ = _resolve_device(cfg.train.device)            # a bad device fails before any work
@@ -178,6 +179,7 @@ class MSCRED:
 
         cfg.model.n_sensors = len(self.sensors_)
         cfg.model.n_scales = len(cfg.signature.windows)
+        cfg.model.backend = resolve_model_backend(cfg.model.backend, self.device_)   # saved as chosen
         torch.manual_seed(cfg.train.seed)                             # the initial weights are part of the seed
         self.net_ = MSCREDNet(cfg.model)
         trainer = self._make_trainer(self.net_, cfg.train, steps)

@@ -30,6 +30,7 @@ on; GraphedStep captures on a stream of its own): harmless here, the captured st
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any, Optional
@@ -253,12 +254,13 @@ def _fit_segments_rank(rank, folder: str, model_cfg, train_cfg: TrainConfig, ste
     from safetensors.torch import save_file
 
     from mscred.model import MSCREDNet
+    from mscred.ops import resolve_model_backend
 
     train = np.load(Path(folder) / "train.npy")
     val_path = Path(folder) / "val.npy"
     val = np.load(val_path) if val_path.exists() else None
     torch.manual_seed(train_cfg.seed)
-    net = MSCREDNet(model_cfg)
+    net = MSCREDNet(dataclasses.replace(model_cfg, backend=resolve_model_backend(model_cfg.backend, rank.device)))
     trainer = DistributedTrainer(net, train_cfg, steps, device=rank.device)
     history = trainer.fit(train, val, checkpoint_dir=checkpoint_dir, resume=resume)
     if rank.is_main:

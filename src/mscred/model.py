@@ -14,12 +14,15 @@ Every op of the encoder and of the ConvLSTM/attention goes through ``mscred.ops`
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from mscred import level_streams, ops
 from mscred.config import ModelConfig
+from mscred.ops import AUTO
 from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.padding import pad_copy
 from mscred.ops.reference import same_padding
@@ -231,6 +234,10 @@ class MSCREDNet(nn.Module):
             raise ValueError(f"ModelConfig.channels must have 4 levels, got {cfg.channels}")
         if cfg.lstm_kernel not in (2, 3):
             raise ValueError(f"ModelConfig.lstm_kernel must be 2 or 3, got {cfg.lstm_kernel}")
+        if cfg.backend == AUTO:
+            # A bare network does not know its device: "auto" is resolved by whoever trains it (MSCRED.fit, the DDP
+            # ranks: ops.resolve_model_backend); built directly, the network is the reference.
+            cfg = dataclasses.replace(cfg, backend="reference")
         self.cfg = cfg
         self.encoder = Encoder(cfg)
         self.lstms = nn.ModuleList(AttnConvLSTM(c, cfg) for c in cfg.channels)

@@ -153,7 +153,7 @@ class Trainer:
     def __init__(self, net: nn.Module, train_cfg: TrainConfig, steps: int = 5):
         self.net, self.cfg, self.steps = net, train_cfg, steps
         self.device = resolve_device(train_cfg.device)
-        self.use_graphs = bool(train_cfg.cuda_graphs and self.device.type == "cuda")
+        self.use_graphs = graphs_enabled(train_cfg.cuda_graphs, self.device)
         self.bf16 = bool(train_cfg.bf16 and self.device.type == "cuda")
         if train_cfg.cuda_graphs and not self.use_graphs:
             log.info("cuda_graphs needs a CUDA device; training eagerly on %s", self.device)
@@ -313,8 +313,13 @@ class Trainer:
         save_checkpoint(path, self.net, self.optimizer, epoch, self.history, extra)
 
 
+def graphs_enabled(cuda_graphs: Optional[bool], device: torch.device) -> bool:
+    """Whether to capture CUDA graphs: on a CUDA device only; ``None`` (the default setting) means yes there."""
+    return device.type == "cuda" and (cuda_graphs is None or bool(cuda_graphs))
+
+
 def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch.device = "auto", *,
-            steps: int = 5, bf16: bool = False, cuda_graphs: bool = False,
+            steps: int = 5, bf16: bool = False, cuda_graphs: Optional[bool] = False,
             timings: Optional[dict] = None) -> np.ndarray:
     """Reconstruct the last step of every window of ``segments``.
 
@@ -328,7 +333,8 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
     steps : int
         Segments per window.
     bf16, cuda_graphs : bool
-        bf16 autocast / one CUDA graph per inference batch (CUDA only; ignored elsewhere). Each batch of
+        bf16 autocast / one CUDA graph per inference batch (CUDA only; ignored elsewhere; ``cuda_graphs=None``: on
+        a CUDA device, as ``TrainConfig.cuda_graphs``). Each batch of
         consecutive windows runs through ``net.forward_windows`` (the encoder and the ConvLSTM input convolutions
         once per segment, not once per window and step), replayed from one CUDA graph
         (``GraphedWindowInference``) with ``cuda_graphs``; a network without it gathers its windows.
@@ -348,11 +354,12 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
         return out.cpu().numpy()
     net.to(device).eval()
     on_cuda = device.type == "cuda"
+    cuda_graphs = graphs_enabled(cuda_graphs, device)
     if hasattr(net, "forward_windows"):
         # Consecutive windows share all but one segment: each batch of b windows is its b + steps - 1 segments,
         # and forward_windows runs the encoder and the ConvLSTM input convolutions once per segment.
         t0 = time.perf_counter()
-        graphed = GraphedWindowInference(net, data, min(batch_size, n), bf16) if cuda_graphs and on_cuda else None
+        graphed = GraphedWindowInference(net, data, min(batch_size, n), bf16) if cuda_graphs else None
         if timings is not None:
             timings["setup_s"] = time.perf_counter() - t0 if graphed is not None else 0.0
         with torch.no_grad(), autocast(device, bf16 and on_cuda):
@@ -362,7 +369,7 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
                                         net.forward_windows(data.segments[start:start + b + steps - 1], steps).float())
         return out.cpu().numpy()
     t0 = time.perf_counter()
-    if cuda_graphs and on_cuda:
+    if cuda_graphs:
         infer = GraphedInference(net, data, min(batch_size, n), bf16)
     else:  # a network without forward_windows: windows gathered per batch
         infer = EagerInference(net, data, bf16 and on_cuda)
@@ -376,4 +383,4 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
     return out.cpu().numpy()
 
 
-__all__ = ["WindowDataset", "Trainer", "predict", "resolve_device"]
+__all__ = ["WindowDataset", "Trainer", "graphs_enabled", "predict", "resolve_device"]

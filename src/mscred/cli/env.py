@@ -21,7 +21,7 @@ def collect() -> dict:
     import torch
 
     import mscred
-    from mscred.ops import backend_status
+    from mscred.ops import backend_status, resolve_model_backend
 
     info = {
         "mscred": mscred.__version__,
@@ -37,6 +37,10 @@ def collect() -> dict:
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "backends": backend_status(),
     }
+    device = "cuda" if info["cuda_available"] else "cpu"
+    # What `mscred train` uses here by default (--backend auto, CUDA graphs on a CUDA device).
+    info["defaults"] = {"device": device, "backend": resolve_model_backend("auto", device),
+                        "cuda_graphs": device == "cuda"}
     return info
 
 
@@ -60,3 +64,6 @@ def env(as_json: bool) -> None:
     for op, backends in info["backends"].items():
         for backend, state in backends.items():
             click.echo(f"  {op:<20} {backend:<15} {state}")
+    d = info["defaults"]
+    click.echo(f"mscred train by default: device {d['device']}, backend {d['backend']}, "
+               f"CUDA graphs {'on' if d['cuda_graphs'] else 'off'}")

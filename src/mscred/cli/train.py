@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from mscred.detect import SCORE_METHODS
-from mscred.ops import CONV_BACKENDS, MODEL_BACKENDS
+from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
 
 
 def parse_theta(value: str) -> float | None:
@@ -46,12 +46,13 @@ _TRAINING_OPTIONS = [
     click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows per batch [config: 32]."),
     click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help="[config: auto]"),
     click.option("--seed", type=int, default=None, help="Seed of weights and batch order [config: 0]."),
-    click.option("--backend", type=click.Choice(MODEL_BACKENDS), default=None,
-                 help="ConvLSTM/attention ops [config: reference]."),
+    click.option("--backend", type=click.Choice((AUTO, *MODEL_BACKENDS)), default=None,
+                 help="ConvLSTM/attention ops [config: auto = fused on a CUDA device, else reference]."),
     click.option("--conv-backend", type=click.Choice(CONV_BACKENDS), default=None,
                  help="Encoder convolutions [config: torch]."),
     click.option("--bf16", is_flag=True, default=None, help="bf16 autocast (CUDA)."),
-    click.option("--cuda-graphs", is_flag=True, default=None, help="Capture whole steps in CUDA graphs (CUDA)."),
+    click.option("--cuda-graphs/--no-cuda-graphs", default=None,
+                 help="Capture whole steps and scoring batches in CUDA graphs [config: on a CUDA device]."),
     click.option("--theta", type=str, default=None,
                  help="Residual threshold of the count score: a number (the paper: 0.005) or 'auto' (a quantile of "
                       "the validation residuals); implies --score count unless --score says otherwise."),
