@@ -55,7 +55,8 @@ class TrainConfig:
     early_stopping_patience: Optional[int] = None
     # bf16 autocast on CUDA (fp32 master weights).
     bf16: bool = False
-    # Capture a whole training step / inference batch in CUDA graphs (CUDA only); None: yes on a CUDA device.
+    # Capture a whole training step / inference batch in CUDA graphs (CUDA only). None (default): the training
+    # steps and validation on a CUDA device, scoring eager (one pass does not repay capture + autotuning).
     cuda_graphs: Optional[bool] = None
     progress: bool = True
 

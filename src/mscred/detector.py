@@ -219,8 +219,12 @@ class MSCRED:
         from mscred.train import predict
 
         tc = self.config.train
+        # Scoring replays CUDA graphs only when asked for (cuda_graphs=True): by default (None) they serve the many
+        # training steps, while one scoring pass does not repay the capture and cuDNN's autotuning (on the H200,
+        # `mscred detect` of 10,000 rows took 10.7-12.1 s graphed against 5.7 s eager,
+        # benchmarks/results/cli_defaults/).
         return predict(self.net_, segments, max(tc.batch_size, INFER_BATCH), self.device_,
-                       steps=self.config.signature.steps, bf16=tc.bf16, cuda_graphs=tc.cuda_graphs)
+                       steps=self.config.signature.steps, bf16=tc.bf16, cuda_graphs=tc.cuda_graphs is True)
 
     def _score_segments(self, segments: np.ndarray) -> WindowResult:
         steps = self.config.signature.steps

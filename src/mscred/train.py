@@ -319,7 +319,7 @@ def graphs_enabled(cuda_graphs: Optional[bool], device: torch.device) -> bool:
 
 
 def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch.device = "auto", *,
-            steps: int = 5, bf16: bool = False, cuda_graphs: Optional[bool] = False,
+            steps: int = 5, bf16: bool = False, cuda_graphs: bool = False,
             timings: Optional[dict] = None) -> np.ndarray:
     """Reconstruct the last step of every window of ``segments``.
 
@@ -333,8 +333,7 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
     steps : int
         Segments per window.
     bf16, cuda_graphs : bool
-        bf16 autocast / one CUDA graph per inference batch (CUDA only; ignored elsewhere; ``cuda_graphs=None``: on
-        a CUDA device, as ``TrainConfig.cuda_graphs``). Each batch of
+        bf16 autocast / one CUDA graph per inference batch (CUDA only; ignored elsewhere). Each batch of
         consecutive windows runs through ``net.forward_windows`` (the encoder and the ConvLSTM input convolutions
         once per segment, not once per window and step), replayed from one CUDA graph
         (``GraphedWindowInference``) with ``cuda_graphs``; a network without it gathers its windows.
@@ -354,7 +353,7 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
         return out.cpu().numpy()
     net.to(device).eval()
     on_cuda = device.type == "cuda"
-    cuda_graphs = graphs_enabled(cuda_graphs, device)
+    cuda_graphs = bool(cuda_graphs) and on_cuda
     if hasattr(net, "forward_windows"):
         # Consecutive windows share all but one segment: each batch of b windows is its b + steps - 1 segments,
         # and forward_windows runs the encoder and the ConvLSTM input convolutions once per segment.

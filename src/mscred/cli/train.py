@@ -52,7 +52,8 @@ _TRAINING_OPTIONS = [
                  help="Encoder convolutions [config: torch]."),
     click.option("--bf16", is_flag=True, default=None, help="bf16 autocast (CUDA)."),
     click.option("--cuda-graphs/--no-cuda-graphs", default=None,
-                 help="Capture whole steps and scoring batches in CUDA graphs [config: on a CUDA device]."),
+                 help="Capture whole steps (and scoring batches) in CUDA graphs [config: training steps on a CUDA "
+                      "device]."),
     click.option("--theta", type=str, default=None,
                  help="Residual threshold of the count score: a number (the paper: 0.005) or 'auto' (a quantile of "
                       "the validation residuals); implies --score count unless --score says otherwise."),
