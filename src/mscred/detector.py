@@ -12,6 +12,7 @@ calibrate theta and the thresholds on them (:class:`mscred.detect.Calibration`) 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -179,9 +180,12 @@ class MSCRED:
 
         cfg.model.n_sensors = len(self.sensors_)
         cfg.model.n_scales = len(cfg.signature.windows)
-        cfg.model.backend = resolve_model_backend(cfg.model.backend, self.device_)   # saved as chosen
         torch.manual_seed(cfg.train.seed)                             # the initial weights are part of the seed
-        self.net_ = MSCREDNet(cfg.model)
+        # backend "auto" trains fused on a CUDA device; the saved config keeps "auto", which a loaded model (a
+        # one-shot `mscred detect`) scores with the reference ops: with the fused kernels' start-up in a fresh
+        # process, detect of 10,000 rows took 9.1-10.7 s on the H200 against 5.1 s (results/cli_defaults/).
+        self.net_ = MSCREDNet(dataclasses.replace(cfg.model, backend=resolve_model_backend(cfg.model.backend,
+                                                                                            self.device_)))
         trainer = self._make_trainer(self.net_, cfg.train, steps)
         self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume)
 
