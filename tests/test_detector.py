@@ -226,3 +226,17 @@ def test_defaults_on_cuda_train_fused_with_graphs(tmp_path):
     loaded = MSCRED.load(tmp_path / "m")  # a one-shot scorer: the reference ops (no kernel start-up)
     assert loaded.net_.cfg.backend == "reference"
     assert np.corrcoef(loaded.decision_function(_frame()), model.decision_scores_)[0, 1] > 0.999
+
+
+@pytest.mark.parametrize("capability,expected", [((7, 0), "reference"), ((8, 0), "fused"), ((9, 0), "fused")])
+def test_auto_backend_needs_ampere(monkeypatch, capability, expected):
+    """On a CUDA device where Triton runs, "auto" picks the fused kernels from compute capability 8.0 on (what they
+    were written and measured for); an older GPU keeps the reference. (Simulated: no GPU needed.)"""
+    import mscred.ops.triton.runtime as runtime
+    from mscred.ops import resolve_model_backend
+
+    monkeypatch.setattr(runtime, "is_available", lambda what: (True, ""))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    assert resolve_model_backend("auto", "cuda") == expected
+    monkeypatch.setattr(runtime, "is_available", lambda what: (False, "triton not importable"))
+    assert resolve_model_backend("auto", "cuda") == "reference"

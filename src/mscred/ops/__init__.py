@@ -54,6 +54,7 @@ _REFERENCE = {"conv2d": "torch", "convlstm": "reference", "temporal_attention": 
 CONV_BACKENDS = tuple(_IMPLEMENTATIONS["conv2d"])
 MODEL_BACKENDS = tuple(_IMPLEMENTATIONS["convlstm"])
 AUTO = "auto"  # a model backend chosen by the device (resolve_model_backend)
+AUTO_MIN_CAPABILITY = (8, 0)  # "auto" picks the fused kernels from Ampere on
 
 _resolved: dict[tuple[str, str], Callable] = {}
 _warned: set[tuple[str, str]] = set()
@@ -121,11 +122,16 @@ def resolve_model_backend(name: str, device: str | torch.device) -> str:
     layout slower there). Other names are returned as they are."""
     if name != AUTO:
         return name
-    if torch.device(device).type != "cuda":
+    device = torch.device(device)
+    if device.type != "cuda":
         return "reference"
     from mscred.ops.triton.runtime import is_available
 
     ok, why = is_available("the fused backend")
+    if ok and torch.cuda.get_device_capability(device) < AUTO_MIN_CAPABILITY:
+        # The kernels were written and measured for Ampere and later (bf16 tensor cores, cp.async); an older GPU
+        # keeps the reference ops unless asked for --backend fused.
+        ok, why = False, f"compute capability {torch.cuda.get_device_capability(device)} < {AUTO_MIN_CAPABILITY}"
     if not ok:
         log.info("backend auto: reference (%s)", why)
     return "fused" if ok else "reference"
