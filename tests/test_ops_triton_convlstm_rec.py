@@ -236,3 +236,39 @@ def test_cuda_graph_capture_replays_inference():
         # the same kernels on the same data; 1e-6 rather than bit equality in case cuDNN's input convolution picks
         # another algorithm outside the graph
         assert _rel(static_out, rec.convlstm_fused_rec(x2, w, b, FB, "nhwc", False, [])[0]) < 1e-6
+
+
+@pytest.mark.parametrize("n", [5, 9])
+def test_whole_model_with_the_rec_kernel(n, monkeypatch):
+    """MSCRED_CONVLSTM_REC=1 through the product dispatch: a whole fused MSCREDNet (every level on this op) against
+    the reference network in float64, per-window forward and the shared-segment scoring (forward_windows)."""
+    from mscred.config import ModelConfig
+    from mscred.model import MSCREDNet
+
+    monkeypatch.setenv(rec.ENV, "1")
+    calls = []
+    real = rec.convlstm
+    monkeypatch.setattr(rec, "convlstm", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    torch.manual_seed(n)
+    cfg = dict(n_sensors=n, channels=(8, 8, 16, 8), n_scales=3)  # hidden widths the kernel takes (``suits``)
+    reference_net = MSCREDNet(ModelConfig(**cfg, backend="reference")).double().to(DEVICE)
+    ours = MSCREDNet(ModelConfig(**cfg, backend="fused")).to(DEVICE)
+    ours.load_state_dict({k: v.float() for k, v in reference_net.state_dict().items()})
+    segments = torch.rand(7, 3, n, n, dtype=torch.float64, device=DEVICE)
+    windows = segments.unfold(0, 5, 1).permute(0, 4, 1, 2, 3)  # (3, 5, 3, n, n): windows 0..2
+    with torch.no_grad():
+        expected = reference_net(windows)
+        assert _rel(ours(windows.float()), expected) < 1e-5
+        assert _rel(ours.forward_windows(segments.float(), 5), expected) < 1e-5
+    assert len(calls) == 8  # 4 levels x (forward, forward_windows): every level ran this op
+
+
+def test_select_falls_back_for_unaligned_hidden_widths(monkeypatch):
+    """Hidden widths whose gate blocks would start off the TMA's 16-byte alignment take convlstm.py's op."""
+    assert rec.suits(32, torch.bfloat16) and rec.suits(256, torch.float32) and rec.suits(2, torch.float64)
+    assert not rec.suits(5, torch.float32) and not rec.suits(4, torch.bfloat16)
+    monkeypatch.setenv(rec.ENV, "1")
+    x = torch.randn(2, 3, 4, 5, 5, device=DEVICE)
+    w = torch.randn(4 * 5, 4 + 5, 2, 2, device=DEVICE) * 0.3
+    b = torch.zeros(4 * 5, device=DEVICE)
+    assert _rel(rec.select(x, w, b, FB).double(), ref.convlstm(x.double(), w.double(), b.double(), FB)) < 1e-5

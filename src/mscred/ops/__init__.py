@@ -42,7 +42,9 @@ _IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     },
     "convlstm": {
         "reference": "mscred.ops.reference:convlstm",
-        "fused": "mscred.ops.triton.convlstm:convlstm",
+        # convlstm.py's op; MSCRED_CONVLSTM_REC=1 swaps in the opt-in recurrent-conv + cell kernel (not measured
+        # in the whole model yet).
+        "fused": "mscred.ops.triton.convlstm_fused_rec:select",
     },
     "temporal_attention": {
         "reference": "mscred.ops.reference:temporal_attention",

@@ -28,9 +28,11 @@ cuDNN path rounds it to bf16 first (under bf16 this op is slightly *more* accura
 ``torch.backends.cudnn.allow_tf32`` (what the cuDNN recurrent convolution it replaces does): tl.dot's "tf32" or
 "ieee" input precision.
 
-Not the default: select it with ``MSCRED_CONVLSTM_REC=1`` through ``select`` (or call ``convlstm`` directly). The
-product dispatch (``mscred.ops``) does not route here until the H200 numbers (``benchmarks/bench_convlstm_rec.py``)
-show it is faster. Block sizes: ``default_blocks`` (checked for registers, spills and shared memory by compiling for
+Not the default: select it with ``MSCRED_CONVLSTM_REC=1`` (or call ``convlstm`` directly). The product dispatch
+(``mscred.ops``, backend "fused") calls ``select``, which takes ``convlstm.py``'s op unless that variable is set,
+so the whole model (training, scoring with shared segments) can be A/B'd; it stays opt-in until the H200 numbers
+(``benchmarks/bench_convlstm_rec.py`` per level, ``gpu_train_variants.sh`` on the whole step and scoring) show it
+is faster. Block sizes: ``default_blocks`` (checked for registers, spills and shared memory by compiling for
 sm_90a ahead of time, ``benchmarks/regs_convlstm_rec.py``), not yet tuned by timing on the GPU.
 """
 from __future__ import annotations
@@ -374,6 +376,14 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
 def select(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float) -> torch.Tensor:
     """The opt-in switch: this op when ``MSCRED_CONVLSTM_REC=1``, else ``convlstm.py``'s fused op (the product's).
     Same contract as ``mscred.ops.convlstm``; meant as the "fused" entry once the GPU numbers justify it."""
-    if enabled():
+    if enabled() and suits(weight.shape[0] // 4, x.dtype):
         return convlstm(x, weight, bias, forget_bias)
     return _fused.convlstm(x, weight, bias, forget_bias)
+
+
+def suits(hidden_channels: int, dtype: torch.dtype) -> bool:
+    """Whether the kernel takes ``hidden_channels``: its TMA loads of the packed recurrent weights start every gate
+    block at a multiple of the hidden width, which must be 16-byte aligned (bf16: multiples of 8 channels; MSCRED's
+    32-256 are). Under autocast the kernel runs in bf16, so that is the width checked for float32 too."""
+    size = 8 if dtype == torch.float64 else 2
+    return (hidden_channels * size) % 16 == 0
