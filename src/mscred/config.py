@@ -35,7 +35,8 @@ class ModelConfig:
     # Added to the forget gate pre-activation, as TensorFlow's ConvLSTMCell.
     forget_bias: float = 1.0
     # "reference": plain PyTorch ops; "fused": Triton ConvLSTM cell and attention kernels (GPU); "auto": fused when
-    # training on a CUDA device where those kernels work, else reference (resolved by fit, which saves the choice).
+    # training on a CUDA device (compute capability >= 8.0) where those kernels work, else reference. A saved model
+    # keeps "auto" and, loaded, scores with the reference ops (ops.resolve_model_backend, MSCRED.fit).
     backend: str = "auto"
     # Encoder convolutions: "torch" (cuDNN / ATen), "im2col-global", "im2col-shared", "implicit" (pipelined
     # implicit GEMM + bias + SELU), "implicit-basic" (the first implicit GEMM).
