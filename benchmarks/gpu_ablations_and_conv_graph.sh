@@ -15,10 +15,7 @@ OUT=${OUT:-benchmarks/results}
 export OUT PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
 mkdir -p "$OUT/ablations" "$OUT/conv_graph"
 {
-  date -u +%FT%TZ
-  git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /'
-  nvidia-smi --query-gpu=name,driver_version --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__)"
+  bash benchmarks/machine_info.sh
   timeout 120 python3 -m pytest -q -p no:cacheprovider -rs --durations=5 tests/test_ops_triton_small_conv.py \
     tests/test_train.py tests/test_forward_windows.py -k "full_size or graph or predict or fused_model" 2>&1
   echo "pytest exit code $?"

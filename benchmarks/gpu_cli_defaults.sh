@@ -11,9 +11,7 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1
 M="python3 -m mscred.cli.main"
 W=/tmp/cli_defaults; rm -rf "$W"; mkdir -p "$W"
 {
-  date -u +%FT%TZ
-  git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /'
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  bash benchmarks/machine_info.sh
   $M env | tail -1
   $M generate "$W/data"
   # The defaults twice: the first run in a fresh machine also compiles the Triton kernels (cached on disk after).

@@ -15,9 +15,7 @@ timeout 110 python3 benchmarks/bench_conv.py --out "$OUT" > "$OUT/conv.log" 2>&1
 echo "bench_conv exit code $?" >> "$OUT/conv.log"
 tail -4 "$OUT/conv.log"
 {
-  date -u +%FT%TZ
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__)"
+  bash benchmarks/machine_info.sh
   timeout 80 python3 -m pytest -q -p no:cacheprovider -rs --durations=5 tests/test_ops_triton_small_conv.py \
     tests/test_ops_triton_convlstm.py tests/test_ops_triton_train.py -k "full_size or fifty" 2>&1
   echo "pytest exit code $?"

@@ -14,9 +14,7 @@ OUT=${OUT:-benchmarks/results}
 export OUT PYTHONPATH=src PYTHONUNBUFFERED=1
 mkdir -p "$OUT/pending"
 {
-  date -u +%FT%TZ
-  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'triton', triton.__version__)"
+  bash benchmarks/machine_info.sh
   timeout 150 python3 -m pytest -q -p no:cacheprovider -rs --durations=5 tests/test_detector.py \
     tests/test_ops_triton_convlstm_rec.py tests/test_train.py tests/test_forward_windows.py \
     -k "defaults or auto or rec or whole_model or full_size or graph" 2>&1

@@ -21,10 +21,7 @@ T="$D/gpu_tests.txt"
 # A per-test timeout where pytest-timeout is installed; the whole pytest run is bounded by `timeout` anyway.
 PT_TIMEOUT=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout=45" || echo "")
 {
-  date -u +%FT%TZ
-  git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /'
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__)"
+  bash benchmarks/machine_info.sh
   echo "per-test timeout: ${PT_TIMEOUT:-none (pytest-timeout absent); whole run: timeout 260}"
   # The subset that fits, most important first (the run is cut at 110 s): the Trainer's graphed steps (incl. n = 30,
   # batch 128), the model tests, every full-size kernel row (fp32 strict and bf16) of the ConvLSTM, the attention

@@ -13,10 +13,7 @@ mkdir -p "$D"
 export PYTHONPATH=src PYTHONUNBUFFERED=1
 if [ $# -gt 0 ]; then
   {
-    date -u +%FT%TZ
-    git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /'
-    nvidia-smi --query-gpu=name,driver_version --format=csv
-    python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__)"
+    bash benchmarks/machine_info.sh
     timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -o faulthandler_timeout=60 --durations=5 "$@" 2>&1
     echo "pytest exit code $?"
   } > "$D/gpu_tests.txt" 2>&1
