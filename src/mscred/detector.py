@@ -183,7 +183,7 @@ class MSCRED:
         torch.manual_seed(cfg.train.seed)                             # the initial weights are part of the seed
         # backend "auto" trains fused on a CUDA device; the saved config keeps "auto", which a loaded model (a
         # one-shot `mscred detect`) scores with the reference ops: with the fused kernels' start-up in a fresh
-        # process, detect of 10,000 rows took 9.1-10.7 s on the H200 against 5.1 s (results/cli_defaults/).
+        # process, detect of 10,000 rows took 9.1-12.1 s on the H200 against 5.1-5.7 s (results/cli_defaults/).
         self.net_ = MSCREDNet(dataclasses.replace(cfg.model, backend=resolve_model_backend(cfg.model.backend,
                                                                                             self.device_)))
         trainer = self._make_trainer(self.net_, cfg.train, steps)
