@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: do the fused model's side streams (src/mscred/level_streams.py) pay, and are they correct?
 #   1. GPU tests: tests/test_level_streams.py (streams vs one stream, graphed step with streams), the fused
-#      ConvLSTM ops' full-size and float64 rows (incl. the opt-in recurrent kernel's float64 routing) (<= 150 s)
+#      ConvLSTM ops' full-size and float64 rows (<= 150 s)
 #   2. bench_train.py parts in one run: the eager baselines, then the graphed fused variants each in its own
 #      process, with MSCRED_LEVEL_STREAMS=0 (one stream) and =1 (side streams) (<= 150 s)
 # Writes $OUT/level_streams/{gpu_tests.txt, streams_off.md, streams_on.md, log.txt}.
@@ -17,7 +17,7 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1
   nvidia-smi --query-gpu=name,driver_version --format=csv
   python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__)"
   timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -o faulthandler_timeout=60 --durations=5 \
-    tests/test_level_streams.py tests/test_ops_triton_convlstm_rec.py tests/test_ops_triton_convlstm.py \
+    tests/test_level_streams.py tests/test_ops_triton_convlstm.py \
     -k "streams or float64 or full_size or graph" 2>&1
   echo "pytest exit code $?"
 } > "$D/gpu_tests.txt" 2>&1

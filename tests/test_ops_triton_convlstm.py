@@ -149,13 +149,10 @@ def test_forget_bias_is_used():
 
 
 def test_dispatcher_routes_fused_here(monkeypatch):
-    """backend "fused" -> convlstm_fused_rec.select -> this op unless MSCRED_CONVLSTM_REC=1 (the opt-in kernel)."""
-    from mscred.ops.triton import convlstm_fused_rec as rec
-
-    monkeypatch.delenv(rec.ENV, raising=False)
-    assert ops.get_impl("convlstm", "fused") is rec.select
-    calls, real = [], fused.convlstm
-    monkeypatch.setattr(fused, "convlstm", lambda *a: calls.append(1) or real(*a))
+    """backend "fused" -> this module's convlstm (checked through which function is called)."""
+    assert ops.get_impl("convlstm", "fused") is fused.convlstm
+    calls, real = [], fused.run_cast
+    monkeypatch.setattr(fused, "run_cast", lambda *a: calls.append(1) or real(*a))
     x, w, b, _ = _inputs(1, 2, 2, 2, 4, 2, seed=5)
     torch.testing.assert_close(ops.convlstm(x, w, b, FB, backend="fused"), ref.convlstm(x, w, b, FB))
     assert calls == [1]

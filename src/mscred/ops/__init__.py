@@ -42,9 +42,9 @@ _IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     },
     "convlstm": {
         "reference": "mscred.ops.reference:convlstm",
-        # convlstm.py's op; MSCRED_CONVLSTM_REC=1 swaps in the opt-in recurrent-conv + cell kernel (not measured
-        # in the whole model yet).
-        "fused": "mscred.ops.triton.convlstm_fused_rec:select",
+        # cuDNN's recurrent convolution + one Triton cell kernel per step. A Triton implicit-GEMM recurrent conv with
+        # the cell in its epilogue was measured slower in the whole model and removed (README, "Tried and removed").
+        "fused": "mscred.ops.triton.convlstm:convlstm",
     },
     "temporal_attention": {
         "reference": "mscred.ops.reference:temporal_attention",

@@ -403,7 +403,7 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
 
 def run_cast(op, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float, *extra):
     """``op(x, weight, bias, forget_bias, layout, save, *extra)[0]`` with the casts autocast would make, for the
-    fused ConvLSTM ops (this one and ``convlstm_fused_rec``); ``save`` = whether autograd will need a backward.
+    fused ConvLSTM op; ``save`` = whether autograd will need a backward.
 
     Custom ops are not autocast-aware: cast here as autocast would cast a convolution (fp32 master weights receive
     their gradient through these casts), then run the op with autocast off so that nothing inside is cast a second
@@ -574,8 +574,8 @@ def _(dout, x, weight, bias, pre, cells, hprev, forget_bias, layout):
 
 
 def save_for_backward(ctx, inputs, output) -> None:
-    """``setup_context`` of the fused ConvLSTM ops (this one and ``convlstm_fused_rec``): their inputs start with
-    x, weight, bias, forget_bias, layout and their outputs are (h, pre, cells, hprev)."""
+    """``setup_context`` of the fused ConvLSTM op: its inputs start with x, weight, bias, forget_bias, layout and its
+    outputs are (h, pre, cells, hprev)."""
     x, weight, bias, forget_bias, layout = inputs[:5]
     _, pre, cells, hprev = output
     ctx.save_for_backward(x, weight, bias, pre, cells, hprev)
