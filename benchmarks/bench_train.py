@@ -629,6 +629,11 @@ def run_part(part: str, args, work: Path) -> None:
                 autotune=autotune):
             ready = (lambda: _wait_for_gpu(work, t_begin + args.compile_wait_s)) if comp else None
             step, setup_s = make_step(backend, n, data, device, batch, graphs, bf16, comp, fused_adam, autotune)
+            if graphs and autotune:
+                # GraphedStep scopes its autotuning to warm-up + capture since 2026-11-30; before, it left the flag
+                # on for the rest of the process, and the part's later rows (inference, end to end) were measured
+                # so. Kept, so that the records stay comparable.
+                torch.backends.cudnn.benchmark = True
             ms, first_s, loss, first_loss = time_train(step, data, device, batch, iters, ready=ready)
             if name in EAGER_PROFILES:
                 steps[name] = step  # kept for the eager profiles below; every other step is released at once

@@ -215,6 +215,42 @@ def test_cuda_graphs_ignored_on_cpu():
     assert ha[0]["train_loss"] == hb[0]["train_loss"]
 
 
+def test_autotune_only_when_enough_steps_are_planned():
+    from mscred.train_graphs import AUTOTUNE_MIN_STEPS, autotune_worthwhile
+
+    assert not autotune_worthwhile(None, AUTOTUNE_MIN_STEPS - 1)
+    assert autotune_worthwhile(None, AUTOTUNE_MIN_STEPS)
+    assert autotune_worthwhile(True, 1) and not autotune_worthwhile(False, 10 ** 9)
+    # fit decides from its epochs x batches per epoch: 2 x ceil(8 / 8) steps here, far below the break-even
+    seg = _segments(count=12)
+    trainer = Trainer(_net(), _cfg())
+    trainer.fit(seg)
+    assert trainer.autotune is False
+    trainer = Trainer(_net(), _cfg(cudnn_benchmark=True, epochs=1))
+    trainer.fit(seg)
+    assert trainer.autotune is True
+
+
+@pytest.mark.parametrize("start", [False, True])
+def test_convolution_autotuning_is_scoped(start):
+    """The flag is on inside (when enabled) and back to what it was after, also when the body raises."""
+    from mscred.train_graphs import convolution_autotuning
+
+    before = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = start
+        with convolution_autotuning(True):
+            assert torch.backends.cudnn.benchmark is True
+        assert torch.backends.cudnn.benchmark is start
+        with pytest.raises(RuntimeError), convolution_autotuning(True):
+            raise RuntimeError("capture failed")
+        assert torch.backends.cudnn.benchmark is start
+        with convolution_autotuning(False):
+            assert torch.backends.cudnn.benchmark is start
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-graph capture needs a CUDA device")
 
 

@@ -59,6 +59,9 @@ class TrainConfig:
     # Capture a whole training step / inference batch in CUDA graphs (CUDA only). None (default): the training
     # steps and validation on a CUDA device, scoring eager (one pass does not repay capture + autotuning).
     cuda_graphs: Optional[bool] = None
+    # Time cuDNN's convolution algorithms in the graphs' warm-up (CUDA graphs only). None (default): when the run
+    # plans at least train_graphs.AUTOTUNE_MIN_STEPS steps, the break-even measured on the H200.
+    cudnn_benchmark: Optional[bool] = None
     progress: bool = True
 
 

@@ -146,7 +146,8 @@ class DistributedTrainer(Trainer):
         local = self._local_batch(len(train))
         try:
             self._ddp_warmup(module, train, local)
-            step = ShardGraphedStep(module, self.optimizer, train, local, self.bf16)
+            step = ShardGraphedStep(module, self.optimizer, train, local, self.bf16,
+                                    cudnn_benchmark=self.autotune)
             self.graphs_used = True
             return step
         except RuntimeError as err:  # every rank runs the same capture, so every rank lands here alike

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -25,7 +26,7 @@ from mscred.config import TrainConfig
 from mscred.errors import InputError
 from mscred.train_checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from mscred.train_graphs import (EagerInference, EagerStep, GraphedInference, GraphedStep,
-                                 GraphedWindowInference, autocast)
+                                 GraphedWindowInference, autocast, autotune_worthwhile)
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +164,7 @@ class Trainer:
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.history: list[dict[str, Any]] = []
         self.setup_seconds = 0.0
+        self.autotune = False  # whether fit's graphs time cuDNN's algorithms (decided in fit: autotune_worthwhile)
 
     @property
     def is_main(self) -> bool:
@@ -211,6 +213,8 @@ class Trainer:
             log.info("resumed from %s after epoch %d", ckpt, start)
 
         if start < self.cfg.epochs and not self._should_stop():
+            planned_steps = (self.cfg.epochs - start) * math.ceil(len(train) / self.cfg.batch_size)
+            self.autotune = autotune_worthwhile(self.cfg.cudnn_benchmark, planned_steps)
             t0 = time.perf_counter()
             step = self._make_step(train)
             evaluate = self._make_inference(val) if val is not None else None
@@ -258,12 +262,14 @@ class Trainer:
     def _make_step(self, train: WindowDataset):
         module = self._forward_module()
         if self.use_graphs:
-            return GraphedStep(module, self.optimizer, train, min(self.cfg.batch_size, len(train)), self.bf16)
+            return GraphedStep(module, self.optimizer, train, min(self.cfg.batch_size, len(train)), self.bf16,
+                               cudnn_benchmark=self.autotune)
         return EagerStep(module, self.optimizer, train, self.bf16)
 
     def _make_inference(self, data: WindowDataset):
         if self.use_graphs:
-            return GraphedInference(self.net, data, min(self.cfg.batch_size, len(data)), self.bf16)
+            return GraphedInference(self.net, data, min(self.cfg.batch_size, len(data)), self.bf16,
+                                    cudnn_benchmark=self.autotune)
         return EagerInference(self.net, data, self.bf16)
 
     def _run_epoch(self, epoch: int, train: WindowDataset, step, evaluate, val, progress) -> dict[str, Any]:

@@ -37,13 +37,34 @@ from torch import nn
 WARMUP_ITERS = 3  # the docs' recipe; lets cuDNN/cuBLAS pick algorithms and allocate workspaces before capture
 
 
-def autotune_convolutions(enabled: bool = True) -> None:
-    """Let cuDNN choose each convolution's algorithm by timing its candidates (``torch.backends.cudnn.benchmark``)
-    instead of by its heuristics. The graphed steps have fixed shapes and warm up before capture, so the timing
-    runs once, in the warm-up, and never inside a graph. Process-wide, as PyTorch's flag is; ``enabled=False``
+# The Trainer autotunes the convolutions of its graphs only when enough steps are planned to repay it. On the H200
+# (built-in data, fused + graphs, float32, benchmarks/results/cli_phases/): timing cuDNN's algorithms added ~1.4 s
+# to the step's set-up and saved ~0.27 ms per step (0.062 against 0.069 s per 26-step epoch): ~5,000 steps to
+# break even.
+AUTOTUNE_MIN_STEPS = 5000
+
+
+def autotune_worthwhile(setting, planned_steps: int) -> bool:
+    """Whether to time cuDNN's convolution algorithms in the graphs' warm-up: ``setting`` True / False as given,
+    None (the default) when ``planned_steps`` reach AUTOTUNE_MIN_STEPS."""
+    return bool(setting) if setting is not None else planned_steps >= AUTOTUNE_MIN_STEPS
+
+
+@contextlib.contextmanager
+def convolution_autotuning(enabled: bool = True):
+    """Inside: cuDNN chooses each new convolution shape's algorithm by timing its candidates
+    (``torch.backends.cudnn.benchmark``) when ``enabled``; the flag is restored on exit. The graphed steps have
+    fixed shapes, so the timing runs in their warm-up, is baked into the captured graph, and never runs inside one.
+    Scoped, not process-wide: left on, every later eager call of a new shape times its algorithms again (on the
+    H200 that made `mscred train`'s one scoring pass of its training data 1.1 s instead of 0.12 s). ``enabled=False``
     leaves the flag as it is."""
+    before = torch.backends.cudnn.benchmark
     if enabled:
         torch.backends.cudnn.benchmark = True
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
 
 
 def autocast(device: torch.device, bf16: bool):
@@ -161,7 +182,7 @@ class GraphedStep:
     bf16 : bool
         Capture under bf16 autocast.
     cudnn_benchmark : bool
-        Autotune the convolutions in the warm-up (``autotune_convolutions``); False keeps cuDNN's heuristics.
+        Autotune the convolutions in the warm-up (``convolution_autotuning``); False keeps cuDNN's heuristics.
 
     Attributes the distributed step uses: ``static_idx`` (B,) int64, ``static_weight`` (B,), ``static_loss`` (),
     ``graph`` (``.replay()`` gathers ``static_idx``'s windows, then replays), ``batch_size``.
@@ -170,7 +191,6 @@ class GraphedStep:
     def __init__(self, net: nn.Module, optimizer: torch.optim.Optimizer, data, batch_size: int, bf16: bool = False,
                  cudnn_benchmark: bool = True):
         _check_capturable(optimizer)
-        autotune_convolutions(cudnn_benchmark)
         device = data.segments.device
         self.batch_size, self.data = batch_size, data
         self.static_idx = torch.zeros(batch_size, dtype=torch.long, device=device)
@@ -179,22 +199,23 @@ class GraphedStep:
         self._padded = False
         snapshot = StateSnapshot(optimizer)
 
-        stream = torch.cuda.Stream(device=device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
-            for _ in range(WARMUP_ITERS):
-                optimizer.zero_grad(set_to_none=True)
-                _train_step(net, optimizer, self.static_x, self.static_weight, bf16)
-        torch.cuda.current_stream(device).wait_stream(stream)
-        snapshot.restore()
-        torch.cuda.synchronize(device)
+        with convolution_autotuning(cudnn_benchmark):
+            stream = torch.cuda.Stream(device=device)
+            stream.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(stream):
+                for _ in range(WARMUP_ITERS):
+                    optimizer.zero_grad(set_to_none=True)
+                    _train_step(net, optimizer, self.static_x, self.static_weight, bf16)
+            torch.cuda.current_stream(device).wait_stream(stream)
+            snapshot.restore()
+            torch.cuda.synchronize(device)
 
-        # Gradients None before capture: backward inside the graph allocates them from the graph's pool and, on
-        # every replay, overwrites them instead of accumulating.
-        optimizer.zero_grad(set_to_none=True)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, stream=stream):
-            self.static_loss = _train_step(net, optimizer, self.static_x, self.static_weight, bf16)
+            # Gradients None before capture: backward inside the graph allocates them from the graph's pool and, on
+            # every replay, overwrites them instead of accumulating.
+            optimizer.zero_grad(set_to_none=True)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                self.static_loss = _train_step(net, optimizer, self.static_x, self.static_weight, bf16)
         self._stream = stream  # the capture stream lives as long as the graph
         self.graph = _GatherThenReplay(graph, data, self.static_idx, self.static_x)
 
@@ -252,13 +273,13 @@ class GraphedInference:
     """
 
     def __init__(self, net: nn.Module, data, batch_size: int, bf16: bool = False, cudnn_benchmark: bool = True):
-        autotune_convolutions(cudnn_benchmark)
         device = data.segments.device
         self.batch_size, self.data = batch_size, data
         self.static_idx = torch.arange(batch_size, device=device) % len(data)
         self.static_x = data.batch(self.static_idx).clone()  # (B, T, K, n, n)
-        graph, self._stream, (self.static_recon, self.static_losses) = capture_no_grad(
-            lambda: forward_losses(net, self.static_x, bf16), device)
+        with convolution_autotuning(cudnn_benchmark):
+            graph, self._stream, (self.static_recon, self.static_losses) = capture_no_grad(
+                lambda: forward_losses(net, self.static_x, bf16), device)
         self.graph = _GatherThenReplay(graph, data, self.static_idx, self.static_x)
 
     def __call__(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -286,7 +307,6 @@ class GraphedWindowInference:
     def __init__(self, net: nn.Module, data, batch_size: int, bf16: bool = False, cudnn_benchmark: bool = True):
         if not 1 <= batch_size <= len(data):
             raise ValueError(f"batch_size must be in [1, {len(data)}] (the windows there are), got {batch_size}")
-        autotune_convolutions(cudnn_benchmark)
         device = data.segments.device
         self.batch_size, self.data, self.steps = batch_size, data, data.steps
         self.static_seg = data.segments[:batch_size + data.steps - 1].clone()  # (B + steps - 1, K, n, n)
@@ -295,7 +315,8 @@ class GraphedWindowInference:
             with autocast(device, bf16):
                 return net.forward_windows(self.static_seg, self.steps).float()  # (B, K, n, n)
 
-        self.graph, self._stream, self.static_recon = capture_no_grad(reconstruct, device)
+        with convolution_autotuning(cudnn_benchmark):
+            self.graph, self._stream, self.static_recon = capture_no_grad(reconstruct, device)
 
     def __call__(self, start: int, b: int) -> torch.Tensor:
         if not 1 <= b <= self.batch_size or start < 0 or start + b > len(self.data):

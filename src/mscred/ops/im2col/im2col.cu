@@ -266,9 +266,13 @@ __global__ void __launch_bounds__(256) grad_bias_kernel(const float* __restrict_
 // ---------------------------------------------------------------------------------------------------------------
 // float32 -> TF32 (as a 32-bit pattern with the low 13 bits clear), rounded to nearest. sm_90 has this as one
 // instruction (F2FP.TF32) for round-to-nearest-even; older GPUs only have cvt.rna (ties away), emulated in 2-3.
+// MSCRED_TF32_TRUNCATE (harness builds only, an experiment): no rounding instruction at all; the tensor core then
+// ignores the low 13 bits, i.e. truncates (error up to 1 TF32 ulp instead of 1/2).
 __device__ __forceinline__ uint32_t to_tf32(float v) {
   uint32_t u;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(MSCRED_TF32_TRUNCATE)
+  u = __float_as_uint(v);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm("cvt.rn.tf32.f32 %0, %1;" : "=r"(u) : "f"(v));
 #else
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(v));
