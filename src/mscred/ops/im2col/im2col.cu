@@ -267,7 +267,8 @@ __global__ void __launch_bounds__(256) grad_bias_kernel(const float* __restrict_
 // float32 -> TF32 (as a 32-bit pattern with the low 13 bits clear), rounded to nearest. sm_90 has this as one
 // instruction (F2FP.TF32) for round-to-nearest-even; older GPUs only have cvt.rna (ties away), emulated in 2-3.
 // MSCRED_TF32_TRUNCATE (harness builds only, an experiment): no rounding instruction at all; the tensor core then
-// ignores the low 13 bits, i.e. truncates (error up to 1 TF32 ulp instead of 1/2).
+// ignores the low 13 bits, i.e. truncates (error up to 1 TF32 ulp instead of 1/2). Measured on the H200
+// (benchmarks/gpu_tf32_truncate_probe.sh): 1-2% faster on the four encoder layers, 2.4x the error; not adopted.
 __device__ __forceinline__ uint32_t to_tf32(float v) {
   uint32_t u;
 #if defined(MSCRED_TF32_TRUNCATE)
@@ -641,6 +642,32 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
+// The K loop of both cp.async kernels (conv_pipelined, conv_patch). Prologue: STAGES-1 K-steps in flight; one commit
+// group per K-step (empty past the end) keeps the count exact, so wait_group<STAGES-2> always means "K-step ks has
+// landed". Each K-step then waits for its copies, refills the buffer of K-step ks-1 (every warp is past it: the
+// barrier) with K-step ks+STAGES-1, and runs its MMAs. load_stage(ks, slot) issues K-step ks's copies into buffer
+// slot; compute(slot) runs the MMAs on a landed buffer. On return every copy has landed (only empty groups could
+// still be pending); the caller synchronises before reusing the buffers.
+template <int STAGES, typename Load, typename Compute>
+__device__ __forceinline__ void cp_async_k_loop(int ksteps, Load& load_stage, Compute&& compute) {
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < ksteps) load_stage(st, st);
+    cp_async_commit();
+  }
+  int read_slot = 0, write_slot = STAGES - 1;  // = ks % STAGES and (ks + STAGES - 1) % STAGES
+  for (int ks = 0; ks < ksteps; ++ks) {
+    cp_async_wait<STAGES - 2>();  // this thread's copies of K-step ks have landed ...
+    __syncthreads();              // ... and everyone's; everyone is also done with K-step ks-1's buffer
+    if (ks + STAGES - 1 < ksteps) load_stage(ks + STAGES - 1, write_slot);  // refills K-step ks-1's buffer
+    cp_async_commit();
+    compute(read_slot);
+    read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
+    write_slot = write_slot + 1 == STAGES ? 0 : write_slot + 1;
+  }
+  cp_async_wait<0>();
+}
+
 // PAIR: the B tile is stored pixel-major ([BN][BK + 4], k contiguous) and gathered two taps (j, j+1) per 8-byte
 // copy; see conv_pipelined.
 template <int WARPS_M, int MT, int NT, int BK, int STAGES, bool PAIR = false>
@@ -789,30 +816,16 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
   float acc[MT][NT][4];
   zero_accumulators(acc);
 
-  // Prologue: STAGES-1 K-steps in flight. One commit group per K-step (empty past the end) keeps the count exact.
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < ksteps) load_stage(st, st);
-    cp_async_commit();
-  }
-  int read_slot = 0, write_slot = STAGES - 1;  // = ks % STAGES and (ks + STAGES - 1) % STAGES
-  for (int ks = 0; ks < ksteps; ++ks) {
-    cp_async_wait<STAGES - 2>();  // this thread's copies of K-step ks have landed ...
-    __syncthreads();              // ... and everyone's; everyone is also done with K-step ks-1's buffer
-    if (ks + STAGES - 1 < ksteps) load_stage(ks + STAGES - 1, write_slot);  // refills K-step ks-1's buffer
-    cp_async_commit();
-    const uint32_t* As = stage0 + read_slot * T::STAGE_WORDS;
+  cp_async_k_loop<STAGES>(ksteps, load_stage, [&](int slot) {
+    const uint32_t* As = stage0 + slot * T::STAGE_WORDS;
     if constexpr (PAIR)
       warp_mma_tile_nk<MT, NT, BK, LDA, LDBT>(acc, As + warp_m * MT * 16 * LDA,
                                               As + T::A_WORDS + warp_n * NT * 8 * LDBT, lane);
     else
       warp_mma_tile_ldsm<MT, NT, BK, LDA, LDB>(acc, As + warp_m * MT * 16 * LDA,
                                                As + T::A_WORDS + warp_n * NT * 8, lane);
-    read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
-    write_slot = write_slot + 1 == STAGES ? 0 : write_slot + 1;
-  }
-  cp_async_wait<0>();  // only empty groups can be pending here, but the buffers are about to be reused
-  __syncthreads();     // every warp's last MMAs have read their tiles, every thread its last table entries
+  });
+  __syncthreads();  // every warp's last MMAs have read their tiles, every thread its last table entries
 
   // The table's space (>= BM words) now holds the tile's bias; stage_accumulators' barrier publishes it.
   float* bs = reinterpret_cast<float*>(smem);
@@ -949,18 +962,8 @@ __global__ void __launch_bounds__(32 * NWARPS, MIN_BLOCKS)
   float acc[MT][NT][4];
   zero_accumulators(acc);
 
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < ksteps) load_stage(st, st);
-    cp_async_commit();
-  }
-  int read_slot = 0, write_slot = STAGES - 1;
-  for (int ks = 0; ks < ksteps; ++ks) {
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();
-    if (ks + STAGES - 1 < ksteps) load_stage(ks + STAGES - 1, write_slot);
-    cp_async_commit();
-    const uint32_t* As = smem + read_slot * T::STAGE_WORDS;
+  cp_async_k_loop<STAGES>(ksteps, load_stage, [&](int slot) {
+    const uint32_t* As = smem + slot * T::STAGE_WORDS;
     const uint32_t* Bs = As + T::A_WORDS;
 #pragma unroll
     for (int kb = 0; kb < CK / 2; ++kb) {
@@ -999,10 +1002,7 @@ __global__ void __launch_bounds__(32 * NWARPS, MIN_BLOCKS)
 #pragma unroll
         for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af[i], bf[j]);
     }
-    read_slot = read_slot + 1 == STAGES ? 0 : read_slot + 1;
-    write_slot = write_slot + 1 == STAGES ? 0 : write_slot + 1;
-  }
-  cp_async_wait<0>();  // only empty groups remain; nothing reads shared memory after this
+  });  // nothing reads shared memory after this
 
   // Epilogue from the accumulators: c0/c1 are (row g, pixels 2t, 2t+1), c2/c3 row g + 8.
 #pragma unroll
