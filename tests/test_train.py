@@ -123,6 +123,49 @@ def test_checkpoint_every_epoch_and_resume_is_exact(tmp_path):
         assert torch.equal(v, again.state_dict()[k]), k
 
 
+def test_checkpoint_snapshot_is_a_copy():
+    """The writer thread gets copies: training that goes on (in-place Adam updates) cannot tear a checkpoint."""
+    from mscred.train_checkpoint import checkpoint_contents
+
+    net = _net()
+    opt = torch.optim.Adam(net.parameters())
+    sum((p ** 2).sum() for p in net.parameters()).backward()
+    opt.step()
+    tensors, _ = checkpoint_contents(net, opt, 1, [])
+    before = {k: v.clone() for k, v in tensors.items()}
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(1.0)
+    opt.step()
+    for key, value in tensors.items():
+        assert torch.equal(value, before[key]), key
+
+
+def test_background_writer_keeps_order_and_reports_errors():
+    import time
+
+    from mscred.train_checkpoint import BackgroundWriter
+
+    writer, done = BackgroundWriter(), []
+    writer.submit(lambda: (time.sleep(0.05), done.append(1)))
+    writer.submit(done.append, 2)  # waits for the first job
+    assert writer.join() is None and done == [1, 2]
+    writer.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        writer.submit(done.append, 3)  # the failed write surfaces at the next submit ...
+    assert done == [1, 2]
+    writer.submit(lambda: 1 / 0)
+    assert isinstance(writer.join(), ZeroDivisionError)  # ... or at join
+    assert writer.join() is None
+
+
+def test_failed_checkpoint_write_fails_fit(tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the checkpoint folder should be")
+    with pytest.raises(OSError):
+        Trainer(_net(), _cfg(epochs=1)).fit(_segments(count=12), checkpoint_dir=blocked)
+
+
 def test_resume_without_checkpoint_starts_fresh(tmp_path):
     seg = _segments(count=12)
     h = Trainer(_net(), _cfg(epochs=1)).fit(seg, None, checkpoint_dir=tmp_path, resume=True)

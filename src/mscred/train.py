@@ -24,7 +24,8 @@ from torch import nn
 
 from mscred.config import TrainConfig
 from mscred.errors import InputError
-from mscred.train_checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from mscred.train_checkpoint import (CHECKPOINT_NAME, BackgroundWriter, checkpoint_contents, load_checkpoint,
+                                     write_checkpoint)
 from mscred.train_graphs import (EagerInference, EagerStep, GraphedInference, GraphedStep,
                                  GraphedWindowInference, autocast, autotune_worthwhile)
 
@@ -165,6 +166,7 @@ class Trainer:
         self.history: list[dict[str, Any]] = []
         self.setup_seconds = 0.0
         self.autotune = False  # whether fit's graphs time cuDNN's algorithms (decided in fit: autotune_worthwhile)
+        self._writer = BackgroundWriter()  # per-epoch checkpoints are written while the next epoch trains
 
     @property
     def is_main(self) -> bool:
@@ -220,20 +222,28 @@ class Trainer:
             evaluate = self._make_inference(val) if val is not None else None
             self.setup_seconds = time.perf_counter() - t0  # graph warm-up + capture: one-time, not in any epoch
             with _Progress(self.cfg.progress and self.is_main, self.cfg.epochs) as progress:
-                for epoch in range(start, self.cfg.epochs):
-                    record = self._run_epoch(epoch, train, step, evaluate, val, progress)
-                    if not np.isfinite(record["train_loss"]):
-                        # Stop before a checkpoint of broken weights overwrites the last good one.
-                        raise FloatingPointError(f"training diverged in epoch {epoch + 1}: loss "
-                                                 f"{record['train_loss']} (lower the learning rate?)")
-                    self.history.append(record)
-                    progress.end_epoch(record)
-                    if ckpt is not None and self.is_main:
-                        self._save(ckpt, epoch + 1)
-                    if self._should_stop():
-                        log.info("early stopping after epoch %d", epoch + 1)
-                        break
+                try:
+                    self._epochs(start, train, step, evaluate, val, progress, ckpt)
+                finally:
+                    write_error = self._writer.join()  # the last checkpoint is on disk before fit returns
+            if write_error is not None:  # (an error of training itself, raised above, takes precedence)
+                raise write_error
         return self.history
+
+    def _epochs(self, start: int, train: WindowDataset, step, evaluate, val, progress, ckpt: Optional[Path]):
+        for epoch in range(start, self.cfg.epochs):
+            record = self._run_epoch(epoch, train, step, evaluate, val, progress)
+            if not np.isfinite(record["train_loss"]):
+                # Stop before a checkpoint of broken weights overwrites the last good one.
+                raise FloatingPointError(f"training diverged in epoch {epoch + 1}: loss "
+                                         f"{record['train_loss']} (lower the learning rate?)")
+            self.history.append(record)
+            progress.end_epoch(record)
+            if ckpt is not None and self.is_main:
+                self._save(ckpt, epoch + 1)
+            if self._should_stop():
+                log.info("early stopping after epoch %d", epoch + 1)
+                break
 
     # ------------------------------------------------------------------------------------------------ parts
     def _build_optimizer(self) -> None:
@@ -316,7 +326,9 @@ class Trainer:
         model_cfg = getattr(self.net, "cfg", None)
         if dataclasses.is_dataclass(model_cfg):
             extra["model_config"] = dataclasses.asdict(model_cfg)
-        save_checkpoint(path, self.net, self.optimizer, epoch, self.history, extra)
+        # The snapshot is taken here (CPU copies); the write runs on the writer's thread while training goes on.
+        self._writer.submit(write_checkpoint, path, *checkpoint_contents(self.net, self.optimizer, epoch,
+                                                                          self.history, extra))
 
 
 def graphs_enabled(cuda_graphs: Optional[bool], device: torch.device) -> bool:
