@@ -80,6 +80,25 @@ def test_implicit_kernel_uses_tf32_mma(tmp_path):
     assert "cp.async.wait_group" in text
 
 
+def test_direct_conv1_kernel_compiles_without_spills(tmp_path):
+    """conv_direct3x3 (the FP32 direct kernel for conv1-shaped layers) is instantiated only by the harness so far;
+    compile its instantiations here under the same rule as the product's kernels: no spills, no local memory."""
+    unit = tmp_path / "direct.cu"
+    unit.write_text(f'#include "{SRC}"\n'
+                    "namespace mscred_im2col { namespace {\n"
+                    + "".join(f"template __global__ void conv_direct3x3<{c}, {pix}>(const float*, const float*, "
+                              "const float*, float*, ConvShape, bool);\n" for c in (1, 3) for pix in (1, 2))
+                    + "} }\n")
+    proc = subprocess.run([NVCC, "-std=c++17", "-O3", "-arch=sm_90", "-Xptxas", "-v", "-c", str(unit), "-o",
+                           str(tmp_path / "direct.o")], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"nvcc failed:\n{proc.stderr[-4000:]}"
+    direct = [(name, info) for name, info in _kernels(proc.stdout + proc.stderr) if "conv_direct3x3" in name]
+    assert len(direct) == 4
+    for name, info in direct:
+        frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", info)
+        assert frame and tuple(map(int, frame.groups())) == (0, 0, 0), f"{name}: {info[:200]}"
+
+
 def test_the_standalone_harness_still_builds(tmp_path):
     """benchmarks/conv_harness.cu includes im2col.cu and instantiates every tile configuration of the sweep: a kernel
     change that breaks it would only show on the device, at the cost of a device call. Built to an object file, so
