@@ -1049,7 +1049,9 @@ __global__ void __launch_bounds__(32 * NWARPS, MIN_BLOCKS)
 // (16-byte loads of 4 channels of one tap, shared by the PIX pixels), and stores bias + SELU straight from the
 // registers. Exact float32 products (no TF32 rounding).
 // ---------------------------------------------------------------------------------------------------------------
-template <int C, int PIX>
+// HW > 0 fixes the image size at compile time (H = W = Ho = Wo = HW, "same" padding of 1: conv1 at n = HW), so that
+// every tap's and every channel's offset is an immediate of the load or store instruction; HW = 0 reads the shape.
+template <int C, int PIX, int HW = 0>
 __global__ void __launch_bounds__(256) conv_direct3x3(const float* __restrict__ x, const float* __restrict__ w,
                                                       const float* __restrict__ bias, float* __restrict__ y,
                                                       ConvShape s, bool apply_selu) {
@@ -1063,31 +1065,34 @@ __global__ void __launch_bounds__(256) conv_direct3x3(const float* __restrict__ 
   if (threadIdx.x < O) bs[threadIdx.x] = bias != nullptr ? scale * __ldg(bias + threadIdx.x) : 0.f;
   __syncthreads();
 
-  const int P = s.P();
+  const int H = HW > 0 ? HW : s.H, W = HW > 0 ? HW : s.W, Wo = HW > 0 ? HW : s.Wo;
+  const int pad_top = HW > 0 ? 1 : s.pad_top, pad_left = HW > 0 ? 1 : s.pad_left;
+  const int P = HW > 0 ? HW * HW : s.P();
   const int64_t NP = (int64_t)s.N * P;
   const int lane = threadIdx.x % 32;
   const int64_t first = ((int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32) * (32 * PIX) + lane;
 
   float in[PIX][TAPS];
-  int64_t ybase[PIX];
+  float* yq[PIX];
   bool ok[PIX];
 #pragma unroll
   for (int h = 0; h < PIX; ++h) {
     const int64_t q = first + 32 * h;
     ok[h] = q < NP;
     const int n = ok[h] ? (int)(q / P) : 0, p = ok[h] ? (int)(q - (int64_t)n * P) : 0;
-    const int ho = p / s.Wo, wo = p - ho * s.Wo;
-    const int hb = ho - s.pad_top, wb = wo - s.pad_left;
-    ybase[h] = (int64_t)n * O * P + p;
-    const float* xn = x + (int64_t)n * C * s.H * s.W;
+    const int ho = p / Wo, wo = p - ho * Wo;
+    const int hb = ho - pad_top, wb = wo - pad_left;
+    yq[h] = y + (int64_t)n * O * P + p;
+    // The window's top-left input element: only taps inside the image are read, so it may lie outside x.
+    const float* xp = x + (int64_t)n * C * H * W + (int64_t)hb * W + wb;
 #pragma unroll
     for (int c = 0; c < C; ++c)
 #pragma unroll
       for (int i = 0; i < 3; ++i)
 #pragma unroll
         for (int j = 0; j < 3; ++j) {
-          const bool inside = ok[h] && (unsigned)(hb + i) < (unsigned)s.H && (unsigned)(wb + j) < (unsigned)s.W;
-          in[h][c * 9 + i * 3 + j] = inside ? __ldg(xn + ((int64_t)c * s.H + hb + i) * s.W + wb + j) : 0.f;
+          const bool inside = ok[h] && (unsigned)(hb + i) < (unsigned)H && (unsigned)(wb + j) < (unsigned)W;
+          in[h][c * 9 + i * 3 + j] = inside ? __ldg(xp + (c * H + i) * W + j) : 0.f;
         }
   }
 
@@ -1117,9 +1122,8 @@ __global__ void __launch_bounds__(256) conv_direct3x3(const float* __restrict__ 
 #pragma unroll
   for (int h = 0; h < PIX; ++h) {
     if (!ok[h]) continue;
-    float* yq = y + ybase[h];
 #pragma unroll
-    for (int o = 0; o < O; ++o) yq[(int64_t)o * P] = apply_selu ? selu_of_log2(acc[h][o]) : acc[h][o];
+    for (int o = 0; o < O; ++o) yq[h][o * P] = apply_selu ? selu_of_log2(acc[h][o]) : acc[h][o];
   }
 }
 
@@ -1304,17 +1308,22 @@ using PatchSmall = PatchLaunch<4, 2, 5, 5, 3, 2, 4, 4, true>;
 
 // The direct FP32 kernel (conv_direct3x3) for C input channels and PIX pixels per thread: it takes 3 x 3 kernels at
 // stride 1 with 32 output channels (any padding, any image size).
+// The n = 30 geometry (conv1 of the thesis workload) gets its compile-time instantiation, other sizes the generic one.
 template <int C, int PIX, int THREADS = 256>
 struct DirectLaunch {
   static bool takes(const ConvShape& s) {
     return s.C == C && s.O == 32 && s.KH == 3 && s.KW == 3 && s.stride == 1 &&
-           (int64_t)s.N * s.C * s.H * s.W < (int64_t(1) << 31);
+           (int64_t)s.N * s.C * s.H * s.W < (int64_t(1) << 31) && (int64_t)s.O * s.P() < (int64_t(1) << 31);
   }
   static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                             bool selu_, cudaStream_t stream) {
     constexpr int PIXELS_PER_BLOCK = THREADS * PIX;
-    const int64_t blocks = ((int64_t)s.NP() + PIXELS_PER_BLOCK - 1) / PIXELS_PER_BLOCK;
-    conv_direct3x3<C, PIX><<<(unsigned)blocks, THREADS, 0, stream>>>(x, w, bias, y, s, selu_);
+    const unsigned blocks = (unsigned)(((int64_t)s.NP() + PIXELS_PER_BLOCK - 1) / PIXELS_PER_BLOCK);
+    const bool n30 = s.H == 30 && s.W == 30 && s.Ho == 30 && s.Wo == 30 && s.pad_top == 1 && s.pad_left == 1;
+    if (n30)
+      conv_direct3x3<C, PIX, 30><<<blocks, THREADS, 0, stream>>>(x, w, bias, y, s, selu_);
+    else
+      conv_direct3x3<C, PIX, 0><<<blocks, THREADS, 0, stream>>>(x, w, bias, y, s, selu_);
     return cudaGetLastError();
   }
 };
