@@ -8,6 +8,7 @@
 #   SPEC="conv1:pipe,rows conv4:pipe,R425_5_3_2"  per layer, the harness rows to time, each layer in a process of its
 #                            own (a device fault is sticky for its process); default: every row on every layer
 #   TAIL_BATCHES="7 643"     batch sizes at which the same rows are checked once more (2 timed launches each)
+#   TAIL_N="16 55"           image sizes at which they are checked too (batch 64)
 #   NCU_VARIANTS=pipe        harness rows to profile (empty: none), NCU_KERNELS=conv_pipelined the kernel-name regex
 set -uo pipefail
 OUT=${OUT:-benchmarks/results}
@@ -18,10 +19,10 @@ SPEC=${SPEC:-"conv1: conv2: conv3: conv4:"}
 NCU_VARIANTS=${NCU_VARIANTS-pipe}
 NCU_KERNELS=${NCU_KERNELS:-conv_pipelined}
 [ -x "$BIN" ] || { mkdir -p build && nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -o "$BIN" benchmarks/conv_harness.cu; }
-harness() {  # harness binary, batch, iters: every layer of SPEC
+harness() {  # harness binary, batch, iters[, n]: every layer of SPEC
   for item in $SPEC; do
     layer=${item%%:*} rows=${item#*:}
-    timeout 30 "$1" --iters "$3" --batch "$2" --only "$layer" ${rows:+--variants "$rows"}
+    timeout 30 "$1" --iters "$3" --batch "$2" ${4:+--n "$4"} --only "$layer" ${rows:+--variants "$rows"}
     echo "harness $layer exit code $?"
   done
 }
@@ -41,6 +42,10 @@ harness() {  # harness binary, batch, iters: every layer of SPEC
   for b in ${TAIL_BATCHES:-}; do
     echo "## batch $b (tails)"
     harness "$BIN" "$b" 2
+  done
+  for n in ${TAIL_N:-}; do  # other image sizes (kernels with the n = 30 geometry compiled in take another path)
+    echo "## n = $n, batch 64"
+    harness "$BIN" 64 2 "$n"
   done
 } > "$D/probe.txt" 2>&1
 grep -v -E "^conv[1-4] +[pP][0-9]" "$D/probe.txt"  # the summary (the full sweep stays in the file)
