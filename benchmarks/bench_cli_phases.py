@@ -59,16 +59,15 @@ def main() -> None:
     phases["CUDA context"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    from mscred.data.io import load_table
+    from mscred import detector
+    from mscred.data.io import Normalizer, load_table
     from mscred.detector import MSCRED
-    from mscred.train import Trainer
+    from mscred.model import MSCREDNet
+    from mscred.train import Trainer, WindowDataset
     phases["import mscred"] = time.perf_counter() - t0
 
-    from mscred import detector
-    from mscred.data.io import Normalizer
-    from mscred.model import MSCREDNet
-    from mscred.train import WindowDataset
-    # The parts of fit outside the Trainer's loop (the "rest" below is what none of these timers covers).
+    # The parts of fit outside the Trainer's loop (the "rest" below is what none of these timers covers). With the
+    # background checkpoint writer, "per-epoch checkpoints" is the snapshot; the last write's wait is in the rest.
     Normalizer.fit = timed("fit: normalizer", Normalizer.fit)
     detector.MSCRED._segments = timed("fit: signature matrices", detector.MSCRED._segments)
     MSCREDNet.__init__ = timed("fit: model build", MSCREDNet.__init__)
@@ -77,8 +76,14 @@ def main() -> None:
     Trainer._build_optimizer = timed("fit: optimizer build", Trainer._build_optimizer)
     detector.Calibration.fit = classmethod(timed("fit: calibration", detector.Calibration.fit.__func__))
     detector.score_windows = timed("fit: window scores", detector.score_windows)
-    seen: list = []
-    Trainer.fit = (lambda fit: lambda self, *a, **k: seen.append(self) or fit(self, *a, **k))(Trainer.fit)
+    trainers: list = []  # the Trainer fit builds, to report whether it autotuned
+    trainer_fit = Trainer.fit
+
+    def recording_fit(self, *a, **k):
+        trainers.append(self)
+        return trainer_fit(self, *a, **k)
+
+    Trainer.fit = recording_fit
     Trainer._make_step = timed("step set-up (warm-up, autotuning, capture)", Trainer._make_step)
     Trainer._make_inference = timed("validation set-up", Trainer._make_inference)
     Trainer._run_epoch = timed("epochs (incl. validation)", Trainer._run_epoch)
@@ -99,7 +104,7 @@ def main() -> None:
         "per-epoch checkpoints", "reconstruct every window"))
     phases["rest of fit (no timer)"] = phases["fit (all)"] - inner
     phases["total"] = time.perf_counter() - T_START
-    trainer_autotune = seen[0].autotune if seen else None
+    trainer_autotune = trainers[0].autotune if trainers else None
     print(json.dumps({"backend": args.backend, "cuda_graphs": not args.no_cuda_graphs,
                       "cudnn_benchmark": args.cudnn_benchmark, "autotuned": trainer_autotune,
                       "epoch_seconds": [round(h["seconds"], 4) for h in model.history_],
