@@ -107,7 +107,7 @@ double median_ms(int reps, Before before, Enqueue enqueue) {
   return t[t.size() / 2];
 }
 
-// The direct FP32 kernel for conv1-shaped layers (im2col.cu: conv_direct3x3), PIX pixels per thread.
+// The direct FP32 kernel for conv1-shaped layers (direct.cuh: conv_direct3x3), PIX pixels per thread.
 template <int PIX, int THREADS = 256>
 cudaError_t direct_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                        cudaStream_t stream) {

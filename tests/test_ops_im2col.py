@@ -298,3 +298,23 @@ def test_fallback_warns_once_when_build_fails(monkeypatch):
         y2 = im2col.conv2d_implicit(x, w, b, 1, (1, 1, 1, 1), True)
     ref = _oracle(x.double(), w.double(), b.double(), 1, (1, 1, 1, 1), True)
     assert _rel(y, ref) < FLOOR_TF32 and torch.equal(y, y2)
+
+
+def test_extension_rebuilds_when_a_header_changes(tmp_path, monkeypatch):
+    """torch's JIT build cache only watches the listed sources (binding.cpp, im2col.cu) and flags; the kernels live
+    in headers, so the loader passes a digest of every source and header as a flag."""
+    import shutil
+
+    from mscred.ops import im2col as ext
+
+    headers = sorted(p.name for p in ext._SRC.glob("*.cuh"))
+    assert {"implicit.cuh", "pipelined.cuh", "patch.cuh", "direct.cuh"} <= set(headers)
+    for path in ext._SRC.iterdir():
+        if path.suffix in (".cu", ".cuh", ".cpp", ".h"):
+            shutil.copy(path, tmp_path / path.name)
+    monkeypatch.setattr(ext, "_SRC", tmp_path)
+    before = ext.sources_digest()
+    assert before == ext.sources_digest()
+    with open(tmp_path / "patch.cuh", "a") as f:
+        f.write("// edited\n")
+    assert ext.sources_digest() != before

@@ -33,6 +33,7 @@ use the reference convolution; ``is_available()`` says whether the CUDA kernels 
 """
 from __future__ import annotations
 
+import hashlib
 import threading
 import warnings
 from pathlib import Path
@@ -122,6 +123,14 @@ def _cuda_path(*tensors: Optional[torch.Tensor]) -> bool:
 # --------------------------------------------------------------------------------------------------------------
 # The CUDA extension: built once per process on first use (and cached on disk by torch between processes)
 # --------------------------------------------------------------------------------------------------------------
+def sources_digest() -> str:
+    """A short digest of the extension's sources and headers (every .cu, .cuh, .cpp and .h here)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in _SRC.iterdir() if p.suffix in (".cu", ".cuh", ".cpp", ".h")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 _ext = None
 _ext_error: Optional[str] = None
 _ext_lock = threading.Lock()
@@ -141,10 +150,13 @@ def _extension():
                 from torch.utils.cpp_extension import load
                 arch = f"{major}{minor}"
                 # Naming an arch in the flags stops torch from adding its own list (TORCH_CUDA_ARCH_LIST).
+                # The digest of every source and header is a build flag: torch rebuilds a cached extension only when
+                # its listed sources or flags change, and the kernels live in headers that im2col.cu includes.
                 _ext = load(name=f"mscred_im2col_sm{arch}",
                             sources=[str(_SRC / "binding.cpp"), str(_SRC / "im2col.cu")],
                             extra_cflags=["-O3"],
-                            extra_cuda_cflags=["-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}"],
+                            extra_cuda_cflags=["-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}",
+                                               f"-DMSCRED_IM2COL_SOURCES={sources_digest()}"],
                             extra_include_paths=[str(_SRC)], verbose=False)
             except Exception as err:  # noqa: BLE001 - any build/load failure means "CUDA kernels unavailable"
                 _ext_error = f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}"

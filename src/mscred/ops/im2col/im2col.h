@@ -42,7 +42,7 @@ cudaError_t gemm_forward(Gemm g, const float* w, const float* col, const float* 
 cudaError_t implicit_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                              bool selu, cudaStream_t stream);
 
-// The same, pipelined: table-driven gather, cp.async multi-stage K loop (see conv_pipelined in im2col.cu). Falls back
+// The same, pipelined: table-driven gather, cp.async multi-stage K loop (see conv_pipelined in pipelined.cuh). Falls back
 // to implicit_forward for shapes it does not take (> 32 taps per window, images of >= 2^30 elements).
 cudaError_t implicit_pipelined_forward(const float* x, const float* w, const float* bias, float* y,
                                       const ConvShape& s, bool selu, cudaStream_t stream);
