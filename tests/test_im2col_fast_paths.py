@@ -89,3 +89,44 @@ def test_misaligned_input_takes_the_generic_kernel():
     x_odd.copy_(x)
     y = im2col.conv2d_implicit_pipelined(x_odd, w.float(), b.float(), 2, (0, 0, 0, 0), True)
     assert _rel(y, _oracle(x, w, b, (0, 0, 0, 0), True)) <= FLOOR_TF32
+
+
+# The opt-in direct conv1 kernel (MSCRED_CONV1_KERNEL=direct, read once per process: run in a subprocess) against
+# float64: conv1's shapes at n = 30 (its compiled-in geometry: batches 640, 643, 7) and other sizes and channel
+# counts (the generic path), with and without bias and SELU. Exact float32 products: relative error ~1e-6.
+_DIRECT_SCRIPT = r"""
+import sys, torch, torch.nn.functional as F
+from mscred.ops import im2col
+from mscred.ops.reference import same_padding
+worst = 0.0
+for batch, cin, n, has_bias, selu in [(640, 3, 30, True, True), (643, 3, 30, True, True), (7, 3, 30, True, True),
+                                      (5, 3, 16, True, True), (3, 3, 55, True, False), (4, 1, 30, False, True),
+                                      (2, 4, 17, True, True)]:
+    g = torch.Generator().manual_seed(batch + cin + n)
+    x = torch.randn(batch, cin, n, n, generator=g, dtype=torch.float64).cuda()
+    w = (torch.randn(32, cin, 3, 3, generator=g, dtype=torch.float64) / (3 * cin ** 0.5)).cuda()
+    b = (torch.randn(32, generator=g, dtype=torch.float64) * 0.5).cuda() if has_bias else None
+    pad = same_padding(n, 3, 1)
+    torch.full((batch * 32 * n * n,), float("nan"), device="cuda")  # unwritten outputs would fail the check
+    y = im2col.conv2d_implicit_pipelined(x.float(), w.float(), None if b is None else b.float(), 1, pad, selu)
+    top, bottom, left, right = pad
+    ref = F.conv2d(F.pad(x, (left, right, top, bottom)), w, b)
+    ref = F.selu(ref) if selu else ref
+    rel = ((y.double() - ref).norm() / ref.norm()).item()
+    worst = max(worst, rel)
+    print(batch, cin, n, has_bias, selu, rel)
+sys.exit(0 if worst < 1e-5 else 1)
+"""
+
+
+def test_direct_conv1_kernel_opt_in():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "MSCRED_CONV1_KERNEL": "direct",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    proc = subprocess.run([sys.executable, "-c", _DIRECT_SCRIPT], capture_output=True, text=True, timeout=600,
+                          env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -29,6 +29,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -245,6 +247,32 @@ struct DirectLaunch {
   }
 };
 
+// MSCRED_CONV1_KERNEL=direct sends conv1-shaped layers (1-4 input channels, 3 x 3, stride 1, 32 filters) to
+// conv_direct3x3 (direct.cuh), two pixels per thread. Opt-in, for its first measurement against the product's
+// kernel through PyTorch (benchmarks/gpu_conv1_direct_ab.sh): it has not been timed yet. Read once per process.
+bool conv1_direct_requested() {
+  static const bool requested = [] {
+    const char* v = std::getenv("MSCRED_CONV1_KERNEL");
+    return v != nullptr && std::strcmp(v, "direct") == 0;
+  }();
+  return requested;
+}
+
+cudaError_t direct_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                           bool selu_, cudaStream_t stream) {
+  switch (s.C) {
+    case 1: return DirectLaunch<1, 2>::launch(x, w, bias, y, s, selu_, stream);
+    case 2: return DirectLaunch<2, 2>::launch(x, w, bias, y, s, selu_, stream);
+    case 3: return DirectLaunch<3, 2>::launch(x, w, bias, y, s, selu_, stream);
+    default: return DirectLaunch<4, 2>::launch(x, w, bias, y, s, selu_, stream);
+  }
+}
+
+bool direct_takes(const ConvShape& s) {
+  return s.C >= 1 && s.C <= 4 && s.O == 32 && s.KH == 3 && s.KW == 3 && s.stride == 1 &&
+         (int64_t)s.N * s.C * s.H * s.W < (int64_t(1) << 31) && (int64_t)s.O * s.P() < (int64_t(1) << 31);
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -281,6 +309,7 @@ cudaError_t implicit_forward(const float* x, const float* w, const float* bias, 
 
 cudaError_t implicit_pipelined_forward(const float* x, const float* w, const float* bias, float* y,
                                       const ConvShape& s, bool selu_, cudaStream_t stream) {
+  if (conv1_direct_requested() && direct_takes(s)) return direct_forward(x, w, bias, y, s, selu_, stream);
   // Non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16): the whole-plane kernel. Its
   // 128 x 160 tile (10 images) when that still gives most SMs a block, else 128 x 80 (5 images, 2 blocks per SM):
   // at batch 7, 0.018 against 0.024 ms (results/conv_probe.md).
