@@ -421,7 +421,7 @@ def forward_flops_per_window(n, data, device, batch) -> float:
 
 # Kernel families for the profile summary, first match wins (names as CUPTI reports them).
 KERNEL_FAMILIES = (
-    ("Triton ConvLSTM cell (fwd + bwd)", ("_cell_fwd", "_cell_bwd")),
+    ("Triton ConvLSTM cell (fwd + bwd)", ("cell_fwd", "cell_bwd")),
     ("Triton attention (fwd + bwd)", ("_attn_",)),
     ("Triton bias + SELU (fwd + bwd)", ("_bias_act",)),
     ("Adam", ("adam", "Adam")),

@@ -1,0 +1,208 @@
+"""The Triton kernels of the fused ConvLSTM (``convlstm.py`` launches them; see its docstring for the whole op).
+
+``cell_fwd_kernel``: one step's gate activations, cell and hidden state from the gate pre-activations (input gates
+plus, from the second step, the recurrent convolution's), with the bias added here; it writes h to the output and
+to the zero-bordered buffer the next step's convolution reads, and, when autograd needs them, c and the
+pre-activations. ``cell_bwd_kernel``: the gradient of the gate pre-activations and of the previous cell state from
+dh and dc, with the bias gradient summed per tile (atomic adds).
+"""
+from __future__ import annotations
+
+from mscred.ops.triton.runtime import tl, triton
+
+# ----------------------------------------------------------------------------------------------------------------
+# Triton kernels. One program handles BLOCK elements of one step's logical (B, Ch, H, W) grid: for channels-last
+# buffers (PIX_MAJOR) a 2-D tile of BLOCK / BLOCK_C pixels x BLOCK_C channels, channels contiguous in memory (vector
+# loads; batch and pixel are computed once per row, not per element); for NCHW, BLOCK consecutive elements walked
+# pixel-fastest. Either way the big gate reads coalesce.
+# Every tensor is addressed by (batch, channel, pixel) strides, pixel = y * W + x (valid for NCHW and channels-last
+# alike), so slices such as gx[:, t] or out[:, t] are read and written in place; the zero-bordered buffers take
+# separate row/column strides.
+# ----------------------------------------------------------------------------------------------------------------
+if triton is not None:
+
+    def _jit(**options):
+        """triton.jit with the specialisation options this Triton version knows (older ones lack some)."""
+        import inspect
+
+        known = inspect.signature(triton.jit).parameters
+        return triton.jit(**{k: v for k, v in options.items() if k in known})
+
+    # Sizes differ per level and batch; specialising on them (== 1, divisible by 16) would compile a new kernel
+    # for nearly every shape. CH is the exception: the gate blocks lie CH * channel-stride apart, and knowing that
+    # CH is a multiple of 16 (every MSCRED level: 32..256) is what lets the g, f, o gates be read with vector
+    # loads too. Strides keep their specialisations (== 1: which accesses are contiguous; divisible by 16: which
+    # are aligned), at most two variants each.
+    _SIZES = ["N", "HW", "W", "PAD_T", "PAD_L"]
+
+    @triton.jit
+    def _sigmoid(z):
+        return 1.0 / (1.0 + tl.exp(-z))
+
+    @triton.jit
+    def _tanh(z):
+        # tanh from one exp of a non-positive argument: no overflow, no cancellation near 0 beyond rounding.
+        e = tl.exp(-2.0 * tl.abs(z))
+        t = (1.0 - e) / (1.0 + e)
+        return tl.where(z < 0, -t, t)
+
+    @triton.jit
+    def _indices_1d(N, CH, HW, BLOCK: tl.constexpr):
+        """NCHW order: BLOCK consecutive elements, pixel fastest. (mask, batch, channel, pixel), each (BLOCK,)."""
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < N
+        chw = CH * HW
+        b = (offs // chw).to(tl.int64)
+        r = offs % chw
+        return mask, b, r // HW, r % HW
+
+    @triton.jit
+    def _indices_2d(N, CH, HW, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr):
+        """Channels-last order: rows = BLOCK // BLOCK_C of the B*HW pixels (grid axis 0), columns = BLOCK_C
+        channels (grid axis 1). mask (R, BLOCK_C); batch, pixel (R, 1); channel (1, BLOCK_C)."""
+        q = tl.program_id(0) * (BLOCK // BLOCK_C) + tl.arange(0, BLOCK // BLOCK_C)
+        ch = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+        mask = (q < N // CH)[:, None] & (ch < CH)[None, :]
+        return mask, (q // HW).to(tl.int64)[:, None], ch[None, :], (q % HW)[:, None]
+
+    @_jit(do_not_specialize=_SIZES)
+    def cell_fwd_kernel(
+        gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,  # input-conv gates of this step (B, 4Ch, H, W); may be a crop
+        bias_ptr,                           # (4Ch,) gate bias, added here (not by the input convolution)
+        rec_ptr, rec_sb, rec_sc, rec_sp,    # recurrent-conv gates (B, 4Ch, H, W), read if HAS_REC
+        pre_ptr, pre_sb, pre_sc, pre_sp,    # out: gate pre-activations, saved for the backward if STORE_PRE
+        cprev_ptr, c_ptr, c_sb, c_sc, c_sp, # cell states of the previous / this step (B, Ch, H, W)
+        h_ptr, h_sb, h_sc, h_sp,            # out: h_t into the output
+        hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, # out: h_t into the interior of a zero-bordered (B, Ch, Hp, Wp) buffer
+        N, CH, HW, W, PAD_T, PAD_L, forget_bias,
+        HAS_REC: tl.constexpr, HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr,
+        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
+    ):
+        if PIX_MAJOR:
+            mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C)
+        else:
+            mask, b, ch, p = _indices_1d(N, CH, HW, BLOCK)
+        gx = gx_ptr + b * gx_sb + ch * gx_sc + (p // W) * gx_sy + (p % W) * gx_sx
+        gq = CH * gx_sc  # distance between gate blocks
+        zi = tl.load(gx, mask=mask, other=0.0).to(CDT)
+        zg = tl.load(gx + gq, mask=mask, other=0.0).to(CDT)
+        zf = tl.load(gx + 2 * gq, mask=mask, other=0.0).to(CDT)
+        zo = tl.load(gx + 3 * gq, mask=mask, other=0.0).to(CDT)
+        # The bias: on CUDA a convolution's bias is a separate broadcast add over its whole output (cuDNN
+        # convolves without it), one extra HBM round trip of the largest tensor of the level; here it costs
+        # four loads of a (4Ch,) vector.
+        cmask = ch < CH
+        zi += tl.load(bias_ptr + ch, mask=cmask, other=0.0).to(CDT)
+        zg += tl.load(bias_ptr + CH + ch, mask=cmask, other=0.0).to(CDT)
+        zf += tl.load(bias_ptr + 2 * CH + ch, mask=cmask, other=0.0).to(CDT)
+        zo += tl.load(bias_ptr + 3 * CH + ch, mask=cmask, other=0.0).to(CDT)
+        if HAS_REC:
+            rec = rec_ptr + b * rec_sb + ch * rec_sc + p * rec_sp
+            rq = CH * rec_sc
+            zi += tl.load(rec, mask=mask, other=0.0).to(CDT)
+            zg += tl.load(rec + rq, mask=mask, other=0.0).to(CDT)
+            zf += tl.load(rec + 2 * rq, mask=mask, other=0.0).to(CDT)
+            zo += tl.load(rec + 3 * rq, mask=mask, other=0.0).to(CDT)
+        # The backward recomputes the activations from the *stored* (possibly bf16) pre-activations; use exactly
+        # those values here too, so that forward and backward differentiate the same function.
+        out_ty = h_ptr.dtype.element_ty
+        zi = zi.to(out_ty).to(CDT)
+        zg = zg.to(out_ty).to(CDT)
+        zf = zf.to(out_ty).to(CDT)
+        zo = zo.to(out_ty).to(CDT)
+        if STORE_PRE:
+            pre = pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp
+            pq = CH * pre_sc
+            tl.store(pre, zi.to(out_ty), mask=mask)
+            tl.store(pre + pq, zg.to(out_ty), mask=mask)
+            tl.store(pre + 2 * pq, zf.to(out_ty), mask=mask)
+            tl.store(pre + 3 * pq, zo.to(out_ty), mask=mask)
+        c = _sigmoid(zi) * _tanh(zg)
+        cell = b * c_sb + ch * c_sc + p * c_sp
+        if HAS_CPREV:
+            c += _sigmoid(zf + forget_bias) * tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
+        tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
+        h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
+        tl.store(h_ptr + b * h_sb + ch * h_sc + p * h_sp, h, mask=mask)
+        if WRITE_HP:
+            hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
+            tl.store(hp, h, mask=mask)
+
+    @_jit(do_not_specialize=_SIZES)
+    def cell_bwd_kernel(
+        pre_ptr, pre_sb, pre_sc, pre_sp,        # gate pre-activations of this step (B, 4Ch, H, W)
+        cprev_ptr, c_ptr, c_sb, c_sc, c_sp,     # cell states of the previous / this step
+        dh_ptr, dh_sb, dh_sc, dh_sp,            # gradient of the output h_t
+        dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx,  # recurrent gradient of h_t, zero-bordered; read if HAS_DHR
+        dc_ptr, dc_sb, dc_sc, dc_sp,            # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}
+        dpre_ptr, dp_sb, dp_sc, dp_sp,          # out: d(pre-activations) for the recurrent convolution
+        dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx,  # out: the same into the input conv's (B, T, ...) buffer (a crop)
+        db_ptr,                                 # in/out: (4Ch,) float32/64 bias gradient, accumulated if DBIAS
+        N, CH, HW, W, PAD_T, PAD_L, forget_bias,
+        HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
+        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
+        DBIAS: tl.constexpr,
+    ):
+        if PIX_MAJOR:
+            mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C)
+        else:
+            mask, b, ch, p = _indices_1d(N, CH, HW, BLOCK)
+        pre = pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp
+        pq = CH * pre_sc
+        zi = tl.load(pre, mask=mask, other=0.0).to(CDT)
+        zg = tl.load(pre + pq, mask=mask, other=0.0).to(CDT)
+        zf = tl.load(pre + 2 * pq, mask=mask, other=0.0).to(CDT)
+        zo = tl.load(pre + 3 * pq, mask=mask, other=0.0).to(CDT)
+        i = _sigmoid(zi)
+        g = _tanh(zg)
+        f = _sigmoid(zf + forget_bias)
+        o = _sigmoid(zo)
+        cell = b * c_sb + ch * c_sc + p * c_sp
+        c = tl.load(c_ptr + cell, mask=mask, other=0.0).to(CDT)
+        tc = _tanh(c)
+        dh = tl.load(dh_ptr + b * dh_sb + ch * dh_sc + p * dh_sp, mask=mask, other=0.0).to(CDT)
+        if HAS_DHR:
+            dhr = dhr_ptr + b * dhr_sb + ch * dhr_sc + (p // W + PAD_T) * dhr_sy + (p % W + PAD_L) * dhr_sx
+            dh += tl.load(dhr, mask=mask, other=0.0).to(CDT)
+        # h = o * tanh(c): dc collects the direct path and the path through c_{t+1} = f_{t+1} * c_t + ...
+        dc = dh * o * (1.0 - tc * tc)
+        dcp = dc_ptr + b * dc_sb + ch * dc_sc + p * dc_sp
+        if HAS_DC:
+            dc += tl.load(dcp, mask=mask, other=0.0).to(CDT)
+        d_o = dh * tc * o * (1.0 - o)
+        d_i = dc * g * i * (1.0 - i)
+        d_g = dc * i * (1.0 - g * g)
+        if HAS_CPREV:
+            cprev = tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
+            d_f = dc * cprev * f * (1.0 - f)
+        else:
+            d_f = tl.zeros_like(dc)  # c_{-1} = 0: the forget gate has no effect at step 0
+        tl.store(dcp, (dc * f).to(dc_ptr.dtype.element_ty), mask=mask)
+        if DBIAS:
+            # d bias = the d-gates summed over batch, pixels and steps (channels-last 2-D tiles only): per program
+            # a column sum of the tile (in the compute type, before any bf16 rounding), then one atomic add of
+            # BLOCK_C partial sums per gate, instead of a separate reduction over the whole d-gate tensor.
+            cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+            cmask = cols < CH
+            zero = tl.zeros_like(dc)
+            tl.atomic_add(db_ptr + cols, tl.sum(tl.where(mask, d_i, zero), axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + CH + cols, tl.sum(tl.where(mask, d_g, zero), axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + 2 * CH + cols, tl.sum(tl.where(mask, d_f, zero), axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + 3 * CH + cols, tl.sum(tl.where(mask, d_o, zero), axis=0), mask=cmask)
+        ty = dpre_ptr.dtype.element_ty
+        d_i = d_i.to(ty)
+        d_g = d_g.to(ty)
+        d_f = d_f.to(ty)
+        d_o = d_o.to(ty)
+        dp = dpre_ptr + b * dp_sb + ch * dp_sc + p * dp_sp
+        dq = CH * dp_sc
+        tl.store(dp, d_i, mask=mask)
+        tl.store(dp + dq, d_g, mask=mask)
+        tl.store(dp + 2 * dq, d_f, mask=mask)
+        tl.store(dp + 3 * dq, d_o, mask=mask)
+        dp2 = dpre2_ptr + b * dp2_sb + ch * dp2_sc + (p // W) * dp2_sy + (p % W) * dp2_sx
+        dq2 = CH * dp2_sc
+        tl.store(dp2, d_i, mask=mask)
+        tl.store(dp2 + dq2, d_g, mask=mask)
+        tl.store(dp2 + 2 * dq2, d_f, mask=mask)
+        tl.store(dp2 + 3 * dq2, d_o, mask=mask)
