@@ -228,12 +228,16 @@ using PatchSmall = PatchLaunch<4, 2, 5, 5, 3, 2, 4, 4, true>;
 // The direct FP32 kernel (conv_direct3x3) for C input channels and PIX pixels per thread: it takes 3 x 3 kernels at
 // stride 1 with 32 output channels (any padding, any image size).
 // The n = 30 geometry (conv1 of the thesis workload) gets its compile-time instantiation, other sizes the generic one.
+// The shapes conv_direct3x3 computes, whatever the input channel count (C is its template parameter): 3 x 3 at
+// stride 1, 32 filters, input and output offsets within 32 bits.
+bool direct_shape(const ConvShape& s) {
+  return s.O == 32 && s.KH == 3 && s.KW == 3 && s.stride == 1 && (int64_t)s.N * s.C * s.H * s.W < (int64_t(1) << 31) &&
+         (int64_t)s.O * s.P() < (int64_t(1) << 31);
+}
+
 template <int C, int PIX, int THREADS = 256>
 struct DirectLaunch {
-  static bool takes(const ConvShape& s) {
-    return s.C == C && s.O == 32 && s.KH == 3 && s.KW == 3 && s.stride == 1 &&
-           (int64_t)s.N * s.C * s.H * s.W < (int64_t(1) << 31) && (int64_t)s.O * s.P() < (int64_t(1) << 31);
-  }
+  static bool takes(const ConvShape& s) { return s.C == C && direct_shape(s); }
   static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                             bool selu_, cudaStream_t stream) {
     constexpr int PIXELS_PER_BLOCK = THREADS * PIX;
@@ -268,10 +272,7 @@ cudaError_t direct_forward(const float* x, const float* w, const float* bias, fl
   }
 }
 
-bool direct_takes(const ConvShape& s) {
-  return s.C >= 1 && s.C <= 4 && s.O == 32 && s.KH == 3 && s.KW == 3 && s.stride == 1 &&
-         (int64_t)s.N * s.C * s.H * s.W < (int64_t(1) << 31) && (int64_t)s.O * s.P() < (int64_t(1) << 31);
-}
+bool direct_takes(const ConvShape& s) { return s.C >= 1 && s.C <= 4 && direct_shape(s); }
 
 }  // namespace
 
