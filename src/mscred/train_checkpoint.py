@@ -8,6 +8,9 @@ Tensor keys:
     optim.<param index>.<state key>   Adam's per-parameter state (step, exp_avg, exp_avg_sq, ...)
     rng.cpu, rng.cuda.<device>        torch RNG states (uint8)
 Metadata key "mscred" (JSON): {"epoch", "history", "optimizer_groups", "extra"}.
+
+Saving is two steps, ``checkpoint_contents`` (a CPU snapshot) then ``write_checkpoint``, so that the Trainer can
+write from a ``BackgroundWriter`` thread while the next epoch trains.
 """
 from __future__ import annotations
 
@@ -57,12 +60,6 @@ def write_checkpoint(path: str | Path, tensors: dict[str, torch.Tensor], metadat
     """Write ``checkpoint_contents``'s snapshot to ``path`` atomically."""
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
-
-
-def save_checkpoint(path: str | Path, net: torch.nn.Module, optimizer: torch.optim.Optimizer, epoch: int,
-                    history: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> None:
-    """Write model, optimizer, RNG state, epoch and history to ``path`` atomically."""
-    write_checkpoint(path, *checkpoint_contents(net, optimizer, epoch, history, extra))
 
 
 class BackgroundWriter:
