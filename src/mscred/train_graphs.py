@@ -39,8 +39,9 @@ WARMUP_ITERS = 3  # the docs' recipe; lets cuDNN/cuBLAS pick algorithms and allo
 
 # The Trainer autotunes the convolutions of its graphs only when enough steps are planned to repay it. On the H200
 # (built-in data, fused + graphs, float32, benchmarks/results/cli_phases/): timing cuDNN's algorithms added 1.4-1.9 s
-# to the step's set-up in four of six paired runs (10.0 and 12.0 s in the other two) and saved ~0.25 ms per step (0.062 against 0.069 s per 26-step epoch): 5,000-
-# 7,500 steps to break even; we take the low end, since long runs are where the per-step gain matters.
+# to the step's set-up in four of six paired runs (10.0 and 12.0 s in the other two) and saved ~0.25 ms per step
+# (0.062 against 0.069 s per 26-step epoch): 5,000-7,500 steps to break even at the common cost; we take the low
+# end, since long runs are where the per-step gain matters.
 AUTOTUNE_MIN_STEPS = 5000
 
 
