@@ -17,13 +17,8 @@ set -uo pipefail
 OUT=${OUT:-benchmarks/results}
 export OUT PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
 mkdir -p "$OUT/ablations" "$OUT/conv_graph"
-{
-  bash benchmarks/machine_info.sh
-  timeout 120 python3 -m pytest -q -p no:cacheprovider -rs --durations=5 tests/test_ops_triton_small_conv.py \
-    tests/test_train.py tests/test_forward_windows.py -k "full_size or graph or predict or fused_model" 2>&1
-  echo "pytest exit code $?"
-} > "$OUT/ablations/gpu_tests.txt" 2>&1
-tail -3 "$OUT/ablations/gpu_tests.txt"
+bash benchmarks/gpu_pytest.sh "$OUT/ablations/gpu_tests.txt" 120 tests/test_ops_triton_small_conv.py \
+  tests/test_train.py tests/test_forward_windows.py -k "full_size or graph or predict or fused_model"
 PART_TIMEOUT_S=40 bash benchmarks/gpu_train_variants.sh ablations \
   tf32x3:g-fused:MSCRED_SMALL_CONV=all cudnn:g-fused \
   padded_off:g-fused-bf16:MSCRED_LSTM_PADDED_COPY=0 padded_on:g-fused-bf16

@@ -18,13 +18,8 @@ export OUT PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENS
 D="$OUT/conv1_direct"; mkdir -p "$D/off" "$D/on"
 SPEC="conv1:pipe,direct1,direct2,direct2_128,direct1_128,direct4" TAIL_BATCHES="7 643" TAIL_N="16 55" \
   NCU_VARIANTS=direct2 NCU_KERNELS=conv_direct3x3 timeout 150 bash benchmarks/gpu_conv_probe.sh
-{
-  bash benchmarks/machine_info.sh
-  MSCRED_CONV1_KERNEL=direct timeout 240 python3 -m pytest -q -p no:cacheprovider -rs \
-    tests/test_im2col_fast_paths.py tests/test_ops_im2col.py -k "not test_ops_im2col or implicit-pipe" 2>&1
-  echo "pytest exit code $?"
-} > "$D/gpu_tests.txt" 2>&1
-tail -3 "$D/gpu_tests.txt"
+MSCRED_CONV1_KERNEL=direct bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 240 tests/test_im2col_fast_paths.py \
+  tests/test_ops_im2col.py -k "not test_ops_im2col or implicit-pipe"
 for mode in off on; do
   value=""; [ $mode = on ] && value=direct
   MSCRED_CONV1_KERNEL=$value timeout 130 python3 benchmarks/bench_conv.py --timing graph --out "$D/$mode" \

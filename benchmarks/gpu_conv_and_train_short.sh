@@ -14,13 +14,8 @@ export PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS
 timeout 110 python3 benchmarks/bench_conv.py --out "$OUT" > "$OUT/conv.log" 2>&1
 echo "bench_conv exit code $?" >> "$OUT/conv.log"
 tail -4 "$OUT/conv.log"
-{
-  bash benchmarks/machine_info.sh
-  timeout 80 python3 -m pytest -q -p no:cacheprovider -rs --durations=5 tests/test_ops_triton_small_conv.py \
-    tests/test_ops_triton_convlstm.py tests/test_ops_triton_train.py -k "full_size or fifty" 2>&1
-  echo "pytest exit code $?"
-} > "$D/gpu_tests.txt" 2>&1
-tail -3 "$D/gpu_tests.txt"
+bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 80 tests/test_ops_triton_small_conv.py \
+  tests/test_ops_triton_convlstm.py tests/test_ops_triton_train.py -k "full_size or fifty"
 timeout 125 python3 benchmarks/bench_train.py --out "$D" --work /tmp/bench_train_work --budget-s 120 --iters 20 \
   --no-graph-profile --no-compile --only eager,g-fused-bf16,g-fused > "$D/train_log.txt" 2>&1
 echo "bench_train exit code $?" >> "$D/train_log.txt"

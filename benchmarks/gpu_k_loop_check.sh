@@ -12,10 +12,5 @@ export OUT
 SPEC="conv1:pipe conv2:pipe conv3:pipe conv4:pipe,R425_5_3_2,R245_10_4_1" TAIL_BATCHES="7 643" NCU_VARIANTS= \
   bash benchmarks/gpu_conv_probe.sh
 export PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
-{
-  bash benchmarks/machine_info.sh
-  timeout 300 python3 -m pytest -q -p no:cacheprovider -rs tests/test_im2col_fast_paths.py tests/test_ops_im2col.py \
-    -k "not test_ops_im2col or implicit-pipe" 2>&1
-  echo "pytest exit code $?"
-} > "$OUT/conv_probe/gpu_tests_k_loop.txt" 2>&1
-tail -4 "$OUT/conv_probe/gpu_tests_k_loop.txt"
+bash benchmarks/gpu_pytest.sh "$OUT/conv_probe/gpu_tests_k_loop.txt" 300 tests/test_im2col_fast_paths.py \
+  tests/test_ops_im2col.py -k "not test_ops_im2col or implicit-pipe"

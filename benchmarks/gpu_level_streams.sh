@@ -11,17 +11,8 @@ OUT=${OUT:-benchmarks/results}
 D="$OUT/level_streams"; export D
 mkdir -p "$D"
 export PYTHONPATH=src PYTHONUNBUFFERED=1
-{
-  date -u +%FT%TZ
-  git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /'
-  nvidia-smi --query-gpu=name,driver_version --format=csv
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__)"
-  timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -o faulthandler_timeout=60 --durations=5 \
-    tests/test_level_streams.py tests/test_ops_triton_convlstm.py \
-    -k "streams or float64 or full_size or graph" 2>&1
-  echo "pytest exit code $?"
-} > "$D/gpu_tests.txt" 2>&1
-tail -4 "$D/gpu_tests.txt"
+bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 tests/test_level_streams.py tests/test_ops_triton_convlstm.py \
+  -k "streams or float64 or full_size or graph"
 B="python3 -X faulthandler benchmarks/bench_train.py --iters 30 --no-graph-profile --out $D"
 W0=/tmp/ls_off; W1=/tmp/ls_on; rm -rf $W0 $W1; mkdir -p $W0 $W1
 {

@@ -11,12 +11,5 @@ OUT=${OUT:-benchmarks/results}
 D="$OUT/$NAME"; export D
 mkdir -p "$D"
 export PYTHONPATH=src PYTHONUNBUFFERED=1
-if [ $# -gt 0 ]; then
-  {
-    bash benchmarks/machine_info.sh
-    timeout 150 python3 -m pytest -q -p no:cacheprovider -rs -o faulthandler_timeout=60 --durations=5 "$@" 2>&1
-    echo "pytest exit code $?"
-  } > "$D/gpu_tests.txt" 2>&1
-  tail -3 "$D/gpu_tests.txt"
-fi
+[ $# -gt 0 ] && bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 "$@"
 bash benchmarks/gpu_train_variants.sh "$NAME" "off:g-fused-bf16+g-fused:$VAR=0" "on:g-fused-bf16+g-fused:$VAR=1"
