@@ -204,12 +204,11 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
     if not _runs_fused(x):
         from mscred.ops import reference
         return reference.convlstm(x, weight, bias, forget_bias)
-    return run_cast(convlstm_fused, x, weight, bias, forget_bias)
+    return run_cast(x, weight, bias, forget_bias)
 
 
-def run_cast(op, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float, *extra):
-    """``op(x, weight, bias, forget_bias, layout, save, *extra)[0]`` with the casts autocast would make, for the
-    fused ConvLSTM op; ``save`` = whether autograd will need a backward.
+def run_cast(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float) -> torch.Tensor:
+    """``convlstm_fused(...)[0]`` with the casts autocast would make; ``save`` = whether autograd will need a backward.
 
     Custom ops are not autocast-aware: cast here as autocast would cast a convolution (fp32 master weights receive
     their gradient through these casts), then run the op with autocast off so that nothing inside is cast a second
@@ -217,16 +216,15 @@ def run_cast(op, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forg
     float32 (no bf16 rounding of either, two kernels fewer).
     """
     device_type = x.device.type
-    if torch.is_autocast_enabled(device_type):
-        dtype = torch.get_autocast_dtype(device_type)
-        with torch.autocast(device_type, enabled=False):
-            x, weight = x.to(dtype), weight.to(dtype)
-            bias = bias.contiguous()
-            save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
-            return op(x, weight, bias, float(forget_bias), _layout(), save, *extra)[0]
-    weight, bias = weight.to(x.dtype), bias.to(x.dtype).contiguous()
-    save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
-    return op(x, weight, bias, float(forget_bias), _layout(), save, *extra)[0]
+    autocasting = torch.is_autocast_enabled(device_type)
+    with torch.autocast(device_type, enabled=False):
+        if autocasting:
+            dtype = torch.get_autocast_dtype(device_type)
+            x, weight, bias = x.to(dtype), weight.to(dtype), bias.contiguous()
+        else:
+            weight, bias = weight.to(x.dtype), bias.to(x.dtype).contiguous()
+        save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
+        return convlstm_fused(x, weight, bias, float(forget_bias), _layout(), save)[0]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -379,10 +377,8 @@ def _(dout, x, weight, bias, pre, cells, hprev, forget_bias, layout):
     return _out5(*x.shape, x, layout), weight.new_empty(weight.shape), bias.new_empty(bias.shape)
 
 
-def save_for_backward(ctx, inputs, output) -> None:
-    """``setup_context`` of the fused ConvLSTM op: its inputs start with x, weight, bias, forget_bias, layout and its
-    outputs are (h, pre, cells, hprev)."""
-    x, weight, bias, forget_bias, layout = inputs[:5]
+def _setup_context(ctx, inputs, output) -> None:
+    x, weight, bias, forget_bias, layout, _save = inputs
     _, pre, cells, hprev = output
     ctx.save_for_backward(x, weight, bias, pre, cells, hprev)
     # pre, cells and hprev are outputs only because a custom op saves nothing else: no gradient flows into them.
@@ -393,18 +389,15 @@ def save_for_backward(ctx, inputs, output) -> None:
     ctx.forget_bias, ctx.layout = forget_bias, layout
 
 
-def backward_from_saved(ctx, dout, op: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dx, dweight, dbias) of a fused ConvLSTM op from what ``save_for_backward`` kept; ``op`` names it in errors."""
+def _backward(ctx, dout, _dpre, _dcells, _dhprev):
     x, weight, bias, pre, cells, hprev = ctx.saved_tensors
     if pre.shape[0] != x.shape[1]:
-        raise RuntimeError(f"{op} ran with save=False (no autograd at the time): it has no backward")
+        raise RuntimeError("convlstm_fused ran with save=False (no autograd at the time): it has no backward")
     if dout is None:
         dout = x.new_zeros(x.shape[0], x.shape[1], weight.shape[0] // 4, *x.shape[3:])
-    return convlstm_fused_backward(dout, x, weight, bias, pre, cells, hprev, ctx.forget_bias, ctx.layout)
+    dx, dweight, dbias = convlstm_fused_backward(dout, x, weight, bias, pre, cells, hprev, ctx.forget_bias,
+                                                 ctx.layout)
+    return dx, dweight, dbias, None, None, None
 
 
-def _backward(ctx, dout, _dpre, _dcells, _dhprev):
-    return (*backward_from_saved(ctx, dout, "convlstm_fused"), None, None, None)
-
-
-convlstm_fused.register_autograd(_backward, setup_context=save_for_backward)
+convlstm_fused.register_autograd(_backward, setup_context=_setup_context)
