@@ -107,15 +107,6 @@ double median_ms(int reps, Before before, Enqueue enqueue) {
   return t[t.size() / 2];
 }
 
-// The direct FP32 kernel for conv1-shaped layers (direct.cuh: conv_direct3x3), PIX pixels per thread.
-template <int PIX, int THREADS = 256>
-cudaError_t direct_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
-                       cudaStream_t stream) {
-  using DL = DirectLaunch<3, PIX, THREADS>;
-  if (!DL::takes(s)) return cudaErrorNotSupported;  // the row is skipped
-  return DL::launch(x, w, b, y, s, selu_, stream);
-}
-
 // Any tile configuration of the pipelined kernel, launched directly (the product picks one per layer): for sweeps.
 template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
 cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
@@ -223,11 +214,6 @@ int main(int argc, char** argv) {
       {"R245_10_3_1", patch_cfg<2, 4, 5, 10, 3, 1, true>},
       {"R245_10_4_1", patch_cfg<2, 4, 5, 10, 4, 1, true>},   // the product's tile at batch 640 (PatchBig)
       {"R245_10_5_1", patch_cfg<2, 4, 5, 10, 5, 1, true>},
-      {"direct1", direct_cfg<1>},  // conv1: FP32 FFMA, one pixel per thread
-      {"direct2", direct_cfg<2>},  // two pixels per thread (lane, lane + 32), weights loaded once for both
-      {"direct2_128", direct_cfg<2, 128>},  // 3 blocks of 4 warps per SM instead of one of 8
-      {"direct1_128", direct_cfg<1, 128>},
-      {"direct4", direct_cfg<4>},
       // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
       {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40
       {"W425_10_3_1", patch_cfg<4, 2, 5, 10, 3, 1, true, 16>},

@@ -56,8 +56,6 @@ def test_every_kernel_compiles_for_sm90(ptxas_report):
     assert sum("conv_pipelined" in name for name in names) == 5
     # the whole-plane 2 x 2 patch kernel (8 x 8 inputs), in its two product tiles (10 and 5 images)
     assert sum("conv_patch" in name for name in names) == 2
-    # the opt-in direct conv1 kernel (MSCRED_CONV1_KERNEL=direct): 1-4 input channels x generic / n = 30 geometry
-    assert sum("conv_direct3x3" in name for name in names) == 8
 
 
 def test_no_spills_and_no_local_memory(ptxas_report):

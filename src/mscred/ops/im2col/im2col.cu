@@ -2,7 +2,7 @@
 //
 // One translation unit for all variants: this file holds the host side (tile choice, launchers); the kernels are in
 // the headers it includes, one family each: device_math.cuh (SELU), gemm.cuh, im2col_kernels.cuh, implicit.cuh,
-// pipelined.cuh, patch.cuh, direct.cuh. The kernels:
+// pipelined.cuh, patch.cuh. The kernels:
 //   * im2col_kernel / col2im_kernel      explicit column matrix and its adjoint;
 //   * gemm_global<...>                   one thread per output element, operands read straight from global memory
 //                                        (the thesis's first GPU version);
@@ -22,15 +22,12 @@
 //   * conv_patch<...>                    "implicit-pipe" for non-overlapping 2x2 patches of 8x8 images (conv4 at
 //                                        n = 30): whole images per tile, whole channel planes per 16-byte copy, the
 //                                        im2col order made in the fragment loads, bias + SELU from the accumulators.
-//   * conv_direct3x3<...>                conv1-shaped layers as a direct convolution on the FP32 cores (harness only:
-//                                        written, not yet timed).
-// (Kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh.)
+// (Kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh, and a
+// direct FP32 conv1 kernel, results/conv1_direct/.)
 #include "im2col.h"
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -41,7 +38,6 @@
 #include "implicit.cuh"
 #include "pipelined.cuh"
 #include "patch.cuh"
-#include "direct.cuh"
 
 namespace mscred_im2col {
 namespace {
@@ -225,55 +221,6 @@ struct PatchLaunch {
 using PatchBig = PatchLaunch<2, 4, 5, 10, 4, 1, 4, 4, true>;
 using PatchSmall = PatchLaunch<4, 2, 5, 5, 3, 2, 4, 4, true>;
 
-// The direct FP32 kernel (conv_direct3x3) for C input channels and PIX pixels per thread: it takes 3 x 3 kernels at
-// stride 1 with 32 output channels (any padding, any image size).
-// The n = 30 geometry (conv1 of the thesis workload) gets its compile-time instantiation, other sizes the generic one.
-// The shapes conv_direct3x3 computes, whatever the input channel count (C is its template parameter): 3 x 3 at
-// stride 1, 32 filters, input and output offsets within 32 bits.
-bool direct_shape(const ConvShape& s) {
-  return s.O == 32 && s.KH == 3 && s.KW == 3 && s.stride == 1 && (int64_t)s.N * s.C * s.H * s.W < (int64_t(1) << 31) &&
-         (int64_t)s.O * s.P() < (int64_t(1) << 31);
-}
-
-template <int C, int PIX, int THREADS = 256>
-struct DirectLaunch {
-  static bool takes(const ConvShape& s) { return s.C == C && direct_shape(s); }
-  static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
-                            bool selu_, cudaStream_t stream) {
-    constexpr int PIXELS_PER_BLOCK = THREADS * PIX;
-    const unsigned blocks = (unsigned)(((int64_t)s.NP() + PIXELS_PER_BLOCK - 1) / PIXELS_PER_BLOCK);
-    const bool n30 = s.H == 30 && s.W == 30 && s.Ho == 30 && s.Wo == 30 && s.pad_top == 1 && s.pad_left == 1;
-    if (n30)
-      conv_direct3x3<C, PIX, 30><<<blocks, THREADS, 0, stream>>>(x, w, bias, y, s, selu_);
-    else
-      conv_direct3x3<C, PIX, 0><<<blocks, THREADS, 0, stream>>>(x, w, bias, y, s, selu_);
-    return cudaGetLastError();
-  }
-};
-
-// MSCRED_CONV1_KERNEL=direct sends conv1-shaped layers (1-4 input channels, 3 x 3, stride 1, 32 filters) to
-// conv_direct3x3 (direct.cuh), two pixels per thread. Opt-in, for its first measurement against the product's
-// kernel through PyTorch (benchmarks/gpu_conv1_direct_ab.sh): it has not been timed yet. Read once per process.
-bool conv1_direct_requested() {
-  static const bool requested = [] {
-    const char* v = std::getenv("MSCRED_CONV1_KERNEL");
-    return v != nullptr && std::strcmp(v, "direct") == 0;
-  }();
-  return requested;
-}
-
-cudaError_t direct_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
-                           bool selu_, cudaStream_t stream) {
-  switch (s.C) {
-    case 1: return DirectLaunch<1, 2>::launch(x, w, bias, y, s, selu_, stream);
-    case 2: return DirectLaunch<2, 2>::launch(x, w, bias, y, s, selu_, stream);
-    case 3: return DirectLaunch<3, 2>::launch(x, w, bias, y, s, selu_, stream);
-    default: return DirectLaunch<4, 2>::launch(x, w, bias, y, s, selu_, stream);
-  }
-}
-
-bool direct_takes(const ConvShape& s) { return s.C >= 1 && s.C <= 4 && direct_shape(s); }
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -310,7 +257,6 @@ cudaError_t implicit_forward(const float* x, const float* w, const float* bias, 
 
 cudaError_t implicit_pipelined_forward(const float* x, const float* w, const float* bias, float* y,
                                       const ConvShape& s, bool selu_, cudaStream_t stream) {
-  if (conv1_direct_requested() && direct_takes(s)) return direct_forward(x, w, bias, y, s, selu_, stream);
   // Non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16): the whole-plane kernel. Its
   // 128 x 160 tile (10 images) when that still gives most SMs a block, else 128 x 80 (5 images, 2 blocks per SM):
   // at batch 7, 0.018 against 0.024 ms (results/conv_probe.md).
