@@ -214,3 +214,91 @@ def test_cuda_graph_capture_replays_forward_and_backward():
     expect = _fwd_bwd(fused.convlstm, x, w.detach(), b, dout)
     torch.testing.assert_close(y, expect[0])
     torch.testing.assert_close(w.grad, expect[2], rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Inference with the recurrent convolution fused into the cell update (rec_cell_fwd_kernel, steps t >= 2).
+# ----------------------------------------------------------------------------------------------------------------
+def _infer_counting(monkeypatch, x, w, b):
+    """The op under no_grad, and how many steps went through rec_cell_fwd_kernel."""
+    calls, real = [], fused._rec_cell_step
+    monkeypatch.setattr(fused, "_rec_cell_step", lambda *a: calls.append(1) or real(*a))
+    with torch.no_grad():
+        return fused.convlstm(x, w, b, FB), len(calls)
+
+
+@pytest.mark.parametrize("n", [5, 16, 30])
+@pytest.mark.parametrize("B", [1, 3, 7])
+@pytest.mark.parametrize("k", [2, 3])
+def test_fused_recurrent_inference_float32(n, B, k, monkeypatch):
+    """MSCRED_FUSED_REC=all: float32 inference through the fused kernel (exact dots) is within twice the float32
+    reference's error of the float64 oracle; awkward batches, both kernel sizes, 16 and 48 hidden channels (tiles
+    of 16 channels: 48 is not a power of two)."""
+    if CUDA and n != 30:
+        pytest.skip("on CUDA the small grid runs at n = 30 only (CI covers it on the interpreter)")
+    if not CUDA and n == 30 and B != 1:
+        pytest.skip("the interpreter pays per program: n = 30 at batch 1 only (the GPU runs the rest)")
+    monkeypatch.setenv("MSCRED_FUSED_REC", "all")
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    Ch = 48 if B == 3 and n == 5 else 16
+    x, w, b, _ = _inputs(B, 5, 8, Ch, n, k, seed=7 * n + B + k)
+    got, fused_steps = _infer_counting(monkeypatch, x.float(), w.float(), b.float())
+    assert fused_steps == 4  # every step after the first
+    oracle = ref.convlstm(x, w, b, FB)
+    yardstick = ref.convlstm(x.float(), w.float(), b.float(), FB)
+    assert _rel(got, oracle) <= 2 * _rel(yardstick, oracle) + 1e-6
+
+
+def test_fused_recurrent_inference_on_sliding_windows(monkeypatch):
+    """Scoring passes overlapping windows as one strided view (shared input gates): the fused steps read them
+    through those strides."""
+    monkeypatch.setenv("MSCRED_FUSED_REC", "all")
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    B, T, C, Ch, n = 6, 5, 8, 32, 7
+    x, w, b, _ = _inputs(B + T - 1, 1, C, Ch, n, 2, seed=21)
+    steps = x[:, 0].float().contiguous(memory_format=torch.channels_last)
+    windows = steps.as_strided((B, T, C, n, n), (steps.stride(0), *steps.stride()), 0)
+    got, fused_steps = _infer_counting(monkeypatch, windows, w.float(), b.float())
+    assert fused_steps == T - 1
+    oracle = ref.convlstm(windows.double().contiguous(), w, b, FB)
+    assert _rel(got, oracle) < 1e-5
+
+
+def test_fused_recurrent_conditions(monkeypatch):
+    """Training (save), NCHW buffers, float64, hidden sizes off the 16-channel granule and MSCRED_FUSED_REC=0 keep
+    the convolution + cell kernel path; bf16 inference takes the fused kernel by default."""
+    monkeypatch.delenv("MSCRED_FUSED_REC", raising=False)
+    assert fused.rec_cell_fused(torch.bfloat16, "nhwc", False, 32)
+    assert not fused.rec_cell_fused(torch.float32, "nhwc", False, 32)
+    assert not fused.rec_cell_fused(torch.bfloat16, "nhwc", True, 32)
+    assert not fused.rec_cell_fused(torch.bfloat16, "nchw", False, 32)
+    assert not fused.rec_cell_fused(torch.bfloat16, "nhwc", False, 24)
+    monkeypatch.setenv("MSCRED_FUSED_REC", "all")
+    assert fused.rec_cell_fused(torch.float32, "nhwc", False, 32)
+    assert not fused.rec_cell_fused(torch.float64, "nhwc", False, 32)
+    monkeypatch.setenv("MSCRED_FUSED_REC", "0")
+    assert not fused.rec_cell_fused(torch.bfloat16, "nhwc", False, 32)
+    monkeypatch.setenv("MSCRED_FUSED_REC", "yes")
+    with pytest.raises(ValueError, match="MSCRED_FUSED_REC"):
+        fused.rec_cell_fused(torch.bfloat16, "nhwc", False, 32)
+
+
+@needs_cuda
+@pytest.mark.parametrize("B, C, n", [(128, 32, 30), (128, 64, 15), (128, 128, 8), (128, 256, 4), (7, 32, 30),
+                                     (3, 256, 4), (1, 64, 55)])
+def test_fused_recurrent_inference_bf16_on_gpu(B, C, n, monkeypatch):
+    """The MSCRED levels in bf16 inference (the scoring path): the fused kernel (default) within twice the bf16
+    reference's error of the float64 oracle, as the convolution + cell kernel path (MSCRED_FUSED_REC=0) is."""
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    x, w, b, _ = _inputs(B, 5, C, C, n, 2, seed=B + C + n)
+    oracle = ref.convlstm(x, w, b, FB)
+    low = [t.to(torch.bfloat16) for t in (x, w, b)]
+    yardstick = _rel(ref.convlstm(*low, FB), oracle)
+    monkeypatch.delenv("MSCRED_FUSED_REC", raising=False)
+    got, fused_steps = _infer_counting(monkeypatch, *low)
+    assert fused_steps == 4 and got.dtype == torch.bfloat16
+    assert _rel(got, oracle) <= 2 * yardstick + 1e-3
+    monkeypatch.setenv("MSCRED_FUSED_REC", "0")
+    with torch.no_grad():
+        unfused = fused.convlstm(*low, FB)
+    assert _rel(unfused, oracle) <= 2 * yardstick + 1e-3

@@ -206,3 +206,73 @@ if triton is not None:
         tl.store(dp2 + dq2, d_g, mask=mask)
         tl.store(dp2 + 2 * dq2, d_f, mask=mask)
         tl.store(dp2 + 3 * dq2, d_o, mask=mask)
+
+    @_jit(do_not_specialize=["M", "HW", "H", "W", "PAD_T", "PAD_L"])
+    def rec_cell_fwd_kernel(
+        hprev_ptr, hv_sb, hv_sy, hv_sx,     # h_{t-1} (B, Ch, H, W), channels contiguous (the output's step t-1)
+        w_ptr,                              # (KS*KS*Ch, 4Ch) recurrent weight: row (ky*KS + kx)*Ch + ci
+        gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx, # input-conv gates of this step (B, 4Ch, H, W); may be a crop or a view
+        bias_ptr,                           # (4Ch,) gate bias
+        cprev_ptr, c_ptr, c_sb, c_sc, c_sp, # cell states of the previous / this step (B, Ch, H, W)
+        h_ptr, h_sb, h_sc, h_sp,            # out: h_t into the output
+        M, HW, H, W, PAD_T, PAD_L, forget_bias,
+        CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr,
+        BLOCK_M: tl.constexpr, BLOCK_C: tl.constexpr, BLOCK_K: tl.constexpr,
+    ):
+        """Inference step t >= 2: the recurrent convolution as a GEMM over BLOCK_M of the step's B*H*W pixels
+        (K = KS*KS*Ch: row m of the left operand is the channel vector that tap (ky, kx) of pixel m reads, zero
+        outside the image: TF "same" padding by masks, no bordered copy of h) with one accumulator per gate for
+        BLOCK_C hidden channels, then cell_fwd_kernel's update in the epilogue. The recurrent gates never reach
+        memory; they stay in float32 until added to the input gates (the cuDNN path rounds them to the
+        convolution's dtype first)."""
+        m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        m_ok = m < M
+        b = m // HW
+        p = m - b * HW
+        y = p // W
+        x = p - y * W
+        b64 = b.to(tl.int64)
+        co = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)  # CH % BLOCK_C == 0: no channel mask
+        kk = tl.arange(0, BLOCK_K)
+        acc_i = tl.zeros((BLOCK_M, BLOCK_C), dtype=tl.float32)
+        acc_g = tl.zeros((BLOCK_M, BLOCK_C), dtype=tl.float32)
+        acc_f = tl.zeros((BLOCK_M, BLOCK_C), dtype=tl.float32)
+        acc_o = tl.zeros((BLOCK_M, BLOCK_C), dtype=tl.float32)
+        # One runtime loop over K (Triton pipelines its loads); BLOCK_K divides CH, so a chunk is one tap's.
+        for k0 in range(0, KS * KS * CH, BLOCK_K):
+            tap = k0 // CH
+            ky = tap // KS
+            kx = tap - ky * KS
+            sy = y + ky - PAD_T
+            sx = x + kx - PAD_L
+            ok = m_ok & (sy >= 0) & (sy < H) & (sx >= 0) & (sx < W)
+            arow = hprev_ptr + b64 * hv_sb + sy * hv_sy + sx * hv_sx
+            a = tl.load(arow[:, None] + (k0 - tap * CH + kk)[None, :], mask=ok[:, None], other=0.0)
+            wrow = w_ptr + (k0 + kk)[:, None] * (4 * CH) + co[None, :]
+            acc_i = tl.dot(a, tl.load(wrow), acc_i, input_precision=PREC)
+            acc_g = tl.dot(a, tl.load(wrow + CH), acc_g, input_precision=PREC)
+            acc_f = tl.dot(a, tl.load(wrow + 2 * CH), acc_f, input_precision=PREC)
+            acc_o = tl.dot(a, tl.load(wrow + 3 * CH), acc_o, input_precision=PREC)
+        # Epilogue: cell_fwd_kernel's update on the (BLOCK_M, BLOCK_C) tile.
+        mask = m_ok[:, None]
+        bb = b64[:, None]
+        pp = p[:, None]
+        ch = co[None, :]
+        gx = gx_ptr + bb * gx_sb + ch * gx_sc + (pp // W) * gx_sy + (pp % W) * gx_sx
+        gq = CH * gx_sc
+        zi = acc_i + tl.load(gx, mask=mask, other=0.0).to(tl.float32) + tl.load(bias_ptr + ch).to(tl.float32)
+        zg = acc_g + tl.load(gx + gq, mask=mask, other=0.0).to(tl.float32) + tl.load(bias_ptr + CH + ch).to(tl.float32)
+        zf = acc_f + tl.load(gx + 2 * gq, mask=mask, other=0.0).to(tl.float32) + \
+            tl.load(bias_ptr + 2 * CH + ch).to(tl.float32)
+        zo = acc_o + tl.load(gx + 3 * gq, mask=mask, other=0.0).to(tl.float32) + \
+            tl.load(bias_ptr + 3 * CH + ch).to(tl.float32)
+        out_ty = h_ptr.dtype.element_ty  # the pre-activations rounded as cell_fwd_kernel rounds them
+        zi = zi.to(out_ty).to(tl.float32)
+        zg = zg.to(out_ty).to(tl.float32)
+        zf = zf.to(out_ty).to(tl.float32)
+        zo = zo.to(out_ty).to(tl.float32)
+        cell = bb * c_sb + ch * c_sc + pp * c_sp
+        c = _sigmoid(zi) * _tanh(zg) + _sigmoid(zf + forget_bias) * tl.load(cprev_ptr + cell, mask=mask, other=0.0)
+        tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
+        h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
+        tl.store(h_ptr + bb * h_sb + ch * h_sc + pp * h_sp, h, mask=mask)
