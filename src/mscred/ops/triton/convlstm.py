@@ -11,10 +11,6 @@ elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input 
               _cell_fwd: gate activations, c_t, h_t in one pass; writes h_t to the output, c_t and the gate
                          pre-activations for the backward, and h_t into the zero-bordered buffer that the next
                          step's convolution reads (so no F.pad per step)
-              inference (no backward), bf16: for t >= 1 one kernel instead (rec_cell_fwd_kernel): the recurrent
-                         convolution as a GEMM over the step's pixels with the cell update in its epilogue, h_{t-1}
-                         read from the output with the padding done by masks (no bordered copy, and the recurrent
-                         gates never reach memory); see ``rec_cell_fused``
     backward  per step, newest first: _cell_bwd gives d(gate pre-activations) and dc_{t-1} from dh_t (the
               output's gradient plus the recurrent one), dc_t and the saved c/gates; the recurrent input gradient
               is one transposed convolution per step; d(W[:, C:]) is ONE weight-gradient call over all steps, and
@@ -60,7 +56,7 @@ def is_available() -> tuple[bool, str]:
 
 
 if triton is not None:  # the kernels (convlstm_kernels.py); without Triton every call takes the reference
-    from mscred.ops.triton.convlstm_kernels import cell_bwd_kernel, cell_fwd_kernel, rec_cell_fwd_kernel
+    from mscred.ops.triton.convlstm_kernels import cell_bwd_kernel, cell_fwd_kernel
 
 
 def _compute_types(dtype: torch.dtype):
@@ -180,54 +176,6 @@ def _yx(t: torch.Tensor) -> tuple[int, int, int, int]:
     return tuple(t.stride())
 
 
-def rec_cell_fused(dtype: torch.dtype, layout: str, save: bool, ch: int) -> bool:
-    """Whether the steps t >= 2 of an inference pass (no backward: ``save`` False) run ``rec_cell_fwd_kernel``, the
-    recurrent convolution fused with the cell update (the recurrent gates never reach memory), instead of a cuDNN
-    convolution and ``cell_fwd_kernel``: channels-last, bf16 / fp16, ``ch`` hidden channels a multiple of 16 (the
-    tensor cores' K granule; every MSCRED level: 32 to 256). MSCRED_FUSED_REC=0 turns it off (A/B runs), =all also
-    takes float32 (exact dots: the CPU interpreter's tests). float64 never (Triton's float64 dot)."""
-    choice = os.environ.get("MSCRED_FUSED_REC", "1").strip().lower()
-    if choice not in ("0", "1", "all"):
-        raise ValueError(f"MSCRED_FUSED_REC must be 0, 1 or all, got {choice!r}")
-    if save or layout != "nhwc" or choice == "0" or dtype == torch.float64 or ch % 16:
-        return False
-    return dtype in (torch.bfloat16, torch.float16) or choice == "all"
-
-
-def _rec_cell_blocks(ch: int) -> tuple[int, int, int, int, int]:
-    """(BLOCK_M, BLOCK_C, BLOCK_K, num_warps, num_stages) of ``rec_cell_fwd_kernel`` for ``ch`` hidden channels
-    (a multiple of 16): four fp32 accumulators of BLOCK_M x BLOCK_C; BLOCK_C and BLOCK_K are capped at the largest
-    power of two dividing ``ch``. MSCRED_REC_CELL_BLOCKS="BM/BC/BK/warps/stages" overrides (sweeps; "/" because the
-    device scripts pass variables as comma-separated lists)."""
-    forced = os.environ.get("MSCRED_REC_CELL_BLOCKS")
-    if forced:
-        bm, bc, bk, warps, stages = (int(v) for v in forced.split("/"))
-    elif _interpreting():
-        bm, bc, bk, warps, stages = 64, 64, 64, 4, 1
-    else:
-        bm, bc, bk, warps, stages = 64, 64, 64, 4, 3
-    divides = ch & -ch  # the largest power of two dividing ch
-    return bm, min(bc, divides), min(bk, divides), warps, stages
-
-
-def _rec_cell_step(hprev: torch.Tensor, w_packed: torch.Tensor, gxt: torch.Tensor, bias: torch.Tensor,
-                   cprev: torch.Tensor, c: torch.Tensor, h: torch.Tensor, pads, forget_bias: float) -> None:
-    """One inference step t >= 2 by ``rec_cell_fwd_kernel``: h (and c) of the step from h_{t-1} = ``hprev`` (a
-    channels-last (B, Ch, H, W) view), the input gates ``gxt``, the bias and c_{t-1}."""
-    B, Ch, H, W = h.shape
-    if hprev.stride(1) != 1:
-        raise ValueError("rec_cell_fwd_kernel reads h_{t-1} channels-last")
-    k = pads[0] + pads[1] + 1
-    bm, bc, bk, warps, stages = _rec_cell_blocks(Ch)
-    M = B * H * W
-    rec_cell_fwd_kernel[(triton.cdiv(M, bm), Ch // bc)](
-        hprev, hprev.stride(0), hprev.stride(2), hprev.stride(3), w_packed,
-        gxt, *_yx(gxt), bias, cprev, c, *_s3(c), h, *_s3(h),
-        M, H * W, H, W, pads[0], pads[2], forget_bias,
-        CH=Ch, KS=k, PREC="ieee" if h.dtype == torch.float32 else "tf32",
-        BLOCK_M=bm, BLOCK_C=bc, BLOCK_K=bk, num_warps=warps, num_stages=stages)
-
-
 def _layout() -> str:
     """Buffer order of the fused op: "nhwc" (channels-last, default) or "nchw"; MSCRED_FUSED_LAYOUT overrides."""
     layout = os.environ.get("MSCRED_FUSED_LAYOUT", "nhwc").lower()
@@ -295,7 +243,6 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     pre : (T, B, 4Ch, H, W)           gate pre-activations, for the backward ((0,) when not ``save``)
     cells : (T, B, Ch, H, W)          c_t in float32 (float64 for float64 inputs)
     hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
-                                      (none, (0, B, Ch, Hp, Wp), when ``rec_cell_fused``: inference)
     """
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
@@ -311,30 +258,21 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     out = _out5(B, T, Ch, H, W, x, layout)
     pre = _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
     cells = _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
-    # Inference with the recurrent convolution fused into the cell update reads h_{t-1} from the output: no
-    # zero-bordered copies (hprev is then empty, as the fake says).
-    fused_rec = rec_cell_fused(x.dtype, layout, save, Ch)
-    steps_hp = 0 if fused_rec else max(T - 1, 0)
-    hprev = _empty(steps_hp * B, Ch, HP, WP, x, layout).view(steps_hp, B, Ch, HP, WP)
+    hprev = _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout).view(max(T - 1, 0), B, Ch, HP, WP)
     zero_border(hprev, pads)  # the kernel writes every interior element
-    w_packed = w_h.permute(2, 3, 1, 0).reshape(k * k * Ch, 4 * Ch).contiguous() if fused_rec and T > 1 else None
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     for t in range(T):
         gxt = gx[:, t]
-        if fused_rec and t > 0:
-            _rec_cell_step(out[:, t - 1], w_packed, gxt, bias, cells[t - 1], cells[t], out[:, t], pads, forget_bias)
-            continue
         rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else cells[t]  # (B, 4Ch, H, W); at t = 0 a dummy, never read
         pre_t = pre[t] if save else cells[t]                       # dummy when not stored
-        write_hp = t < T - 1 and not fused_rec
-        hp = hprev[t] if write_hp else out[:, 0]                   # dummy when not written
+        hp = hprev[t] if t < T - 1 else hprev[0] if T > 1 else out[:, 0]  # dummy at the last step
         cell_fwd_kernel[grid](
             gxt, *_yx(gxt), bias, rec, *_s3(rec), pre_t, *_s3(pre_t),
             cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
             out[:, t], *_s3(out[:, t]), hp, hp.stride(0), hp.stride(1), hp.stride(2), hp.stride(3),
             N, Ch, H * W, W, pads[0], pads[2], forget_bias,
-            HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=write_hp, STORE_PRE=save,
+            HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
         )
     return out, pre, cells, hprev
@@ -347,11 +285,10 @@ def _(x, weight, bias, forget_bias, layout, save):
     pads = _padding(k)
     cell_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
-    steps_hp = 0 if rec_cell_fused(x.dtype, layout, save, Ch) else max(T - 1, 0)
     return (_out5(B, T, Ch, H, W, x, layout),
             _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W),
             _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W),
-            _empty(steps_hp * B, Ch, HP, WP, x, layout).view(steps_hp, B, Ch, HP, WP))
+            _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout).view(max(T - 1, 0), B, Ch, HP, WP))
 
 
 @torch.library.custom_op("mscred::convlstm_fused_backward", mutates_args=())
