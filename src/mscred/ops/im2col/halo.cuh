@@ -50,13 +50,16 @@ struct HaloGeom {
   int SW;       // staged row width: W + 2 (a zero column each side), made odd
   int CS;       // staged channel stride: (R + 2) * SW
   int cells;    // C * CS floats per buffer
+  int out_at;   // word offset of the output tile: after both buffers, 16-byte aligned (float4 reads)
   int tiles_per_image;
+  MSCRED_HD int smem_bytes() const { return (out_at + 32 * kHaloLdo) * 4; }
   MSCRED_HD static HaloGeom of(const ConvShape& s) {
     HaloGeom g;
     g.R = s.H < kHaloPixels / s.W ? s.H : kHaloPixels / s.W;
     g.SW = (s.W + 2) | 1;  // odd: the taps of one load (columns j, rows i) fall into different banks
     g.CS = (g.R + 2) * g.SW;
     g.cells = s.C * g.CS;
+    g.out_at = (2 * g.cells + 3) / 4 * 4;
     g.tiles_per_image = (s.H + g.R - 1) / g.R;
     return g;
   }
@@ -70,7 +73,7 @@ __global__ void __launch_bounds__(kHaloThreads, 2)
   extern __shared__ __align__(16) uint32_t smem[];
   const HaloGeom geo = HaloGeom::of(s);
   const int H = s.H, W = s.W, P = H * W;
-  float* out_s = reinterpret_cast<float*>(smem + 2 * geo.cells);
+  float* out_s = reinterpret_cast<float*>(smem + geo.out_at);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const float scale = apply_selu ? kLog2eHalo : 1.f;
 

@@ -242,7 +242,7 @@ bool launch_halo(const float* x, const float* w, const float* bias, float* y, co
                  cudaStream_t stream, cudaError_t* err) {
   const auto kernel = conv_halo3x3<C>;
   const HaloGeom geo = HaloGeom::of(s);
-  const size_t bytes = (size_t)(2 * geo.cells + 32 * kHaloLdo) * 4;
+  const size_t bytes = (size_t)geo.smem_bytes();
   if (!smem_fits(kernel, bytes)) return false;
   const int64_t tiles = (int64_t)s.N * geo.tiles_per_image;
   const int64_t slots = (int64_t)std::max(1, resident_blocks(kernel, bytes)) * num_sms();
