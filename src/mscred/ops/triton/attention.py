@@ -57,16 +57,20 @@ def temporal_attention(h: torch.Tensor) -> torch.Tensor:
 if triton is not None:
 
     @triton.jit
-    def _attention_weights(scores, tmask, inv_t):
-        """Softmax over the steps of the score tile's row sums (T_PAD,), times 1/T; zero on the padding rows."""
-        s = tl.sum(scores, axis=1) * inv_t
+    def _attention_weights(scores, tmask, T):
+        """Softmax over the steps of the score tile's row sums (T_PAD,) divided by T; zero on the padding rows.
+
+        Divided by the integer T in the tiles' own type, not multiplied by a precomputed 1/T: a Python float
+        reaches a compiled kernel as a float32 argument, so 1/5 arrived rounded to float32 and the float64 path
+        was off by ~1e-8 on the GPU (exact under the CPU interpreter, which keeps Python floats)."""
+        s = tl.sum(scores, axis=1) / T
         s = tl.where(tmask, s, -float("inf"))
         e = tl.exp(s - tl.max(s, axis=0))
         e = tl.where(tmask, e, 0.0)
         return e / tl.sum(e, axis=0)
 
     @triton.jit(do_not_specialize=["T", "D"])
-    def _attn_fwd_kernel(h_ptr, out_ptr, T, D, inv_t,
+    def _attn_fwd_kernel(h_ptr, out_ptr, T, D,
                          CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
         base = h_ptr + b * T * D
@@ -80,7 +84,7 @@ if triton is not None:
                          other=0.0).to(CDT)
             hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
             acc += hk * hl[None, :]
-        a = _attention_weights(acc, tmask, inv_t)  # (T_PAD,)
+        a = _attention_weights(acc, tmask, T)  # (T_PAD,)
         for d0 in range(0, D, BLOCK):
             d = d0 + tl.arange(0, BLOCK)
             dmask = d < D
@@ -90,7 +94,7 @@ if triton is not None:
             tl.store(out_ptr + b * D + d, o.to(out_ptr.dtype.element_ty), mask=dmask)
 
     @triton.jit(do_not_specialize=["T", "D"])
-    def _attn_bwd_kernel(h_ptr, dout_ptr, dh_ptr, T, D, inv_t,
+    def _attn_bwd_kernel(h_ptr, dout_ptr, dh_ptr, T, D,
                          CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
         base = h_ptr + b * T * D
@@ -108,9 +112,9 @@ if triton is not None:
             go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
             acc_s += hk * hl[None, :]
             acc_g += hk * go[None, :]
-        a = _attention_weights(acc_s, tmask, inv_t)
+        a = _attention_weights(acc_s, tmask, T)
         da = tl.sum(acc_g, axis=1)
-        ds = a * (da - tl.sum(a * da, axis=0)) * inv_t  # (T_PAD,), zero on the padding rows (a = 0 there)
+        ds = a * (da - tl.sum(a * da, axis=0)) / T  # (T_PAD,), zero on the padding rows (a = 0 there)
         last = (t == T - 1)[:, None]
         for d0 in range(0, D, BLOCK):
             d = d0 + tl.arange(0, BLOCK)
@@ -152,12 +156,12 @@ def temporal_attention_fused(h: torch.Tensor) -> torch.Tensor:
         hp = h.permute(0, 1, 3, 4, 2)  # contiguous (B, T, H, W, C)
         out = torch.empty(B, H, W, C, device=h.device, dtype=h.dtype)
         _, T, D, meta = _launch_args(hp, FWD_BLOCK)
-        _attn_fwd_kernel[(B,)](hp, out, T, D, 1.0 / T, **meta)
+        _attn_fwd_kernel[(B,)](hp, out, T, D, **meta)
         return out.permute(0, 3, 1, 2)
     h = h.contiguous()
     _, T, D, meta = _launch_args(h, FWD_BLOCK)
     out = torch.empty(h.shape[0], *h.shape[2:], device=h.device, dtype=h.dtype)
-    _attn_fwd_kernel[(B,)](h, out, T, D, 1.0 / T, **meta)
+    _attn_fwd_kernel[(B,)](h, out, T, D, **meta)
     return out
 
 
@@ -178,13 +182,13 @@ def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor) -> to
         dp = dout.to(h.dtype).permute(0, 2, 3, 1).contiguous()  # no copy when dout is channels-last
         dh = torch.empty(B, T, H, W, C, device=h.device, dtype=h.dtype)
         _, T, D, meta = _launch_args(hp, BWD_BLOCK)
-        _attn_bwd_kernel[(B,)](hp, dp, dh, T, D, 1.0 / T, **meta)
+        _attn_bwd_kernel[(B,)](hp, dp, dh, T, D, **meta)
         return dh.permute(0, 1, 4, 2, 3)
     h = h.contiguous()
     dout = dout.to(h.dtype).contiguous()
     _, T, D, meta = _launch_args(h, BWD_BLOCK)
     dh = torch.empty(h.shape, device=h.device, dtype=h.dtype)
-    _attn_bwd_kernel[(B,)](h, dout, dh, T, D, 1.0 / T, **meta)
+    _attn_bwd_kernel[(B,)](h, dout, dh, T, D, **meta)
     return dh
 
 
