@@ -15,6 +15,9 @@ from mscred.ops.triton.runtime import tl, triton
 # buffers (PIX_MAJOR) a 2-D tile of BLOCK / BLOCK_C pixels x BLOCK_C channels, channels contiguous in memory (vector
 # loads; batch and pixel are computed once per row, not per element); for NCHW, BLOCK consecutive elements walked
 # pixel-fastest. Either way the big gate reads coalesce.
+# forget_bias is a Python float argument, which a compiled kernel receives as float32: exact for the default 1.0
+# (and any value with at most 24 significant bits), so the float64 oracle path stays exact there; the temporal
+# attention once lost float64 accuracy this way with 1/T (results/gpu_full_suite/).
 # Every tensor is addressed by (batch, channel, pixel) strides, pixel = y * W + x (valid for NCHW and channels-last
 # alike), so slices such as gx[:, t] or out[:, t] are read and written in place; the zero-bordered buffers take
 # separate row/column strides.
