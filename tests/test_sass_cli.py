@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
@@ -116,6 +117,22 @@ def test_kernels_dump_inspect(built, capsys):
     assert reg["param_bytes"] == 16 and reg["registers"] > 0
     if reg["mix"] is not None:  # nvdisasm present: 8 loads and 9 stores in the register template
         assert reg["groups"]["global"] == 17
+
+
+@needs_nvcc
+@pytest.mark.skipif(shutil.which("c++filt") is None, reason="c++filt not found (binutils): names stay mangled")
+def test_inspect_picks_a_template_instantiation_by_its_printed_name(tmp_path, capsys):
+    """The table prints demangled names; -k takes a piece of one, so `scale<4>` selects that instantiation only."""
+    source = tmp_path / "templ.cu"
+    source.write_text("template <int N> __global__ void scale(float* a) { a[threadIdx.x] *= N; }\n"
+                      "template __global__ void scale<2>(float*);\ntemplate __global__ void scale<4>(float*);\n")
+    cubin = tmp_path / "templ.cubin"
+    cubin.write_bytes(compile_cubin(source, "sm_90"))
+    code, text, _ = run_cli(capsys, "inspect", cubin, "-k", "scale<4>", "--json")
+    rows = json.loads(text)
+    assert code == 0 and [r["demangled"] for r in rows] == ["void scale<4>(float*)"]
+    code, text, _ = run_cli(capsys, "inspect", cubin, "-k", "scale", "--json")
+    assert code == 0 and len(json.loads(text)) == 2
 
 
 # --- bad input: exit code 2 and one clear line ------------------------------------------------------------------

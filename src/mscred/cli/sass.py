@@ -181,7 +181,7 @@ def run(path, kernel, arch, words, init, grid, block, backend):
 @sass.command(name="inspect")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--arch", default=None, help="Only cubins for this architecture.")
-@click.option("--kernel", "-k", default=None, help="Only kernels whose name contains this.")
+@click.option("--kernel", "-k", default=None, help="Only kernels whose name, mangled or as printed (demangled), contains this.")
 @click.option("--top", default=8, show_default=True, help="Most frequent instructions shown per kernel.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, in a list.")
 def inspect_cmd(paths, arch, kernel, top, as_json):

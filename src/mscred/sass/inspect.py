@@ -65,7 +65,9 @@ def _count_groups(mix: Counter) -> dict:
 
 
 def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str | None = None) -> list[KernelSummary]:
-    """Summaries of every kernel of every readable cubin in ``data`` (optionally one arch / one kernel name)."""
+    """Summaries of every kernel of every readable cubin in ``data`` (optionally one arch, and only kernels whose
+    mangled or demangled name contains ``kernel``: the table shows demangled names, so a template instantiation
+    can be picked as printed, e.g. ``conv_pipelined<2, 1, 8``)."""
     out = []
     for image in find_images(data, where):
         if image.kind != "cubin" or image.data is None or (arch and image.arch != arch):
@@ -73,8 +75,6 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
         cubin = image.cubin()
         asm = disassemble(cubin.data) if cubin.kernels else None
         for k in cubin.kernels.values():
-            if kernel and kernel not in (k.name,) and kernel not in k.name:
-                continue
             text = (asm or {}).get(k.name)
             # The code section is padded to an alignment with NOP/BRA-to-self; count up to the last EXIT or branch.
             mix = Counter(_mnemonic(t) for t in text.values()) if text else Counter()
@@ -95,7 +95,7 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
     names = demangle([r.name for r in out])
     for r in out:
         r.readable = names.get(r.name, r.name)
-    return out
+    return [r for r in out if not kernel or kernel in r.name or kernel in r.readable]
 
 
 def format_summaries(rows: list[KernelSummary], top: int = 8) -> str:
