@@ -133,6 +133,11 @@ def test_inspect_picks_a_template_instantiation_by_its_printed_name(tmp_path, ca
     assert code == 0 and [r["demangled"] for r in rows] == ["void scale<4>(float*)"]
     code, text, _ = run_cli(capsys, "inspect", cubin, "-k", "scale", "--json")
     assert code == 0 and len(json.loads(text)) == 2
+    # the commands that need one kernel take the printed name too, and refuse a piece that fits both
+    code, text, _ = run_cli(capsys, "dump", cubin, "-k", "scale<4>")
+    assert code == 0 and text.strip()
+    code, _, err = run_cli(capsys, "dump", cubin, "-k", "scale<")
+    assert_one_line_error(code, err, "ambiguous")
 
 
 # --- bad input: exit code 2 and one clear line ------------------------------------------------------------------

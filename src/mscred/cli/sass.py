@@ -37,14 +37,19 @@ def _read(path: str) -> bytes:
 
 def _pick_cubin(path: str, kernel: str, arch: str | None):
     """The one readable cubin of ``path`` that holds ``kernel`` (optionally for ``arch``)."""
+    from mscred.sass.cubin import AmbiguousKernel
     from mscred.sass.fatbin import cubins
 
-    found = []
+    found, ambiguous = [], []
     for image, cubin in cubins(_read(path), path, arch):
         try:
             found.append((image, cubin, cubin.kernel(kernel)))
+        except AmbiguousKernel as err:
+            ambiguous.append(err)
         except InputError:
             continue
+    if not found and ambiguous:  # the name fits several kernels: say which, rather than "no kernel"
+        raise ambiguous[0]
     if not found:
         raise InputError(f"{path}: no kernel {kernel!r} in any readable cubin{' for ' + arch if arch else ''}")
     if len(found) > 1:
@@ -77,7 +82,8 @@ def kernels(path):
 
 @sass.command()
 @click.argument("path")
-@click.option("--kernel", "-k", required=True, help="Kernel name, mangled (_Z4testPi) or plain (test).")
+@click.option("--kernel", "-k", required=True,
+              help="Kernel name: mangled (_Z4testPi), plain (test) or a piece of the demangled name (scale<4>).")
 @click.option("--arch", default=None, help="Pick the cubin for this architecture, e.g. sm_90.")
 def dump(path, kernel, arch):
     """Print a kernel's instruction words (as `xxd -e -g 8` shows them) beside nvdisasm's text when available."""
@@ -124,7 +130,8 @@ def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
 
 @sass.command()
 @click.argument("path")
-@click.option("--kernel", "-k", required=True, help="Kernel holding the instruction (mangled or plain name).")
+@click.option("--kernel", "-k", required=True,
+              help="Kernel holding the instruction (mangled, plain or a piece of the demangled name).")
 @click.option("--old", required=True, help="The field's current value, e.g. 0xcc (register: its number).")
 @click.option("--new", required=True, help="The value to write, e.g. 0xdd.")
 @click.option("--field", type=click.Choice(["immediate", "register"]), default="immediate", show_default=True)
@@ -181,7 +188,8 @@ def run(path, kernel, arch, words, init, grid, block, backend):
 @sass.command(name="inspect")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--arch", default=None, help="Only cubins for this architecture.")
-@click.option("--kernel", "-k", default=None, help="Only kernels whose name, mangled or as printed (demangled), contains this.")
+@click.option("--kernel", "-k", default=None,
+              help="Only kernels whose name, mangled or as printed (demangled), contains this.")
 @click.option("--top", default=8, show_default=True, help="Most frequent instructions shown per kernel.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, in a list.")
 def inspect_cmd(paths, arch, kernel, top, as_json):

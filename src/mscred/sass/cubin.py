@@ -16,6 +16,11 @@ from functools import cached_property
 from mscred.errors import InputError
 from mscred.sass.isa import Instruction, instruction_bits, split_instructions
 from mscred.sass.nvinfo import PER_SYMBOL, Attribute, Param, kernel_params, parse_nvinfo
+from mscred.sass.toolchain import demangle
+
+
+class AmbiguousKernel(InputError):
+    """A kernel name that fits several kernels of one cubin (the message names them)."""
 
 EM_CUDA = 190
 STO_CUDA_ENTRY = 0x10  # st_other bit that marks a __global__ function (a kernel) rather than a device function
@@ -162,15 +167,22 @@ class Cubin:
             self.kernels[name] = kernel
 
     def kernel(self, name: str) -> Kernel:
-        """Find a kernel by its mangled name, or by a plain name that one mangled name contains (``test``)."""
+        """Find a kernel by its mangled name, by a plain name that one mangled name contains (``test``), or by a
+        piece of its demangled name as ``sass inspect`` prints it (``scale<4>``: templates have no plain name of
+        their own). A name that fits several kernels is refused with their names."""
         if name in self.kernels:
             return self.kernels[name]
         hits = [k for k in self.kernels.values() if _plain_name(k.name) == name]
+        if not hits:
+            readable = demangle(list(self.kernels))
+            hits = [k for k in self.kernels.values() if name in readable.get(k.name, k.name) and
+                    readable.get(k.name, k.name) != k.name]
         if len(hits) == 1:
             return hits[0]
         known = ", ".join(sorted(self.kernels)) or "none"
         if len(hits) > 1:
-            raise InputError(f"{self.where}: kernel name {name!r} is ambiguous: {', '.join(k.name for k in hits)}")
+            names = ", ".join(k.name for k in hits)
+            raise AmbiguousKernel(f"{self.where}: kernel name {name!r} is ambiguous: {names}")
         raise InputError(f"{self.where}: no kernel {name!r} (kernels: {known})")
 
 
