@@ -14,8 +14,7 @@
 #      timings) -> $OUT/conv_graph/{conv.md,conv.json}, conv.log
 # Usage (repository root, on a CUDA machine): bash benchmarks/gpu_ablations_and_conv_graph.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
-export OUT PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
+. benchmarks/device_env.sh
 mkdir -p "$OUT/ablations" "$OUT/conv_graph"
 bash benchmarks/gpu_pytest.sh "$OUT/ablations/gpu_tests.txt" 120 tests/test_ops_triton_small_conv.py \
   tests/test_train.py tests/test_forward_windows.py -k "full_size or graph or predict or fused_model"

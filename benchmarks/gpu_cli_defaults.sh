@@ -5,9 +5,8 @@
 # evaluated. Then the GPU test of the defaults (tests/test_detector.py).
 # Writes $OUT/cli_defaults/{cli.log, tests.txt}. Usage (repository root, CUDA machine): bash benchmarks/gpu_cli_defaults.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/cli_defaults"; mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1
 M="python3 -m mscred.cli.main"
 W=/tmp/cli_defaults; rm -rf "$W"; mkdir -p "$W"
 {

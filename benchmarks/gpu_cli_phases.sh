@@ -8,14 +8,9 @@
 # The first process also fills the Triton cache, as a user's first run does (reported as round 0).
 # Then (optional, RUN_TESTS=1) the graphed training and scoring GPU tests. Writes $OUT/cli_phases/{phases.jsonl, log.txt}.
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/cli_phases"; mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1
-# The device's Python did not keep bytecode (cProfile: 6.5 s of a `mscred train` in compile(), results/cli_profile/);
-# an installed package has its .pyc files, so let this run write them somewhere writable: the first process pays.
-echo "PYTHONDONTWRITEBYTECODE was '${PYTHONDONTWRITEBYTECODE:-}'"
-unset PYTHONDONTWRITEBYTECODE
-export PYTHONPYCACHEPREFIX=/tmp/mscred_pycache
+cache_bytecode  # the first process pays for the .pyc files (device_env.sh)
 W=/tmp/cli_phases; rm -rf "$W"; mkdir -p "$W"
 P="python3 benchmarks/bench_cli_phases.py $W/data/train.csv"
 {

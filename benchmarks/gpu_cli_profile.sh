@@ -8,9 +8,8 @@
 #   3. each profile printed: the top functions by cumulative time, then by own time.
 # Writes $OUT/cli_profile/{profile.txt, *.prof}. Usage (repository root, CUDA machine): bash benchmarks/gpu_cli_profile.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/cli_profile"; mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1
 M="python3 -m mscred.cli.main"
 W=/tmp/cli_profile; rm -rf "$W"; mkdir -p "$W"
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }

@@ -7,10 +7,9 @@
 #   3. bench_train.py --only eager,g-fused-bf16,g-fused (issue 3) (-> $OUT/train/train.{md,json}, train_log.txt)
 # Usage (repository root, on a CUDA machine): bash benchmarks/gpu_conv_and_train_short.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/train"
 mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
 timeout 110 python3 benchmarks/bench_conv.py --out "$OUT" > "$OUT/conv.log" 2>&1
 echo "bench_conv exit code $?" >> "$OUT/conv.log"
 tail -4 "$OUT/conv.log"

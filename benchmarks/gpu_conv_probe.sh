@@ -11,7 +11,7 @@
 #   TAIL_N="16 55"           image sizes at which they are checked too (batch 64)
 #   NCU_VARIANTS=pipe        harness rows to profile (empty: none), NCU_KERNELS=conv_pipelined the kernel-name regex
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/conv_probe"
 mkdir -p "$D"
 BIN=build/conv_harness

@@ -7,7 +7,7 @@
 # Writes $OUT/conv_source/{conv1,conv2,conv4}.csv and .txt (ncu's own errors in the .txt).
 # Usage (repository root, CUDA machine; carry build/conv_harness): bash benchmarks/gpu_conv_source_profile.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/conv_source"; mkdir -p "$D"
 BIN=build/conv_harness
 [ -x "$BIN" ] || { mkdir -p build && nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -o "$BIN" benchmarks/conv_harness.cu; }

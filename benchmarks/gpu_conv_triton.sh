@@ -5,10 +5,9 @@
 # harness (build/conv_harness, built here or carried) -> $OUT/conv_triton/ncu_conv1_mix.txt.
 # Usage (repository root, CUDA machine): bash benchmarks/gpu_conv_triton.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/conv_triton"; mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1
-unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/mscred_pycache
+cache_bytecode
 {
   bash benchmarks/machine_info.sh
   timeout 300 python3 benchmarks/probe_conv_triton.py --out "$D"

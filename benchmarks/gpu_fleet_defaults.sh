@@ -4,10 +4,9 @@
 # one process) against plain PyTorch (--backend reference --no-cuda-graphs); wall time from process start to
 # summary, and the summary's quality columns. Writes $OUT/fleet_defaults/log.txt.
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/fleet_defaults"; mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1
-unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/mscred_pycache  # as in gpu_cli_phases.sh
+cache_bytecode
 M="python3 -m mscred.cli.main"
 W=/tmp/fleet_defaults; rm -rf "$W"; mkdir -p "$W/fleet"
 {

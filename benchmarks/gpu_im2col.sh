@@ -8,9 +8,8 @@
 # bench_conv ~60 s, thesis_table ~60 s); the timeouts keep a hang from eating the 10-minute call.
 # Usage (repository root, on a CUDA machine): bash benchmarks/gpu_im2col.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 mkdir -p "$OUT"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
 T="$OUT/gpu_tests_im2col.txt"
 {
   date -u +%FT%TZ

@@ -7,10 +7,8 @@
 # results/conv_probe/probe_k_loop.txt and gpu_tests_k_loop.txt (2026-11-30): times as before within 1%, every row
 # correct, 106 GPU tests passed.
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
-export OUT
+. benchmarks/device_env.sh
 SPEC="conv1:pipe conv2:pipe conv3:pipe conv4:pipe,R425_5_3_2,R245_10_4_1" TAIL_BATCHES="7 643" NCU_VARIANTS= \
   bash benchmarks/gpu_conv_probe.sh
-export PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
 bash benchmarks/gpu_pytest.sh "$OUT/conv_probe/gpu_tests_k_loop.txt" 300 tests/test_im2col_fast_paths.py \
   tests/test_ops_im2col.py -k "not test_ops_im2col or implicit-pipe"

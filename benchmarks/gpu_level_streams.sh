@@ -7,10 +7,9 @@
 # Writes $OUT/level_streams/{gpu_tests.txt, streams_off.md, streams_on.md, log.txt}.
 # Usage (repository root, on a CUDA machine): bash benchmarks/gpu_level_streams.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/level_streams"; export D
 mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 tests/test_level_streams.py tests/test_ops_triton_convlstm.py \
   -k "streams or float64 or full_size or graph"
 B="python3 -X faulthandler benchmarks/bench_train.py --iters 30 --no-graph-profile --out $D"

@@ -3,9 +3,8 @@
 # convolution), the implicit-pipe CUDA tests of the im2col op, and the Triton ops' full-size / graph / autocast GPU
 # tests. Writes $OUT/gpu_recheck.txt. ~2-3 minutes.
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 mkdir -p "$OUT"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
 {
   date -u +%FT%TZ
   git rev-parse --short HEAD 2>/dev/null | sed 's/^/commit /'

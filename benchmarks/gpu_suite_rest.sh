@@ -7,10 +7,9 @@
 # Writes $OUT/gpu_full_suite/{attention_after_fix.txt, rest.txt} and $OUT/conv_triton_floor/.
 # Usage (repository root, CUDA machine): bash benchmarks/gpu_suite_rest.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/gpu_full_suite"; mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
-unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/mscred_pycache
+cache_bytecode
 bash benchmarks/gpu_pytest.sh "$D/attention_after_fix.txt" 120 tests/test_ops_triton_attention.py
 bash benchmarks/gpu_pytest.sh "$D/rest.txt" 400 tests/test_ops_triton_convlstm.py tests/test_ops_triton_small_conv.py \
   tests/test_ops_triton_train.py tests/test_sass_cli.py tests/test_train.py

@@ -7,7 +7,7 @@
 # harness prints each row's error against a direct float32 convolution, so the accuracy cost shows beside the time.
 # Writes $OUT/tf32_truncate/probe.txt. Usage: bash benchmarks/gpu_tf32_truncate_probe.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/tf32_truncate"; mkdir -p "$D"
 for flags in "" "-DMSCRED_TF32_TRUNCATE"; do
   bin=build/conv_harness${flags:+_trunc}

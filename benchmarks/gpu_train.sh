@@ -13,10 +13,9 @@
 #   train_profile.txt             torch.profiler kernel tables, GPU us per step
 # Usage (repository root, on a CUDA machine): bash benchmarks/gpu_train.sh
 set -uo pipefail
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/train"
 mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1
 T="$D/gpu_tests.txt"
 # A per-test timeout where pytest-timeout is installed; the whole pytest run is bounded by `timeout` anyway.
 PT_TIMEOUT=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout=45" || echo "")

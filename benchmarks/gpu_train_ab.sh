@@ -7,9 +7,8 @@
 # Writes $OUT/NAME/{gpu_tests.txt, off.md, on.md, log.txt}.
 set -uo pipefail
 NAME=$1; VAR=$2; shift 2
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/$NAME"; export D
 mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1
 [ $# -gt 0 ] && bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 "$@"
 bash benchmarks/gpu_train_variants.sh "$NAME" "off:g-fused-bf16+g-fused:$VAR=0" "on:g-fused-bf16+g-fused:$VAR=1"

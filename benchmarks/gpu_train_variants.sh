@@ -10,9 +10,8 @@
 #            on:g-fused-bf16:MSCRED_LSTM_PADDED_COPY=1
 set -uo pipefail
 NAME=$1; shift
-OUT=${OUT:-benchmarks/results}
+. benchmarks/device_env.sh
 D="$OUT/$NAME"; mkdir -p "$D"
-export PYTHONPATH=src PYTHONUNBUFFERED=1
 B="python3 -X faulthandler benchmarks/bench_train.py --iters 30 --no-graph-profile --out $D ${BENCH_ARGS:-}"
 W=/tmp/train_variants; rm -rf "$W"; mkdir -p "$W/eager"
 {

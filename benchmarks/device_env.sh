@@ -1,0 +1,16 @@
+# The environment every device script sets up, sourced from the repository root: `. benchmarks/device_env.sh`.
+#   OUT                    where results go (the device tool's $OUT; benchmarks/results when run by hand), exported
+#   PYTHONPATH=src         the checkout's package, not an installed one
+#   PYTHONUNBUFFERED=1     logs in order when stdout and stderr share a file
+#   TORCH_EXTENSIONS_DIR   where the im2col extension is built (kept between the scripts' processes)
+# and `cache_bytecode`, for scripts whose timings include Python start-up: the device's Python sets
+# PYTHONDONTWRITEBYTECODE=1, so every process recompiled mscred (cProfile: 6.5 s of a `mscred train` in compile(),
+# results/cli_profile/); an installed package has its .pyc files, so let the run write them somewhere writable.
+OUT=${OUT:-benchmarks/results}
+export OUT PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
+
+cache_bytecode() {
+  echo "PYTHONDONTWRITEBYTECODE was '${PYTHONDONTWRITEBYTECODE:-}'"
+  unset PYTHONDONTWRITEBYTECODE
+  export PYTHONPYCACHEPREFIX=/tmp/mscred_pycache
+}
