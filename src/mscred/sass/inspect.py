@@ -73,8 +73,13 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
         if image.kind != "cubin" or image.data is None or (arch and image.arch != arch):
             continue
         cubin = image.cubin()
-        asm = disassemble(cubin.data) if cubin.kernels else None
-        for k in cubin.kernels.values():
+        readable = demangle(list(cubin.kernels))
+        chosen = [k for k in cubin.kernels.values()
+                  if not kernel or kernel in k.name or kernel in readable.get(k.name, k.name)]
+        if not chosen:
+            continue  # nothing of this cubin is shown: no disassembly
+        asm = disassemble(cubin.data)
+        for k in chosen:
             text = (asm or {}).get(k.name)
             # The code section is padded to an alignment with NOP/BRA-to-self; count up to the last EXIT or branch.
             mix = Counter(_mnemonic(t) for t in text.values()) if text else Counter()
@@ -91,11 +96,9 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
                 image=image.where, arch=image.arch, name=k.name, registers=k.registers, frame_bytes=k.frame_bytes,
                 stack_bytes=max(k.min_stack_bytes, k.max_stack_bytes), shared_bytes=k.shared_bytes,
                 param_bytes=sum(p.size for p in k.params), instructions=sum(mix.values()) or len(k.instructions),
-                mix=mix, groups=_count_groups(mix) if text else {}, disassembler=bool(text)))
-    names = demangle([r.name for r in out])
-    for r in out:
-        r.readable = names.get(r.name, r.name)
-    return [r for r in out if not kernel or kernel in r.name or kernel in r.readable]
+                mix=mix, groups=_count_groups(mix) if text else {}, disassembler=bool(text),
+                readable=readable.get(k.name, k.name)))
+    return out
 
 
 def format_summaries(rows: list[KernelSummary], top: int = 8) -> str:
