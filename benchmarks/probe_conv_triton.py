@@ -88,10 +88,20 @@ def conv(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, stride: int, pads, c
     bm, bn, bk, warps, stages = config
     bm = min(bm, max(16, triton.next_power_of_2(O)))
     grid = (triton.cdiv(N * HO * WO, bn), triton.cdiv(O, bm))
-    conv_kernel[grid](x, w, b, y, N * HO * WO, C=C, H=H, W=W, O=O, HO=HO, WO=WO, KH=KH, KW=KW, STRIDE=stride,
-                      PT=top, PL=left, PREC=prec, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, num_warps=warps,
-                      num_stages=stages)
+    compiled = conv_kernel[grid](x, w, b, y, N * HO * WO, C=C, H=H, W=W, O=O, HO=HO, WO=WO, KH=KH, KW=KW,
+                                 STRIDE=stride, PT=top, PL=left, PREC=prec, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                                 num_warps=warps, num_stages=stages)
+    MMA_KIND[(C, O, KH, stride, tuple(config))] = mma_kind(compiled)
     return y
+
+
+MMA_KIND: dict = {}  # (C, O, k, stride, config) -> the MMA instruction the compiled kernel uses
+
+
+def mma_kind(compiled) -> str:
+    """"wgmma" or "mma.sync" from a compiled kernel's PTX ("-" under the interpreter, which compiles nothing)."""
+    ptx = getattr(compiled, "asm", {}).get("ptx", "") if compiled is not None else ""
+    return "wgmma" if "wgmma.mma_async" in ptx else "mma.sync" if "mma.sync" in ptx else "-"
 
 
 def oracle(x, w, b, stride, pads):
@@ -130,7 +140,8 @@ def main() -> None:
              "replayed from a CUDA graph, L2 flushed before each replay (bench_conv.bench_graphed); GB/s counts each "
              "layer's compulsory bytes (the GEMM-floor row reads a larger im2col matrix). Command: "
              "`PYTHONPATH=src python3 benchmarks/probe_conv_triton.py`.", "",
-             "| layer | provider | ms | x cuDNN | GB/s | rel err (float64) |", "| --- | --- | --- | --- | --- | --- |"]
+             "| layer | provider | ms | x cuDNN | GB/s | rel err (float64) | Triton's MMA |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     rows = []
     size = 30
     torch.backends.cuda.matmul.allow_tf32 = True  # the GEMM-floor rows: TF32, as the convolutions
@@ -143,10 +154,11 @@ def main() -> None:
         ref = oracle(x, w, b, stride, pads)
         bytes_moved = (x.numel() + w.numel() + b.numel() + ref.numel()) * 4
         found = []
-        providers = [("cudnn conv + SELU", lambda: reference_conv2d(x, w, b, stride, pads, True)),
+        # (name, call, Triton config or None)
+        providers = [("cudnn conv + SELU", lambda: reference_conv2d(x, w, b, stride, pads, True), None),
                      ("ours (CUDA implicit-pipe)",
-                      lambda: im2col.conv2d_implicit_pipelined(x, w, b, stride, pads, True))]
-        providers += [(f"triton {cfg}", lambda c=cfg: conv(x, w, b, stride, pads, c)) for cfg in CONFIGS]
+                      lambda: im2col.conv2d_implicit_pipelined(x, w, b, stride, pads, True), None)]
+        providers += [(f"triton {cfg}", lambda c=cfg: conv(x, w, b, stride, pads, c), cfg) for cfg in CONFIGS]
         # The GEMM alone (cuBLAS, TF32) on an im2col matrix made beforehand, no bias or SELU: what the layer's
         # arithmetic costs without any gather; checked against the float64 pre-activation in its (O, N*L) order.
         top, bottom, left, right = pads
@@ -156,21 +168,23 @@ def main() -> None:
         w2 = w.reshape(cout, -1)
         pre = reference_conv2d(x.double(), w.double(), None, stride, pads, False)
         pre2 = pre.permute(1, 0, 2, 3).reshape(cout, -1)
-        providers.append(("GEMM floor: cuBLAS TF32 on a prepared im2col matrix", lambda: torch.matmul(w2, col2)))
-        for name, fn in providers:
+        providers.append(("GEMM floor: cuBLAS TF32 on a prepared im2col matrix", lambda: torch.matmul(w2, col2),
+                          None))
+        for name, fn, cfg in providers:
             try:
                 err = rel(fn(), pre2 if name.startswith("GEMM floor") else ref)
             except Exception as e:  # a tile Triton cannot build: reported, skipped
                 print(f"{layer} {name}: {type(e).__name__}: {str(e)[-700:]}", flush=True)
                 continue
             ms, how = bench_graphed(fn)
-            found.append(dict(layer=layer, provider=name, ms=ms, err=err, timing=how, gbs=bytes_moved / ms / 1e6))
+            found.append(dict(layer=layer, provider=name, ms=ms, err=err, timing=how, gbs=bytes_moved / ms / 1e6,
+                              mma=MMA_KIND.get((cin, cout, k, stride, cfg), "-") if cfg else "-"))
             print(found[-1], flush=True)
         base = found[0]["ms"]
         for r in found:
             r["x_cudnn"] = base / r["ms"]
             lines.append(f"| {layer} | {r['provider']} | {r['ms']:.4f} | {r['x_cudnn']:.2f}x | {r['gbs']:.0f} | "
-                         f"{r['err']:.1e} |")
+                         f"{r['err']:.1e} | {r['mma']} |")
         rows += found
         size = ref.shape[-1]
     md = "\n".join(lines) + "\n"
