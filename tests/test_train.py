@@ -212,9 +212,20 @@ def test_too_few_segments_is_input_error():
         Trainer(_net(), _cfg()).fit(_segments(count=4))
 
 
-def test_progress_bar_runs(capsys):
+def test_progress_bar_runs(capsys, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich treats stderr as a terminal: the live bar path
     Trainer(_net(), _cfg(epochs=1, progress=True)).fit(_segments(count=10))
     assert "epoch 1/1" in capsys.readouterr().err
+
+
+def test_progress_logged_writes_each_epoch_once(capsys, monkeypatch):
+    # Piped into a log, rich would print the bars' last state when they stop, after the epoch lines.
+    for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(name, raising=False)
+    Trainer(_net(), _cfg(epochs=2, progress=True)).fit(_segments(count=10))
+    err = capsys.readouterr().err
+    assert err.count("epoch 1/2") == 1 and err.count("epoch 2/2") == 1, err
+    assert "train loss" in err and "━" not in err
 
 
 def test_gather_into_equals_batch_in_any_order():

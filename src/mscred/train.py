@@ -89,21 +89,27 @@ class WindowDataset:
 
 
 class _Progress:
-    """A rich progress bar per epoch (loss, windows/s) on stderr, or nothing when disabled.
+    """Per epoch on stderr: a rich progress bar (loss, windows/s) while it runs, when stderr is a terminal, and one
+    summary line when it ends; nothing when disabled.
 
-    Reading the running loss synchronises with the GPU, so the bar refreshes at most every ``interval`` seconds.
+    Piped or logged, rich cannot redraw the bar and prints its last state when it stops, which repeated every epoch's
+    summary line in logs; so there only the lines are written. Reading the running loss synchronises with the GPU,
+    so the bar refreshes at most every ``interval`` seconds.
     """
 
     def __init__(self, enabled: bool, epochs: int, interval: float = 0.5):
         self.enabled, self.epochs, self.interval = enabled, epochs, interval
-        self.bar = None
+        self.console = self.bar = None
         if enabled:
             from rich.console import Console
             from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn)
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[wps]} windows/s"),
-                                TimeElapsedColumn(), console=Console(stderr=True))
+            self.console = Console(stderr=True)
+            if self.console.is_terminal:
+                self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                    TextColumn("loss {task.fields[loss]}"),
+                                    TextColumn("{task.fields[wps]} windows/s"), TimeElapsedColumn(),
+                                    console=self.console)
 
     def __enter__(self):
         if self.bar is not None:
@@ -129,9 +135,9 @@ class _Progress:
                             wps=f"{seen / max(now - self.t0, 1e-9):,.0f}")
 
     def end_epoch(self, record: dict[str, Any]) -> None:
-        if self.bar is not None:
+        if self.console is not None:
             val = "-" if record["val_loss"] is None else f"{record['val_loss']:.6f}"
-            self.bar.console.print(f"epoch {record['epoch']}/{self.epochs}: train loss {record['train_loss']:.6f}, "
+            self.console.print(f"epoch {record['epoch']}/{self.epochs}: train loss {record['train_loss']:.6f}, "
                                    f"val loss {val}, {record['seconds']:.1f} s, "
                                    f"{record['windows_per_s']:,.0f} windows/s")
 
