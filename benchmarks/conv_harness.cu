@@ -107,6 +107,14 @@ double median_ms(int reps, Before before, Enqueue enqueue) {
   return t[t.size() / 2];
 }
 
+// The halo kernel for conv1-shaped layers (halo.cuh: conv_halo3x3), whatever MSCRED_CONV1_KERNEL says.
+cudaError_t halo_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                     cudaStream_t stream) {
+  cudaError_t err = cudaErrorNotSupported;  // the row is skipped for other shapes
+  if (halo_shape(s) && !halo_forward(x, w, b, y, s, selu_, stream, &err)) return cudaErrorInvalidConfiguration;
+  return err;
+}
+
 // Any tile configuration of the pipelined kernel, launched directly (the product picks one per layer): for sweeps.
 template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
 cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
@@ -196,6 +204,7 @@ int main(int argc, char** argv) {
       {"p228_32_2_2", pipe_cfg<2, 2, 8, 32, 2, 2>},         // 64 x 256
       {"p228_32_3_1", pipe_cfg<2, 2, 8, 32, 3, 1>},         // 64 x 256
       // whole-plane 2 x 2 patch kernel (conv4): Q<WARPS_M><MT><NT>_<images per tile>_<STAGES>_<MIN_BLOCKS>
+      {"halo", halo_row},          // conv1: whole rows per tile, input rows staged in shared memory
       {"rows", rows_cfg<false>},  // conv1: per-warp ranges of output rows, weights in registers
       {"rows_staged", rows_cfg<true>},
       {"band", band_cfg},         // conv2: persistent blocks, weights resident in shared memory

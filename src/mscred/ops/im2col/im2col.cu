@@ -2,7 +2,7 @@
 //
 // One translation unit for all variants: this file holds the host side (tile choice, launchers); the kernels are in
 // the headers it includes, one family each: device_math.cuh (SELU), gemm.cuh, im2col_kernels.cuh, implicit.cuh,
-// pipelined.cuh, patch.cuh. The kernels:
+// pipelined.cuh, patch.cuh, halo.cuh. The kernels:
 //   * im2col_kernel / col2im_kernel      explicit column matrix and its adjoint;
 //   * gemm_global<...>                   one thread per output element, operands read straight from global memory
 //                                        (the thesis's first GPU version);
@@ -22,14 +22,19 @@
 //   * conv_patch<...>                    "implicit-pipe" for non-overlapping 2x2 patches of 8x8 images (conv4 at
 //                                        n = 30): whole images per tile, whole channel planes per 16-byte copy, the
 //                                        im2col order made in the fragment loads, bias + SELU from the accumulators.
-// (Kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh, a direct
-// FP32 conv1 kernel, results/conv1_direct/, and a conv1 kernel staging whole input rows, results/conv1_halo/.)
+//   * conv_halo3x3<C>                    conv1-shaped layers (3 x 3, stride 1, padding 1, 32 filters, 1-3 channels):
+//                                        whole output rows per tile, the input rows staged once in shared memory
+//                                        (opt-in MSCRED_CONV1_KERNEL=halo until measured).
+// (Kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh, and a
+// direct FP32 conv1 kernel, results/conv1_direct/.)
 #include "im2col.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "device_math.cuh"
@@ -38,6 +43,7 @@
 #include "implicit.cuh"
 #include "pipelined.cuh"
 #include "patch.cuh"
+#include "halo.cuh"
 
 namespace mscred_im2col {
 namespace {
@@ -221,6 +227,51 @@ struct PatchLaunch {
 using PatchBig = PatchLaunch<2, 4, 5, 10, 4, 1, 4, 4, true>;
 using PatchSmall = PatchLaunch<4, 2, 5, 5, 3, 2, 4, 4, true>;
 
+// conv_halo3x3 (halo.cuh) takes conv1's shapes: 3 x 3, stride 1, padding 1 on every side (TF "same"), 32 filters,
+// 1-3 input channels, rows of at most 256 pixels whose three staged rows per channel fit the staging plan
+// (kHaloStage: W <= 111 for 3 channels), and images of fewer than 2^31 elements (the plan's offsets are 32-bit).
+bool halo_shape(const ConvShape& s) {
+  return s.O == 32 && s.C >= 1 && s.C <= 3 && s.KH == 3 && s.KW == 3 && s.stride == 1 && s.pad_top == 1 &&
+         s.pad_left == 1 && s.Ho == s.H && s.Wo == s.W && s.W <= kHaloPixels && HaloGeom::of(s).R >= 1 &&
+         (int64_t)s.C * s.H * s.W < (int64_t(1) << 31);
+}
+
+// Persistent blocks (as many as fit, at most one per tile), each looping over tiles. false if the block's shared
+// memory cannot be had (then the caller takes another kernel).
+template <int C>
+bool launch_halo(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
+                 cudaStream_t stream, cudaError_t* err) {
+  const auto kernel = selu_ ? conv_halo3x3<C, true> : conv_halo3x3<C, false>;
+  const HaloGeom geo = HaloGeom::of(s);
+  const size_t bytes = (size_t)geo.smem_bytes();
+  if (!smem_fits(kernel, bytes)) return false;
+  const int64_t tiles = (int64_t)s.N * geo.tiles_per_image;
+  const int64_t slots = (int64_t)std::max(1, resident_blocks(kernel, bytes)) * num_sms();
+  const bool y_vec = s.P() % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0;
+  kernel<<<(unsigned)std::min(tiles, slots), kHaloThreads, bytes, stream>>>(x, w, bias, y, s, y_vec);
+  *err = cudaGetLastError();
+  return true;
+}
+
+bool halo_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
+                  cudaStream_t stream, cudaError_t* err) {
+  switch (s.C) {
+    case 1: return launch_halo<1>(x, w, bias, y, s, selu_, stream, err);
+    case 2: return launch_halo<2>(x, w, bias, y, s, selu_, stream, err);
+    default: return launch_halo<3>(x, w, bias, y, s, selu_, stream, err);
+  }
+}
+
+// MSCRED_CONV1_KERNEL=halo sends conv1-shaped layers to conv_halo3x3: opt-in until its first measurement against
+// the generic kernel (benchmarks/gpu_conv1_halo.sh). Read once per process.
+bool conv1_halo_requested() {
+  static const bool requested = [] {
+    const char* v = std::getenv("MSCRED_CONV1_KERNEL");
+    return v != nullptr && std::string(v) == "halo";
+  }();
+  return requested;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -257,6 +308,8 @@ cudaError_t implicit_forward(const float* x, const float* w, const float* bias, 
 
 cudaError_t implicit_pipelined_forward(const float* x, const float* w, const float* bias, float* y,
                                       const ConvShape& s, bool selu_, cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
+  if (conv1_halo_requested() && halo_shape(s) && halo_forward(x, w, bias, y, s, selu_, stream, &err)) return err;
   // Non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16): the whole-plane kernel. Its
   // 128 x 160 tile (10 images) when that still gives most SMs a block, else 128 x 80 (5 images, 2 blocks per SM):
   // at batch 7, 0.018 against 0.024 ms (results/conv_probe.md).

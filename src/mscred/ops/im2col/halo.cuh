@@ -1,0 +1,255 @@
+// conv_halo3x3: conv1-shaped layers (1-3 input channels, 3 x 3, stride 1, "same" padding 1, 32 filters) with the
+// input rows staged in shared memory. Part of the im2col extension: im2col.cu includes it (see the overview there).
+#pragma once
+
+#include <cstdint>
+
+#include "im2col.h"
+#include "device_math.cuh"
+#include "implicit.cuh"
+#include "pipelined.cuh"
+
+namespace mscred_im2col {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Why a kernel of its own: conv1's reduction is only K = 9C <= 27 deep, so the generic table-driven kernel
+// (conv_pipelined) spends most of its ~27M warp instructions (batch 640, n = 30) on bookkeeping around one K-step:
+// per-tile gather tables, masks and divisions, one 4-byte gathered copy per tap and pixel, weights re-copied per
+// tile, TF32 rounding of every fragment (results/conv_source/summary.md, per source line). Here, per tile of R whole
+// output rows of one image (R * W <= 256 pixels):
+//   * the C x (R + 2) input rows the tile reads are copied once into shared memory with a zero column on each side
+//     and zero rows above / below the image (cp.async zero-fill: the padding costs nothing), then rounded to TF32 in
+//     place by the thread that copied them; the next tile's rows are in flight while this one computes (two
+//     buffers, persistent blocks). Which cells a thread copies is the same for every tile, so their source offsets
+//     are worked out once per kernel: a tile's staging is ~8 instructions per cell, no division;
+//   * the im2col operand is then read straight from those rows: the value of tap k = (c, i, j) for pixel (row, col)
+//     is at koff(k) + pixoff(row, col), two per-thread constants (no table, no mask, no division in the K loop);
+//   * each warp owns all 32 filters of 32 pixels (2 x 4 m16n8 tiles); the weights are staged once per block in
+//     shared memory as TF32 (one ldmatrix per A-fragment; in registers they made ptxas spill), the bias is the
+//     accumulators' initial value, and both are scaled by log2(e) under SELU so that SELU is four instructions on
+//     the accumulators (selu_of_log2);
+//   * the output tile goes through shared memory and out as whole channel rows (16-byte stores when aligned): the
+//     store pattern of the generic kernel, whose coalescing a register-direct variant lost (conv_rows, 2.5x slower,
+//     benchmarks/conv_variants.cuh).
+// Its first version (measured 2026-11-30, results/conv1_halo/) ran 22.6M warp instructions, as many as the generic
+// kernel: its staging walked channels x rows x columns in nested loops with 64-bit address arithmetic per row,
+// ~750 of the ~1,100 instructions per warp and tile (read off its SASS), and SELU ran in the store loop.
+// ---------------------------------------------------------------------------------------------------------------
+constexpr int kHaloThreads = 256;
+constexpr int kHaloPixels = 256;           // pixels per tile at most (8 warps x 32)
+constexpr int kHaloLdo = kHaloPixels + 8;  // output tile row stride (conflict-free float2 staging)
+// Staged cells per thread and tile at most: C * (R + 2) * SW <= 1,024 (conv1 at n = 30 stages 990); so W <= 111
+// for 3 channels, W <= 168 for 2. Each costs two registers for the whole kernel (8 made ptxas spill).
+constexpr int kHaloStage = 4;
+constexpr int kHaloLdw = 36;               // weight row stride: K <= 27 padded to 32, + 4 (conflict-free ldmatrix)
+constexpr float kLog2eHalo = 1.4426950408889634f;
+
+// SELU of z given u = z * log2(e).
+__device__ __forceinline__ float selu_of_log2(float u) {
+  float e;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(u));
+  const float neg = fmaf(kSeluScale * kSeluAlpha, e, -kSeluScale * kSeluAlpha);
+  return u > 0.f ? (kSeluScale / kLog2eHalo) * u : neg;
+}
+
+// Geometry shared by host and device: R output rows per tile, the staged rows' layout.
+struct HaloGeom {
+  int R;        // output rows per tile: min(H, 256 / W, what kHaloStage cells per thread stage); < 1: no fit
+  int SW;       // staged row width: W + 2 (a zero column each side), made odd
+  int CS;       // staged channel stride: (R + 2) * SW
+  int cells;    // C * CS floats per buffer
+  int out_at;   // word offset of the output tile: after both buffers, 16-byte aligned (float4 reads)
+  int tiles_per_image;
+  MSCRED_HD int w_at() const { return out_at + 32 * kHaloLdo; }  // the weights, after the output tile
+  MSCRED_HD int smem_bytes() const { return (w_at() + 32 * kHaloLdw) * 4; }
+  MSCRED_HD static HaloGeom of(const ConvShape& s) {
+    HaloGeom g;
+    g.SW = (s.W + 2) | 1;  // odd: the taps of one load (columns j, rows i) fall into different banks
+    const int by_pixels = kHaloPixels / s.W, by_stage = kHaloStage * kHaloThreads / (s.C * g.SW) - 2;
+    g.R = s.H < by_pixels ? s.H : by_pixels;
+    g.R = g.R < by_stage ? g.R : by_stage;
+    g.CS = (g.R + 2) * g.SW;
+    g.cells = s.C * g.CS;
+    g.out_at = (2 * g.cells + 3) / 4 * 4;
+    g.tiles_per_image = g.R >= 1 ? (s.H + g.R - 1) / g.R : 0;
+    return g;
+  }
+};
+
+// d = a * b + {c0, c0, c1, c1}: the first K-step starts from the bias without copying it into the accumulators.
+__device__ __forceinline__ void mma_tf32_bias(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], float c0,
+                                              float c1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%11,%11};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c0), "f"(c1));
+}
+
+// SELU a template argument: as a runtime flag its two paths had to leave the accumulators in the same registers,
+// 32 moves per tile.
+template <int C, bool SELU>
+__global__ void __launch_bounds__(kHaloThreads, 2)
+    conv_halo3x3(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+                 float* __restrict__ y, ConvShape s, bool y_vec) {
+  constexpr int O = 32, K = 9 * C, NKS = (K + 7) / 8, MT = 2, NT = 4;
+  extern __shared__ __align__(16) uint32_t smem[];
+  const HaloGeom geo = HaloGeom::of(s);
+  const int H = s.H, W = s.W, P = H * W;
+  float* out_s = reinterpret_cast<float*>(smem + geo.out_at);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const float scale = SELU ? kLog2eHalo : 1.f;
+
+  // Weights in shared memory as TF32, row o = filter, column k < 32 (k >= K is zero), and the bias as the
+  // accumulators' initial value; both times log2(e) under SELU. Published by the first barrier (A) below.
+  uint32_t* const ws = smem + geo.w_at();
+  for (int e = tid; e < 32 * 32; e += kHaloThreads) {
+    const int o = e / 32, k = e % 32;
+    ws[o * kHaloLdw + k] = to_tf32(k < K ? scale * __ldg(w + o * K + k) : 0.f);
+  }
+  // ldmatrix.x4 gives an m16n8k8 TF32 A-fragment: lanes 8m..8m+7 address the rows of 8 x 4-word matrix m.
+  const int mat = lane / 8, arow = lane % 8 + (mat & 1) * 8, acol = (mat >> 1) * 4;
+  float b0[MT][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) b0[i][h] = bias != nullptr ? scale * __ldg(bias + i * 16 + g + 8 * h) : 0.f;
+
+  // Tap k = (c, i, j) of pixel (row, col) is staged at c*CS + (row + i)*SW + (col + j): koff(k) + pixoff(pixel).
+  // k >= K reads the pixel's own tap (0, 0, 0) against a zero weight.
+  int koff[NKS][2];
+#pragma unroll
+  for (int ks = 0; ks < NKS; ++ks)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int k = ks * 8 + t + 4 * h, c = k / 9, i = (k % 9) / 3, j = k % 3;
+      koff[ks][h] = k < K ? c * geo.CS + i * geo.SW + j : 0;
+    }
+  // This thread's B columns, the same in every tile: pixel px = warp*32 + j*8 + g of the tile. Pixels past R rows
+  // read pixel 0; past the image's last row (the last tile of an image) they read staged zero rows. Neither is
+  // stored.
+  int pixoff[NT];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int px = warp * 32 + j * 8 + g, row = px / W, col = px - row * W;
+    pixoff[j] = px < geo.R * W ? row * geo.SW + col : 0;
+  }
+
+  // Staging plan, the same for every tile: this thread copies staged cells e = tid + 256*q (q < nq); cell (c, sr, sc)
+  // holds input (row r0 - 1 + sr, column sc - 1) of channel c, at src[q] from the tile's (n, 0, r0, 0), or zero
+  // outside the image: the row test per tile is (unsigned)(r0 + srow[q]) < H, with srow[q] = sr - 1, or a large
+  // negative number for the zero columns (so that the test fails for every tile).
+  const int64_t plane = (int64_t)H * W;
+  const int nq = geo.cells > tid ? (geo.cells - tid + kHaloThreads - 1) / kHaloThreads : 0;
+  int src[kHaloStage], srow[kHaloStage];
+#pragma unroll
+  for (int q = 0; q < kHaloStage; ++q) {
+    const int e = tid + kHaloThreads * q, c = e / geo.CS, rem = e - c * geo.CS, sr = rem / geo.SW,
+              sc = rem - sr * geo.SW;
+    const bool col_ok = (unsigned)(sc - 1) < (unsigned)W;
+    srow[q] = col_ok ? sr - 1 : -(1 << 30);
+    src[q] = c * (int)plane + (sr - 1) * W + (sc - 1);
+  }
+  // A cell outside the image copies zero bytes (zero-fill) from x itself, a valid address.
+  auto issue_stage = [&](int n, int r0, uint32_t* buf) {
+    const int64_t base = ((int64_t)n * C * H + r0) * W;
+    const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(buf + tid));
+#pragma unroll
+    for (int q = 0; q < kHaloStage; ++q)
+      if (q < nq) {
+        const bool ok = (unsigned)(r0 + srow[q]) < (unsigned)H;
+        const int64_t off = ok ? base + src[q] : 0;
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d + 4 * kHaloThreads * q),
+                     "l"(x + off), "r"(ok ? 4 : 0));
+      }
+    cp_async_commit();
+  };
+  auto round_stage = [&](uint32_t* buf) {  // the cells this thread copied, to TF32 in place
+#pragma unroll
+    for (int q = 0; q < kHaloStage; ++q)
+      if (q < nq) {
+        uint32_t& v = buf[tid + kHaloThreads * q];
+        v = to_tf32(__uint_as_float(v));
+      }
+  };
+
+  // Tile = (image n, row block rb), tile index n * tiles_per_image + rb; a block takes every gridDim.x-th tile, so
+  // (n, rb) steps by (gridDim.x / tiles_per_image, gridDim.x % tiles_per_image) with a carry: no division per tile.
+  const int ntiles = s.N * geo.tiles_per_image, tpi = geo.tiles_per_image;
+  const int dn = gridDim.x / tpi, drb = gridDim.x - dn * tpi;
+  int tile = blockIdx.x, cur = 0, n = tile / tpi, rb = tile - n * tpi;
+  if (tile < ntiles) issue_stage(n, rb * geo.R, smem);
+  for (; tile < ntiles; tile += gridDim.x, cur ^= 1) {
+    const int next = tile + gridDim.x;
+    int n_next = n + dn, rb_next = rb + drb;
+    if (rb_next >= tpi) {
+      rb_next -= tpi;
+      ++n_next;
+    }
+    const int r0 = rb * geo.R;
+    uint32_t* const buf = smem + cur * geo.cells;  // this tile's rows; the other buffer takes the next tile's
+    if (next < ntiles) {
+      issue_stage(n_next, rb_next * geo.R, smem + (cur ^ 1) * geo.cells);
+    } else {
+      cp_async_commit();  // an empty group keeps the count: wait_group 1 = "this tile's copies landed"
+    }
+    cp_async_wait<1>();
+    round_stage(buf);
+    __syncthreads();  // (A) this tile's rows are staged; every thread is done with the previous output tile
+
+    const int rows = H - r0 < geo.R ? H - r0 : geo.R, cnt = rows * W;
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int ks = 0; ks < NKS; ++ks) {
+      uint32_t bf[NT][2];
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        bf[j][0] = buf[pixoff[j] + koff[ks][0]];
+        bf[j][1] = buf[pixoff[j] + koff[ks][1]];
+      }
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        uint32_t af[4];
+        ldsm_x4(af, ws + (i * 16 + arow) * kHaloLdw + ks * 8 + acol);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          if (ks == 0) mma_tf32_bias(acc[i][j], af, bf[j], b0[i][0], b0[i][1]);
+          else mma_tf32(acc[i][j], af, bf[j]);
+        }
+      }
+    }
+    if constexpr (SELU) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int v = 0; v < 4; ++v) acc[i][j][v] = selu_of_log2(acc[i][j][v]);
+    }
+    stage_accumulators<MT, NT, kHaloLdo>(acc, out_s, 0, warp, lane);  // its barrier (B) publishes the tile
+
+    // Whole channel rows out: thread tid writes channel tid / 8, every 8th group of 4 (or 1) pixels; pointers
+    // stepped rather than indexed (an int index cost a sign extension and a 64-bit multiply-add per store).
+    const int o = tid / 8, part = tid % 8;
+    const float* row_s = out_s + o * kHaloLdo;
+    float* dst = y + ((int64_t)n * O + o) * P + (int64_t)r0 * W;
+    if (y_vec && (cnt % 4) == 0 && ((r0 * W) % 4) == 0) {
+      const float* src_end = row_s + cnt;
+      float* d = dst + 4 * part;
+      for (const float* p = row_s + 4 * part; p < src_end; p += 32, d += 32) {
+        const float4 v = *reinterpret_cast<const float4*>(p);
+        asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(d), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+                     : "memory");
+      }
+    } else {
+      for (int f = part; f < cnt; f += 8) dst[f] = row_s[f];
+    }
+    n = n_next;
+    rb = rb_next;
+  }
+  cp_async_wait<0>();
+}
+
+}  // namespace
+}  // namespace mscred_im2col
