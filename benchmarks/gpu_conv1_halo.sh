@@ -10,12 +10,12 @@
 #      (tests/test_im2col_fast_paths.py), the encoder op grid of the implicit-pipe variant, forward and gradients
 #      (tests/test_ops_im2col.py) -> $D/gpu_tests.txt
 #   4. bench_conv.py --timing graph (the record) with the switch off and on -> $D/{off,on}/
-# Writes $OUT/conv1_halo_v2/ (the first version's results stay in results/conv1_halo/).
+# Writes $OUT/${HALO_DIR:-conv1_halo_v2}/ (the first version's results stay in results/conv1_halo/).
 # Usage (repository root, CUDA machine; carry build/conv_harness): bash benchmarks/gpu_conv1_halo.sh
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
-D="$OUT/conv1_halo_v2"; mkdir -p "$D/off" "$D/on"
+D="$OUT/${HALO_DIR:-conv1_halo_v2}"; mkdir -p "$D/off" "$D/on"
 SPEC="conv1:pipe,halo" TAIL_BATCHES="7 643" TAIL_N="16 55" NCU_VARIANTS=halo NCU_KERNELS=conv_halo3x3 \
   timeout 150 bash benchmarks/gpu_conv_probe.sh > "$D/probe_console.txt" 2>&1
 cp "$OUT/conv_probe/probe.txt" "$OUT/conv_probe/ncu.txt" "$D/" 2>/dev/null

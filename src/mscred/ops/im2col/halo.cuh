@@ -29,9 +29,9 @@ namespace {
 //     shared memory as TF32 (one ldmatrix per A-fragment; in registers they made ptxas spill), the bias is the
 //     accumulators' initial value, and both are scaled by log2(e) under SELU so that SELU is four instructions on
 //     the accumulators (selu_of_log2);
-//   * the output tile goes through shared memory and out as whole channel rows (16-byte stores when aligned): the
-//     store pattern of the generic kernel, whose coalescing a register-direct variant lost (conv_rows, 2.5x slower,
-//     benchmarks/conv_variants.cuh).
+//   * the output tile goes through shared memory and out as whole channel rows, one bulk copy (TMA) per row when
+//     they are 16-byte aligned: whole rows, the store pattern whose coalescing a register-direct variant lost
+//     (conv_rows, 2.5x slower, benchmarks/conv_variants.cuh).
 // Its first version (measured 2026-11-30, results/conv1_halo/) ran 22.6M warp instructions, as many as the generic
 // kernel: its staging walked channels x rows x columns in nested loops with 64-bit address arithmetic per row,
 // ~750 of the ~1,100 instructions per warp and tile (read off its SASS), and SELU ran in the store loop.
@@ -62,7 +62,8 @@ struct HaloGeom {
   int out_at;   // word offset of the output tile: after both buffers, 16-byte aligned (float4 reads)
   int tiles_per_image;
   MSCRED_HD int w_at() const { return out_at + 32 * kHaloLdo; }  // the weights, after the output tile
-  MSCRED_HD int smem_bytes() const { return (w_at() + 32 * kHaloLdw) * 4; }
+  MSCRED_HD int plan_at() const { return w_at() + 32 * kHaloLdw; }  // the staging plan (int2 per cell), after them
+  MSCRED_HD int smem_bytes() const { return (plan_at() + 2 * kHaloStage * kHaloThreads) * 4; }
   MSCRED_HD static HaloGeom of(const ConvShape& s) {
     HaloGeom g;
     g.SW = (s.W + 2) | 1;  // odd: the taps of one load (columns j, rows i) fall into different banks
@@ -85,6 +86,31 @@ __device__ __forceinline__ void mma_tf32_bias(float (&d)[4], const uint32_t (&a)
       "{%10,%10,%11,%11};\n"
       : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c0), "f"(c1));
+}
+
+// A 32-bit word from a shared-memory byte address (the B-fragment reads: one add per read, where the compiler
+// shifted and added an index to the buffer's base).
+__device__ __forceinline__ uint32_t lds_u32(unsigned addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
+  return v;
+}
+
+// The output tile leaves through the Tensor Memory Accelerator: one bulk copy per channel row (shared -> global),
+// issued by one thread each, instead of every thread loading and storing 16 bytes at a time (that loop was 14% of
+// the instructions and 30% of the stall samples, results/conv1_halo_v2/halo_source.md). The writes to shared memory
+// must be made visible to the async proxy (fence.proxy.async) before the barrier that precedes the copies, and the
+// copies must have read shared memory (wait_group.read) before the next tile overwrites it.
+__device__ __forceinline__ void bulk_store_row(float* dst, const float* src, unsigned bytes) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(src));
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(s), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 // SELU a template argument: as a runtime flag its two paths had to leave the accumulators in the same registers,
@@ -116,15 +142,15 @@ __global__ void __launch_bounds__(kHaloThreads, 2)
 #pragma unroll
     for (int h = 0; h < 2; ++h) b0[i][h] = bias != nullptr ? scale * __ldg(bias + i * 16 + g + 8 * h) : 0.f;
 
-  // Tap k = (c, i, j) of pixel (row, col) is staged at c*CS + (row + i)*SW + (col + j): koff(k) + pixoff(pixel).
-  // k >= K reads the pixel's own tap (0, 0, 0) against a zero weight.
+  // Tap k = (c, i, j) of pixel (row, col) is staged at c*CS + (row + i)*SW + (col + j): koff(k) + pixoff(pixel),
+  // both kept in bytes. k >= K reads the pixel's own tap (0, 0, 0) against a zero weight.
   int koff[NKS][2];
 #pragma unroll
   for (int ks = 0; ks < NKS; ++ks)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int k = ks * 8 + t + 4 * h, c = k / 9, i = (k % 9) / 3, j = k % 3;
-      koff[ks][h] = k < K ? c * geo.CS + i * geo.SW + j : 0;
+      koff[ks][h] = 4 * (k < K ? c * geo.CS + i * geo.SW + j : 0);
     }
   // This thread's B columns, the same in every tile: pixel px = warp*32 + j*8 + g of the tile. Pixels past R rows
   // read pixel 0; past the image's last row (the last tile of an image) they read staged zero rows. Neither is
@@ -133,23 +159,22 @@ __global__ void __launch_bounds__(kHaloThreads, 2)
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
     const int px = warp * 32 + j * 8 + g, row = px / W, col = px - row * W;
-    pixoff[j] = px < geo.R * W ? row * geo.SW + col : 0;
+    pixoff[j] = 4 * (px < geo.R * W ? row * geo.SW + col : 0);
   }
 
   // Staging plan, the same for every tile: this thread copies staged cells e = tid + 256*q (q < nq); cell (c, sr, sc)
-  // holds input (row r0 - 1 + sr, column sc - 1) of channel c, at src[q] from the tile's (n, 0, r0, 0), or zero
-  // outside the image: the row test per tile is (unsigned)(r0 + srow[q]) < H, with srow[q] = sr - 1, or a large
-  // negative number for the zero columns (so that the test fails for every tile).
+  // holds input (row r0 - 1 + sr, column sc - 1) of channel c, at plan[e].x from the tile's (n, 0, r0, 0), or zero
+  // outside the image: the row test per tile is (unsigned)(r0 + plan[e].y) < H, with .y = sr - 1, or a large
+  // negative number for the zero columns (so that the test fails for every tile). Kept in shared memory, read by
+  // the thread that wrote it: in registers (8 of them) it made ptxas spill.
   const int64_t plane = (int64_t)H * W;
   const int nq = geo.cells > tid ? (geo.cells - tid + kHaloThreads - 1) / kHaloThreads : 0;
-  int src[kHaloStage], srow[kHaloStage];
-#pragma unroll
-  for (int q = 0; q < kHaloStage; ++q) {
+  int2* const plan = reinterpret_cast<int2*>(smem + geo.plan_at());
+  for (int q = 0; q < nq; ++q) {
     const int e = tid + kHaloThreads * q, c = e / geo.CS, rem = e - c * geo.CS, sr = rem / geo.SW,
               sc = rem - sr * geo.SW;
     const bool col_ok = (unsigned)(sc - 1) < (unsigned)W;
-    srow[q] = col_ok ? sr - 1 : -(1 << 30);
-    src[q] = c * (int)plane + (sr - 1) * W + (sc - 1);
+    plan[e] = make_int2(c * (int)plane + (sr - 1) * W + (sc - 1), col_ok ? sr - 1 : -(1 << 30));
   }
   // A cell outside the image copies zero bytes (zero-fill) from x itself, a valid address.
   auto issue_stage = [&](int n, int r0, uint32_t* buf) {
@@ -158,8 +183,9 @@ __global__ void __launch_bounds__(kHaloThreads, 2)
 #pragma unroll
     for (int q = 0; q < kHaloStage; ++q)
       if (q < nq) {
-        const bool ok = (unsigned)(r0 + srow[q]) < (unsigned)H;
-        const int64_t off = ok ? base + src[q] : 0;
+        const int2 cell = plan[tid + kHaloThreads * q];
+        const bool ok = (unsigned)(r0 + cell.y) < (unsigned)H;
+        const int64_t off = ok ? base + cell.x : 0;
         asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d + 4 * kHaloThreads * q),
                      "l"(x + off), "r"(ok ? 4 : 0));
       }
@@ -196,17 +222,20 @@ __global__ void __launch_bounds__(kHaloThreads, 2)
     }
     cp_async_wait<1>();
     round_stage(buf);
+    if (tid < O) bulk_wait_read();  // the previous tile's bulk copies have read the output tile
     __syncthreads();  // (A) this tile's rows are staged; every thread is done with the previous output tile
 
     const int rows = H - r0 < geo.R ? H - r0 : geo.R, cnt = rows * W;
+    const bool bulk = y_vec && (cnt % 4) == 0 && ((r0 * W) % 4) == 0;  // 16-byte rows in and out
+    const unsigned buf_at = static_cast<unsigned>(__cvta_generic_to_shared(buf));
     float acc[MT][NT][4];
 #pragma unroll
     for (int ks = 0; ks < NKS; ++ks) {
       uint32_t bf[NT][2];
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        bf[j][0] = buf[pixoff[j] + koff[ks][0]];
-        bf[j][1] = buf[pixoff[j] + koff[ks][1]];
+      for (int j = 0; j < NT; ++j) {  // one three-operand add per address
+        bf[j][0] = lds_u32(buf_at + pixoff[j] + koff[ks][0]);
+        bf[j][1] = lds_u32(buf_at + pixoff[j] + koff[ks][1]);
       }
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
@@ -227,28 +256,32 @@ __global__ void __launch_bounds__(kHaloThreads, 2)
 #pragma unroll
           for (int v = 0; v < 4; ++v) acc[i][j][v] = selu_of_log2(acc[i][j][v]);
     }
-    stage_accumulators<MT, NT, kHaloLdo>(acc, out_s, 0, warp, lane);  // its barrier (B) publishes the tile
-
-    // Whole channel rows out: thread tid writes channel tid / 8, every 8th group of 4 (or 1) pixels; pointers
-    // stepped rather than indexed (an int index cost a sign extension and a 64-bit multiply-add per store).
-    const int o = tid / 8, part = tid % 8;
-    const float* row_s = out_s + o * kHaloLdo;
-    float* dst = y + ((int64_t)n * O + o) * P + (int64_t)r0 * W;
-    if (y_vec && (cnt % 4) == 0 && ((r0 * W) % 4) == 0) {
-      const float* src_end = row_s + cnt;
-      float* d = dst + 4 * part;
-      for (const float* p = row_s + 4 * part; p < src_end; p += 32, d += 32) {
-        const float4 v = *reinterpret_cast<const float4*>(p);
-        asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(d), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
-                     : "memory");
+    // The output tile in shared memory, channel rows of kHaloLdo floats (stage_accumulators' layout), then (B).
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int r = i * 16 + g, cc = warp * NT * 8 + j * 8 + 2 * t;
+        *reinterpret_cast<float2*>(&out_s[r * kHaloLdo + cc]) = make_float2(acc[i][j][0], acc[i][j][1]);
+        *reinterpret_cast<float2*>(&out_s[(r + 8) * kHaloLdo + cc]) = make_float2(acc[i][j][2], acc[i][j][3]);
       }
-    } else {
+    if (bulk) fence_proxy_async_shared();
+    __syncthreads();  // (B) the output tile is complete
+
+    if (bulk) {  // channel row tid: cnt contiguous floats in shared memory and in y
+      if (tid < O)
+        bulk_store_row(y + ((int64_t)n * O + tid) * P + (int64_t)r0 * W, out_s + tid * kHaloLdo, 4u * cnt);
+    } else {  // thread tid writes channel tid / 8, every 8th pixel
+      const int o = tid / 8, part = tid % 8;
+      const float* row_s = out_s + o * kHaloLdo;
+      float* dst = y + ((int64_t)n * O + o) * P + (int64_t)r0 * W;
       for (int f = part; f < cnt; f += 8) dst[f] = row_s[f];
     }
     n = n_next;
     rb = rb_next;
   }
   cp_async_wait<0>();
+  if (tid < O) bulk_wait_all();
 }
 
 }  // namespace
