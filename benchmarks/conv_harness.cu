@@ -114,6 +114,13 @@ cudaError_t halo_row(const float* x, const float* w, const float* b, float* y, c
   if (halo_shape(s) && !halo_forward(x, w, b, y, s, selu_, stream, &err)) return cudaErrorInvalidConfiguration;
   return err;
 }
+// The same with the output rows leaving by bulk copies (TMA_STORE, two output tiles).
+cudaError_t halo_tma_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                         cudaStream_t stream) {
+  cudaError_t err = cudaErrorNotSupported;
+  if (halo_shape(s) && !halo_forward(x, w, b, y, s, selu_, stream, &err, true)) return cudaErrorInvalidConfiguration;
+  return err;
+}
 
 // Any tile configuration of the pipelined kernel, launched directly (the product picks one per layer): for sweeps.
 template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
@@ -204,6 +211,7 @@ int main(int argc, char** argv) {
       {"p228_32_2_2", pipe_cfg<2, 2, 8, 32, 2, 2>},         // 64 x 256
       {"p228_32_3_1", pipe_cfg<2, 2, 8, 32, 3, 1>},         // 64 x 256
       // whole-plane 2 x 2 patch kernel (conv4): Q<WARPS_M><MT><NT>_<images per tile>_<STAGES>_<MIN_BLOCKS>
+      {"halo_tma", halo_tma_row},  // the same, output rows by TMA bulk copies
       {"halo", halo_row},          // conv1: whole rows per tile, input rows staged in shared memory
       {"rows", rows_cfg<false>},  // conv1: per-warp ranges of output rows, weights in registers
       {"rows_staged", rows_cfg<true>},

@@ -91,10 +91,11 @@ def test_misaligned_input_takes_the_generic_kernel():
     assert _rel(y, _oracle(x, w, b, (0, 0, 0, 0), True)) <= FLOOR_TF32
 
 
-# The opt-in halo conv1 kernel (MSCRED_CONV1_KERNEL=halo, read once per process: run in a subprocess) against
-# float64: conv1's shape at n = 30 (batches 640, 643, 7), other image sizes (rows of 4 to 200 pixels, one row per
-# tile at 200, a last tile of fewer rows), 1-3 input channels, with and without bias and SELU; and a 4-channel
-# layer, which the kernel does not take (the generic kernel runs it). TF32 products: error ~3e-4.
+# The halo conv1 kernel forced on (MSCRED_CONV1_KERNEL=halo or halo_tma: 16-byte or bulk-copy stores; read once per
+# process, so each runs in a subprocess) against float64: conv1's shape at n = 30 (batches 640, 643, 7), other image
+# sizes (rows of 4 to 111 pixels, a last tile of fewer rows), 1-3 input channels, with and without bias and SELU;
+# and layers it does not take (4 channels; 200 pixels wide at 3 channels), which the generic kernel runs. TF32
+# products: error ~3e-4. Unset, the same shapes go to whichever kernel halo_pays picks: checked too.
 _HALO_SCRIPT = r"""
 import sys, torch, torch.nn.functional as F
 from mscred.ops import im2col
@@ -103,7 +104,8 @@ worst = 0.0
 for batch, cin, n, has_bias, selu in [(640, 3, 30, True, True), (643, 3, 30, True, True), (7, 3, 30, True, True),
                                       (5, 3, 16, True, True), (3, 3, 55, True, False), (4, 1, 30, False, True),
                                       (2, 2, 17, True, True), (3, 3, 5, True, True), (2, 3, 4, True, True),
-                                      (2, 3, 200, True, True), (3, 4, 30, True, True)]:
+                                      (2, 3, 111, True, True), (2, 1, 256, True, False), (2, 3, 200, True, True),
+                                      (3, 4, 30, True, True)]:
     g = torch.Generator().manual_seed(batch + cin + n)
     x = torch.randn(batch, cin, n, n, generator=g, dtype=torch.float64).cuda()
     w = (torch.randn(32, cin, 3, 3, generator=g, dtype=torch.float64) / (3 * cin ** 0.5)).cuda()
@@ -120,15 +122,17 @@ sys.exit(0 if worst < 2e-3 else 1)
 """
 
 
-def test_halo_conv1_kernel_opt_in():
+@pytest.mark.parametrize("kernel", ["halo", "halo_tma", None])
+def test_halo_conv1_kernel(kernel):
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    env = {**os.environ, "MSCRED_CONV1_KERNEL": "halo",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    env = {k: v for k, v in os.environ.items() if k != "MSCRED_CONV1_KERNEL"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+    if kernel is not None:
+        env["MSCRED_CONV1_KERNEL"] = kernel
     proc = subprocess.run([sys.executable, "-c", _HALO_SCRIPT], capture_output=True, text=True, timeout=600,
                           env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-

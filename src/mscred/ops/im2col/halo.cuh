@@ -59,13 +59,15 @@ struct HaloGeom {
   int SW;       // staged row width: W + 2 (a zero column each side), made odd
   int CS;       // staged channel stride: (R + 2) * SW
   int cells;    // C * CS floats per buffer
-  int out_at;   // word offset of the output tile: after both buffers, 16-byte aligned (float4 reads)
+  int out_at;   // word offset of the output tile(s): after both buffers, 16-byte aligned (float4 reads)
+  int outs;     // output tiles: 2 when they leave by bulk copies (one fills while the other is read), else 1
   int tiles_per_image;
-  MSCRED_HD int w_at() const { return out_at + 32 * kHaloLdo; }  // the weights, after the output tile
+  MSCRED_HD int w_at() const { return out_at + outs * 32 * kHaloLdo; }  // the weights, after the output tile(s)
   MSCRED_HD int plan_at() const { return w_at() + 32 * kHaloLdw; }  // the staging plan (int2 per cell), after them
   MSCRED_HD int smem_bytes() const { return (plan_at() + 2 * kHaloStage * kHaloThreads) * 4; }
-  MSCRED_HD static HaloGeom of(const ConvShape& s) {
+  MSCRED_HD static HaloGeom of(const ConvShape& s, bool tma_store = false) {
     HaloGeom g;
+    g.outs = tma_store ? 2 : 1;
     g.SW = (s.W + 2) | 1;  // odd: the taps of one load (columns j, rows i) fall into different banks
     const int by_pixels = kHaloPixels / s.W, by_stage = kHaloStage * kHaloThreads / (s.C * g.SW) - 2;
     g.R = s.H < by_pixels ? s.H : by_pixels;
@@ -96,18 +98,22 @@ __device__ __forceinline__ uint32_t lds_u32(unsigned addr) {
   return v;
 }
 
-// The output tile leaves through the Tensor Memory Accelerator: one bulk copy per channel row (shared -> global),
-// issued by one thread each, instead of every thread loading and storing 16 bytes at a time (that loop was 14% of
-// the instructions and 30% of the stall samples, results/conv1_halo_v2/halo_source.md). The writes to shared memory
-// must be made visible to the async proxy (fence.proxy.async) before the barrier that precedes the copies, and the
-// copies must have read shared memory (wait_group.read) before the next tile overwrites it.
+// TMA_STORE: the output tile leaves through the Tensor Memory Accelerator, one bulk copy per channel row (shared ->
+// global) issued by one thread each, instead of every thread loading and storing 16 bytes at a time (that loop was
+// 14% of the instructions and 30% of the stall samples, results/conv1_halo_v2/halo_source.md). The writes to shared
+// memory must be made visible to the async proxy (fence.proxy.async) before the barrier that precedes the copies,
+// and the copies must have read shared memory (wait_group.read) before it is written again. With one output tile
+// that wait cost more than the loop saved (barrier stalls 49%, results/conv1_halo_v3/), so there are two, and the
+// wait is for the copies of two tiles back (wait_group.read 1).
 __device__ __forceinline__ void bulk_store_row(float* dst, const float* src, unsigned bytes) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(src));
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(s), "r"(bytes)
                : "memory");
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read_all_but_last() {
+  asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+}
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -115,15 +121,14 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 
 // SELU a template argument: as a runtime flag its two paths had to leave the accumulators in the same registers,
 // 32 moves per tile.
-template <int C, bool SELU>
+template <int C, bool SELU, bool TMA_STORE>
 __global__ void __launch_bounds__(kHaloThreads, 2)
     conv_halo3x3(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                  float* __restrict__ y, ConvShape s, bool y_vec) {
   constexpr int O = 32, K = 9 * C, NKS = (K + 7) / 8, MT = 2, NT = 4;
   extern __shared__ __align__(16) uint32_t smem[];
-  const HaloGeom geo = HaloGeom::of(s);
+  const HaloGeom geo = HaloGeom::of(s, TMA_STORE);
   const int H = s.H, W = s.W, P = H * W;
-  float* out_s = reinterpret_cast<float*>(smem + geo.out_at);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
   const float scale = SELU ? kLog2eHalo : 1.f;
 
@@ -222,11 +227,13 @@ __global__ void __launch_bounds__(kHaloThreads, 2)
     }
     cp_async_wait<1>();
     round_stage(buf);
-    if (tid < O) bulk_wait_read();  // the previous tile's bulk copies have read the output tile
+    if (TMA_STORE && tid < O) bulk_wait_read_all_but_last();  // copies of two tiles back have read their tile
     __syncthreads();  // (A) this tile's rows are staged; every thread is done with the previous output tile
 
     const int rows = H - r0 < geo.R ? H - r0 : geo.R, cnt = rows * W;
-    const bool bulk = y_vec && (cnt % 4) == 0 && ((r0 * W) % 4) == 0;  // 16-byte rows in and out
+    const bool vec = y_vec && (cnt % 4) == 0 && ((r0 * W) % 4) == 0;  // 16-byte rows in and out
+    const bool bulk = TMA_STORE && vec;
+    float* const out_s = reinterpret_cast<float*>(smem + geo.out_at) + (TMA_STORE ? cur * 32 * kHaloLdo : 0);
     const unsigned buf_at = static_cast<unsigned>(__cvta_generic_to_shared(buf));
     float acc[MT][NT][4];
 #pragma unroll
@@ -271,17 +278,29 @@ __global__ void __launch_bounds__(kHaloThreads, 2)
     if (bulk) {  // channel row tid: cnt contiguous floats in shared memory and in y
       if (tid < O)
         bulk_store_row(y + ((int64_t)n * O + tid) * P + (int64_t)r0 * W, out_s + tid * kHaloLdo, 4u * cnt);
-    } else {  // thread tid writes channel tid / 8, every 8th pixel
+    } else {  // thread tid writes channel tid / 8, every 8th group of 4 (or 1) pixels; pointers stepped rather
+              // than indexed (an int index cost a sign extension and a 64-bit multiply-add per store)
       const int o = tid / 8, part = tid % 8;
       const float* row_s = out_s + o * kHaloLdo;
       float* dst = y + ((int64_t)n * O + o) * P + (int64_t)r0 * W;
-      for (int f = part; f < cnt; f += 8) dst[f] = row_s[f];
+      if (vec) {
+        const float* src_end = row_s + cnt;
+        float* d = dst + 4 * part;
+        for (const float* p = row_s + 4 * part; p < src_end; p += 32, d += 32) {
+          const float4 v = *reinterpret_cast<const float4*>(p);
+          asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(d), "f"(v.x), "f"(v.y), "f"(v.z),
+                       "f"(v.w)
+                       : "memory");
+        }
+      } else {
+        for (int f = part; f < cnt; f += 8) dst[f] = row_s[f];
+      }
     }
     n = n_next;
     rb = rb_next;
   }
   cp_async_wait<0>();
-  if (tid < O) bulk_wait_all();
+  if (TMA_STORE && tid < O) bulk_wait_all();
 }
 
 }  // namespace

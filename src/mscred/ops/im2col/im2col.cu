@@ -22,9 +22,9 @@
 //   * conv_patch<...>                    "implicit-pipe" for non-overlapping 2x2 patches of 8x8 images (conv4 at
 //                                        n = 30): whole images per tile, whole channel planes per 16-byte copy, the
 //                                        im2col order made in the fragment loads, bias + SELU from the accumulators.
-//   * conv_halo3x3<C>                    conv1-shaped layers (3 x 3, stride 1, padding 1, 32 filters, 1-3 channels):
+//   * conv_halo3x3<C, SELU, TMA_STORE>   conv1-shaped layers (3 x 3, stride 1, padding 1, 32 filters, 1-3 channels):
 //                                        whole output rows per tile, the input rows staged once in shared memory
-//                                        (opt-in MSCRED_CONV1_KERNEL=halo until measured).
+//                                        (where it pays, halo_pays; MSCRED_CONV1_KERNEL overrides).
 // (Kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh, and a
 // direct FP32 conv1 kernel, results/conv1_direct/.)
 #include "im2col.h"
@@ -238,11 +238,11 @@ bool halo_shape(const ConvShape& s) {
 
 // Persistent blocks (as many as fit, at most one per tile), each looping over tiles. false if the block's shared
 // memory cannot be had (then the caller takes another kernel).
-template <int C>
+template <int C, bool TMA>
 bool launch_halo(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                  cudaStream_t stream, cudaError_t* err) {
-  const auto kernel = selu_ ? conv_halo3x3<C, true> : conv_halo3x3<C, false>;
-  const HaloGeom geo = HaloGeom::of(s);
+  const auto kernel = selu_ ? conv_halo3x3<C, true, TMA> : conv_halo3x3<C, false, TMA>;
+  const HaloGeom geo = HaloGeom::of(s, TMA);
   const size_t bytes = (size_t)geo.smem_bytes();
   if (!smem_fits(kernel, bytes)) return false;
   const int64_t tiles = (int64_t)s.N * geo.tiles_per_image;
@@ -253,23 +253,47 @@ bool launch_halo(const float* x, const float* w, const float* bias, float* y, co
   return true;
 }
 
-bool halo_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
-                  cudaStream_t stream, cudaError_t* err) {
+// tma_store: the output rows by bulk copies (conv_halo3x3's TMA_STORE) instead of 16-byte stores.
+template <bool TMA>
+bool halo_forward_as(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
+                     cudaStream_t stream, cudaError_t* err) {
   switch (s.C) {
-    case 1: return launch_halo<1>(x, w, bias, y, s, selu_, stream, err);
-    case 2: return launch_halo<2>(x, w, bias, y, s, selu_, stream, err);
-    default: return launch_halo<3>(x, w, bias, y, s, selu_, stream, err);
+    case 1: return launch_halo<1, TMA>(x, w, bias, y, s, selu_, stream, err);
+    case 2: return launch_halo<2, TMA>(x, w, bias, y, s, selu_, stream, err);
+    default: return launch_halo<3, TMA>(x, w, bias, y, s, selu_, stream, err);
   }
 }
 
-// MSCRED_CONV1_KERNEL=halo sends conv1-shaped layers to conv_halo3x3: opt-in until its first measurement against
-// the generic kernel (benchmarks/gpu_conv1_halo.sh). Read once per process.
-bool conv1_halo_requested() {
-  static const bool requested = [] {
+bool halo_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
+                  cudaStream_t stream, cudaError_t* err, bool tma_store = false) {
+  return tma_store ? halo_forward_as<true>(x, w, bias, y, s, selu_, stream, err)
+                   : halo_forward_as<false>(x, w, bias, y, s, selu_, stream, err);
+}
+
+// Which kernel takes conv1-shaped layers (halo_shape): MSCRED_CONV1_KERNEL=halo or halo_tma forces conv_halo3x3
+// (16-byte or bulk-copy stores; the tests use them to reach every shape), =generic forces the generic pipelined
+// kernel, unset (auto) takes conv_halo3x3 where it pays (halo_pays). Read once per process.
+enum class Conv1Kernel { kAuto, kGeneric, kHalo, kHaloTma };
+Conv1Kernel conv1_kernel_requested() {
+  static const Conv1Kernel requested = [] {
     const char* v = std::getenv("MSCRED_CONV1_KERNEL");
-    return v != nullptr && std::string(v) == "halo";
+    const std::string name = v != nullptr ? v : "";
+    if (name == "halo") return Conv1Kernel::kHalo;
+    if (name == "halo_tma") return Conv1Kernel::kHaloTma;
+    if (name == "generic") return Conv1Kernel::kGeneric;
+    return Conv1Kernel::kAuto;
   }();
   return requested;
+}
+// The store variant auto takes (measured in results/conv1_halo_v4/).
+constexpr bool kHaloTmaByDefault = false;
+
+// Where conv_halo3x3 beat the generic kernel on the H200 (results/conv1_halo_v2/): tiles nearly full (R * W >= 192
+// of 256 pixels: 240 at n = 30; at n = 55 the staging limit leaves 165 and it lost, 0.0244 against 0.0206 ms at
+// batch 64) and at least one tile per SM (batch 7 at n = 30: 28 tiles, 0.0077 against 0.0071 ms).
+bool halo_pays(const ConvShape& s) {
+  const HaloGeom geo = HaloGeom::of(s);
+  return geo.R * s.W >= 192 && (int64_t)s.N * geo.tiles_per_image >= num_sms();
 }
 
 }  // namespace
@@ -309,7 +333,11 @@ cudaError_t implicit_forward(const float* x, const float* w, const float* bias, 
 cudaError_t implicit_pipelined_forward(const float* x, const float* w, const float* bias, float* y,
                                       const ConvShape& s, bool selu_, cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
-  if (conv1_halo_requested() && halo_shape(s) && halo_forward(x, w, bias, y, s, selu_, stream, &err)) return err;
+  const Conv1Kernel conv1 = conv1_kernel_requested();
+  if (conv1 != Conv1Kernel::kGeneric && halo_shape(s) && (conv1 != Conv1Kernel::kAuto || halo_pays(s))) {
+    const bool tma = conv1 == Conv1Kernel::kHaloTma || (conv1 == Conv1Kernel::kAuto && kHaloTmaByDefault);
+    if (halo_forward(x, w, bias, y, s, selu_, stream, &err, tma)) return err;
+  }
   // Non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16): the whole-plane kernel. Its
   // 128 x 160 tile (10 images) when that still gives most SMs a block, else 128 x 80 (5 images, 2 blocks per SM):
   // at batch 7, 0.018 against 0.024 ms (results/conv_probe.md).
