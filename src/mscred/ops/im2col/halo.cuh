@@ -105,18 +105,35 @@ __device__ __forceinline__ uint32_t lds_u32(unsigned addr) {
 // and the copies must have read shared memory (wait_group.read) before it is written again. With one output tile
 // that wait cost more than the loop saved (barrier stalls 49%, results/conv1_halo_v3/), so there are two, and the
 // wait is for the copies of two tiles back (wait_group.read 1).
+// Bulk copies are Hopper's (sm_90); built for an older GPU, the TMA_STORE variant takes the 16-byte stores
+// (kHaloBulkCopies false) and these compile to nothing.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr bool kHaloBulkCopies = false;
+#else
+constexpr bool kHaloBulkCopies = true;
+#endif
 __device__ __forceinline__ void bulk_store_row(float* dst, const float* src, unsigned bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(src));
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(s), "r"(bytes)
                : "memory");
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
 }
 __device__ __forceinline__ void bulk_wait_read_all_but_last() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
+#endif
 }
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
+}
 __device__ __forceinline__ void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
 }
 
 // SELU a template argument: as a runtime flag its two paths had to leave the accumulators in the same registers,
@@ -232,7 +249,7 @@ __global__ void __launch_bounds__(kHaloThreads, 2)
 
     const int rows = H - r0 < geo.R ? H - r0 : geo.R, cnt = rows * W;
     const bool vec = y_vec && (cnt % 4) == 0 && ((r0 * W) % 4) == 0;  // 16-byte rows in and out
-    const bool bulk = TMA_STORE && vec;
+    const bool bulk = TMA_STORE && kHaloBulkCopies && vec;
     float* const out_s = reinterpret_cast<float*>(smem + geo.out_at) + (TMA_STORE ? cur * 32 * kHaloLdo : 0);
     const unsigned buf_at = static_cast<unsigned>(__cvta_generic_to_shared(buf));
     float acc[MT][NT][4];
