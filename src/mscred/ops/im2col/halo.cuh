@@ -107,34 +107,27 @@ __device__ __forceinline__ uint32_t lds_u32(unsigned addr) {
 // that wait cost more than the loop saved (barrier stalls 49%, results/conv1_halo_v3/), so there are two, and the
 // wait is for the copies of two tiles back (wait_group.read 1).
 // Bulk copies are Hopper's (sm_90); built for an older GPU, the TMA_STORE variant takes the 16-byte stores
-// (kHaloBulkCopies false) and these compile to nothing.
+// (kHaloBulkCopies false) and these helpers compile to nothing.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 constexpr bool kHaloBulkCopies = false;
+#define MSCRED_HALO_BULK_ASM(...)
 #else
 constexpr bool kHaloBulkCopies = true;
+#define MSCRED_HALO_BULK_ASM(...) asm volatile(__VA_ARGS__)
 #endif
 __device__ __forceinline__ void bulk_store_row(float* dst, const float* src, unsigned bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(src));
-  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(s), "r"(bytes)
-               : "memory");
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-#endif
+  MSCRED_HALO_BULK_ASM("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(s),
+                       "r"(bytes)
+                       : "memory");
+  MSCRED_HALO_BULK_ASM("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 __device__ __forceinline__ void bulk_wait_read_all_but_last() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
-#endif
+  MSCRED_HALO_BULK_ASM("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
 }
-__device__ __forceinline__ void bulk_wait_all() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-#endif
-}
+__device__ __forceinline__ void bulk_wait_all() { MSCRED_HALO_BULK_ASM("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async_shared() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
+  MSCRED_HALO_BULK_ASM("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 // SELU a template argument: as a runtime flag its two paths had to leave the accumulators in the same registers,
