@@ -81,6 +81,10 @@ def test_implicit_kernel_uses_tf32_mma(tmp_path):
     # the pipelined variant: zero-filling asynchronous copies (4-byte gathers, 16-byte weight rows), waited on
     assert "cp.async.ca.shared.global" in text and "cp.async.cg.shared.global" in text
     assert "cp.async.wait_group" in text
+    # the halo conv1 kernel's output rows by bulk copies (its default store variant on Hopper), fenced for the async
+    # proxy and waited on; an architecture guard that compiled them out on sm_90 would only show as a slower conv1
+    assert "cp.async.bulk.global.shared::cta.bulk_group" in text
+    assert "fence.proxy.async.shared::cta" in text and "cp.async.bulk.wait_group.read" in text
 
 
 def test_the_standalone_harness_still_builds(tmp_path):
