@@ -191,14 +191,17 @@ def run(path, kernel, arch, words, init, grid, block, backend):
 @click.option("--kernel", "-k", default=None,
               help="Only kernels whose name, mangled or as printed (demangled), contains this.")
 @click.option("--top", default=8, show_default=True, help="Most frequent instructions shown per kernel.")
+@click.option("--loops", is_flag=True,
+              help="Also each kernel's loops (backward branches): range, size, instructions outside inner loops, "
+                   "their mix.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, in a list.")
-def inspect_cmd(paths, arch, kernel, top, as_json):
+def inspect_cmd(paths, arch, kernel, top, loops, as_json):
     """Registers, local memory, shared memory and instruction mix of every kernel in cubins/objects/libraries."""
     from mscred.sass.inspect import format_summaries, inspect_file
 
     rows = []
     for path in paths:
-        rows += inspect_file(_read(path), path, arch, kernel)
+        rows += inspect_file(_read(path), path, arch, kernel, loops)
     if kernel and not rows:
         raise InputError(f"no kernel matching {kernel!r} in {', '.join(paths)}")
     click.echo(json.dumps([r.to_json() for r in rows], indent=2) if as_json else format_summaries(rows, top))

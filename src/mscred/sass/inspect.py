@@ -12,8 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from mscred.sass.fatbin import find_images
+from mscred.sass.loops import Loop, find_loops, format_loops
 from mscred.sass.patch import _mnemonic
-from mscred.sass.toolchain import demangle, disassemble
+from mscred.sass.toolchain import demangle, disassemble_with_labels
 
 # Instruction groups worth a column, by mnemonic prefix (the first word of the disassembly, modifiers included).
 GROUPS = {
@@ -45,6 +46,7 @@ class KernelSummary:
     groups: dict = field(default_factory=dict)
     disassembler: bool = False
     readable: str = ""  # demangled name
+    loops: list[Loop] | None = None  # when asked for (and disassembled)
 
     def to_json(self) -> dict:
         return {"image": self.image, "arch": self.arch, "kernel": self.name, "demangled": self.readable or self.name,
@@ -52,7 +54,8 @@ class KernelSummary:
                 "local_frame_bytes": self.frame_bytes, "stack_bytes": self.stack_bytes,
                 "shared_bytes": self.shared_bytes, "param_bytes": self.param_bytes,
                 "instructions": self.instructions, "groups": self.groups if self.disassembler else None,
-                "mix": dict(self.mix.most_common()) if self.disassembler else None}
+                "mix": dict(self.mix.most_common()) if self.disassembler else None,
+                **({"loops": [lp.to_json() for lp in self.loops]} if self.loops is not None else {})}
 
 
 def _count_groups(mix: Counter) -> dict:
@@ -64,10 +67,12 @@ def _count_groups(mix: Counter) -> dict:
     return out
 
 
-def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str | None = None) -> list[KernelSummary]:
+def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str | None = None,
+                 loops: bool = False) -> list[KernelSummary]:
     """Summaries of every kernel of every readable cubin in ``data`` (optionally one arch, and only kernels whose
     mangled or demangled name contains ``kernel``: the table shows demangled names, so a template instantiation
-    can be picked as printed, e.g. ``conv_pipelined<2, 1, 8``)."""
+    can be picked as printed, e.g. ``conv_pipelined<2, 1, 8``); with ``loops``, each kernel's loops too
+    (``mscred.sass.loops``)."""
     out = []
     for image in find_images(data, where):
         if image.kind != "cubin" or image.data is None or (arch and image.arch != arch):
@@ -78,9 +83,10 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
                   if not kernel or kernel in k.name or kernel in readable.get(k.name, k.name)]
         if not chosen:
             continue  # nothing of this cubin is shown: no disassembly
-        asm = disassemble(cubin.data)
+        found = disassemble_with_labels(cubin.data)
+        asm, labels = found if found is not None else ({}, {})
         for k in chosen:
-            text = (asm or {}).get(k.name)
+            text = asm.get(k.name)
             # The code section is padded to an alignment with NOP/BRA-to-self; count up to the last EXIT or branch.
             mix = Counter(_mnemonic(t) for t in text.values()) if text else Counter()
             if text:
@@ -97,7 +103,8 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
                 stack_bytes=max(k.min_stack_bytes, k.max_stack_bytes), shared_bytes=k.shared_bytes,
                 param_bytes=sum(p.size for p in k.params), instructions=sum(mix.values()) or len(k.instructions),
                 mix=mix, groups=_count_groups(mix) if text else {}, disassembler=bool(text),
-                readable=readable.get(k.name, k.name)))
+                readable=readable.get(k.name, k.name),
+                loops=find_loops(text, labels.get(k.name, {})) if loops and text else None))
     return out
 
 
@@ -115,6 +122,8 @@ def format_summaries(rows: list[KernelSummary], top: int = 8) -> str:
                      f"{col('local'):>7}  {r.readable or r.name}")
         if r.disassembler and top:
             lines.append("        " + "  ".join(f"{op} {n}" for op, n in r.mix.most_common(top)))
+        if r.loops is not None:
+            lines += format_loops(r.loops) or ["        no loops"]
     if not any(r.disassembler for r in rows):
         lines.append("(no nvdisasm reads these cubins: instruction mix not shown)")
     return "\n".join(lines)

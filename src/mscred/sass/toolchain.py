@@ -163,6 +163,13 @@ def retarget_ptx(text: str, sm: int, ptxas_release: str) -> str:
 
 def disassemble(cubin: bytes) -> dict[str, dict[int, str]] | None:
     """``{kernel: {offset: "MOV R5, 0xcc"}}`` from nvdisasm, or None when no nvdisasm reads this cubin."""
+    found = disassemble_with_labels(cubin)
+    return found[0] if found is not None else None
+
+
+def disassemble_with_labels(cubin: bytes) -> tuple[dict[str, dict[int, str]], dict[str, dict[str, int]]] | None:
+    """``disassemble``'s instructions and, per kernel, the offsets of nvdisasm's branch labels (``.L_x_3`` ->
+    0x1ac0: branches print ``BRA `(.L_x_3)``), from one nvdisasm run; None when no nvdisasm reads this cubin."""
     nvdisasm = find_tool("nvdisasm")
     if nvdisasm is None:
         return None
@@ -172,11 +179,12 @@ def disassemble(cubin: bytes) -> dict[str, dict[int, str]] | None:
         proc = subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         return None  # e.g. CUDA 13's nvdisasm refuses sm_50 ("deprecated")
-    return parse_disassembly(proc.stdout)
+    return parse_disassembly(proc.stdout), parse_labels(proc.stdout)
 
 
 _LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _FUNC = re.compile(r"^\s*\.text\.(\S+):")
+_LABEL = re.compile(r"^\s*(\.L\w+):")
 
 
 def parse_disassembly(text: str) -> dict[str, dict[int, str]]:
@@ -191,6 +199,28 @@ def parse_disassembly(text: str) -> dict[str, dict[int, str]]:
         m = _LINE.match(line)
         if m and current is not None:
             current[int(m.group(1), 16)] = " ".join(m.group(2).split())
+    return out
+
+
+def parse_labels(text: str) -> dict[str, dict[str, int]]:
+    """Per kernel, each ``.L_x_N:`` label line of nvdisasm's output -> the offset of the instruction after it."""
+    out: dict[str, dict[str, int]] = {}
+    current: dict[str, int] | None = None
+    pending: list[str] = []
+    for line in text.splitlines():
+        m = _FUNC.match(line)
+        if m:
+            current, pending = out.setdefault(m.group(1), {}), []
+            continue
+        m = _LABEL.match(line)
+        if m and current is not None:
+            pending.append(m.group(1))
+            continue
+        m = _LINE.match(line)
+        if m and current is not None and pending:
+            for label in pending:
+                current[label] = int(m.group(1), 16)
+            pending = []
     return out
 
 
