@@ -16,6 +16,7 @@ from mscred.errors import InputError
 from mscred.model import MSCREDNet
 from mscred.train import Trainer, WindowDataset, predict
 from mscred.train_checkpoint import CHECKPOINT_NAME
+from mscred.train_graphs import bf16_native
 
 N = 6
 SMALL = dict(n_sensors=N, channels=(4, 8, 8, 8))
@@ -262,10 +263,11 @@ def test_graph_replay_wrapper_gathers_before_replay():
 
 
 def test_cuda_graphs_ignored_on_cpu():
+    # (bf16 is no longer ignored on every CPU: see the bf16 tests below)
     seg = _segments(count=12)
     a, b = _net(), _net()
     ha = Trainer(a, _cfg(epochs=1)).fit(seg)
-    hb = Trainer(b, _cfg(epochs=1, cuda_graphs=True, bf16=True)).fit(seg)
+    hb = Trainer(b, _cfg(epochs=1, cuda_graphs=True)).fit(seg)
     assert ha[0]["train_loss"] == hb[0]["train_loss"]
 
 
@@ -371,3 +373,31 @@ def test_cuda_graph_resume_and_predict(tmp_path):
     # cuDNN convolutions use TF32 by default and pick algorithms per batch size: the last, partial batch (2
     # windows eagerly, padded to 8 in the graph) differs at the 1e-4 level.
     np.testing.assert_allclose(graphed, eager, rtol=1e-3, atol=1e-4)
+
+
+# bf16 autocast on a CPU: used where oneDNN computes bf16 natively (AVX512-BF16, AMX), ignored (float32) elsewhere.
+def test_bf16_on_a_cpu_follows_native_support(monkeypatch):
+    from mscred import train_graphs
+
+    monkeypatch.setattr(train_graphs, "bf16_native", lambda device: False)
+    monkeypatch.setattr("mscred.train.bf16_native", lambda device: False)
+    assert Trainer(_net(), _cfg(bf16=True, device="cpu")).bf16 is False
+    assert not isinstance(train_graphs.autocast(torch.device("cpu"), True), torch.autocast)
+    monkeypatch.setattr("mscred.train.bf16_native", lambda device: True)
+    assert Trainer(_net(), _cfg(bf16=True, device="cpu")).bf16 is True
+
+
+@pytest.mark.skipif(not bf16_native(torch.device("cpu")),
+                    reason="this CPU has no native bf16 (AVX512-BF16 / AMX): --bf16 is ignored here")
+def test_bf16_on_a_native_cpu_trains_and_scores_close_to_float32():
+    segments = _segments(count=40)
+    fits = {}
+    for bf16 in (False, True):
+        trainer = Trainer(_net(seed=3), _cfg(epochs=2, bf16=bf16, device="cpu"))
+        assert trainer.bf16 is bf16
+        trainer.fit(segments)
+        fits[bf16] = (trainer.history[-1]["train_loss"], predict(trainer.net, segments, device="cpu", bf16=bf16))
+    (loss32, recon32), (loss16, recon16) = fits[False], fits[True]
+    assert np.isfinite(recon16).all() and recon16.dtype == np.float32
+    assert abs(loss16 - loss32) / loss32 < 0.05
+    assert np.linalg.norm(recon16 - recon32) / np.linalg.norm(recon32) < 0.05

@@ -54,7 +54,7 @@ class TrainConfig:
     device: str = "auto"  # auto | cpu | cuda
     # Stop after this many epochs without a better validation loss; None trains all epochs.
     early_stopping_patience: Optional[int] = None
-    # bf16 autocast on CUDA (fp32 master weights).
+    # bf16 autocast (fp32 master weights) on CUDA and on CPUs with native bf16 (train_graphs.bf16_native).
     bf16: bool = False
     # Capture a whole training step / inference batch in CUDA graphs (CUDA only). None (default): the training
     # steps and validation on a CUDA device, scoring eager (one pass does not repay capture + autotuning).

@@ -27,7 +27,7 @@ from mscred.errors import InputError
 from mscred.train_checkpoint import (CHECKPOINT_NAME, BackgroundWriter, checkpoint_contents, load_checkpoint,
                                      write_checkpoint)
 from mscred.train_graphs import (EagerInference, EagerStep, GraphedInference, GraphedStep,
-                                 GraphedWindowInference, autocast, autotune_worthwhile)
+                                 GraphedWindowInference, autocast, autotune_worthwhile, bf16_native)
 
 log = logging.getLogger(__name__)
 
@@ -162,11 +162,12 @@ class Trainer:
         self.net, self.cfg, self.steps = net, train_cfg, steps
         self.device = resolve_device(train_cfg.device)
         self.use_graphs = graphs_enabled(train_cfg.cuda_graphs, self.device)
-        self.bf16 = bool(train_cfg.bf16 and self.device.type == "cuda")
+        self.bf16 = bool(train_cfg.bf16 and bf16_native(self.device))
         if train_cfg.cuda_graphs and not self.use_graphs:
             log.info("cuda_graphs needs a CUDA device; training eagerly on %s", self.device)
         if train_cfg.bf16 and not self.bf16:
-            log.info("bf16 autocast is used on CUDA only; training in float32 on %s", self.device)
+            log.info("bf16 autocast needs CUDA or a CPU with native bf16 (AVX512-BF16, AMX); training in float32 "
+                     "on %s", self.device)
         self.rank, self.world_size = 0, 1  # a DistributedDataParallel run sets these
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.history: list[dict[str, Any]] = []
@@ -357,7 +358,8 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
     steps : int
         Segments per window.
     bf16, cuda_graphs : bool
-        bf16 autocast / one CUDA graph per inference batch (CUDA only; ignored elsewhere). Each batch of
+        bf16 autocast (CUDA, and CPUs with native bf16: ``train_graphs.bf16_native``; ignored elsewhere) / one CUDA
+        graph per inference batch (CUDA only). Each batch of
         consecutive windows runs through ``net.forward_windows`` (the encoder and the ConvLSTM input convolutions
         once per segment, not once per window and step), replayed from one CUDA graph
         (``GraphedWindowInference``) with ``cuda_graphs``; a network without it gathers its windows.
@@ -385,7 +387,7 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
         graphed = GraphedWindowInference(net, data, min(batch_size, n), bf16) if cuda_graphs else None
         if timings is not None:
             timings["setup_s"] = time.perf_counter() - t0 if graphed is not None else 0.0
-        with torch.no_grad(), autocast(device, bf16 and on_cuda):
+        with torch.no_grad(), autocast(device, bf16):
             for start in range(0, n, batch_size):
                 b = min(batch_size, n - start)
                 out[start:start + b] = (graphed(start, b) if graphed is not None else
@@ -395,7 +397,7 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
     if cuda_graphs:
         infer = GraphedInference(net, data, min(batch_size, n), bf16)
     else:  # a network without forward_windows: windows gathered per batch
-        infer = EagerInference(net, data, bf16 and on_cuda)
+        infer = EagerInference(net, data, bf16)
     if timings is not None:
         timings["setup_s"] = time.perf_counter() - t0
     order = torch.arange(n, device=device)

@@ -50,7 +50,8 @@ _TRAINING_OPTIONS = [
                  help="ConvLSTM/attention ops [config: auto = fused on a CUDA device, else reference]."),
     click.option("--conv-backend", type=click.Choice(CONV_BACKENDS), default=None,
                  help="Encoder convolutions [config: torch]."),
-    click.option("--bf16", is_flag=True, default=None, help="bf16 autocast (CUDA)."),
+    click.option("--bf16", is_flag=True, default=None,
+                 help="bf16 autocast: on CUDA, and on CPUs with native bf16 (AVX512-BF16, AMX), else ignored."),
     click.option("--cuda-graphs/--no-cuda-graphs", default=None,
                  help="Capture whole steps (and scoring batches) in CUDA graphs [config: training steps on a CUDA "
                       "device]."),
