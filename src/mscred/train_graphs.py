@@ -70,7 +70,7 @@ def convolution_autotuning(enabled: bool = True):
 
 def bf16_native(device: torch.device) -> bool:
     """Whether bf16 autocast pays on ``device``: CUDA, or a CPU whose oneDNN computes bf16 natively (AVX512-BF16
-    or AMX): there the reference model trained and scored ~1.6x faster than in float32 (2-core AMD EPYC with
+    or AMX): there the reference model trained and scored 1.7-1.8x faster than in float32 (2-core AMD EPYC with
     AVX512-BF16, `benchmarks/results/cpu_bf16/`); a CPU without it would emulate bf16, so --bf16 is ignored."""
     if device.type == "cuda":
         return True
