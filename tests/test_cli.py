@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from cli_helpers import run_cli, sensor_frame
 from mscred.cli.main import main
@@ -113,6 +114,8 @@ def test_env_lists_backends(capsys):
     assert "torch" in info["packages"]
     cuda = info["cuda_available"]
     assert info["defaults"]["cuda_graphs"] == cuda and (cuda or info["defaults"]["backend"] == "reference")
+    from mscred.train_graphs import bf16_native
+    assert info["cpu_bf16_native"] == bf16_native(torch.device("cpu"))  # whether --bf16 applies on the CPU
 
 
 # ------------------------------------------------------------------------------------------------- bad input

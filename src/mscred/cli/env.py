@@ -22,6 +22,7 @@ def collect() -> dict:
 
     import mscred
     from mscred.ops import backend_status, resolve_model_backend
+    from mscred.train_graphs import bf16_native
 
     info = {
         "mscred": mscred.__version__,
@@ -32,6 +33,7 @@ def collect() -> dict:
                       "matplotlib", "pyelftools")},
         "cpu_cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
+        "cpu_bf16_native": bf16_native(torch.device("cpu")),
         "cuda_available": torch.cuda.is_available(),
         "torch_cuda": torch.version.cuda,
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
@@ -56,7 +58,8 @@ def env(as_json: bool) -> None:
         return
     click.echo(f"mscred {info['mscred']}  python {info['python']}  {info['platform']}")
     click.echo("packages: " + ", ".join(f"{k} {v}" for k, v in info["packages"].items()))
-    click.echo(f"cpu: {info['cpu_cores']} cores, torch threads {info['torch_threads']}")
+    click.echo(f"cpu: {info['cpu_cores']} cores, torch threads {info['torch_threads']}, bf16 "
+               f"{'native (--bf16 applies on the CPU)' if info['cpu_bf16_native'] else 'not native (--bf16 ignored)'}")
     if info["cuda_available"]:
         click.echo(f"cuda {info['torch_cuda']}: " + "; ".join(info["devices"]))
     else:
