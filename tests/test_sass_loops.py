@@ -40,7 +40,6 @@ def test_straight_line_code_has_no_loops():
     assert find_loops(_asm({0x0: "MOV R1, 0x1", 0x10: "EXIT", 0x20: "BRA `(.L_x_0)"}), {".L_x_0": 0x20}) == []
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_inspect_loops_of_a_compiled_kernel(tmp_path, capsys):
     pytest.importorskip("elftools", reason="pyelftools (the `sass` extra) is not installed")
     from mscred.cli.main import main
