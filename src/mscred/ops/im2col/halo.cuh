@@ -34,8 +34,9 @@ namespace {
 //     bulk copy (TMA) per row, two output tiles alternating, else 16-byte stores by every thread.
 // Measured (H200, results/conv1_halo_v4/): 11.7M warp instructions and 0.0362 ms at batch 640, n = 30, against the
 // generic kernel's 27.3M and 0.0489. Its first version (results/conv1_halo/) ran 22.6M, as many as the generic
-// kernel: its staging walked channels x rows x columns in nested loops with 64-bit address arithmetic per row,
-// ~750 of the ~1,100 instructions per warp and tile (read off its SASS), and SELU ran in the store loop.
+// kernel: its staging (channels x rows x columns, nested, 64-bit address arithmetic per row) and rounding loops
+// were six nests, 605 of the 1,538 instructions of its per-tile loop beside 32 MMAs (its SASS:
+// results/conv1_halo/sass_loops.txt), and SELU ran in the store loop.
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int kHaloThreads = 256;
 constexpr int kHaloPixels = 256;           // pixels per tile at most (8 warps x 32)
