@@ -13,27 +13,17 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import platform
 import statistics
 import time
 from pathlib import Path
 
 import torch
 
+from bench_signature import machine  # the CPU's name as the other CPU benchmarks report it
 from mscred.config import ModelConfig
 from mscred.model import MSCREDNet
 from mscred.train import WindowDataset, predict
 from mscred.train_graphs import EagerStep, bf16_native
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main() -> None:
@@ -70,7 +60,7 @@ def main() -> None:
     step_ms = {p: 1e3 * statistics.median(t) for p, t in times.items()}
     windows = len(recon["float32"])
     result = {
-        "cpu": cpu_name(), "threads": torch.get_num_threads(), "torch": torch.__version__,
+        "cpu": machine()["cpu"], "threads": torch.get_num_threads(), "torch": torch.__version__,
         "bf16_native": bf16_native(device), "batch": args.batch, "repeats": args.repeats,
         "step_ms": step_ms, "step_speedup": step_ms["float32"] / step_ms["bf16"],
         "first_loss": first_loss, "first_loss_rel_diff": abs(first_loss["bf16"] - first_loss["float32"])

@@ -45,15 +45,6 @@ __device__ __forceinline__ uint32_t lds32(uint32_t addr) {
   return v;
 }
 
-// SELU of z from u = z*log2(e): exp(z) = 2^u is one MUFU.EX2 (see selu_fast), and the positive branch scales u
-// back.
-__device__ __forceinline__ float selu_log2(float u) {
-  float e;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(u));
-  const float neg = fmaf(kSeluScale * kSeluAlpha, e, -kSeluScale * kSeluAlpha);
-  return u > 0.f ? (kSeluScale / 1.4426950408889634f) * u : neg;
-}
-
 template <int H, int W, bool STAGED>
 struct RowGeom {
   static constexpr int NBW = (W + 7) / 8;                                // n8-blocks per output row
@@ -90,7 +81,7 @@ __global__ void __launch_bounds__(256, 2)
   // Weights as A-fragments: a[m][kb] = rows (16m + g, 16m + g + 8) x slots (kb*8 + t, kb*8 + 4 + t). With SELU,
   // weights and bias are scaled by log2(e) first, so that the accumulators hold z*log2(e) and SELU's exponential is
   // one MUFU.EX2 (selu_log2); the rounding to TF32 happens after the scaling, as a TF32 product's would.
-  const float zscale = SELU ? 1.4426950408889634f : 1.f;
+  const float zscale = SELU ? kLog2e : 1.f;
   uint32_t a[2][4][4];
   int koff[4][2];  // this lane's tap offset from its pixel, per (kb, h)
 #pragma unroll
@@ -206,7 +197,7 @@ __global__ void __launch_bounds__(256, 2)
       for (int m = 0; m < 2; ++m)
 #pragma unroll
         for (int v = 0; v < 4; ++v)
-          if (SELU) acc[wb][m][v] = selu_log2(acc[wb][m][v]);
+          if (SELU) acc[wb][m][v] = selu_of_log2(acc[wb][m][v]);
     if (STAGED) {
       // Through this warp's tile (32 channels x 8*NBW pixels, rows OS = 8 mod 32 words apart: conflict-free 8-byte
       // writes), then out as pixel pairs, lane = (channel parity, pair): each store instruction writes two whole
@@ -343,7 +334,7 @@ __global__ void __launch_bounds__(256, 2)
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int g = lane / 4, t = lane % 4;
   const int oh = warp / 4, nq = warp % 4;
-  const float zscale = SELU ? 1.4426950408889634f : 1.f;
+  const float zscale = SELU ? kLog2e : 1.f;
 
   // Once per block: zero the input planes (the padding column and rows stay zero), stage the weights.
   for (int e = tid; e < G::IN_WORDS / 4; e += 256) reinterpret_cast<float4*>(in)[e] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -451,7 +442,7 @@ __global__ void __launch_bounds__(256, 2)
           const int wo = 8 * wb + 2 * t + (v % 2);
           if (wo < WO) {
             const float z = acc[wb][m][v];
-            yb[(m * 16 + 8 * (v / 2)) * (HO * WO) + wo] = SELU ? selu_log2(z) : z;
+            yb[(m * 16 + 8 * (v / 2)) * (HO * WO) + wo] = SELU ? selu_of_log2(z) : z;
           }
         }
   }

@@ -30,6 +30,7 @@ capturing changes nothing (the trained weights do not depend on whether graphs w
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 from torch import nn
@@ -74,12 +75,16 @@ def bf16_native(device: torch.device) -> bool:
     AVX512-BF16, `benchmarks/results/cpu_bf16/`); a CPU without it would emulate bf16, so --bf16 is ignored."""
     if device.type == "cuda":
         return True
-    if device.type == "cpu":
-        try:
-            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except (AttributeError, RuntimeError):
-            return False
-    return False
+    return device.type == "cpu" and _cpu_bf16_native()
+
+
+@functools.cache
+def _cpu_bf16_native() -> bool:
+    """oneDNN's answer, asked once per process (``autocast`` consults it at every step)."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def autocast(device: torch.device, bf16: bool):

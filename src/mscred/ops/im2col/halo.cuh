@@ -42,18 +42,9 @@ constexpr int kHaloThreads = 256;
 constexpr int kHaloPixels = 256;           // pixels per tile at most (8 warps x 32)
 constexpr int kHaloLdo = kHaloPixels + 8;  // output tile row stride (conflict-free float2 staging)
 // Staged cells per thread and tile at most: C * (R + 2) * SW <= 1,024 (conv1 at n = 30 stages 990); so W <= 111
-// for 3 channels, W <= 168 for 2. Each costs two registers for the whole kernel (8 made ptxas spill).
+// for 3 channels, W <= 168 for 2. The staging plan keeps two words per cell in shared memory (8 KB per block).
 constexpr int kHaloStage = 4;
 constexpr int kHaloLdw = 36;               // weight row stride: K <= 27 padded to 32, + 4 (conflict-free ldmatrix)
-constexpr float kLog2eHalo = 1.4426950408889634f;
-
-// SELU of z given u = z * log2(e).
-__device__ __forceinline__ float selu_of_log2(float u) {
-  float e;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(u));
-  const float neg = fmaf(kSeluScale * kSeluAlpha, e, -kSeluScale * kSeluAlpha);
-  return u > 0.f ? (kSeluScale / kLog2eHalo) * u : neg;
-}
 
 // Geometry shared by host and device: R output rows per tile, the staged rows' layout.
 struct HaloGeom {
@@ -81,16 +72,6 @@ struct HaloGeom {
     return g;
   }
 };
-
-// d = a * b + {c0, c0, c1, c1}: the first K-step starts from the bias without copying it into the accumulators.
-__device__ __forceinline__ void mma_tf32_bias(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], float c0,
-                                              float c1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%10,%10,%11,%11};\n"
-      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c0), "f"(c1));
-}
 
 // A 32-bit word from a shared-memory byte address (the B-fragment reads: one add per read, where the compiler
 // shifted and added an index to the buffer's base).
@@ -142,7 +123,7 @@ __global__ void __launch_bounds__(kHaloThreads, 2)
   const HaloGeom geo = HaloGeom::of(s, TMA_STORE);
   const int H = s.H, W = s.W, P = H * W;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
-  const float scale = SELU ? kLog2eHalo : 1.f;
+  const float scale = SELU ? kLog2e : 1.f;
 
   // Weights in shared memory as TF32, row o = filter, column k < 32 (k >= K is zero), and the bias as the
   // accumulators' initial value; both times log2(e) under SELU. Published by the first barrier (A) below.

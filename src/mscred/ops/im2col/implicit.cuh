@@ -42,6 +42,16 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// d = a * b + {c0, c0, c1, c1}: the first K-step starts from the bias without copying it into the accumulators.
+__device__ __forceinline__ void mma_tf32_bias(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], float c0,
+                                              float c1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%10,%10,%11,%11};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c0), "f"(c1));
+}
+
 // One warp's MMAs over a BK-deep K-slice held in shared memory: A rows (this warp's MT*16 output channels, k
 // contiguous, leading dimension LDA) times B (k rows, this warp's NT*8 pixels, leading dimension LDB).
 // The register-staged kernel rounds to TF32 when it stages, so the tiles already hold TF32 values.
