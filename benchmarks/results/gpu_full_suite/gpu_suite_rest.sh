@@ -7,7 +7,8 @@
 #      the fused model's training with the Trainer's CUDA-graph tests, and mscred sass's GPU launch
 # (The fused attention's tests after the 1/T fix ran in the call before: results/gpu_full_suite/attention_after_fix.txt.)
 # Writes $OUT/conv_triton_floor/ (+ .log) and $OUT/gpu_full_suite/rest_{convlstm,small_conv,train,sass}.txt.
-# Usage (repository root, CUDA machine): bash benchmarks/gpu_suite_rest.sh
+# Usage (repository root, CUDA machine): bash benchmarks/results/gpu_full_suite/gpu_suite_rest.sh (kept as it ran;
+# benchmarks/gpu_suite_parallel.sh runs the whole suite the same way)
 set -uo pipefail
 . benchmarks/device_env.sh
 D="$OUT/gpu_full_suite"; mkdir -p "$D"
