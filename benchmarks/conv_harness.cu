@@ -122,6 +122,14 @@ cudaError_t halo_tma_row(const float* x, const float* w, const float* b, float* 
   return err;
 }
 
+// The halo kernel for conv2-shaped layers (halo_s2.cuh: conv_halo3x3s2), whatever MSCRED_CONV2_KERNEL says.
+cudaError_t halo2_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                      cudaStream_t stream) {
+  cudaError_t err = cudaErrorNotSupported;  // the row is skipped for other shapes
+  if (halo2_shape(s) && !halo2_forward(x, w, b, y, s, selu_, stream, &err)) return cudaErrorInvalidConfiguration;
+  return err;
+}
+
 // Any tile configuration of the pipelined kernel, launched directly (the product picks one per layer): for sweeps.
 template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
 cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
@@ -216,6 +224,7 @@ int main(int argc, char** argv) {
       {"rows", rows_cfg<false>},  // conv1: per-warp ranges of output rows, weights in registers
       {"rows_staged", rows_cfg<true>},
       {"band", band_cfg},         // conv2: persistent blocks, weights resident in shared memory
+      {"halo2", halo2_row},       // conv2: the product's halo kernel (two 16-channel stages, register prefetch)
       {"Q425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2>},    // 128 x 80: 256 tiles, one wave of 2 per SM
       {"Q425_5_2_2", patch_cfg<4, 2, 5, 5, 2, 2>},    // the same, 2 stages
       {"Q424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2>},    // 128 x 64: 320 tiles (the old tile)

@@ -58,7 +58,9 @@ def test_every_kernel_compiles_for_sm90(ptxas_report):
     # the whole-plane 2 x 2 patch kernel (8 x 8 inputs), in its two product tiles (10 and 5 images)
     assert sum("conv_patch" in name for name in names) == 2
     # the halo kernel for conv1-shaped layers: 1-3 input channels, with and without SELU, 16-byte or TMA stores
-    assert sum("conv_halo3x3" in name for name in names) == 12
+    assert sum("conv_halo3x3I" in name for name in names) == 12
+    # the halo kernel for conv2-shaped layers (stride 2), with and without SELU
+    assert sum("conv_halo3x3s2" in name for name in names) == 2
 
 
 def test_no_spills_and_no_local_memory(ptxas_report):

@@ -136,3 +136,51 @@ def test_halo_conv1_kernel(kernel):
     proc = subprocess.run([sys.executable, "-c", _HALO_SCRIPT], capture_output=True, text=True, timeout=600,
                           env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+# The halo conv2 kernel (conv_halo3x3s2: 32 -> 64 channels, 3 x 3, stride 2, Wo <= 15) forced on with
+# MSCRED_CONV2_KERNEL=halo, forced off (generic) and left to its default, each in a subprocess (the variable is read
+# once per process), against float64: conv2's shape at n = 30 (batches 640, 643, 7, 1: full and partial waves of
+# the persistent blocks), odd inputs (TF "same" then pads the top/left too: n = 29, 9), a last tile of fewer rows
+# (n = 29: 15 rows in tiles of 8), fewer rows than a tile holds (n = 16, 5), output rows of 9 and 15 pixels (padded
+# to 16 in the tile), with and without bias and SELU; and layers it does not take (16 input channels, 16 and 28
+# output columns), which the generic kernel runs.
+_HALO2_SCRIPT = r"""
+import sys, torch, torch.nn.functional as F
+from mscred.ops import im2col
+from mscred.ops.reference import same_padding
+worst = 0.0
+for batch, cin, n, has_bias, selu in [(640, 32, 30, True, True), (643, 32, 30, True, True), (7, 32, 30, True, True),
+                                      (1, 32, 30, False, False), (5, 32, 29, True, True), (3, 32, 16, True, True),
+                                      (3, 32, 5, True, False), (4, 32, 17, True, True), (3, 32, 9, False, True),
+                                      (2, 32, 31, True, True), (2, 32, 55, True, True), (3, 16, 30, True, True)]:
+    g = torch.Generator().manual_seed(batch + cin + n)
+    x = torch.randn(batch, cin, n, n, generator=g, dtype=torch.float64).cuda()
+    w = (torch.randn(64, cin, 3, 3, generator=g, dtype=torch.float64) / (3 * cin ** 0.5)).cuda()
+    b = (torch.randn(64, generator=g, dtype=torch.float64) * 0.5).cuda() if has_bias else None
+    pad = same_padding(n, 3, 2)
+    y = im2col.conv2d_implicit_pipelined(x.float(), w.float(), None if b is None else b.float(), 2, pad, selu)
+    top, bottom, left, right = pad
+    ref = F.conv2d(F.pad(x, (left, right, top, bottom)), w, b, stride=2)
+    ref = F.selu(ref) if selu else ref
+    rel = ((y.double() - ref).norm() / ref.norm()).item()
+    worst = max(worst, rel)
+    print(batch, cin, n, has_bias, selu, rel, torch.isfinite(y).all().item())
+sys.exit(0 if worst < 2e-3 else 1)
+"""
+
+
+@pytest.mark.parametrize("kernel", ["halo", "generic", None])
+def test_halo_conv2_kernel(kernel):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != "MSCRED_CONV2_KERNEL"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+    if kernel is not None:
+        env["MSCRED_CONV2_KERNEL"] = kernel
+    proc = subprocess.run([sys.executable, "-c", _HALO2_SCRIPT], capture_output=True, text=True, timeout=600,
+                          env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]

@@ -25,6 +25,9 @@
 //   * conv_halo3x3<C, SELU, TMA_STORE>   conv1-shaped layers (3 x 3, stride 1, padding 1, 32 filters, 1-3 channels):
 //                                        whole output rows per tile, the input rows staged once in shared memory
 //                                        (where it pays, halo_pays; MSCRED_CONV1_KERNEL overrides).
+//   * conv_halo3x3s2<SELU>               conv2-shaped layers (3 x 3, stride 2, 32 -> 64 channels, Wo <= 15): the
+//                                        same idea in two 16-channel stages, weights resident (halo_s2.cuh;
+//                                        MSCRED_CONV2_KERNEL chooses).
 // (Kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh, and a
 // direct FP32 conv1 kernel, results/conv1_direct/.)
 #include "im2col.h"
@@ -44,6 +47,7 @@
 #include "pipelined.cuh"
 #include "patch.cuh"
 #include "halo.cuh"
+#include "halo_s2.cuh"
 
 namespace mscred_im2col {
 namespace {
@@ -297,6 +301,44 @@ bool halo_pays(const ConvShape& s) {
   return geo.R * s.W >= 192 && (int64_t)s.N * geo.tiles_per_image >= num_sms();
 }
 
+// conv_halo3x3s2 (halo_s2.cuh) takes conv2's shapes: 3 x 3, stride 2, 32 -> 64 channels, any padding, output rows
+// of at most 15 pixels (a staged row is one lane per column), and inputs of fewer than 2^31 elements per image.
+bool halo2_shape(const ConvShape& s) {
+  return s.C == kH2C && s.O == kH2O && s.KH == 3 && s.KW == 3 && s.stride == 2 && s.Wo >= 1 && s.Wo <= 15 &&
+         s.Ho >= 1 && 2 * s.Wo + 1 <= kH2MaxSW && Halo2Geom::of(s).R >= 1 &&
+         (int64_t)kH2C * s.H * s.W < (int64_t(1) << 31);
+}
+
+// Persistent blocks, one per SM (75 KB of weights and two 35 KB stage buffers each), at most one per tile. false
+// if the block's shared memory cannot be had (then the caller takes another kernel).
+bool halo2_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
+                   cudaStream_t stream, cudaError_t* err) {
+  const auto kernel = selu_ ? conv_halo3x3s2<true> : conv_halo3x3s2<false>;
+  const size_t bytes = Halo2Geom::smem_bytes();
+  if (!smem_fits(kernel, bytes)) return false;
+  const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
+  const int64_t slots = (int64_t)std::max(1, resident_blocks(kernel, bytes)) * num_sms();
+  kernel<<<(unsigned)std::min(tiles, slots), kH2Threads, bytes, stream>>>(x, w, bias, y, s);
+  *err = cudaGetLastError();
+  return true;
+}
+
+// Which kernel takes conv2-shaped layers (halo2_shape): MSCRED_CONV2_KERNEL=halo forces conv_halo3x3s2, =generic
+// the generic pipelined kernel; unset, kHalo2ByDefault decides. Read once per process.
+enum class Conv2Kernel { kAuto, kGeneric, kHalo };
+Conv2Kernel conv2_kernel_requested() {
+  static const Conv2Kernel requested = [] {
+    const char* v = std::getenv("MSCRED_CONV2_KERNEL");
+    const std::string name = v != nullptr ? v : "";
+    if (name == "halo") return Conv2Kernel::kHalo;
+    if (name == "generic") return Conv2Kernel::kGeneric;
+    return Conv2Kernel::kAuto;
+  }();
+  return requested;
+}
+// Not the default until measured on the H200 against the generic kernel.
+constexpr bool kHalo2ByDefault = false;
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -339,6 +381,10 @@ cudaError_t implicit_pipelined_forward(const float* x, const float* w, const flo
     const bool tma = conv1 == Conv1Kernel::kHaloTma || (conv1 == Conv1Kernel::kAuto && kHaloTmaByDefault);
     if (halo_forward(x, w, bias, y, s, selu_, stream, &err, tma)) return err;
   }
+  const Conv2Kernel conv2 = conv2_kernel_requested();
+  if (halo2_shape(s) && (conv2 == Conv2Kernel::kHalo || (conv2 == Conv2Kernel::kAuto && kHalo2ByDefault)) &&
+      halo2_forward(x, w, bias, y, s, selu_, stream, &err))
+    return err;
   // Non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16): the whole-plane kernel. Its
   // 128 x 160 tile (10 images) when that still gives most SMs a block, else 128 x 80 (5 images, 2 blocks per SM):
   // at batch 7, 0.018 against 0.024 ms (results/conv_probe.md).

@@ -1,0 +1,270 @@
+// conv_halo3x3s2: conv2-shaped layers (32 -> 64 channels, 3 x 3, stride 2, TF "same") with the input rows staged
+// in shared memory. Part of the im2col extension: im2col.cu includes it (see the overview there).
+#pragma once
+
+#include <cstdint>
+
+#include "im2col.h"
+#include "device_math.cuh"
+#include "implicit.cuh"
+#include "halo.cuh"
+
+namespace mscred_im2col {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Why a kernel of its own: the generic kernel (conv_pipelined) runs conv2 at batch 640, n = 30 in 40.5M warp
+// instructions, ~20% of them 4-byte gathers and their masks, ~20% TF32 rounding at every fragment use, and stalls
+// on shared-memory fragment loads at 25% occupancy (results/conv_source/summary.md). An earlier kernel of this kind
+// (conv_band, benchmarks/conv_variants.cuh: weights resident, 4-row bands) lost, 0.117 against 0.083 ms, because
+// each band's copy latency was exposed and its outputs left the accumulators by scattered 4-byte stores. Here:
+//   * a tile is R whole output rows of one image (R * Wo <= 128 pixels, columns padded to WoP, a multiple of 8, so
+//     that the 8 pixels of an MMA column block share a row); the 2R + 1 input rows it reads are staged in shared
+//     memory in two stages of 16 channels (a stage buffer is 35 KB), double-buffered: the next stage's rows are
+//     loaded into registers (34 per thread) before this stage's MMAs and stored, rounded to TF32, after them, so
+//     the load latency hides behind the MMAs (one barrier per stage) and no rounding pass re-reads shared memory;
+//   * the weights (64 x 288 TF32, 75 KB) are staged once per persistent block and read by ldmatrix; one block per SM;
+//   * K is ordered tap-major, and within a tap the K-slots are a permutation of the channels chosen for the banks:
+//     slot t + 4h of K-step s (h, s in {0, 1}) is channel P[t] + 2h + 4s of the stage, P = {0, 1, 8, 9}. With the
+//     plane stride CS odd and planes 8-15 shifted by kH2Shift words, lane (g, t)'s B word sits in bank
+//     {0, 1, 16, 17}[t] + 2g + const: the 32 lanes hit 32 banks, though the pixels are 2 words apart (stride 2);
+//   * every B address is a per-thread base (pixel, tap row, lane's plane) plus an immediate (K-step, tap column):
+//     no table, no mask, no division in the K loop; each warp owns 32 channels x 32 pixels (2 x 4 m16n8 tiles),
+//     so a K-step is 2 ldmatrix + 8 4-byte loads for 8 MMAs;
+//   * bias as the accumulators' initial value, SELU on the accumulators (weights and bias scaled by log2(e)), the
+//     output tile through shared memory and out as whole channel runs (rows r0 .. r0 + rows of a channel are
+//     contiguous in y), one warp per channel run: coalesced 4-byte stores (P = 225 is odd: no 16-byte rows).
+// Limits: Wo <= 15 (a staged row is at most 31 words: one lane per column), any top/left padding.
+// ---------------------------------------------------------------------------------------------------------------
+constexpr int kH2Threads = 256;
+constexpr int kH2C = 32, kH2O = 64, kH2K = 9 * kH2C;
+constexpr int kH2Pixels = 128;             // tile pixels at most: 8 warps as 2 (channels) x 4 (32 pixels)
+constexpr int kH2StageC = 16;              // input channels per stage
+constexpr int kH2MaxR = 8;                 // output rows per tile at most: 2R + 1 <= 17 staged rows
+constexpr int kH2MaxNR = 2 * kH2MaxR + 1;
+constexpr int kH2MaxSW = 31;               // staged row width 2 Wo + 1 at most (Wo <= 15)
+constexpr int kH2CS = 545;                 // plane stride in words: odd, >= 17 rows x 32 words (reads past a row)
+constexpr int kH2Shift = 8;                // planes 8..15 start kH2Shift words later (see the bank note above)
+constexpr int kH2Buf = kH2StageC * kH2CS + kH2Shift;  // words per stage buffer (16-byte multiple)
+constexpr int kH2Ldw = kH2K + 4;           // weight row stride: conflict-free ldmatrix (292 = 4 mod 32)
+constexpr int kH2Ldo = kH2Pixels + 8;      // output tile channel stride
+static_assert(kH2CS % 2 == 1 && (8 * kH2CS + kH2Shift) % 32 == 16, "plane layout: lanes t fall in banks 0,1,16,17");
+static_assert(kH2CS >= kH2MaxNR * 32 && kH2Buf % 4 == 0, "plane size");
+
+// Word offset of stage plane c (0..15) in a stage buffer.
+MSCRED_HD constexpr int h2_plane(int c) { return c * kH2CS + (c >= 8 ? kH2Shift : 0); }
+// Stage channel of K-slot t + 4h of K-step s within a tap (the permutation above); the weights follow it.
+MSCRED_HD constexpr int h2_slot_channel(int t, int h, int s) { return (t & 1) + 8 * (t >> 1) + 2 * h + 4 * s; }
+
+struct Halo2Geom {
+  int Wp;   // output columns padded to a multiple of 8
+  int R;    // output rows per tile
+  int SW;   // staged row width 2 Wo + 1
+  int NR;   // staged rows per tile 2 R + 1
+  int tiles_per_image;
+  static constexpr int smem_words() { return 2 * kH2Buf + kH2O * kH2Ldw + kH2O * kH2Ldo; }
+  static constexpr size_t smem_bytes() { return (size_t)smem_words() * 4; }
+  MSCRED_HD static Halo2Geom of(const ConvShape& s) {
+    Halo2Geom g;
+    g.Wp = (s.Wo + 7) / 8 * 8;
+    g.R = kH2Pixels / (g.Wp > 0 ? g.Wp : 8);
+    g.R = g.R < kH2MaxR ? g.R : kH2MaxR;
+    g.R = g.R < s.Ho ? g.R : s.Ho;
+    g.SW = 2 * s.Wo + 1;
+    g.NR = 2 * g.R + 1;
+    g.tiles_per_image = g.R >= 1 ? (s.Ho + g.R - 1) / g.R : 0;
+    return g;
+  }
+};
+
+template <bool SELU>
+__global__ void __launch_bounds__(kH2Threads, 1)
+    conv_halo3x3s2(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+                   float* __restrict__ y, ConvShape s) {
+  constexpr int MT = 2, NT = 4;
+  extern __shared__ __align__(16) uint32_t smem[];
+  uint32_t* const stage_buf = smem;                       // two stage buffers
+  uint32_t* const ws = smem + 2 * kH2Buf;                 // weights [o][k]
+  float* const out_s = reinterpret_cast<float*>(ws + kH2O * kH2Ldw);  // output tile [o][pixel]
+  const Halo2Geom geo = Halo2Geom::of(s);
+  const int H = s.H, W = s.W, Wo = s.Wo, P = s.Ho * s.Wo, SW = geo.SW;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, g = lane / 4, t = lane % 4;
+  const int warp_m = warp / 4, warp_n = warp % 4;         // 32 channels x 32 pixels each
+  const float scale = SELU ? kLog2e : 1.f;
+
+  // Weights in the K order of the kernel: k = tap * 32 + stage * 16 + s * 8 + t + 4h holds channel
+  // stage * 16 + h2_slot_channel(t, h, s) of tap (i, j) = (tap / 3, tap % 3). Published by the first barrier.
+  for (int e = tid; e < kH2O * kH2K; e += kH2Threads) {
+    const int o = e / kH2K, k = e - o * kH2K, tap = k / 32, q = k % 32;
+    const int c = (q / 16) * 16 + h2_slot_channel(q % 4, (q / 4) % 2, (q / 8) % 2);
+    ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + (o * kH2C + c) * 9 + tap));
+  }
+  float bz[MT][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      bz[i][h] = bias != nullptr ? scale * __ldg(bias + warp_m * 32 + i * 16 + g + 8 * h) : 0.f;
+  // ldmatrix.x4 gives an m16n8k8 TF32 A-fragment: lanes 8m..8m+7 address the rows of 8 x 4-word matrix m.
+  const int mat = lane / 8, arow = lane % 8 + (mat & 1) * 8, acol = (mat >> 1) * 4;
+  const uint32_t* const a_base = ws + (warp_m * 32 + arow) * kH2Ldw + acol;
+
+  // B operand: pixel px = warp_n*32 + j*8 + g of the tile (row px / Wp, column px % Wp), tap (i, jj), K-slot (t, h)
+  // of K-step s is staged at h2_plane(P[t]) + (2h + 4s) * CS + (2 row + i) * SW + 2 col + jj. The first three terms
+  // but (2h + 4s) * CS are this thread's row bases (bytes); the rest are immediates. Pixels past R rows read pixel 0;
+  // columns past Wo read staged words past the row (never stored).
+  int rowbase[NT][3];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int px = warp_n * 32 + j * 8 + g;
+    int row = px / geo.Wp, col = px - row * geo.Wp;
+    if (row >= geo.R) row = col = 0;
+#pragma unroll
+    for (int i = 0; i < 3; ++i) rowbase[j][i] = 4 * (h2_plane(h2_slot_channel(t, 0, 0)) + (2 * row + i) * SW + 2 * col);
+  }
+  // Epilogue: accumulator (i, j, v) is channel warp_m*32 + i*16 + g + 8(v / 2), pixel warp_n*32 + j*8 + 2t + v % 2;
+  // its place in the tile's compact output (rows x Wo) and whether its column exists (the row is checked per tile).
+  int orow[NT], ooff[NT];
+  bool ocol[NT][2];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int px = warp_n * 32 + j * 8 + 2 * t, row = px / geo.Wp, col = px - row * geo.Wp;
+    orow[j] = row < geo.R ? row : kH2MaxR;  // kH2MaxR >= R: never stored
+    ooff[j] = row * Wo + col;
+    ocol[j][0] = col < Wo;
+    ocol[j][1] = col + 1 < Wo;
+  }
+
+  // Staging: warp w copies stage planes 2w and 2w + 1, all NR rows, lane = staged column (input column lane - pad).
+  // Addresses are 32-bit offsets from one pointer per stage, stepped by a row (W) or a plane (H * W < 2^31, see
+  // halo2_shape); which staged rows exist in the image is one bit mask per stage (one test per load): with 64-bit
+  // index arithmetic per load the staging was ~10 instructions a value.
+  const bool lane_in = lane < SW;
+  const bool lane_ok = lane_in && (unsigned)(lane - s.pad_left) < (unsigned)W;
+  const int plane = H * W;
+  float vals[2][kH2MaxNR];
+  auto load_stage = [&](int n, int r0, int half) {
+    const int top = 2 * r0 - s.pad_top;  // input row of staged row 0
+    const int lo = top < 0 ? -top : 0, hi = H - top < geo.NR ? H - top : geo.NR;  // staged rows in the image
+    const uint32_t rows_in = lane_ok && hi > lo ? ((hi >= 32 ? ~0u : (1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0u;
+    const float* src = x + ((int64_t)n * kH2C + half * kH2StageC + 2 * warp) * plane + (lane - s.pad_left);
+#pragma unroll
+    for (int pc = 0; pc < 2; ++pc) {
+      int off = pc * plane + top * W;
+#pragma unroll
+      for (int sr = 0; sr < kH2MaxNR; ++sr, off += W) {
+        vals[pc][sr] = 0.f;
+        if (rows_in & (1u << sr)) vals[pc][sr] = __ldg(src + off);
+      }
+    }
+  };
+  auto store_stage = [&](uint32_t* buf) {
+    if (!lane_in) return;
+#pragma unroll
+    for (int pc = 0; pc < 2; ++pc) {
+      unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(buf + h2_plane(2 * warp + pc) + lane));
+#pragma unroll
+      for (int sr = 0; sr < kH2MaxNR; ++sr, dst += 4 * SW)
+        if (sr < geo.NR) asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dst), "r"(to_tf32(vals[pc][sr])));
+    }
+  };
+
+  // Stage q of this block = half q % 2 of tile blockIdx.x + (q / 2) * gridDim.x; tile = (image n, row block rb),
+  // stepped by (gridDim.x / tpi, gridDim.x % tpi) with a carry: no division per tile.
+  const int tpi = geo.tiles_per_image, ntiles = s.N * tpi;
+  const int dn = gridDim.x / tpi, drb = gridDim.x - dn * tpi;
+  int tile = blockIdx.x, n = tile / tpi, rb = tile - n * tpi;
+  if (tile >= ntiles) return;
+  load_stage(n, rb * geo.R, 0);
+  store_stage(stage_buf);
+  __syncthreads();
+
+  float acc[MT][NT][4];
+  for (int q = 0;; ++q) {
+    const int half = q & 1;
+    uint32_t* const buf = stage_buf + (q & 1) * kH2Buf;
+    // The next stage: this tile's second half, or the next tile's first.
+    int n_next = n, rb_next = rb, tile_next = tile;
+    if (half == 1) {
+      tile_next = tile + gridDim.x;
+      n_next = n + dn;
+      rb_next = rb + drb;
+      if (rb_next >= tpi) {
+        rb_next -= tpi;
+        ++n_next;
+      }
+    }
+    const bool more = tile_next < ntiles;
+    if (more) load_stage(n_next, rb_next * geo.R, half ^ 1);
+
+    if (half == 0) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int v = 0; v < 4; ++v) acc[i][j][v] = bz[i][v / 2];
+    }
+    const unsigned buf_at = static_cast<unsigned>(__cvta_generic_to_shared(buf));
+    unsigned rbase[NT][3];
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 3; ++i) rbase[j][i] = buf_at + rowbase[j][i];
+    const uint32_t* const a_half = a_base + half * kH2StageC;
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      const int ti = tap / 3, tj = tap % 3;
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks) {
+        uint32_t bf[NT][2];
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          bf[j][0] = lds_u32(rbase[j][ti] + 4 * ((4 * ks) * kH2CS + tj));
+          bf[j][1] = lds_u32(rbase[j][ti] + 4 * ((2 + 4 * ks) * kH2CS + tj));
+        }
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          uint32_t af[4];
+          ldsm_x4(af, a_half + i * 16 * kH2Ldw + tap * 32 + ks * 8);
+#pragma unroll
+          for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, bf[j]);
+        }
+      }
+    }
+
+    const int r0 = rb * geo.R, rows = s.Ho - r0 < geo.R ? s.Ho - r0 : geo.R;
+    if (half == 1) {  // the tile is complete: SELU, then its compact output (rows x Wo per channel) to out_s
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int v = 0; v < 4; ++v) {
+            if (orow[j] >= rows || !ocol[j][v % 2]) continue;
+            const int o = warp_m * 32 + i * 16 + g + 8 * (v / 2);
+            out_s[o * kH2Ldo + ooff[j] + v % 2] = SELU ? selu_of_log2(acc[i][j][v]) : acc[i][j][v];
+          }
+    }
+    if (more) store_stage(stage_buf + ((q + 1) & 1) * kH2Buf);
+    __syncthreads();  // the next stage is staged; this stage's buffer is free; out_s is complete
+
+    if (half == 1) {  // warp w writes channels w, w + 8, ...: each a contiguous run of rows * Wo floats in y
+      const int cnt = rows * Wo;
+      float* yt = y + ((int64_t)n * kH2O + warp) * P + (int64_t)r0 * Wo + lane;
+      const float* ot = out_s + warp * kH2Ldo + lane;
+#pragma unroll
+      for (int q8 = 0; q8 < kH2O / 8; ++q8, yt += 8 * (int64_t)P, ot += 8 * kH2Ldo)
+#pragma unroll
+        for (int f = 0; f < kH2Pixels; f += 32)
+          if (f + lane < cnt) yt[f] = ot[f];
+      tile = tile_next;
+      n = n_next;
+      rb = rb_next;
+    }
+    if (!more) break;
+  }
+}
+
+}  // namespace
+}  // namespace mscred_im2col
