@@ -92,13 +92,6 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   const int warp_m = warp / 4, warp_n = warp % 4;         // 32 channels x 32 pixels each
   const float scale = SELU ? kLog2e : 1.f;
 
-  // Weights in the K order of the kernel: k = tap * 32 + stage * 16 + s * 8 + t + 4h holds channel
-  // stage * 16 + h2_slot_channel(t, h, s) of tap (i, j) = (tap / 3, tap % 3). Published by the first barrier.
-  for (int e = tid; e < kH2O * kH2K; e += kH2Threads) {
-    const int o = e / kH2K, k = e - o * kH2K, tap = k / 32, q = k % 32;
-    const int c = (q / 16) * 16 + h2_slot_channel(q % 4, (q / 4) % 2, (q / 8) % 2);
-    ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + (o * kH2C + c) * 9 + tap));
-  }
   float bz[MT][2];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
@@ -136,9 +129,9 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   }
 
   // Staging: warp w copies stage planes 2w and 2w + 1, all NR rows, lane = staged column (input column lane - pad).
-  // Addresses are 32-bit offsets from one pointer per stage, stepped by a row (W) or a plane (H * W < 2^31, see
-  // halo2_shape); which staged rows exist in the image is one bit mask per stage (one test per load): with 64-bit
-  // index arithmetic per load the staging was ~10 instructions a value.
+  // A pointer per plane stepped by a row; which staged rows exist in the image is one bit mask per stage (one test
+  // per load): with index arithmetic per load the staging was ~10 instructions a value (24% of the first version's
+  // instructions, results/conv2_halo/).
   const bool lane_in = lane < SW;
   const bool lane_ok = lane_in && (unsigned)(lane - s.pad_left) < (unsigned)W;
   const int plane = H * W;
@@ -147,14 +140,15 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     const int top = 2 * r0 - s.pad_top;  // input row of staged row 0
     const int lo = top < 0 ? -top : 0, hi = H - top < geo.NR ? H - top : geo.NR;  // staged rows in the image
     const uint32_t rows_in = lane_ok && hi > lo ? ((hi >= 32 ? ~0u : (1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0u;
-    const float* src = x + ((int64_t)n * kH2C + half * kH2StageC + 2 * warp) * plane + (lane - s.pad_left);
+    const float* src = x + ((int64_t)n * kH2C + half * kH2StageC + 2 * warp) * plane + (int64_t)top * W +
+                       (lane - s.pad_left);
 #pragma unroll
     for (int pc = 0; pc < 2; ++pc) {
-      int off = pc * plane + top * W;
+      const float* p = src + pc * (int64_t)plane;
 #pragma unroll
-      for (int sr = 0; sr < kH2MaxNR; ++sr, off += W) {
+      for (int sr = 0; sr < kH2MaxNR; ++sr, p += W) {
         vals[pc][sr] = 0.f;
-        if (rows_in & (1u << sr)) vals[pc][sr] = __ldg(src + off);
+        if (rows_in & (1u << sr)) vals[pc][sr] = __ldg(p);
       }
     }
   };
@@ -169,6 +163,21 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     }
   };
 
+  // Weights in the K order of the kernel: k = tap * 32 + stage * 16 + s * 8 + t + 4h holds channel
+  // stage * 16 + h2_slot_channel(t, h, s) of tap (i, j) = (tap / 3, tap % 3). Read in w's own order (coalesced),
+  // 24 loads in flight per thread, and written to their place: read one at a time in the kernel's order they were
+  // 10% of the first version's stall samples (long scoreboard, results/conv2_halo/halo2_source.md). Issued after
+  // the first stage's loads so that both latencies overlap; published by the first barrier.
+  auto stage_weights = [&] {
+#pragma unroll 24
+    for (int e = tid; e < kH2O * kH2K; e += kH2Threads) {
+      const int o = e / kH2K, r = e - o * kH2K, c = r / 9, tap = r - c * 9, cl = c % 16;
+      // inverse of h2_slot_channel: cl = (t & 1) + 8 (t >> 1) + 2h + 4s
+      const int k = tap * 32 + (c / 16) * 16 + ((cl >> 2) & 1) * 8 + (cl & 1) + 2 * ((cl >> 3) & 1) + 4 * ((cl >> 1) & 1);
+      ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + e));
+    }
+  };
+
   // Stage q of this block = half q % 2 of tile blockIdx.x + (q / 2) * gridDim.x; tile = (image n, row block rb),
   // stepped by (gridDim.x / tpi, gridDim.x % tpi) with a carry: no division per tile.
   const int tpi = geo.tiles_per_image, ntiles = s.N * tpi;
@@ -176,6 +185,7 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   int tile = blockIdx.x, n = tile / tpi, rb = tile - n * tpi;
   if (tile >= ntiles) return;
   load_stage(n, rb * geo.R, 0);
+  stage_weights();
   store_stage(stage_buf);
   __syncthreads();
 
@@ -251,13 +261,16 @@ __global__ void __launch_bounds__(kH2Threads, 1)
 
     if (half == 1) {  // warp w writes channels w, w + 8, ...: each a contiguous run of rows * Wo floats in y
       const int cnt = rows * Wo;
+      bool in_run[kH2Pixels / 32];
+#pragma unroll
+      for (int f = 0; f < kH2Pixels / 32; ++f) in_run[f] = 32 * f + lane < cnt;
       float* yt = y + ((int64_t)n * kH2O + warp) * P + (int64_t)r0 * Wo + lane;
       const float* ot = out_s + warp * kH2Ldo + lane;
 #pragma unroll
-      for (int q8 = 0; q8 < kH2O / 8; ++q8, yt += 8 * (int64_t)P, ot += 8 * kH2Ldo)
+      for (int q8 = 0; q8 < kH2O / 8; ++q8, yt += 8 * (int64_t)P)
 #pragma unroll
-        for (int f = 0; f < kH2Pixels; f += 32)
-          if (f + lane < cnt) yt[f] = ot[f];
+        for (int f = 0; f < kH2Pixels / 32; ++f)
+          if (in_run[f]) yt[32 * f] = ot[q8 * 8 * kH2Ldo + 32 * f];
       tile = tile_next;
       n = n_next;
       rb = rb_next;
