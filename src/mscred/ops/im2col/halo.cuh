@@ -81,6 +81,11 @@ __device__ __forceinline__ uint32_t lds_u32(unsigned addr) {
   return v;
 }
 
+// Two adjacent 32-bit words (8-byte aligned) from a shared-memory byte address (conv_halo3x3s2's B pairs).
+__device__ __forceinline__ void lds_u32x2(uint32_t (&v)[2], unsigned addr) {
+  asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(v[0]), "=r"(v[1]) : "r"(addr));
+}
+
 // TMA_STORE: the output tile leaves through the Tensor Memory Accelerator, one bulk copy per channel row (shared ->
 // global) issued by one thread each, instead of every thread loading and storing 16 bytes at a time (that loop was
 // 14% of the instructions and 30% of the stall samples, results/conv1_halo_v2/halo_source.md). The writes to shared

@@ -24,17 +24,20 @@ namespace {
 //     loaded into registers (34 per thread) before this stage's MMAs and stored, rounded to TF32, after them, so
 //     the load latency hides behind the MMAs (one barrier per stage) and no rounding pass re-reads shared memory;
 //   * the weights (64 x 288 TF32, 75 KB) are staged once per persistent block and read by ldmatrix; one block per SM;
-//   * K is ordered tap-major, and within a tap the K-slots are a permutation of the channels chosen for the banks:
-//     slot t + 4h of K-step s (h, s in {0, 1}) is channel P[t] + 2h + 4s of the stage, P = {0, 1, 8, 9}. With the
-//     plane stride CS odd and planes 8-15 shifted by kH2Shift words, lane (g, t)'s B word sits in bank
-//     {0, 1, 16, 17}[t] + 2g + const: the 32 lanes hit 32 banks, though the pixels are 2 words apart (stride 2);
-//   * every B address is a per-thread base (pixel, tap row, lane's plane) plus an immediate (K-step, tap column):
-//     no table, no mask, no division in the K loop; each warp owns 32 channels x 32 pixels (2 x 4 m16n8 tiles),
-//     so a K-step is 2 ldmatrix + 8 4-byte loads for 8 MMAs;
+//   * K is ordered tap-major, and within a tap the K-slots are a permutation of the channels chosen for the banks
+//     and for 8-byte loads: slot t + 4h of K-step s (h, s in {0, 1}) is channel P[t] + 2h + 4s of the stage,
+//     P = {0, 1, 8, 9}. Channels c and c + 2 (bit 1 of c clear) share a pair plane, interleaved word by word, so a
+//     lane's two B words of a K-step (h = 0, 1) are one 8-byte load; the pair planes of P[t] start at banks
+//     {0, 2, 16, 18} (stride CS2 = 2 mod 32, planes 4-7 shifted by kH2Shift), the 8 pixels of a fragment are 4
+//     words apart (stride 2, two words per cell), so each half-warp's 16 loads hit 32 distinct banks;
+//   * every B address is a per-thread base (pixel, tap row, lane's pair plane) plus an immediate (K-step, tap
+//     column): no table, no mask, no division in the K loop; each warp owns 32 channels x 32 pixels (2 x 4 m16n8
+//     tiles), so a K-step is 2 ldmatrix + 4 8-byte loads for 8 MMAs (with 4-byte loads, 8: the second version,
+//     results/conv2_halo_v2/, stalled 21% on the shared-memory instruction queue);
 //   * bias as the accumulators' initial value, SELU on the accumulators (weights and bias scaled by log2(e)), the
 //     output tile through shared memory and out as whole channel runs (rows r0 .. r0 + rows of a channel are
 //     contiguous in y), one warp per channel run: coalesced 4-byte stores (P = 225 is odd: no 16-byte rows).
-// Limits: Wo <= 15 (a staged row is at most 31 words: one lane per column), any top/left padding.
+// Limits: Wo <= 15 (a staged row is at most 31 cells: one lane per column), any top/left padding.
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int kH2Threads = 256;
 constexpr int kH2C = 32, kH2O = 64, kH2K = 9 * kH2C;
@@ -43,16 +46,22 @@ constexpr int kH2StageC = 16;              // input channels per stage
 constexpr int kH2MaxR = 8;                 // output rows per tile at most: 2R + 1 <= 17 staged rows
 constexpr int kH2MaxNR = 2 * kH2MaxR + 1;
 constexpr int kH2MaxSW = 31;               // staged row width 2 Wo + 1 at most (Wo <= 15)
-constexpr int kH2CS = 545;                 // plane stride in words: odd, >= 17 rows x 32 words (reads past a row)
-constexpr int kH2Shift = 8;                // planes 8..15 start kH2Shift words later (see the bank note above)
-constexpr int kH2Buf = kH2StageC * kH2CS + kH2Shift;  // words per stage buffer (16-byte multiple)
+constexpr int kH2Pairs = kH2StageC / 2;    // pair planes per stage (channels c, c + 2)
+// Pair-plane stride in words: 2 mod 32, and room for 16 staged rows of 31 cells plus the 32 cells a padded
+// column block reads past the last row's start (two words per cell): (16 * 31 + 32) * 2 = 1,056.
+constexpr int kH2CS2 = 1058;
+constexpr int kH2Shift = 8;                // pair planes 4..7 start kH2Shift words later (see the bank note above)
+constexpr int kH2Buf = kH2Pairs * kH2CS2 + kH2Shift;  // words per stage buffer (16-byte multiple)
 constexpr int kH2Ldw = kH2K + 4;           // weight row stride: conflict-free ldmatrix (292 = 4 mod 32)
 constexpr int kH2Ldo = kH2Pixels + 8;      // output tile channel stride
-static_assert(kH2CS % 2 == 1 && (8 * kH2CS + kH2Shift) % 32 == 16, "plane layout: lanes t fall in banks 0,1,16,17");
-static_assert(kH2CS >= kH2MaxNR * 32 && kH2Buf % 4 == 0, "plane size");
-
-// Word offset of stage plane c (0..15) in a stage buffer.
-MSCRED_HD constexpr int h2_plane(int c) { return c * kH2CS + (c >= 8 ? kH2Shift : 0); }
+// Word offset of pair plane pp (0..7) in a stage buffer; stage channel c lives in pair plane h2_pair(c), word
+// (c >> 1) & 1 of each cell.
+MSCRED_HD constexpr int h2_pair_plane(int pp) { return pp * kH2CS2 + (pp >= 4 ? kH2Shift : 0); }
+MSCRED_HD constexpr int h2_pair(int c) { return (c & 1) + 2 * (c >> 2); }
+static_assert(h2_pair_plane(0) % 32 == 0 && h2_pair_plane(1) % 32 == 2 && h2_pair_plane(4) % 32 == 16 &&
+                  h2_pair_plane(5) % 32 == 18 && h2_pair_plane(2) % 32 == 4,
+              "pair planes of P[t] at banks 0, 2, 16, 18; the next K-step's 4 words further");
+static_assert(kH2CS2 % 2 == 0 && kH2CS2 >= ((kH2MaxNR - 1) * kH2MaxSW + 32) * 2 && kH2Buf % 4 == 0, "plane size");
 // Stage channel of K-slot t + 4h of K-step s within a tap (the permutation above); the weights follow it.
 MSCRED_HD constexpr int h2_slot_channel(int t, int h, int s) { return (t & 1) + 8 * (t >> 1) + 2 * h + 4 * s; }
 
@@ -102,10 +111,11 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   const int mat = lane / 8, arow = lane % 8 + (mat & 1) * 8, acol = (mat >> 1) * 4;
   const uint32_t* const a_base = ws + (warp_m * 32 + arow) * kH2Ldw + acol;
 
-  // B operand: pixel px = warp_n*32 + j*8 + g of the tile (row px / Wp, column px % Wp), tap (i, jj), K-slot (t, h)
-  // of K-step s is staged at h2_plane(P[t]) + (2h + 4s) * CS + (2 row + i) * SW + 2 col + jj. The first three terms
-  // but (2h + 4s) * CS are this thread's row bases (bytes); the rest are immediates. Pixels past R rows read pixel 0;
-  // columns past Wo read staged words past the row (never stored).
+  // B operand: pixel px = warp_n*32 + j*8 + g of the tile (row px / Wp, column px % Wp), tap (i, jj), K-slots
+  // (t, h = 0, 1) of K-step s are the two words at h2_pair_plane(h2_pair(P[t])) + 2s * CS2 + 2 ((2 row + i) * SW +
+  // 2 col + jj). The pair plane and the cell's row and column are this thread's row bases (bytes); the K-step and the
+  // tap column are immediates. Pixels past R rows read pixel 0; columns past Wo read cells past the row (never
+  // stored).
   int rowbase[NT][3];
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
@@ -113,7 +123,8 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     int row = px / geo.Wp, col = px - row * geo.Wp;
     if (row >= geo.R) row = col = 0;
 #pragma unroll
-    for (int i = 0; i < 3; ++i) rowbase[j][i] = 4 * (h2_plane(h2_slot_channel(t, 0, 0)) + (2 * row + i) * SW + 2 * col);
+    for (int i = 0; i < 3; ++i)
+      rowbase[j][i] = 4 * (h2_pair_plane(h2_pair(h2_slot_channel(t, 0, 0))) + 2 * ((2 * row + i) * SW + 2 * col));
   }
   // Epilogue: accumulator (i, j, v) is channel warp_m*32 + i*16 + g + 8(v / 2), pixel warp_n*32 + j*8 + 2t + v % 2;
   // its place in the tile's compact output (rows x Wo) and whether its column exists (the row is checked per tile).
@@ -128,7 +139,8 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     ocol[j][1] = col + 1 < Wo;
   }
 
-  // Staging: warp w copies stage planes 2w and 2w + 1, all NR rows, lane = staged column (input column lane - pad).
+  // Staging: warp w copies pair plane w (stage channels c0 = (w & 1) + 4 (w >> 1) and c0 + 2), all NR rows, lane =
+  // staged column (input column lane - pad); both channels of a cell leave by one 8-byte store.
   // A pointer per plane stepped by a row; which staged rows exist in the image is one bit mask per stage (one test
   // per load): with index arithmetic per load the staging was ~10 instructions a value (24% of the first version's
   // instructions, results/conv2_halo/).
@@ -140,11 +152,12 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     const int top = 2 * r0 - s.pad_top;  // input row of staged row 0
     const int lo = top < 0 ? -top : 0, hi = H - top < geo.NR ? H - top : geo.NR;  // staged rows in the image
     const uint32_t rows_in = lane_ok && hi > lo ? ((hi >= 32 ? ~0u : (1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0u;
-    const float* src = x + ((int64_t)n * kH2C + half * kH2StageC + 2 * warp) * plane + (int64_t)top * W +
+    const int c0 = (warp & 1) + 4 * (warp >> 1);
+    const float* src = x + ((int64_t)n * kH2C + half * kH2StageC + c0) * plane + (int64_t)top * W +
                        (lane - s.pad_left);
 #pragma unroll
     for (int pc = 0; pc < 2; ++pc) {
-      const float* p = src + pc * (int64_t)plane;
+      const float* p = src + 2 * pc * (int64_t)plane;
 #pragma unroll
       for (int sr = 0; sr < kH2MaxNR; ++sr, p += W) {
         vals[pc][sr] = 0.f;
@@ -152,29 +165,29 @@ __global__ void __launch_bounds__(kH2Threads, 1)
       }
     }
   };
+  // Rows past NR are stored too (zeros, inside the pair plane: see kH2CS2): no test per row.
   auto store_stage = [&](uint32_t* buf) {
     if (!lane_in) return;
+    unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(buf + h2_pair_plane(warp) + 2 * lane));
 #pragma unroll
-    for (int pc = 0; pc < 2; ++pc) {
-      unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(buf + h2_plane(2 * warp + pc) + lane));
-#pragma unroll
-      for (int sr = 0; sr < kH2MaxNR; ++sr, dst += 4 * SW)
-        if (sr < geo.NR) asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(dst), "r"(to_tf32(vals[pc][sr])));
-    }
+    for (int sr = 0; sr < kH2MaxNR; ++sr, dst += 8 * SW)
+      asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(dst), "r"(to_tf32(vals[0][sr])),
+                   "r"(to_tf32(vals[1][sr])));
   };
 
   // Weights in the K order of the kernel: k = tap * 32 + stage * 16 + s * 8 + t + 4h holds channel
-  // stage * 16 + h2_slot_channel(t, h, s) of tap (i, j) = (tap / 3, tap % 3). Read in w's own order (coalesced),
-  // 24 loads in flight per thread, and written to their place: read one at a time in the kernel's order they were
-  // 10% of the first version's stall samples (long scoreboard, results/conv2_halo/halo2_source.md). Issued after
-  // the first stage's loads so that both latencies overlap; published by the first barrier.
+  // stage * 16 + h2_slot_channel(t, h, s) of tap (i, j) = (tap / 3, tap % 3). Each thread takes whole columns of w
+  // (coalesced across threads, 16 loads in flight, one index computation per column): read one at a time in the
+  // kernel's order they were 10% of the first version's stall samples (results/conv2_halo/halo2_source.md), and
+  // with an index computation per element ~10% of the second's instructions. Issued after the first stage's loads
+  // so that both latencies overlap; published by the first barrier.
   auto stage_weights = [&] {
-#pragma unroll 24
-    for (int e = tid; e < kH2O * kH2K; e += kH2Threads) {
-      const int o = e / kH2K, r = e - o * kH2K, c = r / 9, tap = r - c * 9, cl = c % 16;
+    for (int r = tid; r < kH2K; r += kH2Threads) {  // column r = c * 9 + tap of w seen as 64 x 288: 1-2 per thread
+      const int c = r / 9, tap = r - c * 9, cl = c % 16;
       // inverse of h2_slot_channel: cl = (t & 1) + 8 (t >> 1) + 2h + 4s
       const int k = tap * 32 + (c / 16) * 16 + ((cl >> 2) & 1) * 8 + (cl & 1) + 2 * ((cl >> 3) & 1) + 4 * ((cl >> 1) & 1);
-      ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + e));
+#pragma unroll 16
+      for (int o = 0; o < kH2O; ++o) ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + o * kH2K + r));
     }
   };
 
@@ -229,10 +242,7 @@ __global__ void __launch_bounds__(kH2Threads, 1)
       for (int ks = 0; ks < 2; ++ks) {
         uint32_t bf[NT][2];
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          bf[j][0] = lds_u32(rbase[j][ti] + 4 * ((4 * ks) * kH2CS + tj));
-          bf[j][1] = lds_u32(rbase[j][ti] + 4 * ((2 + 4 * ks) * kH2CS + tj));
-        }
+        for (int j = 0; j < NT; ++j) lds_u32x2(bf[j], rbase[j][ti] + 4 * (2 * ks * kH2CS2 + 2 * tj));
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
           uint32_t af[4];
