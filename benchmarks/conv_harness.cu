@@ -130,6 +130,14 @@ cudaError_t halo2_row(const float* x, const float* w, const float* b, float* y, 
   return err;
 }
 
+// Its warp-specialised form (conv_halo3x3s2_ws).
+cudaError_t halo2ws_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                        cudaStream_t stream) {
+  cudaError_t err = cudaErrorNotSupported;
+  if (halo2_shape(s) && !halo2ws_forward(x, w, b, y, s, selu_, stream, &err)) return cudaErrorInvalidConfiguration;
+  return err;
+}
+
 // Any tile configuration of the pipelined kernel, launched directly (the product picks one per layer): for sweeps.
 template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
 cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
@@ -224,7 +232,8 @@ int main(int argc, char** argv) {
       {"rows", rows_cfg<false>},  // conv1: per-warp ranges of output rows, weights in registers
       {"rows_staged", rows_cfg<true>},
       {"band", band_cfg},         // conv2: persistent blocks, weights resident in shared memory
-      {"halo2", halo2_row},       // conv2: the product's halo kernel (two 16-channel stages, register prefetch)
+      {"halo2", halo2_row},
+      {"halo2ws", halo2ws_row},   // conv2: the same, warp-specialised (4 producer warps, 3 stage buffers)       // conv2: the product's halo kernel (two 16-channel stages, register prefetch)
       {"Q425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2>},    // 128 x 80: 256 tiles, one wave of 2 per SM
       {"Q425_5_2_2", patch_cfg<4, 2, 5, 5, 2, 2>},    // the same, 2 stages
       {"Q424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2>},    // 128 x 64: 320 tiles (the old tile)

@@ -289,5 +289,210 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   }
 }
 
+
+// ---------------------------------------------------------------------------------------------------------------
+// conv_halo3x3s2_ws: the same tiles, layout and MMAs with the warps specialised. conv_halo3x3s2's 8 warps all
+// stage, compute and store in turn between block barriers, so the tensor pipe idles while they stage (at batch 640:
+// IPC 0.29 per scheduler, stalls on dependencies and barriers, results/conv2_halo_v3/). Here 8 consumer warps only
+// compute and store, and 4 producer warps stage: cp.async copies (4 bytes, zero-filled outside the image) into
+// three stage buffers, rounded to TF32 in place, handed over by named barriers (FULL: producers arrive, consumers
+// wait; EMPTY: the reverse), two stages in flight.
+// ---------------------------------------------------------------------------------------------------------------
+constexpr int kH2wsConsumers = 256, kH2wsProducers = 128, kH2wsThreads = kH2wsConsumers + kH2wsProducers;
+constexpr int kH2wsBuffers = 3;
+constexpr int kH2wsSmemWords = kH2wsBuffers * kH2Buf + kH2O * kH2Ldw + kH2O * kH2Ldo;
+
+__device__ __forceinline__ void named_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+// Barrier ids: 0 is __syncthreads; 1 the consumers' output tile; FULL b = 2 + b, EMPTY b = 5 + b.
+constexpr int kH2wsOutBar = 1, kH2wsFullBar = 2, kH2wsEmptyBar = 5;
+
+template <bool SELU>
+__global__ void __launch_bounds__(kH2wsThreads, 1)
+    conv_halo3x3s2_ws(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+                      float* __restrict__ y, ConvShape s) {
+  constexpr int MT = 2, NT = 4;
+  extern __shared__ __align__(16) uint32_t smem[];
+  uint32_t* const stage_buf = smem;
+  uint32_t* const ws = smem + kH2wsBuffers * kH2Buf;
+  float* const out_s = reinterpret_cast<float*>(ws + kH2O * kH2Ldw);
+  const Halo2Geom geo = Halo2Geom::of(s);
+  const int H = s.H, W = s.W, Wo = s.Wo, P = s.Ho * s.Wo, SW = geo.SW;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const float scale = SELU ? kLog2e : 1.f;
+  const int tpi = geo.tiles_per_image, ntiles = s.N * tpi;
+  if ((int)blockIdx.x >= ntiles) return;
+  const int stages = 2 * ((ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x);
+
+  // Weights (as conv_halo3x3s2), by all threads; published by the barrier below.
+  for (int r = tid; r < kH2K; r += kH2wsThreads) {
+    const int c = r / 9, tap = r - c * 9, cl = c % 16;
+    const int k = tap * 32 + (c / 16) * 16 + ((cl >> 2) & 1) * 8 + (cl & 1) + 2 * ((cl >> 3) & 1) + 4 * ((cl >> 1) & 1);
+#pragma unroll 16
+    for (int o = 0; o < kH2O; ++o) ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + o * kH2K + r));
+  }
+  __syncthreads();
+
+  if (warp >= kH2wsConsumers / 32) {
+    // ---- producers: warp pw stages pair planes 2 pw and 2 pw + 1 (stage channels c0, c0 + 2 each), all NR rows,
+    // lane = staged column; each cell's two words by two 4-byte copies, zero-filled outside the image.
+    const int pw = warp - kH2wsConsumers / 32;
+    const bool lane_in = lane < SW;
+    const bool lane_ok = lane_in && (unsigned)(lane - s.pad_left) < (unsigned)W;
+    const int plane = H * W;
+    auto issue = [&](int q) {
+      const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
+      const int top = 2 * r0 - s.pad_top;
+      const unsigned buf = static_cast<unsigned>(__cvta_generic_to_shared(stage_buf + (q % kH2wsBuffers) * kH2Buf));
+      if (lane_in) {
+#pragma unroll
+        for (int pp2 = 0; pp2 < 2; ++pp2) {
+          const int pp = 2 * pw + pp2, c0 = (pp & 1) + 4 * (pp >> 1);
+          const float* src = x + ((int64_t)n * kH2C + (q & 1) * kH2StageC + c0) * plane + (int64_t)top * W +
+                             (lane - s.pad_left);
+          unsigned dst = buf + 4u * (h2_pair_plane(pp) + 2 * lane);
+          for (int sr = 0; sr < geo.NR; ++sr, src += W, dst += 8 * SW) {
+            const bool ok = lane_ok && (unsigned)(top + sr) < (unsigned)H;
+#pragma unroll
+            for (int h = 0; h < 2; ++h)
+              asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst + 4 * h),
+                           "l"(ok ? src + 2 * h * (int64_t)plane : x), "r"(ok ? 4 : 0));
+          }
+        }
+      }
+      cp_async_commit();
+    };
+    auto round = [&](int q) {  // this thread's cells of stage q, to TF32 in place
+      if (!lane_in) return;
+      uint32_t* const buf = stage_buf + (q % kH2wsBuffers) * kH2Buf;
+#pragma unroll
+      for (int pp2 = 0; pp2 < 2; ++pp2) {
+        uint2* cell = reinterpret_cast<uint2*>(buf + h2_pair_plane(2 * pw + pp2) + 2 * lane);
+        for (int sr = 0; sr < geo.NR; ++sr, cell += SW) {
+          const uint2 v = *cell;
+          *cell = make_uint2(to_tf32(__uint_as_float(v.x)), to_tf32(__uint_as_float(v.y)));
+        }
+      }
+    };
+    issue(0);
+    if (stages > 1) issue(1); else cp_async_commit();
+    for (int q = 0; q < stages; ++q) {
+      cp_async_wait<1>();  // stage q's copies landed (q + 1's may be in flight)
+      round(q);
+      named_arrive(kH2wsFullBar + q % kH2wsBuffers, kH2wsThreads);
+      if (q + 2 < stages) {
+        if (q + 2 >= kH2wsBuffers) named_sync(kH2wsEmptyBar + (q + 2) % kH2wsBuffers, kH2wsThreads);
+        issue(q + 2);
+      } else {
+        cp_async_commit();  // an empty group keeps wait_group 1 meaning "stage q + 1 landed"
+      }
+    }
+    cp_async_wait<0>();
+    return;
+  }
+
+  // ---- consumers: 8 warps as 2 (32 channels) x 4 (32 pixels), as conv_halo3x3s2.
+  const int g = lane / 4, t = lane % 4, warp_m = warp / 4, warp_n = warp % 4;
+  float bz[MT][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      bz[i][h] = bias != nullptr ? scale * __ldg(bias + warp_m * 32 + i * 16 + g + 8 * h) : 0.f;
+  const int mat = lane / 8, arow = lane % 8 + (mat & 1) * 8, acol = (mat >> 1) * 4;
+  const uint32_t* const a_base = ws + (warp_m * 32 + arow) * kH2Ldw + acol;
+  int rowbase[NT][3];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int px = warp_n * 32 + j * 8 + g;
+    int row = px / geo.Wp, col = px - row * geo.Wp;
+    if (row >= geo.R) row = col = 0;
+#pragma unroll
+    for (int i = 0; i < 3; ++i)
+      rowbase[j][i] = 4 * (h2_pair_plane(h2_pair(h2_slot_channel(t, 0, 0))) + 2 * ((2 * row + i) * SW + 2 * col));
+  }
+  int orow[NT], ooff[NT];
+  bool ocol[NT][2];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int px = warp_n * 32 + j * 8 + 2 * t, row = px / geo.Wp, col = px - row * geo.Wp;
+    orow[j] = row < geo.R ? row : kH2MaxR;
+    ooff[j] = row * Wo + col;
+    ocol[j][0] = col < Wo;
+    ocol[j][1] = col + 1 < Wo;
+  }
+
+  float acc[MT][NT][4];
+  for (int q = 0; q < stages; ++q) {
+    const int half = q & 1;
+    if (half == 0) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int v = 0; v < 4; ++v) acc[i][j][v] = bz[i][v / 2];
+    }
+    named_sync(kH2wsFullBar + q % kH2wsBuffers, kH2wsThreads);  // stage q is staged
+    const unsigned buf_at = static_cast<unsigned>(__cvta_generic_to_shared(stage_buf + (q % kH2wsBuffers) * kH2Buf));
+    unsigned rbase[NT][3];
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 3; ++i) rbase[j][i] = buf_at + rowbase[j][i];
+    const uint32_t* const a_half = a_base + half * kH2StageC;
+#pragma unroll
+    for (int tap = 0; tap < 9; ++tap) {
+      const int ti = tap / 3, tj = tap % 3;
+#pragma unroll
+      for (int ks = 0; ks < 2; ++ks) {
+        uint32_t bf[NT][2];
+#pragma unroll
+        for (int j = 0; j < NT; ++j) lds_u32x2(bf[j], rbase[j][ti] + 4 * (2 * ks * kH2CS2 + 2 * tj));
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          uint32_t af[4];
+          ldsm_x4(af, a_half + i * 16 * kH2Ldw + tap * 32 + ks * 8);
+#pragma unroll
+          for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, bf[j]);
+        }
+      }
+    }
+    if (q + kH2wsBuffers < stages) named_arrive(kH2wsEmptyBar + q % kH2wsBuffers, kH2wsThreads);  // buffer free
+    if (half == 0) continue;
+
+    // The tile is complete: SELU, its compact output (rows x Wo per channel) to out_s, then out as channel runs.
+    // out_s is free: every consumer passed this stage's FULL barrier after its stores of the previous tile.
+    const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
+    const int rows = s.Ho - r0 < geo.R ? s.Ho - r0 : geo.R;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          if (orow[j] >= rows || !ocol[j][v % 2]) continue;
+          const int o = warp_m * 32 + i * 16 + g + 8 * (v / 2);
+          out_s[o * kH2Ldo + ooff[j] + v % 2] = SELU ? selu_of_log2(acc[i][j][v]) : acc[i][j][v];
+        }
+    named_sync(kH2wsOutBar, kH2wsConsumers);
+    const int cnt = rows * Wo;
+    bool in_run[kH2Pixels / 32];
+#pragma unroll
+    for (int f = 0; f < kH2Pixels / 32; ++f) in_run[f] = 32 * f + lane < cnt;
+    float* yt = y + ((int64_t)n * kH2O + warp) * P + (int64_t)r0 * Wo + lane;
+    const float* ot = out_s + warp * kH2Ldo + lane;
+#pragma unroll
+    for (int q8 = 0; q8 < kH2O / 8; ++q8, yt += 8 * (int64_t)P)
+#pragma unroll
+      for (int f = 0; f < kH2Pixels / 32; ++f)
+        if (in_run[f]) yt[32 * f] = ot[q8 * 8 * kH2Ldo + 32 * f];
+  }
+}
+
 }  // namespace
 }  // namespace mscred_im2col

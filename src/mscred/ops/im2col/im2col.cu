@@ -323,8 +323,20 @@ bool halo2_forward(const float* x, const float* w, const float* bias, float* y, 
   return true;
 }
 
+// The warp-specialised form (conv_halo3x3s2_ws): 8 consumer and 4 producer warps, three stage buffers.
+bool halo2ws_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
+                     cudaStream_t stream, cudaError_t* err) {
+  const auto kernel = selu_ ? conv_halo3x3s2_ws<true> : conv_halo3x3s2_ws<false>;
+  const size_t bytes = (size_t)kH2wsSmemWords * 4;
+  if (!smem_fits(kernel, bytes)) return false;
+  const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
+  kernel<<<(unsigned)std::min<int64_t>(tiles, num_sms()), kH2wsThreads, bytes, stream>>>(x, w, bias, y, s);
+  *err = cudaGetLastError();
+  return true;
+}
+
 // Which kernel takes conv2-shaped layers (halo2_shape): MSCRED_CONV2_KERNEL=halo forces conv_halo3x3s2, =generic
-// the generic pipelined kernel; unset, kHalo2ByDefault decides. Read once per process.
+// the generic pipelined kernel; unset (auto), conv_halo3x3s2 where it pays (halo2_pays). Read once per process.
 enum class Conv2Kernel { kAuto, kGeneric, kHalo };
 Conv2Kernel conv2_kernel_requested() {
   static const Conv2Kernel requested = [] {
@@ -336,8 +348,13 @@ Conv2Kernel conv2_kernel_requested() {
   }();
   return requested;
 }
-// Not the default until measured on the H200 against the generic kernel.
-constexpr bool kHalo2ByDefault = false;
+// Where conv_halo3x3s2 beat the generic kernel on the H200 (harness, results/conv2_halo_v3/): with every SM busy
+// for several tiles (batch 640 at n = 30: 1,280 tiles, 0.067 against 0.084 ms); with about one tile per SM or
+// fewer (batch 64: 128 tiles; batches 1 and 7) it ties or loses by up to 5%, its per-block weight staging not paid
+// back. Two tiles per SM is the line.
+bool halo2_pays(const ConvShape& s) {
+  return (int64_t)s.N * Halo2Geom::of(s).tiles_per_image >= 2 * (int64_t)num_sms();
+}
 
 }  // namespace
 
@@ -382,7 +399,7 @@ cudaError_t implicit_pipelined_forward(const float* x, const float* w, const flo
     if (halo_forward(x, w, bias, y, s, selu_, stream, &err, tma)) return err;
   }
   const Conv2Kernel conv2 = conv2_kernel_requested();
-  if (halo2_shape(s) && (conv2 == Conv2Kernel::kHalo || (conv2 == Conv2Kernel::kAuto && kHalo2ByDefault)) &&
+  if (halo2_shape(s) && (conv2 == Conv2Kernel::kHalo || (conv2 == Conv2Kernel::kAuto && halo2_pays(s))) &&
       halo2_forward(x, w, bias, y, s, selu_, stream, &err))
     return err;
   // Non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16): the whole-plane kernel. Its
