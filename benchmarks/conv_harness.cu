@@ -233,7 +233,7 @@ int main(int argc, char** argv) {
       {"rows_staged", rows_cfg<true>},
       {"band", band_cfg},         // conv2: persistent blocks, weights resident in shared memory
       {"halo2", halo2_row},
-      {"halo2ws", halo2ws_row},   // conv2: the same, warp-specialised (4 producer warps, 3 stage buffers)       // conv2: the product's halo kernel (two 16-channel stages, register prefetch)
+      {"halo2ws", halo2ws_row},   // conv2: the same, warp-specialised (8 producer warps, 3 stage buffers)       // conv2: the product's halo kernel (two 16-channel stages, register prefetch)
       {"Q425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2>},    // 128 x 80: 256 tiles, one wave of 2 per SM
       {"Q425_5_2_2", patch_cfg<4, 2, 5, 5, 2, 2>},    // the same, 2 stages
       {"Q424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2>},    // 128 x 64: 320 tiles (the old tile)

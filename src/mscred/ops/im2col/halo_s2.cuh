@@ -294,11 +294,11 @@ __global__ void __launch_bounds__(kH2Threads, 1)
 // conv_halo3x3s2_ws: the same tiles, layout and MMAs with the warps specialised. conv_halo3x3s2's 8 warps all
 // stage, compute and store in turn between block barriers, so the tensor pipe idles while they stage (at batch 640:
 // IPC 0.29 per scheduler, stalls on dependencies and barriers, results/conv2_halo_v3/). Here 8 consumer warps only
-// compute and store, and 4 producer warps stage: cp.async copies (4 bytes, zero-filled outside the image) into
-// three stage buffers, rounded to TF32 in place, handed over by named barriers (FULL: producers arrive, consumers
-// wait; EMPTY: the reverse), two stages in flight.
+// compute and store, and 8 producer warps stage through registers into three stage buffers, handed over by named
+// barriers (FULL: producers arrive, consumers wait; EMPTY: the reverse). (Its first form, 4 producer warps with
+// 4-byte cp.async copies and a rounding pass, could not keep up: 0.0786 ms against 0.0668, results/conv2_halo_v3/.)
 // ---------------------------------------------------------------------------------------------------------------
-constexpr int kH2wsConsumers = 256, kH2wsProducers = 128, kH2wsThreads = kH2wsConsumers + kH2wsProducers;
+constexpr int kH2wsConsumers = 256, kH2wsProducers = 256, kH2wsThreads = kH2wsConsumers + kH2wsProducers;
 constexpr int kH2wsBuffers = 3;
 constexpr int kH2wsSmemWords = kH2wsBuffers * kH2Buf + kH2O * kH2Ldw + kH2O * kH2Ldo;
 
@@ -338,60 +338,50 @@ __global__ void __launch_bounds__(kH2wsThreads, 1)
   __syncthreads();
 
   if (warp >= kH2wsConsumers / 32) {
-    // ---- producers: warp pw stages pair planes 2 pw and 2 pw + 1 (stage channels c0, c0 + 2 each), all NR rows,
-    // lane = staged column; each cell's two words by two 4-byte copies, zero-filled outside the image.
-    const int pw = warp - kH2wsConsumers / 32;
+    // ---- producers: warp pw stages pair plane pw (stage channels c0 = (pw & 1) + 4 (pw >> 1) and c0 + 2), all NR
+    // rows, lane = staged column, through registers (as conv_halo3x3s2: rounded on the way, one 8-byte store per
+    // cell); two register sets, so that a stage's loads are in flight while the previous one is stored.
+    const int pw = warp - kH2wsConsumers / 32, c0 = (pw & 1) + 4 * (pw >> 1);
     const bool lane_in = lane < SW;
     const bool lane_ok = lane_in && (unsigned)(lane - s.pad_left) < (unsigned)W;
     const int plane = H * W;
-    auto issue = [&](int q) {
+    auto load = [&](float (&v)[2][kH2MaxNR], int q) {
       const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
       const int top = 2 * r0 - s.pad_top;
-      const unsigned buf = static_cast<unsigned>(__cvta_generic_to_shared(stage_buf + (q % kH2wsBuffers) * kH2Buf));
+      const int lo = top < 0 ? -top : 0, hi = H - top < geo.NR ? H - top : geo.NR;
+      const uint32_t rows_in = lane_ok && hi > lo ? (((1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0u;
+      const float* src = x + ((int64_t)n * kH2C + (q & 1) * kH2StageC + c0) * plane + (int64_t)top * W +
+                         (lane - s.pad_left);
+#pragma unroll
+      for (int pc = 0; pc < 2; ++pc) {
+        const float* p = src + 2 * pc * (int64_t)plane;
+#pragma unroll
+        for (int sr = 0; sr < kH2MaxNR; ++sr, p += W) {
+          v[pc][sr] = 0.f;
+          if (rows_in & (1u << sr)) v[pc][sr] = __ldg(p);
+        }
+      }
+    };
+    auto store = [&](const float (&v)[2][kH2MaxNR], int q) {
+      if (q >= kH2wsBuffers) named_sync(kH2wsEmptyBar + q % kH2wsBuffers, kH2wsThreads);  // consumers left it
       if (lane_in) {
+        unsigned dst = static_cast<unsigned>(
+            __cvta_generic_to_shared(stage_buf + (q % kH2wsBuffers) * kH2Buf + h2_pair_plane(pw) + 2 * lane));
 #pragma unroll
-        for (int pp2 = 0; pp2 < 2; ++pp2) {
-          const int pp = 2 * pw + pp2, c0 = (pp & 1) + 4 * (pp >> 1);
-          const float* src = x + ((int64_t)n * kH2C + (q & 1) * kH2StageC + c0) * plane + (int64_t)top * W +
-                             (lane - s.pad_left);
-          unsigned dst = buf + 4u * (h2_pair_plane(pp) + 2 * lane);
-          for (int sr = 0; sr < geo.NR; ++sr, src += W, dst += 8 * SW) {
-            const bool ok = lane_ok && (unsigned)(top + sr) < (unsigned)H;
-#pragma unroll
-            for (int h = 0; h < 2; ++h)
-              asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst + 4 * h),
-                           "l"(ok ? src + 2 * h * (int64_t)plane : x), "r"(ok ? 4 : 0));
-          }
-        }
+        for (int sr = 0; sr < kH2MaxNR; ++sr, dst += 8 * SW)
+          asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(dst), "r"(to_tf32(v[0][sr])),
+                       "r"(to_tf32(v[1][sr])));
       }
-      cp_async_commit();
-    };
-    auto round = [&](int q) {  // this thread's cells of stage q, to TF32 in place
-      if (!lane_in) return;
-      uint32_t* const buf = stage_buf + (q % kH2wsBuffers) * kH2Buf;
-#pragma unroll
-      for (int pp2 = 0; pp2 < 2; ++pp2) {
-        uint2* cell = reinterpret_cast<uint2*>(buf + h2_pair_plane(2 * pw + pp2) + 2 * lane);
-        for (int sr = 0; sr < geo.NR; ++sr, cell += SW) {
-          const uint2 v = *cell;
-          *cell = make_uint2(to_tf32(__uint_as_float(v.x)), to_tf32(__uint_as_float(v.y)));
-        }
-      }
-    };
-    issue(0);
-    if (stages > 1) issue(1); else cp_async_commit();
-    for (int q = 0; q < stages; ++q) {
-      cp_async_wait<1>();  // stage q's copies landed (q + 1's may be in flight)
-      round(q);
       named_arrive(kH2wsFullBar + q % kH2wsBuffers, kH2wsThreads);
-      if (q + 2 < stages) {
-        if (q + 2 >= kH2wsBuffers) named_sync(kH2wsEmptyBar + (q + 2) % kH2wsBuffers, kH2wsThreads);
-        issue(q + 2);
-      } else {
-        cp_async_commit();  // an empty group keeps wait_group 1 meaning "stage q + 1 landed"
-      }
+    };
+    float va[2][kH2MaxNR], vb[2][kH2MaxNR];
+    load(va, 0);
+    for (int q = 0; q < stages; q += 2) {  // stages is even
+      load(vb, q + 1);
+      store(va, q);
+      if (q + 2 < stages) load(va, q + 2);
+      store(vb, q + 1);
     }
-    cp_async_wait<0>();
     return;
   }
 

@@ -323,7 +323,7 @@ bool halo2_forward(const float* x, const float* w, const float* bias, float* y, 
   return true;
 }
 
-// The warp-specialised form (conv_halo3x3s2_ws): 8 consumer and 4 producer warps, three stage buffers.
+// The warp-specialised form (conv_halo3x3s2_ws): 8 consumer and 8 producer warps, three stage buffers.
 bool halo2ws_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                      cudaStream_t stream, cudaError_t* err) {
   const auto kernel = selu_ ? conv_halo3x3s2_ws<true> : conv_halo3x3s2_ws<false>;
