@@ -302,16 +302,36 @@ constexpr int kH2wsConsumers = 256, kH2wsProducers = 256, kH2wsThreads = kH2wsCo
 constexpr int kH2wsBuffers = 3;
 constexpr int kH2wsSmemWords = kH2wsBuffers * kH2Buf + kH2O * kH2Ldw + kH2O * kH2Ldo;
 
-__device__ __forceinline__ void named_sync(int id, int count) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+// Shared-memory barriers (mbarrier, sm_80+): a consumer waits for the producers only, not for the other consumers
+// (with named barriers every stage re-aligned all 16 warps, so every consumer ran its epilogue while none ran MMAs).
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
-__device__ __forceinline__ void named_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
 }
-// Barrier ids: 0 is __syncthreads; 1 the consumers' output tile; FULL b = 2 + b, EMPTY b = 5 + b.
-constexpr int kH2wsOutBar = 1, kH2wsFullBar = 2, kH2wsEmptyBar = 5;
+// Arrive (release: this thread's earlier shared-memory writes, or reads, are ordered before the phase completes).
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared.b64 state, [%0];\n}\n" ::"r"(smem_addr(bar))
+               : "memory");
+}
+// Wait (acquire) until the phase of the given parity has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n .reg .pred done;\n"
+      "WAIT:\n mbarrier.try_wait.parity.shared.b64 done, [%0], %1;\n"
+      " @!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
+      "r"(parity)
+      : "memory");
+}
+// Per-warp output staging: a warp's 32 channels x 32 pixels (its rows are whole output rows, Wp dividing 32), as
+// 32 channel runs of stride kH2wsLdo (odd: the runs' reads are conflict-free).
+constexpr int kH2wsLdo = 33;
+static_assert(8 * 32 * kH2wsLdo <= kH2O * kH2Ldo, "the warps' output runs fit the output tile");
 
-template <bool SELU>
+// PROBE (harness builds only, to find the bound): 1 = producers load nothing (zeros), 2 = consumers skip the MMAs,
+// 3 = both load nothing and skip the epilogue, 4 = skip the epilogue.
+template <bool SELU, int PROBE = 0>
 __global__ void __launch_bounds__(kH2wsThreads, 1)
     conv_halo3x3s2_ws(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                       float* __restrict__ y, ConvShape s) {
@@ -327,8 +347,15 @@ __global__ void __launch_bounds__(kH2wsThreads, 1)
   const int tpi = geo.tiles_per_image, ntiles = s.N * tpi;
   if ((int)blockIdx.x >= ntiles) return;
   const int stages = 2 * ((ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x);
+  // FULL[b]: the producers' 256 threads arrive when buffer b holds its next stage; EMPTY[b]: the consumers' 256
+  // arrive when they are done reading it. Stage q uses buffer q % 3, the (q / 3)-th phase of both.
+  __shared__ uint64_t full_bar[kH2wsBuffers], empty_bar[kH2wsBuffers];
+  if (tid < kH2wsBuffers) {
+    mbar_init(&full_bar[tid], kH2wsProducers);
+    mbar_init(&empty_bar[tid], kH2wsConsumers);
+  }
 
-  // Weights (as conv_halo3x3s2), by all threads; published by the barrier below.
+  // Weights (as conv_halo3x3s2), by all threads; published (with the barriers' initialisation) by the barrier below.
   for (int r = tid; r < kH2K; r += kH2wsThreads) {
     const int c = r / 9, tap = r - c * 9, cl = c % 16;
     const int k = tap * 32 + (c / 16) * 16 + ((cl >> 2) & 1) * 8 + (cl & 1) + 2 * ((cl >> 3) & 1) + 4 * ((cl >> 1) & 1);
@@ -358,12 +385,12 @@ __global__ void __launch_bounds__(kH2wsThreads, 1)
 #pragma unroll
         for (int sr = 0; sr < kH2MaxNR; ++sr, p += W) {
           v[pc][sr] = 0.f;
-          if (rows_in & (1u << sr)) v[pc][sr] = __ldg(p);
+          if (PROBE != 1 && PROBE != 3 && (rows_in & (1u << sr))) v[pc][sr] = __ldg(p);
         }
       }
     };
     auto store = [&](const float (&v)[2][kH2MaxNR], int q) {
-      if (q >= kH2wsBuffers) named_sync(kH2wsEmptyBar + q % kH2wsBuffers, kH2wsThreads);  // consumers left it
+      if (q >= kH2wsBuffers) mbar_wait(&empty_bar[q % kH2wsBuffers], (q / kH2wsBuffers - 1) & 1);  // consumers left it
       if (lane_in) {
         unsigned dst = static_cast<unsigned>(
             __cvta_generic_to_shared(stage_buf + (q % kH2wsBuffers) * kH2Buf + h2_pair_plane(pw) + 2 * lane));
@@ -372,7 +399,7 @@ __global__ void __launch_bounds__(kH2wsThreads, 1)
           asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(dst), "r"(to_tf32(v[0][sr])),
                        "r"(to_tf32(v[1][sr])));
       }
-      named_arrive(kH2wsFullBar + q % kH2wsBuffers, kH2wsThreads);
+      mbar_arrive(&full_bar[q % kH2wsBuffers]);
     };
     float va[2][kH2MaxNR], vb[2][kH2MaxNR];
     load(va, 0);
@@ -405,16 +432,20 @@ __global__ void __launch_bounds__(kH2wsThreads, 1)
     for (int i = 0; i < 3; ++i)
       rowbase[j][i] = 4 * (h2_pair_plane(h2_pair(h2_slot_channel(t, 0, 0))) + 2 * ((2 * row + i) * SW + 2 * col));
   }
-  int orow[NT], ooff[NT];
-  bool ocol[NT][2];
+  // Epilogue: accumulator (i, j, v) is channel warp_m*32 + i*16 + g + 8(v / 2), pixel j*8 + 2t + v % 2 of the
+  // warp's 32 (local row / Wp, column % Wp; the warp's first row is wrow0): its place in the warp's run and its
+  // local row (32 for a column past Wo: never stored).
+  const int wrow0 = warp_n * 32 / geo.Wp;
+  float* const wout = out_s + warp * 32 * kH2wsLdo;
+  int olrow[NT][2], ooff[NT][2];
 #pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    const int px = warp_n * 32 + j * 8 + 2 * t, row = px / geo.Wp, col = px - row * geo.Wp;
-    orow[j] = row < geo.R ? row : kH2MaxR;
-    ooff[j] = row * Wo + col;
-    ocol[j][0] = col < Wo;
-    ocol[j][1] = col + 1 < Wo;
-  }
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int px = j * 8 + 2 * t + u, lrow = px / geo.Wp, col = px - lrow * geo.Wp;
+      olrow[j][u] = col < Wo ? lrow : 32;
+      ooff[j][u] = lrow * Wo + col;
+    }
 
   float acc[MT][NT][4];
   for (int q = 0; q < stages; ++q) {
@@ -427,7 +458,7 @@ __global__ void __launch_bounds__(kH2wsThreads, 1)
 #pragma unroll
           for (int v = 0; v < 4; ++v) acc[i][j][v] = bz[i][v / 2];
     }
-    named_sync(kH2wsFullBar + q % kH2wsBuffers, kH2wsThreads);  // stage q is staged
+    mbar_wait(&full_bar[q % kH2wsBuffers], (q / kH2wsBuffers) & 1);  // stage q is staged
     const unsigned buf_at = static_cast<unsigned>(__cvta_generic_to_shared(stage_buf + (q % kH2wsBuffers) * kH2Buf));
     unsigned rbase[NT][3];
 #pragma unroll
@@ -436,7 +467,7 @@ __global__ void __launch_bounds__(kH2wsThreads, 1)
       for (int i = 0; i < 3; ++i) rbase[j][i] = buf_at + rowbase[j][i];
     const uint32_t* const a_half = a_base + half * kH2StageC;
 #pragma unroll
-    for (int tap = 0; tap < 9; ++tap) {
+    for (int tap = 0; tap < (PROBE == 2 ? 0 : 9); ++tap) {
       const int ti = tap / 3, tj = tap % 3;
 #pragma unroll
       for (int ks = 0; ks < 2; ++ks) {
@@ -452,35 +483,37 @@ __global__ void __launch_bounds__(kH2wsThreads, 1)
         }
       }
     }
-    if (q + kH2wsBuffers < stages) named_arrive(kH2wsEmptyBar + q % kH2wsBuffers, kH2wsThreads);  // buffer free
+    if (q + kH2wsBuffers < stages) mbar_arrive(&empty_bar[q % kH2wsBuffers]);  // buffer free
     if (half == 0) continue;
+    if (PROBE >= 3) {  // keep the accumulators live
+      if (acc[0][0][0] == 1.2345f) y[0] = acc[1][3][3];
+      continue;
+    }
 
-    // The tile is complete: SELU, its compact output (rows x Wo per channel) to out_s, then out as channel runs.
-    // out_s is free: every consumer passed this stage's FULL barrier after its stores of the previous tile.
+    // The tile is complete: SELU, then this warp's 32 channels x 32 pixels through its own slice of out_s (whole
+    // output rows: one contiguous run of up to 32 floats per channel in y) and out, one store per channel. No block
+    // barrier: the other warps keep computing meanwhile.
     const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
     const int rows = s.Ho - r0 < geo.R ? s.Ho - r0 : geo.R;
+    const int wrows = rows - wrow0 < 32 / geo.Wp ? rows - wrow0 : 32 / geo.Wp;  // this warp's rows in the image
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
         for (int v = 0; v < 4; ++v) {
-          if (orow[j] >= rows || !ocol[j][v % 2]) continue;
-          const int o = warp_m * 32 + i * 16 + g + 8 * (v / 2);
-          out_s[o * kH2Ldo + ooff[j] + v % 2] = SELU ? selu_of_log2(acc[i][j][v]) : acc[i][j][v];
+          if (olrow[j][v % 2] >= wrows) continue;  // also columns past Wo (olrow = 32)
+          wout[(i * 16 + g + 8 * (v / 2)) * kH2wsLdo + ooff[j][v % 2]] =
+              SELU ? selu_of_log2(acc[i][j][v]) : acc[i][j][v];
         }
-    named_sync(kH2wsOutBar, kH2wsConsumers);
-    const int cnt = rows * Wo;
-    bool in_run[kH2Pixels / 32];
-#pragma unroll
-    for (int f = 0; f < kH2Pixels / 32; ++f) in_run[f] = 32 * f + lane < cnt;
-    float* yt = y + ((int64_t)n * kH2O + warp) * P + (int64_t)r0 * Wo + lane;
-    const float* ot = out_s + warp * kH2Ldo + lane;
-#pragma unroll
-    for (int q8 = 0; q8 < kH2O / 8; ++q8, yt += 8 * (int64_t)P)
-#pragma unroll
-      for (int f = 0; f < kH2Pixels / 32; ++f)
-        if (in_run[f]) yt[32 * f] = ot[q8 * 8 * kH2Ldo + 32 * f];
+    __syncwarp();
+    const int run = wrows > 0 ? wrows * Wo : 0;
+    float* yp = y + ((int64_t)n * kH2O + warp_m * 32) * P + (int64_t)(r0 + wrow0) * Wo + lane;
+    if (lane < run) {
+#pragma unroll 8
+      for (int c = 0; c < 32; ++c, yp += P) *yp = wout[c * kH2wsLdo + lane];
+    }
+    __syncwarp();  // the slice is read before the next tile's epilogue writes it
   }
 }
 

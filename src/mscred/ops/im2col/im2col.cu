@@ -324,9 +324,10 @@ bool halo2_forward(const float* x, const float* w, const float* bias, float* y, 
 }
 
 // The warp-specialised form (conv_halo3x3s2_ws): 8 consumer and 8 producer warps, three stage buffers.
+template <int PROBE = 0>
 bool halo2ws_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                      cudaStream_t stream, cudaError_t* err) {
-  const auto kernel = selu_ ? conv_halo3x3s2_ws<true> : conv_halo3x3s2_ws<false>;
+  const auto kernel = selu_ ? conv_halo3x3s2_ws<true, PROBE> : conv_halo3x3s2_ws<false, PROBE>;
   const size_t bytes = (size_t)kH2wsSmemWords * 4;
   if (!smem_fits(kernel, bytes)) return false;
   const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
