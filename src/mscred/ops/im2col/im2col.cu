@@ -137,6 +137,10 @@ bool smem_fits(Kernel kernel, size_t bytes) {
     if (it == optin_of.end()) {
       int max_optin = 0;
       cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+      // The opt-in maximum covers static and dynamic shared memory together (conv_halo3x3s2_ws's barriers are
+      // static): asking for all of it as dynamic fails for a kernel with any.
+      cudaFuncAttributes attr{};
+      if (cudaFuncGetAttributes(&attr, kernel) == cudaSuccess) max_optin -= (int)attr.sharedSizeBytes;
       if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_optin) != cudaSuccess) {
         (void)cudaGetLastError();
         max_optin = -1;
