@@ -401,9 +401,26 @@ __global__ void __launch_bounds__(kH2wsThreads, 1)
       }
       mbar_arrive(&full_bar[q % kH2wsBuffers]);
     };
+    // Two stages before their loads, lanes 0 and 1 ask the TMA to bring this warp's two channels' rows of a stage into
+    // L2 (one bulk prefetch each: a channel's consecutive rows are contiguous): the loads then wait for L2, not DRAM.
+    const bool x_aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+    auto prefetch = [&](int q) {
+      if (PROBE == 1 || PROBE == 3 || q >= stages || lane >= 2 || !x_aligned) return;
+      const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
+      const int top = 2 * r0 - s.pad_top, lo = top > 0 ? top : 0, hi = top + geo.NR < H ? top + geo.NR : H;
+      if (hi <= lo) return;
+      const float* a = x + ((int64_t)n * kH2C + (q & 1) * kH2StageC + c0 + 2 * lane) * plane + (int64_t)lo * W;
+      const uintptr_t from = reinterpret_cast<uintptr_t>(a) & ~uintptr_t(15);
+      const uintptr_t to = (reinterpret_cast<uintptr_t>(a + (int64_t)(hi - lo) * W) + 15) & ~uintptr_t(15);
+      bulk_prefetch_l2(reinterpret_cast<const void*>(from), static_cast<unsigned>(to - from));
+    };
     float va[2][kH2MaxNR], vb[2][kH2MaxNR];
+    prefetch(1);
+    prefetch(2);
     load(va, 0);
     for (int q = 0; q < stages; q += 2) {  // stages is even
+      prefetch(q + 3);
+      prefetch(q + 4);
       load(vb, q + 1);
       store(va, q);
       if (q + 2 < stages) load(va, q + 2);
