@@ -240,7 +240,9 @@ int main(int argc, char** argv) {
       {"halo2ws_noload", halo2ws_row<1>},  // probes: the consumers' bound
       {"halo2ws_nomma", halo2ws_row<2>},   // the producers' (and stores') bound
       {"halo2ws_mma_only", halo2ws_row<3>},  // no loads, no epilogue: the MMAs' own bound
-      {"halo2ws_noepi", halo2ws_row<4>},   // no epilogue   // conv2: the same, warp-specialised (8 producer warps, 3 stage buffers)       // conv2: the product's halo kernel (two 16-channel stages, register prefetch)
+      {"halo2ws_noepi", halo2ws_row<4>},   // no epilogue
+      {"halo2ws_nostore", halo2ws_row<5>},  // no loads, no output stores
+      {"halo2ws_noselu", halo2ws_row<6>},   // no loads, no SELU   // conv2: the same, warp-specialised (8 producer warps, 3 stage buffers)       // conv2: the product's halo kernel (two 16-channel stages, register prefetch)
       {"Q425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2>},    // 128 x 80: 256 tiles, one wave of 2 per SM
       {"Q425_5_2_2", patch_cfg<4, 2, 5, 5, 2, 2>},    // the same, 2 stages
       {"Q424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2>},    // 128 x 64: 320 tiles (the old tile)
