@@ -122,21 +122,13 @@ cudaError_t halo_tma_row(const float* x, const float* w, const float* b, float* 
   return err;
 }
 
-// The halo kernel for conv2-shaped layers (halo_s2.cuh: conv_halo3x3s2), whatever MSCRED_CONV2_KERNEL says.
+// The halo kernel for conv2-shaped layers (halo_s2.cuh: conv_halo3x3s2), whatever MSCRED_CONV2_KERNEL says;
+// PROBE 1-6: its probes without a part (timing only: the output is wrong, "WRONG" in the table; see halo_s2.cuh).
+template <int PROBE = 0>
 cudaError_t halo2_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                       cudaStream_t stream) {
   cudaError_t err = cudaErrorNotSupported;  // the row is skipped for other shapes
-  if (halo2_shape(s) && !halo2_forward(x, w, b, y, s, selu_, stream, &err)) return cudaErrorInvalidConfiguration;
-  return err;
-}
-
-// Its warp-specialised form (conv_halo3x3s2_ws); PROBE 1 / 2: without the loads / without the MMAs (wrong output,
-// "WRONG" in the table: timing only, to see which side bounds it).
-template <int PROBE = 0>
-cudaError_t halo2ws_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
-                        cudaStream_t stream) {
-  cudaError_t err = cudaErrorNotSupported;
-  if (halo2_shape(s) && !halo2ws_forward<PROBE>(x, w, b, y, s, selu_, stream, &err))
+  if (halo2_shape(s) && !halo2_forward<PROBE>(x, w, b, y, s, selu_, stream, &err))
     return cudaErrorInvalidConfiguration;
   return err;
 }
@@ -235,14 +227,13 @@ int main(int argc, char** argv) {
       {"rows", rows_cfg<false>},  // conv1: per-warp ranges of output rows, weights in registers
       {"rows_staged", rows_cfg<true>},
       {"band", band_cfg},         // conv2: persistent blocks, weights resident in shared memory
-      {"halo2", halo2_row},
-      {"halo2ws", halo2ws_row<0>},
-      {"halo2ws_noload", halo2ws_row<1>},  // probes: the consumers' bound
-      {"halo2ws_nomma", halo2ws_row<2>},   // the producers' (and stores') bound
-      {"halo2ws_mma_only", halo2ws_row<3>},  // no loads, no epilogue: the MMAs' own bound
-      {"halo2ws_noepi", halo2ws_row<4>},   // no epilogue
-      {"halo2ws_nostore", halo2ws_row<5>},  // no loads, no output stores
-      {"halo2ws_noselu", halo2ws_row<6>},   // no loads, no SELU   // conv2: the same, warp-specialised (8 producer warps, 3 stage buffers)       // conv2: the product's halo kernel (two 16-channel stages, register prefetch)
+      {"halo2", halo2_row<0>},          // conv2: producer warps stage the input rows, consumer warps compute
+      {"halo2_noload", halo2_row<1>},   // probes (wrong output, timing only): no loads,
+      {"halo2_nomma", halo2_row<2>},    // no MMAs,
+      {"halo2_mma_only", halo2_row<3>}, // no loads and no epilogue,
+      {"halo2_noepi", halo2_row<4>},    // no epilogue,
+      {"halo2_nostore", halo2_row<5>},  // no loads and no output stores,
+      {"halo2_noselu", halo2_row<6>},   // no loads and no SELU
       {"Q425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2>},    // 128 x 80: 256 tiles, one wave of 2 per SM
       {"Q425_5_2_2", patch_cfg<4, 2, 5, 5, 2, 2>},    // the same, 2 stages
       {"Q424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2>},    // 128 x 64: 320 tiles (the old tile)

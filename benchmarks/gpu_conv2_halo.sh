@@ -1,35 +1,40 @@
 #!/usr/bin/env bash
-# One device call (~5 min): the halo conv2 kernel (conv_halo3x3s2, ops/im2col/halo_s2.cuh) against the product's
-# generic kernel, and the checks it needs before it can be the default:
-#   1. the harness (build/conv_harness, built with -lineinfo on the CPU box and carried): conv2 rows pipe / halo2
-#      (and the earlier band kernel) at batch 640 (n = 30), checked and timed at batches 1, 7, 132, 160 and 643 (the
-#      dispatch's line is 2 tiles per SM: batch 132) and at n = 16, 29, 17 and 5 (odd inputs: top/left padding too),
-#      Nsight Compute profile of halo2 -> $D/{probe.txt, ncu.txt}
+# One device call (~5 min): the halo conv2 kernel (conv_halo3x3s2, ops/im2col/halo_s2.cuh) against the generic
+# kernel, and the checks it needs as a default:
+#   1. the harness (build/conv_harness, built with -lineinfo on the CPU box and carried), the generic kernel forced
+#      for its "pipe" row (MSCRED_CONV2_KERNEL=generic): conv2 rows pipe / halo2 / the earlier band kernel and
+#      halo2's probes (each without one part: timings that bound it) at batch 640 (n = 30), checked and timed at
+#      batches 1, 7, 132, 160 and 643 and at n = 16, 29, 17 and 5 (odd inputs: top/left padding too), Nsight
+#      Compute profiles of halo2 and the generic kernel -> $D/{probe.txt, ncu.txt}
 #   2. Nsight Compute's source page for halo2 (per-line instructions and stalls) -> $D/halo2_source.{csv,md}
-#   3. the GPU tests: the kernel forced on, forced off and left to its default against float64 at awkward sizes
+#   3. the GPU tests: the kernel forced on, forced off and left to its dispatch against float64 at awkward sizes
 #      (tests/test_im2col_fast_paths.py -k conv2), and the encoder op grid of the implicit-pipe variant (forward and
-#      gradients, tests/test_ops_im2col.py) with the kernel forced on -> $D/gpu_tests.txt
+#      gradients, tests/test_ops_im2col.py) with the kernel forced on -> $D/gpu_tests_*.txt
 #   4. bench_conv.py --timing graph (the issue's record) with MSCRED_CONV2_KERNEL=generic / unset (auto, the
 #      product) -> $D/{generic,auto}/
-# Writes $OUT/${HALO2_DIR:-conv2_halo}/.
-# Usage (repository root, CUDA machine; carry build/conv_harness): bash benchmarks/gpu_conv2_halo.sh
+#   5. thesis_table.py (issue 7's table) with the product's kernels -> $D/thesis_table/
+# Writes $OUT/${HALO2_DIR:-conv2_halo}/. Earlier versions' runs: results/conv2_halo{,_v2,_v3}/ (their READMEs).
+# Usage (repository root, CUDA machine; carry build/conv_harness): HALO2_DIR=conv2_halo_v4 bash benchmarks/gpu_conv2_halo.sh
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
 D="$OUT/${HALO2_DIR:-conv2_halo}"; mkdir -p "$D"
 bash benchmarks/machine_info.sh > "$D/machine.txt" 2>&1
-SPEC="conv2:pipe,halo2,band" TAIL_BATCHES="1 7 132 160 643" TAIL_N="16 29 17 5" NCU_VARIANTS=halo2,pipe \
-  NCU_KERNELS="conv_halo3x3s2|conv_pipelined" timeout 150 bash benchmarks/gpu_conv_probe.sh > "$D/probe_console.txt" 2>&1
+ROWS=pipe,halo2,halo2_noload,halo2_nomma,halo2_mma_only,halo2_noepi,halo2_nostore,halo2_noselu,band
+MSCRED_CONV2_KERNEL=generic SPEC="conv2:$ROWS" TAIL_BATCHES="1 7 132 160 643" TAIL_N="16 29 17 5" \
+  NCU_VARIANTS=halo2,pipe NCU_KERNELS="conv_halo3x3s2|conv_pipelined" timeout 200 bash benchmarks/gpu_conv_probe.sh \
+  > "$D/probe_console.txt" 2>&1
 cp "$OUT/conv_probe/probe.txt" "$OUT/conv_probe/ncu.txt" "$D/" 2>/dev/null
 rm -rf "$OUT/conv_probe"
-grep -E "^conv2|copy_GBps|^## |exit code" "$D/probe.txt" | head -40
-grep -E "  void |inst_executed|Duration|Issued Warp|Registers Per|No Eligible|Warp Cycles Per Issued" "$D/ncu.txt" \
-  | sed 's/(const float.*//' | head -20
+grep -E "^conv2 +(pipe|halo2 |band)|^conv2 +halo2_|copy_GBps|^## |exit code" "$D/probe.txt" | head -60
+grep -E "  void |inst_executed|Duration|Issued Warp|Registers Per|No Eligible|Warp Cycles Per Issued|Mem Busy" \
+  "$D/ncu.txt" | sed 's/(const float.*//' | head -20
 timeout 100 ncu --section SourceCounters -k "regex:conv_halo3x3s2" -c 1 --page source --print-source cuda,sass --csv \
   build/conv_harness --iters 1 --only conv2 --variants halo2 > "$D/halo2_source.csv" 2> "$D/halo2_source.txt"
 echo "halo2 source page exit code $? ($(wc -l < "$D/halo2_source.csv") lines)"
 python3 benchmarks/ncu_source_summary.py "$D/halo2_source.csv" --top 14 > "$D/halo2_source.md" 2>&1
-head -30 "$D/halo2_source.md" | cut -c1-220
+head -24 "$D/halo2_source.md" | cut -c1-200
+gzip -9f "$D/halo2_source.csv"
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests_conv2.txt" 150 tests/test_im2col_fast_paths.py -k conv2
 MSCRED_CONV2_KERNEL=halo bash benchmarks/gpu_pytest.sh "$D/gpu_tests_ops_forced.txt" 150 tests/test_ops_im2col.py \
   -k "implicit-pipe"
@@ -41,3 +46,7 @@ for mode in generic auto; do
   grep -E "^\| conv[1-4] \| (cudnn|implicit-pipe) " "$D/$mode/conv.md"
   grep -E "^implicit-pipe vs cuDNN" "$D/$mode/conv.md"
 done
+mkdir -p "$D/thesis_table"
+timeout 150 python3 benchmarks/thesis_table.py --out "$D/thesis_table" > "$D/thesis_table/thesis_table.log" 2>&1
+echo "thesis_table exit code $?"
+cat "$D/thesis_table/thesis_table.log" | tail -8

@@ -59,7 +59,7 @@ def test_every_kernel_compiles_for_sm90(ptxas_report):
     assert sum("conv_patch" in name for name in names) == 2
     # the halo kernel for conv1-shaped layers: 1-3 input channels, with and without SELU, 16-byte or TMA stores
     assert sum("conv_halo3x3I" in name for name in names) == 12
-    # the halo kernel for conv2-shaped layers (stride 2), with and without SELU
+    # the halo kernel for conv2-shaped layers (stride 2), with and without SELU (its probes are harness-only)
     assert sum("conv_halo3x3s2" in name for name in names) == 2
 
 
@@ -87,6 +87,9 @@ def test_implicit_kernel_uses_tf32_mma(tmp_path):
     # proxy and waited on; an architecture guard that compiled them out on sm_90 would only show as a slower conv1
     assert "cp.async.bulk.global.shared::cta.bulk_group" in text
     assert "fence.proxy.async.shared::cta" in text and "cp.async.bulk.wait_group.read" in text
+    # the halo conv2 kernel's producer and consumer warps hand stage buffers over by shared-memory barriers
+    assert "mbarrier.init.shared.b64" in text and "mbarrier.arrive.shared.b64" in text
+    assert "mbarrier.try_wait.parity.shared.b64" in text
 
 
 def test_the_standalone_harness_still_builds(tmp_path):

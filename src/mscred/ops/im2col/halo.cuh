@@ -109,10 +109,6 @@ __device__ __forceinline__ void bulk_store_row(float* dst, const float* src, uns
                        : "memory");
   MSCRED_HALO_BULK_ASM("cp.async.bulk.commit_group;\n" ::: "memory");
 }
-// A hint: `bytes` (a multiple of 16, from a 16-byte aligned address) of global memory into L2 by the TMA.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, unsigned bytes) {
-  MSCRED_HALO_BULK_ASM("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
-}
 __device__ __forceinline__ void bulk_wait_read_all_but_last() {
   MSCRED_HALO_BULK_ASM("cp.async.bulk.wait_group.read 1;\n" ::: "memory");
 }

@@ -26,8 +26,9 @@
 //                                        whole output rows per tile, the input rows staged once in shared memory
 //                                        (where it pays, halo_pays; MSCRED_CONV1_KERNEL overrides).
 //   * conv_halo3x3s2<SELU>               conv2-shaped layers (3 x 3, stride 2, 32 -> 64 channels, Wo <= 15): the
-//                                        same idea in two 16-channel stages, weights resident (halo_s2.cuh;
-//                                        MSCRED_CONV2_KERNEL chooses).
+//                                        same idea in two 16-channel stages, weights resident, producer and
+//                                        consumer warps (halo_s2.cuh; where it pays, halo2_pays;
+//                                        MSCRED_CONV2_KERNEL overrides).
 // (Kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh, and a
 // direct FP32 conv1 kernel, results/conv1_direct/.)
 #include "im2col.h"
@@ -313,29 +314,17 @@ bool halo2_shape(const ConvShape& s) {
          (int64_t)kH2C * s.H * s.W < (int64_t(1) << 31);
 }
 
-// Persistent blocks, one per SM (75 KB of weights and two 35 KB stage buffers each), at most one per tile. false
-// if the block's shared memory cannot be had (then the caller takes another kernel).
+// Persistent blocks, one per SM (75 KB of weights and three 34 KB stage buffers each), at most one per tile. false
+// if the block's shared memory cannot be had (then the caller takes another kernel). PROBE: the harness's probes
+// (halo_s2.cuh).
+template <int PROBE = 0>
 bool halo2_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                    cudaStream_t stream, cudaError_t* err) {
-  const auto kernel = selu_ ? conv_halo3x3s2<true> : conv_halo3x3s2<false>;
+  const auto kernel = selu_ ? conv_halo3x3s2<true, PROBE> : conv_halo3x3s2<false, PROBE>;
   const size_t bytes = Halo2Geom::smem_bytes();
   if (!smem_fits(kernel, bytes)) return false;
   const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
-  const int64_t slots = (int64_t)std::max(1, resident_blocks(kernel, bytes)) * num_sms();
-  kernel<<<(unsigned)std::min(tiles, slots), kH2Threads, bytes, stream>>>(x, w, bias, y, s);
-  *err = cudaGetLastError();
-  return true;
-}
-
-// The warp-specialised form (conv_halo3x3s2_ws): 8 consumer and 8 producer warps, three stage buffers.
-template <int PROBE = 0>
-bool halo2ws_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
-                     cudaStream_t stream, cudaError_t* err) {
-  const auto kernel = selu_ ? conv_halo3x3s2_ws<true, PROBE> : conv_halo3x3s2_ws<false, PROBE>;
-  const size_t bytes = (size_t)kH2wsSmemWords * 4;
-  if (!smem_fits(kernel, bytes)) return false;
-  const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
-  kernel<<<(unsigned)std::min<int64_t>(tiles, num_sms()), kH2wsThreads, bytes, stream>>>(x, w, bias, y, s);
+  kernel<<<(unsigned)std::min<int64_t>(tiles, num_sms()), kH2Threads, bytes, stream>>>(x, w, bias, y, s);
   *err = cudaGetLastError();
   return true;
 }
@@ -353,12 +342,12 @@ Conv2Kernel conv2_kernel_requested() {
   }();
   return requested;
 }
-// Where conv_halo3x3s2 beat the generic kernel on the H200 (harness, results/conv2_halo_v3/): with every SM busy
-// for several tiles (batch 640 at n = 30: 1,280 tiles, 0.067 against 0.084 ms); with about one tile per SM or
-// fewer (batch 64: 128 tiles; batches 1 and 7) it ties or loses by up to 5%, its per-block weight staging not paid
-// back. Two tiles per SM is the line.
+// Where conv_halo3x3s2 beat the generic kernel on the H200 (harness, results/conv2_halo_v4/): with at least one tile
+// per SM (batch 640 at n = 30: 1,280 tiles, 0.063 against 0.083 ms; batch 160: 0.027 against 0.032); with fewer
+// (batches 1 and 7 at n = 30, 14 tiles: 0.0142-0.0148 against 0.0136-0.0141; n = 29 at batch 64, 128 tiles) it
+// loses by up to 6%, its per-block weight staging not paid back.
 bool halo2_pays(const ConvShape& s) {
-  return (int64_t)s.N * Halo2Geom::of(s).tiles_per_image >= 2 * (int64_t)num_sms();
+  return (int64_t)s.N * Halo2Geom::of(s).tiles_per_image >= num_sms();
 }
 
 }  // namespace
