@@ -45,7 +45,8 @@ namespace {
 // mbarriers and the per-warp epilogue, 0.063 against the generic kernel's 0.083. Its bounds, from probes that drop
 // one part (harness rows halo2_*): the MMAs alone 0.031 ms (shared-memory bound: 2 wavefronts per MMA, the
 // "Mem Busy" 73%), MMAs and epilogue 0.051, the loads and epilogue without MMAs 0.045.
-// Limits: Wo <= 15 (a staged row is at most 31 cells: one lane per column), any top/left padding.
+// Limits: Wo <= 15 (a staged row is at most 31 cells: one lane per column), any top/left padding. The layout's
+// constants and index arithmetic are replayed on the CPU by tests/test_halo_s2_layout.py (keep them in step).
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int kH2C = 32, kH2O = 64, kH2K = 9 * kH2C;
 constexpr int kH2Consumers = 256, kH2Producers = 256, kH2Threads = kH2Consumers + kH2Producers;
