@@ -244,19 +244,10 @@ __global__ void __launch_bounds__(kH2Threads, 1)
       rowbase[j][i] = 4 * (h2_pair_plane(h2_pair(h2_slot_channel(t, 0, 0))) + 2 * ((2 * row + i) * SW + 2 * col));
   }
   // Epilogue: accumulator (i, j, v) is channel warp_m*32 + i*16 + g + 8(v / 2), pixel j*8 + 2t + v % 2 of the
-  // warp's 32 (local row / Wp, column % Wp; the warp's first row is wrow0): its place in the warp's run and its
-  // local row (32 for a column past Wo: never stored).
-  const int wrow0 = warp_n * 32 / geo.Wp;
+  // warp's 32 (local row px >> log2(Wp), column px & (Wp - 1); Wp is 8 or 16; the warp's first row is wrow0). Worked
+  // out in the epilogue, not kept in registers across the K loop (16 of them, with 128 per thread).
+  const int wrow0 = warp_n * 32 / geo.Wp, wp_log2 = geo.Wp == 16 ? 4 : 3;
   float* const wout = out_s + warp * 32 * kH2Ldo;
-  int olrow[NT][2], ooff[NT][2];
-#pragma unroll
-  for (int j = 0; j < NT; ++j)
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int px = j * 8 + 2 * t + u, lrow = px / geo.Wp, col = px - lrow * geo.Wp;
-      olrow[j][u] = col < Wo ? lrow : 32;
-      ooff[j][u] = lrow * Wo + col;
-    }
 
   float acc[MT][NT][4];
   for (int q = 0; q < stages; ++q) {
@@ -308,15 +299,20 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     const int rows = s.Ho - r0 < geo.R ? s.Ho - r0 : geo.R;
     const int wrows = rows - wrow0 < 32 / geo.Wp ? rows - wrow0 : 32 / geo.Wp;  // this warp's rows in the image
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
+    for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+      for (int u = 0; u < 2; ++u) {
+        const int px = j * 8 + 2 * t + u, lrow = px >> wp_log2, col = px & (geo.Wp - 1);
+        if (lrow >= wrows || col >= Wo) continue;
+        float* const o = wout + g * kH2Ldo + lrow * Wo + col;
 #pragma unroll
-        for (int v = 0; v < 4; ++v) {
-          if (olrow[j][v % 2] >= wrows) continue;  // also columns past Wo (olrow = 32)
-          wout[(i * 16 + g + 8 * (v / 2)) * kH2Ldo + ooff[j][v % 2]] =
-              SELU && PROBE != 6 ? selu_of_log2(acc[i][j][v]) : acc[i][j][v];
-        }
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int hi = 0; hi < 2; ++hi) {
+            const float z = acc[i][j][2 * hi + u];
+            o[(i * 16 + 8 * hi) * kH2Ldo] = SELU && PROBE != 6 ? selu_of_log2(z) : z;
+          }
+      }
     __syncwarp();
     const int run = wrows > 0 ? wrows * Wo : 0;
     float* yp = y + ((int64_t)n * kH2O + warp_m * 32) * P + (int64_t)(r0 + wrow0) * Wo + lane;
