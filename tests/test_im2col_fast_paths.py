@@ -91,96 +91,76 @@ def test_misaligned_input_takes_the_generic_kernel():
     assert _rel(y, _oracle(x, w, b, (0, 0, 0, 0), True)) <= FLOOR_TF32
 
 
-# The halo conv1 kernel forced on (MSCRED_CONV1_KERNEL=halo or halo_tma: 16-byte or bulk-copy stores; read once per
-# process, so each runs in a subprocess) against float64: conv1's shape at n = 30 (batches 640, 643, 7), other image
-# sizes (rows of 4 to 111 pixels, a last tile of fewer rows), 1-3 input channels, with and without bias and SELU;
-# and layers it does not take (4 channels; 200 pixels wide at 3 channels), which the generic kernel runs. TF32
-# products: error ~3e-4. Unset, the same shapes go to whichever kernel halo_pays picks: checked too.
-_HALO_SCRIPT = r"""
-import sys, torch, torch.nn.functional as F
+# The halo kernels forced on, forced off and left to their dispatch, against float64. The variables that force them
+# (MSCRED_CONV1_KERNEL, MSCRED_CONV2_KERNEL) are read once per process, so each check runs in a subprocess: this
+# script, with the layer's output channels, stride and cases (batch, input channels, n, bias, SELU) as arguments.
+# TF32 products: error ~3e-4.
+_FORCED_KERNEL_SCRIPT = r"""
+import json, sys, torch, torch.nn.functional as F
 from mscred.ops import im2col
 from mscred.ops.reference import same_padding
+cout, stride, cases = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
 worst = 0.0
-for batch, cin, n, has_bias, selu in [(640, 3, 30, True, True), (643, 3, 30, True, True), (7, 3, 30, True, True),
-                                      (5, 3, 16, True, True), (3, 3, 55, True, False), (4, 1, 30, False, True),
-                                      (2, 2, 17, True, True), (3, 3, 5, True, True), (2, 3, 4, True, True),
-                                      (2, 3, 111, True, True), (2, 1, 256, True, False), (2, 3, 200, True, True),
-                                      (3, 4, 30, True, True)]:
+for batch, cin, n, has_bias, selu in cases:
     g = torch.Generator().manual_seed(batch + cin + n)
     x = torch.randn(batch, cin, n, n, generator=g, dtype=torch.float64).cuda()
-    w = (torch.randn(32, cin, 3, 3, generator=g, dtype=torch.float64) / (3 * cin ** 0.5)).cuda()
-    b = (torch.randn(32, generator=g, dtype=torch.float64) * 0.5).cuda() if has_bias else None
-    pad = same_padding(n, 3, 1)
-    y = im2col.conv2d_implicit_pipelined(x.float(), w.float(), None if b is None else b.float(), 1, pad, selu)
+    w = (torch.randn(cout, cin, 3, 3, generator=g, dtype=torch.float64) / (3 * cin ** 0.5)).cuda()
+    b = (torch.randn(cout, generator=g, dtype=torch.float64) * 0.5).cuda() if has_bias else None
+    pad = same_padding(n, 3, stride)
+    y = im2col.conv2d_implicit_pipelined(x.float(), w.float(), None if b is None else b.float(), stride, pad, selu)
     top, bottom, left, right = pad
-    ref = F.conv2d(F.pad(x, (left, right, top, bottom)), w, b)
+    ref = F.conv2d(F.pad(x, (left, right, top, bottom)), w, b, stride=stride)
     ref = F.selu(ref) if selu else ref
     rel = ((y.double() - ref).norm() / ref.norm()).item()
     worst = max(worst, rel)
     print(batch, cin, n, has_bias, selu, rel, torch.isfinite(y).all().item())
 sys.exit(0 if worst < 2e-3 else 1)
 """
+
+
+def _check_with_kernel(variable: str, value: str | None, cout: int, stride: int, cases: list) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k != variable}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
+    if value is not None:
+        env[variable] = value
+    proc = subprocess.run([sys.executable, "-c", _FORCED_KERNEL_SCRIPT, str(cout), str(stride), json.dumps(cases)],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+# conv1's halo kernel (MSCRED_CONV1_KERNEL=halo or halo_tma: 16-byte or bulk-copy stores): conv1's shape at n = 30
+# (batches 640, 643, 7), other image sizes (rows of 4 to 111 pixels, a last tile of fewer rows), 1-3 input channels,
+# with and without bias and SELU; and layers it does not take (4 channels; 200 pixels wide at 3 channels), which the
+# generic kernel runs. Unset, the same shapes go to whichever kernel halo_pays picks.
+_CONV1_CASES = [(640, 3, 30, True, True), (643, 3, 30, True, True), (7, 3, 30, True, True), (5, 3, 16, True, True),
+                (3, 3, 55, True, False), (4, 1, 30, False, True), (2, 2, 17, True, True), (3, 3, 5, True, True),
+                (2, 3, 4, True, True), (2, 3, 111, True, True), (2, 1, 256, True, False), (2, 3, 200, True, True),
+                (3, 4, 30, True, True)]
 
 
 @pytest.mark.parametrize("kernel", ["halo", "halo_tma", None])
 def test_halo_conv1_kernel(kernel):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    env = {k: v for k, v in os.environ.items() if k != "MSCRED_CONV1_KERNEL"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
-    if kernel is not None:
-        env["MSCRED_CONV1_KERNEL"] = kernel
-    proc = subprocess.run([sys.executable, "-c", _HALO_SCRIPT], capture_output=True, text=True, timeout=600,
-                          env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    _check_with_kernel("MSCRED_CONV1_KERNEL", kernel, 32, 1, _CONV1_CASES)
 
 
-# The halo conv2 kernel (conv_halo3x3s2: 32 -> 64 channels, 3 x 3, stride 2, Wo <= 15) forced on with
-# MSCRED_CONV2_KERNEL=halo, forced off (generic) and left to its default, each in a subprocess (the variable is read
-# once per process), against float64: conv2's shape at n = 30 (batches 640, 643, 7, 1: full and partial waves of
-# the persistent blocks), odd inputs (TF "same" then pads the top/left too: n = 29, 9), a last tile of fewer rows
-# (n = 29: 15 rows in tiles of 8), fewer rows than a tile holds (n = 16, 5), output rows of 9 and 15 pixels (padded
-# to 16 in the tile), with and without bias and SELU; and layers it does not take (16 input channels, 16 and 28
-# output columns), which the generic kernel runs.
-_HALO2_SCRIPT = r"""
-import sys, torch, torch.nn.functional as F
-from mscred.ops import im2col
-from mscred.ops.reference import same_padding
-worst = 0.0
-for batch, cin, n, has_bias, selu in [(640, 32, 30, True, True), (643, 32, 30, True, True), (7, 32, 30, True, True),
-                                      (1, 32, 30, False, False), (5, 32, 29, True, True), (3, 32, 16, True, True),
-                                      (3, 32, 5, True, False), (4, 32, 17, True, True), (3, 32, 9, False, True),
-                                      (2, 32, 31, True, True), (2, 32, 55, True, True), (3, 16, 30, True, True)]:
-    g = torch.Generator().manual_seed(batch + cin + n)
-    x = torch.randn(batch, cin, n, n, generator=g, dtype=torch.float64).cuda()
-    w = (torch.randn(64, cin, 3, 3, generator=g, dtype=torch.float64) / (3 * cin ** 0.5)).cuda()
-    b = (torch.randn(64, generator=g, dtype=torch.float64) * 0.5).cuda() if has_bias else None
-    pad = same_padding(n, 3, 2)
-    y = im2col.conv2d_implicit_pipelined(x.float(), w.float(), None if b is None else b.float(), 2, pad, selu)
-    top, bottom, left, right = pad
-    ref = F.conv2d(F.pad(x, (left, right, top, bottom)), w, b, stride=2)
-    ref = F.selu(ref) if selu else ref
-    rel = ((y.double() - ref).norm() / ref.norm()).item()
-    worst = max(worst, rel)
-    print(batch, cin, n, has_bias, selu, rel, torch.isfinite(y).all().item())
-sys.exit(0 if worst < 2e-3 else 1)
-"""
+# conv2's halo kernel (conv_halo3x3s2: 32 -> 64 channels, 3 x 3, stride 2, Wo <= 15; MSCRED_CONV2_KERNEL=halo, or
+# generic): conv2's shape at n = 30 (batches 640, 643, 7, 1: full and partial waves of the persistent blocks), odd
+# inputs (TF "same" then pads the top/left too: n = 29, 9), a last tile of fewer rows (n = 29: 15 rows in tiles of
+# 8), fewer rows than a tile holds (n = 16, 5), output rows of 9 and 15 pixels (padded to 16 in the tile), with and
+# without bias and SELU; and layers it does not take (16 input channels, 16 and 28 output columns), which the
+# generic kernel runs. Unset, the same shapes go to whichever kernel halo2_pays picks.
+_CONV2_CASES = [(640, 32, 30, True, True), (643, 32, 30, True, True), (7, 32, 30, True, True),
+                (1, 32, 30, False, False), (5, 32, 29, True, True), (3, 32, 16, True, True), (3, 32, 5, True, False),
+                (4, 32, 17, True, True), (3, 32, 9, False, True), (2, 32, 31, True, True), (2, 32, 55, True, True),
+                (3, 16, 30, True, True)]
 
 
 @pytest.mark.parametrize("kernel", ["halo", "generic", None])
 def test_halo_conv2_kernel(kernel):
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    env = {k: v for k, v in os.environ.items() if k != "MSCRED_CONV2_KERNEL"}
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
-    if kernel is not None:
-        env["MSCRED_CONV2_KERNEL"] = kernel
-    proc = subprocess.run([sys.executable, "-c", _HALO2_SCRIPT], capture_output=True, text=True, timeout=600,
-                          env=env)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    _check_with_kernel("MSCRED_CONV2_KERNEL", kernel, 64, 2, _CONV2_CASES)

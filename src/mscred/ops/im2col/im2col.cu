@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
@@ -279,19 +280,25 @@ bool halo_forward(const float* x, const float* w, const float* bias, float* y, c
                    : halo_forward_as<false>(x, w, bias, y, s, selu_, stream, err);
 }
 
+// A kernel choice from the environment: 1 + the index of the variable's value among `names`, 0 (auto) if it is
+// unset or none of them.
+int kernel_choice(const char* variable, std::initializer_list<const char*> names) {
+  const char* value = std::getenv(variable);
+  int choice = 1;
+  for (const char* name : names) {
+    if (value != nullptr && std::string(value) == name) return choice;
+    ++choice;
+  }
+  return 0;
+}
+
 // Which kernel takes conv1-shaped layers (halo_shape): MSCRED_CONV1_KERNEL=halo or halo_tma forces conv_halo3x3
 // (16-byte or bulk-copy stores; the tests use them to reach every shape), =generic forces the generic pipelined
 // kernel, unset (auto) takes conv_halo3x3 where it pays (halo_pays). Read once per process.
 enum class Conv1Kernel { kAuto, kGeneric, kHalo, kHaloTma };
 Conv1Kernel conv1_kernel_requested() {
-  static const Conv1Kernel requested = [] {
-    const char* v = std::getenv("MSCRED_CONV1_KERNEL");
-    const std::string name = v != nullptr ? v : "";
-    if (name == "halo") return Conv1Kernel::kHalo;
-    if (name == "halo_tma") return Conv1Kernel::kHaloTma;
-    if (name == "generic") return Conv1Kernel::kGeneric;
-    return Conv1Kernel::kAuto;
-  }();
+  static const auto requested =
+      static_cast<Conv1Kernel>(kernel_choice("MSCRED_CONV1_KERNEL", {"generic", "halo", "halo_tma"}));
   return requested;
 }
 // The store variant auto takes: bulk copies (results/conv1_halo_v4/, graph-timed through PyTorch at batch 640:
@@ -333,13 +340,7 @@ bool halo2_forward(const float* x, const float* w, const float* bias, float* y, 
 // the generic pipelined kernel; unset (auto), conv_halo3x3s2 where it pays (halo2_pays). Read once per process.
 enum class Conv2Kernel { kAuto, kGeneric, kHalo };
 Conv2Kernel conv2_kernel_requested() {
-  static const Conv2Kernel requested = [] {
-    const char* v = std::getenv("MSCRED_CONV2_KERNEL");
-    const std::string name = v != nullptr ? v : "";
-    if (name == "halo") return Conv2Kernel::kHalo;
-    if (name == "generic") return Conv2Kernel::kGeneric;
-    return Conv2Kernel::kAuto;
-  }();
+  static const auto requested = static_cast<Conv2Kernel>(kernel_choice("MSCRED_CONV2_KERNEL", {"generic", "halo"}));
   return requested;
 }
 // Where conv_halo3x3s2 beat the generic kernel on the H200 (harness, results/conv2_halo_v4/): with at least one tile
