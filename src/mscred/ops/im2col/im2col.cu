@@ -139,7 +139,7 @@ bool smem_fits(Kernel kernel, size_t bytes) {
     if (it == optin_of.end()) {
       int max_optin = 0;
       cudaDeviceGetAttribute(&max_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-      // The opt-in maximum covers static and dynamic shared memory together (conv_halo3x3s2_ws's barriers are
+      // The opt-in maximum covers static and dynamic shared memory together (conv_halo3x3s2's barriers are
       // static): asking for all of it as dynamic fails for a kernel with any.
       cudaFuncAttributes attr{};
       if (cudaFuncGetAttributes(&attr, kernel) == cudaSuccess) max_optin -= (int)attr.sharedSizeBytes;
@@ -343,10 +343,11 @@ Conv2Kernel conv2_kernel_requested() {
   static const auto requested = static_cast<Conv2Kernel>(kernel_choice("MSCRED_CONV2_KERNEL", {"generic", "halo"}));
   return requested;
 }
-// Where conv_halo3x3s2 beat the generic kernel on the H200 (harness, results/conv2_halo_v4/): with at least one tile
-// per SM (batch 640 at n = 30: 1,280 tiles, 0.063 against 0.083 ms; batch 160: 0.027 against 0.032); with fewer
-// (batches 1 and 7 at n = 30, 14 tiles: 0.0142-0.0148 against 0.0136-0.0141; n = 29 at batch 64, 128 tiles) it
-// loses by up to 6%, its per-block weight staging not paid back.
+// Where conv_halo3x3s2 beat the generic kernel on the H200 (harness, results/conv2_halo_v4/probe.txt): with at least
+// one tile per SM (batch 640 at n = 30: 1,280 tiles, 0.0632 against 0.0835 ms; batch 160: 0.0263 against 0.0325;
+// batch 132: 0.0214 against 0.0236); with fewer it ties or loses by up to 3%, its per-block weight staging not paid
+// back (batches 1 and 7 at n = 30, 2 and 14 tiles: 0.0140 against 0.0139; n = 29 at batch 64, 128 tiles: 0.0158
+// against 0.0153).
 bool halo2_pays(const ConvShape& s) {
   return (int64_t)s.N * Halo2Geom::of(s).tiles_per_image >= num_sms();
 }
