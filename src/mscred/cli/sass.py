@@ -205,3 +205,29 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
     if kernel and not rows:
         raise InputError(f"no kernel matching {kernel!r} in {', '.join(paths)}")
     click.echo(json.dumps([r.to_json() for r in rows], indent=2) if as_json else format_summaries(rows, top))
+
+
+@sass.command(name="diff")
+@click.argument("old")
+@click.argument("new")
+@click.option("--arch", default=None, help="Only cubins for this architecture.")
+@click.option("--kernel", "-k", default=None,
+              help="Only kernels whose name, mangled or as printed (demangled), contains this.")
+@click.option("--top", default=8, show_default=True, help="Mnemonics whose counts moved most, shown per kernel.")
+@click.option("--loops", is_flag=True, help="Also compare each kernel's largest loop (instructions) and loop count.")
+@click.option("--all", "show_same", is_flag=True, help="Also list the kernels whose summary did not change.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, in a list.")
+def diff_cmd(old, new, arch, kernel, top, loops, show_same, as_json):
+    """What a change did to the machine code: each kernel of NEW against the same kernel (mangled name and
+    architecture) of OLD, in cubins/objects/libraries: registers, spills, shared memory, instructions, tensor /
+    shared / global / local / barrier counts, the mnemonics that moved most; kernels added or removed."""
+    from mscred.sass.diff import diff_summaries, format_diff
+    from mscred.sass.inspect import inspect_file
+
+    before = inspect_file(_read(old), old, arch, kernel, loops)
+    after = inspect_file(_read(new), new, arch, kernel, loops)
+    if not before and not after:
+        raise InputError(f"no kernel{' matching ' + repr(kernel) if kernel else ''} in {old} or {new}")
+    diffs = diff_summaries(before, after)
+    click.echo(json.dumps([d.to_json() for d in diffs], indent=2) if as_json
+               else format_diff(diffs, top, show_same))

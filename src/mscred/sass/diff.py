@@ -1,0 +1,142 @@
+"""What a change did to the machine code: two builds' kernels side by side.
+
+Each kernel of the new build is matched with the kernel of the same mangled name and architecture in the old one,
+and compared on what ``mscred.sass.inspect`` reads: registers, local frame (spills), shared memory, instructions,
+the instruction groups (tensor-core ops, shared / global / local traffic, barriers), the mnemonics whose counts moved
+most, and, with loops, the largest loop's size. The question it answers is the one each kernel edit raises before any
+GPU time is spent: did the loop get shorter, did a spill appear, did the 16-byte loads survive.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from mscred.sass.inspect import KernelSummary
+
+# The groups shown, in order, with their labels (mscred.sass.inspect.GROUPS defines them).
+SHOWN_GROUPS = (("tensor", "tensor"), ("shared", "shared ld/st"), ("global", "global ld/st"), ("ldg128", "LDG.128"),
+                ("local", "LDL/STL"), ("barrier", "barriers"))
+
+
+@dataclass
+class KernelDiff:
+    """One kernel in the old and the new build (``None`` on the side it is missing from)."""
+
+    arch: str
+    name: str
+    readable: str
+    old: KernelSummary | None
+    new: KernelSummary | None
+
+    @property
+    def status(self) -> str:
+        if self.old is None:
+            return "added"
+        if self.new is None:
+            return "removed"
+        return "changed" if _fingerprint(self.old) != _fingerprint(self.new) else "same"
+
+    def mix_changes(self) -> list[tuple[str, int, int]]:
+        """(mnemonic, old count, new count) for every mnemonic whose count moved, largest moves first."""
+        old = self.old.mix if self.old else Counter()
+        new = self.new.mix if self.new else Counter()
+        moved = [(op, old.get(op, 0), new.get(op, 0)) for op in set(old) | set(new) if old.get(op, 0) != new.get(op, 0)]
+        return sorted(moved, key=lambda m: (-abs(m[2] - m[1]), m[0]))
+
+    def to_json(self) -> dict:
+        def side(k: KernelSummary | None) -> dict | None:
+            if k is None:
+                return None
+            out = {"registers": k.registers, "local_frame_bytes": k.frame_bytes, "shared_bytes": k.shared_bytes,
+                   "instructions": k.instructions, "groups": k.groups if k.disassembler else None}
+            if k.loops is not None:
+                out["largest_loop"] = _largest_loop(k)
+            return out
+
+        return {"arch": self.arch, "kernel": self.name, "demangled": self.readable, "status": self.status,
+                "old": side(self.old), "new": side(self.new),
+                "mix_changes": [{"op": op, "old": a, "new": b} for op, a, b in self.mix_changes()]}
+
+
+def _fingerprint(k: KernelSummary) -> tuple:
+    return (k.registers, k.frame_bytes, k.shared_bytes, k.instructions, tuple(sorted(k.mix.items())))
+
+
+def _largest_loop(k: KernelSummary) -> int | None:
+    return max((lp.instructions for lp in k.loops), default=None) if k.loops is not None else None
+
+
+_ANONYMOUS = re.compile(r"(\d+)(_GLOBAL__N_)")
+
+
+def stable_name(mangled: str) -> str:
+    """The mangled name with each anonymous namespace written as the ABI's plain ``12_GLOBAL__N_1``: nvcc names it
+    after the translation unit and a hash (``41_GLOBAL__N__dc70bf10_9_im2col_cu_f5da5b4b``), which changes from one
+    build of a file to the next, so the same kernel would not match itself."""
+    out, pos = [], 0
+    for m in _ANONYMOUS.finditer(mangled):
+        if m.start() < pos:
+            continue
+        length = int(m.group(1))
+        out.append(mangled[pos:m.start()] + "12_GLOBAL__N_1")
+        pos = m.start(2) + length
+    return "".join(out) + mangled[pos:]
+
+
+def diff_summaries(old: list[KernelSummary], new: list[KernelSummary]) -> list[KernelDiff]:
+    """Kernels matched by architecture and mangled name (anonymous namespaces made stable, ``stable_name``): the
+    new build's in its order, then those it lost."""
+    def key(k: KernelSummary) -> tuple[str, str]:
+        return k.arch, stable_name(k.name)
+
+    old_by_key = {key(k): k for k in old}
+    new_keys = {key(k) for k in new}
+    out = [KernelDiff(k.arch, k.name, k.readable or k.name, old_by_key.get(key(k)), k) for k in new]
+    out += [KernelDiff(k.arch, k.name, k.readable or k.name, k, None) for k in old if key(k) not in new_keys]
+    return out
+
+
+def _change(old: int | None, new: int | None, percent: bool = False) -> str:
+    if old is None or new is None:
+        return f"{'-' if old is None else old} -> {'-' if new is None else new}"
+    if old == new:
+        return f"{new}"
+    text = f"{old} -> {new} ({new - old:+d}"
+    if percent and old:
+        text += f", {100.0 * (new - old) / old:+.1f}%"
+    return text + ")"
+
+
+def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False) -> str:
+    """One block per kernel that differs (or every kernel, with show_same), then a count line."""
+    if not diffs:
+        return "no kernels"
+    lines = []
+    for d in diffs:
+        if d.status == "same" and not show_same:
+            continue
+        lines.append(f"{d.arch:7} {d.status:8} {d.readable}")
+        if d.old is None or d.new is None:
+            k = d.new or d.old
+            lines.append(f"        registers {k.registers}  local {k.frame_bytes}  shared {k.shared_bytes}  "
+                         f"instructions {k.instructions}")
+            continue
+        o, n = d.old, d.new
+        lines.append(f"        registers {_change(o.registers, n.registers)}  local {_change(o.frame_bytes, n.frame_bytes)}"
+                     f"  shared {_change(o.shared_bytes, n.shared_bytes)}  instructions "
+                     f"{_change(o.instructions, n.instructions, percent=True)}")
+        if o.disassembler and n.disassembler:
+            lines.append("        " + "  ".join(f"{label} {_change(o.groups.get(g, 0), n.groups.get(g, 0))}"
+                                                for g, label in SHOWN_GROUPS))
+            moved = d.mix_changes()[:top]
+            if moved:
+                lines.append("        most changed: " + "  ".join(f"{op} {b - a:+d}" for op, a, b in moved))
+        if o.loops is not None and n.loops is not None:
+            lines.append(f"        largest loop {_change(_largest_loop(o), _largest_loop(n), percent=True)} "
+                         f"instructions; loops {_change(len(o.loops), len(n.loops))}")
+    counts = Counter(d.status for d in diffs)
+    lines.append(", ".join(f"{counts[s]} {s}" for s in ("changed", "added", "removed", "same") if counts[s]))
+    if not any(d.old is not None and d.old.disassembler for d in diffs):
+        lines.append("(no nvdisasm reads these cubins: instruction mix not compared)")
+    return "\n".join(lines)

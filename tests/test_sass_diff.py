@@ -1,0 +1,108 @@
+"""`mscred sass diff`: two builds' kernels side by side (what a change did to the machine code)."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from mscred.sass.diff import diff_summaries, format_diff
+from mscred.sass.inspect import KernelSummary
+from mscred.sass.loops import Loop
+
+
+def _kernel(name, registers=32, frame=0, mix=None, loops=None, arch="sm_90"):
+    mix = Counter(mix or {})
+    groups = {"tensor": mix.get("HMMA.1688.F32.TF32", 0), "shared": mix.get("LDS", 0), "global": mix.get("LDG.E", 0),
+              "ldg128": 0, "local": mix.get("STL", 0), "barrier": 0, "ffma": 0, "tma": 0}
+    return KernelSummary(image="x.cubin", arch=arch, name=name, registers=registers, frame_bytes=frame,
+                         stack_bytes=0, shared_bytes=0, param_bytes=16, instructions=sum(mix.values()), mix=mix,
+                         groups=groups, disassembler=True, readable=name + "()", loops=loops)
+
+
+def _loop(size):
+    return Loop(start=0x100, end=0x100 + 16 * (size - 1), instructions=size, own=size, depth=1, mix=Counter())
+
+
+def test_kernels_matched_by_arch_and_name_with_their_status():
+    old = [_kernel("a", mix={"LDS": 8, "HMMA.1688.F32.TF32": 4}), _kernel("b"), _kernel("gone"),
+           _kernel("a", arch="sm_80", mix={"LDS": 8})]
+    new = [_kernel("a", registers=40, frame=16, mix={"LDS": 4, "HMMA.1688.F32.TF32": 4, "STL": 2}), _kernel("b"),
+           _kernel("fresh"), _kernel("a", arch="sm_80", mix={"LDS": 8})]
+    diffs = {(d.arch, d.name): d for d in diff_summaries(old, new)}
+    assert {k: d.status for k, d in diffs.items()} == {
+        ("sm_90", "a"): "changed", ("sm_90", "b"): "same", ("sm_90", "fresh"): "added", ("sm_90", "gone"): "removed",
+        ("sm_80", "a"): "same"}
+    # the largest moves first: LDS -4, then STL +2; HMMA did not move
+    assert diffs[("sm_90", "a")].mix_changes() == [("LDS", 8, 4), ("STL", 0, 2)]
+
+
+def test_format_shows_changes_spills_and_loops():
+    old = [_kernel("k", registers=128, mix={"LDS": 144, "HMMA.1688.F32.TF32": 144, "IMAD": 300}, loops=[_loop(1061)])]
+    new = [_kernel("k", registers=126, frame=16, mix={"LDS": 72, "HMMA.1688.F32.TF32": 144, "IMAD": 250, "STL": 3},
+                   loops=[_loop(948)])]
+    text = format_diff(diff_summaries(old, new))
+    assert "changed  k()" in text
+    assert "registers 128 -> 126 (-2)" in text and "local 0 -> 16 (+16)" in text  # a spill appeared
+    assert "instructions 588 -> 469 (-119, -20.2%)" in text
+    assert "tensor 144 " in text and "shared ld/st 144 -> 72 (-72)" in text and "LDL/STL 0 -> 3 (+3)" in text
+    assert "most changed: LDS -72  IMAD -50  STL +3" in text
+    assert "largest loop 1061 -> 948 (-113, -10.7%) instructions" in text
+    assert text.splitlines()[-1] == "1 changed"
+
+
+def test_unchanged_kernels_only_with_all_and_json_shape():
+    old, new = [_kernel("same", mix={"LDS": 1})], [_kernel("same", mix={"LDS": 1})]
+    assert "same()" not in format_diff(diff_summaries(old, new))
+    assert "same     same()" in format_diff(diff_summaries(old, new), show_same=True)
+    (row,) = [d.to_json() for d in diff_summaries(old, new)]
+    assert row["status"] == "same" and row["mix_changes"] == [] and row["old"]["registers"] == 32
+
+
+def test_diff_of_two_compiled_builds(tmp_path, capsys):
+    pytest.importorskip("elftools", reason="pyelftools (the `sass` extra) is not installed")
+    from mscred.cli.main import main
+    from mscred.sass.toolchain import compile_cubin, find_tool
+
+    if find_tool("nvcc") is None or find_tool("nvdisasm") is None:
+        pytest.skip("nvcc or nvdisasm not found: no cubins to compare here")
+    body = "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) y[i] += a * x[i];\n"
+    builds = {}
+    for name, unroll, extra in [("old", "", ""), ("new", "#pragma unroll 4\n",
+                                                  "__global__ void fill(float* y, float v) { y[threadIdx.x] = v; }\n")]:
+        source = tmp_path / f"{name}.cu"
+        source.write_text("__global__ void axpy(float* y, const float* x, float a, int n) {\n" + unroll + body + "}\n"
+                          + extra)
+        builds[name] = tmp_path / f"{name}.cubin"
+        builds[name].write_bytes(compile_cubin(source, "sm_90"))
+    code = main(["sass", "diff", str(builds["old"]), str(builds["new"]), "--loops", "--json"])
+    rows = {r["kernel"]: r for r in json.loads(capsys.readouterr().out)}
+    assert code == 0
+    axpy = next(r for k, r in rows.items() if "axpy" in k)
+    fill = next(r for k, r in rows.items() if "fill" in k)
+    assert axpy["status"] == "changed" and fill["status"] == "added" and fill["old"] is None
+    assert axpy["new"]["largest_loop"] > axpy["old"]["largest_loop"]  # unrolled 4 times
+    assert axpy["new"]["groups"]["global"] > axpy["old"]["groups"]["global"]
+    code = main(["sass", "diff", str(builds["old"]), str(builds["new"])])
+    assert code == 0 and "1 changed, 1 added" in capsys.readouterr().out
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    from mscred.cli.main import main
+
+    assert main(["sass", "diff", str(tmp_path / "a.cubin"), str(tmp_path / "b.cubin")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("a.cubin: no such file") and "\n" not in err
+
+
+def test_anonymous_namespaces_match_across_builds():
+    # nvcc names an anonymous namespace after the file and a hash that changes between builds; the ABI's plain
+    # form makes the same kernel of two builds one key
+    from mscred.sass.diff import stable_name
+
+    one = "_ZN13mscred_im2col41_GLOBAL__N__dc70bf10_9_im2col_cu_f5da5b4b14conv_halo3x3s2ILb1EEEvPKfS3_"
+    two = "_ZN13mscred_im2col41_GLOBAL__N__0e2a11c3_9_im2col_cu_7b09e1d214conv_halo3x3s2ILb1EEEvPKfS3_"
+    assert stable_name(one) == stable_name(two) == "_ZN13mscred_im2col12_GLOBAL__N_114conv_halo3x3s2ILb1EEEvPKfS3_"
+    assert stable_name("_Z4fillPffi") == "_Z4fillPffi"
+    (d,) = diff_summaries([_kernel(one, registers=254)], [_kernel(two, registers=194)])
+    assert d.status == "changed" and d.old.registers == 254
