@@ -311,9 +311,11 @@ def test_csv_variants_read_as_the_plain_file(tmp_path):
 
 
 def test_semicolon_with_decimal_comma_names_the_cell(tmp_path, capsys):
-    """The European spreadsheet export: ';' is detected, the decimal comma is then reported at its cell."""
+    """The European spreadsheet export: ';' is detected, the decimal comma is then reported at its cell, with what
+    to do about it."""
     data = _write(tmp_path / "excel.csv", _frame().to_csv(index=False, sep=";", decimal=","))
-    _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, names=("excel.csv", "column 's0' row 1"))
+    _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1,
+         names=("excel.csv", "column 's0' row 1", "a decimal comma?"))
     _nothing_written(tmp_path, tmp_path / "m")
 
 

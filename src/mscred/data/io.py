@@ -230,9 +230,11 @@ def _numeric_column(series: pd.Series, col: str, source: str) -> np.ndarray:
         unparsed = np.isnan(numbers) & ~pd.isna(series).to_numpy()
         if unparsed.any():
             row = int(np.flatnonzero(unparsed)[0])
-            hint = ""
-            if not pd.isna(pd.to_datetime(str(series.iloc[row]), errors="coerce", format="ISO8601")):
+            hint, text = "", str(series.iloc[row]).strip()
+            if not pd.isna(pd.to_datetime(text, errors="coerce", format="ISO8601")):
                 hint = f" (a date/time: the time column must be named '{TIMESTAMP}')"
+            elif _is_number(text.replace(",", ".", 1)) and text.count(",") == 1:
+                hint = " (a decimal comma? save the file with '.' as the decimal separator)"
             raise InputError(f"{source}: column '{col}' row {row + 1}: value {short_repr(series.iloc[row])} is not a "
                              f"number{hint}")
     bad = ~np.isfinite(numbers)
