@@ -631,3 +631,35 @@ def test_debug_shows_the_traceback(tmp_path, monkeypatch):
         main(["train", str(data), "--out", str(tmp_path / "m")])
     with pytest.raises(OSError):
         main(["generate", str(blocker / "d"), "--length", "1200"])
+
+
+def test_missing_values_interpolated_through_train_detect_and_evaluate(tmp_path, capsys):
+    """--missing interpolate at train fills the gaps, says how many on stderr and is kept in the model, so detect
+    fills its data's gaps too (--missing error there refuses them); evaluate takes the same option for the
+    labelled table. Without it every command refuses the gap, naming the cell and the option."""
+    train = _frame()
+    train.loc[30:33, "s1"] = np.nan
+    data = _write(tmp_path / "gappy.csv", train.to_csv(index=False))
+    model = tmp_path / "m"
+    _bad(capsys, "train", data, "--out", model, "--epochs", 1,
+         names=("gappy.csv", "column 's1' row 31", "--missing interpolate"))
+    _nothing_written(tmp_path, model)
+    code, out, err = _run(capsys, "train", data, "--out", model, "--epochs", 1, "--device", "cpu", "--quiet",
+                          "--missing", "interpolate")
+    assert code == 0, err
+    assert "gappy.csv: interpolated 4 missing value(s) in 1 sensor(s): s1 4" in err
+    assert json.loads((model / "config.json").read_text())["config"]["train"]["missing"] == "interpolate"
+    test = _frame(seed=5).assign(label=0)
+    test.loc[50, "s0"] = np.nan
+    labelled = _write(tmp_path / "test.csv", test.to_csv(index=False))
+    scores = tmp_path / "scores.csv"
+    code, _, err = _run(capsys, "detect", model, labelled, "--out", scores, "--device", "cpu")
+    assert code == 0, err
+    assert "interpolated 1 missing value(s) in 1 sensor(s): s0 1" in err
+    assert len(pd.read_csv(scores)) == ROWS
+    _bad(capsys, "detect", model, labelled, "--out", tmp_path / "s2.csv", "--device", "cpu", "--missing", "error",
+         names=("test.csv", "column 's0' row 51"))
+    _bad(capsys, "evaluate", scores, "--labels", labelled, names=("test.csv", "column 's0' row 51"))
+    code, out, err = _run(capsys, "evaluate", scores, "--labels", labelled, "--missing", "interpolate", "--json")
+    assert code == 0, err
+    assert json.loads(out)["n_rows"] == ROWS

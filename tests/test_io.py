@@ -217,3 +217,46 @@ def test_normalizer_errors():
         Normalizer.from_dict({"min": [0.0, 1.0], "scale": [1.0]})
     with pytest.raises(InputError, match="damaged"):
         Normalizer.from_dict({"min": [0.0], "scale": [0.0]})
+
+
+# --------------------------------------------------------------------------------- missing values: --missing
+def test_missing_value_error_names_the_option(tmp_path):
+    (tmp_path / "d.csv").write_text("a,b\n1,2\n3,\n5,6\n")
+    _raises(tmp_path / "d.csv", "column 'b'", "row 2", "--missing interpolate")
+
+
+def test_missing_values_interpolated_linearly_in_rows_and_held_at_the_ends(tmp_path):
+    # b: a gap of two rows between 2 and 8 -> 4, 6; a: missing first row -> the first present value; c: last row
+    (tmp_path / "d.csv").write_text("a,b,c\n,2,1\n1,,2\n2,,3\n3,8,\n")
+    table = load_table(tmp_path / "d.csv", missing="interpolate")
+    np.testing.assert_array_equal(table.values, [[1, 2, 1], [1, 4, 2], [2, 6, 3], [3, 8, 3]])
+    assert table.filled == {"a": 1, "b": 2, "c": 1}
+    assert load_table(tmp_path / "d.csv", missing="interpolate").values.dtype == np.float64
+
+
+def test_interpolation_leaves_complete_tables_alone_and_refuses_what_it_cannot_fill(tmp_path):
+    (tmp_path / "ok.csv").write_text("a,b\n1,2\n3,4\n")
+    assert load_table(tmp_path / "ok.csv", missing="interpolate").filled == {}
+    (tmp_path / "empty_col.csv").write_text("a,b\n1,\n3,\n")
+    with pytest.raises(InputError, match="column 'b': every value is missing"):
+        load_table(tmp_path / "empty_col.csv", missing="interpolate")
+    (tmp_path / "inf.csv").write_text("a,b\n1,2\n3,inf\n4,\n")  # a glitch is not a gap
+    with pytest.raises(InputError, match=r"column 'b' row 2: value inf is not finite"):
+        load_table(tmp_path / "inf.csv", missing="interpolate")
+    (tmp_path / "text.csv").write_text("a,b\n1,2\n3,x\n")
+    with pytest.raises(InputError, match="'x' is not a number"):
+        load_table(tmp_path / "text.csv", missing="interpolate")
+    with pytest.raises(InputError, match="missing='drop': choose one of error, interpolate"):
+        load_table(tmp_path / "ok.csv", missing="drop")
+
+
+def test_estimator_interpolates_dataframes_when_configured():
+    from mscred.detector import MSCRED
+
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame(rng.standard_normal((160, 4)), columns=list("abcd"))
+    df.iloc[20:25, 1] = np.nan
+    with pytest.raises(InputError, match="missing value"):
+        MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(df)
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, missing="interpolate").fit(df)
+    assert len(model.detect(df)) == len(df)

@@ -43,6 +43,13 @@ class ModelConfig:
     conv_backend: str = "torch"
 
 
+# What a missing (NaN, or empty) sensor value gets (TrainConfig.missing, `--missing`): "error" (SPEC: exit 2 naming
+# the cell) or "interpolate" (linear in the row number between the neighbouring present values of its sensor; before
+# the first / after the last present value, that value; mscred.data.io). Infinite values are an error either way:
+# they are glitches, not gaps.
+MISSING_POLICIES = ("error", "interpolate")
+
+
 @dataclass
 class TrainConfig:
     epochs: int = 10
@@ -63,6 +70,9 @@ class TrainConfig:
     # plans at least train_graphs.AUTOTUNE_MIN_STEPS steps, the break-even measured on the H200.
     cudnn_benchmark: Optional[bool] = None
     progress: bool = True
+    # Missing (NaN) sensor values in the data, at fit and at detect (mscred.data.io.MISSING_POLICIES): "error"
+    # (SPEC: exit 2 naming the cell) or "interpolate" (linearly between the neighbouring rows).
+    missing: str = "error"
 
 
 @dataclass

@@ -109,7 +109,7 @@ class MSCRED:
             if X.ndim != 2:
                 raise InputError(f"{source}: expected a 2-D array (T, n), got shape {X.shape}")
             X = pd.DataFrame(X, columns=[f"sensor_{j}" for j in range(X.shape[1])])
-        return table_from_frame(X, source=source)
+        return table_from_frame(X, source=source, missing=self.config.train.missing)
 
     def _check_rows(self, table, what: str) -> None:
         if len(table.values) < self.min_rows:

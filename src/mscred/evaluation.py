@@ -159,8 +159,9 @@ def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, s
 
 
 def read_ground_truth(path: str | os.PathLike, scores: Scores,
-                      anomalies: Optional[str | os.PathLike] = None) -> GroundTruth:
-    """Labels (and root causes, sensor values when available) aligned with the rows of ``scores``."""
+                      anomalies: Optional[str | os.PathLike] = None, missing: str = "error") -> GroundTruth:
+    """Labels (and root causes, sensor values when available) aligned with the rows of ``scores``; ``missing``: what
+    a missing sensor value of a data table gets (``mscred.data.io.load_table``)."""
     from mscred.data.io import table_from_frame
 
     source = str(path)
@@ -176,7 +177,7 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     sensors = [c for c in df.columns if c not in ("timestamp", "label")]
     values = None
     if sensors:  # a data table: validate it as training/detection would, and keep the values for the report
-        table = table_from_frame(df, source=source)
+        table = table_from_frame(df, source=source, missing=missing)
         labels, values = table.labels.astype(np.int8), table.values
     else:
         labels = _zero_one(df, "label", source)
@@ -268,7 +269,7 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
 
 def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, model_dir=None, data_path=None,
                    pred: Optional[np.ndarray] = None, sliding_window: int = DEFAULT_SLIDING_WINDOW,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, missing: str = "error") -> dict:
     """``mscred evaluate`` as a function (for ``mscred demo`` and scripts): metrics dict, optional HTML report.
 
     Parameters
@@ -278,12 +279,14 @@ def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, mo
     report_dir : when given, ``report_dir/index.html`` is written (needs matplotlib)
     model_dir, data_path : the model and the scored data, for the report's residual heatmaps and series
     pred : int8 (T,) predictions replacing the SCORES file's ``is_anomaly`` (e.g. a refitted threshold)
+    missing : what a missing sensor value in the data tables gets ("error" or "interpolate", as at detect)
     """
     scores = read_scores(scores_path)
-    truth = read_ground_truth(labels_path, scores, anomalies)
+    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing)
     result = compute_metrics(scores, truth, pred=pred, sliding_window=sliding_window, seed=seed)
     if report_dir is not None:
         from mscred.report import build_report
 
-        build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path)
+        build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path,
+                     missing=missing)
     return result

@@ -271,8 +271,9 @@ def _missing(text: str) -> str:
 
 def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth, result: dict,
                  pred: Optional[np.ndarray] = None, model_dir=None, data_path=None, n_sensors: int = 4,
-                 n_worst: int = 3) -> Path:
-    """Render the report into ``out_dir/index.html`` (atomically: the directory appears whole or not at all)."""
+                 n_worst: int = 3, missing: str = "error") -> Path:
+    """Render the report into ``out_dir/index.html`` (atomically: the directory appears whole or not at all);
+    ``missing``: what a missing value of ``data_path`` gets (as at detect)."""
     try:
         import matplotlib
     except ImportError:
@@ -284,7 +285,7 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
     if data_path is not None:
         from mscred.data.io import load_table
 
-        table = load_table(data_path)
+        table = load_table(data_path, missing=missing)
         if len(table.values) != len(scores.score):
             raise InputError(f"{data_path}: has {len(table.values)} rows but {scores.source} has "
                              f"{len(scores.score)}")

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from mscred.config import MISSING_POLICIES
+
 
 def intervals(flags) -> list[tuple[int, int]]:
     """Runs of consecutive 1s in a 0/1 sequence as (start, end) positions, end exclusive."""
@@ -18,7 +20,9 @@ def intervals(flags) -> list[tuple[int, int]]:
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="SCORES.csv to write.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-def detect(model_dir, data, out, device) -> None:
+@click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
+              help="Missing (NaN) sensor values in DATA: 'error' or 'interpolate' [the model's setting, from train].")
+def detect(model_dir, data, out, device, missing) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
@@ -28,8 +32,11 @@ def detect(model_dir, data, out, device) -> None:
     from mscred.data.io import load_table
     from mscred.detector import MSCRED
 
+    from mscred.cli.train import report_filled
+
     model = MSCRED.load(model_dir, device=device)
-    table = load_table(data)
+    table = load_table(data, missing=missing or model.config.train.missing)
+    report_filled(table)
     frame = model.detect(table)
     with atomic_path(out) as tmp:
         frame.to_csv(tmp, index=False)

@@ -5,7 +5,7 @@ import json
 
 import click
 
-from mscred.config import ScoreConfig
+from mscred.config import MISSING_POLICIES, ScoreConfig
 
 _DEFAULTS = ScoreConfig()
 
@@ -68,13 +68,15 @@ def _threshold_predictions(method: str, scores, val_scores_path, cfg: ScoreConfi
 @click.option("--vus-window", type=click.IntRange(min=1), default=100, show_default=True,
               help="VUS sliding window L (buffers 0..2L, as TSB-AD).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random baseline.")
+@click.option("--missing", type=click.Choice(MISSING_POLICIES), default="error", show_default=True,
+              help="Missing (NaN) sensor values in the data tables (--labels, --data): as given to detect.")
 def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,
-             beta, percentile, pot_risk, pot_level, vus_window, seed) -> None:
+             beta, percentile, pot_risk, pot_level, vus_window, seed, missing) -> None:
     """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline."""
     from mscred.evaluation import compute_metrics, read_ground_truth, read_scores
 
     scores = read_scores(scores_path)
-    truth = read_ground_truth(labels_path, scores, anomalies)
+    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing)
     pred, thr = None, None
     if threshold != "detector":
         cfg = ScoreConfig(beta=beta, percentile=percentile, pot_risk=pot_risk, pot_level=pot_level)
@@ -86,7 +88,8 @@ def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir
     if report_dir is not None:  # after the threshold fields: the report shows the threshold in use
         from mscred.report import build_report
 
-        build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path)
+        build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path,
+                     missing=missing)
     if as_json:
         click.echo(json.dumps(result))
         return

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mscred.config import MISSING_POLICIES
 from mscred.detect import SCORE_METHODS
 from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
 
@@ -33,6 +34,15 @@ def score_overrides(theta: str | None, method: str | None) -> dict:
     if method is not None:
         out["method"] = method
     return out
+
+
+def report_filled(table) -> None:
+    """One line on stderr naming what ``missing="interpolate"`` filled (nothing when nothing was missing)."""
+    if table.filled:
+        counts = sorted(table.filled.items(), key=lambda kv: -kv[1])
+        shown = ", ".join(f"{name} {n}" for name, n in counts[:5]) + (", ..." if len(counts) > 5 else "")
+        click.echo(f"{table.source}: interpolated {sum(table.filled.values())} missing value(s) in "
+                   f"{len(counts)} sensor(s): {shown}", err=True)
 
 
 def checkpoint_dir_for(out: Path) -> Path:
@@ -123,18 +133,23 @@ def _match_checkpoint_sensors(ckpt: Path, table, resume: bool) -> None:
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Model directory to write.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint of an interrupted run.")
 @training_options
+@click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
+              help="Missing (NaN) sensor values in DATA: 'error' (exit 2 naming the cell) or 'interpolate' (linearly "
+                   "between the neighbouring rows; the counts are reported); kept in the model for detect "
+                   "[config: error].")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes for DistributedDataParallel training, one GPU each on CUDA; --batch-size is then the "
                    "global batch. Under torchrun, torchrun's --nproc-per-node decides.")
 def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_backend, bf16, cuda_graphs, theta,
-          method, threshold, quiet, nproc) -> None:
+          method, threshold, missing, quiet, nproc) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR."""
     from mscred.data.io import load_table
     from mscred.detector import MSCRED
 
     overrides = {"epochs": epochs, "batch_size": batch_size, "device": device, "seed": seed, "backend": backend,
-                 "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "threshold": threshold}
+                 "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "threshold": threshold,
+                 "missing": missing}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     overrides.update(score_overrides(theta, method))
     if quiet:
@@ -142,7 +157,8 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     from mscred.launch import under_torchrun
     from mscred.train_checkpoint import CHECKPOINT_NAME
 
-    table = load_table(data)
+    table = load_table(data, missing=overrides.get("missing", "error"))
+    report_filled(table)
     out = Path(out)
     ckpt = checkpoint_dir_for(out)
     created = _first_missing(ckpt)   # what the sensors record creates: the folder, and any missing parents

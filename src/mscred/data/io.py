@@ -17,6 +17,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from mscred.config import MISSING_POLICIES
 from mscred.errors import InputError
 
 __all__ = ["Table", "load_table", "table_from_frame", "Normalizer", "TIMESTAMP", "LABEL"]
@@ -28,6 +29,7 @@ _PARQUET = {".parquet", ".pq"}
 _NPY = {".npy"}
 # Compressed text tables that pandas decompresses itself: ``data.csv.gz`` reads as ``data.csv``.
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
+
 
 
 @dataclass
@@ -46,6 +48,8 @@ class Table:
         The ``label`` column (0 normal, 1 anomalous), when present.
     source : str
         Where the table came from (a path, or ``<DataFrame>``), for messages.
+    filled : dict of str to int
+        Missing values filled per sensor (``missing="interpolate"``; empty otherwise).
     """
 
     values: np.ndarray
@@ -53,6 +57,7 @@ class Table:
     index: pd.Index
     labels: Optional[np.ndarray] = None
     source: str = field(default="<DataFrame>")
+    filled: dict[str, int] = field(default_factory=dict)
 
     def frame(self, with_label: bool = True) -> pd.DataFrame:
         """The table as a DataFrame (sensor columns, plus ``label`` when present), indexed by ``index``."""
@@ -62,7 +67,7 @@ class Table:
         return df
 
 
-def load_table(path: str | os.PathLike) -> Table:
+def load_table(path: str | os.PathLike, missing: str = "error") -> Table:
     """Read a CSV, Parquet or .npy file and validate it.
 
     Parameters
@@ -73,6 +78,9 @@ def load_table(path: str | os.PathLike) -> Table:
         ``.parquet``/``.pq``, or ``.npy`` (a 2-D numeric
         array (T, n) whose columns become ``sensor_0 ..``, a 1-D array (T,) as one sensor, or a structured array
         whose field names are the columns).
+    missing : {"error", "interpolate"}
+        What a missing sensor value gets (``MISSING_POLICIES``): an InputError at its cell, or linear
+        interpolation between its sensor's neighbouring rows (``Table.filled`` counts them).
 
     Returns
     -------
@@ -81,10 +89,11 @@ def load_table(path: str | os.PathLike) -> Table:
     Raises
     ------
     InputError
-        Missing file, unknown format, unreadable or empty table, no sensor column, a non-numeric value, a NaN or
-        infinite value, or a bad label; the message names the file, and the column and row where it applies.
+        Missing file, unknown format, unreadable or empty table, no sensor column, a non-numeric value, a NaN (with
+        ``missing="error"``; a sensor with no value at all otherwise) or infinite value, or a bad label; the message
+        names the file, and the column and row where it applies.
     """
-    return table_from_frame(read_frame(path), source=str(Path(path)))
+    return table_from_frame(read_frame(path), source=str(Path(path)), missing=missing)
 
 
 def read_frame(path: str | os.PathLike, *, npy: bool = True, **csv_options: Any) -> pd.DataFrame:
@@ -111,13 +120,15 @@ def read_frame(path: str | os.PathLike, *, npy: bool = True, **csv_options: Any)
     raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; expected {kinds}")
 
 
-def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>") -> Table:
+def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str = "error") -> Table:
     """Validate a DataFrame as :func:`load_table` does (the estimator's entry point for DataFrames).
 
     A ``timestamp`` column becomes the index (otherwise the frame's own index is kept when it is not a plain
-    RangeIndex); a ``label`` column becomes ``labels``; every other column must be numeric and finite.
-    Rows are reported 1-based in frame order.
+    RangeIndex); a ``label`` column becomes ``labels``; every other column must be numeric and finite, missing
+    values aside with ``missing="interpolate"`` (see :func:`load_table`). Rows are reported 1-based in frame order.
     """
+    if missing not in MISSING_POLICIES:
+        raise InputError(f"missing={missing!r}: choose one of {', '.join(MISSING_POLICIES)}")
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"{source}: expected a table (DataFrame), got {type(df).__name__}")
     if df.shape[0] == 0:
@@ -153,8 +164,26 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>") -> Table:
         raise InputError(f"{source}: no sensor columns (only '{TIMESTAMP}'/'{LABEL}')")
     values = np.empty((len(df), len(sensors)), dtype=np.float64)
     for j, col in enumerate(sensors):
-        values[:, j] = _numeric_column(df[col], col, source)
-    return Table(values=values, sensors=sensors, index=index, labels=labels, source=source)
+        values[:, j] = _numeric_column(df[col], col, source, allow_missing=missing != "error")
+    filled = _interpolate_missing(values, sensors, source) if missing == "interpolate" else {}
+    return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, filled=filled)
+
+
+def _interpolate_missing(values: np.ndarray, sensors: list[str], source: str) -> dict[str, int]:
+    """Fill the NaNs of each column in place, linearly in the row number (the model's windows count rows, not
+    time), holding the first / last present value at the ends; the count filled per sensor."""
+    filled = {}
+    rows = np.arange(len(values))
+    for j, name in enumerate(sensors):
+        gaps = np.isnan(values[:, j])
+        if not gaps.any():
+            continue
+        if gaps.all():
+            raise InputError(f"{source}: column '{name}': every value is missing; nothing to interpolate from")
+        present = ~gaps
+        values[gaps, j] = np.interp(rows[gaps], rows[present], values[present, j])
+        filled[name] = int(gaps.sum())
+    return filled
 
 
 def _check_time_order(index: pd.Index, source: str) -> None:
@@ -213,8 +242,9 @@ def short_repr(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _numeric_column(series: pd.Series, col: str, source: str) -> np.ndarray:
-    """A column as finite float64, or InputError at its first bad value (1-based row)."""
+def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: bool = False) -> np.ndarray:
+    """A column as finite float64 (NaN where missing, with ``allow_missing``), or InputError at its first bad value
+    (1-based row)."""
     if pd.api.types.is_complex_dtype(series.dtype):
         raise InputError(f"{source}: column '{col}': complex numbers ({series.dtype}); expected real numbers")
     if pd.api.types.is_datetime64_any_dtype(series.dtype) or pd.api.types.is_timedelta64_dtype(series.dtype):
@@ -237,15 +267,18 @@ def _numeric_column(series: pd.Series, col: str, source: str) -> np.ndarray:
                 hint = " (a decimal comma? save the file with '.' as the decimal separator)"
             raise InputError(f"{source}: column '{col}' row {row + 1}: value {short_repr(series.iloc[row])} is not a "
                              f"number{hint}")
-    bad = ~np.isfinite(numbers)
+    bad = np.isinf(numbers) if allow_missing else ~np.isfinite(numbers)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        what = "missing value (NaN)" if np.isnan(numbers[row]) else f"value {numbers[row]} is not finite"
+        what = ("missing value (NaN; --missing interpolate fills gaps)" if np.isnan(numbers[row])
+                else f"value {numbers[row]} is not finite")
         raise InputError(f"{source}: column '{col}' row {row + 1}: {what}")
+    if np.isnan(numbers).all():
+        return numbers  # all missing: the caller says so
     with np.errstate(over="ignore"):
-        span = numbers.max() - numbers.min()
+        span = np.nanmax(numbers) - np.nanmin(numbers)
     if not np.isfinite(span):   # min-max scaling would divide by inf and turn the whole column into NaN
-        lo, hi = int(numbers.argmin()), int(numbers.argmax())
+        lo, hi = int(np.nanargmin(numbers)), int(np.nanargmax(numbers))
         raise InputError(f"{source}: column '{col}': values from {numbers[lo]:g} (row {lo + 1}) to {numbers[hi]:g} "
                          f"(row {hi + 1}) span more than a float64 holds")
     return numbers
