@@ -118,6 +118,19 @@ def test_env_lists_backends(capsys):
     assert info["cpu_bf16_native"] == bf16_native(torch.device("cpu"))  # whether --bf16 applies on the CPU
 
 
+def test_env_names_the_mscred_variables_set(capsys, monkeypatch):
+    # a forced kernel (MSCRED_CONV2_KERNEL) changes what runs: a bug report from `mscred env` must show it
+    for name in [k for k in os.environ if k.startswith("MSCRED_")]:
+        monkeypatch.delenv(name)
+    code, out, _ = _run(capsys, "env")
+    assert code == 0 and "environment:" not in out
+    monkeypatch.setenv("MSCRED_CONV2_KERNEL", "generic")
+    code, out, _ = _run(capsys, "env", "--json")
+    assert code == 0 and json.loads(out)["environment"] == {"MSCRED_CONV2_KERNEL": "generic"}
+    code, out, _ = _run(capsys, "env")
+    assert "environment: MSCRED_CONV2_KERNEL=generic" in out
+
+
 # ------------------------------------------------------------------------------------------------- bad input
 @pytest.fixture()
 def bad_files(tmp_path) -> dict[str, Path]:

@@ -38,6 +38,9 @@ def collect() -> dict:
         "torch_cuda": torch.version.cuda,
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "backends": backend_status(),
+        # The MSCRED_* variables set here (MSCRED_CONV1_KERNEL / MSCRED_CONV2_KERNEL force kernels, MSCRED_DEBUG
+        # shows tracebacks, ...): a bug report should say which were on.
+        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MSCRED_")},
     }
     device = "cuda" if info["cuda_available"] else "cpu"
     # What `mscred train` uses here by default (--backend auto, CUDA graphs on a CUDA device).
@@ -67,6 +70,8 @@ def env(as_json: bool) -> None:
     for op, backends in info["backends"].items():
         for backend, state in backends.items():
             click.echo(f"  {op:<20} {backend:<15} {state}")
+    if info["environment"]:
+        click.echo("environment: " + ", ".join(f"{k}={v}" for k, v in info["environment"].items()))
     d = info["defaults"]
     click.echo(f"mscred train by default: device {d['device']}, backend {d['backend']}, "
                f"CUDA graphs {'on' if d['cuda_graphs'] else 'off'}")
