@@ -656,7 +656,8 @@ def test_missing_values_interpolated_through_train_detect_and_evaluate(tmp_path,
     code, _, err = _run(capsys, "detect", model, labelled, "--out", scores, "--device", "cpu")
     assert code == 0, err
     assert "interpolated 1 missing value(s) in 1 sensor(s): s0 1" in err
-    assert len(pd.read_csv(scores)) == ROWS
+    written = pd.read_csv(scores)
+    assert len(written) == ROWS and written["filled"].tolist() == [0] * 50 + [1] + [0] * (ROWS - 51)
     _bad(capsys, "detect", model, labelled, "--out", tmp_path / "s2.csv", "--device", "cpu", "--missing", "error",
          names=("test.csv", "column 's0' row 51"))
     _bad(capsys, "evaluate", scores, "--labels", labelled, names=("test.csv", "column 's0' row 51"))

@@ -231,12 +231,14 @@ def test_missing_values_interpolated_linearly_in_rows_and_held_at_the_ends(tmp_p
     table = load_table(tmp_path / "d.csv", missing="interpolate")
     np.testing.assert_array_equal(table.values, [[1, 2, 1], [1, 4, 2], [2, 6, 3], [3, 8, 3]])
     assert table.filled == {"a": 1, "b": 2, "c": 1}
+    np.testing.assert_array_equal(table.gaps, [[1, 0, 0], [0, 1, 0], [0, 1, 0], [0, 0, 1]])
     assert load_table(tmp_path / "d.csv", missing="interpolate").values.dtype == np.float64
 
 
 def test_interpolation_leaves_complete_tables_alone_and_refuses_what_it_cannot_fill(tmp_path):
     (tmp_path / "ok.csv").write_text("a,b\n1,2\n3,4\n")
-    assert load_table(tmp_path / "ok.csv", missing="interpolate").filled == {}
+    complete = load_table(tmp_path / "ok.csv", missing="interpolate")
+    assert complete.filled == {} and complete.gaps is None
     (tmp_path / "empty_col.csv").write_text("a,b\n1,\n3,\n")
     with pytest.raises(InputError, match="column 'b': every value is missing"):
         load_table(tmp_path / "empty_col.csv", missing="interpolate")

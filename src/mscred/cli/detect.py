@@ -26,7 +26,8 @@ def detect(model_dir, data, out, device, missing) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
-    normal), scales (window lengths that flag the row: 10 alone for a short anomaly, all for a long one).
+    normal), scales (window lengths that flag the row: 10 alone for a short anomaly, all for a long one); with
+    --missing interpolate and gaps in DATA, filled (how many of the row's sensor values were interpolated).
     """
     from mscred.atomic import atomic_path
     from mscred.data.io import load_table
@@ -38,6 +39,8 @@ def detect(model_dir, data, out, device, missing) -> None:
     table = load_table(data, missing=missing or model.config.train.missing)
     report_filled(table)
     frame = model.detect(table)
+    if table.gaps is not None:  # scores resting on interpolated values are marked as such
+        frame["filled"] = table.gaps.sum(axis=1)
     with atomic_path(out) as tmp:
         frame.to_csv(tmp, index=False)
     found = intervals(frame["is_anomaly"].to_numpy())

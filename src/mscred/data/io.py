@@ -50,6 +50,8 @@ class Table:
         Where the table came from (a path, or ``<DataFrame>``), for messages.
     filled : dict of str to int
         Missing values filled per sensor (``missing="interpolate"``; empty otherwise).
+    gaps : np.ndarray of bool, shape (T, n), or None
+        Where values were filled (None when none was).
     """
 
     values: np.ndarray
@@ -58,6 +60,7 @@ class Table:
     labels: Optional[np.ndarray] = None
     source: str = field(default="<DataFrame>")
     filled: dict[str, int] = field(default_factory=dict)
+    gaps: Optional[np.ndarray] = None
 
     def frame(self, with_label: bool = True) -> pd.DataFrame:
         """The table as a DataFrame (sensor columns, plus ``label`` when present), indexed by ``index``."""
@@ -165,8 +168,10 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     values = np.empty((len(df), len(sensors)), dtype=np.float64)
     for j, col in enumerate(sensors):
         values[:, j] = _numeric_column(df[col], col, source, allow_missing=missing != "error")
-    filled = _interpolate_missing(values, sensors, source) if missing == "interpolate" else {}
-    return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, filled=filled)
+    gaps = np.isnan(values) if missing == "interpolate" else None
+    filled = _interpolate_missing(values, sensors, source) if gaps is not None and gaps.any() else {}
+    return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, filled=filled,
+                 gaps=gaps if filled else None)
 
 
 def _interpolate_missing(values: np.ndarray, sensors: list[str], source: str) -> dict[str, int]:
