@@ -30,10 +30,9 @@ def detect(model_dir, data, out, device, missing) -> None:
     --missing interpolate and gaps in DATA, filled (how many of the row's sensor values were interpolated).
     """
     from mscred.atomic import atomic_path
+    from mscred.cli.train import report_filled
     from mscred.data.io import load_table
     from mscred.detector import MSCRED
-
-    from mscred.cli.train import report_filled
 
     model = MSCRED.load(model_dir, device=device)
     table = load_table(data, missing=missing or model.config.train.missing)

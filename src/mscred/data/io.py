@@ -31,7 +31,6 @@ _NPY = {".npy"}
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
 
 
-
 @dataclass
 class Table:
     """A validated multivariate series.
