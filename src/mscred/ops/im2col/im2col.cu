@@ -29,8 +29,9 @@
 //                                        same idea in two 16-channel stages, weights resident, producer and
 //                                        consumer warps (halo_s2.cuh; where it pays, halo2_pays;
 //                                        MSCRED_CONV2_KERNEL overrides).
-// (Kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh, and a
-// direct FP32 conv1 kernel, results/conv1_direct/.)
+// (Other kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh, a
+// direct FP32 conv1 kernel, results/conv1_direct/, and the conv2 kernel's earlier forms, docs/kernel-experiments.md;
+// the next conv2 candidate, not yet measured, is benchmarks/conv2_pingpong.cuh.)
 #include "im2col.h"
 
 #include <algorithm>
