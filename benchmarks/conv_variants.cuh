@@ -1,7 +1,7 @@
 // Shape-specific forward kernels for conv1 and conv2 of the encoder that were measured and NOT adopted (the product
 // has had its own halo kernels for those layers since, halo.cuh and halo_s2.cuh): the standalone harness includes
-// this file after im2col.cu, whose helpers it uses, to keep them measurable. results/conv_probe.md has their numbers and what the
-// profiler said:
+// this file after im2col.cu, whose helpers it uses, to keep them measurable. results/conv_probe.md has their
+// numbers and what the profiler said:
 //   * conv_rows (conv1): 2.5x fewer warp instructions than the product's kernel, yet 0.122 ms against 0.048 ms with
 //     its direct 8-byte stores from the accumulators (8 output rows x 32 bytes straddling sectors per store; the
 //     memory-instruction queue full, 42 cycles per issued instruction), 0.068 ms with the stores staged through
