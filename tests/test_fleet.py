@@ -109,3 +109,18 @@ def test_a_failing_entity_gets_an_error_row(tmp_path):
     summary = run_fleet(str(fleet), tmp_path / "out", TINY, nproc=1)
     assert summary["status"][0].startswith("error: ") and "too few to train" in summary["status"][0]
     assert json.loads((tmp_path / "out" / "rows" / "short.json").read_text())["status"] == summary["status"][0]
+
+
+def test_missing_values_in_a_fleet(tmp_path):
+    # an entity folder (train.csv / test.csv with labels) whose tables have gaps: an error row by default, trained
+    # and evaluated with missing="interpolate", as `mscred fleet --missing interpolate` passes it
+    _write_entities(tmp_path / "fleet", count=1)
+    folder = tmp_path / "fleet" / "ent0"
+    for name in ("train.csv", "test.csv"):
+        frame = pd.read_csv(folder / name)
+        frame.loc[100:104, frame.columns[-2]] = np.nan
+        frame.to_csv(folder / name, index=False)
+    summary = run_fleet(str(tmp_path / "fleet"), tmp_path / "a", TINY, nproc=1)
+    assert summary["status"][0].startswith("error: ") and "missing value" in summary["status"][0]
+    summary = run_fleet(str(tmp_path / "fleet"), tmp_path / "b", {**TINY, "missing": "interpolate"}, nproc=1)
+    assert summary["status"][0] == "ok" and summary["events_total"][0] >= 1

@@ -137,18 +137,18 @@ def safe_name(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- one entity
-def _load(entity: Entity) -> tuple[Any, Optional[pd.DataFrame]]:
-    """(training data, labelled test frame or None)."""
+def _load(entity: Entity, missing: str = "error") -> tuple[Any, Optional[pd.DataFrame]]:
+    """(training data, labelled test frame or None); ``missing`` as ``load_table``'s."""
     from mscred.data.datasets import load_dataset
     from mscred.data.io import load_table
 
     if entity.kind == "dataset":
-        ds = load_dataset(entity.spec, entity.root)
+        ds = load_dataset(entity.spec, entity.root, missing=missing)
         return ds.train, ds.test
-    table = load_table(entity.spec)
+    table = load_table(entity.spec, missing=missing)
     if table.labels is None:
         return table, None
-    ds = load_dataset("table", entity.spec)
+    ds = load_dataset("table", entity.spec, missing=missing)
     return ds.train, ds.test
 
 
@@ -173,7 +173,7 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
     row.update(entity=entity.name, rank=rank)
     start = time.perf_counter()
     try:
-        train, test = _load(entity)
+        train, test = _load(entity, overrides.get("missing", "error"))
         model = MSCRED(**overrides)
         model.fit(train)
         model.save(out / "models" / safe_name(entity.name))

@@ -65,6 +65,10 @@ _TRAINING_OPTIONS = [
     click.option("--cuda-graphs/--no-cuda-graphs", default=None,
                  help="Capture whole steps (and scoring batches) in CUDA graphs [config: training steps on a CUDA "
                       "device]."),
+    click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
+                 help="Missing (NaN) sensor values in the data: 'error' (exit 2 naming the cell) or 'interpolate' "
+                      "(linearly between the neighbouring rows; the counts are reported); kept in the model for "
+                      "detect [config: error]."),
     click.option("--theta", type=str, default=None,
                  help="Residual threshold of the count score: a number (the paper: 0.005) or 'auto' (a quantile of "
                       "the validation residuals); implies --score count unless --score says otherwise."),
@@ -133,10 +137,6 @@ def _match_checkpoint_sensors(ckpt: Path, table, resume: bool) -> None:
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Model directory to write.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint of an interrupted run.")
 @training_options
-@click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
-              help="Missing (NaN) sensor values in DATA: 'error' (exit 2 naming the cell) or 'interpolate' (linearly "
-                   "between the neighbouring rows; the counts are reported); kept in the model for detect "
-                   "[config: error].")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes for DistributedDataParallel training, one GPU each on CUDA; --batch-size is then the "

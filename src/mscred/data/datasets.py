@@ -99,7 +99,7 @@ class LabeledDataset:
         return out_dir
 
 
-def load_dataset(name: str, root: str | os.PathLike | None = None) -> LabeledDataset:
+def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str = "error") -> LabeledDataset:
     """Load a dataset by name (see the module docstring for names and layouts).
 
     Parameters
@@ -111,6 +111,9 @@ def load_dataset(name: str, root: str | os.PathLike | None = None) -> LabeledDat
     root : path, optional
         The dataset's folder (or file, for ``table``); not needed for ``synthetic``, ``daphnet`` and ``tep`` (read
         from the installed aeon/bibmon wheels).
+    missing : {"error", "interpolate"}
+        What a missing sensor value of a ``table`` dataset gets (``mscred.data.io.load_table``); the others have
+        none.
 
     Returns
     -------
@@ -143,7 +146,7 @@ def load_dataset(name: str, root: str | os.PathLike | None = None) -> LabeledDat
         return _load_smd(root, item)
     if kind in ("smap", "msl"):
         return _load_telemanom(root, kind, item)
-    return _load_table_dataset(root)
+    return _load_table_dataset(root, missing)
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
@@ -366,12 +369,12 @@ def _table_frame(table, with_label: bool) -> pd.DataFrame:
     return df
 
 
-def _load_table_dataset(root: Path) -> LabeledDataset:
+def _load_table_dataset(root: Path, missing: str = "error") -> LabeledDataset:
     if root.is_dir():
         train_path, test_path = _find_part(root, "train"), _find_part(root, "test")
         if train_path is None or test_path is None:
             raise InputError(f"{root}: expected train.csv and test.csv (or .parquet/.npy) with a 'label' column in test")
-        train, test = load_table(train_path), load_table(test_path)
+        train, test = load_table(train_path, missing=missing), load_table(test_path, missing=missing)
         if test.labels is None:
             raise InputError(f"{test_path}: no '{LABEL}' column")
         if train.sensors != test.sensors:
@@ -386,7 +389,7 @@ def _load_table_dataset(root: Path) -> LabeledDataset:
         return LabeledDataset(
             f"table:{root.name}", _table_frame(train, False), _table_frame(test, True), anomalies, f"tables in {root}"
         )
-    table = load_table(root)
+    table = load_table(root, missing=missing)
     if table.labels is None:
         raise InputError(f"{root}: no '{LABEL}' column")
     cut = int(len(table.values) * TABLE_TRAIN_FRACTION)
