@@ -661,6 +661,9 @@ def test_missing_values_interpolated_through_train_detect_and_evaluate(tmp_path,
     _bad(capsys, "detect", model, labelled, "--out", tmp_path / "s2.csv", "--device", "cpu", "--missing", "error",
          names=("test.csv", "column 's0' row 51"))
     _bad(capsys, "evaluate", scores, "--labels", labelled, names=("test.csv", "column 's0' row 51"))
-    code, out, err = _run(capsys, "evaluate", scores, "--labels", labelled, "--missing", "interpolate", "--json")
+    code, out, err = _run(capsys, "evaluate", scores, "--labels", labelled, "--missing", "interpolate", "--json",
+                          "--report", tmp_path / "report")
     assert code == 0, err
     assert json.loads(out)["n_rows"] == ROWS
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "1 sensor values were missing and interpolated (--missing interpolate), in 1 sensor(s)" in page

@@ -59,6 +59,7 @@ class GroundTruth:
     values: Optional[np.ndarray] = None  # float64 (T, n) sensor values, when the labels came with the data
     sensors: list[str] = field(default_factory=list)
     source: str = ""
+    gaps: Optional[np.ndarray] = None  # bool (T, n): values interpolated by missing="interpolate", if any
 
 
 def read_frame(path: str | os.PathLike) -> pd.DataFrame:
@@ -175,10 +176,10 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     if "label" not in df.columns:
         raise InputError(f"{source}: no 'label' column and no start/end columns: cannot read ground truth")
     sensors = [c for c in df.columns if c not in ("timestamp", "label")]
-    values = None
+    values = gaps = None
     if sensors:  # a data table: validate it as training/detection would, and keep the values for the report
         table = table_from_frame(df, source=source, missing=missing)
-        labels, values = table.labels.astype(np.int8), table.values
+        labels, values, gaps = table.labels.astype(np.int8), table.values, table.gaps
     else:
         labels = _zero_one(df, "label", source)
     index = df["timestamp"].to_numpy() if "timestamp" in df.columns else None
@@ -191,7 +192,7 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
             events, causes = a_events, a_causes
     elif anomalies is not None:
         raise InputError(f"{anomalies}: file not found")
-    return GroundTruth(labels, events, causes, values=values, sensors=sensors, source=source)
+    return GroundTruth(labels, events, causes, values=values, sensors=sensors, source=source, gaps=gaps)
 
 
 def event_causes(scores: Scores, events: np.ndarray, pred: Optional[np.ndarray] = None) -> list[list[str]]:

@@ -106,20 +106,31 @@ def top_sensors(scores: Scores, truth: GroundTruth, pred: np.ndarray, sensors: l
     return ranked[:k]
 
 
-def series_figure(scores, truth, pred, values, sensors, chosen) -> str:
+def _mark_gaps(ax, x, values, gaps, j, lo: int = 0, hi: Optional[int] = None) -> None:
+    """Interpolated values (``--missing interpolate``) of sensor column ``j`` as dots over its line."""
+    if gaps is None:
+        return
+    where = np.flatnonzero(gaps[lo:hi, j]) + lo
+    if len(where):
+        ax.plot(x[where], values[where, j], ls="none", marker=".", ms=3, color="#e76f51", label="interpolated")
+
+
+def series_figure(scores, truth, pred, values, sensors, chosen, gaps=None) -> str:
     import matplotlib.pyplot as plt
 
     x = _x_axis(scores)
     fig, axes = plt.subplots(len(chosen), 1, figsize=(12, 1.6 * len(chosen) + 0.4), sharex=True, squeeze=False)
     for ax, name in zip(axes[:, 0], chosen):
         ax.plot(x, values[:, sensors.index(name)], lw=0.6, color="#1d3557")
+        _mark_gaps(ax, x, values, gaps, sensors.index(name))
         _mark(ax, truth, pred, x)
         ax.set_ylabel(name, rotation=0, ha="right", fontsize=9)
     axes[0, 0].legend(loc="upper left", fontsize=8, ncol=2)
     return _png(fig)
 
 
-def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150, max_events: int = 4) -> str:
+def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150, max_events: int = 4,
+                gaps=None) -> str:
     """The top sensors around each of the first events (true ones, else detected intervals), +- ``margin`` rows."""
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
@@ -133,6 +144,7 @@ def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150,
         for row, name in enumerate(chosen):
             ax = axes[row, col]
             ax.plot(x[lo:hi], values[lo:hi, sensors.index(name)], lw=0.8, color="#1d3557")
+            _mark_gaps(ax, x, values, gaps, sensors.index(name), lo, hi)
             ax.set_xlim(x[lo], x[hi - 1])
             _mark(ax, truth, pred, x)
             ax.tick_params(labelsize=7)
@@ -281,7 +293,7 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
     matplotlib.use("Agg")  # files only, no display
     pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
 
-    values, sensors = truth.values, truth.sensors
+    values, sensors, gaps = truth.values, truth.sensors, truth.gaps
     if data_path is not None:
         from mscred.data.io import load_table
 
@@ -289,7 +301,7 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
         if len(table.values) != len(scores.score):
             raise InputError(f"{data_path}: has {len(table.values)} rows but {scores.source} has "
                              f"{len(scores.score)}")
-        values, sensors = table.values, table.sensors
+        values, sensors, gaps = table.values, table.sensors, table.gaps
     model, model_note = None, "pass --model MODEL_DIR (and the scored data) to see them"
     if model_dir is not None:
         from mscred.detector import MSCRED
@@ -310,9 +322,13 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
     parts.append('<h2 id="sec-series">Top sensors</h2>')
     if values is not None and sensors:
         chosen = top_sensors(scores, truth, pred, sensors, n_sensors)
-        parts.append(_img(series_figure(scores, truth, pred, values, sensors, chosen), "series"))
+        if gaps is not None:
+            parts.append(f"<p class='meta'>{int(gaps.sum())} sensor values were missing and interpolated "
+                         f"(--missing interpolate), in {int(gaps.any(axis=0).sum())} sensor(s); they are drawn as "
+                         f"dots.</p>")
+        parts.append(_img(series_figure(scores, truth, pred, values, sensors, chosen, gaps), "series"))
         if len(truth.events) or pred.any():
-            parts.append(_img(zoom_figure(scores, truth, pred, values, sensors, chosen), "series zoomed"))
+            parts.append(_img(zoom_figure(scores, truth, pred, values, sensors, chosen, gaps=gaps), "series zoomed"))
     else:
         parts.append(_missing("Sensor series not available: the labels file has no sensor columns; pass --data."))
 
