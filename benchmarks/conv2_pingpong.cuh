@@ -17,6 +17,8 @@
 // bytes of spills: three of the epilogue's per-thread indices, hoisted out of the tile loop by the compiler and
 // reloaded once per tile, outside the K loop.
 // Expected, if the overlap is good: about the producers' bound, ~0.045-0.05 ms (0.47-0.52 of the copy bandwidth).
+// Its buffer hand-over between the producers and two consumer groups was simulated on the CPU (random interleavings,
+// 1-11 tiles per block: no deadlock, every stage read from its own buffer): benchmarks/conv2_pingpong_protocol.py.
 // Everything else (tiles, pair-plane layout, K order, mbarriers, per-warp runs) is the product kernel's; the
 // staging layout is the one tests/test_halo_s2_layout.py replays.
 #pragma once
