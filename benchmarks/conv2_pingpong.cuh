@@ -55,12 +55,7 @@ __global__ void __launch_bounds__(kPPThreads, 1)
     mbar_init(&empty_bar[tid], kPPGroupWarps * 32);
   }
   if (tid < kH2O) bias_s[tid] = bias != nullptr ? scale * __ldg(bias + tid) : 0.f;
-  for (int r = tid; r < kH2K; r += kPPThreads) {  // the weights, as the product kernel
-    const int c = r / 9, tap = r - c * 9, cl = c % 16;
-    const int k = tap * 32 + (c / 16) * 16 + ((cl >> 2) & 1) * 8 + (cl & 1) + 2 * ((cl >> 3) & 1) + 4 * ((cl >> 1) & 1);
-#pragma unroll 16
-    for (int o = 0; o < kH2O; ++o) ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + o * kH2K + r));
-  }
+  h2_stage_weights<kPPThreads>(ws, w, scale, tid);
   __syncthreads();
 
   if (warp >= kPPConsumers / 32) {
@@ -68,40 +63,21 @@ __global__ void __launch_bounds__(kPPThreads, 1)
     const int pw = warp - kPPConsumers / 32;
     const bool lane_in = lane < SW;
     const bool lane_ok = lane_in && (unsigned)(lane - s.pad_left) < (unsigned)W;
-    const int plane = H * W;
     using Stage = float[2][2][kH2MaxNR];  // [pair plane][channel of the pair][staged row]
     auto load = [&](Stage& v, int q) {
-      const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
-      const int top = 2 * r0 - s.pad_top;
-      const int lo = top < 0 ? -top : 0, hi = H - top < geo.NR ? H - top : geo.NR;
-      const uint32_t rows_in = lane_ok && hi > lo ? (((1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0u;
 #pragma unroll
       for (int pp2 = 0; pp2 < 2; ++pp2) {
-        const int pp = 2 * pw + pp2, c0 = (pp & 1) + 4 * (pp >> 1);
-        const float* src = x + ((int64_t)n * kH2C + (q & 1) * kH2StageC + c0) * plane + (int64_t)top * W +
-                           (lane - s.pad_left);
-#pragma unroll
-        for (int pc = 0; pc < 2; ++pc) {
-          const float* p = src + 2 * pc * (int64_t)plane;
-#pragma unroll
-          for (int sr = 0; sr < kH2MaxNR; ++sr, p += W) {
-            v[pp2][pc][sr] = 0.f;
-            if (rows_in & (1u << sr)) v[pp2][pc][sr] = __ldg(p);
-          }
-        }
+        const int pp = 2 * pw + pp2;
+        h2_load_pair(v[pp2], h2_stage_source(x, s, geo, q, (pp & 1) + 4 * (pp >> 1), lane, lane_ok), H * W, W);
       }
     };
     auto store = [&](const Stage& v, int q) {
       if (q >= kH2Buffers) mbar_wait(&empty_bar[q % kH2Buffers], (q / kH2Buffers - 1) & 1);
       if (lane_in) {
 #pragma unroll
-        for (int pp2 = 0; pp2 < 2; ++pp2) {
-          unsigned dst = smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf + h2_pair_plane(2 * pw + pp2) + 2 * lane);
-#pragma unroll
-          for (int sr = 0; sr < kH2MaxNR; ++sr, dst += 8 * SW)
-            asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(dst), "r"(to_tf32(v[pp2][0][sr])),
-                         "r"(to_tf32(v[pp2][1][sr])));
-        }
+        for (int pp2 = 0; pp2 < 2; ++pp2)
+          h2_store_pair(smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf + h2_pair_plane(2 * pw + pp2) + 2 * lane),
+                        v[pp2], SW);
       }
       mbar_arrive(&full_bar[q % kH2Buffers]);
     };

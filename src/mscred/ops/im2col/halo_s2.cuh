@@ -127,6 +127,67 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
 #undef MSCRED_MBAR_WAIT
 }
 
+// ---- Pieces of the kernel below that benchmarks/conv2_pingpong.cuh (the next candidate) uses too.
+
+// The weights in the kernel's K order: k = tap * 32 + stage * 16 + s * 8 + t + 4h holds channel
+// stage * 16 + h2_slot_channel(t, h, s) of tap (i, j) = (tap / 3, tap % 3), times `scale`, as TF32. Each thread takes
+// a whole column of w seen as 64 x 288 (coalesced across threads, 16 loads in flight, one index computation per
+// column): read one at a time in the kernel's order they were 10% of a first version's stall samples
+// (results/conv2_halo/). The caller's barrier publishes them.
+template <int NTHREADS>
+__device__ __forceinline__ void h2_stage_weights(uint32_t* ws, const float* __restrict__ w, float scale, int tid) {
+  for (int r = tid; r < kH2K; r += NTHREADS) {
+    // inverse of h2_slot_channel: cl = (t & 1) + 8 (t >> 1) + 2h + 4s
+    const int c = r / 9, tap = r - c * 9, cl = c % 16;
+    const int k = tap * 32 + (c / 16) * 16 + ((cl >> 2) & 1) * 8 + (cl & 1) + 2 * ((cl >> 3) & 1) + 4 * ((cl >> 1) & 1);
+#pragma unroll 16
+    for (int o = 0; o < kH2O; ++o) ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + o * kH2K + r));
+  }
+}
+
+// What a producer lane (staged column `lane`, input column lane - pad) copies of pair plane c0 (stage channels c0 and
+// c0 + 2) for stage q of this block (half q % 2 of tile blockIdx.x + (q / 2) * gridDim.x): a pointer to its column of
+// staged row 0 in channel c0, and which staged rows lie inside the image (bit sr; none when the column is padding).
+struct H2StageSource {
+  const float* src;
+  uint32_t rows_in;
+};
+__device__ __forceinline__ H2StageSource h2_stage_source(const float* x, const ConvShape& s, const Halo2Geom& geo,
+                                                         int q, int c0, int lane, bool lane_ok) {
+  const int tpi = geo.tiles_per_image;
+  const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
+  const int top = 2 * r0 - s.pad_top;  // input row of staged row 0
+  const int lo = top < 0 ? -top : 0, hi = s.H - top < geo.NR ? s.H - top : geo.NR;  // staged rows in the image
+  const uint32_t rows_in = lane_ok && hi > lo ? (((1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0u;
+  const float* src = x + ((int64_t)n * kH2C + (q & 1) * kH2StageC + c0) * (s.H * s.W) + (int64_t)top * s.W +
+                     (lane - s.pad_left);
+  return {src, rows_in};
+}
+
+// That pair plane for this lane, by a pointer per channel stepped a row at a time (with index arithmetic per value
+// the staging was ~10 instructions a value); zeros outside the image.
+template <bool LOADS = true>
+__device__ __forceinline__ void h2_load_pair(float (&v)[2][kH2MaxNR], const H2StageSource& in, int plane, int W) {
+#pragma unroll
+  for (int pc = 0; pc < 2; ++pc) {
+    const float* p = in.src + 2 * pc * (int64_t)plane;
+#pragma unroll
+    for (int sr = 0; sr < kH2MaxNR; ++sr, p += W) {
+      v[pc][sr] = 0.f;
+      if (LOADS && (in.rows_in & (1u << sr))) v[pc][sr] = __ldg(p);
+    }
+  }
+}
+
+// The same pair plane into shared memory at byte address dst (its staged column's cell of row 0), rounded to TF32,
+// both channels of a cell by one 8-byte store. Rows past NR are stored too (zeros, inside the pair plane: see
+// kH2CS2): no test per row.
+__device__ __forceinline__ void h2_store_pair(unsigned dst, const float (&v)[2][kH2MaxNR], int SW) {
+#pragma unroll
+  for (int sr = 0; sr < kH2MaxNR; ++sr, dst += 8 * SW)
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(dst), "r"(to_tf32(v[0][sr])), "r"(to_tf32(v[1][sr])));
+}
+
 // PROBE (harness builds only, benchmarks/conv_harness.cu rows halo2_*: timings that find the bound, outputs wrong):
 // 1 = the producers load nothing (zeros), 2 = the consumers skip the MMAs, 3 = no loads and no epilogue, 4 = no
 // epilogue, 5 = no loads and no output stores, 6 = no loads and no SELU. The product instantiates 0 only.
@@ -156,54 +217,22 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     mbar_init(&empty_bar[tid], kH2Consumers);
   }
 
-  // Weights in the K order of the kernel: k = tap * 32 + stage * 16 + s * 8 + t + 4h holds channel
-  // stage * 16 + h2_slot_channel(t, h, s) of tap (i, j) = (tap / 3, tap % 3). Each thread takes a whole column of
-  // w seen as 64 x 288 (coalesced across threads, 16 loads in flight, one index computation per column): read one
-  // at a time in the kernel's order they were 10% of a first version's stall samples (results/conv2_halo/).
-  // Published, with the barriers' initialisation, by the block barrier below.
-  for (int r = tid; r < kH2K; r += kH2Threads) {
-    const int c = r / 9, tap = r - c * 9, cl = c % 16;  // inverse of h2_slot_channel: cl = (t & 1) + 8 (t >> 1) + 2h + 4s
-    const int k = tap * 32 + (c / 16) * 16 + ((cl >> 2) & 1) * 8 + (cl & 1) + 2 * ((cl >> 3) & 1) + 4 * ((cl >> 1) & 1);
-#pragma unroll 16
-    for (int o = 0; o < kH2O; ++o) ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + o * kH2K + r));
-  }
-  __syncthreads();
+  h2_stage_weights<kH2Threads>(ws, w, scale, tid);
+  __syncthreads();  // the weights and the barriers' initialisation are published
 
   if (warp >= kH2Consumers / 32) {
     // ---- producers: warp pw stages pair plane pw (stage channels c0 = (pw & 1) + 4 (pw >> 1) and c0 + 2), all NR
-    // rows, lane = staged column (input column lane - pad): loads by a pointer per plane stepped by a row, the rows
-    // inside the image as one bit mask per stage; each cell's two channels by one 8-byte store.
+    // rows, lane = staged column.
     const int pw = warp - kH2Consumers / 32, c0 = (pw & 1) + 4 * (pw >> 1);
     const bool lane_in = lane < SW;
     const bool lane_ok = lane_in && (unsigned)(lane - s.pad_left) < (unsigned)W;
-    const int plane = H * W;
     auto load = [&](float (&v)[2][kH2MaxNR], int q) {
-      const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
-      const int top = 2 * r0 - s.pad_top;  // input row of staged row 0
-      const int lo = top < 0 ? -top : 0, hi = H - top < geo.NR ? H - top : geo.NR;  // staged rows in the image
-      const uint32_t rows_in = lane_ok && hi > lo ? (((1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0u;
-      const float* src = x + ((int64_t)n * kH2C + (q & 1) * kH2StageC + c0) * plane + (int64_t)top * W +
-                         (lane - s.pad_left);
-#pragma unroll
-      for (int pc = 0; pc < 2; ++pc) {
-        const float* p = src + 2 * pc * (int64_t)plane;
-#pragma unroll
-        for (int sr = 0; sr < kH2MaxNR; ++sr, p += W) {
-          v[pc][sr] = 0.f;
-          if (kLoads && (rows_in & (1u << sr))) v[pc][sr] = __ldg(p);
-        }
-      }
+      h2_load_pair<kLoads>(v, h2_stage_source(x, s, geo, q, c0, lane, lane_ok), H * W, W);
     };
-    // Rows past NR are stored too (zeros, inside the pair plane: see kH2CS2): no test per row.
     auto store = [&](const float (&v)[2][kH2MaxNR], int q) {
       if (q >= kH2Buffers) mbar_wait(&empty_bar[q % kH2Buffers], (q / kH2Buffers - 1) & 1);  // consumers left it
-      if (lane_in) {
-        unsigned dst = smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf + h2_pair_plane(pw) + 2 * lane);
-#pragma unroll
-        for (int sr = 0; sr < kH2MaxNR; ++sr, dst += 8 * SW)
-          asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(dst), "r"(to_tf32(v[0][sr])),
-                       "r"(to_tf32(v[1][sr])));
-      }
+      if (lane_in)
+        h2_store_pair(smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf + h2_pair_plane(pw) + 2 * lane), v, SW);
       mbar_arrive(&full_bar[q % kH2Buffers]);
     };
     float va[2][kH2MaxNR], vb[2][kH2MaxNR];
