@@ -159,21 +159,7 @@ __global__ void __launch_bounds__(kPPThreads, 1)
     const int run = wrows > 0 ? wrows * Wo : 0;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-          const int px = j * 8 + 2 * t + u, lrow = px >> wp_log2, col = px & (geo.Wp - 1);
-          if (lrow >= wrows || col >= Wo) continue;
-          float* const o = wout + g * kH2Ldo + lrow * Wo + col;
-#pragma unroll
-          for (int i2 = 0; i2 < 2; ++i2)
-#pragma unroll
-            for (int hi = 0; hi < 2; ++hi) {
-              const float z = acc[2 * hh + i2][j][2 * hi + u];
-              o[(i2 * 16 + 8 * hi) * kH2Ldo] = SELU ? selu_of_log2(z) : z;
-            }
-        }
+      h2_write_slice<SELU>(acc, 2 * hh, wout, wrows, wp_log2, geo.Wp, Wo, g, t);
       __syncwarp();
       if (lane < run) {
         float* yp = y + ((int64_t)n * kH2O + hh * 32) * P + (int64_t)(r0 + wrow0) * Wo + lane;

@@ -188,6 +188,31 @@ __device__ __forceinline__ void h2_store_pair(unsigned dst, const float (&v)[2][
     asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(dst), "r"(to_tf32(v[0][sr])), "r"(to_tf32(v[1][sr])));
 }
 
+// A consumer warp's 32 output channels of a tile, accumulators acc[i0] and acc[i0 + 1] (m16 tiles), SELU'd (on
+// log2(e)-scaled accumulators) into the warp's slice `wout` (32 channel runs of kH2Ldo): accumulator (i, j, v) is
+// slice channel (i - i0) * 16 + g + 8(v / 2) at pixel j*8 + 2t + v % 2 of the warp's 32, i.e. local row
+// px >> wp_log2, column px & (Wp - 1) (Wp is 8 or 16), stored when that row is one of the warp's `wrows` in the image
+// and the column exists. The caller syncs the warp and sends the slice out.
+template <bool SELU, int MT, int NT>
+__device__ __forceinline__ void h2_write_slice(const float (&acc)[MT][NT][4], int i0, float* wout, int wrows,
+                                               int wp_log2, int Wp, int Wo, int g, int t) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int px = j * 8 + 2 * t + u, lrow = px >> wp_log2, col = px & (Wp - 1);
+      if (lrow >= wrows || col >= Wo) continue;
+      float* const o = wout + g * kH2Ldo + lrow * Wo + col;
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          const float z = acc[i0 + i][j][2 * hi + u];
+          o[(i * 16 + 8 * hi) * kH2Ldo] = SELU ? selu_of_log2(z) : z;
+        }
+    }
+}
+
 // PROBE (harness builds only, benchmarks/conv_harness.cu rows halo2_*: timings that find the bound, outputs wrong):
 // 1 = the producers load nothing (zeros), 2 = the consumers skip the MMAs, 3 = no loads and no epilogue, 4 = no
 // epilogue, 5 = no loads and no output stores, 6 = no loads and no SELU. The product instantiates 0 only.
@@ -272,9 +297,8 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     for (int i = 0; i < 3; ++i)
       rowbase[j][i] = 4 * (h2_pair_plane(h2_pair(h2_slot_channel(t, 0, 0))) + 2 * ((2 * row + i) * SW + 2 * col));
   }
-  // Epilogue: accumulator (i, j, v) is channel warp_m*32 + i*16 + g + 8(v / 2), pixel j*8 + 2t + v % 2 of the
-  // warp's 32 (local row px >> log2(Wp), column px & (Wp - 1); Wp is 8 or 16; the warp's first row is wrow0). Worked
-  // out in the epilogue, not kept in registers across the K loop (16 of them, with 128 per thread).
+  // Epilogue (h2_write_slice): the warp's 32 pixels are whole output rows from wrow0 on; each accumulator's place is
+  // worked out in the epilogue, not kept in registers across the K loop (16 of them, with 128 per thread).
   const int wrow0 = warp_n * 32 / geo.Wp, wp_log2 = geo.Wp == 16 ? 4 : 3;
   float* const wout = out_s + warp * 32 * kH2Ldo;
 
@@ -327,21 +351,7 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
     const int rows = s.Ho - r0 < geo.R ? s.Ho - r0 : geo.R;
     const int wrows = rows - wrow0 < 32 / geo.Wp ? rows - wrow0 : 32 / geo.Wp;  // this warp's rows in the image
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int px = j * 8 + 2 * t + u, lrow = px >> wp_log2, col = px & (geo.Wp - 1);
-        if (lrow >= wrows || col >= Wo) continue;
-        float* const o = wout + g * kH2Ldo + lrow * Wo + col;
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-          for (int hi = 0; hi < 2; ++hi) {
-            const float z = acc[i][j][2 * hi + u];
-            o[(i * 16 + 8 * hi) * kH2Ldo] = SELU && PROBE != 6 ? selu_of_log2(z) : z;
-          }
-      }
+    h2_write_slice<SELU && PROBE != 6>(acc, 0, wout, wrows, wp_log2, geo.Wp, Wo, g, t);
     __syncwarp();
     const int run = wrows > 0 ? wrows * Wo : 0;
     float* yp = y + ((int64_t)n * kH2O + warp_m * 32) * P + (int64_t)(r0 + wrow0) * Wo + lane;
