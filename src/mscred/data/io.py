@@ -168,25 +168,24 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     for j, col in enumerate(sensors):
         values[:, j] = _numeric_column(df[col], col, source, allow_missing=missing != "error")
     gaps = np.isnan(values) if missing == "interpolate" else None
-    filled = _interpolate_missing(values, sensors, source) if gaps is not None and gaps.any() else {}
-    return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, filled=filled,
-                 gaps=gaps if filled else None)
+    if gaps is None or not gaps.any():
+        return Table(values=values, sensors=sensors, index=index, labels=labels, source=source)
+    filled = _interpolate_missing(values, gaps, sensors, source)
+    return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, filled=filled, gaps=gaps)
 
 
-def _interpolate_missing(values: np.ndarray, sensors: list[str], source: str) -> dict[str, int]:
-    """Fill the NaNs of each column in place, linearly in the row number (the model's windows count rows, not
+def _interpolate_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str], source: str) -> dict[str, int]:
+    """Fill the values where ``gaps`` in place, linearly in the row number (the model's windows count rows, not
     time), holding the first / last present value at the ends; the count filled per sensor."""
     filled = {}
     rows = np.arange(len(values))
-    for j, name in enumerate(sensors):
-        gaps = np.isnan(values[:, j])
-        if not gaps.any():
-            continue
-        if gaps.all():
-            raise InputError(f"{source}: column '{name}': every value is missing; nothing to interpolate from")
-        present = ~gaps
-        values[gaps, j] = np.interp(rows[gaps], rows[present], values[present, j])
-        filled[name] = int(gaps.sum())
+    for j in np.flatnonzero(gaps.any(axis=0)):
+        missing = gaps[:, j]
+        if missing.all():
+            raise InputError(f"{source}: column '{sensors[j]}': every value is missing; nothing to interpolate from")
+        present = ~missing
+        values[missing, j] = np.interp(rows[missing], rows[present], values[present, j])
+        filled[sensors[j]] = int(missing.sum())
     return filled
 
 
