@@ -13,7 +13,6 @@
 //   /tmp/conv_harness [--iters 30] [--batch 640] [--n 30] [--only conv4] [--variants pipe,rows,Q425_5_3_2]
 #include "../src/mscred/ops/im2col/im2col.cu"
 #include "conv_variants.cuh"  // measured, not adopted: conv_rows (conv1), conv_band (conv2)
-#include "conv2_pingpong.cuh"  // not yet measured: conv_halo3x3s2_pingpong (conv2)
 
 #include <algorithm>
 #include <cmath>
@@ -134,16 +133,6 @@ cudaError_t halo2_row(const float* x, const float* w, const float* b, float* y, 
   return err;
 }
 
-// The ping-pong candidate for conv2 (conv2_pingpong.cuh: two consumer groups taking alternate tiles), not yet
-// measured.
-cudaError_t halo2pp_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
-                        cudaStream_t stream) {
-  cudaError_t err = cudaErrorNotSupported;
-  if (halo2_shape(s) && !halo2_pingpong_forward(x, w, b, y, s, selu_, stream, &err))
-    return cudaErrorInvalidConfiguration;
-  return err;
-}
-
 // Any tile configuration of the pipelined kernel, launched directly (the product picks one per layer): for sweeps.
 template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
 cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
@@ -245,7 +234,6 @@ int main(int argc, char** argv) {
       {"halo2_noepi", halo2_row<4>},    // no epilogue,
       {"halo2_nostore", halo2_row<5>},  // no loads and no output stores,
       {"halo2_noselu", halo2_row<6>},   // no loads and no SELU
-      {"halo2pp", halo2pp_row},         // conv2: two groups of 64 x 32 consumer warps on alternate tiles (unmeasured)
       {"Q425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2>},    // 128 x 80: 256 tiles, one wave of 2 per SM
       {"Q425_5_2_2", patch_cfg<4, 2, 5, 5, 2, 2>},    // the same, 2 stages
       {"Q424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2>},    // 128 x 64: 320 tiles (the old tile)

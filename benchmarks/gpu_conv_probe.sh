@@ -9,6 +9,7 @@
 #                            own (a device fault is sticky for its process); default: every row on every layer
 #   TAIL_BATCHES="7 643"     batch sizes at which the same rows are checked once more (2 timed launches each)
 #   TAIL_N="16 55"           image sizes at which they are checked too (batch 64)
+#   V0_ROWS=pipe V0_LAYER=   the previous build's rows (and layer) timed beside this build's
 #   NCU_VARIANTS=pipe        harness rows to profile (empty: none), NCU_KERNELS=conv_pipelined the kernel-name regex
 set -uo pipefail
 . benchmarks/device_env.sh
@@ -34,7 +35,7 @@ harness() {  # harness binary, batch, iters[, n]: every layer of SPEC
   # The previous build (the product's kernels before this change), timed in the same run for an A/B comparison.
   if [ -x build/conv_harness_v0 ]; then
     echo "## previous kernel (build/conv_harness_v0)"
-    timeout 30 build/conv_harness_v0 --iters 30 --variant pipe
+    timeout 30 build/conv_harness_v0 --iters 30 ${V0_LAYER:+--only "$V0_LAYER"} --variants "${V0_ROWS:-pipe}"
     echo "harness v0 exit code $?"
     echo "## this build again (run-to-run spread)"
     harness "$BIN" 640 30

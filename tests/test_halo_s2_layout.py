@@ -1,13 +1,14 @@
 """The shared-memory layout of the conv2 halo kernel (``conv_halo3x3s2``, ops/im2col/halo_s2.cuh), replayed on the CPU.
 
 The kernel runs only on a GPU; what can go wrong in its index arithmetic (the pair-plane layout of the staged input,
-the permuted K order of the weights, the B-fragment addresses, the per-warp output runs) and in its bank-conflict
-design can be checked here. This replays the kernel's addressing in numpy with the layout constants read from the
-header itself (plane stride, shift, output slice stride), so that changing them there is checked: the staged input
-is written where the producer warps write it, every consumer lane's 8-byte B loads and the weights are read where
-the kernel reads them, the m16n8k8 products are summed as the MMAs sum them, and the outputs go through the
-per-warp slices; the result must equal a float64 convolution (TF "same", stride 2), every output written, and at
-full tiles no half-warp's B load may touch a bank twice. (The kernel itself is checked against float64 on the GPU:
+the permuted K order of the weights, the B-fragment addresses, the two consumer groups on alternate tiles, the
+per-warp output slices and runs) and in its bank-conflict design can be checked here. This replays the kernel's
+addressing in numpy with the layout constants read from the header itself (plane stride, shift, output slice stride
+and channels), so that changing them there is checked: the staged input is written where the producer warps write
+it, every consumer lane's 8-byte B loads and the weights are read where the kernel reads them, the m16n8k8 products
+are summed as the MMAs sum them, and the outputs go through the per-warp slices; the result must equal a float64
+convolution (TF "same", stride 2), every output written, and at full tiles no half-warp's 8-byte B load or slice
+store may touch a bank twice, nor any warp's slice read. (The kernel itself is checked against float64 on the GPU:
 tests/test_im2col_fast_paths.py.)
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ def _constant(name: str) -> int:
 
 
 CS2, SHIFT, LDO = _constant("kH2CS2"), _constant("kH2Shift"), _constant("kH2Ldo")
+SLICE_C = _constant("kH2SliceC")
 PIXELS, MAX_R, C, O = _constant("kH2Pixels"), _constant("kH2MaxR"), 32, 64
 K, LDW = 9 * C, 9 * C + 4
 BUF = 8 * CS2 + SHIFT
@@ -50,8 +52,18 @@ def same(n: int, k: int, stride: int) -> tuple[int, int]:
     return out, max((out - 1) * stride + k - n, 0) // 2
 
 
-def replay(batch: int, n: int, seed: int = 0) -> tuple[float, int, int]:
-    """(max |y - float64 conv|, outputs never written, B loads with a bank conflict) for a batch of n x n inputs."""
+def _half_warp_conflicts(words: dict[tuple[int, int], int]) -> int:
+    """Half-warps (lanes 4g + t < 16 or >= 16) whose 8-byte accesses at these word addresses touch a bank twice."""
+    bad = 0
+    for half_warp in (0, 1):
+        banks = [b % 32 for (g, t), a in words.items() if (4 * g + t) // 16 == half_warp for b in (a, a + 1)]
+        bad += len(set(banks)) != len(banks)
+    return bad
+
+
+def replay(batch: int, n: int, seed: int = 0, blocks: int = 3) -> tuple[float, int, int]:
+    """(max |y - float64 conv|, outputs never written, accesses with a bank conflict) for a batch of n x n inputs,
+    the tiles dealt to `blocks` persistent blocks as the kernel deals them."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, C, n, n))
     w = rng.standard_normal((O, C, 3, 3))
@@ -82,20 +94,21 @@ def replay(batch: int, n: int, seed: int = 0) -> tuple[float, int, int]:
         img, rb = divmod(tile, tiles_per_image)
         r0 = rb * rows_per_tile
         rows = min(ho - r0, rows_per_tile)
+        group = (tile // blocks) % 2  # the block's k-th tile goes to consumer group k % 2
         acc = {}
         for half in (0, 1):
             buf = np.full(BUF, np.nan)  # unstaged words poison the outputs that read them
             top = 2 * r0 - pad
-            for pw in range(8):  # producer warp pw: pair plane pw, channels c0 and c0 + 2, 17 rows, lane = column
-                c0 = (pw & 1) + 4 * (pw >> 1)
-                for pc in range(2):
-                    for sr in range(2 * MAX_R + 1):
-                        for lane in range(sw):
-                            inside = 0 <= lane - pad < n and 0 <= top + sr < n and sr < nr
-                            value = x[img, half * 16 + c0 + 2 * pc, top + sr, lane - pad] if inside else 0.0
-                            buf[pair_plane(pw) + 2 * lane + 2 * sr * sw + pc] = value
-            for warp in range(8):  # consumer warp: 32 channels (warp // 4) x 32 pixels (warp % 4)
-                wm, wn = divmod(warp, 4)
+            for pw in range(4):  # producer warp pw: pair planes 2 pw, 2 pw + 1 (channels c0, c0 + 2), lane = column
+                for pp in (2 * pw, 2 * pw + 1):
+                    c0 = (pp & 1) + 4 * (pp >> 1)
+                    for pc in range(2):
+                        for sr in range(2 * MAX_R + 1):
+                            for lane in range(sw):
+                                inside = 0 <= lane - pad < n and 0 <= top + sr < n and sr < nr
+                                value = x[img, half * 16 + c0 + 2 * pc, top + sr, lane - pad] if inside else 0.0
+                                buf[pair_plane(pp) + 2 * lane + 2 * sr * sw + pc] = value
+            for wn in range(4):  # the group's consumer warps: all 64 channels x 32 pixels (wn)
                 for j in range(4):
                     b_frag = np.zeros((9, 2, 8, 8))  # tap, K-step, k, pixel
                     addresses = {}
@@ -113,37 +126,39 @@ def replay(batch: int, n: int, seed: int = 0) -> tuple[float, int, int]:
                                         b_frag[ti * 3 + tj, ks, t, g] = buf[a]
                                         b_frag[ti * 3 + tj, ks, t + 4, g] = buf[a + 1]
                                         addresses.setdefault((ti, tj, ks), {})[(g, t)] = a
-                    for load in addresses.values():  # each half-warp's 16 8-byte loads: 32 distinct banks
-                        for half_warp in (0, 1):
-                            banks = [b % 32 for (g, t), a in load.items() if (4 * g + t) // 16 == half_warp
-                                     for b in (a, a + 1)]
-                            conflicts += len(set(banks)) != 32
-                    for i in range(2):
-                        m0 = wm * 32 + i * 16
-                        a = acc.setdefault((warp, i, j), np.tile(bias[m0:m0 + 16, None], (1, 8)))
+                    conflicts += sum(_half_warp_conflicts(load) for load in addresses.values())
+                    for i in range(4):
+                        m0 = i * 16
+                        a = acc.setdefault((wn, i, j), np.tile(bias[m0:m0 + 16, None], (1, 8)))
                         for tap in range(9):
                             for ks in range(2):
                                 k0 = tap * 32 + half * 16 + ks * 8
                                 a = a + ws[m0:m0 + 16, k0:k0 + 8] @ b_frag[tap, ks]
-                        acc[(warp, i, j)] = a
-        for warp in range(8):  # per-warp epilogue: the warp's whole rows, one run per channel
-            wm, wn = divmod(warp, 4)
+                        acc[(wn, i, j)] = a
+        for wn in range(4):  # per-warp epilogue: 16 channels a pass through the warp's slice, then one run a channel
+            warp = group * 4 + wn
+            assert warp < 8
             wrow0 = wn * 32 // wp
             wrows = min(rows - wrow0, 32 // wp)
-            wout = np.full(32 * LDO, np.nan)
-            for i in range(2):
-                for j in range(4):
-                    for g in range(8):
-                        for t in range(4):
-                            for v in range(4):
-                                lrow, col = divmod(j * 8 + 2 * t + v % 2, wp)
-                                if col >= ho or lrow >= wrows:
-                                    continue
-                                value = acc[(warp, i, j)][g + 8 * (v // 2), 2 * t + v % 2]
-                                wout[(i * 16 + g + 8 * (v // 2)) * LDO + lrow * ho + col] = value
             run = max(wrows, 0) * ho
-            for c in range(32):
-                y[img, wm * 32 + c].reshape(-1)[(r0 + wrow0) * ho:(r0 + wrow0) * ho + run] = wout[c * LDO:c * LDO + run]
+            reads = [(lane // ho) * wp + lane % ho for lane in range(run)]  # h2_slice_word
+            conflicts += len({r % 32 for r in reads}) != len(reads)
+            for i in range(4):
+                wout = np.full(SLICE_C * LDO, np.nan)
+                stores = {}
+                for hi in range(2):
+                    for j in range(4):
+                        for g in range(8):
+                            for t in range(4):
+                                at = (g + 8 * hi) * LDO + j * 8 + 2 * t  # h2_write_slice: pixels 2t, 2t + 1
+                                assert at % 2 == 0
+                                stores.setdefault((hi, j), {})[(g, t)] = at
+                                for u in range(2):
+                                    wout[at + u] = acc[(wn, i, j)][g + 8 * hi, 2 * t + u]
+                conflicts += sum(_half_warp_conflicts(store) for store in stores.values())
+                for c in range(SLICE_C):
+                    flat = y[img, i * 16 + c].reshape(-1)
+                    flat[(r0 + wrow0) * ho:(r0 + wrow0) * ho + run] = wout[c * LDO + np.array(reads, dtype=int)]
     return float(np.nanmax(np.abs(y - ref))), int(np.isnan(y).sum()), conflicts
 
 
@@ -157,6 +172,7 @@ def test_replayed_kernel_equals_float64_convolution(batch, n):
 
 
 @pytest.mark.parametrize("n", [30, 29, 17])
-def test_b_loads_are_conflict_free_at_full_tiles(n):
-    # rows of 15 / 15 / 9 pixels padded to 16: every 8-byte B load of every consumer lane, half-warp by half-warp
+def test_shared_memory_accesses_are_conflict_free_at_full_tiles(n):
+    # rows of 15 / 15 / 9 pixels padded to 16: every 8-byte B load and slice store of every consumer lane, half-warp by
+    # half-warp, and every warp's read of its slice
     assert replay(1, n)[2] == 0

@@ -22,10 +22,11 @@ namespace {
 //   * a tile is R whole output rows of one image (R * Wo <= 128 pixels, columns padded to Wp, a multiple of 8, so
 //     that the 8 pixels of an MMA column block share a row); the 2R + 1 input rows it reads are staged in shared
 //     memory in two stages of 16 channels (35 KB a stage buffer, three buffers);
-//   * the warps are specialised: 8 producer warps load a stage into registers (two register sets, so that a
-//     stage's loads are in flight while the previous one is stored), round it to TF32 on the way and store it; 8
-//     consumer warps run the MMAs and the epilogue. They hand buffers over by shared-memory barriers (mbarrier:
-//     FULL when staged, EMPTY when read), so a consumer waits only for its data, never for the other consumers;
+//   * the warps are specialised: 4 producer warps load a stage into registers (two pair planes each, 68 values a
+//     thread), round it to TF32 on the way and store it; 8 consumer warps in two groups of 4 run the MMAs and the
+//     epilogue, the groups on alternate tiles ("ping-pong", as CUTLASS schedules Hopper GEMMs): while one group runs
+//     its epilogue the other runs its MMAs. They hand buffers over by shared-memory barriers (mbarrier: FULL when
+//     staged, EMPTY when read), so a consumer waits only for its data, never for the other consumers;
 //   * the weights (64 x 288 TF32, 75 KB) are staged once per persistent block and read by ldmatrix; one block per SM;
 //   * K is ordered tap-major, and within a tap the K-slots are a permutation of the channels chosen for the banks
 //     and for 8-byte loads: slot t + 4h of K-step s (h, s in {0, 1}) is channel P[t] + 2h + 4s of the stage,
@@ -34,23 +35,30 @@ namespace {
 //     {0, 2, 16, 18} (stride CS2 = 2 mod 32, planes 4-7 shifted by kH2Shift), the 8 pixels of a fragment are 4
 //     words apart (stride 2, two words per cell), so each half-warp's 16 loads hit 32 distinct banks;
 //   * every B address is a per-thread base (pixel, tap row, lane's pair plane) plus an immediate (K-step, tap
-//     column): no table, no mask, no division in the K loop; each consumer warp owns 32 channels x 32 pixels (2 x 4
-//     m16n8 tiles), so a K-step is 2 ldmatrix + 4 8-byte loads for 8 MMAs;
+//     column): no table, no mask, no division in the K loop; each consumer warp owns 64 channels x 32 pixels (4 x 4
+//     m16n8 tiles), so a K-step is 4 ldmatrix + 4 8-byte loads for 16 MMAs (32 x 32 warp tiles took 2 shared-memory
+//     wavefronts per MMA, these 1.5);
 //   * bias as the accumulators' initial value, SELU on the accumulators (weights and bias scaled by log2(e)); each
 //     consumer warp's 32 pixels are whole output rows, so its outputs of one channel are one contiguous run in y:
-//     they go through the warp's own slice of shared memory and out by one store per channel, no block barrier.
-// How it got here, measured on the H200 with the harness at batch 640 (results/conv2_halo*/): all warps staging
-// and computing between block barriers, 0.067 ms (IPC 0.29, the tensor pipe idle while they stage); producers by
-// 4-byte cp.async, 0.079 (they could not keep up); producers through registers with named barriers, 0.066; with
-// mbarriers and the per-warp epilogue, 0.063 against the generic kernel's 0.083. Its bounds, from probes that drop
-// one part (harness rows halo2_*): the MMAs alone 0.031 ms (shared-memory bound: 2 wavefronts per MMA, the
-// "Mem Busy" 73%), MMAs and epilogue 0.051, the loads and epilogue without MMAs 0.045.
+//     they go through the warp's own 16-channel slice of shared memory (four passes; 8-byte conflict-free stores)
+//     and out by one store per channel, no block barrier.
+// How it got here, measured on the H200 with the harness at batch 640 (results/conv2_halo*/, conv2_pingpong/): all
+// warps staging and computing between block barriers, 0.067 ms (IPC 0.29, the tensor pipe idle while they stage);
+// producers by 4-byte cp.async, 0.079 (they could not keep up); producers through registers with named barriers,
+// 0.066; with mbarriers and a per-warp epilogue, 0.063 (8 producer and 8 consumer warps of 32 x 32), against the
+// generic kernel's 0.083; the two consumer groups of 64 x 32 warps, 0.0573; the slice's conflict-free 8-byte stores,
+// 16-channel passes and the first stage's loads issued before the weights are staged, 0.0553-0.0557. Its bounds,
+// from probes that drop one part (harness rows halo2_*): MMAs alone 0.021 ms, MMAs and epilogue without loads 0.043,
+// the loads and epilogue without MMAs 0.051: the producers' loads are what the kernel waits for.
 // Limits: Wo <= 15 (a staged row is at most 31 cells: one lane per column), any top/left padding. The layout's
 // constants and index arithmetic are replayed on the CPU by tests/test_halo_s2_layout.py (keep them in step).
 // ---------------------------------------------------------------------------------------------------------------
 constexpr int kH2C = 32, kH2O = 64, kH2K = 9 * kH2C;
-constexpr int kH2Consumers = 256, kH2Producers = 256, kH2Threads = kH2Consumers + kH2Producers;
-constexpr int kH2Pixels = 128;             // tile pixels at most: 8 consumer warps as 2 (channels) x 4 (32 pixels)
+constexpr int kH2Groups = 2, kH2GroupWarps = 4;  // consumer groups on alternate tiles x warps (64 ch x 32 px each)
+constexpr int kH2Consumers = kH2Groups * kH2GroupWarps * 32, kH2Producers = 128;
+constexpr int kH2Threads = kH2Consumers + kH2Producers;
+constexpr int kH2Pixels = 128;             // tile pixels at most: a group's 4 warps of 32 pixels
+static_assert(kH2Pixels == 32 * kH2GroupWarps, "a consumer warp takes 32 pixels of a tile");
 constexpr int kH2StageC = 16;              // input channels per stage
 constexpr int kH2Buffers = 3;              // stage buffers
 constexpr int kH2MaxR = 8;                 // output rows per tile at most: 2R + 1 <= 17 staged rows
@@ -63,8 +71,9 @@ constexpr int kH2CS2 = 1058;
 constexpr int kH2Shift = 8;                // pair planes 4..7 start kH2Shift words later (see the bank note above)
 constexpr int kH2Buf = kH2Pairs * kH2CS2 + kH2Shift;  // words per stage buffer (16-byte multiple)
 constexpr int kH2Ldw = kH2K + 4;           // weight row stride: conflict-free ldmatrix (292 = 4 mod 32)
-constexpr int kH2Ldo = 33;                 // a consumer warp's output slice: 32 channel runs, odd stride
-constexpr int kH2SmemWords = kH2Buffers * kH2Buf + kH2O * kH2Ldw + (kH2Consumers / 32) * 32 * kH2Ldo;
+constexpr int kH2Ldo = 40;                 // a consumer warp's output slice: 32 channel runs, = 8 mod 32
+constexpr int kH2SliceC = 16;              // channels of a consumer warp's output slice (its epilogue in 4 passes)
+constexpr int kH2SmemWords = kH2Buffers * kH2Buf + kH2O * kH2Ldw + (kH2Consumers / 32) * kH2SliceC * kH2Ldo + kH2O;
 
 // Word offset of pair plane pp (0..7) in a stage buffer; stage channel c lives in pair plane h2_pair(c), word
 // (c >> 1) & 1 of each cell.
@@ -127,13 +136,14 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
 #undef MSCRED_MBAR_WAIT
 }
 
-// ---- Pieces of the kernel below that benchmarks/conv2_pingpong.cuh (the next candidate) uses too.
+// ---- Pieces of the kernel below.
 
 // The weights in the kernel's K order: k = tap * 32 + stage * 16 + s * 8 + t + 4h holds channel
 // stage * 16 + h2_slot_channel(t, h, s) of tap (i, j) = (tap / 3, tap % 3), times `scale`, as TF32. Each thread takes
 // a whole column of w seen as 64 x 288 (coalesced across threads, 16 loads in flight, one index computation per
 // column): read one at a time in the kernel's order they were 10% of a first version's stall samples
-// (results/conv2_halo/). The caller's barrier publishes them.
+// (results/conv2_halo/). Consumer warps alone, two half-columns (64 values) in flight each, were slower: 0.0565
+// against 0.0553 ms (results/conv2_pingpong/). The caller's barrier publishes them.
 template <int NTHREADS>
 __device__ __forceinline__ void h2_stage_weights(uint32_t* ws, const float* __restrict__ w, float scale, int tid) {
   for (int r = tid; r < kH2K; r += NTHREADS) {
@@ -188,29 +198,41 @@ __device__ __forceinline__ void h2_store_pair(unsigned dst, const float (&v)[2][
     asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(dst), "r"(to_tf32(v[0][sr])), "r"(to_tf32(v[1][sr])));
 }
 
-// A consumer warp's 32 output channels of a tile, accumulators acc[i0] and acc[i0 + 1] (m16 tiles), SELU'd (on
-// log2(e)-scaled accumulators) into the warp's slice `wout` (32 channel runs of kH2Ldo): accumulator (i, j, v) is
-// slice channel (i - i0) * 16 + g + 8(v / 2) at pixel j*8 + 2t + v % 2 of the warp's 32, i.e. local row
-// px >> wp_log2, column px & (Wp - 1) (Wp is 8 or 16), stored when that row is one of the warp's `wrows` in the image
-// and the column exists. The caller syncs the warp and sends the slice out.
-template <bool SELU, int MT, int NT>
-__device__ __forceinline__ void h2_write_slice(const float (&acc)[MT][NT][4], int i0, float* wout, int wrows,
-                                               int wp_log2, int Wp, int Wo, int g, int t) {
+// 16 output channels of a consumer warp's tile (one m16 tile's accumulators), SELU'd (on log2(e)-scaled
+// accumulators) into the warp's slice `wout`: accumulator (j, v) is slice channel g + 8(v / 2) at pixel px = j*8 + 2t +
+// v % 2 of the warp's 32, the slice word px of that channel (local row px / Wp, column px % Wp: the slice keeps the
+// padded columns). v = 0, 1 are adjacent pixels: one 8-byte store, and with kH2Ldo = 8 mod 32 a half-warp's 16
+// stores (g = 0..3 or 4..7, t = 0..3) cover the 32 banks once. (A slice of unpadded rows, Wo words apart, took
+// 4-byte stores with up to 4-way conflicts.) The caller syncs the warp and sends the slice out (h2_slice_word says
+// where each output is).
+template <bool SELU, int NT>
+__device__ __forceinline__ void h2_write_slice(const float (&acc)[NT][4], float* wout, int g, int t) {
+  const unsigned at = smem_addr(wout + g * kH2Ldo + 2 * t);
 #pragma unroll
-  for (int j = 0; j < NT; ++j)
+  for (int hi = 0; hi < 2; ++hi)
 #pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      const int px = j * 8 + 2 * t + u, lrow = px >> wp_log2, col = px & (Wp - 1);
-      if (lrow >= wrows || col >= Wo) continue;
-      float* const o = wout + g * kH2Ldo + lrow * Wo + col;
-#pragma unroll
-      for (int i = 0; i < 2; ++i)
-#pragma unroll
-        for (int hi = 0; hi < 2; ++hi) {
-          const float z = acc[i0 + i][j][2 * hi + u];
-          o[(i * 16 + 8 * hi) * kH2Ldo] = SELU ? selu_of_log2(z) : z;
-        }
+    for (int j = 0; j < NT; ++j) {
+      float z0 = acc[j][2 * hi], z1 = acc[j][2 * hi + 1];
+      if (SELU) z0 = selu_of_log2(z0), z1 = selu_of_log2(z1);
+      asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at + 4 * (8 * hi * kH2Ldo + j * 8)), "f"(z0), "f"(z1)
+                   : "memory");
     }
+}
+
+// Where output `lane` of a warp's run (its rows in the image, Wo pixels each) lies in its slice: row lane / Wo,
+// column lane % Wo of the padded rows.
+__device__ __forceinline__ int h2_slice_word(int lane, int Wo, int wp_log2) {
+  const int row = lane / Wo;
+  return (row << wp_log2) + (lane - row * Wo);
+}
+
+// This thread's index, read afresh: the compiler cannot keep it, or what is derived from it, in a register across
+// a loop, so per-thread epilogue indices are recomputed in the epilogue (hoisted out of the tile loop, they were
+// spilled at the 168-register cap).
+__device__ __forceinline__ int tid_fresh() {
+  int tid;
+  asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+  return tid;
 }
 
 // PROBE (harness builds only, benchmarks/conv_harness.cu rows halo2_*: timings that find the bound, outputs wrong):
@@ -220,151 +242,167 @@ template <bool SELU, int PROBE = 0>
 __global__ void __launch_bounds__(kH2Threads, 1)
     conv_halo3x3s2(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                    float* __restrict__ y, ConvShape s) {
-  constexpr int MT = 2, NT = 4;
+  constexpr int MT = 4, NT = 4;
   constexpr bool kLoads = PROBE != 1 && PROBE != 3 && PROBE != 5 && PROBE != 6;
   extern __shared__ __align__(16) uint32_t smem[];
-  uint32_t* const stage_buf = smem;                         // kH2Buffers stage buffers
-  uint32_t* const ws = smem + kH2Buffers * kH2Buf;          // weights [o][k]
+  uint32_t* const stage_buf = smem;                                   // kH2Buffers stage buffers
+  uint32_t* const ws = smem + kH2Buffers * kH2Buf;                    // weights [o][k]
   float* const out_s = reinterpret_cast<float*>(ws + kH2O * kH2Ldw);  // the consumer warps' output slices
+  float* const bias_s = out_s + (kH2Consumers / 32) * kH2SliceC * kH2Ldo;  // the bias, scaled
   const Halo2Geom geo = Halo2Geom::of(s);
   const int H = s.H, W = s.W, Wo = s.Wo, P = s.Ho * s.Wo, SW = geo.SW;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const float scale = SELU ? kLog2e : 1.f;
-  // Stage q of this block is half q % 2 (input channels 16 (q % 2) ..) of tile blockIdx.x + (q / 2) * gridDim.x.
+  // Block tile k is tile blockIdx.x + k * gridDim.x; its stages 2k and 2k + 1 are its two halves of 16 channels.
   const int tpi = geo.tiles_per_image, ntiles = s.N * tpi;
   if ((int)blockIdx.x >= ntiles) return;
-  const int stages = 2 * ((ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x);
-  // FULL[b]: the producers' 256 threads arrive when buffer b holds its next stage; EMPTY[b]: the consumers' 256
-  // arrive when they are done reading it. Stage q uses buffer q % 3, the (q / 3)-th phase of both.
+  const int tiles = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x, stages = 2 * tiles;
+  // FULL[b]: the producers' 128 threads arrive when buffer b holds its next stage; EMPTY[b]: the 128 threads of the
+  // group that read it arrive when done. Stage q uses buffer q % 3, the (q / 3)-th phase of both (the hand-over with
+  // two groups is simulated in tests/test_halo_s2_protocol.py).
   __shared__ uint64_t full_bar[kH2Buffers], empty_bar[kH2Buffers];
   if (tid < kH2Buffers) {
     mbar_init(&full_bar[tid], kH2Producers);
-    mbar_init(&empty_bar[tid], kH2Consumers);
+    mbar_init(&empty_bar[tid], kH2GroupWarps * 32);
   }
 
+  // ---- producers: warp pw stages pair planes 2 pw and 2 pw + 1 (each: stage channels c0, c0 + 2), all NR rows,
+  // lane = staged column; a stage at a time: 68 values a thread in flight, then stored.
+  const bool producer = warp >= kH2Consumers / 32;
+  const int pw = warp - kH2Consumers / 32;
+  const bool lane_in = lane < SW;
+  const bool lane_ok = lane_in && (unsigned)(lane - s.pad_left) < (unsigned)W;
+  using Plane = float[2][kH2MaxNR];  // [channel of the pair][staged row]
+  auto load = [&](Plane& v, int q, int pp2) {
+    const int pp = 2 * pw + pp2;
+    h2_load_pair<kLoads>(v, h2_stage_source(x, s, geo, q, (pp & 1) + 4 * (pp >> 1), lane, lane_ok), H * W, W);
+  };
+  Plane va, vb;
+  if (producer) {  // the first stage's loads in flight while the block stages the weights
+    load(va, 0, 0);
+    load(vb, 0, 1);
+  }
+  if (tid < kH2O) bias_s[tid] = bias != nullptr ? scale * __ldg(bias + tid) : 0.f;
   h2_stage_weights<kH2Threads>(ws, w, scale, tid);
-  __syncthreads();  // the weights and the barriers' initialisation are published
+  __syncthreads();  // the weights, the bias and the barriers' initialisation are published
 
-  if (warp >= kH2Consumers / 32) {
-    // ---- producers: warp pw stages pair plane pw (stage channels c0 = (pw & 1) + 4 (pw >> 1) and c0 + 2), all NR
-    // rows, lane = staged column.
-    const int pw = warp - kH2Consumers / 32, c0 = (pw & 1) + 4 * (pw >> 1);
-    const bool lane_in = lane < SW;
-    const bool lane_ok = lane_in && (unsigned)(lane - s.pad_left) < (unsigned)W;
-    auto load = [&](float (&v)[2][kH2MaxNR], int q) {
-      h2_load_pair<kLoads>(v, h2_stage_source(x, s, geo, q, c0, lane, lane_ok), H * W, W);
-    };
-    auto store = [&](const float (&v)[2][kH2MaxNR], int q) {
-      if (q >= kH2Buffers) mbar_wait(&empty_bar[q % kH2Buffers], (q / kH2Buffers - 1) & 1);  // consumers left it
+  if (producer) {
+    auto store = [&](const Plane& v, int q, int pp2) {
       if (lane_in)
-        h2_store_pair(smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf + h2_pair_plane(pw) + 2 * lane), v, SW);
-      mbar_arrive(&full_bar[q % kH2Buffers]);
+        h2_store_pair(smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf + h2_pair_plane(2 * pw + pp2) + 2 * lane), v,
+                      SW);
     };
-    float va[2][kH2MaxNR], vb[2][kH2MaxNR];
-    load(va, 0);
-    for (int q = 0; q < stages; q += 2) {  // stages is even
-      load(vb, q + 1);
-      store(va, q);
-      if (q + 2 < stages) load(va, q + 2);
-      store(vb, q + 1);
+    // Measured and not kept (H200, harness, results/conv2_pingpong/): the next stage's first plane loaded while this
+    // stage's second is stored, 0.0650 against 0.0576 ms; two whole stages in registers, 0.0570 against 0.0555; a
+    // fourth stage buffer (with 16-channel output slices to make room), 0.0565 against 0.0555.
+    for (int q = 0; q < stages; ++q) {
+      if (q > 0) {
+        load(va, q, 0);
+        load(vb, q, 1);
+      }
+      if (q >= kH2Buffers) mbar_wait(&empty_bar[q % kH2Buffers], (q / kH2Buffers - 1) & 1);  // stage q - 3 read
+      store(va, q, 0);
+      store(vb, q, 1);
+      mbar_arrive(&full_bar[q % kH2Buffers]);
     }
     return;
   }
 
-  // ---- consumers: 8 warps as 2 (32 channels) x 4 (32 pixels).
-  const int g = lane / 4, t = lane % 4, warp_m = warp / 4, warp_n = warp % 4;
-  float bz[MT][2];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      bz[i][h] = bias != nullptr ? scale * __ldg(bias + warp_m * 32 + i * 16 + g + 8 * h) : 0.f;
+  // ---- consumers: group warp / 4 takes this block's tiles group, group + 2, ... (so that one group's epilogue runs
+  // under the other's MMAs); warp_n = warp % 4 its 32 pixels, all 64 channels.
+  const int g = lane / 4, t = lane % 4, group = warp / kH2GroupWarps, warp_n = warp % kH2GroupWarps;
   // ldmatrix.x4 gives an m16n8k8 TF32 A-fragment: lanes 8m..8m+7 address the rows of 8 x 4-word matrix m.
   const int mat = lane / 8, arow = lane % 8 + (mat & 1) * 8, acol = (mat >> 1) * 4;
-  const uint32_t* const a_base = ws + (warp_m * 32 + arow) * kH2Ldw + acol;
+  const uint32_t* const a_base = ws + arow * kH2Ldw + acol;
   // B operand: pixel px = warp_n*32 + j*8 + g of the tile (row px / Wp, column px % Wp), tap (i, jj), K-slots
   // (t, h = 0, 1) of K-step s are the two words at h2_pair_plane(h2_pair(P[t])) + 2s * CS2 + 2 ((2 row + i) * SW +
-  // 2 col + jj). The pair plane and the cell's row and column are this thread's row bases (bytes); the K-step and the
-  // tap column are immediates. Pixels past R rows read pixel 0; columns past Wo read cells past the row (never
-  // stored).
-  int rowbase[NT][3];
+  // 2 col + jj). The pair plane and the cell's row and column are this thread's row base (bytes, tap row 0: a tap
+  // row further is 2 SW words, row_step bytes; 4 registers, not 12, at the 168-register cap); the K-step and the tap
+  // column are immediates. Pixels past R rows read pixel 0; columns past Wo read cells past the row (never stored).
+  int rowbase[NT];
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
     const int px = warp_n * 32 + j * 8 + g;
     int row = px / geo.Wp, col = px - row * geo.Wp;
     if (row >= geo.R) row = col = 0;
-#pragma unroll
-    for (int i = 0; i < 3; ++i)
-      rowbase[j][i] = 4 * (h2_pair_plane(h2_pair(h2_slot_channel(t, 0, 0))) + 2 * ((2 * row + i) * SW + 2 * col));
+    rowbase[j] = 4 * (h2_pair_plane(h2_pair(h2_slot_channel(t, 0, 0))) + 2 * (2 * row * SW + 2 * col));
   }
-  // Epilogue (h2_write_slice): the warp's 32 pixels are whole output rows from wrow0 on; each accumulator's place is
-  // worked out in the epilogue, not kept in registers across the K loop (16 of them, with 128 per thread).
-  const int wrow0 = warp_n * 32 / geo.Wp, wp_log2 = geo.Wp == 16 ? 4 : 3;
-  float* const wout = out_s + warp * 32 * kH2Ldo;
+  const int row_step = 8 * SW;
 
   float acc[MT][NT][4];
-  for (int q = 0; q < stages; ++q) {
-    const int half = q & 1;
-    if (half == 0) {
+  for (int k = group; k < tiles; k += kH2Groups) {
 #pragma unroll
-      for (int i = 0; i < MT; ++i)
+    for (int i = 0; i < MT; ++i)
 #pragma unroll
-        for (int j = 0; j < NT; ++j)
+      for (int h = 0; h < 2; ++h) {  // the bias as initial value, read per tile (kept in registers, ptxas spilled it)
+        const float b = bias_s[i * 16 + g + 8 * h];
 #pragma unroll
-          for (int v = 0; v < 4; ++v) acc[i][j][v] = bz[i][v / 2];
-    }
-    mbar_wait(&full_bar[q % kH2Buffers], (q / kH2Buffers) & 1);  // stage q is staged
-    const unsigned buf_at = smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf);
-    unsigned rbase[NT][3];
+        for (int j = 0; j < NT; ++j) acc[i][j][2 * h] = acc[i][j][2 * h + 1] = b;
+      }
+    for (int half = 0; half < 2; ++half) {
+      const int q = 2 * k + half;
+      mbar_wait(&full_bar[q % kH2Buffers], (q / kH2Buffers) & 1);  // stage q is staged
+      const unsigned buf_at = smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf);
+      const uint32_t* const a_half = a_base + half * kH2StageC;
+      unsigned rbase[NT];
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
+      for (int tap = 0; tap < (PROBE == 2 ? 0 : 9); ++tap) {
+        const int ti = tap / 3, tj = tap % 3;
+        if (tj == 0) {
 #pragma unroll
-      for (int i = 0; i < 3; ++i) rbase[j][i] = buf_at + rowbase[j][i];
-    const uint32_t* const a_half = a_base + half * kH2StageC;
+          for (int j = 0; j < NT; ++j) rbase[j] = buf_at + rowbase[j] + ti * row_step;
+        }
 #pragma unroll
-    for (int tap = 0; tap < (PROBE == 2 ? 0 : 9); ++tap) {
-      const int ti = tap / 3, tj = tap % 3;
+        for (int ks = 0; ks < 2; ++ks) {
+          uint32_t bf[NT][2];
 #pragma unroll
-      for (int ks = 0; ks < 2; ++ks) {
-        uint32_t bf[NT][2];
+          for (int j = 0; j < NT; ++j) lds_u32x2(bf[j], rbase[j] + 4 * (2 * ks * kH2CS2 + 2 * tj));
 #pragma unroll
-        for (int j = 0; j < NT; ++j) lds_u32x2(bf[j], rbase[j][ti] + 4 * (2 * ks * kH2CS2 + 2 * tj));
+          for (int i = 0; i < MT; ++i) {
+            uint32_t af[4];
+            ldsm_x4(af, a_half + i * 16 * kH2Ldw + tap * 32 + ks * 8);
 #pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          uint32_t af[4];
-          ldsm_x4(af, a_half + i * 16 * kH2Ldw + tap * 32 + ks * 8);
-#pragma unroll
-          for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, bf[j]);
+            for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, bf[j]);
+          }
         }
       }
+      if (q + kH2Buffers < stages) mbar_arrive(&empty_bar[q % kH2Buffers]);  // buffer free for stage q + 3
     }
-    if (q + kH2Buffers < stages) mbar_arrive(&empty_bar[q % kH2Buffers]);  // buffer free for stage q + 3
-    if (half == 0) continue;
     if (PROBE == 3 || PROBE == 4) {  // no epilogue (the accumulators kept live)
-      if (acc[0][0][0] == 1.2345f) y[0] = acc[1][3][3];
+      if (acc[0][0][0] == 1.2345f) y[0] = acc[3][3][3];
       continue;
     }
 
-    // The tile is complete: SELU, then this warp's 32 channels x 32 pixels through its own slice (whole output
-    // rows: one contiguous run of up to 32 floats per channel in y) and out, one store per channel. No block
-    // barrier: the other warps keep computing meanwhile.
-    const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
+    // The tile is complete: SELU, then this warp's 64 channels x 32 pixels (whole output rows: one contiguous run of
+    // up to 32 floats per channel in y) out in two halves of 32 channels through its own 32-channel slice (eight
+    // 64-channel slices do not fit beside three stage buffers and the weights), one store per channel. No block
+    // barrier: the other group keeps computing meanwhile.
+    // The warp's 32 pixels are whole output rows from wrow0 on; each accumulator's place is worked out here, not
+    // kept in registers across the K loop.
+    const int etid = tid_fresh(), elane = etid % 32, ewarp = etid / 32;
+    const int wrow0 = ewarp % kH2GroupWarps * 32 / geo.Wp, wp_log2 = geo.Wp == 16 ? 4 : 3;
+    float* const wout = out_s + ewarp * kH2SliceC * kH2Ldo;
+    const int tile = blockIdx.x + k * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
     const int rows = s.Ho - r0 < geo.R ? s.Ho - r0 : geo.R;
     const int wrows = rows - wrow0 < 32 / geo.Wp ? rows - wrow0 : 32 / geo.Wp;  // this warp's rows in the image
-    h2_write_slice<SELU && PROBE != 6>(acc, 0, wout, wrows, wp_log2, geo.Wp, Wo, g, t);
-    __syncwarp();
     const int run = wrows > 0 ? wrows * Wo : 0;
-    float* yp = y + ((int64_t)n * kH2O + warp_m * 32) * P + (int64_t)(r0 + wrow0) * Wo + lane;
-    if (PROBE == 5) {  // read the slice, store nothing
-      float sum = 0.f;
-#pragma unroll 8
-      for (int c = 0; c < 32; ++c) sum += wout[c * kH2Ldo + lane];
-      if (sum == 1.2345f) *yp = sum;
-    } else if (lane < run) {
-#pragma unroll 8
-      for (int c = 0; c < 32; ++c, yp += P) *yp = wout[c * kH2Ldo + lane];
+    const float* const rd = wout + h2_slice_word(elane, Wo, wp_log2);
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {  // 16 channels a pass
+      h2_write_slice<SELU && PROBE != 6>(acc[i], wout, elane / 4, elane % 4);
+      __syncwarp();
+      float* yp = y + ((int64_t)n * kH2O + i * 16) * P + (int64_t)(r0 + wrow0) * Wo + elane;
+      if (PROBE == 5) {  // read the slice, store nothing
+        float sum = 0.f;
+#pragma unroll
+        for (int c = 0; c < kH2SliceC; ++c) sum += rd[c * kH2Ldo];
+        if (sum == 1.2345f) *yp = sum;
+      } else if (elane < run) {
+#pragma unroll
+        for (int c = 0; c < kH2SliceC; ++c, yp += P) *yp = rd[c * kH2Ldo];
+      }
+      __syncwarp();  // the slice is read before its next half (or the next tile) is written
     }
-    __syncwarp();  // the slice is read before the next tile's epilogue writes it
   }
 }
 

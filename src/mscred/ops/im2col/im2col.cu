@@ -26,12 +26,11 @@
 //                                        whole output rows per tile, the input rows staged once in shared memory
 //                                        (where it pays, halo_pays; MSCRED_CONV1_KERNEL overrides).
 //   * conv_halo3x3s2<SELU>               conv2-shaped layers (3 x 3, stride 2, 32 -> 64 channels, Wo <= 15): the
-//                                        same idea in two 16-channel stages, weights resident, producer and
-//                                        consumer warps (halo_s2.cuh; where it pays, halo2_pays;
-//                                        MSCRED_CONV2_KERNEL overrides).
+//                                        same idea in two 16-channel stages, weights resident, producer warps and
+//                                        two groups of consumer warps on alternate tiles (halo_s2.cuh; where it
+//                                        pays, halo2_pays; MSCRED_CONV2_KERNEL overrides).
 // (Other kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh, a
-// direct FP32 conv1 kernel, results/conv1_direct/, and the conv2 kernel's earlier forms, docs/kernel-experiments.md;
-// the next conv2 candidate, not yet measured, is benchmarks/conv2_pingpong.cuh.)
+// direct FP32 conv1 kernel, results/conv1_direct/, and the conv2 kernel's earlier forms, docs/kernel-experiments.md.)
 #include "im2col.h"
 
 #include <algorithm>
@@ -344,11 +343,10 @@ Conv2Kernel conv2_kernel_requested() {
   static const auto requested = static_cast<Conv2Kernel>(kernel_choice("MSCRED_CONV2_KERNEL", {"generic", "halo"}));
   return requested;
 }
-// Where conv_halo3x3s2 beat the generic kernel on the H200 (harness, results/conv2_halo_v4/probe.txt): with at least
-// one tile per SM (batch 640 at n = 30: 1,280 tiles, 0.0632 against 0.0835 ms; batch 160: 0.0263 against 0.0325;
-// batch 132: 0.0214 against 0.0236); with fewer it ties or loses by up to 3%, its per-block weight staging not paid
-// back (batches 1 and 7 at n = 30, 2 and 14 tiles: 0.0140 against 0.0139; n = 29 at batch 64, 128 tiles: 0.0158
-// against 0.0153).
+// Where conv_halo3x3s2 beats the generic kernel on the H200 (harness; results/conv2_pingpong/probe_final.txt): with at
+// least one tile per SM (batch 640 at n = 30: 1,280 tiles, 0.0557 against 0.0834 ms; batch 643 likewise); with fewer
+// it ties or wins by little, its per-block weight staging not paid back (an earlier form lost by up to 3% there:
+// results/conv2_halo_v4/probe.txt), so the generic kernel keeps those shapes.
 bool halo2_pays(const ConvShape& s) {
   return (int64_t)s.N * Halo2Geom::of(s).tiles_per_image >= num_sms();
 }
