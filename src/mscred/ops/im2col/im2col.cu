@@ -343,10 +343,10 @@ Conv2Kernel conv2_kernel_requested() {
   static const auto requested = static_cast<Conv2Kernel>(kernel_choice("MSCRED_CONV2_KERNEL", {"generic", "halo"}));
   return requested;
 }
-// Where conv_halo3x3s2 beats the generic kernel on the H200 (harness; results/conv2_pingpong/probe_final.txt): with at
-// least one tile per SM (batch 640 at n = 30: 1,280 tiles, 0.0557 against 0.0834 ms; batch 643 likewise); with fewer
-// it ties or wins by little, its per-block weight staging not paid back (an earlier form lost by up to 3% there:
-// results/conv2_halo_v4/probe.txt), so the generic kernel keeps those shapes.
+// Where conv_halo3x3s2 beats the generic kernel on the H200 (harness, results/conv2_pingpong/record_call/probe.txt):
+// with at least one tile per SM (batch 640 at n = 30: 1,280 tiles, 0.0552 against 0.0834 ms; batch 132: 0.0200
+// against 0.0234). With fewer it is ahead in that run but 3-4% behind in others of the same day (batch 7, n = 16 at
+// batch 64: its per-block weight staging not paid back), so those shapes keep the generic kernel.
 bool halo2_pays(const ConvShape& s) {
   return (int64_t)s.N * Halo2Geom::of(s).tiles_per_image >= num_sms();
 }
