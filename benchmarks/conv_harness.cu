@@ -145,10 +145,11 @@ cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, c
 }
 
 // The 2 x 2 patch kernel (conv_patch; conv4's 8 x 8 -> 4 x 4) in any tile configuration.
-template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, bool LDSM_A = false, int NWARPS = 8>
+template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, bool LDSM_A = false, int NWARPS = 8,
+          int PROBE = 0>
 cudaError_t patch_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                       cudaStream_t stream) {
-  using PL = PatchLaunch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, 4, 4, LDSM_A, NWARPS>;
+  using PL = PatchLaunch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, 4, 4, LDSM_A, NWARPS, PROBE>;
   if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
   return PL::launch(x, w, b, y, s, selu_, stream);
 }
@@ -249,6 +250,10 @@ int main(int argc, char** argv) {
       {"R245_10_3_1", patch_cfg<2, 4, 5, 10, 3, 1, true>},
       {"R245_10_4_1", patch_cfg<2, 4, 5, 10, 4, 1, true>},   // the product's tile at batch 640 (PatchBig)
       {"R245_10_5_1", patch_cfg<2, 4, 5, 10, 5, 1, true>},
+      // the product's tile's probes (outputs wrong, timing only): no copies, no MMAs, no output stores
+      {"R245_noload", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 1>},
+      {"R245_nomma", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 2>},
+      {"R245_nostore", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 3>},
       // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
       {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40
       {"W425_10_3_1", patch_cfg<4, 2, 5, 10, 3, 1, true, 16>},

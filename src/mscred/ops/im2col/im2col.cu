@@ -213,10 +213,10 @@ bool pairable(const float* x, const ConvShape& s) {
 // an input of exactly 2*HO x 2*WO (a bottom/right padding row or column would never be read), C a multiple of 8
 // (whole K-steps), x and w 16-byte aligned (plane and weight-row copies), y 8-byte aligned (pixel-pair stores).
 template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, int HO, int WO, bool LDSM_A,
-          int NWARPS = 8>
+          int NWARPS = 8, int PROBE = 0>
 struct PatchLaunch {
   using T = PatchTile<WARPS_M, MT, NT, IMGS, STAGES, HO, WO, LDSM_A, NWARPS>;
-  static constexpr auto kernel = conv_patch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, HO, WO, LDSM_A, NWARPS>;
+  static constexpr auto kernel = conv_patch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, HO, WO, LDSM_A, NWARPS, PROBE>;
   static bool takes(const float* x, const float* w, const float* y, const ConvShape& s) {
     return s.KH == 2 && s.KW == 2 && s.stride == 2 && s.pad_top == 0 && s.pad_left == 0 && s.Ho == HO &&
            s.Wo == WO && s.H == 2 * HO && s.W == 2 * WO && s.C % T::CK == 0 &&

@@ -52,7 +52,10 @@ struct PatchTile {
 
 __device__ __forceinline__ uint2 lds64(const uint32_t* p) { return *reinterpret_cast<const uint2*>(p); }
 
-template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, int HO, int WO, bool LDSM_A, int NWARPS>
+// PROBE (harness builds only, rows P*_probe: timings that bound the kernel, outputs wrong): 1 = no copies (the
+// stages hold whatever shared memory held), 2 = no MMAs, 3 = no output stores. The product instantiates 0 only.
+template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, int HO, int WO, bool LDSM_A, int NWARPS,
+          int PROBE = 0>
 __global__ void __launch_bounds__(32 * NWARPS, MIN_BLOCKS)
     conv_patch(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                float* __restrict__ y, ConvShape s, bool apply_selu) {
@@ -94,6 +97,7 @@ __global__ void __launch_bounds__(32 * NWARPS, MIN_BLOCKS)
   }
 
   auto load_stage = [&](int ks, int slot) {
+    if (PROBE == 1) return;
     uint32_t* As = smem + slot * T::STAGE_WORDS;
     uint32_t* Bs = As + T::A_WORDS;
     const int k0 = ks * 4 * CK, x0 = ks * CK * HW;
@@ -137,7 +141,7 @@ __global__ void __launch_bounds__(32 * NWARPS, MIN_BLOCKS)
     const uint32_t* As = smem + slot * T::STAGE_WORDS;
     const uint32_t* Bs = As + T::A_WORDS;
 #pragma unroll
-    for (int kb = 0; kb < CK / 2; ++kb) {
+    for (int kb = 0; kb < (PROBE == 2 ? 0 : CK / 2); ++kb) {
       uint32_t af[MT][4], bf[NT][2];
       if constexpr (LDSM_A) {
 #pragma unroll
@@ -192,6 +196,7 @@ __global__ void __launch_bounds__(32 * NWARPS, MIN_BLOCKS)
           v0 = selu_fast(v0);
           v1 = selu_fast(v1);
         }
+        if (PROBE == 3 && v0 != 1.2345f) continue;  // no store (unless a value no run produces)
         *reinterpret_cast<float2*>(y + ((int64_t)n * O + o) * P + p) = make_float2(v0, v1);
       }
     }
