@@ -9,6 +9,7 @@
 #include "device_math.cuh"
 #include "implicit.cuh"
 #include "halo.cuh"
+#include "pipelined.cuh"
 
 namespace mscred_im2col {
 namespace {
@@ -22,8 +23,9 @@ namespace {
 //   * a tile is R whole output rows of one image (R * Wo <= 128 pixels, columns padded to Wp, a multiple of 8, so
 //     that the 8 pixels of an MMA column block share a row); the 2R + 1 input rows it reads are staged in shared
 //     memory in two stages of 16 channels (35 KB a stage buffer, three buffers);
-//   * the warps are specialised: 4 producer warps load a stage into registers (two pair planes each, 68 values a
-//     thread), round it to TF32 on the way and store it; 8 consumer warps in two groups of 4 run the MMAs and the
+//   * the warps are specialised: 4 producer warps copy a stage by 4-byte cp.async straight into the pair planes
+//     (two each, 68 copies a thread, no registers held: up to three stages in flight); 8 consumer warps (rounding
+//     their B fragments to TF32) in two groups of 4 run the MMAs and the
 //     epilogue, the groups on alternate tiles ("ping-pong", as CUTLASS schedules Hopper GEMMs): while one group runs
 //     its epilogue the other runs its MMAs. They hand buffers over by shared-memory barriers (mbarrier: FULL when
 //     staged, EMPTY when read), so a consumer waits only for its data, never for the other consumers;
@@ -44,12 +46,13 @@ namespace {
 //     and out by one store per channel, no block barrier.
 // How it got here, measured on the H200 with the harness at batch 640 (results/conv2_halo*/, conv2_pingpong/): all
 // warps staging and computing between block barriers, 0.067 ms (IPC 0.29, the tensor pipe idle while they stage);
-// producers by 4-byte cp.async, 0.079 (they could not keep up); producers through registers with named barriers,
-// 0.066; with mbarriers and a per-warp epilogue, 0.063 (8 producer and 8 consumer warps of 32 x 32), against the
-// generic kernel's 0.083; the two consumer groups of 64 x 32 warps, 0.0573; the slice's conflict-free 8-byte stores,
-// 16-channel passes and the first stage's loads issued before the weights are staged, 0.0553-0.0557. Its bounds,
-// from probes that drop one part (harness rows halo2_*): MMAs alone 0.021 ms, MMAs and epilogue without loads 0.043,
-// the loads and epilogue without MMAs 0.051: the producers' loads are what the kernel waits for.
+// producers by 4-byte cp.async, 0.079 (they could not keep up with all warps staging and computing); producers
+// through registers with named barriers, 0.066; with mbarriers and a per-warp epilogue, 0.063 (8 producer and 8
+// consumer warps of 32 x 32), against the generic kernel's 0.083; the two consumer groups of 64 x 32 warps, 0.0573;
+// the slice's conflict-free 8-byte stores, 16-channel passes and the first stage's loads issued before the weights
+// are staged, 0.0553; the producers by cp.async again, now that nothing else waits on them, 0.0534. Its bounds, from
+// probes that drop one part (harness rows halo2_*): MMAs and epilogue without copies 0.048 ms, the copies and
+// epilogue without MMAs 0.042: the consumers' side is the longer now.
 // Limits: Wo <= 15 (a staged row is at most 31 cells: one lane per column), any top/left padding. The layout's
 // constants and index arithmetic are replayed on the CPU by tests/test_halo_s2_layout.py (keep them in step).
 // ---------------------------------------------------------------------------------------------------------------
@@ -174,28 +177,23 @@ __device__ __forceinline__ H2StageSource h2_stage_source(const float* x, const C
   return {src, rows_in};
 }
 
-// That pair plane for this lane, by a pointer per channel stepped a row at a time (with index arithmetic per value
-// the staging was ~10 instructions a value); zeros outside the image.
-template <bool LOADS = true>
-__device__ __forceinline__ void h2_load_pair(float (&v)[2][kH2MaxNR], const H2StageSource& in, int plane, int W) {
+// That pair plane for this lane into shared memory at `dst` (its staged column's cell of row 0), by 4-byte cp.async,
+// a pointer per channel stepped a row at a time; zero-filled outside the image and for rows past NR (inside the pair
+// plane: see kH2CS2), so no test per row beyond the mask. The copies hold no registers: with the values loaded into
+// registers and stored (68 a thread, one stage in flight per SM) the producers were the kernel's bound (0.051 of its
+// 0.055 ms without MMAs; 0.042 this way, results/conv2_pingpong/probe_async.txt). COPIES false (a probe): zeros only.
+template <bool COPIES = true>
+__device__ __forceinline__ void h2_copy_pair(uint32_t* dst, const H2StageSource& in, const float* any, int plane, int W,
+                                             int SW) {
 #pragma unroll
   for (int pc = 0; pc < 2; ++pc) {
     const float* p = in.src + 2 * pc * (int64_t)plane;
 #pragma unroll
     for (int sr = 0; sr < kH2MaxNR; ++sr, p += W) {
-      v[pc][sr] = 0.f;
-      if (LOADS && (in.rows_in & (1u << sr))) v[pc][sr] = __ldg(p);
+      const bool ok = COPIES && (in.rows_in & (1u << sr));
+      cp_async4(dst + 2 * sr * SW + pc, ok ? p : any, ok);
     }
   }
-}
-
-// The same pair plane into shared memory at byte address dst (its staged column's cell of row 0), rounded to TF32,
-// both channels of a cell by one 8-byte store. Rows past NR are stored too (zeros, inside the pair plane: see
-// kH2CS2): no test per row.
-__device__ __forceinline__ void h2_store_pair(unsigned dst, const float (&v)[2][kH2MaxNR], int SW) {
-#pragma unroll
-  for (int sr = 0; sr < kH2MaxNR; ++sr, dst += 8 * SW)
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(dst), "r"(to_tf32(v[0][sr])), "r"(to_tf32(v[1][sr])));
 }
 
 // 16 output channels of a consumer warp's tile (one m16 tile's accumulators), SELU'd (on log2(e)-scaled
@@ -267,43 +265,38 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   }
 
   // ---- producers: warp pw stages pair planes 2 pw and 2 pw + 1 (each: stage channels c0, c0 + 2), all NR rows,
-  // lane = staged column; a stage at a time: 68 values a thread in flight, then stored.
+  // lane = staged column, by cp.async; each thread arrives on FULL when its copies of the stage have landed.
   const bool producer = warp >= kH2Consumers / 32;
   const int pw = warp - kH2Consumers / 32;
   const bool lane_in = lane < SW;
   const bool lane_ok = lane_in && (unsigned)(lane - s.pad_left) < (unsigned)W;
-  using Plane = float[2][kH2MaxNR];  // [channel of the pair][staged row]
-  auto load = [&](Plane& v, int q, int pp2) {
-    const int pp = 2 * pw + pp2;
-    h2_load_pair<kLoads>(v, h2_stage_source(x, s, geo, q, (pp & 1) + 4 * (pp >> 1), lane, lane_ok), H * W, W);
+  auto issue = [&](int q) {
+#pragma unroll
+    for (int pp2 = 0; pp2 < 2; ++pp2) {
+      const int pp = 2 * pw + pp2;
+      const H2StageSource in = h2_stage_source(x, s, geo, q, (pp & 1) + 4 * (pp >> 1), lane, lane_ok);
+      if (lane_in)
+        h2_copy_pair<kLoads>(stage_buf + (q % kH2Buffers) * kH2Buf + h2_pair_plane(pp) + 2 * lane, in, x, H * W, W,
+                             SW);
+    }
   };
-  Plane va, vb;
-  if (producer) {  // the first stage's loads in flight while the block stages the weights
-    load(va, 0, 0);
-    load(vb, 0, 1);
-  }
+  if (producer) issue(0);  // the first stage's copies in flight while the block stages the weights
   if (tid < kH2O) bias_s[tid] = bias != nullptr ? scale * __ldg(bias + tid) : 0.f;
   h2_stage_weights<kH2Threads>(ws, w, scale, tid);
   __syncthreads();  // the weights, the bias and the barriers' initialisation are published
 
   if (producer) {
-    auto store = [&](const Plane& v, int q, int pp2) {
-      if (lane_in)
-        h2_store_pair(smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf + h2_pair_plane(2 * pw + pp2) + 2 * lane), v,
-                      SW);
-    };
-    // Measured and not kept (H200, harness, results/conv2_pingpong/): the next stage's first plane loaded while this
-    // stage's second is stored, 0.0650 against 0.0576 ms; two whole stages in registers, 0.0570 against 0.0555; a
-    // fourth stage buffer (with 16-channel output slices to make room), 0.0565 against 0.0555.
+    // Measured and not kept (H200, harness, results/conv2_pingpong/): the producers loading into registers and
+    // storing (one stage in flight: 0.0551 against 0.0534 ms this way), then loading the next stage's first plane
+    // while storing this stage's second (0.0650 against 0.0576), or two whole stages in registers (0.0570 against
+    // 0.0555); a fourth stage buffer (0.0565 against 0.0555).
     for (int q = 0; q < stages; ++q) {
       if (q > 0) {
-        load(va, q, 0);
-        load(vb, q, 1);
+        if (q >= kH2Buffers) mbar_wait(&empty_bar[q % kH2Buffers], (q / kH2Buffers - 1) & 1);  // stage q - 3 read
+        issue(q);
       }
-      if (q >= kH2Buffers) mbar_wait(&empty_bar[q % kH2Buffers], (q / kH2Buffers - 1) & 1);  // stage q - 3 read
-      store(va, q, 0);
-      store(vb, q, 1);
-      mbar_arrive(&full_bar[q % kH2Buffers]);
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_addr(&full_bar[q % kH2Buffers]))
+                   : "memory");
     }
     return;
   }
@@ -356,7 +349,11 @@ __global__ void __launch_bounds__(kH2Threads, 1)
         for (int ks = 0; ks < 2; ++ks) {
           uint32_t bf[NT][2];
 #pragma unroll
-          for (int j = 0; j < NT; ++j) lds_u32x2(bf[j], rbase[j] + 4 * (2 * ks * kH2CS2 + 2 * tj));
+          for (int j = 0; j < NT; ++j) {  // staged as they are: rounded to TF32 here
+            lds_u32x2(bf[j], rbase[j] + 4 * (2 * ks * kH2CS2 + 2 * tj));
+            bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
+            bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
+          }
 #pragma unroll
           for (int i = 0; i < MT; ++i) {
             uint32_t af[4];
