@@ -236,7 +236,11 @@ __device__ __forceinline__ int tid_fresh() {
 // PROBE (harness builds only, benchmarks/conv_harness.cu rows halo2_*: timings that find the bound, outputs wrong):
 // 1 = the producers load nothing (zeros), 2 = the consumers skip the MMAs, 3 = no loads and no epilogue, 4 = no
 // epilogue, 5 = no loads and no output stores, 6 = no loads and no SELU. The product instantiates 0 only.
-template <bool SELU, int PROBE = 0>
+// PRODUCER_ROUNDS (the next candidate, harness row halo2_round, not yet measured on a GPU): each producer rounds its
+// own copies of a stage to TF32 in place once they have landed (cp.async.wait_group; the next stage's copies in
+// flight meanwhile) and then arrives on FULL, so that the consumers, the kernel's longer side (0.048 of its 0.0535 ms
+// without copies), read rounded values and skip their 8 conversions a K-step.
+template <bool SELU, int PROBE = 0, bool PRODUCER_ROUNDS = false>
 __global__ void __launch_bounds__(kH2Threads, 1)
     conv_halo3x3s2(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                    float* __restrict__ y, ConvShape s) {
@@ -280,7 +284,10 @@ __global__ void __launch_bounds__(kH2Threads, 1)
                              SW);
     }
   };
-  if (producer) issue(0);  // the first stage's copies in flight while the block stages the weights
+  if (producer) {  // the first stage's copies in flight while the block stages the weights
+    issue(0);
+    if (PRODUCER_ROUNDS) cp_async_commit();
+  }
   if (tid < kH2O) bias_s[tid] = bias != nullptr ? scale * __ldg(bias + tid) : 0.f;
   h2_stage_weights<kH2Threads>(ws, w, scale, tid);
   __syncthreads();  // the weights, the bias and the barriers' initialisation are published
@@ -290,6 +297,34 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     // storing (one stage in flight: 0.0551 against 0.0534 ms this way), then loading the next stage's first plane
     // while storing this stage's second (0.0650 against 0.0576), or two whole stages in registers (0.0570 against
     // 0.0555); a fourth stage buffer (0.0565 against 0.0555).
+    if (PRODUCER_ROUNDS) {
+      for (int q = 0; q < stages; ++q) {
+        const int qn = q + 1;  // the next stage's copies go out first (its buffer's stage qn - 3 read)
+        if (qn < stages) {
+          if (qn >= kH2Buffers) mbar_wait(&empty_bar[qn % kH2Buffers], (qn / kH2Buffers - 1) & 1);
+          issue(qn);
+        }
+        cp_async_commit();
+        cp_async_wait<1>();  // this thread's copies of stage q have landed
+        if (lane_in) {       // its cells of the stage, both channels of a cell by one 8-byte load and store
+#pragma unroll
+          for (int pp2 = 0; pp2 < 2; ++pp2) {
+            const unsigned at =
+                smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf + h2_pair_plane(2 * pw + pp2) + 2 * lane);
+#pragma unroll
+            for (int sr = 0; sr < kH2MaxNR; ++sr) {
+              uint32_t v[2];
+              lds_u32x2(v, at + 8 * sr * SW);
+              asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(at + 8 * sr * SW),
+                           "r"(to_tf32(__uint_as_float(v[0]))), "r"(to_tf32(__uint_as_float(v[1])))
+                           : "memory");
+            }
+          }
+        }
+        mbar_arrive(&full_bar[q % kH2Buffers]);  // release: the rounded values are published
+      }
+      return;
+    }
     for (int q = 0; q < stages; ++q) {
       if (q > 0) {
         if (q >= kH2Buffers) mbar_wait(&empty_bar[q % kH2Buffers], (q / kH2Buffers - 1) & 1);  // stage q - 3 read
@@ -351,8 +386,10 @@ __global__ void __launch_bounds__(kH2Threads, 1)
 #pragma unroll
           for (int j = 0; j < NT; ++j) {  // staged as they are: rounded to TF32 here
             lds_u32x2(bf[j], rbase[j] + 4 * (2 * ks * kH2CS2 + 2 * tj));
-            bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
-            bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
+            if (!PRODUCER_ROUNDS) {
+              bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
+              bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
+            }
           }
 #pragma unroll
           for (int i = 0; i < MT; ++i) {
