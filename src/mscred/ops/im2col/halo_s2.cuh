@@ -25,10 +25,10 @@ namespace {
 //     memory in two stages of 16 channels (35 KB a stage buffer, three buffers);
 //   * the warps are specialised: 4 producer warps copy a stage by 4-byte cp.async straight into the pair planes
 //     (two each, 68 copies a thread, no registers held: up to three stages in flight); 8 consumer warps (rounding
-//     their B fragments to TF32) in two groups of 4 run the MMAs and the
-//     epilogue, the groups on alternate tiles ("ping-pong", as CUTLASS schedules Hopper GEMMs): while one group runs
-//     its epilogue the other runs its MMAs. They hand buffers over by shared-memory barriers (mbarrier: FULL when
-//     staged, EMPTY when read), so a consumer waits only for its data, never for the other consumers;
+//     their B fragments to TF32) in two groups of 4 run the MMAs and the epilogue, the groups on alternate tiles
+//     ("ping-pong", as CUTLASS schedules Hopper GEMMs): while one group runs its epilogue the other runs its MMAs.
+//     They hand buffers over by shared-memory barriers (mbarrier: FULL when staged, EMPTY when read), so a consumer
+//     waits only for its data, never for the other consumers;
 //   * the weights (64 x 288 TF32, 75 KB) are staged once per persistent block and read by ldmatrix; one block per SM;
 //   * K is ordered tap-major, and within a tap the K-slots are a permutation of the channels chosen for the banks
 //     and for 8-byte loads: slot t + 4h of K-step s (h, s in {0, 1}) is channel P[t] + 2h + 4s of the stage,
@@ -74,7 +74,7 @@ constexpr int kH2CS2 = 1058;
 constexpr int kH2Shift = 8;                // pair planes 4..7 start kH2Shift words later (see the bank note above)
 constexpr int kH2Buf = kH2Pairs * kH2CS2 + kH2Shift;  // words per stage buffer (16-byte multiple)
 constexpr int kH2Ldw = kH2K + 4;           // weight row stride: conflict-free ldmatrix (292 = 4 mod 32)
-constexpr int kH2Ldo = 40;                 // a consumer warp's output slice: 32 channel runs, = 8 mod 32
+constexpr int kH2Ldo = 40;                 // output slice: words per channel run (32 pixels), = 8 mod 32
 constexpr int kH2SliceC = 16;              // channels of a consumer warp's output slice (its epilogue in 4 passes)
 constexpr int kH2SmemWords = kH2Buffers * kH2Buf + kH2O * kH2Ldw + (kH2Consumers / 32) * kH2SliceC * kH2Ldo + kH2O;
 
@@ -407,12 +407,11 @@ __global__ void __launch_bounds__(kH2Threads, 1)
       continue;
     }
 
-    // The tile is complete: SELU, then this warp's 64 channels x 32 pixels (whole output rows: one contiguous run of
-    // up to 32 floats per channel in y) out in two halves of 32 channels through its own 32-channel slice (eight
-    // 64-channel slices do not fit beside three stage buffers and the weights), one store per channel. No block
-    // barrier: the other group keeps computing meanwhile.
-    // The warp's 32 pixels are whole output rows from wrow0 on; each accumulator's place is worked out here, not
-    // kept in registers across the K loop.
+    // The tile is complete: SELU, then this warp's 64 channels x 32 pixels (whole output rows from wrow0 on: one
+    // contiguous run of up to 32 floats per channel in y) out in four passes of 16 channels through its own
+    // 16-channel slice (larger slices left no room for a fourth stage buffer, which did not pay either), one store
+    // per channel. No block barrier: the other group keeps computing meanwhile. Each accumulator's place is worked
+    // out here, not kept in registers across the K loop.
     const int etid = tid_fresh(), elane = etid % 32, ewarp = etid / 32;
     const int wrow0 = ewarp % kH2GroupWarps * 32 / geo.Wp, wp_log2 = geo.Wp == 16 ? 4 : 3;
     float* const wout = out_s + ewarp * kH2SliceC * kH2Ldo;
@@ -435,7 +434,7 @@ __global__ void __launch_bounds__(kH2Threads, 1)
 #pragma unroll
         for (int c = 0; c < kH2SliceC; ++c, yp += P) *yp = rd[c * kH2Ldo];
       }
-      __syncwarp();  // the slice is read before its next half (or the next tile) is written
+      __syncwarp();  // the slice is read before the next pass (or the next tile) writes it
     }
   }
 }

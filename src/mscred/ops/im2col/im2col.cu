@@ -344,10 +344,11 @@ Conv2Kernel conv2_kernel_requested() {
   static const auto requested = static_cast<Conv2Kernel>(kernel_choice("MSCRED_CONV2_KERNEL", {"generic", "halo"}));
   return requested;
 }
-// Where conv_halo3x3s2 beats the generic kernel on the H200 (harness, results/conv2_pingpong/record_call/probe.txt):
-// with at least one tile per SM (batch 640 at n = 30: 1,280 tiles, 0.0552 against 0.0834 ms; batch 132: 0.0200
-// against 0.0234). With fewer it is ahead in that run but 3-4% behind in others of the same day (batch 7, n = 16 at
-// batch 64: its per-block weight staging not paid back), so those shapes keep the generic kernel.
+// Where conv_halo3x3s2 beats the generic kernel on the H200 (harness, results/conv2_pingpong/record_async/probe.txt):
+// with at least one tile per SM (batch 640 at n = 30: 1,280 tiles, 0.0535 against 0.0835 ms; batch 132: 0.0189
+// against 0.0242). With fewer it ties or loses in some runs of the same day (n = 29 at batch 64, 128 tiles: 0.0159
+// against 0.0155; batch 7 and n = 16 at batch 64 in others: its per-block weight staging not paid back), so those
+// shapes keep the generic kernel.
 bool halo2_pays(const ConvShape& s) {
   return (int64_t)s.N * Halo2Geom::of(s).tiles_per_image >= num_sms();
 }

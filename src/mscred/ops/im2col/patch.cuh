@@ -52,7 +52,7 @@ struct PatchTile {
 
 __device__ __forceinline__ uint2 lds64(const uint32_t* p) { return *reinterpret_cast<const uint2*>(p); }
 
-// PROBE (harness builds only, rows P*_probe: timings that bound the kernel, outputs wrong): 1 = no copies (the
+// PROBE (harness builds only, rows R245_no*: timings that bound the kernel, outputs wrong): 1 = no copies (the
 // stages hold whatever shared memory held), 2 = no MMAs, 3 = no output stores. The product instantiates 0 only.
 template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, int HO, int WO, bool LDSM_A, int NWARPS,
           int PROBE = 0>
