@@ -13,6 +13,7 @@
 //   /tmp/conv_harness [--iters 30] [--batch 640] [--n 30] [--only conv4] [--variants pipe,rows,Q425_5_3_2]
 #include "../src/mscred/ops/im2col/im2col.cu"
 #include "conv_variants.cuh"  // measured, not adopted: conv_rows (conv1), conv_band (conv2)
+#include "conv4_ws.cuh"       // not yet measured: conv_patch_ws (conv4 with a copy warp)
 
 #include <algorithm>
 #include <cmath>
@@ -257,6 +258,7 @@ int main(int argc, char** argv) {
       {"R245_noload", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 1>},
       {"R245_nomma", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 2>},
       {"R245_nostore", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 3>},
+      {"WS245_10_4", patch_ws_cfg<2, 4, 5, 10, 4>},  // candidate: a copy warp by bulk copies + 8 MMA warps (unmeasured)
       // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
       {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40
       {"W425_10_3_1", patch_cfg<4, 2, 5, 10, 3, 1, true, 16>},

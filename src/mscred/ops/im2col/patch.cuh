@@ -52,6 +52,101 @@ struct PatchTile {
 
 __device__ __forceinline__ uint2 lds64(const uint32_t* p) { return *reinterpret_cast<const uint2*>(p); }
 
+// Pieces of conv_patch that a candidate with copy warps (benchmarks/conv4_ws.cuh) shares.
+
+// This thread's fragment offsets inside a stage (k8-block 0): A rows g (+8) of each m16 tile at slots t, t+4;
+// B: for each n8-block j, pixel g's tap pair in row t % 2 of channel t / 2.
+// LDSM_A: the k-slots are W's natural order instead (slot s of k8-block kb = weight 8 kb + s: tap s % 4 of
+// channel 2 kb + s / 4), so that A comes by ldmatrix.x4 straight into the MMA's register quad (the 8-byte pair
+// loads need register moves to form it: ~20 per k8-block in the SASS); B's b0/b1 are then tap t of channels
+// 2 kb and 2 kb + 1, two 4-byte loads (lanes: pixel offsets {0,2,4,6,16,18,20,22} + tap offsets {0,1,8,9},
+// conflict-free).
+template <typename T, int MT, int NT, int WO, bool LDSM_A>
+__device__ __forceinline__ void patch_fragment_offsets(int lane, int warp_m, int warp_n, int& a_off, int (&b_off)[NT]) {
+  constexpr int LDA = T::LDA, PS = T::PS, CK = T::CK, P = T::P, W = T::W;
+  const int g = lane / 4, t = lane % 4, mat = lane / 8;
+  a_off = LDSM_A ? (warp_m * MT * 16 + lane % 8 + (mat & 1) * 8) * LDA + (mat >> 1) * 4
+                 : (warp_m * MT * 16 + g) * LDA + (t / 2) * 4 + (t % 2) * 2;
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    const int nb = warp_n * NT + j, img = nb / (P / 8), p = (nb % (P / 8)) * 8 + g, ho = p / WO, wo = p % WO;
+    b_off[j] = LDSM_A ? img * CK * PS + (2 * ho + t / 2) * W + 2 * wo + t % 2
+                      : img * CK * PS + (t / 2) * PS + (2 * ho + t % 2) * W + 2 * wo;
+  }
+}
+
+// The MMAs of one K-step (CK channels: CK / 2 k8-blocks) on a landed stage: A at As, B at Bs.
+template <typename T, int MT, int NT, bool LDSM_A>
+__device__ __forceinline__ void patch_stage_mma(float (&acc)[MT][NT][4], const uint32_t* As, const uint32_t* Bs,
+                                                int a_off, const int (&b_off)[NT]) {
+  constexpr int LDA = T::LDA, PS = T::PS, CK = T::CK;
+#pragma unroll
+  for (int kb = 0; kb < CK / 2; ++kb) {
+    uint32_t af[MT][4], bf[NT][2];
+    if constexpr (LDSM_A) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        ldsm_x4(af[i], As + a_off + i * 16 * LDA + kb * 8);
+#pragma unroll
+        for (int v = 0; v < 4; ++v) af[i][v] = to_tf32(__uint_as_float(af[i][v]));
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        bf[j][0] = to_tf32(__uint_as_float(Bs[b_off[j] + 2 * kb * PS]));
+        bf[j][1] = to_tf32(__uint_as_float(Bs[b_off[j] + (2 * kb + 1) * PS]));
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        const uint2 lo = lds64(As + a_off + i * 16 * LDA + kb * 8);
+        const uint2 hi = lds64(As + a_off + (i * 16 + 8) * LDA + kb * 8);
+        af[i][0] = to_tf32(__uint_as_float(lo.x));
+        af[i][1] = to_tf32(__uint_as_float(hi.x));
+        af[i][2] = to_tf32(__uint_as_float(lo.y));
+        af[i][3] = to_tf32(__uint_as_float(hi.y));
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const uint2 v = lds64(Bs + b_off[j] + kb * 2 * PS);
+        bf[j][0] = to_tf32(__uint_as_float(v.x));
+        bf[j][1] = to_tf32(__uint_as_float(v.y));
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af[i], bf[j]);
+  }
+}
+
+// Epilogue from the accumulators: c0/c1 are (row g, pixels 2t, 2t+1), c2/c3 row g + 8. NOSTORE: a probe.
+template <int MT, int NT, int P, bool NOSTORE = false>
+__device__ __forceinline__ void patch_epilogue(const float (&acc)[MT][NT][4], float* __restrict__ y,
+                                               const float* __restrict__ bias, int O, int N, int o_warp, int n0,
+                                               int nb0, int lane, bool apply_selu) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int o = o_warp + i * 16 + g + 8 * h;
+      if (o >= O) continue;
+      const float bv = bias != nullptr ? __ldg(bias + o) : 0.f;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int nb = nb0 + j, n = n0 + nb / (P / 8), p = (nb % (P / 8)) * 8 + 2 * t;
+        if (n >= N) continue;
+        float v0 = acc[i][j][2 * h] + bv, v1 = acc[i][j][2 * h + 1] + bv;
+        if (apply_selu) {
+          v0 = selu_fast(v0);
+          v1 = selu_fast(v1);
+        }
+        if (NOSTORE && v0 != 1.2345f) continue;  // no store (unless a value no run produces)
+        *reinterpret_cast<float2*>(y + ((int64_t)n * O + o) * P + p) = make_float2(v0, v1);
+      }
+    }
+}
+
 // PROBE (harness builds only, rows R245_no*: timings that bound the kernel, outputs wrong): 1 = no copies (the
 // stages hold whatever shared memory held), 2 = no MMAs, 3 = no output stores. The product instantiates 0 only.
 template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, int HO, int WO, bool LDSM_A, int NWARPS,
@@ -61,7 +156,7 @@ __global__ void __launch_bounds__(32 * NWARPS, MIN_BLOCKS)
                float* __restrict__ y, ConvShape s, bool apply_selu) {
   using T = PatchTile<WARPS_M, MT, NT, IMGS, STAGES, HO, WO, LDSM_A, NWARPS>;
   constexpr int TH = T::THREADS;
-  constexpr int BM = T::BM, LDA = T::LDA, PS = T::PS, CK = T::CK, HW = T::HW, P = T::P, W = T::W;
+  constexpr int BM = T::BM, LDA = T::LDA, PS = T::PS, CK = T::CK, HW = T::HW, P = T::P;
   constexpr int A_CHUNKS = BM * CK;             // 16-byte weight chunks per K-step: BM rows of 4*CK weights
   constexpr int B_CHUNKS = IMGS * CK * HW / 4;  // 16-byte input chunks per K-step: IMGS x CK planes
   static_assert(A_CHUNKS % TH == 0, "weight chunks spread evenly over the threads");
@@ -72,7 +167,6 @@ __global__ void __launch_bounds__(32 * NWARPS, MIN_BLOCKS)
 
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = warp % WARPS_M, warp_n = warp / WARPS_M;
-  const int g = lane / 4, t = lane % 4;
   const int o0 = blockIdx.y * BM;
   const int n0 = blockIdx.x * IMGS;
 
@@ -116,90 +210,19 @@ __global__ void __launch_bounds__(32 * NWARPS, MIN_BLOCKS)
     }
   };
 
-  // This thread's fragment offsets inside a stage (k8-block 0): A rows g (+8) of each m16 tile at slots t, t+4;
-  // B: for each n8-block j, pixel g's tap pair in row t % 2 of channel t / 2.
-  // LDSM_A: the k-slots are W's natural order instead (slot s of k8-block kb = weight 8 kb + s: tap s % 4 of
-  // channel 2 kb + s / 4), so that A comes by ldmatrix.x4 straight into the MMA's register quad (the 8-byte pair
-  // loads need register moves to form it: ~20 per k8-block in the SASS); B's b0/b1 are then tap t of channels
-  // 2 kb and 2 kb + 1, two 4-byte loads (lanes: pixel offsets {0,2,4,6,16,18,20,22} + tap offsets {0,1,8,9},
-  // conflict-free).
-  const int mat = lane / 8;
-  const int a_off = LDSM_A ? (warp_m * MT * 16 + lane % 8 + (mat & 1) * 8) * LDA + (mat >> 1) * 4
-                           : (warp_m * MT * 16 + g) * LDA + (t / 2) * 4 + (t % 2) * 2;
-  int b_off[NT];
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    const int nb = warp_n * NT + j, img = nb / (P / 8), p = (nb % (P / 8)) * 8 + g, ho = p / WO, wo = p % WO;
-    b_off[j] = LDSM_A ? img * CK * PS + (2 * ho + t / 2) * W + 2 * wo + t % 2
-                      : img * CK * PS + (t / 2) * PS + (2 * ho + t % 2) * W + 2 * wo;
-  }
+  int a_off, b_off[NT];
+  patch_fragment_offsets<T, MT, NT, WO, LDSM_A>(lane, warp_m, warp_n, a_off, b_off);
 
   float acc[MT][NT][4];
   zero_accumulators(acc);
 
   cp_async_k_loop<STAGES>(ksteps, load_stage, [&](int slot) {
     const uint32_t* As = smem + slot * T::STAGE_WORDS;
-    const uint32_t* Bs = As + T::A_WORDS;
-#pragma unroll
-    for (int kb = 0; kb < (PROBE == 2 ? 0 : CK / 2); ++kb) {
-      uint32_t af[MT][4], bf[NT][2];
-      if constexpr (LDSM_A) {
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          ldsm_x4(af[i], As + a_off + i * 16 * LDA + kb * 8);
-#pragma unroll
-          for (int v = 0; v < 4; ++v) af[i][v] = to_tf32(__uint_as_float(af[i][v]));
-        }
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          bf[j][0] = to_tf32(__uint_as_float(Bs[b_off[j] + 2 * kb * PS]));
-          bf[j][1] = to_tf32(__uint_as_float(Bs[b_off[j] + (2 * kb + 1) * PS]));
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          const uint2 lo = lds64(As + a_off + i * 16 * LDA + kb * 8);
-          const uint2 hi = lds64(As + a_off + (i * 16 + 8) * LDA + kb * 8);
-          af[i][0] = to_tf32(__uint_as_float(lo.x));
-          af[i][1] = to_tf32(__uint_as_float(hi.x));
-          af[i][2] = to_tf32(__uint_as_float(lo.y));
-          af[i][3] = to_tf32(__uint_as_float(hi.y));
-        }
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const uint2 v = lds64(Bs + b_off[j] + kb * 2 * PS);
-          bf[j][0] = to_tf32(__uint_as_float(v.x));
-          bf[j][1] = to_tf32(__uint_as_float(v.y));
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af[i], bf[j]);
-    }
+    if (PROBE != 2) patch_stage_mma<T, MT, NT, LDSM_A>(acc, As, As + T::A_WORDS, a_off, b_off);
   });  // nothing reads shared memory after this
 
-  // Epilogue from the accumulators: c0/c1 are (row g, pixels 2t, 2t+1), c2/c3 row g + 8.
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int o = o0 + warp_m * MT * 16 + i * 16 + g + 8 * h;
-      if (o >= O) continue;
-      const float bv = bias != nullptr ? __ldg(bias + o) : 0.f;
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int nb = warp_n * NT + j, n = n0 + nb / (P / 8), p = (nb % (P / 8)) * 8 + 2 * t;
-        if (n >= N) continue;
-        float v0 = acc[i][j][2 * h] + bv, v1 = acc[i][j][2 * h + 1] + bv;
-        if (apply_selu) {
-          v0 = selu_fast(v0);
-          v1 = selu_fast(v1);
-        }
-        if (PROBE == 3 && v0 != 1.2345f) continue;  // no store (unless a value no run produces)
-        *reinterpret_cast<float2*>(y + ((int64_t)n * O + o) * P + p) = make_float2(v0, v1);
-      }
-    }
+  patch_epilogue<MT, NT, P, PROBE == 3>(acc, y, bias, O, N, o0 + warp_m * MT * 16, n0, warp_n * NT, lane,
+                                        apply_selu);
 }
 
 }  // namespace
