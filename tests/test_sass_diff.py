@@ -106,3 +106,49 @@ def test_anonymous_namespaces_match_across_builds():
     assert stable_name("_Z4fillPffi") == "_Z4fillPffi"
     (d,) = diff_summaries([_kernel(one, registers=254)], [_kernel(two, registers=194)])
     assert d.status == "changed" and d.old.registers == 254
+
+
+def _templated(args, params="(float const*, int)", arch="sm_90", **kw):
+    name = "k" + "".join(a.replace(" ", "") for a in args)
+    kernel = _kernel(name, arch=arch, **kw)
+    kernel.readable = f"void ns::(anonymous namespace)::conv<{', '.join(args)}>{params}"
+    return kernel
+
+
+def test_a_template_parameter_added_with_a_default_still_matches_its_kernel():
+    # today's case: conv_patch<..., 8> became conv_patch<..., 8, 0> (a PROBE parameter, 0 in the product)
+    old = [_templated(["2", "4", "true", "8"], mix={"LDS": 4}), _templated(["4", "2", "true", "8"])]
+    new = [_templated(["2", "4", "true", "8", "0"], mix={"LDS": 4}),
+           _templated(["4", "2", "true", "8", "0"], mix={"LDS": 2})]
+    diffs = diff_summaries(old, new)
+    assert [d.status for d in diffs] == ["same", "changed"]
+    assert diffs[1].was == "void ns::(anonymous namespace)::conv<4, 2, true, 8>(float const*, int)"
+    text = format_diff(diffs)
+    assert "was void ns::(anonymous namespace)::conv<4, 2, true, 8>" in text and text.splitlines()[-1] == "1 changed, 1 same"
+    assert json.loads(json.dumps([d.to_json() for d in diffs]))[1]["was"].endswith("<4, 2, true, 8>(float const*, int)")
+
+
+def test_no_pairing_when_it_is_not_one_to_one_or_the_function_differs():
+    # two new instantiations extend the same old one: which one continues it is not known, so neither is paired
+    old = [_templated(["2", "4"])]
+    new = [_templated(["2", "4", "0"]), _templated(["2", "4", "1"])]
+    assert sorted(d.status for d in diff_summaries(old, new)) == ["added", "added", "removed"]
+    # other parameters, another architecture, or arguments that are not a prefix: different kernels
+    assert {d.status for d in diff_summaries([_templated(["2"])], [_templated(["2", "0"], params="(float*)")])} == {
+        "added", "removed"}
+    assert {d.status for d in diff_summaries([_templated(["2"], arch="sm_80")], [_templated(["2", "0"])])} == {
+        "added", "removed"}
+    assert {d.status for d in diff_summaries([_templated(["2", "4"])], [_templated(["3", "4", "0"])])} == {
+        "added", "removed"}
+
+
+@pytest.mark.parametrize("readable,expected", [
+    ("void ns::k<2, true>(float*)", ("void ns::k(float*)", ("2", "true"))),
+    ("void a::(anonymous namespace)::k<f<1, 2>, 3>(a::S, bool)", ("void a::(anonymous namespace)::k(a::S, bool)",
+                                                                  ("f<1, 2>", "3"))),
+    ("void plain(float*)", None),
+    ("k", None),
+])
+def test_template_parts(readable, expected):
+    from mscred.sass.diff import template_parts
+    assert template_parts(readable) == expected

@@ -1,7 +1,9 @@
 """What a change did to the machine code: two builds' kernels side by side.
 
-Each kernel of the new build is matched with the kernel of the same mangled name and architecture in the old one,
-and compared on what ``mscred.sass.inspect`` reads: registers, local frame (spills), shared memory, instructions,
+Each kernel of the new build is matched with the kernel of the same mangled name and architecture in the old one
+(or, failing that, with the one old kernel of the same function whose template arguments are its own with some
+trailing ones added or dropped: a template parameter given a default, as a probe or a variant switch is added), and
+compared on what ``mscred.sass.inspect`` reads: registers, local frame (spills), shared memory, instructions,
 the instruction groups (tensor-core ops, shared / global / local traffic, barriers), the mnemonics whose counts moved
 most, and, with loops, the largest loop's size. The question it answers is the one each kernel edit raises before any
 GPU time is spent: did the loop get shorter, did a spill appear, did the 16-byte loads survive.
@@ -28,6 +30,7 @@ class KernelDiff:
     readable: str
     old: KernelSummary | None
     new: KernelSummary | None
+    was: str | None = None  # the old kernel's demangled name, when it was matched by its template arguments
 
     @property
     def status(self) -> str:
@@ -55,7 +58,7 @@ class KernelDiff:
             return out
 
         return {"arch": self.arch, "kernel": self.name, "demangled": self.readable, "status": self.status,
-                "old": side(self.old), "new": side(self.new),
+                "was": self.was, "old": side(self.old), "new": side(self.new),
                 "mix_changes": [{"op": op, "old": a, "new": b} for op, a, b in self.mix_changes()]}
 
 
@@ -84,16 +87,86 @@ def stable_name(mangled: str) -> str:
     return "".join(out) + mangled[pos:]
 
 
+def _split_at_depth_zero(text: str, sep: str) -> list[str]:
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        elif ch == sep and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    return parts + [text[start:].strip()]
+
+
+def template_parts(readable: str) -> tuple[str, tuple[str, ...]] | None:
+    """A demangled kernel name as (the function with its parameter list and without its template arguments, the
+    template arguments), e.g. ``void ns::k<2, true>(float*)`` -> (``void ns::k(float*)``, (``2``, ``true``));
+    None when it has no template argument list."""
+    text = readable.strip()
+    if not text.endswith(")"):
+        return None
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):  # the parameter list: the last parenthesised group at depth 0
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            head, params = text[:i], text[i:]
+            break
+    else:
+        return None
+    if not head.endswith(">"):
+        return None
+    depth = 0
+    for j in range(len(head) - 1, -1, -1):  # its template argument list
+        depth += {">": 1, "<": -1}.get(head[j], 0)
+        if depth == 0:
+            return head[:j] + params, tuple(_split_at_depth_zero(head[j + 1:-1], ","))
+    return None
+
+
+def _prefix_related(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
+    return len(short) < len(long_) and long_[:len(short)] == short
+
+
 def diff_summaries(old: list[KernelSummary], new: list[KernelSummary]) -> list[KernelDiff]:
-    """Kernels matched by architecture and mangled name (anonymous namespaces made stable, ``stable_name``): the
-    new build's in its order, then those it lost."""
+    """Kernels matched by architecture and mangled name (anonymous namespaces made stable, ``stable_name``), then
+    those left over by their template arguments (``template_parts``: the same function, one argument list a strict
+    prefix of the other, one candidate on each side): the new build's in its order, then those it lost."""
     def key(k: KernelSummary) -> tuple[str, str]:
         return k.arch, stable_name(k.name)
 
     old_by_key = {key(k): k for k in old}
     new_keys = {key(k) for k in new}
-    out = [KernelDiff(k.arch, k.name, k.readable or k.name, old_by_key.get(key(k)), k) for k in new]
-    out += [KernelDiff(k.arch, k.name, k.readable or k.name, k, None) for k in old if key(k) not in new_keys]
+    left_old = [k for k in old if key(k) not in new_keys]
+    left_new = [k for k in new if key(k) not in old_by_key]
+
+    def candidates(k: KernelSummary, pool: list[KernelSummary]) -> list[KernelSummary]:
+        parts = template_parts(k.readable or "")
+        if parts is None:
+            return []
+        found = []
+        for other in pool:
+            other_parts = template_parts(other.readable or "")
+            if (other.arch == k.arch and other_parts is not None and other_parts[0] == parts[0]
+                    and _prefix_related(parts[1], other_parts[1])):
+                found.append(other)
+        return found
+
+    renamed: dict[int, KernelSummary] = {}  # id of a new kernel -> the old kernel it continues
+    for k in left_new:
+        olds = candidates(k, left_old)
+        if len(olds) == 1 and len(candidates(olds[0], left_new)) == 1:
+            renamed[id(k)] = olds[0]
+    taken = {id(o) for o in renamed.values()}
+
+    out = []
+    for k in new:
+        before = old_by_key.get(key(k)) or renamed.get(id(k))
+        was = before.readable or before.name if id(k) in renamed else None
+        out.append(KernelDiff(k.arch, k.name, k.readable or k.name, before, k, was))
+    out += [KernelDiff(k.arch, k.name, k.readable or k.name, k, None) for k in left_old if id(k) not in taken]
     return out
 
 
@@ -117,6 +190,8 @@ def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False) 
         if d.status == "same" and not show_same:
             continue
         lines.append(f"{d.arch:7} {d.status:8} {d.readable}")
+        if d.was:
+            lines.append(f"        was {d.was}")
         if d.old is None or d.new is None:
             k = d.new or d.old
             lines.append(f"        registers {k.registers}  local {k.frame_bytes}  shared {k.shared_bytes}  "
