@@ -219,8 +219,9 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, in a list.")
 def diff_cmd(old, new, arch, kernel, top, loops, show_same, as_json):
     """What a change did to the machine code: each kernel of NEW against the same kernel (mangled name and
-    architecture) of OLD, in cubins/objects/libraries: registers, spills, shared memory, instructions, tensor /
-    shared / global / local / barrier counts, the mnemonics that moved most; kernels added or removed."""
+    architecture, or the same function with trailing template arguments added or dropped) of OLD, in
+    cubins/objects/libraries: registers, spills, shared memory, instructions, tensor / shared / global / local /
+    barrier counts, the mnemonics that moved most; kernels added or removed."""
     from mscred.sass.diff import diff_summaries, format_diff
     from mscred.sass.inspect import inspect_file
 
