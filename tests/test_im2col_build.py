@@ -97,9 +97,19 @@ def test_the_standalone_harness_still_builds(tmp_path):
     change that breaks it would only show on the device, at the cost of a device call. Built to an object file, so
     that no CUDA driver or GPU is needed here."""
     harness = SRC.parents[4] / "benchmarks" / "conv_harness.cu"
-    cmd = [NVCC, "-std=c++17", "-O3", "-arch=sm_90", "-c", str(harness), "-o", str(tmp_path / "conv_harness.o")]
+    cmd = [NVCC, "-std=c++17", "-O3", "-arch=sm_90", "-Xptxas", "-v", "-c", str(harness),
+           "-o", str(tmp_path / "conv_harness.o")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"nvcc failed:\n{proc.stderr[-4000:]}"
+    # the candidates waiting for a device call (conv4's copy-warp kernel, conv2's producer rounding) and the conv2
+    # kernel's probes must stay measurable as they are: built, and without spills
+    kernels = _kernels(proc.stdout + proc.stderr)
+    watched = [(name, info) for name, info in kernels if "conv_patch_ws" in name or "conv_halo3x3s2" in name]
+    assert any("conv_patch_ws" in name for name, _ in watched)
+    assert any("conv_halo3x3s2ILb1ELi0ELb1E" in name for name, _ in watched)  # PRODUCER_ROUNDS
+    for name, info in watched:
+        frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", info)
+        assert frame and frame.groups() == ("0", "0", "0"), f"{name}: {frame.groups() if frame else info[:200]}"
 
 
 def test_compiles_for_ampere(tmp_path):
