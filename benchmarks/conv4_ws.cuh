@@ -16,8 +16,7 @@
 // patch_epilogue in patch.cuh), so the outputs are the same to the bit.
 // Expected, if the barriers and the copy issue are what the MMA side waits on: the MMA side's 0.021 ms a few percent
 // lower and better overlapped with the copies' 0.020, i.e. toward the 0.0233 that 3x needs.
-// To measure (carry build/conv_harness): SPEC="conv4:pipe,R245_10_4_1,WS245_10_4" TAIL_BATCHES="1 7 643"
-// TAIL_N="16" bash benchmarks/gpu_conv_probe.sh (n = 16 makes conv3-shaped 8 x 8 patches too).
+// To measure, with conv2's candidate beside it (carry build/conv_harness): bash benchmarks/gpu_candidates.sh.
 #pragma once
 
 namespace mscred_im2col {
