@@ -53,11 +53,13 @@ __global__ void __launch_bounds__(kWsThreads, 1)
   const int ksteps = C / CK;  // host: C % CK == 0
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int o0 = blockIdx.y * BM, n0 = blockIdx.x * IMGS;
-  if (tid < STAGES) {
-    mbar_init(&full_bar[tid], 1);
-    mbar_init(&empty_bar[tid], 32 * kWsMmaWarps);
+  if (tid == 0) {  // one thread initialises them all and fences its inits for the copies (the async proxy)
+    for (int b = 0; b < STAGES; ++b) {
+      mbar_init(&full_bar[b], 1);
+      mbar_init(&empty_bar[b], 32 * kWsMmaWarps);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if (tid == 0) asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the copies
   __syncthreads();
 
   if (warp == kWsMmaWarps) {
