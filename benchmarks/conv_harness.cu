@@ -135,10 +135,10 @@ cudaError_t halo2_row(const float* x, const float* w, const float* b, float* y, 
 }
 
 // Any tile configuration of the pipelined kernel, launched directly (the product picks one per layer): for sweeps.
-template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
+template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false, int PROBE = 0>
 cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                      cudaStream_t stream) {
-  using PL = PipeLaunch<WARPS_M, MT, NT, BK, STAGES, MIN_BLOCKS, PAIR>;
+  using PL = PipeLaunch<WARPS_M, MT, NT, BK, STAGES, MIN_BLOCKS, PAIR, PROBE>;
   size_t bytes = 0;
   if (PAIR && !pairable(x, s)) return cudaErrorNotSupported;  // the row is skipped
   if (!PL::prepare(s, &bytes)) return cudaErrorInvalidConfiguration;
@@ -201,6 +201,10 @@ int main(int argc, char** argv) {
       {"p224_16_4_2", pipe_cfg<2, 2, 4, 16, 4, 2>},   // 64 x 128, BK 16
       {"p222_32_2_4", pipe_cfg<2, 2, 2, 32, 2, 4>},   // 64 x 64, 2 stages, 4 blocks
       {"p424_32_3_2", pipe_cfg<4, 2, 4, 32, 3, 2>},   // 128 x 64
+      // probes of that tile, conv3's in the product (outputs wrong, timing only): no copies, no MMAs, no epilogue
+      {"p424_noload", pipe_cfg<4, 2, 4, 32, 3, 2, false, 1>},
+      {"p424_nomma", pipe_cfg<4, 2, 4, 32, 3, 2, false, 2>},
+      {"p424_noepi", pipe_cfg<4, 2, 4, 32, 3, 2, false, 3>},
       {"p244_32_3_1", pipe_cfg<2, 4, 4, 32, 3, 1>},   // 128 x 128, warp 64 x 32
       {"p428_32_3_1", pipe_cfg<4, 2, 8, 32, 3, 1>},   // 128 x 128, warp 32 x 64
       // tap pairs (8-byte gathers, pixel-major B; conv4 only)

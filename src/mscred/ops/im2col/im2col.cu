@@ -154,10 +154,10 @@ bool smem_fits(Kernel kernel, size_t bytes) {
   return optin >= 0 ? bytes <= (size_t)std::max(optin, 48 * 1024) : bytes <= 48 * 1024;
 }
 
-template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false>
+template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR = false, int PROBE = 0>
 struct PipeLaunch {
   using T = PipeTile<WARPS_M, MT, NT, BK, STAGES, PAIR>;
-  static constexpr auto kernel = conv_pipelined<WARPS_M, MT, NT, BK, STAGES, MIN_BLOCKS, PAIR>;
+  static constexpr auto kernel = conv_pipelined<WARPS_M, MT, NT, BK, STAGES, MIN_BLOCKS, PAIR, PROBE>;
 
   static bool prepare(const ConvShape& s, size_t* bytes) {
     *bytes = T::smem_bytes(s.K());

@@ -101,7 +101,10 @@ struct PipeTile {
   }
 };
 
-template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR>
+// PROBE (harness builds only, rows p424_no*: timings that bound the kernel, outputs wrong): 1 = no copies (the stages
+// hold whatever shared memory held), 2 = no MMAs, 3 = no epilogue (no staging, bias, SELU or stores). The product
+// instantiates 0 only.
+template <int WARPS_M, int MT, int NT, int BK, int STAGES, int MIN_BLOCKS, bool PAIR, int PROBE = 0>
 __global__ void __launch_bounds__(256, MIN_BLOCKS)
     conv_pipelined(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                    float* __restrict__ y, ConvShape s, bool apply_selu, bool w_vec, bool y_vec) {
@@ -171,6 +174,7 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
   __syncthreads();  // table complete
 
   auto load_stage = [&](int ks, int slot) {
+    if (PROBE == 1) return;
     uint32_t* As = stage0 + slot * T::STAGE_WORDS;
     uint32_t* Bs = As + T::A_WORDS;
     const int k0 = ks * BK;
@@ -227,7 +231,9 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
 
   cp_async_k_loop<STAGES>(ksteps, load_stage, [&](int slot) {
     const uint32_t* As = stage0 + slot * T::STAGE_WORDS;
-    if constexpr (PAIR)
+    if constexpr (PROBE == 2)
+      return;
+    else if constexpr (PAIR)
       warp_mma_tile_nk<MT, NT, BK, LDA, LDBT>(acc, As + warp_m * MT * 16 * LDA,
                                               As + T::A_WORDS + warp_n * NT * 8 * LDBT, lane);
     else
@@ -235,6 +241,10 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
                                                As + T::A_WORDS + warp_n * NT * 8, lane);
   });
   __syncthreads();  // every warp's last MMAs have read their tiles, every thread its last table entries
+  if constexpr (PROBE == 3) {  // no epilogue (the accumulators kept live)
+    if (acc[0][0][0] == 1.2345f) y[0] = acc[MT - 1][NT - 1][3];
+    return;
+  }
 
   // The table's space (>= BM words) now holds the tile's bias; stage_accumulators' barrier publishes it.
   float* bs = reinterpret_cast<float*>(smem);
