@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
                   float* __restrict__ y, ConvShape s, bool apply_selu) {
   using T = PatchTile<WARPS_M, MT, NT, IMGS, STAGES, HO, WO, true, kWsMmaWarps>;
   constexpr int BM = T::BM, LDA = T::LDA, PS = T::PS, CK = T::CK, HW = T::HW, P = T::P;
-  extern __shared__ __align__(128) uint32_t smem[];
+  extern __shared__ __align__(16) uint32_t smem[];  // bulk copies need 16-byte alignment
   // FULL[b]: one arrival (the copy warp's lane 0, with the stage's bytes) and the copies' bytes; EMPTY[b]: the 256
   // MMA threads when done reading. K-step ks uses buffer ks % STAGES, the (ks / STAGES)-th phase of both.
   __shared__ uint64_t full_bar[STAGES], empty_bar[STAGES];

@@ -14,6 +14,7 @@
 #include "../src/mscred/ops/im2col/im2col.cu"
 #include "conv_variants.cuh"  // measured, not adopted: conv_rows (conv1), conv_band (conv2)
 #include "conv4_ws.cuh"       // not yet measured: conv_patch_ws (conv4 with a copy warp)
+#include "conv3_patch.cuh"    // not yet measured: conv_patch_pad (conv3 from whole channel planes)
 
 #include <algorithm>
 #include <cmath>
@@ -263,6 +264,11 @@ int main(int argc, char** argv) {
       {"R245_nomma", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 2>},
       {"R245_nostore", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 3>},
       {"WS245_10_4", patch_ws_cfg<2, 4, 5, 10, 4>},  // candidate: a copy warp by bulk copies + 8 MMA warps (unmeasured)
+      // candidate for conv3 (unmeasured): whole-plane copies of 15 x 15 inputs, X<WARPS_M><MT><NT>_<IMGS>_<STAGES>_<MIN>
+      {"X424_1_3_2", patch_pad_cfg<4, 2, 4, 1, 3, 2>},    // 128 x 64: 640 tiles, 2 blocks per SM
+      {"X244_2_3_1", patch_pad_cfg<2, 4, 4, 2, 3, 1>},    // 128 x 128: 320 tiles
+      {"X2410_5_4_1", patch_pad_cfg<2, 4, 10, 5, 4, 1>},  // 128 x 320: 128 tiles, one wave
+      {"X248_4_4_1", patch_pad_cfg<2, 4, 8, 4, 4, 1>},    // 128 x 256: 160 tiles
       // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
       {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40
       {"W425_10_3_1", patch_cfg<4, 2, 5, 10, 3, 1, true, 16>},

@@ -101,11 +101,12 @@ def test_the_standalone_harness_still_builds(tmp_path):
            "-o", str(tmp_path / "conv_harness.o")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"nvcc failed:\n{proc.stderr[-4000:]}"
-    # the candidates waiting for a device call (conv4's copy-warp kernel, conv2's producer rounding) and the conv2
-    # kernel's probes must stay measurable as they are: built, and without spills
+    # the candidates waiting for a device call (conv4's copy-warp kernel, conv3's whole-plane kernel, conv2's producer
+    # rounding) and the conv2 kernel's probes must stay measurable as they are: built, and without spills
     kernels = _kernels(proc.stdout + proc.stderr)
-    watched = [(name, info) for name, info in kernels if "conv_patch_ws" in name or "conv_halo3x3s2" in name]
-    assert any("conv_patch_ws" in name for name, _ in watched)
+    watched = [(name, info) for name, info in kernels
+               if "conv_patch_ws" in name or "conv_patch_pad" in name or "conv_halo3x3s2" in name]
+    assert any("conv_patch_ws" in name for name, _ in watched) and any("conv_patch_pad" in name for name, _ in watched)
     assert any("conv_halo3x3s2ILb1ELi0ELb1E" in name for name, _ in watched)  # PRODUCER_ROUNDS
     for name, info in watched:
         frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", info)

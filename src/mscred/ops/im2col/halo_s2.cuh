@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     // storing (one stage in flight: 0.0551 against 0.0534 ms this way), then loading the next stage's first plane
     // while storing this stage's second (0.0650 against 0.0576), or two whole stages in registers (0.0570 against
     // 0.0555); a fourth stage buffer (0.0565 against 0.0555).
-    if (PRODUCER_ROUNDS) {
+    if constexpr (PRODUCER_ROUNDS) {
       for (int q = 0; q < stages; ++q) {
         const int qn = q + 1;  // the next stage's copies go out first (its buffer's stage qn - 3 read)
         if (qn < stages) {
@@ -323,15 +323,15 @@ __global__ void __launch_bounds__(kH2Threads, 1)
         }
         mbar_arrive(&full_bar[q % kH2Buffers]);  // release: the rounded values are published
       }
-      return;
-    }
-    for (int q = 0; q < stages; ++q) {
-      if (q > 0) {
-        if (q >= kH2Buffers) mbar_wait(&empty_bar[q % kH2Buffers], (q / kH2Buffers - 1) & 1);  // stage q - 3 read
-        issue(q);
+    } else {
+      for (int q = 0; q < stages; ++q) {
+        if (q > 0) {
+          if (q >= kH2Buffers) mbar_wait(&empty_bar[q % kH2Buffers], (q / kH2Buffers - 1) & 1);  // stage q - 3 read
+          issue(q);
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_addr(&full_bar[q % kH2Buffers]))
+                     : "memory");
       }
-      asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_addr(&full_bar[q % kH2Buffers]))
-                   : "memory");
     }
     return;
   }

@@ -75,10 +75,13 @@ __device__ __forceinline__ void patch_fragment_offsets(int lane, int warp_m, int
   }
 }
 
-// The MMAs of one K-step (CK channels: CK / 2 k8-blocks) on a landed stage: A at As, B at Bs.
-template <typename T, int MT, int NT, bool LDSM_A>
+// The MMAs of one K-step (CK channels: CK / 2 k8-blocks) on a landed stage: A at As, B at Bs. MASKED (LDSM_A only):
+// this lane's B values of n-block j count as zero unless bit j of b_valid is set (a tap on a padding row or column
+// of an input staged without its padding: benchmarks/conv3_patch.cuh).
+template <typename T, int MT, int NT, bool LDSM_A, bool MASKED = false>
 __device__ __forceinline__ void patch_stage_mma(float (&acc)[MT][NT][4], const uint32_t* As, const uint32_t* Bs,
-                                                int a_off, const int (&b_off)[NT]) {
+                                                int a_off, const int (&b_off)[NT], uint32_t b_valid = ~0u) {
+  static_assert(!MASKED || LDSM_A, "masking is written for the ldmatrix variant's B loads");
   constexpr int LDA = T::LDA, PS = T::PS, CK = T::CK;
 #pragma unroll
   for (int kb = 0; kb < CK / 2; ++kb) {
@@ -94,6 +97,7 @@ __device__ __forceinline__ void patch_stage_mma(float (&acc)[MT][NT][4], const u
       for (int j = 0; j < NT; ++j) {
         bf[j][0] = to_tf32(__uint_as_float(Bs[b_off[j] + 2 * kb * PS]));
         bf[j][1] = to_tf32(__uint_as_float(Bs[b_off[j] + (2 * kb + 1) * PS]));
+        if (MASKED && !((b_valid >> j) & 1u)) bf[j][0] = bf[j][1] = 0u;
       }
     } else {
 #pragma unroll
