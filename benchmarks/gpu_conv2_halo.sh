@@ -13,8 +13,10 @@
 #   4. bench_conv.py --timing graph (the issue's record) with MSCRED_CONV2_KERNEL=generic / unset (auto, the
 #      product) -> $D/{generic,auto}/
 #   5. thesis_table.py (issue 7's table) with the product's kernels -> $D/thesis_table/
-# Writes $OUT/${HALO2_DIR:-conv2_halo}/. Earlier versions' runs: results/conv2_halo{,_v2,_v3}/ (their READMEs).
-# Usage (repository root, CUDA machine; carry build/conv_harness): HALO2_DIR=conv2_halo_v4 bash benchmarks/gpu_conv2_halo.sh
+# Writes $OUT/${HALO2_DIR:-conv2_halo}.tgz (the folder, archived). Earlier versions' runs: results/conv2_halo*/ and
+# results/conv2_pingpong/ (their READMEs).
+# Usage (repository root, CUDA machine; carry build/conv_harness):
+#   HALO2_DIR=record_next bash benchmarks/gpu_conv2_halo.sh
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
@@ -50,3 +52,6 @@ mkdir -p "$D/thesis_table"
 timeout 150 python3 benchmarks/thesis_table.py --out "$D/thesis_table" > "$D/thesis_table/thesis_table.log" 2>&1
 echo "thesis_table exit code $?"
 cat "$D/thesis_table/thesis_table.log" | tail -8
+# More files than a device call brings back (8): the folder leaves as one archive, $OUT/<HALO2_DIR>.tgz.
+tar czf "$OUT/${HALO2_DIR:-conv2_halo}.tgz" -C "$OUT" "${HALO2_DIR:-conv2_halo}" && rm -rf "$D"
+echo "wrote $OUT/${HALO2_DIR:-conv2_halo}.tgz"
