@@ -142,17 +142,14 @@ def diff_summaries(old: list[KernelSummary], new: list[KernelSummary]) -> list[K
     left_old = [k for k in old if key(k) not in new_keys]
     left_new = [k for k in new if key(k) not in old_by_key]
 
+    parts = {id(k): template_parts(k.readable or "") for k in left_old + left_new}  # parsed once per kernel
+
     def candidates(k: KernelSummary, pool: list[KernelSummary]) -> list[KernelSummary]:
-        parts = template_parts(k.readable or "")
-        if parts is None:
+        mine = parts[id(k)]
+        if mine is None:
             return []
-        found = []
-        for other in pool:
-            other_parts = template_parts(other.readable or "")
-            if (other.arch == k.arch and other_parts is not None and other_parts[0] == parts[0]
-                    and _prefix_related(parts[1], other_parts[1])):
-                found.append(other)
-        return found
+        return [other for other in pool if other.arch == k.arch and parts[id(other)] is not None
+                and parts[id(other)][0] == mine[0] and _prefix_related(mine[1], parts[id(other)][1])]
 
     renamed: dict[int, KernelSummary] = {}  # id of a new kernel -> the old kernel it continues
     for k in left_new:
@@ -164,7 +161,7 @@ def diff_summaries(old: list[KernelSummary], new: list[KernelSummary]) -> list[K
     out = []
     for k in new:
         before = old_by_key.get(key(k)) or renamed.get(id(k))
-        was = before.readable or before.name if id(k) in renamed else None
+        was = (before.readable or before.name) if id(k) in renamed else None
         out.append(KernelDiff(k.arch, k.name, k.readable or k.name, before, k, was))
     out += [KernelDiff(k.arch, k.name, k.readable or k.name, k, None) for k in left_old if id(k) not in taken]
     return out

@@ -52,7 +52,8 @@ struct PatchTile {
 
 __device__ __forceinline__ uint2 lds64(const uint32_t* p) { return *reinterpret_cast<const uint2*>(p); }
 
-// Pieces of conv_patch that a candidate with copy warps (benchmarks/conv4_ws.cuh) shares.
+// Pieces of conv_patch that the candidates benchmarks/conv4_ws.cuh (copy warp) and conv3_patch.cuh (15 x 15 inputs)
+// share.
 
 // This thread's fragment offsets inside a stage (k8-block 0): A rows g (+8) of each m16 tile at slots t, t+4;
 // B: for each n8-block j, pixel g's tap pair in row t % 2 of channel t / 2.
