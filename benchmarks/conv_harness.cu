@@ -1,7 +1,7 @@
 // Standalone timing of the implicit-GEMM forward kernels on the four encoder layers, without PyTorch.
 //
 // Why: the torch extension takes ~1 min to build on the device, and a device call is paid for in minutes. This
-// binary is compiled here (nvcc -arch=sm_90, no GPU needed) and carried, so a device call can time and profile
+// binary is compiled here (nvcc -arch=sm_90a, no GPU needed; 'a' for Hopper-only instructions such as setmaxnreg) and carried, so a device call can time and profile
 // (ncu) the kernels at once. bench_conv.py remains the benchmark of record (cuDNN beside ours, through PyTorch).
 //
 // For each layer (batch N images, n x n inputs, TF "same" padding) and each variant: the output against a direct
@@ -9,12 +9,10 @@
 // then the median of --iters launches timed by CUDA events with L2 flushed before each (a 256 MiB memset), and
 // GB/s (x + w + bias read, y written, once each) and TFLOP/s. One line per row, whitespace-separated.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -o /tmp/conv_harness benchmarks/conv_harness.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90a -lineinfo -o /tmp/conv_harness benchmarks/conv_harness.cu
 //   /tmp/conv_harness [--iters 30] [--batch 640] [--n 30] [--only conv4] [--variants pipe,rows,Q425_5_3_2]
 #include "../src/mscred/ops/im2col/im2col.cu"
 #include "conv_variants.cuh"  // measured, not adopted: conv_rows (conv1), conv_band (conv2)
-#include "conv4_ws.cuh"       // not yet measured: conv_patch_ws (conv4 with a copy warp)
-#include "conv3_patch.cuh"    // not yet measured: conv_patch_pad (conv3 from whole channel planes)
 
 #include <algorithm>
 #include <cmath>
@@ -126,11 +124,11 @@ cudaError_t halo_tma_row(const float* x, const float* w, const float* b, float* 
 
 // The halo kernel for conv2-shaped layers (halo_s2.cuh: conv_halo3x3s2), whatever MSCRED_CONV2_KERNEL says;
 // PROBE 1-6: its probes without a part (timing only: the output is wrong, "WRONG" in the table; see halo_s2.cuh).
-template <int PROBE = 0, bool PRODUCER_ROUNDS = false>
+template <int PROBE = 0, int CONSUMER_REGS = 0>
 cudaError_t halo2_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                       cudaStream_t stream) {
   cudaError_t err = cudaErrorNotSupported;  // the row is skipped for other shapes
-  if (halo2_shape(s) && !halo2_forward<PROBE, PRODUCER_ROUNDS>(x, w, b, y, s, selu_, stream, &err))
+  if (halo2_shape(s) && !halo2_forward<PROBE, CONSUMER_REGS>(x, w, b, y, s, selu_, stream, &err))
     return cudaErrorInvalidConfiguration;
   return err;
 }
@@ -152,6 +150,15 @@ template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, boo
 cudaError_t patch_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                       cudaStream_t stream) {
   using PL = PatchLaunch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, 4, 4, LDSM_A, NWARPS, PROBE>;
+  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
+  return PL::launch(x, w, b, y, s, selu_, stream);
+}
+
+// The padded patch kernel (conv_patch_pad; conv3's 15 x 15 -> 8 x 8) in any tile configuration.
+template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS>
+cudaError_t patch_pad_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                          cudaStream_t stream) {
+  using PL = PatchPadLaunch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, 8, 8>;
   if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
   return PL::launch(x, w, b, y, s, selu_, stream);
 }
@@ -241,9 +248,9 @@ int main(int argc, char** argv) {
       {"halo2_noepi", halo2_row<4>},    // no epilogue,
       {"halo2_nostore", halo2_row<5>},  // no loads and no output stores,
       {"halo2_noselu", halo2_row<6>},   // no loads and no SELU
-      {"halo2_round", halo2_row<0, true>},  // candidate: the producers round the staged values (not yet measured)
-      {"halo2_round_noload", halo2_row<1, true>},
-      {"halo2_round_nomma", halo2_row<2, true>},
+      {"halo2_regs208", halo2_row<0, 208>},  // candidate: setmaxnreg, consumers 208 registers, B a K-step ahead
+      {"halo2_regs200", halo2_row<0, 200>},  // consumers 200, producers 104 (at 216 / 72 the producers spill)
+      {"halo2_regs208_noload", halo2_row<1, 208>},
       {"Q425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2>},    // 128 x 80: 256 tiles, one wave of 2 per SM
       {"Q425_5_2_2", patch_cfg<4, 2, 5, 5, 2, 2>},    // the same, 2 stages
       {"Q424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2>},    // 128 x 64: 320 tiles (the old tile)
@@ -263,11 +270,10 @@ int main(int argc, char** argv) {
       {"R245_noload", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 1>},
       {"R245_nomma", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 2>},
       {"R245_nostore", patch_cfg<2, 4, 5, 10, 4, 1, true, 8, 3>},
-      {"WS245_10_4", patch_ws_cfg<2, 4, 5, 10, 4>},  // candidate: a copy warp by bulk copies + 8 MMA warps (unmeasured)
-      // candidate for conv3 (unmeasured): whole-plane copies of 15 x 15 inputs, X<WARPS_M><MT><NT>_<IMGS>_<STAGES>_<MIN>
-      {"X424_1_3_2", patch_pad_cfg<4, 2, 4, 1, 3, 2>},    // 128 x 64: 640 tiles, 2 blocks per SM
+      // conv3's whole-plane kernel for 15 x 15 inputs, X<WARPS_M><MT><NT>_<IMGS>_<STAGES>_<MIN>
+      {"X424_1_3_2", patch_pad_cfg<4, 2, 4, 1, 3, 2>},    // 128 x 64: 640 tiles, 2 blocks per SM (PatchPadSmall)
       {"X244_2_3_1", patch_pad_cfg<2, 4, 4, 2, 3, 1>},    // 128 x 128: 320 tiles
-      {"X2410_5_4_1", patch_pad_cfg<2, 4, 10, 5, 4, 1>},  // 128 x 320: 128 tiles, one wave
+      {"X2410_5_4_1", patch_pad_cfg<2, 4, 10, 5, 4, 1>},  // 128 x 320: 128 tiles, one wave (PatchPadBig)
       {"X248_4_4_1", patch_pad_cfg<2, 4, 8, 4, 4, 1>},    // 128 x 256: 160 tiles
       // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
       {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40

@@ -1,7 +1,7 @@
-"""The conv3 candidate kernel (``conv_patch_pad``, benchmarks/conv3_patch.cuh), its addressing replayed on the CPU.
+"""conv3's kernel (``conv_patch_pad``, ops/im2col/patch_pad.cuh), its addressing replayed on the CPU.
 
-The kernel has not run on a GPU yet (written when the session's device time was spent). What can be wrong in its
-index arithmetic can be checked here: the stage holds each image's 8-channel run of x as it is (dense 15 x 15
+Written before the kernel first ran on a GPU (where it then matched float64 at every size the harness and the GPU
+tests try); what can be wrong in its index arithmetic is checked here, on every change: the stage holds each image's 8-channel run of x as it is (dense 15 x 15
 planes), the A fragments are W's natural k order (slot s of k8-block kb = weight 8 kb + s: channel 2 kb + s / 4, tap
 s % 4), each lane's B values are tap t of channels 2 kb and 2 kb + 1 at ``b_off + (2 kb (+1)) * HW`` with the taps
 on the missing bottom row / right column masked to zero and their addresses clamped to the last row / column. Replayed in numpy with the

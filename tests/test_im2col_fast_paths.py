@@ -1,4 +1,4 @@
-"""The whole-plane 2 x 2 patch kernel behind the "implicit-pipe" variant, against float64 ``F.conv2d`` (CUDA only).
+"""The whole-plane 2 x 2 patch kernels behind the "implicit-pipe" variant, against float64 ``F.conv2d`` (CUDA only).
 
 ``implicit_pipelined_forward`` (im2col.cu) sends every 2 x 2, stride-2 convolution of an 8 x 8 input without
 top/left padding whose channel count is a multiple of 8 (conv4 of the encoder at n = 30, conv3 at n = 16) to
@@ -7,7 +7,8 @@ top/left padding whose channel count is a multiple of 8 (conv4 of the encoder at
 n = 5, 16 and 55, which reach it only through conv3 at n = 16, so these tests cover conv4 at n = 30 and the tails
 the kernel has (images past the batch in the last tile, output channels past the last 128, both tile choices),
 with and without bias and SELU, the propagation of a NaN input, an unused bottom/right padding, and a misaligned
-input (which the kernel declines). TF32 forward: relative RMS error against float64 at most 1.5e-3 (as
+input (which the kernel declines); and conv3's kernel for 15 x 15 inputs (``conv_patch_pad``) at both its tiles and
+their tails, a NaN on its last row and column; then the halo kernels for conv1 and conv2. TF32 forward: relative RMS error against float64 at most 1.5e-3 (as
 test_ops_im2col.py).
 """
 from __future__ import annotations
@@ -89,6 +90,34 @@ def test_misaligned_input_takes_the_generic_kernel():
     x_odd.copy_(x)
     y = im2col.conv2d_implicit_pipelined(x_odd, w.float(), b.float(), 2, (0, 0, 0, 0), True)
     assert _rel(y, _oracle(x, w, b, (0, 0, 0, 0), True)) <= FLOOR_TF32
+
+
+# conv3's kernel for inputs one row and column short (conv_patch_pad: 15 x 15 -> 8 x 8, TF "same" padding the bottom
+# row and right column): batch 640 and 643 (the 5-image tile, one wave, 3 images in the last tile), 530 (the lowest
+# batch where that tile is chosen), 528 (the 1-image tile, two waves), 7 and 1; the channel tail (136); one K-step
+# (8 channels); no bias; no SELU.
+@pytest.mark.parametrize("batch, cin, cout, has_bias, selu", [
+    (640, 64, 128, True, True), (643, 64, 128, True, True), (530, 64, 128, True, True), (528, 64, 128, True, True),
+    (7, 64, 128, True, True), (1, 8, 128, True, True), (3, 16, 136, True, True), (6, 8, 40, False, True),
+    (25, 24, 128, True, False)])
+def test_padded_patch_kernel(batch, cin, cout, has_bias, selu):
+    x, w, b = _inputs(batch, cin, cout, 15, seed=batch + cin + cout)
+    b = b if has_bias else None
+    y = _run(x, w, b, (0, 1, 0, 1), selu)
+    ref = _oracle(x, w, b, (0, 1, 0, 1), selu)
+    assert y.shape == ref.shape and torch.isfinite(y).all()
+    assert _rel(y, ref) <= FLOOR_TF32
+
+
+def test_padded_patch_nan_on_the_last_row_and_column():
+    """x[..., 14, 14] sits in output pixel (7, 7) alone (its other taps are the padding): a NaN there reaches exactly
+    that pixel's channels, and the masked taps of the padding never turn into NaN from stale shared memory."""
+    x, w, b = _inputs(6, 16, 128, 15, seed=3)
+    x[2, 5, 14, 14] = float("nan")
+    y = _run(x, w, b, (0, 1, 0, 1), True)
+    ref = _oracle(x, w, b, (0, 1, 0, 1), True)
+    assert torch.equal(torch.isnan(y), torch.isnan(ref)) and int(torch.isnan(ref).sum()) == 128
+    assert bool(torch.isnan(y[2, :, 7, 7]).all())
 
 
 # The halo kernels forced on, forced off and left to their dispatch, against float64. The variables that force them

@@ -2,7 +2,7 @@
 //
 // One translation unit for all variants: this file holds the host side (tile choice, launchers); the kernels are in
 // the headers it includes, one family each: device_math.cuh (SELU), gemm.cuh, im2col_kernels.cuh, implicit.cuh,
-// pipelined.cuh, patch.cuh, halo.cuh. The kernels:
+// pipelined.cuh, patch.cuh, patch_pad.cuh, halo.cuh, halo_s2.cuh. The kernels:
 //   * im2col_kernel / col2im_kernel      explicit column matrix and its adjoint;
 //   * gemm_global<...>                   one thread per output element, operands read straight from global memory
 //                                        (the thesis's first GPU version);
@@ -22,6 +22,9 @@
 //   * conv_patch<...>                    "implicit-pipe" for non-overlapping 2x2 patches of 8x8 images (conv4 at
 //                                        n = 30): whole images per tile, whole channel planes per 16-byte copy, the
 //                                        im2col order made in the fragment loads, bias + SELU from the accumulators.
+//   * conv_patch_pad<...>                the same for an input one row and column short of 2 HO x 2 WO (conv3 at
+//                                        n = 30: 15 x 15 -> 8 x 8): each image's 8-channel run copied as it is, the
+//                                        taps on the missing row and column masked in the fragment loads.
 //   * conv_halo3x3<C, SELU, TMA_STORE>   conv1-shaped layers (3 x 3, stride 1, padding 1, 32 filters, 1-3 channels):
 //                                        whole output rows per tile, the input rows staged once in shared memory
 //                                        (where it pays, halo_pays; MSCRED_CONV1_KERNEL overrides).
@@ -48,6 +51,7 @@
 #include "implicit.cuh"
 #include "pipelined.cuh"
 #include "patch.cuh"
+#include "patch_pad.cuh"
 #include "halo.cuh"
 #include "halo_s2.cuh"
 
@@ -209,21 +213,29 @@ bool pairable(const float* x, const ConvShape& s) {
          reinterpret_cast<uintptr_t>(x) % 8 == 0;
 }
 
-// The 2 x 2 patch kernel (conv_patch) for (HO, WO) outputs: it takes kernel 2 x 2, stride 2, no top/left padding,
-// an input of exactly 2*HO x 2*WO (a bottom/right padding row or column would never be read), C a multiple of 8
-// (whole K-steps), x and w 16-byte aligned (plane and weight-row copies), y 8-byte aligned (pixel-pair stores).
+// The 2 x 2 patch kernels (conv_patch, conv_patch_pad) for (HO, WO) outputs take kernel 2 x 2, stride 2, no
+// top/left padding, C a multiple of 8 (whole K-steps), x and w 16-byte aligned (plane and weight-row copies), y
+// 8-byte aligned (pixel-pair stores), and an input of exactly H x W: 2 HO x 2 WO for conv_patch (a bottom/right
+// padding row or column would never be read), 2 HO - 1 x 2 WO - 1 for conv_patch_pad (its padding row and column
+// are read as zeros).
+template <typename T, typename Kernel>
+bool patch_takes(Kernel kernel, const float* x, const float* w, const float* y, const ConvShape& s, int HO, int WO,
+                 int H, int W, int imgs) {
+  return s.KH == 2 && s.KW == 2 && s.stride == 2 && s.pad_top == 0 && s.pad_left == 0 && s.Ho == HO &&
+         s.Wo == WO && s.H == H && s.W == W && s.C % T::CK == 0 &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(y) % 8 == 0 &&
+         (int64_t)(s.N + imgs) * s.C * T::HW < (int64_t(1) << 31) &&  // 32-bit copy offsets, tails included
+         (int64_t)(s.O + T::BM) * s.K() < (int64_t(1) << 31) && smem_fits(kernel, T::SMEM_BYTES);
+}
+
 template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, int HO, int WO, bool LDSM_A,
           int NWARPS = 8, int PROBE = 0>
 struct PatchLaunch {
   using T = PatchTile<WARPS_M, MT, NT, IMGS, STAGES, HO, WO, LDSM_A, NWARPS>;
   static constexpr auto kernel = conv_patch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, HO, WO, LDSM_A, NWARPS, PROBE>;
   static bool takes(const float* x, const float* w, const float* y, const ConvShape& s) {
-    return s.KH == 2 && s.KW == 2 && s.stride == 2 && s.pad_top == 0 && s.pad_left == 0 && s.Ho == HO &&
-           s.Wo == WO && s.H == 2 * HO && s.W == 2 * WO && s.C % T::CK == 0 &&
-           reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
-           reinterpret_cast<uintptr_t>(y) % 8 == 0 &&
-           (int64_t)(s.N + IMGS) * s.C * T::HW < (int64_t(1) << 31) &&  // 32-bit copy offsets, tails included
-           (int64_t)(s.O + T::BM) * s.K() < (int64_t(1) << 31) && smem_fits(kernel, T::SMEM_BYTES);
+    return patch_takes<T>(kernel, x, w, y, s, HO, WO, 2 * HO, 2 * WO, IMGS);
   }
   static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                             bool selu_, cudaStream_t stream) {
@@ -233,9 +245,40 @@ struct PatchLaunch {
   }
 };
 
+template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, int HO, int WO>
+struct PatchPadLaunch {
+  using T = PadPatchTile<WARPS_M, MT, NT, IMGS, STAGES, HO, WO>;
+  static constexpr auto kernel = conv_patch_pad<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, HO, WO>;
+  static bool takes(const float* x, const float* w, const float* y, const ConvShape& s) {
+    return patch_takes<T>(kernel, x, w, y, s, HO, WO, 2 * HO - 1, 2 * WO - 1, IMGS);
+  }
+  static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                            bool selu_, cudaStream_t stream) {
+    dim3 grid((s.N + IMGS - 1) / IMGS, (s.O + T::BM - 1) / T::BM);
+    kernel<<<grid, T::THREADS, T::SMEM_BYTES, stream>>>(x, w, bias, y, s, selu_);
+    return cudaGetLastError();
+  }
+  // Waves of blocks the launch takes (MIN_BLOCKS blocks per SM).
+  static int64_t waves(const ConvShape& s) {
+    const int64_t tiles = (int64_t)((s.N + IMGS - 1) / IMGS) * ((s.O + T::BM - 1) / T::BM);
+    const int64_t slots = (int64_t)MIN_BLOCKS * num_sms();
+    return (tiles + slots - 1) / slots;
+  }
+};
+
 // The product's two patch tiles (harness names R245_10_4_1 and R425_5_3_2).
 using PatchBig = PatchLaunch<2, 4, 5, 10, 4, 1, 4, 4, true>;
 using PatchSmall = PatchLaunch<4, 2, 5, 5, 3, 2, 4, 4, true>;
+// conv3's at n = 30 (harness names X2410_5_4_1 and X424_1_3_2): 5 images x 128 channels, one block per SM, and
+// 1 image x 128 channels, two.
+using PatchPadBig = PatchPadLaunch<2, 4, 10, 5, 4, 1, 8, 8>;
+using PatchPadSmall = PatchPadLaunch<4, 2, 4, 1, 3, 2, 8, 8>;
+
+// Which conv3 tile: a wave of the big tile took 2.5 times a wave of the small one on the H200 (harness, batch 640:
+// 0.0314 ms for one wave against 0.0372 for three; results/candidates_1130/probe.txt), so the big tile pays only
+// where it saves more than 2.5 waves' worth, i.e. when the small tile's last wave is nearly empty (batch 529-660
+// at 132 SMs: the training batch of 128 windows x 5 steps is 640 images).
+bool patch_pad_big_pays(const ConvShape& s) { return 5 * PatchPadBig::waves(s) < 2 * PatchPadSmall::waves(s); }
 
 // conv_halo3x3 (halo.cuh) takes conv1's shapes: 3 x 3, stride 1, padding 1 on every side (TF "same"), 32 filters,
 // 1-3 input channels, rows of at most 256 pixels whose three staged rows per channel fit the staging plan
@@ -322,13 +365,13 @@ bool halo2_shape(const ConvShape& s) {
 }
 
 // Persistent blocks, one per SM (75 KB of weights and three 34 KB stage buffers each), at most one per tile. false
-// if the block's shared memory cannot be had (then the caller takes another kernel). PROBE, PRODUCER_ROUNDS: the
+// if the block's shared memory cannot be had (then the caller takes another kernel). PROBE, CONSUMER_REGS: the
 // harness's probes and next candidate (halo_s2.cuh).
-template <int PROBE = 0, bool PRODUCER_ROUNDS = false>
+template <int PROBE = 0, int CONSUMER_REGS = 0>
 bool halo2_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                    cudaStream_t stream, cudaError_t* err) {
   const auto kernel =
-      selu_ ? conv_halo3x3s2<true, PROBE, PRODUCER_ROUNDS> : conv_halo3x3s2<false, PROBE, PRODUCER_ROUNDS>;
+      selu_ ? conv_halo3x3s2<true, PROBE, CONSUMER_REGS> : conv_halo3x3s2<false, PROBE, CONSUMER_REGS>;
   const size_t bytes = Halo2Geom::smem_bytes();
   if (!smem_fits(kernel, bytes)) return false;
   const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
@@ -406,6 +449,12 @@ cudaError_t implicit_pipelined_forward(const float* x, const float* w, const flo
     const int64_t big_tiles = (int64_t)((s.N + 9) / 10) * ((s.O + 127) / 128);
     if (4 * big_tiles >= 3 * (int64_t)num_sms()) return PatchBig::launch(x, w, bias, y, s, selu_, stream);
     if (PatchSmall::takes(x, w, y, s)) return PatchSmall::launch(x, w, bias, y, s, selu_, stream);
+  }
+  // The same for inputs one row and column short (conv3 at n = 30): the big tile where its one wave saves enough.
+  if (PatchPadSmall::takes(x, w, y, s)) {
+    if (patch_pad_big_pays(s) && PatchPadBig::takes(x, w, y, s))
+      return PatchPadBig::launch(x, w, bias, y, s, selu_, stream);
+    return PatchPadSmall::launch(x, w, bias, y, s, selu_, stream);
   }
   // Shapes the table-driven kernel does not take fall back to the register-staged one: more than 32 taps per
   // window (the mask is 32 bits) or an image too large for 32-bit table offsets.

@@ -52,8 +52,7 @@ struct PatchTile {
 
 __device__ __forceinline__ uint2 lds64(const uint32_t* p) { return *reinterpret_cast<const uint2*>(p); }
 
-// Pieces of conv_patch that the candidates benchmarks/conv4_ws.cuh (copy warp) and conv3_patch.cuh (15 x 15 inputs)
-// share.
+// Pieces of conv_patch that conv_patch_pad (patch_pad.cuh: conv3's 15 x 15 inputs) shares.
 
 // This thread's fragment offsets inside a stage (k8-block 0): A rows g (+8) of each m16 tile at slots t, t+4;
 // B: for each n8-block j, pixel g's tap pair in row t % 2 of channel t / 2.
@@ -78,7 +77,7 @@ __device__ __forceinline__ void patch_fragment_offsets(int lane, int warp_m, int
 
 // The MMAs of one K-step (CK channels: CK / 2 k8-blocks) on a landed stage: A at As, B at Bs. MASKED (LDSM_A only):
 // this lane's B values of n-block j count as zero unless bit j of b_valid is set (a tap on a padding row or column
-// of an input staged without its padding: benchmarks/conv3_patch.cuh).
+// of an input staged without its padding: patch_pad.cuh).
 template <typename T, int MT, int NT, bool LDSM_A, bool MASKED = false>
 __device__ __forceinline__ void patch_stage_mma(float (&acc)[MT][NT][4], const uint32_t* As, const uint32_t* Bs,
                                                 int a_off, const int (&b_off)[NT], uint32_t b_valid = ~0u) {

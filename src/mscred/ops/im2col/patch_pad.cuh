@@ -1,14 +1,22 @@
-// conv_patch_pad: a candidate for conv3, NOT YET MEASURED. Written on 2026-11-30 after that session's device time
-// ran out; the standalone harness includes it after im2col.cu (rows "X*") so that the next session can time it
-// against the product's kernel for conv3 (the generic pipelined kernel, row "pipe" / "p424_32_3_2") in one call
-// (bash benchmarks/gpu_candidates.sh), and adopt it or delete it. It is not reachable from the product.
-//
-// Why: conv3 (2 x 2, stride 2, 64 -> 128 channels, 15 x 15 -> 8 x 8 at n = 30) moves 46 FLOP per byte, below the
-// roofline's ridge (~84): memory-bound, and the generic kernel reaches 0.30 of the copy bandwidth there (0.0449 ms,
-// 3.05x cuDNN + SELU). It gathers every tap through a table with a 4-byte copy and a mask test. conv4's shape (8 x 8
-// -> 4 x 4) has a kernel of its own (conv_patch, patch.cuh) that copies whole channel planes as they are and picks
-// the im2col order in its fragment loads instead: 1.6x the generic kernel there. conv3's input is one row and one
-// column short of 16 x 16 (TF "same" pads only the bottom and right), so conv_patch does not take it; here:
+// conv_patch_pad: the implicit GEMM for 2 x 2, stride-2 patches of an odd-sized input (conv3 at n = 30: 15 x 15 ->
+// 8 x 8, TF "same" padding only the bottom row and right column). Part of the im2col extension: im2col.cu includes
+// it (see the overview there).
+#pragma once
+
+#include <cstdint>
+
+#include "im2col.h"
+#include "patch.cuh"
+
+namespace mscred_im2col {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Why a kernel of its own: conv3 moves 46 FLOP per byte, below the roofline's ridge (~84): memory-bound, and the
+// generic kernel (conv_pipelined), which gathers every tap through a table with a 4-byte copy and a mask test,
+// reached 0.30 of the copy bandwidth there (0.0449 ms graph-timed, 3.05x cuDNN + SELU). conv_patch (patch.cuh)
+// copies whole channel planes as they are and picks the im2col order in its fragment loads, but needs an input of
+// exactly 2 HO x 2 WO; conv3's is one row and one column short. Here:
 //   * a pixel tile is IMGS whole images and a K-step 8 whole channels of each, and since 8 channel planes of an
 //     image are one contiguous run of 8 x 225 floats in x (16-byte aligned when C % 4 == 0), a stage copies each
 //     image's run as it is, by 16-byte cp.async, into a dense block of shared memory: no table, no mask, no
@@ -21,13 +29,11 @@
 //     i = 0, j = 1, g = 7 and i = 1, j = 0, g = 0 is one word, a broadcast);
 //   * the epilogue is conv_patch's (bias, SELU, 8-byte stores straight from the accumulators).
 // The layout and its index arithmetic are replayed on the CPU by tests/test_conv3_patch_layout.py (outputs against
-// float64, the mask, the banks). Expected, if the gather was what held conv3: toward conv4's 1.6x, i.e. ~0.028 ms
-// and ~0.48 of the copy bandwidth.
-#pragma once
-
-namespace mscred_im2col {
-namespace {
-
+// float64, the mask, the banks). Measured on the H200 (harness, batch 640, results/candidates_1130/probe.txt):
+// 0.0314 ms with 5-image tiles of 128 x 320 (one wave), 0.0372 with 1-image tiles of 128 x 64 (2 blocks per SM),
+// against 0.0428 for the generic kernel; the 1-image tile wins at every batch below ~530 (e.g. 132: 0.0133 against
+// 0.0146 and 0.0287 for the 5-image tile).
+// ---------------------------------------------------------------------------------------------------------------
 template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int HO, int WO>
 struct PadPatchTile {
   static constexpr int WARPS_N = 8 / WARPS_M, THREADS = 256;
@@ -103,24 +109,6 @@ __global__ void __launch_bounds__(256, MIN_BLOCKS)
     patch_stage_mma<T, MT, NT, true, true>(acc, As, As + T::A_WORDS, a_off, b_off, b_valid);
   });
   patch_epilogue<MT, NT, P>(acc, y, bias, O, N, o0 + warp_m * MT * 16, n0, warp_n * NT, lane, apply_selu);
-}
-
-// The harness's launcher: 2 x 2, stride 2, no top/left padding, an input of exactly (2 HO - 1) x (2 WO - 1), C a
-// multiple of 8, x and w 16-byte aligned, y 8-byte aligned; cudaErrorNotSupported otherwise (the row is skipped).
-template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS>
-cudaError_t patch_pad_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
-                          cudaStream_t stream) {
-  constexpr int HO = 8, WO = 8;
-  using T = PadPatchTile<WARPS_M, MT, NT, IMGS, STAGES, HO, WO>;
-  const auto kernel = conv_patch_pad<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, HO, WO>;
-  const bool takes = s.KH == 2 && s.KW == 2 && s.stride == 2 && s.pad_top == 0 && s.pad_left == 0 && s.Ho == HO &&
-                     s.Wo == WO && s.H == T::H && s.W == T::W && s.C % T::CK == 0 &&
-                     reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
-                     reinterpret_cast<uintptr_t>(y) % 8 == 0 && (int64_t)(s.N + IMGS) * s.C * T::HW < (int64_t(1) << 31);
-  if (!takes || !smem_fits(kernel, T::SMEM_BYTES)) return cudaErrorNotSupported;
-  const dim3 grid((s.N + IMGS - 1) / IMGS, (s.O + T::BM - 1) / T::BM);
-  kernel<<<grid, 256, T::SMEM_BYTES, stream>>>(x, w, b, y, s, selu_);
-  return cudaGetLastError();
 }
 
 }  // namespace
