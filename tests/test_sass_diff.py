@@ -128,6 +128,20 @@ def test_a_template_parameter_added_with_a_default_still_matches_its_kernel():
     assert json.loads(json.dumps([d.to_json() for d in diffs]))[1]["was"].endswith("<4, 2, true, 8>(float const*, int)")
 
 
+def test_a_bool_parameter_that_became_an_integer_still_matches_its_kernel():
+    # conv_halo3x3s2<true, 0, false> became <true, 0, 0> (a bool candidate switch replaced by an int one), and one
+    # that also gained a parameter
+    old = [_templated(["true", "0", "false"], mix={"LDS": 4}), _templated(["false", "0", "false"])]
+    new = [_templated(["true", "0", "0"], mix={"LDS": 4}), _templated(["0", "0", "0", "8"])]
+    diffs = diff_summaries(old, new)
+    assert [d.status for d in diffs] == ["same", "same"]
+    assert [d.was.split("<")[1] for d in diffs] == ["true, 0, false>(float const*, int)",
+                                                    "false, 0, false>(float const*, int)"]
+    # a value that differs is another kernel
+    assert {d.status for d in diff_summaries([_templated(["true", "0"])], [_templated(["0", "0"])])} == {
+        "added", "removed"}
+
+
 def test_no_pairing_when_it_is_not_one_to_one_or_the_function_differs():
     # two new instantiations extend the same old one: which one continues it is not known, so neither is paired
     old = [_templated(["2", "4"])]

@@ -125,15 +125,24 @@ def template_parts(readable: str) -> tuple[str, tuple[str, ...]] | None:
     return None
 
 
-def _prefix_related(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+_BOOL_VALUES = {"false": "0", "true": "1"}
+
+
+def _args_related(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """One argument list continues the other: a strict prefix of it (a parameter added with a default), or the same
+    values where a bool parameter became an integer one (``false`` -> ``0``, ``true`` -> ``1``), or both."""
+    if a == b:
+        return False
+    a = tuple(_BOOL_VALUES.get(x, x) for x in a)
+    b = tuple(_BOOL_VALUES.get(x, x) for x in b)
     short, long_ = (a, b) if len(a) <= len(b) else (b, a)
-    return len(short) < len(long_) and long_[:len(short)] == short
+    return long_[:len(short)] == short
 
 
 def diff_summaries(old: list[KernelSummary], new: list[KernelSummary]) -> list[KernelDiff]:
     """Kernels matched by architecture and mangled name (anonymous namespaces made stable, ``stable_name``), then
-    those left over by their template arguments (``template_parts``: the same function, one argument list a strict
-    prefix of the other, one candidate on each side): the new build's in its order, then those it lost."""
+    those left over by their template arguments (``template_parts``: the same function, one argument list continuing
+    the other, ``_args_related``, one candidate on each side): the new build's in its order, then those it lost."""
     def key(k: KernelSummary) -> tuple[str, str]:
         return k.arch, stable_name(k.name)
 
@@ -149,7 +158,7 @@ def diff_summaries(old: list[KernelSummary], new: list[KernelSummary]) -> list[K
         if mine is None:
             return []
         return [other for other in pool if other.arch == k.arch and parts[id(other)] is not None
-                and parts[id(other)][0] == mine[0] and _prefix_related(mine[1], parts[id(other)][1])]
+                and parts[id(other)][0] == mine[0] and _args_related(mine[1], parts[id(other)][1])]
 
     renamed: dict[int, KernelSummary] = {}  # id of a new kernel -> the old kernel it continues
     for k in left_new:

@@ -251,13 +251,14 @@ __device__ __forceinline__ int tid_fresh() {
 // PROBE (harness builds only, benchmarks/conv_harness.cu rows halo2_*: timings that find the bound, outputs wrong):
 // 1 = the producers load nothing (zeros), 2 = the consumers skip the MMAs, 3 = no loads and no epilogue, 4 = no
 // epilogue, 5 = no loads and no output stores, 6 = no loads and no SELU. The product instantiates 0 only.
-// CONSUMER_REGS (the next candidate, harness rows halo2_regs*, not yet measured on a GPU; 0 in the product): Hopper's
-// setmaxnreg moves registers from the producer warpgroup (which needs few) to the two consumer warpgroups after the
+// CONSUMER_REGS (a candidate, harness rows halo2_regs*; 0 in the product): Hopper's
+// setmaxnreg moves registers from the producer warpgroup (which needs fewer) to the two consumer warpgroups after the
 // weights are staged, CONSUMER_REGS each (the producers keep 3 * 168 - 2 * CONSUMER_REGS), so that ptxas can keep the
 // next K-step's fragments in flight under the MMAs (at the 168-register cap the consumers load, convert and multiply
 // in turn: one warp of a group per scheduler has little else to hide the shared-memory latency behind); the
-// consumers then load each K-step's B words one K-step ahead. The
-// producers' rounding of their own copies (measured 2026-11-30: 0.0670 against 0.0535 ms) is in
+// consumers then load each K-step's B words one K-step ahead. Measured (results/candidates_1130/conv2_regs/): 0.0532
+// against 0.0537 ms at batch 640, the consumers' side unchanged; within 1%, so not the product's (it would need
+// sm_90a builds). The producers' rounding of their own copies (0.0670 against 0.0535 ms) is in
 // docs/kernel-experiments.md.
 template <bool SELU, int PROBE = 0, int CONSUMER_REGS = 0>
 __global__ void __launch_bounds__(kH2Threads, 1)
