@@ -148,8 +148,7 @@ def _extension():
                 if (major, minor) < (8, 0):
                     raise RuntimeError(f"needs compute capability >= 8.0 (TF32 mma.sync), device has {major}.{minor}")
                 from torch.utils.cpp_extension import load
-                # Hopper builds for sm_90a: the conv2 kernel moves registers between its warpgroups (setmaxnreg).
-                arch = f"{major}{minor}" + ("a" if (major, minor) == (9, 0) else "")
+                arch = f"{major}{minor}"
                 # Naming an arch in the flags stops torch from adding its own list (TORCH_CUDA_ARCH_LIST).
                 # The digest of every source and header is a build flag: torch rebuilds a cached extension only when
                 # its listed sources or flags change, and the kernels live in headers that im2col.cu includes.

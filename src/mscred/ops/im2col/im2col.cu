@@ -357,30 +357,23 @@ bool halo_pays(const ConvShape& s) {
 }
 
 // conv_halo3x3s2 (halo_s2.cuh) takes conv2's shapes: 3 x 3, stride 2, 32 -> 64 channels, any padding, output rows
-// of 9 to 15 pixels (padded to 16 in its tiles; a staged row is one lane per column), and inputs of fewer than 2^31
-// elements per image. Narrower outputs (n <= 16 images) take the generic kernel: half its warps would idle.
+// of at most 15 pixels (a staged row is one lane per column), and inputs of fewer than 2^31 elements per image.
 bool halo2_shape(const ConvShape& s) {
-  return s.C == kH2C && s.O == kH2O && s.KH == 3 && s.KW == 3 && s.stride == 2 && s.Wo >= 9 && s.Ho >= 1 &&
+  return s.C == kH2C && s.O == kH2O && s.KH == 3 && s.KW == 3 && s.stride == 2 && s.Wo >= 1 && s.Ho >= 1 &&
          2 * s.Wo + 1 <= kH2MaxSW && Halo2Geom::of(s).R >= 1 &&
          (int64_t)kH2C * s.H * s.W < (int64_t(1) << 31);
 }
 
-// Persistent blocks, one per SM (75 KB of weights and three 31 KB stage buffers each), at most one per tile. false
-// if the block's shared memory cannot be had or the GPU is not a Hopper (the kernel moves registers between its
-// warpgroups with setmaxnreg, built for sm_90a; elsewhere it would spill): then the caller takes another kernel.
-// PROBE: the harness's probes (halo_s2.cuh).
-template <int PROBE = 0>
+// Persistent blocks, one per SM (75 KB of weights and three 34 KB stage buffers each), at most one per tile. false
+// if the block's shared memory cannot be had (then the caller takes another kernel). PROBE, CONSUMER_REGS: the
+// harness's probes and next candidate (halo_s2.cuh).
+template <int PROBE = 0, int CONSUMER_REGS = 0>
 bool halo2_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                    cudaStream_t stream, cudaError_t* err) {
-  static const bool hopper = [] {
-    int device = 0, major = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    return major == 9;
-  }();
-  const auto kernel = selu_ ? conv_halo3x3s2<true, PROBE> : conv_halo3x3s2<false, PROBE>;
+  const auto kernel =
+      selu_ ? conv_halo3x3s2<true, PROBE, CONSUMER_REGS> : conv_halo3x3s2<false, PROBE, CONSUMER_REGS>;
   const size_t bytes = Halo2Geom::smem_bytes();
-  if (!hopper || !smem_fits(kernel, bytes)) return false;
+  if (!smem_fits(kernel, bytes)) return false;
   const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
   kernel<<<(unsigned)std::min<int64_t>(tiles, num_sms()), kH2Threads, bytes, stream>>>(x, w, bias, y, s);
   *err = cudaGetLastError();
