@@ -1,7 +1,7 @@
 // Standalone timing of the implicit-GEMM forward kernels on the four encoder layers, without PyTorch.
 //
 // Why: the torch extension takes ~1 min to build on the device, and a device call is paid for in minutes. This
-// binary is compiled here (nvcc -arch=sm_90a, no GPU needed; 'a' for Hopper-only instructions such as setmaxnreg) and carried, so a device call can time and profile
+// binary is compiled here (nvcc -arch=sm_90, no GPU needed) and carried, so a device call can time and profile
 // (ncu) the kernels at once. bench_conv.py remains the benchmark of record (cuDNN beside ours, through PyTorch).
 //
 // For each layer (batch N images, n x n inputs, TF "same" padding) and each variant: the output against a direct
@@ -9,7 +9,7 @@
 // then the median of --iters launches timed by CUDA events with L2 flushed before each (a 256 MiB memset), and
 // GB/s (x + w + bias read, y written, once each) and TFLOP/s. One line per row, whitespace-separated.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a -lineinfo -o /tmp/conv_harness benchmarks/conv_harness.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -o /tmp/conv_harness benchmarks/conv_harness.cu
 //   /tmp/conv_harness [--iters 30] [--batch 640] [--n 30] [--only conv4] [--variants pipe,rows,Q425_5_3_2]
 #include "../src/mscred/ops/im2col/im2col.cu"
 #include "conv_variants.cuh"  // measured, not adopted: conv_rows (conv1), conv_band (conv2)
@@ -124,11 +124,11 @@ cudaError_t halo_tma_row(const float* x, const float* w, const float* b, float* 
 
 // The halo kernel for conv2-shaped layers (halo_s2.cuh: conv_halo3x3s2), whatever MSCRED_CONV2_KERNEL says;
 // PROBE 1-6: its probes without a part (timing only: the output is wrong, "WRONG" in the table; see halo_s2.cuh).
-template <int PROBE = 0, int CONSUMER_REGS = 0>
+template <int PROBE = 0>
 cudaError_t halo2_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                       cudaStream_t stream) {
   cudaError_t err = cudaErrorNotSupported;  // the row is skipped for other shapes
-  if (halo2_shape(s) && !halo2_forward<PROBE, CONSUMER_REGS>(x, w, b, y, s, selu_, stream, &err))
+  if (halo2_shape(s) && !halo2_forward<PROBE>(x, w, b, y, s, selu_, stream, &err))
     return cudaErrorInvalidConfiguration;
   return err;
 }
@@ -248,9 +248,6 @@ int main(int argc, char** argv) {
       {"halo2_noepi", halo2_row<4>},    // no epilogue,
       {"halo2_nostore", halo2_row<5>},  // no loads and no output stores,
       {"halo2_noselu", halo2_row<6>},   // no loads and no SELU
-      {"halo2_regs208", halo2_row<0, 208>},  // candidate: setmaxnreg, consumers 208 registers, B a K-step ahead
-      {"halo2_regs200", halo2_row<0, 200>},  // consumers 200, producers 104 (at 216 / 72 the producers spill)
-      {"halo2_regs208_noload", halo2_row<1, 208>},
       {"Q425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2>},    // 128 x 80: 256 tiles, one wave of 2 per SM
       {"Q425_5_2_2", patch_cfg<4, 2, 5, 5, 2, 2>},    // the same, 2 stages
       {"Q424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2>},    // 128 x 64: 320 tiles (the old tile)

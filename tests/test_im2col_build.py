@@ -43,7 +43,7 @@ def ptxas_report(tmp_path_factory) -> str:
 
 def _kernels(report: str) -> list[tuple[str, str]]:
     """(mangled kernel name, its resource lines) for every entry function ptxas compiled."""
-    parts = re.split(r"ptxas info\s+: Compiling entry function '([^']+)' for 'sm_90a?'", report)
+    parts = re.split(r"ptxas info\s+: Compiling entry function '([^']+)' for 'sm_90'", report)
     return [(parts[i], parts[i + 1]) for i in range(1, len(parts), 2)]
 
 
@@ -98,16 +98,16 @@ def test_the_standalone_harness_still_builds(tmp_path):
     change that breaks it would only show on the device, at the cost of a device call. Built to an object file, so
     that no CUDA driver or GPU is needed here."""
     harness = SRC.parents[4] / "benchmarks" / "conv_harness.cu"
-    cmd = [NVCC, "-std=c++17", "-O3", "-arch=sm_90a", "-Xptxas", "-v", "-c", str(harness),
+    cmd = [NVCC, "-std=c++17", "-O3", "-arch=sm_90", "-Xptxas", "-v", "-c", str(harness),
            "-o", str(tmp_path / "conv_harness.o")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"nvcc failed:\n{proc.stderr[-4000:]}"
-    # the candidates (conv3's whole-plane kernel, conv2's register shift) and the conv2 kernel's probes must stay
+    # the tile sweeps' rows (conv3's whole-plane kernel in four tiles) and the conv2 kernel's probes must stay
     # measurable as they are: built, and without spills
     kernels = _kernels(proc.stdout + proc.stderr)
     watched = [(name, info) for name, info in kernels if "conv_patch_pad" in name or "conv_halo3x3s2" in name]
-    assert any("conv_patch_pad" in name for name, _ in watched)
-    assert any("conv_halo3x3s2ILb1ELi0ELi208E" in name for name, _ in watched)  # CONSUMER_REGS = 208
+    assert sum("conv_patch_pad" in name for name, _ in watched) == 4
+    assert sum("conv_halo3x3s2" in name for name, _ in watched) == 14  # SELU or not x the product and 6 probes
     for name, info in watched:
         frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", info)
         assert frame and frame.groups() == ("0", "0", "0"), f"{name}: {frame.groups() if frame else info[:200]}"

@@ -225,21 +225,6 @@ __device__ __forceinline__ int h2_slice_word(int lane, int Wo, int wp_log2) {
   return (row << wp_log2) + (lane - row * Wo);
 }
 
-// Hopper's per-warpgroup register re-allocation (setmaxnreg, sm_90a only: a build for plain sm_90 or older leaves
-// the allocation as launched, and ptxas then compiles the code after it to the launch bound). Every warp of the
-// warpgroup must execute it; an increase waits until the registers are free, so the counts of all warpgroups must
-// fit what the block was launched with (3 x 168 for 384 threads).
-template <bool INCREASE, int REGS>
-__device__ __forceinline__ void setmaxnreg() {
-  static_assert(REGS % 8 == 0 && REGS >= 24 && REGS <= 256, "setmaxnreg takes multiples of 8 from 24 to 256");
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (INCREASE)
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(REGS));
-  else
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(REGS));
-#endif
-}
-
 // This thread's index, read afresh: the compiler cannot keep it, or what is derived from it, in a register across
 // a loop, so per-thread epilogue indices are recomputed in the epilogue (hoisted out of the tile loop, they were
 // spilled at the 168-register cap).
@@ -252,16 +237,10 @@ __device__ __forceinline__ int tid_fresh() {
 // PROBE (harness builds only, benchmarks/conv_harness.cu rows halo2_*: timings that find the bound, outputs wrong):
 // 1 = the producers load nothing (zeros), 2 = the consumers skip the MMAs, 3 = no loads and no epilogue, 4 = no
 // epilogue, 5 = no loads and no output stores, 6 = no loads and no SELU. The product instantiates 0 only.
-// CONSUMER_REGS (a candidate, harness rows halo2_regs*; 0 in the product): Hopper's
-// setmaxnreg moves registers from the producer warpgroup (which needs fewer) to the two consumer warpgroups after the
-// weights are staged, CONSUMER_REGS each (the producers keep 3 * 168 - 2 * CONSUMER_REGS), so that ptxas can keep the
-// next K-step's fragments in flight under the MMAs (at the 168-register cap the consumers load, convert and multiply
-// in turn: one warp of a group per scheduler has little else to hide the shared-memory latency behind); the
-// consumers then load each K-step's B words one K-step ahead. Measured (results/candidates_1130/conv2_regs/): 0.0532
-// against 0.0537 ms at batch 640, the consumers' side unchanged; within 1%, so not the product's (it would need
-// sm_90a builds). The producers' rounding of their own copies (0.0670 against 0.0535 ms) is in
-// docs/kernel-experiments.md.
-template <bool SELU, int PROBE = 0, int CONSUMER_REGS = 0>
+// Measured and not kept: the producers rounding their own copies in place (0.0670 against 0.0535 ms), registers moved
+// from the producers to the consumers by setmaxnreg with the B words loaded a K-step ahead (0.0532 against 0.0537:
+// within 1%, not worth sm_90a builds; commit a2c7d4f has it), whole-image tiles (above); docs/kernel-experiments.md.
+template <bool SELU, int PROBE = 0>
 __global__ void __launch_bounds__(kH2Threads, 1)
     conv_halo3x3s2(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                    float* __restrict__ y, ConvShape s) {
@@ -311,7 +290,6 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   __syncthreads();  // the weights, the bias and the barriers' initialisation are published
 
   if (producer) {
-    if constexpr (CONSUMER_REGS > 0) setmaxnreg<false, 3 * 168 - 2 * CONSUMER_REGS>();
     // Measured and not kept (H200, harness, results/conv2_pingpong/): the producers loading into registers and
     // storing (one stage in flight: 0.0551 against 0.0534 ms this way), then loading the next stage's first plane
     // while storing this stage's second (0.0650 against 0.0576), or two whole stages in registers (0.0570 against
@@ -329,7 +307,6 @@ __global__ void __launch_bounds__(kH2Threads, 1)
 
   // ---- consumers: group warp / 4 takes this block's tiles group, group + 2, ... (so that one group's epilogue runs
   // under the other's MMAs); warp_n = warp % 4 its 32 pixels, all 64 channels.
-  if constexpr (CONSUMER_REGS > 0) setmaxnreg<true, CONSUMER_REGS>();
   const int g = lane / 4, t = lane % 4, group = warp / kH2GroupWarps, warp_n = warp % kH2GroupWarps;
   // ldmatrix.x4 gives an m16n8k8 TF32 A-fragment: lanes 8m..8m+7 address the rows of 8 x 4-word matrix m.
   const int mat = lane / 8, arow = lane % 8 + (mat & 1) * 8, acol = (mat >> 1) * 4;
@@ -364,58 +341,29 @@ __global__ void __launch_bounds__(kH2Threads, 1)
       mbar_wait(&full_bar[q % kH2Buffers], (q / kH2Buffers) & 1);  // stage q is staged
       const unsigned buf_at = smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf);
       const uint32_t* const a_half = a_base + half * kH2StageC;
-      if constexpr (CONSUMER_REGS > 0) {
-        // Step st = 2 tap + ks of the stage; step st + 1's B words are loaded before step st's MMAs (two sets live).
-        auto load_b = [&](int st, uint32_t(&dst)[NT][2]) {
-          const int tap = st / 2, ks = st % 2, ti = tap / 3, tj = tap % 3;
+      unsigned rbase[NT];
 #pragma unroll
-          for (int j = 0; j < NT; ++j)
-            lds_u32x2(dst[j], buf_at + rowbase[j] + ti * row_step + 4 * (2 * ks * kH2CS2 + 2 * tj));
-        };
-        uint32_t bf[2][NT][2];
-        load_b(0, bf[0]);
+      for (int tap = 0; tap < (PROBE == 2 ? 0 : 9); ++tap) {
+        const int ti = tap / 3, tj = tap % 3;
+        if (tj == 0) {
 #pragma unroll
-        for (int st = 0; st < (PROBE == 2 ? 0 : 18); ++st) {
-          if (st + 1 < 18) load_b(st + 1, bf[(st + 1) % 2]);
-          uint32_t(&b)[NT][2] = bf[st % 2];
+          for (int j = 0; j < NT; ++j) rbase[j] = buf_at + rowbase[j] + ti * row_step;
+        }
 #pragma unroll
-          for (int j = 0; j < NT; ++j) {
-            b[j][0] = to_tf32(__uint_as_float(b[j][0]));
-            b[j][1] = to_tf32(__uint_as_float(b[j][1]));
+        for (int ks = 0; ks < 2; ++ks) {
+          uint32_t bf[NT][2];
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {  // staged as they are: rounded to TF32 here
+            lds_u32x2(bf[j], rbase[j] + 4 * (2 * ks * kH2CS2 + 2 * tj));
+            bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
+            bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
           }
 #pragma unroll
           for (int i = 0; i < MT; ++i) {
             uint32_t af[4];
-            ldsm_x4(af, a_half + i * 16 * kH2Ldw + (st / 2) * 32 + (st % 2) * 8);
+            ldsm_x4(af, a_half + i * 16 * kH2Ldw + tap * 32 + ks * 8);
 #pragma unroll
-            for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, b[j]);
-          }
-        }
-      } else {
-        unsigned rbase[NT];
-#pragma unroll
-        for (int tap = 0; tap < (PROBE == 2 ? 0 : 9); ++tap) {
-          const int ti = tap / 3, tj = tap % 3;
-          if (tj == 0) {
-#pragma unroll
-            for (int j = 0; j < NT; ++j) rbase[j] = buf_at + rowbase[j] + ti * row_step;
-          }
-#pragma unroll
-          for (int ks = 0; ks < 2; ++ks) {
-            uint32_t bf[NT][2];
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {  // staged as they are: rounded to TF32 here
-              lds_u32x2(bf[j], rbase[j] + 4 * (2 * ks * kH2CS2 + 2 * tj));
-              bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
-              bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
-            }
-#pragma unroll
-            for (int i = 0; i < MT; ++i) {
-              uint32_t af[4];
-              ldsm_x4(af, a_half + i * 16 * kH2Ldw + tap * 32 + ks * 8);
-#pragma unroll
-              for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, bf[j]);
-            }
+            for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, bf[j]);
           }
         }
       }

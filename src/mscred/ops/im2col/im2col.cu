@@ -365,13 +365,13 @@ bool halo2_shape(const ConvShape& s) {
 }
 
 // Persistent blocks, one per SM (75 KB of weights and three 34 KB stage buffers each), at most one per tile. false
-// if the block's shared memory cannot be had (then the caller takes another kernel). PROBE, CONSUMER_REGS: the
-// harness's probes and next candidate (halo_s2.cuh).
-template <int PROBE = 0, int CONSUMER_REGS = 0>
+// if the block's shared memory cannot be had (then the caller takes another kernel). PROBE: the
+// harness's probes (halo_s2.cuh).
+template <int PROBE = 0>
 bool halo2_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                    cudaStream_t stream, cudaError_t* err) {
   const auto kernel =
-      selu_ ? conv_halo3x3s2<true, PROBE, CONSUMER_REGS> : conv_halo3x3s2<false, PROBE, CONSUMER_REGS>;
+      selu_ ? conv_halo3x3s2<true, PROBE> : conv_halo3x3s2<false, PROBE>;
   const size_t bytes = Halo2Geom::smem_bytes();
   if (!smem_fits(kernel, bytes)) return false;
   const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
