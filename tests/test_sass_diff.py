@@ -166,3 +166,34 @@ def test_no_pairing_when_it_is_not_one_to_one_or_the_function_differs():
 def test_template_parts(readable, expected):
     from mscred.sass.diff import template_parts
     assert template_parts(readable) == expected
+
+
+def test_same_counts_are_told_from_the_same_instructions():
+    # "same" compares counts; the code digest says whether the instruction stream is the same to the instruction
+    old = [_kernel("a", mix={"LDS": 1}), _kernel("b", mix={"LDS": 1})]
+    new = [_kernel("a", mix={"LDS": 1}), _kernel("b", mix={"LDS": 1})]
+    old[0].code_digest, new[0].code_digest = "d1", "d1"
+    old[1].code_digest, new[1].code_digest = "d1", "d2"  # reordered, or other registers
+    diffs = diff_summaries(old, new)
+    assert [(d.status, d.identical) for d in diffs] == [("same", True), ("same", False)]
+    text = format_diff(diffs, show_same=True)
+    assert text.splitlines()[-1] == "2 same (1 identical to the instruction)"
+    assert "b()\n        the same counts, other instructions or order" in text
+    assert [d.to_json()["identical"] for d in diffs] == [True, False]
+    # without a disassembler nothing is claimed
+    assert format_diff(diff_summaries([_kernel("c")], [_kernel("c")])).splitlines()[-1] == "1 same"
+
+
+def test_code_digest_ignores_label_numbers_symbol_hashes_and_padding():
+    from mscred.sass.inspect import code_digest
+    one = {0x0: "ISETP.NE.AND P0, PT, R8, RZ, PT", 0x10: "@!P0 BRA `(.L_x_1810)",
+           0x20: "RET.REL.NODEC R16 `(_ZN13mscred_im2col41_GLOBAL__N__adb61d00_9_im2col_cu_f5da5b4b1kEv)",
+           0x30: "EXIT", 0x40: "NOP"}
+    two = {0x0: "ISETP.NE.AND P0, PT, R8, RZ, PT", 0x10: "@!P0 BRA `(.L_x_2292)",
+           0x20: "RET.REL.NODEC R16 `(_ZN13mscred_im2col41_GLOBAL__N__dc70bf10_9_im2col_cu_f5da5b4b1kEv)",
+           0x30: "EXIT", 0x40: "NOP", 0x50: "NOP"}
+    assert code_digest(one, {".L_x_1810": 0x30}) == code_digest(two, {".L_x_2292": 0x30})
+    # a branch to another place, or another register, is another stream
+    assert code_digest(one, {".L_x_1810": 0x20}) != code_digest(two, {".L_x_2292": 0x30})
+    three = {**two, 0x0: "ISETP.NE.AND P0, PT, R9, RZ, PT"}
+    assert code_digest(three, {".L_x_2292": 0x30}) != code_digest(two, {".L_x_2292": 0x30})

@@ -10,11 +10,10 @@ GPU time is spent: did the loop get shorter, did a spill appear, did the 16-byte
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 
-from mscred.sass.inspect import KernelSummary
+from mscred.sass.inspect import KernelSummary, stable_name
 
 # The groups shown, in order, with their labels (mscred.sass.inspect.GROUPS defines them).
 SHOWN_GROUPS = (("tensor", "tensor"), ("shared", "shared ld/st"), ("global", "global ld/st"), ("ldg128", "LDG.128"),
@@ -40,6 +39,13 @@ class KernelDiff:
             return "removed"
         return "changed" if _fingerprint(self.old) != _fingerprint(self.new) else "same"
 
+    @property
+    def identical(self) -> bool | None:
+        """Whether both builds' instruction streams are the same to the instruction (None when not disassembled)."""
+        if self.old is None or self.new is None or self.old.code_digest is None or self.new.code_digest is None:
+            return None
+        return self.old.code_digest == self.new.code_digest
+
     def mix_changes(self) -> list[tuple[str, int, int]]:
         """(mnemonic, old count, new count) for every mnemonic whose count moved, largest moves first."""
         old = self.old.mix if self.old else Counter()
@@ -58,7 +64,7 @@ class KernelDiff:
             return out
 
         return {"arch": self.arch, "kernel": self.name, "demangled": self.readable, "status": self.status,
-                "was": self.was, "old": side(self.old), "new": side(self.new),
+                "was": self.was, "identical": self.identical, "old": side(self.old), "new": side(self.new),
                 "mix_changes": [{"op": op, "old": a, "new": b} for op, a, b in self.mix_changes()]}
 
 
@@ -68,23 +74,6 @@ def _fingerprint(k: KernelSummary) -> tuple:
 
 def _largest_loop(k: KernelSummary) -> int | None:
     return max((lp.instructions for lp in k.loops), default=None) if k.loops is not None else None
-
-
-_ANONYMOUS = re.compile(r"(\d+)(_GLOBAL__N_)")
-
-
-def stable_name(mangled: str) -> str:
-    """The mangled name with each anonymous namespace written as the ABI's plain ``12_GLOBAL__N_1``: nvcc names it
-    after the translation unit and a hash (``41_GLOBAL__N__dc70bf10_9_im2col_cu_f5da5b4b``), which changes from one
-    build of a file to the next, so the same kernel would not match itself."""
-    out, pos = [], 0
-    for m in _ANONYMOUS.finditer(mangled):
-        if m.start() < pos:
-            continue
-        length = int(m.group(1))
-        out.append(mangled[pos:m.start()] + "12_GLOBAL__N_1")
-        pos = m.start(2) + length
-    return "".join(out) + mangled[pos:]
 
 
 def _split_at_depth_zero(text: str, sep: str) -> list[str]:
@@ -196,6 +185,8 @@ def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False) 
         if d.status == "same" and not show_same:
             continue
         lines.append(f"{d.arch:7} {d.status:8} {d.readable}")
+        if d.status == "same" and d.identical is False:
+            lines.append("        the same counts, other instructions or order")
         if d.was:
             lines.append(f"        was {d.was}")
         if d.old is None or d.new is None:
@@ -217,7 +208,11 @@ def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False) 
             lines.append(f"        largest loop {_change(_largest_loop(o), _largest_loop(n), percent=True)} "
                          f"instructions; loops {_change(len(o.loops), len(n.loops))}")
     counts = Counter(d.status for d in diffs)
-    lines.append(", ".join(f"{counts[s]} {s}" for s in ("changed", "added", "removed", "same") if counts[s]))
+    summary = ", ".join(f"{counts[s]} {s}" for s in ("changed", "added", "removed", "same") if counts[s])
+    identical = sum(d.identical is True for d in diffs)
+    if counts["same"] and any(d.identical is not None for d in diffs if d.status == "same"):
+        summary += f" ({identical} identical to the instruction)"
+    lines.append(summary)
     if not any(d.old is not None and d.old.disassembler for d in diffs):
         lines.append("(no nvdisasm reads these cubins: instruction mix not compared)")
     return "\n".join(lines)

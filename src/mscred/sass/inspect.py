@@ -8,6 +8,8 @@ cubin itself and need no tool.
 """
 from __future__ import annotations
 
+import hashlib
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -47,6 +49,7 @@ class KernelSummary:
     disassembler: bool = False
     readable: str = ""  # demangled name
     loops: list[Loop] | None = None  # when asked for (and disassembled)
+    code_digest: str | None = None  # the instruction stream's hash (code_digest below), when disassembled
 
     def to_json(self) -> dict:
         return {"image": self.image, "arch": self.arch, "kernel": self.name, "demangled": self.readable or self.name,
@@ -56,6 +59,44 @@ class KernelSummary:
                 "instructions": self.instructions, "groups": self.groups if self.disassembler else None,
                 "mix": dict(self.mix.most_common()) if self.disassembler else None,
                 **({"loops": [lp.to_json() for lp in self.loops]} if self.loops is not None else {})}
+
+
+_ANONYMOUS = re.compile(r"(\d+)(_GLOBAL__N_)")
+
+
+def stable_name(mangled: str) -> str:
+    """The mangled name with each anonymous namespace written as the ABI's plain ``12_GLOBAL__N_1``: nvcc names it
+    after the translation unit and a hash (``41_GLOBAL__N__dc70bf10_9_im2col_cu_f5da5b4b``), which changes from one
+    build of a file to the next, so the same kernel would not match itself."""
+    out, pos = [], 0
+    for m in _ANONYMOUS.finditer(mangled):
+        if m.start() < pos:
+            continue
+        length = int(m.group(1))
+        out.append(mangled[pos:m.start()] + "12_GLOBAL__N_1")
+        pos = m.start(2) + length
+    return "".join(out) + mangled[pos:]
+
+
+_LABEL_USE = re.compile(r"\.L\w+")
+_SYMBOL_USE = re.compile(r"`\((_Z\w+)\)")
+
+
+def code_digest(text: dict[int, str], labels: dict[str, int]) -> str:
+    """A hash of a kernel's instructions in order, with branch labels written as the offsets they stand for
+    (nvdisasm numbers its labels across the whole file, so another kernel added before this one renames them),
+    symbols with their anonymous namespaces made stable (``stable_name``: a RET.REL names its own kernel) and the
+    code section's trailing NOP padding left out: two builds whose kernel has the same digest run the same
+    instructions on the same registers, to the instruction."""
+    offsets = sorted(text)
+    while offsets and _mnemonic(text[offsets[-1]]) == "NOP":
+        offsets.pop()
+    h = hashlib.sha1()
+    for off in offsets:
+        line = _LABEL_USE.sub(lambda m: f"{labels[m.group(0)]:#x}" if m.group(0) in labels else m.group(0), text[off])
+        line = _SYMBOL_USE.sub(lambda m: f"`({stable_name(m.group(1))})", line)
+        h.update(f"{off:x} {line}\n".encode())
+    return h.hexdigest()
 
 
 def _count_groups(mix: Counter) -> dict:
@@ -104,7 +145,8 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
                 param_bytes=sum(p.size for p in k.params), instructions=sum(mix.values()) or len(k.instructions),
                 mix=mix, groups=_count_groups(mix) if text else {}, disassembler=bool(text),
                 readable=readable.get(k.name, k.name),
-                loops=find_loops(text, labels.get(k.name, {})) if loops and text else None))
+                loops=find_loops(text, labels.get(k.name, {})) if loops and text else None,
+                code_digest=code_digest(text, labels.get(k.name, {})) if text else None))
     return out
 
 
