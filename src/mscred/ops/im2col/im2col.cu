@@ -229,6 +229,15 @@ bool patch_takes(Kernel kernel, const float* x, const float* w, const float* y, 
          (int64_t)(s.O + T::BM) * s.K() < (int64_t(1) << 31) && smem_fits(kernel, T::SMEM_BYTES);
 }
 
+// One block per tile of `imgs` images x T::BM output channels.
+template <typename T, typename Kernel>
+cudaError_t patch_launch(Kernel kernel, int imgs, const float* x, const float* w, const float* bias, float* y,
+                         const ConvShape& s, bool selu_, cudaStream_t stream) {
+  const dim3 grid((s.N + imgs - 1) / imgs, (s.O + T::BM - 1) / T::BM);
+  kernel<<<grid, T::THREADS, T::SMEM_BYTES, stream>>>(x, w, bias, y, s, selu_);
+  return cudaGetLastError();
+}
+
 template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, int HO, int WO, bool LDSM_A,
           int NWARPS = 8, int PROBE = 0>
 struct PatchLaunch {
@@ -239,9 +248,7 @@ struct PatchLaunch {
   }
   static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                             bool selu_, cudaStream_t stream) {
-    dim3 grid((s.N + IMGS - 1) / IMGS, (s.O + T::BM - 1) / T::BM);
-    kernel<<<grid, T::THREADS, T::SMEM_BYTES, stream>>>(x, w, bias, y, s, selu_);
-    return cudaGetLastError();
+    return patch_launch<T>(kernel, IMGS, x, w, bias, y, s, selu_, stream);
   }
 };
 
@@ -254,9 +261,7 @@ struct PatchPadLaunch {
   }
   static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                             bool selu_, cudaStream_t stream) {
-    dim3 grid((s.N + IMGS - 1) / IMGS, (s.O + T::BM - 1) / T::BM);
-    kernel<<<grid, T::THREADS, T::SMEM_BYTES, stream>>>(x, w, bias, y, s, selu_);
-    return cudaGetLastError();
+    return patch_launch<T>(kernel, IMGS, x, w, bias, y, s, selu_, stream);
   }
   // Waves of blocks the launch takes (MIN_BLOCKS blocks per SM).
   static int64_t waves(const ConvShape& s) {
@@ -365,13 +370,12 @@ bool halo2_shape(const ConvShape& s) {
 }
 
 // Persistent blocks, one per SM (75 KB of weights and three 34 KB stage buffers each), at most one per tile. false
-// if the block's shared memory cannot be had (then the caller takes another kernel). PROBE: the
-// harness's probes (halo_s2.cuh).
+// if the block's shared memory cannot be had (then the caller takes another kernel). PROBE: the harness's probes
+// (halo_s2.cuh).
 template <int PROBE = 0>
 bool halo2_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                    cudaStream_t stream, cudaError_t* err) {
-  const auto kernel =
-      selu_ ? conv_halo3x3s2<true, PROBE> : conv_halo3x3s2<false, PROBE>;
+  const auto kernel = selu_ ? conv_halo3x3s2<true, PROBE> : conv_halo3x3s2<false, PROBE>;
   const size_t bytes = Halo2Geom::smem_bytes();
   if (!smem_fits(kernel, bytes)) return false;
   const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
