@@ -32,25 +32,19 @@ CS2, SHIFT, LDO = _constant("kH2CS2"), _constant("kH2Shift"), _constant("kH2Ldo"
 SLICE_C = _constant("kH2SliceC")
 PIXELS, MAX_R, C, O = _constant("kH2Pixels"), _constant("kH2MaxR"), 32, 64
 K, LDW = 9 * C, 9 * C + 4
-STAGE_C = _constant("kH2StageC")
-PAIRS = STAGE_C // 2
-BUF = PAIRS * CS2 + SHIFT
+BUF = 8 * CS2 + SHIFT
 
 
 def pair_plane(pp: int) -> int:
-    return pp * CS2 + (SHIFT if pp >= 2 else 0)
+    return pp * CS2 + (SHIFT if pp >= 4 else 0)
 
 
 def pair(c: int) -> int:
     return (c & 1) + 2 * (c >> 2)
 
 
-def slot_channel(t: int, h: int) -> int:
-    return (t & 1) + 4 * (t >> 1) + 2 * h
-
-
-def plane_channel(pp: int) -> int:
-    return (pp & 1) + 4 * (pp >> 1)
+def slot_channel(t: int, h: int, s: int) -> int:
+    return (t & 1) + 8 * (t >> 1) + 2 * h + 4 * s
 
 
 def same(n: int, k: int, stride: int) -> tuple[int, int]:
@@ -81,11 +75,11 @@ def replay(batch: int, n: int, seed: int = 0, blocks: int = 3) -> tuple[float, i
     tiles_per_image = -(-ho // rows_per_tile)
     assert sw <= 31
 
-    # weights in the kernel's K order: k = tap * 32 + stage * 8 + t + 4h
+    # weights in the kernel's K order: k = tap * 32 + stage * 16 + s * 8 + t + 4h
     ws = np.zeros((O, LDW))
     for k in range(K):
         tap, q = divmod(k, 32)
-        ws[:, k] = w.reshape(O, C, 9)[:, (q // STAGE_C) * STAGE_C + slot_channel(q % 4, (q // 4) % 2), tap]
+        ws[:, k] = w.reshape(O, C, 9)[:, (q // 16) * 16 + slot_channel(q % 4, (q // 4) % 2, (q // 8) % 2), tap]
 
     padded = np.zeros((batch, C, n + 4, n + 4))
     padded[:, :, pad:pad + n, pad:pad + n] = x
@@ -102,21 +96,21 @@ def replay(batch: int, n: int, seed: int = 0, blocks: int = 3) -> tuple[float, i
         rows = min(ho - r0, rows_per_tile)
         group = (tile // blocks) % 2  # the block's k-th tile goes to consumer group k % 2
         acc = {}
-        for st in range(C // STAGE_C):
+        for half in (0, 1):
             buf = np.full(BUF, np.nan)  # unstaged words poison the outputs that read them
             top = 2 * r0 - pad
-            for pw in range(2):  # the group's producer warp pw: pair planes 2 pw, 2 pw + 1 (channels c0, c0 + 2)
+            for pw in range(4):  # producer warp pw: pair planes 2 pw, 2 pw + 1 (channels c0, c0 + 2), lane = column
                 for pp in (2 * pw, 2 * pw + 1):
-                    c0 = plane_channel(pp)
+                    c0 = (pp & 1) + 4 * (pp >> 1)
                     for pc in range(2):
                         for sr in range(2 * MAX_R + 1):
                             for lane in range(sw):
                                 inside = 0 <= lane - pad < n and 0 <= top + sr < n and sr < nr
-                                value = x[img, st * STAGE_C + c0 + 2 * pc, top + sr, lane - pad] if inside else 0.0
+                                value = x[img, half * 16 + c0 + 2 * pc, top + sr, lane - pad] if inside else 0.0
                                 buf[pair_plane(pp) + 2 * lane + 2 * sr * sw + pc] = value
             for wn in range(4):  # the group's consumer warps: all 64 channels x 32 pixels (wn)
                 for j in range(4):
-                    b_frag = np.zeros((9, 8, 8))  # tap, k, pixel
+                    b_frag = np.zeros((9, 2, 8, 8))  # tap, K-step, k, pixel
                     addresses = {}
                     for g in range(8):
                         row, col = divmod(wn * 32 + j * 8 + g, wp)
@@ -124,20 +118,22 @@ def replay(batch: int, n: int, seed: int = 0, blocks: int = 3) -> tuple[float, i
                             row = col = 0
                         for t in range(4):
                             for ti in range(3):
-                                base = pair_plane(pair(slot_channel(t, 0))) + 2 * ((2 * row + ti) * sw + 2 * col)
+                                base = pair_plane(pair(slot_channel(t, 0, 0))) + 2 * ((2 * row + ti) * sw + 2 * col)
                                 for tj in range(3):
-                                    a = base + 2 * tj
-                                    assert a % 2 == 0  # 8-byte aligned
-                                    b_frag[ti * 3 + tj, t, g] = buf[a]
-                                    b_frag[ti * 3 + tj, t + 4, g] = buf[a + 1]
-                                    addresses.setdefault((ti, tj), {})[(g, t)] = a
+                                    for ks in range(2):
+                                        a = base + 2 * ks * CS2 + 2 * tj
+                                        assert a % 2 == 0  # 8-byte aligned
+                                        b_frag[ti * 3 + tj, ks, t, g] = buf[a]
+                                        b_frag[ti * 3 + tj, ks, t + 4, g] = buf[a + 1]
+                                        addresses.setdefault((ti, tj, ks), {})[(g, t)] = a
                     conflicts += sum(_half_warp_conflicts(load) for load in addresses.values())
                     for i in range(4):
                         m0 = i * 16
                         a = acc.setdefault((wn, i, j), np.tile(bias[m0:m0 + 16, None], (1, 8)))
                         for tap in range(9):
-                            k0 = tap * 32 + st * STAGE_C
-                            a = a + ws[m0:m0 + 16, k0:k0 + 8] @ b_frag[tap]
+                            for ks in range(2):
+                                k0 = tap * 32 + half * 16 + ks * 8
+                                a = a + ws[m0:m0 + 16, k0:k0 + 8] @ b_frag[tap, ks]
                         acc[(wn, i, j)] = a
         for wn in range(4):  # per-warp epilogue: 16 channels a pass through the warp's slice, then one run a channel
             warp = group * 4 + wn

@@ -51,7 +51,8 @@ namespace {
 // consumer warps of 32 x 32), against the generic kernel's 0.083; the two consumer groups of 64 x 32 warps, 0.0573;
 // the slice's conflict-free 8-byte stores, 16-channel passes and the first stage's loads issued before the weights
 // are staged, 0.0553; the producers by cp.async again, now that nothing else waits on them, 0.0534 (whole-image
-// tiles with 64 x 64 consumer warps, a third less shared-memory traffic, lost: 0.0586, docs/kernel-experiments.md).
+// tiles with 64 x 64 consumer warps, a third less shared-memory traffic, lost: 0.0586; 8-channel stages with buffers
+// and producers per consumer group, 0.0555; docs/kernel-experiments.md).
 // Its bounds, from probes that drop one part (harness rows halo2_*): MMAs and epilogue without copies 0.048 ms, the
 // copies and epilogue without MMAs 0.042: the consumers' side is the longer now.
 // Limits: Wo <= 15 (a staged row is at most 31 cells: one lane per column), any top/left padding. The layout's
@@ -63,37 +64,31 @@ constexpr int kH2Consumers = kH2Groups * kH2GroupWarps * 32, kH2Producers = 128;
 constexpr int kH2Threads = kH2Consumers + kH2Producers;
 constexpr int kH2Pixels = 128;             // tile pixels at most: a group's 4 warps of 32 pixels
 static_assert(kH2Pixels == 32 * kH2GroupWarps, "a consumer warp takes 32 pixels of a tile");
-constexpr int kH2StageC = 8;               // input channels per stage
-constexpr int kH2TileStages = kH2C / kH2StageC;  // stages per tile
-constexpr int kH2GroupBuffers = 3;         // stage buffers of each consumer group (its own producers fill them)
-constexpr int kH2Buffers = kH2Groups * kH2GroupBuffers;
+constexpr int kH2StageC = 16;              // input channels per stage
+constexpr int kH2Buffers = 3;              // stage buffers
 constexpr int kH2MaxR = 8;                 // output rows per tile at most: 2R + 1 <= 17 staged rows
 constexpr int kH2MaxNR = 2 * kH2MaxR + 1;
 constexpr int kH2MaxSW = 31;               // staged row width 2 Wo + 1 at most (Wo <= 15)
 constexpr int kH2Pairs = kH2StageC / 2;    // pair planes per stage (channels c, c + 2)
-constexpr int kH2GroupProducers = kH2Producers / kH2Groups;  // a group's producer threads: 2 warps, 2 planes each
-static_assert(kH2Pairs * 32 == 2 * kH2GroupProducers, "two pair planes per producer warp");
 // Pair-plane stride in words: 2 mod 32, and room for 16 staged rows of 31 cells plus the 32 cells a padded
 // column block reads past the last row's start (two words per cell): (16 * 31 + 32) * 2 = 1,056.
 constexpr int kH2CS2 = 1058;
-constexpr int kH2Shift = 12;               // pair planes 2, 3 start kH2Shift words later (see the bank note above)
+constexpr int kH2Shift = 8;                // pair planes 4..7 start kH2Shift words later (see the bank note above)
 constexpr int kH2Buf = kH2Pairs * kH2CS2 + kH2Shift;  // words per stage buffer (16-byte multiple)
 constexpr int kH2Ldw = kH2K + 4;           // weight row stride: conflict-free ldmatrix (292 = 4 mod 32)
 constexpr int kH2Ldo = 40;                 // output slice: words per channel run (32 pixels), = 8 mod 32
 constexpr int kH2SliceC = 16;              // channels of a consumer warp's output slice (its epilogue in 4 passes)
 constexpr int kH2SmemWords = kH2Buffers * kH2Buf + kH2O * kH2Ldw + (kH2Consumers / 32) * kH2SliceC * kH2Ldo + kH2O;
 
-// Word offset of pair plane pp (0..3) in a stage buffer; stage channel c lives in pair plane h2_pair(c), word
+// Word offset of pair plane pp (0..7) in a stage buffer; stage channel c lives in pair plane h2_pair(c), word
 // (c >> 1) & 1 of each cell.
-MSCRED_HD constexpr int h2_pair_plane(int pp) { return pp * kH2CS2 + (pp >= 2 ? kH2Shift : 0); }
+MSCRED_HD constexpr int h2_pair_plane(int pp) { return pp * kH2CS2 + (pp >= 4 ? kH2Shift : 0); }
 MSCRED_HD constexpr int h2_pair(int c) { return (c & 1) + 2 * (c >> 2); }
-// Stage channel of K-slot t + 4h within a tap (the permutation above); the weights follow it.
-MSCRED_HD constexpr int h2_slot_channel(int t, int h) { return (t & 1) + 4 * (t >> 1) + 2 * h; }
-// The first channel of pair plane pp (the other is 2 more).
-MSCRED_HD constexpr int h2_plane_channel(int pp) { return (pp & 1) + 4 * (pp >> 1); }
-static_assert(h2_pair_plane(0) % 32 == 0 && h2_pair_plane(1) % 32 == 2 && h2_pair_plane(2) % 32 == 16 &&
-                  h2_pair_plane(3) % 32 == 18,
-              "pair planes of Q[t] at banks 0, 2, 16, 18");
+// Stage channel of K-slot t + 4h of K-step s within a tap (the permutation above); the weights follow it.
+MSCRED_HD constexpr int h2_slot_channel(int t, int h, int s) { return (t & 1) + 8 * (t >> 1) + 2 * h + 4 * s; }
+static_assert(h2_pair_plane(0) % 32 == 0 && h2_pair_plane(1) % 32 == 2 && h2_pair_plane(4) % 32 == 16 &&
+                  h2_pair_plane(5) % 32 == 18 && h2_pair_plane(2) % 32 == 4,
+              "pair planes of P[t] at banks 0, 2, 16, 18; the next K-step's 4 words further");
 static_assert(kH2CS2 % 2 == 0 && kH2CS2 >= ((kH2MaxNR - 1) * kH2MaxSW + 32) * 2 && kH2Buf % 4 == 0, "plane size");
 
 struct Halo2Geom {
@@ -148,27 +143,26 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
 
 // ---- Pieces of the kernel below.
 
-// The weights in the kernel's K order: k = tap * 32 + stage * 8 + t + 4h holds channel stage * 8 + h2_slot_channel(t,
-// h) of tap (i, j) = (tap / 3, tap % 3), times `scale`, as TF32. Each thread takes a whole column of w seen as
-// 64 x 288 (coalesced across threads, 16 loads in flight, one index computation per column): read one at a time in
-// the kernel's order they were 10% of a first version's stall samples (results/conv2_halo/). Consumer warps alone,
-// two half-columns (64 values) in flight each, were slower: 0.0565 against 0.0553 ms (results/conv2_pingpong/). The
-// caller's barrier publishes them.
+// The weights in the kernel's K order: k = tap * 32 + stage * 16 + s * 8 + t + 4h holds channel
+// stage * 16 + h2_slot_channel(t, h, s) of tap (i, j) = (tap / 3, tap % 3), times `scale`, as TF32. Each thread takes
+// a whole column of w seen as 64 x 288 (coalesced across threads, 16 loads in flight, one index computation per
+// column): read one at a time in the kernel's order they were 10% of a first version's stall samples
+// (results/conv2_halo/). Consumer warps alone, two half-columns (64 values) in flight each, were slower: 0.0565
+// against 0.0553 ms (results/conv2_pingpong/). The caller's barrier publishes them.
 template <int NTHREADS>
 __device__ __forceinline__ void h2_stage_weights(uint32_t* ws, const float* __restrict__ w, float scale, int tid) {
   for (int r = tid; r < kH2K; r += NTHREADS) {
-    // inverse of h2_slot_channel: cl = (t & 1) + 4 (t >> 1) + 2h
-    const int c = r / 9, tap = r - c * 9, cl = c % kH2StageC;
-    const int k = tap * 32 + (c / kH2StageC) * kH2StageC + (cl & 1) + 2 * ((cl >> 2) & 1) + 4 * ((cl >> 1) & 1);
+    // inverse of h2_slot_channel: cl = (t & 1) + 8 (t >> 1) + 2h + 4s
+    const int c = r / 9, tap = r - c * 9, cl = c % 16;
+    const int k = tap * 32 + (c / 16) * 16 + ((cl >> 2) & 1) * 8 + (cl & 1) + 2 * ((cl >> 3) & 1) + 4 * ((cl >> 1) & 1);
 #pragma unroll 16
     for (int o = 0; o < kH2O; ++o) ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + o * kH2K + r));
   }
 }
 
 // What a producer lane (staged column `lane`, input column lane - pad) copies of pair plane c0 (stage channels c0 and
-// c0 + 2) for stage q of this block (stage q % 4 of tile blockIdx.x + (q / 4) * gridDim.x): a pointer to its column
-// of staged row 0 in channel c0, and which staged rows lie inside the image (bit sr; none when the column is
-// padding).
+// c0 + 2) for stage q of this block (half q % 2 of tile blockIdx.x + (q / 2) * gridDim.x): a pointer to its column of
+// staged row 0 in channel c0, and which staged rows lie inside the image (bit sr; none when the column is padding).
 struct H2StageSource {
   const float* src;
   uint32_t rows_in;
@@ -176,11 +170,11 @@ struct H2StageSource {
 __device__ __forceinline__ H2StageSource h2_stage_source(const float* x, const ConvShape& s, const Halo2Geom& geo,
                                                          int q, int c0, int lane, bool lane_ok) {
   const int tpi = geo.tiles_per_image;
-  const int tile = blockIdx.x + (q / kH2TileStages) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
+  const int tile = blockIdx.x + (q >> 1) * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
   const int top = 2 * r0 - s.pad_top;  // input row of staged row 0
   const int lo = top < 0 ? -top : 0, hi = s.H - top < geo.NR ? s.H - top : geo.NR;  // staged rows in the image
   const uint32_t rows_in = lane_ok && hi > lo ? (((1u << hi) - 1u) & ~((1u << lo) - 1u)) : 0u;
-  const float* src = x + ((int64_t)n * kH2C + (q % kH2TileStages) * kH2StageC + c0) * (s.H * s.W) + (int64_t)top * s.W +
+  const float* src = x + ((int64_t)n * kH2C + (q & 1) * kH2StageC + c0) * (s.H * s.W) + (int64_t)top * s.W +
                      (lane - s.pad_left);
   return {src, rows_in};
 }
@@ -246,7 +240,8 @@ __device__ __forceinline__ int tid_fresh() {
 // epilogue, 5 = no loads and no output stores, 6 = no loads and no SELU. The product instantiates 0 only.
 // Measured and not kept: the producers rounding their own copies in place (0.0670 against 0.0535 ms), registers moved
 // from the producers to the consumers by setmaxnreg with the B words loaded a K-step ahead (0.0532 against 0.0537:
-// within 1%, not worth sm_90a builds; commit a2c7d4f has it), whole-image tiles (above); docs/kernel-experiments.md.
+// within 1%, not worth sm_90a builds; commit a2c7d4f has it), whole-image tiles and per-group buffers (above);
+// docs/kernel-experiments.md.
 template <bool SELU, int PROBE = 0>
 __global__ void __launch_bounds__(kH2Threads, 1)
     conv_halo3x3s2(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
@@ -262,40 +257,36 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   const int H = s.H, W = s.W, Wo = s.Wo, P = s.Ho * s.Wo, SW = geo.SW;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const float scale = SELU ? kLog2e : 1.f;
-  // Block tile k is tile blockIdx.x + k * gridDim.x; its stages 4k .. 4k + 3 are its four quarters of 8 channels.
-  // Group g takes block tiles g, g + 2, ...: its l-th stage is stage l % 4 of block tile g + 2 (l / 4).
+  // Block tile k is tile blockIdx.x + k * gridDim.x; its stages 2k and 2k + 1 are its two halves of 16 channels.
   const int tpi = geo.tiles_per_image, ntiles = s.N * tpi;
   if ((int)blockIdx.x >= ntiles) return;
-  const int tiles = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x;
-  // Each group has three stage buffers and two producer warps of its own: its l-th stage goes to buffer 3g + l % 3,
-  // the (l / 3)-th phase of FULL (the group's 64 producer threads arrive when it is staged) and EMPTY (the group's
-  // 128 consumer threads arrive when it is read). (Three buffers shared by both groups, as with 2-stage tiles, would
-  // let a group wait on a buffer two phases ahead with 4-stage ones: tests/test_halo_s2_protocol.py.)
+  const int tiles = (ntiles - (int)blockIdx.x + (int)gridDim.x - 1) / (int)gridDim.x, stages = 2 * tiles;
+  // FULL[b]: the producers' 128 threads arrive when buffer b holds its next stage; EMPTY[b]: the 128 threads of the
+  // group that read it arrive when done. Stage q uses buffer q % 3, the (q / 3)-th phase of both (the hand-over with
+  // two groups is simulated in tests/test_halo_s2_protocol.py).
   __shared__ uint64_t full_bar[kH2Buffers], empty_bar[kH2Buffers];
   if (tid < kH2Buffers) {
-    mbar_init(&full_bar[tid], kH2GroupProducers);
+    mbar_init(&full_bar[tid], kH2Producers);
     mbar_init(&empty_bar[tid], kH2GroupWarps * 32);
   }
 
-  // ---- producers: warp pw serves group pw / 2 and stages pair planes 2 (pw % 2) and 2 (pw % 2) + 1 (each: stage
-  // channels c0, c0 + 2), all NR rows, lane = staged column, by cp.async; each thread arrives on FULL when its copies
-  // of the stage have landed.
+  // ---- producers: warp pw stages pair planes 2 pw and 2 pw + 1 (each: stage channels c0, c0 + 2), all NR rows,
+  // lane = staged column, by cp.async; each thread arrives on FULL when its copies of the stage have landed.
   const bool producer = warp >= kH2Consumers / 32;
-  const int pw = warp - kH2Consumers / 32, pgroup = pw / 2;
+  const int pw = warp - kH2Consumers / 32;
   const bool lane_in = lane < SW;
   const bool lane_ok = lane_in && (unsigned)(lane - s.pad_left) < (unsigned)W;
-  auto issue = [&](int l) {
-    const int q = kH2TileStages * (pgroup + 2 * (l / kH2TileStages)) + l % kH2TileStages;
-    uint32_t* const buf = stage_buf + (kH2GroupBuffers * pgroup + l % kH2GroupBuffers) * kH2Buf;
+  auto issue = [&](int q) {
 #pragma unroll
     for (int pp2 = 0; pp2 < 2; ++pp2) {
-      const int pp = 2 * (pw % 2) + pp2;
-      const H2StageSource in = h2_stage_source(x, s, geo, q, h2_plane_channel(pp), lane, lane_ok);
-      if (lane_in) h2_copy_pair<kLoads>(buf + h2_pair_plane(pp) + 2 * lane, in, x, H * W, W, SW);
+      const int pp = 2 * pw + pp2;
+      const H2StageSource in = h2_stage_source(x, s, geo, q, (pp & 1) + 4 * (pp >> 1), lane, lane_ok);
+      if (lane_in)
+        h2_copy_pair<kLoads>(stage_buf + (q % kH2Buffers) * kH2Buf + h2_pair_plane(pp) + 2 * lane, in, x, H * W, W,
+                             SW);
     }
   };
-  // the first stage's copies in flight while the block stages the weights (group 1 has a tile if the block has two)
-  if (producer && (pgroup == 0 || tiles > 1)) issue(0);
+  if (producer) issue(0);  // the first stage's copies in flight while the block stages the weights
   if (tid < kH2O) bias_s[tid] = bias != nullptr ? scale * __ldg(bias + tid) : 0.f;
   h2_stage_weights<kH2Threads>(ws, w, scale, tid);
   __syncthreads();  // the weights, the bias and the barriers' initialisation are published
@@ -305,14 +296,13 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     // storing (one stage in flight: 0.0551 against 0.0534 ms this way), then loading the next stage's first plane
     // while storing this stage's second (0.0650 against 0.0576), or two whole stages in registers (0.0570 against
     // 0.0555); a fourth stage buffer (0.0565 against 0.0555).
-    const int pstages = kH2TileStages * ((tiles - pgroup + 1) / 2);  // the stages of its group's tiles
-    for (int l = 0; l < pstages; ++l) {
-      const int b = kH2GroupBuffers * pgroup + l % kH2GroupBuffers;
-      if (l > 0) {
-        if (l >= kH2GroupBuffers) mbar_wait(&empty_bar[b], (l / kH2GroupBuffers - 1) & 1);  // its stage l - 3 read
-        issue(l);
+    for (int q = 0; q < stages; ++q) {
+      if (q > 0) {
+        if (q >= kH2Buffers) mbar_wait(&empty_bar[q % kH2Buffers], (q / kH2Buffers - 1) & 1);  // stage q - 3 read
+        issue(q);
       }
-      asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_addr(&full_bar[b])) : "memory");
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_addr(&full_bar[q % kH2Buffers]))
+                   : "memory");
     }
     return;
   }
@@ -324,19 +314,19 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   const int mat = lane / 8, arow = lane % 8 + (mat & 1) * 8, acol = (mat >> 1) * 4;
   const uint32_t* const a_base = ws + arow * kH2Ldw + acol;
   // B operand: pixel px = warp_n*32 + j*8 + g of the tile (row px / Wp, column px % Wp), tap (i, jj), K-slots
-  // (t, h = 0, 1) are the two words at h2_pair_plane(h2_pair(Q[t])) + 2 ((2 row + i) * SW + 2 col + jj). The pair
-  // plane and the cell's row and column are this thread's row base (bytes, tap row 0: a tap row further is 2 SW
-  // words, row_step bytes; 4 registers, not 12, at the 168-register cap); the tap column is an immediate. Pixels past R rows read pixel 0; columns past Wo read cells past the row (never stored).
+  // (t, h = 0, 1) of K-step s are the two words at h2_pair_plane(h2_pair(P[t])) + 2s * CS2 + 2 ((2 row + i) * SW +
+  // 2 col + jj). The pair plane and the cell's row and column are this thread's row base (bytes, tap row 0: a tap
+  // row further is 2 SW words, row_step bytes; 4 registers, not 12, at the 168-register cap); the K-step and the tap
+  // column are immediates. Pixels past R rows read pixel 0; columns past Wo read cells past the row (never stored).
   int rowbase[NT];
 #pragma unroll
   for (int j = 0; j < NT; ++j) {
     const int px = warp_n * 32 + j * 8 + g;
     int row = px / geo.Wp, col = px - row * geo.Wp;
     if (row >= geo.R) row = col = 0;
-    rowbase[j] = 4 * (h2_pair_plane(h2_pair(h2_slot_channel(t, 0))) + 2 * (2 * row * SW + 2 * col));
+    rowbase[j] = 4 * (h2_pair_plane(h2_pair(h2_slot_channel(t, 0, 0))) + 2 * (2 * row * SW + 2 * col));
   }
   const int row_step = 8 * SW;
-  const int gstages = kH2TileStages * ((tiles - group + 1) / 2);  // the stages of this group's tiles
 
   float acc[MT][NT][4];
   for (int k = group; k < tiles; k += kH2Groups) {
@@ -348,11 +338,11 @@ __global__ void __launch_bounds__(kH2Threads, 1)
 #pragma unroll
         for (int j = 0; j < NT; ++j) acc[i][j][2 * h] = acc[i][j][2 * h + 1] = b;
       }
-    for (int sub = 0; sub < kH2TileStages; ++sub) {
-      const int l = kH2TileStages * (k / 2) + sub, b = kH2GroupBuffers * group + l % kH2GroupBuffers;
-      mbar_wait(&full_bar[b], (l / kH2GroupBuffers) & 1);  // the group's stage l is staged
-      const unsigned buf_at = smem_addr(stage_buf + b * kH2Buf);
-      const uint32_t* const a_sub = a_base + sub * kH2StageC;
+    for (int half = 0; half < 2; ++half) {
+      const int q = 2 * k + half;
+      mbar_wait(&full_bar[q % kH2Buffers], (q / kH2Buffers) & 1);  // stage q is staged
+      const unsigned buf_at = smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf);
+      const uint32_t* const a_half = a_base + half * kH2StageC;
       unsigned rbase[NT];
 #pragma unroll
       for (int tap = 0; tap < (PROBE == 2 ? 0 : 9); ++tap) {
@@ -361,22 +351,25 @@ __global__ void __launch_bounds__(kH2Threads, 1)
 #pragma unroll
           for (int j = 0; j < NT; ++j) rbase[j] = buf_at + rowbase[j] + ti * row_step;
         }
-        uint32_t bf[NT][2];
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {  // staged as they are: rounded to TF32 here
-          lds_u32x2(bf[j], rbase[j] + 8 * tj);
-          bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
-          bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
-        }
+        for (int ks = 0; ks < 2; ++ks) {
+          uint32_t bf[NT][2];
 #pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          uint32_t af[4];
-          ldsm_x4(af, a_sub + i * 16 * kH2Ldw + tap * 32);
+          for (int j = 0; j < NT; ++j) {  // staged as they are: rounded to TF32 here
+            lds_u32x2(bf[j], rbase[j] + 4 * (2 * ks * kH2CS2 + 2 * tj));
+            bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
+            bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
+          }
 #pragma unroll
-          for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, bf[j]);
+          for (int i = 0; i < MT; ++i) {
+            uint32_t af[4];
+            ldsm_x4(af, a_half + i * 16 * kH2Ldw + tap * 32 + ks * 8);
+#pragma unroll
+            for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, bf[j]);
+          }
         }
       }
-      if (l + kH2GroupBuffers < gstages) mbar_arrive(&empty_bar[b]);  // buffer free for the group's stage l + 3
+      if (q + kH2Buffers < stages) mbar_arrive(&empty_bar[q % kH2Buffers]);  // buffer free for stage q + 3
     }
     if (PROBE == 3 || PROBE == 4) {  // no epilogue (the accumulators kept live)
       if (acc[0][0][0] == 1.2345f) y[0] = acc[3][3][3];
