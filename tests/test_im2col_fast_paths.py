@@ -8,8 +8,8 @@ n = 5, 16 and 55, which reach it only through conv3 at n = 16, so these tests co
 the kernel has (images past the batch in the last tile, output channels past the last 128, both tile choices),
 with and without bias and SELU, the propagation of a NaN input, an unused bottom/right padding, and a misaligned
 input (which the kernel declines); and conv3's kernel for 15 x 15 inputs (``conv_patch_pad``) at both its tiles and
-their tails, a NaN on its last row and column; then the halo kernels for conv1 and conv2. TF32 forward: relative RMS error against float64 at most 1.5e-3 (as
-test_ops_im2col.py).
+their tails, a NaN on its last row and column; then the halo kernels for conv1 and conv2. TF32 forward: relative RMS
+error against float64 at most 1.5e-3 (as test_ops_im2col.py).
 """
 from __future__ import annotations
 
@@ -57,10 +57,14 @@ def _run(x, w, b, pad, selu):
     (640, 128, 256, True, True), (643, 128, 256, True, True), (7, 128, 256, True, True), (1, 64, 128, True, True),
     (3, 16, 136, True, True), (6, 8, 40, False, True), (25, 24, 128, True, False)])
 def test_patch_kernel(batch, cin, cout, has_bias, selu):
-    x, w, b = _inputs(batch, cin, cout, 8, seed=batch + cin + cout)
+    _check(batch, cin, cout, has_bias, selu, size=8, pad=(0, 0, 0, 0))
+
+
+def _check(batch, cin, cout, has_bias, selu, size, pad):
+    x, w, b = _inputs(batch, cin, cout, size, seed=batch + cin + cout)
     b = b if has_bias else None
-    y = _run(x, w, b, (0, 0, 0, 0), selu)
-    ref = _oracle(x, w, b, (0, 0, 0, 0), selu)
+    y = _run(x, w, b, pad, selu)
+    ref = _oracle(x, w, b, pad, selu)
     assert y.shape == ref.shape and torch.isfinite(y).all()
     assert _rel(y, ref) <= FLOOR_TF32
 
@@ -101,12 +105,7 @@ def test_misaligned_input_takes_the_generic_kernel():
     (7, 64, 128, True, True), (1, 8, 128, True, True), (3, 16, 136, True, True), (6, 8, 40, False, True),
     (25, 24, 128, True, False)])
 def test_padded_patch_kernel(batch, cin, cout, has_bias, selu):
-    x, w, b = _inputs(batch, cin, cout, 15, seed=batch + cin + cout)
-    b = b if has_bias else None
-    y = _run(x, w, b, (0, 1, 0, 1), selu)
-    ref = _oracle(x, w, b, (0, 1, 0, 1), selu)
-    assert y.shape == ref.shape and torch.isfinite(y).all()
-    assert _rel(y, ref) <= FLOOR_TF32
+    _check(batch, cin, cout, has_bias, selu, size=15, pad=(0, 1, 0, 1))
 
 
 def test_padded_patch_nan_on_the_last_row_and_column():
