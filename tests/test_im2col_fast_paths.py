@@ -97,11 +97,12 @@ def test_misaligned_input_takes_the_generic_kernel():
 
 
 # conv3's kernel for inputs one row and column short (conv_patch_pad: 15 x 15 -> 8 x 8, TF "same" padding the bottom
-# row and right column): batch 640 and 643 (the 5-image tile, one wave, 3 images in the last tile), 530 (the lowest
-# batch where that tile is chosen), 528 (the 1-image tile, two waves), 7 and 1; the channel tail (136); one K-step
-# (8 channels); no bias; no SELU.
+# row and right column): on the H200 (132 SMs) batch 640 and 643 (the 5-image tile, one wave, 3 images in the last
+# tile), 396 (the lowest batch that takes it), 395 and 661 (the 1-image tile: below that, and past the 5-image tile's
+# one wave), 7 and 1; the channel tail (136); one K-step (8 channels); no bias; no SELU.
 @pytest.mark.parametrize("batch, cin, cout, has_bias, selu", [
-    (640, 64, 128, True, True), (643, 64, 128, True, True), (530, 64, 128, True, True), (528, 64, 128, True, True),
+    (640, 64, 128, True, True), (643, 64, 128, True, True), (396, 64, 128, True, True), (395, 64, 128, True, True),
+    (661, 64, 128, True, True),
     (7, 64, 128, True, True), (1, 8, 128, True, True), (3, 16, 136, True, True), (6, 8, 40, False, True),
     (25, 24, 128, True, False)])
 def test_padded_patch_kernel(batch, cin, cout, has_bias, selu):

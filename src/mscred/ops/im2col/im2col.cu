@@ -263,11 +263,9 @@ struct PatchPadLaunch {
                             bool selu_, cudaStream_t stream) {
     return patch_launch<T>(kernel, IMGS, x, w, bias, y, s, selu_, stream);
   }
-  // Waves of blocks the launch takes (MIN_BLOCKS blocks per SM).
-  static int64_t waves(const ConvShape& s) {
-    const int64_t tiles = (int64_t)((s.N + IMGS - 1) / IMGS) * ((s.O + T::BM - 1) / T::BM);
-    const int64_t slots = (int64_t)MIN_BLOCKS * num_sms();
-    return (tiles + slots - 1) / slots;
+  // Blocks the launch takes (MIN_BLOCKS of them per SM).
+  static int64_t blocks(const ConvShape& s) {
+    return (int64_t)((s.N + IMGS - 1) / IMGS) * ((s.O + T::BM - 1) / T::BM);
   }
 };
 
@@ -279,11 +277,15 @@ using PatchSmall = PatchLaunch<4, 2, 5, 5, 3, 2, 4, 4, true>;
 using PatchPadBig = PatchPadLaunch<2, 4, 10, 5, 4, 1, 8, 8>;
 using PatchPadSmall = PatchPadLaunch<4, 2, 4, 1, 3, 2, 8, 8>;
 
-// Which conv3 tile: a wave of the big tile took 2.5 times a wave of the small one on the H200 (harness, batch 640:
-// 0.0314 ms for one wave against 0.0372 for three; results/candidates_1130/probe.txt), so the big tile pays only
-// where it saves more than 2.5 waves' worth, i.e. when the small tile's last wave is nearly empty (batch 529-660
-// at 132 SMs: the training batch of 128 windows x 5 steps is 640 images).
-bool patch_pad_big_pays(const ConvShape& s) { return 5 * PatchPadBig::waves(s) < 2 * PatchPadSmall::waves(s); }
+// Which conv3 tile (H200, harness, results/conv3_dispatch/probe.txt): the small tile's time grows with the batch
+// about linearly (0.0130 ms at 132 images, 0.0289 at 396, 0.0373 at 640, 0.0443 at 792: its blocks are short, so
+// its last wave is never far from full), the big tile's steps with its waves of 5-image blocks (0.028-0.032 ms for
+// one, 132 to 660 images; 0.052-0.054 for two). The big tile wins within its one wave from 396 images (3 small
+// blocks per SM: 0.0283 against 0.0289; 0.0312 against 0.0373 at 640); past it the small one (0.0406 against 0.0524
+// at 661), until the big tile's second wave fills (1,056: 0.0543 against 0.0562, within 4%; the small one is kept).
+bool patch_pad_big_pays(const ConvShape& s) {
+  return PatchPadBig::blocks(s) <= num_sms() && PatchPadSmall::blocks(s) >= 3 * (int64_t)num_sms();
+}
 
 // conv_halo3x3 (halo.cuh) takes conv1's shapes: 3 x 3, stride 1, padding 1 on every side (TF "same"), 32 filters,
 // 1-3 input channels, rows of at most 256 pixels whose three staged rows per channel fit the staging plan
