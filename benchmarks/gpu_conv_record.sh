@@ -2,8 +2,8 @@
 # One device call (~6 min): the record of the encoder's convolution kernels as the product runs them, with the
 # checks a kernel change needs before it is the default:
 #   1. the harness (build/conv_harness, built on the CPU box and carried): the product's dispatch ("pipe") beside
-#      the kernels it chooses between, per layer, at batch 640 (n = 30), checked and timed at batches 1, 7, 528,
-#      530 and 643 and at n = 16 and 29 -> $D/probe.txt (with $ROWS overriding the rows: "conv3:pipe,... conv4:...")
+#      the kernels it chooses between, per layer, at batch 640 (n = 30), checked and timed at batches 1, 7, 395,
+#      396 (conv3's two tiles' edge) and 643 and at n = 16 and 29 -> $D/probe.txt (with $ROWS overriding the rows: "conv3:pipe,... conv4:...")
 #   2. the GPU tests of the whole-plane and halo kernels (tests/test_im2col_fast_paths.py) and the encoder op grid of
 #      the implicit-pipe variant (forward and gradients, tests/test_ops_im2col.py -k implicit-pipe) -> $D/gpu_tests_*
 #   3. bench_conv.py --timing graph (issue 7's record: cuDNN beside ours, through PyTorch) -> $D/bench/
@@ -18,7 +18,7 @@ NAME=${RECORD_DIR:-conv_record}
 D="$OUT/$NAME"; mkdir -p "$D"
 bash benchmarks/machine_info.sh > "$D/machine.txt" 2>&1
 SPEC=${ROWS:-"conv1:pipe conv2:pipe,halo2 conv3:pipe,p424_32_3_2,X424_1_3_2,X2410_5_4_1 conv4:pipe,R245_10_4_1"} \
-  TAIL_BATCHES="1 7 528 530 643" TAIL_N="16 29" NCU_VARIANTS="" timeout 200 bash benchmarks/gpu_conv_probe.sh \
+  TAIL_BATCHES="1 7 395 396 643" TAIL_N="16 29" NCU_VARIANTS="" timeout 200 bash benchmarks/gpu_conv_probe.sh \
   > "$D/probe_console.txt" 2>&1
 cp "$OUT/conv_probe/probe.txt" "$D/" 2>/dev/null
 rm -rf "$OUT/conv_probe"
