@@ -85,6 +85,13 @@ def test_diff_of_two_compiled_builds(tmp_path, capsys):
     assert axpy["new"]["groups"]["global"] > axpy["old"]["groups"]["global"]
     code = main(["sass", "diff", str(builds["old"]), str(builds["new"])])
     assert code == 0 and "1 changed, 1 added" in capsys.readouterr().out
+    # --code: the unrolled loop's instructions, old against new, with the branch targets named alike
+    code = main(["sass", "diff", str(builds["old"]), str(builds["new"]), "--code", "400"])
+    out = capsys.readouterr().out
+    assert code == 0 and "        @@ " in out and "L1:" in out and "\n        +    LDG.E" in out
+    assert "more lines of the instruction diff" not in out
+    code = main(["sass", "diff", str(builds["old"]), str(builds["new"]), "--code", "3"])
+    assert code == 0 and "more lines of the instruction diff" in capsys.readouterr().out
 
 
 def test_bad_input_is_one_line(tmp_path, capsys):
@@ -197,3 +204,25 @@ def test_code_digest_ignores_label_numbers_symbol_hashes_and_padding():
     assert code_digest(one, {".L_x_1810": 0x20}) != code_digest(two, {".L_x_2292": 0x30})
     three = {**two, 0x0: "ISETP.NE.AND P0, PT, R9, RZ, PT"}
     assert code_digest(three, {".L_x_2292": 0x30}) != code_digest(two, {".L_x_2292": 0x30})
+
+
+def test_code_lines_name_branch_targets_by_position():
+    from mscred.sass.inspect import code_lines
+    text = {0x0: "ISETP.NE.AND P0, PT, R8, RZ, PT", 0x10: "@!P0 BRA `(.L_x_2292)", 0x20: "BRA `(.L_x_17)",
+            0x30: "RET.REL.NODEC R16 `(_ZN2ns41_GLOBAL__N__dc70bf10_9_im2col_cu_f5da5b4b1kEv)", 0x40: "EXIT",
+            0x50: "NOP", 0x60: "NOP"}
+    lines = code_lines(text, {".L_x_2292": 0x40, ".L_x_17": 0x30})
+    assert lines == ["    ISETP.NE.AND P0, PT, R8, RZ, PT", "    @!P0 BRA `(L2)", "    BRA `(L1)", "L1:",
+                     "    RET.REL.NODEC R16 `(_ZN2ns12_GLOBAL__N_11kEv)", "L2:", "    EXIT"]
+
+
+def test_format_shows_the_instruction_diff_when_asked():
+    old, new = _kernel("k", mix={"LDS": 2}), _kernel("k", mix={"LDS": 2, "FADD": 1})
+    old.code = ["    LDS R1, [R2]", "    LDS R3, [R2+0x4]", "    EXIT"]
+    new.code = ["    LDS R1, [R2]", "    LDS R3, [R2+0x4]", "    FADD R1, R1, R3", "    EXIT"]
+    diffs = diff_summaries([old], [new])
+    text = format_diff(diffs, code_lines=50)
+    assert "        +    FADD R1, R1, R3" in text and "        @@ " in text
+    assert "FADD R1" not in format_diff(diffs)  # only when asked
+    capped = format_diff(diffs, code_lines=2)
+    assert capped.count("\n        ") >= 2 and "more lines of the instruction diff" in capped

@@ -216,8 +216,11 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
 @click.option("--top", default=8, show_default=True, help="Mnemonics whose counts moved most, shown per kernel.")
 @click.option("--loops", is_flag=True, help="Also compare each kernel's largest loop (instructions) and loop count.")
 @click.option("--all", "show_same", is_flag=True, help="Also list the kernels whose summary did not change.")
+@click.option("--code", "code_lines", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Show up to this many lines of each differing kernel's instruction diff (branch targets named "
+                   "L1, L2, ... alike in both builds).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, in a list.")
-def diff_cmd(old, new, arch, kernel, top, loops, show_same, as_json):
+def diff_cmd(old, new, arch, kernel, top, loops, show_same, code_lines, as_json):
     """What a change did to the machine code: each kernel of NEW against the same kernel (mangled name and
     architecture, or the same function with trailing template arguments added or dropped) of OLD, in
     cubins/objects/libraries: registers, spills, shared memory, instructions, tensor / shared / global / local /
@@ -225,10 +228,10 @@ def diff_cmd(old, new, arch, kernel, top, loops, show_same, as_json):
     from mscred.sass.diff import diff_summaries, format_diff
     from mscred.sass.inspect import inspect_file
 
-    before = inspect_file(_read(old), old, arch, kernel, loops)
-    after = inspect_file(_read(new), new, arch, kernel, loops)
+    before = inspect_file(_read(old), old, arch, kernel, loops, code=code_lines > 0)
+    after = inspect_file(_read(new), new, arch, kernel, loops, code=code_lines > 0)
     if not before and not after:
         raise InputError(f"no kernel{' matching ' + repr(kernel) if kernel else ''} in {old} or {new}")
     diffs = diff_summaries(before, after)
     click.echo(json.dumps([d.to_json() for d in diffs], indent=2) if as_json
-               else format_diff(diffs, top, show_same))
+               else format_diff(diffs, top, show_same, code_lines))

@@ -10,6 +10,7 @@ GPU time is spent: did the loop get shorter, did a spill appear, did the 16-byte
 """
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from dataclasses import dataclass
 
@@ -176,8 +177,17 @@ def _change(old: int | None, new: int | None, percent: bool = False) -> str:
     return text + ")"
 
 
-def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False) -> str:
-    """One block per kernel that differs (or every kernel, with show_same), then a count line."""
+def code_diff(d: KernelDiff, context: int = 3) -> list[str] | None:
+    """The kernel's instructions, old against new, as a unified diff (``code_lines`` on both sides); [] when they
+    read the same, None when either side was not disassembled with its code."""
+    if d.old is None or d.new is None or d.old.code is None or d.new.code is None:
+        return None
+    return list(difflib.unified_diff(d.old.code, d.new.code, "old", "new", n=context, lineterm=""))[2:]
+
+
+def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False, code_lines: int = 0) -> str:
+    """One block per kernel that differs (or every kernel, with show_same), then a count line. code_lines > 0: under
+    each kernel whose instructions differ, their unified diff, at most that many lines."""
     if not diffs:
         return "no kernels"
     lines = []
@@ -207,6 +217,11 @@ def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False) 
         if o.loops is not None and n.loops is not None:
             lines.append(f"        largest loop {_change(_largest_loop(o), _largest_loop(n), percent=True)} "
                          f"instructions; loops {_change(len(o.loops), len(n.loops))}")
+        shown = code_diff(d) if code_lines > 0 else None
+        if shown:
+            lines += ["        " + line for line in shown[:code_lines]]
+            if len(shown) > code_lines:
+                lines.append(f"        ... {len(shown) - code_lines} more lines of the instruction diff")
     counts = Counter(d.status for d in diffs)
     summary = ", ".join(f"{counts[s]} {s}" for s in ("changed", "added", "removed", "same") if counts[s])
     identical = sum(d.identical is True for d in diffs)

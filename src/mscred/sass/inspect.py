@@ -50,6 +50,7 @@ class KernelSummary:
     readable: str = ""  # demangled name
     loops: list[Loop] | None = None  # when asked for (and disassembled)
     code_digest: str | None = None  # the instruction stream's hash (code_digest below), when disassembled
+    code: list[str] | None = None  # the instructions as code_lines writes them, when asked for (and disassembled)
 
     def to_json(self) -> dict:
         return {"image": self.image, "arch": self.arch, "kernel": self.name, "demangled": self.readable or self.name,
@@ -99,6 +100,26 @@ def code_digest(text: dict[int, str], labels: dict[str, int]) -> str:
     return h.hexdigest()
 
 
+def code_lines(text: dict[int, str], labels: dict[str, int]) -> list[str]:
+    """A kernel's instructions for reading side by side with another build's: without their offsets, each branch
+    target named ``L1``, ``L2``, ... in the order of the offsets it stands for (so that two builds with the same
+    branches name them alike, whatever nvdisasm numbered them) and written as a line of its own before the
+    instruction it marks, symbols with their anonymous namespaces made stable, trailing NOP padding left out."""
+    offsets = sorted(text)
+    while offsets and _mnemonic(text[offsets[-1]]) == "NOP":
+        offsets.pop()
+    names = {label: f"L{i + 1}" for i, (label, _) in enumerate(sorted(labels.items(), key=lambda kv: kv[1]))}
+    at = {}
+    for label, off in labels.items():
+        at.setdefault(off, []).append(names[label])
+    out = []
+    for off in offsets:
+        out += [f"{name}:" for name in sorted(at.get(off, []), key=lambda n: int(n[1:]))]
+        line = _LABEL_USE.sub(lambda m: names.get(m.group(0), m.group(0)), text[off])
+        out.append("    " + _SYMBOL_USE.sub(lambda m: f"`({stable_name(m.group(1))})", line))
+    return out
+
+
 def _count_groups(mix: Counter) -> dict:
     out = {}
     for group, prefixes in GROUPS.items():
@@ -109,11 +130,11 @@ def _count_groups(mix: Counter) -> dict:
 
 
 def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str | None = None,
-                 loops: bool = False) -> list[KernelSummary]:
+                 loops: bool = False, code: bool = False) -> list[KernelSummary]:
     """Summaries of every kernel of every readable cubin in ``data`` (optionally one arch, and only kernels whose
     mangled or demangled name contains ``kernel``: the table shows demangled names, so a template instantiation
     can be picked as printed, e.g. ``conv_pipelined<2, 1, 8``); with ``loops``, each kernel's loops too
-    (``mscred.sass.loops``)."""
+    (``mscred.sass.loops``); with ``code``, its instructions (``code_lines``)."""
     out = []
     for image in find_images(data, where):
         if image.kind != "cubin" or image.data is None or (arch and image.arch != arch):
@@ -146,7 +167,8 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
                 mix=mix, groups=_count_groups(mix) if text else {}, disassembler=bool(text),
                 readable=readable.get(k.name, k.name),
                 loops=find_loops(text, labels.get(k.name, {})) if loops and text else None,
-                code_digest=code_digest(text, labels.get(k.name, {})) if text else None))
+                code_digest=code_digest(text, labels.get(k.name, {})) if text else None,
+                code=code_lines(text, labels.get(k.name, {})) if code and text else None))
     return out
 
 
