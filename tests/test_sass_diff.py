@@ -226,3 +226,13 @@ def test_format_shows_the_instruction_diff_when_asked():
     assert "FADD R1" not in format_diff(diffs)  # only when asked
     capped = format_diff(diffs, code_lines=2)
     assert capped.count("\n        ") >= 2 and "more lines of the instruction diff" in capped
+
+
+def test_with_code_a_reordered_kernel_is_shown():
+    old, new = _kernel("r", mix={"LDS": 2}), _kernel("r", mix={"LDS": 2})
+    old.code, new.code = ["    LDS R1, [R2]", "    LDS R3, [R4]"], ["    LDS R3, [R4]", "    LDS R1, [R2]"]
+    old.code_digest, new.code_digest = "x", "y"
+    diffs = diff_summaries([old], [new])
+    assert "r()" not in format_diff(diffs)  # the same counts: listed only with --all ...
+    text = format_diff(diffs, code_lines=20)  # ... or with --code, with its diff
+    assert "same     r()" in text and "+    LDS R3, [R4]" in text and "-    LDS R3, [R4]" in text

@@ -187,13 +187,13 @@ def code_diff(d: KernelDiff, context: int = 3) -> list[str] | None:
 
 def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False, code_lines: int = 0) -> str:
     """One block per kernel that differs (or every kernel, with show_same), then a count line. code_lines > 0: under
-    each kernel whose instructions differ, their unified diff, at most that many lines."""
+    each kernel whose instructions differ (the same counts included), their unified diff, at most that many lines."""
     if not diffs:
         return "no kernels"
     lines = []
     for d in diffs:
-        if d.status == "same" and not show_same:
-            continue
+        if d.status == "same" and not show_same and not (code_lines > 0 and d.identical is False):
+            continue  # with code_lines, a kernel of the same counts but other instructions is shown with its diff
         lines.append(f"{d.arch:7} {d.status:8} {d.readable}")
         if d.status == "same" and d.identical is False:
             lines.append("        the same counts, other instructions or order")
