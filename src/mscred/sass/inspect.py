@@ -83,20 +83,30 @@ _LABEL_USE = re.compile(r"\.L\w+")
 _SYMBOL_USE = re.compile(r"`\((_Z\w+)\)")
 
 
+def _code_offsets(text: dict[int, str]) -> list[int]:
+    """The instructions' offsets in order, without the code section's trailing NOP padding (the section is padded to
+    an alignment with NOPs after the last EXIT or branch)."""
+    offsets = sorted(text)
+    while offsets and _mnemonic(text[offsets[-1]]) == "NOP":
+        offsets.pop()
+    return offsets
+
+
+def _stable_symbols(line: str) -> str:
+    """A branch or return target written as a mangled name, with its anonymous namespaces made stable."""
+    return _SYMBOL_USE.sub(lambda m: f"`({stable_name(m.group(1))})", line)
+
+
 def code_digest(text: dict[int, str], labels: dict[str, int]) -> str:
     """A hash of a kernel's instructions in order, with branch labels written as the offsets they stand for
     (nvdisasm numbers its labels across the whole file, so another kernel added before this one renames them),
     symbols with their anonymous namespaces made stable (``stable_name``: a RET.REL names its own kernel) and the
     code section's trailing NOP padding left out: two builds whose kernel has the same digest run the same
     instructions on the same registers, to the instruction."""
-    offsets = sorted(text)
-    while offsets and _mnemonic(text[offsets[-1]]) == "NOP":
-        offsets.pop()
     h = hashlib.sha1()
-    for off in offsets:
+    for off in _code_offsets(text):
         line = _LABEL_USE.sub(lambda m: f"{labels[m.group(0)]:#x}" if m.group(0) in labels else m.group(0), text[off])
-        line = _SYMBOL_USE.sub(lambda m: f"`({stable_name(m.group(1))})", line)
-        h.update(f"{off:x} {line}\n".encode())
+        h.update(f"{off:x} {_stable_symbols(line)}\n".encode())
     return h.hexdigest()
 
 
@@ -105,18 +115,14 @@ def code_lines(text: dict[int, str], labels: dict[str, int]) -> list[str]:
     target named ``L1``, ``L2``, ... in the order of the offsets it stands for (so that two builds with the same
     branches name them alike, whatever nvdisasm numbered them) and written as a line of its own before the
     instruction it marks, symbols with their anonymous namespaces made stable, trailing NOP padding left out."""
-    offsets = sorted(text)
-    while offsets and _mnemonic(text[offsets[-1]]) == "NOP":
-        offsets.pop()
     names = {label: f"L{i + 1}" for i, (label, _) in enumerate(sorted(labels.items(), key=lambda kv: kv[1]))}
     at = {}
     for label, off in labels.items():
         at.setdefault(off, []).append(names[label])
     out = []
-    for off in offsets:
+    for off in _code_offsets(text):
         out += [f"{name}:" for name in sorted(at.get(off, []), key=lambda n: int(n[1:]))]
-        line = _LABEL_USE.sub(lambda m: names.get(m.group(0), m.group(0)), text[off])
-        out.append("    " + _SYMBOL_USE.sub(lambda m: f"`({stable_name(m.group(1))})", line))
+        out.append("    " + _stable_symbols(_LABEL_USE.sub(lambda m: names.get(m.group(0), m.group(0)), text[off])))
     return out
 
 
@@ -149,17 +155,7 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
         asm, labels = found if found is not None else ({}, {})
         for k in chosen:
             text = asm.get(k.name)
-            # The code section is padded to an alignment with NOP/BRA-to-self; count up to the last EXIT or branch.
-            mix = Counter(_mnemonic(t) for t in text.values()) if text else Counter()
-            if text:
-                trailing = 0
-                for off in sorted(text, reverse=True):
-                    if _mnemonic(text[off]) == "NOP":
-                        trailing += 1
-                    else:
-                        break
-                mix["NOP"] -= trailing
-                mix = +mix
+            mix = Counter(_mnemonic(text[off]) for off in _code_offsets(text)) if text else Counter()
             out.append(KernelSummary(
                 image=image.where, arch=image.arch, name=k.name, registers=k.registers, frame_bytes=k.frame_bytes,
                 stack_bytes=max(k.min_stack_bytes, k.max_stack_bytes), shared_bytes=k.shared_bytes,
