@@ -224,7 +224,8 @@ def diff_cmd(old, new, arch, kernel, top, loops, show_same, code_lines, as_json)
     """What a change did to the machine code: each kernel of NEW against the same kernel (mangled name and
     architecture, or the same function with trailing template arguments added or dropped) of OLD, in
     cubins/objects/libraries: registers, spills, shared memory, instructions, tensor / shared / global / local /
-    barrier counts, the mnemonics that moved most; kernels added or removed."""
+    barrier counts, the mnemonics that moved most; kernels added or removed; how many of the unchanged ones are the
+    same to the instruction; with --code, the instruction diff of each kernel that differs."""
     from mscred.sass.diff import diff_summaries, format_diff
     from mscred.sass.inspect import inspect_file
 
