@@ -124,11 +124,11 @@ cudaError_t halo_tma_row(const float* x, const float* w, const float* b, float* 
 
 // The halo kernel for conv2-shaped layers (halo_s2.cuh: conv_halo3x3s2), whatever MSCRED_CONV2_KERNEL says;
 // PROBE 1-6: its probes without a part (timing only: the output is wrong, "WRONG" in the table; see halo_s2.cuh).
-template <int PROBE = 0, bool FAST_WEIGHTS = false>
+template <int PROBE = 0>
 cudaError_t halo2_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                       cudaStream_t stream) {
   cudaError_t err = cudaErrorNotSupported;  // the row is skipped for other shapes
-  if (halo2_shape(s) && !halo2_forward<PROBE, FAST_WEIGHTS>(x, w, b, y, s, selu_, stream, &err))
+  if (halo2_shape(s) && !halo2_forward<PROBE>(x, w, b, y, s, selu_, stream, &err))
     return cudaErrorInvalidConfiguration;
   return err;
 }
@@ -248,8 +248,6 @@ int main(int argc, char** argv) {
       {"halo2_noepi", halo2_row<4>},    // no epilogue,
       {"halo2_nostore", halo2_row<5>},  // no loads and no output stores,
       {"halo2_noselu", halo2_row<6>},   // no loads and no SELU
-      {"halo2_fw", halo2_row<0, true>},  // candidate: the weights copied as they are, then ordered in shared memory
-      {"halo2_fw_noload", halo2_row<1, true>},
       {"Q425_5_3_2", patch_cfg<4, 2, 5, 5, 3, 2>},    // 128 x 80: 256 tiles, one wave of 2 per SM
       {"Q425_5_2_2", patch_cfg<4, 2, 5, 5, 2, 2>},    // the same, 2 stages
       {"Q424_4_3_2", patch_cfg<4, 2, 4, 4, 3, 2>},    // 128 x 64: 320 tiles (the old tile)

@@ -176,22 +176,3 @@ def test_shared_memory_accesses_are_conflict_free_at_full_tiles(n):
     # rows of 15 / 15 / 9 pixels padded to 16: every 8-byte B load and slice store of every consumer lane, half-warp by
     # half-warp, and every warp's read of its slice
     assert replay(1, n)[2] == 0
-
-
-def test_weights_ordered_from_shared_memory_land_where_the_kernel_reads_them():
-    # h2_order_weights (the FAST_WEIGHTS candidate): K-slot k = tap * 32 + q of output channel o takes channel
-    # c(q) of tap `tap` from w as it is; that must be the inverse of h2_stage_weights' placement (the replay's order
-    # above), and a warp (32 consecutive slots: one tap) must read 32 channels 9 words apart: 32 distinct banks
-    def c_of(q):
-        return (q // 16) * 16 + slot_channel(q & 3, (q >> 2) & 1, (q >> 3) & 1)
-
-    def k_of(c, tap):  # h2_stage_weights
-        cl = c % 16
-        return tap * 32 + (c // 16) * 16 + ((cl >> 2) & 1) * 8 + (cl & 1) + 2 * ((cl >> 3) & 1) + 4 * ((cl >> 1) & 1)
-
-    assert sorted(c_of(q) for q in range(32)) == list(range(32))
-    assert all(k_of(c_of(k % 32), k // 32) == k for k in range(K))
-    for o in (0, 5, 63):
-        for tap in range(9):
-            banks = {(o * K + c_of(q) * 9 + tap) % 32 for q in range(32)}
-            assert len(banks) == 32

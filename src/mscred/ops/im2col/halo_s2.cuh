@@ -160,31 +160,6 @@ __device__ __forceinline__ void h2_stage_weights(uint32_t* ws, const float* __re
   }
 }
 
-// The same weights staged in two passes (FAST_WEIGHTS, a candidate: harness rows halo2_fw*): w as it is (64 x 288
-// floats, 16-byte aligned) into `raw` by 16-byte cp.async, 12 copies a thread all in flight, then into the kernel's
-// order from shared memory: a warp's 32 lanes write one tap's 32 consecutive K-slots of one output channel (no bank
-// conflict) and read that tap of the 32 channels, words 9 apart in `raw` (9 is odd: 32 distinct banks).
-// h2_stage_weights reads w from L2 four rounds of 16 loads deep and stores with up to 9-way bank conflicts (a warp's
-// lanes are ~4 channels x 9 taps, and a channel's taps share a bank). The caller waits for the copies and
-// synchronises the block between the passes (h2_stage_weights_raw, then h2_order_weights), and again after.
-template <int NTHREADS>
-__device__ __forceinline__ void h2_stage_weights_raw(uint32_t* raw, const float* __restrict__ w, int tid) {
-  constexpr int kChunks = kH2O * kH2K / 4;
-  static_assert(kChunks % NTHREADS == 0, "whole 16-byte chunks a thread");
-#pragma unroll
-  for (int i = 0; i < kChunks / NTHREADS; ++i) cp_async16(raw + 4 * (tid + i * NTHREADS), w + 4 * (tid + i * NTHREADS), true);
-}
-template <int NTHREADS>
-__device__ __forceinline__ void h2_order_weights(uint32_t* ws, const uint32_t* raw, float scale, int tid) {
-  static_assert((kH2O * kH2K) % NTHREADS == 0 && NTHREADS % 32 == 0 && kH2K % 32 == 0, "warps on whole taps");
-#pragma unroll 8
-  for (int d = tid; d < kH2O * kH2K; d += NTHREADS) {
-    const int o = d / kH2K, k = d - o * kH2K, tap = k / 32, q = k % 32;
-    const int c = (q / 16) * 16 + h2_slot_channel(q & 3, (q >> 2) & 1, (q >> 3) & 1);
-    ws[o * kH2Ldw + k] = to_tf32(scale * __uint_as_float(raw[o * kH2K + c * 9 + tap]));
-  }
-}
-
 // What a producer lane (staged column `lane`, input column lane - pad) copies of pair plane c0 (stage channels c0 and
 // c0 + 2) for stage q of this block (half q % 2 of tile blockIdx.x + (q / 2) * gridDim.x): a pointer to its column of
 // staged row 0 in channel c0, and which staged rows lie inside the image (bit sr; none when the column is padding).
@@ -265,23 +240,19 @@ __device__ __forceinline__ int tid_fresh() {
 // epilogue, 5 = no loads and no output stores, 6 = no loads and no SELU. The product instantiates 0 only.
 // Measured and not kept: the producers rounding their own copies in place (0.0670 against 0.0535 ms), registers moved
 // from the producers to the consumers by setmaxnreg with the B words loaded a K-step ahead (0.0532 against 0.0537:
-// within 1%, not worth sm_90a builds; commit a2c7d4f has it), whole-image tiles and per-group buffers (above);
-// docs/kernel-experiments.md.
-template <bool SELU, int PROBE = 0, bool FAST_WEIGHTS = false>
+// within 1%, not worth sm_90a builds; commit a2c7d4f has it), whole-image tiles and per-group buffers (above), the
+// weights copied as they are and ordered in shared memory (0.0567, commit 7f4e427); docs/kernel-experiments.md.
+template <bool SELU, int PROBE = 0>
 __global__ void __launch_bounds__(kH2Threads, 1)
     conv_halo3x3s2(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                    float* __restrict__ y, ConvShape s) {
   constexpr int MT = 4, NT = 4;
   constexpr bool kLoads = PROBE != 1 && PROBE != 3 && PROBE != 5 && PROBE != 6;
   extern __shared__ __align__(16) uint32_t smem[];
-  // Stage buffers, weights [o][k], the consumer warps' output slices, the scaled bias; with FAST_WEIGHTS the slices
-  // come before the weights, so that buffers 1 and 2 and the slices, free until the K loop, hold w as it is.
-  constexpr int kSliceWords = (kH2Consumers / 32) * kH2SliceC * kH2Ldo;
-  uint32_t* const stage_buf = smem;
-  uint32_t* const ws = smem + kH2Buffers * kH2Buf + (FAST_WEIGHTS ? kSliceWords : 0);
-  float* const out_s = reinterpret_cast<float*>(FAST_WEIGHTS ? smem + kH2Buffers * kH2Buf : ws + kH2O * kH2Ldw);
-  float* const bias_s = reinterpret_cast<float*>(ws + kH2O * kH2Ldw + (FAST_WEIGHTS ? 0 : kSliceWords));
-  static_assert(!FAST_WEIGHTS || (kH2Buffers - 1) * kH2Buf + kSliceWords >= kH2O * kH2K, "room for w as it is");
+  uint32_t* const stage_buf = smem;                                   // kH2Buffers stage buffers
+  uint32_t* const ws = smem + kH2Buffers * kH2Buf;                    // weights [o][k]
+  float* const out_s = reinterpret_cast<float*>(ws + kH2O * kH2Ldw);  // the consumer warps' output slices
+  float* const bias_s = out_s + (kH2Consumers / 32) * kH2SliceC * kH2Ldo;  // the bias, scaled
   const Halo2Geom geo = Halo2Geom::of(s);
   const int H = s.H, W = s.W, Wo = s.Wo, P = s.Ho * s.Wo, SW = geo.SW;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -317,15 +288,7 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   };
   if (producer) issue(0);  // the first stage's copies in flight while the block stages the weights
   if (tid < kH2O) bias_s[tid] = bias != nullptr ? scale * __ldg(bias + tid) : 0.f;
-  if constexpr (FAST_WEIGHTS) {
-    uint32_t* const raw = stage_buf + kH2Buf;  // buffer 1 on (stage 0 is in flight into buffer 0)
-    h2_stage_weights_raw<kH2Threads>(raw, w, tid);
-    asm volatile("cp.async.wait_all;\n" ::: "memory");  // (the producers' stage-0 copies too: they wait a little)
-    __syncthreads();
-    h2_order_weights<kH2Threads>(ws, raw, scale, tid);
-  } else {
-    h2_stage_weights<kH2Threads>(ws, w, scale, tid);
-  }
+  h2_stage_weights<kH2Threads>(ws, w, scale, tid);
   __syncthreads();  // the weights, the bias and the barriers' initialisation are published
 
   if (producer) {

@@ -372,15 +372,13 @@ bool halo2_shape(const ConvShape& s) {
 }
 
 // Persistent blocks, one per SM (75 KB of weights and three 34 KB stage buffers each), at most one per tile. false
-// if the block's shared memory cannot be had (then the caller takes another kernel). PROBE, FAST_WEIGHTS: the
-// harness's probes and candidate (halo_s2.cuh; FAST_WEIGHTS copies w by 16-byte cp.async: w 16-byte aligned).
-template <int PROBE = 0, bool FAST_WEIGHTS = false>
+// if the block's shared memory cannot be had (then the caller takes another kernel). PROBE: the harness's probes
+// (halo_s2.cuh).
+template <int PROBE = 0>
 bool halo2_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                    cudaStream_t stream, cudaError_t* err) {
-  const auto kernel =
-      selu_ ? conv_halo3x3s2<true, PROBE, FAST_WEIGHTS> : conv_halo3x3s2<false, PROBE, FAST_WEIGHTS>;
+  const auto kernel = selu_ ? conv_halo3x3s2<true, PROBE> : conv_halo3x3s2<false, PROBE>;
   const size_t bytes = Halo2Geom::smem_bytes();
-  if (FAST_WEIGHTS && reinterpret_cast<uintptr_t>(w) % 16 != 0) return false;
   if (!smem_fits(kernel, bytes)) return false;
   const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
   kernel<<<(unsigned)std::min<int64_t>(tiles, num_sms()), kH2Threads, bytes, stream>>>(x, w, bias, y, s);
