@@ -70,8 +70,9 @@ class TrainConfig:
     # plans at least train_graphs.AUTOTUNE_MIN_STEPS steps, the break-even measured on the H200.
     cudnn_benchmark: Optional[bool] = None
     progress: bool = True
-    # Missing (NaN) sensor values in the data, at fit and at detect (mscred.data.io.MISSING_POLICIES): "error"
-    # (SPEC: exit 2 naming the cell) or "interpolate" (linearly between the neighbouring rows).
+    # Missing (NaN) sensor values in the data, at fit and at detect (MISSING_POLICIES above): "error" (SPEC: exit 2
+    # naming the cell) or "interpolate" (linearly between the neighbouring rows). Callers holding only overrides read
+    # the default as TrainConfig.missing.
     missing: str = "error"
 
 

@@ -295,7 +295,7 @@ def train_distributed(data, out, overrides: Optional[dict[str, Any]] = None, *, 
     from mscred.data.io import load_table
     from mscred.launch import launch, setup, teardown, under_torchrun
 
-    load_table(data, missing=(overrides or {}).get("missing", "error"))  # bad input fails here, as one line
+    load_table(data, missing=(overrides or {}).get("missing", TrainConfig.missing))  # bad input fails here, as one line
     overrides = dict(overrides or {})
     device = overrides.get("device", "auto")
     args = (str(data), str(out), overrides, None if checkpoint_dir is None else str(checkpoint_dir), resume)
@@ -325,7 +325,7 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
     from mscred.data.io import load_table
     from mscred.detector import MSCRED
 
-    table = load_table(data, missing=overrides.get("missing", "error"))
+    table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
     model = MSCRED(**overrides)
     trainers: list[DistributedTrainer] = []
 

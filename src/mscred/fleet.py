@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.atomic import atomic_path
+from mscred.config import TrainConfig
 from mscred.errors import InputError
 
 MULTI_ENTITY_DATASETS = ("smd", "smap", "msl")
@@ -173,7 +174,7 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
     row.update(entity=entity.name, rank=rank)
     start = time.perf_counter()
     try:
-        train, test = _load(entity, overrides.get("missing", "error"))
+        train, test = _load(entity, overrides.get("missing", TrainConfig.missing))
         model = MSCRED(**overrides)
         model.fit(train)
         model.save(out / "models" / safe_name(entity.name))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mscred.config import MISSING_POLICIES
+from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
 from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
 
@@ -157,7 +157,7 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     from mscred.launch import under_torchrun
     from mscred.train_checkpoint import CHECKPOINT_NAME
 
-    table = load_table(data, missing=overrides.get("missing", "error"))
+    table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
     report_filled(table)
     out = Path(out)
     ckpt = checkpoint_dir_for(out)

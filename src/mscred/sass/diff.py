@@ -2,10 +2,11 @@
 
 Each kernel of the new build is matched with the kernel of the same mangled name and architecture in the old one
 (or, failing that, with the one old kernel of the same function whose template arguments are its own with some
-trailing ones added or dropped: a template parameter given a default, as a probe or a variant switch is added), and
-compared on what ``mscred.sass.inspect`` reads: registers, local frame (spills), shared memory, instructions,
-the instruction groups (tensor-core ops, shared / global / local traffic, barriers), the mnemonics whose counts moved
-most, and, with loops, the largest loop's size. The question it answers is the one each kernel edit raises before any
+trailing ones added or dropped, or a bool one written as the int of the same value: a probe or a variant switch
+added or retyped), and compared on what ``mscred.sass.inspect`` reads: registers, local frame (spills), shared
+memory, instructions, the instruction groups (tensor-core ops, shared / global / local traffic, barriers), the
+mnemonics whose counts moved most, with loops the largest loop's size, whether the instruction streams are the same
+to the instruction (``code_digest``) and, when asked, their diff (``code_lines``). The question it answers is the one each kernel edit raises before any
 GPU time is spent: did the loop get shorter, did a spill appear, did the 16-byte loads survive.
 """
 from __future__ import annotations
