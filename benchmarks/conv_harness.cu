@@ -9,10 +9,11 @@
 // then the median of --iters launches timed by CUDA events with L2 flushed before each (a 256 MiB memset), and
 // GB/s (x + w + bias read, y written, once each) and TFLOP/s. One line per row, whitespace-separated.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -o /tmp/conv_harness benchmarks/conv_harness.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90a -lineinfo -o /tmp/conv_harness benchmarks/conv_harness.cu
 //   /tmp/conv_harness [--iters 30] [--batch 640] [--n 30] [--only conv4] [--variants pipe,rows,Q425_5_3_2]
 #include "../src/mscred/ops/im2col/im2col.cu"
 #include "conv_variants.cuh"  // measured, not adopted: conv_rows (conv1), conv_band (conv2)
+#include "patch_wgmma.cuh"     // candidate: conv4 on wgmma (needs -arch=sm_90a)
 
 #include <algorithm>
 #include <cmath>
@@ -163,6 +164,15 @@ cudaError_t patch_pad_cfg(const float* x, const float* w, const float* b, float*
   return PL::launch(x, w, b, y, s, selu_, stream);
 }
 
+// conv4's wgmma candidate (patch_wgmma.cuh) with WGS warpgroups (4 images each) x BN output channels per block.
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS>
+cudaError_t wgmma_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                      cudaStream_t stream) {
+  using PL = WgmmaPatchLaunch<WGS, BN, STAGES, MIN_BLOCKS>;
+  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
+  return PL::launch(x, w, b, y, s, selu_, stream);
+}
+
 // The row kernel (conv_rows; conv1's 3 -> 32, 3 x 3 on 30 x 30): stores straight from the accumulators, or STAGED
 // through a per-warp shared tile.
 template <bool STAGED>
@@ -272,6 +282,13 @@ int main(int argc, char** argv) {
       {"X244_2_3_1", patch_pad_cfg<2, 4, 4, 2, 3, 1>},    // 128 x 128: 320 tiles
       {"X2410_5_4_1", patch_pad_cfg<2, 4, 10, 5, 4, 1>},  // 128 x 320: 128 tiles, one wave (PatchPadBig)
       {"X248_4_4_1", patch_pad_cfg<2, 4, 8, 4, 4, 1>},    // 128 x 256: 160 tiles
+      // conv4 on wgmma: G<WGS>_<BN>_<STAGES>_<MIN_BLOCKS>, tile 64 WGS pixels x BN channels
+      {"G2_256_4_1", wgmma_cfg<2, 256, 4, 1>},  // 8 images x 256: 80 tiles at batch 640
+      {"G2_256_3_1", wgmma_cfg<2, 256, 3, 1>},
+      {"G2_128_4_1", wgmma_cfg<2, 128, 4, 1>},  // 8 images x 128: 160 tiles
+      {"G2_128_3_2", wgmma_cfg<2, 128, 3, 2>},  // the same, 2 blocks per SM
+      {"G1_256_2_2", wgmma_cfg<1, 256, 2, 2>},  // 4 images x 256: 160 tiles, 2 blocks per SM
+      {"G1_128_3_3", wgmma_cfg<1, 128, 3, 3>},  // 4 images x 128: 320 tiles, 3 blocks per SM
       // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
       {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40
       {"W425_10_3_1", patch_cfg<4, 2, 5, 10, 3, 1, true, 16>},
