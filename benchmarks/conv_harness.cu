@@ -165,10 +165,28 @@ cudaError_t patch_pad_cfg(const float* x, const float* w, const float* b, float*
 }
 
 // conv4's wgmma candidate (patch_wgmma.cuh) with WGS warpgroups (4 images each) x BN output channels per block.
-template <int WGS, int BN, int STAGES, int MIN_BLOCKS>
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, bool FENCE = true>
 cudaError_t wgmma_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                       cudaStream_t stream) {
-  using PL = WgmmaPatchLaunch<WGS, BN, STAGES, MIN_BLOCKS>;
+  using PL = WgmmaPatchLaunch<WGS, BN, STAGES, MIN_BLOCKS, FENCE>;
+  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
+  return PL::launch(x, w, b, y, s, selu_, stream);
+}
+
+// The same with producer warps (conv_patch_wgmma_ws).
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, int PRODUCERS>
+cudaError_t wgmma_ws_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                         cudaStream_t stream) {
+  using PL = WgmmaWsLaunch<WGS, BN, STAGES, MIN_BLOCKS, PRODUCERS>;
+  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
+  return PL::launch(x, w, b, y, s, selu_, stream);
+}
+
+// The same with tensor-map copies (conv_patch_wgmma_tma).
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, bool PIPE = false>
+cudaError_t wgmma_tma_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                          cudaStream_t stream) {
+  using PL = WgmmaTmaLaunch<WGS, BN, STAGES, MIN_BLOCKS, PIPE>;
   if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
   return PL::launch(x, w, b, y, s, selu_, stream);
 }
@@ -289,6 +307,30 @@ int main(int argc, char** argv) {
       {"G2_128_3_2", wgmma_cfg<2, 128, 3, 2>},  // the same, 2 blocks per SM
       {"G1_256_2_2", wgmma_cfg<1, 256, 2, 2>},  // 4 images x 256: 160 tiles, 2 blocks per SM
       {"G1_128_3_3", wgmma_cfg<1, 128, 3, 3>},  // 4 images x 128: 320 tiles, 3 blocks per SM
+      {"G1_128_4_2", wgmma_cfg<1, 128, 4, 2>},
+      {"G1_128_2_4", wgmma_cfg<1, 128, 2, 4>},
+      // producer warps: S<WGS>_<BN>_<STAGES>_<MIN_BLOCKS>_<producer warps>
+      {"S2_256_4_1_1", wgmma_ws_cfg<2, 256, 4, 1, 1>},
+      {"S2_256_4_1_4", wgmma_ws_cfg<2, 256, 4, 1, 4>},
+      {"S1_128_3_3_1", wgmma_ws_cfg<1, 128, 3, 3, 1>},
+      {"S1_128_4_2_1", wgmma_ws_cfg<1, 128, 4, 2, 1>},
+      {"S2_128_3_2_1", wgmma_ws_cfg<2, 128, 3, 2, 1>},
+      {"S1_256_4_1_1", wgmma_ws_cfg<1, 256, 4, 1, 1>},
+      {"S1_256_2_2_1", wgmma_ws_cfg<1, 256, 2, 2, 1>},
+      // tensor-map copies: T<WGS>_<BN>_<STAGES>_<MIN_BLOCKS>
+      {"T2_256_4_1", wgmma_tma_cfg<2, 256, 4, 1>},
+      {"T1_256_4_1", wgmma_tma_cfg<1, 256, 4, 1>},
+      {"T1_256_2_2", wgmma_tma_cfg<1, 256, 2, 2>},
+      {"T1_128_3_3", wgmma_tma_cfg<1, 128, 3, 3>},
+      {"T1_128_4_2", wgmma_tma_cfg<1, 128, 4, 2>},
+      {"T2_128_3_2", wgmma_tma_cfg<2, 128, 3, 2>},
+      {"T2_128_4_1", wgmma_tma_cfg<2, 128, 4, 1>},
+      {"T1_128_3_3p", wgmma_tma_cfg<1, 128, 3, 3, true>},  // wgmmas of one K-step under the next's issue
+      {"T1_128_4_2p", wgmma_tma_cfg<1, 128, 4, 2, true>},
+      {"T2_256_4_1p", wgmma_tma_cfg<2, 256, 4, 1, true>},
+      // probes without the async-proxy fence (the memory model requires it): what it costs
+      {"G1_128_3_3_nf", wgmma_cfg<1, 128, 3, 3, false>},
+      {"G2_256_4_1_nf", wgmma_cfg<2, 256, 4, 1, false>},
       // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
       {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40
       {"W425_10_3_1", patch_cfg<4, 2, 5, 10, 3, 1, true, 16>},

@@ -24,6 +24,11 @@
 // 4-byte store covers 4 channels x 8 consecutive pixels, 32-byte sectors written whole.
 #pragma once
 
+#include <cuda.h>          // CUtensorMap (types only: the encoder comes through the runtime)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <type_traits>
+
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "patch_wgmma.cuh needs sm_90a (wgmma): build the harness with -arch=sm_90a"
 #endif
@@ -90,9 +95,11 @@ __device__ __forceinline__ void wgmma_tf32_rs<256>(float* d, const uint32_t (&a)
 #undef MSCRED_WGMMA_D8
 
 // Tile of conv_patch_wgmma for 4 x 4 outputs of 8 x 8 inputs.
-template <int WGS, int BN, int STAGES>
+// PRODUCERS: warps that only copy (conv_patch_wgmma_ws), beside the WGS warpgroups.
+template <int WGS, int BN, int STAGES, int PRODUCERS = 0>
 struct WgmmaPatchTile {
-  static constexpr int THREADS = 128 * WGS, IMGS = 4 * WGS, P = 16, HW = 64, CK = 8;
+  static constexpr int CONSUMERS = 128 * WGS, THREADS = CONSUMERS + 32 * PRODUCERS;
+  static constexpr int IMGS = 4 * WGS, P = 16, HW = 64, CK = 8;
   static constexpr int BM = BN;                                // output channels per block (patch_takes' name)
   static constexpr int B_BYTES = BN * 128;                     // weights: BN rows of 32 floats, 128B-swizzled
   static constexpr int X_BYTES = IMGS * CK * HW * 4;           // input: IMGS x CK dense channel planes
@@ -101,12 +108,85 @@ struct WgmmaPatchTile {
   static_assert(STAGE_BYTES % 1024 == 0, "swizzle atoms 1024-byte aligned in every stage");
 };
 
-template <int WGS, int BN, int STAGES, int MIN_BLOCKS>
+// Byte offset of 16-byte chunk c of weight row `row` in a stage (the 128-byte swizzle), row's 8-row atom excluded.
+__device__ __forceinline__ uint32_t row_swizzle(int row, int c) { return (row % 8) * 128 + ((c ^ (row % 8)) << 4); }
+
+// A fragment offset of this thread in a stage's planes (words): image `warp`, pixel g (g + 8: +32 words), tap t.
+template <typename T>
+__device__ __forceinline__ int wgmma_patch_a_off(int warp, int lane) {
+  const int g = lane / 4, t = lane % 4;
+  return warp * T::CK * T::HW + (2 * (g / 4) + t / 2) * 8 + 2 * (g % 4) + t % 2;
+}
+
+// One K-step of a warpgroup on a landed stage: A from the planes (channels 2 kb, 2 kb + 1 of k8-block kb, rounded to
+// TF32), B by descriptor (+32 bytes per k8-block inside the swizzled rows); the 4 wgmmas committed as one group.
+template <typename T, int NACC>
+__device__ __forceinline__ void wgmma_patch_step(float (&acc)[NACC], const uint8_t* stage, int a_off) {
+  constexpr int CK = T::CK, HW = T::HW;
+  // ld.shared by address: the stage pointer went through integer arithmetic (the 1024-byte alignment), after which
+  // the compiler emitted generic loads for it
+  const unsigned xs = smem_addr(stage + T::B_BYTES) + 4 * a_off;
+  uint32_t a[CK / 2][4];
+#pragma unroll
+  for (int kb = 0; kb < CK / 2; ++kb) {
+    a[kb][0] = to_tf32(__uint_as_float(lds_u32(xs + 4 * (2 * kb * HW))));
+    a[kb][1] = to_tf32(__uint_as_float(lds_u32(xs + 4 * (2 * kb * HW + 32))));
+    a[kb][2] = to_tf32(__uint_as_float(lds_u32(xs + 4 * ((2 * kb + 1) * HW))));
+    a[kb][3] = to_tf32(__uint_as_float(lds_u32(xs + 4 * ((2 * kb + 1) * HW + 32))));
+  }
+  const uint64_t desc = wgmma_desc_sw128(stage);
+  wgmma_fence();
+#pragma unroll
+  for (int kb = 0; kb < CK / 2; ++kb) wgmma_tf32_rs<2 * NACC>(acc, a[kb], desc + 2 * kb);
+  wgmma_commit();
+}
+
+// The block's BN biases (zero past O, or without bias) into shared memory, by the first `threads` threads; the
+// caller's next barrier publishes them.
+template <int BN>
+__device__ __forceinline__ void wgmma_stage_bias(float* bias_s, const float* __restrict__ bias, int o0, int O, int tid,
+                                                 int threads) {
+  for (int i = tid; i < BN; i += threads) bias_s[i] = bias != nullptr && o0 + i < O ? __ldg(bias + o0 + i) : 0.f;
+}
+
+// Epilogue from the accumulators: acc[4j + v] is pixel g + 8 (v / 2) of channel o0 + 8j + 2t + v % 2, image n;
+// biases from shared memory (the per-value __ldg of a first version waited on L2 once per channel pair: 35% of the
+// stall samples at batch 640). A tile past O checks each channel; a full one (every tile at conv4) does not.
+template <int NACC>
+__device__ __forceinline__ void wgmma_patch_epilogue(const float (&acc)[NACC], float* __restrict__ y,
+                                                     const float* bias_s, int O, int o0, int n, int lane,
+                                                     bool apply_selu) {
+  constexpr int P = 16, BN = 2 * NACC;
+  const int g = lane / 4, t = lane % 4;
+  float* yn = y + ((int64_t)n * O + o0) * P + g;
+  auto store = [&](auto full) {
+#pragma unroll
+    for (int j = 0; j < NACC / 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int o = 8 * j + 2 * t + h;
+        if (!decltype(full)::value && o0 + o >= O) continue;
+        const float bv = bias_s[o];
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          float z = acc[4 * j + 2 * v + h] + bv;
+          if (apply_selu) z = selu_fast(z);
+          yn[o * P + 8 * v] = z;
+        }
+      }
+  };
+  if (o0 + BN <= O)
+    store(std::true_type{});
+  else
+    store(std::false_type{});
+}
+
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, bool FENCE = true>
 __global__ void __launch_bounds__(128 * WGS, MIN_BLOCKS)
     conv_patch_wgmma(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                      float* __restrict__ y, ConvShape s, bool apply_selu) {
   using T = WgmmaPatchTile<WGS, BN, STAGES>;
-  constexpr int TH = T::THREADS, IMGS = T::IMGS, CK = T::CK, HW = T::HW, P = T::P;
+  constexpr int TH = T::THREADS, IMGS = T::IMGS, CK = T::CK, HW = T::HW;
   constexpr int A_CHUNKS = BN * 8;                 // 16-byte weight chunks per K-step: BN rows x 8
   constexpr int X_CHUNKS = IMGS * CK * HW / 4;     // 16-byte input chunks per K-step
   static_assert(A_CHUNKS % TH == 0 && X_CHUNKS % TH == 0, "copies spread evenly over the threads");
@@ -151,57 +231,260 @@ __global__ void __launch_bounds__(128 * WGS, MIN_BLOCKS)
     }
   };
 
-  // A fragment offsets in the stage's planes (words): pixel g (and g + 8: +32 words), tap t of channel 2 kb (+1).
-  const int g = lane / 4, t = lane % 4;
-  const int a_off = warp * CK * HW + (2 * (g / 4) + t / 2) * 8 + 2 * (g % 4) + t % 2;
+  const int a_off = wgmma_patch_a_off<T>(warp, lane);
+  __shared__ float bias_s[BN];
+  wgmma_stage_bias<BN>(bias_s, bias, o0, O, tid, TH);  // published by the K loop's barriers (ksteps >= 1)
 
   float acc[BN / 2];
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
 
-  cp_async_k_loop<STAGES, true>(ksteps, load_stage, [&](int slot) {
-    const uint8_t* stage = smem + slot * T::STAGE_BYTES;
-    const uint32_t* xs = reinterpret_cast<const uint32_t*>(stage + T::B_BYTES) + a_off;
-    uint32_t a[CK / 2][4];
-#pragma unroll
-    for (int kb = 0; kb < CK / 2; ++kb) {
-      a[kb][0] = to_tf32(__uint_as_float(xs[2 * kb * HW]));
-      a[kb][1] = to_tf32(__uint_as_float(xs[2 * kb * HW + 32]));
-      a[kb][2] = to_tf32(__uint_as_float(xs[(2 * kb + 1) * HW]));
-      a[kb][3] = to_tf32(__uint_as_float(xs[(2 * kb + 1) * HW + 32]));
-    }
-    const uint64_t desc = wgmma_desc_sw128(stage);
-    wgmma_fence();
-#pragma unroll
-    for (int kb = 0; kb < CK / 2; ++kb) wgmma_tf32_rs<BN>(acc, a[kb], desc + 2 * kb);  // +32 bytes per k8-block
-    wgmma_commit();
+  cp_async_k_loop<STAGES, FENCE>(ksteps, load_stage, [&](int slot) {
+    wgmma_patch_step<T>(acc, smem + slot * T::STAGE_BYTES, a_off);
     wgmma_wait<0>();  // this K-step's slot is free once every warpgroup passes the next barrier
   });
 
-  // Epilogue: acc[4j + v] is pixel g + 8 (v / 2) of channel o0 + 8j + 2t + v % 2, image n0 + warp.
-  const int n = n0 + warp;
-  if (n >= N) return;
-  float* yn = y + (int64_t)n * O * P;
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int o = o0 + 8 * j + 2 * t + h;
-      if (o >= O) continue;
-      const float bv = bias != nullptr ? __ldg(bias + o) : 0.f;
-#pragma unroll
-      for (int v = 0; v < 2; ++v) {
-        float z = acc[4 * j + 2 * v + h] + bv;
-        if (apply_selu) z = selu_fast(z);
-        yn[o * P + g + 8 * v] = z;
-      }
-    }
+  if (n0 + warp < N) wgmma_patch_epilogue(acc, y, bias_s, O, o0, n0 + warp, lane, apply_selu);
 }
 
-template <int WGS, int BN, int STAGES, int MIN_BLOCKS>
+// ---------------------------------------------------------------------------------------------------------------
+// The same with the copies in producer warps of their own (warp specialization). Measured: conv_patch_wgmma's
+// K-steps took ~1.1 us each whatever its ring depth (batch 1: 0.0178 ms with 2 K-steps in flight, 0.0175 with 3,
+// 0.0223 with 1), as if each waited for the copies of every stage in flight, the prefetches included: our reading
+// is that a warpgroup's wgmma waits for its own threads' outstanding shared-memory writes, cp.async among them.
+// Here the warpgroups issue no copies. PRODUCERS warps copy K-step ks into ring slot ks % STAGES once the consumers
+// have released it (EMPTY: CONSUMERS arrivals), each producer lane arriving on FULL when its copies have landed
+// (cp.async.mbarrier.arrive.noinc: 32 PRODUCERS arrivals); a consumer waits on FULL, fences the async proxy (the
+// copies were generic-proxy writes), runs the K-step, waits for its wgmmas and releases the slot.
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, int PRODUCERS>
+__global__ void __launch_bounds__(128 * WGS + 32 * PRODUCERS, MIN_BLOCKS)
+    conv_patch_wgmma_ws(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
+                        float* __restrict__ y, ConvShape s, bool apply_selu) {
+  using T = WgmmaPatchTile<WGS, BN, STAGES, PRODUCERS>;
+  constexpr int IMGS = T::IMGS, CK = T::CK, HW = T::HW, PT = 32 * PRODUCERS;
+  constexpr int A_CHUNKS = BN * 8, X_CHUNKS = IMGS * CK * HW / 4;
+  static_assert(A_CHUNKS % PT == 0 && X_CHUNKS % PT == 0 && (PT == 32 || PT == 64 || PT == 128) &&
+                    CK % (PT / 16) == 0,
+                "copies spread evenly over the producers");
+
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  __shared__ uint64_t full_bar[STAGES], empty_bar[STAGES];
+
+  const int C = s.C, K = 4 * C, O = s.O, N = s.N, ksteps = C / CK;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int o0 = blockIdx.y * BN, n0 = blockIdx.x * IMGS;
+  __shared__ float bias_s[BN];
+  wgmma_stage_bias<BN>(bias_s, bias, o0, O, tid, T::THREADS);
+  if (tid < STAGES) {
+    mbar_init(&full_bar[tid], PT);
+    mbar_init(&empty_bar[tid], T::CONSUMERS);
+  }
+  __syncthreads();
+
+  if (tid >= T::CONSUMERS) {
+    // ---- producers: thread p copies weight chunks p + PT r (row p / 8 + r PT / 8, chunk p % 8) and input chunks
+    // p + PT r (plane p / 16 + r PT / 16 of the tile: image, channel; chunk p % 16).
+    const int p = tid - T::CONSUMERS, c8 = p % 8;
+    // Sources advance by a pointer step per chunk (not offsets computed per chunk, which ptxas hoists out of the
+    // K loop into registers: up to 96 64-bit addresses, spilled).
+    const int64_t w_step = (int64_t)(PT / 8) * K, x_img_step = (int64_t)C * HW;
+    // Rows p / 8 + r PT / 8: with PT / 8 a multiple of 8 each keeps row p / 8's swizzle, PT / 8 * 128 bytes on;
+    // with PT / 8 = 4 (one producer warp) rows alternate between two swizzles, 1024 bytes on every second row.
+    const uint32_t sw0 = ((p / 8) & ~7) * 128 + row_swizzle(p / 8, c8), sw1 = row_swizzle(p / 8 + 4, c8);
+    for (int ks = 0; ks < ksteps; ++ks) {
+      const int slot = ks % STAGES;
+      if (ks >= STAGES) mbar_wait(&empty_bar[slot], (ks / STAGES - 1) & 1);  // K-step ks - STAGES consumed
+      uint8_t* stage = smem + slot * T::STAGE_BYTES;
+      const float* src = w + (int64_t)(o0 + p / 8) * K + 4 * c8 + ks * 4 * CK;
+#pragma unroll
+      for (int r = 0; r < A_CHUNKS / PT; ++r) {
+        const int row = p / 8 + r * (PT / 8);
+        const bool ok = o0 + row < O;
+        const uint32_t dst = PT / 8 == 4 ? (r / 2) * 1024 + ((r & 1) ? sw1 : sw0) : r * (PT / 8) * 128 + sw0;
+        cp_async16(reinterpret_cast<uint32_t*>(stage + dst), ok ? src : w, ok);
+        src += w_step;
+      }
+      uint32_t* xs = reinterpret_cast<uint32_t*>(stage + T::B_BYTES);
+      // plane p / 16 + r PT / 16 of the tile = image r PT / 16 / CK, channel (p / 16 + r PT / 16) % CK (PT / 16
+      // divides CK: a chunk row never straddles two images)
+      const float* xsrc = x + ((int64_t)n0 * C + ks * CK + p / 16) * HW + 4 * (p % 16);
+#pragma unroll
+      for (int r = 0; r < X_CHUNKS / PT; ++r) {
+        const int plane = r * (PT / 16), img = plane / CK, c = plane % CK;
+        const bool ok = n0 + img < N;
+        cp_async16(xs + 4 * (p + PT * r), ok ? xsrc + img * x_img_step + c * HW : x, ok);
+      }
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared.b64 [%0];\n" ::"r"(smem_addr(&full_bar[slot])) : "memory");
+    }
+    cp_async_wait<0>();
+    return;
+  }
+
+  // ---- consumers
+  const int a_off = wgmma_patch_a_off<T>(warp, lane);
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+  for (int ks = 0; ks < ksteps; ++ks) {
+    const int slot = ks % STAGES;
+    mbar_wait(&full_bar[slot], (ks / STAGES) & 1);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+    wgmma_patch_step<T>(acc, smem + slot * T::STAGE_BYTES, a_off);
+    wgmma_wait<0>();
+    mbar_arrive(&empty_bar[slot]);
+  }
+  if (n0 + warp < N) wgmma_patch_epilogue(acc, y, bias_s, O, o0, n0 + warp, lane, apply_selu);
+}
+
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, int PRODUCERS>
+struct WgmmaWsLaunch {
+  using T = WgmmaPatchTile<WGS, BN, STAGES, PRODUCERS>;
+  static constexpr auto kernel = conv_patch_wgmma_ws<WGS, BN, STAGES, MIN_BLOCKS, PRODUCERS>;
+  static bool takes(const float* x, const float* w, const float* y, const ConvShape& s) {
+    return patch_takes<T>(kernel, x, w, y, s, 4, 4, 8, 8, T::IMGS);
+  }
+  static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                            bool selu_, cudaStream_t stream) {
+    return patch_launch<T>(kernel, T::IMGS, x, w, bias, y, s, selu_, stream);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The same with the copies as two tensor-map bulk copies (TMA) per K-step, issued by one thread of a producer warp.
+// Measured: both kernels above move ~20-40 GB/s per SM (batch 1, one block per SM: 24 GB/s; 16-byte cp.async from
+// many threads), whatever their ring depth, so per-SM copy throughput, not the MMAs, bounds them. The TMA engine
+// takes a whole box per request: the K-step's weights (a {32, BN} box of W seen as [O][K], landing in the 128-byte
+// swizzle wgmma reads) and its input planes (a {64, CK, IMGS} box of x seen as [N][C][HW], landing as dense planes;
+// images past N and rows past O are zero-filled by the copy). FULL: one arrival (the producer's expect_tx) plus the
+// copies' bytes; EMPTY: CONSUMERS arrivals, each after a fence (the consumers' plane reads are generic-proxy reads
+// of memory the next copy writes through the async proxy).
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2),
+      "r"(smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+
+// PIPE: a K-step's wgmmas still run while the next K-step's fragments load and its wgmmas issue (wait_group 1; the
+// slot of K-step ks - 1 is released after K-step ks's issue).
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, bool PIPE = false>
+__global__ void __launch_bounds__(128 * WGS + 32, MIN_BLOCKS)
+    conv_patch_wgmma_tma(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
+                         const float* __restrict__ bias, float* __restrict__ y, ConvShape s, bool apply_selu) {
+  using T = WgmmaPatchTile<WGS, BN, STAGES, 1>;
+  constexpr int IMGS = T::IMGS, CK = T::CK;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  __shared__ uint64_t full_bar[STAGES], empty_bar[STAGES];
+
+  const int O = s.O, N = s.N, ksteps = s.C / CK;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int o0 = blockIdx.y * BN, n0 = blockIdx.x * IMGS;
+  __shared__ float bias_s[BN];
+  wgmma_stage_bias<BN>(bias_s, bias, o0, O, tid, T::THREADS);
+  if (tid < STAGES) {
+    mbar_init(&full_bar[tid], 1);
+    mbar_init(&empty_bar[tid], T::CONSUMERS);
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // the copies' completions see the init
+  __syncthreads();
+
+  if (tid >= T::CONSUMERS) {
+    if (tid != T::CONSUMERS) return;
+    for (int ks = 0; ks < ksteps; ++ks) {
+      const int slot = ks % STAGES;
+      if (ks >= STAGES) mbar_wait(&empty_bar[slot], (ks / STAGES - 1) & 1);  // K-step ks - STAGES consumed
+      uint8_t* stage = smem + slot * T::STAGE_BYTES;
+      mbar_arrive_expect_tx(&full_bar[slot], T::STAGE_BYTES);
+      tma_load_2d(stage, &map_w, ks * 4 * CK, o0, &full_bar[slot]);
+      tma_load_3d(stage + T::B_BYTES, &map_x, 0, ks * CK, n0, &full_bar[slot]);
+    }
+    return;
+  }
+
+  const int a_off = wgmma_patch_a_off<T>(warp, lane);
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+  for (int ks = 0; ks < ksteps; ++ks) {
+    const int slot = ks % STAGES;
+    mbar_wait(&full_bar[slot], (ks / STAGES) & 1);
+    wgmma_patch_step<T>(acc, smem + slot * T::STAGE_BYTES, a_off);
+    if constexpr (PIPE) {
+      wgmma_wait<1>();  // K-step ks - 1's wgmmas are done
+      if (ks > 0) {
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        mbar_arrive(&empty_bar[(ks - 1) % STAGES]);
+      }
+    } else {
+      wgmma_wait<0>();
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+      mbar_arrive(&empty_bar[slot]);
+    }
+  }
+  if constexpr (PIPE) wgmma_wait<0>();  // (the last slot is never refilled)
+  if (n0 + warp < N) wgmma_patch_epilogue(acc, y, bias_s, O, o0, n0 + warp, lane, apply_selu);
+}
+
+// cuTensorMapEncodeTiled from the driver, found once through the runtime (no -lcuda).
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, bool PIPE = false>
+struct WgmmaTmaLaunch {
+  using T = WgmmaPatchTile<WGS, BN, STAGES, 1>;
+  static constexpr auto kernel = conv_patch_wgmma_tma<WGS, BN, STAGES, MIN_BLOCKS, PIPE>;
+  static bool takes(const float* x, const float* w, const float* y, const ConvShape& s) {
+    return tensor_map_encoder() != nullptr && patch_takes<T>(kernel, x, w, y, s, 4, 4, 8, 8, T::IMGS);
+  }
+  static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                            bool selu_, cudaStream_t stream) {
+    CUtensorMap map_w{}, map_x{};
+    const cuuint64_t w_dims[2] = {(cuuint64_t)s.K(), (cuuint64_t)s.O}, w_strides[1] = {(cuuint64_t)s.K() * 4};
+    const cuuint32_t w_box[2] = {32, BN}, ones[3] = {1, 1, 1};
+    const cuuint64_t x_dims[3] = {64, (cuuint64_t)s.C, (cuuint64_t)s.N};
+    const cuuint64_t x_strides[2] = {64 * 4, (cuuint64_t)s.C * 64 * 4};
+    const cuuint32_t x_box[3] = {64, T::CK, T::IMGS};
+    auto encode = tensor_map_encoder();
+    if (encode(&map_w, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(w), w_dims, w_strides, w_box, ones,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS ||
+        encode(&map_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(x), x_dims, x_strides, x_box, ones,
+               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+      return cudaErrorInvalidValue;
+    const dim3 grid((s.N + T::IMGS - 1) / T::IMGS, (s.O + BN - 1) / BN);
+    kernel<<<grid, T::THREADS, T::SMEM_BYTES, stream>>>(map_w, map_x, bias, y, s, selu_);
+    return cudaGetLastError();
+  }
+};
+
+// FENCE = false (a probe: the async-proxy fence left out, which the PTX memory model requires) measures the fence.
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, bool FENCE = true>
 struct WgmmaPatchLaunch {
   using T = WgmmaPatchTile<WGS, BN, STAGES>;
-  static constexpr auto kernel = conv_patch_wgmma<WGS, BN, STAGES, MIN_BLOCKS>;
+  static constexpr auto kernel = conv_patch_wgmma<WGS, BN, STAGES, MIN_BLOCKS, FENCE>;
   static bool takes(const float* x, const float* w, const float* y, const ConvShape& s) {
     return patch_takes<T>(kernel, x, w, y, s, 4, 4, 8, 8, T::IMGS);
   }
