@@ -1,7 +1,7 @@
 // Standalone timing of the implicit-GEMM forward kernels on the four encoder layers, without PyTorch.
 //
 // Why: the torch extension takes ~1 min to build on the device, and a device call is paid for in minutes. This
-// binary is compiled here (nvcc -arch=sm_90, no GPU needed) and carried, so a device call can time and profile
+// binary is compiled here (nvcc for sm_90a, no GPU needed) and carried, so a device call can time and profile
 // (ncu) the kernels at once. bench_conv.py remains the benchmark of record (cuDNN beside ours, through PyTorch).
 //
 // For each layer (batch N images, n x n inputs, TF "same" padding) and each variant: the output against a direct
@@ -9,11 +9,11 @@
 // then the median of --iters launches timed by CUDA events with L2 flushed before each (a 256 MiB memset), and
 // GB/s (x + w + bias read, y written, once each) and TFLOP/s. One line per row, whitespace-separated.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a -lineinfo -o /tmp/conv_harness benchmarks/conv_harness.cu
+//   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DMSCRED_SM90A -lineinfo -o /tmp/conv_harness \
+//     benchmarks/conv_harness.cu
 //   /tmp/conv_harness [--iters 30] [--batch 640] [--n 30] [--only conv4] [--variants pipe,rows,Q425_5_3_2]
 #include "../src/mscred/ops/im2col/im2col.cu"
 #include "conv_variants.cuh"  // measured, not adopted: conv_rows (conv1), conv_band (conv2)
-#include "patch_wgmma.cuh"     // candidate: conv4 on wgmma (needs -arch=sm_90a)
 
 #include <algorithm>
 #include <cmath>
@@ -164,29 +164,12 @@ cudaError_t patch_pad_cfg(const float* x, const float* w, const float* b, float*
   return PL::launch(x, w, b, y, s, selu_, stream);
 }
 
-// conv4's wgmma candidate (patch_wgmma.cuh) with WGS warpgroups (4 images each) x BN output channels per block.
-template <int WGS, int BN, int STAGES, int MIN_BLOCKS, bool FENCE = true>
+// The wgmma patch kernel (conv_patch_wgmma; needs the harness built for sm_90a with -DMSCRED_SM90A) in any tile
+// configuration: WGS warpgroups (4 images each) x BN output channels.
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS>
 cudaError_t wgmma_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                       cudaStream_t stream) {
-  using PL = WgmmaPatchLaunch<WGS, BN, STAGES, MIN_BLOCKS, FENCE>;
-  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
-  return PL::launch(x, w, b, y, s, selu_, stream);
-}
-
-// The same with producer warps (conv_patch_wgmma_ws).
-template <int WGS, int BN, int STAGES, int MIN_BLOCKS, int PRODUCERS>
-cudaError_t wgmma_ws_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
-                         cudaStream_t stream) {
-  using PL = WgmmaWsLaunch<WGS, BN, STAGES, MIN_BLOCKS, PRODUCERS>;
-  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
-  return PL::launch(x, w, b, y, s, selu_, stream);
-}
-
-// The same with tensor-map copies (conv_patch_wgmma_tma).
-template <int WGS, int BN, int STAGES, int MIN_BLOCKS, bool PIPE = false>
-cudaError_t wgmma_tma_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
-                          cudaStream_t stream) {
-  using PL = WgmmaTmaLaunch<WGS, BN, STAGES, MIN_BLOCKS, PIPE>;
+  using PL = WgmmaPatchLaunch<WGS, BN, STAGES, MIN_BLOCKS>;
   if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
   return PL::launch(x, w, b, y, s, selu_, stream);
 }
@@ -300,37 +283,10 @@ int main(int argc, char** argv) {
       {"X244_2_3_1", patch_pad_cfg<2, 4, 4, 2, 3, 1>},    // 128 x 128: 320 tiles
       {"X2410_5_4_1", patch_pad_cfg<2, 4, 10, 5, 4, 1>},  // 128 x 320: 128 tiles, one wave (PatchPadBig)
       {"X248_4_4_1", patch_pad_cfg<2, 4, 8, 4, 4, 1>},    // 128 x 256: 160 tiles
-      // conv4 on wgmma: G<WGS>_<BN>_<STAGES>_<MIN_BLOCKS>, tile 64 WGS pixels x BN channels
-      {"G2_256_4_1", wgmma_cfg<2, 256, 4, 1>},  // 8 images x 256: 80 tiles at batch 640
-      {"G2_256_3_1", wgmma_cfg<2, 256, 3, 1>},
-      {"G2_128_4_1", wgmma_cfg<2, 128, 4, 1>},  // 8 images x 128: 160 tiles
-      {"G2_128_3_2", wgmma_cfg<2, 128, 3, 2>},  // the same, 2 blocks per SM
-      {"G1_256_2_2", wgmma_cfg<1, 256, 2, 2>},  // 4 images x 256: 160 tiles, 2 blocks per SM
-      {"G1_128_3_3", wgmma_cfg<1, 128, 3, 3>},  // 4 images x 128: 320 tiles, 3 blocks per SM
-      {"G1_128_4_2", wgmma_cfg<1, 128, 4, 2>},
-      {"G1_128_2_4", wgmma_cfg<1, 128, 2, 4>},
-      // producer warps: S<WGS>_<BN>_<STAGES>_<MIN_BLOCKS>_<producer warps>
-      {"S2_256_4_1_1", wgmma_ws_cfg<2, 256, 4, 1, 1>},
-      {"S2_256_4_1_4", wgmma_ws_cfg<2, 256, 4, 1, 4>},
-      {"S1_128_3_3_1", wgmma_ws_cfg<1, 128, 3, 3, 1>},
-      {"S1_128_4_2_1", wgmma_ws_cfg<1, 128, 4, 2, 1>},
-      {"S2_128_3_2_1", wgmma_ws_cfg<2, 128, 3, 2, 1>},
-      {"S1_256_4_1_1", wgmma_ws_cfg<1, 256, 4, 1, 1>},
-      {"S1_256_2_2_1", wgmma_ws_cfg<1, 256, 2, 2, 1>},
-      // tensor-map copies: T<WGS>_<BN>_<STAGES>_<MIN_BLOCKS>
-      {"T2_256_4_1", wgmma_tma_cfg<2, 256, 4, 1>},
-      {"T1_256_4_1", wgmma_tma_cfg<1, 256, 4, 1>},
-      {"T1_256_2_2", wgmma_tma_cfg<1, 256, 2, 2>},
-      {"T1_128_3_3", wgmma_tma_cfg<1, 128, 3, 3>},
-      {"T1_128_4_2", wgmma_tma_cfg<1, 128, 4, 2>},
-      {"T2_128_3_2", wgmma_tma_cfg<2, 128, 3, 2>},
-      {"T2_128_4_1", wgmma_tma_cfg<2, 128, 4, 1>},
-      {"T1_128_3_3p", wgmma_tma_cfg<1, 128, 3, 3, true>},  // wgmmas of one K-step under the next's issue
-      {"T1_128_4_2p", wgmma_tma_cfg<1, 128, 4, 2, true>},
-      {"T2_256_4_1p", wgmma_tma_cfg<2, 256, 4, 1, true>},
-      // probes without the async-proxy fence (the memory model requires it): what it costs
-      {"G1_128_3_3_nf", wgmma_cfg<1, 128, 3, 3, false>},
-      {"G2_256_4_1_nf", wgmma_cfg<2, 256, 4, 1, false>},
+      // conv4 on wgmma with tensor-map copies: T<WGS>_<BN>_<STAGES>_<MIN_BLOCKS> (the sm_90a build only)
+      {"T1_128_3_3", wgmma_cfg<1, 128, 3, 3>},  // the product's tile (PatchWgmma): 4 images x 128, 3 blocks per SM
+      {"T1_128_4_2", wgmma_cfg<1, 128, 4, 2>},
+      {"T2_128_4_1", wgmma_cfg<2, 128, 4, 1>},  // 8 images x 128
       // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
       {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40
       {"W425_10_3_1", patch_cfg<4, 2, 5, 10, 3, 1, true, 16>},

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# One device call (~1-2 min): conv4's wgmma candidates (benchmarks/patch_wgmma.cuh) in the harness beside the
-# product's conv_patch, then where one candidate's warps wait: Nsight Compute's warp-state section and its source
+# One device call (~1-2 min): conv4's wgmma kernel (conv_patch_wgmma, patch_wgmma.cuh) in the harness in its tiles
+# beside the mma.sync kernel (conv_patch), then where one tile's warps wait: Nsight Compute's warp-state section and its source
 # page (per SASS instruction: executed instructions and stall samples, CSV) at batch 640 and at batch 1.
 # Writes $OUT/conv4_wgmma/{probe.txt,ncu_<batch>.txt,source_<batch>.csv}.
 # Usage (repository root, CUDA machine; carry build/conv_harness, built on the CPU box with
-#   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -lineinfo -o build/conv_harness benchmarks/conv_harness.cu):
-#   ROWS=R245_10_4_1,T1_128_3_3 PROFILE=T1_128_3_3 KERNEL=conv_patch_wgmma_tma bash benchmarks/gpu_conv4_wgmma.sh
+#   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DMSCRED_SM90A -lineinfo -o build/conv_harness \
+#   benchmarks/conv_harness.cu):
+#   ROWS=R245_10_4_1,T1_128_3_3 PROFILE=T1_128_3_3 bash benchmarks/gpu_conv4_wgmma.sh
 set -uo pipefail
 . benchmarks/device_env.sh
 D="$OUT/conv4_wgmma"; mkdir -p "$D"
 BIN=build/conv_harness
 ROWS=${ROWS:-R245_10_4_1,T1_128_3_3}
 PROFILE=${PROFILE:-T1_128_3_3}
-KERNEL=${KERNEL:-conv_patch_wgmma_tma}
+KERNEL=${KERNEL:-conv_patch_wgmma}
 {
   date -u +%FT%TZ
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader

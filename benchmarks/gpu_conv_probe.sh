@@ -19,7 +19,7 @@ BIN=build/conv_harness
 SPEC=${SPEC:-"conv1: conv2: conv3: conv4:"}
 NCU_VARIANTS=${NCU_VARIANTS-pipe}
 NCU_KERNELS=${NCU_KERNELS:-conv_pipelined}
-[ -x "$BIN" ] || { mkdir -p build && nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -lineinfo -o "$BIN" benchmarks/conv_harness.cu; }
+[ -x "$BIN" ] || { mkdir -p build && nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DMSCRED_SM90A -lineinfo -o "$BIN" benchmarks/conv_harness.cu; }
 harness() {  # harness binary, batch, iters[, n]: every layer of SPEC
   for item in $SPEC; do
     layer=${item%%:*} rows=${item#*:}

@@ -10,7 +10,7 @@ set -uo pipefail
 . benchmarks/device_env.sh
 D="$OUT/conv_source"; mkdir -p "$D"
 BIN=build/conv_harness
-[ -x "$BIN" ] || { mkdir -p build && nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -o "$BIN" benchmarks/conv_harness.cu; }
+[ -x "$BIN" ] || { mkdir -p build && nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DMSCRED_SM90A -lineinfo -o "$BIN" benchmarks/conv_harness.cu; }
 for spec in conv1:conv_pipelined conv2:conv_pipelined conv4:conv_patch; do
   layer=${spec%%:*} kernel=${spec#*:}
   timeout 120 ncu --section SourceCounters --section InstructionStats -k "regex:$kernel" -c 1 \

@@ -15,7 +15,7 @@ cache_bytecode
 } > "$D/log.txt" 2>&1
 grep -E "^\|" "$D/log.txt" | tail -40
 BIN=build/conv_harness
-[ -x "$BIN" ] || { mkdir -p build && nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo -o "$BIN" benchmarks/conv_harness.cu; }
+[ -x "$BIN" ] || { mkdir -p build && nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DMSCRED_SM90A -lineinfo -o "$BIN" benchmarks/conv_harness.cu; }
 timeout 150 ncu --section InstructionStats --section WarpStateStats --section SchedulerStats -k regex:conv_pipelined \
   --print-details all "$BIN" --iters 1 --only conv1 --variants pipe > "$D/ncu_conv1_mix.txt" 2>&1
 echo "ncu exit code $?"

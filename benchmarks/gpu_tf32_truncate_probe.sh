@@ -11,7 +11,7 @@ set -uo pipefail
 D="$OUT/tf32_truncate"; mkdir -p "$D"
 for flags in "" "-DMSCRED_TF32_TRUNCATE"; do
   bin=build/conv_harness${flags:+_trunc}
-  [ -x "$bin" ] || { mkdir -p build && nvcc -O3 -std=c++17 -arch=sm_90 -lineinfo $flags -o "$bin" benchmarks/conv_harness.cu; }
+  [ -x "$bin" ] || { mkdir -p build && nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DMSCRED_SM90A -lineinfo $flags -o "$bin" benchmarks/conv_harness.cu; }
 done
 {
   bash benchmarks/machine_info.sh

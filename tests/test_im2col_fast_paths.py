@@ -2,8 +2,10 @@
 
 ``implicit_pipelined_forward`` (im2col.cu) sends every 2 x 2, stride-2 convolution of an 8 x 8 input without
 top/left padding whose channel count is a multiple of 8 (conv4 of the encoder at n = 30, conv3 at n = 16) to
-``conv_patch``: tiles of 10 whole images (5 at small batches) x 128 output channels, whole channel planes copied
-16 bytes at a time, the im2col order made in the fragment loads. The encoder tests in test_ops_im2col.py use
+``conv_patch_wgmma`` where the extension is built for sm_90a (H100/H200: 4 images x 128 channels per block, wgmma
+with tensor-map copies), else to ``conv_patch``: tiles of 10 whole images (5 at small batches) x 128 output
+channels, whole channel planes copied 16 bytes at a time, the im2col order made in the fragment loads; both are
+checked (test_patch_kernel_choice forces each). The encoder tests in test_ops_im2col.py use
 n = 5, 16 and 55, which reach it only through conv3 at n = 16, so these tests cover conv4 at n = 30 and the tails
 the kernel has (images past the batch in the last tile, output channels past the last 128, both tile choices),
 with and without bias and SELU, the propagation of a NaN input, an unused bottom/right padding, and a misaligned
@@ -128,14 +130,15 @@ _FORCED_KERNEL_SCRIPT = r"""
 import json, sys, torch, torch.nn.functional as F
 from mscred.ops import im2col
 from mscred.ops.reference import same_padding
-cout, stride, cases = int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3])
+cout, stride, k, cases = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
 worst = 0.0
-for batch, cin, n, has_bias, selu in cases:
+for batch, cin, n, has_bias, selu, *own_cout in cases:
+    o = own_cout[0] if own_cout else cout
     g = torch.Generator().manual_seed(batch + cin + n)
     x = torch.randn(batch, cin, n, n, generator=g, dtype=torch.float64).cuda()
-    w = (torch.randn(cout, cin, 3, 3, generator=g, dtype=torch.float64) / (3 * cin ** 0.5)).cuda()
-    b = (torch.randn(cout, generator=g, dtype=torch.float64) * 0.5).cuda() if has_bias else None
-    pad = same_padding(n, 3, stride)
+    w = (torch.randn(o, cin, k, k, generator=g, dtype=torch.float64) / (k * cin ** 0.5)).cuda()
+    b = (torch.randn(o, generator=g, dtype=torch.float64) * 0.5).cuda() if has_bias else None
+    pad = same_padding(n, k, stride)
     y = im2col.conv2d_implicit_pipelined(x.float(), w.float(), None if b is None else b.float(), stride, pad, selu)
     top, bottom, left, right = pad
     ref = F.conv2d(F.pad(x, (left, right, top, bottom)), w, b, stride=stride)
@@ -147,7 +150,9 @@ sys.exit(0 if worst < 2e-3 else 1)
 """
 
 
-def _check_with_kernel(variable: str, value: str | None, cout: int, stride: int, cases: list) -> None:
+def _check_with_kernel(variable: str, value: str | None, cout: int, stride: int, cases: list, k: int = 3) -> None:
+    """Each case (batch, input channels, n, bias, SELU[, output channels]) through the k x k layer of `cout` output
+    channels and `stride`, with `variable` set to `value` (unset for None)."""
     import json
     import os
     import subprocess
@@ -158,7 +163,8 @@ def _check_with_kernel(variable: str, value: str | None, cout: int, stride: int,
     env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1] / "src")
     if value is not None:
         env[variable] = value
-    proc = subprocess.run([sys.executable, "-c", _FORCED_KERNEL_SCRIPT, str(cout), str(stride), json.dumps(cases)],
+    proc = subprocess.run([sys.executable, "-c", _FORCED_KERNEL_SCRIPT, str(cout), str(stride), str(k),
+                           json.dumps(cases)],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
 
@@ -193,3 +199,16 @@ _CONV2_CASES = [(640, 32, 30, True, True), (643, 32, 30, True, True), (7, 32, 30
 @pytest.mark.parametrize("kernel", ["halo", "generic", None])
 def test_halo_conv2_kernel(kernel):
     _check_with_kernel("MSCRED_CONV2_KERNEL", kernel, 64, 2, _CONV2_CASES)
+
+
+# conv4's shapes (2 x 2, stride 2 on 8 x 8) with the mma.sync kernel forced (MSCRED_CONV4_KERNEL=patch: the kernel of
+# GPUs other than Hopper, which on the H200 the wgmma kernel replaces) and left to the dispatch (the wgmma kernel on
+# sm_90a): test_patch_kernel's cases (batch, input channels, 8, bias, SELU, output channels), tails included.
+_CONV4_CASES = [(640, 128, 8, True, True, 256), (643, 128, 8, True, True, 256), (7, 128, 8, True, True, 256),
+                (1, 64, 8, True, True, 128), (3, 16, 8, True, True, 136), (6, 8, 8, False, True, 40),
+                (25, 24, 8, True, False, 128), (5, 128, 8, False, False, 200)]
+
+
+@pytest.mark.parametrize("kernel", ["patch", None])
+def test_patch_kernel_choice(kernel):
+    _check_with_kernel("MSCRED_CONV4_KERNEL", kernel, 256, 2, _CONV4_CASES, k=2)

@@ -149,14 +149,18 @@ def _extension():
                     raise RuntimeError(f"needs compute capability >= 8.0 (TF32 mma.sync), device has {major}.{minor}")
                 from torch.utils.cpp_extension import load
                 arch = f"{major}{minor}"
+                # Hopper (9.0) builds for sm_90a, the arch-specific target whose wgmma and tensor-map copies the conv4
+                # kernel uses (patch_wgmma.cuh); the cubin runs on H100/H200 only, as an sm_90 one would.
+                hopper = (major, minor) == (9, 0)
+                target = ["-gencode=arch=compute_90a,code=sm_90a", "-DMSCRED_SM90A"] if hopper else \
+                    [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
                 # Naming an arch in the flags stops torch from adding its own list (TORCH_CUDA_ARCH_LIST).
                 # The digest of every source and header is a build flag: torch rebuilds a cached extension only when
                 # its listed sources or flags change, and the kernels live in headers that im2col.cu includes.
                 _ext = load(name=f"mscred_im2col_sm{arch}",
                             sources=[str(_SRC / "binding.cpp"), str(_SRC / "im2col.cu")],
                             extra_cflags=["-O3"],
-                            extra_cuda_cflags=["-O3", f"-gencode=arch=compute_{arch},code=sm_{arch}",
-                                               f"-DMSCRED_IM2COL_SOURCES={sources_digest()}"],
+                            extra_cuda_cflags=["-O3", *target, f"-DMSCRED_IM2COL_SOURCES={sources_digest()}"],
                             extra_include_paths=[str(_SRC)], verbose=False)
             except Exception as err:  # noqa: BLE001 - any build/load failure means "CUDA kernels unavailable"
                 _ext_error = f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}"

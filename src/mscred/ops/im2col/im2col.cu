@@ -2,7 +2,7 @@
 //
 // One translation unit for all variants: this file holds the host side (tile choice, launchers); the kernels are in
 // the headers it includes, one family each: device_math.cuh (SELU), gemm.cuh, im2col_kernels.cuh, implicit.cuh,
-// pipelined.cuh, patch.cuh, patch_pad.cuh, halo.cuh, halo_s2.cuh. The kernels:
+// pipelined.cuh, patch.cuh, patch_pad.cuh, halo.cuh, halo_s2.cuh, patch_wgmma.cuh. The kernels:
 //   * im2col_kernel / col2im_kernel      explicit column matrix and its adjoint;
 //   * gemm_global<...>                   one thread per output element, operands read straight from global memory
 //                                        (the thesis's first GPU version);
@@ -22,6 +22,8 @@
 //   * conv_patch<...>                    "implicit-pipe" for non-overlapping 2x2 patches of 8x8 images (conv4 at
 //                                        n = 30): whole images per tile, whole channel planes per 16-byte copy, the
 //                                        im2col order made in the fragment loads, bias + SELU from the accumulators.
+//   * conv_patch_wgmma<...>              the same shapes on Hopper's wgmma, fed by tensor-map copies (built for
+//                                        sm_90a only; MSCRED_CONV4_KERNEL=patch overrides).
 //   * conv_patch_pad<...>                the same for an input one row and column short of 2 HO x 2 WO (conv3 at
 //                                        n = 30: 15 x 15 -> 8 x 8): each image's 8-channel run copied as it is, the
 //                                        taps on the missing row and column masked in the fragment loads.
@@ -54,6 +56,7 @@
 #include "patch_pad.cuh"
 #include "halo.cuh"
 #include "halo_s2.cuh"
+#include "patch_wgmma.cuh"
 
 namespace mscred_im2col {
 namespace {
@@ -269,6 +272,41 @@ struct PatchPadLaunch {
   }
 };
 
+// conv_patch_wgmma (patch_wgmma.cuh) on the extension built for sm_90a (MSCRED_SM90A: an H100/H200): patch_takes'
+// conditions for 4 x 4 outputs of 8 x 8 inputs (x and w 16-byte aligned are also what the tensor maps need: their
+// strides, 256 and 4 K bytes, are multiples of 16), and a driver that encodes tensor maps. One block per 4 WGS
+// images x BN output channels.
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS>
+struct WgmmaPatchLaunch {
+  using T = WgmmaPatchTile<WGS, BN, STAGES>;
+  static constexpr auto kernel = conv_patch_wgmma<WGS, BN, STAGES, MIN_BLOCKS>;
+  static bool takes(const float* x, const float* w, const float* y, const ConvShape& s) {
+#if defined(MSCRED_SM90A)
+    return tensor_map_encoder() != nullptr && patch_takes<T>(kernel, x, w, y, s, 4, 4, 8, 8, T::IMGS);
+#else
+    (void)x, (void)w, (void)y, (void)s;
+    return false;
+#endif
+  }
+  static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
+                            bool selu_, cudaStream_t stream) {
+#if defined(MSCRED_SM90A)
+    CUtensorMap map_w{}, map_x{};
+    if (!wgmma_patch_maps<T, BN>(x, w, s, &map_w, &map_x)) return cudaErrorInvalidValue;
+    const dim3 grid((s.N + T::IMGS - 1) / T::IMGS, (s.O + BN - 1) / BN);
+    kernel<<<grid, T::THREADS, T::SMEM_BYTES, stream>>>(map_w, map_x, bias, y, s, selu_);
+    return cudaGetLastError();
+#else
+    (void)x, (void)w, (void)bias, (void)y, (void)s, (void)selu_, (void)stream;
+    return cudaErrorNotSupported;
+#endif
+  }
+};
+
+// The product's wgmma tile (harness name T1_128_3_3): 4 images x 128 channels, 3 K-steps in flight, 3 blocks per
+// SM (conv4 at batch 640: 320 blocks, one wave).
+using PatchWgmma = WgmmaPatchLaunch<1, 128, 3, 3>;
+
 // The product's two patch tiles (harness names R245_10_4_1 and R425_5_3_2).
 using PatchBig = PatchLaunch<2, 4, 5, 10, 4, 1, 4, 4, true>;
 using PatchSmall = PatchLaunch<4, 2, 5, 5, 3, 2, 4, 4, true>;
@@ -386,6 +424,15 @@ bool halo2_forward(const float* x, const float* w, const float* bias, float* y, 
   return true;
 }
 
+// Which kernel takes 2 x 2 patches of 8 x 8 images: MSCRED_CONV4_KERNEL=patch forces conv_patch (the mma.sync
+// kernel, which other GPUs run; the tests reach it on the H200 this way), unset (auto) takes conv_patch_wgmma where
+// the extension has it. Read once per process.
+enum class Conv4Kernel { kAuto, kPatch };
+Conv4Kernel conv4_kernel_requested() {
+  static const auto requested = static_cast<Conv4Kernel>(kernel_choice("MSCRED_CONV4_KERNEL", {"patch"}));
+  return requested;
+}
+
 // Which kernel takes conv2-shaped layers (halo2_shape): MSCRED_CONV2_KERNEL=halo forces conv_halo3x3s2, =generic
 // the generic pipelined kernel; unset (auto), conv_halo3x3s2 where it pays (halo2_pays). Read once per process.
 enum class Conv2Kernel { kAuto, kGeneric, kHalo };
@@ -448,9 +495,13 @@ cudaError_t implicit_pipelined_forward(const float* x, const float* w, const flo
   if (halo2_shape(s) && (conv2 == Conv2Kernel::kHalo || (conv2 == Conv2Kernel::kAuto && halo2_pays(s))) &&
       halo2_forward(x, w, bias, y, s, selu_, stream, &err))
     return err;
-  // Non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16): the whole-plane kernel. Its
+  // Non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16): on sm_90a the wgmma kernel
+  // at every batch (harness, results/conv4_wgmma/: 0.0186 against 0.0272 ms at batch 640, 0.0114 against 0.0229
+  // at batch 1), unless MSCRED_CONV4_KERNEL=patch; otherwise the whole-plane mma.sync kernel. Its
   // 128 x 160 tile (10 images) when that still gives most SMs a block, else 128 x 80 (5 images, 2 blocks per SM):
   // at batch 7, 0.018 against 0.024 ms (results/conv_probe.md).
+  if (conv4_kernel_requested() != Conv4Kernel::kPatch && PatchWgmma::takes(x, w, y, s))
+    return PatchWgmma::launch(x, w, bias, y, s, selu_, stream);
   if (PatchBig::takes(x, w, y, s)) {
     const int64_t big_tiles = (int64_t)((s.N + 9) / 10) * ((s.O + 127) / 128);
     if (4 * big_tiles >= 3 * (int64_t)num_sms()) return PatchBig::launch(x, w, bias, y, s, selu_, stream);

@@ -57,9 +57,7 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 // barrier) with K-step ks+STAGES-1, and runs its MMAs. load_stage(ks, slot) issues K-step ks's copies into buffer
 // slot; compute(slot) runs the MMAs on a landed buffer. On return every copy has landed (only empty groups could
 // still be pending); the caller synchronises before reusing the buffers.
-// ASYNC_READS: compute reads the buffers through the async proxy (wgmma's shared-memory operands), which the copies
-// (generic proxy) must be fenced against by each copying thread before the barrier that publishes them.
-template <int STAGES, bool ASYNC_READS = false, typename Load, typename Compute>
+template <int STAGES, typename Load, typename Compute>
 __device__ __forceinline__ void cp_async_k_loop(int ksteps, Load& load_stage, Compute&& compute) {
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {
@@ -69,7 +67,6 @@ __device__ __forceinline__ void cp_async_k_loop(int ksteps, Load& load_stage, Co
   int read_slot = 0, write_slot = STAGES - 1;  // = ks % STAGES and (ks + STAGES - 1) % STAGES
   for (int ks = 0; ks < ksteps; ++ks) {
     cp_async_wait<STAGES - 2>();  // this thread's copies of K-step ks have landed ...
-    if constexpr (ASYNC_READS) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
     __syncthreads();              // ... and everyone's; everyone is also done with K-step ks-1's buffer
     if (ks + STAGES - 1 < ksteps) load_stage(ks + STAGES - 1, write_slot);  // refills K-step ks-1's buffer
     cp_async_commit();

@@ -1,0 +1,252 @@
+// conv_patch_wgmma: the implicit GEMM for non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at
+// n = 16) on Hopper's warpgroup MMA (wgmma) fed by tensor-map copies (TMA). Built only for sm_90a (the extension
+// is, on an H100/H200: MSCRED_SM90A); elsewhere conv_patch (patch.cuh) takes these shapes.
+// Part of the im2col extension: im2col.cu includes it (see the overview there).
+//
+// Why: conv_patch runs mma.sync at ~100 TFLOP/s on conv4 (0.0272 ms at batch 640 in the harness); its probes put
+// the MMAs alone at 0.021 ms and the copies alone at 0.020 (results/conv4_probes/). Here, on the H200 (harness,
+// results/conv4_wgmma/): 0.0186 ms; and 0.0114 ms for one image against 0.0229 (a block's chain of K-steps is
+// shorter: four wgmmas per K-step, no fragment loads for the weights).
+//
+// The roles are swapped against conv_patch: M = output pixels, N = output channels, so that
+//   * B (N x K, K-major, read by the tensor core from shared memory) is the weight matrix as it is: K-step ks is the
+//     box {32 floats, BN rows} of W seen as [O][K], which the copy lands in the 128-byte swizzle wgmma reads (row o
+//     = 128 bytes, its 16-byte chunk c at chunk c ^ (o % 8), 8-row atoms 1024 bytes apart: the descriptor's stride);
+//     TF32 wgmma needs K-major B, which the pixels' im2col rows (two taps per input row) could not give;
+//   * A (M x K) comes from registers, loaded per thread from the K-step's 8 channel planes of each image (the box
+//     {64, 8, IMGS} of x seen as [N][C][HW], landing as dense planes; images past N are zero-filled by the copy)
+//     with W's natural k order: slot s of k8-block kb is tap s % 4 of channel 2 kb + s / 4, so a thread's a0..a3
+//     (rows g, g+8 at slots t, t+4) are tap t of channels 2kb, 2kb+1 at pixels g and g+8: four 4-byte loads (lanes
+//     g: offsets {0,2,4,6,16,18,20,22}, t: {0,1,8,9}; 32 banks, conflict-free). A is rounded to TF32 (cvt.rn); B,
+//     read by the tensor core, is truncated to TF32 by it (no instruction of ours sees it): relative RMS error
+//     4.3e-4 against float64 at conv4, against conv_patch's 2.8e-4.
+// Each warp of a warpgroup is one image (16 pixels: its 16 M rows), a warpgroup 4 images, a block WGS warpgroups x
+// BN output channels plus one producer warp, whose first thread issues each K-step's two copies into a STAGES-deep
+// ring once the consumers have released the slot. FULL[slot]: the producer's expect_tx arrival plus the copies'
+// bytes; EMPTY[slot]: every consumer thread, after a proxy fence (its plane reads were generic-proxy reads of memory
+// the next copy writes through the async proxy). A consumer's K-step: wait FULL, 16 plane loads, 4 wgmmas committed
+// as one group, wait for them, release.
+// Epilogue straight from the accumulators, biases staged in shared memory: thread (g, t) holds pixels g, g+8 of
+// channels 8j+2t, 8j+2t+1; a warp's 4-byte store covers 4 channels x 8 consecutive pixels, 32-byte sectors whole.
+//
+// Measured and not kept (results/conv4_wgmma/, commits fb4be5a and before): the same K-steps with 16-byte cp.async
+// from every thread (0.0207 ms) or from producer warps (0.0225); tiles of 256 channels (the 168-register cap of
+// 288-thread blocks serialises the 128-accumulator wgmmas: 0.0305); a K-step's wgmmas left running under the next
+// K-step's fragment loads (wrong results with 3 blocks per SM: the A registers were reused in flight).
+#pragma once
+
+#include <cuda.h>          // CUtensorMap (types only: the encoder comes through the runtime, no -lcuda)
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <cstdint>
+#include <type_traits>
+
+#include "im2col.h"
+#include "halo.cuh"     // lds_u32
+#include "halo_s2.cuh"  // mbarrier helpers, smem_addr
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MSCRED_WGMMA_DEVICE 1  // this device pass has wgmma (sm_90a); other passes compile the kernel empty
+#endif
+
+namespace mscred_im2col {
+namespace {
+
+// Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle: start address, leading byte offset
+// (unused for swizzled K-major layouts: 1), stride byte offset 1024 (8 rows of 128 bytes), layout type 1 = 128B.
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(const void* smem_ptr) {
+  return (uint64_t)((smem_addr(smem_ptr) & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+         ((uint64_t)1 << 62);
+}
+
+#if defined(MSCRED_WGMMA_DEVICE)
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+
+#define MSCRED_WGMMA_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
+                           "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+// d[0..64) += A (4 registers, TF32) x B (descriptor): m64 n128 k8, f32 accumulators, scale-d = 1.
+__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
+      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
+      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
+      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
+      "{%64,%65,%66,%67}, %68, p, 1, 1;\n}\n"
+      : MSCRED_WGMMA_D8(0), MSCRED_WGMMA_D8(8), MSCRED_WGMMA_D8(16), MSCRED_WGMMA_D8(24), MSCRED_WGMMA_D8(32),
+        MSCRED_WGMMA_D8(40), MSCRED_WGMMA_D8(48), MSCRED_WGMMA_D8(56)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1u));
+}
+#undef MSCRED_WGMMA_D8
+
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+      ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2),
+      "r"(smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void fence_proxy_async_cta() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+#endif  // MSCRED_WGMMA_DEVICE
+
+// The tile: WGS warpgroups (4 images each) x BN output channels, STAGES K-steps of 8 channels in flight.
+template <int WGS, int BN, int STAGES>
+struct WgmmaPatchTile {
+  static constexpr int CONSUMERS = 128 * WGS, THREADS = CONSUMERS + 32;  // + the producer warp
+  static constexpr int IMGS = 4 * WGS, P = 16, HW = 64, CK = 8;
+  static constexpr int BM = BN;                                // output channels per block (patch_takes' name)
+  static constexpr int B_BYTES = BN * 128;                     // weights: BN rows of 32 floats, 128B-swizzled
+  static constexpr int X_BYTES = IMGS * CK * HW * 4;           // input: IMGS x CK dense channel planes
+  static constexpr int STAGE_BYTES = B_BYTES + X_BYTES;        // a multiple of 1024: every stage's atoms aligned
+  static constexpr size_t SMEM_BYTES = (size_t)STAGES * STAGE_BYTES + 1024;  // + room to align the base to 1024
+  static_assert(BN == 128, "one wgmma of N = 128 per k8-block (64 accumulators per thread)");
+  static_assert(STAGE_BYTES % 1024 == 0, "swizzle atoms 1024-byte aligned in every stage");
+};
+
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS>
+__global__ void __launch_bounds__(128 * WGS + 32, MIN_BLOCKS)
+    conv_patch_wgmma(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
+                     const float* __restrict__ bias, float* __restrict__ y, ConvShape s, bool apply_selu) {
+#if defined(MSCRED_WGMMA_DEVICE)
+  using T = WgmmaPatchTile<WGS, BN, STAGES>;
+  constexpr int IMGS = T::IMGS, CK = T::CK, HW = T::HW, P = T::P;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  __shared__ uint64_t full_bar[STAGES], empty_bar[STAGES];
+  // The block's biases (zero past O, or without bias): the epilogue's per-channel __ldg of a first version waited on
+  // L2 once per channel pair (35% of the stall samples at batch 640).
+  __shared__ float bias_s[BN];
+
+  const int O = s.O, N = s.N, ksteps = s.C / CK;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int o0 = blockIdx.y * BN, n0 = blockIdx.x * IMGS;
+  for (int i = tid; i < BN; i += T::THREADS) bias_s[i] = bias != nullptr && o0 + i < O ? __ldg(bias + o0 + i) : 0.f;
+  if (tid < STAGES) {
+    mbar_init(&full_bar[tid], 1);
+    mbar_init(&empty_bar[tid], T::CONSUMERS);
+  }
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // the copies' completions see the init
+  __syncthreads();
+
+  if (tid >= T::CONSUMERS) {  // ---- the producer warp's first thread
+    if (tid != T::CONSUMERS) return;
+    for (int ks = 0; ks < ksteps; ++ks) {
+      const int slot = ks % STAGES;
+      if (ks >= STAGES) mbar_wait(&empty_bar[slot], (ks / STAGES - 1) & 1);  // K-step ks - STAGES consumed
+      uint8_t* stage = smem + slot * T::STAGE_BYTES;
+      mbar_arrive_expect_tx(&full_bar[slot], T::STAGE_BYTES);
+      tma_load_2d(stage, &map_w, ks * 4 * CK, o0, &full_bar[slot]);
+      tma_load_3d(stage + T::B_BYTES, &map_x, 0, ks * CK, n0, &full_bar[slot]);
+    }
+    return;
+  }
+
+  // ---- consumers: this thread's A offset (bytes) in a stage's planes: image `warp`, pixel g, tap t of channel 0
+  const int g = lane / 4, t = lane % 4;
+  const unsigned a_off = 4 * (warp * CK * HW + (2 * (g / 4) + t / 2) * 8 + 2 * (g % 4) + t % 2);
+  float acc[BN / 2];
+#pragma unroll
+  for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
+  for (int ks = 0; ks < ksteps; ++ks) {
+    const int slot = ks % STAGES;
+    const uint8_t* stage = smem + slot * T::STAGE_BYTES;
+    mbar_wait(&full_bar[slot], (ks / STAGES) & 1);
+    // ld.shared by address: the stage pointer went through integer arithmetic (the 1024-byte alignment), after
+    // which the compiler emitted generic loads for it
+    const unsigned xs = smem_addr(stage + T::B_BYTES) + a_off;
+    uint32_t a[CK / 2][4];
+#pragma unroll
+    for (int kb = 0; kb < CK / 2; ++kb) {  // pixel g + 8: 32 words on
+      a[kb][0] = to_tf32(__uint_as_float(lds_u32(xs + 4 * (2 * kb * HW))));
+      a[kb][1] = to_tf32(__uint_as_float(lds_u32(xs + 4 * (2 * kb * HW + 32))));
+      a[kb][2] = to_tf32(__uint_as_float(lds_u32(xs + 4 * ((2 * kb + 1) * HW))));
+      a[kb][3] = to_tf32(__uint_as_float(lds_u32(xs + 4 * ((2 * kb + 1) * HW + 32))));
+    }
+    const uint64_t desc = wgmma_desc_sw128(stage);
+    wgmma_fence();
+#pragma unroll
+    for (int kb = 0; kb < CK / 2; ++kb) wgmma_m64n128k8_tf32(acc, a[kb], desc + 2 * kb);  // +32 bytes per k8-block
+    wgmma_commit();
+    wgmma_wait_all();
+    fence_proxy_async_cta();
+    mbar_arrive(&empty_bar[slot]);
+  }
+
+  // ---- epilogue: acc[4j + 2v + h] is pixel g + 8v of channel o0 + 8j + 2t + h, image n0 + warp
+  if (n0 + warp >= N) return;
+  float* yn = y + ((int64_t)(n0 + warp) * O + o0) * P + g;
+  auto store = [&](auto full) {  // full: every channel of the tile exists (all of conv4's tiles): no checks
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int o = 8 * j + 2 * t + h;
+        if (!decltype(full)::value && o0 + o >= O) continue;
+        const float bv = bias_s[o];
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          float z = acc[4 * j + 2 * v + h] + bv;
+          if (apply_selu) z = selu_fast(z);
+          yn[o * P + 8 * v] = z;
+        }
+      }
+  };
+  if (o0 + BN <= O)
+    store(std::true_type{});
+  else
+    store(std::false_type{});
+#endif  // MSCRED_WGMMA_DEVICE
+}
+
+#if defined(MSCRED_SM90A)
+// cuTensorMapEncodeTiled from the driver, looked up once through the runtime; nullptr if the driver lacks it.
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found) !=
+            cudaSuccess ||
+        found != cudaDriverEntryPointSuccess)
+      p = nullptr;
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// The kernel's two tensor maps: W as [O][K] in boxes of {32, BN} (128-byte swizzle), x as [N][C][64] in boxes of
+// {64, 8, IMGS}. false if the driver cannot encode them.
+template <typename T, int BN>
+bool wgmma_patch_maps(const float* x, const float* w, const ConvShape& s, CUtensorMap* map_w, CUtensorMap* map_x) {
+  const auto encode = tensor_map_encoder();
+  const cuuint64_t w_dims[2] = {(cuuint64_t)s.K(), (cuuint64_t)s.O}, w_strides[1] = {(cuuint64_t)s.K() * 4};
+  const cuuint32_t w_box[2] = {4 * T::CK, BN}, unit[3] = {1, 1, 1};
+  const cuuint64_t x_dims[3] = {T::HW, (cuuint64_t)s.C, (cuuint64_t)s.N};
+  const cuuint64_t x_strides[2] = {T::HW * 4, (cuuint64_t)s.C * T::HW * 4};
+  const cuuint32_t x_box[3] = {T::HW, T::CK, T::IMGS};
+  return encode != nullptr &&
+         encode(map_w, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(w), w_dims, w_strides, w_box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS &&
+         encode(map_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(x), x_dims, x_strides, x_box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+#endif  // MSCRED_SM90A
+
+}  // namespace
+}  // namespace mscred_im2col
