@@ -125,11 +125,11 @@ cudaError_t halo_tma_row(const float* x, const float* w, const float* b, float* 
 
 // The halo kernel for conv2-shaped layers (halo_s2.cuh: conv_halo3x3s2), whatever MSCRED_CONV2_KERNEL says;
 // PROBE 1-6: its probes without a part (timing only: the output is wrong, "WRONG" in the table; see halo_s2.cuh).
-template <int PROBE = 0>
+template <int PROBE = 0, bool WGMMA = false>
 cudaError_t halo2_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
                       cudaStream_t stream) {
   cudaError_t err = cudaErrorNotSupported;  // the row is skipped for other shapes
-  if (halo2_shape(s) && !halo2_forward<PROBE>(x, w, b, y, s, selu_, stream, &err))
+  if (halo2_shape(s) && !halo2_forward<PROBE, WGMMA>(x, w, b, y, s, selu_, stream, &err))
     return cudaErrorInvalidConfiguration;
   return err;
 }
@@ -253,6 +253,7 @@ int main(int argc, char** argv) {
       {"rows_staged", rows_cfg<true>},
       {"band", band_cfg},         // conv2: persistent blocks, weights resident in shared memory
       {"halo2", halo2_row<0>},          // conv2: producer warps stage the input rows, consumer warps compute
+      {"halo2_wgmma", halo2_row<0, true>},  // the same with the consumer groups on wgmma (sm_90a)
       {"halo2_noload", halo2_row<1>},   // probes (wrong output, timing only): no loads,
       {"halo2_nomma", halo2_row<2>},    // no MMAs,
       {"halo2_mma_only", halo2_row<3>}, // no loads and no epilogue,

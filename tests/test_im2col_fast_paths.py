@@ -184,19 +184,20 @@ def test_halo_conv1_kernel(kernel):
     _check_with_kernel("MSCRED_CONV1_KERNEL", kernel, 32, 1, _CONV1_CASES)
 
 
-# conv2's halo kernel (conv_halo3x3s2: 32 -> 64 channels, 3 x 3, stride 2, Wo <= 15; MSCRED_CONV2_KERNEL=halo, or
-# generic): conv2's shape at n = 30 (batches 640, 643, 7, 1: full and partial waves of the persistent blocks), odd
-# inputs (TF "same" then pads the top/left too: n = 29, 9), a last tile of fewer rows (n = 29: 15 rows in tiles of
-# 8), fewer rows than a tile holds (n = 16, 5), output rows of 9 and 15 pixels (padded to 16 in the tile), with and
-# without bias and SELU; and layers it does not take (16 input channels, 16 and 28 output columns), which the
-# generic kernel runs. Unset, the same shapes go to whichever kernel halo2_pays picks.
+# conv2's halo kernel (conv_halo3x3s2: 32 -> 64 channels, 3 x 3, stride 2, Wo <= 15; MSCRED_CONV2_KERNEL=halo, its
+# consumers on wgmma on the H200, =halo_mma on mma.sync, as other GPUs run it, or generic): conv2's shape at n = 30
+# (batches 640, 643, 7, 1: full and partial waves of the persistent blocks), odd inputs (TF "same" then pads the
+# top/left too: n = 29, 9), a last tile of fewer rows (n = 29: 15 rows in tiles of 8), fewer rows than a tile holds
+# (n = 16, 5), output rows of 9 and 15 pixels (padded to 16 in the tile), with and without bias and SELU; and layers
+# it does not take (16 input channels, 16 and 28 output columns), which the generic kernel runs. Unset, the same
+# shapes go to whichever kernel halo2_pays picks.
 _CONV2_CASES = [(640, 32, 30, True, True), (643, 32, 30, True, True), (7, 32, 30, True, True),
                 (1, 32, 30, False, False), (5, 32, 29, True, True), (3, 32, 16, True, True), (3, 32, 5, True, False),
                 (4, 32, 17, True, True), (3, 32, 9, False, True), (2, 32, 31, True, True), (2, 32, 55, True, True),
                 (3, 16, 30, True, True)]
 
 
-@pytest.mark.parametrize("kernel", ["halo", "generic", None])
+@pytest.mark.parametrize("kernel", ["halo", "halo_mma", "generic", None])
 def test_halo_conv2_kernel(kernel):
     _check_with_kernel("MSCRED_CONV2_KERNEL", kernel, 64, 2, _CONV2_CASES)
 

@@ -10,6 +10,8 @@
 #include "implicit.cuh"
 #include "halo.cuh"
 #include "pipelined.cuh"
+#include "barriers.cuh"
+#include "wgmma.cuh"
 
 namespace mscred_im2col {
 namespace {
@@ -54,7 +56,9 @@ namespace {
 // tiles with 64 x 64 consumer warps, a third less shared-memory traffic, lost: 0.0586; 8-channel stages with buffers
 // and producers per consumer group, 0.0555; docs/kernel-experiments.md).
 // Its bounds, from probes that drop one part (harness rows halo2_*): MMAs and epilogue without copies 0.048 ms, the
-// copies and epilogue without MMAs 0.042: the consumers' side is the longer now.
+// copies and epilogue without MMAs 0.042: the consumers' side was the longer. With the consumers on wgmma (WGMMA,
+// sm_90a builds; results/conv2_wgmma/): 0.0521 ms waiting for each tap's wgmmas, 0.0503 with one tap's in flight
+// while the next tap's A registers load, against 0.0534.
 // Limits: Wo <= 15 (a staged row is at most 31 cells: one lane per column), any top/left padding. The layout's
 // constants and index arithmetic are replayed on the CPU by tests/test_halo_s2_layout.py (keep them in step).
 // ---------------------------------------------------------------------------------------------------------------
@@ -77,6 +81,8 @@ constexpr int kH2Shift = 8;                // pair planes 4..7 start kH2Shift wo
 constexpr int kH2Buf = kH2Pairs * kH2CS2 + kH2Shift;  // words per stage buffer (16-byte multiple)
 constexpr int kH2Ldw = kH2K + 4;           // weight row stride: conflict-free ldmatrix (292 = 4 mod 32)
 constexpr int kH2Ldo = 40;                 // output slice: words per channel run (32 pixels), = 8 mod 32
+constexpr int kH2LdoWgmma = 36;            // the same for WGMMA's 4-byte slice stores (channel-major lanes): 4 mod 32
+constexpr int kH2WgmmaWeightWords = kH2O * kH2K;  // weights in wgmma's 128-byte swizzle: 9 K-blocks of 64 x 32
 constexpr int kH2SliceC = 16;              // channels of a consumer warp's output slice (its epilogue in 4 passes)
 constexpr int kH2SmemWords = kH2Buffers * kH2Buf + kH2O * kH2Ldw + (kH2Consumers / 32) * kH2SliceC * kH2Ldo + kH2O;
 
@@ -98,6 +104,11 @@ struct Halo2Geom {
   int NR;   // staged rows per tile 2 R + 1
   int tiles_per_image;
   static constexpr size_t smem_bytes() { return (size_t)kH2SmemWords * 4; }
+  // WGMMA: the weights first, 1024-byte aligned (1 KB of room to align the base), the slices of kH2LdoWgmma words.
+  static constexpr size_t smem_bytes_wgmma() {
+    return 1024 + (size_t)(kH2WgmmaWeightWords + kH2Buffers * kH2Buf +
+                           (kH2Consumers / 32) * kH2SliceC * kH2LdoWgmma + kH2O) * 4;
+  }
   MSCRED_HD static Halo2Geom of(const ConvShape& s) {
     Halo2Geom g;
     g.Wp = (s.Wo + 7) / 8 * 8;
@@ -111,36 +122,6 @@ struct Halo2Geom {
   }
 };
 
-// Shared-memory barriers (mbarrier, sm_80+). With named barriers (bar.sync / bar.arrive) every stage re-aligned all
-// 16 warps, so every consumer ran its epilogue while none ran MMAs (0.066 against 0.063 ms).
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
-}
-// Arrive (release: this thread's earlier shared-memory writes, or reads, are ordered before the phase completes).
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared.b64 state, [%0];\n}\n" ::"r"(smem_addr(bar))
-               : "memory");
-}
-// Wait (acquire) until the phase of the given parity has completed. try_wait (sm_90) suspends the thread for a
-// while in hardware; built for an older GPU, the sm_80 test_wait spins.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define MSCRED_MBAR_WAIT "mbarrier.test_wait.parity.shared.b64"
-#else
-#define MSCRED_MBAR_WAIT "mbarrier.try_wait.parity.shared.b64"
-#endif
-  asm volatile(
-      "{\n .reg .pred done;\n"
-      "WAIT:\n " MSCRED_MBAR_WAIT " done, [%0], %1;\n"
-      " @!done bra WAIT;\n}\n" ::"r"(smem_addr(bar)),
-      "r"(parity)
-      : "memory");
-#undef MSCRED_MBAR_WAIT
-}
-
 // ---- Pieces of the kernel below.
 
 // The weights in the kernel's K order: k = tap * 32 + stage * 16 + s * 8 + t + 4h holds channel
@@ -149,14 +130,17 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
 // column): read one at a time in the kernel's order they were 10% of a first version's stall samples
 // (results/conv2_halo/). Consumer warps alone, two half-columns (64 values) in flight each, were slower: 0.0565
 // against 0.0553 ms (results/conv2_pingpong/). The caller's barrier publishes them.
-template <int NTHREADS>
+// SW128 (the WGMMA variant): the same values in wgmma's K-major 128-byte swizzle (sw128_offset: a tap's 32 K-slots
+// are one 128-byte row per channel o, 64 rows a tap).
+template <int NTHREADS, bool SW128 = false>
 __device__ __forceinline__ void h2_stage_weights(uint32_t* ws, const float* __restrict__ w, float scale, int tid) {
   for (int r = tid; r < kH2K; r += NTHREADS) {
     // inverse of h2_slot_channel: cl = (t & 1) + 8 (t >> 1) + 2h + 4s
     const int c = r / 9, tap = r - c * 9, cl = c % 16;
     const int k = tap * 32 + (c / 16) * 16 + ((cl >> 2) & 1) * 8 + (cl & 1) + 2 * ((cl >> 3) & 1) + 4 * ((cl >> 1) & 1);
 #pragma unroll 16
-    for (int o = 0; o < kH2O; ++o) ws[o * kH2Ldw + k] = to_tf32(scale * __ldg(w + o * kH2K + r));
+    for (int o = 0; o < kH2O; ++o)
+      ws[SW128 ? sw128_offset<kH2O>(o, k) / 4 : o * kH2Ldw + k] = to_tf32(scale * __ldg(w + o * kH2K + r));
   }
 }
 
@@ -242,17 +226,26 @@ __device__ __forceinline__ int tid_fresh() {
 // from the producers to the consumers by setmaxnreg with the B words loaded a K-step ahead (0.0532 against 0.0537:
 // within 1%, not worth sm_90a builds; commit a2c7d4f has it), whole-image tiles and per-group buffers (above), the
 // weights copied as they are and ordered in shared memory (0.0567, commit 7f4e427); docs/kernel-experiments.md.
-template <bool SELU, int PROBE = 0>
+// WGMMA (sm_90a builds only; the harness's row halo2_wgmma): the consumer groups, one warpgroup each, run wgmma
+// instead of mma.sync: M = the group's 128 pixels as two m64 blocks (warp w's rows 16 mb + r are its pixels
+// 32 w + 16 mb + r: the B fragments above become the A registers, a0..a3 = b0 of pixel blocks 2 mb and 2 mb + 1, then
+// their b1), N = the 64 channels from the weights in the 128-byte swizzle, one wgmma m64n64k8 per M block and K-step,
+// a tap's 4 committed together and waited for before its A registers are reloaded.
+template <bool SELU, int PROBE = 0, bool WGMMA = false>
 __global__ void __launch_bounds__(kH2Threads, 1)
     conv_halo3x3s2(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ bias,
                    float* __restrict__ y, ConvShape s) {
-  constexpr int MT = 4, NT = 4;
+  constexpr int MT = 4, NT = 4, LDO = WGMMA ? kH2LdoWgmma : kH2Ldo;
   constexpr bool kLoads = PROBE != 1 && PROBE != 3 && PROBE != 5 && PROBE != 6;
+  static_assert(!WGMMA || PROBE == 0, "the probes are the mma.sync kernel's");
   extern __shared__ __align__(16) uint32_t smem[];
-  uint32_t* const stage_buf = smem;                                   // kH2Buffers stage buffers
-  uint32_t* const ws = smem + kH2Buffers * kH2Buf;                    // weights [o][k]
-  float* const out_s = reinterpret_cast<float*>(ws + kH2O * kH2Ldw);  // the consumer warps' output slices
-  float* const bias_s = out_s + (kH2Consumers / 32) * kH2SliceC * kH2Ldo;  // the bias, scaled
+  // mma.sync: stage buffers, weights [o][k], slices, bias. WGMMA: weights (1024-byte aligned), stage buffers, ...
+  uint32_t* const ws =
+      WGMMA ? reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(smem) + 1023) & ~uintptr_t(1023))
+            : smem + kH2Buffers * kH2Buf;
+  uint32_t* const stage_buf = WGMMA ? ws + kH2WgmmaWeightWords : smem;    // kH2Buffers stage buffers
+  float* const out_s = reinterpret_cast<float*>(WGMMA ? stage_buf + kH2Buffers * kH2Buf : ws + kH2O * kH2Ldw);
+  float* const bias_s = out_s + (kH2Consumers / 32) * kH2SliceC * LDO;  // the bias, scaled
   const Halo2Geom geo = Halo2Geom::of(s);
   const int H = s.H, W = s.W, Wo = s.Wo, P = s.Ho * s.Wo, SW = geo.SW;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -288,7 +281,11 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   };
   if (producer) issue(0);  // the first stage's copies in flight while the block stages the weights
   if (tid < kH2O) bias_s[tid] = bias != nullptr ? scale * __ldg(bias + tid) : 0.f;
-  h2_stage_weights<kH2Threads>(ws, w, scale, tid);
+  h2_stage_weights<kH2Threads, WGMMA>(ws, w, scale, tid);
+  // wgmma reads the weights through the async proxy: each writer fences before the barrier that publishes them
+#if defined(MSCRED_WGMMA_DEVICE)
+  if constexpr (WGMMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
   __syncthreads();  // the weights, the bias and the barriers' initialisation are published
 
   if (producer) {
@@ -328,62 +325,15 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   }
   const int row_step = 8 * SW;
 
-  float acc[MT][NT][4];
-  for (int k = group; k < tiles; k += kH2Groups) {
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {  // the bias as initial value, read per tile (kept in registers, ptxas spilled it)
-        const float b = bias_s[i * 16 + g + 8 * h];
-#pragma unroll
-        for (int j = 0; j < NT; ++j) acc[i][j][2 * h] = acc[i][j][2 * h + 1] = b;
-      }
-    for (int half = 0; half < 2; ++half) {
-      const int q = 2 * k + half;
-      mbar_wait(&full_bar[q % kH2Buffers], (q / kH2Buffers) & 1);  // stage q is staged
-      const unsigned buf_at = smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf);
-      const uint32_t* const a_half = a_base + half * kH2StageC;
-      unsigned rbase[NT];
-#pragma unroll
-      for (int tap = 0; tap < (PROBE == 2 ? 0 : 9); ++tap) {
-        const int ti = tap / 3, tj = tap % 3;
-        if (tj == 0) {
-#pragma unroll
-          for (int j = 0; j < NT; ++j) rbase[j] = buf_at + rowbase[j] + ti * row_step;
-        }
-#pragma unroll
-        for (int ks = 0; ks < 2; ++ks) {
-          uint32_t bf[NT][2];
-#pragma unroll
-          for (int j = 0; j < NT; ++j) {  // staged as they are: rounded to TF32 here
-            lds_u32x2(bf[j], rbase[j] + 4 * (2 * ks * kH2CS2 + 2 * tj));
-            bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
-            bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
-          }
-#pragma unroll
-          for (int i = 0; i < MT; ++i) {
-            uint32_t af[4];
-            ldsm_x4(af, a_half + i * 16 * kH2Ldw + tap * 32 + ks * 8);
-#pragma unroll
-            for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, bf[j]);
-          }
-        }
-      }
-      if (q + kH2Buffers < stages) mbar_arrive(&empty_bar[q % kH2Buffers]);  // buffer free for stage q + 3
-    }
-    if (PROBE == 3 || PROBE == 4) {  // no epilogue (the accumulators kept live)
-      if (acc[0][0][0] == 1.2345f) y[0] = acc[3][3][3];
-      continue;
-    }
-
-    // The tile is complete: SELU, then this warp's 64 channels x 32 pixels (whole output rows from wrow0 on: one
-    // contiguous run of up to 32 floats per channel in y) out in four passes of 16 channels through its own
-    // 16-channel slice (larger slices left no room for a fourth stage buffer, which did not pay either), one store
-    // per channel. No block barrier: the other group keeps computing meanwhile. Each accumulator's place is worked
-    // out here, not kept in registers across the K loop.
+  // The tile's epilogue: SELU, then this warp's 64 channels x 32 pixels (whole output rows from wrow0 on: one
+  // contiguous run of up to 32 floats per channel in y) out in four passes of 16 channels through its own
+  // 16-channel slice (larger slices left no room for a fourth stage buffer, which did not pay either), one store
+  // per channel. No block barrier: the other group keeps computing meanwhile. Each accumulator's place is worked
+  // out here, not kept in registers across the K loop. write_pass(i, wout, lane) writes channels 16i.. to the slice.
+  auto epilogue = [&](int k, auto&& write_pass) {
     const int etid = tid_fresh(), elane = etid % 32, ewarp = etid / 32;
     const int wrow0 = ewarp % kH2GroupWarps * 32 / geo.Wp, wp_log2 = geo.Wp == 16 ? 4 : 3;
-    float* const wout = out_s + ewarp * kH2SliceC * kH2Ldo;
+    float* const wout = out_s + ewarp * kH2SliceC * LDO;
     const int tile = blockIdx.x + k * gridDim.x, n = tile / tpi, r0 = (tile - n * tpi) * geo.R;
     const int rows = s.Ho - r0 < geo.R ? s.Ho - r0 : geo.R;
     const int wrows = rows - wrow0 < 32 / geo.Wp ? rows - wrow0 : 32 / geo.Wp;  // this warp's rows in the image
@@ -391,19 +341,148 @@ __global__ void __launch_bounds__(kH2Threads, 1)
     const float* const rd = wout + h2_slice_word(elane, Wo, wp_log2);
 #pragma unroll
     for (int i = 0; i < MT; ++i) {  // 16 channels a pass
-      h2_write_slice<SELU && PROBE != 6>(acc[i], wout, elane / 4, elane % 4);
+      write_pass(i, wout, elane);
       __syncwarp();
       float* yp = y + ((int64_t)n * kH2O + i * 16) * P + (int64_t)(r0 + wrow0) * Wo + elane;
       if (PROBE == 5) {  // read the slice, store nothing
         float sum = 0.f;
 #pragma unroll
-        for (int c = 0; c < kH2SliceC; ++c) sum += rd[c * kH2Ldo];
+        for (int c = 0; c < kH2SliceC; ++c) sum += rd[c * LDO];
         if (sum == 1.2345f) *yp = sum;
       } else if (elane < run) {
 #pragma unroll
-        for (int c = 0; c < kH2SliceC; ++c, yp += P) *yp = rd[c * kH2Ldo];
+        for (int c = 0; c < kH2SliceC; ++c, yp += P) *yp = rd[c * LDO];
       }
       __syncwarp();  // the slice is read before the next pass (or the next tile) writes it
+    }
+  };
+
+  if constexpr (WGMMA) {
+#if defined(MSCRED_WGMMA_DEVICE)
+    const uint64_t wdesc = wgmma_desc_sw128(ws);
+    float acc[2][32];  // [M block][4j + 2v + h]: pixel 32 warp_n + 16 mb + g + 8v, channel 8j + 2t + h
+    for (int k = group; k < tiles; k += kH2Groups) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // the bias as initial value
+          const float b = bias_s[8 * j + 2 * t + h];
+#pragma unroll
+          for (int mb = 0; mb < 2; ++mb) acc[mb][4 * j + h] = acc[mb][4 * j + 2 + h] = b;
+        }
+      for (int half = 0; half < 2; ++half) {
+        const int q = 2 * k + half;
+        mbar_wait(&full_bar[q % kH2Buffers], (q / kH2Buffers) & 1);  // stage q is staged
+        const unsigned buf_at = smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf);
+        unsigned rbase[NT];
+        uint32_t a_tap[2][2][2][4];  // two taps' A registers: one tap's loads while the other's wgmmas run
+#pragma unroll
+        for (int tap = 0; tap < 9; ++tap) {
+          const int ti = tap / 3, tj = tap % 3;
+          if (tj == 0) {
+#pragma unroll
+            for (int j = 0; j < NT; ++j) rbase[j] = buf_at + rowbase[j] + ti * row_step;
+          }
+          uint32_t(&a)[2][2][4] = a_tap[tap % 2];  // [K-step][M block]
+#pragma unroll
+          for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+              uint32_t bf[2];
+              lds_u32x2(bf, rbase[j] + 4 * (2 * ks * kH2CS2 + 2 * tj));
+              a[ks][j / 2][j % 2] = to_tf32(__uint_as_float(bf[0]));
+              a[ks][j / 2][2 + j % 2] = to_tf32(__uint_as_float(bf[1]));
+            }
+          wgmma_fence();
+#pragma unroll
+          for (int ks = 0; ks < 2; ++ks)
+#pragma unroll
+            for (int mb = 0; mb < 2; ++mb)  // K-slots tap * 32 + half * 16 + ks * 8: +64 half + 32 ks bytes
+              wgmma_m64n64k8_tf32(acc[mb], a[ks][mb], wdesc + ((tap * kH2O * 128 + 64 * half + 32 * ks) >> 4));
+          wgmma_commit();
+          // The previous tap's wgmmas are done; its A registers, in flight until now, may be reused from here (the
+          // empty asm keeps them live to this point: the compiler does not know the wgmma reads them late).
+          wgmma_wait<1>();
+          if (tap > 0) wgmma_keep(a_tap[(tap - 1) % 2]);
+        }
+        wgmma_wait<0>();
+        wgmma_keep(a_tap[0]);
+        wgmma_keep(a_tap[1]);
+        wgmma_keep(acc);
+        if (q + kH2Buffers < stages) mbar_arrive(&empty_bar[q % kH2Buffers]);  // buffer free for stage q + 3
+      }
+      // pass i: channels 16 i + 8 jj + 2 t + h (j = 2 i + jj) at pixels 16 mb + 8 v + g of the warp's 32
+      epilogue(k, [&](int i, float* wout, int elane) {
+        const unsigned at = smem_addr(wout + (2 * (elane % 4)) * LDO + elane / 4);
+#pragma unroll
+        for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int mb = 0; mb < 2; ++mb)
+#pragma unroll
+              for (int v = 0; v < 2; ++v) {
+                float z = acc[mb][4 * (2 * i + jj) + 2 * v + h];
+                if (SELU) z = selu_of_log2(z);
+                asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(at + 4 * ((8 * jj + h) * LDO + 16 * mb + 8 * v)),
+                             "f"(z)
+                             : "memory");
+              }
+      });
+    }
+#endif  // MSCRED_WGMMA_DEVICE
+  } else {  // mma.sync
+    float acc[MT][NT][4];
+    for (int k = group; k < tiles; k += kH2Groups) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // the bias as initial value, read per tile (kept in registers, ptxas spilled it)
+          const float b = bias_s[i * 16 + g + 8 * h];
+#pragma unroll
+          for (int j = 0; j < NT; ++j) acc[i][j][2 * h] = acc[i][j][2 * h + 1] = b;
+        }
+      for (int half = 0; half < 2; ++half) {
+        const int q = 2 * k + half;
+        mbar_wait(&full_bar[q % kH2Buffers], (q / kH2Buffers) & 1);  // stage q is staged
+        const unsigned buf_at = smem_addr(stage_buf + (q % kH2Buffers) * kH2Buf);
+        const uint32_t* const a_half = a_base + half * kH2StageC;
+        unsigned rbase[NT];
+#pragma unroll
+        for (int tap = 0; tap < (PROBE == 2 ? 0 : 9); ++tap) {
+          const int ti = tap / 3, tj = tap % 3;
+          if (tj == 0) {
+#pragma unroll
+            for (int j = 0; j < NT; ++j) rbase[j] = buf_at + rowbase[j] + ti * row_step;
+          }
+#pragma unroll
+          for (int ks = 0; ks < 2; ++ks) {
+            uint32_t bf[NT][2];
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {  // staged as they are: rounded to TF32 here
+              lds_u32x2(bf[j], rbase[j] + 4 * (2 * ks * kH2CS2 + 2 * tj));
+              bf[j][0] = to_tf32(__uint_as_float(bf[j][0]));
+              bf[j][1] = to_tf32(__uint_as_float(bf[j][1]));
+            }
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+              uint32_t af[4];
+              ldsm_x4(af, a_half + i * 16 * kH2Ldw + tap * 32 + ks * 8);
+#pragma unroll
+              for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], af, bf[j]);
+            }
+          }
+        }
+        if (q + kH2Buffers < stages) mbar_arrive(&empty_bar[q % kH2Buffers]);  // buffer free for stage q + 3
+      }
+      if (PROBE == 3 || PROBE == 4) {  // no epilogue (the accumulators kept live)
+        if (acc[0][0][0] == 1.2345f) y[0] = acc[3][3][3];
+        continue;
+      }
+
+      epilogue(k, [&](int i, float* wout, int elane) {
+        h2_write_slice<SELU && PROBE != 6>(acc[i], wout, elane / 4, elane % 4);
+      });
     }
   }
 }

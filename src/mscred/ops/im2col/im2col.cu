@@ -2,7 +2,8 @@
 //
 // One translation unit for all variants: this file holds the host side (tile choice, launchers); the kernels are in
 // the headers it includes, one family each: device_math.cuh (SELU), gemm.cuh, im2col_kernels.cuh, implicit.cuh,
-// pipelined.cuh, patch.cuh, patch_pad.cuh, halo.cuh, halo_s2.cuh, patch_wgmma.cuh. The kernels:
+// pipelined.cuh, patch.cuh, patch_pad.cuh, halo.cuh, barriers.cuh, wgmma.cuh, halo_s2.cuh, patch_wgmma.cuh. The
+// kernels:
 //   * im2col_kernel / col2im_kernel      explicit column matrix and its adjoint;
 //   * gemm_global<...>                   one thread per output element, operands read straight from global memory
 //                                        (the thesis's first GPU version);
@@ -30,10 +31,11 @@
 //   * conv_halo3x3<C, SELU, TMA_STORE>   conv1-shaped layers (3 x 3, stride 1, padding 1, 32 filters, 1-3 channels):
 //                                        whole output rows per tile, the input rows staged once in shared memory
 //                                        (where it pays, halo_pays; MSCRED_CONV1_KERNEL overrides).
-//   * conv_halo3x3s2<SELU>               conv2-shaped layers (3 x 3, stride 2, 32 -> 64 channels, Wo <= 15): the
+//   * conv_halo3x3s2<SELU, .., WGMMA>    conv2-shaped layers (3 x 3, stride 2, 32 -> 64 channels, Wo <= 15): the
 //                                        same idea in two 16-channel stages, weights resident, producer warps and
-//                                        two groups of consumer warps on alternate tiles (halo_s2.cuh; where it
-//                                        pays, halo2_pays; MSCRED_CONV2_KERNEL overrides).
+//                                        two groups of consumer warps on alternate tiles, their MMAs wgmma in
+//                                        sm_90a builds (halo_s2.cuh; where it pays, halo2_pays;
+//                                        MSCRED_CONV2_KERNEL overrides).
 // (Other kernels of their own for conv1 and conv2 were measured and not adopted: benchmarks/conv_variants.cuh, a
 // direct FP32 conv1 kernel, results/conv1_direct/, and the conv2 kernel's earlier forms, docs/kernel-experiments.md.)
 #include "im2col.h"
@@ -412,11 +414,15 @@ bool halo2_shape(const ConvShape& s) {
 // Persistent blocks, one per SM (75 KB of weights and three 34 KB stage buffers each), at most one per tile. false
 // if the block's shared memory cannot be had (then the caller takes another kernel). PROBE: the harness's probes
 // (halo_s2.cuh).
-template <int PROBE = 0>
+// WGMMA: the consumers on wgmma (sm_90a builds only: elsewhere false, and the caller takes another kernel).
+template <int PROBE = 0, bool WGMMA = false>
 bool halo2_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                    cudaStream_t stream, cudaError_t* err) {
-  const auto kernel = selu_ ? conv_halo3x3s2<true, PROBE> : conv_halo3x3s2<false, PROBE>;
-  const size_t bytes = Halo2Geom::smem_bytes();
+#if !defined(MSCRED_SM90A)
+  if constexpr (WGMMA) return false;
+#endif
+  const auto kernel = selu_ ? conv_halo3x3s2<true, PROBE, WGMMA> : conv_halo3x3s2<false, PROBE, WGMMA>;
+  const size_t bytes = WGMMA ? Halo2Geom::smem_bytes_wgmma() : Halo2Geom::smem_bytes();
   if (!smem_fits(kernel, bytes)) return false;
   const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
   kernel<<<(unsigned)std::min<int64_t>(tiles, num_sms()), kH2Threads, bytes, stream>>>(x, w, bias, y, s);
@@ -433,11 +439,16 @@ Conv4Kernel conv4_kernel_requested() {
   return requested;
 }
 
-// Which kernel takes conv2-shaped layers (halo2_shape): MSCRED_CONV2_KERNEL=halo forces conv_halo3x3s2, =generic
-// the generic pipelined kernel; unset (auto), conv_halo3x3s2 where it pays (halo2_pays). Read once per process.
-enum class Conv2Kernel { kAuto, kGeneric, kHalo };
+// Which kernel takes conv2-shaped layers (halo2_shape): MSCRED_CONV2_KERNEL=halo forces conv_halo3x3s2 (its
+// consumers on wgmma where the extension is built for sm_90a), =halo_mma the same with its mma.sync consumers (the
+// kernel other GPUs run), =generic the generic pipelined kernel; unset (auto), conv_halo3x3s2 where it pays
+// (halo2_pays). Read once per process. The wgmma consumers on the H200 (harness, results/conv2_wgmma/): 0.0503
+// against 0.0534 ms at batch 640, 0.0184 against 0.0191 at 132; below one tile per SM (the generic kernel's
+// shapes) 3-6% slower, 0.0137 against 0.0133 at batch 1.
+enum class Conv2Kernel { kAuto, kGeneric, kHalo, kHaloMma };
 Conv2Kernel conv2_kernel_requested() {
-  static const auto requested = static_cast<Conv2Kernel>(kernel_choice("MSCRED_CONV2_KERNEL", {"generic", "halo"}));
+  static const auto requested =
+      static_cast<Conv2Kernel>(kernel_choice("MSCRED_CONV2_KERNEL", {"generic", "halo", "halo_mma"}));
   return requested;
 }
 // Where conv_halo3x3s2 beats the generic kernel on the H200 (harness, results/conv2_pingpong/record_async/probe.txt):
@@ -492,9 +503,11 @@ cudaError_t implicit_pipelined_forward(const float* x, const float* w, const flo
     if (halo_forward(x, w, bias, y, s, selu_, stream, &err, tma)) return err;
   }
   const Conv2Kernel conv2 = conv2_kernel_requested();
-  if (halo2_shape(s) && (conv2 == Conv2Kernel::kHalo || (conv2 == Conv2Kernel::kAuto && halo2_pays(s))) &&
-      halo2_forward(x, w, bias, y, s, selu_, stream, &err))
-    return err;
+  if (halo2_shape(s) && (conv2 == Conv2Kernel::kHalo || conv2 == Conv2Kernel::kHaloMma ||
+                         (conv2 == Conv2Kernel::kAuto && halo2_pays(s)))) {
+    if (conv2 != Conv2Kernel::kHaloMma && halo2_forward<0, true>(x, w, bias, y, s, selu_, stream, &err)) return err;
+    if (halo2_forward(x, w, bias, y, s, selu_, stream, &err)) return err;
+  }
   // Non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16): on sm_90a the wgmma kernel
   // at every batch (harness, results/conv4_wgmma/: 0.0186 against 0.0272 ms at batch 640, 0.0114 against 0.0229
   // at batch 1), unless MSCRED_CONV4_KERNEL=patch; otherwise the whole-plane mma.sync kernel. Its

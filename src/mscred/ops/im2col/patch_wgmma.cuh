@@ -43,45 +43,13 @@
 
 #include "im2col.h"
 #include "halo.cuh"     // lds_u32
-#include "halo_s2.cuh"  // mbarrier helpers, smem_addr
-
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define MSCRED_WGMMA_DEVICE 1  // this device pass has wgmma (sm_90a); other passes compile the kernel empty
-#endif
+#include "barriers.cuh"
+#include "wgmma.cuh"
 
 namespace mscred_im2col {
 namespace {
 
-// Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle: start address, leading byte offset
-// (unused for swizzled K-major layouts: 1), stride byte offset 1024 (8 rows of 128 bytes), layout type 1 = 128B.
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(const void* smem_ptr) {
-  return (uint64_t)((smem_addr(smem_ptr) & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
-         ((uint64_t)1 << 62);
-}
-
 #if defined(MSCRED_WGMMA_DEVICE)
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-
-#define MSCRED_WGMMA_D8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), \
-                           "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-// d[0..64) += A (4 registers, TF32) x B (descriptor): m64 n128 k8, f32 accumulators, scale-d = 1.
-__device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,"
-      "%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,"
-      "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,"
-      "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}, "
-      "{%64,%65,%66,%67}, %68, p, 1, 1;\n}\n"
-      : MSCRED_WGMMA_D8(0), MSCRED_WGMMA_D8(8), MSCRED_WGMMA_D8(16), MSCRED_WGMMA_D8(24), MSCRED_WGMMA_D8(32),
-        MSCRED_WGMMA_D8(40), MSCRED_WGMMA_D8(48), MSCRED_WGMMA_D8(56)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1u));
-}
-#undef MSCRED_WGMMA_D8
-
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
@@ -183,11 +151,13 @@ __global__ void __launch_bounds__(128 * WGS + 32, MIN_BLOCKS)
     for (int kb = 0; kb < CK / 2; ++kb) wgmma_m64n128k8_tf32(acc, a[kb], desc + 2 * kb);  // +32 bytes per k8-block
     wgmma_commit();
     wgmma_wait_all();
+    wgmma_keep(a);
     fence_proxy_async_cta();
     mbar_arrive(&empty_bar[slot]);
   }
 
   // ---- epilogue: acc[4j + 2v + h] is pixel g + 8v of channel o0 + 8j + 2t + h, image n0 + warp
+  wgmma_keep(acc);  // read after the last wait
   if (n0 + warp >= N) return;
   float* yn = y + ((int64_t)(n0 + warp) * O + o0) * P + g;
   auto store = [&](auto full) {  // full: every channel of the tile exists (all of conv4's tiles): no checks
