@@ -174,6 +174,15 @@ cudaError_t wgmma_cfg(const float* x, const float* w, const float* b, float* y, 
   return PL::launch(x, w, b, y, s, selu_, stream);
 }
 
+// The wgmma kernel for conv3's 15 x 15 inputs (PatchPadWgmma) in any tile configuration.
+template <int WGS, int STAGES, int MIN_BLOCKS>
+cudaError_t wgmma_pad_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                          cudaStream_t stream) {
+  using PL = PatchPadWgmma<WGS, STAGES, MIN_BLOCKS>;
+  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
+  return PL::launch(x, w, b, y, s, selu_, stream);
+}
+
 // The row kernel (conv_rows; conv1's 3 -> 32, 3 x 3 on 30 x 30): stores straight from the accumulators, or STAGED
 // through a per-warp shared tile.
 template <bool STAGED>
@@ -288,6 +297,10 @@ int main(int argc, char** argv) {
       {"T1_128_3_3", wgmma_cfg<1, 128, 3, 3>},  // the product's tile (PatchWgmma): 4 images x 128, 3 blocks per SM
       {"T1_128_4_2", wgmma_cfg<1, 128, 4, 2>},
       {"T2_128_4_1", wgmma_cfg<2, 128, 4, 1>},  // 8 images x 128
+      // conv3 (15 x 15 inputs) on wgmma, the input by bulk copies: U<WGS>_<STAGES>_<MIN_BLOCKS>, WGS images x 128
+      {"U1_3_3", wgmma_pad_cfg<1, 3, 3>},
+      {"U1_4_2", wgmma_pad_cfg<1, 4, 2>},
+      {"U2_3_1", wgmma_pad_cfg<2, 3, 1>},
       // 16 warps (512 threads) per block, one block per SM: twice the warps of the 1-block tiles to hide latency
       {"W425_10_4_1", patch_cfg<4, 2, 5, 10, 4, 1, true, 16>},  // 128 x 160, warp 32 x 40
       {"W425_10_3_1", patch_cfg<4, 2, 5, 10, 3, 1, true, 16>},

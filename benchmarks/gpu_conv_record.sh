@@ -17,7 +17,7 @@ cache_bytecode
 NAME=${RECORD_DIR:-conv_record}
 D="$OUT/$NAME"; mkdir -p "$D"
 bash benchmarks/machine_info.sh > "$D/machine.txt" 2>&1
-SPEC=${ROWS:-"conv1:pipe conv2:pipe,halo2,halo2_wgmma conv3:pipe,p424_32_3_2,X424_1_3_2,X2410_5_4_1 conv4:pipe,R245_10_4_1,T1_128_3_3"} \
+SPEC=${ROWS:-"conv1:pipe conv2:pipe,halo2,halo2_wgmma conv3:pipe,X424_1_3_2,X2410_5_4_1,U1_3_3 conv4:pipe,R245_10_4_1,T1_128_3_3"} \
   TAIL_BATCHES="1 7 395 396 643" TAIL_N="16 29" NCU_VARIANTS="" timeout 200 bash benchmarks/gpu_conv_probe.sh \
   > "$D/probe_console.txt" 2>&1
 cp "$OUT/conv_probe/probe.txt" "$D/" 2>/dev/null

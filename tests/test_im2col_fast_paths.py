@@ -202,14 +202,19 @@ def test_halo_conv2_kernel(kernel):
     _check_with_kernel("MSCRED_CONV2_KERNEL", kernel, 64, 2, _CONV2_CASES)
 
 
-# conv4's shapes (2 x 2, stride 2 on 8 x 8) with the mma.sync kernel forced (MSCRED_CONV4_KERNEL=patch: the kernel of
-# GPUs other than Hopper, which on the H200 the wgmma kernel replaces) and left to the dispatch (the wgmma kernel on
-# sm_90a): test_patch_kernel's cases (batch, input channels, 8, bias, SELU, output channels), tails included.
+# The patch shapes with the mma.sync kernels forced (MSCRED_PATCH_KERNEL=mma: the kernels of GPUs other than Hopper,
+# which on the H200 the wgmma kernel replaces) and left to the dispatch (the wgmma kernel on sm_90a): conv4's (2 x 2,
+# stride 2 on 8 x 8: test_patch_kernel's cases, tails included, and O = 200) and conv3's at n = 30 (15 x 15, the TF
+# "same" padding on the bottom row and right column: batches 640, 643, 7, 1, a channel tail past 128, no bias, no
+# SELU, 8 input channels: one K-step), as (batch, input channels, n, bias, SELU, output channels).
 _CONV4_CASES = [(640, 128, 8, True, True, 256), (643, 128, 8, True, True, 256), (7, 128, 8, True, True, 256),
                 (1, 64, 8, True, True, 128), (3, 16, 8, True, True, 136), (6, 8, 8, False, True, 40),
                 (25, 24, 8, True, False, 128), (5, 128, 8, False, False, 200)]
+_CONV3_CASES = [(640, 64, 15, True, True, 128), (643, 64, 15, True, True, 128), (7, 64, 15, True, True, 128),
+                (1, 64, 15, False, False, 128), (5, 64, 15, True, True, 200), (3, 8, 15, True, True, 128),
+                (4, 24, 15, True, False, 64)]
 
 
-@pytest.mark.parametrize("kernel", ["patch", None])
+@pytest.mark.parametrize("kernel", ["mma", None])
 def test_patch_kernel_choice(kernel):
-    _check_with_kernel("MSCRED_CONV4_KERNEL", kernel, 256, 2, _CONV4_CASES, k=2)
+    _check_with_kernel("MSCRED_PATCH_KERNEL", kernel, 256, 2, _CONV4_CASES + _CONV3_CASES, k=2)

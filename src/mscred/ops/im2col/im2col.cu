@@ -23,8 +23,9 @@
 //   * conv_patch<...>                    "implicit-pipe" for non-overlapping 2x2 patches of 8x8 images (conv4 at
 //                                        n = 30): whole images per tile, whole channel planes per 16-byte copy, the
 //                                        im2col order made in the fragment loads, bias + SELU from the accumulators.
-//   * conv_patch_wgmma<...>              the same shapes on Hopper's wgmma, fed by tensor-map copies (built for
-//                                        sm_90a only; MSCRED_CONV4_KERNEL=patch overrides).
+//   * conv_patch_wgmma<...>              the shapes of conv_patch and conv_patch_pad on Hopper's wgmma, fed by
+//                                        tensor-map and bulk copies (built for sm_90a only; MSCRED_PATCH_KERNEL=mma
+//                                        overrides).
 //   * conv_patch_pad<...>                the same for an input one row and column short of 2 HO x 2 WO (conv3 at
 //                                        n = 30: 15 x 15 -> 8 x 8): each image's 8-channel run copied as it is, the
 //                                        taps on the missing row and column masked in the fragment loads.
@@ -278,13 +279,13 @@ struct PatchPadLaunch {
 // conditions for 4 x 4 outputs of 8 x 8 inputs (x and w 16-byte aligned are also what the tensor maps need: their
 // strides, 256 and 4 K bytes, are multiples of 16), and a driver that encodes tensor maps. One block per 4 WGS
 // images x BN output channels.
-template <int WGS, int BN, int STAGES, int MIN_BLOCKS>
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, int HO = 4, int WO = 4, bool PAD = false>
 struct WgmmaPatchLaunch {
-  using T = WgmmaPatchTile<WGS, BN, STAGES>;
-  static constexpr auto kernel = conv_patch_wgmma<WGS, BN, STAGES, MIN_BLOCKS>;
+  using T = WgmmaPatchTile<WGS, BN, STAGES, HO, WO, PAD>;
+  static constexpr auto kernel = conv_patch_wgmma<WGS, BN, STAGES, MIN_BLOCKS, HO, WO, PAD>;
   static bool takes(const float* x, const float* w, const float* y, const ConvShape& s) {
 #if defined(MSCRED_SM90A)
-    return tensor_map_encoder() != nullptr && patch_takes<T>(kernel, x, w, y, s, 4, 4, 8, 8, T::IMGS);
+    return tensor_map_encoder() != nullptr && patch_takes<T>(kernel, x, w, y, s, HO, WO, T::H, T::W, T::IMGS);
 #else
     (void)x, (void)w, (void)y, (void)s;
     return false;
@@ -293,10 +294,10 @@ struct WgmmaPatchLaunch {
   static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                             bool selu_, cudaStream_t stream) {
 #if defined(MSCRED_SM90A)
-    CUtensorMap map_w{}, map_x{};
-    if (!wgmma_patch_maps<T, BN>(x, w, s, &map_w, &map_x)) return cudaErrorInvalidValue;
+    CUtensorMap map_w{}, map_x{};  // PAD: x comes by bulk copies, map_x unused
+    if (!wgmma_patch_maps<T, BN>(x, w, s, &map_w, PAD ? nullptr : &map_x)) return cudaErrorInvalidValue;
     const dim3 grid((s.N + T::IMGS - 1) / T::IMGS, (s.O + BN - 1) / BN);
-    kernel<<<grid, T::THREADS, T::SMEM_BYTES, stream>>>(map_w, map_x, bias, y, s, selu_);
+    kernel<<<grid, T::THREADS, T::SMEM_BYTES, stream>>>(map_w, map_x, x, bias, y, s, selu_);
     return cudaGetLastError();
 #else
     (void)x, (void)w, (void)bias, (void)y, (void)s, (void)selu_, (void)stream;
@@ -308,6 +309,11 @@ struct WgmmaPatchLaunch {
 // The product's wgmma tile (harness name T1_128_3_3): 4 images x 128 channels, 3 K-steps in flight, 3 blocks per
 // SM (conv4 at batch 640: 320 blocks, one wave).
 using PatchWgmma = WgmmaPatchLaunch<1, 128, 3, 3>;
+// conv3's on 15 x 15 inputs (harness rows U<WGS>_<STAGES>_<MIN_BLOCKS>), and the product's tile (U1_3_3): 1 image x
+// 128 channels, 3 K-steps in flight, 3 blocks per SM.
+template <int WGS, int STAGES, int MIN_BLOCKS>
+using PatchPadWgmma = WgmmaPatchLaunch<WGS, 128, STAGES, MIN_BLOCKS, 8, 8, true>;
+using PatchPadWgmmaTile = PatchPadWgmma<1, 3, 3>;
 
 // The product's two patch tiles (harness names R245_10_4_1 and R425_5_3_2).
 using PatchBig = PatchLaunch<2, 4, 5, 10, 4, 1, 4, 4, true>;
@@ -430,12 +436,12 @@ bool halo2_forward(const float* x, const float* w, const float* bias, float* y, 
   return true;
 }
 
-// Which kernel takes 2 x 2 patches of 8 x 8 images: MSCRED_CONV4_KERNEL=patch forces conv_patch (the mma.sync
-// kernel, which other GPUs run; the tests reach it on the H200 this way), unset (auto) takes conv_patch_wgmma where
-// the extension has it. Read once per process.
-enum class Conv4Kernel { kAuto, kPatch };
-Conv4Kernel conv4_kernel_requested() {
-  static const auto requested = static_cast<Conv4Kernel>(kernel_choice("MSCRED_CONV4_KERNEL", {"patch"}));
+// Which kernels take 2 x 2 patches of 8 x 8 and 15 x 15 images (conv4 and conv3 at n = 30): MSCRED_PATCH_KERNEL=mma
+// forces the mma.sync kernels conv_patch and conv_patch_pad (those other GPUs run; the tests reach them on the H200
+// this way), unset (auto) takes conv_patch_wgmma where the extension has it. Read once per process.
+enum class PatchKernel { kAuto, kMma };
+PatchKernel patch_kernel_requested() {
+  static const auto requested = static_cast<PatchKernel>(kernel_choice("MSCRED_PATCH_KERNEL", {"mma"}));
   return requested;
 }
 
@@ -510,17 +516,21 @@ cudaError_t implicit_pipelined_forward(const float* x, const float* w, const flo
   }
   // Non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at n = 16): on sm_90a the wgmma kernel
   // at every batch (harness, results/conv4_wgmma/: 0.0186 against 0.0272 ms at batch 640, 0.0114 against 0.0229
-  // at batch 1), unless MSCRED_CONV4_KERNEL=patch; otherwise the whole-plane mma.sync kernel. Its
+  // at batch 1), unless MSCRED_PATCH_KERNEL=mma; otherwise the whole-plane mma.sync kernel. Its
   // 128 x 160 tile (10 images) when that still gives most SMs a block, else 128 x 80 (5 images, 2 blocks per SM):
   // at batch 7, 0.018 against 0.024 ms (results/conv_probe.md).
-  if (conv4_kernel_requested() != Conv4Kernel::kPatch && PatchWgmma::takes(x, w, y, s))
-    return PatchWgmma::launch(x, w, bias, y, s, selu_, stream);
+  const bool wgmma = patch_kernel_requested() != PatchKernel::kMma;
+  if (wgmma && PatchWgmma::takes(x, w, y, s)) return PatchWgmma::launch(x, w, bias, y, s, selu_, stream);
   if (PatchBig::takes(x, w, y, s)) {
     const int64_t big_tiles = (int64_t)((s.N + 9) / 10) * ((s.O + 127) / 128);
     if (4 * big_tiles >= 3 * (int64_t)num_sms()) return PatchBig::launch(x, w, bias, y, s, selu_, stream);
     if (PatchSmall::takes(x, w, y, s)) return PatchSmall::launch(x, w, bias, y, s, selu_, stream);
   }
-  // The same for inputs one row and column short (conv3 at n = 30): the big tile where its one wave saves enough.
+  // The same for inputs one row and column short (conv3 at n = 30): on sm_90a the wgmma kernel at every batch
+  // (harness, results/conv3_wgmma/probe.txt: 0.0254 against 0.0314 ms at batch 640, 0.0092 against 0.0116 at 1),
+  // otherwise conv_patch_pad, its big tile where its one wave saves enough.
+  if (wgmma && PatchPadWgmmaTile::takes(x, w, y, s))
+    return PatchPadWgmmaTile::launch(x, w, bias, y, s, selu_, stream);
   if (PatchPadSmall::takes(x, w, y, s)) {
     if (patch_pad_big_pays(s) && PatchPadBig::takes(x, w, y, s))
       return PatchPadBig::launch(x, w, bias, y, s, selu_, stream);

@@ -63,6 +63,13 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const CUtensorMap* map, i
       "r"(smem_addr(bar))
       : "memory");
 }
+// `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory, completing on `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const float* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_addr(dst)),
+               "l"(src), "r"(bytes), "r"(smem_addr(bar))
+               : "memory");
+}
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
                : "memory");
@@ -72,27 +79,37 @@ __device__ __forceinline__ void fence_proxy_async_cta() {
 }
 #endif  // MSCRED_WGMMA_DEVICE
 
-// The tile: WGS warpgroups (4 images each) x BN output channels, STAGES K-steps of 8 channels in flight.
-template <int WGS, int BN, int STAGES>
+// The tile: WGS warpgroups x BN output channels, STAGES K-steps of 8 channels in flight, for HO x WO outputs of a
+// 2 HO x 2 WO input (PAD false: conv4's 8 x 8) or a 2 HO - 1 x 2 WO - 1 one whose missing row and column are the TF
+// "same" padding (PAD true: conv3's 15 x 15). A warpgroup's 64 M rows are 64 / P whole images.
+template <int WGS, int BN, int STAGES, int HO = 4, int WO = 4, bool PAD = false>
 struct WgmmaPatchTile {
   static constexpr int CONSUMERS = 128 * WGS, THREADS = CONSUMERS + 32;  // + the producer warp
-  static constexpr int IMGS = 4 * WGS, P = 16, HW = 64, CK = 8;
+  static constexpr int H = 2 * HO - PAD, W = 2 * WO - PAD, HW = H * W, P = HO * WO, CK = 8;
+  static constexpr int IMGS = WGS * 64 / P;                    // images per block
   static constexpr int BM = BN;                                // output channels per block (patch_takes' name)
   static constexpr int B_BYTES = BN * 128;                     // weights: BN rows of 32 floats, 128B-swizzled
-  static constexpr int X_BYTES = IMGS * CK * HW * 4;           // input: IMGS x CK dense channel planes
-  static constexpr int STAGE_BYTES = B_BYTES + X_BYTES;        // a multiple of 1024: every stage's atoms aligned
+  static constexpr int IMG_BYTES = CK * HW * 4;                // an image's K-step: CK dense channel planes
+  static constexpr int X_BYTES = IMGS * IMG_BYTES;
+  static constexpr int STAGE_BYTES = (B_BYTES + X_BYTES + 1023) / 1024 * 1024;  // every stage's atoms 1024-aligned
   static constexpr size_t SMEM_BYTES = (size_t)STAGES * STAGE_BYTES + 1024;  // + room to align the base to 1024
   static_assert(BN == 128, "one wgmma of N = 128 per k8-block (64 accumulators per thread)");
-  static_assert(STAGE_BYTES % 1024 == 0, "swizzle atoms 1024-byte aligned in every stage");
+  static_assert(64 % P == 0 || P % 64 == 0, "a warpgroup's 64 rows are whole images (or one image's rows)");
+  static_assert(P % 16 == 0 && 64 % P == 0, "a warp's 16 rows lie in one image; a warpgroup holds whole images");
+  static_assert(!PAD || IMG_BYTES % 16 == 0, "an image's K-step run is one 16-byte-aligned bulk copy");
 };
 
-template <int WGS, int BN, int STAGES, int MIN_BLOCKS>
+// PAD: each image's K-step run of x (8 x 225 contiguous floats at conv3) comes by one bulk copy, not a tensor-map box
+// (a 15 x 15 plane's 60-byte rows are no tensor-map stride), and the taps on the missing row and column are zeros
+// chosen in the fragment loads (their addresses clamped onto a word of the same load, as conv_patch_pad's).
+template <int WGS, int BN, int STAGES, int MIN_BLOCKS, int HO = 4, int WO = 4, bool PAD = false>
 __global__ void __launch_bounds__(128 * WGS + 32, MIN_BLOCKS)
     conv_patch_wgmma(const __grid_constant__ CUtensorMap map_w, const __grid_constant__ CUtensorMap map_x,
-                     const float* __restrict__ bias, float* __restrict__ y, ConvShape s, bool apply_selu) {
+                     const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ y, ConvShape s,
+                     bool apply_selu) {
 #if defined(MSCRED_WGMMA_DEVICE)
-  using T = WgmmaPatchTile<WGS, BN, STAGES>;
-  constexpr int IMGS = T::IMGS, CK = T::CK, HW = T::HW, P = T::P;
+  using T = WgmmaPatchTile<WGS, BN, STAGES, HO, WO, PAD>;
+  constexpr int IMGS = T::IMGS, CK = T::CK, HW = T::HW, P = T::P, H = T::H, W = T::W;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   __shared__ uint64_t full_bar[STAGES], empty_bar[STAGES];
@@ -117,16 +134,35 @@ __global__ void __launch_bounds__(128 * WGS + 32, MIN_BLOCKS)
       const int slot = ks % STAGES;
       if (ks >= STAGES) mbar_wait(&empty_bar[slot], (ks / STAGES - 1) & 1);  // K-step ks - STAGES consumed
       uint8_t* stage = smem + slot * T::STAGE_BYTES;
-      mbar_arrive_expect_tx(&full_bar[slot], T::STAGE_BYTES);
-      tma_load_2d(stage, &map_w, ks * 4 * CK, o0, &full_bar[slot]);
-      tma_load_3d(stage + T::B_BYTES, &map_x, 0, ks * CK, n0, &full_bar[slot]);
+      if constexpr (PAD) {  // images past N: no copy (their rows are never stored)
+        const int imgs = N - n0 < IMGS ? N - n0 : IMGS;
+        mbar_arrive_expect_tx(&full_bar[slot], T::B_BYTES + imgs * T::IMG_BYTES);
+        tma_load_2d(stage, &map_w, ks * 4 * CK, o0, &full_bar[slot]);
+        for (int i = 0; i < imgs; ++i)
+          bulk_load(stage + T::B_BYTES + i * T::IMG_BYTES, x + ((int64_t)(n0 + i) * s.C + ks * CK) * HW,
+                    T::IMG_BYTES, &full_bar[slot]);
+      } else {
+        mbar_arrive_expect_tx(&full_bar[slot], T::B_BYTES + T::X_BYTES);  // images past N: zero-filled by the copy
+        tma_load_2d(stage, &map_w, ks * 4 * CK, o0, &full_bar[slot]);
+        tma_load_3d(stage + T::B_BYTES, &map_x, 0, ks * CK, n0, &full_bar[slot]);
+      }
     }
     return;
   }
 
-  // ---- consumers: this thread's A offset (bytes) in a stage's planes: image `warp`, pixel g, tap t of channel 0
+  // ---- consumers: warp `warp` holds M rows 16 (warp % 4) + r of warpgroup warp / 4, i.e. pixels pb + r of block
+  // image img; this thread's rows g and g + 8 read tap t (input row 2 ho + t / 2, column 2 wo + t % 2) at these byte
+  // offsets in a stage's planes (channel 0), unless the tap is on a missing row or column (PAD: then zero).
   const int g = lane / 4, t = lane % 4;
-  const unsigned a_off = 4 * (warp * CK * HW + (2 * (g / 4) + t / 2) * 8 + 2 * (g % 4) + t % 2);
+  const int img = (warp / 4) * (64 / P) + (16 * (warp % 4)) / P, pb = (16 * (warp % 4)) % P;
+  unsigned a_off[2];
+  bool a_in[2];
+#pragma unroll
+  for (int v = 0; v < 2; ++v) {
+    const int p = pb + g + 8 * v, row = 2 * (p / WO) + t / 2, col = 2 * (p % WO) + t % 2;
+    a_in[v] = row < H && col < W;
+    a_off[v] = 4 * (img * CK * HW + (row < H ? row : H - 1) * W + (col < W ? col : W - 1));
+  }
   float acc[BN / 2];
 #pragma unroll
   for (int i = 0; i < BN / 2; ++i) acc[i] = 0.f;
@@ -136,15 +172,15 @@ __global__ void __launch_bounds__(128 * WGS + 32, MIN_BLOCKS)
     mbar_wait(&full_bar[slot], (ks / STAGES) & 1);
     // ld.shared by address: the stage pointer went through integer arithmetic (the 1024-byte alignment), after
     // which the compiler emitted generic loads for it
-    const unsigned xs = smem_addr(stage + T::B_BYTES) + a_off;
+    const unsigned xs = smem_addr(stage + T::B_BYTES);
     uint32_t a[CK / 2][4];
 #pragma unroll
-    for (int kb = 0; kb < CK / 2; ++kb) {  // pixel g + 8: 32 words on
-      a[kb][0] = to_tf32(__uint_as_float(lds_u32(xs + 4 * (2 * kb * HW))));
-      a[kb][1] = to_tf32(__uint_as_float(lds_u32(xs + 4 * (2 * kb * HW + 32))));
-      a[kb][2] = to_tf32(__uint_as_float(lds_u32(xs + 4 * ((2 * kb + 1) * HW))));
-      a[kb][3] = to_tf32(__uint_as_float(lds_u32(xs + 4 * ((2 * kb + 1) * HW + 32))));
-    }
+    for (int kb = 0; kb < CK / 2; ++kb)  // a0, a1: channel 2 kb at rows g, g + 8; a2, a3: channel 2 kb + 1
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const uint32_t u = lds_u32(xs + a_off[r % 2] + 4 * (2 * kb + r / 2) * HW);
+        a[kb][r] = !PAD || a_in[r % 2] ? to_tf32(__uint_as_float(u)) : 0u;
+      }
     const uint64_t desc = wgmma_desc_sw128(stage);
     wgmma_fence();
 #pragma unroll
@@ -156,10 +192,10 @@ __global__ void __launch_bounds__(128 * WGS + 32, MIN_BLOCKS)
     mbar_arrive(&empty_bar[slot]);
   }
 
-  // ---- epilogue: acc[4j + 2v + h] is pixel g + 8v of channel o0 + 8j + 2t + h, image n0 + warp
+  // ---- epilogue: acc[4j + 2v + h] is pixel pb + g + 8v of channel o0 + 8j + 2t + h, image n0 + img
   wgmma_keep(acc);  // read after the last wait
-  if (n0 + warp >= N) return;
-  float* yn = y + ((int64_t)(n0 + warp) * O + o0) * P + g;
+  if (n0 + img >= N) return;
+  float* yn = y + ((int64_t)(n0 + img) * O + o0) * P + pb + g;
   auto store = [&](auto full) {  // full: every channel of the tile exists (all of conv4's tiles): no checks
 #pragma unroll
     for (int j = 0; j < BN / 8; ++j)
@@ -198,8 +234,8 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// The kernel's two tensor maps: W as [O][K] in boxes of {32, BN} (128-byte swizzle), x as [N][C][64] in boxes of
-// {64, 8, IMGS}. false if the driver cannot encode them.
+// The kernel's tensor maps: W as [O][K] in boxes of {32, BN} (128-byte swizzle), and unless map_x is null x as
+// [N][C][HW] in boxes of {HW, 8, IMGS}. false if the driver cannot encode them.
 template <typename T, int BN>
 bool wgmma_patch_maps(const float* x, const float* w, const ConvShape& s, CUtensorMap* map_w, CUtensorMap* map_x) {
   const auto encode = tensor_map_encoder();
@@ -212,9 +248,10 @@ bool wgmma_patch_maps(const float* x, const float* w, const ConvShape& s, CUtens
          encode(map_w, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(w), w_dims, w_strides, w_box, unit,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS &&
-         encode(map_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(x), x_dims, x_strides, x_box, unit,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+         (map_x == nullptr ||
+          encode(map_x, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(x), x_dims, x_strides, x_box, unit,
+                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS);
 }
 #endif  // MSCRED_SM90A
 
