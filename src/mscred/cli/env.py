@@ -38,7 +38,8 @@ def collect() -> dict:
         "torch_cuda": torch.version.cuda,
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "backends": backend_status(),
-        # The MSCRED_* variables set here (MSCRED_CONV1_KERNEL / MSCRED_CONV2_KERNEL force kernels, MSCRED_DEBUG
+        # The MSCRED_* variables set here (MSCRED_CONV1_KERNEL / MSCRED_CONV2_KERNEL / MSCRED_PATCH_KERNEL force
+        # kernels, MSCRED_DEBUG
         # shows tracebacks, ...): a bug report should say which were on.
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MSCRED_")},
     }
