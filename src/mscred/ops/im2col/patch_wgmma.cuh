@@ -1,12 +1,14 @@
 // conv_patch_wgmma: the implicit GEMM for non-overlapping 2 x 2 patches of 8 x 8 images (conv4 at n = 30, conv3 at
-// n = 16) on Hopper's warpgroup MMA (wgmma) fed by tensor-map copies (TMA). Built only for sm_90a (the extension
-// is, on an H100/H200: MSCRED_SM90A); elsewhere conv_patch (patch.cuh) takes these shapes.
+// n = 16) and of 15 x 15 images whose missing row and column are the TF "same" padding (PAD: conv3 at n = 30) on
+// Hopper's warpgroup MMA (wgmma) fed by tensor-map and bulk copies. Built only for sm_90a (the extension is, on an
+// H100/H200: MSCRED_SM90A); elsewhere conv_patch (patch.cuh) and conv_patch_pad (patch_pad.cuh) take these shapes.
 // Part of the im2col extension: im2col.cu includes it (see the overview there).
 //
 // Why: conv_patch runs mma.sync at ~100 TFLOP/s on conv4 (0.0272 ms at batch 640 in the harness); its probes put
 // the MMAs alone at 0.021 ms and the copies alone at 0.020 (results/conv4_probes/). Here, on the H200 (harness,
 // results/conv4_wgmma/): 0.0186 ms; and 0.0114 ms for one image against 0.0229 (a block's chain of K-steps is
-// shorter: four wgmmas per K-step, no fragment loads for the weights).
+// shorter: four wgmmas per K-step, no fragment loads for the weights). conv3 (results/conv3_wgmma/): 0.0254 ms
+// against conv_patch_pad's 0.0314.
 //
 // The roles are swapped against conv_patch: M = output pixels, N = output channels, so that
 //   * B (N x K, K-major, read by the tensor core from shared memory) is the weight matrix as it is: K-step ks is the
@@ -20,6 +22,9 @@
 //     g: offsets {0,2,4,6,16,18,20,22}, t: {0,1,8,9}; 32 banks, conflict-free). A is rounded to TF32 (cvt.rn); B,
 //     read by the tensor core, is truncated to TF32 by it (no instruction of ours sees it): relative RMS error
 //     4.3e-4 against float64 at conv4, against conv_patch's 2.8e-4.
+// PAD (conv3): a warpgroup's 64 M rows are one image's 8 x 8 outputs, 16 per warp; x comes by one bulk copy per image
+// and K-step (a 15 x 15 plane's 60-byte rows are no tensor-map stride) and the taps on the missing row and column are
+// zeros chosen in the fragment loads; the relative RMS error is 3.8e-4 there.
 // Each warp of a warpgroup is one image (16 pixels: its 16 M rows), a warpgroup 4 images, a block WGS warpgroups x
 // BN output channels plus one producer warp, whose first thread issues each K-step's two copies into a STAGES-deep
 // ring once the consumers have released the slot. FULL[slot]: the producer's expect_tx arrival plus the copies'
@@ -30,7 +35,8 @@
 // channels 8j+2t, 8j+2t+1; a warp's 4-byte store covers 4 channels x 8 consecutive pixels, 32-byte sectors whole.
 //
 // Measured and not kept (results/conv4_wgmma/, commits fb4be5a and before): the same K-steps with 16-byte cp.async
-// from every thread (0.0207 ms) or from producer warps (0.0225); tiles of 256 channels (the 168-register cap of
+// from every thread (0.0239 ms; 0.0207 with the biases from shared memory as here) or from producer warps (0.0254;
+// 0.0225); tiles of 256 channels (the 168-register cap of
 // 288-thread blocks serialises the 128-accumulator wgmmas: 0.0305); a K-step's wgmmas left running under the next
 // K-step's fragment loads (wrong results with 3 blocks per SM: the A registers were reused in flight).
 #pragma once
@@ -94,7 +100,6 @@ struct WgmmaPatchTile {
   static constexpr int STAGE_BYTES = (B_BYTES + X_BYTES + 1023) / 1024 * 1024;  // every stage's atoms 1024-aligned
   static constexpr size_t SMEM_BYTES = (size_t)STAGES * STAGE_BYTES + 1024;  // + room to align the base to 1024
   static_assert(BN == 128, "one wgmma of N = 128 per k8-block (64 accumulators per thread)");
-  static_assert(64 % P == 0 || P % 64 == 0, "a warpgroup's 64 rows are whole images (or one image's rows)");
   static_assert(P % 16 == 0 && 64 % P == 0, "a warp's 16 rows lie in one image; a warpgroup holds whole images");
   static_assert(!PAD || IMG_BYTES % 16 == 0, "an image's K-step run is one 16-byte-aligned bulk copy");
 };
