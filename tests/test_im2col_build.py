@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from mscred.ops.im2col import cuda_target
+
 SRC = Path(__file__).resolve().parents[1] / "src" / "mscred" / "ops" / "im2col" / "im2col.cu"
-HOPPER = ["-gencode=arch=compute_90a,code=sm_90a", "-DMSCRED_SM90A"]  # as __init__.py builds it on an H100/H200
+HOPPER = cuda_target(9, 0)[1]  # the flags the extension builds with on an H100/H200 (sm_90a, MSCRED_SM90A)
 
 
 def _nvcc() -> str | None:
@@ -127,6 +129,12 @@ def test_the_standalone_harness_still_builds(tmp_path):
     for name, info in watched:
         frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", info)
         assert frame and frame.groups() == ("0", "0", "0"), f"{name}: {frame.groups() if frame else info[:200]}"
+
+
+def test_the_extension_targets():
+    assert cuda_target(9, 0) == ("sm_90a", ["-gencode=arch=compute_90a,code=sm_90a", "-DMSCRED_SM90A"])
+    assert cuda_target(8, 0) == ("sm_80", ["-gencode=arch=compute_80,code=sm_80"])
+    assert cuda_target(10, 0)[0] == "sm_100"  # newer GPUs: their own target, the mma.sync kernels
 
 
 def test_compiles_for_plain_sm90(tmp_path):

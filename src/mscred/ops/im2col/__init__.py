@@ -131,6 +131,16 @@ def sources_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def cuda_target(major: int, minor: int) -> tuple[str, list[str]]:
+    """The extension's target for a GPU of compute capability major.minor: its name and nvcc flags. Hopper (9.0)
+    builds for sm_90a, the arch-specific target whose wgmma and tensor-map copies the conv2-4 kernels use
+    (patch_wgmma.cuh, halo_s2.cuh); its cubin runs on H100/H200 only, as an sm_90 one would."""
+    if (major, minor) == (9, 0):
+        return "sm_90a", ["-gencode=arch=compute_90a,code=sm_90a", "-DMSCRED_SM90A"]
+    arch = f"{major}{minor}"
+    return f"sm_{arch}", [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+
+
 _ext = None
 _ext_error: Optional[str] = None
 _ext_lock = threading.Lock()
@@ -148,16 +158,11 @@ def _extension():
                 if (major, minor) < (8, 0):
                     raise RuntimeError(f"needs compute capability >= 8.0 (TF32 mma.sync), device has {major}.{minor}")
                 from torch.utils.cpp_extension import load
-                arch = f"{major}{minor}"
-                # Hopper (9.0) builds for sm_90a, the arch-specific target whose wgmma and tensor-map copies the conv4
-                # kernel uses (patch_wgmma.cuh); the cubin runs on H100/H200 only, as an sm_90 one would.
-                hopper = (major, minor) == (9, 0)
-                target = ["-gencode=arch=compute_90a,code=sm_90a", "-DMSCRED_SM90A"] if hopper else \
-                    [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+                target_name, target = cuda_target(major, minor)
                 # Naming an arch in the flags stops torch from adding its own list (TORCH_CUDA_ARCH_LIST).
                 # The digest of every source and header is a build flag: torch rebuilds a cached extension only when
                 # its listed sources or flags change, and the kernels live in headers that im2col.cu includes.
-                _ext = load(name=f"mscred_im2col_sm{arch}",
+                _ext = load(name=f"mscred_im2col_{target_name}",
                             sources=[str(_SRC / "binding.cpp"), str(_SRC / "im2col.cu")],
                             extra_cflags=["-O3"],
                             extra_cuda_cflags=["-O3", *target, f"-DMSCRED_IM2COL_SOURCES={sources_digest()}"],
@@ -298,5 +303,4 @@ def is_available() -> tuple[bool, str]:
             return False, f"CUDA kernels built but a test convolution is off by {err:.3g}"
     except Exception as err:  # noqa: BLE001
         return False, str(err)
-    major, minor = torch.cuda.get_device_capability()
-    return True, f"CUDA kernels built for sm_{major}{minor}"
+    return True, f"CUDA kernels built for {cuda_target(*torch.cuda.get_device_capability())[0]}"
