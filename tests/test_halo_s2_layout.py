@@ -8,8 +8,9 @@ and channels), so that changing them there is checked: the staged input is writt
 it, every consumer lane's 8-byte B loads and the weights are read where the kernel reads them, the m16n8k8 products
 are summed as the MMAs sum them, and the outputs go through the per-warp slices; the result must equal a float64
 convolution (TF "same", stride 2), every output written, and at full tiles no half-warp's 8-byte B load or slice
-store may touch a bank twice, nor any warp's slice read. (The kernel itself is checked against float64 on the GPU:
-tests/test_im2col_fast_paths.py.)
+store may touch a bank twice, nor any warp's slice read. The same for the WGMMA consumers (their weights staged in
+the 128-byte swizzle and read as the PTX ISA says wgmma reads them, their accumulators in wgmma's layout). (The kernel
+itself is checked against float64 on the GPU: tests/test_im2col_fast_paths.py.)
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from wgmma_model import k8_block_start, sw128_offset, wgmma_b_address
 
 HEADER = Path(__file__).resolve().parents[1] / "src" / "mscred" / "ops" / "im2col" / "halo_s2.cuh"
 
@@ -29,6 +31,7 @@ def _constant(name: str) -> int:
 
 
 CS2, SHIFT, LDO = _constant("kH2CS2"), _constant("kH2Shift"), _constant("kH2Ldo")
+LDO_WGMMA = _constant("kH2LdoWgmma")
 SLICE_C = _constant("kH2SliceC")
 PIXELS, MAX_R, C, O = _constant("kH2Pixels"), _constant("kH2MaxR"), 32, 64
 K, LDW = 9 * C, 9 * C + 4
@@ -61,9 +64,11 @@ def _half_warp_conflicts(words: dict[tuple[int, int], int]) -> int:
     return bad
 
 
-def replay(batch: int, n: int, seed: int = 0, blocks: int = 3) -> tuple[float, int, int]:
+def replay(batch: int, n: int, seed: int = 0, blocks: int = 3, wgmma: bool = False) -> tuple[float, int, int]:
     """(max |y - float64 conv|, outputs never written, accesses with a bank conflict) for a batch of n x n inputs,
-    the tiles dealt to `blocks` persistent blocks as the kernel deals them."""
+    the tiles dealt to `blocks` persistent blocks as the kernel deals them. wgmma: the WGMMA consumers (the weights
+    staged in the 128-byte swizzle and read as wgmma reads them at the descriptor's offsets, the group's pixels as
+    two m64 blocks of A rows, the accumulators in wgmma's layout, 4-byte slice stores)."""
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((batch, C, n, n))
     w = rng.standard_normal((O, C, 3, 3))
@@ -80,6 +85,18 @@ def replay(batch: int, n: int, seed: int = 0, blocks: int = 3) -> tuple[float, i
     for k in range(K):
         tap, q = divmod(k, 32)
         ws[:, k] = w.reshape(O, C, 9)[:, (q // 16) * 16 + slot_channel(q % 4, (q // 4) % 2, (q // 8) % 2), tap]
+
+    if wgmma:  # staged by h2_stage_weights<.., true>; each k8-block read at tap * 8 KB + 64 half + 32 ks bytes
+        staged = np.full(O * K, np.nan)
+        for o in range(O):
+            for k in range(K):
+                staged[sw128_offset(O, o, k) // 4] = ws[o, k]
+        ws = np.zeros((O, LDW))
+        for k0 in range(0, K, 8):
+            start = k8_block_start(O, k0)
+            for o in range(O):
+                for e in range(8):
+                    ws[o, k0 + e] = staged[wgmma_b_address(start, o, e) // 4]
 
     padded = np.zeros((batch, C, n + 4, n + 4))
     padded[:, :, pad:pad + n, pad:pad + n] = x
@@ -127,6 +144,14 @@ def replay(batch: int, n: int, seed: int = 0, blocks: int = 3) -> tuple[float, i
                                         b_frag[ti * 3 + tj, ks, t + 4, g] = buf[a + 1]
                                         addresses.setdefault((ti, tj, ks), {})[(g, t)] = a
                     conflicts += sum(_half_warp_conflicts(load) for load in addresses.values())
+                    if wgmma:  # A rows g (+ 8) of M block mb are pixel blocks 2 mb (+ 1): this block's 8 rows
+                        a = acc.setdefault((wn, j), np.tile(bias[None, :], (8, 1)))  # [pixel g, channel]
+                        for tap in range(9):
+                            for ks in range(2):
+                                k0 = tap * 32 + half * 16 + ks * 8
+                                a = a + b_frag[tap, ks].T @ ws[:, k0:k0 + 8].T
+                        acc[(wn, j)] = a
+                        continue
                     for i in range(4):
                         m0 = i * 16
                         a = acc.setdefault((wn, i, j), np.tile(bias[m0:m0 + 16, None], (1, 8)))
@@ -143,36 +168,60 @@ def replay(batch: int, n: int, seed: int = 0, blocks: int = 3) -> tuple[float, i
             run = max(wrows, 0) * ho
             reads = [(lane // ho) * wp + lane % ho for lane in range(run)]  # h2_slice_word
             conflicts += len({r % 32 for r in reads}) != len(reads)
+            ldo = LDO_WGMMA if wgmma else LDO
             for i in range(4):
-                wout = np.full(SLICE_C * LDO, np.nan)
+                wout = np.full(SLICE_C * ldo, np.nan)
                 stores = {}
-                for hi in range(2):
-                    for j in range(4):
-                        for g in range(8):
-                            for t in range(4):
-                                at = (g + 8 * hi) * LDO + j * 8 + 2 * t  # h2_write_slice: pixels 2t, 2t + 1
-                                assert at % 2 == 0
-                                stores.setdefault((hi, j), {})[(g, t)] = at
-                                for u in range(2):
-                                    wout[at + u] = acc[(wn, i, j)][g + 8 * hi, 2 * t + u]
-                conflicts += sum(_half_warp_conflicts(store) for store in stores.values())
+                if wgmma:  # thread (g, t): channels 16 i + 8 jj + 2 t + h at pixels 16 mb + 8 v + g, one word each
+                    for jj in range(2):
+                        for h in range(2):
+                            for mb in range(2):
+                                for v in range(2):
+                                    words = []
+                                    for g in range(8):
+                                        for t in range(4):
+                                            at = (8 * jj + 2 * t + h) * ldo + 16 * mb + 8 * v + g
+                                            wout[at] = acc[(wn, 2 * mb + v)][g, 16 * i + 8 * jj + 2 * t + h]
+                                            words.append(at)
+                                    conflicts += len({a % 32 for a in words}) != len(words)
+                else:
+                    for hi in range(2):
+                        for j in range(4):
+                            for g in range(8):
+                                for t in range(4):
+                                    at = (g + 8 * hi) * ldo + j * 8 + 2 * t  # h2_write_slice: pixels 2t, 2t + 1
+                                    assert at % 2 == 0
+                                    stores.setdefault((hi, j), {})[(g, t)] = at
+                                    for u in range(2):
+                                        wout[at + u] = acc[(wn, i, j)][g + 8 * hi, 2 * t + u]
+                    conflicts += sum(_half_warp_conflicts(store) for store in stores.values())
                 for c in range(SLICE_C):
                     flat = y[img, i * 16 + c].reshape(-1)
-                    flat[(r0 + wrow0) * ho:(r0 + wrow0) * ho + run] = wout[c * LDO + np.array(reads, dtype=int)]
+                    flat[(r0 + wrow0) * ho:(r0 + wrow0) * ho + run] = wout[c * ldo + np.array(reads, dtype=int)]
     return float(np.nanmax(np.abs(y - ref))), int(np.isnan(y).sum()), conflicts
 
 
+@pytest.mark.parametrize("wgmma", [False, True])
 @pytest.mark.parametrize("batch,n", [(2, 30), (1, 29), (1, 17), (1, 16), (2, 9), (2, 5)])
-def test_replayed_kernel_equals_float64_convolution(batch, n):
+def test_replayed_kernel_equals_float64_convolution(batch, n, wgmma):
     # n = 30: conv2 of the thesis workload (two tiles of 8 rows per image); 29, 17, 9, 5: odd inputs (TF "same" pads
     # the top and left too) and a last tile of fewer rows; 16: 8-pixel rows (half the tile's pixels unused)
-    err, missing, _ = replay(batch, n)
+    err, missing, _ = replay(batch, n, wgmma=wgmma)
     assert missing == 0
     assert err < 1e-9
 
 
+@pytest.mark.parametrize("wgmma", [False, True])
 @pytest.mark.parametrize("n", [30, 29, 17])
-def test_shared_memory_accesses_are_conflict_free_at_full_tiles(n):
+def test_shared_memory_accesses_are_conflict_free_at_full_tiles(n, wgmma):
     # rows of 15 / 15 / 9 pixels padded to 16: every 8-byte B load and slice store of every consumer lane, half-warp by
-    # half-warp, and every warp's read of its slice
-    assert replay(1, n)[2] == 0
+    # half-warp (WGMMA: its 4-byte slice stores warp by warp), and every warp's read of its slice
+    assert replay(1, n, wgmma=wgmma)[2] == 0
+
+
+def test_the_wgmma_weight_replay_can_fail():
+    """Staged without the swizzle, the weights as wgmma reads them are wrong: the replay above is not vacuous."""
+    row, k = 3, 8  # row 3's chunk 2: swizzled to chunk 1, where an unswizzled staging would not put it
+    start = k8_block_start(O, k)
+    assert wgmma_b_address(start, row, 0) == sw128_offset(O, row, k)
+    assert wgmma_b_address(start, row, 0) != row * 128 + 4 * k

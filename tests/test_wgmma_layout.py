@@ -5,8 +5,8 @@ here, on every change, with the kernels' formulas written out in numpy:
 
 * the 128-byte swizzle (``sw128_offset`` in wgmma.cuh, which conv2's weight staging uses, and what the tensor map's
   SWIZZLE_128B lands for conv3/conv4's weights): a bijection onto the operand's bytes, row r's 16-byte chunk c at
-  chunk c ^ (r % 8) of its 128 bytes, 8-row atoms 1024 bytes apart (the descriptor's stride), a k8-block 32 bytes
-  further along its row (the descriptor's +2);
+  chunk c ^ (r % 8) of its 128 bytes, and what the tensor core reads from the descriptors our kernels build (start
+  advanced 32 bytes per k8-block inside the atom) is what the staging put there (tests/wgmma_model.py);
 * conv_patch_wgmma's A registers: for conv4 (8 x 8 inputs) and conv3 (15 x 15, the padding taps zeroed), the
   products the replayed fragments and the weights' natural k order make must equal a float64 convolution, every
   load stays inside its image's planes, and each load instruction touches every bank at most once (lanes reading one
@@ -16,13 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from wgmma_model import k8_block_start, sw128_offset, wgmma_b_address
 
 CK = 8  # channels per K-step: 32 K-slots, one 128-byte weight row
-
-
-def sw128_offset(rows: int, r: int, k: int) -> int:
-    """Byte offset of element k of row r (wgmma.cuh's sw128_offset<ROWS>)."""
-    return (k // 32) * rows * 128 + r * 128 + ((((k % 32) // 4) ^ (r % 8)) << 4) + (k % 4) * 4
 
 
 @pytest.mark.parametrize("rows, k_total", [(64, 288), (128, 32), (128, 512)])
@@ -36,9 +32,11 @@ def test_sw128_is_a_bijection_with_the_swizzle_wgmma_reads(rows, k_total):
             row, byte = divmod(within, 128)
             assert block == k // 32 and row == r
             assert byte // 16 == ((k % 32) // 4) ^ (r % 8)  # chunk c of row r at c ^ (r % 8)
-    # the descriptor: 8-row atoms 1024 bytes apart, a k8-block +32 bytes of the row's logical start
-    assert sw128_offset(rows, 8, 0) - sw128_offset(rows, 0, 0) == 1024
-    assert sw128_offset(rows, 0, 8) - sw128_offset(rows, 0, 0) == 32
+    # what the tensor core reads for each k8-block at the descriptor's start address is what the staging put there
+    for k0 in range(0, k_total, 8):
+        for r in range(rows):
+            for e in range(8):
+                assert wgmma_b_address(k8_block_start(rows, k0), r, e) == offsets[r, k0 + e]
 
 
 def _a_fragment_offsets(ho: int, pad: bool, warp: int, lane: int):
