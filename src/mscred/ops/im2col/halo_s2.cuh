@@ -203,6 +203,29 @@ __device__ __forceinline__ void h2_write_slice(const float (&acc)[NT][4], float*
     }
 }
 
+// The same for the WGMMA consumers' accumulators (wgmma's layout, acc[mb][4j + 2v + h] = pixel 16 mb + 8v + g of
+// the warp's 32, channel 8j + 2t + h): pass i's 16 channels, one word each (adjacent words are adjacent channels
+// here, not pixels), with kH2LdoWgmma = 4 mod 32 so that a warp's 32 stores (t: 8 banks apart, g: one each) cover
+// the 32 banks once.
+template <bool SELU>
+__device__ __forceinline__ void h2_write_slice_wgmma(const float (&acc)[2][32], int i, float* wout, int g, int t) {
+  const unsigned at = smem_addr(wout + 2 * t * kH2LdoWgmma + g);
+#pragma unroll
+  for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int mb = 0; mb < 2; ++mb)
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          float z = acc[mb][4 * (2 * i + jj) + 2 * v + h];
+          if (SELU) z = selu_of_log2(z);
+          asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(at + 4 * ((8 * jj + h) * kH2LdoWgmma + 16 * mb + 8 * v)),
+                       "f"(z)
+                       : "memory");
+        }
+}
+
 // Where output `lane` of a warp's run (its rows in the image, Wo pixels each) lies in its slice: row lane / Wo,
 // column lane % Wo of the padded rows.
 __device__ __forceinline__ int h2_slice_word(int lane, int Wo, int wp_log2) {
@@ -283,9 +306,7 @@ __global__ void __launch_bounds__(kH2Threads, 1)
   if (tid < kH2O) bias_s[tid] = bias != nullptr ? scale * __ldg(bias + tid) : 0.f;
   h2_stage_weights<kH2Threads, WGMMA>(ws, w, scale, tid);
   // wgmma reads the weights through the async proxy: each writer fences before the barrier that publishes them
-#if defined(MSCRED_WGMMA_DEVICE)
-  if constexpr (WGMMA) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
+  if constexpr (WGMMA) fence_proxy_async_shared();
   __syncthreads();  // the weights, the bias and the barriers' initialisation are published
 
   if (producer) {
@@ -359,6 +380,9 @@ __global__ void __launch_bounds__(kH2Threads, 1)
 
   if constexpr (WGMMA) {
 #if defined(MSCRED_WGMMA_DEVICE)
+    static_assert(sw128_offset<kH2O>(0, 32) == kH2O * 128 && sw128_offset<kH2O>(0, 16) == 64 &&
+                      sw128_offset<kH2O>(0, 8) == 32,
+                  "a tap's, a stage half's and a K-step's first K-slot where h2_stage_weights puts them");
     const uint64_t wdesc = wgmma_desc_sw128(ws);
     float acc[2][32];  // [M block][4j + 2v + h]: pixel 32 warp_n + 16 mb + g + 8v, channel 8j + 2t + h
     for (int k = group; k < tiles; k += kH2Groups) {
@@ -397,7 +421,7 @@ __global__ void __launch_bounds__(kH2Threads, 1)
 #pragma unroll
           for (int ks = 0; ks < 2; ++ks)
 #pragma unroll
-            for (int mb = 0; mb < 2; ++mb)  // K-slots tap * 32 + half * 16 + ks * 8: +64 half + 32 ks bytes
+            for (int mb = 0; mb < 2; ++mb)  // K-slots tap * 32 + half * 16 + ks * 8: the staging's offsets
               wgmma_m64n64k8_tf32(acc[mb], a[ks][mb], wdesc + ((tap * kH2O * 128 + 64 * half + 32 * ks) >> 4));
           wgmma_commit();
           // The previous tap's wgmmas are done; its A registers, in flight until now, may be reused from here (the
@@ -406,28 +430,12 @@ __global__ void __launch_bounds__(kH2Threads, 1)
           if (tap > 0) wgmma_keep(a_tap[(tap - 1) % 2]);
         }
         wgmma_wait<0>();
-        wgmma_keep(a_tap[0]);
-        wgmma_keep(a_tap[1]);
+        wgmma_keep(a_tap);
         wgmma_keep(acc);
         if (q + kH2Buffers < stages) mbar_arrive(&empty_bar[q % kH2Buffers]);  // buffer free for stage q + 3
       }
-      // pass i: channels 16 i + 8 jj + 2 t + h (j = 2 i + jj) at pixels 16 mb + 8 v + g of the warp's 32
       epilogue(k, [&](int i, float* wout, int elane) {
-        const unsigned at = smem_addr(wout + (2 * (elane % 4)) * LDO + elane / 4);
-#pragma unroll
-        for (int jj = 0; jj < 2; ++jj)
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int mb = 0; mb < 2; ++mb)
-#pragma unroll
-              for (int v = 0; v < 2; ++v) {
-                float z = acc[mb][4 * (2 * i + jj) + 2 * v + h];
-                if (SELU) z = selu_of_log2(z);
-                asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(at + 4 * ((8 * jj + h) * LDO + 16 * mb + 8 * v)),
-                             "f"(z)
-                             : "memory");
-              }
+        h2_write_slice_wgmma<SELU>(acc, i, wout, elane / 4, elane % 4);
       });
     }
 #endif  // MSCRED_WGMMA_DEVICE

@@ -23,12 +23,12 @@
 //   * conv_patch<...>                    "implicit-pipe" for non-overlapping 2x2 patches of 8x8 images (conv4 at
 //                                        n = 30): whole images per tile, whole channel planes per 16-byte copy, the
 //                                        im2col order made in the fragment loads, bias + SELU from the accumulators.
-//   * conv_patch_wgmma<...>              the shapes of conv_patch and conv_patch_pad on Hopper's wgmma, fed by
-//                                        tensor-map and bulk copies (built for sm_90a only; MSCRED_PATCH_KERNEL=mma
-//                                        overrides).
 //   * conv_patch_pad<...>                the same for an input one row and column short of 2 HO x 2 WO (conv3 at
 //                                        n = 30: 15 x 15 -> 8 x 8): each image's 8-channel run copied as it is, the
 //                                        taps on the missing row and column masked in the fragment loads.
+//   * conv_patch_wgmma<...>              the shapes of conv_patch and conv_patch_pad on Hopper's wgmma, fed by
+//                                        tensor-map and bulk copies (built for sm_90a only; MSCRED_PATCH_KERNEL=mma
+//                                        overrides).
 //   * conv_halo3x3<C, SELU, TMA_STORE>   conv1-shaped layers (3 x 3, stride 1, padding 1, 32 filters, 1-3 channels):
 //                                        whole output rows per tile, the input rows staged once in shared memory
 //                                        (where it pays, halo_pays; MSCRED_CONV1_KERNEL overrides).
@@ -275,35 +275,32 @@ struct PatchPadLaunch {
   }
 };
 
-// conv_patch_wgmma (patch_wgmma.cuh) on the extension built for sm_90a (MSCRED_SM90A: an H100/H200): patch_takes'
-// conditions for 4 x 4 outputs of 8 x 8 inputs (x and w 16-byte aligned are also what the tensor maps need: their
-// strides, 256 and 4 K bytes, are multiples of 16), and a driver that encodes tensor maps. One block per 4 WGS
-// images x BN output channels.
+// conv_patch_wgmma (patch_wgmma.cuh), launched only by the extension built for sm_90a (MSCRED_SM90A: an H100/H200):
+// patch_takes' conditions for HO x WO outputs of 2 HO x 2 WO inputs (PAD: one row and column short; x and w 16-byte
+// aligned are also what the tensor maps and bulk copies need), and a driver that encodes tensor maps. One block per
+// T::IMGS images x BN output channels.
 template <int WGS, int BN, int STAGES, int MIN_BLOCKS, int HO = 4, int WO = 4, bool PAD = false>
 struct WgmmaPatchLaunch {
   using T = WgmmaPatchTile<WGS, BN, STAGES, HO, WO, PAD>;
+#if defined(MSCRED_SM90A)
   static constexpr auto kernel = conv_patch_wgmma<WGS, BN, STAGES, MIN_BLOCKS, HO, WO, PAD>;
   static bool takes(const float* x, const float* w, const float* y, const ConvShape& s) {
-#if defined(MSCRED_SM90A)
     return tensor_map_encoder() != nullptr && patch_takes<T>(kernel, x, w, y, s, HO, WO, T::H, T::W, T::IMGS);
-#else
-    (void)x, (void)w, (void)y, (void)s;
-    return false;
-#endif
   }
   static cudaError_t launch(const float* x, const float* w, const float* bias, float* y, const ConvShape& s,
                             bool selu_, cudaStream_t stream) {
-#if defined(MSCRED_SM90A)
     CUtensorMap map_w{}, map_x{};  // PAD: x comes by bulk copies, map_x unused
     if (!wgmma_patch_maps<T, BN>(x, w, s, &map_w, PAD ? nullptr : &map_x)) return cudaErrorInvalidValue;
     const dim3 grid((s.N + T::IMGS - 1) / T::IMGS, (s.O + BN - 1) / BN);
     kernel<<<grid, T::THREADS, T::SMEM_BYTES, stream>>>(map_w, map_x, x, bias, y, s, selu_);
     return cudaGetLastError();
-#else
-    (void)x, (void)w, (void)bias, (void)y, (void)s, (void)selu_, (void)stream;
-    return cudaErrorNotSupported;
-#endif
   }
+#else
+  static bool takes(const float*, const float*, const float*, const ConvShape&) { return false; }
+  static cudaError_t launch(const float*, const float*, const float*, float*, const ConvShape&, bool, cudaStream_t) {
+    return cudaErrorNotSupported;
+  }
+#endif
 };
 
 // The product's wgmma tile (harness name T1_128_3_3): 4 images x 128 channels, 3 K-steps in flight, 3 blocks per
@@ -424,16 +421,17 @@ bool halo2_shape(const ConvShape& s) {
 template <int PROBE = 0, bool WGMMA = false>
 bool halo2_forward(const float* x, const float* w, const float* bias, float* y, const ConvShape& s, bool selu_,
                    cudaStream_t stream, cudaError_t* err) {
-#if !defined(MSCRED_SM90A)
-  if constexpr (WGMMA) return false;
-#endif
-  const auto kernel = selu_ ? conv_halo3x3s2<true, PROBE, WGMMA> : conv_halo3x3s2<false, PROBE, WGMMA>;
-  const size_t bytes = WGMMA ? Halo2Geom::smem_bytes_wgmma() : Halo2Geom::smem_bytes();
-  if (!smem_fits(kernel, bytes)) return false;
-  const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
-  kernel<<<(unsigned)std::min<int64_t>(tiles, num_sms()), kH2Threads, bytes, stream>>>(x, w, bias, y, s);
-  *err = cudaGetLastError();
-  return true;
+  if constexpr (WGMMA && !kWgmmaBuild) {
+    return false;  // (and the kernel is not instantiated)
+  } else {
+    const auto kernel = selu_ ? conv_halo3x3s2<true, PROBE, WGMMA> : conv_halo3x3s2<false, PROBE, WGMMA>;
+    const size_t bytes = WGMMA ? Halo2Geom::smem_bytes_wgmma() : Halo2Geom::smem_bytes();
+    if (!smem_fits(kernel, bytes)) return false;
+    const int64_t tiles = (int64_t)s.N * Halo2Geom::of(s).tiles_per_image;
+    kernel<<<(unsigned)std::min<int64_t>(tiles, num_sms()), kH2Threads, bytes, stream>>>(x, w, bias, y, s);
+    *err = cudaGetLastError();
+    return true;
+  }
 }
 
 // Which kernels take 2 x 2 patches of 8 x 8 and 15 x 15 images (conv4 and conv3 at n = 30): MSCRED_PATCH_KERNEL=mma

@@ -36,9 +36,9 @@
 //
 // Measured and not kept (results/conv4_wgmma/, commits fb4be5a and before): the same K-steps with 16-byte cp.async
 // from every thread (0.0239 ms; 0.0207 with the biases from shared memory as here) or from producer warps (0.0254;
-// 0.0225); tiles of 256 channels (the 168-register cap of
-// 288-thread blocks serialises the 128-accumulator wgmmas: 0.0305); a K-step's wgmmas left running under the next
-// K-step's fragment loads (wrong results with 3 blocks per SM: the A registers were reused in flight).
+// 0.0225); tiles of 256 channels (the 168-register cap of 288-thread blocks serialises the 128-accumulator wgmmas:
+// 0.0305); a K-step's wgmmas left running under the next K-step's fragment loads (wrong results with 3 blocks per
+// SM: the A registers were reused in flight).
 #pragma once
 
 #include <cuda.h>          // CUtensorMap (types only: the encoder comes through the runtime, no -lcuda)
@@ -48,7 +48,7 @@
 #include <type_traits>
 
 #include "im2col.h"
-#include "halo.cuh"     // lds_u32
+#include "halo.cuh"     // lds_u32, fence_proxy_async_shared
 #include "barriers.cuh"
 #include "wgmma.cuh"
 
@@ -79,9 +79,6 @@ __device__ __forceinline__ void bulk_load(void* dst, const float* src, uint32_t 
 __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(bytes)
                : "memory");
-}
-__device__ __forceinline__ void fence_proxy_async_cta() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 #endif  // MSCRED_WGMMA_DEVICE
 
@@ -189,11 +186,12 @@ __global__ void __launch_bounds__(128 * WGS + 32, MIN_BLOCKS)
     const uint64_t desc = wgmma_desc_sw128(stage);
     wgmma_fence();
 #pragma unroll
-    for (int kb = 0; kb < CK / 2; ++kb) wgmma_m64n128k8_tf32(acc, a[kb], desc + 2 * kb);  // +32 bytes per k8-block
+    for (int kb = 0; kb < CK / 2; ++kb)  // k8-block kb at the staging's offset of its first K-slot (+32 bytes each)
+      wgmma_m64n128k8_tf32(acc, a[kb], desc + (sw128_offset<BN>(0, 8 * kb) >> 4));
     wgmma_commit();
-    wgmma_wait_all();
+    wgmma_wait<0>();
     wgmma_keep(a);
-    fence_proxy_async_cta();
+    fence_proxy_async_shared();
     mbar_arrive(&empty_bar[slot]);
   }
 

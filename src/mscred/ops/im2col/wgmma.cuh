@@ -13,6 +13,15 @@
 #endif
 
 namespace mscred_im2col {
+// Whether this build launches the wgmma kernels (host side): the extension built for sm_90a.
+#if defined(MSCRED_SM90A)
+constexpr bool kWgmmaBuild = true;
+#else
+constexpr bool kWgmmaBuild = false;
+#endif
+}  // namespace mscred_im2col
+
+namespace mscred_im2col {
 namespace {
 
 // Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle: start address, leading byte offset
@@ -32,7 +41,6 @@ __host__ __device__ constexpr int sw128_offset(int r, int k) {
 #if defined(MSCRED_WGMMA_DEVICE)
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 // Wait until at most N committed groups are pending.
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
