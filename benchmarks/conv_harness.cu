@@ -145,43 +145,31 @@ cudaError_t pipe_cfg(const float* x, const float* w, const float* b, float* y, c
   return PL::launch(x, w, b, y, s, selu_, bytes, stream);
 }
 
+// A launcher struct's row: its kernel where it takes the layer (PL::takes), skipped elsewhere.
+template <typename PL>
+cudaError_t launcher_row(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
+                         cudaStream_t stream) {
+  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
+  return PL::launch(x, w, b, y, s, selu_, stream);
+}
+
 // The 2 x 2 patch kernel (conv_patch; conv4's 8 x 8 -> 4 x 4) in any tile configuration.
 template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS, bool LDSM_A = false, int NWARPS = 8,
           int PROBE = 0>
-cudaError_t patch_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
-                      cudaStream_t stream) {
-  using PL = PatchLaunch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, 4, 4, LDSM_A, NWARPS, PROBE>;
-  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
-  return PL::launch(x, w, b, y, s, selu_, stream);
-}
+constexpr Launcher patch_cfg =
+    launcher_row<PatchLaunch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, 4, 4, LDSM_A, NWARPS, PROBE>>;
 
 // The padded patch kernel (conv_patch_pad; conv3's 15 x 15 -> 8 x 8) in any tile configuration.
 template <int WARPS_M, int MT, int NT, int IMGS, int STAGES, int MIN_BLOCKS>
-cudaError_t patch_pad_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
-                          cudaStream_t stream) {
-  using PL = PatchPadLaunch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, 8, 8>;
-  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
-  return PL::launch(x, w, b, y, s, selu_, stream);
-}
+constexpr Launcher patch_pad_cfg = launcher_row<PatchPadLaunch<WARPS_M, MT, NT, IMGS, STAGES, MIN_BLOCKS, 8, 8>>;
 
 // The wgmma patch kernel (conv_patch_wgmma; needs the harness built for sm_90a with -DMSCRED_SM90A) in any tile
-// configuration: WGS warpgroups (4 images each) x BN output channels.
+// configuration: WGS warpgroups (4 images each) x BN output channels; and for conv3's 15 x 15 inputs (PatchPadWgmma:
+// WGS images x 128 channels).
 template <int WGS, int BN, int STAGES, int MIN_BLOCKS>
-cudaError_t wgmma_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
-                      cudaStream_t stream) {
-  using PL = WgmmaPatchLaunch<WGS, BN, STAGES, MIN_BLOCKS>;
-  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
-  return PL::launch(x, w, b, y, s, selu_, stream);
-}
-
-// The wgmma kernel for conv3's 15 x 15 inputs (PatchPadWgmma) in any tile configuration.
+constexpr Launcher wgmma_cfg = launcher_row<WgmmaPatchLaunch<WGS, BN, STAGES, MIN_BLOCKS>>;
 template <int WGS, int STAGES, int MIN_BLOCKS>
-cudaError_t wgmma_pad_cfg(const float* x, const float* w, const float* b, float* y, const ConvShape& s, bool selu_,
-                          cudaStream_t stream) {
-  using PL = PatchPadWgmma<WGS, STAGES, MIN_BLOCKS>;
-  if (!PL::takes(x, w, y, s)) return cudaErrorNotSupported;  // the row is skipped
-  return PL::launch(x, w, b, y, s, selu_, stream);
-}
+constexpr Launcher wgmma_pad_cfg = launcher_row<PatchPadWgmma<WGS, STAGES, MIN_BLOCKS>>;
 
 // The row kernel (conv_rows; conv1's 3 -> 32, 3 x 3 on 30 x 30): stores straight from the accumulators, or STAGED
 // through a per-warp shared tile.
