@@ -214,3 +214,122 @@ def test_cuda_graph_capture_replays_forward_and_backward():
     expect = _fwd_bwd(fused.convlstm, x, w.detach(), b, dout)
     torch.testing.assert_close(y, expect[0])
     torch.testing.assert_close(w.grad, expect[2], rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Inference with one program per window through every step (window_lstm_kernel, ops/triton/convlstm_window.py).
+# ----------------------------------------------------------------------------------------------------------------
+def _infer_counting(monkeypatch, x, w, b):
+    """The op under no_grad, and how many levels went through the per-window kernel."""
+    from mscred.ops.triton import convlstm_window
+    calls, real = [], convlstm_window.run
+    monkeypatch.setattr(convlstm_window, "run", lambda *a: calls.append(1) or real(*a))
+    with torch.no_grad():
+        return fused.convlstm(x, w, b, FB), len(calls)
+
+
+@pytest.mark.parametrize("n", [5, 16, 30])
+@pytest.mark.parametrize("B", [1, 3, 7])
+@pytest.mark.parametrize("k", [2, 3])
+def test_window_inference_float32(n, B, k, monkeypatch):
+    """MSCRED_WINDOW_LSTM=all: float32 inference through the per-window kernel (exact dots) is within twice the
+    float32 reference's error of the float64 oracle; awkward batches and sizes (pixel tiles cut off mid-row and
+    past the image), both kernel sizes, 16 and 32 hidden channels (one and two K-chunks per tap), 3 and 5 steps."""
+    if CUDA and n != 30:
+        pytest.skip("on CUDA the small grid runs at n = 30 only (CI covers it on the interpreter)")
+    if not CUDA and n == 30 and B != 1:
+        pytest.skip("the interpreter pays per program: n = 30 at batch 1 only (the GPU runs the rest)")
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    if not CUDA:
+        monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "16/16/4/1")
+    Ch, T = (32, 3) if B == 3 else (16, 5)
+    x, w, b, _ = _inputs(B, T, 8, Ch, n, k, seed=7 * n + B + k)
+    got, window_levels = _infer_counting(monkeypatch, x.float(), w.float(), b.float())
+    assert window_levels == 1
+    oracle = ref.convlstm(x, w, b, FB)
+    yardstick = ref.convlstm(x.float(), w.float(), b.float(), FB)
+    assert _rel(got, oracle) <= 2 * _rel(yardstick, oracle) + 1e-6
+
+
+def test_window_inference_on_sliding_windows(monkeypatch):
+    """Scoring passes overlapping windows as one strided view (shared input gates): the kernel reads them through
+    those strides, and each window's state stays its own."""
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    B, T, C, Ch, n = 6, 5, 8, 32, 7
+    x, w, b, _ = _inputs(B + T - 1, 1, C, Ch, n, 2, seed=21)
+    steps = x[:, 0].float().contiguous(memory_format=torch.channels_last)
+    windows = steps.as_strided((B, T, C, n, n), (steps.stride(0), *steps.stride()), 0)
+    got, window_levels = _infer_counting(monkeypatch, windows, w.float(), b.float())
+    assert window_levels == 1
+    oracle = ref.convlstm(windows.double().contiguous(), w, b, FB)
+    assert _rel(got, oracle) < 1e-5
+
+
+def test_window_kernel_conditions(monkeypatch):
+    """Training (save), NCHW buffers, float64, channel counts off the powers of two or past MAX_CH, and
+    MSCRED_WINDOW_LSTM=0 keep the per-step path; bf16 inference of the small levels takes the kernel by default."""
+    from mscred.ops.triton import convlstm_window as window
+    monkeypatch.delenv("MSCRED_WINDOW_LSTM", raising=False)
+    assert window.runs(torch.bfloat16, "nhwc", False, 32) and window.runs(torch.float16, "nhwc", False, 64)
+    assert not window.runs(torch.bfloat16, "nhwc", False, 2 * window.MAX_CH)
+    assert not window.runs(torch.float32, "nhwc", False, 32)
+    assert not window.runs(torch.bfloat16, "nhwc", True, 32)
+    assert not window.runs(torch.bfloat16, "nchw", False, 32)
+    assert not window.runs(torch.bfloat16, "nhwc", False, 48)
+    assert not window.runs(torch.bfloat16, "nhwc", False, 8)
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
+    assert window.runs(torch.float32, "nhwc", False, 256)
+    assert not window.runs(torch.float64, "nhwc", False, 32)
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "0")
+    assert not window.runs(torch.bfloat16, "nhwc", False, 32)
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "yes")
+    with pytest.raises(ValueError, match="MSCRED_WINDOW_LSTM"):
+        window.runs(torch.bfloat16, "nhwc", False, 32)
+
+
+def test_window_kernel_fake_matches(monkeypatch):
+    """opcheck of the inference call (save False) with the per-window kernel: its smaller cell and bordered-h
+    outputs are what the fake says."""
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
+    x, w, b, _ = _inputs(2, 3, 2, 16, 4, 2, seed=9)
+    x, w, b = x.float(), w.float(), b.float()
+    out = fused.convlstm_fused(x, w, b, FB, "nhwc", False)
+    assert out[2].shape[0] == 1 and out[3].shape[0] == 0
+    torch.library.opcheck(fused.convlstm_fused, (x, w, b, FB, "nhwc", False),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+@needs_cuda
+@pytest.mark.parametrize("B, C, n", [(128, 32, 30), (128, 64, 15), (128, 128, 8), (128, 256, 4), (7, 32, 30),
+                                     (3, 256, 4), (1, 64, 55)])
+def test_window_inference_bf16_on_gpu(B, C, n, monkeypatch):
+    """The MSCRED levels in bf16 inference (the scoring path), every level forced through the per-window kernel:
+    within twice the bf16 reference's error of the float64 oracle, as the per-step path (MSCRED_WINDOW_LSTM=0)."""
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
+    x, w, b, _ = _inputs(B, 5, C, C, n, 2, seed=B + C + n)
+    oracle = ref.convlstm(x, w, b, FB)
+    low = [t.to(torch.bfloat16) for t in (x, w, b)]
+    yardstick = _rel(ref.convlstm(*low, FB), oracle)
+    got, window_levels = _infer_counting(monkeypatch, *low)
+    assert window_levels == 1 and got.dtype == torch.bfloat16
+    assert _rel(got, oracle) <= 2 * yardstick + 1e-3
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "0")
+    with torch.no_grad():
+        per_step = fused.convlstm(*low, FB)
+    assert _rel(per_step, oracle) <= 2 * yardstick + 1e-3
+
+
+def test_window_blocks_override(monkeypatch):
+    """MSCRED_WINDOW_LSTM_BLOCKS: one tile for every level, or per channel count; BLOCK_K capped at the channels."""
+    from mscred.ops.triton import convlstm_window as window
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32/64/4/2")
+    assert window.blocks(32) == (32, 32, 4, 2) and window.blocks(128) == (32, 64, 4, 2)
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32:16/32/4/1;128:64/64/8/2")
+    assert window.blocks(32) == (16, 32, 4, 1) and window.blocks(128) == (64, 64, 8, 2)
+    monkeypatch.delenv("MSCRED_WINDOW_LSTM_BLOCKS")
+    assert window.blocks(64) == window.blocks(64)  # defaults: deterministic
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "64:32/32/4/2")
+    assert window.blocks(64) == (32, 32, 4, 2) and window.blocks(32) == window.blocks(32)

@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from mscred.ops.convlstm_sliding import distinct_steps, sliding
 from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
+from mscred.ops.triton import convlstm_window
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
@@ -241,13 +242,14 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     out : (B, T, Ch, H, W)            every h_t; stored (B, T, H, W, Ch) for "nhwc" (what the attention and the
                                       decoder's channels-last convolutions read without a copy), else contiguous
     pre : (T, B, 4Ch, H, W)           gate pre-activations, for the backward ((0,) when not ``save``)
-    cells : (T, B, Ch, H, W)          c_t in float32 (float64 for float64 inputs)
+    cells : (T, B, Ch, H, W)          c_t in float32 (float64 for float64 inputs); (1, B, ...), the last c_t,
+                                      when the per-window inference kernel runs (``convlstm_window``)
     hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
+                                      ((0, B, ...) with the per-window kernel: it reads h_{t-1} from ``out``)
     """
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
     pads = _padding(k)
-    HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
     cdt, cell_dtype = _compute_types(x.dtype)
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
     w_x = weight[:, :C].contiguous(memory_format=fmt)
@@ -255,10 +257,10 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     # All input convolutions in one call: (B, T, 4Ch, H, W) gates, a view (see input_gates); once per distinct step
     # for sliding windows at inference (step_gates).
     gx = step_gates(x, w_x, pads, fmt, shared=not save and sliding(x))
-    out = _out5(B, T, Ch, H, W, x, layout)
-    pre = _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W)
-    cells = _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W)
-    hprev = _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout).view(max(T - 1, 0), B, Ch, HP, WP)
+    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, x, layout, save, cell_dtype)
+    if convlstm_window.runs(x.dtype, layout, save, Ch):  # inference: one program per window, all steps
+        convlstm_window.run(gx, bias, w_h, cells[0], out, pads, forget_bias)
+        return out, pre, cells, hprev
     zero_border(hprev, pads)  # the kernel writes every interior element
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
@@ -278,17 +280,25 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     return out, pre, cells, hprev
 
 
+def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, layout: str, save: bool, cell_dtype):
+    """``convlstm_fused``'s outputs, unfilled (its docstring has their shapes). The per-window inference kernel
+    (``convlstm_window``) keeps one cell state per window and reads h_{t-1} from the output: cells (1, B, ...), no
+    zero-bordered copies."""
+    window = convlstm_window.runs(x.dtype, layout, save, Ch)
+    HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
+    cell_steps, bordered = (1, 0) if window else (T, max(T - 1, 0))
+    return (_out5(B, T, Ch, H, W, x, layout),
+            _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W),
+            _empty(cell_steps * B, Ch, H, W, x, layout, dtype=cell_dtype).view(cell_steps, B, Ch, H, W),
+            _empty(bordered * B, Ch, HP, WP, x, layout).view(bordered, B, Ch, HP, WP))
+
+
 @convlstm_fused.register_fake
 def _(x, weight, bias, forget_bias, layout, save):
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
-    pads = _padding(k)
     cell_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
-    return (_out5(B, T, Ch, H, W, x, layout),
-            _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W),
-            _empty(T * B, Ch, H, W, x, layout, dtype=cell_dtype).view(T, B, Ch, H, W),
-            _empty(max(T - 1, 0) * B, Ch, HP, WP, x, layout).view(max(T - 1, 0), B, Ch, HP, WP))
+    return _buffers(B, T, Ch, H, W, _padding(k), x, layout, save, cell_dtype)
 
 
 @torch.library.custom_op("mscred::convlstm_fused_backward", mutates_args=())
