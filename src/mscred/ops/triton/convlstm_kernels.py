@@ -214,45 +214,45 @@ if triton is not None:
     # Inference: one program per window runs all steps of a level (convlstm_window.py launches it).
     # ------------------------------------------------------------------------------------------------------------
     @triton.jit
+    def _split_gates(z, BLOCK_M: tl.constexpr, CH: tl.constexpr):
+        """(BLOCK_M, 4CH) pre-activations, gate blocks i, g, f, o along the columns -> four (BLOCK_M, CH).
+        tl.split halves the last axis, so gate 2a + b goes to [m, c, a, b] and is split on b, then on a."""
+        z = tl.permute(tl.reshape(z, (BLOCK_M, 2, 2, CH)), (0, 3, 1, 2))
+        i_f, g_o = tl.split(z)
+        zi, zf = tl.split(i_f)
+        zg, zo = tl.split(g_o)
+        return zi, zg, zf, zo
+
+    @triton.jit
     def _window_tile(gx_ptr, gx_sc, gx_sy, gx_sx, bias_ptr, w_ptr, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
-                     t, m0, HW, H, W, PAD_T, PAD_L, forget_bias,
+                     t, m0, HW, H, W, PAD_T, PAD_L, forget_bias, opaque_zero,
                      CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, HAS_REC: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-        """Pixels m0 .. m0 + BLOCK_M of one window's step t, all CH hidden channels: the input gates and the bias,
-        from the second step the recurrent convolution over h_{t-1} (a GEMM with K = KS*KS*CH: row m of the left
-        operand is the channel vector tap (ky, kx) of pixel m reads, zero outside the image: TF "same" padding by
-        masks), then cell_fwd_kernel's update. gx_ptr, c_ptr and h_ptr point at this window (h_ptr at its step 0)."""
+                     BLOCK_M: tl.constexpr):
+        """Pixels m0 .. m0 + BLOCK_M of one window's step t, all CH hidden channels: the input gates and the bias
+        as one (BLOCK_M, 4CH) tile, from the second step plus the recurrent convolution over h_{t-1}, one GEMM
+        per tap (row m of the left operand is the channel vector tap (ky, kx) of pixel m reads, zero outside the
+        image: TF "same" padding by masks), then cell_fwd_kernel's update. gx_ptr, c_ptr and h_ptr point at this
+        window (h_ptr at its step 0)."""
         p = m0 + tl.arange(0, BLOCK_M)
         ok = p < HW
         y = p // W
         x = p - y * W
         co = tl.arange(0, CH)
-        mask = ok[:, None]
-        gx = gx_ptr + co[None, :] * gx_sc + y[:, None] * gx_sy + x[:, None] * gx_sx
-        gq = CH * gx_sc
-        zi = tl.load(gx, mask=mask, other=0.0).to(tl.float32) + tl.load(bias_ptr + co).to(tl.float32)[None, :]
-        zg = tl.load(gx + gq, mask=mask, other=0.0).to(tl.float32) + tl.load(bias_ptr + CH + co).to(tl.float32)[None, :]
-        zf = tl.load(gx + 2 * gq, mask=mask, other=0.0).to(tl.float32) + \
-            tl.load(bias_ptr + 2 * CH + co).to(tl.float32)[None, :]
-        zo = tl.load(gx + 3 * gq, mask=mask, other=0.0).to(tl.float32) + \
-            tl.load(bias_ptr + 3 * CH + co).to(tl.float32)[None, :]
+        g4 = tl.arange(0, 4 * CH)
+        z = tl.load(gx_ptr + (y * gx_sy + x * gx_sx)[:, None] + g4[None, :] * gx_sc, mask=ok[:, None], other=0.0)
+        z = z.to(tl.float32) + tl.load(bias_ptr + g4).to(tl.float32)[None, :]
         if HAS_REC:
             hprev = h_ptr + (t - 1) * h_st
-            kk = tl.arange(0, BLOCK_K)
-            # A runtime loop, not a static one: unrolled, the compiler hoisted every chunk's weight pointers out
-            # of the pixel loop and kept them live (255 registers and spills at CH = 32).
-            for k0 in range(0, KS * KS * CH, BLOCK_K):  # BLOCK_K divides CH: a chunk is one tap's
-                tap = k0 // CH
+            # m0 * opaque_zero (a zero the compiler cannot see) keeps the weight pointers inside the pixel loop:
+            # hoisted out of it, they stayed live across it (255 registers and spills at CH = 32).
+            w_tap = w_ptr + (co[:, None] * (4 * CH) + g4[None, :]) + m0 * opaque_zero
+            for tap in tl.static_range(KS * KS):  # all taps' loads independent: issued together
                 sy = y + (tap // KS) - PAD_T
                 sx = x + (tap % KS) - PAD_L
                 src_ok = ok & (sy >= 0) & (sy < H) & (sx >= 0) & (sx < W)
-                a = tl.load((hprev + sy * h_sy + sx * h_sx)[:, None] + (k0 - tap * CH + kk)[None, :],
-                            mask=src_ok[:, None], other=0.0)
-                wrow = w_ptr + (k0 + kk)[:, None] * (4 * CH) + co[None, :]
-                zi = tl.dot(a, tl.load(wrow), zi, input_precision=PREC)
-                zg = tl.dot(a, tl.load(wrow + CH), zg, input_precision=PREC)
-                zf = tl.dot(a, tl.load(wrow + 2 * CH), zf, input_precision=PREC)
-                zo = tl.dot(a, tl.load(wrow + 3 * CH), zo, input_precision=PREC)
+                a = tl.load((hprev + sy * h_sy + sx * h_sx)[:, None] + co[None, :], mask=src_ok[:, None], other=0.0)
+                z = tl.dot(a, tl.load(w_tap + tap * CH * 4 * CH), z, input_precision=PREC)
+        zi, zg, zf, zo = _split_gates(z, BLOCK_M, CH)
         out_ty = h_ptr.dtype.element_ty  # the pre-activations rounded as cell_fwd_kernel rounds them
         zi = zi.to(out_ty).to(tl.float32)
         zg = zg.to(out_ty).to(tl.float32)
@@ -260,6 +260,7 @@ if triton is not None:
         zo = zo.to(out_ty).to(tl.float32)
         # The cell state of this window, read and written in place: pixel-major, channels contiguous.
         cell = c_ptr + p[:, None] * c_sp + co[None, :]
+        mask = ok[:, None]
         c = _sigmoid(zi) * _tanh(zg)
         if HAS_REC:
             c += _sigmoid(zf + forget_bias) * tl.load(cell, mask=mask, other=0.0)
@@ -267,15 +268,15 @@ if triton is not None:
         h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
         tl.store(h_ptr + t * h_st + (y * h_sy + x * h_sx)[:, None] + co[None, :], h, mask=mask)
 
-    @_jit(do_not_specialize=["T", "HW", "H", "W", "PAD_T", "PAD_L"])
+    @_jit(do_not_specialize=["T", "HW", "H", "W", "PAD_T", "PAD_L", "opaque_zero"])
     def window_lstm_kernel(
         gx_ptr, gx_sb, gx_st, gx_sc, gx_sy, gx_sx,  # input-conv gates (B, T, 4Ch, H, W); a view (shared steps)
         bias_ptr,                                   # (4Ch,) gate bias
         w_ptr,                                      # (KS*KS*Ch, 4Ch) recurrent weight: row (ky*KS + kx)*Ch + ci
         c_ptr, c_sb, c_sp,                          # (B, H*W, Ch) float32 cell state, one per window (scratch)
         h_ptr, h_sb, h_st, h_sy, h_sx,              # out: every h_t (B, T, Ch, H, W), channels contiguous
-        T, HW, H, W, PAD_T, PAD_L, forget_bias,
-        CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+        T, HW, H, W, PAD_T, PAD_L, forget_bias, opaque_zero,  # opaque_zero: 0 (see _window_tile)
+        CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr,
     ):
         """A whole ConvLSTM level of one window (program), step after step: the window's h_{t-1} and c_{t-1}
         were written by this program a moment before, so they are read back from L2 (or L1) instead of from HBM,
@@ -287,11 +288,11 @@ if triton is not None:
         h_ptr += b * h_sb
         for m0 in range(0, HW, BLOCK_M):  # step 0: h_{-1} = c_{-1} = 0, no recurrent convolution
             _window_tile(gx_ptr, gx_sc, gx_sy, gx_sx, bias_ptr, w_ptr, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
-                         0, m0, HW, H, W, PAD_T, PAD_L, forget_bias,
-                         CH, KS, PREC, False, BLOCK_M, BLOCK_K)
+                         0, m0, HW, H, W, PAD_T, PAD_L, forget_bias, opaque_zero,
+                         CH, KS, PREC, False, BLOCK_M)
         for t in range(1, T):
             tl.debug_barrier()
             for m0 in range(0, HW, BLOCK_M):
                 _window_tile(gx_ptr + t * gx_st, gx_sc, gx_sy, gx_sx, bias_ptr, w_ptr, c_ptr, c_sp,
-                             h_ptr, h_st, h_sy, h_sx, t, m0, HW, H, W, PAD_T, PAD_L, forget_bias,
-                             CH, KS, PREC, True, BLOCK_M, BLOCK_K)
+                             h_ptr, h_st, h_sy, h_sx, t, m0, HW, H, W, PAD_T, PAD_L, forget_bias, opaque_zero,
+                             CH, KS, PREC, True, BLOCK_M)

@@ -9,10 +9,9 @@ h_{t-1} and c_{t-1}, written by the same program a moment before, come back from
 input gates (8 bytes) and the output h (2 bytes).
 
 It serves inference only (no gate pre-activations are stored for a backward) on channels-last buffers, in bf16 /
-fp16 where the recurrent weight fits a program's reach: hidden channels a power of two up to
-``MAX_CH`` (the weight of k x k x Ch x 4Ch elements is re-read from L1/L2 by every tile of every step). Elsewhere the
-per-step path runs. MSCRED_WINDOW_LSTM=0 turns it off, =all takes every power-of-two channel count and float32
-(exact dots: the CPU interpreter's tests and the per-level sweep in ``benchmarks/bench_window_lstm.py``).
+fp16, for hidden channels a power of two up to ``MAX_CH`` (every tile of every step reads a tap's whole weight).
+Elsewhere the per-step path runs. MSCRED_WINDOW_LSTM=0 turns it off, =all also takes float32 (exact dots: the CPU
+interpreter's tests).
 """
 from __future__ import annotations
 
@@ -25,7 +24,9 @@ from mscred.ops.triton.runtime import interpreting, triton
 if triton is not None:
     from mscred.ops.triton.convlstm_kernels import window_lstm_kernel
 
-MAX_CH = 64  # levels 1-2 of the default model (32, 64 channels); set from the per-level sweep (README)
+# Levels 1-2 of the default model (32, 64 channels). A tap's weight, (Ch, 4Ch), is one tile in shared memory (32 KB
+# in bf16 at 64 channels, 128 KB at 128): wider levels would need the taps cut into K-chunks (not built).
+MAX_CH = 64
 
 
 def _choice() -> str:
@@ -37,35 +38,31 @@ def _choice() -> str:
 
 def runs(dtype: torch.dtype, layout: str, save: bool, ch: int) -> bool:
     """Whether a level of ``ch`` hidden channels runs ``window_lstm_kernel``: inference (``save`` False),
-    channels-last, ``ch`` a power of two of at least 16 (the tensor cores' K granule), bf16 / fp16 and ``ch`` <=
-    MAX_CH; MSCRED_WINDOW_LSTM=all also float32 and any such ``ch``, =0 never. float64 never (Triton's float64
-    dot)."""
+    channels-last, ``ch`` a power of two from 16 (the tensor cores' K granule) to MAX_CH, bf16 / fp16 (float32 too
+    with MSCRED_WINDOW_LSTM=all: exact dots, for the CPU interpreter's tests); never float64 (Triton's float64
+    dot) nor with MSCRED_WINDOW_LSTM=0."""
     choice = _choice()
-    if save or layout != "nhwc" or choice == "0" or dtype == torch.float64 or ch < 16 or ch & (ch - 1):
+    if save or layout != "nhwc" or choice == "0" or ch < 16 or ch > MAX_CH or ch & (ch - 1):
         return False
-    if choice == "all":
-        return True
-    return dtype in (torch.bfloat16, torch.float16) and ch <= MAX_CH
+    return dtype in (torch.bfloat16, torch.float16) or (choice == "all" and dtype == torch.float32)
 
 
-# (BLOCK_M, BLOCK_K, num_warps, num_stages) per hidden-channel count; others take DEFAULT_BLOCKS.
-BLOCKS = {32: (64, 32, 8, 2), 64: (64, 64, 8, 2)}
-DEFAULT_BLOCKS = (32, 32, 4, 2)
-INTERPRETER_BLOCKS = (64, 64, 4, 1)  # the CPU interpreter pays per program step: few, large tiles
+# (BLOCK_M, num_warps, num_stages) per hidden-channel count; others take DEFAULT_BLOCKS.
+BLOCKS = {32: (64, 8, 2), 64: (64, 8, 2)}
+DEFAULT_BLOCKS = (32, 4, 2)
+INTERPRETER_BLOCKS = (64, 4, 1)  # the CPU interpreter pays per program step: few, large tiles
 
 
-def blocks(ch: int) -> tuple[int, int, int, int]:
-    """(BLOCK_M, BLOCK_K, num_warps, num_stages) for ``ch`` hidden channels; BLOCK_K is capped at ``ch``.
-    MSCRED_WINDOW_LSTM_BLOCKS overrides (sweeps, A/B runs): "BM/BK/warps/stages" for every level, or per channel
-    count "CH:BM/BK/warps/stages;CH:..." (levels not named keep their defaults). "/" and ";" because the device
-    scripts pass variables as comma-separated lists."""
+def blocks(ch: int) -> tuple[int, int, int]:
+    """(BLOCK_M, num_warps, num_stages) for ``ch`` hidden channels. MSCRED_WINDOW_LSTM_BLOCKS overrides (sweeps,
+    A/B runs): "BM/warps/stages" for every level, or per channel count "CH:BM/warps/stages;CH:..." (levels not
+    named keep their defaults). "/" and ";" because the device scripts pass variables as comma-separated lists."""
     chosen = INTERPRETER_BLOCKS if interpreting() else BLOCKS.get(ch, DEFAULT_BLOCKS)
     for entry in filter(None, os.environ.get("MSCRED_WINDOW_LSTM_BLOCKS", "").split(";")):
         level, _, tile = entry.rpartition(":")
         if not level or int(level) == ch:
             chosen = tuple(int(v) for v in tile.split("/"))
-    bm, bk, warps, stages = chosen
-    return bm, min(bk, ch), warps, stages
+    return chosen
 
 
 def packed_weight(w_h: torch.Tensor) -> torch.Tensor:
@@ -83,10 +80,10 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, cell: torch.Ten
     if out.stride(2) != 1 or cell.stride(1) != 1:
         raise ValueError("window_lstm_kernel needs channels-last h and c")
     k = w_h.shape[-1]
-    bm, bk, warps, stages = blocks(Ch)
+    bm, warps, stages = blocks(Ch)
     sb, st, _, sy, sx = out.stride()
     window_lstm_kernel[(B,)](
         gx, *gx.stride(), bias, packed_weight(w_h), cell, cell.stride(0), cell.stride(3),
-        out, sb, st, sy, sx, T, H * W, H, W, pads[0], pads[2], forget_bias,
+        out, sb, st, sy, sx, T, H * W, H, W, pads[0], pads[2], forget_bias, 0,
         CH=Ch, KS=k, PREC="ieee" if out.dtype == torch.float32 else "tf32",
-        BLOCK_M=bm, BLOCK_K=bk, num_warps=warps, num_stages=stages)
+        BLOCK_M=bm, num_warps=warps, num_stages=stages)
