@@ -13,7 +13,7 @@ set -uo pipefail
 cache_bytecode
 D="$OUT/window_lstm"; mkdir -p "$D"
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 tests/test_ops_triton_convlstm.py tests/test_forward_windows.py \
-  -k "window or inference or full_size or graph"
+  -k "window or full_size_bf16 or graphed_window"
 {
   bash benchmarks/machine_info.sh
   timeout 300 python3 benchmarks/bench_window_lstm.py --out "$D"

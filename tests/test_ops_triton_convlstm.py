@@ -242,7 +242,7 @@ def test_window_inference_float32(n, B, k, monkeypatch):
     monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
     if not CUDA:
-        monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "16/4/1")
+        monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", f"16/4/1/{B % 2}")  # both gate loads: prefetched or not
     Ch, T = (32, 3) if B == 3 else (16, 5)
     x, w, b, _ = _inputs(B, T, 8, Ch, n, k, seed=7 * n + B + k)
     got, window_levels = _infer_counting(monkeypatch, x.float(), w.float(), b.float())
@@ -328,8 +328,8 @@ def test_window_blocks_override(monkeypatch):
     """MSCRED_WINDOW_LSTM_BLOCKS: one tile for every level, or per channel count (the others keep theirs)."""
     from mscred.ops.triton import convlstm_window as window
     defaults = {ch: window.blocks(ch) for ch in (32, 64, 128)}
-    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32/4/2")
-    assert window.blocks(32) == (32, 4, 2) and window.blocks(128) == (32, 4, 2)
-    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32:16/4/1;128:64/8/2")
-    assert window.blocks(32) == (16, 4, 1) and window.blocks(128) == (64, 8, 2)
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32/4/2/0")
+    assert window.blocks(32) == (32, 4, 2, 0) and window.blocks(128) == (32, 4, 2, 0)
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32:16/4/1/1;128:64/8/2/0")
+    assert window.blocks(32) == (16, 4, 1, 1) and window.blocks(128) == (64, 8, 2, 0)
     assert window.blocks(64) == defaults[64]

@@ -224,34 +224,43 @@ if triton is not None:
         return zi, zg, zf, zo
 
     @triton.jit
-    def _window_tile(gx_ptr, gx_sc, gx_sy, gx_sx, bias_ptr, w_ptr, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
-                     t, m0, HW, H, W, PAD_T, PAD_L, forget_bias, opaque_zero,
+    def _gate_tile(gx_ptr, gx_sc, gx_sy, gx_sx, m0, HW, W, CH: tl.constexpr, BLOCK_M: tl.constexpr):
+        """The input gates of pixels m0 .. m0 + BLOCK_M of one step, as stored: (BLOCK_M, 4CH), zero past HW."""
+        p = m0 + tl.arange(0, BLOCK_M)
+        y = p // W
+        x = p - y * W
+        g4 = tl.arange(0, 4 * CH)
+        return tl.load(gx_ptr + (y * gx_sy + x * gx_sx)[:, None] + g4[None, :] * gx_sc, mask=(p < HW)[:, None],
+                       other=0.0)
+
+    @triton.jit
+    def _window_tile(gates, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
+                     t, m0, HW, H, W, PAD_T, PAD_L, forget_bias,
                      CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, HAS_REC: tl.constexpr,
-                     BLOCK_M: tl.constexpr):
-        """Pixels m0 .. m0 + BLOCK_M of one window's step t, all CH hidden channels: the input gates and the bias
-        as one (BLOCK_M, 4CH) tile, from the second step plus the recurrent convolution over h_{t-1}, one GEMM
-        per tap (row m of the left operand is the channel vector tap (ky, kx) of pixel m reads, zero outside the
-        image: TF "same" padding by masks), then cell_fwd_kernel's update. gx_ptr, c_ptr and h_ptr point at this
-        window (h_ptr at its step 0)."""
+                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+        """Pixels m0 .. m0 + BLOCK_M of one window's step t, all CH hidden channels: the input ``gates`` (a
+        ``_gate_tile``) plus the bias, from the second step plus the recurrent convolution over h_{t-1} as ONE
+        GEMM with the weight ``w`` (BLOCK_K, 4CH) the program loaded once (row m of the left operand: the KS*KS
+        channel vectors pixel m's taps read, zero outside the image -- TF "same" padding by masks -- and past K),
+        then cell_fwd_kernel's update. c_ptr and h_ptr point at this window (h_ptr at its step 0)."""
         p = m0 + tl.arange(0, BLOCK_M)
         ok = p < HW
         y = p // W
         x = p - y * W
         co = tl.arange(0, CH)
         g4 = tl.arange(0, 4 * CH)
-        z = tl.load(gx_ptr + (y * gx_sy + x * gx_sx)[:, None] + g4[None, :] * gx_sc, mask=ok[:, None], other=0.0)
-        z = z.to(tl.float32) + tl.load(bias_ptr + g4).to(tl.float32)[None, :]
+        z = gates.to(tl.float32) + tl.load(bias_ptr + g4).to(tl.float32)[None, :]
         if HAS_REC:
-            hprev = h_ptr + (t - 1) * h_st
-            # m0 * opaque_zero (a zero the compiler cannot see) keeps the weight pointers inside the pixel loop:
-            # hoisted out of it, they stayed live across it (255 registers and spills at CH = 32).
-            w_tap = w_ptr + (co[:, None] * (4 * CH) + g4[None, :]) + m0 * opaque_zero
-            for tap in tl.static_range(KS * KS):  # all taps' loads independent: issued together
-                sy = y + (tap // KS) - PAD_T
-                sx = x + (tap % KS) - PAD_L
-                src_ok = ok & (sy >= 0) & (sy < H) & (sx >= 0) & (sx < W)
-                a = tl.load((hprev + sy * h_sy + sx * h_sx)[:, None] + co[None, :], mask=src_ok[:, None], other=0.0)
-                z = tl.dot(a, tl.load(w_tap + tap * CH * 4 * CH), z, input_precision=PREC)
+            k = tl.arange(0, BLOCK_K)  # column k: tap k // CH = (ky, kx), channel k % CH
+            tap = k // CH
+            dy = tap // KS - PAD_T
+            dx = tap % KS - PAD_L
+            sy = y[:, None] + dy[None, :]
+            sx = x[:, None] + dx[None, :]
+            src_ok = ok[:, None] & (sy >= 0) & (sy < H) & (sx >= 0) & (sx < W) & (k < KS * KS * CH)[None, :]
+            a = tl.load(h_ptr + (t - 1) * h_st + (y * h_sy + x * h_sx)[:, None] + (dy * h_sy + dx * h_sx + k % CH)[None, :],
+                        mask=src_ok, other=0.0)
+            z = tl.dot(a, w, z, input_precision=PREC)
         zi, zg, zf, zo = _split_gates(z, BLOCK_M, CH)
         out_ty = h_ptr.dtype.element_ty  # the pre-activations rounded as cell_fwd_kernel rounds them
         zi = zi.to(out_ty).to(tl.float32)
@@ -268,31 +277,49 @@ if triton is not None:
         h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
         tl.store(h_ptr + t * h_st + (y * h_sy + x * h_sx)[:, None] + co[None, :], h, mask=mask)
 
-    @_jit(do_not_specialize=["T", "HW", "H", "W", "PAD_T", "PAD_L", "opaque_zero"])
+    @triton.jit
+    def _window_step(gx_ptr, gx_sc, gx_sy, gx_sx, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
+                     t, HW, H, W, PAD_T, PAD_L, forget_bias,
+                     CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, HAS_REC: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, PREFETCH: tl.constexpr):
+        """Step t of one window, tile after tile (gx_ptr at the window's step t). With PREFETCH the next tile's
+        input gates are loaded before this tile's work, so that their HBM latency overlaps it."""
+        gates = _gate_tile(gx_ptr, gx_sc, gx_sy, gx_sx, 0, HW, W, CH, BLOCK_M)
+        for m0 in range(0, HW, BLOCK_M):
+            if PREFETCH:
+                now = gates
+                gates = _gate_tile(gx_ptr, gx_sc, gx_sy, gx_sx, m0 + BLOCK_M, HW, W, CH, BLOCK_M)
+            else:
+                now = _gate_tile(gx_ptr, gx_sc, gx_sy, gx_sx, m0, HW, W, CH, BLOCK_M)
+            _window_tile(now, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx, t, m0, HW, H, W, PAD_T, PAD_L,
+                         forget_bias, CH, KS, PREC, HAS_REC, BLOCK_M, BLOCK_K)
+
+    @_jit(do_not_specialize=["T", "HW", "H", "W", "PAD_T", "PAD_L"])
     def window_lstm_kernel(
         gx_ptr, gx_sb, gx_st, gx_sc, gx_sy, gx_sx,  # input-conv gates (B, T, 4Ch, H, W); a view (shared steps)
         bias_ptr,                                   # (4Ch,) gate bias
         w_ptr,                                      # (KS*KS*Ch, 4Ch) recurrent weight: row (ky*KS + kx)*Ch + ci
         c_ptr, c_sb, c_sp,                          # (B, H*W, Ch) float32 cell state, one per window (scratch)
         h_ptr, h_sb, h_st, h_sy, h_sx,              # out: every h_t (B, T, Ch, H, W), channels contiguous
-        T, HW, H, W, PAD_T, PAD_L, forget_bias, opaque_zero,  # opaque_zero: 0 (see _window_tile)
-        CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr,
+        T, HW, H, W, PAD_T, PAD_L, forget_bias,
+        CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
+        PREFETCH: tl.constexpr,
     ):
-        """A whole ConvLSTM level of one window (program), step after step: the window's h_{t-1} and c_{t-1}
-        were written by this program a moment before, so they are read back from L2 (or L1) instead of from HBM,
-        as a kernel per step over the whole batch would; only the input gates and the output h cross HBM. A
-        barrier between steps makes each step's h (written by every thread) visible to the next step's reads."""
+        """A whole ConvLSTM level of one window (program), step after step: the recurrent weight is loaded once
+        (BLOCK_K = KS*KS*CH rounded up to a power of two), and the window's h_{t-1} and c_{t-1}, written by this
+        program a moment before, are read back from L2 (or L1) instead of from HBM, as a kernel per step over
+        the whole batch would; only the input gates and the output h cross HBM. A barrier between steps makes
+        each step's h (written by every thread) visible to the next step's reads."""
         b = tl.program_id(0).to(tl.int64)
         gx_ptr += b * gx_sb
         c_ptr += b * c_sb
         h_ptr += b * h_sb
-        for m0 in range(0, HW, BLOCK_M):  # step 0: h_{-1} = c_{-1} = 0, no recurrent convolution
-            _window_tile(gx_ptr, gx_sc, gx_sy, gx_sx, bias_ptr, w_ptr, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
-                         0, m0, HW, H, W, PAD_T, PAD_L, forget_bias, opaque_zero,
-                         CH, KS, PREC, False, BLOCK_M)
+        k = tl.arange(0, BLOCK_K)
+        g4 = tl.arange(0, 4 * CH)
+        w = tl.load(w_ptr + k[:, None] * (4 * CH) + g4[None, :], mask=(k < KS * KS * CH)[:, None], other=0.0)
+        _window_step(gx_ptr, gx_sc, gx_sy, gx_sx, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
+                     0, HW, H, W, PAD_T, PAD_L, forget_bias, CH, KS, PREC, False, BLOCK_M, BLOCK_K, PREFETCH)
         for t in range(1, T):
             tl.debug_barrier()
-            for m0 in range(0, HW, BLOCK_M):
-                _window_tile(gx_ptr + t * gx_st, gx_sc, gx_sy, gx_sx, bias_ptr, w_ptr, c_ptr, c_sp,
-                             h_ptr, h_st, h_sy, h_sx, t, m0, HW, H, W, PAD_T, PAD_L, forget_bias, opaque_zero,
-                             CH, KS, PREC, True, BLOCK_M)
+            _window_step(gx_ptr + t * gx_st, gx_sc, gx_sy, gx_sx, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
+                         t, HW, H, W, PAD_T, PAD_L, forget_bias, CH, KS, PREC, True, BLOCK_M, BLOCK_K, PREFETCH)

@@ -47,16 +47,18 @@ def runs(dtype: torch.dtype, layout: str, save: bool, ch: int) -> bool:
     return dtype in (torch.bfloat16, torch.float16) or (choice == "all" and dtype == torch.float32)
 
 
-# (BLOCK_M, num_warps, num_stages) per hidden-channel count; others take DEFAULT_BLOCKS.
-BLOCKS = {32: (64, 8, 2), 64: (64, 8, 2)}
-DEFAULT_BLOCKS = (32, 4, 2)
-INTERPRETER_BLOCKS = (64, 4, 1)  # the CPU interpreter pays per program step: few, large tiles
+# (BLOCK_M, num_warps, num_stages, prefetch) per hidden-channel count; others take DEFAULT_BLOCKS.
+BLOCKS = {32: (64, 8, 2, 1), 64: (64, 8, 2, 1)}
+DEFAULT_BLOCKS = (32, 4, 2, 1)
+INTERPRETER_BLOCKS = (64, 4, 1, 1)  # the CPU interpreter pays per program step: few, large tiles
 
 
-def blocks(ch: int) -> tuple[int, int, int]:
-    """(BLOCK_M, num_warps, num_stages) for ``ch`` hidden channels. MSCRED_WINDOW_LSTM_BLOCKS overrides (sweeps,
-    A/B runs): "BM/warps/stages" for every level, or per channel count "CH:BM/warps/stages;CH:..." (levels not
-    named keep their defaults). "/" and ";" because the device scripts pass variables as comma-separated lists."""
+def blocks(ch: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M, num_warps, num_stages, prefetch) for ``ch`` hidden channels (prefetch 1: the next tile's input
+    gates are loaded before this tile's work). MSCRED_WINDOW_LSTM_BLOCKS overrides (sweeps, A/B runs):
+    "BM/warps/stages/prefetch" for every level, or per channel count "CH:BM/warps/stages/prefetch;CH:..." (levels
+    not named keep their defaults). "/" and ";" because the device scripts pass variables as comma-separated
+    lists."""
     chosen = INTERPRETER_BLOCKS if interpreting() else BLOCKS.get(ch, DEFAULT_BLOCKS)
     for entry in filter(None, os.environ.get("MSCRED_WINDOW_LSTM_BLOCKS", "").split(";")):
         level, _, tile = entry.rpartition(":")
@@ -80,10 +82,11 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, cell: torch.Ten
     if out.stride(2) != 1 or cell.stride(1) != 1:
         raise ValueError("window_lstm_kernel needs channels-last h and c")
     k = w_h.shape[-1]
-    bm, warps, stages = blocks(Ch)
+    bm, warps, stages, prefetch = blocks(Ch)
     sb, st, _, sy, sx = out.stride()
     window_lstm_kernel[(B,)](
         gx, *gx.stride(), bias, packed_weight(w_h), cell, cell.stride(0), cell.stride(3),
-        out, sb, st, sy, sx, T, H * W, H, W, pads[0], pads[2], forget_bias, 0,
+        out, sb, st, sy, sx, T, H * W, H, W, pads[0], pads[2], forget_bias,
         CH=Ch, KS=k, PREC="ieee" if out.dtype == torch.float32 else "tf32",
-        BLOCK_M=bm, num_warps=warps, num_stages=stages)
+        BLOCK_M=bm, BLOCK_K=triton.next_power_of_2(k * k * Ch), PREFETCH=bool(prefetch),
+        num_warps=warps, num_stages=stages)
