@@ -2,8 +2,8 @@
 
 For each MSCRED level (hidden channels = input channels, image size), bf16, channels-last, no autograd, the fused
 op ``ops/triton/convlstm.py`` with MSCRED_WINDOW_LSTM=0 (per step: cuDNN recurrent convolution + ``cell_fwd_kernel``)
-and =1 (``window_lstm_kernel``, ``ops/triton/convlstm_window.py``: levels up to its MAX_CH channels) over a sweep of
-its tiles (MSCRED_WINDOW_LSTM_BLOCKS), at
+and =all (``window_lstm_kernel``, ``ops/triton/convlstm_window.py``: levels up to its MAX_CH channels, at every batch)
+over a sweep of its tiles (MSCRED_WINDOW_LSTM_BLOCKS), at
 
 * the scoring batch: all 3,591 windows of the thesis workload as one sliding view of 3,595 steps (what
   ``MSCREDNet.forward_windows`` passes; the input gates are computed once per step), and
@@ -88,7 +88,7 @@ def run() -> tuple[list[dict], dict]:
                 oracle = reference.convlstm(x.double().contiguous(), w.double(), b.double(), 1.0)
                 off_err = rel(off, oracle)
             off_ms = bench(call)
-            os.environ["MSCRED_WINDOW_LSTM"] = "1"
+            os.environ["MSCRED_WINDOW_LSTM"] = "all"  # every batch (the product gates it, MAX_BATCH)
             # The sweep at the scoring batch (the product's inference batch); at batch 128 the first tiles check
             # the float64 error and show the small-batch speed.
             for cfg in [c for c in CONFIGS if fits(c, ch)][:None if sliding else 2]:

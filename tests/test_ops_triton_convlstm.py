@@ -234,7 +234,8 @@ def _infer_counting(monkeypatch, x, w, b):
 def test_window_inference_float32(n, B, k, monkeypatch):
     """MSCRED_WINDOW_LSTM=all: float32 inference through the per-window kernel (exact dots) is within twice the
     float32 reference's error of the float64 oracle; awkward batches and sizes (pixel tiles cut off mid-row and
-    past the image), both kernel sizes, 16 and 32 hidden channels (one and two K-chunks per tap), 3 and 5 steps."""
+    past the image), both kernel sizes (K = 64, 128, 144: padded to a power of two), 16 and 32 hidden channels, 3 and 5
+    steps."""
     if CUDA and n != 30:
         pytest.skip("on CUDA the small grid runs at n = 30 only (CI covers it on the interpreter)")
     if not CUDA and n == 30 and B != 1:
@@ -243,7 +244,8 @@ def test_window_inference_float32(n, B, k, monkeypatch):
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
     if not CUDA:
         monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", f"16/4/1/{B % 2}")  # both gate loads: prefetched or not
-    Ch, T = (32, 3) if B == 3 else (16, 5)
+    Ch = 32 if B == 3 and k == 2 else 16  # float32 at 32 channels and k = 3: no tile fits (see the plan test)
+    T = 3 if B == 3 else 5
     x, w, b, _ = _inputs(B, T, 8, Ch, n, k, seed=7 * n + B + k)
     got, window_levels = _infer_counting(monkeypatch, x.float(), w.float(), b.float())
     assert window_levels == 1
@@ -268,26 +270,48 @@ def test_window_inference_on_sliding_windows(monkeypatch):
 
 
 def test_window_kernel_conditions(monkeypatch):
-    """Training (save), NCHW buffers, float64, channel counts off the powers of two or past MAX_CH, and
-    MSCRED_WINDOW_LSTM=0 keep the per-step path; bf16 inference of the small levels takes the kernel by default."""
+    """Training (save), NCHW buffers, float64, channel counts off the powers of two or past MAX_CH, batches past
+    MAX_BATCH and MSCRED_WINDOW_LSTM=0 keep the per-step path; bf16 inference of the small levels at small batches
+    takes the kernel by default; =all takes any batch and float32 too."""
     from mscred.ops.triton import convlstm_window as window
+    cpu = torch.device("cpu")
+
+    def runs(dtype=torch.bfloat16, layout="nhwc", save=False, ch=32, k=2, batch=128):
+        return window.runs(dtype, layout, save, ch, k, batch, cpu)
+
     monkeypatch.delenv("MSCRED_WINDOW_LSTM", raising=False)
-    assert window.runs(torch.bfloat16, "nhwc", False, 32) and window.runs(torch.float16, "nhwc", False, 64)
-    assert not window.runs(torch.bfloat16, "nhwc", False, 2 * window.MAX_CH)
-    assert not window.runs(torch.float32, "nhwc", False, 32)
-    assert not window.runs(torch.bfloat16, "nhwc", True, 32)
-    assert not window.runs(torch.bfloat16, "nchw", False, 32)
-    assert not window.runs(torch.bfloat16, "nhwc", False, 48)
-    assert not window.runs(torch.bfloat16, "nhwc", False, 8)
+    monkeypatch.delenv("MSCRED_WINDOW_LSTM_BLOCKS", raising=False)
+    assert runs() and runs(torch.float16, ch=64) and runs(batch=window.MAX_BATCH)
+    assert not runs(batch=window.MAX_BATCH + 1)
+    assert not runs(ch=2 * window.MAX_CH)
+    assert not runs(torch.float32)
+    assert not runs(save=True)
+    assert not runs(layout="nchw")
+    assert not runs(ch=48) and not runs(ch=8)
     monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
-    assert window.runs(torch.float32, "nhwc", False, 32)
-    assert not window.runs(torch.float32, "nhwc", False, 2 * window.MAX_CH)
-    assert not window.runs(torch.float64, "nhwc", False, 32)
+    assert runs(torch.float32) and runs(batch=10 * window.MAX_BATCH)
+    assert not runs(torch.float32, ch=2 * window.MAX_CH)
+    assert not runs(torch.float64)
+    assert not runs(torch.float32, k=3)  # its (512, 128) float32 weight alone is 256 KB: no tile fits
     monkeypatch.setenv("MSCRED_WINDOW_LSTM", "0")
-    assert not window.runs(torch.bfloat16, "nhwc", False, 32)
+    assert not runs()
     monkeypatch.setenv("MSCRED_WINDOW_LSTM", "yes")
     with pytest.raises(ValueError, match="MSCRED_WINDOW_LSTM"):
-        window.runs(torch.bfloat16, "nhwc", False, 32)
+        runs()
+
+
+def test_window_tile_plan_fits_shared_memory(monkeypatch):
+    """plan() shrinks the pixel tile, then the pipeline, until the tile's shared memory fits, or gives up. The
+    bound holds for what Triton asked for on the H200 (80 / 213 KB for the 32- / 64-channel default tiles)."""
+    from mscred.ops.triton import convlstm_window as window
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "64/8/2/0")
+    assert window.shared_bytes(32, 2, 2, 64, 2) >= 80 * 1024 and window.shared_bytes(64, 2, 2, 64, 2) >= 213 * 1024
+    assert window.plan(32, 2, torch.bfloat16) == (64, 8, 2, 0)
+    assert window.plan(64, 2, torch.bfloat16) == (64, 8, 2, 0)
+    bm, _, stages, _ = window.plan(32, 3, torch.bfloat16)  # K = 9 x 32 -> 512: smaller tiles
+    assert window.shared_bytes(32, 3, 2, bm, stages) <= window.HOPPER_SHARED_MEMORY and bm < 64
+    assert window.plan(64, 2, torch.bfloat16, limit=100 * 1024) is None  # its weight alone is 128 KB
+    assert window.plan(32, 3, torch.float32) is None
 
 
 def test_window_kernel_fake_matches(monkeypatch):

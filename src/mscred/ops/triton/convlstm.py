@@ -258,7 +258,7 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     # for sliding windows at inference (step_gates).
     gx = step_gates(x, w_x, pads, fmt, shared=not save and sliding(x))
     out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, x, layout, save, cell_dtype)
-    if convlstm_window.runs(x.dtype, layout, save, Ch):  # inference: one program per window, all steps
+    if convlstm_window.runs(x.dtype, layout, save, Ch, k, B, x.device):  # inference: a program per window
         convlstm_window.run(gx, bias, w_h, cells[0], out, pads, forget_bias)
         return out, pre, cells, hprev
     zero_border(hprev, pads)  # the kernel writes every interior element
@@ -284,7 +284,7 @@ def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, lay
     """``convlstm_fused``'s outputs, unfilled (its docstring has their shapes). The per-window inference kernel
     (``convlstm_window``) keeps one cell state per window and reads h_{t-1} from the output: cells (1, B, ...), no
     zero-bordered copies."""
-    window = convlstm_window.runs(x.dtype, layout, save, Ch)
+    window = convlstm_window.runs(x.dtype, layout, save, Ch, pads[0] + pads[1] + 1, B, x.device)
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
     cell_steps, bordered = (1, 0) if window else (T, max(T - 1, 0))
     return (_out5(B, T, Ch, H, W, x, layout),

@@ -2,19 +2,25 @@
 
 The per-step path (``convlstm.py``) runs, for each step t >= 1 over the whole batch, a cuDNN recurrent convolution
 (h_{t-1} in, the recurrent gates out) and the cell kernel (input and recurrent gates, c_{t-1} in; c_t, h_t out):
-about 36 bytes of HBM traffic per hidden element and step at the scoring batch, where nothing of a step fits in L2
-(level 1: 3,591 windows x 28,800 elements). Here one program carries one window through every step: the
-recurrent convolution is a GEMM over the window's pixels with the gates kept in registers, and the window's
-h_{t-1} and c_{t-1}, written by the same program a moment before, come back from L2; what must cross HBM is the
-input gates (8 bytes) and the output h (2 bytes).
+two launches per step and about 36 bytes of HBM traffic per hidden element and step. Here one program carries one
+window through every step: the recurrent weight is loaded into shared memory once, the recurrent convolution is
+one GEMM per pixel tile over all taps with the gates kept in registers, and the window's h_{t-1} and c_{t-1},
+written by the same program a moment before, are read back (from L2 when they are still there).
+
+Measured on the H200 (``benchmarks/results/window_lstm*``, README): at small batches it is 1.6x (32 channels) and
+3.5x (64 channels) faster per level than the per-step path (batch 128); at the full scoring batch (3,591 windows)
+it is even on level 1 and slower on level 2 (0.75x): Nsight Compute shows half the per-step path's HBM bytes but
+an L2 hit rate of ~35% (the windows in flight do not fit in L2) and 35% of the HBM bandwidth, each program a chain
+of dependent tiles at 25-35% occupancy. Hence the gate on the batch (``MAX_BATCH``).
 
 It serves inference only (no gate pre-activations are stored for a backward) on channels-last buffers, in bf16 /
-fp16, for hidden channels a power of two up to ``MAX_CH`` (every tile of every step reads a tap's whole weight).
-Elsewhere the per-step path runs. MSCRED_WINDOW_LSTM=0 turns it off, =all also takes float32 (exact dots: the CPU
-interpreter's tests).
+fp16, for hidden channels a power of two up to ``MAX_CH`` whose tile fits in shared memory (``plan``), at batches
+up to ``MAX_BATCH`` windows. Elsewhere the per-step path runs. MSCRED_WINDOW_LSTM=0 turns it off, =all takes every
+batch and float32 too (exact dots: the CPU interpreter's tests; A/B runs).
 """
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -24,9 +30,18 @@ from mscred.ops.triton.runtime import interpreting, triton
 if triton is not None:
     from mscred.ops.triton.convlstm_kernels import window_lstm_kernel
 
-# Levels 1-2 of the default model (32, 64 channels). A tap's weight, (Ch, 4Ch), is one tile in shared memory (32 KB
-# in bf16 at 64 channels, 128 KB at 128): wider levels would need the taps cut into K-chunks (not built).
+# Levels 1-2 of the default model (32, 64 channels): the whole recurrent weight, (k*k*Ch, 4Ch), is one tile in shared
+# memory (32 KB in bf16 at 32 channels, 128 KB at 64); wider levels would need it cut into K-chunks (not built).
 MAX_CH = 64
+# Up to this many windows per call the kernel beat the per-step path in the whole model (results/window_model/).
+MAX_BATCH = 1024
+HOPPER_SHARED_MEMORY = 227 * 1024  # per block on the H100/H200; the limit planned for off CUDA (the interpreter)
+
+# (BLOCK_M, num_warps, num_stages, prefetch) per hidden-channel count (others: DEFAULT_BLOCKS); prefetch 1 loads
+# the next tile's input gates before this tile's work. From the H200 sweeps (results/window_lstm/).
+BLOCKS = {32: (64, 8, 2, 0), 64: (64, 8, 2, 0)}
+DEFAULT_BLOCKS = (32, 4, 2, 0)
+INTERPRETER_BLOCKS = (64, 4, 1, 1)  # the CPU interpreter pays per program step: few, large tiles
 
 
 def _choice() -> str:
@@ -36,35 +51,67 @@ def _choice() -> str:
     return choice
 
 
-def runs(dtype: torch.dtype, layout: str, save: bool, ch: int) -> bool:
-    """Whether a level of ``ch`` hidden channels runs ``window_lstm_kernel``: inference (``save`` False),
-    channels-last, ``ch`` a power of two from 16 (the tensor cores' K granule) to MAX_CH, bf16 / fp16 (float32 too
-    with MSCRED_WINDOW_LSTM=all: exact dots, for the CPU interpreter's tests); never float64 (Triton's float64
-    dot) nor with MSCRED_WINDOW_LSTM=0."""
+def runs(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, batch: int, device: torch.device) -> bool:
+    """Whether a level of ``ch`` hidden channels and kernel ``k`` runs ``window_lstm_kernel`` for ``batch``
+    windows on ``device``: inference (``save`` False), channels-last, ``ch`` a power of two from 16 (the tensor
+    cores' K granule) to MAX_CH with a tile that fits the device's shared memory (``plan``), bf16 / fp16 at up to
+    MAX_BATCH windows; with MSCRED_WINDOW_LSTM=all any batch and float32 too; never float64 (Triton's float64
+    dot) nor with =0."""
     choice = _choice()
     if save or layout != "nhwc" or choice == "0" or ch < 16 or ch > MAX_CH or ch & (ch - 1):
         return False
-    return dtype in (torch.bfloat16, torch.float16) or (choice == "all" and dtype == torch.float32)
+    if choice == "all":
+        dtypes, max_batch = (torch.bfloat16, torch.float16, torch.float32), batch
+    else:
+        dtypes, max_batch = (torch.bfloat16, torch.float16), MAX_BATCH
+    return dtype in dtypes and batch <= max_batch and plan(ch, k, dtype, shared_limit(device)) is not None
 
 
-# (BLOCK_M, num_warps, num_stages, prefetch) per hidden-channel count; others take DEFAULT_BLOCKS.
-BLOCKS = {32: (64, 8, 2, 1), 64: (64, 8, 2, 1)}
-DEFAULT_BLOCKS = (32, 4, 2, 1)
-INTERPRETER_BLOCKS = (64, 4, 1, 1)  # the CPU interpreter pays per program step: few, large tiles
+def shared_limit(device: torch.device) -> int:
+    """Shared memory a block may use on ``device``, as Triton checks it (HOPPER_SHARED_MEMORY off CUDA)."""
+    if device.type != "cuda":
+        return HOPPER_SHARED_MEMORY
+    return _cuda_shared_limit(torch.cuda.current_device() if device.index is None else device.index)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_shared_limit(index: int) -> int:
+    return triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
 
 
 def blocks(ch: int) -> tuple[int, int, int, int]:
-    """(BLOCK_M, num_warps, num_stages, prefetch) for ``ch`` hidden channels (prefetch 1: the next tile's input
-    gates are loaded before this tile's work). MSCRED_WINDOW_LSTM_BLOCKS overrides (sweeps, A/B runs):
-    "BM/warps/stages/prefetch" for every level, or per channel count "CH:BM/warps/stages/prefetch;CH:..." (levels
-    not named keep their defaults). "/" and ";" because the device scripts pass variables as comma-separated
-    lists."""
+    """(BLOCK_M, num_warps, num_stages, prefetch) asked for ``ch`` hidden channels. MSCRED_WINDOW_LSTM_BLOCKS
+    overrides (sweeps, A/B runs): "BM/warps/stages/prefetch" for every level, or per channel count
+    "CH:BM/warps/stages/prefetch;CH:..." (levels not named keep their defaults). "/" and ";" because the device
+    scripts pass variables as comma-separated lists."""
     chosen = INTERPRETER_BLOCKS if interpreting() else BLOCKS.get(ch, DEFAULT_BLOCKS)
     for entry in filter(None, os.environ.get("MSCRED_WINDOW_LSTM_BLOCKS", "").split(";")):
         level, _, tile = entry.rpartition(":")
         if not level or int(level) == ch:
             chosen = tuple(int(v) for v in tile.split("/"))
     return chosen
+
+
+def shared_bytes(ch: int, k: int, itemsize: int, block_m: int, stages: int) -> int:
+    """An upper bound of the shared memory of a tile, from what Triton 3.6 asked for on the H200 (45-213 KB over
+    the sweeps' tiles): the resident weight (K, 4Ch), the pipeline's gathered h tiles (stages x (BLOCK_M, K)) and
+    up to a (BLOCK_M, 4Ch) 16-bit layout change; K = k*k*Ch rounded up to a power of two."""
+    kk = triton.next_power_of_2(k * k * ch)
+    return itemsize * (kk * 4 * ch + max(stages, 1) * block_m * kk) + block_m * 4 * ch * 2
+
+
+def plan(ch: int, k: int, dtype: torch.dtype, limit: int = HOPPER_SHARED_MEMORY):
+    """``blocks(ch)`` with BLOCK_M halved (down to 16), then a single stage, until ``shared_bytes`` fits
+    ``limit``: (BLOCK_M, num_warps, num_stages, prefetch), or None if no tile fits (the per-step path runs)."""
+    bm, warps, stages, prefetch = blocks(ch)
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    for st in (stages, 1):
+        m = bm
+        while m >= 16:
+            if shared_bytes(ch, k, itemsize, m, st) <= limit:
+                return m, warps, st, prefetch
+            m //= 2
+    return None
 
 
 def packed_weight(w_h: torch.Tensor) -> torch.Tensor:
@@ -82,7 +129,7 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, cell: torch.Ten
     if out.stride(2) != 1 or cell.stride(1) != 1:
         raise ValueError("window_lstm_kernel needs channels-last h and c")
     k = w_h.shape[-1]
-    bm, warps, stages, prefetch = blocks(Ch)
+    bm, warps, stages, prefetch = plan(Ch, k, out.dtype, shared_limit(out.device))
     sb, st, _, sy, sx = out.stride()
     window_lstm_kernel[(B,)](
         gx, *gx.stride(), bias, packed_weight(w_h), cell, cell.stride(0), cell.stride(3),
