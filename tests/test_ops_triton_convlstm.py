@@ -270,9 +270,9 @@ def test_window_inference_on_sliding_windows(monkeypatch):
 
 
 def test_window_kernel_conditions(monkeypatch):
-    """Training (save), NCHW buffers, float64, channel counts off the powers of two or past MAX_CH, batches past
-    MAX_BATCH and MSCRED_WINDOW_LSTM=0 keep the per-step path; bf16 inference of the small levels at small batches
-    takes the kernel by default; =all takes any batch and float32 too."""
+    """Training (save), NCHW buffers, float64, channel counts off the powers of two or past MAX_CH, batches outside
+    MIN_BATCH .. MAX_BATCH and MSCRED_WINDOW_LSTM=0 keep the per-step path; bf16 inference of the small levels at
+    those batches takes the kernel by default; =all takes any batch and float32 too."""
     from mscred.ops.triton import convlstm_window as window
     cpu = torch.device("cpu")
 
@@ -281,8 +281,8 @@ def test_window_kernel_conditions(monkeypatch):
 
     monkeypatch.delenv("MSCRED_WINDOW_LSTM", raising=False)
     monkeypatch.delenv("MSCRED_WINDOW_LSTM_BLOCKS", raising=False)
-    assert runs() and runs(torch.float16, ch=64) and runs(batch=window.MAX_BATCH)
-    assert not runs(batch=window.MAX_BATCH + 1)
+    assert runs() and runs(torch.float16, ch=64) and runs(batch=window.MAX_BATCH) and runs(batch=window.MIN_BATCH)
+    assert not runs(batch=window.MAX_BATCH + 1) and not runs(batch=window.MIN_BATCH - 1)
     assert not runs(ch=2 * window.MAX_CH)
     assert not runs(torch.float32)
     assert not runs(save=True)
@@ -330,11 +330,11 @@ def test_window_kernel_fake_matches(monkeypatch):
 @pytest.mark.parametrize("B, C, n", [(128, 32, 30), (128, 64, 15), (7, 32, 30), (3, 16, 9), (1, 64, 55),
                                      (300, 32, 30)])
 def test_window_inference_bf16_on_gpu(B, C, n, monkeypatch):
-    """The MSCRED levels that take the per-window kernel (by default: bf16 inference, the scoring path), with
-    awkward batches and sizes: within twice the bf16 reference's error of the float64 oracle, as the per-step path
+    """The MSCRED levels that take the per-window kernel (bf16 inference, the scoring path), with awkward batches
+    and sizes: within twice the bf16 reference's error of the float64 oracle, as the per-step path
     (MSCRED_WINDOW_LSTM=0)."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
-    monkeypatch.delenv("MSCRED_WINDOW_LSTM", raising=False)
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")  # every batch, the awkward small ones too
     x, w, b, _ = _inputs(B, 5, C, C, n, 2, seed=B + C + n)
     oracle = ref.convlstm(x, w, b, FB)
     low = [t.to(torch.bfloat16) for t in (x, w, b)]
@@ -357,3 +357,33 @@ def test_window_blocks_override(monkeypatch):
     monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32:16/4/1/1;128:64/8/2/0")
     assert window.blocks(32) == (16, 4, 1, 1) and window.blocks(128) == (64, 8, 2, 0)
     assert window.blocks(64) == defaults[64]
+
+
+@needs_cuda
+def test_window_kernel_batch_gate_eager_and_captured(monkeypatch):
+    """By default (MSCRED_WINDOW_LSTM=1) bf16 inference of 128 windows takes the per-window kernel when run eagerly
+    and the per-step path inside a CUDA-graph capture (MIN_BATCH_CAPTURED), both equal to the reference."""
+    from mscred.ops.triton import convlstm_window as window
+    monkeypatch.delenv("MSCRED_WINDOW_LSTM", raising=False)
+    monkeypatch.delenv("MSCRED_WINDOW_LSTM_BLOCKS", raising=False)
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    assert window.MIN_BATCH <= 128 < window.MIN_BATCH_CAPTURED
+    x, w, b, _ = _inputs(128, 5, 32, 32, 12, 2, seed=4)
+    low = [t.to(torch.bfloat16) for t in (x, w, b)]
+    eager, window_levels = _infer_counting(monkeypatch, *low)
+    assert window_levels == 1
+    calls = []
+    monkeypatch.setattr(window, "run", lambda *a: calls.append(1))
+    graph = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s), torch.no_grad():
+        fused.convlstm(*low, FB)  # warm-up outside the capture (cuDNN, Triton)
+    torch.cuda.current_stream().wait_stream(s)
+    calls.clear()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        captured = fused.convlstm(*low, FB)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert calls == []
+    assert _rel(captured, eager) < 1e-2

@@ -9,13 +9,15 @@ written by the same program a moment before, are read back (from L2 when they ar
 
 Measured on the H200 (``benchmarks/results/window_lstm*``, README): at small batches it is 1.6x (32 channels) and
 3.5x (64 channels) faster per level than the per-step path (batch 128); at the full scoring batch (3,591 windows)
-it is even on level 1 and slower on level 2 (0.75x): Nsight Compute shows half the per-step path's HBM bytes but
-an L2 hit rate of ~35% (the windows in flight do not fit in L2) and 35% of the HBM bandwidth, each program a chain
-of dependent tiles at 25-35% occupancy. Hence the gate on the batch (``MAX_BATCH``).
+it is even on level 1 and slower on level 2 (0.75x): Nsight Compute shows about half the per-step path's HBM
+bytes but an L2 hit rate of ~35% (the windows in flight do not fit in L2) and 35% of the HBM bandwidth, each
+program a chain of dependent tiles at 25-35% occupancy. Part of the small-batch gain is launches, which a CUDA
+graph removes anyway. Hence the gate on the batch (``MIN_BATCH`` .. ``MAX_BATCH``).
 
 It serves inference only (no gate pre-activations are stored for a backward) on channels-last buffers, in bf16 /
 fp16, for hidden channels a power of two up to ``MAX_CH`` whose tile fits in shared memory (``plan``), at batches
-up to ``MAX_BATCH`` windows. Elsewhere the per-step path runs. MSCRED_WINDOW_LSTM=0 turns it off, =all takes every
+from ``MIN_BATCH`` (``MIN_BATCH_CAPTURED`` in a CUDA graph) to ``MAX_BATCH`` windows. Elsewhere the per-step path
+runs. MSCRED_WINDOW_LSTM=0 turns it off, =all takes every
 batch and float32 too (exact dots: the CPU interpreter's tests; A/B runs).
 """
 from __future__ import annotations
@@ -33,8 +35,10 @@ if triton is not None:
 # Levels 1-2 of the default model (32, 64 channels): the whole recurrent weight, (k*k*Ch, 4Ch), is one tile in shared
 # memory (32 KB in bf16 at 32 channels, 128 KB at 64); wider levels would need it cut into K-chunks (not built).
 MAX_CH = 64
-# Up to this many windows per call the kernel beat the per-step path in the whole model (results/window_model/).
-MAX_BATCH = 1024
+# The batches (windows per call) at which the kernel beat the per-step path in the whole model on the H200
+# (results/window_model/): eager 1.16-1.40x from 128 to 1024 windows (0.92x at 32); inside a CUDA graph, which
+# removes the per-step path's launches, 1.05-1.07x at 256-512 (0.74x at 32, 0.96x at 128); from 2048 on even.
+MIN_BATCH, MIN_BATCH_CAPTURED, MAX_BATCH = 128, 256, 1024
 HOPPER_SHARED_MEMORY = 227 * 1024  # per block on the H100/H200; the limit planned for off CUDA (the interpreter)
 
 # (BLOCK_M, num_warps, num_stages, prefetch) per hidden-channel count (others: DEFAULT_BLOCKS); prefetch 1 loads
@@ -54,17 +58,23 @@ def _choice() -> str:
 def runs(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, batch: int, device: torch.device) -> bool:
     """Whether a level of ``ch`` hidden channels and kernel ``k`` runs ``window_lstm_kernel`` for ``batch``
     windows on ``device``: inference (``save`` False), channels-last, ``ch`` a power of two from 16 (the tensor
-    cores' K granule) to MAX_CH with a tile that fits the device's shared memory (``plan``), bf16 / fp16 at up to
-    MAX_BATCH windows; with MSCRED_WINDOW_LSTM=all any batch and float32 too; never float64 (Triton's float64
-    dot) nor with =0."""
+    cores' K granule) to MAX_CH with a tile that fits the device's shared memory (``plan``), bf16 / fp16 at MIN_BATCH
+    (MIN_BATCH_CAPTURED in a graph capture) to MAX_BATCH windows; with MSCRED_WINDOW_LSTM=all any batch and float32
+    too; never float64 (Triton's float64 dot) nor with =0."""
     choice = _choice()
     if save or layout != "nhwc" or choice == "0" or ch < 16 or ch > MAX_CH or ch & (ch - 1):
         return False
     if choice == "all":
-        dtypes, max_batch = (torch.bfloat16, torch.float16, torch.float32), batch
+        dtypes, batches = (torch.bfloat16, torch.float16, torch.float32), True
     else:
-        dtypes, max_batch = (torch.bfloat16, torch.float16), MAX_BATCH
-    return dtype in dtypes and batch <= max_batch and plan(ch, k, dtype, shared_limit(device)) is not None
+        dtypes, batches = (torch.bfloat16, torch.float16), _min_batch(device) <= batch <= MAX_BATCH
+    return dtype in dtypes and batches and plan(ch, k, dtype, shared_limit(device)) is not None
+
+
+def _min_batch(device: torch.device) -> int:
+    """MIN_BATCH, or MIN_BATCH_CAPTURED while a CUDA graph is being captured (its replays have no launch cost)."""
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    return MIN_BATCH_CAPTURED if capturing else MIN_BATCH
 
 
 def shared_limit(device: torch.device) -> int:
