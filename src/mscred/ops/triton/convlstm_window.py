@@ -62,7 +62,7 @@ def runs(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, batch: in
     (MIN_BATCH_CAPTURED in a graph capture) to MAX_BATCH windows; with MSCRED_WINDOW_LSTM=all any batch and float32
     too; never float64 (Triton's float64 dot) nor with =0."""
     choice = _choice()
-    if save or layout != "nhwc" or choice == "0" or ch < 16 or ch > MAX_CH or ch & (ch - 1):
+    if triton is None or save or layout != "nhwc" or choice == "0" or ch < 16 or ch > MAX_CH or ch & (ch - 1):
         return False
     if choice == "all":
         dtypes, batches = (torch.bfloat16, torch.float16, torch.float32), True
