@@ -46,7 +46,8 @@ def _specs():
     return s, alts
 
 
-def _time(fn, iters=30) -> float:
+def median_event_ms(fn, iters=30) -> float:
+    """Median CUDA-event time of ``fn`` in ms over ``iters`` calls after 5 warm-ups (bench_window_model.py too)."""
     for _ in range(5):
         fn()
     ts = []
@@ -69,10 +70,10 @@ def _row(spec):
     y = conv(x, w, None, stride=stride, padding=pad)
     dy = torch.randn_like(y)
     args = ([stride] * 2, [pad] * 2, [1, 1], transposed, [0, 0], 1)
-    t_f = _time(lambda: conv(x, w, None, stride=stride, padding=pad)) if "f" in parts else 0.0
-    t_d = _time(lambda: torch.ops.aten.convolution_backward(dy, x, w, None, *args, [True, False, False])) \
+    t_f = median_event_ms(lambda: conv(x, w, None, stride=stride, padding=pad)) if "f" in parts else 0.0
+    t_d = median_event_ms(lambda: torch.ops.aten.convolution_backward(dy, x, w, None, *args, [True, False, False])) \
         if "d" in parts else 0.0
-    t_w = _time(lambda: torch.ops.aten.convolution_backward(dy, x, w, None, *args, [False, True, False])) \
+    t_w = median_event_ms(lambda: torch.ops.aten.convolution_backward(dy, x, w, None, *args, [False, True, False])) \
         if "w" in parts else 0.0
     # MACs: output elements x reduction length (for a transposed conv, the input plays the output's role).
     small = x if transposed else y
@@ -92,8 +93,9 @@ def _pad_copy_ms() -> dict:
     for name, shape in (("conv2 input", (B * T, 32, 30, 30)), ("conv3 input", (B * T, 64, 15, 15))):
         x = torch.randn(shape, device="cuda", dtype=torch.bfloat16).to(memory_format=torch.channels_last)
         xp = F.pad(x, (0, 1, 0, 1))
-        out[f"pad {name}"] = _time(lambda: F.pad(x, (0, 1, 0, 1)))
-        out[f"crop grad {name}"] = _time(lambda: xp[:, :, :-1, :-1].contiguous(memory_format=torch.channels_last))
+        out[f"pad {name}"] = median_event_ms(lambda: F.pad(x, (0, 1, 0, 1)))
+        out[f"crop grad {name}"] = median_event_ms(
+            lambda: xp[:, :, :-1, :-1].contiguous(memory_format=torch.channels_last))
     return out
 
 

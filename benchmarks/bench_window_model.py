@@ -6,7 +6,7 @@ runs by default: ``Detector`` scores at batch 128 without CUDA graphs) and repla
 (``GraphedWindowInference``: ``predict``'s graphed path), in the same process with MSCRED_WINDOW_LSTM=0 (the
 per-step ConvLSTM), =all (``window_lstm_kernel`` for the levels it takes, at every batch) and =1 (the product's
 choice: the kernel up to ``convlstm_window.MAX_BATCH`` windows). Each batch's outputs are checked against its =0
-output. Times: CUDA-event medians of 20 calls after 3 warm-ups.
+output. Times: CUDA-event medians of 30 calls after 5 warm-ups.
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_window_model.py [--out DIR]
 Writes DIR/window_model.md and DIR/window_model.json.
@@ -18,27 +18,14 @@ import datetime
 import json
 import os
 import pathlib
-import statistics
 
 import torch
+
+from bench_conv_layers import median_event_ms  # noqa: E402 (benchmarks/ is the script's own folder)
 
 BATCHES = (32, 128, 256, 512, 1024, 2048, 3591)
 SETTINGS = ("0", "all", "1")
 STEPS, SENSORS, SCALES = 5, 30, 3
-
-
-def median_ms(fn, iters: int = 20, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def run() -> list[dict]:
@@ -64,9 +51,9 @@ def run() -> list[dict]:
         for setting in SETTINGS:
             os.environ["MSCRED_WINDOW_LSTM"] = setting
             outputs[setting] = eager().clone()
-            row[f"eager_ms_{setting}"] = median_ms(eager)
+            row[f"eager_ms_{setting}"] = median_event_ms(eager)
             graphed = GraphedWindowInference(net, data, batch, bf16=True)
-            row[f"graph_ms_{setting}"] = median_ms(lambda: graphed(0, batch))
+            row[f"graph_ms_{setting}"] = median_event_ms(lambda: graphed(0, batch))
             del graphed
         ref = outputs["0"].double()
         row["rel_err"] = max(((outputs[s].double() - ref).norm() / ref.norm()).item() for s in SETTINGS)

@@ -258,8 +258,8 @@ if triton is not None:
             sy = y[:, None] + dy[None, :]
             sx = x[:, None] + dx[None, :]
             src_ok = ok[:, None] & (sy >= 0) & (sy < H) & (sx >= 0) & (sx < W) & (k < KS * KS * CH)[None, :]
-            a = tl.load(h_ptr + (t - 1) * h_st + (y * h_sy + x * h_sx)[:, None] + (dy * h_sy + dx * h_sx + k % CH)[None, :],
-                        mask=src_ok, other=0.0)
+            rows = h_ptr + (t - 1) * h_st + (y * h_sy + x * h_sx)[:, None]
+            a = tl.load(rows + (dy * h_sy + dx * h_sx + k % CH)[None, :], mask=src_ok, other=0.0)
             z = tl.dot(a, w, z, input_precision=PREC)
         zi, zg, zf, zo = _split_gates(z, BLOCK_M, CH)
         out_ty = h_ptr.dtype.element_ty  # the pre-activations rounded as cell_fwd_kernel rounds them
