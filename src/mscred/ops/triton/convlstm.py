@@ -11,6 +11,8 @@ elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input 
               _cell_fwd: gate activations, c_t, h_t in one pass; writes h_t to the output, c_t and the gate
                          pre-activations for the backward, and h_t into the zero-bordered buffer that the next
                          step's convolution reads (so no F.pad per step)
+              inference of the small levels at small batches: all steps of each window in one program instead
+                         (``convlstm_window``: the recurrent convolution and the cell update per pixel tile)
     backward  per step, newest first: _cell_bwd gives d(gate pre-activations) and dc_{t-1} from dh_t (the
               output's gradient plus the recurrent one), dc_t and the saved c/gates; the recurrent input gradient
               is one transposed convolution per step; d(W[:, C:]) is ONE weight-gradient call over all steps, and
@@ -257,8 +259,9 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     # All input convolutions in one call: (B, T, 4Ch, H, W) gates, a view (see input_gates); once per distinct step
     # for sliding windows at inference (step_gates).
     gx = step_gates(x, w_x, pads, fmt, shared=not save and sliding(x))
-    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, x, layout, save, cell_dtype)
-    if convlstm_window.runs(x.dtype, layout, save, Ch, k, B, x.device):  # inference: a program per window
+    window = convlstm_window.runs(x.dtype, layout, save, Ch, k, B, x.device)  # inference: a program per window
+    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, x, layout, save, cell_dtype, window)
+    if window:
         convlstm_window.run(gx, bias, w_h, cells[0], out, pads, forget_bias)
         return out, pre, cells, hprev
     zero_border(hprev, pads)  # the kernel writes every interior element
@@ -280,11 +283,11 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     return out, pre, cells, hprev
 
 
-def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, layout: str, save: bool, cell_dtype):
+def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, layout: str, save: bool, cell_dtype,
+             window: bool):
     """``convlstm_fused``'s outputs, unfilled (its docstring has their shapes). The per-window inference kernel
-    (``convlstm_window``) keeps one cell state per window and reads h_{t-1} from the output: cells (1, B, ...), no
-    zero-bordered copies."""
-    window = convlstm_window.runs(x.dtype, layout, save, Ch, pads[0] + pads[1] + 1, B, x.device)
+    (``window``, ``convlstm_window.runs``) keeps one cell state per window and reads h_{t-1} from the output: cells
+    (1, B, ...), no zero-bordered copies."""
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
     cell_steps, bordered = (1, 0) if window else (T, max(T - 1, 0))
     return (_out5(B, T, Ch, H, W, x, layout),
@@ -298,7 +301,8 @@ def _(x, weight, bias, forget_bias, layout, save):
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
     cell_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    return _buffers(B, T, Ch, H, W, _padding(k), x, layout, save, cell_dtype)
+    window = convlstm_window.runs(x.dtype, layout, save, Ch, k, B, x.device)
+    return _buffers(B, T, Ch, H, W, _padding(k), x, layout, save, cell_dtype, window)
 
 
 @torch.library.custom_op("mscred::convlstm_fused_backward", mutates_args=())
