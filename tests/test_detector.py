@@ -240,3 +240,18 @@ def test_auto_backend_needs_ampere(monkeypatch, capability, expected):
     assert resolve_model_backend("auto", "cuda") == expected
     monkeypatch.setattr(runtime, "is_available", lambda what: (False, "triton not importable"))
     assert resolve_model_backend("auto", "cuda") == "reference"
+
+
+def test_scoring_batch_per_device(fitted, monkeypatch):
+    """Scoring batches: 1,024 windows on CUDA (eager scoring there is launch-bound up to about that), 128 on a CPU,
+    never fewer than the training batch; the detector hands predict the one for its device."""
+    from mscred import detector, train
+    assert detector.inference_batch("cuda", 128) == detector.INFER_BATCH_CUDA == 1024
+    assert detector.inference_batch("cpu", 32) == detector.INFER_BATCH == 128
+    assert detector.inference_batch("cpu", 512) == 512
+    seen = []
+    real = train.predict
+    monkeypatch.setattr(train, "predict", lambda net, seg, batch, *a, **k: seen.append(batch) or real(net, seg, batch,
+                                                                                                     *a, **k))
+    fitted.decision_function(_frame(300, seed=1))
+    assert seen == [detector.inference_batch("cpu", fitted.config.train.batch_size)]

@@ -32,8 +32,18 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 FORMAT = "mscred-model"
 FORMAT_VERSION = 1
-# Windows per inference batch: larger than a training batch (no gradients to keep), still small in memory.
+# Windows per inference batch: larger than a training batch (no gradients to keep), still small in memory. On CUDA
+# eager scoring is bound by kernel launches up to about a thousand windows: the H200 took 7.4-10.4 ms per call from
+# 32 to 1,024 windows (bf16, benchmarks/results/window_model/), so batches of 1,024 score ~8x more windows per
+# second than batches of 128, in well under 1 GB of activations.
 INFER_BATCH = 128
+INFER_BATCH_CUDA = 1024
+
+
+def inference_batch(device: str, train_batch: int) -> int:
+    """Windows per scoring batch on ``device`` ("cpu" or "cuda", as ``_resolve_device`` gives it): at least the
+    training batch."""
+    return max(train_batch, INFER_BATCH_CUDA if device == "cuda" else INFER_BATCH)
 
 
 def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConfig:
@@ -227,7 +237,7 @@ class MSCRED:
         # training steps, while one scoring pass does not repay the capture and cuDNN's autotuning (on the H200,
         # `mscred detect` of 10,000 rows took 10.7-12.1 s graphed against 5.7 s eager,
         # benchmarks/results/cli_defaults/).
-        return predict(self.net_, segments, max(tc.batch_size, INFER_BATCH), self.device_,
+        return predict(self.net_, segments, inference_batch(self.device_, tc.batch_size), self.device_,
                        steps=self.config.signature.steps, bf16=tc.bf16, cuda_graphs=tc.cuda_graphs is True)
 
     def _score_segments(self, segments: np.ndarray) -> WindowResult:
