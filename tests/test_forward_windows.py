@@ -135,3 +135,25 @@ def test_convlstm_sliding_equals_the_reference(k, windows):
     b = torch.randn(4 * Ch, generator=g, dtype=torch.float64)
     torch.testing.assert_close(convlstm_sliding(x, w, b, 1.0), reference.convlstm(x, w, b, 1.0), rtol=1e-12,
                                atol=1e-12)
+
+
+def test_fused_scoring_writes_the_skip_connections_in_place(monkeypatch):
+    """The fused backend's forward_windows writes the attention outputs of levels 1-3 and the decoder's outputs
+    into the concatenation buffers (no torch.cat): float32, equal to the reference backend's forward_windows with
+    the same weights."""
+    torch.manual_seed(3)
+    cfg = ModelConfig(n_sensors=9, channels=(4, 8, 8, 16), backend="fused")
+    net = MSCREDNet(cfg).to(DEVICE)
+    ref_net = MSCREDNet(ModelConfig(n_sensors=9, channels=(4, 8, 8, 16), backend="reference")).to(DEVICE)
+    ref_net.load_state_dict(net.state_dict())
+    seg = torch.rand(10, 3, 9, 9, device=DEVICE)
+    cats = []
+    real_cat = torch.cat
+    monkeypatch.setattr(torch, "cat", lambda *a, **k: cats.append(1) or real_cat(*a, **k))
+    with torch.no_grad():
+        ours = net.forward_windows(seg, 5)
+    assert cats == []
+    monkeypatch.setattr(torch, "cat", real_cat)
+    with torch.no_grad():
+        expect = ref_net.forward_windows(seg, 5)
+    torch.testing.assert_close(ours, expect, rtol=1e-4, atol=1e-5)

@@ -117,3 +117,31 @@ def test_full_size_on_gpu(B, C, n, dtype):
     for name, o, t, r in zip(("out", "dh"), ours, theirs, oracle):
         assert o.dtype == dtype and torch.isfinite(o).all(), name
         assert _rel(o, r) <= 2 * _rel(t, r) + floor, f"{name}: {_rel(o, r):.3g} vs reference {_rel(t, r):.3g}"
+
+
+@pytest.mark.parametrize("n, C, W1", [(5, 4, False), (8, 16, False), (6, 3, True)])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_attention_into_a_channel_slice(n, C, W1, dtype):
+    """temporal_attention_into writes a channels-last h's attention into the upper channel half of a wider
+    channels-last buffer (the decoder's concatenation), equal to the reference, the other half untouched; also for
+    a 1-column image (pixels indexed by rows) and for an NCHW h (computed, then copied in)."""
+    B, T = 3, 5
+    h, _ = _inputs(B, T, C, n, seed=n + C, dtype=dtype)
+    if W1:
+        h = h[..., :1].contiguous()
+    H, W = h.shape[-2:]
+    oracle = ref.temporal_attention(h.double())
+    for stored in (h.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3), h.contiguous()):
+        buf = torch.full((B, 2 * C, H, W), 7.0, device=DEVICE, dtype=dtype).contiguous(
+            memory_format=torch.channels_last)
+        got = fused.temporal_attention_into(stored, buf[:, C:])
+        assert got.data_ptr() == buf[:, C:].data_ptr()
+        tol = 1e-12 if dtype == torch.float64 else 1e-5
+        torch.testing.assert_close(buf[:, C:].double(), oracle, rtol=tol, atol=tol)
+        assert (buf[:, :C] == 7.0).all()
+
+
+def test_attention_into_checks_the_shape():
+    h, _ = _inputs(2, 5, 4, 5, seed=1)
+    with pytest.raises(ValueError, match="attention of a"):
+        fused.temporal_attention_into(h, torch.empty(2, 4, 5, 4, device=DEVICE, dtype=h.dtype))

@@ -121,3 +121,20 @@ def test_cuda_graph_capture_replays_forward_and_backward():
     torch.testing.assert_close(out, expected[0], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(y.grad, expected[1], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(b.grad, expected[2], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("selu", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bias_act_into_a_channel_slice(selu, dtype):
+    """bias_act_into writes the cropped bias + activation into the lower channel half of a wider channels-last
+    buffer (the decoder's concatenation), equal to bias_act, the other half untouched."""
+    g = torch.Generator().manual_seed(3)
+    y = torch.randn(3, 6, 9, 9, generator=g, dtype=dtype).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    bias = torch.randn(6, generator=g, dtype=dtype).to(DEVICE)
+    buf = torch.full((3, 12, 7, 7), 5.0, device=DEVICE, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    got = ba.bias_act_into(y, bias, selu, 1, 1, buf[:, :6])
+    assert got.data_ptr() == buf.data_ptr()
+    torch.testing.assert_close(buf[:, :6], ba.bias_act(y, bias, selu, 1, 1, 7, 7), rtol=1e-6, atol=1e-6)
+    assert (buf[:, 6:] == 5.0).all()
+    with pytest.raises(ValueError, match="crop"):
+        ba.bias_act_into(y, bias, selu, 3, 3, buf[:, :6])

@@ -54,6 +54,24 @@ def temporal_attention(h: torch.Tensor) -> torch.Tensor:
     return temporal_attention_fused(h)
 
 
+def temporal_attention_into(h: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``temporal_attention(h)`` written into ``out`` (B, C, H, W), for inference (no autograd): the scoring
+    decoder hands in the channel slice of its skip connection's concatenation buffer, so that no concatenation
+    copies the attention output again. The kernel writes a channels-last h's output straight into a slice whose
+    channels are contiguous; any other case computes the output and copies it in. Returns ``out``."""
+    if out.shape != (h.shape[0], *h.shape[2:]):
+        raise ValueError(f"attention of a {tuple(h.shape)} input into a {tuple(out.shape)} output")
+    if not (_runs_fused(h) and _channels_last(h) and out.stride(1) == 1 and out.dtype == h.dtype
+            and (out.shape[3] == 1 or out.stride(2) == out.shape[3] * out.stride(3))):
+        return out.copy_(temporal_attention(h))
+    B, _, C, H, W = h.shape
+    hp = h.permute(0, 1, 3, 4, 2)  # contiguous (B, T, H, W, C)
+    _, T, D, meta = _launch_args(hp, FWD_BLOCK)
+    pixel_stride = out.stride(2) if W == 1 else out.stride(3)
+    _attn_fwd_kernel[(B,)](hp, out, out.stride(0), pixel_stride, T, D, C, SLICED=True, **meta)
+    return out
+
+
 if triton is not None:
 
     @triton.jit
@@ -69,9 +87,11 @@ if triton is not None:
         e = tl.where(tmask, e, 0.0)
         return e / tl.sum(e, axis=0)
 
-    @triton.jit(do_not_specialize=["T", "D"])
-    def _attn_fwd_kernel(h_ptr, out_ptr, T, D,
-                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
+    @triton.jit(do_not_specialize=["T", "D", "C"])
+    def _attn_fwd_kernel(h_ptr, out_ptr, out_sb, out_sp, T, D, C,
+                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr, SLICED: tl.constexpr):
+        """SLICED: the output is a channel slice of a wider channels-last buffer (``temporal_attention_into``):
+        element d = pixel * C + channel of a sample goes to pixel * out_sp + channel, the sample at b * out_sb."""
         b = tl.program_id(0).to(tl.int64)
         base = h_ptr + b * T * D
         t = tl.arange(0, T_PAD)
@@ -91,7 +111,11 @@ if triton is not None:
             hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
                          other=0.0).to(CDT)
             o = tl.sum(hk * a[:, None], axis=0)
-            tl.store(out_ptr + b * D + d, o.to(out_ptr.dtype.element_ty), mask=dmask)
+            if SLICED:
+                dst = out_ptr + b * out_sb + (d // C) * out_sp + d % C
+            else:
+                dst = out_ptr + b * D + d
+            tl.store(dst, o.to(out_ptr.dtype.element_ty), mask=dmask)
 
     @triton.jit(do_not_specialize=["T", "D"])
     def _attn_bwd_kernel(h_ptr, dout_ptr, dh_ptr, T, D,
@@ -156,12 +180,12 @@ def temporal_attention_fused(h: torch.Tensor) -> torch.Tensor:
         hp = h.permute(0, 1, 3, 4, 2)  # contiguous (B, T, H, W, C)
         out = torch.empty(B, H, W, C, device=h.device, dtype=h.dtype)
         _, T, D, meta = _launch_args(hp, FWD_BLOCK)
-        _attn_fwd_kernel[(B,)](hp, out, T, D, **meta)
+        _attn_fwd_kernel[(B,)](hp, out, D, C, T, D, C, SLICED=False, **meta)
         return out.permute(0, 3, 1, 2)
     h = h.contiguous()
     _, T, D, meta = _launch_args(h, FWD_BLOCK)
     out = torch.empty(h.shape[0], *h.shape[2:], device=h.device, dtype=h.dtype)
-    _attn_fwd_kernel[(B,)](h, out, T, D, **meta)
+    _attn_fwd_kernel[(B,)](h, out, D, C, T, D, C, SLICED=False, **meta)
     return out
 
 

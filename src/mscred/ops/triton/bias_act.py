@@ -72,12 +72,28 @@ def bias_act(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int = 0, left
     """
     height = y.shape[2] - top if height is None else height
     width = y.shape[3] - left if width is None else width
-    if not (0 <= top and top + height <= y.shape[2] and 0 <= left and left + width <= y.shape[3]):
-        raise ValueError(f"crop ({top}, {left}, {height}, {width}) outside a {tuple(y.shape)} tensor")
+    _check_crop(y, top, left, height, width)
     if not _runs_fused(y) or y.dtype == torch.float64:
         # float64 (the tests' oracle dtype) stays in PyTorch: Triton rounds the SELU constants to float32.
         return reference(y, bias, selu, top, left, height, width)
     return bias_act_fused(y, bias.contiguous(), bool(selu), int(top), int(left), int(height), int(width))
+
+
+def bias_act_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int,
+                  out: torch.Tensor) -> torch.Tensor:
+    """``bias_act(y, bias, selu, top, left, *out.shape[2:])`` written into ``out`` (any strides), for inference (no
+    autograd): the scoring decoder hands in the channel slice of its skip connection's concatenation buffer, so
+    that no concatenation copies the result again. Returns ``out``."""
+    height, width = out.shape[2:]
+    if not _runs_fused(y) or y.dtype == torch.float64 or out.dtype != y.dtype:
+        return out.copy_(bias_act(y, bias, selu, top, left, height, width))
+    _check_crop(y, top, left, height, width)
+    return _forward_into(y, bias.contiguous(), bool(selu), top, left, out)
+
+
+def _check_crop(y: torch.Tensor, top: int, left: int, height: int, width: int) -> None:
+    if not (0 <= top and top + height <= y.shape[2] and 0 <= left and left + width <= y.shape[3]):
+        raise ValueError(f"crop ({top}, {left}, {height}, {width}) outside a {tuple(y.shape)} tensor")
 
 
 def _channels_last(t: torch.Tensor) -> bool:
@@ -152,6 +168,13 @@ def bias_act_fused(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, le
     B, C = y.shape[:2]
     fmt = torch.channels_last if _channels_last(y) else torch.contiguous_format
     out = torch.empty(B, C, height, width, device=y.device, dtype=y.dtype, memory_format=fmt)
+    return _forward_into(y, bias, selu, top, left, out)
+
+
+def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int,
+                  out: torch.Tensor) -> torch.Tensor:
+    """The forward kernel: ``out`` (B, C, Ho, Wo), any strides, from the (top, left) window of y; bias contiguous."""
+    B, C, height, width = out.shape
     P = B * height * width
     if P == 0 or C == 0:
         return out
