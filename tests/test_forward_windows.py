@@ -157,3 +157,19 @@ def test_fused_scoring_writes_the_skip_connections_in_place(monkeypatch):
     with torch.no_grad():
         expect = ref_net.forward_windows(seg, 5)
     torch.testing.assert_close(ours, expect, rtol=1e-4, atol=1e-5)
+
+
+def test_skip_buffers_switch_concatenates_again(monkeypatch):
+    """MSCRED_SKIP_BUFFERS=0 (A/B runs) takes the concatenating decoder in the fused forward_windows."""
+    torch.manual_seed(4)
+    net = MSCREDNet(ModelConfig(n_sensors=6, channels=(4, 4, 8, 8), backend="fused")).to(DEVICE)
+    seg = torch.rand(7, 3, 6, 6, device=DEVICE)
+    with torch.no_grad():
+        in_place = net.forward_windows(seg, 5)
+    monkeypatch.setenv("MSCRED_SKIP_BUFFERS", "0")
+    cats, real_cat = [], torch.cat
+    monkeypatch.setattr(torch, "cat", lambda *a, **k: cats.append(1) or real_cat(*a, **k))
+    with torch.no_grad():
+        concatenated = net.forward_windows(seg, 5)
+    assert len(cats) == 3
+    torch.testing.assert_close(in_place, concatenated, rtol=1e-6, atol=1e-6)

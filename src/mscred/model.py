@@ -15,6 +15,7 @@ Every op of the encoder and of the ConvLSTM/attention goes through ``mscred.ops`
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import torch
 import torch.nn.functional as F
@@ -312,11 +313,13 @@ class MSCREDNet(nn.Module):
         levels = self.encoder(segments[None])                            # 4 x (1, S, C_l, H_l, W_l)
         windows = [f[0].as_strided((n_windows, steps, *f.shape[2:]), (f.stride(1), *f.stride()[1:]),
                                    f.storage_offset()) for f in levels]  # 4 x (W, steps, C_l, H_l, W_l) views
-        if self.cfg.backend != "fused" or not runs_fused(segments):
+        in_place = os.environ.get("MSCRED_SKIP_BUFFERS", "1").strip().lower() not in ("0", "false", "no", "off")
+        if self.cfg.backend != "fused" or not runs_fused(segments) or not in_place:
             a1, a2, a3, a4 = (lstm.forward_sliding(x) for lstm, x in zip(self.lstms, windows))
             return self.decoder(a1, a2, a3, a4)                          # (W, K, n, n)
         # Fused: the attention outputs of levels 1-3 are written straight into the decoder's concatenation
         # buffers, in the dtype the ConvLSTM computes in (the autocast dtype under autocast).
+        # MSCRED_SKIP_BUFFERS=0 concatenates as forward does (A/B runs).
         device = segments.device.type
         dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else segments.dtype
         skips = self.decoder.skip_buffers(n_windows, [f.shape[-1] for f in levels[:3]], segments, dtype)
