@@ -249,8 +249,8 @@ class Decoder(nn.Module):
     def forward_into(self, a4: torch.Tensor, skips: list[torch.Tensor]) -> torch.Tensor:
         """``forward`` for inference with the attention outputs of levels 1-3 already in ``skips``
         (``skip_buffers``): each deconvolution writes its output into the other half of the buffer above it, so
-        nothing is concatenated (on the H200, bf16 scoring of 3,591 windows, the three ``torch.cat`` took 0.81 ms
-        of 17.7)."""
+        nothing is concatenated (on the H200, bf16 scoring of 3,591 windows: 1.02x graphed, 1.05x eager,
+        benchmarks/results/window_model_final/)."""
         cat1, cat2, cat3 = skips
         self.deconv4(a4, cat3.shape[-1], out=self.skip_half(cat3, "decoder"))
         self.deconv3(cat3, cat2.shape[-1], out=self.skip_half(cat2, "decoder"))
@@ -304,7 +304,9 @@ class MSCREDNet(nn.Module):
         features (no copy), whose input convolutions then also run once per segment, not at all for h = 0 at the
         first step (``AttnConvLSTM.forward_sliding``: the fused op's ``step_gates``, else
         ``ops.convlstm_sliding``): inference only. The recurrent convolutions, the cell updates, the attention and
-        the decoder run per window: each window starts from h = c = 0.
+        the decoder run per window: each window starts from h = c = 0. On the fused backend the attention outputs
+        and the decoder's outputs are written into the skip connections' buffers (``Decoder.forward_into``) instead
+        of being concatenated.
         """
         if segments.ndim != 4 or segments.shape[0] < steps or steps < 1:
             raise ValueError(f"forward_windows expects (S, {self.cfg.n_scales}, n, n) with S >= steps = {steps}, "
