@@ -36,8 +36,9 @@ if triton is not None:
 # memory (32 KB in bf16 at 32 channels, 128 KB at 64); wider levels would need it cut into K-chunks (not built).
 MAX_CH = 64
 # The batches (windows per call) at which the kernel beat the per-step path in the whole model on the H200
-# (results/window_model/): eager 1.16-1.40x from 128 to 1024 windows (0.92x at 32); inside a CUDA graph, which
-# removes the per-step path's launches, 1.05-1.07x at 256-512 (0.74x at 32, 0.96x at 128); from 2048 on even.
+# (results/window_model/, the kernel forced against off): eager 1.15-1.38x from 128 to 1,024 windows (0.83x at 32);
+# inside a CUDA graph, which removes the per-step path's launches, 1.05-1.07x at 256-512 (0.76x at 32, 0.98x at
+# 128); from 1,024 on even.
 MIN_BATCH, MIN_BATCH_CAPTURED, MAX_BATCH = 128, 256, 1024
 HOPPER_SHARED_MEMORY = 227 * 1024  # per block on the H100/H200; the limit planned for off CUDA (the interpreter)
 
