@@ -243,15 +243,19 @@ def test_auto_backend_needs_ampere(monkeypatch, capability, expected):
 
 
 def test_scoring_batch_per_device(fitted, monkeypatch):
-    """Scoring batches: 1,024 windows on CUDA (eager scoring there is launch-bound up to about that), 128 on a CPU,
-    never fewer than the training batch; the detector hands predict the one for its device."""
+    """Scoring batches: 1,024 windows of up to 30 sensors on CUDA (eager scoring there is launch-bound up to about
+    that), fewer in proportion to the activations for more sensors, 128 on a CPU, never fewer than the training
+    batch; the detector hands predict the one for its device and model."""
     from mscred import detector, train
-    assert detector.inference_batch("cuda", 128) == detector.INFER_BATCH_CUDA == 1024
-    assert detector.inference_batch("cpu", 32) == detector.INFER_BATCH == 128
-    assert detector.inference_batch("cpu", 512) == 512
+    assert detector.inference_batch("cuda", 128, 30) == detector.INFER_BATCH_CUDA == 1024
+    assert detector.inference_batch("cuda", 128, 5) == 1024
+    assert detector.inference_batch("cuda", 128, 60) == 256  # 4x the activations per window: a quarter
+    assert detector.inference_batch("cuda", 32, 200) == detector.INFER_BATCH  # never below 128
+    assert detector.inference_batch("cpu", 32, 30) == detector.INFER_BATCH == 128
+    assert detector.inference_batch("cpu", 512, 30) == 512
     seen = []
     real = train.predict
     monkeypatch.setattr(train, "predict", lambda net, seg, batch, *a, **k: seen.append(batch) or real(net, seg, batch,
                                                                                                      *a, **k))
     fitted.decision_function(_frame(300, seed=1))
-    assert seen == [detector.inference_batch("cpu", fitted.config.train.batch_size)]
+    assert seen == [detector.inference_batch("cpu", fitted.config.train.batch_size, fitted.config.model.n_sensors)]

@@ -34,16 +34,22 @@ FORMAT = "mscred-model"
 FORMAT_VERSION = 1
 # Windows per inference batch: larger than a training batch (no gradients to keep), still small in memory. On CUDA
 # eager scoring is bound by kernel launches up to about a thousand windows: the H200 took 7.4-10.4 ms per call from
-# 32 to 1,024 windows (bf16, benchmarks/results/window_model/), so batches of 1,024 score ~8x more windows per
-# second than batches of 128, in well under 1 GB of activations.
+# 32 to 1,024 windows of 30 sensors (bf16, benchmarks/results/window_model/), so batches of 1,024 score ~8x more
+# windows per second than batches of 128. Activations grow with the square of the sensor count, so past
+# INFER_SENSORS_CUDA sensors the CUDA batch shrinks in proportion (down to INFER_BATCH), holding no more than 1,024
+# windows of 30 sensors do.
 INFER_BATCH = 128
 INFER_BATCH_CUDA = 1024
+INFER_SENSORS_CUDA = 30
 
 
-def inference_batch(device: str, train_batch: int) -> int:
-    """Windows per scoring batch on ``device`` ("cpu" or "cuda", as ``_resolve_device`` gives it): at least the
-    training batch."""
-    return max(train_batch, INFER_BATCH_CUDA if device == "cuda" else INFER_BATCH)
+def inference_batch(device: str, train_batch: int, n_sensors: int) -> int:
+    """Windows per scoring batch on ``device`` ("cpu" or "cuda", as ``_resolve_device`` gives it) for a model of
+    ``n_sensors``: at least the training batch."""
+    if device != "cuda":
+        return max(train_batch, INFER_BATCH)
+    scaled = INFER_BATCH_CUDA * INFER_SENSORS_CUDA ** 2 // max(n_sensors, INFER_SENSORS_CUDA) ** 2
+    return max(train_batch, INFER_BATCH, scaled)
 
 
 def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConfig:
@@ -237,7 +243,8 @@ class MSCRED:
         # training steps, while one scoring pass does not repay the capture and cuDNN's autotuning (on the H200,
         # `mscred detect` of 10,000 rows took 10.7-12.1 s graphed against 5.7 s eager,
         # benchmarks/results/cli_defaults/).
-        return predict(self.net_, segments, inference_batch(self.device_, tc.batch_size), self.device_,
+        batch = inference_batch(self.device_, tc.batch_size, self.config.model.n_sensors)
+        return predict(self.net_, segments, batch, self.device_,
                        steps=self.config.signature.steps, bf16=tc.bf16, cuda_graphs=tc.cuda_graphs is True)
 
     def _score_segments(self, segments: np.ndarray) -> WindowResult:
