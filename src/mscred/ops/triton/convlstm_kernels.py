@@ -270,7 +270,7 @@ if triton is not None:
         # The cell state of this window, read and written in place: pixel-major, channels contiguous.
         cell = c_ptr + p[:, None] * c_sp + co[None, :]
         mask = ok[:, None]
-        c = _sigmoid(zi) * _tanh(zg)
+        c = _sigmoid(zi) * _tanh(zg)  # cell_fwd_kernel's update (kept apart: sharing it reorders that kernel's loads)
         if HAS_REC:
             c += _sigmoid(zf + forget_bias) * tl.load(cell, mask=mask, other=0.0)
         tl.store(cell, c, mask=mask)
@@ -307,9 +307,9 @@ if triton is not None:
     ):
         """A whole ConvLSTM level of one window (program), step after step: the recurrent weight is loaded once
         (BLOCK_K = KS*KS*CH rounded up to a power of two), and the window's h_{t-1} and c_{t-1}, written by this
-        program a moment before, are read back from L2 (or L1) instead of from HBM, as a kernel per step over
-        the whole batch would; only the input gates and the output h cross HBM. A barrier between steps makes
-        each step's h (written by every thread) visible to the next step's reads."""
+        program a moment before, are read back -- from L2 while the windows in flight fit there; at the full
+        scoring batch they do not (33-37% L2 hits, benchmarks/results/window_lstm_ncu/). A barrier between steps
+        makes each step's h (written by every thread) visible to the next step's reads."""
         b = tl.program_id(0).to(tl.int64)
         gx_ptr += b * gx_sb
         c_ptr += b * c_sb
