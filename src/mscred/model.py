@@ -15,7 +15,6 @@ Every op of the encoder and of the ConvLSTM/attention goes through ``mscred.ops`
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import torch
 import torch.nn.functional as F
@@ -30,7 +29,7 @@ from mscred.ops.reference import same_padding
 from mscred.ops.triton import small_conv
 from mscred.ops.triton.attention import temporal_attention_into
 from mscred.ops.triton.bias_act import bias_act, bias_act_into
-from mscred.ops.triton.runtime import runs_fused
+from mscred.ops.triton.runtime import runs_fused, switched_off
 
 # The table's kernels and strides of conv1..conv4; the decoder mirrors them (deconv_l undoes conv_l).
 KERNELS = (3, 3, 2, 2)
@@ -315,8 +314,7 @@ class MSCREDNet(nn.Module):
         levels = self.encoder(segments[None])                            # 4 x (1, S, C_l, H_l, W_l)
         windows = [f[0].as_strided((n_windows, steps, *f.shape[2:]), (f.stride(1), *f.stride()[1:]),
                                    f.storage_offset()) for f in levels]  # 4 x (W, steps, C_l, H_l, W_l) views
-        in_place = os.environ.get("MSCRED_SKIP_BUFFERS", "1").strip().lower() not in ("0", "false", "no", "off")
-        if self.cfg.backend != "fused" or not runs_fused(segments) or not in_place:
+        if self.cfg.backend != "fused" or not runs_fused(segments) or switched_off("MSCRED_SKIP_BUFFERS"):
             a1, a2, a3, a4 = (lstm.forward_sliding(x) for lstm, x in zip(self.lstms, windows))
             return self.decoder(a1, a2, a3, a4)                          # (W, K, n, n)
         # Fused: the attention outputs of levels 1-3 are written straight into the decoder's concatenation

@@ -64,12 +64,19 @@ def temporal_attention_into(h: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     if not (_runs_fused(h) and _channels_last(h) and out.stride(1) == 1 and out.dtype == h.dtype
             and (out.shape[3] == 1 or out.stride(2) == out.shape[3] * out.stride(3))):
         return out.copy_(temporal_attention(h))
-    B, _, C, H, W = h.shape
+    pixel_stride = out.stride(2) if out.shape[3] == 1 else out.stride(3)
+    _forward_channels_last(h, out, out.stride(0), pixel_stride, sliced=True)
+    return out
+
+
+def _forward_channels_last(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: int, sliced: bool) -> None:
+    """The forward kernel on a channels-last h (B, T, C, H, W), stored (B, T, H, W, C): element (pixel, channel) of
+    sample b goes to out + b * out_sb + pixel * out_sp + channel (SLICED: out_sp may exceed C), else to the dense
+    (B, H, W, C) ``out``."""
+    B, _, C = h.shape[:3]
     hp = h.permute(0, 1, 3, 4, 2)  # contiguous (B, T, H, W, C)
     _, T, D, meta = _launch_args(hp, FWD_BLOCK)
-    pixel_stride = out.stride(2) if W == 1 else out.stride(3)
-    _attn_fwd_kernel[(B,)](hp, out, out.stride(0), pixel_stride, T, D, C, SLICED=True, **meta)
-    return out
+    _attn_fwd_kernel[(B,)](hp, out, out_sb, out_sp, T, D, C, SLICED=sliced, **meta)
 
 
 if triton is not None:
@@ -177,10 +184,8 @@ def temporal_attention_fused(h: torch.Tensor) -> torch.Tensor:
     """Fused forward: h (B, T, C, H, W) -> (B, C, H, W) (channels-last when h is stored channels-last)."""
     B, _, C, H, W = h.shape
     if _channels_last(h):
-        hp = h.permute(0, 1, 3, 4, 2)  # contiguous (B, T, H, W, C)
         out = torch.empty(B, H, W, C, device=h.device, dtype=h.dtype)
-        _, T, D, meta = _launch_args(hp, FWD_BLOCK)
-        _attn_fwd_kernel[(B,)](hp, out, D, C, T, D, C, SLICED=False, **meta)
+        _forward_channels_last(h, out, C * H * W, C, sliced=False)
         return out.permute(0, 3, 1, 2)
     h = h.contiguous()
     _, T, D, meta = _launch_args(h, FWD_BLOCK)

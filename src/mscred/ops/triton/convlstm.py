@@ -46,6 +46,7 @@ from mscred.ops.triton import convlstm_window
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
+from mscred.ops.triton.runtime import switched_off as _switched_off
 from mscred.ops.triton.runtime import tl, triton
 
 BLOCK = 1024  # elements of one (B, Ch, H, W) step per program: 4 gates read, up to 5 outputs written
@@ -133,7 +134,7 @@ def _padded_copy_pays(H: int, W: int, pads) -> bool:
     the gates' channels), and the input convolutions of the small levels are compute-bound (K = 4C = 512, 1024):
     from 20% growth up the copy pays (levels 3 and 4 of the default model). k = 3 never grows.
     MSCRED_LSTM_PADDED_COPY=0 keeps the grown output everywhere (A/B runs)."""
-    if os.environ.get("MSCRED_LSTM_PADDED_COPY", "1").strip().lower() in ("0", "false", "no", "off"):
+    if _switched_off("MSCRED_LSTM_PADDED_COPY"):
         return False
     HG, WG = _grown_shape(H, W, pads)
     return HG * WG > 1.2 * H * W

@@ -115,7 +115,7 @@ def plan(ch: int, k: int, dtype: torch.dtype, limit: int = HOPPER_SHARED_MEMORY)
     """``blocks(ch)`` with BLOCK_M halved (down to 16), then a single stage, until ``shared_bytes`` fits
     ``limit``: (BLOCK_M, num_warps, num_stages, prefetch), or None if no tile fits (the per-step path runs)."""
     bm, warps, stages, prefetch = blocks(ch)
-    itemsize = torch.empty(0, dtype=dtype).element_size()
+    itemsize = dtype.itemsize
     for st in (stages, 1):
         m = bm
         while m >= 16:

@@ -39,3 +39,8 @@ def is_available(what: str) -> tuple[bool, str]:
 def runs_fused(t: torch.Tensor) -> bool:
     """Whether an op on ``t`` runs the Triton kernels (CUDA, or CPU under the interpreter) or its reference."""
     return triton is not None and (t.is_cuda or (interpreting() and t.device.type == "cpu"))
+
+
+def switched_off(variable: str) -> bool:
+    """Whether the environment variable of an A/B switch that is on by default says off (0, false, no, off)."""
+    return os.environ.get(variable, "1").strip().lower() in ("0", "false", "no", "off")
