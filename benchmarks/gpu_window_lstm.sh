@@ -6,7 +6,8 @@
 #   2. bench_window_lstm.py: each level alone at the scoring batch (3,591 sliding windows; a tile sweep) and at
 #      batch 128 -> $OUT/window_lstm/{window_lstm.md,json,best_blocks.txt,best_per_level.txt}
 #   3. bench_train.py's graphed bf16 part (training step, inference, end to end) with MSCRED_WINDOW_LSTM=0 and =1
-#      (each level's best tile from 2.) -> $OUT/window_lstm/{off,on}.md
+#      (each level's best tile from 2.) -> $OUT/window_lstm/{off,on}.md; =1 is the product's batch gate, so only its
+#      rows of 256-1,024 windows differ (bench_window_model.py A/Bs every batch)
 # Usage (repository root, CUDA machine): bash benchmarks/gpu_window_lstm.sh
 set -uo pipefail
 . benchmarks/device_env.sh

@@ -39,8 +39,8 @@ def collect() -> dict:
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "backends": backend_status(),
         # The MSCRED_* variables set here (MSCRED_CONV1_KERNEL / MSCRED_CONV2_KERNEL / MSCRED_PATCH_KERNEL force
-        # kernels, MSCRED_DEBUG
-        # shows tracebacks, ...): a bug report should say which were on.
+        # kernels, MSCRED_WINDOW_LSTM switches the per-window ConvLSTM, MSCRED_DEBUG shows tracebacks, ...): a bug
+        # report should say which were on.
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MSCRED_")},
     }
     device = "cuda" if info["cuda_available"] else "cpu"
