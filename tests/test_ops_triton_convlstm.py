@@ -142,6 +142,29 @@ def test_inference_without_autograd_gives_the_same_states(layout):
     torch.testing.assert_close(got, ref.convlstm(x, w, b, FB), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("B, C, n", [(3, 16, 5), (2, 32, 16)] + ([(128, 32, 30), (300, 64, 15), (7, 256, 4)]
+                                                                   if CUDA else []))
+def test_half_cell_state_in_bf16_inference(B, C, n, monkeypatch):
+    """bf16 inference on the per-step path keeps c in float16, updated in place, the last step's not stored: its
+    error against the float64 oracle stays within 1.25x that of a float32 cell (MSCRED_LSTM_HALF_CELL=0), and
+    within twice the bf16 reference's. Training (save) keeps a float32 c per step."""
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "0")
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    x, w, b, _ = _inputs(B, 5, C, C, n, 2, seed=B + C + n)
+    oracle = ref.convlstm(x, w, b, FB)
+    low = [t.to(torch.bfloat16) for t in (x, w, b)]
+    yardstick = _rel(ref.convlstm(*low, FB), oracle)
+    with torch.no_grad():
+        out, _, cells, _ = fused.convlstm_fused(*low, FB, "nhwc", False)
+        assert cells.dtype == torch.float16 and cells.shape[0] == 1
+        assert fused.convlstm_fused(*low, FB, "nhwc", True)[2].dtype == torch.float32
+        monkeypatch.setenv("MSCRED_LSTM_HALF_CELL", "0")
+        out32, _, cells32, _ = fused.convlstm_fused(*low, FB, "nhwc", False)
+        assert cells32.dtype == torch.float32
+    assert _rel(out, oracle) <= 1.25 * _rel(out32, oracle)
+    assert _rel(out, oracle) <= 2 * yardstick + 1e-3
+
+
 def test_forget_bias_is_used():
     x, w, b, _ = _inputs(2, 3, 3, 3, 5, 2, seed=3)
     torch.testing.assert_close(fused.convlstm(x, w, b, 0.25), ref.convlstm(x, w, b, 0.25), rtol=1e-12, atol=1e-12)

@@ -63,10 +63,18 @@ if triton is not None:  # the kernels (convlstm_kernels.py); without Triton ever
     from mscred.ops.triton.convlstm_kernels import cell_bwd_kernel, cell_fwd_kernel
 
 
-def _compute_types(dtype: torch.dtype):
-    """(Triton compute type, torch dtype of the cell state): float64 stays float64, everything else float32."""
+def _compute_types(dtype: torch.dtype, save: bool = True):
+    """(Triton compute type, torch dtype of the cell state). The arithmetic is float64 for float64, else float32.
+
+    The cell state is stored in float64 / float32 too, except for bf16 / fp16 inference (``save`` False), where
+    it is stored in float16: c_t is read and written once per step and hidden element, 8 of the per-step path's
+    ~28 bytes in float32. |c_t| <= t + 1 (|i * g| < 1, 0 < f < 1), so float16's 11-bit significand rounds it to
+    within 2^-11 relative -- a quarter of the bf16 rounding that h_t = o * tanh(c_t) gets anyway when stored.
+    Training keeps float32 (the backward reads c). MSCRED_LSTM_HALF_CELL=0 keeps float32 (A/B runs)."""
     if dtype == torch.float64:
         return tl.float64, torch.float64
+    if not save and dtype in (torch.bfloat16, torch.float16) and not _switched_off("MSCRED_LSTM_HALF_CELL"):
+        return tl.float32, torch.float16
     return tl.float32, torch.float32
 
 
@@ -165,7 +173,8 @@ def step_gates(x: torch.Tensor, w_x: torch.Tensor, pads, fmt, shared: bool) -> t
 
     ``shared`` (inference on sliding windows, see ``ops.convlstm_sliding.sliding``): each distinct step is convolved
     once, B + T - 1 images instead of B * T, and the gates are handed out as sliding views of that one output (the
-    cell kernel reads them through strides). Otherwise the B * T images in one call (a copy of x if it is not stored so)."""
+    cell kernel reads them through strides). Otherwise the B * T images in one call (a copy of x if it is not stored
+    so)."""
     B, T, C, H, W = x.shape
     if shared:
         S = B + T - 1
@@ -245,15 +254,16 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     out : (B, T, Ch, H, W)            every h_t; stored (B, T, H, W, Ch) for "nhwc" (what the attention and the
                                       decoder's channels-last convolutions read without a copy), else contiguous
     pre : (T, B, 4Ch, H, W)           gate pre-activations, for the backward ((0,) when not ``save``)
-    cells : (T, B, Ch, H, W)          c_t in float32 (float64 for float64 inputs); (1, B, ...), the last c_t,
-                                      when the per-window inference kernel runs (``convlstm_window``)
+    cells : (T, B, Ch, H, W)          c_t in float32 (float64 for float64 inputs), for the backward; without
+                                      ``save`` (inference) (1, B, ...), the working buffer the steps update in
+                                      place (float16 for bf16 / fp16 inputs, see ``_compute_types``), not a result
     hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
                                       ((0, B, ...) with the per-window kernel: it reads h_{t-1} from ``out``)
     """
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
     pads = _padding(k)
-    cdt, cell_dtype = _compute_types(x.dtype)
+    cdt, cell_dtype = _compute_types(x.dtype, save)
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
     w_x = weight[:, :C].contiguous(memory_format=fmt)
     w_h = weight[:, C:].contiguous(memory_format=fmt)
@@ -270,15 +280,18 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     for t in range(T):
         gxt = gx[:, t]
-        rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else cells[t]  # (B, 4Ch, H, W); at t = 0 a dummy, never read
-        pre_t = pre[t] if save else cells[t]                       # dummy when not stored
+        # Training keeps every c_t for the backward; inference updates one buffer in place (each element is read
+        # and written by the same thread) and does not store the last step's c, which nothing reads.
+        c_prev, c_t = (cells[t - 1] if t > 0 else cells[t], cells[t]) if save else (cells[0], cells[0])
+        rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else c_t  # (B, 4Ch, H, W); at t = 0 a dummy, never read
+        pre_t = pre[t] if save else c_t                       # dummy when not stored
         hp = hprev[t] if t < T - 1 else hprev[0] if T > 1 else out[:, 0]  # dummy at the last step
         cell_fwd_kernel[grid](
             gxt, *_yx(gxt), bias, rec, *_s3(rec), pre_t, *_s3(pre_t),
-            cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
+            c_prev, c_t, *_s3(c_t),
             out[:, t], *_s3(out[:, t]), hp, hp.stride(0), hp.stride(1), hp.stride(2), hp.stride(3),
             N, Ch, H * W, W, pads[0], pads[2], forget_bias,
-            HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save,
+            HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save, STORE_C=save or t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
         )
     return out, pre, cells, hprev
@@ -286,11 +299,12 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
 
 def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, layout: str, save: bool, cell_dtype,
              window: bool):
-    """``convlstm_fused``'s outputs, unfilled (its docstring has their shapes). The per-window inference kernel
-    (``window``, ``convlstm_window.runs``) keeps one cell state per window and reads h_{t-1} from the output: cells
-    (1, B, ...), no zero-bordered copies."""
+    """``convlstm_fused``'s outputs, unfilled (its docstring has their shapes). Inference (not ``save``) keeps one
+    cell state buffer, updated in place: cells (1, B, ...). The per-window inference kernel (``window``,
+    ``convlstm_window.runs``) also reads h_{t-1} from the output: no zero-bordered copies."""
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
-    cell_steps, bordered = (1, 0) if window else (T, max(T - 1, 0))
+    cell_steps = T if save else 1
+    bordered = 0 if window else max(T - 1, 0)
     return (_out5(B, T, Ch, H, W, x, layout),
             _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W),
             _empty(cell_steps * B, Ch, H, W, x, layout, dtype=cell_dtype).view(cell_steps, B, Ch, H, W),
@@ -301,7 +315,7 @@ def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, lay
 def _(x, weight, bias, forget_bias, layout, save):
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
-    cell_dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    cell_dtype = _compute_types(x.dtype, save)[1]
     window = convlstm_window.runs(x.dtype, layout, save, Ch, k, B, x.device)
     return _buffers(B, T, Ch, H, W, _padding(k), x, layout, save, cell_dtype, window)
 

@@ -79,6 +79,7 @@ if triton is not None:
         hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, # out: h_t into the interior of a zero-bordered (B, Ch, Hp, Wp) buffer
         N, CH, HW, W, PAD_T, PAD_L, forget_bias,
         HAS_REC: tl.constexpr, HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr,
+        STORE_C: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
     ):
         if PIX_MAJOR:
@@ -124,7 +125,8 @@ if triton is not None:
         cell = b * c_sb + ch * c_sc + p * c_sp
         if HAS_CPREV:
             c += _sigmoid(zf + forget_bias) * tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
-        tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
+        if STORE_C:  # (inference: not at the last step, nothing reads it)
+            tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
         h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
         tl.store(h_ptr + b * h_sb + ch * h_sc + p * h_sp, h, mask=mask)
         if WRITE_HP:
@@ -272,8 +274,8 @@ if triton is not None:
         mask = ok[:, None]
         c = _sigmoid(zi) * _tanh(zg)  # cell_fwd_kernel's update (kept apart: sharing it reorders that kernel's loads)
         if HAS_REC:
-            c += _sigmoid(zf + forget_bias) * tl.load(cell, mask=mask, other=0.0)
-        tl.store(cell, c, mask=mask)
+            c += _sigmoid(zf + forget_bias) * tl.load(cell, mask=mask, other=0.0).to(tl.float32)
+        tl.store(cell, c.to(c_ptr.dtype.element_ty), mask=mask)  # float32, or float16 for bf16 / fp16
         h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
         tl.store(h_ptr + t * h_st + (y * h_sy + x * h_sx)[:, None] + co[None, :], h, mask=mask)
 
@@ -299,7 +301,7 @@ if triton is not None:
         gx_ptr, gx_sb, gx_st, gx_sc, gx_sy, gx_sx,  # input-conv gates (B, T, 4Ch, H, W); a view (shared steps)
         bias_ptr,                                   # (4Ch,) gate bias
         w_ptr,                                      # (KS*KS*Ch, 4Ch) recurrent weight: row (ky*KS + kx)*Ch + ci
-        c_ptr, c_sb, c_sp,                          # (B, H*W, Ch) float32 cell state, one per window (scratch)
+        c_ptr, c_sb, c_sp,                          # (B, H*W, Ch) cell state, one per window (scratch)
         h_ptr, h_sb, h_st, h_sy, h_sx,              # out: every h_t (B, T, Ch, H, W), channels contiguous
         T, HW, H, W, PAD_T, PAD_L, forget_bias,
         CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,

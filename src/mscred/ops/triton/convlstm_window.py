@@ -137,7 +137,8 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, cell: torch.Ten
         forget_bias: float) -> None:
     """Every step of one level for every window: out (B, T, Ch, H, W), channels contiguous, from the input gates
     gx (B, T, 4Ch, H, W) (any strides: a crop, or the sliding view of shared steps), the bias and the recurrent
-    weight w_h (4Ch, Ch, k, k); ``cell`` is a (B, Ch, H, W) channels-last float32 scratch for c."""
+    weight w_h (4Ch, Ch, k, k); ``cell`` is a (B, Ch, H, W) channels-last scratch for c (float32; float16 for bf16
+    and fp16 inputs)."""
     B, T, Ch, H, W = out.shape
     if out.stride(2) != 1 or cell.stride(1) != 1:
         raise ValueError("window_lstm_kernel needs channels-last h and c")
