@@ -22,13 +22,13 @@ from torch import nn
 
 from mscred import level_streams, ops
 from mscred.config import ModelConfig
-from mscred.ops import AUTO
+from mscred.ops import AUTO, subpixel
 from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.padding import pad_copy
 from mscred.ops.reference import same_padding
 from mscred.ops.triton import small_conv
 from mscred.ops.triton.attention import temporal_attention_into
-from mscred.ops.triton.bias_act import bias_act, bias_act_into
+from mscred.ops.triton.bias_act import bias_act, bias_act_into, bias_act_subpixel_into
 from mscred.ops.triton.runtime import runs_fused, switched_off
 
 # The table's kernels and strides of conv1..conv4; the decoder mirrors them (deconv_l undoes conv_l).
@@ -125,6 +125,14 @@ class SameDeconv(nn.Module):
                     and small_conv.suits(w.shape[0], w.shape[1], self.kernel, self.stride, w.dtype)):
                 # deconv1 (3 output channels): stride 1 + TF crop = a same convolution with the flipped kernel.
                 return small_conv.conv_act(x, small_conv.deconv_as_conv(w), self.bias, selu=self.selu)
+            if self._subpixel(x, w):
+                # Inference: the transposed convolution as one stride-1 convolution giving every output phase
+                # (ops/subpixel.py), read back through the phases by the bias + SELU kernel.
+                if out is None:
+                    out = torch.empty(x.shape[0], w.shape[1], size, size, device=x.device, dtype=w.dtype,
+                                      memory_format=torch.channels_last)
+                sub = subpixel.convolve(x, w, self.stride)
+                return bias_act_subpixel_into(sub, self.bias, self.selu, self.stride, top, top, out)
             y = F.conv_transpose2d(x, w, None, stride=self.stride)
             if out is not None:
                 return bias_act_into(y, self.bias, self.selu, top, top, out)
@@ -134,6 +142,15 @@ class SameDeconv(nn.Module):
         y = F.conv_transpose2d(x, self.weight, self.bias, stride=self.stride)  # (B, O, (m-1)*s+k, same)
         y = y[:, :, top:top + size, top:top + size]
         return F.selu(y) if self.selu else y
+
+
+    def _subpixel(self, x: torch.Tensor, w: torch.Tensor) -> bool:
+        """Whether this call takes the sub-pixel form (``ops.subpixel``): fused inference (no autograd) of an
+        overlapping strided deconvolution (deconv2) in a reduced precision on the Triton path. float32 keeps cuDNN's
+        transposed convolution (not measured in the sub-pixel form); MSCRED_SUBPIXEL_DECONV=0 too (A/B runs)."""
+        return (subpixel.pays(self.kernel, self.stride) and w.dtype in (torch.bfloat16, torch.float16)
+                and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad)) and runs_fused(x)
+                and not switched_off("MSCRED_SUBPIXEL_DECONV"))
 
 
 class Encoder(nn.Module):

@@ -72,7 +72,7 @@ def bias_act(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int = 0, left
     """
     height = y.shape[2] - top if height is None else height
     width = y.shape[3] - left if width is None else width
-    _check_crop(y, top, left, height, width)
+    _check_crop(y.shape, top, left, height, width)
     if not _runs_fused(y) or y.dtype == torch.float64:
         # float64 (the tests' oracle dtype) stays in PyTorch: Triton rounds the SELU constants to float32.
         return reference(y, bias, selu, top, left, height, width)
@@ -87,13 +87,29 @@ def bias_act_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, lef
     height, width = out.shape[2:]
     if not _runs_fused(y) or y.dtype == torch.float64 or out.dtype != y.dtype:
         return out.copy_(bias_act(y, bias, selu, top, left, height, width))
-    _check_crop(y, top, left, height, width)
+    _check_crop(y.shape, top, left, height, width)
     return _forward_into(y, bias.contiguous(), bool(selu), top, left, out)
 
 
-def _check_crop(y: torch.Tensor, top: int, left: int, height: int, width: int) -> None:
-    if not (0 <= top and top + height <= y.shape[2] and 0 <= left and left + width <= y.shape[3]):
-        raise ValueError(f"crop ({top}, {left}, {height}, {width}) outside a {tuple(y.shape)} tensor")
+def bias_act_subpixel_into(sub: torch.Tensor, bias: torch.Tensor, selu: bool, stride: int, top: int, left: int,
+                           out: torch.Tensor) -> torch.Tensor:
+    """``bias_act_into`` of a transposed convolution given as its sub-pixel phases (``ops.subpixel.convolve``):
+    ``sub`` (B, s*s*O, H', W'), channels ordered (phase row, phase column, output channel), stands for the full
+    (B, O, s*H', s*W') output, whose (top, left) window of ``out``'s size gets bias + act and is written into
+    ``out`` (any strides). The kernel reads each output pixel's channels from its phase block: no shuffled copy.
+    Inference only (no autograd). Returns ``out``."""
+    B, O, height, width = out.shape
+    _check_crop((B, O, sub.shape[2] * stride, sub.shape[3] * stride), top, left, height, width)
+    if not _runs_fused(sub) or sub.dtype == torch.float64 or out.dtype != sub.dtype:
+        from mscred.ops.subpixel import unshuffle
+        return out.copy_(reference(unshuffle(sub, stride), bias, selu, top, left, height, width))
+    return _forward_into(sub, bias.contiguous(), bool(selu), top, left, out, stride)
+
+
+def _check_crop(shape, top: int, left: int, height: int, width: int) -> None:
+    """The crop window inside a (B, C, H, W) ``shape``."""
+    if not (0 <= top and top + height <= shape[2] and 0 <= left and left + width <= shape[3]):
+        raise ValueError(f"crop ({top}, {left}, {height}, {width}) outside a {tuple(shape)} tensor")
 
 
 def _channels_last(t: torch.Tensor) -> bool:
@@ -121,9 +137,20 @@ if triton is not None:
     @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT"])
     def _bias_act_fwd_kernel(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
                              P, C, HWO, WO, TOP, LEFT,
-                             SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
+                             SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+                             SHUFFLE: tl.constexpr):
+        """SHUFFLE = s > 1: y holds the s*s phases of a stride-s transposed output (``bias_act_subpixel_into``):
+        row Y of the full output is row Y // s of phase row Y % s, whose channels start at phase * C."""
         mask, b, oy, ox, ch = _tile(tl.program_id(0) * BLOCK_P, P, C, HWO, WO, BLOCK_P, BLOCK_C)
-        y = tl.load(y_ptr + b * y_sb + ch * y_sc + (oy + TOP) * y_sy + (ox + LEFT) * y_sx, mask=mask, other=0.0)
+        fy = oy + TOP
+        fx = ox + LEFT
+        if SHUFFLE > 1:
+            src = ch + ((fy % SHUFFLE) * SHUFFLE + fx % SHUFFLE) * C
+            fy = fy // SHUFFLE
+            fx = fx // SHUFFLE
+        else:
+            src = ch
+        y = tl.load(y_ptr + b * y_sb + src * y_sc + fy * y_sy + fx * y_sx, mask=mask, other=0.0)
         z = y.to(CDT) + tl.load(b_ptr + ch, mask=ch < C, other=0.0).to(CDT)
         if SELU:
             z = tl.where(z > 0, _SCALE * z, _SCALE_ALPHA * (tl.exp(z) - 1.0))
@@ -172,15 +199,16 @@ def bias_act_fused(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, le
 
 
 def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int,
-                  out: torch.Tensor) -> torch.Tensor:
-    """The forward kernel: ``out`` (B, C, Ho, Wo), any strides, from the (top, left) window of y; bias contiguous."""
+                  out: torch.Tensor, shuffle: int = 1) -> torch.Tensor:
+    """The forward kernel: ``out`` (B, C, Ho, Wo), any strides, from the (top, left) window of y; bias contiguous.
+    ``shuffle`` = s > 1: y is the sub-pixel phases of the output (``bias_act_subpixel_into``)."""
     B, C, height, width = out.shape
     P = B * height * width
     if P == 0 or C == 0:
         return out
     block_p, block_c, grid = _launch(P, C)
     _bias_act_fwd_kernel[grid](y, *y.stride(), bias, out, *out.stride(), P, C, height * width, width, top, left,
-                               SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c)
+                               SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c, SHUFFLE=shuffle)
     return out
 
 
