@@ -16,6 +16,8 @@ Accumulation is float32 for float32/bf16/fp16 inputs and float64 for float64 (th
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
@@ -29,6 +31,10 @@ from mscred.ops.triton.runtime import tl, triton
 # backward holds two accumulators, so its tile is half as wide. The CPU interpreter pays per iteration: wider still.
 FWD_BLOCK, BWD_BLOCK, NUM_WARPS = 2048, 1024, 16
 INTERPRETER_BLOCK = 8192
+# Forward programs per SM, each looping over samples (0: one program per sample). With fewer samples in flight,
+# a sample's T x D block read by pass 1 may still be in L2 when pass 2 reads it again (benchmarks/
+# bench_attention_programs.py sweeps it). MSCRED_ATTN_PROGRAMS_PER_SM overrides (A/B runs).
+FWD_PROGRAMS_PER_SM = 0
 
 
 def is_available() -> tuple[bool, str]:
@@ -76,7 +82,15 @@ def _forward_channels_last(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_
     B, _, C = h.shape[:3]
     hp = h.permute(0, 1, 3, 4, 2)  # contiguous (B, T, H, W, C)
     _, T, D, meta = _launch_args(hp, FWD_BLOCK)
-    _attn_fwd_kernel[(B,)](hp, out, out_sb, out_sp, T, D, C, SLICED=sliced, **meta)
+    _attn_fwd_kernel[(_fwd_programs(B, h.device),)](hp, out, out_sb, out_sp, B, T, D, C, SLICED=sliced, **meta)
+
+
+def _fwd_programs(B: int, device: torch.device) -> int:
+    """Programs of the forward kernel for B samples: B, or FWD_PROGRAMS_PER_SM per SM looping over them."""
+    per_sm = int(os.environ.get("MSCRED_ATTN_PROGRAMS_PER_SM", FWD_PROGRAMS_PER_SM))
+    if per_sm <= 0 or device.type != "cuda":
+        return B
+    return max(1, min(B, per_sm * torch.cuda.get_device_properties(device).multi_processor_count))
 
 
 if triton is not None:
@@ -94,12 +108,19 @@ if triton is not None:
         e = tl.where(tmask, e, 0.0)
         return e / tl.sum(e, axis=0)
 
-    @triton.jit(do_not_specialize=["T", "D", "C"])
-    def _attn_fwd_kernel(h_ptr, out_ptr, out_sb, out_sp, T, D, C,
+    @triton.jit(do_not_specialize=["B", "T", "D", "C"])
+    def _attn_fwd_kernel(h_ptr, out_ptr, out_sb, out_sp, B, T, D, C,
                          CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr, SLICED: tl.constexpr):
-        """SLICED: the output is a channel slice of a wider channels-last buffer (``temporal_attention_into``):
+        """Samples program_id, program_id + programs, ... of the B (one each when there are B programs).
+        SLICED: the output is a channel slice of a wider channels-last buffer (``temporal_attention_into``):
         element d = pixel * C + channel of a sample goes to pixel * out_sp + channel, the sample at b * out_sb."""
-        b = tl.program_id(0).to(tl.int64)
+        for sample in range(tl.program_id(0), B, tl.num_programs(0)):
+            _attn_fwd_sample(h_ptr, out_ptr, out_sb, out_sp, tl.cast(sample, tl.int64), T, D, C, CDT, T_PAD, BLOCK,
+                             SLICED)
+
+    @triton.jit
+    def _attn_fwd_sample(h_ptr, out_ptr, out_sb, out_sp, b, T, D, C,
+                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr, SLICED: tl.constexpr):
         base = h_ptr + b * T * D
         t = tl.arange(0, T_PAD)
         tmask = t < T
@@ -190,7 +211,7 @@ def temporal_attention_fused(h: torch.Tensor) -> torch.Tensor:
     h = h.contiguous()
     _, T, D, meta = _launch_args(h, FWD_BLOCK)
     out = torch.empty(h.shape[0], *h.shape[2:], device=h.device, dtype=h.dtype)
-    _attn_fwd_kernel[(B,)](h, out, D, C, T, D, C, SLICED=False, **meta)
+    _attn_fwd_kernel[(_fwd_programs(B, h.device),)](h, out, D, C, B, T, D, C, SLICED=False, **meta)
     return out
 
 
