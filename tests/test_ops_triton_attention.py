@@ -147,25 +147,11 @@ def test_attention_into_checks_the_shape():
         fused.temporal_attention_into(h, torch.empty(2, 4, 5, 4, device=DEVICE, dtype=h.dtype))
 
 
-@pytest.mark.parametrize("programs", [1, 2, 3])
-def test_forward_programs_looping_over_samples(programs, monkeypatch):
-    """The forward kernel with fewer programs than samples (FWD_PROGRAMS_PER_SM: each program loops over samples
-    programs apart), dense and into a channel slice, equals the reference (float64)."""
-    monkeypatch.setattr(fused, "_fwd_programs", lambda B, device: programs)
-    h, _ = _inputs(7, 5, 4, 6, seed=programs)
-    oracle = ref.temporal_attention(h)
-    assert _rel(fused.temporal_attention(h), oracle) < 1e-12
-    stored = h.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
-    buf = torch.zeros(7, 8, 6, 6, device=DEVICE, dtype=h.dtype).contiguous(memory_format=torch.channels_last)
-    fused.temporal_attention_into(stored, buf[:, 4:])
-    assert _rel(buf[:, 4:], oracle) < 1e-12
-
-
-def test_forward_programs_per_sm(monkeypatch):
-    """FWD_PROGRAMS_PER_SM = 0: one program per sample; else that many per SM, at most one per sample (CUDA)."""
-    assert fused._fwd_programs(7, torch.device("cpu")) == 7
-    if CUDA:
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        monkeypatch.setattr(fused, "FWD_PROGRAMS_PER_SM", 2)
-        assert fused._fwd_programs(10 ** 6, torch.device("cuda")) == 2 * sms
-        assert fused._fwd_programs(7, torch.device("cuda")) == 7
+def test_forward_tile_override(monkeypatch):
+    """MSCRED_ATTN_FWD_TILE="BLOCK/warps" (A/B runs) replaces the forward's (FWD_BLOCK, FWD_WARPS); the result
+    stays the reference's."""
+    assert fused._fwd_tile() == (fused.FWD_BLOCK, fused.FWD_WARPS)
+    monkeypatch.setenv("MSCRED_ATTN_FWD_TILE", "2048/16")
+    assert fused._fwd_tile() == (2048, 16)
+    h, _ = _inputs(3, 5, 4, 6, seed=5)
+    assert _rel(fused.temporal_attention(h), ref.temporal_attention(h)) < 1e-12

@@ -26,15 +26,15 @@ from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
 from mscred.ops.triton.runtime import tl, triton
 
-# Elements of D per iteration (the register tile is [T_PAD, BLOCK]) and warps per program. One program per sample
-# must keep ~30 KB of loads in flight to draw its share of HBM bandwidth, hence wide tiles and 16 warps; the
-# backward holds two accumulators, so its tile is half as wide. The CPU interpreter pays per iteration: wider still.
-FWD_BLOCK, BWD_BLOCK, NUM_WARPS = 2048, 1024, 16
+# Elements of D per iteration (the register tile is [T_PAD, BLOCK]) and warps per program, one program per sample.
+# Forward: on the scoring path (3,591 windows, bf16) 1024 x 8 warps ran every level 1.32-1.50x faster than the
+# 2048 x 16 first chosen (more samples in flight per SM; benchmarks/results/attention_programs/, H200), and programs
+# looping over samples to keep a sample's block in L2 between the two passes were slower or even. The backward
+# holds two accumulators: 1024 x 16 (training, not re-swept). The CPU interpreter pays per iteration: wider tiles.
+# MSCRED_ATTN_FWD_TILE="BLOCK/warps" overrides the forward's (A/B runs).
+FWD_BLOCK, FWD_WARPS = 1024, 8
+BWD_BLOCK, BWD_WARPS = 1024, 16
 INTERPRETER_BLOCK = 8192
-# Forward programs per SM, each looping over samples (0: one program per sample). With fewer samples in flight,
-# a sample's T x D block read by pass 1 may still be in L2 when pass 2 reads it again (benchmarks/
-# bench_attention_programs.py sweeps it). MSCRED_ATTN_PROGRAMS_PER_SM overrides (A/B runs).
-FWD_PROGRAMS_PER_SM = 0
 
 
 def is_available() -> tuple[bool, str]:
@@ -81,16 +81,17 @@ def _forward_channels_last(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_
     (B, H, W, C) ``out``."""
     B, _, C = h.shape[:3]
     hp = h.permute(0, 1, 3, 4, 2)  # contiguous (B, T, H, W, C)
-    _, T, D, meta = _launch_args(hp, FWD_BLOCK)
-    _attn_fwd_kernel[(_fwd_programs(B, h.device),)](hp, out, out_sb, out_sp, B, T, D, C, SLICED=sliced, **meta)
+    _, T, D, meta = _launch_args(hp, *_fwd_tile())
+    _attn_fwd_kernel[(B,)](hp, out, out_sb, out_sp, T, D, C, SLICED=sliced, **meta)
 
 
-def _fwd_programs(B: int, device: torch.device) -> int:
-    """Programs of the forward kernel for B samples: B, or FWD_PROGRAMS_PER_SM per SM looping over them."""
-    per_sm = int(os.environ.get("MSCRED_ATTN_PROGRAMS_PER_SM", FWD_PROGRAMS_PER_SM))
-    if per_sm <= 0 or device.type != "cuda":
-        return B
-    return max(1, min(B, per_sm * torch.cuda.get_device_properties(device).multi_processor_count))
+def _fwd_tile() -> tuple[int, int]:
+    """(BLOCK, warps) of the forward kernel: (FWD_BLOCK, FWD_WARPS) or MSCRED_ATTN_FWD_TILE="BLOCK/warps"."""
+    tile = os.environ.get("MSCRED_ATTN_FWD_TILE", "").strip()
+    if not tile:
+        return FWD_BLOCK, FWD_WARPS
+    block, warps = (int(v) for v in tile.split("/"))
+    return block, warps
 
 
 if triton is not None:
@@ -108,19 +109,12 @@ if triton is not None:
         e = tl.where(tmask, e, 0.0)
         return e / tl.sum(e, axis=0)
 
-    @triton.jit(do_not_specialize=["B", "T", "D", "C"])
-    def _attn_fwd_kernel(h_ptr, out_ptr, out_sb, out_sp, B, T, D, C,
+    @triton.jit(do_not_specialize=["T", "D", "C"])
+    def _attn_fwd_kernel(h_ptr, out_ptr, out_sb, out_sp, T, D, C,
                          CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr, SLICED: tl.constexpr):
-        """Samples program_id, program_id + programs, ... of the B (one each when there are B programs).
-        SLICED: the output is a channel slice of a wider channels-last buffer (``temporal_attention_into``):
+        """SLICED: the output is a channel slice of a wider channels-last buffer (``temporal_attention_into``):
         element d = pixel * C + channel of a sample goes to pixel * out_sp + channel, the sample at b * out_sb."""
-        for sample in range(tl.program_id(0), B, tl.num_programs(0)):
-            _attn_fwd_sample(h_ptr, out_ptr, out_sb, out_sp, tl.cast(sample, tl.int64), T, D, C, CDT, T_PAD, BLOCK,
-                             SLICED)
-
-    @triton.jit
-    def _attn_fwd_sample(h_ptr, out_ptr, out_sb, out_sp, b, T, D, C,
-                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr, SLICED: tl.constexpr):
+        b = tl.program_id(0).to(tl.int64)
         base = h_ptr + b * T * D
         t = tl.arange(0, T_PAD)
         tmask = t < T
@@ -181,13 +175,13 @@ if triton is not None:
             tl.store(dbase + t[:, None] * D + d[None, :], g.to(dh_ptr.dtype.element_ty), mask=m2)
 
 
-def _launch_args(h: torch.Tensor, block: int):
+def _launch_args(h: torch.Tensor, block: int, warps: int):
     B, T = h.shape[:2]
     D = h[0, 0].numel()
     cdt = tl.float64 if h.dtype == torch.float64 else tl.float32
     if _interpreting():
         block = INTERPRETER_BLOCK
-    return B, T, D, dict(CDT=cdt, T_PAD=max(triton.next_power_of_2(T), 2), BLOCK=block, num_warps=NUM_WARPS)
+    return B, T, D, dict(CDT=cdt, T_PAD=max(triton.next_power_of_2(T), 2), BLOCK=block, num_warps=warps)
 
 
 def _channels_last(h: torch.Tensor) -> bool:
@@ -209,9 +203,9 @@ def temporal_attention_fused(h: torch.Tensor) -> torch.Tensor:
         _forward_channels_last(h, out, C * H * W, C, sliced=False)
         return out.permute(0, 3, 1, 2)
     h = h.contiguous()
-    _, T, D, meta = _launch_args(h, FWD_BLOCK)
+    _, T, D, meta = _launch_args(h, *_fwd_tile())
     out = torch.empty(h.shape[0], *h.shape[2:], device=h.device, dtype=h.dtype)
-    _attn_fwd_kernel[(_fwd_programs(B, h.device),)](h, out, D, C, B, T, D, C, SLICED=False, **meta)
+    _attn_fwd_kernel[(B,)](h, out, D, C, T, D, C, SLICED=False, **meta)
     return out
 
 
@@ -231,12 +225,12 @@ def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor) -> to
         hp = h.permute(0, 1, 3, 4, 2)
         dp = dout.to(h.dtype).permute(0, 2, 3, 1).contiguous()  # no copy when dout is channels-last
         dh = torch.empty(B, T, H, W, C, device=h.device, dtype=h.dtype)
-        _, T, D, meta = _launch_args(hp, BWD_BLOCK)
+        _, T, D, meta = _launch_args(hp, BWD_BLOCK, BWD_WARPS)
         _attn_bwd_kernel[(B,)](hp, dp, dh, T, D, **meta)
         return dh.permute(0, 1, 4, 2, 3)
     h = h.contiguous()
     dout = dout.to(h.dtype).contiguous()
-    _, T, D, meta = _launch_args(h, BWD_BLOCK)
+    _, T, D, meta = _launch_args(h, BWD_BLOCK, BWD_WARPS)
     dh = torch.empty(h.shape, device=h.device, dtype=h.dtype)
     _attn_bwd_kernel[(B,)](h, dout, dh, T, D, **meta)
     return dh
