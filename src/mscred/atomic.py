@@ -1,4 +1,9 @@
-"""Write files and directories so that a crash or an error never leaves a half-written output."""
+"""Write files and directories so that a crash or an error never leaves a half-written output.
+
+A directory output (a model, a report) replaces an existing directory of the same name only when that directory
+holds nothing but what mscred writes there (``owned``): a folder of the user's own files given as ``--out`` is
+refused as bad input before any work, never swapped away and deleted.
+"""
 from __future__ import annotations
 
 import contextlib
@@ -6,27 +11,77 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from typing import Collection, Iterator, Optional
+
+from mscred.errors import InputError
+
+
+def check_replaceable_dir(target: str | os.PathLike, owned: Collection[str], what: str) -> None:
+    """Raise InputError unless an output directory ``target`` may be written (replaced): it does not exist yet, or
+    it is a directory holding only entries named in ``owned`` (a previous output of the same kind, ``what``, e.g.
+    "an mscred model"); never the current folder or one above it. Call it before the work that leads to the write,
+    so that a refusal costs nothing; ``atomic_path(..., owned=...)`` checks again at the write."""
+    target = Path(target)
+    if not target.name or target.name in (".", ".."):
+        raise InputError(f"{str(target)!r}: give the output folder a name (a new or empty folder for {what})")
+    if not target.exists() and not target.is_symlink():
+        return
+    if not target.is_dir() or target.is_symlink():
+        raise InputError(f"{target}: exists and is not a folder; {what} is written as a folder")
+    here, resolved = Path.cwd().resolve(), target.resolve()
+    if here == resolved or resolved in here.parents:
+        raise InputError(f"{target}: is the current folder or holds it; write {what} into another folder")
+    foreign = sorted(entry.name for entry in target.iterdir() if entry.name not in owned)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise InputError(f"{target}: the folder holds files that are not {what} ({shown}); replacing it would delete "
+                         "them: write into a new or empty folder")
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
+def atomic_path(target: str | os.PathLike, owned: Optional[Collection[str]] = None,
+                what: str = "this output") -> Iterator[Path]:
     """Yield a temporary path beside ``target``; on success rename it onto ``target``, on error remove it.
 
-    Works for a file or a directory written at the yielded path. The rename is atomic on one file system.
+    Works for a file or a directory written at the yielded path. The rename is atomic on one file system. An
+    existing directory at ``target`` is replaced only if ``owned`` (the names the output consists of) is given and
+    it holds nothing else (``check_replaceable_dir``). Errors of the file system name ``target``, not the
+    temporary path (which the user never chose).
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+    if not target.name or target.name in (".", ".."):
+        raise InputError(f"{str(target)!r}: give the output a file or folder name")
+    with _named_as(target):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
     work = tmp / target.name
     try:
-        yield work
+        with _named_as(target, tmp):
+            yield work
         if target.is_dir() and not target.is_symlink():
+            if owned is None:
+                raise InputError(f"{target}: exists and is a folder; {what} is written as a file")
+            check_replaceable_dir(target, owned, what)
             # A directory cannot be renamed over a non-empty one: move the old one aside first.
             old = tmp / (target.name + ".old")
-            os.replace(target, old)
-            os.replace(work, target)
+            with _named_as(target, tmp):
+                os.replace(target, old)
+                os.replace(work, target)
         else:
-            os.replace(work, target)
+            with _named_as(target, tmp):
+                os.replace(work, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _named_as(target: Path, tmp: Optional[Path] = None) -> Iterator[None]:
+    """Re-raise an OSError about the temporary folder (or about creating one) as one about ``target``."""
+    try:
+        yield
+    except OSError as err:
+        name = str(err.filename or "")
+        if err.filename is None or (tmp is not None and name.startswith(str(tmp))) or f"/.{target.name}." in name \
+                or name.startswith(f".{target.name}."):
+            raise OSError(err.errno, err.strerror, str(target)) from err
+        raise

@@ -30,6 +30,7 @@ from mscred.errors import InputError
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
+MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE)  # all a model directory holds: what save() may replace
 FORMAT = "mscred-model"
 FORMAT_VERSION = 1
 # Windows per inference batch: larger than a training batch (no gradients to keep), still small in memory. On CUDA
@@ -306,7 +307,8 @@ class MSCRED:
 
     # ----------------------------------------------------------------------------------------------- save/load
     def save(self, directory: str | os.PathLike) -> Path:
-        """Write ``config.json`` + ``model.safetensors`` into ``directory`` atomically (all or nothing)."""
+        """Write ``config.json`` + ``model.safetensors`` into ``directory`` atomically (all or nothing). An existing
+        ``directory`` is replaced only if it holds nothing else (a previous model); otherwise InputError."""
         from safetensors.torch import save_file
 
         self._check_fitted()
@@ -322,7 +324,7 @@ class MSCRED:
             "history": getattr(self, "history_", []),
         }
         state = {k: v.detach().to("cpu").contiguous() for k, v in self.net_.state_dict().items()}
-        with atomic_path(directory) as tmp:
+        with atomic_path(directory, owned=MODEL_FILES, what="an mscred model") as tmp:
             tmp.mkdir()
             (tmp / CONFIG_FILE).write_text(json.dumps(_jsonable(meta), indent=2) + "\n")
             save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": FORMAT, "mscred_version": __version__})

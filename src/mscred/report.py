@@ -33,6 +33,8 @@ img{max-width:100%;border:1px solid #eee} .missing{background:#fff6e0;border:1px
 DETECTED = "#ff9f1c"
 TRUTH = "#d62828"
 
+REPORT_FILES = ("index.html", "metrics.json")  # all a report directory holds (figures are inlined)
+
 
 def _png(fig) -> str:
     import matplotlib.pyplot as plt
@@ -357,7 +359,7 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>mscred report</title>"
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>")
     out_dir = Path(out_dir)
-    with atomic_path(out_dir) as tmp:
+    with atomic_path(out_dir, owned=REPORT_FILES, what="an mscred report") as tmp:
         tmp.mkdir()
         (tmp / "index.html").write_text(page, encoding="utf-8")
         (tmp / "metrics.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

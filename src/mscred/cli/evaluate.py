@@ -75,6 +75,10 @@ def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir
     """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline."""
     from mscred.evaluation import compute_metrics, read_ground_truth, read_scores
 
+    if report_dir is not None:  # refuse a folder of other files before any work (atomic.check_replaceable_dir)
+        from mscred.atomic import check_replaceable_dir
+        from mscred.report import REPORT_FILES
+        check_replaceable_dir(report_dir, REPORT_FILES, "an mscred report")
     scores = read_scores(scores_path)
     truth = read_ground_truth(labels_path, scores, anomalies, missing=missing)
     pred, thr = None, None

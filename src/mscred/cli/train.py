@@ -154,9 +154,13 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     overrides.update(score_overrides(theta, method))
     if quiet:
         overrides["progress"] = False
+    from mscred.atomic import check_replaceable_dir
+    from mscred.detector import MODEL_FILES
     from mscred.launch import under_torchrun
     from mscred.train_checkpoint import CHECKPOINT_NAME
 
+    # A folder of other files (the data itself, notes) is refused before training, not replaced after it.
+    check_replaceable_dir(out, MODEL_FILES, "an mscred model")
     table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
     report_filled(table)
     out = Path(out)

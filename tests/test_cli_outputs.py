@@ -1,0 +1,123 @@
+"""Output paths: a model or report folder replaces only a previous output of its kind, never a folder of the
+user's files (those were once moved aside and deleted: ``train --out`` pointed at the data's own folder lost the
+data); bad output names and file-system errors get exit 2 and one line naming the path the user gave, not the
+temporary path of the atomic write (``mscred.atomic``)."""
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli, sensor_frame
+from mscred.atomic import atomic_path, check_replaceable_dir
+from mscred.errors import InputError
+
+
+def _one_error_line(capsys, *argv) -> str:
+    code, _, err = run_cli(capsys, *argv)
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("mscred: error:"), err
+    return lines[0]
+
+
+def _user_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "plant"
+    folder.mkdir()
+    sensor_frame(200, 5).to_csv(folder / "good.csv", index=False)
+    (folder / "notes.txt").write_text("keep me\n")
+    return folder
+
+
+def _left(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_train_refuses_a_folder_of_other_files_and_keeps_them(tmp_path, capsys):
+    folder = _user_folder(tmp_path)
+    line = _one_error_line(capsys, "train", folder / "good.csv", "--out", folder, "--epochs", "1", "--device", "cpu",
+                           "--quiet")
+    assert str(folder) in line and "good.csv" in line and "notes.txt" in line
+    assert _left(folder) == ["good.csv", "notes.txt"] and (folder / "notes.txt").read_text() == "keep me\n"
+    assert _left(tmp_path) == ["plant"]   # no checkpoint folder, no temporary folder
+
+
+def test_train_refuses_the_current_folder_and_empty_names(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    sensor_frame(200, 5).to_csv(tmp_path / "good.csv", index=False)
+    monkeypatch.chdir(folder)
+    assert "current folder" in _one_error_line(capsys, "train", tmp_path / "good.csv", "--out", "../run",
+                                               "--epochs", "1", "--quiet")
+    for name in ("", "."):
+        assert "name" in _one_error_line(capsys, "train", tmp_path / "good.csv", "--out", name, "--epochs", "1",
+                                         "--quiet")
+    assert _left(folder) == [] and _left(tmp_path) == ["good.csv", "run"]
+
+
+def test_evaluate_report_refuses_a_folder_of_other_files(tmp_path, capsys):
+    folder = _user_folder(tmp_path)
+    line = _one_error_line(capsys, "evaluate", folder / "good.csv", "--labels", folder / "good.csv", "--report",
+                           folder)
+    assert str(folder) in line and "report" in line
+    assert _left(folder) == ["good.csv", "notes.txt"]
+
+
+def test_detect_out_without_a_name(tmp_path, capsys):
+    assert "name" in _one_error_line(capsys, "detect", tmp_path / "missing_model", tmp_path / "x.csv", "--out", "")
+
+
+def test_save_replaces_a_previous_model_only(tmp_path):
+    from mscred.detector import MODEL_FILES
+    old = tmp_path / "model"
+    old.mkdir()
+    for name in MODEL_FILES:
+        (old / name).write_text("previous model")
+    with atomic_path(old, owned=MODEL_FILES, what="an mscred model") as tmp:
+        tmp.mkdir()
+        for name in MODEL_FILES:
+            (tmp / name).write_text("new model")
+    assert {(old / n).read_text() for n in MODEL_FILES} == {"new model"}
+    (old / "report.html").write_text("mine")
+    with pytest.raises(InputError, match="report.html"):
+        with atomic_path(old, owned=MODEL_FILES, what="an mscred model") as tmp:
+            tmp.mkdir()
+    assert _left(old) == sorted([*MODEL_FILES, "report.html"]) and _left(tmp_path) == ["model"]
+
+
+def test_a_file_output_never_replaces_a_folder(tmp_path):
+    (tmp_path / "scores.csv").mkdir()
+    with pytest.raises(InputError, match="is a folder"):
+        with atomic_path(tmp_path / "scores.csv") as tmp:
+            tmp.write_text("x")
+    assert _left(tmp_path) == ["scores.csv"]
+
+
+def test_file_system_errors_name_the_users_path(tmp_path, monkeypatch):
+    """An unwritable folder fails in mkdtemp or inside the temporary folder: the error names the target."""
+    target = tmp_path / "out" / "scores.csv"
+
+    def refuse(prefix, suffix, dir):
+        raise PermissionError(errno.EACCES, "Permission denied", os.path.join(dir, prefix + "x1y2" + suffix))
+    monkeypatch.setattr(tempfile, "mkdtemp", refuse)
+    with pytest.raises(PermissionError) as caught:
+        with atomic_path(target):
+            pass
+    assert caught.value.filename == str(target)
+    monkeypatch.undo()
+    with pytest.raises(OSError) as caught:
+        with atomic_path(target) as tmp:
+            raise OSError(errno.EROFS, "Read-only file system", str(tmp))
+    assert caught.value.filename == str(target) and _left(target.parent) == []
+
+
+def test_check_replaceable_dir_accepts_new_and_owned_folders(tmp_path):
+    check_replaceable_dir(tmp_path / "new", ("a",), "x")
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "a").write_text("")
+    check_replaceable_dir(tmp_path / "own", ("a",), "x")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InputError, match="not a folder"):
+        check_replaceable_dir(tmp_path / "file", ("a",), "x")
