@@ -49,6 +49,16 @@ def test_discover_folders_files_and_datasets(tmp_path):
         discover(str(tmp_path / "empty"))
 
 
+def test_entities_sharing_a_file_name_are_refused(tmp_path):
+    """"pump 1" and "pump_1" would share OUT/models/pump_1 and OUT/rows/pump_1.json: the second overwrote the first."""
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    for name in ("pump 1", "pump_1", "pump2"):
+        pd.DataFrame({"a": [1.0, 2.0], "b": [3.0, 4.0]}).to_csv(fleet / f"{name}.csv", index=False)
+    with pytest.raises(InputError, match="pump 1 / pump_1"):
+        discover(str(fleet))
+
+
 def test_assign_is_longest_processing_time_first():
     sizes = {"a": 50, "b": 40, "c": 30, "d": 20, "e": 10}
     entities = [Entity(n, "file", n, None, s) for n, s in sizes.items()]

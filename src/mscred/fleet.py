@@ -63,10 +63,15 @@ def discover(source: str, root: Optional[str] = None) -> list[Entity]:
                          f"({', '.join(MULTI_ENTITY_DATASETS)}), not one file")
     else:
         entities = _dataset_entities(source, root)
-    names = [e.name for e in entities]
-    duplicated = sorted({n for n in names if names.count(n) > 1})
-    if duplicated:
-        raise InputError(f"{source}: several entities are named {', '.join(duplicated)}")
+    # Names that differ but share a file name ("pump 1" and "pump_1") would write one model folder and one row
+    # file, the second overwriting the first: refused like equal names.
+    by_file: dict[str, list[str]] = {}
+    for e in entities:
+        by_file.setdefault(safe_name(e.name), []).append(e.name)
+    clashes = sorted(" / ".join(sorted(group)) for group in by_file.values() if len(group) > 1)
+    if clashes:
+        raise InputError(f"{source}: several entities would be written under one name ({'; '.join(clashes)}): "
+                         "rename them")
     return sorted(entities, key=lambda e: e.name)
 
 
