@@ -238,6 +238,9 @@ def test_detect_damaged_model(tmp_path, capsys, model_dir, damage, match):
     (["train", "{tmp}/x.csv"], "--out", True),
     (["train", "{data}", "--out", "{tmp}/m", "--theta", "often"], "--theta", True),
     (["train", "{data}", "--out", "{tmp}/m", "--theta", "-1"], "--theta", True),
+    (["train", "{data}", "--out", "{tmp}/m", "--theta", "inf"], "--theta", True),   # a model that never flags
+    (["train", "{data}", "--out", "{tmp}/m", "--seed", "99999999999999999999"], "--seed", True),  # was exit 1
+    (["fleet", "{tmp}", "--out", "{tmp}/f", "--seed", "-1"], "--seed", True),
     (["train", "{data}", "--out", "{tmp}/m", "--device", "tpu"], "--device", True),
     (["train", "{data}", "--out", "{tmp}/m", "--conv-backend", "magic"], "--conv-backend", True),
     (["demo", "--dataset", "no-such-dataset", "--out", "{tmp}/demo"], "no-such-dataset", False),

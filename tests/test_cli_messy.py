@@ -291,6 +291,10 @@ def _variants(d: Path) -> dict[str, Path]:
         "windows line endings": _write(d / "crlf.csv", text.replace("\n", "\r\n").encode()),
         "gzip": _write(d / "data.csv.gz", gzip.compress(text.encode())),
         "semicolon separated": _write(d / "semicolon.csv", _frame().to_csv(index=False, sep=";")),
+        # pandas' own sniffing split "timestamp|s0|s1|..." on the letter 's' (names s0..s4 here)
+        "pipe separated": _write(d / "pipe.csv", _frame().to_csv(index=False, sep="|")),
+        "pipe separated .txt": _write(d / "pipe.txt", _frame().to_csv(index=False, sep="|")),
+        "blank separated .txt": _write(d / "blank.txt", _frame().to_csv(index=False, sep=" ")),
         "quoted numbers": _write(d / "quoted.csv", quoted + "\n"),
         "trailing blank lines": _write(d / "trailing.csv", text + "\n\n"),
         "padded header names": _write(d / "padded.csv", text.replace("s0,s1", " s0 , s1", 1)),
@@ -442,6 +446,15 @@ DAMAGED_MODELS = {
                              ["score.method 'magic'"]),
     "channels null": (_edit_config(lambda d: d["config"]["model"].update(channels=None)), "config.json",
                       ["damaged model config"]),
+    # These three once got past load: exit 1 (an "internal error") at the first op, or a model that never flags.
+    "unknown backend": (_edit_config(lambda d: d["config"]["model"].update(backend="magic")), "config.json",
+                        ["model.backend 'magic'"]),
+    "unknown conv backend": (_edit_config(lambda d: d["config"]["model"].update(conv_backend="magic")),
+                             "config.json", ["model.conv_backend 'magic'"]),
+    "threshold NaN": (_edit_config(lambda d: d["calibration"].update(threshold=float("nan"))), "config.json",
+                      ["calibration.threshold", "finite"]),
+    "unknown missing policy": (_edit_config(lambda d: d["config"]["train"].update(missing="zero")), "config.json",
+                               ["train.missing 'zero'"]),
     "missing model.safetensors": (lambda m: (m / "model.safetensors").unlink(), "model.safetensors", ["missing"]),
     "truncated model.safetensors": (lambda m: (m / "model.safetensors").write_bytes(
         (m / "model.safetensors").read_bytes()[:200]), "model.safetensors", ["damaged weights"]),

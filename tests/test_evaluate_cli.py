@@ -142,6 +142,21 @@ def test_bad_inputs_exit_2_with_one_line(files, capsys, tmp_path):
     shifted["timestamp"] += 1
     shifted.to_csv(tmp_path / "shifted.csv", index=False)
     assert "timestamp" in _bad(capsys, [s, "--labels", tmp_path / "shifted.csv"])
+    # Events on another scale (row numbers against timestamps 100..119): no event on a scored row gave metrics of
+    # zero anomalies with exit 0; one event partly inside is clipped.
+    pd.DataFrame({"start": [0, 150], "end": [5, 160]}).to_csv(tmp_path / "rows.csv", index=False)
+    assert "overlaps the scored timestamps (100 .. 119)" in _bad(capsys, [s, "--labels", tmp_path / "rows.csv"])
+    pd.DataFrame({"start": [95], "end": [103]}).to_csv(tmp_path / "part.csv", index=False)
+    assert run_json(capsys, s, "--labels", tmp_path / "part.csv")["n_anomalous_rows"] == 3
+    # Thresholds from non-finite or non-positive settings: once a NaN threshold (invalid JSON) or an internal error.
+    val = tmp_path / "val.csv"
+    pd.DataFrame({"timestamp": np.arange(10), "score": np.linspace(0, 0.4, 10)}).to_csv(val, index=False)
+    for beta in ("nan", "inf", "0", "-1"):
+        assert "--beta" in _bad(capsys, [s, "--labels", l, "--threshold", "beta_max", "--val-scores", val,
+                                         "--beta", beta])
+    assert "--percentile" in _bad(capsys, [s, "--labels", l, "--threshold", "percentile", "--val-scores", val,
+                                           "--percentile", "nan"])
+    assert "--seed" in _bad(capsys, [s, "--labels", l, "--seed", str(2 ** 64)])
 
 
 def test_evaluate_files_matches_the_cli(files, capsys):

@@ -439,6 +439,19 @@ def _check_settings(config: MSCREDConfig, sensors: list[str], calibration: Calib
         raise ValueError("sensors must be distinct names" if sensors else "no sensors")
     if not _positive_int(config.model.n_scales) or config.model.n_scales != len(windows):
         raise ValueError(f"model.n_scales {config.model.n_scales!r} does not match {len(windows)} windows")
+    from mscred.config import MISSING_POLICIES
+    from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
+    for name, value, choices in (("model.backend", config.model.backend, (AUTO, *MODEL_BACKENDS)),
+                                 ("model.conv_backend", config.model.conv_backend, CONV_BACKENDS),
+                                 ("train.missing", config.train.missing, MISSING_POLICIES)):
+        if value not in choices:
+            raise ValueError(f"{name} {value!r} is not one of {', '.join(choices)}")
+    # A NaN or infinite threshold never flags (NaN compares false): the model would call everything normal.
+    for name, values in (("calibration.threshold", [calibration.threshold]),
+                         ("calibration.scale_thresholds", calibration.scale_thresholds),
+                         ("calibration.theta", calibration.theta)):
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            raise ValueError(f"{name} {values!r} must be finite numbers")
 
 
 def _jsonable(value):

@@ -139,9 +139,15 @@ def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str) -> 
     rows, causes = [], []
     for s, e, c in zip(starts, ends, causes_col):
         a, b = np.searchsorted(position, s, side="left"), np.searchsorted(position, e, side="left")
-        if b > a:  # events outside the scored rows are dropped
+        if b > a:  # events outside the scored rows are dropped (clipped when partly inside)
             rows.append((a, b))
             causes.append(set(_split_names(c)))
+    if len(starts) and not rows and len(position):
+        # Not one event on the scored rows: almost surely start/end on another scale (row numbers against epoch
+        # times, seconds against milliseconds); metrics on zero anomalies would be meaningless, not an answer.
+        raise InputError(f"{source}: none of its {len(starts)} event(s) (start {starts.min():g} .. end "
+                         f"{ends.max():g}) overlaps the scored timestamps ({position[0]:g} .. {position[-1]:g}): "
+                         "start/end must be on the SCORES file's timestamp scale")
     return np.asarray(rows, dtype=np.int64).reshape(-1, 2), causes
 
 

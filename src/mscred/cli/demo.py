@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 import click
 
+from mscred.cli.params import SEED
 from mscred.detect import SCORE_METHODS
 
 # The demo trains 3 epochs: enough for the z_sensor score to find the synthetic anomalies, and the whole run stays
@@ -146,7 +147,7 @@ def render(result: dict) -> None:
 @click.option("--score", "method", type=click.Choice(SCORE_METHODS), default=None,
               help="Window score [default: z_sensor].")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--report/--no-report", default=True, show_default=True, help="Write the HTML report.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def demo(quick, out, dataset, data_root, epochs, theta, method, device, seed, report, quiet) -> None:

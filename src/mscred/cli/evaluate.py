@@ -5,6 +5,7 @@ import json
 
 import click
 
+from mscred.cli.params import SEED, FiniteFloatRange
 from mscred.config import MISSING_POLICIES, ScoreConfig
 
 _DEFAULTS = ScoreConfig()
@@ -56,18 +57,18 @@ def _threshold_predictions(method: str, scores, val_scores_path, cfg: ScoreConfi
               help="'detector': the is_anomaly column as written; otherwise refit on --val-scores.")
 @click.option("--val-scores", type=click.Path(dir_okay=False), default=None,
               help="SCORES.csv of normal validation data, for --threshold other than 'detector'.")
-@click.option("--beta", type=float, default=_DEFAULTS.beta, show_default=True,
+@click.option("--beta", type=FiniteFloatRange(0, min_open=True), default=_DEFAULTS.beta, show_default=True,
               help="beta_max: threshold = beta x max(validation score).")
-@click.option("--percentile", type=click.FloatRange(0, 100), default=_DEFAULTS.percentile, show_default=True,
+@click.option("--percentile", type=FiniteFloatRange(0, 100), default=_DEFAULTS.percentile, show_default=True,
               help="percentile: the q-th percentile of the validation scores.")
-@click.option("--pot-risk", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=_DEFAULTS.pot_risk,
+@click.option("--pot-risk", type=FiniteFloatRange(0, 1, min_open=True, max_open=True), default=_DEFAULTS.pot_risk,
               show_default=True, help="pot/spot: probability that a normal score exceeds the threshold.")
-@click.option("--pot-level", type=click.FloatRange(0, 1, min_open=True, max_open=True),
+@click.option("--pot-level", type=FiniteFloatRange(0, 1, min_open=True, max_open=True),
               default=_DEFAULTS.pot_level, show_default=True,
               help="pot/spot: quantile of the initial threshold whose excesses are fitted (GPD).")
 @click.option("--vus-window", type=click.IntRange(min=1), default=100, show_default=True,
               help="VUS sliding window L (buffers 0..2L, as TSB-AD).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random baseline.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the random baseline.")
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default="error", show_default=True,
               help="Missing (NaN) sensor values in the data tables (--labels, --data): as given to detect.")
 def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,

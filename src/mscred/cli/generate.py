@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from mscred.cli.params import SEED
+
 
 @click.command()
 @click.argument("out_dir", type=click.Path(file_okay=False))
@@ -10,7 +12,7 @@ import click
               help="Number of sensors n.")
 @click.option("--length", type=click.IntRange(min=1), default=20_000, show_default=True,
               help="Total steps; train is the first 40%, test the last 50%.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random draw.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of every random draw.")
 def generate(out_dir: str, n_sensors: int, length: int, seed: int) -> None:
     """Write OUT_DIR/train.csv, test.csv (with a label column) and anomalies.csv (start, end, root causes)."""
     from mscred.data.synthetic import write_synthetic

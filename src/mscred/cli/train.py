@@ -1,12 +1,14 @@
 """`mscred train DATA --out MODEL_DIR`: fit MSCRED on normal data and save the model directory."""
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from pathlib import Path
 
 import click
 
+from mscred.cli.params import SEED
 from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
 from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
@@ -20,8 +22,8 @@ def parse_theta(value: str) -> float | None:
         theta = float(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is neither 'auto' nor a number", param_hint="--theta") from None
-    if not theta > 0:
-        raise click.BadParameter(f"{value!r} must be > 0", param_hint="--theta")
+    if not (theta > 0 and math.isfinite(theta)):
+        raise click.BadParameter(f"{value!r} must be a finite number > 0", param_hint="--theta")
     return theta
 
 
@@ -55,7 +57,7 @@ _TRAINING_OPTIONS = [
     click.option("--epochs", type=click.IntRange(min=1), default=None, help="Training epochs [config: 10]."),
     click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows per batch [config: 32]."),
     click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help="[config: auto]"),
-    click.option("--seed", type=int, default=None, help="Seed of weights and batch order [config: 0]."),
+    click.option("--seed", type=SEED, default=None, help="Seed of weights and batch order [config: 0]."),
     click.option("--backend", type=click.Choice((AUTO, *MODEL_BACKENDS)), default=None,
                  help="ConvLSTM/attention ops [config: auto = fused on a CUDA device, else reference]."),
     click.option("--conv-backend", type=click.Choice(CONV_BACKENDS), default=None,

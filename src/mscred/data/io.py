@@ -298,11 +298,10 @@ def _labels(series: pd.Series, source: str) -> np.ndarray:
 
 
 def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
-    # sep=None sniffs ',' / ';' / tab / whitespace from the first lines (needs the python engine) only for .txt/.tsv;
+    # The separator is sniffed (",", ";", tab, "|" or blanks: _sniffed) only for .txt/.tsv;
     # plain .csv uses the fast C parser.
     text_suffix = Path(path.stem).suffix.lower() if path.suffix.lower() in _COMPRESSED else path.suffix.lower()
-    sniff: dict[str, Any] = {"sep": None, "engine": "python"}
-    kwargs: dict[str, Any] = dict(sniff) if text_suffix != ".csv" else {}
+    kwargs: dict[str, Any] = _sniffed(path) if text_suffix != ".csv" else {}
     # utf-8-sig drops a byte-order mark (Excel's "CSV UTF-8"); the python engine would keep it in the first name,
     # turning '\ufefftimestamp' into a sensor.
     kwargs["encoding"] = "utf-8-sig"
@@ -311,13 +310,44 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     if df.shape[1] == 1 and "sep" not in options and any(c in str(df.columns[0]) for c in ";\t|"):
         # A ';'-separated export (a European spreadsheet) parsed with ',' lands in one column named
         # 'a;b;c': read it again with the separator sniffed, as for .txt.
-        kwargs = {**kwargs, **sniff}
+        kwargs = {**kwargs, **_sniffed(path)}
         df = _csv_call(path, **kwargs)
     if df.shape[1] == 0:
         raise InputError(f"{path}: the file has no columns")
     _check_header(path, df, kwargs)
     # Spreadsheet exports pad names ('pump_1 , pump_2'): the padding is invisible in messages and in the model.
     return df.set_axis([c.strip() if isinstance(c, str) else c for c in df.columns], axis=1)
+
+
+# The separators a sensor table uses. pandas' own sniffing (sep=None) lets csv.Sniffer consider every character, and
+# a header like "timestamp|s0|s1|..." was split on the letter 's'.
+_SEPARATORS = ",;\t| "
+
+
+def _sniffed(path: Path) -> dict[str, Any]:
+    """read_csv options for a table whose separator is guessed (the python engine: pandas' sniffing and regex
+    separators need it)."""
+    return {"sep": _sniffed_separator(path), "engine": "python"}
+
+
+def _sniffed_separator(path: Path) -> Optional[str]:
+    """The separator of a text table among ``_SEPARATORS`` ("\\s+" for blanks), from its first whole lines; None
+    (pandas' own sniffing) when the sample does not decide or cannot be read (the read reports that)."""
+    from pandas.io.common import get_handle
+
+    try:
+        with get_handle(path, "r", compression="infer", encoding="utf-8-sig") as handle:
+            sample = handle.handle.read(1 << 16)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, zlib.error):
+        return None
+    lines = sample.splitlines()[:50]
+    if len(sample) == 1 << 16 and len(lines) > 1:
+        lines = lines[:-1]  # the last line may be cut
+    try:
+        separator = csv.Sniffer().sniff("\n".join(lines), delimiters=_SEPARATORS).delimiter
+    except csv.Error:
+        return None
+    return r"\s+" if separator == " " else separator
 
 
 def _csv_call(path: Path, **kwargs: Any) -> pd.DataFrame:

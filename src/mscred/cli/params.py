@@ -1,0 +1,23 @@
+"""Parameter types the commands share: numbers that must be finite, seeds every random generator accepts."""
+from __future__ import annotations
+
+import math
+
+import click
+
+
+class FiniteFloatRange(click.FloatRange):
+    """``click.FloatRange`` that also refuses nan and inf (which pass its comparisons: nan compares false to every
+    bound), so that e.g. ``--beta nan`` is a usage error instead of a NaN threshold in the output."""
+
+    name = "finite float range"
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
+
+
+# torch.manual_seed takes a 64-bit integer; a larger one failed deep inside ("Overflow when unpacking long long").
+SEED = click.IntRange(0, 2 ** 63 - 1)
