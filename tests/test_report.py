@@ -113,3 +113,28 @@ def test_report_with_model_has_residual_heatmaps(tmp_path, capsys):
         assert window_of_row[last] == w
         np.testing.assert_allclose(res, residuals(segments[w + steps - 1:w + steps], recon[w:w + 1])[0],
                                    rtol=1e-4, atol=1e-6)
+
+
+def test_sensor_names_the_font_lacks_draw_no_warnings(tmp_path, capsys):
+    """CJK sensor names: matplotlib's "Glyph ... missing" warnings (one per character and figure) no longer reach
+    stderr; the names are in the page's text."""
+    import warnings
+
+    from mscred.evaluation import compute_metrics, read_ground_truth, read_scores
+    from mscred.report import build_report
+
+    T, names = 300, ["温度", "压力", "流量"]
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.random((T, 3)), columns=names)
+    frame.insert(0, "timestamp", np.arange(T))
+    frame["label"] = (np.arange(T) // 100 == 1).astype(int)
+    frame.to_csv(tmp_path / "data.csv", index=False)
+    pd.DataFrame({"timestamp": np.arange(T), "score": rng.random(T), "is_anomaly": (rng.random(T) > 0.9).astype(int),
+                  "root_causes": "温度;压力"}).to_csv(tmp_path / "scores.csv", index=False)
+    scores = read_scores(tmp_path / "scores.csv")
+    truth = read_ground_truth(tmp_path / "data.csv", scores)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build_report(tmp_path / "report", scores, truth, compute_metrics(scores, truth))
+    assert [str(w.message) for w in caught if "Glyph" in str(w.message) or "layout" in str(w.message)] == []
+    assert "温度" in (tmp_path / "report" / "index.html").read_text()

@@ -12,6 +12,7 @@ import html
 import io
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -293,6 +294,16 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
     except ImportError:
         raise InputError("--report needs matplotlib: pip install 'mscred[report]'") from None
     matplotlib.use("Agg")  # files only, no display
+    with warnings.catch_warnings():
+        # Sensor names in scripts the default font lacks (CJK) drew one "Glyph ... missing" warning per character
+        # and figure, and then tight_layout's, all on stderr around the command's own line: the names still
+        # appear in the page's text, the figures show boxes for them.
+        for message in (r"Glyph \d+ .* missing from", r"Tight layout not applied"):
+            warnings.filterwarnings("ignore", message=message, category=UserWarning)
+        return _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing)
+
+
+def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing) -> Path:
     pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
 
     values, sensors, gaps = truth.values, truth.sensors, truth.gaps
@@ -337,7 +348,12 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
     parts.append('<h2 id="sec-residuals">Residual signature matrices of the worst windows</h2>')
     if model is not None and values is not None:
         if set(model.sensors_) != set(sensors):
-            raise InputError(f"{model_dir}: the model's sensors differ from those of the scored data")
+            gone = [name for name in model.sensors_ if name not in sensors]
+            new = [name for name in sensors if name not in model.sensors_]
+            detail = "; ".join(part for part in (f"not in the data: {', '.join(gone[:5])}" if gone else "",
+                                                 f"not in the model: {', '.join(new[:5])}" if new else "") if part)
+            raise InputError(f"{model_dir}: the model's sensors differ from those of {data_path or truth.source} "
+                             f"({detail})")
         items = worst_residuals(model, values, sensors, scores.score, n_worst)
         parts.append(_img(residual_figure(items, model.config.signature.windows, sensors, scores.index),
                           "residuals"))
