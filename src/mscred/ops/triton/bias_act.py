@@ -35,6 +35,7 @@ from mscred.ops.triton.runtime import tl, triton
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 BLOCK = 2048  # elements of one tile (BLOCK // BLOCK_C pixels x BLOCK_C channels)
+FWD_BLOCK, FWD_WARPS = BLOCK, 4  # the forward's tile and warps (benchmarks/bench_small_tiles.py sweeps them)
 MAX_BLOCK_C = 64
 BWD_TILES = 8  # tiles per backward program: fewer atomic adds on the same bias addresses
 INTERPRETER_BLOCK = 16384
@@ -177,8 +178,8 @@ if triton is not None:
         tl.atomic_add(db_ptr + ch1, colsum, mask=ch1 < C)
 
 
-def _launch(P: int, C: int, tiles: int = 1):
-    block = INTERPRETER_BLOCK if _interpreting() else BLOCK
+def _launch(P: int, C: int, tiles: int = 1, block: int = BLOCK):
+    block = INTERPRETER_BLOCK if _interpreting() else block
     block_c = min(triton.next_power_of_2(C), MAX_BLOCK_C)
     block_p = max(block // block_c, 1)
     return block_p, block_c, (triton.cdiv(P, block_p * tiles), triton.cdiv(C, block_c))
@@ -206,9 +207,10 @@ def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, lef
     P = B * height * width
     if P == 0 or C == 0:
         return out
-    block_p, block_c, grid = _launch(P, C)
+    block_p, block_c, grid = _launch(P, C, block=FWD_BLOCK)
     _bias_act_fwd_kernel[grid](y, *y.stride(), bias, out, *out.stride(), P, C, height * width, width, top, left,
-                               SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c, SHUFFLE=shuffle)
+                               SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c, SHUFFLE=shuffle,
+                               num_warps=FWD_WARPS)
     return out
 
 

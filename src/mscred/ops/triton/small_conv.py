@@ -39,6 +39,7 @@ from mscred.ops.triton.runtime import runs_fused as _runs_fused
 from mscred.ops.triton.runtime import tl, triton
 
 BLOCK_P = 128            # output pixels per tile
+FWD_BLOCK_P, FWD_WARPS = BLOCK_P, 4  # the forward's tile and warps (benchmarks/bench_small_tiles.py sweeps them)
 MAX_BLOCK_N = 64         # output channels per program (more go to a second grid axis)
 WGRAD_PROGRAMS_PER_SM = 4
 
@@ -254,11 +255,11 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
         return out
     block_n = _block_n(CO)
     flat, block_k, _ = _blocking(CI, KS)
-    grid = (triton.cdiv(P, BLOCK_P), triton.cdiv(CO, block_n))
+    grid = (triton.cdiv(P, FWD_BLOCK_P), triton.cdiv(CO, block_n))
     _small_conv_fwd_kernel[grid](x, *x.stride(), _as_matrix(weight), bias if bias is not None else out, out,
                                  *out.stride(), P, H, W, CI=CI, CO=CO, KS=KS, SELU=selu, HAS_BIAS=bias is not None,
-                                 FLAT=flat, PREC=_precision(x.dtype), BLOCK_P=BLOCK_P, BLOCK_K=block_k,
-                                 BLOCK_N=block_n)
+                                 FLAT=flat, PREC=_precision(x.dtype), BLOCK_P=FWD_BLOCK_P, BLOCK_K=block_k,
+                                 BLOCK_N=block_n, num_warps=FWD_WARPS)
     return out
 
 
