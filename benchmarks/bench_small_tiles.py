@@ -4,8 +4,8 @@ The model's own calls are recorded -- ``forward_windows`` of the thesis workload
 30 sensors, bf16 autocast, fused backend) and one training forward at batch 128 -- with their tensors, then each
 call is replayed alone with every forward tile: ``bias_act.FWD_BLOCK`` (elements per program) x ``FWD_WARPS`` and
 ``small_conv.FWD_BLOCK_P`` (output pixels per program) x ``FWD_WARPS``. CUDA-event medians of 20 calls after 5
-warm-ups; each output compared with the first tile's (the current defaults), which must be equal: a tile does not
-change the arithmetic of these kernels.
+warm-ups, against the first tile of each kernel (the defaults before this sweep: 2048 x 4 and 128 x 4); each output
+compared with that tile's, which it must equal: a tile does not change the arithmetic of these kernels.
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_small_tiles.py [--out DIR]
 Writes DIR/small_tiles.md and DIR/small_tiles.json.
@@ -99,7 +99,7 @@ def main() -> None:
             f"{defaults['bias_act']}, small_conv (FWD_BLOCK_P, FWD_WARPS) {defaults['small_conv']}. "
             "Command: `PYTHONPATH=src python3 benchmarks/bench_small_tiles.py`.")
     lines = ["# bias_act / small_conv forward tiles on the model's own calls", "", meta, "",
-             "| call | kernel | phase | shapes | tile | ms | vs defaults | same output |",
+             "| call | kernel | phase | shapes | tile | ms | vs first tile | same output |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         base = next(q["ms"] for q in rows if q["call"] == r["call"])

@@ -138,3 +138,20 @@ def test_bias_act_into_a_channel_slice(selu, dtype):
     assert (buf[:, 6:] == 5.0).all()
     with pytest.raises(ValueError, match="crop"):
         ba.bias_act_into(y, bias, selu, 3, 3, buf[:, :6])
+
+
+def test_forward_tile_override(monkeypatch):
+    """MSCRED_BIAS_ACT_FWD_TILE="BLOCK/warps" (A/B runs) replaces the forward's tile; the output is the same, and a
+    malformed value is refused."""
+    from mscred.ops.triton.runtime import tile_override
+
+    g = torch.Generator().manual_seed(7)
+    y = torch.randn(3, 6, 9, 9, generator=g).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    bias = torch.randn(6, generator=g).to(DEVICE)
+    default = ba.bias_act(y, bias, True, 1, 1, 7, 7)
+    monkeypatch.setenv("MSCRED_BIAS_ACT_FWD_TILE", "2048/4")
+    assert tile_override("MSCRED_BIAS_ACT_FWD_TILE", (1, 1)) == (2048, 4)
+    torch.testing.assert_close(ba.bias_act(y, bias, True, 1, 1, 7, 7), default, rtol=0, atol=0)
+    monkeypatch.setenv("MSCRED_BIAS_ACT_FWD_TILE", "2048")
+    with pytest.raises(ValueError, match="BLOCK/warps"):
+        tile_override("MSCRED_BIAS_ACT_FWD_TILE", (1, 1))

@@ -16,8 +16,6 @@ Accumulation is float32 for float32/bf16/fp16 inputs and float64 for float64 (th
 """
 from __future__ import annotations
 
-import os
-
 import torch
 
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
@@ -87,11 +85,7 @@ def _forward_channels_last(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_
 
 def _fwd_tile() -> tuple[int, int]:
     """(BLOCK, warps) of the forward kernel: (FWD_BLOCK, FWD_WARPS) or MSCRED_ATTN_FWD_TILE="BLOCK/warps"."""
-    tile = os.environ.get("MSCRED_ATTN_FWD_TILE", "").strip()
-    if not tile:
-        return FWD_BLOCK, FWD_WARPS
-    block, warps = (int(v) for v in tile.split("/"))
-    return block, warps
+    return _runtime.tile_override("MSCRED_ATTN_FWD_TILE", (FWD_BLOCK, FWD_WARPS))
 
 
 if triton is not None:

@@ -35,7 +35,10 @@ from mscred.ops.triton.runtime import tl, triton
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
 BLOCK = 2048  # elements of one tile (BLOCK // BLOCK_C pixels x BLOCK_C channels)
-FWD_BLOCK, FWD_WARPS = BLOCK, 4  # the forward's tile and warps (benchmarks/bench_small_tiles.py sweeps them)
+# The forward's tile and warps: 1024 x 8 warps ran the model's scoring calls 1.10-1.39x faster than 2048 x 4 (the
+# sub-pixel deconv2's phase read 2.37x) and its training forward calls 1.10x in sum (benchmarks/results/
+# small_tiles/, H200). MSCRED_BIAS_ACT_FWD_TILE="BLOCK/warps" overrides (A/B runs).
+FWD_BLOCK, FWD_WARPS = 1024, 8
 MAX_BLOCK_C = 64
 BWD_TILES = 8  # tiles per backward program: fewer atomic adds on the same bias addresses
 INTERPRETER_BLOCK = 16384
@@ -207,10 +210,11 @@ def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, lef
     P = B * height * width
     if P == 0 or C == 0:
         return out
-    block_p, block_c, grid = _launch(P, C, block=FWD_BLOCK)
+    block, warps = _runtime.tile_override("MSCRED_BIAS_ACT_FWD_TILE", (FWD_BLOCK, FWD_WARPS))
+    block_p, block_c, grid = _launch(P, C, block=block)
     _bias_act_fwd_kernel[grid](y, *y.stride(), bias, out, *out.stride(), P, C, height * width, width, top, left,
                                SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c, SHUFFLE=shuffle,
-                               num_warps=FWD_WARPS)
+                               num_warps=warps)
     return out
 
 

@@ -41,6 +41,19 @@ def runs_fused(t: torch.Tensor) -> bool:
     return triton is not None and (t.is_cuda or (interpreting() and t.device.type == "cpu"))
 
 
+def tile_override(variable: str, default: tuple[int, int]) -> tuple[int, int]:
+    """A kernel's (elements per program, warps): ``default``, or the environment variable's "BLOCK/warps" (A/B runs
+    against an earlier tile; "/" because the device scripts pass variables as comma-separated lists)."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return default
+    try:
+        block, warps = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise ValueError(f"{variable} must be BLOCK/warps, e.g. 1024/8, got {text!r}") from None
+    return block, warps
+
+
 def switched_off(variable: str) -> bool:
     """Whether the environment variable of an A/B switch that is on by default says off (0, false, no, off)."""
     return os.environ.get(variable, "1").strip().lower() in ("0", "false", "no", "off")
