@@ -15,15 +15,13 @@ Writes DIR/attention_tiles.md and DIR/attention_tiles.json.
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
-import json
 import os
-import pathlib
 
 import torch
 
-from bench_conv_layers import median_event_ms  # noqa: E402 (benchmarks/ is the script's own folder)
+import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
+from bench_conv_layers import median_event_ms  # noqa: E402
 
 LEVELS = ((32, 30), (64, 15), (128, 8), (256, 4))
 WINDOWS, STEPS = 3591, 5
@@ -35,8 +33,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/attention_tiles")
     args = ap.parse_args()
-    import triton
-
     from mscred.ops.triton import attention as attn
     defaults = (attn.FWD_BLOCK, attn.FWD_WARPS)
     torch.manual_seed(0)
@@ -62,9 +58,8 @@ def main() -> None:
             rows.append(row)
             print(row, flush=True)
         os.environ.pop("MSCRED_ATTN_FWD_TILE")
-    meta = (f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
-            f"{datetime.datetime.now(datetime.timezone.utc).isoformat()}. The module's defaults: FWD_BLOCK "
-            f"{defaults[0]}, FWD_WARPS {defaults[1]}. "
+    meta = (f"{sweep_report.machine_line()}. The module's defaults: FWD_BLOCK {defaults[0]}, FWD_WARPS "
+            f"{defaults[1]}. "
             "Command: `PYTHONPATH=src python3 benchmarks/bench_attention_tiles.py`.")
     lines = ["# Attention forward tiles on the scoring path (3,591 windows, bf16, channels-last)", "", meta, "",
              "| level (channels, size) | FWD_BLOCK | warps | ms | vs 2048 x 16 | rel. diff |",
@@ -73,11 +68,7 @@ def main() -> None:
         base = next(q["ms"] for q in rows if q["channels"] == r["channels"] and (q["block"], q["warps"]) == BASELINE)
         lines.append(f"| {r['channels']}, {r['size']} | {r['block']} | {r['warps']} | {r['ms']:.3f} | "
                      f"{base / r['ms']:.2f}x | {r['rel_diff']:.1e} |")
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "attention_tiles.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    (out / "attention_tiles.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    sweep_report.write(args.out, "attention_tiles", meta, rows, lines)
 
 
 if __name__ == "__main__":

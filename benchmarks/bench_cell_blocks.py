@@ -13,15 +13,13 @@ Writes DIR/cell_blocks.md and DIR/cell_blocks.json.
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
-import json
 import os
-import pathlib
 
 import torch
 
-from bench_conv_layers import median_event_ms  # noqa: E402 (benchmarks/ is the script's own folder)
+import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
+from bench_conv_layers import median_event_ms  # noqa: E402
 
 LEVELS = ((32, 30), (64, 15), (128, 8), (256, 4))
 WINDOWS, STEPS = 3591, 5
@@ -34,8 +32,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/cell_blocks")
     args = ap.parse_args()
-    import triton
-
     from mscred.ops.triton import convlstm as fused
     os.environ["MSCRED_WINDOW_LSTM"] = "0"
     defaults = (fused.BLOCK, fused.MAX_BLOCK_C, fused.NUM_WARPS)
@@ -62,9 +58,8 @@ def main() -> None:
             rows.append(row)
             print(row, flush=True)
         fused.BLOCK, fused.MAX_BLOCK_C, fused.NUM_WARPS = defaults
-    meta = (f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
-            f"cuDNN {torch.backends.cudnn.version()}, {datetime.datetime.now(datetime.timezone.utc).isoformat()}. "
-            f"Defaults: BLOCK {defaults[0]}, MAX_BLOCK_C {defaults[1]}, NUM_WARPS {defaults[2]}. "
+    meta = (f"{sweep_report.machine_line()}. Defaults: BLOCK {defaults[0]}, MAX_BLOCK_C {defaults[1]}, NUM_WARPS "
+            f"{defaults[2]}. "
             "Command: `PYTHONPATH=src python3 benchmarks/bench_cell_blocks.py`.")
     lines = ["# Forward cell kernel tiles on the scoring path (one ConvLSTM level of 3,591 windows, bf16 inference)",
              "", meta, "",
@@ -73,14 +68,11 @@ def main() -> None:
     for r in rows:
         ch = r["channels"]
         default_tile = (defaults[0], min(defaults[1], ch), defaults[2])  # what _launch makes of the defaults
-        base = next(q["ms"] for q in rows if q["channels"] == ch and (q["block"], q["block_c"], q["warps"]) == default_tile)
+        base = next(q["ms"] for q in rows
+                    if q["channels"] == ch and (q["block"], q["block_c"], q["warps"]) == default_tile)
         lines.append(f"| {ch}, {r['size']} | {r['block']} | {r['block_c']} | {r['warps']} | {r['ms']:.3f} | "
                      f"{base / r['ms']:.2f}x | {r['same']} |")
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cell_blocks.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    (out / "cell_blocks.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    sweep_report.write(args.out, "cell_blocks", meta, rows, lines)
 
 
 if __name__ == "__main__":

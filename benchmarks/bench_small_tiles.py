@@ -13,14 +13,12 @@ Writes DIR/small_tiles.md and DIR/small_tiles.json.
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
-import json
-import pathlib
 
 import torch
 
-from bench_conv_layers import median_event_ms  # noqa: E402 (benchmarks/ is the script's own folder)
+import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
+from bench_conv_layers import median_event_ms  # noqa: E402
 
 WINDOWS, STEPS, SENSORS, BATCH = 3591, 5, 30, 128
 BIAS_ACT_TILES = ((2048, 4), *((b, w) for b, w in itertools.product((1024, 2048, 4096, 8192), (4, 8))
@@ -74,8 +72,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/small_tiles")
     args = ap.parse_args()
-    import triton
-
     from mscred.ops.triton import bias_act, small_conv
     modules = {"bias_act": (bias_act, ("FWD_BLOCK", "FWD_WARPS"), BIAS_ACT_TILES),
                "small_conv": (small_conv, ("FWD_BLOCK_P", "FWD_WARPS"), SMALL_CONV_TILES)}
@@ -94,8 +90,7 @@ def main() -> None:
             print(rows[-1], flush=True)
         for name, value in zip(names, defaults[kind]):
             setattr(module, name, value)
-    meta = (f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
-            f"{datetime.datetime.now(datetime.timezone.utc).isoformat()}. Defaults: bias_act (FWD_BLOCK, FWD_WARPS) "
+    meta = (f"{sweep_report.machine_line()}. Defaults: bias_act (FWD_BLOCK, FWD_WARPS) "
             f"{defaults['bias_act']}, small_conv (FWD_BLOCK_P, FWD_WARPS) {defaults['small_conv']}. "
             "Command: `PYTHONPATH=src python3 benchmarks/bench_small_tiles.py`.")
     lines = ["# bias_act / small_conv forward tiles on the model's own calls", "", meta, "",
@@ -112,12 +107,7 @@ def main() -> None:
     lines += ["", "Sums over the calls of a phase (ms):", "", "| phase | kernel | tile | ms |",
               "| --- | --- | --- | --- |"]
     lines += [f"| {p} | {k} | {t} | {ms:.4f} |" for (p, t, k), ms in sorted(totals.items())]
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "small_tiles.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    (out / "small_tiles.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines[-(len(totals) + 2):]))
-
+    sweep_report.write(args.out, "small_tiles", meta, rows, lines)
 
 if __name__ == "__main__":
     main()

@@ -9,6 +9,15 @@
 OUT=${OUT:-benchmarks/results}
 export OUT PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
 
+# bench_to_log DIR TIMEOUT_S SCRIPT [ARGS...]: the machine header, then `python3 SCRIPT ARGS --out DIR` under a time
+# cap and its exit code, into DIR/bench_log.txt (the sweep scripts' step).
+bench_to_log() {
+  local dir=$1 limit=$2; shift 2
+  mkdir -p "$dir"
+  { bash benchmarks/machine_info.sh; timeout "$limit" python3 "$@" --out "$dir"; echo "exit $?"; } \
+    > "$dir/bench_log.txt" 2>&1
+}
+
 cache_bytecode() {
   echo "PYTHONDONTWRITEBYTECODE was '${PYTHONDONTWRITEBYTECODE:-}'"
   unset PYTHONDONTWRITEBYTECODE

@@ -6,9 +6,8 @@
 # Usage (repository root, CUDA machine): bash benchmarks/gpu_attention_tiles.sh
 set -uo pipefail
 . benchmarks/device_env.sh
-D="$OUT/attention_tiles"; mkdir -p "$D"
-{ bash benchmarks/machine_info.sh; timeout 120 python3 benchmarks/bench_attention_tiles.py --out "$D"; echo "exit $?"; } \
-  > "$D/bench_log.txt" 2>&1
+D="$OUT/attention_tiles"
+bench_to_log "$D" 120 benchmarks/bench_attention_tiles.py
 grep -E "^\|" "$D/bench_log.txt" | tail -42
 bash benchmarks/gpu_train_variants.sh attention_tiles "before:g-fused-bf16:MSCRED_ATTN_FWD_TILE=2048/16" \
   "after:g-fused-bf16"

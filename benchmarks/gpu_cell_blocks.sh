@@ -5,9 +5,8 @@
 # Usage (repository root, CUDA machine): bash benchmarks/gpu_cell_blocks.sh
 set -uo pipefail
 . benchmarks/device_env.sh
-D="$OUT/cell_blocks"; mkdir -p "$D"
-{ bash benchmarks/machine_info.sh; timeout 150 python3 benchmarks/bench_cell_blocks.py --out "$D"; echo "exit $?"; } \
-  > "$D/bench_log.txt" 2>&1
+D="$OUT/cell_blocks"
+bench_to_log "$D" 150 benchmarks/bench_cell_blocks.py
 tail -40 "$D/bench_log.txt"
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 330 tests/test_subpixel.py tests/test_ops_triton_convlstm.py \
   tests/test_ops_triton_bias_act.py tests/test_forward_windows.py

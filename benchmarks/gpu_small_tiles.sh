@@ -4,7 +4,6 @@
 # Usage (repository root, CUDA machine): bash benchmarks/gpu_small_tiles.sh
 set -uo pipefail
 . benchmarks/device_env.sh
-D="$OUT/small_tiles"; mkdir -p "$D"
-{ bash benchmarks/machine_info.sh; timeout 200 python3 benchmarks/bench_small_tiles.py --out "$D"; echo "exit $?"; } \
-  > "$D/bench_log.txt" 2>&1
+D="$OUT/small_tiles"
+bench_to_log "$D" 200 benchmarks/bench_small_tiles.py
 tail -45 "$D/bench_log.txt"
