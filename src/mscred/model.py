@@ -143,7 +143,6 @@ class SameDeconv(nn.Module):
         y = y[:, :, top:top + size, top:top + size]
         return F.selu(y) if self.selu else y
 
-
     def _subpixel(self, x: torch.Tensor, w: torch.Tensor) -> bool:
         """Whether this call takes the sub-pixel form (``ops.subpixel``): fused inference (no autograd) of an
         overlapping strided deconvolution (deconv2) in a reduced precision on the Triton path. float32 keeps cuDNN's

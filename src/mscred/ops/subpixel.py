@@ -37,7 +37,7 @@ def pays(kernel: int, stride: int) -> bool:
 
 def weight(w: torch.Tensor, stride: int) -> torch.Tensor:
     """The sub-pixel convolution's weight (s*s*O, C, T, T) from the transposed convolution's w (C, O, k, k), in w's
-    dtype and memory format."""
+    dtype, contiguous."""
     C, O, k, _ = w.shape
     s, T = stride, taps(k, stride)
     # Zero-extend the kernel to s * T taps per dimension, then tap (ty, tx) of phase (a, b) is
@@ -46,14 +46,17 @@ def weight(w: torch.Tensor, stride: int) -> torch.Tensor:
     wz[:, :, :k, :k] = w
     wz = wz.view(C, O, T, s, T, s).flip(2, 4)                       # [c, o, ty, a, tx, b]
     sub = wz.permute(3, 5, 1, 0, 2, 4).reshape(s * s * O, C, T, T)  # [(a, b, o), c, ty, tx]
-    return sub.contiguous(memory_format=torch.channels_last if _channels_last(w) else torch.contiguous_format)
+    return sub.contiguous()
 
 
 def convolve(x: torch.Tensor, w: torch.Tensor, stride: int) -> torch.Tensor:
     """The phases of ``conv_transpose2d(x, w, stride=stride)`` (no bias): (B, s*s*O, m + T - 1, m + T - 1) for an
     (B, C, m, m) x, channels ordered (a, b, o) (see the module docstring)."""
     T = taps(w.shape[-1], stride)
-    return F.conv2d(x, weight(w, stride).to(memory_format=_format(x)), None, padding=T - 1)
+    sub = weight(w, stride)
+    if x.is_contiguous(memory_format=torch.channels_last):  # the weight in x's order: no copy inside cuDNN's call
+        sub = sub.contiguous(memory_format=torch.channels_last)
+    return F.conv2d(x, sub, None, padding=T - 1)
 
 
 def unshuffle(sub: torch.Tensor, stride: int) -> torch.Tensor:
@@ -64,10 +67,3 @@ def unshuffle(sub: torch.Tensor, stride: int) -> torch.Tensor:
     O = C4 // (s * s)
     return sub.reshape(B, s, s, O, H, W).permute(0, 3, 4, 1, 5, 2).reshape(B, O, H * s, W * s)
 
-
-def _channels_last(t: torch.Tensor) -> bool:
-    return t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
-
-
-def _format(t: torch.Tensor) -> torch.memory_format:
-    return torch.channels_last if _channels_last(t) else torch.contiguous_format

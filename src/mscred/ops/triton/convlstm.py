@@ -70,7 +70,7 @@ def _compute_types(dtype: torch.dtype, save: bool = True):
     The cell state is stored in float64 / float32 too, except for bf16 / fp16 inference (``save`` False), where
     it is stored in float16: c_t is read and written once per step and hidden element, 8 of the per-step path's
     ~28 bytes in float32. |c_t| <= t + 1 (|i * g| < 1, 0 < f < 1), so float16's 11-bit significand rounds it to
-    within 2^-11 relative -- a quarter of the bf16 rounding that h_t = o * tanh(c_t) gets anyway when stored.
+    within 2^-11 relative -- an eighth of the bf16 rounding (2^-8) that h_t = o * tanh(c_t) gets anyway when stored.
     Training keeps float32 (the backward reads c). MSCRED_LSTM_HALF_CELL=0 keeps float32 (A/B runs)."""
     if dtype == torch.float64:
         return tl.float64, torch.float64
