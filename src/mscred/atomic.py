@@ -81,7 +81,7 @@ def _named_as(target: Path, tmp: Optional[Path] = None) -> Iterator[None]:
         yield
     except OSError as err:
         name = str(err.filename or "")
-        if err.filename is None or (tmp is not None and name.startswith(str(tmp))) or f"/.{target.name}." in name \
-                or name.startswith(f".{target.name}."):
+        temporary = Path(name).name.startswith(f".{target.name}.") or (tmp is not None and name.startswith(str(tmp)))
+        if err.filename is None or temporary:
             raise OSError(err.errno, err.strerror, str(target)) from err
         raise
