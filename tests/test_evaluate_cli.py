@@ -146,8 +146,11 @@ def test_bad_inputs_exit_2_with_one_line(files, capsys, tmp_path):
     # zero anomalies with exit 0; one event partly inside is clipped.
     pd.DataFrame({"start": [0, 150], "end": [5, 160]}).to_csv(tmp_path / "rows.csv", index=False)
     assert "overlaps the scored timestamps (100 .. 119)" in _bad(capsys, [s, "--labels", tmp_path / "rows.csv"])
-    pd.DataFrame({"start": [95], "end": [103]}).to_csv(tmp_path / "part.csv", index=False)
-    assert run_json(capsys, s, "--labels", tmp_path / "part.csv")["n_anomalous_rows"] == 3
+    pd.DataFrame({"start": [95, 300], "end": [103, 310]}).to_csv(tmp_path / "part.csv", index=False)
+    part = run_json(capsys, s, "--labels", tmp_path / "part.csv")
+    assert (part["n_anomalous_rows"], part["events_total"], part["events_outside"]) == (3, 1, 1)
+    assert main(["evaluate", str(s), "--labels", str(tmp_path / "part.csv")]) == 0
+    assert "1 event(s) of the anomalies table lie outside" in capsys.readouterr().out
     # Thresholds from non-finite or non-positive settings: once a NaN threshold (invalid JSON) or an internal error.
     val = tmp_path / "val.csv"
     pd.DataFrame({"timestamp": np.arange(10), "score": np.linspace(0, 0.4, 10)}).to_csv(val, index=False)

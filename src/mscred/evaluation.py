@@ -60,6 +60,7 @@ class GroundTruth:
     sensors: list[str] = field(default_factory=list)
     source: str = ""
     gaps: Optional[np.ndarray] = None  # bool (T, n): values interpolated by missing="interpolate", if any
+    events_outside: int = 0  # events of an anomalies table with no scored row (dropped; said in the results)
 
 
 def read_frame(path: str | os.PathLike) -> pd.DataFrame:
@@ -119,8 +120,10 @@ def _is_anomalies_table(df: pd.DataFrame) -> bool:
     return {"start", "end"} <= set(df.columns) and "label" not in df.columns
 
 
-def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str) -> tuple[np.ndarray, list[set[str]]]:
-    """Map anomalies (start, end exclusive, on the timestamp scale) onto row intervals of ``index``."""
+def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray,
+                           source: str) -> tuple[np.ndarray, list[set[str]], int]:
+    """Map anomalies (start, end exclusive, on the timestamp scale) onto row intervals of ``index``: (events,
+    causes, how many events had no scored row and were dropped)."""
     missing = [c for c in ("start", "end") if c not in df.columns]
     if missing:
         raise InputError(f"{source}: no {' and no '.join(repr(c) for c in missing)} column: an anomalies table has "
@@ -148,7 +151,7 @@ def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str) -> 
         raise InputError(f"{source}: none of its {len(starts)} event(s) (start {starts.min():g} .. end "
                          f"{ends.max():g}) overlaps the scored timestamps ({position[0]:g} .. {position[-1]:g}): "
                          "start/end must be on the SCORES file's timestamp scale")
-    return np.asarray(rows, dtype=np.int64).reshape(-1, 2), causes
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 2), causes, len(starts) - len(rows)
 
 
 def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, source: str) -> None:
@@ -174,11 +177,11 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     source = str(path)
     df = read_frame(path)
     if _is_anomalies_table(df):
-        events, causes = _events_from_anomalies(df, scores.index, source)
+        events, causes, outside = _events_from_anomalies(df, scores.index, source)
         labels = np.zeros(len(scores.score), dtype=np.int8)
         for a, b in events:
             labels[a:b] = 1
-        return GroundTruth(labels, events, causes, source=source)
+        return GroundTruth(labels, events, causes, source=source, events_outside=outside)
     if "label" not in df.columns:
         raise InputError(f"{source}: no 'label' column and no start/end columns: cannot read ground truth")
     sensors = [c for c in df.columns if c not in ("timestamp", "label")]
@@ -193,7 +196,7 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     events, causes = M.events(labels), None
     beside = Path(anomalies) if anomalies is not None else Path(path).parent / ANOMALIES_FILE
     if beside.exists() and Path(beside).resolve() != Path(path).resolve():
-        a_events, a_causes = _events_from_anomalies(read_frame(beside), scores.index, str(beside))
+        a_events, a_causes, _ = _events_from_anomalies(read_frame(beside), scores.index, str(beside))
         if len(a_events):
             events, causes = a_events, a_causes
     elif anomalies is not None:
@@ -247,7 +250,7 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
     labels, score = truth.labels, scores.score
     pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
     out = {"n_rows": int(labels.size), "n_anomalous_rows": int(labels.sum()), "n_flagged_rows": int(pred.sum()),
-           "vus_sliding_window": sliding_window}
+           "vus_sliding_window": sliding_window, "events_outside": truth.events_outside}
     out.update(_thresholded(labels, pred, truth.events))
     out.update(_threshold_free(labels, score, sliding_window))
     key = f"root_cause_recall_at_{k}"

@@ -124,5 +124,8 @@ def _print_table(result: dict, report_dir) -> None:
         table.add_row(label, _fmt(result[key]), _fmt(base.get(key)), note)
     console = Console()
     console.print(table)
+    if result.get("events_outside"):
+        console.print(f"note: {result['events_outside']} event(s) of the anomalies table lie outside the scored "
+                      "timestamps and were left out")
     if report_dir is not None:
         console.print(f"report: {report_dir}/index.html")
