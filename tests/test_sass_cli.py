@@ -158,6 +158,8 @@ def test_missing_file_and_bad_options(capsys, tmp_path):
     assert_one_line_error(code, err, "none.cu", "no such template")
     code, _, err = run_cli(capsys, "probe", "--arch", "sm_35")
     assert_one_line_error(code, err, "sm_35", "before sm_50")
+    code, _, err = run_cli(capsys, "probe", "--arch", "sm_90", "--values", "0xcc,0xcc")
+    assert_one_line_error(code, err, "--values", "0xcc", "must differ")
 
 
 def test_host_elf_without_device_code(capsys):
@@ -236,3 +238,61 @@ def test_run_patched_cubin_prints_dd(built, capsys):
     code, text, err = run_cli(capsys, "run", out, "-k", "test")
     assert code == 0, err
     assert text.strip() == "*a = dd"
+
+
+# --- found by the CLI audit of 2026-11-30 -----------------------------------------------------------------------
+
+@needs_nvcc
+def test_damaged_cubins_are_bad_input(built, capsys, tmp_path):
+    """A truncated cubin failed inside pyelftools' lazy section reads: exit 1, 'internal error: ELFParseError'."""
+    data = (built / "value.cubin").read_bytes()
+    for cut in (len(data) // 2, 3 * len(data) // 4):
+        path = tmp_path / f"cut{cut}.cubin"
+        path.write_bytes(data[:cut])
+        for args in (["kernels", path], ["inspect", path], ["dump", path, "-k", "test"],
+                     ["patch", path, "-k", "test", "--old", "0xcc", "--new", "0xdd"]):
+            code, _, err = run_cli(capsys, *args)
+            assert_one_line_error(code, err, path.name, "damaged ELF")
+    code, _, err = run_cli(capsys, "kernels", tmp_path)
+    assert_one_line_error(code, err, "is a folder")
+
+
+@needs_nvcc
+def test_arch_specific_cubins_are_named_and_selected_apart(tmp_path, capsys):
+    """sm_90a and sm_90 differ only in .nv.compat (the fatbin entry says 90 for both): named apart, and --arch
+    picks one of them."""
+    fat = tmp_path / "both.fatbin"
+    proc = subprocess.run([find_tool("nvcc"), "-gencode", "arch=compute_90a,code=sm_90a", "-gencode",
+                           "arch=compute_90,code=sm_90", "-fatbin", "-o", str(fat), str(template_path("article"))],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"nvcc could not build the fatbin: {proc.stderr.strip()[:200]}")
+    assert sorted(image.arch for image, _ in cubins(fat.read_bytes(), str(fat))) == ["sm_90", "sm_90a"]
+    code, _, err = run_cli(capsys, "patch", fat, "-k", "test", "--old", "0xcc", "--new", "0xdd", "--arch", "sm_90a")
+    assert code == 0, err
+    values = {im.arch: [i.field(32, 64) for k in c.kernels.values() for i in k.instructions]
+              for im, c in cubins((tmp_path / "both.fatbin.patched").read_bytes(), "patched")}
+    assert 0xDD in values["sm_90a"] and 0xDD not in values["sm_90"]
+
+
+@needs_nvcc
+def test_patch_offsets_links_and_undefined_encodings(built, capsys, tmp_path):
+    cubin = built / "value.cubin"
+    for at in ("0x21", "0x100000"):
+        code, _, err = run_cli(capsys, "patch", cubin, "-k", "test", "--old", "0xcc", "--new", "0xdd", "--at", at)
+        assert_one_line_error(code, err, f"--at {int(at, 16):#x}", "not the start of an instruction")
+    # --in-place on a link patches the file it names, the link stays a link
+    target, link = tmp_path / "real.cubin", tmp_path / "link.cubin"
+    shutil.copy(cubin, target)
+    link.symlink_to(target)
+    code, _, err = run_cli(capsys, "patch", link, "-k", "test", "--old", "0xcc", "--new", "0xdd", "--in-place")
+    assert code == 0, err
+    assert link.is_symlink() and 0xDD in _field_values(target, 32, 64)
+    # bits that are not the field (here the control bits) can make an encoding nvdisasm rejects: nothing written
+    if find_tool("nvdisasm") is None:
+        pytest.skip("nvdisasm not found: the check needs it")
+    out = tmp_path / "broken.cubin"
+    code, _, err = run_cli(capsys, "patch", cubin, "-k", "test", "--old", "0x0", "--new", "0xdd", "--bits", "120:128",
+                           "--at", "0x20", "-o", out)
+    assert_one_line_error(code, err, "does not disassemble", "nothing written")
+    assert not out.exists()

@@ -31,7 +31,7 @@ def _bits(text: str | None) -> tuple[int, int] | None:
 def _read(path: str) -> bytes:
     p = Path(path)
     if not p.is_file():
-        raise InputError(f"{path}: no such file")
+        raise InputError(f"{path}: {'is a folder, not a file' if p.is_dir() else 'no such file'}")
     return p.read_bytes()
 
 
@@ -120,6 +120,10 @@ def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
     from mscred.sass.probe import format_result, probe as run_probe
 
     value_list = [v.strip() for v in values.split(",") if v.strip()] if values else None
+    if value_list is not None and len(set(value_list)) < len(value_list):
+        # Equal variants compile to equal code: no bit differs, and the field would be "found" on defaults alone.
+        repeated = sorted({v for v in value_list if value_list.count(v) > 1})
+        raise InputError(f"--values: {', '.join(repeated)} given more than once; the variants must differ")
     result = run_probe(arch, template, value_list, kernel, mode, placeholder)
     answer = result.to_json()
     if out:

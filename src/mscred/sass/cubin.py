@@ -9,7 +9,9 @@ and the global ``.nv.info`` holds per-kernel register counts and stack/frame siz
 """
 from __future__ import annotations
 
+import contextlib
 import io
+import struct
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -28,16 +30,42 @@ STO_CUDA_ENTRY = 0x10  # st_other bit that marks a __global__ function (a kernel
 
 def _elffile(data: bytes, where: str):
     try:
-        from elftools.common.exceptions import ELFError
         from elftools.elf.elffile import ELFFile
     except ImportError as err:  # pragma: no cover - pyelftools is the `sass` extra
         raise InputError("mscred sass needs pyelftools: pip install 'mscred[sass]'") from err
     if data[:4] != b"\x7fELF":
         raise InputError(f"{where}: not an ELF file (no \\x7fELF magic)")
-    try:
+    with damaged_elf(where):
         return ELFFile(io.BytesIO(data))
-    except ELFError as err:
-        raise InputError(f"{where}: damaged ELF file: {err}") from err
+
+
+@contextlib.contextmanager
+def damaged_elf(where: str):
+    """pyelftools reads sections lazily: a truncated or corrupt file fails wherever it is first read (a section
+    past the end, a header that does not parse). Any such failure inside is bad input naming ``where``."""
+    from elftools.common.exceptions import ELFError
+    try:
+        yield
+    except (ELFError, EOFError, struct.error) as err:
+        raise InputError(f"{where}: damaged ELF file: {' '.join(str(err).split())[:200]}") from None
+
+
+def _arch_specific(sections: dict) -> bool:
+    """Whether the cubin was built for an architecture-specific target (sm_90a, sm_100a): attribute 0x09 of its
+    ``.nv.compat`` records is 1 there and 0 for sm_90 / sm_100 / sm_100f (ptxas of CUDA 13; cuobjdump prints the
+    "a" from it). Records are 4-byte (format, attribute, 16-bit value) or format 4 (attribute, size, data)."""
+    compat = sections.get(".nv.compat")
+    data = compat.data() if compat is not None else b""
+    pos = 0
+    while pos + 4 <= len(data):
+        fmt, attr, value = data[pos], data[pos + 1], int.from_bytes(data[pos + 2:pos + 4], "little")
+        if fmt == 4:
+            pos += 4 + value
+            continue
+        if attr == 0x09:
+            return value & 0xFF == 1
+        pos += 4
+    return False
 
 
 @dataclass
@@ -104,23 +132,26 @@ class Cubin:
         self.data = bytes(data)
         self.where = where
         elf = _elffile(self.data, where)
-        if elf["e_machine"] != "EM_CUDA" and elf.header["e_machine"] != EM_CUDA:
-            raise InputError(f"{where}: ELF file for {elf['e_machine']}, not a cubin (EM_CUDA)")
-        flags = elf.header["e_flags"]
-        # Up to CUDA 12 (ELF ABI version 7) the SM number sits in bits 0..7 and 16..23; from CUDA 13
-        # (ABI version 8) in bits 8..15. Bits 16..23 are zero in the new layout, which tells them apart.
-        self.sm = (flags >> 16) & 0xFF or (flags >> 8) & 0xFF
-        self.abi_version = elf.header["e_ident"]["EI_ABIVERSION"]
-        self.e_flags = flags
         self.kernels: dict[str, Kernel] = {}
-        self._read(elf)
+        with damaged_elf(where):
+            if elf["e_machine"] != "EM_CUDA" and elf.header["e_machine"] != EM_CUDA:
+                raise InputError(f"{where}: ELF file for {elf['e_machine']}, not a cubin (EM_CUDA)")
+            flags = elf.header["e_flags"]
+            # Up to CUDA 12 (ELF ABI version 7) the SM number sits in bits 0..7 and 16..23; from CUDA 13
+            # (ABI version 8) in bits 8..15. Bits 16..23 are zero in the new layout, which tells them apart.
+            self.sm = (flags >> 16) & 0xFF or (flags >> 8) & 0xFF
+            self.abi_version = elf.header["e_ident"]["EI_ABIVERSION"]
+            self.e_flags = flags
+            sections = {s.name: s for s in elf.iter_sections()}
+            self.arch_specific = _arch_specific(sections)
+            self._read(elf, sections)
 
     @property
     def arch(self) -> str:
-        return f"sm_{self.sm}"
+        """``sm_90``, or ``sm_90a`` for an architecture-specific build (as cuobjdump names it)."""
+        return f"sm_{self.sm}{'a' if self.arch_specific else ''}"
 
-    def _read(self, elf) -> None:
-        sections = {s.name: s for s in elf.iter_sections()}
+    def _read(self, elf, sections: dict) -> None:
         symtab = elf.get_section_by_name(".symtab")
         symbols = list(symtab.iter_symbols()) if symtab is not None else []
         globals_by_index: dict[str, list[Attribute]] = {}
@@ -203,6 +234,16 @@ def _plain_name(mangled: str) -> str:
         if not nested:
             break
     return last
+
+
+def arch_specific(data: bytes) -> bool:
+    """Whether the cubin ``data`` is an architecture-specific build (sm_90a; ``_arch_specific``); False when it
+    does not parse (the error is reported where the cubin is read for its kernels)."""
+    try:
+        with damaged_elf("cubin"):
+            return _arch_specific({s.name: s for s in _elffile(data, "cubin").iter_sections()})
+    except InputError:
+        return False
 
 
 def is_cubin(data: bytes) -> bool:

@@ -22,7 +22,7 @@ import struct
 from dataclasses import dataclass
 
 from mscred.errors import InputError
-from mscred.sass.cubin import Cubin, _elffile, is_cubin
+from mscred.sass.cubin import Cubin, _elffile, arch_specific, damaged_elf, is_cubin
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment_data")
@@ -147,13 +147,15 @@ def parse_fatbin(blob: bytes, base: int, where: str) -> list[Image]:
             if ehs == 0:
                 raise InputError(f"{where}: fatbin entry at byte {base + entry:#x} has a zero header size")
             payload_at = entry + ehs
-            tag = f"{where}[{KIND_NAMES.get(kind, kind)} sm_{arch} @ {base + payload_at:#x}]"
             compressed = bool(flags & (FLAG_LZ | FLAG_ZSTD))
             raw = blob[payload_at:payload_at + (csize if compressed and csize else esize)]
             data, comp, note = _decompress(raw, flags, usize) if compressed else (raw, "", "")
             if kind == 2 and data is not None and not is_cubin(data):
                 data, note = None, note or "payload is not a cubin"
-            images.append(Image(kind=KIND_NAMES.get(kind, str(kind)), arch=f"sm_{arch}",
+            # The entry header gives 90 for sm_90 and sm_90a alike; the cubin's .nv.compat tells them apart.
+            label = f"sm_{arch}" + ("a" if kind == 2 and data is not None and arch_specific(data) else "")
+            tag = f"{where}[{KIND_NAMES.get(kind, kind)} {label} @ {base + payload_at:#x}]"
+            images.append(Image(kind=KIND_NAMES.get(kind, str(kind)), arch=label,
                                 file_offset=None if compressed else base + payload_at, data=data,
                                 where=tag, compression=comp, note=note))
             entry = payload_at + esize
@@ -176,10 +178,11 @@ def find_images(data: bytes, where: str) -> list[Image]:
         return parse_fatbin(data, 0, where)
     elf = _elffile(data, where)
     images: list[Image] = []
-    for section in elf.iter_sections():
-        if section.name in FATBIN_SECTIONS and section["sh_type"] != "SHT_NOBITS":
-            offset = section["sh_offset"]
-            images += parse_fatbin(data[offset:offset + section["sh_size"]], offset, f"{where}:{section.name}")
+    with damaged_elf(where):
+        sections = [(s.name, s["sh_type"], s["sh_offset"], s["sh_size"]) for s in elf.iter_sections()]
+    for name, kind, offset, size in sections:
+        if name in FATBIN_SECTIONS and kind != "SHT_NOBITS":
+            images += parse_fatbin(data[offset:offset + size], offset, f"{where}:{name}")
     if not images:
         raise InputError(f"{where}: ELF file without device code (no cubin, no {FATBIN_SECTIONS[0]} section)")
     return images

@@ -17,7 +17,7 @@ from mscred.errors import InputError
 from mscred.sass.cubin import Cubin, Kernel
 from mscred.sass.fatbin import Image, find_images
 from mscred.sass.isa import KNOWN_FIELDS, Instruction, set_field
-from mscred.sass.toolchain import disassemble
+from mscred.sass.toolchain import disassemble, nvdisasm_error
 
 
 @dataclass
@@ -77,6 +77,9 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
             continue
         seen_kernel = True
         lo, hi = used_bits = bits or KNOWN_FIELDS[k.instruction_bits][field]
+        if at is not None and (at % (k.instruction_bits // 8) or not 0 <= at < len(k.code)):
+            raise InputError(f"{image.where}: --at {at:#x} is not the start of an instruction of kernel {k.name!r} "
+                             f"({len(k.code):#x} bytes of {k.instruction_bits // 8}-byte instructions)")
         asm = None
         if instruction is not None:
             asm = (disassemble(cubin.data) or {}).get(k.name)
@@ -127,7 +130,7 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
         raise InputError(f"field {field!r}: use immediate or register")
     src = Path(path)
     if not src.is_file():
-        raise InputError(f"{src}: no such file")
+        raise InputError(f"{src}: {'is a folder, not a file' if src.is_dir() else 'no such file'}")
     data = src.read_bytes()
     matches, (lo, hi) = find_matches(data, str(src), kernel, bits, field, old, arch, at, instruction, grep)
     if not matches:
@@ -145,18 +148,26 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
     patched = bytearray(data)
     patched[m.file_offset:m.file_offset + size] = word.to_bytes(size, "little")
     target = Path(out) if out is not None else src.with_name(src.name + ".patched")
+    if target.is_symlink():  # write through a link (e.g. --in-place on one): the file it names gets the patch
+        target = target.resolve()
     after = Instruction(m.insn.offset, m.insn.bits, word, m.insn.control)
     # Read the patched bytes back through the same parser before anything is written.
     check, _ = find_matches(bytes(patched), str(target), kernel, (lo, hi), field, new, m.image.arch, m.insn.offset)
     if len(check) != 1 or check[0].insn.word != word:
         raise InputError(f"{src}: the patched copy does not read back as expected; nothing written")
-    with atomic_path(target) as tmp:
-        tmp.write_bytes(bytes(patched))
-        os.chmod(tmp, stat.S_IMODE(src.stat().st_mode))  # an executable stays executable
     result = PatchResult(target, m, (lo, hi), m.insn, after)
     asm_before = (disassemble(m.cubin.data) or {}).get(m.kernel.name, {})
     if asm_before:
-        result.asm_before = asm_before.get(m.insn.offset, "")
+        # Where nvdisasm reads the original, the patched instruction must still be an instruction: bits that are
+        # not that field (e.g. the control bits 105..127 taken for an immediate) can make an undefined encoding.
         asm_after = (disassemble(check[0].cubin.data) or {}).get(m.kernel.name, {})
-        result.asm_after = asm_after.get(m.insn.offset, "")
+        if m.insn.offset not in asm_after:
+            why = " ".join((nvdisasm_error(check[0].cubin.data) or "the instruction is missing").split())
+            raise InputError(f"{src}: the patched instruction at +{m.insn.offset:#x} does not disassemble ({why}); "
+                             f"are bits [{lo}, {hi}) its {field} field? nothing written")
+        result.asm_before = asm_before.get(m.insn.offset, "")
+        result.asm_after = asm_after[m.insn.offset]
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(bytes(patched))
+        os.chmod(tmp, stat.S_IMODE(src.stat().st_mode))  # an executable stays executable
     return result

@@ -170,16 +170,30 @@ def disassemble(cubin: bytes) -> dict[str, dict[int, str]] | None:
 def disassemble_with_labels(cubin: bytes) -> tuple[dict[str, dict[int, str]], dict[str, dict[str, int]]] | None:
     """``disassemble``'s instructions and, per kernel, the offsets of nvdisasm's branch labels (``.L_x_3`` ->
     0x1ac0: branches print ``BRA `(.L_x_3)``), from one nvdisasm run; None when no nvdisasm reads this cubin."""
+    proc = _nvdisasm(cubin)
+    if proc is None or proc.returncode != 0:
+        return None  # e.g. CUDA 13's nvdisasm refuses sm_50 ("deprecated")
+    return parse_disassembly(proc.stdout), parse_labels(proc.stdout)
+
+
+def nvdisasm_error(cubin: bytes) -> str:
+    """The first line nvdisasm complains with about ``cubin`` ("" when it reads it, or when there is no nvdisasm)."""
+    proc = _nvdisasm(cubin)
+    if proc is None or proc.returncode == 0:
+        return ""
+    lines = (proc.stderr or proc.stdout).strip().splitlines()
+    return lines[0].strip() if lines else f"exit code {proc.returncode}"
+
+
+def _nvdisasm(cubin: bytes):
+    """``nvdisasm -c`` run on ``cubin`` (the CompletedProcess), or None without an nvdisasm."""
     nvdisasm = find_tool("nvdisasm")
     if nvdisasm is None:
         return None
     with tempfile.TemporaryDirectory(prefix="mscred-sass-") as tmp:
         path = Path(tmp) / "in.cubin"
         path.write_bytes(cubin)
-        proc = subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        return None  # e.g. CUDA 13's nvdisasm refuses sm_50 ("deprecated")
-    return parse_disassembly(proc.stdout), parse_labels(proc.stdout)
+        return subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, timeout=300)
 
 
 _LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
