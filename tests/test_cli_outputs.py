@@ -121,3 +121,26 @@ def test_check_replaceable_dir_accepts_new_and_owned_folders(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(InputError, match="not a folder"):
         check_replaceable_dir(tmp_path / "file", ("a",), "x")
+
+
+def test_a_folder_output_never_replaces_a_file(tmp_path):
+    (tmp_path / "model").write_text("not a model")
+    with pytest.raises(InputError, match="not a folder"):
+        with atomic_path(tmp_path / "model", owned=("config.json",), what="an mscred model") as tmp:
+            tmp.mkdir()
+    assert (tmp_path / "model").read_text() == "not a model" and _left(tmp_path) == ["model"]
+
+
+def test_saved_weights_are_as_readable_as_the_config(tmp_path):
+    """safetensors writes its file 0600 whatever the umask; the model folder's files share one mode."""
+    import numpy as np
+
+    from mscred import MSCRED
+    old = os.umask(0o022)
+    try:
+        model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False)
+        model.fit(np.random.default_rng(0).random((300, 5))).save(tmp_path / "m")
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "m").iterdir()}
+    assert modes == {"config.json": 0o644, "model.safetensors": 0o644}

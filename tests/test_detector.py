@@ -259,3 +259,15 @@ def test_scoring_batch_per_device(fitted, monkeypatch):
                                                                                                      *a, **k))
     fitted.decision_function(_frame(300, seed=1))
     assert seen == [detector.inference_batch("cpu", fitted.config.train.batch_size, fitted.config.model.n_sensors)]
+
+
+@pytest.mark.parametrize("setting", [dict(epochs=0), dict(epochs=-1), dict(epochs="2"), dict(batch_size=0),
+                                     dict(channels=(0, 8, 8, 8)), dict(channels=(4, 8)), dict(lr=float("nan")),
+                                     dict(val_fraction=1.0), dict(seed=-1), dict(early_stopping_patience=0)])
+def test_bad_training_settings_are_refused_at_construction(setting):
+    """The settings the CLI's option types check: epochs=0 once trained nothing and scored an untrained network as
+    fitted; batch_size=0 and a zero channel count divided by zero inside fit."""
+    from mscred.errors import InputError
+
+    with pytest.raises(InputError, match=next(iter(setting))):
+        MSCRED(**setting)

@@ -67,6 +67,8 @@ def atomic_path(target: str | os.PathLike, owned: Optional[Collection[str]] = No
             with _named_as(target, tmp):
                 os.replace(target, old)
                 os.replace(work, target)
+        elif work.is_dir() and (target.exists() or target.is_symlink()):
+            raise InputError(f"{target}: exists and is not a folder; {what} is written as a folder")
         else:
             with _named_as(target, tmp):
                 os.replace(work, target)

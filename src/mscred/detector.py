@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import os
+import stat
 from pathlib import Path
 from typing import Any, Optional
 
@@ -73,6 +74,28 @@ def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConf
     return cfg
 
 
+def _check_training_settings(cfg: MSCREDConfig) -> None:
+    """The training settings the CLI's option types check, checked for the Python API too (epochs=0 trained
+    nothing and scored an untrained network as fitted; batch_size=0 and a zero channel count divided by zero deep
+    inside). Raises InputError naming the setting."""
+    train, channels = cfg.train, cfg.model.channels
+
+    def whole(value, low: int) -> bool:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low
+
+    for name, value, low in (("epochs", train.epochs, 1), ("batch_size", train.batch_size, 1), ("seed", train.seed, 0)):
+        if not whole(value, low):
+            raise InputError(f"{name}={value!r}: must be an integer >= {low}")
+    if train.early_stopping_patience is not None and not whole(train.early_stopping_patience, 1):
+        raise InputError(f"early_stopping_patience={train.early_stopping_patience!r}: must be None or an integer >= 1")
+    if not (isinstance(train.lr, (int, float)) and math.isfinite(train.lr) and train.lr > 0):
+        raise InputError(f"lr={train.lr!r}: must be a finite number > 0")
+    if not (isinstance(train.val_fraction, (int, float)) and 0 < train.val_fraction < 1):
+        raise InputError(f"val_fraction={train.val_fraction!r}: must be between 0 and 1 (exclusive)")
+    if not (isinstance(channels, (tuple, list)) and len(channels) == 4 and all(whole(c, 1) for c in channels)):
+        raise InputError(f"channels={channels!r}: must be 4 integers >= 1 (one per level)")
+
+
 def _resolve_device(name: str) -> str:
     import torch
 
@@ -107,6 +130,7 @@ class MSCRED:
     def __init__(self, config: Optional[MSCREDConfig] = None, **overrides):
         cfg = MSCREDConfig.from_dict(config.to_dict()) if config is not None else MSCREDConfig()
         self.config = _apply_overrides(cfg, overrides)
+        _check_training_settings(self.config)
         self.net_ = None
 
     # ----------------------------------------------------------------------------------------------- inputs
@@ -328,6 +352,9 @@ class MSCRED:
             tmp.mkdir()
             (tmp / CONFIG_FILE).write_text(json.dumps(_jsonable(meta), indent=2) + "\n")
             save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": FORMAT, "mscred_version": __version__})
+            # safetensors creates its file with mode 0600 whatever the umask: give it config.json's mode, so
+            # that a model folder shared with others is readable as a whole.
+            os.chmod(tmp / WEIGHTS_FILE, stat.S_IMODE((tmp / CONFIG_FILE).stat().st_mode))
         return directory
 
     @classmethod
