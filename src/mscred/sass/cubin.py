@@ -17,7 +17,7 @@ from functools import cached_property
 
 from mscred.errors import InputError
 from mscred.sass.isa import Instruction, instruction_bits, split_instructions
-from mscred.sass.nvinfo import PER_SYMBOL, Attribute, Param, kernel_params, parse_nvinfo
+from mscred.sass.nvinfo import ATTRIBUTE_NAMES, PER_SYMBOL, Attribute, Param, kernel_params, parse_nvinfo
 from mscred.sass.toolchain import demangle
 
 
@@ -51,21 +51,18 @@ def damaged_elf(where: str):
 
 
 def _arch_specific(sections: dict) -> bool:
-    """Whether the cubin was built for an architecture-specific target (sm_90a, sm_100a): attribute 0x09 of its
-    ``.nv.compat`` records is 1 there and 0 for sm_90 / sm_100 / sm_100f (ptxas of CUDA 13; cuobjdump prints the
-    "a" from it). Records are 4-byte (format, attribute, 16-bit value) or format 4 (attribute, size, data)."""
+    """Whether the cubin was built for an architecture-specific target (sm_90a, sm_100a): record 0x09 of its
+    ``.nv.compat`` section is 1 there and 0 for sm_90 / sm_100 / sm_100f (ptxas of CUDA 13; cuobjdump prints the
+    "a" from it). The section has ``.nv.info``'s record layout (``parse_nvinfo``); the names are not .nv.info's."""
     compat = sections.get(".nv.compat")
-    data = compat.data() if compat is not None else b""
-    pos = 0
-    while pos + 4 <= len(data):
-        fmt, attr, value = data[pos], data[pos + 1], int.from_bytes(data[pos + 2:pos + 4], "little")
-        if fmt == 4:
-            pos += 4 + value
-            continue
-        if attr == 0x09:
-            return value & 0xFF == 1
-        pos += 4
-    return False
+    if compat is None:
+        return False
+    try:
+        records = parse_nvinfo(compat.data(), ".nv.compat")
+    except ValueError:
+        return False
+    code_9 = ATTRIBUTE_NAMES.get(0x09, "0x09")
+    return any(r.name == code_9 and r.fmt == 2 and r.value == 1 for r in records)
 
 
 @dataclass
