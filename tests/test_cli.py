@@ -293,6 +293,33 @@ def test_train_resume_continues_from_checkpoint(tmp_path, capsys):
     assert not ckpt.exists()
 
 
+def test_resume_refuses_a_checkpoint_of_other_data_or_settings(tmp_path, capsys):
+    """A checkpoint continued with other settings, or another table with the same sensor names, made a model of
+    neither run with exit 0; a fresh run now also removes an earlier run's checkpoint instead of leaving it under
+    its own data record (which a later --resume then continued)."""
+    from mscred.cli import train as train_cli
+    from mscred.data.io import load_table
+    from mscred.detector import MSCRED
+    from mscred.train_checkpoint import CHECKPOINT_NAME
+
+    data, other = tmp_path / "train.csv", tmp_path / "other.csv"
+    _frame().to_csv(data, index=False)
+    _frame(seed=5).to_csv(other, index=False)
+    ckpt = tmp_path / "m.checkpoints"
+    # what an interrupted `train data.csv --out m --epochs 2 --batch-size 16` leaves after epoch 1
+    train_cli._match_checkpoint_data(ckpt, load_table(data), resume=False)
+    MSCRED(epochs=1, batch_size=16, device="cpu", progress=False).fit(load_table(data), checkpoint_dir=ckpt)
+    base = ["train", data, "--out", tmp_path / "m", "--device", "cpu", "--resume", "--quiet"]
+    _bad(capsys, *base, "--epochs", 2, match="batch_size 16 -> 32")
+    _bad(capsys, *base, "--epochs", 2, "--batch-size", 16, "--seed", 4, match="seed 0 -> 4")
+    code, _, err = _run(capsys, "train", other, *base[2:], "--epochs", 2, "--batch-size", 16)
+    assert code == 2 and "other data than the checkpoint" in err, err
+    assert not (tmp_path / "m").exists() and (ckpt / CHECKPOINT_NAME).exists()
+    # a fresh run (no --resume) that stops before its first epoch leaves no checkpoint of the earlier run behind
+    train_cli._match_checkpoint_data(ckpt, load_table(other), resume=False)
+    assert not (ckpt / CHECKPOINT_NAME).exists()
+
+
 def test_npy_and_parquet_inputs(tmp_path, capsys):
     """.npy has no names (sensor_0..) and no timestamp: SCORES.csv numbers the rows; Parquet keeps the names."""
     values = _frame().drop(columns=["timestamp"]).to_numpy()

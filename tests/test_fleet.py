@@ -110,6 +110,11 @@ def test_fleet_of_three_entities_on_two_ranks(tmp_path):
     again = run_fleet(str(tmp_path / "fleet"), out, TINY, nproc=1, resume=True)
     assert {p.name: p.read_text() for p in (out / "rows").iterdir()} == before
     assert list(again["status"]) == ["ok"] * 3
+    # resume with another seed: the models of the earlier settings are not taken for this run's (they once were)
+    from mscred.fleet import _done
+    entity = discover(str(tmp_path / "fleet"))[0]
+    assert _done(out, entity, TINY) and not _done(out, entity, {**TINY, "seed": 9})
+    assert _done(out, entity, {**TINY, "device": "cpu", "progress": True})  # runtime settings do not count
 
 
 def test_a_failing_entity_gets_an_error_row(tmp_path):

@@ -215,14 +215,28 @@ def _row_path(out: Path, entity: Entity) -> Path:
     return out / "rows" / f"{safe_name(entity.name)}.json"
 
 
-def _done(out: Path, entity: Entity) -> bool:
-    path = _row_path(out, entity)
-    if not path.is_file() or not (out / "models" / safe_name(entity.name)).is_dir():
-        return False
+# Settings that make another model: an entity trained with others is trained again on --resume (the device, the
+# kernels, graphs, bf16 and the progress bar do not; the sensor count comes from the data).
+_RUNTIME_SETTINGS = {"model": {"n_sensors", "backend", "conv_backend"},
+                     "train": {"device", "bf16", "cuda_graphs", "cudnn_benchmark", "progress"}}
+
+
+def _done(out: Path, entity: Entity, overrides: dict[str, Any]) -> bool:
+    """Whether ``--resume`` may skip the entity: its row says ok, and its model was trained with these settings
+    (once a rerun with other epochs or seed kept the old models and reported them as the new run's)."""
+    from mscred.detector import CONFIG_FILE, MSCRED
+
+    path, model = _row_path(out, entity), out / "models" / safe_name(entity.name)
     try:
-        return json.loads(path.read_text()).get("status") == "ok"
-    except (ValueError, OSError):
+        if not path.is_file() or json.loads(path.read_text()).get("status") != "ok":
+            return False
+        saved = json.loads((model / CONFIG_FILE).read_text())["config"]
+    except (ValueError, OSError, KeyError, TypeError):
         return False
+    wanted = json.loads(json.dumps(MSCRED(**overrides).config.to_dict()))  # tuples as JSON has them: lists
+    return all(saved.get(section, {}).get(key) == value
+               for section, values in wanted.items() for key, value in values.items()
+               if key not in _RUNTIME_SETTINGS.get(section, ()))
 
 
 def run_share(entities: list[Entity], out: Path, overrides: dict[str, Any], rank: int = 0, resume: bool = False,
@@ -230,7 +244,7 @@ def run_share(entities: list[Entity], out: Path, overrides: dict[str, Any], rank
     """Train this rank's entities one after the other, writing each row as soon as it is done."""
     (out / "rows").mkdir(parents=True, exist_ok=True)
     for entity in entities:
-        if resume and _done(out, entity):
+        if resume and _done(out, entity, overrides):
             continue
         row = train_entity(entity, out, overrides, rank)
         with atomic_path(_row_path(out, entity)) as tmp:

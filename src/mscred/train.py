@@ -24,8 +24,8 @@ from torch import nn
 
 from mscred.config import TrainConfig
 from mscred.errors import InputError
-from mscred.train_checkpoint import (CHECKPOINT_NAME, BackgroundWriter, checkpoint_contents, load_checkpoint,
-                                     write_checkpoint)
+from mscred.train_checkpoint import (CHECKPOINT_NAME, BackgroundWriter, check_resumable, checkpoint_contents,
+                                     load_checkpoint, write_checkpoint)
 from mscred.train_graphs import (EagerInference, EagerStep, GraphedInference, GraphedStep,
                                  GraphedWindowInference, autocast, autotune_worthwhile, bf16_native)
 
@@ -218,6 +218,7 @@ class Trainer:
         start, self.history = 0, []
         if resume and ckpt is not None and ckpt.exists():
             meta = load_checkpoint(ckpt, self.net, self.optimizer)  # before any capture: it replaces Adam's state
+            check_resumable(meta, ckpt, self.cfg.epochs, *self._run_configs())
             start, self.history = meta["epoch"], meta["history"]
             log.info("resumed from %s after epoch %d", ckpt, start)
 
@@ -328,11 +329,17 @@ class Trainer:
         best = int(np.argmin(losses))
         return len(losses) - 1 - best >= patience
 
-    def _save(self, path: Path, epoch: int) -> None:
-        extra = {"train_config": dataclasses.asdict(self.cfg), "steps": self.steps}
+    def _run_configs(self) -> tuple[dict[str, Any], Optional[dict[str, Any]]]:
+        """(train config, model config or None) as a checkpoint records them."""
         model_cfg = getattr(self.net, "cfg", None)
-        if dataclasses.is_dataclass(model_cfg):
-            extra["model_config"] = dataclasses.asdict(model_cfg)
+        model = dataclasses.asdict(model_cfg) if dataclasses.is_dataclass(model_cfg) else None
+        return dataclasses.asdict(self.cfg), model
+
+    def _save(self, path: Path, epoch: int) -> None:
+        train_cfg, model_cfg = self._run_configs()
+        extra = {"train_config": train_cfg, "steps": self.steps}
+        if model_cfg is not None:
+            extra["model_config"] = model_cfg
         # The snapshot is taken here (CPU copies); the write runs on the writer's thread while training goes on.
         self._writer.submit(write_checkpoint, path, *checkpoint_contents(self.net, self.optimizer, epoch,
                                                                           self.history, extra))

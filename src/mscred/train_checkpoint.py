@@ -21,9 +21,7 @@ from typing import Any
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
-
-from mscred.atomic import atomic_path
+from mscred.atomic import atomic_path, save_safetensors
 from mscred.errors import InputError
 
 CHECKPOINT_NAME = "checkpoint.safetensors"
@@ -59,7 +57,7 @@ def checkpoint_contents(net: torch.nn.Module, optimizer: torch.optim.Optimizer, 
 def write_checkpoint(path: str | Path, tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> None:
     """Write ``checkpoint_contents``'s snapshot to ``path`` atomically."""
     with atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata=metadata)
+        save_safetensors(tensors, tmp, metadata=metadata)
 
 
 class BackgroundWriter:
@@ -94,6 +92,39 @@ class BackgroundWriter:
             self._thread = None
         error, self._error = self._error, None
         return error
+
+
+# What a resumed run must share with the checkpoint's run for the result to be the model of one run: the batch order
+# and split (seed, batch size, validation share), the optimiser (learning rate) and the network (its config).
+# Epochs may grow (train further), the device and kernels may change (another machine).
+RUN_SETTINGS = {"train_config": ("batch_size", "lr", "seed", "val_fraction"),
+                "model_config": ("n_sensors", "n_scales", "channels", "lstm_kernel", "forget_bias")}
+
+
+def check_resumable(meta: dict[str, Any], path: str | Path, epochs: int, train_config: dict[str, Any],
+                    model_config: dict[str, Any] | None) -> None:
+    """InputError unless a run with these settings may continue the checkpoint whose metadata is ``meta``: the
+    ``RUN_SETTINGS`` equal (where the checkpoint recorded them), and no fewer ``epochs`` than it has done. Once a
+    resumed run took a checkpoint of other settings silently (exit 0, a model of neither run)."""
+    extra = meta.get("extra") or {}
+    differ = []
+    for section, keys in RUN_SETTINGS.items():
+        then, now = extra.get(section) or {}, (train_config if section == "train_config" else model_config) or {}
+        for key in keys:
+            if key in then and key in now and _plain(then[key]) != _plain(now[key]):
+                differ.append(f"{key} {_plain(then[key])} -> {_plain(now[key])}")
+    if differ:
+        raise InputError(f"{path}: the checkpoint's run had other settings ({'; '.join(differ)}); resume with the "
+                         "same settings, or train without --resume to start over")
+    done = int(meta.get("epoch", 0))
+    if epochs < done:
+        raise InputError(f"{path}: the checkpoint has {done} epoch(s) done, this run asks for {epochs}; resume with "
+                         f"--epochs {done} or more")
+
+
+def _plain(value):
+    """JSON's view of a setting (tuples are lists there), so that a recorded and a current value compare."""
+    return list(value) if isinstance(value, tuple) else value
 
 
 def load_checkpoint(path: str | Path, net: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
