@@ -144,3 +144,22 @@ def test_saved_weights_are_as_readable_as_the_config(tmp_path):
         os.umask(old)
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "m").iterdir()}
     assert modes == {"config.json": 0o644, "model.safetensors": 0o644}
+
+
+def test_a_full_disk_names_the_model_path(tmp_path, monkeypatch):
+    """safetensors reports a full disk as a SafetensorError (not an OSError): it was an internal error, exit 1."""
+    import numpy as np
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    from mscred import MSCRED
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False)
+    model.fit(np.random.default_rng(0).random((300, 5)))
+
+    def full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+    monkeypatch.setattr(safetensors.torch, "save_file", full)
+    with pytest.raises(OSError) as caught:
+        model.save(tmp_path / "m")
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(tmp_path / "m")
+    assert _left(tmp_path) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -87,3 +88,21 @@ def _named_as(target: Path, tmp: Optional[Path] = None) -> Iterator[None]:
         if err.filename is None or temporary:
             raise OSError(err.errno, err.strerror, str(target)) from err
         raise
+
+
+def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: Optional[dict] = None) -> None:
+    """``safetensors.torch.save_file``, with its I/O failures as OSError naming ``path``: safetensors raises a
+    SafetensorError ("I/O error: No space left on device (os error 28)"), which is not an OSError, so a full disk
+    was reported as an internal error instead of the path that could not be written."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_file
+
+    try:
+        save_file(tensors, str(path), metadata=metadata)
+    except SafetensorError as err:
+        found = re.search(r"os error (\d+)", str(err))
+        if found is None:
+            raise
+        code = int(found.group(1))
+        raise OSError(code, os.strerror(code), str(path)) from err
+

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from mscred import __version__
-from mscred.atomic import atomic_path
+from mscred.atomic import atomic_path, save_safetensors
 from mscred.config import MSCREDConfig
 from mscred.detect import Calibration, WindowResult, score_windows, timestamp_windows
 from mscred.errors import InputError
@@ -333,8 +333,6 @@ class MSCRED:
     def save(self, directory: str | os.PathLike) -> Path:
         """Write ``config.json`` + ``model.safetensors`` into ``directory`` atomically (all or nothing). An existing
         ``directory`` is replaced only if it holds nothing else (a previous model); otherwise InputError."""
-        from safetensors.torch import save_file
-
         self._check_fitted()
         directory = Path(directory)
         meta = {
@@ -351,7 +349,7 @@ class MSCRED:
         with atomic_path(directory, owned=MODEL_FILES, what="an mscred model") as tmp:
             tmp.mkdir()
             (tmp / CONFIG_FILE).write_text(json.dumps(_jsonable(meta), indent=2) + "\n")
-            save_file(state, str(tmp / WEIGHTS_FILE), metadata={"format": FORMAT, "mscred_version": __version__})
+            save_safetensors(state, tmp / WEIGHTS_FILE, metadata={"format": FORMAT, "mscred_version": __version__})
             # safetensors creates its file with mode 0600 whatever the umask: give it config.json's mode, so
             # that a model folder shared with others is readable as a whole.
             os.chmod(tmp / WEIGHTS_FILE, stat.S_IMODE((tmp / CONFIG_FILE).stat().st_mode))

@@ -132,6 +132,19 @@ def _entry(index: int, fn: Callable, nproc: int, folder: str, device: str, backe
     os._exit(0)
 
 
+def _stop(processes, grace: float = 5.0) -> None:
+    """Terminate the rank processes still alive, and kill those that have not exited after ``grace`` seconds."""
+    alive = [p for p in processes if p.is_alive()]
+    for process in alive:
+        process.terminate()
+    end = time.monotonic() + grace
+    for process in alive:
+        process.join(max(0.0, end - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
+
+
 def launch(fn: Callable[..., Any], nproc: int, args: tuple = (), *, device: str = "auto",
            backend: Optional[str] = None, timeout: Optional[float] = None) -> list[Any]:
     """Run ``fn(rank: Rank, *args)`` in ``nproc`` spawned processes; returns their JSON results by rank.
@@ -154,9 +167,14 @@ def launch(fn: Callable[..., Any], nproc: int, args: tuple = (), *, device: str 
     InputError
         Raised by ``fn`` on any rank (the first one's message).
     """
+    import logging
+
     import torch.multiprocessing as mp
 
     apply_safe_env()  # the children inherit the parent's environment
+    # torch logs a "Terminating process ... via signal SIGTERM" warning when one rank's failure stops the others:
+    # a second line beside the one this function's caller prints.
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="mscred-ranks-") as folder:
         context = mp.start_processes(_entry, args=(fn, nproc, folder, device, backend, args), nprocs=nproc,
                                      join=False, start_method="spawn")
@@ -164,15 +182,20 @@ def launch(fn: Callable[..., Any], nproc: int, args: tuple = (), *, device: str 
         try:
             while not context.join(timeout=0.5):
                 if deadline is not None and time.monotonic() > deadline:
-                    for process in context.processes:
-                        if process.is_alive():
-                            process.terminate()
+                    _stop(context.processes)
                     raise TimeoutError(f"{nproc} ranks did not finish within {timeout:.0f} s")
-        except mp.ProcessRaisedException:
+        except mp.ProcessRaisedException as err:
             for rank in range(nproc):
                 error = Path(folder, _ERROR_FILE.format(rank=rank))
                 if error.exists():
                     raise InputError(error.read_text()) from None
+            # Not bad input: the child's traceback ends with its exception's own line; that line, not 30.
+            last = next((line.strip() for line in reversed(str(err).splitlines()) if line.strip()), str(err))
+            raise RuntimeError(f"rank {err.error_index} failed: {last}") from None
+        except BaseException:
+            # Ctrl-C (SIGINT) to this process alone, or any error here: the ranks are not daemons, so the parent's
+            # exit would wait for them to finish the whole run (and write its outputs) after saying "aborted".
+            _stop(context.processes)
             raise
         results = []
         for rank in range(nproc):
