@@ -163,3 +163,46 @@ def test_a_full_disk_names_the_model_path(tmp_path, monkeypatch):
         model.save(tmp_path / "m")
     assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(tmp_path / "m")
     assert _left(tmp_path) == []
+
+
+def test_sigterm_unwinds_like_ctrl_c(tmp_path):
+    """SIGTERM (kill, timeout, a supervisor) during training: exit 143 with one line, and nothing left beside
+    --out: no model, no temporary folder (the default action ended the process on the spot)."""
+    import signal
+    import subprocess
+    import sys
+
+    sensor_frame(400, 5).to_csv(tmp_path / "d.csv", index=False)
+    proc = subprocess.Popen([sys.executable, "-m", "mscred", "train", str(tmp_path / "d.csv"), "--out",
+                             str(tmp_path / "m"), "--epochs", "500", "--device", "cpu"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:  # the progress lines: the first epoch has ended, a checkpoint may be in flight
+        if line.startswith("epoch 1/"):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and err.strip().splitlines()[-1] == "mscred: terminated", err
+    assert "Traceback" not in err
+    assert not (tmp_path / "m").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_killed_writers_temporary_folder_is_removed_by_the_next_write(tmp_path):
+    """SIGKILL during a save leaves .<target>.<host>-<pid>.<random>.tmp; the next write of that target removes it
+    once that process is gone, and leaves those of live processes and of other hosts alone."""
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    host = socket.gethostname().replace(".", "-")
+    orphan = tmp_path / f".m.{host}-{dead}.abc123xy.tmp"
+    alive = tmp_path / f".m.{host}-{os.getppid()}.abc123xy.tmp"
+    elsewhere = tmp_path / f".m.otherhost-{dead}.abc123xy.tmp"
+    for folder in (orphan, alive, elsewhere):
+        (folder / "m").mkdir(parents=True)
+    with atomic_path(tmp_path / "m") as tmp:
+        tmp.write_text("new")
+    assert (tmp_path / "m").read_text() == "new"
+    assert not orphan.exists() and alive.exists() and elsewhere.exists()

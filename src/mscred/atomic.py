@@ -7,9 +7,11 @@ refused as bad input before any work, never swapped away and deleted.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 import re
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 from typing import Collection, Iterator, Optional
@@ -54,7 +56,8 @@ def atomic_path(target: str | os.PathLike, owned: Optional[Collection[str]] = No
         raise InputError(f"{str(target)!r}: give the output a file or folder name")
     with _named_as(target):
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent))
+        _remove_orphans(target)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.{_OWNER}.", suffix=".tmp", dir=target.parent))
     work = tmp / target.name
     try:
         with _named_as(target, tmp):
@@ -75,6 +78,27 @@ def atomic_path(target: str | os.PathLike, owned: Optional[Collection[str]] = No
                 os.replace(work, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+# Temporary folders are named .<target>.<host>-<pid>.<random>.tmp: a process killed outright (SIGKILL, power loss)
+# leaves its folder, and the next write of the same target removes it once that process is gone on this host.
+_OWNER = f"{socket.gethostname().replace('.', '-')}-{os.getpid()}"
+
+
+def _remove_orphans(target: Path) -> None:
+    """Remove temporary folders of earlier writes of ``target`` whose process (on this host) no longer runs."""
+    host = socket.gethostname().replace(".", "-")
+    pattern = re.compile(re.escape(f".{target.name}.{host}-") + r"(\d+)\.[^.]+\.tmp")
+    for entry in target.parent.glob(f".{glob.escape(target.name)}.{glob.escape(host)}-*.tmp"):
+        found = pattern.fullmatch(entry.name)
+        if found is None or int(found.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(found.group(1)), 0)
+        except ProcessLookupError:
+            shutil.rmtree(entry, ignore_errors=True)
+        except OSError:  # alive under another user (EPERM): not ours to remove
+            pass
 
 
 @contextlib.contextmanager

@@ -49,13 +49,40 @@ def _one_line(err: BaseException) -> str:
     return str(err).replace("\r", "\\r").replace("\n", "\\n")
 
 
+class Terminated(BaseException):
+    """SIGTERM (a supervisor, `kill`, `timeout`) raised in the main thread: like Ctrl-C, it unwinds the command so
+    that its clean-up runs (temporary files of atomic writes, the ranks of --nproc), where the default action ended
+    the process on the spot and left them behind."""
+
+
+def _terminated(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; bad input exits with 2 and one line on stderr (a traceback only with MSCRED_DEBUG=1)."""
+    import signal
+
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread (an embedding application): leave its signal handling alone
+        previous = None
+    try:
+        return _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     from mscred.errors import InputError
 
     debug = os.environ.get("MSCRED_DEBUG") == "1"
     try:
         cli.main(args=argv, prog_name="mscred", standalone_mode=False)
+    except Terminated:
+        click.echo("mscred: terminated", err=True)
+        return 143
     except click.exceptions.Abort:
         click.echo("mscred: aborted", err=True)
         return 130
