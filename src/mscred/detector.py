@@ -164,15 +164,9 @@ class MSCRED:
         names = list(table.sensors)
         if names == self.sensors_:
             return table.values
-        missing = [s for s in self.sensors_ if s not in names]
-        extra = [s for s in names if s not in self.sensors_]
-        if missing or extra:
-            parts = []
-            if missing:
-                parts.append("missing sensor(s) " + _name_list(missing))
-            if extra:
-                parts.append("unknown sensor(s) " + _name_list(extra))
-            raise InputError(f"{table.source}: other sensors than the model was trained on: {'; '.join(parts)}")
+        difference = sensor_difference(self.sensors_, names)
+        if difference:
+            raise InputError(f"{table.source}: other sensors than the model was trained on: {difference}")
         return table.values[:, [names.index(s) for s in self.sensors_]]
 
     def _segments(self, values: np.ndarray) -> np.ndarray:
@@ -408,6 +402,15 @@ class MSCRED:
                 raise InputError(f"{weights_path}: damaged weights (tensor '{name}' holds NaN or infinite values)")
         model.net_ = net.to(model.device_).eval()
         return model
+
+
+def sensor_difference(expected, got) -> str:
+    """"missing sensor(s) a, b; unknown sensor(s) c" for the names of ``expected`` not in ``got`` and the other way
+    round; "" when both hold the same names (in any order)."""
+    missing = [s for s in expected if s not in got]
+    extra = [s for s in got if s not in expected]
+    return "; ".join(part for part in ("missing sensor(s) " + _name_list(missing) if missing else "",
+                                       "unknown sensor(s) " + _name_list(extra) if extra else "") if part)
 
 
 def _name_list(names: list[str], shown: int = 10) -> str:

@@ -317,7 +317,7 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
         values, sensors, gaps = table.values, table.sensors, table.gaps
     model, model_note = None, "pass --model MODEL_DIR (and the scored data) to see them"
     if model_dir is not None:
-        from mscred.detector import MSCRED
+        from mscred.detector import MSCRED, sensor_difference
 
         model = MSCRED.load(model_dir, device="cpu")
 
@@ -347,13 +347,10 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
 
     parts.append('<h2 id="sec-residuals">Residual signature matrices of the worst windows</h2>')
     if model is not None and values is not None:
-        if set(model.sensors_) != set(sensors):
-            gone = [name for name in model.sensors_ if name not in sensors]
-            new = [name for name in sensors if name not in model.sensors_]
-            detail = "; ".join(part for part in (f"not in the data: {', '.join(gone[:5])}" if gone else "",
-                                                 f"not in the model: {', '.join(new[:5])}" if new else "") if part)
+        difference = sensor_difference(model.sensors_, sensors)
+        if difference:
             raise InputError(f"{model_dir}: the model's sensors differ from those of {data_path or truth.source} "
-                             f"({detail})")
+                             f"({difference})")
         items = worst_residuals(model, values, sensors, scores.score, n_worst)
         parts.append(_img(residual_figure(items, model.config.signature.windows, sensors, scores.index),
                           "residuals"))
