@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 from pathlib import Path
 from typing import Collection, Iterator, Optional
@@ -115,14 +116,19 @@ def _named_as(target: Path, tmp: Optional[Path] = None) -> Iterator[None]:
 
 
 def save_safetensors(tensors: dict, path: str | os.PathLike, metadata: Optional[dict] = None) -> None:
-    """``safetensors.torch.save_file``, with its I/O failures as OSError naming ``path``: safetensors raises a
-    SafetensorError ("I/O error: No space left on device (os error 28)"), which is not an OSError, so a full disk
-    was reported as an internal error instead of the path that could not be written."""
+    """``safetensors.torch.save_file``, with two of its habits undone: its I/O failures are a SafetensorError ("I/O
+    error: No space left on device (os error 28)"), not an OSError, so a full disk was reported as an internal error
+    instead of the path that could not be written; and it leaves the file mode 0600 whatever the umask, so a model
+    folder shared with others had weights they could not read. Here the file gets the mode any new file gets."""
     from safetensors import SafetensorError
     from safetensors.torch import save_file
 
+    path = Path(path)
     try:
+        path.touch()  # created with the umask's mode (thread-safe, unlike reading the umask with os.umask)
+        mode = stat.S_IMODE(path.stat().st_mode)
         save_file(tensors, str(path), metadata=metadata)
+        os.chmod(path, mode)
     except SafetensorError as err:
         found = re.search(r"os error (\d+)", str(err))
         if found is None:

@@ -16,7 +16,6 @@ import dataclasses
 import json
 import math
 import os
-import stat
 from pathlib import Path
 from typing import Any, Optional
 
@@ -344,9 +343,6 @@ class MSCRED:
             tmp.mkdir()
             (tmp / CONFIG_FILE).write_text(json.dumps(_jsonable(meta), indent=2) + "\n")
             save_safetensors(state, tmp / WEIGHTS_FILE, metadata={"format": FORMAT, "mscred_version": __version__})
-            # safetensors creates its file with mode 0600 whatever the umask: give it config.json's mode, so
-            # that a model folder shared with others is readable as a whole.
-            os.chmod(tmp / WEIGHTS_FILE, stat.S_IMODE((tmp / CONFIG_FILE).stat().st_mode))
         return directory
 
     @classmethod
