@@ -19,6 +19,17 @@ from typing import Collection, Iterator, Optional
 
 from mscred.errors import InputError
 
+# Temporary folders are named .<target>.<host>-<pid>.<random>.tmp: a process killed outright (SIGKILL, power loss)
+# leaves its folder, and the next write of the same target removes it once that process is gone on this host.
+_HOST = socket.gethostname().replace(".", "-")
+_OWNER = f"{_HOST}-{os.getpid()}"
+
+
+def _check_name(target: Path, what: str) -> None:
+    """An output needs a name of its own: not "", "." or ".." (``Path("")`` is ".")."""
+    if not target.name or target.name in (".", ".."):
+        raise InputError(f"{str(target)!r}: give {what} a file or folder name of its own")
+
 
 def check_replaceable_dir(target: str | os.PathLike, owned: Collection[str], what: str) -> None:
     """Raise InputError unless an output directory ``target`` may be written (replaced): it does not exist yet, or
@@ -26,8 +37,7 @@ def check_replaceable_dir(target: str | os.PathLike, owned: Collection[str], wha
     "an mscred model"); never the current folder or one above it. Call it before the work that leads to the write,
     so that a refusal costs nothing; ``atomic_path(..., owned=...)`` checks again at the write."""
     target = Path(target)
-    if not target.name or target.name in (".", ".."):
-        raise InputError(f"{str(target)!r}: give the output folder a name (a new or empty folder for {what})")
+    _check_name(target, what)
     if not target.exists() and not target.is_symlink():
         return
     if not target.is_dir() or target.is_symlink():
@@ -53,8 +63,7 @@ def atomic_path(target: str | os.PathLike, owned: Optional[Collection[str]] = No
     temporary path (which the user never chose).
     """
     target = Path(target)
-    if not target.name or target.name in (".", ".."):
-        raise InputError(f"{str(target)!r}: give the output a file or folder name")
+    _check_name(target, what)
     with _named_as(target):
         target.parent.mkdir(parents=True, exist_ok=True)
         _remove_orphans(target)
@@ -81,16 +90,10 @@ def atomic_path(target: str | os.PathLike, owned: Optional[Collection[str]] = No
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-# Temporary folders are named .<target>.<host>-<pid>.<random>.tmp: a process killed outright (SIGKILL, power loss)
-# leaves its folder, and the next write of the same target removes it once that process is gone on this host.
-_OWNER = f"{socket.gethostname().replace('.', '-')}-{os.getpid()}"
-
-
 def _remove_orphans(target: Path) -> None:
     """Remove temporary folders of earlier writes of ``target`` whose process (on this host) no longer runs."""
-    host = socket.gethostname().replace(".", "-")
-    pattern = re.compile(re.escape(f".{target.name}.{host}-") + r"(\d+)\.[^.]+\.tmp")
-    for entry in target.parent.glob(f".{glob.escape(target.name)}.{glob.escape(host)}-*.tmp"):
+    pattern = re.compile(re.escape(f".{target.name}.{_HOST}-") + r"(\d+)\.[^.]+\.tmp")
+    for entry in target.parent.glob(f".{glob.escape(target.name)}.{glob.escape(_HOST)}-*.tmp"):
         found = pattern.fullmatch(entry.name)
         if found is None or int(found.group(1)) == os.getpid():
             continue
