@@ -18,7 +18,7 @@ It serves inference only (no gate pre-activations are stored for a backward) on 
 fp16, for hidden channels a power of two up to ``MAX_CH`` whose tile fits in shared memory (``plan``), at batches
 from ``MIN_BATCH`` (``MIN_BATCH_CAPTURED`` in a CUDA graph) to ``MAX_BATCH`` windows. Elsewhere the per-step path
 runs. MSCRED_WINDOW_LSTM=0 turns it off, =all takes every
-batch and float32 too (exact dots: the CPU interpreter's tests; A/B runs).
+batch and float32 too (exact dots: the CPU interpreter's tests; A/B runs), =all:32 only for the 32-channel level.
 """
 from __future__ import annotations
 
@@ -49,11 +49,18 @@ DEFAULT_BLOCKS = (32, 4, 2, 0)
 INTERPRETER_BLOCKS = (64, 4, 1, 1)  # the CPU interpreter pays per program step: few, large tiles
 
 
-def _choice() -> str:
+def _choice(ch: int) -> str:
+    """MSCRED_WINDOW_LSTM for a level of ``ch`` hidden channels: "0", "1" or "all"; "all:CH+CH..." is "all" for
+    the levels of those channel counts and "0" for the others (A/B runs of one level)."""
     choice = os.environ.get("MSCRED_WINDOW_LSTM", "1").strip().lower()
-    if choice not in ("0", "1", "all"):
-        raise ValueError(f"MSCRED_WINDOW_LSTM must be 0, 1 or all, got {choice!r}")
-    return choice
+    head, colon, levels = choice.partition(":")
+    try:
+        chosen = {int(v) for v in levels.split("+")} if colon else None
+    except ValueError:
+        chosen = set()
+    if head not in ("0", "1", "all") or (colon and (head != "all" or not chosen)):
+        raise ValueError(f"MSCRED_WINDOW_LSTM must be 0, 1, all or all:CH+CH..., got {choice!r}")
+    return "0" if chosen is not None and ch not in chosen else head
 
 
 def runs(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, batch: int, device: torch.device) -> bool:
@@ -62,7 +69,7 @@ def runs(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, batch: in
     cores' K granule) to MAX_CH with a tile that fits the device's shared memory (``plan``), bf16 / fp16 at MIN_BATCH
     (MIN_BATCH_CAPTURED in a graph capture) to MAX_BATCH windows; with MSCRED_WINDOW_LSTM=all any batch and float32
     too; never float64 (Triton's float64 dot) nor with =0."""
-    choice = _choice()
+    choice = _choice(ch)
     if triton is None or save or layout != "nhwc" or choice == "0" or ch < 16 or ch > MAX_CH or ch & (ch - 1):
         return False
     if choice == "all":
@@ -127,6 +134,32 @@ def plan(ch: int, k: int, dtype: torch.dtype, limit: int = HOPPER_SHARED_MEMORY)
     return None
 
 
+def programs(batch: int, device: torch.device, ch: int | None = None) -> int:
+    """How many programs ``window_lstm_kernel`` runs for ``batch`` windows of a level of ``ch`` hidden channels:
+    one per window, or N per SM (at most one per window), each taking every P-th window in turn so that only P
+    windows are in flight: their h_{t-1} and c_{t-1}, read back a step later, then fit in L2 (at the scoring batch
+    one program per window did not: 33-37% L2 hits). N from MSCRED_WINDOW_LSTM_PROGRAMS (sweeps, A/B runs): "N" for
+    every level or "CH:N;CH:N" per channel count (levels not named: one per window); 0 or unset: one per window.
+    Off CUDA (the interpreter) the SM count is taken as 2, so that the tests see programs loop."""
+    per_sm = 0
+    for entry in filter(None, os.environ.get("MSCRED_WINDOW_LSTM_PROGRAMS", "").split(";")):
+        level, _, value = entry.rpartition(":")
+        if not level or (ch is not None and int(level) == ch):
+            per_sm = int(value)
+    if per_sm < 0:
+        raise ValueError(f"MSCRED_WINDOW_LSTM_PROGRAMS must be >= 0 programs per SM, got {per_sm}")
+    if per_sm == 0:
+        return batch
+    return min(batch, per_sm * _sm_count(device))
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 2
+    index = torch.cuda.current_device() if device.index is None else device.index
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
 def packed_weight(w_h: torch.Tensor) -> torch.Tensor:
     """The recurrent weight (4Ch, Ch, k, k) as the kernel's (k*k*Ch, 4Ch) matrix: row (ky*k + kx)*Ch + ci."""
     four_ch, ch, k, _ = w_h.shape
@@ -138,16 +171,16 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, cell: torch.Ten
     """Every step of one level for every window: out (B, T, Ch, H, W), channels contiguous, from the input gates
     gx (B, T, 4Ch, H, W) (any strides: a crop, or the sliding view of shared steps), the bias and the recurrent
     weight w_h (4Ch, Ch, k, k); ``cell`` is a (B, Ch, H, W) channels-last scratch for c (float32; float16 for bf16
-    and fp16 inputs)."""
+    and fp16 inputs), of which the first ``programs(B, device, Ch)`` windows' slots are used."""
     B, T, Ch, H, W = out.shape
     if out.stride(2) != 1 or cell.stride(1) != 1:
         raise ValueError("window_lstm_kernel needs channels-last h and c")
     k = w_h.shape[-1]
     bm, warps, stages, prefetch = plan(Ch, k, out.dtype, shared_limit(out.device))
     sb, st, _, sy, sx = out.stride()
-    window_lstm_kernel[(B,)](
+    window_lstm_kernel[(programs(B, out.device, Ch),)](
         gx, *gx.stride(), bias, packed_weight(w_h), cell, cell.stride(0), cell.stride(3),
-        out, sb, st, sy, sx, T, H * W, H, W, pads[0], pads[2], forget_bias,
+        out, sb, st, sy, sx, B, T, H * W, H, W, pads[0], pads[2], forget_bias,
         CH=Ch, KS=k, PREC="ieee" if out.dtype == torch.float32 else "tf32",
         BLOCK_M=bm, BLOCK_K=triton.next_power_of_2(k * k * Ch), PREFETCH=bool(prefetch),
         num_warps=warps, num_stages=stages)
