@@ -3,8 +3,7 @@
 For each MSCRED level (hidden channels = input channels, image size), bf16, channels-last, no autograd, the fused
 op ``ops/triton/convlstm.py`` with MSCRED_WINDOW_LSTM=0 (per step: cuDNN recurrent convolution + ``cell_fwd_kernel``)
 and =all (``window_lstm_kernel``, ``ops/triton/convlstm_window.py``: levels up to its MAX_CH channels, at every batch)
-over a sweep of its tiles (MSCRED_WINDOW_LSTM_BLOCKS) and of its programs per SM (MSCRED_WINDOW_LSTM_PROGRAMS: 0 =
-one program per window; N = N per SM, each taking window after window), at
+over a sweep of its tiles (MSCRED_WINDOW_LSTM_BLOCKS), at
 
 * the scoring batch: all 3,591 windows of the thesis workload as one sliding view of 3,595 steps (what
   ``MSCREDNet.forward_windows`` passes; the input gates are computed once per step), and
@@ -14,10 +13,9 @@ Each row's output is checked: at batch 128 against the float64 reference, at the
 MSCRED_WINDOW_LSTM=0 output. Timing: ``triton.testing.do_bench`` (L2 cleared before each call), median ms.
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_window_lstm.py [--out DIR] [--tiles BM/W/S/P,...]
-[--programs 0,1,2,...]
 Writes DIR/window_lstm.md, DIR/window_lstm.json, DIR/best_blocks.txt (the tile with the lowest time summed over
 the levels at the scoring batch, as MSCRED_WINDOW_LSTM_BLOCKS takes it) and DIR/best_per_level.txt (per level: the
-fastest tile, its programs per SM, its time and the per-step path's).
+fastest tile, its time and the per-step path's).
 """
 from __future__ import annotations
 
@@ -68,7 +66,7 @@ def level_inputs(ch: int, n: int, batch: int, sliding: bool):
     return x, w.to(torch.bfloat16), b.to(torch.bfloat16)
 
 
-def run(configs=CONFIGS, programs=(0,)) -> tuple[list[dict], dict]:
+def run(configs=CONFIGS) -> tuple[list[dict], dict]:
     from mscred.ops import reference
     from mscred.ops.triton import convlstm as fused
     os.environ["MSCRED_FUSED_LAYOUT"] = "nhwc"
@@ -93,25 +91,23 @@ def run(configs=CONFIGS, programs=(0,)) -> tuple[list[dict], dict]:
             os.environ["MSCRED_WINDOW_LSTM"] = "all"  # every batch (the product gates it, MAX_BATCH)
             # The sweep at the scoring batch (the product's inference batch); at batch 128 the first tiles check
             # the float64 error and show the small-batch speed.
-            sweep = [(c, pr) for c in configs if fits(c, ch) for pr in programs]
-            for cfg, per_sm in sweep[:None if sliding else 2]:
+            for cfg in [c for c in configs if fits(c, ch)][:None if sliding else 2]:
                 os.environ["MSCRED_WINDOW_LSTM_BLOCKS"] = "/".join(map(str, cfg))
-                os.environ["MSCRED_WINDOW_LSTM_PROGRAMS"] = str(per_sm)
                 try:
                     got = call()
                     torch.cuda.synchronize()
                 except Exception as err:  # a tile Triton cannot build (shared memory, registers): reported
-                    print(f"{name} Ch={ch} {cfg} x{per_sm}: {type(err).__name__}: {str(err)[:150]}", flush=True)
+                    print(f"{name} Ch={ch} {cfg}: {type(err).__name__}: {str(err)[:150]}", flush=True)
                     continue
                 err = rel(got, oracle)
                 ms = bench(call)
-                row = dict(workload=name, batch=batch, ch=ch, n=n, config=list(cfg), programs=per_sm, off_ms=off_ms,
-                           on_ms=ms, speedup=off_ms / ms, err=err, off_err=off_err)
+                row = dict(workload=name, batch=batch, ch=ch, n=n, config=list(cfg), off_ms=off_ms, on_ms=ms,
+                           speedup=off_ms / ms, err=err, off_err=off_err)
                 rows.append(row)
-                totals.setdefault((name, cfg, per_sm), []).append(ms)
+                totals.setdefault((name, cfg), []).append(ms)
                 print(row, flush=True)
-    for var in ("MSCRED_WINDOW_LSTM_BLOCKS", "MSCRED_WINDOW_LSTM_PROGRAMS", "MSCRED_WINDOW_LSTM"):
-        os.environ.pop(var, None)
+    os.environ.pop("MSCRED_WINDOW_LSTM_BLOCKS", None)
+    os.environ.pop("MSCRED_WINDOW_LSTM", None)
     return rows, totals
 
 
@@ -122,8 +118,8 @@ def to_markdown(rows: list[dict], totals: dict, meta: str) -> tuple[str, tuple]:
              "column: batch 128 against float64, with the off path's error after the slash; scoring against the "
              "off path's output):", "",
              "| workload | level (Ch, n) | off ms | window ms | speed-up | tile (BM, warps, stages, prefetch) "
-             "| programs per SM | rel err |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| rel err |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     best_rows = {}
     for r in rows:
         key = (r["workload"], r["ch"])
@@ -132,36 +128,27 @@ def to_markdown(rows: list[dict], totals: dict, meta: str) -> tuple[str, tuple]:
     for r in best_rows.values():
         err = f"{r['err']:.1e}" + (f" / {r['off_err']:.1e}" if r["workload"] != "scoring" else "")
         lines.append(f"| {r['workload']} | ({r['ch']}, {r['n']}) | {r['off_ms']:.4f} | {r['on_ms']:.4f} | "
-                     f"{r['speedup']:.2f}x | {tuple(r['config'])} | {_per_sm(r['programs'])} | {err} |")
+                     f"{r['speedup']:.2f}x | {tuple(r['config'])} | {err} |")
     lines += ["", "Sum over the levels, one tile for all (every tile that ran on every level):", "",
-              "| workload | tile | programs per SM | window ms (sum) | off ms (sum) | speed-up |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "| workload | tile | window ms (sum) | off ms (sum) | speed-up |", "| --- | --- | --- | --- | --- |"]
     best = None
-    for (workload, cfg, per_sm), times in sorted(totals.items(), key=lambda kv: (kv[0][0], sum(kv[1]))):
+    for (workload, cfg), times in sorted(totals.items(), key=lambda kv: (kv[0][0], sum(kv[1]))):
         if len(times) != len(LEVELS):
             continue
-        off = sum(r["off_ms"] for r in rows if r["workload"] == workload and list(cfg) == r["config"]
-                  and r["programs"] == per_sm)
-        lines.append(f"| {workload} | {cfg} | {_per_sm(per_sm)} | {sum(times):.4f} | {off:.4f} | "
-                     f"{off / sum(times):.2f}x |")
+        off = sum(r["off_ms"] for r in rows if r["workload"] == workload and list(cfg) == r["config"])
+        lines.append(f"| {workload} | {cfg} | {sum(times):.4f} | {off:.4f} | {off / sum(times):.2f}x |")
         if workload == "scoring" and (best is None or sum(times) < best[1]):
             best = (cfg, sum(times))
     return "\n".join(lines) + "\n", best[0] if best else None
-
-
-def _per_sm(per_sm: int) -> str:
-    return "one per window" if per_sm == 0 else str(per_sm)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/window_lstm")
     ap.add_argument("--tiles", default="", help="tiles BM/warps/stages/prefetch, comma-separated (default: CONFIGS)")
-    ap.add_argument("--programs", default="0", help="programs per SM to sweep, comma-separated (0: one per window)")
     args = ap.parse_args()
     import triton
-    configs = [tuple(int(v) for v in t.split("/")) for t in args.tiles.split(",") if t] or CONFIGS
-    rows, totals = run(configs, [int(v) for v in args.programs.split(",")])
+    rows, totals = run([tuple(int(v) for v in t.split("/")) for t in args.tiles.split(",") if t] or CONFIGS)
     meta = (f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
             f"cuDNN {torch.backends.cudnn.version()}, {datetime.datetime.now(datetime.timezone.utc).isoformat()}. "
             "Command: `PYTHONPATH=src python3 benchmarks/bench_window_lstm.py`.")
@@ -175,10 +162,9 @@ def main() -> None:
     per_level = {}
     for r in rows:
         if r["workload"] == "scoring" and r["err"] < 2e-2 and r["on_ms"] < per_level.get(r["ch"], (None, 1e9))[1]:
-            per_level[r["ch"]] = (r["config"], r["on_ms"], r["off_ms"], r["programs"])
-    (out / "best_per_level.txt").write_text("".join(
-        f"{ch} {'/'.join(map(str, c))} {ms:.4f} ms (off {off:.4f} ms) programs {per_sm}\n"
-        for ch, (c, ms, off, per_sm) in sorted(per_level.items())))
+            per_level[r["ch"]] = (r["config"], r["on_ms"], r["off_ms"])
+    (out / "best_per_level.txt").write_text("".join(f"{ch} {'/'.join(map(str, c))} {ms:.4f} ms (off {off:.4f} ms)\n"
+                                                    for ch, (c, ms, off) in sorted(per_level.items())))
     print(md)
 
 

@@ -292,47 +292,9 @@ def test_window_inference_on_sliding_windows(monkeypatch):
     assert _rel(got, oracle) < 1e-5
 
 
-def test_window_programs_take_turns_over_windows(monkeypatch):
-    """MSCRED_WINDOW_LSTM_PROGRAMS=1: one program per SM (2 off CUDA), each carrying window after window through
-    its own cell slot; more windows than programs, sliding, so that every program takes several windows (the
-    reused slot and the barrier between windows are what is tested) and the last round is partial."""
-    from mscred.ops.triton import convlstm_window
-    monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
-    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
-    monkeypatch.setenv("MSCRED_WINDOW_LSTM_PROGRAMS", "1")
-    device = torch.device("cuda" if CUDA else "cpu")
-    n_programs = convlstm_window.programs(10**6, device)
-    B, T, C, Ch, n = 2 * n_programs + 1, 4, 8, 16, 5
-    x, w, b, _ = _inputs(B + T - 1, 1, C, Ch, n, 2, seed=23)
-    steps = x[:, 0].float().contiguous(memory_format=torch.channels_last)
-    windows = steps.as_strided((B, T, C, n, n), (steps.stride(0), *steps.stride()), 0)
-    assert convlstm_window.programs(B, device) == n_programs < B
-    got, window_levels = _infer_counting(monkeypatch, windows, w.float(), b.float())
-    assert window_levels == 1
-    oracle = ref.convlstm(windows.double().contiguous(), w, b, FB)
-    assert _rel(got, oracle) < 1e-5
-
-
-def test_window_programs_setting(monkeypatch):
-    """Unset or 0: one program per window; N: N per SM, never more than the windows; per channel count; negative:
-    refused."""
-    from mscred.ops.triton import convlstm_window
-    cpu = torch.device("cpu")
-    monkeypatch.delenv("MSCRED_WINDOW_LSTM_PROGRAMS", raising=False)
-    assert convlstm_window.programs(3591, cpu) == 3591
-    monkeypatch.setenv("MSCRED_WINDOW_LSTM_PROGRAMS", "3")
-    assert convlstm_window.programs(3591, cpu) == 6 and convlstm_window.programs(4, cpu) == 4
-    monkeypatch.setenv("MSCRED_WINDOW_LSTM_PROGRAMS", "32:1;64:4")
-    assert convlstm_window.programs(3591, cpu, 32) == 2 and convlstm_window.programs(3591, cpu, 64) == 8
-    assert convlstm_window.programs(3591, cpu, 16) == 3591
-    monkeypatch.setenv("MSCRED_WINDOW_LSTM_PROGRAMS", "-1")
-    with pytest.raises(ValueError, match="MSCRED_WINDOW_LSTM_PROGRAMS"):
-        convlstm_window.programs(8, cpu)
-
-
 def test_window_kernel_conditions(monkeypatch):
     """Training (save), NCHW buffers, float64, channel counts off the powers of two or past MAX_CH, batches outside
-    MIN_BATCH .. MAX_BATCH and MSCRED_WINDOW_LSTM=0 keep the per-step path; bf16 inference of the small levels at
+    MIN_BATCH .. MAX_BATCH (32 channels: below MIN_BATCH) and MSCRED_WINDOW_LSTM=0 keep the per-step path; bf16 inference of the small levels at
     those batches takes the kernel by default; =all takes any batch and float32 too, =all:32 only the 32-channel
     levels."""
     from mscred.ops.triton import convlstm_window as window
@@ -344,7 +306,8 @@ def test_window_kernel_conditions(monkeypatch):
     monkeypatch.delenv("MSCRED_WINDOW_LSTM", raising=False)
     monkeypatch.delenv("MSCRED_WINDOW_LSTM_BLOCKS", raising=False)
     assert runs() and runs(torch.float16, ch=64) and runs(batch=window.MAX_BATCH) and runs(batch=window.MIN_BATCH)
-    assert not runs(batch=window.MAX_BATCH + 1) and not runs(batch=window.MIN_BATCH - 1)
+    assert not runs(ch=64, batch=window.MAX_BATCH + 1) and not runs(batch=window.MIN_BATCH - 1)
+    assert runs(batch=3591) and 32 in window.ANY_BATCH_CH  # the scoring batch: level 1 only
     assert not runs(ch=2 * window.MAX_CH)
     assert not runs(torch.float32)
     assert not runs(save=True)

@@ -296,40 +296,32 @@ if triton is not None:
             _window_tile(now, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx, t, m0, HW, H, W, PAD_T, PAD_L,
                          forget_bias, CH, KS, PREC, HAS_REC, BLOCK_M, BLOCK_K)
 
-    @_jit(do_not_specialize=["B", "T", "HW", "H", "W", "PAD_T", "PAD_L"])
+    @_jit(do_not_specialize=["T", "HW", "H", "W", "PAD_T", "PAD_L"])
     def window_lstm_kernel(
         gx_ptr, gx_sb, gx_st, gx_sc, gx_sy, gx_sx,  # input-conv gates (B, T, 4Ch, H, W); a view (shared steps)
         bias_ptr,                                   # (4Ch,) gate bias
         w_ptr,                                      # (KS*KS*Ch, 4Ch) recurrent weight: row (ky*KS + kx)*Ch + ci
-        c_ptr, c_sb, c_sp,                          # (programs, H*W, Ch) cell state, one per program (scratch)
+        c_ptr, c_sb, c_sp,                          # (B, H*W, Ch) cell state, one per window (scratch)
         h_ptr, h_sb, h_st, h_sy, h_sx,              # out: every h_t (B, T, Ch, H, W), channels contiguous
-        B, T, HW, H, W, PAD_T, PAD_L, forget_bias,
+        T, HW, H, W, PAD_T, PAD_L, forget_bias,
         CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr,
         PREFETCH: tl.constexpr,
     ):
-        """A whole ConvLSTM level of one window at a time, step after step; program p takes windows p, p + P,
-        p + 2P, ... (P programs: one per window, or a few per SM so that the windows in flight, whose h_{t-1} and
-        c_{t-1} are read back, fit in L2; see convlstm_window.programs). The recurrent weight is loaded once per
-        program (BLOCK_K = KS*KS*CH rounded up to a power of two); the cell state lives in the program's own
-        scratch slot, the same addresses for every window it takes. A barrier between steps makes each step's h
-        (written by every thread) visible to the next step's reads."""
-        pid = tl.program_id(0)
-        n_programs = tl.num_programs(0)
-        c_ptr += pid.to(tl.int64) * c_sb
+        """A whole ConvLSTM level of one window (program), step after step: the recurrent weight is loaded once
+        (BLOCK_K = KS*KS*CH rounded up to a power of two), and the window's h_{t-1} and c_{t-1}, written by this
+        program a moment before, are read back -- from L2 while the windows in flight fit there; at the full
+        scoring batch they do not (33-37% L2 hits, benchmarks/results/window_lstm_ncu/). A barrier between steps
+        makes each step's h (written by every thread) visible to the next step's reads."""
+        b = tl.program_id(0).to(tl.int64)
+        gx_ptr += b * gx_sb
+        c_ptr += b * c_sb
+        h_ptr += b * h_sb
         k = tl.arange(0, BLOCK_K)
         g4 = tl.arange(0, 4 * CH)
         w = tl.load(w_ptr + k[:, None] * (4 * CH) + g4[None, :], mask=(k < KS * KS * CH)[:, None], other=0.0)
-        for b in range(pid, B, n_programs):
-            b64 = tl.zeros((), tl.int64) + b  # (the interpreter's loop variable is a Python int)
-            gx_b = gx_ptr + b64 * gx_sb
-            h_b = h_ptr + b64 * h_sb
-            # The cell slot is reused: the first step (no dot) owns its elements in another thread layout than the
-            # last step of the previous window (the dot's), so wait until every thread has read its c from there.
+        _window_step(gx_ptr, gx_sc, gx_sy, gx_sx, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
+                     0, HW, H, W, PAD_T, PAD_L, forget_bias, CH, KS, PREC, False, BLOCK_M, BLOCK_K, PREFETCH)
+        for t in range(1, T):
             tl.debug_barrier()
-            _window_step(gx_b, gx_sc, gx_sy, gx_sx, bias_ptr, w, c_ptr, c_sp, h_b, h_st, h_sy, h_sx,
-                         0, HW, H, W, PAD_T, PAD_L, forget_bias, CH, KS, PREC, False, BLOCK_M, BLOCK_K, PREFETCH)
-            for t in range(1, T):
-                tl.debug_barrier()
-                _window_step(gx_b + t * gx_st, gx_sc, gx_sy, gx_sx, bias_ptr, w, c_ptr, c_sp, h_b, h_st, h_sy,
-                             h_sx, t, HW, H, W, PAD_T, PAD_L, forget_bias, CH, KS, PREC, True, BLOCK_M, BLOCK_K,
-                             PREFETCH)
+            _window_step(gx_ptr + t * gx_st, gx_sc, gx_sy, gx_sx, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
+                         t, HW, H, W, PAD_T, PAD_L, forget_bias, CH, KS, PREC, True, BLOCK_M, BLOCK_K, PREFETCH)

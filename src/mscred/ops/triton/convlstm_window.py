@@ -9,14 +9,17 @@ written by the same program a moment before, are read back (from L2 when they ar
 
 Measured on the H200 (``benchmarks/results/window_lstm*``, README): at small batches it is 1.6x (32 channels) and
 3.5x (64 channels) faster per level than the per-step path (batch 128); at the full scoring batch (3,591 windows)
-it is even on level 1 and slower on level 2 (0.75x): Nsight Compute shows about half the per-step path's HBM
-bytes but an L2 hit rate of ~35% (the windows in flight do not fit in L2) and 35% of the HBM bandwidth, each
-program a chain of dependent tiles at 25-35% occupancy. Part of the small-batch gain is launches, which a CUDA
-graph removes anyway. Hence the gate on the batch (``MIN_BATCH`` .. ``MAX_BATCH``).
+it is slower on level 2 (0.69-0.75x): Nsight Compute shows about half the per-step path's HBM bytes but an L2 hit
+rate of ~35% (the windows in flight do not fit in L2) and 35% of the HBM bandwidth, each program a chain of
+dependent tiles at 25-35% occupancy (fewer programs, each taking window after window so that the windows in flight
+fit in L2, were no faster: results/window_programs/). Level 1 was even there with a float32 cell state and is 1.06x
+with the float16 one. Part of the small-batch gain is launches, which a CUDA graph removes anyway. Hence the gate
+on the batch (``MIN_BATCH`` .. ``MAX_BATCH``, no upper bound for ``ANY_BATCH_CH``).
 
 It serves inference only (no gate pre-activations are stored for a backward) on channels-last buffers, in bf16 /
 fp16, for hidden channels a power of two up to ``MAX_CH`` whose tile fits in shared memory (``plan``), at batches
-from ``MIN_BATCH`` (``MIN_BATCH_CAPTURED`` in a CUDA graph) to ``MAX_BATCH`` windows. Elsewhere the per-step path
+from ``MIN_BATCH`` (``MIN_BATCH_CAPTURED`` in a CUDA graph) to ``MAX_BATCH`` windows (32 channels: any batch from
+``MIN_BATCH``). Elsewhere the per-step path
 runs. MSCRED_WINDOW_LSTM=0 turns it off, =all takes every
 batch and float32 too (exact dots: the CPU interpreter's tests; A/B runs), =all:32 only for the 32-channel level.
 """
@@ -38,13 +41,17 @@ MAX_CH = 64
 # The batches (windows per call) at which the kernel beat the per-step path in the whole model on the H200
 # (results/window_model/, the kernel forced against off): eager 1.15-1.38x from 128 to 1,024 windows (0.83x at 32);
 # inside a CUDA graph, which removes the per-step path's launches, 1.05-1.07x at 256-512 (0.76x at 32, 0.98x at
-# 128); from 1,024 on even.
+# 128); from 1,024 on even. Since the cell state of bf16 inference is float16 (half the bytes a window reads back),
+# the 32-channel level with its tile below is faster at the scoring batch of 3,591 windows too (alone 1.06x; whole
+# model, graphed, 224,498 -> 239,582 windows/s, results/window_programs/): no upper batch for it (ANY_BATCH_CH).
 MIN_BATCH, MIN_BATCH_CAPTURED, MAX_BATCH = 128, 256, 1024
+ANY_BATCH_CH = frozenset({32})
 HOPPER_SHARED_MEMORY = 227 * 1024  # per block on the H100/H200; the limit planned for off CUDA (the interpreter)
 
 # (BLOCK_M, num_warps, num_stages, prefetch) per hidden-channel count (others: DEFAULT_BLOCKS); prefetch 1 loads
-# the next tile's input gates before this tile's work. From the H200 sweeps (results/window_lstm/).
-BLOCKS = {32: (64, 8, 2, 0), 64: (64, 8, 2, 0)}
+# the next tile's input gates before this tile's work. From the H200 sweeps (results/window_lstm/; 32 channels:
+# results/window_programs/, the fastest at the scoring batch in both sweeps, 4.83 against 5.36 ms for (64, 8, 2, 0)).
+BLOCKS = {32: (64, 8, 1, 1), 64: (64, 8, 2, 0)}
 DEFAULT_BLOCKS = (32, 4, 2, 0)
 INTERPRETER_BLOCKS = (64, 4, 1, 1)  # the CPU interpreter pays per program step: few, large tiles
 
@@ -67,15 +74,16 @@ def runs(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, batch: in
     """Whether a level of ``ch`` hidden channels and kernel ``k`` runs ``window_lstm_kernel`` for ``batch``
     windows on ``device``: inference (``save`` False), channels-last, ``ch`` a power of two from 16 (the tensor
     cores' K granule) to MAX_CH with a tile that fits the device's shared memory (``plan``), bf16 / fp16 at MIN_BATCH
-    (MIN_BATCH_CAPTURED in a graph capture) to MAX_BATCH windows; with MSCRED_WINDOW_LSTM=all any batch and float32
-    too; never float64 (Triton's float64 dot) nor with =0."""
+    (MIN_BATCH_CAPTURED in a graph capture) to MAX_BATCH windows (no upper bound for the levels in ANY_BATCH_CH);
+    with MSCRED_WINDOW_LSTM=all any batch and float32 too; never float64 (Triton's float64 dot) nor with =0."""
     choice = _choice(ch)
     if triton is None or save or layout != "nhwc" or choice == "0" or ch < 16 or ch > MAX_CH or ch & (ch - 1):
         return False
     if choice == "all":
         dtypes, batches = (torch.bfloat16, torch.float16, torch.float32), True
     else:
-        dtypes, batches = (torch.bfloat16, torch.float16), _min_batch(device) <= batch <= MAX_BATCH
+        top = batch if ch in ANY_BATCH_CH else MAX_BATCH
+        dtypes, batches = (torch.bfloat16, torch.float16), _min_batch(device) <= batch <= top
     return dtype in dtypes and batches and plan(ch, k, dtype, shared_limit(device)) is not None
 
 
@@ -134,32 +142,6 @@ def plan(ch: int, k: int, dtype: torch.dtype, limit: int = HOPPER_SHARED_MEMORY)
     return None
 
 
-def programs(batch: int, device: torch.device, ch: int | None = None) -> int:
-    """How many programs ``window_lstm_kernel`` runs for ``batch`` windows of a level of ``ch`` hidden channels:
-    one per window, or N per SM (at most one per window), each taking every P-th window in turn so that only P
-    windows are in flight: their h_{t-1} and c_{t-1}, read back a step later, then fit in L2 (at the scoring batch
-    one program per window did not: 33-37% L2 hits). N from MSCRED_WINDOW_LSTM_PROGRAMS (sweeps, A/B runs): "N" for
-    every level or "CH:N;CH:N" per channel count (levels not named: one per window); 0 or unset: one per window.
-    Off CUDA (the interpreter) the SM count is taken as 2, so that the tests see programs loop."""
-    per_sm = 0
-    for entry in filter(None, os.environ.get("MSCRED_WINDOW_LSTM_PROGRAMS", "").split(";")):
-        level, _, value = entry.rpartition(":")
-        if not level or (ch is not None and int(level) == ch):
-            per_sm = int(value)
-    if per_sm < 0:
-        raise ValueError(f"MSCRED_WINDOW_LSTM_PROGRAMS must be >= 0 programs per SM, got {per_sm}")
-    if per_sm == 0:
-        return batch
-    return min(batch, per_sm * _sm_count(device))
-
-
-def _sm_count(device: torch.device) -> int:
-    if device.type != "cuda":
-        return 2
-    index = torch.cuda.current_device() if device.index is None else device.index
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
 def packed_weight(w_h: torch.Tensor) -> torch.Tensor:
     """The recurrent weight (4Ch, Ch, k, k) as the kernel's (k*k*Ch, 4Ch) matrix: row (ky*k + kx)*Ch + ci."""
     four_ch, ch, k, _ = w_h.shape
@@ -171,16 +153,16 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, cell: torch.Ten
     """Every step of one level for every window: out (B, T, Ch, H, W), channels contiguous, from the input gates
     gx (B, T, 4Ch, H, W) (any strides: a crop, or the sliding view of shared steps), the bias and the recurrent
     weight w_h (4Ch, Ch, k, k); ``cell`` is a (B, Ch, H, W) channels-last scratch for c (float32; float16 for bf16
-    and fp16 inputs), of which the first ``programs(B, device, Ch)`` windows' slots are used."""
+    and fp16 inputs)."""
     B, T, Ch, H, W = out.shape
     if out.stride(2) != 1 or cell.stride(1) != 1:
         raise ValueError("window_lstm_kernel needs channels-last h and c")
     k = w_h.shape[-1]
     bm, warps, stages, prefetch = plan(Ch, k, out.dtype, shared_limit(out.device))
     sb, st, _, sy, sx = out.stride()
-    window_lstm_kernel[(programs(B, out.device, Ch),)](
+    window_lstm_kernel[(B,)](
         gx, *gx.stride(), bias, packed_weight(w_h), cell, cell.stride(0), cell.stride(3),
-        out, sb, st, sy, sx, B, T, H * W, H, W, pads[0], pads[2], forget_bias,
+        out, sb, st, sy, sx, T, H * W, H, W, pads[0], pads[2], forget_bias,
         CH=Ch, KS=k, PREC="ieee" if out.dtype == torch.float32 else "tf32",
         BLOCK_M=bm, BLOCK_K=triton.next_power_of_2(k * k * Ch), PREFETCH=bool(prefetch),
         num_warps=warps, num_stages=stages)
