@@ -266,7 +266,8 @@ def test_window_inference_float32(n, B, k, monkeypatch):
     monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
     if not CUDA:
-        monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", f"16/4/1/{B % 2}")  # both gate loads: prefetched or not
+        # every load order: nothing prefetched, the gates, the gates + h taps + c (PREFETCH 0 / 1 / 2)
+        monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", f"16/4/1/{(B + k) % 3}")
     Ch = 32 if B == 3 and k == 2 else 16  # float32 at 32 channels and k = 3: no tile fits (see the plan test)
     T = 3 if B == 3 else 5
     x, w, b, _ = _inputs(B, T, 8, Ch, n, k, seed=7 * n + B + k)
@@ -277,10 +278,13 @@ def test_window_inference_float32(n, B, k, monkeypatch):
     assert _rel(got, oracle) <= 2 * _rel(yardstick, oracle) + 1e-6
 
 
-def test_window_inference_on_sliding_windows(monkeypatch):
+@pytest.mark.parametrize("prefetch", [1, 2])
+def test_window_inference_on_sliding_windows(prefetch, monkeypatch):
     """Scoring passes overlapping windows as one strided view (shared input gates): the kernel reads them through
-    those strides, and each window's state stays its own."""
+    those strides, and each window's state stays its own; with the next tile's gates, or gates, taps and c,
+    loaded ahead."""
     monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", f"16/4/1/{prefetch}")
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
     B, T, C, Ch, n = 6, 5, 8, 32, 7
     x, w, b, _ = _inputs(B + T - 1, 1, C, Ch, n, 2, seed=21)
