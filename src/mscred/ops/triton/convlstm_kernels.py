@@ -236,41 +236,15 @@ if triton is not None:
                        other=0.0)
 
     @triton.jit
-    def _tap_tile(h_ptr, h_st, h_sy, h_sx, t, m0, HW, H, W, PAD_T, PAD_L,
-                  CH: tl.constexpr, KS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
-        """The left operand of the recurrent convolution for pixels m0 .. m0 + BLOCK_M of step t >= 1: row m the
-        KS*KS channel vectors of h_{t-1} that pixel m's taps read (column k: tap k // CH = (ky, kx), channel
-        k % CH), zero outside the image -- TF "same" padding by masks -- and past K = KS*KS*CH."""
-        p = m0 + tl.arange(0, BLOCK_M)
-        y = p // W
-        x = p - y * W
-        k = tl.arange(0, BLOCK_K)
-        tap = k // CH
-        dy = tap // KS - PAD_T
-        dx = tap % KS - PAD_L
-        sy = y[:, None] + dy[None, :]
-        sx = x[:, None] + dx[None, :]
-        src_ok = (p < HW)[:, None] & (sy >= 0) & (sy < H) & (sx >= 0) & (sx < W) & (k < KS * KS * CH)[None, :]
-        rows = h_ptr + (t - 1) * h_st + (y * h_sy + x * h_sx)[:, None]
-        return tl.load(rows + (dy * h_sy + dx * h_sx + k % CH)[None, :], mask=src_ok, other=0.0)
-
-    @triton.jit
-    def _cell_tile(c_ptr, c_sp, m0, HW, CH: tl.constexpr, BLOCK_M: tl.constexpr):
-        """c_{t-1} of pixels m0 .. m0 + BLOCK_M (the window's cell state: pixel-major, channels contiguous)."""
-        p = m0 + tl.arange(0, BLOCK_M)
-        return tl.load(c_ptr + p[:, None] * c_sp + tl.arange(0, CH)[None, :], mask=(p < HW)[:, None], other=0.0)
-
-    @triton.jit
-    def _window_tile(gates, a, c_prev, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
+    def _window_tile(gates, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx,
                      t, m0, HW, H, W, PAD_T, PAD_L, forget_bias,
                      CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, HAS_REC: tl.constexpr,
-                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, LOADED: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
         """Pixels m0 .. m0 + BLOCK_M of one window's step t, all CH hidden channels: the input ``gates`` (a
         ``_gate_tile``) plus the bias, from the second step plus the recurrent convolution over h_{t-1} as ONE
-        GEMM with the weight ``w`` (BLOCK_K, 4CH) the program loaded once, then cell_fwd_kernel's update. With
-        LOADED, ``a`` (``_tap_tile``) and ``c_prev`` (``_cell_tile``) were loaded by the caller (a tile ahead);
-        else they are loaded here, each right before its use. c_ptr and h_ptr point at this window (h_ptr at its
-        step 0)."""
+        GEMM with the weight ``w`` (BLOCK_K, 4CH) the program loaded once (row m of the left operand: the KS*KS
+        channel vectors pixel m's taps read, zero outside the image -- TF "same" padding by masks -- and past K),
+        then cell_fwd_kernel's update. c_ptr and h_ptr point at this window (h_ptr at its step 0)."""
         p = m0 + tl.arange(0, BLOCK_M)
         ok = p < HW
         y = p // W
@@ -279,8 +253,15 @@ if triton is not None:
         g4 = tl.arange(0, 4 * CH)
         z = gates.to(tl.float32) + tl.load(bias_ptr + g4).to(tl.float32)[None, :]
         if HAS_REC:
-            if not LOADED:
-                a = _tap_tile(h_ptr, h_st, h_sy, h_sx, t, m0, HW, H, W, PAD_T, PAD_L, CH, KS, BLOCK_M, BLOCK_K)
+            k = tl.arange(0, BLOCK_K)  # column k: tap k // CH = (ky, kx), channel k % CH
+            tap = k // CH
+            dy = tap // KS - PAD_T
+            dx = tap % KS - PAD_L
+            sy = y[:, None] + dy[None, :]
+            sx = x[:, None] + dx[None, :]
+            src_ok = ok[:, None] & (sy >= 0) & (sy < H) & (sx >= 0) & (sx < W) & (k < KS * KS * CH)[None, :]
+            rows = h_ptr + (t - 1) * h_st + (y * h_sy + x * h_sx)[:, None]
+            a = tl.load(rows + (dy * h_sy + dx * h_sx + k % CH)[None, :], mask=src_ok, other=0.0)
             z = tl.dot(a, w, z, input_precision=PREC)
         zi, zg, zf, zo = _split_gates(z, BLOCK_M, CH)
         out_ty = h_ptr.dtype.element_ty  # the pre-activations rounded as cell_fwd_kernel rounds them
@@ -288,14 +269,12 @@ if triton is not None:
         zg = zg.to(out_ty).to(tl.float32)
         zf = zf.to(out_ty).to(tl.float32)
         zo = zo.to(out_ty).to(tl.float32)
-        # The cell state of this window, read and written in place.
+        # The cell state of this window, read and written in place: pixel-major, channels contiguous.
         cell = c_ptr + p[:, None] * c_sp + co[None, :]
         mask = ok[:, None]
         c = _sigmoid(zi) * _tanh(zg)  # cell_fwd_kernel's update (kept apart: sharing it reorders that kernel's loads)
         if HAS_REC:
-            if not LOADED:
-                c_prev = _cell_tile(c_ptr, c_sp, m0, HW, CH, BLOCK_M)
-            c += _sigmoid(zf + forget_bias) * c_prev.to(tl.float32)
+            c += _sigmoid(zf + forget_bias) * tl.load(cell, mask=mask, other=0.0).to(tl.float32)
         tl.store(cell, c.to(c_ptr.dtype.element_ty), mask=mask)  # float32, or float16 for bf16 / fp16
         h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
         tl.store(h_ptr + t * h_st + (y * h_sy + x * h_sx)[:, None] + co[None, :], h, mask=mask)
@@ -305,31 +284,17 @@ if triton is not None:
                      t, HW, H, W, PAD_T, PAD_L, forget_bias,
                      CH: tl.constexpr, KS: tl.constexpr, PREC: tl.constexpr, HAS_REC: tl.constexpr,
                      BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, PREFETCH: tl.constexpr):
-        """Step t of one window, tile after tile (gx_ptr at the window's step t). PREFETCH 1: the next tile's
-        input gates are loaded before this tile's work, so that their HBM latency overlaps it; 2: its h_{t-1}
-        taps and c_{t-1} too (the next tile's pixels are not the ones this tile writes, and it writes step t's h,
-        not the h_{t-1} read)."""
+        """Step t of one window, tile after tile (gx_ptr at the window's step t). With PREFETCH the next tile's
+        input gates are loaded before this tile's work, so that their HBM latency overlaps it."""
         gates = _gate_tile(gx_ptr, gx_sc, gx_sy, gx_sx, 0, HW, W, CH, BLOCK_M)
-        if PREFETCH == 2 and HAS_REC:
-            a = _tap_tile(h_ptr, h_st, h_sy, h_sx, t, 0, HW, H, W, PAD_T, PAD_L, CH, KS, BLOCK_M, BLOCK_K)
-            c_prev = _cell_tile(c_ptr, c_sp, 0, HW, CH, BLOCK_M)
-        else:  # placeholders, never read
-            a = tl.zeros((BLOCK_M, BLOCK_K), h_ptr.dtype.element_ty)
-            c_prev = tl.zeros((BLOCK_M, CH), c_ptr.dtype.element_ty)
         for m0 in range(0, HW, BLOCK_M):
-            if PREFETCH == 0:
-                now = _gate_tile(gx_ptr, gx_sc, gx_sy, gx_sx, m0, HW, W, CH, BLOCK_M)
-            else:
+            if PREFETCH:
                 now = gates
                 gates = _gate_tile(gx_ptr, gx_sc, gx_sy, gx_sx, m0 + BLOCK_M, HW, W, CH, BLOCK_M)
-            now_a = a
-            now_c = c_prev
-            if PREFETCH == 2 and HAS_REC:
-                a = _tap_tile(h_ptr, h_st, h_sy, h_sx, t, m0 + BLOCK_M, HW, H, W, PAD_T, PAD_L, CH, KS, BLOCK_M,
-                              BLOCK_K)
-                c_prev = _cell_tile(c_ptr, c_sp, m0 + BLOCK_M, HW, CH, BLOCK_M)
-            _window_tile(now, now_a, now_c, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx, t, m0, HW, H, W,
-                         PAD_T, PAD_L, forget_bias, CH, KS, PREC, HAS_REC, BLOCK_M, BLOCK_K, PREFETCH == 2)
+            else:
+                now = _gate_tile(gx_ptr, gx_sc, gx_sy, gx_sx, m0, HW, W, CH, BLOCK_M)
+            _window_tile(now, bias_ptr, w, c_ptr, c_sp, h_ptr, h_st, h_sy, h_sx, t, m0, HW, H, W, PAD_T, PAD_L,
+                         forget_bias, CH, KS, PREC, HAS_REC, BLOCK_M, BLOCK_K)
 
     @_jit(do_not_specialize=["T", "HW", "H", "W", "PAD_T", "PAD_L"])
     def window_lstm_kernel(

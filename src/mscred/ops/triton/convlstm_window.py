@@ -49,7 +49,7 @@ ANY_BATCH_CH = frozenset({32})
 HOPPER_SHARED_MEMORY = 227 * 1024  # per block on the H100/H200; the limit planned for off CUDA (the interpreter)
 
 # (BLOCK_M, num_warps, num_stages, prefetch) per hidden-channel count (others: DEFAULT_BLOCKS); prefetch 1 loads
-# the next tile's input gates before this tile's work, 2 its h_{t-1} taps and c_{t-1} as well. From the H200 sweeps (results/window_lstm/; 32 channels:
+# the next tile's input gates before this tile's work. From the H200 sweeps (results/window_lstm/; 32 channels:
 # results/window_programs/, the fastest at the scoring batch in both sweeps, 4.83 against 5.36 ms for (64, 8, 2, 0)).
 BLOCKS = {32: (64, 8, 1, 1), 64: (64, 8, 2, 0)}
 DEFAULT_BLOCKS = (32, 4, 2, 0)
@@ -164,5 +164,5 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, cell: torch.Ten
         gx, *gx.stride(), bias, packed_weight(w_h), cell, cell.stride(0), cell.stride(3),
         out, sb, st, sy, sx, T, H * W, H, W, pads[0], pads[2], forget_bias,
         CH=Ch, KS=k, PREC="ieee" if out.dtype == torch.float32 else "tf32",
-        BLOCK_M=bm, BLOCK_K=triton.next_power_of_2(k * k * Ch), PREFETCH=int(prefetch),
+        BLOCK_M=bm, BLOCK_K=triton.next_power_of_2(k * k * Ch), PREFETCH=bool(prefetch),
         num_warps=warps, num_stages=stages)
