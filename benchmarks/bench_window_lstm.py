@@ -117,8 +117,8 @@ def to_markdown(rows: list[dict], totals: dict, meta: str) -> tuple[str, tuple]:
              "window = window_lstm_kernel; the error "
              "column: batch 128 against float64, with the off path's error after the slash; scoring against the "
              "off path's output):", "",
-             "| workload | level (Ch, n) | off ms | window ms | speed-up | tile (BM, warps, stages, prefetch) "
-             "| rel err |",
+             "| workload | level (Ch, n) | off ms | window ms | speed-up "
+             "| tile (BM, warps, stages, prefetch[, maxnreg]) | rel err |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     best_rows = {}
     for r in rows:

@@ -294,9 +294,9 @@ def test_window_inference_on_sliding_windows(monkeypatch):
 
 def test_window_kernel_conditions(monkeypatch):
     """Training (save), NCHW buffers, float64, channel counts off the powers of two or past MAX_CH, batches outside
-    MIN_BATCH .. MAX_BATCH (32 channels: below MIN_BATCH) and MSCRED_WINDOW_LSTM=0 keep the per-step path; bf16 inference of the small levels at
-    those batches takes the kernel by default; =all takes any batch and float32 too, =all:32 only the 32-channel
-    levels."""
+    MIN_BATCH .. MAX_BATCH (32 channels: below MIN_BATCH) and MSCRED_WINDOW_LSTM=0 keep the per-step path; bf16
+    inference of the small levels at those batches takes the kernel by default; =all takes any batch and float32
+    too, =all:32 only the 32-channel levels."""
     from mscred.ops.triton import convlstm_window as window
     cpu = torch.device("cpu")
 
@@ -337,9 +337,9 @@ def test_window_tile_plan_fits_shared_memory(monkeypatch):
     from mscred.ops.triton import convlstm_window as window
     monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "64/8/2/0")
     assert window.shared_bytes(32, 2, 2, 64, 2) >= 80 * 1024 and window.shared_bytes(64, 2, 2, 64, 2) >= 213 * 1024
-    assert window.plan(32, 2, torch.bfloat16) == (64, 8, 2, 0)
-    assert window.plan(64, 2, torch.bfloat16) == (64, 8, 2, 0)
-    bm, _, stages, _ = window.plan(32, 3, torch.bfloat16)  # K = 9 x 32 -> 512: smaller tiles
+    assert window.plan(32, 2, torch.bfloat16) == (64, 8, 2, 0, 0)
+    assert window.plan(64, 2, torch.bfloat16) == (64, 8, 2, 0, 0)
+    bm, _, stages, _, _ = window.plan(32, 3, torch.bfloat16)  # K = 9 x 32 -> 512: smaller tiles
     assert window.shared_bytes(32, 3, 2, bm, stages) <= window.HOPPER_SHARED_MEMORY and bm < 64
     assert window.plan(64, 2, torch.bfloat16, limit=100 * 1024) is None  # its weight alone is 128 KB
     assert window.plan(32, 3, torch.float32) is None
@@ -380,15 +380,21 @@ def test_window_inference_bf16_on_gpu(B, C, n, monkeypatch):
 
 
 def test_window_blocks_override(monkeypatch):
-    """MSCRED_WINDOW_LSTM_BLOCKS: one tile for every level, or per channel count (the others keep theirs)."""
+    """MSCRED_WINDOW_LSTM_BLOCKS: one tile for every level, or per channel count (the others keep theirs), with an
+    optional register cap; a tile of another length is refused."""
     from mscred.ops.triton import convlstm_window as window
     monkeypatch.delenv("MSCRED_WINDOW_LSTM_BLOCKS", raising=False)  # a device script may set it for the others
     defaults = {ch: window.blocks(ch) for ch in (32, 64, 128)}
     monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32/4/2/0")
-    assert window.blocks(32) == (32, 4, 2, 0) and window.blocks(128) == (32, 4, 2, 0)
+    assert window.blocks(32) == (32, 4, 2, 0, 0) and window.blocks(128) == (32, 4, 2, 0, 0)
     monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32:16/4/1/1;128:64/8/2/0")
-    assert window.blocks(32) == (16, 4, 1, 1) and window.blocks(128) == (64, 8, 2, 0)
+    assert window.blocks(32) == (16, 4, 1, 1, 0) and window.blocks(128) == (64, 8, 2, 0, 0)
     assert window.blocks(64) == defaults[64]
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32:32/8/1/1/96")  # with a register cap
+    assert window.blocks(32) == (32, 8, 1, 1, 96)
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32/8/1")
+    with pytest.raises(ValueError, match="BM/warps/stages/prefetch"):
+        window.blocks(32)
 
 
 @needs_cuda

@@ -48,12 +48,14 @@ MIN_BATCH, MIN_BATCH_CAPTURED, MAX_BATCH = 128, 256, 1024
 ANY_BATCH_CH = frozenset({32})
 HOPPER_SHARED_MEMORY = 227 * 1024  # per block on the H100/H200; the limit planned for off CUDA (the interpreter)
 
-# (BLOCK_M, num_warps, num_stages, prefetch) per hidden-channel count (others: DEFAULT_BLOCKS); prefetch 1 loads
-# the next tile's input gates before this tile's work. From the H200 sweeps (results/window_lstm/; 32 channels:
-# results/window_programs/, the fastest at the scoring batch in both sweeps, 4.83 against 5.36 ms for (64, 8, 2, 0)).
-BLOCKS = {32: (64, 8, 1, 1), 64: (64, 8, 2, 0)}
-DEFAULT_BLOCKS = (32, 4, 2, 0)
-INTERPRETER_BLOCKS = (64, 4, 1, 1)  # the CPU interpreter pays per program step: few, large tiles
+# (BLOCK_M, num_warps, num_stages, prefetch, maxnreg) per hidden-channel count (others: DEFAULT_BLOCKS); prefetch 1
+# loads the next tile's input gates before this tile's work; maxnreg > 0 caps ptxas's registers per thread (0: its
+# own choice, 255 for the 8-warp tiles: one block per SM), so that more blocks fit on an SM. From the H200 sweeps
+# (results/window_lstm/; 32 channels: results/window_programs/, the fastest at the scoring batch in both sweeps,
+# 4.83 against 5.36 ms for (64, 8, 2, 0)).
+BLOCKS = {32: (64, 8, 1, 1, 0), 64: (64, 8, 2, 0, 0)}
+DEFAULT_BLOCKS = (32, 4, 2, 0, 0)
+INTERPRETER_BLOCKS = (64, 4, 1, 1, 0)  # the CPU interpreter pays per program step: few, large tiles
 
 
 def _choice(ch: int) -> str:
@@ -105,16 +107,20 @@ def _cuda_shared_limit(index: int) -> int:
     return triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
 
 
-def blocks(ch: int) -> tuple[int, int, int, int]:
-    """(BLOCK_M, num_warps, num_stages, prefetch) asked for ``ch`` hidden channels. MSCRED_WINDOW_LSTM_BLOCKS
-    overrides (sweeps, A/B runs): "BM/warps/stages/prefetch" for every level, or per channel count
-    "CH:BM/warps/stages/prefetch;CH:..." (levels not named keep their defaults). "/" and ";" because the device
-    scripts pass variables as comma-separated lists."""
+def blocks(ch: int) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M, num_warps, num_stages, prefetch, maxnreg) asked for ``ch`` hidden channels.
+    MSCRED_WINDOW_LSTM_BLOCKS overrides (sweeps, A/B runs): "BM/warps/stages/prefetch[/maxnreg]" for every level,
+    or per channel count "CH:BM/warps/stages/prefetch;CH:..." (levels not named keep their defaults; maxnreg 0 when
+    left out). "/" and ";" because the device scripts pass variables as comma-separated lists."""
     chosen = INTERPRETER_BLOCKS if interpreting() else BLOCKS.get(ch, DEFAULT_BLOCKS)
     for entry in filter(None, os.environ.get("MSCRED_WINDOW_LSTM_BLOCKS", "").split(";")):
         level, _, tile = entry.rpartition(":")
         if not level or int(level) == ch:
-            chosen = tuple(int(v) for v in tile.split("/"))
+            fields = tuple(int(v) for v in tile.split("/"))
+            if len(fields) not in (4, 5):
+                raise ValueError(f"MSCRED_WINDOW_LSTM_BLOCKS: a tile is BM/warps/stages/prefetch[/maxnreg], got "
+                                 f"{tile!r}")
+            chosen = fields + (0,) * (5 - len(fields))
     return chosen
 
 
@@ -130,14 +136,15 @@ def shared_bytes(ch: int, k: int, itemsize: int, block_m: int, stages: int) -> i
 
 def plan(ch: int, k: int, dtype: torch.dtype, limit: int = HOPPER_SHARED_MEMORY):
     """``blocks(ch)`` with BLOCK_M halved (down to 16), then a single stage, until ``shared_bytes`` fits
-    ``limit``: (BLOCK_M, num_warps, num_stages, prefetch), or None if no tile fits (the per-step path runs)."""
-    bm, warps, stages, prefetch = blocks(ch)
+    ``limit``: (BLOCK_M, num_warps, num_stages, prefetch, maxnreg), or None if no tile fits (the per-step path
+    runs)."""
+    bm, warps, stages, prefetch, maxnreg = blocks(ch)
     itemsize = dtype.itemsize
     for st in (stages, 1):
         m = bm
         while m >= 16:
             if shared_bytes(ch, k, itemsize, m, st) <= limit:
-                return m, warps, st, prefetch
+                return m, warps, st, prefetch, maxnreg
             m //= 2
     return None
 
@@ -158,11 +165,13 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, cell: torch.Ten
     if out.stride(2) != 1 or cell.stride(1) != 1:
         raise ValueError("window_lstm_kernel needs channels-last h and c")
     k = w_h.shape[-1]
-    bm, warps, stages, prefetch = plan(Ch, k, out.dtype, shared_limit(out.device))
+    bm, warps, stages, prefetch, maxnreg = plan(Ch, k, out.dtype, shared_limit(out.device))
+    # The interpreter runs no ptxas: the register cap is a compile option only.
+    cap = {"maxnreg": maxnreg} if maxnreg and not interpreting() else {}
     sb, st, _, sy, sx = out.stride()
     window_lstm_kernel[(B,)](
         gx, *gx.stride(), bias, packed_weight(w_h), cell, cell.stride(0), cell.stride(3),
         out, sb, st, sy, sx, T, H * W, H, W, pads[0], pads[2], forget_bias,
         CH=Ch, KS=k, PREC="ieee" if out.dtype == torch.float32 else "tf32",
         BLOCK_M=bm, BLOCK_K=triton.next_power_of_2(k * k * Ch), PREFETCH=bool(prefetch),
-        num_warps=warps, num_stages=stages)
+        num_warps=warps, num_stages=stages, **cap)
