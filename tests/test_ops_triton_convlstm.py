@@ -397,6 +397,21 @@ def test_window_blocks_override(monkeypatch):
         window.blocks(32)
 
 
+def test_window_tile_by_batch(monkeypatch):
+    """Compiled (not interpreted), level 1 takes LARGE_BATCH_BLOCKS from LARGE_BATCH windows on, its BLOCKS tile
+    below; other levels keep theirs; MSCRED_WINDOW_LSTM_BLOCKS overrides both."""
+    from mscred.ops.triton import convlstm_window as window
+    monkeypatch.setattr(window, "interpreting", lambda: False)
+    monkeypatch.delenv("MSCRED_WINDOW_LSTM_BLOCKS", raising=False)
+    large = window.LARGE_BATCH
+    assert window.blocks(32, large) == window.blocks(32, 3591) == window.LARGE_BATCH_BLOCKS[32] == (32, 4, 1, 1, 128)
+    assert window.blocks(32, large - 1) == window.blocks(32) == window.BLOCKS[32]
+    assert window.blocks(64, 3591) == window.BLOCKS[64]
+    assert window.plan(32, 2, torch.bfloat16, batch=3591) == (32, 4, 1, 1, 128)
+    monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32:64/8/1/1")
+    assert window.blocks(32, 3591) == (64, 8, 1, 1, 0)
+
+
 @needs_cuda
 def test_window_kernel_batch_gate_eager_and_captured(monkeypatch):
     """By default (MSCRED_WINDOW_LSTM=1) bf16 inference of 128 windows takes the per-window kernel when run eagerly

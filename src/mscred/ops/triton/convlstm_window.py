@@ -54,6 +54,12 @@ HOPPER_SHARED_MEMORY = 227 * 1024  # per block on the H100/H200; the limit plann
 # (results/window_lstm/; 32 channels: results/window_programs/, the fastest at the scoring batch in both sweeps,
 # 4.83 against 5.36 ms for (64, 8, 2, 0)).
 BLOCKS = {32: (64, 8, 1, 1, 0), 64: (64, 8, 2, 0, 0)}
+# From LARGE_BATCH windows on, level 1 takes four 4-warp blocks per SM (32-pixel tiles under a 128-register cap)
+# instead of one 8-warp block: each program is a chain of dependent loads, so more of them per SM is what pays once
+# there are windows enough to fill the slots (results/window_maxnreg/: level 1 alone at the scoring batch 4.62
+# against 5.02 ms; whole model, graphed, in alternation 1.02x at 3,591 windows, 1.03x at 1,024, but 0.94x at 256).
+LARGE_BATCH = 1024
+LARGE_BATCH_BLOCKS = {32: (32, 4, 1, 1, 128)}
 DEFAULT_BLOCKS = (32, 4, 2, 0, 0)
 INTERPRETER_BLOCKS = (64, 4, 1, 1, 0)  # the CPU interpreter pays per program step: few, large tiles
 
@@ -86,7 +92,7 @@ def runs(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, batch: in
     else:
         top = batch if ch in ANY_BATCH_CH else MAX_BATCH
         dtypes, batches = (torch.bfloat16, torch.float16), _min_batch(device) <= batch <= top
-    return dtype in dtypes and batches and plan(ch, k, dtype, shared_limit(device)) is not None
+    return dtype in dtypes and batches and plan(ch, k, dtype, shared_limit(device), batch) is not None
 
 
 def _min_batch(device: torch.device) -> int:
@@ -107,12 +113,18 @@ def _cuda_shared_limit(index: int) -> int:
     return triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
 
 
-def blocks(ch: int) -> tuple[int, int, int, int, int]:
-    """(BLOCK_M, num_warps, num_stages, prefetch, maxnreg) asked for ``ch`` hidden channels.
+def blocks(ch: int, batch: int = 0) -> tuple[int, int, int, int, int]:
+    """(BLOCK_M, num_warps, num_stages, prefetch, maxnreg) asked for ``ch`` hidden channels and ``batch`` windows
+    (LARGE_BATCH_BLOCKS from LARGE_BATCH on).
     MSCRED_WINDOW_LSTM_BLOCKS overrides (sweeps, A/B runs): "BM/warps/stages/prefetch[/maxnreg]" for every level,
     or per channel count "CH:BM/warps/stages/prefetch;CH:..." (levels not named keep their defaults; maxnreg 0 when
     left out). "/" and ";" because the device scripts pass variables as comma-separated lists."""
-    chosen = INTERPRETER_BLOCKS if interpreting() else BLOCKS.get(ch, DEFAULT_BLOCKS)
+    if interpreting():
+        chosen = INTERPRETER_BLOCKS
+    elif batch >= LARGE_BATCH and ch in LARGE_BATCH_BLOCKS:
+        chosen = LARGE_BATCH_BLOCKS[ch]
+    else:
+        chosen = BLOCKS.get(ch, DEFAULT_BLOCKS)
     for entry in filter(None, os.environ.get("MSCRED_WINDOW_LSTM_BLOCKS", "").split(";")):
         level, _, tile = entry.rpartition(":")
         if not level or int(level) == ch:
@@ -134,11 +146,11 @@ def shared_bytes(ch: int, k: int, itemsize: int, block_m: int, stages: int) -> i
     return itemsize * (kk * 4 * ch + max(stages, 1) * block_m * kk) + block_m * 4 * ch * 2
 
 
-def plan(ch: int, k: int, dtype: torch.dtype, limit: int = HOPPER_SHARED_MEMORY):
-    """``blocks(ch)`` with BLOCK_M halved (down to 16), then a single stage, until ``shared_bytes`` fits
+def plan(ch: int, k: int, dtype: torch.dtype, limit: int = HOPPER_SHARED_MEMORY, batch: int = 0):
+    """``blocks(ch, batch)`` with BLOCK_M halved (down to 16), then a single stage, until ``shared_bytes`` fits
     ``limit``: (BLOCK_M, num_warps, num_stages, prefetch, maxnreg), or None if no tile fits (the per-step path
     runs)."""
-    bm, warps, stages, prefetch, maxnreg = blocks(ch)
+    bm, warps, stages, prefetch, maxnreg = blocks(ch, batch)
     itemsize = dtype.itemsize
     for st in (stages, 1):
         m = bm
@@ -165,7 +177,7 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, cell: torch.Ten
     if out.stride(2) != 1 or cell.stride(1) != 1:
         raise ValueError("window_lstm_kernel needs channels-last h and c")
     k = w_h.shape[-1]
-    bm, warps, stages, prefetch, maxnreg = plan(Ch, k, out.dtype, shared_limit(out.device))
+    bm, warps, stages, prefetch, maxnreg = plan(Ch, k, out.dtype, shared_limit(out.device), B)
     # The interpreter runs no ptxas: the register cap is a compile option only.
     cap = {"maxnreg": maxnreg} if maxnreg and not interpreting() else {}
     sb, st, _, sy, sx = out.stride()
