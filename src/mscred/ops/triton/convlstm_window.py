@@ -13,7 +13,8 @@ it is slower on level 2 (0.69-0.75x): Nsight Compute shows about half the per-st
 rate of ~35% (the windows in flight do not fit in L2) and 35% of the HBM bandwidth, each program a chain of
 dependent tiles at 25-35% occupancy (fewer programs, each taking window after window so that the windows in flight
 fit in L2, were no faster: results/window_programs/). Level 1 was even there with a float32 cell state and is 1.06x
-with the float16 one. Part of the small-batch gain is launches, which a CUDA graph removes anyway. Hence the gate
+with the float16 one, 1.10x with four blocks per SM under a register cap (``LARGE_BATCH_BLOCKS``; the chain per
+program is what bounds it, so more programs per SM help where windows enough fill them). Part of the small-batch gain is launches, which a CUDA graph removes anyway. Hence the gate
 on the batch (``MIN_BATCH`` .. ``MAX_BATCH``, no upper bound for ``ANY_BATCH_CH``).
 
 It serves inference only (no gate pre-activations are stored for a backward) on channels-last buffers, in bf16 /
