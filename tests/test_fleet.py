@@ -122,7 +122,7 @@ def test_a_failing_entity_gets_an_error_row(tmp_path):
     fleet.mkdir()
     pd.DataFrame({f"s{j}": np.arange(20.0) * (j + 1) for j in range(5)}).to_csv(fleet / "short.csv", index=False)
     summary = run_fleet(str(fleet), tmp_path / "out", TINY, nproc=1)
-    assert summary["status"][0].startswith("error: ") and "too few to train" in summary["status"][0]
+    assert summary["status"][0].startswith("bad input: ") and "too few to train" in summary["status"][0]
     assert json.loads((tmp_path / "out" / "rows" / "short.json").read_text())["status"] == summary["status"][0]
 
 
@@ -136,6 +136,38 @@ def test_missing_values_in_a_fleet(tmp_path):
         frame.loc[100:104, frame.columns[-2]] = np.nan
         frame.to_csv(folder / name, index=False)
     summary = run_fleet(str(tmp_path / "fleet"), tmp_path / "a", TINY, nproc=1)
-    assert summary["status"][0].startswith("error: ") and "missing value" in summary["status"][0]
+    assert summary["status"][0].startswith("bad input: ") and "missing value" in summary["status"][0]
     summary = run_fleet(str(tmp_path / "fleet"), tmp_path / "b", {**TINY, "missing": "interpolate"}, nproc=1)
     assert summary["status"][0] == "ok" and summary["events_total"][0] >= 1
+
+
+def test_cli_fleet_of_bad_input_only_is_exit_2(tmp_path, capsys):
+    """`mscred fleet` where no entity trained and every one failed on its data: exit 2 with one error line naming
+    the first entity and why (as for one bad table), the summary written; a fleet where some trained and others
+    failed: exit 1."""
+    from tests.cli_helpers import run_cli
+
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    for name in ("a_short", "b_short"):
+        pd.DataFrame({f"s{j}": np.arange(20.0) * (j + 1) for j in range(5)}).to_csv(fleet / f"{name}.csv",
+                                                                                    index=False)
+    code, _, err = run_cli(capsys, "fleet", fleet, "--out", tmp_path / "out", "--quiet", "--device", "cpu")
+    lines = err.splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith("mscred: error: no entity trained") and "a_short" in lines[0], lines[0]
+    assert "too few to train" in lines[0] and "summary.csv" in lines[0]
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    assert list(summary["entity"]) == ["a_short", "b_short"]
+    assert all(s.startswith("bad input: ") for s in summary["status"])
+
+
+def test_cli_fleet_partly_trained_is_exit_1(tmp_path, capsys, monkeypatch):
+    import mscred.fleet
+    from tests.cli_helpers import run_cli
+
+    statuses = ["ok", "bad input: x.csv: too few rows", "error: RuntimeError: out of memory"]
+    summary = pd.DataFrame({"entity": ["e0", "e1", "e2"], "status": statuses})
+    monkeypatch.setattr(mscred.fleet, "run_fleet", lambda *a, **k: summary)
+    code, out, err = run_cli(capsys, "fleet", tmp_path, "--out", tmp_path / "out", "--quiet")
+    assert code == 1 and "1 of 3 entities trained" in out and "error" not in err

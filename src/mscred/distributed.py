@@ -373,13 +373,15 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     from mscred.cli.distributed_train import train_ddp
     from mscred.cli.fleet import fleet
-    from mscred.errors import InputError
+    from mscred.errors import InputError, PartlyDone
 
     group = click.Group("mscred-distributed", commands={"train": train_ddp, "fleet": fleet})
     try:
         group.main(args=argv, prog_name="python -m mscred.distributed", standalone_mode=False)
     except click.exceptions.Exit as stop:
         return stop.exit_code
+    except PartlyDone:  # fleet: some entities failed, its summary says which
+        return 1
     except click.ClickException as err:
         err.show()
         return 2

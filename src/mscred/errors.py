@@ -8,3 +8,8 @@ class InputError(ValueError):
     The message says what is wrong and where (file, column, row), in one line, e.g.
     ``data.csv: column 'pump_3' row 17: value 'abc' is not a number``.
     """
+
+
+class PartlyDone(Exception):
+    """A command that ran but did not do all it was asked, and has already said what (``mscred fleet`` when some
+    entities failed: its summary has a row per entity): the CLI exits with 1 and prints nothing more."""

@@ -34,6 +34,8 @@ from mscred.errors import InputError
 
 MULTI_ENTITY_DATASETS = ("smd", "smap", "msl")
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
+# The status of an entity whose data was bad input (else "ok", or "error: <type>: <message>" for any other failure).
+BAD_INPUT = "bad input: "
 COLUMNS = ["entity", "rank", "status", "rows", "sensors", "windows", "epochs", "train_loss", "val_loss", "threshold",
            "seconds", "precision", "recall", "f1", "events_found", "events_total", "auc_roc", "auc_pr"]
 
@@ -195,8 +197,10 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
             scores = model.decision_function(test)
             row.update(evaluate(labels, scores, (scores > model.threshold_).astype(np.int64)))
         row["status"] = "ok"
+    except InputError as err:  # the entity's data: its row says what and where, as the CLI would
+        row["status"] = f"{BAD_INPUT}{err}"
     except Exception as err:  # noqa: BLE001 - one bad entity must not stop the fleet; its row says why
-        row["status"] = f"error: {type(err).__name__ + ': ' if not isinstance(err, InputError) else ''}{err}"
+        row["status"] = f"error: {type(err).__name__}: {err}"
     row["seconds"] = time.perf_counter() - start
     return row
 

@@ -26,7 +26,8 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
 def fleet(source, out, data_root, nproc, epochs, batch_size, device, seed, backend, conv_backend, bf16, cuda_graphs,
           missing, theta, method, threshold, resume, quiet) -> None:
     """Train one MSCRED model per entity of SOURCE (a dataset name or a folder) and summarise them."""
-    from mscred.fleet import run_fleet
+    from mscred.errors import InputError, PartlyDone
+    from mscred.fleet import BAD_INPUT, run_fleet
 
     overrides = {"epochs": epochs, "batch_size": batch_size, "device": device, "seed": seed, "backend": backend,
                  "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "method": method,
@@ -40,8 +41,13 @@ def fleet(source, out, data_root, nproc, epochs, batch_size, device, seed, backe
     _print(summary)
     failed = int((summary["status"] != "ok").sum())
     click.echo(f"{len(summary) - failed} of {len(summary)} entities trained; wrote {out}/summary.csv")
-    if failed:
-        raise SystemExit(1)
+    if failed and summary["status"].str.startswith(BAD_INPUT).all():
+        # Nothing trained and every reason was the data: bad input, as for one table (exit 2); the summary stays.
+        first = summary.iloc[0]
+        raise InputError(f"no entity trained, every one on bad input (the summary: {out}/summary.csv); "
+                         f"{first['entity']}: {first['status'][len(BAD_INPUT):]}")
+    if failed:  # some trained: the summary says which failed and why
+        raise PartlyDone(f"{failed} of {len(summary)} entities failed")
 
 
 def _print(summary) -> None:

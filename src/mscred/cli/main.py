@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from mscred.errors import InputError
+    from mscred.errors import InputError, PartlyDone
 
     debug = os.environ.get("MSCRED_DEBUG") == "1"
     try:
@@ -92,6 +92,8 @@ def _main(argv: list[str] | None) -> int:
         # Usage errors (unknown option, missing argument, bad choice) are bad input too: one line, exit 2.
         click.echo(f"mscred: error: {_one_line(err.format_message())}", err=True)
         return 2
+    except PartlyDone:  # the command has said what it did not do
+        return 1
     except InputError as err:
         if debug:
             raise
