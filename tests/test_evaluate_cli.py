@@ -149,8 +149,14 @@ def test_bad_inputs_exit_2_with_one_line(files, capsys, tmp_path):
     pd.DataFrame({"start": [95, 300], "end": [103, 310]}).to_csv(tmp_path / "part.csv", index=False)
     part = run_json(capsys, s, "--labels", tmp_path / "part.csv")
     assert (part["n_anomalous_rows"], part["events_total"], part["events_outside"]) == (3, 1, 1)
+    assert part["events_clipped"] == 1  # 95 .. 103 began before the first scored timestamp, 100
     assert main(["evaluate", str(s), "--labels", str(tmp_path / "part.csv")]) == 0
-    assert "1 event(s) of the anomalies table lie outside" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "1 event(s) of the anomalies table lie outside" in said and "1 event(s) of the anomalies table reach" in said
+    # An end one step past the last row (exclusive) is inside; one further is cut; an event inside is neither.
+    pd.DataFrame({"start": [118, 110, 104], "end": [120, 125, 106]}).to_csv(tmp_path / "ends.csv", index=False)
+    ends = run_json(capsys, s, "--labels", tmp_path / "ends.csv")
+    assert (ends["events_total"], ends["events_outside"], ends["events_clipped"]) == (3, 0, 1)
     # Thresholds from non-finite or non-positive settings: once a NaN threshold (invalid JSON) or an internal error.
     val = tmp_path / "val.csv"
     pd.DataFrame({"timestamp": np.arange(10), "score": np.linspace(0, 0.4, 10)}).to_csv(val, index=False)

@@ -61,6 +61,7 @@ class GroundTruth:
     source: str = ""
     gaps: Optional[np.ndarray] = None  # bool (T, n): values interpolated by missing="interpolate", if any
     events_outside: int = 0  # events of an anomalies table with no scored row (dropped; said in the results)
+    events_clipped: int = 0  # events of an anomalies table partly before/after the scored rows (cut to them; said)
 
 
 def read_frame(path: str | os.PathLike) -> pd.DataFrame:
@@ -121,9 +122,10 @@ def _is_anomalies_table(df: pd.DataFrame) -> bool:
 
 
 def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray,
-                           source: str) -> tuple[np.ndarray, list[set[str]], int]:
+                           source: str) -> tuple[np.ndarray, list[set[str]], int, int]:
     """Map anomalies (start, end exclusive, on the timestamp scale) onto row intervals of ``index``: (events,
-    causes, how many events had no scored row and were dropped)."""
+    causes, how many events had no scored row and were dropped, how many kept ones began before the first scored
+    row or ended after the last one's step and were cut to the scored rows)."""
     missing = [c for c in ("start", "end") if c not in df.columns]
     if missing:
         raise InputError(f"{source}: no {' and no '.join(repr(c) for c in missing)} column: an anomalies table has "
@@ -139,19 +141,22 @@ def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray,
     if np.any(np.diff(position) < 0):
         raise InputError(f"{source}: the SCORES timestamps are not sorted, cannot place start/end on them")
     causes_col = df["root_causes"] if "root_causes" in df.columns else [None] * len(df)
-    rows, causes = [], []
+    rows, causes, clipped = [], [], 0
+    # An end (exclusive) up to one step past the last row still lies inside: the step is the last spacing.
+    last_end = position[-1] + (position[-1] - position[-2] if len(position) > 1 else 1.0) if len(position) else 0.0
     for s, e, c in zip(starts, ends, causes_col):
         a, b = np.searchsorted(position, s, side="left"), np.searchsorted(position, e, side="left")
-        if b > a:  # events outside the scored rows are dropped (clipped when partly inside)
+        if b > a:  # events outside the scored rows are dropped, those partly inside cut to them
             rows.append((a, b))
             causes.append(set(_split_names(c)))
+            clipped += bool(s < position[0] or e > last_end)
     if len(starts) and not rows and len(position):
         # Not one event on the scored rows: almost surely start/end on another scale (row numbers against epoch
         # times, seconds against milliseconds); metrics on zero anomalies would be meaningless, not an answer.
         raise InputError(f"{source}: none of its {len(starts)} event(s) (start {starts.min():g} .. end "
                          f"{ends.max():g}) overlaps the scored timestamps ({position[0]:g} .. {position[-1]:g}): "
                          "start/end must be on the SCORES file's timestamp scale")
-    return np.asarray(rows, dtype=np.int64).reshape(-1, 2), causes, len(starts) - len(rows)
+    return np.asarray(rows, dtype=np.int64).reshape(-1, 2), causes, len(starts) - len(rows), clipped
 
 
 def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, source: str) -> None:
@@ -177,11 +182,11 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     source = str(path)
     df = read_frame(path)
     if _is_anomalies_table(df):
-        events, causes, outside = _events_from_anomalies(df, scores.index, source)
+        events, causes, outside, clipped = _events_from_anomalies(df, scores.index, source)
         labels = np.zeros(len(scores.score), dtype=np.int8)
         for a, b in events:
             labels[a:b] = 1
-        return GroundTruth(labels, events, causes, source=source, events_outside=outside)
+        return GroundTruth(labels, events, causes, source=source, events_outside=outside, events_clipped=clipped)
     if "label" not in df.columns:
         raise InputError(f"{source}: no 'label' column and no start/end columns: cannot read ground truth")
     sensors = [c for c in df.columns if c not in ("timestamp", "label")]
@@ -196,7 +201,7 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     events, causes = M.events(labels), None
     beside = Path(anomalies) if anomalies is not None else Path(path).parent / ANOMALIES_FILE
     if beside.exists() and Path(beside).resolve() != Path(path).resolve():
-        a_events, a_causes, _ = _events_from_anomalies(read_frame(beside), scores.index, str(beside))
+        a_events, a_causes, _, _ = _events_from_anomalies(read_frame(beside), scores.index, str(beside))
         if len(a_events):
             events, causes = a_events, a_causes
     elif anomalies is not None:
@@ -250,7 +255,8 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
     labels, score = truth.labels, scores.score
     pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
     out = {"n_rows": int(labels.size), "n_anomalous_rows": int(labels.sum()), "n_flagged_rows": int(pred.sum()),
-           "vus_sliding_window": sliding_window, "events_outside": truth.events_outside}
+           "vus_sliding_window": sliding_window, "events_outside": truth.events_outside,
+           "events_clipped": truth.events_clipped}
     out.update(_thresholded(labels, pred, truth.events))
     out.update(_threshold_free(labels, score, sliding_window))
     key = f"root_cause_recall_at_{k}"

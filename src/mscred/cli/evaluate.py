@@ -127,5 +127,8 @@ def _print_table(result: dict, report_dir) -> None:
     if result.get("events_outside"):
         console.print(f"note: {result['events_outside']} event(s) of the anomalies table lie outside the scored "
                       "timestamps and were left out")
+    if result.get("events_clipped"):
+        console.print(f"note: {result['events_clipped']} event(s) of the anomalies table reach past the scored "
+                      "timestamps and were cut to them")
     if report_dir is not None:
         console.print(f"report: {report_dir}/index.html")
