@@ -206,3 +206,30 @@ def test_a_killed_writers_temporary_folder_is_removed_by_the_next_write(tmp_path
         tmp.write_text("new")
     assert (tmp_path / "m").read_text() == "new"
     assert not orphan.exists() and alive.exists() and elsewhere.exists()
+
+
+def test_a_killed_processes_scratch_folder_is_removed_by_the_next(tmp_path, monkeypatch):
+    """atomic.scratch_dir (the --nproc parent's rank folder, the distributed trainer's copy of the data): a folder
+    left by a process killed outright is removed by the next scratch_dir of the same prefix once that process is
+    gone; those of live processes, other hosts and other prefixes stay; its own is removed on exit."""
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+
+    from mscred.atomic import scratch_dir
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    host = socket.gethostname().replace(".", "-")
+    orphan = tmp_path / f"mscred-ranks-{host}-{dead}-x1y2"
+    alive = tmp_path / f"mscred-ranks-{host}-{os.getppid()}-x1y2"
+    elsewhere = tmp_path / f"mscred-ranks-otherhost-{dead}-x1y2"
+    other_prefix = tmp_path / f"mscred-ddp-{host}-{dead}-x1y2"
+    for folder in (orphan, alive, elsewhere, other_prefix):
+        (folder / "rank0.json").parent.mkdir(parents=True)
+    with scratch_dir("mscred-ranks-") as folder:
+        assert Path(folder).is_dir() and Path(folder).name.startswith(f"mscred-ranks-{host}-{os.getpid()}-")
+    assert not Path(folder).exists()
+    assert not orphan.exists() and alive.exists() and elsewhere.exists() and other_prefix.exists()

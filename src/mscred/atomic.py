@@ -93,7 +93,12 @@ def atomic_path(target: str | os.PathLike, owned: Optional[Collection[str]] = No
 def _remove_orphans(target: Path) -> None:
     """Remove temporary folders of earlier writes of ``target`` whose process (on this host) no longer runs."""
     pattern = re.compile(re.escape(f".{target.name}.{_HOST}-") + r"(\d+)\.[^.]+\.tmp")
-    for entry in target.parent.glob(f".{glob.escape(target.name)}.{glob.escape(_HOST)}-*.tmp"):
+    _remove_dead(target.parent.glob(f".{glob.escape(target.name)}.{glob.escape(_HOST)}-*.tmp"), pattern)
+
+
+def _remove_dead(entries, pattern: re.Pattern) -> None:
+    """Remove the folders among ``entries`` whose name (``pattern``'s group 1) is a process of this host that is gone."""
+    for entry in entries:
         found = pattern.fullmatch(entry.name)
         if found is None or int(found.group(1)) == os.getpid():
             continue
@@ -103,6 +108,18 @@ def _remove_orphans(target: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
         except OSError:  # alive under another user (EPERM): not ours to remove
             pass
+
+
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[str]:
+    """A temporary folder in the system's temporary directory, removed on exit, named <prefix><host>-<pid>-<random>
+    so that one left by a process killed outright (SIGKILL skips every cleanup: the --nproc parent's rank folder, the
+    distributed trainer's copy of the training data) is removed by the next call with the same prefix once that
+    process is gone on this host. Yields its path as a string, as ``tempfile.TemporaryDirectory``."""
+    pattern = re.compile(re.escape(f"{prefix}{_HOST}-") + r"(\d+)-.+")
+    _remove_dead(Path(tempfile.gettempdir()).glob(f"{glob.escape(prefix + _HOST)}-*"), pattern)
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{_OWNER}-") as folder:
+        yield folder
 
 
 @contextlib.contextmanager

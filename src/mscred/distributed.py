@@ -227,15 +227,15 @@ def fit_segments(model_cfg, train_cfg: TrainConfig, train_segments, val_segments
     -------
     (history, state_dict on the CPU, info) with info = {"world_size", "graphs_used", "device"} of rank 0.
     """
-    import tempfile
     from pathlib import Path
 
     import numpy as np
     from safetensors.torch import load_file
 
+    from mscred.atomic import scratch_dir
     from mscred.launch import launch
 
-    with tempfile.TemporaryDirectory(prefix="mscred-ddp-") as folder:
+    with scratch_dir("mscred-ddp-") as folder:
         np.save(Path(folder) / "train.npy", np.asarray(train_segments, dtype=np.float32))
         if val_segments is not None:
             np.save(Path(folder) / "val.npy", np.asarray(val_segments, dtype=np.float32))

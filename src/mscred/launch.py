@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any, Callable, Optional
 import torch
 import torch.distributed as dist
 
+from mscred.atomic import scratch_dir
 from mscred.errors import InputError
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -175,7 +175,7 @@ def launch(fn: Callable[..., Any], nproc: int, args: tuple = (), *, device: str 
     # torch logs a "Terminating process ... via signal SIGTERM" warning when one rank's failure stops the others:
     # a second line beside the one this function's caller prints.
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
-    with tempfile.TemporaryDirectory(prefix="mscred-ranks-") as folder:
+    with scratch_dir("mscred-ranks-") as folder:
         context = mp.start_processes(_entry, args=(fn, nproc, folder, device, backend, args), nprocs=nproc,
                                      join=False, start_method="spawn")
         deadline = None if timeout is None else time.monotonic() + timeout
