@@ -273,8 +273,9 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
     bad = np.isinf(numbers) if allow_missing else ~np.isfinite(numbers)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        # The hint only where --missing interpolate would fill the gap (sensor columns; not the label).
-        hint = "" if col == LABEL else "; --missing interpolate fills gaps"
+        # The hint only where the interpolate policy would fill the gap (sensor columns; not the label), named for
+        # both callers: the CLI's option and the estimator's argument.
+        hint = "" if col == LABEL else '; --missing interpolate (in Python missing="interpolate") fills gaps'
         what = (f"missing value (NaN{hint})" if np.isnan(numbers[row]) else f"value {numbers[row]} is not finite")
         raise InputError(f"{source}: column '{col}' row {row + 1}: {what}")
     if np.isnan(numbers).all():
