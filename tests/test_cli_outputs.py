@@ -187,16 +187,21 @@ def test_sigterm_unwinds_like_ctrl_c(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
-def test_a_killed_writers_temporary_folder_is_removed_by_the_next_write(tmp_path):
-    """SIGKILL during a save leaves .<target>.<host>-<pid>.<random>.tmp; the next write of that target removes it
-    once that process is gone, and leaves those of live processes and of other hosts alone."""
+def _gone_pid_and_host() -> tuple[str, str]:
+    """The pid of a process that has exited (a short child run to its end), and this host as atomic.py names it."""
     import socket
     import subprocess
     import sys
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True).stdout.strip()
-    host = socket.gethostname().replace(".", "-")
+    return dead, socket.gethostname().replace(".", "-")
+
+
+def test_a_killed_writers_temporary_folder_is_removed_by_the_next_write(tmp_path):
+    """SIGKILL during a save leaves .<target>.<host>-<pid>.<random>.tmp; the next write of that target removes it
+    once that process is gone, and leaves those of live processes and of other hosts alone."""
+    dead, host = _gone_pid_and_host()
     orphan = tmp_path / f".m.{host}-{dead}.abc123xy.tmp"
     alive = tmp_path / f".m.{host}-{os.getppid()}.abc123xy.tmp"
     elsewhere = tmp_path / f".m.otherhost-{dead}.abc123xy.tmp"
@@ -212,17 +217,12 @@ def test_a_killed_processes_scratch_folder_is_removed_by_the_next(tmp_path, monk
     """atomic.scratch_dir (the --nproc parent's rank folder, the distributed trainer's copy of the data): a folder
     left by a process killed outright is removed by the next scratch_dir of the same prefix once that process is
     gone; those of live processes, other hosts and other prefixes stay; its own is removed on exit."""
-    import socket
-    import subprocess
-    import sys
     import tempfile
 
     from mscred.atomic import scratch_dir
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                          text=True).stdout.strip()
-    host = socket.gethostname().replace(".", "-")
+    dead, host = _gone_pid_and_host()
     orphan = tmp_path / f"mscred-ranks-{host}-{dead}-x1y2"
     alive = tmp_path / f"mscred-ranks-{host}-{os.getppid()}-x1y2"
     elsewhere = tmp_path / f"mscred-ranks-otherhost-{dead}-x1y2"
