@@ -308,6 +308,7 @@ def test_window_kernel_conditions(monkeypatch):
     assert runs() and runs(torch.float16, ch=64) and runs(batch=window.MAX_BATCH) and runs(batch=window.MIN_BATCH)
     assert not runs(ch=64, batch=window.MAX_BATCH + 1) and not runs(batch=window.MIN_BATCH - 1)
     assert runs(batch=3591) and 32 in window.ANY_BATCH_CH  # the scoring batch: level 1 only
+    assert not runs(batch=3591, k=3)  # measured with the default 2 x 2 kernel only
     assert not runs(ch=2 * window.MAX_CH)
     assert not runs(torch.float32)
     assert not runs(save=True)
@@ -408,6 +409,7 @@ def test_window_tile_by_batch(monkeypatch):
     assert window.blocks(32, large - 1) == window.blocks(32) == window.BLOCKS[32]
     assert window.blocks(64, 3591) == window.BLOCKS[64]
     assert window.plan(32, 2, torch.bfloat16, batch=3591) == (32, 4, 1, 1, 128)
+    assert window.plan(32, 3, torch.bfloat16, batch=3591)[4] == 0  # a 3 x 3 kernel: the tiles measured for it
     monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "32:64/8/1/1")
     assert window.blocks(32, 3591) == (64, 8, 1, 1, 0)
 

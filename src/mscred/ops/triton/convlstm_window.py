@@ -14,8 +14,9 @@ rate of ~35% (the windows in flight do not fit in L2) and 35% of the HBM bandwid
 dependent tiles at 25-35% occupancy (fewer programs, each taking window after window so that the windows in flight
 fit in L2, were no faster: results/window_programs/). Level 1 was even there with a float32 cell state and is 1.06x
 with the float16 one, 1.10x with four blocks per SM under a register cap (``LARGE_BATCH_BLOCKS``; the chain per
-program is what bounds it, so more programs per SM help where windows enough fill them). Part of the small-batch gain is launches, which a CUDA graph removes anyway. Hence the gate
-on the batch (``MIN_BATCH`` .. ``MAX_BATCH``, no upper bound for ``ANY_BATCH_CH``).
+program is what bounds it, so more programs per SM help where windows enough fill them). Part of the small-batch
+gain is launches, which a CUDA graph removes anyway. Hence the gate on the batch (``MIN_BATCH`` .. ``MAX_BATCH``, no
+upper bound for ``ANY_BATCH_CH``).
 
 It serves inference only (no gate pre-activations are stored for a backward) on channels-last buffers, in bf16 /
 fp16, for hidden channels a power of two up to ``MAX_CH`` whose tile fits in shared memory (``plan``), at batches
@@ -47,6 +48,9 @@ MAX_CH = 64
 # model, graphed, 224,498 -> 239,582 windows/s, results/window_programs/): no upper batch for it (ANY_BATCH_CH).
 MIN_BATCH, MIN_BATCH_CAPTURED, MAX_BATCH = 128, 256, 1024
 ANY_BATCH_CH = frozenset({32})
+# The batch-dependent choices (ANY_BATCH_CH, LARGE_BATCH_BLOCKS) were measured with the model's default 2 x 2
+# ConvLSTM kernel; a 3 x 3 one (ModelConfig.lstm_kernel) keeps the bounds and tiles measured before them.
+MEASURED_K = 2
 HOPPER_SHARED_MEMORY = 227 * 1024  # per block on the H100/H200; the limit planned for off CUDA (the interpreter)
 
 # (BLOCK_M, num_warps, num_stages, prefetch, maxnreg) per hidden-channel count (others: DEFAULT_BLOCKS); prefetch 1
@@ -91,7 +95,7 @@ def runs(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, batch: in
     if choice == "all":
         dtypes, batches = (torch.bfloat16, torch.float16, torch.float32), True
     else:
-        top = batch if ch in ANY_BATCH_CH else MAX_BATCH
+        top = batch if ch in ANY_BATCH_CH and k == MEASURED_K else MAX_BATCH
         dtypes, batches = (torch.bfloat16, torch.float16), _min_batch(device) <= batch <= top
     return dtype in dtypes and batches and plan(ch, k, dtype, shared_limit(device), batch) is not None
 
@@ -151,7 +155,7 @@ def plan(ch: int, k: int, dtype: torch.dtype, limit: int = HOPPER_SHARED_MEMORY,
     """``blocks(ch, batch)`` with BLOCK_M halved (down to 16), then a single stage, until ``shared_bytes`` fits
     ``limit``: (BLOCK_M, num_warps, num_stages, prefetch, maxnreg), or None if no tile fits (the per-step path
     runs)."""
-    bm, warps, stages, prefetch, maxnreg = blocks(ch, batch)
+    bm, warps, stages, prefetch, maxnreg = blocks(ch, batch if k == MEASURED_K else 0)
     itemsize = dtype.itemsize
     for st in (stages, 1):
         m = bm
