@@ -97,7 +97,8 @@ def _remove_orphans(target: Path) -> None:
 
 
 def _remove_dead(entries, pattern: re.Pattern) -> None:
-    """Remove the folders among ``entries`` whose name (``pattern``'s group 1) is a process of this host that is gone."""
+    """Remove the folders among ``entries`` whose name holds (``pattern``'s group 1) a process of this host that is
+    gone."""
     for entry in entries:
         found = pattern.fullmatch(entry.name)
         if found is None or int(found.group(1)) == os.getpid():
