@@ -271,3 +271,65 @@ def test_bad_training_settings_are_refused_at_construction(setting):
 
     with pytest.raises(InputError, match=next(iter(setting))):
         MSCRED(**setting)
+
+
+@pytest.mark.parametrize("setting, named", [
+    (dict(method="foo"), "score.method"), (dict(threshold="pctl"), "score.threshold"),
+    (dict(threshold=0.5), "score.threshold"), (dict(beta=-1), "score.beta"), (dict(beta=float("nan")), "score.beta"),
+    (dict(theta=float("nan")), "score.theta"), (dict(theta=-1), "score.theta"), (dict(top_k=0), "score.top_k"),
+    (dict(top_k=1.5), "score.top_k"), (dict(scales=(7,)), "score.scales"), (dict(scales=()), "score.scales"),
+    (dict(percentile=150), "score.percentile"), (dict(pot_risk=0), "score.pot_risk"),
+    (dict(theta_quantile=1), "score.theta_quantile"), (dict(windows=()), "signature.windows"),
+    (dict(windows=(10, 10)), "signature.windows"), (dict(windows=(10.5,)), "signature.windows"),
+    (dict(gap=1.5), "signature.gap"), (dict(steps=0), "signature.steps"), (dict(device="gpu"), "train.device"),
+    (dict(lstm_kernel=4), "model.lstm_kernel"), (dict(missing="drop"), "train.missing"),
+    (dict(backend="fast"), "model.backend")])
+def test_bad_scoring_and_signature_settings_are_refused_at_construction(setting, named):
+    """Settings that once failed only after training had run (method, threshold, beta, scales, percentile,
+    pot_risk), as internal errors deep inside fit (steps=0, gap=1.5, windows=()), or were accepted and made a model
+    that flags nothing (beta or theta NaN, theta < 0) or that load refused (top_k=0, windows=(10.5,)): InputError
+    at construction, naming the setting."""
+    with pytest.raises(InputError, match=named.replace(".", r"\.")):
+        MSCRED(**setting)
+
+
+def test_fit_checks_settings_changed_after_construction():
+    model = MSCRED(epochs=1, **SMALL)
+    model.config.score.method = "foo"
+    model.config.train.epochs = 0
+    with pytest.raises(InputError, match="epochs"):
+        model.fit(_frame())
+    assert model.net_ is None and not hasattr(model, "history_")
+
+
+def test_failed_refit_leaves_the_fitted_model_as_it_was(fitted, monkeypatch):
+    """A fit that fails part way (here: the calibration, after training) restores what the estimator held: the
+    same network, sensors, calibration and config, still scoring as before."""
+    import copy
+
+    from mscred import detector
+
+    model = copy.deepcopy(fitted)
+    before = model.decision_function(_frame(seed=4))
+    net, sensors, config = model.net_, model.sensors_, model.config.to_dict()
+
+    def broken(*a, **k):
+        raise RuntimeError("calibration failed")
+
+    monkeypatch.setattr(detector.Calibration, "fit", broken)
+    with pytest.raises(RuntimeError, match="calibration failed"):
+        model.fit(_frame(n=6, seed=5))       # other sensors: fit had replaced sensors_ and net_ before failing
+    assert model.net_ is net and model.sensors_ == sensors and model.config.to_dict() == config
+    np.testing.assert_array_equal(model.decision_function(_frame(seed=4)), before)
+
+
+def test_fit_leaves_the_callers_random_state_alone():
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    MSCRED(epochs=1, seed=7, **SMALL).fit(_frame(300))
+    assert torch.equal(torch.get_rng_state(), state)
+
+
+def test_config_as_a_dict():
+    model = MSCRED(config={"train": {"epochs": 2}, "score": {"method": "mse"}})
+    assert model.config.train.epochs == 2 and model.config.score.method == "mse"

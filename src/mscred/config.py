@@ -1,4 +1,4 @@
-"""Every setting of mscred, with the defaults of SPEC.md.
+"""Every setting of mscred, with the defaults of the paper and its original code where they give one.
 
 Four dataclasses, one per stage. They are plain data: ``to_dict``/``from_dict`` round-trip them through
 ``config.json`` of a saved model, so adding a field with a default keeps old model directories loadable.

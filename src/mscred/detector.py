@@ -95,13 +95,26 @@ def _check_training_settings(cfg: MSCREDConfig) -> None:
         raise InputError(f"channels={channels!r}: must be 4 integers >= 1 (one per level)")
 
 
+def _check_config(cfg: MSCREDConfig) -> None:
+    """Every setting, checked before any work: InputError naming the first bad one."""
+    _check_training_settings(cfg)
+    problem = config_problem(cfg)
+    if problem:
+        raise InputError(problem)
+
+
+DEVICES = ("auto", "cpu", "cuda")
+# What fit sets: restored as they were when a fit fails part way.
+_FITTED = ("device_", "sensors_", "normalizer_", "net_", "history_", "calibration_", "decision_scores_", "labels_")
+
+
 def _resolve_device(name: str) -> str:
     import torch
 
     if name == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
-        raise InputError("--device cuda: no CUDA device is available here (try --device cpu or auto)")
+        raise InputError("device cuda: no CUDA device is available here (use cpu or auto)")
     if name not in ("cpu", "cuda"):
         raise InputError(f"device {name!r}: choose auto, cpu or cuda")
     return name
@@ -113,7 +126,7 @@ class MSCRED:
     Parameters
     ----------
     config : MSCREDConfig, optional
-        All settings; the defaults of SPEC.md when omitted.
+        All settings (or their dict, ``MSCREDConfig.to_dict()``); ``mscred.config``'s defaults when omitted.
     **overrides
         Any config field by name (``epochs=3``, ``theta=None``, ``device="cpu"``), or ``section__field``.
 
@@ -126,10 +139,13 @@ class MSCRED:
     history_ : list[dict] per-epoch training history
     """
 
-    def __init__(self, config: Optional[MSCREDConfig] = None, **overrides):
-        cfg = MSCREDConfig.from_dict(config.to_dict()) if config is not None else MSCREDConfig()
+    def __init__(self, config: Optional[MSCREDConfig | dict] = None, **overrides):
+        if config is None:
+            cfg = MSCREDConfig()
+        else:  # a copy: the caller's config is not changed by fit
+            cfg = MSCREDConfig.from_dict(config if isinstance(config, dict) else config.to_dict())
         self.config = _apply_overrides(cfg, overrides)
-        _check_training_settings(self.config)
+        _check_config(self.config)
         self.net_ = None
 
     # ----------------------------------------------------------------------------------------------- inputs
@@ -183,9 +199,32 @@ class MSCRED:
         ----------
         X : DataFrame (sensor columns; optional ``timestamp``/``label``), ndarray (T, n) or a loaded Table
         y : ignored (unsupervised; pyod compatibility)
-        checkpoint_dir : a directory for per-epoch checkpoints (``--resume`` continues from it)
+        checkpoint_dir : a directory for per-epoch checkpoints (``resume`` continues from it)
         resume : continue from the checkpoint in ``checkpoint_dir``
+
+        The settings are checked again first (``config`` may have been changed since construction). If fit fails,
+        the estimator is left as it was before the call (a fitted model stays the model it was). The seed is
+        applied to a fork of torch's random state: the caller's random numbers are not changed by fit.
         """
+        import torch
+
+        _check_config(self.config)
+        before = {name: getattr(self, name) for name in _FITTED if hasattr(self, name)}
+        config_before = MSCREDConfig.from_dict(self.config.to_dict())
+        try:
+            cpu_only = _resolve_device(self.config.train.device) == "cpu"
+            with torch.random.fork_rng(devices=[] if cpu_only else [torch.cuda.current_device()]):
+                return self._fit(X, checkpoint_dir, resume)
+        except BaseException:
+            for name in _FITTED:
+                if name in before:
+                    setattr(self, name, before[name])
+                elif hasattr(self, name):
+                    delattr(self, name)
+            self.config = config_before
+            raise
+
+    def _fit(self, X, checkpoint_dir, resume: bool) -> "MSCRED":
         import torch
 
         from mscred.data.io import Normalizer
@@ -289,7 +328,9 @@ class MSCRED:
         return table, self._score_segments(self._segments(values))
 
     def decision_function(self, X) -> np.ndarray:
-        """Per-row anomaly scores, float64 (T,); higher = more anomalous; 0 for rows no window covers yet."""
+        """Per-row anomaly scores, float64 (T,); higher = more anomalous; 0 for rows no window covers: those before
+        the first full window and the last ``(T - max(windows)) % gap`` rows (fewer than ``gap``), which the next
+        segment would cover (``detect.timestamp_windows``)."""
         table, result = self._windows(X)
         return self._per_row(result.score, len(table.values))
 
@@ -374,6 +415,7 @@ class MSCRED:
             normalizer = Normalizer.from_dict(meta["normalization"])
             _check_settings(config, sensors, calibration)
             net = MSCREDNet(config.model)
+            model = cls(config)
         except InputError as err:
             raise InputError(f"{cfg_path}: {err}") from None
         except (ValueError, KeyError, TypeError, UnicodeDecodeError, OverflowError) as err:
@@ -382,7 +424,6 @@ class MSCRED:
         if len(sensors) != config.model.n_sensors or len(normalizer.min_) != len(sensors):
             raise InputError(f"{cfg_path}: damaged model config (sensor count does not match the settings)")
 
-        model = cls(config)
         model.sensors_, model.normalizer_, model.calibration_ = sensors, normalizer, calibration
         model.history_ = meta.get("history", [])
         # "auto" means this machine's best device, not the training one: a model trained on a GPU loads on a CPU.
@@ -432,30 +473,73 @@ def _positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def _check_settings(config: MSCREDConfig, sensors: list[str], calibration: Calibration) -> None:
-    """The settings scoring relies on, checked once at load (a hand-edited config.json would otherwise fail later,
-    deep inside scoring, as an internal error). Raises ValueError saying which setting."""
-    from mscred.detect import SCORE_METHODS
+def _number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and \
+        math.isfinite(value)
 
-    sig, score = config.signature, config.score
+
+def config_problem(config: MSCREDConfig) -> Optional[str]:
+    """The first setting of ``config`` that fitting or scoring could not use, as "section.field value: why", or None.
+    Checked when an estimator is made (and again at ``fit``: a setting may be changed on ``config`` in between) and
+    when a model is loaded, so that a bad value fails at once, naming itself, instead of after training or deep
+    inside scoring."""
+    from mscred.config import MISSING_POLICIES
+    from mscred.detect import SCORE_METHODS
+    from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
+    from mscred.thresholds import METHODS
+
+    sig, score, model = config.signature, config.score, config.model
     windows = tuple(sig.windows) if isinstance(sig.windows, (tuple, list)) else ()
-    if not windows or not all(_positive_int(w) for w in windows):
-        raise ValueError(f"signature.windows {sig.windows!r} must be positive integers")
+    if not windows or not all(_positive_int(w) for w in windows) or len(set(windows)) != len(windows):
+        return f"signature.windows {sig.windows!r}: must be distinct positive integers"
     for name in ("gap", "steps", "chunk_segments"):
         if not _positive_int(getattr(sig, name)):
-            raise ValueError(f"signature.{name} {getattr(sig, name)!r} must be a positive integer")
+            return f"signature.{name} {getattr(sig, name)!r}: must be a positive integer"
     if score.method not in SCORE_METHODS:
-        raise ValueError(f"score.method {score.method!r} is not one of {', '.join(SCORE_METHODS)}")
+        return f"score.method {score.method!r}: must be one of {', '.join(SCORE_METHODS)}"
+    if score.threshold not in METHODS:
+        return f"score.threshold {score.threshold!r}: must be one of {', '.join(METHODS)}"
     if not _positive_int(score.top_k):
-        raise ValueError(f"score.top_k {score.top_k!r} must be a positive integer")
-    if not isinstance(score.scales, (tuple, list)) or not set(score.scales) <= set(windows):
-        raise ValueError(f"score.scales {score.scales!r} must be some of the windows {windows}")
+        return f"score.top_k {score.top_k!r}: must be a positive integer"
+    if not isinstance(score.scales, (tuple, list)) or not score.scales or not set(score.scales) <= set(windows):
+        return f"score.scales {score.scales!r}: must be some of the windows {windows}"
+    if score.theta is not None and not (_number(score.theta) and score.theta >= 0):
+        return f"score.theta {score.theta!r}: must be None (chosen on the validation residuals) or a number >= 0"
+    for name, low, high in (("theta_quantile", 0, 1), ("pot_risk", 0, 1), ("pot_level", 0, 1)):
+        value = getattr(score, name)
+        if not (_number(value) and low < value < high):
+            return f"score.{name} {value!r}: must be a number between {low} and {high} (exclusive)"
+    if not (_number(score.beta) and score.beta > 0):
+        return f"score.beta {score.beta!r}: must be a number > 0"
+    if not (_number(score.percentile) and 0 <= score.percentile <= 100):
+        return f"score.percentile {score.percentile!r}: must be a number from 0 to 100"
+    if model.lstm_kernel not in (2, 3) or isinstance(model.lstm_kernel, bool):
+        return f"model.lstm_kernel {model.lstm_kernel!r}: must be 2 or 3"
+    if not _number(model.forget_bias):
+        return f"model.forget_bias {model.forget_bias!r}: must be a finite number"
+    for name, value, choices in (("model.backend", model.backend, (AUTO, *MODEL_BACKENDS)),
+                                 ("model.conv_backend", model.conv_backend, CONV_BACKENDS),
+                                 ("train.missing", config.train.missing, MISSING_POLICIES),
+                                 ("train.device", config.train.device, DEVICES)):
+        if value not in choices:
+            return f"{name} {value!r}: must be one of {', '.join(choices)}"
+    return None
+
+
+def _check_settings(config: MSCREDConfig, sensors: list[str], calibration: Calibration) -> None:
+    """The settings scoring relies on, checked once at load (a hand-edited config.json would otherwise fail later,
+    deep inside scoring, as an internal error): ``config_problem``, then the sensors and the calibration against
+    them. Raises ValueError saying which setting."""
+    problem = config_problem(config)
+    if problem:
+        raise ValueError(problem)
+    windows = tuple(config.signature.windows)
     if len(calibration.scale_thresholds) != len(windows):
         raise ValueError(f"calibration has {len(calibration.scale_thresholds)} scale threshold(s) for "
                          f"{len(windows)} windows")
-    if score.method == "count" and len(calibration.theta) != len(windows):
+    if config.score.method == "count" and len(calibration.theta) != len(windows):
         raise ValueError(f"calibration has {len(calibration.theta)} theta(s) for {len(windows)} windows")
-    if score.method == "z_sensor":
+    if config.score.method == "z_sensor":
         stats = calibration.sensor_stats
         if stats is None or stats.mean.shape != (len(windows) + 1, len(sensors)):
             raise ValueError("calibration.sensor_stats missing or not (windows + 1, sensors) in shape")
@@ -463,13 +547,6 @@ def _check_settings(config: MSCREDConfig, sensors: list[str], calibration: Calib
         raise ValueError("sensors must be distinct names" if sensors else "no sensors")
     if not _positive_int(config.model.n_scales) or config.model.n_scales != len(windows):
         raise ValueError(f"model.n_scales {config.model.n_scales!r} does not match {len(windows)} windows")
-    from mscred.config import MISSING_POLICIES
-    from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
-    for name, value, choices in (("model.backend", config.model.backend, (AUTO, *MODEL_BACKENDS)),
-                                 ("model.conv_backend", config.model.conv_backend, CONV_BACKENDS),
-                                 ("train.missing", config.train.missing, MISSING_POLICIES)):
-        if value not in choices:
-            raise ValueError(f"{name} {value!r} is not one of {', '.join(choices)}")
     # A NaN or infinite threshold never flags (NaN compares false): the model would call everything normal.
     for name, values in (("calibration.threshold", [calibration.threshold]),
                          ("calibration.scale_thresholds", calibration.scale_thresholds),

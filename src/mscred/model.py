@@ -1,4 +1,4 @@
-"""The MSCRED network (Zhang et al., AAAI 2019), exactly as SPEC.md's table, for any number of sensors n >= 4.
+"""The MSCRED network (Zhang et al., AAAI 2019), layer for layer as the paper's architecture table, for n >= 4 sensors.
 
 Input: h = 5 consecutive multi-scale signature matrices, (B, T, K, n, n) with K scales. Output: the reconstruction
 of the last step, (B, K, n, n).
