@@ -333,3 +333,11 @@ def test_fit_leaves_the_callers_random_state_alone():
 def test_config_as_a_dict():
     model = MSCRED(config={"train": {"epochs": 2}, "score": {"method": "mse"}})
     assert model.config.train.epochs == 2 and model.config.score.method == "mse"
+
+
+def test_detect_keeps_a_sliced_frames_row_numbers(fitted):
+    """detect of df.iloc[50:] numbers its rows 50 .., as the frame does, so that the result joins back onto it."""
+    X = _frame(400, seed=6)
+    found = fitted.detect(X.iloc[50:])
+    assert found.columns[0] == "row" and list(found["row"][:3]) == [50, 51, 52]
+    np.testing.assert_allclose(found["score"].to_numpy(), fitted.decision_function(X.iloc[50:]))
