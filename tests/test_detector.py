@@ -341,3 +341,27 @@ def test_detect_keeps_a_sliced_frames_row_numbers(fitted):
     found = fitted.detect(X.iloc[50:])
     assert found.columns[0] == "row" and list(found["row"][:3]) == [50, 51, 52]
     np.testing.assert_allclose(found["score"].to_numpy(), fitted.decision_function(X.iloc[50:]))
+
+
+def test_params_repr_and_not_fitted():
+    """get_params / set_params as scikit-learn's clone and searches use them; a repr of the changed settings; an
+    unfitted model raises NotFittedError (a RuntimeError and an AttributeError: hasattr is False)."""
+    from mscred.errors import NotFittedError
+
+    model = MSCRED(epochs=2, method="mse", **SMALL)
+    params = model.get_params(deep=False)
+    assert set(params) == {"config"} and params["config"] is not model.config
+    twin = type(model)(**params)                                  # what sklearn.base.clone does
+    assert twin.config.to_dict() == model.config.to_dict()
+    deep = model.get_params()
+    assert deep["train__epochs"] == 2 and deep["score__method"] == "mse"
+    assert model.set_params(epochs=4, score__top_k=2) is model
+    assert model.config.train.epochs == 4 and model.config.score.top_k == 2
+    with pytest.raises(InputError, match="score.method"):
+        model.set_params(method="foo")
+    assert model.config.score.method == "mse"                     # a refused change changes nothing
+    text = repr(model)
+    assert text.startswith("MSCRED(") and "epochs=4" in text and "method='mse'" in text and "lr=" not in text
+    with pytest.raises(NotFittedError):
+        model.decision_function(_frame(300))
+    assert isinstance(NotFittedError("x"), RuntimeError) and not hasattr(model, "threshold_")

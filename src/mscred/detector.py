@@ -26,7 +26,7 @@ from mscred import __version__
 from mscred.atomic import atomic_path, save_safetensors
 from mscred.config import MSCREDConfig
 from mscred.detect import Calibration, WindowResult, score_windows, timestamp_windows
-from mscred.errors import InputError
+from mscred.errors import InputError, NotFittedError
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -147,6 +147,35 @@ class MSCRED:
         self.config = _apply_overrides(cfg, overrides)
         _check_config(self.config)
         self.net_ = None
+
+    # ----------------------------------------------------------------------------------------------- settings
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The settings, as scikit-learn's ``clone`` and searches read them: ``config`` (a copy), and with ``deep``
+        every field as ``section__field`` too (what ``set_params`` and the constructor take)."""
+        params: dict[str, Any] = {"config": MSCREDConfig.from_dict(self.config.to_dict())}
+        if deep:
+            params.update({f"{section}__{name}": value for section, fields in self.config.to_dict().items()
+                           for name, value in fields.items()})
+        return params
+
+    def set_params(self, **params) -> "MSCRED":
+        """Change settings (``config=``, ``field=`` or ``section__field=``), checked as at construction; a fitted
+        model keeps its fit until the next ``fit``."""
+        config = params.pop("config", None)
+        cfg = MSCREDConfig.from_dict(self.config.to_dict() if config is None else
+                                     config if isinstance(config, dict) else config.to_dict())
+        cfg = _apply_overrides(cfg, params)
+        _check_config(cfg)
+        self.config = cfg
+        return self
+
+    def __repr__(self) -> str:
+        """MSCRED(the settings that differ from the defaults), as scikit-learn shows an estimator."""
+        default, ours = MSCREDConfig().to_dict(), self.config.to_dict()
+        changed = [f"{name}={value!r}" for section, fields in ours.items() for name, value in fields.items()
+                   if section != "model" or name not in ("n_sensors", "n_scales")    # set from the data by fit
+                   if default[section].get(name) != value]
+        return f"MSCRED({', '.join(changed)})"
 
     # ----------------------------------------------------------------------------------------------- inputs
     @property
@@ -289,7 +318,7 @@ class MSCRED:
 
     def _check_fitted(self) -> None:
         if getattr(self, "calibration_", None) is None or self.net_ is None:
-            raise RuntimeError("this MSCRED is not fitted yet: call fit(X) or MSCRED.load(dir) first")
+            raise NotFittedError("this MSCRED is not fitted yet: call fit(X) or MSCRED.load(dir) first")
 
     # ----------------------------------------------------------------------------------------------- scoring
     def _reconstruct(self, segments: np.ndarray) -> np.ndarray:

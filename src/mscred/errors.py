@@ -13,3 +13,8 @@ class InputError(ValueError):
 class PartlyDone(Exception):
     """A command that ran but did not do all it was asked, and has already said what (``mscred fleet`` when some
     entities failed: its summary has a row per entity): the CLI exits with 1 and prints nothing more."""
+
+
+class NotFittedError(RuntimeError, AttributeError):
+    """An estimator used before ``fit`` (or ``MSCRED.load``). A RuntimeError as before, and an AttributeError as
+    scikit-learn's NotFittedError is, so that ``hasattr(model, "threshold_")`` is False on an unfitted model."""
