@@ -58,8 +58,10 @@ def test_columns_by_name_and_ndarray_input(fitted):
     base = fitted.decision_function(X)
     shuffled = X[list(reversed(X.columns))]
     np.testing.assert_allclose(fitted.decision_function(shuffled), base, rtol=1e-6)
-    # A plain array has no names: it is read in the training order.
-    np.testing.assert_raises(InputError, fitted.decision_function, X.to_numpy())  # names sensor_0.. differ
+    # A plain array has no names: its columns are the training sensors in order (as scikit-learn matches them);
+    # another width is refused, naming the sensors.
+    np.testing.assert_allclose(fitted.decision_function(X.to_numpy()), base, rtol=1e-6)
+    np.testing.assert_raises(InputError, fitted.decision_function, X.to_numpy()[:, :4])
     model = MSCRED(epochs=1, **SMALL).fit(X.to_numpy())
     assert model.sensors_ == [f"sensor_{i}" for i in range(5)]
     assert model.decision_function(X.to_numpy()).shape == (600,)

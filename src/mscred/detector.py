@@ -351,6 +351,9 @@ class MSCRED:
 
     def _windows(self, X):
         self._check_fitted()
+        if isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] == len(self.sensors_):
+            # An array has no names: its columns are the training sensors in order (as scikit-learn matches them).
+            X = pd.DataFrame(X, columns=self.sensors_)
         table = self._table(X)
         self._check_rows(table, "score")
         values = self._aligned(table)
