@@ -336,3 +336,14 @@ def test_npy_and_parquet_inputs(tmp_path, capsys):
     _frame().to_parquet(tmp_path / "test.parquet")
     _bad(capsys, "detect", tmp_path / "m", tmp_path / "test.parquet", "--out", tmp_path / "p.csv",
          match="missing sensor(s) sensor_0, sensor_1")
+
+
+def test_bare_mscred_prints_help_and_usage_errors_point_at_it(capsys):
+    """`mscred` alone once printed its whole help as one escaped error line (exit 2): now the help itself, exit 0.
+    A usage error names the command's --help."""
+    from tests.cli_helpers import run_cli
+
+    code, out, err = run_cli(capsys)
+    assert code == 0 and out.startswith("Usage: mscred") and "Commands:" in out and not err
+    code, _, err = run_cli(capsys, "train")
+    assert code == 2 and err.strip() == "mscred: error: Missing argument 'DATA'. (see `mscred train --help`)"

@@ -88,9 +88,16 @@ def _main(argv: list[str] | None) -> int:
         return 130
     except click.exceptions.Exit as stop:
         return stop.exit_code
+    except click.exceptions.NoArgsIsHelpError as err:
+        # `mscred` (or a group) alone: its help, as click prints it standalone, not as an error line.
+        click.echo(err.ctx.get_help())
+        return 0
     except click.ClickException as err:
-        # Usage errors (unknown option, missing argument, bad choice) are bad input too: one line, exit 2.
-        click.echo(f"mscred: error: {_one_line(err.format_message())}", err=True)
+        # Usage errors (unknown option, missing argument, bad choice) are bad input too: one line, exit 2, with
+        # where the command's options are listed.
+        ctx = getattr(err, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if isinstance(err, click.UsageError) and ctx is not None else ""
+        click.echo(f"mscred: error: {_one_line(err.format_message())}{hint}", err=True)
         return 2
     except PartlyDone:  # the command has said what it did not do
         return 1
