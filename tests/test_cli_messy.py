@@ -680,3 +680,39 @@ def test_missing_values_interpolated_through_train_detect_and_evaluate(tmp_path,
     assert json.loads(out)["n_rows"] == ROWS
     page = (tmp_path / "report" / "index.html").read_text()
     assert "1 sensor values were missing and interpolated (--missing interpolate), in 1 sensor(s)" in page
+
+
+def test_detect_writes_the_format_its_out_names(tmp_path, capsys, model_dir, monkeypatch):
+    """--out s.parquet once got CSV text, which evaluate then could not read as Parquet: Parquet now (and .csv.gz
+    compressed CSV), the same rows; without pyarrow a .parquet output is refused before any work."""
+    pytest.importorskip("pyarrow")
+    data = tmp_path / "d.csv"
+    _frame(seed=3).assign(label=0).to_csv(data, index=False)
+    outs = {name: tmp_path / name for name in ("s.csv", "s.parquet", "s.csv.gz")}
+    for out in outs.values():
+        code, _, err = _run(capsys, "detect", model_dir, data, "--out", out, "--device", "cpu")
+        assert code == 0, err
+    plain = pd.read_csv(outs["s.csv"], keep_default_na=False)     # empty root_causes stay "" as in Parquet
+    pd.testing.assert_frame_equal(pd.read_parquet(outs["s.parquet"]), plain, check_dtype=False)
+    pd.testing.assert_frame_equal(pd.read_csv(outs["s.csv.gz"], keep_default_na=False), plain)
+    code, _, err = _run(capsys, "evaluate", outs["s.parquet"], "--labels", data, "--json")
+    assert code == 0, err
+    import builtins
+
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name == "pyarrow" else real_import(name, *a, **k))
+    _bad(capsys, "detect", model_dir, data, "--out", tmp_path / "t.parquet", "--device", "cpu",
+         names=("t.parquet", "pyarrow", "mscred[parquet]"))
+    assert not (tmp_path / "t.parquet").exists()
+
+
+def test_demo_without_matplotlib_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """demo once trained, detected and evaluated for minutes, then failed on the missing report extra."""
+    import builtins
+
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name == "matplotlib" else real_import(name, *a, **k))
+    _bad(capsys, "demo", "--quick", "--out", tmp_path / "d", names=("matplotlib", "mscred[report]", "--no-report"))
+    assert not (tmp_path / "d").exists()

@@ -284,15 +284,23 @@ def _missing(text: str) -> str:
     return f'<p class="missing">{html.escape(text)}</p>'
 
 
+def require_matplotlib(otherwise: str = ""):
+    """matplotlib, or InputError naming the extra that brings it and ``otherwise`` (another way out, e.g.
+    "--no-report"); commands that end in a report check first."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise InputError("the report needs matplotlib: pip install 'mscred[report]'"
+                         + (f" (or {otherwise})" if otherwise else "")) from None
+    return matplotlib
+
+
 def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth, result: dict,
                  pred: Optional[np.ndarray] = None, model_dir=None, data_path=None, n_sensors: int = 4,
                  n_worst: int = 3, missing: str = "error") -> Path:
     """Render the report into ``out_dir/index.html`` (atomically: the directory appears whole or not at all);
     ``missing``: what a missing value of ``data_path`` gets (as at detect)."""
-    try:
-        import matplotlib
-    except ImportError:
-        raise InputError("--report needs matplotlib: pip install 'mscred[report]'") from None
+    matplotlib = require_matplotlib()
     matplotlib.use("Agg")  # files only, no display
     with warnings.catch_warnings():
         # Sensor names in scripts the default font lacks (CJK) drew one "Glyph ... missing" warning per character

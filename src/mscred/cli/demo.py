@@ -164,6 +164,10 @@ def demo(quick, out, dataset, data_root, epochs, theta, method, device, seed, re
         overrides["device"] = device
     if dataset is not None:
         _check_dataset(dataset)
+    if report:  # before the data and the training, not after them
+        from mscred.report import require_matplotlib
+
+        require_matplotlib(otherwise="--no-report")
     result = run_demo(out, quick=quick, dataset=dataset, data_root=data_root, seed=seed, progress=not quiet,
                       report=report, **overrides)
     render(result)

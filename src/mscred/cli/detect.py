@@ -31,9 +31,10 @@ def detect(model_dir, data, out, device, missing) -> None:
     """
     from mscred.atomic import atomic_path
     from mscred.cli.train import report_filled
-    from mscred.data.io import load_table
+    from mscred.data.io import check_writable_table, load_table, write_table
     from mscred.detector import MSCRED
 
+    check_writable_table(out)
     model = MSCRED.load(model_dir, device=device)
     table = load_table(data, missing=missing or model.config.train.missing)
     report_filled(table)
@@ -41,7 +42,7 @@ def detect(model_dir, data, out, device, missing) -> None:
     if table.gaps is not None:  # scores resting on interpolated values are marked as such
         frame["filled"] = table.gaps.sum(axis=1)
     with atomic_path(out) as tmp:
-        frame.to_csv(tmp, index=False)
+        write_table(frame, tmp)
     found = intervals(frame["is_anomaly"].to_numpy())
     click.echo(f"scored {len(frame)} rows: {int(frame['is_anomaly'].sum())} anomalous in {len(found)} interval(s) "
                f"(threshold {model.threshold_:.4g}); wrote {out}")

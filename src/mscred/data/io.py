@@ -407,6 +407,26 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def check_writable_table(path: str | os.PathLike) -> None:
+    """Before any work: a ``.parquet``/``.pq`` output needs pyarrow (InputError naming the path and the extra);
+    any other name is written as CSV (compressed as its suffix says: ``.csv.gz``)."""
+    if Path(path).suffix.lower() in _PARQUET:
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise InputError(f"{path}: writing Parquet needs pyarrow (pip install 'mscred[parquet]'), or name "
+                             "the output .csv") from None
+
+
+def write_table(frame: pd.DataFrame, path: str | os.PathLike) -> None:
+    """``frame`` (no index) to ``path`` as ``read_frame`` reads it back: Parquet for ``.parquet``/``.pq``, else CSV
+    (``check_writable_table`` first)."""
+    if Path(path).suffix.lower() in _PARQUET:
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, index=False)
+
+
 def _read_parquet(path: Path) -> pd.DataFrame:
     try:
         import pyarrow  # noqa: F401
