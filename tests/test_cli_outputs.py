@@ -184,6 +184,8 @@ def test_sigterm_unwinds_like_ctrl_c(tmp_path):
     assert proc.returncode == 143 and err.strip().splitlines()[-1] == "mscred: terminated", err
     assert "Traceback" not in err
     assert not (tmp_path / "m").exists()
+    if any((tmp_path / "m.checkpoints").glob("*.safetensors")):  # an epoch's checkpoint was written: say so
+        assert "with --resume continues" in err, err
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 

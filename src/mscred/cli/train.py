@@ -184,6 +184,9 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     check_replaceable_dir(out, MODEL_FILES, "an mscred model")
     table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
     report_filled(table)
+    if table.labels is not None and table.labels.any():  # documented as ignored, yet easy to miss
+        click.echo(f"note: {int(table.labels.sum())} row(s) of {data} are labelled anomalous (label 1); training "
+                   "takes every row as normal, those too", err=True)
     out = Path(out)
     ckpt = checkpoint_dir_for(out)
     created = _first_missing(ckpt)   # what the sensors record creates: the folder, and any missing parents
@@ -200,9 +203,12 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
             return
         model = MSCRED(**overrides)
         model.fit(table, checkpoint_dir=ckpt, resume=resume)
-    except Exception:
+    except BaseException as err:
         if created is not None and not (ckpt / CHECKPOINT_NAME).exists():   # refused before any epoch
             shutil.rmtree(created, ignore_errors=True)
+        elif not isinstance(err, Exception) and (ckpt / CHECKPOINT_NAME).exists():   # Ctrl-C, SIGTERM
+            click.echo(f"the last finished epoch is kept in {ckpt}: the same command with --resume continues "
+                       "from it", err=True)
         raise
     model.save(out)
     shutil.rmtree(ckpt, ignore_errors=True)   # the saved model supersedes the checkpoints
