@@ -143,10 +143,11 @@ def render(result: dict) -> None:
 @click.option("--epochs", type=click.IntRange(min=1), default=None, help="Override the training epochs.")
 @click.option("--theta", type=str, default=None,
               help="The count score's residual threshold: a number (the paper: 0.005) or 'auto'; implies --score "
-                   "count.")
+                   "count unless --score says otherwise.")
 @click.option("--score", "method", type=click.Choice(SCORE_METHODS), default=None,
               help="Window score [default: z_sensor].")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None,
+              help="Where to train and score [default: auto, a GPU when there is one].")
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("--report/--no-report", default=True, show_default=True, help="Write the HTML report.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -171,7 +172,7 @@ def demo(quick, out, dataset, data_root, epochs, theta, method, device, seed, re
     result = run_demo(out, quick=quick, dataset=dataset, data_root=data_root, seed=seed, progress=not quiet,
                       report=report, **overrides)
     render(result)
-    click.echo(f"wrote {out}/ (data, model, scores.csv, metrics.json" + (", report/index.html)" if report else ")"))
+    click.echo(f"wrote {Path(out)}/ (data, model, scores.csv, metrics.json" + (", report/index.html)" if report else ")"))
 
 
 def _check_dataset(name: str) -> None:

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+from pathlib import Path
+
 import click
 
 from mscred.cli.params import SEED, FiniteFloatRange
@@ -131,4 +133,4 @@ def _print_table(result: dict, report_dir) -> None:
         console.print(f"note: {result['events_clipped']} event(s) of the anomalies table reach past the scored "
                       "timestamps and were cut to them")
     if report_dir is not None:
-        console.print(f"report: {report_dir}/index.html")
+        console.print(f"report: {Path(report_dir) / 'index.html'}")

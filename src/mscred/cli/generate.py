@@ -1,6 +1,8 @@
 """`mscred generate OUT_DIR`: the paper's synthetic data, with its ground truth, as CSV files."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from mscred.cli.params import SEED
@@ -18,5 +20,5 @@ def generate(out_dir: str, n_sensors: int, length: int, seed: int) -> None:
     from mscred.data.synthetic import write_synthetic
 
     data = write_synthetic(out_dir, n_sensors=n_sensors, length=length, seed=seed)
-    click.echo(f"wrote {out_dir}/train.csv ({len(data.train)} rows), test.csv ({len(data.test)} rows, "
+    click.echo(f"wrote {Path(out_dir) / 'train.csv'} ({len(data.train)} rows), test.csv ({len(data.test)} rows, "
                f"{int(data.test['label'].sum())} anomalous), anomalies.csv ({len(data.anomalies)} anomalies)")

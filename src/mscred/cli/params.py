@@ -20,4 +20,11 @@ class FiniteFloatRange(click.FloatRange):
 
 
 # torch.manual_seed takes a 64-bit integer; a larger one failed deep inside ("Overflow when unpacking long long").
-SEED = click.IntRange(0, 2 ** 63 - 1)
+class _Seed(click.IntRange):
+    """An integer from 0 to 2**63 - 1; help and errors say "0<=x<2**63" rather than the 19-digit upper bound."""
+
+    def _describe_range(self) -> str:
+        return "0<=x<2**63"
+
+
+SEED = _Seed(0, 2 ** 63 - 1)
