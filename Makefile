@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 # e.g. `make test TORCH_SPEC=torch` to get the CUDA build from the index.
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# The demo needs only the report's plotting and Parquet, not the test tools, Triton and nvcc of the dev extra
+# (~1 GB on a CPU machine); a GPU machine's torch brings Triton itself.
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: setup demo test bench lint clean
 
@@ -14,9 +17,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 
+$(DEMO_STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q -e ".[report,parquet]"
+	touch $(DEMO_STAMP)
+
 setup: $(STAMP)
 
-demo: setup
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/mscred demo --out demo_out
 
 test: setup
