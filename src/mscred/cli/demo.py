@@ -69,12 +69,16 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
     model.save(out / "model")
     times["train_s"] = time.perf_counter() - tick
 
+    # The steps after training take tens of seconds on a CPU: say what runs (on stderr, as the epochs).
+    say = (lambda text: click.echo(text, err=True)) if progress else (lambda text: None)
+    say(f"scoring the test data ({len(test_df)} rows) ...")
     tick = time.perf_counter()
     frame = model.detect(test_df)
     with atomic_path(out / "scores.csv") as tmp:
         frame.to_csv(tmp, index=False)
     times["detect_s"] = time.perf_counter() - tick
 
+    say("evaluating" + (" and writing the report ..." if report else " ..."))
     tick = time.perf_counter()
     anomalies = out / "data" / "anomalies.csv"
     figures = evaluate_files(out / "scores.csv", out / "data" / "test.csv",
