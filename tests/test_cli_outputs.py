@@ -225,13 +225,16 @@ def test_a_killed_processes_scratch_folder_is_removed_by_the_next(tmp_path, monk
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead, host = _gone_pid_and_host()
-    orphan = tmp_path / f"mscred-ranks-{host}-{dead}-x1y2"
-    alive = tmp_path / f"mscred-ranks-{host}-{os.getppid()}-x1y2"
-    elsewhere = tmp_path / f"mscred-ranks-otherhost-{dead}-x1y2"
-    other_prefix = tmp_path / f"mscred-ddp-{host}-{dead}-x1y2"
-    for folder in (orphan, alive, elsewhere, other_prefix):
+    orphan = tmp_path / f"mscred-ranks-{host}-{dead}.x1y2"
+    alive = tmp_path / f"mscred-ranks-{host}-{os.getppid()}.x1y2"
+    elsewhere = tmp_path / f"mscred-ranks-otherhost-{dead}.x1y2"
+    other_prefix = tmp_path / f"mscred-ddp-{host}-{dead}.x1y2"
+    # a host whose name is this one's plus "-<digits>": its live folder is not this host's pid "<digits>"
+    longer_host = tmp_path / f"mscred-ranks-{host}-{dead}-{os.getppid()}.x1y2"
+    for folder in (orphan, alive, elsewhere, other_prefix, longer_host):
         (folder / "rank0.json").parent.mkdir(parents=True)
     with scratch_dir("mscred-ranks-") as folder:
-        assert Path(folder).is_dir() and Path(folder).name.startswith(f"mscred-ranks-{host}-{os.getpid()}-")
+        assert Path(folder).is_dir() and Path(folder).name.startswith(f"mscred-ranks-{host}-{os.getpid()}.")
     assert not Path(folder).exists()
     assert not orphan.exists() and alive.exists() and elsewhere.exists() and other_prefix.exists()
+    assert longer_host.exists()

@@ -89,7 +89,9 @@ def test_overrides():
         MSCRED(no_such=1)
     base = MSCREDConfig()
     base.train.epochs = 7
-    assert MSCRED(base).config.train.epochs == 7 and base is not MSCRED(base).config
+    # kept as given (scikit-learn's clone requires it; fit works on a copy), copied when overrides change it
+    assert MSCRED(base).config is base and MSCRED(base, epochs=2).config.train.epochs == 2
+    assert base.train.epochs == 7
 
 
 def test_reproducible_on_cpu():
@@ -285,7 +287,8 @@ def test_bad_training_settings_are_refused_at_construction(setting):
     (dict(windows=(10, 10)), "signature.windows"), (dict(windows=(10.5,)), "signature.windows"),
     (dict(gap=1.5), "signature.gap"), (dict(steps=0), "signature.steps"), (dict(device="gpu"), "train.device"),
     (dict(lstm_kernel=4), "model.lstm_kernel"), (dict(missing="drop"), "train.missing"),
-    (dict(backend="fast"), "model.backend")])
+    (dict(backend="fast"), "model.backend"), (dict(bf16="no"), "train.bf16"), (dict(progress="x"), "train.progress"),
+    (dict(cuda_graphs="no"), "train.cuda_graphs"), (dict(lstm_kernel=2.0), "model.lstm_kernel")])
 def test_bad_scoring_and_signature_settings_are_refused_at_construction(setting, named):
     """Settings that once failed only after training had run (method, threshold, beta, scales, percentile,
     pot_risk), as internal errors deep inside fit (steps=0, gap=1.5, windows=()), or were accepted and made a model
@@ -295,13 +298,35 @@ def test_bad_scoring_and_signature_settings_are_refused_at_construction(setting,
         MSCRED(**setting)
 
 
-def test_fit_checks_settings_changed_after_construction():
+@pytest.mark.parametrize("section, name, value", [("score", "method", "foo"), ("train", "epochs", 0)])
+def test_fit_checks_settings_changed_after_construction(section, name, value):
     model = MSCRED(epochs=1, **SMALL)
-    model.config.score.method = "foo"
-    model.config.train.epochs = 0
-    with pytest.raises(InputError, match="epochs"):
+    setattr(getattr(model.config, section), name, value)
+    with pytest.raises(InputError, match=name):
         model.fit(_frame())
     assert model.net_ is None and not hasattr(model, "history_")
+
+
+def test_fit_leaves_the_given_config_alone_and_set_params_unfits_on_model_settings(fitted):
+    """fit fills the sensor count into its own copy of the config (the one given stays as given); set_params of a
+    runtime setting keeps a fit, of any other setting unfits (the network and thresholds belong to the old ones:
+    new windows scored silently with the old network, a new score method failed inside scoring)."""
+    import copy
+
+    from mscred.errors import NotFittedError
+
+    given = MSCREDConfig()
+    given.train.epochs, given.train.device, given.train.progress, given.model.channels = 1, "cpu", False, (4, 8, 8, 8)
+    model = MSCRED(config=given).fit(_frame(300))
+    assert given.model.n_sensors == MSCREDConfig().model.n_sensors and model.config.model.n_sensors == 5
+    model = copy.deepcopy(fitted)
+    before = model.decision_function(_frame(300, seed=2))
+    model.set_params(progress=True, device="cpu")
+    np.testing.assert_array_equal(model.decision_function(_frame(300, seed=2)), before)
+    assert model.config.model.n_sensors == 5
+    model.set_params(windows=(5, 10, 20))
+    with pytest.raises(NotFittedError):
+        model.decision_function(_frame(300, seed=2))
 
 
 def test_failed_refit_leaves_the_fitted_model_as_it_was(fitted, monkeypatch):
@@ -350,10 +375,16 @@ def test_params_repr_and_not_fitted():
     unfitted model raises NotFittedError (a RuntimeError and an AttributeError: hasattr is False)."""
     from mscred.errors import NotFittedError
 
+    import copy
+
     model = MSCRED(epochs=2, method="mse", **SMALL)
     params = model.get_params(deep=False)
-    assert set(params) == {"config"} and params["config"] is not model.config
-    twin = type(model)(**params)                                  # what sklearn.base.clone does
+    assert set(params) == {"config"} and params["config"] is model.config
+    # What sklearn.base.clone does: deep-copy each parameter, construct, and require get_params to hand back
+    # the very objects it passed.
+    passed = {name: copy.deepcopy(value) for name, value in params.items()}
+    twin = type(model)(**passed)
+    assert all(twin.get_params(deep=False)[name] is value for name, value in passed.items())
     assert twin.config.to_dict() == model.config.to_dict()
     deep = model.get_params()
     assert deep["train__epochs"] == 2 and deep["score__method"] == "mse"

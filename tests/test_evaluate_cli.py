@@ -183,3 +183,18 @@ def test_parquet_labels(files, capsys):
     a = run_json(capsys, files / "scores.csv", "--labels", files / "test.csv")
     b = run_json(capsys, files / "scores.csv", "--labels", files / "test.parquet")
     assert a == b
+
+
+def test_counts_of_an_anomalies_table_beside_the_labels(tmp_path):
+    """The generate/demo layout (--labels test.csv, anomalies.csv beside it): the events outside or reaching past
+    the scored timestamps are counted there too (they were dropped with the labels table's)."""
+    from mscred.evaluation import read_ground_truth, read_scores
+
+    stamps = np.arange(100, 120)
+    pd.DataFrame({"timestamp": stamps, "score": np.linspace(0, 1, 20), "is_anomaly": 0}).to_csv(
+        tmp_path / "scores.csv", index=False)
+    pd.DataFrame({"timestamp": stamps, "s0": 0.0, "s1": 1.0, "s2": 2.0, "s3": 3.0, "label": 0}).to_csv(
+        tmp_path / "test.csv", index=False)
+    pd.DataFrame({"start": [95, 110, 300], "end": [103, 112, 310]}).to_csv(tmp_path / "anomalies.csv", index=False)
+    truth = read_ground_truth(tmp_path / "test.csv", read_scores(tmp_path / "scores.csv"))
+    assert len(truth.events) == 2 and (truth.events_outside, truth.events_clipped) == (1, 1)

@@ -113,13 +113,15 @@ def _remove_dead(entries, pattern: re.Pattern) -> None:
 
 @contextlib.contextmanager
 def scratch_dir(prefix: str) -> Iterator[str]:
-    """A temporary folder in the system's temporary directory, removed on exit, named <prefix><host>-<pid>-<random>
+    """A temporary folder in the system's temporary directory, removed on exit, named <prefix><host>-<pid>.<random>
     so that one left by a process killed outright (SIGKILL skips every cleanup: the --nproc parent's rank folder, the
     distributed trainer's copy of the training data) is removed by the next call with the same prefix once that
     process is gone on this host. Yields its path as a string, as ``tempfile.TemporaryDirectory``."""
-    pattern = re.compile(re.escape(f"{prefix}{_HOST}-") + r"(\d+)-.+")
+    # "." after the pid, as in atomic_path's names: a host name may hold "-" and digits ("node-1" against
+    # "node-1-2"), a pid followed by "." cannot be read as part of another host's name.
+    pattern = re.compile(re.escape(f"{prefix}{_HOST}-") + r"(\d+)\.[a-z0-9_]+")
     _remove_dead(Path(tempfile.gettempdir()).glob(f"{glob.escape(prefix + _HOST)}-*"), pattern)
-    with tempfile.TemporaryDirectory(prefix=f"{prefix}{_OWNER}-") as folder:
+    with tempfile.TemporaryDirectory(prefix=f"{prefix}{_OWNER}.") as folder:
         yield folder
 
 

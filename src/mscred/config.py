@@ -101,6 +101,12 @@ class ScoreConfig:
     top_k: int = 3
 
 
+# Settings that do not make another model: where and how fast it trains and scores, and what fit fills in from the
+# data (the sensor count). A fleet's --resume keeps models that differ only in these; set_params keeps a fit.
+RUNTIME_SETTINGS = {"model": {"n_sensors", "n_scales", "backend", "conv_backend"},
+                    "train": {"device", "bf16", "cuda_graphs", "cudnn_benchmark", "progress"}}
+
+
 @dataclass
 class MSCREDConfig:
     signature: SignatureConfig = field(default_factory=SignatureConfig)

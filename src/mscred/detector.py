@@ -24,7 +24,7 @@ import pandas as pd
 
 from mscred import __version__
 from mscred.atomic import atomic_path, save_safetensors
-from mscred.config import MSCREDConfig
+from mscred.config import RUNTIME_SETTINGS, MSCREDConfig
 from mscred.detect import Calibration, WindowResult, score_windows, timestamp_windows
 from mscred.errors import InputError, NotFittedError
 
@@ -73,31 +73,8 @@ def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConf
     return cfg
 
 
-def _check_training_settings(cfg: MSCREDConfig) -> None:
-    """The training settings the CLI's option types check, checked for the Python API too (epochs=0 trained
-    nothing and scored an untrained network as fitted; batch_size=0 and a zero channel count divided by zero deep
-    inside). Raises InputError naming the setting."""
-    train, channels = cfg.train, cfg.model.channels
-
-    def whole(value, low: int) -> bool:
-        return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low
-
-    for name, value, low in (("epochs", train.epochs, 1), ("batch_size", train.batch_size, 1), ("seed", train.seed, 0)):
-        if not whole(value, low):
-            raise InputError(f"{name}={value!r}: must be an integer >= {low}")
-    if train.early_stopping_patience is not None and not whole(train.early_stopping_patience, 1):
-        raise InputError(f"early_stopping_patience={train.early_stopping_patience!r}: must be None or an integer >= 1")
-    if not (isinstance(train.lr, (int, float)) and math.isfinite(train.lr) and train.lr > 0):
-        raise InputError(f"lr={train.lr!r}: must be a finite number > 0")
-    if not (isinstance(train.val_fraction, (int, float)) and 0 < train.val_fraction < 1):
-        raise InputError(f"val_fraction={train.val_fraction!r}: must be between 0 and 1 (exclusive)")
-    if not (isinstance(channels, (tuple, list)) and len(channels) == 4 and all(whole(c, 1) for c in channels)):
-        raise InputError(f"channels={channels!r}: must be 4 integers >= 1 (one per level)")
-
-
 def _check_config(cfg: MSCREDConfig) -> None:
     """Every setting, checked before any work: InputError naming the first bad one."""
-    _check_training_settings(cfg)
     problem = config_problem(cfg)
     if problem:
         raise InputError(problem)
@@ -140,34 +117,52 @@ class MSCRED:
     """
 
     def __init__(self, config: Optional[MSCREDConfig | dict] = None, **overrides):
-        if config is None:
-            cfg = MSCREDConfig()
-        else:  # a copy: the caller's config is not changed by fit
-            cfg = MSCREDConfig.from_dict(config if isinstance(config, dict) else config.to_dict())
-        self.config = _apply_overrides(cfg, overrides)
-        _check_config(self.config)
+        if isinstance(config, MSCREDConfig) and not overrides:
+            cfg = config  # kept as given (scikit-learn's clone checks that); fit works on its own copy
+        else:
+            cfg = MSCREDConfig() if config is None else MSCREDConfig.from_dict(
+                config if isinstance(config, dict) else config.to_dict())
+            cfg = _apply_overrides(cfg, overrides)
+        _check_config(cfg)
+        self.config = cfg
         self.net_ = None
 
     # ----------------------------------------------------------------------------------------------- settings
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The settings, as scikit-learn's ``clone`` and searches read them: ``config`` (a copy), and with ``deep``
-        every field as ``section__field`` too (what ``set_params`` and the constructor take)."""
-        params: dict[str, Any] = {"config": MSCREDConfig.from_dict(self.config.to_dict())}
+        """The settings, as scikit-learn's ``clone`` and searches read them: ``config`` (the object itself, as
+        ``clone`` requires), and with ``deep`` every field as ``section__field`` too (what ``set_params`` and the
+        constructor take)."""
+        params: dict[str, Any] = {"config": self.config}
         if deep:
             params.update({f"{section}__{name}": value for section, fields in self.config.to_dict().items()
                            for name, value in fields.items()})
         return params
 
     def set_params(self, **params) -> "MSCRED":
-        """Change settings (``config=``, ``field=`` or ``section__field=``), checked as at construction; a fitted
-        model keeps its fit until the next ``fit``."""
+        """Change settings (``config=``, ``field=`` or ``section__field=``), checked as at construction. A fitted
+        model keeps its fit when only runtime settings change (``config.RUNTIME_SETTINGS``: the device, bf16,
+        graphs, kernels, progress); any other change unfits it, since its network, normalisation and thresholds
+        belong to the settings it was fitted with (scoring would mix the two)."""
         config = params.pop("config", None)
         cfg = MSCREDConfig.from_dict(self.config.to_dict() if config is None else
                                      config if isinstance(config, dict) else config.to_dict())
         cfg = _apply_overrides(cfg, params)
         _check_config(cfg)
+        before, after = self.config.to_dict(), cfg.to_dict()
+        if self.net_ is not None and any(before[section][name] != value for section, fields in after.items()
+                                         for name, value in fields.items()
+                                         if name not in RUNTIME_SETTINGS.get(section, ())):
+            self._unfit()
+        if self.net_ is not None:  # still fitted: keep what fit filled in from the data
+            cfg.model.n_sensors, cfg.model.n_scales = self.config.model.n_sensors, self.config.model.n_scales
         self.config = cfg
         return self
+
+    def _unfit(self) -> None:
+        for name in _FITTED:
+            if hasattr(self, name):
+                delattr(self, name)
+        self.net_ = None
 
     def __repr__(self) -> str:
         """MSCRED(the settings that differ from the defaults), as scikit-learn shows an estimator."""
@@ -239,7 +234,9 @@ class MSCRED:
 
         _check_config(self.config)
         before = {name: getattr(self, name) for name in _FITTED if hasattr(self, name)}
-        config_before = MSCREDConfig.from_dict(self.config.to_dict())
+        config_before = self.config
+        # fit fills the sensor count into its own copy: the config given (get_params) is not changed
+        self.config = MSCREDConfig.from_dict(config_before.to_dict())
         try:
             cpu_only = _resolve_device(self.config.train.device) == "cpu"
             with torch.random.fork_rng(devices=[] if cpu_only else [torch.cuda.current_device()]):
@@ -390,9 +387,14 @@ class MSCRED:
         for t in np.flatnonzero(flagged):
             causes[t] = cause_text[win[t]]
             scales[t] = scale_text[win[t]]
-        # SPEC: the first column is the timestamp, or the row number when the input has none.
+        # The first column is the timestamp, or the row number when the input has none: for a DataFrame given here
+        # its own row numbers (df.iloc[50:] gives 50 .., so the result joins back onto it; a table read from a
+        # file numbers its rows from 0, as SCORES.csv always has).
         index_name = "row" if isinstance(table.index, pd.RangeIndex) else "timestamp"
-        return pd.DataFrame({index_name: np.asarray(table.index), "score": score,
+        rows = np.asarray(table.index)
+        if index_name == "row" and isinstance(X, pd.DataFrame) and isinstance(X.index, pd.RangeIndex):
+            rows = X.index.to_numpy()
+        return pd.DataFrame({index_name: rows, "score": score,
                              "is_anomaly": flagged.astype(np.int64), "root_causes": causes, "scales": scales})
 
     # ----------------------------------------------------------------------------------------------- save/load
@@ -505,6 +507,10 @@ def _positive_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
+def _whole(value, low: int) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low
+
+
 def _number(value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and \
         math.isfinite(value)
@@ -520,7 +526,27 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
     from mscred.thresholds import METHODS
 
-    sig, score, model = config.signature, config.score, config.model
+    sig, score, model, train = config.signature, config.score, config.model, config.train
+    # Training: what the CLI's option types check (epochs=0 once trained nothing and scored an untrained network
+    # as fitted; batch_size=0 and a zero channel count divided by zero deep inside).
+    for name, value, low in (("epochs", train.epochs, 1), ("batch_size", train.batch_size, 1), ("seed", train.seed, 0)):
+        if not _whole(value, low):
+            return f"train.{name} {value!r}: must be an integer >= {low}"
+    if train.early_stopping_patience is not None and not _whole(train.early_stopping_patience, 1):
+        return f"train.early_stopping_patience {train.early_stopping_patience!r}: must be None or an integer >= 1"
+    if not (_number(train.lr) and train.lr > 0):
+        return f"train.lr {train.lr!r}: must be a finite number > 0"
+    if not (_number(train.val_fraction) and 0 < train.val_fraction < 1):
+        return f"train.val_fraction {train.val_fraction!r}: must be between 0 and 1 (exclusive)"
+    for name in ("bf16", "progress"):
+        if not isinstance(getattr(train, name), bool):
+            return f"train.{name} {getattr(train, name)!r}: must be True or False"
+    for name in ("cuda_graphs", "cudnn_benchmark"):
+        if getattr(train, name) is not None and not isinstance(getattr(train, name), bool):
+            return f"train.{name} {getattr(train, name)!r}: must be None (automatic), True or False"
+    channels = model.channels
+    if not (isinstance(channels, (tuple, list)) and len(channels) == 4 and all(_whole(c, 1) for c in channels)):
+        return f"model.channels {channels!r}: must be 4 integers >= 1 (one per level)"
     windows = tuple(sig.windows) if isinstance(sig.windows, (tuple, list)) else ()
     if not windows or not all(_positive_int(w) for w in windows) or len(set(windows)) != len(windows):
         return f"signature.windows {sig.windows!r}: must be distinct positive integers"
@@ -545,7 +571,7 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
         return f"score.beta {score.beta!r}: must be a number > 0"
     if not (_number(score.percentile) and 0 <= score.percentile <= 100):
         return f"score.percentile {score.percentile!r}: must be a number from 0 to 100"
-    if model.lstm_kernel not in (2, 3) or isinstance(model.lstm_kernel, bool):
+    if not _whole(model.lstm_kernel, 2) or model.lstm_kernel not in (2, 3):
         return f"model.lstm_kernel {model.lstm_kernel!r}: must be 2 or 3"
     if not _number(model.forget_bias):
         return f"model.forget_bias {model.forget_bias!r}: must be a finite number"

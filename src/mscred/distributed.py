@@ -375,9 +375,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     from mscred.cli.fleet import fleet
     from mscred.errors import InputError, PartlyDone
 
+    from mscred.cli.main import NO_ARGS_IS_HELP
+
     group = click.Group("mscred-distributed", commands={"train": train_ddp, "fleet": fleet})
     try:
         group.main(args=argv, prog_name="python -m mscred.distributed", standalone_mode=False)
+    except NO_ARGS_IS_HELP as err:  # called without a command: its help, as `mscred` prints its own
+        click.echo(err.ctx.get_help())
+        return 0
     except click.exceptions.Exit as stop:
         return stop.exit_code
     except PartlyDone:  # fleet: some entities failed, its summary says which

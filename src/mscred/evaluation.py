@@ -198,15 +198,17 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
         labels = _zero_one(df, "label", source)
     index = df["timestamp"].to_numpy() if "timestamp" in df.columns else None
     _check_alignment(scores, index, len(df), source)
-    events, causes = M.events(labels), None
+    events, causes, outside, clipped = M.events(labels), None, 0, 0
     beside = Path(anomalies) if anomalies is not None else Path(path).parent / ANOMALIES_FILE
     if beside.exists() and Path(beside).resolve() != Path(path).resolve():
-        a_events, a_causes, _, _ = _events_from_anomalies(read_frame(beside), scores.index, str(beside))
+        a_events, a_causes, a_outside, a_clipped = _events_from_anomalies(read_frame(beside), scores.index,
+                                                                           str(beside))
         if len(a_events):
-            events, causes = a_events, a_causes
+            events, causes, outside, clipped = a_events, a_causes, a_outside, a_clipped
     elif anomalies is not None:
         raise InputError(f"{anomalies}: file not found")
-    return GroundTruth(labels, events, causes, values=values, sensors=sensors, source=source, gaps=gaps)
+    return GroundTruth(labels, events, causes, values=values, sensors=sensors, source=source, gaps=gaps,
+                       events_outside=outside, events_clipped=clipped)
 
 
 def event_causes(scores: Scores, events: np.ndarray, pred: Optional[np.ndarray] = None) -> list[list[str]]:

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.atomic import atomic_path
-from mscred.config import TrainConfig
+from mscred.config import RUNTIME_SETTINGS, TrainConfig
 from mscred.errors import InputError
 
 MULTI_ENTITY_DATASETS = ("smd", "smap", "msl")
@@ -219,10 +219,6 @@ def _row_path(out: Path, entity: Entity) -> Path:
     return out / "rows" / f"{safe_name(entity.name)}.json"
 
 
-# Settings that make another model: an entity trained with others is trained again on --resume (the device, the
-# kernels, graphs, bf16 and the progress bar do not; the sensor count comes from the data).
-_RUNTIME_SETTINGS = {"model": {"n_sensors", "backend", "conv_backend"},
-                     "train": {"device", "bf16", "cuda_graphs", "cudnn_benchmark", "progress"}}
 
 
 def _done(out: Path, entity: Entity, overrides: dict[str, Any]) -> bool:
@@ -240,7 +236,7 @@ def _done(out: Path, entity: Entity, overrides: dict[str, Any]) -> bool:
     wanted = json.loads(json.dumps(MSCRED(**overrides).config.to_dict()))  # tuples as JSON has them: lists
     return all(saved.get(section, {}).get(key) == value
                for section, values in wanted.items() for key, value in values.items()
-               if key not in _RUNTIME_SETTINGS.get(section, ()))
+               if key not in RUNTIME_SETTINGS.get(section, ()))
 
 
 def run_share(entities: list[Entity], out: Path, overrides: dict[str, Any], rank: int = 0, resume: bool = False,

@@ -74,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
 
 
+# click >= 8.2 raises this for a group called without a command (standalone, it prints the help); 8.1 printed the
+# help itself and exited through ctx.exit(): nothing to catch there.
+NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 def _main(argv: list[str] | None) -> int:
     from mscred.errors import InputError, PartlyDone
 
@@ -88,7 +93,7 @@ def _main(argv: list[str] | None) -> int:
         return 130
     except click.exceptions.Exit as stop:
         return stop.exit_code
-    except click.exceptions.NoArgsIsHelpError as err:
+    except NO_ARGS_IS_HELP as err:
         # `mscred` (or a group) alone: its help, as click prints it standalone, not as an error line.
         click.echo(err.ctx.get_help())
         return 0

@@ -148,8 +148,7 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
             raise InputError(f"{source}: column '{TIMESTAMP}' row {bad[0] + 1}: missing timestamp")
         _check_time_order(index, source)
     elif isinstance(df.index, pd.RangeIndex) and df.index.name != TIMESTAMP:
-        # Row numbers: the frame's own (a slice df.iloc[50:] keeps 50 .., so results join back onto it).
-        index = pd.RangeIndex(df.index.start, df.index.stop, df.index.step)
+        index = pd.RangeIndex(len(df))
     else:
         # A stored 'timestamp' RangeIndex (a Parquet file of a frame indexed 100..299) is timestamps, not row
         # numbers: as a plain Index, SCORES.csv names it 'timestamp'.
