@@ -347,3 +347,29 @@ def test_bare_mscred_prints_help_and_usage_errors_point_at_it(capsys):
     assert code == 0 and out.startswith("Usage: mscred") and "Commands:" in out and not err
     code, _, err = run_cli(capsys, "train")
     assert code == 2 and err.strip() == "mscred: error: Missing argument 'DATA'. (see `mscred train --help`)"
+
+
+def test_train_writes_its_validation_scores_for_evaluate(tmp_path, capsys):
+    """--val-scores: the rows scored by the validation windows (the threshold's data), as a SCORES file that
+    evaluate --threshold beta_max --val-scores takes; refitting the paper's rule on them gives the model's own
+    threshold back. With --nproc it is refused before any work."""
+    data = tmp_path / "train.csv"
+    _frame().to_csv(data, index=False)
+    val = tmp_path / "val.csv"
+    code, _, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu", "--quiet",
+                        "--val-scores", val)
+    assert code == 0, err
+    frame = pd.read_csv(val)
+    assert list(frame.columns) == ["timestamp", "score", "is_anomaly"] and 0 < len(frame) < ROWS
+    assert (np.diff(frame["timestamp"]) == 1).all() and frame["timestamp"].iloc[-1] < ROWS  # one block of rows
+    threshold = json.loads((tmp_path / "m" / "config.json").read_text())["calibration"]["threshold"]
+    assert frame["score"].max() * 1.5 == pytest.approx(threshold, rel=1e-6)   # beta_max of the model's own rule
+    test = _frame(seed=1).assign(label=0)
+    test.to_csv(tmp_path / "test.csv", index=False)
+    assert _run(capsys, "detect", tmp_path / "m", tmp_path / "test.csv", "--out", tmp_path / "s.csv")[0] == 0
+    code, out, err = _run(capsys, "evaluate", tmp_path / "s.csv", "--labels", tmp_path / "test.csv", "--threshold",
+                          "beta_max", "--val-scores", val, "--json")
+    assert code == 0, err
+    assert "--nproc" in _bad(capsys, "train", data, "--out", tmp_path / "m2", "--nproc", 2, "--val-scores",
+                             tmp_path / "v2.csv", match="--val-scores")
+    assert not (tmp_path / "m2").exists()

@@ -82,7 +82,8 @@ def _check_config(cfg: MSCREDConfig) -> None:
 
 DEVICES = ("auto", "cpu", "cuda")
 # What fit sets: restored as they were when a fit fails part way.
-_FITTED = ("device_", "sensors_", "normalizer_", "net_", "history_", "calibration_", "decision_scores_", "labels_")
+_FITTED = ("device_", "sensors_", "normalizer_", "net_", "history_", "calibration_", "decision_scores_", "labels_",
+           "validation_rows_")
 
 
 def _resolve_device(name: str) -> str:
@@ -112,6 +113,8 @@ class MSCRED:
     decision_scores_ : float64 (T_train,) score of every training row (0 where no window covers it)
     threshold_ : float, the anomaly threshold on the scores
     labels_ : int64 (T_train,) 0/1
+    validation_rows_ : bool (T_train,) the rows scored by the validation windows (the threshold's data); not
+        kept by ``save``
     sensors_ : list[str]
     history_ : list[dict] per-epoch training history
     """
@@ -294,6 +297,9 @@ class MSCRED:
         result = score_windows(target, recon, cfg.score, cfg.signature.windows, self.calibration_)
         self.decision_scores_ = self._per_row(result.score, len(table.values))
         self.labels_ = (self.decision_scores_ > self.threshold_).astype(np.int64)
+        # The rows whose score comes from a validation window: the normal scores the threshold was fitted on
+        # (`mscred train --val-scores` writes them for `evaluate --threshold ... --val-scores`).
+        self.validation_rows_ = self._window_of_row(len(table.values)) >= split
         return self
 
     def _make_trainer(self, net, train_cfg, steps: int):

@@ -153,6 +153,23 @@ def _match_checkpoint_data(ckpt: Path, table, resume: bool) -> None:
         Path(tmp).write_text(json.dumps(now))
 
 
+def _write_validation_scores(model, table, path) -> None:
+    """The validation rows' scores as a SCORES file (timestamp or row, score, is_anomaly), as `detect` writes."""
+    import numpy as np
+    import pandas as pd
+
+    from mscred.atomic import atomic_path
+    from mscred.data.io import write_table
+
+    rows = model.validation_rows_
+    name = "row" if isinstance(table.index, pd.RangeIndex) else "timestamp"
+    frame = pd.DataFrame({name: np.asarray(table.index)[rows], "score": model.decision_scores_[rows],
+                          "is_anomaly": model.labels_[rows]})
+    with atomic_path(path) as tmp:
+        write_table(frame, tmp)
+    click.echo(f"wrote the scores of {int(rows.sum())} validation rows to {path}", err=True)
+
+
 @click.command()
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Model directory to write.")
@@ -162,11 +179,15 @@ def _match_checkpoint_data(ckpt: Path, table, resume: bool) -> None:
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes for DistributedDataParallel training, one GPU each on CUDA; --batch-size is then the "
                    "global batch. Under torchrun, torchrun's --nproc-per-node decides.")
+@click.option("--val-scores", "val_scores", type=click.Path(dir_okay=False), default=None,
+              help="Also write the scores of the validation rows (the last windows of DATA, which set the "
+                   "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_backend, bf16, cuda_graphs, theta,
-          method, threshold, missing, quiet, nproc) -> None:
+          method, threshold, missing, quiet, nproc, val_scores) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR."""
-    from mscred.data.io import load_table
+    from mscred.data.io import check_writable_table, load_table
     from mscred.detector import MSCRED
+    from mscred.errors import InputError
 
     overrides = {"epochs": epochs, "batch_size": batch_size, "device": device, "seed": seed, "backend": backend,
                  "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "threshold": threshold,
@@ -182,6 +203,11 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
 
     # A folder of other files (the data itself, notes) is refused before training, not replaced after it.
     check_replaceable_dir(out, MODEL_FILES, "an mscred model")
+    if val_scores is not None:
+        if nproc > 1 or under_torchrun():
+            raise InputError("--val-scores: not with --nproc or torchrun (score the validation rows with `mscred "
+                             "detect` instead)")
+        check_writable_table(val_scores)
     table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
     report_filled(table)
     if table.labels is not None and table.labels.any():  # documented as ignored, yet easy to miss
@@ -212,6 +238,8 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
         raise
     model.save(out)
     shutil.rmtree(ckpt, ignore_errors=True)   # the saved model supersedes the checkpoints
+    if val_scores is not None:
+        _write_validation_scores(model, table, val_scores)
     last = model.history_[-1] if model.history_ else {}
     theta_text = ", ".join(f"{t:.3g}" for t in model.theta_) if model.theta_ else "-"
     click.echo(f"trained {len(model.history_)} epoch(s) in {time.perf_counter() - start:.1f} s "
