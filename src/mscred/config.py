@@ -69,7 +69,9 @@ class TrainConfig:
     # Time cuDNN's convolution algorithms in the graphs' warm-up (CUDA graphs only). None (default): when the run
     # plans at least train_graphs.AUTOTUNE_MIN_STEPS steps, the break-even measured on the H200.
     cudnn_benchmark: Optional[bool] = None
-    progress: bool = True
+    # A line per epoch on stderr. Off by default, as a library call should be (scikit-learn's verbose=0); the CLI's
+    # train and demo turn it on (--quiet off).
+    progress: bool = False
     # Missing (NaN) sensor values in the data, at fit and at detect (MISSING_POLICIES above): "error" (SPEC: exit 2
     # naming the cell) or "interpolate" (linearly between the neighbouring rows). Callers holding only overrides read
     # the default as TrainConfig.missing.

@@ -28,8 +28,7 @@ def _run(data, out, resume, theta, quiet, nproc, **options) -> None:
         raise click.UsageError(f"option(s) {', '.join(unknown)} not supported with DDP training yet")
     overrides = {k: v for k, v in options.items() if v is not None and k in SETTINGS}
     overrides.update(score_overrides(theta, overrides.pop("method", None)))
-    if quiet:
-        overrides["progress"] = False
+    overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
     out = Path(out)
     summary = train_distributed(data, out, overrides, nproc=nproc, checkpoint_dir=checkpoint_dir_for(out),
                                 resume=resume)

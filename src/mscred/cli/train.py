@@ -194,8 +194,7 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
                  "missing": missing}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     overrides.update(score_overrides(theta, method))
-    if quiet:
-        overrides["progress"] = False
+    overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
     from mscred.atomic import check_replaceable_dir
     from mscred.detector import MODEL_FILES
     from mscred.launch import under_torchrun
