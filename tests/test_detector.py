@@ -398,3 +398,22 @@ def test_params_repr_and_not_fitted():
     with pytest.raises(NotFittedError):
         model.decision_function(_frame(300))
     assert isinstance(NotFittedError("x"), RuntimeError) and not hasattr(model, "threshold_")
+
+
+@pytest.mark.parametrize("rows", [600, 607, 1234])
+def test_scoring_in_chunks_of_segments_equals_one_pass(fitted, monkeypatch, rows):
+    """A long series is scored a bounded number of segments at a time (chunks overlapping by steps - 1): scores,
+    flags, root causes and scales equal the one-pass result, at lengths whose last chunk is partial."""
+    from mscred import detector
+
+    X = _frame(rows, seed=9)
+    X.iloc[300:320, 2] += 3.0   # something to flag, with root causes and scales
+    whole = fitted.detect(X)
+    assert whole["is_anomaly"].sum() > 0 and (whole["root_causes"] != "").any()
+    per_segment = 4 * fitted.config.model.n_scales * len(fitted.sensors_) ** 2
+    for chunk in (7, 8, 13):   # segments per chunk: the smallest that still holds a window and more
+        monkeypatch.setattr(detector, "STREAM_SEGMENT_BYTES", chunk * per_segment)
+        assert fitted._segments_per_chunk() == chunk
+        parts = fitted.detect(X)
+        np.testing.assert_allclose(parts["score"], whole["score"], rtol=1e-5, atol=1e-6)
+        pd.testing.assert_frame_equal(parts.drop(columns="score"), whole.drop(columns="score"))

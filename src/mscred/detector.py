@@ -39,6 +39,10 @@ FORMAT_VERSION = 1
 # windows per second than batches of 128. Activations grow with the square of the sensor count, so past
 # INFER_SENSORS_CUDA sensors the CUDA batch shrinks in proportion (down to INFER_BATCH), holding no more than 1,024
 # windows of 30 sensors do.
+# Signature matrices scored at a time at detect (``MSCRED._score_rows``): 256 MB of them, with their
+# reconstructions and residuals about 1 GB at the peak, whatever the series' length (one pass up to ~24,000 segments
+# of 30 sensors, ~240,000 rows at the default gap).
+STREAM_SEGMENT_BYTES = 256 * 2 ** 20
 INFER_BATCH = 128
 INFER_BATCH_CUDA = 1024
 INFER_SENSORS_CUDA = 30
@@ -360,7 +364,31 @@ class MSCRED:
         table = self._table(X)
         self._check_rows(table, "score")
         values = self._aligned(table)
-        return table, self._score_segments(self._segments(values))
+        return table, self._score_rows(values)
+
+    def _score_rows(self, values: np.ndarray) -> WindowResult:
+        """Every window of ``values`` (T, n) scored, a bounded number of segments at a time: the signature
+        matrices and their reconstructions take 2 x 4 x n_scales x n^2 bytes per segment, ~21 KB at 30 sensors but
+        ~240 KB at 100, so a long series (a year of seconds: 3M segments) would not fit at once. Chunks of
+        ``_segments_per_chunk`` segments overlap by steps - 1, so that every window is scored once, from the same
+        segments (computed from the chunk's rows: equal to the one-pass values to float rounding)."""
+        sig = self.config.signature
+        steps, gap, longest = sig.steps, sig.gap, max(sig.windows)
+        n_seg = (len(values) - longest) // gap + 1
+        chunk = max(self._segments_per_chunk(), steps + 1)
+        if n_seg <= chunk:
+            return self._score_segments(self._segments(values))
+        parts = []
+        for first in range(0, n_seg - steps + 1, chunk - steps + 1):
+            last = min(first + chunk, n_seg)  # segments first .. last - 1; segment j ends at row longest + j * gap
+            parts.append(self._score_segments(self._segments(values[first * gap:longest + (last - 1) * gap])))
+        return WindowResult(*(np.concatenate([getattr(part, f.name) for part in parts])
+                              for f in dataclasses.fields(WindowResult)))
+
+    def _segments_per_chunk(self) -> int:
+        """Segments scored at a time: STREAM_SEGMENT_BYTES of signature matrices (the model's scales and sensors)."""
+        per_segment = 4 * self.config.model.n_scales * len(self.sensors_) ** 2
+        return max(1, STREAM_SEGMENT_BYTES // per_segment)
 
     def decision_function(self, X) -> np.ndarray:
         """Per-row anomaly scores, float64 (T,); higher = more anomalous; 0 for rows no window covers: those before
