@@ -321,9 +321,13 @@ def test_fit_leaves_the_given_config_alone_and_set_params_unfits_on_model_settin
     assert given.model.n_sensors == MSCREDConfig().model.n_sensors and model.config.model.n_sensors == 5
     model = copy.deepcopy(fitted)
     before = model.decision_function(_frame(300, seed=2))
-    model.set_params(progress=True, device="cpu")
+    model.set_params(progress=True)
     np.testing.assert_array_equal(model.decision_function(_frame(300, seed=2)), before)
     assert model.config.model.n_sensors == 5
+    model.set_params(device="auto")   # a runtime setting: kept fitted, and scores where now asked
+    assert model.net_ is not None and model.device_ == ("cuda" if torch.cuda.is_available() else "cpu")
+    model.set_params(device="cpu")
+    assert model.device_ == "cpu" and next(model.net_.parameters()).device.type == "cpu"
     model.set_params(windows=(5, 10, 20))
     with pytest.raises(NotFittedError):
         model.decision_function(_frame(300, seed=2))

@@ -160,8 +160,11 @@ class MSCRED:
                                          for name, value in fields.items()
                                          if name not in RUNTIME_SETTINGS.get(section, ())):
             self._unfit()
-        if self.net_ is not None:  # still fitted: keep what fit filled in from the data
+        if self.net_ is not None:  # still fitted: keep what fit filled in from the data, score where now asked
             cfg.model.n_sensors, cfg.model.n_scales = self.config.model.n_sensors, self.config.model.n_scales
+            if cfg.train.device != self.config.train.device:
+                self.device_ = _resolve_device(cfg.train.device)
+                self.net_ = self.net_.to(self.device_)
         self.config = cfg
         return self
 
