@@ -39,13 +39,13 @@ FORMAT_VERSION = 1
 # windows per second than batches of 128. Activations grow with the square of the sensor count, so past
 # INFER_SENSORS_CUDA sensors the CUDA batch shrinks in proportion (down to INFER_BATCH), holding no more than 1,024
 # windows of 30 sensors do.
-# Signature matrices scored at a time at detect (``MSCRED._score_rows``): 256 MB of them, with their
-# reconstructions and residuals about 1 GB at the peak, whatever the series' length (one pass up to ~24,000 segments
-# of 30 sensors, ~240,000 rows at the default gap).
-STREAM_SEGMENT_BYTES = 256 * 2 ** 20
 INFER_BATCH = 128
 INFER_BATCH_CUDA = 1024
 INFER_SENSORS_CUDA = 30
+# Signature matrices scored at a time (``MSCRED._score_rows``), whatever the series' length: one pass up to ~24,000
+# segments of 30 sensors (~240,000 rows at the default gap). 100,000 rows x 80 sensors then peaked at 1.6 GB of
+# process memory against 2.7 GB in one pass (benchmarks/results/detect_memory/).
+STREAM_SEGMENT_BYTES = 256 * 2 ** 20
 
 
 def inference_batch(device: str, train_batch: int, n_sensors: int) -> int:
@@ -97,8 +97,8 @@ def _resolve_device(name: str) -> str:
         return "cuda" if torch.cuda.is_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise InputError("device cuda: no CUDA device is available here (use cpu or auto)")
-    if name not in ("cpu", "cuda"):
-        raise InputError(f"device {name!r}: choose auto, cpu or cuda")
+    if name not in DEVICES:
+        raise InputError(f"device {name!r}: choose {', '.join(DEVICES)}")
     return name
 
 
@@ -248,19 +248,17 @@ class MSCRED:
         # fit fills the sensor count into its own copy: the config given (get_params) is not changed
         self.config = MSCREDConfig.from_dict(config_before.to_dict())
         try:
-            cpu_only = _resolve_device(self.config.train.device) == "cpu"
-            with torch.random.fork_rng(devices=[] if cpu_only else [torch.cuda.current_device()]):
-                return self._fit(X, checkpoint_dir, resume)
+            device = _resolve_device(self.config.train.device)        # a bad device fails before any work
+            with torch.random.fork_rng(devices=[] if device == "cpu" else [torch.cuda.current_device()]):
+                return self._fit(X, device, checkpoint_dir, resume)
         except BaseException:
-            for name in _FITTED:
-                if name in before:
-                    setattr(self, name, before[name])
-                elif hasattr(self, name):
-                    delattr(self, name)
+            self._unfit()
+            for name, value in before.items():
+                setattr(self, name, value)
             self.config = config_before
             raise
 
-    def _fit(self, X, checkpoint_dir, resume: bool) -> "MSCRED":
+    def _fit(self, X, device: str, checkpoint_dir, resume: bool) -> "MSCRED":
         import torch
 
         from mscred.data.io import Normalizer
@@ -268,7 +266,7 @@ class MSCRED:
         from mscred.ops import resolve_model_backend
 
         cfg = self.config
-        self.device_ = _resolve_device(cfg.train.device)            # a bad device fails before any work
+        self.device_ = device
         table = self._table(X, "training data")
         self._check_rows(table, "train")
         steps = cfg.signature.steps
@@ -376,17 +374,23 @@ class MSCRED:
         ``_segments_per_chunk`` segments overlap by steps - 1, so that every window is scored once, from the same
         segments (computed from the chunk's rows: equal to the one-pass values to float rounding)."""
         sig = self.config.signature
-        steps, gap, longest = sig.steps, sig.gap, max(sig.windows)
-        n_seg = (len(values) - longest) // gap + 1
+        steps = sig.steps
+        n_seg = (len(values) - max(sig.windows)) // sig.gap + 1
         chunk = max(self._segments_per_chunk(), steps + 1)
         if n_seg <= chunk:
             return self._score_segments(self._segments(values))
         parts = []
         for first in range(0, n_seg - steps + 1, chunk - steps + 1):
-            last = min(first + chunk, n_seg)  # segments first .. last - 1; segment j ends at row longest + j * gap
-            parts.append(self._score_segments(self._segments(values[first * gap:longest + (last - 1) * gap])))
+            last = min(first + chunk, n_seg)
+            parts.append(self._score_segments(self._segments(values[self._segment_rows(first, last)])))
         return WindowResult(*(np.concatenate([getattr(part, f.name) for part in parts])
                               for f in dataclasses.fields(WindowResult)))
+
+    def _segment_rows(self, first: int, last: int) -> slice:
+        """The rows whose signature matrices are segments first .. last - 1 of the series (segment j ends, exclusive,
+        at row max(windows) + j * gap): ``_segments`` of just those rows gives exactly those segments."""
+        sig = self.config.signature
+        return slice(first * sig.gap, max(sig.windows) + (last - 1) * sig.gap)
 
     def _segments_per_chunk(self) -> int:
         """Segments scored at a time: STREAM_SEGMENT_BYTES of signature matrices (the model's scales and sensors)."""
@@ -427,7 +431,7 @@ class MSCRED:
         # The first column is the timestamp, or the row number when the input has none: for a DataFrame given here
         # its own row numbers (df.iloc[50:] gives 50 .., so the result joins back onto it; a table read from a
         # file numbers its rows from 0, as SCORES.csv always has).
-        index_name = "row" if isinstance(table.index, pd.RangeIndex) else "timestamp"
+        index_name = index_column(table)
         rows = np.asarray(table.index)
         if index_name == "row" and isinstance(X, pd.DataFrame) and isinstance(X.index, pd.RangeIndex):
             rows = X.index.to_numpy()
@@ -512,6 +516,11 @@ class MSCRED:
         return model
 
 
+def index_column(table) -> str:
+    """The first column of a SCORES table for ``table``: "timestamp" when it has one, else "row" (row numbers)."""
+    return "row" if isinstance(table.index, pd.RangeIndex) else "timestamp"
+
+
 def sensor_difference(expected, got) -> str:
     """"missing sensor(s) a, b; unknown sensor(s) c" for the names of ``expected`` not in ``got`` and the other way
     round; "" when both hold the same names (in any order)."""
@@ -538,10 +547,6 @@ def _check_format_version(meta: dict) -> None:
                          f"{__version__} reads format {FORMAT_VERSION}")
     if not isinstance(meta.get("mscred_version"), str):
         raise ValueError(f"mscred_version is {meta.get('mscred_version')!r}, not a version string")
-
-
-def _positive_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def _whole(value, low: int) -> bool:
@@ -585,16 +590,16 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     if not (isinstance(channels, (tuple, list)) and len(channels) == 4 and all(_whole(c, 1) for c in channels)):
         return f"model.channels {channels!r}: must be 4 integers >= 1 (one per level)"
     windows = tuple(sig.windows) if isinstance(sig.windows, (tuple, list)) else ()
-    if not windows or not all(_positive_int(w) for w in windows) or len(set(windows)) != len(windows):
+    if not windows or not all(_whole(w, 1) for w in windows) or len(set(windows)) != len(windows):
         return f"signature.windows {sig.windows!r}: must be distinct positive integers"
     for name in ("gap", "steps", "chunk_segments"):
-        if not _positive_int(getattr(sig, name)):
+        if not _whole(getattr(sig, name), 1):
             return f"signature.{name} {getattr(sig, name)!r}: must be a positive integer"
     if score.method not in SCORE_METHODS:
         return f"score.method {score.method!r}: must be one of {', '.join(SCORE_METHODS)}"
     if score.threshold not in METHODS:
         return f"score.threshold {score.threshold!r}: must be one of {', '.join(METHODS)}"
-    if not _positive_int(score.top_k):
+    if not _whole(score.top_k, 1):
         return f"score.top_k {score.top_k!r}: must be a positive integer"
     if not isinstance(score.scales, (tuple, list)) or not score.scales or not set(score.scales) <= set(windows):
         return f"score.scales {score.scales!r}: must be some of the windows {windows}"
@@ -640,7 +645,7 @@ def _check_settings(config: MSCREDConfig, sensors: list[str], calibration: Calib
             raise ValueError("calibration.sensor_stats missing or not (windows + 1, sensors) in shape")
     if not sensors or len(set(sensors)) != len(sensors):
         raise ValueError("sensors must be distinct names" if sensors else "no sensors")
-    if not _positive_int(config.model.n_scales) or config.model.n_scales != len(windows):
+    if not _whole(config.model.n_scales, 1) or config.model.n_scales != len(windows):
         raise ValueError(f"model.n_scales {config.model.n_scales!r} does not match {len(windows)} windows")
     # A NaN or infinite threshold never flags (NaN compares false): the model would call everything normal.
     for name, values in (("calibration.threshold", [calibration.threshold]),

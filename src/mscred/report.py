@@ -217,8 +217,7 @@ def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: n
     from mscred.detect import residuals
 
     aligned = model._aligned(model._table(pd.DataFrame(values, columns=sensors)))
-    sig = model.config.signature
-    steps, gap, longest = sig.steps, sig.gap, max(sig.windows)
+    steps = model.config.signature.steps
     window_of_row = model._window_of_row(len(values))          # (T,) window index or -1
     covered = np.flatnonzero(window_of_row >= 0)
     order = covered[np.argsort(-row_scores[covered], kind="mergesort")]
@@ -230,9 +229,9 @@ def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: n
             break
     out = []
     for w in worst:
-        # Window w's segments w .. w + steps - 1 from the rows they cover alone (segment j ends at row
-        # longest + j * gap): not every segment of a long series for k windows.
-        window = model._segments(aligned[w * gap:longest + (w + steps - 1) * gap])   # (steps, n_scales, n, n)
+        # Window w's segments w .. w + steps - 1 from the rows they cover alone: not every segment of a long
+        # series for k windows.
+        window = model._segments(aligned[model._segment_rows(w, w + steps)])   # (steps, n_scales, n, n)
         recon = model._reconstruct(window)                    # (1, n_scales, n, n)
         rows = np.flatnonzero(window_of_row == w)
         out.append((w, int(rows[-1]), residuals(window[-1:], recon)[0]))

@@ -160,10 +160,10 @@ def _write_validation_scores(model, table, path) -> None:
 
     from mscred.atomic import atomic_path
     from mscred.data.io import write_table
+    from mscred.detector import index_column
 
     rows = model.validation_rows_
-    name = "row" if isinstance(table.index, pd.RangeIndex) else "timestamp"
-    frame = pd.DataFrame({name: np.asarray(table.index)[rows], "score": model.decision_scores_[rows],
+    frame = pd.DataFrame({index_column(table): np.asarray(table.index)[rows], "score": model.decision_scores_[rows],
                           "is_anomaly": model.labels_[rows]})
     with atomic_path(path) as tmp:
         write_table(frame, tmp)
