@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 # The demo needs only the report's plotting and Parquet, not the test tools, Triton and nvcc of the dev extra
-# (~1 GB on a CPU machine); a GPU machine's torch brings Triton itself.
+# (999 MB + 95 MB installed on the CPU development box); a GPU machine's torch brings Triton itself.
 DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: setup demo test bench lint clean
