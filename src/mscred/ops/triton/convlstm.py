@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from mscred.ops.convlstm_sliding import distinct_steps, sliding
+from mscred.ops import resident_lstm
 from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import convlstm_window
@@ -258,8 +259,10 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     cells : (T, B, Ch, H, W)          c_t in float32 (float64 for float64 inputs), for the backward; without
                                       ``save`` (inference) (1, B, ...), the working buffer the steps update in
                                       place (float16 for bf16 / fp16 inputs, see ``_compute_types``), not a result
+                                      ((0, B, ...) with the resident kernel: its cells stay in registers)
     hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
-                                      ((0, B, ...) with the per-window kernel: it reads h_{t-1} from ``out``)
+                                      ((0, B, ...) with the per-window kernels: they read h_{t-1} from ``out``
+                                      or from shared memory)
     """
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
@@ -271,9 +274,12 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     # All input convolutions in one call: (B, T, 4Ch, H, W) gates, a view (see input_gates); once per distinct step
     # for sliding windows at inference (step_gates).
     gx = step_gates(x, w_x, pads, fmt, shared=not save and sliding(x))
-    window = convlstm_window.runs(x.dtype, layout, save, Ch, k, B, x.device)  # inference: a program per window
-    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, x, layout, save, cell_dtype, window)
-    if window:
+    resident, window = _window_paths(x, layout, save, Ch, k)
+    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, x, layout, save, cell_dtype, window, resident)
+    if resident:  # bf16 inference of levels 1-2: a window's whole state on the SM (CUDA C++)
+        resident_lstm.run(gx, bias, w_h, out, pads, forget_bias)
+        return out, pre, cells, hprev
+    if window:  # other inference of the small levels: a Triton program per window
         convlstm_window.run(gx, bias, w_h, cells[0], out, pads, forget_bias)
         return out, pre, cells, hprev
     zero_border(hprev, pads)  # the kernel writes every interior element
@@ -298,14 +304,24 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     return out, pre, cells, hprev
 
 
+def _window_paths(x: torch.Tensor, layout: str, save: bool, Ch: int, k: int) -> tuple[bool, bool]:
+    """(resident, window): whether this level runs the resident CUDA kernel (``ops.resident_lstm``), else whether
+    the Triton per-window kernel (``convlstm_window``); neither: the per-step path."""
+    B, _, _, H, W = x.shape
+    if resident_lstm.runs(x.dtype, layout, save, Ch, k, H * W, x.device):
+        return True, False
+    return False, convlstm_window.runs(x.dtype, layout, save, Ch, k, B, x.device)
+
+
 def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, layout: str, save: bool, cell_dtype,
-             window: bool):
+             window: bool, resident: bool = False):
     """``convlstm_fused``'s outputs, unfilled (its docstring has their shapes). Inference (not ``save``) keeps one
-    cell state buffer, updated in place: cells (1, B, ...). The per-window inference kernel (``window``,
-    ``convlstm_window.runs``) also reads h_{t-1} from the output: no zero-bordered copies."""
+    cell state buffer, updated in place: cells (1, B, ...); the resident kernel keeps it in registers: (0, B, ...).
+    The per-window kernels (``window``, ``resident``) read h_{t-1} from the output or from shared memory: no
+    zero-bordered copies."""
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
-    cell_steps = T if save else 1
-    bordered = 0 if window else max(T - 1, 0)
+    cell_steps = T if save else 0 if resident else 1
+    bordered = 0 if window or resident else max(T - 1, 0)
     return (_out5(B, T, Ch, H, W, x, layout),
             _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W),
             _empty(cell_steps * B, Ch, H, W, x, layout, dtype=cell_dtype).view(cell_steps, B, Ch, H, W),
@@ -317,8 +333,8 @@ def _(x, weight, bias, forget_bias, layout, save):
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
     cell_dtype = _compute_types(x.dtype, save)[1]
-    window = convlstm_window.runs(x.dtype, layout, save, Ch, k, B, x.device)
-    return _buffers(B, T, Ch, H, W, _padding(k), x, layout, save, cell_dtype, window)
+    resident, window = _window_paths(x, layout, save, Ch, k)
+    return _buffers(B, T, Ch, H, W, _padding(k), x, layout, save, cell_dtype, window, resident)
 
 
 @torch.library.custom_op("mscred::convlstm_fused_backward", mutates_args=())

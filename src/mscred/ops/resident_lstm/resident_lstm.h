@@ -1,0 +1,34 @@
+// The window-resident ConvLSTM kernel's interface (resident_lstm.cu), shared with the PyTorch glue (binding.cpp).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace mscred_resident {
+
+// The largest maps a block holds (pixels H * W): 32 channels (level 1 of the default model, 30 x 30) and 64 (level
+// 2, 15 x 15). Shared memory bounds them: weight, two h maps and the cell state take 225 KB at either bound, of the
+// 227 KB a block may have on the H100/H200 (164 KB on an A100: there only smaller maps launch).
+constexpr int kMaxPixels32 = 1024;
+constexpr int kMaxPixels64 = 256;
+
+struct ResidentParams {
+  const __nv_bfloat16* gx;  // input-conv gates (B, T, 4Ch, H, W): channel stride 1, the others in elements
+  long long gx_sb, gx_st, gx_sy, gx_sx;
+  const float* bias;        // (4Ch,)
+  const __nv_bfloat16* w;   // recurrent weight as (4Ch gate columns n, 4Ch k), k = (ky * 2 + kx) * Ch + ci
+  __nv_bfloat16* out;       // every h_t (B, T, H, W, Ch): each (b, t) map contiguous
+  long long out_sb, out_st;
+  int B, T, H, W, pad_t, pad_l;
+  float forget_bias;
+};
+
+// Shared memory one block of a level of ch channels and hw pixels asks for.
+size_t shared_bytes(int ch, int hw);
+
+// Launches the kernel on `stream` over min(B, sms) blocks; cudaErrorInvalidValue for a shape it does not take.
+cudaError_t window_lstm_resident_forward(const ResidentParams& p, int ch, int sms, cudaStream_t stream);
+
+}  // namespace mscred_resident

@@ -1,0 +1,171 @@
+"""The window-resident ConvLSTM kernel (``ops/resident_lstm``, CUDA C++): bf16 inference of levels 1-2.
+
+In CI (no GPU) its source is compiled for Hopper (the extension's sm_90a flags) and Ampere (sm_80) and must keep
+no stack frame, no spills and tensor-core MMAs; the Python side's conditions and weight packing are checked on the
+CPU. On a CUDA machine it runs against the float64 oracle (``ops.reference.convlstm``): within twice the bf16
+reference's error, at the model's shapes and awkward ones (a last pixel tile cut short, maps at the size bounds,
+batches below and above the SM count, 1 and 3 steps), on the sliding windows of scoring, and replayed from a CUDA
+graph.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+import torch
+
+from mscred.ops import reference as ref
+from mscred.ops import resident_lstm
+from mscred.ops.im2col import cuda_target
+from mscred.ops.triton import convlstm as fused
+from mscred.ops.triton import convlstm_window
+from mscred.sass.toolchain import find_tool
+
+CUDA = torch.cuda.is_available()
+NVCC = find_tool("nvcc")
+SRC = resident_lstm._SRC / "resident_lstm.cu"
+FB = 1.0
+needs_cuda = pytest.mark.skipif(not CUDA, reason="the resident kernel runs on a CUDA device only (compiled in CI)")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Build (CI): ptxas's resource report of every instantiation
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
+@pytest.mark.parametrize("flags", [cuda_target(9, 0)[1], cuda_target(8, 0)[1]], ids=["sm_90a", "sm_80"])
+def test_compiles_without_spills_on_tensor_cores(flags, tmp_path):
+    ptx = tmp_path / "resident.ptx"
+    cmd = [NVCC, "-std=c++17", "-O3", *flags, f"-I{resident_lstm._SRC}", "-Xptxas", "-v", "-c", str(SRC),
+           "-o", str(tmp_path / "resident.o")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, f"nvcc failed:\n{proc.stderr[-4000:]}"
+    report = proc.stdout + proc.stderr
+    parts = re.split(r"Compiling entry function '([^']+)'", report)
+    kernels = {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
+    assert sum("window_lstm_resident" in name for name in kernels) == 2  # 32 and 64 channels
+    for name, info in kernels.items():
+        frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", info)
+        assert frame and tuple(map(int, frame.groups())) == (0, 0, 0), f"{name}: {frame and frame.group(0)}"
+    ptx_cmd = [NVCC, "-std=c++17", "-O3", *flags, f"-I{resident_lstm._SRC}", "-ptx", str(SRC), "-o", str(ptx)]
+    assert subprocess.run(ptx_cmd, capture_output=True, text=True, timeout=600).returncode == 0
+    text = ptx.read_text()
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in text and "ldmatrix.sync.aligned" in text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The Python side (CPU)
+# ----------------------------------------------------------------------------------------------------------------
+def test_takes_only_what_it_is_written_for(monkeypatch):
+    monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
+    bf16 = torch.bfloat16
+
+    def takes(dtype=bf16, layout="nhwc", save=False, ch=32, k=2, hw=900):
+        return resident_lstm.takes(dtype, layout, save, ch, k, hw)
+
+    assert takes() and takes(ch=64, hw=225) and takes(hw=1024) and takes(ch=64, hw=256) and takes(hw=1)
+    assert not takes(hw=1025) and not takes(ch=64, hw=257)  # the maps and cell registers of one block
+    assert not takes(ch=128, hw=64) and not takes(ch=16, hw=64)  # levels 3-4; channel counts it has no tile for
+    assert not takes(torch.float16) and not takes(torch.float32) and not takes(save=True)
+    assert not takes(layout="nchw") and not takes(k=3)
+    assert not resident_lstm.runs(bf16, "nhwc", False, 32, 2, 900, torch.device("cpu"))
+    monkeypatch.setenv("MSCRED_RESIDENT_LSTM", "0")
+    assert not takes()
+
+
+def test_packed_weight_rows_are_gate_columns():
+    """Row n of the packed weight is gate column n; column (ky * 2 + kx) * Ch + ci its tap and input channel: the
+    Triton window kernel's (K, 4Ch) matrix transposed."""
+    w_h = torch.randn(4 * 8, 8, 2, 2)
+    packed = resident_lstm.packed_weight(w_h)
+    assert packed.shape == (32, 32) and packed.is_contiguous()
+    assert packed[5, (1 * 2 + 0) * 8 + 3] == w_h[5, 3, 1, 0]
+    torch.testing.assert_close(packed, convlstm_window.packed_weight(w_h).t(), rtol=0, atol=0)
+    channels_last = resident_lstm.packed_weight(w_h.contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(channels_last, packed, rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# On the GPU: against the float64 oracle
+# ----------------------------------------------------------------------------------------------------------------
+def _inputs(B, T, C, Ch, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, C, n, n, generator=g, dtype=torch.float64)
+    w = torch.randn(4 * Ch, C + Ch, 2, 2, generator=g, dtype=torch.float64) / (2 * (C + Ch) ** 0.5)
+    b = torch.randn(4 * Ch, generator=g, dtype=torch.float64) * 0.5
+    return [t.to("cuda") for t in (x, w, b)]
+
+
+def _rel(a, b):
+    a, b = a.double().cpu(), b.double().cpu()
+    return ((a - b).norm() / b.norm()).item()
+
+
+def _infer(monkeypatch, x, w, b):
+    """The fused op under no_grad in channels-last buffers, and how many calls took the resident kernel."""
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    calls, real = [], resident_lstm.run
+    monkeypatch.setattr(resident_lstm, "run", lambda *a: calls.append(1) or real(*a))
+    with torch.no_grad():
+        return fused.convlstm(x, w, b, FB), len(calls)
+
+
+@needs_cuda
+@pytest.mark.parametrize("B, T, Ch, n", [(128, 5, 32, 30), (128, 5, 64, 15), (3591, 5, 32, 30), (300, 5, 64, 15),
+                                         (7, 5, 32, 30), (5, 3, 32, 32), (2, 5, 32, 13), (140, 1, 64, 9),
+                                         (3, 5, 64, 16), (1, 5, 32, 1), (133, 5, 64, 11)])
+def test_against_float64_oracle(B, T, Ch, n, monkeypatch):
+    monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
+    x, w, b = _inputs(B, T, Ch, Ch, n, seed=B + T + Ch + n)
+    oracle = ref.convlstm(x, w, b, FB)
+    low = [t.to(torch.bfloat16) for t in (x, w, b)]
+    yardstick = _rel(ref.convlstm(*low, FB), oracle)
+    got, calls = _infer(monkeypatch, *low)
+    assert calls == 1 and got.dtype == torch.bfloat16 and got.shape == oracle.shape
+    assert torch.isfinite(got).all()
+    assert _rel(got, oracle) <= 2 * yardstick + 1e-3, (_rel(got, oracle), yardstick)
+
+
+@needs_cuda
+def test_sliding_windows_of_scoring(monkeypatch):
+    """Scoring hands a level its windows as one strided view of the segments (shared input gates): the kernel
+    reads the gates through those strides, and each window's state stays its own."""
+    monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
+    B, T, C, Ch, n = 300, 5, 16, 32, 30
+    x, w, b = _inputs(B + T - 1, 1, C, Ch, n, seed=3)
+    steps = x[:, 0].to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    windows = steps.as_strided((B, T, C, n, n), (steps.stride(0), *steps.stride()), 0)
+    oracle = ref.convlstm(windows.double().contiguous(), w, b, FB)
+    yardstick = _rel(ref.convlstm(windows.contiguous(), w.to(torch.bfloat16), b.to(torch.bfloat16), FB), oracle)
+    got, calls = _infer(monkeypatch, windows, w.to(torch.bfloat16), b.to(torch.bfloat16))
+    assert calls == 1
+    assert _rel(got, oracle) <= 2 * yardstick + 1e-3
+
+
+@needs_cuda
+def test_replayed_from_a_cuda_graph(monkeypatch):
+    """Captured in a CUDA graph (the product's scoring), replays on new data equal an eager call."""
+    monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    x, w, b = (t.to(torch.bfloat16) for t in _inputs(256, 5, 32, 32, 30, seed=5))
+    with torch.no_grad():
+        fused.convlstm(x, w, b, FB)  # build and warm up outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = fused.convlstm(x, w, b, FB)
+        x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(y, fused.convlstm(x, w, b, FB), rtol=0, atol=0)
+
+
+@needs_cuda
+def test_switched_off_runs_the_triton_kernels(monkeypatch):
+    """MSCRED_RESIDENT_LSTM=0 (A/B runs): the other paths, to the same accuracy."""
+    monkeypatch.setenv("MSCRED_RESIDENT_LSTM", "0")
+    x, w, b = _inputs(64, 5, 32, 32, 30, seed=8)
+    oracle = ref.convlstm(x, w, b, FB)
+    low = [t.to(torch.bfloat16) for t in (x, w, b)]
+    got, calls = _infer(monkeypatch, *low)
+    assert calls == 0
+    assert _rel(got, oracle) <= 2 * _rel(ref.convlstm(*low, FB), oracle) + 1e-3
