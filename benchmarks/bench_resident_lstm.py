@@ -33,7 +33,9 @@ PATHS = [("resident", {"MSCRED_RESIDENT_LSTM": "1", "MSCRED_WINDOW_LSTM": "1"}),
          ("per step", {"MSCRED_RESIDENT_LSTM": "0", "MSCRED_WINDOW_LSTM": "0"})]
 
 
-def run() -> list[dict]:
+def run(timed: list[str]) -> list[dict]:
+    """A row per workload and level: ms of the ``timed`` paths, the errors of every path that ran (the per-step
+    path always runs: the sliding workloads' yardstick)."""
     from mscred.ops import reference
     from mscred.ops.triton import convlstm as fused
     os.environ["MSCRED_FUSED_LAYOUT"] = "nhwc"
@@ -48,15 +50,17 @@ def run() -> list[dict]:
 
             outputs, times = {}, {}
             for label, env in PATHS:
-                os.environ.update(env)
-                outputs[label] = call()
-                times[label] = bench(call)
+                if label in timed or label == "per step":
+                    os.environ.update(env)
+                    outputs[label] = call()
+                    if label in timed:
+                        times[label] = bench(call)
             oracle = (reference.convlstm(x.double().contiguous(), w.double(), b.double(), 1.0) if not sliding
                       else outputs["per step"])
             row = dict(workload=name, batch=batch, ch=ch, n=n, steps=T,
                        ms={k: round(v, 4) for k, v in times.items()},
                        err={k: rel(v, oracle) for k, v in outputs.items()},
-                       vs_window=times["window"] / times["resident"], vs_per_step=times["per step"] / times["resident"])
+                       flags=os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", ""))
             rows.append(row)
             print(row, flush=True)
     for var in ("MSCRED_RESIDENT_LSTM", "MSCRED_WINDOW_LSTM"):
@@ -71,23 +75,33 @@ def to_markdown(rows: list[dict], meta: str) -> str:
              "| workload | level (Ch, n) | resident ms | window ms | per-step ms | vs window | vs per step "
              "| err resident | err window | err per step |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    def cell(d, key, fmt):
+        return format(d[key], fmt) if key in d else "-"
+
     for r in rows:
         ms, err = r["ms"], r["err"]
-        lines.append(f"| {r['workload']} | ({r['ch']}, {r['n']}) | {ms['resident']:.4f} | {ms['window']:.4f} | "
-                     f"{ms['per step']:.4f} | {r['vs_window']:.2f}x | {r['vs_per_step']:.2f}x | "
-                     f"{err['resident']:.1e} | {err['window']:.1e} | {err['per step']:.1e} |")
+        ratio = {k: f"{ms[k] / ms['resident']:.2f}x" if k in ms and "resident" in ms else "-"
+                 for k in ("window", "per step")}
+        lines.append(f"| {r['workload']} | ({r['ch']}, {r['n']}) | {cell(ms, 'resident', '.4f')} | "
+                     f"{cell(ms, 'window', '.4f')} | {cell(ms, 'per step', '.4f')} | {ratio['window']} | "
+                     f"{ratio['per step']} | {cell(err, 'resident', '.1e')} | {cell(err, 'window', '.1e')} | "
+                     f"{cell(err, 'per step', '.1e')} |")
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/resident_lstm")
+    ap.add_argument("--timed", default="resident,window,per step",
+                    help="the paths to time, comma-separated (default all three)")
     args = ap.parse_args()
     import triton
-    rows = run()
+    rows = run(args.timed.split(","))
+    flags = os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", "")
     meta = (f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
             f"cuDNN {torch.backends.cudnn.version()}, {datetime.datetime.now(datetime.timezone.utc).isoformat()}. "
-            "Command: `PYTHONPATH=src python3 benchmarks/bench_resident_lstm.py`.")
+            f"Command: `{'MSCRED_RESIDENT_LSTM_FLAGS=' + repr(flags) + ' ' if flags else ''}PYTHONPATH=src python3 "
+            f"benchmarks/bench_resident_lstm.py --timed '{args.timed}'`.")
     md = to_markdown(rows, meta)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

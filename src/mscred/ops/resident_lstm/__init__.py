@@ -6,13 +6,16 @@ in registers, so that only the input gates come in and h goes out, with the recu
 tensor cores and the cell update in its epilogue. It serves bf16 inference (the graphed scoring path) of the 2 x 2
 ConvLSTM levels of 32 channels up to 32 x 32 pixels and 64 channels up to 16 x 16 (levels 1 and 2 of the default
 model at up to 32 sensors); elsewhere the Triton per-window kernel (``ops/triton/convlstm_window.py``) or the
-per-step path runs. ``MSCRED_RESIDENT_LSTM=0`` turns it off (A/B runs).
+per-step path runs. ``MSCRED_RESIDENT_LSTM=0`` turns it off (A/B runs); ``MSCRED_RESIDENT_LSTM_FLAGS`` builds it
+with other values of its compile-time switches (``-DMSCRED_RESIDENT_WARPS=12`` ...; benchmarks only).
 
 Built on first use with ``torch.utils.cpp_extension.load`` for the present GPU (the im2col extension's target,
 ``mscred.ops.im2col.cuda_target``); if the build fails mscred warns once and the other paths run.
 """
 from __future__ import annotations
 
+import hashlib
+import os
 import threading
 import warnings
 from pathlib import Path
@@ -47,9 +50,12 @@ def _extension():
 
                 from mscred.ops.im2col import cuda_target
                 target_name, target = cuda_target(major, minor)
-                _ext = load(name=f"mscred_resident_lstm_{target_name}",
+                # A/B builds of the kernel's switches (benchmarks): -D flags, in a module of their own name.
+                flags = os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", "").split()
+                suffix = f"_{hashlib.sha256(' '.join(flags).encode()).hexdigest()[:8]}" if flags else ""
+                _ext = load(name=f"mscred_resident_lstm_{target_name}{suffix}",
                             sources=[str(_SRC / "binding.cpp"), str(_SRC / "resident_lstm.cu")],
-                            extra_cflags=["-O3"], extra_cuda_cflags=["-O3", *target],
+                            extra_cflags=["-O3"], extra_cuda_cflags=["-O3", *target, *flags],
                             extra_include_paths=[str(_SRC)], verbose=False)
             except Exception as err:  # noqa: BLE001 - any build/load failure means "kernel unavailable"
                 text = str(err).strip()

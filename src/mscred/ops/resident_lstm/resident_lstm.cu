@@ -37,7 +37,10 @@
 namespace mscred_resident {
 namespace {
 
-constexpr int kWarps = 8;
+#ifndef MSCRED_RESIDENT_WARPS
+#define MSCRED_RESIDENT_WARPS 8  // warps per block (A/B switch, as the two above)
+#endif
+constexpr int kWarps = MSCRED_RESIDENT_WARPS;
 constexpr int kThreads = kWarps * 32;
 
 __device__ __forceinline__ float tanh_fast(float x) {
@@ -65,7 +68,42 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ float bf16_round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+// A/B switches of the epilogue (MSCRED_RESIDENT_LSTM_FLAGS adds -D flags to the build, benchmarks only):
+//   MSCRED_RESIDENT_ROUND_GATES 1   round the pre-activations to bf16 first, as the per-step path stores its gates
+//                                   (0: keep float32, one rounding fewer)
+//   MSCRED_RESIDENT_HALF_TANH   0   the activations two at a time with tanh.approx.f16x2 (one MUFU op per pair)
+#ifndef MSCRED_RESIDENT_ROUND_GATES
+#define MSCRED_RESIDENT_ROUND_GATES 1
+#endif
+#ifndef MSCRED_RESIDENT_HALF_TANH
+#define MSCRED_RESIDENT_HALF_TANH 0
+#endif
+
+__device__ __forceinline__ float2 gate_pair(float a, float b) {
+#if MSCRED_RESIDENT_ROUND_GATES
+  return __bfloat1622float2(__floats2bfloat162_rn(a, b));
+#else
+  return make_float2(a, b);
+#endif
+}
+
+__device__ __forceinline__ float2 tanh2(float2 v) {
+#if MSCRED_RESIDENT_HALF_TANH
+  __half2 h = __floats2half2_rn(v.x, v.y);
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  asm("tanh.approx.f16x2 %0, %0;" : "+r"(u));
+  memcpy(&h, &u, 4);
+  return __half22float2(h);
+#else
+  return make_float2(tanh_fast(v.x), tanh_fast(v.y));
+#endif
+}
+
+__device__ __forceinline__ float2 sigmoid2(float2 v) {
+  const float2 t = tanh2(make_float2(0.5f * v.x, 0.5f * v.y));
+  return make_float2(fmaf(0.5f, t.x, 0.5f), fmaf(0.5f, t.y, 0.5f));
+}
 
 __device__ __forceinline__ float2 bf16x2_to_float2(uint32_t v) {
   __nv_bfloat162 h;
@@ -211,17 +249,19 @@ __global__ void __launch_bounds__(kThreads, 1) window_lstm_resident(ResidentPara
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
               const float2 c_prev = t > 0 ? __half22float2(c_slot[(q * 2 + half) * 32]) : make_float2(0.f, 0.f);
-              float h2[2], c_new[2];
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                const int k = 2 * half + e;
-                const float zi = bf16_round(acc[q][k]), zg = bf16_round(acc[4 + q][k]);
-                const float zf = bf16_round(acc[8 + q][k]), zo = bf16_round(acc[12 + q][k]);
-                float c = sigmoid_fast(zi) * tanh_fast(zg);
-                if (t > 0) c = fmaf(sigmoid_fast(zf + p.forget_bias), e == 0 ? c_prev.x : c_prev.y, c);
-                c_new[e] = c;
-                h2[e] = sigmoid_fast(zo) * tanh_fast(c);
+              const int k = 2 * half;  // this row's two channels: accumulator elements k, k + 1
+              const float2 zi = gate_pair(acc[q][k], acc[q][k + 1]), zg = gate_pair(acc[4 + q][k], acc[4 + q][k + 1]);
+              const float2 zf = gate_pair(acc[8 + q][k], acc[8 + q][k + 1]);
+              const float2 zo = gate_pair(acc[12 + q][k], acc[12 + q][k + 1]);
+              const float2 si = sigmoid2(zi), tg = tanh2(zg), so = sigmoid2(zo);
+              float c_new[2] = {si.x * tg.x, si.y * tg.y};
+              if (t > 0) {
+                const float2 sf = sigmoid2(make_float2(zf.x + p.forget_bias, zf.y + p.forget_bias));
+                c_new[0] = fmaf(sf.x, c_prev.x, c_new[0]);
+                c_new[1] = fmaf(sf.y, c_prev.y, c_new[1]);
               }
+              const float2 tc = tanh2(make_float2(c_new[0], c_new[1]));
+              const float h2[2] = {so.x * tc.x, so.y * tc.y};
               c_slot[(q * 2 + half) * 32] = __floats2half2_rn(c_new[0], c_new[1]);
               const int pix = tile * 16 + quad + 8 * half;
               if (pix < HW) {
