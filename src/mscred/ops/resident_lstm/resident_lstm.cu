@@ -48,7 +48,6 @@ __device__ __forceinline__ float tanh_fast(float x) {
   asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
-__device__ __forceinline__ float sigmoid_fast(float x) { return fmaf(0.5f, tanh_fast(0.5f * x), 0.5f); }
 
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -68,15 +67,13 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// A/B switches of the epilogue (MSCRED_RESIDENT_LSTM_FLAGS adds -D flags to the build, benchmarks only):
-//   MSCRED_RESIDENT_ROUND_GATES 1   round the pre-activations to bf16 first, as the per-step path stores its gates
-//                                   (0: keep float32, one rounding fewer)
-//   MSCRED_RESIDENT_HALF_TANH   0   the activations two at a time with tanh.approx.f16x2 (one MUFU op per pair)
+// MSCRED_RESIDENT_ROUND_GATES 1 rounds the pre-activations to bf16 before the activations, as the per-step path
+// stores its gates; the default 0 keeps them in float32 (one rounding fewer: 2.0e-3 against 2.2e-3 relative error to
+// float64 at batch 128, results/resident_variants/). An A/B switch, as MSCRED_RESIDENT_WARPS: the build takes -D
+// flags from MSCRED_RESIDENT_LSTM_FLAGS (benchmarks only). (Activations two at a time on tanh.approx.f16x2 were
+// measured too, same call: no faster, the MUFU pipe is not what bounds the kernel.)
 #ifndef MSCRED_RESIDENT_ROUND_GATES
-#define MSCRED_RESIDENT_ROUND_GATES 1
-#endif
-#ifndef MSCRED_RESIDENT_HALF_TANH
-#define MSCRED_RESIDENT_HALF_TANH 0
+#define MSCRED_RESIDENT_ROUND_GATES 0
 #endif
 
 __device__ __forceinline__ float2 gate_pair(float a, float b) {
@@ -87,18 +84,7 @@ __device__ __forceinline__ float2 gate_pair(float a, float b) {
 #endif
 }
 
-__device__ __forceinline__ float2 tanh2(float2 v) {
-#if MSCRED_RESIDENT_HALF_TANH
-  __half2 h = __floats2half2_rn(v.x, v.y);
-  uint32_t u;
-  memcpy(&u, &h, 4);
-  asm("tanh.approx.f16x2 %0, %0;" : "+r"(u));
-  memcpy(&h, &u, 4);
-  return __half22float2(h);
-#else
-  return make_float2(tanh_fast(v.x), tanh_fast(v.y));
-#endif
-}
+__device__ __forceinline__ float2 tanh2(float2 v) { return make_float2(tanh_fast(v.x), tanh_fast(v.y)); }
 
 __device__ __forceinline__ float2 sigmoid2(float2 v) {
   const float2 t = tanh2(make_float2(0.5f * v.x, 0.5f * v.y));
@@ -129,25 +115,31 @@ __device__ __forceinline__ int h_chunk(int pixel, int c) {
 template <int CH>
 __global__ void __launch_bounds__(kThreads, 1) window_lstm_resident(ResidentParams p) {
   constexpr int G4 = 4 * CH;          // gate columns (n): blocks i, g, f, o of CH each
-  constexpr int K = 4 * CH;           // 2 x 2 taps x CH input channels, k = (ky * 2 + kx) * CH + ci
-  constexpr int W_CHUNKS = K / 8;     // 16-byte chunks of a weight row
+  constexpr int KSTEPS = G4 / 16;     // k16 steps over K = 2 x 2 taps x CH, k = (ky * 2 + kx) * CH + ci
   constexpr int H_CHUNKS = CH / 8;    // 16-byte chunks of a map row
   constexpr int GROUPS = CH / 32;     // 32-channel groups: a unit's 128 gate columns are 16 n8 tiles
   constexpr int TAP_STEPS = CH / 16;  // k16 steps per tap
 
+  // The weight as [k16 step][MMA column n][2 chunks of 8 k], the chunk swizzled by bit 2 of n: an ldmatrix of eight
+  // consecutive columns then reads eight distinct bank groups, and every lane's address is its own constant plus a
+  // compile-time offset (no address arithmetic in the MMA loop).
   extern __shared__ __align__(128) unsigned char smem[];
-  __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(smem);  // [G4][K], chunks swizzled by n & 7
-  float* bias_s = reinterpret_cast<float*>(w_s + G4 * K);        // [G4]
+  __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(smem);
+  float* bias_s = reinterpret_cast<float*>(w_s + G4 * G4);  // [G4], real gate columns
   __nv_bfloat16* maps = reinterpret_cast<__nv_bfloat16*>(bias_s + G4);
   const int HW = p.H * p.W;
   const int map_elems = (HW + 1) * CH;  // + the zero row at pixel HW
-  __half2* cells = reinterpret_cast<__half2*>(maps + 2 * map_elems);  // [tile][group][q][half][lane]
+  uint4* cells = reinterpret_cast<uint4*>(maps + 2 * map_elems);  // [unit][row half][lane]: 8 float16 c
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  for (int i = tid; i < G4 * W_CHUNKS; i += kThreads) {
-    const int n = i / W_CHUNKS, c = i % W_CHUNKS;
-    const uint4 v = *reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(n) * K + c * 8);
-    *reinterpret_cast<uint4*>(w_s + n * K + (c ^ (n & 7)) * 8) = v;
+  // MMA column n = j * CH + group * 32 + q * 8 + c (gate j, n8 tile q, column c) holds hidden channel
+  // group * 32 + (c / 2) * 8 + q * 2 + c % 2 (the "lane order"): a lane's accumulator columns c = 2 * (lane % 4) + e
+  // of the four n8 tiles of a gate are then 8 consecutive channels, read and written 16 bytes at a time.
+  for (int i = tid; i < KSTEPS * G4 * 2; i += kThreads) {
+    const int ks = i / (G4 * 2), n = (i / 2) % G4, half = i % 2;
+    const int c = n % 8, real = (n / 32) * 32 + (c / 2) * 8 + ((n / 8) % 4) * 2 + c % 2;
+    const uint4 v = *reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(real) * G4 + ks * 16 + half * 8);
+    *reinterpret_cast<uint4*>(w_s + ((ks * G4 + n) * 2 + (half ^ ((n >> 2) & 1))) * 8) = v;
   }
   for (int i = tid; i < G4; i += kThreads) bias_s[i] = p.bias[i];
   for (int i = tid; i < 2 * CH; i += kThreads) {
@@ -156,118 +148,112 @@ __global__ void __launch_bounds__(kThreads, 1) window_lstm_resident(ResidentPara
   __syncthreads();
 
   const int tiles = (HW + 15) / 16;
-  const int quad = lane >> 2, pair = 2 * (lane & 3);  // accumulator row (and row + 8), first of two columns
+  const int quad = lane >> 2, lane_ch = (lane & 3) * 8;  // accumulator row (and row + 8); first of 8 channels
+  // This lane's B address for ldmatrix: matrix m = lane >> 3 is (n8 tile 2np + (m >> 1), k half m & 1), row lane & 7.
+  const int brow = lane & 7, bm = lane >> 3;
+  const unsigned b_lane = smem_u32(w_s) + ((bm >> 1) * 8 + brow) * 32 + (((bm & 1) ^ (brow >> 2)) * 16);
 
-  // Input gates of one unit, as bf16 pairs in the accumulator layout: [gate j * 4 + n8 tile q][row, row + 8].
-  auto load_gates = [&](uint32_t (&g)[16][2], long long b, int t, int tile, int group) {
-    const __nv_bfloat16* base = p.gx + b * p.gx_sb + t * p.gx_st;
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int pix = tile * 16 + quad + 8 * half;
-      const bool ok = tile < tiles && pix < HW;
-      const int y = ok ? pix / p.W : 0, x = ok ? pix - y * p.W : 0;
-      const __nv_bfloat16* row = base + y * p.gx_sy + x * p.gx_sx + group * 32 + pair;
-#pragma unroll
-      for (int nt = 0; nt < 16; ++nt) {
-        g[nt][half] = ok ? __ldg(reinterpret_cast<const unsigned*>(row + (nt >> 2) * CH + (nt & 3) * 8)) : 0u;
-      }
-    }
-  };
-
-  uint32_t gates[16][2];
   long long b = blockIdx.x;
-  load_gates(gates, b, 0, warp, 0);
   int step = 0;  // steps done by this block: the map written at a step is maps[step & 1]
   for (; b < p.B; b += gridDim.x) {
     for (int t = 0; t < p.T; ++t, ++step) {
       __nv_bfloat16* h_out = maps + (step & 1) * map_elems;
       const __nv_bfloat16* h_in = maps + ((step + 1) & 1) * map_elems;
+      const __nv_bfloat16* gx_step = p.gx + b * p.gx_sb + t * p.gx_st;
       for (int tile = warp; tile < tiles; tile += kWarps) {
 #pragma unroll 1
         for (int group = 0; group < GROUPS; ++group) {
-          // z = gx + bias, then the next unit's gates are loaded (in flight during this unit's MMAs).
+          // The input gates of this unit (added in the epilogue, so their loads overlap the MMAs): for each row
+          // half and gate, the lane's 8 channels.
+          uint4 gates[2][4];
+#pragma unroll
+          for (int half = 0; half < 2; ++half) {
+            const int pix = tile * 16 + quad + 8 * half;
+            const bool ok = pix < HW;
+            const int y = ok ? pix / p.W : 0, x = ok ? pix - y * p.W : 0;
+            const __nv_bfloat16* row = gx_step + y * p.gx_sy + x * p.gx_sx + group * 32 + lane_ch;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              gates[half][j] = ok ? __ldg(reinterpret_cast<const uint4*>(row + j * CH)) : make_uint4(0, 0, 0, 0);
+            }
+          }
           float acc[16][4];
 #pragma unroll
-          for (int nt = 0; nt < 16; ++nt) {
-            const int col = (nt >> 2) * CH + group * 32 + (nt & 3) * 8 + pair;
-            const float2 bs = *reinterpret_cast<const float2*>(bias_s + col);
-            const float2 lo = bf16x2_to_float2(gates[nt][0]), hi = bf16x2_to_float2(gates[nt][1]);
-            acc[nt][0] = lo.x + bs.x;
-            acc[nt][1] = lo.y + bs.y;
-            acc[nt][2] = hi.x + bs.x;
-            acc[nt][3] = hi.y + bs.y;
-          }
-          if (group + 1 < GROUPS) {
-            load_gates(gates, b, t, tile, group + 1);
-          } else if (tile + kWarps < tiles) {
-            load_gates(gates, b, t, tile + kWarps, 0);
-          } else if (t + 1 < p.T) {
-            load_gates(gates, b, t + 1, warp, 0);
-          } else if (b + gridDim.x < p.B) {
-            load_gates(gates, b + gridDim.x, 0, warp, 0);
-          }
+          for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
           if (t > 0) {
             // The A rows this lane addresses for ldmatrix: pixel tile * 16 + r, its four taps' source pixels
             // (HW, the zero row, outside the image or past the last pixel).
             const int r = (lane & 7) + ((lane >> 3) & 1) * 8, khalf = lane >> 4;
             const int pix = tile * 16 + r;
             const int y = pix / p.W, x = pix - y * p.W;
-            int src[4];
 #pragma unroll
             for (int tap = 0; tap < 4; ++tap) {
               const int sy = y + (tap >> 1) - p.pad_t, sx = x + (tap & 1) - p.pad_l;
-              src[tap] = (pix < HW && sy >= 0 && sy < p.H && sx >= 0 && sx < p.W) ? sy * p.W + sx : HW;
-            }
-            // B rows: lane's matrix m = lane >> 3 is (n8 tile 2np + (m >> 1), k half m & 1), its row lane & 7.
-            const int bm = lane >> 3, brow = lane & 7;
-#pragma unroll
-            for (int tap = 0; tap < 4; ++tap) {
+              const int src = (pix < HW && sy >= 0 && sy < p.H && sx >= 0 && sx < p.W) ? sy * p.W + sx : HW;
+              const unsigned a_row = smem_u32(h_in + src * CH);
 #pragma unroll
               for (int ts = 0; ts < TAP_STEPS; ++ts) {
                 const int kstep = tap * TAP_STEPS + ts;
                 uint32_t a[4];
-                ldmatrix_x4(smem_u32(h_in + src[tap] * CH + h_chunk<H_CHUNKS>(src[tap], ts * 2 + khalf) * 8),
-                            a[0], a[1], a[2], a[3]);
+                ldmatrix_x4(a_row + h_chunk<H_CHUNKS>(src, ts * 2 + khalf) * 16, a[0], a[1], a[2], a[3]);
 #pragma unroll
                 for (int np = 0; np < 8; ++np) {
-                  const int nt = 2 * np + (bm >> 1);
-                  const int n = (nt >> 2) * CH + group * 32 + (nt & 3) * 8 + brow;
-                  const int kc = kstep * 2 + (bm & 1);
+                  const int n0 = (np >> 1) * CH + group * 32 + (np & 1) * 16;  // first column of n8 tile 2np
                   uint32_t b0, b1, b2, b3;
-                  ldmatrix_x4(smem_u32(w_s + n * K + (kc ^ brow) * 8), b0, b1, b2, b3);
+                  ldmatrix_x4(b_lane + (kstep * G4 + n0) * 32, b0, b1, b2, b3);
                   mma_bf16(acc[2 * np], a, b0, b1);
                   mma_bf16(acc[2 * np + 1], a, b2, b3);
                 }
               }
             }
           }
-          // The cell update: gate j of channel (group * 32 + q * 8 + pair + e % 2) is acc[j * 4 + q][e]; this
-          // lane's c of those channels is its own slot of the unit's cell block.
-          __half2* c_slot = cells + (tile * GROUPS + group) * 8 * 32 + lane;
+          // The cell update: gate j of channel group * 32 + lane_ch + q * 2 + e, row quad + 8 * half, is
+          // acc[j * 4 + q][2 * half + e] (+ the input gate + the bias); this lane's c of those channels is its own
+          // slot of the unit's cell block.
+          uint4* c_slot = cells + ((tile * GROUPS + group) * 2) * 32 + lane;
+          float bias[4][8];
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
+          for (int j = 0; j < 4; ++j) {
+            const float4 lo = *reinterpret_cast<const float4*>(bias_s + j * CH + group * 32 + lane_ch);
+            const float4 hi = *reinterpret_cast<const float4*>(bias_s + j * CH + group * 32 + lane_ch + 4);
+            bias[j][0] = lo.x; bias[j][1] = lo.y; bias[j][2] = lo.z; bias[j][3] = lo.w;
+            bias[j][4] = hi.x; bias[j][5] = hi.y; bias[j][6] = hi.z; bias[j][7] = hi.w;
+          }
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-              const float2 c_prev = t > 0 ? __half22float2(c_slot[(q * 2 + half) * 32]) : make_float2(0.f, 0.f);
-              const int k = 2 * half;  // this row's two channels: accumulator elements k, k + 1
-              const float2 zi = gate_pair(acc[q][k], acc[q][k + 1]), zg = gate_pair(acc[4 + q][k], acc[4 + q][k + 1]);
-              const float2 zf = gate_pair(acc[8 + q][k], acc[8 + q][k + 1]);
-              const float2 zo = gate_pair(acc[12 + q][k], acc[12 + q][k + 1]);
-              const float2 si = sigmoid2(zi), tg = tanh2(zg), so = sigmoid2(zo);
-              float c_new[2] = {si.x * tg.x, si.y * tg.y};
+          for (int half = 0; half < 2; ++half) {
+            uint4 c_old = t > 0 ? c_slot[half * 32] : make_uint4(0, 0, 0, 0);
+            const uint32_t* c_prev = reinterpret_cast<const uint32_t*>(&c_old);
+            uint32_t c_new[4], h_new[4];
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              float2 z[4];  // gates i, g, f, o of channels lane_ch + q * 2 + {0, 1}
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                const float2 gxj = bf16x2_to_float2(reinterpret_cast<const uint32_t*>(&gates[half][j])[q]);
+                z[j] = gate_pair(acc[j * 4 + q][2 * half] + gxj.x + bias[j][2 * q],
+                                 acc[j * 4 + q][2 * half + 1] + gxj.y + bias[j][2 * q + 1]);
+              }
+              const float2 si = sigmoid2(z[0]), tg = tanh2(z[1]), so = sigmoid2(z[3]);
+              float2 c = make_float2(si.x * tg.x, si.y * tg.y);
               if (t > 0) {
-                const float2 sf = sigmoid2(make_float2(zf.x + p.forget_bias, zf.y + p.forget_bias));
-                c_new[0] = fmaf(sf.x, c_prev.x, c_new[0]);
-                c_new[1] = fmaf(sf.y, c_prev.y, c_new[1]);
+                __half2 ch;
+                memcpy(&ch, &c_prev[q], 4);
+                const float2 cp = __half22float2(ch);
+                const float2 sf = sigmoid2(make_float2(z[2].x + p.forget_bias, z[2].y + p.forget_bias));
+                c.x = fmaf(sf.x, cp.x, c.x);
+                c.y = fmaf(sf.y, cp.y, c.y);
               }
-              const float2 tc = tanh2(make_float2(c_new[0], c_new[1]));
-              const float h2[2] = {so.x * tc.x, so.y * tc.y};
-              c_slot[(q * 2 + half) * 32] = __floats2half2_rn(c_new[0], c_new[1]);
-              const int pix = tile * 16 + quad + 8 * half;
-              if (pix < HW) {
-                const int chunk = h_chunk<H_CHUNKS>(pix, group * 4 + q);
-                *reinterpret_cast<uint32_t*>(h_out + pix * CH + chunk * 8 + pair) = float2_to_bf16x2(h2[0], h2[1]);
-              }
+              const __half2 cs = __floats2half2_rn(c.x, c.y);
+              memcpy(&c_new[q], &cs, 4);
+              const float2 tc = tanh2(c);
+              h_new[q] = float2_to_bf16x2(so.x * tc.x, so.y * tc.y);
+            }
+            c_slot[half * 32] = make_uint4(c_new[0], c_new[1], c_new[2], c_new[3]);
+            const int pix = tile * 16 + quad + 8 * half;
+            if (pix < HW) {
+              const int chunk = h_chunk<H_CHUNKS>(pix, group * 4 + (lane & 3));
+              *reinterpret_cast<uint4*>(h_out + pix * CH + chunk * 8) = make_uint4(h_new[0], h_new[1], h_new[2],
+                                                                                    h_new[3]);
             }
           }
         }
