@@ -5,27 +5,34 @@
 // batch, results/window_lstm_ncu/). Here a block holds everything a window's recurrence touches on the chip:
 //   the recurrent weight        (4Ch x 4Ch bf16, 32 KB at 32 channels, 128 KB at 64) in shared memory, loaded once
 //                               per block (the grid is persistent: one block per SM takes window after window);
-//   h_{t-1} and h_t             two (H*W + 1) x Ch bf16 maps in shared memory (the extra row is zeros: the taps
-//                               that fall in TF's "same" padding point at it);
+//   h_{t-1} and h_t             two (H*W + 2) x Ch bf16 maps in shared memory (row H*W is zeros: the taps that
+//                               fall in TF's "same" padding point at it; row H*W + 1 takes the stores of the pixels
+//                               past the last of a tile, so that no store needs a branch);
 //   c                           in shared memory too, float16 (as the per-step path keeps the cell of bf16
 //                               inference, MSCRED_LSTM_HALF_CELL), in the MMA accumulator's layout: a warp owns
 //                               the same pixel tiles at every step, and an accumulator element (pixel, gate
 //                               column) sits in the same thread for the four gates of a channel, so the update
-//                               is thread-local and each lane reads and writes its own slots (no bank conflicts).
-//                               (In registers, 64 per thread at 32 channels, it took ptxas to 255 registers and
+//                               is thread-local and each lane reads and writes its own 16-byte slots. (In
+//                               registers, 64 per thread at 32 channels, it took ptxas to 255 registers and
 //                               spilled on sm_80.)
 // So only the input gates come in (8 bytes per hidden element and step, and consecutive windows read the same
 // segments' gates one step apart, so mostly from L2) and h goes out (2 bytes, 16-byte stores from the map).
 //
 // Per step, for each 16-pixel tile of a warp and each group of 32 hidden channels (a "unit", 128 gate columns):
-// z = gx + bias (+ the recurrent convolution from t = 1: one GEMM (16 x 4Ch) x (4Ch x 128) over the 2 x 2 taps on
-// mma.sync m16n8k16 bf16, A fragments gathered from the h map by ldmatrix with per-lane tap addresses, B from the
-// weight), rounded to bf16 as the per-step path stores its gates, then the cell update and h into the other map.
-// The next unit's input gates are loaded before this unit's MMAs so that their latency overlaps them.
+// the unit's input gates are loaded (16 bytes per lane, row and gate), the recurrent convolution from t = 1 is one
+// GEMM (16 x 4Ch) x (4Ch x 128) over the 2 x 2 taps on mma.sync m16n8k16 bf16 (A fragments gathered from the h map
+// by ldmatrix with per-lane tap addresses, B from the weight), and the epilogue adds the input gates and the bias,
+// updates c and writes h into the other map. The MMA columns are permuted ("lane order", below) so that a lane's
+// accumulator columns are 8 consecutive channels of each gate.
+//
+// Measured on the H200 (results/resident_round2/): at the scoring batch (3,591 windows) level 1 (32 channels, 30 x
+// 30) 1.37x the Triton per-window kernel, level 2 (64, 15 x 15) 1.08x the per-step path; whole-model graphed
+// scoring 7.87x -> 8.75x the eager baseline. Nsight Compute: the tensor pipe ~25% busy, issue ~41%; the warps wait
+// mostly on ldmatrix / MUFU results (short scoreboard) and fixed-latency dependencies, with 8-12 warps per SM.
 //
 // Sizes it takes (checked by the host): Ch 32 with H*W <= 1024 (level 1 of the default model: 30 x 30) and Ch 64
 // with H*W <= 256 (level 2: 15 x 15), kernel 2 x 2, bf16. The activations use tanh.approx (sigmoid(z) =
-// (1 + tanh(z/2)) / 2): one MUFU op each, ~2^-11 relative error, under the bf16 rounding of the gates and of h.
+// (1 + tanh(z/2)) / 2): one MUFU op each, ~2^-11 relative error, under the bf16 rounding of h.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -37,11 +44,17 @@
 namespace mscred_resident {
 namespace {
 
-#ifndef MSCRED_RESIDENT_WARPS
-#define MSCRED_RESIDENT_WARPS 8  // warps per block (A/B switch, as the two above)
+// Warps per block: 12 at 32 channels, 8 at 64, the faster of 8 and 12 for each level at the scoring batch on the
+// H200 (results/resident_round2/: level 1 3.40 against 3.66 ms, level 2 2.43 against 2.56). 16 warps cap ptxas at
+// 128 registers per thread and spill. MSCRED_RESIDENT_WARPS (an A/B switch, see below) sets one count for both.
+template <int CH>
+__host__ __device__ constexpr int warps_of() {
+#ifdef MSCRED_RESIDENT_WARPS
+  return MSCRED_RESIDENT_WARPS;
+#else
+  return CH == 32 ? 12 : 8;
 #endif
-constexpr int kWarps = MSCRED_RESIDENT_WARPS;
-constexpr int kThreads = kWarps * 32;
+}
 
 __device__ __forceinline__ float tanh_fast(float x) {
   float y;
@@ -113,7 +126,8 @@ __device__ __forceinline__ int h_chunk(int pixel, int c) {
 }
 
 template <int CH>
-__global__ void __launch_bounds__(kThreads, 1) window_lstm_resident(ResidentParams p) {
+__global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(ResidentParams p) {
+  constexpr int kWarps = warps_of<CH>(), kThreads = kWarps * 32;
   constexpr int G4 = 4 * CH;          // gate columns (n): blocks i, g, f, o of CH each
   constexpr int KSTEPS = G4 / 16;     // k16 steps over K = 2 x 2 taps x CH, k = (ky * 2 + kx) * CH + ci
   constexpr int H_CHUNKS = CH / 8;    // 16-byte chunks of a map row
@@ -128,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1) window_lstm_resident(ResidentPara
   float* bias_s = reinterpret_cast<float*>(w_s + G4 * G4);  // [G4], real gate columns
   __nv_bfloat16* maps = reinterpret_cast<__nv_bfloat16*>(bias_s + G4);
   const int HW = p.H * p.W;
-  const int map_elems = (HW + 1) * CH;  // + the zero row at pixel HW
+  const int map_elems = (HW + 2) * CH;  // + the zero row at pixel HW, + a row the pixels past HW write to
   uint4* cells = reinterpret_cast<uint4*>(maps + 2 * map_elems);  // [unit][row half][lane]: 8 float16 c
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -168,13 +182,14 @@ __global__ void __launch_bounds__(kThreads, 1) window_lstm_resident(ResidentPara
           uint4 gates[2][4];
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
-            const int pix = tile * 16 + quad + 8 * half;
-            const bool ok = pix < HW;
-            const int y = ok ? pix / p.W : 0, x = ok ? pix - y * p.W : 0;
+            // Pixels past the last are loaded as the last one and zeroed by selects (no branch per load).
+            const int pix = tile * 16 + quad + 8 * half, at = min(pix, HW - 1);
+            const int y = at / p.W, x = at - y * p.W;
             const __nv_bfloat16* row = gx_step + y * p.gx_sy + x * p.gx_sx + group * 32 + lane_ch;
 #pragma unroll
             for (int j = 0; j < 4; ++j) {
-              gates[half][j] = ok ? __ldg(reinterpret_cast<const uint4*>(row + j * CH)) : make_uint4(0, 0, 0, 0);
+              const uint4 v = __ldg(reinterpret_cast<const uint4*>(row + j * CH));
+              gates[half][j] = pix < HW ? v : make_uint4(0, 0, 0, 0);
             }
           }
           float acc[16][4];
@@ -249,12 +264,9 @@ __global__ void __launch_bounds__(kThreads, 1) window_lstm_resident(ResidentPara
               h_new[q] = float2_to_bf16x2(so.x * tc.x, so.y * tc.y);
             }
             c_slot[half * 32] = make_uint4(c_new[0], c_new[1], c_new[2], c_new[3]);
-            const int pix = tile * 16 + quad + 8 * half;
-            if (pix < HW) {
-              const int chunk = h_chunk<H_CHUNKS>(pix, group * 4 + (lane & 3));
-              *reinterpret_cast<uint4*>(h_out + pix * CH + chunk * 8) = make_uint4(h_new[0], h_new[1], h_new[2],
-                                                                                    h_new[3]);
-            }
+            const int pix = tile * 16 + quad + 8 * half, to = pix < HW ? pix : HW + 1;  // past HW: the spare row
+            const int chunk = h_chunk<H_CHUNKS>(to, group * 4 + (lane & 3));
+            *reinterpret_cast<uint4*>(h_out + to * CH + chunk * 8) = make_uint4(h_new[0], h_new[1], h_new[2], h_new[3]);
           }
         }
       }
@@ -278,7 +290,7 @@ cudaError_t launch(const ResidentParams& p, int sms, cudaStream_t stream) {
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (err != cudaSuccess) return err;
   const int grid = p.B < sms ? p.B : sms;
-  kernel<<<grid, kThreads, smem, stream>>>(p);
+  kernel<<<grid, warps_of<CH>() * 32, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -286,7 +298,7 @@ cudaError_t launch(const ResidentParams& p, int sms, cudaStream_t stream) {
 
 size_t shared_bytes(int ch, int hw) {
   const size_t tiles = (hw + 15) / 16;
-  return sizeof(__nv_bfloat16) * (16 * ch * ch + 2 * (hw + 1) * ch) + sizeof(float) * 4 * ch +
+  return sizeof(__nv_bfloat16) * (16 * ch * ch + 2 * (hw + 2) * ch) + sizeof(float) * 4 * ch +
          sizeof(__half2) * tiles * (ch / 32) * 8 * 32;
 }
 
