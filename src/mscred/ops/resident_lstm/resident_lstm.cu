@@ -167,6 +167,72 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   const int brow = lane & 7, bm = lane >> 3;
   const unsigned b_lane = smem_u32(w_s) + ((bm >> 1) * 8 + brow) * 32 + (((bm & 1) ^ (brow >> 2)) * 16);
 
+  // The input gates of a unit (tile, group) of one step, for each row half and gate the lane's 8 channels. Pixels
+  // past the last are loaded as the last one and zeroed by selects (no branch per load).
+  auto load_gates = [&](uint4 (&gates)[2][4], const __nv_bfloat16* gx_step, int tile, int group) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int pix = tile * 16 + quad + 8 * half, at = min(pix, HW - 1);
+      const int y = at / p.W, x = at - y * p.W;
+      const __nv_bfloat16* row = gx_step + y * p.gx_sy + x * p.gx_sx + group * 32 + lane_ch;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(row + j * CH));
+        gates[half][j] = pix < HW ? v : make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+
+  // The cell update of a unit: gate j of channel group * 32 + lane_ch + q * 2 + e, row quad + 8 * half, is
+  // acc[j * 4 + q][2 * half + e] (the recurrent convolution) + the input gate + the bias; this lane's c of those
+  // channels is its own slot of the unit's cell block (read from the second step on); h goes into the map h_out.
+  auto update = [&](const float (&acc)[16][4], const uint4 (&gates)[2][4], int tile, int group, bool recurrent,
+                    __nv_bfloat16* h_out) {
+    uint4* c_slot = cells + ((tile * GROUPS + group) * 2) * 32 + lane;
+    float bias[4][8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float4 lo = *reinterpret_cast<const float4*>(bias_s + j * CH + group * 32 + lane_ch);
+      const float4 hi = *reinterpret_cast<const float4*>(bias_s + j * CH + group * 32 + lane_ch + 4);
+      bias[j][0] = lo.x; bias[j][1] = lo.y; bias[j][2] = lo.z; bias[j][3] = lo.w;
+      bias[j][4] = hi.x; bias[j][5] = hi.y; bias[j][6] = hi.z; bias[j][7] = hi.w;
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      uint4 c_old = recurrent ? c_slot[half * 32] : make_uint4(0, 0, 0, 0);
+      const uint32_t* c_prev = reinterpret_cast<const uint32_t*>(&c_old);
+      uint32_t c_new[4], h_new[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        float2 z[4];  // gates i, g, f, o of channels lane_ch + q * 2 + {0, 1}
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const float2 gxj = bf16x2_to_float2(reinterpret_cast<const uint32_t*>(&gates[half][j])[q]);
+          z[j] = gate_pair(acc[j * 4 + q][2 * half] + gxj.x + bias[j][2 * q],
+                           acc[j * 4 + q][2 * half + 1] + gxj.y + bias[j][2 * q + 1]);
+        }
+        const float2 si = sigmoid2(z[0]), tg = tanh2(z[1]), so = sigmoid2(z[3]);
+        float2 c = make_float2(si.x * tg.x, si.y * tg.y);
+        if (recurrent) {
+          __half2 ch;
+          memcpy(&ch, &c_prev[q], 4);
+          const float2 cp = __half22float2(ch);
+          const float2 sf = sigmoid2(make_float2(z[2].x + p.forget_bias, z[2].y + p.forget_bias));
+          c.x = fmaf(sf.x, cp.x, c.x);
+          c.y = fmaf(sf.y, cp.y, c.y);
+        }
+        const __half2 cs = __floats2half2_rn(c.x, c.y);
+        memcpy(&c_new[q], &cs, 4);
+        const float2 tc = tanh2(c);
+        h_new[q] = float2_to_bf16x2(so.x * tc.x, so.y * tc.y);
+      }
+      c_slot[half * 32] = make_uint4(c_new[0], c_new[1], c_new[2], c_new[3]);
+      const int pix = tile * 16 + quad + 8 * half, to = pix < HW ? pix : HW + 1;  // past HW: the spare row
+      const int chunk = h_chunk<H_CHUNKS>(to, group * 4 + (lane & 3));
+      *reinterpret_cast<uint4*>(h_out + to * CH + chunk * 8) = make_uint4(h_new[0], h_new[1], h_new[2], h_new[3]);
+    }
+  };
+
   long long b = blockIdx.x;
   int step = 0;  // steps done by this block: the map written at a step is maps[step & 1]
   for (; b < p.B; b += gridDim.x) {
@@ -174,28 +240,36 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
       __nv_bfloat16* h_out = maps + (step & 1) * map_elems;
       const __nv_bfloat16* h_in = maps + ((step + 1) & 1) * map_elems;
       const __nv_bfloat16* gx_step = p.gx + b * p.gx_sb + t * p.gx_st;
-      for (int tile = warp; tile < tiles; tile += kWarps) {
-#pragma unroll 1
-        for (int group = 0; group < GROUPS; ++group) {
-          // The input gates of this unit (added in the epilogue, so their loads overlap the MMAs): for each row
-          // half and gate, the lane's 8 channels.
+      if (t == 0) {
+        // No recurrent convolution (h_{-1} = 0): the update alone, so the next unit's gates are loaded before this
+        // unit's update (the accumulator's registers are free here); without it their latency was the largest
+        // stall at this step (results/resident_round2/sass_32.csv.gz).
+        const float zero[16][4] = {};
+        uint4 next[2][4];
+        if (warp < tiles) load_gates(next, gx_step, warp, 0);
+        for (int tile = warp, group = 0; tile < tiles;) {
           uint4 gates[2][4];
 #pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            // Pixels past the last are loaded as the last one and zeroed by selects (no branch per load).
-            const int pix = tile * 16 + quad + 8 * half, at = min(pix, HW - 1);
-            const int y = at / p.W, x = at - y * p.W;
-            const __nv_bfloat16* row = gx_step + y * p.gx_sy + x * p.gx_sx + group * 32 + lane_ch;
+          for (int half = 0; half < 2; ++half)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              const uint4 v = __ldg(reinterpret_cast<const uint4*>(row + j * CH));
-              gates[half][j] = pix < HW ? v : make_uint4(0, 0, 0, 0);
-            }
-          }
-          float acc[16][4];
+            for (int j = 0; j < 4; ++j) gates[half][j] = next[half][j];
+          int next_tile = tile, next_group = group + 1;
+          if (next_group == GROUPS) next_group = 0, next_tile += kWarps;
+          if (next_tile < tiles) load_gates(next, gx_step, next_tile, next_group);
+          update(zero, gates, tile, group, false, h_out);
+          tile = next_tile;
+          group = next_group;
+        }
+      } else {
+        for (int tile = warp; tile < tiles; tile += kWarps) {
+#pragma unroll 1
+          for (int group = 0; group < GROUPS; ++group) {
+            // The unit's input gates are added in the epilogue, so their loads overlap the MMAs.
+            uint4 gates[2][4];
+            load_gates(gates, gx_step, tile, group);
+            float acc[16][4];
 #pragma unroll
-          for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
-          if (t > 0) {
+            for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
             // The A rows this lane addresses for ldmatrix: pixel tile * 16 + r, its four taps' source pixels
             // (HW, the zero row, outside the image or past the last pixel).
             const int r = (lane & 7) + ((lane >> 3) & 1) * 8, khalf = lane >> 4;
@@ -221,52 +295,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
                 }
               }
             }
-          }
-          // The cell update: gate j of channel group * 32 + lane_ch + q * 2 + e, row quad + 8 * half, is
-          // acc[j * 4 + q][2 * half + e] (+ the input gate + the bias); this lane's c of those channels is its own
-          // slot of the unit's cell block.
-          uint4* c_slot = cells + ((tile * GROUPS + group) * 2) * 32 + lane;
-          float bias[4][8];
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const float4 lo = *reinterpret_cast<const float4*>(bias_s + j * CH + group * 32 + lane_ch);
-            const float4 hi = *reinterpret_cast<const float4*>(bias_s + j * CH + group * 32 + lane_ch + 4);
-            bias[j][0] = lo.x; bias[j][1] = lo.y; bias[j][2] = lo.z; bias[j][3] = lo.w;
-            bias[j][4] = hi.x; bias[j][5] = hi.y; bias[j][6] = hi.z; bias[j][7] = hi.w;
-          }
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            uint4 c_old = t > 0 ? c_slot[half * 32] : make_uint4(0, 0, 0, 0);
-            const uint32_t* c_prev = reinterpret_cast<const uint32_t*>(&c_old);
-            uint32_t c_new[4], h_new[4];
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              float2 z[4];  // gates i, g, f, o of channels lane_ch + q * 2 + {0, 1}
-#pragma unroll
-              for (int j = 0; j < 4; ++j) {
-                const float2 gxj = bf16x2_to_float2(reinterpret_cast<const uint32_t*>(&gates[half][j])[q]);
-                z[j] = gate_pair(acc[j * 4 + q][2 * half] + gxj.x + bias[j][2 * q],
-                                 acc[j * 4 + q][2 * half + 1] + gxj.y + bias[j][2 * q + 1]);
-              }
-              const float2 si = sigmoid2(z[0]), tg = tanh2(z[1]), so = sigmoid2(z[3]);
-              float2 c = make_float2(si.x * tg.x, si.y * tg.y);
-              if (t > 0) {
-                __half2 ch;
-                memcpy(&ch, &c_prev[q], 4);
-                const float2 cp = __half22float2(ch);
-                const float2 sf = sigmoid2(make_float2(z[2].x + p.forget_bias, z[2].y + p.forget_bias));
-                c.x = fmaf(sf.x, cp.x, c.x);
-                c.y = fmaf(sf.y, cp.y, c.y);
-              }
-              const __half2 cs = __floats2half2_rn(c.x, c.y);
-              memcpy(&c_new[q], &cs, 4);
-              const float2 tc = tanh2(c);
-              h_new[q] = float2_to_bf16x2(so.x * tc.x, so.y * tc.y);
-            }
-            c_slot[half * 32] = make_uint4(c_new[0], c_new[1], c_new[2], c_new[3]);
-            const int pix = tile * 16 + quad + 8 * half, to = pix < HW ? pix : HW + 1;  // past HW: the spare row
-            const int chunk = h_chunk<H_CHUNKS>(to, group * 4 + (lane & 3));
-            *reinterpret_cast<uint4*>(h_out + to * CH + chunk * 8) = make_uint4(h_new[0], h_new[1], h_new[2], h_new[3]);
+            update(acc, gates, tile, group, true, h_out);
           }
         }
       }
