@@ -111,6 +111,8 @@ def test_env_lists_backends(capsys):
     info = json.loads(out)
     assert info["backends"]["conv2d"]["torch"] == "ok"
     assert info["backends"]["convlstm"]["reference"] == "ok"
+    resident = info["kernels"]["resident ConvLSTM (bf16 scoring, levels 1-2)"]
+    assert resident == "ok" if torch.cuda.is_available() else resident.startswith("unavailable: no CUDA device")
     assert "torch" in info["packages"]
     cuda = info["cuda_available"]
     assert info["defaults"]["cuda_graphs"] == cuda and (cuda or info["defaults"]["backend"] == "reference")

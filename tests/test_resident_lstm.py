@@ -169,3 +169,13 @@ def test_switched_off_runs_the_triton_kernels(monkeypatch):
     got, calls = _infer(monkeypatch, *low)
     assert calls == 0
     assert _rel(got, oracle) <= 2 * _rel(ref.convlstm(*low, FB), oracle) + 1e-3
+
+
+@needs_cuda
+def test_is_available_runs_a_level(monkeypatch):
+    """`mscred env`'s check: built and within tolerance of the float64 reference here; switched off, it says so."""
+    monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
+    ok, why = resident_lstm.is_available()
+    assert ok, why
+    monkeypatch.setenv("MSCRED_RESIDENT_LSTM", "0")
+    assert resident_lstm.is_available() == (False, "switched off (MSCRED_RESIDENT_LSTM=0)")

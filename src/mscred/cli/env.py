@@ -16,6 +16,13 @@ def _version(name: str) -> str:
         return "not installed"
 
 
+def _kernels() -> dict[str, str]:
+    """The kernels the backends pick by themselves where they work: "ok", or why not here."""
+    from mscred.ops import resident_lstm
+    ok, why = resident_lstm.is_available()
+    return {"resident ConvLSTM (bf16 scoring, levels 1-2)": "ok" if ok else f"unavailable: {why}"}
+
+
 def collect() -> dict:
     """Everything `mscred env` prints, as a dict (tested, and handy in bug reports)."""
     import torch
@@ -38,8 +45,9 @@ def collect() -> dict:
         "torch_cuda": torch.version.cuda,
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "backends": backend_status(),
+        "kernels": _kernels(),
         # The MSCRED_* variables set here (MSCRED_CONV1_KERNEL / MSCRED_CONV2_KERNEL / MSCRED_PATCH_KERNEL force
-        # kernels, MSCRED_WINDOW_LSTM switches the per-window ConvLSTM, MSCRED_DEBUG shows tracebacks, ...): a bug
+        # kernels, MSCRED_WINDOW_LSTM / MSCRED_RESIDENT_LSTM switch the per-window ConvLSTM kernels, MSCRED_DEBUG shows tracebacks, ...): a bug
         # report should say which were on.
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MSCRED_")},
     }
@@ -71,6 +79,8 @@ def env(as_json: bool) -> None:
     for op, backends in info["backends"].items():
         for backend, state in backends.items():
             click.echo(f"  {op:<20} {backend:<15} {state}")
+    for kernel, state in info["kernels"].items():
+        click.echo(f"  {kernel}: {state}")
     if info["environment"]:
         click.echo("environment: " + ", ".join(f"{k}={v}" for k, v in info["environment"].items()))
     d = info["defaults"]

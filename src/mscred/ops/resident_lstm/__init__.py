@@ -98,3 +98,30 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out: torch.Tens
     (added in float32) and the recurrent weight w_h (4Ch, Ch, 2, 2); TF "same" padding ``pads`` (top, bottom, left,
     right)."""
     _extension().forward(gx, bias.float().contiguous(), packed_weight(w_h), out, pads[0], pads[2], float(forget_bias))
+
+
+def is_available() -> tuple[bool, str]:
+    """Whether the kernel works here: builds the extension if needed and runs one small level (two windows of 3
+    steps, 32 channels, 5 x 5, through the fused op as scoring calls it) against the float64 reference."""
+    if not torch.cuda.is_available():
+        return False, "no CUDA device (bf16 scoring of levels 1-2 takes the Triton kernels)"
+    if not takes(torch.bfloat16, "nhwc", False, 32, KERNEL, 25):
+        return False, "switched off (MSCRED_RESIDENT_LSTM=0)"
+    try:
+        _extension()
+        from mscred.ops import reference
+        from mscred.ops.triton import convlstm as fused
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(2, 3, 32, 5, 5, generator=g, dtype=torch.float64)
+        w = torch.randn(128, 64, 2, 2, generator=g, dtype=torch.float64) / 16
+        b = torch.randn(128, generator=g, dtype=torch.float64) * 0.5
+        low = [t.cuda().to(torch.bfloat16) for t in (x, w, b)]
+        with torch.no_grad():
+            out = fused.convlstm_fused(*low, 1.0, "nhwc", False)[0]
+        expect = reference.convlstm(x, w, b, 1.0)
+        err = ((out.double().cpu() - expect).norm() / expect.norm()).item()
+        if not err < 2e-2:
+            return False, f"built, but a test level is off by {err:.3g} (relative)"
+    except Exception as err:  # noqa: BLE001
+        return False, str(err)
+    return True, "CUDA kernel built"
