@@ -17,7 +17,7 @@ import torch
 
 from mscred.ops import reference as ref
 from mscred.ops import resident_lstm
-from mscred.ops.im2col import cuda_target
+from mscred.ops.cuda_extension import cuda_target
 from mscred.ops.triton import convlstm as fused
 from mscred.ops.triton import convlstm_window
 from mscred.sass.toolchain import find_tool
@@ -71,6 +71,40 @@ def test_takes_only_what_it_is_written_for(monkeypatch):
     assert not resident_lstm.runs(bf16, "nhwc", False, 32, 2, 900, torch.device("cpu"))
     monkeypatch.setenv("MSCRED_RESIDENT_LSTM", "0")
     assert not takes()
+
+
+def _shared_bytes(ch, hw):
+    """resident_lstm.cu's shared_bytes: weight, bias, two (hw + 2)-row maps, the float16 cells of every unit."""
+    return 2 * (16 * ch * ch + 2 * (hw + 2) * ch) + 4 * 4 * ch + -(-hw // 16) * (ch // 32) * 1024
+
+
+def test_runs_only_where_the_block_fits(monkeypatch):
+    """On a CUDA device the kernel runs where its block's shared memory fits the device (an A100's 163 KB takes
+    level 1 only below ~690 pixels, and level 2 of 15 x 15 not at all) and the extension was built for that
+    device's architecture."""
+    monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
+
+    class Built:
+        capability = (8, 0)
+
+        def __call__(self):
+            return self
+
+        def shared_bytes(self, ch, hw):
+            return _shared_bytes(ch, hw)
+
+    monkeypatch.setattr(resident_lstm, "_extension", Built())
+    monkeypatch.setattr(resident_lstm, "shared_limit", lambda device: 166_912)  # an A100's opt-in limit
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+    cuda, bf16 = torch.device("cuda", 0), torch.bfloat16
+    assert resident_lstm.runs(bf16, "nhwc", False, 32, 2, 600, cuda)
+    assert not resident_lstm.runs(bf16, "nhwc", False, 32, 2, 900, cuda)   # level 1 at 30 sensors: 207 KB
+    assert not resident_lstm.runs(bf16, "nhwc", False, 64, 2, 225, cuda)   # level 2: 221 KB
+    monkeypatch.setattr(resident_lstm, "shared_limit", lambda device: 232_448)  # an H100 / H200
+    assert resident_lstm.runs(bf16, "nhwc", False, 32, 2, 1024, cuda)
+    assert resident_lstm.runs(bf16, "nhwc", False, 64, 2, 256, cuda)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))  # built for another GPU
+    assert not resident_lstm.runs(bf16, "nhwc", False, 32, 2, 900, cuda)
 
 
 def test_packed_weight_rows_are_gate_columns():
@@ -177,5 +211,7 @@ def test_is_available_runs_a_level(monkeypatch):
     monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
     ok, why = resident_lstm.is_available()
     assert ok, why
+    assert resident_lstm._extension().shared_bytes(32, 900) == _shared_bytes(32, 900) == 207_104
+    assert resident_lstm._extension().shared_bytes(64, 256) == _shared_bytes(64, 256) <= 232_448
     monkeypatch.setenv("MSCRED_RESIDENT_LSTM", "0")
     assert resident_lstm.is_available() == (False, "switched off (MSCRED_RESIDENT_LSTM=0)")

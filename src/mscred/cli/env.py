@@ -47,8 +47,8 @@ def collect() -> dict:
         "backends": backend_status(),
         "kernels": _kernels(),
         # The MSCRED_* variables set here (MSCRED_CONV1_KERNEL / MSCRED_CONV2_KERNEL / MSCRED_PATCH_KERNEL force
-        # kernels, MSCRED_WINDOW_LSTM / MSCRED_RESIDENT_LSTM switch the per-window ConvLSTM kernels, MSCRED_DEBUG shows tracebacks, ...): a bug
-        # report should say which were on.
+        # kernels, MSCRED_WINDOW_LSTM / MSCRED_RESIDENT_LSTM switch the per-window ConvLSTM kernels, MSCRED_DEBUG
+        # shows tracebacks, ...): a bug report should say which were on.
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MSCRED_")},
     }
     device = "cuda" if info["cuda_available"] else "cpu"

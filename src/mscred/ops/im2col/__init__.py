@@ -34,13 +34,14 @@ use the reference convolution; ``is_available()`` says whether the CUDA kernels 
 from __future__ import annotations
 
 import hashlib
-import threading
 import warnings
 from pathlib import Path
 from typing import Optional
 
 import torch
 import torch.nn.functional as F
+
+from mscred.ops.cuda_extension import LazyExtension, cuda_target  # noqa: F401 - cuda_target re-exported
 
 __all__ = ["conv2d_im2col_global", "conv2d_im2col_shared", "conv2d_implicit", "conv2d_implicit_pipelined",
            "is_available", "output_size"]
@@ -131,47 +132,11 @@ def sources_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def cuda_target(major: int, minor: int) -> tuple[str, list[str]]:
-    """The extension's target for a GPU of compute capability major.minor: its name and nvcc flags. Hopper (9.0)
-    builds for sm_90a, the arch-specific target whose wgmma and tensor-map copies the conv2-4 kernels use
-    (patch_wgmma.cuh, halo_s2.cuh); its cubin runs on H100/H200 only, as an sm_90 one would."""
-    if (major, minor) == (9, 0):
-        return "sm_90a", ["-gencode=arch=compute_90a,code=sm_90a", "-DMSCRED_SM90A"]
-    arch = f"{major}{minor}"
-    return f"sm_{arch}", [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
-
-
-_ext = None
-_ext_error: Optional[str] = None
-_ext_lock = threading.Lock()
-
-
-def _extension():
-    """The compiled module (functions ``forward`` / ``backward``); raises RuntimeError if it cannot be built."""
-    global _ext, _ext_error
-    with _ext_lock:
-        if _ext is None and _ext_error is None:
-            try:
-                if not torch.cuda.is_available():
-                    raise RuntimeError("no CUDA device")
-                major, minor = torch.cuda.get_device_capability()
-                if (major, minor) < (8, 0):
-                    raise RuntimeError(f"needs compute capability >= 8.0 (TF32 mma.sync), device has {major}.{minor}")
-                from torch.utils.cpp_extension import load
-                target_name, target = cuda_target(major, minor)
-                # Naming an arch in the flags stops torch from adding its own list (TORCH_CUDA_ARCH_LIST).
-                # The digest of every source and header is a build flag: torch rebuilds a cached extension only when
-                # its listed sources or flags change, and the kernels live in headers that im2col.cu includes.
-                _ext = load(name=f"mscred_im2col_{target_name}",
-                            sources=[str(_SRC / "binding.cpp"), str(_SRC / "im2col.cu")],
-                            extra_cflags=["-O3"],
-                            extra_cuda_cflags=["-O3", *target, f"-DMSCRED_IM2COL_SOURCES={sources_digest()}"],
-                            extra_include_paths=[str(_SRC)], verbose=False)
-            except Exception as err:  # noqa: BLE001 - any build/load failure means "CUDA kernels unavailable"
-                _ext_error = f"{type(err).__name__}: {str(err).strip().splitlines()[-1] if str(err).strip() else ''}"
-        if _ext is None:
-            raise RuntimeError(f"im2col CUDA extension unavailable ({_ext_error})")
-        return _ext
+# The extension: built for the present GPU on first use, the digest of every source and header a build flag (torch
+# rebuilds a cached extension only when its listed sources or flags change, and the kernels live in headers that
+# im2col.cu includes).
+_extension = LazyExtension("im2col CUDA extension", "mscred_im2col", _SRC, ["binding.cpp", "im2col.cu"],
+                           lambda: ([f"-DMSCRED_IM2COL_SOURCES={sources_digest()}"], ""))
 
 
 # --------------------------------------------------------------------------------------------------------------

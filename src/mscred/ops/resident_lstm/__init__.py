@@ -1,28 +1,28 @@
 """Inference through a ConvLSTM level with each window's whole state on the SM: ``window_lstm_resident``.
 
 A CUDA C++ kernel (``resident_lstm.cu``; its header comment has the design): a persistent block per SM takes window
-after window and keeps the recurrent weight and the window's h_{t-1} / h_t maps in shared memory and its cell state
-in registers, so that only the input gates come in and h goes out, with the recurrent convolution on mma.sync bf16
+after window and keeps the recurrent weight, the window's h_{t-1} / h_t maps and its float16 cell state in shared
+memory, so that only the input gates come in and h goes out, with the recurrent convolution on mma.sync bf16
 tensor cores and the cell update in its epilogue. It serves bf16 inference (the graphed scoring path) of the 2 x 2
 ConvLSTM levels of 32 channels up to 32 x 32 pixels and 64 channels up to 16 x 16 (levels 1 and 2 of the default
 model at up to 32 sensors); elsewhere the Triton per-window kernel (``ops/triton/convlstm_window.py``) or the
 per-step path runs. ``MSCRED_RESIDENT_LSTM=0`` turns it off (A/B runs); ``MSCRED_RESIDENT_LSTM_FLAGS`` builds it
 with other values of its compile-time switches (``-DMSCRED_RESIDENT_WARPS=12`` ...; benchmarks only).
 
-Built on first use with ``torch.utils.cpp_extension.load`` for the present GPU (the im2col extension's target,
-``mscred.ops.im2col.cuda_target``); if the build fails mscred warns once and the other paths run.
+Built on first use for the present GPU (``ops/cuda_extension.py``, as the im2col extension); if the build fails
+mscred warns once and the other paths run.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
-import threading
 import warnings
 from pathlib import Path
-from typing import Optional
 
 import torch
 
+from mscred.ops.cuda_extension import LazyExtension
 from mscred.ops.triton.runtime import switched_off
 
 # Hidden channels -> the most pixels (H * W) a block takes: the kMaxPixels of resident_lstm.h.
@@ -30,41 +30,17 @@ MAX_PIXELS = {32: 1024, 64: 256}
 KERNEL = 2  # the ConvLSTM kernel size it is written for (four taps)
 _SRC = Path(__file__).resolve().parent
 
-_ext = None
-_ext_error: Optional[str] = None
-_ext_lock = threading.Lock()
+
+def _build_flags() -> tuple[list[str], str]:
+    """A/B builds of the kernel's compile-time switches (benchmarks): -D flags from MSCRED_RESIDENT_LSTM_FLAGS, in a
+    module of their own name."""
+    flags = os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", "").split()
+    return flags, f"_{hashlib.sha256(' '.join(flags).encode()).hexdigest()[:8]}" if flags else ""
 
 
-def _extension():
-    """The compiled module (``forward``, ``shared_bytes``); raises RuntimeError if it cannot be built here."""
-    global _ext, _ext_error
-    with _ext_lock:
-        if _ext is None and _ext_error is None:
-            try:
-                if not torch.cuda.is_available():
-                    raise RuntimeError("no CUDA device")
-                major, minor = torch.cuda.get_device_capability()
-                if (major, minor) < (8, 0):
-                    raise RuntimeError(f"needs compute capability >= 8.0 (bf16 mma.sync), device has {major}.{minor}")
-                from torch.utils.cpp_extension import load
-
-                from mscred.ops.im2col import cuda_target
-                target_name, target = cuda_target(major, minor)
-                # A/B builds of the kernel's switches (benchmarks): -D flags, in a module of their own name.
-                flags = os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", "").split()
-                suffix = f"_{hashlib.sha256(' '.join(flags).encode()).hexdigest()[:8]}" if flags else ""
-                _ext = load(name=f"mscred_resident_lstm_{target_name}{suffix}",
-                            sources=[str(_SRC / "binding.cpp"), str(_SRC / "resident_lstm.cu")],
-                            extra_cflags=["-O3"], extra_cuda_cflags=["-O3", *target, *flags],
-                            extra_include_paths=[str(_SRC)], verbose=False)
-            except Exception as err:  # noqa: BLE001 - any build/load failure means "kernel unavailable"
-                text = str(err).strip()
-                _ext_error = f"{type(err).__name__}: {text.splitlines()[-1] if text else ''}"
-                warnings.warn(f"mscred: the resident ConvLSTM kernel is unavailable ({_ext_error}); the Triton "
-                              "kernels run instead", RuntimeWarning, stacklevel=3)
-        if _ext is None:
-            raise RuntimeError(f"resident ConvLSTM extension unavailable ({_ext_error})")
-        return _ext
+_extension = LazyExtension("resident ConvLSTM extension", "mscred_resident_lstm", _SRC,
+                           ["binding.cpp", "resident_lstm.cu"], _build_flags)
+_warned = False
 
 
 def takes(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, hw: int) -> bool:
@@ -75,14 +51,41 @@ def takes(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, hw: int)
 
 
 def runs(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, hw: int, device: torch.device) -> bool:
-    """``takes`` on a CUDA device where the extension builds (it is built here on first use)."""
+    """``takes`` on a CUDA device where the extension builds (it is built here on first use), for that device's
+    architecture (a host of mixed GPUs keeps the Triton kernels on the others), and where the block's shared
+    memory fits (``fits``: an A100 takes smaller maps than an H100/H200, an RTX A6000 / 4090 smaller still)."""
     if device.type != "cuda" or not takes(dtype, layout, save, ch, k, hw):
         return False
+    global _warned
     try:
         _extension()
-    except RuntimeError:
+    except RuntimeError as err:
+        if not _warned:
+            _warned = True
+            warnings.warn(f"mscred: {err}; the Triton kernels run instead", RuntimeWarning, stacklevel=2)
         return False
-    return True
+    return torch.cuda.get_device_capability(device) == _extension.capability and fits(ch, hw, device)
+
+
+def fits(ch: int, hw: int, device: torch.device) -> bool:
+    """Whether a block for ``ch`` channels and ``hw`` pixels fits the shared memory a block may opt into on
+    ``device`` (227 KB on the H100/H200, 163 KB on the A100, 99 KB on sm_86/89); the extension must be built."""
+    return _extension().shared_bytes(ch, hw) <= shared_limit(device)
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_limit(index: int) -> int:
+    props = torch.cuda.get_device_properties(index)
+    limit = getattr(props, "shared_memory_per_block_optin", 0)
+    if not limit:  # an older torch: Triton's reading of the same attribute
+        from mscred.ops.triton import convlstm_window
+        limit = convlstm_window.shared_limit(torch.device("cuda", index))
+    return int(limit)
+
+
+def shared_limit(device: torch.device) -> int:
+    """Shared memory (bytes) one block may use on the CUDA ``device``."""
+    return _shared_limit(torch.cuda.current_device() if device.index is None else device.index)
 
 
 def packed_weight(w_h: torch.Tensor) -> torch.Tensor:
@@ -124,4 +127,12 @@ def is_available() -> tuple[bool, str]:
             return False, f"built, but a test level is off by {err:.3g} (relative)"
     except Exception as err:  # noqa: BLE001
         return False, str(err)
-    return True, "CUDA kernel built"
+    device = torch.device("cuda", torch.cuda.current_device())
+    levels = ((1, 32, 900), (2, 64, 225))  # the default model's levels 1-2 at 30 sensors
+    too_big = [f"level {level} needs {_extension().shared_bytes(ch, hw) // 1024} KB of shared memory per block, the "
+               f"device allows {shared_limit(device) // 1024} KB"
+               for level, ch, hw in levels if not fits(ch, hw, device)]
+    if len(too_big) == len(levels):
+        return False, f"built, but no level of the default model fits here at 30 sensors ({'; '.join(too_big)})"
+    return True, "CUDA kernel built" + (f"; at 30 sensors {'; '.join(too_big)}: the Triton kernels run it" if too_big
+                                        else "; levels 1 and 2 of the default model at 30 sensors fit")

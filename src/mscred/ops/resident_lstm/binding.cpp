@@ -2,7 +2,6 @@
 // capture and stream semantics hold). The decision to run it and the weight packing live in Python (__init__.py).
 #include <torch/extension.h>
 
-#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -25,11 +24,17 @@ void forward(const at::Tensor& gx, const at::Tensor& bias, const at::Tensor& w, 
               "resident lstm: gx shape ", gx.sizes(), " does not match out ", out.sizes());
   TORCH_CHECK(w.is_contiguous() && w.size(0) == 4 * Ch && w.size(1) == 4 * Ch, "resident lstm: weight (4Ch, 4Ch)");
   TORCH_CHECK(bias.is_contiguous() && bias.numel() == 4 * Ch, "resident lstm: bias (4Ch,)");
-  TORCH_CHECK(gx.stride(2) == 1 && gx.stride(0) % 2 == 0 && gx.stride(1) % 2 == 0 && gx.stride(3) % 2 == 0 &&
-                  gx.stride(4) % 2 == 0 && reinterpret_cast<uintptr_t>(gx.data_ptr()) % 4 == 0,
-              "resident lstm: gx needs contiguous channels and even strides (4-byte gate pairs)");
-  TORCH_CHECK(out.stride(2) == 1 && out.stride(4) == Ch && out.stride(3) == W * Ch && out.stride(0) % 8 == 0 &&
-                  out.stride(1) % 8 == 0 && reinterpret_cast<uintptr_t>(out.data_ptr()) % 16 == 0,
+  TORCH_CHECK(bias.device() == gx.device() && w.device() == gx.device() && out.device() == gx.device(),
+              "resident lstm: all tensors on one device");
+  // 16-byte loads of 8 gates: the channels contiguous, every other stride (of a dimension longer than 1) a multiple
+  // of 8 elements and the data 16-byte aligned; the same for the weight rows and the output maps.
+  auto aligned = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  bool gx_ok = gx.stride(2) == 1 && aligned(gx);
+  for (int d : {0, 1, 3, 4}) gx_ok = gx_ok && (gx.size(d) == 1 || gx.stride(d) % 8 == 0);
+  TORCH_CHECK(gx_ok, "resident lstm: gx needs contiguous channels, strides in multiples of 8 and 16-byte alignment");
+  TORCH_CHECK(aligned(w), "resident lstm: the weight must be 16-byte aligned");
+  TORCH_CHECK(out.stride(2) == 1 && out.stride(4) == Ch && out.stride(3) == W * Ch &&
+                  (B == 1 || out.stride(0) % 8 == 0) && (T == 1 || out.stride(1) % 8 == 0) && aligned(out),
               "resident lstm: out needs contiguous, 16-byte aligned (H, W, Ch) maps");
   const c10::cuda::CUDAGuard guard(gx.device());
   mscred_resident::ResidentParams p;
@@ -42,7 +47,10 @@ void forward(const at::Tensor& gx, const at::Tensor& bias, const at::Tensor& w, 
   p.B = static_cast<int>(B); p.T = static_cast<int>(T); p.H = static_cast<int>(H); p.W = static_cast<int>(W);
   p.pad_t = static_cast<int>(pad_t); p.pad_l = static_cast<int>(pad_l);
   p.forget_bias = static_cast<float>(forget_bias);
-  const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  int device = 0, sms = 0;
+  TORCH_CHECK(cudaGetDevice(&device) == cudaSuccess &&
+                  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) == cudaSuccess,
+              "resident lstm: cannot read the device's SM count");
   const cudaError_t err = mscred_resident::window_lstm_resident_forward(p, static_cast<int>(Ch), sms,
                                                                         c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err == cudaSuccess, "resident lstm: launch failed: ", cudaGetErrorString(err));

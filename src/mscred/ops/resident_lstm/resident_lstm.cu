@@ -25,19 +25,25 @@
 // updates c and writes h into the other map. The MMA columns are permuted ("lane order", below) so that a lane's
 // accumulator columns are 8 consecutive channels of each gate.
 //
-// Measured on the H200 (results/resident_round2/): at the scoring batch (3,591 windows) level 1 (32 channels, 30 x
-// 30) 1.37x the Triton per-window kernel, level 2 (64, 15 x 15) 1.08x the per-step path; whole-model graphed
-// scoring 7.87x -> 8.75x the eager baseline. Nsight Compute: the tensor pipe ~25% busy, issue ~41%; the warps wait
-// mostly on ldmatrix / MUFU results (short scoreboard) and fixed-latency dependencies, with 8-12 warps per SM.
+// Measured on the H200 (results/resident_round4/, each level alone at the scoring batch of 3,591 windows, with the
+// shared input convolution): level 1 (32 channels, 30 x 30) 3.02 ms, level 2 (64, 15 x 15) 2.19 ms, against 5.09 /
+// 2.64 ms on the per-step path (and 4.64 / 3.77 ms for the Triton per-window kernel in round 3); whole-model graphed
+// scoring 9.22x the eager baseline (7.70x without this kernel, results/resident_round3/). Nsight Compute (round 2):
+// the tensor pipe ~25% busy, issue ~41%; the warps wait mostly on ldmatrix / MUFU results (short scoreboard) and
+// fixed-latency dependencies, with 8-12 warps per SM.
 //
 // Sizes it takes (checked by the host): Ch 32 with H*W <= 1024 (level 1 of the default model: 30 x 30) and Ch 64
-// with H*W <= 256 (level 2: 15 x 15), kernel 2 x 2, bf16. The activations use tanh.approx (sigmoid(z) =
+// with H*W <= 256 (level 2: 15 x 15), kernel 2 x 2, bf16, where the block's shared memory (shared_bytes) fits the
+// device: 207 KB and 221 KB for levels 1-2 at 30 sensors, so an H100/H200 (227 KB); an A100 (163 KB) takes smaller
+// maps only. The activations use tanh.approx (sigmoid(z) =
 // (1 + tanh(z/2)) / 2): one MUFU op each, ~2^-11 relative error, under the bf16 rounding of h.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstdint>
+#include <mutex>
 
 #include "resident_lstm.h"
 
@@ -311,12 +317,31 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   }
 }
 
+// The kernel's dynamic shared-memory allowance is a per-device function attribute: it is only ever raised, so that a
+// launch on a smaller map (mscred env's check, a small batch) never lowers it under a larger map's launch in another
+// thread or under a CUDA graph captured with the larger one.
+template <int CH>
+cudaError_t allow_shared_memory(size_t smem) {
+  static std::mutex lock;
+  static std::array<size_t, 64> allowed{};  // per device index
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device < 0 || device >= static_cast<int>(allowed.size())) return cudaErrorInvalidDevice;
+  std::lock_guard<std::mutex> guard(lock);
+  if (smem <= allowed[device]) return cudaSuccess;
+  err = cudaFuncSetAttribute(window_lstm_resident<CH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem));
+  if (err == cudaSuccess) allowed[device] = smem;
+  return err;
+}
+
 template <int CH>
 cudaError_t launch(const ResidentParams& p, int sms, cudaStream_t stream) {
   const int HW = p.H * p.W;
   const size_t smem = shared_bytes(CH, HW);
   auto kernel = window_lstm_resident<CH>;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  cudaError_t err = allow_shared_memory<CH>(smem);
   if (err != cudaSuccess) return err;
   const int grid = p.B < sms ? p.B : sms;
   kernel<<<grid, warps_of<CH>() * 32, smem, stream>>>(p);

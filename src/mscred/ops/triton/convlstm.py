@@ -259,7 +259,7 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     cells : (T, B, Ch, H, W)          c_t in float32 (float64 for float64 inputs), for the backward; without
                                       ``save`` (inference) (1, B, ...), the working buffer the steps update in
                                       place (float16 for bf16 / fp16 inputs, see ``_compute_types``), not a result
-                                      ((0, B, ...) with the resident kernel: its cells stay in registers)
+                                      ((0, B, ...) with the resident kernel: its cells stay on the SM)
     hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
                                       ((0, B, ...) with the per-window kernels: they read h_{t-1} from ``out``
                                       or from shared memory)
@@ -316,7 +316,7 @@ def _window_paths(x: torch.Tensor, layout: str, save: bool, Ch: int, k: int) -> 
 def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, layout: str, save: bool, cell_dtype,
              window: bool, resident: bool = False):
     """``convlstm_fused``'s outputs, unfilled (its docstring has their shapes). Inference (not ``save``) keeps one
-    cell state buffer, updated in place: cells (1, B, ...); the resident kernel keeps it in registers: (0, B, ...).
+    cell state buffer, updated in place: cells (1, B, ...); the resident kernel keeps it in shared memory: (0, B, ...).
     The per-window kernels (``window``, ``resident``) read h_{t-1} from the output or from shared memory: no
     zero-bordered copies."""
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]

@@ -1,0 +1,68 @@
+"""CUDA C++ extensions built on first use (``torch.utils.cpp_extension.load``: ninja, cached on disk by torch), for
+the GPU at hand: the im2col convolutions (``ops/im2col``) and the window-resident ConvLSTM (``ops/resident_lstm``).
+
+``LazyExtension`` builds once per process, remembers a failure (so a machine without a working toolchain pays the
+attempt once) and raises RuntimeError naming it on every later use; the callers decide what runs instead.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+
+MIN_CAPABILITY = (8, 0)  # bf16 / TF32 mma.sync, cp.async, ldmatrix: Ampere and later
+
+
+def cuda_target(major: int, minor: int) -> tuple[str, list[str]]:
+    """The build target for a GPU of compute capability major.minor: its name and nvcc flags. Hopper (9.0) builds
+    for sm_90a, the arch-specific target whose wgmma and tensor-map copies the im2col conv2-4 kernels use
+    (patch_wgmma.cuh, halo_s2.cuh); its cubin runs on H100/H200 only, as an sm_90 one would. Naming an arch in the
+    flags stops torch from adding its own list (TORCH_CUDA_ARCH_LIST)."""
+    if (major, minor) == (9, 0):
+        return "sm_90a", ["-gencode=arch=compute_90a,code=sm_90a", "-DMSCRED_SM90A"]
+    arch = f"{major}{minor}"
+    return f"sm_{arch}", [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+
+
+class LazyExtension:
+    """The module built from ``sources`` (file names in ``src``, which is also the include path) as
+    ``{name}{suffix}_{target}``; ``flags()`` gives extra nvcc flags and the module-name suffix, read at the build
+    (so a digest of the headers, or A/B switches, rebuild under a name of their own)."""
+
+    def __init__(self, label: str, name: str, src: Path, sources: list[str],
+                 flags: Callable[[], tuple[list[str], str]] = lambda: ([], "")) -> None:
+        self.label, self.name, self.src, self.sources, self.flags = label, name, src, sources, flags
+        self.module = None
+        self.capability: Optional[tuple[int, int]] = None  # of the GPU it was built for
+        self.error: Optional[str] = None
+        self._lock = threading.Lock()
+
+    def __call__(self):
+        """The compiled module; RuntimeError if it cannot be built or loaded here (the first failure is kept)."""
+        with self._lock:
+            if self.module is None and self.error is None:
+                try:
+                    self.module = self._build()
+                except Exception as err:  # noqa: BLE001 - any build/load failure means "unavailable"
+                    text = str(err).strip()
+                    self.error = f"{type(err).__name__}: {text.splitlines()[-1] if text else ''}"
+            if self.module is None:
+                raise RuntimeError(f"{self.label} unavailable ({self.error})")
+            return self.module
+
+    def _build(self):
+        if not torch.cuda.is_available():
+            raise RuntimeError("no CUDA device")
+        major, minor = torch.cuda.get_device_capability()
+        if (major, minor) < MIN_CAPABILITY:
+            raise RuntimeError(f"needs compute capability >= {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} (tensor-core "
+                               f"mma.sync), device has {major}.{minor}")
+        from torch.utils.cpp_extension import load
+        target_name, target = cuda_target(major, minor)
+        flags, suffix = self.flags()
+        self.capability = (major, minor)
+        return load(name=f"{self.name}{suffix}_{target_name}", sources=[str(self.src / s) for s in self.sources],
+                    extra_cflags=["-O3"], extra_cuda_cflags=["-O3", *target, *flags],
+                    extra_include_paths=[str(self.src)], verbose=False)

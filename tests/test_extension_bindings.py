@@ -1,0 +1,49 @@
+"""The PyTorch glue of the CUDA extensions (``ops/im2col/binding.cpp``, ``ops/resident_lstm/binding.cpp``) must
+compile: on a GPU machine a compile error there would only show as the extension's one-time "unavailable" warning
+and the slower paths (the kernels themselves are compiled by nvcc in test_im2col_build.py / test_resident_lstm.py).
+Here each is checked by the host compiler against the installed torch's headers and the CUDA toolkit's
+(``-fsyntax-only``). A CPU build of torch lacks one generated header, ``c10/cuda/impl/cuda_cmake_macros.h`` (build
+settings only), which the test supplies empty. Skipped where no C++ compiler or CUDA headers are found."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+import pytest
+import torch
+
+from mscred.sass.toolchain import find_tool
+
+OPS = Path(__file__).resolve().parents[1] / "src" / "mscred" / "ops"
+
+
+def _cuda_include() -> Path | None:
+    """The CUDA toolkit's include directory (where cuda_runtime_api.h is), from CUDA_HOME or nvcc's location."""
+    nvcc = find_tool("nvcc")
+    candidates = [Path(os.environ[v]) / "include" for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    if nvcc:
+        candidates.append(Path(os.path.realpath(nvcc)).parents[1] / "include")
+    candidates += [Path("/usr/local/cuda/include")]
+    return next((c for c in candidates if (c / "cuda_runtime_api.h").is_file()), None)
+
+
+CXX = shutil.which("g++") or shutil.which("c++")
+CUDA_INCLUDE = _cuda_include()
+
+
+@pytest.mark.skipif(CXX is None or CUDA_INCLUDE is None, reason="no C++ compiler or CUDA headers found")
+@pytest.mark.parametrize("extension", ["im2col", "resident_lstm"])
+def test_binding_compiles(extension, tmp_path):
+    stub = tmp_path / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
+    stub.parent.mkdir(parents=True)
+    stub.write_text("#pragma once\n")
+    torch_include = Path(torch.__file__).parent / "include"
+    cmd = [CXX, "-fsyntax-only", "-std=c++17", f"-I{tmp_path}", f"-I{torch_include}",
+           f"-I{torch_include / 'torch' / 'csrc' / 'api' / 'include'}", f"-I{sysconfig.get_paths()['include']}",
+           f"-I{CUDA_INCLUDE}", f"-I{OPS / extension}", "-DTORCH_EXTENSION_NAME=check",
+           str(OPS / extension / "binding.cpp")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
