@@ -47,3 +47,27 @@ def test_binding_compiles(extension, tmp_path):
            str(OPS / extension / "binding.cpp")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_a_failed_build_is_remembered_and_warned_once(monkeypatch):
+    """LazyExtension: a build that fails is tried once; ``usable`` warns once naming what runs instead, and every
+    later call raises with the first failure's reason."""
+    import warnings
+
+    from mscred.ops.cuda_extension import LazyExtension
+
+    attempts = []
+
+    def broken():
+        attempts.append(1)
+        raise OSError("ninja: build stopped")
+    ext = LazyExtension("test extension", "mscred_test", OPS, [])
+    monkeypatch.setattr(ext, "_build", broken)
+    with pytest.warns(RuntimeWarning, match=r"test extension unavailable \(OSError: ninja: build stopped\); plan B"):
+        assert not ext.usable("plan B")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not ext.usable("plan B")
+    with pytest.raises(RuntimeError, match="ninja: build stopped"):
+        ext()
+    assert attempts == [1]

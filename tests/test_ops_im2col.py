@@ -285,10 +285,13 @@ def test_cuda_graph_capture(variant):
 
 @needs_cuda
 def test_fallback_warns_once_when_build_fails(monkeypatch):
+    from mscred.ops.cuda_extension import LazyExtension
+
     def broken():
-        raise RuntimeError("im2col CUDA extension unavailable (simulated build failure)")
-    monkeypatch.setattr(im2col, "_extension", broken)
-    monkeypatch.setattr(im2col, "_fallback_warned", False)
+        raise RuntimeError("simulated build failure")
+    ext = LazyExtension("im2col CUDA extension", "mscred_im2col_broken", im2col._SRC, [])
+    monkeypatch.setattr(ext, "_build", broken)
+    monkeypatch.setattr(im2col, "_extension", ext)
     x, w, b = (t.float() for t in _inputs(2, 3, 4, 3, 6, seed=2, device="cuda"))
     with pytest.warns(RuntimeWarning, match="simulated build failure"):
         y = im2col.conv2d_implicit(x, w, b, 1, (1, 1, 1, 1), True)

@@ -2,11 +2,13 @@
 the GPU at hand: the im2col convolutions (``ops/im2col``) and the window-resident ConvLSTM (``ops/resident_lstm``).
 
 ``LazyExtension`` builds once per process, remembers a failure (so a machine without a working toolchain pays the
-attempt once) and raises RuntimeError naming it on every later use; the callers decide what runs instead.
+attempt once) and raises RuntimeError naming it on every later use; ``usable`` answers whether it works and warns
+once, naming what the caller runs instead.
 """
 from __future__ import annotations
 
 import threading
+import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -37,6 +39,7 @@ class LazyExtension:
         self.module = None
         self.capability: Optional[tuple[int, int]] = None  # of the GPU it was built for
         self.error: Optional[str] = None
+        self.warned = False
         self._lock = threading.Lock()
 
     def __call__(self):
@@ -51,6 +54,18 @@ class LazyExtension:
             if self.module is None:
                 raise RuntimeError(f"{self.label} unavailable ({self.error})")
             return self.module
+
+    def usable(self, instead: str, stacklevel: int = 4) -> bool:
+        """Whether the module builds (or has built) here; the first failure warns once, "mscred: <why>; <instead>"."""
+        try:
+            self()
+            return True
+        except RuntimeError as err:
+            with self._lock:
+                first, self.warned = not self.warned, True
+            if first:
+                warnings.warn(f"mscred: {err}; {instead}", RuntimeWarning, stacklevel=stacklevel)
+            return False
 
     def _build(self):
         if not torch.cuda.is_available():

@@ -34,7 +34,6 @@ use the reference convolution; ``is_available()`` says whether the CUDA kernels 
 from __future__ import annotations
 
 import hashlib
-import warnings
 from pathlib import Path
 from typing import Optional
 
@@ -210,22 +209,12 @@ im2col_conv2d.register_autograd(_backward, setup_context=_setup_context)
 # --------------------------------------------------------------------------------------------------------------
 # Public functions (the conv2d contract of mscred.ops)
 # --------------------------------------------------------------------------------------------------------------
-_fallback_warned = False
-
-
 def _conv(x, weight, bias, stride, padding, selu, variant):
-    global _fallback_warned
     stride, padding, selu = int(stride), [int(p) for p in padding], bool(selu)
     _check(x, weight, bias, stride, padding)
-    if x.is_cuda and _cuda_path(x, weight, bias):
-        try:
-            _extension()
-        except RuntimeError as err:
-            if not _fallback_warned:
-                _fallback_warned = True
-                warnings.warn(f"mscred: {err}; conv2d uses the reference convolution", RuntimeWarning, stacklevel=3)
-            from mscred.ops.reference import conv2d as reference_conv2d
-            return reference_conv2d(x, weight, bias, stride, tuple(padding), selu)
+    if x.is_cuda and _cuda_path(x, weight, bias) and not _extension.usable("conv2d uses the reference convolution"):
+        from mscred.ops.reference import conv2d as reference_conv2d
+        return reference_conv2d(x, weight, bias, stride, tuple(padding), selu)
     return torch.ops.mscred.im2col_conv2d(x, weight, bias, stride, padding, selu, variant)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import warnings
 from pathlib import Path
 
 import torch
@@ -40,7 +39,6 @@ def _build_flags() -> tuple[list[str], str]:
 
 _extension = LazyExtension("resident ConvLSTM extension", "mscred_resident_lstm", _SRC,
                            ["binding.cpp", "resident_lstm.cu"], _build_flags)
-_warned = False
 
 
 def takes(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, hw: int) -> bool:
@@ -56,13 +54,7 @@ def runs(dtype: torch.dtype, layout: str, save: bool, ch: int, k: int, hw: int, 
     memory fits (``fits``: an A100 takes smaller maps than an H100/H200, an RTX A6000 / 4090 smaller still)."""
     if device.type != "cuda" or not takes(dtype, layout, save, ch, k, hw):
         return False
-    global _warned
-    try:
-        _extension()
-    except RuntimeError as err:
-        if not _warned:
-            _warned = True
-            warnings.warn(f"mscred: {err}; the Triton kernels run instead", RuntimeWarning, stacklevel=2)
+    if not _extension.usable("the Triton kernels run instead"):
         return False
     return torch.cuda.get_device_capability(device) == _extension.capability and fits(ch, hw, device)
 
