@@ -90,6 +90,9 @@ def test_runs_only_where_the_block_fits(monkeypatch):
         def __call__(self):
             return self
 
+        def usable(self, instead):
+            return True
+
         def shared_bytes(self, ch, hw):
             return _shared_bytes(ch, hw)
 
