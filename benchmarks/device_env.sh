@@ -18,6 +18,14 @@ bench_to_log() {
     > "$dir/bench_log.txt" 2>&1
 }
 
+# result_dir NAME: creates $OUT/NAME with the machine header in it (machine.txt) and prints its path.
+result_dir() {
+  local dir="$OUT/$1"
+  mkdir -p "$dir"
+  bash benchmarks/machine_info.sh > "$dir/machine.txt" 2>&1
+  echo "$dir"
+}
+
 cache_bytecode() {
   echo "PYTHONDONTWRITEBYTECODE was '${PYTHONDONTWRITEBYTECODE:-}'"
   unset PYTHONDONTWRITEBYTECODE

@@ -10,8 +10,7 @@
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
-D="$OUT/resident_lstm"; mkdir -p "$D"
-bash benchmarks/machine_info.sh > "$D/machine.txt" 2>&1
+D=$(result_dir resident_lstm)
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 240 tests/test_resident_lstm.py tests/test_forward_windows.py \
   tests/test_ops_triton_convlstm.py -k "resident or window or full_size_bf16 or graphed_window or sliding"
 bench_to_log "$D" 150 benchmarks/bench_resident_lstm.py

@@ -12,8 +12,7 @@
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
-D="$OUT/resident_round2"; mkdir -p "$D"
-bash benchmarks/machine_info.sh > "$D/machine.txt" 2>&1
+D=$(result_dir resident_round2)
 declare -A FLAGS=([w8]="" [w12]="-DMSCRED_RESIDENT_WARPS=12")
 for v in w8 w12; do
   MSCRED_RESIDENT_LSTM_FLAGS="${FLAGS[$v]}" timeout 240 python3 -c \

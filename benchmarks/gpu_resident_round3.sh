@@ -9,8 +9,7 @@
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
-D="$OUT/resident_round3"; mkdir -p "$D"
-bash benchmarks/machine_info.sh > "$D/machine.txt" 2>&1
+D=$(result_dir resident_round3)
 python3 -c "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$D/build.txt" 2>&1
 OUT="$D" bash benchmarks/gpu_suite_parallel.sh convlstm triton_ops train_im2col rest
 bench_to_log "$D" 150 benchmarks/bench_resident_lstm.py

@@ -9,8 +9,7 @@
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
-D="$OUT/resident_round4"; mkdir -p "$D"
-bash benchmarks/machine_info.sh > "$D/machine.txt" 2>&1
+D=$(result_dir resident_round4)
 python3 -c "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$D/build.txt" 2>&1
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 tests/test_resident_lstm.py
 bench_to_log "$D" 80 benchmarks/bench_resident_lstm.py --timed "resident,per step"

@@ -7,8 +7,7 @@
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
-D="$OUT/resident_variants"; mkdir -p "$D"
-bash benchmarks/machine_info.sh > "$D/machine.txt" 2>&1
+D=$(result_dir resident_variants)
 VARIANTS=(
   ""
   "-DMSCRED_RESIDENT_ROUND_GATES=0"
