@@ -112,7 +112,10 @@ def test_env_lists_backends(capsys):
     assert info["backends"]["conv2d"]["torch"] == "ok"
     assert info["backends"]["convlstm"]["reference"] == "ok"
     resident = info["kernels"]["resident ConvLSTM (bf16 scoring, levels 1-2)"]
-    assert resident == "ok" if torch.cuda.is_available() else resident.startswith("unavailable: no CUDA device")
+    if torch.cuda.is_available():  # ok on an H100/H200; elsewhere it may say why not (shared memory, the build)
+        assert resident == "ok" or resident.startswith("unavailable: ")
+    else:
+        assert resident.startswith("unavailable: no CUDA device")
     assert "torch" in info["packages"]
     cuda = info["cuda_available"]
     assert info["defaults"]["cuda_graphs"] == cuda and (cuda or info["defaults"]["backend"] == "reference")

@@ -71,3 +71,38 @@ def test_a_failed_build_is_remembered_and_warned_once(monkeypatch):
     with pytest.raises(RuntimeError, match="ninja: build stopped"):
         ext()
     assert attempts == [1]
+
+
+def test_build_names_and_flags(monkeypatch):
+    """What each extension asks torch to build on an H100/H200: its module name (torch's cache key with the flags),
+    the sm_90a target, im2col's digest of its headers (so a header change rebuilds), and the resident kernel's A/B
+    flags in a module of their own name."""
+    import copy
+    import threading
+
+    import torch.utils.cpp_extension as cpp
+
+    from mscred.ops import im2col, resident_lstm
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(cpp, "load", lambda **kw: calls.append(kw) or "built module")
+
+    def build(ext):
+        fresh = copy.copy(ext)  # the module's own object may hold this CPU machine's "no CUDA device"
+        fresh.module, fresh.error, fresh._lock = None, None, threading.Lock()
+        assert fresh() == "built module" and fresh.capability == (9, 0)
+        return calls[-1]
+
+    hopper = "-gencode=arch=compute_90a,code=sm_90a"
+    kw = build(im2col._extension)
+    assert kw["name"] == "mscred_im2col_sm_90a" and hopper in kw["extra_cuda_cflags"]
+    assert f"-DMSCRED_IM2COL_SOURCES={im2col.sources_digest()}" in kw["extra_cuda_cflags"]
+    assert [Path(s).name for s in kw["sources"]] == ["binding.cpp", "im2col.cu"]
+    monkeypatch.delenv("MSCRED_RESIDENT_LSTM_FLAGS", raising=False)
+    kw = build(resident_lstm._extension)
+    assert kw["name"] == "mscred_resident_lstm_sm_90a" and hopper in kw["extra_cuda_cflags"]
+    monkeypatch.setenv("MSCRED_RESIDENT_LSTM_FLAGS", "-DMSCRED_RESIDENT_WARPS=8")
+    kw = build(resident_lstm._extension)
+    assert kw["name"].startswith("mscred_resident_lstm_") and kw["name"] != "mscred_resident_lstm_sm_90a"
+    assert "-DMSCRED_RESIDENT_WARPS=8" in kw["extra_cuda_cflags"]

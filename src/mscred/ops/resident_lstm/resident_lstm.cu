@@ -34,7 +34,7 @@
 //
 // Sizes it takes (checked by the host): Ch 32 with H*W <= 1024 (level 1 of the default model: 30 x 30) and Ch 64
 // with H*W <= 256 (level 2: 15 x 15), kernel 2 x 2, bf16, where the block's shared memory (shared_bytes) fits the
-// device: 207 KB and 221 KB for levels 1-2 at 30 sensors, so an H100/H200 (227 KB); an A100 (163 KB) takes smaller
+// device: 202 KB and 216 KB for levels 1-2 at 30 sensors, so an H100/H200 (227 KB); an A100 (163 KB) takes smaller
 // maps only. The activations use tanh.approx (sigmoid(z) =
 // (1 + tanh(z/2)) / 2): one MUFU op each, ~2^-11 relative error, under the bf16 rounding of h.
 #include <cuda_bf16.h>
