@@ -10,7 +10,8 @@ per-step path runs. ``MSCRED_RESIDENT_LSTM=0`` turns it off (A/B runs); ``MSCRED
 with other values of its compile-time switches (``-DMSCRED_RESIDENT_WARPS=12`` ...; benchmarks only).
 
 Built on first use for the present GPU (``ops/cuda_extension.py``, as the im2col extension); if the build fails
-mscred warns once and the other paths run.
+mscred warns once and the other paths run. The op's fake (meta) function asks ``runs`` too, so a first
+``torch.compile`` trace of bf16 inference may be where the build happens.
 """
 from __future__ import annotations
 
@@ -91,7 +92,9 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out: torch.Tens
     """Every step of one level for every window into ``out`` (B, T, Ch, H, W), stored (B, T, H, W, Ch), from the
     input gates gx (B, T, 4Ch, H, W) (channels contiguous: a crop, or the sliding view of shared steps), the bias
     (added in float32) and the recurrent weight w_h (4Ch, Ch, 2, 2); TF "same" padding ``pads`` (top, bottom, left,
-    right)."""
+    right). The binding refuses gates it cannot read 16 bytes at a time (channels not contiguous, other strides not
+    multiples of 8, data not 16-byte aligned); ``step_gates``' views, whose strides are multiples of 4Ch, never are.
+    """
     _extension().forward(gx, bias.float().contiguous(), packed_weight(w_h), out, pads[0], pads[2], float(forget_bias))
 
 
