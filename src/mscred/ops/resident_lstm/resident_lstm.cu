@@ -50,6 +50,15 @@
 namespace mscred_resident {
 namespace {
 
+// MSCRED_RESIDENT_PAIR 1 gives the recurrent steps' MMAs units of two 16-pixel tiles, so that each weight fragment
+// read from shared memory feeds twice the MMAs (the warps mostly wait on those ldmatrix results, results/
+// resident_round2/); it needs the accumulators of both tiles (128 registers), so it runs 8 warps on every level. An
+// A/B switch as the two below; compiled and tested on the CPU only so far, not yet measured.
+#ifndef MSCRED_RESIDENT_PAIR
+#define MSCRED_RESIDENT_PAIR 0
+#endif
+constexpr int kPair = MSCRED_RESIDENT_PAIR ? 2 : 1;
+
 // Warps per block: 12 at 32 channels, 8 at 64, the faster of 8 and 12 for each level at the scoring batch on the
 // H200 (results/resident_round2/: level 1 3.40 against 3.66 ms, level 2 2.43 against 2.56). 16 warps cap ptxas at
 // 128 registers per thread and spill. MSCRED_RESIDENT_WARPS (an A/B switch, see below) sets one count for both.
@@ -58,9 +67,10 @@ __host__ __device__ constexpr int warps_of() {
 #ifdef MSCRED_RESIDENT_WARPS
   return MSCRED_RESIDENT_WARPS;
 #else
-  return CH == 32 ? 12 : 8;
+  return CH == 32 && !MSCRED_RESIDENT_PAIR ? 12 : 8;
 #endif
 }
+
 
 __device__ __forceinline__ float tanh_fast(float x) {
   float y;
@@ -267,41 +277,62 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
           group = next_group;
         }
       } else {
-        for (int tile = warp; tile < tiles; tile += kWarps) {
+        // Units of kPair consecutive tiles (one, or two with MSCRED_RESIDENT_PAIR): each weight fragment then feeds
+        // kPair tiles' MMAs.
+        for (int first = warp * kPair; first < tiles; first += kWarps * kPair) {
 #pragma unroll 1
           for (int group = 0; group < GROUPS; ++group) {
-            // The unit's input gates are added in the epilogue, so their loads overlap the MMAs.
+            // The first tile's input gates are added in its epilogue, so their loads overlap the MMAs.
             uint4 gates[2][4];
-            load_gates(gates, gx_step, tile, group);
-            float acc[16][4];
+            load_gates(gates, gx_step, first, group);
+            float acc[kPair][16][4];
 #pragma unroll
-            for (int nt = 0; nt < 16; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
+            for (int u = 0; u < kPair; ++u)
+#pragma unroll
+              for (int nt = 0; nt < 16; ++nt) acc[u][nt][0] = acc[u][nt][1] = acc[u][nt][2] = acc[u][nt][3] = 0.f;
             // The A rows this lane addresses for ldmatrix: pixel tile * 16 + r, its four taps' source pixels
             // (HW, the zero row, outside the image or past the last pixel).
             const int r = (lane & 7) + ((lane >> 3) & 1) * 8, khalf = lane >> 4;
-            const int pix = tile * 16 + r;
-            const int y = pix / p.W, x = pix - y * p.W;
+            int src[kPair][4];
+#pragma unroll
+            for (int u = 0; u < kPair; ++u) {
+              const int pix = (first + u) * 16 + r;
+              const int y = pix / p.W, x = pix - y * p.W;
+#pragma unroll
+              for (int tap = 0; tap < 4; ++tap) {
+                const int sy = y + (tap >> 1) - p.pad_t, sx = x + (tap & 1) - p.pad_l;
+                src[u][tap] = (pix < HW && sy >= 0 && sy < p.H && sx >= 0 && sx < p.W) ? sy * p.W + sx : HW;
+              }
+            }
 #pragma unroll
             for (int tap = 0; tap < 4; ++tap) {
-              const int sy = y + (tap >> 1) - p.pad_t, sx = x + (tap & 1) - p.pad_l;
-              const int src = (pix < HW && sy >= 0 && sy < p.H && sx >= 0 && sx < p.W) ? sy * p.W + sx : HW;
-              const unsigned a_row = smem_u32(h_in + src * CH);
 #pragma unroll
               for (int ts = 0; ts < TAP_STEPS; ++ts) {
                 const int kstep = tap * TAP_STEPS + ts;
-                uint32_t a[4];
-                ldmatrix_x4(a_row + h_chunk<H_CHUNKS>(src, ts * 2 + khalf) * 16, a[0], a[1], a[2], a[3]);
+                uint32_t a[kPair][4];
+#pragma unroll
+                for (int u = 0; u < kPair; ++u) {
+                  ldmatrix_x4(smem_u32(h_in + src[u][tap] * CH) + h_chunk<H_CHUNKS>(src[u][tap], ts * 2 + khalf) * 16,
+                              a[u][0], a[u][1], a[u][2], a[u][3]);
+                }
 #pragma unroll
                 for (int np = 0; np < 8; ++np) {
                   const int n0 = (np >> 1) * CH + group * 32 + (np & 1) * 16;  // first column of n8 tile 2np
                   uint32_t b0, b1, b2, b3;
                   ldmatrix_x4(b_lane + (kstep * G4 + n0) * 32, b0, b1, b2, b3);
-                  mma_bf16(acc[2 * np], a, b0, b1);
-                  mma_bf16(acc[2 * np + 1], a, b2, b3);
+#pragma unroll
+                  for (int u = 0; u < kPair; ++u) {
+                    mma_bf16(acc[u][2 * np], a[u], b0, b1);
+                    mma_bf16(acc[u][2 * np + 1], a[u], b2, b3);
+                  }
                 }
               }
             }
-            update(acc, gates, tile, group, true, h_out);
+            update(acc[0], gates, first, group, true, h_out);
+            if (kPair == 2 && first + 1 < tiles) {
+              load_gates(gates, gx_step, first + 1, group);
+              update(acc[kPair - 1], gates, first + 1, group, true, h_out);
+            }
           }
         }
       }
