@@ -354,11 +354,16 @@ def test_failed_refit_leaves_the_fitted_model_as_it_was(fitted, monkeypatch):
     np.testing.assert_array_equal(model.decision_function(_frame(seed=4)), before)
 
 
-def test_fit_leaves_the_callers_random_state_alone():
+def test_fit_leaves_the_callers_random_state_alone(monkeypatch):
+    """The CPU generator is restored after fit, and a CPU fit seeds no CUDA generator (torch.manual_seed would queue
+    one for every CUDA device of a GPU machine)."""
     torch.manual_seed(123)
     state = torch.get_rng_state()
+    cuda_seeds = []
+    monkeypatch.setattr(torch.cuda, "manual_seed_all", lambda seed: cuda_seeds.append(seed))
     MSCRED(epochs=1, seed=7, **SMALL).fit(_frame(300))
     assert torch.equal(torch.get_rng_state(), state)
+    assert cuda_seeds == []
 
 
 def test_config_as_a_dict():

@@ -41,7 +41,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from mscred.config import TrainConfig
-from mscred.train import Trainer, WindowDataset
+from mscred.train import Trainer, WindowDataset, seed_torch
 from mscred.train_graphs import GraphedStep, StateSnapshot, forward_losses
 
 log = logging.getLogger(__name__)
@@ -260,7 +260,7 @@ def _fit_segments_rank(rank, folder: str, model_cfg, train_cfg: TrainConfig, ste
     train = np.load(Path(folder) / "train.npy")
     val_path = Path(folder) / "val.npy"
     val = np.load(val_path) if val_path.exists() else None
-    torch.manual_seed(train_cfg.seed)
+    seed_torch(train_cfg.seed, rank.device)
     net = MSCREDNet(dataclasses.replace(model_cfg, backend=resolve_model_backend(model_cfg.backend, rank.device)))
     trainer = DistributedTrainer(net, train_cfg, steps, device=rank.device)
     history = trainer.fit(train, val, checkpoint_dir=checkpoint_dir, resume=resume)

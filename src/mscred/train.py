@@ -42,6 +42,16 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
+def seed_torch(seed: int, device: str | torch.device) -> None:
+    """``torch.manual_seed`` for a run on ``device``. On the CPU only the CPU generator is seeded (the same stream):
+    ``torch.manual_seed`` also queues a seed for every CUDA device, so a CPU run on a GPU machine would change the
+    caller's CUDA random state."""
+    if torch.device(device).type == "cpu":
+        torch.default_generator.manual_seed(seed)
+    else:
+        torch.manual_seed(seed)
+
+
 class WindowDataset:
     """The windows of a segments tensor, as index views (no copy of the data).
 
@@ -212,7 +222,7 @@ class Trainer:
             val = None
         self.net.to(self.device)
         self._build_optimizer()
-        torch.manual_seed(self.cfg.seed)
+        seed_torch(self.cfg.seed, self.device)
 
         ckpt = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir is not None else None
         start, self.history = 0, []
