@@ -10,10 +10,9 @@
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
-D="$OUT/window_level1"; mkdir -p "$D"
+D=$(result_dir window_level1)
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 tests/test_ops_triton_convlstm.py tests/test_forward_windows.py \
   -k "window or full_size_bf16 or graphed_window"
-bash benchmarks/machine_info.sh > "$D/machine.txt" 2>&1
 bash benchmarks/gpu_train_variants.sh window_level1 "per_step_1:g-fused-bf16:MSCRED_WINDOW_LSTM=0" \
   "level1_window_1:g-fused-bf16" "per_step_2:g-fused-bf16:MSCRED_WINDOW_LSTM=0" "level1_window_2:g-fused-bf16"
 (cd "$OUT" && tar czf window_level1.tgz window_level1 && rm -rf window_level1)

@@ -12,7 +12,7 @@
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
-D="$OUT/window_lstm"; mkdir -p "$D"
+D=$(result_dir window_lstm)
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 tests/test_ops_triton_convlstm.py tests/test_forward_windows.py \
   -k "window or full_size_bf16 or graphed_window"
 {
