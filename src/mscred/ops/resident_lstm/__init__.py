@@ -105,8 +105,12 @@ def is_available() -> tuple[bool, str]:
         return False, "no CUDA device (bf16 scoring of levels 1-2 takes the Triton kernels)"
     if not takes(torch.bfloat16, "nhwc", False, 32, KERNEL, 25):
         return False, "switched off (MSCRED_RESIDENT_LSTM=0)"
+    device = torch.device("cuda", torch.cuda.current_device())
     try:
         _extension()
+        if not runs(torch.bfloat16, "nhwc", False, 32, KERNEL, 25, device):  # so that the check below is its own
+            return False, (f"built for compute capability {_extension.capability}, this device has "
+                           f"{torch.cuda.get_device_capability(device)}")
         from mscred.ops import reference
         from mscred.ops.triton import convlstm as fused
         g = torch.Generator().manual_seed(0)
@@ -122,12 +126,11 @@ def is_available() -> tuple[bool, str]:
             return False, f"built, but a test level is off by {err:.3g} (relative)"
     except Exception as err:  # noqa: BLE001
         return False, str(err)
-    device = torch.device("cuda", torch.cuda.current_device())
     levels = ((1, 32, 900), (2, 64, 225))  # the default model's levels 1-2 at 30 sensors
     too_big = [f"level {level} needs {_extension().shared_bytes(ch, hw) // 1024} KB of shared memory per block, the "
                f"device allows {shared_limit(device) // 1024} KB"
                for level, ch, hw in levels if not fits(ch, hw, device)]
     if len(too_big) == len(levels):
         return False, f"built, but no level of the default model fits here at 30 sensors ({'; '.join(too_big)})"
-    return True, "CUDA kernel built" + (f"; at 30 sensors {'; '.join(too_big)}: the Triton kernels run it" if too_big
+    return True, "CUDA kernel built" + (f"; at 30 sensors {'; '.join(too_big)}: the Triton kernels run that level" if too_big
                                         else "; levels 1 and 2 of the default model at 30 sensors fit")
