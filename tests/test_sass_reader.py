@@ -199,3 +199,16 @@ def test_compressed_entries_decompress_to_the_same_cubin(executables):
         assert all(im.data is None and "zstandard" in im.note for im in zstd_images)
     else:
         assert any(im.data == plain["sm_90"] for im in zstd_images)
+
+
+def test_16_byte_loads_counted_in_every_form():
+    """The LDG128 column counts 16-byte global loads whatever follows .128 (the read-only path of __ldg and
+    const __restrict__ ends in .CONSTANT; cp.async's LDGSTS carries .ZFILL / .BYPASS), and nothing narrower."""
+    from collections import Counter
+
+    from mscred.sass.inspect import _count_groups
+    mix = Counter({"LDG.E.128": 3, "LDG.E.128.CONSTANT": 20, "LDGSTS.E.BYPASS.128.ZFILL": 2, "LDG.E.64": 5,
+                   "LDG.E.CONSTANT": 7, "STG.E.128": 4})
+    groups = _count_groups(mix)
+    assert groups["ldg128"] == 25
+    assert groups["global"] == 3 + 20 + 5 + 7 + 4  # LDGSTS (cp.async) is not in the global ld/st group

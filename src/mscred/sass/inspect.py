@@ -126,12 +126,19 @@ def code_lines(text: dict[int, str], labels: dict[str, int]) -> list[str]:
     return out
 
 
+def _is_ldg128(op: str) -> bool:
+    """A 16-byte global load: LDG or LDGSTS (cp.async) with a .128 modifier anywhere (LDG.E.128, LDG.E.128.CONSTANT
+    of __ldg / const __restrict__, LDGSTS.E.BYPASS.128.ZFILL ...)."""
+    name, *modifiers = op.split(".")
+    return name in ("LDG", "LDGSTS") and "128" in modifiers
+
+
 def _count_groups(mix: Counter) -> dict:
     out = {}
     for group, prefixes in GROUPS.items():
         out[group] = sum(n for op, n in mix.items()
                          if any(op == p or op.startswith(p + ".") for p in prefixes)
-                         or (group == "ldg128" and op.startswith("LDG") and op.endswith(".128")))
+                         or (group == "ldg128" and _is_ldg128(op)))
     return out
 
 
