@@ -151,6 +151,19 @@ def test_not_an_elf(capsys, tmp_path):
         assert_one_line_error(code, err, "notes.txt", "not an ELF")
 
 
+def test_an_arch_the_file_lacks_is_named(built, capsys):
+    """--arch that matches no cubin of the file is bad input naming the architectures there are (it read as "no
+    kernels", exit 0, before); "90" is "sm_90"."""
+    for command, *options in (("inspect",), ("dump", "-k", "test")):
+        code, _, err = run_cli(capsys, command, built / "value.cubin", *options, "--arch", "sm_80")
+        assert_one_line_error(code, err, "no cubin for sm_80", "the file has sm_90")
+    code, _, err = run_cli(capsys, "patch", built / "value.cubin", "-k", "test", "--old", "0xcc", "--new", "0xdd",
+                           "--arch", "sm_80")
+    assert_one_line_error(code, err, "no cubin for sm_80", "the file has sm_90")
+    code, text, err = run_cli(capsys, "inspect", built / "value.cubin", "--arch", "90")
+    assert code == 0 and "sm_90" in text, err
+
+
 def test_missing_file_and_bad_options(capsys, tmp_path):
     code, _, err = run_cli(capsys, "kernels", tmp_path / "absent.cubin")
     assert_one_line_error(code, err, "absent.cubin", "no such file")

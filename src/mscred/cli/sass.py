@@ -28,6 +28,12 @@ def _bits(text: str | None) -> tuple[int, int] | None:
     return lo_i, hi_i
 
 
+def _arch(ctx, param, value: str | None) -> str | None:
+    """--arch as the images name architectures ("90a" -> "sm_90a")."""
+    from mscred.sass.fatbin import normalize_arch
+    return normalize_arch(value)
+
+
 def _read(path: str) -> bytes:
     p = Path(path)
     if not p.is_file():
@@ -84,7 +90,7 @@ def kernels(path):
 @click.argument("path")
 @click.option("--kernel", "-k", required=True,
               help="Kernel name: mangled (_Z4testPi), plain (test) or a piece of the demangled name (scale<4>).")
-@click.option("--arch", default=None, help="Pick the cubin for this architecture, e.g. sm_90.")
+@click.option("--arch", default=None, callback=_arch, help="Pick the cubin for this architecture, e.g. sm_90.")
 def dump(path, kernel, arch):
     """Print a kernel's instruction words (as `xxd -e -g 8` shows them) beside nvdisasm's text when available."""
     from mscred.sass.toolchain import disassemble
@@ -141,7 +147,7 @@ def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
 @click.option("--field", type=click.Choice(["immediate", "register"]), default="immediate", show_default=True)
 @click.option("--bits", default=None, help="Field bits LO:HI (default: what probe found for the layout: "
                                            "immediate 20:52 / 32:64, register 0:8 / 32:40 on 64/128-bit).")
-@click.option("--arch", default=None, help="Only the cubin for this architecture.")
+@click.option("--arch", default=None, callback=_arch, help="Only the cubin for this architecture.")
 @click.option("--at", "at", default=None, help="Only the instruction at this byte offset in the kernel.")
 @click.option("--instruction", default=None, help="Only instructions with this mnemonic prefix (needs nvdisasm).")
 @click.option("--grep", default=None, help="Only instructions whose hex (as `sass dump` shows) contains this.")
@@ -167,7 +173,8 @@ def patch(path, kernel, old, new, field, bits, arch, at, instruction, grep, outp
 @sass.command()
 @click.argument("path")
 @click.option("--kernel", "-k", required=True, help="Kernel to launch; its parameters must all be pointers.")
-@click.option("--arch", default=None, help="Pick the cubin for this architecture (for executables/fatbins).")
+@click.option("--arch", default=None, callback=_arch,
+              help="Pick the cubin for this architecture (for executables/fatbins).")
 @click.option("--words", default=1, show_default=True, type=click.IntRange(1, 1 << 20),
               help="int32 elements per buffer.")
 @click.option("--init", default="0x1", show_default=True, help="Initial value of the output buffer a[] "
@@ -191,7 +198,7 @@ def run(path, kernel, arch, words, init, grid, block, backend):
 
 @sass.command(name="inspect")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--arch", default=None, help="Only cubins for this architecture.")
+@click.option("--arch", default=None, callback=_arch, help="Only cubins for this architecture.")
 @click.option("--kernel", "-k", default=None,
               help="Only kernels whose name, mangled or as printed (demangled), contains this.")
 @click.option("--top", default=8, show_default=True, help="Most frequent instructions shown per kernel.")
@@ -214,7 +221,7 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
 @sass.command(name="diff")
 @click.argument("old")
 @click.argument("new")
-@click.option("--arch", default=None, help="Only cubins for this architecture.")
+@click.option("--arch", default=None, callback=_arch, help="Only cubins for this architecture.")
 @click.option("--kernel", "-k", default=None,
               help="Only kernels whose name, mangled or as printed (demangled), contains this.")
 @click.option("--top", default=8, show_default=True, help="Mnemonics whose counts moved most, shown per kernel.")

@@ -188,10 +188,29 @@ def find_images(data: bytes, where: str) -> list[Image]:
     return images
 
 
+def check_arch(images: list[Image], arch: str | None, where: str) -> None:
+    """InputError when ``arch`` is given and no cubin of the file is for it, naming the ones there are (an --arch
+    that matches nothing would otherwise read as "no kernels")."""
+    present = sorted({image.arch for image in images if image.kind == "cubin"})
+    if arch is not None and arch not in present:
+        raise InputError(f"{where}: no cubin for {arch} (the file has {', '.join(present) or 'none'})")
+
+
+def normalize_arch(arch: str | None) -> str | None:
+    """``--arch`` as the images name architectures: "90a", "SM_90A" and "sm_90a" are "sm_90a"."""
+    if arch is None:
+        return None
+    text = arch.strip().lower()
+    return text if text.startswith("sm_") else f"sm_{text}"
+
+
 def cubins(data: bytes, where: str, arch: str | None = None) -> list[tuple[Image, Cubin]]:
-    """The readable cubins of a file (optionally only those for ``arch``), each with its image."""
+    """The readable cubins of a file (optionally only those for ``arch``: InputError if it has none), each with
+    its image."""
     out = []
-    for image in find_images(data, where):
+    images = find_images(data, where)
+    check_arch(images, arch, where)
+    for image in images:
         if image.kind != "cubin" or image.data is None:
             continue
         if arch is not None and image.arch != arch:

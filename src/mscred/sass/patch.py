@@ -15,7 +15,7 @@ from pathlib import Path
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
 from mscred.sass.cubin import Cubin, Kernel
-from mscred.sass.fatbin import Image, find_images
+from mscred.sass.fatbin import Image, check_arch, find_images
 from mscred.sass.isa import KNOWN_FIELDS, Instruction, set_field
 from mscred.sass.toolchain import disassemble, nvdisasm_error
 
@@ -57,6 +57,7 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
                  grep: str | None = None) -> tuple[list[Match], tuple[int, int]]:
     """Instructions of ``kernel`` in every patchable cubin of ``data`` whose field equals ``old``."""
     images = find_images(data, where)
+    check_arch(images, arch, where)
     matches: list[Match] = []
     seen_kernel = False
     compressed_with_kernel = []
