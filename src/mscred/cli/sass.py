@@ -74,16 +74,24 @@ def sass():
 def kernels(path):
     """List the device-code images of PATH and their kernels (registers, parameters, code size)."""
     from mscred.sass.fatbin import find_images
+    from mscred.sass.toolchain import demangle
 
     for image in find_images(_read(path), path):
-        state = f" compressed={image.compression}" if image.compression else ""
-        at = f"file byte {image.file_offset:#x}" if image.file_offset is not None else "not patchable"
-        click.echo(f"{image.kind} {image.arch} ({at}{state}){' ' + image.note if image.note else ''}")
-        if image.kind == "cubin" and image.data is not None:
-            for k in image.cubin().kernels.values():
-                click.echo(f"  {k.name}: {k.registers} registers, params {[p.size for p in k.params]} bytes, "
-                           f"shared {k.shared_bytes} B, local {k.frame_bytes} B, "
-                           f"{len(k.instructions)} x {k.instruction_bits}-bit instructions")
+        where = [f"file byte {image.file_offset:#x}"] if image.file_offset is not None else []
+        where += [f"compressed: {image.compression}"] if image.compression else []
+        where += ["not patchable"] if image.file_offset is None else []
+        kernels = list(image.cubin().kernels.values()) if image.kind == "cubin" and image.data is not None else None
+        empty = " (no kernels)" if kernels == [] else ""
+        click.echo(f"{image.kind} {image.arch} ({', '.join(where)}){' ' + image.note if image.note else ''}{empty}")
+        readable = demangle([k.name for k in kernels or []])
+        for k in kernels or []:
+            name = readable.get(k.name, k.name)
+            params = "+".join(str(p.size) for p in k.params) or "0"
+            # The code section's words, the NOP padding after the last instruction included (inspect counts
+            # instructions without it).
+            click.echo(f"  {name}{f' [{k.name}]' if name != k.name else ''}: {k.registers} registers, params "
+                       f"{params} B, shared {k.shared_bytes} B, local {k.frame_bytes} B, code "
+                       f"{len(k.instructions)} x {k.instruction_bits}-bit words (padding included)")
 
 
 @sass.command()
