@@ -110,6 +110,8 @@ def test_kernels_dump_inspect(built, capsys):
     assert code == 0 and "_Z4testPi" in text and "cubin sm_90" in text
     code, text, _ = run_cli(capsys, "dump", built / "value.cubin", "-k", "test")
     assert code == 0 and "000000ccff" in text
+    code, text, _ = run_cli(capsys, "inspect", built / "value.cubin", built / "register.cubin")
+    assert code == 0 and f"== {built / 'value.cubin'}" in text and f"== {built / 'register.cubin'}" in text
     code, text, _ = run_cli(capsys, "inspect", built / "value.cubin", built / "register.cubin", "--json")
     rows = json.loads(text)
     assert code == 0 and {r["kernel"] for r in rows} == {"_Z4testPi", "_Z4testPiPKi"}

@@ -218,12 +218,16 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
     """Registers, local memory, shared memory and instruction mix of every kernel in cubins/objects/libraries."""
     from mscred.sass.inspect import format_summaries, inspect_file
 
-    rows = []
-    for path in paths:
-        rows += inspect_file(_read(path), path, arch, kernel, loops)
+    per_path = [(path, inspect_file(_read(path), path, arch, kernel, loops)) for path in paths]
+    rows = [row for _, found in per_path for row in found]
     if kernel and not rows:
         raise InputError(f"no kernel matching {kernel!r} in {', '.join(paths)}")
-    click.echo(json.dumps([r.to_json() for r in rows], indent=2) if as_json else format_summaries(rows, top))
+    if as_json:
+        click.echo(json.dumps([r.to_json() for r in rows], indent=2))
+    elif len(paths) == 1:
+        click.echo(format_summaries(rows, top))
+    else:  # one table per file, under its name: the rows of two builds of a kernel look alike
+        click.echo("\n\n".join(f"== {path}\n{format_summaries(found, top)}" for path, found in per_path))
 
 
 @sass.command(name="diff")
