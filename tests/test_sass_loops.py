@@ -72,3 +72,18 @@ def test_inspect_loops_of_a_compiled_kernel(tmp_path, capsys):
     assert any("FFMA" in lp["mix"] for lp in inner)  # the dot product is the inner loop's work
     code = main(["sass", "inspect", str(cubin), "--loops"])
     assert code == 0 and "loop 0x" in capsys.readouterr().out
+
+
+def test_local_memory_in_a_loop_is_always_shown():
+    """Spills in a loop show on its line even when LDL/STL are not among its most frequent instructions; --top sets
+    how many of those are listed."""
+    from collections import Counter
+
+    from mscred.sass.loops import Loop
+    mix = Counter({"HMMA.16816.F32.BF16": 512, "FADD": 384, "FMUL": 224, "MUFU.TANH": 224, "LDL": 3, "STL": 1})
+    line, = format_loops([Loop(0x100, 0x900, 1200, 1200, 1, mix)], top=2)
+    assert "HMMA.16816.F32.BF16 512  FADD 384  (LDL/STL 4)" in line and "FMUL" not in line
+    line, = format_loops([Loop(0x100, 0x900, 1200, 1200, 1, mix)], top=6)
+    assert "LDL 3" in line and "(LDL/STL" not in line
+    clean = Counter({"HMMA.16816.F32.BF16": 512, "FADD": 384})
+    assert "LDL/STL" not in format_loops([Loop(0x100, 0x900, 900, 900, 1, clean)], top=1)[0]

@@ -192,7 +192,7 @@ def format_summaries(rows: list[KernelSummary], top: int = 8) -> str:
         if r.disassembler and top:
             lines.append("        " + "  ".join(f"{op} {n}" for op, n in r.mix.most_common(top)))
         if r.loops is not None:
-            lines += format_loops(r.loops) or ["        no loops"]
+            lines += format_loops(r.loops, top) or ["        no loops"]
     if not any(r.disassembler for r in rows):
         lines.append("(no nvdisasm reads these cubins: instruction mix not shown)")
     return "\n".join(lines)

@@ -73,6 +73,10 @@ def format_loops(loops: list[Loop], top: int = 6) -> list[str]:
     lines = []
     for lp in sorted(loops, key=lambda lp: lp.start):
         mix = "  ".join(f"{op} {n}" for op, n in lp.mix.most_common(top))
+        # Local-memory accesses in a loop are spills or a stack array in the hot path: always shown.
+        local = sum(n for op, n in lp.mix.items() if op.split(".")[0] in ("LDL", "STL"))
+        mix += f"  (LDL/STL {local})" if local and not any(op.split(".")[0] in ("LDL", "STL")
+                                                            for op, _ in lp.mix.most_common(top)) else ""
         nested = f", {lp.own} outside inner loops" if lp.own != lp.instructions else ""
         lines.append(f"        {'  ' * (lp.depth - 1)}loop {lp.start:#06x}-{lp.end:#06x}: {lp.instructions} "
                      f"instructions{nested}: {mix}")
