@@ -236,3 +236,20 @@ def test_with_code_a_reordered_kernel_is_shown():
     assert "r()" not in format_diff(diffs)  # the same counts: listed only with --all ...
     text = format_diff(diffs, code_lines=20)  # ... or with --code, with its diff
     assert "same     r()" in text and "+    LDS R3, [R4]" in text and "-    LDS R3, [R4]" in text
+
+
+def test_the_tensor_core_loop_is_compared_apart_from_the_largest():
+    """The MMA main loop is usually nested in a larger one: --loops compares it too (the loop with the most tensor
+    instructions of its own, the innermost on a tie), and --json carries it and the loop count."""
+    def nest(outer, inner, hmma):
+        return [Loop(0x100, 0x100 + 16 * outer, outer, outer - inner, 1, Counter({"IADD3": outer - inner})),
+                Loop(0x200, 0x200 + 16 * inner, inner, inner, 2, Counter({"HMMA.16816.F32.BF16": hmma, "LDSM": 9}))]
+    old = [_kernel("k", mix={"HMMA.16816.F32.BF16": 256}, loops=nest(2019, 1125, 256))]
+    new = [_kernel("k", mix={"HMMA.16816.F32.BF16": 512}, loops=nest(3120, 2138, 512))]
+    text = format_diff(diff_summaries(old, new))
+    assert "largest loop 2019 -> 3120 (+1101, +54.5%) instructions; loops 2" in text
+    assert "tensor-core loop 1125 -> 2138 (+1013, +90.0%) instructions" in text
+    side = diff_summaries(old, new)[0].to_json()["new"]
+    assert side["largest_loop"] == 3120 and side["tensor_loop"] == 2138 and side["loops"] == 2
+    plain = [_kernel("k", mix={"FFMA": 4}, loops=[_loop(40)])]
+    assert "tensor-core loop" not in format_diff(diff_summaries(plain, plain), show_same=True)

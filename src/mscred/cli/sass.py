@@ -237,7 +237,8 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
 @click.option("--kernel", "-k", default=None,
               help="Only kernels whose name, mangled or as printed (demangled), contains this.")
 @click.option("--top", default=8, show_default=True, help="Mnemonics whose counts moved most, shown per kernel.")
-@click.option("--loops", is_flag=True, help="Also compare each kernel's largest loop (instructions) and loop count.")
+@click.option("--loops", is_flag=True,
+              help="Also compare each kernel's largest loop and tensor-core loop (instructions) and loop count.")
 @click.option("--all", "show_same", is_flag=True, help="Also list the kernels whose summary did not change.")
 @click.option("--code", "code_lines", type=click.IntRange(min=0), default=0, show_default=True,
               help="Show up to this many lines of each differing kernel's instruction diff (branch targets named "

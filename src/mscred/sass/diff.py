@@ -15,7 +15,7 @@ import difflib
 from collections import Counter
 from dataclasses import dataclass
 
-from mscred.sass.inspect import KernelSummary, stable_name
+from mscred.sass.inspect import GROUPS, KernelSummary, stable_name
 
 # The groups shown, in order, with their labels (mscred.sass.inspect.GROUPS defines them).
 SHOWN_GROUPS = (("tensor", "tensor"), ("shared", "shared ld/st"), ("global", "global ld/st"), ("ldg128", "LDG.128"),
@@ -63,6 +63,8 @@ class KernelDiff:
                    "instructions": k.instructions, "groups": k.groups if k.disassembler else None}
             if k.loops is not None:
                 out["largest_loop"] = _largest_loop(k)
+                out["tensor_loop"] = _tensor_loop(k)
+                out["loops"] = len(k.loops)
             return out
 
         return {"arch": self.arch, "kernel": self.name, "demangled": self.readable, "status": self.status,
@@ -76,6 +78,15 @@ def _fingerprint(k: KernelSummary) -> tuple:
 
 def _largest_loop(k: KernelSummary) -> int | None:
     return max((lp.instructions for lp in k.loops), default=None) if k.loops is not None else None
+
+
+def _tensor_loop(k: KernelSummary) -> int | None:
+    """Instructions of the loop whose own code holds the most tensor-core instructions (the MMA main loop, which
+    the largest loop, usually an outer one, hides), the innermost on a tie; None without one."""
+    def tensor(lp) -> int:
+        return sum(n for op, n in lp.mix.items() if op.split(".")[0] in GROUPS["tensor"])
+    best = max(k.loops or [], key=lambda lp: (tensor(lp), lp.depth), default=None)
+    return best.instructions if best is not None and tensor(best) else None
 
 
 def _split_at_depth_zero(text: str, sep: str) -> list[str]:
@@ -218,6 +229,9 @@ def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False, 
         if o.loops is not None and n.loops is not None:
             lines.append(f"        largest loop {_change(_largest_loop(o), _largest_loop(n), percent=True)} "
                          f"instructions; loops {_change(len(o.loops), len(n.loops))}")
+            mma_old, mma_new = _tensor_loop(o), _tensor_loop(n)
+            if mma_old is not None and mma_new is not None:
+                lines.append(f"        tensor-core loop {_change(mma_old, mma_new, percent=True)} instructions")
         shown = code_diff(d) if code_lines > 0 else None
         if shown:
             lines += ["        " + line for line in shown[:code_lines]]
