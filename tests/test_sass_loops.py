@@ -72,6 +72,12 @@ def test_inspect_loops_of_a_compiled_kernel(tmp_path, capsys):
     assert any("FFMA" in lp["mix"] for lp in inner)  # the dot product is the inner loop's work
     code = main(["sass", "inspect", str(cubin), "--loops"])
     assert code == 0 and "loop 0x" in capsys.readouterr().out
+    # dump names the loop heads: each branch target's label has a line of its own before its instruction
+    code = main(["sass", "dump", str(cubin), "-k", "rows"])
+    lines = capsys.readouterr().out.splitlines()
+    heads = {f"{lp['start']:#06x}" for lp in loops}
+    labelled = {lines[i + 1].split(":")[0].strip() for i, line in enumerate(lines[:-1]) if line.startswith(".L_x_")}
+    assert code == 0 and heads <= labelled, (heads, labelled)
 
 
 def test_local_memory_in_a_loop_is_always_shown():

@@ -100,11 +100,15 @@ def kernels(path):
               help="Kernel name: mangled (_Z4testPi), plain (test) or a piece of the demangled name (scale<4>).")
 @click.option("--arch", default=None, callback=_arch, help="Pick the cubin for this architecture, e.g. sm_90.")
 def dump(path, kernel, arch):
-    """Print a kernel's instruction words (as `xxd -e -g 8` shows them) beside nvdisasm's text when available."""
-    from mscred.sass.toolchain import disassemble
+    """Print a kernel's instruction words (as `xxd -e -g 8` shows them) beside nvdisasm's text when available, with
+    a line for each branch label (`.L_x_3:`) before the instruction it names."""
+    from mscred.sass.toolchain import disassemble_with_labels
 
     image, cubin, k = _pick_cubin(path, kernel, arch)
-    asm = (disassemble(cubin.data) or {}).get(k.name, {})
+    asm, labels = disassemble_with_labels(cubin.data) or ({}, {})
+    asm, at = asm.get(k.name, {}), {}
+    for label, offset in labels.get(k.name, {}).items():
+        at.setdefault(offset, []).append(label)
     click.echo(f"{image.arch} {k.name}: code at file byte {image.file_offset + k.code_offset:#x}"
                if image.file_offset is not None else f"{image.arch} {k.name}")
     last_control = None
@@ -112,6 +116,8 @@ def dump(path, kernel, arch):
         if insn.control is not None and insn.control != last_control and insn.offset % 32 == 8:
             click.echo(f"  {insn.offset - 8:#06x}: {insn.control:016x}   (control)")
             last_control = insn.control
+        for label in sorted(at.get(insn.offset, [])):
+            click.echo(f"{label}:")
         click.echo(f"  {insn.offset:#06x}: {insn.hex()}   {asm.get(insn.offset, '')}".rstrip())
 
 
