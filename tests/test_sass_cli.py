@@ -139,7 +139,7 @@ def test_inspect_picks_a_template_instantiation_by_its_printed_name(tmp_path, ca
     code, text, _ = run_cli(capsys, "dump", cubin, "-k", "scale<4>")
     assert code == 0 and text.strip()
     code, _, err = run_cli(capsys, "dump", cubin, "-k", "scale<")
-    assert_one_line_error(code, err, "ambiguous")
+    assert_one_line_error(code, err, "ambiguous", "void scale<2>(float*)", "void scale<4>(float*)")  # as printed
 
 
 # --- bad input: exit code 2 and one clear line ------------------------------------------------------------------

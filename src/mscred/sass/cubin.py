@@ -207,9 +207,11 @@ class Cubin:
                     readable.get(k.name, k.name) != k.name]
         if len(hits) == 1:
             return hits[0]
-        known = ", ".join(sorted(self.kernels)) or "none"
+        # Named as inspect prints them (demangled, what -k takes a piece of), the mangled name where c++filt is absent.
+        readable = demangle(list(self.kernels))
+        known = ", ".join(sorted(readable.values())) or "none"
         if len(hits) > 1:
-            names = ", ".join(k.name for k in hits)
+            names = "; ".join(readable.get(k.name, k.name) for k in hits)
             raise AmbiguousKernel(f"{self.where}: kernel name {name!r} is ambiguous: {names}")
         raise InputError(f"{self.where}: no kernel {name!r} (kernels: {known})")
 

@@ -137,7 +137,14 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
     if not matches:
         raise InputError(f"{src}: no instruction of kernel {kernel!r} has {field} bits [{lo}, {hi}) = {old:#x}")
     if len(matches) > 1:
-        listed = "; ".join(m.describe() for m in matches[:6])
+        # Grouped by cubin and kernel, each named once: "sm_90 _Z4testPi +0x40, +0x90 (file bytes 0x..., 0x...)".
+        groups: dict[tuple[str, str], list[Match]] = {}
+        for m in matches:
+            groups.setdefault((m.image.arch, m.kernel.name), []).append(m)
+        listed = "; ".join(f"{arch} {name} " + ", ".join(f"+{m.insn.offset:#x}" for m in found[:6]) +
+                           (", ..." if len(found) > 6 else "") +
+                           f" (file bytes {', '.join(f'{m.file_offset:#x}' for m in found[:6])})"
+                           for (arch, name), found in groups.items())
         raise InputError(f"{src}: {field} bits [{lo}, {hi}) = {old:#x} found {len(matches)} times ({listed}); "
                          f"narrow it with --arch, --at or --grep")
     m = matches[0]
