@@ -112,7 +112,8 @@ def run_cubin(data: bytes, kernel: str, words: int = 1, init: int = 1, grid: int
             return _run_driver(drv, data, k.name, buffers, grid, block)
         return _run_cupy(data, k.name, buffers, grid, block)
     except ImportError:
-        raise InputError("sass run needs a CUDA driver binding: pip install cuda-python (or cupy)") from None
+        raise InputError("sass run launches the kernel on a GPU: it needs an NVIDIA driver, a GPU, and a CUDA driver "
+                         "binding (pip install cuda-python, or cupy); neither binding is installed here") from None
     except Exception as err:  # noqa: BLE001 - no GPU, or the (patched) kernel faulted: one line, not a traceback
         message = " ".join(str(err).split())
         raise InputError(f"{where}: running {k.name} failed: {type(err).__name__}: {message}") from err
