@@ -108,6 +108,7 @@ def test_probe_json_has_the_issue_keys(built, capsys, tmp_path):
 def test_kernels_dump_inspect(built, capsys):
     code, text, _ = run_cli(capsys, "kernels", built / "test")
     assert code == 0 and "_Z4testPi" in text and "cubin sm_90" in text
+    assert "params 8 B" in text and "x 128-bit words (padding included)" in text  # one pointer; the section's words
     code, text, _ = run_cli(capsys, "dump", built / "value.cubin", "-k", "test")
     assert code == 0 and "000000ccff" in text
     code, text, _ = run_cli(capsys, "inspect", built / "value.cubin", built / "register.cubin")
