@@ -292,6 +292,23 @@ def test_arch_specific_cubins_are_named_and_selected_apart(tmp_path, capsys):
 
 
 @needs_nvcc
+def test_arch_specific_ptx_is_named_by_its_target(tmp_path, capsys):
+    """A compute_90a PTX entry says 90 in the fatbin like compute_90's: named by its own .target line."""
+    fat = tmp_path / "ptx.fatbin"
+    proc = subprocess.run([find_tool("nvcc"), "-gencode", "arch=compute_90a,code=compute_90a", "-fatbin", "-o",
+                           str(fat), str(template_path("value")), "-DVALUE=0xcc"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"nvcc could not build the fatbin: {proc.stderr.strip()[:200]}")
+    from mscred.sass.fatbin import find_images
+    ptx = [image for image in find_images(fat.read_bytes(), str(fat)) if image.kind == "ptx"]
+    if not ptx or ptx[0].data is None:
+        pytest.skip("the PTX entry is compressed in a form this machine cannot expand")
+    assert ptx[0].arch == "sm_90a"
+    code, text, _ = run_cli(capsys, "kernels", fat)
+    assert code == 0 and "ptx sm_90a" in text
+
+
+@needs_nvcc
 def test_patch_offsets_links_and_undefined_encodings(built, capsys, tmp_path):
     cubin = built / "value.cubin"
     for at in ("0x21", "0x100000"):

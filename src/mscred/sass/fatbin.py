@@ -18,6 +18,7 @@ patched in place: :func:`find_images` marks them, and ``sass patch`` refuses the
 """
 from __future__ import annotations
 
+import re
 import struct
 from dataclasses import dataclass
 
@@ -152,8 +153,12 @@ def parse_fatbin(blob: bytes, base: int, where: str) -> list[Image]:
             data, comp, note = _decompress(raw, flags, usize) if compressed else (raw, "", "")
             if kind == 2 and data is not None and not is_cubin(data):
                 data, note = None, note or "payload is not a cubin"
-            # The entry header gives 90 for sm_90 and sm_90a alike; the cubin's .nv.compat tells them apart.
+            # The entry header gives 90 for sm_90 and sm_90a alike; the cubin's .nv.compat tells them apart, and a
+            # PTX entry's own ".target sm_90a" line.
             label = f"sm_{arch}" + ("a" if kind == 2 and data is not None and arch_specific(data) else "")
+            if kind == 1 and data is not None:
+                target = re.search(rb"^\s*\.target\s+(sm_\d+[a-z]?)", data, re.MULTILINE)
+                label = target.group(1).decode() if target else label
             tag = f"{where}[{KIND_NAMES.get(kind, kind)} {label} @ {base + payload_at:#x}]"
             images.append(Image(kind=KIND_NAMES.get(kind, str(kind)), arch=label,
                                 file_offset=None if compressed else base + payload_at, data=data,
