@@ -15,7 +15,6 @@ mscred warns once and the other paths run. The op's fake (meta) function asks ``
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 from pathlib import Path
@@ -23,6 +22,8 @@ from pathlib import Path
 import torch
 
 from mscred.ops.cuda_extension import LazyExtension
+# The opt-in shared memory of a block on a device, as the Triton per-window kernel plans with it (one reading).
+from mscred.ops.triton.convlstm_window import shared_limit
 from mscred.ops.triton.runtime import switched_off
 
 # Hidden channels -> the most pixels (H * W) a block takes: the kMaxPixels of resident_lstm.h.
@@ -64,21 +65,6 @@ def fits(ch: int, hw: int, device: torch.device) -> bool:
     """Whether a block for ``ch`` channels and ``hw`` pixels fits the shared memory a block may opt into on
     ``device`` (227 KB on the H100/H200, 163 KB on the A100, 99 KB on sm_86/89); the extension must be built."""
     return _extension().shared_bytes(ch, hw) <= shared_limit(device)
-
-
-@functools.lru_cache(maxsize=None)
-def _shared_limit(index: int) -> int:
-    props = torch.cuda.get_device_properties(index)
-    limit = getattr(props, "shared_memory_per_block_optin", 0)
-    if not limit:  # an older torch: Triton's reading of the same attribute
-        from mscred.ops.triton import convlstm_window
-        limit = convlstm_window.shared_limit(torch.device("cuda", index))
-    return int(limit)
-
-
-def shared_limit(device: torch.device) -> int:
-    """Shared memory (bytes) one block may use on the CUDA ``device``."""
-    return _shared_limit(torch.cuda.current_device() if device.index is None else device.index)
 
 
 def packed_weight(w_h: torch.Tensor) -> torch.Tensor:
