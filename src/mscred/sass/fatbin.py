@@ -168,14 +168,26 @@ def parse_fatbin(blob: bytes, base: int, where: str) -> list[Image]:
     return images
 
 
-def find_images(data: bytes, where: str) -> list[Image]:
-    """All device-code images of a file: itself if it is a cubin, else the entries of its fatbins.
+def find_images(data: bytes, where: str, arch: str | None = None) -> list[Image]:
+    """All device-code images of a file: itself if it is a cubin, else the entries of its fatbins; with ``arch``
+    only those for that architecture.
 
     Raises
     ------
     InputError
-        Not an ELF file nor a fatbin, or an ELF file without device code.
+        Not an ELF file nor a fatbin, an ELF file without device code, or ``arch`` given and no cubin for it (named
+        with the ones there are: an --arch that matches nothing would otherwise read as "no kernels").
     """
+    images = _all_images(data, where)
+    if arch is None:
+        return images
+    present = sorted({image.arch for image in images if image.kind == "cubin"})
+    if arch not in present:
+        raise InputError(f"{where}: no cubin for {arch} (the file has {', '.join(present) or 'none'})")
+    return [image for image in images if image.arch == arch]
+
+
+def _all_images(data: bytes, where: str) -> list[Image]:
     if is_cubin(data):
         cubin = Cubin(data, where)
         return [Image("cubin", cubin.arch, 0, data, where)]
@@ -193,14 +205,6 @@ def find_images(data: bytes, where: str) -> list[Image]:
     return images
 
 
-def check_arch(images: list[Image], arch: str | None, where: str) -> None:
-    """InputError when ``arch`` is given and no cubin of the file is for it, naming the ones there are (an --arch
-    that matches nothing would otherwise read as "no kernels")."""
-    present = sorted({image.arch for image in images if image.kind == "cubin"})
-    if arch is not None and arch not in present:
-        raise InputError(f"{where}: no cubin for {arch} (the file has {', '.join(present) or 'none'})")
-
-
 def normalize_arch(arch: str | None) -> str | None:
     """``--arch`` as the images name architectures: "90a", "SM_90A" and "sm_90a" are "sm_90a"."""
     if arch is None:
@@ -212,13 +216,5 @@ def normalize_arch(arch: str | None) -> str | None:
 def cubins(data: bytes, where: str, arch: str | None = None) -> list[tuple[Image, Cubin]]:
     """The readable cubins of a file (optionally only those for ``arch``: InputError if it has none), each with
     its image."""
-    out = []
-    images = find_images(data, where)
-    check_arch(images, arch, where)
-    for image in images:
-        if image.kind != "cubin" or image.data is None:
-            continue
-        if arch is not None and image.arch != arch:
-            continue
-        out.append((image, image.cubin()))
-    return out
+    return [(image, image.cubin()) for image in find_images(data, where, arch)
+            if image.kind == "cubin" and image.data is not None]

@@ -15,7 +15,7 @@ from pathlib import Path
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
 from mscred.sass.cubin import Cubin, Kernel
-from mscred.sass.fatbin import Image, check_arch, find_images
+from mscred.sass.fatbin import Image, find_images
 from mscred.sass.isa import KNOWN_FIELDS, Instruction, set_field
 from mscred.sass.toolchain import disassemble, nvdisasm_error
 
@@ -56,14 +56,13 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
                  arch: str | None = None, at: int | None = None, instruction: str | None = None,
                  grep: str | None = None) -> tuple[list[Match], tuple[int, int]]:
     """Instructions of ``kernel`` in every patchable cubin of ``data`` whose field equals ``old``."""
-    images = find_images(data, where)
-    check_arch(images, arch, where)
+    images = find_images(data, where, arch)
     matches: list[Match] = []
     seen_kernel = False
     compressed_with_kernel = []
     used_bits = bits
     for image in images:
-        if image.kind != "cubin" or (arch is not None and image.arch != arch):
+        if image.kind != "cubin":
             continue
         if image.data is None:
             compressed_with_kernel.append(image)
