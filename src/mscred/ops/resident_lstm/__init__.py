@@ -118,5 +118,6 @@ def is_available() -> tuple[bool, str]:
                for level, ch, hw in levels if not fits(ch, hw, device)]
     if len(too_big) == len(levels):
         return False, f"built, but no level of the default model fits here at 30 sensors ({'; '.join(too_big)})"
-    return True, "CUDA kernel built" + (f"; at 30 sensors {'; '.join(too_big)}: the Triton kernels run that level" if too_big
-                                        else "; levels 1 and 2 of the default model at 30 sensors fit")
+    fit = (f"; at 30 sensors {'; '.join(too_big)}: the Triton kernels run that level" if too_big
+           else "; levels 1 and 2 of the default model at 30 sensors fit")
+    return True, "CUDA kernel built" + fit
