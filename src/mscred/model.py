@@ -24,6 +24,7 @@ from mscred import level_streams, ops
 from mscred.config import ModelConfig
 from mscred.ops import AUTO, subpixel
 from mscred.ops.convlstm_sliding import convlstm_sliding
+from mscred.ops.lstm_attention import resident_attention
 from mscred.ops.padding import pad_copy
 from mscred.ops.reference import same_padding
 from mscred.ops.triton import small_conv
@@ -203,6 +204,10 @@ class AttnConvLSTM(nn.Module):
         nn.init.xavier_uniform_(self.weight)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
+        if self.backend == "fused" and runs_fused(x):  # bf16 inference of levels 1-2: one kernel, where it runs
+            fused = resident_attention(x, self.weight, self.bias, self.forget_bias)
+            if fused is not None:
+                return fused
         h = ops.convlstm(x, self.weight, self.bias, self.forget_bias, backend=self.backend)  # (B, T, C, H, W)
         return ops.temporal_attention(h, backend=self.backend)                              # (B, C, H, W)
 
@@ -212,7 +217,10 @@ class AttnConvLSTM(nn.Module):
         ``ops.convlstm_sliding`` does, in PyTorch ops. ``out``: where to write the attention output (the channel
         slice of the decoder's concatenation buffer); returned."""
         fused = self.backend == "fused" and runs_fused(x)
-        if fused:
+        if fused:  # bf16 levels 1-2: the ConvLSTM and the attention in one kernel, where it runs
+            one_kernel = resident_attention(x, self.weight, self.bias, self.forget_bias, out)
+            if one_kernel is not None:
+                return one_kernel
             h = ops.convlstm(x, self.weight, self.bias, self.forget_bias, backend=self.backend)
         else:
             h = convlstm_sliding(x, self.weight, self.bias, self.forget_bias)

@@ -28,6 +28,7 @@ from mscred.ops.triton.runtime import switched_off
 
 # Hidden channels -> the most pixels (H * W) a block takes: the kMaxPixels of resident_lstm.h.
 MAX_PIXELS = {32: 1024, 64: 256}
+MAX_ATTENTION_STEPS = 8  # the most steps of the fused attention (run_attention): kMaxAttentionSteps
 KERNEL = 2  # the ConvLSTM kernel size it is written for (four taps)
 _SRC = Path(__file__).resolve().parent
 
@@ -84,6 +85,26 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out: torch.Tens
     _extension().forward(gx, bias.float().contiguous(), packed_weight(w_h), out, pads[0], pads[2], float(forget_bias))
 
 
+def run_attention(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out: torch.Tensor, pads,
+                  forget_bias: float) -> None:
+    """``run``'s level with its temporal attention finished in the same kernel: each window's attention output
+    into ``out`` (B, Ch, H, W) (``attention_output_fits``) instead of every h_t; at most MAX_ATTENTION_STEPS steps.
+    """
+    _extension().forward_attention(gx, bias.float().contiguous(), packed_weight(w_h), out, pads[0], pads[2],
+                                   float(forget_bias))
+
+
+def attention_output_fits(out: torch.Tensor) -> bool:
+    """Whether the kernel writes its attention output into ``out`` (B, Ch, H, W) as it is: bf16, channels
+    contiguous, the pixels at one stride (a channel slice of a channels-last buffer, as the decoder's concatenation
+    buffer), 16-byte stores (strides in multiples of 8, aligned data)."""
+    B, _, H, W = out.shape
+    pixel = out.stride(3)
+    return (out.dtype == torch.bfloat16 and out.stride(1) == 1 and (H == 1 or out.stride(2) == W * pixel)
+            and (H * W == 1 or pixel % 8 == 0) and (B == 1 or out.stride(0) % 8 == 0)
+            and out.data_ptr() % 16 == 0)
+
+
 def is_available() -> tuple[bool, str]:
     """Whether the kernel works here: builds the extension if needed and runs one small level (two windows of 3
     steps, 32 channels, 5 x 5, through the fused op as scoring calls it) against the float64 reference."""
@@ -104,12 +125,18 @@ def is_available() -> tuple[bool, str]:
         w = torch.randn(128, 64, 2, 2, generator=g, dtype=torch.float64) / 16
         b = torch.randn(128, generator=g, dtype=torch.float64) * 0.5
         low = [t.cuda().to(torch.bfloat16) for t in (x, w, b)]
+        from mscred.ops.lstm_attention import resident_attention
         with torch.no_grad():
             out = fused.convlstm_fused(*low, 1.0, "nhwc", False)[0]
+            attention = resident_attention(*low, 1.0)  # None where MSCRED_RESIDENT_ATTENTION=0
         expect = reference.convlstm(x, w, b, 1.0)
-        err = ((out.double().cpu() - expect).norm() / expect.norm()).item()
-        if not err < 2e-2:
-            return False, f"built, but a test level is off by {err:.3g} (relative)"
+        checks = [("a test level", out, expect)]
+        if attention is not None:
+            checks.append(("its fused attention", attention, reference.temporal_attention(expect)))
+        for what, got, want in checks:
+            err = ((got.double().cpu() - want).norm() / want.norm()).item()
+            if not err < 2e-2:
+                return False, f"built, but {what} is off by {err:.3g} (relative)"
     except Exception as err:  # noqa: BLE001
         return False, str(err)
     levels = ((1, 32, 900), (2, 64, 225))  # the default model's levels 1-2 at 30 sensors
@@ -120,4 +147,5 @@ def is_available() -> tuple[bool, str]:
         return False, f"built, but no level of the default model fits here at 30 sensors ({'; '.join(too_big)})"
     fit = (f"; at 30 sensors {'; '.join(too_big)}: the Triton kernels run that level" if too_big
            else "; levels 1 and 2 of the default model at 30 sensors fit")
-    return True, "CUDA kernel built" + fit
+    attention = "with the attention fused" if len(checks) == 2 else "the attention apart (MSCRED_RESIDENT_ATTENTION=0)"
+    return True, f"CUDA kernel built, {attention}{fit}"

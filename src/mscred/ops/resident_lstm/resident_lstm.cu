@@ -133,6 +133,16 @@ __device__ __forceinline__ uint32_t float2_to_bf16x2(float lo, float hi) {
   return v;
 }
 
+__device__ __forceinline__ void bf16x8_to_floats(const uint4& v, float (&f)[8]) {
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 pair = bf16x2_to_float2(w[i]);
+    f[2 * i] = pair.x;
+    f[2 * i + 1] = pair.y;
+  }
+}
+
 // The 16-byte chunk of a map row (pixel) that chunk c is stored at: XOR-swizzled by the pixel so that the eight rows
 // of an ldmatrix (eight consecutive pixels, or the zero row) fall in distinct bank groups.
 template <int CHUNKS>
@@ -144,6 +154,7 @@ __device__ __forceinline__ int h_chunk(int pixel, int c) {
 template <int CH>
 __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(ResidentParams p) {
   constexpr int kWarps = warps_of<CH>(), kThreads = kWarps * 32;
+  static_assert(kWarps <= kMaxWarps, "the attention's per-warp partials are sized for kMaxWarps");
   constexpr int G4 = 4 * CH;          // gate columns (n): blocks i, g, f, o of CH each
   constexpr int KSTEPS = G4 / 16;     // k16 steps over K = 2 x 2 taps x CH, k = (ky * 2 + kx) * CH + ci
   constexpr int H_CHUNKS = CH / 8;    // 16-byte chunks of a map row
@@ -160,6 +171,8 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   const int HW = p.H * p.W;
   const int map_elems = (HW + 2) * CH;  // + the zero row at pixel HW, + a row the pixels past HW write to
   uint4* cells = reinterpret_cast<uint4*>(maps + 2 * map_elems);  // [unit][row half][lane]: 8 float16 c
+  const int tiles = (HW + 15) / 16;
+  float* warp_scores = reinterpret_cast<float*>(cells + tiles * GROUPS * 2 * 32);  // [warp][step], the attention's
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // MMA column n = j * CH + group * 32 + q * 8 + c (gate j, n8 tile q, column c) holds hidden channel
@@ -177,7 +190,6 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   }
   __syncthreads();
 
-  const int tiles = (HW + 15) / 16;
   const int quad = lane >> 2, lane_ch = (lane & 3) * 8;  // accumulator row (and row + 8); first of 8 channels
   // This lane's B address for ldmatrix: matrix m = lane >> 3 is (n8 tile 2np + (m >> 1), k half m & 1), row lane & 7.
   const int brow = lane & 7, bm = lane >> 3;
@@ -249,10 +261,97 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
     }
   };
 
+  // Each 16-byte chunk of a map (pixel, 8 channels) to global memory in channel order, by every thread.
+  auto copy_map = [&](const __nv_bfloat16* from, __nv_bfloat16* to) {
+    for (int i = tid; i < HW * H_CHUNKS; i += kThreads) {
+      const int pix = i / H_CHUNKS, c = i % H_CHUNKS;
+      const uint4 v = *reinterpret_cast<const uint4*>(from + pix * CH + h_chunk<H_CHUNKS>(pix, c) * 8);
+      *reinterpret_cast<uint4*>(to + pix * CH + c * 8) = v;
+    }
+  };
+
+  // The fused temporal attention of window b (p.attn): the scores <h_t, h_T> / T in float32 (each thread's
+  // chunks, the warps' sums, then every thread adds the warps' partials from shared memory), their softmax, and the
+  // weighted sum of the maps into p.attn; a second pass over the maps, as the Triton attention kernel makes (the
+  // scores need all of h_T first). h_T and h_{T-1} are the block's two maps, the earlier ones its scratch slot
+  // (written at their steps by this block, so read through L2: ld.global.cg).
+  const int T = p.T;
+  __nv_bfloat16* const scratch = p.scratch + static_cast<long long>(blockIdx.x) * max(T - 2, 0) * HW * CH;
+  auto attend = [&](long long b, const __nv_bfloat16* h_last, const __nv_bfloat16* h_prev) {
+    auto chunk = [&](int t, int pix, int c, float (&f)[8]) {
+      uint4 v;
+      if (t == T - 1) {
+        v = *reinterpret_cast<const uint4*>(h_last + pix * CH + h_chunk<H_CHUNKS>(pix, c) * 8);
+      } else if (t == T - 2) {
+        v = *reinterpret_cast<const uint4*>(h_prev + pix * CH + h_chunk<H_CHUNKS>(pix, c) * 8);
+      } else {
+        v = __ldcg(reinterpret_cast<const uint4*>(scratch + (static_cast<long long>(t) * HW + pix) * CH + c * 8));
+      }
+      bf16x8_to_floats(v, f);
+    };
+    float score[kMaxAttentionSteps] = {};
+#pragma unroll 2
+    for (int i = tid; i < HW * H_CHUNKS; i += kThreads) {
+      const int pix = i / H_CHUNKS, c = i % H_CHUNKS;
+      float last[8];
+      chunk(T - 1, pix, c, last);
+#pragma unroll
+      for (int t = 0; t < kMaxAttentionSteps; ++t) {
+        if (t < T) {
+          float h[8];
+          chunk(t, pix, c, h);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) score[t] = fmaf(h[e], last[e], score[t]);
+        }
+      }
+    }
+#pragma unroll
+    for (int t = 0; t < kMaxAttentionSteps; ++t) {
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) score[t] += __shfl_xor_sync(0xffffffffu, score[t], o);
+      if (lane == 0) warp_scores[warp * kMaxAttentionSteps + t] = score[t];
+    }
+    __syncthreads();
+    float weight[kMaxAttentionSteps], top = -INFINITY, total = 0.f;
+#pragma unroll
+    for (int t = 0; t < kMaxAttentionSteps; ++t) {
+      float s = 0.f;
+      for (int w = 0; w < kWarps; ++w) s += warp_scores[w * kMaxAttentionSteps + t];
+      weight[t] = s / static_cast<float>(T);  // divided by T as the attention kernel does (not times 1/T)
+      if (t < T) top = fmaxf(top, weight[t]);
+    }
+#pragma unroll
+    for (int t = 0; t < kMaxAttentionSteps; ++t) {
+      weight[t] = t < T ? expf(weight[t] - top) : 0.f;
+      total += weight[t];
+    }
+#pragma unroll
+    for (int t = 0; t < kMaxAttentionSteps; ++t) weight[t] /= total;
+    __nv_bfloat16* dst = p.attn + b * p.attn_sb;
+#pragma unroll 2
+    for (int i = tid; i < HW * H_CHUNKS; i += kThreads) {
+      const int pix = i / H_CHUNKS, c = i % H_CHUNKS;
+      float acc[8] = {};
+#pragma unroll
+      for (int t = 0; t < kMaxAttentionSteps; ++t) {
+        if (t < T) {
+          float h[8];
+          chunk(t, pix, c, h);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[e] = fmaf(weight[t], h[e], acc[e]);
+        }
+      }
+      *reinterpret_cast<uint4*>(dst + pix * p.attn_sp + c * 8) =
+          make_uint4(float2_to_bf16x2(acc[0], acc[1]), float2_to_bf16x2(acc[2], acc[3]),
+                     float2_to_bf16x2(acc[4], acc[5]), float2_to_bf16x2(acc[6], acc[7]));
+    }
+    __syncthreads();  // the next window overwrites the maps, the scratch slot and the warps' partials
+  };
+
   long long b = blockIdx.x;
   int step = 0;  // steps done by this block: the map written at a step is maps[step & 1]
   for (; b < p.B; b += gridDim.x) {
-    for (int t = 0; t < p.T; ++t, ++step) {
+    for (int t = 0; t < T; ++t, ++step) {
       __nv_bfloat16* h_out = maps + (step & 1) * map_elems;
       const __nv_bfloat16* h_in = maps + ((step + 1) & 1) * map_elems;
       const __nv_bfloat16* gx_step = p.gx + b * p.gx_sb + t * p.gx_st;
@@ -337,11 +436,12 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
         }
       }
       __syncthreads();  // h_t complete: the next step reads it, and it is copied out now
-      __nv_bfloat16* dst = p.out + b * p.out_sb + static_cast<long long>(t) * p.out_st;
-      for (int i = tid; i < HW * H_CHUNKS; i += kThreads) {
-        const int pix = i / H_CHUNKS, c = i % H_CHUNKS;
-        const uint4 v = *reinterpret_cast<const uint4*>(h_out + pix * CH + h_chunk<H_CHUNKS>(pix, c) * 8);
-        *reinterpret_cast<uint4*>(dst + pix * CH + c * 8) = v;
+      if (p.attn == nullptr) {
+        copy_map(h_out, p.out + b * p.out_sb + static_cast<long long>(t) * p.out_st);
+      } else if (t < T - 2) {  // h_{T-1} and h_T stay in the maps for the attention
+        copy_map(h_out, scratch + static_cast<long long>(t) * HW * CH);
+      } else if (t == T - 1) {
+        attend(b, h_out, h_in);
       }
       // The map written next step (maps[(step + 1) & 1]) was last read before the barrier above: no second one.
     }
@@ -374,7 +474,7 @@ cudaError_t launch(const ResidentParams& p, int sms, cudaStream_t stream) {
   auto kernel = window_lstm_resident<CH>;
   cudaError_t err = allow_shared_memory<CH>(smem);
   if (err != cudaSuccess) return err;
-  const int grid = p.B < sms ? p.B : sms;
+  const int grid = grid_of(p.B, sms);
   kernel<<<grid, warps_of<CH>() * 32, smem, stream>>>(p);
   return cudaGetLastError();
 }
@@ -384,11 +484,12 @@ cudaError_t launch(const ResidentParams& p, int sms, cudaStream_t stream) {
 size_t shared_bytes(int ch, int hw) {
   const size_t tiles = (hw + 15) / 16;
   return sizeof(__nv_bfloat16) * (16 * ch * ch + 2 * (hw + 2) * ch) + sizeof(float) * 4 * ch +
-         sizeof(__half2) * tiles * (ch / 32) * 8 * 32;
+         sizeof(__half2) * tiles * (ch / 32) * 8 * 32 + sizeof(float) * kMaxWarps * kMaxAttentionSteps;
 }
 
 cudaError_t window_lstm_resident_forward(const ResidentParams& p, int ch, int sms, cudaStream_t stream) {
   if (p.B <= 0 || p.T <= 0) return cudaSuccess;
+  if (p.attn != nullptr && p.T > kMaxAttentionSteps) return cudaErrorInvalidValue;
   if (ch == 32 && p.H * p.W <= kMaxPixels32) return launch<32>(p, sms, stream);
   if (ch == 64 && p.H * p.W <= kMaxPixels64) return launch<64>(p, sms, stream);
   return cudaErrorInvalidValue;

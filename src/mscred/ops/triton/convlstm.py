@@ -230,16 +230,20 @@ def run_cast(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
     time. The bias is not cast under autocast: the cell kernel adds it in float32 and its gradient comes back in
     float32 (no bf16 rounding of either, two kernels fewer).
     """
-    device_type = x.device.type
-    autocasting = torch.is_autocast_enabled(device_type)
-    with torch.autocast(device_type, enabled=False):
-        if autocasting:
-            dtype = torch.get_autocast_dtype(device_type)
-            x, weight, bias = x.to(dtype), weight.to(dtype), bias.contiguous()
-        else:
-            weight, bias = weight.to(x.dtype), bias.to(x.dtype).contiguous()
+    x, weight, bias = cast_inputs(x, weight, bias)
+    with torch.autocast(x.device.type, enabled=False):
         save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
         return convlstm_fused(x, weight, bias, float(forget_bias), _layout(), save)[0]
+
+
+def cast_inputs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
+    """(x, weight, bias) as the fused op takes them: under autocast x and the weight in the autocast dtype and the
+    bias as it is (float32 master), else the weight and bias in x's dtype (see ``run_cast``)."""
+    device_type = x.device.type
+    if torch.is_autocast_enabled(device_type):
+        dtype = torch.get_autocast_dtype(device_type)
+        return x.to(dtype), weight.to(dtype), bias.contiguous()
+    return x, weight.to(x.dtype), bias.to(x.dtype).contiguous()
 
 
 # ----------------------------------------------------------------------------------------------------------------
