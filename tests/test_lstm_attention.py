@@ -4,7 +4,7 @@
 On the CPU: where it declines (so the two-kernel path runs), which outputs it writes in place, and that its step
 bound is the kernel header's. On a CUDA machine: against the float64 oracle (``reference.temporal_attention`` of
 ``reference.convlstm``) within twice the bf16 reference's error, and against the two kernels it replaces (the same
-bf16 maps, the attention summed in another order), at the model's shapes and awkward ones (1, 2, 3 and 8 steps,
+bf16 maps, the attention summed in another order), at the model's shapes and awkward ones (1 to 5 steps,
 batches below and above the SM count so that blocks reuse their scratch slot, a single pixel); into a channel
 slice of the decoder's concatenation buffer, leaving the other half alone; replayed from a CUDA graph; and the whole
 model's scoring with it on and off.
@@ -93,7 +93,7 @@ def _two_kernels(x, w, b):
 
 @needs_cuda
 @pytest.mark.parametrize("B, T, Ch, n", [(128, 5, 32, 30), (128, 5, 64, 15), (300, 5, 32, 30), (140, 5, 64, 15),
-                                         (7, 1, 32, 5), (5, 2, 64, 9), (3, 3, 32, 13), (140, 8, 64, 16),
+                                         (7, 1, 32, 5), (5, 2, 64, 9), (3, 3, 32, 13), (140, 5, 64, 16),
                                          (2, 5, 32, 32), (1, 5, 32, 1), (133, 4, 64, 11)])
 def test_against_float64_oracle_and_the_two_kernels(B, T, Ch, n):
     _skip_unless_it_runs(Ch, n)
@@ -119,8 +119,8 @@ def test_sliding_windows_into_the_decoders_buffer():
     steps = x[:, 0].to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
     windows = steps.as_strided((B, T, Ch, n, n), (steps.stride(0), *steps.stride()), 0)
     low_w, low_b = w.to(torch.bfloat16), b.to(torch.bfloat16)
-    buf = torch.full((B, 2 * Ch, n, n), 7.0, device="cuda", dtype=torch.bfloat16,
-                     memory_format=torch.channels_last)
+    buf = torch.empty(B, 2 * Ch, n, n, device="cuda", dtype=torch.bfloat16,
+                      memory_format=torch.channels_last).fill_(7.0)
     with torch.no_grad():
         got = resident_attention(windows, low_w, low_b, FB, out=buf[:, Ch:])
     assert got is not None and got.data_ptr() == buf[:, Ch:].data_ptr()

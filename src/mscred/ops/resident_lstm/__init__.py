@@ -28,7 +28,7 @@ from mscred.ops.triton.runtime import switched_off
 
 # Hidden channels -> the most pixels (H * W) a block takes: the kMaxPixels of resident_lstm.h.
 MAX_PIXELS = {32: 1024, 64: 256}
-MAX_ATTENTION_STEPS = 8  # the most steps of the fused attention (run_attention): kMaxAttentionSteps
+MAX_ATTENTION_STEPS = 5  # the most steps of the fused attention (run_attention): kMaxAttentionSteps
 KERNEL = 2  # the ConvLSTM kernel size it is written for (four taps)
 _SRC = Path(__file__).resolve().parent
 

@@ -273,77 +273,123 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   // The fused temporal attention of window b (p.attn): the scores <h_t, h_T> / T in float32 (each thread's
   // chunks, the warps' sums, then every thread adds the warps' partials from shared memory), their softmax, and the
   // weighted sum of the maps into p.attn; a second pass over the maps, as the Triton attention kernel makes (the
-  // scores need all of h_T first). h_T and h_{T-1} are the block's two maps, the earlier ones its scratch slot
-  // (written at their steps by this block, so read through L2: ld.global.cg).
-  const int T = p.T;
-  __nv_bfloat16* const scratch = p.scratch + static_cast<long long>(blockIdx.x) * max(T - 2, 0) * HW * CH;
+  // scores need all of h_T first). h_T and h_{T-1} are the block's two maps, the earlier ones (`stored`) its scratch
+  // slot, written at their steps by this block and read back through L2 (ld.global.cg). The block's tensor cores
+  // idle meanwhile, so the L2 loads of kBatch chunks per thread are all issued before any is used: one after the
+  // other (each chunk's loads, then its arithmetic) their latencies added up to ~37 us per window at level 1
+  // (results/lstm_attention/: the kernel 2.39 -> 3.40 ms, slower than the attention kernel it saved).
+  const int T = p.T, stored = T - 2;
+  __nv_bfloat16* const scratch = p.scratch + static_cast<long long>(blockIdx.x) * max(stored, 0) * HW * CH;
   auto attend = [&](long long b, const __nv_bfloat16* h_last, const __nv_bfloat16* h_prev) {
-    auto chunk = [&](int t, int pix, int c, float (&f)[8]) {
-      uint4 v;
-      if (t == T - 1) {
-        v = *reinterpret_cast<const uint4*>(h_last + pix * CH + h_chunk<H_CHUNKS>(pix, c) * 8);
-      } else if (t == T - 2) {
-        v = *reinterpret_cast<const uint4*>(h_prev + pix * CH + h_chunk<H_CHUNKS>(pix, c) * 8);
-      } else {
-        v = __ldcg(reinterpret_cast<const uint4*>(scratch + (static_cast<long long>(t) * HW + pix) * CH + c * 8));
+    // Chunks per thread whose loads go out together: 4 at 64 channels (8 warps, up to 255 registers), 2 at 32
+    // (12 warps, 168 registers: at 4 ptxas spilled in the MMA loop).
+    constexpr int kBatch = CH == 64 ? 4 : 2, kStored = kMaxAttentionSteps - 2;
+    const int n_chunks = HW * H_CHUNKS;
+    // The chunks of a batch (clamped to the last: the ones past it are loaded but not used) and their loads.
+    auto load_batch = [&](int i0, int (&at)[kBatch][2], uint4 (&old)[kBatch][kStored], uint4 (&prev)[kBatch],
+                          uint4 (&last)[kBatch]) {
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int i = min(i0 + u * kThreads, n_chunks - 1), pix = i / H_CHUNKS, c = i % H_CHUNKS;
+        at[u][0] = pix;
+        at[u][1] = c;
+        const __nv_bfloat16* from = scratch + static_cast<long long>(pix) * CH + c * 8;
+#pragma unroll
+        for (int t = 0; t < kStored; ++t) {
+          if (t < stored) old[u][t] = __ldcg(reinterpret_cast<const uint4*>(from + static_cast<long long>(t) * HW * CH));
+        }
+        const int swizzled = pix * CH + h_chunk<H_CHUNKS>(pix, c) * 8;
+        prev[u] = T > 1 ? *reinterpret_cast<const uint4*>(h_prev + swizzled) : make_uint4(0, 0, 0, 0);
+        last[u] = *reinterpret_cast<const uint4*>(h_last + swizzled);
       }
-      bf16x8_to_floats(v, f);
     };
-    float score[kMaxAttentionSteps] = {};
-#pragma unroll 2
-    for (int i = tid; i < HW * H_CHUNKS; i += kThreads) {
-      const int pix = i / H_CHUNKS, c = i % H_CHUNKS;
-      float last[8];
-      chunk(T - 1, pix, c, last);
+    float score[kStored] = {}, score_prev = 0.f, score_last = 0.f;
+    for (int i0 = tid; i0 < n_chunks; i0 += kBatch * kThreads) {
+      int at[kBatch][2];
+      uint4 old[kBatch][kStored], prev[kBatch], last[kBatch];
+      load_batch(i0, at, old, prev, last);
 #pragma unroll
-      for (int t = 0; t < kMaxAttentionSteps; ++t) {
-        if (t < T) {
-          float h[8];
-          chunk(t, pix, c, h);
+      for (int u = 0; u < kBatch; ++u) {
+        if (i0 + u * kThreads >= n_chunks) break;
+        float hl[8], h[8];
+        bf16x8_to_floats(last[u], hl);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) score[t] = fmaf(h[e], last[e], score[t]);
+        for (int t = 0; t < kStored; ++t) {
+          if (t < stored) {
+            bf16x8_to_floats(old[u][t], h);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) score[t] = fmaf(h[e], hl[e], score[t]);
+          }
+        }
+        bf16x8_to_floats(prev[u], h);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          score_prev = fmaf(h[e], hl[e], score_prev);
+          score_last = fmaf(hl[e], hl[e], score_last);
         }
       }
     }
+    // The warps' partials: slot t of a warp's row holds step t (the scratch steps, then T - 2 and T - 1).
+    auto warp_sum = [&](float v) {
 #pragma unroll
-    for (int t = 0; t < kMaxAttentionSteps; ++t) {
+      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      return v;
+    };
+    float* row = warp_scores + warp * kMaxAttentionSteps;
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) score[t] += __shfl_xor_sync(0xffffffffu, score[t], o);
-      if (lane == 0) warp_scores[warp * kMaxAttentionSteps + t] = score[t];
+    for (int t = 0; t < kStored; ++t) {
+      if (t < stored) {
+        const float v = warp_sum(score[t]);
+        if (lane == 0) row[t] = v;
+      }
+    }
+    score_prev = warp_sum(score_prev);
+    score_last = warp_sum(score_last);
+    if (lane == 0) {
+      if (T > 1) row[T - 2] = score_prev;
+      row[T - 1] = score_last;
     }
     __syncthreads();
-    float weight[kMaxAttentionSteps], top = -INFINITY, total = 0.f;
-#pragma unroll
-    for (int t = 0; t < kMaxAttentionSteps; ++t) {
+    auto step_score = [&](int t) {  // divided by T as the attention kernel does (not times 1/T)
       float s = 0.f;
       for (int w = 0; w < kWarps; ++w) s += warp_scores[w * kMaxAttentionSteps + t];
-      weight[t] = s / static_cast<float>(T);  // divided by T as the attention kernel does (not times 1/T)
-      if (t < T) top = fmaxf(top, weight[t]);
-    }
+      return s / static_cast<float>(T);
+    };
+    float top = -INFINITY, total = 0.f;
+    for (int t = 0; t < T; ++t) top = fmaxf(top, step_score(t));
+    for (int t = 0; t < T; ++t) total += expf(step_score(t) - top);
+    auto weight_of = [&](int t) { return expf(step_score(t) - top) / total; };
+    float weight[kStored];
 #pragma unroll
-    for (int t = 0; t < kMaxAttentionSteps; ++t) {
-      weight[t] = t < T ? expf(weight[t] - top) : 0.f;
-      total += weight[t];
-    }
-#pragma unroll
-    for (int t = 0; t < kMaxAttentionSteps; ++t) weight[t] /= total;
+    for (int t = 0; t < kStored; ++t) weight[t] = t < stored ? weight_of(t) : 0.f;
+    const float weight_prev = T > 1 ? weight_of(T - 2) : 0.f, weight_last = weight_of(T - 1);
     __nv_bfloat16* dst = p.attn + b * p.attn_sb;
-#pragma unroll 2
-    for (int i = tid; i < HW * H_CHUNKS; i += kThreads) {
-      const int pix = i / H_CHUNKS, c = i % H_CHUNKS;
-      float acc[8] = {};
+    for (int i0 = tid; i0 < n_chunks; i0 += kBatch * kThreads) {
+      int at[kBatch][2];
+      uint4 old[kBatch][kStored], prev[kBatch], last[kBatch];
+      load_batch(i0, at, old, prev, last);
 #pragma unroll
-      for (int t = 0; t < kMaxAttentionSteps; ++t) {
-        if (t < T) {
-          float h[8];
-          chunk(t, pix, c, h);
+      for (int u = 0; u < kBatch; ++u) {
+        if (i0 + u * kThreads >= n_chunks) break;
+        float acc[8], h[8];
+        bf16x8_to_floats(last[u], h);
 #pragma unroll
-          for (int e = 0; e < 8; ++e) acc[e] = fmaf(weight[t], h[e], acc[e]);
+        for (int e = 0; e < 8; ++e) acc[e] = weight_last * h[e];
+        bf16x8_to_floats(prev[u], h);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = fmaf(weight_prev, h[e], acc[e]);
+#pragma unroll
+        for (int t = 0; t < kStored; ++t) {
+          if (t < stored) {
+            bf16x8_to_floats(old[u][t], h);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) acc[e] = fmaf(weight[t], h[e], acc[e]);
+          }
         }
+        *reinterpret_cast<uint4*>(dst + at[u][0] * p.attn_sp + at[u][1] * 8) =
+            make_uint4(float2_to_bf16x2(acc[0], acc[1]), float2_to_bf16x2(acc[2], acc[3]),
+                       float2_to_bf16x2(acc[4], acc[5]), float2_to_bf16x2(acc[6], acc[7]));
       }
-      *reinterpret_cast<uint4*>(dst + pix * p.attn_sp + c * 8) =
-          make_uint4(float2_to_bf16x2(acc[0], acc[1]), float2_to_bf16x2(acc[2], acc[3]),
-                     float2_to_bf16x2(acc[4], acc[5]), float2_to_bf16x2(acc[6], acc[7]));
     }
     __syncthreads();  // the next window overwrites the maps, the scratch slot and the warps' partials
   };

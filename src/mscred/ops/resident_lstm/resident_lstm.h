@@ -15,8 +15,10 @@ namespace mscred_resident {
 constexpr int kMaxPixels32 = 1024;
 constexpr int kMaxPixels64 = 256;
 
-// The most steps T the fused temporal attention takes (its per-thread partial scores are registers); MSCRED uses 5.
-constexpr int kMaxAttentionSteps = 8;
+// The most steps T the fused temporal attention takes: MSCRED's 5 (longer windows keep the two kernels). Its loads of
+// the T - 2 scratch maps for two chunks per thread are registers: sized for 8 steps, ptxas spilled in the MMA loop
+// at 32 channels (12 warps, 168 registers per thread).
+constexpr int kMaxAttentionSteps = 5;
 // The most warps a block has (the attention's per-warp score partials take kMaxWarps x kMaxAttentionSteps floats).
 constexpr int kMaxWarps = 16;
 
