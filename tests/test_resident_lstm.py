@@ -54,14 +54,19 @@ def test_compiles_without_spills_on_tensor_cores(flags, tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
-def test_pair_variant_compiles(tmp_path):
-    """The not-yet-measured A/B switch MSCRED_RESIDENT_PAIR=1 (two-tile units) builds for Hopper with tensor-core
-    MMAs, so that a device call can time it (ptxas spills a few bytes at 64 channels: measured there, not here)."""
-    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], "-DMSCRED_RESIDENT_PAIR=1", f"-I{resident_lstm._SRC}",
-           "-ptx", str(SRC), "-o", str(tmp_path / "pair.ptx")]
+@pytest.mark.parametrize("flag", ["-DMSCRED_RESIDENT_PAIR=1", "-DMSCRED_RESIDENT_SCRATCH_HINT=1"])
+def test_ab_variants_compile(flag, tmp_path):
+    """The A/B switches a device call times build for Hopper with tensor-core MMAs: two-tile units (measured
+    slower, results/resident_pair/; ptxas spills a few bytes at 64 channels) and the attention scratch's L2
+    evict-last hints (PTX that ptxas must accept)."""
+    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], flag, f"-I{resident_lstm._SRC}", "-c", str(SRC),
+           "-o", str(tmp_path / "variant.o"), "--keep", f"--keep-dir={tmp_path}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in (tmp_path / "pair.ptx").read_text()
+    ptx = "".join(p.read_text() for p in tmp_path.glob("*.ptx"))
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
+    if "HINT" in flag:
+        assert "L2::cache_hint" in ptx and "createpolicy.fractional.L2::evict_last" in ptx
 
 
 # ----------------------------------------------------------------------------------------------------------------

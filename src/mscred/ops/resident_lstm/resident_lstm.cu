@@ -143,6 +143,42 @@ __device__ __forceinline__ void bf16x8_to_floats(const uint4& v, float (&f)[8]) 
   }
 }
 
+// MSCRED_RESIDENT_SCRATCH_HINT 1 marks the fused attention's scratch maps evict-last in L2 (store and load cache
+// hints): between a map's store and its loads at the window's end the SMs stream ~30 MB of input gates through L2,
+// and the epilogue's loads waited ~1.5 us a round, more like HBM's latency than L2's (results/
+// lstm_attention_batched/). An A/B switch as the ones above.
+#ifndef MSCRED_RESIDENT_SCRATCH_HINT
+#define MSCRED_RESIDENT_SCRATCH_HINT 0
+#endif
+
+__device__ __forceinline__ void store_scratch(void* to, const uint4& v) {
+#if MSCRED_RESIDENT_SCRATCH_HINT
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("st.global.L2::cache_hint.v4.u32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(to), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w), "l"(policy)
+               : "memory");
+#else
+  *reinterpret_cast<uint4*>(to) = v;
+#endif
+}
+
+// A scratch map's chunk, through L2 (written by other threads of the block before a barrier).
+__device__ __forceinline__ uint4 load_scratch(const void* from) {
+#if MSCRED_RESIDENT_SCRATCH_HINT
+  uint64_t policy;
+  uint4 v;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("ld.global.cg.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(from), "l"(policy)
+               : "memory");
+  return v;
+#else
+  return __ldcg(reinterpret_cast<const uint4*>(from));
+#endif
+}
+
 // The 16-byte chunk of a map row (pixel) that chunk c is stored at: XOR-swizzled by the pixel so that the eight rows
 // of an ldmatrix (eight consecutive pixels, or the zero row) fall in distinct bank groups.
 template <int CHUNKS>
@@ -262,11 +298,15 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   };
 
   // Each 16-byte chunk of a map (pixel, 8 channels) to global memory in channel order, by every thread.
-  auto copy_map = [&](const __nv_bfloat16* from, __nv_bfloat16* to) {
+  auto copy_map = [&](const __nv_bfloat16* from, __nv_bfloat16* to, bool scratch_map) {
     for (int i = tid; i < HW * H_CHUNKS; i += kThreads) {
       const int pix = i / H_CHUNKS, c = i % H_CHUNKS;
       const uint4 v = *reinterpret_cast<const uint4*>(from + pix * CH + h_chunk<H_CHUNKS>(pix, c) * 8);
-      *reinterpret_cast<uint4*>(to + pix * CH + c * 8) = v;
+      if (scratch_map) {
+        store_scratch(to + pix * CH + c * 8, v);
+      } else {
+        *reinterpret_cast<uint4*>(to + pix * CH + c * 8) = v;
+      }
     }
   };
 
@@ -296,7 +336,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
         const __nv_bfloat16* from = scratch + static_cast<long long>(pix) * CH + c * 8;
 #pragma unroll
         for (int t = 0; t < kStored; ++t) {
-          if (t < stored) old[u][t] = __ldcg(reinterpret_cast<const uint4*>(from + static_cast<long long>(t) * HW * CH));
+          if (t < stored) old[u][t] = load_scratch(from + static_cast<long long>(t) * HW * CH);
         }
         const int swizzled = pix * CH + h_chunk<H_CHUNKS>(pix, c) * 8;
         prev[u] = T > 1 ? *reinterpret_cast<const uint4*>(h_prev + swizzled) : make_uint4(0, 0, 0, 0);
@@ -483,9 +523,9 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
       }
       __syncthreads();  // h_t complete: the next step reads it, and it is copied out now
       if (p.attn == nullptr) {
-        copy_map(h_out, p.out + b * p.out_sb + static_cast<long long>(t) * p.out_st);
+        copy_map(h_out, p.out + b * p.out_sb + static_cast<long long>(t) * p.out_st, false);
       } else if (t < T - 2) {  // h_{T-1} and h_T stay in the maps for the attention
-        copy_map(h_out, scratch + static_cast<long long>(t) * HW * CH);
+        copy_map(h_out, scratch + static_cast<long long>(t) * HW * CH, true);
       } else if (t == T - 1) {
         attend(b, h_out, h_in);
       }
