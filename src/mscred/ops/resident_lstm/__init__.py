@@ -6,8 +6,9 @@ memory, so that only the input gates come in and h goes out, with the recurrent 
 tensor cores and the cell update in its epilogue. It serves bf16 inference (the graphed scoring path) of the 2 x 2
 ConvLSTM levels of 32 channels up to 32 x 32 pixels and 64 channels up to 16 x 16 (levels 1 and 2 of the default
 model at up to 32 sensors); elsewhere the Triton per-window kernel (``ops/triton/convlstm_window.py``) or the
-per-step path runs. ``MSCRED_RESIDENT_LSTM=0`` turns it off (A/B runs); ``MSCRED_RESIDENT_LSTM_FLAGS`` builds it
-with other values of its compile-time switches (``-DMSCRED_RESIDENT_WARPS=12`` ...; benchmarks only).
+per-step path runs. ``run_attention`` has the same kernel finish each window's temporal attention too (the model's
+path, ``ops/lstm_attention.py``). ``MSCRED_RESIDENT_LSTM=0`` turns it off (A/B runs); ``MSCRED_RESIDENT_LSTM_FLAGS``
+builds it with other values of its compile-time switches (``-DMSCRED_RESIDENT_WARPS=12`` ...; benchmarks only).
 
 Built on first use for the present GPU (``ops/cuda_extension.py``, as the im2col extension); if the build fails
 mscred warns once and the other paths run. The op's fake (meta) function asks ``runs`` too, so a first

@@ -16,7 +16,9 @@
 //                               registers, 64 per thread at 32 channels, it took ptxas to 255 registers and
 //                               spilled on sm_80.)
 // So only the input gates come in (8 bytes per hidden element and step, and consecutive windows read the same
-// segments' gates one step apart, so mostly from L2) and h goes out (2 bytes, 16-byte stores from the map).
+// segments' gates one step apart, so mostly from L2) and h goes out (2 bytes, 16-byte stores from the map). With
+// ResidentParams::attn the level's temporal attention is finished here too (`attend`, after a window's last step):
+// then only the attention output goes out, h_1 .. h_{T-2} passing through a scratch slot the block reuses.
 //
 // Per step, for each 16-pixel tile of a warp and each group of 32 hidden channels (a "unit", 128 gate columns):
 // the unit's input gates are loaded (16 bytes per lane, row and gate), the recurrent convolution from t = 1 is one
@@ -53,7 +55,8 @@ namespace {
 // MSCRED_RESIDENT_PAIR 1 gives the recurrent steps' MMAs units of two 16-pixel tiles, so that each weight fragment
 // read from shared memory feeds twice the MMAs (the warps mostly wait on those ldmatrix results, results/
 // resident_round2/); it needs the accumulators of both tiles (128 registers), so it runs 8 warps on every level. An
-// A/B switch as the two below; compiled and tested on the CPU only so far, not yet measured.
+// A/B switch as the two below; measured slower on level 1 at the scoring batch (3.34 against 3.01 ms; fewer warps
+// to hide the latencies), whole model 9.02x against 9.19x (results/resident_pair/).
 #ifndef MSCRED_RESIDENT_PAIR
 #define MSCRED_RESIDENT_PAIR 0
 #endif

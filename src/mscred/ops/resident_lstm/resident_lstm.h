@@ -9,9 +9,10 @@
 namespace mscred_resident {
 
 // The largest maps a block holds (pixels H * W): 32 channels (level 1 of the default model, 30 x 30) and 64 (level
-// 2, 15 x 15). Shared memory bounds them: weight, bias, two h maps and the cell state take 225 KB at either bound,
-// of the 227 KB a block may have on the H100/H200; the Python side (resident_lstm.fits) checks each shape against
-// the device's limit (163 KB on an A100: smaller maps only) and keeps these bounds in MAX_PIXELS.
+// 2, 15 x 15). Shared memory bounds them: weight, bias, two h maps, the cell state and the attention's partial
+// scores take 225-226 KB at either bound, of the 227 KB a block may have on the H100/H200; the Python side
+// (resident_lstm.fits) checks each shape against the device's limit (163 KB on an A100: smaller maps only) and keeps
+// these bounds in MAX_PIXELS.
 constexpr int kMaxPixels32 = 1024;
 constexpr int kMaxPixels64 = 256;
 
