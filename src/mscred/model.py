@@ -205,9 +205,9 @@ class AttnConvLSTM(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
         if self.backend == "fused" and runs_fused(x):  # bf16 inference of levels 1-2: one kernel, where it runs
-            fused = resident_attention(x, self.weight, self.bias, self.forget_bias)
-            if fused is not None:
-                return fused
+            one_kernel = resident_attention(x, self.weight, self.bias, self.forget_bias)
+            if one_kernel is not None:
+                return one_kernel
         h = ops.convlstm(x, self.weight, self.bias, self.forget_bias, backend=self.backend)  # (B, T, C, H, W)
         return ops.temporal_attention(h, backend=self.backend)                              # (B, C, H, W)
 

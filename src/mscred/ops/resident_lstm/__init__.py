@@ -97,18 +97,19 @@ def run_attention(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out: 
 
 def attention_output_fits(out: torch.Tensor) -> bool:
     """Whether the kernel writes its attention output into ``out`` (B, Ch, H, W) as it is: bf16, channels
-    contiguous, the pixels at one stride (a channel slice of a channels-last buffer, as the decoder's concatenation
-    buffer), 16-byte stores (strides in multiples of 8, aligned data)."""
-    B, _, H, W = out.shape
+    contiguous, the pixels at one stride, apart by at least Ch (a channel slice of a channels-last buffer, as the
+    decoder's concatenation buffer), 16-byte stores (strides in multiples of 8, aligned data)."""
+    B, Ch, H, W = out.shape
     pixel = out.stride(3)
     return (out.dtype == torch.bfloat16 and out.stride(1) == 1 and (H == 1 or out.stride(2) == W * pixel)
-            and (H * W == 1 or pixel % 8 == 0) and (B == 1 or out.stride(0) % 8 == 0)
+            and (H * W == 1 or (pixel % 8 == 0 and pixel >= Ch)) and (B == 1 or out.stride(0) % 8 == 0)
             and out.data_ptr() % 16 == 0)
 
 
 def is_available() -> tuple[bool, str]:
     """Whether the kernel works here: builds the extension if needed and runs one small level (two windows of 3
-    steps, 32 channels, 5 x 5, through the fused op as scoring calls it) against the float64 reference."""
+    steps, 32 channels, 5 x 5, through the fused op as scoring calls it), and the same level with its attention
+    finished in the kernel (``ops.lstm_attention``), against the float64 reference."""
     if not torch.cuda.is_available():
         return False, "no CUDA device (bf16 scoring of levels 1-2 takes the Triton kernels)"
     if not takes(torch.bfloat16, "nhwc", False, 32, KERNEL, 25):
@@ -126,7 +127,7 @@ def is_available() -> tuple[bool, str]:
         w = torch.randn(128, 64, 2, 2, generator=g, dtype=torch.float64) / 16
         b = torch.randn(128, generator=g, dtype=torch.float64) * 0.5
         low = [t.cuda().to(torch.bfloat16) for t in (x, w, b)]
-        from mscred.ops.lstm_attention import resident_attention
+        from mscred.ops.lstm_attention import resident_attention  # here: lstm_attention imports this module
         with torch.no_grad():
             out = fused.convlstm_fused(*low, 1.0, "nhwc", False)[0]
             attention = resident_attention(*low, 1.0)  # None where MSCRED_RESIDENT_ATTENTION=0
@@ -148,5 +149,6 @@ def is_available() -> tuple[bool, str]:
         return False, f"built, but no level of the default model fits here at 30 sensors ({'; '.join(too_big)})"
     fit = (f"; at 30 sensors {'; '.join(too_big)}: the Triton kernels run that level" if too_big
            else "; levels 1 and 2 of the default model at 30 sensors fit")
-    attention = "with the attention fused" if len(checks) == 2 else "the attention apart (MSCRED_RESIDENT_ATTENTION=0)"
+    attention = ("with the attention fused" if len(checks) == 2 else "the attention apart (MSCRED_RESIDENT_ATTENTION=0)"
+                 if switched_off("MSCRED_RESIDENT_ATTENTION") else "but the attention kernel declined the test level")
     return True, f"CUDA kernel built, {attention}{fit}"

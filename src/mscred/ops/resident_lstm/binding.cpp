@@ -87,9 +87,10 @@ void forward_attention(const at::Tensor& gx, const at::Tensor& bias, const at::T
   auto p = checked_params(gx, bias, w, attn, B, T, Ch, H, W, pad_t, pad_l, forget_bias);
   const int64_t pixel_stride = attn.stride(3);
   TORCH_CHECK(attn.stride(1) == 1 && (H == 1 || attn.stride(2) == W * pixel_stride) &&
-                  (W * H == 1 || pixel_stride % 8 == 0) && (B == 1 || attn.stride(0) % 8 == 0) && aligned(attn),
-              "resident lstm: attn needs contiguous channels, pixels at one stride in multiples of 8, 16-byte "
-              "alignment");
+                  (W * H == 1 || (pixel_stride % 8 == 0 && pixel_stride >= Ch)) &&
+                  (B == 1 || attn.stride(0) % 8 == 0) && aligned(attn),
+              "resident lstm: attn needs contiguous channels, pixels at one stride (a multiple of 8, at least Ch), "
+              "16-byte alignment");
   const c10::cuda::CUDAGuard guard(gx.device());
   const int sms = sm_count();
   // Each block's slot for h_1 .. h_{T-2} (bf16): from the caching allocator on the current stream, so that a CUDA
@@ -109,5 +110,4 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward_attention", &forward_attention,
         "a ConvLSTM level and its temporal attention in one kernel, the window's state resident on the SM");
   m.def("shared_bytes", &mscred_resident::shared_bytes, "shared memory of one block (channels, pixels)");
-  m.attr("max_attention_steps") = mscred_resident::kMaxAttentionSteps;
 }

@@ -322,7 +322,8 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   // other (each chunk's loads, then its arithmetic) their latencies added up to ~37 us per window at level 1
   // (results/lstm_attention/: the kernel 2.39 -> 3.40 ms, slower than the attention kernel it saved).
   const int T = p.T, stored = T - 2;
-  __nv_bfloat16* const scratch = p.scratch + static_cast<long long>(blockIdx.x) * max(stored, 0) * HW * CH;
+  __nv_bfloat16* const scratch =
+      p.attn == nullptr ? nullptr : p.scratch + static_cast<long long>(blockIdx.x) * max(stored, 0) * HW * CH;
   auto attend = [&](long long b, const __nv_bfloat16* h_last, const __nv_bfloat16* h_prev) {
     // Chunks per thread whose loads go out together: 4 at 64 channels (8 warps, up to 255 registers), 2 at 32
     // (12 warps, 168 registers: at 4 ptxas spilled in the MMA loop).

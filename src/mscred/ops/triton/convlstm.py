@@ -191,7 +191,7 @@ def _yx(t: torch.Tensor) -> tuple[int, int, int, int]:
     return tuple(t.stride())
 
 
-def _layout() -> str:
+def buffer_layout() -> str:
     """Buffer order of the fused op: "nhwc" (channels-last, default) or "nchw"; MSCRED_FUSED_LAYOUT overrides."""
     layout = os.environ.get("MSCRED_FUSED_LAYOUT", "nhwc").lower()
     if layout not in ("nhwc", "nchw"):
@@ -233,7 +233,7 @@ def run_cast(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
     x, weight, bias = cast_inputs(x, weight, bias)
     with torch.autocast(x.device.type, enabled=False):
         save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
-        return convlstm_fused(x, weight, bias, float(forget_bias), _layout(), save)[0]
+        return convlstm_fused(x, weight, bias, float(forget_bias), buffer_layout(), save)[0]
 
 
 def cast_inputs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
@@ -270,14 +270,8 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     """
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
-    pads = _padding(k)
     cdt, cell_dtype = _compute_types(x.dtype, save)
-    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
-    w_x = weight[:, :C].contiguous(memory_format=fmt)
-    w_h = weight[:, C:].contiguous(memory_format=fmt)
-    # All input convolutions in one call: (B, T, 4Ch, H, W) gates, a view (see input_gates); once per distinct step
-    # for sliding windows at inference (step_gates).
-    gx = step_gates(x, w_x, pads, fmt, shared=not save and sliding(x))
+    gx, w_h, pads = gates_and_recurrent_weight(x, weight, layout, save)
     resident, window = _window_paths(x, layout, save, Ch, k)
     out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, x, layout, save, cell_dtype, window, resident)
     if resident:  # bf16 inference of levels 1-2: a window's whole state on the SM (CUDA C++)
@@ -306,6 +300,19 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, num_warps=NUM_WARPS,
         )
     return out, pre, cells, hprev
+
+
+def gates_and_recurrent_weight(x: torch.Tensor, weight: torch.Tensor, layout: str, save: bool):
+    """What every forward path starts from: (gx, w_h, pads). gx (B, T, 4Ch, H, W) are the input convolutions of all
+    steps in one call, a view (see ``input_gates``), once per distinct step for sliding windows at inference
+    (``step_gates``); w_h the recurrent half of the weight in the layout's memory format; pads TF's "same" padding
+    (top, bottom, left, right) of the kernel."""
+    C, k = x.shape[2], weight.shape[-1]
+    pads = _padding(k)
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    w_x = weight[:, :C].contiguous(memory_format=fmt)
+    w_h = weight[:, C:].contiguous(memory_format=fmt)
+    return step_gates(x, w_x, pads, fmt, shared=not save and sliding(x)), w_h, pads
 
 
 def _window_paths(x: torch.Tensor, layout: str, save: bool, Ch: int, k: int) -> tuple[bool, bool]:
