@@ -19,13 +19,11 @@ Writes DIR/lstm_attention.md and DIR/lstm_attention.json.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import pathlib
 
 import torch
 
+import sweep_report
 from bench_resident_lstm import WORKLOADS
 from bench_window_lstm import LEVELS, T, bench, level_inputs, rel
 
@@ -97,17 +95,10 @@ def main() -> None:
     ap.add_argument("--timed", default="one kernel,two kernels,per step",
                     help="the paths to time, comma-separated (default all three)")
     args = ap.parse_args()
-    import triton
     rows = run(args.timed.split(","))
-    meta = (f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
-            f"cuDNN {torch.backends.cudnn.version()}, {datetime.datetime.now(datetime.timezone.utc).isoformat()}. "
+    meta = (f"{sweep_report.machine_line()}. "
             f"Command: `PYTHONPATH=src python3 benchmarks/bench_lstm_attention.py --timed '{args.timed}'`.")
-    md = to_markdown(rows, meta)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "lstm_attention.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    (out / "lstm_attention.md").write_text(md)
-    print(md)
+    sweep_report.write(args.out, "lstm_attention", meta, rows, [to_markdown(rows, meta).rstrip("\n")])
 
 
 if __name__ == "__main__":

@@ -18,13 +18,11 @@ Writes DIR/resident_lstm.md and DIR/resident_lstm.json.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import pathlib
 
 import torch
 
+import sweep_report
 from bench_window_lstm import LEVELS, T, bench, level_inputs, rel
 
 WORKLOADS = [("scoring", 3591, True), ("1,024 windows", 1024, True), ("batch 128", 128, False)]
@@ -95,19 +93,12 @@ def main() -> None:
     ap.add_argument("--timed", default="resident,window,per step",
                     help="the paths to time, comma-separated (default all three)")
     args = ap.parse_args()
-    import triton
     rows = run(args.timed.split(","))
     flags = os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", "")
-    meta = (f"{torch.cuda.get_device_name()}, torch {torch.__version__}, triton {triton.__version__}, "
-            f"cuDNN {torch.backends.cudnn.version()}, {datetime.datetime.now(datetime.timezone.utc).isoformat()}. "
+    meta = (f"{sweep_report.machine_line()}. "
             f"Command: `{'MSCRED_RESIDENT_LSTM_FLAGS=' + repr(flags) + ' ' if flags else ''}PYTHONPATH=src python3 "
             f"benchmarks/bench_resident_lstm.py --timed '{args.timed}'`.")
-    md = to_markdown(rows, meta)
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "resident_lstm.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    (out / "resident_lstm.md").write_text(md)
-    print(md)
+    sweep_report.write(args.out, "resident_lstm", meta, rows, [to_markdown(rows, meta).rstrip("\n")])
 
 
 if __name__ == "__main__":

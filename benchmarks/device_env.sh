@@ -31,3 +31,16 @@ cache_bytecode() {
   unset PYTHONDONTWRITEBYTECODE
   export PYTHONPYCACHEPREFIX=/tmp/mscred_pycache
 }
+
+# build_resident DIR FLAGS...: builds the resident ConvLSTM extension once per flag set (MSCRED_RESIDENT_LSTM_FLAGS,
+# "" the default build), all at once, each log in DIR/build_<n>.txt (n counting from 0), so that the tests and
+# benchmarks after it find them built.
+build_resident() {
+  local dir=$1 i=0; shift
+  for flags in "$@"; do
+    MSCRED_RESIDENT_LSTM_FLAGS="$flags" timeout 240 python3 -c \
+      "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$dir/build_$i.txt" 2>&1 &
+    i=$((i + 1))
+  done
+  wait
+}

@@ -13,11 +13,7 @@ set -uo pipefail
 cache_bytecode
 D=$(result_dir resident_pair)
 PAIR="-DMSCRED_RESIDENT_PAIR=1"
-for flags in "" "$PAIR"; do
-  MSCRED_RESIDENT_LSTM_FLAGS="$flags" timeout 240 python3 -c \
-    "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$D/build_${flags:+pair}.txt" 2>&1 &
-done
-wait
+build_resident "$D" "" "$PAIR"
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests_default.txt" 150 tests/test_resident_lstm.py
 MSCRED_RESIDENT_LSTM_FLAGS="$PAIR" bash benchmarks/gpu_pytest.sh "$D/gpu_tests_pair.txt" 150 tests/test_resident_lstm.py
 timeout 100 python3 benchmarks/bench_resident_lstm.py --timed "resident,per step" --out "$D/default" > "$D/default_log.txt" 2>&1

@@ -16,11 +16,7 @@ VARIANTS=(
   "-DMSCRED_RESIDENT_WARPS=12 -DMSCRED_RESIDENT_ROUND_GATES=0 -DMSCRED_RESIDENT_HALF_TANH=1"
   "-DMSCRED_RESIDENT_WARPS=16 -DMSCRED_RESIDENT_ROUND_GATES=0 -DMSCRED_RESIDENT_HALF_TANH=1"
 )
-for i in "${!VARIANTS[@]}"; do
-  MSCRED_RESIDENT_LSTM_FLAGS="${VARIANTS[$i]}" timeout 240 python3 -c \
-    "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$D/build_$i.txt" 2>&1 &
-done
-wait
+build_resident "$D" "${VARIANTS[@]}"
 echo "built"
 for i in "${!VARIANTS[@]}"; do
   MSCRED_RESIDENT_LSTM_FLAGS="${VARIANTS[$i]}" timeout 100 python3 benchmarks/bench_resident_lstm.py \

@@ -11,11 +11,7 @@ set -uo pipefail
 cache_bytecode
 D=$(result_dir scratch_hint)
 HINT="-DMSCRED_RESIDENT_SCRATCH_HINT=1"
-for flags in "" "$HINT"; do
-  MSCRED_RESIDENT_LSTM_FLAGS="$flags" timeout 240 python3 -c \
-    "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$D/build_${flags:+hint}.txt" 2>&1 &
-done
-wait
+build_resident "$D" "" "$HINT"
 OUT="$D" bash benchmarks/gpu_train_variants.sh . "default_1:g-fused-bf16" \
   "hint_1:g-fused-bf16:MSCRED_RESIDENT_LSTM_FLAGS=$HINT" "default_2:g-fused-bf16"
 MSCRED_RESIDENT_LSTM_FLAGS="$HINT" bash benchmarks/gpu_pytest.sh "$D/gpu_tests_hint.txt" 90 tests/test_lstm_attention.py

@@ -26,6 +26,7 @@ from mscred.ops import resident_lstm
 from mscred.ops.lstm_attention import resident_attention, takes
 from mscred.ops.triton import attention as fused_attention
 from mscred.ops.triton import convlstm as fused
+from resident_helpers import level_inputs, rel, skip_unless_it_runs
 
 CUDA = torch.cuda.is_available()
 FB = 1.0
@@ -138,24 +139,6 @@ def test_the_model_asks_for_it_first(monkeypatch):
 # ----------------------------------------------------------------------------------------------------------------
 # On the GPU
 # ----------------------------------------------------------------------------------------------------------------
-def _inputs(B, T, Ch, n, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(B, T, Ch, n, n, generator=g, dtype=torch.float64)
-    w = torch.randn(4 * Ch, 2 * Ch, 2, 2, generator=g, dtype=torch.float64) / (2 * (2 * Ch) ** 0.5)
-    b = torch.randn(4 * Ch, generator=g, dtype=torch.float64) * 0.5
-    return [t.to("cuda") for t in (x, w, b)]
-
-
-def _rel(a, b):
-    a, b = a.double().cpu(), b.double().cpu()
-    return ((a - b).norm() / b.norm()).item()
-
-
-def _skip_unless_it_runs(ch, n):
-    if not resident_lstm.runs(torch.bfloat16, "nhwc", False, ch, 2, n * n, torch.device("cuda")):
-        pytest.skip(f"the resident kernel does not run here for {ch} channels at {n} x {n} (shared memory, or build)")
-
-
 def _two_kernels(x, w, b):
     """The path it replaces: the resident kernel's every h_t, then the Triton attention kernel."""
     with torch.no_grad():
@@ -167,17 +150,17 @@ def _two_kernels(x, w, b):
                                          (7, 1, 32, 5), (5, 2, 64, 9), (3, 3, 32, 13), (140, 5, 64, 16),
                                          (2, 5, 32, 32), (1, 5, 32, 1), (133, 4, 64, 11)])
 def test_against_float64_oracle_and_the_two_kernels(B, T, Ch, n):
-    _skip_unless_it_runs(Ch, n)
-    x, w, b = _inputs(B, T, Ch, n, seed=B + 10 * T + Ch + n)
+    skip_unless_it_runs(Ch, n)
+    x, w, b = level_inputs(B, T, Ch, Ch, n, seed=B + 10 * T + Ch + n)
     oracle = ref.temporal_attention(ref.convlstm(x, w, b, FB))
     low = [t.to(torch.bfloat16) for t in (x, w, b)]
-    yardstick = _rel(ref.temporal_attention(ref.convlstm(*low, FB)), oracle)
+    yardstick = rel(ref.temporal_attention(ref.convlstm(*low, FB)), oracle)
     with torch.no_grad():
         got = resident_attention(*low, FB)
     assert got is not None and got.dtype == torch.bfloat16 and got.shape == oracle.shape
     assert got.is_contiguous(memory_format=torch.channels_last) and torch.isfinite(got).all()
-    assert _rel(got, oracle) <= 2 * yardstick + 1e-3, (_rel(got, oracle), yardstick)
-    assert _rel(got, _two_kernels(*low)) <= 2e-3
+    assert rel(got, oracle) <= 2 * yardstick + 1e-3, (rel(got, oracle), yardstick)
+    assert rel(got, _two_kernels(*low)) <= 2e-3
 
 
 @needs_cuda
@@ -185,24 +168,24 @@ def test_against_float64_oracle_and_the_two_kernels(B, T, Ch, n):
 def test_blocks_take_several_windows(extra, T, Ch, n):
     """Past twice the SM count every block takes three windows, reusing its maps and scratch slot: with one
     scratch map (3 steps), none (1 and 2 steps)."""
-    _skip_unless_it_runs(Ch, n)
+    skip_unless_it_runs(Ch, n)
     B = 2 * torch.cuda.get_device_properties(0).multi_processor_count + extra
-    x, w, b = _inputs(B, T, Ch, n, seed=B + T)
+    x, w, b = level_inputs(B, T, Ch, Ch, n, seed=B + T)
     oracle = ref.temporal_attention(ref.convlstm(x, w, b, FB))
     low = [t.to(torch.bfloat16) for t in (x, w, b)]
-    yardstick = _rel(ref.temporal_attention(ref.convlstm(*low, FB)), oracle)
+    yardstick = rel(ref.temporal_attention(ref.convlstm(*low, FB)), oracle)
     with torch.no_grad():
         got = resident_attention(*low, FB)
-    assert _rel(got, oracle) <= 2 * yardstick + 1e-3, (_rel(got, oracle), yardstick)
-    assert _rel(got, _two_kernels(*low)) <= 2e-3
+    assert rel(got, oracle) <= 2 * yardstick + 1e-3, (rel(got, oracle), yardstick)
+    assert rel(got, _two_kernels(*low)) <= 2e-3
 
 
 @needs_cuda
 def test_opcheck_of_the_mutating_op():
     """torch.library.opcheck of mscred::convlstm_attention_resident: schema (``out`` mutated, nothing returned), fake
     kernel, autograd registration; into a fresh map and into a channel slice of the decoder's buffer."""
-    _skip_unless_it_runs(32, 6)
-    x, w, b = (t.to(torch.bfloat16) for t in _inputs(4, 5, 32, 6, seed=2))
+    skip_unless_it_runs(32, 6)
+    x, w, b = (t.to(torch.bfloat16) for t in level_inputs(4, 5, 32, 32, 6, seed=2))
     fresh = torch.empty(4, 32, 6, 6, device="cuda", dtype=torch.bfloat16, memory_format=torch.channels_last)
     buf = torch.zeros(4, 64, 6, 6, device="cuda", dtype=torch.bfloat16, memory_format=torch.channels_last)
     for out in (fresh, buf[:, 32:]):
@@ -215,8 +198,8 @@ def test_sliding_windows_into_the_decoders_buffer():
     """Scoring's call: sliding windows of shared steps, the output written into the attention half of a channels-
     last (B, 2Ch, H, W) buffer, the other half left as it was."""
     B, T, Ch, n = 300, 5, 32, 30
-    _skip_unless_it_runs(Ch, n)
-    x, w, b = _inputs(B + T - 1, 1, Ch, n, seed=3)
+    skip_unless_it_runs(Ch, n)
+    x, w, b = level_inputs(B + T - 1, 1, Ch, Ch, n, seed=3)
     steps = x[:, 0].to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
     windows = steps.as_strided((B, T, Ch, n, n), (steps.stride(0), *steps.stride()), 0)
     low_w, low_b = w.to(torch.bfloat16), b.to(torch.bfloat16)
@@ -227,15 +210,15 @@ def test_sliding_windows_into_the_decoders_buffer():
     assert got is not None and got.data_ptr() == buf[:, Ch:].data_ptr()
     assert (buf[:, :Ch] == 7).all()
     oracle = ref.temporal_attention(ref.convlstm(windows.double().contiguous(), w, b, FB))
-    yardstick = _rel(ref.temporal_attention(ref.convlstm(windows.contiguous(), low_w, low_b, FB)), oracle)
-    assert _rel(buf[:, Ch:], oracle) <= 2 * yardstick + 1e-3
-    assert _rel(buf[:, Ch:], _two_kernels(windows, low_w, low_b)) <= 2e-3
+    yardstick = rel(ref.temporal_attention(ref.convlstm(windows.contiguous(), low_w, low_b, FB)), oracle)
+    assert rel(buf[:, Ch:], oracle) <= 2 * yardstick + 1e-3
+    assert rel(buf[:, Ch:], _two_kernels(windows, low_w, low_b)) <= 2e-3
 
 
 @needs_cuda
 def test_declines_what_it_does_not_take(monkeypatch):
-    _skip_unless_it_runs(32, 6)
-    x, w, b = (t.to(torch.bfloat16) for t in _inputs(4, 5, 32, 6, seed=1))
+    skip_unless_it_runs(32, 6)
+    x, w, b = (t.to(torch.bfloat16) for t in level_inputs(4, 5, 32, 32, 6, seed=1))
     with torch.no_grad():
         assert resident_attention(x, w, b, FB) is not None
         assert resident_attention(x.float(), w.float(), b.float(), FB) is None  # float32: the two kernels
@@ -251,8 +234,8 @@ def test_declines_what_it_does_not_take(monkeypatch):
 
 @needs_cuda
 def test_replayed_from_a_cuda_graph():
-    _skip_unless_it_runs(64, 15)
-    x, w, b = (t.to(torch.bfloat16) for t in _inputs(256, 5, 64, 15, seed=5))
+    skip_unless_it_runs(64, 15)
+    x, w, b = (t.to(torch.bfloat16) for t in level_inputs(256, 5, 64, 64, 15, seed=5))
     with torch.no_grad():
         resident_attention(x, w, b, FB)  # build and warm up outside the capture
         graph = torch.cuda.CUDAGraph()
@@ -270,7 +253,7 @@ def test_the_model_with_it_on_and_off(call, monkeypatch):
     """The whole model's bf16 inference, under autocast with float32 master weights that require grad (eval under
     no_grad, as scoring runs it): consecutive windows (``forward_windows``, shared segments) and stacked windows
     (``forward``), with the fused attention as with the two kernels, to the bf16 attention's rounding."""
-    _skip_unless_it_runs(32, 30)
+    skip_unless_it_runs(32, 30)
     torch.manual_seed(0)
     net = MSCREDNet(ModelConfig(backend="fused")).cuda().eval()
     segments = torch.randn(40, 3, 30, 30, device="cuda")
@@ -286,4 +269,4 @@ def test_the_model_with_it_on_and_off(call, monkeypatch):
         monkeypatch.setenv("MSCRED_RESIDENT_ATTENTION", "0")
         off = run()
     assert len(calls) == 2  # levels 1 and 2
-    assert _rel(on, off) <= 1e-2
+    assert rel(on, off) <= 1e-2

@@ -21,6 +21,7 @@ from mscred.ops.cuda_extension import cuda_target
 from mscred.ops.triton import convlstm as fused
 from mscred.ops.triton import convlstm_window
 from mscred.sass.toolchain import find_tool
+from resident_helpers import level_inputs, rel, skip_unless_it_runs
 
 CUDA = torch.cuda.is_available()
 NVCC = find_tool("nvcc")
@@ -149,26 +150,6 @@ def test_packed_weight_rows_are_gate_columns():
 # ----------------------------------------------------------------------------------------------------------------
 # On the GPU: against the float64 oracle
 # ----------------------------------------------------------------------------------------------------------------
-def _inputs(B, T, C, Ch, n, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(B, T, C, n, n, generator=g, dtype=torch.float64)
-    w = torch.randn(4 * Ch, C + Ch, 2, 2, generator=g, dtype=torch.float64) / (2 * (C + Ch) ** 0.5)
-    b = torch.randn(4 * Ch, generator=g, dtype=torch.float64) * 0.5
-    return [t.to("cuda") for t in (x, w, b)]
-
-
-def _rel(a, b):
-    a, b = a.double().cpu(), b.double().cpu()
-    return ((a - b).norm() / b.norm()).item()
-
-
-def _skip_unless_it_runs(ch, n):
-    """GPU tests of a shape the kernel takes on an H100/H200 skip on a GPU where its block does not fit (an A100
-    takes level 1 only below ~690 pixels) or the extension does not build."""
-    if not resident_lstm.runs(torch.bfloat16, "nhwc", False, ch, 2, n * n, torch.device("cuda")):
-        pytest.skip(f"the resident kernel does not run here for {ch} channels at {n} x {n} (shared memory, or build)")
-
-
 def _infer(monkeypatch, x, w, b):
     """The fused op under no_grad in channels-last buffers, and how many calls took the resident kernel."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
@@ -184,15 +165,15 @@ def _infer(monkeypatch, x, w, b):
                                          (3, 5, 64, 16), (1, 5, 32, 1), (133, 5, 64, 11)])
 def test_against_float64_oracle(B, T, Ch, n, monkeypatch):
     monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
-    _skip_unless_it_runs(Ch, n)
-    x, w, b = _inputs(B, T, Ch, Ch, n, seed=B + T + Ch + n)
+    skip_unless_it_runs(Ch, n)
+    x, w, b = level_inputs(B, T, Ch, Ch, n, seed=B + T + Ch + n)
     oracle = ref.convlstm(x, w, b, FB)
     low = [t.to(torch.bfloat16) for t in (x, w, b)]
-    yardstick = _rel(ref.convlstm(*low, FB), oracle)
+    yardstick = rel(ref.convlstm(*low, FB), oracle)
     got, calls = _infer(monkeypatch, *low)
     assert calls == 1 and got.dtype == torch.bfloat16 and got.shape == oracle.shape
     assert torch.isfinite(got).all()
-    assert _rel(got, oracle) <= 2 * yardstick + 1e-3, (_rel(got, oracle), yardstick)
+    assert rel(got, oracle) <= 2 * yardstick + 1e-3, (rel(got, oracle), yardstick)
 
 
 @needs_cuda
@@ -201,15 +182,15 @@ def test_sliding_windows_of_scoring(monkeypatch):
     reads the gates through those strides, and each window's state stays its own."""
     monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
     B, T, C, Ch, n = 300, 5, 16, 32, 30
-    _skip_unless_it_runs(Ch, n)
-    x, w, b = _inputs(B + T - 1, 1, C, Ch, n, seed=3)
+    skip_unless_it_runs(Ch, n)
+    x, w, b = level_inputs(B + T - 1, 1, C, Ch, n, seed=3)
     steps = x[:, 0].to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
     windows = steps.as_strided((B, T, C, n, n), (steps.stride(0), *steps.stride()), 0)
     oracle = ref.convlstm(windows.double().contiguous(), w, b, FB)
-    yardstick = _rel(ref.convlstm(windows.contiguous(), w.to(torch.bfloat16), b.to(torch.bfloat16), FB), oracle)
+    yardstick = rel(ref.convlstm(windows.contiguous(), w.to(torch.bfloat16), b.to(torch.bfloat16), FB), oracle)
     got, calls = _infer(monkeypatch, windows, w.to(torch.bfloat16), b.to(torch.bfloat16))
     assert calls == 1
-    assert _rel(got, oracle) <= 2 * yardstick + 1e-3
+    assert rel(got, oracle) <= 2 * yardstick + 1e-3
 
 
 @needs_cuda
@@ -217,8 +198,8 @@ def test_replayed_from_a_cuda_graph(monkeypatch):
     """Captured in a CUDA graph (the product's scoring), replays on new data equal an eager call."""
     monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
-    _skip_unless_it_runs(32, 30)
-    x, w, b = (t.to(torch.bfloat16) for t in _inputs(256, 5, 32, 32, 30, seed=5))
+    skip_unless_it_runs(32, 30)
+    x, w, b = (t.to(torch.bfloat16) for t in level_inputs(256, 5, 32, 32, 30, seed=5))
     with torch.no_grad():
         fused.convlstm(x, w, b, FB)  # build and warm up outside the capture
         graph = torch.cuda.CUDAGraph()
@@ -234,12 +215,12 @@ def test_replayed_from_a_cuda_graph(monkeypatch):
 def test_switched_off_runs_the_triton_kernels(monkeypatch):
     """MSCRED_RESIDENT_LSTM=0 (A/B runs): the other paths, to the same accuracy."""
     monkeypatch.setenv("MSCRED_RESIDENT_LSTM", "0")
-    x, w, b = _inputs(64, 5, 32, 32, 30, seed=8)
+    x, w, b = level_inputs(64, 5, 32, 32, 30, seed=8)
     oracle = ref.convlstm(x, w, b, FB)
     low = [t.to(torch.bfloat16) for t in (x, w, b)]
     got, calls = _infer(monkeypatch, *low)
     assert calls == 0
-    assert _rel(got, oracle) <= 2 * _rel(ref.convlstm(*low, FB), oracle) + 1e-3
+    assert rel(got, oracle) <= 2 * rel(ref.convlstm(*low, FB), oracle) + 1e-3
 
 
 @needs_cuda

@@ -347,32 +347,38 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
         last[u] = *reinterpret_cast<const uint4*>(h_last + swizzled);
       }
     };
-    float score[kStored] = {}, score_prev = 0.f, score_last = 0.f;
-    for (int i0 = tid; i0 < n_chunks; i0 += kBatch * kThreads) {
-      int at[kBatch][2];
-      uint4 old[kBatch][kStored], prev[kBatch], last[kBatch];
-      load_batch(i0, at, old, prev, last);
+    // Every chunk of this thread, kBatch at a time: body(pixel, chunk, its scratch steps, h_{T-1}, h_T).
+    auto for_each_chunk = [&](auto&& body) {
+      for (int i0 = tid; i0 < n_chunks; i0 += kBatch * kThreads) {
+        int at[kBatch][2];
+        uint4 old[kBatch][kStored], prev[kBatch], last[kBatch];
+        load_batch(i0, at, old, prev, last);
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        if (i0 + u * kThreads >= n_chunks) break;
-        float hl[8], h[8];
-        bf16x8_to_floats(last[u], hl);
-#pragma unroll
-        for (int t = 0; t < kStored; ++t) {
-          if (t < stored) {
-            bf16x8_to_floats(old[u][t], h);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) score[t] = fmaf(h[e], hl[e], score[t]);
-          }
-        }
-        bf16x8_to_floats(prev[u], h);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          score_prev = fmaf(h[e], hl[e], score_prev);
-          score_last = fmaf(hl[e], hl[e], score_last);
+        for (int u = 0; u < kBatch; ++u) {
+          if (i0 + u * kThreads >= n_chunks) break;
+          body(at[u][0], at[u][1], old[u], prev[u], last[u]);
         }
       }
-    }
+    };
+    float score[kStored] = {}, score_prev = 0.f, score_last = 0.f;
+    for_each_chunk([&](int, int, const uint4(&old)[kStored], const uint4& prev, const uint4& last) {
+      float hl[8], h[8];
+      bf16x8_to_floats(last, hl);
+#pragma unroll
+      for (int t = 0; t < kStored; ++t) {
+        if (t < stored) {
+          bf16x8_to_floats(old[t], h);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) score[t] = fmaf(h[e], hl[e], score[t]);
+        }
+      }
+      bf16x8_to_floats(prev, h);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        score_prev = fmaf(h[e], hl[e], score_prev);
+        score_last = fmaf(hl[e], hl[e], score_last);
+      }
+    });
     // The warps' partials: slot t of a warp's row holds step t (the scratch steps, then T - 2 and T - 1).
     auto warp_sum = [&](float v) {
 #pragma unroll
@@ -408,33 +414,26 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
     for (int t = 0; t < kStored; ++t) weight[t] = t < stored ? weight_of(t) : 0.f;
     const float weight_prev = T > 1 ? weight_of(T - 2) : 0.f, weight_last = weight_of(T - 1);
     __nv_bfloat16* dst = p.attn + b * p.attn_sb;
-    for (int i0 = tid; i0 < n_chunks; i0 += kBatch * kThreads) {
-      int at[kBatch][2];
-      uint4 old[kBatch][kStored], prev[kBatch], last[kBatch];
-      load_batch(i0, at, old, prev, last);
+    for_each_chunk([&](int pix, int c, const uint4(&old)[kStored], const uint4& prev, const uint4& last) {
+      float acc[8], h[8];
+      bf16x8_to_floats(last, h);
 #pragma unroll
-      for (int u = 0; u < kBatch; ++u) {
-        if (i0 + u * kThreads >= n_chunks) break;
-        float acc[8], h[8];
-        bf16x8_to_floats(last[u], h);
+      for (int e = 0; e < 8; ++e) acc[e] = weight_last * h[e];
+      bf16x8_to_floats(prev, h);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = weight_last * h[e];
-        bf16x8_to_floats(prev[u], h);
+      for (int e = 0; e < 8; ++e) acc[e] = fmaf(weight_prev, h[e], acc[e]);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[e] = fmaf(weight_prev, h[e], acc[e]);
+      for (int t = 0; t < kStored; ++t) {
+        if (t < stored) {
+          bf16x8_to_floats(old[t], h);
 #pragma unroll
-        for (int t = 0; t < kStored; ++t) {
-          if (t < stored) {
-            bf16x8_to_floats(old[u][t], h);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) acc[e] = fmaf(weight[t], h[e], acc[e]);
-          }
+          for (int e = 0; e < 8; ++e) acc[e] = fmaf(weight[t], h[e], acc[e]);
         }
-        *reinterpret_cast<uint4*>(dst + at[u][0] * p.attn_sp + at[u][1] * 8) =
-            make_uint4(float2_to_bf16x2(acc[0], acc[1]), float2_to_bf16x2(acc[2], acc[3]),
-                       float2_to_bf16x2(acc[4], acc[5]), float2_to_bf16x2(acc[6], acc[7]));
       }
-    }
+      *reinterpret_cast<uint4*>(dst + pix * p.attn_sp + c * 8) =
+          make_uint4(float2_to_bf16x2(acc[0], acc[1]), float2_to_bf16x2(acc[2], acc[3]),
+                     float2_to_bf16x2(acc[4], acc[5]), float2_to_bf16x2(acc[6], acc[7]));
+    });
     __syncthreads();  // the next window overwrites the maps, the scratch slot and the warps' partials
   };
 
