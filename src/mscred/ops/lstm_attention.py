@@ -9,7 +9,7 @@ that each block reuses window after window, so they stay mostly in L2. The arith
 (float32 scores and sums of the bf16 maps, scores divided by T), in another summation order. On the H200 at the
 scoring batch each level with its attention took 3.46 / 2.40 ms against 3.94 / 2.59 ms for the two kernels, and
 the whole model's graphed scoring went from 9.15x to 9.69-9.72x the plain eager baseline
-(``benchmarks/results/lstm_attention_batched/``).
+(``benchmarks/results/lstm_attention_batched/``, commit 714d519).
 
 ``MSCRED_RESIDENT_ATTENTION=0`` keeps the two kernels (A/B runs); ``MSCRED_RESIDENT_LSTM=0`` turns off both.
 """
