@@ -96,8 +96,10 @@ def main() -> None:
                     help="the paths to time, comma-separated (default all three)")
     args = ap.parse_args()
     rows = run(args.timed.split(","))
+    flags = os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", "")  # an A/B build of the resident kernel
     meta = (f"{sweep_report.machine_line()}. "
-            f"Command: `PYTHONPATH=src python3 benchmarks/bench_lstm_attention.py --timed '{args.timed}'`.")
+            f"Command: `{'MSCRED_RESIDENT_LSTM_FLAGS=' + repr(flags) + ' ' if flags else ''}PYTHONPATH=src python3 "
+            f"benchmarks/bench_lstm_attention.py --timed '{args.timed}'`.")
     sweep_report.write(args.out, "lstm_attention", meta, rows, [to_markdown(rows, meta).rstrip("\n")])
 
 

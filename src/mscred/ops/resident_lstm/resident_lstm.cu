@@ -154,6 +154,14 @@ __device__ __forceinline__ void bf16x8_to_floats(const uint4& v, float (&f)[8]) 
 #define MSCRED_RESIDENT_SCRATCH_HINT 0
 #endif
 
+// MSCRED_RESIDENT_FOLD_SCORES 1 gathers the attention's scores during the last step's cell updates, each lane's h_T
+// chunks dotted with h_{T-1} (shared memory) and the scratch maps (L2) as soon as they are computed, while the other
+// warps' MMAs run: the epilogue then keeps only its second pass. An A/B switch as the ones above; compiled and
+// tested on the CPU only so far, not yet measured.
+#ifndef MSCRED_RESIDENT_FOLD_SCORES
+#define MSCRED_RESIDENT_FOLD_SCORES 0
+#endif
+
 __device__ __forceinline__ void store_scratch(void* to, const uint4& v) {
 #if MSCRED_RESIDENT_SCRATCH_HINT
   uint64_t policy;
@@ -250,11 +258,42 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
     }
   };
 
+  // The attention (ResidentParams::attn): T steps, h_1 .. h_{T-2} (`stored`) in the block's scratch slot.
+  const int T = p.T, stored = T - 2;
+  constexpr int kStored = kMaxAttentionSteps - 2;
+  __nv_bfloat16* const scratch =
+      p.attn == nullptr ? nullptr : p.scratch + static_cast<long long>(blockIdx.x) * max(stored, 0) * HW * CH;
+  // A chunk's (8 channels of a pixel) terms of the scores: <h_t, h_T> for the scratch steps, h_{T-1} and h_T itself.
+  auto add_scores = [&](const uint4& last, const uint4 (&old)[kStored], const uint4& prev, float (&score)[kStored],
+                        float& score_prev, float& score_last) {
+    float hl[8], h[8];
+    bf16x8_to_floats(last, hl);
+#pragma unroll
+    for (int t = 0; t < kStored; ++t) {
+      if (t < stored) {
+        bf16x8_to_floats(old[t], h);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) score[t] = fmaf(h[e], hl[e], score[t]);
+      }
+    }
+    bf16x8_to_floats(prev, h);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      score_prev = fmaf(h[e], hl[e], score_prev);
+      score_last = fmaf(hl[e], hl[e], score_last);
+    }
+  };
+  auto warp_sum = [&](float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+  };
+
   // The cell update of a unit: gate j of channel group * 32 + lane_ch + q * 2 + e, row quad + 8 * half, is
   // acc[j * 4 + q][2 * half + e] (the recurrent convolution) + the input gate + the bias; this lane's c of those
   // channels is its own slot of the unit's cell block (read from the second step on); h goes into the map h_out.
   auto update = [&](const float (&acc)[16][4], const uint4 (&gates)[2][4], int tile, int group, bool recurrent,
-                    __nv_bfloat16* h_out) {
+                    __nv_bfloat16* h_out, const __nv_bfloat16* h_in, bool last_step) {
     uint4* c_slot = cells + ((tile * GROUPS + group) * 2) * 32 + lane;
     float bias[4][8];
 #pragma unroll
@@ -297,6 +336,41 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
       const int pix = tile * 16 + quad + 8 * half, to = pix < HW ? pix : HW + 1;  // past HW: the spare row
       const int chunk = h_chunk<H_CHUNKS>(to, group * 4 + (lane & 3));
       *reinterpret_cast<uint4*>(h_out + to * CH + chunk * 8) = make_uint4(h_new[0], h_new[1], h_new[2], h_new[3]);
+#if MSCRED_RESIDENT_FOLD_SCORES
+      if (last_step && p.attn != nullptr) {  // warp-uniform: the shuffles below take every lane
+        // This row's terms of the scores, summed over the warp into its row of warp_scores (zeroed at the step's
+        // start), so that nothing stays in registers across the MMA loops (at 32 channels there is no room).
+        // Pixels past HW add zeros.
+        const int at = min(pix, HW - 1), c = group * 4 + (lane & 3);  // this lane's 8 channels as a row chunk
+        float hl[8], h[8], sum = 0.f;
+        bf16x8_to_floats(make_uint4(h_new[0], h_new[1], h_new[2], h_new[3]), hl);
+        const float keep = pix < HW ? 1.f : 0.f;
+        float* row = warp_scores + warp * kMaxAttentionSteps;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sum = fmaf(hl[e], hl[e], sum);
+        sum = warp_sum(keep * sum);
+        if (lane == 0) row[T - 1] += sum;
+        if (T > 1) {
+          bf16x8_to_floats(*reinterpret_cast<const uint4*>(h_in + at * CH + h_chunk<H_CHUNKS>(at, c) * 8), h);
+          sum = 0.f;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) sum = fmaf(h[e], hl[e], sum);
+          sum = warp_sum(keep * sum);
+          if (lane == 0) row[T - 2] += sum;
+        }
+#pragma unroll
+        for (int t = 0; t < kStored; ++t) {
+          if (t < stored) {
+            bf16x8_to_floats(load_scratch(scratch + (static_cast<long long>(t) * HW + at) * CH + c * 8), h);
+            sum = 0.f;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) sum = fmaf(h[e], hl[e], sum);
+            sum = warp_sum(keep * sum);
+            if (lane == 0) row[t] += sum;
+          }
+        }
+      }
+#endif
     }
   };
 
@@ -321,13 +395,10 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   // idle meanwhile, so the L2 loads of kBatch chunks per thread are all issued before any is used: one after the
   // other (each chunk's loads, then its arithmetic) their latencies added up to ~37 us per window at level 1
   // (results/lstm_attention/: the kernel 2.39 -> 3.40 ms, slower than the attention kernel it saved).
-  const int T = p.T, stored = T - 2;
-  __nv_bfloat16* const scratch =
-      p.attn == nullptr ? nullptr : p.scratch + static_cast<long long>(blockIdx.x) * max(stored, 0) * HW * CH;
   auto attend = [&](long long b, const __nv_bfloat16* h_last, const __nv_bfloat16* h_prev) {
     // Chunks per thread whose loads go out together: 4 at 64 channels (8 warps, up to 255 registers), 2 at 32
     // (12 warps, 168 registers: at 4 ptxas spilled in the MMA loop).
-    constexpr int kBatch = CH == 64 ? 4 : 2, kStored = kMaxAttentionSteps - 2;
+    constexpr int kBatch = CH == 64 ? 4 : 2;
     const int n_chunks = HW * H_CHUNKS;
     // The chunks of a batch (clamped to the last: the ones past it are loaded but not used) and their loads.
     auto load_batch = [&](int i0, int (&at)[kBatch][2], uint4 (&old)[kBatch][kStored], uint4 (&prev)[kBatch],
@@ -360,31 +431,12 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
         }
       }
     };
+#if !MSCRED_RESIDENT_FOLD_SCORES  // else the last step's updates summed the scores' terms into warp_scores
     float score[kStored] = {}, score_prev = 0.f, score_last = 0.f;
     for_each_chunk([&](int, int, const uint4(&old)[kStored], const uint4& prev, const uint4& last) {
-      float hl[8], h[8];
-      bf16x8_to_floats(last, hl);
-#pragma unroll
-      for (int t = 0; t < kStored; ++t) {
-        if (t < stored) {
-          bf16x8_to_floats(old[t], h);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) score[t] = fmaf(h[e], hl[e], score[t]);
-        }
-      }
-      bf16x8_to_floats(prev, h);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        score_prev = fmaf(h[e], hl[e], score_prev);
-        score_last = fmaf(hl[e], hl[e], score_last);
-      }
+      add_scores(last, old, prev, score, score_prev, score_last);
     });
     // The warps' partials: slot t of a warp's row holds step t (the scratch steps, then T - 2 and T - 1).
-    auto warp_sum = [&](float v) {
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-      return v;
-    };
     float* row = warp_scores + warp * kMaxAttentionSteps;
 #pragma unroll
     for (int t = 0; t < kStored; ++t) {
@@ -399,6 +451,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
       if (T > 1) row[T - 2] = score_prev;
       row[T - 1] = score_last;
     }
+#endif
     __syncthreads();
     auto step_score = [&](int t) {  // divided by T as the attention kernel does (not times 1/T)
       float s = 0.f;
@@ -444,6 +497,12 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
       __nv_bfloat16* h_out = maps + (step & 1) * map_elems;
       const __nv_bfloat16* h_in = maps + ((step + 1) & 1) * map_elems;
       const __nv_bfloat16* gx_step = p.gx + b * p.gx_sb + t * p.gx_st;
+#if MSCRED_RESIDENT_FOLD_SCORES
+      // The last step's updates add their terms of the scores into the warp's row (the previous window's `attend`
+      // read it before its closing barrier).
+      if (p.attn != nullptr && t == T - 1 && lane < kMaxAttentionSteps) warp_scores[warp * kMaxAttentionSteps + lane] = 0.f;
+      __syncwarp();
+#endif
       if (t == 0) {
         // No recurrent convolution (h_{-1} = 0): the update alone, so the next unit's gates are loaded before this
         // unit's update (the accumulator's registers are free here); without it their latency was the largest
@@ -460,7 +519,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
           int next_tile = tile, next_group = group + 1;
           if (next_group == GROUPS) next_group = 0, next_tile += kWarps;
           if (next_tile < tiles) load_gates(next, gx_step, next_tile, next_group);
-          update(zero, gates, tile, group, false, h_out);
+          update(zero, gates, tile, group, false, h_out, h_in, t == T - 1);
           tile = next_tile;
           group = next_group;
         }
@@ -516,10 +575,10 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
                 }
               }
             }
-            update(acc[0], gates, first, group, true, h_out);
+            update(acc[0], gates, first, group, true, h_out, h_in, t == T - 1);
             if (kPair == 2 && first + 1 < tiles) {
               load_gates(gates, gx_step, first + 1, group);
-              update(acc[kPair - 1], gates, first + 1, group, true, h_out);
+              update(acc[kPair - 1], gates, first + 1, group, true, h_out, h_in, t == T - 1);
             }
           }
         }
