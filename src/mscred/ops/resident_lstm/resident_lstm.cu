@@ -340,22 +340,21 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
       if (last_step && p.attn != nullptr) {  // warp-uniform: the shuffles below take every lane
         // This row's terms of the scores, summed over the warp into its row of warp_scores (zeroed at the step's
         // start), so that nothing stays in registers across the MMA loops (at 32 channels there is no room).
-        // Pixels past HW add zeros.
+        // Pixels past HW add zeros (a select, not a product: their rows may hold anything).
         const int at = min(pix, HW - 1), c = group * 4 + (lane & 3);  // this lane's 8 channels as a row chunk
         float hl[8], h[8], sum = 0.f;
         bf16x8_to_floats(make_uint4(h_new[0], h_new[1], h_new[2], h_new[3]), hl);
-        const float keep = pix < HW ? 1.f : 0.f;
         float* row = warp_scores + warp * kMaxAttentionSteps;
 #pragma unroll
         for (int e = 0; e < 8; ++e) sum = fmaf(hl[e], hl[e], sum);
-        sum = warp_sum(keep * sum);
+        sum = warp_sum(pix < HW ? sum : 0.f);
         if (lane == 0) row[T - 1] += sum;
         if (T > 1) {
           bf16x8_to_floats(*reinterpret_cast<const uint4*>(h_in + at * CH + h_chunk<H_CHUNKS>(at, c) * 8), h);
           sum = 0.f;
 #pragma unroll
           for (int e = 0; e < 8; ++e) sum = fmaf(h[e], hl[e], sum);
-          sum = warp_sum(keep * sum);
+          sum = warp_sum(pix < HW ? sum : 0.f);
           if (lane == 0) row[T - 2] += sum;
         }
 #pragma unroll
@@ -365,7 +364,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
             sum = 0.f;
 #pragma unroll
             for (int e = 0; e < 8; ++e) sum = fmaf(h[e], hl[e], sum);
-            sum = warp_sum(keep * sum);
+            sum = warp_sum(pix < HW ? sum : 0.f);
             if (lane == 0) row[t] += sum;
           }
         }
