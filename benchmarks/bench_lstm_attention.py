@@ -18,14 +18,11 @@ Writes DIR/lstm_attention.md and DIR/lstm_attention.json.
 """
 from __future__ import annotations
 
-import argparse
 import os
 
 import torch
 
-import sweep_report
-from bench_resident_lstm import WORKLOADS
-from bench_window_lstm import LEVELS, T, bench, level_inputs, rel
+from bench_resident_lstm import run_paths, timed_paths_main
 
 PATHS = [("one kernel", {"MSCRED_RESIDENT_LSTM": "1", "MSCRED_RESIDENT_ATTENTION": "1"}),
          ("two kernels", {"MSCRED_RESIDENT_LSTM": "1", "MSCRED_RESIDENT_ATTENTION": "0"}),
@@ -33,42 +30,25 @@ PATHS = [("one kernel", {"MSCRED_RESIDENT_LSTM": "1", "MSCRED_RESIDENT_ATTENTION
 
 
 def run(timed: list[str]) -> list[dict]:
+    """The level with its attention on each path (``bench_resident_lstm.run_paths``)."""
     from mscred.ops import reference
     from mscred.ops.lstm_attention import resident_attention
     from mscred.ops.triton import attention
     from mscred.ops.triton import convlstm as fused
-    os.environ["MSCRED_FUSED_LAYOUT"] = "nhwc"
-    rows = []
-    for name, batch, sliding in WORKLOADS:
-        for ch, n in LEVELS:
-            x, w, b = level_inputs(ch, n, batch, sliding)
 
-            def call():
-                with torch.no_grad():
-                    one = resident_attention(x, w, b, 1.0)
-                    if os.environ["MSCRED_RESIDENT_ATTENTION"] == "1":  # so that a decline is not timed as one kernel
-                        assert one is not None, "the one-kernel path declined this level"
-                    return one if one is not None else attention.temporal_attention(fused.convlstm(x, w, b, 1.0))
+    def make_call(x, w, b):
+        def call():
+            with torch.no_grad():
+                one = resident_attention(x, w, b, 1.0)
+                if os.environ["MSCRED_RESIDENT_ATTENTION"] == "1":  # so that a decline is not timed as one kernel
+                    assert one is not None, "the one-kernel path declined this level"
+                return one if one is not None else attention.temporal_attention(fused.convlstm(x, w, b, 1.0))
+        return call
 
-            outputs, times = {}, {}
-            for label, env in PATHS:
-                if label in timed or label == "per step":
-                    os.environ.update(env)
-                    outputs[label] = call()
-                    if label in timed:
-                        times[label] = bench(call)
-            oracle = outputs["per step"]
-            if not sliding:
-                x64, w64, b64 = x.double().contiguous(), w.double(), b.double()
-                oracle = reference.temporal_attention(reference.convlstm(x64, w64, b64, 1.0))
-            row = dict(workload=name, batch=batch, ch=ch, n=n, steps=T,
-                       ms={k: round(v, 4) for k, v in times.items()},
-                       err={k: rel(v, oracle) for k, v in outputs.items()})
-            rows.append(row)
-            print(row, flush=True)
-    for var in ("MSCRED_RESIDENT_LSTM", "MSCRED_RESIDENT_ATTENTION", "MSCRED_WINDOW_LSTM"):
-        os.environ.pop(var, None)
-    return rows
+    def float64(x, w, b):
+        return reference.temporal_attention(reference.convlstm(x, w, b, 1.0))
+
+    return run_paths(PATHS, timed, make_call, float64)
 
 
 def to_markdown(rows: list[dict], meta: str) -> str:
@@ -90,17 +70,8 @@ def to_markdown(rows: list[dict], meta: str) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/lstm_attention")
-    ap.add_argument("--timed", default="one kernel,two kernels,per step",
-                    help="the paths to time, comma-separated (default all three)")
-    args = ap.parse_args()
-    rows = run(args.timed.split(","))
-    flags = os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", "")  # an A/B build of the resident kernel
-    meta = (f"{sweep_report.machine_line()}. "
-            f"Command: `{'MSCRED_RESIDENT_LSTM_FLAGS=' + repr(flags) + ' ' if flags else ''}PYTHONPATH=src python3 "
-            f"benchmarks/bench_lstm_attention.py --timed '{args.timed}'`.")
-    sweep_report.write(args.out, "lstm_attention", meta, rows, [to_markdown(rows, meta).rstrip("\n")])
+    timed_paths_main(__doc__, "bench_lstm_attention.py", "lstm_attention", "one kernel,two kernels,per step", run,
+                     to_markdown)
 
 
 if __name__ == "__main__":

@@ -31,29 +31,25 @@ PATHS = [("resident", {"MSCRED_RESIDENT_LSTM": "1", "MSCRED_WINDOW_LSTM": "1"}),
          ("per step", {"MSCRED_RESIDENT_LSTM": "0", "MSCRED_WINDOW_LSTM": "0"})]
 
 
-def run(timed: list[str]) -> list[dict]:
-    """A row per workload and level: ms of the ``timed`` paths, the errors of every path that ran (the per-step
-    path always runs: the sliding workloads' yardstick)."""
-    from mscred.ops import reference
-    from mscred.ops.triton import convlstm as fused
+def run_paths(paths, timed: list[str], make_call, float64) -> list[dict]:
+    """A row per workload and level: ms of the ``timed`` paths (each a label and the environment that selects it),
+    the errors of every path that ran: against ``float64(x, w, b)`` of the float64 inputs at batch 128, against the
+    per-step path's output on the sliding workloads (so that path always runs). ``make_call(x, w, b)`` gives the
+    call to time (it reads the environment at each call)."""
     os.environ["MSCRED_FUSED_LAYOUT"] = "nhwc"
     rows = []
     for name, batch, sliding in WORKLOADS:
         for ch, n in LEVELS:
             x, w, b = level_inputs(ch, n, batch, sliding)
-
-            def call():
-                with torch.no_grad():
-                    return fused.convlstm(x, w, b, 1.0)
-
+            call = make_call(x, w, b)
             outputs, times = {}, {}
-            for label, env in PATHS:
+            for label, env in paths:
                 if label in timed or label == "per step":
                     os.environ.update(env)
                     outputs[label] = call()
                     if label in timed:
                         times[label] = bench(call)
-            oracle = (reference.convlstm(x.double().contiguous(), w.double(), b.double(), 1.0) if not sliding
+            oracle = (float64(x.double().contiguous(), w.double(), b.double()) if not sliding
                       else outputs["per step"])
             row = dict(workload=name, batch=batch, ch=ch, n=n, steps=T,
                        ms={k: round(v, 4) for k, v in times.items()},
@@ -61,9 +57,23 @@ def run(timed: list[str]) -> list[dict]:
                        flags=os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", ""))
             rows.append(row)
             print(row, flush=True)
-    for var in ("MSCRED_RESIDENT_LSTM", "MSCRED_WINDOW_LSTM"):
+    for var in {var for _, env in paths for var in env}:
         os.environ.pop(var, None)
     return rows
+
+
+def run(timed: list[str]) -> list[dict]:
+    """The fused ConvLSTM op on each path (``run_paths``)."""
+    from mscred.ops import reference
+    from mscred.ops.triton import convlstm as fused
+
+    def make_call(x, w, b):
+        def call():
+            with torch.no_grad():
+                return fused.convlstm(x, w, b, 1.0)
+        return call
+
+    return run_paths(PATHS, timed, make_call, lambda x, w, b: reference.convlstm(x, w, b, 1.0))
 
 
 def to_markdown(rows: list[dict], meta: str) -> str:
@@ -87,18 +97,26 @@ def to_markdown(rows: list[dict], meta: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/resident_lstm")
-    ap.add_argument("--timed", default="resident,window,per step",
-                    help="the paths to time, comma-separated (default all three)")
+def timed_paths_main(doc: str, script: str, stem: str, timed: str, run, to_markdown) -> None:
+    """The command line of the per-level benchmarks that time some of their paths (this one and
+    bench_lstm_attention.py): --out, --timed (comma-separated path labels, default ``timed``); the table with the
+    machine line and the command, MSCRED_RESIDENT_LSTM_FLAGS (an A/B build of the kernel) included, into
+    OUT/STEM.{md,json}."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", default=f"benchmarks/results/{stem}")
+    ap.add_argument("--timed", default=timed, help=f"the paths to time, comma-separated (default {timed!r})")
     args = ap.parse_args()
     rows = run(args.timed.split(","))
     flags = os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", "")
     meta = (f"{sweep_report.machine_line()}. "
             f"Command: `{'MSCRED_RESIDENT_LSTM_FLAGS=' + repr(flags) + ' ' if flags else ''}PYTHONPATH=src python3 "
-            f"benchmarks/bench_resident_lstm.py --timed '{args.timed}'`.")
-    sweep_report.write(args.out, "resident_lstm", meta, rows, [to_markdown(rows, meta).rstrip("\n")])
+            f"benchmarks/{script} --timed '{args.timed}'`.")
+    sweep_report.write(args.out, stem, meta, rows, [to_markdown(rows, meta).rstrip("\n")])
+
+
+def main() -> None:
+    timed_paths_main(__doc__, "bench_resident_lstm.py", "resident_lstm", "resident,window,per step", run,
+                     to_markdown)
 
 
 if __name__ == "__main__":
