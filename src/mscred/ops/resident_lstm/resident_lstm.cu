@@ -263,26 +263,6 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   constexpr int kStored = kMaxAttentionSteps - 2;
   __nv_bfloat16* const scratch =
       p.attn == nullptr ? nullptr : p.scratch + static_cast<long long>(blockIdx.x) * max(stored, 0) * HW * CH;
-  // A chunk's (8 channels of a pixel) terms of the scores: <h_t, h_T> for the scratch steps, h_{T-1} and h_T itself.
-  auto add_scores = [&](const uint4& last, const uint4 (&old)[kStored], const uint4& prev, float (&score)[kStored],
-                        float& score_prev, float& score_last) {
-    float hl[8], h[8];
-    bf16x8_to_floats(last, hl);
-#pragma unroll
-    for (int t = 0; t < kStored; ++t) {
-      if (t < stored) {
-        bf16x8_to_floats(old[t], h);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) score[t] = fmaf(h[e], hl[e], score[t]);
-      }
-    }
-    bf16x8_to_floats(prev, h);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      score_prev = fmaf(h[e], hl[e], score_prev);
-      score_last = fmaf(hl[e], hl[e], score_last);
-    }
-  };
   auto warp_sum = [&](float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -342,31 +322,21 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
         // start), so that nothing stays in registers across the MMA loops (at 32 channels there is no room).
         // Pixels past HW add zeros (a select, not a product: their rows may hold anything).
         const int at = min(pix, HW - 1), c = group * 4 + (lane & 3);  // this lane's 8 channels as a row chunk
-        float hl[8], h[8], sum = 0.f;
+        float hl[8];
         bf16x8_to_floats(make_uint4(h_new[0], h_new[1], h_new[2], h_new[3]), hl);
-        float* row = warp_scores + warp * kMaxAttentionSteps;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sum = fmaf(hl[e], hl[e], sum);
-        sum = warp_sum(pix < HW ? sum : 0.f);
-        if (lane == 0) row[T - 1] += sum;
-        if (T > 1) {
-          bf16x8_to_floats(*reinterpret_cast<const uint4*>(h_in + at * CH + h_chunk<H_CHUNKS>(at, c) * 8), h);
-          sum = 0.f;
+        auto add_term = [&](const uint4& map_chunk, int slot) {  // <map, h_T> over the warp into row slot `slot`
+          float h[8], sum = 0.f;
+          bf16x8_to_floats(map_chunk, h);
 #pragma unroll
           for (int e = 0; e < 8; ++e) sum = fmaf(h[e], hl[e], sum);
           sum = warp_sum(pix < HW ? sum : 0.f);
-          if (lane == 0) row[T - 2] += sum;
-        }
+          if (lane == 0) warp_scores[warp * kMaxAttentionSteps + slot] += sum;
+        };
+        add_term(make_uint4(h_new[0], h_new[1], h_new[2], h_new[3]), T - 1);
+        if (T > 1) add_term(*reinterpret_cast<const uint4*>(h_in + at * CH + h_chunk<H_CHUNKS>(at, c) * 8), T - 2);
 #pragma unroll
         for (int t = 0; t < kStored; ++t) {
-          if (t < stored) {
-            bf16x8_to_floats(load_scratch(scratch + (static_cast<long long>(t) * HW + at) * CH + c * 8), h);
-            sum = 0.f;
-#pragma unroll
-            for (int e = 0; e < 8; ++e) sum = fmaf(h[e], hl[e], sum);
-            sum = warp_sum(pix < HW ? sum : 0.f);
-            if (lane == 0) row[t] += sum;
-          }
+          if (t < stored) add_term(load_scratch(scratch + (static_cast<long long>(t) * HW + at) * CH + c * 8), t);
         }
       }
 #endif
@@ -433,7 +403,22 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
 #if !MSCRED_RESIDENT_FOLD_SCORES  // else the last step's updates summed the scores' terms into warp_scores
     float score[kStored] = {}, score_prev = 0.f, score_last = 0.f;
     for_each_chunk([&](int, int, const uint4(&old)[kStored], const uint4& prev, const uint4& last) {
-      add_scores(last, old, prev, score, score_prev, score_last);
+      float hl[8], h[8];  // a chunk's terms: <h_t, h_T> for the scratch steps, h_{T-1} and h_T itself
+      bf16x8_to_floats(last, hl);
+#pragma unroll
+      for (int t = 0; t < kStored; ++t) {
+        if (t < stored) {
+          bf16x8_to_floats(old[t], h);
+#pragma unroll
+          for (int e = 0; e < 8; ++e) score[t] = fmaf(h[e], hl[e], score[t]);
+        }
+      }
+      bf16x8_to_floats(prev, h);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        score_prev = fmaf(h[e], hl[e], score_prev);
+        score_last = fmaf(hl[e], hl[e], score_last);
+      }
     });
     // The warps' partials: slot t of a warp's row holds step t (the scratch steps, then T - 2 and T - 1).
     float* row = warp_scores + warp * kMaxAttentionSteps;
