@@ -10,7 +10,8 @@
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
-D=$(result_dir "${RESULT_NAME:-lstm_attention}")
+NAME=${RESULT_NAME:-lstm_attention}
+D=$(result_dir "$NAME")
 python3 -c "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$D/build.txt" 2>&1
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 200 tests/test_lstm_attention.py tests/test_resident_lstm.py \
   tests/test_forward_windows.py
@@ -19,4 +20,4 @@ grep -E "^\| (scoring|1,024|batch)" "$D/lstm_attention.md"
 OUT="$D" bash benchmarks/gpu_train_variants.sh . "fused_1:g-fused-bf16" \
   "apart_1:g-fused-bf16:MSCRED_RESIDENT_ATTENTION=0" "fused_2:g-fused-bf16"
 python3 -m mscred env > "$D/env.txt" 2>&1
-(cd "$OUT" && tar czf "${RESULT_NAME:-lstm_attention}.tgz" "${RESULT_NAME:-lstm_attention}" && rm -rf "${RESULT_NAME:-lstm_attention}")
+(cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")

@@ -130,11 +130,11 @@ def is_available() -> tuple[bool, str]:
         from mscred.ops.lstm_attention import resident_attention  # here: lstm_attention imports this module
         with torch.no_grad():
             out = fused.convlstm_fused(*low, 1.0, "nhwc", False)[0]
-            attention = resident_attention(*low, 1.0)  # None where MSCRED_RESIDENT_ATTENTION=0
+            fused_attention = resident_attention(*low, 1.0)  # None where it declines (MSCRED_RESIDENT_ATTENTION=0)
         expect = reference.convlstm(x, w, b, 1.0)
         checks = [("a test level", out, expect)]
-        if attention is not None:
-            checks.append(("its fused attention", attention, reference.temporal_attention(expect)))
+        if fused_attention is not None:
+            checks.append(("its fused attention", fused_attention, reference.temporal_attention(expect)))
         for what, got, want in checks:
             err = ((got.double().cpu() - want).norm() / want.norm()).item()
             if not err < 2e-2:
@@ -149,6 +149,10 @@ def is_available() -> tuple[bool, str]:
         return False, f"built, but no level of the default model fits here at 30 sensors ({'; '.join(too_big)})"
     fit = (f"; at 30 sensors {'; '.join(too_big)}: the Triton kernels run that level" if too_big
            else "; levels 1 and 2 of the default model at 30 sensors fit")
-    attention = ("with the attention fused" if len(checks) == 2 else "the attention apart (MSCRED_RESIDENT_ATTENTION=0)"
-                 if switched_off("MSCRED_RESIDENT_ATTENTION") else "but the attention kernel declined the test level")
+    if fused_attention is not None:
+        attention = "with the attention fused"
+    elif switched_off("MSCRED_RESIDENT_ATTENTION"):
+        attention = "the attention apart (MSCRED_RESIDENT_ATTENTION=0)"
+    else:
+        attention = "but the attention kernel declined the test level"
     return True, f"CUDA kernel built, {attention}{fit}"
