@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One device call (~8 min), prepared on 2026-11-30 and NOT YET RUN: the resident ConvLSTM kernel's two-tile units
-# (MSCRED_RESIDENT_PAIR=1: each weight fragment feeds two tiles' MMAs, 8 warps on both levels) against the default:
+# One device call (~4 min; run on 2026-11-30, results/resident_pair/: not adopted): the resident ConvLSTM kernel's
+# two-tile units (MSCRED_RESIDENT_PAIR=1: each weight fragment feeds two tiles' MMAs, 8 warps on both levels) against
+# the default:
 #   1. the resident kernel's GPU tests with the default build and, with MSCRED_RESIDENT_LSTM_FLAGS set, the pair
 #      build (the tests build the extension the environment names)                      -> gpu_tests_{default,pair}.txt
 #   2. each level alone, both builds (bench_resident_lstm.py; the pair build's errors against the per-step output
