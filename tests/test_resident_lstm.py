@@ -52,16 +52,20 @@ def test_compiles_without_spills_on_tensor_cores(flags, tmp_path):
     assert subprocess.run(ptx_cmd, capture_output=True, text=True, timeout=600).returncode == 0
     text = ptx.read_text()
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in text and "ldmatrix.sync.aligned" in text
+    # Every store to global memory is a whole 16-byte chunk in one instruction (MSCRED_RESIDENT_WIDE_STORES).
+    stores = re.findall(r"st\.global\S*", text)
+    assert stores and set(stores) == {"st.global.v4.u32"}, sorted(set(stores))
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
 @pytest.mark.parametrize("flag", ["-DMSCRED_RESIDENT_PAIR=1", "-DMSCRED_RESIDENT_SCRATCH_HINT=1",
-                                  "-DMSCRED_RESIDENT_FOLD_SCORES=1"])
+                                  "-DMSCRED_RESIDENT_FOLD_SCORES=1", "-DMSCRED_RESIDENT_WIDE_STORES=0"])
 def test_ab_variants_compile(flag, tmp_path):
     """The A/B switches a device call times build for Hopper with tensor-core MMAs: two-tile units (measured
     slower, results/resident_pair/; ptxas spills a few bytes at 64 channels), the attention scratch's L2 evict-last
     hints (PTX that ptxas must accept; no gain, results/scratch_hint/) and the scores gathered in the last step's
-    updates (not yet measured), these two without spills."""
+    updates (not yet measured), these two without spills; and the plain uint4 assignments that NVVM splits into
+    4-byte stores (the wide stores' A/B partner)."""
     cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], flag, f"-I{resident_lstm._SRC}", "-Xptxas", "-v",
            "-c", str(SRC), "-o", str(tmp_path / "variant.o"), "--keep", f"--keep-dir={tmp_path}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
@@ -70,6 +74,8 @@ def test_ab_variants_compile(flag, tmp_path):
     assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
     if "HINT" in flag:
         assert "L2::cache_hint" in ptx and "createpolicy.fractional.L2::evict_last" in ptx
+    if "WIDE_STORES=0" in flag:
+        assert "st.global.u32" in ptx  # what the default build's explicit 128-bit stores replace
     if "PAIR" not in flag:
         frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores", proc.stdout + proc.stderr)
         assert len(frames) == 2 and all(f == ("0", "0") for f in frames), frames

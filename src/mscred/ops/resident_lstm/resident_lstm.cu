@@ -162,6 +162,25 @@ __device__ __forceinline__ void bf16x8_to_floats(const uint4& v, float (&f)[8]) 
 #define MSCRED_RESIDENT_FOLD_SCORES 0
 #endif
 
+// MSCRED_RESIDENT_WIDE_STORES 1 (the default) writes every 16-byte chunk to global memory with one 128-bit store:
+// NVVM split the plain uint4 assignments of copy_map and the attention's output into four 4-byte stores each (64
+// STG.E against 6 STG.E.128 in the sm_90a code, results/resident_sass/), four store instructions and L1/L2 requests
+// where one does. An inline st.global.v4 (CUDA's __stwb came out as STG.E.128.STRONG.SM). 0 keeps the plain
+// assignments, an A/B switch as the ones above.
+#ifndef MSCRED_RESIDENT_WIDE_STORES
+#define MSCRED_RESIDENT_WIDE_STORES 1
+#endif
+
+// A 16-byte chunk to global memory (16-byte aligned).
+__device__ __forceinline__ void store_global16(void* to, const uint4& v) {
+#if MSCRED_RESIDENT_WIDE_STORES
+  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(to), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+               : "memory");
+#else
+  *reinterpret_cast<uint4*>(to) = v;
+#endif
+}
+
 __device__ __forceinline__ void store_scratch(void* to, const uint4& v) {
 #if MSCRED_RESIDENT_SCRATCH_HINT
   uint64_t policy;
@@ -170,7 +189,7 @@ __device__ __forceinline__ void store_scratch(void* to, const uint4& v) {
                "r"(v.z), "r"(v.w), "l"(policy)
                : "memory");
 #else
-  *reinterpret_cast<uint4*>(to) = v;
+  store_global16(to, v);
 #endif
 }
 
@@ -351,7 +370,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
       if (scratch_map) {
         store_scratch(to + pix * CH + c * 8, v);
       } else {
-        *reinterpret_cast<uint4*>(to + pix * CH + c * 8) = v;
+        store_global16(to + pix * CH + c * 8, v);
       }
     }
   };
@@ -437,19 +456,37 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
     }
 #endif
     __syncthreads();
-    auto step_score = [&](int t) {  // divided by T as the attention kernel does (not times 1/T)
-      float s = 0.f;
-      for (int w = 0; w < kWarps; ++w) s += warp_scores[w * kMaxAttentionSteps + t];
-      return s / static_cast<float>(T);
-    };
-    float top = -INFINITY, total = 0.f;
-    for (int t = 0; t < T; ++t) top = fmaxf(top, step_score(t));
-    for (int t = 0; t < T; ++t) total += expf(step_score(t) - top);
-    auto weight_of = [&](int t) { return expf(step_score(t) - top) / total; };
-    float weight[kStored];
+    // Each step's score, the warps' partials summed once (divided by T as the attention kernel does, not times
+    // 1/T); the exponentials kept for the weights. Summed per use, as before, every thread made 3 x T x kWarps
+    // dependent shared-memory loads (180 at level 1).
+    float step_exp[kMaxAttentionSteps];
+    float top = -INFINITY;
 #pragma unroll
-    for (int t = 0; t < kStored; ++t) weight[t] = t < stored ? weight_of(t) : 0.f;
-    const float weight_prev = T > 1 ? weight_of(T - 2) : 0.f, weight_last = weight_of(T - 1);
+    for (int t = 0; t < kMaxAttentionSteps; ++t) {
+      float s = 0.f;
+      if (t < T) {
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) s += warp_scores[w * kMaxAttentionSteps + t];
+        s /= static_cast<float>(T);
+        top = fmaxf(top, s);
+      }
+      step_exp[t] = s;
+    }
+    float total = 0.f;
+#pragma unroll
+    for (int t = 0; t < kMaxAttentionSteps; ++t) {
+      step_exp[t] = t < T ? expf(step_exp[t] - top) : 0.f;
+      total += step_exp[t];
+    }
+    // The weights, picked by compile-time indices (a register array indexed by T - 1 would go to local memory).
+    float weight[kStored], weight_prev = 0.f, weight_last = 0.f;
+#pragma unroll
+    for (int t = 0; t < kMaxAttentionSteps; ++t) {
+      const float w = step_exp[t] / total;
+      if (t < kStored) weight[t] = t < stored ? w : 0.f;
+      if (t == T - 2) weight_prev = w;
+      if (t == T - 1) weight_last = w;
+    }
     __nv_bfloat16* dst = p.attn + b * p.attn_sb;
     for_each_chunk([&](int pix, int c, const uint4(&old)[kStored], const uint4& prev, const uint4& last) {
       float acc[8], h[8];
@@ -467,9 +504,9 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
           for (int e = 0; e < 8; ++e) acc[e] = fmaf(weight[t], h[e], acc[e]);
         }
       }
-      *reinterpret_cast<uint4*>(dst + pix * p.attn_sp + c * 8) =
-          make_uint4(float2_to_bf16x2(acc[0], acc[1]), float2_to_bf16x2(acc[2], acc[3]),
-                     float2_to_bf16x2(acc[4], acc[5]), float2_to_bf16x2(acc[6], acc[7]));
+      store_global16(dst + pix * p.attn_sp + c * 8,
+                     make_uint4(float2_to_bf16x2(acc[0], acc[1]), float2_to_bf16x2(acc[2], acc[3]),
+                                float2_to_bf16x2(acc[4], acc[5]), float2_to_bf16x2(acc[6], acc[7])));
     });
     __syncthreads();  // the next window overwrites the maps, the scratch slot and the warps' partials
   };
@@ -484,7 +521,9 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
 #if MSCRED_RESIDENT_FOLD_SCORES
       // The last step's updates add their terms of the scores into the warp's row (the previous window's `attend`
       // read it before its closing barrier).
-      if (p.attn != nullptr && t == T - 1 && lane < kMaxAttentionSteps) warp_scores[warp * kMaxAttentionSteps + lane] = 0.f;
+      if (p.attn != nullptr && t == T - 1 && lane < kMaxAttentionSteps) {
+        warp_scores[warp * kMaxAttentionSteps + lane] = 0.f;
+      }
       __syncwarp();
 #endif
       if (t == 0) {
