@@ -187,7 +187,7 @@ def test_opcheck_of_the_mutating_op():
     skip_unless_it_runs(32, 6)
     x, w, b = (t.to(torch.bfloat16) for t in level_inputs(4, 5, 32, 32, 6, seed=2))
     fresh = torch.empty(4, 32, 6, 6, device="cuda", dtype=torch.bfloat16, memory_format=torch.channels_last)
-    buf = torch.zeros(4, 64, 6, 6, device="cuda", dtype=torch.bfloat16, memory_format=torch.channels_last)
+    buf = torch.zeros(4, 64, 6, 6, device="cuda", dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
     for out in (fresh, buf[:, 32:]):
         torch.library.opcheck(lstm_attention.convlstm_attention_resident, (x, w, b.float(), FB, out),
                               test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
