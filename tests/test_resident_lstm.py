@@ -59,21 +59,25 @@ def test_compiles_without_spills_on_tensor_cores(flags, tmp_path):
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
 @pytest.mark.parametrize("flag", ["-DMSCRED_RESIDENT_PAIR=1", "-DMSCRED_RESIDENT_SCRATCH_HINT=1",
-                                  "-DMSCRED_RESIDENT_FOLD_SCORES=1", "-DMSCRED_RESIDENT_WIDE_STORES=0"])
+                                  "-DMSCRED_RESIDENT_FOLD_SCORES=1", "-DMSCRED_RESIDENT_WIDE_STORES=0",
+                                  "-DMSCRED_RESIDENT_WGMMA=1"])
 def test_ab_variants_compile(flag, tmp_path):
     """The A/B switches a device call times build for Hopper with tensor-core MMAs: two-tile units (measured
     slower, results/resident_pair/; ptxas spills a few bytes at 64 channels), the attention scratch's L2 evict-last
     hints (PTX that ptxas must accept; no gain, results/scratch_hint/) and the scores gathered in the last step's
     updates (not yet measured), these two without spills; and the plain uint4 assignments that NVVM splits into
-    4-byte stores (the wide stores' A/B partner)."""
+    4-byte stores (the wide stores' A/B partner); the recurrent GEMM on warpgroup MMAs (wgmma.h), without
+    spills."""
     cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], flag, f"-I{resident_lstm._SRC}", "-Xptxas", "-v",
            "-c", str(SRC), "-o", str(tmp_path / "variant.o"), "--keep", f"--keep-dir={tmp_path}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ptx = "".join(p.read_text() for p in tmp_path.glob("*.ptx"))
-    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
+    assert ("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx) == ("WGMMA" not in flag)
     if "HINT" in flag:
         assert "L2::cache_hint" in ptx and "createpolicy.fractional.L2::evict_last" in ptx
+    if "WGMMA" in flag:  # one m64n128k16 per k16 step: 8 at 32 channels, 16 at 64
+        assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 24
     if "WIDE_STORES=0" in flag:
         assert "st.global.u32" in ptx  # what the default build's explicit 128-bit stores replace
     if "PAIR" not in flag:

@@ -48,6 +48,7 @@
 #include <mutex>
 
 #include "resident_lstm.h"
+#include "wgmma.h"
 
 namespace mscred_resident {
 namespace {
@@ -61,6 +62,24 @@ namespace {
 #define MSCRED_RESIDENT_PAIR 0
 #endif
 constexpr int kPair = MSCRED_RESIDENT_PAIR ? 2 : 1;
+
+// MSCRED_RESIDENT_WGMMA 1 runs the recurrent steps' GEMM on Hopper's warpgroup MMA (wgmma.h): each warpgroup takes
+// units of 64 pixels (four warps' 16-pixel tiles) and a group's 128 gate columns, its B operand the weight in shared
+// memory read by the tensor cores once per 64 pixels instead of ldmatrix'ed by every warp for its 16. Where the
+// build is not sm_90a (an A100) the mma.sync loop runs, on the same 64-pixel rounding of the tiles. An A/B switch
+// as the ones below.
+#ifndef MSCRED_RESIDENT_WGMMA
+#define MSCRED_RESIDENT_WGMMA 0
+#endif
+#if MSCRED_RESIDENT_WGMMA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool kWgmma = true;
+#else
+constexpr bool kWgmma = false;
+#endif
+static_assert(!(MSCRED_RESIDENT_WGMMA && MSCRED_RESIDENT_PAIR), "wgmma units are 64 pixels already");
+// Pixels the tiles are rounded up to: the cell state and the step-0 loop cover whole 64-pixel units with wgmma.
+constexpr int kTileRound = MSCRED_RESIDENT_WGMMA ? 64 : 16;
+__host__ __device__ constexpr int tiles_of(int hw) { return (hw + kTileRound - 1) / kTileRound * (kTileRound / 16); }
 
 // Warps per block: 12 at 32 channels, 8 at 64, the faster of 8 and 12 for each level at the scoring batch on the
 // H200 (results/resident_round2/: level 1 3.40 against 3.66 ms, level 2 2.43 against 2.56). 16 warps cap ptxas at
@@ -237,7 +256,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   const int HW = p.H * p.W;
   const int map_elems = (HW + 2) * CH;  // + the zero row at pixel HW, + a row the pixels past HW write to
   uint4* cells = reinterpret_cast<uint4*>(maps + 2 * map_elems);  // [unit][row half][lane]: 8 float16 c
-  const int tiles = (HW + 15) / 16;
+  const int tiles = tiles_of(HW);  // 16-pixel tiles (with wgmma whole 64-pixel units: pixels past HW are masked)
   float* warp_scores = reinterpret_cast<float*>(cells + tiles * GROUPS * 2 * 32);  // [warp][step], the attention's
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -246,10 +265,21 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   // of the four n8 tiles of a gate are then 8 consecutive channels, read and written 16 bytes at a time.
   for (int i = tid; i < KSTEPS * G4 * 2; i += kThreads) {
     const int ks = i / (G4 * 2), n = (i / 2) % G4, half = i % 2;
-    const int c = n % 8, real = (n / 32) * 32 + (c / 2) * 8 + ((n / 8) % 4) * 2 + c % 2;
-    const uint4 v = *reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(real) * G4 + ks * 16 + half * 8);
-    *reinterpret_cast<uint4*>(w_s + ((ks * G4 + n) * 2 + (half ^ ((n >> 2) & 1))) * 8) = v;
+    if constexpr (kWgmma) {
+      // wgmma's B: column n = group * 128 + j * 32 + q * 8 + c (a unit's 128 columns contiguous, in the order of
+      // the accumulator's n8 tiles j * 4 + q) holds the lane-order channel of MMA column j * CH + group * 32 +
+      // q * 8 + c below; stored as [group][k16 step][k half][column][8 k] (wgmma.h's core matrices).
+      const int group = n / 128, j = (n % 128) / 32, q = (n % 32) / 8, c = n % 8;
+      const int real = j * CH + group * 32 + (c / 2) * 8 + q * 2 + c % 2;
+      const uint4 v = *reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(real) * G4 + ks * 16 + half * 8);
+      *reinterpret_cast<uint4*>(w_s + (((group * KSTEPS + ks) * 2 + half) * 128 + n % 128) * 8) = v;
+    } else {
+      const int c = n % 8, real = (n / 32) * 32 + (c / 2) * 8 + ((n / 8) % 4) * 2 + c % 2;
+      const uint4 v = *reinterpret_cast<const uint4*>(p.w + static_cast<size_t>(real) * G4 + ks * 16 + half * 8);
+      *reinterpret_cast<uint4*>(w_s + ((ks * G4 + n) * 2 + (half ^ ((n >> 2) & 1))) * 8) = v;
+    }
   }
+  if constexpr (kWgmma) fence_proxy_async_shared();  // the weight, before the barrier, for wgmma's reads
   for (int i = tid; i < G4; i += kThreads) bias_s[i] = p.bias[i];
   for (int i = tid; i < 2 * CH; i += kThreads) {
     (i < CH ? maps : maps + map_elems)[HW * CH + i % CH] = __float2bfloat16_rn(0.f);
@@ -546,6 +576,49 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
           tile = next_tile;
           group = next_group;
         }
+      } else if constexpr (kWgmma) {
+        // Units of 64 pixels (this warp's tile is the unit's quarter) and a group's 128 gate columns per warpgroup.
+        constexpr int kWarpGroups = kWarps / 4;
+        static_assert(kWarps % 4 == 0, "whole warpgroups");
+        const int units = tiles / 4 * GROUPS;
+        for (int unit = warp / 4; unit < units; unit += kWarpGroups) {
+          const int tile = (unit / GROUPS) * 4 + warp % 4, group = unit % GROUPS;
+          uint4 gates[2][4];
+          load_gates(gates, gx_step, tile, group);  // added in the update, so their loads overlap the MMAs
+          // This lane's A rows (pixel tile * 16 + r) and their four taps' source pixels, as in the loop below.
+          const int r = (lane & 7) + ((lane >> 3) & 1) * 8, khalf = lane >> 4;
+          const int pix = tile * 16 + r, y = pix / p.W, x = pix - y * p.W;
+          uint32_t a[KSTEPS][4];
+#pragma unroll
+          for (int tap = 0; tap < 4; ++tap) {
+            const int sy = y + (tap >> 1) - p.pad_t, sx = x + (tap & 1) - p.pad_l;
+            const int src = (pix < HW && sy >= 0 && sy < p.H && sx >= 0 && sx < p.W) ? sy * p.W + sx : HW;
+#pragma unroll
+            for (int ts = 0; ts < TAP_STEPS; ++ts) {
+              uint32_t(&frag)[4] = a[tap * TAP_STEPS + ts];
+              ldmatrix_x4(smem_u32(h_in + src * CH) + h_chunk<H_CHUNKS>(src, ts * 2 + khalf) * 16, frag[0], frag[1],
+                          frag[2], frag[3]);
+            }
+          }
+          float acc[16][4];
+          const unsigned b_unit = smem_u32(w_s) + group * KSTEPS * 4096;  // [k16 step] 4,096 bytes each
+          wgmma_fence();
+#pragma unroll
+          for (int ks = 0; ks < KSTEPS; ++ks) {
+            wgmma_m64n128k16(acc, a[ks], wgmma_desc(b_unit + ks * 4096, 2048, 128), ks > 0);
+          }
+          wgmma_commit();
+          wgmma_wait_all();
+#pragma unroll
+          for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) keep_in_registers(a[ks][i]);
+#pragma unroll
+          for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) keep_in_registers(acc[nt][i]);
+          update(acc, gates, tile, group, true, h_out, h_in, t == T - 1);
+        }
       } else {
         // Units of kPair consecutive tiles (one, or two with MSCRED_RESIDENT_PAIR): each weight fragment then feeds
         // kPair tiles' MMAs.
@@ -653,7 +726,7 @@ cudaError_t launch(const ResidentParams& p, int sms, cudaStream_t stream) {
 }  // namespace
 
 size_t shared_bytes(int ch, int hw) {
-  const size_t tiles = (hw + 15) / 16;
+  const size_t tiles = tiles_of(hw);
   return sizeof(__nv_bfloat16) * (16 * ch * ch + 2 * (hw + 2) * ch) + sizeof(float) * 4 * ch +
          sizeof(__half2) * tiles * (ch / 32) * 8 * 32 + sizeof(float) * kMaxWarps * kMaxAttentionSteps;
 }
