@@ -36,7 +36,7 @@
 //
 // Sizes it takes (checked by the host): Ch 32 with H*W <= 1024 (level 1 of the default model: 30 x 30) and Ch 64
 // with H*W <= 256 (level 2: 15 x 15), kernel 2 x 2, bf16, where the block's shared memory (shared_bytes) fits the
-// device: 202 KB and 216 KB for levels 1-2 at 30 sensors, so an H100/H200 (227 KB); an A100 (163 KB) takes smaller
+// device: 206 KB and 218 KB for levels 1-2 at 30 sensors, so an H100/H200 (227 KB); an A100 (163 KB) takes smaller
 // maps only. The activations use tanh.approx (sigmoid(z) =
 // (1 + tanh(z/2)) / 2): one MUFU op each, ~2^-11 relative error, under the bf16 rounding of h.
 #include <cuda_bf16.h>
@@ -63,13 +63,15 @@ namespace {
 #endif
 constexpr int kPair = MSCRED_RESIDENT_PAIR ? 2 : 1;
 
-// MSCRED_RESIDENT_WGMMA 1 runs the recurrent steps' GEMM on Hopper's warpgroup MMA (wgmma.h): each warpgroup takes
-// units of 64 pixels (four warps' 16-pixel tiles) and a group's 128 gate columns, its B operand the weight in shared
-// memory read by the tensor cores once per 64 pixels instead of ldmatrix'ed by every warp for its 16. Where the
-// build is not sm_90a (an A100) the mma.sync loop runs, on the same 64-pixel rounding of the tiles. An A/B switch
-// as the ones below.
+// MSCRED_RESIDENT_WGMMA 1 (the default but with two-tile units) runs the recurrent steps' GEMM on Hopper's
+// warpgroup MMA (wgmma.h): each warpgroup takes units of 64 pixels (four warps' 16-pixel tiles) and a group's 128
+// gate columns, its B operand the weight in shared memory read by the tensor cores once per 64 pixels instead of
+// ldmatrix'ed by every warp for its 16. Measured on the H200 (results/resident_wgmma/, each level with its
+// attention at the scoring batch): level 1 2.86-2.92 against 3.33 ms, level 2 1.82 against 2.37 ms; whole-model
+// scoring 10.67x against 9.77-9.78x. Where the build is not sm_90a (an A100) the mma.sync loop runs, on the same
+// 64-pixel rounding of the tiles. 0 keeps mma.sync everywhere, an A/B switch as the ones below.
 #ifndef MSCRED_RESIDENT_WGMMA
-#define MSCRED_RESIDENT_WGMMA 0
+#define MSCRED_RESIDENT_WGMMA (!MSCRED_RESIDENT_PAIR)
 #endif
 #if MSCRED_RESIDENT_WGMMA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 constexpr bool kWgmma = true;
@@ -175,8 +177,9 @@ __device__ __forceinline__ void bf16x8_to_floats(const uint4& v, float (&f)[8]) 
 
 // MSCRED_RESIDENT_FOLD_SCORES 1 gathers the attention's scores during the last step's cell updates, each lane's h_T
 // chunks dotted with h_{T-1} (shared memory) and the scratch maps (L2) as soon as they are computed, while the other
-// warps' MMAs run: the epilogue then keeps only its second pass. An A/B switch as the ones above; compiled and
-// tested on the CPU only so far, not yet measured.
+// warps' MMAs run: the epilogue then keeps only its second pass. An A/B switch as the ones above; measured slower
+// (results/epilogue_variants/: level 1 3.62 against 3.33 ms, level 2 2.56 against 2.37 at the scoring batch; the
+// last step's updates carry the scratch loads' latency instead of hiding it).
 #ifndef MSCRED_RESIDENT_FOLD_SCORES
 #define MSCRED_RESIDENT_FOLD_SCORES 0
 #endif
