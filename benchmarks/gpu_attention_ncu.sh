@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (~4 min), prepared on 2026-11-30 and NOT YET RUN: where the resident kernel's attention epilogue
+# One device call (~4 min): where the resident kernel's attention epilogue
 # spends its ~16 us per window (results/lstm_attention_batched/). Nsight Compute on the resident kernel with the
 # attention (level 1, all 3,591 windows of scoring, the second call), built with -lineinfo so that the stall samples
 # map to source lines:
