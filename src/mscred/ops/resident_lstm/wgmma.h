@@ -29,7 +29,9 @@ __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_grou
 
 // Shared-memory stores of the generic proxy (the weight, written by the block's threads) made visible to the
 // tensor cores' async proxy that wgmma reads B through.
-__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 
 // Keeps values in registers up to here: a wgmma reads its register operands asynchronously, after the instruction
 // issues, so the compiler must not reuse them before wgmma_wait_all (CUTLASS's warpgroup_fence_operand).
