@@ -234,6 +234,15 @@ __device__ __forceinline__ uint4 load_scratch(const void* from) {
 #endif
 }
 
+// MSCRED_RESIDENT_INT_ROWS 0 (the default) finds a pixel's row in the map by a float multiply, (pixel + 0.5) x 1/W
+// truncated: exact for the maps the kernel takes (pixel < 2^11, W <= 32: the quotient stays >= 0.5 / W away from
+// an integer, the float error is ~1e-4), where the integer division by the runtime width compiled to ~20
+// instructions, about 10% of all the kernel executed with the gate and tap addressing around it (Nsight Compute,
+// results/attention_ncu/). 1 keeps the integer division, an A/B switch as the ones above.
+#ifndef MSCRED_RESIDENT_INT_ROWS
+#define MSCRED_RESIDENT_INT_ROWS 0
+#endif
+
 // The 16-byte chunk of a map row (pixel) that chunk c is stored at: XOR-swizzled by the pixel so that the eight rows
 // of an ldmatrix (eight consecutive pixels, or the zero row) fall in distinct bank groups.
 template <int CHUNKS>
@@ -260,6 +269,14 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   float* bias_s = reinterpret_cast<float*>(w_s + G4 * G4);  // [G4], real gate columns
   __nv_bfloat16* maps = reinterpret_cast<__nv_bfloat16*>(bias_s + G4);
   const int HW = p.H * p.W;
+  const float inv_w = 1.f / static_cast<float>(p.W);
+  auto row_of = [&](int pixel) {  // pixel / W, for 0 <= pixel < 2^11 (MSCRED_RESIDENT_INT_ROWS)
+#if MSCRED_RESIDENT_INT_ROWS
+    return pixel / p.W;
+#else
+    return static_cast<int>((static_cast<float>(pixel) + 0.5f) * inv_w);
+#endif
+  };
   const int map_elems = (HW + 2) * CH;  // + the zero row at pixel HW, + a row the pixels past HW write to
   uint4* cells = reinterpret_cast<uint4*>(maps + 2 * map_elems);  // [unit][row half][lane]: 8 float16 c
   const int tiles = tiles_of(HW);  // 16-pixel tiles (with wgmma whole 64-pixel units: pixels past HW are masked)
@@ -303,7 +320,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int pix = tile * 16 + quad + 8 * half, at = min(pix, HW - 1);
-      const int y = at / p.W, x = at - y * p.W;
+      const int y = row_of(at), x = at - y * p.W;
       const __nv_bfloat16* row = gx_step + y * p.gx_sy + x * p.gx_sx + group * 32 + lane_ch;
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -593,7 +610,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
           load_gates(gates, gx_step, tile, group);  // added in the update, so their loads overlap the MMAs
           // This lane's A rows (pixel tile * 16 + r) and their four taps' source pixels, as in the loop below.
           const int r = (lane & 7) + ((lane >> 3) & 1) * 8, khalf = lane >> 4;
-          const int pix = tile * 16 + r, y = pix / p.W, x = pix - y * p.W;
+          const int pix = tile * 16 + r, y = row_of(pix), x = pix - y * p.W;
           uint32_t a[KSTEPS][4];
 #pragma unroll
           for (int tap = 0; tap < 4; ++tap) {
@@ -646,7 +663,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
 #pragma unroll
             for (int u = 0; u < kPair; ++u) {
               const int pix = (first + u) * 16 + r;
-              const int y = pix / p.W, x = pix - y * p.W;
+              const int y = row_of(pix), x = pix - y * p.W;
 #pragma unroll
               for (int tap = 0; tap < 4; ++tap) {
                 const int sy = y + (tap >> 1) - p.pad_t, sx = x + (tap & 1) - p.pad_l;
