@@ -34,8 +34,9 @@
 // 2.64 ms on the per-step path (and 4.64 / 3.77 ms for the Triton per-window kernel in round 3); whole-model graphed
 // scoring 9.22x the eager baseline (7.70x without this kernel, results/resident_round3/). Nsight Compute (round 2):
 // the tensor pipe ~25% busy, issue ~41%; the warps wait mostly on ldmatrix / MUFU results (short scoreboard) and
-// fixed-latency dependencies, with 8-12 warps per SM. With the attention fused and the warpgroup MMAs
-// (results/resident_wgmma/): level 1 2.86-2.92 ms, level 2 1.82 ms with their attention; whole model 10.67x.
+// fixed-latency dependencies, with 8-12 warps per SM. With the attention fused, the warpgroup MMAs and the map rows
+// by a float multiply (results/float_rows/): level 1 2.75 ms, level 2 1.77 ms with their attention; whole model
+// 10.89-10.93x.
 //
 // Sizes it takes (checked by the host): Ch 32 with H*W <= 1024 (level 1 of the default model: 30 x 30) and Ch 64
 // with H*W <= 256 (level 2: 15 x 15), kernel 2 x 2, bf16, where the block's shared memory (shared_bytes) fits the
