@@ -9,8 +9,8 @@ REV=$1; shift
 W=$(mktemp -d); trap 'rm -rf "$W"' EXIT
 SRC=src/mscred/ops/resident_lstm
 mkdir -p "$W/old"
-for f in resident_lstm.cu resident_lstm.h; do git show "$REV:$SRC/$f" > "$W/old/$f"; done
-NVCC=(nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a)
+for f in $(git ls-tree --name-only "$REV" "$SRC/" | grep -E '\.(cu|h)$'); do git show "$REV:$f" > "$W/old/$(basename "$f")"; done
+NVCC=(nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -DMSCRED_SM90A)  # as cuda_target(9, 0) builds
 "${NVCC[@]}" -I"$W/old" -cubin -o "$W/old.cubin" "$W/old/resident_lstm.cu"
 "${NVCC[@]}" "$@" -I"$SRC" -Xptxas -v -cubin -o "$W/new.cubin" "$SRC/resident_lstm.cu" 2>&1 | grep -E "registers|spill"
 echo "== mscred sass diff: $REV (default build) -> working tree${*:+ ($*)}"

@@ -56,11 +56,16 @@ def test_compiles_without_spills_on_tensor_cores(flags, tmp_path):
     if "sm_90a" in " ".join(flags):  # the recurrent GEMM on warpgroup MMAs: one per k16 step, 8 + 16 steps
         assert text.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 24
         assert "mma.sync.aligned" not in text
+        # The weight's stores made visible to the tensor cores' reads before the block's first barrier, per kernel.
+        for body in text.split(".entry")[1:]:
+            assert -1 < body.find("fence.proxy.async.shared::cta") < body.find("bar.sync"), "fence before barrier"
     else:
         assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in text and "wgmma" not in text
-    # Every store to global memory is a whole 16-byte chunk in one instruction (MSCRED_RESIDENT_WIDE_STORES).
-    stores = re.findall(r"st\.global\S*", text)
+    # Every store but to shared memory is a whole 16-byte chunk to global memory in one instruction
+    # (MSCRED_RESIDENT_WIDE_STORES): no narrow stores, none through generic or local addresses.
+    stores = re.findall(r"\bst\.(?!shared)\S*", text)
     assert stores and set(stores) == {"st.global.v4.u32"}, sorted(set(stores))
+    assert "div.s32" not in text and "div.u32" not in text  # map rows by a float multiply (MSCRED_RESIDENT_INT_ROWS)
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
@@ -87,6 +92,8 @@ def test_ab_variants_compile(flag, tmp_path):
         assert "L2::cache_hint" in ptx and "createpolicy.fractional.L2::evict_last" in ptx
     if "WIDE_STORES=0" in flag:
         assert "st.global.u32" in ptx  # what the default build's explicit 128-bit stores replace
+    if "INT_ROWS=1" in flag:
+        assert "div.s32" in ptx  # the integer divisions by the map width the default build's float rows replace
     if "PAIR" not in flag:
         frames = re.findall(r"(\d+) bytes stack frame, (\d+) bytes spill stores", proc.stdout + proc.stderr)
         assert len(frames) == 2 and all(f == ("0", "0") for f in frames), frames
@@ -112,20 +119,45 @@ def test_takes_only_what_it_is_written_for(monkeypatch):
     assert not takes()
 
 
-def _tile_pixels() -> int:
-    """The pixels resident_lstm.cu rounds its tiles up to (kTileRound): 64 with the warpgroup MMAs (the default),
-    16 in the A/B builds without them (-DMSCRED_RESIDENT_WGMMA=0, or the two-tile units)."""
-    flags = os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", "").split()
-    mma_sync = "-DMSCRED_RESIDENT_WGMMA=0" in flags or "-DMSCRED_RESIDENT_PAIR=1" in flags
-    return 16 if mma_sync else 64
+def _tile_pixels(capability=(9, 0), flags=None) -> int:
+    """The pixels resident_lstm.cu rounds its tiles up to (kTileRound) in a build for a GPU of ``capability``
+    with the -D ``flags`` (default: MSCRED_RESIDENT_LSTM_FLAGS): 64 with the warpgroup MMAs (the default on
+    Hopper), 16 elsewhere and in the A/B builds without them (MSCRED_RESIDENT_WGMMA=0, or the two-tile units)."""
+    flags = " ".join(os.environ.get("MSCRED_RESIDENT_LSTM_FLAGS", "").split() if flags is None else flags)
+    mma_sync = re.search(r"MSCRED_RESIDENT_WGMMA=0|MSCRED_RESIDENT_PAIR(=[1-9]|\b(?!=))", flags)
+    return 64 if capability == (9, 0) and not mma_sync else 16
 
 
-def _shared_bytes(ch, hw):
+def _shared_bytes(ch, hw, capability=(9, 0), flags=None):
     """resident_lstm.cu's shared_bytes: weight, bias, two (hw + 2)-row maps, the float16 cells of every 16-pixel
     tile (rounded up to whole 64-pixel units with wgmma), the attention's per-warp score partials (kMaxWarps x
     kMaxAttentionSteps floats)."""
-    tiles = -(-hw // _tile_pixels()) * (_tile_pixels() // 16)
+    round_to = _tile_pixels(capability, flags)
+    tiles = -(-hw // round_to) * (round_to // 16)
     return 2 * (16 * ch * ch + 2 * (hw + 2) * ch) + 4 * 4 * ch + tiles * (ch // 32) * 1024 + 4 * 16 * 5
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
+@pytest.mark.parametrize("capability", [(9, 0), (8, 0)], ids=["sm_90a", "sm_80"])
+def test_shared_bytes_mirror_matches_the_build(capability, tmp_path):
+    """The host's shared_bytes of a build for each architecture (a small host program linked with the kernel's
+    file; no GPU needed) equals the mirror above, which the fit tests use: 64-pixel rounding on Hopper only."""
+    main = tmp_path / "main.cu"
+    main.write_text('#include <cstdio>\n#include "resident_lstm.h"\nint main() {\n'
+                    '  const int shapes[][2] = {{32, 900}, {32, 1024}, {32, 600}, {32, 17}, {64, 225}, {64, 256}, '
+                    '{64, 81}, {64, 1}};\n'
+                    '  for (auto& s : shapes) std::printf("%d %d %zu\\n", s[0], s[1], '
+                    'mscred_resident::shared_bytes(s[0], s[1]));\n}\n')
+    exe = tmp_path / "shared_bytes"
+    cmd = [NVCC, "-std=c++17", "-O1", *cuda_target(*capability)[1], f"-I{resident_lstm._SRC}", str(main), str(SRC),
+           "-o", str(exe)]
+    build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    lines = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    got = {(int(ch), int(hw)): int(n) for ch, hw, n in zip(lines[::3], lines[1::3], lines[2::3])}
+    assert len(got) == 8
+    assert got == {(ch, hw): _shared_bytes(ch, hw, capability, flags=[]) for ch, hw in got}
+    assert got[(32, 900)] == {(9, 0): 210_496, (8, 0): 207_424}[capability]
 
 
 def test_runs_only_where_the_block_fits(monkeypatch):
@@ -144,15 +176,15 @@ def test_runs_only_where_the_block_fits(monkeypatch):
             return True
 
         def shared_bytes(self, ch, hw):
-            return _shared_bytes(ch, hw)
+            return _shared_bytes(ch, hw, self.capability)
 
     monkeypatch.setattr(resident_lstm, "_extension", Built())
     monkeypatch.setattr(resident_lstm, "shared_limit", lambda device: 166_912)  # an A100's opt-in limit
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
     cuda, bf16 = torch.device("cuda", 0), torch.bfloat16
     assert resident_lstm.runs(bf16, "nhwc", False, 32, 2, 600, cuda)
-    assert not resident_lstm.runs(bf16, "nhwc", False, 32, 2, 900, cuda)   # level 1 at 30 sensors: 206 KB
-    assert not resident_lstm.runs(bf16, "nhwc", False, 64, 2, 225, cuda)   # level 2: 218 KB
+    assert not resident_lstm.runs(bf16, "nhwc", False, 32, 2, 900, cuda)   # level 1 at 30 sensors: 203 KB
+    assert not resident_lstm.runs(bf16, "nhwc", False, 64, 2, 225, cuda)   # level 2: 216 KB
     monkeypatch.setattr(resident_lstm, "shared_limit", lambda device: 232_448)  # an H100 / H200
     assert resident_lstm.runs(bf16, "nhwc", False, 32, 2, 1024, cuda)
     assert resident_lstm.runs(bf16, "nhwc", False, 64, 2, 256, cuda)
@@ -205,6 +237,24 @@ def test_against_float64_oracle(B, T, Ch, n, monkeypatch):
     got, calls = _infer(monkeypatch, *low)
     assert calls == 1 and got.dtype == torch.bfloat16 and got.shape == oracle.shape
     assert torch.isfinite(got).all()
+    assert rel(got, oracle) <= 2 * yardstick + 1e-3, (rel(got, oracle), yardstick)
+
+
+@needs_cuda
+@pytest.mark.parametrize("B, Ch, H, W", [(37, 32, 7, 13), (130, 32, 30, 17), (21, 64, 5, 9), (9, 64, 16, 3)])
+def test_non_square_maps(B, Ch, H, W, monkeypatch):
+    """Maps wider than tall and taller than wide: the rows found from the pixel index (a float multiply by 1/W),
+    the taps' bounds and the gate addressing per axis."""
+    monkeypatch.delenv("MSCRED_RESIDENT_LSTM", raising=False)
+    if not resident_lstm.runs(torch.bfloat16, "nhwc", False, Ch, 2, H * W, torch.device("cuda")):
+        pytest.skip(f"the resident kernel does not run here for {Ch} channels at {H} x {W}")
+    x, w, b = level_inputs(B, 5, Ch, Ch, max(H, W), seed=H * 100 + W)
+    x = x[..., :H, :W].contiguous()
+    oracle = ref.convlstm(x, w, b, FB)
+    low = [t.to(torch.bfloat16) for t in (x, w, b)]
+    yardstick = rel(ref.convlstm(*low, FB), oracle)
+    got, calls = _infer(monkeypatch, *low)
+    assert calls == 1 and got.shape == oracle.shape and torch.isfinite(got).all()
     assert rel(got, oracle) <= 2 * yardstick + 1e-3, (rel(got, oracle), yardstick)
 
 
@@ -266,8 +316,9 @@ def test_is_available_runs_a_level(monkeypatch):
     fits_a_level = any(resident_lstm.runs(bf16, "nhwc", False, ch, 2, hw, cuda) for ch, hw in ((32, 900), (64, 225)))
     assert ok == fits_a_level, why
     if resident_lstm._extension.usable("-"):
-        level1 = {64: 210_496, 16: 207_424}[_tile_pixels()]
-        assert resident_lstm._extension().shared_bytes(32, 900) == _shared_bytes(32, 900) == level1
-        assert resident_lstm._extension().shared_bytes(64, 256) == _shared_bytes(64, 256) <= 232_448
+        capability = resident_lstm._extension.capability
+        level1 = {64: 210_496, 16: 207_424}[_tile_pixels(capability)]
+        assert resident_lstm._extension().shared_bytes(32, 900) == _shared_bytes(32, 900, capability) == level1
+        assert resident_lstm._extension().shared_bytes(64, 256) == _shared_bytes(64, 256, capability) <= 232_448
     monkeypatch.setenv("MSCRED_RESIDENT_LSTM", "0")
     assert resident_lstm.is_available() == (False, "switched off (MSCRED_RESIDENT_LSTM=0)")

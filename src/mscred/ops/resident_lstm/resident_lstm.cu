@@ -84,7 +84,15 @@ constexpr bool kWgmma = false;
 #endif
 static_assert(!(MSCRED_RESIDENT_WGMMA && MSCRED_RESIDENT_PAIR), "wgmma units are 64 pixels already");
 // Pixels the tiles are rounded up to: the cell state and the step-0 loop cover whole 64-pixel units with wgmma.
-constexpr int kTileRound = MSCRED_RESIDENT_WGMMA ? 64 : 16;
+// Keyed to the build's target (MSCRED_SM90A, from cuda_target, in the host pass too: shared_bytes) so that a build
+// for an A100 does not pay for the rounding (up to 6 KB of shared memory, its largest 64-channel map 84 -> 68
+// pixels); a Hopper build without that define fails the assertion below instead of running short.
+#if MSCRED_RESIDENT_WGMMA && defined(MSCRED_SM90A)
+constexpr int kTileRound = 64;
+#else
+constexpr int kTileRound = 16;
+#endif
+static_assert(!kWgmma || kTileRound == 64, "wgmma units take whole 64-pixel tiles: build with -DMSCRED_SM90A");
 __host__ __device__ constexpr int tiles_of(int hw) { return (hw + kTileRound - 1) / kTileRound * (kTileRound / 16); }
 
 // Warps per block: 12 at 32 channels, 8 at 64, the faster of 8 and 12 for each level at the scoring batch on the
@@ -236,8 +244,8 @@ __device__ __forceinline__ uint4 load_scratch(const void* from) {
 }
 
 // MSCRED_RESIDENT_INT_ROWS 0 (the default) finds a pixel's row in the map by a float multiply, (pixel + 0.5) x 1/W
-// truncated: exact for the maps the kernel takes (pixel < 2^11, W <= 32: the quotient stays >= 0.5 / W away from
-// an integer, the float error is ~1e-4), where the integer division by the runtime width compiled to ~20
+// truncated: exact for every pixel below 2^21 and W up to 1,024 (checked exhaustively with the correctly rounded
+// reciprocal; the kernel's pixels stay below 2^11, its maps at 1,024 pixels), where the integer division by the runtime width compiled to ~20
 // instructions, about 10% of all the kernel executed with the gate and tap addressing around it (Nsight Compute,
 // results/attention_ncu/). 1 keeps the integer division, an A/B switch as the ones above.
 #ifndef MSCRED_RESIDENT_INT_ROWS
@@ -270,14 +278,14 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   float* bias_s = reinterpret_cast<float*>(w_s + G4 * G4);  // [G4], real gate columns
   __nv_bfloat16* maps = reinterpret_cast<__nv_bfloat16*>(bias_s + G4);
   const int HW = p.H * p.W;
-  const float inv_w = 1.f / static_cast<float>(p.W);
-  auto row_of = [&](int pixel) {  // pixel / W, for 0 <= pixel < 2^11 (MSCRED_RESIDENT_INT_ROWS)
 #if MSCRED_RESIDENT_INT_ROWS
-    return pixel / p.W;
+  auto row_of = [&](int pixel) { return pixel / p.W; };
 #else
+  const float inv_w = 1.f / static_cast<float>(p.W);
+  auto row_of = [&](int pixel) {  // pixel / W for 0 <= pixel < 2^21 (MSCRED_RESIDENT_INT_ROWS)
     return static_cast<int>((static_cast<float>(pixel) + 0.5f) * inv_w);
-#endif
   };
+#endif
   const int map_elems = (HW + 2) * CH;  // + the zero row at pixel HW, + a row the pixels past HW write to
   uint4* cells = reinterpret_cast<uint4*>(maps + 2 * map_elems);  // [unit][row half][lane]: 8 float16 c
   const int tiles = tiles_of(HW);  // 16-pixel tiles (with wgmma whole 64-pixel units: pixels past HW are masked)
