@@ -44,3 +44,13 @@ build_resident() {
   done
   wait
 }
+
+# bench_level DIR LABEL FLAGS SCRIPT PATHS: one per-level benchmark (bench_lstm_attention.py, bench_resident_lstm.py)
+# with the resident kernel's build MSCRED_RESIDENT_LSTM_FLAGS=FLAGS ("" the default), timing PATHS (its --timed),
+# into DIR/LABEL/ and DIR/LABEL_log.txt; its rows to the console.
+bench_level() {
+  local dir=$1 label=$2 flags=$3 script=$4 paths=$5
+  MSCRED_RESIDENT_LSTM_FLAGS="$flags" timeout 100 python3 "benchmarks/$script" --timed "$paths" --out "$dir/$label" \
+    > "$dir/${label}_log.txt" 2>&1
+  echo "== $label (${flags:-default build}) at ${SECONDS}s"; grep -E "^\| (scoring|1,024|batch)" "$dir/$label"/*.md
+}

@@ -22,15 +22,10 @@ echo "built at ${SECONDS}s"
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests_default.txt" 150 tests/test_lstm_attention.py tests/test_resident_lstm.py
 MSCRED_RESIDENT_LSTM_FLAGS="$FOLD" bash benchmarks/gpu_pytest.sh "$D/gpu_tests_fold.txt" 90 tests/test_lstm_attention.py
 echo "tested at ${SECONDS}s"
-bench() {  # bench LABEL FLAGS PATHS
-  MSCRED_RESIDENT_LSTM_FLAGS="$2" timeout 100 python3 benchmarks/bench_lstm_attention.py --timed "$3" \
-    --out "$D/$1" > "$D/$1_log.txt" 2>&1
-  echo "== $1 (${2:-default build}) at ${SECONDS}s"; grep -E "^\| (scoring|1,024|batch)" "$D/$1/lstm_attention.md"
-}
-bench default_1 "" "one kernel,two kernels"
-bench narrow "$NARROW" "one kernel"
-bench fold "$FOLD" "one kernel"
-bench default_2 "" "one kernel"
+bench_level "$D" default_1 "" bench_lstm_attention.py "one kernel,two kernels"
+bench_level "$D" narrow "$NARROW" bench_lstm_attention.py "one kernel"
+bench_level "$D" fold "$FOLD" bench_lstm_attention.py "one kernel"
+bench_level "$D" default_2 "" bench_lstm_attention.py "one kernel"
 if [ "$SECONDS" -lt 330 ]; then
   OUT="$D" PART_TIMEOUT_S=40 bash benchmarks/gpu_train_variants.sh model "default:g-fused-bf16" \
     "narrow:g-fused-bf16:MSCRED_RESIDENT_LSTM_FLAGS=$NARROW"

@@ -14,12 +14,10 @@ D=$(result_dir float_rows)
 INT="-DMSCRED_RESIDENT_INT_ROWS=1"
 build_resident "$D" "" "$INT"
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 tests/test_resident_lstm.py tests/test_lstm_attention.py
-bench() {  # bench LABEL FLAGS
-  MSCRED_RESIDENT_LSTM_FLAGS="$2" timeout 100 python3 benchmarks/bench_lstm_attention.py --timed "one kernel" \
-    --out "$D/$1" > "$D/$1_log.txt" 2>&1
-  echo "== $1 (${2:-default build}) at ${SECONDS}s"; grep -E "^\| (scoring|1,024|batch)" "$D/$1/lstm_attention.md"
-}
-for i in 1 2; do bench "default_$i" ""; bench "int_rows_$i" "$INT"; done
+for i in 1 2; do
+  bench_level "$D" "default_$i" "" bench_lstm_attention.py "one kernel"
+  bench_level "$D" "int_rows_$i" "$INT" bench_lstm_attention.py "one kernel"
+done
 OUT="$D" PART_TIMEOUT_S=40 bash benchmarks/gpu_train_variants.sh model "default_1:g-fused-bf16" \
   "int_rows_1:g-fused-bf16:MSCRED_RESIDENT_LSTM_FLAGS=$INT" "default_2:g-fused-bf16"
 (cd "$OUT" && tar czf float_rows.tgz float_rows && rm -rf float_rows)

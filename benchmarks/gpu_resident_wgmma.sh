@@ -20,17 +20,12 @@ MSCRED_RESIDENT_LSTM_FLAGS="$WG" bash benchmarks/gpu_pytest.sh "$D/gpu_tests_wgm
   tests/test_resident_lstm.py tests/test_lstm_attention.py
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests_default.txt" 60 tests/test_lstm_attention.py -k opcheck
 echo "tested at ${SECONDS}s"
-bench() {  # bench LABEL FLAGS SCRIPT PATH
-  MSCRED_RESIDENT_LSTM_FLAGS="$2" timeout 100 python3 "benchmarks/$3" --timed "$4" --out "$D/$1" \
-    > "$D/$1_log.txt" 2>&1
-  echo "== $1 (${2:-default build}) at ${SECONDS}s"; grep -E "^\| (scoring|1,024|batch)" "$D/$1"/*.md
-}
 for i in 1 2; do
-  bench "attention_default_$i" "" bench_lstm_attention.py "one kernel"
-  bench "attention_wgmma_$i" "$WG" bench_lstm_attention.py "one kernel"
+  bench_level "$D" "attention_default_$i" "" bench_lstm_attention.py "one kernel"
+  bench_level "$D" "attention_wgmma_$i" "$WG" bench_lstm_attention.py "one kernel"
 done
-bench plain_default_1 "" bench_resident_lstm.py resident
-bench plain_wgmma_1 "$WG" bench_resident_lstm.py resident
+bench_level "$D" plain_default_1 "" bench_resident_lstm.py resident
+bench_level "$D" plain_wgmma_1 "$WG" bench_resident_lstm.py resident
 OUT="$D" PART_TIMEOUT_S=40 bash benchmarks/gpu_train_variants.sh model "default_1:g-fused-bf16" \
   "wgmma_1:g-fused-bf16:MSCRED_RESIDENT_LSTM_FLAGS=$WG" "default_2:g-fused-bf16"
 (cd "$OUT" && tar czf resident_wgmma.tgz resident_wgmma && rm -rf resident_wgmma)
