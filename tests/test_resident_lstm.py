@@ -141,19 +141,22 @@ def _shared_bytes(ch, hw, capability=(9, 0), flags=None):
 @pytest.mark.parametrize("capability", [(9, 0), (8, 0)], ids=["sm_90a", "sm_80"])
 def test_shared_bytes_mirror_matches_the_build(capability, tmp_path):
     """The host's shared_bytes of a build for each architecture (a small host program linked with the kernel's
-    file; no GPU needed) equals the mirror above, which the fit tests use: 64-pixel rounding on Hopper only."""
+    file; no GPU needed) equals the mirror above, which the fit tests use: 64-pixel rounding on Hopper only; and
+    its mma_kind, which `mscred env` reports."""
     main = tmp_path / "main.cu"
     main.write_text('#include <cstdio>\n#include "resident_lstm.h"\nint main() {\n'
                     '  const int shapes[][2] = {{32, 900}, {32, 1024}, {32, 600}, {32, 17}, {64, 225}, {64, 256}, '
                     '{64, 81}, {64, 1}};\n'
                     '  for (auto& s : shapes) std::printf("%d %d %zu\\n", s[0], s[1], '
-                    'mscred_resident::shared_bytes(s[0], s[1]));\n}\n')
+                    'mscred_resident::shared_bytes(s[0], s[1]));\n'
+                    '  std::printf("%s\\n", mscred_resident::mma_kind());\n}\n')
     exe = tmp_path / "shared_bytes"
     cmd = [NVCC, "-std=c++17", "-O1", *cuda_target(*capability)[1], f"-I{resident_lstm._SRC}", str(main), str(SRC),
            "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr[-3000:]
-    lines = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    *lines, kind = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    assert kind == {(9, 0): "wgmma", (8, 0): "mma.sync"}[capability]  # what `mscred env` reports
     got = {(int(ch), int(hw)): int(n) for ch, hw, n in zip(lines[::3], lines[1::3], lines[2::3])}
     assert len(got) == 8
     assert got == {(ch, hw): _shared_bytes(ch, hw, capability, flags=[]) for ch, hw in got}
@@ -320,5 +323,7 @@ def test_is_available_runs_a_level(monkeypatch):
         level1 = {64: 210_496, 16: 207_424}[_tile_pixels(capability)]
         assert resident_lstm._extension().shared_bytes(32, 900) == _shared_bytes(32, 900, capability) == level1
         assert resident_lstm._extension().shared_bytes(64, 256) == _shared_bytes(64, 256, capability) <= 232_448
+        kind = "wgmma" if _tile_pixels(capability) == 64 else "mma.sync"
+        assert resident_lstm._extension().mma_kind() == kind and (not ok or f"built ({kind})" in why), why
     monkeypatch.setenv("MSCRED_RESIDENT_LSTM", "0")
     assert resident_lstm.is_available() == (False, "switched off (MSCRED_RESIDENT_LSTM=0)")

@@ -155,4 +155,4 @@ def is_available() -> tuple[bool, str]:
         attention = "the attention apart (MSCRED_RESIDENT_ATTENTION=0)"
     else:
         attention = "but the attention kernel declined the test level"
-    return True, f"CUDA kernel built, {attention}{fit}"
+    return True, f"CUDA kernel built ({_extension().mma_kind()}), {attention}{fit}"

@@ -110,4 +110,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward_attention", &forward_attention,
         "a ConvLSTM level and its temporal attention in one kernel, the window's state resident on the SM");
   m.def("shared_bytes", &mscred_resident::shared_bytes, "shared memory of one block (channels, pixels)");
+  m.def("mma_kind", &mscred_resident::mma_kind, "the recurrent GEMM's tensor-core instructions: wgmma or mma.sync");
 }

@@ -763,6 +763,8 @@ size_t shared_bytes(int ch, int hw) {
          sizeof(__half2) * tiles * (ch / 32) * 8 * 32 + sizeof(float) * kMaxWarps * kMaxAttentionSteps;
 }
 
+const char* mma_kind() { return kTileRound == 64 ? "wgmma" : "mma.sync"; }  // 64-pixel units with wgmma only
+
 cudaError_t window_lstm_resident_forward(const ResidentParams& p, int ch, int sms, cudaStream_t stream) {
   if (p.B <= 0 || p.T <= 0) return cudaSuccess;
   if (p.attn != nullptr && p.T > kMaxAttentionSteps) return cudaErrorInvalidValue;

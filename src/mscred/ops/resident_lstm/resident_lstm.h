@@ -44,6 +44,9 @@ struct ResidentParams {
 // Shared memory one block of a level of ch channels and hw pixels asks for.
 size_t shared_bytes(int ch, int hw);
 
+// The tensor-core instructions of this build's recurrent GEMM: "wgmma" (Hopper builds) or "mma.sync".
+const char* mma_kind();
+
 // Blocks a launch over B windows takes on a device of `sms` SMs (one per SM, persistent).
 inline int grid_of(int B, int sms) { return B < sms ? B : sms; }
 
