@@ -73,13 +73,13 @@ def test_compiles_without_spills_on_tensor_cores(flags, tmp_path):
                                   "-DMSCRED_RESIDENT_FOLD_SCORES=1", "-DMSCRED_RESIDENT_WIDE_STORES=0",
                                   "-DMSCRED_RESIDENT_WGMMA=0", "-DMSCRED_RESIDENT_INT_ROWS=1"])
 def test_ab_variants_compile(flag, tmp_path):
-    """The A/B switches a device call times build for Hopper with tensor-core MMAs: two-tile units (measured
-    slower, results/resident_pair/; ptxas spills a few bytes at 64 channels), the attention scratch's L2 evict-last
-    hints (PTX that ptxas must accept; no gain, results/scratch_hint/) and the scores gathered in the last step's
-    updates (8-9% slower per level, results/epilogue_variants/), these two without spills; and the plain uint4 assignments that NVVM splits into
-    4-byte stores (the wide stores' A/B partner); the recurrent GEMM on mma.sync instead of the warpgroup MMAs
-    (results/resident_wgmma/); the map rows found by integer division instead of a float multiply; without
-    spills."""
+    """The A/B switches a device call times build for Hopper with tensor-core MMAs: two-tile units (measured slower,
+    results/resident_pair/; ptxas spills a few bytes at 64 channels), the attention scratch's L2 evict-last hints
+    (PTX that ptxas must accept; no gain, results/scratch_hint/) and the scores gathered in the last step's
+    updates (8-9% slower per level, results/epilogue_variants/), these two without spills; and the plain uint4
+    assignments that NVVM splits into 4-byte stores (the wide stores' A/B partner); the recurrent GEMM on
+    mma.sync instead of the warpgroup MMAs (results/resident_wgmma/); the map rows found by integer division
+    instead of a float multiply; without spills."""
     cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], flag, f"-I{resident_lstm._SRC}", "-Xptxas", "-v",
            "-c", str(SRC), "-o", str(tmp_path / "variant.o"), "--keep", f"--keep-dir={tmp_path}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

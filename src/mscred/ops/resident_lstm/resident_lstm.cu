@@ -35,8 +35,8 @@
 // scoring 9.22x the eager baseline (7.70x without this kernel, results/resident_round3/). Nsight Compute (round 2):
 // the tensor pipe ~25% busy, issue ~41%; the warps wait mostly on ldmatrix / MUFU results (short scoreboard) and
 // fixed-latency dependencies, with 8-12 warps per SM. With the attention fused, the warpgroup MMAs and the map rows
-// by a float multiply (results/float_rows/): level 1 2.75 ms, level 2 1.77 ms with their attention; whole model
-// 10.89-10.93x.
+// by a float multiply (results/float_rows/): level 1 2.75-2.76 ms, level 2 1.77-1.78 ms with their attention;
+// whole model 10.89-10.93x.
 //
 // Sizes it takes (checked by the host): Ch 32 with H*W <= 1024 (level 1 of the default model: 30 x 30) and Ch 64
 // with H*W <= 256 (level 2: 15 x 15), kernel 2 x 2, bf16, where the block's shared memory (shared_bytes) fits the
@@ -71,9 +71,9 @@ constexpr int kPair = MSCRED_RESIDENT_PAIR ? 2 : 1;
 // warpgroup MMA (wgmma.h): each warpgroup takes units of 64 pixels (four warps' 16-pixel tiles) and a group's 128
 // gate columns, its B operand the weight in shared memory read by the tensor cores once per 64 pixels instead of
 // ldmatrix'ed by every warp for its 16. Measured on the H200 (results/resident_wgmma/, each level with its
-// attention at the scoring batch): level 1 2.86-2.92 against 3.33 ms, level 2 1.82 against 2.37 ms; whole-model
-// scoring 10.67x against 9.77-9.78x. Where the build is not sm_90a (an A100) the mma.sync loop runs, on the same
-// 64-pixel rounding of the tiles. 0 keeps mma.sync everywhere, an A/B switch as the ones below.
+// attention at the scoring batch): level 1 2.86-2.92 against 3.33-3.34 ms, level 2 1.82 against 2.37-2.38 ms;
+// whole-model scoring 10.67x against 9.77-9.78x. Where the build is not sm_90a (an A100) the mma.sync loop runs on
+// 16-pixel tiles (kTileRound). 0 keeps mma.sync everywhere, an A/B switch as the ones below.
 #ifndef MSCRED_RESIDENT_WGMMA
 #define MSCRED_RESIDENT_WGMMA (!MSCRED_RESIDENT_PAIR)
 #endif
@@ -245,9 +245,10 @@ __device__ __forceinline__ uint4 load_scratch(const void* from) {
 
 // MSCRED_RESIDENT_INT_ROWS 0 (the default) finds a pixel's row in the map by a float multiply, (pixel + 0.5) x 1/W
 // truncated: exact for every pixel below 2^21 and W up to 1,024 (checked exhaustively with the correctly rounded
-// reciprocal; the kernel's pixels stay below 2^11, its maps at 1,024 pixels), where the integer division by the runtime width compiled to ~20
-// instructions, about 10% of all the kernel executed with the gate and tap addressing around it (Nsight Compute,
-// results/attention_ncu/). 1 keeps the integer division, an A/B switch as the ones above.
+// reciprocal; the kernel's pixels stay below 2^11, its maps at 1,024 pixels), where the integer division by the
+// runtime width took a few times the instructions (the gate and tap addressing around it were ~10% of all the
+// kernel executed, Nsight Compute, results/attention_ncu/). 1 keeps the integer division, an A/B switch as the
+// ones above.
 #ifndef MSCRED_RESIDENT_INT_ROWS
 #define MSCRED_RESIDENT_INT_ROWS 0
 #endif
