@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# One device call (~4 min): where the resident kernel's attention epilogue
-# spends its ~16 us per window (results/lstm_attention_batched/). Nsight Compute on the resident kernel with the
-# attention (level 1, all 3,591 windows of scoring, the second call), built with -lineinfo so that the stall samples
-# map to source lines:
+# One device call (~4 min): where the resident kernel's attention epilogue spends its ~16 us per window (measured on
+# the mma.sync build, results/lstm_attention_batched/; it ran on the wgmma build, results/attention_ncu/). Nsight
+# Compute on the resident kernel with the attention (level 1, all 3,591 windows of scoring, the second call), built
+# with -lineinfo so that the stall samples map to source lines:
 #   ncu_32.txt (sections), source_32.csv.gz (per-SASS-instruction samples with their source lines),
 #   summary.md (ncu_source_summary.py: the source lines with the most samples and their stall reasons)
 # Writes $OUT/attention_ncu.tgz.

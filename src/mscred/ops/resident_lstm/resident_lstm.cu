@@ -244,8 +244,8 @@ __device__ __forceinline__ uint4 load_scratch(const void* from) {
 }
 
 // MSCRED_RESIDENT_INT_ROWS 0 (the default) finds a pixel's row in the map by a float multiply, (pixel + 0.5) x 1/W
-// truncated: exact for every pixel below 2^21 and W up to 1,024 (checked exhaustively with the correctly rounded
-// reciprocal; the kernel's pixels stay below 2^11, its maps at 1,024 pixels), where the integer division by the
+// truncated: exact for every pixel below 2^12 and W up to 1,024 with the correctly rounded reciprocal (rcp.rn;
+// tests/test_resident_lstm.py checks both; the kernel's pixels stay below 2^11), where the integer division by the
 // runtime width took a few times the instructions (the gate and tap addressing around it were ~10% of all the
 // kernel executed, Nsight Compute, results/attention_ncu/). 1 keeps the integer division, an A/B switch as the
 // ones above.
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   auto row_of = [&](int pixel) { return pixel / p.W; };
 #else
   const float inv_w = 1.f / static_cast<float>(p.W);
-  auto row_of = [&](int pixel) {  // pixel / W for 0 <= pixel < 2^21 (MSCRED_RESIDENT_INT_ROWS)
+  auto row_of = [&](int pixel) {  // pixel / W for 0 <= pixel < 2^12 (MSCRED_RESIDENT_INT_ROWS)
     return static_cast<int>((static_cast<float>(pixel) + 0.5f) * inv_w);
   };
 #endif
