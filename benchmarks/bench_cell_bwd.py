@@ -15,7 +15,7 @@ With ``--step`` it also profiles one whole fused bf16 training step (the Trainer
 the graphed step is) with the CPU op and input shapes behind every kernel, so that each convolution's time can be
 put on its layer (``step_ops.txt``).
 
-Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_cell_bwd.py [--step] [--out DIR]
+Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_cell_bwd.py [--step | --step-only] [--out DIR]
 Writes DIR/cell_bwd.md, DIR/cell_bwd.json and with --step DIR/step_ops.txt.
 """
 from __future__ import annotations
@@ -63,39 +63,81 @@ def kernel_table(fn, calls: int = 5) -> list[tuple[str, float, float]]:
     return sorted(rows, key=lambda r: -r[2])
 
 
+def _profiled(step, idx, **options):
+    """torch.profiler over 5 calls of ``step(idx)`` after 3 unprofiled ones."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        step(idx)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], **options) as prof:
+        for _ in range(5):
+            step(idx)
+        torch.cuda.synchronize()
+    return prof
+
+
+def _kernel_sum(prof) -> str:
+    """"<kernels> kernels, <ms> ms of kernel time per step" of 5 profiled steps (GPU-side events only)."""
+    events = [e for e in prof.key_averages() if e.device_type.name == "CUDA" and "#" not in e.key]
+    return (f"{sum(e.count for e in events) / 5:g} kernels, {sum(e.self_device_time_total for e in events) / 5e3:.3f}"
+            f" ms of kernel time per step")
+
+
 def step_ops(path: Path) -> None:
-    """One fused bf16 training step's CPU ops with input shapes, by GPU time (the kernels each op launched)."""
+    """One fused bf16 training step, eager (cuDNN autotuned, as the graphed step is, and with its heuristics) and
+    graphed: kernel counts and times, the CPU ops with input shapes behind the kernels, and where (Python stack)
+    the copies, fills and adds come from."""
     import bench_train as bt
     from mscred.signature import signature_matrices
     from mscred.train import WindowDataset
-    from torch.profiler import ProfilerActivity, profile
 
     device = torch.device("cuda")
     values = bt.thesis_series(36_000, 30)
     data = WindowDataset(torch.from_numpy(signature_matrices(values, windows=bt.WINDOWS, gap=bt.GAP)).to(device),
                          bt.STEPS)
-    step, _ = bt.make_step("fused", 30, data, device, BATCH, False, True, cudnn_benchmark=True)
     idx = torch.randperm(len(data), device=device)[:BATCH]
-    for _ in range(3):
-        step(idx)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
-        for _ in range(5):
-            step(idx)
+    text = [f"{sweep_report.machine_line()}. 5 profiled steps per section (divide the totals by 5).", ""]
+    for autotune in (True, False):
+        step, _ = bt.make_step("fused", 30, data, device, BATCH, False, True, cudnn_benchmark=autotune)
+        prof = _profiled(step, idx, record_shapes=True, with_stack=True)
+        text += [f"## Eager fused bf16 step, cudnn.benchmark={autotune}: {_kernel_sum(prof)}", ""]
+        if autotune:
+            text += [prof.key_averages(group_by_input_shape=True).table(
+                sort_by="self_device_time_total", row_limit=60, max_name_column_width=60,
+                max_shapes_column_width=110), ""]
+        stacks = [e for e in prof.key_averages(group_by_stack_n=8)
+                  if e.key in ("aten::copy_", "aten::fill_", "aten::add", "aten::add_", "aten::sum", "aten::zero_",
+                               "aten::clone", "aten::contiguous") and e.self_device_time_total > 0]
+        stacks.sort(key=lambda e: -e.self_device_time_total)
+        text += ["### copies, fills, adds, sums by Python stack (us of kernels per step, calls per step)", ""]
+        for e in stacks[:25]:
+            frames = " <- ".join(f for f in e.stack if "mscred" in f or "bench" in f)[:600]
+            text.append(f"{e.self_device_time_total / 5:8.1f} us x{e.count / 5:g} {e.key}: {frames}")
+        text.append("")
+        del step
+    torch.backends.cudnn.benchmark = False
+    for autotune in (True, False):
+        step, _ = bt.make_step("fused", 30, data, device, BATCH, True, True, cudnn_benchmark=autotune)
+        prof = _profiled(step, idx)
+        text += [f"## Graphed fused bf16 step (replays), GraphedStep cudnn_benchmark={autotune}: {_kernel_sum(prof)}",
+                 "", prof.key_averages().table(sort_by="self_device_time_total", row_limit=40,
+                                               max_name_column_width=110), ""]
+        del step
         torch.cuda.synchronize()
-    table = prof.key_averages(group_by_input_shape=True).table(sort_by="self_device_time_total", row_limit=70,
-                                                               max_name_column_width=60, max_shapes_column_width=110)
-    kernels = prof.key_averages().table(sort_by="self_device_time_total", row_limit=60, max_name_column_width=110)
-    path.write_text(f"{sweep_report.machine_line()}. 5 profiled steps (divide the totals by 5).\n\n"
-                    f"## CPU ops with input shapes, by the GPU time of their kernels\n\n{table}\n\n"
-                    f"## Kernels\n\n{kernels}\n")
+    path.write_text("\n".join(text) + "\n")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/cell_bwd")
     ap.add_argument("--step", action="store_true", help="also profile a whole training step's ops (step_ops.txt)")
+    ap.add_argument("--step-only", action="store_true", help="only the training step's profiles")
     args = ap.parse_args()
+    if args.step_only:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        step_ops(Path(args.out) / "step_ops.txt")
+        return
     from mscred.ops.triton import convlstm as fused
 
     out = Path(args.out)

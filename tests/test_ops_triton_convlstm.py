@@ -120,8 +120,10 @@ def test_bias_gradient_over_many_programs(partials, monkeypatch):
     """The bias gradient summed over many cell-kernel programs, each keeping its own row of partial sums (the
     default; the last program's tile partly masked), or by atomic adds (MSCRED_LSTM_BIAS_PARTIALS=0): float64 vs
     the reference. Small tiles force several programs under the interpreter too. The partial sums are added in a
-    fixed order, so two runs agree bit for bit."""
+    fixed order, so two runs agree bit for bit (with cuDNN's deterministic data gradients: its default ones may
+    add in any order, and the bias gradient sums what they feed into the cell kernel)."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
     monkeypatch.setenv("MSCRED_LSTM_BIAS_PARTIALS", partials)
     monkeypatch.setattr(fused, "INTERPRETER_BLOCK", 256)
     monkeypatch.setattr(fused, "BLOCK", 256)
