@@ -95,6 +95,16 @@ def test_kernel_families(name, family):
     assert bt.kernel_family(name) == family
 
 
+@pytest.mark.parametrize("key, annotation", [
+    ("Optimizer.step#Adam.step", True), ("Optimizer.zero_grad#Adam.zero_grad", True),
+    ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::direct_copy_kernel_"
+     "cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda(c10::BFloat16)#1}>", False),
+    ("cell_bwd_kernel", False),
+])
+def test_annotations_are_told_from_kernels_named_after_lambdas(key, annotation):
+    assert bt.is_annotation(key) == annotation
+
+
 def test_shared_segment_inference_timing_runs_on_cpu():
     """The shared-segment inference row (CUDA-only in the bench) times forward_windows; its function runs here."""
     import numpy as np

@@ -26,6 +26,16 @@ def test_pad_copy_equals_f_pad_with_gradient(pads, channels_last):
     torch.testing.assert_close(ours_in.grad, ref_in.grad, rtol=0, atol=0)
 
 
+def test_pad_copy_gradient_is_the_interior_view():
+    """The input's gradient is a view into the padded gradient (no copy), in its channels-last order."""
+    x = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last).requires_grad_()
+    z = x * 2  # a non-leaf: autograd.grad hands back exactly what the backward returned
+    dout = torch.randn(2, 3, 5, 7).contiguous(memory_format=torch.channels_last)
+    (grad,) = torch.autograd.grad(pad_copy(z, (1, 0, 2, 0)), z, dout)
+    assert grad.data_ptr() == dout[:, :, 1:, 2:].data_ptr() and grad.stride() == dout.stride()
+    torch.testing.assert_close(grad, dout[:, :, 1:, 2:], rtol=0, atol=0)
+
+
 def test_zero_border_leaves_the_interior():
     buf = torch.full((2, 3, 5, 6), 7.0)
     zero_border(buf, (1, 2, 0, 1))

@@ -3,8 +3,8 @@
 ``F.pad`` (``constant_pad_nd``) fills the whole output with zeros and then copies the input into its interior: the
 interior is written twice. The fused paths pad the largest activations of a training step (the encoder's stride-2
 inputs with TF's bottom/right padding, the small ConvLSTM levels' inputs), so here the border strips are zeroed and
-the interior is written once, by the copy. Autograd sees a slice assignment: the input's gradient is the interior
-view of the padded tensor's gradient (no copy).
+the interior is written once, by the copy. The input's gradient is the interior view of the padded tensor's gradient,
+handed back without a copy (``_PadCopy``).
 """
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ def zero_border(buf: torch.Tensor, pads: tuple[int, int, int, int]) -> None:
 def pad_copy(x: torch.Tensor, pads: tuple[int, int, int, int]) -> torch.Tensor:
     """(N, C, H, W) -> (N, C, H + top + bottom, W + left + right) zero-bordered, in x's memory format
     (channels-last stays channels-last)."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        return _PadCopy.apply(x, tuple(pads))
+    return _padded(x, pads)
+
+
+def _padded(x: torch.Tensor, pads: tuple[int, int, int, int]) -> torch.Tensor:
     top, bottom, left, right = pads
     N, C, H, W = x.shape
     fmt = torch.channels_last if (x.is_contiguous(memory_format=torch.channels_last)
@@ -32,3 +38,22 @@ def pad_copy(x: torch.Tensor, pads: tuple[int, int, int, int]) -> torch.Tensor:
     zero_border(xp, pads)
     xp[:, :, top:top + H, left:left + W] = x
     return xp
+
+
+class _PadCopy(torch.autograd.Function):
+    """``_padded`` with its gradient as the interior view of the padded gradient. Autograd's own backward of the
+    slice assignment (CopySlices) copied the whole padded gradient and then cloned the interior into NCHW order,
+    which the encoder then added to the channels-last gradient of the same activation from the ConvLSTM with
+    PyTorch's strided (non-vectorized) kernels: on the H200's bf16 training step ~0.2 ms for levels 1-2
+    (benchmarks/results/step_ops/). The view costs nothing; the add that sums the two gradients reads it in place."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, pads: tuple[int, int, int, int]) -> torch.Tensor:
+        ctx.pads = pads
+        return _padded(x, pads)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        top, bottom, left, right = ctx.pads
+        H, W = grad.shape[-2] - top - bottom, grad.shape[-1] - left - right
+        return grad[:, :, top:top + H, left:left + W], None

@@ -16,8 +16,8 @@ elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input 
     backward  per step, newest first: _cell_bwd gives d(gate pre-activations) and dc_{t-1} from dh_t (the
               output's gradient plus the recurrent one), dc_t and the saved c/gates; the recurrent input gradient
               is one transposed convolution per step; d(W[:, C:]) is ONE weight-gradient call over all steps, and
-              dx, d(W[:, :C]) ONE more; dbias is summed inside _cell_bwd in channels-last order (per-tile column
-              sums, a row of partial sums per program, added up once at the end), by one reduction in NCHW order.
+              dx, d(W[:, :C]) ONE more; dbias is summed inside _cell_bwd (per-tile column sums, atomic adds) in
+              channels-last order, by one reduction in NCHW order.
 
 Layout (MSCRED_FUSED_LAYOUT, default "nhwc"): channels-last buffers throughout; the output h is stored (B, T, H, W,
 Ch), so the attention and the decoder's channels-last convolutions read it without a copy, and a channels-last
@@ -54,7 +54,6 @@ BLOCK = 1024  # elements of one (B, Ch, H, W) step per program: 4 gates read, up
 INTERPRETER_BLOCK = 16384  # the CPU interpreter pays per program, not per element: fewer, larger programs
 MAX_BLOCK_C = 64  # channels per program in channels-last order (a row of the 2-D tile: 128 contiguous bytes in bf16)
 NUM_WARPS = 4  # of the forward cell kernel (Triton's default; benchmarks/bench_cell_blocks.py sweeps it)
-NUM_WARPS_BWD = 4  # of the backward cell kernel (benchmarks/bench_cell_bwd.py sweeps it)
 
 
 def is_available() -> tuple[bool, str]:
@@ -385,9 +384,7 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
-    partials = not _switched_off("MSCRED_LSTM_BIAS_PARTIALS")
-    db_acc = (torch.empty(grid[0], 4 * Ch, device=x.device, dtype=cell_dtype) if partials and fused_db
-              else torch.zeros(4 * Ch, device=x.device, dtype=cell_dtype))
+    db_acc = torch.zeros(4 * Ch, device=x.device, dtype=cell_dtype)
     for t in reversed(range(T)):
         dout_t = dout[:, t]
         cell_bwd_kernel[grid](
@@ -397,7 +394,6 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
             N, Ch, H * W, W, top, left, forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
-            DB_PARTIALS=partials, num_warps=NUM_WARPS_BWD,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(
@@ -422,11 +418,7 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     # tile; or torch.sum over the zero-bordered buffer) in float32 (float64 for float64) keeps the cancellation
     # error at the reference's level, where the CPU convolution backward's running sum does not.
     acc = torch.float64 if x.dtype == torch.float64 else torch.float32
-    if not fused_db:
-        db = dpre_g.sum(dim=(0, 2, 3), dtype=acc)
-    else:
-        db = db_acc.sum(0) if partials else db_acc
-    db = db.to(bias.dtype)
+    db = (db_acc if fused_db else dpre_g.sum(dim=(0, 2, 3), dtype=acc)).to(bias.dtype)
     # (B, T, C, H, W) in _out5's order: views of dx4 when it is stored so, else one copy (the crop of the padded
     # copy's dx; a backend that returned another order).
     if layout == "nhwc":

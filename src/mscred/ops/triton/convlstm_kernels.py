@@ -4,7 +4,7 @@
 plus, from the second step, the recurrent convolution's), with the bias added here; it writes h to the output and
 to the zero-bordered buffer the next step's convolution reads, and, when autograd needs them, c and the
 pre-activations. ``cell_bwd_kernel``: the gradient of the gate pre-activations and of the previous cell state from
-dh and dc, with the bias gradient summed per tile (each program's partial sums kept in a row of its own).
+dh and dc, with the bias gradient summed per tile (atomic adds).
 """
 from __future__ import annotations
 
@@ -133,17 +133,6 @@ if triton is not None:
             hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
             tl.store(hp, h, mask=mask)
 
-    @triton.jit
-    def _bias_sum(ptr, s, mask, PARTIALS: tl.constexpr, ADD: tl.constexpr):
-        """Adds the column sums ``s`` into the bias-gradient sums at ``ptr``: the program's own partial row
-        (stored at the first step run, ``ADD`` False; loaded and added to after), or atomically."""
-        if PARTIALS:
-            if ADD:
-                s += tl.load(ptr, mask=mask, other=0.0)
-            tl.store(ptr, s, mask=mask)
-        else:
-            tl.atomic_add(ptr, s, mask=mask)
-
     @_jit(do_not_specialize=_SIZES)
     def cell_bwd_kernel(
         pre_ptr, pre_sb, pre_sc, pre_sp,        # gate pre-activations of this step (B, 4Ch, H, W)
@@ -153,12 +142,11 @@ if triton is not None:
         dc_ptr, dc_sb, dc_sc, dc_sp,            # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}
         dpre_ptr, dp_sb, dp_sc, dp_sp,          # out: d(pre-activations) for the recurrent convolution
         dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx,  # out: the same into the input conv's (B, T, ...) buffer (a crop)
-        db_ptr,                                 # in/out: bias-gradient sums if DBIAS, float32/64: (programs, 4Ch)
-                                                #   partials if DB_PARTIALS, else one (4Ch,) vector (atomic adds)
+        db_ptr,                                 # in/out: (4Ch,) float32/64 bias gradient, accumulated if DBIAS
         N, CH, HW, W, PAD_T, PAD_L, forget_bias,
         HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
-        DBIAS: tl.constexpr, DB_PARTIALS: tl.constexpr,
+        DBIAS: tl.constexpr,
     ):
         if PIX_MAJOR:
             mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C)
@@ -197,21 +185,15 @@ if triton is not None:
         tl.store(dcp, (dc * f).to(dc_ptr.dtype.element_ty), mask=mask)
         if DBIAS:
             # d bias = the d-gates summed over batch, pixels and steps (channels-last 2-D tiles only): per program
-            # a column sum of the tile (in the compute type, before any bf16 rounding), instead of a separate
-            # reduction over the whole d-gate tensor. DB_PARTIALS: each program keeps its own row of partial sums
-            # (BLOCK_C columns per gate) in a (programs, 4Ch) buffer, stored at the first step run (the newest)
-            # and added to at the others -- every launch of a level has the same grid, so a row is only ever
-            # touched by the program of its position, launches in stream order: no atomics, a deterministic sum
-            # (the caller adds the rows up once). Else atomic adds into one (4Ch,) vector: thousands of programs
-            # adding into the same 4Ch addresses every step.
+            # a column sum of the tile (in the compute type, before any bf16 rounding), then one atomic add of
+            # BLOCK_C partial sums per gate, instead of a separate reduction over the whole d-gate tensor.
             cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
             cmask = cols < CH
             zero = tl.zeros_like(dc)
-            row = db_ptr + (tl.program_id(0).to(tl.int64) * (4 * CH) if DB_PARTIALS else 0) + cols
-            _bias_sum(row, tl.sum(tl.where(mask, d_i, zero), axis=0), cmask, DB_PARTIALS, HAS_DC)
-            _bias_sum(row + CH, tl.sum(tl.where(mask, d_g, zero), axis=0), cmask, DB_PARTIALS, HAS_DC)
-            _bias_sum(row + 2 * CH, tl.sum(tl.where(mask, d_f, zero), axis=0), cmask, DB_PARTIALS, HAS_DC)
-            _bias_sum(row + 3 * CH, tl.sum(tl.where(mask, d_o, zero), axis=0), cmask, DB_PARTIALS, HAS_DC)
+            tl.atomic_add(db_ptr + cols, tl.sum(tl.where(mask, d_i, zero), axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + CH + cols, tl.sum(tl.where(mask, d_g, zero), axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + 2 * CH + cols, tl.sum(tl.where(mask, d_f, zero), axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + 3 * CH + cols, tl.sum(tl.where(mask, d_o, zero), axis=0), mask=cmask)
         ty = dpre_ptr.dtype.element_ty
         d_i = d_i.to(ty)
         d_g = d_g.to(ty)
