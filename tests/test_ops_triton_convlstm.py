@@ -160,7 +160,7 @@ def test_inference_without_autograd_gives_the_same_states(layout):
 def test_half_cell_state_in_bf16_inference(B, C, n, monkeypatch):
     """bf16 inference on the per-step path keeps c in float16, updated in place, the last step's not stored: its
     error against the float64 oracle stays within 1.25x that of a float32 cell (MSCRED_LSTM_HALF_CELL=0), and
-    within twice the bf16 reference's. Training (save) keeps a float32 c per step."""
+    within twice the bf16 reference's."""
     monkeypatch.setenv("MSCRED_WINDOW_LSTM", "0")
     monkeypatch.setenv("MSCRED_RESIDENT_LSTM", "0")  # its cell state lives on the SM, in float16 too
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
@@ -171,12 +171,31 @@ def test_half_cell_state_in_bf16_inference(B, C, n, monkeypatch):
     with torch.no_grad():
         out, _, cells, _ = fused.convlstm_fused(*low, FB, "nhwc", False)
         assert cells.dtype == torch.float16 and cells.shape[0] == 1
-        assert fused.convlstm_fused(*low, FB, "nhwc", True)[2].dtype == torch.float32
         monkeypatch.setenv("MSCRED_LSTM_HALF_CELL", "0")
         out32, _, cells32, _ = fused.convlstm_fused(*low, FB, "nhwc", False)
         assert cells32.dtype == torch.float32
     assert _rel(out, oracle) <= 1.25 * _rel(out32, oracle)
     assert _rel(out, oracle) <= 2 * yardstick + 1e-3
+
+
+@pytest.mark.parametrize("B, C, n", [(3, 16, 5), (2, 8, 16)])
+def test_half_cell_state_in_bf16_training(B, C, n, monkeypatch):
+    """bf16 training stores every c_t in float16 for the backward (the running dc and the bias gradient stay
+    float32): h and every gradient against the float64 oracle within 1.25x the error with float32 cells
+    (MSCRED_LSTM_HALF_CELL_TRAIN=0), and within twice the bf16 reference's."""
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    x, w, b, dout = _inputs(B, 5, C, C, n, 2, seed=3 * B + C + n)
+    oracle = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    low = [t.to(torch.bfloat16) for t in (x, w, b, dout)]
+    yardstick = _fwd_bwd(ref.convlstm, *low)
+    assert fused.convlstm_fused(*low[:3], FB, "nhwc", True)[2].dtype == torch.float16
+    half = _fwd_bwd(fused.convlstm, *low)
+    monkeypatch.setenv("MSCRED_LSTM_HALF_CELL_TRAIN", "0")
+    assert fused.convlstm_fused(*low[:3], FB, "nhwc", True)[2].dtype == torch.float32
+    full = _fwd_bwd(fused.convlstm, *low)
+    for name, h, f, y, o in zip(("h", "dx", "dweight", "dbias"), half, full, yardstick, oracle):
+        assert _rel(h, o) <= 1.25 * _rel(f, o) + 1e-4, name
+        assert _rel(h, o) <= 2 * _rel(y, o) + 1e-3, name
 
 
 def test_forget_bias_is_used():

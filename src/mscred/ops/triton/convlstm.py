@@ -28,9 +28,10 @@ checked with ``torch.library.opcheck``, seen as one node by ``torch.compile``, a
 launch goes to the current stream and every buffer is allocated through the caching allocator.
 
 Numerics equal the reference's: gate order i, g, f, o along the output channels (TensorFlow's), ``forget_bias``
-added to f, TensorFlow "same" padding (k = 2 pads bottom/right by 1, k = 3 pads 1 on every side). The cell state
-is kept in float32 even when the gates are bf16 (autocast), and in float64 for float64 inputs (the tests' oracle
-path), so the only bf16 roundings are the convolution operands and the stored h.
+added to f, TensorFlow "same" padding (k = 2 pads bottom/right by 1, k = 3 pads 1 on every side). The cell
+arithmetic is float32 (float64 for float64 inputs, the tests' oracle path); the cell state is stored in float32,
+or in float16 when the gates are bf16 / fp16 (autocast): 2^-11 relative, below the bf16 roundings of the
+convolution operands, the stored gates and h (see ``_compute_types``).
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 
 from mscred.ops.convlstm_sliding import distinct_steps, sliding
 from mscred.ops import resident_lstm
-from mscred.ops.padding import pad_copy, zero_border
+from mscred.ops.padding import copy_pixels, pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import convlstm_window
 from mscred.ops.triton import runtime as _runtime
@@ -54,6 +55,7 @@ BLOCK = 1024  # elements of one (B, Ch, H, W) step per program: 4 gates read, up
 INTERPRETER_BLOCK = 16384  # the CPU interpreter pays per program, not per element: fewer, larger programs
 MAX_BLOCK_C = 64  # channels per program in channels-last order (a row of the 2-D tile: 128 contiguous bytes in bf16)
 NUM_WARPS = 4  # of the forward cell kernel (Triton's default; benchmarks/bench_cell_blocks.py sweeps it)
+NUM_WARPS_BWD = 4  # of the backward cell kernel (benchmarks/bench_train_cells.py sweeps it)
 
 
 def is_available() -> tuple[bool, str]:
@@ -68,14 +70,18 @@ if triton is not None:  # the kernels (convlstm_kernels.py); without Triton ever
 def _compute_types(dtype: torch.dtype, save: bool = True):
     """(Triton compute type, torch dtype of the cell state). The arithmetic is float64 for float64, else float32.
 
-    The cell state is stored in float64 / float32 too, except for bf16 / fp16 inference (``save`` False), where
-    it is stored in float16: c_t is read and written once per step and hidden element, 8 of the per-step path's
-    ~28 bytes in float32. |c_t| <= t + 1 (|i * g| < 1, 0 < f < 1), so float16's 11-bit significand rounds it to
-    within 2^-11 relative -- an eighth of the bf16 rounding (2^-8) that h_t = o * tanh(c_t) gets anyway when stored.
-    Training keeps float32 (the backward reads c). MSCRED_LSTM_HALF_CELL=0 keeps float32 (A/B runs)."""
+    The cell state is stored in float64 / float32 too, except for bf16 / fp16 inputs, where it is stored in float16:
+    in inference c_t is read and written once per step and hidden element, 8 of the per-step path's ~28 bytes in
+    float32; in training the forward writes every c_t and the backward reads c_t and c_{t-1} (12 of its ~80 bytes
+    per hidden element and step in float32). |c_t| <= t + 1 (|i * g| < 1, 0 < f < 1), so float16's 11-bit
+    significand rounds it to within 2^-11 relative -- an eighth of the bf16 rounding (2^-8) that h_t = o * tanh(c_t)
+    gets anyway when stored, and that the bf16 gates the backward recomputes its activations from already have. The
+    backward's running dc and the bias gradient stay float32. MSCRED_LSTM_HALF_CELL=0 keeps float32 everywhere,
+    MSCRED_LSTM_HALF_CELL_TRAIN=0 in training only (A/B runs)."""
     if dtype == torch.float64:
         return tl.float64, torch.float64
-    if not save and dtype in (torch.bfloat16, torch.float16) and not _switched_off("MSCRED_LSTM_HALF_CELL"):
+    half = dtype in (torch.bfloat16, torch.float16) and not _switched_off("MSCRED_LSTM_HALF_CELL")
+    if half and (not save or not _switched_off("MSCRED_LSTM_HALF_CELL_TRAIN")):
         return tl.float32, torch.float16
     return tl.float32, torch.float32
 
@@ -260,9 +266,9 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
     out : (B, T, Ch, H, W)            every h_t; stored (B, T, H, W, Ch) for "nhwc" (what the attention and the
                                       decoder's channels-last convolutions read without a copy), else contiguous
     pre : (T, B, 4Ch, H, W)           gate pre-activations, for the backward ((0,) when not ``save``)
-    cells : (T, B, Ch, H, W)          c_t in float32 (float64 for float64 inputs), for the backward; without
-                                      ``save`` (inference) (1, B, ...), the working buffer the steps update in
-                                      place (float16 for bf16 / fp16 inputs, see ``_compute_types``), not a result
+    cells : (T, B, Ch, H, W)          c_t for the backward, in float32 (float64 for float64, float16 for bf16 /
+                                      fp16 inputs, see ``_compute_types``); without ``save`` (inference)
+                                      (1, B, ...), the working buffer the steps update in place, not a result
                                       ((0, B, ...) with the resident kernel: its cells stay on the SM)
     hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
                                       ((0, B, ...) with the per-window kernels: they read h_{t-1} from ``out``
@@ -359,7 +365,8 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     pads = _padding(k)
     top, bottom, left, right = pads
     HP, WP = H + top + bottom, W + left + right
-    cdt, cell_dtype = _compute_types(x.dtype)
+    cdt, _ = _compute_types(x.dtype)
+    acc = torch.float64 if x.dtype == torch.float64 else torch.float32  # dc and the bias gradient
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
     dout = dout.to(x.dtype)
     if not _pixels_flatten(dout):  # the kernel addresses a step by (batch, channel, pixel) strides
@@ -378,13 +385,13 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
         if strip.numel():
             strip.zero_()
     dpre_bt = dpre_g.view(B, T, 4 * Ch, HG, WG)[:, :, :, oy:oy + H, ox:ox + W]
-    dc = _empty(B, Ch, H, W, x, layout, dtype=cell_dtype)
+    dc = _empty(B, Ch, H, W, x, layout, dtype=acc)
     dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
-    db_acc = torch.zeros(4 * Ch, device=x.device, dtype=cell_dtype)
+    db_acc = torch.zeros(4 * Ch, device=x.device, dtype=acc)
     for t in reversed(range(T)):
         dout_t = dout[:, t]
         cell_bwd_kernel[grid](
@@ -394,6 +401,7 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
             N, Ch, H * W, W, top, left, forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
+            num_warps=NUM_WARPS_BWD,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(
@@ -417,12 +425,14 @@ def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.T
     # dbias sums B*T*H*W terms of both signs: a tree reduction (per tile in the kernel, then one atomic add per
     # tile; or torch.sum over the zero-bordered buffer) in float32 (float64 for float64) keeps the cancellation
     # error at the reference's level, where the CPU convolution backward's running sum does not.
-    acc = torch.float64 if x.dtype == torch.float64 else torch.float32
     db = (db_acc if fused_db else dpre_g.sum(dim=(0, 2, 3), dtype=acc)).to(bias.dtype)
     # (B, T, C, H, W) in _out5's order: views of dx4 when it is stored so, else one copy (the crop of the padded
     # copy's dx; a backend that returned another order).
-    if layout == "nhwc":
-        dx = dx4.permute(0, 2, 3, 1).contiguous().view(B, T, H, W, C).permute(0, 1, 4, 2, 3)
+    if layout == "nhwc" and dx4.is_contiguous(memory_format=torch.channels_last):
+        dx = dx4.permute(0, 2, 3, 1).view(B, T, H, W, C).permute(0, 1, 4, 2, 3)
+    elif layout == "nhwc":  # the crop: copied in 8-byte words where the channels allow (padding.copy_pixels)
+        dx = _out5(B, T, C, H, W, dx4, layout)
+        copy_pixels(dx.reshape(B * T, C, H, W), dx4)
     else:
         dx = dx4.contiguous().view(B, T, C, H, W)
     dw = torch.cat([dw_x, dw_h], dim=1).contiguous()
