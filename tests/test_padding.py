@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mscred.ops.padding import pad_copy, zero_border
+from mscred.ops.padding import _words_fit, copy_pixels, pad_copy, zero_border
 
 
 @pytest.mark.parametrize("pads", [(0, 1, 0, 1), (1, 1, 1, 1), (2, 0, 1, 3), (0, 0, 0, 0)])
@@ -34,6 +34,25 @@ def test_pad_copy_gradient_is_the_interior_view():
     (grad,) = torch.autograd.grad(pad_copy(z, (1, 0, 2, 0)), z, dout)
     assert grad.data_ptr() == dout[:, :, 1:, 2:].data_ptr() and grad.stride() == dout.stride()
     torch.testing.assert_close(grad, dout[:, :, 1:, 2:], rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype, channels, words", [
+    (torch.bfloat16, 32, True), (torch.float16, 12, True), (torch.float32, 6, True), (torch.bfloat16, 6, False),
+    (torch.float32, 3, False), (torch.float64, 4, False)])
+def test_copy_pixels_into_a_padded_interior(dtype, channels, words):
+    """copy_pixels equals copy_ into the interior of a channels-last padded buffer and from a crop of one, in 8-byte
+    words where each pixel's channels fill whole words (``words``), else by copy_; the border is left alone."""
+    g = torch.Generator().manual_seed(channels)
+    x = torch.randn(3, channels, 5, 7, generator=g).to(dtype).contiguous(memory_format=torch.channels_last)
+    buf = torch.full((3, channels, 7, 8), 9.0, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    interior = buf[:, :, 1:6, 1:8]
+    assert (_words_fit(interior) and _words_fit(x)) == words or dtype == torch.float64
+    copy_pixels(interior, x)
+    assert torch.equal(interior, x) and (buf[:, :, 0] == 9).all() and (buf[:, :, 6:] == 9).all()
+    assert (buf[:, :, :, 0] == 9).all()
+    crop = torch.empty_like(x)
+    copy_pixels(crop, buf[:, :, 1:6, 1:8])
+    assert torch.equal(crop, x)
 
 
 def test_zero_border_leaves_the_interior():

@@ -65,8 +65,9 @@ class _PadCopy(torch.autograd.Function):
     """``_padded`` with its gradient as the interior view of the padded gradient. Autograd's own backward of the
     slice assignment (CopySlices) copied the whole padded gradient and then cloned the interior into NCHW order,
     which the encoder then added to the channels-last gradient of the same activation from the ConvLSTM with
-    PyTorch's strided (non-vectorized) kernels: on the H200's bf16 training step ~0.2 ms for levels 1-2
-    (benchmarks/results/step_ops/). The view costs nothing; the add that sums the two gradients reads it in place."""
+    PyTorch's strided (non-vectorized) kernels (benchmarks/results/step_ops/). The view costs nothing; the add that
+    sums the two gradients reads it in place. The graphed bf16 training step on the H200: 4.17-4.22 -> 4.04-4.07 ms
+    (benchmarks/results/train_profile/)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, pads: tuple[int, int, int, int]) -> torch.Tensor:
