@@ -59,19 +59,26 @@ def bench_graphed(fn) -> tuple[float, str]:
     GPU time, host time shows in the result (suspected in results/conv_run2.md). A graph replay costs the host
     a few microseconds whatever fn does, so this times the kernels. Not yet run on a GPU (next session's check)."""
     try:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):  # warm-up outside the capture: autotuning, allocations, lazy initialisation
-                fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
+        graph = capture(fn)
     except Exception as err:  # noqa: BLE001 - an op that cannot be captured is timed the plain way, and says so
         torch.cuda.synchronize()
         return bench(fn), f"eager (capture failed: {type(err).__name__})"
     return bench(graph.replay), "graph"
+
+
+def capture(fn) -> "torch.cuda.CUDAGraph":
+    """fn() captured in a CUDA graph, after 3 warm-up calls on a side stream (autotuning, allocations, lazy
+    initialisation happen outside the capture)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
 
 
 def ceilings() -> dict:

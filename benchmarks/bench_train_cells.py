@@ -21,6 +21,7 @@ import os
 import torch
 
 import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
+from bench_conv import capture  # noqa: E402
 
 LEVELS = ((32, 30), (64, 15), (128, 8), (256, 4))
 BATCH, STEPS = 128, 5
@@ -30,16 +31,9 @@ CELLS = ("float16", "float32")
 
 
 def graph_ms(fn, iters: int = 30) -> float:
-    """Median ms of one replay of ``fn`` captured in a CUDA graph (after warm-ups on a side stream)."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
+    """Median ms of one replay of ``fn`` captured in a CUDA graph (``bench_conv.capture``), L2 left warm between
+    replays (``bench_conv.bench_graphed`` flushes it)."""
+    g = capture(fn)
     for _ in range(5):
         g.replay()
     ts = []
