@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call (~8 min): the GPU test suite on the current tree, then the whole model once (the closing check of a
-# session's kernel work; gpu_final_wgmma.sh was its first instance).
+# session's kernel work; gpu_final_wgmma.sh, its first instance, now calls it).
 #   1. the resident ConvLSTM extension built once, then gpu_suite_parallel.sh, every group but the im2col build
 #      checks (nvcc on the standalone harness; run them when ops/im2col changes)         -> gpu_suite/, build.txt
 #   2. the whole model, graphed bf16 (bench_train.py through gpu_train_variants.sh)      -> model/default.md
