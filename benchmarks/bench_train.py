@@ -425,6 +425,8 @@ KERNEL_FAMILIES = (
     ("Triton ConvLSTM cell (fwd + bwd)", ("cell_fwd", "cell_bwd")),
     ("Triton attention (fwd + bwd)", ("_attn_",)),
     ("Triton bias + SELU (fwd + bwd)", ("_bias_act",)),
+    # Before the cuDNN keys: "_small_conv_wgrad_kernel" holds "wgrad" (until 2026-12-01 it was counted as cuDNN).
+    ("Triton small-channel convolutions", ("_small_conv_",)),
     ("Adam", ("adam", "Adam")),
     ("layout conversions nchw <-> nhwc", ("nchwToNhwc", "nhwcToNchw")),
     ("cuDNN / cuBLAS convolutions and GEMMs", ("xmma", "cudnn", "convolve", "wgrad", "dgrad", "fprop", "gemm",
@@ -443,6 +445,24 @@ def is_annotation(key: str) -> bool:
     (Until 2026-12-01 every key with a '#' was dropped: the strided copies, fills and adds, ~0.4 ms of the bf16
     training step, were missing from the tables; benchmarks/results/step_ops/.)"""
     return re.fullmatch(r"[\w.]+#[\w.]+", key) is not None
+
+
+def kernel_events(events, cuda: bool = True) -> tuple[list, str]:
+    """(the kernel rows of a profiler's ``key_averages()``, the attribute holding their time): on CUDA the GPU-side
+    events (kernels, memcpy, memset) with device time, without the user annotations that span kernels counted
+    already; on a CPU the ops by CPU time. profile_train_step.py uses it too."""
+    attr = "device_time_total" if cuda else "cpu_time_total"
+    return [e for e in events if getattr(e, attr, 0) > 0 and (not cuda or e.device_type.name == "CUDA")
+            and not getattr(e, "is_user_annotation", False) and not is_annotation(e.key)], attr
+
+
+def family_totals(rows) -> dict:
+    """{family: summed value} of (kernel name, value) rows, largest first (``kernel_family``)."""
+    families: dict = {}
+    for name, value in rows:
+        fam = kernel_family(name)
+        families[fam] = families.get(fam, 0.0) + value
+    return dict(sorted(families.items(), key=lambda kv: -kv[1]))
 
 
 def kernel_family(name: str) -> str:
@@ -465,20 +485,12 @@ def profile_step(step, data, device, batch, path: Path, title: str) -> dict:
         for _ in range(5):
             step(idx)
         sync(device)
-    events = prof.key_averages()
-    attr = "device_time_total" if device.type == "cuda" else "cpu_time_total"
-    # Kernels only: GPU-side user annotations (e.g. "Optimizer.step#Adam.step") span kernels already counted.
-    kernels = [e for e in events if getattr(e, attr, 0) > 0 and (device.type != "cuda" or e.device_type.name == "CUDA")
-               and not getattr(e, "is_user_annotation", False) and not is_annotation(e.key)]
+    kernels, attr = kernel_events(prof.key_averages(), device.type == "cuda")
     total = sum(getattr(e, attr) for e in kernels) or 1.0
     kernels.sort(key=lambda e: -getattr(e, attr))
     rows = [{"kernel": e.key[:110], "calls_per_step": e.count / 5, "us_per_step": getattr(e, attr) / 5,
              "share": getattr(e, attr) / total} for e in kernels[:40]]
-    families: dict = {}
-    for e in kernels:
-        fam = kernel_family(e.key)
-        families[fam] = families.get(fam, 0.0) + getattr(e, attr) / 5
-    families = dict(sorted(families.items(), key=lambda kv: -kv[1]))
+    families = family_totals(((e.key, getattr(e, attr) / 5) for e in kernels))
     with open(path, "a") as fh:
         fh.write(f"\n## {title}: GPU time per kernel, per step (5 profiled steps), total {total / 5 / 1e3:.3f} ms, "
                  f"{sum(e.count for e in kernels) / 5:g} kernels per step\n")

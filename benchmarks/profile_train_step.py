@@ -43,19 +43,17 @@ def _profiled(fn, steps: int = 5, **options):
     return prof
 
 
-def _kernels(prof):
-    """The GPU-side events of key_averages that are kernels (or memcpy / memset), not annotations."""
-    return [e for e in prof.key_averages() if e.device_type.name == "CUDA" and e.self_device_time_total > 0
-            and not bt.is_annotation(e.key)]
-
-
 def kernel_table(prof, steps: int, title: str, limit: int = 45) -> list[str]:
-    """Per-kernel lines (us per step, calls per step) under a title line with the totals."""
-    ks = sorted(_kernels(prof), key=lambda e: -e.self_device_time_total)
-    total = sum(e.self_device_time_total for e in ks) / steps
+    """A title line with the totals, the time per kernel family (``bench_train.family_totals``), then per-kernel
+    lines (us per step, calls per step)."""
+    ks, attr = bt.kernel_events(prof.key_averages())
+    ks.sort(key=lambda e: -getattr(e, attr))
+    total = sum(getattr(e, attr) for e in ks) / steps
     lines = [f"## {title}: {sum(e.count for e in ks) / steps:g} kernels, {total / 1e3:.3f} ms of kernel time per "
              f"step", ""]
-    lines += [f"{e.self_device_time_total / steps:9.1f} us  x{e.count / steps:<5g} {e.key[:150]}" for e in ks[:limit]]
+    families = bt.family_totals((e.key, getattr(e, attr) / steps) for e in ks)
+    lines += [f"{us:9.1f} us  [{fam}]" for fam, us in families.items()] + [""]
+    lines += [f"{getattr(e, attr) / steps:9.1f} us  x{e.count / steps:<5g} {e.key[:150]}" for e in ks[:limit]]
     return lines + [""]
 
 

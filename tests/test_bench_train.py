@@ -82,6 +82,7 @@ def test_every_graphed_variant_has_a_process_of_its_own():
 @pytest.mark.parametrize("name, family", [
     ("_cell_bwd_kernel", "Triton ConvLSTM cell (fwd + bwd)"), ("cell_fwd_kernel", "Triton ConvLSTM cell (fwd + bwd)"),
     ("_bias_act_fwd_kernel", "Triton bias + SELU (fwd + bwd)"),
+    ("_small_conv_wgrad_kernel", "Triton small-channel convolutions"),
     ("sm90_xmma_dgrad_implicit_gemm_indexed_bf16bf16_bf16f32_f32_nhwckrsc_nhwc", "cuDNN / cuBLAS convolutions and GEMMs"),
     ("void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false, true>",
      "layout conversions nchw <-> nhwc"),
