@@ -30,6 +30,19 @@ WARPS = (4, 8)
 CELLS = ("float16", "float32")
 
 
+def level_inputs(ch: int, n: int):
+    """One level's training-call inputs on CUDA, seeded by ``ch``: x (B, T, C, H, W) stored channels-last per step as
+    the encoder hands it (bf16), the weight (bf16, kernel 2), the bias (float32 master, as under autocast), and an
+    output gradient in the op's storage order. profile_train_step.py's per-level profiles use it too."""
+    g = torch.Generator(device="cuda").manual_seed(ch)
+    bf = torch.bfloat16
+    x = torch.randn(BATCH, STEPS, n, n, ch, device="cuda", dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
+    w = torch.randn(4 * ch, 2 * ch, 2, 2, device="cuda", dtype=bf, generator=g) / (2 * (2 * ch) ** 0.5)
+    b = torch.randn(4 * ch, device="cuda", generator=g) * 0.5
+    dout = torch.randn(BATCH, STEPS, n, n, ch, device="cuda", dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
+    return x, w, b, dout
+
+
 def graph_ms(fn, iters: int = 30) -> float:
     """Median ms of one replay of ``fn`` captured in a CUDA graph (``bench_conv.capture``), L2 left warm between
     replays (``bench_conv.bench_graphed`` flushes it)."""
@@ -56,12 +69,7 @@ def main() -> None:
     defaults = (fused.BLOCK, fused.NUM_WARPS, fused.NUM_WARPS_BWD)
     rows = []
     for ch, n in LEVELS:
-        g = torch.Generator(device="cuda").manual_seed(ch)
-        bf = torch.bfloat16
-        x = torch.randn(BATCH, STEPS, n, n, ch, device="cuda", dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
-        w = torch.randn(4 * ch, 2 * ch, 2, 2, device="cuda", dtype=bf, generator=g) / (2 * (2 * ch) ** 0.5)
-        b = torch.randn(4 * ch, device="cuda", generator=g) * 0.5
-        dout = torch.randn(BATCH, STEPS, n, n, ch, device="cuda", dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
+        x, w, b, dout = level_inputs(ch, n)
         ref = None
         for cells, block, warps, warps_bwd in itertools.product(CELLS, BLOCKS, WARPS, WARPS):
             os.environ["MSCRED_LSTM_HALF_CELL_TRAIN"] = "1" if cells == "float16" else "0"

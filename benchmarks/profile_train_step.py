@@ -26,7 +26,6 @@ import bench_train as bt  # noqa: E402 (benchmarks/ is the script's own folder)
 import sweep_report  # noqa: E402
 
 BATCH = 128
-LEVELS = ((32, 30), (64, 15), (128, 8), (256, 4))
 
 
 def _profiled(fn, steps: int = 5, **options):
@@ -95,15 +94,11 @@ def training_step(text: list[str]) -> None:
 
 
 def levels(text: list[str]) -> None:
+    from bench_train_cells import LEVELS, level_inputs
     from mscred.ops.triton import convlstm as fused
 
     for ch, n in LEVELS:
-        g = torch.Generator(device="cuda").manual_seed(ch)
-        bf = torch.bfloat16
-        x = torch.randn(BATCH, 5, n, n, ch, device="cuda", dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
-        w = torch.randn(4 * ch, 2 * ch, 2, 2, device="cuda", dtype=bf, generator=g) / (2 * (2 * ch) ** 0.5)
-        b = torch.randn(4 * ch, device="cuda", generator=g) * 0.5
-        dout = torch.randn(BATCH, 5, n, n, ch, device="cuda", dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
+        x, w, b, dout = level_inputs(ch, n)
         _, pre, cells, hprev = fused.convlstm_fused(x, w, b, 1.0, "nhwc", True)
         text += kernel_table(_profiled(lambda: fused.convlstm_fused(x, w, b, 1.0, "nhwc", True)), 5,
                              f"Level ({ch} channels, {n} x {n}) forward, saving the backward's state (per call)")
