@@ -31,12 +31,13 @@ CELLS = ("float16", "float32")
 
 
 def level_inputs(ch: int, n: int):
-    """One level's training-call inputs on CUDA, seeded by ``ch``: x (B, T, C, H, W) stored channels-last per step as
-    the encoder hands it (bf16), the weight (bf16, kernel 2), the bias (float32 master, as under autocast), and an
-    output gradient in the op's storage order. profile_train_step.py's per-level profiles use it too."""
+    """One level's training-call inputs on CUDA, seeded by ``ch``: x (B, T, C, H, W) stored time-major and
+    channels-last per step as the encoder hands it in training (bf16), the weight (bf16, kernel 2), the bias
+    (float32 master, as under autocast), and an output gradient in the op's storage order.
+    profile_train_step.py's per-level profiles use it too (``fused.train_inputs`` makes the op's inputs)."""
     g = torch.Generator(device="cuda").manual_seed(ch)
     bf = torch.bfloat16
-    x = torch.randn(BATCH, STEPS, n, n, ch, device="cuda", dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
+    x = torch.randn(STEPS, BATCH, n, n, ch, device="cuda", dtype=bf, generator=g).permute(1, 0, 4, 2, 3)
     w = torch.randn(4 * ch, 2 * ch, 2, 2, device="cuda", dtype=bf, generator=g) / (2 * (2 * ch) ** 0.5)
     b = torch.randn(4 * ch, device="cuda", generator=g) * 0.5
     dout = torch.randn(BATCH, STEPS, n, n, ch, device="cuda", dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
@@ -70,17 +71,18 @@ def main() -> None:
     rows = []
     for ch, n in LEVELS:
         x, w, b, dout = level_inputs(ch, n)
+        xp, w_x, w_h = fused.train_inputs(x, w)
         ref = None
         for cells, block, warps, warps_bwd in itertools.product(CELLS, BLOCKS, WARPS, WARPS):
             os.environ["MSCRED_LSTM_HALF_CELL_TRAIN"] = "1" if cells == "float16" else "0"
             fused.BLOCK, fused.NUM_WARPS, fused.NUM_WARPS_BWD = block, warps, warps_bwd
-            state = fused.convlstm_fused(x, w, b, 1.0, "nhwc", True)
+            state = fused.convlstm_train(xp, w_x, w_h, b, 1.0, "nhwc")
 
             def forward():
-                return fused.convlstm_fused(x, w, b, 1.0, "nhwc", True)
+                return fused.convlstm_train(xp, w_x, w_h, b, 1.0, "nhwc")
 
             def backward():
-                return fused.convlstm_fused_backward(dout, x, w, b, *state[1:], 1.0, "nhwc")
+                return fused.convlstm_train_backward(dout, xp, w_x, w_h, b, *state[1:], 1.0, "nhwc")
 
             grads = [t.float() for t in backward()]
             if ref is None:

@@ -99,11 +99,12 @@ def levels(text: list[str]) -> None:
 
     for ch, n in LEVELS:
         x, w, b, dout = level_inputs(ch, n)
-        _, pre, cells, hprev = fused.convlstm_fused(x, w, b, 1.0, "nhwc", True)
-        text += kernel_table(_profiled(lambda: fused.convlstm_fused(x, w, b, 1.0, "nhwc", True)), 5,
+        xp, w_x, w_h = fused.train_inputs(x, w)
+        _, pre, cells, hprev = fused.convlstm_train(xp, w_x, w_h, b, 1.0, "nhwc")
+        text += kernel_table(_profiled(lambda: fused.convlstm_train(xp, w_x, w_h, b, 1.0, "nhwc")), 5,
                              f"Level ({ch} channels, {n} x {n}) forward, saving the backward's state (per call)")
-        text += kernel_table(_profiled(lambda: fused.convlstm_fused_backward(dout, x, w, b, pre, cells, hprev, 1.0,
-                                                                             "nhwc")), 5,
+        text += kernel_table(_profiled(lambda: fused.convlstm_train_backward(dout, xp, w_x, w_h, b, pre, cells,
+                                                                             hprev, 1.0, "nhwc")), 5,
                              f"Level ({ch} channels, {n} x {n}) backward (per call)")
 
 

@@ -6,8 +6,9 @@ import torch
 import torch.nn.functional as F
 
 from mscred.config import ModelConfig
-from mscred.model import MSCREDNet, SameDeconv
+from mscred.model import MSCREDNet, SameConv, SameDeconv
 from mscred.ops.reference import same_padding
+from mscred.ops.triton import convlstm as fused_convlstm
 
 
 
@@ -74,12 +75,17 @@ def test_rejects_bad_input_shape():
         net(torch.rand(1, 5, 2, 6, 6))  # 2 scales, config says 3
 
 
-def test_fused_backend_is_channels_last_with_the_reference_arithmetic():
+@pytest.mark.parametrize("n", [7, 10])
+def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, monkeypatch):
     # The fused backend converts the input to channels-last once and keeps that order (no per-op conversions); the
     # reference backend stays NCHW. Same weights, float64: the same outputs and gradients to rounding (whether the
-    # fused ConvLSTM runs here on Triton's interpreter or falls back to the reference).
-    cfg = dict(n_sensors=7, channels=(4, 8, 8, 16))
-    x = torch.rand(3, 5, 3, 7, 7, dtype=torch.float64)
+    # fused ConvLSTM runs here on Triton's interpreter or falls back to the reference). Training on the fused
+    # ConvLSTM takes the encoder's training layout (time-major, zero-bordered level inputs): at n = 10 conv2, conv3
+    # and conv4 each share the padded copy of their input with a ConvLSTM, at n = 7 none does.
+    cfg = dict(n_sensors=n, channels=(4, 8, 8, 16))
+    x = torch.rand(3, 5, 3, n, n, dtype=torch.float64)
+    shared, real = [], SameConv.forward_padded
+    monkeypatch.setattr(SameConv, "forward_padded", lambda self, xp: shared.append(1) or real(self, xp))
     results = []
     for backend in ("reference", "fused"):
         torch.manual_seed(0)
@@ -87,9 +93,12 @@ def test_fused_backend_is_channels_last_with_the_reference_arithmetic():
         levels = net.encoder(x)
         stored_cl = [f.permute(0, 1, 3, 4, 2).is_contiguous() for f in levels[:3]]  # level 4 is 1 x 1 here
         assert all(stored_cl) == (backend == "fused") and any(stored_cl) == (backend == "fused")
+        pads = net.encoder.training_layout(x)
+        assert (pads is not None) == (backend == "fused" and fused_convlstm.is_available()[0])
         out = net(x)
         F.mse_loss(out, x[:, -1]).backward()
         results.append((out.detach(), {k: p.grad for k, p in net.named_parameters()}))
+    assert len(shared) == (3 if n == 10 and fused_convlstm.is_available()[0] else 0)
     (out_r, g_r), (out_f, g_f) = results
     torch.testing.assert_close(out_f, out_r, rtol=1e-12, atol=1e-12)
     for k in g_r:

@@ -104,15 +104,16 @@ def _stored_channels_last(t):
 @pytest.mark.parametrize("Ch", [8, 16, 96])
 def test_channels_last_input_and_in_kernel_bias_gradient(k, Ch, layout):
     """The bias gradient inside the cell kernel (nhwc; Ch = 96 > MAX_BLOCK_C: two column programs, the second half
-    masked); a channels-last input and output gradient are read in place; h and dx come back in the op's storage
-    order. float64 vs the reference."""
+    masked); a channels-last input and output gradient are read in place; h comes back in the op's storage order,
+    dx channels-last too (the interior of the padded input's gradient, ``padding.pad_copy``). float64 vs the
+    reference."""
     x, w, b, dout = _inputs(3, 5, 8, Ch, 6, k, seed=40 + Ch + k)
     x_cl, dout_cl = _stored_channels_last(x), _stored_channels_last(dout)
     got = _fwd_bwd(fused.convlstm, x_cl, w, b, dout_cl)
     for name, o, r in zip(("h", "dx", "dweight", "dbias"), got, _fwd_bwd(ref.convlstm, x, w, b, dout)):
         assert _rel(o, r) < 1e-12, name
     if layout == "nhwc":
-        assert got[0].permute(0, 1, 3, 4, 2).is_contiguous() and got[1].permute(0, 1, 3, 4, 2).is_contiguous()
+        assert got[0].permute(0, 1, 3, 4, 2).is_contiguous() and got[1].stride(2) == 1
 
 
 def test_bias_gradient_over_many_programs(monkeypatch):
@@ -169,10 +170,10 @@ def test_half_cell_state_in_bf16_inference(B, C, n, monkeypatch):
     low = [t.to(torch.bfloat16) for t in (x, w, b)]
     yardstick = _rel(ref.convlstm(*low, FB), oracle)
     with torch.no_grad():
-        out, _, cells, _ = fused.convlstm_fused(*low, FB, "nhwc", False)
+        out, _, cells, _ = fused.convlstm_fused(*low, FB, "nhwc")
         assert cells.dtype == torch.float16 and cells.shape[0] == 1
         monkeypatch.setenv("MSCRED_LSTM_HALF_CELL", "0")
-        out32, _, cells32, _ = fused.convlstm_fused(*low, FB, "nhwc", False)
+        out32, _, cells32, _ = fused.convlstm_fused(*low, FB, "nhwc")
         assert cells32.dtype == torch.float32
     assert _rel(out, oracle) <= 1.25 * _rel(out32, oracle)
     assert _rel(out, oracle) <= 2 * yardstick + 1e-3
@@ -188,10 +189,10 @@ def test_half_cell_state_in_bf16_training(B, C, n, monkeypatch):
     oracle = _fwd_bwd(ref.convlstm, x, w, b, dout)
     low = [t.to(torch.bfloat16) for t in (x, w, b, dout)]
     yardstick = _fwd_bwd(ref.convlstm, *low)
-    assert fused.convlstm_fused(*low[:3], FB, "nhwc", True)[2].dtype == torch.float16
+    assert fused.convlstm_train(*fused.train_inputs(*low[:2]), low[2], FB, "nhwc")[2].dtype == torch.float16
     half = _fwd_bwd(fused.convlstm, *low)
     monkeypatch.setenv("MSCRED_LSTM_HALF_CELL_TRAIN", "0")
-    assert fused.convlstm_fused(*low[:3], FB, "nhwc", True)[2].dtype == torch.float32
+    assert fused.convlstm_train(*fused.train_inputs(*low[:2]), low[2], FB, "nhwc")[2].dtype == torch.float32
     full = _fwd_bwd(fused.convlstm, *low)
     for name, h, f, y, o in zip(("h", "dx", "dweight", "dbias"), half, full, yardstick, oracle):
         assert _rel(h, o) <= 1.25 * _rel(f, o) + 1e-4, name
@@ -214,15 +215,67 @@ def test_dispatcher_routes_fused_here(monkeypatch):
     assert calls == [1]
 
 
+def _time_major(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """x (B, T, C, H, W) stored as the encoder stores it while training: (T, B, H, W, C) for "nhwc", (T, B, C, H,
+    W) for "nchw"."""
+    if layout == "nhwc":
+        return x.permute(1, 0, 3, 4, 2).contiguous().permute(1, 0, 4, 2, 3)
+    return x.transpose(0, 1).contiguous().transpose(0, 1)
+
+
 @pytest.mark.parametrize("layout", ["nhwc", "nchw"])
-def test_opcheck_schema_fake_and_autograd(layout):
-    """torch.library.opcheck: schema, fake (meta) kernel, autograd registration, dispatch consistency."""
-    x, w, b, _ = _inputs(2, 3, 2, 2, 4, 2, seed=9)
-    x.requires_grad_()
-    w.requires_grad_()
-    b.requires_grad_()
-    torch.library.opcheck(fused.convlstm_fused, (x, w, b, FB, layout, True),
-                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+@pytest.mark.parametrize("time_major", [False, True])
+def test_opcheck_schema_fake_and_autograd(layout, time_major):
+    """torch.library.opcheck of the training op and its backward: schema, fake (meta) kernel (the fakes' strides
+    too: the gradient of a time-major input comes back time-major), autograd registration."""
+    x, w, b, dout = _inputs(2, 3, 2, 2, 4, 2, seed=9)
+    if time_major:
+        x = _time_major(x, layout)
+    xp, w_x, w_h = fused.train_inputs(x, w, layout)
+    assert fused._images(xp, torch.channels_last if layout == "nhwc" else torch.contiguous_format)[1] == time_major
+    for t in (xp, w_x, w_h, b):
+        t.requires_grad_()
+    utils = ("test_schema", "test_autograd_registration", "test_faketensor")
+    torch.library.opcheck(fused.convlstm_train, (xp, w_x, w_h, b, FB, layout), test_utils=utils)
+    state = fused.convlstm_train(xp, w_x, w_h, b, FB, layout)[1:]
+    torch.library.opcheck(fused.convlstm_train_backward, (dout, xp, w_x, w_h, b, *state, FB, layout),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("B, T", [(3, 5), (1, 4), (4, 1)])
+def test_time_major_and_padded_input_equal_reference(k, B, T, layout):
+    """The encoder's training layout: x stored time-major (T*B images) and handed over already zero-bordered
+    (``train(..., padded=True)``). h and the gradients of x (through the padded copy's interior), the weight and
+    the bias equal the float64 reference's; the gradient of the padded input keeps its time-major order, and
+    the cell backward then writes the gate gradients once (no second, batch-major buffer)."""
+    x, w, b, dout = _inputs(B, T, 3, 4, 7, k, seed=20 + k + B)
+    expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    x_tm = _time_major(x, layout).detach().requires_grad_()
+    w_, b_ = w.clone().requires_grad_(), b.clone().requires_grad_()
+    xp = fused.pad_steps(x_tm, fused._padding(k), fmt)
+    assert fused._images(xp, fmt)[1]  # still time-major
+    y = fused.train(xp, w_, b_, FB, padded=True)
+    dx, dw, db = torch.autograd.grad(y, (x_tm, w_, b_), dout)
+    for name, got, want in zip(("h", "dx", "dweight", "dbias"), (y, dx, dw, db), expect):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10, msg=name)
+
+
+def test_split_weight_casts_once_and_merges_gradients():
+    """_SplitWeight: (w_x, w_h) in the compute dtype and order from one float32 master; the gradient comes back
+    as one float32 tensor of the master's order, also when only one half has a gradient."""
+    w = torch.randn(8, 5, 2, 2, dtype=torch.float32, requires_grad=True)
+    w_x, w_h = fused._SplitWeight.apply(w, 3, torch.float64, torch.channels_last)
+    assert w_x.dtype == w_h.dtype == torch.float64 and w_x.shape == (8, 3, 2, 2) and w_h.shape == (8, 2, 2, 2)
+    assert w_x.is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(torch.cat([w_x, w_h], 1), w.double())
+    gx, gh = torch.randn_like(w_x), torch.randn_like(w_h)
+    (g,) = torch.autograd.grad((w_x * gx).sum() + (w_h * gh).sum(), w)
+    assert g.dtype == torch.float32 and g.is_contiguous()
+    torch.testing.assert_close(g, torch.cat([gx, gh], 1).float())
+    (g,) = torch.autograd.grad((w_h * gh).sum(), w)
+    torch.testing.assert_close(g, torch.cat([torch.zeros_like(gx), gh], 1).float())
 
 
 @needs_cuda
@@ -387,9 +440,9 @@ def test_window_kernel_fake_matches(monkeypatch):
     monkeypatch.setenv("MSCRED_WINDOW_LSTM", "all")
     x, w, b, _ = _inputs(2, 3, 2, 16, 4, 2, seed=9)
     x, w, b = x.float(), w.float(), b.float()
-    out = fused.convlstm_fused(x, w, b, FB, "nhwc", False)
+    out = fused.convlstm_fused(x, w, b, FB, "nhwc")
     assert out[2].shape[0] == 1 and out[3].shape[0] == 0
-    torch.library.opcheck(fused.convlstm_fused, (x, w, b, FB, "nhwc", False),
+    torch.library.opcheck(fused.convlstm_fused, (x, w, b, FB, "nhwc"),
                           test_utils=("test_schema", "test_faketensor"))
 
 

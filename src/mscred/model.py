@@ -15,6 +15,7 @@ Every op of the encoder and of the ConvLSTM/attention goes through ``mscred.ops`
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,7 @@ from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.lstm_attention import resident_attention
 from mscred.ops.padding import pad_copy
 from mscred.ops.reference import same_padding
+from mscred.ops.triton import convlstm as fused_convlstm
 from mscred.ops.triton import small_conv
 from mscred.ops.triton.attention import temporal_attention_into
 from mscred.ops.triton.bias_act import bias_act, bias_act_into, bias_act_subpixel_into
@@ -97,6 +99,12 @@ class SameConv(nn.Module):
                 y = F.conv2d(pad_copy(x, padding), w, None, stride=self.stride)
             return bias_act(y, self.bias, selu=True)
         return ops.conv2d(x, self.weight, self.bias, self.stride, padding, True, backend=self.backend)
+
+    def forward_padded(self, xp: torch.Tensor) -> torch.Tensor:
+        """``forward`` of an input already zero-bordered with this convolution's TF padding (the encoder's copy
+        shared with a ConvLSTM, ``Encoder.forward``); the fused path (``fused_act``) only."""
+        w = _autocast_weight(self.weight, xp)
+        return bias_act(F.conv2d(xp, w, None, stride=self.stride), self.bias, selu=True)
 
 
 class SameDeconv(nn.Module):
@@ -174,8 +182,23 @@ class Encoder(nn.Module):
         self.conv2 = SameConv(c1, c2, k2, s2, cfg.conv_backend, fa)            # 3x3, stride 2
         self.conv3 = SameConv(c2, c3, k3, s3, cfg.conv_backend, fa)            # 2x2, stride 2 (pad bottom/right)
         self.conv4 = SameConv(c3, c4, k4, s4, cfg.conv_backend, fa)            # 2x2, stride 2
+        self.lstm_kernel = cfg.lstm_kernel
 
-    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+    def training_layout(self, x: torch.Tensor) -> tuple[int, int, int, int] | None:
+        """The ConvLSTMs' TF padding (top, bottom, left, right) when this forward hands them their training layout
+        (see ``forward``): fused training (autograd, cuDNN convolutions, the Triton ConvLSTM running); else None.
+        MSCRED_TRAIN_LAYOUT=0 turns it off (A/B runs)."""
+        if not (self.cast_input and torch.is_grad_enabled() and self.conv1.weight.requires_grad
+                and runs_fused(x) and not switched_off("MSCRED_TRAIN_LAYOUT")):
+            return None
+        return same_padding(x.shape[-1], self.lstm_kernel, 1)
+
+    def forward(self, x: torch.Tensor, lstm_pads: tuple[int, int, int, int] | None = None) -> list[torch.Tensor]:
+        """(B, T, K, n, n) -> the four levels' ConvLSTM inputs, each (B, T, C_l, H_l, W_l). With ``lstm_pads``
+        (``training_layout``) each is instead its zero-bordered copy (B, T, C_l, H_l + top + bottom, W_l + left +
+        right), stored time-major (T*B images): see ``_forward_training``."""
+        if lstm_pads is not None:
+            return self._forward_training(x, lstm_pads)
         B, T = x.shape[:2]
         f = x.reshape(B * T, *x.shape[2:])  # (B*T, K, n, n)
         if self.cast_input and torch.is_autocast_enabled(f.device.type):
@@ -190,6 +213,27 @@ class Encoder(nn.Module):
         # fused ConvLSTM reads without a copy).
         return [f.reshape(B, T, *f.shape[1:]) for f in (f1, f2, f3, f4)]
 
+    def _forward_training(self, x: torch.Tensor, pads: tuple[int, int, int, int]) -> list[torch.Tensor]:
+        """The encoder for fused training: the images in time-major order (T*B), and each level's activation
+        copied once into a zero-bordered buffer with the ConvLSTM's padding, which the next strided convolution
+        reads too where its TF padding is the same (conv2 and conv3 at 30 sensors: bottom/right by one). So the
+        ConvLSTM's input convolution gives its gates exactly (H, W), its gate gradients need no zeroed border and
+        serve the per-step recurrent convolutions and the input convolution from one buffer (time-major), and
+        the two input gradients of a shared buffer are summed contiguously, by autograd, before one interior
+        view goes back to the convolution below (``padding.pad_copy``)."""
+        B, T = x.shape[:2]
+        dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
+        f = torch.empty(T * B, *x.shape[2:], device=x.device, dtype=dtype, memory_format=torch.channels_last)
+        f.view(T, B, *x.shape[2:]).copy_(x.transpose(0, 1))  # the cast and the reorder in one copy
+        levels, f = [], self.conv1(f)
+        for conv in (self.conv2, self.conv3, self.conv4, None):
+            padded = pad_copy(f, pads)
+            levels.append(padded.view(T, B, *padded.shape[1:]).transpose(0, 1))
+            if conv is not None:
+                shares = same_padding(f.shape[-1], conv.kernel, conv.stride) == pads
+                f = conv.forward_padded(padded) if shares else conv(f)
+        return levels
+
 
 class AttnConvLSTM(nn.Module):
     """One level's ConvLSTM over the T steps (hidden = input channels) followed by MSCRED's temporal attention."""
@@ -203,7 +247,11 @@ class AttnConvLSTM(nn.Module):
         self.bias = nn.Parameter(torch.zeros(4 * channels))
         nn.init.xavier_uniform_(self.weight)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
+    def forward(self, x: torch.Tensor, padded: bool = False) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
+        """``padded``: x is the encoder's training layout (``Encoder.training_layout``), zero-bordered."""
+        if padded:
+            h = fused_convlstm.train(x, self.weight, self.bias, self.forget_bias, padded=True)
+            return ops.temporal_attention(h, backend=self.backend)
         if self.backend == "fused" and runs_fused(x):  # bf16 inference of levels 1-2: one kernel, where it runs
             one_kernel = resident_attention(x, self.weight, self.bias, self.forget_bias)
             if one_kernel is not None:
@@ -311,9 +359,11 @@ class MSCREDNet(nn.Module):
         if x.ndim != 5 or x.shape[2] != self.cfg.n_scales or x.shape[-1] != x.shape[-2] or x.shape[-1] < 4:
             raise ValueError(f"MSCREDNet expects (B, T, {self.cfg.n_scales}, n, n) with n >= 4, "
                              f"got {tuple(x.shape)}")
-        levels = self.encoder(x)                                         # 4 x (B, T, C_l, H_l, W_l)
+        lstm_pads = self.encoder.training_layout(x)  # fused training: zero-bordered, time-major level inputs
+        levels = self.encoder(x, lstm_pads)                              # 4 x (B, T, C_l, H_l, W_l)
         if self.cfg.backend == "fused":  # opt-in: the levels side by side on CUDA streams (level_streams.py)
-            a1, a2, a3, a4 = level_streams.run_levels(list(self.lstms), levels)
+            lstms = [functools.partial(lstm, padded=lstm_pads is not None) for lstm in self.lstms]
+            a1, a2, a3, a4 = level_streams.run_levels(lstms, levels)
         else:  # the reference stays the plain one-stream baseline
             a1, a2, a3, a4 = (lstm(f) for lstm, f in zip(self.lstms, levels))  # 4 x (B, C_l, H_l, W_l)
         return self.decoder(a1, a2, a3, a4)                              # (B, K, n, n)

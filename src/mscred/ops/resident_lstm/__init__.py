@@ -129,7 +129,7 @@ def is_available() -> tuple[bool, str]:
         low = [t.cuda().to(torch.bfloat16) for t in (x, w, b)]
         from mscred.ops.lstm_attention import resident_attention  # here: lstm_attention imports this module
         with torch.no_grad():
-            out = fused.convlstm_fused(*low, 1.0, "nhwc", False)[0]
+            out = fused.convlstm_fused(*low, 1.0, "nhwc")[0]
             fused_attention = resident_attention(*low, 1.0)  # None where it declines (MSCRED_RESIDENT_ATTENTION=0)
         expect = reference.convlstm(x, w, b, 1.0)
         checks = [("a test level", out, expect)]

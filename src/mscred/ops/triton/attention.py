@@ -133,9 +133,17 @@ if triton is not None:
                 dst = out_ptr + b * D + d
             tl.store(dst, o.to(out_ptr.dtype.element_ty), mask=dmask)
 
+    @triton.jit
+    def _dout_at(dout_ptr, b, d, D, C, dout_sb, dout_sp, DSLICED: tl.constexpr):
+        """Where element d (in (H, W, C) order) of sample b's output gradient is: contiguous, or (DSLICED) a
+        channel slice of a wider channels-last tensor (the decoder's concatenation: its gradient's half)."""
+        if DSLICED:
+            return dout_ptr + b * dout_sb + (d // C) * dout_sp + d % C
+        return dout_ptr + b * D + d
+
     @triton.jit(do_not_specialize=["T", "D"])
-    def _attn_bwd_kernel(h_ptr, dout_ptr, dh_ptr, T, D,
-                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
+    def _attn_bwd_kernel(h_ptr, dout_ptr, dout_sb, dout_sp, dh_ptr, T, D, C,
+                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr, DSLICED: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
         base = h_ptr + b * T * D
         dbase = dh_ptr + b * T * D
@@ -149,7 +157,7 @@ if triton is not None:
             hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
                          other=0.0).to(CDT)
             hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
-            go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
+            go = tl.load(_dout_at(dout_ptr, b, d, D, C, dout_sb, dout_sp, DSLICED), mask=dmask, other=0.0).to(CDT)
             acc_s += hk * hl[None, :]
             acc_g += hk * go[None, :]
         a = _attention_weights(acc_s, tmask, T)
@@ -162,7 +170,7 @@ if triton is not None:
             m2 = tmask[:, None] & dmask[None, :]
             hk = tl.load(base + t[:, None] * D + d[None, :], mask=m2, other=0.0).to(CDT)
             hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
-            go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
+            go = tl.load(_dout_at(dout_ptr, b, d, D, C, dout_sb, dout_sp, DSLICED), mask=dmask, other=0.0).to(CDT)
             g = a[:, None] * go[None, :] + ds[:, None] * hl[None, :]
             extra = tl.sum(ds[:, None] * hk, axis=0)  # the score of every step also depends on H_T
             g += tl.where(last, extra[None, :], 0.0)
@@ -217,16 +225,21 @@ def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor) -> to
     B, T, C, H, W = h.shape
     if _channels_last(h):
         hp = h.permute(0, 1, 3, 4, 2)
-        dp = dout.to(h.dtype).permute(0, 2, 3, 1).contiguous()  # no copy when dout is channels-last
+        dp = dout.to(h.dtype).permute(0, 2, 3, 1)
+        # The decoder concatenates the attention output with a deconvolution's along channels: its gradient is a
+        # channel slice of a channels-last tensor, read in place (a copy took 4-10 us per level and step).
+        sliced = not dp.is_contiguous() and dp.stride(3) == 1 and dp.stride(1) == W * dp.stride(2)
+        if not dp.is_contiguous() and not sliced:
+            dp = dp.contiguous()
         dh = torch.empty(B, T, H, W, C, device=h.device, dtype=h.dtype)
         _, T, D, meta = _launch_args(hp, BWD_BLOCK, BWD_WARPS)
-        _attn_bwd_kernel[(B,)](hp, dp, dh, T, D, **meta)
+        _attn_bwd_kernel[(B,)](hp, dp, dp.stride(0), dp.stride(2), dh, T, D, C, DSLICED=sliced, **meta)
         return dh.permute(0, 1, 4, 2, 3)
     h = h.contiguous()
     dout = dout.to(h.dtype).contiguous()
     _, T, D, meta = _launch_args(h, BWD_BLOCK, BWD_WARPS)
     dh = torch.empty(h.shape, device=h.device, dtype=h.dtype)
-    _attn_bwd_kernel[(B,)](h, dout, dh, T, D, **meta)
+    _attn_bwd_kernel[(B,)](h, dout, D, 1, dh, T, D, C, DSLICED=False, **meta)
     return dh
 
 

@@ -3,9 +3,7 @@
 The reference (``ops/reference.py``) runs, per step, one convolution over ``concat([x_t, h])`` and then eight
 elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input and Ch hidden channels:
 
-    forward   gx = conv(x as (B*T, C, H, W), W[:, :C])              ONE call for all T steps (a GEMM T times larger);
-                       TF's asymmetric k = 2 padding as the convolution's own padding 1, the gates read as the
-                       (H, W) window of its (H+1, W+1) output: no padded copy of x (nor, in the backward, of dx)
+    forward   gx = conv(x as (B*T, C, H, W), W[:, :C])              ONE call for all T steps (a GEMM T times larger)
               t = 0:   gates = gx_0 + bias                           h_{-1} = 0, so no recurrent convolution
               t >= 1:  gates = gx_t + bias + conv(pad(h_{t-1}), W[:, C:])   (the bias added inside _cell_fwd)
               _cell_fwd: gate activations, c_t, h_t in one pass; writes h_t to the output, c_t and the gate
@@ -19,13 +17,20 @@ elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input 
               dx, d(W[:, :C]) ONE more; dbias is summed inside _cell_bwd (per-tile column sums, atomic adds) in
               channels-last order, by one reduction in NCHW order.
 
+Two ops. ``convlstm_fused`` is inference: TF's asymmetric k = 2 padding as the input convolution's own padding 1,
+the gates read as the (H, W) window of its (H+1, W+1) output (no padded copy of x), and the per-window kernels
+where they run. ``convlstm_train`` (``train``) takes x already zero-bordered -- the encoder's padded copy, which
+its next strided convolution reads too -- and its steps in the encoder's training order, time-major (T*B
+images), so that the gate gradients of one buffer serve the recurrent convolutions (per step, contiguous) and the
+input convolution (all steps) alike: the cell backward writes them once, and no border is zeroed or cropped.
+
 Layout (MSCRED_FUSED_LAYOUT, default "nhwc"): channels-last buffers throughout; the output h is stored (B, T, H, W,
 Ch), so the attention and the decoder's channels-last convolutions read it without a copy, and a channels-last
 input (the encoder's, see ``model.py``) is used in place.
 
-All of it is one ``torch.library`` custom op with a registered fake (meta) and autograd formula, so it can be
-checked with ``torch.library.opcheck``, seen as one node by ``torch.compile``, and captured in a CUDA graph: every
-launch goes to the current stream and every buffer is allocated through the caching allocator.
+Each is one ``torch.library`` custom op with a registered fake (meta), the training op with its autograd formula,
+so they can be checked with ``torch.library.opcheck``, seen as one node by ``torch.compile``, and captured in a
+CUDA graph: every launch goes to the current stream and every buffer is allocated through the caching allocator.
 
 Numerics equal the reference's: gate order i, g, f, o along the output channels (TensorFlow's), ``forget_bias``
 added to f, TensorFlow "same" padding (k = 2 pads bottom/right by 1, k = 3 pads 1 on every side). The cell
@@ -229,17 +234,19 @@ def convlstm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
 
 
 def run_cast(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float) -> torch.Tensor:
-    """``convlstm_fused(...)[0]`` with the casts autocast would make; ``save`` = whether autograd will need a backward.
+    """The fused ConvLSTM's output with the casts autocast would make: ``train`` when autograd will need a backward,
+    else the inference op ``convlstm_fused``.
 
     Custom ops are not autocast-aware: cast here as autocast would cast a convolution (fp32 master weights receive
     their gradient through these casts), then run the op with autocast off so that nothing inside is cast a second
     time. The bias is not cast under autocast: the cell kernel adds it in float32 and its gradient comes back in
     float32 (no bf16 rounding of either, two kernels fewer).
     """
+    if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad):
+        return train(x, weight, bias, forget_bias)
     x, weight, bias = cast_inputs(x, weight, bias)
     with torch.autocast(x.device.type, enabled=False):
-        save = torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad or bias.requires_grad)
-        return convlstm_fused(x, weight, bias, float(forget_bias), buffer_layout(), save)[0]
+        return convlstm_fused(x, weight, bias, float(forget_bias), buffer_layout())[0]
 
 
 def cast_inputs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
@@ -252,40 +259,139 @@ def cast_inputs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
     return x, weight.to(x.dtype), bias.to(x.dtype).contiguous()
 
 
+def train(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float,
+          padded: bool = False) -> torch.Tensor:
+    """The ConvLSTM of one level with autograd (``convlstm_train``), casts as in ``run_cast``.
+
+    x (B, T, C, H, W); with ``padded``, already its zero-bordered copy (B, T, C, H + top + bottom, W + left +
+    right) for TF's "same" padding of the kernel (``_padding``): the encoder's, which its next strided convolution
+    reads too (``model.Encoder``), so that the two share one copy and their input gradients are summed in place.
+    Steps stored time-major (the (T*B) image order the encoder runs in while training) are read in place, and then
+    the backward's gate gradients serve the recurrent convolutions (per step) and the input convolution (all
+    steps) from one buffer. Returns every h_t, (B, T, Ch, H, W).
+    """
+    device_type = x.device.type
+    layout = buffer_layout()
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    if torch.is_autocast_enabled(device_type):
+        dtype = torch.get_autocast_dtype(device_type)
+        x, bias = x.to(dtype), bias.contiguous()
+    else:
+        dtype = x.dtype
+        bias = bias.to(dtype).contiguous()
+    w_x, w_h = _SplitWeight.apply(weight, x.shape[2], dtype, fmt)
+    if not padded:
+        x = pad_steps(x, _padding(weight.shape[-1]), fmt)
+    with torch.autocast(device_type, enabled=False):
+        return convlstm_train(x, w_x, w_h, bias, float(forget_bias), layout)[0]
+
+
+class _SplitWeight(torch.autograd.Function):
+    """The gate weight (4Ch, C + Ch, k, k) as the training op takes it: (w_x, w_h), its input and recurrent halves,
+    each in ``dtype`` and ``fmt`` order by ONE copy (slice, cast and layout at once); backward, both gradients
+    written into one tensor of the master's dtype and order (two copies).
+
+    Autocast's cast, then the two slice copies, and in the backward the slices again, a cat, a contiguous copy
+    and the cast back made 8-9 small kernels per level and training step (the 53 weight-shaped copies of
+    benchmarks/results/train_cells/step_summary.md); here 4."""
+
+    @staticmethod
+    def forward(ctx, weight: torch.Tensor, C: int, dtype: torch.dtype, fmt):
+        ctx.C, ctx.master = C, weight.dtype
+        return (weight[:, :C].to(dtype=dtype, memory_format=fmt), weight[:, C:].to(dtype=dtype, memory_format=fmt))
+
+    @staticmethod
+    def backward(ctx, dw_x: torch.Tensor | None, dw_h: torch.Tensor | None):
+        ref = dw_x if dw_x is not None else dw_h
+        dw = torch.zeros if dw_x is None or dw_h is None else torch.empty
+        shape = (ref.shape[0], ctx.C + (dw_h.shape[1] if dw_h is not None else 0), *ref.shape[2:])
+        grad = dw(shape, device=ref.device, dtype=ctx.master)
+        if dw_x is not None:
+            grad[:, :ctx.C].copy_(dw_x)
+        if dw_h is not None:
+            grad[:, ctx.C:].copy_(dw_h)
+        return grad, None, None, None
+
+
+def _images(x: torch.Tensor, fmt) -> tuple[torch.Tensor, bool]:
+    """(images, time_major): x (B, T, C, H, W) as (B*T or T*B, C, H, W) images in ``fmt`` order. A view when the
+    steps are stored time-major (``time_major``: T*B order, what the encoder produces while training) or
+    batch-major; else a (B*T)-ordered copy."""
+    B, T = x.shape[:2]
+    if B == 1 or T == 1 or x.stride(1) == B * x.stride(0):  # the (T, B) dims merge: a view
+        images = x.transpose(0, 1).view(T * B, *x.shape[2:])
+        if images.is_contiguous(memory_format=fmt):
+            return images, True
+    return x.reshape(B * T, *x.shape[2:]).contiguous(memory_format=fmt), False
+
+
+def _steps(images: torch.Tensor, B: int, T: int, time_major: bool) -> torch.Tensor:
+    """``_images`` undone: (T*B or B*T, C, H, W) -> a (B, T, C, H, W) view."""
+    if time_major:
+        return images.view(T, B, *images.shape[1:]).transpose(0, 1)
+    return images.view(B, T, *images.shape[1:])
+
+
+def pad_steps(x: torch.Tensor, pads, fmt) -> torch.Tensor:
+    """x (B, T, C, H, W) -> its zero-bordered copy (B, T, C, H + top + bottom, W + left + right), in x's step order
+    (time-major stays time-major); the gradient is handed back as a view (``padding.pad_copy``)."""
+    images, time_major = _images(x, fmt)
+    return _steps(pad_copy(images, pads), x.shape[0], x.shape[1], time_major)
+
+
+def train_inputs(x: torch.Tensor, weight: torch.Tensor, layout: str = "nhwc"):
+    """(xp, w_x, w_h): what ``train`` hands ``convlstm_train`` for x (B, T, C, H, W) and the gate weight, in x's
+    dtype, without autograd (benchmarks and tests call the op with them)."""
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    with torch.no_grad():
+        w_x, w_h = _SplitWeight.apply(weight, x.shape[2], x.dtype, fmt)
+        return pad_steps(x, _padding(weight.shape[-1]), fmt), w_x, w_h
+
+
 # ----------------------------------------------------------------------------------------------------------------
-# The custom op. Forward returns the intermediates the backward needs (custom ops save only inputs and outputs).
+# The inference op.
 # ----------------------------------------------------------------------------------------------------------------
 @torch.library.custom_op("mscred::convlstm_fused", mutates_args=())
-def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float, layout: str,
-                   save: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Fused ConvLSTM forward. x and weight of one dtype, bias of that dtype or float32 (under autocast); layout
-    "nhwc" or "nchw" (internal buffers only).
+def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float, layout: str
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fused ConvLSTM forward for inference (no autograd: training runs ``convlstm_train``). x and weight of one
+    dtype, bias of that dtype or float32 (under autocast); layout "nhwc" or "nchw" (internal buffers only).
 
     Returns
     -------
     out : (B, T, Ch, H, W)            every h_t; stored (B, T, H, W, Ch) for "nhwc" (what the attention and the
                                       decoder's channels-last convolutions read without a copy), else contiguous
-    pre : (T, B, 4Ch, H, W)           gate pre-activations, for the backward ((0,) when not ``save``)
-    cells : (T, B, Ch, H, W)          c_t for the backward, in float32 (float64 for float64, float16 for bf16 /
-                                      fp16 inputs, see ``_compute_types``); without ``save`` (inference)
-                                      (1, B, ...), the working buffer the steps update in place, not a result
-                                      ((0, B, ...) with the resident kernel: its cells stay on the SM)
+    pre : (0, B, 4Ch, H, W)           (training's gate pre-activations, not stored here)
+    cells : (1, B, Ch, H, W)          the working cell state the steps update in place (float32, float64 for
+                                      float64, float16 for bf16 / fp16 inputs, see ``_compute_types``), not a
+                                      result; (0, B, ...) with the resident kernel: its cells stay on the SM
     hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
                                       ((0, B, ...) with the per-window kernels: they read h_{t-1} from ``out``
                                       or from shared memory)
     """
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
-    cdt, cell_dtype = _compute_types(x.dtype, save)
-    gx, w_h, pads = gates_and_recurrent_weight(x, weight, layout, save)
-    resident, window = _window_paths(x, layout, save, Ch, k)
-    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, x, layout, save, cell_dtype, window, resident)
+    cdt, cell_dtype = _compute_types(x.dtype, save=False)
+    gx, w_h, pads = gates_and_recurrent_weight(x, weight, layout, save=False)
+    resident, window = _window_paths(x, layout, False, Ch, k)
+    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, x, layout, False, cell_dtype, window, resident)
     if resident:  # bf16 inference of levels 1-2: a window's whole state on the SM (CUDA C++)
         resident_lstm.run(gx, bias, w_h, out, pads, forget_bias)
-        return out, pre, cells, hprev
-    if window:  # other inference of the small levels: a Triton program per window
+    elif window:  # other inference of the small levels: a Triton program per window
         convlstm_window.run(gx, bias, w_h, cells[0], out, pads, forget_bias)
-        return out, pre, cells, hprev
+    else:
+        _forward_steps(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias, layout, False, cdt)
+    return out, pre, cells, hprev
+
+
+def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out: torch.Tensor, pre: torch.Tensor,
+                   cells: torch.Tensor, hprev: torch.Tensor, pads, forget_bias: float, layout: str, save: bool,
+                   cdt) -> None:
+    """The per-step path: for each step the recurrent convolution (cuDNN; none at step 0, h_{-1} = 0) and the cell
+    kernel, filling ``out``, and with ``save`` (training) ``pre`` and every c_t of ``cells``; ``hprev`` gets each
+    h_t but the last inside its zero border."""
+    B, T, _, H, W = gx.shape
+    Ch = out.shape[2]
     zero_border(hprev, pads)  # the kernel writes every interior element
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
@@ -305,7 +411,6 @@ def convlstm_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, fo
             HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save, STORE_C=save or t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, num_warps=NUM_WARPS,
         )
-    return out, pre, cells, hprev
 
 
 def gates_and_recurrent_weight(x: torch.Tensor, weight: torch.Tensor, layout: str, save: bool):
@@ -346,108 +451,135 @@ def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, lay
 
 
 @convlstm_fused.register_fake
-def _(x, weight, bias, forget_bias, layout, save):
+def _(x, weight, bias, forget_bias, layout):
     B, T, C, H, W = x.shape
     Ch, k = weight.shape[0] // 4, weight.shape[-1]
-    cell_dtype = _compute_types(x.dtype, save)[1]
-    resident, window = _window_paths(x, layout, save, Ch, k)
-    return _buffers(B, T, Ch, H, W, _padding(k), x, layout, save, cell_dtype, window, resident)
+    cell_dtype = _compute_types(x.dtype, save=False)[1]
+    resident, window = _window_paths(x, layout, False, Ch, k)
+    return _buffers(B, T, Ch, H, W, _padding(k), x, layout, False, cell_dtype, window, resident)
 
 
-@torch.library.custom_op("mscred::convlstm_fused_backward", mutates_args=())
-def convlstm_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                            pre: torch.Tensor, cells: torch.Tensor, hprev: torch.Tensor, forget_bias: float,
-                            layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Gradients (dx, dweight, dbias) of ``convlstm_fused``'s ``out`` given dout (B, T, Ch, H, W); dbias in the
-    bias's dtype."""
-    B, T, C, H, W = x.shape
-    Ch, k = weight.shape[0] // 4, weight.shape[-1]
-    pads = _padding(k)
-    top, bottom, left, right = pads
-    HP, WP = H + top + bottom, W + left + right
-    cdt, _ = _compute_types(x.dtype)
-    acc = torch.float64 if x.dtype == torch.float64 else torch.float32  # dc and the bias gradient
+# ----------------------------------------------------------------------------------------------------------------
+# The training op. Forward returns the intermediates the backward needs (custom ops save only inputs and outputs).
+# ----------------------------------------------------------------------------------------------------------------
+def _unpadded(xp: torch.Tensor, w_h: torch.Tensor):
+    """(B, T, C, Ch, H, W, pads) of the training op's zero-bordered input ``xp`` and recurrent weight."""
+    B, T, C, HP, WP = xp.shape
+    pads = _padding(w_h.shape[-1])
+    return B, T, C, w_h.shape[0] // 4, HP - pads[0] - pads[1], WP - pads[2] - pads[3], pads
+
+
+@torch.library.custom_op("mscred::convlstm_train", mutates_args=())
+def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, forget_bias: float,
+                   layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Fused ConvLSTM forward for training (see ``train``). xp (B, T, C, Hp, Wp): the steps' zero-bordered inputs
+    (TF's "same" padding of the k x k kernel), in any step order (time-major is read in place); w_x (4Ch, C, k, k)
+    and w_h (4Ch, Ch, k, k) the input and recurrent weights, of xp's dtype; bias (4Ch,) of that dtype or float32.
+
+    Returns
+    -------
+    out : (B, T, Ch, H, W)            every h_t (stored as ``convlstm_fused``'s)
+    pre : (T, B, 4Ch, H, W)           gate pre-activations, for the backward
+    cells : (T, B, Ch, H, W)          every c_t, for the backward (float16 for bf16 / fp16, see ``_compute_types``)
+    hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
+
+    The input convolutions of all steps are one call on the padded images: the gates come out exactly (H, W).
+    """
+    B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
+    cdt, cell_dtype = _compute_types(xp.dtype)
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
-    dout = dout.to(x.dtype)
+    images, time_major = _images(xp, fmt)
+    gx = _steps(F.conv2d(images, w_x), B, T, time_major)
+    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
+    _forward_steps(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias, layout, True, cdt)
+    return out, pre, cells, hprev
+
+
+@convlstm_train.register_fake
+def _(xp, w_x, w_h, bias, forget_bias, layout):
+    B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
+    return _buffers(B, T, Ch, H, W, pads, xp, layout, True, _compute_types(xp.dtype)[1], False)
+
+
+@torch.library.custom_op("mscred::convlstm_train_backward", mutates_args=())
+def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor,
+                            bias: torch.Tensor, pre: torch.Tensor, cells: torch.Tensor, hprev: torch.Tensor,
+                            forget_bias: float, layout: str
+                            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients (dxp, dw_x, dw_h, dbias) of ``convlstm_train``'s ``out`` given dout (B, T, Ch, H, W). dxp has
+    xp's shape and step order (its border rows hold the convolution's gradient there, which the zero border
+    discards: ``padding.pad_copy`` hands back the interior); the weight gradients in the layout's order, dbias in
+    the bias's dtype."""
+    B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
+    top, bottom, left, right = pads
+    HP, WP = xp.shape[-2:]
+    cdt, _ = _compute_types(xp.dtype)
+    acc = torch.float64 if xp.dtype == torch.float64 else torch.float32  # dc and the bias gradient
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    dout = dout.to(xp.dtype)
     if not _pixels_flatten(dout):  # the kernel addresses a step by (batch, channel, pixel) strides
         dout = dout.contiguous()
-    w_h = weight[:, C:].contiguous(memory_format=fmt)
-    dpre = _empty(T * B, 4 * Ch, H, W, x, layout).view(T, B, 4 * Ch, H, W)       # per step, for the recurrence
-    # The input convolution's output gradient, (B*T) order, as input_gates' forward shaped it: the exact (H, W)
-    # for the padded copy, else the grown shape (zero-bordered for k = 2): the kernel writes the window, the
-    # border strips are zeroed, and one convolution_backward with the symmetric padding gives dx directly (no
-    # padded copy of x, no cropped copy of dx).
-    padded_copy = _padded_copy_pays(H, W, pads)
-    py, px, oy, ox = (0, 0, 0, 0) if padded_copy else _grown(pads)
-    HG, WG = (H, W) if padded_copy else _grown_shape(H, W, pads)
-    dpre_g = _empty(B * T, 4 * Ch, HG, WG, x, layout)
-    for strip in (dpre_g[:, :, :oy], dpre_g[:, :, oy + H:], dpre_g[:, :, :, :ox], dpre_g[:, :, :, ox + W:]):
-        if strip.numel():
-            strip.zero_()
-    dpre_bt = dpre_g.view(B, T, 4 * Ch, HG, WG)[:, :, :, oy:oy + H, ox:ox + W]
-    dc = _empty(B, Ch, H, W, x, layout, dtype=acc)
+    images, time_major = _images(xp, fmt)
+    # d(gate pre-activations), per step (T, B, ...) for the recurrence; in the images' order for the input
+    # convolution. Time-major images: the same buffer (written once); else a second, (B*T)-ordered one.
+    dpre_tb = _empty(T * B, 4 * Ch, H, W, xp, layout)
+    dpre = dpre_tb.view(T, B, 4 * Ch, H, W)
+    dpre_images = dpre_tb if time_major else _empty(B * T, 4 * Ch, H, W, xp, layout)
+    dpre_bt = None if time_major else dpre_images.view(B, T, 4 * Ch, H, W)
+    dc = _empty(B, Ch, H, W, xp, layout, dtype=acc)
     dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
-    db_acc = torch.zeros(4 * Ch, device=x.device, dtype=acc)
+    db_acc = torch.zeros(4 * Ch, device=xp.device, dtype=acc)
     for t in reversed(range(T)):
         dout_t = dout[:, t]
+        dp2 = dpre[t] if time_major else dpre_bt[:, t]
         cell_bwd_kernel[grid](
             pre[t], *_s3(pre[t]), cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
             dout_t, *_s3(dout_t), dhr, dhr.stride(0), dhr.stride(1), dhr.stride(2), dhr.stride(3),
-            dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dpre_bt[:, t], *_yx(dpre_bt[:, t]), db_acc,
+            dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dp2, *_yx(dp2), db_acc,
             N, Ch, H * W, W, top, left, forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
-            num_warps=NUM_WARPS_BWD,
+            STORE2=not time_major, num_warps=NUM_WARPS_BWD,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(
                 dpre[t], hprev[t - 1], w_h, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
                 [True, False, False])[0]
-    if T > 1:  # d W[:, C:] over all recurrent convolutions in one weight-gradient call
+    if T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
         dw_h = torch.ops.aten.convolution_backward(
             dpre[1:].reshape((T - 1) * B, 4 * Ch, H, W), hprev.reshape((T - 1) * B, Ch, HP, WP), w_h, None,
             [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])[1]
     else:
         dw_h = torch.zeros_like(w_h)
-    # dx and d W[:, :C] of the hoisted input convolution: one call for all steps.
-    x4 = x.reshape(B * T, C, H, W).contiguous(memory_format=fmt)
-    if padded_copy:  # the forward's padded copy again (cheaper than keeping it), then dx cropped back to (H, W)
-        x4 = pad_copy(x4, pads)
-    dx4, dw_x, _ = torch.ops.aten.convolution_backward(
-        dpre_g, x4, weight[:, :C].contiguous(memory_format=fmt), None, [1, 1], [py, px], [1, 1], False, [0, 0], 1,
-        [True, True, False])
-    if padded_copy:
-        dx4 = dx4[:, :, top:top + H, left:left + W]
+    # dxp and d w_x of the input convolutions: one call for all steps, on the padded images (no crop, no border).
+    dimages, dw_x, _ = torch.ops.aten.convolution_backward(
+        dpre_images, images, w_x, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, False])
     # dbias sums B*T*H*W terms of both signs: a tree reduction (per tile in the kernel, then one atomic add per
-    # tile; or torch.sum over the zero-bordered buffer) in float32 (float64 for float64) keeps the cancellation
-    # error at the reference's level, where the CPU convolution backward's running sum does not.
-    db = (db_acc if fused_db else dpre_g.sum(dim=(0, 2, 3), dtype=acc)).to(bias.dtype)
-    # (B, T, C, H, W) in _out5's order: views of dx4 when it is stored so, else one copy (the crop of the padded
-    # copy's dx; a backend that returned another order).
-    if layout == "nhwc" and dx4.is_contiguous(memory_format=torch.channels_last):
-        dx = dx4.permute(0, 2, 3, 1).view(B, T, H, W, C).permute(0, 1, 4, 2, 3)
-    elif layout == "nhwc":  # the crop: copied in 8-byte words where the channels allow (padding.copy_pixels)
-        dx = _out5(B, T, C, H, W, dx4, layout)
-        copy_pixels(dx.reshape(B * T, C, H, W), dx4)
-    else:
-        dx = dx4.contiguous().view(B, T, C, H, W)
-    dw = torch.cat([dw_x, dw_h], dim=1).contiguous()
-    return dx, dw, db
+    # tile; or torch.sum) in float32 (float64 for float64) keeps the cancellation error at the reference's level,
+    # where the CPU convolution backward's running sum does not.
+    db = (db_acc if fused_db else dpre_images.sum(dim=(0, 2, 3), dtype=acc)).to(bias.dtype)
+    dxp = _steps(dimages.contiguous(memory_format=fmt), B, T, time_major)
+    return dxp, dw_x.contiguous(memory_format=fmt), dw_h.contiguous(memory_format=fmt), db
 
 
-@convlstm_fused_backward.register_fake
-def _(dout, x, weight, bias, pre, cells, hprev, forget_bias, layout):
-    return _out5(*x.shape, x, layout), weight.new_empty(weight.shape), bias.new_empty(bias.shape)
+@convlstm_train_backward.register_fake
+def _(dout, xp, w_x, w_h, bias, pre, cells, hprev, forget_bias, layout):
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    B, T = xp.shape[:2]
+    images, time_major = _images(xp, fmt)
+    dxp = _steps(torch.empty(images.shape, device=xp.device, dtype=xp.dtype, memory_format=fmt), B, T, time_major)
+    return (dxp, torch.empty(w_x.shape, device=w_x.device, dtype=w_x.dtype, memory_format=fmt),
+            torch.empty(w_h.shape, device=w_h.device, dtype=w_h.dtype, memory_format=fmt), bias.new_empty(bias.shape))
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    x, weight, bias, forget_bias, layout, _save = inputs
+    xp, w_x, w_h, bias, forget_bias, layout = inputs
     _, pre, cells, hprev = output
-    ctx.save_for_backward(x, weight, bias, pre, cells, hprev)
+    ctx.save_for_backward(xp, w_x, w_h, bias, pre, cells, hprev)
     # pre, cells and hprev are outputs only because a custom op saves nothing else: no gradient flows into them.
     # Without these two calls autograd materialises a zero gradient for each of them before every backward (on
     # the H200, bf16, batch 128: fills of ~250 MB per step, level 1's (T, B, 4Ch, H, W) gates alone 147 MB).
@@ -457,14 +589,12 @@ def _setup_context(ctx, inputs, output) -> None:
 
 
 def _backward(ctx, dout, _dpre, _dcells, _dhprev):
-    x, weight, bias, pre, cells, hprev = ctx.saved_tensors
-    if pre.shape[0] != x.shape[1]:
-        raise RuntimeError("convlstm_fused ran with save=False (no autograd at the time): it has no backward")
+    xp, w_x, w_h, bias, pre, cells, hprev = ctx.saved_tensors
     if dout is None:
-        dout = x.new_zeros(x.shape[0], x.shape[1], weight.shape[0] // 4, *x.shape[3:])
-    dx, dweight, dbias = convlstm_fused_backward(dout, x, weight, bias, pre, cells, hprev, ctx.forget_bias,
-                                                 ctx.layout)
-    return dx, dweight, dbias, None, None, None
+        dout = xp.new_zeros(xp.shape[0], xp.shape[1], w_h.shape[0] // 4, *_unpadded(xp, w_h)[4:6])
+    dxp, dw_x, dw_h, dbias = convlstm_train_backward(dout, xp, w_x, w_h, bias, pre, cells, hprev, ctx.forget_bias,
+                                                     ctx.layout)
+    return dxp, dw_x, dw_h, dbias, None, None
 
 
-convlstm_fused.register_autograd(_backward, setup_context=_setup_context)
+convlstm_train.register_autograd(_backward, setup_context=_setup_context)

@@ -141,12 +141,12 @@ if triton is not None:
         dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx,  # recurrent gradient of h_t, zero-bordered; read if HAS_DHR
         dc_ptr, dc_sb, dc_sc, dc_sp,            # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}
         dpre_ptr, dp_sb, dp_sc, dp_sp,          # out: d(pre-activations) for the recurrent convolution
-        dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx,  # out: the same into the input conv's (B, T, ...) buffer (a crop)
+        dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx,  # out if STORE2: the same into the input conv's (B, T, ...) buffer
         db_ptr,                                 # in/out: (4Ch,) float32/64 bias gradient, accumulated if DBIAS
         N, CH, HW, W, PAD_T, PAD_L, forget_bias,
         HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
-        DBIAS: tl.constexpr,
+        DBIAS: tl.constexpr, STORE2: tl.constexpr,
     ):
         if PIX_MAJOR:
             mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C)
@@ -205,12 +205,13 @@ if triton is not None:
         tl.store(dp + dq, d_g, mask=mask)
         tl.store(dp + 2 * dq, d_f, mask=mask)
         tl.store(dp + 3 * dq, d_o, mask=mask)
-        dp2 = dpre2_ptr + b * dp2_sb + ch * dp2_sc + (p // W) * dp2_sy + (p % W) * dp2_sx
-        dq2 = CH * dp2_sc
-        tl.store(dp2, d_i, mask=mask)
-        tl.store(dp2 + dq2, d_g, mask=mask)
-        tl.store(dp2 + 2 * dq2, d_f, mask=mask)
-        tl.store(dp2 + 3 * dq2, d_o, mask=mask)
+        if STORE2:  # steps stored batch-major: the input convolution's gradient wants them in (B*T) order too
+            dp2 = dpre2_ptr + b * dp2_sb + ch * dp2_sc + (p // W) * dp2_sy + (p % W) * dp2_sx
+            dq2 = CH * dp2_sc
+            tl.store(dp2, d_i, mask=mask)
+            tl.store(dp2 + dq2, d_g, mask=mask)
+            tl.store(dp2 + 2 * dq2, d_f, mask=mask)
+            tl.store(dp2 + 3 * dq2, d_o, mask=mask)
 
     # ------------------------------------------------------------------------------------------------------------
     # Inference: one program per window runs all steps of a level (convlstm_window.py launches it).
