@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from mscred.config import ModelConfig
 from mscred.model import MSCREDNet, SameConv, SameDeconv
 from mscred.ops.reference import same_padding
-from mscred.ops.triton import convlstm as fused_convlstm
+from mscred.ops.triton.runtime import runs_fused
 
 
 
@@ -94,11 +94,11 @@ def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, monkeyp
         stored_cl = [f.permute(0, 1, 3, 4, 2).is_contiguous() for f in levels[:3]]  # level 4 is 1 x 1 here
         assert all(stored_cl) == (backend == "fused") and any(stored_cl) == (backend == "fused")
         pads = net.encoder.training_layout(x)
-        assert (pads is not None) == (backend == "fused" and fused_convlstm.is_available()[0])
+        assert (pads is not None) == (backend == "fused" and runs_fused(x))
         out = net(x)
         F.mse_loss(out, x[:, -1]).backward()
         results.append((out.detach(), {k: p.grad for k, p in net.named_parameters()}))
-    assert len(shared) == (3 if n == 10 and fused_convlstm.is_available()[0] else 0)
+    assert len(shared) == (3 if n == 10 and runs_fused(x) else 0)
     (out_r, g_r), (out_f, g_f) = results
     torch.testing.assert_close(out_f, out_r, rtol=1e-12, atol=1e-12)
     for k in g_r:

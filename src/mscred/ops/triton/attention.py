@@ -22,6 +22,7 @@ import torch
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
+from mscred.ops.triton.runtime import switched_off as _switched_off
 from mscred.ops.triton.runtime import tl, triton
 
 # Elements of D per iteration (the register tile is [T_PAD, BLOCK]) and warps per program, one program per sample.
@@ -134,15 +135,17 @@ if triton is not None:
             tl.store(dst, o.to(out_ptr.dtype.element_ty), mask=dmask)
 
     @triton.jit
-    def _dout_at(dout_ptr, b, d, D, C, dout_sb, dout_sp, DSLICED: tl.constexpr):
+    def _dout_at(dout_ptr, b, d, D, C: tl.constexpr, dout_sb, dout_sp, DSLICED: tl.constexpr):
         """Where element d (in (H, W, C) order) of sample b's output gradient is: contiguous, or (DSLICED) a
-        channel slice of a wider channels-last tensor (the decoder's concatenation: its gradient's half)."""
+        channel slice of a wider channels-last tensor (the decoder's concatenation: its gradient's half). C is a
+        compile-time constant: with a run-time C the division per element made level 1's backward 1.5x slower
+        (64.5 -> 97.6 us on the H200, benchmarks/results/train_layout/), more than the copy it saves."""
         if DSLICED:
             return dout_ptr + b * dout_sb + (d // C) * dout_sp + d % C
         return dout_ptr + b * D + d
 
     @triton.jit(do_not_specialize=["T", "D"])
-    def _attn_bwd_kernel(h_ptr, dout_ptr, dout_sb, dout_sp, dh_ptr, T, D, C,
+    def _attn_bwd_kernel(h_ptr, dout_ptr, dout_sb, dout_sp, dh_ptr, T, D, C: tl.constexpr,
                          CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr, DSLICED: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
         base = h_ptr + b * T * D
@@ -228,18 +231,21 @@ def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor) -> to
         dp = dout.to(h.dtype).permute(0, 2, 3, 1)
         # The decoder concatenates the attention output with a deconvolution's along channels: its gradient is a
         # channel slice of a channels-last tensor, read in place (a copy took 4-10 us per level and step).
-        sliced = not dp.is_contiguous() and dp.stride(3) == 1 and dp.stride(1) == W * dp.stride(2)
+        # MSCRED_ATTN_SLICED_GRAD=0 copies it instead (A/B runs).
+        sliced = (not dp.is_contiguous() and dp.stride(3) == 1 and dp.stride(1) == W * dp.stride(2)
+                  and not _switched_off("MSCRED_ATTN_SLICED_GRAD"))
         if not dp.is_contiguous() and not sliced:
             dp = dp.contiguous()
         dh = torch.empty(B, T, H, W, C, device=h.device, dtype=h.dtype)
         _, T, D, meta = _launch_args(hp, BWD_BLOCK, BWD_WARPS)
-        _attn_bwd_kernel[(B,)](hp, dp, dp.stride(0), dp.stride(2), dh, T, D, C, DSLICED=sliced, **meta)
+        _attn_bwd_kernel[(B,)](hp, dp, dp.stride(0), dp.stride(2), dh, T, D, C if sliced else 1, DSLICED=sliced,
+                               **meta)
         return dh.permute(0, 1, 4, 2, 3)
     h = h.contiguous()
     dout = dout.to(h.dtype).contiguous()
     _, T, D, meta = _launch_args(h, BWD_BLOCK, BWD_WARPS)
     dh = torch.empty(h.shape, device=h.device, dtype=h.dtype)
-    _attn_bwd_kernel[(B,)](h, dout, D, 1, dh, T, D, C, DSLICED=False, **meta)
+    _attn_bwd_kernel[(B,)](h, dout, D, 1, dh, T, D, 1, DSLICED=False, **meta)
     return dh
 
 
