@@ -42,7 +42,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from mscred.config import TrainConfig
 from mscred.train import Trainer, WindowDataset, seed_torch
-from mscred.train_graphs import GraphedStep, StateSnapshot, forward_losses
+from mscred.train_graphs import GraphedStep, StateSnapshot, train_losses
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ class ShardEagerStep:
         if idx.numel() == 0:  # an empty shard still joins the all-reduce, with one window of weight 0
             idx = torch.zeros(1, dtype=torch.long, device=idx.device)
             weight = torch.zeros(1, device=idx.device)
-        _, losses = forward_losses(self.module, self.data.batch(idx), self.bf16)
+        losses = train_losses(self.module, self.data.batch(idx), self.bf16)
         loss = (losses * weight).sum()
         loss.backward()  # DDP all-reduces (averages) the gradients here
         self.optimizer.step()

@@ -24,6 +24,7 @@ from torch import nn
 from mscred import level_streams, ops
 from mscred.config import ModelConfig
 from mscred.ops import AUTO, subpixel
+from mscred.ops.concat import cat_channels
 from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.lstm_attention import resident_attention
 from mscred.ops.padding import pad_copy
@@ -288,18 +289,20 @@ class Decoder(nn.Module):
         k1, k2, k3, k4 = KERNELS
         s1, s2, s3, s4 = STRIDES
         fa = cfg.backend == "fused"  # crop + bias + SELU fused (SameDeconv)
+        self.fused = fa  # and the skip concatenations copied in words (ops/concat.py)
         self.deconv4 = SameDeconv(c4, c3, k4, s4, True, fa)              # 256 -> 128, 2x2, stride 2
         self.deconv3 = SameDeconv(2 * c3, c2, k3, s3, True, fa)          # 256 -> 64,  2x2, stride 2
         self.deconv2 = SameDeconv(2 * c2, c1, k2, s2, True, fa)          # 128 -> 32,  3x3, stride 2
         self.deconv1 = SameDeconv(2 * c1, cfg.n_scales, k1, s1, False, fa)  # 64 -> 3, 3x3, stride 1, linear
 
     def forward(self, a1: torch.Tensor, a2: torch.Tensor, a3: torch.Tensor, a4: torch.Tensor) -> torch.Tensor:
+        cat = cat_channels if self.fused else lambda d, a: torch.cat([d, a], dim=1)  # the reference: plain cat
         d4 = self.deconv4(a4, a3.shape[-1])        # (B, 128, n3, n3)
-        d4 = torch.cat([d4, a3], dim=1)            # (B, 256, n3, n3)
+        d4 = cat(d4, a3)                           # (B, 256, n3, n3)
         d3 = self.deconv3(d4, a2.shape[-1])        # (B, 64, n2, n2)
-        d3 = torch.cat([d3, a2], dim=1)            # (B, 128, n2, n2)
+        d3 = cat(d3, a2)                           # (B, 128, n2, n2)
         d2 = self.deconv2(d3, a1.shape[-1])        # (B, 32, n, n)
-        d2 = torch.cat([d2, a1], dim=1)            # (B, 64, n, n)
+        d2 = cat(d2, a1)                           # (B, 64, n, n)
         return self.deconv1(d2, a1.shape[-1])      # (B, K, n, n)
 
     def skip_buffers(self, batch: int, sizes, like: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:

@@ -35,6 +35,8 @@ import functools
 import torch
 from torch import nn
 
+from mscred.ops.triton import window_loss
+
 WARMUP_ITERS = 3  # the docs' recipe; lets cuDNN/cuBLAS pick algorithms and allocate workspaces before capture
 
 
@@ -102,15 +104,25 @@ def forward_losses(net: nn.Module, x: torch.Tensor, bf16: bool) -> tuple[torch.T
     """Reconstruct the last step of windows ``x`` (B, T, K, n, n): (recon fp32 (B, K, n, n), per-window MSE (B,))."""
     with autocast(x.device, bf16):
         recon = net(x)  # (B, K, n, n), bf16 under autocast
-    recon = recon.float()
-    losses = (recon - x[:, -1]).square().mean(dim=(1, 2, 3))  # (B,); no flatten: recon may be channels-last
-    return recon, losses
+    losses = window_loss.reference(recon, x[:, -1])  # (B,); no flatten: recon may be channels-last
+    return recon.float(), losses
+
+
+def train_losses(net: nn.Module, x: torch.Tensor, bf16: bool) -> torch.Tensor:
+    """The per-window MSE (B,) of ``forward_losses`` for a training step (no reconstruction returned): with the
+    fused backend one Triton kernel each way (``ops/triton/window_loss.py``), with the reference PyTorch ops."""
+    with autocast(x.device, bf16):
+        recon = net(x)
+    fused = getattr(getattr(net, "module", net), "cfg", None)
+    if fused is not None and fused.backend == "fused":
+        return window_loss.window_mse(recon, x[:, -1])
+    return window_loss.reference(recon, x[:, -1])
 
 
 def _train_step(net, optimizer, x: torch.Tensor, weight: torch.Tensor, bf16: bool) -> torch.Tensor:
     """Forward on windows ``x`` (B, T, K, n, n), weighted MSE, backward, Adam step; the gradients must be None (or
     zero) on entry."""
-    _, losses = forward_losses(net, x, bf16)
+    losses = train_losses(net, x, bf16)
     loss = (losses * weight).sum()  # = mean over the windows of weight 1/b
     loss.backward()
     optimizer.step()

@@ -1,0 +1,134 @@
+"""The training step's per-window reconstruction loss, forward and backward in one Triton kernel each.
+
+MSCRED's loss is the mean squared error between the reconstruction (B, K, n, n) -- bf16 and channels-last under
+the fused backend with autocast -- and the last step of each window. In PyTorch ops (``train_graphs``'s
+reference path) that is a cast of the reconstruction to float32, a subtraction, a square and a mean, and in the
+backward their adjoints and the cast back: 12 small kernels, ~33 us of the fused bf16 training step on the H200
+(benchmarks/results/train_layout/train_step_profile.txt). Here one program per window sums the squared
+differences of its K*n*n values in the compute type (float32; float64 for float64) reading either tensor through
+its strides, and the backward writes 2 * dloss_b * (r - t) / (K*n*n) in the reconstruction's dtype and layout.
+
+``window_mse(recon, target)`` -> (B,) per-window losses in dtype ``promote(recon, float32, target)``, computed in
+it (``reference``). Its gradient reaches ``recon`` (and ``target``, through PyTorch ops, if that ever requires
+one). Off CUDA without the interpreter it is the PyTorch ops.
+"""
+from __future__ import annotations
+
+import torch
+
+from mscred.ops.triton.runtime import interpreting, runs_fused, tl, triton
+
+BLOCK = 1024  # elements per iteration (forward) / per program (backward)
+
+
+def reference(recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The PyTorch-ops definition, for every device (the tests' oracle; the reference backend's loss)."""
+    return (recon.to(_loss_dtype(recon, target)) - target).square().mean(dim=(1, 2, 3))
+
+
+def window_mse(recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-window mean squared error of (B, K, n, n) ``recon`` against ``target`` (same shape, any strides)."""
+    if not runs_fused(recon) or recon.dim() != 4 or recon.shape != target.shape:
+        return reference(recon, target)
+    return window_mse_fused(recon, target)
+
+
+def _loss_dtype(recon: torch.Tensor, target: torch.Tensor) -> torch.dtype:
+    return torch.promote_types(torch.promote_types(recon.dtype, torch.float32), target.dtype)
+
+
+if triton is not None:
+
+    @triton.jit
+    def _at(ptr, b, e, s_b, s_c, s_y, s_x, HW, W):
+        """Address of element e (in (channel, row, column) order) of sample b of a strided (B, K, n, n) tensor."""
+        c = e // HW
+        p = e % HW
+        return ptr + b * s_b + c * s_c + (p // W) * s_y + (p % W) * s_x
+
+    @triton.jit(do_not_specialize=["D", "HW", "W"])
+    def _window_mse_fwd_kernel(r_ptr, r_sb, r_sc, r_sy, r_sx, t_ptr, t_sb, t_sc, t_sy, t_sx, loss_ptr, D, HW, W,
+                               CDT: tl.constexpr, BLOCK: tl.constexpr):
+        b = tl.program_id(0).to(tl.int64)
+        acc = tl.zeros([BLOCK], dtype=CDT)
+        for e0 in range(0, D, BLOCK):
+            e = e0 + tl.arange(0, BLOCK)
+            m = e < D
+            r = tl.load(_at(r_ptr, b, e, r_sb, r_sc, r_sy, r_sx, HW, W), mask=m, other=0.0).to(CDT)
+            t = tl.load(_at(t_ptr, b, e, t_sb, t_sc, t_sy, t_sx, HW, W), mask=m, other=0.0).to(CDT)
+            acc += (r - t) * (r - t)
+        tl.store(loss_ptr + b, (tl.sum(acc, axis=0) / D).to(loss_ptr.dtype.element_ty))
+
+    @triton.jit(do_not_specialize=["D", "HW", "W"])
+    def _window_mse_bwd_kernel(r_ptr, r_sb, r_sc, r_sy, r_sx, t_ptr, t_sb, t_sc, t_sy, t_sx, dl_ptr,
+                               d_ptr, d_sb, d_sc, d_sy, d_sx, D, HW, W,
+                               CDT: tl.constexpr, BLOCK: tl.constexpr):
+        b = tl.program_id(0).to(tl.int64)
+        e = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        m = e < D
+        r = tl.load(_at(r_ptr, b, e, r_sb, r_sc, r_sy, r_sx, HW, W), mask=m, other=0.0).to(CDT)
+        t = tl.load(_at(t_ptr, b, e, t_sb, t_sc, t_sy, t_sx, HW, W), mask=m, other=0.0).to(CDT)
+        g = tl.load(dl_ptr + b).to(CDT) * 2.0 / D
+        tl.store(_at(d_ptr, b, e, d_sb, d_sc, d_sy, d_sx, HW, W), (g * (r - t)).to(d_ptr.dtype.element_ty), mask=m)
+
+
+def _cdt(dtype: torch.dtype):
+    return tl.float64 if dtype == torch.float64 else tl.float32
+
+
+def _block() -> int:
+    return 16384 if interpreting() else BLOCK  # the CPU interpreter pays per program
+
+
+@torch.library.custom_op("mscred::window_mse_fused", mutates_args=())
+def window_mse_fused(recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Fused forward (see ``window_mse``)."""
+    B, K, H, W = recon.shape
+    dtype = _loss_dtype(recon, target)
+    losses = torch.empty(B, device=recon.device, dtype=dtype)
+    if B:
+        _window_mse_fwd_kernel[(B,)](recon, *recon.stride(), target, *target.stride(), losses, K * H * W, H * W, W,
+                                     CDT=_cdt(dtype), BLOCK=_block())
+    return losses
+
+
+@window_mse_fused.register_fake
+def _(recon, target):
+    return recon.new_empty(recon.shape[0], dtype=_loss_dtype(recon, target))
+
+
+@torch.library.custom_op("mscred::window_mse_fused_backward", mutates_args=())
+def window_mse_fused_backward(dloss: torch.Tensor, recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """d recon (recon's dtype and layout) of ``window_mse_fused`` given dloss (B,)."""
+    B, K, H, W = recon.shape
+    drecon = torch.empty_like(recon)
+    D = K * H * W
+    if B and D:
+        block = _block()
+        _window_mse_bwd_kernel[(B, triton.cdiv(D, block))](
+            recon, *recon.stride(), target, *target.stride(), dloss.contiguous(), drecon, *drecon.stride(),
+            D, H * W, W, CDT=_cdt(_loss_dtype(recon, target)), BLOCK=block)
+    return drecon
+
+
+@window_mse_fused_backward.register_fake
+def _(dloss, recon, target):
+    return torch.empty_like(recon)
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _backward(ctx, dloss):
+    recon, target = ctx.saved_tensors
+    drecon = window_mse_fused_backward(dloss, recon, target)
+    dtarget = None
+    if ctx.needs_input_grad[1]:  # not in training (the target is data): the PyTorch ops' adjoint
+        D = recon[0].numel()
+        diff = recon.to(_loss_dtype(recon, target)) - target
+        dtarget = (dloss[:, None, None, None] * -2.0 / D * diff).to(target.dtype)
+    return drecon, dtarget
+
+
+window_mse_fused.register_autograd(_backward, setup_context=_setup_context)
