@@ -4,8 +4,8 @@
 #      the graphed step's replays; each ConvLSTM level's forward and backward           -> train_step_profile.txt
 #   2. the whole model (graphed bf16 step, gpu_train_variants.sh): twice with the defaults, or the gpu_train_variants
 #      SPECs in MODEL_SPECS (space-separated)                                          -> model/
-#   3. GPU tests of the code changed since the last device run, and the test files in EXTRA_TESTS -> gpu_tests.txt
-# Usage: NAME=<result folder> [MODEL_SPECS=...] [EXTRA_TESTS=...] bash benchmarks/gpu_train_profile.sh.
+#   3. GPU tests of the code changed since the last device run (the test files in GPU_TESTS)   -> gpu_tests.txt
+# Usage: NAME=<result folder> [MODEL_SPECS=...] [GPU_TESTS=...] bash benchmarks/gpu_train_profile.sh.
 # Writes $OUT/$NAME.tgz.
 set -uo pipefail
 . benchmarks/device_env.sh
@@ -18,6 +18,7 @@ grep "^## " "$D/train_step_profile.txt"
 OUT="$D" PART_TIMEOUT_S=40 bash benchmarks/gpu_train_variants.sh model \
   ${MODEL_SPECS:-default_1:g-fused-bf16 default_2:g-fused-bf16}
 # shellcheck disable=SC2086
-bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 200 tests/test_padding.py tests/test_model.py \
-  tests/test_ops_triton_convlstm.py ${EXTRA_TESTS:-} -k "not float64_equals and not window"
+bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 200 \
+  ${GPU_TESTS:-tests/test_padding.py tests/test_model.py tests/test_ops_triton_convlstm.py} \
+  -k "not float64_equals and not window"
 (cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")
