@@ -20,8 +20,11 @@ WEIGHT_OP = re.compile(r"aten::(copy_|flip) \[\[\d+, \d+(, [1-3], [1-3])?\]")
 
 
 def graphed_rows(text: str) -> list[tuple[str, float, float]]:
-    """(kernel, us per step, calls per step) of the graphed replays' table."""
-    section = text[text.index("## Graphed"):]
+    """(kernel, us per step, calls per step) of the graphed replays' table (up to the next section: with
+    ``--levels`` the per-level tables follow it)."""
+    start = text.index("## Graphed")
+    end = text.find("\n## ", start)
+    section = text[start:end if end >= 0 else len(text)]
     return [(m[3], float(m[1]), float(m[2])) for m in map(ROW.match, section.splitlines()) if m]
 
 

@@ -16,3 +16,10 @@ def test_the_committed_profile_sums_to_the_quoted_figures():
     lines = "\n".join(ssp.summary(text))
     assert "79 kernels  cuDNN / cuBLAS convolutions and GEMMs" in lines
     assert "53 weight-shaped copies and flips, 146.5 us" in lines
+
+
+def test_a_profile_with_per_level_tables_sums_the_graphed_table_only():
+    """With --levels the per-level tables follow the graphed one; they are not part of the step's sums."""
+    text = (ROOT / "benchmarks/results/train_layout/train_step_profile.txt").read_text()
+    rows = ssp.graphed_rows(text)
+    assert len(rows) == 45 and abs(sum(t for _, t, _ in rows) - 3668) < 1
