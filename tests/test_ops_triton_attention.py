@@ -94,21 +94,16 @@ def test_channels_last_input_runs_in_place_and_equals_reference(n, B):
 
 
 @pytest.mark.parametrize("half", ["upper", "lower"])
-def test_gradient_from_a_channel_slice_is_read_in_place(half, monkeypatch):
+@pytest.mark.parametrize("C", [4, 3])  # 3: not whole 8-byte words in bf16-sized steps, the plain copy
+def test_gradient_from_a_channel_slice(half, C):
     # The decoder concatenates the attention output with a deconvolution's along channels, so the output gradient
-    # arrives as a channel half of a channels-last (B, 2C, H, W) tensor: read through its strides (no copy), and
-    # dh equals the reference in float64.
-    h, dout = _inputs(3, 5, 4, 6, seed=17)
+    # arrives as a channel half of a channels-last (B, 2C, H, W) tensor (copied to channels-last in words).
+    h, dout = _inputs(3, 5, C, 6, seed=17 + C)
     h_cl = h.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
-    wide = torch.randn(3, 8, 6, 6, dtype=h.dtype, device=h.device).contiguous(memory_format=torch.channels_last)
-    part = wide[:, 4:] if half == "upper" else wide[:, :4]
+    wide = torch.randn(3, 2 * C, 6, 6, dtype=h.dtype, device=h.device).contiguous(memory_format=torch.channels_last)
+    part = wide[:, C:] if half == "upper" else wide[:, :C]
     part.copy_(dout)
-    copies = []
-    real = torch.Tensor.contiguous
-    monkeypatch.setattr(torch.Tensor, "contiguous", lambda t, *a, **k: copies.append(t.shape) or real(t, *a, **k))
     _, dh = _fwd_bwd(fused.temporal_attention, h_cl, part)
-    monkeypatch.undo()
-    assert (3, 6, 6, 4) not in copies  # the gradient's (B, H, W, C) view was not copied
     torch.testing.assert_close(dh, _fwd_bwd(ref.temporal_attention, h, dout)[1], rtol=1e-12, atol=1e-12)
 
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import torch
 
+from mscred.ops.padding import copy_pixels
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
-from mscred.ops.triton.runtime import switched_off as _switched_off
 from mscred.ops.triton.runtime import tl, triton
 
 # Elements of D per iteration (the register tile is [T_PAD, BLOCK]) and warps per program, one program per sample.
@@ -134,19 +134,9 @@ if triton is not None:
                 dst = out_ptr + b * D + d
             tl.store(dst, o.to(out_ptr.dtype.element_ty), mask=dmask)
 
-    @triton.jit
-    def _dout_at(dout_ptr, b, d, D, C: tl.constexpr, dout_sb, dout_sp, DSLICED: tl.constexpr):
-        """Where element d (in (H, W, C) order) of sample b's output gradient is: contiguous, or (DSLICED) a
-        channel slice of a wider channels-last tensor (the decoder's concatenation: its gradient's half). C is a
-        compile-time constant: with a run-time C the division per element made level 1's backward 1.5x slower
-        (64.5 -> 97.6 us on the H200, benchmarks/results/train_layout/), more than the copy it saves."""
-        if DSLICED:
-            return dout_ptr + b * dout_sb + (d // C) * dout_sp + d % C
-        return dout_ptr + b * D + d
-
     @triton.jit(do_not_specialize=["T", "D"])
-    def _attn_bwd_kernel(h_ptr, dout_ptr, dout_sb, dout_sp, dh_ptr, T, D, C: tl.constexpr,
-                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr, DSLICED: tl.constexpr):
+    def _attn_bwd_kernel(h_ptr, dout_ptr, dh_ptr, T, D,
+                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
         base = h_ptr + b * T * D
         dbase = dh_ptr + b * T * D
@@ -160,7 +150,7 @@ if triton is not None:
             hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
                          other=0.0).to(CDT)
             hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
-            go = tl.load(_dout_at(dout_ptr, b, d, D, C, dout_sb, dout_sp, DSLICED), mask=dmask, other=0.0).to(CDT)
+            go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
             acc_s += hk * hl[None, :]
             acc_g += hk * go[None, :]
         a = _attention_weights(acc_s, tmask, T)
@@ -173,7 +163,7 @@ if triton is not None:
             m2 = tmask[:, None] & dmask[None, :]
             hk = tl.load(base + t[:, None] * D + d[None, :], mask=m2, other=0.0).to(CDT)
             hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
-            go = tl.load(_dout_at(dout_ptr, b, d, D, C, dout_sb, dout_sp, DSLICED), mask=dmask, other=0.0).to(CDT)
+            go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
             g = a[:, None] * go[None, :] + ds[:, None] * hl[None, :]
             extra = tl.sum(ds[:, None] * hk, axis=0)  # the score of every step also depends on H_T
             g += tl.where(last, extra[None, :], 0.0)
@@ -222,30 +212,34 @@ def _(h):
     return h.new_empty(B, C, H, W)
 
 
+def _channels_last_copy(t: torch.Tensor) -> torch.Tensor:
+    """(B, C, H, W) ``t`` stored channels-last: itself if it is, else a copy in 8-byte words where the channels
+    allow (``padding.copy_pixels``). The decoder's concatenation hands the attention a channel half of its
+    gradient; PyTorch's strided copy of it took 10 us at level 1, and reading it in place in the backward kernel
+    was slower still (level 1's backward 64.5 -> 96.4 us, benchmarks/results/train_housekeeping/)."""
+    if t.is_contiguous(memory_format=torch.channels_last):
+        return t
+    out = torch.empty(t.shape, device=t.device, dtype=t.dtype, memory_format=torch.channels_last)
+    copy_pixels(out, t)
+    return out
+
+
 @torch.library.custom_op("mscred::temporal_attention_fused_backward", mutates_args=())
 def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """dh (B, T, C, H, W) of ``temporal_attention_fused`` given dout (B, C, H, W); stored like h."""
     B, T, C, H, W = h.shape
     if _channels_last(h):
         hp = h.permute(0, 1, 3, 4, 2)
-        dp = dout.to(h.dtype).permute(0, 2, 3, 1)
-        # The decoder concatenates the attention output with a deconvolution's along channels: its gradient is a
-        # channel slice of a channels-last tensor, read in place (a copy took 4-10 us per level and step).
-        # MSCRED_ATTN_SLICED_GRAD=0 copies it instead (A/B runs).
-        sliced = (not dp.is_contiguous() and dp.stride(3) == 1 and dp.stride(1) == W * dp.stride(2)
-                  and not _switched_off("MSCRED_ATTN_SLICED_GRAD"))
-        if not dp.is_contiguous() and not sliced:
-            dp = dp.contiguous()
+        dp = _channels_last_copy(dout.to(h.dtype)).permute(0, 2, 3, 1)
         dh = torch.empty(B, T, H, W, C, device=h.device, dtype=h.dtype)
         _, T, D, meta = _launch_args(hp, BWD_BLOCK, BWD_WARPS)
-        _attn_bwd_kernel[(B,)](hp, dp, dp.stride(0), dp.stride(2), dh, T, D, C if sliced else 1, DSLICED=sliced,
-                               **meta)
+        _attn_bwd_kernel[(B,)](hp, dp, dh, T, D, **meta)
         return dh.permute(0, 1, 4, 2, 3)
     h = h.contiguous()
     dout = dout.to(h.dtype).contiguous()
     _, T, D, meta = _launch_args(h, BWD_BLOCK, BWD_WARPS)
     dh = torch.empty(h.shape, device=h.device, dtype=h.dtype)
-    _attn_bwd_kernel[(B,)](h, dout, D, 1, dh, T, D, 1, DSLICED=False, **meta)
+    _attn_bwd_kernel[(B,)](h, dout, dh, T, D, **meta)
     return dh
 
 

@@ -6,7 +6,10 @@ reference path) that is a cast of the reconstruction to float32, a subtraction, 
 backward their adjoints and the cast back: 12 small kernels, ~33 us of the fused bf16 training step on the H200
 (benchmarks/results/train_layout/train_step_profile.txt). Here one program per window sums the squared
 differences of its K*n*n values in the compute type (float32; float64 for float64) reading either tensor through
-its strides, and the backward writes 2 * dloss_b * (r - t) / (K*n*n) in the reconstruction's dtype and layout.
+its strides, and the backward writes 2 * dloss_b * (r - t) / (K*n*n) in the reconstruction's dtype, in NCHW order:
+deconv1's backward (``small_conv``, K = 3 output channels) reads that gradient as channel planes, and read in
+channels-last order (6-byte pixels) its weight-gradient kernel took 117 us instead of 67 us on the H200
+(benchmarks/results/train_housekeeping/).
 
 ``window_mse(recon, target)`` -> (B,) per-window losses in dtype ``promote(recon, float32, target)``, computed in
 it (``reference``). Its gradient reaches ``recon`` (and ``target``, through PyTorch ops, if that ever requires
@@ -99,9 +102,10 @@ def _(recon, target):
 
 @torch.library.custom_op("mscred::window_mse_fused_backward", mutates_args=())
 def window_mse_fused_backward(dloss: torch.Tensor, recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """d recon (recon's dtype and layout) of ``window_mse_fused`` given dloss (B,)."""
+    """d recon (recon's dtype, contiguous NCHW: see the module docstring) of ``window_mse_fused`` given dloss
+    (B,)."""
     B, K, H, W = recon.shape
-    drecon = torch.empty_like(recon)
+    drecon = torch.empty(recon.shape, device=recon.device, dtype=recon.dtype)
     D = K * H * W
     if B and D:
         block = _block()
@@ -113,7 +117,7 @@ def window_mse_fused_backward(dloss: torch.Tensor, recon: torch.Tensor, target: 
 
 @window_mse_fused_backward.register_fake
 def _(dloss, recon, target):
-    return torch.empty_like(recon)
+    return torch.empty(recon.shape, device=recon.device, dtype=recon.dtype)
 
 
 def _setup_context(ctx, inputs, output):
