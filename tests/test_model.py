@@ -81,7 +81,8 @@ def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, monkeyp
     # reference backend stays NCHW. Same weights, float64: the same outputs and gradients to rounding (whether the
     # fused ConvLSTM runs here on Triton's interpreter or falls back to the reference). Training on the fused
     # ConvLSTM takes the encoder's training layout (time-major, zero-bordered level inputs): at n = 10 conv2, conv3
-    # and conv4 each share the padded copy of their input with a ConvLSTM, at n = 7 none does.
+    # and conv4 each read the padded copy of their input that the ConvLSTM reads; at n = 7 conv3 and conv4 do
+    # (without padding of their own they never read its extra row), conv2 not (TF pads its 7 x 7 on every side).
     cfg = dict(n_sensors=n, channels=(4, 8, 8, 16))
     x = torch.rand(3, 5, 3, n, n, dtype=torch.float64)
     shared, real = [], SameConv.forward_padded
@@ -98,8 +99,30 @@ def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, monkeyp
         out = net(x)
         F.mse_loss(out, x[:, -1]).backward()
         results.append((out.detach(), {k: p.grad for k, p in net.named_parameters()}))
-    assert len(shared) == (3 if n == 10 and runs_fused(x) else 0)
+    assert len(shared) == ({10: 3, 7: 2}[n] if runs_fused(x) else 0)
     (out_r, g_r), (out_f, g_f) = results
     torch.testing.assert_close(out_f, out_r, rtol=1e-12, atol=1e-12)
     for k in g_r:
         torch.testing.assert_close(g_f[k], g_r[k], rtol=1e-10, atol=1e-12, msg=k)
+
+
+@pytest.mark.parametrize("kernel, stride", [(3, 2), (2, 2), (3, 1), (2, 1)])
+@pytest.mark.parametrize("lstm_kernel", [2, 3])
+def test_reads_padded_only_where_the_padded_copy_gives_the_tf_output(kernel, stride, lstm_kernel):
+    # Encoder._forward_training lets a convolution read the ConvLSTM's zero-bordered copy of its input only where
+    # that gives the TF "same" output exactly (_reads_padded); checked against the explicitly padded convolution
+    # for every size from 4 to 40.
+    from mscred.model import _reads_padded
+    conv = SameConv(2, 3, kernel, stride, "torch", True)
+    w = torch.randn(3, 2, kernel, kernel, dtype=torch.float64)
+    for n in range(4, 41):
+        pads = same_padding(n, lstm_kernel, 1)
+        x = torch.randn(1, 2, n, n, dtype=torch.float64)
+        want = F.conv2d(F.pad(x, _lrtb(same_padding(n, kernel, stride))), w, stride=stride)
+        got = F.conv2d(F.pad(x, _lrtb(pads)), w, stride=stride)
+        assert _reads_padded(conv, n, pads) == (got.shape == want.shape and torch.equal(got, want)), n
+
+
+def _lrtb(pads):
+    top, bottom, left, right = pads
+    return left, right, top, bottom

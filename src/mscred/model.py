@@ -217,7 +217,7 @@ class Encoder(nn.Module):
     def _forward_training(self, x: torch.Tensor, pads: tuple[int, int, int, int]) -> list[torch.Tensor]:
         """The encoder for fused training: the images in time-major order (T*B), and each level's activation
         copied once into a zero-bordered buffer with the ConvLSTM's padding, which the next strided convolution
-        reads too where its TF padding is the same (conv2 and conv3 at 30 sensors: bottom/right by one). So the
+        reads too where that gives its TF output (``_reads_padded``: conv2, conv3 and conv4 at 30 sensors). So the
         ConvLSTM's input convolution gives its gates exactly (H, W), its gate gradients need no zeroed border and
         serve the per-step recurrent convolutions and the input convolution from one buffer (time-major), and
         the two input gradients of a shared buffer are summed contiguously, by autograd, before one interior
@@ -231,9 +231,21 @@ class Encoder(nn.Module):
             padded = pad_copy(f, pads)
             levels.append(padded.view(T, B, *padded.shape[1:]).transpose(0, 1))
             if conv is not None:
-                shares = same_padding(f.shape[-1], conv.kernel, conv.stride) == pads
-                f = conv.forward_padded(padded) if shares else conv(f)
+                f = conv.forward_padded(padded) if _reads_padded(conv, f.shape[-1], pads) else conv(f)
         return levels
+
+
+def _reads_padded(conv: SameConv, size: int, pads: tuple[int, int, int, int]) -> bool:
+    """Whether ``conv`` (TF "same", stride s) of a ``size`` x ``size`` input gives its output from the input's
+    zero-bordered copy with ``pads`` and no padding of its own: the same top/left padding, and the copy's
+    extra bottom/right rows (zeros) cover its own bottom/right padding without adding an output row -- e.g.
+    conv2 (3 x 3, stride 2) of 30 x 30 and conv3 (2 x 2, stride 2) of 15 x 15 pad bottom/right by one, as the
+    ConvLSTM does; conv4 of 8 x 8 pads nothing and never reads the copy's extra row."""
+    top, bottom, left, right = same_padding(size, conv.kernel, conv.stride)
+    rows = (size + pads[0] + pads[1] - conv.kernel) // conv.stride + 1
+    cols = (size + pads[2] + pads[3] - conv.kernel) // conv.stride + 1
+    out = -(-size // conv.stride)
+    return (top, left) == (pads[0], pads[2]) and bottom <= pads[1] and right <= pads[3] and rows == cols == out
 
 
 class AttnConvLSTM(nn.Module):
