@@ -147,8 +147,9 @@ def _grown(pads) -> tuple[int, int, int, int]:
 
 
 def _padded_copy_pays(H: int, W: int, pads) -> bool:
-    """Whether the hoisted input convolution runs on a zero-padded copy of x with the exact TF output (``True``)
-    instead of the convolution's own symmetric padding and a grown output read through a window (no copy of x).
+    """Whether inference's hoisted input convolution (``convlstm_fused``) runs on a zero-padded copy of x with the
+    exact TF output (``True``) instead of the convolution's own symmetric padding and a grown output read through a
+    window (no copy of x). Training always takes the padded copy, the encoder's (``train``).
 
     For k = 2 the grown output has (H+1)(W+1)/(HW) - 1 more gates, convolution work and gradient traffic: 7% at
     30 x 30, 14% at 15 x 15, 27% at 8 x 8, 56% at 4 x 4. The copy costs one pass over x each way (x has a quarter of
