@@ -113,8 +113,8 @@ def train_losses(net: nn.Module, x: torch.Tensor, bf16: bool) -> torch.Tensor:
     fused backend one Triton kernel each way (``ops/triton/window_loss.py``), with the reference PyTorch ops."""
     with autocast(x.device, bf16):
         recon = net(x)
-    fused = getattr(getattr(net, "module", net), "cfg", None)
-    if fused is not None and fused.backend == "fused":
+    cfg = getattr(getattr(net, "module", net), "cfg", None)  # DDP wraps the network in .module
+    if cfg is not None and cfg.backend == "fused":
         return window_loss.window_mse(recon, x[:, -1])
     return window_loss.reference(recon, x[:, -1])
 
