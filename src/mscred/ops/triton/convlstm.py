@@ -253,11 +253,16 @@ def run_cast(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_b
 def cast_inputs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
     """(x, weight, bias) as the fused op takes them: under autocast x and the weight in the autocast dtype and the
     bias as it is (float32 master), else the weight and bias in x's dtype (see ``run_cast``)."""
-    device_type = x.device.type
-    if torch.is_autocast_enabled(device_type):
-        dtype = torch.get_autocast_dtype(device_type)
-        return x.to(dtype), weight.to(dtype), bias.contiguous()
-    return x, weight.to(x.dtype), bias.to(x.dtype).contiguous()
+    x, bias = _cast_x_bias(x, bias)
+    return x, weight.to(x.dtype), bias
+
+
+def _cast_x_bias(x: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``cast_inputs`` without the weight (``train`` casts it while splitting it): x in the autocast dtype and the
+    float32 master bias as it is, or the bias in x's dtype outside autocast."""
+    if torch.is_autocast_enabled(x.device.type):
+        return x.to(torch.get_autocast_dtype(x.device.type)), bias.contiguous()
+    return x, bias.to(x.dtype).contiguous()
 
 
 def train(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float,
@@ -271,19 +276,13 @@ def train(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias
     the backward's gate gradients serve the recurrent convolutions (per step) and the input convolution (all
     steps) from one buffer. Returns every h_t, (B, T, Ch, H, W).
     """
-    device_type = x.device.type
     layout = buffer_layout()
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
-    if torch.is_autocast_enabled(device_type):
-        dtype = torch.get_autocast_dtype(device_type)
-        x, bias = x.to(dtype), bias.contiguous()
-    else:
-        dtype = x.dtype
-        bias = bias.to(dtype).contiguous()
-    w_x, w_h = _SplitWeight.apply(weight, x.shape[2], dtype, fmt)
+    x, bias = _cast_x_bias(x, bias)
+    w_x, w_h = _SplitWeight.apply(weight, x.shape[2], x.dtype, fmt)
     if not padded:
         x = pad_steps(x, _padding(weight.shape[-1]), fmt)
-    with torch.autocast(device_type, enabled=False):
+    with torch.autocast(x.device.type, enabled=False):
         return convlstm_train(x, w_x, w_h, bias, float(forget_bias), layout)[0]
 
 
