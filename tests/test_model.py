@@ -75,15 +75,16 @@ def test_rejects_bad_input_shape():
         net(torch.rand(1, 5, 2, 6, 6))  # 2 scales, config says 3
 
 
-@pytest.mark.parametrize("n", [7, 10])
-def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, monkeypatch):
+@pytest.mark.parametrize("n, lstm_kernel", [(7, 2), (10, 2), (7, 3), (10, 3)])
+def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, lstm_kernel, monkeypatch):
     # The fused backend converts the input to channels-last once and keeps that order (no per-op conversions); the
     # reference backend stays NCHW. Same weights, float64: the same outputs and gradients to rounding (whether the
     # fused ConvLSTM runs here on Triton's interpreter or falls back to the reference). Training on the fused
     # ConvLSTM takes the encoder's training layout (time-major, zero-bordered level inputs): at n = 10 conv2, conv3
     # and conv4 each read the padded copy of their input that the ConvLSTM reads; at n = 7 conv3 and conv4 do
     # (without padding of their own they never read its extra row), conv2 not (TF pads its 7 x 7 on every side).
-    cfg = dict(n_sensors=n, channels=(4, 8, 8, 16))
+    # A 3 x 3 ConvLSTM pads every side by one: then only conv2 of 7 x 7 (padded so too) reads the copy.
+    cfg = dict(n_sensors=n, channels=(4, 8, 8, 16), lstm_kernel=lstm_kernel)
     x = torch.rand(3, 5, 3, n, n, dtype=torch.float64)
     shared, real = [], SameConv.forward_padded
     monkeypatch.setattr(SameConv, "forward_padded", lambda self, xp: shared.append(1) or real(self, xp))
@@ -99,7 +100,7 @@ def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, monkeyp
         out = net(x)
         F.mse_loss(out, x[:, -1]).backward()
         results.append((out.detach(), {k: p.grad for k, p in net.named_parameters()}))
-    assert len(shared) == ({10: 3, 7: 2}[n] if runs_fused(x) else 0)
+    assert len(shared) == ({(10, 2): 3, (7, 2): 2, (10, 3): 0, (7, 3): 1}[n, lstm_kernel] if runs_fused(x) else 0)
     (out_r, g_r), (out_f, g_f) = results
     torch.testing.assert_close(out_f, out_r, rtol=1e-12, atol=1e-12)
     for k in g_r:
