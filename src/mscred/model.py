@@ -28,6 +28,7 @@ from mscred.ops.concat import cat_channels
 from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.lstm_attention import resident_attention
 from mscred.ops.padding import pad_copy
+from mscred.ops import weight_cache
 from mscred.ops.reference import same_padding
 from mscred.ops.triton import convlstm as fused_convlstm
 from mscred.ops.triton import small_conv
@@ -60,7 +61,11 @@ class _CastChannelsLast(torch.autograd.Function):
 
 
 def _autocast_weight(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    """``weight`` as the fused path's convolutions want it under autocast (see _CastChannelsLast), else as is."""
+    """``weight`` as the fused path's convolutions want it under autocast (see _CastChannelsLast; made with every
+    other weight at once where the training step's ``weight_cache.cast_once`` did), else as is."""
+    cached = weight_cache.lookup(weight)
+    if cached is not None:
+        return cached
     device = x.device.type
     if torch.is_autocast_enabled(device) and weight.dtype == torch.float32:
         return _CastChannelsLast.apply(weight, torch.get_autocast_dtype(device))
@@ -366,6 +371,7 @@ class MSCREDNet(nn.Module):
             # ranks: ops.resolve_model_backend); built directly, the network is the reference.
             cfg = dataclasses.replace(cfg, backend="reference")
         self.cfg = cfg
+        self._weight_plan: weight_cache.Plan | None = None  # the training step's weight casts (forward)
         self.encoder = Encoder(cfg)
         self.lstms = nn.ModuleList(AttnConvLSTM(c, cfg) for c in cfg.channels)
         self.decoder = Decoder(cfg)
@@ -375,6 +381,26 @@ class MSCREDNet(nn.Module):
             raise ValueError(f"MSCREDNet expects (B, T, {self.cfg.n_scales}, n, n) with n >= 4, "
                              f"got {tuple(x.shape)}")
         lstm_pads = self.encoder.training_layout(x)  # fused training: zero-bordered, time-major level inputs
+        if lstm_pads is not None and torch.is_autocast_enabled(x.device.type) \
+                and not switched_off("MSCRED_WEIGHT_CACHE"):  # every weight cast at once, each way
+            targets = self._cast_targets()
+            self._weight_plan = weight_cache.plan_for(targets, self._weight_plan)
+            with weight_cache.cast_once(targets, self._weight_plan, torch.get_autocast_dtype(x.device.type)):
+                return self._forward(x, lstm_pads)
+        return self._forward(x, lstm_pads)
+
+    def _cast_targets(self) -> list[weight_cache.Target]:
+        """Every convolution weight of the fused model as its kernel reads it under autocast (``weight_cache``):
+        the encoder's and decoder's whole, each ConvLSTM's input and recurrent halves."""
+        convs = (self.encoder.conv1, self.encoder.conv2, self.encoder.conv3, self.encoder.conv4,
+                 self.decoder.deconv4, self.decoder.deconv3, self.decoder.deconv2, self.decoder.deconv1)
+        targets = [(conv.weight, "all", 0) for conv in convs]
+        for lstm in self.lstms:
+            C = lstm.weight.shape[1] // 2
+            targets += [(lstm.weight, "x", C), (lstm.weight, "h", C)]
+        return targets
+
+    def _forward(self, x: torch.Tensor, lstm_pads: tuple[int, int, int, int] | None) -> torch.Tensor:
         levels = self.encoder(x, lstm_pads)                              # 4 x (B, T, C_l, H_l, W_l)
         if self.cfg.backend == "fused":  # opt-in: the levels side by side on CUDA streams (level_streams.py)
             lstms = [functools.partial(lstm, padded=lstm_pads is not None) for lstm in self.lstms]

@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from mscred.ops.convlstm_sliding import distinct_steps, sliding
-from mscred.ops import resident_lstm
+from mscred.ops import resident_lstm, weight_cache
 from mscred.ops.padding import copy_pixels, pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import convlstm_window
@@ -279,7 +279,9 @@ def train(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias
     layout = buffer_layout()
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
     x, bias = _cast_x_bias(x, bias)
-    w_x, w_h = _SplitWeight.apply(weight, x.shape[2], x.dtype, fmt)
+    w_x, w_h = weight_cache.lookup(weight, "x"), weight_cache.lookup(weight, "h")  # the step's casts, if made
+    if w_x is None or w_h is None or w_x.dtype != x.dtype or fmt != torch.channels_last:
+        w_x, w_h = _SplitWeight.apply(weight, x.shape[2], x.dtype, fmt)
     if not padded:
         x = pad_steps(x, _padding(weight.shape[-1]), fmt)
     with torch.autocast(x.device.type, enabled=False):

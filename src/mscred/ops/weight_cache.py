@@ -1,0 +1,122 @@
+"""The fused bf16 training step's weight casts in one pass each way.
+
+Under autocast every convolution weight of the fused model is cast from its float32 master to bf16 in the order its
+kernel reads -- channels-last for cuDNN (``model._CastChannelsLast``), the input and recurrent halves of each
+ConvLSTM gate weight (``convlstm._SplitWeight``) -- one small kernel per weight and step, and as many again for the
+gradients coming back: 41 weight-shaped copies, 0.12 ms of the 3.6 ms graphed step on the H200
+(benchmarks/results/train_housekeeping2/step_summary.md). Here all of them are made at once when the step's
+forward starts (``cast_once``): the masters concatenated (one kernel), cast (one) and gathered into every target
+layout by one precomputed permutation (one); the backward concatenates the targets' gradients, gathers them back by
+the inverse permutation and casts them to float32 (three), handing each master its gradient as a view of that one
+buffer. The modules look their weight up (``lookup``) and fall back to their own casts where it is not there.
+
+Every master element lands in exactly one target (a ConvLSTM weight's two halves cover it), so the gather is a
+permutation and the gradient needs no accumulation. MSCRED_WEIGHT_CACHE=0 turns it off (A/B runs).
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import torch
+
+# (weight, part) of a target: part "all" (the whole weight, channels-last), or "x" / "h" (input channels [0, C) /
+# [C, end) of a ConvLSTM gate weight, channels-last), with C.
+Target = tuple[torch.Tensor, str, int]
+
+_ACTIVE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("mscred_weight_cache", default=None)
+
+
+def lookup(weight: torch.Tensor, part: str = "all") -> torch.Tensor | None:
+    """The cast of ``weight`` (``part`` as in ``Target``) made by the ``cast_once`` around this call, or None."""
+    table = _ACTIVE.get()
+    return None if table is None else table.get((id(weight), part))
+
+
+@dataclass
+class Plan:
+    """Index maps of one set of targets on one device: ``gather`` (target element -> master element, in the
+    masters' concatenation), ``scatter`` its inverse; each target's channels-last shape and offset; each master's
+    offset and numel."""
+    key: tuple
+    gather: torch.Tensor
+    scatter: torch.Tensor
+    shapes: list[tuple[int, int, int, int]]
+    offsets: list[int]
+    master_offsets: list[int]
+
+
+def plan_for(targets: Sequence[Target], previous: Plan | None = None) -> Plan:
+    """The ``Plan`` of ``targets`` (reusing ``previous`` when it was made for the same weights), built on the host
+    and copied to the weights' device once (before a CUDA graph capture: the warm-up steps run it)."""
+    masters = _masters(targets)
+    key = (masters[0].device, tuple((id(w), tuple(w.shape)) for w in masters),
+           tuple((id(w), part, c) for w, part, c in targets))
+    if previous is not None and previous.key == key:
+        return previous
+    base, master_offsets = {}, []
+    total = 0
+    for w in masters:
+        base[id(w)] = total
+        master_offsets.append(total)
+        total += w.numel()
+    pieces, shapes, offsets, at = [], [], [], 0
+    for w, part, c in targets:
+        O, I, kh, kw = w.shape
+        lo, hi = {"all": (0, I), "x": (0, c), "h": (c, I)}[part]
+        o, y, x, i = torch.meshgrid(torch.arange(O), torch.arange(kh), torch.arange(kw), torch.arange(lo, hi),
+                                    indexing="ij")  # channels-last memory order of the target
+        pieces.append((base[id(w)] + ((o * I + i) * kh + y) * kw + x).reshape(-1))
+        shapes.append((O, hi - lo, kh, kw))
+        offsets.append(at)
+        at += pieces[-1].numel()
+    gather = torch.cat(pieces)
+    if at != total or not torch.equal(torch.sort(gather).values, torch.arange(total)):
+        raise ValueError("weight_cache targets must cover every master element exactly once")
+    scatter = torch.empty_like(gather)
+    scatter[gather] = torch.arange(total)
+    device = masters[0].device
+    return Plan(key, gather.to(device), scatter.to(device), shapes, offsets, master_offsets)
+
+
+def _masters(targets: Sequence[Target]) -> list[torch.Tensor]:
+    """The distinct weights of ``targets``, in first-seen order."""
+    seen: dict[int, torch.Tensor] = {}
+    for w, _, _ in targets:
+        seen.setdefault(id(w), w)
+    return list(seen.values())
+
+
+@contextlib.contextmanager
+def cast_once(targets: Sequence[Target], plan: Plan, dtype: torch.dtype) -> Iterator[None]:
+    """Within the block, ``lookup(w, part)`` gives each target cast to ``dtype`` (channels-last), all made by one
+    autograd function whose backward returns every master's float32 gradient."""
+    masters = _masters(targets)
+    casts = _CastAll.apply(plan, dtype, *masters)
+    token = _ACTIVE.set({(id(w), part): t for (w, part, _), t in zip(targets, casts)})
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+class _CastAll(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, plan: Plan, dtype: torch.dtype, *masters: torch.Tensor):
+        ctx.plan, ctx.master_shapes, ctx.master_dtype = plan, [m.shape for m in masters], masters[0].dtype
+        flat = torch.cat([m.reshape(-1) for m in masters]).to(dtype).index_select(0, plan.gather)
+        return tuple(flat[at:at + O * I * kh * kw].view(O, kh, kw, I).permute(0, 3, 1, 2)
+                     for (O, I, kh, kw), at in zip(plan.shapes, plan.offsets))
+
+    @staticmethod
+    def backward(ctx, *grads: torch.Tensor | None):
+        plan = ctx.plan
+        parts = [(g if g is not None else torch.zeros(shape, device=plan.gather.device, dtype=torch.float32))
+                 .permute(0, 2, 3, 1).reshape(-1) for g, shape in zip(grads, plan.shapes)]
+        dtype = next((g.dtype for g in grads if g is not None), ctx.master_dtype)
+        flat = torch.cat([p.to(dtype) for p in parts]).index_select(0, plan.scatter).to(ctx.master_dtype)
+        master_grads = tuple(flat[at:at + shape.numel()].view(shape)
+                             for shape, at in zip(ctx.master_shapes, plan.master_offsets))
+        return (None, None, *master_grads)

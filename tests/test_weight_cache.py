@@ -1,0 +1,65 @@
+"""ops/weight_cache.py: every weight cast of the fused bf16 training step in one pass each way.
+
+The casts are the same values in the same layouts as the per-weight casts they replace, so the whole model's loss
+and every gradient must come out bit for bit the same with the cache on and off (MSCRED_WEIGHT_CACHE=0); and the
+plan must be a permutation of the masters' elements."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mscred.config import ModelConfig
+from mscred.model import MSCREDNet
+from mscred.ops import weight_cache
+from mscred.ops.triton.runtime import runs_fused
+
+
+def test_plan_is_a_permutation_and_the_casts_are_the_weights():
+    a = torch.randn(8, 5, 2, 2, requires_grad=True)   # a gate weight: input half 3 channels, recurrent half 2
+    b = torch.randn(4, 3, 3, 3, requires_grad=True)   # a whole convolution weight
+    targets = [(b, "all", 0), (a, "x", 3), (a, "h", 3)]
+    plan = weight_cache.plan_for(targets)
+    assert weight_cache.plan_for(targets, plan) is plan  # reused for the same weights
+    assert weight_cache.plan_for([(b, "all", 0)], plan) is not plan
+    with weight_cache.cast_once(targets, plan, torch.float64):
+        whole, wx, wh = (weight_cache.lookup(b), weight_cache.lookup(a, "x"), weight_cache.lookup(a, "h"))
+        assert weight_cache.lookup(torch.zeros(1)) is None
+    assert weight_cache.lookup(b) is None  # only inside the block
+    for got, want in ((whole, b), (wx, a[:, :3]), (wh, a[:, 3:])):
+        assert got.dtype == torch.float64 and got.is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(got, want.double())
+    g = [torch.randn(t.shape, dtype=torch.float64) for t in (whole, wx, wh)]
+    ga, gb = torch.autograd.grad(sum((t * gt).sum() for t, gt in zip((whole, wx, wh), g)), (a, b))
+    assert ga.dtype == torch.float32 and ga.is_contiguous()
+    assert torch.equal(gb, g[0].float()) and torch.equal(ga, torch.cat([g[1], g[2]], 1).float())
+
+
+def test_targets_must_cover_each_master_once():
+    a = torch.randn(8, 5, 2, 2)
+    with pytest.raises(ValueError, match="exactly once"):
+        weight_cache.plan_for([(a, "x", 3)])
+
+
+@pytest.mark.skipif(not runs_fused(torch.empty(0)), reason="the fused training layout needs the Triton kernels "
+                                                           "(CUDA, or the CPU interpreter)")
+def test_model_bf16_step_is_the_same_with_and_without_the_cache(monkeypatch):
+    cfg = ModelConfig(n_sensors=10, channels=(4, 8, 8, 16), backend="fused")
+    x = torch.rand(2, 5, 3, 10, 10)
+    results, calls = [], []
+    real = weight_cache.cast_once
+    monkeypatch.setattr(weight_cache, "cast_once", lambda *a: calls.append(1) or real(*a))
+    for switch in ("1", "0"):
+        monkeypatch.setenv("MSCRED_WEIGHT_CACHE", switch)
+        torch.manual_seed(0)
+        net = MSCREDNet(cfg)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = net(x)
+        loss = F.mse_loss(out.float(), x[:, -1])
+        loss.backward()
+        results.append((out.detach(), {k: p.grad for k, p in net.named_parameters()}))
+    assert calls == [1]  # on, then off
+    (out_on, g_on), (out_off, g_off) = results
+    assert torch.equal(out_on, out_off)
+    for k in g_on:
+        assert g_on[k].dtype == torch.float32 and torch.equal(g_on[k], g_off[k]), k
