@@ -46,8 +46,8 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 @pytest.mark.skipif(not runs_fused(torch.empty(0, device=DEVICE)),
                     reason="the fused training layout needs the Triton kernels (CUDA, or the CPU interpreter)")
-# The interpreter evaluates both branches of SELU's tl.where in numpy: exp of a large positive input overflows in
-# the branch that is not taken (a warning, not a wrong value).
+# The interpreter computes the kernels' exp in numpy, which warns where it overflows to inf -- in SELU's branch
+# that tl.where does not take, or a sigmoid's saturated tail, 1 / (1 + inf) = 0: a warning, not a wrong value.
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 def test_model_bf16_step_is_the_same_with_and_without_the_cache(monkeypatch):
     """Bit for bit on the CPU interpreter; on CUDA cuDNN may pick other algorithms between the two nets, so there
