@@ -47,7 +47,7 @@ import torch.nn.functional as F
 
 from mscred.ops.convlstm_sliding import distinct_steps, sliding
 from mscred.ops import resident_lstm, weight_cache
-from mscred.ops.padding import copy_pixels, pad_copy, zero_border
+from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import convlstm_window
 from mscred.ops.triton import runtime as _runtime
