@@ -75,15 +75,18 @@ def test_rejects_bad_input_shape():
         net(torch.rand(1, 5, 2, 6, 6))  # 2 scales, config says 3
 
 
-@pytest.mark.parametrize("n, lstm_kernel", [(7, 2), (10, 2), (7, 3), (10, 3)])
-def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, lstm_kernel, monkeypatch):
+@pytest.mark.parametrize("n, lstm_kernel, layout", [(7, 2, "1"), (10, 2, "1"), (7, 3, "1"), (10, 3, "1"),
+                                                    (10, 2, "0")])
+def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, lstm_kernel, layout, monkeypatch):
     # The fused backend converts the input to channels-last once and keeps that order (no per-op conversions); the
     # reference backend stays NCHW. Same weights, float64: the same outputs and gradients to rounding (whether the
     # fused ConvLSTM runs here on Triton's interpreter or falls back to the reference). Training on the fused
     # ConvLSTM takes the encoder's training layout (time-major, zero-bordered level inputs): at n = 10 conv2, conv3
     # and conv4 each read the padded copy of their input that the ConvLSTM reads; at n = 7 conv3 and conv4 do
     # (without padding of their own they never read its extra row), conv2 not (TF pads its 7 x 7 on every side).
-    # A 3 x 3 ConvLSTM pads every side by one: then only conv2 of 7 x 7 (padded so too) reads the copy.
+    # A 3 x 3 ConvLSTM pads every side by one: then only conv2 of 7 x 7 (padded so too) reads the copy. With the
+    # layout off (MSCRED_TRAIN_LAYOUT=0) the training op pads each level itself, batch-major, and nothing is shared.
+    monkeypatch.setenv("MSCRED_TRAIN_LAYOUT", layout)
     cfg = dict(n_sensors=n, channels=(4, 8, 8, 16), lstm_kernel=lstm_kernel)
     x = torch.rand(3, 5, 3, n, n, dtype=torch.float64)
     shared, real = [], SameConv.forward_padded
@@ -96,11 +99,12 @@ def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, lstm_ke
         stored_cl = [f.permute(0, 1, 3, 4, 2).is_contiguous() for f in levels[:3]]  # level 4 is 1 x 1 here
         assert all(stored_cl) == (backend == "fused") and any(stored_cl) == (backend == "fused")
         pads = net.encoder.training_layout(x)
-        assert (pads is not None) == (backend == "fused" and runs_fused(x))
+        assert (pads is not None) == (backend == "fused" and runs_fused(x) and layout == "1")
         out = net(x)
         F.mse_loss(out, x[:, -1]).backward()
         results.append((out.detach(), {k: p.grad for k, p in net.named_parameters()}))
-    assert len(shared) == ({(10, 2): 3, (7, 2): 2, (10, 3): 0, (7, 3): 1}[n, lstm_kernel] if runs_fused(x) else 0)
+    expect = {(10, 2): 3, (7, 2): 2, (10, 3): 0, (7, 3): 1}[n, lstm_kernel] if runs_fused(x) and layout == "1" else 0
+    assert len(shared) == expect
     (out_r, g_r), (out_f, g_f) = results
     torch.testing.assert_close(out_f, out_r, rtol=1e-12, atol=1e-12)
     for k in g_r:
