@@ -5,10 +5,10 @@ kernel reads -- channels-last for cuDNN (``model._CastChannelsLast``), the input
 ConvLSTM gate weight (``convlstm._SplitWeight``) -- one small kernel per weight and step, and as many again for the
 gradients coming back: 41 weight-shaped copies, 0.12 ms of the 3.6 ms graphed step on the H200
 (benchmarks/results/train_housekeeping2/step_summary.md). Here all of them are made at once when the step's
-forward starts (``cast_once``): the masters concatenated (one kernel), cast (one) and gathered into every target
-layout by one precomputed permutation (one); the backward concatenates the targets' gradients, gathers them back by
-the inverse permutation and casts them to float32 (three), handing each master its gradient as a view of that one
-buffer. The modules look their weight up (``lookup``) and fall back to their own casts where it is not there.
+forward starts (``cast_once``): the masters cast into one buffer (one multi-tensor copy) and gathered into every
+target layout by one precomputed permutation (one kernel); the backward concatenates the targets' gradients,
+gathers them back by the inverse permutation and casts them to float32 (three kernels), handing each master its
+gradient as a view of that one buffer. The modules look their weight up (``lookup``) and fall back to their own casts where it is not there.
 
 Every master element lands in exactly one target (a ConvLSTM weight's two halves cover it), so the gather is a
 permutation and the gradient needs no accumulation. MSCRED_WEIGHT_CACHE=0 turns it off (A/B runs).
@@ -106,7 +106,12 @@ class _CastAll(torch.autograd.Function):
     @staticmethod
     def forward(ctx, plan: Plan, dtype: torch.dtype, *masters: torch.Tensor):
         ctx.plan, ctx.master_shapes, ctx.master_dtype = plan, [m.shape for m in masters], masters[0].dtype
-        flat = torch.cat([m.reshape(-1) for m in masters]).to(dtype).index_select(0, plan.gather)
+        # The masters cast into one buffer by one multi-tensor copy (on CUDA; PyTorch's foreach copy takes a dtype
+        # change on its fast path), then every target's element gathered from it.
+        cast = torch.empty(plan.gather.numel(), device=plan.gather.device, dtype=dtype)
+        torch._foreach_copy_([cast[at:at + m.numel()] for m, at in zip(masters, plan.master_offsets)],
+                             [m.reshape(-1) for m in masters])
+        flat = cast.index_select(0, plan.gather)
         return tuple(flat[at:at + O * I * kh * kw].view(O, kh, kw, I).permute(0, 3, 1, 2)
                      for (O, I, kh, kw), at in zip(plan.shapes, plan.offsets))
 
