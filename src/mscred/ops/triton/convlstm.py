@@ -81,8 +81,8 @@ def _compute_types(dtype: torch.dtype, save: bool = True):
     per hidden element and step in float32, by our count of the cell kernels' loads and stores). |c_t| <= t + 1
     (|i * g| < 1, 0 < f < 1), so float16's 11-bit significand rounds it to within 2^-11 relative -- an eighth of
     the bf16 rounding (2^-8) that h_t = o * tanh(c_t) gets anyway when stored, and that the bf16 gates the backward
-    recomputes its activations from already have. The backward's running dc and the bias gradient stay float32. MSCRED_LSTM_HALF_CELL=0 keeps float32 everywhere,
-    MSCRED_LSTM_HALF_CELL_TRAIN=0 in training only (A/B runs)."""
+    recomputes its activations from already have. The backward's running dc and the bias gradient stay float32.
+    MSCRED_LSTM_HALF_CELL=0 keeps float32 everywhere, MSCRED_LSTM_HALF_CELL_TRAIN=0 in training only (A/B runs)."""
     if dtype == torch.float64:
         return tl.float64, torch.float64
     half = dtype in (torch.bfloat16, torch.float16) and not _switched_off("MSCRED_LSTM_HALF_CELL")
@@ -97,9 +97,14 @@ def _padding(k: int) -> tuple[int, int, int, int]:
     return before, k - 1 - before, before, k - 1 - before
 
 
+def _memory_format(layout: str) -> torch.memory_format:
+    """The torch memory format of a buffer layout ("nhwc": channels-last, "nchw": contiguous)."""
+    return torch.channels_last if layout == "nhwc" else torch.contiguous_format
+
+
 def _empty(n: int, c: int, h: int, w: int, like: torch.Tensor, layout: str, dtype=None, zero=False):
     """An (n, c, h, w) buffer in NCHW or channels-last order (cuDNN's tensor-core convolutions prefer the latter)."""
-    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    fmt = _memory_format(layout)
     buf = torch.empty(n, c, h, w, device=like.device, dtype=dtype or like.dtype, memory_format=fmt)
     return buf.zero_() if zero else buf
 
@@ -277,7 +282,7 @@ def train(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias
     steps) from one buffer. Returns every h_t, (B, T, Ch, H, W).
     """
     layout = buffer_layout()
-    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    fmt = _memory_format(layout)
     x, bias = _cast_x_bias(x, bias)
     w_x, w_h = weight_cache.lookup(weight, "x"), weight_cache.lookup(weight, "h")  # the step's casts, if made
     if w_x is None or w_h is None or w_x.dtype != x.dtype or fmt != torch.channels_last:
@@ -344,7 +349,7 @@ def pad_steps(x: torch.Tensor, pads, fmt) -> torch.Tensor:
 def train_inputs(x: torch.Tensor, weight: torch.Tensor, layout: str = "nhwc"):
     """(xp, w_x, w_h): what ``train`` hands ``convlstm_train`` for x (B, T, C, H, W) and the gate weight, in x's
     dtype, without autograd (benchmarks and tests call the op with them)."""
-    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    fmt = _memory_format(layout)
     with torch.no_grad():
         w_x, w_h = _SplitWeight.apply(weight, x.shape[2], x.dtype, fmt)
         return pad_steps(x, _padding(weight.shape[-1]), fmt), w_x, w_h
@@ -422,7 +427,7 @@ def gates_and_recurrent_weight(x: torch.Tensor, weight: torch.Tensor, layout: st
     (top, bottom, left, right) of the kernel."""
     C, k = x.shape[2], weight.shape[-1]
     pads = _padding(k)
-    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    fmt = _memory_format(layout)
     w_x = weight[:, :C].contiguous(memory_format=fmt)
     w_h = weight[:, C:].contiguous(memory_format=fmt)
     return step_gates(x, w_x, pads, fmt, shared=not save and sliding(x)), w_h, pads
@@ -489,7 +494,7 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
     """
     B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
     cdt, cell_dtype = _compute_types(xp.dtype)
-    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    fmt = _memory_format(layout)
     images, time_major = _images(xp, fmt)
     gx = _steps(F.conv2d(images, w_x), B, T, time_major)
     out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
@@ -513,11 +518,11 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     discards: ``padding.pad_copy`` hands back the interior); the weight gradients in the layout's order, dbias in
     the bias's dtype."""
     B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
-    top, bottom, left, right = pads
+    top, left = pads[0], pads[2]
     HP, WP = xp.shape[-2:]
     cdt, _ = _compute_types(xp.dtype)
     acc = torch.float64 if xp.dtype == torch.float64 else torch.float32  # dc and the bias gradient
-    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    fmt = _memory_format(layout)
     dout = dout.to(xp.dtype)
     if not _pixels_flatten(dout):  # the kernel addresses a step by (batch, channel, pixel) strides
         dout = dout.contiguous()
@@ -570,7 +575,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
 
 @convlstm_train_backward.register_fake
 def _(dout, xp, w_x, w_h, bias, pre, cells, hprev, forget_bias, layout):
-    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    fmt = _memory_format(layout)
     B, T = xp.shape[:2]
     images, time_major = _images(xp, fmt)
     dxp = _steps(torch.empty(images.shape, device=xp.device, dtype=xp.dtype, memory_format=fmt), B, T, time_major)
