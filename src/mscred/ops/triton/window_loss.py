@@ -3,8 +3,9 @@
 MSCRED's loss is the mean squared error between the reconstruction (B, K, n, n) -- bf16 and channels-last under
 the fused backend with autocast -- and the last step of each window. In PyTorch ops (``train_graphs``'s
 reference path) that is a cast of the reconstruction to float32, a subtraction, a square and a mean, and in the
-backward their adjoints and the cast back: 12 small kernels, ~33 us of the fused bf16 training step on the H200
-(benchmarks/results/train_layout/train_step_profile.txt). Here one program per window sums the squared
+backward their adjoints and the cast back: 9 small kernels, 30 us of the fused bf16 training step on the H200
+(benchmarks/results/train_layout/train_step_profile.txt; here 2, 8 us: ../train_housekeeping2/; the windows'
+weighted sum stays in PyTorch ops). Here one program per window sums the squared
 differences of its K*n*n values in the compute type (float32; float64 for float64) reading either tensor through
 its strides, and the backward writes 2 * dloss_b * (r - t) / (K*n*n) in the reconstruction's dtype, in NCHW order:
 deconv1's backward (``small_conv``, K = 3 output channels) reads that gradient as channel planes, and read in
@@ -22,6 +23,7 @@ import torch
 from mscred.ops.triton.runtime import interpreting, runs_fused, tl, triton
 
 BLOCK = 1024  # elements per iteration (forward) / per program (backward)
+INTERPRETER_BLOCK = 16384  # the CPU interpreter pays per program, not per element: fewer, larger programs
 
 
 def reference(recon: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -80,7 +82,7 @@ def _cdt(dtype: torch.dtype):
 
 
 def _block() -> int:
-    return 16384 if interpreting() else BLOCK  # the CPU interpreter pays per program
+    return INTERPRETER_BLOCK if interpreting() else BLOCK
 
 
 @torch.library.custom_op("mscred::window_mse_fused", mutates_args=())
