@@ -16,13 +16,13 @@ from mscred.ops.padding import copy_pixels
 def cat_channels(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """``torch.cat([a, b], dim=1)`` for (N, C, H, W) tensors; channels-last inputs of one dtype give a
     channels-last output written in words, anything else goes to ``torch.cat``."""
-    if not (_channels_last(a) and _channels_last(b) and a.dtype == b.dtype and a.device == b.device
+    if not (_pixels_contiguous(a) and _pixels_contiguous(b) and a.dtype == b.dtype and a.device == b.device
             and a.shape[0] == b.shape[0] and a.shape[2:] == b.shape[2:]):
         return torch.cat([a, b], dim=1)
     return _CatChannels.apply(a, b)
 
 
-def _channels_last(t: torch.Tensor) -> bool:
+def _pixels_contiguous(t: torch.Tensor) -> bool:
     """Whether (N, C, H, W) ``t`` keeps each pixel's channels contiguous (channels-last, or a channel slice of it)."""
     return t.dim() == 4 and t.stride(1) == 1
 
