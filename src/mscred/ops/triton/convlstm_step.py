@@ -27,11 +27,13 @@ if triton is not None:
     from mscred.ops.triton.convlstm_step_kernels import step_bwd_kernel, step_fwd_kernel
 
 MIN_CH, MAX_CH = 16, 64
-# (BLOCK_M pixels, BC hidden channels, num_warps) per program and hidden-channel count, forward and backward
-# (first guesses, before the H200 sweep of benchmarks/bench_train_steps.py; MSCRED_STEP_BLOCKS overrides).
-FWD_BLOCKS = {32: (64, 32, 4), 64: (64, 32, 4)}
-BWD_BLOCKS = {32: (64, 32, 4), 64: (64, 32, 4)}
-DEFAULT_BLOCKS = (64, 16, 4)
+# (BLOCK_M pixels, BC hidden channels, num_warps, BK) per program and hidden-channel count, forward and backward;
+# BK is the backward GEMM's K chunk (gate channels per dot; the forward's K chunk is one tap's CH channels). Tiles
+# that ptxas compiles without spilling (sm_90, Triton 3.9 on the CPU box: 4-warp tiles of 64 x 32 spill, 8-warp
+# ones take 128-250 registers); MSCRED_STEP_BLOCKS overrides (benchmarks/bench_train_steps.py sweeps).
+FWD_BLOCKS = {32: (64, 32, 8, 32), 64: (64, 32, 8, 32)}
+BWD_BLOCKS = {32: (64, 32, 8, 32), 64: (64, 32, 8, 32)}
+DEFAULT_BLOCKS = (64, 16, 8, 32)
 INTERPRETER_BLOCK_M = 256  # the CPU interpreter pays per program: few, large tiles
 
 
@@ -52,25 +54,27 @@ def runs(dtype: torch.dtype, layout: str, ch: int, device: torch.device) -> bool
     return dtype in (torch.bfloat16, torch.float16) and device.type == "cuda"
 
 
-def blocks(direction: str, ch: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BC, num_warps) of ``direction`` ("fwd" or "bwd") for ``ch`` hidden channels.
-    MSCRED_STEP_BLOCKS overrides (sweeps, A/B runs): "DIR:CH:BM/BC/warps;..." with DIR fwd or bwd and CH a channel
-    count or * for every level ("/" and ";" because the device scripts pass variables as comma-separated lists)."""
+def blocks(direction: str, ch: int) -> tuple[int, int, int, int]:
+    """(BLOCK_M, BC, num_warps, BK) of ``direction`` ("fwd" or "bwd") for ``ch`` hidden channels.
+    MSCRED_STEP_BLOCKS overrides (sweeps, A/B runs): "DIR:CH:BM/BC/warps[/BK];..." with DIR fwd or bwd and CH a
+    channel count or * for every level ("/" and ";" because the device scripts pass variables as comma-separated
+    lists)."""
     table = FWD_BLOCKS if direction == "fwd" else BWD_BLOCKS
-    bm, bc, warps = table.get(ch, DEFAULT_BLOCKS)
+    bm, bc, warps, bk = table.get(ch, DEFAULT_BLOCKS)
     for entry in filter(None, os.environ.get("MSCRED_STEP_BLOCKS", "").split(";")):
         try:
             where, level, tile = entry.split(":")
             fields = tuple(int(v) for v in tile.split("/"))
         except ValueError:
-            raise ValueError(f"MSCRED_STEP_BLOCKS: an entry is DIR:CH:BM/BC/warps, got {entry!r}") from None
-        if len(fields) != 3 or where not in ("fwd", "bwd"):
-            raise ValueError(f"MSCRED_STEP_BLOCKS: an entry is DIR:CH:BM/BC/warps, got {entry!r}")
+            fields, where = (), ""
+        if len(fields) not in (3, 4) or where not in ("fwd", "bwd"):
+            raise ValueError(f"MSCRED_STEP_BLOCKS: an entry is DIR:CH:BM/BC/warps[/BK], got {entry!r}")
         if where == direction and level in ("*", str(ch)):
-            bm, bc, warps = fields
+            bm, bc, warps = fields[:3]
+            bk = fields[3] if len(fields) == 4 else bk
     if interpreting():
         bm = INTERPRETER_BLOCK_M
-    return bm, min(bc, ch), warps
+    return bm, min(bc, ch), warps, min(bk, 4 * ch)
 
 
 def _precision(dtype: torch.dtype) -> str:
@@ -78,8 +82,8 @@ def _precision(dtype: torch.dtype) -> str:
 
 
 def _launch(direction: str, M: int, ch: int):
-    bm, bc, warps = blocks(direction, ch)
-    return (triton.cdiv(M, bm), ch // bc), bm, bc, warps
+    bm, bc, warps, bk = blocks(direction, ch)
+    return (triton.cdiv(M, bm), ch // bc), bm, bc, warps, bk
 
 
 def pixel_strides(t: torch.Tensor) -> tuple[int, int, int]:
@@ -101,7 +105,7 @@ def forward(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out: torch.
     B, T, _, H, W = gx.shape
     Ch, k = out.shape[2], w_h.shape[-1]
     M = B * H * W
-    grid, bm, bc, warps = _launch("fwd", M, Ch)
+    grid, bm, bc, warps, _ = _launch("fwd", M, Ch)
     for t in range(T):
         gxt, ht = gx[:, t], out[:, t]
         hp = hprev[t - 1] if t > 0 else hprev[0] if T > 1 else ht  # h_{t-1}; a dummy at t = 0, never read
@@ -124,7 +128,7 @@ def backward(dout: torch.Tensor, pre: torch.Tensor, cells: torch.Tensor, w_h: to
     T, B, _, H, W = pre.shape
     Ch, k = cells.shape[2], w_h.shape[-1]
     M = B * H * W
-    grid, bm, bc, warps = _launch("bwd", M, Ch)
+    grid, bm, bc, warps, bk = _launch("bwd", M, Ch)
     for t in reversed(range(T)):
         dout_t = dout[:, t]
         nxt = dpre[t + 1] if t < T - 1 else dpre[t]  # a dummy at the last step, never read
@@ -134,5 +138,5 @@ def backward(dout: torch.Tensor, pre: torch.Tensor, cells: torch.Tensor, w_h: to
             dc, *pixel_strides(dc), dpre[t], *pixel_strides(dpre[t]), db,
             M, H * W, H, W, pads[0], pads[2], forget_bias,
             CH=Ch, BC=bc, KS=k, HAS_CPREV=t > 0, HAS_NEXT=t < T - 1, PREC=_precision(pre.dtype), BLOCK_M=bm,
-            num_warps=warps,
+            BK=bk, num_warps=warps,
         )

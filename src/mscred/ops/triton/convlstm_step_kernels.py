@@ -16,7 +16,7 @@ from __future__ import annotations
 from mscred.ops.triton.runtime import tl, triton
 
 if triton is not None:
-    from mscred.ops.triton.convlstm_kernels import _jit, _sigmoid, _split_gates, _tanh
+    from mscred.ops.triton.convlstm_kernels import _jit, _sigmoid, _tanh
 
     # M (= B*H*W pixels), HW and W change with every level and batch: no specialisation on them (see
     # convlstm_kernels._SIZES); CH, BC and KS are constexprs, strides keep Triton's (== 1, % 16) variants.
@@ -46,29 +46,46 @@ if triton is not None:
     ):
         ok, b, p, y, x = _pixels(M, HW, W, BLOCK_M)
         mask = ok[:, None]
-        # Tile column j: gate j // BC (i, g, f, o), hidden channel cb + j % BC; q is its row of the 4Ch gates.
-        cb = tl.program_id(1) * BC
-        j = tl.arange(0, 4 * BC)
-        q = (j // BC) * CH + cb + j % BC
-        z = tl.load(gx_ptr + (b * gx_sb + y * gx_sy + x * gx_sx)[:, None] + q[None, :] * gx_sc, mask=mask,
-                    other=0.0).to(tl.float32)
-        z += tl.load(bias_ptr + q).to(tl.float32)[None, :]
+        # One accumulator per gate (i, g, f, o), each (BLOCK_M, BC): the cell update then needs no split of a
+        # (BLOCK_M, 4BC) tile (a layout change through shared memory), and every tile shares one layout.
+        co = (tl.program_id(1) * BC + tl.arange(0, BC))[None, :]
+        gx = gx_ptr + (b * gx_sb + y * gx_sy + x * gx_sx)[:, None] + co * gx_sc
+        gq = CH * gx_sc
+        zi = tl.load(gx, mask=mask, other=0.0).to(tl.float32) + tl.load(bias_ptr + co).to(tl.float32)
+        zg = tl.load(gx + gq, mask=mask, other=0.0).to(tl.float32) + tl.load(bias_ptr + CH + co).to(tl.float32)
+        zf = tl.load(gx + 2 * gq, mask=mask, other=0.0).to(tl.float32) + tl.load(bias_ptr + 2 * CH + co).to(
+            tl.float32)
+        zo = tl.load(gx + 3 * gq, mask=mask, other=0.0).to(tl.float32) + tl.load(bias_ptr + 3 * CH + co).to(
+            tl.float32)
         if HAS_REC:
             # Padded coordinates: tap (ky, kx) of output pixel (y, x) reads h_{t-1} at (y + ky, x + kx) of the
             # zero-bordered buffer, so no tap needs a mask beyond the tile's tail.
             ci = tl.arange(0, CH)
             rows = hp_ptr + (b * hp_sb + y * hp_sy + x * hp_sx)[:, None] + ci[None, :] * hp_sc
-            for tap in tl.static_range(KS * KS):
+            wq = CH * w_sq
+            for tap in range(KS * KS):
                 a = tl.load(rows + (tap // KS) * hp_sy + (tap % KS) * hp_sx, mask=mask, other=0.0)
-                wt = tl.load(w_ptr + ci[:, None] * w_sc + q[None, :] * w_sq + (tap // KS) * w_sy
-                             + (tap % KS) * w_sx)
-                z = tl.dot(a, wt, z, input_precision=PREC)
+                wt = w_ptr + ci[:, None] * w_sc + co * w_sq + (tap // KS) * w_sy + (tap % KS) * w_sx
+                zi = tl.dot(a, tl.load(wt), zi, input_precision=PREC)
+                zg = tl.dot(a, tl.load(wt + wq), zg, input_precision=PREC)
+                zf = tl.dot(a, tl.load(wt + 2 * wq), zf, input_precision=PREC)
+                zo = tl.dot(a, tl.load(wt + 3 * wq), zo, input_precision=PREC)
         # The backward recomputes the activations from the stored (bf16) pre-activations: use those values here.
         out_ty = h_ptr.dtype.element_ty
-        z = z.to(out_ty)
-        tl.store(pre_ptr + (b * pre_sb + p * pre_sp)[:, None] + q[None, :] * pre_sc, z, mask=mask)
-        zi, zg, zf, zo = _split_gates(z.to(tl.float32), BLOCK_M, BC)
-        co = (cb + tl.arange(0, BC))[None, :]
+        zi = zi.to(out_ty)
+        zg = zg.to(out_ty)
+        zf = zf.to(out_ty)
+        zo = zo.to(out_ty)
+        pre = pre_ptr + (b * pre_sb + p * pre_sp)[:, None] + co * pre_sc
+        pq = CH * pre_sc
+        tl.store(pre, zi, mask=mask)
+        tl.store(pre + pq, zg, mask=mask)
+        tl.store(pre + 2 * pq, zf, mask=mask)
+        tl.store(pre + 3 * pq, zo, mask=mask)
+        zi = zi.to(tl.float32)
+        zg = zg.to(tl.float32)
+        zf = zf.to(tl.float32)
+        zo = zo.to(tl.float32)
         cell = (b * c_sb + p * c_sp)[:, None] + co * c_sc
         c = _sigmoid(zi) * _tanh(zg)
         if HAS_REC:  # from the second step on (c_{-1} = 0 and h_{-1} = 0 together)
@@ -92,7 +109,7 @@ if triton is not None:
         db_ptr,                                # in/out: (4Ch,) float32 bias gradient, accumulated
         M, HW, H, W, PAD_T, PAD_L, forget_bias,
         CH: tl.constexpr, BC: tl.constexpr, KS: tl.constexpr, HAS_CPREV: tl.constexpr, HAS_NEXT: tl.constexpr,
-        PREC: tl.constexpr, BLOCK_M: tl.constexpr,
+        PREC: tl.constexpr, BLOCK_M: tl.constexpr, BK: tl.constexpr,
     ):
         ok, b, p, y, x = _pixels(M, HW, W, BLOCK_M)
         mask = ok[:, None]
@@ -102,14 +119,17 @@ if triton is not None:
         if HAS_NEXT:
             # h_t (unpadded (y, x)) fed step t + 1's gates at (y + PAD_T - ky, x + PAD_L - kx) through tap
             # (ky, kx): the adjoint gathers those gate gradients, zero outside the map.
-            g4 = tl.arange(0, 4 * CH)
-            for tap in tl.static_range(KS * KS):
+            # One GEMM, K = KS*KS taps x 4Ch gate channels, walked in BK-channel chunks (small live tiles).
+            kc = tl.arange(0, BK)
+            for it in range(KS * KS * (4 * CH // BK)):
+                tap = it // (4 * CH // BK)
+                k0 = (it % (4 * CH // BK)) * BK
                 sy = y + PAD_T - tap // KS
                 sx = x + PAD_L - tap % KS
                 inside = ok & (sy >= 0) & (sy < H) & (sx >= 0) & (sx < W)
-                a = tl.load(dn_ptr + (b * dn_sb + sy * dn_sy + sx * dn_sx)[:, None] + g4[None, :] * dn_sc,
+                a = tl.load(dn_ptr + (b * dn_sb + sy * dn_sy + sx * dn_sx)[:, None] + (k0 + kc)[None, :] * dn_sc,
                             mask=inside[:, None], other=0.0)
-                wt = tl.load(w_ptr + g4[:, None] * w_sq + co * w_sc + (tap // KS) * w_sy + (tap % KS) * w_sx)
+                wt = tl.load(w_ptr + (k0 + kc)[:, None] * w_sq + co * w_sc + (tap // KS) * w_sy + (tap % KS) * w_sx)
                 dh = tl.dot(a, wt, dh, input_precision=PREC)
         pre = pre_ptr + (b * pre_sb + p * pre_sp)[:, None] + co * pre_sc
         pq = CH * pre_sc
