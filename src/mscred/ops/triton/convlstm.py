@@ -49,8 +49,7 @@ from mscred.ops.convlstm_sliding import distinct_steps, sliding
 from mscred.ops import resident_lstm, weight_cache
 from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
-from mscred.ops.triton import convlstm_step, convlstm_window
-from mscred.ops.triton.convlstm_step import pixel_strides as _s3  # (batch, channel, pixel) strides
+from mscred.ops.triton import convlstm_window
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
@@ -108,6 +107,16 @@ def _empty(n: int, c: int, h: int, w: int, like: torch.Tensor, layout: str, dtyp
     fmt = _memory_format(layout)
     buf = torch.empty(n, c, h, w, device=like.device, dtype=dtype or like.dtype, memory_format=fmt)
     return buf.zero_() if zero else buf
+
+
+def _s3(t: torch.Tensor) -> tuple[int, int, int]:
+    """(batch, channel, pixel) strides of a (B, C, H, W) view whose H, W flatten to one pixel index."""
+    sb, sc, sy, sx = t.stride()
+    if t.shape[3] == 1:  # pixel = y: PyTorch may give a size-1 dim any stride
+        return sb, sc, sy
+    if t.shape[2] != 1 and sy != t.shape[3] * sx:
+        raise ValueError(f"pixel dims of a {tuple(t.shape)} tensor with strides {t.stride()} do not flatten")
+    return sb, sc, sx
 
 
 def _launch(layout: str, pixels: int, ch: int) -> tuple[int, int, tuple[int, ...]]:
@@ -489,11 +498,7 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
     images, time_major = _images(xp, fmt)
     gx = _steps(F.conv2d(images, w_x), B, T, time_major)
     out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
-    if convlstm_step.runs(xp.dtype, layout, Ch, xp.device):  # the recurrent convolutions inside the cell kernel
-        zero_border(hprev, pads)
-        convlstm_step.forward(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias)
-    else:
-        _forward_steps(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias, layout, True, cdt)
+    _forward_steps(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias, layout, True, cdt)
     return out, pre, cells, hprev
 
 
@@ -501,36 +506,6 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
 def _(xp, w_x, w_h, bias, forget_bias, layout):
     B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
     return _buffers(B, T, Ch, H, W, pads, xp, layout, True, _compute_types(xp.dtype)[1], False)
-
-
-def _backward_steps(dout: torch.Tensor, pre: torch.Tensor, cells: torch.Tensor, hprev: torch.Tensor,
-                    w_h: torch.Tensor, dpre: torch.Tensor, dpre_bt: torch.Tensor | None, dc: torch.Tensor,
-                    db_acc: torch.Tensor, pads, forget_bias: float, layout: str) -> None:
-    """The per-step backward: for each step, newest first, the cell kernel (gate gradients into ``dpre`` (T, B,
-    ...), and into ``dpre_bt`` (B, T, ...) too unless it is None (time-major images: one buffer serves both), the
-    bias gradient into ``db_acc`` for channels-last buffers) and the recurrent data gradient (cuDNN's transposed
-    convolution) that the next one reads. ``dc`` is scratch (the running cell gradient)."""
-    T, B, _, H, W = pre.shape
-    Ch = cells.shape[2]
-    cdt, _ = _compute_types(pre.dtype)
-    dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
-    block, block_c, grid = _launch(layout, B * H * W, Ch)
-    for t in reversed(range(T)):
-        dout_t = dout[:, t]
-        dp2 = dpre[t] if dpre_bt is None else dpre_bt[:, t]
-        cell_bwd_kernel[grid](
-            pre[t], *_s3(pre[t]), cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
-            dout_t, *_s3(dout_t), dhr, dhr.stride(0), dhr.stride(1), dhr.stride(2), dhr.stride(3),
-            dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dp2, *_yx(dp2), db_acc,
-            B * Ch * H * W, Ch, H * W, W, pads[0], pads[2], forget_bias,
-            HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
-            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=layout == "nhwc",
-            STORE2=dpre_bt is not None, num_warps=NUM_WARPS_BWD,
-        )
-        if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
-            dhr = torch.ops.aten.convolution_backward(
-                dpre[t], hprev[t - 1], w_h, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
-                [True, False, False])[0]
 
 
 @torch.library.custom_op("mscred::convlstm_train_backward", mutates_args=())
@@ -543,7 +518,9 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     discards: ``padding.pad_copy`` hands back the interior); the weight gradients in the layout's order, dbias in
     the bias's dtype."""
     B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
+    top, left = pads[0], pads[2]
     HP, WP = xp.shape[-2:]
+    cdt, _ = _compute_types(xp.dtype)
     acc = torch.float64 if xp.dtype == torch.float64 else torch.float32  # dc and the bias gradient
     fmt = _memory_format(layout)
     dout = dout.to(xp.dtype)
@@ -556,15 +533,29 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     dpre = dpre_tb.view(T, B, 4 * Ch, H, W)
     dpre_images = dpre_tb if time_major else _empty(B * T, 4 * Ch, H, W, xp, layout)
     dpre_bt = None if time_major else dpre_images.view(B, T, 4 * Ch, H, W)
-    dc = _empty(B, Ch, H, W, xp, layout, dtype=acc)  # the running cell gradient
+    dc = _empty(B, Ch, H, W, xp, layout, dtype=acc)
+    dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
+    N = B * Ch * H * W
+    block, block_c, grid = _launch(layout, B * H * W, Ch)
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
     db_acc = torch.zeros(4 * Ch, device=xp.device, dtype=acc)
-    if convlstm_step.runs(xp.dtype, layout, Ch, xp.device) and time_major:
-        # the recurrent data gradients inside the cell kernel (the gate gradients written once, in step order)
-        convlstm_step.backward(dout, pre, cells, w_h, dpre, dc, db_acc, pads, forget_bias)
-    else:
-        _backward_steps(dout, pre, cells, hprev, w_h, dpre, dpre_bt, dc, db_acc, pads, forget_bias, layout)
+    for t in reversed(range(T)):
+        dout_t = dout[:, t]
+        dp2 = dpre[t] if time_major else dpre_bt[:, t]
+        cell_bwd_kernel[grid](
+            pre[t], *_s3(pre[t]), cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
+            dout_t, *_s3(dout_t), dhr, dhr.stride(0), dhr.stride(1), dhr.stride(2), dhr.stride(3),
+            dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dp2, *_yx(dp2), db_acc,
+            N, Ch, H * W, W, top, left, forget_bias,
+            HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
+            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
+            STORE2=not time_major, num_warps=NUM_WARPS_BWD,
+        )
+        if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
+            dhr = torch.ops.aten.convolution_backward(
+                dpre[t], hprev[t - 1], w_h, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
+                [True, False, False])[0]
     if T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
         dw_h = torch.ops.aten.convolution_backward(
             dpre[1:].reshape((T - 1) * B, 4 * Ch, H, W), hprev.reshape((T - 1) * B, Ch, HP, WP), w_h, None,
