@@ -307,6 +307,24 @@ def test_convolution_autotuning_is_scoped(start):
         torch.backends.cudnn.benchmark = before
 
 
+def test_benchmark_limit_setting(monkeypatch):
+    """MSCRED_CUDNN_BENCHMARK_LIMIT: unset -> None (PyTorch's limit), a count -> that count, else an error that
+    names the variable; with cuDNN, the limit holds inside convolution_autotuning and is restored after."""
+    from mscred.train_graphs import benchmark_limit, convolution_autotuning
+
+    monkeypatch.delenv("MSCRED_CUDNN_BENCHMARK_LIMIT", raising=False)
+    assert benchmark_limit() is None
+    monkeypatch.setenv("MSCRED_CUDNN_BENCHMARK_LIMIT", "0")
+    assert benchmark_limit() == 0
+    before = torch.backends.cudnn.benchmark_limit
+    with convolution_autotuning(True):
+        assert torch.backends.cudnn.benchmark_limit == (None if before is None else 0)
+    assert torch.backends.cudnn.benchmark_limit == before
+    monkeypatch.setenv("MSCRED_CUDNN_BENCHMARK_LIMIT", "all")
+    with pytest.raises(ValueError, match="MSCRED_CUDNN_BENCHMARK_LIMIT"):
+        benchmark_limit()
+
+
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA-graph capture needs a CUDA device")
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 
 import torch
 from torch import nn
@@ -61,14 +62,31 @@ def convolution_autotuning(enabled: bool = True):
     fixed shapes, so the timing runs in their warm-up, is baked into the captured graph, and never runs inside one.
     Scoped, not process-wide: left on, every later eager call of a new shape times its algorithms again (on the
     H200 that made `mscred train`'s one scoring pass of its training data 1.1 s instead of 0.12 s). ``enabled=False``
-    leaves the flag as it is."""
+    leaves the flag as it is. MSCRED_CUDNN_BENCHMARK_LIMIT sets how many candidates cuDNN times per shape inside
+    (``torch.backends.cudnn.benchmark_limit``; 0: all of them; unset: PyTorch's own limit), restored on exit too."""
     before = torch.backends.cudnn.benchmark
+    limit_before = torch.backends.cudnn.benchmark_limit  # None without cuDNN
+    limit = benchmark_limit()
     if enabled:
         torch.backends.cudnn.benchmark = True
+        if limit is not None and limit_before is not None:
+            torch.backends.cudnn.benchmark_limit = limit
     try:
         yield
     finally:
         torch.backends.cudnn.benchmark = before
+        if enabled and limit is not None and limit_before is not None:
+            torch.backends.cudnn.benchmark_limit = limit_before
+
+
+def benchmark_limit() -> int | None:
+    """MSCRED_CUDNN_BENCHMARK_LIMIT as a count of cuDNN candidates to time per shape (0: all), None when unset."""
+    text = os.environ.get("MSCRED_CUDNN_BENCHMARK_LIMIT", "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise ValueError(f"MSCRED_CUDNN_BENCHMARK_LIMIT must be a count (0: every algorithm), got {text!r}")
+    return int(text)
 
 
 def bf16_native(device: torch.device) -> bool:
