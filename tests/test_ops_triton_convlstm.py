@@ -116,17 +116,43 @@ def test_channels_last_input_and_in_kernel_bias_gradient(k, Ch, layout):
         assert got[0].permute(0, 1, 3, 4, 2).is_contiguous() and got[1].stride(2) == 1
 
 
-def test_bias_gradient_over_many_programs(monkeypatch):
-    """The bias gradient summed over many cell-kernel programs (atomic adds of per-tile column sums; the last
-    program's tile partly masked): float64 vs the reference. Small tiles force several programs under the
-    interpreter too."""
+@pytest.mark.parametrize("tiles", [1, 2, 3])
+def test_bias_gradient_over_many_programs(tiles, monkeypatch):
+    """The bias gradient summed over many cell-kernel programs (atomic adds of per-program column sums; the last
+    program's tile partly masked, with several row tiles per program whole tiles past the end too): float64 vs
+    the reference. Small tiles force several programs under the interpreter too."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    monkeypatch.setenv("MSCRED_CELL_BWD_TILES", f"*:256/{tiles}")
     monkeypatch.setattr(fused, "INTERPRETER_BLOCK", 256)
     monkeypatch.setattr(fused, "BLOCK", 256)
     x, w, b, dout = _inputs(3, 4, 5, 16, 6, 2, seed=77)  # 108 pixels, 16 per program: 7 programs
     for name, o, r in zip(("h", "dx", "dweight", "dbias"), _fwd_bwd(fused.convlstm, x, w, b, dout),
                           _fwd_bwd(ref.convlstm, x, w, b, dout)):
         assert _rel(o, r) < 1e-12, name
+
+
+def test_backward_tiles_setting(monkeypatch):
+    """(BLOCK, TILES) of the backward cell kernel: the forward's BLOCK and one tile by default, BWD_TILES per
+    channel count, MSCRED_CELL_BWD_TILES over both (one level or *); a malformed entry names the form. The
+    interpreter keeps its BLOCK; NCHW buffers take one tile per program."""
+    monkeypatch.delenv("MSCRED_CELL_BWD_TILES", raising=False)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert fused.bwd_tiles(32, 1024) == (1024, 1)
+    monkeypatch.setitem(fused.BWD_TILES, 32, (512, 4))
+    assert fused.bwd_tiles(32, 1024) == (512, 4) and fused.bwd_tiles(64, 1024) == (1024, 1)
+    monkeypatch.setenv("MSCRED_CELL_BWD_TILES", "64:2048/2;*:256/8")
+    assert fused.bwd_tiles(64, 1024) == (256, 8)
+    monkeypatch.setenv("MSCRED_CELL_BWD_TILES", "64:2048/2")
+    assert fused.bwd_tiles(64, 1024) == (2048, 2) and fused.bwd_tiles(32, 1024) == (512, 4)
+    block, block_c, tiles, grid = fused._launch_bwd("nhwc", 100 * 64, 64)
+    assert (block, block_c, tiles) == (2048, 64, 2) and grid == (100 * 64 // 32 // 2, 1)
+    assert fused._launch_bwd("nchw", 100 * 64, 64)[2] == 1
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert fused.bwd_tiles(64, fused.INTERPRETER_BLOCK) == (fused.INTERPRETER_BLOCK, 2)
+    for bad in ("64:2048", "64:a/2", "64:2048/0"):
+        monkeypatch.setenv("MSCRED_CELL_BWD_TILES", bad)
+        with pytest.raises(ValueError, match="CH:BLOCK/TILES"):
+            fused.bwd_tiles(64, 1024)
 
 
 def test_broadcast_output_gradient(layout):

@@ -61,6 +61,8 @@ INTERPRETER_BLOCK = 16384  # the CPU interpreter pays per program, not per eleme
 MAX_BLOCK_C = 64  # channels per program in channels-last order (a row of the 2-D tile: 128 contiguous bytes in bf16)
 NUM_WARPS = 4  # of the forward cell kernel (Triton's default; benchmarks/bench_cell_blocks.py sweeps it)
 NUM_WARPS_BWD = 4  # of the backward cell kernel (benchmarks/bench_train_cells.py sweeps it)
+# (BLOCK, TILES) of the backward cell kernel per hidden-channel count (``bwd_tiles``); others: (BLOCK, 1).
+BWD_TILES: dict[int, tuple[int, int]] = {}
 
 
 def is_available() -> tuple[bool, str]:
@@ -126,6 +128,38 @@ def _launch(layout: str, pixels: int, ch: int) -> tuple[int, int, tuple[int, ...
         block_c = min(triton.next_power_of_2(ch), MAX_BLOCK_C, block)
         return block, block_c, (triton.cdiv(pixels, block // block_c), triton.cdiv(ch, block_c))
     return block, 1, (triton.cdiv(pixels * ch, block),)
+
+
+def _launch_bwd(layout: str, pixels: int, ch: int) -> tuple[int, int, int, tuple[int, ...]]:
+    """(BLOCK, BLOCK_C, TILES, grid) of the backward cell kernel: ``_launch``'s tile, and for channels-last
+    buffers TILES row tiles per program (``BWD_TILES``, MSCRED_CELL_BWD_TILES), whose bias sums it reduces once."""
+    block, block_c, grid = _launch(layout, pixels, ch)
+    if layout != "nhwc":
+        return block, block_c, 1, grid
+    block, tiles = bwd_tiles(ch, block)
+    block_c = min(block_c, block)
+    rows = triton.cdiv(pixels, block // block_c)
+    return block, block_c, tiles, (triton.cdiv(rows, tiles), grid[1])
+
+
+def bwd_tiles(ch: int, block: int) -> tuple[int, int]:
+    """(BLOCK, TILES) of the backward cell kernel for ``ch`` hidden channels: (``block``, 1) unless ``BWD_TILES``
+    or MSCRED_CELL_BWD_TILES ("CH:BLOCK/TILES;..." with CH a channel count or *, "/" and ";" because the device
+    scripts pass variables as comma-separated lists) says otherwise; the interpreter keeps its own BLOCK."""
+    chosen = BWD_TILES.get(ch, (block, 1))
+    for entry in filter(None, os.environ.get("MSCRED_CELL_BWD_TILES", "").split(";")):
+        level, _, tile = entry.partition(":")
+        try:
+            fields = tuple(int(v) for v in tile.split("/"))
+        except ValueError:
+            fields = ()
+        if len(fields) != 2 or min(fields) < 1:
+            raise ValueError(f"MSCRED_CELL_BWD_TILES: an entry is CH:BLOCK/TILES, got {entry!r}")
+        if level in ("*", str(ch)):
+            chosen = fields
+    if _interpreting():
+        chosen = (block, chosen[1])
+    return chosen
 
 
 def _out5(B: int, T: int, C: int, H: int, W: int, like: torch.Tensor, layout: str) -> torch.Tensor:
@@ -536,7 +570,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     dc = _empty(B, Ch, H, W, xp, layout, dtype=acc)
     dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
     N = B * Ch * H * W
-    block, block_c, grid = _launch(layout, B * H * W, Ch)
+    block, block_c, tiles, grid = _launch_bwd(layout, B * H * W, Ch)
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
     db_acc = torch.zeros(4 * Ch, device=xp.device, dtype=acc)
@@ -550,7 +584,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             N, Ch, H * W, W, top, left, forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
-            STORE2=not time_major, num_warps=NUM_WARPS_BWD,
+            STORE2=not time_major, TILES=tiles, num_warps=NUM_WARPS_BWD,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(

@@ -60,10 +60,10 @@ if triton is not None:
         return mask, b, r // HW, r % HW
 
     @triton.jit
-    def _indices_2d(N, CH, HW, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr):
-        """Channels-last order: rows = BLOCK // BLOCK_C of the B*HW pixels (grid axis 0), columns = BLOCK_C
+    def _indices_2d(N, CH, HW, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr, tile):
+        """Channels-last order: rows = BLOCK // BLOCK_C of the B*HW pixels (row tile ``tile``), columns = BLOCK_C
         channels (grid axis 1). mask (R, BLOCK_C); batch, pixel (R, 1); channel (1, BLOCK_C)."""
-        q = tl.program_id(0) * (BLOCK // BLOCK_C) + tl.arange(0, BLOCK // BLOCK_C)
+        q = tile * (BLOCK // BLOCK_C) + tl.arange(0, BLOCK // BLOCK_C)
         ch = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
         mask = (q < N // CH)[:, None] & (ch < CH)[None, :]
         return mask, (q // HW).to(tl.int64)[:, None], ch[None, :], (q % HW)[:, None]
@@ -83,7 +83,7 @@ if triton is not None:
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
     ):
         if PIX_MAJOR:
-            mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C)
+            mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C, tl.program_id(0))
         else:
             mask, b, ch, p = _indices_1d(N, CH, HW, BLOCK)
         gx = gx_ptr + b * gx_sb + ch * gx_sc + (p // W) * gx_sy + (p % W) * gx_sx
@@ -133,25 +133,16 @@ if triton is not None:
             hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
             tl.store(hp, h, mask=mask)
 
-    @_jit(do_not_specialize=_SIZES)
-    def cell_bwd_kernel(
-        pre_ptr, pre_sb, pre_sc, pre_sp,        # gate pre-activations of this step (B, 4Ch, H, W)
-        cprev_ptr, c_ptr, c_sb, c_sc, c_sp,     # cell states of the previous / this step
-        dh_ptr, dh_sb, dh_sc, dh_sp,            # gradient of the output h_t
-        dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx,  # recurrent gradient of h_t, zero-bordered; read if HAS_DHR
-        dc_ptr, dc_sb, dc_sc, dc_sp,            # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}
-        dpre_ptr, dp_sb, dp_sc, dp_sp,          # out: d(pre-activations) for the recurrent convolution
-        dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx,  # out if STORE2: the same into the input conv's (B, T, ...) buffer
-        db_ptr,                                 # in/out: (4Ch,) float32/64 bias gradient, accumulated if DBIAS
-        N, CH, HW, W, PAD_T, PAD_L, forget_bias,
-        HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
-        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
-        DBIAS: tl.constexpr, STORE2: tl.constexpr,
+    @triton.jit
+    def _cell_bwd_tile(
+        pre_ptr, pre_sb, pre_sc, pre_sp, cprev_ptr, c_ptr, c_sb, c_sc, c_sp, dh_ptr, dh_sb, dh_sc, dh_sp,
+        dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx, dc_ptr, dc_sb, dc_sc, dc_sp, dpre_ptr, dp_sb, dp_sc, dp_sp,
+        dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
+        CH, HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr, CDT: tl.constexpr,
+        STORE2: tl.constexpr,
     ):
-        if PIX_MAJOR:
-            mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C)
-        else:
-            mask, b, ch, p = _indices_1d(N, CH, HW, BLOCK)
+        """One tile of ``cell_bwd_kernel``: loads, the gate gradients' arithmetic and their stores (and dc_{t-1});
+        returns the four gate gradients in the compute type, for the bias sums."""
         pre = pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp
         pq = CH * pre_sc
         zi = tl.load(pre, mask=mask, other=0.0).to(CDT)
@@ -183,35 +174,68 @@ if triton is not None:
         else:
             d_f = tl.zeros_like(dc)  # c_{-1} = 0: the forget gate has no effect at step 0
         tl.store(dcp, (dc * f).to(dc_ptr.dtype.element_ty), mask=mask)
-        if DBIAS:
-            # d bias = the d-gates summed over batch, pixels and steps (channels-last 2-D tiles only): per program
-            # a column sum of the tile (in the compute type, before any bf16 rounding), then one atomic add of
-            # BLOCK_C partial sums per gate, instead of a separate reduction over the whole d-gate tensor.
-            cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-            cmask = cols < CH
-            zero = tl.zeros_like(dc)
-            tl.atomic_add(db_ptr + cols, tl.sum(tl.where(mask, d_i, zero), axis=0), mask=cmask)
-            tl.atomic_add(db_ptr + CH + cols, tl.sum(tl.where(mask, d_g, zero), axis=0), mask=cmask)
-            tl.atomic_add(db_ptr + 2 * CH + cols, tl.sum(tl.where(mask, d_f, zero), axis=0), mask=cmask)
-            tl.atomic_add(db_ptr + 3 * CH + cols, tl.sum(tl.where(mask, d_o, zero), axis=0), mask=cmask)
         ty = dpre_ptr.dtype.element_ty
-        d_i = d_i.to(ty)
-        d_g = d_g.to(ty)
-        d_f = d_f.to(ty)
-        d_o = d_o.to(ty)
         dp = dpre_ptr + b * dp_sb + ch * dp_sc + p * dp_sp
         dq = CH * dp_sc
-        tl.store(dp, d_i, mask=mask)
-        tl.store(dp + dq, d_g, mask=mask)
-        tl.store(dp + 2 * dq, d_f, mask=mask)
-        tl.store(dp + 3 * dq, d_o, mask=mask)
+        tl.store(dp, d_i.to(ty), mask=mask)
+        tl.store(dp + dq, d_g.to(ty), mask=mask)
+        tl.store(dp + 2 * dq, d_f.to(ty), mask=mask)
+        tl.store(dp + 3 * dq, d_o.to(ty), mask=mask)
         if STORE2:  # steps stored batch-major: the input convolution's gradient wants them in (B*T) order too
             dp2 = dpre2_ptr + b * dp2_sb + ch * dp2_sc + (p // W) * dp2_sy + (p % W) * dp2_sx
             dq2 = CH * dp2_sc
-            tl.store(dp2, d_i, mask=mask)
-            tl.store(dp2 + dq2, d_g, mask=mask)
-            tl.store(dp2 + 2 * dq2, d_f, mask=mask)
-            tl.store(dp2 + 3 * dq2, d_o, mask=mask)
+            tl.store(dp2, d_i.to(ty), mask=mask)
+            tl.store(dp2 + dq2, d_g.to(ty), mask=mask)
+            tl.store(dp2 + 2 * dq2, d_f.to(ty), mask=mask)
+            tl.store(dp2 + 3 * dq2, d_o.to(ty), mask=mask)
+        return d_i, d_g, d_f, d_o
+
+    @_jit(do_not_specialize=_SIZES)
+    def cell_bwd_kernel(
+        pre_ptr, pre_sb, pre_sc, pre_sp,        # gate pre-activations of this step (B, 4Ch, H, W)
+        cprev_ptr, c_ptr, c_sb, c_sc, c_sp,     # cell states of the previous / this step
+        dh_ptr, dh_sb, dh_sc, dh_sp,            # gradient of the output h_t
+        dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx,  # recurrent gradient of h_t, zero-bordered; read if HAS_DHR
+        dc_ptr, dc_sb, dc_sc, dc_sp,            # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}
+        dpre_ptr, dp_sb, dp_sc, dp_sp,          # out: d(pre-activations) for the recurrent convolution
+        dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx,  # out if STORE2: the same into the input conv's (B, T, ...) buffer
+        db_ptr,                                 # in/out: (4Ch,) float32/64 bias gradient, accumulated if DBIAS
+        N, CH, HW, W, PAD_T, PAD_L, forget_bias,
+        HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
+        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
+        DBIAS: tl.constexpr, STORE2: tl.constexpr, TILES: tl.constexpr,
+    ):
+        # TILES row tiles per program (channels-last; 1 for NCHW): the bias gradient's column sums (a reduction
+        # through shared memory) and atomic adds are made once per program, not once per tile.
+        if DBIAS:
+            zero = tl.zeros((BLOCK // BLOCK_C, BLOCK_C), dtype=CDT)
+            s_i, s_g, s_f, s_o = zero, zero, zero, zero
+        for k in range(TILES):
+            if PIX_MAJOR:
+                mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C, tl.program_id(0) * TILES + k)
+            else:
+                mask, b, ch, p = _indices_1d(N, CH, HW, BLOCK)
+            d_i, d_g, d_f, d_o = _cell_bwd_tile(
+                pre_ptr, pre_sb, pre_sc, pre_sp, cprev_ptr, c_ptr, c_sb, c_sc, c_sp, dh_ptr, dh_sb, dh_sc, dh_sp,
+                dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx, dc_ptr, dc_sb, dc_sc, dc_sp, dpre_ptr, dp_sb, dp_sc, dp_sp,
+                dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
+                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2)
+            if DBIAS:
+                s_i += tl.where(mask, d_i, 0.0)
+                s_g += tl.where(mask, d_g, 0.0)
+                s_f += tl.where(mask, d_f, 0.0)
+                s_o += tl.where(mask, d_o, 0.0)
+        if DBIAS:
+            # d bias = the d-gates summed over batch, pixels and steps (channels-last 2-D tiles only): per program
+            # a column sum of its tiles (in the compute type, before any bf16 rounding), then one atomic add of
+            # BLOCK_C partial sums per gate, instead of a separate reduction over the whole d-gate tensor.
+            cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+            cmask = cols < CH
+            tl.atomic_add(db_ptr + cols, tl.sum(s_i, axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + CH + cols, tl.sum(s_g, axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + 2 * CH + cols, tl.sum(s_f, axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + 3 * CH + cols, tl.sum(s_o, axis=0), mask=cmask)
+
 
     # ------------------------------------------------------------------------------------------------------------
     # Inference: one program per window runs all steps of a level (convlstm_window.py launches it).
