@@ -132,13 +132,14 @@ def test_bias_gradient_over_many_programs(tiles, monkeypatch):
 
 
 def test_backward_tiles_setting(monkeypatch):
-    """(BLOCK, TILES) of the backward cell kernel: the forward's BLOCK and one tile by default, BWD_TILES per
-    channel count, MSCRED_CELL_BWD_TILES over both (one level or *); a malformed entry names the form. The
+    """(BLOCK, TILES) of the backward cell kernel: BWD_TILES per channel count, else the forward's BLOCK and one
+    tile, MSCRED_CELL_BWD_TILES over both (one level or *); a malformed entry names the form. The
     interpreter keeps its BLOCK; NCHW buffers take one tile per program."""
     monkeypatch.delenv("MSCRED_CELL_BWD_TILES", raising=False)
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    assert fused.bwd_tiles(32, 1024) == (1024, 1)
+    assert fused.bwd_tiles(48, 1024) == (1024, 1)
     monkeypatch.setitem(fused.BWD_TILES, 32, (512, 4))
+    monkeypatch.delitem(fused.BWD_TILES, 64)
     assert fused.bwd_tiles(32, 1024) == (512, 4) and fused.bwd_tiles(64, 1024) == (1024, 1)
     monkeypatch.setenv("MSCRED_CELL_BWD_TILES", "64:2048/2;*:256/8")
     assert fused.bwd_tiles(64, 1024) == (256, 8)

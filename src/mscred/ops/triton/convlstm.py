@@ -61,8 +61,12 @@ INTERPRETER_BLOCK = 16384  # the CPU interpreter pays per program, not per eleme
 MAX_BLOCK_C = 64  # channels per program in channels-last order (a row of the 2-D tile: 128 contiguous bytes in bf16)
 NUM_WARPS = 4  # of the forward cell kernel (Triton's default; benchmarks/bench_cell_blocks.py sweeps it)
 NUM_WARPS_BWD = 4  # of the backward cell kernel (benchmarks/bench_train_cells.py sweeps it)
-# (BLOCK, TILES) of the backward cell kernel per hidden-channel count (``bwd_tiles``); others: (BLOCK, 1).
-BWD_TILES: dict[int, tuple[int, int]] = {}
+# (BLOCK, TILES) of the backward cell kernel per hidden-channel count (``bwd_tiles``); others: (BLOCK, 1). The
+# fastest of benchmarks/bench_cell_bwd_tiles.py's sweep on the H200 per level (bf16, batch 128): each level's backward
+# 1.08x, 1.11x, 1.15x, 1.01x; the graphed training step 3.65 / 3.66 -> 3.50 / 3.51 ms in alternation
+# (results/cell_bwd_tiles/). Fewer, longer programs: the bias sums' shared-memory reduction and atomic adds once per
+# program instead of once per tile, and smaller tiles (fewer registers per thread) for the same bytes in flight.
+BWD_TILES: dict[int, tuple[int, int]] = {32: (512, 4), 64: (256, 8), 128: (512, 4), 256: (512, 2)}
 
 
 def is_available() -> tuple[bool, str]:
@@ -143,9 +147,10 @@ def _launch_bwd(layout: str, pixels: int, ch: int) -> tuple[int, int, int, tuple
 
 
 def bwd_tiles(ch: int, block: int) -> tuple[int, int]:
-    """(BLOCK, TILES) of the backward cell kernel for ``ch`` hidden channels: (``block``, 1) unless ``BWD_TILES``
-    or MSCRED_CELL_BWD_TILES ("CH:BLOCK/TILES;..." with CH a channel count or *, "/" and ";" because the device
-    scripts pass variables as comma-separated lists) says otherwise; the interpreter keeps its own BLOCK."""
+    """(BLOCK, TILES) of the backward cell kernel for ``ch`` hidden channels: ``BWD_TILES``'s entry, else
+    (``block``, 1), unless MSCRED_CELL_BWD_TILES names one ("CH:BLOCK/TILES;..." with CH a channel count or *; "/"
+    and ";" because the device scripts pass variables as comma-separated lists). The interpreter keeps its own
+    BLOCK."""
     chosen = BWD_TILES.get(ch, (block, 1))
     for entry in filter(None, os.environ.get("MSCRED_CELL_BWD_TILES", "").split(";")):
         level, _, tile = entry.partition(":")
