@@ -4,7 +4,8 @@ Each level of the default model at the training batch (128 windows of 5 steps, b
 32/64/128/256 at 30/15/8/4 pixels, kernel 2): its forward (saving the backward's state) and its backward, each
 captured in a CUDA graph and timed by replays (CUDA events, median of 30 after 5 warm-ups), so that the rows
 compare GPU time, not Python launch overhead. Between rows only the cell kernels change: elements per program
-(``BLOCK``), warps of the forward / backward kernel (``NUM_WARPS`` / ``NUM_WARPS_BWD``), and the stored cell
+(``BLOCK``; the backward's tile at the levels of ``convlstm.BWD_TILES`` is that table's since 2026-12-01, swept by
+bench_cell_bwd_tiles.py), warps of the forward / backward kernel (``NUM_WARPS`` / ``NUM_WARPS_BWD``), and the stored cell
 state (float16, the default for bf16; float32 with MSCRED_LSTM_HALF_CELL_TRAIN=0). Each row's gradients (dx, dW,
 dbias) are compared with the level's first row's (float16 cells, BLOCK 512, 4 / 4 warps): the largest relative
 difference, 0 where only the tiling changed (bias-gradient atomics aside), bf16-rounding-sized across cell types.

@@ -14,8 +14,9 @@ elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input 
     backward  per step, newest first: _cell_bwd gives d(gate pre-activations) and dc_{t-1} from dh_t (the
               output's gradient plus the recurrent one), dc_t and the saved c/gates; the recurrent input gradient
               is one transposed convolution per step; d(W[:, C:]) is ONE weight-gradient call over all steps, and
-              dx, d(W[:, :C]) ONE more; dbias is summed inside _cell_bwd (per-tile column sums, atomic adds) in
-              channels-last order, by one reduction in NCHW order.
+              dx, d(W[:, :C]) ONE more; dbias is summed inside _cell_bwd (column sums over each program's row
+              tiles, one atomic add per program and gate, ``bwd_tiles``) in channels-last order, by one
+              reduction in NCHW order.
 
 Two ops. ``convlstm_fused`` is inference: TF's asymmetric k = 2 padding as the input convolution's own padding 1,
 the gates read as the (H, W) window of its (H+1, W+1) output (no padded copy of x), and the per-window kernels
