@@ -116,15 +116,15 @@ def test_channels_last_input_and_in_kernel_bias_gradient(k, Ch, layout):
         assert got[0].permute(0, 1, 3, 4, 2).is_contiguous() and got[1].stride(2) == 1
 
 
-@pytest.mark.parametrize("tiles", [1, 2, 3])
-def test_bias_gradient_over_many_programs(tiles, monkeypatch):
+@pytest.mark.parametrize("tiles, block", [(1, 256), (2, 256), (3, 256), (8, 8)])
+def test_bias_gradient_over_many_programs(tiles, block, monkeypatch):
     """The bias gradient summed over many cell-kernel programs (atomic adds of per-program column sums; the last
     program's tile partly masked, with several row tiles per program whole tiles past the end too): float64 vs
     the reference. Small tiles force several programs under the interpreter too."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
-    monkeypatch.setenv("MSCRED_CELL_BWD_TILES", f"*:256/{tiles}")
-    monkeypatch.setattr(fused, "INTERPRETER_BLOCK", 256)
-    monkeypatch.setattr(fused, "BLOCK", 256)
+    monkeypatch.setenv("MSCRED_CELL_BWD_TILES", f"*:{block}/{tiles}")
+    monkeypatch.setattr(fused, "INTERPRETER_BLOCK", block)  # 8: tiles narrower than the 16 channels, two columns
+    monkeypatch.setattr(fused, "BLOCK", block)
     x, w, b, dout = _inputs(3, 4, 5, 16, 6, 2, seed=77)  # 108 pixels, 16 per program: 7 programs
     for name, o, r in zip(("h", "dx", "dweight", "dbias"), _fwd_bwd(fused.convlstm, x, w, b, dout),
                           _fwd_bwd(ref.convlstm, x, w, b, dout)):
@@ -148,9 +148,11 @@ def test_backward_tiles_setting(monkeypatch):
     block, block_c, tiles, grid = fused._launch_bwd("nhwc", 100 * 64, 64)
     assert (block, block_c, tiles) == (2048, 64, 2) and grid == (100 * 64 // 32 // 2, 1)
     assert fused._launch_bwd("nchw", 100 * 64, 64)[2] == 1
+    monkeypatch.setenv("MSCRED_CELL_BWD_TILES", "64:16/2")  # a tile narrower than the channels: 16 x 16, 4 columns
+    assert fused._launch_bwd("nhwc", 100 * 64, 64) == (16, 16, 2, (100 * 64 // 2, 4))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     assert fused.bwd_tiles(64, fused.INTERPRETER_BLOCK) == (fused.INTERPRETER_BLOCK, 2)
-    for bad in ("64:2048", "64:a/2", "64:2048/0"):
+    for bad in ("64:2048", "64:a/2", "64:2048/0", "64:1000/2"):
         monkeypatch.setenv("MSCRED_CELL_BWD_TILES", bad)
         with pytest.raises(ValueError, match="CH:BLOCK/TILES"):
             fused.bwd_tiles(64, 1024)

@@ -144,7 +144,7 @@ def _launch_bwd(layout: str, pixels: int, ch: int) -> tuple[int, int, int, tuple
     block, tiles = bwd_tiles(ch, block)
     block_c = min(block_c, block)
     rows = triton.cdiv(pixels, block // block_c)
-    return block, block_c, tiles, (triton.cdiv(rows, tiles), grid[1])
+    return block, block_c, tiles, (triton.cdiv(rows, tiles), triton.cdiv(ch, block_c))
 
 
 def bwd_tiles(ch: int, block: int) -> tuple[int, int]:
@@ -159,8 +159,9 @@ def bwd_tiles(ch: int, block: int) -> tuple[int, int]:
             fields = tuple(int(v) for v in tile.split("/"))
         except ValueError:
             fields = ()
-        if len(fields) != 2 or min(fields) < 1:
-            raise ValueError(f"MSCRED_CELL_BWD_TILES: an entry is CH:BLOCK/TILES, got {entry!r}")
+        if len(fields) != 2 or min(fields) < 1 or fields[0] & (fields[0] - 1):
+            raise ValueError(f"MSCRED_CELL_BWD_TILES: an entry is CH:BLOCK/TILES, BLOCK a power of two, got "
+                             f"{entry!r}")
         if level in ("*", str(ch)):
             chosen = fields
     if _interpreting():
