@@ -68,6 +68,16 @@ if triton is not None:
         mask = (q < N // CH)[:, None] & (ch < CH)[None, :]
         return mask, (q // HW).to(tl.int64)[:, None], ch[None, :], (q % HW)[:, None]
 
+    @triton.jit
+    def _store_gates(ptr, gate_stride, zi, zg, zf, zo, mask):
+        """The four gate tiles i, g, f, o into their blocks ``gate_stride`` elements apart (CH times the channel
+        stride), each cast to ``ptr``'s element type."""
+        ty = ptr.dtype.element_ty
+        tl.store(ptr, zi.to(ty), mask=mask)
+        tl.store(ptr + gate_stride, zg.to(ty), mask=mask)
+        tl.store(ptr + 2 * gate_stride, zf.to(ty), mask=mask)
+        tl.store(ptr + 3 * gate_stride, zo.to(ty), mask=mask)
+
     @_jit(do_not_specialize=_SIZES)
     def cell_fwd_kernel(
         gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,  # input-conv gates of this step (B, 4Ch, H, W); may be a crop
@@ -115,12 +125,7 @@ if triton is not None:
         zf = zf.to(out_ty).to(CDT)
         zo = zo.to(out_ty).to(CDT)
         if STORE_PRE:
-            pre = pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp
-            pq = CH * pre_sc
-            tl.store(pre, zi.to(out_ty), mask=mask)
-            tl.store(pre + pq, zg.to(out_ty), mask=mask)
-            tl.store(pre + 2 * pq, zf.to(out_ty), mask=mask)
-            tl.store(pre + 3 * pq, zo.to(out_ty), mask=mask)
+            _store_gates(pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp, CH * pre_sc, zi, zg, zf, zo, mask)
         c = _sigmoid(zi) * _tanh(zg)
         cell = b * c_sb + ch * c_sc + p * c_sp
         if HAS_CPREV:
@@ -174,20 +179,10 @@ if triton is not None:
         else:
             d_f = tl.zeros_like(dc)  # c_{-1} = 0: the forget gate has no effect at step 0
         tl.store(dcp, (dc * f).to(dc_ptr.dtype.element_ty), mask=mask)
-        ty = dpre_ptr.dtype.element_ty
-        dp = dpre_ptr + b * dp_sb + ch * dp_sc + p * dp_sp
-        dq = CH * dp_sc
-        tl.store(dp, d_i.to(ty), mask=mask)
-        tl.store(dp + dq, d_g.to(ty), mask=mask)
-        tl.store(dp + 2 * dq, d_f.to(ty), mask=mask)
-        tl.store(dp + 3 * dq, d_o.to(ty), mask=mask)
+        _store_gates(dpre_ptr + b * dp_sb + ch * dp_sc + p * dp_sp, CH * dp_sc, d_i, d_g, d_f, d_o, mask)
         if STORE2:  # steps stored batch-major: the input convolution's gradient wants them in (B*T) order too
-            dp2 = dpre2_ptr + b * dp2_sb + ch * dp2_sc + (p // W) * dp2_sy + (p % W) * dp2_sx
-            dq2 = CH * dp2_sc
-            tl.store(dp2, d_i.to(ty), mask=mask)
-            tl.store(dp2 + dq2, d_g.to(ty), mask=mask)
-            tl.store(dp2 + 2 * dq2, d_f.to(ty), mask=mask)
-            tl.store(dp2 + 3 * dq2, d_o.to(ty), mask=mask)
+            _store_gates(dpre2_ptr + b * dp2_sb + ch * dp2_sc + (p // W) * dp2_sy + (p % W) * dp2_sx, CH * dp2_sc,
+                         d_i, d_g, d_f, d_o, mask)
         return d_i, d_g, d_f, d_o
 
     @_jit(do_not_specialize=_SIZES)
