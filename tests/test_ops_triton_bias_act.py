@@ -155,3 +155,18 @@ def test_forward_tile_override(monkeypatch):
     monkeypatch.setenv("MSCRED_BIAS_ACT_FWD_TILE", "2048")
     with pytest.raises(ValueError, match="BLOCK/warps"):
         tile_override("MSCRED_BIAS_ACT_FWD_TILE", (1, 1))
+
+
+@pytest.mark.parametrize("tile", ["64/4/3", "128/4/1", "32/2/5"])
+def test_backward_tile_override_sums_bias_over_many_tiles(monkeypatch, tile):
+    """MSCRED_BIAS_ACT_BWD_TILE="BLOCK/warps/tiles" (A/B runs) sets the backward's tile, warps and tiles per program:
+    with small tiles many programs each sum several tiles (the last one ragged) into the bias gradient, with 96
+    channels over two column tiles; dy and dbias stay the oracle's. A value without its three numbers is refused."""
+    from mscred.ops.triton.runtime import tile_override
+
+    monkeypatch.setenv("MSCRED_BIAS_ACT_BWD_TILE", tile)
+    _check(3, 96, 7, 6, (1, 1, 5, 4), True, True, torch.float32, seed=11)
+    _check(2, 5, 9, 9, (0, 0, None, None), False, False, torch.float32, seed=12)
+    monkeypatch.setenv("MSCRED_BIAS_ACT_BWD_TILE", "2048/4")
+    with pytest.raises(ValueError, match="BLOCK/warps/tiles"):
+        tile_override("MSCRED_BIAS_ACT_BWD_TILE", (1, 1, 1))

@@ -81,6 +81,22 @@ def test_kernel_5():
     _check(2, 3, 8, 7, False, torch.float32, seed=6, k=5)
 
 
+def test_flat_taps_without_a_spare_row():
+    # 1 x 1 over 16 channels: K = 16 fills the one flat block, so the bias gradient is summed beside the product
+    # (the 3-channel layers have K = 27 of 32 and get it as the product's spare row).
+    _check(3, 16, 5, 6, True, torch.float32, seed=8, k=1)
+
+
+@pytest.mark.parametrize("tile", ["32/2/1", "64/4/2"])
+def test_weight_gradient_tile_override(monkeypatch, tile):
+    """MSCRED_SMALL_CONV_WGRAD_TILE="BLOCK_P/warps/programs-per-SM" (A/B runs): small tiles over few programs make
+    each program loop over many tiles (the flat layer with the bias as the product's spare row, the per-tap layer
+    with it summed beside); the gradients stay the oracle's."""
+    monkeypatch.setenv("MSCRED_SMALL_CONV_WGRAD_TILE", tile)
+    _check(3, 3, 32, 9, True, torch.float32, seed=9)
+    _check(2, 64, 3, 7, True, torch.float32, seed=10)
+
+
 def test_deconv_as_conv_is_the_cropped_transposed_convolution():
     """What the decoder relies on: stride-1 conv_transpose2d, cropped by k // 2 on each side (TF "same") equals
     conv2d with the transposed, flipped kernel and padding k // 2."""

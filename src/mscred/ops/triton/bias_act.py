@@ -34,14 +34,16 @@ from mscred.ops.triton.runtime import tl, triton
 
 SELU_ALPHA = 1.6732632423543772848170429916717
 SELU_SCALE = 1.0507009873554804934193349852946
-BLOCK = 2048  # elements of one tile (BLOCK // BLOCK_C pixels x BLOCK_C channels)
 # The forward's tile and warps: 1024 x 8 warps ran the model's scoring calls 1.10-1.39x faster than 2048 x 4 (the
 # sub-pixel deconv2's phase read 2.37x) and its training forward calls 1.10x in sum (benchmarks/results/
 # small_tiles/, H200). MSCRED_BIAS_ACT_FWD_TILE="BLOCK/warps" overrides (A/B runs).
 FWD_BLOCK, FWD_WARPS = 1024, 8
 MAX_BLOCK_C = 64
-BWD_TILES = 8  # tiles per backward program: fewer atomic adds on the same bias addresses
-INTERPRETER_BLOCK = 16384
+# The backward's tile (elements), warps and tiles per program (whose bias sums it reduces once): the defaults
+# before benchmarks/bench_bwd_tiles.py swept them on the training step's calls. MSCRED_BIAS_ACT_BWD_TILE=
+# "BLOCK/warps/tiles" overrides (A/B runs).
+BWD_BLOCK, BWD_WARPS, BWD_TILES = 2048, 4, 8
+INTERPRETER_BLOCK = 16384  # the tile under the CPU interpreter (unless a variable names one)
 
 
 def is_available() -> tuple[bool, str]:
@@ -166,8 +168,10 @@ if triton is not None:
                              P, C, HWO, WO, TOP, LEFT,
                              SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
                              TILES: tl.constexpr):
-        ch1 = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-        colsum = tl.zeros([BLOCK_C], dtype=CDT)
+        # The bias gradient's column sums: accumulated element-wise over the program's TILES tiles, then reduced
+        # across the tile's rows once (a reduction through shared memory, with its barriers) and added with one
+        # atomic per channel -- not reduced after every tile.
+        acc = tl.zeros([BLOCK_P, BLOCK_C], dtype=CDT)
         for i in range(TILES):
             q0 = (tl.program_id(0) * TILES + i) * BLOCK_P
             mask, b, oy, ox, ch = _tile(q0, P, C, HWO, WO, BLOCK_P, BLOCK_C)
@@ -177,12 +181,12 @@ if triton is not None:
                 g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
             tl.store(d_ptr + b * d_sb + ch * d_sc + (oy + TOP) * d_sy + (ox + LEFT) * d_sx,
                      g.to(d_ptr.dtype.element_ty), mask=mask)
-            colsum += tl.sum(tl.where(mask, g, 0.0), axis=0)
-        tl.atomic_add(db_ptr + ch1, colsum, mask=ch1 < C)
+            acc += g  # masked-off elements loaded as 0: g is 0 there
+        ch1 = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+        tl.atomic_add(db_ptr + ch1, tl.sum(acc, axis=0), mask=ch1 < C)
 
 
-def _launch(P: int, C: int, tiles: int = 1, block: int = BLOCK):
-    block = INTERPRETER_BLOCK if _interpreting() else block
+def _launch(P: int, C: int, tiles: int, block: int):
     block_c = min(triton.next_power_of_2(C), MAX_BLOCK_C)
     block_p = max(block // block_c, 1)
     return block_p, block_c, (triton.cdiv(P, block_p * tiles), triton.cdiv(C, block_c))
@@ -210,8 +214,9 @@ def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, lef
     P = B * height * width
     if P == 0 or C == 0:
         return out
-    block, warps = _runtime.tile_override("MSCRED_BIAS_ACT_FWD_TILE", (FWD_BLOCK, FWD_WARPS))
-    block_p, block_c, grid = _launch(P, C, block=block)
+    block, warps = _runtime.tile_override("MSCRED_BIAS_ACT_FWD_TILE",
+                                          (INTERPRETER_BLOCK, FWD_WARPS) if _interpreting() else (FWD_BLOCK, FWD_WARPS))
+    block_p, block_c, grid = _launch(P, C, 1, block)
     _bias_act_fwd_kernel[grid](y, *y.stride(), bias, out, *out.stride(), P, C, height * width, width, top, left,
                                SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c, SHUFFLE=shuffle,
                                num_warps=warps)
@@ -239,11 +244,15 @@ def bias_act_fused_backward(dout: torch.Tensor, out: torch.Tensor, bias: torch.T
     P = B * height * width
     if P and C:
         dout = dout.to(out.dtype)
-        tiles = 1 if _interpreting() else BWD_TILES
-        block_p, block_c, grid = _launch(P, C, tiles)
+        # (The CPU interpreter pays per program, not per element: one large tile, unless the variable names one.)
+        block, warps, tiles = _runtime.tile_override(
+            "MSCRED_BIAS_ACT_BWD_TILE", (INTERPRETER_BLOCK, BWD_WARPS, 1) if _interpreting() else
+            (BWD_BLOCK, BWD_WARPS, BWD_TILES))
+        block_p, block_c, grid = _launch(P, C, tiles, block)
         _bias_act_bwd_kernel[grid](dout, *dout.stride(), out, *out.stride(), dy, *dy.stride(), db,
                                    P, C, height * width, width, top, left,
-                                   SELU=selu, CDT=_cdt(out.dtype), BLOCK_P=block_p, BLOCK_C=block_c, TILES=tiles)
+                                   SELU=selu, CDT=_cdt(out.dtype), BLOCK_P=block_p, BLOCK_C=block_c, TILES=tiles,
+                                   num_warps=warps)
     return dy, db.to(bias.dtype)
 
 

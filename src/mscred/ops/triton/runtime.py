@@ -41,17 +41,22 @@ def runs_fused(t: torch.Tensor) -> bool:
     return triton is not None and (t.is_cuda or (interpreting() and t.device.type == "cpu"))
 
 
-def tile_override(variable: str, default: tuple[int, int]) -> tuple[int, int]:
-    """A kernel's (elements per program, warps): ``default``, or the environment variable's "BLOCK/warps" (A/B runs
+def tile_override(variable: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    """A kernel's launch numbers -- (elements per program, warps), or with a third, tiles per program --:
+    ``default``, or the environment variable's "BLOCK/warps[/tiles]" with as many numbers as ``default`` (A/B runs
     against an earlier tile; "/" because the device scripts pass variables as comma-separated lists)."""
     text = os.environ.get(variable, "").strip()
     if not text:
         return default
+    form = "/".join(("BLOCK", "warps", "tiles")[:len(default)])
     try:
-        block, warps = (int(v) for v in text.split("/"))
+        values = tuple(int(v) for v in text.split("/"))
     except ValueError:
-        raise ValueError(f"{variable} must be BLOCK/warps, e.g. 1024/8, got {text!r}") from None
-    return block, warps
+        values = ()
+    if len(values) != len(default):
+        example = "/".join(str(v) for v in default)
+        raise ValueError(f"{variable} must be {form}, e.g. {example}, got {text!r}")
+    return values
 
 
 def switched_off(variable: str) -> bool:

@@ -38,10 +38,12 @@ from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
 from mscred.ops.triton.runtime import tl, triton
 
-BLOCK_P = 128            # output pixels per tile
-FWD_BLOCK_P, FWD_WARPS = BLOCK_P, 4  # the forward's tile and warps (benchmarks/bench_small_tiles.py sweeps them)
+FWD_BLOCK_P, FWD_WARPS = 128, 4  # the forward's tile (output pixels) and warps (benchmarks/bench_small_tiles.py)
 MAX_BLOCK_N = 64         # output channels per program (more go to a second grid axis)
-WGRAD_PROGRAMS_PER_SM = 4
+# The weight gradient's pixels per tile, warps, and programs per SM (each loops over every PROGRAMS-th tile and adds
+# its partial sums once): the defaults before benchmarks/bench_bwd_tiles.py swept them on the training step's
+# calls. MSCRED_SMALL_CONV_WGRAD_TILE="BLOCK_P/warps/programs-per-SM" overrides (A/B runs).
+WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM = 128, 4, 4
 
 
 def is_available() -> tuple[bool, str]:
@@ -180,11 +182,16 @@ if triton is not None:
         """dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th). Grid axis 1: FLAT,
         one block of all taps; else one (tap, channel block) per program (dz is re-read per tap: the layers that
         take this branch have few output channels, so dz is small). The programs of axis-1 index 0 also sum dz
-        into the bias gradient. Relaxed atomics: the sums need no ordering, only atomicity."""
+        into the bias gradient: FLAT with a spare row (K < BLOCK_K), as row K of the same product, the patches'
+        column K set to 1 (no reduction of its own); else element-wise over the tiles and reduced once at the end
+        (a reduction per tile costs a shared-memory round trip and barriers every iteration). Relaxed atomics: the
+        sums need no ordering, only atomicity."""
         j = tl.program_id(1)
+        K: tl.constexpr = KS * KS * CI
+        ONES_ROW: tl.constexpr = FLAT and K < BLOCK_K
         if FLAT:
             k = tl.arange(0, BLOCK_K)
-            kmask = k < KS * KS * CI
+            kmask = k < K
         else:
             NCB: tl.constexpr = (CI + BLOCK_K - 1) // BLOCK_K
             tap = j // NCB
@@ -194,7 +201,7 @@ if triton is not None:
         n = tl.arange(0, BLOCK_N)
         nmask = n < CO
         acc = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
-        colsum = tl.zeros([BLOCK_N], dtype=tl.float32)
+        colsum = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
         for q0 in range(tl.program_id(0) * BLOCK_P, P, PROGRAMS * BLOCK_P):
             pmask, b, y, x = _pixels(q0, P, H * W, W, BLOCK_P)
             m = pmask[:, None] & nmask[None, :]
@@ -204,17 +211,23 @@ if triton is not None:
                 o = tl.load(o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + y[:, None] * o_sy + x[:, None] * o_sx,
                             mask=m, other=0.0).to(tl.float32)
                 g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
-            colsum += tl.sum(g, axis=0)
             if FLAT:
                 a = _flat_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, H, W, CI, KS)
             else:
                 a = _tap_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, tap // KS - KS // 2,
                                  tap % KS - KS // 2, ci, H, W, CI)
+            if ONES_ROW:
+                a = tl.where((k == K)[None, :] & pmask[:, None], 1.0, a).to(a.dtype)
+            elif j == 0:
+                colsum += g
             acc = tl.dot(tl.trans(a), g.to(a.dtype), acc, input_precision=PREC)
         tl.atomic_add(dw_ptr + k[:, None] * CO + n[None, :], acc, mask=kmask[:, None] & nmask[None, :],
                       sem="relaxed")
-        if j == 0:
-            tl.atomic_add(db_ptr + n, colsum, mask=nmask, sem="relaxed")
+        if ONES_ROW:
+            tl.atomic_add(db_ptr + n[None, :] + 0 * k[:, None], acc, mask=(k == K)[:, None] & nmask[None, :],
+                          sem="relaxed")
+        elif j == 0:
+            tl.atomic_add(db_ptr + n, tl.sum(colsum, axis=0), mask=nmask, sem="relaxed")
 
 
 def _precision(dtype: torch.dtype) -> str:
@@ -288,13 +301,15 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
     db = torch.zeros(CO, device=x.device, dtype=torch.float32)
     if P:
         flat, block_k, kblocks = _blocking(CI, KS)
+        block_p, warps, per_sm = _runtime.tile_override(
+            "MSCRED_SMALL_CONV_WGRAD_TILE", (WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM))
         sms = 4 if _interpreting() else torch.cuda.get_device_properties(x.device).multi_processor_count
-        programs = max(1, min(triton.cdiv(P, BLOCK_P), WGRAD_PROGRAMS_PER_SM * sms // kblocks + 1))
+        programs = max(1, min(triton.cdiv(P, block_p), per_sm * sms // kblocks + 1))
         grid = (programs, kblocks)
         _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), out, *out.stride(), dw, db,
                                        P, H, W, programs, CI=CI, CO=CO, KS=KS, SELU=selu, FLAT=flat,
-                                       PREC=_precision(x.dtype), BLOCK_P=BLOCK_P, BLOCK_K=block_k,
-                                       BLOCK_N=_block_n(CO))
+                                       PREC=_precision(x.dtype), BLOCK_P=block_p, BLOCK_K=block_k,
+                                       BLOCK_N=_block_n(CO), num_warps=warps)
     dweight = dw.reshape(KS, KS, CI, CO).permute(3, 2, 0, 1).to(weight.dtype).contiguous()
     if not need_dx:
         return x.new_empty(0), dweight, db
