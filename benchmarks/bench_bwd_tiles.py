@@ -5,8 +5,11 @@ One eager fused bf16 training step at batch 128 (the Trainer's EagerStep, as ben
 ``bias_act.bias_act_fused_backward`` and ``small_conv.small_conv_fused_backward`` recorded -- every call with its
 tensors -- then each call is replayed alone under every launch setting, through the environment overrides the ops
 read per call: ``MSCRED_BIAS_ACT_BWD_TILE`` = elements per tile / warps / tiles per program, and
-``MSCRED_SMALL_CONV_WGRAD_TILE`` = pixels per tile / warps / programs per SM. CUDA-event medians of 20 calls after
-5 warm-ups, against the first setting (the defaults before this sweep). The outputs may differ in the last bits
+``MSCRED_SMALL_CONV_WGRAD_TILE`` = pixels per tile / warps / programs per SM. Each call under each setting is
+captured in a CUDA graph and its replays timed (CUDA-event medians of 20 after 5 warm-ups): the GPU time of the
+op's kernels, without the ~0.1-0.3 ms of host dispatch per op call that timing the eager calls measured instead
+(this script's first run, benchmarks/results/bwd_tiles/). Against the first setting (the defaults before the
+sweep). The outputs may differ in the last bits
 (the bias and weight gradients are sums of atomic adds, whose order changes with the programs): each is compared
 with the first setting's, largest difference relative to that output's largest magnitude.
 
@@ -80,6 +83,15 @@ def _shape(kind: str, args) -> str:
     return f"x {tuple(x.shape)}, w {tuple(w.shape)}, dx {'yes' if args[5] else 'no'}"
 
 
+def _graphed(op, args) -> torch.cuda.CUDAGraph:
+    """One call of ``op(*args)`` captured in a CUDA graph (outputs in the graph's private pool)."""
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        op(*args)
+    return graph
+
+
 def _rel_diff(a, b) -> float:
     """Largest difference over ``b``'s largest magnitude, over every tensor of two outputs."""
     worst = 0.0
@@ -99,10 +111,11 @@ def main() -> None:
         ref = None
         for setting in settings:
             os.environ[variable] = setting
-            out = [t.clone() for t in op(*call_args)]
+            out = [t.clone() for t in op(*call_args)]  # also compiles the setting's kernel outside the capture
             ref = out if ref is None else ref
             rows.append(dict(call=i, kind=kind, shape=_shape(kind, call_args), setting=setting,
-                             ms=median_event_ms(lambda: op(*call_args), iters=20), rel_diff=_rel_diff(out, ref)))
+                             ms=median_event_ms(_graphed(op, call_args).replay, iters=20),
+                             rel_diff=_rel_diff(out, ref)))
             print(rows[-1], flush=True)
         del os.environ[variable]
     meta = (f"{sweep_report.machine_line()}. The first setting of each kernel is its default before this sweep. "

@@ -84,7 +84,32 @@ def test_crop_outside_is_rejected():
 def test_opcheck_schema_fake_and_autograd():
     y = torch.randn(2, 4, 5, 5, device=DEVICE).contiguous(memory_format=torch.channels_last).requires_grad_()
     b = torch.randn(4, device=DEVICE, requires_grad=True)
-    torch.library.opcheck(torch.ops.mscred.bias_act_fused.default, (y, b, True, 1, 0, 4, 5))
+    torch.library.opcheck(torch.ops.mscred.bias_act_fused.default, (y, b, True, 1, 0, 4, 5, [0, 0, 0, 0]))
+    torch.library.opcheck(torch.ops.mscred.bias_act_fused.default, (y, b, True, 1, 0, 4, 5, [0, 1, 0, 1]))
+
+
+@pytest.mark.parametrize("out_pads", [(0, 1, 0, 1), (1, 1, 1, 1)])
+@pytest.mark.parametrize("selu", [True, False])
+def test_bordered_output_is_the_padded_result(out_pads, selu):
+    """out_pads: the result inside a zero border, equal to padding the plain result (the border exactly zero);
+    the gradients of y and the bias come from the interior only (a gradient on the border is discarded)."""
+    g = torch.Generator().manual_seed(21)
+    y = torch.randn(2, 6, 7, 7, generator=g).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    b = torch.randn(6, generator=g).to(DEVICE)
+    top, bottom, left, right = out_pads
+    dout = torch.randn(2, 6, 5 + top + bottom, 6 + left + right, generator=g).to(DEVICE)
+    plain = _run(lambda *a: ba.bias_act(*a, 5, 6), y, b, interior_of(dout, out_pads), selu, (1, 0))
+    ours = _run(lambda *a: ba.bias_act(*a, 5, 6, out_pads=out_pads), y, b, dout, selu, (1, 0))
+    assert ours[0].shape == dout.shape and ours[0].is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(ours[0], torch.nn.functional.pad(plain[0], (left, right, top, bottom)),
+                               rtol=0, atol=0)
+    torch.testing.assert_close(ours[1], plain[1], rtol=0, atol=0)
+    torch.testing.assert_close(ours[2], plain[2], rtol=1e-6, atol=1e-6)
+
+
+def interior_of(t, pads):
+    top, bottom, left, right = pads
+    return t[..., top:t.shape[-2] - bottom, left:t.shape[-1] - right]
 
 
 @needs_cuda

@@ -164,5 +164,26 @@ def test_opcheck_schema_fake_and_autograd(selu):
     b = torch.randn(16, generator=g).to(DEVICE)
     for t in (x, w, b):
         t.requires_grad_()
-    torch.library.opcheck(sc.small_conv_fused, (x, w, b, selu),
-                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    for pads in ([0, 0, 0, 0], [0, 1, 0, 1]):
+        torch.library.opcheck(sc.small_conv_fused, (x, w, b, selu, pads),
+                              test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+
+
+@pytest.mark.parametrize("out_pads", [(0, 1, 0, 1), (1, 1, 1, 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bordered_output_is_the_padded_result(out_pads, dtype):
+    """out_pads: the output inside a zero border, equal to padding the plain output (the border exactly zero),
+    fused (float32) and on the PyTorch path (float64); the gradients come from the interior only."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2, 3, 6, 6, generator=g, dtype=dtype).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(8, 3, 3, 3, generator=g, dtype=dtype) * 0.3).to(DEVICE)
+    b = torch.randn(8, generator=g, dtype=dtype).to(DEVICE)
+    top, bottom, left, right = out_pads
+    dout = torch.randn(2, 8, 6 + top + bottom, 6 + left + right, generator=g, dtype=dtype).to(DEVICE)
+    plain = _grads(sc.conv_act, x, w, b, dout[..., top:6 + top, left:6 + left], True)
+    ours = _grads(lambda *a: sc.conv_act(*a, out_pads=out_pads), x, w, b, dout, True)
+    assert ours[0].shape == dout.shape and ours[0].is_contiguous(memory_format=torch.channels_last)
+    torch.testing.assert_close(ours[0], torch.nn.functional.pad(plain[0], (left, right, top, bottom)),
+                               rtol=0, atol=0)
+    for o, p in zip(ours[1:], plain[1:]):
+        torch.testing.assert_close(o, p, rtol=1e-6, atol=1e-6)

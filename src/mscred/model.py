@@ -27,7 +27,7 @@ from mscred.ops import AUTO, subpixel
 from mscred.ops.concat import cat_channels
 from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.lstm_attention import resident_attention
-from mscred.ops.padding import pad_copy
+from mscred.ops.padding import interior, pad_copy
 from mscred.ops import weight_cache
 from mscred.ops.reference import same_padding
 from mscred.ops.triton import convlstm as fused_convlstm
@@ -91,26 +91,30 @@ class SameConv(nn.Module):
         # Glorot uniform, as the original TensorFlow code's default initializer.
         nn.init.xavier_uniform_(self.weight)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (N, C, H, W) -> (N, O, ceil(H/s), ceil(W/s))
+    def forward(self, x: torch.Tensor, out_pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> torch.Tensor:
+        """(N, C, H, W) -> (N, O, ceil(H/s), ceil(W/s)); with ``out_pads`` (top, bottom, left, right) inside a
+        zero border of those widths (the training encoder's ConvLSTM input), written there by the fused
+        epilogue, no copy."""
         padding = same_padding(x.shape[-1], self.kernel, self.stride)
         if self.fused_act:
             top, bottom, left, right = padding
             w = _autocast_weight(self.weight, x)
             if small_conv.suits(x.shape[1], w.shape[0], self.kernel, self.stride, w.dtype):
                 # conv1 (3 channels) in bf16: our kernel does convolution + bias + SELU; cuDNN has no tensor-core kernel.
-                return small_conv.conv_act(x, w, self.bias, selu=True)
+                return small_conv.conv_act(x, w, self.bias, selu=True, out_pads=out_pads)
             if top == bottom and left == right:
                 y = F.conv2d(x, w, None, stride=self.stride, padding=(top, left))
             else:  # TF's extra bottom/right row: a padded copy that writes each element once (ops/padding.py)
                 y = F.conv2d(pad_copy(x, padding), w, None, stride=self.stride)
-            return bias_act(y, self.bias, selu=True)
-        return ops.conv2d(x, self.weight, self.bias, self.stride, padding, True, backend=self.backend)
+            return bias_act(y, self.bias, selu=True, out_pads=out_pads)
+        out = ops.conv2d(x, self.weight, self.bias, self.stride, padding, True, backend=self.backend)
+        return pad_copy(out, out_pads) if any(out_pads) else out
 
-    def forward_padded(self, xp: torch.Tensor) -> torch.Tensor:
+    def forward_padded(self, xp: torch.Tensor, out_pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> torch.Tensor:
         """``forward`` of an input already zero-bordered with this convolution's TF padding (the encoder's copy
         shared with a ConvLSTM, ``Encoder.forward``); the fused path (``fused_act``) only."""
         w = _autocast_weight(self.weight, xp)
-        return bias_act(F.conv2d(xp, w, None, stride=self.stride), self.bias, selu=True)
+        return bias_act(F.conv2d(xp, w, None, stride=self.stride), self.bias, selu=True, out_pads=out_pads)
 
 
 class SameDeconv(nn.Module):
@@ -221,22 +225,24 @@ class Encoder(nn.Module):
 
     def _forward_training(self, x: torch.Tensor, pads: tuple[int, int, int, int]) -> list[torch.Tensor]:
         """The encoder for fused training: the images in time-major order (T*B), and each level's activation
-        copied once into a zero-bordered buffer with the ConvLSTM's padding, which the next strided convolution
-        reads too where that gives its TF output (``_reads_padded``: conv2, conv3 and conv4 at 30 sensors). So the
-        ConvLSTM's input convolution gives its gates exactly (H, W), its gate gradients need no zeroed border and
-        serve the per-step recurrent convolutions and the input convolution from one buffer (time-major), and
-        the two input gradients of a shared buffer are summed contiguously, by autograd, before one interior
-        view goes back to the convolution below (``padding.pad_copy``)."""
+        written by its convolution's epilogue straight into a zero-bordered buffer with the ConvLSTM's padding
+        (``out_pads``: no copy), which the next strided convolution reads too where that gives its TF output
+        (``_reads_padded``: conv2, conv3 and conv4 at 30 sensors). So the ConvLSTM's input convolution gives its
+        gates exactly (H, W), its gate gradients need no zeroed border and serve the per-step recurrent
+        convolutions and the input convolution from one buffer (time-major), and the two input gradients of a
+        shared buffer are summed contiguously, by autograd, before the epilogue's backward reads their interior."""
         B, T = x.shape[:2]
         dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
         f = torch.empty(T * B, *x.shape[2:], device=x.device, dtype=dtype, memory_format=torch.channels_last)
         f.view(T, B, *x.shape[2:]).copy_(x.transpose(0, 1))  # the cast and the reorder in one copy
-        levels, f = [], self.conv1(f)
+        # Each convolution writes its activation straight into the zero-bordered buffer (``out_pads``).
+        levels, padded = [], self.conv1(f, out_pads=pads)
         for conv in (self.conv2, self.conv3, self.conv4, None):
-            padded = pad_copy(f, pads)
             levels.append(padded.view(T, B, *padded.shape[1:]).transpose(0, 1))
             if conv is not None:
-                f = conv.forward_padded(padded) if _reads_padded(conv, f.shape[-1], pads) else conv(f)
+                size = padded.shape[-1] - pads[2] - pads[3]
+                padded = (conv.forward_padded(padded, out_pads=pads) if _reads_padded(conv, size, pads)
+                          else conv(interior(padded, pads), out_pads=pads))
         return levels
 
 

@@ -26,6 +26,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from mscred.ops.padding import bordered, interior, pad_copy
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
@@ -61,7 +62,8 @@ def reference(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int = 0, lef
 
 
 def bias_act(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int = 0, left: int = 0,
-             height: Optional[int] = None, width: Optional[int] = None) -> torch.Tensor:
+             height: Optional[int] = None, width: Optional[int] = None,
+             out_pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> torch.Tensor:
     """``act(y[:, :, top:top + height, left:left + width] + bias)``, act = SELU if ``selu`` else identity.
 
     Parameters
@@ -71,18 +73,25 @@ def bias_act(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int = 0, left
     selu : bool
     top, left, height, width : int
         The crop window of y (default: all of it).
+    out_pads : (top, bottom, left, right)
+        Return the result inside a zero border of these widths, (B, C, height + top + bottom, width + left +
+        right): written there directly, for a consumer that reads the zero-bordered copy (the training encoder's
+        ConvLSTM inputs) -- no copy. The border's gradient is discarded.
 
     Returns
     -------
-    (B, C, height, width) tensor of y's dtype, channels-last when y is channels-last, else contiguous.
+    (B, C, height, width) tensor (bordered by ``out_pads``) of y's dtype, channels-last when y is channels-last,
+    else contiguous.
     """
     height = y.shape[2] - top if height is None else height
     width = y.shape[3] - left if width is None else width
     _check_crop(y.shape, top, left, height, width)
     if not _runs_fused(y) or y.dtype == torch.float64:
         # float64 (the tests' oracle dtype) stays in PyTorch: Triton rounds the SELU constants to float32.
-        return reference(y, bias, selu, top, left, height, width)
-    return bias_act_fused(y, bias.contiguous(), bool(selu), int(top), int(left), int(height), int(width))
+        out = reference(y, bias, selu, top, left, height, width)
+        return pad_copy(out, tuple(out_pads)) if any(out_pads) else out
+    return bias_act_fused(y, bias.contiguous(), bool(selu), int(top), int(left), int(height), int(width),
+                          [int(p) for p in out_pads])
 
 
 def bias_act_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int,
@@ -198,12 +207,15 @@ def _cdt(dtype: torch.dtype):
 
 @torch.library.custom_op("mscred::bias_act_fused", mutates_args=())
 def bias_act_fused(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int, height: int,
-                   width: int) -> torch.Tensor:
-    """Fused forward (see ``bias_act``); bias contiguous."""
-    B, C = y.shape[:2]
-    fmt = torch.channels_last if _channels_last(y) else torch.contiguous_format
-    out = torch.empty(B, C, height, width, device=y.device, dtype=y.dtype, memory_format=fmt)
-    return _forward_into(y, bias, selu, top, left, out)
+                   width: int, pads: list[int]) -> torch.Tensor:
+    """Fused forward (see ``bias_act``; ``pads`` its out_pads); bias contiguous."""
+    out, inner = bordered(y.shape[0], y.shape[1], height, width, pads, y, _memory_format(y))
+    _forward_into(y, bias, selu, top, left, inner)
+    return out
+
+
+def _memory_format(t: torch.Tensor) -> torch.memory_format:
+    return torch.channels_last if _channels_last(t) else torch.contiguous_format
 
 
 def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int,
@@ -224,9 +236,9 @@ def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, lef
 
 
 @bias_act_fused.register_fake
-def _(y, bias, selu, top, left, height, width):
-    fmt = torch.channels_last if _channels_last(y) else torch.contiguous_format
-    return torch.empty(y.shape[0], y.shape[1], height, width, device=y.device, dtype=y.dtype, memory_format=fmt)
+def _(y, bias, selu, top, left, height, width, pads):
+    return torch.empty(y.shape[0], y.shape[1], height + pads[0] + pads[1], width + pads[2] + pads[3],
+                       device=y.device, dtype=y.dtype, memory_format=_memory_format(y))
 
 
 @torch.library.custom_op("mscred::bias_act_fused_backward", mutates_args=())
@@ -264,17 +276,19 @@ def _(dout, out, bias, selu, top, left, H, W, channels_last):
 
 
 def _setup_context(ctx, inputs, output):
-    y, bias, selu, top, left, _, _ = inputs
+    y, bias, selu, top, left, _, _, pads = inputs
     ctx.save_for_backward(output, bias)  # the output for SELU's derivative; the bias for its dtype and size
     ctx.y_shape, ctx.channels_last = tuple(y.shape), _channels_last(y)
-    ctx.selu, ctx.top, ctx.left = selu, top, left
+    ctx.selu, ctx.top, ctx.left, ctx.pads = selu, top, left, tuple(pads)
 
 
 def _backward(ctx, dout):
     out, bias = ctx.saved_tensors
     H, W = ctx.y_shape[2:]
-    dy, db = bias_act_fused_backward(dout, out, bias, ctx.selu, ctx.top, ctx.left, H, W, ctx.channels_last)
-    return dy, db, None, None, None, None, None
+    # A bordered output's border is constant zero: only its interior's gradient reaches y and the bias.
+    dy, db = bias_act_fused_backward(interior(dout, ctx.pads), interior(out, ctx.pads), bias, ctx.selu, ctx.top,
+                                     ctx.left, H, W, ctx.channels_last)
+    return dy, db, None, None, None, None, None, None
 
 
 bias_act_fused.register_autograd(_backward, setup_context=_setup_context)

@@ -32,6 +32,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from mscred.ops.padding import bordered, interior, pad_copy
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.bias_act import SELU_ALPHA, SELU_SCALE
 from mscred.ops.triton.runtime import interpreting as _interpreting
@@ -75,7 +76,8 @@ def reference(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor
     return F.selu(z) if selu else z
 
 
-def conv_act(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], selu: bool) -> torch.Tensor:
+def conv_act(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], selu: bool,
+             out_pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> torch.Tensor:
     """``act(conv2d(x, weight, padding=k // 2) + bias)`` with act = SELU if ``selu``, else identity.
 
     Parameters
@@ -84,20 +86,25 @@ def conv_act(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     weight : (Co, Ci, k, k) tensor of x's dtype, k odd
     bias : (Co,) tensor or None; may be float32 while x is bf16 (autocast): added in float32
     selu : bool
+    out_pads : (top, bottom, left, right)
+        Return the result inside a zero border of these widths (as ``bias_act``'s out_pads): written there
+        directly, for the training encoder's zero-bordered ConvLSTM input; the border's gradient is discarded.
 
     Returns
     -------
-    (N, Co, H, W) tensor of x's dtype, channels-last. Differentiable in x, weight and bias.
+    (N, Co, H, W) tensor (bordered by ``out_pads``) of x's dtype, channels-last. Differentiable in x, weight and
+    bias.
     """
     k = weight.shape[-1]
     if weight.dim() != 4 or weight.shape[-2] != k or k % 2 != 1 or weight.shape[1] != x.shape[1]:
         raise ValueError(f"conv_act needs an odd square kernel over x's {x.shape[1]} channels, got weight "
                          f"{tuple(weight.shape)}")
     if not _runs_fused(x) or x.dtype == torch.float64:
-        return reference(x, weight, bias, selu)
+        out = reference(x, weight, bias, selu)
+        return pad_copy(out.contiguous(memory_format=torch.channels_last), tuple(out_pads)) if any(out_pads) else out
     if bias is None:
         bias = torch.zeros(weight.shape[0], device=x.device, dtype=torch.float32)
-    return small_conv_fused(x, weight.to(x.dtype), bias.contiguous(), bool(selu))
+    return small_conv_fused(x, weight.to(x.dtype), bias.contiguous(), bool(selu), [int(p) for p in out_pads])
 
 
 def deconv_as_conv(weight: torch.Tensor) -> torch.Tensor:
@@ -259,10 +266,13 @@ def _as_matrix(weight: torch.Tensor) -> torch.Tensor:
     return weight.permute(2, 3, 1, 0).reshape(k * k * ci, co).contiguous()
 
 
-def _forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], selu: bool) -> torch.Tensor:
+def _forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], selu: bool,
+             out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The forward kernel into ``out`` (any strides; default a new channels-last tensor)."""
     N, CI, H, W = x.shape
     CO, KS = weight.shape[0], weight.shape[-1]
-    out = torch.empty(N, CO, H, W, device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
+    if out is None:
+        out = torch.empty(N, CO, H, W, device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
     P = N * H * W
     if P == 0 or CO == 0:
         return out
@@ -277,15 +287,19 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
 
 
 @torch.library.custom_op("mscred::small_conv_fused", mutates_args=())
-def small_conv_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, selu: bool) -> torch.Tensor:
-    """Fused forward (see ``conv_act``): x and weight of one dtype, bias contiguous (float32 under autocast)."""
-    return _forward(x, weight, bias, selu)
+def small_conv_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, selu: bool,
+                     pads: list[int]) -> torch.Tensor:
+    """Fused forward (see ``conv_act``; ``pads`` its out_pads): x and weight of one dtype, bias contiguous (float32
+    under autocast)."""
+    out, inner = bordered(x.shape[0], weight.shape[0], *x.shape[2:], pads, x, torch.channels_last)
+    _forward(x, weight, bias, selu, inner)
+    return out
 
 
 @small_conv_fused.register_fake
-def _(x, weight, bias, selu):
-    return torch.empty(x.shape[0], weight.shape[0], *x.shape[2:], device=x.device, dtype=x.dtype,
-                       memory_format=torch.channels_last)
+def _(x, weight, bias, selu, pads):
+    return torch.empty(x.shape[0], weight.shape[0], x.shape[2] + pads[0] + pads[1], x.shape[3] + pads[2] + pads[3],
+                       device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
 
 
 @torch.library.custom_op("mscred::small_conv_fused_backward", mutates_args=())
@@ -331,16 +345,18 @@ def _(dout, x, weight, out, selu, need_dx):
 
 
 def _setup_context(ctx, inputs, output):
-    x, weight, bias, selu = inputs
+    x, weight, bias, selu, pads = inputs
     ctx.save_for_backward(x, weight, output)
-    ctx.selu, ctx.bias_dtype = selu, bias.dtype
+    ctx.selu, ctx.bias_dtype, ctx.pads = selu, bias.dtype, tuple(pads)
 
 
 def _backward(ctx, dout):
     x, weight, out = ctx.saved_tensors
     need_dx = ctx.needs_input_grad[0]
-    dx, dweight, db = small_conv_fused_backward(dout, x, weight, out, ctx.selu, need_dx)
-    return (dx if need_dx else None), dweight, db.to(ctx.bias_dtype), None
+    # A bordered output's border is constant zero: only its interior's gradient reaches x, the weight and the bias.
+    dx, dweight, db = small_conv_fused_backward(interior(dout, ctx.pads), x, weight, interior(out, ctx.pads),
+                                                ctx.selu, need_dx)
+    return (dx if need_dx else None), dweight, db.to(ctx.bias_dtype), None, None
 
 
 small_conv_fused.register_autograd(_backward, setup_context=_setup_context)
