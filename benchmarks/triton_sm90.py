@@ -58,7 +58,7 @@ def compile_kernel(fn, pointers: dict[str, str], constexprs: dict[str, object]):
             signature[name] = "fp32"
         else:
             signature[name] = "i32"
-            if name not in ("N", "HW", "W", "PAD_T", "PAD_L", "CH"):
+            if name not in ("N", "HW", "W", "PAD_T", "PAD_L", "CH", "H"):
                 attrs[(i,)] = [["tt.divisibility", 16]]
     src = ASTSource(fn, signature, {(names.index(k),): v for k, v in constexprs.items()}, attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": warps})
@@ -91,7 +91,8 @@ def main() -> int:
         bwd = dict(HAS_CPREV=True, HAS_DHR=True, HAS_DC=True, PIX_MAJOR=True, CDT=tl.float32, BLOCK=block,
                    BLOCK_C=block_c, DBIAS=True, STORE2=False, TILES=tiles, _warps=convlstm.NUM_WARPS_BWD)
         fblock, fblock_c, _ = convlstm._launch("nhwc", LEVELS[ch], ch)
-        fwd = dict(HAS_REC=True, HAS_CPREV=True, WRITE_HP=True, STORE_PRE=True, STORE_C=True, PIX_MAJOR=True,
+        fwd = dict(HAS_REC=True, HAS_CPREV=True, WRITE_HP=True, STORE_PRE=True, STORE_C=True, HP_BORDER=10,
+                   PIX_MAJOR=True,
                    CDT=tl.float32, BLOCK=fblock, BLOCK_C=fblock_c, _warps=convlstm.NUM_WARPS)
         for name, fn, const in (("bwd", K.cell_bwd_kernel, bwd), ("fwd", K.cell_fwd_kernel, fwd)):
             shape = {k: v for k, v in const.items() if k in ("BLOCK", "BLOCK_C", "TILES", "_warps")}

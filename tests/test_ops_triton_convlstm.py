@@ -291,6 +291,24 @@ def test_time_major_and_padded_input_equal_reference(k, B, T, layout):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10, msg=name)
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_recurrent_buffer_border_is_written_by_the_cell_kernel(k, layout, monkeypatch):
+    """The zero border of the recurrent convolutions' input (h_t inside ``hprev``) is written by the forward cell
+    kernel with h_t (HP_BORDER: bottom / right for k = 2, every side for k = 3): with the buffer filled with NaN
+    before the steps, h and every gradient still equal the float64 reference's -- a border cell left unwritten
+    would spread NaN."""
+    real = fused._buffers
+
+    def poisoned(*args, **kwargs):
+        out, pre, cells, hprev = real(*args, **kwargs)
+        return out, pre, cells, hprev.fill_(float("nan"))
+    monkeypatch.setattr(fused, "_buffers", poisoned)
+    x, w, b, dout = _inputs(3, 4, 3, 4, 6, k, seed=40 + k)
+    expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    for name, got, want in zip(("h", "dx", "dweight", "dbias"), _fwd_bwd(fused.convlstm, x, w, b, dout), expect):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10, msg=name)
+
+
 def test_split_weight_casts_once_and_merges_gradients():
     """_SplitWeight: (w_x, w_h) in the compute dtype and order from one float32 master; the gradient comes back
     as one float32 tensor of the master's order, also when only one half has a gradient."""

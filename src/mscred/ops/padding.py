@@ -21,19 +21,6 @@ def zero_border(buf: torch.Tensor, pads: tuple[int, int, int, int]) -> None:
             strip.zero_()
 
 
-def bordered(n: int, c: int, h: int, w: int, pads, like: torch.Tensor, fmt: torch.memory_format,
-             dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(buffer, interior): an (n, c, h + top + bottom, w + left + right) buffer in ``fmt`` order with its border
-    zeroed, and the (n, c, h, w) view of its interior, for a producer to write its output into directly -- the
-    zero-bordered copy a consumer needs without a copy (``bias_act``'s and ``small_conv.conv_act``'s ``out_pads``).
-    """
-    top, bottom, left, right = pads
-    buf = torch.empty(n, c, h + top + bottom, w + left + right, device=like.device, dtype=dtype or like.dtype,
-                      memory_format=fmt)
-    zero_border(buf, pads)
-    return buf, interior(buf, pads)
-
-
 def interior(t: torch.Tensor, pads) -> torch.Tensor:
     """The (..., H, W) interior view of a (..., H + top + bottom, W + left + right) zero-bordered tensor."""
     top, bottom, left, right = pads

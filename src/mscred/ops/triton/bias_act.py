@@ -7,10 +7,11 @@ Why: on CUDA, PyTorch adds a convolution's bias as a separate broadcast add over
 without it), then SELU is a second pass, its backward a third and the bias gradient a reduction (a fourth); the
 decoder's TF-"same" crop adds a zero fill and a copy in the backward (``slice_backward``). Here the convolution
 runs without bias and this op does the rest in one read and one write each way: forward reads the (cropped) window
-of y and writes out; backward reads dout (any strides, e.g. a channel slice of a concatenation's gradient) and out,
-writes dy in y's full shape and layout (only the border outside the crop window is zero-filled), and adds the
-per-channel column sums of its tile to the bias gradient (one atomic add per channel per program, after a loop
-over several tiles).
+of y and writes out (optionally inside a zero border, ``out_pads``: the training encoder's ConvLSTM inputs, with no
+padded copy); backward reads dout (any strides, e.g. a channel slice of a concatenation's gradient) and out, writes
+dy in y's full shape and layout (its zeros outside the crop window too: no fill kernels), and adds the per-channel
+column sums of its tiles to the bias gradient (summed element-wise over the program's tiles, reduced once, one
+atomic add per channel and program).
 
 The SELU derivative comes from the output, as PyTorch's ``elu_backward(is_result=True)``: scale where out > 0,
 out + scale * alpha elsewhere. The bias is added in float32 whatever y's dtype, so under bf16 autocast the fp32
@@ -26,7 +27,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from mscred.ops.padding import bordered, interior, pad_copy
+from mscred.ops.padding import interior, pad_copy
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
@@ -149,34 +150,53 @@ if triton is not None:
         r = q % HWO
         return mask, (q // HWO).to(tl.int64)[:, None], (r // WO)[:, None], (r % WO)[:, None], ch[None, :]
 
-    @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT"])
+    @triton.jit
+    def _inside(oy, ox, WT, WL, WH, WW):
+        """Whether output pixel (oy, ox) lies in the window [WT, WT + WH) x [WL, WL + WW)."""
+        return (oy >= WT) & (oy < WT + WH) & (ox >= WL) & (ox < WL + WW)
+
+    # BORDER (both kernels): the program grid covers the whole destination, and the pixels outside its window
+    # [WT, WT + WH) x [WL, WL + WW) get zeros -- the zero border of a bordered output (forward, ``out_pads``), the
+    # gradient outside the crop (backward) -- instead of separate fill kernels for the strips.
+    @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT", "WT", "WL", "WH", "WW"])
     def _bias_act_fwd_kernel(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                             P, C, HWO, WO, TOP, LEFT,
+                             P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW,
                              SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                             SHUFFLE: tl.constexpr):
+                             SHUFFLE: tl.constexpr, BORDER: tl.constexpr):
         """SHUFFLE = s > 1: y holds the s*s phases of a stride-s transposed output (``bias_act_subpixel_into``):
         row Y of the full output is row Y // s of phase row Y % s, whose channels start at phase * C."""
         mask, b, oy, ox, ch = _tile(tl.program_id(0) * BLOCK_P, P, C, HWO, WO, BLOCK_P, BLOCK_C)
-        fy = oy + TOP
-        fx = ox + LEFT
+        if BORDER:
+            inside = _inside(oy, ox, WT, WL, WH, WW)
+            load = mask & inside
+            fy = oy - WT + TOP
+            fx = ox - WL + LEFT
+        else:
+            load = mask
+            fy = oy + TOP
+            fx = ox + LEFT
         if SHUFFLE > 1:
             src = ch + ((fy % SHUFFLE) * SHUFFLE + fx % SHUFFLE) * C
             fy = fy // SHUFFLE
             fx = fx // SHUFFLE
         else:
             src = ch
-        y = tl.load(y_ptr + b * y_sb + src * y_sc + fy * y_sy + fx * y_sx, mask=mask, other=0.0)
+        y = tl.load(y_ptr + b * y_sb + src * y_sc + fy * y_sy + fx * y_sx, mask=load, other=0.0)
         z = y.to(CDT) + tl.load(b_ptr + ch, mask=ch < C, other=0.0).to(CDT)
         if SELU:
             z = tl.where(z > 0, _SCALE * z, _SCALE_ALPHA * (tl.exp(z) - 1.0))
+        if BORDER:
+            z = tl.where(inside, z, 0.0)
         tl.store(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, z.to(o_ptr.dtype.element_ty), mask=mask)
 
-    @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT"])
+    @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT", "WH", "WW"])
     def _bias_act_bwd_kernel(g_ptr, g_sb, g_sc, g_sy, g_sx, o_ptr, o_sb, o_sc, o_sy, o_sx,
                              d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
-                             P, C, HWO, WO, TOP, LEFT,
+                             P, C, HWO, WO, TOP, LEFT, WH, WW,
                              SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                             TILES: tl.constexpr):
+                             TILES: tl.constexpr, BORDER: tl.constexpr):
+        """dy from dout and out (their pixel (y, x) is dy's (y + TOP, x + LEFT)). Without BORDER the grid covers
+        the crop window (WH x WW, dy's zero strips filled apart); with it, all of dy."""
         # The bias gradient's column sums: accumulated element-wise over the program's TILES tiles, then reduced
         # across the tile's rows once (a reduction through shared memory, with its barriers) and added with one
         # atomic per channel -- not reduced after every tile.
@@ -184,13 +204,18 @@ if triton is not None:
         for i in range(TILES):
             q0 = (tl.program_id(0) * TILES + i) * BLOCK_P
             mask, b, oy, ox, ch = _tile(q0, P, C, HWO, WO, BLOCK_P, BLOCK_C)
-            g = tl.load(g_ptr + b * g_sb + ch * g_sc + oy * g_sy + ox * g_sx, mask=mask, other=0.0).to(CDT)
+            if BORDER:  # (oy, ox) in dy
+                load = mask & _inside(oy, ox, TOP, LEFT, WH, WW)
+                gy, gx, dy, dx = oy - TOP, ox - LEFT, oy, ox
+            else:       # (oy, ox) in the window
+                load = mask
+                gy, gx, dy, dx = oy, ox, oy + TOP, ox + LEFT
+            g = tl.load(g_ptr + b * g_sb + ch * g_sc + gy * g_sy + gx * g_sx, mask=load, other=0.0).to(CDT)
             if SELU:
-                o = tl.load(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, mask=mask, other=0.0).to(CDT)
+                o = tl.load(o_ptr + b * o_sb + ch * o_sc + gy * o_sy + gx * o_sx, mask=load, other=0.0).to(CDT)
                 g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
-            tl.store(d_ptr + b * d_sb + ch * d_sc + (oy + TOP) * d_sy + (ox + LEFT) * d_sx,
-                     g.to(d_ptr.dtype.element_ty), mask=mask)
-            acc += g  # masked-off elements loaded as 0: g is 0 there
+            tl.store(d_ptr + b * d_sb + ch * d_sc + dy * d_sy + dx * d_sx, g.to(d_ptr.dtype.element_ty), mask=mask)
+            acc += g  # elements not loaded are 0: g is 0 there (outside the window, past the end)
         ch1 = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
         tl.atomic_add(db_ptr + ch1, tl.sum(acc, axis=0), mask=ch1 < C)
 
@@ -208,10 +233,12 @@ def _cdt(dtype: torch.dtype):
 @torch.library.custom_op("mscred::bias_act_fused", mutates_args=())
 def bias_act_fused(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int, height: int,
                    width: int, pads: list[int]) -> torch.Tensor:
-    """Fused forward (see ``bias_act``; ``pads`` its out_pads); bias contiguous."""
-    out, inner = bordered(y.shape[0], y.shape[1], height, width, pads, y, _memory_format(y))
-    _forward_into(y, bias, selu, top, left, inner)
-    return out
+    """Fused forward (see ``bias_act``; ``pads`` its out_pads, whose zero border the kernel writes too); bias
+    contiguous."""
+    pt, pb, pl, pr = pads
+    out = torch.empty(y.shape[0], y.shape[1], height + pt + pb, width + pl + pr, device=y.device, dtype=y.dtype,
+                      memory_format=_memory_format(y))
+    return _forward_into(y, bias, selu, top, left, out, window=(pt, pl, height, width) if any(pads) else None)
 
 
 def _memory_format(t: torch.Tensor) -> torch.memory_format:
@@ -219,9 +246,11 @@ def _memory_format(t: torch.Tensor) -> torch.memory_format:
 
 
 def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int,
-                  out: torch.Tensor, shuffle: int = 1) -> torch.Tensor:
+                  out: torch.Tensor, shuffle: int = 1, window: Optional[tuple[int, int, int, int]] = None
+                  ) -> torch.Tensor:
     """The forward kernel: ``out`` (B, C, Ho, Wo), any strides, from the (top, left) window of y; bias contiguous.
-    ``shuffle`` = s > 1: y is the sub-pixel phases of the output (``bias_act_subpixel_into``)."""
+    ``shuffle`` = s > 1: y is the sub-pixel phases of the output (``bias_act_subpixel_into``). ``window`` = (top,
+    left, height, width) of ``out``: the result goes there and zeros everywhere else (a bordered output)."""
     B, C, height, width = out.shape
     P = B * height * width
     if P == 0 or C == 0:
@@ -229,9 +258,10 @@ def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, lef
     block, warps = _runtime.tile_override("MSCRED_BIAS_ACT_FWD_TILE",
                                           (INTERPRETER_BLOCK, FWD_WARPS) if _interpreting() else (FWD_BLOCK, FWD_WARPS))
     block_p, block_c, grid = _launch(P, C, 1, block)
+    wt, wl, wh, ww = window or (0, 0, height, width)
     _bias_act_fwd_kernel[grid](y, *y.stride(), bias, out, *out.stride(), P, C, height * width, width, top, left,
-                               SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c, SHUFFLE=shuffle,
-                               num_warps=warps)
+                               wt, wl, wh, ww, SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c,
+                               SHUFFLE=shuffle, BORDER=window is not None, num_warps=warps)
     return out
 
 
@@ -249,11 +279,10 @@ def bias_act_fused_backward(dout: torch.Tensor, out: torch.Tensor, bias: torch.T
     B, C, height, width = out.shape
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     dy = torch.empty(B, C, H, W, device=out.device, dtype=out.dtype, memory_format=fmt)
-    for strip in (dy[:, :, :top], dy[:, :, top + height:], dy[:, :, :, :left], dy[:, :, :, left + width:]):
-        if strip.numel():
-            strip.zero_()
     db = torch.zeros(C, device=out.device, dtype=_acc_dtype(out.dtype))
-    P = B * height * width
+    # A crop smaller than y: the kernel covers all of dy and writes the zeros outside the window too.
+    border = (height, width) != (H, W)
+    P = B * H * W if border else B * height * width
     if P and C:
         dout = dout.to(out.dtype)
         # (The CPU interpreter pays per program, not per element: one large tile, unless the variable names one.)
@@ -261,10 +290,11 @@ def bias_act_fused_backward(dout: torch.Tensor, out: torch.Tensor, bias: torch.T
             "MSCRED_BIAS_ACT_BWD_TILE", (INTERPRETER_BLOCK, BWD_WARPS, 1) if _interpreting() else
             (BWD_BLOCK, BWD_WARPS, BWD_TILES))
         block_p, block_c, grid = _launch(P, C, tiles, block)
+        HW, WO = (H * W, W) if border else (height * width, width)
         _bias_act_bwd_kernel[grid](dout, *dout.stride(), out, *out.stride(), dy, *dy.stride(), db,
-                                   P, C, height * width, width, top, left,
+                                   P, C, HW, WO, top, left, height, width,
                                    SELU=selu, CDT=_cdt(out.dtype), BLOCK_P=block_p, BLOCK_C=block_c, TILES=tiles,
-                                   num_warps=warps)
+                                   BORDER=border, num_warps=warps)
     return dy, db.to(bias.dtype)
 
 

@@ -440,7 +440,11 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
     h_t but the last inside its zero border."""
     B, T, _, H, W = gx.shape
     Ch = out.shape[2]
-    zero_border(hprev, pads)  # the kernel writes every interior element
+    # The kernel writes every interior element of hprev, and for borders of width <= 1 (kernels up to 3 x 3) the
+    # border too (HP_BORDER, the bordered sides as bits): no fill kernels. Wider borders are zeroed here.
+    hp_border = sum(bit for bit, pad in zip((1, 2, 4, 8), pads) if pad) if max(pads) <= 1 else 0
+    if max(pads) > 1:
+        zero_border(hprev, pads)
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     for t in range(T):
@@ -455,8 +459,9 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
             gxt, *_yx(gxt), bias, rec, *_s3(rec), pre_t, *_s3(pre_t),
             c_prev, c_t, *_s3(c_t),
             out[:, t], *_s3(out[:, t]), hp, hp.stride(0), hp.stride(1), hp.stride(2), hp.stride(3),
-            N, Ch, H * W, W, pads[0], pads[2], forget_bias,
+            N, Ch, H * W, W, pads[0], pads[2], forget_bias, H,
             HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save, STORE_C=save or t < T - 1,
+            HP_BORDER=hp_border,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, num_warps=NUM_WARPS,
         )
 

@@ -36,7 +36,7 @@ if triton is not None:
     # CH is a multiple of 16 (every MSCRED level: 32..256) is what lets the g, f, o gates be read with vector
     # loads too. Strides keep their specialisations (== 1: which accesses are contiguous; divisible by 16: which
     # are aligned), at most two variants each.
-    _SIZES = ["N", "HW", "W", "PAD_T", "PAD_L"]
+    _SIZES = ["N", "HW", "W", "PAD_T", "PAD_L", "H"]
 
     @triton.jit
     def _sigmoid(z):
@@ -78,6 +78,37 @@ if triton is not None:
         tl.store(ptr + 2 * gate_stride, zf.to(ty), mask=mask)
         tl.store(ptr + 3 * gate_stride, zo.to(ty), mask=mask)
 
+    @triton.jit
+    def _zero_border_around(ptr, p, mask, H, W, sy, sx, like, SIDES: tl.constexpr):
+        """Zeros into the border cells next to this tile's edge pixels (``ptr`` at each pixel's interior cell of a
+        zero-bordered image, row / column strides sy, sx). SIDES: the bordered sides, bits 1 top, 2 bottom, 4 left,
+        8 right, each one cell wide: every border cell then has exactly one edge pixel next to it in its
+        direction (corner cells diagonally), which writes it -- the border is written with the interior, no fill
+        kernels, and only the stores of the sides that exist are compiled (k = 2: bottom, right, their corner)."""
+        y = p // W
+        x = p % W
+        z = tl.zeros_like(like)
+        T: tl.constexpr = (SIDES & 1) != 0
+        B: tl.constexpr = (SIDES & 2) != 0
+        L: tl.constexpr = (SIDES & 4) != 0
+        R: tl.constexpr = (SIDES & 8) != 0
+        if T:
+            tl.store(ptr - sy, z, mask=mask & (y == 0))
+        if B:
+            tl.store(ptr + sy, z, mask=mask & (y == H - 1))
+        if L:
+            tl.store(ptr - sx, z, mask=mask & (x == 0))
+        if R:
+            tl.store(ptr + sx, z, mask=mask & (x == W - 1))
+        if T and L:
+            tl.store(ptr - sy - sx, z, mask=mask & (y == 0) & (x == 0))
+        if T and R:
+            tl.store(ptr - sy + sx, z, mask=mask & (y == 0) & (x == W - 1))
+        if B and L:
+            tl.store(ptr + sy - sx, z, mask=mask & (y == H - 1) & (x == 0))
+        if B and R:
+            tl.store(ptr + sy + sx, z, mask=mask & (y == H - 1) & (x == W - 1))
+
     @_jit(do_not_specialize=_SIZES)
     def cell_fwd_kernel(
         gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,  # input-conv gates of this step (B, 4Ch, H, W); may be a crop
@@ -87,9 +118,9 @@ if triton is not None:
         cprev_ptr, c_ptr, c_sb, c_sc, c_sp, # cell states of the previous / this step (B, Ch, H, W)
         h_ptr, h_sb, h_sc, h_sp,            # out: h_t into the output
         hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, # out: h_t into the interior of a zero-bordered (B, Ch, Hp, Wp) buffer
-        N, CH, HW, W, PAD_T, PAD_L, forget_bias,
+        N, CH, HW, W, PAD_T, PAD_L, forget_bias, H,
         HAS_REC: tl.constexpr, HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr,
-        STORE_C: tl.constexpr,
+        STORE_C: tl.constexpr, HP_BORDER: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
     ):
         if PIX_MAJOR:
@@ -137,6 +168,8 @@ if triton is not None:
         if WRITE_HP:
             hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
             tl.store(hp, h, mask=mask)
+            if HP_BORDER:  # and the zero border around it (HP_BORDER: its sides, see _zero_border_around)
+                _zero_border_around(hp, p, mask, H, W, hp_sy, hp_sx, h, HP_BORDER)
 
     @triton.jit
     def _cell_bwd_tile(

@@ -32,7 +32,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from mscred.ops.padding import bordered, interior, pad_copy
+from mscred.ops.padding import interior, pad_copy
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.bias_act import SELU_ALPHA, SELU_SCALE
 from mscred.ops.triton.runtime import interpreting as _interpreting
@@ -146,15 +146,24 @@ if triton is not None:
         row = x_ptr + b * x_sb + iy * x_sy + ix * x_sx
         return tl.load(row[:, None] + ci[None, :] * x_sc, mask=valid[:, None] & (ci < CI)[None, :], other=0.0)
 
-    @triton.jit(do_not_specialize=["P", "H", "W"])
+    @triton.jit(do_not_specialize=["P", "H", "W", "PT", "PL", "HD", "WD"])
     def _small_conv_fwd_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, w_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                               P, H, W, CI: tl.constexpr, CO: tl.constexpr,
+                               P, H, W, PT, PL, HD, WD, CI: tl.constexpr, CO: tl.constexpr,
                                KS: tl.constexpr, SELU: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT: tl.constexpr,
                                PREC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr,
-                               BLOCK_N: tl.constexpr):
+                               BLOCK_N: tl.constexpr, BORDER: tl.constexpr):
         """FLAT: all KS*KS*CI taps in one BLOCK_K block (few input channels, e.g. 3); else a loop over the taps,
-        each in blocks of BLOCK_K contiguous channels (e.g. deconv1's 64)."""
-        pmask, b, y, x = _pixels(tl.program_id(0) * BLOCK_P, P, H * W, W, BLOCK_P)
+        each in blocks of BLOCK_K contiguous channels (e.g. deconv1's 64). BORDER: the output is HD x WD with the
+        (H x W) result at (PT, PL) and zeros around it (a bordered output); the grid covers all of it."""
+        if BORDER:
+            pmask, b, oy, ox = _pixels(tl.program_id(0) * BLOCK_P, P, HD * WD, WD, BLOCK_P)
+            y, x = oy - PT, ox - PL
+            inside = (y >= 0) & (y < H) & (x >= 0) & (x < W)
+            omask = pmask
+            pmask = pmask & inside
+        else:
+            pmask, b, y, x = _pixels(tl.program_id(0) * BLOCK_P, P, H * W, W, BLOCK_P)
+            oy, ox, omask = y, x, pmask
         n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         nmask = n < CO
         acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
@@ -177,8 +186,10 @@ if triton is not None:
             acc += tl.load(b_ptr + n, mask=nmask, other=0.0).to(tl.float32)[None, :]
         if SELU:
             acc = tl.where(acc > 0, _SCALE * acc, _SCALE_ALPHA * (tl.exp(acc) - 1.0))
-        out = o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + y[:, None] * o_sy + x[:, None] * o_sx
-        tl.store(out, acc.to(o_ptr.dtype.element_ty), mask=pmask[:, None] & nmask[None, :])
+        if BORDER:
+            acc = tl.where(inside[:, None], acc, 0.0)
+        out = o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + oy[:, None] * o_sy + ox[:, None] * o_sx
+        tl.store(out, acc.to(o_ptr.dtype.element_ty), mask=omask[:, None] & nmask[None, :])
 
     @triton.jit(do_not_specialize=["P", "H", "W", "PROGRAMS"])
     def _small_conv_wgrad_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
@@ -267,22 +278,24 @@ def _as_matrix(weight: torch.Tensor) -> torch.Tensor:
 
 
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], selu: bool,
-             out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The forward kernel into ``out`` (any strides; default a new channels-last tensor)."""
+             pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> torch.Tensor:
+    """The forward kernel: a new channels-last (N, Co, H, W) output, inside a zero border ``pads`` (top, bottom,
+    left, right) that the kernel writes too."""
     N, CI, H, W = x.shape
     CO, KS = weight.shape[0], weight.shape[-1]
-    if out is None:
-        out = torch.empty(N, CO, H, W, device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
-    P = N * H * W
+    HD, WD = H + pads[0] + pads[1], W + pads[2] + pads[3]
+    out = torch.empty(N, CO, HD, WD, device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
+    P = N * HD * WD
     if P == 0 or CO == 0:
         return out
     block_n = _block_n(CO)
     flat, block_k, _ = _blocking(CI, KS)
     grid = (triton.cdiv(P, FWD_BLOCK_P), triton.cdiv(CO, block_n))
     _small_conv_fwd_kernel[grid](x, *x.stride(), _as_matrix(weight), bias if bias is not None else out, out,
-                                 *out.stride(), P, H, W, CI=CI, CO=CO, KS=KS, SELU=selu, HAS_BIAS=bias is not None,
-                                 FLAT=flat, PREC=_precision(x.dtype), BLOCK_P=FWD_BLOCK_P, BLOCK_K=block_k,
-                                 BLOCK_N=block_n, num_warps=FWD_WARPS)
+                                 *out.stride(), P, H, W, pads[0], pads[2], HD, WD, CI=CI, CO=CO, KS=KS, SELU=selu,
+                                 HAS_BIAS=bias is not None, FLAT=flat, PREC=_precision(x.dtype),
+                                 BLOCK_P=FWD_BLOCK_P, BLOCK_K=block_k, BLOCK_N=block_n, BORDER=any(pads),
+                                 num_warps=FWD_WARPS)
     return out
 
 
@@ -291,9 +304,7 @@ def small_conv_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
                      pads: list[int]) -> torch.Tensor:
     """Fused forward (see ``conv_act``; ``pads`` its out_pads): x and weight of one dtype, bias contiguous (float32
     under autocast)."""
-    out, inner = bordered(x.shape[0], weight.shape[0], *x.shape[2:], pads, x, torch.channels_last)
-    _forward(x, weight, bias, selu, inner)
-    return out
+    return _forward(x, weight, bias, selu, tuple(pads))
 
 
 @small_conv_fused.register_fake
