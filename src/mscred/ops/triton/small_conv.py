@@ -42,9 +42,11 @@ from mscred.ops.triton.runtime import tl, triton
 FWD_BLOCK_P, FWD_WARPS = 128, 4  # the forward's tile (output pixels) and warps (benchmarks/bench_small_tiles.py)
 MAX_BLOCK_N = 64         # output channels per program (more go to a second grid axis)
 # The weight gradient's pixels per tile, warps, and programs per SM (each loops over every PROGRAMS-th tile and adds
-# its partial sums once): the defaults before benchmarks/bench_bwd_tiles.py swept them on the training step's
-# calls. MSCRED_SMALL_CONV_WGRAD_TILE="BLOCK_P/warps/programs-per-SM" overrides (A/B runs).
-WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM = 128, 4, 4
+# its partial sums once): 128 x 4 warps x 8 per SM ran the training step's two calls (conv1, deconv1) in 0.132 ms
+# against 0.138 ms with the earlier 4 per SM (CUDA-graph replays, benchmarks/bench_bwd_tiles.py,
+# results/step_profile_1201c/bwd_tiles/, H200). MSCRED_SMALL_CONV_WGRAD_TILE="BLOCK_P/warps/programs-per-SM"
+# overrides (A/B runs).
+WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM = 128, 4, 8
 
 
 def is_available() -> tuple[bool, str]:
