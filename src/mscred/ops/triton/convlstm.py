@@ -20,7 +20,7 @@ elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input 
 
 Two ops. ``convlstm_fused`` is inference: TF's asymmetric k = 2 padding as the input convolution's own padding 1,
 the gates read as the (H, W) window of its (H+1, W+1) output (no padded copy of x), and the per-window kernels
-where they run. ``convlstm_train`` (``train``) takes x already zero-bordered -- the encoder's padded copy, which
+where they run. ``convlstm_train`` (``train``) takes x already zero-bordered -- the encoder's bordered buffer, which
 its next strided convolution reads too -- and its steps in the encoder's training order, time-major (T*B
 images), so that the gate gradients of one buffer serve the recurrent convolutions (per step, contiguous) and the
 input convolution (all steps) alike: the cell backward writes them once, and no border is zeroed or cropped.
@@ -195,7 +195,7 @@ def _grown(pads) -> tuple[int, int, int, int]:
 def _padded_copy_pays(H: int, W: int, pads) -> bool:
     """Whether inference's hoisted input convolution (``convlstm_fused``) runs on a zero-padded copy of x with the
     exact TF output (``True``) instead of the convolution's own symmetric padding and a grown output read through a
-    window (no copy of x). Training always takes the padded copy, the encoder's (``train``).
+    window (no copy of x). Training always takes a zero-bordered x, the encoder's bordered buffer (``train``).
 
     For k = 2 the grown output has (H+1)(W+1)/(HW) - 1 more gates, convolution work and gradient traffic: 7% at
     30 x 30, 14% at 15 x 15, 27% at 8 x 8, 56% at 4 x 4. The copy costs one pass over x each way (x has a quarter of
@@ -317,7 +317,7 @@ def train(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias
 
     x (B, T, C, H, W); with ``padded``, already its zero-bordered copy (B, T, C, H + top + bottom, W + left +
     right) for TF's "same" padding of the kernel (``_padding``): the encoder's, which its next strided convolution
-    reads too (``model.Encoder``), so that the two share one copy and their input gradients are summed in place.
+    reads too (``model.Encoder``), so that the two share one buffer and their input gradients are summed in place.
     Steps stored time-major (the (T*B) image order the encoder runs in while training) are read in place, and then
     the backward's gate gradients serve the recurrent convolutions (per step) and the input convolution (all
     steps) from one buffer. Returns every h_t, (B, T, Ch, H, W).
