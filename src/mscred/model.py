@@ -27,7 +27,7 @@ from mscred.ops import AUTO, subpixel
 from mscred.ops.concat import cat_channels
 from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.lstm_attention import resident_attention
-from mscred.ops.padding import interior, pad_copy
+from mscred.ops.padding import pad_copy
 from mscred.ops import weight_cache
 from mscred.ops.reference import same_padding
 from mscred.ops.triton import convlstm as fused_convlstm
@@ -225,9 +225,10 @@ class Encoder(nn.Module):
 
     def _forward_training(self, x: torch.Tensor, pads: tuple[int, int, int, int]) -> list[torch.Tensor]:
         """The encoder for fused training: the images in time-major order (T*B), and each level's activation
-        written by its convolution's epilogue straight into a zero-bordered buffer with the ConvLSTM's padding
-        (``out_pads``: no copy), which the next strided convolution reads too where that gives its TF output
-        (``_reads_padded``: conv2, conv3 and conv4 at 30 sensors). So the ConvLSTM's input convolution gives its
+        in a zero-bordered buffer with the ConvLSTM's padding, which the next strided convolution reads too where
+        that gives its TF output (``_reads_padded``: conv2, conv3 and conv4 at 30 sensors) -- there the epilogue
+        writes it straight into the buffer (``out_pads``: no copy); elsewhere the buffer is a padded copy of the
+        plain activation the next convolution reads. So the ConvLSTM's input convolution gives its
         gates exactly (H, W), its gate gradients need no zeroed border and serve the per-step recurrent
         convolutions and the input convolution from one buffer (time-major), and the two input gradients of a
         shared buffer are summed contiguously, by autograd, before the epilogue's backward reads their interior."""
@@ -235,14 +236,18 @@ class Encoder(nn.Module):
         dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
         f = torch.empty(T * B, *x.shape[2:], device=x.device, dtype=dtype, memory_format=torch.channels_last)
         f.view(T, B, *x.shape[2:]).copy_(x.transpose(0, 1))  # the cast and the reorder in one copy
-        # Each convolution writes its activation straight into the zero-bordered buffer (``out_pads``).
-        levels, padded = [], self.conv1(f, out_pads=pads)
-        for conv in (self.conv2, self.conv3, self.conv4, None):
+        convs = (self.conv1, self.conv2, self.conv3, self.conv4)
+        levels, src, src_padded, size = [], f, False, f.shape[-1]
+        for conv, nxt in zip(convs, (*convs[1:], None)):
+            size = -(-size // conv.stride)  # this level's TF "same" output size
+            # Where the next convolution reads the bordered buffer too (or there is none), the epilogue writes the
+            # activation straight into it; else plainly, for the next convolution, and the ConvLSTM gets a copy.
+            shared = nxt is None or _reads_padded(nxt, size, pads)
+            out = (conv.forward_padded(src, out_pads=pads if shared else (0, 0, 0, 0)) if src_padded
+                   else conv(src, out_pads=pads if shared else (0, 0, 0, 0)))
+            padded = out if shared else pad_copy(out, pads)
             levels.append(padded.view(T, B, *padded.shape[1:]).transpose(0, 1))
-            if conv is not None:
-                size = padded.shape[-1] - pads[2] - pads[3]
-                padded = (conv.forward_padded(padded, out_pads=pads) if _reads_padded(conv, size, pads)
-                          else conv(interior(padded, pads), out_pads=pads))
+            src, src_padded = out, shared
         return levels
 
 
