@@ -45,15 +45,8 @@ SETTINGS = {
 def record_calls():
     """[(kind, op, args)] of every bias_act / small_conv backward of one eager fused bf16 training step."""
     from mscred.ops.triton import bias_act, small_conv
-    from mscred.signature import signature_matrices
-    from mscred.train import WindowDataset
 
-    device = torch.device("cuda")
-    values = bt.thesis_series(36_000, 30)
-    data = WindowDataset(torch.from_numpy(signature_matrices(values, windows=bt.WINDOWS, gap=bt.GAP)).to(device),
-                         bt.STEPS)
-    idx = torch.randperm(len(data), device=device)[:BATCH]
-    step, _ = bt.make_step("fused", 30, data, device, BATCH, False, True, cudnn_benchmark=True)
+    step, _, idx = bt.thesis_eager_step(BATCH)
     calls = []
     # The ops' autograd formulas look these module attributes up at call time.
     real = {"bias_act": (bias_act, "bias_act_fused_backward"), "small_conv": (small_conv, "small_conv_fused_backward")}

@@ -201,6 +201,18 @@ def make_step(backend, n, data, device, batch, graphs, bf16, compile_=False, fus
     return step, time.perf_counter() - t0
 
 
+def thesis_eager_step(batch: int):
+    """(step, data, idx) on CUDA: the thesis workload's windows (30 sensors), the Trainer's eager fused bf16 step
+    with cuDNN autotuning (as the graphed step autotunes), and one random batch of window indices
+    (profile_train_step.py and bench_bwd_tiles.py run it)."""
+    device = torch.device("cuda")
+    values = thesis_series(36_000, 30)
+    data = WindowDataset(torch.from_numpy(signature_matrices(values, windows=WINDOWS, gap=GAP)).to(device), STEPS)
+    idx = torch.randperm(len(data), device=device)[:batch]
+    step, _ = make_step("fused", 30, data, device, batch, False, True, cudnn_benchmark=True)
+    return step, data, idx
+
+
 def time_train(step, data, device, batch, iters, warmup=3, ready=None):
     """Median ms of a training step on random batches; the first call's loss (the initial weights' loss on batch 0,
     the same for every variant) is returned for the correctness check. ``ready`` (optional) is called after the

@@ -69,15 +69,8 @@ def kernel_sequence(prof) -> list[str]:
 
 
 def training_step(text: list[str]) -> None:
-    from mscred.signature import signature_matrices
-    from mscred.train import WindowDataset
-
-    device = torch.device("cuda")
-    values = bt.thesis_series(36_000, 30)
-    data = WindowDataset(torch.from_numpy(signature_matrices(values, windows=bt.WINDOWS, gap=bt.GAP)).to(device),
-                         bt.STEPS)
-    idx = torch.randperm(len(data), device=device)[:BATCH]
-    step, _ = bt.make_step("fused", 30, data, device, BATCH, False, True, cudnn_benchmark=True)
+    step, data, idx = bt.thesis_eager_step(BATCH)
+    device = idx.device
     prof = _profiled(lambda: step(idx), record_shapes=True)
     text += kernel_table(prof, 5, "Eager fused bf16 step (cudnn.benchmark)")
     text += ["## Ops with input shapes, by the GPU time of their kernels (5 steps)", "",
