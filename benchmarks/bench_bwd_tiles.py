@@ -71,7 +71,8 @@ def record_calls():
 def _shape(kind: str, args) -> str:
     if kind == "bias_act":
         dout, out = args[0], args[1]
-        return f"dout {tuple(dout.shape)}, out {tuple(out.shape)}, crop at ({args[4]}, {args[5]}) of {args[6]}x{args[7]}"
+        return (f"dout {tuple(dout.shape)}, out {tuple(out.shape)}, crop at ({args[4]}, {args[5]}) of "
+                f"{args[6]}x{args[7]}")
     dout, x, w = args[0], args[1], args[2]
     return f"x {tuple(x.shape)}, w {tuple(w.shape)}, dx {'yes' if args[5] else 'no'}"
 

@@ -131,3 +131,32 @@ def test_reads_padded_only_where_the_padded_copy_gives_the_tf_output(kernel, str
 def _lrtb(pads):
     top, bottom, left, right = pads
     return left, right, top, bottom
+
+
+@pytest.mark.parametrize("n", [10, 7])
+def test_shared_buffers_as_two_outputs_give_the_same_step(n, monkeypatch):
+    """MSCRED_SHARED_GRADS=1 (opt-in, ops/shared_output.py): each bordered buffer read by the ConvLSTM and the next
+    convolution goes out as two outputs, and the epilogue's backward kernel sums their gradients instead of
+    autograd. The fused float32 training step's output and every gradient equal the default's (n = 10: conv2-4
+    share their inputs; n = 7: conv3 and conv4 do, conv2 reads a plain activation)."""
+    if not runs_fused(torch.zeros(1)):
+        pytest.skip("the fused training layout needs Triton (or its CPU interpreter)")
+    from mscred.ops.shared_output import SharedOutput
+
+    cfg = dict(n_sensors=n, channels=(4, 8, 8, 16))
+    x = torch.rand(3, 5, 3, n, n)
+    calls, real = [], SharedOutput.apply
+    monkeypatch.setattr(SharedOutput, "apply", lambda *a: calls.append(1) or real(*a))
+    results = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv("MSCRED_SHARED_GRADS", flag)
+        torch.manual_seed(0)
+        net = MSCREDNet(ModelConfig(backend="fused", **cfg))
+        out = net(x)
+        F.mse_loss(out, x[:, -1]).backward()
+        results.append((out.detach(), {k: p.grad for k, p in net.named_parameters()}))
+    assert len(calls) == {10: 3, 7: 2}[n]  # the buffers with two readers, only when switched on
+    (out0, g0), (out1, g1) = results
+    torch.testing.assert_close(out1, out0, rtol=0, atol=0)
+    for k in g0:
+        torch.testing.assert_close(g1[k], g0[k], rtol=1e-5, atol=1e-6, msg=k)

@@ -195,3 +195,26 @@ def test_backward_tile_override_sums_bias_over_many_tiles(monkeypatch, tile):
     monkeypatch.setenv("MSCRED_BIAS_ACT_BWD_TILE", "2048/4")
     with pytest.raises(ValueError, match="BLOCK/warps/tiles"):
         tile_override("MSCRED_BIAS_ACT_BWD_TILE", (1, 1, 1))
+
+
+@pytest.mark.parametrize("selu", [True, False])
+def test_shared_output_sums_both_gradients_in_the_kernel(selu):
+    """bias_act_shared: (out, a view of out) for two consumers; the kernel sums their two gradients (dout2), and y's
+    and the bias's gradients equal those of one output read by both consumers (autograd's sum)."""
+    g = torch.Generator().manual_seed(31)
+    y = torch.randn(3, 6, 7, 7, generator=g).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    b = torch.randn(6, generator=g).to(DEVICE)
+    pads = (0, 1, 0, 1)
+    d1, d2 = (torch.randn(3, 6, 8, 8, generator=g).to(DEVICE) for _ in range(2))
+    grads = []
+    for shared in (False, True):
+        yy, bb = y.clone().requires_grad_(), b.clone().requires_grad_()
+        if shared:
+            out, other = ba.bias_act_shared(yy, bb, selu, pads)
+            assert other.data_ptr() == out.data_ptr() and other is not out
+        else:
+            out = other = ba.bias_act(yy, bb, selu, out_pads=pads)
+        ((out * d1).sum() + (other * d2).sum()).backward()
+        grads.append((out.detach(), yy.grad, bb.grad))
+    for name, s, o in zip(("out", "dy", "dbias"), grads[1], grads[0]):
+        torch.testing.assert_close(s, o, rtol=1e-6, atol=1e-6, msg=name)

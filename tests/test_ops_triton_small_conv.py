@@ -187,3 +187,26 @@ def test_bordered_output_is_the_padded_result(out_pads, dtype):
                                rtol=0, atol=0)
     for o, p in zip(ours[1:], plain[1:]):
         torch.testing.assert_close(o, p, rtol=1e-6, atol=1e-6)
+
+
+def test_shared_output_sums_both_gradients_in_the_kernel():
+    """conv_act_shared: (out, a view of out) for two consumers; the weight gradient's kernel sums their two
+    gradients (dout2), and x's, the weight's and the bias's gradients equal those of one output read by both."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 3, 6, 6, generator=g).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(8, 3, 3, 3, generator=g) * 0.3).to(DEVICE)
+    b = torch.randn(8, generator=g).to(DEVICE)
+    pads = (0, 1, 0, 1)
+    d1, d2 = (torch.randn(2, 8, 7, 7, generator=g).to(DEVICE) for _ in range(2))
+    grads = []
+    for shared in (False, True):
+        xx, ww, bb = (t.clone().requires_grad_() for t in (x, w, b))
+        if shared:
+            out, other = sc.conv_act_shared(xx, ww, bb, True, pads)
+            assert other.data_ptr() == out.data_ptr() and other is not out
+        else:
+            out = other = sc.conv_act(xx, ww, bb, True, out_pads=pads)
+        ((out * d1).sum() + (other * d2).sum()).backward()
+        grads.append((out.detach(), xx.grad, ww.grad, bb.grad))
+    for name, s, o in zip(("out", "dx", "dweight", "dbias"), grads[1], grads[0]):
+        torch.testing.assert_close(s, o, rtol=1e-5, atol=1e-5, msg=name)

@@ -23,7 +23,7 @@ from torch import nn
 
 from mscred import level_streams, ops
 from mscred.config import ModelConfig
-from mscred.ops import AUTO, subpixel
+from mscred.ops import AUTO, shared_output, subpixel
 from mscred.ops.concat import cat_channels
 from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.lstm_attention import resident_attention
@@ -33,7 +33,7 @@ from mscred.ops.reference import same_padding
 from mscred.ops.triton import convlstm as fused_convlstm
 from mscred.ops.triton import small_conv
 from mscred.ops.triton.attention import temporal_attention_into
-from mscred.ops.triton.bias_act import bias_act, bias_act_into, bias_act_subpixel_into
+from mscred.ops.triton.bias_act import bias_act, bias_act_into, bias_act_shared, bias_act_subpixel_into
 from mscred.ops.triton.runtime import runs_fused, switched_off
 
 # The table's kernels and strides of conv1..conv4; the decoder mirrors them (deconv_l undoes conv_l).
@@ -91,30 +91,41 @@ class SameConv(nn.Module):
         # Glorot uniform, as the original TensorFlow code's default initializer.
         nn.init.xavier_uniform_(self.weight)
 
-    def forward(self, x: torch.Tensor, out_pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, out_pads: tuple[int, int, int, int] = (0, 0, 0, 0), two: bool = False):
         """(N, C, H, W) -> (N, O, ceil(H/s), ceil(W/s)); with ``out_pads`` (top, bottom, left, right) inside a
         zero border of those widths (the training encoder's ConvLSTM input), written there by the fused
-        epilogue, no copy."""
+        epilogue, no copy. ``two`` (fused path): (out, a view of out) for two consumers, whose gradients the
+        epilogue's backward sums itself (``ops.shared_output``)."""
         padding = same_padding(x.shape[-1], self.kernel, self.stride)
         if self.fused_act:
             top, bottom, left, right = padding
             w = _autocast_weight(self.weight, x)
             if small_conv.suits(x.shape[1], w.shape[0], self.kernel, self.stride, w.dtype):
                 # conv1 (3 channels) in bf16: our kernel does convolution + bias + SELU; cuDNN has no tensor-core kernel.
+                if two:
+                    return small_conv.conv_act_shared(x, w, self.bias, True, out_pads)
                 return small_conv.conv_act(x, w, self.bias, selu=True, out_pads=out_pads)
             if top == bottom and left == right:
                 y = F.conv2d(x, w, None, stride=self.stride, padding=(top, left))
             else:  # TF's extra bottom/right row: a padded copy that writes each element once (ops/padding.py)
                 y = F.conv2d(pad_copy(x, padding), w, None, stride=self.stride)
-            return bias_act(y, self.bias, selu=True, out_pads=out_pads)
+            return self._epilogue(y, out_pads, two)
         out = ops.conv2d(x, self.weight, self.bias, self.stride, padding, True, backend=self.backend)
-        return pad_copy(out, out_pads) if any(out_pads) else out
+        out = pad_copy(out, out_pads) if any(out_pads) else out
+        return (out, out) if two else out
 
-    def forward_padded(self, xp: torch.Tensor, out_pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> torch.Tensor:
+    def forward_padded(self, xp: torch.Tensor, out_pads: tuple[int, int, int, int] = (0, 0, 0, 0),
+                       two: bool = False):
         """``forward`` of an input already zero-bordered with this convolution's TF padding (the encoder's copy
         shared with a ConvLSTM, ``Encoder.forward``); the fused path (``fused_act``) only."""
         w = _autocast_weight(self.weight, xp)
-        return bias_act(F.conv2d(xp, w, None, stride=self.stride), self.bias, selu=True, out_pads=out_pads)
+        return self._epilogue(F.conv2d(xp, w, None, stride=self.stride), out_pads, two)
+
+    def _epilogue(self, y: torch.Tensor, out_pads: tuple[int, int, int, int], two: bool):
+        """bias + SELU of the fused path (``bias_act``), for one consumer or for two (``two``)."""
+        if two:
+            return bias_act_shared(y, self.bias, True, out_pads)
+        return bias_act(y, self.bias, selu=True, out_pads=out_pads)
 
 
 class SameDeconv(nn.Module):
@@ -242,12 +253,15 @@ class Encoder(nn.Module):
             size = -(-size // conv.stride)  # this level's TF "same" output size
             # Where the next convolution reads the bordered buffer too (or there is none), the epilogue writes the
             # activation straight into it; else plainly, for the next convolution, and the ConvLSTM gets a copy.
+            # A buffer with two readers goes out as two outputs with MSCRED_SHARED_GRADS=1 (ops/shared_output.py).
             shared = nxt is None or _reads_padded(nxt, size, pads)
-            out = (conv.forward_padded(src, out_pads=pads if shared else (0, 0, 0, 0)) if src_padded
-                   else conv(src, out_pads=pads if shared else (0, 0, 0, 0)))
+            two = shared and nxt is not None and shared_output.enabled()
+            call = conv.forward_padded if src_padded else conv
+            out = call(src, out_pads=pads if shared else (0, 0, 0, 0), two=two)
+            out, for_next = out if two else (out, out)
             padded = out if shared else pad_copy(out, pads)
             levels.append(padded.view(T, B, *padded.shape[1:]).transpose(0, 1))
-            src, src_padded = out, shared
+            src, src_padded = for_next, shared
         return levels
 
 

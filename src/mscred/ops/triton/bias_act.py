@@ -96,6 +96,36 @@ def bias_act(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int = 0, left
                           [int(p) for p in out_pads])
 
 
+def bias_act_shared(y: torch.Tensor, bias: torch.Tensor, selu: bool, out_pads: tuple[int, int, int, int]
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``bias_act(y, bias, selu, out_pads=out_pads)`` for two consumers: (out, a view of out), whose two gradients
+    the backward kernel sums itself (``ops.shared_output``). Where the kernels do not run: (out, out)."""
+    if not _runs_fused(y) or y.dtype == torch.float64:
+        out = bias_act(y, bias, selu, out_pads=out_pads)
+        return out, out
+    from mscred.ops.shared_output import SharedOutput
+    return SharedOutput.apply(_SharedEpilogue(bool(selu), tuple(int(p) for p in out_pads), tuple(y.shape),
+                                              _channels_last(y)), y, bias.contiguous())
+
+
+class _SharedEpilogue:
+    """``bias_act_fused`` with a bordered output as a ``shared_output.SharedOutput`` producer (no crop)."""
+
+    def __init__(self, selu: bool, pads: tuple[int, ...], y_shape: tuple[int, ...], channels_last: bool):
+        self.selu, self.pads, self.y_shape, self.channels_last = selu, pads, y_shape, channels_last
+
+    def forward(self, y: torch.Tensor, bias: torch.Tensor):
+        out = bias_act_fused(y, bias, self.selu, 0, 0, y.shape[2], y.shape[3], list(self.pads))
+        return out, (out, bias)
+
+    def backward(self, saved, g1, g2, needs_input_grad):
+        out, bias = saved
+        H, W = self.y_shape[2:]
+        dy, db = bias_act_fused_backward(interior(g1, self.pads), interior(out, self.pads), bias, self.selu, 0, 0,
+                                         H, W, self.channels_last, None if g2 is None else interior(g2, self.pads))
+        return dy, db
+
+
 def bias_act_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int,
                   out: torch.Tensor) -> torch.Tensor:
     """``bias_act(y, bias, selu, top, left, *out.shape[2:])`` written into ``out`` (any strides), for inference (no
@@ -191,13 +221,14 @@ if triton is not None:
         tl.store(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, z.to(o_ptr.dtype.element_ty), mask=mask)
 
     @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT", "WH", "WW"])
-    def _bias_act_bwd_kernel(g_ptr, g_sb, g_sc, g_sy, g_sx, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                             d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
+    def _bias_act_bwd_kernel(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
+                             o_ptr, o_sb, o_sc, o_sy, o_sx, d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
                              P, C, HWO, WO, TOP, LEFT, WH, WW,
                              SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                             TILES: tl.constexpr, BORDER: tl.constexpr):
-        """dy from dout and out (their pixel (y, x) is dy's (y + TOP, x + LEFT)). Without BORDER the grid covers
-        the crop window (WH x WW, dy's zero strips filled apart); with it, all of dy."""
+                             TILES: tl.constexpr, BORDER: tl.constexpr, HAS_G2: tl.constexpr):
+        """dy from dout (plus a second gradient of the same output if HAS_G2, summed here) and out (their pixel
+        (y, x) is dy's (y + TOP, x + LEFT)). Without BORDER the grid covers the crop window (WH x WW, dy's zero
+        strips filled apart); with it, all of dy."""
         # The bias gradient's column sums: accumulated element-wise over the program's TILES tiles, then reduced
         # across the tile's rows once (a reduction through shared memory, with its barriers) and added with one
         # atomic per channel -- not reduced after every tile.
@@ -212,6 +243,9 @@ if triton is not None:
                 load = mask
                 gy, gx, dy, dx = oy, ox, oy + TOP, ox + LEFT
             g = tl.load(g_ptr + b * g_sb + ch * g_sc + gy * g_sy + gx * g_sx, mask=load, other=0.0).to(CDT)
+            if HAS_G2:
+                g += tl.load(g2_ptr + b * g2_sb + ch * g2_sc + gy * g2_sy + gx * g2_sx, mask=load,
+                             other=0.0).to(CDT)
             if SELU:
                 o = tl.load(o_ptr + b * o_sb + ch * o_sc + gy * o_sy + gx * o_sx, mask=load, other=0.0).to(CDT)
                 g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
@@ -274,9 +308,11 @@ def _(y, bias, selu, top, left, height, width, pads):
 
 @torch.library.custom_op("mscred::bias_act_fused_backward", mutates_args=())
 def bias_act_fused_backward(dout: torch.Tensor, out: torch.Tensor, bias: torch.Tensor, selu: bool, top: int,
-                            left: int, H: int, W: int, channels_last: bool) -> tuple[torch.Tensor, torch.Tensor]:
+                            left: int, H: int, W: int, channels_last: bool, dout2: Optional[torch.Tensor] = None
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
     """(dy, dbias) of ``bias_act_fused``: dy (B, C, H, W), y's shape and layout (``channels_last``) and out's dtype,
-    zero outside the crop; dbias in bias's dtype. ``out`` is the forward's output (read only when ``selu``)."""
+    zero outside the crop; dbias in bias's dtype. ``out`` is the forward's output (read only when ``selu``).
+    ``dout2``: a second gradient of the output (its other consumer's, ``shared_bordered``), summed in the kernel."""
     B, C, height, width = out.shape
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     dy = torch.empty(B, C, H, W, device=out.device, dtype=out.dtype, memory_format=fmt)
@@ -286,21 +322,22 @@ def bias_act_fused_backward(dout: torch.Tensor, out: torch.Tensor, bias: torch.T
     P = B * H * W if border else B * height * width
     if P and C:
         dout = dout.to(out.dtype)
+        g2 = dout if dout2 is None else dout2.to(out.dtype)
         # (The CPU interpreter pays per program, not per element: one large tile, unless the variable names one.)
         block, warps, tiles = _runtime.tile_override(
             "MSCRED_BIAS_ACT_BWD_TILE", (INTERPRETER_BLOCK, BWD_WARPS, 1) if _interpreting() else
             (BWD_BLOCK, BWD_WARPS, BWD_TILES))
         block_p, block_c, grid = _launch(P, C, tiles, block)
         HW, WO = (H * W, W) if border else (height * width, width)
-        _bias_act_bwd_kernel[grid](dout, *dout.stride(), out, *out.stride(), dy, *dy.stride(), db,
+        _bias_act_bwd_kernel[grid](dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(), dy, *dy.stride(), db,
                                    P, C, HW, WO, top, left, height, width,
                                    SELU=selu, CDT=_cdt(out.dtype), BLOCK_P=block_p, BLOCK_C=block_c, TILES=tiles,
-                                   BORDER=border, num_warps=warps)
+                                   BORDER=border, HAS_G2=dout2 is not None, num_warps=warps)
     return dy, db.to(bias.dtype)
 
 
 @bias_act_fused_backward.register_fake
-def _(dout, out, bias, selu, top, left, H, W, channels_last):
+def _(dout, out, bias, selu, top, left, H, W, channels_last, dout2=None):
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     return (torch.empty(out.shape[0], out.shape[1], H, W, device=out.device, dtype=out.dtype, memory_format=fmt),
             torch.empty(bias.shape, device=bias.device, dtype=bias.dtype))

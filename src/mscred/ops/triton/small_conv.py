@@ -109,6 +109,36 @@ def conv_act(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     return small_conv_fused(x, weight.to(x.dtype), bias.contiguous(), bool(selu), [int(p) for p in out_pads])
 
 
+def conv_act_shared(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, selu: bool,
+                    out_pads: tuple[int, int, int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """``conv_act(x, weight, bias, selu, out_pads)`` for two consumers: (out, a view of out), whose two gradients
+    the weight gradient's kernel sums itself (``ops.shared_output``). Where the kernels do not run: (out, out)."""
+    if not _runs_fused(x) or x.dtype == torch.float64:
+        out = conv_act(x, weight, bias, selu, out_pads)
+        return out, out
+    from mscred.ops.shared_output import SharedOutput
+    return SharedOutput.apply(_SharedConv(bool(selu), tuple(int(p) for p in out_pads)), x, weight.to(x.dtype),
+                              bias.contiguous())
+
+
+class _SharedConv:
+    """``small_conv_fused`` with a bordered output as a ``shared_output.SharedOutput`` producer."""
+
+    def __init__(self, selu: bool, pads: tuple[int, ...]):
+        self.selu, self.pads = selu, pads
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
+        out = small_conv_fused(x, weight, bias, self.selu, list(self.pads))
+        return out, (x, weight, out, bias)
+
+    def backward(self, saved, g1, g2, needs_input_grad):
+        x, weight, out, bias = saved
+        dx, dweight, db = small_conv_fused_backward(interior(g1, self.pads), x, weight, interior(out, self.pads),
+                                                    self.selu, needs_input_grad[0],
+                                                    None if g2 is None else interior(g2, self.pads))
+        return (dx if needs_input_grad[0] else None), dweight, db.to(bias.dtype)
+
+
 def deconv_as_conv(weight: torch.Tensor) -> torch.Tensor:
     """The conv2d weight (Co, Ci, k, k) equal to a stride-1 ``conv_transpose2d`` weight (Ci, Co, k, k) followed by
     TF's "same" crop of k // 2 rows and columns on each side: the kernel transposed and flipped."""
@@ -195,10 +225,11 @@ if triton is not None:
 
     @triton.jit(do_not_specialize=["P", "H", "W", "PROGRAMS"])
     def _small_conv_wgrad_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
-                                 o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr, db_ptr,
+                                 g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx, o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr, db_ptr,
                                  P, H, W, PROGRAMS, CI: tl.constexpr, CO: tl.constexpr,
                                  KS: tl.constexpr, SELU: tl.constexpr, FLAT: tl.constexpr, PREC: tl.constexpr,
-                                 BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+                                 BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
+                                 HAS_G2: tl.constexpr):
         """dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th). Grid axis 1: FLAT,
         one block of all taps; else one (tap, channel block) per program (dz is re-read per tap: the layers that
         take this branch have few output channels, so dz is small). The programs of axis-1 index 0 also sum dz
@@ -229,6 +260,9 @@ if triton is not None:
             m = pmask[:, None] & nmask[None, :]
             g = tl.load(g_ptr + b[:, None] * g_sb + n[None, :] * g_sc + y[:, None] * g_sy + x[:, None] * g_sx,
                         mask=m, other=0.0).to(tl.float32)
+            if HAS_G2:  # the output's second gradient (its other consumer's), summed here
+                g += tl.load(g2_ptr + b[:, None] * g2_sb + n[None, :] * g2_sc + y[:, None] * g2_sy
+                             + x[:, None] * g2_sx, mask=m, other=0.0).to(tl.float32)
             if SELU:
                 o = tl.load(o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + y[:, None] * o_sy + x[:, None] * o_sx,
                             mask=m, other=0.0).to(tl.float32)
@@ -319,13 +353,17 @@ def _(x, weight, bias, selu, pads):
 
 @torch.library.custom_op("mscred::small_conv_fused_backward", mutates_args=())
 def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
-                              selu: bool, need_dx: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                              selu: bool, need_dx: bool, dout2: Optional[torch.Tensor] = None
+                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(dx, dweight, dbias) of ``small_conv_fused``; dx is (0,) when not ``need_dx``. dweight in weight's dtype,
-    dbias in float32 (the caller casts it to the bias's dtype). ``out`` is the forward's output (read for SELU)."""
+    dbias in float32 (the caller casts it to the bias's dtype). ``out`` is the forward's output (read for SELU).
+    ``dout2``: a second gradient of the output (its other consumer's, ``conv_act_shared``), summed in the weight
+    gradient's kernel (and added before the data gradient, which the shared layer, conv1, does not need)."""
     N, CI, H, W = x.shape
     CO, KS = weight.shape[0], weight.shape[-1]
     K, P = KS * KS * CI, N * H * W
     dout = dout.to(x.dtype)
+    g2 = dout if dout2 is None else dout2.to(x.dtype)
     dw = torch.zeros(K, CO, device=x.device, dtype=torch.float32)
     db = torch.zeros(CO, device=x.device, dtype=torch.float32)
     if P:
@@ -335,13 +373,15 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
         sms = 4 if _interpreting() else torch.cuda.get_device_properties(x.device).multi_processor_count
         programs = max(1, min(triton.cdiv(P, block_p), per_sm * sms // kblocks + 1))
         grid = (programs, kblocks)
-        _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), out, *out.stride(), dw, db,
-                                       P, H, W, programs, CI=CI, CO=CO, KS=KS, SELU=selu, FLAT=flat,
+        _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(),
+                                       dw, db, P, H, W, programs, CI=CI, CO=CO, KS=KS, SELU=selu, FLAT=flat,
                                        PREC=_precision(x.dtype), BLOCK_P=block_p, BLOCK_K=block_k,
-                                       BLOCK_N=_block_n(CO), num_warps=warps)
+                                       BLOCK_N=_block_n(CO), HAS_G2=dout2 is not None, num_warps=warps)
     dweight = dw.reshape(KS, KS, CI, CO).permute(3, 2, 0, 1).to(weight.dtype).contiguous()
     if not need_dx:
         return x.new_empty(0), dweight, db
+    if dout2 is not None:
+        dout = dout + g2
     # dz as the weight-gradient kernel formed it, then the adjoint: the forward kernel on the flipped kernel.
     dz = dout
     if selu:
@@ -354,7 +394,7 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
 
 
 @small_conv_fused_backward.register_fake
-def _(dout, x, weight, out, selu, need_dx):
+def _(dout, x, weight, out, selu, need_dx, dout2=None):
     dx = torch.empty_like(x, memory_format=torch.channels_last) if need_dx else x.new_empty(0)
     return dx, weight.new_empty(weight.shape), torch.empty(weight.shape[0], device=x.device, dtype=torch.float32)
 

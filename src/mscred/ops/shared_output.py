@@ -1,0 +1,45 @@
+"""One activation read by two consumers, its two gradients summed inside the producer's backward kernel.
+
+In the training encoder a level's activation (its zero-bordered buffer) is read by the ConvLSTM and by the next
+strided convolution. Autograd sums the two gradients of a tensor with two consumers before the producer's backward
+runs: an add kernel over the whole buffer, reading two and writing one (three of them in a training step, 50 us on
+the H200, ``benchmarks/results/step_profile_1201c/``), after which the producer's backward reads the sum once more.
+Here the producer returns the buffer twice -- itself and a view of it, one per consumer -- so that the two
+gradients reach its backward apart, and its fused backward kernel (``bias_act``, the small convolution) reads both
+and sums them in registers.
+
+Opt-in (``MSCRED_SHARED_GRADS=1``): built and checked against the float64 reference on the CPU, not yet timed on
+the GPU.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def enabled() -> bool:
+    """Whether the training encoder hands its shared buffers out as two outputs (MSCRED_SHARED_GRADS=1)."""
+    return os.environ.get("MSCRED_SHARED_GRADS", "0").strip().lower() in ("1", "true", "yes", "on")
+
+
+class SharedOutput(torch.autograd.Function):
+    """``producer.forward(*inputs)`` -> (out, saved tensors), returned as (out, a view of out); backward hands both
+    outputs' gradients (either may be None) to ``producer.backward(saved, g1, g2, needs_input_grad)``, which
+    returns the inputs' gradients. ``producer`` holds the call's non-tensor arguments."""
+
+    @staticmethod
+    def forward(ctx, producer, *inputs):
+        out, saved = producer.forward(*inputs)
+        ctx.producer = producer
+        ctx.save_for_backward(*saved)
+        return out, out.view_as(out)
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        if g1 is None:
+            g1, g2 = g2, None
+        n = len(ctx.needs_input_grad) - 1
+        if g1 is None:
+            return (None,) * (n + 1)
+        return (None, *ctx.producer.backward(ctx.saved_tensors, g1, g2, ctx.needs_input_grad[1:]))
