@@ -5,8 +5,8 @@ without a GPU -- Triton compiles for a named target and the triton wheel carries
 of this machine's Triton (the H200 runs Triton 3.6: counts can differ by a few registers), so use this to compare
 variants, and the device to time them.
 
-Usage: ``.venv/bin/python benchmarks/triton_sm90.py [--sass DIR]`` (env overrides such as MSCRED_CELL_BWD_TILES
-apply as in the op).
+Usage: ``.venv/bin/python benchmarks/triton_sm90.py [--sass DIR] [--src SRC]`` (env overrides such as
+MSCRED_CELL_BWD_TILES apply as in the op; SRC: another tree's ``src`` folder, default this one's).
 """
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+# --src DIR compiles another tree's kernels (e.g. `git archive REV src | tar -x -C build/before`), for a before/after.
+SRC = sys.argv[sys.argv.index("--src") + 1] if "--src" in sys.argv else str(ROOT / "src")
+sys.path.insert(0, SRC)
 
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
@@ -47,6 +49,7 @@ def compile_kernel(fn, pointers: dict[str, str], constexprs: dict[str, object]):
     (what the op's channels-last buffers give at these levels); float args fp32."""
     warps = constexprs.pop("_warps", 4)
     names = fn.arg_names
+    constexprs = {k: v for k, v in constexprs.items() if k in names}  # (an older tree's kernel may lack some)
     signature, attrs = {}, {}
     for i, name in enumerate(names):
         if name in constexprs:
@@ -84,6 +87,7 @@ def sass(cubin: bytes) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sass", help="folder to write each variant's SASS into")
+    parser.add_argument("--src", help="the src folder whose kernels to compile (read before the imports)")
     args = parser.parse_args()
     tl = triton.language
     for ch in LEVELS:

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from mscred.ops.padding import interior, pad_copy
+from mscred.ops.shared_output import SharedOutput
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
@@ -103,7 +104,6 @@ def bias_act_shared(y: torch.Tensor, bias: torch.Tensor, selu: bool, out_pads: t
     if not _runs_fused(y) or y.dtype == torch.float64:
         out = bias_act(y, bias, selu, out_pads=out_pads)
         return out, out
-    from mscred.ops.shared_output import SharedOutput
     return SharedOutput.apply(_SharedEpilogue(bool(selu), tuple(int(p) for p in out_pads), tuple(y.shape),
                                               _channels_last(y)), y, bias.contiguous())
 

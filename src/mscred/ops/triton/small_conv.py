@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from mscred.ops.padding import interior, pad_copy
+from mscred.ops.shared_output import SharedOutput
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.bias_act import SELU_ALPHA, SELU_SCALE
 from mscred.ops.triton.runtime import interpreting as _interpreting
@@ -116,7 +117,6 @@ def conv_act_shared(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, s
     if not _runs_fused(x) or x.dtype == torch.float64:
         out = conv_act(x, weight, bias, selu, out_pads)
         return out, out
-    from mscred.ops.shared_output import SharedOutput
     return SharedOutput.apply(_SharedConv(bool(selu), tuple(int(p) for p in out_pads)), x, weight.to(x.dtype),
                               bias.contiguous())
 
