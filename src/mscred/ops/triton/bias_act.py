@@ -322,7 +322,7 @@ def bias_act_fused_backward(dout: torch.Tensor, out: torch.Tensor, bias: torch.T
     P = B * H * W if border else B * height * width
     if P and C:
         dout = dout.to(out.dtype)
-        g2 = dout if dout2 is None else dout2.to(out.dtype)
+        g2 = dout if dout2 is None else dout2.to(out.dtype)  # (dout stands in when there is none: HAS_G2 off)
         # (The CPU interpreter pays per program, not per element: one large tile, unless the variable names one.)
         block, warps, tiles = _runtime.tile_override(
             "MSCRED_BIAS_ACT_BWD_TILE", (INTERPRETER_BLOCK, BWD_WARPS, 1) if _interpreting() else

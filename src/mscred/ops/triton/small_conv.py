@@ -363,7 +363,7 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
     CO, KS = weight.shape[0], weight.shape[-1]
     K, P = KS * KS * CI, N * H * W
     dout = dout.to(x.dtype)
-    g2 = dout if dout2 is None else dout2.to(x.dtype)
+    g2 = dout if dout2 is None else dout2.to(x.dtype)  # (dout stands in when there is none: HAS_G2 off)
     dw = torch.zeros(K, CO, device=x.device, dtype=torch.float32)
     db = torch.zeros(CO, device=x.device, dtype=torch.float32)
     if P:
