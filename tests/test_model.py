@@ -135,9 +135,9 @@ def _lrtb(pads):
 
 @pytest.mark.parametrize("n", [10, 7])
 def test_shared_buffers_as_two_outputs_give_the_same_step(n, monkeypatch):
-    """MSCRED_SHARED_GRADS=1 (opt-in, ops/shared_output.py): each bordered buffer read by the ConvLSTM and the next
+    """MSCRED_SHARED_GRADS (default on, ops/shared_output.py): each bordered buffer read by the ConvLSTM and the next
     convolution goes out as two outputs, and the epilogue's backward kernel sums their gradients instead of
-    autograd. The fused float32 training step's output and every gradient equal the default's (n = 10: conv2-4
+    autograd. The fused float32 training step's output and every gradient equal those with it off (n = 10: conv2-4
     share their inputs; n = 7: conv3 and conv4 do, conv2 reads a plain activation)."""
     if not runs_fused(torch.zeros(1)):
         pytest.skip("the fused training layout needs Triton (or its CPU interpreter)")

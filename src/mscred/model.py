@@ -253,7 +253,7 @@ class Encoder(nn.Module):
             size = -(-size // conv.stride)  # this level's TF "same" output size
             # Where the next convolution reads the bordered buffer too (or there is none), the epilogue writes the
             # activation straight into it; else plainly, for the next convolution, and the ConvLSTM gets a copy.
-            # A buffer with two readers goes out as two outputs with MSCRED_SHARED_GRADS=1 (ops/shared_output.py).
+            # A buffer with two readers goes out as two outputs (ops/shared_output.py; MSCRED_SHARED_GRADS=0: one).
             shared = nxt is None or _reads_padded(nxt, size, pads)
             two = shared and nxt is not None and shared_output.enabled()
             call = conv.forward_padded if src_padded else conv
