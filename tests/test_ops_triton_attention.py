@@ -169,3 +169,46 @@ def test_forward_tile_override(monkeypatch):
     assert fused._fwd_tile() == (2048, 16)
     h, _ = _inputs(3, 5, 4, 6, seed=5)
     assert _rel(fused.temporal_attention(h), ref.temporal_attention(h)) < 1e-12
+
+
+@pytest.mark.parametrize("B, C, n", [(1, 3, 16), (2, 3, 30), (3, 4, 16), (1, 4, 30)])
+@pytest.mark.parametrize("T", [5, 2])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_split_over_d_equals_reference(B, C, n, T, layout, monkeypatch):
+    """Few samples: each sample's D = C*H*W is cut into chunks (the partial scores in a small buffer, summed in
+    order by the second kernel), forward and backward; D not a multiple of the chunk or of 16 (C = 3), the last
+    chunk short. The split ran (counted), and MSCRED_ATTN_SPLIT with 0 programs runs one program per sample, both
+    equal to the float64 reference."""
+    h, dout = _inputs(B, T, C, n, seed=B * 31 + C * n + T)
+    if layout == "channels_last":
+        h = h.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+        dout = dout.contiguous(memory_format=torch.channels_last)
+    oracle = _fwd_bwd(ref.temporal_attention, h, dout)
+    splits = []
+    real = fused._split
+    monkeypatch.setattr(fused, "_split", lambda *a: splits.append(real(*a)) or splits[-1])
+    for switch in ("", "0/1024/4"):
+        monkeypatch.setenv("MSCRED_ATTN_SPLIT", switch)
+        splits.clear()
+        for name, o, r in zip(("out", "dh"), _fwd_bwd(fused.temporal_attention, h, dout), oracle):
+            assert _rel(o, r) < 1e-12, (switch, name)
+        assert len(splits) == 2 and all((s is None) == (switch != "") for s in splits), (switch, splits)
+        if switch == "":
+            nchunk, chunk = splits[0][:2]
+            assert nchunk > 1 and chunk % 64 == 0 and (nchunk - 1) * chunk < C * n * n <= nchunk * chunk
+
+
+def test_split_choice():
+    """One program per sample once the samples give half the programs wanted (the scoring batch); otherwise chunks
+    of 64-element multiples covering D, at most one per BLOCK-sized piece of D and about the programs wanted."""
+    if fused._interpreting():
+        programs, block = fused.INTERPRETER_SPLIT_PROGRAMS, 128
+    else:
+        sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+        programs, block = fused.SPLIT_PER_SM * sms, fused.SPLIT_BLOCK
+    assert fused._split(programs // 2, 10 ** 6) is None
+    assert fused._split(1, block) is None  # one piece: nothing to split
+    for B, D in ((1, 10 ** 6), (3, 3600), (programs // 2 - 1, 50 * block + 7)):
+        nchunk, chunk = fused._split(B, D)[:2]
+        assert chunk % 64 == 0 and (nchunk - 1) * chunk < D <= nchunk * chunk, (B, D)
+        assert 1 < nchunk <= min(-(-programs // B), -(-D // block)), (B, D)

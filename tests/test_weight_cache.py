@@ -73,3 +73,51 @@ def test_model_bf16_step_is_the_same_with_and_without_the_cache(monkeypatch):
     for k in g_on:
         assert g_on[k].dtype == torch.float32, k
         torch.testing.assert_close(g_on[k], g_off[k], **tol, msg=k)
+
+
+@pytest.mark.skipif(not runs_fused(torch.empty(0, device=DEVICE)),
+                    reason="the masters are packed only where the gather kernel runs (CUDA, or the CPU interpreter)")
+def test_plan_packs_the_masters_and_the_kernel_reads_them_in_place(monkeypatch, tmp_path):
+    """The first plan makes the float32 masters views of one buffer in its order (values unchanged); the casts and
+    gradients then come from one gather kernel each way, the same bits as the PyTorch ops' path, which still serves
+    a master replaced later; MSCRED_WEIGHT_PACK=0 leaves the masters alone; the packed weights save."""
+    torch.manual_seed(0)
+    a = torch.randn(8, 5, 2, 2, device=DEVICE, requires_grad=True)
+    b = torch.randn(4, 3, 3, 3, device=DEVICE, requires_grad=True)
+    values = (a.detach().clone(), b.detach().clone())
+    targets = [(b, "all", 0), (a, "x", 3), (a, "h", 3)]
+    monkeypatch.setenv("MSCRED_WEIGHT_PACK", "0")
+    assert weight_cache.plan_for(targets).packed is None and a.data_ptr() != b.data_ptr() + b.numel() * 4
+    monkeypatch.delenv("MSCRED_WEIGHT_PACK")
+    plan = weight_cache.plan_for(targets)
+    assert plan.packed is not None and plan.packed.numel() == a.numel() + b.numel()
+    assert b.data_ptr() == plan.packed.data_ptr() and a.data_ptr() == plan.packed.data_ptr() + b.numel() * 4
+    assert torch.equal(a.detach(), values[0]) and torch.equal(b.detach(), values[1]) and a.is_leaf
+
+    reads = []
+    real = weight_cache.gather_cast
+    monkeypatch.setattr(weight_cache, "gather_cast", lambda src, *r: reads.append(src is plan.packed) or real(src, *r))
+    g = [torch.randn(t, device=DEVICE).to(torch.bfloat16) for t in ((4, 3, 3, 3), (8, 3, 2, 2), (8, 2, 2, 2))]
+    results = []
+    for replaced in (False, True):
+        if replaced:  # a master given new storage: no longer packed, the PyTorch ops' path
+            a.data = a.data.clone()
+            assert not plan.reads_packed([b, a])
+        a.grad = b.grad = None
+        with weight_cache.cast_once(targets, plan, torch.bfloat16):
+            casts = (weight_cache.lookup(b), weight_cache.lookup(a, "x"), weight_cache.lookup(a, "h"))
+        for got, want in zip(casts, (b, a[:, :3], a[:, 3:])):
+            assert torch.equal(got, want.detach().to(torch.bfloat16))
+        sum((t.float() * gt.float()).sum() for t, gt in zip(casts, g)).backward()
+        results.append((a.grad.clone(), b.grad.clone()))
+    assert reads == [True, False, False]  # forward from the masters in place; the backward's gather each time
+    for (ga, gb) in results:
+        assert torch.equal(gb, g[0].float()) and torch.equal(ga, torch.cat([g[1], g[2]], 1).float())
+
+    from mscred.atomic import save_safetensors
+    from mscred.model import cpu_state
+    net = torch.nn.Module()
+    net.b, net.c = torch.nn.Parameter(torch.randn(4, 3, 3, 3, device=DEVICE)), torch.nn.Parameter(
+        torch.randn(6, 2, 2, 2, device=DEVICE))
+    weight_cache.plan_for([(net.b, "all", 0), (net.c, "all", 0)])  # packed: the two share one storage
+    save_safetensors(cpu_state(net), tmp_path / "w.safetensors")

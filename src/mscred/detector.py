@@ -455,7 +455,9 @@ class MSCRED:
             "calibration": self.calibration_.to_dict(),
             "history": getattr(self, "history_", []),
         }
-        state = {k: v.detach().to("cpu").contiguous() for k, v in self.net_.state_dict().items()}
+        from mscred.model import cpu_state
+
+        state = cpu_state(self.net_)
         with atomic_path(directory, owned=MODEL_FILES, what="an mscred model") as tmp:
             tmp.mkdir()
             (tmp / CONFIG_FILE).write_text(json.dumps(_jsonable(meta), indent=2) + "\n")

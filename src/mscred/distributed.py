@@ -254,7 +254,7 @@ def _fit_segments_rank(rank, folder: str, model_cfg, train_cfg: TrainConfig, ste
     import numpy as np
     from safetensors.torch import save_file
 
-    from mscred.model import MSCREDNet
+    from mscred.model import MSCREDNet, cpu_state
     from mscred.ops import resolve_model_backend
 
     train = np.load(Path(folder) / "train.npy")
@@ -265,7 +265,7 @@ def _fit_segments_rank(rank, folder: str, model_cfg, train_cfg: TrainConfig, ste
     trainer = DistributedTrainer(net, train_cfg, steps, device=rank.device)
     history = trainer.fit(train, val, checkpoint_dir=checkpoint_dir, resume=resume)
     if rank.is_main:
-        state = {k: v.detach().cpu().contiguous() for k, v in net.state_dict().items()}
+        state = cpu_state(net)
         save_file(state, str(Path(folder) / "weights.safetensors"))
     return {"history": history, "world_size": rank.world_size, "graphs_used": trainer.graphs_used,
             "device": str(rank.device)}

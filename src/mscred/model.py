@@ -60,6 +60,12 @@ class _CastChannelsLast(torch.autograd.Function):
         return grad.to(dtype=ctx.master_dtype, memory_format=torch.contiguous_format), None
 
 
+def cpu_state(net: nn.Module) -> dict[str, torch.Tensor]:
+    """``net.state_dict()`` with every tensor its own contiguous CPU copy, for safetensors: it refuses tensors that
+    share memory, and the fused bf16 training step packs the weights into one buffer (``ops/weight_cache.py``)."""
+    return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in net.state_dict().items()}
+
+
 def _autocast_weight(weight: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """``weight`` as the fused path's convolutions want it under autocast (see _CastChannelsLast; made with every
     other weight at once where the training step's ``weight_cache.cast_once`` did), else as is."""

@@ -14,15 +14,15 @@ without, in alternation in one run (``benchmarks/results/shared_grads/``). ``MSC
 """
 from __future__ import annotations
 
-import os
-
 import torch
+
+from mscred.ops.triton.runtime import switched_off
 
 
 def enabled() -> bool:
     """Whether the training encoder hands its shared buffers out as two outputs (default; MSCRED_SHARED_GRADS=0
     turns it off)."""
-    return os.environ.get("MSCRED_SHARED_GRADS", "1").strip().lower() not in ("0", "false", "no", "off")
+    return not switched_off("MSCRED_SHARED_GRADS")
 
 
 class SharedOutput(torch.autograd.Function):

@@ -12,6 +12,16 @@ gradient as a view of that one buffer. The modules look their weight up (``looku
 
 Every master element lands in exactly one target (a ConvLSTM weight's two halves cover it), so the gather is a
 permutation and the gradient needs no accumulation. MSCRED_WEIGHT_CACHE=0 turns it off (A/B runs).
+
+Where the Triton kernels run (CUDA, or the CPU interpreter) and the masters are float32, ``plan_for`` first packs
+them into one float32 buffer in the plan's order -- each master's ``.data`` becomes a view of it, values unchanged,
+as the contiguous parameter buffers of large-model trainers -- so that each direction is one kernel that gathers
+and casts at once (``ops/triton/gather_cast.py``, int32 index): the forward reads the masters in place, the
+backward concatenates the targets' gradients and gathers them back as float32. Before (PyTorch ops, still the path
+where the masters are not packed): a multi-tensor cast and an int64 gather forward, a concatenation, a gather and a
+cast backward, 67 us of the graphed step on the H200 (benchmarks/results/step_profile_1201c/). A master moved or
+replaced later (``module.to``, ``param.data = ...``) is simply no longer packed, and the PyTorch ops serve it.
+MSCRED_WEIGHT_PACK=0 keeps the masters as they are (A/B runs).
 """
 from __future__ import annotations
 
@@ -21,6 +31,9 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import torch
+
+from mscred.ops.triton.gather_cast import gather_cast
+from mscred.ops.triton.runtime import runs_fused, switched_off
 
 # (weight, part) of a target: part "all" (the whole weight, channels-last), or "x" / "h" (input channels [0, C) /
 # [C, end) of a ConvLSTM gate weight, channels-last), with C.
@@ -38,14 +51,23 @@ def lookup(weight: torch.Tensor, part: str = "all") -> torch.Tensor | None:
 @dataclass
 class Plan:
     """Index maps of one set of targets on one device: ``gather`` (target element -> master element, in the
-    masters' concatenation), ``scatter`` its inverse; each target's channels-last shape and offset; each master's
-    offset and numel."""
+    masters' concatenation), ``scatter`` its inverse (int32); each target's channels-last shape and offset; each
+    master's offset; ``packed``, the float32 buffer the masters are views of in that order, or None."""
     key: tuple
     gather: torch.Tensor
     scatter: torch.Tensor
     shapes: list[tuple[int, int, int, int]]
     offsets: list[int]
     master_offsets: list[int]
+    packed: torch.Tensor | None = None
+
+    def reads_packed(self, masters: Sequence[torch.Tensor]) -> bool:
+        """Whether ``masters`` still are the views of ``packed`` that ``plan_for`` made (a cheap host check)."""
+        if self.packed is None:
+            return False
+        base, size = self.packed.data_ptr(), self.packed.element_size()
+        return all(m.dtype == self.packed.dtype and m.is_contiguous() and m.data_ptr() == base + at * size
+                   for m, at in zip(masters, self.master_offsets))
 
 
 def plan_for(targets: Sequence[Target], previous: Plan | None = None) -> Plan:
@@ -78,7 +100,25 @@ def plan_for(targets: Sequence[Target], previous: Plan | None = None) -> Plan:
     scatter = torch.empty_like(gather)
     scatter[gather] = torch.arange(total)
     device = masters[0].device
-    return Plan(key, gather.to(device), scatter.to(device), shapes, offsets, master_offsets)
+    plan = Plan(key, gather.to(device, torch.int32), scatter.to(device, torch.int32), shapes, offsets,
+                master_offsets)
+    if total < 2 ** 31 and all(m.dtype == torch.float32 and runs_fused(m) for m in masters) \
+            and not switched_off("MSCRED_WEIGHT_PACK"):
+        plan.packed = _pack(masters, total)
+    return plan
+
+
+@torch.no_grad()
+def _pack(masters: Sequence[torch.Tensor], total: int) -> torch.Tensor:
+    """One float32 buffer holding ``masters`` in order; each master's ``.data`` becomes its view there."""
+    packed = torch.empty(total, device=masters[0].device, dtype=torch.float32)
+    at = 0
+    for m in masters:
+        view = packed[at:at + m.numel()].view(m.shape)
+        view.copy_(m)
+        m.data = view
+        at += m.numel()
+    return packed
 
 
 def _masters(targets: Sequence[Target]) -> list[torch.Tensor]:
@@ -106,12 +146,13 @@ class _CastAll(torch.autograd.Function):
     @staticmethod
     def forward(ctx, plan: Plan, dtype: torch.dtype, *masters: torch.Tensor):
         ctx.plan, ctx.master_shapes, ctx.master_dtype = plan, [m.shape for m in masters], masters[0].dtype
-        # The masters cast into one buffer by one multi-tensor copy (on CUDA; PyTorch's foreach copy takes a dtype
-        # change on its fast path), then every target's element gathered from it.
-        cast = torch.empty(plan.gather.numel(), device=plan.gather.device, dtype=dtype)
-        torch._foreach_copy_([cast[at:at + m.numel()] for m, at in zip(masters, plan.master_offsets)],
-                             [m.reshape(-1) for m in masters])
-        flat = cast.index_select(0, plan.gather)
+        if plan.reads_packed(masters):  # one kernel: every target element gathered from the masters and cast
+            flat = gather_cast(plan.packed, plan.gather, dtype)
+        else:  # one multi-tensor cast into one buffer (PyTorch's foreach copy casts on its fast path), one gather
+            cast = torch.empty(plan.gather.numel(), device=plan.gather.device, dtype=dtype)
+            torch._foreach_copy_([cast[at:at + m.numel()] for m, at in zip(masters, plan.master_offsets)],
+                                 [m.reshape(-1) for m in masters])
+            flat = cast.index_select(0, plan.gather)
         return tuple(flat[at:at + O * I * kh * kw].view(O, kh, kw, I).permute(0, 3, 1, 2)
                      for (O, I, kh, kw), at in zip(plan.shapes, plan.offsets))
 
@@ -121,7 +162,7 @@ class _CastAll(torch.autograd.Function):
         parts = [(g if g is not None else torch.zeros(shape, device=plan.gather.device, dtype=torch.float32))
                  .permute(0, 2, 3, 1).reshape(-1) for g, shape in zip(grads, plan.shapes)]
         dtype = next((g.dtype for g in grads if g is not None), ctx.master_dtype)
-        flat = torch.cat([p.to(dtype) for p in parts]).index_select(0, plan.scatter).to(ctx.master_dtype)
+        flat = gather_cast(torch.cat([p.to(dtype) for p in parts]), plan.scatter, ctx.master_dtype)
         master_grads = tuple(flat[at:at + shape.numel()].view(shape)
                              for shape, at in zip(ctx.master_shapes, plan.master_offsets))
         return (None, None, *master_grads)

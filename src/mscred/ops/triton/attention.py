@@ -13,6 +13,15 @@ ds_k = a_k (da_k - sum_j a_j da_j); pass 2 writes
     dH_k = a_k dout + (ds_k / T) H_T          (k < T)
     dH_T = a_T dout + (ds_T / T) H_T + sum_j (ds_j / T) H_j
 Accumulation is float32 for float32/bf16/fp16 inputs and float64 for float64 (the tests' oracle path).
+
+Split over D when the samples alone do not fill the GPU (the training batch: 128 samples, one program each, for 132
+SMs, each program streaming its 288 KB block twice with one block of warps in flight per SM; level 1's forward took
+43.6 us and its backward 63.0 us against ~12 and ~22 us of HBM traffic, benchmarks/results/step_profile_1201c/):
+each sample's D is cut into chunks, a first kernel writes every (sample, chunk)'s T partial scores (and, backward,
+the T partial <dout, H_k>) to a small float32 buffer, and a second kernel, one program per (sample, chunk) again,
+sums the sample's partials in a fixed order (deterministic, no atomics), takes the softmax and does pass 2 on its
+chunk. The second read of H mostly hits L2. ``MSCRED_ATTN_SPLIT`` = "programs per SM/BLOCK/warps" (0 programs: one
+program per sample always; A/B runs).
 """
 from __future__ import annotations
 
@@ -34,6 +43,9 @@ from mscred.ops.triton.runtime import tl, triton
 FWD_BLOCK, FWD_WARPS = 1024, 8
 BWD_BLOCK, BWD_WARPS = 1024, 16
 INTERPRETER_BLOCK = 8192
+# The split (module docstring): chunks until about SPLIT_PER_SM programs per SM, BLOCK elements per iteration.
+SPLIT_PER_SM, SPLIT_BLOCK, SPLIT_WARPS = 8, 1024, 4
+INTERPRETER_SPLIT_PROGRAMS = 8  # the interpreter has no SMs: split below 4 samples, so that the tests run it
 
 
 def is_available() -> tuple[bool, str]:
@@ -78,10 +90,64 @@ def _forward_channels_last(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_
     """The forward kernel on a channels-last h (B, T, C, H, W), stored (B, T, H, W, C): element (pixel, channel) of
     sample b goes to out + b * out_sb + pixel * out_sp + channel (SLICED: out_sp may exceed C), else to the dense
     (B, H, W, C) ``out``."""
-    B, _, C = h.shape[:3]
-    hp = h.permute(0, 1, 3, 4, 2)  # contiguous (B, T, H, W, C)
-    _, T, D, meta = _launch_args(hp, *_fwd_tile())
-    _attn_fwd_kernel[(B,)](hp, out, out_sb, out_sp, T, D, C, SLICED=sliced, **meta)
+    C = h.shape[2]
+    _forward_kernels(h.permute(0, 1, 3, 4, 2), out, out_sb, out_sp, C, sliced)  # contiguous (B, T, H, W, C)
+
+
+def _forward_kernels(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: int, C: int, sliced: bool) -> None:
+    """The forward on a contiguous h (B, T, ...) seen as (B, T, D): one program per sample, or split over D."""
+    B, T, D, meta = _launch_args(h, *_fwd_tile())
+    split = _split(B, D)
+    if split is None:
+        _attn_fwd_kernel[(B,)](h, out, out_sb, out_sp, T, D, C, SLICED=sliced, **meta)
+        return
+    nchunk, chunk, block, warps = split
+    part = _partials(h, nchunk, meta)
+    meta = dict(meta, BLOCK=block, num_warps=warps)
+    _attn_partial_kernel[(B, nchunk)](h, h, part, T, D, chunk, nchunk, WITH_DOUT=False, **meta)
+    _attn_fwd_split_kernel[(B, nchunk)](h, part, out, out_sb, out_sp, T, D, C, chunk, nchunk, SLICED=sliced,
+                                        NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
+
+
+def _backward_kernels(h: torch.Tensor, dout: torch.Tensor, dh: torch.Tensor) -> None:
+    """The backward on contiguous h, dout, dh (B, T, ...), (B, ...), (B, T, ...): as ``_forward_kernels``."""
+    B, T, D, meta = _launch_args(h, BWD_BLOCK, BWD_WARPS)
+    split = _split(B, D)
+    if split is None:
+        _attn_bwd_kernel[(B,)](h, dout, dh, T, D, **meta)
+        return
+    nchunk, chunk, block, warps = split
+    part = _partials(h, nchunk, meta)
+    meta = dict(meta, BLOCK=block, num_warps=warps)
+    _attn_partial_kernel[(B, nchunk)](h, dout, part, T, D, chunk, nchunk, WITH_DOUT=True, **meta)
+    _attn_bwd_split_kernel[(B, nchunk)](h, dout, part, dh, T, D, chunk, nchunk,
+                                        NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
+
+
+def _split(B: int, D: int) -> tuple[int, int, int, int] | None:
+    """(chunks, chunk length, BLOCK, warps) of the split kernels for B samples of D elements, or None where the
+    samples alone give at least half of the programs wanted (one per sample then)."""
+    per_sm, block, warps = _runtime.tile_override("MSCRED_ATTN_SPLIT", (SPLIT_PER_SM, SPLIT_BLOCK, SPLIT_WARPS))
+    if per_sm <= 0:
+        return None
+    if _interpreting():
+        programs, block = INTERPRETER_SPLIT_PROGRAMS, 128
+    else:
+        programs = per_sm * torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    if 2 * B >= programs:
+        return None
+    nchunk = min(-(-programs // B), -(-D // block))
+    if nchunk <= 1:
+        return None
+    chunk = -(-D // nchunk)
+    chunk = -(-chunk // 64) * 64  # chunks start 64-element aligned
+    return -(-D // chunk), chunk, block, warps
+
+
+def _partials(h: torch.Tensor, nchunk: int, meta: dict) -> torch.Tensor:
+    """The split's (B, chunks, 2, T_PAD) buffer of partial inner products, in the accumulation type."""
+    dtype = torch.float64 if meta["CDT"] == tl.float64 else torch.float32
+    return torch.empty(h.shape[0], nchunk, 2, meta["T_PAD"], device=h.device, dtype=dtype)
 
 
 def _fwd_tile() -> tuple[int, int]:
@@ -93,12 +159,17 @@ if triton is not None:
 
     @triton.jit
     def _attention_weights(scores, tmask, T):
-        """Softmax over the steps of the score tile's row sums (T_PAD,) divided by T; zero on the padding rows.
+        """Softmax over the steps of the score tile's row sums (T_PAD,) divided by T; zero on the padding rows."""
+        return _softmax_weights(tl.sum(scores, axis=1), tmask, T)
+
+    @triton.jit
+    def _softmax_weights(dots, tmask, T):
+        """Softmax over the steps of the T inner products ``dots`` (T_PAD,) divided by T; zero on padding rows.
 
         Divided by the integer T in the tiles' own type, not multiplied by a precomputed 1/T: a Python float
         reaches a compiled kernel as a float32 argument, so 1/5 arrived rounded to float32 and the float64 path
         was off by ~1e-8 on the GPU (exact under the CPU interpreter, which keeps Python floats)."""
-        s = tl.sum(scores, axis=1) / T
+        s = dots / T
         s = tl.where(tmask, s, -float("inf"))
         e = tl.exp(s - tl.max(s, axis=0))
         e = tl.where(tmask, e, 0.0)
@@ -170,6 +241,93 @@ if triton is not None:
             tl.store(dbase + t[:, None] * D + d[None, :], g.to(dh_ptr.dtype.element_ty), mask=m2)
 
 
+    # The split kernels leave D and CHUNK specialized (Triton's divisibility by 16): chunks start 16-element aligned
+    # and the loads can be vectorised.
+    @triton.jit(do_not_specialize=["T", "NCHUNK"])
+    def _attn_partial_kernel(h_ptr, dout_ptr, part_ptr, T, D, CHUNK, NCHUNK, CDT: tl.constexpr,
+                             T_PAD: tl.constexpr, BLOCK: tl.constexpr, WITH_DOUT: tl.constexpr):
+        """Split pass 1, program (b, c): <H_k, H_T> (and, WITH_DOUT, <H_k, dout>) over chunk c of sample b's D,
+        to part[b, c, 0, :T] (and part[b, c, 1, :T]); part is (B, NCHUNK, 2, T_PAD) in CDT."""
+        b = tl.program_id(0).to(tl.int64)
+        c = tl.program_id(1)
+        base = h_ptr + b * T * D
+        t = tl.arange(0, T_PAD)
+        tmask = t < T
+        acc_s = tl.zeros([T_PAD, BLOCK], dtype=CDT)
+        acc_g = tl.zeros([T_PAD, BLOCK], dtype=CDT)
+        for d0 in range(0, CHUNK, BLOCK):
+            d = c * CHUNK + d0 + tl.arange(0, BLOCK)
+            dmask = (d < D) & (d0 + tl.arange(0, BLOCK) < CHUNK)
+            hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
+                         other=0.0).to(CDT)
+            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
+            acc_s += hk * hl[None, :]
+            if WITH_DOUT:
+                go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
+                acc_g += hk * go[None, :]
+        row = part_ptr + (b * NCHUNK + c) * 2 * T_PAD
+        tl.store(row + t, tl.sum(acc_s, axis=1))
+        if WITH_DOUT:
+            tl.store(row + T_PAD + t, tl.sum(acc_g, axis=1))
+
+    @triton.jit
+    def _sample_dots(part_ptr, b, NCHUNK, which, T_PAD: tl.constexpr, NCHUNK_PAD: tl.constexpr):
+        """Sample b's T inner products (T_PAD,): its chunks' partials (``_attn_partial_kernel``) summed in order."""
+        rows = tl.arange(0, NCHUNK_PAD)
+        t = tl.arange(0, T_PAD)
+        p = tl.load(part_ptr + ((b * NCHUNK + rows[:, None]) * 2 + which) * T_PAD + t[None, :],
+                    mask=rows[:, None] < NCHUNK, other=0.0)
+        return tl.sum(p, axis=0)
+
+    @triton.jit(do_not_specialize=["T", "C", "NCHUNK"])
+    def _attn_fwd_split_kernel(h_ptr, part_ptr, out_ptr, out_sb, out_sp, T, D, C, CHUNK, NCHUNK,
+                               CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr,
+                               NCHUNK_PAD: tl.constexpr, SLICED: tl.constexpr):
+        """Split pass 2 of the forward, program (b, c): the weighted sum over chunk c (output as _attn_fwd_kernel)."""
+        b = tl.program_id(0).to(tl.int64)
+        c = tl.program_id(1)
+        base = h_ptr + b * T * D
+        t = tl.arange(0, T_PAD)
+        tmask = t < T
+        a = _softmax_weights(_sample_dots(part_ptr, b, NCHUNK, 0, T_PAD, NCHUNK_PAD), tmask, T)
+        for d0 in range(0, CHUNK, BLOCK):
+            d = c * CHUNK + d0 + tl.arange(0, BLOCK)
+            dmask = (d < D) & (d0 + tl.arange(0, BLOCK) < CHUNK)
+            hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
+                         other=0.0).to(CDT)
+            o = tl.sum(hk * a[:, None], axis=0)
+            if SLICED:
+                dst = out_ptr + b * out_sb + (d // C) * out_sp + d % C
+            else:
+                dst = out_ptr + b * D + d
+            tl.store(dst, o.to(out_ptr.dtype.element_ty), mask=dmask)
+
+    @triton.jit(do_not_specialize=["T", "NCHUNK"])
+    def _attn_bwd_split_kernel(h_ptr, dout_ptr, part_ptr, dh_ptr, T, D, CHUNK, NCHUNK, CDT: tl.constexpr,
+                               T_PAD: tl.constexpr, BLOCK: tl.constexpr, NCHUNK_PAD: tl.constexpr):
+        """Split pass 2 of the backward, program (b, c): dH over chunk c (as _attn_bwd_kernel's pass 2)."""
+        b = tl.program_id(0).to(tl.int64)
+        c = tl.program_id(1)
+        base = h_ptr + b * T * D
+        dbase = dh_ptr + b * T * D
+        t = tl.arange(0, T_PAD)
+        tmask = t < T
+        a = _softmax_weights(_sample_dots(part_ptr, b, NCHUNK, 0, T_PAD, NCHUNK_PAD), tmask, T)
+        da = _sample_dots(part_ptr, b, NCHUNK, 1, T_PAD, NCHUNK_PAD)
+        ds = a * (da - tl.sum(a * da, axis=0)) / T
+        last = (t == T - 1)[:, None]
+        for d0 in range(0, CHUNK, BLOCK):
+            d = c * CHUNK + d0 + tl.arange(0, BLOCK)
+            dmask = (d < D) & (d0 + tl.arange(0, BLOCK) < CHUNK)
+            m2 = tmask[:, None] & dmask[None, :]
+            hk = tl.load(base + t[:, None] * D + d[None, :], mask=m2, other=0.0).to(CDT)
+            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
+            go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
+            g = a[:, None] * go[None, :] + ds[:, None] * hl[None, :]
+            extra = tl.sum(ds[:, None] * hk, axis=0)
+            g += tl.where(last, extra[None, :], 0.0)
+            tl.store(dbase + t[:, None] * D + d[None, :], g.to(dh_ptr.dtype.element_ty), mask=m2)
+
 def _launch_args(h: torch.Tensor, block: int, warps: int):
     B, T = h.shape[:2]
     D = h[0, 0].numel()
@@ -198,9 +356,8 @@ def temporal_attention_fused(h: torch.Tensor) -> torch.Tensor:
         _forward_channels_last(h, out, C * H * W, C, sliced=False)
         return out.permute(0, 3, 1, 2)
     h = h.contiguous()
-    _, T, D, meta = _launch_args(h, *_fwd_tile())
     out = torch.empty(h.shape[0], *h.shape[2:], device=h.device, dtype=h.dtype)
-    _attn_fwd_kernel[(B,)](h, out, D, C, T, D, C, SLICED=False, **meta)
+    _forward_kernels(h, out, h[0, 0].numel(), C, C, sliced=False)
     return out
 
 
@@ -232,14 +389,12 @@ def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor) -> to
         hp = h.permute(0, 1, 3, 4, 2)
         dp = _channels_last_copy(dout.to(h.dtype)).permute(0, 2, 3, 1)
         dh = torch.empty(B, T, H, W, C, device=h.device, dtype=h.dtype)
-        _, T, D, meta = _launch_args(hp, BWD_BLOCK, BWD_WARPS)
-        _attn_bwd_kernel[(B,)](hp, dp, dh, T, D, **meta)
+        _backward_kernels(hp, dp, dh)
         return dh.permute(0, 1, 4, 2, 3)
     h = h.contiguous()
     dout = dout.to(h.dtype).contiguous()
-    _, T, D, meta = _launch_args(h, BWD_BLOCK, BWD_WARPS)
     dh = torch.empty(h.shape, device=h.device, dtype=h.dtype)
-    _attn_bwd_kernel[(B,)](h, dout, dh, T, D, **meta)
+    _backward_kernels(h, dout, dh)
     return dh
 
 
