@@ -27,7 +27,12 @@ from bench_conv_layers import median_event_ms  # noqa: E402
 
 BATCH, STEPS = 128, 5
 LEVELS = [(32, 30), (64, 15), (128, 8), (256, 4)]
+# The first sweep (results/pack_split/attention/): per SM 4, 8, 16 x BLOCK 512, 1024 x warps 4, 8, "0/1024/4" first.
+# MSCRED_ATTN_SWEEP="a,b,..." replaces the settings (the first the baseline), e.g. the second sweep's
+# "0/1024/4,4/1024/4,2/1024/4,3/1024/4,6/1024/4,2/2048/4,3/2048/4,4/2048/4,4/2048/8".
 SETTINGS = ["0/1024/4", *(f"{p}/{b}/{w}" for p, b, w in itertools.product((4, 8, 16), (512, 1024), (4, 8)))]
+if os.environ.get("MSCRED_ATTN_SWEEP"):
+    SETTINGS = os.environ["MSCRED_ATTN_SWEEP"].split(",")
 
 
 def _inputs(C: int, n: int):
