@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call (~8 min): the packed weight casts (ops/weight_cache.py + ops/triton/gather_cast.py) and the
+# One device call (~8 min): the packed weight casts (ops/weight_cache.py + ops/triton/gather_cast.py, since replaced by
+# ops/triton/weight_transpose.py: run this at 3843f79) and the
 # attention split over D (ops/triton/attention.py) on the whole step, against an earlier tree, and their tests.
 #   1. GPU tests of the touched ops and of the model / training                           -> gpu_tests.txt
 #   2. the attention's split settings at the training shapes (bench_attention_split.py)    -> attention/

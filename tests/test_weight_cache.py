@@ -79,7 +79,7 @@ def test_model_bf16_step_is_the_same_with_and_without_the_cache(monkeypatch):
                     reason="the masters are packed only where the gather kernel runs (CUDA, or the CPU interpreter)")
 def test_plan_packs_the_masters_and_the_kernel_reads_them_in_place(monkeypatch, tmp_path):
     """The first plan makes the float32 masters views of one buffer in its order (values unchanged); the casts and
-    gradients then come from one gather kernel each way, the same bits as the PyTorch ops' path, which still serves
+    gradients then come from one transposing kernel each way, the same bits as the PyTorch ops' path, which still serves
     a master replaced later; MSCRED_WEIGHT_PACK=0 leaves the masters alone; the packed weights save."""
     torch.manual_seed(0)
     a = torch.randn(8, 5, 2, 2, device=DEVICE, requires_grad=True)
@@ -95,8 +95,9 @@ def test_plan_packs_the_masters_and_the_kernel_reads_them_in_place(monkeypatch, 
     assert torch.equal(a.detach(), values[0]) and torch.equal(b.detach(), values[1]) and a.is_leaf
 
     reads = []
-    real = weight_cache.gather_cast
-    monkeypatch.setattr(weight_cache, "gather_cast", lambda src, *r: reads.append(src is plan.packed) or real(src, *r))
+    real = weight_cache.transpose_blocks
+    monkeypatch.setattr(weight_cache, "transpose_blocks",
+                        lambda src, *r, **k: reads.append(src is plan.packed) or real(src, *r, **k))
     g = [torch.randn(t, device=DEVICE).to(torch.bfloat16) for t in ((4, 3, 3, 3), (8, 3, 2, 2), (8, 2, 2, 2))]
     results = []
     for replaced in (False, True):
@@ -110,7 +111,7 @@ def test_plan_packs_the_masters_and_the_kernel_reads_them_in_place(monkeypatch, 
             assert torch.equal(got, want.detach().to(torch.bfloat16))
         sum((t.float() * gt.float()).sum() for t, gt in zip(casts, g)).backward()
         results.append((a.grad.clone(), b.grad.clone()))
-    assert reads == [True, False, False]  # forward from the masters in place; the backward's gather each time
+    assert reads == [True, False, False]  # forward from the masters in place; the backward's transposes each time
     for (ga, gb) in results:
         assert torch.equal(gb, g[0].float()) and torch.equal(ga, torch.cat([g[1], g[2]], 1).float())
 

@@ -15,13 +15,15 @@ permutation and the gradient needs no accumulation. MSCRED_WEIGHT_CACHE=0 turns 
 
 Where the Triton kernels run (CUDA, or the CPU interpreter) and the masters are float32, ``plan_for`` first packs
 them into one float32 buffer in the plan's order -- each master's ``.data`` becomes a view of it, values unchanged,
-as the contiguous parameter buffers of large-model trainers -- so that each direction is one kernel that gathers
-and casts at once (``ops/triton/gather_cast.py``, int32 index): the forward reads the masters in place, the
-backward concatenates the targets' gradients and gathers them back as float32. Before (PyTorch ops, still the path
-where the masters are not packed): a multi-tensor cast and an int64 gather forward, a concatenation, a gather and a
-cast backward, 67 us of the graphed step on the H200 (benchmarks/results/step_profile_1201c/). A master moved or
-replaced later (``module.to``, ``param.data = ...``) is simply no longer packed, and the PyTorch ops serve it.
-MSCRED_WEIGHT_PACK=0 keeps the masters as they are (A/B runs).
+as the contiguous parameter buffers of large-model trainers -- so that the forward is one kernel that reads the
+masters in place and writes every target, cast (``ops/triton/weight_transpose.py``: each output channel of each
+target is a small transpose of its master row, listed in the plan's ``blocks`` table); the backward concatenates the
+targets' gradients and runs the same table the other way into float32. Before, in PyTorch ops (still the path where
+the masters are not packed, or the kernels do not run: the plan's index maps): a multi-tensor cast and an int64
+gather forward, a concatenation, a gather and a cast backward, 67 us of the graphed step on the H200
+(benchmarks/results/step_profile_1201c/); with an int32 gather-and-cast kernel each way instead of the table, 46 us
+(benchmarks/results/pack_split2/). A master moved or replaced later (``module.to``, ``param.data = ...``) is simply no
+longer packed, and the PyTorch ops serve it. MSCRED_WEIGHT_PACK=0 keeps the masters as they are (A/B runs).
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from typing import Iterator, Sequence
 
 import torch
 
-from mscred.ops.triton.gather_cast import gather_cast
+from mscred.ops.triton.weight_transpose import transpose_blocks
 from mscred.ops.triton.runtime import runs_fused, switched_off
 
 # (weight, part) of a target: part "all" (the whole weight, channels-last), or "x" / "h" (input channels [0, C) /
@@ -51,14 +53,18 @@ def lookup(weight: torch.Tensor, part: str = "all") -> torch.Tensor | None:
 @dataclass
 class Plan:
     """Index maps of one set of targets on one device: ``gather`` (target element -> master element, in the
-    masters' concatenation), ``scatter`` its inverse (int32); each target's channels-last shape and offset; each
-    master's offset; ``packed``, the float32 buffer the masters are views of in that order, or None."""
+    masters' concatenation), ``scatter`` its inverse; each target's channels-last shape and offset; each master's
+    offset; ``blocks``, the same permutation as ``weight_transpose`` transposes (int32 rows: master start, target
+    start, channels, taps), with ``taps`` the most taps of a block; ``packed``, the float32 buffer the masters are
+    views of in that order, or None."""
     key: tuple
     gather: torch.Tensor
     scatter: torch.Tensor
     shapes: list[tuple[int, int, int, int]]
     offsets: list[int]
     master_offsets: list[int]
+    blocks: torch.Tensor
+    taps: int
     packed: torch.Tensor | None = None
 
     def reads_packed(self, masters: Sequence[torch.Tensor]) -> bool:
@@ -84,13 +90,18 @@ def plan_for(targets: Sequence[Target], previous: Plan | None = None) -> Plan:
         base[id(w)] = total
         master_offsets.append(total)
         total += w.numel()
-    pieces, shapes, offsets, at = [], [], [], 0
+    pieces, blocks, shapes, offsets, at = [], [], [], [], 0
     for w, part, c in targets:
         O, I, kh, kw = w.shape
         lo, hi = {"all": (0, I), "x": (0, c), "h": (c, I)}[part]
         o, y, x, i = torch.meshgrid(torch.arange(O), torch.arange(kh), torch.arange(kw), torch.arange(lo, hi),
                                     indexing="ij")  # channels-last memory order of the target
         pieces.append((base[id(w)] + ((o * I + i) * kh + y) * kw + x).reshape(-1))
+        # Output channel o: master elements (o, lo:hi, :, :), contiguous as (hi - lo, taps), go to the target's
+        # (o, :, :, :) as (taps, hi - lo).
+        rows = torch.arange(O)
+        blocks.append(torch.stack([base[id(w)] + (rows * I + lo) * kh * kw, at + rows * kh * kw * (hi - lo),
+                                   torch.full((O,), hi - lo), torch.full((O,), kh * kw)], 1))
         shapes.append((O, hi - lo, kh, kw))
         offsets.append(at)
         at += pieces[-1].numel()
@@ -100,8 +111,9 @@ def plan_for(targets: Sequence[Target], previous: Plan | None = None) -> Plan:
     scatter = torch.empty_like(gather)
     scatter[gather] = torch.arange(total)
     device = masters[0].device
-    plan = Plan(key, gather.to(device, torch.int32), scatter.to(device, torch.int32), shapes, offsets,
-                master_offsets)
+    table = torch.cat(blocks)
+    plan = Plan(key, gather.to(device, torch.int32), scatter.to(device, torch.int32), shapes, offsets, master_offsets,
+                table.to(device, torch.int32), int(table[:, 3].max()))
     if total < 2 ** 31 and all(m.dtype == torch.float32 and runs_fused(m) for m in masters) \
             and not switched_off("MSCRED_WEIGHT_PACK"):
         plan.packed = _pack(masters, total)
@@ -146,8 +158,8 @@ class _CastAll(torch.autograd.Function):
     @staticmethod
     def forward(ctx, plan: Plan, dtype: torch.dtype, *masters: torch.Tensor):
         ctx.plan, ctx.master_shapes, ctx.master_dtype = plan, [m.shape for m in masters], masters[0].dtype
-        if plan.reads_packed(masters):  # one kernel: every target element gathered from the masters and cast
-            flat = gather_cast(plan.packed, plan.gather, dtype)
+        if plan.reads_packed(masters):  # one kernel: every target transposed from the masters in place and cast
+            flat = transpose_blocks(plan.packed, plan.blocks, plan.gather.numel(), dtype, plan.taps)
         else:  # one multi-tensor cast into one buffer (PyTorch's foreach copy casts on its fast path), one gather
             cast = torch.empty(plan.gather.numel(), device=plan.gather.device, dtype=dtype)
             torch._foreach_copy_([cast[at:at + m.numel()] for m, at in zip(masters, plan.master_offsets)],
@@ -162,7 +174,11 @@ class _CastAll(torch.autograd.Function):
         parts = [(g if g is not None else torch.zeros(shape, device=plan.gather.device, dtype=torch.float32))
                  .permute(0, 2, 3, 1).reshape(-1) for g, shape in zip(grads, plan.shapes)]
         dtype = next((g.dtype for g in grads if g is not None), ctx.master_dtype)
-        flat = gather_cast(torch.cat([p.to(dtype) for p in parts]), plan.scatter, ctx.master_dtype)
+        flat = torch.cat([p.to(dtype) for p in parts])
+        if runs_fused(flat):  # the forward's transposes the other way, cast to float32 on the way
+            flat = transpose_blocks(flat, plan.blocks, flat.numel(), ctx.master_dtype, plan.taps, inverse=True)
+        else:
+            flat = flat.index_select(0, plan.scatter).to(ctx.master_dtype)
         master_grads = tuple(flat[at:at + shape.numel()].view(shape)
                              for shape, at in zip(ctx.master_shapes, plan.master_offsets))
         return (None, None, *master_grads)

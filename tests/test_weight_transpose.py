@@ -1,0 +1,70 @@
+"""ops/triton/weight_transpose.py: the weight cache's per-output-channel transposes with their casts, bit for bit
+against the plan's own index maps (built independently, by meshgrid) and PyTorch's casts (float32 -> bf16 rounded
+to nearest even, on the interpreter too), at awkward channel counts and both tap counts."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mscred.ops import weight_cache
+from mscred.ops.triton import weight_transpose as wt
+from mscred.ops.triton.runtime import runs_fused
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+pytestmark = pytest.mark.skipif(not runs_fused(torch.empty(0, device=DEVICE)),
+                                reason="the kernel needs CUDA or Triton's CPU interpreter (TRITON_INTERPRET=1)")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+
+
+def _same(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.dtype == want.dtype and got.shape == want.shape
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan)
+    assert torch.equal(_bits(got)[~nan], _bits(want)[~nan])
+
+
+def _plan():
+    """Targets of every kind the model has: whole 3 x 3 and 2 x 2 weights, a ConvLSTM weight's two halves with
+    more than one 64-channel iteration (the kernel's I_BLOCK) and a channel count that is not a power of two."""
+    ws = [torch.empty(5, 3, 3, 3), torch.empty(6, 7, 2, 2), torch.empty(12, 2 * 70, 2, 2)]
+    targets = [(ws[0], "all", 0), (ws[1], "all", 0), (ws[2], "x", 70), (ws[2], "h", 70)]
+    return weight_cache.plan_for(targets), sum(w.numel() for w in ws)
+
+
+@pytest.mark.parametrize("src_dtype,dtype", [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),
+                                             (torch.float32, torch.float16), (torch.float32, torch.float32)])
+def test_transposes_are_the_plans_gather_and_scatter(src_dtype, dtype):
+    plan, n = _plan()
+    assert plan.blocks.shape == (5 + 6 + 12 + 12, 4) and plan.taps == 9
+    g = torch.Generator().manual_seed(n)
+    src = (torch.randn(n, generator=g) * torch.logspace(-30, 30, n)).to(src_dtype)
+    specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 3.3e38, -0.0, 1e-40, 1.00390625 + 2 ** -16])
+    src[:len(specials)] = specials.to(src_dtype)
+    src = src.to(DEVICE)
+    blocks = plan.blocks.to(DEVICE)
+    _same(wt.transpose_blocks(src, blocks, n, dtype, plan.taps), src.index_select(0, plan.gather.to(DEVICE)).to(dtype))
+    _same(wt.transpose_blocks(src, blocks, n, dtype, plan.taps, inverse=True),
+          src.index_select(0, plan.scatter.to(DEVICE)).to(dtype))
+
+
+def test_ties_round_to_even_and_nan_stays_nan():
+    """float32 values halfway between two bf16 neighbours round to the even one, as PyTorch's cast (the
+    interpreter's own conversion truncates, which the kernel's bit arithmetic replaces); a NaN whose mantissa is
+    all ones, which the rounding add would carry into the sign bit (-0.0), stays NaN."""
+    lo = torch.tensor([1.0, 1.0078125, -3.0, 1.0], dtype=torch.float32)  # bf16 has 7 mantissa bits: ulp 2^-7 at 1
+    halfway = lo + torch.tensor([2 ** -8, 2 ** -8, -2 ** -7, 2 ** -8 + 2 ** -20])
+    nans = torch.tensor([0x7FFFFFFF, -1, 0x7F800001, 0x7FBFFFFF], dtype=torch.int32).view(torch.float32)
+    src = torch.cat([halfway, nans]).to(DEVICE)
+    one_block = torch.tensor([[0, 0, 1, 8]], dtype=torch.int32, device=DEVICE)  # 1 channel x 8 taps: a copy
+    got = wt.transpose_blocks(src, one_block, 8, torch.bfloat16, 8).cpu()
+    assert torch.equal(got[:4], halfway.to(torch.bfloat16)) and got[4:].isnan().all()
+    assert got[0].item() == 1.0 and got[1].item() == 1.015625 and got[3].item() == 1.0078125
+
+
+def test_refuses_what_it_cannot_read():
+    with pytest.raises(ValueError, match="1-D contiguous"):
+        wt.transpose_blocks(torch.zeros(4, 4, device=DEVICE), torch.zeros(1, 4, dtype=torch.int32, device=DEVICE),
+                            16, torch.bfloat16, 4)
