@@ -443,7 +443,7 @@ KERNEL_FAMILIES = (
     ("layout conversions nchw <-> nhwc", ("nchwToNhwc", "nhwcToNchw")),
     ("cuDNN / cuBLAS convolutions and GEMMs", ("xmma", "cudnn", "convolve", "wgrad", "dgrad", "fprop", "gemm",
                                                "cutlass", "sm90_", "sm80_", "implicit_convolve")),
-    ("copies, casts, concatenation, gathers", ("copy", "Cat", "index")),
+    ("copies, casts, concatenation, gathers", ("copy", "Cat", "index", "_gather_cast", "_transpose_kernel")),
     ("zero fills", ("FillFunctor",)),
     ("reductions", ("reduce_kernel",)),
     ("other elementwise", ("elementwise",)),
