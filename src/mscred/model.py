@@ -454,8 +454,8 @@ class MSCREDNet(nn.Module):
     def _forward(self, x: torch.Tensor, lstm_pads: tuple[int, int, int, int] | None) -> torch.Tensor:
         levels = self.encoder(x, lstm_pads)                              # 4 x (B, T, C_l, H_l, W_l)
         if self.cfg.backend == "fused":  # opt-in: the levels side by side on CUDA streams (level_streams.py)
-            # Fused training: levels 1-3 hand their hidden states to the decoder, whose epilogues and attention
-            # write each skip concatenation at once (ops/skip_epilogue.py).
+            # Opt-in, fused training: levels 1-3 hand their hidden states to the decoder, whose epilogues and
+            # attention write each skip concatenation at once (ops/skip_epilogue.py; no gain measured).
             beside = lstm_pads is not None and self.decoder.fused and skip_epilogue.enabled()
             lstms = [functools.partial(lstm, padded=lstm_pads is not None, attend=not beside or level == 3)
                      for level, lstm in enumerate(self.lstms)]

@@ -11,7 +11,10 @@ backward kernel -- what ``torch.cat``'s backward (two views) and the two ops' ow
 step's values and gradients are bit for bit the same. The level's attention therefore runs at the decoder, from
 the ConvLSTM's hidden states (``AttnConvLSTM.forward(..., attend=False)``).
 
-``MSCRED_SKIP_EPILOGUE=0`` keeps the separate outputs and the copies (A/B runs).
+Opt-in (``MSCRED_SKIP_EPILOGUE=1``): on the H200 it measured no gain on the graphed bf16 step -- 3.206 / 3.221 ms
+with it against 3.193 ms without, in alternation in one run (benchmarks/results/final_1201d/; the differences are
+within the run's noise). Not profiled; a guess is that the two kernels' strided stores into the channel halves
+(pixel stride 2C) cost what the copies did.
 """
 from __future__ import annotations
 
@@ -19,12 +22,13 @@ import torch
 
 from mscred.ops.concat import cat_channels
 from mscred.ops.triton import attention, bias_act
-from mscred.ops.triton.runtime import runs_fused, switched_off
+from mscred.ops.triton.runtime import runs_fused, switched_on
 
 
 def enabled() -> bool:
-    """Whether the training decoder takes the levels' hidden states and writes each concatenation at once."""
-    return not switched_off("MSCRED_SKIP_EPILOGUE")
+    """Whether the training decoder takes the levels' hidden states and writes each concatenation at once
+    (MSCRED_SKIP_EPILOGUE=1; off by default)."""
+    return switched_on("MSCRED_SKIP_EPILOGUE")
 
 
 def deconv_beside_attention(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, size: int,

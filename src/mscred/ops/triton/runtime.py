@@ -62,3 +62,8 @@ def tile_override(variable: str, default: tuple[int, ...]) -> tuple[int, ...]:
 def switched_off(variable: str) -> bool:
     """Whether the environment variable of an A/B switch that is on by default says off (0, false, no, off)."""
     return os.environ.get(variable, "1").strip().lower() in ("0", "false", "no", "off")
+
+
+def switched_on(variable: str) -> bool:
+    """Whether the environment variable of an opt-in switch (off by default) says on (1, true, yes, on)."""
+    return os.environ.get(variable, "0").strip().lower() in ("1", "true", "yes", "on")
