@@ -177,27 +177,39 @@ if triton is not None:
         e = tl.where(tmask, e, 0.0)
         return e / tl.sum(e, axis=0)
 
-    @triton.jit(do_not_specialize=["T", "D", "C"])
-    def _attn_fwd_kernel(h_ptr, out_ptr, out_sb, out_sp, T, D, C,
-                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr, SLICED: tl.constexpr):
-        """SLICED: the output is a channel slice of a wider channels-last buffer (``temporal_attention_into``):
-        element d = pixel * C + channel of a sample goes to pixel * out_sp + channel, the sample at b * out_sb."""
-        b = tl.program_id(0).to(tl.int64)
-        base = h_ptr + b * T * D
-        t = tl.arange(0, T_PAD)
-        tmask = t < T
-        acc = tl.zeros([T_PAD, BLOCK], dtype=CDT)
-        for d0 in range(0, D, BLOCK):
-            d = d0 + tl.arange(0, BLOCK)
+    # The two passes over a range [start, start + length) of a sample's D, shared by the one-program-per-sample
+    # kernels (the whole of D, CHUNKED off: no second mask) and the split kernels (one chunk, CHUNKED).
+    @triton.jit
+    def _dot_tiles(base, dout_row, t, tmask, start, length, T, D, CDT: tl.constexpr, T_PAD: tl.constexpr,
+                   BLOCK: tl.constexpr, WITH_DOUT: tl.constexpr, CHUNKED: tl.constexpr):
+        """Pass 1: the (T_PAD, BLOCK) tiles of <H_k, H_T> and (WITH_DOUT) <H_k, dout>, to be summed over axis 1."""
+        acc_s = tl.zeros([T_PAD, BLOCK], dtype=CDT)
+        acc_g = tl.zeros([T_PAD, BLOCK], dtype=CDT)
+        for d0 in range(0, length, BLOCK):
+            d = start + d0 + tl.arange(0, BLOCK)
             dmask = d < D
+            if CHUNKED:
+                dmask = dmask & (d0 + tl.arange(0, BLOCK) < length)
             hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
                          other=0.0).to(CDT)
             hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
-            acc += hk * hl[None, :]
-        a = _attention_weights(acc, tmask, T)  # (T_PAD,)
-        for d0 in range(0, D, BLOCK):
-            d = d0 + tl.arange(0, BLOCK)
+            acc_s += hk * hl[None, :]
+            if WITH_DOUT:
+                go = tl.load(dout_row + d, mask=dmask, other=0.0).to(CDT)
+                acc_g += hk * go[None, :]
+        return acc_s, acc_g
+
+    @triton.jit
+    def _weighted_sum(base, out_ptr, b, out_sb, out_sp, a, t, tmask, start, length, D, C, CDT: tl.constexpr,
+                      BLOCK: tl.constexpr, SLICED: tl.constexpr, CHUNKED: tl.constexpr):
+        """Forward pass 2: sum_k a_k H_k. SLICED: the output is a channel slice of a wider channels-last buffer
+        (``temporal_attention_into``): element d = pixel * C + channel of a sample goes to pixel * out_sp +
+        channel, the sample at b * out_sb."""
+        for d0 in range(0, length, BLOCK):
+            d = start + d0 + tl.arange(0, BLOCK)
             dmask = d < D
+            if CHUNKED:
+                dmask = dmask & (d0 + tl.arange(0, BLOCK) < length)
             hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
                          other=0.0).to(CDT)
             o = tl.sum(hk * a[:, None], axis=0)
@@ -207,41 +219,49 @@ if triton is not None:
                 dst = out_ptr + b * D + d
             tl.store(dst, o.to(out_ptr.dtype.element_ty), mask=dmask)
 
+    @triton.jit
+    def _attention_grad(base, dout_row, dbase, a, ds, t, tmask, start, length, T, D, CDT: tl.constexpr,
+                        BLOCK: tl.constexpr, CHUNKED: tl.constexpr):
+        """Backward pass 2: dH_k = a_k dout + ds_k H_T (+ sum_j ds_j H_j for k = T - 1); ds already over T."""
+        last = (t == T - 1)[:, None]
+        for d0 in range(0, length, BLOCK):
+            d = start + d0 + tl.arange(0, BLOCK)
+            dmask = d < D
+            if CHUNKED:
+                dmask = dmask & (d0 + tl.arange(0, BLOCK) < length)
+            m2 = tmask[:, None] & dmask[None, :]
+            hk = tl.load(base + t[:, None] * D + d[None, :], mask=m2, other=0.0).to(CDT)
+            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
+            go = tl.load(dout_row + d, mask=dmask, other=0.0).to(CDT)
+            g = a[:, None] * go[None, :] + ds[:, None] * hl[None, :]
+            extra = tl.sum(ds[:, None] * hk, axis=0)  # the score of every step also depends on H_T
+            g += tl.where(last, extra[None, :], 0.0)
+            tl.store(dbase + t[:, None] * D + d[None, :], g.to(dbase.dtype.element_ty), mask=m2)
+
+    @triton.jit(do_not_specialize=["T", "D", "C"])
+    def _attn_fwd_kernel(h_ptr, out_ptr, out_sb, out_sp, T, D, C,
+                         CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr, SLICED: tl.constexpr):
+        """One program per sample, both passes (SLICED: see ``_weighted_sum``)."""
+        b = tl.program_id(0).to(tl.int64)
+        base = h_ptr + b * T * D
+        t = tl.arange(0, T_PAD)
+        tmask = t < T
+        acc, _ = _dot_tiles(base, base, t, tmask, 0, D, T, D, CDT, T_PAD, BLOCK, False, False)
+        a = _attention_weights(acc, tmask, T)  # (T_PAD,)
+        _weighted_sum(base, out_ptr, b, out_sb, out_sp, a, t, tmask, 0, D, D, C, CDT, BLOCK, SLICED, False)
+
     @triton.jit(do_not_specialize=["T", "D"])
     def _attn_bwd_kernel(h_ptr, dout_ptr, dh_ptr, T, D,
                          CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr):
         b = tl.program_id(0).to(tl.int64)
         base = h_ptr + b * T * D
-        dbase = dh_ptr + b * T * D
         t = tl.arange(0, T_PAD)
         tmask = t < T
-        acc_s = tl.zeros([T_PAD, BLOCK], dtype=CDT)
-        acc_g = tl.zeros([T_PAD, BLOCK], dtype=CDT)
-        for d0 in range(0, D, BLOCK):
-            d = d0 + tl.arange(0, BLOCK)
-            dmask = d < D
-            hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
-                         other=0.0).to(CDT)
-            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
-            go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
-            acc_s += hk * hl[None, :]
-            acc_g += hk * go[None, :]
+        acc_s, acc_g = _dot_tiles(base, dout_ptr + b * D, t, tmask, 0, D, T, D, CDT, T_PAD, BLOCK, True, False)
         a = _attention_weights(acc_s, tmask, T)
         da = tl.sum(acc_g, axis=1)
         ds = a * (da - tl.sum(a * da, axis=0)) / T  # (T_PAD,), zero on the padding rows (a = 0 there)
-        last = (t == T - 1)[:, None]
-        for d0 in range(0, D, BLOCK):
-            d = d0 + tl.arange(0, BLOCK)
-            dmask = d < D
-            m2 = tmask[:, None] & dmask[None, :]
-            hk = tl.load(base + t[:, None] * D + d[None, :], mask=m2, other=0.0).to(CDT)
-            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
-            go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
-            g = a[:, None] * go[None, :] + ds[:, None] * hl[None, :]
-            extra = tl.sum(ds[:, None] * hk, axis=0)  # the score of every step also depends on H_T
-            g += tl.where(last, extra[None, :], 0.0)
-            tl.store(dbase + t[:, None] * D + d[None, :], g.to(dh_ptr.dtype.element_ty), mask=m2)
-
+        _attention_grad(base, dout_ptr + b * D, dh_ptr + b * T * D, a, ds, t, tmask, 0, D, T, D, CDT, BLOCK, False)
 
     # The split kernels leave D and CHUNK specialized (Triton's divisibility by 16): chunks start 16-element aligned
     # and the loads can be vectorised.
@@ -252,21 +272,9 @@ if triton is not None:
         to part[b, c, 0, :T] (and part[b, c, 1, :T]); part is (B, NCHUNK, 2, T_PAD) in CDT."""
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1)
-        base = h_ptr + b * T * D
         t = tl.arange(0, T_PAD)
-        tmask = t < T
-        acc_s = tl.zeros([T_PAD, BLOCK], dtype=CDT)
-        acc_g = tl.zeros([T_PAD, BLOCK], dtype=CDT)
-        for d0 in range(0, CHUNK, BLOCK):
-            d = c * CHUNK + d0 + tl.arange(0, BLOCK)
-            dmask = (d < D) & (d0 + tl.arange(0, BLOCK) < CHUNK)
-            hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
-                         other=0.0).to(CDT)
-            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
-            acc_s += hk * hl[None, :]
-            if WITH_DOUT:
-                go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
-                acc_g += hk * go[None, :]
+        acc_s, acc_g = _dot_tiles(h_ptr + b * T * D, dout_ptr + b * D, t, t < T, c * CHUNK, CHUNK, T, D, CDT, T_PAD,
+                                  BLOCK, WITH_DOUT, True)
         row = part_ptr + (b * NCHUNK + c) * 2 * T_PAD
         tl.store(row + t, tl.sum(acc_s, axis=1))
         if WITH_DOUT:
@@ -285,50 +293,29 @@ if triton is not None:
     def _attn_fwd_split_kernel(h_ptr, part_ptr, out_ptr, out_sb, out_sp, T, D, C, CHUNK, NCHUNK,
                                CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr,
                                NCHUNK_PAD: tl.constexpr, SLICED: tl.constexpr):
-        """Split pass 2 of the forward, program (b, c): the weighted sum over chunk c (output as _attn_fwd_kernel)."""
+        """Split pass 2 of the forward, program (b, c): the weighted sum over chunk c."""
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1)
-        base = h_ptr + b * T * D
         t = tl.arange(0, T_PAD)
         tmask = t < T
         a = _softmax_weights(_sample_dots(part_ptr, b, NCHUNK, 0, T_PAD, NCHUNK_PAD), tmask, T)
-        for d0 in range(0, CHUNK, BLOCK):
-            d = c * CHUNK + d0 + tl.arange(0, BLOCK)
-            dmask = (d < D) & (d0 + tl.arange(0, BLOCK) < CHUNK)
-            hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
-                         other=0.0).to(CDT)
-            o = tl.sum(hk * a[:, None], axis=0)
-            if SLICED:
-                dst = out_ptr + b * out_sb + (d // C) * out_sp + d % C
-            else:
-                dst = out_ptr + b * D + d
-            tl.store(dst, o.to(out_ptr.dtype.element_ty), mask=dmask)
+        _weighted_sum(h_ptr + b * T * D, out_ptr, b, out_sb, out_sp, a, t, tmask, c * CHUNK, CHUNK, D, C, CDT, BLOCK,
+                      SLICED, True)
 
     @triton.jit(do_not_specialize=["T", "NCHUNK"])
     def _attn_bwd_split_kernel(h_ptr, dout_ptr, part_ptr, dh_ptr, T, D, CHUNK, NCHUNK, CDT: tl.constexpr,
                                T_PAD: tl.constexpr, BLOCK: tl.constexpr, NCHUNK_PAD: tl.constexpr):
-        """Split pass 2 of the backward, program (b, c): dH over chunk c (as _attn_bwd_kernel's pass 2)."""
+        """Split pass 2 of the backward, program (b, c): dH over chunk c."""
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1)
-        base = h_ptr + b * T * D
-        dbase = dh_ptr + b * T * D
         t = tl.arange(0, T_PAD)
         tmask = t < T
         a = _softmax_weights(_sample_dots(part_ptr, b, NCHUNK, 0, T_PAD, NCHUNK_PAD), tmask, T)
         da = _sample_dots(part_ptr, b, NCHUNK, 1, T_PAD, NCHUNK_PAD)
         ds = a * (da - tl.sum(a * da, axis=0)) / T
-        last = (t == T - 1)[:, None]
-        for d0 in range(0, CHUNK, BLOCK):
-            d = c * CHUNK + d0 + tl.arange(0, BLOCK)
-            dmask = (d < D) & (d0 + tl.arange(0, BLOCK) < CHUNK)
-            m2 = tmask[:, None] & dmask[None, :]
-            hk = tl.load(base + t[:, None] * D + d[None, :], mask=m2, other=0.0).to(CDT)
-            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
-            go = tl.load(dout_ptr + b * D + d, mask=dmask, other=0.0).to(CDT)
-            g = a[:, None] * go[None, :] + ds[:, None] * hl[None, :]
-            extra = tl.sum(ds[:, None] * hk, axis=0)
-            g += tl.where(last, extra[None, :], 0.0)
-            tl.store(dbase + t[:, None] * D + d[None, :], g.to(dh_ptr.dtype.element_ty), mask=m2)
+        _attention_grad(h_ptr + b * T * D, dout_ptr + b * D, dh_ptr + b * T * D, a, ds, t, tmask, c * CHUNK, CHUNK,
+                        T, D, CDT, BLOCK, True)
+
 
 def _launch_args(h: torch.Tensor, block: int, warps: int):
     B, T = h.shape[:2]
