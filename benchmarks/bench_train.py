@@ -439,7 +439,7 @@ KERNEL_FAMILIES = (
     ("Triton bias + SELU (fwd + bwd)", ("_bias_act",)),
     # Before the cuDNN keys: "_small_conv_wgrad_kernel" holds "wgrad" (until 2026-12-01 it was counted as cuDNN).
     ("Triton small-channel convolutions", ("_small_conv_",)),
-    ("Adam", ("adam", "Adam")),
+    ("Adam", ("adam", "Adam", "FusedOptimizer")),
     ("layout conversions nchw <-> nhwc", ("nchwToNhwc", "nhwcToNchw")),
     ("cuDNN / cuBLAS convolutions and GEMMs", ("xmma", "cudnn", "convolve", "wgrad", "dgrad", "fprop", "gemm",
                                                "cutlass", "sm90_", "sm80_", "implicit_convolve")),
