@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from mscred.ops.triton.bits import bf16_bits, bf16_value
 from mscred.ops.triton.runtime import runs_fused, tl, triton
 
 I_BLOCK = 64  # input channels per iteration; the tap axis is padded to a power of two (K = 4 or 9 -> 4 or 16)
@@ -35,8 +36,7 @@ def transpose_blocks(src: torch.Tensor, table: torch.Tensor, numel: int, dtype: 
                          "table on its device")
     out = torch.empty(numel, device=src.device, dtype=dtype)
     if table.shape[0]:
-        # bf16 <-> float32 as bit arithmetic: the GPU's conversions give the same bits, but Triton's CPU interpreter
-        # truncates float32 -> bf16 and flushes bf16 subnormals to zero, and CI checks this kernel bit for bit there.
+        # bf16 <-> float32 as bit arithmetic (ops/triton/bits.py): the interpreter's own conversions differ.
         to_bf16 = src.dtype == torch.float32 and dtype == torch.bfloat16
         from_bf16 = src.dtype == torch.bfloat16 and dtype == torch.float32
         k_pad = max(triton.next_power_of_2(taps), 2)
@@ -68,12 +68,9 @@ if triton is not None:
             else:
                 value = tl.load(src_ptr + master, mask=inside, other=0)
                 dst = out_ptr + target
-            if ROUND_BF16:  # float32 -> bf16 bits, to nearest even; NaN stays NaN (quieted), not carried into the sign
-                bits = value.to(tl.int32, bitcast=True)
-                rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-                nan = (bits & 0x7FFFFFFF) > 0x7F800000
-                tl.store(dst, tl.where(nan, (bits >> 16) | 0x40, rounded).to(tl.int16), mask=inside)
-            elif WIDEN_BF16:  # bf16 bits (int16) -> float32: the upper half of the word, subnormals kept
-                tl.store(dst, (value.to(tl.int32) << 16).to(tl.float32, bitcast=True), mask=inside)
+            if ROUND_BF16:  # float32 -> bf16 bits (ops/triton/bits.py)
+                tl.store(dst, bf16_bits(value), mask=inside)
+            elif WIDEN_BF16:  # bf16 bits -> float32
+                tl.store(dst, bf16_value(value), mask=inside)
             else:
                 tl.store(dst, value.to(out_ptr.dtype.element_ty), mask=inside)
