@@ -113,6 +113,17 @@ if triton is not None:
         return tl.load(ptr + offs, mask=valid, other=0.0)
 
     @triton.jit
+    def _product(at, b, IEEE: tl.constexpr, UPCAST: tl.constexpr):
+        """at @ b in float32: IEEE products for float32 inputs (no TF32), and under UPCAST b in float32 too."""
+        if UPCAST:
+            b = b.to(tl.float32)
+        if IEEE or UPCAST:
+            prod = tl.dot(at, b, input_precision="ieee")
+        else:
+            prod = tl.dot(at, b)
+        return prod
+
+    @triton.jit
     def _wgrad_partial_kernel(d_ptr, d_sn, d_sy, d_sx, x_ptr, x_sn, x_sy, x_sx, h_ptr, h_sn, h_sy, h_sx, part_ptr,
                               P, CHUNK, HW, W, O, C, KC, K, B, HAS_H: tl.constexpr, IEEE: tl.constexpr,
                               UPCAST: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_O: tl.constexpr,
@@ -144,21 +155,11 @@ if triton is not None:
                 a = a.to(tl.float32)
             at = tl.trans(a)
             bx = _taps(x_ptr, n, y, x, x_sn, x_sy, x_sx, dy, dx, i, pmask[:, None] & jmask[None, :])
-            if UPCAST:
-                bx = bx.to(tl.float32)
-            if IEEE or UPCAST:
-                acc_x += tl.dot(at, bx, input_precision="ieee")
-            else:
-                acc_x += tl.dot(at, bx)
+            acc_x += _product(at, bx, IEEE, UPCAST)
             if HAS_H:
                 hmask = pmask & (n >= B)
                 bh = _taps(h_ptr, n - B, y, x, h_sn, h_sy, h_sx, dy, dx, i, hmask[:, None] & jmask[None, :])
-                if UPCAST:
-                    bh = bh.to(tl.float32)
-                if IEEE or UPCAST:
-                    acc_h += tl.dot(at, bh, input_precision="ieee")
-                else:
-                    acc_h += tl.dot(at, bh)
+                acc_h += _product(at, bh, IEEE, UPCAST)
         splits = tl.num_programs(0)
         dst = (s * O + o[:, None]).to(tl.int64) * KC + j[None, :]
         m2 = omask[:, None] & jmask[None, :]
