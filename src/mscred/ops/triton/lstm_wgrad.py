@@ -24,7 +24,6 @@ import os
 
 import torch
 
-from mscred.ops.triton.bits import bf16_bits
 from mscred.ops.triton.runtime import interpreting, runs_fused, switched_on, tl, triton
 
 # Pixels per iteration, output channels and columns per program, warps, programs per SM (the pixel split): a first
@@ -105,6 +104,7 @@ def lstm_weight_grads(dpre: torch.Tensor, images: torch.Tensor, hprev: torch.Ten
 
 
 if triton is not None:
+    from mscred.ops.triton.bits import bf16_bits  # (jit helpers: defined only with Triton)
 
     @triton.jit
     def _taps(ptr, n, y, x, s_n, s_y, s_x, dy, dx, i, valid):

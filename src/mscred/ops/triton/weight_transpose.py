@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import torch
 
-from mscred.ops.triton.bits import bf16_bits, bf16_value
 from mscred.ops.triton.runtime import runs_fused, tl, triton
 
 I_BLOCK = 64  # input channels per iteration; the tap axis is padded to a power of two (K = 4 or 9 -> 4 or 16)
@@ -47,6 +46,7 @@ def transpose_blocks(src: torch.Tensor, table: torch.Tensor, numel: int, dtype: 
 
 
 if triton is not None:
+    from mscred.ops.triton.bits import bf16_bits, bf16_value  # (jit helpers: defined only with Triton)
 
     @triton.jit
     def _transpose_kernel(src_ptr, out_ptr, table_ptr, INVERSE: tl.constexpr, ROUND_BF16: tl.constexpr,
