@@ -3,7 +3,8 @@
 # written by their producers (ops/skip_epilogue.py) on the whole step, against an earlier tree, and their tests.
 #   1. GPU tests of the two and of the model                                               -> gpu_tests.txt
 #   2. the graphed bf16 step: before / after / after with MSCRED_SKIP_EPILOGUE=0 / before / after   -> model/
-# Usage: bash benchmarks/gpu_final_1201d.sh (build/before/src carried). Writes $OUT/final_1201d.tgz.
+# Usage: bash benchmarks/gpu_final_1201d.sh (build/before/src carried). Writes $OUT/final_1201d.tgz. As run at
+# a77e522: ops/skip_epilogue.py was removed since (no gain), so rerun it there.
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode

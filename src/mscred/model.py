@@ -23,7 +23,7 @@ from torch import nn
 
 from mscred import level_streams, ops
 from mscred.config import ModelConfig
-from mscred.ops import AUTO, shared_output, skip_epilogue, subpixel
+from mscred.ops import AUTO, shared_output, subpixel
 from mscred.ops.concat import cat_channels
 from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.lstm_attention import resident_attention
@@ -179,14 +179,6 @@ class SameDeconv(nn.Module):
         y = y[:, :, top:top + size, top:top + size]
         return F.selu(y) if self.selu else y
 
-    def forward_beside(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """``cat([self(x, size), attention(h)], 1)`` for the fused training decoder, size = h's: the epilogue and
-        the attention write the two channel halves of one buffer (``ops/skip_epilogue.py``)."""
-        size = h.shape[-1]
-        top = same_padding(size, self.kernel, self.stride)[0]
-        y = F.conv_transpose2d(x, _autocast_weight(self.weight, x), None, stride=self.stride)
-        return skip_epilogue.deconv_beside_attention(y, self.bias, self.selu, top, size, h)
-
     def _subpixel(self, x: torch.Tensor, w: torch.Tensor) -> bool:
         """Whether this call takes the sub-pixel form (``ops.subpixel``): fused inference (no autograd) of an
         overlapping strided deconvolution (deconv2) in a reduced precision on the Triton path. float32 keeps cuDNN's
@@ -304,14 +296,11 @@ class AttnConvLSTM(nn.Module):
         self.bias = nn.Parameter(torch.zeros(4 * channels))
         nn.init.xavier_uniform_(self.weight)
 
-    def forward(self, x: torch.Tensor, padded: bool = False, attend: bool = True
-                ) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
-        """``padded``: x is the encoder's training layout (``Encoder.training_layout``), zero-bordered; there
-        ``attend=False`` returns the hidden states (B, T, C, H, W) for the decoder to attend to
-        (``Decoder.forward_beside``)."""
+    def forward(self, x: torch.Tensor, padded: bool = False) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
+        """``padded``: x is the encoder's training layout (``Encoder.training_layout``), zero-bordered."""
         if padded:
             h = fused_convlstm.train(x, self.weight, self.bias, self.forget_bias, padded=True)
-            return ops.temporal_attention(h, backend=self.backend) if attend else h
+            return ops.temporal_attention(h, backend=self.backend)
         if self.backend == "fused" and runs_fused(x):  # bf16 inference of levels 1-2: one kernel, where it runs
             one_kernel = resident_attention(x, self.weight, self.bias, self.forget_bias)
             if one_kernel is not None:
@@ -363,15 +352,6 @@ class Decoder(nn.Module):
         d2 = self.deconv2(d3, a1.shape[-1])        # (B, 32, n, n)
         d2 = cat(d2, a1)                           # (B, 64, n, n)
         return self.deconv1(d2, a1.shape[-1])      # (B, K, n, n)
-
-    def forward_beside(self, h1: torch.Tensor, h2: torch.Tensor, h3: torch.Tensor, a4: torch.Tensor) -> torch.Tensor:
-        """``forward`` in fused training from levels 1-3's hidden states (B, T, C_l, n_l, n_l) instead of their
-        attention outputs: each concatenation is written by the deconvolution's epilogue and the attention at once
-        (``SameDeconv.forward_beside``); the same values and gradients, without the copies."""
-        d = self.deconv4.forward_beside(a4, h3)    # (B, 256, n3, n3)
-        d = self.deconv3.forward_beside(d, h2)     # (B, 128, n2, n2)
-        d = self.deconv2.forward_beside(d, h1)     # (B, 64, n, n)
-        return self.deconv1(d, h1.shape[-1])       # (B, K, n, n)
 
     def skip_buffers(self, batch: int, sizes, like: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:
         """The three concatenations of ``forward`` as empty channels-last buffers, for ``forward_into``: (batch,
@@ -454,14 +434,8 @@ class MSCREDNet(nn.Module):
     def _forward(self, x: torch.Tensor, lstm_pads: tuple[int, int, int, int] | None) -> torch.Tensor:
         levels = self.encoder(x, lstm_pads)                              # 4 x (B, T, C_l, H_l, W_l)
         if self.cfg.backend == "fused":  # opt-in: the levels side by side on CUDA streams (level_streams.py)
-            # Opt-in, fused training: levels 1-3 hand their hidden states to the decoder, whose epilogues and
-            # attention write each skip concatenation at once (ops/skip_epilogue.py; no gain measured).
-            beside = lstm_pads is not None and self.decoder.fused and skip_epilogue.enabled()
-            lstms = [functools.partial(lstm, padded=lstm_pads is not None, attend=not beside or level == 3)
-                     for level, lstm in enumerate(self.lstms)]
+            lstms = [functools.partial(lstm, padded=lstm_pads is not None) for lstm in self.lstms]
             a1, a2, a3, a4 = level_streams.run_levels(lstms, levels)
-            if beside:
-                return self.decoder.forward_beside(a1, a2, a3, a4)
         else:  # the reference stays the plain one-stream baseline
             a1, a2, a3, a4 = (lstm(f) for lstm, f in zip(self.lstms, levels))  # 4 x (B, C_l, H_l, W_l)
         return self.decoder(a1, a2, a3, a4)                              # (B, K, n, n)
