@@ -31,17 +31,16 @@ cards where that balance differs.
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, Sequence
 
 import torch
 
+from mscred.ops.triton.runtime import switched_on
+
 
 def enabled(x: torch.Tensor) -> bool:
     """Whether levels run on side streams for input ``x``: CUDA tensors when MSCRED_LEVEL_STREAMS=1 (opt-in)."""
-    if os.environ.get("MSCRED_LEVEL_STREAMS", "0").strip().lower() not in ("1", "true", "yes", "on"):
-        return False
-    return x.is_cuda
+    return x.is_cuda and switched_on("MSCRED_LEVEL_STREAMS")
 
 
 _STREAMS: dict[tuple[int, int], "torch.cuda.Stream"] = {}

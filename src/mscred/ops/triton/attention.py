@@ -129,13 +129,14 @@ def _backward_kernels(h: torch.Tensor, dout: torch.Tensor, dh: torch.Tensor) -> 
 def _split(B: int, D: int) -> tuple[int, int, int, int] | None:
     """(chunks, chunk length, BLOCK, warps) of the split kernels for B samples of D elements, or None where the
     samples alone give at least half of the programs wanted (one per sample then)."""
-    per_sm, block, warps = _runtime.tile_override("MSCRED_ATTN_SPLIT", (SPLIT_PER_SM, SPLIT_BLOCK, SPLIT_WARPS))
+    per_sm, block, warps = _runtime.tile_override("MSCRED_ATTN_SPLIT", (SPLIT_PER_SM, SPLIT_BLOCK, SPLIT_WARPS),
+                                                  ("programs-per-SM", "BLOCK", "warps"))
     if per_sm <= 0:
         return None
     if _interpreting():
         programs, block = INTERPRETER_SPLIT_PROGRAMS, 128
     else:
-        programs = per_sm * torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+        programs = per_sm * _runtime.sm_count()
     if 2 * B >= programs:
         return None
     nchunk = min(-(-programs // B), -(-D // block))

@@ -20,11 +20,9 @@ PyTorch's convolutions).
 """
 from __future__ import annotations
 
-import os
-
 import torch
 
-from mscred.ops.triton.runtime import interpreting, runs_fused, switched_on, tl, triton
+from mscred.ops.triton.runtime import interpreting, runs_fused, sm_count, switched_on, tile_override, tl, triton
 
 # Pixels per iteration, output channels and columns per program, warps, programs per SM (the pixel split): a first
 # guess, not swept (MSCRED_LSTM_WGRAD_TILE = the five numbers, "/"-separated, overrides them).
@@ -34,16 +32,10 @@ INTERPRETER_SPLITS = 3
 
 def tile() -> tuple[int, int, int, int, int]:
     """(BLOCK_P, BLOCK_O, BLOCK_N, warps, programs per SM): ``TILE`` or MSCRED_LSTM_WGRAD_TILE."""
-    text = os.environ.get("MSCRED_LSTM_WGRAD_TILE", "").strip()
-    if not text:
-        return TILE
-    try:
-        values = tuple(int(v) for v in text.split("/"))
-    except ValueError:
-        values = ()
-    if len(values) != 5 or min(values[:3]) < 16:
-        raise ValueError(f"MSCRED_LSTM_WGRAD_TILE must be BLOCK_P/BLOCK_O/BLOCK_N/warps/programs-per-SM (blocks "
-                         f">= 16), e.g. 64/64/64/4/2, got {text!r}")
+    values = tile_override("MSCRED_LSTM_WGRAD_TILE", TILE,
+                           ("BLOCK_P", "BLOCK_O", "BLOCK_N", "warps", "programs-per-SM"))
+    if min(values[:3]) < 16:  # tl.dot's smallest tile
+        raise ValueError(f"MSCRED_LSTM_WGRAD_TILE's blocks must be >= 16, got {values}")
     return values
 
 
@@ -81,8 +73,7 @@ def lstm_weight_grads(dpre: torch.Tensor, images: torch.Tensor, hprev: torch.Ten
     if interpreting():
         splits = INTERPRETER_SPLITS
     else:
-        sms = torch.cuda.get_device_properties(dpre.device).multi_processor_count
-        splits = max(1, per_sm * sms // (grid_o * grid_n))
+        splits = max(1, per_sm * sm_count(dpre.device) // (grid_o * grid_n))
     splits = max(1, min(splits, (2 ** 31 - 1) // (O * KC)))  # the partials stay int32-addressable per gradient
     chunk = triton.cdiv(triton.cdiv(pixels, splits), block_p) * block_p
     splits = triton.cdiv(pixels, chunk)

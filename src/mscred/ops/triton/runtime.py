@@ -41,14 +41,16 @@ def runs_fused(t: torch.Tensor) -> bool:
     return triton is not None and (t.is_cuda or (interpreting() and t.device.type == "cpu"))
 
 
-def tile_override(variable: str, default: tuple[int, ...]) -> tuple[int, ...]:
-    """A kernel's launch numbers -- (elements per program, warps), or with a third, tiles per program --:
-    ``default``, or the environment variable's "BLOCK/warps[/tiles]" with as many numbers as ``default`` (A/B runs
-    against an earlier tile; "/" because the device scripts pass variables as comma-separated lists)."""
+def tile_override(variable: str, default: tuple[int, ...],
+                  names: tuple[str, ...] = ("BLOCK", "warps", "tiles")) -> tuple[int, ...]:
+    """A kernel's launch numbers -- by default (elements per program, warps), or with a third, tiles per program;
+    ``names`` says what they are for the error message --: ``default``, or the environment variable's
+    "BLOCK/warps[/tiles]" with as many numbers as ``default`` (A/B runs against an earlier tile; "/" because the
+    device scripts pass variables as comma-separated lists)."""
     text = os.environ.get(variable, "").strip()
     if not text:
         return default
-    form = "/".join(("BLOCK", "warps", "tiles")[:len(default)])
+    form = "/".join(names[:len(default)])
     try:
         values = tuple(int(v) for v in text.split("/"))
     except ValueError:
@@ -57,6 +59,13 @@ def tile_override(variable: str, default: tuple[int, ...]) -> tuple[int, ...]:
         example = "/".join(str(v) for v in default)
         raise ValueError(f"{variable} must be {form}, e.g. {example}, got {text!r}")
     return values
+
+
+def sm_count(device: torch.device | int | None = None) -> int:
+    """Streaming multiprocessors of a CUDA device (the current one by default): the kernels' grid sizing."""
+    if device is None:
+        device = torch.cuda.current_device()
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def switched_off(variable: str) -> bool:

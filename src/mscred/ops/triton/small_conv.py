@@ -370,7 +370,7 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
         flat, block_k, kblocks = _blocking(CI, KS)
         block_p, warps, per_sm = _runtime.tile_override(
             "MSCRED_SMALL_CONV_WGRAD_TILE", (WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM))
-        sms = 4 if _interpreting() else torch.cuda.get_device_properties(x.device).multi_processor_count
+        sms = 4 if _interpreting() else _runtime.sm_count(x.device)
         programs = max(1, min(triton.cdiv(P, block_p), per_sm * sms // kblocks + 1))
         grid = (programs, kblocks)
         _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(),
