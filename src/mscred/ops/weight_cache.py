@@ -19,17 +19,18 @@ as the contiguous parameter buffers of large-model trainers -- so that the forwa
 masters in place and writes every target, cast (``ops/triton/weight_transpose.py``: each output channel of each
 target is a small transpose of its master row, listed in the plan's ``blocks`` table); the backward concatenates the
 targets' gradients and runs the same table the other way into float32. Before, in PyTorch ops (still the path where
-the masters are not packed, or the kernels do not run: the plan's index maps): a multi-tensor cast and an int64
-gather forward, a concatenation, a gather and a cast backward, 67 us of the graphed step on the H200
-(benchmarks/results/step_profile_1201c/); with an int32 gather-and-cast kernel each way instead of the table, 46 us
-(benchmarks/results/pack_split2/). A master moved or replaced later (``module.to``, ``param.data = ...``) is simply no
-longer packed, and the PyTorch ops serve it. MSCRED_WEIGHT_PACK=0 keeps the masters as they are (A/B runs).
+the masters are not packed, or the kernels do not run: the plan's index maps, copied to the device only then): a
+multi-tensor cast and an int64 gather forward, a concatenation, a gather and a cast backward, 67 us of the graphed
+step on the H200 (benchmarks/results/step_profile_1201c/); with an int32 gather-and-cast kernel each way instead of
+the table, 46 us (benchmarks/results/pack_split2/). A master moved or replaced later (``module.to``, ``param.data =
+...``) is simply no longer packed, and the PyTorch ops serve it. MSCRED_WEIGHT_PACK=0 keeps the masters as they are
+(A/B runs).
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
 import torch
@@ -52,20 +53,31 @@ def lookup(weight: torch.Tensor, part: str = "all") -> torch.Tensor | None:
 
 @dataclass
 class Plan:
-    """Index maps of one set of targets on one device: ``gather`` (target element -> master element, in the
-    masters' concatenation), ``scatter`` its inverse; each target's channels-last shape and offset; each master's
-    offset; ``blocks``, the same permutation as ``weight_transpose`` transposes (int32 rows: master start, target
-    start, channels, taps), with ``taps`` the most taps of a block; ``packed``, the float32 buffer the masters are
-    views of in that order, or None."""
+    """The permutation of one set of targets on one device: ``blocks``, as ``weight_transpose`` transposes it (int32
+    rows on the device: master start, target start, channels, taps), with ``taps`` the most taps of a block; the
+    same as index maps, kept on the host for where the kernels do not run: ``gather`` (target element -> master
+    element, in the masters' concatenation) and ``scatter`` its inverse; ``device``; each target's channels-last
+    shape and offset; each master's offset; ``packed``, the float32 buffer the masters are views of in that order,
+    or None."""
     key: tuple
     gather: torch.Tensor
     scatter: torch.Tensor
+    device: torch.device
     shapes: list[tuple[int, int, int, int]]
     offsets: list[int]
     master_offsets: list[int]
     blocks: torch.Tensor
     taps: int
     packed: torch.Tensor | None = None
+    _on_device: dict = field(default_factory=dict)
+
+    def index(self, name: str) -> torch.Tensor:
+        """``gather`` or ``scatter`` on the plan's device, copied there on first use (the warm-up steps, before a
+        CUDA graph capture): packed masters on the kernels' path never need them there."""
+        cached = self._on_device.get(name)
+        if cached is None:
+            cached = self._on_device[name] = getattr(self, name).to(self.device, torch.int32)
+        return cached
 
     def reads_packed(self, masters: Sequence[torch.Tensor]) -> bool:
         """Whether ``masters`` still are the views of ``packed`` that ``plan_for`` made (a cheap host check)."""
@@ -112,8 +124,8 @@ def plan_for(targets: Sequence[Target], previous: Plan | None = None) -> Plan:
     scatter[gather] = torch.arange(total)
     device = masters[0].device
     table = torch.cat(blocks)
-    plan = Plan(key, gather.to(device, torch.int32), scatter.to(device, torch.int32), shapes, offsets, master_offsets,
-                table.to(device, torch.int32), int(table[:, 3].max()))
+    plan = Plan(key, gather, scatter, device, shapes, offsets, master_offsets, table.to(device, torch.int32),
+                int(table[:, 3].max()))
     if total < 2 ** 31 and all(m.dtype == torch.float32 and runs_fused(m) for m in masters) \
             and not switched_off("MSCRED_WEIGHT_PACK"):
         plan.packed = _pack(masters, total)
@@ -158,27 +170,28 @@ class _CastAll(torch.autograd.Function):
     @staticmethod
     def forward(ctx, plan: Plan, dtype: torch.dtype, *masters: torch.Tensor):
         ctx.plan, ctx.master_shapes, ctx.master_dtype = plan, [m.shape for m in masters], masters[0].dtype
+        total = plan.gather.numel()
         if plan.reads_packed(masters):  # one kernel: every target transposed from the masters in place and cast
-            flat = transpose_blocks(plan.packed, plan.blocks, plan.gather.numel(), dtype, plan.taps)
+            flat = transpose_blocks(plan.packed, plan.blocks, total, dtype, plan.taps)
         else:  # one multi-tensor cast into one buffer (PyTorch's foreach copy casts on its fast path), one gather
-            cast = torch.empty(plan.gather.numel(), device=plan.gather.device, dtype=dtype)
+            cast = torch.empty(total, device=plan.device, dtype=dtype)
             torch._foreach_copy_([cast[at:at + m.numel()] for m, at in zip(masters, plan.master_offsets)],
                                  [m.reshape(-1) for m in masters])
-            flat = cast.index_select(0, plan.gather)
+            flat = cast.index_select(0, plan.index("gather"))
         return tuple(flat[at:at + O * I * kh * kw].view(O, kh, kw, I).permute(0, 3, 1, 2)
                      for (O, I, kh, kw), at in zip(plan.shapes, plan.offsets))
 
     @staticmethod
     def backward(ctx, *grads: torch.Tensor | None):
         plan = ctx.plan
-        parts = [(g if g is not None else torch.zeros(shape, device=plan.gather.device, dtype=torch.float32))
+        parts = [(g if g is not None else torch.zeros(shape, device=plan.device, dtype=torch.float32))
                  .permute(0, 2, 3, 1).reshape(-1) for g, shape in zip(grads, plan.shapes)]
         dtype = next((g.dtype for g in grads if g is not None), ctx.master_dtype)
         flat = torch.cat([p.to(dtype) for p in parts])
         if runs_fused(flat):  # the forward's transposes the other way, cast to float32 on the way
             flat = transpose_blocks(flat, plan.blocks, flat.numel(), ctx.master_dtype, plan.taps, inverse=True)
         else:
-            flat = flat.index_select(0, plan.scatter).to(ctx.master_dtype)
+            flat = flat.index_select(0, plan.index("scatter")).to(ctx.master_dtype)
         master_grads = tuple(flat[at:at + shape.numel()].view(shape)
                              for shape, at in zip(ctx.master_shapes, plan.master_offsets))
         return (None, None, *master_grads)
