@@ -23,7 +23,6 @@ import torch
 from safetensors import safe_open
 from mscred.atomic import atomic_path, save_safetensors
 from mscred.errors import InputError
-from mscred.model import cpu_state
 
 CHECKPOINT_NAME = "checkpoint.safetensors"
 # Optimizer settings that describe the machine the run is on, not the run's state: a resumed run keeps its own.
@@ -36,6 +35,8 @@ def checkpoint_contents(net: torch.nn.Module, optimizer: torch.optim.Optimizer, 
     """What a checkpoint holds, as (tensors, safetensors metadata): a snapshot. Every tensor is a CPU copy (also
     of CPU parameters, which ``.cpu()`` would return as they are) and the metadata is JSON text already, so
     training may go on while ``write_checkpoint`` writes it from another thread."""
+    from mscred.model import cpu_state  # (here: the CLI imports this module for CHECKPOINT_NAME alone)
+
     tensors = {f"model.{name}": value for name, value in cpu_state(net).items()}
     state = optimizer.state_dict()
     for index, per_param in state["state"].items():
