@@ -48,7 +48,6 @@ import torch.nn.functional as F
 
 from mscred.ops.convlstm_sliding import distinct_steps, sliding
 from mscred.ops import resident_lstm, weight_cache
-from mscred.ops.triton import lstm_wgrad
 from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import convlstm_window
@@ -591,35 +590,28 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
         dout_t = dout[:, t]
         dp2 = dpre[t] if time_major else dpre_bt[:, t]
         cell_bwd_kernel[grid](
-            pre[t], *_s3(pre[t]), cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
+            pre[t], *_s3(pre[t]), bias, cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
             dout_t, *_s3(dout_t), dhr, dhr.stride(0), dhr.stride(1), dhr.stride(2), dhr.stride(3),
             dc, *_s3(dc), dpre[t], *_s3(dpre[t]), dp2, *_yx(dp2), db_acc,
             N, Ch, H * W, W, top, left, forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
-            STORE2=not time_major, TILES=tiles, num_warps=NUM_WARPS_BWD,
+            STORE2=not time_major, TILES=tiles, PRE_BIAS=False, num_warps=NUM_WARPS_BWD,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(
                 dpre[t], hprev[t - 1], w_h, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
                 [True, False, False])[0]
     h_images = hprev.reshape((T - 1) * B, Ch, HP, WP) if T > 1 else None
-    if time_major and layout == "nhwc" and lstm_wgrad.enabled() and lstm_wgrad.suits(dpre_tb, images, h_images):
-        # Opt-in: both weight gradients from one read of dpre (ops/triton/lstm_wgrad.py); cuDNN's data gradient.
-        dw_x, dw_h = lstm_wgrad.lstm_weight_grads(dpre_tb, images, h_images, B, w_h.shape[-1], w_x.dtype)
-        dw_h = torch.zeros_like(w_h) if dw_h is None else dw_h
-        dimages = torch.ops.aten.convolution_backward(
-            dpre_images, images, w_x, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, False, False])[0]
+    if T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
+        dw_h = torch.ops.aten.convolution_backward(
+            dpre[1:].reshape((T - 1) * B, 4 * Ch, H, W), h_images, w_h, None,
+            [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])[1]
     else:
-        if T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
-            dw_h = torch.ops.aten.convolution_backward(
-                dpre[1:].reshape((T - 1) * B, 4 * Ch, H, W), h_images, w_h, None,
-                [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])[1]
-        else:
-            dw_h = torch.zeros_like(w_h)
-        # dxp and d w_x of the input convolutions: one call for all steps, on the padded images (no crop, no border).
-        dimages, dw_x, _ = torch.ops.aten.convolution_backward(
-            dpre_images, images, w_x, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, False])
+        dw_h = torch.zeros_like(w_h)
+    # dxp and d w_x of the input convolutions: one call for all steps, on the padded images (no crop, no border).
+    dimages, dw_x, _ = torch.ops.aten.convolution_backward(
+        dpre_images, images, w_x, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, False])
     # dbias sums B*T*H*W terms of both signs: a tree reduction (per tile in the kernel, then one atomic add per
     # tile; or torch.sum) in float32 (float64 for float64) keeps the cancellation error at the reference's level,
     # where the CPU convolution backward's running sum does not.

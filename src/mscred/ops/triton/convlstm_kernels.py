@@ -173,11 +173,11 @@ if triton is not None:
 
     @triton.jit
     def _cell_bwd_tile(
-        pre_ptr, pre_sb, pre_sc, pre_sp, cprev_ptr, c_ptr, c_sb, c_sc, c_sp, dh_ptr, dh_sb, dh_sc, dh_sp,
+        pre_ptr, pre_sb, pre_sc, pre_sp, bias_ptr, cprev_ptr, c_ptr, c_sb, c_sc, c_sp, dh_ptr, dh_sb, dh_sc, dh_sp,
         dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx, dc_ptr, dc_sb, dc_sc, dc_sp, dpre_ptr, dp_sb, dp_sc, dp_sp,
         dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
         CH, HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr, CDT: tl.constexpr,
-        STORE2: tl.constexpr,
+        STORE2: tl.constexpr, PRE_BIAS: tl.constexpr,
     ):
         """One tile of ``cell_bwd_kernel``: loads, the gate gradients' arithmetic and their stores (and dc_{t-1});
         returns the four gate gradients in the compute type, for the bias sums."""
@@ -187,6 +187,14 @@ if triton is not None:
         zg = tl.load(pre + pq, mask=mask, other=0.0).to(CDT)
         zf = tl.load(pre + 2 * pq, mask=mask, other=0.0).to(CDT)
         zo = tl.load(pre + 3 * pq, mask=mask, other=0.0).to(CDT)
+        if PRE_BIAS:  # pre is the gates' convolution without the bias (concatenated gates): add it and round to
+            # the stored dtype as the forward did before its activations, so both differentiate the same function
+            cmask = ch < CH
+            pre_ty = pre_ptr.dtype.element_ty
+            zi = (zi + tl.load(bias_ptr + ch, mask=cmask, other=0.0).to(CDT)).to(pre_ty).to(CDT)
+            zg = (zg + tl.load(bias_ptr + CH + ch, mask=cmask, other=0.0).to(CDT)).to(pre_ty).to(CDT)
+            zf = (zf + tl.load(bias_ptr + 2 * CH + ch, mask=cmask, other=0.0).to(CDT)).to(pre_ty).to(CDT)
+            zo = (zo + tl.load(bias_ptr + 3 * CH + ch, mask=cmask, other=0.0).to(CDT)).to(pre_ty).to(CDT)
         i = _sigmoid(zi)
         g = _tanh(zg)
         f = _sigmoid(zf + forget_bias)
@@ -221,6 +229,7 @@ if triton is not None:
     @_jit(do_not_specialize=_SIZES)
     def cell_bwd_kernel(
         pre_ptr, pre_sb, pre_sc, pre_sp,        # gate pre-activations of this step (B, 4Ch, H, W)
+        bias_ptr,                               # (4Ch,) gate bias, added to pre if PRE_BIAS
         cprev_ptr, c_ptr, c_sb, c_sc, c_sp,     # cell states of the previous / this step
         dh_ptr, dh_sb, dh_sc, dh_sp,            # gradient of the output h_t
         dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx,  # recurrent gradient of h_t, zero-bordered; read if HAS_DHR
@@ -231,7 +240,7 @@ if triton is not None:
         N, CH, HW, W, PAD_T, PAD_L, forget_bias,
         HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
-        DBIAS: tl.constexpr, STORE2: tl.constexpr, TILES: tl.constexpr,
+        DBIAS: tl.constexpr, STORE2: tl.constexpr, TILES: tl.constexpr, PRE_BIAS: tl.constexpr,
     ):
         # TILES row tiles per program (channels-last; 1 for NCHW): the bias gradient's column sums (a reduction
         # through shared memory) and atomic adds are made once per program, not once per tile.
@@ -244,10 +253,11 @@ if triton is not None:
             else:
                 mask, b, ch, p = _indices_1d(N, CH, HW, BLOCK)
             d_i, d_g, d_f, d_o = _cell_bwd_tile(
-                pre_ptr, pre_sb, pre_sc, pre_sp, cprev_ptr, c_ptr, c_sb, c_sc, c_sp, dh_ptr, dh_sb, dh_sc, dh_sp,
+                pre_ptr, pre_sb, pre_sc, pre_sp, bias_ptr, cprev_ptr, c_ptr, c_sb, c_sc, c_sp,
+                dh_ptr, dh_sb, dh_sc, dh_sp,
                 dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx, dc_ptr, dc_sb, dc_sc, dc_sp, dpre_ptr, dp_sb, dp_sc, dp_sp,
                 dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
-                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2)
+                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2, PRE_BIAS)
             if DBIAS:
                 s_i += tl.where(mask, d_i, 0.0)
                 s_g += tl.where(mask, d_g, 0.0)
