@@ -161,3 +161,30 @@ def test_shared_buffers_as_two_outputs_give_the_same_step(n, monkeypatch):
     for k in g0:
         torch.testing.assert_close(g1[k], g0[k], rtol=1e-5, atol=1e-6, msg=k)
 
+
+
+def test_concatenated_lstm_gates_give_the_same_step(monkeypatch):
+    """The training ConvLSTM on [x_t, h_{t-1}] concatenated (ops/triton/convlstm_concat.py; by default level 1 of a
+    30-sensor model), here at every level of a small float64 model: the fused training step's output and every
+    gradient equal those of the default path (one convolution of the concatenated inputs instead of two summed)."""
+    if not runs_fused(torch.zeros(1)):
+        pytest.skip("the fused training layout needs Triton (or its CPU interpreter)")
+    from mscred.ops.triton import convlstm_concat
+
+    calls, real = [], convlstm_concat.forward
+    monkeypatch.setattr(convlstm_concat, "forward", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
+    x = torch.rand(3, 5, 3, 10, 10, dtype=torch.float64)
+    results = []
+    for flag in ("0", "1"):
+        monkeypatch.setenv("MSCRED_LSTM_CONCAT", flag)
+        torch.manual_seed(0)
+        net = MSCREDNet(ModelConfig(backend="fused", n_sensors=10, channels=(4, 8, 8, 16))).double()
+        out = net(x)
+        F.mse_loss(out, x[:, -1]).backward()
+        results.append((out.detach(), {k: p.grad for k, p in net.named_parameters()}))
+    assert len(calls) == 4  # every level, only when switched on
+    (out0, g0), (out1, g1) = results
+    torch.testing.assert_close(out1, out0, rtol=1e-12, atol=1e-12)
+    for k in g0:
+        torch.testing.assert_close(g1[k], g0[k], rtol=1e-10, atol=1e-12, msg=k)

@@ -578,3 +578,130 @@ def test_window_kernel_batch_gate_eager_and_captured(monkeypatch):
     torch.cuda.synchronize()
     assert calls == []
     assert _rel(captured, eager) < 1e-2
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Training on [x_t, h_{t-1}] concatenated (ops/triton/convlstm_concat.py): the large levels' path.
+# ----------------------------------------------------------------------------------------------------------------
+@pytest.fixture
+def concat_everywhere(monkeypatch):
+    """The concatenated path at every map size (by default only from convlstm_concat.MIN_PIXELS pixels), and a
+    count of its forward and backward calls."""
+    from mscred.ops.triton import convlstm_concat
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
+    calls = {"forward": 0, "backward": 0}
+    for name in calls:
+        real = getattr(convlstm_concat, name)
+
+        def counted(*a, _real=real, _name=name):
+            calls[_name] += 1
+            return _real(*a)
+        monkeypatch.setattr(convlstm_concat, name, counted)
+    return calls
+
+
+def _time_major_fwd_bwd(x, w, b, dout, k):
+    """``train`` on x stored and padded as the encoder hands it over while training (time-major, zero-bordered):
+    h and the gradients of x, the weight and the bias."""
+    x_tm = _time_major(x, "nhwc").detach().requires_grad_()
+    w_, b_ = w.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    y = fused.train(fused.pad_steps(x_tm, fused._padding(k), torch.channels_last), w_, b_, FB, padded=True)
+    return [y.detach()] + [g.detach() for g in torch.autograd.grad(y, (x_tm, w_, b_), dout.to(y.dtype))]
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("B, T, C, Ch", [(3, 5, 3, 4), (1, 4, 4, 4), (4, 1, 2, 5), (2, 2, 5, 3)])
+def test_concatenated_gates_equal_reference(k, B, T, C, Ch, concat_everywhere):
+    """The concatenated path in float64: h and every gradient equal the float64 reference's, at one step, two, and
+    more; input and hidden channel counts equal and different."""
+    x, w, b, dout = _inputs(B, T, C, Ch, 7, k, seed=60 + k + B + T)
+    expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    got = _time_major_fwd_bwd(x, w, b, dout, k)
+    assert concat_everywhere == {"forward": 1, "backward": 1}
+    for name, g, e in zip(("h", "dx", "dweight", "dbias"), got, expect):
+        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=name)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_concatenated_buffer_is_written_everywhere_it_is_read(k, concat_everywhere, monkeypatch):
+    """xh filled with NaN before the forward: the x copy (with its border), the zeroed h_{-1}, and the cell kernel's
+    h_t with its zero border must cover every element the convolutions and the weight gradient read -- one left
+    unwritten would spread NaN into h or a gradient."""
+    from mscred.ops.triton import convlstm_concat
+    real = convlstm_concat.buffers
+
+    def poisoned(*args):
+        out, pre, cells, xh = real(*args)
+        return out, pre, cells, xh.fill_(float("nan"))
+    monkeypatch.setattr(convlstm_concat, "buffers", poisoned)
+    x, w, b, dout = _inputs(3, 4, 3, 4, 6, k, seed=70 + k)
+    expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    for name, g, e in zip(("h", "dx", "dweight", "dbias"), _time_major_fwd_bwd(x, w, b, dout, k), expect):
+        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=name)
+
+
+def test_concatenated_gates_in_bf16_track_the_default_path(concat_everywhere, monkeypatch):
+    """bf16: the concatenated path (one convolution, one rounding of the gates) against the float64 oracle within
+    twice the default path's error, for h and every gradient."""
+    x, w, b, dout = _inputs(3, 5, 8, 8, 9, 2, seed=81)
+    oracle = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    low = [t.to(torch.bfloat16) for t in (x, w, b, dout)]
+    concat = _time_major_fwd_bwd(*low, 2)
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT", "0")
+    default = _time_major_fwd_bwd(*low, 2)
+    assert concat_everywhere == {"forward": 1, "backward": 1}
+    for name, c, d, o in zip(("h", "dx", "dweight", "dbias"), concat, default, oracle):
+        assert torch.isfinite(c).all(), name
+        assert _rel(c, o) <= 2 * _rel(d, o) + 1e-3, f"{name}: {_rel(c, o):.3g} vs default {_rel(d, o):.3g}"
+
+
+def test_concatenated_gates_opcheck(concat_everywhere):
+    """torch.library.opcheck of the training op and its backward on this path: its fake gives xh's shape and
+    strides (T steps of C + Ch channels), and the backward's fake the gradients'."""
+    x, w, b, dout = _inputs(2, 3, 2, 3, 4, 2, seed=9)
+    xp, w_x, w_h = fused.train_inputs(_time_major(x, "nhwc"), w, "nhwc")
+    for t in (xp, w_x, w_h, b):
+        t.requires_grad_()
+    utils = ("test_schema", "test_autograd_registration", "test_faketensor")
+    torch.library.opcheck(fused.convlstm_train, (xp, w_x, w_h, b, FB, "nhwc"), test_utils=utils)
+    state = fused.convlstm_train(xp, w_x, w_h, b, FB, "nhwc")[1:]
+    assert state[2].shape == (3, 2, 5, 5, 5)  # xh: T steps, C + Ch channels, zero-bordered 5 x 5
+    torch.library.opcheck(fused.convlstm_train_backward, (dout, xp, w_x, w_h, b, *state, FB, "nhwc"),
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def test_concatenated_gates_only_where_they_paid(monkeypatch):
+    """The path's rule: channels-last, time-major, maps of at least MIN_PIXELS pixels (level 1 of the default
+    model, where the H200 timings favoured it); MSCRED_LSTM_CONCAT=0 never; the minimum is settable."""
+    from mscred.ops.triton import convlstm_concat as cc
+    monkeypatch.delenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", raising=False)
+    assert cc.MIN_PIXELS == 900
+    assert cc.runs(True, "nhwc", 30, 30) and not cc.runs(True, "nhwc", 15, 15)
+    assert not cc.runs(False, "nhwc", 30, 30) and not cc.runs(True, "nchw", 30, 30)
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT", "0")
+    assert not cc.runs(True, "nhwc", 30, 30)
+    monkeypatch.delenv("MSCRED_LSTM_CONCAT")
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "225")
+    assert cc.runs(True, "nhwc", 15, 15) and not cc.runs(True, "nhwc", 8, 8)
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "many")
+    with pytest.raises(ValueError, match="MSCRED_LSTM_CONCAT_MIN_PIXELS"):
+        cc.runs(True, "nhwc", 30, 30)
+
+
+@needs_cuda
+@pytest.mark.parametrize("B, C, n", [(128, 32, 30), (128, 64, 15), (7, 32, 30), (3, 256, 4)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_concatenated_gates_full_size_on_gpu(B, C, n, dtype, concat_everywhere, monkeypatch):
+    """The MSCRED levels on the concatenated path (cuDNN writing the gates in place), float32 and bf16, against
+    the float64 oracle within twice the default path's error."""
+    x, w, b, dout = _inputs(B, 5, C, C, n, 2, seed=B + C + n)
+    oracle = _fwd_bwd(ref.convlstm, *(t.cpu() for t in (x, w, b, dout)))
+    low = [t.to(dtype) for t in (x, w, b, dout)]
+    concat = _time_major_fwd_bwd(*low, 2)
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT", "0")
+    default = _time_major_fwd_bwd(*low, 2)
+    assert concat_everywhere == {"forward": 1, "backward": 1}
+    floor = 1e-5 if dtype == torch.float32 else 1e-3
+    for name, c, d, o in zip(("h", "dx", "dweight", "dbias"), concat, default, oracle):
+        assert _rel(c, o) <= 2 * _rel(d, o) + floor, f"{name}: {_rel(c, o):.3g} vs default {_rel(d, o):.3g}"

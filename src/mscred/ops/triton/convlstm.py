@@ -50,7 +50,7 @@ from mscred.ops.convlstm_sliding import distinct_steps, sliding
 from mscred.ops import resident_lstm, weight_cache
 from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
-from mscred.ops.triton import convlstm_window
+from mscred.ops.triton import convlstm_concat, convlstm_window
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
@@ -542,6 +542,10 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
     cdt, cell_dtype = _compute_types(xp.dtype)
     fmt = _memory_format(layout)
     images, time_major = _images(xp, fmt)
+    if convlstm_concat.runs(time_major, layout, H, W):  # the large levels: [x_t, h_{t-1}] in one buffer
+        out, pre, cells, xh = convlstm_concat.buffers(B, T, C, Ch, H, W, pads, xp, cell_dtype)
+        convlstm_concat.forward(images, w_x, w_h, bias, out, pre, cells, xh, pads, forget_bias, cdt)
+        return out, pre, cells, xh
     gx = _steps(F.conv2d(images, w_x), B, T, time_major)
     out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
     _forward_steps(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias, layout, True, cdt)
@@ -551,7 +555,10 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
 @convlstm_train.register_fake
 def _(xp, w_x, w_h, bias, forget_bias, layout):
     B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
-    return _buffers(B, T, Ch, H, W, pads, xp, layout, True, _compute_types(xp.dtype)[1], False)
+    cell_dtype = _compute_types(xp.dtype)[1]
+    if convlstm_concat.runs(_images(xp, _memory_format(layout))[1], layout, H, W):
+        return convlstm_concat.buffers(B, T, C, Ch, H, W, pads, xp, cell_dtype)
+    return _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
 
 
 @torch.library.custom_op("mscred::convlstm_train_backward", mutates_args=())
@@ -573,6 +580,10 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     if not _pixels_flatten(dout):  # the kernel addresses a step by (batch, channel, pixel) strides
         dout = dout.contiguous()
     images, time_major = _images(xp, fmt)
+    if convlstm_concat.took(hprev, T, C, Ch):  # hprev is the forward's xh
+        dimages, dw_x, dw_h, db = convlstm_concat.backward(dout, w_x, w_h, bias, pre, cells, hprev, pads,
+                                                           forget_bias, cdt, acc)
+        return _steps(dimages, B, T, True), dw_x, dw_h, db
     # d(gate pre-activations), per step (T, B, ...) for the recurrence; in the images' order for the input
     # convolution. Time-major images: the same buffer (written once); else a second, (B*T)-ordered one.
     dpre_tb = _empty(T * B, 4 * Ch, H, W, xp, layout)

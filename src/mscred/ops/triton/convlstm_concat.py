@@ -1,0 +1,156 @@
+"""The training ConvLSTM of the large levels on [x_t, h_{t-1}] concatenated: one convolution per step, written in place.
+
+``convlstm_train``'s default path convolves the inputs of all steps in one call (gx) and h_{t-1} per step (gh); the
+cell kernel then reads both gate tensors and writes their sum ``pre`` for the backward. Here x_t and h_{t-1} lie side
+by side in one zero-bordered, time-major buffer xh (T, B, C + Ch, Hp, Wp) -- x copied in once with its border, h
+written there by the cell kernel -- so that per step ONE convolution with the whole gate weight (4Ch, C + Ch, k, k)
+gives the pre-activations, written by cuDNN straight into ``pre[t]`` (``aten.cudnn_convolution.out``); the cell kernel
+reads that one tensor and stores no gates (the backward adds the bias, ``PRE_BIAS``). Per hidden element and step
+the cell kernel moves 16 bytes instead of 32 in bf16.
+
+Backward: per step one transposed convolution with the whole weight gives [dx_t, dh_{t-1}] into one buffer, the cell
+kernel reads dh_{t-1} from it, the dx_t are copied out once at the end, and ONE weight-gradient call over xh gives
+both weight gradients (the default path reads the gate gradients once per weight-gradient call).
+
+Convolutions of one step are smaller GEMMs than the default path's all-steps input convolution; the H200 timings
+of the convolutions alone (``benchmarks/bench_concat_gates.py``, ``results/concat_gates/``) favour this at level 1
+(30 x 30: forward 1.04x, backward 1.19x) and not below it (15 x 15: forward 0.85x, backward 1.11x; 8 x 8 and
+4 x 4 0.90-0.99x), so it runs on maps of at least ``MIN_PIXELS`` pixels.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+# convlstm.py imports this module; its helpers are looked up when called (the import is circular by design:
+# these are two halves of one op's implementation).
+from mscred.ops.triton import convlstm as lstm
+from mscred.ops.padding import zero_border
+from mscred.ops.triton.runtime import switched_off, tile_override
+
+MIN_PIXELS = 900  # level 1 of the default model (30 x 30); MSCRED_LSTM_CONCAT_MIN_PIXELS overrides (0: every level)
+
+
+def runs(time_major: bool, layout: str, H: int, W: int) -> bool:
+    """Whether a training level takes this path: channels-last steps stored time-major (the encoder's training
+    layout; then xh, pre and the gate gradients share one (T*B) image order) and maps of at least MIN_PIXELS
+    pixels. MSCRED_LSTM_CONCAT=0 never (A/B runs)."""
+    if layout != "nhwc" or not time_major or switched_off("MSCRED_LSTM_CONCAT"):
+        return False
+    return H * W >= tile_override("MSCRED_LSTM_CONCAT_MIN_PIXELS", (MIN_PIXELS,), ("pixels",))[0]
+
+
+def _cudnn_flags() -> tuple[bool, bool, bool]:
+    b = torch.backends.cudnn
+    return b.benchmark, b.deterministic, b.allow_tf32
+
+
+def conv_into(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
+    """out <- conv2d(x, w) (stride 1, no padding). On CUDA cuDNN writes into ``out`` itself (a channels-last view
+    such as ``pre[t]``), no output tensor and no copy; elsewhere (the CPU interpreter's tests) a convolution and a
+    copy."""
+    if torch.backends.cudnn.is_acceptable(out):
+        torch.ops.aten.cudnn_convolution.out(x, w, [0, 0], [1, 1], [1, 1], 1, *_cudnn_flags(), out=out)
+    else:
+        out.copy_(F.conv2d(x, w))
+
+
+def conv_transpose_into(g: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
+    """out <- the gradient of ``conv_into``'s input for output gradient g: conv_transpose2d(g, w), in place on CUDA."""
+    if torch.backends.cudnn.is_acceptable(out):
+        torch.ops.aten.cudnn_convolution_transpose.out(g, w, [0, 0], [0, 0], [1, 1], [1, 1], 1, *_cudnn_flags(),
+                                                       out=out)
+    else:
+        out.copy_(F.conv_transpose2d(g, w))
+
+
+def _whole_weight(w_x: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
+    """The gate weight (4Ch, C + Ch, k, k), channels-last, from its two halves (a copy of a few hundred KB)."""
+    return torch.cat([w_x, w_h], 1).contiguous(memory_format=torch.channels_last)
+
+
+def buffers(B: int, T: int, C: int, Ch: int, H: int, W: int, pads, like: torch.Tensor, cell_dtype):
+    """``convlstm_train``'s outputs on this path, unfilled: out, pre, cells as on the default path, and xh
+    (T, B, C + Ch, Hp, Wp) in place of hprev (its ``T`` steps, not ``T - 1``, tell the backward which path ran)."""
+    HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
+    return (lstm._out5(B, T, Ch, H, W, like, "nhwc"),
+            lstm._empty(T * B, 4 * Ch, H, W, like, "nhwc").view(T, B, 4 * Ch, H, W),
+            lstm._empty(T * B, Ch, H, W, like, "nhwc", dtype=cell_dtype).view(T, B, Ch, H, W),
+            lstm._empty(T * B, C + Ch, HP, WP, like, "nhwc").view(T, B, C + Ch, HP, WP))
+
+
+def took(xh: torch.Tensor, T: int, C: int, Ch: int) -> bool:
+    """Whether ``convlstm_train``'s fourth output is this path's xh (else the default path's hprev)."""
+    return xh.shape[0] == T and xh.shape[2] == C + Ch
+
+
+def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, out: torch.Tensor,
+            pre: torch.Tensor, cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt) -> None:
+    """Fills ``buffers``' tensors from the time-major zero-bordered inputs ``images`` (T*B, C, Hp, Wp)."""
+    T, B, _, H, W = pre.shape
+    C, Ch = w_x.shape[1], w_h.shape[1]
+    w = _whole_weight(w_x, w_h)
+    xh.view(T * B, *xh.shape[2:])[:, :C].copy_(images)  # every x_t with its zero border (the weight gradient
+    xh[0, :, C:].zero_()                                 # reads x_0 too); h_{-1} = 0
+    hp_border = sum(bit for bit, pad in zip((1, 2, 4, 8), pads) if pad) if max(pads) <= 1 else 0
+    if max(pads) > 1:
+        zero_border(xh[1:, :, C:], pads)
+    N = B * Ch * H * W
+    block, block_c, grid = lstm._launch("nhwc", B * H * W, Ch)
+    for t in range(T):
+        pre_t = pre[t]
+        if t == 0:
+            conv_into(images[:B], w_x, pre_t)
+        else:
+            conv_into(xh[t], w, pre_t)
+        c_prev, c_t = cells[t - 1] if t > 0 else cells[t], cells[t]
+        hp = xh[t + 1, :, C:] if t < T - 1 else xh[0, :, C:]  # h_t beside x_{t+1}; a dummy at the last step
+        lstm.cell_fwd_kernel[grid](
+            pre_t, *lstm._yx(pre_t), bias, pre_t, *lstm._s3(pre_t), pre_t, *lstm._s3(pre_t),
+            c_prev, c_t, *lstm._s3(c_t),
+            out[:, t], *lstm._s3(out[:, t]), hp, *hp.stride(),
+            N, Ch, H * W, W, pads[0], pads[2], forget_bias, H,
+            HAS_REC=False, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=False, STORE_C=True,
+            HP_BORDER=hp_border, PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, num_warps=lstm.NUM_WARPS,
+        )
+
+
+def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, pre: torch.Tensor,
+             cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt, acc):
+    """(dimages (T*B, C, Hp, Wp) time-major, dw_x, dw_h, dbias in the bias's dtype) of ``forward``'s output for
+    dout (B, T, Ch, H, W)."""
+    T, B, _, H, W = pre.shape
+    C, Ch = w_x.shape[1], w_h.shape[1]
+    HP, WP = xh.shape[-2:]
+    w = _whole_weight(w_x, w_h)
+    dpre_tb = lstm._empty(T * B, 4 * Ch, H, W, xh, "nhwc")
+    dpre = dpre_tb.view(T, B, 4 * Ch, H, W)
+    dimages = lstm._empty(T * B, C, HP, WP, xh, "nhwc")
+    # [dx_t, dh_{t-1}] of step t >= 1 at index t - 1: one transposed convolution per step with the whole weight
+    dxh = lstm._empty((T - 1) * B, C + Ch, HP, WP, xh, "nhwc").view(T - 1, B, C + Ch, HP, WP)
+    dc = lstm._empty(B, Ch, H, W, xh, "nhwc", dtype=acc)
+    db = torch.zeros(4 * Ch, device=xh.device, dtype=acc)
+    N = B * Ch * H * W
+    block, block_c, tiles, grid = lstm._launch_bwd("nhwc", B * H * W, Ch)
+    for t in reversed(range(T)):
+        dout_t, dp = dout[:, t], dpre[t]
+        dhr = dxh[t, :, C:] if t < T - 1 else dc  # dh_t through step t+1's gates; a dummy at the last step
+        lstm.cell_bwd_kernel[grid](
+            pre[t], *lstm._s3(pre[t]), bias, cells[t - 1] if t > 0 else cells[t], cells[t], *lstm._s3(cells[t]),
+            dout_t, *lstm._s3(dout_t), dhr, *dhr.stride(),
+            dc, *lstm._s3(dc), dp, *lstm._s3(dp), dp, *lstm._yx(dp), db,
+            N, Ch, H * W, W, pads[0], pads[2], forget_bias,
+            HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
+            PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=True,
+            STORE2=False, TILES=tiles, PRE_BIAS=True, num_warps=lstm.NUM_WARPS_BWD,
+        )
+        if t > 0:
+            conv_transpose_into(dp, w, dxh[t - 1])
+        else:
+            conv_transpose_into(dp, w_x, dimages[:B])
+    if T > 1:
+        dimages[B:].view(T - 1, B, C, HP, WP).copy_(dxh[:, :, :C])
+    dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
+                                             [1, 1], False, [0, 0], 1, [False, True, False])[1]
+    fmt = torch.channels_last
+    return dimages, dw[:, :C].contiguous(memory_format=fmt), dw[:, C:].contiguous(memory_format=fmt), db.to(bias.dtype)
