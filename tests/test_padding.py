@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mscred.ops.padding import _words_fit, copy_pixels, pad_copy, zero_border
+from mscred.ops.padding import _words_fit, copy_pixels, pad_copy, zero_border, zero_pixels
 
 
 @pytest.mark.parametrize("pads", [(0, 1, 0, 1), (1, 1, 1, 1), (2, 0, 1, 3), (0, 0, 0, 0)])
@@ -60,3 +60,15 @@ def test_zero_border_leaves_the_interior():
     zero_border(buf, (1, 2, 0, 1))
     assert (buf[:, :, 1:3, 0:5] == 7).all()
     assert buf.sum() == 7 * buf[:, :, 1:3, 0:5].numel()
+
+
+@pytest.mark.parametrize("dtype, channels, words", [
+    (torch.bfloat16, 8, True), (torch.float32, 4, True), (torch.bfloat16, 3, False), (torch.float64, 4, False)])
+def test_zero_pixels_fills_a_channel_slice_only(dtype, channels, words):
+    """zero_pixels zeroes one channel slice of a channels-last buffer (in 8-byte words where each pixel's slice fills
+    whole words) and leaves the other channels alone."""
+    buf = torch.full((2, channels + 4, 3, 5), 7.0, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    part = buf[:, 4:]
+    assert _words_fit(part) == words or dtype == torch.float64
+    zero_pixels(part)
+    assert (part == 0).all() and (buf[:, :4] == 7).all()

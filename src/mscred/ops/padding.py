@@ -58,6 +58,15 @@ def copy_pixels(dst: torch.Tensor, src: torch.Tensor) -> None:
         dst.copy_(src)
 
 
+def zero_pixels(dst: torch.Tensor) -> None:
+    """``dst.zero_()`` for an (N, C, H, W) view, in 8-byte words where it holds each pixel's channels contiguously
+    (``copy_pixels``'s reason: a channel slice of a channels-last buffer is otherwise filled element by element)."""
+    if dst.element_size() < 8 and _words_fit(dst):
+        dst.permute(0, 2, 3, 1).view(torch.int64).zero_()
+    else:
+        dst.zero_()
+
+
 def _words_fit(t: torch.Tensor) -> bool:
     """Whether ``t`` (N, C, H, W) can be read as 8-byte words along its channels: channels contiguous, and every
     stride and the offset whole words."""

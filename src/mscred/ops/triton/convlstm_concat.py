@@ -8,9 +8,9 @@ gives the pre-activations, written by cuDNN straight into ``pre[t]`` (``aten.cud
 reads that one tensor and stores no gates (the backward adds the bias, ``PRE_BIAS``). Per hidden element and step
 the cell kernel moves 16 bytes instead of 32 in bf16.
 
-Backward: per step one transposed convolution with the whole weight gives [dx_t, dh_{t-1}] into one buffer, the cell
-kernel reads dh_{t-1} from it, the dx_t are copied out once at the end, and ONE weight-gradient call over xh gives
-both weight gradients (the default path reads the gate gradients once per weight-gradient call).
+Backward: per step one transposed convolution with the whole weight gives [dx_t, dh_{t-1}], the cell kernel reads
+dh_{t-1} from it and dx_t is copied out, and ONE weight-gradient call over xh gives both weight gradients (the
+default path reads the gate gradients once per weight-gradient call).
 
 Convolutions of one step are smaller GEMMs than the default path's all-steps input convolution; the H200 timings
 of the convolutions alone (``benchmarks/bench_concat_gates.py``, ``results/concat_gates/``) favour this at level 1
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 # convlstm.py imports this module; its helpers are looked up when called (the import is circular by design:
 # these are two halves of one op's implementation).
 from mscred.ops.triton import convlstm as lstm
-from mscred.ops.padding import zero_border
+from mscred.ops.padding import copy_pixels, zero_border, zero_pixels
 from mscred.ops.triton.runtime import switched_off, tile_override
 
 MIN_PIXELS = 900  # level 1 of the default model (30 x 30); MSCRED_LSTM_CONCAT_MIN_PIXELS overrides (0: every level)
@@ -45,23 +45,28 @@ def _cudnn_flags() -> tuple[bool, bool, bool]:
     return b.benchmark, b.deterministic, b.allow_tf32
 
 
+def _in_place(out: torch.Tensor) -> bool:
+    """Whether cuDNN can write a convolution into ``out`` itself: CUDA, and a dtype for which PyTorch runs cuDNN's
+    convolutions channels-last (it runs float64 in NCHW order, and wrote wrong values into channels-last views)."""
+    return torch.backends.cudnn.is_acceptable(out) and out.dtype in (torch.float16, torch.bfloat16, torch.float32)
+
+
 def conv_into(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
     """out <- conv2d(x, w) (stride 1, no padding). On CUDA cuDNN writes into ``out`` itself (a channels-last view
-    such as ``pre[t]``), no output tensor and no copy; elsewhere (the CPU interpreter's tests) a convolution and a
-    copy."""
-    if torch.backends.cudnn.is_acceptable(out):
+    such as ``pre[t]``: no output tensor, no copy; ``aten.cudnn_convolution.out`` has its own implementation);
+    elsewhere (float64, the CPU interpreter's tests) a convolution and a copy."""
+    if _in_place(out):
         torch.ops.aten.cudnn_convolution.out(x, w, [0, 0], [1, 1], [1, 1], 1, *_cudnn_flags(), out=out)
     else:
         out.copy_(F.conv2d(x, w))
 
 
-def conv_transpose_into(g: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
-    """out <- the gradient of ``conv_into``'s input for output gradient g: conv_transpose2d(g, w), in place on CUDA."""
-    if torch.backends.cudnn.is_acceptable(out):
-        torch.ops.aten.cudnn_convolution_transpose.out(g, w, [0, 0], [0, 0], [1, 1], [1, 1], 1, *_cudnn_flags(),
-                                                       out=out)
-    else:
-        out.copy_(F.conv_transpose2d(g, w))
+def conv_transpose(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The gradient of ``conv_into``'s input for output gradient g: conv_transpose2d(g, w), a new channels-last
+    tensor. (``aten.cudnn_convolution_transpose.out`` is PyTorch's generated out= variant: a new tensor and a copy.)"""
+    if _in_place(g):
+        return torch.ops.aten.cudnn_convolution_transpose(g, w, [0, 0], [0, 0], [1, 1], [1, 1], 1, *_cudnn_flags())
+    return F.conv_transpose2d(g, w).contiguous(memory_format=torch.channels_last)
 
 
 def _whole_weight(w_x: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
@@ -90,8 +95,8 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     T, B, _, H, W = pre.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     w = _whole_weight(w_x, w_h)
-    xh.view(T * B, *xh.shape[2:])[:, :C].copy_(images)  # every x_t with its zero border (the weight gradient
-    xh[0, :, C:].zero_()                                 # reads x_0 too); h_{-1} = 0
+    copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images)  # every x_t with its zero border (the weight
+    zero_pixels(xh[0, :, C:])                                    # gradient reads x_0 too); h_{-1} = 0
     hp_border = sum(bit for bit, pad in zip((1, 2, 4, 8), pads) if pad) if max(pads) <= 1 else 0
     if max(pads) > 1:
         zero_border(xh[1:, :, C:], pads)
@@ -126,15 +131,14 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     dpre_tb = lstm._empty(T * B, 4 * Ch, H, W, xh, "nhwc")
     dpre = dpre_tb.view(T, B, 4 * Ch, H, W)
     dimages = lstm._empty(T * B, C, HP, WP, xh, "nhwc")
-    # [dx_t, dh_{t-1}] of step t >= 1 at index t - 1: one transposed convolution per step with the whole weight
-    dxh = lstm._empty((T - 1) * B, C + Ch, HP, WP, xh, "nhwc").view(T - 1, B, C + Ch, HP, WP)
     dc = lstm._empty(B, Ch, H, W, xh, "nhwc", dtype=acc)
     db = torch.zeros(4 * Ch, device=xh.device, dtype=acc)
     N = B * Ch * H * W
     block, block_c, tiles, grid = lstm._launch_bwd("nhwc", B * H * W, Ch)
+    dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution
     for t in reversed(range(T)):
         dout_t, dp = dout[:, t], dpre[t]
-        dhr = dxh[t, :, C:] if t < T - 1 else dc  # dh_t through step t+1's gates; a dummy at the last step
+        dhr = dc if dxh is None else dxh[:, C:]  # a dummy at the last step
         lstm.cell_bwd_kernel[grid](
             pre[t], *lstm._s3(pre[t]), bias, cells[t - 1] if t > 0 else cells[t], cells[t], *lstm._s3(cells[t]),
             dout_t, *lstm._s3(dout_t), dhr, *dhr.stride(),
@@ -144,12 +148,9 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=True,
             STORE2=False, TILES=tiles, PRE_BIAS=True, num_warps=lstm.NUM_WARPS_BWD,
         )
-        if t > 0:
-            conv_transpose_into(dp, w, dxh[t - 1])
-        else:
-            conv_transpose_into(dp, w_x, dimages[:B])
-    if T > 1:
-        dimages[B:].view(T - 1, B, C, HP, WP).copy_(dxh[:, :, :C])
+        # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)
+        dxh = conv_transpose(dp, w if t > 0 else w_x)
+        copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])
     dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
                                              [1, 1], False, [0, 0], 1, [False, True, False])[1]
     fmt = torch.channels_last
