@@ -632,8 +632,8 @@ def test_concatenated_buffer_is_written_everywhere_it_is_read(k, concat_everywhe
     real = convlstm_concat.buffers
 
     def poisoned(*args):
-        out, pre, cells, xh = real(*args)
-        return out, pre, cells, xh.fill_(float("nan"))
+        out, cells, xh = real(*args)
+        return out, cells, xh.fill_(float("nan"))
     monkeypatch.setattr(convlstm_concat, "buffers", poisoned)
     x, w, b, dout = _inputs(3, 4, 3, 4, 6, k, seed=70 + k)
     expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
@@ -666,6 +666,7 @@ def test_concatenated_gates_opcheck(concat_everywhere):
     utils = ("test_schema", "test_autograd_registration", "test_faketensor")
     torch.library.opcheck(fused.convlstm_train, (xp, w_x, w_h, b, FB, "nhwc"), test_utils=utils)
     state = fused.convlstm_train(xp, w_x, w_h, b, FB, "nhwc")[1:]
+    assert [g.shape for g in state[0]] == [(2, 12, 4, 4)] * 3  # the gates: one tensor per step
     assert state[2].shape == (3, 2, 5, 5, 5)  # xh: T steps, C + Ch channels, zero-bordered 5 x 5
     torch.library.opcheck(fused.convlstm_train_backward, (dout, xp, w_x, w_h, b, *state, FB, "nhwc"),
                           test_utils=("test_schema", "test_faketensor"))

@@ -524,7 +524,7 @@ def _unpadded(xp: torch.Tensor, w_h: torch.Tensor):
 
 @torch.library.custom_op("mscred::convlstm_train", mutates_args=())
 def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, forget_bias: float,
-                   layout: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+                   layout: str) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor, torch.Tensor]:
     """Fused ConvLSTM forward for training (see ``train``). xp (B, T, C, Hp, Wp): the steps' zero-bordered inputs
     (TF's "same" padding of the k x k kernel), in any step order (time-major is read in place); w_x (4Ch, C, k, k)
     and w_h (4Ch, Ch, k, k) the input and recurrent weights, of xp's dtype; bias (4Ch,) of that dtype or float32.
@@ -532,9 +532,11 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
     Returns
     -------
     out : (B, T, Ch, H, W)            every h_t (stored as ``convlstm_fused``'s)
-    pre : (T, B, 4Ch, H, W)           gate pre-activations, for the backward
+    pre : [(T, B, 4Ch, H, W)]         gate pre-activations, for the backward (one tensor in a list; the large
+                                      levels' path, ``convlstm_concat``: T tensors (B, 4Ch, H, W) without the bias)
     cells : (T, B, Ch, H, W)          every c_t, for the backward (float16 for bf16 / fp16, see ``_compute_types``)
     hprev : (T-1, B, Ch, Hp, Wp)      zero-bordered h_0 .. h_{T-2}, the inputs of the recurrent convolutions
+                                      (``convlstm_concat``: xh (T, B, C + Ch, Hp, Wp), x_t and h_{t-1} side by side)
 
     The input convolutions of all steps are one call on the padded images: the gates come out exactly (H, W).
     """
@@ -543,13 +545,13 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
     fmt = _memory_format(layout)
     images, time_major = _images(xp, fmt)
     if convlstm_concat.runs(time_major, layout, H, W):  # the large levels: [x_t, h_{t-1}] in one buffer
-        out, pre, cells, xh = convlstm_concat.buffers(B, T, C, Ch, H, W, pads, xp, cell_dtype)
-        convlstm_concat.forward(images, w_x, w_h, bias, out, pre, cells, xh, pads, forget_bias, cdt)
-        return out, pre, cells, xh
+        out, cells, xh = convlstm_concat.buffers(B, T, C, Ch, H, W, pads, xp, cell_dtype)
+        gates = convlstm_concat.forward(images, w_x, w_h, bias, out, cells, xh, pads, forget_bias, cdt)
+        return out, gates, cells, xh
     gx = _steps(F.conv2d(images, w_x), B, T, time_major)
     out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
     _forward_steps(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias, layout, True, cdt)
-    return out, pre, cells, hprev
+    return out, [pre], cells, hprev
 
 
 @convlstm_train.register_fake
@@ -557,13 +559,15 @@ def _(xp, w_x, w_h, bias, forget_bias, layout):
     B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
     cell_dtype = _compute_types(xp.dtype)[1]
     if convlstm_concat.runs(_images(xp, _memory_format(layout))[1], layout, H, W):
-        return convlstm_concat.buffers(B, T, C, Ch, H, W, pads, xp, cell_dtype)
-    return _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
+        out, cells, xh = convlstm_concat.buffers(B, T, C, Ch, H, W, pads, xp, cell_dtype)
+        return out, convlstm_concat.gates_like(B, T, Ch, H, W, xp), cells, xh
+    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
+    return out, [pre], cells, hprev
 
 
 @torch.library.custom_op("mscred::convlstm_train_backward", mutates_args=())
 def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor,
-                            bias: torch.Tensor, pre: torch.Tensor, cells: torch.Tensor, hprev: torch.Tensor,
+                            bias: torch.Tensor, pre: list[torch.Tensor], cells: torch.Tensor, hprev: torch.Tensor,
                             forget_bias: float, layout: str
                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients (dxp, dw_x, dw_h, dbias) of ``convlstm_train``'s ``out`` given dout (B, T, Ch, H, W). dxp has
@@ -584,6 +588,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
         dimages, dw_x, dw_h, db = convlstm_concat.backward(dout, w_x, w_h, bias, pre, cells, hprev, pads,
                                                            forget_bias, cdt, acc)
         return _steps(dimages, B, T, True), dw_x, dw_h, db
+    pre = pre[0]
     # d(gate pre-activations), per step (T, B, ...) for the recurrence; in the images' order for the input
     # convolution. Time-major images: the same buffer (written once); else a second, (B*T)-ordered one.
     dpre_tb = _empty(T * B, 4 * Ch, H, W, xp, layout)
@@ -644,17 +649,17 @@ def _(dout, xp, w_x, w_h, bias, pre, cells, hprev, forget_bias, layout):
 def _setup_context(ctx, inputs, output) -> None:
     xp, w_x, w_h, bias, forget_bias, layout = inputs
     _, pre, cells, hprev = output
-    ctx.save_for_backward(xp, w_x, w_h, bias, pre, cells, hprev)
+    ctx.save_for_backward(xp, w_x, w_h, bias, cells, hprev, *pre)
     # pre, cells and hprev are outputs only because a custom op saves nothing else: no gradient flows into them.
     # Without these two calls autograd materialises a zero gradient for each of them before every backward (on
     # the H200, bf16, batch 128: fills of ~250 MB per step, level 1's (T, B, 4Ch, H, W) gates alone 147 MB).
-    ctx.mark_non_differentiable(pre, cells, hprev)
+    ctx.mark_non_differentiable(*pre, cells, hprev)
     ctx.set_materialize_grads(False)
     ctx.forget_bias, ctx.layout = forget_bias, layout
 
 
 def _backward(ctx, dout, _dpre, _dcells, _dhprev):
-    xp, w_x, w_h, bias, pre, cells, hprev = ctx.saved_tensors
+    xp, w_x, w_h, bias, cells, hprev, *pre = ctx.saved_tensors
     if dout is None:
         dout = xp.new_zeros(xp.shape[0], xp.shape[1], w_h.shape[0] // 4, *_unpadded(xp, w_h)[4:6])
     dxp, dw_x, dw_h, dbias = convlstm_train_backward(dout, xp, w_x, w_h, bias, pre, cells, hprev, ctx.forget_bias,

@@ -4,9 +4,11 @@
 cell kernel then reads both gate tensors and writes their sum ``pre`` for the backward. Here x_t and h_{t-1} lie side
 by side in one zero-bordered, time-major buffer xh (T, B, C + Ch, Hp, Wp) -- x copied in once with its border, h
 written there by the cell kernel -- so that per step ONE convolution with the whole gate weight (4Ch, C + Ch, k, k)
-gives the pre-activations, written by cuDNN straight into ``pre[t]`` (``aten.cudnn_convolution.out``); the cell kernel
-reads that one tensor and stores no gates (the backward adds the bias, ``PRE_BIAS``). Per hidden element and step
-the cell kernel moves 16 bytes instead of 32 in bf16.
+gives the pre-activations, which the op hands out as they are, one tensor per step (``pre`` is a list on this path:
+cuDNN cannot write into a slice of one buffer -- PyTorch's ``cudnn_convolution.out`` measured a device copy after
+each call, 13 us per step at level 1, ``results/concat_step/``); the cell kernel reads that one tensor and stores no
+gates (the backward adds the bias, ``PRE_BIAS``). Per hidden element and step the cell kernel moves 16 bytes instead
+of 32 in bf16.
 
 Backward: per step one transposed convolution with the whole weight gives [dx_t, dh_{t-1}], the cell kernel reads
 dh_{t-1} from it and dx_t is copied out, and ONE weight-gradient call over xh gives both weight gradients (the
@@ -45,26 +47,11 @@ def _cudnn_flags() -> tuple[bool, bool, bool]:
     return b.benchmark, b.deterministic, b.allow_tf32
 
 
-def _in_place(out: torch.Tensor) -> bool:
-    """Whether cuDNN can write a convolution into ``out`` itself: CUDA, and a dtype for which PyTorch runs cuDNN's
-    convolutions channels-last (it runs float64 in NCHW order, and wrote wrong values into channels-last views)."""
-    return torch.backends.cudnn.is_acceptable(out) and out.dtype in (torch.float16, torch.bfloat16, torch.float32)
-
-
-def conv_into(x: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
-    """out <- conv2d(x, w) (stride 1, no padding). On CUDA cuDNN writes into ``out`` itself (a channels-last view
-    such as ``pre[t]``: no output tensor, no copy; ``aten.cudnn_convolution.out`` has its own implementation);
-    elsewhere (float64, the CPU interpreter's tests) a convolution and a copy."""
-    if _in_place(out):
-        torch.ops.aten.cudnn_convolution.out(x, w, [0, 0], [1, 1], [1, 1], 1, *_cudnn_flags(), out=out)
-    else:
-        out.copy_(F.conv2d(x, w))
-
-
 def conv_transpose(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """The gradient of ``conv_into``'s input for output gradient g: conv_transpose2d(g, w), a new channels-last
-    tensor. (``aten.cudnn_convolution_transpose.out`` is PyTorch's generated out= variant: a new tensor and a copy.)"""
-    if _in_place(g):
+    """conv_transpose2d(g, w) (stride 1, no padding): the gradient of a convolution's input, a new tensor, read in
+    place (``aten.cudnn_convolution_transpose.out`` is PyTorch's generated out= variant: a new tensor and a copy;
+    ``results/concat_step_first/``). cuDNN directly where it runs channels-last (not float64)."""
+    if torch.backends.cudnn.is_acceptable(g) and g.dtype in (torch.float16, torch.bfloat16, torch.float32):
         return torch.ops.aten.cudnn_convolution_transpose(g, w, [0, 0], [0, 0], [1, 1], [1, 1], 1, *_cudnn_flags())
     return F.conv_transpose2d(g, w).contiguous(memory_format=torch.channels_last)
 
@@ -75,13 +62,17 @@ def _whole_weight(w_x: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
 
 
 def buffers(B: int, T: int, C: int, Ch: int, H: int, W: int, pads, like: torch.Tensor, cell_dtype):
-    """``convlstm_train``'s outputs on this path, unfilled: out, pre, cells as on the default path, and xh
-    (T, B, C + Ch, Hp, Wp) in place of hprev (its ``T`` steps, not ``T - 1``, tell the backward which path ran)."""
+    """``convlstm_train``'s outputs on this path but the gates, unfilled: out and cells as on the default path, and
+    xh (T, B, C + Ch, Hp, Wp) in place of hprev (its ``T`` steps, not ``T - 1``, tell the backward which path ran)."""
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
     return (lstm._out5(B, T, Ch, H, W, like, "nhwc"),
-            lstm._empty(T * B, 4 * Ch, H, W, like, "nhwc").view(T, B, 4 * Ch, H, W),
             lstm._empty(T * B, Ch, H, W, like, "nhwc", dtype=cell_dtype).view(T, B, Ch, H, W),
             lstm._empty(T * B, C + Ch, HP, WP, like, "nhwc").view(T, B, C + Ch, HP, WP))
+
+
+def gates_like(B: int, T: int, Ch: int, H: int, W: int, like: torch.Tensor) -> list[torch.Tensor]:
+    """The shapes ``forward`` returns its gates in (for the op's fake): T tensors (B, 4Ch, H, W), channels-last."""
+    return [lstm._empty(B, 4 * Ch, H, W, like, "nhwc") for _ in range(T)]
 
 
 def took(xh: torch.Tensor, T: int, C: int, Ch: int) -> bool:
@@ -90,9 +81,10 @@ def took(xh: torch.Tensor, T: int, C: int, Ch: int) -> bool:
 
 
 def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, out: torch.Tensor,
-            pre: torch.Tensor, cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt) -> None:
-    """Fills ``buffers``' tensors from the time-major zero-bordered inputs ``images`` (T*B, C, Hp, Wp)."""
-    T, B, _, H, W = pre.shape
+            cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt) -> list[torch.Tensor]:
+    """Fills ``buffers``' tensors from the time-major zero-bordered inputs ``images`` (T*B, C, Hp, Wp); returns the
+    steps' gate pre-activations without the bias, T tensors (B, 4Ch, H, W)."""
+    T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     w = _whole_weight(w_x, w_h)
     copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images)  # every x_t with its zero border (the weight
@@ -102,29 +94,28 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
         zero_border(xh[1:, :, C:], pads)
     N = B * Ch * H * W
     block, block_c, grid = lstm._launch("nhwc", B * H * W, Ch)
+    gates = []
     for t in range(T):
-        pre_t = pre[t]
-        if t == 0:
-            conv_into(images[:B], w_x, pre_t)
-        else:
-            conv_into(xh[t], w, pre_t)
+        z = F.conv2d(images[:B], w_x) if t == 0 else F.conv2d(xh[t], w)
+        gates.append(z)
         c_prev, c_t = cells[t - 1] if t > 0 else cells[t], cells[t]
         hp = xh[t + 1, :, C:] if t < T - 1 else xh[0, :, C:]  # h_t beside x_{t+1}; a dummy at the last step
         lstm.cell_fwd_kernel[grid](
-            pre_t, *lstm._yx(pre_t), bias, pre_t, *lstm._s3(pre_t), pre_t, *lstm._s3(pre_t),
+            z, *lstm._yx(z), bias, z, *lstm._s3(z), z, *lstm._s3(z),
             c_prev, c_t, *lstm._s3(c_t),
             out[:, t], *lstm._s3(out[:, t]), hp, *hp.stride(),
             N, Ch, H * W, W, pads[0], pads[2], forget_bias, H,
             HAS_REC=False, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=False, STORE_C=True,
             HP_BORDER=hp_border, PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, num_warps=lstm.NUM_WARPS,
         )
+    return gates
 
 
-def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, pre: torch.Tensor,
+def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, pre: list[torch.Tensor],
              cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt, acc):
     """(dimages (T*B, C, Hp, Wp) time-major, dw_x, dw_h, dbias in the bias's dtype) of ``forward``'s output for
-    dout (B, T, Ch, H, W)."""
-    T, B, _, H, W = pre.shape
+    dout (B, T, Ch, H, W); ``pre`` the gates ``forward`` returned."""
+    T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     HP, WP = xh.shape[-2:]
     w = _whole_weight(w_x, w_h)
