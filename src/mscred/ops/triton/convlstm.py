@@ -23,7 +23,9 @@ the gates read as the (H, W) window of its (H+1, W+1) output (no padded copy of 
 where they run. ``convlstm_train`` (``train``) takes x already zero-bordered -- the encoder's bordered buffer, which
 its next strided convolution reads too -- and its steps in the encoder's training order, time-major (T*B
 images), so that the gate gradients of one buffer serve the recurrent convolutions (per step, contiguous) and the
-input convolution (all steps) alike: the cell backward writes them once, and no border is zeroed or cropped.
+input convolution (all steps) alike: the cell backward writes them once, and no border is zeroed or cropped. On
+the large levels (level 1 of the default model) it takes ``convlstm_concat``'s path instead: x_t and h_{t-1} side by
+side in one buffer, one convolution per step over both (as the reference, but written for the cell kernels).
 
 Layout (MSCRED_FUSED_LAYOUT, default "nhwc"): channels-last buffers throughout; the output h is stored (B, T, H, W,
 Ch), so the attention and the decoder's channels-last convolutions read it without a copy, and a channels-last
