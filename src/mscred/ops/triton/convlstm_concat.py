@@ -1,4 +1,4 @@
-"""The training ConvLSTM of the large levels on [x_t, h_{t-1}] concatenated: one convolution per step, written in place.
+"""The training ConvLSTM of the large levels on [x_t, h_{t-1}] concatenated: one convolution per step over both.
 
 ``convlstm_train``'s default path convolves the inputs of all steps in one call (gx) and h_{t-1} per step (gh); the
 cell kernel then reads both gate tensors and writes their sum ``pre`` for the backward. Here x_t and h_{t-1} lie side
@@ -97,6 +97,7 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     gates = []
     for t in range(T):
         z = F.conv2d(images[:B], w_x) if t == 0 else F.conv2d(xh[t], w)
+        z = z.contiguous(memory_format=torch.channels_last)  # as the fake says (cuDNN gives float64 in NCHW order)
         gates.append(z)
         c_prev, c_t = cells[t - 1] if t > 0 else cells[t], cells[t]
         hp = xh[t + 1, :, C:] if t < T - 1 else xh[0, :, C:]  # h_t beside x_{t+1}; a dummy at the last step
