@@ -442,11 +442,7 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
     h_t but the last inside its zero border."""
     B, T, _, H, W = gx.shape
     Ch = out.shape[2]
-    # The kernel writes every interior element of hprev, and for borders of width <= 1 (kernels up to 3 x 3) the
-    # border too (HP_BORDER, the bordered sides as bits): no fill kernels. Wider borders are zeroed here.
-    hp_border = sum(bit for bit, pad in zip((1, 2, 4, 8), pads) if pad) if max(pads) <= 1 else 0
-    if max(pads) > 1:
-        zero_border(hprev, pads)
+    hp_border = recurrent_border(hprev, pads)
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     for t in range(T):
@@ -466,6 +462,16 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
             HP_BORDER=hp_border,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, num_warps=NUM_WARPS,
         )
+
+
+def recurrent_border(buf: torch.Tensor, pads) -> int:
+    """The forward cell kernel's HP_BORDER for the zero-bordered h buffer ``buf`` (..., Hp, Wp): the kernel writes
+    every interior element, and for borders of width <= 1 (kernels up to 3 x 3) the border too (its sides as bits):
+    no fill kernels. Wider borders are zeroed here (and 0 returned)."""
+    if max(pads) > 1:
+        zero_border(buf, pads)
+        return 0
+    return sum(bit for bit, pad in zip((1, 2, 4, 8), pads) if pad)
 
 
 def gates_and_recurrent_weight(x: torch.Tensor, weight: torch.Tensor, layout: str, save: bool):

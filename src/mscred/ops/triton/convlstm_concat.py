@@ -27,7 +27,7 @@ import torch.nn.functional as F
 # convlstm.py imports this module; its helpers are looked up when called (the import is circular by design:
 # these are two halves of one op's implementation).
 from mscred.ops.triton import convlstm as lstm
-from mscred.ops.padding import copy_pixels, zero_border, zero_pixels
+from mscred.ops.padding import copy_pixels, zero_pixels
 from mscred.ops.triton.runtime import switched_off, tile_override
 
 MIN_PIXELS = 900  # level 1 of the default model (30 x 30); MSCRED_LSTM_CONCAT_MIN_PIXELS overrides (0: every level)
@@ -89,9 +89,7 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     w = _whole_weight(w_x, w_h)
     copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images)  # every x_t with its zero border (the weight
     zero_pixels(xh[0, :, C:])                                    # gradient reads x_0 too); h_{-1} = 0
-    hp_border = sum(bit for bit, pad in zip((1, 2, 4, 8), pads) if pad) if max(pads) <= 1 else 0
-    if max(pads) > 1:
-        zero_border(xh[1:, :, C:], pads)
+    hp_border = lstm.recurrent_border(xh[1:, :, C:], pads)
     N = B * Ch * H * W
     block, block_c, grid = lstm._launch("nhwc", B * H * W, Ch)
     gates = []
