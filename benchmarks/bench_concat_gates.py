@@ -11,7 +11,10 @@ the pre-activations, written straight into ``pre[t]`` (``aten.cudnn_convolution.
 gate tensor and write none. Backward: per step one transposed convolution with the whole weight gives [dx_t, dh_{t-1}]
 (``cudnn_convolution_transpose.out``), one weight-gradient call over xh gives both weight gradients, and dx_t is
 copied out of the per-step outputs. Only the convolutions and copies are timed (the cell kernels' saved bytes are
-not: their reads drop from gx + gh to one tensor and the pre store goes).
+not: their reads drop from gx + gh to one tensor and the pre store goes). Both out= calls turned out to copy: the
+transposed one is PyTorch's generated new-tensor-and-copy, and the training step's profile shows a device copy after
+each ``cudnn_convolution.out`` (``results/concat_step/``), so the concatenated rows here include those copies; the
+product's path (``ops/triton/convlstm_concat.py``) uses each call's own output instead.
 
 Per level (batch 128, 5 steps, 2 x 2 kernel, bf16 channels-last), each variant captured in a CUDA graph and replayed
 (CUDA-event median of 20 after 5 warm-ups); the results are compared with the split calls' (gates: pre vs gx + gh;

@@ -5,7 +5,7 @@
 #   2. the graphed bf16 step in alternation: off (MSCRED_LSTM_CONCAT=0), on (the default: level 1), twice -> model/
 #   3. profile_train_step.py with the default: where the step's time goes now                        -> profile/
 # Usage: bash benchmarks/gpu_concat_step.sh. Writes $OUT/concat_step.tgz (the tool brings back few files).
-# First run (results/concat_step/, tree of 1d1bd8e): no gain -- the backward's transposed convolutions went through
+# First run (results/concat_step_first/, tree of e50b9d5): no gain -- the backward's transposed convolutions went through
 # PyTorch's generated out= variant (a new tensor and a copy) and the copies used PyTorch's strided kernel.
 set -uo pipefail
 . benchmarks/device_env.sh
