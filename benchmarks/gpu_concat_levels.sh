@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (~7 min), NOT RUN YET: the concatenated-gates ConvLSTM path (ops/triton/convlstm_concat.py) at
+# One device call (~7 min; run 2026-12-01, results/concat_levels/): the concatenated-gates ConvLSTM path (ops/triton/convlstm_concat.py) at
 # levels 1-2 against level 1 alone, now that the path hands its gates out per step (its first version measured
 # levels 1-2 at 3.240 / 3.240 against 3.215 / 3.225 ms with level 1 alone, results/concat_step_first/, when copies
 # after every convolution hid the difference), and the profile of the current default.

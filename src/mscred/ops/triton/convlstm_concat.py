@@ -16,8 +16,10 @@ default path reads the gate gradients once per weight-gradient call).
 
 Convolutions of one step are smaller GEMMs than the default path's all-steps input convolution; the H200 timings
 of the convolutions alone (``benchmarks/bench_concat_gates.py``, ``results/concat_gates/``) favour this at level 1
-(30 x 30: forward 1.04x, backward 1.19x) and not below it (15 x 15: forward 0.85x, backward 1.11x; 8 x 8 and
-4 x 4 0.90-0.99x), so it runs on maps of at least ``MIN_PIXELS`` pixels.
+(30 x 30: forward 1.04x, backward 1.19x), are mixed at level 2 (15 x 15: forward 0.85x, backward 1.11x) and lose
+below (8 x 8 and 4 x 4 0.90-0.99x); on the whole graphed step levels 1-2 beat level 1 alone (3.000 / 3.003 against
+3.064 / 3.047 ms in alternation, ``results/concat_levels/``: the level-2 cell kernels' halved gate traffic outweighs
+its slower forward convolutions), so it runs on maps of at least ``MIN_PIXELS`` pixels.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from mscred.ops.triton import convlstm as lstm
 from mscred.ops.padding import copy_pixels, zero_pixels
 from mscred.ops.triton.runtime import switched_off, tile_override
 
-MIN_PIXELS = 900  # level 1 of the default model (30 x 30); MSCRED_LSTM_CONCAT_MIN_PIXELS overrides (0: every level)
+MIN_PIXELS = 225  # levels 1-2 of the default model (30 x 30, 15 x 15); MSCRED_LSTM_CONCAT_MIN_PIXELS overrides (0: every level)
 
 
 def runs(time_major: bool, layout: str, H: int, W: int) -> bool:
