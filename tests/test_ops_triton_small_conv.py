@@ -97,6 +97,27 @@ def test_weight_gradient_tile_override(monkeypatch, tile):
     _check(2, 64, 3, 7, True, torch.float32, seed=10)
 
 
+@pytest.mark.parametrize("N,CI,CO,k,selu", [(3, 64, 3, 3, False), (2, 80, 3, 3, True), (2, 20, 7, 3, True),
+                                          (1, 24, 2, 5, False)])
+def test_weight_gradient_with_the_taps_beside_the_output_channels(N, CI, CO, k, selu, monkeypatch):
+    """Many input, few output channels (deconv1: 64 -> 3): the weight gradient reads x once and gathers dz at every
+    tap's shift (taps x output channels as the product's columns), with two channel blocks (80), all 64 columns
+    used (9 x 7 = 63), and a 5 x 5 kernel (25 x 2 = 50); and the per-tap form it replaced, on the same layers."""
+    assert sc.taps_in_n(CI, CO, k)
+    _check(N, CI, CO, 7, selu, torch.float32, seed=CI + CO + k)
+    monkeypatch.setenv("MSCRED_SMALL_CONV_WGRAD_GATHER_TILE", "32/2/1")  # one program looping over every tile
+    _check(N, CI, CO, 7, selu, torch.float32, seed=CI + CO + k + 1)
+    monkeypatch.setenv("MSCRED_SMALL_CONV_WGRAD_GATHER", "0")
+    assert not sc.taps_in_n(CI, CO, k)
+    _check(N, CI, CO, 7, selu, torch.float32, seed=CI + CO + k + 2)
+
+
+def test_taps_in_n_only_for_many_inputs_and_few_outputs():
+    assert sc.taps_in_n(64, 3, 3) and sc.taps_in_n(64, 7, 3) and sc.taps_in_n(16, 2, 5)
+    assert not sc.taps_in_n(3, 32, 3)  # flat: all taps of the input channels in one block already
+    assert not sc.taps_in_n(64, 8, 3) and not sc.taps_in_n(16, 3, 5)  # 72 and 75 columns: over one block of 64
+
+
 def test_deconv_as_conv_is_the_cropped_transposed_convolution():
     """What the decoder relies on: stride-1 conv_transpose2d, cropped by k // 2 on each side (TF "same") equals
     conv2d with the transposed, flipped kernel and padding k // 2."""

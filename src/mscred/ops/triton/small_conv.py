@@ -16,7 +16,10 @@ The kernels (channels-last or NCHW input, any strides):
   weight as a (K, Co) matrix, fp32 accumulation on the tensor cores, bias (float32) and SELU in the epilogue.
 * weight gradient: the same patches against dz = dout * act'(out) (SELU's derivative from the output, as
   PyTorch's ``elu_backward(is_result=True)``), each program looping over many pixel tiles and adding its (K, Co)
-  partial sums and the bias gradient's column sums with one atomic add each at the end.
+  partial sums and the bias gradient's column sums with one atomic add each at the end. With many input and few
+  output channels (deconv1: 64 -> 3) the taps go to the other side of the product instead: x is read once, as it
+  lies, and dz gathered at every tap's shift, dW[tap, ci, co] = sum_p x[p, ci] * dz[p - offset(tap), co] (the
+  per-tap form read x once per tap: 54 us for deconv1's call in the training step, ``results/concat_levels/``).
 * data gradient (deconv1's input needs one; conv1's, the raw data, does not): the forward kernel on dz with the
   flipped, transposed weight (for a stride-1 symmetric-padded convolution that is its adjoint).
 
@@ -48,6 +51,10 @@ MAX_BLOCK_N = 64         # output channels per program (more go to a second grid
 # results/step_profile_1201c/bwd_tiles/, H200). MSCRED_SMALL_CONV_WGRAD_TILE="BLOCK_P/warps/programs-per-SM"
 # overrides (A/B runs).
 WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM = 128, 4, 8
+# The same for the taps-in-N form (few output channels: every program adds a (Ci, k*k*Co) partial sum atomically,
+# so fewer programs than the other forms). MSCRED_SMALL_CONV_WGRAD_GATHER_TILE overrides; MSCRED_SMALL_CONV_WGRAD_GATHER=0
+# keeps those layers on the per-tap form (A/B runs).
+GATHER_BLOCK_P, GATHER_WARPS, GATHER_PROGRAMS_PER_SM = 128, 4, 2
 
 
 def is_available() -> tuple[bool, str]:
@@ -229,7 +236,7 @@ if triton is not None:
                                  P, H, W, PROGRAMS, CI: tl.constexpr, CO: tl.constexpr,
                                  KS: tl.constexpr, SELU: tl.constexpr, FLAT: tl.constexpr, PREC: tl.constexpr,
                                  BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
-                                 HAS_G2: tl.constexpr):
+                                 HAS_G2: tl.constexpr, TAPS_IN_N: tl.constexpr):
         """dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th). Grid axis 1: FLAT,
         one block of all taps; else one (tap, channel block) per program (dz is re-read per tap: the layers that
         take this branch have few output channels, so dz is small). The programs of axis-1 index 0 also sum dz
@@ -238,10 +245,49 @@ if triton is not None:
         -- bf16 for the model's conv1 -- with float32 accumulation); else element-wise over the tiles and reduced
         once at the end
         (a reduction per tile costs a shared-memory round trip and barriers every iteration). Relaxed atomics: the
-        sums need no ordering, only atomicity."""
+        sums need no ordering, only atomicity.
+
+        TAPS_IN_N (not FLAT; KS*KS*CO <= BLOCK_N): the product's columns are (tap, output channel) pairs, its rows
+        the input channels of block j; x is read once at each pixel p and dz gathered at p - offset(tap) (zero
+        outside the image); the bias gradient is the centre tap's columns (dz unshifted), summed beside."""
         j = tl.program_id(1)
         K: tl.constexpr = KS * KS * CI
         ONES_ROW: tl.constexpr = FLAT and K < BLOCK_K
+        if TAPS_IN_N:
+            ci = j * BLOCK_K + tl.arange(0, BLOCK_K)
+            kmask = ci < CI
+            n = tl.arange(0, BLOCK_N)
+            nmask = n < KS * KS * CO
+            ntap = n // CO
+            co = n % CO
+            ndy = ntap // KS - KS // 2
+            ndx = ntap % KS - KS // 2
+            acc = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
+            colsum = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+            for q0 in range(tl.program_id(0) * BLOCK_P, P, PROGRAMS * BLOCK_P):
+                pmask, b, y, x = _pixels(q0, P, H * W, W, BLOCK_P)
+                a = _tap_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, 0, 0, ci, H, W, CI)
+                gy = y[:, None] - ndy[None, :]
+                gx = x[:, None] - ndx[None, :]
+                m = pmask[:, None] & nmask[None, :] & (gy >= 0) & (gy < H) & (gx >= 0) & (gx < W)
+                g = tl.load(g_ptr + b[:, None] * g_sb + co[None, :] * g_sc + gy * g_sy + gx * g_sx,
+                            mask=m, other=0.0).to(tl.float32)
+                if HAS_G2:
+                    g += tl.load(g2_ptr + b[:, None] * g2_sb + co[None, :] * g2_sc + gy * g2_sy + gx * g2_sx,
+                                 mask=m, other=0.0).to(tl.float32)
+                if SELU:
+                    o = tl.load(o_ptr + b[:, None] * o_sb + co[None, :] * o_sc + gy * o_sy + gx * o_sx,
+                                mask=m, other=0.0).to(tl.float32)
+                    g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
+                if j == 0:
+                    colsum += g
+                acc = tl.dot(tl.trans(a), g.to(a.dtype), acc, input_precision=PREC)
+            tl.atomic_add(dw_ptr + (ntap[None, :] * CI + ci[:, None]) * CO + co[None, :], acc,
+                          mask=kmask[:, None] & nmask[None, :], sem="relaxed")
+            if j == 0:
+                tl.atomic_add(db_ptr + co, tl.sum(colsum, axis=0), mask=nmask & (ntap == KS * KS // 2),
+                              sem="relaxed")
+            return
         if FLAT:
             k = tl.arange(0, BLOCK_K)
             kmask = k < K
@@ -303,6 +349,13 @@ def _blocking(ci: int, ks: int) -> tuple[bool, int, int]:
         return True, max(16, triton.next_power_of_2(K)), 1
     block = max(16, min(64, triton.next_power_of_2(ci)))
     return False, block, ks * ks * triton.cdiv(ci, block)
+
+
+def taps_in_n(ci: int, co: int, ks: int) -> bool:
+    """Whether the weight gradient takes the taps-in-N form: not flat (many input channels) and all taps of all
+    output channels in one column block (deconv1: 9 x 3 = 27 of 32). MSCRED_SMALL_CONV_WGRAD_GATHER=0 never."""
+    return (ks * ks * ci > 64 and ks * ks * co <= MAX_BLOCK_N
+            and not _runtime.switched_off("MSCRED_SMALL_CONV_WGRAD_GATHER"))
 
 
 def _block_n(C: int) -> int:
@@ -368,15 +421,23 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
     db = torch.zeros(CO, device=x.device, dtype=torch.float32)
     if P:
         flat, block_k, kblocks = _blocking(CI, KS)
-        block_p, warps, per_sm = _runtime.tile_override(
-            "MSCRED_SMALL_CONV_WGRAD_TILE", (WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM))
+        gather = taps_in_n(CI, CO, KS)
+        if gather:
+            kblocks, block_n = triton.cdiv(CI, block_k), _block_n(KS * KS * CO)
+            block_p, warps, per_sm = _runtime.tile_override(
+                "MSCRED_SMALL_CONV_WGRAD_GATHER_TILE", (GATHER_BLOCK_P, GATHER_WARPS, GATHER_PROGRAMS_PER_SM))
+        else:
+            block_n = _block_n(CO)
+            block_p, warps, per_sm = _runtime.tile_override(
+                "MSCRED_SMALL_CONV_WGRAD_TILE", (WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM))
         sms = 4 if _interpreting() else _runtime.sm_count(x.device)
         programs = max(1, min(triton.cdiv(P, block_p), per_sm * sms // kblocks + 1))
         grid = (programs, kblocks)
         _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(),
                                        dw, db, P, H, W, programs, CI=CI, CO=CO, KS=KS, SELU=selu, FLAT=flat,
                                        PREC=_precision(x.dtype), BLOCK_P=block_p, BLOCK_K=block_k,
-                                       BLOCK_N=_block_n(CO), HAS_G2=dout2 is not None, num_warps=warps)
+                                       BLOCK_N=block_n, HAS_G2=dout2 is not None, TAPS_IN_N=gather,
+                                       num_warps=warps)
     dweight = dw.reshape(KS, KS, CI, CO).permute(3, 2, 0, 1).to(weight.dtype).contiguous()
     if not need_dx:
         return x.new_empty(0), dweight, db
