@@ -19,7 +19,9 @@ The kernels (channels-last or NCHW input, any strides):
   partial sums and the bias gradient's column sums with one atomic add each at the end. With many input and few
   output channels (deconv1: 64 -> 3) the taps go to the other side of the product instead: x is read once, as it
   lies, and dz gathered at every tap's shift, dW[tap, ci, co] = sum_p x[p, ci] * dz[p - offset(tap), co] (the
-  per-tap form read x once per tap: 54 us for deconv1's call in the training step, ``results/concat_levels/``).
+  per-tap form read x once per tap: 54 us for deconv1's call in the training step, ``results/concat_levels/``;
+  the op's call 0.075 -> 0.038 ms, the graphed bf16 step 3.015-3.025 -> 2.961-2.974 ms in alternation,
+  ``results/small_conv_gather/``).
 * data gradient (deconv1's input needs one; conv1's, the raw data, does not): the forward kernel on dz with the
   flipped, transposed weight (for a stride-1 symmetric-padded convolution that is its adjoint).
 
@@ -51,10 +53,12 @@ MAX_BLOCK_N = 64         # output channels per program (more go to a second grid
 # results/step_profile_1201c/bwd_tiles/, H200). MSCRED_SMALL_CONV_WGRAD_TILE="BLOCK_P/warps/programs-per-SM"
 # overrides (A/B runs).
 WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM = 128, 4, 8
-# The same for the taps-in-N form (few output channels: every program adds a (Ci, k*k*Co) partial sum atomically,
-# so fewer programs than the other forms). MSCRED_SMALL_CONV_WGRAD_GATHER_TILE overrides; MSCRED_SMALL_CONV_WGRAD_GATHER=0
-# keeps those layers on the per-tap form (A/B runs).
-GATHER_BLOCK_P, GATHER_WARPS, GATHER_PROGRAMS_PER_SM = 128, 4, 2
+# The same for the taps-in-N form: 256 x 4 warps x 1 per SM was the fastest of 24 settings on the training step's
+# deconv1 call, its whole op 0.0383 ms against the per-tap form's 0.0746 ms (CUDA-graph replays,
+# benchmarks/bench_small_conv_wgrad.py, results/small_conv_gather/sweep/, H200; 8 per SM 0.064 ms: every program adds
+# a (Ci, k*k*Co) partial sum atomically). MSCRED_SMALL_CONV_WGRAD_GATHER_TILE overrides;
+# MSCRED_SMALL_CONV_WGRAD_GATHER=0 keeps those layers on the per-tap form (A/B runs).
+GATHER_BLOCK_P, GATHER_WARPS, GATHER_PROGRAMS_PER_SM = 256, 4, 1
 
 
 def is_available() -> tuple[bool, str]:
