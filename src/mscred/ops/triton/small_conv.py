@@ -355,6 +355,19 @@ def _blocking(ci: int, ks: int) -> tuple[bool, int, int]:
     return False, block, ks * ks * triton.cdiv(ci, block)
 
 
+# Shared memory the taps-in-N kernel may ask for: Triton stages its x and dz tiles through shared memory (3 stages by
+# default on sm_90); float32 at 256 pixels asked for 256-320 KB, over the H200's 227 KB (results/small_conv_confirm/).
+GATHER_SHARED_BYTES = 160 * 1024
+
+
+def _fitting_block_p(block_p: int, block_k: int, block_n: int, itemsize: int) -> int:
+    """``block_p`` halved until three stages of the (pixels x channels) x tile and the (pixels x columns) dz tile
+    fit in GATHER_SHARED_BYTES (bf16 at the default 256 x (64 + 32) fits; float32 takes 128)."""
+    while block_p > 16 and 3 * block_p * (block_k + block_n) * itemsize > GATHER_SHARED_BYTES:
+        block_p //= 2
+    return block_p
+
+
 def taps_in_n(ci: int, co: int, ks: int) -> bool:
     """Whether the weight gradient takes the taps-in-N form: not flat (many input channels) and all taps of all
     output channels in one column block (deconv1: 9 x 3 = 27 of 32). MSCRED_SMALL_CONV_WGRAD_GATHER=0 never."""
@@ -430,6 +443,7 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
             kblocks, block_n = triton.cdiv(CI, block_k), _block_n(KS * KS * CO)
             block_p, warps, per_sm = _runtime.tile_override(
                 "MSCRED_SMALL_CONV_WGRAD_GATHER_TILE", (GATHER_BLOCK_P, GATHER_WARPS, GATHER_PROGRAMS_PER_SM))
+            block_p = _fitting_block_p(block_p, block_k, block_n, x.element_size())
         else:
             block_n = _block_n(CO)
             block_p, warps, per_sm = _runtime.tile_override(
