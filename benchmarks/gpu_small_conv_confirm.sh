@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# One device call (~5 min): what gpu_small_conv_gather.sh left unchecked, and the new default's profile.
+# One device call (~5 min): what gpu_small_conv_gather.sh left unchecked, and the new default's profile. Its first
+# run (2026-12-01) found float32's taps-in-N tile over the H200's shared memory (4 tests failed, OutOfResources);
+# run again after the fix (df02b47: the tile halves until it fits), results/small_conv_confirm/.
 #   1. the small-conv GPU tests it did not reach within its cap: full-size rows, the taps-in-N form, opcheck -> gpu_tests.txt
 #   2. profile_train_step.py with the defaults (levels 1-2 concatenated, deconv1's taps-in-N weight gradient) -> profile/
 # Usage: bash benchmarks/gpu_small_conv_confirm.sh. Writes $OUT/small_conv_confirm.tgz.
