@@ -26,8 +26,9 @@ Opt-in (``MSCRED_LEVEL_STREAMS=1``), because it did not pay: on the H200 (2026-1
 ``benchmarks/results/level_streams/``) the graphed bf16 training step took 4.42 ms with side streams against
 4.32 ms on one stream, fp32 6.96 vs 6.80 ms, and inference stayed within 1%. Each level's kernels already keep
 the card busy (the step's 4.1 ms of kernel time is 4.3 ms of wall time on one stream), so overlapping them only
-makes them compete for the same HBM bandwidth and SMs. Kept, tested on the GPU, for larger sensor counts or
-cards where that balance differs.
+makes them compete for the same HBM bandwidth and SMs. Measured again with the faster kernels of 2026-12-01
+(``results/streams_again/``): 3.057 / 3.071 ms with side streams against 2.978 / 2.971 ms, in alternation. Kept,
+tested on the GPU, for larger sensor counts or cards where that balance differs.
 """
 from __future__ import annotations
 
