@@ -26,19 +26,24 @@ def _same(got: torch.Tensor, want: torch.Tensor) -> None:
     assert torch.equal(_bits(got)[~nan], _bits(want)[~nan])
 
 
-def _plan():
-    """Targets of every kind the model has: whole 3 x 3 and 2 x 2 weights, a ConvLSTM weight's two halves with
-    more than one 64-channel iteration (the kernel's I_BLOCK) and a channel count that is not a power of two."""
-    ws = [torch.empty(5, 3, 3, 3), torch.empty(6, 7, 2, 2), torch.empty(12, 2 * 70, 2, 2)]
-    targets = [(ws[0], "all", 0), (ws[1], "all", 0), (ws[2], "x", 70), (ws[2], "h", 70)]
+def _plan(with_3x3: bool = True):
+    """Targets of every kind the model has: whole 3 x 3 and 2 x 2 weights, ConvLSTM weights' two halves with more
+    than one iteration of the kernel's 64 (9 taps) and 256 (4 taps) channels, and channel counts that are not
+    powers of two. Without the 3 x 3 weight every block has 4 taps (the kernel's other tap padding)."""
+    ws = [torch.empty(6, 7, 2, 2), torch.empty(12, 2 * 70, 2, 2), torch.empty(3, 2 * 300, 2, 2)]
+    targets = [(ws[0], "all", 0), (ws[1], "x", 70), (ws[1], "h", 70), (ws[2], "x", 300), (ws[2], "h", 300)]
+    if with_3x3:
+        ws.append(torch.empty(5, 130, 3, 3))
+        targets.append((ws[-1], "all", 0))
     return weight_cache.plan_for(targets), sum(w.numel() for w in ws)
 
 
+@pytest.mark.parametrize("with_3x3", [True, False], ids=["4-and-9-taps", "4-taps"])
 @pytest.mark.parametrize("src_dtype,dtype", [(torch.float32, torch.bfloat16), (torch.bfloat16, torch.float32),
                                              (torch.float32, torch.float16), (torch.float32, torch.float32)])
-def test_transposes_are_the_plans_gather_and_scatter(src_dtype, dtype):
-    plan, n = _plan()
-    assert plan.blocks.shape == (5 + 6 + 12 + 12, 4) and plan.taps == 9
+def test_transposes_are_the_plans_gather_and_scatter(src_dtype, dtype, with_3x3):
+    plan, n = _plan(with_3x3)
+    assert plan.blocks.shape == (6 + 2 * 12 + 2 * 3 + 5 * with_3x3, 4) and plan.taps == (9 if with_3x3 else 4)
     g = torch.Generator().manual_seed(n)
     src = (torch.randn(n, generator=g) * torch.logspace(-30, 30, n)).to(src_dtype)
     specials = torch.tensor([float("nan"), float("inf"), -float("inf"), 3.3e38, -0.0, 1e-40, 1.00390625 + 2 ** -16])

@@ -456,7 +456,10 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
                                        PREC=_precision(x.dtype), BLOCK_P=block_p, BLOCK_K=block_k,
                                        BLOCK_N=block_n, HAS_G2=dout2 is not None, TAPS_IN_N=gather,
                                        num_warps=warps)
-    dweight = dw.reshape(KS, KS, CI, CO).permute(3, 2, 0, 1).to(weight.dtype).contiguous()
+    # One strided cast-and-copy into the weight's layout (.to(...).contiguous() launched two: the cast kept the
+    # permuted strides, then the copy).
+    dweight = torch.empty(weight.shape, device=x.device, dtype=weight.dtype)
+    dweight.copy_(dw.view(KS, KS, CI, CO).permute(3, 2, 0, 1))
     if not need_dx:
         return x.new_empty(0), dweight, db
     if dout2 is not None:

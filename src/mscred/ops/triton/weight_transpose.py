@@ -10,6 +10,12 @@ backward runs the same table the other way (``inverse``). Each element is read a
 index gather it replaced read 4-byte index words and strided source elements, 22.8 us forward for 3.2 M elements on
 the H200 (benchmarks/results/pack_split2/train_step_profile.txt).
 
+A block of up to 4 taps (the 2 x 2 weights: the ConvLSTM gates, 2.6 M of the default model's 3.2 M elements) is
+moved as one (256 x 4) tile per 256 channels; a 9-tap block as (64 x 16) tiles, its tap axis padded. With one tile
+shape for all (64 x 16, padded to the largest block's taps) a 256-channel 4-tap block took 4 dependent iterations
+with three quarters of the lanes masked: 19.0 us forward, 13.0 us backward in the graphed step
+(``results/small_conv_confirm/profile/``).
+
 ``transpose_blocks(src, table, numel, dtype, taps, inverse=False)`` runs where the Triton kernels run (CUDA, or
 the CPU interpreter); elsewhere the weight cache gathers by its plan's index instead.
 """
@@ -20,6 +26,7 @@ import torch
 from mscred.ops.triton.runtime import runs_fused, tl, triton
 
 I_BLOCK = 64  # input channels per iteration; the tap axis is padded to a power of two (K = 4 or 9 -> 4 or 16)
+I_BLOCK_FEW_TAPS = 256  # input channels per iteration of a block of at most 4 taps (a tile of 1,024 like 64 x 16)
 
 
 def transpose_blocks(src: torch.Tensor, table: torch.Tensor, numel: int, dtype: torch.dtype, taps: int,
@@ -41,7 +48,8 @@ def transpose_blocks(src: torch.Tensor, table: torch.Tensor, numel: int, dtype: 
         k_pad = max(triton.next_power_of_2(taps), 2)
         _transpose_kernel[(table.shape[0],)](
             src.view(torch.int16) if from_bf16 else src, out.view(torch.int16) if to_bf16 else out, table,
-            INVERSE=inverse, ROUND_BF16=to_bf16, WIDEN_BF16=from_bf16, I_BLOCK=I_BLOCK, K_PAD=k_pad, num_warps=4)
+            INVERSE=inverse, ROUND_BF16=to_bf16, WIDEN_BF16=from_bf16, I_BLOCK=I_BLOCK,
+            I_BLOCK_FEW_TAPS=I_BLOCK_FEW_TAPS, K_PAD=k_pad, num_warps=4)
     return out
 
 
@@ -50,12 +58,27 @@ if triton is not None:
 
     @triton.jit
     def _transpose_kernel(src_ptr, out_ptr, table_ptr, INVERSE: tl.constexpr, ROUND_BF16: tl.constexpr,
-                          WIDEN_BF16: tl.constexpr, I_BLOCK: tl.constexpr, K_PAD: tl.constexpr):
+                          WIDEN_BF16: tl.constexpr, I_BLOCK: tl.constexpr, I_BLOCK_FEW_TAPS: tl.constexpr,
+                          K_PAD: tl.constexpr):
         row = table_ptr + tl.program_id(0) * 4
         a0 = tl.load(row)
         b0 = tl.load(row + 1)
         ip = tl.load(row + 2)
         kk = tl.load(row + 3)
+        if K_PAD > 4:
+            if kk <= 4:  # a 2 x 2 weight's row in a table that also has 3 x 3 ones: no 16-tap padding
+                _transpose_block(src_ptr, out_ptr, a0, b0, ip, kk, INVERSE, ROUND_BF16, WIDEN_BF16,
+                                 I_BLOCK_FEW_TAPS, 4)
+            else:
+                _transpose_block(src_ptr, out_ptr, a0, b0, ip, kk, INVERSE, ROUND_BF16, WIDEN_BF16, I_BLOCK, K_PAD)
+        else:
+            _transpose_block(src_ptr, out_ptr, a0, b0, ip, kk, INVERSE, ROUND_BF16, WIDEN_BF16,
+                             I_BLOCK_FEW_TAPS, K_PAD)
+
+    @triton.jit
+    def _transpose_block(src_ptr, out_ptr, a0, b0, ip, kk, INVERSE: tl.constexpr, ROUND_BF16: tl.constexpr,
+                         WIDEN_BF16: tl.constexpr, I_BLOCK: tl.constexpr, K_PAD: tl.constexpr):
+        """One (ip x kk) block, I_BLOCK channels at a time, its tap axis padded to K_PAD."""
         k = tl.arange(0, K_PAD)
         for i0 in range(0, ip, I_BLOCK):
             i = i0 + tl.arange(0, I_BLOCK)
