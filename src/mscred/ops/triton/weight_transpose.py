@@ -14,7 +14,7 @@ A block of up to 4 taps (the 2 x 2 weights: the ConvLSTM gates, 2.6 M of the def
 moved as one (256 x 4) tile per 256 channels; a 9-tap block as (64 x 16) tiles, its tap axis padded. With one tile
 shape for all (64 x 16, padded to the largest block's taps) a 256-channel 4-tap block took 4 dependent iterations
 with three quarters of the lanes masked: 19.0 us forward, 13.0 us backward in the graphed step
-(``results/small_conv_confirm/profile/``).
+(``results/small_conv_confirm/profile/``); with the two tile shapes 9.8 and 6.9 us (``results/transpose_taps/``).
 
 ``transpose_blocks(src, table, numel, dtype, taps, inverse=False)`` runs where the Triton kernels run (CUDA, or
 the CPU interpreter); elsewhere the weight cache gathers by its plan's index instead.
