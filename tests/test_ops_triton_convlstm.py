@@ -469,7 +469,7 @@ def test_window_kernel_conditions(monkeypatch):
 def test_window_tile_plan_fits_shared_memory(monkeypatch):
     """plan() shrinks the pixel tile, then the pipeline, until the tile's shared memory fits, or gives up. The
     bound holds for what Triton asked for (80 / 213 KB for the 32- / 64-channel default tiles, Triton 3.9's sm_90
-    compile)."""
+    compile; test_window_tiles_compiled_for_sm90_fit_their_bound compiles them)."""
     from mscred.ops.triton import convlstm_window as window
     monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "64/8/2/0")
     assert window.shared_bytes(32, 2, 2, 64, 2) >= 80 * 1024 and window.shared_bytes(64, 2, 2, 64, 2) >= 213 * 1024
@@ -479,6 +479,30 @@ def test_window_tile_plan_fits_shared_memory(monkeypatch):
     assert window.shared_bytes(32, 3, 2, bm, stages) <= window.HOPPER_SHARED_MEMORY and bm < 64
     assert window.plan(64, 2, torch.bfloat16, limit=100 * 1024) is None  # its weight alone is 128 KB
     assert window.plan(32, 3, torch.float32) is None
+
+
+@pytest.mark.parametrize("ch,k,batch", [(32, 2, 128), (64, 2, 128), (32, 2, 3591), (64, 2, 3591), (32, 3, 128)])
+def test_window_tiles_compiled_for_sm90_fit_their_bound(monkeypatch, ch, k, batch):
+    """The tile plan() picks for a bf16 level, compiled for sm_90 with Triton's compiler (tests/sm90_compile.py; the
+    interpreter checks no hardware limit): its shared memory is within the H200's 227 KB, and within what plan()
+    budgets (shared_bytes) plus, for a prefetching tile, the one (BLOCK_M, K) tile Triton may add (level 1's
+    large-batch tile asked for 57,344 bytes against a budget of 49,152)."""
+    pytest.importorskip("triton.backends.nvidia")
+    import sm90_compile
+    import triton
+    from mscred.ops.triton import convlstm_window as window
+
+    monkeypatch.setattr(window, "interpreting", lambda: False)  # the compiled path's tiles
+    monkeypatch.delenv("MSCRED_WINDOW_LSTM_BLOCKS", raising=False)
+    bm, warps, stages, prefetch, maxnreg = window.plan(ch, k, torch.bfloat16, batch=batch)
+    config = dict(constants=dict(gx_sc=1, CH=ch, KS=k, PREC="tf32", BLOCK_M=bm,
+                                 BLOCK_K=triton.next_power_of_2(k * k * ch), PREFETCH=bool(prefetch)),
+                  pointers=dict(gx_ptr="*bf16", bias_ptr="*fp32", w_ptr="*bf16", c_ptr="*fp16", h_ptr="*bf16"),
+                  floats=["forget_bias"], num_warps=warps, num_stages=stages, maxnreg=maxnreg)
+    (shared,) = sm90_compile.shared_bytes("mscred.ops.triton.convlstm_kernels", "window_lstm_kernel", [config])
+    prefetched_tile = 2 * bm * triton.next_power_of_2(k * k * ch) if prefetch else 0
+    assert shared <= window.shared_bytes(ch, k, 2, bm, stages) + prefetched_tile, (shared, bm, stages, prefetch)
+    assert shared <= sm90_compile.H200_SHARED_BYTES
 
 
 def test_window_kernel_fake_matches(monkeypatch):

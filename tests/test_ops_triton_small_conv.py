@@ -8,11 +8,6 @@ stay within 2x cuDNN's own error in that dtype (plus a small floor).
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -26,7 +21,6 @@ DEVICE = "cuda" if CUDA else "cpu"
 pytestmark = [pytest.mark.skipif(not sc.is_available()[0], reason=f"fused small conv unavailable: "
                                                                   f"{sc.is_available()[1]}"),
               pytest.mark.usefixtures("strict_float32")]
-ROOT = Path(__file__).resolve().parents[1]
 needs_cuda = pytest.mark.skipif(not CUDA, reason="full-size and bf16 rows need a CUDA device")
 
 
@@ -118,52 +112,29 @@ def test_weight_gradient_with_the_taps_beside_the_output_channels(N, CI, CO, k, 
     _check(N, CI, CO, 7, selu, torch.float32, seed=CI + CO + k + 2)
 
 
-def _sm90_shared_bytes(const: dict, pointer: str) -> int:
-    """Shared memory of the weight-gradient kernel compiled for sm_90 on this machine (Triton compiles for a named
-    target without a GPU; the interpreter, which the other CPU tests run, checks no such limit). Needs Triton's
-    compiler, not its interpreter: the test runs it in a process of its own with TRITON_INTERPRET=0."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    fn = sc._small_conv_wgrad_kernel
-    signature, constants, attrs = {}, {}, {}
-    for i, name in enumerate(fn.arg_names):
-        if name in const:
-            signature[name], constants[(i,)] = "constexpr", const[name]
-        elif name.endswith("_ptr"):
-            signature[name] = "*fp32" if name in ("dw_ptr", "db_ptr") else pointer
-            attrs[(i,)] = [["tt.divisibility", 16]]
-        else:
-            signature[name] = "i32"
-    kernel = triton.compile(ASTSource(fn, signature, constants, attrs), target=GPUTarget("cuda", 90, 32),
-                            options={"num_warps": sc.GATHER_WARPS})
-    return kernel.metadata.shared
-
-
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
 def test_taps_in_n_tile_fits_the_h200_shared_memory(dtype):
     """float32 at the bf16 default of 256 pixels asked the H200 for 256-320 KB of shared memory (its limit is
-    227 KB; results/small_conv_confirm/): the launch halves the tile until it fits. Compiled for sm_90 here."""
+    227 KB; results/small_conv_confirm/): the launch halves the tile until it fits. Compiled for sm_90 here
+    (tests/sm90_compile.py: the interpreter checks no such limit)."""
     pytest.importorskip("triton.backends.nvidia")
+    import sm90_compile
+
     itemsize = torch.tensor([], dtype=dtype).element_size()
+    pointer = "*bf16" if dtype == torch.bfloat16 else "*fp32"
     configs = []
     for ci, co in ((64, 3), (20, 7)):
         _, block_k, _ = sc._blocking(ci, 3)
         block_n = sc._block_n(9 * co)
         block_p = sc._fitting_block_p(sc.GATHER_BLOCK_P, block_k, block_n, itemsize)
-        configs.append(dict(x_sc=1, g_sc=1, g2_sc=1, o_sc=1, CI=ci, CO=co, KS=3, SELU=True, FLAT=False,
-                            PREC=sc._precision(dtype), BLOCK_P=block_p, BLOCK_K=block_k, BLOCK_N=block_n,
-                            HAS_G2=True, TAPS_IN_N=True))
-    pointer = "*bf16" if dtype == torch.bfloat16 else "*fp32"
-    program = (f"import sys; sys.path[:0] = {[str(ROOT / 'tests'), str(ROOT / 'src')]!r}; "
-               f"import test_ops_triton_small_conv as t; "
-               f"print(*(t._sm90_shared_bytes(c, {pointer!r}) for c in {configs!r}))")
-    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "TRITON_INTERPRET": "0"})
-    assert run.returncode == 0, run.stderr[-2000:]
-    shared = [int(v) for v in run.stdout.split()[-len(configs):]]
-    assert max(shared) <= 227 * 1024, (shared, [c["BLOCK_P"] for c in configs])
+        configs.append(dict(
+            constants=dict(x_sc=1, g_sc=1, g2_sc=1, o_sc=1, CI=ci, CO=co, KS=3, SELU=True, FLAT=False,
+                           PREC=sc._precision(dtype), BLOCK_P=block_p, BLOCK_K=block_k, BLOCK_N=block_n,
+                           HAS_G2=True, TAPS_IN_N=True),
+            pointers={name: pointer for name in ("x_ptr", "g_ptr", "g2_ptr", "o_ptr")},
+            num_warps=sc.GATHER_WARPS))
+    shared = sm90_compile.shared_bytes("mscred.ops.triton.small_conv", "_small_conv_wgrad_kernel", configs)
+    assert max(shared) <= sm90_compile.H200_SHARED_BYTES, (shared, [c["constants"]["BLOCK_P"] for c in configs])
 
 
 def test_taps_in_n_only_for_many_inputs_and_few_outputs():

@@ -142,11 +142,14 @@ def blocks(ch: int, batch: int = 0) -> tuple[int, int, int, int, int]:
 
 
 def shared_bytes(ch: int, k: int, itemsize: int, block_m: int, stages: int) -> int:
-    """An upper bound of the shared memory of a tile, from what Triton asked for: 45-213 KB over the sweeps' tiles
+    """The shared memory ``plan`` budgets for a tile, from what Triton asked for: 45-213 KB over the sweeps' tiles
     (Triton 3.9's sm_90 compile on the CPU box), 295 and 400 KB for two tiles the H200 refused (Triton 3.6,
     results/window_lstm/{bench_log,gpu_tests}.txt). It counts the resident weight (K, 4Ch), the pipeline's gathered
     h tiles (stages x (BLOCK_M, K)) and up to a (BLOCK_M, 4Ch) 16-bit layout change; K = k*k*Ch rounded up to a
-    power of two."""
+    power of two. Not an upper bound for every tile: a prefetching single-stage tile can ask for one more
+    (BLOCK_M, K) tile (level 1's large-batch tile, 32 x 128, 57,344 against 49,152 bytes in Triton 3.9's sm_90
+    compile) -- tests/test_ops_triton_convlstm.py compiles every tile ``plan`` picks for sm_90 and checks the
+    compiled size against this plus that tile and against the H200's limit."""
     kk = triton.next_power_of_2(k * k * ch)
     return itemsize * (kk * 4 * ch + max(stages, 1) * block_m * kk) + block_m * 4 * ch * 2
 

@@ -1,0 +1,64 @@
+"""Compile Triton kernels for the H200 (sm_90) on a machine without a GPU, and read what they ask of it.
+
+The CPU suite runs the kernels under Triton's interpreter, which checks no hardware limit: a tile whose shared
+memory exceeds the H200's 227 KB passes every interpreted test and fails only on the device (OutOfResources; the
+small conv's float32 weight gradient did, benchmarks/results/small_conv_confirm/). Triton's compiler, though, builds
+for a named target without a driver (``ASTSource`` + ``GPUTarget``), and the compiled kernel's metadata holds the
+shared memory its launch will request. The compiler runs in a process of its own with TRITON_INTERPRET=0 (the
+test process interprets); one process compiles a list of configurations.
+
+``shared_bytes(module, kernel, configs)`` -> the shared memory of each configuration, in bytes. A configuration is a
+dict: ``constants`` (the kernel's constexpr arguments by name), ``pointers`` (pointer arguments by name: Triton
+types such as "*bf16"; any argument named ``*_ptr`` and not listed is "*fp32"), ``floats`` (names of float scalar
+arguments; every other argument is an int32 scalar), and the compile options ``num_warps``, ``num_stages``,
+``maxnreg``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+H200_SHARED_BYTES = 227 * 1024  # the most shared memory one block may ask for on the H200 (sm_90)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_bytes(module: str, kernel: str, configs: list[dict]) -> list[int]:
+    """Shared memory (bytes) of ``module.kernel`` compiled for sm_90 with each of ``configs``, in order."""
+    program = (f"import sys; sys.path[:0] = {[str(ROOT / 'tests'), str(ROOT / 'src')]!r}; import sm90_compile; "
+               f"print(sm90_compile._compile_all({module!r}, {kernel!r}, {json.dumps(configs)!r}))")
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TRITON_INTERPRET": "0"})
+    if run.returncode != 0:
+        raise RuntimeError(f"compiling {module}.{kernel} for sm_90 failed:\n{run.stderr[-3000:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _compile_all(module: str, kernel: str, configs_json: str) -> str:
+    import importlib
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    fn = getattr(importlib.import_module(module), kernel)
+    shared = []
+    for config in json.loads(configs_json):
+        constants, pointers = config.get("constants", {}), config.get("pointers", {})
+        floats = set(config.get("floats", ()))
+        signature, constexprs, attrs = {}, {}, {}
+        for i, name in enumerate(fn.arg_names):
+            if name in constants:
+                signature[name], constexprs[(i,)] = "constexpr", constants[name]
+            elif name in pointers or name.endswith("_ptr"):
+                signature[name] = pointers.get(name, "*fp32")
+                attrs[(i,)] = [["tt.divisibility", 16]]
+            else:
+                signature[name] = "fp32" if name in floats else "i32"
+        options = {key: config[key] for key in ("num_warps", "num_stages", "maxnreg") if config.get(key)}
+        compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget("cuda", 90, 32),
+                                  options=options)
+        shared.append(compiled.metadata.shared)
+    return json.dumps(shared)
