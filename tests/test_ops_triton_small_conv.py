@@ -113,28 +113,41 @@ def test_weight_gradient_with_the_taps_beside_the_output_channels(N, CI, CO, k, 
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_taps_in_n_tile_fits_the_h200_shared_memory(dtype):
-    """float32 at the bf16 default of 256 pixels asked the H200 for 256-320 KB of shared memory (its limit is
-    227 KB; results/small_conv_confirm/): the launch halves the tile until it fits. Compiled for sm_90 here
-    (tests/sm90_compile.py: the interpreter checks no such limit)."""
+def test_model_launches_fit_the_h200_shared_memory(dtype):
+    """Every kernel launch of the model's two small-channel layers (conv1 3 -> 32 with its bordered output, deconv1
+    64 -> 3): the forward, and the weight gradient in the form each takes (FLAT for conv1; taps-in-N for deconv1,
+    and per tap with MSCRED_SMALL_CONV_WGRAD_GATHER=0), compiled for sm_90 here (tests/sm90_compile.py: the
+    interpreter checks no such limit) within the H200's 227 KB of shared memory. float32's taps-in-N tile at the
+    bf16 default of 256 pixels asked for 256-320 KB (results/small_conv_confirm/): the launch halves it to fit."""
     pytest.importorskip("triton.backends.nvidia")
     import sm90_compile
 
-    itemsize = torch.tensor([], dtype=dtype).element_size()
     pointer = "*bf16" if dtype == torch.bfloat16 else "*fp32"
-    configs = []
-    for ci, co in ((64, 3), (20, 7)):
-        _, block_k, _ = sc._blocking(ci, 3)
-        block_n = sc._block_n(9 * co)
-        block_p = sc._fitting_block_p(sc.GATHER_BLOCK_P, block_k, block_n, itemsize)
-        configs.append(dict(
-            constants=dict(x_sc=1, g_sc=1, g2_sc=1, o_sc=1, CI=ci, CO=co, KS=3, SELU=True, FLAT=False,
-                           PREC=sc._precision(dtype), BLOCK_P=block_p, BLOCK_K=block_k, BLOCK_N=block_n,
-                           HAS_G2=True, TAPS_IN_N=True),
-            pointers={name: pointer for name in ("x_ptr", "g_ptr", "g2_ptr", "o_ptr")},
-            num_warps=sc.GATHER_WARPS))
-    shared = sm90_compile.shared_bytes("mscred.ops.triton.small_conv", "_small_conv_wgrad_kernel", configs)
-    assert max(shared) <= sm90_compile.H200_SHARED_BYTES, (shared, [c["constants"]["BLOCK_P"] for c in configs])
+    prec, itemsize = sc._precision(dtype), torch.tensor([], dtype=dtype).element_size()
+    forward, wgrad, names = [], [], []
+    for ci, co, border in ((3, 32, True), (64, 3, False)):
+        flat, block_k, _ = sc._blocking(ci, 3)
+        forward.append(dict(
+            constants=dict(x_sc=1, o_sc=1, CI=ci, CO=co, KS=3, SELU=True, HAS_BIAS=True, FLAT=flat, PREC=prec,
+                           BLOCK_P=sc.FWD_BLOCK_P, BLOCK_K=block_k, BLOCK_N=sc._block_n(co), BORDER=border),
+            pointers=dict(x_ptr=pointer, w_ptr=pointer, o_ptr=pointer), num_warps=sc.FWD_WARPS))
+        forms = [False] + ([True] if sc.taps_in_n(ci, co, 3) else [])
+        for taps_in_n in forms:
+            block_n = sc._block_n(9 * co if taps_in_n else co)
+            block_p = (sc._fitting_block_p(sc.GATHER_BLOCK_P, block_k, block_n, itemsize) if taps_in_n
+                       else sc.WGRAD_BLOCK_P)
+            names.append((ci, co, "taps-in-N" if taps_in_n else "flat" if flat else "per tap", block_p))
+            wgrad.append(dict(
+                constants=dict(x_sc=1, g_sc=1, g2_sc=1, o_sc=1, CI=ci, CO=co, KS=3, SELU=True, FLAT=flat,
+                               PREC=prec, BLOCK_P=block_p, BLOCK_K=block_k, BLOCK_N=block_n, HAS_G2=True,
+                               TAPS_IN_N=taps_in_n),
+                pointers={name: pointer for name in ("x_ptr", "g_ptr", "g2_ptr", "o_ptr")},
+                num_warps=sc.GATHER_WARPS if taps_in_n else sc.WGRAD_WARPS))
+    assert len(wgrad) == 3  # conv1 flat; deconv1 per tap and taps-in-N
+    fwd_shared = sm90_compile.shared_bytes("mscred.ops.triton.small_conv", "_small_conv_fwd_kernel", forward)
+    wgrad_shared = sm90_compile.shared_bytes("mscred.ops.triton.small_conv", "_small_conv_wgrad_kernel", wgrad)
+    assert max(fwd_shared) <= sm90_compile.H200_SHARED_BYTES, fwd_shared
+    assert max(wgrad_shared) <= sm90_compile.H200_SHARED_BYTES, list(zip(names, wgrad_shared))
 
 
 def test_taps_in_n_only_for_many_inputs_and_few_outputs():
