@@ -467,9 +467,10 @@ def test_window_kernel_conditions(monkeypatch):
 
 
 def test_window_tile_plan_fits_shared_memory(monkeypatch):
-    """plan() shrinks the pixel tile, then the pipeline, until the tile's shared memory fits, or gives up. The
-    bound holds for what Triton asked for (80 / 213 KB for the 32- / 64-channel default tiles, Triton 3.9's sm_90
-    compile; test_window_tiles_compiled_for_sm90_fit_their_bound compiles them)."""
+    """plan() shrinks the pixel tile, then the pipeline, until the tile's budgeted shared memory fits, or gives up.
+    The budget covers what Triton asked for these tiles (80 / 213 KB for the 32- / 64-channel tiles when first
+    measured, Triton 3.9's sm_90 compile; test_window_tiles_compiled_for_sm90_fit_their_bound compiles the tiles
+    plan() picks by default)."""
     from mscred.ops.triton import convlstm_window as window
     monkeypatch.setenv("MSCRED_WINDOW_LSTM_BLOCKS", "64/8/2/0")
     assert window.shared_bytes(32, 2, 2, 64, 2) >= 80 * 1024 and window.shared_bytes(64, 2, 2, 64, 2) >= 213 * 1024
