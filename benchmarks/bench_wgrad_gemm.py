@@ -1,8 +1,9 @@
 """The ConvLSTM weight gradients as plain GEMMs over shifted rows, against cuDNN's weight-gradient kernels.
 
 The training step's ConvLSTM weight gradients (8 cuDNN calls, 306 us + 24 us of workspace initialisation in
-results/transpose_taps/profile/) run at 52-84% of the measured bf16 matrix rate; together they are the largest gap
-to a floor in docs/training-kernel-plan.md ("The gap by kernel group"). This measures whether cuBLAS does better
+results/transpose_taps/profile/) run at 52-84% of the measured bf16 matrix rate by our arithmetic on that profile
+(their FLOPs over their times, docs/training-kernel-plan.md, "The gap by kernel group"), the largest gap to a floor
+there. This measures whether cuBLAS does better
 before anything is built on it.
 
 The identity: a 2 x 2 stride-1 convolution reads its zero-bordered input X (N, C, H+1, W+1) at output pixel (y, x)

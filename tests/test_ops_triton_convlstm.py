@@ -490,20 +490,19 @@ def test_window_tiles_compiled_for_sm90_fit_their_bound(monkeypatch, ch, k, batc
     large-batch tile asked for 57,344 bytes against a budget of 49,152)."""
     pytest.importorskip("triton.backends.nvidia")
     import sm90_compile
-    import triton
     from mscred.ops.triton import convlstm_window as window
 
     monkeypatch.setattr(window, "interpreting", lambda: False)  # the compiled path's tiles
     monkeypatch.delenv("MSCRED_WINDOW_LSTM_BLOCKS", raising=False)
     bm, warps, stages, prefetch, maxnreg = window.plan(ch, k, torch.bfloat16, batch=batch)
-    config = dict(constants=dict(gx_sc=1, CH=ch, KS=k, PREC="tf32", BLOCK_M=bm,
-                                 BLOCK_K=triton.next_power_of_2(k * k * ch), PREFETCH=bool(prefetch)),
+    constants = window.kernel_constants(ch, k, torch.bfloat16, bm, prefetch)
+    config = dict(constants=dict(gx_sc=1, **constants),
                   pointers=dict(gx_ptr="*bf16", bias_ptr="*fp32", w_ptr="*bf16", c_ptr="*fp16", h_ptr="*bf16"),
                   floats=["forget_bias"], num_warps=warps, num_stages=stages, maxnreg=maxnreg)
     (shared,) = sm90_compile.shared_bytes("mscred.ops.triton.convlstm_kernels", "window_lstm_kernel", [config])
-    prefetched_tile = 2 * bm * triton.next_power_of_2(k * k * ch) if prefetch else 0
+    prefetched_tile = 2 * bm * constants["BLOCK_K"] if prefetch else 0
     assert shared <= window.shared_bytes(ch, k, 2, bm, stages) + prefetched_tile, (shared, bm, stages, prefetch)
-    assert shared <= sm90_compile.H200_SHARED_BYTES
+    assert shared <= sm90_compile.HOPPER_SHARED_MEMORY
 
 
 def test_window_kernel_fake_matches(monkeypatch):

@@ -113,7 +113,7 @@ def test_weight_gradient_with_the_taps_beside_the_output_channels(N, CI, CO, k, 
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
-def test_model_launches_fit_the_h200_shared_memory(dtype):
+def test_model_launches_fit_the_h200_shared_memory(monkeypatch, dtype):
     """Every kernel launch of the model's two small-channel layers (conv1 3 -> 32 with its bordered output, deconv1
     64 -> 3): the forward, and the weight gradient in the form each takes (FLAT for conv1; taps-in-N for deconv1,
     and per tap with MSCRED_SMALL_CONV_WGRAD_GATHER=0), compiled for sm_90 here (tests/sm90_compile.py: the
@@ -123,31 +123,24 @@ def test_model_launches_fit_the_h200_shared_memory(dtype):
     import sm90_compile
 
     pointer = "*bf16" if dtype == torch.bfloat16 else "*fp32"
-    prec, itemsize = sc._precision(dtype), torch.tensor([], dtype=dtype).element_size()
     forward, wgrad, names = [], [], []
     for ci, co, border in ((3, 32, True), (64, 3, False)):
-        flat, block_k, _ = sc._blocking(ci, 3)
-        forward.append(dict(
-            constants=dict(x_sc=1, o_sc=1, CI=ci, CO=co, KS=3, SELU=True, HAS_BIAS=True, FLAT=flat, PREC=prec,
-                           BLOCK_P=sc.FWD_BLOCK_P, BLOCK_K=block_k, BLOCK_N=sc._block_n(co), BORDER=border),
-            pointers=dict(x_ptr=pointer, w_ptr=pointer, o_ptr=pointer), num_warps=sc.FWD_WARPS))
-        forms = [False] + ([True] if sc.taps_in_n(ci, co, 3) else [])
-        for taps_in_n in forms:
-            block_n = sc._block_n(9 * co if taps_in_n else co)
-            block_p = (sc._fitting_block_p(sc.GATHER_BLOCK_P, block_k, block_n, itemsize) if taps_in_n
-                       else sc.WGRAD_BLOCK_P)
-            names.append((ci, co, "taps-in-N" if taps_in_n else "flat" if flat else "per tap", block_p))
-            wgrad.append(dict(
-                constants=dict(x_sc=1, g_sc=1, g2_sc=1, o_sc=1, CI=ci, CO=co, KS=3, SELU=True, FLAT=flat,
-                               PREC=prec, BLOCK_P=block_p, BLOCK_K=block_k, BLOCK_N=block_n, HAS_G2=True,
-                               TAPS_IN_N=taps_in_n),
-                pointers={name: pointer for name in ("x_ptr", "g_ptr", "g2_ptr", "o_ptr")},
-                num_warps=sc.GATHER_WARPS if taps_in_n else sc.WGRAD_WARPS))
-    assert len(wgrad) == 3  # conv1 flat; deconv1 per tap and taps-in-N
+        forward.append(dict(constants=dict(x_sc=1, o_sc=1, SELU=True, HAS_BIAS=True, BORDER=border,
+                                           **sc.fwd_constants(ci, co, 3, dtype)),
+                            pointers=dict(x_ptr=pointer, w_ptr=pointer, o_ptr=pointer), num_warps=sc.FWD_WARPS))
+        for gather_switch in ("1", "0") if sc.taps_in_n(ci, co, 3) else ("1",):
+            monkeypatch.setenv("MSCRED_SMALL_CONV_WGRAD_GATHER", gather_switch)
+            tile, warps, _, _ = sc.wgrad_launch(ci, co, 3, dtype)
+            names.append((ci, co, "taps-in-N" if tile["TAPS_IN_N"] else "flat" if tile["FLAT"] else "per tap",
+                          tile["BLOCK_P"]))
+            wgrad.append(dict(constants=dict(x_sc=1, g_sc=1, g2_sc=1, o_sc=1, SELU=True, HAS_G2=True, **tile),
+                              pointers={name: pointer for name in ("x_ptr", "g_ptr", "g2_ptr", "o_ptr")},
+                              num_warps=warps))
+    assert [form for _, _, form, _ in names] == ["flat", "taps-in-N", "per tap"]
     fwd_shared = sm90_compile.shared_bytes("mscred.ops.triton.small_conv", "_small_conv_fwd_kernel", forward)
     wgrad_shared = sm90_compile.shared_bytes("mscred.ops.triton.small_conv", "_small_conv_wgrad_kernel", wgrad)
-    assert max(fwd_shared) <= sm90_compile.H200_SHARED_BYTES, fwd_shared
-    assert max(wgrad_shared) <= sm90_compile.H200_SHARED_BYTES, list(zip(names, wgrad_shared))
+    assert max(fwd_shared) <= sm90_compile.HOPPER_SHARED_MEMORY, fwd_shared
+    assert max(wgrad_shared) <= sm90_compile.HOPPER_SHARED_MEMORY, list(zip(names, wgrad_shared))
 
 
 def test_taps_in_n_only_for_many_inputs_and_few_outputs():

@@ -32,7 +32,7 @@ import os
 
 import torch
 
-from mscred.ops.triton.runtime import interpreting, triton
+from mscred.ops.triton.runtime import HOPPER_SHARED_MEMORY, interpreting, triton
 
 if triton is not None:
     from mscred.ops.triton.convlstm_kernels import window_lstm_kernel
@@ -51,7 +51,6 @@ ANY_BATCH_CH = frozenset({32})
 # The batch-dependent choices (ANY_BATCH_CH, LARGE_BATCH_BLOCKS) were measured with the model's default 2 x 2
 # ConvLSTM kernel; a 3 x 3 one (ModelConfig.lstm_kernel) keeps the bounds and tiles measured before them.
 MEASURED_K = 2
-HOPPER_SHARED_MEMORY = 227 * 1024  # per block on the H100/H200; the limit planned for off CUDA (the interpreter)
 
 # (BLOCK_M, num_warps, num_stages, prefetch, maxnreg) per hidden-channel count (others: DEFAULT_BLOCKS); prefetch 1
 # loads the next tile's input gates before this tile's work; maxnreg > 0 caps ptxas's registers per thread (0: its
@@ -169,6 +168,13 @@ def plan(ch: int, k: int, dtype: torch.dtype, limit: int = HOPPER_SHARED_MEMORY,
     return None
 
 
+def kernel_constants(ch: int, k: int, dtype: torch.dtype, block_m: int, prefetch: int) -> dict:
+    """``window_lstm_kernel``'s constexpr arguments for a level of ``ch`` hidden channels, kernel ``k`` and the tile
+    ``plan`` chose (its BLOCK_M and prefetch)."""
+    return dict(CH=ch, KS=k, PREC="ieee" if dtype == torch.float32 else "tf32", BLOCK_M=block_m,
+                BLOCK_K=triton.next_power_of_2(k * k * ch), PREFETCH=bool(prefetch))
+
+
 def packed_weight(w_h: torch.Tensor) -> torch.Tensor:
     """The recurrent weight (4Ch, Ch, k, k) as the kernel's (k*k*Ch, 4Ch) matrix: row (ky*k + kx)*Ch + ci."""
     four_ch, ch, k, _ = w_h.shape
@@ -192,6 +198,4 @@ def run(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, cell: torch.Ten
     window_lstm_kernel[(B,)](
         gx, *gx.stride(), bias, packed_weight(w_h), cell, cell.stride(0), cell.stride(3),
         out, sb, st, sy, sx, T, H * W, H, W, pads[0], pads[2], forget_bias,
-        CH=Ch, KS=k, PREC="ieee" if out.dtype == torch.float32 else "tf32",
-        BLOCK_M=bm, BLOCK_K=triton.next_power_of_2(k * k * Ch), PREFETCH=bool(prefetch),
-        num_warps=warps, num_stages=stages, **cap)
+        **kernel_constants(Ch, k, out.dtype, bm, prefetch), num_warps=warps, num_stages=stages, **cap)

@@ -11,6 +11,10 @@ from typing import Optional
 
 import torch
 
+# Shared memory one block may ask for on the H100/H200 (sm_90): the limit the tile plans budget for off CUDA (the
+# interpreter), and the one tests/sm90_compile.py holds the compiled kernels to.
+HOPPER_SHARED_MEMORY = 227 * 1024
+
 try:
     import triton
     import triton.language as tl

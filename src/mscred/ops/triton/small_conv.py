@@ -396,15 +396,41 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     P = N * HD * WD
     if P == 0 or CO == 0:
         return out
-    block_n = _block_n(CO)
-    flat, block_k, _ = _blocking(CI, KS)
-    grid = (triton.cdiv(P, FWD_BLOCK_P), triton.cdiv(CO, block_n))
+    tile = fwd_constants(CI, CO, KS, x.dtype)
+    grid = (triton.cdiv(P, tile["BLOCK_P"]), triton.cdiv(CO, tile["BLOCK_N"]))
     _small_conv_fwd_kernel[grid](x, *x.stride(), _as_matrix(weight), bias if bias is not None else out, out,
-                                 *out.stride(), P, H, W, pads[0], pads[2], HD, WD, CI=CI, CO=CO, KS=KS, SELU=selu,
-                                 HAS_BIAS=bias is not None, FLAT=flat, PREC=_precision(x.dtype),
-                                 BLOCK_P=FWD_BLOCK_P, BLOCK_K=block_k, BLOCK_N=block_n, BORDER=any(pads),
-                                 num_warps=FWD_WARPS)
+                                 *out.stride(), P, H, W, pads[0], pads[2], HD, WD, SELU=selu,
+                                 HAS_BIAS=bias is not None, BORDER=any(pads), num_warps=FWD_WARPS, **tile)
     return out
+
+
+def fwd_constants(ci: int, co: int, ks: int, dtype: torch.dtype) -> dict:
+    """The forward kernel's constexpr arguments for ci -> co channels and a ks x ks kernel in ``dtype``, but SELU,
+    HAS_BIAS and BORDER (the call's); launched with FWD_WARPS."""
+    flat, block_k, _ = _blocking(ci, ks)
+    return dict(CI=ci, CO=co, KS=ks, FLAT=flat, PREC=_precision(dtype), BLOCK_P=FWD_BLOCK_P, BLOCK_K=block_k,
+                BLOCK_N=_block_n(co))
+
+
+def wgrad_launch(ci: int, co: int, ks: int, dtype: torch.dtype) -> tuple[dict, int, int, int]:
+    """(constexpr arguments but SELU and HAS_G2, warps, programs per SM, blocks along K) of the weight-gradient
+    kernel for ci -> co channels and a ks x ks kernel in ``dtype``: the taps-in-N form where ``taps_in_n`` (its
+    tile MSCRED_SMALL_CONV_WGRAD_GATHER_TILE, halved to fit the shared memory), else per tap or flat
+    (MSCRED_SMALL_CONV_WGRAD_TILE)."""
+    flat, block_k, kblocks = _blocking(ci, ks)
+    gather = taps_in_n(ci, co, ks)
+    if gather:
+        kblocks, block_n = triton.cdiv(ci, block_k), _block_n(ks * ks * co)
+        block_p, warps, per_sm = _runtime.tile_override(
+            "MSCRED_SMALL_CONV_WGRAD_GATHER_TILE", (GATHER_BLOCK_P, GATHER_WARPS, GATHER_PROGRAMS_PER_SM))
+        block_p = _fitting_block_p(block_p, block_k, block_n, torch.tensor([], dtype=dtype).element_size())
+    else:
+        block_n = _block_n(co)
+        block_p, warps, per_sm = _runtime.tile_override(
+            "MSCRED_SMALL_CONV_WGRAD_TILE", (WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM))
+    constants = dict(CI=ci, CO=co, KS=ks, FLAT=flat, PREC=_precision(dtype), BLOCK_P=block_p, BLOCK_K=block_k,
+                     BLOCK_N=block_n, TAPS_IN_N=gather)
+    return constants, warps, per_sm, kblocks
 
 
 @torch.library.custom_op("mscred::small_conv_fused", mutates_args=())
@@ -437,25 +463,13 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
     dw = torch.zeros(K, CO, device=x.device, dtype=torch.float32)
     db = torch.zeros(CO, device=x.device, dtype=torch.float32)
     if P:
-        flat, block_k, kblocks = _blocking(CI, KS)
-        gather = taps_in_n(CI, CO, KS)
-        if gather:
-            kblocks, block_n = triton.cdiv(CI, block_k), _block_n(KS * KS * CO)
-            block_p, warps, per_sm = _runtime.tile_override(
-                "MSCRED_SMALL_CONV_WGRAD_GATHER_TILE", (GATHER_BLOCK_P, GATHER_WARPS, GATHER_PROGRAMS_PER_SM))
-            block_p = _fitting_block_p(block_p, block_k, block_n, x.element_size())
-        else:
-            block_n = _block_n(CO)
-            block_p, warps, per_sm = _runtime.tile_override(
-                "MSCRED_SMALL_CONV_WGRAD_TILE", (WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM))
+        tile, warps, per_sm, kblocks = wgrad_launch(CI, CO, KS, x.dtype)
         sms = 4 if _interpreting() else _runtime.sm_count(x.device)
-        programs = max(1, min(triton.cdiv(P, block_p), per_sm * sms // kblocks + 1))
+        programs = max(1, min(triton.cdiv(P, tile["BLOCK_P"]), per_sm * sms // kblocks + 1))
         grid = (programs, kblocks)
         _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(),
-                                       dw, db, P, H, W, programs, CI=CI, CO=CO, KS=KS, SELU=selu, FLAT=flat,
-                                       PREC=_precision(x.dtype), BLOCK_P=block_p, BLOCK_K=block_k,
-                                       BLOCK_N=block_n, HAS_G2=dout2 is not None, TAPS_IN_N=gather,
-                                       num_warps=warps)
+                                       dw, db, P, H, W, programs, SELU=selu, HAS_G2=dout2 is not None,
+                                       num_warps=warps, **tile)
     # One strided cast-and-copy into the weight's layout (.to(...).contiguous() launched two: the cast kept the
     # permuted strides, then the copy).
     dweight = torch.empty(weight.shape, device=x.device, dtype=weight.dtype)
