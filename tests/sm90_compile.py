@@ -7,11 +7,13 @@ for a named target without a driver (``ASTSource`` + ``GPUTarget``), and the com
 shared memory its launch will request. The compiler runs in a process of its own with TRITON_INTERPRET=0 (the
 test process interprets); one process compiles a list of configurations.
 
-``shared_bytes(module, kernel, configs)`` -> the shared memory of each configuration, in bytes. A configuration is a
-dict: ``constants`` (the kernel's constexpr arguments by name), ``pointers`` (pointer arguments by name: Triton
-types such as "*bf16"; any argument named ``*_ptr`` and not listed is "*fp32"), ``floats`` (names of float scalar
-arguments; every other argument is an int32 scalar), and the compile options ``num_warps``, ``num_stages``,
-``maxnreg``.
+``shared_bytes(module, kernel, configs)`` -> the shared memory of each configuration, in bytes;
+``sass(module, kernel, config)`` -> the machine code of one, as nvdisasm (from the Triton wheel) prints it. A
+configuration is a dict: ``constants`` (the kernel's constexpr arguments by name; a string "tl.<type>" names a Triton
+type, e.g. a compute type), ``pointers`` (pointer arguments by name: Triton types such as "*bf16"; any argument named
+``*_ptr`` and not listed is "*fp32"), ``floats`` (names of float scalar arguments; every other argument is an int32
+scalar), ``aligned`` (int arguments the launch would see divisible by 16, as Triton specialises them: strides
+whose loads then vectorise), and the compile options ``num_warps``, ``num_stages``, ``maxnreg``.
 """
 from __future__ import annotations
 
@@ -28,38 +30,68 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def shared_bytes(module: str, kernel: str, configs: list[dict]) -> list[int]:
     """Shared memory (bytes) of ``module.kernel`` compiled for sm_90 with each of ``configs``, in order."""
+    return json.loads(_in_compiler_process("_compile_all", module, kernel, json.dumps(configs)))
+
+
+def sass(module: str, kernel: str, config: dict) -> str:
+    """The sm_90 machine code of ``module.kernel`` compiled with ``config`` (nvdisasm's listing)."""
+    return json.loads(_in_compiler_process("_sass_of", module, kernel, json.dumps(config)))
+
+
+def _in_compiler_process(function: str, module: str, kernel: str, argument: str) -> str:
+    """The last stdout line of ``function(module, kernel, argument)`` run in a process that compiles (not interprets)."""
     program = (f"import sys; sys.path[:0] = {[str(ROOT / 'tests'), str(ROOT / 'src')]!r}; import sm90_compile; "
-               f"print(sm90_compile._compile_all({module!r}, {kernel!r}, {json.dumps(configs)!r}))")
+               f"print(sm90_compile.{function}({module!r}, {kernel!r}, {argument!r}))")
     run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "TRITON_INTERPRET": "0"})
     if run.returncode != 0:
         raise RuntimeError(f"compiling {module}.{kernel} for sm_90 failed:\n{run.stderr[-3000:]}")
-    return json.loads(run.stdout.strip().splitlines()[-1])
+    return run.stdout.strip().splitlines()[-1]
 
 
-def _compile_all(module: str, kernel: str, configs_json: str) -> str:
+def _compile(module: str, kernel: str, config: dict):
     import importlib
 
     import triton
+    import triton.language as tl
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     fn = getattr(importlib.import_module(module), kernel)
-    shared = []
-    for config in json.loads(configs_json):
-        constants, pointers = config.get("constants", {}), config.get("pointers", {})
-        floats = set(config.get("floats", ()))
-        signature, constexprs, attrs = {}, {}, {}
-        for i, name in enumerate(fn.arg_names):
-            if name in constants:
-                signature[name], constexprs[(i,)] = "constexpr", constants[name]
-            elif name in pointers or name.endswith("_ptr"):
-                signature[name] = pointers.get(name, "*fp32")
+    constants, pointers = config.get("constants", {}), config.get("pointers", {})
+    floats, aligned = set(config.get("floats", ())), set(config.get("aligned", ()))
+    signature, constexprs, attrs = {}, {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in constants:
+            value = constants[name]
+            if isinstance(value, str) and value.startswith("tl."):
+                value = getattr(tl, value[3:])
+            signature[name], constexprs[(i,)] = "constexpr", value
+        elif name in pointers or name.endswith("_ptr"):
+            signature[name] = pointers.get(name, "*fp32")
+            attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            signature[name] = "fp32" if name in floats else "i32"
+            if name in aligned:
                 attrs[(i,)] = [["tt.divisibility", 16]]
-            else:
-                signature[name] = "fp32" if name in floats else "i32"
-        options = {key: config[key] for key in ("num_warps", "num_stages", "maxnreg") if config.get(key)}
-        compiled = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget("cuda", 90, 32),
-                                  options=options)
-        shared.append(compiled.metadata.shared)
-    return json.dumps(shared)
+    options = {key: config[key] for key in ("num_warps", "num_stages", "maxnreg") if config.get(key)}
+    return triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget("cuda", 90, 32),
+                          options=options)
+
+
+def _compile_all(module: str, kernel: str, configs_json: str) -> str:
+    return json.dumps([_compile(module, kernel, config).metadata.shared for config in json.loads(configs_json)])
+
+
+def _sass_of(module: str, kernel: str, config_json: str) -> str:
+    import tempfile
+
+    import triton
+
+    cubin = _compile(module, kernel, json.loads(config_json)).asm["cubin"]
+    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        listing = subprocess.run([str(nvdisasm), "-c", f.name], capture_output=True, text=True, check=True).stdout
+    return json.dumps(listing)

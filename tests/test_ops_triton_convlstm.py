@@ -228,6 +228,80 @@ def test_half_cell_state_in_bf16_training(B, C, n, monkeypatch):
         assert _rel(h, o) <= 2 * _rel(y, o) + 1e-3, name
 
 
+def _cell_kernel_config(kernel: str, fast: bool) -> dict:
+    """sm90_compile's configuration of a training cell kernel at level 1 in bf16 (channels-last, float16 cells,
+    the concatenated path's backward), specialised as its launch is: channel strides 1, the others 16-aligned."""
+    strides = [name for name in ops.triton.convlstm_kernels.__dict__[kernel].arg_names
+               if name.endswith(("_sb", "_sc", "_sp", "_sy", "_sx"))]
+    constants = {name: 1 for name in strides if name.endswith("_sc")}
+    constants.update(HAS_CPREV=True, PIX_MAJOR=True, CDT="tl.float32", BLOCK_C=32, FAST_ACT=fast)
+    if kernel == "cell_bwd_kernel":
+        constants.update(HAS_DHR=True, HAS_DC=True, BLOCK=512, DBIAS=True, STORE2=False, TILES=4, PRE_BIAS=True)
+    else:
+        constants.update(HAS_REC=False, WRITE_HP=True, STORE_PRE=False, STORE_C=True, HP_BORDER=10, BLOCK=1024)
+    half = {name: "*bf16" for name in ("gx_ptr", "rec_ptr", "pre_ptr", "h_ptr", "hp_ptr", "dh_ptr", "dhr_ptr",
+                                       "dpre_ptr", "dpre2_ptr")}
+    half.update(cprev_ptr="*fp16", c_ptr="*fp16")
+    return dict(constants=constants, pointers=half, floats=["forget_bias"], num_warps=4,
+                aligned=[name for name in strides if name not in constants] + ["CH"])
+
+
+@pytest.mark.parametrize("kernel", ["cell_fwd_kernel", "cell_bwd_kernel"])
+def test_sfu_activations_compile_to_one_tanh_each(kernel):
+    """FAST_ACT (bf16 / fp16 gates on CUDA) makes each sigmoid and tanh of the cell kernels one MUFU.TANH in the
+    sm_90 code that Triton compiles here: no MUFU.EX2 left, and at least 20% fewer instructions than the exact
+    forms' (an exp and a division each, with their range checks). The interpreter cannot run the inline PTX, so this
+    is the CPU suite's check of that path; its accuracy is checked on the GPU
+    (``test_sfu_activations_keep_bf16_training_accuracy``)."""
+    pytest.importorskip("triton.backends.nvidia")
+    import re
+
+    import sm90_compile
+
+    def instructions(listing: str) -> list[str]:
+        return re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(.*?);", listing, flags=re.M)
+
+    module = "mscred.ops.triton.convlstm_kernels"
+    fast = instructions(sm90_compile.sass(module, kernel, _cell_kernel_config(kernel, True)))
+    exact = instructions(sm90_compile.sass(module, kernel, _cell_kernel_config(kernel, False)))
+    assert any("MUFU.TANH" in i for i in fast) and not any("MUFU.EX2" in i for i in fast)
+    assert any("MUFU.EX2" in i for i in exact) and not any("MUFU.TANH" in i for i in exact)
+    assert len(fast) < 0.8 * len(exact), (len(fast), len(exact))
+
+
+def test_sfu_activations_only_for_half_gates_on_cuda(monkeypatch):
+    """The SFU path is taken for bf16 / fp16 gates outside the interpreter, never for float32 / float64 (the
+    oracle paths), and MSCRED_LSTM_FAST_ACT=0 turns it off."""
+    assert not fused.fast_activations(torch.float32) and not fused.fast_activations(torch.float64)
+    monkeypatch.setattr(fused, "_interpreting", lambda: False)
+    assert fused.fast_activations(torch.bfloat16) and fused.fast_activations(torch.float16)
+    monkeypatch.setenv("MSCRED_LSTM_FAST_ACT", "0")
+    assert not fused.fast_activations(torch.bfloat16)
+    monkeypatch.setattr(fused, "_interpreting", lambda: True)
+    monkeypatch.delenv("MSCRED_LSTM_FAST_ACT")
+    assert not fused.fast_activations(torch.bfloat16)
+
+
+@needs_cuda
+@pytest.mark.parametrize("B, C, n", [(16, 32, 30), (16, 64, 15), (16, 128, 8), (7, 256, 4)])
+@pytest.mark.parametrize("time_major", [False, True])
+def test_sfu_activations_keep_bf16_training_accuracy(B, C, n, time_major, monkeypatch):
+    """bf16 training with the SFU's tanh (the CUDA default) against the float64 oracle: h and every gradient
+    within 1.25x the error of the exact forms (MSCRED_LSTM_FAST_ACT=0) plus 1e-4, on the default and (time-major
+    input, levels 1-2) the concatenated path."""
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    x, w, b, dout = _inputs(B, 5, C, C, n, 2, seed=B + C + n + time_major)
+    oracle = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    low = [t.to(torch.bfloat16) for t in (x, w, b, dout)]
+    run = (lambda: _time_major_fwd_bwd(*low, 2)) if time_major else (lambda: _fwd_bwd(fused.convlstm, *low))
+    assert fused.fast_activations(torch.bfloat16)
+    fast = run()
+    monkeypatch.setenv("MSCRED_LSTM_FAST_ACT", "0")
+    exact = run()
+    for name, f, e, o in zip(("h", "dx", "dweight", "dbias"), fast, exact, oracle):
+        assert _rel(f, o) <= 1.25 * _rel(e, o) + 1e-4, f"{name}: SFU {_rel(f, o):.3g} vs exact {_rel(e, o):.3g}"
+
+
 def test_forget_bias_is_used():
     x, w, b, _ = _inputs(2, 3, 3, 3, 5, 2, seed=3)
     torch.testing.assert_close(fused.convlstm(x, w, b, 0.25), ref.convlstm(x, w, b, 0.25), rtol=1e-12, atol=1e-12)

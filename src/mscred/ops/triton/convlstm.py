@@ -128,6 +128,15 @@ def _s3(t: torch.Tensor) -> tuple[int, int, int]:
     return sb, sc, sx
 
 
+def fast_activations(dtype: torch.dtype) -> bool:
+    """Whether the cell kernels take their sigmoids and tanhs from the special-function unit
+    (``convlstm_kernels._tanh_sfu``, relative error ~2^-11): for bf16 / fp16 gates, whose own rounding is coarser
+    or comparable, on CUDA (the interpreter cannot run inline PTX; it runs the exact forms, as float32 and float64 do
+    everywhere). MSCRED_LSTM_FAST_ACT=0 keeps the exact forms (A/B runs)."""
+    return (dtype in (torch.bfloat16, torch.float16) and not _interpreting()
+            and not _switched_off("MSCRED_LSTM_FAST_ACT"))
+
+
 def _launch(layout: str, pixels: int, ch: int) -> tuple[int, int, tuple[int, ...]]:
     """(BLOCK, BLOCK_C, grid) of the cell kernels for ``pixels`` = B*H*W pixels of ``ch`` channels."""
     block = INTERPRETER_BLOCK if _interpreting() else BLOCK
@@ -460,7 +469,8 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
             N, Ch, H * W, W, pads[0], pads[2], forget_bias, H,
             HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save, STORE_C=save or t < T - 1,
             HP_BORDER=hp_border,
-            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, num_warps=NUM_WARPS,
+            PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
+            FAST_ACT=fast_activations(gxt.dtype), num_warps=NUM_WARPS,
         )
 
 
@@ -620,7 +630,8 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             N, Ch, H * W, W, top, left, forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
-            STORE2=not time_major, TILES=tiles, PRE_BIAS=False, num_warps=NUM_WARPS_BWD,
+            STORE2=not time_major, TILES=tiles, PRE_BIAS=False, FAST_ACT=fast_activations(pre.dtype),
+            num_warps=NUM_WARPS_BWD,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(

@@ -107,7 +107,8 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
             out[:, t], *lstm._s3(out[:, t]), hp, *hp.stride(),
             N, Ch, H * W, W, pads[0], pads[2], forget_bias, H,
             HAS_REC=False, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=False, STORE_C=True,
-            HP_BORDER=hp_border, PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, num_warps=lstm.NUM_WARPS,
+            HP_BORDER=hp_border, PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c,
+            FAST_ACT=lstm.fast_activations(z.dtype), num_warps=lstm.NUM_WARPS,
         )
     return gates
 
@@ -138,7 +139,8 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             N, Ch, H * W, W, pads[0], pads[2], forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=True,
-            STORE2=False, TILES=tiles, PRE_BIAS=True, num_warps=lstm.NUM_WARPS_BWD,
+            STORE2=False, TILES=tiles, PRE_BIAS=True, FAST_ACT=lstm.fast_activations(pre[t].dtype),
+            num_warps=lstm.NUM_WARPS_BWD,
         )
         # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)
         dxh = conv_transpose(dp, w if t > 0 else w_x)

@@ -50,6 +50,33 @@ if triton is not None:
         return tl.where(z < 0, -t, t)
 
     @triton.jit
+    def _tanh_sfu(z):
+        """tanh on the special-function unit (PTX tanh.approx.f32, one MUFU.TANH on sm_75 and later), relative error
+        about 2^-11: for gates stored in bf16 / fp16, whose rounding (2^-9 / 2^-12 relative) the activations see
+        anyway. The exact forms take ~6 instructions per exp and per division (range checks, scaling); the cell
+        kernels' five activations per element were ~60 of their ~160 instructions (sm_90 SASS of the backward)."""
+        return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [z], dtype=tl.float32, is_pure=True,
+                                         pack=1)
+
+    @triton.jit
+    def _act_sigmoid(z, FAST: tl.constexpr):
+        """sigmoid(z); with FAST (float32 compute of bf16 / fp16 gates, CUDA only) as 0.5 tanh(z / 2) + 0.5 on the SFU."""
+        if FAST:
+            s = 0.5 * _tanh_sfu(0.5 * z) + 0.5
+        else:
+            s = _sigmoid(z)
+        return s
+
+    @triton.jit
+    def _act_tanh(z, FAST: tl.constexpr):
+        """tanh(z); with FAST on the SFU (``_tanh_sfu``)."""
+        if FAST:
+            s = _tanh_sfu(z)
+        else:
+            s = _tanh(z)
+        return s
+
+    @triton.jit
     def _indices_1d(N, CH, HW, BLOCK: tl.constexpr):
         """NCHW order: BLOCK consecutive elements, pixel fastest. (mask, batch, channel, pixel), each (BLOCK,)."""
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -122,6 +149,7 @@ if triton is not None:
         HAS_REC: tl.constexpr, HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr,
         STORE_C: tl.constexpr, HP_BORDER: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
+        FAST_ACT: tl.constexpr = False,
     ):
         if PIX_MAJOR:
             mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C, tl.program_id(0))
@@ -157,13 +185,13 @@ if triton is not None:
         zo = zo.to(out_ty).to(CDT)
         if STORE_PRE:
             _store_gates(pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp, CH * pre_sc, zi, zg, zf, zo, mask)
-        c = _sigmoid(zi) * _tanh(zg)
+        c = _act_sigmoid(zi, FAST_ACT) * _act_tanh(zg, FAST_ACT)
         cell = b * c_sb + ch * c_sc + p * c_sp
         if HAS_CPREV:
-            c += _sigmoid(zf + forget_bias) * tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
+            c += _act_sigmoid(zf + forget_bias, FAST_ACT) * tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
         if STORE_C:  # (inference: not at the last step, nothing reads it)
             tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
-        h = (_sigmoid(zo) * _tanh(c)).to(out_ty)
+        h = (_act_sigmoid(zo, FAST_ACT) * _act_tanh(c, FAST_ACT)).to(out_ty)
         tl.store(h_ptr + b * h_sb + ch * h_sc + p * h_sp, h, mask=mask)
         if WRITE_HP:
             hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
@@ -177,7 +205,7 @@ if triton is not None:
         dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx, dc_ptr, dc_sb, dc_sc, dc_sp, dpre_ptr, dp_sb, dp_sc, dp_sp,
         dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
         CH, HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr, CDT: tl.constexpr,
-        STORE2: tl.constexpr, PRE_BIAS: tl.constexpr,
+        STORE2: tl.constexpr, PRE_BIAS: tl.constexpr, FAST_ACT: tl.constexpr,
     ):
         """One tile of ``cell_bwd_kernel``: loads, the gate gradients' arithmetic and their stores (and dc_{t-1});
         returns the four gate gradients in the compute type, for the bias sums."""
@@ -195,13 +223,13 @@ if triton is not None:
             zg = (zg + tl.load(bias_ptr + CH + ch, mask=cmask, other=0.0).to(CDT)).to(pre_ty).to(CDT)
             zf = (zf + tl.load(bias_ptr + 2 * CH + ch, mask=cmask, other=0.0).to(CDT)).to(pre_ty).to(CDT)
             zo = (zo + tl.load(bias_ptr + 3 * CH + ch, mask=cmask, other=0.0).to(CDT)).to(pre_ty).to(CDT)
-        i = _sigmoid(zi)
-        g = _tanh(zg)
-        f = _sigmoid(zf + forget_bias)
-        o = _sigmoid(zo)
+        i = _act_sigmoid(zi, FAST_ACT)
+        g = _act_tanh(zg, FAST_ACT)
+        f = _act_sigmoid(zf + forget_bias, FAST_ACT)
+        o = _act_sigmoid(zo, FAST_ACT)
         cell = b * c_sb + ch * c_sc + p * c_sp
         c = tl.load(c_ptr + cell, mask=mask, other=0.0).to(CDT)
-        tc = _tanh(c)
+        tc = _act_tanh(c, FAST_ACT)
         dh = tl.load(dh_ptr + b * dh_sb + ch * dh_sc + p * dh_sp, mask=mask, other=0.0).to(CDT)
         if HAS_DHR:
             dhr = dhr_ptr + b * dhr_sb + ch * dhr_sc + (p // W + PAD_T) * dhr_sy + (p % W + PAD_L) * dhr_sx
@@ -241,6 +269,7 @@ if triton is not None:
         HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
         DBIAS: tl.constexpr, STORE2: tl.constexpr, TILES: tl.constexpr, PRE_BIAS: tl.constexpr,
+        FAST_ACT: tl.constexpr = False,
     ):
         # TILES row tiles per program (channels-last; 1 for NCHW): the bias gradient's column sums (a reduction
         # through shared memory) and atomic adds are made once per program, not once per tile.
@@ -257,7 +286,7 @@ if triton is not None:
                 dh_ptr, dh_sb, dh_sc, dh_sp,
                 dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx, dc_ptr, dc_sb, dc_sc, dc_sp, dpre_ptr, dp_sb, dp_sc, dp_sp,
                 dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
-                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2, PRE_BIAS)
+                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2, PRE_BIAS, FAST_ACT)
             if DBIAS:
                 s_i += tl.where(mask, d_i, 0.0)
                 s_g += tl.where(mask, d_g, 0.0)

@@ -1,0 +1,131 @@
+"""The training cell kernels' activations: exact forms against the special-function unit's tanh, per ConvLSTM level.
+
+The backward cell kernel compiled for sm_90 runs ~160 instructions per hidden element and step (642 per loop
+iteration of 4 elements at level 1, SASS from Triton's compiler on the CPU machine); its five sigmoids and tanhs,
+each an exp and a division with their range checks, are ~60 of them. With ``FAST_ACT`` (bf16 / fp16 gates, the
+default on CUDA; MSCRED_LSTM_FAST_ACT=0 turns it off) each is one MUFU.TANH (PTX tanh.approx.f32, relative error
+~2^-11) and the loop is 438 instructions. This measures what that is worth and what it costs in accuracy.
+
+Per level of the default model at the training batch (128 windows of 5 steps, bf16, channels-last, kernel 2; levels
+1-2 take the concatenated-gates path as in training), for each variant:
+- the level's forward and backward, each captured in a CUDA graph and replayed (median of 30, ``bench_train_cells``),
+- the cell kernels' own time per call (torch.profiler over 5 eager calls of each direction),
+- the error of h and of every gradient (dx, dW_x, dW_h, dbias) against the same op run in float64 on the same inputs
+  (relative norm of the difference): the fast rows should stay at the exact rows' bf16-sized error.
+
+Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_cell_math.py [--out DIR]
+       (any machine):  TRITON_INTERPRET=1 PYTHONPATH=src python3 benchmarks/bench_cell_math.py --dry
+                       (small sizes on the CPU; the interpreter runs the exact forms only, so both rows agree)
+Writes DIR/cell_math.md and DIR/cell_math.json.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+
+import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
+
+VARIANTS = (("exact", "0"), ("SFU tanh", "1"))
+KERNELS = ("cell_fwd_kernel", "cell_bwd_kernel")
+
+
+def level_inputs(ch: int, n: int, batch: int, steps: int, device: str):
+    """bench_train_cells.level_inputs at any batch and device: x time-major and channels-last per step (bf16), the
+    weight (bf16), the float32 master bias, an output gradient in the op's storage order."""
+    g = torch.Generator(device=device).manual_seed(ch)
+    bf = torch.bfloat16
+    x = torch.randn(steps, batch, n, n, ch, device=device, dtype=bf, generator=g).permute(1, 0, 4, 2, 3)
+    w = torch.randn(4 * ch, 2 * ch, 2, 2, device=device, dtype=bf, generator=g) / (2 * (2 * ch) ** 0.5)
+    b = torch.randn(4 * ch, device=device, generator=g) * 0.5
+    dout = torch.randn(batch, steps, n, n, ch, device=device, dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
+    return x, w, b, dout
+
+
+def run_level(fused, x, w, b, dout):
+    """(h, (dx, dw_x, dw_h, db), forward, backward): one training call of the level and closures repeating it."""
+    xp, w_x, w_h = fused.train_inputs(x, w)
+
+    def forward():
+        return fused.convlstm_train(xp, w_x, w_h, b, 1.0, "nhwc")
+
+    state = forward()
+
+    def backward():
+        return fused.convlstm_train_backward(dout, xp, w_x, w_h, b, *state[1:], 1.0, "nhwc")
+
+    return state[0], backward(), forward, backward
+
+
+def rel_error(got: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((got.double() - ref).norm() / ref.norm()).item()
+
+
+def kernel_us(forward, backward, calls: int = 5) -> dict[str, float]:
+    """Mean GPU time (us) per launch of each cell kernel over ``calls`` eager calls of each direction."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            forward()
+            backward()
+        torch.cuda.synchronize()
+    out = {}
+    for e in prof.key_averages():
+        if e.key in KERNELS:
+            total = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
+            out[e.key] = total / e.count
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/cell_math")
+    ap.add_argument("--dry", action="store_true", help="CPU interpreter, small sizes: checks the script runs")
+    args = ap.parse_args()
+    from mscred.ops.triton import convlstm as fused
+
+    device = "cpu" if args.dry else "cuda"
+    levels = ((32, 6), (64, 3)) if args.dry else ((32, 30), (64, 15), (128, 8), (256, 4))
+    batch, steps = (3, 5) if args.dry else (128, 5)
+    rows = []
+    for ch, n in levels:
+        x, w, b, dout = level_inputs(ch, n, batch, steps, device)
+        h64, g64, _, _ = run_level(fused, x.double(), w.double(), b.double(), dout.double())
+        for label, flag in VARIANTS:
+            os.environ["MSCRED_LSTM_FAST_ACT"] = flag
+            h, grads, forward, backward = run_level(fused, x, w, b, dout)
+            errors = {"h": rel_error(h, h64)}
+            errors.update({name: rel_error(g, r) for name, g, r in zip(("dx", "dw_x", "dw_h", "db"), grads, g64)})
+            row = dict(channels=ch, size=n, variant=label, fast=fused.fast_activations(x.dtype), errors=errors)
+            if not args.dry:
+                from bench_train_cells import graph_ms  # noqa: E402 (CUDA graphs: not on the CPU)
+
+                row.update(forward_ms=graph_ms(forward), backward_ms=graph_ms(backward),
+                           kernel_us=kernel_us(forward, backward))
+            rows.append(row)
+            print(row, flush=True)
+    os.environ.pop("MSCRED_LSTM_FAST_ACT", None)
+    machine = "CPU interpreter (dry run)" if args.dry else sweep_report.machine_line()
+    meta = (f"{machine}. Batch {batch}, {steps} steps, bf16, kernel 2, CUDA-graph replays; "
+            "errors against the same op in float64. Command: `PYTHONPATH=src python3 benchmarks/bench_cell_math.py`.")
+    lines = ["# The training cell kernels' activations: exact against the SFU's tanh (per level)", "", meta, "",
+             "| level (channels, size) | activations | forward ms | backward ms | cell fwd us | cell bwd us | "
+             "fwd + bwd vs exact | error h | dx | dW_x | dW_h | dbias |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        base = next(q for q in rows if q["channels"] == r["channels"] and q["variant"] == VARIANTS[0][0])
+        k, e = r.get("kernel_us", {}), r["errors"]
+        both = r.get("forward_ms", 0.0) + r.get("backward_ms", 0.0)
+        ratio = (base.get("forward_ms", 0.0) + base.get("backward_ms", 0.0)) / both if both else float("nan")
+        lines.append(
+            f"| {r['channels']}, {r['size']} | {r['variant']}{'' if r['fast'] else ' (exact forms ran)'} | "
+            f"{r.get('forward_ms', float('nan')):.3f} | {r.get('backward_ms', float('nan')):.3f} | "
+            f"{k.get(KERNELS[0], float('nan')):.1f} | {k.get(KERNELS[1], float('nan')):.1f} | {ratio:.2f}x | "
+            + " | ".join(f"{e[name]:.1e}" for name in ("h", "dx", "dw_x", "dw_h", "db")) + " |")
+    sweep_report.write(args.out, "cell_math", meta, rows, lines)
+
+
+if __name__ == "__main__":
+    main()
