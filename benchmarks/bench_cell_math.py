@@ -27,7 +27,12 @@ import torch
 
 import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
 
-VARIANTS = (("exact", "0"), ("SFU tanh", "1"))
+# (label, environment): the first row is the code before 2026-12-02 (exact activations, c_t read back)
+VARIANTS = (("exact", {"MSCRED_LSTM_FAST_ACT": "0", "MSCRED_LSTM_RECOMPUTE_C": "0"}),
+            ("SFU tanh", {"MSCRED_LSTM_RECOMPUTE_C": "0"}),
+            ("SFU tanh, c recomputed", {}),
+            ("SFU tanh, c recomputed, bf16 dc", {"MSCRED_LSTM_BF16_DC": "1"}))
+SETTINGS = ("MSCRED_LSTM_FAST_ACT", "MSCRED_LSTM_RECOMPUTE_C", "MSCRED_LSTM_BF16_DC")
 KERNELS = ("cell_fwd_kernel", "cell_bwd_kernel")
 
 
@@ -93,8 +98,10 @@ def main() -> None:
     for ch, n in levels:
         x, w, b, dout = level_inputs(ch, n, batch, steps, device)
         h64, g64, _, _ = run_level(fused, x.double(), w.double(), b.double(), dout.double())
-        for label, flag in VARIANTS:
-            os.environ["MSCRED_LSTM_FAST_ACT"] = flag
+        for label, env in VARIANTS:
+            for name in SETTINGS:
+                os.environ.pop(name, None)
+            os.environ.update(env)
             h, grads, forward, backward = run_level(fused, x, w, b, dout)
             errors = {"h": rel_error(h, h64)}
             errors.update({name: rel_error(g, r) for name, g, r in zip(("dx", "dw_x", "dw_h", "db"), grads, g64)})
@@ -106,7 +113,8 @@ def main() -> None:
                            kernel_us=kernel_us(forward, backward))
             rows.append(row)
             print(row, flush=True)
-    os.environ.pop("MSCRED_LSTM_FAST_ACT", None)
+    for name in SETTINGS:
+        os.environ.pop(name, None)
     machine = "CPU interpreter (dry run)" if args.dry else sweep_report.machine_line()
     meta = (f"{machine}. Batch {batch}, {steps} steps, bf16, kernel 2, CUDA-graph replays; "
             "errors against the same op in float64. Command: `PYTHONPATH=src python3 benchmarks/bench_cell_math.py`.")
@@ -114,13 +122,14 @@ def main() -> None:
              "| level (channels, size) | activations | forward ms | backward ms | cell fwd us | cell bwd us | "
              "fwd + bwd vs exact | error h | dx | dW_x | dW_h | dbias |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    wanted = {label: "SFU" in label for label, _ in VARIANTS}  # a row whose activations did not run says so
     for r in rows:
         base = next(q for q in rows if q["channels"] == r["channels"] and q["variant"] == VARIANTS[0][0])
         k, e = r.get("kernel_us", {}), r["errors"]
         both = r.get("forward_ms", 0.0) + r.get("backward_ms", 0.0)
         ratio = (base.get("forward_ms", 0.0) + base.get("backward_ms", 0.0)) / both if both else float("nan")
         lines.append(
-            f"| {r['channels']}, {r['size']} | {r['variant']}{'' if r['fast'] else ' (exact forms ran)'} | "
+            f"| {r['channels']}, {r['size']} | {r['variant']}{' (exact forms ran)' if wanted[r['variant']] != r['fast'] else ''} | "
             f"{r.get('forward_ms', float('nan')):.3f} | {r.get('backward_ms', float('nan')):.3f} | "
             f"{k.get(KERNELS[0], float('nan')):.1f} | {k.get(KERNELS[1], float('nan')):.1f} | {ratio:.2f}x | "
             + " | ".join(f"{e[name]:.1e}" for name in ("h", "dx", "dw_x", "dw_h", "db")) + " |")

@@ -236,7 +236,8 @@ def _cell_kernel_config(kernel: str, fast: bool) -> dict:
     constants = {name: 1 for name in strides if name.endswith("_sc")}
     constants.update(HAS_CPREV=True, PIX_MAJOR=True, CDT="tl.float32", BLOCK_C=32, FAST_ACT=fast)
     if kernel == "cell_bwd_kernel":
-        constants.update(HAS_DHR=True, HAS_DC=True, BLOCK=512, DBIAS=True, STORE2=False, TILES=4, PRE_BIAS=True)
+        constants.update(HAS_DHR=True, HAS_DC=True, BLOCK=512, DBIAS=True, STORE2=False, TILES=4, PRE_BIAS=True,
+                         RECOMPUTE_C=True)
     else:
         constants.update(HAS_REC=False, WRITE_HP=True, STORE_PRE=False, STORE_C=True, HP_BORDER=10, BLOCK=1024)
     half = {name: "*bf16" for name in ("gx_ptr", "rec_ptr", "pre_ptr", "h_ptr", "hp_ptr", "dh_ptr", "dhr_ptr",
@@ -267,6 +268,21 @@ def test_sfu_activations_compile_to_one_tanh_each(kernel):
     assert any("MUFU.TANH" in i for i in fast) and not any("MUFU.EX2" in i for i in fast)
     assert any("MUFU.EX2" in i for i in exact) and not any("MUFU.TANH" in i for i in exact)
     assert len(fast) < 0.8 * len(exact), (len(fast), len(exact))
+
+
+def test_recomputed_cell_state_is_one_load_less():
+    """RECOMPUTE_C drops the backward's load of c_t from the compiled sm_90 code (one global load fewer per tile
+    iteration), which is the point of it: the float64 tests cannot see it, both paths give the same numbers."""
+    pytest.importorskip("triton.backends.nvidia")
+    import sm90_compile
+
+    def loads(recompute: bool) -> int:
+        config = _cell_kernel_config("cell_bwd_kernel", True)
+        config["constants"].update(RECOMPUTE_C=recompute, TILES=1)
+        listing = sm90_compile.sass("mscred.ops.triton.convlstm_kernels", "cell_bwd_kernel", config)
+        return listing.count("LDG.E")
+
+    assert loads(True) == loads(False) - 1
 
 
 def test_sfu_activations_only_for_half_gates_on_cuda(monkeypatch):
@@ -300,6 +316,28 @@ def test_sfu_activations_keep_bf16_training_accuracy(B, C, n, time_major, monkey
     exact = run()
     for name, f, e, o in zip(("h", "dx", "dweight", "dbias"), fast, exact, oracle):
         assert _rel(f, o) <= 1.25 * _rel(e, o) + 1e-4, f"{name}: SFU {_rel(f, o):.3g} vs exact {_rel(e, o):.3g}"
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+def test_cell_state_recomputed_or_read_back_agree(time_major, monkeypatch):
+    """The backward cell kernel recomputes c_t from the pre-activations and c_{t-1} (the default) or reads the
+    stored c_t (MSCRED_LSTM_RECOMPUTE_C=0): in float64 both equal the reference's h and gradients, on the default
+    path and (time-major input) the concatenated one. MSCRED_LSTM_BF16_DC=1 stores the running dc in bf16 for
+    bf16 gates only."""
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "1")
+    x, w, b, dout = _inputs(2, 4, 3, 5, 6, 2, seed=71 + time_major)
+    expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    run = (lambda: _time_major_fwd_bwd(x, w, b, dout, 2)) if time_major else (lambda: _fwd_bwd(fused.convlstm,
+                                                                                                x, w, b, dout))
+    for setting in ("1", "0"):
+        monkeypatch.setenv("MSCRED_LSTM_RECOMPUTE_C", setting)
+        assert fused.cell_backward_options(torch.float64) == (setting == "1", torch.float64)
+        for name, g, e in zip(("h", "dx", "dweight", "dbias"), run(), expect):
+            torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=f"{name}, MSCRED_LSTM_RECOMPUTE_C={setting}")
+    monkeypatch.setenv("MSCRED_LSTM_BF16_DC", "1")
+    assert fused.cell_backward_options(torch.bfloat16)[1] == torch.bfloat16
+    assert fused.cell_backward_options(torch.float32)[1] == torch.float32
 
 
 def test_forget_bias_is_used():

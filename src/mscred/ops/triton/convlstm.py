@@ -39,7 +39,8 @@ Numerics equal the reference's: gate order i, g, f, o along the output channels 
 added to f, TensorFlow "same" padding (k = 2 pads bottom/right by 1, k = 3 pads 1 on every side). The cell
 arithmetic is float32 (float64 for float64 inputs, the tests' oracle path); the cell state is stored in float32,
 or in float16 when the gates are bf16 / fp16 (autocast): 2^-11 relative, below the bf16 roundings of the
-convolution operands, the stored gates and h (see ``_compute_types``).
+convolution operands, the stored gates and h (see ``_compute_types``); for such gates on CUDA the sigmoids and
+tanhs are the special-function unit's tanh, 2^-11 relative too (``fast_activations``).
 """
 from __future__ import annotations
 
@@ -91,7 +92,8 @@ def _compute_types(dtype: torch.dtype, save: bool = True):
     (|i * g| < 1, 0 < f < 1), so float16's 11-bit significand rounds it to within 2^-11 relative -- an eighth of
     the bf16 rounding (2^-8) that h_t = o * tanh(c_t) gets anyway when stored, and that the bf16 gates the backward
     recomputes its activations from already have. The backward's running dc and the bias gradient stay float32.
-    MSCRED_LSTM_HALF_CELL=0 keeps float32 everywhere, MSCRED_LSTM_HALF_CELL_TRAIN=0 in training only (A/B runs)."""
+    MSCRED_LSTM_HALF_CELL=0 keeps float32 everywhere, MSCRED_LSTM_HALF_CELL_TRAIN=0 in training only (A/B runs).
+    For the same inputs the activations run on the special-function unit (``fast_activations``)."""
     if dtype == torch.float64:
         return tl.float64, torch.float64
     half = dtype in (torch.bfloat16, torch.float16) and not _switched_off("MSCRED_LSTM_HALF_CELL")
@@ -135,6 +137,20 @@ def fast_activations(dtype: torch.dtype) -> bool:
     everywhere). MSCRED_LSTM_FAST_ACT=0 keeps the exact forms (A/B runs)."""
     return (dtype in (torch.bfloat16, torch.float16) and not _interpreting()
             and not _switched_off("MSCRED_LSTM_FAST_ACT"))
+
+
+def cell_backward_options(dtype: torch.dtype) -> tuple[bool, torch.dtype]:
+    """(RECOMPUTE_C, the running dc's dtype) of the backward cell kernel for gates of ``dtype``.
+
+    RECOMPUTE_C: c_t = f c_{t-1} + i g recomputed from the pre-activations and c_{t-1} that the kernel loads anyway,
+    instead of read back (one of the eight tensors it moves; MSCRED_LSTM_RECOMPUTE_C=0 reads it). The running dc
+    stays in float32 (float64 for float64); MSCRED_LSTM_BF16_DC=1 stores it in bf16 for bf16 / fp16 gates, two
+    of the backward's ~16 bytes per hidden element and step instead of eight (an A/B setting: dpre, which the
+    convolutions' gradients read, is already stored in the gates' dtype)."""
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    if dtype in (torch.bfloat16, torch.float16) and os.environ.get("MSCRED_LSTM_BF16_DC") == "1":
+        acc = torch.bfloat16
+    return not _switched_off("MSCRED_LSTM_RECOMPUTE_C"), acc
 
 
 def _launch(layout: str, pixels: int, ch: int) -> tuple[int, int, tuple[int, ...]]:
@@ -596,7 +612,8 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     top, left = pads[0], pads[2]
     HP, WP = xp.shape[-2:]
     cdt, _ = _compute_types(xp.dtype)
-    acc = torch.float64 if xp.dtype == torch.float64 else torch.float32  # dc and the bias gradient
+    acc = torch.float64 if xp.dtype == torch.float64 else torch.float32  # the bias gradient
+    recompute_c, dc_dtype = cell_backward_options(xp.dtype)
     fmt = _memory_format(layout)
     dout = dout.to(xp.dtype)
     if not _pixels_flatten(dout):  # the kernel addresses a step by (batch, channel, pixel) strides
@@ -604,7 +621,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     images, time_major = _images(xp, fmt)
     if convlstm_concat.took(hprev, T, C, Ch):  # hprev is the forward's xh
         dimages, dw_x, dw_h, db = convlstm_concat.backward(dout, w_x, w_h, bias, pre, cells, hprev, pads,
-                                                           forget_bias, cdt, acc)
+                                                           forget_bias, cdt, acc, recompute_c, dc_dtype)
         return _steps(dimages, B, T, True), dw_x, dw_h, db
     pre = pre[0]
     # d(gate pre-activations), per step (T, B, ...) for the recurrence; in the images' order for the input
@@ -613,7 +630,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     dpre = dpre_tb.view(T, B, 4 * Ch, H, W)
     dpre_images = dpre_tb if time_major else _empty(B * T, 4 * Ch, H, W, xp, layout)
     dpre_bt = None if time_major else dpre_images.view(B, T, 4 * Ch, H, W)
-    dc = _empty(B, Ch, H, W, xp, layout, dtype=acc)
+    dc = _empty(B, Ch, H, W, xp, layout, dtype=dc_dtype)
     dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
     N = B * Ch * H * W
     block, block_c, tiles, grid = _launch_bwd(layout, B * H * W, Ch)
@@ -631,7 +648,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
             STORE2=not time_major, TILES=tiles, PRE_BIAS=False, FAST_ACT=fast_activations(pre.dtype),
-            num_warps=NUM_WARPS_BWD,
+            RECOMPUTE_C=recompute_c, num_warps=NUM_WARPS_BWD,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(

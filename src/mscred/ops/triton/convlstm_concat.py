@@ -114,9 +114,11 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
 
 
 def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, pre: list[torch.Tensor],
-             cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt, acc):
+             cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt, acc, recompute_c: bool,
+             dc_dtype: torch.dtype):
     """(dimages (T*B, C, Hp, Wp) time-major, dw_x, dw_h, dbias in the bias's dtype) of ``forward``'s output for
-    dout (B, T, Ch, H, W); ``pre`` the gates ``forward`` returned."""
+    dout (B, T, Ch, H, W); ``pre`` the gates ``forward`` returned, ``acc`` the bias gradient's accumulation dtype,
+    ``recompute_c`` and ``dc_dtype`` the cell kernel's settings (``lstm.cell_backward_options``)."""
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     HP, WP = xh.shape[-2:]
@@ -124,7 +126,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     dpre_tb = lstm._empty(T * B, 4 * Ch, H, W, xh, "nhwc")
     dpre = dpre_tb.view(T, B, 4 * Ch, H, W)
     dimages = lstm._empty(T * B, C, HP, WP, xh, "nhwc")
-    dc = lstm._empty(B, Ch, H, W, xh, "nhwc", dtype=acc)
+    dc = lstm._empty(B, Ch, H, W, xh, "nhwc", dtype=dc_dtype)  # (lstm.cell_backward_options)
     db = torch.zeros(4 * Ch, device=xh.device, dtype=acc)
     N = B * Ch * H * W
     block, block_c, tiles, grid = lstm._launch_bwd("nhwc", B * H * W, Ch)
@@ -140,7 +142,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=True,
             STORE2=False, TILES=tiles, PRE_BIAS=True, FAST_ACT=lstm.fast_activations(pre[t].dtype),
-            num_warps=lstm.NUM_WARPS_BWD,
+            RECOMPUTE_C=recompute_c, num_warps=lstm.NUM_WARPS_BWD,
         )
         # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)
         dxh = conv_transpose(dp, w if t > 0 else w_x)

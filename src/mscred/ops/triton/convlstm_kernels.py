@@ -205,7 +205,7 @@ if triton is not None:
         dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx, dc_ptr, dc_sb, dc_sc, dc_sp, dpre_ptr, dp_sb, dp_sc, dp_sp,
         dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
         CH, HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr, CDT: tl.constexpr,
-        STORE2: tl.constexpr, PRE_BIAS: tl.constexpr, FAST_ACT: tl.constexpr,
+        STORE2: tl.constexpr, PRE_BIAS: tl.constexpr, FAST_ACT: tl.constexpr, RECOMPUTE_C: tl.constexpr,
     ):
         """One tile of ``cell_bwd_kernel``: loads, the gate gradients' arithmetic and their stores (and dc_{t-1});
         returns the four gate gradients in the compute type, for the bias sums."""
@@ -228,7 +228,15 @@ if triton is not None:
         f = _act_sigmoid(zf + forget_bias, FAST_ACT)
         o = _act_sigmoid(zo, FAST_ACT)
         cell = b * c_sb + ch * c_sc + p * c_sp
-        c = tl.load(c_ptr + cell, mask=mask, other=0.0).to(CDT)
+        if HAS_CPREV:
+            cprev = tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
+        if RECOMPUTE_C:  # c_t as the forward computed it, from values loaded anyway: one tensor read less, and
+            # tanh(c_t) of the forward's float32 c_t rather than of its stored (float16 for bf16) copy
+            c = i * g
+            if HAS_CPREV:
+                c += f * cprev
+        else:
+            c = tl.load(c_ptr + cell, mask=mask, other=0.0).to(CDT)
         tc = _act_tanh(c, FAST_ACT)
         dh = tl.load(dh_ptr + b * dh_sb + ch * dh_sc + p * dh_sp, mask=mask, other=0.0).to(CDT)
         if HAS_DHR:
@@ -243,7 +251,6 @@ if triton is not None:
         d_i = dc * g * i * (1.0 - i)
         d_g = dc * i * (1.0 - g * g)
         if HAS_CPREV:
-            cprev = tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
             d_f = dc * cprev * f * (1.0 - f)
         else:
             d_f = tl.zeros_like(dc)  # c_{-1} = 0: the forget gate has no effect at step 0
@@ -258,7 +265,7 @@ if triton is not None:
     def cell_bwd_kernel(
         pre_ptr, pre_sb, pre_sc, pre_sp,        # gate pre-activations of this step (B, 4Ch, H, W)
         bias_ptr,                               # (4Ch,) gate bias, added to pre if PRE_BIAS
-        cprev_ptr, c_ptr, c_sb, c_sc, c_sp,     # cell states of the previous / this step
+        cprev_ptr, c_ptr, c_sb, c_sc, c_sp,     # cell states of the previous / this step (this one unless RECOMPUTE_C)
         dh_ptr, dh_sb, dh_sc, dh_sp,            # gradient of the output h_t
         dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx,  # recurrent gradient of h_t, zero-bordered; read if HAS_DHR
         dc_ptr, dc_sb, dc_sc, dc_sp,            # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}
@@ -269,7 +276,7 @@ if triton is not None:
         HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
         DBIAS: tl.constexpr, STORE2: tl.constexpr, TILES: tl.constexpr, PRE_BIAS: tl.constexpr,
-        FAST_ACT: tl.constexpr = False,
+        FAST_ACT: tl.constexpr = False, RECOMPUTE_C: tl.constexpr = False,
     ):
         # TILES row tiles per program (channels-last; 1 for NCHW): the bias gradient's column sums (a reduction
         # through shared memory) and atomic adds are made once per program, not once per tile.
@@ -286,7 +293,7 @@ if triton is not None:
                 dh_ptr, dh_sb, dh_sc, dh_sp,
                 dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx, dc_ptr, dc_sb, dc_sc, dc_sp, dpre_ptr, dp_sb, dp_sc, dp_sp,
                 dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
-                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2, PRE_BIAS, FAST_ACT)
+                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2, PRE_BIAS, FAST_ACT, RECOMPUTE_C)
             if DBIAS:
                 s_i += tl.where(mask, d_i, 0.0)
                 s_g += tl.where(mask, d_g, 0.0)
