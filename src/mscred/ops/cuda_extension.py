@@ -3,10 +3,12 @@ the GPU at hand: the im2col convolutions (``ops/im2col``) and the window-residen
 
 ``LazyExtension`` builds once per process, remembers a failure (so a machine without a working toolchain pays the
 attempt once) and raises RuntimeError naming it on every later use; ``usable`` answers whether it works and warns
-once, naming what the caller runs instead.
+once, naming what the caller runs instead. Builds of one extension in several processes take turns under an OS
+file lock (``build_turn``), which also clears the lock file that torch leaves behind when a build is killed.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from pathlib import Path
@@ -26,6 +28,34 @@ def cuda_target(major: int, minor: int) -> tuple[str, list[str]]:
         return "sm_90a", ["-gencode=arch=compute_90a,code=sm_90a", "-DMSCRED_SM90A"]
     arch = f"{major}{minor}"
     return f"sm_{arch}", [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+
+
+@contextlib.contextmanager
+def build_turn(build_dir: str | Path):
+    """Hold this process's turn to build into ``build_dir``, and clear a stale torch build lock there.
+
+    torch's ``load`` serialises builds with a lock file (``FileBaton``) that only the building process removes: a
+    build killed midway (Ctrl-C, a time limit; it happened to a device script whose step was cut at its cap) leaves
+    it, and every later ``load`` of that extension waits on it forever. An ``flock`` on a file of our own is released
+    by the OS when its holder dies, so once we hold it no live mscred build is running here, and torch's lock file,
+    if any, is stale: removed. Without fcntl (Windows) this is a no-op and torch's own locking stands."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - POSIX everywhere we build
+        yield
+        return
+    build_dir = Path(build_dir)
+    build_dir.mkdir(parents=True, exist_ok=True)
+    with open(build_dir / "mscred_build.flock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            stale = build_dir / "lock"
+            if stale.exists():
+                warnings.warn(f"mscred: removed {stale}, left by an interrupted build", RuntimeWarning, stacklevel=3)
+                stale.unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 class LazyExtension:
@@ -74,10 +104,11 @@ class LazyExtension:
         if (major, minor) < MIN_CAPABILITY:
             raise RuntimeError(f"needs compute capability >= {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} (tensor-core "
                                f"mma.sync), device has {major}.{minor}")
-        from torch.utils.cpp_extension import load
+        from torch.utils.cpp_extension import _get_build_directory, load
         target_name, target = cuda_target(major, minor)
         flags, suffix = self.flags()
         self.capability = (major, minor)
-        return load(name=f"{self.name}{suffix}_{target_name}", sources=[str(self.src / s) for s in self.sources],
-                    extra_cflags=["-O3"], extra_cuda_cflags=["-O3", *target, *flags],
-                    extra_include_paths=[str(self.src)], verbose=False)
+        name = f"{self.name}{suffix}_{target_name}"
+        with build_turn(_get_build_directory(name, False)):
+            return load(name=name, sources=[str(self.src / s) for s in self.sources], extra_cflags=["-O3"],
+                        extra_cuda_cflags=["-O3", *target, *flags], extra_include_paths=[str(self.src)], verbose=False)
