@@ -1,22 +1,31 @@
-"""The training cell kernels' activations: exact forms against the special-function unit's tanh, per ConvLSTM level.
+"""The training cell kernels per ConvLSTM level: their activations, the backward's bytes, and their grid.
 
-The backward cell kernel compiled for sm_90 runs ~160 instructions per hidden element and step (642 per loop
-iteration of 4 elements at level 1, SASS from Triton's compiler on the CPU machine); its five sigmoids and tanhs,
-each an exp and a division with their range checks, are ~60 of them. With ``FAST_ACT`` (bf16 / fp16 gates, the
-default on CUDA; MSCRED_LSTM_FAST_ACT=0 turns it off) each is one MUFU.TANH (PTX tanh.approx.f32, relative error
-~2^-11) and the loop is 438 instructions. This measures what that is worth and what it costs in accuracy.
+``--set activations`` (2026-12-02, results/cell_math/, results/cell_bytes/): the backward cell kernel compiled for
+sm_90 runs ~160 instructions per hidden element and step (642 per loop iteration of 4 elements at level 1, SASS
+from Triton's compiler on the CPU machine); its five sigmoids and tanhs, each an exp and a division with their
+range checks, are ~60 of them. With ``FAST_ACT`` (bf16 / fp16 gates, the default on CUDA; MSCRED_LSTM_FAST_ACT=0
+turns it off) each is one MUFU.TANH (PTX tanh.approx.f32, relative error ~2^-11) and the loop is 438 instructions.
+Rows: the exact forms (the code before 2026-12-02), the SFU, and two byte savings of the backward on top
+(``convlstm.cell_backward_options``): c_t recomputed from the pre-activations and c_{t-1} instead of read back
+(MSCRED_LSTM_RECOMPUTE_C, default on), and the running dc stored in bf16 (MSCRED_LSTM_BF16_DC=1, opt-in).
+
+``--set waves``: the kernels' grids as one wave of grid-stride programs (``convlstm.wave_grid``,
+MSCRED_CELL_WAVE="F/B" programs per SM) against one tile (forward) or TILES tiles (backward) per program. By the
+registers of the sm_90 code (56 a thread for the forward and level 2's backward tile, 80 for the other backward
+tiles, at 4 warps: 9 and 6 blocks per SM), level 1's forward launches 3.03 waves and its backward 2.27, level 2's
+forward 1.52: a last, partly empty wave each. Rows: the default, 9/6, 9/9, 18/12 (two full waves), 4/3.
 
 Per level of the default model at the training batch (128 windows of 5 steps, bf16, channels-last, kernel 2; levels
 1-2 take the concatenated-gates path as in training), for each variant:
 - the level's forward and backward, each captured in a CUDA graph and replayed (median of 30, ``bench_train_cells``),
 - the cell kernels' own time per call (torch.profiler over 5 eager calls of each direction),
 - the error of h and of every gradient (dx, dW_x, dW_h, dbias) against the same op run in float64 on the same inputs
-  (relative norm of the difference): the fast rows should stay at the exact rows' bf16-sized error.
+  (relative norm of the difference).
 
-Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_cell_math.py [--out DIR]
-       (any machine):  TRITON_INTERPRET=1 PYTHONPATH=src python3 benchmarks/bench_cell_math.py --dry
-                       (small sizes on the CPU; the interpreter runs the exact forms only, so both rows agree)
-Writes DIR/cell_math.md and DIR/cell_math.json.
+Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_cell_math.py [--set activations|waves] [--out DIR]
+       (any machine):  TRITON_INTERPRET=1 PYTHONPATH=src python3 benchmarks/bench_cell_math.py --dry [--set ...]
+                       (small sizes on the CPU; the interpreter runs the exact forms only)
+Writes DIR/cell_<set>.md and DIR/cell_<set>.json (DIR: benchmarks/results/cell_<set>).
 """
 from __future__ import annotations
 
@@ -27,12 +36,16 @@ import torch
 
 import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
 
-# (label, environment): the first row is the code before 2026-12-02 (exact activations, c_t read back)
-VARIANTS = (("exact", {"MSCRED_LSTM_FAST_ACT": "0", "MSCRED_LSTM_RECOMPUTE_C": "0"}),
-            ("SFU tanh", {"MSCRED_LSTM_RECOMPUTE_C": "0"}),
-            ("SFU tanh, c recomputed", {}),
-            ("SFU tanh, c recomputed, bf16 dc", {"MSCRED_LSTM_BF16_DC": "1"}))
-SETTINGS = ("MSCRED_LSTM_FAST_ACT", "MSCRED_LSTM_RECOMPUTE_C", "MSCRED_LSTM_BF16_DC")
+# (label, environment) per set; each level's first row is the one the others are compared with
+VARIANT_SETS = {
+    "activations": (("exact", {"MSCRED_LSTM_FAST_ACT": "0", "MSCRED_LSTM_RECOMPUTE_C": "0"}),
+                    ("SFU tanh", {"MSCRED_LSTM_RECOMPUTE_C": "0"}),
+                    ("SFU tanh, c recomputed", {}),
+                    ("SFU tanh, c recomputed, bf16 dc", {"MSCRED_LSTM_BF16_DC": "1"})),
+    "waves": (("default grids", {}),) + tuple((f"grid-stride, {w} per SM", {"MSCRED_CELL_WAVE": w})
+                                             for w in ("9/6", "9/9", "18/12", "4/3")),
+}
+SETTINGS = ("MSCRED_LSTM_FAST_ACT", "MSCRED_LSTM_RECOMPUTE_C", "MSCRED_LSTM_BF16_DC", "MSCRED_CELL_WAVE")
 KERNELS = ("cell_fwd_kernel", "cell_bwd_kernel")
 
 
@@ -86,9 +99,11 @@ def kernel_us(forward, backward, calls: int = 5) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/cell_math")
+    ap.add_argument("--set", default="activations", choices=sorted(VARIANT_SETS))
+    ap.add_argument("--out", default=None, help="default benchmarks/results/cell_<set>")
     ap.add_argument("--dry", action="store_true", help="CPU interpreter, small sizes: checks the script runs")
     args = ap.parse_args()
+    variants = VARIANT_SETS[args.set]
     from mscred.ops.triton import convlstm as fused
 
     device = "cpu" if args.dry else "cuda"
@@ -98,7 +113,7 @@ def main() -> None:
     for ch, n in levels:
         x, w, b, dout = level_inputs(ch, n, batch, steps, device)
         h64, g64, _, _ = run_level(fused, x.double(), w.double(), b.double(), dout.double())
-        for label, env in VARIANTS:
+        for label, env in variants:
             for name in SETTINGS:
                 os.environ.pop(name, None)
             os.environ.update(env)
@@ -117,23 +132,25 @@ def main() -> None:
         os.environ.pop(name, None)
     machine = "CPU interpreter (dry run)" if args.dry else sweep_report.machine_line()
     meta = (f"{machine}. Batch {batch}, {steps} steps, bf16, kernel 2, CUDA-graph replays; "
-            "errors against the same op in float64. Command: `PYTHONPATH=src python3 benchmarks/bench_cell_math.py`.")
-    lines = ["# The training cell kernels' activations: exact against the SFU's tanh (per level)", "", meta, "",
-             "| level (channels, size) | activations | forward ms | backward ms | cell fwd us | cell bwd us | "
-             "fwd + bwd vs exact | error h | dx | dW_x | dW_h | dbias |",
+            "errors against the same op in float64. "
+            f"Command: `PYTHONPATH=src python3 benchmarks/bench_cell_math.py --set {args.set}`.")
+    lines = [f"# The training cell kernels per level: {args.set}", "", meta, "",
+             "| level (channels, size) | variant | forward ms | backward ms | cell fwd us | cell bwd us | "
+             f"fwd + bwd vs {variants[0][0]} | error h | dx | dW_x | dW_h | dbias |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    wanted = {label: "SFU" in label for label, _ in VARIANTS}  # a row whose activations did not run says so
+    wanted = {label: label != "exact" for label, _ in variants}  # a row whose activations did not run says so
     for r in rows:
-        base = next(q for q in rows if q["channels"] == r["channels"] and q["variant"] == VARIANTS[0][0])
+        base = next(q for q in rows if q["channels"] == r["channels"] and q["variant"] == variants[0][0])
         k, e = r.get("kernel_us", {}), r["errors"]
         both = r.get("forward_ms", 0.0) + r.get("backward_ms", 0.0)
         ratio = (base.get("forward_ms", 0.0) + base.get("backward_ms", 0.0)) / both if both else float("nan")
         lines.append(
-            f"| {r['channels']}, {r['size']} | {r['variant']}{' (exact forms ran)' if wanted[r['variant']] != r['fast'] else ''} | "
+            f"| {r['channels']}, {r['size']} | {r['variant']}"
+            f"{' (exact activations ran)' if wanted[r['variant']] != r['fast'] else ''} | "
             f"{r.get('forward_ms', float('nan')):.3f} | {r.get('backward_ms', float('nan')):.3f} | "
             f"{k.get(KERNELS[0], float('nan')):.1f} | {k.get(KERNELS[1], float('nan')):.1f} | {ratio:.2f}x | "
             + " | ".join(f"{e[name]:.1e}" for name in ("h", "dx", "dw_x", "dw_h", "db")) + " |")
-    sweep_report.write(args.out, "cell_math", meta, rows, lines)
+    sweep_report.write(args.out or f"benchmarks/results/cell_{args.set}", f"cell_{args.set}", meta, rows, lines)
 
 
 if __name__ == "__main__":

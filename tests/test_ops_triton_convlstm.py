@@ -234,7 +234,7 @@ def _cell_kernel_config(kernel: str, fast: bool) -> dict:
     strides = [name for name in ops.triton.convlstm_kernels.__dict__[kernel].arg_names
                if name.endswith(("_sb", "_sc", "_sp", "_sy", "_sx"))]
     constants = {name: 1 for name in strides if name.endswith("_sc")}
-    constants.update(HAS_CPREV=True, PIX_MAJOR=True, CDT="tl.float32", BLOCK_C=32, FAST_ACT=fast)
+    constants.update(HAS_CPREV=True, PIX_MAJOR=True, CDT="tl.float32", BLOCK_C=32, FAST_ACT=fast, GRID_STRIDE=False)
     if kernel == "cell_bwd_kernel":
         constants.update(HAS_DHR=True, HAS_DC=True, BLOCK=512, DBIAS=True, STORE2=False, TILES=4, PRE_BIAS=True,
                          RECOMPUTE_C=True)
@@ -338,6 +338,40 @@ def test_cell_state_recomputed_or_read_back_agree(time_major, monkeypatch):
     monkeypatch.setenv("MSCRED_LSTM_BF16_DC", "1")
     assert fused.cell_backward_options(torch.bfloat16)[1] == torch.bfloat16
     assert fused.cell_backward_options(torch.float32)[1] == torch.float32
+
+
+@pytest.mark.parametrize("time_major", [False, True])
+@pytest.mark.parametrize("wave", ["3/2", "1/1", "64/64"])
+def test_grid_stride_cell_kernels_equal_reference(time_major, wave, monkeypatch):
+    """MSCRED_CELL_WAVE: both cell kernels as one wave of grid-stride programs (each walking many row tiles here:
+    small tiles, few programs; or more programs than tiles) give the float64 reference's h and gradients, on the
+    default and the concatenated path, the bias gradient summed per program across its tiles."""
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "1")
+    monkeypatch.setattr(fused, "INTERPRETER_BLOCK", 64)  # 8 pixels x 8 channels a tile: 19 row tiles a step
+    monkeypatch.setenv("MSCRED_CELL_WAVE", wave)
+    x, w, b, dout = _inputs(3, 4, 3, 5, 7, 2, seed=80 + time_major)
+    expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    got = _time_major_fwd_bwd(x, w, b, dout, 2) if time_major else _fwd_bwd(fused.convlstm, x, w, b, dout)
+    for name, g, e in zip(("h", "dx", "dweight", "dbias"), got, expect):
+        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=f"{name}, MSCRED_CELL_WAVE={wave}")
+
+
+def test_wave_grid_setting(monkeypatch):
+    """The grid of ``wave_grid``: unchanged unless MSCRED_CELL_WAVE is set and the buffers are channels-last; else
+    at most SMs x programs-per-SM programs, split over the channel blocks; a malformed value names itself."""
+    grid = (1800, 2)
+    assert fused.wave_grid(grid, "nhwc", "forward") == (grid, False)
+    monkeypatch.setenv("MSCRED_CELL_WAVE", "9/6")
+    assert fused.wave_grid(grid, "nchw", "forward") == (grid, False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if CUDA else 1
+    assert fused.wave_grid(grid, "nhwc", "forward") == ((min(1800, sms * 9 // 2), 2), True)
+    assert fused.wave_grid(grid, "nhwc", "backward") == ((min(1800, sms * 6 // 2), 2), True)
+    assert fused.wave_grid((5, 1), "nhwc", "backward") == ((5, 1), True)
+    for bad in ("9", "a/b", "9-6", "9/0", "1/2/3"):
+        monkeypatch.setenv("MSCRED_CELL_WAVE", bad)
+        with pytest.raises(ValueError, match="MSCRED_CELL_WAVE"):
+            fused.wave_grid(grid, "nhwc", "forward")
 
 
 def test_forget_bias_is_used():

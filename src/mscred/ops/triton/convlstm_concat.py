@@ -94,6 +94,7 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     hp_border = lstm.recurrent_border(xh[1:, :, C:], pads)
     N = B * Ch * H * W
     block, block_c, grid = lstm._launch("nhwc", B * H * W, Ch)
+    grid, grid_stride = lstm.wave_grid(grid, "nhwc", "forward")
     gates = []
     for t in range(T):
         z = F.conv2d(images[:B], w_x) if t == 0 else F.conv2d(xh[t], w)
@@ -108,7 +109,7 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
             N, Ch, H * W, W, pads[0], pads[2], forget_bias, H,
             HAS_REC=False, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=False, STORE_C=True,
             HP_BORDER=hp_border, PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c,
-            FAST_ACT=lstm.fast_activations(z.dtype), num_warps=lstm.NUM_WARPS,
+            FAST_ACT=lstm.fast_activations(z.dtype), GRID_STRIDE=grid_stride, num_warps=lstm.NUM_WARPS,
         )
     return gates
 
@@ -130,6 +131,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     db = torch.zeros(4 * Ch, device=xh.device, dtype=acc)
     N = B * Ch * H * W
     block, block_c, tiles, grid = lstm._launch_bwd("nhwc", B * H * W, Ch)
+    grid, grid_stride = lstm.wave_grid(grid, "nhwc", "backward")
     dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution
     for t in reversed(range(T)):
         dout_t, dp = dout[:, t], dpre[t]
@@ -142,7 +144,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=True,
             STORE2=False, TILES=tiles, PRE_BIAS=True, FAST_ACT=lstm.fast_activations(pre[t].dtype),
-            RECOMPUTE_C=recompute_c, num_warps=lstm.NUM_WARPS_BWD,
+            RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, num_warps=lstm.NUM_WARPS_BWD,
         )
         # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)
         dxh = conv_transpose(dp, w if t > 0 else w_x)
