@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# One device call (~4 min): the whole-model GPU tests, after a change to every fused bf16 training step: 50 steps of
+# fused float32 and bf16 against the reference (tests/test_ops_triton_train.py) and the CUDA-graph training step
+# against eager (tests/test_train.py -k graph).
+# Usage: bash benchmarks/gpu_train_tests.sh NAME [CAP_S]. Writes $OUT/NAME.tgz (NAME/gpu_tests.txt).
+set -uo pipefail
+NAME=$1; CAP=${2:-200}
+. benchmarks/device_env.sh
+cache_bytecode
+D=$(result_dir "$NAME")
+bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "$CAP" tests/test_ops_triton_train.py tests/test_train.py \
+  -k "graph or track or fifty or curve"
+(cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")
