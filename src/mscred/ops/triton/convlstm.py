@@ -91,7 +91,8 @@ def _compute_types(dtype: torch.dtype, save: bool = True):
     per hidden element and step in float32, by our count of the cell kernels' loads and stores). |c_t| <= t + 1
     (|i * g| < 1, 0 < f < 1), so float16's 11-bit significand rounds it to within 2^-11 relative -- an eighth of
     the bf16 rounding (2^-8) that h_t = o * tanh(c_t) gets anyway when stored, and that the bf16 gates the backward
-    recomputes its activations from already have. The backward's running dc and the bias gradient stay float32.
+    recomputes its activations from already have. The backward's running dc and the bias gradient stay float32
+    (``cell_backward_options``).
     MSCRED_LSTM_HALF_CELL=0 keeps float32 everywhere, MSCRED_LSTM_HALF_CELL_TRAIN=0 in training only (A/B runs).
     For the same inputs the activations run on the special-function unit (``fast_activations``)."""
     if dtype == torch.float64:
@@ -158,7 +159,7 @@ def wave_grid(grid: tuple[int, ...], layout: str, direction: str) -> tuple[tuple
     kernel, e.g. "9/6", what 56 / 80 registers a thread allow at 4 warps on sm_90) a channels-last grid becomes one
     wave of grid-stride programs (at most SMs x F or B of them, each walking the row tiles num_programs apart), so
     that no last, nearly empty wave runs alone: level 1's forward launches 3,600 programs for 9 x 132 slots (3.03
-    waves), its backward 1,800 for 6 x 132 (2.27). An experiment (benchmarks/bench_cell_waves.py); unset, the
+    waves), its backward 1,800 for 6 x 132 (2.27). An experiment (bench_cell_math.py --set waves); unset, the
     default, keeps ``grid`` (one row tile per forward program, TILES per backward one). Without CUDA (the
     interpreter) the machine counts as one SM."""
     setting = os.environ.get("MSCRED_CELL_WAVE", "")
