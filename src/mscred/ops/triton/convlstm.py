@@ -87,8 +87,9 @@ def _compute_types(dtype: torch.dtype, save: bool = True):
 
     The cell state is stored in float64 / float32 too, except for bf16 / fp16 inputs, where it is stored in float16:
     in inference c_t is read and written once per step and hidden element, 8 of the per-step path's ~28 bytes in
-    float32; in training the forward writes every c_t and the backward reads c_t and c_{t-1} (12 of its ~80 bytes
-    per hidden element and step in float32, by our count of the cell kernels' loads and stores). |c_t| <= t + 1
+    float32; in training the forward writes every c_t and the backward reads c_{t-1} (and c_t, unless it recomputes
+    it: ``cell_backward_options``; 12 of its ~80 bytes per hidden element and step in float32 when both are read, by
+    our count of the cell kernels' loads and stores). |c_t| <= t + 1
     (|i * g| < 1, 0 < f < 1), so float16's 11-bit significand rounds it to within 2^-11 relative -- an eighth of
     the bf16 rounding (2^-8) that h_t = o * tanh(c_t) gets anyway when stored, and that the bf16 gates the backward
     recomputes its activations from already have. The backward's running dc and the bias gradient stay float32
