@@ -39,7 +39,8 @@ def sass(module: str, kernel: str, config: dict) -> str:
 
 
 def _in_compiler_process(function: str, module: str, kernel: str, argument: str) -> str:
-    """The last stdout line of ``function(module, kernel, argument)`` run in a process that compiles (not interprets)."""
+    """The last stdout line of ``function(module, kernel, argument)``, run in a process that compiles (does not
+    interpret)."""
     program = (f"import sys; sys.path[:0] = {[str(ROOT / 'tests'), str(ROOT / 'src')]!r}; import sm90_compile; "
                f"print(sm90_compile.{function}({module!r}, {kernel!r}, {argument!r}))")
     run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=600,

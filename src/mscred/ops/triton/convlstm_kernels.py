@@ -60,7 +60,8 @@ if triton is not None:
 
     @triton.jit
     def _act_sigmoid(z, FAST: tl.constexpr):
-        """sigmoid(z); with FAST (float32 compute of bf16 / fp16 gates, CUDA only) as 0.5 tanh(z / 2) + 0.5 on the SFU."""
+        """sigmoid(z); with FAST (float32 compute of bf16 / fp16 gates, CUDA only) as 0.5 tanh(z / 2) + 0.5 on the
+        SFU."""
         if FAST:
             s = 0.5 * _tanh_sfu(0.5 * z) + 0.5
         else:
