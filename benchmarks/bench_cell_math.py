@@ -1,18 +1,19 @@
 """The training cell kernels per ConvLSTM level: their activations, the backward's bytes, and their grid.
 
 ``--set activations`` (2026-12-02, results/cell_math/, results/cell_bytes/): the backward cell kernel compiled for
-sm_90 runs ~160 instructions per hidden element and step (642 per loop iteration of 4 elements at level 1, SASS
-from Triton's compiler on the CPU machine); its five sigmoids and tanhs, each an exp and a division with their
-range checks, are ~60 of them. With ``FAST_ACT`` (bf16 / fp16 gates, the default on CUDA; MSCRED_LSTM_FAST_ACT=0
-turns it off) each is one MUFU.TANH (PTX tanh.approx.f32, relative error ~2^-11) and the loop is 438 instructions.
+sm_90 runs ~160 instructions per hidden element and step (~640 per loop iteration of 4 elements at level 1, SASS
+from Triton's compiler on the CPU machine; benchmarks/cell_kernel_sass.py counts them for every level); its five
+sigmoids and tanhs, each an exp and a division with their range checks, are ~60 of them. With ``FAST_ACT`` (bf16 /
+fp16 gates, the default on CUDA; MSCRED_LSTM_FAST_ACT=0 turns it off) each is one MUFU.TANH (PTX tanh.approx.f32,
+relative error ~2^-11) and the loop is ~436 instructions.
 Rows: the exact forms (the code before 2026-12-02), the SFU, and two byte savings of the backward on top
 (``convlstm.cell_backward_options``): c_t recomputed from the pre-activations and c_{t-1} instead of read back
 (MSCRED_LSTM_RECOMPUTE_C, default on), and the running dc stored in bf16 (MSCRED_LSTM_BF16_DC=1, opt-in).
 
 ``--set waves``: the kernels' grids as one wave of grid-stride programs (``convlstm.wave_grid``,
 MSCRED_CELL_WAVE="F/B" programs per SM) against one tile (forward) or TILES tiles (backward) per program. By the
-registers of the sm_90 code (56 a thread for the forward and level 2's backward tile, 80 for the other backward
-tiles, at 4 warps: 9 and 6 blocks per SM), level 1's forward launches 3.03 waves and its backward 2.27, level 2's
+registers of the sm_90 code (benchmarks/cell_kernel_sass.py: at level 1 56 a thread for the forward, 79 for the
+backward, at 4 warps: 9 and 6 blocks per SM), level 1's forward launches 3.03 waves and its backward 2.27, level 2's
 forward 1.52: a last, partly empty wave each. Rows: the default, 9/6, 9/9, 18/12 (two full waves), 4/3.
 
 Per level of the default model at the training batch (128 windows of 5 steps, bf16, channels-last, kernel 2; levels

@@ -8,7 +8,8 @@ shared memory its launch will request. The compiler runs in a process of its own
 test process interprets); one process compiles a list of configurations.
 
 ``shared_bytes(module, kernel, configs)`` -> the shared memory of each configuration, in bytes;
-``sass(module, kernel, config)`` -> the machine code of one, as nvdisasm (from the Triton wheel) prints it. A
+``sass(module, kernel, config)`` -> the machine code of one, as nvdisasm (from the Triton wheel) prints it;
+``compiled_code`` -> that listing with the registers per thread and the shared memory. A
 configuration is a dict: ``constants`` (the kernel's constexpr arguments by name; a string "tl.<type>" names a Triton
 type, e.g. a compute type), ``pointers`` (pointer arguments by name: Triton types such as "*bf16"; any argument named
 ``*_ptr`` and not listed is "*fp32"), ``floats`` (names of float scalar arguments; every other argument is an int32
@@ -35,7 +36,13 @@ def shared_bytes(module: str, kernel: str, configs: list[dict]) -> list[int]:
 
 def sass(module: str, kernel: str, config: dict) -> str:
     """The sm_90 machine code of ``module.kernel`` compiled with ``config`` (nvdisasm's listing)."""
-    return json.loads(_in_compiler_process("_sass_of", module, kernel, json.dumps(config)))
+    return compiled_code(module, kernel, config)["listing"]
+
+
+def compiled_code(module: str, kernel: str, config: dict) -> dict:
+    """{"listing": nvdisasm's listing, "registers": per thread, "shared": bytes} of ``module.kernel`` compiled for
+    sm_90 with ``config`` (the registers as cuobjdump -res-usage reads them from the cubin)."""
+    return json.loads(_in_compiler_process("_code_of", module, kernel, json.dumps(config)))
 
 
 def _in_compiler_process(function: str, module: str, kernel: str, argument: str) -> str:
@@ -84,15 +91,20 @@ def _compile_all(module: str, kernel: str, configs_json: str) -> str:
     return json.dumps([_compile(module, kernel, config).metadata.shared for config in json.loads(configs_json)])
 
 
-def _sass_of(module: str, kernel: str, config_json: str) -> str:
+def _code_of(module: str, kernel: str, config_json: str) -> str:
+    import re
     import tempfile
 
     import triton
 
-    cubin = _compile(module, kernel, json.loads(config_json)).asm["cubin"]
-    nvdisasm = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    compiled = _compile(module, kernel, json.loads(config_json))
+    tools = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(cubin)
+        f.write(compiled.asm["cubin"])
         f.flush()
-        listing = subprocess.run([str(nvdisasm), "-c", f.name], capture_output=True, text=True, check=True).stdout
-    return json.dumps(listing)
+        listing = subprocess.run([str(tools / "nvdisasm"), "-c", f.name], capture_output=True, text=True,
+                                 check=True).stdout
+        usage = subprocess.run([str(tools / "cuobjdump"), "-res-usage", f.name], capture_output=True, text=True,
+                               check=True).stdout
+    registers = int(re.search(r"REG:(\d+)", usage).group(1))
+    return json.dumps(dict(listing=listing, registers=registers, shared=compiled.metadata.shared))

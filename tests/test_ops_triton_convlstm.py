@@ -6,12 +6,18 @@ in float64; the fused op's error in a given dtype must stay within 2x the refere
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
 from mscred import ops
 from mscred.ops import reference as ref
 from mscred.ops.triton import convlstm as fused
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import cell_kernel_sass  # noqa: E402 (the cell kernels' sm_90 configurations, benchmarks/cell_kernel_sass.py)
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -229,22 +235,9 @@ def test_half_cell_state_in_bf16_training(B, C, n, monkeypatch):
 
 
 def _cell_kernel_config(kernel: str, fast: bool) -> dict:
-    """sm90_compile's configuration of a training cell kernel at level 1 in bf16 (channels-last, float16 cells,
-    the concatenated path's backward), specialised as its launch is: channel strides 1, the others 16-aligned."""
-    strides = [name for name in ops.triton.convlstm_kernels.__dict__[kernel].arg_names
-               if name.endswith(("_sb", "_sc", "_sp", "_sy", "_sx"))]
-    constants = {name: 1 for name in strides if name.endswith("_sc")}
-    constants.update(HAS_CPREV=True, PIX_MAJOR=True, CDT="tl.float32", BLOCK_C=32, FAST_ACT=fast, GRID_STRIDE=False)
-    if kernel == "cell_bwd_kernel":
-        constants.update(HAS_DHR=True, HAS_DC=True, BLOCK=512, DBIAS=True, STORE2=False, TILES=4, PRE_BIAS=True,
-                         RECOMPUTE_C=True)
-    else:
-        constants.update(HAS_REC=False, WRITE_HP=True, STORE_PRE=False, STORE_C=True, HP_BORDER=10, BLOCK=1024)
-    half = {name: "*bf16" for name in ("gx_ptr", "rec_ptr", "pre_ptr", "h_ptr", "hp_ptr", "dh_ptr", "dhr_ptr",
-                                       "dpre_ptr", "dpre2_ptr")}
-    half.update(cprev_ptr="*fp16", c_ptr="*fp16")
-    return dict(constants=constants, pointers=half, floats=["forget_bias"], num_warps=4,
-                aligned=[name for name in strides if name not in constants] + ["CH"])
+    """sm90_compile's configuration of a training cell kernel at level 1 in bf16, as launched
+    (benchmarks/cell_kernel_sass.py's, which reports the same code for every level)."""
+    return cell_kernel_sass.cell_kernel_config(kernel, fast, block=1024 if kernel == "cell_fwd_kernel" else 512)
 
 
 @pytest.mark.parametrize("kernel", ["cell_fwd_kernel", "cell_bwd_kernel"])
@@ -255,13 +248,9 @@ def test_sfu_activations_compile_to_one_tanh_each(kernel):
     is the CPU suite's check of that path; its accuracy is checked on the GPU
     (``test_sfu_activations_keep_bf16_training_accuracy``)."""
     pytest.importorskip("triton.backends.nvidia")
-    import re
-
     import sm90_compile
 
-    def instructions(listing: str) -> list[str]:
-        return re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(.*?);", listing, flags=re.M)
-
+    instructions = cell_kernel_sass.instructions
     module = "mscred.ops.triton.convlstm_kernels"
     fast = instructions(sm90_compile.sass(module, kernel, _cell_kernel_config(kernel, True)))
     exact = instructions(sm90_compile.sass(module, kernel, _cell_kernel_config(kernel, False)))

@@ -157,9 +157,9 @@ def cell_backward_options(dtype: torch.dtype) -> tuple[bool, torch.dtype]:
 
 def wave_grid(grid: tuple[int, ...], layout: str, direction: str) -> tuple[tuple[int, ...], bool]:
     """(grid, GRID_STRIDE) of a cell kernel: with MSCRED_CELL_WAVE="F/B" (programs per SM of the forward / backward
-    kernel, e.g. "9/6", what 56 / 80 registers a thread allow at 4 warps on sm_90) a channels-last grid becomes one
-    wave of grid-stride programs (at most SMs x F or B of them, each walking the row tiles num_programs apart), so
-    that no last, nearly empty wave runs alone: level 1's forward launches 3,600 programs for 9 x 132 slots (3.03
+    kernel, e.g. "9/6", what level 1's 56 / 79 registers a thread allow at 4 warps on sm_90,
+    benchmarks/cell_kernel_sass.py) a channels-last grid becomes one wave of grid-stride programs (at most SMs x F
+    or B of them, each walking the row tiles num_programs apart), so that no last, nearly empty wave runs alone: level 1's forward launches 3,600 programs for 9 x 132 slots (3.03
     waves), its backward 1,800 for 6 x 132 (2.27). An experiment (bench_cell_math.py --set waves); unset, the
     default, keeps ``grid`` (one row tile per forward program, TILES per backward one). Without CUDA (the
     interpreter) the machine counts as one SM."""

@@ -54,7 +54,8 @@ if triton is not None:
         """tanh on the special-function unit (PTX tanh.approx.f32, one MUFU.TANH on sm_75 and later), relative error
         about 2^-11: for gates stored in bf16 / fp16, whose rounding (2^-9 / 2^-12 relative) the activations see
         anyway. The exact forms take ~6 instructions per exp and per division (range checks, scaling); the cell
-        kernels' five activations per element were ~60 of their ~160 instructions (sm_90 SASS of the backward)."""
+        kernels' five activations per element were ~60 of their ~160 instructions (sm_90 SASS of the backward,
+        benchmarks/cell_kernel_sass.py)."""
         return tl.inline_asm_elementwise("tanh.approx.f32 $0, $1;", "=f,f", [z], dtype=tl.float32, is_pure=True,
                                          pack=1)
 
