@@ -1,0 +1,39 @@
+"""benchmarks/cell_kernel_sass.py's reading of a listing and its occupancy arithmetic, on synthetic inputs (the
+compiled kernels themselves are checked in tests/test_ops_triton_convlstm.py)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import cell_kernel_sass as cks  # noqa: E402
+
+LISTING = """
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+        /*0010*/                   S2R R0, SR_CTAID.X ;
+.L_x_0:
+        /*0020*/                   LDG.E.64 R2, desc[UR4][R4.64] ;
+        /*0030*/                   MUFU.TANH R3, R2 ;
+        /*0040*/              @P0 BRA `(.L_x_0) ;
+        /*0050*/                   EXIT ;
+.L_x_1:
+        /*0060*/                   BRA `(.L_x_1);
+"""
+
+
+def test_instructions_and_the_tile_loop():
+    assert len(cks.instructions(LISTING)) == 7
+    assert cks.loop_instructions(LISTING) == 3  # the load, the tanh and the branch back
+
+
+def test_the_closing_branch_to_itself_is_not_a_loop():
+    without_loop = LISTING.replace("@P0 BRA `(.L_x_0)", "ISETP.NE.AND P0, PT, R0, RZ, PT")
+    assert cks.loop_instructions(without_loop) == 0
+
+
+def test_blocks_per_sm_by_registers_and_warps():
+    assert cks.blocks_per_sm(56, 4) == 9    # 56 x 32 x 4 = 7,168 registers a block
+    assert cks.blocks_per_sm(79, 4) == 6    # rounded up to 80 a thread
+    assert cks.blocks_per_sm(128, 8) == 2
+    assert cks.blocks_per_sm(32, 4) == 16   # by registers 16, and 64 warps / 4
+    assert cks.blocks_per_sm(16, 4) == 16   # the 64-warp limit, not the registers' 32
