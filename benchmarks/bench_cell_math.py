@@ -36,6 +36,7 @@ import os
 import torch
 
 import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
+from bench_train_cells import graph_ms, level_inputs  # noqa: E402
 
 # (label, environment) per set; each level's first row is the one the others are compared with
 VARIANT_SETS = {
@@ -48,18 +49,6 @@ VARIANT_SETS = {
 }
 SETTINGS = ("MSCRED_LSTM_FAST_ACT", "MSCRED_LSTM_RECOMPUTE_C", "MSCRED_LSTM_BF16_DC", "MSCRED_CELL_WAVE")
 KERNELS = ("cell_fwd_kernel", "cell_bwd_kernel")
-
-
-def level_inputs(ch: int, n: int, batch: int, steps: int, device: str):
-    """bench_train_cells.level_inputs at any batch and device: x time-major and channels-last per step (bf16), the
-    weight (bf16), the float32 master bias, an output gradient in the op's storage order."""
-    g = torch.Generator(device=device).manual_seed(ch)
-    bf = torch.bfloat16
-    x = torch.randn(steps, batch, n, n, ch, device=device, dtype=bf, generator=g).permute(1, 0, 4, 2, 3)
-    w = torch.randn(4 * ch, 2 * ch, 2, 2, device=device, dtype=bf, generator=g) / (2 * (2 * ch) ** 0.5)
-    b = torch.randn(4 * ch, device=device, generator=g) * 0.5
-    dout = torch.randn(batch, steps, n, n, ch, device=device, dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
-    return x, w, b, dout
 
 
 def run_level(fused, x, w, b, dout):
@@ -123,8 +112,6 @@ def main() -> None:
             errors.update({name: rel_error(g, r) for name, g, r in zip(("dx", "dw_x", "dw_h", "db"), grads, g64)})
             row = dict(channels=ch, size=n, variant=label, fast=fused.fast_activations(x.dtype), errors=errors)
             if not args.dry:
-                from bench_train_cells import graph_ms  # noqa: E402 (CUDA graphs: not on the CPU)
-
                 row.update(forward_ms=graph_ms(forward), backward_ms=graph_ms(backward),
                            kernel_us=kernel_us(forward, backward))
             rows.append(row)

@@ -31,17 +31,18 @@ WARPS = (4, 8)
 CELLS = ("float16", "float32")
 
 
-def level_inputs(ch: int, n: int):
-    """One level's training-call inputs on CUDA, seeded by ``ch``: x (B, T, C, H, W) stored time-major and
-    channels-last per step as the encoder hands it in training (bf16), the weight (bf16, kernel 2), the bias
-    (float32 master, as under autocast), and an output gradient in the op's storage order.
-    profile_train_step.py's per-level profiles use it too (``fused.train_inputs`` makes the op's inputs)."""
-    g = torch.Generator(device="cuda").manual_seed(ch)
+def level_inputs(ch: int, n: int, batch: int = BATCH, steps: int = STEPS, device: str = "cuda"):
+    """One level's training-call inputs, seeded by ``ch``: x (B, T, C, H, W) stored time-major and channels-last
+    per step as the encoder hands it in training (bf16), the weight (bf16, kernel 2), the bias (float32 master, as
+    under autocast), and an output gradient in the op's storage order; the training batch on CUDA by default.
+    profile_train_step.py's per-level profiles and bench_cell_math.py use it too (``fused.train_inputs`` makes the
+    op's inputs)."""
+    g = torch.Generator(device=device).manual_seed(ch)
     bf = torch.bfloat16
-    x = torch.randn(STEPS, BATCH, n, n, ch, device="cuda", dtype=bf, generator=g).permute(1, 0, 4, 2, 3)
-    w = torch.randn(4 * ch, 2 * ch, 2, 2, device="cuda", dtype=bf, generator=g) / (2 * (2 * ch) ** 0.5)
-    b = torch.randn(4 * ch, device="cuda", generator=g) * 0.5
-    dout = torch.randn(BATCH, STEPS, n, n, ch, device="cuda", dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
+    x = torch.randn(steps, batch, n, n, ch, device=device, dtype=bf, generator=g).permute(1, 0, 4, 2, 3)
+    w = torch.randn(4 * ch, 2 * ch, 2, 2, device=device, dtype=bf, generator=g) / (2 * (2 * ch) ** 0.5)
+    b = torch.randn(4 * ch, device=device, generator=g) * 0.5
+    dout = torch.randn(batch, steps, n, n, ch, device=device, dtype=bf, generator=g).permute(0, 1, 4, 2, 3)
     return x, w, b, dout
 
 

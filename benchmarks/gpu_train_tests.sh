@@ -3,11 +3,5 @@
 # fused float32 and bf16 against the reference (tests/test_ops_triton_train.py) and the CUDA-graph training step
 # against eager (tests/test_train.py -k graph).
 # Usage: bash benchmarks/gpu_train_tests.sh NAME [CAP_S]. Writes $OUT/NAME.tgz (NAME/gpu_tests.txt).
-set -uo pipefail
-NAME=$1; CAP=${2:-200}
-. benchmarks/device_env.sh
-cache_bytecode
-D=$(result_dir "$NAME")
-bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "$CAP" tests/test_ops_triton_train.py tests/test_train.py \
+exec bash benchmarks/gpu_pytest_call.sh "$1" "${2:-200}" tests/test_ops_triton_train.py tests/test_train.py \
   -k "graph or track or fifty or curve"
-(cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")

@@ -3,10 +3,5 @@
 # (34 passed there: the transposes, the weight cache and the small conv's rows up to the shared-memory check), for
 # the weight gradient's one-copy cast: full size, opcheck, bordered and shared outputs, the fused model.
 # Usage: bash benchmarks/gpu_transpose_taps_tests.sh. Writes $OUT/transpose_taps_tests.tgz.
-set -uo pipefail
-. benchmarks/device_env.sh
-cache_bytecode
-D=$(result_dir transpose_taps_tests)
-bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 270 tests/test_ops_triton_small_conv.py \
+exec bash benchmarks/gpu_pytest_call.sh transpose_taps_tests 270 tests/test_ops_triton_small_conv.py \
   -k "full_size or opcheck or bordered or shared_output or fused_model or deconv_as_conv or tile_fits"
-(cd "$OUT" && tar czf transpose_taps_tests.tgz transpose_taps_tests && rm -rf transpose_taps_tests)

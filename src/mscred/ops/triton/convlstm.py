@@ -159,10 +159,10 @@ def wave_grid(grid: tuple[int, ...], layout: str, direction: str) -> tuple[tuple
     """(grid, GRID_STRIDE) of a cell kernel: with MSCRED_CELL_WAVE="F/B" (programs per SM of the forward / backward
     kernel, e.g. "9/6", what level 1's 56 / 79 registers a thread allow at 4 warps on sm_90,
     benchmarks/cell_kernel_sass.py) a channels-last grid becomes one wave of grid-stride programs (at most SMs x F
-    or B of them, each walking the row tiles num_programs apart), so that no last, nearly empty wave runs alone: level 1's forward launches 3,600 programs for 9 x 132 slots (3.03
-    waves), its backward 1,800 for 6 x 132 (2.27). An experiment (bench_cell_math.py --set waves); unset, the
-    default, keeps ``grid`` (one row tile per forward program, TILES per backward one). Without CUDA (the
-    interpreter) the machine counts as one SM."""
+    or B of them, each walking the row tiles num_programs apart), so that no last, nearly empty wave runs alone:
+    level 1's forward launches 3,600 programs for 9 x 132 slots (3.03 waves), its backward 1,800 for 6 x 132
+    (2.27). An experiment (bench_cell_math.py --set waves); unset, the default, keeps ``grid`` (one row tile per
+    forward program, TILES per backward one). Without CUDA (the interpreter) the machine counts as one SM."""
     setting = os.environ.get("MSCRED_CELL_WAVE", "")
     if not setting or layout != "nhwc":
         return grid, False
@@ -174,8 +174,7 @@ def wave_grid(grid: tuple[int, ...], layout: str, direction: str) -> tuple[tuple
     except ValueError:
         raise ValueError(f"MSCRED_CELL_WAVE={setting!r}: expected two program counts per SM, forward/backward, "
                          "e.g. 9/6") from None
-    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count \
-        if torch.cuda.is_available() and not _interpreting() else 1
+    sms = _runtime.sm_count() if torch.cuda.is_available() and not _interpreting() else 1
     rows = max(1, sms * per_sm // grid[1])  # programs along the row tiles, per channel block
     return (min(grid[0], rows), *grid[1:]), True
 
@@ -498,6 +497,7 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     grid, grid_stride = wave_grid(grid, layout, "forward")
+    fast = fast_activations(gx.dtype)
     for t in range(T):
         gxt = gx[:, t]
         # Training keeps every c_t for the backward; inference updates one buffer in place (each element is read
@@ -514,7 +514,7 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
             HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save, STORE_C=save or t < T - 1,
             HP_BORDER=hp_border,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
-            FAST_ACT=fast_activations(gxt.dtype), GRID_STRIDE=grid_stride, num_warps=NUM_WARPS,
+            FAST_ACT=fast, GRID_STRIDE=grid_stride, num_warps=NUM_WARPS,
         )
 
 
@@ -663,6 +663,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     N = B * Ch * H * W
     block, block_c, tiles, grid = _launch_bwd(layout, B * H * W, Ch)
     grid, grid_stride = wave_grid(grid, layout, "backward")
+    fast = fast_activations(pre.dtype)
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
     db_acc = torch.zeros(4 * Ch, device=xp.device, dtype=acc)
@@ -676,7 +677,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             N, Ch, H * W, W, top, left, forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
-            STORE2=not time_major, TILES=tiles, PRE_BIAS=False, FAST_ACT=fast_activations(pre.dtype),
+            STORE2=not time_major, TILES=tiles, PRE_BIAS=False, FAST_ACT=fast,
             RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, num_warps=NUM_WARPS_BWD,
         )
         if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)

@@ -95,6 +95,7 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     N = B * Ch * H * W
     block, block_c, grid = lstm._launch("nhwc", B * H * W, Ch)
     grid, grid_stride = lstm.wave_grid(grid, "nhwc", "forward")
+    fast = lstm.fast_activations(images.dtype)  # the gates' dtype: cuDNN's output in the images' dtype
     gates = []
     for t in range(T):
         z = F.conv2d(images[:B], w_x) if t == 0 else F.conv2d(xh[t], w)
@@ -109,7 +110,7 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
             N, Ch, H * W, W, pads[0], pads[2], forget_bias, H,
             HAS_REC=False, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=False, STORE_C=True,
             HP_BORDER=hp_border, PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c,
-            FAST_ACT=lstm.fast_activations(z.dtype), GRID_STRIDE=grid_stride, num_warps=lstm.NUM_WARPS,
+            FAST_ACT=fast, GRID_STRIDE=grid_stride, num_warps=lstm.NUM_WARPS,
         )
     return gates
 
@@ -132,6 +133,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     N = B * Ch * H * W
     block, block_c, tiles, grid = lstm._launch_bwd("nhwc", B * H * W, Ch)
     grid, grid_stride = lstm.wave_grid(grid, "nhwc", "backward")
+    fast = lstm.fast_activations(pre[0].dtype)
     dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution
     for t in reversed(range(T)):
         dout_t, dp = dout[:, t], dpre[t]
@@ -143,7 +145,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             N, Ch, H * W, W, pads[0], pads[2], forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=True,
-            STORE2=False, TILES=tiles, PRE_BIAS=True, FAST_ACT=lstm.fast_activations(pre[t].dtype),
+            STORE2=False, TILES=tiles, PRE_BIAS=True, FAST_ACT=fast,
             RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, num_warps=lstm.NUM_WARPS_BWD,
         )
         # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)

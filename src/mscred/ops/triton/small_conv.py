@@ -423,7 +423,7 @@ def wgrad_launch(ci: int, co: int, ks: int, dtype: torch.dtype) -> tuple[dict, i
         kblocks, block_n = triton.cdiv(ci, block_k), _block_n(ks * ks * co)
         block_p, warps, per_sm = _runtime.tile_override(
             "MSCRED_SMALL_CONV_WGRAD_GATHER_TILE", (GATHER_BLOCK_P, GATHER_WARPS, GATHER_PROGRAMS_PER_SM))
-        block_p = _fitting_block_p(block_p, block_k, block_n, torch.tensor([], dtype=dtype).element_size())
+        block_p = _fitting_block_p(block_p, block_k, block_n, dtype.itemsize)
     else:
         block_n = _block_n(co)
         block_p, warps, per_sm = _runtime.tile_override(
