@@ -10,8 +10,8 @@ kernel and level, with the exact activations and with the SFU's tanh (``FAST_ACT
 - MUFU instructions (EX2 and RCP for the exact forms, TANH for the SFU),
 - registers per thread, and the blocks of ``NUM_WARPS`` warps they let an SM hold (65,536 registers, allocated in
   multiples of 8 per thread; at most 64 warps),
-- programs launched per step and the waves they make on 132 SMs: a fraction above a whole number is a last wave
-  that runs partly empty (``convlstm.wave_grid``'s reason).
+- programs launched per step (the backward's as one wave of ``convlstm.WAVE_PER_SM`` per SM where its grid holds
+  more) and the waves they make on 132 SMs: a fraction above a whole number is a last wave that runs partly empty.
 Numbers from the compiled code and our arithmetic on it, not GPU measurements.
 
 Usage (any machine with Triton's NVIDIA backend): PYTHONPATH=src python3 benchmarks/cell_kernel_sass.py [--out DIR]
@@ -83,6 +83,13 @@ def blocks_per_sm(registers: int, warps: int) -> int:
     return min(65536 // per_block, 64 // warps)
 
 
+def launched_programs(grid: tuple[int, int], wave_per_sm: int) -> int:
+    """Programs a cell kernel launches on the H200 for its default ``grid``: ``convlstm.wave_grid``'s one wave of
+    ``wave_per_sm`` programs per SM where the grid holds more (0: the grid as it is)."""
+    rows = SMS * wave_per_sm // grid[1]
+    return (rows if wave_per_sm and rows < grid[0] else grid[0]) * grid[1]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/cell_kernel_sass")
@@ -108,7 +115,7 @@ def main() -> None:
                     read_c = loop_instructions(sm90_compile.sass(MODULE, kernel, cell_kernel_config(
                         kernel, fast, b, bc, t, concat, warps, recompute_c=False)))
                 per_sm = blocks_per_sm(code["registers"], warps)
-                programs = g[0] * g[1]
+                programs = launched_programs(g, fused.WAVE_PER_SM[1 if kernel == "cell_bwd_kernel" else 0])
                 rows.append(dict(channels=ch, size=n, kernel=kernel, activations="SFU" if fast else "exact",
                                  block=b, block_c=bc, tiles=t, warps=warps, instructions=len(ins),
                                  loop=loop_instructions(code["listing"]), loop_reading_c=read_c,

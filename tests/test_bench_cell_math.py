@@ -31,3 +31,4 @@ def test_dry_run_of_the_grid_variants(tmp_path):
                 assert e[name] == pytest.approx(errors[0][name], rel=1e-6), name
             assert e["db"] == pytest.approx(errors[0]["db"], rel=0.05)
     assert "| 32, 6 | grid-stride, 9/6 per SM" in (tmp_path / "cell_waves.md").read_text()
+    assert "| 32, 6 | TILES tiles a program (0/0)" in (tmp_path / "cell_waves.md").read_text()

@@ -37,3 +37,10 @@ def test_blocks_per_sm_by_registers_and_warps():
     assert cks.blocks_per_sm(128, 8) == 2
     assert cks.blocks_per_sm(32, 4) == 16   # by registers 16, and 64 warps / 4
     assert cks.blocks_per_sm(16, 4) == 16   # the 64-warp limit, not the registers' 32
+
+
+def test_launched_programs_one_wave_only_where_the_grid_holds_more():
+    assert cks.launched_programs((1800, 1), 6) == 792   # level 1's backward: 6 x 132
+    assert cks.launched_programs((900, 1), 6) == 792    # level 2's
+    assert cks.launched_programs((256, 2), 6) == 512    # level 3's fits: 396 a channel block
+    assert cks.launched_programs((3600, 1), 0) == 3600  # the forward keeps its grid

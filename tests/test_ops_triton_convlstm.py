@@ -259,6 +259,18 @@ def test_sfu_activations_compile_to_one_tanh_each(kernel):
     assert len(fast) < 0.8 * len(exact), (len(fast), len(exact))
 
 
+def test_bias_gradient_atomics_are_unfenced():
+    """The backward cell kernel's bias-gradient atomic adds are relaxed: its sm_90 code makes them four REDG adds
+    (fire and forget, no value returned) and has no MEMBAR.ALL.GPU; the default acq_rel compiles each to a fence,
+    which waits for the program's stores to reach the GPU, and an ATOMG that returns the old value."""
+    pytest.importorskip("triton.backends.nvidia")
+    import sm90_compile
+
+    listing = sm90_compile.sass("mscred.ops.triton.convlstm_kernels", "cell_bwd_kernel",
+                                _cell_kernel_config("cell_bwd_kernel", True))
+    assert listing.count("REDG.E.ADD") == 4 and "ATOMG" not in listing and "MEMBAR" not in listing
+
+
 def test_recomputed_cell_state_is_one_load_less():
     """RECOMPUTE_C drops the backward's load of c_t from the compiled sm_90 code (one global load fewer per tile
     iteration), which is the point of it: the float64 tests cannot see it, both paths give the same numbers."""
@@ -347,17 +359,25 @@ def test_grid_stride_cell_kernels_equal_reference(time_major, wave, monkeypatch)
 
 
 def test_wave_grid_setting(monkeypatch):
-    """The grid of ``wave_grid``: unchanged unless MSCRED_CELL_WAVE is set and the buffers are channels-last; else
-    at most SMs x programs-per-SM programs, split over the channel blocks; a malformed value names itself."""
+    """The grid of ``wave_grid``: on CUDA by default the backward's, when it holds more programs than
+    ``WAVE_PER_SM`` per SM, becomes one wave and the forward's is kept; without CUDA unchanged unless
+    MSCRED_CELL_WAVE is set; set, for channels-last buffers, at most SMs x programs-per-SM programs split over the
+    channel blocks (0: the default grid); a malformed value names itself."""
     grid = (1800, 2)
     assert fused.wave_grid(grid, "nhwc", "forward") == (grid, False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if CUDA else 1
+    per_sm = fused.WAVE_PER_SM[1]
+    assert fused.wave_grid(grid, "nhwc", "backward") == (((sms * per_sm // 2, 2), True) if CUDA else (grid, False))
+    assert fused.wave_grid((5, 1), "nhwc", "backward") == ((5, 1), False)  # one wave already
+    monkeypatch.setenv("MSCRED_CELL_WAVE", "0/0")
+    assert fused.wave_grid(grid, "nhwc", "backward") == (grid, False)
     monkeypatch.setenv("MSCRED_CELL_WAVE", "9/6")
     assert fused.wave_grid(grid, "nchw", "forward") == (grid, False)
     sms = torch.cuda.get_device_properties(0).multi_processor_count if CUDA else 1
     assert fused.wave_grid(grid, "nhwc", "forward") == ((min(1800, sms * 9 // 2), 2), True)
     assert fused.wave_grid(grid, "nhwc", "backward") == ((min(1800, sms * 6 // 2), 2), True)
     assert fused.wave_grid((5, 1), "nhwc", "backward") == ((5, 1), True)
-    for bad in ("9", "a/b", "9-6", "9/0", "1/2/3"):
+    for bad in ("9", "a/b", "9-6", "9/-1", "1/2/3"):
         monkeypatch.setenv("MSCRED_CELL_WAVE", bad)
         with pytest.raises(ValueError, match="MSCRED_CELL_WAVE"):
             fused.wave_grid(grid, "nhwc", "forward")

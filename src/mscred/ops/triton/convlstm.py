@@ -155,27 +155,42 @@ def cell_backward_options(dtype: torch.dtype) -> tuple[bool, torch.dtype]:
     return not _switched_off("MSCRED_LSTM_RECOMPUTE_C"), acc
 
 
+# Programs per SM of the cell kernels' one-wave grids (``wave_grid``), forward / backward; 0 keeps the default grid.
+# The fastest of bench_cell_math.py --set waves on the H200 (results/cell_waves/, bf16, batch 128): the backward at
+# 6 per SM (level 1's 79 registers a thread allow 6 blocks of 4 warps) 42.2 -> 35.1 us at level 1, 27.6 -> 25.9 at
+# level 2; the forward lost at every count tried (level 1: 17.1 -> 17.6-23.1 us), so it keeps one tile a program.
+WAVE_PER_SM = (0, 6)
+
+
 def wave_grid(grid: tuple[int, ...], layout: str, direction: str) -> tuple[tuple[int, ...], bool]:
-    """(grid, GRID_STRIDE) of a cell kernel: with MSCRED_CELL_WAVE="F/B" (programs per SM of the forward / backward
-    kernel, e.g. "9/6", what level 1's 56 / 79 registers a thread allow at 4 warps on sm_90,
-    benchmarks/cell_kernel_sass.py) a channels-last grid becomes one wave of grid-stride programs (at most SMs x F
-    or B of them, each walking the row tiles num_programs apart), so that no last, nearly empty wave runs alone:
-    level 1's forward launches 3,600 programs for 9 x 132 slots (3.03 waves), its backward 1,800 for 6 x 132
-    (2.27). An experiment (bench_cell_math.py --set waves); unset, the default, keeps ``grid`` (one row tile per
-    forward program, TILES per backward one). Without CUDA (the interpreter) the machine counts as one SM."""
+    """(grid, GRID_STRIDE) of a cell kernel: a channels-last ``grid`` of more programs than fit on the card at
+    once becomes one wave of grid-stride programs (SMs x F or B of them, each walking the row tiles num_programs
+    apart), so that no last, partly empty wave runs alone and each program reduces and adds its bias sums once.
+    F / B: ``WAVE_PER_SM`` on CUDA, or MSCRED_CELL_WAVE="F/B" (e.g. "9/6"; 0 keeps the default grid, "0/0" turns
+    it off). Level 1's backward launches 1,800 programs for 6 x 132 slots (2.27 waves); levels 3-4's fit in one
+    wave and keep their grids. Without CUDA (the interpreter) the default is off and the machine counts as one SM,
+    so that CI's interpreter tests run both paths: the default grid, and the grid-stride one when they set it."""
     setting = os.environ.get("MSCRED_CELL_WAVE", "")
-    if not setting or layout != "nhwc":
+    on_gpu = torch.cuda.is_available() and not _interpreting()
+    if layout != "nhwc":
         return grid, False
-    try:
-        forward, backward = (int(v) for v in setting.split("/"))
-        if min(forward, backward) < 1:
-            raise ValueError
-        per_sm = forward if direction == "forward" else backward
-    except ValueError:
-        raise ValueError(f"MSCRED_CELL_WAVE={setting!r}: expected two program counts per SM, forward/backward, "
-                         "e.g. 9/6") from None
-    sms = _runtime.sm_count() if torch.cuda.is_available() and not _interpreting() else 1
+    if setting:
+        try:
+            per_direction = tuple(int(v) for v in setting.split("/"))
+            if len(per_direction) != 2 or min(per_direction) < 0:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"MSCRED_CELL_WAVE={setting!r}: expected two program counts per SM, forward/backward, "
+                             "e.g. 9/6 (0: the default grid)") from None
+    elif on_gpu:
+        per_direction = WAVE_PER_SM
+    else:
+        return grid, False
+    per_sm = per_direction[0 if direction == "forward" else 1]
+    sms = _runtime.sm_count() if on_gpu else 1
     rows = max(1, sms * per_sm // grid[1])  # programs along the row tiles, per channel block
+    if per_sm == 0 or (rows >= grid[0] and not setting):
+        return grid, False
     return (min(grid[0], rows), *grid[1:]), True
 
 

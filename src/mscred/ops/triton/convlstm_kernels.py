@@ -343,13 +343,15 @@ if triton is not None:
         if DBIAS:
             # d bias = the d-gates summed over batch, pixels and steps (channels-last 2-D tiles only): per program
             # a column sum of its tiles (in the compute type, before any bf16 rounding), then one atomic add of
-            # BLOCK_C partial sums per gate, instead of a separate reduction over the whole d-gate tensor.
+            # BLOCK_C partial sums per gate, instead of a separate reduction over the whole d-gate tensor. Relaxed:
+            # nothing in this kernel reads the sums, so the default acq_rel's fence before each add (MEMBAR.ALL.GPU,
+            # which waits for this thread's stores) buys nothing.
             cols = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
             cmask = cols < CH
-            tl.atomic_add(db_ptr + cols, tl.sum(s_i, axis=0), mask=cmask)
-            tl.atomic_add(db_ptr + CH + cols, tl.sum(s_g, axis=0), mask=cmask)
-            tl.atomic_add(db_ptr + 2 * CH + cols, tl.sum(s_f, axis=0), mask=cmask)
-            tl.atomic_add(db_ptr + 3 * CH + cols, tl.sum(s_o, axis=0), mask=cmask)
+            tl.atomic_add(db_ptr + cols, tl.sum(s_i, axis=0), mask=cmask, sem="relaxed")
+            tl.atomic_add(db_ptr + CH + cols, tl.sum(s_g, axis=0), mask=cmask, sem="relaxed")
+            tl.atomic_add(db_ptr + 2 * CH + cols, tl.sum(s_f, axis=0), mask=cmask, sem="relaxed")
+            tl.atomic_add(db_ptr + 3 * CH + cols, tl.sum(s_o, axis=0), mask=cmask, sem="relaxed")
 
 
     # ------------------------------------------------------------------------------------------------------------
