@@ -6,7 +6,7 @@
 # default, twice), then the whole-model GPU tests and bias_act's (whose bias atomics are relaxed too).
 # Usage: bash benchmarks/gpu_cell_wave_default.sh. Writes $OUT/cell_wave_default.tgz and $OUT/train_tests_1202b.tgz.
 set -uo pipefail
-bash benchmarks/gpu_cell_call.sh cell_wave_default waves 170 110 \
+bash benchmarks/gpu_cell_call.sh cell_wave_default waves 170 200 \
   "grid_stride or wave_grid or sfu or unfenced or full_size_on_gpu or cuda_graph_capture" \
   "tiles_1:g-fused-bf16:MSCRED_CELL_WAVE=0/0" "default_1:g-fused-bf16" \
   "tiles_2:g-fused-bf16:MSCRED_CELL_WAVE=0/0" "default_2:g-fused-bf16"
