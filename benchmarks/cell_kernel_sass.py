@@ -5,8 +5,9 @@ Triton's compiler builds each kernel for sm_90 with the launch constants the op 
 ``_launch`` / ``_launch_bwd``: BLOCK, BLOCK_C, TILES; bf16 gates, float16 cells, channels-last, strides specialised
 as at the launch) and ``tests/sm90_compile.py`` disassembles it with the Triton wheel's nvdisasm and cuobjdump. Per
 kernel and level, with the exact activations and with the SFU's tanh (``FAST_ACT``):
-- instructions in the whole kernel, and in its tile loop (the backward's: TILES row tiles per program; also with
-  c_t read back instead of recomputed, MSCRED_LSTM_RECOMPUTE_C=0),
+- instructions in the whole kernel, and in its tile loop (the backward's: TILES row tiles per program, or its
+  grid-stride loop where it launches as one wave; also with c_t read back instead of recomputed,
+  MSCRED_LSTM_RECOMPUTE_C=0),
 - MUFU instructions (EX2 and RCP for the exact forms, TANH for the SFU),
 - registers per thread, and the blocks of ``NUM_WARPS`` warps they let an SM hold (65,536 registers, allocated in
   multiples of 8 per thread; at most 64 warps),
@@ -33,19 +34,20 @@ MODULE = "mscred.ops.triton.convlstm_kernels"
 
 
 def cell_kernel_config(kernel: str, fast: bool, block: int = 512, block_c: int = 32, tiles: int = 4,
-                       concat: bool = True, num_warps: int = 4, recompute_c: bool = True) -> dict:
+                       concat: bool = True, num_warps: int = 4, recompute_c: bool = True,
+                       grid_stride: bool = False) -> dict:
     """``tests/sm90_compile.py``'s configuration of a training cell kernel in bf16 (channels-last, float16 cells),
     specialised as its launch is (channel strides 1, the others 16-aligned): ``concat`` the concatenated-gates
     path of levels 1-2 (the backward adds the bias to the stored gates; the forward reads one gate tensor, no
     recurrent one, and stores no pre-activations), else the per-step path of levels 3-4; ``recompute_c`` the
-    backward's RECOMPUTE_C. The defaults are level 1's backward."""
+    backward's RECOMPUTE_C; ``grid_stride`` GRID_STRIDE (``convlstm.wave_grid``). The defaults are level 1's backward."""
     from mscred.ops.triton import convlstm_kernels
 
     strides = [name for name in getattr(convlstm_kernels, kernel).arg_names
                if name.endswith(("_sb", "_sc", "_sp", "_sy", "_sx"))]
     constants = {name: 1 for name in strides if name.endswith("_sc")}
     constants.update(HAS_CPREV=True, PIX_MAJOR=True, CDT="tl.float32", BLOCK=block, BLOCK_C=block_c,
-                     FAST_ACT=fast, GRID_STRIDE=False)
+                     FAST_ACT=fast, GRID_STRIDE=grid_stride)
     if kernel == "cell_bwd_kernel":
         constants.update(HAS_DHR=True, HAS_DC=True, DBIAS=True, STORE2=False, TILES=tiles, PRE_BIAS=concat,
                          RECOMPUTE_C=recompute_c)
@@ -106,16 +108,17 @@ def main() -> None:
         for kernel, launch, warps in (("cell_fwd_kernel", (block, block_c, 1, grid), fused.NUM_WARPS),
                                       ("cell_bwd_kernel", (bblock, bblock_c, tiles, bgrid), fused.NUM_WARPS_BWD)):
             b, bc, t, g = launch
+            programs = launched_programs(g, fused.WAVE_PER_SM[1 if kernel == "cell_bwd_kernel" else 0])
+            stride = programs < g[0] * g[1]  # the launch's GRID_STRIDE
             for fast in (False, True):
                 code = sm90_compile.compiled_code(MODULE, kernel, cell_kernel_config(kernel, fast, b, bc, t, concat,
-                                                                                     warps))
+                                                                                     warps, grid_stride=stride))
                 ins = instructions(code["listing"])
                 read_c = 0
                 if kernel == "cell_bwd_kernel":  # the tile loop as it was before c_t was recomputed
                     read_c = loop_instructions(sm90_compile.sass(MODULE, kernel, cell_kernel_config(
-                        kernel, fast, b, bc, t, concat, warps, recompute_c=False)))
+                        kernel, fast, b, bc, t, concat, warps, recompute_c=False, grid_stride=stride)))
                 per_sm = blocks_per_sm(code["registers"], warps)
-                programs = launched_programs(g, fused.WAVE_PER_SM[1 if kernel == "cell_bwd_kernel" else 0])
                 rows.append(dict(channels=ch, size=n, kernel=kernel, activations="SFU" if fast else "exact",
                                  block=b, block_c=bc, tiles=t, warps=warps, instructions=len(ins),
                                  loop=loop_instructions(code["listing"]), loop_reading_c=read_c,
