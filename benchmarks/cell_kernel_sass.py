@@ -8,6 +8,7 @@ kernel and level, with the exact activations and with the SFU's tanh (``FAST_ACT
 - instructions in the whole kernel, and in its tile loop (the backward's: TILES row tiles per program, or its
   grid-stride loop where it launches as one wave; also with c_t read back instead of recomputed,
   MSCRED_LSTM_RECOMPUTE_C=0),
+- shared-memory loads and stores, in the kernel and in its tile loop (the backward's are its bias sums' reduction),
 - MUFU instructions (EX2 and RCP for the exact forms, TANH for the SFU),
 - registers per thread, and the blocks of ``NUM_WARPS`` warps they let an SM hold (65,536 registers, allocated in
   multiples of 8 per thread; at most 64 warps),
@@ -65,18 +66,28 @@ def instructions(listing: str) -> list[str]:
     return re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(.*?);", listing, flags=re.M)
 
 
-def loop_instructions(listing: str) -> int:
-    """Instructions from the first backward branch's target label to the branch (0 without a loop; the
+def tile_loop(listing: str) -> list[str]:
+    """The instructions from the first backward branch's target label to the branch ([] without a loop; the
     one-instruction branch-to-itself that ends every kernel is not a loop)."""
     lines = listing.splitlines()
     labels = {line.strip()[:-1]: i for i, line in enumerate(lines) if re.match(r"^\.L_x_\d+:", line)}
     for i, line in enumerate(lines):
         target = re.search(r"BRA `\((\.L_x_\d+)\)", line)
         if target and labels.get(target.group(1), len(lines)) < i:
-            count = len(instructions("\n".join(lines[labels[target.group(1)]:i + 1])))
-            if count > 1:
-                return count
-    return 0
+            loop = instructions("\n".join(lines[labels[target.group(1)]:i + 1]))
+            if len(loop) > 1:
+                return loop
+    return []
+
+
+def loop_instructions(listing: str) -> int:
+    """The number of ``tile_loop``'s instructions."""
+    return len(tile_loop(listing))
+
+
+def shared_memory_ops(code: list[str]) -> int:
+    """Shared-memory loads and stores (LDS, LDSM, STS) among ``code``'s instructions."""
+    return sum(re.sub(r"^@!?U?P\w+\s+", "", i).split()[0].split(".")[0] in ("LDS", "LDSM", "STS") for i in code)
 
 
 def blocks_per_sm(registers: int, warps: int) -> int:
@@ -122,6 +133,8 @@ def main() -> None:
                 rows.append(dict(channels=ch, size=n, kernel=kernel, activations="SFU" if fast else "exact",
                                  block=b, block_c=bc, tiles=t, warps=warps, instructions=len(ins),
                                  loop=loop_instructions(code["listing"]), loop_reading_c=read_c,
+                                 shared_ops=shared_memory_ops(ins),
+                                 loop_shared_ops=shared_memory_ops(tile_loop(code["listing"])),
                                  mufu={op: sum(i.split()[0].endswith(op) for i in ins)
                                        for op in ("MUFU.EX2", "MUFU.RCP", "MUFU.TANH")},
                                  registers=code["registers"], blocks_per_sm=per_sm, programs=programs,
@@ -132,14 +145,15 @@ def main() -> None:
             "Command: `PYTHONPATH=src python3 benchmarks/cell_kernel_sass.py`.")
     lines = ["# The training cell kernels' sm_90 code per level", "", meta, "",
              "| level (channels, size) | kernel | activations | BLOCK / BLOCK_C / TILES | instructions | tile loop "
-             "(c_t read) | MUFU EX2 / RCP / TANH | registers | blocks per SM | programs | waves |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "(c_t read) | shared-memory ops: kernel / loop | MUFU EX2 / RCP / TANH | registers | blocks per SM | "
+             "programs | waves |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         m = r["mufu"]
         reading_c = f" ({r['loop_reading_c']})" if r["loop_reading_c"] else ""
         lines.append(f"| {r['channels']}, {r['size']} | {r['kernel']} | {r['activations']} | "
                      f"{r['block']} / {r['block_c']} / {r['tiles']} | {r['instructions']} | "
-                     f"{r['loop'] or '-'}{reading_c} | "
+                     f"{r['loop'] or '-'}{reading_c} | {r['shared_ops']} / {r['loop_shared_ops'] if r['loop'] else '-'} | "
                      f"{m['MUFU.EX2']} / {m['MUFU.RCP']} / {m['MUFU.TANH']} | {r['registers']} | {r['blocks_per_sm']} | "
                      f"{r['programs']:,} | {r['waves']:.2f} |")
     out = Path(args.out)

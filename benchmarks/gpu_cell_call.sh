@@ -5,7 +5,7 @@
 #   SET        bench_cell_math.py --set (activations, waves)                         -> NAME/bench/
 #   TEST_EXPR  pytest -k expression over tests/test_ops_triton_convlstm.py            -> NAME/gpu_tests.txt
 #   SPEC       gpu_train_variants.sh's LABEL:PARTS[:VAR=VAL,...], each part cut at 45 s -> NAME/model/
-# Writes $OUT/NAME.tgz. Its calls: gpu_cell_math.sh, gpu_cell_bytes.sh, gpu_cell_waves.sh.
+# Writes $OUT/NAME.tgz. Its calls: gpu_cell_math.sh, gpu_cell_bytes.sh, gpu_cell_waves.sh, gpu_cell_wave_default.sh.
 set -uo pipefail
 NAME=$1; SET=$2; BENCH_CAP=$3; TESTS_CAP=$4; TEST_EXPR=$5; shift 5
 . benchmarks/device_env.sh

@@ -1,11 +1,13 @@
-"""benchmarks/cell_kernel_sass.py's reading of a listing and its occupancy arithmetic, on synthetic inputs (the
-compiled kernels themselves are checked in tests/test_ops_triton_convlstm.py)."""
+"""benchmarks/cell_kernel_sass.py's reading of a listing and its occupancy arithmetic, and bias_act_sass.py's
+load-width count, on synthetic inputs (the compiled kernels themselves are checked in
+tests/test_ops_triton_convlstm.py)."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bias_act_sass  # noqa: E402
 import cell_kernel_sass as cks  # noqa: E402
 
 LISTING = """
@@ -44,3 +46,15 @@ def test_launched_programs_one_wave_only_where_the_grid_holds_more():
     assert cks.launched_programs((900, 1), 6) == 792    # level 2's
     assert cks.launched_programs((256, 2), 6) == 512    # level 3's fits: 396 a channel block
     assert cks.launched_programs((3600, 1), 0) == 3600  # the forward keeps its grid
+
+
+def test_shared_memory_ops_with_predicates():
+    code = ["STS.128 [R4], R16", "@!P0 LDS.128 R20, [R14]", "LDSM.16.M88 R15, [R0]", "LDG.E.64 R2, desc[UR4][R6.64]",
+            "BAR.SYNC.DEFER_BLOCKING 0x0", "@P1 LDS R3, [R2]"]
+    assert cks.shared_memory_ops(code) == 4
+
+
+def test_global_load_bytes_by_width():
+    code = ["@P2 LDG.E.64 R8, desc[UR4][R18.64]", "@!P1 LDG.E.128 R4, desc[UR4][R22.64]", "LDG.E R3, desc[UR4][R2.64]",
+            "STG.E.64 desc[UR4][R4.64], R8", "LDS.128 R20, [R14]"]
+    assert bias_act_sass.global_load_bytes(code) == 8 + 16 + 4
