@@ -14,11 +14,10 @@ Writes DIR/bias_act_sass.md and .json (DIR: benchmarks/results/bias_act_sass).
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
-from pathlib import Path
 
+import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
 from cell_kernel_sass import ROOT, instructions  # noqa: E402 (benchmarks/ is the script's own folder)
 
 MODULE = "mscred.ops.triton.bias_act"
@@ -82,11 +81,7 @@ def main() -> None:
                      f"{r['block_p']} x {r['block_c']}, {r['warps']} | {r['elements_per_thread']} | "
                      f"{r['instructions']} ({r['instructions_constant_sizes']}) | {r['registers']} | "
                      f"{r['load_bytes_per_thread']} |")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bias_act_sass.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    (out / "bias_act_sass.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    sweep_report.write(args.out, "bias_act_sass", meta, rows, lines)
 
 
 if __name__ == "__main__":

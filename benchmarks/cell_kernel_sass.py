@@ -22,11 +22,12 @@ Writes DIR/cell_kernel_sass.md and .json (DIR: benchmarks/results/cell_kernel_sa
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 import sys
 from pathlib import Path
+
+import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELS = ((32, 30), (64, 15), (128, 8), (256, 4))
@@ -156,11 +157,7 @@ def main() -> None:
                      f"{r['loop'] or '-'}{reading_c} | {r['shared_ops']} / {r['loop_shared_ops'] if r['loop'] else '-'} | "
                      f"{m['MUFU.EX2']} / {m['MUFU.RCP']} / {m['MUFU.TANH']} | {r['registers']} | {r['blocks_per_sm']} | "
                      f"{r['programs']:,} | {r['waves']:.2f} |")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "cell_kernel_sass.json").write_text(json.dumps(dict(meta=meta, rows=rows), indent=1))
-    (out / "cell_kernel_sass.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    sweep_report.write(args.out, "cell_kernel_sass", meta, rows, lines)
 
 
 if __name__ == "__main__":
