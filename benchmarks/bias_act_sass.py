@@ -13,12 +13,10 @@ Writes DIR/bias_act_sass.md and .json (DIR: benchmarks/results/bias_act_sass).
 """
 from __future__ import annotations
 
-import argparse
 import re
-import sys
 
 import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
-from cell_kernel_sass import ROOT, instructions  # noqa: E402 (benchmarks/ is the script's own folder)
+from cell_kernel_sass import instructions, out_dir_and_compiler  # noqa: E402 (benchmarks/ is the script's own folder)
 
 MODULE = "mscred.ops.triton.bias_act"
 # (channels, map side) of the training encoder's bias_act forward calls (batch 640 = 128 windows x 5 steps); each
@@ -46,11 +44,7 @@ def global_load_bytes(code: list[str]) -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/bias_act_sass")
-    args = ap.parse_args()
-    sys.path.insert(0, str(ROOT / "tests"))
-    import sm90_compile
+    out, sm90_compile = out_dir_and_compiler(__doc__, "benchmarks/results/bias_act_sass")
     from mscred.ops.triton import bias_act
 
     rows = []
@@ -81,7 +75,7 @@ def main() -> None:
                      f"{r['block_p']} x {r['block_c']}, {r['warps']} | {r['elements_per_thread']} | "
                      f"{r['instructions']} ({r['instructions_constant_sizes']}) | {r['registers']} | "
                      f"{r['load_bytes_per_thread']} |")
-    sweep_report.write(args.out, "bias_act_sass", meta, rows, lines)
+    sweep_report.write(out, "bias_act_sass", meta, rows, lines)
 
 
 if __name__ == "__main__":

@@ -104,12 +104,18 @@ def launched_programs(grid: tuple[int, int], wave_per_sm: int) -> int:
     return (rows if wave_per_sm and rows < grid[0] else grid[0]) * grid[1]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/cell_kernel_sass")
-    args = ap.parse_args()
+def out_dir_and_compiler(doc: str, default_out: str):
+    """(--out of the command line, ``tests/sm90_compile``): what a SASS-reading script of benchmarks/ starts with."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--out", default=default_out)
     sys.path.insert(0, str(ROOT / "tests"))
     import sm90_compile
+
+    return ap.parse_args().out, sm90_compile
+
+
+def main() -> None:
+    out, sm90_compile = out_dir_and_compiler(__doc__, "benchmarks/results/cell_kernel_sass")
     from mscred.ops.triton import convlstm as fused
 
     rows = []
@@ -157,7 +163,7 @@ def main() -> None:
                      f"{r['loop'] or '-'}{reading_c} | {r['shared_ops']} / {r['loop_shared_ops'] if r['loop'] else '-'} | "
                      f"{m['MUFU.EX2']} / {m['MUFU.RCP']} / {m['MUFU.TANH']} | {r['registers']} | {r['blocks_per_sm']} | "
                      f"{r['programs']:,} | {r['waves']:.2f} |")
-    sweep_report.write(args.out, "cell_kernel_sass", meta, rows, lines)
+    sweep_report.write(out, "cell_kernel_sass", meta, rows, lines)
 
 
 if __name__ == "__main__":
