@@ -97,13 +97,6 @@ def blocks_per_sm(registers: int, warps: int) -> int:
     return min(65536 // per_block, 64 // warps)
 
 
-def launched_programs(grid: tuple[int, int], wave_per_sm: int) -> int:
-    """Programs a cell kernel launches on the H200 for its default ``grid``: ``convlstm.wave_grid``'s one wave of
-    ``wave_per_sm`` programs per SM where the grid holds more (0: the grid as it is)."""
-    rows = SMS * wave_per_sm // grid[1]
-    return (rows if wave_per_sm and rows < grid[0] else grid[0]) * grid[1]
-
-
 def out_dir_and_compiler(doc: str, default_out: str):
     """(--out of the command line, ``tests/sm90_compile``): what a SASS-reading script of benchmarks/ starts with."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
@@ -126,8 +119,8 @@ def main() -> None:
         for kernel, launch, warps in (("cell_fwd_kernel", (block, block_c, 1, grid), fused.NUM_WARPS),
                                       ("cell_bwd_kernel", (bblock, bblock_c, tiles, bgrid), fused.NUM_WARPS_BWD)):
             b, bc, t, g = launch
-            programs = launched_programs(g, fused.WAVE_PER_SM[1 if kernel == "cell_bwd_kernel" else 0])
-            stride = programs < g[0] * g[1]  # the launch's GRID_STRIDE
+            wave, stride = fused.one_wave(g, fused.WAVE_PER_SM[1 if kernel == "cell_bwd_kernel" else 0], SMS)
+            programs = math.prod(wave)
             for fast in (False, True):
                 code = sm90_compile.compiled_code(MODULE, kernel, cell_kernel_config(kernel, fast, b, bc, t, concat,
                                                                                      warps, grid_stride=stride))

@@ -3,6 +3,7 @@ load-width count, on synthetic inputs (the compiled kernels themselves are check
 tests/test_ops_triton_convlstm.py)."""
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -42,10 +43,16 @@ def test_blocks_per_sm_by_registers_and_warps():
 
 
 def test_launched_programs_one_wave_only_where_the_grid_holds_more():
-    assert cks.launched_programs((1800, 1), 6) == 792   # level 1's backward: 6 x 132
-    assert cks.launched_programs((900, 1), 6) == 792    # level 2's
-    assert cks.launched_programs((256, 2), 6) == 512    # level 3's fits: 396 a channel block
-    assert cks.launched_programs((3600, 1), 0) == 3600  # the forward keeps its grid
+    """``convlstm.one_wave`` on the H200's 132 SMs, as cell_kernel_sass.py reports the launches."""
+    from mscred.ops.triton.convlstm import one_wave
+
+    def launched_programs(grid, per_sm):
+        return math.prod(one_wave(grid, per_sm, cks.SMS)[0])
+
+    assert launched_programs((1800, 1), 6) == 792   # level 1's backward: 6 x 132
+    assert launched_programs((900, 1), 6) == 792    # level 2's
+    assert launched_programs((256, 2), 6) == 512    # level 3's fits: 396 a channel block
+    assert launched_programs((3600, 1), 0) == 3600  # the forward keeps its grid
 
 
 def test_shared_memory_ops_with_predicates():

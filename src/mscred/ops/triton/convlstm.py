@@ -187,9 +187,15 @@ def wave_grid(grid: tuple[int, ...], layout: str, direction: str) -> tuple[tuple
     else:
         return grid, False
     per_sm = per_direction[0 if direction == "forward" else 1]
-    sms = _runtime.sm_count() if on_gpu else 1
+    return one_wave(grid, per_sm, _runtime.sm_count() if on_gpu else 1, forced=bool(setting))
+
+
+def one_wave(grid: tuple[int, ...], per_sm: int, sms: int, forced: bool = False) -> tuple[tuple[int, ...], bool]:
+    """(grid, GRID_STRIDE): ``grid`` as one wave of ``per_sm`` grid-stride programs per SM on ``sms`` SMs where it
+    holds more programs than that (anywhere if ``forced``: a set MSCRED_CELL_WAVE); ``per_sm`` 0 keeps it.
+    ``wave_grid``'s arithmetic, also what benchmarks/cell_kernel_sass.py reports for the H200."""
     rows = max(1, sms * per_sm // grid[1])  # programs along the row tiles, per channel block
-    if per_sm == 0 or (rows >= grid[0] and not setting):
+    if per_sm == 0 or (rows >= grid[0] and not forced):
         return grid, False
     return (min(grid[0], rows), *grid[1:]), True
 
