@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed
 # (999 MB + 95 MB installed on the CPU development box); a GPU machine's torch brings Triton itself.
 DEMO_STAMP := $(VENV)/.installed-demo
 # pytest processes of `make test` (pytest-xdist), each taking whole test files in order: 2 on the 2-core CI machine
-# ran the suite in 6m45s against 12m46s in one process (2026-12-02); `make test TEST_WORKERS=0` runs it in one.
+# ran the suite in 6m45s against 12m46s in one process (2026-12-02, benchmarks/results/test_suite_time/);
+# `make test TEST_WORKERS=0` runs it in one.
 TEST_WORKERS ?= 2
 
 .PHONY: setup demo test bench lint clean
