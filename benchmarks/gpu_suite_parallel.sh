@@ -6,7 +6,9 @@
 # four compiling beside it: inside "rest" it pushed that group past its cap on 2026-11-30), and everything else.
 # Writes $OUT/gpu_suite/{convlstm,triton_ops,train_im2col,build,rest_a,rest_b}.txt; the summary lines to the console.
 # Usage (repository root, CUDA machine): bash benchmarks/gpu_suite_parallel.sh [group ...] (default: all six; "rest"
-# is rest_a + rest_b in one process)
+# is rest_a + rest_b in one process). A group NAME/N (convlstm/3) runs NAME's tests as N processes side by side,
+# each a contiguous block of its test ids (contiguous, so that one test's parametrisations, which compile the same
+# kernels, stay in one process); their files are NAME_1.txt .. NAME_N.txt.
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
@@ -20,7 +22,26 @@ REST=$(ls tests/test_*.py | grep -v -F -x -e "$CONVLSTM" -e "$BUILD" $(for f in 
 # take its files alternately, side by side.
 REST_A=$(echo "$REST" | awk 'NR % 2 == 1'); REST_B=$(echo "$REST" | awk 'NR % 2 == 0')
 GROUPS_RUN=${*:-convlstm triton_ops train_im2col build rest_a rest_b}
+# shard_ids K N FILES...: the K-th (1-based) of N contiguous blocks of FILES' test ids.
+shard_ids() {
+  local k=$1 n=$2; shift 2
+  python3 -m pytest --collect-only -q -p no:cacheprovider "$@" 2>/dev/null | grep '::' \
+    | awk -v k="$k" -v n="$n" '{ id[NR] = $0 } END { per = int((NR + n - 1) / n);
+                                 for (i = (k - 1) * per + 1; i <= k * per && i <= NR; i++) print id[i] }'
+}
+SUMMARIES=""
 for group in $GROUPS_RUN; do
+  if [[ $group == */* ]]; then
+    name=${group%/*}; n=${group#*/}
+    case $name in convlstm) files=$CONVLSTM ;; triton_ops) files=$TRITON_OPS ;; train_im2col) files=$TRAIN_IM2COL ;;
+      *) echo "no sharding for group $name" >&2; continue ;; esac
+    for k in $(seq 1 "$n"); do
+      bash benchmarks/gpu_pytest.sh "$D/${name}_$k.txt" 450 $(shard_ids "$k" "$n" $files) &
+      SUMMARIES="$SUMMARIES ${name}_$k"
+    done
+    continue
+  fi
+  SUMMARIES="$SUMMARIES $group"
   case $group in
     # 296 s on 2026-12-01; on 2026-12-02 a cold machine cut it at 400 s after ~119 of 193 tests, and triton_ops
     # at 300 s after ~104 of 161 (results/final_1202/): with the model after it the call would pass 600 s, so
@@ -35,7 +56,7 @@ for group in $GROUPS_RUN; do
   esac
 done
 wait
-for f in $GROUPS_RUN; do
+for f in $SUMMARIES; do
   echo "$f: $(grep -E "passed|failed|error" "$D/$f.txt" | tail -1) ($(grep "pytest exit code" "$D/$f.txt"))"
 done
 grep -h -E "^(FAILED|ERROR) " "$D"/*.txt | head -20
