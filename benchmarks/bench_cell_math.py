@@ -10,14 +10,15 @@ Rows: the exact forms (the code before 2026-12-02), the SFU, and two byte saving
 (``convlstm.cell_backward_options``): c_t recomputed from the pre-activations and c_{t-1} instead of read back
 (MSCRED_LSTM_RECOMPUTE_C, default on), and the running dc stored in bf16 (MSCRED_LSTM_BF16_DC=1, opt-in).
 
-``--set waves``: the kernels' grids as one wave of grid-stride programs (``convlstm.wave_grid``,
-MSCRED_CELL_WAVE="F/B" programs per SM) against one tile (forward) or TILES tiles (backward) per program. By the
+``--set waves``: the backward cell kernel's grid as one wave of grid-stride programs (``convlstm.wave_grid``,
+MSCRED_CELL_WAVE="N" programs per SM) against TILES tiles per program. By the
 registers of the sm_90 code (benchmarks/cell_kernel_sass.py: at level 1 56 a thread for the forward, 79 for the
 backward, at 4 warps: 9 and 6 blocks per SM), level 1's forward launches 3.03 waves and its backward 2.27, level 2's
 forward 1.52: a last, partly empty wave each. Its first run (2026-12-02, results/cell_waves/: default grids, 9/6,
 9/9, 18/12, 4/3) found the backward faster at 6 per SM and the forward slower at every count, so the backward's
-one wave became the default (``WAVE_PER_SM``). Rows since: TILES tiles a program (0/0, the grids before), the
-default (0/6), the backward at 4 and 8 per SM, and 9/6 (the forward's one wave too).
+one wave became the default (``WAVE_PER_SM``), and the forward's grid-stride path was removed (2026-12-02; the
+earlier "F/B" form of the setting is still read when F is 0). Rows since: TILES tiles a program (0, the grids
+before), the default (6 per SM), the backward at 4 and 8 per SM.
 
 Per level of the default model at the training batch (128 windows of 5 steps, bf16, channels-last, kernel 2; levels
 1-2 take the concatenated-gates path as in training), for each variant:
@@ -47,9 +48,9 @@ VARIANT_SETS = {
                     ("SFU tanh", {"MSCRED_LSTM_RECOMPUTE_C": "0"}),
                     ("SFU tanh, c recomputed", {}),
                     ("SFU tanh, c recomputed, bf16 dc", {"MSCRED_LSTM_BF16_DC": "1"})),
-    "waves": (("TILES tiles a program (0/0)", {"MSCRED_CELL_WAVE": "0/0"}),
-              ("default (backward one wave, 0/6 per SM)", {})) + tuple(
-        (f"grid-stride, {w} per SM", {"MSCRED_CELL_WAVE": w}) for w in ("0/4", "0/8", "9/6")),
+    "waves": (("TILES tiles a program (0)", {"MSCRED_CELL_WAVE": "0"}),
+              ("default (backward one wave, 6 per SM)", {})) + tuple(
+        (f"grid-stride, {w} per SM", {"MSCRED_CELL_WAVE": w}) for w in ("4", "8")),
 }
 SETTINGS = ("MSCRED_LSTM_FAST_ACT", "MSCRED_LSTM_RECOMPUTE_C", "MSCRED_LSTM_BF16_DC", "MSCRED_CELL_WAVE")
 KERNELS = ("cell_fwd_kernel", "cell_bwd_kernel")

@@ -42,17 +42,18 @@ def cell_kernel_config(kernel: str, fast: bool, block: int = 512, block_c: int =
     specialised as its launch is (channel strides 1, the others 16-aligned): ``concat`` the concatenated-gates
     path of levels 1-2 (the backward adds the bias to the stored gates; the forward reads one gate tensor, no
     recurrent one, and stores no pre-activations), else the per-step path of levels 3-4; ``recompute_c`` the
-    backward's RECOMPUTE_C; ``grid_stride`` GRID_STRIDE (``convlstm.wave_grid``). The defaults are level 1's backward."""
+    backward's RECOMPUTE_C and ``grid_stride`` its GRID_STRIDE (``convlstm.wave_grid``). The defaults are level
+    1's backward."""
     from mscred.ops.triton import convlstm_kernels
 
     strides = [name for name in getattr(convlstm_kernels, kernel).arg_names
                if name.endswith(("_sb", "_sc", "_sp", "_sy", "_sx"))]
     constants = {name: 1 for name in strides if name.endswith("_sc")}
     constants.update(HAS_CPREV=True, PIX_MAJOR=True, CDT="tl.float32", BLOCK=block, BLOCK_C=block_c,
-                     FAST_ACT=fast, GRID_STRIDE=grid_stride)
+                     FAST_ACT=fast)
     if kernel == "cell_bwd_kernel":
         constants.update(HAS_DHR=True, HAS_DC=True, DBIAS=True, STORE2=False, TILES=tiles, PRE_BIAS=concat,
-                         RECOMPUTE_C=recompute_c)
+                         RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride)
     else:
         constants.update(HAS_REC=not concat, WRITE_HP=True, STORE_PRE=not concat, STORE_C=True, HP_BORDER=10)
     pointers = {name: "*bf16" for name in ("gx_ptr", "rec_ptr", "pre_ptr", "h_ptr", "hp_ptr", "dh_ptr", "dhr_ptr",
@@ -119,7 +120,7 @@ def main() -> None:
         for kernel, launch, warps in (("cell_fwd_kernel", (block, block_c, 1, grid), fused.NUM_WARPS),
                                       ("cell_bwd_kernel", (bblock, bblock_c, tiles, bgrid), fused.NUM_WARPS_BWD)):
             b, bc, t, g = launch
-            wave, stride = fused.one_wave(g, fused.WAVE_PER_SM[1 if kernel == "cell_bwd_kernel" else 0], SMS)
+            wave, stride = fused.one_wave(g, fused.WAVE_PER_SM if kernel == "cell_bwd_kernel" else 0, SMS)
             programs = math.prod(wave)
             for fast in (False, True):
                 code = sm90_compile.compiled_code(MODULE, kernel, cell_kernel_config(kernel, fast, b, bc, t, concat,

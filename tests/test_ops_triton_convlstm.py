@@ -342,10 +342,10 @@ def test_cell_state_recomputed_or_read_back_agree(time_major, monkeypatch):
 
 
 @pytest.mark.parametrize("time_major", [False, True])
-@pytest.mark.parametrize("wave", ["3/2", "1/1", "64/64"])
-def test_grid_stride_cell_kernels_equal_reference(time_major, wave, monkeypatch):
-    """MSCRED_CELL_WAVE: both cell kernels as one wave of grid-stride programs (each walking many row tiles here:
-    small tiles, few programs; or more programs than tiles) give the float64 reference's h and gradients, on the
+@pytest.mark.parametrize("wave", ["2", "1", "0/64"])
+def test_grid_stride_backward_cell_kernel_equals_reference(time_major, wave, monkeypatch):
+    """MSCRED_CELL_WAVE: the backward cell kernel as one wave of grid-stride programs (each walking many row tiles
+    here: small tiles, few programs; or more programs than tiles) gives the float64 reference's gradients, on the
     default and the concatenated path, the bias gradient summed per program across its tiles."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "1")
@@ -359,28 +359,27 @@ def test_grid_stride_cell_kernels_equal_reference(time_major, wave, monkeypatch)
 
 
 def test_wave_grid_setting(monkeypatch):
-    """The grid of ``wave_grid``: on CUDA by default the backward's, when it holds more programs than
-    ``WAVE_PER_SM`` per SM, becomes one wave and the forward's is kept; without CUDA unchanged unless
-    MSCRED_CELL_WAVE is set; set, for channels-last buffers, at most SMs x programs-per-SM programs split over the
-    channel blocks (0: the default grid); a malformed value names itself."""
+    """The backward's grid from ``wave_grid``: on CUDA by default, when it holds more programs than ``WAVE_PER_SM``
+    per SM, one wave; without CUDA unchanged unless MSCRED_CELL_WAVE is set; set, for channels-last buffers, at
+    most SMs x programs-per-SM programs split over the channel blocks (0: the default grid; the earlier "0/N" form
+    still read); a malformed value, or a forward count (that path is gone), names itself."""
     grid = (1800, 2)
-    assert fused.wave_grid(grid, "nhwc", "forward") == (grid, False)
     sms = torch.cuda.get_device_properties(0).multi_processor_count if CUDA else 1
-    per_sm = fused.WAVE_PER_SM[1]
-    assert fused.wave_grid(grid, "nhwc", "backward") == (((sms * per_sm // 2, 2), True) if CUDA else (grid, False))
-    assert fused.wave_grid((5, 1), "nhwc", "backward") == ((5, 1), False)  # one wave already
-    monkeypatch.setenv("MSCRED_CELL_WAVE", "0/0")
-    assert fused.wave_grid(grid, "nhwc", "backward") == (grid, False)
-    monkeypatch.setenv("MSCRED_CELL_WAVE", "9/6")
-    assert fused.wave_grid(grid, "nchw", "forward") == (grid, False)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count if CUDA else 1
-    assert fused.wave_grid(grid, "nhwc", "forward") == ((min(1800, sms * 9 // 2), 2), True)
-    assert fused.wave_grid(grid, "nhwc", "backward") == ((min(1800, sms * 6 // 2), 2), True)
-    assert fused.wave_grid((5, 1), "nhwc", "backward") == ((5, 1), True)
-    for bad in ("9", "a/b", "9-6", "9/-1", "1/2/3"):
+    per_sm = fused.WAVE_PER_SM
+    assert fused.wave_grid(grid, "nhwc") == (((sms * per_sm // 2, 2), True) if CUDA else (grid, False))
+    assert fused.wave_grid((5, 1), "nhwc") == ((5, 1), False)  # one wave already
+    for off in ("0", "0/0"):
+        monkeypatch.setenv("MSCRED_CELL_WAVE", off)
+        assert fused.wave_grid(grid, "nhwc") == (grid, False)
+    for six in ("6", "0/6"):
+        monkeypatch.setenv("MSCRED_CELL_WAVE", six)
+        assert fused.wave_grid(grid, "nchw") == (grid, False)
+        assert fused.wave_grid(grid, "nhwc") == ((min(1800, sms * 6 // 2), 2), True)
+        assert fused.wave_grid((5, 1), "nhwc") == ((5, 1), True)
+    for bad in ("9/6", "a/b", "9-6", "-1", "0/-1", "1/2/3"):
         monkeypatch.setenv("MSCRED_CELL_WAVE", bad)
         with pytest.raises(ValueError, match="MSCRED_CELL_WAVE"):
-            fused.wave_grid(grid, "nhwc", "forward")
+            fused.wave_grid(grid, "nhwc")
 
 
 def test_forget_bias_is_used():

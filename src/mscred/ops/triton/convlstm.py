@@ -155,39 +155,47 @@ def cell_backward_options(dtype: torch.dtype) -> tuple[bool, torch.dtype]:
     return not _switched_off("MSCRED_LSTM_RECOMPUTE_C"), acc
 
 
-# Programs per SM of the cell kernels' one-wave grids (``wave_grid``), forward / backward; 0 keeps the default grid.
-# The fastest of bench_cell_math.py --set waves on the H200 (results/cell_waves/, bf16, batch 128): the backward at
-# 6 per SM (level 1's 79 registers a thread allow 6 blocks of 4 warps) 42.2 -> 35.1 us at level 1, 27.6 -> 25.9 at
-# level 2; the forward lost at every count tried (level 1: 17.1 -> 17.6-23.1 us), so it keeps one tile a program.
-WAVE_PER_SM = (0, 6)
+# Programs per SM of the backward cell kernel's one-wave grid (``wave_grid``); 0 keeps the default grid. The fastest
+# of bench_cell_math.py --set waves on the H200 (results/cell_waves/, results/cell_wave_default/, bf16, batch 128):
+# 6 per SM (level 1's 79 registers a thread allow 6 blocks of 4 warps) 35.6 -> 31.3 us at level 1, 24.5 -> 23.1 at
+# level 2. The forward as one wave lost at every count tried (level 1: 17.1 -> 17.6-23.1 us) and keeps one tile a
+# program; its grid-stride path was removed on 2026-12-02 (recoverable from commit 9ee25d9).
+WAVE_PER_SM = 6
 
 
-def wave_grid(grid: tuple[int, ...], layout: str, direction: str) -> tuple[tuple[int, ...], bool]:
-    """(grid, GRID_STRIDE) of a cell kernel: a channels-last ``grid`` of more programs than fit on the card at
-    once becomes one wave of grid-stride programs (SMs x F or B of them, each walking the row tiles num_programs
-    apart), so that no last, partly empty wave runs alone and each program reduces and adds its bias sums once.
-    F / B: ``WAVE_PER_SM`` on CUDA, or MSCRED_CELL_WAVE="F/B" (e.g. "9/6"; 0 keeps the default grid, "0/0" turns
-    it off). Level 1's backward launches 1,800 programs for 6 x 132 slots (2.27 waves); levels 3-4's fit in one
-    wave and keep their grids. Without CUDA (the interpreter) the default is off and the machine counts as one SM,
-    so that CI's interpreter tests run both paths: the default grid, and the grid-stride one when they set it."""
+def wave_grid(grid: tuple[int, ...], layout: str) -> tuple[tuple[int, ...], bool]:
+    """(grid, GRID_STRIDE) of the backward cell kernel: a channels-last ``grid`` of more programs than fit on the
+    card at once becomes one wave of grid-stride programs (SMs x ``WAVE_PER_SM`` on CUDA, or MSCRED_CELL_WAVE="N"
+    per SM; 0 keeps the default grid), each walking the row tiles num_programs apart, so that no last, partly empty
+    wave runs alone and each program reduces and adds its bias sums once. Level 1's backward launches 1,800
+    programs for 6 x 132 slots (2.27 waves); levels 3-4's fit in one wave and keep their grids. Without CUDA (the
+    interpreter) the default is off and the machine counts as one SM, so that CI's interpreter tests run both
+    paths: the default grid, and the grid-stride one when they set it. The setting's earlier "F/B" form (forward /
+    backward) is still read when F is 0."""
     setting = os.environ.get("MSCRED_CELL_WAVE", "")
     on_gpu = torch.cuda.is_available() and not _interpreting()
     if layout != "nhwc":
         return grid, False
     if setting:
-        try:
-            per_direction = tuple(int(v) for v in setting.split("/"))
-            if len(per_direction) != 2 or min(per_direction) < 0:
-                raise ValueError
-        except ValueError:
-            raise ValueError(f"MSCRED_CELL_WAVE={setting!r}: expected two program counts per SM, forward/backward, "
-                             "e.g. 9/6 (0: the default grid)") from None
+        per_sm = _wave_setting(setting)
     elif on_gpu:
-        per_direction = WAVE_PER_SM
+        per_sm = WAVE_PER_SM
     else:
         return grid, False
-    per_sm = per_direction[0 if direction == "forward" else 1]
     return one_wave(grid, per_sm, _runtime.sm_count() if on_gpu else 1, forced=bool(setting))
+
+
+def _wave_setting(setting: str) -> int:
+    """MSCRED_CELL_WAVE's programs per SM: "N", or "0/N" (the form from when the forward had a count too)."""
+    forward, _, backward = setting.rpartition("/")
+    try:
+        per_sm = int(backward)
+        if per_sm < 0 or forward not in ("", "0"):
+            raise ValueError
+    except ValueError:
+        raise ValueError(f"MSCRED_CELL_WAVE={setting!r}: expected the backward cell kernel's programs per SM, e.g. 6 "
+                         "(0: the default grid; the forward's grid-stride path was removed)") from None
+    return per_sm
 
 
 def one_wave(grid: tuple[int, ...], per_sm: int, sms: int, forced: bool = False) -> tuple[tuple[int, ...], bool]:
@@ -517,7 +525,6 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
     hp_border = recurrent_border(hprev, pads)
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
-    grid, grid_stride = wave_grid(grid, layout, "forward")
     fast = fast_activations(gx.dtype)
     for t in range(T):
         gxt = gx[:, t]
@@ -535,7 +542,7 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
             HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save, STORE_C=save or t < T - 1,
             HP_BORDER=hp_border,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
-            FAST_ACT=fast, GRID_STRIDE=grid_stride, num_warps=NUM_WARPS,
+            FAST_ACT=fast, num_warps=NUM_WARPS,
         )
 
 
@@ -683,7 +690,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
     N = B * Ch * H * W
     block, block_c, tiles, grid = _launch_bwd(layout, B * H * W, Ch)
-    grid, grid_stride = wave_grid(grid, layout, "backward")
+    grid, grid_stride = wave_grid(grid, layout)
     fast = fast_activations(pre.dtype)
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"

@@ -94,7 +94,6 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     hp_border = lstm.recurrent_border(xh[1:, :, C:], pads)
     N = B * Ch * H * W
     block, block_c, grid = lstm._launch("nhwc", B * H * W, Ch)
-    grid, grid_stride = lstm.wave_grid(grid, "nhwc", "forward")
     fast = lstm.fast_activations(images.dtype)  # the gates' dtype: cuDNN's output in the images' dtype
     gates = []
     for t in range(T):
@@ -110,7 +109,7 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
             N, Ch, H * W, W, pads[0], pads[2], forget_bias, H,
             HAS_REC=False, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=False, STORE_C=True,
             HP_BORDER=hp_border, PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c,
-            FAST_ACT=fast, GRID_STRIDE=grid_stride, num_warps=lstm.NUM_WARPS,
+            FAST_ACT=fast, num_warps=lstm.NUM_WARPS,
         )
     return gates
 
@@ -132,7 +131,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     db = torch.zeros(4 * Ch, device=xh.device, dtype=acc)
     N = B * Ch * H * W
     block, block_c, tiles, grid = lstm._launch_bwd("nhwc", B * H * W, Ch)
-    grid, grid_stride = lstm.wave_grid(grid, "nhwc", "backward")
+    grid, grid_stride = lstm.wave_grid(grid, "nhwc")
     fast = lstm.fast_activations(pre[0].dtype)
     dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution
     for t in reversed(range(T)):

@@ -138,19 +138,23 @@ if triton is not None:
         if B and R:
             tl.store(ptr + sy + sx, z, mask=mask & (y == H - 1) & (x == W - 1))
 
-    @triton.jit
-    def _cell_fwd_tile(
-        tile, gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx, bias_ptr, rec_ptr, rec_sb, rec_sc, rec_sp,
-        pre_ptr, pre_sb, pre_sc, pre_sp, cprev_ptr, c_ptr, c_sb, c_sc, c_sp, h_ptr, h_sb, h_sc, h_sp,
-        hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, N, CH, HW, W, PAD_T, PAD_L, forget_bias, H,
+    @_jit(do_not_specialize=_SIZES)
+    def cell_fwd_kernel(
+        gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,  # input-conv gates of this step (B, 4Ch, H, W); may be a crop
+        bias_ptr,                           # (4Ch,) gate bias, added here (not by the input convolution)
+        rec_ptr, rec_sb, rec_sc, rec_sp,    # recurrent-conv gates (B, 4Ch, H, W), read if HAS_REC
+        pre_ptr, pre_sb, pre_sc, pre_sp,    # out: gate pre-activations, saved for the backward if STORE_PRE
+        cprev_ptr, c_ptr, c_sb, c_sc, c_sp, # cell states of the previous / this step (B, Ch, H, W)
+        h_ptr, h_sb, h_sc, h_sp,            # out: h_t into the output
+        hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, # out: h_t into the interior of a zero-bordered (B, Ch, Hp, Wp) buffer
+        N, CH, HW, W, PAD_T, PAD_L, forget_bias, H,
         HAS_REC: tl.constexpr, HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr,
         STORE_C: tl.constexpr, HP_BORDER: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
-        FAST_ACT: tl.constexpr,
+        FAST_ACT: tl.constexpr = False,
     ):
-        """Row tile ``tile`` of ``cell_fwd_kernel`` (channels-last; NCHW programs take their own elements)."""
         if PIX_MAJOR:
-            mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C, tile)
+            mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C, tl.program_id(0))
         else:
             mask, b, ch, p = _indices_1d(N, CH, HW, BLOCK)
         gx = gx_ptr + b * gx_sb + ch * gx_sc + (p // W) * gx_sy + (p % W) * gx_sx
@@ -196,39 +200,6 @@ if triton is not None:
             tl.store(hp, h, mask=mask)
             if HP_BORDER:  # and the zero border around it (HP_BORDER: its sides, see _zero_border_around)
                 _zero_border_around(hp, p, mask, H, W, hp_sy, hp_sx, h, HP_BORDER)
-
-    @_jit(do_not_specialize=_SIZES)
-    def cell_fwd_kernel(
-        gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,  # input-conv gates of this step (B, 4Ch, H, W); may be a crop
-        bias_ptr,                           # (4Ch,) gate bias, added here (not by the input convolution)
-        rec_ptr, rec_sb, rec_sc, rec_sp,    # recurrent-conv gates (B, 4Ch, H, W), read if HAS_REC
-        pre_ptr, pre_sb, pre_sc, pre_sp,    # out: gate pre-activations, saved for the backward if STORE_PRE
-        cprev_ptr, c_ptr, c_sb, c_sc, c_sp, # cell states of the previous / this step (B, Ch, H, W)
-        h_ptr, h_sb, h_sc, h_sp,            # out: h_t into the output
-        hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, # out: h_t into the interior of a zero-bordered (B, Ch, Hp, Wp) buffer
-        N, CH, HW, W, PAD_T, PAD_L, forget_bias, H,
-        HAS_REC: tl.constexpr, HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr,
-        STORE_C: tl.constexpr, HP_BORDER: tl.constexpr,
-        PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
-        FAST_ACT: tl.constexpr = False, GRID_STRIDE: tl.constexpr = False,
-    ):
-        # GRID_STRIDE (channels-last): the grid is one wave of programs (``convlstm.wave_grid``), each walking the
-        # row tiles num_programs apart; else one tile per program.
-        if GRID_STRIDE:
-            for tile in range(tl.program_id(0), tl.cdiv(N // CH, BLOCK // BLOCK_C), tl.num_programs(0)):
-                _cell_fwd_tile(
-                    tile, gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx, bias_ptr, rec_ptr, rec_sb, rec_sc, rec_sp,
-                    pre_ptr, pre_sb, pre_sc, pre_sp, cprev_ptr, c_ptr, c_sb, c_sc, c_sp, h_ptr, h_sb, h_sc, h_sp,
-                    hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, N, CH, HW, W, PAD_T, PAD_L, forget_bias, H,
-                    HAS_REC, HAS_CPREV, WRITE_HP, STORE_PRE, STORE_C, HP_BORDER, PIX_MAJOR, CDT, BLOCK, BLOCK_C,
-                    FAST_ACT)
-        else:
-            _cell_fwd_tile(
-                tl.program_id(0), gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx, bias_ptr, rec_ptr, rec_sb, rec_sc, rec_sp,
-                pre_ptr, pre_sb, pre_sc, pre_sp, cprev_ptr, c_ptr, c_sb, c_sc, c_sp, h_ptr, h_sb, h_sc, h_sp,
-                hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, N, CH, HW, W, PAD_T, PAD_L, forget_bias, H,
-                HAS_REC, HAS_CPREV, WRITE_HP, STORE_PRE, STORE_C, HP_BORDER, PIX_MAJOR, CDT, BLOCK, BLOCK_C,
-                FAST_ACT)
 
     @triton.jit
     def _cell_bwd_tile(
