@@ -182,6 +182,25 @@ def test_forward_tile_override(monkeypatch):
         tile_override("MSCRED_BIAS_ACT_FWD_TILE", (1, 1))
 
 
+def test_constant_sizes_kernel_gives_the_same_output(monkeypatch):
+    """MSCRED_BIAS_ACT_CONST_SIZES=1 (A/B runs) launches the forward with the output map's sizes as constants: bit
+    for bit the runtime-size kernel's output on a crop, a bordered output and a sub-pixel phase read, at two map
+    sizes (one compilation each)."""
+    g = torch.Generator().manual_seed(8)
+    y = torch.randn(3, 6, 9, 9, generator=g).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    sub = torch.randn(2, 4 * 5, 4, 4, generator=g).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    bias = torch.randn(6, generator=g).to(DEVICE)
+
+    def outputs():
+        out = torch.empty(2, 5, 7, 7, device=DEVICE).contiguous(memory_format=torch.channels_last)
+        return (ba.bias_act(y, bias, True, 1, 1, 7, 7), ba.bias_act(y, bias, False, 0, 0, 8, 9, out_pads=(0, 1, 0, 1)),
+                ba.bias_act_subpixel_into(sub, bias[:5], True, 2, 0, 1, out))
+    runtime = outputs()
+    monkeypatch.setenv("MSCRED_BIAS_ACT_CONST_SIZES", "1")
+    for name, got, want in zip(("crop", "bordered", "sub-pixel"), outputs(), runtime):
+        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
+
+
 @pytest.mark.parametrize("tile", ["64/4/3", "128/4/1", "32/2/5"])
 def test_backward_tile_override_sums_bias_over_many_tiles(monkeypatch, tile):
     """MSCRED_BIAS_ACT_BWD_TILE="BLOCK/warps/tiles" (A/B runs) sets the backward's tile, warps and tiles per program:
