@@ -182,22 +182,29 @@ def test_forward_tile_override(monkeypatch):
         tile_override("MSCRED_BIAS_ACT_FWD_TILE", (1, 1))
 
 
-def test_constant_sizes_kernel_gives_the_same_output(monkeypatch):
-    """MSCRED_BIAS_ACT_CONST_SIZES=1 (A/B runs) launches the forward with the output map's sizes as constants: bit
-    for bit the runtime-size kernel's output on a crop, a bordered output and a sub-pixel phase read, at two map
-    sizes (one compilation each)."""
+def test_constant_sizes_kernels_give_the_runtime_sizes_results(monkeypatch):
+    """The kernels with the map's sizes as constants (the default) and at run time (MSCRED_BIAS_ACT_CONST_SIZES=0):
+    bit for bit the same output on a crop, a bordered output and a sub-pixel phase read, and the same dy (and bias
+    gradient) on a crop and a bordered output, at several map sizes (one compilation each)."""
     g = torch.Generator().manual_seed(8)
     y = torch.randn(3, 6, 9, 9, generator=g).to(DEVICE).contiguous(memory_format=torch.channels_last)
     sub = torch.randn(2, 4 * 5, 4, 4, generator=g).to(DEVICE).contiguous(memory_format=torch.channels_last)
     bias = torch.randn(6, generator=g).to(DEVICE)
+    dcrop, dbordered = torch.randn(3, 6, 7, 7, generator=g).to(DEVICE), torch.randn(3, 6, 9, 10, generator=g).to(DEVICE)
 
-    def outputs():
+    def results():
         out = torch.empty(2, 5, 7, 7, device=DEVICE).contiguous(memory_format=torch.channels_last)
         return (ba.bias_act(y, bias, True, 1, 1, 7, 7), ba.bias_act(y, bias, False, 0, 0, 8, 9, out_pads=(0, 1, 0, 1)),
-                ba.bias_act_subpixel_into(sub, bias[:5], True, 2, 0, 1, out))
-    runtime = outputs()
-    monkeypatch.setenv("MSCRED_BIAS_ACT_CONST_SIZES", "1")
-    for name, got, want in zip(("crop", "bordered", "sub-pixel"), outputs(), runtime):
+                ba.bias_act_subpixel_into(sub, bias[:5], True, 2, 0, 1, out),
+                *_run(lambda *a: ba.bias_act(*a, 7, 7), y, bias, dcrop, True, (1, 1))[1:],
+                *_run(lambda *a: ba.bias_act(*a, 8, 9, out_pads=(0, 1, 0, 1)), y, bias, dbordered, True, (0, 0))[1:])
+    monkeypatch.delenv("MSCRED_BIAS_ACT_CONST_SIZES", raising=False)
+    assert ba.const_sizes()
+    constant = results()
+    monkeypatch.setenv("MSCRED_BIAS_ACT_CONST_SIZES", "0")
+    assert not ba.const_sizes()
+    names = ("crop", "bordered", "sub-pixel", "dy crop", "dbias crop", "dy bordered", "dbias bordered")
+    for name, got, want in zip(names, results(), constant):
         torch.testing.assert_close(got, want, rtol=0, atol=0, msg=name)
 
 

@@ -198,9 +198,9 @@ if triton is not None:
         _bias_act_fwd_tile(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
                            P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, SELU, CDT, BLOCK_P, BLOCK_C, SHUFFLE, BORDER)
 
-    # The same with the output map's sizes as constants (MSCRED_BIAS_ACT_CONST_SIZES=1, an A/B setting): the pixel
-    # index's two integer divisions by them become multiplications (176 -> 144 instructions a thread by the sm_90
-    # code, results/bias_act_sass/), at one compilation per map size.
+    # The same with the output map's sizes as constants (``const_sizes``): the pixel index's two integer divisions
+    # by them become multiplications (176 -> 144 instructions a thread by the sm_90 code, results/bias_act_sass/),
+    # at one compilation per map size.
     @triton.jit(do_not_specialize=["P", "C", "TOP", "LEFT", "WT", "WL", "WH", "WW"])
     def _bias_act_fwd_const_kernel(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
                                    P, C, HWO: tl.constexpr, WO: tl.constexpr, TOP, LEFT, WT, WL, WH, WW,
@@ -247,7 +247,28 @@ if triton is not None:
                              P, C, HWO, WO, TOP, LEFT, WH, WW,
                              SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
                              TILES: tl.constexpr, BORDER: tl.constexpr, HAS_G2: tl.constexpr):
-        """dy from dout (plus a second gradient of the same output if HAS_G2, summed here) and out (their pixel
+        _bias_act_bwd_program(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
+                              o_ptr, o_sb, o_sc, o_sy, o_sx, d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
+                              P, C, HWO, WO, TOP, LEFT, WH, WW, SELU, CDT, BLOCK_P, BLOCK_C, TILES, BORDER, HAS_G2)
+
+    @triton.jit(do_not_specialize=["P", "C", "TOP", "LEFT", "WH", "WW"])
+    def _bias_act_bwd_const_kernel(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
+                                   o_ptr, o_sb, o_sc, o_sy, o_sx, d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
+                                   P, C, HWO: tl.constexpr, WO: tl.constexpr, TOP, LEFT, WH, WW,
+                                   SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr,
+                                   BLOCK_C: tl.constexpr, TILES: tl.constexpr, BORDER: tl.constexpr,
+                                   HAS_G2: tl.constexpr):
+        _bias_act_bwd_program(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
+                              o_ptr, o_sb, o_sc, o_sy, o_sx, d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
+                              P, C, HWO, WO, TOP, LEFT, WH, WW, SELU, CDT, BLOCK_P, BLOCK_C, TILES, BORDER, HAS_G2)
+
+    @triton.jit
+    def _bias_act_bwd_program(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
+                              o_ptr, o_sb, o_sc, o_sy, o_sx, d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
+                              P, C, HWO, WO, TOP, LEFT, WH, WW,
+                              SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
+                              TILES: tl.constexpr, BORDER: tl.constexpr, HAS_G2: tl.constexpr):
+        """The backward kernels' program: dy from dout (plus a second gradient of the same output if HAS_G2, summed here) and out (their pixel
         (y, x) is dy's (y + TOP, x + LEFT)). Without BORDER the grid covers the crop window (WH x WW, dy's zero
         strips filled apart); with it, all of dy."""
         # The bias gradient's column sums: accumulated element-wise over the program's TILES tiles, then reduced
@@ -274,6 +295,14 @@ if triton is not None:
             acc += g  # elements not loaded are 0: g is 0 there (outside the window, past the end)
         ch1 = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
         tl.atomic_add(db_ptr + ch1, tl.sum(acc, axis=0), mask=ch1 < C, sem="relaxed")  # read after the kernel
+
+
+def const_sizes() -> bool:
+    """Whether the kernels take the map's sizes as constants (the ``_const`` kernels, compiled once per map size):
+    the default; MSCRED_BIAS_ACT_CONST_SIZES=0 gives them at run time (one compilation for every size; A/B runs).
+    The forward with constants ran the model's scoring calls 1.17-1.21x and its training calls 1.06-1.09x faster
+    on the H200 (benchmarks/bench_bias_act_fwd.py, results/bias_act_fwd/)."""
+    return os.environ.get("MSCRED_BIAS_ACT_CONST_SIZES", "1") != "0"
 
 
 def _launch(P: int, C: int, tiles: int, block: int):
@@ -315,8 +344,7 @@ def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, lef
                                           (INTERPRETER_BLOCK, FWD_WARPS) if _interpreting() else (FWD_BLOCK, FWD_WARPS))
     block_p, block_c, grid = _launch(P, C, 1, block)
     wt, wl, wh, ww = window or (0, 0, height, width)
-    kernel = _bias_act_fwd_const_kernel if os.environ.get("MSCRED_BIAS_ACT_CONST_SIZES") == "1" else \
-        _bias_act_fwd_kernel
+    kernel = _bias_act_fwd_const_kernel if const_sizes() else _bias_act_fwd_kernel
     kernel[grid](y, *y.stride(), bias, out, *out.stride(), P, C, height * width, width, top, left,
                  wt, wl, wh, ww, SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c,
                  SHUFFLE=shuffle, BORDER=window is not None, num_warps=warps)
@@ -352,10 +380,11 @@ def bias_act_fused_backward(dout: torch.Tensor, out: torch.Tensor, bias: torch.T
             (BWD_BLOCK, BWD_WARPS, BWD_TILES))
         block_p, block_c, grid = _launch(P, C, tiles, block)
         HW, WO = (H * W, W) if border else (height * width, width)
-        _bias_act_bwd_kernel[grid](dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(), dy, *dy.stride(), db,
-                                   P, C, HW, WO, top, left, height, width,
-                                   SELU=selu, CDT=_cdt(out.dtype), BLOCK_P=block_p, BLOCK_C=block_c, TILES=tiles,
-                                   BORDER=border, HAS_G2=dout2 is not None, num_warps=warps)
+        kernel = _bias_act_bwd_const_kernel if const_sizes() else _bias_act_bwd_kernel
+        kernel[grid](dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(), dy, *dy.stride(), db,
+                     P, C, HW, WO, top, left, height, width,
+                     SELU=selu, CDT=_cdt(out.dtype), BLOCK_P=block_p, BLOCK_C=block_c, TILES=tiles,
+                     BORDER=border, HAS_G2=dout2 is not None, num_warps=warps)
     return dy, db.to(bias.dtype)
 
 
