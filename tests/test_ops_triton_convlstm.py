@@ -358,6 +358,43 @@ def test_grid_stride_backward_cell_kernel_equals_reference(time_major, wave, mon
         torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=f"{name}, MSCRED_CELL_WAVE={wave}")
 
 
+@pytest.mark.parametrize("time_major", [False, True])
+@pytest.mark.parametrize("B, T, C, Ch, n", [(3, 5, 3, 4, 5), (2, 3, 4, 6, 1), (1, 2, 2, 3, 7)])
+def test_recurrent_gradient_by_gemm_equals_reference(time_major, B, T, C, Ch, n, monkeypatch):
+    """MSCRED_LSTM_DGRAD_GEMM=1: the per-step path's recurrent data gradient as one GEMM into the four tap shares,
+    summed by the backward cell kernel as it reads them (``convlstm.dgrad_by_gemm``), gives the float64
+    reference's h and gradients, at maps of 1, 5 and 7 pixels a side, with small tiles (many programs, ragged
+    ends)."""
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "100000")  # the per-step path at every size
+    monkeypatch.setattr(fused, "INTERPRETER_BLOCK", 64)
+    monkeypatch.setenv("MSCRED_LSTM_DGRAD_GEMM", "1")
+    assert fused.dgrad_by_gemm("nhwc", 2, fused._padding(2)) and not fused.dgrad_by_gemm("nhwc", 3, fused._padding(3))
+    assert not fused.dgrad_by_gemm("nchw", 2, fused._padding(2))
+    x, w, b, dout = _inputs(B, T, C, Ch, n, 2, seed=90 + n + time_major)
+    expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    got = _time_major_fwd_bwd(x, w, b, dout, 2) if time_major else _fwd_bwd(fused.convlstm, x, w, b, dout)
+    for name, g, e in zip(("h", "dx", "dweight", "dbias"), got, expect):
+        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=name)
+
+
+def test_recurrent_dgrad_taps_equals_the_convolution_gradient():
+    """``recurrent_dgrad_taps``'s four blocks, each added back at its shift, are cuDNN's / PyTorch's data gradient
+    of the zero-bordered h (its interior), in float64."""
+    g = torch.Generator().manual_seed(5)
+    B, Ch, n = 2, 3, 4
+    w = torch.randn(4 * Ch, Ch, 2, 2, generator=g, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    dpre = torch.randn(B, 4 * Ch, n, n, generator=g, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    hp = torch.zeros(B, Ch, n + 1, n + 1, dtype=torch.float64)
+    expect = torch.ops.aten.convolution_backward(dpre, hp, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
+                                                 [True, False, False])[0][:, :, :n, :n]
+    taps = fused.recurrent_dgrad_taps(dpre, w)
+    got = torch.zeros(B, Ch, n, n, dtype=torch.float64)
+    for k, (dy, dx) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
+        got[:, :, dy:, dx:] += taps[:, k * Ch:(k + 1) * Ch, :n - dy, :n - dx]
+    torch.testing.assert_close(got, expect, rtol=1e-12, atol=1e-12)
+
+
 def test_wave_grid_setting(monkeypatch):
     """The backward's grid from ``wave_grid``: on CUDA by default, when it holds more programs than ``WAVE_PER_SM``
     per SM, one wave; without CUDA unchanged unless MSCRED_CELL_WAVE is set; set, for channels-last buffers, at

@@ -163,6 +163,26 @@ def cell_backward_options(dtype: torch.dtype) -> tuple[bool, torch.dtype]:
 WAVE_PER_SM = 6
 
 
+def dgrad_by_gemm(layout: str, k: int, pads) -> bool:
+    """Whether the per-step training backward takes the recurrent data gradient as one GEMM, d(im2col) = dpre rows
+    @ W_h's (4Ch x 4Ch) matrix, whose four tap blocks the backward cell kernel sums as it reads them (DHR_TAPS),
+    instead of cuDNN's data-gradient call: channels-last buffers and a 2 x 2 kernel with TF's "same" border (bottom
+    and right). Measured per call (results/im2col_levels/, H200, bf16, batch 128): 13.0 against 19.3 us at level 3,
+    12.0 against 18.8 at level 4. An A/B setting until measured in the step: MSCRED_LSTM_DGRAD_GEMM=1 turns it on."""
+    return (os.environ.get("MSCRED_LSTM_DGRAD_GEMM") == "1" and layout == "nhwc" and k == 2
+            and tuple(pads) == (0, 1, 0, 1))
+
+
+def recurrent_dgrad_taps(dpre_t: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
+    """d(im2col of h_{t-1}) of step t's recurrent convolution: dpre_t (B, 4Ch, H, W) channels-last as rows (B*H*W,
+    4Ch) @ W_h as (4Ch, (dy, dx, c)) -> (B, 4 Ch, H, W) channels-last, channel block k = 2 dy + dx the share of tap
+    (dy, dx) (h at (y, x) gets it from pixel (y - dy, x - dx))."""
+    B, G, H, W = dpre_t.shape
+    rows = dpre_t.permute(0, 2, 3, 1).reshape(B * H * W, G)
+    dcol = rows @ w_h.permute(0, 2, 3, 1).reshape(G, -1)
+    return dcol.view(B, H, W, -1).permute(0, 3, 1, 2)
+
+
 def wave_grid(grid: tuple[int, ...], layout: str) -> tuple[tuple[int, ...], bool]:
     """(grid, GRID_STRIDE) of the backward cell kernel: a channels-last ``grid`` of more programs than fit on the
     card at once becomes one wave of grid-stride programs (SMs x ``WAVE_PER_SM`` on CUDA, or MSCRED_CELL_WAVE="N"
@@ -692,6 +712,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     block, block_c, tiles, grid = _launch_bwd(layout, B * H * W, Ch)
     grid, grid_stride = wave_grid(grid, layout)
     fast = fast_activations(pre.dtype)
+    taps = dgrad_by_gemm(layout, w_h.shape[-1], pads)
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
     db_acc = torch.zeros(4 * Ch, device=xp.device, dtype=acc)
@@ -706,9 +727,11 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
             STORE2=not time_major, TILES=tiles, PRE_BIAS=False, FAST_ACT=fast,
-            RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, num_warps=NUM_WARPS_BWD,
+            RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, DHR_TAPS=taps, num_warps=NUM_WARPS_BWD,
         )
-        if t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
+        if t > 0 and taps:  # its four tap shares from one GEMM, summed by the next step's cell kernel
+            dhr = recurrent_dgrad_taps(dpre[t], w_h)
+        elif t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(
                 dpre[t], hprev[t - 1], w_h, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
                 [True, False, False])[0]

@@ -208,6 +208,7 @@ if triton is not None:
         dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
         CH, HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr, CDT: tl.constexpr,
         STORE2: tl.constexpr, PRE_BIAS: tl.constexpr, FAST_ACT: tl.constexpr, RECOMPUTE_C: tl.constexpr,
+        DHR_TAPS: tl.constexpr,
     ):
         """One tile of ``cell_bwd_kernel``: loads, the gate gradients' arithmetic and their stores (and dc_{t-1});
         returns the four gate gradients in the compute type, for the bias sums."""
@@ -242,8 +243,19 @@ if triton is not None:
         tc = _act_tanh(c, FAST_ACT)
         dh = tl.load(dh_ptr + b * dh_sb + ch * dh_sc + p * dh_sp, mask=mask, other=0.0).to(CDT)
         if HAS_DHR:
-            dhr = dhr_ptr + b * dhr_sb + ch * dhr_sc + (p // W + PAD_T) * dhr_sy + (p % W + PAD_L) * dhr_sx
-            dh += tl.load(dhr, mask=mask, other=0.0).to(CDT)
+            if DHR_TAPS:  # the recurrent gradient as a 2 x 2 convolution's d(im2col) (``convlstm.dgrad_by_gemm``):
+                # h at (y, x) fed the output pixel (y - dy, x - dx) through tap (dy, dx), whose block of CH columns
+                # holds its share; the four shares summed here in the compute type
+                yy = p // W
+                xx = p % W
+                dhr = dhr_ptr + b * dhr_sb + ch * dhr_sc
+                for k in tl.static_range(4):
+                    ok = mask & (yy >= k // 2) & (xx >= k % 2)
+                    dh += tl.load(dhr + k * CH * dhr_sc + (yy - k // 2) * dhr_sy + (xx - k % 2) * dhr_sx, mask=ok,
+                                  other=0.0).to(CDT)
+            else:
+                dhr = dhr_ptr + b * dhr_sb + ch * dhr_sc + (p // W + PAD_T) * dhr_sy + (p % W + PAD_L) * dhr_sx
+                dh += tl.load(dhr, mask=mask, other=0.0).to(CDT)
         # h = o * tanh(c): dc collects the direct path and the path through c_{t+1} = f_{t+1} * c_t + ...
         dc = dh * o * (1.0 - tc * tc)
         dcp = dc_ptr + b * dc_sb + ch * dc_sc + p * dc_sp
@@ -269,7 +281,8 @@ if triton is not None:
         bias_ptr,                               # (4Ch,) gate bias, added to pre if PRE_BIAS
         cprev_ptr, c_ptr, c_sb, c_sc, c_sp,     # cell states of the previous / this step (this one unless RECOMPUTE_C)
         dh_ptr, dh_sb, dh_sc, dh_sp,            # gradient of the output h_t
-        dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx,  # recurrent gradient of h_t, zero-bordered; read if HAS_DHR
+        dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx,  # recurrent gradient of h_t, zero-bordered, read if HAS_DHR;
+                                                  # with DHR_TAPS its four tap shares (B, 4Ch, H, W) instead
         dc_ptr, dc_sb, dc_sc, dc_sp,            # in: dc_t from step t+1 (if HAS_DC); out: dc_{t-1}
         dpre_ptr, dp_sb, dp_sc, dp_sp,          # out: d(pre-activations) for the recurrent convolution
         dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx,  # out if STORE2: the same into the input conv's (B, T, ...) buffer
@@ -279,6 +292,7 @@ if triton is not None:
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
         DBIAS: tl.constexpr, STORE2: tl.constexpr, TILES: tl.constexpr, PRE_BIAS: tl.constexpr,
         FAST_ACT: tl.constexpr = False, RECOMPUTE_C: tl.constexpr = False, GRID_STRIDE: tl.constexpr = False,
+        DHR_TAPS: tl.constexpr = False,
     ):
         # TILES row tiles per program (channels-last; 1 for NCHW): the bias gradient's column sums (a reduction
         # through shared memory) and atomic adds are made once per program, not once per tile. GRID_STRIDE
@@ -305,7 +319,7 @@ if triton is not None:
                 dh_ptr, dh_sb, dh_sc, dh_sp,
                 dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx, dc_ptr, dc_sb, dc_sc, dc_sp, dpre_ptr, dp_sb, dp_sc, dp_sp,
                 dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
-                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2, PRE_BIAS, FAST_ACT, RECOMPUTE_C)
+                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2, PRE_BIAS, FAST_ACT, RECOMPUTE_C, DHR_TAPS)
             if DBIAS:
                 s_i += tl.where(mask, d_i, 0.0)
                 s_g += tl.where(mask, d_g, 0.0)
