@@ -41,7 +41,8 @@ def cell_kernel_config(kernel: str, fast: bool, block: int = 512, block_c: int =
     """``tests/sm90_compile.py``'s configuration of a training cell kernel in bf16 (channels-last, float16 cells),
     specialised as its launch is (channel strides 1, the others 16-aligned): ``concat`` the concatenated-gates
     path of levels 1-2 (the backward adds the bias to the stored gates; the forward reads one gate tensor, no
-    recurrent one, and stores no pre-activations), else the per-step path of levels 3-4; ``recompute_c`` the
+    recurrent one, and stores no pre-activations), else the per-step path of levels 3-4 (the backward summing the
+    recurrent gradient's four tap shares, DHR_TAPS, ``convlstm.dgrad_by_gemm``); ``recompute_c`` the
     backward's RECOMPUTE_C and ``grid_stride`` its GRID_STRIDE (``convlstm.wave_grid``). The defaults are level
     1's backward."""
     from mscred.ops.triton import convlstm_kernels
@@ -53,7 +54,7 @@ def cell_kernel_config(kernel: str, fast: bool, block: int = 512, block_c: int =
                      FAST_ACT=fast)
     if kernel == "cell_bwd_kernel":
         constants.update(HAS_DHR=True, HAS_DC=True, DBIAS=True, STORE2=False, TILES=tiles, PRE_BIAS=concat,
-                         RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride)
+                         RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, DHR_TAPS=not concat)
     else:
         constants.update(HAS_REC=not concat, WRITE_HP=True, STORE_PRE=not concat, STORE_C=True, HP_BORDER=10)
     pointers = {name: "*bf16" for name in ("gx_ptr", "rec_ptr", "pre_ptr", "h_ptr", "hp_ptr", "dh_ptr", "dhr_ptr",

@@ -361,14 +361,16 @@ def test_grid_stride_backward_cell_kernel_equals_reference(time_major, wave, mon
 @pytest.mark.parametrize("time_major", [False, True])
 @pytest.mark.parametrize("B, T, C, Ch, n", [(3, 5, 3, 4, 5), (2, 3, 4, 6, 1), (1, 2, 2, 3, 7)])
 def test_recurrent_gradient_by_gemm_equals_reference(time_major, B, T, C, Ch, n, monkeypatch):
-    """MSCRED_LSTM_DGRAD_GEMM=1: the per-step path's recurrent data gradient as one GEMM into the four tap shares,
-    summed by the backward cell kernel as it reads them (``convlstm.dgrad_by_gemm``), gives the float64
-    reference's h and gradients, at maps of 1, 5 and 7 pixels a side, with small tiles (many programs, ragged
-    ends)."""
+    """The per-step path's recurrent data gradient as one GEMM into the four tap shares, summed by the backward
+    cell kernel as it reads them (``convlstm.dgrad_by_gemm``, the default for 2 x 2 kernels; 0 turns it off), gives
+    the float64 reference's h and gradients, at maps of 1, 5 and 7 pixels a side, with small tiles (many
+    programs, ragged ends)."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "100000")  # the per-step path at every size
     monkeypatch.setattr(fused, "INTERPRETER_BLOCK", 64)
-    monkeypatch.setenv("MSCRED_LSTM_DGRAD_GEMM", "1")
+    monkeypatch.setenv("MSCRED_LSTM_DGRAD_GEMM", "0")
+    assert not fused.dgrad_by_gemm("nhwc", 2, fused._padding(2))
+    monkeypatch.delenv("MSCRED_LSTM_DGRAD_GEMM")
     assert fused.dgrad_by_gemm("nhwc", 2, fused._padding(2)) and not fused.dgrad_by_gemm("nhwc", 3, fused._padding(3))
     assert not fused.dgrad_by_gemm("nchw", 2, fused._padding(2))
     x, w, b, dout = _inputs(B, T, C, Ch, n, 2, seed=90 + n + time_major)

@@ -22,7 +22,6 @@ Tensors the kernels cannot run on (CPU without Triton's interpreter) take the sa
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import torch
@@ -302,7 +301,7 @@ def const_sizes() -> bool:
     the default; MSCRED_BIAS_ACT_CONST_SIZES=0 gives them at run time (one compilation for every size; A/B runs).
     The forward with constants ran the model's scoring calls 1.17-1.21x and its training calls 1.06-1.09x faster
     on the H200 (benchmarks/bench_bias_act_fwd.py, results/bias_act_fwd/)."""
-    return os.environ.get("MSCRED_BIAS_ACT_CONST_SIZES", "1") != "0"
+    return not _runtime.switched_off("MSCRED_BIAS_ACT_CONST_SIZES")
 
 
 def _launch(P: int, C: int, tiles: int, block: int):

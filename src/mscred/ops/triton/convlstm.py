@@ -167,9 +167,11 @@ def dgrad_by_gemm(layout: str, k: int, pads) -> bool:
     """Whether the per-step training backward takes the recurrent data gradient as one GEMM, d(im2col) = dpre rows
     @ W_h's (4Ch x 4Ch) matrix, whose four tap blocks the backward cell kernel sums as it reads them (DHR_TAPS),
     instead of cuDNN's data-gradient call: channels-last buffers and a 2 x 2 kernel with TF's "same" border (bottom
-    and right). Measured per call (results/im2col_levels/, H200, bf16, batch 128): 13.0 against 19.3 us at level 3,
-    12.0 against 18.8 at level 4. An A/B setting until measured in the step: MSCRED_LSTM_DGRAD_GEMM=1 turns it on."""
-    return (os.environ.get("MSCRED_LSTM_DGRAD_GEMM") == "1" and layout == "nhwc" and k == 2
+    and right) -- the training step's levels 3-4 (levels 1-2 take the concatenated path). Measured on the H200, bf16,
+    batch 128: per call 13.0 against 19.3 us at level 3, 12.0 against 18.8 at level 4 (results/im2col_levels/); the
+    graphed step 2.77 / 2.78 against 2.81 / 2.83 ms in alternation (results/dgrad_gemm/). The default;
+    MSCRED_LSTM_DGRAD_GEMM=0 keeps cuDNN's call (A/B runs)."""
+    return (not _switched_off("MSCRED_LSTM_DGRAD_GEMM") and layout == "nhwc" and k == 2
             and tuple(pads) == (0, 1, 0, 1))
 
 
