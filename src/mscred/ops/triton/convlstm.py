@@ -58,6 +58,7 @@ from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
 from mscred.ops.triton.runtime import switched_off as _switched_off
+from mscred.ops.triton.runtime import switched_on as _switched_on
 from mscred.ops.triton.runtime import tl, triton
 
 BLOCK = 1024  # elements of one (B, Ch, H, W) step per program: 4 gates read, up to 5 outputs written
@@ -173,6 +174,39 @@ def dgrad_by_gemm(layout: str, k: int, pads) -> bool:
     MSCRED_LSTM_DGRAD_GEMM=0 keeps cuDNN's call (A/B runs)."""
     return (not _switched_off("MSCRED_LSTM_DGRAD_GEMM") and layout == "nhwc" and k == 2
             and tuple(pads) == (0, 1, 0, 1))
+
+
+def im2col_recurrence(layout: str, k: int, pads) -> bool:
+    """Whether the training forward keeps h_t as its recurrent convolution's im2col (B*H*W rows, columns (dy, dx,
+    c); the cell kernel writes each h value into its four tap columns, HP_COL) instead of a zero-bordered copy, so
+    that the recurrent convolution (``recurrent_conv_rows``) and its weight gradient (``recurrent_wgrad_rows``) are
+    plain cuBLAS GEMMs, as the data gradient is (``dgrad_by_gemm``, whose conditions it needs). Per call those GEMMs
+    beat cuDNN's 1.26-1.29x (forward) and 1.06-1.41x (weight gradient) at levels 3-4 (results/im2col_levels/); not
+    measured in the step yet, so opt-in: MSCRED_LSTM_IM2COL=1 (benchmarks/gpu_im2col_step.sh)."""
+    return _switched_on("MSCRED_LSTM_IM2COL") and dgrad_by_gemm(layout, k, pads)
+
+
+def col_view(rows: torch.Tensor, B: int, H: int, W: int) -> torch.Tensor:
+    """(B*H*W, n) rows -> their (B, n, H, W) channels-last view (what the cell kernels address)."""
+    return rows.view(B, H, W, rows.shape[-1]).permute(0, 3, 1, 2)
+
+
+def recurrent_conv_rows(col: torch.Tensor, wm: torch.Tensor, B: int, H: int, W: int) -> torch.Tensor:
+    """The recurrent convolution of one step from h_{t-1}'s im2col ``col`` (B*H*W, 4Ch) and ``wm`` =
+    ``weight_rows(w_h)`` (4Ch, 4Ch): (B, 4Ch, H, W) channels-last, one GEMM."""
+    return col_view(col @ wm, B, H, W)
+
+
+def weight_rows(w_h: torch.Tensor) -> torch.Tensor:
+    """(4Ch, Ch, 2, 2) -> (4Ch taps-major: (dy, dx, c), 4Ch) contiguous, the im2col GEMMs' right-hand side."""
+    return w_h.permute(2, 3, 1, 0).reshape(-1, w_h.shape[0]).contiguous()
+
+
+def recurrent_wgrad_rows(col: torch.Tensor, dpre_rows: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
+    """d W_h over every step with a recurrent convolution: the im2cols of h_0 .. h_{T-2} (T-1, B*H*W, 4Ch) and
+    their steps' gate gradients as rows ((T-1)*B*H*W, 4Ch) -> (4Ch, Ch, 2, 2), one GEMM."""
+    G, Ch = w_h.shape[:2]
+    return (col.reshape(-1, col.shape[-1]).t() @ dpre_rows).reshape(2, 2, Ch, G).permute(3, 2, 0, 1)
 
 
 def recurrent_dgrad_taps(dpre_t: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
@@ -544,7 +578,9 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
     h_t but the last inside its zero border."""
     B, T, _, H, W = gx.shape
     Ch = out.shape[2]
-    hp_border = recurrent_border(hprev, pads)
+    col = hprev.dim() == 3  # h_t kept as its im2col (``im2col_recurrence``), not zero-bordered
+    hp_border = 0 if col else recurrent_border(hprev, pads)
+    wm = weight_rows(w_h) if col and T > 1 else None
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     fast = fast_activations(gx.dtype)
@@ -553,16 +589,23 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
         # Training keeps every c_t for the backward; inference updates one buffer in place (each element is read
         # and written by the same thread) and does not store the last step's c, which nothing reads.
         c_prev, c_t = (cells[t - 1] if t > 0 else cells[t], cells[t]) if save else (cells[0], cells[0])
-        rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else c_t  # (B, 4Ch, H, W); at t = 0 a dummy, never read
+        if t == 0:
+            rec = c_t  # a dummy, never read (h_{-1} = 0)
+        elif col:
+            rec = recurrent_conv_rows(hprev[t - 1], wm, B, H, W)
+        else:
+            rec = F.conv2d(hprev[t - 1], w_h)  # (B, 4Ch, H, W)
         pre_t = pre[t] if save else c_t                       # dummy when not stored
         hp = hprev[t] if t < T - 1 else hprev[0] if T > 1 else out[:, 0]  # dummy at the last step
+        if col and T > 1:
+            hp = col_view(hp, B, H, W)
         cell_fwd_kernel[grid](
             gxt, *_yx(gxt), bias, rec, *_s3(rec), pre_t, *_s3(pre_t),
             c_prev, c_t, *_s3(c_t),
             out[:, t], *_s3(out[:, t]), hp, hp.stride(0), hp.stride(1), hp.stride(2), hp.stride(3),
             N, Ch, H * W, W, pads[0], pads[2], forget_bias, H,
             HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save, STORE_C=save or t < T - 1,
-            HP_BORDER=hp_border,
+            HP_BORDER=hp_border, HP_COL=col,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
             FAST_ACT=fast, num_warps=NUM_WARPS,
         )
@@ -601,18 +644,23 @@ def _window_paths(x: torch.Tensor, layout: str, save: bool, Ch: int, k: int) -> 
 
 
 def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, layout: str, save: bool, cell_dtype,
-             window: bool, resident: bool = False):
+             window: bool, resident: bool = False, col: bool = False):
     """``convlstm_fused``'s outputs, unfilled (its docstring has their shapes). Inference (not ``save``) keeps one
     cell state buffer, updated in place: cells (1, B, ...); the resident kernel keeps it in shared memory: (0, B, ...).
     The per-window kernels (``window``, ``resident``) read h_{t-1} from the output or from shared memory: no
-    zero-bordered copies."""
+    zero-bordered copies. ``col``: h_0 .. h_{T-2} as their recurrent convolution's im2col, (T-1, B*H*W, 4Ch), in
+    place of the bordered copies (``im2col_recurrence``)."""
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
     cell_steps = T if save else 0 if resident else 1
     bordered = 0 if window or resident else max(T - 1, 0)
+    if col:
+        hprev = torch.empty(bordered, B * H * W, 4 * Ch, device=x.device, dtype=x.dtype)
+    else:
+        hprev = _empty(bordered * B, Ch, HP, WP, x, layout).view(bordered, B, Ch, HP, WP)
     return (_out5(B, T, Ch, H, W, x, layout),
             _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W),
             _empty(cell_steps * B, Ch, H, W, x, layout, dtype=cell_dtype).view(cell_steps, B, Ch, H, W),
-            _empty(bordered * B, Ch, HP, WP, x, layout).view(bordered, B, Ch, HP, WP))
+            hprev)
 
 
 @convlstm_fused.register_fake
@@ -661,7 +709,8 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
         gates = convlstm_concat.forward(images, w_x, w_h, bias, out, cells, xh, pads, forget_bias, cdt)
         return out, gates, cells, xh
     gx = _steps(F.conv2d(images, w_x), B, T, time_major)
-    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
+    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False,
+                                      col=im2col_recurrence(layout, w_h.shape[-1], pads))
     _forward_steps(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias, layout, True, cdt)
     return out, [pre], cells, hprev
 
@@ -673,7 +722,8 @@ def _(xp, w_x, w_h, bias, forget_bias, layout):
     if convlstm_concat.runs(_images(xp, _memory_format(layout))[1], layout, H, W):
         out, cells, xh = convlstm_concat.buffers(B, T, C, Ch, H, W, pads, xp, cell_dtype)
         return out, convlstm_concat.gates_like(B, T, Ch, H, W, xp), cells, xh
-    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
+    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False,
+                                      col=im2col_recurrence(layout, w_h.shape[-1], pads))
     return out, [pre], cells, hprev
 
 
@@ -709,7 +759,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     dpre_images = dpre_tb if time_major else _empty(B * T, 4 * Ch, H, W, xp, layout)
     dpre_bt = None if time_major else dpre_images.view(B, T, 4 * Ch, H, W)
     dc = _empty(B, Ch, H, W, xp, layout, dtype=dc_dtype)
-    dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
+    dhr = hprev[0] if T > 1 and hprev.dim() == 5 else dc  # dummy until the first recurrent gradient exists
     N = B * Ch * H * W
     block, block_c, tiles, grid = _launch_bwd(layout, B * H * W, Ch)
     grid, grid_stride = wave_grid(grid, layout)
@@ -737,8 +787,10 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             dhr = torch.ops.aten.convolution_backward(
                 dpre[t], hprev[t - 1], w_h, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
                 [True, False, False])[0]
-    h_images = hprev.reshape((T - 1) * B, Ch, HP, WP) if T > 1 else None
-    if T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
+    if T > 1 and hprev.dim() == 3:  # h as its im2col (``im2col_recurrence``): d w_h in one GEMM
+        dw_h = recurrent_wgrad_rows(hprev, dpre_tb[B:].permute(0, 2, 3, 1).reshape(-1, 4 * Ch), w_h)
+    elif T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
+        h_images = hprev.reshape((T - 1) * B, Ch, HP, WP)
         dw_h = torch.ops.aten.convolution_backward(
             dpre[1:].reshape((T - 1) * B, 4 * Ch, H, W), h_images, w_h, None,
             [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])[1]
