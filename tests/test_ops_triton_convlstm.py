@@ -372,14 +372,18 @@ def test_recurrent_gradient_by_gemm_equals_reference(time_major, B, T, C, Ch, n,
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "100000")  # the per-step path at every size
     monkeypatch.setattr(fused, "INTERPRETER_BLOCK", 64)
     monkeypatch.setenv("MSCRED_LSTM_DGRAD_GEMM", "0")
-    assert not fused.dgrad_by_gemm("nhwc", 2, fused._padding(2))
+    x, w, b, dout = _inputs(B, T, C, Ch, n, 2, seed=90 + n + time_major)
+    two, three = fused._padding(2), fused._padding(3)
+    assert not fused.dgrad_by_gemm("nhwc", 2, two, x)
     monkeypatch.delenv("MSCRED_LSTM_DGRAD_GEMM")
-    assert fused.dgrad_by_gemm("nhwc", 2, fused._padding(2)) and not fused.dgrad_by_gemm("nhwc", 3, fused._padding(3))
-    assert not fused.dgrad_by_gemm("nchw", 2, fused._padding(2))
-    assert not fused.im2col_recurrence("nhwc", 2, fused._padding(2))
+    assert fused.dgrad_by_gemm("nhwc", 2, two, x) and not fused.dgrad_by_gemm("nhwc", 3, three, x)
+    assert not fused.dgrad_by_gemm("nchw", 2, two, x)
+    # float32 on CUDA keeps cuDNN's TF32 convolution (the GEMM would run in full float32)
+    assert fused.dgrad_by_gemm("nhwc", 2, two, x.float()) == (not x.is_cuda)
+    assert not fused.im2col_recurrence("nhwc", 2, two, x)
     if im2col:
         monkeypatch.setenv("MSCRED_LSTM_IM2COL", "1")
-        assert fused.im2col_recurrence("nhwc", 2, fused._padding(2))
+        assert fused.im2col_recurrence("nhwc", 2, two, x)
     real_buffers = fused._buffers
 
     def buffers_full_of_nan(*args, **kwargs):  # every im2col entry must be written: h or a border zero
@@ -391,7 +395,6 @@ def test_recurrent_gradient_by_gemm_equals_reference(time_major, B, T, C, Ch, n,
     wgrads = []
     real_wgrad = fused.recurrent_wgrad_rows
     monkeypatch.setattr(fused, "recurrent_wgrad_rows", lambda *a: wgrads.append(1) or real_wgrad(*a))
-    x, w, b, dout = _inputs(B, T, C, Ch, n, 2, seed=90 + n + time_major)
     expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
     got = _time_major_fwd_bwd(x, w, b, dout, 2) if time_major else _fwd_bwd(fused.convlstm, x, w, b, dout)
     for name, g, e in zip(("h", "dx", "dweight", "dbias"), got, expect):

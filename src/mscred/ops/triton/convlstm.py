@@ -164,26 +164,29 @@ def cell_backward_options(dtype: torch.dtype) -> tuple[bool, torch.dtype]:
 WAVE_PER_SM = 6
 
 
-def dgrad_by_gemm(layout: str, k: int, pads) -> bool:
+def dgrad_by_gemm(layout: str, k: int, pads, like: torch.Tensor) -> bool:
     """Whether the per-step training backward takes the recurrent data gradient as one GEMM, d(im2col) = dpre rows
     @ W_h's (4Ch x 4Ch) matrix, whose four tap blocks the backward cell kernel sums as it reads them (DHR_TAPS),
     instead of cuDNN's data-gradient call: channels-last buffers and a 2 x 2 kernel with TF's "same" border (bottom
     and right) -- the training step's levels 3-4 (levels 1-2 take the concatenated path). Measured on the H200, bf16,
     batch 128: per call 13.0 against 19.3 us at level 3, 12.0 against 18.8 at level 4 (results/im2col_levels/); the
-    graphed step 2.77 / 2.78 against 2.81 / 2.83 ms in alternation (results/dgrad_gemm/). The default;
-    MSCRED_LSTM_DGRAD_GEMM=0 keeps cuDNN's call (A/B runs)."""
+    graphed step 2.77 / 2.78 against 2.81 / 2.83 ms in alternation (results/dgrad_gemm/). The default, but for
+    float32 on CUDA (``like``: the op's input), where cuDNN convolves in TF32 and the GEMM would run in full float32
+    (not measured); MSCRED_LSTM_DGRAD_GEMM=0 keeps cuDNN's call (A/B runs)."""
+    if like.is_cuda and like.dtype == torch.float32:
+        return False
     return (not _switched_off("MSCRED_LSTM_DGRAD_GEMM") and layout == "nhwc" and k == 2
             and tuple(pads) == (0, 1, 0, 1))
 
 
-def im2col_recurrence(layout: str, k: int, pads) -> bool:
+def im2col_recurrence(layout: str, k: int, pads, like: torch.Tensor) -> bool:
     """Whether the training forward keeps h_t as its recurrent convolution's im2col (B*H*W rows, columns (dy, dx,
     c); the cell kernel writes each h value into its four tap columns, HP_COL) instead of a zero-bordered copy, so
     that the recurrent convolution (``recurrent_conv_rows``) and its weight gradient (``recurrent_wgrad_rows``) are
     plain cuBLAS GEMMs, as the data gradient is (``dgrad_by_gemm``, whose conditions it needs). Per call those GEMMs
     beat cuDNN's 1.26-1.29x (forward) and 1.06-1.41x (weight gradient) at levels 3-4 (results/im2col_levels/); not
     measured in the step yet, so opt-in: MSCRED_LSTM_IM2COL=1 (benchmarks/gpu_im2col_step.sh)."""
-    return _switched_on("MSCRED_LSTM_IM2COL") and dgrad_by_gemm(layout, k, pads)
+    return _switched_on("MSCRED_LSTM_IM2COL") and dgrad_by_gemm(layout, k, pads, like)
 
 
 def col_view(rows: torch.Tensor, B: int, H: int, W: int) -> torch.Tensor:
@@ -710,7 +713,7 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
         return out, gates, cells, xh
     gx = _steps(F.conv2d(images, w_x), B, T, time_major)
     out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False,
-                                      col=im2col_recurrence(layout, w_h.shape[-1], pads))
+                                      col=im2col_recurrence(layout, w_h.shape[-1], pads, xp))
     _forward_steps(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias, layout, True, cdt)
     return out, [pre], cells, hprev
 
@@ -723,7 +726,7 @@ def _(xp, w_x, w_h, bias, forget_bias, layout):
         out, cells, xh = convlstm_concat.buffers(B, T, C, Ch, H, W, pads, xp, cell_dtype)
         return out, convlstm_concat.gates_like(B, T, Ch, H, W, xp), cells, xh
     out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False,
-                                      col=im2col_recurrence(layout, w_h.shape[-1], pads))
+                                      col=im2col_recurrence(layout, w_h.shape[-1], pads, xp))
     return out, [pre], cells, hprev
 
 
@@ -764,7 +767,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     block, block_c, tiles, grid = _launch_bwd(layout, B * H * W, Ch)
     grid, grid_stride = wave_grid(grid, layout)
     fast = fast_activations(pre.dtype)
-    taps = dgrad_by_gemm(layout, w_h.shape[-1], pads)
+    taps = dgrad_by_gemm(layout, w_h.shape[-1], pads, xp)
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
     db_acc = torch.zeros(4 * Ch, device=xp.device, dtype=acc)
