@@ -28,6 +28,20 @@ def test_a_rank_error_is_one_line():
         launch(_raise_input_error, 2, device="cpu", timeout=120)
 
 
+def test_the_first_failure_is_named(tmp_path):
+    """A peer's consequent failure (rank 0's gloo connection to a rank that already raised) is not what the parent
+    reports: the rank that failed first is, by the records the ranks leave; none left, None."""
+    import json
+
+    from mscred.launch import first_failure
+
+    assert first_failure(tmp_path, 2) is None
+    (tmp_path / "failed.0.json").write_text(json.dumps({"time": 20.5, "error": "RuntimeError: Gloo connectFullMesh"}))
+    (tmp_path / "failed.1.json").write_text(json.dumps({"time": 20.1, "error": "ValueError: rank 1 cannot go on"}))
+    assert first_failure(tmp_path, 2) == (1, "ValueError: rank 1 cannot go on")
+    assert first_failure(tmp_path, 1) == (0, "RuntimeError: Gloo connectFullMesh")
+
+
 def test_stop_terminates_then_kills():
     """``_stop`` (on Ctrl-C or a time-out the parent stops its ranks instead of waiting for the run to finish)."""
     import multiprocessing

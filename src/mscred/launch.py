@@ -31,6 +31,7 @@ from mscred.errors import InputError
 
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 _ERROR_FILE = "error.{rank}.txt"
+_FAILED_FILE = "failed.{rank}.json"
 _RESULT_FILE = "result.{rank}.json"
 
 
@@ -121,6 +122,13 @@ def _entry(index: int, fn: Callable, nproc: int, folder: str, device: str, backe
     except InputError as err:
         Path(folder, _ERROR_FILE.format(rank=index)).write_text(str(err))
         raise
+    except BaseException as err:
+        # When and why, for the parent to name the rank that failed first: one rank's failure makes its peers fail
+        # too (a gloo rank still connecting loses its peer: "Gloo connectFullMesh failed"), and torch reports
+        # whichever failed process its join finds first.
+        line = " ".join(f"{type(err).__name__}: {err}".split())
+        Path(folder, _FAILED_FILE.format(rank=index)).write_text(json.dumps({"time": time.time(), "error": line}))
+        raise
     finally:
         teardown()
     # A rank that succeeded leaves without the interpreter's finalisation: objects still holding the process group
@@ -130,6 +138,21 @@ def _entry(index: int, fn: Callable, nproc: int, folder: str, device: str, backe
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def first_failure(folder: str | Path, nproc: int) -> Optional[tuple[int, str]]:
+    """(rank, its exception's line) of the rank whose failure came first, by the records ``_entry`` leaves in
+    ``folder``; None when no rank left one."""
+    failures = []
+    for rank in range(nproc):
+        path = Path(folder, _FAILED_FILE.format(rank=rank))
+        if path.exists():
+            record = json.loads(path.read_text())
+            failures.append((record["time"], rank, record["error"]))
+    if not failures:
+        return None
+    _, rank, error = min(failures)
+    return rank, error
 
 
 def _stop(processes, grace: float = 5.0) -> None:
@@ -189,6 +212,9 @@ def launch(fn: Callable[..., Any], nproc: int, args: tuple = (), *, device: str 
                 error = Path(folder, _ERROR_FILE.format(rank=rank))
                 if error.exists():
                     raise InputError(error.read_text()) from None
+            first = first_failure(folder, nproc)
+            if first is not None:
+                raise RuntimeError(f"rank {first[0]} failed: {first[1]}") from None
             # Not bad input: the child's traceback ends with its exception's own line; that line, not 30.
             last = next((line.strip() for line in reversed(str(err).splitlines()) if line.strip()), str(err))
             raise RuntimeError(f"rank {err.error_index} failed: {last}") from None
