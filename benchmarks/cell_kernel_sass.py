@@ -42,7 +42,7 @@ def cell_kernel_config(kernel: str, fast: bool, block: int = 512, block_c: int =
     specialised as its launch is (channel strides 1, the others 16-aligned): ``concat`` the concatenated-gates
     path of levels 1-2 (the backward adds the bias to the stored gates; the forward reads one gate tensor, no
     recurrent one, and stores no pre-activations), else the per-step path of levels 3-4 (the backward summing the
-    recurrent gradient's four tap shares, DHR_TAPS, ``convlstm.dgrad_by_gemm``); ``recompute_c`` the
+    recurrent gradient's four tap shares, DHR_TAPS, ``convlstm_gemm.dgrad_by_gemm``); ``recompute_c`` the
     backward's RECOMPUTE_C and ``grid_stride`` its GRID_STRIDE (``convlstm.wave_grid``). The defaults are level
     1's backward."""
     from mscred.ops.triton import convlstm_kernels

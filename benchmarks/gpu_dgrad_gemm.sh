@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call (~5 min): levels 3-4's recurrent data gradient as one GEMM into the four tap shares, summed by the
-# backward cell kernel (MSCRED_LSTM_DGRAD_GEMM=1, convlstm.dgrad_by_gemm; per call 1.49-1.56x cuDNN's,
+# backward cell kernel (MSCRED_LSTM_DGRAD_GEMM=1, convlstm_gemm.dgrad_by_gemm; per call 1.49-1.56x cuDNN's,
 # results/im2col_levels/) against the default, in alternation twice on bench_train.py's graphed bf16 part; then its
 # GPU tests (the new ones and the fused ConvLSTM's full-size rows, with the setting on).
 # Usage: bash benchmarks/gpu_dgrad_gemm.sh. Writes $OUT/dgrad_gemm/.

@@ -15,6 +15,7 @@ import torch
 from mscred import ops
 from mscred.ops import reference as ref
 from mscred.ops.triton import convlstm as fused
+from mscred.ops.triton import convlstm_gemm as lstm_gemm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import cell_kernel_sass  # noqa: E402 (the cell kernels' sm_90 configurations, benchmarks/cell_kernel_sass.py)
@@ -363,9 +364,9 @@ def test_grid_stride_backward_cell_kernel_equals_reference(time_major, wave, mon
 @pytest.mark.parametrize("B, T, C, Ch, n", [(3, 5, 3, 4, 5), (2, 3, 4, 6, 1), (1, 2, 2, 3, 7)])
 def test_recurrent_gradient_by_gemm_equals_reference(time_major, B, T, C, Ch, n, im2col, monkeypatch):
     """The per-step path's recurrent data gradient as one GEMM into the four tap shares, summed by the backward
-    cell kernel as it reads them (``convlstm.dgrad_by_gemm``, the default for 2 x 2 kernels; 0 turns it off), and
+    cell kernel as it reads them (``convlstm_gemm.dgrad_by_gemm``, the default for 2 x 2 kernels; 0 turns it off), and
     with ``im2col`` h kept as its im2col, written by the forward cell kernel, for the recurrent convolution and its
-    weight gradient as GEMMs too (MSCRED_LSTM_IM2COL=1, ``convlstm.im2col_recurrence``), give the float64
+    weight gradient as GEMMs too (MSCRED_LSTM_IM2COL=1, ``convlstm_gemm.im2col_recurrence``), give the float64
     reference's h and gradients, at maps of 1, 5 and 7 pixels a side, with small tiles (many programs, ragged
     ends)."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
@@ -374,16 +375,16 @@ def test_recurrent_gradient_by_gemm_equals_reference(time_major, B, T, C, Ch, n,
     monkeypatch.setenv("MSCRED_LSTM_DGRAD_GEMM", "0")
     x, w, b, dout = _inputs(B, T, C, Ch, n, 2, seed=90 + n + time_major)
     two, three = fused._padding(2), fused._padding(3)
-    assert not fused.dgrad_by_gemm("nhwc", 2, two, x)
+    assert not lstm_gemm.dgrad_by_gemm("nhwc", 2, two, x)
     monkeypatch.delenv("MSCRED_LSTM_DGRAD_GEMM")
-    assert fused.dgrad_by_gemm("nhwc", 2, two, x) and not fused.dgrad_by_gemm("nhwc", 3, three, x)
-    assert not fused.dgrad_by_gemm("nchw", 2, two, x)
+    assert lstm_gemm.dgrad_by_gemm("nhwc", 2, two, x) and not lstm_gemm.dgrad_by_gemm("nhwc", 3, three, x)
+    assert not lstm_gemm.dgrad_by_gemm("nchw", 2, two, x)
     # float32 on CUDA keeps cuDNN's TF32 convolution (the GEMM would run in full float32)
-    assert fused.dgrad_by_gemm("nhwc", 2, two, x.float()) == (not x.is_cuda)
-    assert not fused.im2col_recurrence("nhwc", 2, two, x)
+    assert lstm_gemm.dgrad_by_gemm("nhwc", 2, two, x.float()) == (not x.is_cuda)
+    assert not lstm_gemm.im2col_recurrence("nhwc", 2, two, x)
     if im2col:
         monkeypatch.setenv("MSCRED_LSTM_IM2COL", "1")
-        assert fused.im2col_recurrence("nhwc", 2, two, x)
+        assert lstm_gemm.im2col_recurrence("nhwc", 2, two, x)
     real_buffers = fused._buffers
 
     def buffers_full_of_nan(*args, **kwargs):  # every im2col entry must be written: h or a border zero
@@ -393,8 +394,8 @@ def test_recurrent_gradient_by_gemm_equals_reference(time_major, B, T, C, Ch, n,
         return made
     monkeypatch.setattr(fused, "_buffers", buffers_full_of_nan)
     wgrads = []
-    real_wgrad = fused.recurrent_wgrad_rows
-    monkeypatch.setattr(fused, "recurrent_wgrad_rows", lambda *a: wgrads.append(1) or real_wgrad(*a))
+    real_wgrad = lstm_gemm.recurrent_wgrad_rows
+    monkeypatch.setattr(lstm_gemm, "recurrent_wgrad_rows", lambda *a: wgrads.append(1) or real_wgrad(*a))
     expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
     got = _time_major_fwd_bwd(x, w, b, dout, 2) if time_major else _fwd_bwd(fused.convlstm, x, w, b, dout)
     for name, g, e in zip(("h", "dx", "dweight", "dbias"), got, expect):
@@ -412,7 +413,7 @@ def test_recurrent_dgrad_taps_equals_the_convolution_gradient():
     hp = torch.zeros(B, Ch, n + 1, n + 1, dtype=torch.float64)
     expect = torch.ops.aten.convolution_backward(dpre, hp, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
                                                  [True, False, False])[0][:, :, :n, :n]
-    taps = fused.recurrent_dgrad_taps(dpre, w)
+    taps = lstm_gemm.recurrent_dgrad_taps(dpre, w)
     got = torch.zeros(B, Ch, n, n, dtype=torch.float64)
     for k, (dy, dx) in enumerate(((0, 0), (0, 1), (1, 0), (1, 1))):
         got[:, :, dy:, dx:] += taps[:, k * Ch:(k + 1) * Ch, :n - dy, :n - dx]

@@ -53,12 +53,11 @@ from mscred.ops.convlstm_sliding import distinct_steps, sliding
 from mscred.ops import resident_lstm, weight_cache
 from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
-from mscred.ops.triton import convlstm_concat, convlstm_window
+from mscred.ops.triton import convlstm_concat, convlstm_gemm, convlstm_window
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
 from mscred.ops.triton.runtime import switched_off as _switched_off
-from mscred.ops.triton.runtime import switched_on as _switched_on
 from mscred.ops.triton.runtime import tl, triton
 
 BLOCK = 1024  # elements of one (B, Ch, H, W) step per program: 4 gates read, up to 5 outputs written
@@ -162,64 +161,6 @@ def cell_backward_options(dtype: torch.dtype) -> tuple[bool, torch.dtype]:
 # level 2. The forward as one wave lost at every count tried (level 1: 17.1 -> 17.6-23.1 us) and keeps one tile a
 # program; its grid-stride path was removed on 2026-12-02 (recoverable from commit 9ee25d9).
 WAVE_PER_SM = 6
-
-
-def dgrad_by_gemm(layout: str, k: int, pads, like: torch.Tensor) -> bool:
-    """Whether the per-step training backward takes the recurrent data gradient as one GEMM, d(im2col) = dpre rows
-    @ W_h's (4Ch x 4Ch) matrix, whose four tap blocks the backward cell kernel sums as it reads them (DHR_TAPS),
-    instead of cuDNN's data-gradient call: channels-last buffers and a 2 x 2 kernel with TF's "same" border (bottom
-    and right) -- the training step's levels 3-4 (levels 1-2 take the concatenated path). Measured on the H200, bf16,
-    batch 128: per call 13.0 against 19.3 us at level 3, 12.0 against 18.8 at level 4 (results/im2col_levels/); the
-    graphed step 2.77 / 2.78 against 2.81 / 2.83 ms in alternation (results/dgrad_gemm/). The default, but for
-    float32 on CUDA (``like``: the op's input), where cuDNN convolves in TF32 and the GEMM would run in full float32
-    (not measured); MSCRED_LSTM_DGRAD_GEMM=0 keeps cuDNN's call (A/B runs)."""
-    if like.is_cuda and like.dtype == torch.float32:
-        return False
-    return (not _switched_off("MSCRED_LSTM_DGRAD_GEMM") and layout == "nhwc" and k == 2
-            and tuple(pads) == (0, 1, 0, 1))
-
-
-def im2col_recurrence(layout: str, k: int, pads, like: torch.Tensor) -> bool:
-    """Whether the training forward keeps h_t as its recurrent convolution's im2col (B*H*W rows, columns (dy, dx,
-    c); the cell kernel writes each h value into its four tap columns, HP_COL) instead of a zero-bordered copy, so
-    that the recurrent convolution (``recurrent_conv_rows``) and its weight gradient (``recurrent_wgrad_rows``) are
-    plain cuBLAS GEMMs, as the data gradient is (``dgrad_by_gemm``, whose conditions it needs). Per call those GEMMs
-    beat cuDNN's 1.26-1.29x (forward) and 1.06-1.41x (weight gradient) at levels 3-4 (results/im2col_levels/); not
-    measured in the step yet, so opt-in: MSCRED_LSTM_IM2COL=1 (benchmarks/gpu_im2col_step.sh)."""
-    return _switched_on("MSCRED_LSTM_IM2COL") and dgrad_by_gemm(layout, k, pads, like)
-
-
-def col_view(rows: torch.Tensor, B: int, H: int, W: int) -> torch.Tensor:
-    """(B*H*W, n) rows -> their (B, n, H, W) channels-last view (what the cell kernels address)."""
-    return rows.view(B, H, W, rows.shape[-1]).permute(0, 3, 1, 2)
-
-
-def recurrent_conv_rows(col: torch.Tensor, wm: torch.Tensor, B: int, H: int, W: int) -> torch.Tensor:
-    """The recurrent convolution of one step from h_{t-1}'s im2col ``col`` (B*H*W, 4Ch) and ``wm`` =
-    ``weight_rows(w_h)`` (4Ch, 4Ch): (B, 4Ch, H, W) channels-last, one GEMM."""
-    return col_view(col @ wm, B, H, W)
-
-
-def weight_rows(w_h: torch.Tensor) -> torch.Tensor:
-    """(4Ch, Ch, 2, 2) -> (4Ch taps-major: (dy, dx, c), 4Ch) contiguous, the im2col GEMMs' right-hand side."""
-    return w_h.permute(2, 3, 1, 0).reshape(-1, w_h.shape[0]).contiguous()
-
-
-def recurrent_wgrad_rows(col: torch.Tensor, dpre_rows: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
-    """d W_h over every step with a recurrent convolution: the im2cols of h_0 .. h_{T-2} (T-1, B*H*W, 4Ch) and
-    their steps' gate gradients as rows ((T-1)*B*H*W, 4Ch) -> (4Ch, Ch, 2, 2), one GEMM."""
-    G, Ch = w_h.shape[:2]
-    return (col.reshape(-1, col.shape[-1]).t() @ dpre_rows).reshape(2, 2, Ch, G).permute(3, 2, 0, 1)
-
-
-def recurrent_dgrad_taps(dpre_t: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
-    """d(im2col of h_{t-1}) of step t's recurrent convolution: dpre_t (B, 4Ch, H, W) channels-last as rows (B*H*W,
-    4Ch) @ W_h as (4Ch, (dy, dx, c)) -> (B, 4 Ch, H, W) channels-last, channel block k = 2 dy + dx the share of tap
-    (dy, dx) (h at (y, x) gets it from pixel (y - dy, x - dx))."""
-    B, G, H, W = dpre_t.shape
-    rows = dpre_t.permute(0, 2, 3, 1).reshape(B * H * W, G)
-    dcol = rows @ w_h.permute(0, 2, 3, 1).reshape(G, -1)
-    return dcol.view(B, H, W, -1).permute(0, 3, 1, 2)
 
 
 def wave_grid(grid: tuple[int, ...], layout: str) -> tuple[tuple[int, ...], bool]:
@@ -581,9 +522,9 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
     h_t but the last inside its zero border."""
     B, T, _, H, W = gx.shape
     Ch = out.shape[2]
-    col = hprev.dim() == 3  # h_t kept as its im2col (``im2col_recurrence``), not zero-bordered
+    col = hprev.dim() == 3  # h_t kept as its im2col (``convlstm_gemm.im2col_recurrence``), not zero-bordered
     hp_border = 0 if col else recurrent_border(hprev, pads)
-    wm = weight_rows(w_h) if col and T > 1 else None
+    wm = convlstm_gemm.weight_rows(w_h) if col and T > 1 else None
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     fast = fast_activations(gx.dtype)
@@ -595,13 +536,13 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
         if t == 0:
             rec = c_t  # a dummy, never read (h_{-1} = 0)
         elif col:
-            rec = recurrent_conv_rows(hprev[t - 1], wm, B, H, W)
+            rec = convlstm_gemm.recurrent_conv_rows(hprev[t - 1], wm, B, H, W)
         else:
             rec = F.conv2d(hprev[t - 1], w_h)  # (B, 4Ch, H, W)
         pre_t = pre[t] if save else c_t                       # dummy when not stored
         hp = hprev[t] if t < T - 1 else hprev[0] if T > 1 else out[:, 0]  # dummy at the last step
         if col and T > 1:
-            hp = col_view(hp, B, H, W)
+            hp = convlstm_gemm.col_view(hp, B, H, W)
         cell_fwd_kernel[grid](
             gxt, *_yx(gxt), bias, rec, *_s3(rec), pre_t, *_s3(pre_t),
             c_prev, c_t, *_s3(c_t),
@@ -652,7 +593,7 @@ def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, lay
     cell state buffer, updated in place: cells (1, B, ...); the resident kernel keeps it in shared memory: (0, B, ...).
     The per-window kernels (``window``, ``resident``) read h_{t-1} from the output or from shared memory: no
     zero-bordered copies. ``col``: h_0 .. h_{T-2} as their recurrent convolution's im2col, (T-1, B*H*W, 4Ch), in
-    place of the bordered copies (``im2col_recurrence``)."""
+    place of the bordered copies (``convlstm_gemm.im2col_recurrence``)."""
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
     cell_steps = T if save else 0 if resident else 1
     bordered = 0 if window or resident else max(T - 1, 0)
@@ -713,7 +654,7 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
         return out, gates, cells, xh
     gx = _steps(F.conv2d(images, w_x), B, T, time_major)
     out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False,
-                                      col=im2col_recurrence(layout, w_h.shape[-1], pads, xp))
+                                      col=convlstm_gemm.im2col_recurrence(layout, w_h.shape[-1], pads, xp))
     _forward_steps(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias, layout, True, cdt)
     return out, [pre], cells, hprev
 
@@ -726,7 +667,7 @@ def _(xp, w_x, w_h, bias, forget_bias, layout):
         out, cells, xh = convlstm_concat.buffers(B, T, C, Ch, H, W, pads, xp, cell_dtype)
         return out, convlstm_concat.gates_like(B, T, Ch, H, W, xp), cells, xh
     out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False,
-                                      col=im2col_recurrence(layout, w_h.shape[-1], pads, xp))
+                                      col=convlstm_gemm.im2col_recurrence(layout, w_h.shape[-1], pads, xp))
     return out, [pre], cells, hprev
 
 
@@ -767,7 +708,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     block, block_c, tiles, grid = _launch_bwd(layout, B * H * W, Ch)
     grid, grid_stride = wave_grid(grid, layout)
     fast = fast_activations(pre.dtype)
-    taps = dgrad_by_gemm(layout, w_h.shape[-1], pads, xp)
+    taps = convlstm_gemm.dgrad_by_gemm(layout, w_h.shape[-1], pads, xp)
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
     db_acc = torch.zeros(4 * Ch, device=xp.device, dtype=acc)
@@ -785,13 +726,13 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, DHR_TAPS=taps, num_warps=NUM_WARPS_BWD,
         )
         if t > 0 and taps:  # its four tap shares from one GEMM, summed by the next step's cell kernel
-            dhr = recurrent_dgrad_taps(dpre[t], w_h)
+            dhr = convlstm_gemm.recurrent_dgrad_taps(dpre[t], w_h)
         elif t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)
             dhr = torch.ops.aten.convolution_backward(
                 dpre[t], hprev[t - 1], w_h, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
                 [True, False, False])[0]
-    if T > 1 and hprev.dim() == 3:  # h as its im2col (``im2col_recurrence``): d w_h in one GEMM
-        dw_h = recurrent_wgrad_rows(hprev, dpre_tb[B:].permute(0, 2, 3, 1).reshape(-1, 4 * Ch), w_h)
+    if T > 1 and hprev.dim() == 3:  # h as its im2col (``convlstm_gemm.im2col_recurrence``): d w_h in one GEMM
+        dw_h = convlstm_gemm.recurrent_wgrad_rows(hprev, dpre_tb[B:].permute(0, 2, 3, 1).reshape(-1, 4 * Ch), w_h)
     elif T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
         h_images = hprev.reshape((T - 1) * B, Ch, HP, WP)
         dw_h = torch.ops.aten.convolution_backward(

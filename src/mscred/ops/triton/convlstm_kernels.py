@@ -196,7 +196,7 @@ if triton is not None:
             tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
         h = (_act_sigmoid(zo, FAST_ACT) * _act_tanh(c, FAST_ACT)).to(out_ty)
         tl.store(h_ptr + b * h_sb + ch * h_sc + p * h_sp, h, mask=mask)
-        if WRITE_HP and HP_COL:  # (``convlstm.im2col_recurrence``: a 2 x 2 kernel, bordered bottom and right)
+        if WRITE_HP and HP_COL:  # (``convlstm_gemm.im2col_recurrence``: a 2 x 2 kernel, bordered bottom and right)
             # h at (y, x) is tap (dy, dx)'s input of output pixel (y - dy, x - dx); and the taps of this pixel's
             # own row that read the zero border (y + dy = H or x + dx = W) get their zeros from this thread
             yy = p // W
@@ -256,7 +256,7 @@ if triton is not None:
         tc = _act_tanh(c, FAST_ACT)
         dh = tl.load(dh_ptr + b * dh_sb + ch * dh_sc + p * dh_sp, mask=mask, other=0.0).to(CDT)
         if HAS_DHR:
-            if DHR_TAPS:  # the recurrent gradient as a 2 x 2 convolution's d(im2col) (``convlstm.dgrad_by_gemm``):
+            if DHR_TAPS:  # the recurrent gradient as a 2 x 2 convolution's d(im2col) (``convlstm_gemm.dgrad_by_gemm``):
                 # h at (y, x) fed the output pixel (y - dy, x - dx) through tap (dy, dx), whose block of CH columns
                 # holds its share; the four shares summed here in the compute type
                 yy = p // W
