@@ -1,7 +1,8 @@
 """Levels 3-4's ConvLSTM convolutions as cuBLAS GEMMs on an im2col of their input, against cuDNN, per call.
 
-Why: in the graphed training step (results/step_profile_1202/, per-level tables) levels 3 and 4 spend 0.47 of their
-0.81 ms in cuDNN's convolutions: the recurrent convolution of each step (4.3 GFLOP a call, ~16.5 us: ~260 TFLOP/s,
+Why: profiled alone at the training batch (results/step_profile_1202/, per-level tables), levels 3 and 4 spend 0.64
+of their 0.81 ms in cuDNN (39 us of it the weight gradients' workspace initialisations): the recurrent convolution of
+each step (4.3 GFLOP a call, ~16.5 us: ~260 TFLOP/s,
 a third of the measured bf16 matrix rate), its data gradient (~22-29 us a call with the input's), and the weight
 gradients. At 8 x 8 and 4 x 4 pixels a call is a GEMM of only 8,192 / 2,048 rows, where cuDNN's implicit-GEMM
 kernels run one short wave. The question before anything is built: does cuBLAS run the same arithmetic faster as a
