@@ -6,5 +6,5 @@
 # (results/dgrad_gemm/), when the GEMM path was opt-in; it is the default since, so its rows now compare the default
 # with itself (MSCRED_LSTM_DGRAD_GEMM=0 is the path it was measured against).
 # Usage: bash benchmarks/gpu_dgrad_gemm.sh. Writes $OUT/dgrad_gemm/.
-exec bash benchmarks/gpu_step_ab.sh dgrad_gemm gemm MSCRED_LSTM_DGRAD_GEMM=1 110 tests/test_ops_triton_convlstm.py \
+exec bash benchmarks/gpu_setting_ab.sh dgrad_gemm gemm MSCRED_LSTM_DGRAD_GEMM=1 110 tests/test_ops_triton_convlstm.py \
   -k "recurrent_gradient_by_gemm or recurrent_dgrad_taps or full_size_on_gpu"

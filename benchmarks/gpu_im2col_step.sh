@@ -6,5 +6,5 @@
 # by GEMM), in alternation twice on bench_train.py's graphed bf16 part; then its GPU tests with the setting on: the
 # float64 rows, the fused ConvLSTM's full-size rows and the whole model's (50 steps against the reference).
 # Usage: bash benchmarks/gpu_im2col_step.sh. Writes $OUT/im2col_step/.
-exec bash benchmarks/gpu_step_ab.sh im2col_step im2col MSCRED_LSTM_IM2COL=1 170 tests/test_ops_triton_convlstm.py \
+exec bash benchmarks/gpu_setting_ab.sh im2col_step im2col MSCRED_LSTM_IM2COL=1 170 tests/test_ops_triton_convlstm.py \
   tests/test_ops_triton_train.py -k "recurrent_gradient_by_gemm or full_size_on_gpu or same_curve or fifty_steps"

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# One device call (~5-6 min): a setting of the training step against the defaults, then its GPU tests.
-#   bash benchmarks/gpu_step_ab.sh NAME LABEL VAR=VAL TESTS_CAP_S PYTEST_ARGS...
-# bench_train.py's graphed bf16 part in alternation, twice: default_1, LABEL_1 (VAR=VAL), default_2, LABEL_2
-# (gpu_train_variants.sh, each part cut at 45 s) -> $OUT/NAME/*.md and log.txt; then pytest PYTEST_ARGS with VAR=VAL
-# under a TESTS_CAP_S cap -> $OUT/NAME/gpu_tests.txt. Its calls: gpu_dgrad_gemm.sh, gpu_im2col_step.sh.
+# One device call (~8 min): the graphed bf16 training step of this tree against an earlier one, in alternation with
+# one eager baseline, and GPU tests.
+#   bash benchmarks/gpu_step_ab.sh NAME TEST_TIMEOUT_S [pytest arguments...]
+# The earlier tree is build/before/src (e.g. `rm -rf build/before; mkdir -p build/before; git archive REV src | tar
+# -x -C build/before`), carried to the device. Writes $OUT/NAME.tgz: model/ (gpu_train_variants.sh's tables:
+# before_1, after_1, before_2, after_2) and gpu_tests.txt.
 set -uo pipefail
-NAME=$1; LABEL=$2; SETTING=$3; TESTS_CAP=$4; shift 4
+NAME=$1; LIMIT=$2; shift 2
 . benchmarks/device_env.sh
+cache_bytecode
 D=$(result_dir "$NAME")
-PART_TIMEOUT_S=45 bash benchmarks/gpu_train_variants.sh "$NAME" \
-  "default_1:g-fused-bf16" "${LABEL}_1:g-fused-bf16:$SETTING" "default_2:g-fused-bf16" "${LABEL}_2:g-fused-bf16:$SETTING"
-echo "variants done at ${SECONDS}s"
-env "$SETTING" bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "$TESTS_CAP" "$@"
+[ -d build/before/src ] || { echo "build/before/src missing"; exit 2; }
+OUT="$D" PART_TIMEOUT_S=45 bash benchmarks/gpu_train_variants.sh model "before_1:g-fused-bf16:PYTHONPATH=build/before/src" \
+  "after_1:g-fused-bf16" "before_2:g-fused-bf16:PYTHONPATH=build/before/src" "after_2:g-fused-bf16"
+[ $# -gt 0 ] && bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "$LIMIT" "$@"
+(cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")
