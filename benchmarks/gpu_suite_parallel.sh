@@ -22,12 +22,10 @@ REST=$(ls tests/test_*.py | grep -v -F -x -e "$CONVLSTM" -e "$BUILD" $(for f in 
 # take its files alternately, side by side.
 REST_A=$(echo "$REST" | awk 'NR % 2 == 1'); REST_B=$(echo "$REST" | awk 'NR % 2 == 0')
 GROUPS_RUN=${*:-convlstm triton_ops train_im2col build rest_a rest_b}
-# shard_ids K N FILES...: the K-th (1-based) of N contiguous blocks of FILES' test ids.
+# shard_ids K N IDS: the K-th (1-based) of N contiguous blocks of the test ids IDS (one a line).
 shard_ids() {
-  local k=$1 n=$2; shift 2
-  python3 -m pytest --collect-only -q -p no:cacheprovider "$@" 2>/dev/null | grep '::' \
-    | awk -v k="$k" -v n="$n" '{ id[NR] = $0 } END { per = int((NR + n - 1) / n);
-                                 for (i = (k - 1) * per + 1; i <= k * per && i <= NR; i++) print id[i] }'
+  echo "$3" | awk -v k="$1" -v n="$2" '{ id[NR] = $0 } END { per = int((NR + n - 1) / n);
+                                          for (i = (k - 1) * per + 1; i <= k * per && i <= NR; i++) print id[i] }'
 }
 SUMMARIES=""
 for group in $GROUPS_RUN; do
@@ -35,8 +33,9 @@ for group in $GROUPS_RUN; do
     name=${group%/*}; n=${group#*/}
     case $name in convlstm) files=$CONVLSTM ;; triton_ops) files=$TRITON_OPS ;; train_im2col) files=$TRAIN_IM2COL ;;
       *) echo "no sharding for group $name" >&2; continue ;; esac
+    ids=$(python3 -m pytest --collect-only -q -p no:cacheprovider $files 2>/dev/null | grep '::')  # once a group
     for k in $(seq 1 "$n"); do
-      bash benchmarks/gpu_pytest.sh "$D/${name}_$k.txt" 450 $(shard_ids "$k" "$n" $files) &
+      bash benchmarks/gpu_pytest.sh "$D/${name}_$k.txt" 450 $(shard_ids "$k" "$n" "$ids") &
       SUMMARIES="$SUMMARIES ${name}_$k"
     done
     continue
