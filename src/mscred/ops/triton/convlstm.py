@@ -732,7 +732,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
                 dpre[t], hprev[t - 1], w_h, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
                 [True, False, False])[0]
     if T > 1 and hprev.dim() == 3:  # h as its im2col (``convlstm_gemm.im2col_recurrence``): d w_h in one GEMM
-        dw_h = convlstm_gemm.recurrent_wgrad_rows(hprev, dpre_tb[B:].permute(0, 2, 3, 1).reshape(-1, 4 * Ch), w_h)
+        dw_h = convlstm_gemm.recurrent_wgrad_rows(hprev, convlstm_gemm.rows_of(dpre_tb[B:]), w_h)
     elif T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
         h_images = hprev.reshape((T - 1) * B, Ch, HP, WP)
         dw_h = torch.ops.aten.convolution_backward(
