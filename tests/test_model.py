@@ -140,7 +140,7 @@ def test_shared_buffers_as_two_outputs_give_the_same_step(n, monkeypatch):
     autograd. The fused float32 training step's output and every gradient equal those with it off (n = 10: conv2-4
     share their inputs; n = 7: conv3 and conv4 do, conv2 reads a plain activation)."""
     if not runs_fused(torch.zeros(1)):
-        pytest.skip("the fused training layout needs Triton (or its CPU interpreter)")
+        pytest.skip("CPU tensors on the fused training layout need Triton's interpreter (TRITON_INTERPRET=1, as CI)")
     from mscred.ops.shared_output import SharedOutput
 
     cfg = dict(n_sensors=n, channels=(4, 8, 8, 16))
@@ -168,7 +168,7 @@ def test_concatenated_lstm_gates_give_the_same_step(monkeypatch):
     30-sensor model), here at every level of a small float64 model: the fused training step's output and every
     gradient equal those of the default path (one convolution of the concatenated inputs instead of two summed)."""
     if not runs_fused(torch.zeros(1)):
-        pytest.skip("the fused training layout needs Triton (or its CPU interpreter)")
+        pytest.skip("CPU tensors on the fused training layout need Triton's interpreter (TRITON_INTERPRET=1, as CI)")
     from mscred.ops.triton import convlstm_concat
 
     calls, real = [], convlstm_concat.forward
