@@ -56,8 +56,7 @@ def cell_kernel_config(kernel: str, fast: bool, block: int = 512, block_c: int =
         constants.update(HAS_DHR=True, HAS_DC=True, DBIAS=True, STORE2=False, TILES=tiles, PRE_BIAS=concat,
                          RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, DHR_TAPS=not concat)
     else:
-        constants.update(HAS_REC=not concat, WRITE_HP=True, STORE_PRE=not concat, STORE_C=True, HP_BORDER=10,
-                         HP_COL=False)
+        constants.update(HAS_REC=not concat, WRITE_HP=True, STORE_PRE=not concat, STORE_C=True, HP_BORDER=10)
     pointers = {name: "*bf16" for name in ("gx_ptr", "rec_ptr", "pre_ptr", "h_ptr", "hp_ptr", "dh_ptr", "dhr_ptr",
                                            "dpre_ptr", "dpre2_ptr")}
     pointers.update(cprev_ptr="*fp16", c_ptr="*fp16")

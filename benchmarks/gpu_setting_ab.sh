@@ -3,7 +3,8 @@
 #   bash benchmarks/gpu_setting_ab.sh NAME LABEL VAR=VAL TESTS_CAP_S PYTEST_ARGS...
 # bench_train.py's graphed bf16 part in alternation, twice: default_1, LABEL_1 (VAR=VAL), default_2, LABEL_2
 # (gpu_train_variants.sh, each part cut at 45 s) -> $OUT/NAME/*.md and log.txt; then pytest PYTEST_ARGS with VAR=VAL
-# under a TESTS_CAP_S cap -> $OUT/NAME/gpu_tests.txt. Its calls: gpu_dgrad_gemm.sh, gpu_im2col_step.sh.
+# under a TESTS_CAP_S cap -> $OUT/NAME/gpu_tests.txt. Its calls: gpu_dgrad_gemm.sh (and at 97ce8d7 gpu_im2col_step.sh).
+# The setting goes to the whole pytest process: a test that asserts the setting's default fails under it.
 set -uo pipefail
 NAME=$1; LABEL=$2; SETTING=$3; TESTS_CAP=$4; shift 4
 . benchmarks/device_env.sh

@@ -359,15 +359,12 @@ def test_grid_stride_backward_cell_kernel_equals_reference(time_major, wave, mon
         torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=f"{name}, MSCRED_CELL_WAVE={wave}")
 
 
-@pytest.mark.parametrize("im2col", [False, True])
 @pytest.mark.parametrize("time_major", [False, True])
 @pytest.mark.parametrize("B, T, C, Ch, n", [(3, 5, 3, 4, 5), (2, 3, 4, 6, 1), (1, 2, 2, 3, 7)])
-def test_recurrent_gradient_by_gemm_equals_reference(time_major, B, T, C, Ch, n, im2col, monkeypatch):
+def test_recurrent_gradient_by_gemm_equals_reference(time_major, B, T, C, Ch, n, monkeypatch):
     """The per-step path's recurrent data gradient as one GEMM into the four tap shares, summed by the backward
-    cell kernel as it reads them (``convlstm_gemm.dgrad_by_gemm``, the default for 2 x 2 kernels; 0 turns it off), and
-    with ``im2col`` h kept as its im2col, written by the forward cell kernel, for the recurrent convolution and its
-    weight gradient as GEMMs too (MSCRED_LSTM_IM2COL=1, ``convlstm_gemm.im2col_recurrence``), give the float64
-    reference's h and gradients, at maps of 1, 5 and 7 pixels a side, with small tiles (many programs, ragged
+    cell kernel as it reads them (``convlstm_gemm.dgrad_by_gemm``, the default for 2 x 2 kernels; 0 turns it off),
+    gives the float64 reference's h and gradients, at maps of 1, 5 and 7 pixels a side, with small tiles (many programs, ragged
     ends)."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "100000")  # the per-step path at every size
@@ -381,26 +378,10 @@ def test_recurrent_gradient_by_gemm_equals_reference(time_major, B, T, C, Ch, n,
     assert not lstm_gemm.dgrad_by_gemm("nchw", 2, two, x)
     # float32 on CUDA keeps cuDNN's TF32 convolution (the GEMM would run in full float32)
     assert lstm_gemm.dgrad_by_gemm("nhwc", 2, two, x.float()) == (not x.is_cuda)
-    assert not lstm_gemm.im2col_recurrence("nhwc", 2, two, x)
-    if im2col:
-        monkeypatch.setenv("MSCRED_LSTM_IM2COL", "1")
-        assert lstm_gemm.im2col_recurrence("nhwc", 2, two, x)
-    real_buffers = fused._buffers
-
-    def buffers_full_of_nan(*args, **kwargs):  # every im2col entry must be written: h or a border zero
-        made = real_buffers(*args, **kwargs)
-        if kwargs.get("col"):
-            made[3].fill_(float("nan"))
-        return made
-    monkeypatch.setattr(fused, "_buffers", buffers_full_of_nan)
-    wgrads = []
-    real_wgrad = lstm_gemm.recurrent_wgrad_rows
-    monkeypatch.setattr(lstm_gemm, "recurrent_wgrad_rows", lambda *a: wgrads.append(1) or real_wgrad(*a))
     expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
     got = _time_major_fwd_bwd(x, w, b, dout, 2) if time_major else _fwd_bwd(fused.convlstm, x, w, b, dout)
     for name, g, e in zip(("h", "dx", "dweight", "dbias"), got, expect):
         torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=name)
-    assert len(wgrads) == (im2col and T > 1)  # the im2col path ran where asked
 
 
 def test_recurrent_dgrad_taps_equals_the_convolution_gradient():

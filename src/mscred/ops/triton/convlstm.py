@@ -522,9 +522,7 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
     h_t but the last inside its zero border."""
     B, T, _, H, W = gx.shape
     Ch = out.shape[2]
-    col = hprev.dim() == 3  # h_t kept as its im2col (``convlstm_gemm.im2col_recurrence``), not zero-bordered
-    hp_border = 0 if col else recurrent_border(hprev, pads)
-    wm = convlstm_gemm.weight_rows(w_h) if col and T > 1 else None
+    hp_border = recurrent_border(hprev, pads)
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     fast = fast_activations(gx.dtype)
@@ -533,23 +531,17 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
         # Training keeps every c_t for the backward; inference updates one buffer in place (each element is read
         # and written by the same thread) and does not store the last step's c, which nothing reads.
         c_prev, c_t = (cells[t - 1] if t > 0 else cells[t], cells[t]) if save else (cells[0], cells[0])
-        if t == 0:
-            rec = c_t  # a dummy, never read (h_{-1} = 0)
-        elif col:
-            rec = convlstm_gemm.recurrent_conv_rows(hprev[t - 1], wm, B, H, W)
-        else:
-            rec = F.conv2d(hprev[t - 1], w_h)  # (B, 4Ch, H, W)
+        # (B, 4Ch, H, W); a dummy at step 0, never read (h_{-1} = 0)
+        rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else c_t
         pre_t = pre[t] if save else c_t                       # dummy when not stored
         hp = hprev[t] if t < T - 1 else hprev[0] if T > 1 else out[:, 0]  # dummy at the last step
-        if col and T > 1:
-            hp = convlstm_gemm.col_view(hp, B, H, W)
         cell_fwd_kernel[grid](
             gxt, *_yx(gxt), bias, rec, *_s3(rec), pre_t, *_s3(pre_t),
             c_prev, c_t, *_s3(c_t),
             out[:, t], *_s3(out[:, t]), hp, hp.stride(0), hp.stride(1), hp.stride(2), hp.stride(3),
             N, Ch, H * W, W, pads[0], pads[2], forget_bias, H,
             HAS_REC=t > 0, HAS_CPREV=t > 0, WRITE_HP=t < T - 1, STORE_PRE=save, STORE_C=save or t < T - 1,
-            HP_BORDER=hp_border, HP_COL=col,
+            HP_BORDER=hp_border,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c,
             FAST_ACT=fast, num_warps=NUM_WARPS,
         )
@@ -588,23 +580,18 @@ def _window_paths(x: torch.Tensor, layout: str, save: bool, Ch: int, k: int) -> 
 
 
 def _buffers(B: int, T: int, Ch: int, H: int, W: int, pads, x: torch.Tensor, layout: str, save: bool, cell_dtype,
-             window: bool, resident: bool = False, col: bool = False):
+             window: bool, resident: bool = False):
     """``convlstm_fused``'s outputs, unfilled (its docstring has their shapes). Inference (not ``save``) keeps one
     cell state buffer, updated in place: cells (1, B, ...); the resident kernel keeps it in shared memory: (0, B, ...).
     The per-window kernels (``window``, ``resident``) read h_{t-1} from the output or from shared memory: no
-    zero-bordered copies. ``col``: h_0 .. h_{T-2} as their recurrent convolution's im2col, (T-1, B*H*W, 4Ch), in
-    place of the bordered copies (``convlstm_gemm.im2col_recurrence``)."""
+    zero-bordered copies."""
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
     cell_steps = T if save else 0 if resident else 1
     bordered = 0 if window or resident else max(T - 1, 0)
-    if col:
-        hprev = torch.empty(bordered, B * H * W, 4 * Ch, device=x.device, dtype=x.dtype)
-    else:
-        hprev = _empty(bordered * B, Ch, HP, WP, x, layout).view(bordered, B, Ch, HP, WP)
     return (_out5(B, T, Ch, H, W, x, layout),
             _empty(T * B if save else 0, 4 * Ch, H, W, x, layout).view(T if save else 0, B, 4 * Ch, H, W),
             _empty(cell_steps * B, Ch, H, W, x, layout, dtype=cell_dtype).view(cell_steps, B, Ch, H, W),
-            hprev)
+            _empty(bordered * B, Ch, HP, WP, x, layout).view(bordered, B, Ch, HP, WP))
 
 
 @convlstm_fused.register_fake
@@ -653,8 +640,7 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
         gates = convlstm_concat.forward(images, w_x, w_h, bias, out, cells, xh, pads, forget_bias, cdt)
         return out, gates, cells, xh
     gx = _steps(F.conv2d(images, w_x), B, T, time_major)
-    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False,
-                                      col=convlstm_gemm.im2col_recurrence(layout, w_h.shape[-1], pads, xp))
+    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
     _forward_steps(gx, bias, w_h, out, pre, cells, hprev, pads, forget_bias, layout, True, cdt)
     return out, [pre], cells, hprev
 
@@ -666,8 +652,7 @@ def _(xp, w_x, w_h, bias, forget_bias, layout):
     if convlstm_concat.runs(_images(xp, _memory_format(layout))[1], layout, H, W):
         out, cells, xh = convlstm_concat.buffers(B, T, C, Ch, H, W, pads, xp, cell_dtype)
         return out, convlstm_concat.gates_like(B, T, Ch, H, W, xp), cells, xh
-    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False,
-                                      col=convlstm_gemm.im2col_recurrence(layout, w_h.shape[-1], pads, xp))
+    out, pre, cells, hprev = _buffers(B, T, Ch, H, W, pads, xp, layout, True, cell_dtype, False)
     return out, [pre], cells, hprev
 
 
@@ -731,9 +716,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             dhr = torch.ops.aten.convolution_backward(
                 dpre[t], hprev[t - 1], w_h, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
                 [True, False, False])[0]
-    if T > 1 and hprev.dim() == 3:  # h as its im2col (``convlstm_gemm.im2col_recurrence``): d w_h in one GEMM
-        dw_h = convlstm_gemm.recurrent_wgrad_rows(hprev, convlstm_gemm.rows_of(dpre_tb[B:]), w_h)
-    elif T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
+    if T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
         h_images = hprev.reshape((T - 1) * B, Ch, HP, WP)
         dw_h = torch.ops.aten.convolution_backward(
             dpre[1:].reshape((T - 1) * B, 4 * Ch, H, W), h_images, w_h, None,

@@ -8,17 +8,18 @@ col[(b, y, x), (dy, dx, c)] = h[b, c, y + dy, x + dx] and Wm[(dy, dx, c), o] = W
 step is a GEMM of only 8,192 / 2,048 rows, where cuDNN's implicit-GEMM kernels ran 1.26-1.56x slower than cuBLAS on
 the same arithmetic (results/im2col_levels/, H200, bf16, batch 128).
 
-- The data gradient (the default): one GEMM of the gate gradients' channels-last rows as stored gives d col, whose
-  four tap blocks the backward cell kernel sums as it reads them (``DHR_TAPS``): no im2col of h is needed.
-- The im2col recurrence (opt-in, not yet measured in the step): the forward cell kernel writes h_t as its im2col
-  (``HP_COL``) instead of a zero-bordered copy, so that the recurrent convolution and its weight gradient are GEMMs
-  too.
+The data gradient: one GEMM of the gate gradients' channels-last rows as stored gives d col, whose four tap blocks
+the backward cell kernel sums as it reads them (``DHR_TAPS``): no im2col of h is needed.
+
+Measured and removed (results/im2col_step/, recoverable from 97ce8d7): the forward cell kernel writing h_t as its
+im2col, so that the recurrent convolution and its weight gradient were GEMMs too -- 2.757 / 2.773 against 2.772 /
+2.768 ms a step in alternation, no gain despite the per-call numbers.
 """
 from __future__ import annotations
 
 import torch
 
-from mscred.ops.triton.runtime import switched_off, switched_on
+from mscred.ops.triton.runtime import switched_off
 
 
 def dgrad_by_gemm(layout: str, k: int, pads, like: torch.Tensor) -> bool:
@@ -36,16 +37,6 @@ def dgrad_by_gemm(layout: str, k: int, pads, like: torch.Tensor) -> bool:
             and tuple(pads) == (0, 1, 0, 1))
 
 
-def im2col_recurrence(layout: str, k: int, pads, like: torch.Tensor) -> bool:
-    """Whether the training forward keeps h_t as its recurrent convolution's im2col (B*H*W rows, columns (dy, dx,
-    c); the cell kernel writes each h value into its four tap columns, HP_COL) instead of a zero-bordered copy, so
-    that the recurrent convolution (``recurrent_conv_rows``) and its weight gradient (``recurrent_wgrad_rows``) are
-    plain cuBLAS GEMMs, as the data gradient is (``dgrad_by_gemm``, whose conditions it needs). Per call those GEMMs
-    beat cuDNN's 1.26-1.29x (forward) and 1.06-1.41x (weight gradient) at levels 3-4 (results/im2col_levels/); not
-    measured in the step yet, so opt-in: MSCRED_LSTM_IM2COL=1 (benchmarks/gpu_im2col_step.sh)."""
-    return switched_on("MSCRED_LSTM_IM2COL") and dgrad_by_gemm(layout, k, pads, like)
-
-
 def col_view(rows: torch.Tensor, B: int, H: int, W: int) -> torch.Tensor:
     """(B*H*W, n) rows -> their (B, n, H, W) channels-last view (what the cell kernels address)."""
     return rows.view(B, H, W, rows.shape[-1]).permute(0, 3, 1, 2)
@@ -56,28 +47,10 @@ def rows_of(t: torch.Tensor) -> torch.Tensor:
     return t.permute(0, 2, 3, 1).reshape(-1, t.shape[1])
 
 
-def recurrent_conv_rows(col: torch.Tensor, wm: torch.Tensor, B: int, H: int, W: int) -> torch.Tensor:
-    """The recurrent convolution of one step from h_{t-1}'s im2col ``col`` (B*H*W, 4Ch) and ``wm`` =
-    ``weight_rows(w_h)`` (4Ch, 4Ch): (B, 4Ch, H, W) channels-last, one GEMM."""
-    return col_view(col @ wm, B, H, W)
-
-
-def weight_rows(w_h: torch.Tensor) -> torch.Tensor:
-    """(4Ch, Ch, 2, 2) -> (4Ch taps-major: (dy, dx, c), 4Ch) contiguous, the im2col GEMMs' right-hand side."""
-    return w_h.permute(2, 3, 1, 0).reshape(-1, w_h.shape[0]).contiguous()
-
-
-def recurrent_wgrad_rows(col: torch.Tensor, dpre_rows: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
-    """d W_h over every step with a recurrent convolution: the im2cols of h_0 .. h_{T-2} (T-1, B*H*W, 4Ch) and
-    their steps' gate gradients as rows ((T-1)*B*H*W, 4Ch) -> (4Ch, Ch, 2, 2), one GEMM."""
-    G, Ch = w_h.shape[:2]
-    return (col.reshape(-1, col.shape[-1]).t() @ dpre_rows).reshape(2, 2, Ch, G).permute(3, 2, 0, 1)
-
-
 def recurrent_dgrad_taps(dpre_t: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
     """d(im2col of h_{t-1}) of step t's recurrent convolution: dpre_t (B, 4Ch, H, W) channels-last as rows (B*H*W,
     4Ch) @ W_h as (4Ch, (dy, dx, c)) -> (B, 4 Ch, H, W) channels-last, channel block k = 2 dy + dx the share of tap
     (dy, dx) (h at (y, x) gets it from pixel (y - dy, x - dx))."""
     B, G, H, W = dpre_t.shape
-    # W_h as (4Ch, (dy, dx, c)): a view of the channels-last weight, no copy per step (``weight_rows``' transpose)
+    # W_h as (4Ch, (dy, dx, c)): a view of the channels-last weight, no copy per step
     return col_view(rows_of(dpre_t) @ w_h.permute(0, 2, 3, 1).reshape(G, -1), B, H, W)

@@ -146,13 +146,12 @@ if triton is not None:
         pre_ptr, pre_sb, pre_sc, pre_sp,    # out: gate pre-activations, saved for the backward if STORE_PRE
         cprev_ptr, c_ptr, c_sb, c_sc, c_sp, # cell states of the previous / this step (B, Ch, H, W)
         h_ptr, h_sb, h_sc, h_sp,            # out: h_t into the output
-        hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, # out: h_t into the interior of a zero-bordered (B, Ch, Hp, Wp) buffer,
-                                            # or with HP_COL into its 2 x 2 im2col, a (B, 4Ch, H, W) view
+        hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, # out: h_t into the interior of a zero-bordered (B, Ch, Hp, Wp) buffer
         N, CH, HW, W, PAD_T, PAD_L, forget_bias, H,
         HAS_REC: tl.constexpr, HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr,
         STORE_C: tl.constexpr, HP_BORDER: tl.constexpr,
         PIX_MAJOR: tl.constexpr, CDT: tl.constexpr, BLOCK: tl.constexpr, BLOCK_C: tl.constexpr,
-        FAST_ACT: tl.constexpr = False, HP_COL: tl.constexpr = False,
+        FAST_ACT: tl.constexpr = False,
     ):
         if PIX_MAJOR:
             mask, b, ch, p = _indices_2d(N, CH, HW, BLOCK, BLOCK_C, tl.program_id(0))
@@ -196,19 +195,7 @@ if triton is not None:
             tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
         h = (_act_sigmoid(zo, FAST_ACT) * _act_tanh(c, FAST_ACT)).to(out_ty)
         tl.store(h_ptr + b * h_sb + ch * h_sc + p * h_sp, h, mask=mask)
-        if WRITE_HP and HP_COL:  # (``convlstm_gemm.im2col_recurrence``: a 2 x 2 kernel, bordered bottom and right)
-            # h at (y, x) is tap (dy, dx)'s input of output pixel (y - dy, x - dx); and the taps of this pixel's
-            # own row that read the zero border (y + dy = H or x + dx = W) get their zeros from this thread
-            yy = p // W
-            xx = p % W
-            col = hp_ptr + b * hp_sb + ch * hp_sc
-            for k in tl.static_range(4):
-                tl.store(col + k * CH * hp_sc + (yy - k // 2) * hp_sy + (xx - k % 2) * hp_sx, h,
-                         mask=mask & (yy >= k // 2) & (xx >= k % 2))
-                if k > 0:
-                    tl.store(col + k * CH * hp_sc + yy * hp_sy + xx * hp_sx, tl.zeros_like(h),
-                             mask=mask & ((yy + k // 2 >= H) | (xx + k % 2 >= W)))
-        elif WRITE_HP:
+        if WRITE_HP:
             hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
             tl.store(hp, h, mask=mask)
             if HP_BORDER:  # and the zero border around it (HP_BORDER: its sides, see _zero_border_around)
