@@ -8,8 +8,6 @@ handed back without a copy (``_PadCopy``).
 """
 from __future__ import annotations
 
-import os
-
 import torch
 
 
@@ -49,46 +47,30 @@ def _padded(x: torch.Tensor, pads: tuple[int, int, int, int]) -> torch.Tensor:
 
 
 def copy_pixels(dst: torch.Tensor, src: torch.Tensor) -> None:
-    """``dst.copy_(src)`` for (N, C, H, W) views, in 16- or 8-byte words where both hold each pixel's channels
-    contiguously (channels-last): PyTorch copies into a strided view (the interior of a padded buffer, a crop, a
-    channel slice) with its generic strided kernel, element by element -- 2-byte elements for bf16, ~1.2 TB/s on the
-    H200 (49 us for level 1's (640, 32, 30, 30) of the training step, benchmarks/results/train_profile/). As words the
-    same copy has an eighth (16 bytes) or a quarter (8 bytes) of the elements and index arithmetic. The 16-byte word
-    is complex128, copied as it is (no arithmetic touches the bits; ``word_dtype``)."""
-    word = word_dtype(dst, src) if src.dtype == dst.dtype else None
-    if word is not None:
-        dst.permute(0, 2, 3, 1).view(word).copy_(src.permute(0, 2, 3, 1).view(word))
+    """``dst.copy_(src)`` for (N, C, H, W) views, in 8-byte words where both hold each pixel's channels
+    contiguously (channels-last): PyTorch copies into a strided view (the interior of a padded buffer, a crop) with
+    its generic strided kernel, element by element -- 2-byte elements for bf16, ~1.2 TB/s on the H200 (49 us for
+    level 1's (640, 32, 30, 30) of the training step, benchmarks/results/train_profile/). As 8-byte words the same
+    copy has a quarter of the elements and index arithmetic."""
+    if src.dtype == dst.dtype and src.element_size() < 8 and _words_fit(dst) and _words_fit(src):
+        dst.permute(0, 2, 3, 1).view(torch.int64).copy_(src.permute(0, 2, 3, 1).view(torch.int64))
     else:
         dst.copy_(src)
 
 
 def zero_pixels(dst: torch.Tensor) -> None:
-    """``dst.zero_()`` for an (N, C, H, W) view, in words where it holds each pixel's channels contiguously
+    """``dst.zero_()`` for an (N, C, H, W) view, in 8-byte words where it holds each pixel's channels contiguously
     (``copy_pixels``'s reason: a channel slice of a channels-last buffer is otherwise filled element by element)."""
-    word = word_dtype(dst)
-    if word is not None:
-        dst.permute(0, 2, 3, 1).view(word).zero_()
+    if dst.element_size() < 8 and _words_fit(dst):
+        dst.permute(0, 2, 3, 1).view(torch.int64).zero_()
     else:
         dst.zero_()
 
 
-def word_dtype(*tensors: torch.Tensor) -> torch.dtype | None:
-    """The widest word that every (N, C, H, W) tensor of ``tensors`` can be read in along its channels: complex128
-    (16 bytes), int64 (8 bytes), or None (element by element). MSCRED_COPY_WORD_BYTES=8 caps it at 8 bytes (the
-    form before 2026-12-02; A/B runs)."""
-    widest = 8 if os.environ.get("MSCRED_COPY_WORD_BYTES", "").strip() == "8" else 16
-    for size, dtype in ((16, torch.complex128), (8, torch.int64)):
-        if size <= widest and all(_words_fit(t, size) for t in tensors):
-            return dtype
-    return None
-
-
-def _words_fit(t: torch.Tensor, word_bytes: int = 8) -> bool:
-    """Whether ``t`` (N, C, H, W) can be read as words of ``word_bytes`` along its channels: elements smaller than
-    the word, channels contiguous, and every stride and the offset whole words."""
-    if t.element_size() >= word_bytes:
-        return False
-    per_word = word_bytes // t.element_size()
+def _words_fit(t: torch.Tensor) -> bool:
+    """Whether ``t`` (N, C, H, W) can be read as 8-byte words along its channels: channels contiguous, and every
+    stride and the offset whole words."""
+    per_word = 8 // t.element_size()
     return (t.dim() == 4 and t.stride(1) == 1 and t.shape[1] % per_word == 0
             and t.storage_offset() % per_word == 0 and all(s % per_word == 0 for s in (t.stride(0), t.stride(2),
                                                                                       t.stride(3))))
