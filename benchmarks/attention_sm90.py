@@ -25,6 +25,11 @@ KERNELS = {
     "bwd": (A._attn_bwd_kernel, [H, DOUT, DH], dict(COMMON, _warps=16)),
     "split partial (forward)": (A._attn_partial_kernel, [H, DOUT, PART], dict(COMMON, WITH_DOUT=False, _warps=4)),
     "split partial (backward)": (A._attn_partial_kernel, [H, DOUT, PART], dict(COMMON, WITH_DOUT=True, _warps=4)),
+    # MSCRED_ATTN_PARTIAL_TILE=1024/8: 4 elements a thread instead of 8
+    "split partial (forward), 8 warps": (A._attn_partial_kernel, [H, DOUT, PART],
+                                         dict(COMMON, WITH_DOUT=False, _warps=8)),
+    "split partial (backward), 8 warps": (A._attn_partial_kernel, [H, DOUT, PART],
+                                          dict(COMMON, WITH_DOUT=True, _warps=8)),
     "split fwd": (A._attn_fwd_split_kernel, [H, PART, OUT], dict(COMMON, NCHUNK_PAD=8, SLICED=False, _warps=4)),
     "split bwd": (A._attn_bwd_split_kernel, [H, DOUT, PART, DH], dict(COMMON, NCHUNK_PAD=8, _warps=4)),
 }

@@ -5,13 +5,14 @@ Inputs as the training step hands them over: h (128, 5, C, n, n) bf16 stored cha
 output), dout (128, C, n, n) channels-last, for the four levels at 30 sensors. Each op call -- the forward
 ``temporal_attention_fused`` and the backward ``temporal_attention_fused_backward`` -- is captured alone in a CUDA
 graph per setting and its replays timed (CUDA-event median of 20 after 5 warm-ups). Settings are
-``MSCRED_ATTN_SPLIT`` = programs per SM / BLOCK / warps; the first, "0/1024/4", is one program per sample (the
-kernels before the split). Outputs are compared with the first setting's (largest difference relative to the
+``MSCRED_ATTN_SPLIT`` = programs per SM / BLOCK / warps, optionally "+BLOCK/warps" for the first kernel's own tile
+(``MSCRED_ATTN_PARTIAL_TILE``, e.g. "4/1024/4+1024/8"); the first setting is the one the others are compared with
+("0/1024/4", one program per sample, the kernels before the split, unless MSCRED_ATTN_SWEEP says otherwise). Outputs are compared with the first setting's (largest difference relative to the
 largest magnitude; the split sums the scores in another order).
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_attention_split.py [--out DIR]
 Writes DIR/attention_split.md, DIR/attention_split.json and DIR/best_split.env (the fastest setting in sum over
-the eight calls).
+the eight calls, as the environment lines that select it).
 """
 from __future__ import annotations
 
@@ -33,6 +34,12 @@ LEVELS = [(32, 30), (64, 15), (128, 8), (256, 4)]
 SETTINGS = ["0/1024/4", *(f"{p}/{b}/{w}" for p, b, w in itertools.product((4, 8, 16), (512, 1024), (4, 8)))]
 if os.environ.get("MSCRED_ATTN_SWEEP"):
     SETTINGS = os.environ["MSCRED_ATTN_SWEEP"].split(",")
+
+
+def _environment(setting: str) -> dict[str, str]:
+    """The variables of a setting "SPLIT[+PARTIAL]" (an empty PARTIAL_TILE: the first kernel takes the split's)."""
+    split, _, partial = setting.partition("+")
+    return {"MSCRED_ATTN_SPLIT": split, "MSCRED_ATTN_PARTIAL_TILE": partial}
 
 
 def _inputs(C: int, n: int):
@@ -58,14 +65,15 @@ def main() -> None:
     for i, (direction, shape, op, call_args) in enumerate(calls):
         ref = None
         for setting in SETTINGS:
-            os.environ["MSCRED_ATTN_SPLIT"] = setting
+            os.environ.update(_environment(setting))
             out = op(*call_args).clone()  # also compiles the setting's kernels outside the capture
             ref = out if ref is None else ref
             rows.append(dict(call=i, direction=direction, shape=shape, setting=setting,
                              ms=median_event_ms(_graphed(op, call_args).replay, iters=20),
                              rel_diff=_rel_diff([out], [ref])))
             print(rows[-1], flush=True)
-    del os.environ["MSCRED_ATTN_SPLIT"]
+    for name in _environment(SETTINGS[0]):
+        del os.environ[name]
     meta = (f"{sweep_report.machine_line()}. Setting = MSCRED_ATTN_SPLIT (programs per SM / BLOCK / warps); the "
             "first is one program per sample. Command: `PYTHONPATH=src python3 benchmarks/bench_attention_split.py`.")
     lines = ["# The temporal attention split over D, at the training step's shapes (batch 128, bf16)", "", meta, "",
@@ -80,7 +88,7 @@ def main() -> None:
     lines += [f"| {s} | {totals[s]:.4f} | {totals[SETTINGS[0]] / totals[s]:.2f}x |" for s in SETTINGS]
     sweep_report.write(args.out, "attention_split", meta, rows, lines)
     with open(os.path.join(args.out, "best_split.env"), "w") as f:
-        f.write(f"MSCRED_ATTN_SPLIT={min(SETTINGS, key=totals.get)}\n")
+        f.writelines(f"{k}={v}\n" for k, v in _environment(min(SETTINGS, key=totals.get)).items() if v)
 
 
 if __name__ == "__main__":

@@ -174,11 +174,14 @@ def test_forward_tile_override(monkeypatch):
 @pytest.mark.parametrize("B, C, n", [(1, 3, 16), (2, 3, 30), (3, 4, 16), (1, 4, 30)])
 @pytest.mark.parametrize("T", [5, 2])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
-def test_split_over_d_equals_reference(B, C, n, T, layout, monkeypatch):
+@pytest.mark.parametrize("partial_tile", ["", "64/2"])
+def test_split_over_d_equals_reference(B, C, n, T, layout, partial_tile, monkeypatch):
     """Few samples: each sample's D = C*H*W is cut into chunks (the partial scores in a small buffer, summed in
     order by the second kernel), forward and backward; D not a multiple of the chunk or of 16 (C = 3), the last
     chunk short. The split ran (counted), and MSCRED_ATTN_SPLIT with 0 programs runs one program per sample, both
-    equal to the float64 reference."""
+    equal to the float64 reference; so does the first kernel with a tile of its own (MSCRED_ATTN_PARTIAL_TILE, here
+    half the split's BLOCK: each chunk summed in twice the pieces)."""
+    monkeypatch.setenv("MSCRED_ATTN_PARTIAL_TILE", partial_tile)
     h, dout = _inputs(B, T, C, n, seed=B * 31 + C * n + T)
     if layout == "channels_last":
         h = h.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
@@ -187,6 +190,9 @@ def test_split_over_d_equals_reference(B, C, n, T, layout, monkeypatch):
     splits = []
     real = fused._split
     monkeypatch.setattr(fused, "_split", lambda *a: splits.append(real(*a)) or splits[-1])
+    tiles = []
+    real_tile = fused._partial_tile
+    monkeypatch.setattr(fused, "_partial_tile", lambda meta: tiles.append(real_tile(meta)) or tiles[-1])
     for switch in ("8/128/4", "0/1024/4"):
         monkeypatch.setenv("MSCRED_ATTN_SPLIT", switch)
         splits.clear()
@@ -196,6 +202,8 @@ def test_split_over_d_equals_reference(B, C, n, T, layout, monkeypatch):
         if not switch.startswith("0/"):
             nchunk, chunk = splits[0][:2]
             assert nchunk > 1 and chunk % 64 == 0 and (nchunk - 1) * chunk < C * n * n <= nchunk * chunk
+    # the first kernel launched with its own tile where set, else the split's (the "8/128/4" runs: 2 launches)
+    assert [(t["BLOCK"], t["num_warps"]) for t in tiles] == [(64, 2) if partial_tile else (128, 4)] * 2
 
 
 def test_split_choice():

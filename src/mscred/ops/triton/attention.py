@@ -21,7 +21,8 @@ each sample's D is cut into chunks, a first kernel writes every (sample, chunk)'
 the T partial <dout, H_k>) to a small float32 buffer, and a second kernel, one program per (sample, chunk) again,
 sums the sample's partials in a fixed order (deterministic, no atomics), takes the softmax and does pass 2 on its
 chunk. The second read of H mostly hits L2. ``MSCRED_ATTN_SPLIT`` = "programs per SM/BLOCK/warps" (0 programs: one
-program per sample always; A/B runs).
+program per sample always; A/B runs); ``MSCRED_ATTN_PARTIAL_TILE`` = "BLOCK/warps" gives the first kernel a tile of its
+own (A/B runs; by default it takes the split's).
 """
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ INTERPRETER_BLOCK = 8192
 # 1.24x faster than one program per sample; 8 per SM 1.14x, 16 1.13x; 512 or 8 warps 0.3-0.74x.
 SPLIT_PER_SM, SPLIT_BLOCK, SPLIT_WARPS = 4, 1024, 4
 INTERPRETER_SPLIT_PROGRAMS = 8  # the interpreter has no SMs: split below 4 samples, so that the tests run it
+# The first split kernel reads H from HBM (the second mostly from L2) and ran at about half the copy rate in the
+# graphed step (level 1's forward 17.1 us for 36.9 MB, results/step_profile_final/); at the split's 1024 x 4 warps
+# it holds 8 elements a thread of T_PAD = 8 rows: 115 registers forward, 187 backward by the sm_90 compile
+# (benchmarks/attention_sm90.py), at most 4 / 2 programs an SM. MSCRED_ATTN_PARTIAL_TILE="BLOCK/warps" sets its tile
+# apart from the second kernel's (``_partial_tile``; 1024 x 8 warps: 80 / 126 registers); not yet measured.
 
 
 def is_available() -> tuple[bool, str]:
@@ -106,7 +112,7 @@ def _forward_kernels(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: in
     nchunk, chunk, block, warps = split
     part = _partials(h, nchunk, meta)
     meta = dict(meta, BLOCK=block, num_warps=warps)
-    _attn_partial_kernel[(B, nchunk)](h, h, part, T, D, chunk, nchunk, WITH_DOUT=False, **meta)
+    _attn_partial_kernel[(B, nchunk)](h, h, part, T, D, chunk, nchunk, WITH_DOUT=False, **_partial_tile(meta))
     _attn_fwd_split_kernel[(B, nchunk)](h, part, out, out_sb, out_sp, T, D, C, chunk, nchunk, SLICED=sliced,
                                         NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
 
@@ -121,7 +127,7 @@ def _backward_kernels(h: torch.Tensor, dout: torch.Tensor, dh: torch.Tensor) -> 
     nchunk, chunk, block, warps = split
     part = _partials(h, nchunk, meta)
     meta = dict(meta, BLOCK=block, num_warps=warps)
-    _attn_partial_kernel[(B, nchunk)](h, dout, part, T, D, chunk, nchunk, WITH_DOUT=True, **meta)
+    _attn_partial_kernel[(B, nchunk)](h, dout, part, T, D, chunk, nchunk, WITH_DOUT=True, **_partial_tile(meta))
     _attn_bwd_split_kernel[(B, nchunk)](h, dout, part, dh, T, D, chunk, nchunk,
                                         NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
 
@@ -145,6 +151,14 @@ def _split(B: int, D: int) -> tuple[int, int, int, int] | None:
     chunk = -(-D // nchunk)
     chunk = -(-chunk // 64) * 64  # chunks start 64-element aligned
     return -(-D // chunk), chunk, block, warps
+
+
+def _partial_tile(meta: dict) -> dict:
+    """The first split kernel's launch meta: the split's ``meta``, with BLOCK and warps from
+    MSCRED_ATTN_PARTIAL_TILE="BLOCK/warps" where set (its chunks, and so its result, do not depend on them: each
+    program sums its chunk BLOCK elements at a time)."""
+    block, warps = _runtime.tile_override("MSCRED_ATTN_PARTIAL_TILE", (meta["BLOCK"], meta["num_warps"]))
+    return dict(meta, BLOCK=block, num_warps=warps)
 
 
 def _partials(h: torch.Tensor, nchunk: int, meta: dict) -> torch.Tensor:
