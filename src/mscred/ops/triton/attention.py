@@ -53,7 +53,8 @@ INTERPRETER_SPLIT_PROGRAMS = 8  # the interpreter has no SMs: split below 4 samp
 # graphed step (level 1's forward 17.1 us for 36.9 MB, results/step_profile_final/); at the split's 1024 x 4 warps
 # it holds 8 elements a thread of T_PAD = 8 rows: 115 registers forward, 187 backward by the sm_90 compile
 # (benchmarks/attention_sm90.py), at most 4 / 2 programs an SM. MSCRED_ATTN_PARTIAL_TILE="BLOCK/warps" sets its tile
-# apart from the second kernel's (``_partial_tile``; 1024 x 8 warps: 80 / 126 registers); not yet measured.
+# apart from the second kernel's (``_partial_tile``; 1024 x 8 warps: 80 / 126 registers, but 8-byte loads; both
+# kernels at 8 warps lost 0.74x in the first sweep, results/pack_split/attention/); not yet measured alone.
 
 
 def is_available() -> tuple[bool, str]:
