@@ -646,6 +646,21 @@ def test_debug_shows_the_traceback(tmp_path, monkeypatch):
         main(["generate", str(blocker / "d"), "--length", "1200"])
 
 
+def test_constant_sensors_are_named_at_train(tmp_path, capsys):
+    """A sensor that never changes in the training data trains (the normaliser maps it to 0) and is named in one
+    note on stderr; a table without one gets no note."""
+    frame = _frame()
+    frame["s2"] = 3.5
+    data = _write(tmp_path / "flat.csv", frame.to_csv(index=False))
+    code, _, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu", "--quiet")
+    assert code == 0, err
+    assert "note: 1 sensor(s) of " in err and "flat.csv never change in the training data (s2)" in err
+    code, _, err = _run(capsys, "train", _write(tmp_path / "live.csv", _frame().to_csv(index=False)), "--out",
+                        tmp_path / "m2", "--epochs", 1, "--device", "cpu", "--quiet")
+    assert code == 0, err
+    assert "never change" not in err
+
+
 def test_missing_values_interpolated_through_train_detect_and_evaluate(tmp_path, capsys):
     """--missing interpolate at train fills the gaps, says how many on stderr and is kept in the model, so detect
     fills its data's gaps too (--missing error there refuses them); evaluate takes the same option for the

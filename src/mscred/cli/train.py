@@ -47,6 +47,22 @@ def report_filled(table) -> None:
                    f"{len(counts)} sensor(s): {shown}", err=True)
 
 
+def report_constant(table) -> None:
+    """One line on stderr naming the sensors that never change in the training data: they carry no signal (the
+    normaliser maps them to 0), and any change in them at detect time is outside what the model saw."""
+    import numpy as np
+
+    values = np.asarray(table.values)
+    if len(values) == 0:
+        return
+    constant = [name for name, same in zip(table.sensors, (values == values[:1]).all(axis=0)) if same]
+    if constant:
+        shown = ", ".join(constant[:5]) + (", ..." if len(constant) > 5 else "")
+        click.echo(f"note: {len(constant)} sensor(s) of {table.source} never change in the training data ({shown}): "
+                   "they carry no signal, and any change in them at detect time is outside what the model saw",
+                   err=True)
+
+
 def checkpoint_dir_for(out: Path) -> Path:
     """Per-epoch checkpoints live beside the model directory, which is written only once, atomically, at the end."""
     return out.with_name(out.name + ".checkpoints")
@@ -209,6 +225,7 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
         check_writable_table(val_scores)
     table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
     report_filled(table)
+    report_constant(table)
     if table.labels is not None and table.labels.any():  # documented as ignored, yet easy to miss
         click.echo(f"note: {int(table.labels.sum())} row(s) of {data} are labelled anomalous (label 1); training "
                    "takes every row as normal, those too", err=True)
