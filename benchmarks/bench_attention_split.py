@@ -7,8 +7,9 @@ output), dout (128, C, n, n) channels-last, for the four levels at 30 sensors. E
 graph per setting and its replays timed (CUDA-event median of 20 after 5 warm-ups). Settings are
 ``MSCRED_ATTN_SPLIT`` = programs per SM / BLOCK / warps, optionally "+BLOCK/warps" for the first kernel's own tile
 (``MSCRED_ATTN_PARTIAL_TILE``, e.g. "4/1024/4+1024/8"); the first setting is the one the others are compared with
-("0/1024/4", one program per sample, the kernels before the split, unless MSCRED_ATTN_SWEEP says otherwise). Outputs are compared with the first setting's (largest difference relative to the
-largest magnitude; the split sums the scores in another order).
+("0/1024/4", one program per sample, the kernels before the split, unless MSCRED_ATTN_SWEEP says otherwise).
+Outputs are compared with the first setting's (largest difference relative to the largest magnitude; the split
+sums the scores in another order).
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_attention_split.py [--out DIR]
 Writes DIR/attention_split.md, DIR/attention_split.json and DIR/best_split.env (the fastest setting in sum over

@@ -7,7 +7,7 @@ drops those initialisations, and at what cost, is what this measures.
 
 Each call (the step's shapes, bf16, channels-last, weight gradient only): cuDNN autotuned (``benchmark=True``) in
 warm-up, then captured alone in a CUDA graph and its replays timed (median of 30), and one replay profiled for its
-kernel names; dw compared with a float32 CPU-free reference (the float32 call on the device, TF32 off).
+kernel names; dw compared with the same call in float32 with TF32 off.
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_wgrad_deterministic.py [--out DIR]
 Writes DIR/wgrad_deterministic.md and .json (DIR: benchmarks/results/wgrad_deterministic).
