@@ -112,15 +112,14 @@ def main() -> None:
                              tb_s=round(moved / ms / 1e9, 2), of_copy=round(moved / ms / 1e9 / COPY_TB_S, 3),
                              speedup=round(first[0] / ms, 3), same=bool(torch.equal(result, first[1]))))
             print(rows[-1], flush=True)
-    meta = (sweep_report.machine_line() + ". Command: `PYTHONPATH=src python3 benchmarks/bench_bias_act_fwd.py`.")
-    lines = ["# bias_act's forward kernel per call shape and launch variant", "", meta, "",
-             f"{CALLS} calls a CUDA graph over {PAIRS} input / output pairs, median of 30 replays; bf16, "
-             "channels-last, SELU. Bytes: y read + out written; copy rate 4.26 TB/s.", "",
-             "| call | y | variant | us a call | TB/s | of copy rate | vs first | same output |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['call']} | {tuple(r['shape'])} | {r['variant']} | {r['us']} | {r['tb_s']} | {r['of_copy']:.0%} "
-              f"| {r['speedup']:.2f}x | {r['same']} |" for r in rows]
-    sweep_report.write(args.out, "bias_act_fwd", meta, rows, lines)
+    sweep_report.table(
+        args.out, "bias_act_fwd", "bench_bias_act_fwd.py",
+        "bias_act's forward kernel per call shape and launch variant",
+        f"{CALLS} calls a CUDA graph over {PAIRS} input / output pairs, median of 30 replays; bf16, channels-last, "
+        "SELU. Bytes: y read + out written; copy rate 4.26 TB/s.",
+        ["call", "y", "variant", "us a call", "TB/s", "of copy rate", "vs first", "same output"], rows,
+        lambda r: (r["call"], tuple(r["shape"]), r["variant"], r["us"], r["tb_s"], f"{r['of_copy']:.0%}",
+                   f"{r['speedup']:.2f}x", r["same"]))
 
 
 if __name__ == "__main__":

@@ -132,19 +132,20 @@ def main() -> None:
                                  cudnn_us=round(cudnn_ms * 1e3, 1), gemm_us=round(gemm_ms * 1e3, 1),
                                  im2col_us=round(graph_ms(gather) * 1e3, 1) if name != "data gradient" else None,
                                  gemm_speedup=round(cudnn_ms / gemm_ms, 2),
-                                 cudnn_tflops=round(flop / cudnn_ms / 1e9, 0), gemm_tflops=round(flop / gemm_ms / 1e9, 0),
+                                 cudnn_tflops=round(flop / cudnn_ms / 1e9, 0),
+                                 gemm_tflops=round(flop / gemm_ms / 1e9, 0),
                                  rel_diff=float(f"{rel(b, a):.2e}")))
                 print(rows[-1], flush=True)
-    meta = sweep_report.machine_line() + ". Command: `PYTHONPATH=src python3 benchmarks/bench_im2col_levels.py`."
-    lines = ["# Levels 3-4's ConvLSTM convolutions: cuDNN against cuBLAS on an im2col", "", meta, "",
-             "bf16, channels-last, graphed replays (median of 30), L2 warm as in the step. im2col: torch's gather of "
-             "the four shifted views (what the cell kernel would write beside h_t instead).", "",
-             "| level | product | GFLOP | cuDNN us | GEMM us | GEMM vs cuDNN | cuDNN TFLOP/s | GEMM TFLOP/s | "
-             "im2col gather us | rel. diff |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['level']} | {r['product']} | {r['gflop']} | {r['cudnn_us']} | {r['gemm_us']} | "
-              f"{r['gemm_speedup']:.2f}x | {r['cudnn_tflops']:.0f} | {r['gemm_tflops']:.0f} | "
-              f"{'' if r['im2col_us'] is None else r['im2col_us']} | {r['rel_diff']:.1e} |" for r in rows]
-    sweep_report.write(args.out, "im2col_levels", meta, rows, lines)
+    sweep_report.table(
+        args.out, "im2col_levels", "bench_im2col_levels.py",
+        "Levels 3-4's ConvLSTM convolutions: cuDNN against cuBLAS on an im2col",
+        "bf16, channels-last, graphed replays (median of 30), L2 warm as in the step. im2col: torch's gather of the "
+        "four shifted views (what the cell kernel would write beside h_t instead).",
+        ["level", "product", "GFLOP", "cuDNN us", "GEMM us", "GEMM vs cuDNN", "cuDNN TFLOP/s", "GEMM TFLOP/s",
+         "im2col gather us", "rel. diff"], rows,
+        lambda r: (r["level"], r["product"], r["gflop"], r["cudnn_us"], r["gemm_us"], f"{r['gemm_speedup']:.2f}x",
+                   f"{r['cudnn_tflops']:.0f}", f"{r['gemm_tflops']:.0f}",
+                   "" if r["im2col_us"] is None else r["im2col_us"], f"{r['rel_diff']:.1e}"))
 
 
 if __name__ == "__main__":

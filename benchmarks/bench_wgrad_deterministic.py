@@ -76,16 +76,15 @@ def main() -> None:
                              workspace_init=sum("init_device_workspace" in n for n in names),
                              rel_err=float(f"{err:.2e}"), names=[n[:90] for n in names]))
             print({k: v for k, v in rows[-1].items() if k != "names"}, flush=True)
-    meta = sweep_report.machine_line() + ". Command: `PYTHONPATH=src python3 benchmarks/bench_wgrad_deterministic.py`."
-    lines = ["# cuDNN's weight gradients of the step, deterministic off / on", "", meta, "",
-             "bf16, channels-last, weight gradient only; cudnn.benchmark autotuned in warm-up; one call captured in a "
-             "CUDA graph, median of 30 replays (graph launch included); kernels of one call by the profiler; error "
-             "against the float32 call (TF32 off), relative to its largest magnitude.", "",
-             "| call | dy | deterministic | us a call | vs off | kernels | workspace inits | rel. error |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['call']} | {tuple(r['dy'])} | {r['deterministic']} | {r['us']} | {r['vs_default']:.2f}x "
-              f"| {r['kernels']} | {r['workspace_init']} | {r['rel_err']:.1e} |" for r in rows]
-    sweep_report.write(args.out, "wgrad_deterministic", meta, rows, lines)
+    sweep_report.table(
+        args.out, "wgrad_deterministic", "bench_wgrad_deterministic.py",
+        "cuDNN's weight gradients of the step, deterministic off / on",
+        "bf16, channels-last, weight gradient only; cudnn.benchmark autotuned in warm-up; one call captured in a CUDA "
+        "graph, median of 30 replays (graph launch included); kernels of one call by the profiler; error against the "
+        "float32 call (TF32 off), relative to its largest magnitude.",
+        ["call", "dy", "deterministic", "us a call", "vs off", "kernels", "workspace inits", "rel. error"], rows,
+        lambda r: (r["call"], tuple(r["dy"]), r["deterministic"], r["us"], f"{r['vs_default']:.2f}x", r["kernels"],
+                   r["workspace_init"], f"{r['rel_err']:.1e}"))
 
 
 if __name__ == "__main__":
