@@ -45,16 +45,20 @@ FWD_BLOCK, FWD_WARPS = 1024, 8
 BWD_BLOCK, BWD_WARPS = 1024, 16
 INTERPRETER_BLOCK = 8192
 # The split (module docstring): chunks until about SPLIT_PER_SM programs per SM, BLOCK elements per iteration. On
-# the H200 at the training shapes (benchmarks/results/pack_split/attention/), 4 x 1024 x 4 warps: the eight calls
-# 1.24x faster than one program per sample; 8 per SM 1.14x, 16 1.13x; 512 or 8 warps 0.3-0.74x.
-SPLIT_PER_SM, SPLIT_BLOCK, SPLIT_WARPS = 4, 1024, 4
+# the H200 at the training shapes (benchmarks/results/pack_split/attention/), 1024 x 4 warps: the eight calls
+# 1.24x faster than one program per sample at 4 per SM; 8 per SM 1.14x, 16 1.13x; 512 or 8 warps 0.3-0.74x. Three
+# per SM beat four in two sweeps since (results/pack_split2/: 0.1710 against 0.1763 ms; results/attention_partial/:
+# 0.1690 against 0.1799 ms, and the graphed step 2.740 / 2.734 against 2.751 / 2.751 ms in alternation).
+SPLIT_PER_SM, SPLIT_BLOCK, SPLIT_WARPS = 3, 1024, 4
 INTERPRETER_SPLIT_PROGRAMS = 8  # the interpreter has no SMs: split below 4 samples, so that the tests run it
 # The first split kernel reads H from HBM (the second mostly from L2) and ran at about half the copy rate in the
 # graphed step (level 1's forward 17.1 us for 36.9 MB, results/step_profile_final/); at the split's 1024 x 4 warps
 # it holds 8 elements a thread of T_PAD = 8 rows: 115 registers forward, 187 backward by the sm_90 compile
 # (benchmarks/attention_sm90.py), at most 4 / 2 programs an SM. MSCRED_ATTN_PARTIAL_TILE="BLOCK/warps" sets its tile
 # apart from the second kernel's (``_partial_tile``; 1024 x 8 warps: 80 / 126 registers, but 8-byte loads; both
-# kernels at 8 warps lost 0.74x in the first sweep, results/pack_split/attention/); not yet measured alone.
+# kernels at 8 warps lost 0.74x in the first sweep, results/pack_split/attention/). Measured alone since
+# (results/attention_partial/): no tile of its own beat the split's in sum over the step's eight calls (0.94-0.99x at
+# 3 per SM); the setting stays for A/B runs on other cards.
 
 
 def is_available() -> tuple[bool, str]:
