@@ -1,0 +1,95 @@
+"""Level 1's training forward on the concatenated path: cuDNN's convolution + the cell kernel per step against the
+conv + cell step kernel (``ops/triton/convlstm_conv_cell.py``) at several tiles, as CUDA-graph replays.
+
+The call is ``convlstm_concat.forward`` as the training step makes it (batch 128, 5 steps, 32 input and 32 hidden
+channels, 30 x 30, bf16 operands, float16 cells, time-major zero-bordered inputs), x's copy into xh included.
+Settings: "cudnn" (MSCRED_LSTM_CONV_CELL=0, the default path) first, then the step kernel at each
+"BLOCK_M/warps/stages" (MSCRED_LSTM_CONV_CELL_TILE). Outputs (h, c, the gates) compared with the first setting's:
+largest difference relative to the largest magnitude (the two sum the convolution in different orders).
+
+Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_conv_cell.py [--out DIR] [--tiles A,B,...]
+Writes DIR/conv_cell.md and .json (DIR: benchmarks/results/conv_cell) and DIR/best_tile.env (the fastest tile's
+settings, for the step's A/B).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+
+import torch
+
+import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
+from bench_train_cells import graph_ms  # noqa: E402
+
+B, T, C, CH, N = 128, 5, 32, 32, 30
+PADS = (0, 1, 0, 1)
+
+
+def _inputs():
+    g = torch.Generator(device="cuda").manual_seed(1)
+    images = torch.zeros(T * B, N + 1, N + 1, C, device="cuda", dtype=torch.bfloat16)
+    images[:, :N, :N] = torch.randn(T * B, N, N, C, device="cuda", generator=g).to(torch.bfloat16)
+    images = images.permute(0, 3, 1, 2)  # (T*B, C, Hp, Wp) channels-last
+    scale = 1 / (2 * (C + CH) ** 0.5)
+    w_x = (torch.randn(4 * CH, C, 2, 2, device="cuda", generator=g) * scale).to(torch.bfloat16)
+    w_h = (torch.randn(4 * CH, CH, 2, 2, device="cuda", generator=g) * scale).to(torch.bfloat16)
+    bias = torch.randn(4 * CH, device="cuda", generator=g) * 0.5
+    fmt = torch.channels_last
+    return images, w_x.contiguous(memory_format=fmt), w_h.contiguous(memory_format=fmt), bias
+
+
+def main() -> None:
+    from mscred.ops.triton import convlstm_concat
+    from mscred.ops.triton.runtime import tl
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/conv_cell")
+    ap.add_argument("--tiles", default="128/8/3,128/8/2,128/8/4,64/4/3,128/4/3,256/8/2")
+    args = ap.parse_args()
+    images, w_x, w_h, bias = _inputs()
+    bufs = convlstm_concat.buffers(B, T, C, CH, N, N, PADS, images, torch.float16)
+
+    def forward():
+        return convlstm_concat.forward(images, w_x, w_h, bias, *bufs, PADS, 1.0, tl.float32)
+
+    rows, ref = [], None
+    for setting in ["cudnn", *args.tiles.split(",")]:
+        os.environ["MSCRED_LSTM_CONV_CELL"] = "0" if setting == "cudnn" else "1"
+        os.environ["MSCRED_LSTM_CONV_CELL_TILE"] = "" if setting == "cudnn" else setting
+        try:
+            gates = forward()  # compiles outside the capture
+            torch.cuda.synchronize()
+        except Exception as err:  # a tile that does not compile (shared memory) is a row, not the end
+            rows.append(dict(setting=setting, ms=None, vs_first=None, rel_diff=None, error=str(err)[:120]))
+            print(rows[-1], flush=True)
+            continue
+        got = [bufs[0].clone(), bufs[1].clone(), torch.stack(gates)]
+        ref = ref or got
+        diff = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item() for a, b in zip(got, ref))
+        ms = graph_ms(forward)
+        first = rows[0]["ms"] if rows else ms
+        rows.append(dict(setting=setting, ms=round(ms, 4), vs_first=round(first / ms, 3),
+                         rel_diff=float(f"{diff:.2e}"), error=""))
+        print(rows[-1], flush=True)
+    sweep_report.table(
+        args.out, "conv_cell", "bench_conv_cell.py",
+        "Level 1's training forward: cuDNN + cell kernel against the conv + cell step kernel",
+        f"convlstm_concat.forward at batch {B}, {T} steps, C = Ch = {C}, {N} x {N}, bf16 operands, float16 cells; "
+        "one CUDA graph of the whole call (x's copy into xh included), median of 30 replays. Setting: 'cudnn' the "
+        "default path, else the step kernel's BLOCK_M/warps/stages. Difference: largest over h, c and the gates, "
+        "relative to the first setting's largest magnitude.",
+        ["setting", "ms", "vs cudnn", "largest difference (relative)", "error"], rows,
+        lambda r: (r["setting"], r["ms"], f"{r['vs_first']:.2f}x" if r["vs_first"] else "-",
+                   f"{r['rel_diff']:.1e}" if r["rel_diff"] is not None else "-", r["error"] or ""))
+
+
+    # the fastest tile of the step kernel, as the environment lines that select it (for the step's A/B), if any
+    timed = [r for r in rows[1:] if r["ms"] is not None]
+    best = min(timed, key=lambda r: r["ms"]) if timed else None
+    lines = [] if best is None else ["MSCRED_LSTM_CONV_CELL=1", f"MSCRED_LSTM_CONV_CELL_TILE={best['setting']}"]
+    (pathlib.Path(args.out) / "best_tile.env").write_text("".join(line + "\n" for line in lines))
+
+
+if __name__ == "__main__":
+    main()
