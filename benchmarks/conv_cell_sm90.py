@@ -1,5 +1,6 @@
 """Compile the conv + cell step kernel (``ops/triton/convlstm_conv_cell.py``) for sm_90 on a CPU machine and report
-registers, spills, shared memory and the SASS's instruction mix (TMA loads, wgmma, local memory), per tile.
+registers, spills, shared memory and the SASS's instruction mix (TMA loads, wgmma, local memory), per tile
+(BLOCK_M/warps/stages/programs-per-SM; a persistent tile compiles the flattened loop).
 
 Why: the per-step Triton fusion of 2026-12-01 spilled at every tile (255 registers) and fed its dots through
 registers; this kernel's operands come by TMA, which the SASS shows as UTMALDG and the dots as HGMMA. Triton on
@@ -30,12 +31,13 @@ POINTERS = {"bias_ptr": "*fp32", "z_ptr": "*bf16", "cprev_ptr": "*fp16", "c_ptr"
             "hp_ptr": "*bf16"}
 
 
-def compile_step(block_m: int, warps: int, stages: int, C: int = 32, CH: int = 32):
+def compile_step(block_m: int, warps: int, stages: int, flatten: bool, resident: bool = False, C: int = 32,
+                 CH: int = 32):
     KC = C + CH
     fn = cc._conv_cell_kernel
     tl = triton.language
     constexprs = dict(CH=CH, KC=KC, TAPS_W=2, TAPS=4, HAS_CPREV=True, WRITE_HP=True, CDT=tl.float32,
-                      FAST_ACT=True, BLOCK_M=block_m)
+                      FAST_ACT=True, BLOCK_M=block_m, FLATTEN=flatten, RESIDENT_W=resident)
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in constexprs:
@@ -61,18 +63,18 @@ def compile_step(block_m: int, warps: int, stages: int, C: int = 32, CH: int = 3
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sass", help="folder to write each tile's SASS into")
-    ap.add_argument("--tiles", default="128/8/3,128/4/3,128/8/2,64/4/3,256/8/2")
+    ap.add_argument("--tiles", default="128/8/2/0,128/8/3/0,128/4/3/0,64/4/3/0,256/8/2/0,128/8/2/1,64/4/2/1,64/4/3/1")
     args = ap.parse_args()
     for tile in args.tiles.split(","):
-        block_m, warps, stages = (int(v) for v in tile.split("/"))
-        kernel = compile_step(block_m, warps, stages)
+        block_m, warps, stages, per_sm = (int(v) for v in tile.split("/"))
+        kernel = compile_step(block_m, warps, stages, flatten=per_sm > 0, resident=per_sm > 0)
         code = sass(kernel.asm["cubin"])
         mix = {op: len(re.findall(rf"\b{op}\b", code)) for op in ("UTMALDG", "HGMMA", "STL", "LDL", "LDG", "STG")}
-        print(f"BLOCK_M {block_m} warps {warps} stages {stages}: {resource_usage(kernel.asm['cubin'])}, "
+        print(f"BLOCK_M {block_m} warps {warps} stages {stages} persistent {per_sm > 0}: {resource_usage(kernel.asm['cubin'])}, "
               f"shared {kernel.metadata.shared} B, {mix}", flush=True)
         if args.sass:
             Path(args.sass).mkdir(parents=True, exist_ok=True)
-            (Path(args.sass) / f"conv_cell_{block_m}_{warps}_{stages}.sass").write_text(code)
+            (Path(args.sass) / f"conv_cell_{tile.replace('/', '_')}.sass").write_text(code)
     return 0
 
 

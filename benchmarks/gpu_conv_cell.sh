@@ -5,7 +5,7 @@
 #   2. the step kernel's GPU tests (full-size bf16 level 1 against the oracle and cuDNN's path), and the
 #      concatenated path's tests                                                                    -> gpu_tests.txt
 #   3. the graphed bf16 step, the default against the fastest tile, in alternation twice             -> model/*.md
-# Usage: bash benchmarks/gpu_conv_cell.sh. Writes $OUT/conv_cell.tgz.
+# Usage: bash benchmarks/gpu_conv_cell.sh. Writes $OUT/conv_cell.tgz. (Step 3 only if a tile beats the default path.)
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode

@@ -13,6 +13,11 @@ from mscred.ops.triton import convlstm_conv_cell as conv_cell
 from test_ops_triton_convlstm import CUDA, _fwd_bwd, _inputs, _rel, _time_major_fwd_bwd, needs_cuda, pytestmark  # noqa: F401,E501
 
 
+# On CUDA the kernel takes bf16 / fp16 only (``eligible``): the float64 rows run under the CPU interpreter (CI).
+interpreter_only = pytest.mark.skipif(CUDA, reason="float64 rows: the kernel runs them under the CPU interpreter "
+                                                   "only (on CUDA it takes bf16 / fp16)")
+
+
 @pytest.fixture
 def conv_cell_on(monkeypatch):
     """The concatenated path at every map size with the step kernel switched on; counts its launches."""
@@ -27,9 +32,14 @@ def conv_cell_on(monkeypatch):
 
 # (C, Ch): the model's level 1 (32, 32) and input / hidden counts that differ; maps of odd, even and prime sizes
 # (the bordered rows of a tile then straddle images and the last tile runs past the buffer).
+# tile "": one program a tile; "128/8/2/1": one persistent program (the interpreter's) looping over every tile with
+# the weight loaded once.
+@interpreter_only
+@pytest.mark.parametrize("tile", ["", "128/8/2/1"])
 @pytest.mark.parametrize("B, T, C, Ch, n", [(3, 5, 32, 32, 5), (2, 2, 16, 16, 7), (1, 1, 48, 16, 4),
                                             (5, 3, 16, 16, 3)])
-def test_equals_float64_reference(B, T, C, Ch, n, conv_cell_on):
+def test_equals_float64_reference(B, T, C, Ch, n, tile, conv_cell_on, monkeypatch):
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_TILE", tile)
     x, w, b, dout = _inputs(B, T, C, Ch, n, 2, seed=90 + B + T + n)
     expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
     got = _time_major_fwd_bwd(x, w, b, dout, 2)
@@ -38,6 +48,7 @@ def test_equals_float64_reference(B, T, C, Ch, n, conv_cell_on):
         torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=name)
 
 
+@interpreter_only
 def test_writes_every_element_of_xh_it_owns(conv_cell_on, monkeypatch):
     """xh filled with NaN first: the kernel's h_t and its zero border (with the x copy and h_{-1}) must cover
     everything the later steps and the weight gradient read."""

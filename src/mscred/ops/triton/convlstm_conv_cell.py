@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import torch
 
-from mscred.ops.triton.runtime import interpreting, switched_on, tile_override, tl, triton
+from mscred.ops.triton.runtime import interpreting, sm_count, switched_on, tile_override, tl, triton
 
 try:  # TMA descriptors built on the host (Triton >= 3.4)
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -36,8 +36,10 @@ except ImportError:  # pragma: no cover
     TensorDescriptor = None
 
 # Rows (bordered positions) per program and warps: BLOCK_M x 4Ch float32 accumulators spread over the warps (level 1:
-# 128 x 128 over 8 warps, 64 a thread). MSCRED_LSTM_CONV_CELL_TILE="BLOCK_M/warps/stages" overrides (A/B runs).
-BLOCK_M, NUM_WARPS, NUM_STAGES = 128, 8, 3
+# 128 x 128 over 8 warps, 64 a thread). MSCRED_LSTM_CONV_CELL_TILE="BLOCK_M/warps/stages/programs-per-SM"
+# overrides (A/B runs).
+# Persistent programs (PROGRAMS_PER_SM > 0) loop over tiles with the loads of the next in flight (``FLATTEN``).
+BLOCK_M, NUM_WARPS, NUM_STAGES, PROGRAMS_PER_SM = 128, 8, 2, 0
 MAX_GATE_COLUMNS = 128  # 4Ch: the accumulators' registers; level 2 (256) would need another tiling
 
 
@@ -70,10 +72,12 @@ def _rows(buf: torch.Tensor) -> torch.Tensor:
     return buf.permute(0, 2, 3, 1).reshape(B * HP * WP, K)
 
 
-def _tile() -> tuple[int, int, int]:
-    block_m, warps, stages = tile_override("MSCRED_LSTM_CONV_CELL_TILE", (BLOCK_M, NUM_WARPS, NUM_STAGES),
-                                           ("BLOCK_M", "warps", "stages"))
-    return (32 if interpreting() else block_m), warps, stages
+def _tile() -> tuple[int, int, int, int]:
+    """(BLOCK_M, warps, stages, programs per SM: 0 one program a tile) of the step kernel."""
+    block_m, warps, stages, per_sm = tile_override(
+        "MSCRED_LSTM_CONV_CELL_TILE", (BLOCK_M, NUM_WARPS, NUM_STAGES, PROGRAMS_PER_SM),
+        ("BLOCK_M", "warps", "stages", "programs-per-SM"))
+    return (32 if interpreting() else block_m), warps, stages, per_sm
 
 
 def step(xh_t: torch.Tensor, w_rows: torch.Tensor, bias: torch.Tensor, gates: torch.Tensor, c_prev, c_t,
@@ -85,17 +89,22 @@ def step(xh_t: torch.Tensor, w_rows: torch.Tensor, bias: torch.Tensor, gates: to
     B, KC, HP, WP = xh_t.shape
     CH = gates.shape[1] // 4
     H, W = gates.shape[2:]
-    block_m, warps, stages = _tile()
+    block_m, warps, stages, per_sm = _tile()
     rows = _rows(xh_t)
     x_desc = TensorDescriptor.from_tensor(rows, [block_m, KC])
     w_desc = TensorDescriptor.from_tensor(w_rows, [KC, CH])
     hp = rows if hp_next is None else _rows(hp_next)[:, KC - CH:]
-    grid = (triton.cdiv(rows.shape[0], block_m),)
-    _conv_cell_kernel[grid](
+    tiles = triton.cdiv(rows.shape[0], block_m)
+    if per_sm <= 0:
+        programs = tiles
+    else:  # (the interpreter has no SMs: per_sm programs, so that the tests run the loop)
+        programs = min(tiles, per_sm * (1 if interpreting() else sm_count(xh_t.device)))
+    _conv_cell_kernel[(programs,)](
         x_desc, w_desc, bias, gates, c_t if c_prev is None else c_prev, c_t, h_out, h_out.stride(0), hp,
         rows.shape[0], HP * WP, WP, H, W, KC, forget_bias,
         CH=CH, KC=KC, TAPS_W=2, TAPS=4, HAS_CPREV=c_prev is not None, WRITE_HP=hp_next is not None, CDT=cdt,
-        FAST_ACT=fast, BLOCK_M=block_m, num_warps=warps, num_stages=stages,
+        FAST_ACT=fast, BLOCK_M=block_m, FLATTEN=per_sm > 0, RESIDENT_W=per_sm > 0, num_warps=warps,
+        num_stages=stages,
     )
 
 
@@ -111,25 +120,21 @@ if triton is not None:
         zb = z.to(CDT) + tl.load(bias_ptr + gate * CH + ch).to(CDT)[None, :]
         return zb.to(z_ptr.dtype.element_ty).to(CDT)
 
-    @triton.jit(do_not_specialize=["M", "HPWP", "WP", "H", "W"])
-    def _conv_cell_kernel(x_desc, w_desc, bias_ptr, z_ptr, cprev_ptr, c_ptr, h_ptr, h_sb, hp_ptr,
-                          M, HPWP, WP, H, W, KC_STRIDE, forget_bias,
-                          CH: tl.constexpr, KC: tl.constexpr, TAPS_W: tl.constexpr, TAPS: tl.constexpr,
-                          HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, CDT: tl.constexpr,
-                          FAST_ACT: tl.constexpr, BLOCK_M: tl.constexpr):
-        """Program i: bordered positions [i * BLOCK_M, (i + 1) * BLOCK_M) of xh_t's rows (module docstring)."""
-        q0 = tl.program_id(0) * BLOCK_M
-        acc_i = tl.zeros([BLOCK_M, CH], dtype=CDT)
-        acc_g = tl.zeros([BLOCK_M, CH], dtype=CDT)
-        acc_f = tl.zeros([BLOCK_M, CH], dtype=CDT)
-        acc_o = tl.zeros([BLOCK_M, CH], dtype=CDT)
-        for tap in range(TAPS):
-            a = x_desc.load([q0 + (tap // TAPS_W) * WP + tap % TAPS_W, 0])  # (BLOCK_M, KC): rows past M are 0
-            k0 = tap * KC
-            acc_i = tl.dot(a, w_desc.load([k0, 0]), acc_i)
-            acc_g = tl.dot(a, w_desc.load([k0, CH]), acc_g)
-            acc_f = tl.dot(a, w_desc.load([k0, 2 * CH]), acc_f)
-            acc_o = tl.dot(a, w_desc.load([k0, 3 * CH]), acc_o)
+    @triton.jit
+    def _tap_weights(w_desc, tap, KC: tl.constexpr, CH: tl.constexpr):
+        """The four gates' (KC, CH) weight boxes of one tap."""
+        k0 = tap * KC
+        return (w_desc.load([k0, 0]), w_desc.load([k0, CH]), w_desc.load([k0, 2 * CH]), w_desc.load([k0, 3 * CH]))
+
+    @triton.jit
+    def _tap_dots(a, wi, wg, wf, wo, acc_i, acc_g, acc_f, acc_o):
+        return tl.dot(a, wi, acc_i), tl.dot(a, wg, acc_g), tl.dot(a, wf, acc_f), tl.dot(a, wo, acc_o)
+
+    @triton.jit
+    def _cell_epilogue(acc_i, acc_g, acc_f, acc_o, q0, bias_ptr, z_ptr, cprev_ptr, c_ptr, h_ptr, h_sb, hp_ptr,
+                       M, HPWP, WP, H, W, KC_STRIDE, forget_bias, CH: tl.constexpr, HAS_CPREV: tl.constexpr,
+                       WRITE_HP: tl.constexpr, CDT: tl.constexpr, FAST_ACT: tl.constexpr, BLOCK_M: tl.constexpr):
+        """The cell update of one tile's gates and its stores (the arithmetic of ``cell_fwd_kernel``)."""
         # bordered position q = b * Hp * Wp + y * Wp + x; its output pixel (y, x) exists where y < H and x < W
         q = q0 + tl.arange(0, BLOCK_M)
         b = q // HPWP
@@ -153,3 +158,45 @@ if triton is not None:
         if WRITE_HP:  # h_t beside x_{t+1}, zeros on the border positions (the same rows of the next xh)
             row = (q < M)[:, None] & (ch < CH)[None, :]
             tl.store(hp_ptr + q[:, None] * KC_STRIDE + ch[None, :], tl.where(mask, h, 0.0).to(h.dtype), mask=row)
+
+    @triton.jit(do_not_specialize=["M", "HPWP", "WP", "H", "W"])
+    def _conv_cell_kernel(x_desc, w_desc, bias_ptr, z_ptr, cprev_ptr, c_ptr, h_ptr, h_sb, hp_ptr,
+                          M, HPWP, WP, H, W, KC_STRIDE, forget_bias,
+                          CH: tl.constexpr, KC: tl.constexpr, TAPS_W: tl.constexpr, TAPS: tl.constexpr,
+                          HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, CDT: tl.constexpr,
+                          FAST_ACT: tl.constexpr, BLOCK_M: tl.constexpr, FLATTEN: tl.constexpr,
+                          RESIDENT_W: tl.constexpr):
+        """Tiles of BLOCK_M bordered positions of xh_t's rows (module docstring), tile i, i + programs, ...: one a
+        program when the grid covers them all, else persistent: FLATTEN pipelines the tile and tap loops as one
+        (the next tile's loads in flight during this one's epilogue), RESIDENT_W loads the weight (4 taps x 4
+        gates) into shared memory once a program instead of from L2 with every tile (as much traffic as the
+        tile's own four boxes)."""
+        tiles = tl.cdiv(M, BLOCK_M)
+        if RESIDENT_W:  # the weight loaded once a program (2 x 2 taps only)
+            w0i, w0g, w0f, w0o = _tap_weights(w_desc, 0, KC, CH)
+            w1i, w1g, w1f, w1o = _tap_weights(w_desc, 1, KC, CH)
+            w2i, w2g, w2f, w2o = _tap_weights(w_desc, 2, KC, CH)
+            w3i, w3g, w3f, w3o = _tap_weights(w_desc, 3, KC, CH)
+        for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN):
+            q0 = tile * BLOCK_M
+            acc_i = tl.zeros([BLOCK_M, CH], dtype=CDT)
+            acc_g = tl.zeros([BLOCK_M, CH], dtype=CDT)
+            acc_f = tl.zeros([BLOCK_M, CH], dtype=CDT)
+            acc_o = tl.zeros([BLOCK_M, CH], dtype=CDT)
+            if RESIDENT_W:
+                a = x_desc.load([q0, 0])
+                acc_i, acc_g, acc_f, acc_o = _tap_dots(a, w0i, w0g, w0f, w0o, acc_i, acc_g, acc_f, acc_o)
+                a = x_desc.load([q0 + 1, 0])
+                acc_i, acc_g, acc_f, acc_o = _tap_dots(a, w1i, w1g, w1f, w1o, acc_i, acc_g, acc_f, acc_o)
+                a = x_desc.load([q0 + WP, 0])
+                acc_i, acc_g, acc_f, acc_o = _tap_dots(a, w2i, w2g, w2f, w2o, acc_i, acc_g, acc_f, acc_o)
+                a = x_desc.load([q0 + WP + 1, 0])
+                acc_i, acc_g, acc_f, acc_o = _tap_dots(a, w3i, w3g, w3f, w3o, acc_i, acc_g, acc_f, acc_o)
+            else:
+                for tap in range(TAPS):
+                    a = x_desc.load([q0 + (tap // TAPS_W) * WP + tap % TAPS_W, 0])  # (BLOCK_M, KC): past M: 0
+                    wi, wg, wf, wo = _tap_weights(w_desc, tap, KC, CH)
+                    acc_i, acc_g, acc_f, acc_o = _tap_dots(a, wi, wg, wf, wo, acc_i, acc_g, acc_f, acc_o)
+            _cell_epilogue(acc_i, acc_g, acc_f, acc_o, q0, bias_ptr, z_ptr, cprev_ptr, c_ptr, h_ptr, h_sb, hp_ptr,
+                           M, HPWP, WP, H, W, KC_STRIDE, forget_bias, CH, HAS_CPREV, WRITE_HP, CDT, FAST_ACT,
+                           BLOCK_M)
