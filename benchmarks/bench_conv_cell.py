@@ -46,7 +46,7 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/conv_cell")
-    ap.add_argument("--tiles", default="128/8/3,128/8/2,128/8/4,64/4/3,128/4/3,256/8/2")
+    ap.add_argument("--tiles", default="128/8/2/0,128/8/3/0,128/8/2/1,64/4/2/1,64/4/3/1,256/8/2/0")
     args = ap.parse_args()
     images, w_x, w_h, bias = _inputs()
     bufs = convlstm_concat.buffers(B, T, C, CH, N, N, PADS, images, torch.float16)
@@ -78,8 +78,8 @@ def main() -> None:
         "Level 1's training forward: cuDNN + cell kernel against the conv + cell step kernel",
         f"convlstm_concat.forward at batch {B}, {T} steps, C = Ch = {C}, {N} x {N}, bf16 operands, float16 cells; "
         "one CUDA graph of the whole call (x's copy into xh included), median of 30 replays. Setting: 'cudnn' the "
-        "default path, else the step kernel's BLOCK_M/warps/stages/programs-per-SM (0: one program a tile). Difference: largest over h, c and the gates, "
-        "relative to the first setting's largest magnitude.",
+        "default path, else the step kernel's BLOCK_M/warps/stages/programs-per-SM (0: one program a tile). "
+        "Difference: largest over h, c and the gates, relative to the first setting's largest magnitude.",
         ["setting", "ms", "vs cudnn", "largest difference (relative)", "error"], rows,
         lambda r: (r["setting"], r["ms"], f"{r['vs_first']:.2f}x" if r["vs_first"] else "-",
                    f"{r['rel_diff']:.1e}" if r["rel_diff"] is not None else "-", r["error"] or ""))
