@@ -40,6 +40,19 @@ def _inputs():
     return images, w_x.contiguous(memory_format=fmt), w_h.contiguous(memory_format=fmt), bias
 
 
+def _kernel_times(fn) -> str:
+    """The call's kernels by name (the profiler's CUDA events of one eager call): "name x count = us", largest first."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    totals = []
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
+        if us > 0 and e.count:
+            totals.append((us, e.key[:48], e.count))
+    return "; ".join(f"{name} x{n} = {us:.1f} us" for us, name, n in sorted(totals, reverse=True)[:6])
+
+
 def main() -> None:
     from mscred.ops.triton import convlstm_concat
     from mscred.ops.triton.runtime import tl
@@ -62,16 +75,18 @@ def main() -> None:
             gates = forward()  # compiles outside the capture
             torch.cuda.synchronize()
         except Exception as err:  # a tile that does not compile (shared memory) is a row, not the end
-            rows.append(dict(setting=setting, ms=None, vs_first=None, rel_diff=None, error=str(err)[:120]))
+            rows.append(dict(setting=setting, ms=None, vs_first=None, rel_diff=None, error=str(err)[:120],
+                             kernels=""))
             print(rows[-1], flush=True)
             continue
         got = [bufs[0].clone(), bufs[1].clone(), torch.stack(gates)]
         ref = ref or got
         diff = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item() for a, b in zip(got, ref))
         ms = graph_ms(forward)
+        kernels = _kernel_times(forward)
         first = rows[0]["ms"] if rows else ms
         rows.append(dict(setting=setting, ms=round(ms, 4), vs_first=round(first / ms, 3),
-                         rel_diff=float(f"{diff:.2e}"), error=""))
+                         rel_diff=float(f"{diff:.2e}"), error="", kernels=kernels))
         print(rows[-1], flush=True)
     sweep_report.table(
         args.out, "conv_cell", "bench_conv_cell.py",
@@ -80,9 +95,10 @@ def main() -> None:
         "one CUDA graph of the whole call (x's copy into xh included), median of 30 replays. Setting: 'cudnn' the "
         "default path, else the step kernel's BLOCK_M/warps/stages/programs-per-SM (0: one program a tile). "
         "Difference: largest over h, c and the gates, relative to the first setting's largest magnitude.",
-        ["setting", "ms", "vs cudnn", "largest difference (relative)", "error"], rows,
+        ["setting", "ms", "vs cudnn", "largest difference (relative)", "error", "kernels of one eager call"], rows,
         lambda r: (r["setting"], r["ms"], f"{r['vs_first']:.2f}x" if r["vs_first"] else "-",
-                   f"{r['rel_diff']:.1e}" if r["rel_diff"] is not None else "-", r["error"] or ""))
+                   f"{r['rel_diff']:.1e}" if r["rel_diff"] is not None else "-", r["error"] or "",
+                   r.get("kernels", "")))
 
 
     # the fastest tile of the step kernel, as the environment lines that select it (for the step's A/B), if it
