@@ -4,11 +4,13 @@ conv + cell step kernel (``ops/triton/convlstm_conv_cell.py``) at several tiles,
 The call is ``convlstm_concat.forward`` as the training step makes it (batch 128, 5 steps, 32 input and 32 hidden
 channels, 30 x 30, bf16 operands, float16 cells, time-major zero-bordered inputs), x's copy into xh included.
 Settings: "cudnn" (MSCRED_LSTM_CONV_CELL=0, the default path) first, then the step kernel at each
-"BLOCK_M/warps/stages/programs-per-SM" (MSCRED_LSTM_CONV_CELL_TILE; programs per SM > 0: persistent, the weight in
-shared memory). Outputs (h, c, the gates) compared with the first setting's:
-largest difference relative to the largest magnitude (the two sum the convolution in different orders).
+"BLOCK_M/warps/stages/programs-per-SM" (MSCRED_LSTM_CONV_CELL_TILE; programs per SM > 0: persistent), "+resident"
+for the weight kept in shared memory, "+ws" for the warp-specialised loop. Outputs (h, c, the gates) compared with
+the first setting's: largest difference relative to the largest magnitude (the two sum the convolution in different
+orders).
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_conv_cell.py [--out DIR] [--tiles A,B,...]
+[--once SETTING: two calls and exit, for ncu]
 Writes DIR/conv_cell.md and .json (DIR: benchmarks/results/conv_cell) and DIR/best_tile.env (the fastest tile's
 settings, for the step's A/B; empty when no tile beats the default path).
 """
@@ -40,6 +42,15 @@ def _inputs():
     return images, w_x.contiguous(memory_format=fmt), w_h.contiguous(memory_format=fmt), bias
 
 
+def _environment(setting: str) -> dict[str, str]:
+    """The variables of a setting: "cudnn", or "BLOCK_M/warps/stages/programs-per-SM[+resident][+ws]"."""
+    tile, *flags = setting.split("+")
+    return {"MSCRED_LSTM_CONV_CELL": "0" if tile == "cudnn" else "1",
+            "MSCRED_LSTM_CONV_CELL_TILE": "" if tile == "cudnn" else tile,
+            "MSCRED_LSTM_CONV_CELL_RESIDENT": "1" if "resident" in flags else "0",
+            "MSCRED_LSTM_CONV_CELL_WS": "1" if "ws" in flags else "0"}
+
+
 def _kernel_times(fn) -> str:
     """The call's kernels by name (the profiler's CUDA events of one eager call): "name x count = us", largest first."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -59,7 +70,8 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/conv_cell")
-    ap.add_argument("--tiles", default="128/8/2/0,128/8/3/0,128/8/2/1,64/4/2/1,64/4/3/1,256/8/2/0")
+    ap.add_argument("--tiles", default="128/8/2/0,128/8/2/2,128/8/3/2,64/4/2/4,64/4/3/3,128/8/2/2+resident")
+    ap.add_argument("--once", metavar="SETTING", help="run the call twice under SETTING and exit (for profilers)")
     args = ap.parse_args()
     images, w_x, w_h, bias = _inputs()
     bufs = convlstm_concat.buffers(B, T, C, CH, N, N, PADS, images, torch.float16)
@@ -67,10 +79,16 @@ def main() -> None:
     def forward():
         return convlstm_concat.forward(images, w_x, w_h, bias, *bufs, PADS, 1.0, tl.float32)
 
+    if args.once:
+        os.environ.update(_environment(args.once))
+        for _ in range(2):
+            forward()
+        torch.cuda.synchronize()
+        return
+
     rows, ref = [], None
     for setting in ["cudnn", *args.tiles.split(",")]:
-        os.environ["MSCRED_LSTM_CONV_CELL"] = "0" if setting == "cudnn" else "1"
-        os.environ["MSCRED_LSTM_CONV_CELL_TILE"] = "" if setting == "cudnn" else setting
+        os.environ.update(_environment(setting))
         try:
             gates = forward()  # compiles outside the capture
             torch.cuda.synchronize()
@@ -105,7 +123,7 @@ def main() -> None:
     # beats the default path
     timed = [r for r in rows[1:] if r["ms"] is not None and rows[0]["ms"] and r["ms"] < rows[0]["ms"]]
     best = min(timed, key=lambda r: r["ms"]) if timed else None
-    lines = [] if best is None else ["MSCRED_LSTM_CONV_CELL=1", f"MSCRED_LSTM_CONV_CELL_TILE={best['setting']}"]
+    lines = [] if best is None else [f"{k}={v}" for k, v in _environment(best["setting"]).items()]
     (pathlib.Path(args.out) / "best_tile.env").write_text("".join(line + "\n" for line in lines))
 
 

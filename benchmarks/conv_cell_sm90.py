@@ -31,13 +31,14 @@ POINTERS = {"bias_ptr": "*fp32", "z_ptr": "*bf16", "cprev_ptr": "*fp16", "c_ptr"
             "hp_ptr": "*bf16"}
 
 
-def compile_step(block_m: int, warps: int, stages: int, flatten: bool, resident: bool = False, C: int = 32,
-                 CH: int = 32):
+def compile_step(block_m: int, warps: int, stages: int, flatten: bool, resident: bool = False, ws: bool = False,
+                 C: int = 32, CH: int = 32):
     KC = C + CH
     fn = cc._conv_cell_kernel
     tl = triton.language
     constexprs = dict(CH=CH, KC=KC, TAPS_W=2, TAPS=4, HAS_CPREV=True, WRITE_HP=True, CDT=tl.float32,
-                      FAST_ACT=True, BLOCK_M=block_m, FLATTEN=flatten, RESIDENT_W=resident)
+                      FAST_ACT=True, BLOCK_M=block_m, FLATTEN=flatten, RESIDENT_W=resident,
+                      WARP_SPECIALIZE=ws)
     signature, attrs = {}, {}
     for i, name in enumerate(fn.arg_names):
         if name in constexprs:

@@ -38,7 +38,9 @@ except ImportError:  # pragma: no cover
 # Rows (bordered positions) per program and warps: BLOCK_M x 4Ch float32 accumulators spread over the warps (level 1:
 # 128 x 128 over 8 warps, 64 a thread). MSCRED_LSTM_CONV_CELL_TILE="BLOCK_M/warps/stages/programs-per-SM"
 # overrides (A/B runs).
-# Persistent programs (PROGRAMS_PER_SM > 0) loop over tiles with the loads of the next in flight (``FLATTEN``).
+# Persistent programs (PROGRAMS_PER_SM > 0) loop over tiles with the loads of the next in flight (``FLATTEN``);
+# MSCRED_LSTM_CONV_CELL_RESIDENT=1 keeps the weight in shared memory, MSCRED_LSTM_CONV_CELL_WS=1 warp-specialises
+# the loop instead of flattening it (A/B runs; both only for persistent programs).
 BLOCK_M, NUM_WARPS, NUM_STAGES, PROGRAMS_PER_SM = 128, 8, 2, 0
 MAX_GATE_COLUMNS = 128  # 4Ch: the accumulators' registers; level 2 (256) would need another tiling
 
@@ -90,6 +92,7 @@ def step(xh_t: torch.Tensor, w_rows: torch.Tensor, bias: torch.Tensor, gates: to
     CH = gates.shape[1] // 4
     H, W = gates.shape[2:]
     block_m, warps, stages, per_sm = _tile()
+    resident, ws = switched_on("MSCRED_LSTM_CONV_CELL_RESIDENT"), switched_on("MSCRED_LSTM_CONV_CELL_WS")
     rows = _rows(xh_t)
     x_desc = TensorDescriptor.from_tensor(rows, [block_m, KC])
     w_desc = TensorDescriptor.from_tensor(w_rows, [KC, CH])
@@ -103,8 +106,8 @@ def step(xh_t: torch.Tensor, w_rows: torch.Tensor, bias: torch.Tensor, gates: to
         x_desc, w_desc, bias, gates, c_t if c_prev is None else c_prev, c_t, h_out, h_out.stride(0), hp,
         rows.shape[0], HP * WP, WP, H, W, KC, forget_bias,
         CH=CH, KC=KC, TAPS_W=2, TAPS=4, HAS_CPREV=c_prev is not None, WRITE_HP=hp_next is not None, CDT=cdt,
-        FAST_ACT=fast, BLOCK_M=block_m, FLATTEN=per_sm > 0, RESIDENT_W=per_sm > 0, num_warps=warps,
-        num_stages=stages,
+        FAST_ACT=fast, BLOCK_M=block_m, FLATTEN=per_sm > 0 and not ws, RESIDENT_W=per_sm > 0 and resident,
+        WARP_SPECIALIZE=per_sm > 0 and ws, num_warps=warps, num_stages=stages,
     )
 
 
@@ -165,19 +168,20 @@ if triton is not None:
                           CH: tl.constexpr, KC: tl.constexpr, TAPS_W: tl.constexpr, TAPS: tl.constexpr,
                           HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, CDT: tl.constexpr,
                           FAST_ACT: tl.constexpr, BLOCK_M: tl.constexpr, FLATTEN: tl.constexpr,
-                          RESIDENT_W: tl.constexpr):
+                          RESIDENT_W: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
         """Tiles of BLOCK_M bordered positions of xh_t's rows (module docstring), tile i, i + programs, ...: one a
         program when the grid covers them all, else persistent: FLATTEN pipelines the tile and tap loops as one
         (the next tile's loads in flight during this one's epilogue), RESIDENT_W loads the weight (4 taps x 4
         gates) into shared memory once a program instead of from L2 with every tile (as much traffic as the
-        tile's own four boxes)."""
+        tile's own four boxes), WARP_SPECIALIZE lets Triton give the loads and the dots warps of their own."""
         tiles = tl.cdiv(M, BLOCK_M)
         if RESIDENT_W:  # the weight loaded once a program (2 x 2 taps only)
             w0i, w0g, w0f, w0o = _tap_weights(w_desc, 0, KC, CH)
             w1i, w1g, w1f, w1o = _tap_weights(w_desc, 1, KC, CH)
             w2i, w2g, w2f, w2o = _tap_weights(w_desc, 2, KC, CH)
             w3i, w3g, w3f, w3o = _tap_weights(w_desc, 3, KC, CH)
-        for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN):
+        for tile in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=FLATTEN,
+                             warp_specialize=WARP_SPECIALIZE):
             q0 = tile * BLOCK_M
             acc_i = tl.zeros([BLOCK_M, CH], dtype=CDT)
             acc_g = tl.zeros([BLOCK_M, CH], dtype=CDT)
