@@ -29,7 +29,6 @@ import torch.nn.functional as F
 # convlstm.py imports this module; its helpers are looked up when called (the import is circular by design:
 # these are two halves of one op's implementation).
 from mscred.ops.triton import convlstm as lstm
-from mscred.ops.triton import convlstm_conv_cell as conv_cell
 from mscred.ops.padding import copy_pixels, zero_pixels
 from mscred.ops.triton.runtime import switched_off, tile_override
 
@@ -92,17 +91,10 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     w = _whole_weight(w_x, w_h)
     copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images)  # every x_t with its zero border (the weight
     zero_pixels(xh[0, :, C:])                                    # gradient reads x_0 too); h_{-1} = 0
-    fast = lstm.fast_activations(images.dtype)  # the gates' dtype: cuDNN's output in the images' dtype
-    if conv_cell.eligible(xh, pads, tuple(w.shape[2:]), Ch):  # one kernel a step (its module docstring)
-        w_rows = conv_cell.gate_matrix(w)
-        gates = gates_like(B, T, Ch, H, W, images)
-        for t in range(T):  # step 0 convolves xh_0 whole: its h half is zero, as the cuDNN path's w_x-only call
-            conv_cell.step(xh[t], w_rows, bias, gates[t], cells[t - 1] if t > 0 else None, cells[t], out[:, t],
-                           xh[t + 1] if t < T - 1 else None, forget_bias, cdt, fast)
-        return gates
     hp_border = lstm.recurrent_border(xh[1:, :, C:], pads)
     N = B * Ch * H * W
     block, block_c, grid = lstm._launch("nhwc", B * H * W, Ch)
+    fast = lstm.fast_activations(images.dtype)  # the gates' dtype: cuDNN's output in the images' dtype
     gates = []
     for t in range(T):
         z = F.conv2d(images[:B], w_x) if t == 0 else F.conv2d(xh[t], w)
