@@ -117,7 +117,7 @@ def _forward_kernels(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: in
     nchunk, chunk, block, warps = split
     part = _partials(h, nchunk, meta)
     meta = dict(meta, BLOCK=block, num_warps=warps)
-    _attn_partial_kernel[(B, nchunk)](h, h, part, T, D, chunk, nchunk, WITH_DOUT=False, **_partial_tile(meta))
+    _attn_partial_kernel[(B, nchunk)](h, h, part, T, D, chunk, nchunk, WITH_DOUT=False, **_partial_tile(meta, T))
     _attn_fwd_split_kernel[(B, nchunk)](h, part, out, out_sb, out_sp, T, D, C, chunk, nchunk, SLICED=sliced,
                                         NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
 
@@ -132,7 +132,7 @@ def _backward_kernels(h: torch.Tensor, dout: torch.Tensor, dh: torch.Tensor) -> 
     nchunk, chunk, block, warps = split
     part = _partials(h, nchunk, meta)
     meta = dict(meta, BLOCK=block, num_warps=warps)
-    _attn_partial_kernel[(B, nchunk)](h, dout, part, T, D, chunk, nchunk, WITH_DOUT=True, **_partial_tile(meta))
+    _attn_partial_kernel[(B, nchunk)](h, dout, part, T, D, chunk, nchunk, WITH_DOUT=True, **_partial_tile(meta, T))
     _attn_bwd_split_kernel[(B, nchunk)](h, dout, part, dh, T, D, chunk, nchunk,
                                         NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
 
@@ -158,12 +158,15 @@ def _split(B: int, D: int) -> tuple[int, int, int, int] | None:
     return -(-D // chunk), chunk, block, warps
 
 
-def _partial_tile(meta: dict) -> dict:
+def _partial_tile(meta: dict, T: int) -> dict:
     """The first split kernel's launch meta: the split's ``meta``, with BLOCK and warps from
     MSCRED_ATTN_PARTIAL_TILE="BLOCK/warps" where set (its chunks, and so its result, do not depend on them: each
-    program sums its chunk BLOCK elements at a time)."""
+    program sums its chunk BLOCK elements at a time); LAST_APART and ROWS from MSCRED_ATTN_LAST_APART=1 (the
+    earlier steps' tile without masked rows, the last step apart: ``_dot_rows_last``)."""
     block, warps = _runtime.tile_override("MSCRED_ATTN_PARTIAL_TILE", (meta["BLOCK"], meta["num_warps"]))
-    return dict(meta, BLOCK=block, num_warps=warps)
+    apart = _runtime.switched_on("MSCRED_ATTN_LAST_APART")
+    rows = max(triton.next_power_of_2(max(T - 1, 1)), 1)
+    return dict(meta, BLOCK=block, num_warps=warps, LAST_APART=apart, ROWS=rows if apart else 1)
 
 
 def _partials(h: torch.Tensor, nchunk: int, meta: dict) -> torch.Tensor:
@@ -218,6 +221,42 @@ if triton is not None:
                 go = tl.load(dout_row + d, mask=dmask, other=0.0).to(CDT)
                 acc_g += hk * go[None, :]
         return acc_s, acc_g
+
+    @triton.jit
+    def _dot_rows_last(base, dout_row, start, length, T, D, CDT: tl.constexpr, ROWS: tl.constexpr,
+                       BLOCK: tl.constexpr, WITH_DOUT: tl.constexpr):
+        """Pass 1 of a chunk with the last step apart (``LAST_APART``): the (ROWS, BLOCK) tiles of <H_k, H_T> and
+        (WITH_DOUT) <H_k, dout> for the T - 1 earlier steps (ROWS = their count rounded up to a power of 2: 4 for
+        T = 5, no masked row), and the (BLOCK,) products of H_T with itself and with dout, from the H_T row that is
+        loaded anyway."""
+        r = tl.arange(0, ROWS)
+        rmask = r < T - 1
+        acc_s = tl.zeros([ROWS, BLOCK], dtype=CDT)
+        acc_g = tl.zeros([ROWS, BLOCK], dtype=CDT)
+        last_s = tl.zeros([BLOCK], dtype=CDT)
+        last_g = tl.zeros([BLOCK], dtype=CDT)
+        for d0 in range(0, length, BLOCK):
+            d = start + d0 + tl.arange(0, BLOCK)
+            dmask = (d < D) & (d0 + tl.arange(0, BLOCK) < length)
+            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
+            hk = tl.load(base + r[:, None] * D + d[None, :], mask=rmask[:, None] & dmask[None, :],
+                         other=0.0).to(CDT)
+            acc_s += hk * hl[None, :]
+            last_s += hl * hl
+            if WITH_DOUT:
+                go = tl.load(dout_row + d, mask=dmask, other=0.0).to(CDT)
+                acc_g += hk * go[None, :]
+                last_g += hl * go
+        return acc_s, acc_g, last_s, last_g
+
+    @triton.jit
+    def _store_partials(row, acc, last, T, T_PAD: tl.constexpr, ROWS: tl.constexpr):
+        """One (T_PAD,) row of the partials buffer from ``_dot_rows_last``'s sums: steps < T - 1, the last step,
+        zeros after it (the second kernel reads all T_PAD and multiplies the padding by a zero weight)."""
+        r = tl.arange(0, ROWS)
+        tl.store(row + r, tl.sum(acc, axis=1), mask=r < T - 1)
+        t = tl.arange(0, T_PAD)
+        tl.store(row + t, tl.where(t == T - 1, tl.sum(last, axis=0), 0.0), mask=t >= T - 1)
 
     @triton.jit
     def _weighted_sum(base, out_ptr, b, out_sb, out_sp, a, t, tmask, start, length, D, C, CDT: tl.constexpr,
@@ -287,18 +326,28 @@ if triton is not None:
     # and the loads can be vectorised.
     @triton.jit(do_not_specialize=["T", "NCHUNK"])
     def _attn_partial_kernel(h_ptr, dout_ptr, part_ptr, T, D, CHUNK, NCHUNK, CDT: tl.constexpr,
-                             T_PAD: tl.constexpr, BLOCK: tl.constexpr, WITH_DOUT: tl.constexpr):
+                             T_PAD: tl.constexpr, BLOCK: tl.constexpr, WITH_DOUT: tl.constexpr,
+                             LAST_APART: tl.constexpr = False, ROWS: tl.constexpr = 1):
         """Split pass 1, program (b, c): <H_k, H_T> (and, WITH_DOUT, <H_k, dout>) over chunk c of sample b's D,
-        to part[b, c, 0, :T] (and part[b, c, 1, :T]); part is (B, NCHUNK, 2, T_PAD) in CDT."""
+        to part[b, c, 0, :T] (and part[b, c, 1, :T]); part is (B, NCHUNK, 2, T_PAD) in CDT. LAST_APART: the
+        earlier steps in a (ROWS, BLOCK) tile and the last step apart (``_dot_rows_last``), else one
+        (T_PAD, BLOCK) tile of every step, T_PAD - T rows of it masked."""
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1)
-        t = tl.arange(0, T_PAD)
-        acc_s, acc_g = _dot_tiles(h_ptr + b * T * D, dout_ptr + b * D, t, t < T, c * CHUNK, CHUNK, T, D, CDT, T_PAD,
-                                  BLOCK, WITH_DOUT, True)
         row = part_ptr + (b * NCHUNK + c) * 2 * T_PAD
-        tl.store(row + t, tl.sum(acc_s, axis=1))
-        if WITH_DOUT:
-            tl.store(row + T_PAD + t, tl.sum(acc_g, axis=1))
+        if LAST_APART:
+            acc_s, acc_g, last_s, last_g = _dot_rows_last(h_ptr + b * T * D, dout_ptr + b * D, c * CHUNK, CHUNK, T,
+                                                          D, CDT, ROWS, BLOCK, WITH_DOUT)
+            _store_partials(row, acc_s, last_s, T, T_PAD, ROWS)
+            if WITH_DOUT:
+                _store_partials(row + T_PAD, acc_g, last_g, T, T_PAD, ROWS)
+        else:
+            t = tl.arange(0, T_PAD)
+            acc_s, acc_g = _dot_tiles(h_ptr + b * T * D, dout_ptr + b * D, t, t < T, c * CHUNK, CHUNK, T, D, CDT,
+                                      T_PAD, BLOCK, WITH_DOUT, True)
+            tl.store(row + t, tl.sum(acc_s, axis=1))
+            if WITH_DOUT:
+                tl.store(row + T_PAD + t, tl.sum(acc_g, axis=1))
 
     @triton.jit
     def _sample_dots(part_ptr, b, NCHUNK, which, T_PAD: tl.constexpr, NCHUNK_PAD: tl.constexpr):
