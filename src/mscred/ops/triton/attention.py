@@ -22,7 +22,8 @@ the T partial <dout, H_k>) to a small float32 buffer, and a second kernel, one p
 sums the sample's partials in a fixed order (deterministic, no atomics), takes the softmax and does pass 2 on its
 chunk. The second read of H mostly hits L2. ``MSCRED_ATTN_SPLIT`` = "programs per SM/BLOCK/warps" (0 programs: one
 program per sample always; A/B runs); ``MSCRED_ATTN_PARTIAL_TILE`` = "BLOCK/warps" gives the first kernel a tile of its
-own (A/B runs; by default it takes the split's).
+own and ``MSCRED_ATTN_LAST_APART=1`` its last step apart (``_dot_rows_last``; A/B runs, neither a step gain on the
+H200).
 """
 from __future__ import annotations
 
