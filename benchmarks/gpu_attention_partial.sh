@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call (~4 min; run 2026-12-02, results/attention_partial/): the attention's first split kernel with a
-# tile of its own (MSCRED_ATTN_PARTIAL_TILE; it read H at about half the copy rate in the graphed step, 187 registers a thread
-# backward at the split's 1024 x 4 warps, results/step_profile_final/, docs/training-kernel-plan.md).
+# tile of its own (MSCRED_ATTN_PARTIAL_TILE; it read H at about half the copy rate in the graphed step, 187
+# registers a thread backward at the split's 1024 x 4 warps, results/step_profile_final/,
+# docs/training-kernel-plan.md).
 #   1. bench_attention_split.py over the settings below (the default first), the step's eight attention calls
 #      graph-timed, outputs compared                                                    -> attention_split.md
 #   2. the graphed bf16 step, the default against the sweep's fastest setting, in alternation twice  -> *.md, log.txt
