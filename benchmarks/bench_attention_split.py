@@ -7,7 +7,7 @@ output), dout (128, C, n, n) channels-last, for the four levels at 30 sensors. E
 graph per setting and its replays timed (CUDA-event median of 20 after 5 warm-ups). Settings are
 ``MSCRED_ATTN_SPLIT`` = programs per SM / BLOCK / warps, optionally "+BLOCK/warps" for the first kernel's own tile
 (``MSCRED_ATTN_PARTIAL_TILE``, e.g. "4/1024/4+1024/8") and "+apart" for its last step apart
-(``MSCRED_ATTN_LAST_APART=1``, e.g. "3/1024/4+apart"); the first setting is the one the others are compared with
+(``MSCRED_ATTN_LAST_APART=1``, e.g. "3/1024/4+apart"; "+apart-bwd" in the backward only); the first setting is the one the others are compared with
 ("0/1024/4", one program per sample, the kernels before the split, unless MSCRED_ATTN_SWEEP says otherwise).
 Outputs are compared with the first setting's (largest difference relative to the largest magnitude; the split
 sums the scores in another order).
@@ -39,12 +39,14 @@ if os.environ.get("MSCRED_ATTN_SWEEP"):
 
 
 def _environment(setting: str) -> dict[str, str]:
-    """The variables of a setting "SPLIT[+PARTIAL][+apart]" (no PARTIAL: the first kernel takes the split's tile;
-    "apart": MSCRED_ATTN_LAST_APART=1, the first kernel's last step apart)."""
+    """The variables of a setting "SPLIT[+PARTIAL][+apart|+apart-bwd]" (no PARTIAL: the first kernel takes the
+    split's tile; "apart": MSCRED_ATTN_LAST_APART=1, the first kernel's last step apart, "apart-bwd" the
+    backward's only)."""
     split, *rest = setting.split("+")
-    partial = next((r for r in rest if r != "apart"), "")
+    apart = {"apart": "1", "apart-bwd": "bwd"}
+    partial = next((r for r in rest if r not in apart), "")
     return {"MSCRED_ATTN_SPLIT": split, "MSCRED_ATTN_PARTIAL_TILE": partial,
-            "MSCRED_ATTN_LAST_APART": "1" if "apart" in rest else "0"}
+            "MSCRED_ATTN_LAST_APART": next((apart[r] for r in rest if r in apart), "0")}
 
 
 def _inputs(C: int, n: int):

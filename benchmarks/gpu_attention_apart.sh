@@ -6,20 +6,22 @@
 #      step's eight attention calls graph-timed, outputs compared                               -> attention_split.md
 #   2. the graphed bf16 step, the default against the sweep's fastest setting, in alternation twice  -> model/*.md
 #   3. the attention's GPU tests with that setting                                              -> gpu_tests.txt
-# Usage: bash benchmarks/gpu_attention_apart.sh. Writes $OUT/attention_apart.tgz.
+# Usage: bash benchmarks/gpu_attention_apart.sh (run 2026-12-02, results/attention_apart/). The next A/B, the last
+# step apart in the backward only: APART_SWEEP="3/1024/4,3/1024/4+apart-bwd" APART_TESTS=bwd bash ...
+# Writes $OUT/attention_apart.tgz.
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
 D=$(result_dir attention_apart)
-MSCRED_ATTN_SWEEP="3/1024/4,3/1024/4+apart,4/1024/4+apart,6/1024/4+apart" \
+MSCRED_ATTN_SWEEP=${APART_SWEEP:-3/1024/4,3/1024/4+apart,4/1024/4+apart,6/1024/4+apart} \
   bench_to_log "$D" 120 benchmarks/bench_attention_split.py
 grep -A8 "^Sums over" "$D/attention_split.md"
 BEST=$(paste -sd, "$D/best_split.env")
 echo "fastest: ${BEST:-none}"
-if [ -n "$BEST" ] && grep -q "LAST_APART=1" "$D/best_split.env"; then
+if [ -n "$BEST" ] && grep -qE "LAST_APART=(1|bwd)" "$D/best_split.env"; then
   OUT="$D" PART_TIMEOUT_S=45 bash benchmarks/gpu_train_variants.sh model "default_1:g-fused-bf16" \
     "apart_1:g-fused-bf16:$BEST" "default_2:g-fused-bf16" "apart_2:g-fused-bf16:$BEST"
   grep -h "train fused + CUDA graph" "$D/model/log.txt"
 fi
-env MSCRED_ATTN_LAST_APART=1 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 120 tests/test_ops_triton_attention.py
+env MSCRED_ATTN_LAST_APART=${APART_TESTS:-1} bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 120 tests/test_ops_triton_attention.py
 (cd "$OUT" && tar czf attention_apart.tgz attention_apart && rm -rf attention_apart)

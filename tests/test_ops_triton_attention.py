@@ -174,14 +174,15 @@ def test_forward_tile_override(monkeypatch):
 @pytest.mark.parametrize("B, C, n", [(1, 3, 16), (2, 3, 30), (3, 4, 16), (1, 4, 30)])
 @pytest.mark.parametrize("T", [5, 2])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
-@pytest.mark.parametrize("partial_tile, last_apart", [("", "0"), ("64/2", "0"), ("", "1")])
+@pytest.mark.parametrize("partial_tile, last_apart", [("", "0"), ("64/2", "0"), ("", "1"), ("", "bwd")])
 def test_split_over_d_equals_reference(B, C, n, T, layout, partial_tile, last_apart, monkeypatch):
     """Few samples: each sample's D = C*H*W is cut into chunks (the partial scores in a small buffer, summed in
     order by the second kernel), forward and backward; D not a multiple of the chunk or of 16 (C = 3), the last
     chunk short. The split ran (counted), and MSCRED_ATTN_SPLIT with 0 programs runs one program per sample, both
     equal to the float64 reference; so does the first kernel with a tile of its own (MSCRED_ATTN_PARTIAL_TILE, here
     half the split's BLOCK: each chunk summed in twice the pieces), and with the last step apart
-    (MSCRED_ATTN_LAST_APART=1: T = 5 a 4-row tile, T = 2 a 1-row one). The partials buffer starts as NaN."""
+    (MSCRED_ATTN_LAST_APART=1: T = 5 a 4-row tile, T = 2 a 1-row one; "bwd": the backward's only). The partials
+    buffer starts as NaN."""
     monkeypatch.setenv("MSCRED_ATTN_PARTIAL_TILE", partial_tile)
     monkeypatch.setenv("MSCRED_ATTN_LAST_APART", last_apart)
     real_partials = fused._partials  # NaN-filled: every entry the second kernel reads must be written first
@@ -208,8 +209,9 @@ def test_split_over_d_equals_reference(B, C, n, T, layout, partial_tile, last_ap
             assert nchunk > 1 and chunk % 64 == 0 and (nchunk - 1) * chunk < C * n * n <= nchunk * chunk
     # the first kernel launched with its own tile where set, else the split's (the "8/128/4" runs: 2 launches)
     assert [(t["BLOCK"], t["num_warps"]) for t in tiles] == [(64, 2) if partial_tile else (128, 4)] * 2
-    rows = {"5": 4, "2": 1}[str(T)] if last_apart == "1" else 1
-    assert [(t["LAST_APART"], t["ROWS"]) for t in tiles] == [(last_apart == "1", rows)] * 2
+    rows = {5: 4, 2: 1}[T]
+    apart = {"0": (False, False), "1": (True, True), "bwd": (False, True)}[last_apart]  # (forward, backward)
+    assert [(t["LAST_APART"], t["ROWS"]) for t in tiles] == [(a, rows if a else 1) for a in apart]
 
 
 def test_split_choice():

@@ -27,6 +27,8 @@ H200).
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from mscred.ops.padding import copy_pixels
@@ -118,7 +120,8 @@ def _forward_kernels(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: in
     nchunk, chunk, block, warps = split
     part = _partials(h, nchunk, meta)
     meta = dict(meta, BLOCK=block, num_warps=warps)
-    _attn_partial_kernel[(B, nchunk)](h, h, part, T, D, chunk, nchunk, WITH_DOUT=False, **_partial_tile(meta, T))
+    first = _partial_tile(dict(meta, WITH_DOUT=False), T)
+    _attn_partial_kernel[(B, nchunk)](h, h, part, T, D, chunk, nchunk, **first)
     _attn_fwd_split_kernel[(B, nchunk)](h, part, out, out_sb, out_sp, T, D, C, chunk, nchunk, SLICED=sliced,
                                         NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
 
@@ -133,7 +136,8 @@ def _backward_kernels(h: torch.Tensor, dout: torch.Tensor, dh: torch.Tensor) -> 
     nchunk, chunk, block, warps = split
     part = _partials(h, nchunk, meta)
     meta = dict(meta, BLOCK=block, num_warps=warps)
-    _attn_partial_kernel[(B, nchunk)](h, dout, part, T, D, chunk, nchunk, WITH_DOUT=True, **_partial_tile(meta, T))
+    first = _partial_tile(dict(meta, WITH_DOUT=True), T)
+    _attn_partial_kernel[(B, nchunk)](h, dout, part, T, D, chunk, nchunk, **first)
     _attn_bwd_split_kernel[(B, nchunk)](h, dout, part, dh, T, D, chunk, nchunk,
                                         NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
 
@@ -162,12 +166,22 @@ def _split(B: int, D: int) -> tuple[int, int, int, int] | None:
 def _partial_tile(meta: dict, T: int) -> dict:
     """The first split kernel's launch meta: the split's ``meta``, with BLOCK and warps from
     MSCRED_ATTN_PARTIAL_TILE="BLOCK/warps" where set (its chunks, and so its result, do not depend on them: each
-    program sums its chunk BLOCK elements at a time); LAST_APART and ROWS from MSCRED_ATTN_LAST_APART=1 (the
-    earlier steps' tile without masked rows, the last step apart: ``_dot_rows_last``)."""
+    program sums its chunk BLOCK elements at a time); LAST_APART and ROWS from MSCRED_ATTN_LAST_APART (the
+    earlier steps' tile without masked rows, the last step apart: ``_dot_rows_last``; ``_last_apart``), for the
+    direction ``meta["WITH_DOUT"]`` says."""
     block, warps = _runtime.tile_override("MSCRED_ATTN_PARTIAL_TILE", (meta["BLOCK"], meta["num_warps"]))
-    apart = _runtime.switched_on("MSCRED_ATTN_LAST_APART")
+    apart = _last_apart(meta["WITH_DOUT"])
     rows = max(triton.next_power_of_2(max(T - 1, 1)), 1)
     return dict(meta, BLOCK=block, num_warps=warps, LAST_APART=apart, ROWS=rows if apart else 1)
+
+
+def _last_apart(backward: bool) -> bool:
+    """MSCRED_ATTN_LAST_APART: 1 (on, both directions), "bwd" (the backward's first kernel only: the per-call
+    timings had it 1.01-1.21x there and level 1's forward 0.87x, results/attention_apart/), else off."""
+    setting = os.environ.get("MSCRED_ATTN_LAST_APART", "0").strip().lower()
+    if setting == "bwd":
+        return backward
+    return _runtime.switched_on("MSCRED_ATTN_LAST_APART")
 
 
 def _partials(h: torch.Tensor, nchunk: int, meta: dict) -> torch.Tensor:
