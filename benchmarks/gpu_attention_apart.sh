@@ -23,5 +23,6 @@ if [ -n "$BEST" ] && grep -qE "LAST_APART=(1|bwd)" "$D/best_split.env"; then
     "apart_1:g-fused-bf16:$BEST" "default_2:g-fused-bf16" "apart_2:g-fused-bf16:$BEST"
   grep -h "train fused + CUDA graph" "$D/model/log.txt"
 fi
-env MSCRED_ATTN_LAST_APART=${APART_TESTS:-1} bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 120 tests/test_ops_triton_attention.py
+env MSCRED_ATTN_LAST_APART=${APART_TESTS:-1} bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 120 \
+  tests/test_ops_triton_attention.py
 (cd "$OUT" && tar czf attention_apart.tgz attention_apart && rm -rf attention_apart)
