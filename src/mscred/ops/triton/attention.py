@@ -22,8 +22,8 @@ the T partial <dout, H_k>) to a small float32 buffer, and a second kernel, one p
 sums the sample's partials in a fixed order (deterministic, no atomics), takes the softmax and does pass 2 on its
 chunk. The second read of H mostly hits L2. ``MSCRED_ATTN_SPLIT`` = "programs per SM/BLOCK/warps" (0 programs: one
 program per sample always; A/B runs); ``MSCRED_ATTN_PARTIAL_TILE`` = "BLOCK/warps" gives the first kernel a tile of its
-own and ``MSCRED_ATTN_LAST_APART=1`` its last step apart (``_dot_rows_last``; A/B runs, neither a step gain on the
-H200).
+own and ``MSCRED_ATTN_LAST_APART=1`` (or "bwd", the backward's only) its last step apart (``_dot_rows_last``; A/B
+runs, neither a step gain on the H200).
 """
 from __future__ import annotations
 
@@ -171,7 +171,7 @@ def _partial_tile(meta: dict, T: int) -> dict:
     direction ``meta["WITH_DOUT"]`` says."""
     block, warps = _runtime.tile_override("MSCRED_ATTN_PARTIAL_TILE", (meta["BLOCK"], meta["num_warps"]))
     apart = _last_apart(meta["WITH_DOUT"])
-    rows = max(triton.next_power_of_2(max(T - 1, 1)), 1)
+    rows = triton.next_power_of_2(max(T - 1, 1))
     return dict(meta, BLOCK=block, num_warps=warps, LAST_APART=apart, ROWS=rows if apart else 1)
 
 
