@@ -2,8 +2,8 @@
 the CPU, forward + backward of levels 1-2 at batch 32, alternating, same process.
 
 Why: each ``x[:, t]``'s backward (select_backward) zero-fills a gradient of x's whole size and autograd adds the T
-of them; unbind's backward stacks the T slices once. The profiler had those fills at 8% of a CPU training step
-(106 of 1,237 ms). The outputs and gradients are checked bit-equal.
+of them; unbind's backward stacks the T slices once. The outputs and gradients are checked bit-equal; one training
+step of the default model is profiled with each (its self CPU time and the zero-fills' share).
 
 Usage: PYTHONPATH=src python3 benchmarks/bench_reference_unbind.py [--repeats 9] [--out DIR]
 Writes DIR/reference_unbind.md and .json (DIR: benchmarks/results/reference_unbind).
@@ -36,9 +36,48 @@ def select_per_step(x, weight, bias, forget_bias):
     return torch.stack(outputs, dim=1)
 
 
+def _step_profiles() -> list[dict]:
+    """One CPU training step of the default model at batch 32 (the Trainer's EagerStep, Adam) under the profiler
+    with each implementation as the reference ConvLSTM: the step's self CPU time and its zero-fills'."""
+    import mscred.ops as ops
+    from torch.profiler import ProfilerActivity, profile
+
+    from mscred.config import ModelConfig
+    from mscred.model import MSCREDNet
+    from mscred.train import WindowDataset
+    from mscred.train_graphs import EagerStep
+
+    segments = torch.rand(260, 3, 30, 30, generator=torch.Generator().manual_seed(1))
+    data, idx = WindowDataset(segments, steps=5), torch.arange(32)
+    rows = []
+    for name, fn in (("x[:, t]", select_per_step), ("unbind", ref.convlstm)):
+        ops.get_impl("convlstm", "reference")
+        ops._resolved[("convlstm", "reference")] = fn  # the dispatcher's cache: what the model's layers call
+        torch.manual_seed(0)
+        net = MSCREDNet(ModelConfig())
+        step = EagerStep(net, torch.optim.Adam(net.parameters(), 1e-3), data, False)
+        step(idx)  # warm-up
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            step(idx)
+        events = prof.key_averages()
+        total = sum(e.self_cpu_time_total for e in events) / 1e3
+        fills = sum(e.self_cpu_time_total for e in events if e.key == "aten::fill_") / 1e3
+        rows.append(dict(step=name, step_self_cpu_ms=round(total, 1), fill_ms=round(fills, 1)))
+        print(rows[-1], flush=True)
+    ops._resolved[("convlstm", "reference")] = ref.convlstm
+    return rows
+
+
 def _cpu() -> str:
     m = machine()
     return f"{m['cpu']} ({m['cores']} cores)"
+
+
+def _cells(r: dict) -> tuple:
+    if "shape" in r:
+        return tuple(r["shape"]), r["before_ms"], r["after_ms"], f"{r['speedup']:.2f}x", r["bit_equal"]
+    return (f"training step, {r['step']} (profiled once)", f"self CPU {r['step_self_cpu_ms']} ms",
+            f"of it aten::fill_ {r['fill_ms']} ms", "-", "-")
 
 
 def main() -> None:
@@ -66,13 +105,14 @@ def main() -> None:
         rows.append(dict(shape=[B, T, C, n, n], before_ms=round(before, 1), after_ms=round(after, 1),
                          speedup=round(before / after, 3), bit_equal=equal))
         print(rows[-1], flush=True)
+    rows += _step_profiles()
     sweep_report.table(
         args.out, "reference_unbind", "bench_reference_unbind.py",
         "The reference ConvLSTM's input slices on the CPU: x[:, t] against unbind",
         f"{torch.get_num_threads()} threads, float32; forward + backward of one level, median of "
         f"{args.repeats} alternating runs; outputs and the three gradients compared bit for bit.",
-        ["x (B, T, C, H, W)", "x[:, t] (ms)", "unbind (ms)", "speed-up", "bit-equal"], rows,
-        lambda r: (tuple(r["shape"]), r["before_ms"], r["after_ms"], f"{r['speedup']:.2f}x", r["bit_equal"]),
+        ["x (B, T, C, H, W) / the training step", "x[:, t] (ms)", "unbind (ms)", "speed-up", "bit-equal"],
+        rows, _cells,
         machine=f"{_cpu()}, torch {torch.__version__}, {machine()['date']}")
 
 
