@@ -23,23 +23,16 @@ KERNELS = {
     "fwd": (A._attn_fwd_kernel, [H, OUT], dict(COMMON, SLICED=False, _warps=8)),
     "fwd sliced": (A._attn_fwd_kernel, [H, OUT], dict(COMMON, SLICED=True, _warps=8)),
     "bwd": (A._attn_bwd_kernel, [H, DOUT, DH], dict(COMMON, _warps=16)),
-    "split partial (forward)": (A._attn_partial_kernel, [H, DOUT, PART],
-                                dict(COMMON, WITH_DOUT=False, LAST_APART=False, ROWS=1, _warps=4)),
-    "split partial (backward)": (A._attn_partial_kernel, [H, DOUT, PART],
-                                 dict(COMMON, WITH_DOUT=True, LAST_APART=False, ROWS=1, _warps=4)),
-    # MSCRED_ATTN_PARTIAL_TILE=1024/8: 4 elements a thread instead of 8
-    "split partial (forward), 8 warps": (A._attn_partial_kernel, [H, DOUT, PART],
-                                         dict(COMMON, WITH_DOUT=False, LAST_APART=False, ROWS=1, _warps=8)),
-    "split partial (backward), 8 warps": (A._attn_partial_kernel, [H, DOUT, PART],
-                                          dict(COMMON, WITH_DOUT=True, LAST_APART=False, ROWS=1, _warps=8)),
-    # MSCRED_ATTN_LAST_APART=1 at T = 5: the four earlier steps' tile, the last step apart
-    "split partial (forward), last apart": (A._attn_partial_kernel, [H, DOUT, PART],
-                                            dict(COMMON, WITH_DOUT=False, LAST_APART=True, ROWS=4, _warps=4)),
-    "split partial (backward), last apart": (A._attn_partial_kernel, [H, DOUT, PART],
-                                             dict(COMMON, WITH_DOUT=True, LAST_APART=True, ROWS=4, _warps=4)),
     "split fwd": (A._attn_fwd_split_kernel, [H, PART, OUT], dict(COMMON, NCHUNK_PAD=8, SLICED=False, _warps=4)),
     "split bwd": (A._attn_bwd_split_kernel, [H, DOUT, PART, DH], dict(COMMON, NCHUNK_PAD=8, _warps=4)),
 }
+# The first split kernel, each direction: at the split's tile; MSCRED_ATTN_PARTIAL_TILE=1024/8 (4 elements a thread
+# instead of 8); MSCRED_ATTN_LAST_APART=1 at T = 5 (the four earlier steps' tile, the last step apart).
+for suffix, warps, apart in (("", 4, False), (", 8 warps", 8, False), (", last apart", 4, True)):
+    for direction, with_dout in (("forward", False), ("backward", True)):
+        KERNELS[f"split partial ({direction}){suffix}"] = (
+            A._attn_partial_kernel, [H, DOUT, PART],
+            dict(COMMON, WITH_DOUT=with_dout, LAST_APART=apart, ROWS=4 if apart else 1, _warps=warps))
 
 
 def main() -> None:
