@@ -688,7 +688,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     dpre_images = dpre_tb if time_major else _empty(B * T, 4 * Ch, H, W, xp, layout)
     dpre_bt = None if time_major else dpre_images.view(B, T, 4 * Ch, H, W)
     dc = _empty(B, Ch, H, W, xp, layout, dtype=dc_dtype)
-    dhr = hprev[0] if T > 1 and hprev.dim() == 5 else dc  # dummy until the first recurrent gradient exists
+    dhr = hprev[0] if T > 1 else dc  # dummy until the first recurrent gradient exists
     N = B * Ch * H * W
     block, block_c, tiles, grid = _launch_bwd(layout, B * H * W, Ch)
     grid, grid_stride = wave_grid(grid, layout)

@@ -37,20 +37,12 @@ def dgrad_by_gemm(layout: str, k: int, pads, like: torch.Tensor) -> bool:
             and tuple(pads) == (0, 1, 0, 1))
 
 
-def col_view(rows: torch.Tensor, B: int, H: int, W: int) -> torch.Tensor:
-    """(B*H*W, n) rows -> their (B, n, H, W) channels-last view (what the cell kernels address)."""
-    return rows.view(B, H, W, rows.shape[-1]).permute(0, 3, 1, 2)
-
-
-def rows_of(t: torch.Tensor) -> torch.Tensor:
-    """``col_view``'s inverse: a channels-last (N, n, H, W) tensor as its (N*H*W, n) rows (a view)."""
-    return t.permute(0, 2, 3, 1).reshape(-1, t.shape[1])
-
-
 def recurrent_dgrad_taps(dpre_t: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
     """d(im2col of h_{t-1}) of step t's recurrent convolution: dpre_t (B, 4Ch, H, W) channels-last as rows (B*H*W,
     4Ch) @ W_h as (4Ch, (dy, dx, c)) -> (B, 4 Ch, H, W) channels-last, channel block k = 2 dy + dx the share of tap
     (dy, dx) (h at (y, x) gets it from pixel (y - dy, x - dx))."""
     B, G, H, W = dpre_t.shape
+    rows = dpre_t.permute(0, 2, 3, 1).reshape(B * H * W, G)  # a view of the channels-last buffer
     # W_h as (4Ch, (dy, dx, c)): a view of the channels-last weight, no copy per step
-    return col_view(rows_of(dpre_t) @ w_h.permute(0, 2, 3, 1).reshape(G, -1), B, H, W)
+    dcol = rows @ w_h.permute(0, 2, 3, 1).reshape(G, -1)
+    return dcol.view(B, H, W, -1).permute(0, 3, 1, 2)
