@@ -4,8 +4,9 @@
 # by the sm_90 compile 68 / 128 registers forward / backward against 115 / 187, benchmarks/attention_sm90.py).
 #   1. bench_attention_split.py: the default (3/1024/4) against the setting at 3, 4 and 6 programs per SM, the
 #      step's eight attention calls graph-timed, outputs compared                               -> attention_split.md
-#   2. the graphed bf16 step, the default against the sweep's fastest setting, in alternation twice  -> model/*.md
-#   3. the attention's GPU tests with that setting                                              -> gpu_tests.txt
+#   2. if the fastest setting has the last step apart: the graphed bf16 step, the default against it, in
+#      alternation twice, then the attention's GPU tests with it (gpu_setting_ab.sh)  -> model/*.md, model/gpu_tests.txt
+#   3. otherwise the attention's GPU tests with MSCRED_ATTN_LAST_APART=${APART_TESTS:-1}          -> gpu_tests.txt
 # Usage: bash benchmarks/gpu_attention_apart.sh (run 2026-12-02, results/attention_apart/). The next A/B, the last
 # step apart in the backward only: APART_SWEEP="3/1024/4,3/1024/4+apart-bwd" APART_TESTS=bwd bash ...
 # Writes $OUT/attention_apart.tgz.
@@ -19,10 +20,10 @@ grep -A8 "^Sums over" "$D/attention_split.md"
 BEST=$(paste -sd, "$D/best_split.env")
 echo "fastest: ${BEST:-none}"
 if [ -n "$BEST" ] && grep -qE "LAST_APART=(1|bwd)" "$D/best_split.env"; then
-  OUT="$D" PART_TIMEOUT_S=45 bash benchmarks/gpu_train_variants.sh model "default_1:g-fused-bf16" \
-    "apart_1:g-fused-bf16:$BEST" "default_2:g-fused-bf16" "apart_2:g-fused-bf16:$BEST"
+  OUT="$D" bash benchmarks/gpu_setting_ab.sh model apart "$BEST" 120 tests/test_ops_triton_attention.py
   grep -h "train fused + CUDA graph" "$D/model/log.txt"
+else  # the setting's tests all the same
+  env MSCRED_ATTN_LAST_APART=${APART_TESTS:-1} bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 120 \
+    tests/test_ops_triton_attention.py
 fi
-env MSCRED_ATTN_LAST_APART=${APART_TESTS:-1} bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 120 \
-  tests/test_ops_triton_attention.py
 (cd "$OUT" && tar czf attention_apart.tgz attention_apart && rm -rf attention_apart)

@@ -5,8 +5,9 @@
 # docs/training-kernel-plan.md).
 #   1. bench_attention_split.py over the settings below (the default first), the step's eight attention calls
 #      graph-timed, outputs compared                                                    -> attention_split.md
-#   2. the graphed bf16 step, the default against the sweep's fastest setting, in alternation twice  -> *.md, log.txt
-#   3. the attention's GPU tests with that setting                                      -> gpu_tests.txt
+#   2. the graphed bf16 step, the default against the sweep's fastest setting, in alternation twice
+#      (2-3: gpu_setting_ab.sh)                                                        -> model/*.md, log.txt
+#   3. the attention's GPU tests with that setting                                -> model/gpu_tests.txt
 # Usage: bash benchmarks/gpu_attention_partial.sh. Writes $OUT/attention_partial.tgz.
 set -uo pipefail
 . benchmarks/device_env.sh
@@ -19,10 +20,7 @@ grep -A12 "^Sums over" "$D/attention_split.md"
 BEST=$(paste -sd, "$D/best_split.env")
 echo "fastest: ${BEST:-none}"
 if [ -n "$BEST" ]; then
-  OUT="$D" PART_TIMEOUT_S=45 bash benchmarks/gpu_train_variants.sh model "default_1:g-fused-bf16" \
-    "best_1:g-fused-bf16:$BEST" "default_2:g-fused-bf16" "best_2:g-fused-bf16:$BEST"
+  OUT="$D" bash benchmarks/gpu_setting_ab.sh model best "$BEST" 150 tests/test_ops_triton_attention.py
   grep -h "train fused + CUDA graph" "$D/model/log.txt"
-  env $(tr '\n' ' ' < "$D/best_split.env") bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 \
-    tests/test_ops_triton_attention.py
 fi
 (cd "$OUT" && tar czf attention_partial.tgz attention_partial && rm -rf attention_partial)
