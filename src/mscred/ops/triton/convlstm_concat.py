@@ -29,6 +29,7 @@ import torch.nn.functional as F
 # convlstm.py imports this module; its helpers are looked up when called (the import is circular by design:
 # these are two halves of one op's implementation).
 from mscred.ops.triton import convlstm as lstm
+from mscred.ops import conv_cell
 from mscred.ops.padding import copy_pixels, zero_pixels
 from mscred.ops.triton.runtime import switched_off, tile_override
 
@@ -91,6 +92,13 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     w = _whole_weight(w_x, w_h)
     copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images)  # every x_t with its zero border (the weight
     zero_pixels(xh[0, :, C:])                                    # gradient reads x_0 too); h_{-1} = 0
+    if conv_cell.runs(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads):  # one CUDA kernel a step (ops/conv_cell)
+        w_rows, bias32 = conv_cell.packed_weight(w), bias.float().contiguous()
+        gates = [lstm._empty(B, 4 * Ch, H, W, xh, "nhwc") for _ in range(T)]
+        for t in range(T):  # (step 0 convolves xh_0 whole: its h half is the zeros above)
+            conv_cell.step(xh[t], w_rows, bias32, cells[t - 1] if t > 0 else None, cells[t], gates[t], out[:, t],
+                           xh[t + 1] if t < T - 1 else None, C, forget_bias)
+        return gates
     hp_border = lstm.recurrent_border(xh[1:, :, C:], pads)
     N = B * Ch * H * W
     block, block_c, grid = lstm._launch("nhwc", B * H * W, Ch)

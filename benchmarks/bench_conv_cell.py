@@ -1,0 +1,116 @@
+"""Levels 1-2's training forward on the concatenated path: cuDNN's convolution + the Triton cell kernel per step (the
+default) against the CUDA conv + cell step kernel (``ops/conv_cell``, MSCRED_LSTM_CONV_CELL=1), as CUDA-graph
+replays.
+
+The call is ``convlstm_concat.forward`` as the training step makes it (batch 128, 5 steps, bf16 operands, float16
+cells, time-major zero-bordered inputs; x's copy into xh included): level 1 (C = Ch = 32, 30 x 30) and level 2
+(C = Ch = 64, 15 x 15). Outputs (h, c, the gates) compared with the split path's: largest difference relative to the
+largest magnitude (the two sum the convolution in different orders). With the kernels of one eager call of each.
+
+Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_conv_cell.py [--out DIR] [--once SETTING LEVEL: two
+calls and exit, for ncu]. Writes DIR/conv_cell.md and .json (DIR: benchmarks/results/conv_cell_cuda) and
+DIR/faster.env (MSCRED_LSTM_CONV_CELL=1 if the kernel's sum over both levels beats the split path's, else empty).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+
+import torch
+
+import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
+from bench_train_cells import graph_ms  # noqa: E402
+
+B, T = 128, 5
+LEVELS = {1: (32, 30), 2: (64, 15)}  # level: (C = Ch, map side)
+PADS = (0, 1, 0, 1)
+
+
+def _inputs(C: int, n: int):
+    g = torch.Generator(device="cuda").manual_seed(1)
+    images = torch.zeros(T * B, n + 1, n + 1, C, device="cuda", dtype=torch.bfloat16)
+    images[:, :n, :n] = torch.randn(T * B, n, n, C, device="cuda", generator=g).to(torch.bfloat16)
+    images = images.permute(0, 3, 1, 2)  # (T*B, C, Hp, Wp) channels-last
+    scale = 1 / (2 * (2 * C) ** 0.5)
+    fmt = torch.channels_last
+    w_x = (torch.randn(4 * C, C, 2, 2, device="cuda", generator=g) * scale).to(torch.bfloat16)
+    w_h = (torch.randn(4 * C, C, 2, 2, device="cuda", generator=g) * scale).to(torch.bfloat16)
+    bias = (torch.randn(4 * C, device="cuda", generator=g) * 0.5).to(torch.bfloat16)
+    return images, w_x.contiguous(memory_format=fmt), w_h.contiguous(memory_format=fmt), bias
+
+
+def _kernel_times(fn) -> str:
+    """The call's kernels by name (the profiler's CUDA events of one eager call): "name x count = us", largest first."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    totals = []
+    for e in prof.key_averages():
+        us = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0.0)
+        if us > 0 and e.count:
+            totals.append((us, e.key[:48], e.count))
+    return "; ".join(f"{name} x{n} = {us:.1f} us" for us, name, n in sorted(totals, reverse=True)[:6])
+
+
+def main() -> None:
+    from mscred.ops import conv_cell
+    from mscred.ops.triton import convlstm_concat
+    from mscred.ops.triton.runtime import tl
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/conv_cell_cuda")
+    ap.add_argument("--once", nargs=2, metavar=("SETTING", "LEVEL"), help="split|kernel and 1|2: two calls, exit")
+    args = ap.parse_args()
+    rows = []
+    for level, (C, n) in LEVELS.items():
+        if args.once and int(args.once[1]) != level:
+            continue
+        images, w_x, w_h, bias = _inputs(C, n)
+        bufs = convlstm_concat.buffers(B, T, C, C, n, n, PADS, images, torch.float16)
+
+        def forward():
+            return convlstm_concat.forward(images, w_x, w_h, bias, *bufs, PADS, 1.0, tl.float32)
+
+        ref = None
+        for setting in ("split", "kernel"):
+            if args.once and args.once[0] != setting:
+                continue
+            os.environ["MSCRED_LSTM_CONV_CELL"] = "1" if setting == "kernel" else "0"
+            if args.once:
+                for _ in range(2):
+                    forward()
+                torch.cuda.synchronize()
+                continue
+            ran = conv_cell.runs(bufs[2], torch.float16, C, C, (2, 2), PADS)
+            gates = forward()
+            torch.cuda.synchronize()
+            got = [bufs[0].clone(), bufs[1].clone(), torch.stack(gates)]
+            ref = ref or got
+            diff = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
+                       for a, b in zip(got, ref))
+            ms = graph_ms(forward)
+            first = rows[-1]["ms"] if setting == "kernel" else ms
+            rows.append(dict(level=level, setting=setting if setting == "split" or ran else "kernel (did not run)",
+                             ms=round(ms, 4), vs_split=round(first / ms, 3), rel_diff=float(f"{diff:.2e}"),
+                             kernels=_kernel_times(forward)))
+            print(rows[-1], flush=True)
+    if args.once:
+        return
+    sweep_report.table(
+        args.out, "conv_cell", "bench_conv_cell.py",
+        "Levels 1-2's training forward: cuDNN + cell kernel against the CUDA conv + cell step kernel",
+        f"convlstm_concat.forward at batch {B}, {T} steps, bf16 operands, float16 cells; level 1 C = Ch = 32 at "
+        "30 x 30, level 2 C = Ch = 64 at 15 x 15; one CUDA graph of the whole call (x's copy into xh included), "
+        "median of 30 replays. Difference: largest over h, c and the gates, relative to the split path's largest "
+        "magnitude.",
+        ["level", "setting", "ms", "vs split", "largest difference (relative)", "kernels of one eager call"], rows,
+        lambda r: (r["level"], r["setting"], r["ms"], f"{r['vs_split']:.2f}x", f"{r['rel_diff']:.1e}", r["kernels"]))
+    total = {s: sum(r["ms"] for r in rows if r["setting"] == s) for s in ("split", "kernel")}
+    faster = len([r for r in rows if r["setting"] == "kernel"]) == len(LEVELS) and total["kernel"] < total["split"]
+    print(f"sums over the levels: split {total['split']:.4f} ms, kernel {total['kernel']:.4f} ms", flush=True)
+    (pathlib.Path(args.out) / "faster.env").write_text("MSCRED_LSTM_CONV_CELL=1\n" if faster else "")
+
+
+if __name__ == "__main__":
+    main()

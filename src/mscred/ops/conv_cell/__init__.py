@@ -1,0 +1,62 @@
+"""One training forward step of a large ConvLSTM level as one CUDA kernel: ``step`` (gate convolution + cell update).
+
+The concatenated-gates path (``ops/triton/convlstm_concat.py``) otherwise runs, per step, cuDNN's convolution of the
+zero-bordered [x_t, h_{t-1}] with the whole gate weight and then the Triton cell kernel, the gates passing through
+HBM between them. ``conv_cell.cu`` (its header comment has the design) computes both in one kernel on Hopper's
+warpgroup MMAs, with the weight resident in shared memory and the cell update in the epilogue, and writes what the
+backward reads (the pre-activations without the bias, c_t, h_t, and h_t with its zero border into the next step's
+rows). It is written for the default model's levels 1-2 (C = Ch = 32 and C = Ch = 64, 2 x 2 kernels with TF "same"
+padding), bf16 operands and float16 cells (``MSCRED_LSTM_HALF_CELL_TRAIN``), on sm_90a (H100 / H200).
+
+Opt-in while it is measured: ``MSCRED_LSTM_CONV_CELL=1``. Built on first use for the present GPU
+(``ops/cuda_extension.py``); if the build fails mscred warns once and the split path runs.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from mscred.ops.cuda_extension import LazyExtension
+from mscred.ops.triton.convlstm_window import shared_limit
+from mscred.ops.triton.runtime import switched_on
+
+CHANNELS = ((32, 32), (64, 64))  # (C, Ch) with a build: levels 1 and 2 of the default model
+PADS = (0, 1, 0, 1)  # TF "same" padding of a 2 x 2 kernel: the border is the last row and column
+_SRC = Path(__file__).resolve().parent
+
+_extension = LazyExtension("conv + cell step extension", "mscred_conv_cell", _SRC, ["binding.cpp", "conv_cell.cu"])
+
+
+def takes(dtype: torch.dtype, cell_dtype: torch.dtype, C: int, Ch: int, kernel: tuple[int, int], pads) -> bool:
+    """Whether the kernel is written for this level: switched on, bf16 operands, float16 cells, (C, Ch) in
+    CHANNELS, a 2 x 2 kernel with ``PADS``."""
+    return (switched_on("MSCRED_LSTM_CONV_CELL") and dtype == torch.bfloat16 and cell_dtype == torch.float16
+            and (C, Ch) in CHANNELS and tuple(kernel) == (2, 2) and tuple(pads) == PADS)
+
+
+def runs(xh: torch.Tensor, cell_dtype: torch.dtype, C: int, Ch: int, kernel, pads) -> bool:
+    """``takes`` for the bordered rows ``xh`` (T, B, C + Ch, Hp, Wp) on a Hopper GPU (compute capability 9.0: the
+    kernel's wgmma) where the extension builds and one block's shared memory for maps this wide fits."""
+    if xh.device.type != "cuda" or not takes(xh.dtype, cell_dtype, C, Ch, kernel, pads):
+        return False
+    if torch.cuda.get_device_capability(xh.device) != (9, 0):
+        return False
+    if not _extension.usable("the convolution and the cell kernel run apart"):
+        return False
+    return 0 < _extension().shared_bytes(C, Ch, xh.shape[-1] - 1) <= shared_limit(xh.device)
+
+
+def packed_weight(w: torch.Tensor) -> torch.Tensor:
+    """The whole gate weight (4Ch, C + Ch, 2, 2) as the kernel's (4Ch, 4 (C + Ch)): row n (gate column), column
+    (ky * 2 + kx) * (C + Ch) + ci (a view where ``w`` is channels-last)."""
+    return w.permute(0, 2, 3, 1).reshape(w.shape[0], -1).contiguous()
+
+
+def step(xh_t: torch.Tensor, w_rows: torch.Tensor, bias: torch.Tensor, c_prev, c: torch.Tensor, pre: torch.Tensor,
+         out_t: torch.Tensor, hp, C: int, forget_bias: float) -> None:
+    """Step t: pre (B, 4Ch, H, W) = the convolution of xh_t (B, C + Ch, Hp, Wp) with ``w_rows`` (``packed_weight``)
+    rounded to bf16, without the bias; c = sigmoid(f + forget_bias) c_prev + sigmoid(i) tanh(g) (c_prev None at
+    the first step); out_t = sigmoid(o) tanh(c), also written into hp's channels C.. (the next step's xh, None at
+    the last step) with zeros on its border; the gates' pre-activations with the float32 bias, rounded to bf16."""
+    _extension().step(xh_t, w_rows, bias.float().contiguous(), c_prev, c, pre, out_t, hp, C, float(forget_bias))

@@ -1,0 +1,38 @@
+// The training ConvLSTM step kernel's interface (conv_cell.cu), shared with the PyTorch glue (binding.cpp).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace mscred_conv_cell {
+
+// One step t of a large level's training forward on the concatenated-gates path (ops/triton/convlstm_concat.py):
+// the convolution of the zero-bordered [x_t, h_{t-1}] rows with the whole gate weight and the cell update.
+// Rows: the step's bordered maps as a (B * Hp * Wp, K0) matrix, K0 = C + Ch channels per row (channels-last), with
+// TF "same" padding of a 2 x 2 kernel (Hp = H + 1, Wp = W + 1: the border is the last row and column), so that output
+// pixel (b, y, x) is row q = (b * Hp + y) * Wp + x and its taps rows q, q + 1, q + Wp, q + Wp + 1.
+struct ConvCellParams {
+  const __nv_bfloat16* xh;  // the step's rows (B * Hp * Wp, K0)
+  const __nv_bfloat16* w;   // gate weight (4Ch gate columns, 4 K0), k = (ky * 2 + kx) * K0 + ci (channels-last)
+  const float* bias;        // (4Ch,), gate blocks i, g, f, o
+  const __half* c_prev;     // c_{t-1} (B, H, W, Ch) float16, or null at the first step (h_{-1} = c_{-1} = 0)
+  __half* c;                // out: c_t (B, H, W, Ch)
+  __nv_bfloat16* pre;       // out: the convolution without the bias, rounded to bf16 (B, H, W, 4Ch)
+  __nv_bfloat16* out;       // out: h_t (B, H, W, Ch) maps, map b at out + b * out_sb
+  long long out_sb;
+  __nv_bfloat16* hp;        // out: h_t into the next step's rows at channel C (and zeros on their border), or null
+  int B, H, W, C;
+  float forget_bias;
+};
+
+// Shared memory of one block for K0 = c + ch row channels, ch hidden channels and maps W pixels wide.
+size_t shared_bytes(int c, int ch, int w);
+
+// Launches one step on `stream` (persistent blocks, one per SM); cudaErrorInvalidValue for sizes it has no build for
+// (C = Ch = 32: level 1 of the default model; C = Ch = 64: level 2).
+cudaError_t conv_cell_step(const ConvCellParams& p, int ch, int sms, cudaStream_t stream);
+
+}  // namespace mscred_conv_cell

@@ -1,0 +1,162 @@
+"""The training ConvLSTM's conv + cell step kernel (``ops/conv_cell``, CUDA C++ on Hopper's warpgroup MMAs; opt-in
+with MSCRED_LSTM_CONV_CELL=1): levels 1-2 of the default model on the concatenated-gates path.
+
+In CI (no GPU) its source is compiled for sm_90a and its PTX checked (warpgroup MMAs per k16 step, cp.async row
+tiles, 16-byte global stores only); its Python side's conditions and weight layout are checked on the CPU. On an
+H100 / H200 the training op with the kernel runs forward and backward against the float64 oracle, within twice
+the error of the split path (cuDNN's convolution + the Triton cell kernel) at the model's sizes and awkward ones
+(one window, batches that leave the last tile short, maps of odd sizes, 1 to 5 steps), with its buffer poisoned
+first (the kernel must write every element of the next step's h half, border included).
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+import torch
+
+from mscred.ops import conv_cell
+from mscred.ops import reference as ref
+from mscred.ops.cuda_extension import cuda_target
+from mscred.ops.triton import convlstm_concat
+from mscred.ops.triton.runtime import tl
+from mscred.sass.toolchain import find_tool
+from test_ops_triton_convlstm import _fwd_bwd, _inputs, _rel, _time_major_fwd_bwd, pytestmark  # noqa: F401
+
+NVCC = find_tool("nvcc")
+SRC = conv_cell._SRC / "conv_cell.cu"
+HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+needs_hopper = pytest.mark.skipif(not HOPPER, reason="the kernel runs on Hopper (sm_90a wgmma) only; compiled in CI")
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
+def test_compiles_to_warpgroup_mmas(tmp_path):
+    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], f"-I{conv_cell._SRC}", "-Xptxas", "-v", "-c",
+           str(SRC), "-o", str(tmp_path / "conv_cell.o"), "--keep", f"--keep-dir={tmp_path}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = proc.stdout + proc.stderr
+    parts = re.split(r"Compiling entry function '([^']+)'", report)
+    kernels = {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
+    assert sorted("ILi32ELi32" in k for k in kernels) == [False, True] and len(kernels) == 2  # levels 1 and 2
+    for name, info in kernels.items():
+        # Level 1's three warpgroups leave 168 registers a thread: ptxas keeps a few loop-invariant values on the
+        # stack (16 bytes, reloaded once a tile); level 2's two warpgroups none.
+        spill = int(re.search(r"(\d+) bytes spill stores", info).group(1))
+        assert spill <= (32 if "ILi32ELi32" in name else 0), f"{name}: {spill} bytes of spill stores"
+    ptx = "".join(p.read_text() for p in tmp_path.glob("*.ptx"))
+    # one warpgroup MMA per k16 step of the four taps: 4 x 64 / 16 at level 1, 4 x 128 / 16 at level 2
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 16 + 32
+    assert "cp.async.cg.shared.global" in ptx and "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx
+    stores = re.findall(r"\bst\.(?!shared)\S*", ptx)
+    assert stores and set(stores) == {"st.global.v4.u32"}, sorted(set(stores))
+    for body in ptx.split(".entry")[1:]:  # the weight visible to the tensor cores before the block's barrier
+        assert -1 < body.find("fence.proxy.async.shared::cta") < body.find("bar.sync"), "fence before barrier"
+
+
+def test_takes_only_what_it_is_written_for(monkeypatch):
+    bf16, f16 = torch.bfloat16, torch.float16
+
+    def takes(dtype=bf16, cell=f16, C=32, Ch=32, kernel=(2, 2), pads=(0, 1, 0, 1)):
+        return conv_cell.takes(dtype, cell, C, Ch, kernel, pads)
+
+    monkeypatch.delenv("MSCRED_LSTM_CONV_CELL", raising=False)
+    assert not takes()  # opt-in
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "1")
+    assert takes() and takes(C=64, Ch=64)
+    assert not takes(C=16, Ch=32) and not takes(C=128, Ch=128) and not takes(C=32, Ch=64)
+    assert not takes(torch.float16) and not takes(torch.float32) and not takes(cell=torch.float32)
+    assert not takes(kernel=(3, 3), pads=(1, 1, 1, 1)) and not takes(pads=(1, 0, 1, 0))
+    xh = torch.zeros(5, 2, 64, 31, 31, dtype=bf16)
+    assert not conv_cell.runs(xh, f16, 32, 32, (2, 2), (0, 1, 0, 1))  # a CPU tensor
+
+
+def test_packed_weight_rows_are_taps_then_channels():
+    w = torch.randn(8, 3, 2, 2, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    rows = conv_cell.packed_weight(w)
+    assert rows.shape == (8, 12) and rows.is_contiguous()
+    for ky in range(2):
+        for kx in range(2):
+            tap = ky * 2 + kx
+            torch.testing.assert_close(rows[:, tap * 3:(tap + 1) * 3], w[:, :, ky, kx])
+
+
+@pytest.fixture
+def kernel_on(monkeypatch):
+    """The concatenated path at every map size with the step kernel switched on; counts its steps."""
+    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "1")
+    steps = []
+    real = conv_cell.step
+    monkeypatch.setattr(conv_cell, "step", lambda *a: steps.append(1) or real(*a))
+    return steps
+
+
+# (B, T, C = Ch, n): the model's levels at the training batch, and awkward ones: one window, batches whose rows leave
+# the last 64-row tile short, odd and tiny maps, one step (no recurrence) and two.
+@needs_hopper
+@pytest.mark.parametrize("B, T, C, n", [(128, 5, 32, 30), (128, 5, 64, 15), (3, 5, 32, 7), (1, 2, 32, 5),
+                                        (37, 3, 64, 15), (2, 5, 64, 9), (5, 1, 32, 30), (7, 4, 64, 3)])
+def test_training_level_tracks_split_path(B, T, C, n, kernel_on, monkeypatch):
+    """h and the gradients of x, the weight and the bias, bf16, against the float64 oracle: within twice the split
+    path's error (both round the gates to bf16 once). The level's buffer is poisoned with NaN first."""
+    real = convlstm_concat.buffers
+
+    def poisoned(*args):
+        out, cells, xh = real(*args)
+        return out.fill_(float("nan")), cells.fill_(float("nan")), xh.fill_(float("nan"))
+    monkeypatch.setattr(convlstm_concat, "buffers", poisoned)
+    x, w, b, dout = _inputs(B, T, C, C, n, 2, seed=300 + B + T + n)
+    oracle = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    low = [t.to(torch.bfloat16) for t in (x, w, b, dout)]
+    ours = _time_major_fwd_bwd(*low, 2)
+    assert len(kernel_on) == T
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "0")
+    split = _time_major_fwd_bwd(*low, 2)
+    assert len(kernel_on) == T
+    for name, o, s, e in zip(("h", "dx", "dweight", "dbias"), ours, split, oracle):
+        assert torch.isfinite(o).all(), name
+        assert _rel(o, e) <= 2 * _rel(s, e) + 1e-3, f"{name}: {_rel(o, e):.3g} vs split path {_rel(s, e):.3g}"
+
+
+@needs_hopper
+def test_step_outputs_match_split_path_and_replay_in_a_graph(kernel_on, monkeypatch):
+    """convlstm_concat.forward at level 1's training size: the pre-activations, cells and h of the kernel against
+    the split path's (different summation orders: a few bf16 ulps), and the same from a CUDA graph's replay."""
+    B, T, C, n, pads = 64, 5, 32, 30, (0, 1, 0, 1)
+    g = torch.Generator(device="cuda").manual_seed(5)
+    images = torch.zeros(T * B, n + 1, n + 1, C, device="cuda", dtype=torch.bfloat16)
+    images[:, :n, :n] = torch.randn(T * B, n, n, C, device="cuda", generator=g).to(torch.bfloat16)
+    images = images.permute(0, 3, 1, 2)
+    fmt = torch.channels_last
+    w_x = (torch.randn(4 * C, C, 2, 2, device="cuda", generator=g) / 16).to(torch.bfloat16).contiguous(memory_format=fmt)
+    w_h = (torch.randn(4 * C, C, 2, 2, device="cuda", generator=g) / 16).to(torch.bfloat16).contiguous(memory_format=fmt)
+    bias = (torch.randn(4 * C, device="cuda", generator=g) * 0.5).to(torch.bfloat16)
+
+    def run():
+        bufs = convlstm_concat.buffers(B, T, C, C, n, n, pads, images, torch.float16)
+        gates = convlstm_concat.forward(images, w_x, w_h, bias, *bufs, pads, 1.0, tl.float32)
+        return [bufs[0], bufs[1], torch.stack(gates)]
+
+    ours = run()
+    assert len(kernel_on) == T
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "0")
+    split = run()
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "1")
+    for name, o, s in zip(("h", "c", "pre"), ours, split):
+        scale = s.float().abs().max()
+        assert ((o.float() - s.float()).abs().max() / scale).item() < 2e-2, name
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        run()  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        replayed = run()
+    graph.replay()
+    torch.cuda.synchronize()
+    for name, r, o in zip(("h", "c", "pre"), replayed, ours):
+        assert torch.equal(r, o), name  # the same kernel on the same inputs: bit-equal
