@@ -64,6 +64,8 @@ def test_takes_only_what_it_is_written_for(monkeypatch):
     monkeypatch.delenv("MSCRED_LSTM_CONV_CELL", raising=False)
     assert not takes()  # opt-in
     monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "1")
+    assert takes() and not takes(C=64, Ch=64)  # level 1 only by default
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "all")
     assert takes() and takes(C=64, Ch=64)
     assert not takes(C=16, Ch=32) and not takes(C=128, Ch=128) and not takes(C=32, Ch=64)
     assert not takes(torch.float16) and not takes(torch.float32) and not takes(cell=torch.float32)
@@ -87,7 +89,7 @@ def kernel_on(monkeypatch):
     """The concatenated path at every map size with the step kernel switched on; counts its steps."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
-    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "1")
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "all")  # level 2's build too
     steps = []
     real = conv_cell.step
     monkeypatch.setattr(conv_cell, "step", lambda *a: steps.append(1) or real(*a))
@@ -144,7 +146,7 @@ def test_step_outputs_match_split_path_and_replay_in_a_graph(kernel_on, monkeypa
     assert len(kernel_on) == T
     monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "0")
     split = run()
-    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "1")
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "all")
     for name, o, s in zip(("h", "c", "pre"), ours, split):
         scale = s.float().abs().max()
         assert ((o.float() - s.float()).abs().max() / scale).item() < 2e-2, name

@@ -8,7 +8,7 @@ backward reads (the pre-activations without the bias, c_t, h_t, and h_t with its
 rows). It is written for the default model's levels 1-2 (C = Ch = 32 and C = Ch = 64, 2 x 2 kernels with TF "same"
 padding), bf16 operands and float16 cells (``MSCRED_LSTM_HALF_CELL_TRAIN``), on sm_90a (H100 / H200).
 
-Opt-in while it is measured: ``MSCRED_LSTM_CONV_CELL=1``. Built on first use for the present GPU
+Opt-in while it is measured: ``MSCRED_LSTM_CONV_CELL=1`` (level 1; ``all``: levels 1-2). Built on first use for the present GPU
 (``ops/cuda_extension.py``); if the build fails mscred warns once and the split path runs.
 """
 from __future__ import annotations
@@ -19,9 +19,13 @@ import torch
 
 from mscred.ops.cuda_extension import LazyExtension
 from mscred.ops.triton.convlstm_window import shared_limit
-from mscred.ops.triton.runtime import switched_on
+import os
 
 CHANNELS = ((32, 32), (64, 64))  # (C, Ch) with a build: levels 1 and 2 of the default model
+# (C, Ch) it runs for by default (MSCRED_LSTM_CONV_CELL=1): level 1 only. Level 2's build measured slower than the
+# split path (27 against 24 us a step, results/conv_cell_cuda/: one block an SM of two warpgroups, the 128 KB
+# weight); MSCRED_LSTM_CONV_CELL=all runs it too (A/B runs, its tests).
+DEFAULT_CHANNELS = ((32, 32),)
 PADS = (0, 1, 0, 1)  # TF "same" padding of a 2 x 2 kernel: the border is the last row and column
 _SRC = Path(__file__).resolve().parent
 
@@ -30,9 +34,11 @@ _extension = LazyExtension("conv + cell step extension", "mscred_conv_cell", _SR
 
 def takes(dtype: torch.dtype, cell_dtype: torch.dtype, C: int, Ch: int, kernel: tuple[int, int], pads) -> bool:
     """Whether the kernel is written for this level: switched on, bf16 operands, float16 cells, (C, Ch) in
-    CHANNELS, a 2 x 2 kernel with ``PADS``."""
-    return (switched_on("MSCRED_LSTM_CONV_CELL") and dtype == torch.bfloat16 and cell_dtype == torch.float16
-            and (C, Ch) in CHANNELS and tuple(kernel) == (2, 2) and tuple(pads) == PADS)
+    DEFAULT_CHANNELS (MSCRED_LSTM_CONV_CELL=1) or CHANNELS (=all), a 2 x 2 kernel with ``PADS``."""
+    setting = os.environ.get("MSCRED_LSTM_CONV_CELL", "0").strip().lower()
+    channels = CHANNELS if setting == "all" else DEFAULT_CHANNELS if setting in ("1", "true", "yes", "on") else ()
+    return (dtype == torch.bfloat16 and cell_dtype == torch.float16 and (C, Ch) in channels
+            and tuple(kernel) == (2, 2) and tuple(pads) == PADS)
 
 
 def runs(xh: torch.Tensor, cell_dtype: torch.dtype, C: int, Ch: int, kernel, pads) -> bool:
