@@ -116,6 +116,11 @@ def test_env_lists_backends(capsys):
         assert resident == "ok" or resident.startswith("unavailable: ")
     else:
         assert resident.startswith("unavailable: no CUDA device")
+    step = info["kernels"]["conv + cell step (bf16 training, level 1)"]
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):  # Hopper: it builds and runs
+        assert step == "ok", step
+    else:
+        assert step.startswith("unavailable: ")
     assert "torch" in info["packages"]
     cuda = info["cuda_available"]
     assert info["defaults"]["cuda_graphs"] == cuda and (cuda or info["defaults"]["backend"] == "reference")

@@ -1,5 +1,5 @@
-"""The training ConvLSTM's conv + cell step kernel (``ops/conv_cell``, CUDA C++ on Hopper's warpgroup MMAs; opt-in
-with MSCRED_LSTM_CONV_CELL=1): levels 1-2 of the default model on the concatenated-gates path.
+"""The training ConvLSTM's conv + cell step kernel (``ops/conv_cell``, CUDA C++ on Hopper's warpgroup MMAs): level 1
+of the default model on the concatenated-gates path by default, level 2 too with MSCRED_LSTM_CONV_CELL=all.
 
 In CI (no GPU) its source is compiled for sm_90a and its PTX checked (warpgroup MMAs per k16 step, cp.async row
 tiles, 16-byte global stores only); its Python side's conditions and weight layout are checked on the CPU. On an
@@ -62,9 +62,9 @@ def test_takes_only_what_it_is_written_for(monkeypatch):
         return conv_cell.takes(dtype, cell, C, Ch, kernel, pads)
 
     monkeypatch.delenv("MSCRED_LSTM_CONV_CELL", raising=False)
-    assert not takes()  # opt-in
-    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "1")
     assert takes() and not takes(C=64, Ch=64)  # level 1 only by default
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "0")
+    assert not takes()
     monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "all")
     assert takes() and takes(C=64, Ch=64)
     assert not takes(C=16, Ch=32) and not takes(C=128, Ch=128) and not takes(C=32, Ch=64)

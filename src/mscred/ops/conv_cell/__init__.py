@@ -8,7 +8,9 @@ backward reads (the pre-activations without the bias, c_t, h_t, and h_t with its
 rows). It is written for the default model's levels 1-2 (C = Ch = 32 and C = Ch = 64, 2 x 2 kernels with TF "same"
 padding), bf16 operands and float16 cells (``MSCRED_LSTM_HALF_CELL_TRAIN``), on sm_90a (H100 / H200).
 
-Opt-in while it is measured: ``MSCRED_LSTM_CONV_CELL=1`` (level 1; ``all``: levels 1-2). Built on first use for the present GPU
+The default at level 1 since 2026-12-02 (the graphed bf16 training step 2.738-2.740 -> 2.694-2.701 ms in
+alternation, results/conv_cell_step/); ``MSCRED_LSTM_CONV_CELL=0`` keeps the split path, ``=all`` runs level 2's
+build too (slower there, results/conv_cell_cuda/). Built on first use for the present GPU
 (``ops/cuda_extension.py``); if the build fails mscred warns once and the split path runs.
 """
 from __future__ import annotations
@@ -22,9 +24,9 @@ from mscred.ops.triton.convlstm_window import shared_limit
 import os
 
 CHANNELS = ((32, 32), (64, 64))  # (C, Ch) with a build: levels 1 and 2 of the default model
-# (C, Ch) it runs for by default (MSCRED_LSTM_CONV_CELL=1): level 1 only. Level 2's build measured slower than the
-# split path (27 against 24 us a step, results/conv_cell_cuda/: one block an SM of two warpgroups, the 128 KB
-# weight); MSCRED_LSTM_CONV_CELL=all runs it too (A/B runs, its tests).
+# (C, Ch) it runs for by default: level 1 only. Level 2's build measured slower than the split path (27 against 24 us
+# a step, results/conv_cell_cuda/: one block an SM of two warpgroups, the 128 KB weight); MSCRED_LSTM_CONV_CELL=all
+# runs it too (A/B runs, its tests), =0 never.
 DEFAULT_CHANNELS = ((32, 32),)
 PADS = (0, 1, 0, 1)  # TF "same" padding of a 2 x 2 kernel: the border is the last row and column
 _SRC = Path(__file__).resolve().parent
@@ -33,10 +35,10 @@ _extension = LazyExtension("conv + cell step extension", "mscred_conv_cell", _SR
 
 
 def takes(dtype: torch.dtype, cell_dtype: torch.dtype, C: int, Ch: int, kernel: tuple[int, int], pads) -> bool:
-    """Whether the kernel is written for this level: switched on, bf16 operands, float16 cells, (C, Ch) in
-    DEFAULT_CHANNELS (MSCRED_LSTM_CONV_CELL=1) or CHANNELS (=all), a 2 x 2 kernel with ``PADS``."""
-    setting = os.environ.get("MSCRED_LSTM_CONV_CELL", "0").strip().lower()
-    channels = CHANNELS if setting == "all" else DEFAULT_CHANNELS if setting in ("1", "true", "yes", "on") else ()
+    """Whether the kernel is written for this level: bf16 operands, float16 cells, (C, Ch) in DEFAULT_CHANNELS
+    (CHANNELS with MSCRED_LSTM_CONV_CELL=all, none with =0), a 2 x 2 kernel with ``PADS``."""
+    setting = os.environ.get("MSCRED_LSTM_CONV_CELL", "1").strip().lower()
+    channels = CHANNELS if setting == "all" else () if setting in ("0", "false", "no", "off") else DEFAULT_CHANNELS
     return (dtype == torch.bfloat16 and cell_dtype == torch.float16 and (C, Ch) in channels
             and tuple(kernel) == (2, 2) and tuple(pads) == PADS)
 
@@ -66,3 +68,42 @@ def step(xh_t: torch.Tensor, w_rows: torch.Tensor, bias: torch.Tensor, c_prev, c
     the first step); out_t = sigmoid(o) tanh(c), also written into hp's channels C.. (the next step's xh, None at
     the last step) with zeros on its border; the gates' pre-activations with the float32 bias, rounded to bf16."""
     _extension().step(xh_t, w_rows, bias.float().contiguous(), c_prev, c, pre, out_t, hp, C, float(forget_bias))
+
+
+def is_available() -> tuple[bool, str]:
+    """Whether the kernel works here: builds the extension if needed and runs a small level's training forward (two
+    windows of 3 steps, 32 channels, 5 x 5) through ``convlstm_concat.forward`` against the float64 reference."""
+    if not torch.cuda.is_available():
+        return False, "no CUDA device (training takes cuDNN's convolution and the cell kernel)"
+    if not takes(torch.bfloat16, torch.float16, 32, 32, (2, 2), PADS):
+        return False, "switched off (MSCRED_LSTM_CONV_CELL=0)"
+    device = torch.device("cuda", torch.cuda.current_device())
+    capability = torch.cuda.get_device_capability(device)
+    if capability != (9, 0):
+        return False, f"written for Hopper (sm_90a warpgroup MMAs), this device has compute capability {capability}"
+    try:
+        _extension()
+        from mscred.ops import reference
+        from mscred.ops.triton import convlstm_concat
+        from mscred.ops.triton.runtime import tl
+        B, T, C, n = 2, 3, 32, 5
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(B, T, C, n, n, generator=g, dtype=torch.float64)
+        w = torch.randn(4 * C, 2 * C, 2, 2, generator=g, dtype=torch.float64) / 16
+        b = torch.randn(4 * C, generator=g, dtype=torch.float64) * 0.5
+        # the time-major zero-bordered inputs (T * B, C, n + 1, n + 1) channels-last, as the encoder hands them over
+        bordered = torch.zeros(T, B, n + 1, n + 1, C, dtype=torch.float64)
+        bordered[:, :, :n, :n] = x.permute(1, 0, 3, 4, 2)
+        images = bordered.reshape(T * B, n + 1, n + 1, C).to(device, torch.bfloat16).permute(0, 3, 1, 2)
+        low_w = w.to(device, torch.bfloat16).contiguous(memory_format=torch.channels_last)
+        bufs = convlstm_concat.buffers(B, T, C, C, n, n, PADS, images, torch.float16)
+        with torch.no_grad():
+            convlstm_concat.forward(images, low_w[:, :C], low_w[:, C:], b.to(device, torch.bfloat16), *bufs, PADS,
+                                    1.0, tl.float32)
+        want = reference.convlstm(x, w, b, 1.0)
+        err = ((bufs[0].double().cpu() - want).norm() / want.norm()).item()
+        if not err < 2e-2:
+            return False, f"built, but a test level is off by {err:.3g} (relative)"
+    except Exception as err:  # noqa: BLE001
+        return False, str(err)
+    return True, "CUDA kernel built (wgmma), training level 1 of the default model"
