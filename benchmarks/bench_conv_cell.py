@@ -6,6 +6,7 @@ The call is ``convlstm_concat.forward`` as the training step makes it (batch 128
 cells, time-major zero-bordered inputs; x's copy into xh included): level 1 (C = Ch = 32, 30 x 30) and level 2
 (C = Ch = 64, 15 x 15). Outputs (h, c, the gates) compared with the split path's: largest difference relative to the
 largest magnitude (the two sum the convolution in different orders). With the kernels of one eager call of each.
+At level 1 also the kernel's A/B builds (``--variants``: MSCRED_CONV_CELL_FLAGS).
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_conv_cell.py [--out DIR] [--once SETTING LEVEL: two
 calls and exit, for ncu]. Writes DIR/conv_cell.md and .json (DIR: benchmarks/results/conv_cell_cuda) and
@@ -25,6 +26,9 @@ from bench_train_cells import graph_ms  # noqa: E402
 B, T = 128, 5
 LEVELS = {1: (32, 30), 2: (64, 15)}  # level: (C = Ch, map side)
 PADS = (0, 1, 0, 1)
+# The A operand from shared memory through swizzled descriptors, four and three warpgroups a block
+DEFAULT_VARIANTS = ("smem_a4=-DMSCRED_CONV_CELL_SMEM_A=1;"
+                    "smem_a3=-DMSCRED_CONV_CELL_SMEM_A=1 -DMSCRED_CONV_CELL_WARPGROUPS=3")
 
 
 def _inputs(C: int, n: int):
@@ -61,7 +65,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/conv_cell_cuda")
     ap.add_argument("--once", nargs=2, metavar=("SETTING", "LEVEL"), help="split|kernel and 1|2: two calls, exit")
+    ap.add_argument("--variants", default=DEFAULT_VARIANTS,
+                    help="level 1's A/B builds: 'label=-D flags' separated by ';' (MSCRED_CONV_CELL_FLAGS)")
     args = ap.parse_args()
+    variants = [tuple(v.split("=", 1)) for v in args.variants.split(";") if v.strip()]
     rows = []
     for level, (C, n) in LEVELS.items():
         if args.once and int(args.once[1]) != level:
@@ -73,16 +80,18 @@ def main() -> None:
             return convlstm_concat.forward(images, w_x, w_h, bias, *bufs, PADS, 1.0, tl.float32)
 
         ref = None
-        for setting in ("split", "kernel"):
+        settings = [("split", "")] + [("kernel", "")] + (variants if level == 1 else [])
+        for setting, flags in settings:
             if args.once and args.once[0] != setting:
                 continue
-            os.environ["MSCRED_LSTM_CONV_CELL"] = "all" if setting == "kernel" else "0"
+            os.environ["MSCRED_LSTM_CONV_CELL"] = "0" if setting == "split" else "all"
+            os.environ["MSCRED_CONV_CELL_FLAGS"] = flags
             if args.once:
                 for _ in range(2):
                     forward()
                 torch.cuda.synchronize()
                 continue
-            ran = conv_cell.runs(bufs[2], torch.float16, C, C, (2, 2), PADS)
+            ran = setting == "split" or conv_cell.runs(bufs[2], torch.float16, C, C, (2, 2), PADS)
             gates = forward()
             torch.cuda.synchronize()
             got = [bufs[0].clone(), bufs[1].clone(), torch.stack(gates)]
@@ -90,11 +99,13 @@ def main() -> None:
             diff = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
                        for a, b in zip(got, ref))
             ms = graph_ms(forward)
-            first = rows[-1]["ms"] if setting == "kernel" else ms
-            rows.append(dict(level=level, setting=setting if setting == "split" or ran else "kernel (did not run)",
+            first = next(r["ms"] for r in rows if r["level"] == level and r["setting"] == "split") \
+                if setting != "split" else ms
+            rows.append(dict(level=level, setting=setting if ran else f"{setting} (did not run)",
                              ms=round(ms, 4), vs_split=round(first / ms, 3), rel_diff=float(f"{diff:.2e}"),
                              kernels=_kernel_times(forward)))
             print(rows[-1], flush=True)
+        os.environ["MSCRED_CONV_CELL_FLAGS"] = ""
     if args.once:
         return
     sweep_report.table(
@@ -106,8 +117,6 @@ def main() -> None:
         "magnitude.",
         ["level", "setting", "ms", "vs split", "largest difference (relative)", "kernels of one eager call"], rows,
         lambda r: (r["level"], r["setting"], r["ms"], f"{r['vs_split']:.2f}x", f"{r['rel_diff']:.1e}", r["kernels"]))
-    total = {s: sum(r["ms"] for r in rows if r["setting"] == s) for s in ("split", "kernel")}
-    print(f"sums over the levels: split {total['split']:.4f} ms, kernel {total['kernel']:.4f} ms", flush=True)
     # the setting for the step's A/B: the kernel at the levels where it is faster (level 1 alone: "1")
     faster = [r["level"] for r in rows if r["setting"] == "kernel" and r["vs_split"] > 1]
     setting = {(1,): "1", (1, 2): "all"}.get(tuple(faster))

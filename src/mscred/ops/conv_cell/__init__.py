@@ -15,13 +15,14 @@ build too (slower there, results/conv_cell_cuda/). Built on first use for the pr
 """
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 
 import torch
 
 from mscred.ops.cuda_extension import LazyExtension
 from mscred.ops.triton.convlstm_window import shared_limit
-import os
 
 CHANNELS = ((32, 32), (64, 64))  # (C, Ch) with a build: levels 1 and 2 of the default model
 # (C, Ch) it runs for by default: level 1 only. Level 2's build measured slower than the split path (27 against 24 us
@@ -31,7 +32,27 @@ DEFAULT_CHANNELS = ((32, 32),)
 PADS = (0, 1, 0, 1)  # TF "same" padding of a 2 x 2 kernel: the border is the last row and column
 _SRC = Path(__file__).resolve().parent
 
-_extension = LazyExtension("conv + cell step extension", "mscred_conv_cell", _SRC, ["binding.cpp", "conv_cell.cu"])
+_builds: dict[str, LazyExtension] = {}  # per MSCRED_CONV_CELL_FLAGS
+
+
+def _build_flags() -> tuple[list[str], str]:
+    """A/B builds of the kernel's compile-time switches (benchmarks): -D flags from MSCRED_CONV_CELL_FLAGS
+    (``-DMSCRED_CONV_CELL_SMEM_A=1`` ...), in a module of their own name."""
+    flags = os.environ.get("MSCRED_CONV_CELL_FLAGS", "").split()
+    return flags, f"_{hashlib.sha256(' '.join(flags).encode()).hexdigest()[:8]}" if flags else ""
+
+
+def _extension() -> object:
+    """The module built with the present MSCRED_CONV_CELL_FLAGS (each flag set once per process)."""
+    return _lazy()()
+
+
+def _lazy() -> LazyExtension:
+    flags = os.environ.get("MSCRED_CONV_CELL_FLAGS", "").strip()
+    if flags not in _builds:
+        _builds[flags] = LazyExtension("conv + cell step extension", "mscred_conv_cell", _SRC,
+                                       ["binding.cpp", "conv_cell.cu"], _build_flags)
+    return _builds[flags]
 
 
 def takes(dtype: torch.dtype, cell_dtype: torch.dtype, C: int, Ch: int, kernel: tuple[int, int], pads) -> bool:
@@ -50,7 +71,7 @@ def runs(xh: torch.Tensor, cell_dtype: torch.dtype, C: int, Ch: int, kernel, pad
         return False
     if torch.cuda.get_device_capability(xh.device) != (9, 0):
         return False
-    if not _extension.usable("the convolution and the cell kernel run apart"):
+    if not _lazy().usable("the convolution and the cell kernel run apart"):
         return False
     return 0 < _extension().shared_bytes(C, Ch, xh.shape[-1] - 1) <= shared_limit(xh.device)
 

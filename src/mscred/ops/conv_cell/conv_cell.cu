@@ -44,16 +44,36 @@ using mscred_resident::keep_in_registers;
 using mscred_resident::wgmma_commit;
 using mscred_resident::wgmma_desc;
 using mscred_resident::wgmma_fence;
+using mscred_resident::wgmma_desc_sw128;
 using mscred_resident::wgmma_m64n128k16;
+using mscred_resident::wgmma_m64n128k16_ss;
 using mscred_resident::wgmma_wait_all;
 
 constexpr int kTileRows = 64;  // output rows (of the bordered index) per warpgroup tile: wgmma's M
 
+// MSCRED_CONV_CELL_SMEM_A 1 has the tensor cores read the A operand (the row tiles) from shared memory through
+// 128-byte-swizzle descriptors (wgmma.h's wgmma_desc_sw128: a tap's rows start at any row of the tile, the
+// descriptor's base offset carrying the swizzle phase) instead of ldmatrix'ing it into registers: no A fragments in
+// registers (64 at level 1), so four warpgroups a block fit. Rows of 128 bytes only (C + Ch = 64: level 1). An A/B
+// switch, built under its own name from MSCRED_CONV_CELL_FLAGS (benchmarks).
+#ifndef MSCRED_CONV_CELL_SMEM_A
+#define MSCRED_CONV_CELL_SMEM_A 0
+#endif
+template <int C, int CH>
+__host__ __device__ constexpr bool smem_a() {
+  return MSCRED_CONV_CELL_SMEM_A && C + CH == 64;
+}
+
 // Warpgroups per block: three at 32 hidden channels (64 KB of weight, ~168 registers a thread), two at 64 (128 KB
-// of weight leaves room for two warpgroups' double buffers; the 32 k16 steps' A fragments take 128 registers).
-template <int CH>
+// of weight leaves room for two warpgroups' double buffers; the 32 k16 steps' A fragments take 128 registers); four
+// with the A operand in shared memory.
+// MSCRED_CONV_CELL_WARPGROUPS sets level 1's count (A/B builds, as the switch above).
+template <int C, int CH>
 __host__ __device__ constexpr int warpgroups_of() {
-  return CH == 32 ? 3 : 2;
+#ifdef MSCRED_CONV_CELL_WARPGROUPS
+  if (CH == 32) return MSCRED_CONV_CELL_WARPGROUPS;
+#endif
+  return smem_a<C, CH>() ? 4 : CH == 32 ? 3 : 2;
 }
 
 template <int C, int CH>
@@ -68,7 +88,12 @@ struct Sizes {
   static_assert(CH % 32 == 0, "32-channel groups");
 };
 
-__host__ __device__ constexpr int tile_rows_of(int w) { return kTileRows + (w + 1) + 1; }
+// Rows of a tile's buffer: the 64 output rows and the Wp + 1 more its taps read; whole 8-row swizzle atoms (1,024
+// bytes) with the A operand in shared memory, so that every buffer starts on an atom.
+template <int C, int CH>
+__host__ __device__ constexpr int tile_rows_of(int w) {
+  return smem_a<C, CH>() ? (kTileRows + (w + 1) + 1 + 7) / 8 * 8 : kTileRows + (w + 1) + 1;
+}
 
 __device__ __forceinline__ float tanh_fast(float x) {
   float y;
@@ -117,18 +142,21 @@ __device__ __forceinline__ uint32_t bits(const T& pair) {
 }
 
 template <int C, int CH>
-__global__ void __launch_bounds__(warpgroups_of<CH>() * 128, 1) conv_cell_kernel(ConvCellParams p) {
+__global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_kernel(ConvCellParams p) {
   using S = Sizes<C, CH>;
   constexpr int K0 = S::K0, KSTEPS = S::KSTEPS, TAP_STEPS = S::TAP_STEPS, CHUNKS = S::CHUNKS;
-  constexpr int GROUPS = CH / 32, NWG = warpgroups_of<CH>();
+  constexpr int GROUPS = CH / 32, NWG = warpgroups_of<C, CH>();
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(smem);
   float* bias_s = reinterpret_cast<float*>(smem + S::WEIGHT_BYTES);  // [gate][32 channels of the group]
-  unsigned char* a_all = smem + S::WEIGHT_BYTES + S::BIAS_BYTES;
+  // The row buffers from the next 1,024-byte boundary of the shared window (the swizzle atoms' alignment; the
+  // block asks for 1 KB of slack, shared_bytes_of).
+  const unsigned a_start = smem_u32(smem) + S::WEIGHT_BYTES + S::BIAS_BYTES;
+  unsigned char* a_all = smem + S::WEIGHT_BYTES + S::BIAS_BYTES + (((a_start + 1023) & ~1023u) - a_start);
 
   const int Wp = p.W + 1, HpWp = (p.H + 1) * Wp;
   const int rows = p.B * HpWp, tiles = (rows + kTileRows - 1) / kTileRows;
-  const int tile_rows = tile_rows_of(p.W), a_bytes = tile_rows * K0 * 2;
+  const int tile_rows = tile_rows_of<C, CH>(p.W), a_bytes = tile_rows * K0 * 2;
   const int group = blockIdx.x % GROUPS, ctas = gridDim.x / GROUPS, cta = blockIdx.x / GROUPS;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
 
@@ -193,31 +221,45 @@ __global__ void __launch_bounds__(warpgroups_of<CH>() * 128, 1) conv_cell_kernel
       }
     }
 
-    cp_async_wait<1>();          // this tile's rows (this thread's copies) ...
-    warpgroup_barrier(barrier);  // ... and every thread's
-    const unsigned a_base = smem_u32(my_a + (it & 1) * a_bytes);
-    uint32_t a[KSTEPS][4];
-#pragma unroll
-    for (int tap = 0; tap < 4; ++tap) {
-      const int row = a_row + (tap >> 1) * Wp + (tap & 1);
-#pragma unroll
-      for (int ts = 0; ts < TAP_STEPS; ++ts) {
-        const int chunk = ts * 2 + khalf;
-        ldmatrix_x4(a_base + row * (K0 * 2) + ((chunk ^ (row & 7)) << 4), a[tap * TAP_STEPS + ts]);
-      }
-    }
+    cp_async_wait<1>();  // this tile's rows (this thread's copies) ...
     float acc[16][4];
-    wgmma_fence();
+    const unsigned a_base = smem_u32(my_a + (it & 1) * a_bytes);
+    if constexpr (smem_a<C, CH>()) {
+      fence_proxy_async_shared();  // ... visible to the tensor cores' reads ...
+      warpgroup_barrier(barrier);  // ... every thread's
+      wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < KSTEPS; ++ks) {
-      wgmma_m64n128k16(acc, a[ks], wgmma_desc(w_base + ks * 4096, 2048, 128), ks > 0);
+      for (int ks = 0; ks < KSTEPS; ++ks) {
+        const int tap = ks / TAP_STEPS, ts = ks % TAP_STEPS;
+        const unsigned a_at = a_base + ((tap >> 1) * Wp + (tap & 1)) * (K0 * 2) + ts * 32;
+        wgmma_m64n128k16_ss(acc, wgmma_desc_sw128(a_at), wgmma_desc(w_base + ks * 4096, 2048, 128), ks > 0);
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+    } else {
+      warpgroup_barrier(barrier);  // ... and every thread's
+      uint32_t a[KSTEPS][4];
+#pragma unroll
+      for (int tap = 0; tap < 4; ++tap) {
+        const int row = a_row + (tap >> 1) * Wp + (tap & 1);
+#pragma unroll
+        for (int ts = 0; ts < TAP_STEPS; ++ts) {
+          const int chunk = ts * 2 + khalf;
+          ldmatrix_x4(a_base + row * (K0 * 2) + ((chunk ^ (row & 7)) << 4), a[tap * TAP_STEPS + ts]);
+        }
+      }
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < KSTEPS; ++ks) {
+        wgmma_m64n128k16(acc, a[ks], wgmma_desc(w_base + ks * 4096, 2048, 128), ks > 0);
+      }
+      wgmma_commit();
+      wgmma_wait_all();
+#pragma unroll
+      for (int ks = 0; ks < KSTEPS; ++ks)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) keep_in_registers(a[ks][i]);
     }
-    wgmma_commit();
-    wgmma_wait_all();
-#pragma unroll
-    for (int ks = 0; ks < KSTEPS; ++ks)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) keep_in_registers(a[ks][i]);
 #pragma unroll
     for (int nt = 0; nt < 16; ++nt)
 #pragma unroll
@@ -276,7 +318,8 @@ __global__ void __launch_bounds__(warpgroups_of<CH>() * 128, 1) conv_cell_kernel
 template <int C, int CH>
 size_t shared_bytes_of(int w) {
   using S = Sizes<C, CH>;
-  return S::WEIGHT_BYTES + S::BIAS_BYTES + static_cast<size_t>(warpgroups_of<CH>()) * 2 * tile_rows_of(w) * S::K0 * 2;
+  return S::WEIGHT_BYTES + S::BIAS_BYTES + (smem_a<C, CH>() ? 1024 : 0) +
+         static_cast<size_t>(warpgroups_of<C, CH>()) * 2 * tile_rows_of<C, CH>(w) * S::K0 * 2;
 }
 
 // The dynamic shared-memory allowance is a per-device function attribute, only ever raised (as resident_lstm.cu
@@ -304,7 +347,7 @@ cudaError_t launch(const ConvCellParams& p, int sms, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   constexpr int groups = CH / 32;
   const int grid = sms < groups ? groups : sms / groups * groups;  // whole groups: block i takes group i % groups
-  conv_cell_kernel<C, CH><<<grid, warpgroups_of<CH>() * 128, smem, stream>>>(p);
+  conv_cell_kernel<C, CH><<<grid, warpgroups_of<C, CH>() * 128, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
