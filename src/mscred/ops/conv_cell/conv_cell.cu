@@ -59,6 +59,12 @@ constexpr int kTileRows = 64;  // output rows (of the bordered index) per warpgr
 #ifndef MSCRED_CONV_CELL_SMEM_A
 #define MSCRED_CONV_CELL_SMEM_A 0
 #endif
+// MSCRED_CONV_CELL_BASE_OFFSET: the descriptors' base offset for a tap's rows that start inside a swizzle atom (1: the
+// PTX ISA's (addr >> 7) % 8; 0: none). The first H200 run of the shared-memory build with 1 gave wrong gates
+// (results/conv_cell_smem/).
+#ifndef MSCRED_CONV_CELL_BASE_OFFSET
+#define MSCRED_CONV_CELL_BASE_OFFSET 0
+#endif
 template <int C, int CH>
 __host__ __device__ constexpr bool smem_a() {
   return MSCRED_CONV_CELL_SMEM_A && C + CH == 64;
@@ -149,10 +155,11 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
   extern __shared__ __align__(128) unsigned char smem[];
   __nv_bfloat16* w_s = reinterpret_cast<__nv_bfloat16*>(smem);
   float* bias_s = reinterpret_cast<float*>(smem + S::WEIGHT_BYTES);  // [gate][32 channels of the group]
-  // The row buffers from the next 1,024-byte boundary of the shared window (the swizzle atoms' alignment; the
-  // block asks for 1 KB of slack, shared_bytes_of).
+  // The row buffers; with the A operand in shared memory from the next 1,024-byte boundary of the shared window (the
+  // swizzle atoms' alignment; the block asks for 1 KB of slack then, shared_bytes_of).
   const unsigned a_start = smem_u32(smem) + S::WEIGHT_BYTES + S::BIAS_BYTES;
-  unsigned char* a_all = smem + S::WEIGHT_BYTES + S::BIAS_BYTES + (((a_start + 1023) & ~1023u) - a_start);
+  unsigned char* a_all = smem + S::WEIGHT_BYTES + S::BIAS_BYTES +
+                         (smem_a<C, CH>() ? ((a_start + 1023) & ~1023u) - a_start : 0);
 
   const int Wp = p.W + 1, HpWp = (p.H + 1) * Wp;
   const int rows = p.B * HpWp, tiles = (rows + kTileRows - 1) / kTileRows;
@@ -232,7 +239,7 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
       for (int ks = 0; ks < KSTEPS; ++ks) {
         const int tap = ks / TAP_STEPS, ts = ks % TAP_STEPS;
         const unsigned a_at = a_base + ((tap >> 1) * Wp + (tap & 1)) * (K0 * 2) + ts * 32;
-        wgmma_m64n128k16_ss(acc, wgmma_desc_sw128(a_at), wgmma_desc(w_base + ks * 4096, 2048, 128), ks > 0);
+        wgmma_m64n128k16_ss(acc, wgmma_desc_sw128(a_at, MSCRED_CONV_CELL_BASE_OFFSET), wgmma_desc(w_base + ks * 4096, 2048, 128), ks > 0);
       }
       wgmma_commit();
       wgmma_wait_all();

@@ -69,12 +69,13 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[16][4], const uint32
 
 // Descriptor of an operand at shared address `addr` in the 128-byte-swizzle K-major layout: rows of 128 bytes (64
 // bf16 k), 8-row atoms 1,024 bytes apart (the stride byte offset), chunk c of row r stored at chunk c ^ (r % 8) counted
-// from a 1,024-byte boundary. `addr` may start at any row (and 32-byte k step) of such a buffer: the base offset
-// (bits 49-51) is then the start's row within its atom, (addr >> 7) % 8, as the PTX ISA's descriptor table says.
-__device__ __forceinline__ uint64_t wgmma_desc_sw128(unsigned addr) {
+// from a 1,024-byte boundary. `addr` may start at any row (and 32-byte k step) of such a buffer; `base_offset` (bits
+// 49-51) is what the PTX ISA's descriptor table asks for a start off the atom's boundary, (addr >> 7) % 8, or 0 where
+// the hardware swizzles by the absolute address (conv_cell.cu's MSCRED_CONV_CELL_BASE_OFFSET A/B says which).
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(unsigned addr, bool base_offset) {
   return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>((addr >> 7) & 7) << 49) |
-         (static_cast<uint64_t>(1) << 62);
+         (static_cast<uint64_t>(1024 >> 4) << 32) |
+         (static_cast<uint64_t>(base_offset ? (addr >> 7) & 7 : 0) << 49) | (static_cast<uint64_t>(1) << 62);
 }
 
 // d (64 x 128, float32, as wgmma_m64n128k16's) = A (64 x 16 bf16 at descriptor `a_desc`, shared memory) x B (16 x
