@@ -94,6 +94,17 @@ struct Sizes {
   static_assert(CH % 32 == 0, "32-channel groups");
 };
 
+// MSCRED_CONV_CELL_STAGES: level 1's row buffers per warpgroup (2: the next tile's rows arrive while this one
+// computes; 3: the next two). Nsight Compute on the 2-stage build (results/conv_cell_ncu/): 18% occupancy, 0.42
+// issued warps per scheduler, long-scoreboard and barrier stalls first. An A/B switch as the ones above.
+#ifndef MSCRED_CONV_CELL_STAGES
+#define MSCRED_CONV_CELL_STAGES 2
+#endif
+template <int C, int CH>
+__host__ __device__ constexpr int stages_of() {
+  return CH == 32 ? MSCRED_CONV_CELL_STAGES : 2;
+}
+
 // Rows of a tile's buffer: the 64 output rows and the Wp + 1 more its taps read; whole 8-row swizzle atoms (1,024
 // bytes) with the A operand in shared memory, so that every buffer starts on an atom.
 template <int C, int CH>
@@ -180,7 +191,8 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
   for (int i = tid; i < 128; i += NWG * 128) bias_s[i] = p.bias[(i >> 5) * CH + group * 32 + (i & 31)];
   __syncthreads();
 
-  unsigned char* my_a = a_all + wg * 2 * a_bytes;  // this warpgroup's two row buffers
+  constexpr int STAGES = stages_of<C, CH>();
+  unsigned char* my_a = a_all + wg * STAGES * a_bytes;  // this warpgroup's row buffers
   const int wg_tid = tid & 127, barrier = 1 + wg;
   // A tile's rows q0 .. q0 + tile_rows - 1 (the last row repeated past the end: only rows that are no output read
   // them), chunk c of row r stored at chunk c ^ (r % 8) so that ldmatrix's eight consecutive rows hit distinct banks.
@@ -209,11 +221,15 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
   const unsigned w_base = smem_u32(w_s);
   const int stride = ctas * NWG;
   int tile = cta * NWG + wg;
-  if (tile < tiles) load_tile(0, tile);
-  cp_async_commit();
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {  // the first STAGES - 1 tiles' rows
+    if (tile + st * stride < tiles) load_tile(st, tile + st * stride);
+    cp_async_commit();
+  }
   for (int it = 0; tile < tiles; ++it, tile += stride) {  // uniform over the warpgroup: its wgmma need all 128
-    warpgroup_barrier(barrier);  // every warp is done with the buffer the next tile goes into
-    if (tile + stride < tiles) load_tile((it + 1) & 1, tile + stride);
+    warpgroup_barrier(barrier);  // every warp is done with the buffer the tile STAGES - 1 ahead goes into
+    const int ahead = tile + (STAGES - 1) * stride;
+    if (ahead < tiles) load_tile((it + STAGES - 1) % STAGES, ahead);
     cp_async_commit();
 
     // This thread's two rows: pixel (b, y, x) if an output, else a border row of the next step's map (or past the
@@ -228,9 +244,9 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
       }
     }
 
-    cp_async_wait<1>();  // this tile's rows (this thread's copies) ...
+    cp_async_wait<STAGES - 1>();  // this tile's rows (this thread's copies) ...
     float acc[16][4];
-    const unsigned a_base = smem_u32(my_a + (it & 1) * a_bytes);
+    const unsigned a_base = smem_u32(my_a + (it % STAGES) * a_bytes);
     if constexpr (smem_a<C, CH>()) {
       fence_proxy_async_shared();  // ... visible to the tensor cores' reads ...
       warpgroup_barrier(barrier);  // ... every thread's
@@ -326,7 +342,7 @@ template <int C, int CH>
 size_t shared_bytes_of(int w) {
   using S = Sizes<C, CH>;
   return S::WEIGHT_BYTES + S::BIAS_BYTES + (smem_a<C, CH>() ? 1024 : 0) +
-         static_cast<size_t>(warpgroups_of<C, CH>()) * 2 * tile_rows_of<C, CH>(w) * S::K0 * 2;
+         static_cast<size_t>(warpgroups_of<C, CH>()) * stages_of<C, CH>() * tile_rows_of<C, CH>(w) * S::K0 * 2;
 }
 
 // The dynamic shared-memory allowance is a per-device function attribute, only ever raised (as resident_lstm.cu
