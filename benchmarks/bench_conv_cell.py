@@ -26,9 +26,8 @@ from bench_train_cells import graph_ms  # noqa: E402
 B, T = 128, 5
 LEVELS = {1: (32, 30), 2: (64, 15)}  # level: (C = Ch, map side)
 PADS = (0, 1, 0, 1)
-# The A operand from shared memory through swizzled descriptors, four and three warpgroups a block
-DEFAULT_VARIANTS = ("smem_a4=-DMSCRED_CONV_CELL_SMEM_A=1;"
-                    "smem_a3=-DMSCRED_CONV_CELL_SMEM_A=1 -DMSCRED_CONV_CELL_WARPGROUPS=3")
+# The A operand by ldmatrix into registers (the first build), and three row buffers a warpgroup
+DEFAULT_VARIANTS = "ldmatrix=-DMSCRED_CONV_CELL_SMEM_A=0;stages3=-DMSCRED_CONV_CELL_STAGES=3"
 
 
 def _inputs(C: int, n: int):

@@ -51,17 +51,20 @@ using mscred_resident::wgmma_wait_all;
 
 constexpr int kTileRows = 64;  // output rows (of the bordered index) per warpgroup tile: wgmma's M
 
-// MSCRED_CONV_CELL_SMEM_A 1 has the tensor cores read the A operand (the row tiles) from shared memory through
-// 128-byte-swizzle descriptors (wgmma.h's wgmma_desc_sw128: a tap's rows start at any row of the tile, the
-// descriptor's base offset carrying the swizzle phase) instead of ldmatrix'ing it into registers: no A fragments in
-// registers (64 at level 1), so four warpgroups a block fit. Rows of 128 bytes only (C + Ch = 64: level 1). An A/B
-// switch, built under its own name from MSCRED_CONV_CELL_FLAGS (benchmarks).
+// MSCRED_CONV_CELL_SMEM_A 1 (the default) has the tensor cores read the A operand (the row tiles) from shared memory
+// through 128-byte-swizzle descriptors (wgmma.h's wgmma_desc_sw128: a tap's rows start at any row of the tile; the
+// hardware swizzles by the absolute address, so the descriptor's base offset stays 0) instead of ldmatrix'ing it
+// into registers: no A fragments in registers (64 at level 1), no spills at three warpgroups' 168 registers, no
+// ldmatrix. Rows of 128 bytes only (C + Ch = 64: level 1; level 2 keeps ldmatrix). Measured on the H200
+// (results/conv_cell_stages/): level 1's five steps 142.9 against 159.5 us with three warpgroups (four: no faster,
+// results/conv_cell_smem/). 0 keeps ldmatrix (A/B builds: -D flags from MSCRED_CONV_CELL_FLAGS, benchmarks).
 #ifndef MSCRED_CONV_CELL_SMEM_A
-#define MSCRED_CONV_CELL_SMEM_A 0
+#define MSCRED_CONV_CELL_SMEM_A 1
 #endif
 // MSCRED_CONV_CELL_BASE_OFFSET: the descriptors' base offset for a tap's rows that start inside a swizzle atom (1: the
-// PTX ISA's (addr >> 7) % 8; 0: none). The first H200 run of the shared-memory build with 1 gave wrong gates
-// (results/conv_cell_smem/).
+// PTX ISA's (addr >> 7) % 8; 0: none). With 1 the H200 computed wrong gates (relative difference 1.5, results/
+// conv_cell_smem_first/ and conv_cell_smem/), with 0 the same as the ldmatrix build: the swizzle follows the
+// absolute shared address, as for TMA's stores.
 #ifndef MSCRED_CONV_CELL_BASE_OFFSET
 #define MSCRED_CONV_CELL_BASE_OFFSET 0
 #endif
@@ -70,16 +73,15 @@ __host__ __device__ constexpr bool smem_a() {
   return MSCRED_CONV_CELL_SMEM_A && C + CH == 64;
 }
 
-// Warpgroups per block: three at 32 hidden channels (64 KB of weight, ~168 registers a thread), two at 64 (128 KB
-// of weight leaves room for two warpgroups' double buffers; the 32 k16 steps' A fragments take 128 registers); four
-// with the A operand in shared memory.
+// Warpgroups per block: three at 32 hidden channels (64 KB of weight, 168 registers a thread), two at 64 (128 KB
+// of weight leaves room for two warpgroups' double buffers; the 32 k16 steps' A fragments take 128 registers).
 // MSCRED_CONV_CELL_WARPGROUPS sets level 1's count (A/B builds, as the switch above).
 template <int C, int CH>
 __host__ __device__ constexpr int warpgroups_of() {
 #ifdef MSCRED_CONV_CELL_WARPGROUPS
   if (CH == 32) return MSCRED_CONV_CELL_WARPGROUPS;
 #endif
-  return smem_a<C, CH>() ? 4 : CH == 32 ? 3 : 2;
+  return CH == 32 ? 3 : 2;
 }
 
 template <int C, int CH>
@@ -95,8 +97,10 @@ struct Sizes {
 };
 
 // MSCRED_CONV_CELL_STAGES: level 1's row buffers per warpgroup (2: the next tile's rows arrive while this one
-// computes; 3: the next two). Nsight Compute on the 2-stage build (results/conv_cell_ncu/): 18% occupancy, 0.42
-// issued warps per scheduler, long-scoreboard and barrier stalls first. An A/B switch as the ones above.
+// computes; 3: the next two). Nsight Compute on the first build (ldmatrix, results/conv_cell_ncu/): 18% occupancy,
+// 0.42 issued warps per scheduler, long-scoreboard, wait and barrier stalls first; 3 buffers took it from 159.5 to
+// 150.8 us, but with the A operand in shared memory 142.3 against 142.9 us (results/conv_cell_stages/): 2 stays.
+// An A/B switch as the ones above.
 #ifndef MSCRED_CONV_CELL_STAGES
 #define MSCRED_CONV_CELL_STAGES 2
 #endif
