@@ -2,6 +2,10 @@
 // [x_t, h_{t-1}] rows and the cell update in its epilogue (conv_cell_step; the concatenated-gates path of
 // ops/triton/convlstm_concat.py, which otherwise runs cuDNN's convolution and the Triton cell kernel per step).
 //
+// Measured on the H200 (results/conv_cell_stages/, conv_cell_final/): level 1's five forward steps 142.9 us against
+// 107.7 + 71.8 for cuDNN's convolutions and the cell kernels; the graphed training step 2.680 / 2.661 against 2.736 /
+// 2.728 ms. Level 2's build 0.96x the split path (results/conv_cell_cuda/): off unless MSCRED_LSTM_CONV_CELL=all.
+//
 // Why: at level 1 (batch 128, 32 channels, 30 x 30) cuDNN's convolution takes ~21.5 us a step and the cell kernel
 // ~17 us, and between them the gates (29.5 MB in bf16) go to HBM and come back; the Triton kernel that fused the
 // two (a `tl.dot` tile with the cell update after it, removed in 52b2057) ran 43-44 us at 22.9% occupancy: the
@@ -11,9 +15,10 @@
 //     shared memory for the whole step (64 KB at level 1, 128 KB at level 2), read by the tensor cores;
 //   - each warpgroup takes 64-row tiles on its own: the 64 + Wp + 1 rows that a tile's four taps read are ONE
 //     contiguous block of the row matrix (tap (ky, kx) of row q is row q + ky * Wp + kx), brought in by cp.async
-//     into a double buffer (the next tile's rows arrive while this one computes), A fragments by ldmatrix at the
-//     tap's row offset (XOR-swizzled 16-byte chunks: conflict-free), the GEMM on wgmma m64n128k16 with A in
-//     registers and B (the weight) in shared memory;
+//     into a double buffer (the next tile's rows arrive while this one computes), the GEMM on wgmma m64n128k16 with
+//     B (the weight) in shared memory and A read by the tensor cores from the row buffer through a 128-byte-swizzle
+//     descriptor starting at the tap's row (level 1, MSCRED_CONV_CELL_SMEM_A), or ldmatrix'ed into registers at
+//     that row (level 2, whose 256-byte rows are no 128-byte swizzle atom's; XOR-swizzled chunks, conflict-free);
 //   - three warpgroups a block at level 1 (two at level 2, whose weight is twice the size): while one runs its
 //     MMAs the others run their epilogues, so the cell arithmetic overlaps the tensor cores;
 //   - the gate columns interleaved as in the resident kernel (column n = 32 gate + 8 q + c holds channel
