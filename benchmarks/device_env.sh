@@ -32,18 +32,22 @@ cache_bytecode() {
   export PYTHONPYCACHEPREFIX=/tmp/mscred_pycache
 }
 
-# build_resident DIR FLAGS...: builds the resident ConvLSTM extension once per flag set (MSCRED_RESIDENT_LSTM_FLAGS,
-# "" the default build), all at once, each log in DIR/build_<n>.txt (n counting from 0), so that the tests and
-# benchmarks after it find them built.
-build_resident() {
-  local dir=$1 i=0; shift
+# build_flag_sets MODULE VARIABLE DIR FLAGS...: the CUDA extension of mscred.ops.MODULE once per flag set (VARIABLE:
+# its -D flags variable, "" the default build), all at once, each log in DIR/build_<n>.txt (n counting from 0), so
+# that the tests and benchmarks after it find them built.
+build_flag_sets() {
+  local module=$1 variable=$2 dir=$3 i=0; shift 3
   for flags in "$@"; do
-    MSCRED_RESIDENT_LSTM_FLAGS="$flags" timeout 240 python3 -c \
-      "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$dir/build_$i.txt" 2>&1 &
+    env "$variable=$flags" timeout 240 python3 -c \
+      "from mscred.ops import $module; $module._extension()" > "$dir/build_$i.txt" 2>&1 &
     i=$((i + 1))
   done
   wait
 }
+# build_resident DIR FLAGS...: the resident ConvLSTM extension (MSCRED_RESIDENT_LSTM_FLAGS);
+# build_conv_cell DIR FLAGS...: the conv + cell step extension (MSCRED_CONV_CELL_FLAGS).
+build_resident() { build_flag_sets resident_lstm MSCRED_RESIDENT_LSTM_FLAGS "$@"; }
+build_conv_cell() { build_flag_sets conv_cell MSCRED_CONV_CELL_FLAGS "$@"; }
 
 # bench_level DIR LABEL FLAGS SCRIPT PATHS: one per-level benchmark (bench_lstm_attention.py, bench_resident_lstm.py)
 # with the resident kernel's build MSCRED_RESIDENT_LSTM_FLAGS=FLAGS ("" the default), timing PATHS (its --timed),

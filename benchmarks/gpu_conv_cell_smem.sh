@@ -15,13 +15,7 @@ cache_bytecode
 D=$(result_dir conv_cell_smem)
 SMEM4="-DMSCRED_CONV_CELL_SMEM_A=1"
 SMEM4BO="-DMSCRED_CONV_CELL_SMEM_A=1 -DMSCRED_CONV_CELL_BASE_OFFSET=1"
-i=0
-for flags in "" "$SMEM4" "$SMEM4BO"; do
-  MSCRED_CONV_CELL_FLAGS="$flags" timeout 240 python3 -c \
-    "from mscred.ops import conv_cell; conv_cell._extension()" > "$D/build_$i.txt" 2>&1 &
-  i=$((i + 1))
-done
-wait
+build_conv_cell "$D" "" "$SMEM4" "$SMEM4BO"
 echo "builds done at ${SECONDS}s"; tail -n 3 "$D"/build_*.txt
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 tests/test_conv_cell.py
 grep -E "^(FAILED|ERROR)" "$D/gpu_tests.txt" | head -10 | cut -c1-300

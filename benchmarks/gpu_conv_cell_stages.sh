@@ -13,13 +13,7 @@ D=$(result_dir conv_cell_stages)
 V1="-DMSCRED_CONV_CELL_STAGES=3"
 V2="-DMSCRED_CONV_CELL_SMEM_A=1 -DMSCRED_CONV_CELL_WARPGROUPS=3"
 V3="-DMSCRED_CONV_CELL_SMEM_A=1 -DMSCRED_CONV_CELL_WARPGROUPS=3 -DMSCRED_CONV_CELL_STAGES=3"
-i=0
-for flags in "" "$V1" "$V2" "$V3"; do
-  MSCRED_CONV_CELL_FLAGS="$flags" timeout 240 python3 -c \
-    "from mscred.ops import conv_cell; conv_cell._extension()" > "$D/build_$i.txt" 2>&1 &
-  i=$((i + 1))
-done
-wait
+build_conv_cell "$D" "" "$V1" "$V2" "$V3"
 echo "builds done at ${SECONDS}s"
 bench_to_log "$D" 200 benchmarks/bench_conv_cell.py --variants "stages3=$V1;smem_a3=$V2;smem_a3_stages3=$V3"
 grep -E "^\| [12] " "$D/conv_cell.md" | cut -c1-200; grep -E "Error|error" "$D/bench_log.txt" | tail -5

@@ -33,12 +33,11 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <array>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 
 #include "conv_cell.h"
+#include "../resident_lstm/shared_allowance.h"
 #include "../resident_lstm/wgmma.h"
 
 namespace mscred_conv_cell {
@@ -50,7 +49,7 @@ using mscred_resident::wgmma_commit;
 using mscred_resident::wgmma_desc;
 using mscred_resident::wgmma_fence;
 using mscred_resident::wgmma_desc_sw128;
-using mscred_resident::wgmma_m64n128k16;
+using mscred_resident::wgmma_tile;
 using mscred_resident::wgmma_m64n128k16_ss;
 using mscred_resident::wgmma_wait_all;
 
@@ -264,10 +263,15 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
       for (int ks = 0; ks < KSTEPS; ++ks) {
         const int tap = ks / TAP_STEPS, ts = ks % TAP_STEPS;
         const unsigned a_at = a_base + ((tap >> 1) * Wp + (tap & 1)) * (K0 * 2) + ts * 32;
-        wgmma_m64n128k16_ss(acc, wgmma_desc_sw128(a_at, MSCRED_CONV_CELL_BASE_OFFSET), wgmma_desc(w_base + ks * 4096, 2048, 128), ks > 0);
+        wgmma_m64n128k16_ss(acc, wgmma_desc_sw128(a_at, MSCRED_CONV_CELL_BASE_OFFSET),
+                            wgmma_desc(w_base + ks * 4096, 2048, 128), ks > 0);
       }
       wgmma_commit();
       wgmma_wait_all();
+#pragma unroll
+      for (int nt = 0; nt < 16; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) keep_in_registers(acc[nt][i]);
     } else {
       warpgroup_barrier(barrier);  // ... and every thread's
       uint32_t a[KSTEPS][4];
@@ -280,22 +284,8 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
           ldmatrix_x4(a_base + row * (K0 * 2) + ((chunk ^ (row & 7)) << 4), a[tap * TAP_STEPS + ts]);
         }
       }
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < KSTEPS; ++ks) {
-        wgmma_m64n128k16(acc, a[ks], wgmma_desc(w_base + ks * 4096, 2048, 128), ks > 0);
-      }
-      wgmma_commit();
-      wgmma_wait_all();
-#pragma unroll
-      for (int ks = 0; ks < KSTEPS; ++ks)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) keep_in_registers(a[ks][i]);
+      wgmma_tile(acc, a, w_base);
     }
-#pragma unroll
-    for (int nt = 0; nt < 16; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) keep_in_registers(acc[nt][i]);
 
     // The cell update: gate j of channel group * 32 + lane_ch + 2 qq + e, row half hh, is acc[4 j + qq][2 hh + e].
 #pragma unroll
@@ -354,28 +344,10 @@ size_t shared_bytes_of(int w) {
          static_cast<size_t>(warpgroups_of<C, CH>()) * stages_of<C, CH>() * tile_rows_of<C, CH>(w) * S::K0 * 2;
 }
 
-// The dynamic shared-memory allowance is a per-device function attribute, only ever raised (as resident_lstm.cu
-// does: a launch on narrower maps never lowers it under a CUDA graph captured with wider ones).
-template <int C, int CH>
-cudaError_t allow_shared_memory(size_t smem) {
-  static std::mutex lock;
-  static std::array<size_t, 64> allowed{};
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  if (device < 0 || device >= static_cast<int>(allowed.size())) return cudaErrorInvalidDevice;
-  std::lock_guard<std::mutex> guard(lock);
-  if (smem <= allowed[device]) return cudaSuccess;
-  err = cudaFuncSetAttribute(conv_cell_kernel<C, CH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(smem));
-  if (err == cudaSuccess) allowed[device] = smem;
-  return err;
-}
-
 template <int C, int CH>
 cudaError_t launch(const ConvCellParams& p, int sms, cudaStream_t stream) {
   const size_t smem = shared_bytes_of<C, CH>(p.W);
-  cudaError_t err = allow_shared_memory<C, CH>(smem);
+  cudaError_t err = mscred_resident::allow_shared_memory<conv_cell_kernel<C, CH>>(smem);
   if (err != cudaSuccess) return err;
   constexpr int groups = CH / 32;
   const int grid = sms < groups ? groups : sms / groups * groups;  // whole groups: block i takes group i % groups

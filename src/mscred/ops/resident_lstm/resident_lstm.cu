@@ -47,11 +47,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <array>
 #include <cstdint>
-#include <mutex>
 
 #include "resident_lstm.h"
+#include "shared_allowance.h"
 #include "wgmma.h"
 
 namespace mscred_resident {
@@ -635,21 +634,7 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
           }
           float acc[16][4];
           const unsigned b_unit = smem_u32(w_s) + group * KSTEPS * 4096;  // [k16 step] 4,096 bytes each
-          wgmma_fence();
-#pragma unroll
-          for (int ks = 0; ks < KSTEPS; ++ks) {
-            wgmma_m64n128k16(acc, a[ks], wgmma_desc(b_unit + ks * 4096, 2048, 128), ks > 0);
-          }
-          wgmma_commit();
-          wgmma_wait_all();
-#pragma unroll
-          for (int ks = 0; ks < KSTEPS; ++ks)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) keep_in_registers(a[ks][i]);
-#pragma unroll
-          for (int nt = 0; nt < 16; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) keep_in_registers(acc[nt][i]);
+          wgmma_tile(acc, a, b_unit);
           update(acc, gates, tile, group, true, h_out, h_in, t == T - 1);
         }
       } else {
@@ -725,31 +710,12 @@ __global__ void __launch_bounds__(warps_of<CH>() * 32, 1) window_lstm_resident(R
   }
 }
 
-// The kernel's dynamic shared-memory allowance is a per-device function attribute: it is only ever raised, so that a
-// launch on a smaller map (mscred env's check, a small batch) never lowers it under a larger map's launch in another
-// thread or under a CUDA graph captured with the larger one.
-template <int CH>
-cudaError_t allow_shared_memory(size_t smem) {
-  static std::mutex lock;
-  static std::array<size_t, 64> allowed{};  // per device index
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  if (device < 0 || device >= static_cast<int>(allowed.size())) return cudaErrorInvalidDevice;
-  std::lock_guard<std::mutex> guard(lock);
-  if (smem <= allowed[device]) return cudaSuccess;
-  err = cudaFuncSetAttribute(window_lstm_resident<CH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(smem));
-  if (err == cudaSuccess) allowed[device] = smem;
-  return err;
-}
-
 template <int CH>
 cudaError_t launch(const ResidentParams& p, int sms, cudaStream_t stream) {
   const int HW = p.H * p.W;
   const size_t smem = shared_bytes(CH, HW);
   auto kernel = window_lstm_resident<CH>;
-  cudaError_t err = allow_shared_memory<CH>(smem);
+  cudaError_t err = allow_shared_memory<window_lstm_resident<CH>>(smem);
   if (err != cudaSuccess) return err;
   const int grid = grid_of(p.B, sms);
   kernel<<<grid, warps_of<CH>() * 32, smem, stream>>>(p);
