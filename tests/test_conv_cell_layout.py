@@ -1,0 +1,138 @@
+"""The conv + cell step kernel's addressing (ops/conv_cell/conv_cell.cu, level 1's build), replayed on the CPU.
+
+The GPU tests check the kernel's outputs on the H200; what can be wrong in its index arithmetic is checked here on
+every change, with the kernel's formulas written out in numpy and the tensor core's reading of its descriptors
+modelled independently (the PTX ISA's layouts; the 128-byte swizzle by the absolute shared address, which the H200
+confirmed: base offset 0 right, (addr >> 7) % 8 wrong, results/conv_cell_smem/):
+
+* the row tile's staging by cp.async (chunk c of row r at chunk c ^ (r % 8)) read back through 128-byte-swizzle
+  descriptors that start at each tap's row (any row of the tile) and 32 bytes per k16 step;
+* the weight's staging as wgmma's no-swizzle K-major B (k halves 2,048 bytes apart, 8-column groups 128) with the
+  interleaved gate columns;
+* the accumulator fragments' (row, column) -> the epilogue's (pixel, gate, channel);
+so that the replayed GEMM of a tile must equal a float64 convolution of the bordered rows, at every output row.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+CH = 32          # level 1's hidden channels (one 32-channel group: 128 gate columns)
+C = 32
+K0 = C + CH      # channels of a row: 128 bytes of bf16, one swizzle atom row
+TAP_STEPS = K0 // 16
+KSTEPS = 4 * TAP_STEPS
+TILE = 64
+
+
+def real_channel(n: int, group: int = 0) -> int:
+    """The gate channel (gate * CH + channel) of wgmma column n of a group: n = 32 j + 8 q + c holds gate j's channel
+    group * 32 + 8 (c / 2) + 2 q + c % 2 (the kernel's weight staging)."""
+    j, q, c = n >> 5, (n >> 3) & 3, n & 7
+    return j * CH + group * 32 + (c >> 1) * 8 + q * 2 + (c & 1)
+
+
+def stage_weight(packed: np.ndarray) -> np.ndarray:
+    """The kernel's weight staging: packed (4Ch, 4 K0) -> shared memory as bf16 elements, [k16 step][k half][column
+    n][8 k]."""
+    w_s = np.zeros(KSTEPS * 2048)
+    for i in range(KSTEPS * 256):
+        ks, n, half = i >> 8, (i >> 1) & 127, i & 1
+        base = ((ks * 2 + half) * 128 + n) * 8
+        w_s[base:base + 8] = packed[real_channel(n), ks * 16 + half * 8: ks * 16 + half * 8 + 8]
+    return w_s
+
+
+def read_b(w_s: np.ndarray, ks: int) -> np.ndarray:
+    """What wgmma reads as B (16 k x 128 columns) for k16 step ks from wgmma_desc(w_base + ks * 4096, 2048, 128):
+    no swizzle, K-major core matrices of 8 columns x 8 k (16 bytes a column), the k halves 2,048 bytes apart (leading
+    byte offset), the 8-column groups 128 bytes apart (stride byte offset)."""
+    b = np.zeros((16, 128))
+    for k in range(16):
+        for n in range(128):
+            byte = ks * 4096 + (k // 8) * 2048 + (n // 8) * 128 + (n % 8) * 16 + (k % 8) * 2
+            b[k, n] = w_s[byte // 2]
+    return b
+
+
+def stage_rows(xh: np.ndarray, q0: int, tile_rows: int) -> np.ndarray:
+    """The kernel's load_tile: rows q0 .. q0 + tile_rows - 1 (the last row repeated past the end), chunk c of row r at
+    byte r * 128 + ((c ^ (r % 8)) << 4), as bf16 elements."""
+    a_s = np.full(tile_rows * K0, np.nan)
+    for r in range(tile_rows):
+        src = min(q0 + r, xh.shape[0] - 1)
+        for c in range(K0 // 8):
+            byte = r * (K0 * 2) + ((c ^ (r & 7)) << 4)
+            a_s[byte // 2: byte // 2 + 8] = xh[src, c * 8: c * 8 + 8]
+    return a_s
+
+
+def read_a(a_s: np.ndarray, start: int) -> np.ndarray:
+    """What wgmma reads as A (64 rows x 16 k) from wgmma_desc_sw128(start) with base offset 0: row m at start +
+    (m / 8) * 1024 + (m % 8) * 128, element k at + 2 k, then bits [4, 7) of the byte address XORed with bits [7, 10)
+    (the row buffer 1,024-byte aligned, so the absolute address's bits are the buffer offset's)."""
+    a = np.zeros((TILE, 16))
+    for m in range(TILE):
+        for k in range(16):
+            addr = start + (m // 8) * 1024 + (m % 8) * 128 + 2 * k
+            a[m, k] = a_s[(addr ^ (((addr >> 7) & 7) << 4)) // 2]
+    return a
+
+
+def fragment_position(warp: int, lane: int, nt: int, i: int) -> tuple[int, int]:
+    """(row, column) of accumulator d[nt][i] of a thread in an m64n128 wgmma (warp of the warpgroup, lane)."""
+    return 16 * warp + lane // 4 + 8 * (i // 2), 8 * nt + 2 * (lane % 4) + i % 2
+
+
+@pytest.mark.parametrize("B, H, W", [(2, 5, 5), (1, 7, 3), (3, 4, 9)])
+def test_replayed_tile_gemm_equals_the_convolution(B, H, W):
+    rng = np.random.default_rng(B * 100 + H * 10 + W)
+    Hp, Wp = H + 1, W + 1
+    rows = B * Hp * Wp
+    xh = rng.standard_normal((rows, K0))
+    w = rng.standard_normal((4 * CH, K0, 2, 2))
+    packed = w.transpose(0, 2, 3, 1).reshape(4 * CH, 4 * K0)  # conv_cell.packed_weight: k = (ky * 2 + kx) K0 + ci
+    w_s = stage_weight(packed)
+    tile_rows = (TILE + Wp + 1 + 7) // 8 * 8  # tile_rows_of with the A operand in shared memory: whole atoms
+    for tile in range((rows + TILE - 1) // TILE):
+        q0 = tile * TILE
+        a_s = stage_rows(xh, q0, tile_rows)
+        acc = np.zeros((TILE, 128))
+        for ks in range(KSTEPS):
+            tap, ts = ks // TAP_STEPS, ks % TAP_STEPS
+            start = ((tap >> 1) * Wp + (tap & 1)) * (K0 * 2) + ts * 32
+            assert start // (K0 * 2) + TILE <= tile_rows  # a tap's rows stay inside the buffer
+            acc += read_a(a_s, start) @ read_b(w_s, ks)
+        assert not np.isnan(acc).any()
+        for m in range(TILE):
+            q = q0 + m
+            b, rem = divmod(q, Hp * Wp)
+            y, x = divmod(rem, Wp)
+            if q >= rows or y >= H or x >= W:
+                continue  # a border row of the next step's map (h = 0 written there) or past the end
+            want = sum(w[:, :, ky, kx] @ xh[q + ky * Wp + kx] for ky in range(2) for kx in range(2))
+            got = np.array([acc[m, n] for n in range(128)])
+            np.testing.assert_allclose(got, want[[real_channel(n) for n in range(128)]], rtol=1e-12, atol=1e-12)
+
+
+def test_epilogue_reads_the_gates_of_its_lane_channels():
+    """The epilogue takes acc[4 j + qq][2 hh + e] as gate j of channel lane_ch + 2 qq + e (lane_ch = 8 (lane % 4)) of
+    row quad + 8 hh: the fragment's column must hold exactly that gate channel, and each thread's 8 channels of a
+    gate are consecutive (its 16-byte loads and stores)."""
+    for warp in range(4):
+        for lane in range(32):
+            for j in range(4):
+                for qq in range(4):
+                    for hh in range(2):
+                        for e in range(2):
+                            row, col = fragment_position(warp, lane, 4 * j + qq, 2 * hh + e)
+                            assert row == 16 * warp + lane // 4 + 8 * hh
+                            assert real_channel(col) == j * CH + 8 * (lane % 4) + 2 * qq + e
+    columns = sorted(real_channel(n) for n in range(128))
+    assert columns == list(range(128))  # the interleaving is a permutation of the group's gate channels
+
+
+def test_swizzled_staging_is_a_bijection_onto_the_buffer():
+    tile_rows = 72
+    offsets = sorted(r * 128 + ((c ^ (r & 7)) << 4) for r in range(tile_rows) for c in range(K0 // 8))
+    assert offsets == list(range(0, tile_rows * 128, 16))
