@@ -434,6 +434,9 @@ def forward_flops_per_window(n, data, device, batch) -> float:
 
 # Kernel families for the profile summary, first match wins (names as CUPTI reports them).
 KERNEL_FAMILIES = (
+    # mscred's CUDA C++ ConvLSTM kernels (ops/conv_cell: level 1's training forward step; ops/resident_lstm: bf16
+    # scoring), before "copy" and the others could claim them (since 2026-12-02 they landed in "other")
+    ("CUDA ConvLSTM kernels (conv + cell step, resident)", ("conv_cell_kernel", "window_lstm_resident")),
     ("Triton ConvLSTM cell (fwd + bwd)", ("cell_fwd", "cell_bwd")),
     ("Triton attention (fwd + bwd)", ("_attn_",)),
     ("Triton bias + SELU (fwd + bwd)", ("_bias_act",)),
