@@ -26,26 +26,33 @@ from test_ops_triton_convlstm import _fwd_bwd, _inputs, _rel, _time_major_fwd_bw
 
 NVCC = find_tool("nvcc")
 SRC = conv_cell._SRC / "conv_cell.cu"
+SOURCES = [SRC, conv_cell._SRC / "conv_cell_bwd.cu"]  # the forward step kernels and the backward's
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 needs_hopper = pytest.mark.skipif(not HOPPER, reason="the kernel runs on Hopper (sm_90a wgmma) only; compiled in CI")
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
 def test_compiles_to_warpgroup_mmas(tmp_path):
-    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], f"-I{conv_cell._SRC}", "-Xptxas", "-v", "-c",
-           str(SRC), "-o", str(tmp_path / "conv_cell.o"), "--keep", f"--keep-dir={tmp_path}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = proc.stdout + proc.stderr
+    report = ""
+    for src in SOURCES:
+        cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], f"-I{conv_cell._SRC}", "-Xptxas", "-v", "-c",
+               str(src), "-o", str(tmp_path / f"{src.stem}.o"), "--keep", f"--keep-dir={tmp_path}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        report += proc.stdout + proc.stderr
     parts = re.split(r"Compiling entry function '([^']+)'", report)
     kernels = {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
-    assert sorted("ILi32ELi32" in k for k in kernels) == [False, True] and len(kernels) == 2  # levels 1 and 2
+    # the forward at levels 1 and 2, the backward at level 1
+    assert sum("conv_cell_kernel" in k for k in kernels) == 2 and sum("conv_cell_bwd_kernel" in k for k in kernels) == 1
+    assert len(kernels) == 3
     for name, info in kernels.items():  # level 1's A operand in shared memory leaves room at 168 registers
         frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", info)
         assert frame and tuple(map(int, frame.groups())) == (0, 0, 0), f"{name}: {frame and frame.group(0)}"
     ptx = "".join(p.read_text() for p in tmp_path.glob("*.ptx"))
-    # one warpgroup MMA per k16 step of the four taps: 4 x 64 / 16 at level 1, 4 x 128 / 16 at level 2
+    # one warpgroup MMA per k16 step of the four taps: forward 4 x 64 / 16 at level 1, 4 x 128 / 16 at level 2;
+    # backward (N = C + Ch = 64) 4 x 128 / 16
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 16 + 32
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16") == 32
     assert "cp.async.cg.shared.global" in ptx and "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ptx  # (level 2)
     stores = re.findall(r"\bst\.(?!shared)\S*", ptx)
     assert stores and set(stores) == {"st.global.v4.u32"}, sorted(set(stores))
@@ -64,7 +71,7 @@ def test_ab_variants_compile(flags, tmp_path):
            "-v", "-c", str(SRC), "-o", str(tmp_path / "variant.o")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(re.findall(r"Compiling entry function", proc.stdout + proc.stderr)) == 2
+    assert len(re.findall(r"Compiling entry function", proc.stdout + proc.stderr)) == 2  # the forward's two
 
 
 def test_takes_only_what_it_is_written_for(monkeypatch):
@@ -174,3 +181,58 @@ def test_step_outputs_match_split_path_and_replay_in_a_graph(kernel_on, monkeypa
     torch.cuda.synchronize()
     for name, r, o in zip(("h", "c", "pre"), replayed, ours):
         assert torch.equal(r, o), name  # the same kernel on the same inputs: bit-equal
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The backward step kernel (conv_cell_bwd.cu, opt-in: MSCRED_LSTM_CONV_CELL_BWD=1; level 1's sizes)
+# ----------------------------------------------------------------------------------------------------------------
+def test_backward_runs_only_where_written_for(monkeypatch):
+    xh = torch.zeros(5, 2, 64, 31, 31, dtype=torch.bfloat16)
+    dout = torch.zeros(2, 5, 30, 30, 32, dtype=torch.bfloat16).permute(0, 1, 4, 2, 3)
+    f16, f32 = torch.float16, torch.float32
+
+    def runs(**kw):
+        args = dict(cell_dtype=f16, dc_dtype=f32, recompute_c=True, bias_grad_dtype=f32, C=32, Ch=32)
+        args.update(kw)
+        return conv_cell.runs_backward(xh, dout, args["cell_dtype"], args["dc_dtype"], args["recompute_c"],
+                                       args["bias_grad_dtype"], args["C"], args["Ch"], (2, 2), (0, 1, 0, 1))
+
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_BWD", "1")
+    assert not runs()  # a CPU tensor
+    assert not runs(C=64, Ch=64) and not runs(recompute_c=False) and not runs(dc_dtype=torch.bfloat16)
+    assert not runs(bias_grad_dtype=torch.float64)
+    monkeypatch.delenv("MSCRED_LSTM_CONV_CELL_BWD")
+    assert not runs()  # opt-in
+
+
+def test_transposed_weight_is_taps_then_input_channels_then_gates():
+    w = torch.randn(8, 3, 2, 2, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
+    w_t = conv_cell.transposed_weight(w)
+    assert w_t.shape == (4, 3, 8) and w_t.is_contiguous()
+    for ky in range(2):
+        for kx in range(2):
+            torch.testing.assert_close(w_t[ky * 2 + kx], w[:, :, ky, kx].T)
+
+
+@needs_hopper
+@pytest.mark.parametrize("B, T, n", [(128, 5, 30), (3, 5, 7), (1, 2, 5), (5, 3, 30), (2, 4, 3)])
+def test_backward_kernel_tracks_split_path(B, T, n, kernel_on, monkeypatch):
+    """Level 1's training op with the backward step kernel: h and the gradients of x, the weight and the bias, bf16,
+    against the float64 oracle within twice the split path's error; dout in the output's channels-last layout (the
+    kernel reads 16 bytes of a map at a time; another layout keeps the split path)."""
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_BWD", "1")
+    calls = []
+    real = conv_cell.step_backward
+    monkeypatch.setattr(conv_cell, "step_backward", lambda *a: calls.append(1) or real(*a))
+    x, w, b, dout = _inputs(B, T, 32, 32, n, 2, seed=400 + B + T + n)
+    oracle = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    low = [t.to(torch.bfloat16) for t in (x, w, b)]
+    dout_cl = dout.to(torch.bfloat16).permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+    ours = _time_major_fwd_bwd(*low, dout_cl, 2)
+    assert len(calls) == T - 1
+    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_BWD", "0")
+    split = _time_major_fwd_bwd(*low, dout_cl, 2)
+    assert len(calls) == T - 1
+    for name, o, s, e in zip(("h", "dx", "dweight", "dbias"), ours, split, oracle):
+        assert torch.isfinite(o).all(), name
+        assert _rel(o, e) <= 2 * _rel(s, e) + 1e-3, f"{name}: {_rel(o, e):.3g} vs split path {_rel(s, e):.3g}"

@@ -136,3 +136,92 @@ def test_swizzled_staging_is_a_bijection_onto_the_buffer():
     tile_rows = 72
     offsets = sorted(r * 128 + ((c ^ (r & 7)) << 4) for r in range(tile_rows) for c in range(K0 // 8))
     assert offsets == list(range(0, tile_rows * 128, 16))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The backward step kernel (conv_cell_bwd.cu): step t + 1's transposed convolution, N = C + Ch = 64 columns
+# ----------------------------------------------------------------------------------------------------------------
+G4 = 4 * CH
+
+
+def bwd_column_channel(n: int) -> int:
+    """conv_cell_bwd.cu's bwd_column_channel<C>: column n = 8 nt + c holds [dx, dh] channel part * C + 8 (c / 2) +
+    2 (nt % 4) + c % 2, part = nt / 4."""
+    return (n >> 5) * C + ((n & 7) >> 1) * 8 + ((n >> 3) & 3) * 2 + (n & 1)
+
+
+@pytest.mark.parametrize("B, H, W", [(2, 5, 5), (1, 7, 3), (3, 4, 9)])
+def test_backward_replayed_gemm_equals_the_transposed_convolution(B, H, W):
+    rng = np.random.default_rng(7 + B * 100 + H * 10 + W)
+    Hp, Wp = H + 1, W + 1
+    rows = B * Hp * Wp
+    dpre = rng.standard_normal((B * H * W, G4))  # step t + 1's gate gradients, one row per output pixel
+    w = rng.standard_normal((G4, K0, 2, 2))
+    w_t = w.transpose(2, 3, 1, 0).reshape(4, K0, G4)  # conv_cell.transposed_weight: [tap][ci][gate]
+    kc_steps = G4 // 16
+    # B staging: k16 step ks = tap * 8 + kc, byte ks * 2048 + half * 1024 + n * 16 + kk * 2
+    w_s = np.zeros(4 * kc_steps * 1024)
+    for i in range(4 * kc_steps * K0 * 2):
+        ks, n, half = i // (K0 * 2), (i >> 1) % K0, i & 1
+        tap, kc = ks // kc_steps, ks % kc_steps
+        base = (ks * 2048 + half * 1024 + n * 16) // 2
+        w_s[base:base + 8] = w_t[tap, bwd_column_channel(n), kc * 16 + half * 8: kc * 16 + half * 8 + 8]
+
+    def read_b(ks: int) -> np.ndarray:  # wgmma_desc(w_base + ks * 2048, 1024, 128): no swizzle, K-major
+        return np.array([[w_s[(ks * 2048 + (k // 8) * 1024 + (n // 8) * 128 + (n % 8) * 16 + (k % 8) * 2) // 2]
+                          for n in range(K0)] for k in range(16)])
+
+    def pixel_of(q: int) -> int:
+        if q < 0 or q >= rows:
+            return -1
+        b, rem = divmod(q, Hp * Wp)
+        y, x = divmod(rem, Wp)
+        return b * H * W + y * W + x if y < H and x < W else -1
+
+    tile_rows = (TILE + Wp + 1 + 7) // 8 * 8
+    half_bytes = tile_rows * 128
+    bordered = np.zeros((rows, G4))  # dpre in the bordered index, zeros where no output pixel
+    for q in range(rows):
+        if pixel_of(q) >= 0:
+            bordered[q] = dpre[pixel_of(q)]
+    for tile in range((rows + TILE - 1) // TILE):
+        q_first = tile * TILE - (Wp + 1)
+        a_s = np.full(2 * half_bytes // 2, np.nan)  # staging, two 128-byte halves, zero-filled rows
+        for r in range(tile_rows):
+            pix = pixel_of(q_first + r)
+            for c in range(G4 // 8):
+                byte = (c >> 3) * half_bytes + r * 128 + (((c & 7) ^ (r & 7)) << 4)
+                a_s[byte // 2: byte // 2 + 8] = dpre[pix, c * 8: c * 8 + 8] if pix >= 0 else 0.0
+        acc = np.zeros((TILE, K0))
+        for ks in range(4 * kc_steps):
+            tap, kc = ks // kc_steps, ks % kc_steps
+            row0 = (Wp + 1) - ((tap >> 1) * Wp + (tap & 1))
+            start = (kc >> 2) * half_bytes + row0 * 128 + (kc & 3) * 32
+            a = np.zeros((TILE, 16))
+            for m in range(TILE):
+                for k in range(16):
+                    addr = start + (m // 8) * 1024 + (m % 8) * 128 + 2 * k
+                    a[m, k] = a_s[(addr ^ (((addr >> 7) & 7) << 4)) // 2]
+            acc += a @ read_b(ks)
+        assert not np.isnan(acc).any()
+        for m in range(TILE):
+            q = tile * TILE + m
+            if q >= rows:
+                continue
+            want = sum(bordered[q - ky * Wp - kx] @ w[:, :, ky, kx] for ky in range(2) for kx in range(2)
+                       if q - ky * Wp - kx >= 0)
+            want = np.zeros(K0) if isinstance(want, int) else want
+            np.testing.assert_allclose(acc[m], want[[bwd_column_channel(n) for n in range(K0)]], rtol=1e-12,
+                                       atol=1e-12)
+
+
+def test_backward_epilogue_reads_its_lane_channels():
+    """acc[nt][2 hh + e] is dx channel 8 (lane % 4) + 2 nt + e for nt < 4 and dh channel 8 (lane % 4) + 2 (nt - 4) +
+    e for nt >= 4, as the epilogue takes them; the column order is a permutation of [dx, dh]."""
+    for lane in range(32):
+        for nt in range(8):
+            for i in range(4):
+                _, col = fragment_position(0, lane, nt, i)
+                part, e = nt // 4, i % 2
+                assert bwd_column_channel(col) == part * C + 8 * (lane % 4) + 2 * (nt % 4) + e
+    assert sorted(bwd_column_channel(n) for n in range(K0)) == list(range(K0))

@@ -51,7 +51,7 @@ def _lazy() -> LazyExtension:
     flags = os.environ.get("MSCRED_CONV_CELL_FLAGS", "").strip()
     if flags not in _builds:
         _builds[flags] = LazyExtension("conv + cell step extension", "mscred_conv_cell", _SRC,
-                                       ["binding.cpp", "conv_cell.cu"], _build_flags)
+                                       ["binding.cpp", "conv_cell.cu", "conv_cell_bwd.cu"], _build_flags)
     return _builds[flags]
 
 
@@ -89,6 +89,42 @@ def step(xh_t: torch.Tensor, w_rows: torch.Tensor, bias: torch.Tensor, c_prev, c
     the first step); out_t = sigmoid(o) tanh(c), also written into hp's channels C.. (the next step's xh, None at
     the last step) with zeros on its border; the gates' pre-activations with the float32 bias, rounded to bf16."""
     _extension().step(xh_t, w_rows, bias.float().contiguous(), c_prev, c, pre, out_t, hp, C, float(forget_bias))
+
+
+def transposed_weight(w: torch.Tensor) -> torch.Tensor:
+    """The whole gate weight (4Ch, C + Ch, 2, 2) as the backward kernel's (4 taps, C + Ch, 4Ch): [ky * 2 + kx][ci]
+    [gate column]."""
+    return w.permute(2, 3, 1, 0).reshape(4, w.shape[1], w.shape[0]).contiguous()
+
+
+def runs_backward(xh: torch.Tensor, dout: torch.Tensor, cell_dtype: torch.dtype, dc_dtype: torch.dtype,
+                  recompute_c: bool, bias_grad_dtype: torch.dtype, C: int, Ch: int, kernel, pads) -> bool:
+    """Whether the backward step kernel (``conv_cell_bwd.cu``) runs this level's backward: opt-in
+    (MSCRED_LSTM_CONV_CELL_BWD=1: written after the session's device time was spent, not yet run on a GPU), level 1's
+    sizes (C = Ch = 32) where the forward kernel runs, the cell backward's defaults (c_t recomputed, float32 dc and
+    bias gradient), dout's steps with contiguous (H, W, Ch) maps, and one block's shared memory fitting."""
+    if os.environ.get("MSCRED_LSTM_CONV_CELL_BWD", "0").strip() != "1" or (C, Ch) != (32, 32):
+        return False
+    if not (recompute_c and dc_dtype == torch.float32 and bias_grad_dtype == torch.float32):
+        return False
+    if not runs(xh, cell_dtype, C, Ch, kernel, pads):
+        return False
+    B, T, _, H, W = dout.shape
+    maps_ok = (dout.dtype == torch.bfloat16 and dout.stride(2) == 1 and dout.stride(4) == Ch
+               and dout.stride(3) == W * Ch and (B == 1 or dout.stride(0) % 8 == 0)
+               and (T == 1 or dout.stride(1) % 8 == 0) and dout.data_ptr() % 16 == 0)
+    return maps_ok and 0 < _extension().shared_bytes_backward(C, Ch, W) <= shared_limit(xh.device)
+
+
+def step_backward(dpre_next: torch.Tensor, w_t: torch.Tensor, bias: torch.Tensor, pre: torch.Tensor, c_prev,
+                  dout_t: torch.Tensor, dc: torch.Tensor, dpre: torch.Tensor, dx_next: torch.Tensor,
+                  dbias: torch.Tensor, forget_bias: float) -> None:
+    """Backward step t (T - 2 .. 0): dx_next (B, C, Hp, Wp) = step t + 1's input gradient, [dx_{t+1}, dh_t] being
+    the transposed convolution of dpre_next with the weight (``transposed_weight``); then step t's cell backward
+    with dh_t + dout_t: dpre (B, 4Ch, H, W) bf16, dc (float32) updated in place from dc_t to dc_{t-1}, dbias
+    (float32) added to. pre is step t's convolution without the bias, c_prev c_{t-1} (None at step 0)."""
+    _extension().step_backward(dpre_next, w_t, bias.float().contiguous(), pre, c_prev, dout_t, dc, dpre, dx_next,
+                               dbias, float(forget_bias))
 
 
 def is_available() -> tuple[bool, str]:

@@ -37,6 +37,7 @@
 #include <cstring>
 
 #include "conv_cell.h"
+#include "device_helpers.cuh"
 #include "../resident_lstm/shared_allowance.h"
 #include "../resident_lstm/wgmma.h"
 
@@ -118,52 +119,6 @@ __host__ __device__ constexpr int stages_of() {
 template <int C, int CH>
 __host__ __device__ constexpr int tile_rows_of(int w) {
   return smem_a<C, CH>() ? (kTileRows + (w + 1) + 1 + 7) / 8 * 8 : kTileRows + (w + 1) + 1;
-}
-
-__device__ __forceinline__ float tanh_fast(float x) {
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-__device__ __forceinline__ float sigmoid_fast(float x) { return fmaf(0.5f, tanh_fast(0.5f * x), 0.5f); }
-
-__device__ __forceinline__ unsigned smem_u32(const void* ptr) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(ptr));
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-// The warpgroup's own barrier (ids 1..3; 0 is __syncthreads').
-__device__ __forceinline__ void warpgroup_barrier(int id) {
-  asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory");
-}
-
-__device__ __forceinline__ void store16(void* to, const uint4& v) {
-  asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(to), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-               : "memory");
-}
-
-__device__ __forceinline__ uint4 load16(const void* from) { return __ldg(reinterpret_cast<const uint4*>(from)); }
-
-template <typename T>
-__device__ __forceinline__ uint32_t bits(const T& pair) {
-  uint32_t v;
-  memcpy(&v, &pair, 4);
-  return v;
 }
 
 template <int C, int CH>

@@ -35,4 +35,26 @@ size_t shared_bytes(int c, int ch, int w);
 // (C = Ch = 32: level 1 of the default model; C = Ch = 64: level 2).
 cudaError_t conv_cell_step(const ConvCellParams& p, int ch, int sms, cudaStream_t stream);
 
+// One step of the backward (conv_cell_bwd.cu), for t = T - 2 .. 0: the transposed convolution of step t + 1's gate
+// gradients -- [dx_{t+1}, dh_t] at every row of the bordered index -- and step t's cell backward on the same rows,
+// dh_t's recurrent part taken from the accumulators. Level 1's sizes (C = Ch = 32) only.
+struct ConvCellBwdParams {
+  const __nv_bfloat16* dpre_next;  // step t + 1's gate gradients (B, H, W, 4Ch)
+  const __nv_bfloat16* w_t;        // the gate weight transposed: (4 taps, C + Ch, 4Ch), [ky * 2 + kx][ci][gate col]
+  const float* bias;               // (4Ch,)
+  const __nv_bfloat16* pre;        // step t's convolution without the bias (B, H, W, 4Ch)
+  const __half* c_prev;            // c_{t-1} (B, H, W, Ch) float16, or null at step 0
+  const __nv_bfloat16* dout;       // dL/dh_t from the level's output: (H, W, Ch) maps, map b at dout + b * dout_sb
+  long long dout_sb;
+  float* dc;                       // in: dc_t from step t + 1; out: dc_{t-1} (B, H, W, Ch) float32
+  __nv_bfloat16* dpre;             // out: step t's gate gradients (B, H, W, 4Ch)
+  __nv_bfloat16* dx_next;          // out: dx_{t+1} at every row of the bordered index (B, Hp, Wp, C)
+  float* dbias;                    // in/out: (4Ch,) float32, step t's gate gradients added
+  int B, H, W;
+  float forget_bias;
+};
+
+size_t shared_bytes_backward(int c, int ch, int w);
+cudaError_t conv_cell_step_backward(const ConvCellBwdParams& p, int c, int ch, int sms, cudaStream_t stream);
+
 }  // namespace mscred_conv_cell

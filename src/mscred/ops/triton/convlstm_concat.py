@@ -141,9 +141,21 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     block, block_c, tiles, grid = lstm._launch_bwd("nhwc", B * H * W, Ch)
     grid, grid_stride = lstm.wave_grid(grid, "nhwc")
     fast = lstm.fast_activations(pre[0].dtype)
+    # Steps T - 2 .. 0 as one CUDA kernel each (ops/conv_cell, opt-in): step t + 1's transposed convolution and step
+    # t's cell backward on the same rows; the last step keeps the Triton cell kernel, dx_0 cuDNN's call below.
+    fused = T > 1 and conv_cell.runs_backward(xh, dout, cells.dtype, dc_dtype, recompute_c, acc, C, Ch,
+                                              tuple(w.shape[2:]), pads)
+    if fused:
+        w_t, bias32 = conv_cell.transposed_weight(w), bias.float().contiguous()
     dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution
     for t in reversed(range(T)):
         dout_t, dp = dout[:, t], dpre[t]
+        if fused and t < T - 1:
+            conv_cell.step_backward(dpre[t + 1], w_t, bias32, pre[t], cells[t - 1] if t > 0 else None, dout_t, dc,
+                                    dp, dimages[(t + 1) * B:(t + 2) * B], db, forget_bias)
+            if t == 0:
+                copy_pixels(dimages[:B], conv_transpose(dp, w_x)[:, :C])
+            continue
         dhr = dc if dxh is None else dxh[:, C:]  # a dummy at the last step
         lstm.cell_bwd_kernel[grid](
             pre[t], *lstm._s3(pre[t]), bias, cells[t - 1] if t > 0 else cells[t], cells[t], *lstm._s3(cells[t]),
@@ -155,6 +167,8 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             STORE2=False, TILES=tiles, PRE_BIAS=True, FAST_ACT=fast,
             RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, num_warps=lstm.NUM_WARPS_BWD,
         )
+        if fused:  # (t = T - 1: the kernel of step T - 2 convolves dpre_{T-1})
+            continue
         # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)
         dxh = conv_transpose(dp, w if t > 0 else w_x)
         copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])

@@ -1,0 +1,69 @@
+"""Level 1's training backward on the concatenated path: the split path (per step the Triton cell backward, cuDNN's
+transposed convolution and the dx copy) against the backward step kernel (``ops/conv_cell/conv_cell_bwd.cu``,
+MSCRED_LSTM_CONV_CELL_BWD=1), as CUDA-graph replays.
+
+The call is ``convlstm_concat.backward`` as the training step makes it (batch 128, 5 steps, C = Ch = 32, 30 x 30,
+bf16, float16 cells, float32 dc and bias gradient, the forward's gates from the forward kernel; the weight gradient
+call included, the same in both). Outputs (the input gradient, both weight gradients, the bias gradient) compared
+with the split path's: largest difference relative to the largest magnitude. With the kernels of one eager call.
+
+Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_conv_cell_bwd.py [--out DIR]. Writes DIR/conv_cell_bwd.md
+and .json (DIR: benchmarks/results/conv_cell_bwd).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+
+import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
+from bench_conv_cell import B, PADS, T, _inputs, _kernel_times  # noqa: E402
+from bench_train_cells import graph_ms  # noqa: E402
+
+C, N = 32, 30
+
+
+def main() -> None:
+    from mscred.ops.triton import convlstm_concat
+    from mscred.ops.triton.runtime import tl
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/conv_cell_bwd")
+    args = ap.parse_args()
+    images, w_x, w_h, bias = _inputs(C, N)
+    out, cells, xh = convlstm_concat.buffers(B, T, C, C, N, N, PADS, images, torch.float16)
+    gates = convlstm_concat.forward(images, w_x, w_h, bias, out, cells, xh, PADS, 1.0, tl.float32)
+    g = torch.Generator(device="cuda").manual_seed(2)
+    # dL/dh in the output's layout, (B, T, Ch, H, W) stored (B, T, H, W, Ch)
+    dout = torch.randn(B, T, N, N, C, device="cuda", generator=g).to(torch.bfloat16).permute(0, 1, 4, 2, 3)
+
+    def backward():
+        return convlstm_concat.backward(dout, w_x, w_h, bias, gates, cells, xh, PADS, 1.0, tl.float32,
+                                        torch.float32, True, torch.float32)
+
+    rows, ref = [], None
+    for setting in ("split", "kernel"):
+        os.environ["MSCRED_LSTM_CONV_CELL_BWD"] = "1" if setting == "kernel" else "0"
+        got = [t.clone() for t in backward()]
+        torch.cuda.synchronize()
+        ref = ref or got
+        diff = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item() for a, b in zip(got, ref))
+        ms = graph_ms(backward)
+        first = rows[0]["ms"] if rows else ms
+        rows.append(dict(setting=setting, ms=round(ms, 4), vs_split=round(first / ms, 3),
+                         rel_diff=float(f"{diff:.2e}"), kernels=_kernel_times(backward)))
+        print(rows[-1], flush=True)
+    os.environ["MSCRED_LSTM_CONV_CELL_BWD"] = "0"
+    sweep_report.table(
+        args.out, "conv_cell_bwd", "bench_conv_cell_bwd.py",
+        "Level 1's training backward: the split path against the backward step kernel",
+        f"convlstm_concat.backward at batch {B}, {T} steps, C = Ch = {C}, {N} x {N}, bf16, float16 cells; one CUDA "
+        "graph of the whole call (the weight gradient included), median of 30 replays. Difference: largest over the "
+        "input, weight and bias gradients, relative to the split path's largest magnitude.",
+        ["setting", "ms", "vs split", "largest difference (relative)", "kernels of one eager call"], rows,
+        lambda r: (r["setting"], r["ms"], f"{r['vs_split']:.2f}x", f"{r['rel_diff']:.1e}", r["kernels"]))
+
+
+if __name__ == "__main__":
+    main()
