@@ -29,19 +29,11 @@
 #include "conv_cell.h"
 #include "device_helpers.cuh"
 #include "../resident_lstm/shared_allowance.h"
-#include "../resident_lstm/wgmma.h"
 
 namespace mscred_conv_cell {
 namespace {
 
-using mscred_resident::fence_proxy_async_shared;
-using mscred_resident::keep_in_registers;
-using mscred_resident::wgmma_commit;
-using mscred_resident::wgmma_desc;
-using mscred_resident::wgmma_desc_sw128;
-using mscred_resident::wgmma_fence;
 using mscred_resident::wgmma_m64n64k16_ss;
-using mscred_resident::wgmma_wait_all;
 
 constexpr int kBwdRows = 64;        // dxh rows (of the bordered index) per warpgroup tile: wgmma's M
 constexpr int kBwdWarpgroups = 3;

@@ -8,8 +8,19 @@
 #include <cstdint>
 #include <cstring>
 
+#include "../resident_lstm/wgmma.h"
+
 namespace mscred_conv_cell {
 namespace {
+
+// The warpgroup-MMA helpers both kernels use (ops/resident_lstm/wgmma.h).
+using mscred_resident::fence_proxy_async_shared;
+using mscred_resident::keep_in_registers;
+using mscred_resident::wgmma_commit;
+using mscred_resident::wgmma_desc;
+using mscred_resident::wgmma_desc_sw128;
+using mscred_resident::wgmma_fence;
+using mscred_resident::wgmma_wait_all;
 
 __device__ __forceinline__ float tanh_fast(float x) {
   float y;
