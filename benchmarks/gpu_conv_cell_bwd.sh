@@ -3,7 +3,7 @@
 # MSCRED_LSTM_CONV_CELL_BWD=1), written after the 2026-12-02 session's device time was spent -- its first GPU run.
 #   0. the extension built once                                                                          -> build.txt
 #   1. the kernels' GPU tests: the backward's against the float64 oracle within twice the split path's error
-#      (tests/test_conv_cell.py::test_backward_kernel_tracks_split_path and the forward's)            -> gpu_tests.txt
+#      and in a model training step (tests/test_conv_cell.py, with the forward kernel's)                -> gpu_tests.txt
 #   2. bench_conv_cell_bwd.py: convlstm_concat.backward at level 1, split path against the kernel, outputs compared
 #                                                                                                -> conv_cell_bwd.md
 #   3. if the tests passed and the kernel is faster (and CONV_CELL_BWD_STEP is not 0): the graphed bf16 step, the

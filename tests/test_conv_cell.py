@@ -236,3 +236,32 @@ def test_backward_kernel_tracks_split_path(B, T, n, kernel_on, monkeypatch):
     for name, o, s, e in zip(("h", "dx", "dweight", "dbias"), ours, split, oracle):
         assert torch.isfinite(o).all(), name
         assert _rel(o, e) <= 2 * _rel(s, e) + 1e-3, f"{name}: {_rel(o, e):.3g} vs split path {_rel(s, e):.3g}"
+
+
+@needs_hopper
+def test_backward_kernel_runs_in_the_model_training_step(monkeypatch):
+    """The full-size model (n = 30) trained one epoch, fused backend, bf16, eager (each call counted): with
+    MSCRED_LSTM_CONV_CELL_BWD=1 level 1's backward takes the kernel (the gradient reaching the op has the output's
+    channels-last layout: else the split path would run and this would catch it), and the losses track the split
+    path's run from the same weights within bf16's tolerance."""
+    from mscred.config import ModelConfig, TrainConfig
+    from mscred.model import MSCREDNet
+    from mscred.train import Trainer
+
+    seg = torch.rand(140, 3, 30, 30, generator=torch.Generator().manual_seed(0))
+    calls = []
+    real = conv_cell.step_backward
+    monkeypatch.setattr(conv_cell, "step_backward", lambda *a: calls.append(1) or real(*a))
+    histories = []
+    for setting in ("1", "0"):
+        monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_BWD", setting)
+        torch.manual_seed(0)
+        net = MSCREDNet(ModelConfig(n_sensors=30, backend="fused"))
+        cfg = TrainConfig(epochs=1, batch_size=64, progress=False, device="cuda", bf16=True, cuda_graphs=False)
+        histories.append(Trainer(net, cfg).fit(seg, seg[100:]))
+        if setting == "1":
+            assert len(calls) >= 4, "level 1's backward did not take the kernel"  # (T - 1 a backward call)
+    for ours, split in zip(*histories):
+        assert torch.isfinite(torch.tensor(ours["train_loss"]))
+        assert ours["train_loss"] == pytest.approx(split["train_loss"], rel=3e-2)
+        assert ours["val_loss"] == pytest.approx(split["val_loss"], rel=3e-2)
