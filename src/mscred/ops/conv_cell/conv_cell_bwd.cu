@@ -46,7 +46,7 @@ struct BwdSizes {
   static constexpr int KSTEPS = 4 * KC;
   static constexpr int HALVES = G4 / 64;                 // 128-byte halves of a staged dpre row
   static constexpr int WEIGHT_BYTES = KSTEPS * K0 * 32;  // 16 k x K0 columns x 2 bytes per k16 step
-  static constexpr int SMALL_BYTES = 2 * G4 * 4;         // the bias and the block's bias-gradient sums, float32
+  static constexpr int SMALL_BYTES = (1 + 4 * kBwdWarpgroups) * G4 * 4;  // the bias, each warp's bias-gradient sums
   static_assert(C == 32 && CH == 32, "written for level 1's sizes: 64 accumulator columns, 256-byte dpre rows");
 };
 
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* w_s = smem;
   float* bias_s = reinterpret_cast<float*>(smem + S::WEIGHT_BYTES);  // [gate * CH + channel]
-  float* db_s = bias_s + G4;                                          // the block's bias-gradient sums
+  float* db_s = bias_s + G4;                                          // [warp][gate column]: its bias-gradient sums
   // The staging buffers from the next 1,024-byte boundary (the swizzle atoms'; the block asks for 1 KB of slack).
   const unsigned a_start = smem_u32(smem) + S::WEIGHT_BYTES + S::SMALL_BYTES;
   unsigned char* a_all = smem + S::WEIGHT_BYTES + S::SMALL_BYTES + (((a_start + 1023) & ~1023u) - a_start);
@@ -100,10 +100,7 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     *reinterpret_cast<uint4*>(w_s + ks * (K0 * 32) + half * (K0 * 16) + n * 16) = v;
   }
   fence_proxy_async_shared();  // the weight's stores, for the tensor cores' reads
-  for (int i = tid; i < G4; i += NWG * 128) {
-    bias_s[i] = p.bias[i];
-    db_s[i] = 0.f;
-  }
+  for (int i = tid; i < G4; i += NWG * 128) bias_s[i] = p.bias[i];
   __syncthreads();
 
   unsigned char* my_a = a_all + wg * 2 * a_bytes;  // this warpgroup's two staging buffers
@@ -112,8 +109,11 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   // row or past the last).
   auto pixel_of = [&](int q) {
     if (q < 0 || q >= rows) return -1;
-    const int b = q / HpWp, y = (q - b * HpWp) / Wp, x = q - b * HpWp - y * Wp;
-    return y < p.H && x < p.W ? b * HW + y * p.W + x : -1;
+    // (unsigned: q is known non-negative here, and unsigned division by a runtime value is the shorter sequence)
+    const unsigned uq = static_cast<unsigned>(q), hpwp = static_cast<unsigned>(HpWp), wp = static_cast<unsigned>(Wp);
+    const unsigned b = uq / hpwp, rem = uq - b * hpwp, y = rem / wp, x = rem - y * wp;
+    return y < static_cast<unsigned>(p.H) && x < static_cast<unsigned>(p.W)
+               ? static_cast<int>(b * HW + y * p.W + x) : -1;
   };
   // Staged row r holds row q0 - (Wp + 1) + r's dpre_{t+1} (zeros where that row is no output pixel), its 16-byte
   // chunk c in half c / 8 at chunk (c % 8) ^ (r % 8) of the row's 128 bytes there.
@@ -239,7 +239,8 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   cp_async_wait<0>();  // (the last commit was empty)
 
   // The bias gradient: each thread's sums over the warp's eight row quads (the lanes of one lane % 4 share their
-  // channels), into the block's sums in shared memory, then once per block into the float32 total.
+  // channels), each warp's into its own row of db_s (no shared-memory float atomics: sm_90 makes them a
+  // compare-and-swap loop), then the warps' rows summed and added once per block to the float32 total.
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
 #pragma unroll
@@ -248,11 +249,22 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
       v += __shfl_xor_sync(0xffffffffu, v, 4);
       v += __shfl_xor_sync(0xffffffffu, v, 8);
       v += __shfl_xor_sync(0xffffffffu, v, 16);
-      if (lane < 4) atomicAdd(db_s + j * CH + lane * 8 + k, v);
+      db[j][k] = v;
     }
   }
+  if (lane < 4) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int k = 0; k < 8; ++k) db_s[warp * G4 + j * CH + lane * 8 + k] = db[j][k];
+  }
   __syncthreads();
-  for (int i = tid; i < G4; i += NWG * 128) atomicAdd(p.dbias + i, db_s[i]);
+  for (int i = tid; i < G4; i += NWG * 128) {
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < NWG * 4; ++w) sum += db_s[w * G4 + i];
+    atomicAdd(p.dbias + i, sum);
+  }
 }
 
 template <int C, int CH>
