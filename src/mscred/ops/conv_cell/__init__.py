@@ -8,10 +8,15 @@ backward reads (the pre-activations without the bias, c_t, h_t, and h_t with its
 rows). It is written for the default model's levels 1-2 (C = Ch = 32 and C = Ch = 64, 2 x 2 kernels with TF "same"
 padding), bf16 operands and float16 cells (``MSCRED_LSTM_HALF_CELL_TRAIN``), on sm_90a (H100 / H200).
 
-The default at level 1 since 2026-12-02 (the graphed bf16 training step 2.738-2.740 -> 2.694-2.701 ms in
-alternation, results/conv_cell_step/); ``MSCRED_LSTM_CONV_CELL=0`` keeps the split path, ``=all`` runs level 2's
+The default at level 1 since 2026-12-02 (the graphed bf16 training step 2.728-2.736 -> 2.661-2.680 ms in
+alternation, results/conv_cell_final/); ``MSCRED_LSTM_CONV_CELL=0`` keeps the split path, ``=all`` runs level 2's
 build too (slower there, results/conv_cell_cuda/). Built on first use for the present GPU
 (``ops/cuda_extension.py``); if the build fails mscred warns once and the split path runs.
+
+``step_backward`` (``conv_cell_bwd.cu``) is the backward's counterpart at level 1: step t + 1's transposed
+convolution and step t's cell backward in one kernel. Opt-in (``MSCRED_LSTM_CONV_CELL_BWD=1``) and not yet run on a
+GPU: it was written after the 2026-12-02 session's device time was spent (``benchmarks/gpu_conv_cell_bwd.sh`` is its
+first call).
 """
 from __future__ import annotations
 
