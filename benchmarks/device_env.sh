@@ -48,6 +48,10 @@ build_flag_sets() {
 # build_conv_cell DIR FLAGS...: the conv + cell step extension (MSCRED_CONV_CELL_FLAGS).
 build_resident() { build_flag_sets resident_lstm MSCRED_RESIDENT_LSTM_FLAGS "$@"; }
 build_conv_cell() { build_flag_sets conv_cell MSCRED_CONV_CELL_FLAGS "$@"; }
+# build_conv_cell_backward DIR: the conv + cell backward step extension, log in DIR/build_backward.txt.
+build_conv_cell_backward() {
+  timeout 240 python3 -c "from mscred.ops import conv_cell; conv_cell._backward()" > "$1/build_backward.txt" 2>&1
+}
 
 # bench_level DIR LABEL FLAGS SCRIPT PATHS: one per-level benchmark (bench_lstm_attention.py, bench_resident_lstm.py)
 # with the resident kernel's build MSCRED_RESIDENT_LSTM_FLAGS=FLAGS ("" the default), timing PATHS (its --timed),

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call (~3-7 min): the backward step kernel of level 1 (ops/conv_cell/conv_cell_bwd.cu, opt-in
 # MSCRED_LSTM_CONV_CELL_BWD=1), written after the 2026-12-02 session's device time was spent -- its first GPU run.
-#   0. the extension built once                                                                          -> build.txt
+#   0. both extensions built once (the forward's and the backward's)          -> build_0.txt, build_backward.txt
 #   1. the kernels' GPU tests: the backward's against the float64 oracle within twice the split path's error
 #      and in a model training step (tests/test_conv_cell.py, with the forward kernel's)                -> gpu_tests.txt
 #   2. bench_conv_cell_bwd.py: convlstm_concat.backward at level 1, split path against the kernel, outputs compared
@@ -13,8 +13,8 @@ set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
 D=$(result_dir conv_cell_bwd)
-build_conv_cell "$D" ""
-tail -3 "$D/build_0.txt"
+build_conv_cell "$D" "" & build_conv_cell_backward "$D" & wait
+tail -3 "$D/build_0.txt" "$D/build_backward.txt"
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 240 tests/test_conv_cell.py
 grep -E "^(FAILED|ERROR)|Error" "$D/gpu_tests.txt" | head -10 | cut -c1-300
 bench_to_log "$D" 120 benchmarks/bench_conv_cell_bwd.py

@@ -56,8 +56,13 @@ def _lazy() -> LazyExtension:
     flags = os.environ.get("MSCRED_CONV_CELL_FLAGS", "").strip()
     if flags not in _builds:
         _builds[flags] = LazyExtension("conv + cell step extension", "mscred_conv_cell", _SRC,
-                                       ["binding.cpp", "conv_cell.cu", "conv_cell_bwd.cu"], _build_flags)
+                                       ["binding.cpp", "conv_cell.cu"], _build_flags)
     return _builds[flags]
+
+
+# The backward step kernel, an extension of its own: if its build fails, the forward kernel's still runs.
+_backward = LazyExtension("conv + cell backward step extension", "mscred_conv_cell_bwd", _SRC,
+                          ["binding_bwd.cpp", "conv_cell_bwd.cu"])
 
 
 def takes(dtype: torch.dtype, cell_dtype: torch.dtype, C: int, Ch: int, kernel: tuple[int, int], pads) -> bool:
@@ -118,7 +123,9 @@ def runs_backward(xh: torch.Tensor, dout: torch.Tensor, cell_dtype: torch.dtype,
     maps_ok = (dout.dtype == torch.bfloat16 and dout.stride(2) == 1 and dout.stride(4) == Ch
                and dout.stride(3) == W * Ch and (B == 1 or dout.stride(0) % 8 == 0)
                and (T == 1 or dout.stride(1) % 8 == 0) and dout.data_ptr() % 16 == 0)
-    return maps_ok and 0 < _extension().shared_bytes_backward(C, Ch, W) <= shared_limit(xh.device)
+    if not maps_ok or not _backward.usable("the cell kernel and cuDNN's transposed convolution run apart"):
+        return False
+    return 0 < _backward().shared_bytes_backward(C, Ch, W) <= shared_limit(xh.device)
 
 
 def step_backward(dpre_next: torch.Tensor, w_t: torch.Tensor, bias: torch.Tensor, pre: torch.Tensor, c_prev,
@@ -128,8 +135,8 @@ def step_backward(dpre_next: torch.Tensor, w_t: torch.Tensor, bias: torch.Tensor
     the transposed convolution of dpre_next with the weight (``transposed_weight``); then step t's cell backward
     with dh_t + dout_t: dpre (B, 4Ch, H, W) bf16, dc (float32) updated in place from dc_t to dc_{t-1}, dbias
     (float32) added to. pre is step t's convolution without the bias, c_prev c_{t-1} (None at step 0)."""
-    _extension().step_backward(dpre_next, w_t, bias.float().contiguous(), pre, c_prev, dout_t, dc, dpre, dx_next,
-                               dbias, float(forget_bias))
+    _backward().step_backward(dpre_next, w_t, bias.float().contiguous(), pre, c_prev, dout_t, dc, dpre, dx_next,
+                              dbias, float(forget_bias))
 
 
 def is_available() -> tuple[bool, str]:
