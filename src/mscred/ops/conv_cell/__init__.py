@@ -28,6 +28,7 @@ import torch
 
 from mscred.ops.cuda_extension import LazyExtension
 from mscred.ops.triton.convlstm_window import shared_limit
+from mscred.ops.triton.runtime import switched_off, switched_on
 
 CHANNELS = ((32, 32), (64, 64))  # (C, Ch) with a build: levels 1 and 2 of the default model
 # (C, Ch) it runs for by default: level 1 only. Level 2's build measured slower than the split path (27 against 24 us
@@ -68,8 +69,9 @@ _backward = LazyExtension("conv + cell backward step extension", "mscred_conv_ce
 def takes(dtype: torch.dtype, cell_dtype: torch.dtype, C: int, Ch: int, kernel: tuple[int, int], pads) -> bool:
     """Whether the kernel is written for this level: bf16 operands, float16 cells, (C, Ch) in DEFAULT_CHANNELS
     (CHANNELS with MSCRED_LSTM_CONV_CELL=all, none with =0), a 2 x 2 kernel with ``PADS``."""
-    setting = os.environ.get("MSCRED_LSTM_CONV_CELL", "1").strip().lower()
-    channels = CHANNELS if setting == "all" else () if setting in ("0", "false", "no", "off") else DEFAULT_CHANNELS
+    if switched_off("MSCRED_LSTM_CONV_CELL"):
+        return False
+    channels = CHANNELS if os.environ.get("MSCRED_LSTM_CONV_CELL", "").strip().lower() == "all" else DEFAULT_CHANNELS
     return (dtype == torch.bfloat16 and cell_dtype == torch.float16 and (C, Ch) in channels
             and tuple(kernel) == (2, 2) and tuple(pads) == PADS)
 
@@ -113,7 +115,7 @@ def runs_backward(xh: torch.Tensor, dout: torch.Tensor, cell_dtype: torch.dtype,
     (MSCRED_LSTM_CONV_CELL_BWD=1: written after the session's device time was spent, not yet run on a GPU), level 1's
     sizes (C = Ch = 32) where the forward kernel runs, the cell backward's defaults (c_t recomputed, float32 dc and
     bias gradient), dout's steps with contiguous (H, W, Ch) maps, and one block's shared memory fitting."""
-    if os.environ.get("MSCRED_LSTM_CONV_CELL_BWD", "0").strip() != "1" or (C, Ch) != (32, 32):
+    if not switched_on("MSCRED_LSTM_CONV_CELL_BWD") or (C, Ch) != (32, 32):
         return False
     if not (recompute_c and dc_dtype == torch.float32 and bias_grad_dtype == torch.float32):
         return False

@@ -61,18 +61,6 @@ __host__ __device__ constexpr int bwd_column_channel(int n) {
   return (n >> 5) * C + ((n & 7) >> 1) * 8 + ((n >> 3) & 3) * 2 + (n & 1);
 }
 
-__device__ __forceinline__ float2 half2_bits_to_float2(uint32_t v) {
-  __half2 h;
-  memcpy(&h, &v, 4);
-  return __half22float2(h);
-}
-
-__device__ __forceinline__ float2 bf16x2_bits_to_float2(uint32_t v) {
-  __nv_bfloat162 h;
-  memcpy(&h, &v, 4);
-  return __bfloat1622float2(h);
-}
-
 template <int C, int CH>
 __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(ConvCellBwdParams p) {
   using S = BwdSizes<C, CH>;

@@ -73,5 +73,18 @@ __device__ __forceinline__ uint32_t bits(const T& pair) {
   return v;
 }
 
+// Two packed float16 / bf16 values (as `bits` makes them) back to float32.
+__device__ __forceinline__ float2 half2_bits_to_float2(uint32_t v) {
+  __half2 h;
+  memcpy(&h, &v, 4);
+  return __half22float2(h);
+}
+
+__device__ __forceinline__ float2 bf16x2_bits_to_float2(uint32_t v) {
+  __nv_bfloat162 h;
+  memcpy(&h, &v, 4);
+  return __bfloat1622float2(h);
+}
+
 }  // namespace
 }  // namespace mscred_conv_cell
