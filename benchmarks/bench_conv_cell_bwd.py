@@ -1,6 +1,7 @@
 """Level 1's training backward on the concatenated path: the split path (per step the Triton cell backward, cuDNN's
 transposed convolution and the dx copy) against the backward step kernel (``ops/conv_cell/conv_cell_bwd.cu``,
-MSCRED_LSTM_CONV_CELL_BWD=1), as CUDA-graph replays.
+the default; MSCRED_LSTM_CONV_CELL_BWD=0 the split path), as CUDA-graph replays. MSCRED_CONV_CELL_FLAGS
+chooses the kernels' build (A/B builds: -DMSCRED_CONV_CELL_BWD_HOIST=0).
 
 The call is ``convlstm_concat.backward`` as the training step makes it (batch 128, 5 steps, C = Ch = 32, 30 x 30,
 bf16, float16 cells, float32 dc and bias gradient, the forward's gates from the forward kernel; the weight gradient
@@ -54,7 +55,7 @@ def main() -> None:
         rows.append(dict(setting=setting, ms=round(ms, 4), vs_split=round(first / ms, 3),
                          rel_diff=float(f"{diff:.2e}"), kernels=_kernel_times(backward)))
         print(rows[-1], flush=True)
-    os.environ["MSCRED_LSTM_CONV_CELL_BWD"] = "0"
+    os.environ.pop("MSCRED_LSTM_CONV_CELL_BWD")
     sweep_report.table(
         args.out, "conv_cell_bwd", "bench_conv_cell_bwd.py",
         "Level 1's training backward: the split path against the backward step kernel",

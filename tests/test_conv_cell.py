@@ -184,7 +184,7 @@ def test_step_outputs_match_split_path_and_replay_in_a_graph(kernel_on, monkeypa
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# The backward step kernel (conv_cell_bwd.cu, opt-in: MSCRED_LSTM_CONV_CELL_BWD=1; level 1's sizes)
+# The backward step kernel (conv_cell_bwd.cu, the default at level 1's sizes; MSCRED_LSTM_CONV_CELL_BWD=0 off)
 # ----------------------------------------------------------------------------------------------------------------
 def test_backward_runs_only_where_written_for(monkeypatch):
     xh = torch.zeros(5, 2, 64, 31, 31, dtype=torch.bfloat16)
@@ -197,12 +197,10 @@ def test_backward_runs_only_where_written_for(monkeypatch):
         return conv_cell.runs_backward(xh, dout, args["cell_dtype"], args["dc_dtype"], args["recompute_c"],
                                        args["bias_grad_dtype"], args["C"], args["Ch"], (2, 2), (0, 1, 0, 1))
 
-    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_BWD", "1")
+    monkeypatch.delenv("MSCRED_LSTM_CONV_CELL_BWD", raising=False)
     assert not runs()  # a CPU tensor
     assert not runs(C=64, Ch=64) and not runs(recompute_c=False) and not runs(dc_dtype=torch.bfloat16)
     assert not runs(bias_grad_dtype=torch.float64)
-    monkeypatch.delenv("MSCRED_LSTM_CONV_CELL_BWD")
-    assert not runs()  # opt-in
 
 
 def test_transposed_weight_is_taps_then_input_channels_then_gates():
@@ -217,10 +215,10 @@ def test_transposed_weight_is_taps_then_input_channels_then_gates():
 @needs_hopper
 @pytest.mark.parametrize("B, T, n", [(128, 5, 30), (3, 5, 7), (1, 2, 5), (5, 3, 30), (2, 4, 3)])
 def test_backward_kernel_tracks_split_path(B, T, n, kernel_on, monkeypatch):
-    """Level 1's training op with the backward step kernel: h and the gradients of x, the weight and the bias, bf16,
+    """Level 1's training op with the backward step kernel (the default): h and the gradients of x, the weight and the bias, bf16,
     against the float64 oracle within twice the split path's error; dout in the output's channels-last layout (the
     kernel reads 16 bytes of a map at a time; another layout keeps the split path)."""
-    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_BWD", "1")
+    monkeypatch.delenv("MSCRED_LSTM_CONV_CELL_BWD", raising=False)
     calls = []
     real = conv_cell.step_backward
     monkeypatch.setattr(conv_cell, "step_backward", lambda *a: calls.append(1) or real(*a))
@@ -241,7 +239,7 @@ def test_backward_kernel_tracks_split_path(B, T, n, kernel_on, monkeypatch):
 @needs_hopper
 def test_backward_kernel_runs_in_the_model_training_step(monkeypatch):
     """The full-size model (n = 30) trained one epoch, fused backend, bf16, eager (each call counted): with
-    MSCRED_LSTM_CONV_CELL_BWD=1 level 1's backward takes the kernel (the gradient reaching the op has the output's
+    the default settings level 1's backward takes the kernel (the gradient reaching the op has the output's
     channels-last layout: else the split path would run and this would catch it), and the losses track the split
     path's run from the same weights within bf16's tolerance."""
     from mscred.config import ModelConfig, TrainConfig
@@ -253,13 +251,15 @@ def test_backward_kernel_runs_in_the_model_training_step(monkeypatch):
     real = conv_cell.step_backward
     monkeypatch.setattr(conv_cell, "step_backward", lambda *a: calls.append(1) or real(*a))
     histories = []
-    for setting in ("1", "0"):
-        monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_BWD", setting)
+    for setting in ("default", "0"):
+        monkeypatch.delenv("MSCRED_LSTM_CONV_CELL_BWD", raising=False)
+        if setting == "0":
+            monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_BWD", setting)
         torch.manual_seed(0)
         net = MSCREDNet(ModelConfig(n_sensors=30, backend="fused"))
         cfg = TrainConfig(epochs=1, batch_size=64, progress=False, device="cuda", bf16=True, cuda_graphs=False)
         histories.append(Trainer(net, cfg).fit(seg, seg[100:]))
-        if setting == "1":
+        if setting == "default":
             assert len(calls) >= 4, "level 1's backward did not take the kernel"  # (T - 1 a backward call)
     for ours, split in zip(*histories):
         assert torch.isfinite(torch.tensor(ours["train_loss"]))

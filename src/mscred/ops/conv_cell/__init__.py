@@ -14,9 +14,10 @@ build too (slower there, results/conv_cell_cuda/). Built on first use for the pr
 (``ops/cuda_extension.py``); if the build fails mscred warns once and the split path runs.
 
 ``step_backward`` (``conv_cell_bwd.cu``) is the backward's counterpart at level 1: step t + 1's transposed
-convolution and step t's cell backward in one kernel. Opt-in (``MSCRED_LSTM_CONV_CELL_BWD=1``) and not yet run on a
-GPU: it was written after the 2026-12-02 session's device time was spent (``benchmarks/gpu_conv_cell_bwd.sh`` is its
-first call).
+convolution and step t's cell backward in one kernel, the default there since 2026-12-02 (its first GPU run: the
+oracle tests passed, the graphed bf16 step 2.689 / 2.696 -> 2.662 / 2.657 ms in alternation,
+results/conv_cell_bwd/); ``MSCRED_LSTM_CONV_CELL_BWD=0`` keeps the Triton cell backward and cuDNN's transposed
+convolution apart.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import torch
 
 from mscred.ops.cuda_extension import LazyExtension
 from mscred.ops.triton.convlstm_window import shared_limit
-from mscred.ops.triton.runtime import switched_off, switched_on
+from mscred.ops.triton.runtime import switched_off
 
 CHANNELS = ((32, 32), (64, 64))  # (C, Ch) with a build: levels 1 and 2 of the default model
 # (C, Ch) it runs for by default: level 1 only. Level 2's build measured slower than the split path (27 against 24 us
@@ -38,32 +39,36 @@ DEFAULT_CHANNELS = ((32, 32),)
 PADS = (0, 1, 0, 1)  # TF "same" padding of a 2 x 2 kernel: the border is the last row and column
 _SRC = Path(__file__).resolve().parent
 
-_builds: dict[str, LazyExtension] = {}  # per MSCRED_CONV_CELL_FLAGS
+_builds: dict[tuple[str, bool], LazyExtension] = {}  # per (MSCRED_CONV_CELL_FLAGS, backward)
 
 
 def _build_flags() -> tuple[list[str], str]:
-    """A/B builds of the kernel's compile-time switches (benchmarks): -D flags from MSCRED_CONV_CELL_FLAGS
-    (``-DMSCRED_CONV_CELL_SMEM_A=1`` ...), in a module of their own name."""
+    """A/B builds of the kernels' compile-time switches (benchmarks): -D flags from MSCRED_CONV_CELL_FLAGS
+    (``-DMSCRED_CONV_CELL_SMEM_A=1``, ``-DMSCRED_CONV_CELL_BWD_HOIST=0`` ...), in a module of their own name."""
     flags = os.environ.get("MSCRED_CONV_CELL_FLAGS", "").split()
     return flags, f"_{hashlib.sha256(' '.join(flags).encode()).hexdigest()[:8]}" if flags else ""
 
 
 def _extension() -> object:
-    """The module built with the present MSCRED_CONV_CELL_FLAGS (each flag set once per process)."""
+    """The forward's module built with the present MSCRED_CONV_CELL_FLAGS (each flag set once per process)."""
     return _lazy()()
 
 
-def _lazy() -> LazyExtension:
-    flags = os.environ.get("MSCRED_CONV_CELL_FLAGS", "").strip()
-    if flags not in _builds:
-        _builds[flags] = LazyExtension("conv + cell step extension", "mscred_conv_cell", _SRC,
-                                       ["binding.cpp", "conv_cell.cu"], _build_flags)
-    return _builds[flags]
+def _backward() -> object:
+    """The backward step kernel's module, likewise."""
+    return _lazy(backward=True)()
 
 
-# The backward step kernel, an extension of its own: if its build fails, the forward kernel's still runs.
-_backward = LazyExtension("conv + cell backward step extension", "mscred_conv_cell_bwd", _SRC,
-                          ["binding_bwd.cpp", "conv_cell_bwd.cu"])
+def _lazy(backward: bool = False) -> LazyExtension:
+    """The forward's extension, or the backward's: an extension of its own, so that if its build fails the forward
+    kernel still runs."""
+    key = (os.environ.get("MSCRED_CONV_CELL_FLAGS", "").strip(), backward)
+    if key not in _builds:
+        _builds[key] = (LazyExtension("conv + cell backward step extension", "mscred_conv_cell_bwd", _SRC,
+                                      ["binding_bwd.cpp", "conv_cell_bwd.cu"], _build_flags) if backward else
+                        LazyExtension("conv + cell step extension", "mscred_conv_cell", _SRC,
+                                      ["binding.cpp", "conv_cell.cu"], _build_flags))
+    return _builds[key]
 
 
 def takes(dtype: torch.dtype, cell_dtype: torch.dtype, C: int, Ch: int, kernel: tuple[int, int], pads) -> bool:
@@ -111,11 +116,11 @@ def transposed_weight(w: torch.Tensor) -> torch.Tensor:
 
 def runs_backward(xh: torch.Tensor, dout: torch.Tensor, cell_dtype: torch.dtype, dc_dtype: torch.dtype,
                   recompute_c: bool, bias_grad_dtype: torch.dtype, C: int, Ch: int, kernel, pads) -> bool:
-    """Whether the backward step kernel (``conv_cell_bwd.cu``) runs this level's backward: opt-in
-    (MSCRED_LSTM_CONV_CELL_BWD=1: written after the session's device time was spent, not yet run on a GPU), level 1's
-    sizes (C = Ch = 32) where the forward kernel runs, the cell backward's defaults (c_t recomputed, float32 dc and
-    bias gradient), dout's steps with contiguous (H, W, Ch) maps, and one block's shared memory fitting."""
-    if not switched_on("MSCRED_LSTM_CONV_CELL_BWD") or (C, Ch) != (32, 32):
+    """Whether the backward step kernel (``conv_cell_bwd.cu``) runs this level's backward: not switched off
+    (MSCRED_LSTM_CONV_CELL_BWD=0), level 1's sizes (C = Ch = 32) where the forward kernel runs, the cell backward's
+    defaults (c_t recomputed, float32 dc and bias gradient), dout's steps with contiguous (H, W, Ch) maps, and one
+    block's shared memory fitting."""
+    if switched_off("MSCRED_LSTM_CONV_CELL_BWD") or (C, Ch) != (32, 32):
         return False
     if not (recompute_c and dc_dtype == torch.float32 and bias_grad_dtype == torch.float32):
         return False
@@ -125,7 +130,7 @@ def runs_backward(xh: torch.Tensor, dout: torch.Tensor, cell_dtype: torch.dtype,
     maps_ok = (dout.dtype == torch.bfloat16 and dout.stride(2) == 1 and dout.stride(4) == Ch
                and dout.stride(3) == W * Ch and (B == 1 or dout.stride(0) % 8 == 0)
                and (T == 1 or dout.stride(1) % 8 == 0) and dout.data_ptr() % 16 == 0)
-    if not maps_ok or not _backward.usable("the cell kernel and cuDNN's transposed convolution run apart"):
+    if not maps_ok or not _lazy(backward=True).usable("the cell kernel and cuDNN's transposed convolution run apart"):
         return False
     return 0 < _backward().shared_bytes_backward(C, Ch, W) <= shared_limit(xh.device)
 

@@ -35,6 +35,15 @@ namespace {
 
 using mscred_resident::wgmma_m64n64k16_ss;
 
+// MSCRED_CONV_CELL_BWD_HOIST 1 issues the epilogue's loads (pre_t, c_{t-1}, dout_t, dc_t of the thread's two rows)
+// right after the tile's warpgroup MMAs, so that they are in flight while the tensor cores work and both rows'
+// arrive together; 0 loads each row's just before its arithmetic, after the previous row's stores (the first
+// build: those stores' memory clobbers keep the second row's loads behind them, one memory latency a row).
+// A/B builds: -D flags from MSCRED_CONV_CELL_FLAGS (benchmarks).
+#ifndef MSCRED_CONV_CELL_BWD_HOIST
+#define MSCRED_CONV_CELL_BWD_HOIST 1
+#endif
+
 constexpr int kBwdRows = 64;        // dxh rows (of the bordered index) per warpgroup tile: wgmma's M
 constexpr int kBwdWarpgroups = 3;
 
@@ -48,6 +57,15 @@ struct BwdSizes {
   static constexpr int WEIGHT_BYTES = KSTEPS * K0 * 32;  // 16 k x K0 columns x 2 bytes per k16 step
   static constexpr int SMALL_BYTES = (1 + 4 * kBwdWarpgroups) * G4 * 4;  // the bias, each warp's bias-gradient sums
   static_assert(C == 32 && CH == 32, "written for level 1's sizes: 64 accumulator columns, 256-byte dpre rows");
+};
+
+// What the cell backward of one row reads (a thread's 8 channels): step t's pre-activations of the 4 gates, c_{t-1},
+// dout_t, dc_t (float32, two 16-byte halves).
+struct CellRowIn {
+  uint4 pre[4];
+  uint4 c_prev;
+  uint4 dout;
+  uint4 dc[2];
 };
 
 // Rows of a tile's staging buffer: the 64 rows and the Wp + 1 before them, in whole 8-row swizzle atoms.
@@ -117,6 +135,17 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   };
 
   const int quad = lane >> 2, lane_ch = (lane & 3) * 8;  // accumulator rows quad, quad + 8; first of 8 channels
+  // The cell backward's operands of output pixel pix (b * H * W + y * W + x) for this thread's channels.
+  auto load_row = [&](int pix, CellRowIn& in) {
+    const int b = pix / HW;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) in.pre[j] = load16(p.pre + static_cast<size_t>(pix) * G4 + j * CH + lane_ch);
+    in.c_prev = p.c_prev != nullptr ? load16(p.c_prev + static_cast<size_t>(pix) * CH + lane_ch) : make_uint4(0, 0, 0, 0);
+    in.dout = load16(p.dout + b * p.dout_sb + static_cast<size_t>(pix - b * HW) * CH + lane_ch);
+    const uint4* dc_at = reinterpret_cast<const uint4*>(p.dc + static_cast<size_t>(pix) * CH + lane_ch);
+    in.dc[0] = dc_at[0];  // (dc is written below: a coherent load, not load16's read-only path)
+    in.dc[1] = dc_at[1];
+  };
   const unsigned w_base = smem_u32(w_s);
   const int stride = gridDim.x * NWG;
   float db[4][8];  // this thread's bias-gradient sums: gate j, channel lane_ch + k
@@ -147,16 +176,25 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
                          ks > 0);
     }
     wgmma_commit();
+    // acc[nt][2 hh + e]: row quad + 8 hh of this warp's 16; dx channel lane_ch + 2 nt + e for nt < 4, dh channel
+    // lane_ch + 2 (nt - 4) + e for nt >= 4.
+    int pix_of_row[2];  // the rows' output pixels (-1: a border row or past the last)
+    CellRowIn in[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      pix_of_row[hh] = pixel_of(tile * kBwdRows + wq * 16 + quad + 8 * hh);
+#if MSCRED_CONV_CELL_BWD_HOIST
+      if (pix_of_row[hh] >= 0) load_row(pix_of_row[hh], in[hh]);
+#endif
+    }
     wgmma_wait_all();
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) keep_in_registers(acc[nt][i]);
 
-    // acc[nt][2 hh + e]: row quad + 8 hh of this warp's 16; dx channel lane_ch + 2 nt + e for nt < 4, dh channel
-    // lane_ch + 2 (nt - 4) + e for nt >= 4.
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
+    for (int hh = 0; hh < 2; ++hh) {  // dx_{t+1} first: its accumulators free before the cell arithmetic
       const int q = tile * kBwdRows + wq * 16 + quad + 8 * hh;
       if (q >= rows) continue;
       store16(p.dx_next + static_cast<size_t>(q) * C + lane_ch,
@@ -164,18 +202,21 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
                          bits(__floats2bfloat162_rn(acc[1][2 * hh], acc[1][2 * hh + 1])),
                          bits(__floats2bfloat162_rn(acc[2][2 * hh], acc[2][2 * hh + 1])),
                          bits(__floats2bfloat162_rn(acc[3][2 * hh], acc[3][2 * hh + 1]))));
-      const int pix = pixel_of(q);
-      if (pix < 0) continue;
-      const int b = pix / HW;
-      uint4 pre_v[4];
+    }
 #pragma unroll
-      for (int j = 0; j < 4; ++j) pre_v[j] = load16(p.pre + static_cast<size_t>(pix) * G4 + j * CH + lane_ch);
-      const uint4 c_prev_v = p.c_prev != nullptr ? load16(p.c_prev + static_cast<size_t>(pix) * CH + lane_ch)
-                                                 : make_uint4(0, 0, 0, 0);
-      const uint4 dout_v = load16(p.dout + b * p.dout_sb + static_cast<size_t>(pix - b * HW) * CH + lane_ch);
+    for (int hh = 0; hh < 2; ++hh) {
+      const int pix = pix_of_row[hh];
+      if (pix < 0) continue;
+#if !MSCRED_CONV_CELL_BWD_HOIST
+      load_row(pix, in[hh]);
+#endif
+      const uint4* pre_v = in[hh].pre;
+      const uint4 c_prev_v = in[hh].c_prev, dout_v = in[hh].dout;
       float* dc_at = p.dc + static_cast<size_t>(pix) * CH + lane_ch;
-      const float4 dc_lo = *reinterpret_cast<const float4*>(dc_at), dc_hi = *reinterpret_cast<const float4*>(dc_at + 4);
-      const float dc_in[8] = {dc_lo.x, dc_lo.y, dc_lo.z, dc_lo.w, dc_hi.x, dc_hi.y, dc_hi.z, dc_hi.w};
+      const float dc_in[8] = {__uint_as_float(in[hh].dc[0].x), __uint_as_float(in[hh].dc[0].y),
+                              __uint_as_float(in[hh].dc[0].z), __uint_as_float(in[hh].dc[0].w),
+                              __uint_as_float(in[hh].dc[1].x), __uint_as_float(in[hh].dc[1].y),
+                              __uint_as_float(in[hh].dc[1].z), __uint_as_float(in[hh].dc[1].w)};
       float dc_out[8];
       uint32_t dpre_w[4][4];
 #pragma unroll

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One device call (~5-6 min): the backward step kernel as the default at level 1, its epilogue's loads hoisted above
+# the tile's warpgroup-MMA wait (MSCRED_CONV_CELL_BWD_HOIST=1, the default build) against loaded row by row (=0).
+#   0. both extensions built per flag set, side by side                                   -> build_*.txt
+#   1. bench_conv_cell_bwd.py (split path against the kernel) with each build            -> hoist_{1,0}/conv_cell_bwd.md
+#   2. the graphed bf16 step: the defaults (kernel, hoisted) against MSCRED_LSTM_CONV_CELL_BWD=0 (the split path) and
+#      against the =0 build, in alternation                                                          -> model/*.md
+# The GPU tests of the new defaults: the full suite's call after it (gpu_suite_parallel.sh).
+# Usage: bash benchmarks/gpu_conv_cell_bwd_hoist.sh. Writes $OUT/conv_cell_bwd_hoist.tgz.
+set -uo pipefail
+. benchmarks/device_env.sh
+cache_bytecode
+D=$(result_dir conv_cell_bwd_hoist)
+ROWWISE="-DMSCRED_CONV_CELL_BWD_HOIST=0"
+i=0
+for flags in "" "$ROWWISE"; do  # the four builds side by side
+  for module in _extension _backward; do
+    MSCRED_CONV_CELL_FLAGS="$flags" timeout 240 python3 -c \
+      "from mscred.ops import conv_cell; conv_cell.$module()" > "$D/build_${i}$module.txt" 2>&1 &
+  done
+  i=$((i + 1))
+done
+wait
+tail -n 3 "$D"/build_*.txt
+for spec in "hoist_1:" "hoist_0:$ROWWISE"; do
+  label=${spec%%:*}
+  MSCRED_CONV_CELL_FLAGS="${spec#*:}" bench_to_log "$D/$label" 120 benchmarks/bench_conv_cell_bwd.py
+  echo "== $label"; grep -E "^\| (split|kernel) " "$D/$label/conv_cell_bwd.md" | cut -c1-200
+done
+PART_TIMEOUT_S=45 OUT="$D" bash benchmarks/gpu_train_variants.sh model "default_1:g-fused-bf16" \
+  "split_1:g-fused-bf16:MSCRED_LSTM_CONV_CELL_BWD=0" "rowwise_1:g-fused-bf16:MSCRED_CONV_CELL_FLAGS=$ROWWISE" \
+  "default_2:g-fused-bf16" "split_2:g-fused-bf16:MSCRED_LSTM_CONV_CELL_BWD=0" \
+  "rowwise_2:g-fused-bf16:MSCRED_CONV_CELL_FLAGS=$ROWWISE" > /dev/null 2>&1
+grep -h "train fused + CUDA graph" "$D/model/log.txt"
+(cd "$OUT" && tar czf conv_cell_bwd_hoist.tgz conv_cell_bwd_hoist && rm -rf conv_cell_bwd_hoist)
