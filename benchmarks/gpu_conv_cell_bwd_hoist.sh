@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call (~5-6 min): the backward step kernel as the default at level 1, its epilogue's loads hoisted above
-# the tile's warpgroup-MMA wait (MSCRED_CONV_CELL_BWD_HOIST=1, the default build) against loaded row by row (=0).
+# the tile's warpgroup-MMA wait (MSCRED_CONV_CELL_BWD_HOIST=1, the default build when this ran on 2026-12-02: its
+# rows "default" in results/conv_cell_bwd_hoist/) against loaded row by row (=0, the default since: "rowwise").
 #   0. both extensions built per flag set, side by side                                   -> build_*.txt
 #   1. bench_conv_cell_bwd.py (split path against the kernel) with each build            -> hoist_{1,0}/conv_cell_bwd.md
 #   2. the graphed bf16 step: the defaults (kernel, hoisted) against MSCRED_LSTM_CONV_CELL_BWD=0 (the split path) and
@@ -11,9 +12,9 @@ set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
 D=$(result_dir conv_cell_bwd_hoist)
-ROWWISE="-DMSCRED_CONV_CELL_BWD_HOIST=0"
+ROWWISE="-DMSCRED_CONV_CELL_BWD_HOIST=0"; HOISTED="-DMSCRED_CONV_CELL_BWD_HOIST=1"
 i=0
-for flags in "" "$ROWWISE"; do  # the four builds side by side
+for flags in "$HOISTED" "$ROWWISE"; do  # the four builds side by side
   for module in _extension _backward; do
     MSCRED_CONV_CELL_FLAGS="$flags" timeout 240 python3 -c \
       "from mscred.ops import conv_cell; conv_cell.$module()" > "$D/build_${i}$module.txt" 2>&1 &
@@ -22,14 +23,14 @@ for flags in "" "$ROWWISE"; do  # the four builds side by side
 done
 wait
 tail -n 3 "$D"/build_*.txt
-for spec in "hoist_1:" "hoist_0:$ROWWISE"; do
+for spec in "hoist_1:$HOISTED" "hoist_0:$ROWWISE"; do
   label=${spec%%:*}
   MSCRED_CONV_CELL_FLAGS="${spec#*:}" bench_to_log "$D/$label" 120 benchmarks/bench_conv_cell_bwd.py
   echo "== $label"; grep -E "^\| (split|kernel) " "$D/$label/conv_cell_bwd.md" | cut -c1-200
 done
-PART_TIMEOUT_S=45 OUT="$D" bash benchmarks/gpu_train_variants.sh model "default_1:g-fused-bf16" \
+PART_TIMEOUT_S=45 OUT="$D" bash benchmarks/gpu_train_variants.sh model "default_1:g-fused-bf16:MSCRED_CONV_CELL_FLAGS=$HOISTED" \
   "split_1:g-fused-bf16:MSCRED_LSTM_CONV_CELL_BWD=0" "rowwise_1:g-fused-bf16:MSCRED_CONV_CELL_FLAGS=$ROWWISE" \
-  "default_2:g-fused-bf16" "split_2:g-fused-bf16:MSCRED_LSTM_CONV_CELL_BWD=0" \
+  "default_2:g-fused-bf16:MSCRED_CONV_CELL_FLAGS=$HOISTED" "split_2:g-fused-bf16:MSCRED_LSTM_CONV_CELL_BWD=0" \
   "rowwise_2:g-fused-bf16:MSCRED_CONV_CELL_FLAGS=$ROWWISE" > /dev/null 2>&1
 grep -h "train fused + CUDA graph" "$D/model/log.txt"
 (cd "$OUT" && tar czf conv_cell_bwd_hoist.tgz conv_cell_bwd_hoist && rm -rf conv_cell_bwd_hoist)

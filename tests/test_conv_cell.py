@@ -74,6 +74,19 @@ def test_ab_variants_compile(flags, tmp_path):
     assert len(re.findall(r"Compiling entry function", proc.stdout + proc.stderr)) == 2  # the forward's two
 
 
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
+def test_backward_hoisted_loads_variant_compiles_without_spills(tmp_path):
+    """The backward kernel's A/B build with the epilogue's loads above the MMA wait (MSCRED_CONV_CELL_BWD_HOIST=1,
+    results/conv_cell_bwd_hoist/) fits 168 registers: no stack frame, no spills."""
+    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], "-DMSCRED_CONV_CELL_BWD_HOIST=1", f"-I{conv_cell._SRC}",
+           "-Xptxas", "-v", "-c", str(SOURCES[1]), "-o", str(tmp_path / "variant.o")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = proc.stdout + proc.stderr
+    assert len(re.findall(r"Compiling entry function", report)) == 1
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report[-2000:]
+
+
 def test_takes_only_what_it_is_written_for(monkeypatch):
     bf16, f16 = torch.bfloat16, torch.float16
 

@@ -1,5 +1,6 @@
-// One backward step of the large level's training ConvLSTM in one kernel (conv_cell_step_backward; opt-in,
-// MSCRED_LSTM_CONV_CELL_BWD=1, written 2026-12-02 after the session's device time was spent: NOT YET RUN ON A GPU).
+// One backward step of the large level's training ConvLSTM in one kernel (conv_cell_step_backward; the default at
+// level 1 since 2026-12-02, MSCRED_LSTM_CONV_CELL_BWD=0 keeps the split path; results/conv_cell_bwd/ and
+// results/conv_cell_bwd_hoist/: the graphed bf16 step 2.679 / 2.683 ms split, 2.652 / 2.634 ms with it).
 //
 // The split path (ops/triton/convlstm_concat.py's backward) runs per step t: the Triton cell backward (dpre_t, dc),
 // cuDNN's transposed convolution of dpre_t with the whole gate weight into a new [dx_t, dh_{t-1}] tensor, and a copy
@@ -37,11 +38,12 @@ using mscred_resident::wgmma_m64n64k16_ss;
 
 // MSCRED_CONV_CELL_BWD_HOIST 1 issues the epilogue's loads (pre_t, c_{t-1}, dout_t, dc_t of the thread's two rows)
 // right after the tile's warpgroup MMAs, so that they are in flight while the tensor cores work and both rows'
-// arrive together; 0 loads each row's just before its arithmetic, after the previous row's stores (the first
-// build: those stores' memory clobbers keep the second row's loads behind them, one memory latency a row).
-// A/B builds: -D flags from MSCRED_CONV_CELL_FLAGS (benchmarks).
+// arrive together (168 registers, no spills); 0 (the default) loads each row's just before its arithmetic, after the
+// previous row's stores (122 registers). Hoisting measured no gain: the kernel 232.0 against 227.8 us over four
+// steps, the graphed bf16 step 2.659 / 2.654 against 2.652 / 2.634 ms in alternation (results/conv_cell_bwd_hoist/):
+// these loads' latency is not what bounds it. A/B builds: -D flags from MSCRED_CONV_CELL_FLAGS (benchmarks).
 #ifndef MSCRED_CONV_CELL_BWD_HOIST
-#define MSCRED_CONV_CELL_BWD_HOIST 1
+#define MSCRED_CONV_CELL_BWD_HOIST 0
 #endif
 
 constexpr int kBwdRows = 64;        // dxh rows (of the bordered index) per warpgroup tile: wgmma's M
