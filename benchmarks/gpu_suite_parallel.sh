@@ -32,6 +32,7 @@ for group in $GROUPS_RUN; do
   if [[ $group == */* ]]; then
     name=${group%/*}; n=${group#*/}
     case $name in convlstm) files=$CONVLSTM ;; triton_ops) files=$TRITON_OPS ;; train_im2col) files=$TRAIN_IM2COL ;;
+      rest_a) files=$REST_A ;; rest_b) files=$REST_B ;;
       *) echo "no sharding for group $name" >&2; continue ;; esac
     ids=$(python3 -m pytest --collect-only -q -p no:cacheprovider $files 2>/dev/null | grep '::')  # once a group
     for k in $(seq 1 "$n"); do
