@@ -150,7 +150,33 @@ def bwd_column_channel(n: int) -> int:
     return (n >> 5) * C + ((n & 7) >> 1) * 8 + ((n >> 3) & 3) * 2 + (n & 1)
 
 
-@pytest.mark.parametrize("B, H, W", [(2, 5, 5), (1, 7, 3), (3, 4, 9)])
+def stage_backward_rows_stepped(dpre: np.ndarray, tile: int, B: int, H: int, W: int, tile_rows: int,
+                                half_bytes: int) -> np.ndarray:
+    """The backward kernel's load_tile as built (MSCRED_CONV_CELL_BWD_ROW_STEPS=1), thread by thread: each of the
+    warpgroup's 128 threads keeps one 16-byte chunk, decodes its first row once (one image ahead) and steps 8 rows
+    at a time by additions."""
+    Hp, Wp = H + 1, W + 1
+    a_s = np.full(2 * half_bytes // 2, np.nan)
+    for tid in range(128):
+        c, r0 = tid % (G4 // 8), tid // (G4 // 8)
+        image, rem = divmod(tile * TILE - (Wp + 1) + r0 + Hp * Wp, Hp * Wp)
+        b, y = image - 1, rem // Wp
+        x = rem - y * Wp
+        at = (c >> 3) * half_bytes + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4)
+        for k in range(tile_rows // 8):
+            inside = 0 <= b < B and y < H and x < W
+            byte = at + k * 8 * 128
+            a_s[byte // 2: byte // 2 + 8] = dpre[b * H * W + y * W + x, c * 8: c * 8 + 8] if inside else 0.0
+            x += 8
+            while x >= Wp:
+                x -= Wp
+                y += 1
+                if y == H + 1:
+                    y, b = 0, b + 1
+    return a_s
+
+
+@pytest.mark.parametrize("B, H, W", [(2, 5, 5), (1, 7, 3), (3, 4, 9), (2, 9, 12)])
 def test_backward_replayed_gemm_equals_the_transposed_convolution(B, H, W):
     rng = np.random.default_rng(7 + B * 100 + H * 10 + W)
     Hp, Wp = H + 1, W + 1
@@ -187,11 +213,14 @@ def test_backward_replayed_gemm_equals_the_transposed_convolution(B, H, W):
     for tile in range((rows + TILE - 1) // TILE):
         q_first = tile * TILE - (Wp + 1)
         a_s = np.full(2 * half_bytes // 2, np.nan)  # staging, two 128-byte halves, zero-filled rows
-        for r in range(tile_rows):
+        for r in range(tile_rows):  # what load_tile must write: row by row, chunk by chunk (its first build)
             pix = pixel_of(q_first + r)
             for c in range(G4 // 8):
                 byte = (c >> 3) * half_bytes + r * 128 + (((c & 7) ^ (r & 7)) << 4)
                 a_s[byte // 2: byte // 2 + 8] = dpre[pix, c * 8: c * 8 + 8] if pix >= 0 else 0.0
+        stepped = stage_backward_rows_stepped(dpre, tile, B, H, W, tile_rows, half_bytes)
+        assert not np.isnan(stepped).any()  # every byte of the buffer written
+        np.testing.assert_array_equal(stepped, a_s)
         acc = np.zeros((TILE, K0))
         for ks in range(4 * kc_steps):
             tap, kc = ks // kc_steps, ks % kc_steps

@@ -45,6 +45,12 @@ using mscred_resident::wgmma_m64n64k16_ss;
 #ifndef MSCRED_CONV_CELL_BWD_HOIST
 #define MSCRED_CONV_CELL_BWD_HOIST 0
 #endif
+// MSCRED_CONV_CELL_BWD_ROW_STEPS 1 has the staging's threads decode their first row of a tile once and step to the
+// next (8 rows on) by additions; 0 decodes every 16-byte chunk's row by two integer divisions (the first build, ~600
+// of the ~2,800 instructions a thread runs a tile, results/conv_cell_bwd_ncu/). A/B builds as above.
+#ifndef MSCRED_CONV_CELL_BWD_ROW_STEPS
+#define MSCRED_CONV_CELL_BWD_ROW_STEPS 1
+#endif
 
 constexpr int kBwdRows = 64;        // dxh rows (of the bordered index) per warpgroup tile: wgmma's M
 constexpr int kBwdWarpgroups = 3;
@@ -125,6 +131,32 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   };
   // Staged row r holds row q0 - (Wp + 1) + r's dpre_{t+1} (zeros where that row is no output pixel), its 16-byte
   // chunk c in half c / 8 at chunk (c % 8) ^ (r % 8) of the row's 128 bytes there.
+#if MSCRED_CONV_CELL_BWD_ROW_STEPS
+  // A thread's chunk is the same in every row it copies (128 threads, 16 chunks a row: its rows are 8 apart, so its
+  // swizzled offset is fixed too); its first row is decoded once -- one image ahead, so that the rows before the
+  // first (q >= -(Wp + 1)) decode as image -1 -- and the rest stepped from it without a division.
+  auto load_tile = [&](int buf, int tile) {
+    constexpr int CHUNKS = G4 / 8, ROW_STEP = 128 / CHUNKS;
+    static_assert(128 % CHUNKS == 0, "a warpgroup's threads cover whole rows");
+    const int c = wg_tid % CHUNKS, r0 = wg_tid / CHUNKS;
+    const unsigned first = static_cast<unsigned>(tile * kBwdRows - (Wp + 1) + r0 + HpWp);
+    const unsigned image = first / static_cast<unsigned>(HpWp), rem = first - image * static_cast<unsigned>(HpWp);
+    int b = static_cast<int>(image) - 1, y = static_cast<int>(rem / static_cast<unsigned>(Wp));
+    int x = static_cast<int>(rem) - y * Wp;
+    const unsigned at = smem_u32(my_a + buf * a_bytes) + (c >> 3) * half_bytes + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
+    const __nv_bfloat16* from = p.dpre_next + c * 8;
+    for (int k = 0; k < tile_rows / ROW_STEP; ++k) {  // (tile_rows is a whole number of 8-row atoms)
+      const bool inside = b >= 0 && b < p.B && y < p.H && x < p.W;
+      cp_async16_or_zero(at + k * (ROW_STEP * 128), from + static_cast<size_t>(inside ? b * HW + y * p.W + x : 0) * G4,
+                         inside);
+      x += ROW_STEP;
+      while (x >= Wp) {  // once at most where Wp > 8 (level 1: Wp = 31); small maps step more rows
+        x -= Wp;
+        if (++y == p.H + 1) y = 0, ++b;
+      }
+    }
+  };
+#else
   auto load_tile = [&](int buf, int tile) {
     constexpr int CHUNKS = G4 / 8;
     const int q_first = tile * kBwdRows - (Wp + 1);
@@ -135,6 +167,7 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
                          p.dpre_next + static_cast<size_t>(pix < 0 ? 0 : pix) * G4 + c * 8, pix >= 0);
     }
   };
+#endif
 
   const int quad = lane >> 2, lane_ch = (lane & 3) * 8;  // accumulator rows quad, quad + 8; first of 8 channels
   // The cell backward's operands of output pixel pix (b * H * W + y * W + x) for this thread's channels.
