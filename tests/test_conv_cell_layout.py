@@ -152,9 +152,10 @@ def bwd_column_channel(n: int) -> int:
 
 def stage_backward_rows_stepped(dpre: np.ndarray, tile: int, B: int, H: int, W: int, tile_rows: int,
                                 half_bytes: int) -> np.ndarray:
-    """The backward kernel's load_tile as built (MSCRED_CONV_CELL_BWD_ROW_STEPS=1), thread by thread: each of the
-    warpgroup's 128 threads keeps one 16-byte chunk, decodes its first row once (one image ahead) and steps 8 rows
-    at a time by additions."""
+    """The backward kernel's load_tile in its stepped build (MSCRED_CONV_CELL_BWD_ROW_STEPS=1, an A/B build not yet
+    run on a GPU), thread by thread: each of the warpgroup's 128 threads keeps one 16-byte chunk, decodes its first
+    row once (one image ahead) and steps 8 rows at a time by additions; the default build's is the per-chunk loop
+    the test compares it with."""
     Hp, Wp = H + 1, W + 1
     a_s = np.full(2 * half_bytes // 2, np.nan)
     for tid in range(128):
