@@ -16,8 +16,10 @@ build too (slower there, results/conv_cell_cuda/). Built on first use for the pr
 ``step_backward`` (``conv_cell_bwd.cu``) is the backward's counterpart at level 1: step t + 1's transposed
 convolution and step t's cell backward in one kernel, the default there since 2026-12-02 (its first GPU run: the
 oracle tests passed, the graphed bf16 step 2.689 / 2.696 -> 2.662 / 2.657 ms in alternation,
-results/conv_cell_bwd/); ``MSCRED_LSTM_CONV_CELL_BWD=0`` keeps the Triton cell backward and cuDNN's transposed
-convolution apart.
+results/conv_cell_bwd/; as the default 2.652 / 2.634 against the split backward's 2.679 / 2.683 ms,
+results/conv_cell_bwd_hoist/; the whole GPU suite passed on it, results/gpu_suite_1202b/);
+``MSCRED_LSTM_CONV_CELL_BWD=0`` keeps the Triton cell backward and cuDNN's transposed convolution apart. Its A/B
+builds (MSCRED_CONV_CELL_FLAGS) are named in ``conv_cell_bwd.cu``.
 """
 from __future__ import annotations
 

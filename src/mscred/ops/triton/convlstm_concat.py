@@ -141,8 +141,9 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     block, block_c, tiles, grid = lstm._launch_bwd("nhwc", B * H * W, Ch)
     grid, grid_stride = lstm.wave_grid(grid, "nhwc")
     fast = lstm.fast_activations(pre[0].dtype)
-    # Steps T - 2 .. 0 as one CUDA kernel each (ops/conv_cell, opt-in): step t + 1's transposed convolution and step
-    # t's cell backward on the same rows; the last step keeps the Triton cell kernel, dx_0 cuDNN's call below.
+    # Steps T - 2 .. 0 as one CUDA kernel each at level 1 on Hopper (ops/conv_cell; MSCRED_LSTM_CONV_CELL_BWD=0 off):
+    # step t + 1's transposed convolution and step t's cell backward on the same rows; the last step keeps the
+    # Triton cell kernel, dx_0 cuDNN's call below.
     fused = T > 1 and conv_cell.runs_backward(xh, dout, cells.dtype, dc_dtype, recompute_c, acc, C, Ch,
                                               tuple(w.shape[2:]), pads)
     if fused:
