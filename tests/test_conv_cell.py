@@ -75,12 +75,15 @@ def test_ab_variants_compile(flags, tmp_path):
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
-@pytest.mark.parametrize("flags", ["-DMSCRED_CONV_CELL_BWD_HOIST=1", "-DMSCRED_CONV_CELL_BWD_ROW_STEPS=1"])
+@pytest.mark.parametrize("flags", ["-DMSCRED_CONV_CELL_BWD_HOIST=1", "-DMSCRED_CONV_CELL_BWD_ROW_STEPS=1",
+                                   "-DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1",
+                                   "-DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1 -DMSCRED_CONV_CELL_BWD_ROW_STEPS=1"])
 def test_backward_ab_variants_compile_without_spills(flags, tmp_path):
     """The backward kernel's A/B builds fit their registers (no stack frame, no spills): the epilogue's loads above
-    the MMA wait (results/conv_cell_bwd_hoist/, 168 registers) and the staging's rows stepped by additions (not yet
+    the MMA wait (results/conv_cell_bwd_hoist/, 168 registers), the staging's rows stepped by additions, four
+    warpgroups sharing one staging buffer (at most 128 registers at 512 threads) and both (the last three not yet
     run on a GPU: benchmarks/gpu_conv_cell_bwd_steps.sh)."""
-    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], flags, f"-I{conv_cell._SRC}",
+    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], *flags.split(), f"-I{conv_cell._SRC}",
            "-Xptxas", "-v", "-c", str(SOURCES[1]), "-o", str(tmp_path / "variant.o")]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -151,24 +151,25 @@ def bwd_column_channel(n: int) -> int:
 
 
 def stage_backward_rows_stepped(dpre: np.ndarray, tile: int, B: int, H: int, W: int, tile_rows: int,
-                                half_bytes: int) -> np.ndarray:
+                                half_bytes: int, sg: int = 1) -> np.ndarray:
     """The backward kernel's load_tile in its stepped build (MSCRED_CONV_CELL_BWD_ROW_STEPS=1, an A/B build not yet
-    run on a GPU), thread by thread: each of the warpgroup's 128 threads keeps one 16-byte chunk, decodes its first
-    row once (one image ahead) and steps 8 rows at a time by additions; the default build's is the per-chunk loop
-    the test compares it with."""
+    run on a GPU), thread by thread: each of the staging group's sg x 128 threads keeps one 16-byte chunk, decodes
+    its first row once (one image ahead) and steps 8 sg rows at a time by additions; the default build's is the
+    per-chunk loop the test compares it with. ``tile`` is the unit's first tile."""
     Hp, Wp = H + 1, W + 1
+    step = sg * 128 // (G4 // 8)
     a_s = np.full(2 * half_bytes // 2, np.nan)
-    for tid in range(128):
+    for tid in range(sg * 128):
         c, r0 = tid % (G4 // 8), tid // (G4 // 8)
         image, rem = divmod(tile * TILE - (Wp + 1) + r0 + Hp * Wp, Hp * Wp)
         b, y = image - 1, rem // Wp
         x = rem - y * Wp
         at = (c >> 3) * half_bytes + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4)
-        for k in range(tile_rows // 8):
+        for k in range(tile_rows // step):
             inside = 0 <= b < B and y < H and x < W
-            byte = at + k * 8 * 128
+            byte = at + k * step * 128
             a_s[byte // 2: byte // 2 + 8] = dpre[b * H * W + y * W + x, c * 8: c * 8 + 8] if inside else 0.0
-            x += 8
+            x += step
             while x >= Wp:
                 x -= Wp
                 y += 1
@@ -177,8 +178,12 @@ def stage_backward_rows_stepped(dpre: np.ndarray, tile: int, B: int, H: int, W: 
     return a_s
 
 
+@pytest.mark.parametrize("sg", [1, 4])
 @pytest.mark.parametrize("B, H, W", [(2, 5, 5), (1, 7, 3), (3, 4, 9), (2, 9, 12)])
-def test_backward_replayed_gemm_equals_the_transposed_convolution(B, H, W):
+def test_backward_replayed_gemm_equals_the_transposed_convolution(B, H, W, sg):
+    """sg: warpgroups sharing a staging buffer (1: the default build, each its own; 4:
+    MSCRED_CONV_CELL_BWD_SHARED_STAGING=1, a unit of four consecutive tiles staged once, each warpgroup's
+    descriptors 64 rows further)."""
     rng = np.random.default_rng(7 + B * 100 + H * 10 + W)
     Hp, Wp = H + 1, W + 1
     rows = B * Hp * Wp
@@ -205,28 +210,29 @@ def test_backward_replayed_gemm_equals_the_transposed_convolution(B, H, W):
         y, x = divmod(rem, Wp)
         return b * H * W + y * W + x if y < H and x < W else -1
 
-    tile_rows = (TILE + Wp + 1 + 7) // 8 * 8
+    tile_rows = (sg * TILE + Wp + 1 + 8 * sg - 1) // (8 * sg) * (8 * sg)  # bwd_tile_rows
     half_bytes = tile_rows * 128
     bordered = np.zeros((rows, G4))  # dpre in the bordered index, zeros where no output pixel
     for q in range(rows):
         if pixel_of(q) >= 0:
             bordered[q] = dpre[pixel_of(q)]
     for tile in range((rows + TILE - 1) // TILE):
-        q_first = tile * TILE - (Wp + 1)
+        unit, member = divmod(tile, sg)  # the unit staged once for its sg warpgroups, this tile's warpgroup in it
+        q_first = unit * sg * TILE - (Wp + 1)
         a_s = np.full(2 * half_bytes // 2, np.nan)  # staging, two 128-byte halves, zero-filled rows
         for r in range(tile_rows):  # what load_tile must write: row by row, chunk by chunk (its first build)
             pix = pixel_of(q_first + r)
             for c in range(G4 // 8):
                 byte = (c >> 3) * half_bytes + r * 128 + (((c & 7) ^ (r & 7)) << 4)
                 a_s[byte // 2: byte // 2 + 8] = dpre[pix, c * 8: c * 8 + 8] if pix >= 0 else 0.0
-        stepped = stage_backward_rows_stepped(dpre, tile, B, H, W, tile_rows, half_bytes)
+        stepped = stage_backward_rows_stepped(dpre, unit * sg, B, H, W, tile_rows, half_bytes, sg)
         assert not np.isnan(stepped).any()  # every byte of the buffer written
         np.testing.assert_array_equal(stepped, a_s)
         acc = np.zeros((TILE, K0))
         for ks in range(4 * kc_steps):
             tap, kc = ks // kc_steps, ks % kc_steps
             row0 = (Wp + 1) - ((tap >> 1) * Wp + (tap & 1))
-            start = (kc >> 2) * half_bytes + row0 * 128 + (kc & 3) * 32
+            start = member * TILE * 128 + (kc >> 2) * half_bytes + row0 * 128 + (kc & 3) * 32
             a = np.zeros((TILE, 16))
             for m in range(TILE):
                 for k in range(16):

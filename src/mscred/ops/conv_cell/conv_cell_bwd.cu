@@ -55,8 +55,23 @@ using mscred_resident::wgmma_m64n64k16_ss;
 #define MSCRED_CONV_CELL_BWD_ROW_STEPS 0
 #endif
 
+// MSCRED_CONV_CELL_BWD_SHARED_STAGING 1 runs four warpgroups a block instead of three, sharing one double-buffered
+// staging of the 4 x 64 rows of four consecutive tiles and the Wp + 1 before them (level 1: 2 x 73.7 KB beside the
+// 64 KB weight, where four private double buffers would not fit), staged by all 512 threads and synchronised
+// block-wide; 16 warps an SM instead of 12 for a kernel bound by its instruction issue at three warps a scheduler
+// (results/conv_cell_bwd_ncu/), at most 128 registers a thread (the default build uses 122; not with
+// MSCRED_CONV_CELL_BWD_HOIST). 0 (the default): each warpgroup its own tiles and buffers. Written after the
+// 2026-12-02 afternoon session's device time was spent: compiled in CI, its staging and descriptors replayed on the
+// CPU (tests/test_conv_cell_layout.py), NOT YET RUN ON A GPU (benchmarks/gpu_conv_cell_bwd_steps.sh times it).
+#ifndef MSCRED_CONV_CELL_BWD_SHARED_STAGING
+#define MSCRED_CONV_CELL_BWD_SHARED_STAGING 0
+#endif
+
 constexpr int kBwdRows = 64;        // dxh rows (of the bordered index) per warpgroup tile: wgmma's M
-constexpr int kBwdWarpgroups = 3;
+constexpr int kBwdWarpgroups = MSCRED_CONV_CELL_BWD_SHARED_STAGING ? 4 : 3;
+// Warpgroups sharing one staging buffer (a "unit" of that many consecutive tiles): all of the block's, or each its own.
+constexpr int kStageWarpgroups = MSCRED_CONV_CELL_BWD_SHARED_STAGING ? kBwdWarpgroups : 1;
+static_assert(kBwdWarpgroups % kStageWarpgroups == 0, "whole staging groups a block");
 
 template <int C, int CH>
 struct BwdSizes {
@@ -79,8 +94,12 @@ struct CellRowIn {
   uint4 dc[2];
 };
 
-// Rows of a tile's staging buffer: the 64 rows and the Wp + 1 before them, in whole 8-row swizzle atoms.
-__host__ __device__ constexpr int bwd_tile_rows(int w) { return (kBwdRows + (w + 1) + 1 + 7) / 8 * 8; }
+// Rows of a unit's staging buffer: its tiles' rows and the Wp + 1 before them, in whole 8-row swizzle atoms -- whole
+// rounds of the staging threads' rows (8 a warpgroup: 128 threads, 16 chunks a row).
+__host__ __device__ constexpr int bwd_tile_rows(int w) {
+  return (kStageWarpgroups * kBwdRows + (w + 1) + 1 + 8 * kStageWarpgroups - 1) / (8 * kStageWarpgroups) *
+         (8 * kStageWarpgroups);
+}
 
 // The channel of dxh (part * C + channel) that GEMM column n = 8 nt + c holds: part nt / 4 (0: dx, 1: dh), channel
 // 8 (c / 2) + 2 (nt % 4) + c % 2, so that a thread's accumulator columns 2 (lane % 4) + e of the four n8 tiles of a
@@ -104,6 +123,8 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
 
   const int Wp = p.W + 1, HpWp = (p.H + 1) * Wp, HW = p.H * p.W;
   const int rows = p.B * HpWp, tiles = (rows + kBwdRows - 1) / kBwdRows;
+  constexpr int SG = kStageWarpgroups, GROUPS = NWG / SG;  // warpgroups a staging buffer, staging groups a block
+  const int units = (tiles + SG - 1) / SG;
   const int tile_rows = bwd_tile_rows(p.W), half_bytes = tile_rows * 128, a_bytes = S::HALVES * half_bytes;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
 
@@ -120,8 +141,18 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   for (int i = tid; i < G4; i += NWG * 128) bias_s[i] = p.bias[i];
   __syncthreads();
 
-  unsigned char* my_a = a_all + wg * 2 * a_bytes;  // this warpgroup's two staging buffers
-  const int wg_tid = tid & 127, barrier = 1 + wg;
+  // The staging group's barrier: a warpgroup's own (id 1 + wg, 128 threads) or the block's four (id 1, 512).
+  auto group_barrier = [](int id) {
+    if constexpr (SG == 1) {
+      warpgroup_barrier(id);
+    } else {
+      asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(SG * 128) : "memory");
+    }
+  };
+  const int group = wg / SG, member = wg % SG;      // this warpgroup's staging group, its tile in the group's unit
+  unsigned char* my_a = a_all + group * 2 * a_bytes;  // the group's two staging buffers
+  static_assert((SG & (SG - 1)) == 0, "a staging group's thread index is a mask");
+  const int wg_tid = tid & (SG * 128 - 1), barrier = 1 + group;  // (wg_tid: the thread's index in its group)
   // Output pixel of row q of the bordered index (b * H * W + y * W + x), or -1 (a border row, before the first
   // row or past the last).
   auto pixel_of = [&](int q) {
@@ -138,8 +169,8 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   // A thread's chunk is the same in every row it copies (128 threads, 16 chunks a row: its rows are 8 apart, so its
   // swizzled offset is fixed too); its first row is decoded once -- one image ahead, so that the rows before the
   // first (q >= -(Wp + 1)) decode as image -1 -- and the rest stepped from it without a division.
-  auto load_tile = [&](int buf, int tile) {
-    constexpr int CHUNKS = G4 / 8, ROW_STEP = 128 / CHUNKS;
+  auto load_tile = [&](int buf, int tile) {  // (tile: the unit's first, tile = unit * SG)
+    constexpr int CHUNKS = G4 / 8, ROW_STEP = SG * 128 / CHUNKS;
     static_assert(128 % CHUNKS == 0, "a warpgroup's threads cover whole rows");
     const int c = wg_tid % CHUNKS, r0 = wg_tid / CHUNKS;
     const unsigned first = static_cast<unsigned>(tile * kBwdRows - (Wp + 1) + r0 + HpWp);
@@ -148,7 +179,7 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     int x = static_cast<int>(rem) - y * Wp;
     const unsigned at = smem_u32(my_a + buf * a_bytes) + (c >> 3) * half_bytes + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
     const __nv_bfloat16* from = p.dpre_next + c * 8;
-    for (int k = 0; k < tile_rows / ROW_STEP; ++k) {  // (tile_rows is a whole number of 8-row atoms)
+    for (int k = 0; k < tile_rows / ROW_STEP; ++k) {  // (tile_rows is a whole number of the threads' rounds)
       const bool inside = b >= 0 && b < p.B && y < p.H && x < p.W;
       cp_async16_or_zero(at + k * (ROW_STEP * 128), from + static_cast<size_t>(inside ? b * HW + y * p.W + x : 0) * G4,
                          inside);
@@ -164,7 +195,7 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     constexpr int CHUNKS = G4 / 8;
     const int q_first = tile * kBwdRows - (Wp + 1);
     const unsigned dst = smem_u32(my_a + buf * a_bytes);
-    for (int i = wg_tid; i < tile_rows * CHUNKS; i += 128) {
+    for (int i = wg_tid; i < tile_rows * CHUNKS; i += SG * 128) {
       const int r = i / CHUNKS, c = i % CHUNKS, pix = pixel_of(q_first + r);
       cp_async16_or_zero(dst + (c >> 3) * half_bytes + r * 128 + (((c & 7) ^ (r & 7)) << 4),
                          p.dpre_next + static_cast<size_t>(pix < 0 ? 0 : pix) * G4 + c * 8, pix >= 0);
@@ -185,23 +216,26 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     in.dc[1] = dc_at[1];
   };
   const unsigned w_base = smem_u32(w_s);
-  const int stride = gridDim.x * NWG;
+  const int stride = gridDim.x * GROUPS;  // in units
   float db[4][8];  // this thread's bias-gradient sums: gate j, channel lane_ch + k
 #pragma unroll
   for (int j = 0; j < 4; ++j)
 #pragma unroll
     for (int k = 0; k < 8; ++k) db[j][k] = 0.f;
-  int tile = blockIdx.x * NWG + wg;
-  if (tile < tiles) load_tile(0, tile);
+  int unit = blockIdx.x * GROUPS + group;
+  if (unit < units) load_tile(0, unit * SG);
   cp_async_commit();
-  for (int it = 0; tile < tiles; ++it, tile += stride) {  // uniform over the warpgroup: its wgmma need all 128
-    warpgroup_barrier(barrier);  // every warp is done with the buffer the next tile goes into
-    if (tile + stride < tiles) load_tile((it + 1) & 1, tile + stride);
+  // (uniform over the staging group: its barriers need all of its threads, each warpgroup's wgmma all 128 of its own)
+  for (int it = 0; unit < units; ++it, unit += stride) {
+    group_barrier(barrier);  // every warp is done with the buffer the next unit goes into
+    if (unit + stride < units) load_tile((it + 1) & 1, (unit + stride) * SG);
     cp_async_commit();
-    cp_async_wait<1>();          // this tile's rows (this thread's copies) ...
+    cp_async_wait<1>();          // this unit's rows (this thread's copies) ...
     fence_proxy_async_shared();  // ... visible to the tensor cores' reads ...
-    warpgroup_barrier(barrier);  // ... every thread's
-    const unsigned a_base = smem_u32(my_a + (it & 1) * a_bytes);
+    group_barrier(barrier);      // ... every thread's
+    const int tile = unit * SG + member;
+    if (SG > 1 && tile >= tiles) continue;  // (the last unit's warpgroups past the last tile)
+    const unsigned a_base = smem_u32(my_a + (it & 1) * a_bytes) + member * (kBwdRows * 128);  // its tile's rows
     float acc[8][4];
     wgmma_fence();
 #pragma unroll
@@ -338,7 +372,7 @@ template <int C, int CH>
 size_t shared_bytes_backward_of(int w) {
   using S = BwdSizes<C, CH>;
   return S::WEIGHT_BYTES + S::SMALL_BYTES + 1024 +
-         static_cast<size_t>(kBwdWarpgroups) * 2 * S::HALVES * bwd_tile_rows(w) * 128;
+         static_cast<size_t>(kBwdWarpgroups / kStageWarpgroups) * 2 * S::HALVES * bwd_tile_rows(w) * 128;
 }
 
 }  // namespace
