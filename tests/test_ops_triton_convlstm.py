@@ -862,6 +862,29 @@ def test_concatenated_buffer_is_written_everywhere_it_is_read(k, concat_everywhe
         torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=name)
 
 
+def test_concatenated_backward_reads_gates_stored_with_the_bias(concat_everywhere, monkeypatch):
+    """Where the forward kernel stores the gates WITH the bias (its MSCRED_CONV_CELL_PRE_WITH_BIAS build,
+    ``conv_cell.stores_pre_with_bias``), the backward's Triton cell kernel must not add it again: gates made so by
+    hand (the split forward's plus the bias), float64, every gradient equal to the reference's; without the switch
+    the same gates would count the bias twice."""
+    from mscred.ops import conv_cell
+    from mscred.ops.triton import convlstm_concat
+    real = convlstm_concat.forward
+
+    def gates_with_bias(images, w_x, w_h, bias, *rest):
+        return [(g + bias.to(g.dtype).view(1, -1, 1, 1)).contiguous(memory_format=torch.channels_last)
+                for g in real(images, w_x, w_h, bias, *rest)]
+    monkeypatch.setattr(convlstm_concat, "forward", gates_with_bias)
+    x, w, b, dout = _inputs(2, 4, 3, 4, 6, 2, seed=83)
+    expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
+    monkeypatch.setattr(conv_cell, "stores_pre_with_bias", lambda *a: True)
+    for name, g, e in zip(("h", "dx", "dweight", "dbias"), _time_major_fwd_bwd(x, w, b, dout, 2), expect):
+        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=name)
+    monkeypatch.setattr(conv_cell, "stores_pre_with_bias", lambda *a: False)  # the bias added twice: wrong
+    wrong = _time_major_fwd_bwd(x, w, b, dout, 2)
+    assert not torch.allclose(wrong[1], expect[1], rtol=1e-6, atol=1e-6)
+
+
 def test_concatenated_gates_in_bf16_track_the_default_path(concat_everywhere, monkeypatch):
     """bf16: the concatenated path (one convolution, one rounding of the gates) against the float64 oracle within
     twice the default path's error, for h and every gradient."""

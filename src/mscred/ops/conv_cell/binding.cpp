@@ -70,6 +70,8 @@ void step(const at::Tensor& xh, const at::Tensor& w, const at::Tensor& bias, con
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  // as the .cu was built (MSCRED_CONV_CELL_FLAGS reach nvcc only, not this file's compiler)
+  m.attr("pre_with_bias") = mscred_conv_cell::pre_with_bias();
   m.def("step", &step, "one training forward step of a large ConvLSTM level: gate convolution + cell update");
   m.def("shared_bytes", &mscred_conv_cell::shared_bytes, "shared memory of one block (C, Ch, W)");
 }

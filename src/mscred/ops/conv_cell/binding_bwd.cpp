@@ -72,6 +72,8 @@ void step_backward(const at::Tensor& dpre_next, const at::Tensor& w_t, const at:
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  // as the .cu was built (MSCRED_CONV_CELL_FLAGS reach nvcc only, not this file's compiler)
+  m.attr("pre_with_bias") = mscred_conv_cell::pre_with_bias_backward();
   m.def("step_backward", &step_backward,
         "one training backward step of level 1: step t + 1's transposed convolution and step t's cell backward");
   m.def("shared_bytes_backward", &mscred_conv_cell::shared_bytes_backward,

@@ -245,11 +245,19 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
         float2 z[4];  // gates i, g, f, o
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
+#if MSCRED_CONV_CELL_PRE_WITH_BIAS
+          const float2 bias = *reinterpret_cast<const float2*>(bias_s + j * 32 + lane_ch + 2 * qq);
+          const __nv_bfloat162 zb = __floats2bfloat162_rn(acc[4 * j + qq][2 * hh] + bias.x,
+                                                          acc[4 * j + qq][2 * hh + 1] + bias.y);
+          pre_w[j][qq] = bits(zb);
+          z[j] = __bfloat1622float2(zb);
+#else
           const __nv_bfloat162 conv = __floats2bfloat162_rn(acc[4 * j + qq][2 * hh], acc[4 * j + qq][2 * hh + 1]);
           pre_w[j][qq] = bits(conv);
           const float2 cf = __bfloat1622float2(conv);
           const float2 bias = *reinterpret_cast<const float2*>(bias_s + j * 32 + lane_ch + 2 * qq);
           z[j] = __bfloat1622float2(__floats2bfloat162_rn(cf.x + bias.x, cf.y + bias.y));
+#endif
         }
         float cx = sigmoid_fast(z[0].x) * tanh_fast(z[1].x), cy = sigmoid_fast(z[0].y) * tanh_fast(z[1].y);
         if (p.c_prev != nullptr) {
@@ -303,6 +311,8 @@ cudaError_t launch(const ConvCellParams& p, int sms, cudaStream_t stream) {
 }
 
 }  // namespace
+
+bool pre_with_bias() { return MSCRED_CONV_CELL_PRE_WITH_BIAS != 0; }
 
 size_t shared_bytes(int c, int ch, int w) {
   if (c == 32 && ch == 32) return shared_bytes_of<32, 32>(w);

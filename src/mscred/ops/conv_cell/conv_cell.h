@@ -7,6 +7,18 @@
 
 #include <cstddef>
 
+// MSCRED_CONV_CELL_PRE_WITH_BIAS 1 has the forward kernel store the gates' pre-activations WITH the bias, rounded
+// once (pre = bf16(conv + bias)), and the backward kernels read them as they are: the forward's epilogue loses one
+// bf16 round trip a gate pair and the backward's its bias add and rounding (~3 and ~6 instructions a pair, our count
+// of conv_cell_sass's mix), the numerics a rounding closer to float32. 0 (the default): pre = bf16(conv) without the
+// bias, z = bf16(pre + bias) as the split path's cuDNN + cell kernels compute it. The modules export it
+// (pre_with_bias) so that the Python side's Triton cell backward (the last step, the split backward) reads pre the
+// same way. Written after the 2026-12-02 afternoon session's device time was spent: NOT YET RUN ON A GPU
+// (benchmarks/gpu_conv_cell_bwd_steps.sh runs its tests and times it). A/B builds: MSCRED_CONV_CELL_FLAGS.
+#ifndef MSCRED_CONV_CELL_PRE_WITH_BIAS
+#define MSCRED_CONV_CELL_PRE_WITH_BIAS 0
+#endif
+
 namespace mscred_conv_cell {
 
 // One step t of a large level's training forward on the concatenated-gates path (ops/triton/convlstm_concat.py):
@@ -20,7 +32,8 @@ struct ConvCellParams {
   const float* bias;        // (4Ch,), gate blocks i, g, f, o
   const __half* c_prev;     // c_{t-1} (B, H, W, Ch) float16, or null at the first step (h_{-1} = c_{-1} = 0)
   __half* c;                // out: c_t (B, H, W, Ch)
-  __nv_bfloat16* pre;       // out: the convolution without the bias, rounded to bf16 (B, H, W, 4Ch)
+  __nv_bfloat16* pre;       // out: the convolution without the bias (with it: MSCRED_CONV_CELL_PRE_WITH_BIAS),
+                            // rounded to bf16 (B, H, W, 4Ch)
   __nv_bfloat16* out;       // out: h_t (B, H, W, Ch) maps, map b at out + b * out_sb
   long long out_sb;
   __nv_bfloat16* hp;        // out: h_t into the next step's rows at channel C (and zeros on their border), or null
@@ -30,6 +43,8 @@ struct ConvCellParams {
 
 // Shared memory of one block for K0 = c + ch row channels, ch hidden channels and maps W pixels wide.
 size_t shared_bytes(int c, int ch, int w);
+// Whether this build stores the gates with the bias (MSCRED_CONV_CELL_PRE_WITH_BIAS, as nvcc saw it).
+bool pre_with_bias();
 
 // Launches one step on `stream` (persistent blocks, one per SM); cudaErrorInvalidValue for sizes it has no build for
 // (C = Ch = 32: level 1 of the default model; C = Ch = 64: level 2).
@@ -55,6 +70,8 @@ struct ConvCellBwdParams {
 };
 
 size_t shared_bytes_backward(int c, int ch, int w);
+// Whether this build reads the gates as stored with the bias (as nvcc saw MSCRED_CONV_CELL_PRE_WITH_BIAS).
+bool pre_with_bias_backward();
 cudaError_t conv_cell_step_backward(const ConvCellBwdParams& p, int c, int ch, int sms, cudaStream_t stream);
 
 }  // namespace mscred_conv_cell

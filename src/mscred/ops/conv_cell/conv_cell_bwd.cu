@@ -297,8 +297,12 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           const float2 pv = bf16x2_bits_to_float2(reinterpret_cast<const uint32_t*>(&pre_v[j])[kp]);
+#if MSCRED_CONV_CELL_PRE_WITH_BIAS
+          z[j] = pv;  // the forward stored the gates with the bias (conv_cell.h)
+#else
           const float b0 = bias_s[j * CH + lane_ch + 2 * kp], b1 = bias_s[j * CH + lane_ch + 2 * kp + 1];
           z[j] = __bfloat1622float2(__floats2bfloat162_rn(pv.x + b0, pv.y + b1));
+#endif
         }
         const float2 cp = half2_bits_to_float2(reinterpret_cast<const uint32_t*>(&c_prev_v)[kp]);
         const float2 dout2 = bf16x2_bits_to_float2(reinterpret_cast<const uint32_t*>(&dout_v)[kp]);
@@ -376,6 +380,8 @@ size_t shared_bytes_backward_of(int w) {
 }
 
 }  // namespace
+
+bool pre_with_bias_backward() { return MSCRED_CONV_CELL_PRE_WITH_BIAS != 0; }
 
 size_t shared_bytes_backward(int c, int ch, int w) {
   return c == 32 && ch == 32 ? shared_bytes_backward_of<32, 32>(w) : 0;

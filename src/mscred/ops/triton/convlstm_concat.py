@@ -86,7 +86,8 @@ def took(xh: torch.Tensor, T: int, C: int, Ch: int) -> bool:
 def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, out: torch.Tensor,
             cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt) -> list[torch.Tensor]:
     """Fills ``buffers``' tensors from the time-major zero-bordered inputs ``images`` (T*B, C, Hp, Wp); returns the
-    steps' gate pre-activations without the bias, T tensors (B, 4Ch, H, W)."""
+    steps' gate pre-activations without the bias (with it where ``conv_cell.stores_pre_with_bias``), T tensors
+    (B, 4Ch, H, W)."""
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     w = _whole_weight(w_x, w_h)
@@ -144,6 +145,9 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     # Steps T - 2 .. 0 as one CUDA kernel each at level 1 on Hopper (ops/conv_cell; MSCRED_LSTM_CONV_CELL_BWD=0 off):
     # step t + 1's transposed convolution and step t's cell backward on the same rows; the last step keeps the
     # Triton cell kernel, dx_0 cuDNN's call below.
+    # the gates as the forward stored them: without the bias (the cell kernel adds it), or with it (an A/B build of
+    # the forward kernel, conv_cell.stores_pre_with_bias)
+    pre_bias = not conv_cell.stores_pre_with_bias(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads)
     fused = T > 1 and conv_cell.runs_backward(xh, dout, cells.dtype, dc_dtype, recompute_c, acc, C, Ch,
                                               tuple(w.shape[2:]), pads)
     if fused:
@@ -165,7 +169,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             N, Ch, H * W, W, pads[0], pads[2], forget_bias,
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=True,
-            STORE2=False, TILES=tiles, PRE_BIAS=True, FAST_ACT=fast,
+            STORE2=False, TILES=tiles, PRE_BIAS=pre_bias, FAST_ACT=fast,
             RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, num_warps=lstm.NUM_WARPS_BWD,
         )
         if fused:  # (t = T - 1: the kernel of step T - 2 convolves dpre_{T-1})
