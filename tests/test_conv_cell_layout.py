@@ -261,3 +261,61 @@ def test_backward_epilogue_reads_its_lane_channels():
                 part, e = nt // 4, i % 2
                 assert bwd_column_channel(col) == part * C + 8 * (lane % 4) + 2 * (nt % 4) + e
     assert sorted(bwd_column_channel(n) for n in range(K0)) == list(range(K0))
+
+
+HARNESS = r"""
+#include <cstdio>
+#include <cstdlib>
+#include "row_walk.h"
+// argv: B H W step first count -- prints each walked row's output pixel, -1 where it is none
+int main(int argc, char** argv) {
+  const int B = atoi(argv[1]), H = atoi(argv[2]), W = atoi(argv[3]), step = atoi(argv[4]);
+  const int first = atoi(argv[5]), count = atoi(argv[6]);
+  mscred_conv_cell::BorderedRowWalk row(first, B, H, W);
+  for (int k = 0; k < count; ++k, row.advance(step)) printf("%d\n", row.inside() ? row.pixel() : -1);
+  return 0;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def row_walk_program(tmp_path_factory):
+    """row_walk.h (the backward kernel's stepped staging, MSCRED_CONV_CELL_BWD_ROW_STEPS=1) compiled as host code."""
+    import shutil
+    import subprocess
+
+    from mscred.ops import conv_cell
+    compiler = shutil.which("g++") or shutil.which("c++")
+    if compiler is None:
+        pytest.skip("no host C++ compiler (g++ / c++) to build the row-walk harness")
+    folder = tmp_path_factory.mktemp("row_walk")
+    (folder / "harness.cpp").write_text(HARNESS)
+    exe = folder / "harness"
+    subprocess.run([compiler, "-std=c++17", "-O2", f"-I{conv_cell._SRC}", str(folder / "harness.cpp"), "-o", str(exe)],
+                   check=True, capture_output=True, timeout=120)
+    return exe
+
+
+@pytest.mark.parametrize("B, H, W", [(128, 30, 30), (3, 4, 9), (2, 5, 5), (1, 7, 3), (2, 2, 1)])
+@pytest.mark.parametrize("step", [8, 32])
+def test_row_walk_header_finds_the_pixels_division_finds(B, H, W, step, row_walk_program):
+    """The CUDA header's walk (host-compiled, the same source the kernel includes) against divmod's decoding, from
+    every first row a staging thread can hold: before the first image (down to -(W + 2)), inside, across image
+    boundaries and past the last; steps longer than a map row (small maps) included."""
+    import subprocess
+    Hp, Wp = H + 1, W + 1
+    rows = B * Hp * Wp
+
+    def pixel_of(q: int) -> int:
+        if q < 0 or q >= rows:
+            return -1
+        b, rem = divmod(q, Hp * Wp)
+        y, x = divmod(rem, Wp)
+        return b * H * W + y * W + x if y < H and x < W else -1
+
+    firsts = sorted({-(Wp + 1), -1, 0, 1, Wp - 1, Hp * Wp - 3, rows - 64, rows - 1, rows // 2} & set(range(-(Wp + 1), rows)))
+    count = (rows + 64) // step + 2
+    for first in firsts:
+        out = subprocess.run([str(row_walk_program), str(B), str(H), str(W), str(step), str(first), str(count)],
+                             check=True, capture_output=True, text=True, timeout=60).stdout.split()
+        assert [int(v) for v in out] == [pixel_of(first + k * step) for k in range(count)], (first, step)

@@ -29,6 +29,7 @@
 
 #include "conv_cell.h"
 #include "device_helpers.cuh"
+#include "row_walk.h"
 #include "../resident_lstm/shared_allowance.h"
 
 namespace mscred_conv_cell {
@@ -166,28 +167,20 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   // Staged row r holds row q0 - (Wp + 1) + r's dpre_{t+1} (zeros where that row is no output pixel), its 16-byte
   // chunk c in half c / 8 at chunk (c % 8) ^ (r % 8) of the row's 128 bytes there.
 #if MSCRED_CONV_CELL_BWD_ROW_STEPS
-  // A thread's chunk is the same in every row it copies (128 threads, 16 chunks a row: its rows are 8 apart, so its
-  // swizzled offset is fixed too); its first row is decoded once -- one image ahead, so that the rows before the
-  // first (q >= -(Wp + 1)) decode as image -1 -- and the rest stepped from it without a division.
+  // A thread's chunk is the same in every row it copies (SG x 128 threads, 16 chunks a row: its rows are 8 SG apart,
+  // so its swizzled offset is fixed too); its first row is decoded once and the rest stepped from it without a
+  // division (row_walk.h).
   auto load_tile = [&](int buf, int tile) {  // (tile: the unit's first, tile = unit * SG)
     constexpr int CHUNKS = G4 / 8, ROW_STEP = SG * 128 / CHUNKS;
     static_assert(128 % CHUNKS == 0, "a warpgroup's threads cover whole rows");
     const int c = wg_tid % CHUNKS, r0 = wg_tid / CHUNKS;
-    const unsigned first = static_cast<unsigned>(tile * kBwdRows - (Wp + 1) + r0 + HpWp);
-    const unsigned image = first / static_cast<unsigned>(HpWp), rem = first - image * static_cast<unsigned>(HpWp);
-    int b = static_cast<int>(image) - 1, y = static_cast<int>(rem / static_cast<unsigned>(Wp));
-    int x = static_cast<int>(rem) - y * Wp;
+    BorderedRowWalk row(tile * kBwdRows - (Wp + 1) + r0, p.B, p.H, p.W);
     const unsigned at = smem_u32(my_a + buf * a_bytes) + (c >> 3) * half_bytes + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
     const __nv_bfloat16* from = p.dpre_next + c * 8;
     for (int k = 0; k < tile_rows / ROW_STEP; ++k) {  // (tile_rows is a whole number of the threads' rounds)
-      const bool inside = b >= 0 && b < p.B && y < p.H && x < p.W;
-      cp_async16_or_zero(at + k * (ROW_STEP * 128), from + static_cast<size_t>(inside ? b * HW + y * p.W + x : 0) * G4,
-                         inside);
-      x += ROW_STEP;
-      while (x >= Wp) {  // once at most where Wp > 8 (level 1: Wp = 31); small maps step more rows
-        x -= Wp;
-        if (++y == p.H + 1) y = 0, ++b;
-      }
+      const bool inside = row.inside();
+      cp_async16_or_zero(at + k * (ROW_STEP * 128), from + static_cast<size_t>(inside ? row.pixel() : 0) * G4, inside);
+      row.advance(ROW_STEP);
     }
   };
 #else
