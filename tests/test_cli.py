@@ -117,10 +117,13 @@ def test_env_lists_backends(capsys):
     else:
         assert resident.startswith("unavailable: no CUDA device")
     step = info["kernels"]["conv + cell step (bf16 training, level 1)"]
-    if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):  # Hopper: it builds and runs
+    step_bwd = info["kernels"]["conv + cell backward step (bf16 training, level 1)"]
+    if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):  # Hopper: they build and run
         assert step == "ok", step
+        assert step_bwd == "ok", step_bwd
     else:
         assert step.startswith("unavailable: ")
+        assert step_bwd.startswith("unavailable: needs the forward kernel")
     assert "torch" in info["packages"]
     cuda = info["cuda_available"]
     assert info["defaults"]["cuda_graphs"] == cuda and (cuda or info["defaults"]["backend"] == "reference")

@@ -225,6 +225,17 @@ def test_backward_runs_only_where_written_for(monkeypatch):
     assert not runs(bias_grad_dtype=torch.float64)
 
 
+def test_backward_check_compares_the_right_gradients():
+    """``is_backward_available``'s comparison (``_level_backward_errors``: the time-major bordered input gradient
+    unbordered and put back in (B, T) order, the two weight halves joined) run on the path that works everywhere --
+    the split backward, float64 (the Triton interpreter on a CPU) -- agrees with the float64 reference to rounding;
+    with the weight halves swapped it would not."""
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    errors = conv_cell._level_backward_errors(device, torch.float64, torch.float64)
+    assert set(errors) == {"input", "weight", "bias"}
+    assert max(errors.values()) < 1e-6, errors
+
+
 def test_transposed_weight_is_taps_then_input_channels_then_gates():
     w = torch.randn(8, 3, 2, 2, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
     w_t = conv_cell.transposed_weight(w)

@@ -157,6 +157,54 @@ def step_backward(dpre_next: torch.Tensor, w_t: torch.Tensor, bias: torch.Tensor
                               dbias, float(forget_bias))
 
 
+def _small_level(device: torch.device, dtype: torch.dtype = torch.bfloat16, cell_dtype: torch.dtype = torch.float16):
+    """The checks' level: two windows of 3 steps, 32 channels, 5 x 5 -- the float64 input, weight and bias, and the
+    time-major zero-bordered inputs (T*B, C, 6, 6) channels-last as the encoder hands them over, the weight (both in
+    ``dtype``) and the level's buffers (convlstm_concat.buffers, ``cell_dtype`` cells)."""
+    from mscred.ops.triton import convlstm_concat
+    B, T, C, n = 2, 3, 32, 5
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(B, T, C, n, n, generator=g, dtype=torch.float64)
+    w = torch.randn(4 * C, 2 * C, 2, 2, generator=g, dtype=torch.float64) / 16
+    b = torch.randn(4 * C, generator=g, dtype=torch.float64) * 0.5
+    bordered = torch.zeros(T, B, n + 1, n + 1, C, dtype=torch.float64)
+    bordered[:, :, :n, :n] = x.permute(1, 0, 3, 4, 2)
+    images = bordered.reshape(T * B, n + 1, n + 1, C).to(device, dtype).permute(0, 3, 1, 2)
+    low_w = w.to(device, dtype).contiguous(memory_format=torch.channels_last)
+    bufs = convlstm_concat.buffers(B, T, C, C, n, n, PADS, images, cell_dtype)
+    return x, w, b, images, low_w, bufs
+
+
+def _level_backward_errors(device: torch.device, dtype: torch.dtype = torch.bfloat16,
+                           cell_dtype: torch.dtype = torch.float16, kernel_check=None) -> dict[str, float]:
+    """``convlstm_concat``'s training forward and backward of the small level (``_small_level``) against the float64
+    reference's gradients: the relative error of the input, weight and bias gradients. ``kernel_check(xh, dout)``,
+    if given, runs before them and may raise (is_backward_available: the kernel must take this level)."""
+    from mscred.ops import reference
+    from mscred.ops.triton import convlstm_concat
+    from mscred.ops.triton.runtime import tl
+    x, w, b, images, low_w, bufs = _small_level(device, dtype, cell_dtype)
+    B, T, C, n = x.shape[0], x.shape[1], x.shape[2], x.shape[-1]
+    dout = torch.randn(B, T, C, n, n, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    # dL/dh in the output's layout: (B, T, Ch, H, W) with contiguous (H, W, Ch) maps, as the kernel reads it
+    dout_cl = dout.to(device, dtype).permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+    _, cells, xh = bufs
+    if kernel_check is not None:
+        kernel_check(xh, dout_cl)
+    bias = b.to(device, dtype)
+    with torch.no_grad():
+        gates = convlstm_concat.forward(images, low_w[:, :C], low_w[:, C:], bias, *bufs, PADS, 1.0, tl.float32)
+        dimages, dw_x, dw_h, db = convlstm_concat.backward(dout_cl, low_w[:, :C], low_w[:, C:], bias, gates, cells,
+                                                            xh, PADS, 1.0, tl.float32, torch.float32, True,
+                                                            torch.float32)
+    xr, wr, br = (t.clone().requires_grad_() for t in (x, w, b))
+    want = torch.autograd.grad(reference.convlstm(xr, wr, br, 1.0), (xr, wr, br), dout)
+    # dimages is time-major (T*B, C, Hp, Wp), bordered: x's gradient is its (B, T) maps without the border
+    got = (dimages.view(T, B, C, n + 1, n + 1)[..., :n, :n].transpose(0, 1), torch.cat([dw_x, dw_h], 1), db)
+    return {name: ((g.double().cpu() - e).norm() / e.norm()).item()
+            for name, g, e in zip(("input", "weight", "bias"), got, want)}
+
+
 def is_available() -> tuple[bool, str]:
     """Whether the kernel works here: builds the extension if needed and runs a small level's training forward (two
     windows of 3 steps, 32 channels, 5 x 5) through ``convlstm_concat.forward`` against the float64 reference."""
@@ -173,17 +221,8 @@ def is_available() -> tuple[bool, str]:
         from mscred.ops import reference
         from mscred.ops.triton import convlstm_concat
         from mscred.ops.triton.runtime import tl
-        B, T, C, n = 2, 3, 32, 5
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn(B, T, C, n, n, generator=g, dtype=torch.float64)
-        w = torch.randn(4 * C, 2 * C, 2, 2, generator=g, dtype=torch.float64) / 16
-        b = torch.randn(4 * C, generator=g, dtype=torch.float64) * 0.5
-        # the time-major zero-bordered inputs (T * B, C, n + 1, n + 1) channels-last, as the encoder hands them over
-        bordered = torch.zeros(T, B, n + 1, n + 1, C, dtype=torch.float64)
-        bordered[:, :, :n, :n] = x.permute(1, 0, 3, 4, 2)
-        images = bordered.reshape(T * B, n + 1, n + 1, C).to(device, torch.bfloat16).permute(0, 3, 1, 2)
-        low_w = w.to(device, torch.bfloat16).contiguous(memory_format=torch.channels_last)
-        bufs = convlstm_concat.buffers(B, T, C, C, n, n, PADS, images, torch.float16)
+        x, w, b, images, low_w, bufs = _small_level(device)
+        C = x.shape[2]
         with torch.no_grad():
             convlstm_concat.forward(images, low_w[:, :C], low_w[:, C:], b.to(device, torch.bfloat16), *bufs, PADS,
                                     1.0, tl.float32)
@@ -194,3 +233,28 @@ def is_available() -> tuple[bool, str]:
     except Exception as err:  # noqa: BLE001
         return False, str(err)
     return True, "CUDA kernel built (wgmma), training level 1 of the default model"
+
+
+def is_backward_available() -> tuple[bool, str]:
+    """Whether the backward step kernel works here: the forward's check first, then the backward extension built and
+    the small level's training backward (``convlstm_concat.backward``, the kernel taking steps T - 2 .. 0) against
+    the float64 reference's gradients of x, the weight and the bias."""
+    ok, why = is_available()
+    if not ok:
+        return False, f"needs the forward kernel ({why})"
+    if switched_off("MSCRED_LSTM_CONV_CELL_BWD"):
+        return False, "switched off (MSCRED_LSTM_CONV_CELL_BWD=0)"
+    try:
+        _backward()
+        C = 32
+
+        def takes_it(xh, dout):
+            if not runs_backward(xh, dout, torch.float16, torch.float32, True, torch.float32, C, C, (2, 2), PADS):
+                raise RuntimeError("built, but it does not take the test level")
+        errors = _level_backward_errors(torch.device("cuda", torch.cuda.current_device()), kernel_check=takes_it)
+        name = max(errors, key=errors.get)
+        if not errors[name] < 5e-2:
+            return False, f"built, but a test level's {name} gradient is off by {errors[name]:.3g} (relative)"
+    except Exception as err:  # noqa: BLE001
+        return False, str(err)
+    return True, "CUDA kernel built (wgmma), training level 1's backward steps"
