@@ -19,7 +19,7 @@ oracle tests passed, the graphed bf16 step 2.689 / 2.696 -> 2.662 / 2.657 ms in 
 results/conv_cell_bwd/; as the default 2.652 / 2.634 against the split backward's 2.679 / 2.683 ms,
 results/conv_cell_bwd_hoist/; the whole GPU suite passed on it, results/gpu_suite_1202b/);
 ``MSCRED_LSTM_CONV_CELL_BWD=0`` keeps the Triton cell backward and cuDNN's transposed convolution apart. Its A/B
-builds (MSCRED_CONV_CELL_FLAGS) are named in ``conv_cell_bwd.cu``.
+builds (MSCRED_CONV_CELL_FLAGS) are named in ``conv_cell_bwd.cu`` and ``conv_cell.h``.
 """
 from __future__ import annotations
 
