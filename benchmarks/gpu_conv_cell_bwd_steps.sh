@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (~6-8 min): the conv + cell kernels' A/B builds written on 2026-12-02 without a GPU, against the
+# One device call (~8 min): the conv + cell kernels' A/B builds written on 2026-12-02 without a GPU, against the
 # default build, each through the float64 oracle tests and timed per call:
 #   rows  -DMSCRED_CONV_CELL_BWD_ROW_STEPS=1       the backward's staging rows stepped by additions, not divided
 #   wg4   -DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1  the backward with four warpgroups sharing one staging buffer
@@ -8,11 +8,12 @@
 #                                                  them so (the whole kernel test file; the forward timed too)
 # Results go straight under $OUT (no tar), so that a cut call still brings back what it finished.
 #   0. the builds side by side (forward and backward modules per flag set)                   -> build_*.txt
-#   1. tests/test_conv_cell.py -k backward_kernel with each A/B build (the oracle at five sizes, the model epoch)
-#                                                                                            -> gpu_tests_LABEL.txt
-#   2. bench_conv_cell_bwd.py with each build, the default first and last (split path against the kernel)
-#                                                                                            -> LABEL/conv_cell_bwd.md
-#   3. bench_conv_cell.py: the forward, default against the bias build                  -> forward/conv_cell.md
+#   1. bench_conv_cell_bwd.py with the default build (split path against the kernel)        -> default/
+#   2. per A/B build: tests/test_conv_cell.py -k backward_kernel (the oracle at five sizes, the model epoch; bias:
+#      the whole file but its compile checks), then bench_conv_cell_bwd.py -> gpu_tests_LABEL.txt, LABEL/
+#   3. bench_conv_cell.py: the forward, default against the bias build                      -> forward/
+#   4. bench_conv_cell_bwd.py with the default build again (the spread)                     -> default_2/
+# Typically ~8 min on a warm machine: give it the whole 600 s; a cut call keeps what it finished, in this order.
 # If a build passes its tests and its kernel beats the default's beyond the two default runs' spread, make it the
 # default and measure the step in alternation (gpu_setting_ab.sh with MSCRED_CONV_CELL_FLAGS=...).
 # Usage: bash benchmarks/gpu_conv_cell_bwd_steps.sh.
@@ -32,16 +33,18 @@ for spec in "${VARIANTS[@]}"; do
 done
 wait
 echo "built at ${SECONDS}s"; grep -l -i error "$D"/build_*.txt
-for spec in "${VARIANTS[@]:1}"; do
-  label=${spec%%:*}
+bench() {  # bench LABEL FLAGS: level 1's backward per call, split path against the kernel of that build
+  MSCRED_CONV_CELL_FLAGS="$2" bench_to_log "$D/$1" 60 benchmarks/bench_conv_cell_bwd.py
+  echo "== $1 at ${SECONDS}s"; grep -E "^\| (split|kernel) " "$D/$1/conv_cell_bwd.md" | cut -c1-200
+}
+bench default ""
+for spec in "${VARIANTS[@]:1}"; do  # each build's tests, then its timing (a cut call keeps the builds before)
+  label=${spec%%:*}; flags=${spec#*:}
   select="backward_kernel"; [ "$label" = bias ] && select="not compile"  # (bias: the forward's tests too)
-  MSCRED_CONV_CELL_FLAGS="${spec#*:}" bash benchmarks/gpu_pytest.sh "$D/gpu_tests_$label.txt" 120 \
+  MSCRED_CONV_CELL_FLAGS="$flags" bash benchmarks/gpu_pytest.sh "$D/gpu_tests_$label.txt" 120 \
     tests/test_conv_cell.py -k "$select"
-done
-for spec in "${VARIANTS[@]}" "default_2:"; do
-  label=${spec%%:*}
-  MSCRED_CONV_CELL_FLAGS="${spec#*:}" bench_to_log "$D/$label" 60 benchmarks/bench_conv_cell_bwd.py
-  echo "== $label at ${SECONDS}s"; grep -E "^\| (split|kernel) " "$D/$label/conv_cell_bwd.md" | cut -c1-200
+  bench "$label" "$flags"
 done
 bench_to_log "$D/forward" 90 benchmarks/bench_conv_cell.py --variants "bias=$BIAS"
 echo "== forward at ${SECONDS}s"; grep -E "^\| 1 " "$D/forward/conv_cell.md" | cut -c1-160
+bench default_2 ""
