@@ -1,4 +1,5 @@
-"""The PyTorch glue of the CUDA extensions (``ops/im2col/binding.cpp``, ``ops/resident_lstm/binding.cpp``) must
+"""The PyTorch glue of the CUDA extensions (``ops/im2col/binding.cpp``, ``ops/resident_lstm/binding.cpp``,
+``ops/conv_cell/binding.cpp`` and ``binding_bwd.cpp``) must
 compile: on a GPU machine a compile error there would only show as the extension's one-time "unavailable" warning
 and the slower paths (the kernels themselves are compiled by nvcc in test_im2col_build.py / test_resident_lstm.py).
 Here each is checked by the host compiler against the installed torch's headers and the CUDA toolkit's
@@ -35,8 +36,9 @@ CUDA_INCLUDE = _cuda_include()
 
 
 @pytest.mark.skipif(CXX is None or CUDA_INCLUDE is None, reason="no C++ compiler or CUDA headers found")
-@pytest.mark.parametrize("extension", ["im2col", "resident_lstm"])
-def test_binding_compiles(extension, tmp_path):
+@pytest.mark.parametrize("extension, binding", [("im2col", "binding.cpp"), ("resident_lstm", "binding.cpp"),
+                                                ("conv_cell", "binding.cpp"), ("conv_cell", "binding_bwd.cpp")])
+def test_binding_compiles(extension, binding, tmp_path):
     stub = tmp_path / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h"
     stub.parent.mkdir(parents=True)
     stub.write_text("#pragma once\n")
@@ -44,7 +46,7 @@ def test_binding_compiles(extension, tmp_path):
     cmd = [CXX, "-fsyntax-only", "-std=c++17", f"-I{tmp_path}", f"-I{torch_include}",
            f"-I{torch_include / 'torch' / 'csrc' / 'api' / 'include'}", f"-I{sysconfig.get_paths()['include']}",
            f"-I{CUDA_INCLUDE}", f"-I{OPS / extension}", "-DTORCH_EXTENSION_NAME=check",
-           str(OPS / extension / "binding.cpp")]
+           str(OPS / extension / binding)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
