@@ -5,8 +5,10 @@
 # training and im2col's, the CUDA build checks (nvcc on the standalone harness alone takes minutes with the other
 # four compiling beside it: inside "rest" it pushed that group past its cap on 2026-11-30), and everything else.
 # Writes $OUT/gpu_suite/{convlstm,triton_ops,train_im2col,build,rest_a,rest_b}.txt; the summary lines to the console.
-# Usage (repository root, CUDA machine): bash benchmarks/gpu_suite_parallel.sh [group ...] (default: all six; "rest"
-# is rest_a + rest_b in one process). A group NAME/N (convlstm/3) runs NAME's tests as N processes side by side,
+# Usage (repository root, CUDA machine): bash benchmarks/gpu_suite_parallel.sh [group ...] (default: all six, as
+# convlstm/3 triton_ops/2 train_im2col build rest_a/4 rest_b -- the split that passed whole in 329 + 163 s on
+# 2026-12-02, results/gpu_suite_1202b/, rest_a in one process having run past its cap; "rest" is rest_a + rest_b in
+# one process). A group NAME/N (convlstm/3) runs NAME's tests as N processes side by side,
 # each a contiguous block of its test ids (contiguous, so that one test's parametrisations, which compile the same
 # kernels, stay in one process); their files are NAME_1.txt .. NAME_N.txt.
 set -uo pipefail
@@ -21,7 +23,7 @@ REST=$(ls tests/test_*.py | grep -v -F -x -e "$CONVLSTM" -e "$BUILD" $(for f in 
 # "rest" in one process ran past its 300 s cap on 2026-11-30 (results/scratch_hint/gpu_suite/): rest_a and rest_b
 # take its files alternately, side by side.
 REST_A=$(echo "$REST" | awk 'NR % 2 == 1'); REST_B=$(echo "$REST" | awk 'NR % 2 == 0')
-GROUPS_RUN=${*:-convlstm triton_ops train_im2col build rest_a rest_b}
+GROUPS_RUN=${*:-convlstm/3 triton_ops/2 train_im2col build rest_a/4 rest_b}
 # shard_ids K N IDS: the K-th (1-based) of N contiguous blocks of the test ids IDS (one a line).
 shard_ids() {
   echo "$3" | awk -v k="$1" -v n="$2" '{ id[NR] = $0 } END { per = int((NR + n - 1) / n);
