@@ -8,8 +8,9 @@ bf16, float16 cells, float32 dc and bias gradient, the forward's gates from the 
 call included, the same in both). Outputs (the input gradient, both weight gradients, the bias gradient) compared
 with the split path's: largest difference relative to the largest magnitude. With the kernels of one eager call.
 
-Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_conv_cell_bwd.py [--out DIR]. Writes DIR/conv_cell_bwd.md
-and .json (DIR: benchmarks/results/conv_cell_bwd).
+Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_conv_cell_bwd.py [--out DIR] [--variants
+'label=-D flags;...'] (A/B builds after the default kernel, one process: each build's forward stores the gates the
+backward then reads). Writes DIR/conv_cell_bwd.md and .json (DIR: benchmarks/results/conv_cell_bwd).
 """
 from __future__ import annotations
 
@@ -26,35 +27,47 @@ C, N = 32, 30
 
 
 def main() -> None:
+    from mscred.ops import conv_cell
     from mscred.ops.triton import convlstm_concat
     from mscred.ops.triton.runtime import tl
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/conv_cell_bwd")
+    ap.add_argument("--variants", default="",
+                    help="A/B builds timed after the default kernel: 'label=-D flags' separated by ';' "
+                         "(MSCRED_CONV_CELL_FLAGS; 'label=' the default build again)")
     args = ap.parse_args()
+    variants = [tuple(v.split("=", 1)) for v in args.variants.split(";") if v.strip()]
     images, w_x, w_h, bias = _inputs(C, N)
     out, cells, xh = convlstm_concat.buffers(B, T, C, C, N, N, PADS, images, torch.float16)
-    gates = convlstm_concat.forward(images, w_x, w_h, bias, out, cells, xh, PADS, 1.0, tl.float32)
     g = torch.Generator(device="cuda").manual_seed(2)
     # dL/dh in the output's layout, (B, T, Ch, H, W) stored (B, T, H, W, Ch)
     dout = torch.randn(B, T, N, N, C, device="cuda", generator=g).to(torch.bfloat16).permute(0, 1, 4, 2, 3)
+    state = {}
 
     def backward():
-        return convlstm_concat.backward(dout, w_x, w_h, bias, gates, cells, xh, PADS, 1.0, tl.float32,
+        return convlstm_concat.backward(dout, w_x, w_h, bias, state["gates"], cells, xh, PADS, 1.0, tl.float32,
                                         torch.float32, True, torch.float32)
 
     rows, ref = [], None
-    for setting in ("split", "kernel"):
-        os.environ["MSCRED_LSTM_CONV_CELL_BWD"] = "1" if setting == "kernel" else "0"
+    for setting, flags in [("split", ""), ("kernel", "")] + [(f"kernel {label}", f) for label, f in variants]:
+        os.environ["MSCRED_LSTM_CONV_CELL_BWD"] = "0" if setting == "split" else "1"
+        os.environ["MSCRED_CONV_CELL_FLAGS"] = flags
+        # the gates as this build's forward stores them (with the bias or without)
+        state["gates"] = convlstm_concat.forward(images, w_x, w_h, bias, out, cells, xh, PADS, 1.0, tl.float32)
+        ran = setting == "split" or conv_cell.runs_backward(xh, dout, torch.float16, torch.float32, True,
+                                                            torch.float32, C, C, (2, 2), PADS)
         got = [t.clone() for t in backward()]
         torch.cuda.synchronize()
         ref = ref or got
         diff = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item() for a, b in zip(got, ref))
         ms = graph_ms(backward)
         first = rows[0]["ms"] if rows else ms
-        rows.append(dict(setting=setting, ms=round(ms, 4), vs_split=round(first / ms, 3),
-                         rel_diff=float(f"{diff:.2e}"), kernels=_kernel_times(backward)))
+        rows.append(dict(setting=setting if ran else f"{setting} (did not run)", flags=flags, ms=round(ms, 4),
+                         vs_split=round(first / ms, 3), rel_diff=float(f"{diff:.2e}"),
+                         kernels=_kernel_times(backward)))
         print(rows[-1], flush=True)
+    os.environ["MSCRED_CONV_CELL_FLAGS"] = ""
     os.environ.pop("MSCRED_LSTM_CONV_CELL_BWD")
     sweep_report.table(
         args.out, "conv_cell_bwd", "bench_conv_cell_bwd.py",
@@ -62,8 +75,9 @@ def main() -> None:
         f"convlstm_concat.backward at batch {B}, {T} steps, C = Ch = {C}, {N} x {N}, bf16, float16 cells; one CUDA "
         "graph of the whole call (the weight gradient included), median of 30 replays. Difference: largest over the "
         "input, weight and bias gradients, relative to the split path's largest magnitude.",
-        ["setting", "ms", "vs split", "largest difference (relative)", "kernels of one eager call"], rows,
-        lambda r: (r["setting"], r["ms"], f"{r['vs_split']:.2f}x", f"{r['rel_diff']:.1e}", r["kernels"]))
+        ["setting", "build flags", "ms", "vs split", "largest difference (relative)", "kernels of one eager call"],
+        rows, lambda r: (r["setting"], r["flags"] or "default", r["ms"], f"{r['vs_split']:.2f}x", f"{r['rel_diff']:.1e}",
+                         r["kernels"]))
 
 
 if __name__ == "__main__":

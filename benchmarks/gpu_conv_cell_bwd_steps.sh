@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call (~8 min): the conv + cell kernels' A/B builds written on 2026-12-02 without a GPU, against the
+# One device call (~7 min): the conv + cell kernels' A/B builds written on 2026-12-02 without a GPU, against the
 # default build, each through the float64 oracle tests and timed per call:
 #   rows  -DMSCRED_CONV_CELL_BWD_ROW_STEPS=1       the backward's staging rows stepped by additions, not divided
 #   wg4   -DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1  the backward with four warpgroups sharing one staging buffer
@@ -8,12 +8,12 @@
 #                                                  them so (the whole kernel test file; the forward timed too)
 # Results go straight under $OUT (no tar), so that a cut call still brings back what it finished.
 #   0. the builds side by side (forward and backward modules per flag set)                   -> build_*.txt
-#   1. bench_conv_cell_bwd.py with the default build (split path against the kernel)        -> default/
-#   2. per A/B build: tests/test_conv_cell.py -k backward_kernel (the oracle at five sizes, the model epoch; bias:
-#      the whole file but its compile checks), then bench_conv_cell_bwd.py -> gpu_tests_LABEL.txt, LABEL/
-#   3. bench_conv_cell.py: the forward, default against the bias build                      -> forward/
-#   4. bench_conv_cell_bwd.py with the default build again (the spread)                     -> default_2/
-# Typically ~8 min on a warm machine: give it the whole 600 s; a cut call keeps what it finished, in this order.
+#   1. bench_conv_cell_bwd.py --variants: split, the default kernel, each A/B build, the default again (the
+#      spread), one process                                                                 -> backward/
+#   2. bench_conv_cell.py: the forward, default against the bias build                      -> forward/
+#   3. per A/B build: tests/test_conv_cell.py -k backward_kernel (the oracle at five sizes, the model epoch; bias:
+#      the whole file but its compile checks)                                               -> gpu_tests_LABEL.txt
+# Typically ~7 min on a warm machine: give it the whole 600 s; a cut call keeps what it finished, in this order.
 # If a build passes its tests and its kernel beats the default's beyond the two default runs' spread, make it the
 # default and measure the step in alternation (gpu_setting_ab.sh with MSCRED_CONV_CELL_FLAGS=...).
 # Usage: bash benchmarks/gpu_conv_cell_bwd_steps.sh.
@@ -33,18 +33,17 @@ for spec in "${VARIANTS[@]}"; do
 done
 wait
 echo "built at ${SECONDS}s"; grep -l -i error "$D"/build_*.txt
-bench() {  # bench LABEL FLAGS: level 1's backward per call, split path against the kernel of that build
-  MSCRED_CONV_CELL_FLAGS="$2" bench_to_log "$D/$1" 60 benchmarks/bench_conv_cell_bwd.py
-  echo "== $1 at ${SECONDS}s"; grep -E "^\| (split|kernel) " "$D/$1/conv_cell_bwd.md" | cut -c1-200
-}
-bench default ""
-for spec in "${VARIANTS[@]:1}"; do  # each build's tests, then its timing (a cut call keeps the builds before)
+# all the builds' timings in one process (each build's forward stores the gates its backward reads), the default
+# first and last; each row printed as it is measured (bench_log.txt), so that a crash keeps the rows before it
+bench_to_log "$D/backward" 150 benchmarks/bench_conv_cell_bwd.py \
+  --variants "rows=$ROWS;wg4=$WG4;both=$ROWS $WG4;bias=$BIAS;default_2="
+echo "== backward at ${SECONDS}s"; grep -E "^\| (split|kernel)" "$D/backward/conv_cell_bwd.md" | cut -c1-200
+grep -E "Error|error" "$D/backward/bench_log.txt" | tail -3
+bench_to_log "$D/forward" 90 benchmarks/bench_conv_cell.py --variants "bias=$BIAS"
+echo "== forward at ${SECONDS}s"; grep -E "^\| 1 " "$D/forward/conv_cell.md" | cut -c1-160
+for spec in "${VARIANTS[@]:1}"; do  # each A/B build's GPU tests
   label=${spec%%:*}; flags=${spec#*:}
   select="backward_kernel"; [ "$label" = bias ] && select="not compile"  # (bias: the forward's tests too)
   MSCRED_CONV_CELL_FLAGS="$flags" bash benchmarks/gpu_pytest.sh "$D/gpu_tests_$label.txt" 120 \
     tests/test_conv_cell.py -k "$select"
-  bench "$label" "$flags"
 done
-bench_to_log "$D/forward" 90 benchmarks/bench_conv_cell.py --variants "bias=$BIAS"
-echo "== forward at ${SECONDS}s"; grep -E "^\| 1 " "$D/forward/conv_cell.md" | cut -c1-160
-bench default_2 ""
