@@ -150,6 +150,17 @@ def bwd_column_channel(n: int) -> int:
     return (n >> 5) * C + ((n & 7) >> 1) * 8 + ((n >> 3) & 3) * 2 + (n & 1)
 
 
+def bordered_pixel(q: int, B: int, H: int, W: int) -> int:
+    """The backward kernel's pixel_of: row q of the (B, H + 1, W + 1) bordered maps as its output pixel
+    b * H * W + y * W + x, or -1 (a border row, before the first row or past the last)."""
+    Hp, Wp = H + 1, W + 1
+    if q < 0 or q >= B * Hp * Wp:
+        return -1
+    b, rem = divmod(q, Hp * Wp)
+    y, x = divmod(rem, Wp)
+    return b * H * W + y * W + x if y < H and x < W else -1
+
+
 def stage_backward_rows_stepped(dpre: np.ndarray, tile: int, B: int, H: int, W: int, tile_rows: int,
                                 half_bytes: int, sg: int = 1) -> np.ndarray:
     """The backward kernel's load_tile in its stepped build (MSCRED_CONV_CELL_BWD_ROW_STEPS=1, an A/B build not yet
@@ -204,11 +215,7 @@ def test_backward_replayed_gemm_equals_the_transposed_convolution(B, H, W, sg):
                           for n in range(K0)] for k in range(16)])
 
     def pixel_of(q: int) -> int:
-        if q < 0 or q >= rows:
-            return -1
-        b, rem = divmod(q, Hp * Wp)
-        y, x = divmod(rem, Wp)
-        return b * H * W + y * W + x if y < H and x < W else -1
+        return bordered_pixel(q, B, H, W)
 
     tile_rows = (sg * TILE + Wp + 1 + 8 * sg - 1) // (8 * sg) * (8 * sg)  # bwd_tile_rows
     half_bytes = tile_rows * 128
@@ -307,11 +314,7 @@ def test_row_walk_header_finds_the_pixels_division_finds(B, H, W, step, row_walk
     rows = B * Hp * Wp
 
     def pixel_of(q: int) -> int:
-        if q < 0 or q >= rows:
-            return -1
-        b, rem = divmod(q, Hp * Wp)
-        y, x = divmod(rem, Wp)
-        return b * H * W + y * W + x if y < H and x < W else -1
+        return bordered_pixel(q, B, H, W)
 
     firsts = sorted({-(Wp + 1), -1, 0, 1, Wp - 1, Hp * Wp - 3, rows - 64, rows - 1, rows // 2} & set(range(-(Wp + 1), rows)))
     count = (rows + 64) // step + 2
