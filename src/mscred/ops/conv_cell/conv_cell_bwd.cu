@@ -47,9 +47,9 @@ using mscred_resident::wgmma_m64n64k16_ss;
 #define MSCRED_CONV_CELL_BWD_HOIST 0
 #endif
 // MSCRED_CONV_CELL_BWD_ROW_STEPS 1 has the staging's threads decode their first row of a tile once and step to the
-// next (8 rows on; 32 with the shared staging) by additions (~30 instructions a row in the SASS); 0 (the default)
-// decodes every 16-byte chunk's row by two integer divisions (the staging's share of the ~2,800 instructions a thread
-// runs a tile, results/conv_cell_bwd_ncu/, is by our count ~900). The stepped build was written after the
+// next (8 rows on; 32 with the shared staging) by additions; 0 (the default) decodes every 16-byte chunk's row by two
+// integer divisions. The tile loop 2,770 -> 2,326 instructions a thread (results/conv_cell_ab_sass/) in a kernel
+// bound by its instruction issue (results/conv_cell_bwd_ncu/). The stepped build was written after the
 // 2026-12-02 afternoon session's device time was spent: compiled in CI and replayed thread by thread on the CPU
 // (tests/test_conv_cell_layout.py, its row walk host-compiled: row_walk.h), NOT YET RUN ON A GPU;
 // benchmarks/gpu_conv_cell_bwd_steps.sh is its first call.
