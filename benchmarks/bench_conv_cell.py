@@ -94,8 +94,9 @@ def main() -> None:
             gates = forward()
             torch.cuda.synchronize()
             got = [bufs[0].clone(), bufs[1].clone(), torch.stack(gates)]
-            if setting != "split" and ran and conv_cell._extension().pre_with_bias:  # gates stored with the bias
-                got[2] = got[2].float() - bias.float().view(1, 1, -1, 1, 1)   # (MSCRED_CONV_CELL_PRE_WITH_BIAS)
+            # a build that stores the gates with the bias (MSCRED_CONV_CELL_PRE_WITH_BIAS): compared without it
+            if setting != "split" and ran and conv_cell._pre_with_bias(conv_cell._extension()):
+                got[2] = got[2].float() - bias.float().view(1, 1, -1, 1, 1)
             ref = ref or got
             diff = max(((a.float() - b.float()).abs().max() / b.float().abs().max()).item()
                        for a, b in zip(got, ref))

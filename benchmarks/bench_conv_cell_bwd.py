@@ -76,8 +76,8 @@ def main() -> None:
         "graph of the whole call (the weight gradient included), median of 30 replays. Difference: largest over the "
         "input, weight and bias gradients, relative to the split path's largest magnitude.",
         ["setting", "build flags", "ms", "vs split", "largest difference (relative)", "kernels of one eager call"],
-        rows, lambda r: (r["setting"], r["flags"] or "default", r["ms"], f"{r['vs_split']:.2f}x", f"{r['rel_diff']:.1e}",
-                         r["kernels"]))
+        rows, lambda r: (r["setting"], r["flags"] or "default", r["ms"], f"{r['vs_split']:.2f}x",
+                         f"{r['rel_diff']:.1e}", r["kernels"]))
 
 
 if __name__ == "__main__":

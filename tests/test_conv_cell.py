@@ -186,7 +186,7 @@ def test_step_outputs_match_split_path_and_replay_in_a_graph(kernel_on, monkeypa
     monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "0")
     split = run()
     monkeypatch.setenv("MSCRED_LSTM_CONV_CELL", "all")
-    if conv_cell._extension().pre_with_bias:  # (MSCRED_CONV_CELL_PRE_WITH_BIAS builds store the gates with the bias)
+    if conv_cell._pre_with_bias(conv_cell._extension()):  # (builds storing the gates with the bias)
         split[2] = split[2].float() + bias.float().view(1, 1, -1, 1, 1)
     for name, o, s in zip(("h", "c", "pre"), ours, split):
         scale = s.float().abs().max()
@@ -248,9 +248,9 @@ def test_transposed_weight_is_taps_then_input_channels_then_gates():
 @needs_hopper
 @pytest.mark.parametrize("B, T, n", [(128, 5, 30), (3, 5, 7), (1, 2, 5), (5, 3, 30), (2, 4, 3)])
 def test_backward_kernel_tracks_split_path(B, T, n, kernel_on, monkeypatch):
-    """Level 1's training op with the backward step kernel (the default): h and the gradients of x, the weight and the bias, bf16,
-    against the float64 oracle within twice the split path's error; dout in the output's channels-last layout (the
-    kernel reads 16 bytes of a map at a time; another layout keeps the split path)."""
+    """Level 1's training op with the backward step kernel (the default): h and the gradients of x, the weight and
+    the bias, bf16, against the float64 oracle within twice the split path's error; dout in the output's
+    channels-last layout (the kernel reads 16 bytes of a map at a time; another layout keeps the split path)."""
     monkeypatch.delenv("MSCRED_LSTM_CONV_CELL_BWD", raising=False)
     calls = []
     real = conv_cell.step_backward

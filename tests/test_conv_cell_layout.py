@@ -316,7 +316,8 @@ def test_row_walk_header_finds_the_pixels_division_finds(B, H, W, step, row_walk
     def pixel_of(q: int) -> int:
         return bordered_pixel(q, B, H, W)
 
-    firsts = sorted({-(Wp + 1), -1, 0, 1, Wp - 1, Hp * Wp - 3, rows - 64, rows - 1, rows // 2} & set(range(-(Wp + 1), rows)))
+    firsts = sorted(q for q in {-(Wp + 1), -1, 0, 1, Wp - 1, Hp * Wp - 3, rows - 64, rows - 1, rows // 2}
+                    if -(Wp + 1) <= q < rows)
     count = (rows + 64) // step + 2
     for first in firsts:
         out = subprocess.run([str(row_walk_program), str(B), str(H), str(W), str(step), str(first), str(count)],

@@ -104,9 +104,10 @@ def packed_weight(w: torch.Tensor) -> torch.Tensor:
 def step(xh_t: torch.Tensor, w_rows: torch.Tensor, bias: torch.Tensor, c_prev, c: torch.Tensor, pre: torch.Tensor,
          out_t: torch.Tensor, hp, C: int, forget_bias: float) -> None:
     """Step t: pre (B, 4Ch, H, W) = the convolution of xh_t (B, C + Ch, Hp, Wp) with ``w_rows`` (``packed_weight``)
-    rounded to bf16, without the bias (with it in MSCRED_CONV_CELL_PRE_WITH_BIAS builds, ``stores_pre_with_bias``); c = sigmoid(f + forget_bias) c_prev + sigmoid(i) tanh(g) (c_prev None at
-    the first step); out_t = sigmoid(o) tanh(c), also written into hp's channels C.. (the next step's xh, None at
-    the last step) with zeros on its border; the gates' pre-activations with the float32 bias, rounded to bf16."""
+    rounded to bf16, without the bias (with it in MSCRED_CONV_CELL_PRE_WITH_BIAS builds, ``stores_pre_with_bias``);
+    c = sigmoid(f + forget_bias) c_prev + sigmoid(i) tanh(g) (c_prev None at the first step); out_t = sigmoid(o)
+    tanh(c), also written into hp's channels C.. (the next step's xh, None at the last step) with zeros on its
+    border; the gates' pre-activations with the float32 bias, rounded to bf16."""
     _extension().step(xh_t, w_rows, bias.float().contiguous(), c_prev, c, pre, out_t, hp, C, float(forget_bias))
 
 
@@ -114,7 +115,12 @@ def stores_pre_with_bias(xh: torch.Tensor, cell_dtype: torch.dtype, C: int, Ch: 
     """Whether ``convlstm_concat.forward``'s gates for this level hold the bias: the forward kernel runs it
     (``runs``) and was built with MSCRED_CONV_CELL_PRE_WITH_BIAS (an A/B build, ``conv_cell.h``). The Triton cell
     backward then reads them without adding it (PRE_BIAS off)."""
-    return runs(xh, cell_dtype, C, Ch, kernel, pads) and bool(_extension().pre_with_bias)
+    return runs(xh, cell_dtype, C, Ch, kernel, pads) and _pre_with_bias(_extension())
+
+
+def _pre_with_bias(module) -> bool:
+    """A built module's ``pre_with_bias`` (false for one built before the switch existed: it stored them without)."""
+    return bool(getattr(module, "pre_with_bias", False))
 
 
 def transposed_weight(w: torch.Tensor) -> torch.Tensor:
@@ -141,7 +147,7 @@ def runs_backward(xh: torch.Tensor, dout: torch.Tensor, cell_dtype: torch.dtype,
                and (T == 1 or dout.stride(1) % 8 == 0) and dout.data_ptr() % 16 == 0)
     if not maps_ok or not _lazy(backward=True).usable("the cell kernel and cuDNN's transposed convolution run apart"):
         return False
-    if bool(_backward().pre_with_bias) != bool(_extension().pre_with_bias):  # (one MSCRED_CONV_CELL_FLAGS builds both)
+    if _pre_with_bias(_backward()) != _pre_with_bias(_extension()):  # (one MSCRED_CONV_CELL_FLAGS builds both)
         return False
     return 0 < _backward().shared_bytes_backward(C, Ch, W) <= shared_limit(xh.device)
 

@@ -10,11 +10,11 @@
 // MSCRED_CONV_CELL_PRE_WITH_BIAS 1 has the forward kernel store the gates' pre-activations WITH the bias, rounded
 // once (pre = bf16(conv + bias)), and the backward kernels read them as they are: the forward's epilogue loses one
 // bf16 round trip a gate pair and the backward's its bias add and rounding (level 1's tile loops 1,640 -> 1,424 and
-// 2,770 -> 2,533 instructions, results/conv_cell_ab_sass/), the numerics a rounding closer to float32. 0 (the default): pre = bf16(conv) without the
-// bias, z = bf16(pre + bias) as the split path's cuDNN + cell kernels compute it. The modules export it
-// (pre_with_bias) so that the Python side's Triton cell backward (the last step, the split backward) reads pre the
-// same way. Written after the 2026-12-02 afternoon session's device time was spent: NOT YET RUN ON A GPU
-// (benchmarks/gpu_conv_cell_bwd_steps.sh runs its tests and times it). A/B builds: MSCRED_CONV_CELL_FLAGS.
+// 2,770 -> 2,533 instructions, results/conv_cell_ab_sass/), the numerics a rounding closer to float32. 0 (the
+// default): pre = bf16(conv) without the bias, z = bf16(pre + bias) as the split path's cuDNN + cell kernels compute
+// it. The modules export it (pre_with_bias) so that the Python side's Triton cell backward (the last step, the split
+// backward) reads pre the same way. Written after the 2026-12-02 afternoon session's device time was spent: NOT YET
+// RUN ON A GPU (benchmarks/gpu_conv_cell_bwd_steps.sh runs its tests and times it). A/B builds: MSCRED_CONV_CELL_FLAGS.
 #ifndef MSCRED_CONV_CELL_PRE_WITH_BIAS
 #define MSCRED_CONV_CELL_PRE_WITH_BIAS 0
 #endif

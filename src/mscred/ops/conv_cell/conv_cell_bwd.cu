@@ -203,7 +203,8 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     const int b = pix / HW;
 #pragma unroll
     for (int j = 0; j < 4; ++j) in.pre[j] = load16(p.pre + static_cast<size_t>(pix) * G4 + j * CH + lane_ch);
-    in.c_prev = p.c_prev != nullptr ? load16(p.c_prev + static_cast<size_t>(pix) * CH + lane_ch) : make_uint4(0, 0, 0, 0);
+    in.c_prev = p.c_prev != nullptr ? load16(p.c_prev + static_cast<size_t>(pix) * CH + lane_ch)
+                                     : make_uint4(0, 0, 0, 0);
     in.dout = load16(p.dout + b * p.dout_sb + static_cast<size_t>(pix - b * HW) * CH + lane_ch);
     const uint4* dc_at = reinterpret_cast<const uint4*>(p.dc + static_cast<size_t>(pix) * CH + lane_ch);
     in.dc[0] = dc_at[0];  // (dc is written below: a coherent load, not load16's read-only path)

@@ -31,7 +31,8 @@ struct BorderedRowWalk {
   MSCRED_HOST_DEVICE bool inside() const { return b >= 0 && b < B && y < H && x < W; }
   // Its output pixel, b * H * W + y * W + x (meaningful where inside()).
   MSCRED_HOST_DEVICE int pixel() const { return (b * H + y) * W + x; }
-  // `rows` rows on: once round the inner loop where rows < W + 1 (level 1: 8 or 32 rows, W + 1 = 31), more on small maps.
+  // `rows` rows on: the inner loop runs once where rows < W + 1 (level 1: 8 rows; 32 is one more than W + 1 = 31,
+  // twice at most), more on small maps.
   MSCRED_HOST_DEVICE void advance(int rows) {
     x += rows;
     while (x > W) {
