@@ -6,7 +6,8 @@ The call is ``convlstm_concat.forward`` as the training step makes it (batch 128
 cells, time-major zero-bordered inputs; x's copy into xh included): level 1 (C = Ch = 32, 30 x 30) and level 2
 (C = Ch = 64, 15 x 15). Outputs (h, c, the gates) compared with the split path's: largest difference relative to the
 largest magnitude (the two sum the convolution in different orders). With the kernels of one eager call of each.
-At level 1 also the kernel's A/B builds (``--variants``: MSCRED_CONV_CELL_FLAGS).
+Also the kernel's A/B builds (``--variants``: MSCRED_CONV_CELL_FLAGS), at level 1 or at both levels
+(``--variant-levels 1 2``).
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_conv_cell.py [--out DIR] [--once SETTING LEVEL: two
 calls and exit, for ncu]. Writes DIR/conv_cell.md and .json (DIR: benchmarks/results/conv_cell_cuda) and
@@ -66,6 +67,8 @@ def main() -> None:
     ap.add_argument("--once", nargs=2, metavar=("SETTING", "LEVEL"), help="split|kernel and 1|2: two calls, exit")
     ap.add_argument("--variants", default=DEFAULT_VARIANTS,
                     help="level 1's A/B builds: 'label=-D flags' separated by ';' (MSCRED_CONV_CELL_FLAGS)")
+    ap.add_argument("--variant-levels", nargs="+", type=int, default=[1], choices=sorted(LEVELS),
+                    help="the levels the --variants run at (default: 1)")
     args = ap.parse_args()
     variants = [tuple(v.split("=", 1)) for v in args.variants.split(";") if v.strip()]
     rows = []
@@ -79,7 +82,7 @@ def main() -> None:
             return convlstm_concat.forward(images, w_x, w_h, bias, *bufs, PADS, 1.0, tl.float32)
 
         ref = None
-        settings = [("split", "")] + [("kernel", "")] + (variants if level == 1 else [])
+        settings = [("split", "")] + [("kernel", "")] + (variants if level in args.variant_levels else [])
         for setting, flags in settings:
             if args.once and args.once[0] != setting:
                 continue

@@ -10,7 +10,8 @@
 #   0. the builds side by side (forward and backward modules per flag set)                   -> build_*.txt
 #   1. bench_conv_cell_bwd.py --variants: split, the default kernel, each A/B build, the default again (the
 #      spread), one process                                                                 -> backward/
-#   2. bench_conv_cell.py: the forward, default against the bias build                      -> forward/
+#   2. bench_conv_cell.py: the forward, default against the bias build, at levels 1 and 2 (level 2's kernel,
+#      0.96x of the split path and off by default, has the same epilogue)                  -> forward/
 #   3. per A/B build: tests/test_conv_cell.py -k backward_kernel (the oracle at five sizes, the model epoch; bias:
 #      the whole file but its compile checks)                                               -> gpu_tests_LABEL.txt
 # Typically ~7 min on a warm machine: give it the whole 600 s; a cut call keeps what it finished, in this order.
@@ -39,8 +40,8 @@ bench_to_log "$D/backward" 150 benchmarks/bench_conv_cell_bwd.py \
   --variants "rows=$ROWS;wg4=$WG4;both=$ROWS $WG4;bias=$BIAS;default_2="
 echo "== backward at ${SECONDS}s"; grep -E "^\| (split|kernel)" "$D/backward/conv_cell_bwd.md" | cut -c1-200
 grep -E "Error|error" "$D/backward/bench_log.txt" | tail -3
-bench_to_log "$D/forward" 90 benchmarks/bench_conv_cell.py --variants "bias=$BIAS"
-echo "== forward at ${SECONDS}s"; grep -E "^\| 1 " "$D/forward/conv_cell.md" | cut -c1-160
+bench_to_log "$D/forward" 90 benchmarks/bench_conv_cell.py --variants "bias=$BIAS" --variant-levels 1 2
+echo "== forward at ${SECONDS}s"; grep -E "^\| [12] " "$D/forward/conv_cell.md" | cut -c1-160
 for spec in "${VARIANTS[@]:1}"; do  # each A/B build's GPU tests
   label=${spec%%:*}; flags=${spec#*:}
   select="backward_kernel"; [ "$label" = bias ] && select="not compile"  # (bias: the forward's tests too)
