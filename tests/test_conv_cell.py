@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -31,15 +32,20 @@ HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9,
 needs_hopper = pytest.mark.skipif(not HOPPER, reason="the kernel runs on Hopper (sm_90a wgmma) only; compiled in CI")
 
 
+def _nvcc_sm90a(source: Path, out: Path, *extra: str) -> str:
+    """nvcc -c of ``source`` for sm_90a as the extensions build it, with ptxas's report (and ``extra`` flags); the
+    report, after asserting the build succeeded."""
+    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], *extra, f"-I{conv_cell._SRC}", "-Xptxas", "-v", "-c",
+           str(source), "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout + proc.stderr
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
 def test_compiles_to_warpgroup_mmas(tmp_path):
-    report = ""
-    for src in SOURCES:
-        cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], f"-I{conv_cell._SRC}", "-Xptxas", "-v", "-c",
-               str(src), "-o", str(tmp_path / f"{src.stem}.o"), "--keep", f"--keep-dir={tmp_path}"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-4000:]
-        report += proc.stdout + proc.stderr
+    report = "".join(_nvcc_sm90a(src, tmp_path / f"{src.stem}.o", "--keep", f"--keep-dir={tmp_path}")
+                     for src in SOURCES)
     parts = re.split(r"Compiling entry function '([^']+)'", report)
     kernels = {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
     # the forward at levels 1 and 2, the backward at level 1
@@ -68,11 +74,8 @@ def test_ab_variants_compile(flags, tmp_path):
     ldmatrix into registers (the first build; ptxas keeps a few values on the stack at 168 registers), three row
     buffers a warpgroup, the PTX ISA's descriptor base offset (wrong gates on the H200, kept to show it), the gates
     stored with the bias (conv_cell.h; not yet run on a GPU)."""
-    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], *flags.split(), f"-I{conv_cell._SRC}", "-Xptxas",
-           "-v", "-c", str(SRC), "-o", str(tmp_path / "variant.o")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(re.findall(r"Compiling entry function", proc.stdout + proc.stderr)) == 2  # the forward's two
+    report = _nvcc_sm90a(SRC, tmp_path / "variant.o", *flags.split())
+    assert len(re.findall(r"Compiling entry function", report)) == 2  # the forward's two
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
@@ -85,11 +88,7 @@ def test_backward_ab_variants_compile_without_spills(flags, tmp_path):
     the MMA wait (results/conv_cell_bwd_hoist/, 168 registers), the staging's rows stepped by additions, four
     warpgroups sharing one staging buffer (at most 128 registers at 512 threads), both, and the gates read as stored
     with the bias (the last four not yet run on a GPU: benchmarks/gpu_conv_cell_bwd_steps.sh)."""
-    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], *flags.split(), f"-I{conv_cell._SRC}",
-           "-Xptxas", "-v", "-c", str(SOURCES[1]), "-o", str(tmp_path / "variant.o")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = proc.stdout + proc.stderr
+    report = _nvcc_sm90a(SOURCES[1], tmp_path / "variant.o", *flags.split())
     assert len(re.findall(r"Compiling entry function", report)) == 1
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report[-2000:]
 

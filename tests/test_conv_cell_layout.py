@@ -164,28 +164,20 @@ def bordered_pixel(q: int, B: int, H: int, W: int) -> int:
 def stage_backward_rows_stepped(dpre: np.ndarray, tile: int, B: int, H: int, W: int, tile_rows: int,
                                 half_bytes: int, sg: int = 1) -> np.ndarray:
     """The backward kernel's load_tile in its stepped build (MSCRED_CONV_CELL_BWD_ROW_STEPS=1, an A/B build not yet
-    run on a GPU), thread by thread: each of the staging group's sg x 128 threads keeps one 16-byte chunk, decodes
-    its first row once (one image ahead) and steps 8 sg rows at a time by additions; the default build's is the
+    run on a GPU), thread by thread: each of the staging group's sg x 128 threads keeps one 16-byte chunk at one
+    swizzled offset and copies every (8 sg)-th row from its first; the rows' pixels as the division finds them (the
+    walk that finds them without one, row_walk.h, is checked against it below). The default build's is the
     per-chunk loop the test compares it with. ``tile`` is the unit's first tile."""
-    Hp, Wp = H + 1, W + 1
+    Wp = W + 1
     step = sg * 128 // (G4 // 8)
     a_s = np.full(2 * half_bytes // 2, np.nan)
     for tid in range(sg * 128):
         c, r0 = tid % (G4 // 8), tid // (G4 // 8)
-        image, rem = divmod(tile * TILE - (Wp + 1) + r0 + Hp * Wp, Hp * Wp)
-        b, y = image - 1, rem // Wp
-        x = rem - y * Wp
         at = (c >> 3) * half_bytes + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4)
         for k in range(tile_rows // step):
-            inside = 0 <= b < B and y < H and x < W
+            pix = bordered_pixel(tile * TILE - (Wp + 1) + r0 + k * step, B, H, W)
             byte = at + k * step * 128
-            a_s[byte // 2: byte // 2 + 8] = dpre[b * H * W + y * W + x, c * 8: c * 8 + 8] if inside else 0.0
-            x += step
-            while x >= Wp:
-                x -= Wp
-                y += 1
-                if y == H + 1:
-                    y, b = 0, b + 1
+            a_s[byte // 2: byte // 2 + 8] = dpre[pix, c * 8: c * 8 + 8] if pix >= 0 else 0.0
     return a_s
 
 
