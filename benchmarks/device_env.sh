@@ -34,24 +34,25 @@ cache_bytecode() {
 
 # build_flag_sets MODULE VARIABLE DIR FLAGS...: the CUDA extension of mscred.ops.MODULE once per flag set (VARIABLE:
 # its -D flags variable, "" the default build), all at once, each log in DIR/build_<n>.txt (n counting from 0), so
-# that the tests and benchmarks after it find them built.
+# that the tests and benchmarks after it find them built. BUILDERS names the module's build functions (default
+# "_extension"), each flag set's in processes of their own: a builder other than _extension logs to
+# DIR/build_<n><builder>.txt.
 build_flag_sets() {
-  local module=$1 variable=$2 dir=$3 i=0; shift 3
+  local module=$1 variable=$2 dir=$3 i=0 builder log; shift 3
   for flags in "$@"; do
-    env "$variable=$flags" timeout 240 python3 -c \
-      "from mscred.ops import $module; $module._extension()" > "$dir/build_$i.txt" 2>&1 &
+    for builder in ${BUILDERS:-_extension}; do
+      log="$dir/build_$i.txt"; [ "$builder" = _extension ] || log="$dir/build_$i$builder.txt"
+      env "$variable=$flags" timeout 240 python3 -c "from mscred.ops import $module; $module.$builder()" \
+        > "$log" 2>&1 &
+    done
     i=$((i + 1))
   done
   wait
 }
 # build_resident DIR FLAGS...: the resident ConvLSTM extension (MSCRED_RESIDENT_LSTM_FLAGS);
-# build_conv_cell DIR FLAGS...: the conv + cell step extension (MSCRED_CONV_CELL_FLAGS).
+# build_conv_cell DIR FLAGS...: the conv + cell step extensions, the forward's and the backward's (MSCRED_CONV_CELL_FLAGS).
 build_resident() { build_flag_sets resident_lstm MSCRED_RESIDENT_LSTM_FLAGS "$@"; }
-build_conv_cell() { build_flag_sets conv_cell MSCRED_CONV_CELL_FLAGS "$@"; }
-# build_conv_cell_backward DIR: the conv + cell backward step extension, log in DIR/build_backward.txt.
-build_conv_cell_backward() {
-  timeout 240 python3 -c "from mscred.ops import conv_cell; conv_cell._backward()" > "$1/build_backward.txt" 2>&1
-}
+build_conv_cell() { BUILDERS="_extension _backward" build_flag_sets conv_cell MSCRED_CONV_CELL_FLAGS "$@"; }
 
 # bench_level DIR LABEL FLAGS SCRIPT PATHS: one per-level benchmark (bench_lstm_attention.py, bench_resident_lstm.py)
 # with the resident kernel's build MSCRED_RESIDENT_LSTM_FLAGS=FLAGS ("" the default), timing PATHS (its --timed),

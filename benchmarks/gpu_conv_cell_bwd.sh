@@ -13,8 +13,8 @@ set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
 D=$(result_dir conv_cell_bwd)
-build_conv_cell "$D" "" & build_conv_cell_backward "$D" & wait
-tail -3 "$D/build_0.txt" "$D/build_backward.txt"
+build_conv_cell "$D" ""  # (the 2026-12-02 run named the backward's log build_backward.txt)
+tail -n 3 "$D/build_0.txt" "$D/build_0_backward.txt"
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 240 tests/test_conv_cell.py
 grep -E "^(FAILED|ERROR)|Error" "$D/gpu_tests.txt" | head -10 | cut -c1-300
 bench_to_log "$D" 120 benchmarks/bench_conv_cell_bwd.py

@@ -2,7 +2,7 @@
 # One device call (~5-6 min): the backward step kernel as the default at level 1, its epilogue's loads hoisted above
 # the tile's warpgroup-MMA wait (MSCRED_CONV_CELL_BWD_HOIST=1, the default build when this ran on 2026-12-02: its
 # rows "default" in results/conv_cell_bwd_hoist/) against loaded row by row (=0, the default since: "rowwise").
-#   0. both extensions built per flag set, side by side                                   -> build_*.txt
+#   0. both extensions built per flag set, side by side                                   -> build_*.txt (the 2026-12-02 run's names: build_<n>_extension / _backward)
 #   1. bench_conv_cell_bwd.py (split path against the kernel) with each build            -> hoist_{1,0}/conv_cell_bwd.md
 #   2. the graphed bf16 step: the defaults (kernel, hoisted) against MSCRED_LSTM_CONV_CELL_BWD=0 (the split path) and
 #      against the =0 build, in alternation                                                          -> model/*.md
@@ -13,15 +13,7 @@ set -uo pipefail
 cache_bytecode
 D=$(result_dir conv_cell_bwd_hoist)
 ROWWISE="-DMSCRED_CONV_CELL_BWD_HOIST=0"; HOISTED="-DMSCRED_CONV_CELL_BWD_HOIST=1"
-i=0
-for flags in "$HOISTED" "$ROWWISE"; do  # the four builds side by side
-  for module in _extension _backward; do
-    MSCRED_CONV_CELL_FLAGS="$flags" timeout 240 python3 -c \
-      "from mscred.ops import conv_cell; conv_cell.$module()" > "$D/build_${i}$module.txt" 2>&1 &
-  done
-  i=$((i + 1))
-done
-wait
+build_conv_cell "$D" "$HOISTED" "$ROWWISE"  # the four builds side by side
 tail -n 3 "$D"/build_*.txt
 for spec in "hoist_1:$HOISTED" "hoist_0:$ROWWISE"; do
   label=${spec%%:*}

@@ -7,7 +7,7 @@
 #   bias  -DMSCRED_CONV_CELL_PRE_WITH_BIAS=1       the forward storing the gates with the bias, both kernels reading
 #                                                  them so (the whole kernel test file; the forward timed too)
 # Results go straight under $OUT (no tar), so that a cut call still brings back what it finished.
-#   0. the builds side by side (forward and backward modules per flag set)                   -> build_*.txt
+#   0. the builds side by side (forward and backward modules per flag set, VARIANTS' order) -> build_<n>*.txt
 #   1. bench_conv_cell_bwd.py --variants: split, the default kernel, each A/B build, the default again (the
 #      spread), one process                                                                 -> backward/
 #   2. bench_conv_cell.py: the forward, default against the bias build, at levels 1 and 2 (level 2's kernel,
@@ -25,14 +25,7 @@ D=$(result_dir conv_cell_bwd_steps)
 ROWS="-DMSCRED_CONV_CELL_BWD_ROW_STEPS=1"; WG4="-DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1"
 BIAS="-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1"
 VARIANTS=("default:" "rows:$ROWS" "wg4:$WG4" "both:$ROWS $WG4" "bias:$BIAS")
-for spec in "${VARIANTS[@]}"; do
-  label=${spec%%:*}
-  for module in _extension _backward; do
-    MSCRED_CONV_CELL_FLAGS="${spec#*:}" timeout 240 python3 -c \
-      "from mscred.ops import conv_cell; conv_cell.$module()" > "$D/build_${label}$module.txt" 2>&1 &
-  done
-done
-wait
+build_conv_cell "$D" "" "$ROWS" "$WG4" "$ROWS $WG4" "$BIAS"  # the ten builds side by side, in VARIANTS' order
 echo "built at ${SECONDS}s"; grep -l -i error "$D"/build_*.txt
 # all the builds' timings in one process (each build's forward stores the gates its backward reads), the default
 # first and last; each row printed as it is measured (bench_log.txt), so that a crash keeps the rows before it
