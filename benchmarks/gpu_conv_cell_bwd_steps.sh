@@ -6,7 +6,9 @@
 #   both  the two together
 #   bias  -DMSCRED_CONV_CELL_PRE_WITH_BIAS=1       the forward storing the gates with the bias, both kernels reading
 #                                                  them so (the whole kernel test file; the forward timed too)
-# Results go straight under $OUT (no tar), so that a cut call still brings back what it finished.
+# Its 22 files are packed into $OUT/conv_cell_bwd_steps.tgz at the end: the device tool brings back at most 8 files
+# (its first run, 2026-12-02, wrote them straight under $OUT and only the build logs came back,
+# results/conv_cell_bwd_steps/console.txt has its console). Keep to the 600 s so that the packing runs.
 #   0. the builds side by side (forward and backward modules per flag set, VARIANTS' order) -> build_<n>*.txt
 #   1. bench_conv_cell_bwd.py --variants: split, the default kernel, each A/B build, the default again (the
 #      spread), one process                                                                 -> backward/
@@ -14,7 +16,9 @@
 #      0.96x of the split path and off by default, has the same epilogue)                  -> forward/
 #   3. per A/B build: tests/test_conv_cell.py -k backward_kernel (the oracle at five sizes, the model epoch; bias:
 #      the whole file but its compile checks)                                               -> gpu_tests_LABEL.txt
-# Typically ~7 min on a warm machine: give it the whole 600 s; a cut call keeps what it finished, in this order.
+# 173 s on a cold machine on 2026-12-02 (results/conv_cell_bwd_steps/).
+# (Run on 8d6fa31's src, where ROW_STEPS defaulted to 0; since then "rows" is the default build: to repeat the
+# comparison, check that src out or add ROW_STEPS=0 as a variant, as gpu_conv_cell_rows_default.sh does.)
 # If a build passes its tests and its kernel beats the default's beyond the two default runs' spread, make it the
 # default and measure the step in alternation (gpu_setting_ab.sh with MSCRED_CONV_CELL_FLAGS=...).
 # Usage: bash benchmarks/gpu_conv_cell_bwd_steps.sh.
@@ -41,3 +45,4 @@ for spec in "${VARIANTS[@]:1}"; do  # each A/B build's GPU tests
   MSCRED_CONV_CELL_FLAGS="$flags" bash benchmarks/gpu_pytest.sh "$D/gpu_tests_$label.txt" 120 \
     tests/test_conv_cell.py -k "$select"
 done
+tar czf "$OUT/conv_cell_bwd_steps.tgz" -C "$OUT" conv_cell_bwd_steps && rm -rf "$D"

@@ -163,11 +163,11 @@ def bordered_pixel(q: int, B: int, H: int, W: int) -> int:
 
 def stage_backward_rows_stepped(dpre: np.ndarray, tile: int, B: int, H: int, W: int, tile_rows: int,
                                 half_bytes: int, sg: int = 1) -> np.ndarray:
-    """The backward kernel's load_tile in its stepped build (MSCRED_CONV_CELL_BWD_ROW_STEPS=1, an A/B build not yet
-    run on a GPU), thread by thread: each of the staging group's sg x 128 threads keeps one 16-byte chunk at one
+    """The backward kernel's load_tile in its stepped build (MSCRED_CONV_CELL_BWD_ROW_STEPS=1, the default since
+    2026-12-02's evening), thread by thread: each of the staging group's sg x 128 threads keeps one 16-byte chunk at one
     swizzled offset and copies every (8 sg)-th row from its first; the rows' pixels as the division finds them (the
-    walk that finds them without one, row_walk.h, is checked against it below). The default build's is the
-    per-chunk loop the test compares it with. ``tile`` is the unit's first tile."""
+    walk that finds them without one, row_walk.h, is checked against it below). The divided build's (ROW_STEPS=0) is
+    the per-chunk loop the test compares it with. ``tile`` is the unit's first tile."""
     Wp = W + 1
     step = sg * 128 // (G4 // 8)
     a_s = np.full(2 * half_bytes // 2, np.nan)

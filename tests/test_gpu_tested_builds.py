@@ -25,7 +25,7 @@ OPS = Path(__file__).resolve().parents[1] / "src" / "mscred" / "ops"
 GPU_TESTED_NVCC = "release 13.0,"
 GPU_TESTED_PTX = {
     "conv_cell/conv_cell.cu": "f2e6a013acc01e74fa4ec37ee294504d1f42852532351b5182994319c049b29a",
-    "conv_cell/conv_cell_bwd.cu": "4718192b2ce52553687295a9f0df864d367b402d00dd9ef11f9f5d9a979d4507",
+    "conv_cell/conv_cell_bwd.cu": "8cc6396f93832f501dcde7b701284944b50b3eb05ef26a76fd5b62fb852c5f40",
     "im2col/im2col.cu": "5e26f866e526ec97024b5fdb83e1c391834b61c01110d36819f3fd23402978b7",
     "resident_lstm/resident_lstm.cu": "94888c326aa96b32fd8ab5394897365e146a9af0e2be698d22b795bcb9e7118f",
 }

@@ -18,6 +18,8 @@ convolution and step t's cell backward in one kernel, the default there since 20
 oracle tests passed, the graphed bf16 step 2.689 / 2.696 -> 2.662 / 2.657 ms in alternation,
 results/conv_cell_bwd/; as the default 2.652 / 2.634 against the split backward's 2.679 / 2.683 ms,
 results/conv_cell_bwd_hoist/; the whole GPU suite passed on it, results/gpu_suite_1202b/);
+Its staging rows are stepped by additions since the same day's evening (4 steps' kernels 230 -> 201 us, the
+step 2.652 / 2.647 -> 2.629 / 2.628 ms, results/conv_cell_rows_default/; the GPU suite, results/gpu_suite_1202c/).
 ``MSCRED_LSTM_CONV_CELL_BWD=0`` keeps the Triton cell backward and cuDNN's transposed convolution apart. Its A/B
 builds (MSCRED_CONV_CELL_FLAGS) are named in ``conv_cell_bwd.cu`` and ``conv_cell.h``.
 """

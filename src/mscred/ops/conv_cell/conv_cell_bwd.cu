@@ -46,15 +46,15 @@ using mscred_resident::wgmma_m64n64k16_ss;
 #ifndef MSCRED_CONV_CELL_BWD_HOIST
 #define MSCRED_CONV_CELL_BWD_HOIST 0
 #endif
-// MSCRED_CONV_CELL_BWD_ROW_STEPS 1 has the staging's threads decode their first row of a tile once and step to the
-// next (8 rows on; 32 with the shared staging) by additions; 0 (the default) decodes every 16-byte chunk's row by two
-// integer divisions. The tile loop 2,770 -> 2,326 instructions a thread (results/conv_cell_ab_sass/) in a kernel
-// bound by its instruction issue (results/conv_cell_bwd_ncu/). The stepped build was written after the
-// 2026-12-02 afternoon session's device time was spent: compiled in CI and replayed thread by thread on the CPU
-// (tests/test_conv_cell_layout.py, its row walk host-compiled: row_walk.h), NOT YET RUN ON A GPU;
-// benchmarks/gpu_conv_cell_bwd_steps.sh is its first call.
+// MSCRED_CONV_CELL_BWD_ROW_STEPS 1 (the default) has the staging's threads decode their first row of a tile once and
+// step to the next (8 rows on; 32 with the shared staging) by additions (row_walk.h); 0 decodes every 16-byte chunk's
+// row by two integer divisions. The tile loop 2,770 -> 2,326 instructions a thread (results/conv_cell_ab_sass/) in a
+// kernel bound by its instruction issue (results/conv_cell_bwd_ncu/): on the H200 the four steps' kernels 229.8 /
+// 230.0 -> 200.6 us, the call 0.424 / 0.415 -> 0.397 ms, the default built before and after it in one process
+// (results/conv_cell_bwd_steps/). Right on its first GPU run; replayed thread by thread on the CPU in CI
+// (tests/test_conv_cell_layout.py, its row walk host-compiled).
 #ifndef MSCRED_CONV_CELL_BWD_ROW_STEPS
-#define MSCRED_CONV_CELL_BWD_ROW_STEPS 0
+#define MSCRED_CONV_CELL_BWD_ROW_STEPS 1
 #endif
 
 // MSCRED_CONV_CELL_BWD_SHARED_STAGING 1 runs four warpgroups a block instead of three, sharing one double-buffered
@@ -62,9 +62,9 @@ using mscred_resident::wgmma_m64n64k16_ss;
 // 64 KB weight, where four private double buffers would not fit), staged by all 512 threads and synchronised
 // block-wide; 16 warps an SM instead of 12 for a kernel bound by its instruction issue at three warps a scheduler
 // (results/conv_cell_bwd_ncu/), at most 128 registers a thread (the default build uses 122; not with
-// MSCRED_CONV_CELL_BWD_HOIST). 0 (the default): each warpgroup its own tiles and buffers. Written after the
-// 2026-12-02 afternoon session's device time was spent: compiled in CI, its staging and descriptors replayed on the
-// CPU (tests/test_conv_cell_layout.py), NOT YET RUN ON A GPU (benchmarks/gpu_conv_cell_bwd_steps.sh times it).
+// MSCRED_CONV_CELL_BWD_HOIST). 0 (the default): each warpgroup its own tiles and buffers. Right on the H200 but no
+// faster: four steps' kernels 237.4 against 229.8 / 230.0 us with divided rows, 221.2 against 200.6 us with stepped
+// ones (results/conv_cell_bwd_steps/): the block-wide barriers cost more than the fourth warp a scheduler gains.
 #ifndef MSCRED_CONV_CELL_BWD_SHARED_STAGING
 #define MSCRED_CONV_CELL_BWD_SHARED_STAGING 0
 #endif
