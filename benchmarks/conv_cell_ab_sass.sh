@@ -1,34 +1,39 @@
 #!/usr/bin/env bash
-# CPU machine: what the conv + cell kernels' A/B builds written without a GPU (2026-12-02) change in the machine code,
-# read with mscred's own SASS tools: each build compiled for sm_90a with nvcc, then `mscred sass diff --loops` from
-# the default build to it (registers, the instruction mix, the loops' sizes). Compiled code and our reading, not GPU
-# measurements: benchmarks/gpu_conv_cell_bwd_steps.sh times them.
-#   backward_rows.txt  -DMSCRED_CONV_CELL_BWD_ROW_STEPS=1        backward_wg4.txt  -DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1
-#   backward_both.txt  the two                                   backward_bias.txt / forward_bias.txt
-#                                                                                  -DMSCRED_CONV_CELL_PRE_WITH_BIAS=1
-# Usage: bash benchmarks/conv_cell_ab_sass.sh (needs nvcc and the dev install's mscred with pyelftools). Writes
-# ${OUT:-benchmarks/results}/conv_cell_ab_sass/*.txt.
+# CPU machine: what the conv + cell kernels' A/B builds change in the machine code, read with mscred's own SASS
+# tools: each build compiled for sm_90a with nvcc, then `mscred sass diff --loops` from the kernel's default build
+# to it (registers, the instruction mix, the loops' sizes). Compiled code and our reading, not GPU measurements.
+#   bash benchmarks/conv_cell_ab_sass.sh [FOLDER VARIANT...]      VARIANT = KERNEL_LABEL:FLAGS, KERNEL = forward | backward
+# Writes ${OUT:-benchmarks/results}/FOLDER/KERNEL_LABEL.txt. Without arguments, the builds of 2026-12-02 afternoon
+# against that day's defaults (results/conv_cell_ab_sass/; since then ROW_STEPS=1 is the default, so its "rows" file
+# would now read "0 changed"): backward_rows, backward_wg4, backward_both, backward_bias, forward_bias. The tile
+# walks of the evening: bash benchmarks/conv_cell_ab_sass.sh conv_cell_walk_sass \
+#   "backward_walk:-DMSCRED_CONV_CELL_BWD_TILE_WALK=1" "forward_walk:-DMSCRED_CONV_CELL_TILE_WALK=1"
+# Needs nvcc and the dev install's mscred with pyelftools.
 set -euo pipefail
-D=${OUT:-benchmarks/results}/conv_cell_ab_sass
+FOLDER=${1:-conv_cell_ab_sass}; [ $# -gt 0 ] && shift
+VARIANTS=("$@")
+[ ${#VARIANTS[@]} -gt 0 ] || VARIANTS=(
+  "backward_rows:-DMSCRED_CONV_CELL_BWD_ROW_STEPS=1" "backward_wg4:-DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1"
+  "backward_both:-DMSCRED_CONV_CELL_BWD_ROW_STEPS=1 -DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1"
+  "backward_bias:-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1" "forward_bias:-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1")
+D=${OUT:-benchmarks/results}/$FOLDER
 mkdir -p "$D"
 W=$(mktemp -d)
 FLAGS=(-std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -DMSCRED_SM90A -Isrc/mscred/ops/conv_cell)
 MSCRED=${MSCRED:-$(command -v mscred || echo .venv/bin/mscred)}
 HEADER="# $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD), $(nvcc --version | tail -1)"
+declare -A SOURCE=([forward]=conv_cell.cu [backward]=conv_cell_bwd.cu)
 build() {  # build NAME SOURCE [FLAGS...]
   local name=$1 src=$2; shift 2
   nvcc "${FLAGS[@]}" "$@" -cubin "src/mscred/ops/conv_cell/$src" -o "$W/$name.cubin"
 }
-build backward_default conv_cell_bwd.cu
-build backward_rows conv_cell_bwd.cu -DMSCRED_CONV_CELL_BWD_ROW_STEPS=1
-build backward_wg4 conv_cell_bwd.cu -DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1
-build backward_both conv_cell_bwd.cu -DMSCRED_CONV_CELL_BWD_ROW_STEPS=1 -DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1
-build backward_bias conv_cell_bwd.cu -DMSCRED_CONV_CELL_PRE_WITH_BIAS=1
 build forward_default conv_cell.cu
-build forward_bias conv_cell.cu -DMSCRED_CONV_CELL_PRE_WITH_BIAS=1
-for variant in backward_rows backward_wg4 backward_both backward_bias forward_bias; do
-  { echo "$HEADER"; echo "# ${variant%%_*}: default build -> ${variant#*_}"
-    "$MSCRED" sass diff --loops --top 12 "$W/${variant%%_*}_default.cubin" "$W/$variant.cubin"; } > "$D/$variant.txt"
+build backward_default conv_cell_bwd.cu
+for spec in "${VARIANTS[@]}"; do
+  variant=${spec%%:*}; flags=${spec#*:}; kernel=${variant%%_*}
+  build "$variant" "${SOURCE[$kernel]}" $flags
+  { echo "$HEADER"; echo "# $kernel: default build -> ${variant#*_} ($flags)"
+    "$MSCRED" sass diff --loops --top 12 "$W/${kernel}_default.cubin" "$W/$variant.cubin"; } > "$D/$variant.txt"
 done
 rm -rf "$W"
-head -30 "$D/backward_rows.txt"
+head -8 "$D"/*.txt

@@ -266,12 +266,22 @@ HARNESS = r"""
 #include <cstdio>
 #include <cstdlib>
 #include "row_walk.h"
-// argv: B H W step first count -- prints each walked row's output pixel, -1 where it is none
+// argv: B H W step first count [mixed] -- prints each walked row's output pixel, -1 where it is none; with mixed = 1
+// the walk steps by bordered_step(step) (the tile loops' stride) and prints each row's image after its pixel
 int main(int argc, char** argv) {
   const int B = atoi(argv[1]), H = atoi(argv[2]), W = atoi(argv[3]), step = atoi(argv[4]);
-  const int first = atoi(argv[5]), count = atoi(argv[6]);
+  const int first = atoi(argv[5]), count = atoi(argv[6]), mixed = argc > 7 ? atoi(argv[7]) : 0;
   mscred_conv_cell::BorderedRowWalk row(first, B, H, W);
-  for (int k = 0; k < count; ++k, row.advance(step)) printf("%d\n", row.inside() ? row.pixel() : -1);
+  const mscred_conv_cell::BorderedStep by = mscred_conv_cell::bordered_step(step, H, W);
+  for (int k = 0; k < count; ++k) {
+    if (mixed) {
+      printf("%d %d\n", row.inside() ? row.pixel() : -1, row.b);
+      row.advance(by);
+    } else {
+      printf("%d\n", row.inside() ? row.pixel() : -1);
+      row.advance(step);
+    }
+  }
   return 0;
 }
 """
@@ -315,3 +325,25 @@ def test_row_walk_header_finds_the_pixels_division_finds(B, H, W, step, row_walk
         out = subprocess.run([str(row_walk_program), str(B), str(H), str(W), str(step), str(first), str(count)],
                              check=True, capture_output=True, text=True, timeout=60).stdout.split()
         assert [int(v) for v in out] == [pixel_of(first + k * step) for k in range(count)], (first, step)
+
+
+@pytest.mark.parametrize("B, H, W", [(128, 30, 30), (128, 15, 15), (3, 4, 9), (2, 5, 5), (1, 7, 3), (2, 2, 1)])
+@pytest.mark.parametrize("step", [8, 64, 31 * 31 - 1, 31 * 31 + 5, 132 * 64, 66 * 3 * 64 + 64])
+def test_row_walk_mixed_radix_steps_find_the_pixels_and_images_division_finds(B, H, W, step, row_walk_program):
+    """The tile-to-tile walks of MSCRED_CONV_CELL_BWD_TILE_WALK / MSCRED_CONV_CELL_TILE_WALK (bordered_step: a
+    stride in the bordered index's radix, added digit by digit with one carry each) against divmod's decoding, the
+    pixel and its image (load_row's b), for strides shorter than a map row, near and past an image, and the grids'
+    (132 blocks of one tile, 66 blocks of three); first rows before the first image (the staging's) and inside."""
+    import subprocess
+    Hp, Wp = H + 1, W + 1
+    rows = B * Hp * Wp
+    firsts = sorted(q for q in {-(Wp + 1), -3, 0, 5, Wp + 2, Hp * Wp - 1, rows // 3, rows - 1} if -(Wp + 1) <= q < rows)
+    count = min(rows // step + 3, 4000)
+    for first in firsts:
+        out = subprocess.run([str(row_walk_program), str(B), str(H), str(W), str(step), str(first), str(count), "1"],
+                             check=True, capture_output=True, text=True, timeout=60).stdout.split()
+        pairs = [(int(out[2 * k]), int(out[2 * k + 1])) for k in range(count)]
+        for k, (pix, image) in enumerate(pairs):
+            q = first + k * step
+            assert pix == bordered_pixel(q, B, H, W), (first, step, k)
+            assert image == (q + Hp * Wp) // (Hp * Wp) - 1, (first, step, k)  # floor(q / Hp Wp), rows before -> -1

@@ -38,6 +38,7 @@
 
 #include "conv_cell.h"
 #include "device_helpers.cuh"
+#include "row_walk.h"
 #include "../resident_lstm/shared_allowance.h"
 
 namespace mscred_conv_cell {
@@ -100,6 +101,15 @@ struct Sizes {
 // An A/B switch as the ones above.
 #ifndef MSCRED_CONV_CELL_STAGES
 #define MSCRED_CONV_CELL_STAGES 2
+#endif
+// MSCRED_CONV_CELL_TILE_WALK 1 finds a thread's two rows of each tile by a walk (row_walk.h): decoded once, stepped
+// 8 rows to the second and by the fixed stride between its tiles (BorderedStep) to the next tile, where the default
+// decodes each row by two integer divisions before the MMAs and again after them (8 a thread a tile). Level 1's tile
+// loop 1,640 -> 1,572 instructions (results/conv_cell_walk_sass/); on the H200 right and its five steps' kernels
+// 145.1 -> 140.9 us (results/conv_cell_tile_walk/, with the backward's MSCRED_CONV_CELL_BWD_TILE_WALK). Not yet the
+// default: the whole GPU suite has not run on it.
+#ifndef MSCRED_CONV_CELL_TILE_WALK
+#define MSCRED_CONV_CELL_TILE_WALK 0
 #endif
 template <int C, int CH>
 __host__ __device__ constexpr int stages_of() {
@@ -176,12 +186,27 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
   const unsigned w_base = smem_u32(w_s);
   const int stride = ctas * NWG;
   int tile = cta * NWG + wg;
+#if MSCRED_CONV_CELL_TILE_WALK
+  const BorderedStep tile_step = bordered_step(stride * kTileRows, p.H, p.W), eight_rows = bordered_step(8, p.H, p.W);
+  BorderedRowWalk quad_row(tile * kTileRows + wq * 16 + quad, p.B, p.H, p.W);  // this tile's row quad of the warp
+  auto row_at = [&](int hh) {  // row quad + 8 hh, as row_of(tile * kTileRows + wq * 16 + quad + 8 * hh)
+    BorderedRowWalk r = quad_row;
+    if (hh) r.advance(eight_rows);
+    return Row{tile * kTileRows + wq * 16 + quad + 8 * hh, r.b, r.inside() ? r.pixel() : -1};
+  };
+#else
+  auto row_at = [&](int hh) { return row_of(tile * kTileRows + wq * 16 + quad + 8 * hh); };
+#endif
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {  // the first STAGES - 1 tiles' rows
     if (tile + st * stride < tiles) load_tile(st, tile + st * stride);
     cp_async_commit();
   }
+#if MSCRED_CONV_CELL_TILE_WALK
+  for (int it = 0; tile < tiles; ++it, tile += stride, quad_row.advance(tile_step)) {  // (as below)
+#else
   for (int it = 0; tile < tiles; ++it, tile += stride) {  // uniform over the warpgroup: its wgmma need all 128
+#endif
     warpgroup_barrier(barrier);  // every warp is done with the buffer the tile STAGES - 1 ahead goes into
     const int ahead = tile + (STAGES - 1) * stride;
     if (ahead < tiles) load_tile((it + STAGES - 1) % STAGES, ahead);
@@ -192,7 +217,7 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
     uint4 c_old[2];
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const Row row = row_of(tile * kTileRows + wq * 16 + quad + 8 * hh);
+      const Row row = row_at(hh);
       c_old[hh] = make_uint4(0, 0, 0, 0);
       if (p.c_prev != nullptr && row.pix >= 0) {
         c_old[hh] = load16(p.c_prev + static_cast<size_t>(row.pix) * CH + group * 32 + lane_ch);
@@ -237,7 +262,7 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
     // The cell update: gate j of channel group * 32 + lane_ch + 2 qq + e, row half hh, is acc[4 j + qq][2 hh + e].
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const Row row = row_of(tile * kTileRows + wq * 16 + quad + 8 * hh);
+      const Row row = row_at(hh);
       uint32_t pre_w[4][4], c_w[4], h_w[4];
       const uint32_t* c_prev = reinterpret_cast<const uint32_t*>(&c_old[hh]);
 #pragma unroll

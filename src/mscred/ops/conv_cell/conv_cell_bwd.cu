@@ -56,6 +56,20 @@ using mscred_resident::wgmma_m64n64k16_ss;
 #ifndef MSCRED_CONV_CELL_BWD_ROW_STEPS
 #define MSCRED_CONV_CELL_BWD_ROW_STEPS 1
 #endif
+// MSCRED_CONV_CELL_BWD_TILE_WALK 1 steps from tile to tile too: the staging threads' first rows and the epilogue's
+// rows are walks (row_walk.h) advanced by the fixed stride between a thread's units, found once (BorderedStep), so
+// that the tile loop has no division left -- the default decodes each tile's staging row (2 divisions a thread) and
+// each epilogue row's pixel and image (3 a row, 6 a thread). Needs the stepped staging (ROW_STEPS=1). The tile loop
+// 2,326 -> 2,181 instructions (results/conv_cell_walk_sass/); on the H200 right (tests/test_conv_cell.py) and the
+// four steps' kernels 201.3 / 202.1 -> 192.1 us, the step within its spread (results/conv_cell_tile_walk/). Not yet
+// the default: the whole GPU suite has not run on it (its walks are checked on the CPU against division,
+// tests/test_conv_cell_layout.py).
+#ifndef MSCRED_CONV_CELL_BWD_TILE_WALK
+#define MSCRED_CONV_CELL_BWD_TILE_WALK 0
+#endif
+#if MSCRED_CONV_CELL_BWD_TILE_WALK && !MSCRED_CONV_CELL_BWD_ROW_STEPS
+#error "MSCRED_CONV_CELL_BWD_TILE_WALK needs MSCRED_CONV_CELL_BWD_ROW_STEPS"
+#endif
 
 // MSCRED_CONV_CELL_BWD_SHARED_STAGING 1 runs four warpgroups a block instead of three, sharing one double-buffered
 // staging of the 4 x 64 rows of four consecutive tiles and the Wp + 1 before them (level 1: 2 x 73.7 KB beside the
@@ -171,17 +185,23 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   // A thread's chunk is the same in every row it copies (SG x 128 threads, 16 chunks a row: its rows are 8 SG apart,
   // so its swizzled offset is fixed too); its first row is decoded once and the rest stepped from it without a
   // division (row_walk.h).
+  constexpr int CHUNKS = G4 / 8, ROW_STEP = SG * 128 / CHUNKS;
+  static_assert(128 % CHUNKS == 0, "a warpgroup's threads cover whole rows");
+#if MSCRED_CONV_CELL_BWD_TILE_WALK
+  // (row: the thread's first staged row of the unit; the caller steps it from unit to unit)
+  auto load_tile = [&](int buf, BorderedRowWalk row) {
+    const int c = wg_tid % CHUNKS, r0 = wg_tid / CHUNKS;
+#else
   auto load_tile = [&](int buf, int tile) {  // (tile: the unit's first, tile = unit * SG)
-    constexpr int CHUNKS = G4 / 8, ROW_STEP = SG * 128 / CHUNKS;
-    static_assert(128 % CHUNKS == 0, "a warpgroup's threads cover whole rows");
     const int c = wg_tid % CHUNKS, r0 = wg_tid / CHUNKS;
     BorderedRowWalk row(tile * kBwdRows - (Wp + 1) + r0, p.B, p.H, p.W);
+#endif
     const unsigned at = smem_u32(my_a + buf * a_bytes) + (c >> 3) * half_bytes + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
     const __nv_bfloat16* from = p.dpre_next + c * 8;
     for (int k = 0; k < tile_rows / ROW_STEP; ++k) {  // (tile_rows is a whole number of the threads' rounds)
       const bool inside = row.inside();
       cp_async16_or_zero(at + k * (ROW_STEP * 128), from + static_cast<size_t>(inside ? row.pixel() : 0) * G4, inside);
-      row.advance(ROW_STEP);
+      row.advance(ROW_STEP);  // (the loop form: mixed-radix steps here measured +36 instructions in machine code)
     }
   };
 #else
@@ -199,8 +219,13 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
 
   const int quad = lane >> 2, lane_ch = (lane & 3) * 8;  // accumulator rows quad, quad + 8; first of 8 channels
   // The cell backward's operands of output pixel pix (b * H * W + y * W + x) for this thread's channels.
-  auto load_row = [&](int pix, CellRowIn& in) {
+  auto load_row = [&](int pix, int image, CellRowIn& in) {  // (image: pix's, from the walk; else divided here)
+#if MSCRED_CONV_CELL_BWD_TILE_WALK
+    const int b = image;
+#else
     const int b = pix / HW;
+    (void)image;
+#endif
 #pragma unroll
     for (int j = 0; j < 4; ++j) in.pre[j] = load16(p.pre + static_cast<size_t>(pix) * G4 + j * CH + lane_ch);
     in.c_prev = p.c_prev != nullptr ? load16(p.c_prev + static_cast<size_t>(pix) * CH + lane_ch)
@@ -218,12 +243,28 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
 #pragma unroll
     for (int k = 0; k < 8; ++k) db[j][k] = 0.f;
   int unit = blockIdx.x * GROUPS + group;
+#if MSCRED_CONV_CELL_BWD_TILE_WALK
+  // From unit to unit + stride: stride * SG tiles of rows, in the bordered index's radix.
+  const BorderedStep unit_step = bordered_step(stride * SG * kBwdRows, p.H, p.W), eight_rows = bordered_step(8, p.H, p.W);
+  BorderedRowWalk stage_row(unit * SG * kBwdRows - (Wp + 1) + wg_tid / CHUNKS, p.B, p.H, p.W);  // load_tile's next
+  BorderedRowWalk out_row((unit * SG + member) * kBwdRows + wq * 16 + quad, p.B, p.H, p.W);   // this unit's row quad
+  if (unit < units) load_tile(0, stage_row);
+  stage_row.advance(unit_step);
+#else
   if (unit < units) load_tile(0, unit * SG);
+#endif
   cp_async_commit();
   // (uniform over the staging group: its barriers need all of its threads, each warpgroup's wgmma all 128 of its own)
+#if MSCRED_CONV_CELL_BWD_TILE_WALK
+  for (int it = 0; unit < units; ++it, unit += stride, out_row.advance(unit_step)) {
+    group_barrier(barrier);  // every warp is done with the buffer the next unit goes into
+    if (unit + stride < units) load_tile((it + 1) & 1, stage_row);
+    stage_row.advance(unit_step);
+#else
   for (int it = 0; unit < units; ++it, unit += stride) {
     group_barrier(barrier);  // every warp is done with the buffer the next unit goes into
     if (unit + stride < units) load_tile((it + 1) & 1, (unit + stride) * SG);
+#endif
     cp_async_commit();
     cp_async_wait<1>();          // this unit's rows (this thread's copies) ...
     fence_proxy_async_shared();  // ... visible to the tensor cores' reads ...
@@ -245,13 +286,23 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     wgmma_commit();
     // acc[nt][2 hh + e]: row quad + 8 hh of this warp's 16; dx channel lane_ch + 2 nt + e for nt < 4, dh channel
     // lane_ch + 2 (nt - 4) + e for nt >= 4.
-    int pix_of_row[2];  // the rows' output pixels (-1: a border row or past the last)
+    int pix_of_row[2], image_of_row[2];  // the rows' output pixels (-1: a border row or past the last), images
     CellRowIn in[2];
+#if MSCRED_CONV_CELL_BWD_TILE_WALK
+    BorderedRowWalk walk = out_row;  // row quad, then quad + 8
+#endif
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
+#if MSCRED_CONV_CELL_BWD_TILE_WALK
+      pix_of_row[hh] = walk.inside() ? walk.pixel() : -1;
+      image_of_row[hh] = walk.b;
+      walk.advance(eight_rows);
+#else
       pix_of_row[hh] = pixel_of(tile * kBwdRows + wq * 16 + quad + 8 * hh);
+      image_of_row[hh] = 0;  // (unused: load_row divides)
+#endif
 #if MSCRED_CONV_CELL_BWD_HOIST
-      if (pix_of_row[hh] >= 0) load_row(pix_of_row[hh], in[hh]);
+      if (pix_of_row[hh] >= 0) load_row(pix_of_row[hh], image_of_row[hh], in[hh]);
 #endif
     }
     wgmma_wait_all();
@@ -275,7 +326,7 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
       const int pix = pix_of_row[hh];
       if (pix < 0) continue;
 #if !MSCRED_CONV_CELL_BWD_HOIST
-      load_row(pix, in[hh]);
+      load_row(pix, image_of_row[hh], in[hh]);
 #endif
       const uint4* pre_v = in[hh].pre;
       const uint4 c_prev_v = in[hh].c_prev, dout_v = in[hh].dout;

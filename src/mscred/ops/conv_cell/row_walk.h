@@ -1,7 +1,9 @@
 // The rows of the bordered index walked a fixed number at a time, each row's output pixel found without a division:
 // the backward kernel's staging (conv_cell_bwd.cu, MSCRED_CONV_CELL_BWD_ROW_STEPS=1) decodes a thread's first row of
-// a tile once and steps from it. Host code too, so that CI runs this very code against the row decoding by division
-// (tests/test_conv_cell_layout.py compiles a small program around it).
+// a tile once and steps from it; with MSCRED_CONV_CELL_BWD_TILE_WALK=1 (and the forward's MSCRED_CONV_CELL_TILE_WALK)
+// the tile loops step from tile to tile too (BorderedStep), no division left in them. Host code too, so that CI
+// runs this very code against the row decoding by division (tests/test_conv_cell_layout.py compiles a small program
+// around it).
 #pragma once
 
 #if defined(__CUDACC__)
@@ -11,6 +13,19 @@
 #endif
 
 namespace mscred_conv_cell {
+
+// A fixed number of rows of the bordered index written in its mixed radix, (images, map rows, columns) with
+// rows < H + 1 and columns < W + 1: a walk steps by it with two compares and no division
+// (BorderedRowWalk::advance(const BorderedStep&)). Found once per kernel, for the stride between a thread's tiles.
+struct BorderedStep {
+  int b, y, x;
+};
+
+MSCRED_HOST_DEVICE BorderedStep bordered_step(int rows, int height, int width) {
+  const int hpwp = (height + 1) * (width + 1), wp = width + 1;
+  const int b = rows / hpwp, rem = rows - b * hpwp, y = rem / wp;
+  return BorderedStep{b, y, rem - y * wp};
+}
 
 // Row q of the (B, H + 1, W + 1) bordered maps (the border: the last row and column), as (b, y, x); b = -1 for the
 // rows before the first tile's first row (q >= -(W + 2)), b >= B past the last.
@@ -39,6 +54,17 @@ struct BorderedRowWalk {
       x -= W + 1;
       if (++y == H + 1) y = 0, ++b;
     }
+  }
+  // step.b * (H + 1) (W + 1) + step.y * (W + 1) + step.x rows on, whatever its size: each digit's sum is at most
+  // twice its radix less one (x, step.x <= W; y, step.y <= H, plus the carry), so one subtraction each.
+  MSCRED_HOST_DEVICE void advance(const BorderedStep& step) {
+    x += step.x;
+    const int carry_x = x > W ? 1 : 0;
+    x -= carry_x * (W + 1);
+    y += step.y + carry_x;
+    const int carry_y = y > H ? 1 : 0;
+    y -= carry_y * (H + 1);
+    b += step.b + carry_y;
   }
 };
 
