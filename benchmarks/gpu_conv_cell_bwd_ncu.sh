@@ -2,7 +2,9 @@
 # One device call (~2-3 min): Nsight Compute on the backward step kernel at level 1 (default build; the second of the
 # four step launches of bench_conv_cell_bwd.py's first eager call with the kernel): duration, throughputs, occupancy,
 # warp stall reasons, and the source counters' hottest SASS lines              -> ncu_kernel.txt, ncu_source.txt
-# Usage: bash benchmarks/gpu_conv_cell_bwd_ncu.sh. Writes $OUT/conv_cell_bwd_ncu.tgz.
+# Usage: bash benchmarks/gpu_conv_cell_bwd_ncu.sh. Writes $OUT/conv_cell_bwd_ncu.tgz. It profiles the DEFAULT build
+# only: bench_conv_cell_bwd.py sets MSCRED_CONV_CELL_FLAGS to "" for its default rows, which the second launch belongs
+# to (results/conv_cell_bwd_ncu_rows/ learned it so); to profile an A/B build, make it the default in the working tree.
 set -uo pipefail
 . benchmarks/device_env.sh
 cache_bytecode
