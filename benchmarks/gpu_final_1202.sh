@@ -8,7 +8,7 @@ set -uo pipefail
 . benchmarks/device_env.sh
 D=$(result_dir final_1202)
 python3 -c "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$D/build.txt" 2>&1
-OUT="$D" bash benchmarks/gpu_suite_parallel.sh convlstm triton_ops train_im2col rest_a rest_b
+GPU_SUITE_PACK=0 OUT="$D" bash benchmarks/gpu_suite_parallel.sh convlstm triton_ops train_im2col rest_a rest_b
 echo "suite done at ${SECONDS}s"
 OUT="$D" PART_TIMEOUT_S=40 bash benchmarks/gpu_train_variants.sh model "default:g-fused-bf16" \
   "wave5:g-fused-bf16:MSCRED_CELL_WAVE=0/5"

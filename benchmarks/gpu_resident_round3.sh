@@ -11,7 +11,7 @@ set -uo pipefail
 cache_bytecode
 D=$(result_dir resident_round3)
 python3 -c "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$D/build.txt" 2>&1
-OUT="$D" bash benchmarks/gpu_suite_parallel.sh convlstm triton_ops train_im2col rest
+GPU_SUITE_PACK=0 OUT="$D" bash benchmarks/gpu_suite_parallel.sh convlstm triton_ops train_im2col rest
 bench_to_log "$D" 150 benchmarks/bench_resident_lstm.py
 grep -E "^\| (scoring|1,024|batch)" "$D/resident_lstm.md"
 OUT="$D" bash benchmarks/gpu_train_variants.sh . "triton_3:g-fused-bf16:MSCRED_RESIDENT_LSTM=0" "resident_3:g-fused-bf16"

@@ -10,7 +10,7 @@ set -uo pipefail
 NAME=${NAME:-suite_and_model}
 D=$(result_dir "$NAME")
 python3 -c "from mscred.ops import resident_lstm; resident_lstm._extension()" > "$D/build.txt" 2>&1
-OUT="$D" bash benchmarks/gpu_suite_parallel.sh convlstm triton_ops train_im2col rest_a rest_b
+GPU_SUITE_PACK=0 OUT="$D" bash benchmarks/gpu_suite_parallel.sh convlstm triton_ops train_im2col rest_a rest_b
 echo "suite done at ${SECONDS}s"
 OUT="$D" PART_TIMEOUT_S=40 bash benchmarks/gpu_train_variants.sh model "default:g-fused-bf16"
 (cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")

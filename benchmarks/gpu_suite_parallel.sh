@@ -4,7 +4,8 @@
 # cores one at a time). Files split by their measured times: the fused ConvLSTM's (~210 s), the other Triton ops',
 # training and im2col's, the CUDA build checks (nvcc on the standalone harness alone takes minutes with the other
 # four compiling beside it: inside "rest" it pushed that group past its cap on 2026-11-30), and everything else.
-# Writes $OUT/gpu_suite/{convlstm,triton_ops,train_im2col,build,rest_a,rest_b}.txt; the summary lines to the console.
+# Writes $OUT/gpu_suite.tgz (gpu_suite/: one .txt a process and machine.txt; GPU_SUITE_PACK=0 leaves the folder
+# $OUT/gpu_suite/ unpacked); the summary lines to the console.
 # Usage (repository root, CUDA machine): bash benchmarks/gpu_suite_parallel.sh [group ...] (default: all six, as
 # convlstm/3 triton_ops/2 train_im2col build rest_a/4 rest_b -- the split that passed whole in 329 + 163 s on
 # 2026-12-02, results/gpu_suite_1202b/, rest_a in one process having run past its cap; "rest" is rest_a + rest_b in
@@ -65,3 +66,10 @@ for f in $SUMMARIES; do
 done
 # no FAILED / ERROR line is the good case: grep then exits 1, which must not be the call's status
 grep -h -E "^(FAILED|ERROR) " "$D"/*.txt | head -20 || true
+# the device tool brings back at most 8 files and the default groups write 12 (2026-12-02 evening: the last four
+# did not come back until the call was repeated into a packed folder): one archive, the machine header beside it
+# (GPU_SUITE_PACK=0: leave the folder, for the scripts that call this one and pack their own folder)
+if [ "${GPU_SUITE_PACK:-1}" != 0 ]; then
+  bash benchmarks/machine_info.sh > "$D/machine.txt" 2>&1
+  (cd "$OUT" && tar czf gpu_suite.tgz gpu_suite && rm -rf gpu_suite)
+fi
