@@ -83,8 +83,24 @@ using mscred_resident::wgmma_m64n64k16_ss;
 #define MSCRED_CONV_CELL_BWD_SHARED_STAGING 0
 #endif
 
+// MSCRED_CONV_CELL_BWD_SINGLE_BUFFER 1 runs four warpgroups a block, each with ONE staging buffer of its own (level
+// 1: 4 x 26.6 KB beside the 64 KB weight, where four double buffers would not fit): a warpgroup issues the next
+// unit's copies as soon as its MMAs have read the buffer (after their wait and a warpgroup barrier), so that they
+// fly under the epilogue as the double buffer's did under the MMAs and the epilogue, and no barrier spans more than
+// a warpgroup (the shared staging's block-wide ones lost, above). 16 warps an SM instead of 12 for a kernel whose
+// schedulers find no eligible warp half the time (results/conv_cell_bwd_ncu_rows/); at most 128 registers a thread
+// (the default build uses 124). An A/B build written after 2026-12-02's evening session's device time was spent:
+// compiled in CI without spills, NOT YET RUN ON A GPU.
+#ifndef MSCRED_CONV_CELL_BWD_SINGLE_BUFFER
+#define MSCRED_CONV_CELL_BWD_SINGLE_BUFFER 0
+#endif
+#if MSCRED_CONV_CELL_BWD_SINGLE_BUFFER && MSCRED_CONV_CELL_BWD_SHARED_STAGING
+#error "MSCRED_CONV_CELL_BWD_SINGLE_BUFFER is for private staging buffers"
+#endif
+
 constexpr int kBwdRows = 64;        // dxh rows (of the bordered index) per warpgroup tile: wgmma's M
-constexpr int kBwdWarpgroups = MSCRED_CONV_CELL_BWD_SHARED_STAGING ? 4 : 3;
+constexpr int kBwdWarpgroups = MSCRED_CONV_CELL_BWD_SHARED_STAGING || MSCRED_CONV_CELL_BWD_SINGLE_BUFFER ? 4 : 3;
+constexpr int kBwdBuffers = MSCRED_CONV_CELL_BWD_SINGLE_BUFFER ? 1 : 2;  // staging buffers a staging group
 // Warpgroups sharing one staging buffer (a "unit" of that many consecutive tiles): all of the block's, or each its own.
 constexpr int kStageWarpgroups = MSCRED_CONV_CELL_BWD_SHARED_STAGING ? kBwdWarpgroups : 1;
 static_assert(kBwdWarpgroups % kStageWarpgroups == 0, "whole staging groups a block");
@@ -166,7 +182,7 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     }
   };
   const int group = wg / SG, member = wg % SG;      // this warpgroup's staging group, its tile in the group's unit
-  unsigned char* my_a = a_all + group * 2 * a_bytes;  // the group's two staging buffers
+  unsigned char* my_a = a_all + group * kBwdBuffers * a_bytes;  // the group's staging buffers
   static_assert((SG & (SG - 1)) == 0, "a staging group's thread index is a mask");
   const int wg_tid = tid & (SG * 128 - 1), barrier = 1 + group;  // (wg_tid: the thread's index in its group)
   // Output pixel of row q of the bordered index (b * H * W + y * W + x), or -1 (a border row, before the first
@@ -255,23 +271,32 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
 #endif
   cp_async_commit();
   // (uniform over the staging group: its barriers need all of its threads, each warpgroup's wgmma all 128 of its own)
+  // unit + stride's rows into staging buffer buf, if there is such a unit (the walk steps either way)
 #if MSCRED_CONV_CELL_BWD_TILE_WALK
-  for (int it = 0; unit < units; ++it, unit += stride, out_row.advance(unit_step)) {
-    group_barrier(barrier);  // every warp is done with the buffer the next unit goes into
-    if (unit + stride < units) load_tile((it + 1) & 1, stage_row);
+  auto load_next_unit = [&](int buf) {
+    if (unit + stride < units) load_tile(buf, stage_row);
     stage_row.advance(unit_step);
+  };
+  for (int it = 0; unit < units; ++it, unit += stride, out_row.advance(unit_step)) {
 #else
+  auto load_next_unit = [&](int buf) {
+    if (unit + stride < units) load_tile(buf, (unit + stride) * SG);
+  };
   for (int it = 0; unit < units; ++it, unit += stride) {
-    group_barrier(barrier);  // every warp is done with the buffer the next unit goes into
-    if (unit + stride < units) load_tile((it + 1) & 1, (unit + stride) * SG);
 #endif
+#if MSCRED_CONV_CELL_BWD_SINGLE_BUFFER
+    cp_async_wait<0>();          // this unit's rows (this thread's copies, issued after the last unit's MMAs) ...
+#else
+    group_barrier(barrier);  // every warp is done with the buffer the next unit goes into
+    load_next_unit((it + 1) & 1);
     cp_async_commit();
     cp_async_wait<1>();          // this unit's rows (this thread's copies) ...
+#endif
     fence_proxy_async_shared();  // ... visible to the tensor cores' reads ...
     group_barrier(barrier);      // ... every thread's
     const int tile = unit * SG + member;
     if (SG > 1 && tile >= tiles) continue;  // (the last unit's warpgroups past the last tile)
-    const unsigned a_base = smem_u32(my_a + (it & 1) * a_bytes) + member * (kBwdRows * 128);  // its tile's rows
+    const unsigned a_base = smem_u32(my_a + (it % kBwdBuffers) * a_bytes) + member * (kBwdRows * 128);  // its rows
     float acc[8][4];
     wgmma_fence();
 #pragma unroll
@@ -310,6 +335,11 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) keep_in_registers(acc[nt][i]);
+#if MSCRED_CONV_CELL_BWD_SINGLE_BUFFER
+    group_barrier(barrier);  // every warp's MMAs have read the buffer: the next unit's rows may go in, under the epilogue
+    load_next_unit(0);
+    cp_async_commit();
+#endif
 
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {  // dx_{t+1} first: its accumulators free before the cell arithmetic
@@ -422,7 +452,7 @@ template <int C, int CH>
 size_t shared_bytes_backward_of(int w) {
   using S = BwdSizes<C, CH>;
   return S::WEIGHT_BYTES + S::SMALL_BYTES + 1024 +
-         static_cast<size_t>(kBwdWarpgroups / kStageWarpgroups) * 2 * S::HALVES * bwd_tile_rows(w) * 128;
+         static_cast<size_t>(kBwdWarpgroups / kStageWarpgroups) * kBwdBuffers * S::HALVES * bwd_tile_rows(w) * 128;
 }
 
 }  // namespace
