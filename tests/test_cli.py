@@ -121,9 +121,12 @@ def test_env_lists_backends(capsys):
     if torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0):  # Hopper: they build and run
         assert step == "ok", step
         assert step_bwd == "ok", step_bwd
-    else:
+    elif not torch.cuda.is_available():  # one reason, not the forward's wrapped in the backward's
+        assert step.startswith("unavailable: no CUDA device")
+        assert step_bwd.startswith("unavailable: no CUDA device") and "forward" not in step_bwd
+    else:  # another GPU: the forward says why, the backward points at it
         assert step.startswith("unavailable: ")
-        assert step_bwd.startswith("unavailable: needs the forward kernel")
+        assert step_bwd.startswith("unavailable: needs the forward kernel, which is unavailable: ")
     assert "torch" in info["packages"]
     cuda = info["cuda_available"]
     assert info["defaults"]["cuda_graphs"] == cuda and (cuda or info["defaults"]["backend"] == "reference")

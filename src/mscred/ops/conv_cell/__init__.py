@@ -247,9 +247,11 @@ def is_backward_available() -> tuple[bool, str]:
     """Whether the backward step kernel works here: the forward's check first, then the backward extension built and
     the small level's training backward (``convlstm_concat.backward``, the kernel taking steps T - 2 .. 0) against
     the float64 reference's gradients of x, the weight and the bias."""
+    if not torch.cuda.is_available():  # (said once, not wrapped in the forward's reason)
+        return False, "no CUDA device (training takes the cell kernel and cuDNN's transposed convolution)"
     ok, why = is_available()
     if not ok:
-        return False, f"needs the forward kernel ({why})"
+        return False, f"needs the forward kernel, which is unavailable: {why}"
     if switched_off("MSCRED_LSTM_CONV_CELL_BWD"):
         return False, "switched off (MSCRED_LSTM_CONV_CELL_BWD=0)"
     try:
