@@ -69,13 +69,14 @@ def test_compiles_to_warpgroup_mmas(tmp_path):
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
 @pytest.mark.parametrize("flags", ["-DMSCRED_CONV_CELL_SMEM_A=0", "-DMSCRED_CONV_CELL_STAGES=3",
                                    "-DMSCRED_CONV_CELL_BASE_OFFSET=1", "-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1",
-                                   "-DMSCRED_CONV_CELL_TILE_WALK=1"])
+                                   "-DMSCRED_CONV_CELL_TILE_WALK=1", "-DMSCRED_CONV_CELL_WARPGROUPS=4"])
 def test_ab_variants_compile(flags, tmp_path):
     """The A/B builds a device call times (MSCRED_CONV_CELL_FLAGS) compile for Hopper: level 1's A operand by
     ldmatrix into registers (the first build; ptxas keeps a few values on the stack at 168 registers), three row
     buffers a warpgroup, the PTX ISA's descriptor base offset (wrong gates on the H200, kept to show it), the gates
     stored with the bias (conv_cell.h; right on the H200, 2% on the forward kernel, not adopted), the rows found by
-    walks from tile to tile (row_walk.h; right on the H200 and faster per call, results/conv_cell_tile_walk/)."""
+    walks from tile to tile (row_walk.h; right on the H200 and faster per call, results/conv_cell_tile_walk/), four
+    warpgroups at level 1 (128 registers with a few spills, results/conv_cell_fwd4_sass/; not yet run on a GPU)."""
     report = _nvcc_sm90a(SRC, tmp_path / "variant.o", *flags.split())
     assert len(re.findall(r"Compiling entry function", report)) == 2  # the forward's two
     if "TILE_WALK" in flags:  # (the other builds' registers are as measured on the H200; this one must not spill)
