@@ -2,7 +2,7 @@
 # CPU machine: what the conv + cell kernels' A/B builds change in the machine code, read with mscred's own SASS
 # tools: each build compiled for sm_90a with nvcc, then `mscred sass diff --loops` from the kernel's default build
 # to it (registers, the instruction mix, the loops' sizes). Compiled code and our reading, not GPU measurements.
-#   bash benchmarks/conv_cell_ab_sass.sh [FOLDER VARIANT...]      VARIANT = KERNEL_LABEL:FLAGS, KERNEL = forward | backward
+#   bash benchmarks/conv_cell_ab_sass.sh [FOLDER VARIANT...]    VARIANT = KERNEL_LABEL:FLAGS (KERNEL: forward, backward)
 # Writes ${OUT:-benchmarks/results}/FOLDER/KERNEL_LABEL.txt. Without arguments, the builds of 2026-12-02 afternoon
 # against that day's defaults (results/conv_cell_ab_sass/; since then ROW_STEPS=1 is the default, so its "rows" file
 # would now read "0 changed"): backward_rows, backward_wg4, backward_both, backward_bias, forward_bias. The tile

@@ -10,11 +10,12 @@
 #   4. with STEP=1, the graphed bf16 training step in alternation for the FIRST build: default_1, LABEL_1, default_2,
 #      LABEL_2 (gpu_train_variants.sh, each part cut at 45 s; ~4 min more)               -> {default,LABEL}_{1,2}.md
 # Packed into $OUT/NAME.tgz after each stage (the device tool brings back at most 8 files), so that a call cut short
-# still brings back what it finished. About 2.5 min for two builds on a warm machine, without stage 4.
-# Example (the builds written on 2026-12-02's evening; the tile walks measured once, results/conv_cell_tile_walk/):
-#   bash benchmarks/gpu_conv_cell_ab.sh conv_cell_single_buffer \
-#     "single=-DMSCRED_CONV_CELL_BWD_SINGLE_BUFFER=1" \
-#     "single_walk=-DMSCRED_CONV_CELL_BWD_SINGLE_BUFFER=1 -DMSCRED_CONV_CELL_BWD_TILE_WALK=1 -DMSCRED_CONV_CELL_TILE_WALK=1"
+# still brings back what it finished. Timeline of its first use (one build, STEP=1, results/conv_cell_tile_walk/):
+# built at 37 s, per-call benches done at 61 s, the build's tests at ~130 s, the step at 259 s.
+# Example, the builds written or left unmeasured on 2026-12-02's evening (~6 min without STEP: ~70 s of tests each):
+#   W="-DMSCRED_CONV_CELL_BWD_TILE_WALK=1 -DMSCRED_CONV_CELL_TILE_WALK=1"
+#   bash benchmarks/gpu_conv_cell_ab.sh conv_cell_next "single=-DMSCRED_CONV_CELL_BWD_SINGLE_BUFFER=1" \
+#     "single_walk=-DMSCRED_CONV_CELL_BWD_SINGLE_BUFFER=1 $W" "walk=$W" "fwd4=-DMSCRED_CONV_CELL_WARPGROUPS=4"
 set -uo pipefail
 NAME=$1; shift
 . benchmarks/device_env.sh

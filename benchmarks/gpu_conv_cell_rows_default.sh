@@ -6,7 +6,7 @@
 #   1. bench_conv_cell_bwd.py --variants: split, the default, the divided build, the default again, one process
 #                                                                                        -> backward/
 #   2. bench_train.py's graphed bf16 step in alternation: default_1, divided_1, default_2, divided_2 (each part cut
-#      at 45 s, gpu_train_variants.sh)                                                   -> {default,divided}_{1,2}.md, log.txt
+#      at 45 s, gpu_train_variants.sh)                                 -> {default,divided}_{1,2}.md, log.txt
 #   3. tests/test_conv_cell.py whole on the default build (the oracle at five sizes, the model's epoch, the compile
 #      checks)                                                                           -> gpu_tests.txt
 # More than the device tool's 8 files: everything is packed into $OUT/conv_cell_rows_default.tgz at the end.

@@ -187,7 +187,8 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
   const int stride = ctas * NWG;
   int tile = cta * NWG + wg;
 #if MSCRED_CONV_CELL_TILE_WALK
-  const BorderedStep tile_step = bordered_step(stride * kTileRows, p.H, p.W), eight_rows = bordered_step(8, p.H, p.W);
+  const BorderedStep tile_step = bordered_step(stride * kTileRows, p.H, p.W);
+  const BorderedStep eight_rows = bordered_step(8, p.H, p.W);
   BorderedRowWalk quad_row(tile * kTileRows + wq * 16 + quad, p.B, p.H, p.W);  // this tile's row quad of the warp
   auto row_at = [&](int hh) {  // row quad + 8 hh, as row_of(tile * kTileRows + wq * 16 + quad + 8 * hh)
     BorderedRowWalk r = quad_row;

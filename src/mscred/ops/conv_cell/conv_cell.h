@@ -14,8 +14,8 @@
 // default): pre = bf16(conv) without the bias, z = bf16(pre + bias) as the split path's cuDNN + cell kernels compute
 // it. The modules export it (pre_with_bias) so that the Python side's Triton cell backward (the last step, the split
 // backward) reads pre the same way. Right on the H200 (tests/test_conv_cell.py whole) but not adopted: level 1's
-// five forward steps 146.3 -> 143.2 us, the backward's four 228.8 against 229.8 / 230.0 us (results/conv_cell_bwd_steps/),
-// ~3 us a training step. A/B builds: MSCRED_CONV_CELL_FLAGS.
+// five forward steps 146.3 -> 143.2 us, the backward's four 228.8 against 229.8 / 230.0 us
+// (results/conv_cell_bwd_steps/), ~3 us a training step. A/B builds: MSCRED_CONV_CELL_FLAGS.
 #ifndef MSCRED_CONV_CELL_PRE_WITH_BIAS
 #define MSCRED_CONV_CELL_PRE_WITH_BIAS 0
 #endif

@@ -261,7 +261,8 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   int unit = blockIdx.x * GROUPS + group;
 #if MSCRED_CONV_CELL_BWD_TILE_WALK
   // From unit to unit + stride: stride * SG tiles of rows, in the bordered index's radix.
-  const BorderedStep unit_step = bordered_step(stride * SG * kBwdRows, p.H, p.W), eight_rows = bordered_step(8, p.H, p.W);
+  const BorderedStep unit_step = bordered_step(stride * SG * kBwdRows, p.H, p.W);
+  const BorderedStep eight_rows = bordered_step(8, p.H, p.W);
   BorderedRowWalk stage_row(unit * SG * kBwdRows - (Wp + 1) + wg_tid / CHUNKS, p.B, p.H, p.W);  // load_tile's next
   BorderedRowWalk out_row((unit * SG + member) * kBwdRows + wq * 16 + quad, p.B, p.H, p.W);   // this unit's row quad
   if (unit < units) load_tile(0, stage_row);
@@ -336,7 +337,7 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
 #pragma unroll
       for (int i = 0; i < 4; ++i) keep_in_registers(acc[nt][i]);
 #if MSCRED_CONV_CELL_BWD_SINGLE_BUFFER
-    group_barrier(barrier);  // every warp's MMAs have read the buffer: the next unit's rows may go in, under the epilogue
+    group_barrier(barrier);  // every warp's MMAs have read the buffer: the next unit's rows go in, under the epilogue
     load_next_unit(0);
     cp_async_commit();
 #endif
