@@ -83,14 +83,14 @@ using mscred_resident::wgmma_m64n64k16_ss;
 #define MSCRED_CONV_CELL_BWD_SHARED_STAGING 0
 #endif
 
-// MSCRED_CONV_CELL_BWD_SINGLE_BUFFER 1 runs four warpgroups a block, each with ONE staging buffer of its own (level
-// 1: 4 x 26.6 KB beside the 64 KB weight, where four double buffers would not fit): a warpgroup issues the next
-// unit's copies as soon as its MMAs have read the buffer (after their wait and a warpgroup barrier), so that they
-// fly under the epilogue as the double buffer's did under the MMAs and the epilogue, and no barrier spans more than
-// a warpgroup (the shared staging's block-wide ones lost, above). 16 warps an SM instead of 12 for a kernel whose
-// schedulers find no eligible warp half the time (results/conv_cell_bwd_ncu_rows/); at most 128 registers a thread
-// (the default build uses 124). An A/B build written after 2026-12-02's evening session's device time was spent:
-// compiled in CI without spills, NOT YET RUN ON A GPU.
+// MSCRED_CONV_CELL_BWD_SINGLE_BUFFER 1 runs four warpgroups a block, each with ONE staging buffer of its own (level 1:
+// 4 x 24,576 B beside the 64 KB weight, 173,568 B a block, where four double buffers would not fit): a warpgroup issues
+// the next unit's copies as soon as its MMAs have read the buffer (after their wait and a warpgroup barrier), so that
+// they fly under the epilogue as the double buffer's did under the MMAs and the epilogue, and no barrier spans more
+// than a warpgroup (the shared staging's block-wide ones lost, above). 16 warps an SM instead of 12 for a kernel whose
+// schedulers find no eligible warp half the time (results/conv_cell_bwd_ncu_rows/); at most 128 registers a thread (the
+// default build uses 124). An A/B build written after 2026-12-02's evening session's device time was spent: compiled in
+// CI without spills, NOT YET RUN ON A GPU.
 #ifndef MSCRED_CONV_CELL_BWD_SINGLE_BUFFER
 #define MSCRED_CONV_CELL_BWD_SINGLE_BUFFER 0
 #endif
