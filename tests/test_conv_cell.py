@@ -104,6 +104,45 @@ def test_backward_ab_variants_compile_without_spills(flags, tmp_path):
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report[-2000:]
 
 
+SHARED_BYTES_PROGRAM = r"""
+#include <cstdio>
+#include <cstddef>
+namespace mscred_conv_cell { size_t shared_bytes(int, int, int); size_t shared_bytes_backward(int, int, int); }
+int main() {  // level 1 (30 x 30 maps) and level 2 (15 x 15) of the default model, as the launch code asks
+#ifdef BACKWARD
+  printf("%zu\n", mscred_conv_cell::shared_bytes_backward(32, 32, 30));
+#else
+  printf("%zu %zu\n", mscred_conv_cell::shared_bytes(32, 32, 30), mscred_conv_cell::shared_bytes(64, 64, 15));
+#endif
+}
+"""
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
+@pytest.mark.parametrize("source, flags, expected", [
+    ("conv_cell_bwd.cu", "", [220_672]),
+    ("conv_cell_bwd.cu", "-DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1", [222_720]),
+    ("conv_cell_bwd.cu", "-DMSCRED_CONV_CELL_BWD_SINGLE_BUFFER=1", [173_568]),
+    ("conv_cell.cu", "", [140_800, 214_528]),
+    ("conv_cell.cu", "-DMSCRED_CONV_CELL_WARPGROUPS=4", [165_376, 214_528]),
+])
+def test_blocks_fit_hopper_shared_memory(source, flags, expected, tmp_path):
+    """One block's shared memory as the launch code computes it (host code: built without the kernels), for the
+    default builds and those A/B builds that change it -- the figures the source comments and result READMEs quote
+    -- each within Hopper's 227 KB a block."""
+    main = tmp_path / "main.cu"
+    main.write_text(SHARED_BYTES_PROGRAM)
+    exe = tmp_path / "shared_bytes"
+    extra = ["-DBACKWARD"] if source == "conv_cell_bwd.cu" else []
+    cmd = [NVCC, "-std=c++17", "-O0", "-gencode=arch=compute_90a,code=compute_90a", *flags.split(), *extra,
+           f"-I{conv_cell._SRC}", str(main), str(conv_cell._SRC / source), "-o", str(exe)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
+    assert got == expected
+    assert max(got) <= 227 * 1024
+
+
 def test_takes_only_what_it_is_written_for(monkeypatch):
     bf16, f16 = torch.bfloat16, torch.float16
 
