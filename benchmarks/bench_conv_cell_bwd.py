@@ -1,7 +1,7 @@
 """Level 1's training backward on the concatenated path: the split path (per step the Triton cell backward, cuDNN's
 transposed convolution and the dx copy) against the backward step kernel (``ops/conv_cell/conv_cell_bwd.cu``,
 the default; MSCRED_LSTM_CONV_CELL_BWD=0 the split path), as CUDA-graph replays. MSCRED_CONV_CELL_FLAGS
-chooses the kernels' build (A/B builds: -DMSCRED_CONV_CELL_BWD_HOIST=0).
+chooses the kernels' build (A/B builds: -DMSCRED_CONV_CELL_PRE_WITH_BIAS=1).
 
 The call is ``convlstm_concat.backward`` as the training step makes it (batch 128, 5 steps, C = Ch = 32, 30 x 30,
 bf16, float16 cells, float32 dc and bias gradient, the forward's gates from the forward kernel; the weight gradient

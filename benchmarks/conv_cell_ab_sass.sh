@@ -3,18 +3,15 @@
 # tools: each build compiled for sm_90a with nvcc, then `mscred sass diff --loops` from the kernel's default build
 # to it (registers, the instruction mix, the loops' sizes). Compiled code and our reading, not GPU measurements.
 #   bash benchmarks/conv_cell_ab_sass.sh [FOLDER VARIANT...]    VARIANT = KERNEL_LABEL:FLAGS (KERNEL: forward, backward)
-# Writes ${OUT:-benchmarks/results}/FOLDER/KERNEL_LABEL.txt. Without arguments, the builds of 2026-12-02 afternoon
-# against that day's defaults (results/conv_cell_ab_sass/; since then ROW_STEPS=1 is the default, so its "rows" file
-# would now read "0 changed"): backward_rows, backward_wg4, backward_both, backward_bias, forward_bias. The tile
-# walks of the evening: bash benchmarks/conv_cell_ab_sass.sh conv_cell_walk_sass \
-#   "backward_walk:-DMSCRED_CONV_CELL_BWD_TILE_WALK=1" "forward_walk:-DMSCRED_CONV_CELL_TILE_WALK=1"
+# Writes ${OUT:-benchmarks/results}/FOLDER/KERNEL_LABEL.txt. Without arguments, the gates stored with the bias
+# (backward_bias, forward_bias) against the defaults. The folders results/conv_cell_ab_sass/ and conv_cell_walk_sass/
+# hold builds whose switches were removed once measured (the stepped rows and the tile walks are the default since,
+# the shared staging lost; conv_cell_bwd.cu lists them): to rerun those, check out commit 28b564f.
 # Needs nvcc and the dev install's mscred with pyelftools.
 set -euo pipefail
 FOLDER=${1:-conv_cell_ab_sass}; [ $# -gt 0 ] && shift
 VARIANTS=("$@")
 [ ${#VARIANTS[@]} -gt 0 ] || VARIANTS=(
-  "backward_rows:-DMSCRED_CONV_CELL_BWD_ROW_STEPS=1" "backward_wg4:-DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1"
-  "backward_both:-DMSCRED_CONV_CELL_BWD_ROW_STEPS=1 -DMSCRED_CONV_CELL_BWD_SHARED_STAGING=1"
   "backward_bias:-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1" "forward_bias:-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1")
 D=${OUT:-benchmarks/results}/$FOLDER
 mkdir -p "$D"

@@ -12,10 +12,11 @@
 # Packed into $OUT/NAME.tgz after each stage (the device tool brings back at most 8 files), so that a call cut short
 # still brings back what it finished. Timeline of its first use (one build, STEP=1, results/conv_cell_tile_walk/):
 # built at 37 s, per-call benches done at 61 s, the build's tests at ~130 s, the step at 259 s.
-# Example, the builds written or left unmeasured on 2026-12-02's evening (~6 min without STEP: ~70 s of tests each):
+# Its second use (four builds, 282 s, results/conv_cell_next/; two of its switches since removed, run from 28b564f):
 #   W="-DMSCRED_CONV_CELL_BWD_TILE_WALK=1 -DMSCRED_CONV_CELL_TILE_WALK=1"
 #   bash benchmarks/gpu_conv_cell_ab.sh conv_cell_next "single=-DMSCRED_CONV_CELL_BWD_SINGLE_BUFFER=1" \
 #     "single_walk=-DMSCRED_CONV_CELL_BWD_SINGLE_BUFFER=1 $W" "walk=$W" "fwd4=-DMSCRED_CONV_CELL_WARPGROUPS=4"
+# With today's switches, e.g.: STEP=1 bash benchmarks/gpu_conv_cell_ab.sh bias "bias=-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1"
 set -uo pipefail
 NAME=$1; shift
 . benchmarks/device_env.sh

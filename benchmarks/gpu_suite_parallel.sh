@@ -7,9 +7,9 @@
 # Writes $OUT/gpu_suite.tgz (gpu_suite/: one .txt a process and machine.txt; GPU_SUITE_PACK=0 leaves the folder
 # $OUT/gpu_suite/ unpacked); the summary lines to the console.
 # Usage (repository root, CUDA machine): bash benchmarks/gpu_suite_parallel.sh [group ...] (default: all six, as
-# convlstm/3 triton_ops/2 train_im2col build rest_a/4 rest_b -- the split that passed whole in 329 + 163 s on
-# 2026-12-02, results/gpu_suite_1202b/, rest_a in one process having run past its cap; "rest" is rest_a + rest_b in
-# one process). A group NAME/N (convlstm/3) runs NAME's tests as N processes side by side,
+# convlstm/3 triton_ops/2 train_im2col build rest_a/4 rest_b/2 -- rest_a in one process ran past its cap on
+# 2026-12-02 (results/gpu_suite_1202b/), rest_b in one process that evening (results/gpu_suite_1202c/); "rest" is
+# rest_a + rest_b in one process). A group NAME/N (convlstm/3) runs NAME's tests as N processes side by side,
 # each a contiguous block of its test ids (contiguous, so that one test's parametrisations, which compile the same
 # kernels, stay in one process); their files are NAME_1.txt .. NAME_N.txt.
 set -uo pipefail
@@ -24,7 +24,7 @@ REST=$(ls tests/test_*.py | grep -v -F -x -e "$CONVLSTM" -e "$BUILD" $(for f in 
 # "rest" in one process ran past its 300 s cap on 2026-11-30 (results/scratch_hint/gpu_suite/): rest_a and rest_b
 # take its files alternately, side by side.
 REST_A=$(echo "$REST" | awk 'NR % 2 == 1'); REST_B=$(echo "$REST" | awk 'NR % 2 == 0')
-GROUPS_RUN=${*:-convlstm/3 triton_ops/2 train_im2col build rest_a/4 rest_b}
+GROUPS_RUN=${*:-convlstm/3 triton_ops/2 train_im2col build rest_a/4 rest_b/2}
 # shard_ids K N IDS: the K-th (1-based) of N contiguous blocks of the test ids IDS (one a line).
 shard_ids() {
   echo "$3" | awk -v k="$1" -v n="$2" '{ id[NR] = $0 } END { per = int((NR + n - 1) / n);

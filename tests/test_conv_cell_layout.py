@@ -162,16 +162,15 @@ def bordered_pixel(q: int, B: int, H: int, W: int) -> int:
 
 
 def stage_backward_rows_stepped(dpre: np.ndarray, tile: int, B: int, H: int, W: int, tile_rows: int,
-                                half_bytes: int, sg: int = 1) -> np.ndarray:
-    """The backward kernel's load_tile in its stepped build (MSCRED_CONV_CELL_BWD_ROW_STEPS=1, the default since
-    2026-12-02's evening), thread by thread: each of the staging group's sg x 128 threads keeps one 16-byte chunk at one
-    swizzled offset and copies every (8 sg)-th row from its first; the rows' pixels as the division finds them (the
-    walk that finds them without one, row_walk.h, is checked against it below). The divided build's (ROW_STEPS=0) is
-    the per-chunk loop the test compares it with. ``tile`` is the unit's first tile."""
+                                half_bytes: int) -> np.ndarray:
+    """The backward kernel's load_tile, thread by thread: each of the warpgroup's 128 threads keeps one 16-byte chunk
+    at one swizzled offset and copies every 8th row from its first; the rows' pixels as the division finds them (the
+    walk that finds them without one, row_walk.h, is checked against it below). The per-chunk loop the test compares
+    it with is the kernel's first build, a division per chunk."""
     Wp = W + 1
-    step = sg * 128 // (G4 // 8)
+    step = 128 // (G4 // 8)
     a_s = np.full(2 * half_bytes // 2, np.nan)
-    for tid in range(sg * 128):
+    for tid in range(128):
         c, r0 = tid % (G4 // 8), tid // (G4 // 8)
         at = (c >> 3) * half_bytes + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4)
         for k in range(tile_rows // step):
@@ -181,12 +180,10 @@ def stage_backward_rows_stepped(dpre: np.ndarray, tile: int, B: int, H: int, W: 
     return a_s
 
 
-@pytest.mark.parametrize("sg", [1, 4])
 @pytest.mark.parametrize("B, H, W", [(2, 5, 5), (1, 7, 3), (3, 4, 9), (2, 9, 12)])
-def test_backward_replayed_gemm_equals_the_transposed_convolution(B, H, W, sg):
-    """sg: warpgroups sharing a staging buffer (1: the default build, each its own; 4:
-    MSCRED_CONV_CELL_BWD_SHARED_STAGING=1, a unit of four consecutive tiles staged once, each warpgroup's
-    descriptors 64 rows further)."""
+def test_backward_replayed_gemm_equals_the_transposed_convolution(B, H, W):
+    """The backward kernel's GEMM replayed: each tile's staging as load_tile writes it, read through the
+    descriptors the MMAs are given, against the transposed convolution."""
     rng = np.random.default_rng(7 + B * 100 + H * 10 + W)
     Hp, Wp = H + 1, W + 1
     rows = B * Hp * Wp
@@ -209,29 +206,28 @@ def test_backward_replayed_gemm_equals_the_transposed_convolution(B, H, W, sg):
     def pixel_of(q: int) -> int:
         return bordered_pixel(q, B, H, W)
 
-    tile_rows = (sg * TILE + Wp + 1 + 8 * sg - 1) // (8 * sg) * (8 * sg)  # bwd_tile_rows
+    tile_rows = (TILE + Wp + 1 + 7) // 8 * 8  # bwd_tile_rows
     half_bytes = tile_rows * 128
     bordered = np.zeros((rows, G4))  # dpre in the bordered index, zeros where no output pixel
     for q in range(rows):
         if pixel_of(q) >= 0:
             bordered[q] = dpre[pixel_of(q)]
     for tile in range((rows + TILE - 1) // TILE):
-        unit, member = divmod(tile, sg)  # the unit staged once for its sg warpgroups, this tile's warpgroup in it
-        q_first = unit * sg * TILE - (Wp + 1)
+        q_first = tile * TILE - (Wp + 1)
         a_s = np.full(2 * half_bytes // 2, np.nan)  # staging, two 128-byte halves, zero-filled rows
         for r in range(tile_rows):  # what load_tile must write: row by row, chunk by chunk (its first build)
             pix = pixel_of(q_first + r)
             for c in range(G4 // 8):
                 byte = (c >> 3) * half_bytes + r * 128 + (((c & 7) ^ (r & 7)) << 4)
                 a_s[byte // 2: byte // 2 + 8] = dpre[pix, c * 8: c * 8 + 8] if pix >= 0 else 0.0
-        stepped = stage_backward_rows_stepped(dpre, unit * sg, B, H, W, tile_rows, half_bytes, sg)
+        stepped = stage_backward_rows_stepped(dpre, tile, B, H, W, tile_rows, half_bytes)
         assert not np.isnan(stepped).any()  # every byte of the buffer written
         np.testing.assert_array_equal(stepped, a_s)
         acc = np.zeros((TILE, K0))
         for ks in range(4 * kc_steps):
             tap, kc = ks // kc_steps, ks % kc_steps
             row0 = (Wp + 1) - ((tap >> 1) * Wp + (tap & 1))
-            start = member * TILE * 128 + (kc >> 2) * half_bytes + row0 * 128 + (kc & 3) * 32
+            start = (kc >> 2) * half_bytes + row0 * 128 + (kc & 3) * 32
             a = np.zeros((TILE, 16))
             for m in range(TILE):
                 for k in range(16):
@@ -289,7 +285,7 @@ int main(int argc, char** argv) {
 
 @pytest.fixture(scope="module")
 def row_walk_program(tmp_path_factory):
-    """row_walk.h (the backward kernel's stepped staging, MSCRED_CONV_CELL_BWD_ROW_STEPS=1) compiled as host code."""
+    """row_walk.h (the kernels' row walks) compiled as host code."""
     import shutil
     import subprocess
 
@@ -330,7 +326,7 @@ def test_row_walk_header_finds_the_pixels_division_finds(B, H, W, step, row_walk
 @pytest.mark.parametrize("B, H, W", [(128, 30, 30), (128, 15, 15), (3, 4, 9), (2, 5, 5), (1, 7, 3), (2, 2, 1)])
 @pytest.mark.parametrize("step", [8, 64, 31 * 31 - 1, 31 * 31 + 5, 132 * 64, 66 * 3 * 64 + 64])
 def test_row_walk_mixed_radix_steps_find_the_pixels_and_images_division_finds(B, H, W, step, row_walk_program):
-    """The tile-to-tile walks of MSCRED_CONV_CELL_BWD_TILE_WALK / MSCRED_CONV_CELL_TILE_WALK (bordered_step: a
+    """Both kernels' tile-to-tile walks (bordered_step: a
     stride in the bordered index's radix, added digit by digit with one carry each) against divmod's decoding, the
     pixel and its image (load_row's b), for strides shorter than a map row, near and past an image, and the grids'
     (132 blocks of one tile, 66 blocks of three); first rows before the first image (the staging's) and inside."""

@@ -48,7 +48,7 @@ _builds: dict[tuple[str, bool], LazyExtension] = {}  # per (MSCRED_CONV_CELL_FLA
 
 def _build_flags() -> tuple[list[str], str]:
     """A/B builds of the kernels' compile-time switches (benchmarks): -D flags from MSCRED_CONV_CELL_FLAGS
-    (``-DMSCRED_CONV_CELL_SMEM_A=1``, ``-DMSCRED_CONV_CELL_BWD_HOIST=0`` ...), in a module of their own name."""
+    (``-DMSCRED_CONV_CELL_SMEM_A=1``, ``-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1`` ...), in a module of their own name."""
     flags = os.environ.get("MSCRED_CONV_CELL_FLAGS", "").split()
     return flags, f"_{hashlib.sha256(' '.join(flags).encode()).hexdigest()[:8]}" if flags else ""
 

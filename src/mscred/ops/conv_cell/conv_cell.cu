@@ -73,7 +73,8 @@ __host__ __device__ constexpr bool smem_a() {
 
 // Warpgroups per block: three at 32 hidden channels (64 KB of weight, 168 registers a thread), two at 64 (128 KB
 // of weight leaves room for two warpgroups' double buffers; the 32 k16 steps' A fragments take 128 registers).
-// MSCRED_CONV_CELL_WARPGROUPS sets level 1's count (A/B builds, as the switch above).
+// MSCRED_CONV_CELL_WARPGROUPS sets level 1's count (A/B builds, as the switch above). Four measured slower on the H200:
+// level 1's five steps 156.5 against 143.6 us, the 128-register cap spilling (results/conv_cell_next/, fwd4_sass/).
 template <int C, int CH>
 __host__ __device__ constexpr int warpgroups_of() {
 #ifdef MSCRED_CONV_CELL_WARPGROUPS
@@ -101,15 +102,6 @@ struct Sizes {
 // An A/B switch as the ones above.
 #ifndef MSCRED_CONV_CELL_STAGES
 #define MSCRED_CONV_CELL_STAGES 2
-#endif
-// MSCRED_CONV_CELL_TILE_WALK 1 finds a thread's two rows of each tile by a walk (row_walk.h): decoded once, stepped
-// 8 rows to the second and by the fixed stride between its tiles (BorderedStep) to the next tile, where the default
-// decodes each row by two integer divisions before the MMAs and again after them (8 a thread a tile). Level 1's tile
-// loop 1,640 -> 1,572 instructions (results/conv_cell_walk_sass/); on the H200 right and its five steps' kernels
-// 145.1 -> 140.9 us (results/conv_cell_tile_walk/, with the backward's MSCRED_CONV_CELL_BWD_TILE_WALK). Not yet the
-// default: the whole GPU suite has not run on it.
-#ifndef MSCRED_CONV_CELL_TILE_WALK
-#define MSCRED_CONV_CELL_TILE_WALK 0
 #endif
 template <int C, int CH>
 __host__ __device__ constexpr int stages_of() {
@@ -172,42 +164,35 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
   };
 
   // Row q of the bordered index: its batch index and output pixel (b * H * W + y * W + x), -1 if no output pixel
-  // (a border row of the next step's map, or past the end). Decoded before the MMAs and again after them rather
-  // than kept in registers across them.
+  // (a border row of the next step's map, or past the end).
   struct Row {
     int q, batch, pix;
-  };
-  auto row_of = [&](int q) {
-    const int b = q / HpWp, y = (q - b * HpWp) / Wp, x = q - b * HpWp - y * Wp;
-    return Row{q, b, q < rows && y < p.H && x < p.W ? b * (p.H * p.W) + y * p.W + x : -1};
   };
   const int quad = lane >> 2, lane_ch = (lane & 3) * 8;  // accumulator rows quad, quad + 8; first of 8 channels
   const int a_row = wq * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, khalf = lane >> 4;  // this lane's ldmatrix row
   const unsigned w_base = smem_u32(w_s);
   const int stride = ctas * NWG;
   int tile = cta * NWG + wg;
-#if MSCRED_CONV_CELL_TILE_WALK
+  // A thread's two rows of each tile found by a walk (row_walk.h): decoded once, stepped 8 rows to the second and by
+  // the fixed stride between its tiles (BorderedStep) to the next tile -- no integer division in the tile loop, where
+  // decoding each row by two divisions before the MMAs and again after them took 8 a thread a tile: level 1's tile
+  // loop 1,640 -> 1,572 instructions (results/conv_cell_walk_sass/), its five steps' kernels 145.1 -> 140.9 and
+  // 143.6 -> 142.2 us on the H200 (results/conv_cell_tile_walk/, conv_cell_next/).
   const BorderedStep tile_step = bordered_step(stride * kTileRows, p.H, p.W);
   const BorderedStep eight_rows = bordered_step(8, p.H, p.W);
   BorderedRowWalk quad_row(tile * kTileRows + wq * 16 + quad, p.B, p.H, p.W);  // this tile's row quad of the warp
-  auto row_at = [&](int hh) {  // row quad + 8 hh, as row_of(tile * kTileRows + wq * 16 + quad + 8 * hh)
+  auto row_at = [&](int hh) {  // row tile * kTileRows + wq * 16 + quad + 8 hh
     BorderedRowWalk r = quad_row;
     if (hh) r.advance(eight_rows);
     return Row{tile * kTileRows + wq * 16 + quad + 8 * hh, r.b, r.inside() ? r.pixel() : -1};
   };
-#else
-  auto row_at = [&](int hh) { return row_of(tile * kTileRows + wq * 16 + quad + 8 * hh); };
-#endif
 #pragma unroll
   for (int st = 0; st < STAGES - 1; ++st) {  // the first STAGES - 1 tiles' rows
     if (tile + st * stride < tiles) load_tile(st, tile + st * stride);
     cp_async_commit();
   }
-#if MSCRED_CONV_CELL_TILE_WALK
-  for (int it = 0; tile < tiles; ++it, tile += stride, quad_row.advance(tile_step)) {  // (as below)
-#else
-  for (int it = 0; tile < tiles; ++it, tile += stride) {  // uniform over the warpgroup: its wgmma need all 128
-#endif
+  // (uniform over the warpgroup: its wgmma need all 128)
+  for (int it = 0; tile < tiles; ++it, tile += stride, quad_row.advance(tile_step)) {
     warpgroup_barrier(barrier);  // every warp is done with the buffer the tile STAGES - 1 ahead goes into
     const int ahead = tile + (STAGES - 1) * stride;
     if (ahead < tiles) load_tile((it + STAGES - 1) % STAGES, ahead);

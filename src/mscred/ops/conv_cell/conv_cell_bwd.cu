@@ -37,73 +37,28 @@ namespace {
 
 using mscred_resident::wgmma_m64n64k16_ss;
 
-// MSCRED_CONV_CELL_BWD_HOIST 1 issues the epilogue's loads (pre_t, c_{t-1}, dout_t, dc_t of the thread's two rows)
-// right after the tile's warpgroup MMAs, so that they are in flight while the tensor cores work and both rows'
-// arrive together (168 registers, no spills); 0 (the default) loads each row's just before its arithmetic, after the
-// previous row's stores (122 registers). Hoisting measured no gain: the kernel 232.0 against 227.8 us over four
-// steps, the graphed bf16 step 2.659 / 2.654 against 2.652 / 2.634 ms in alternation (results/conv_cell_bwd_hoist/):
-// these loads' latency is not what bounds it. A/B builds: -D flags from MSCRED_CONV_CELL_FLAGS (benchmarks).
-#ifndef MSCRED_CONV_CELL_BWD_HOIST
-#define MSCRED_CONV_CELL_BWD_HOIST 0
-#endif
-// MSCRED_CONV_CELL_BWD_ROW_STEPS 1 (the default) has the staging's threads decode their first row of a tile once and
-// step to the next (8 rows on; 32 with the shared staging) by additions (row_walk.h); 0 decodes every 16-byte chunk's
-// row by two integer divisions. The tile loop 2,770 -> 2,326 instructions a thread (results/conv_cell_ab_sass/) in a
-// kernel bound by its instruction issue (results/conv_cell_bwd_ncu/): on the H200 the four steps' kernels 229.8 /
-// 230.0 -> 200.6 us, the call 0.424 / 0.415 -> 0.397 ms, the default built before and after it in one process
-// (results/conv_cell_bwd_steps/). Right on its first GPU run; replayed thread by thread on the CPU in CI
-// (tests/test_conv_cell_layout.py, its row walk host-compiled).
-#ifndef MSCRED_CONV_CELL_BWD_ROW_STEPS
-#define MSCRED_CONV_CELL_BWD_ROW_STEPS 1
-#endif
-// MSCRED_CONV_CELL_BWD_TILE_WALK 1 steps from tile to tile too: the staging threads' first rows and the epilogue's
-// rows are walks (row_walk.h) advanced by the fixed stride between a thread's units, found once (BorderedStep), so
-// that the tile loop has no division left -- the default decodes each tile's staging row (2 divisions a thread) and
-// each epilogue row's pixel and image (3 a row, 6 a thread). Needs the stepped staging (ROW_STEPS=1). The tile loop
-// 2,326 -> 2,181 instructions (results/conv_cell_walk_sass/); on the H200 right (tests/test_conv_cell.py) and the
-// four steps' kernels 201.3 / 202.1 -> 192.1 us, the step within its spread (results/conv_cell_tile_walk/). Not yet
-// the default: the whole GPU suite has not run on it (its walks are checked on the CPU against division,
-// tests/test_conv_cell_layout.py).
-#ifndef MSCRED_CONV_CELL_BWD_TILE_WALK
-#define MSCRED_CONV_CELL_BWD_TILE_WALK 0
-#endif
-#if MSCRED_CONV_CELL_BWD_TILE_WALK && !MSCRED_CONV_CELL_BWD_ROW_STEPS
-#error "MSCRED_CONV_CELL_BWD_TILE_WALK needs MSCRED_CONV_CELL_BWD_ROW_STEPS"
-#endif
-
-// MSCRED_CONV_CELL_BWD_SHARED_STAGING 1 runs four warpgroups a block instead of three, sharing one double-buffered
-// staging of the 4 x 64 rows of four consecutive tiles and the Wp + 1 before them (level 1: 2 x 73.7 KB beside the
-// 64 KB weight, where four private double buffers would not fit), staged by all 512 threads and synchronised
-// block-wide; 16 warps an SM instead of 12 for a kernel bound by its instruction issue at three warps a scheduler
-// (results/conv_cell_bwd_ncu/), at most 128 registers a thread (the default build uses 122; not with
-// MSCRED_CONV_CELL_BWD_HOIST). 0 (the default): each warpgroup its own tiles and buffers. Right on the H200 but no
-// faster: four steps' kernels 237.4 against 229.8 / 230.0 us with divided rows, 221.2 against 200.6 us with stepped
-// ones (results/conv_cell_bwd_steps/): the block-wide barriers cost more than the fourth warp a scheduler gains.
-#ifndef MSCRED_CONV_CELL_BWD_SHARED_STAGING
-#define MSCRED_CONV_CELL_BWD_SHARED_STAGING 0
-#endif
-
-// MSCRED_CONV_CELL_BWD_SINGLE_BUFFER 1 runs four warpgroups a block, each with ONE staging buffer of its own (level 1:
-// 4 x 24,576 B beside the 64 KB weight, 173,568 B a block, where four double buffers would not fit): a warpgroup issues
-// the next unit's copies as soon as its MMAs have read the buffer (after their wait and a warpgroup barrier), so that
-// they fly under the epilogue as the double buffer's did under the MMAs and the epilogue, and no barrier spans more
-// than a warpgroup (the shared staging's block-wide ones lost, above). 16 warps an SM instead of 12 for a kernel whose
-// schedulers find no eligible warp half the time (results/conv_cell_bwd_ncu_rows/); at most 128 registers a thread (the
-// default build uses 124). An A/B build written after 2026-12-02's evening session's device time was spent: compiled in
-// CI without spills, NOT YET RUN ON A GPU.
-#ifndef MSCRED_CONV_CELL_BWD_SINGLE_BUFFER
-#define MSCRED_CONV_CELL_BWD_SINGLE_BUFFER 0
-#endif
-#if MSCRED_CONV_CELL_BWD_SINGLE_BUFFER && MSCRED_CONV_CELL_BWD_SHARED_STAGING
-#error "MSCRED_CONV_CELL_BWD_SINGLE_BUFFER is for private staging buffers"
-#endif
+// How a thread finds its rows: the staging threads' rows and the epilogue's are walks in the bordered index
+// (row_walk.h), decoded once a kernel and stepped by additions -- 8 rows to a staging thread's next row, a fixed
+// stride in the index's mixed radix (BorderedStep) to the thread's next tile -- so that the tile loop has no integer
+// division. On the H200, against decoding by division (a kernel bound by its instruction issue, results/
+// conv_cell_bwd_ncu/): each staged chunk's row divided, 2,770 instructions a thread's tile loop -> the staging rows
+// stepped, 2,326, the four steps' kernels 229.8 -> 200.6 us (results/conv_cell_bwd_steps/, conv_cell_rows_default/)
+// -> every row walked from tile to tile, 2,181, 202.7 -> 194.5 us (results/conv_cell_tile_walk/, conv_cell_next/).
+// The walks are replayed against division on the CPU (tests/test_conv_cell_layout.py).
+//
+// Measured on the H200 and removed (2026-12-02; `git log -S MSCRED_CONV_CELL_BWD_SINGLE_BUFFER` finds the code):
+//   - the epilogue's loads issued before the MMA wait (168 registers): 232.0 against 227.8 us, no gain
+//     (results/conv_cell_bwd_hoist/);
+//   - four warpgroups sharing one double-buffered staging of four tiles, synchronised block-wide: 221.2 against 200.6
+//     us (results/conv_cell_bwd_steps/);
+//   - four warpgroups of one staging buffer each, the next unit's copies under the epilogue: 205.2 against 202.7 us
+//     (results/conv_cell_next/).
+// The kernel is latency-bound at 12 warps an SM (results/conv_cell_bwd_ncu_rows/), but more warps bought with less
+// staging lose more than they hide.
 
 constexpr int kBwdRows = 64;        // dxh rows (of the bordered index) per warpgroup tile: wgmma's M
-constexpr int kBwdWarpgroups = MSCRED_CONV_CELL_BWD_SHARED_STAGING || MSCRED_CONV_CELL_BWD_SINGLE_BUFFER ? 4 : 3;
-constexpr int kBwdBuffers = MSCRED_CONV_CELL_BWD_SINGLE_BUFFER ? 1 : 2;  // staging buffers a staging group
-// Warpgroups sharing one staging buffer (a "unit" of that many consecutive tiles): all of the block's, or each its own.
-constexpr int kStageWarpgroups = MSCRED_CONV_CELL_BWD_SHARED_STAGING ? kBwdWarpgroups : 1;
-static_assert(kBwdWarpgroups % kStageWarpgroups == 0, "whole staging groups a block");
+constexpr int kBwdWarpgroups = 3;  // a block's, each with its own tiles and two staging buffers
+constexpr int kBwdBuffers = 2;
 
 template <int C, int CH>
 struct BwdSizes {
@@ -126,11 +81,10 @@ struct CellRowIn {
   uint4 dc[2];
 };
 
-// Rows of a unit's staging buffer: its tiles' rows and the Wp + 1 before them, in whole 8-row swizzle atoms -- whole
+// Rows of a staging buffer: the tile's rows and the Wp + 1 before them, in whole 8-row swizzle atoms -- whole
 // rounds of the staging threads' rows (8 a warpgroup: 128 threads, 16 chunks a row).
 __host__ __device__ constexpr int bwd_tile_rows(int w) {
-  return (kStageWarpgroups * kBwdRows + (w + 1) + 1 + 8 * kStageWarpgroups - 1) / (8 * kStageWarpgroups) *
-         (8 * kStageWarpgroups);
+  return (kBwdRows + (w + 1) + 1 + 7) / 8 * 8;
 }
 
 // The channel of dxh (part * C + channel) that GEMM column n = 8 nt + c holds: part nt / 4 (0: dx, 1: dh), channel
@@ -155,8 +109,6 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
 
   const int Wp = p.W + 1, HpWp = (p.H + 1) * Wp, HW = p.H * p.W;
   const int rows = p.B * HpWp, tiles = (rows + kBwdRows - 1) / kBwdRows;
-  constexpr int SG = kStageWarpgroups, GROUPS = NWG / SG;  // warpgroups a staging buffer, staging groups a block
-  const int units = (tiles + SG - 1) / SG;
   const int tile_rows = bwd_tile_rows(p.W), half_bytes = tile_rows * 128, a_bytes = S::HALVES * half_bytes;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, wq = warp & 3;
 
@@ -173,45 +125,16 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
   for (int i = tid; i < G4; i += NWG * 128) bias_s[i] = p.bias[i];
   __syncthreads();
 
-  // The staging group's barrier: a warpgroup's own (id 1 + wg, 128 threads) or the block's four (id 1, 512).
-  auto group_barrier = [](int id) {
-    if constexpr (SG == 1) {
-      warpgroup_barrier(id);
-    } else {
-      asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(SG * 128) : "memory");
-    }
-  };
-  const int group = wg / SG, member = wg % SG;      // this warpgroup's staging group, its tile in the group's unit
-  unsigned char* my_a = a_all + group * kBwdBuffers * a_bytes;  // the group's staging buffers
-  static_assert((SG & (SG - 1)) == 0, "a staging group's thread index is a mask");
-  const int wg_tid = tid & (SG * 128 - 1), barrier = 1 + group;  // (wg_tid: the thread's index in its group)
-  // Output pixel of row q of the bordered index (b * H * W + y * W + x), or -1 (a border row, before the first
-  // row or past the last).
-  auto pixel_of = [&](int q) {
-    if (q < 0 || q >= rows) return -1;
-    // (unsigned: q is known non-negative here, and unsigned division by a runtime value is the shorter sequence)
-    const unsigned uq = static_cast<unsigned>(q), hpwp = static_cast<unsigned>(HpWp), wp = static_cast<unsigned>(Wp);
-    const unsigned b = uq / hpwp, rem = uq - b * hpwp, y = rem / wp, x = rem - y * wp;
-    return y < static_cast<unsigned>(p.H) && x < static_cast<unsigned>(p.W)
-               ? static_cast<int>(b * HW + y * p.W + x) : -1;
-  };
+  unsigned char* my_a = a_all + wg * kBwdBuffers * a_bytes;  // this warpgroup's staging buffers
+  const int wg_tid = tid & 127, barrier = 1 + wg;
   // Staged row r holds row q0 - (Wp + 1) + r's dpre_{t+1} (zeros where that row is no output pixel), its 16-byte
-  // chunk c in half c / 8 at chunk (c % 8) ^ (r % 8) of the row's 128 bytes there.
-#if MSCRED_CONV_CELL_BWD_ROW_STEPS
-  // A thread's chunk is the same in every row it copies (SG x 128 threads, 16 chunks a row: its rows are 8 SG apart,
-  // so its swizzled offset is fixed too); its first row is decoded once and the rest stepped from it without a
-  // division (row_walk.h).
-  constexpr int CHUNKS = G4 / 8, ROW_STEP = SG * 128 / CHUNKS;
+  // chunk c in half c / 8 at chunk (c % 8) ^ (r % 8) of the row's 128 bytes there. A thread's chunk is the same in
+  // every row it copies (128 threads, 16 chunks a row: its rows are 8 apart, so its swizzled offset is fixed too).
+  constexpr int CHUNKS = G4 / 8, ROW_STEP = 128 / CHUNKS;
   static_assert(128 % CHUNKS == 0, "a warpgroup's threads cover whole rows");
-#if MSCRED_CONV_CELL_BWD_TILE_WALK
-  // (row: the thread's first staged row of the unit; the caller steps it from unit to unit)
+  // (row: the thread's first staged row of the tile; the caller steps it from tile to tile)
   auto load_tile = [&](int buf, BorderedRowWalk row) {
     const int c = wg_tid % CHUNKS, r0 = wg_tid / CHUNKS;
-#else
-  auto load_tile = [&](int buf, int tile) {  // (tile: the unit's first, tile = unit * SG)
-    const int c = wg_tid % CHUNKS, r0 = wg_tid / CHUNKS;
-    BorderedRowWalk row(tile * kBwdRows - (Wp + 1) + r0, p.B, p.H, p.W);
-#endif
     const unsigned at = smem_u32(my_a + buf * a_bytes) + (c >> 3) * half_bytes + r0 * 128 + (((c & 7) ^ (r0 & 7)) << 4);
     const __nv_bfloat16* from = p.dpre_next + c * 8;
     for (int k = 0; k < tile_rows / ROW_STEP; ++k) {  // (tile_rows is a whole number of the threads' rounds)
@@ -220,28 +143,10 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
       row.advance(ROW_STEP);  // (the loop form: mixed-radix steps here measured +36 instructions in machine code)
     }
   };
-#else
-  auto load_tile = [&](int buf, int tile) {
-    constexpr int CHUNKS = G4 / 8;
-    const int q_first = tile * kBwdRows - (Wp + 1);
-    const unsigned dst = smem_u32(my_a + buf * a_bytes);
-    for (int i = wg_tid; i < tile_rows * CHUNKS; i += SG * 128) {
-      const int r = i / CHUNKS, c = i % CHUNKS, pix = pixel_of(q_first + r);
-      cp_async16_or_zero(dst + (c >> 3) * half_bytes + r * 128 + (((c & 7) ^ (r & 7)) << 4),
-                         p.dpre_next + static_cast<size_t>(pix < 0 ? 0 : pix) * G4 + c * 8, pix >= 0);
-    }
-  };
-#endif
 
   const int quad = lane >> 2, lane_ch = (lane & 3) * 8;  // accumulator rows quad, quad + 8; first of 8 channels
-  // The cell backward's operands of output pixel pix (b * H * W + y * W + x) for this thread's channels.
-  auto load_row = [&](int pix, int image, CellRowIn& in) {  // (image: pix's, from the walk; else divided here)
-#if MSCRED_CONV_CELL_BWD_TILE_WALK
-    const int b = image;
-#else
-    const int b = pix / HW;
-    (void)image;
-#endif
+  // The cell backward's operands of output pixel pix (b * H * W + y * W + x, in image b) for this thread's channels.
+  auto load_row = [&](int pix, int b, CellRowIn& in) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) in.pre[j] = load16(p.pre + static_cast<size_t>(pix) * G4 + j * CH + lane_ch);
     in.c_prev = p.c_prev != nullptr ? load16(p.c_prev + static_cast<size_t>(pix) * CH + lane_ch)
@@ -252,52 +157,31 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     in.dc[1] = dc_at[1];
   };
   const unsigned w_base = smem_u32(w_s);
-  const int stride = gridDim.x * GROUPS;  // in units
+  const int stride = gridDim.x * NWG;  // in tiles
   float db[4][8];  // this thread's bias-gradient sums: gate j, channel lane_ch + k
 #pragma unroll
   for (int j = 0; j < 4; ++j)
 #pragma unroll
     for (int k = 0; k < 8; ++k) db[j][k] = 0.f;
-  int unit = blockIdx.x * GROUPS + group;
-#if MSCRED_CONV_CELL_BWD_TILE_WALK
-  // From unit to unit + stride: stride * SG tiles of rows, in the bordered index's radix.
-  const BorderedStep unit_step = bordered_step(stride * SG * kBwdRows, p.H, p.W);
+  int tile = blockIdx.x * NWG + wg;
+  // From tile to tile + stride: stride tiles of rows, in the bordered index's radix.
+  const BorderedStep tile_step = bordered_step(stride * kBwdRows, p.H, p.W);
   const BorderedStep eight_rows = bordered_step(8, p.H, p.W);
-  BorderedRowWalk stage_row(unit * SG * kBwdRows - (Wp + 1) + wg_tid / CHUNKS, p.B, p.H, p.W);  // load_tile's next
-  BorderedRowWalk out_row((unit * SG + member) * kBwdRows + wq * 16 + quad, p.B, p.H, p.W);   // this unit's row quad
-  if (unit < units) load_tile(0, stage_row);
-  stage_row.advance(unit_step);
-#else
-  if (unit < units) load_tile(0, unit * SG);
-#endif
+  BorderedRowWalk stage_row(tile * kBwdRows - (Wp + 1) + wg_tid / CHUNKS, p.B, p.H, p.W);  // load_tile's next
+  BorderedRowWalk out_row(tile * kBwdRows + wq * 16 + quad, p.B, p.H, p.W);               // this tile's row quad
+  if (tile < tiles) load_tile(0, stage_row);
+  stage_row.advance(tile_step);
   cp_async_commit();
-  // (uniform over the staging group: its barriers need all of its threads, each warpgroup's wgmma all 128 of its own)
-  // unit + stride's rows into staging buffer buf, if there is such a unit (the walk steps either way)
-#if MSCRED_CONV_CELL_BWD_TILE_WALK
-  auto load_next_unit = [&](int buf) {
-    if (unit + stride < units) load_tile(buf, stage_row);
-    stage_row.advance(unit_step);
-  };
-  for (int it = 0; unit < units; ++it, unit += stride, out_row.advance(unit_step)) {
-#else
-  auto load_next_unit = [&](int buf) {
-    if (unit + stride < units) load_tile(buf, (unit + stride) * SG);
-  };
-  for (int it = 0; unit < units; ++it, unit += stride) {
-#endif
-#if MSCRED_CONV_CELL_BWD_SINGLE_BUFFER
-    cp_async_wait<0>();          // this unit's rows (this thread's copies, issued after the last unit's MMAs) ...
-#else
-    group_barrier(barrier);  // every warp is done with the buffer the next unit goes into
-    load_next_unit((it + 1) & 1);
+  // (uniform over the warpgroup: its barriers and wgmma need all 128 of its threads)
+  for (int it = 0; tile < tiles; ++it, tile += stride, out_row.advance(tile_step)) {
+    warpgroup_barrier(barrier);  // every warp is done with the buffer the next tile goes into
+    if (tile + stride < tiles) load_tile((it + 1) & 1, stage_row);  // tile + stride's rows, if there is one
+    stage_row.advance(tile_step);                                    // (the walk steps either way)
     cp_async_commit();
-    cp_async_wait<1>();          // this unit's rows (this thread's copies) ...
-#endif
+    cp_async_wait<1>();          // this tile's rows (this thread's copies) ...
     fence_proxy_async_shared();  // ... visible to the tensor cores' reads ...
-    group_barrier(barrier);      // ... every thread's
-    const int tile = unit * SG + member;
-    if (SG > 1 && tile >= tiles) continue;  // (the last unit's warpgroups past the last tile)
-    const unsigned a_base = smem_u32(my_a + (it % kBwdBuffers) * a_bytes) + member * (kBwdRows * 128);  // its rows
+    warpgroup_barrier(barrier);  // ... every thread's
+    const unsigned a_base = smem_u32(my_a + (it % kBwdBuffers) * a_bytes);
     float acc[8][4];
     wgmma_fence();
 #pragma unroll
@@ -313,34 +197,18 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     // acc[nt][2 hh + e]: row quad + 8 hh of this warp's 16; dx channel lane_ch + 2 nt + e for nt < 4, dh channel
     // lane_ch + 2 (nt - 4) + e for nt >= 4.
     int pix_of_row[2], image_of_row[2];  // the rows' output pixels (-1: a border row or past the last), images
-    CellRowIn in[2];
-#if MSCRED_CONV_CELL_BWD_TILE_WALK
-    BorderedRowWalk walk = out_row;  // row quad, then quad + 8
-#endif
+    BorderedRowWalk walk = out_row;      // row quad, then quad + 8
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-#if MSCRED_CONV_CELL_BWD_TILE_WALK
       pix_of_row[hh] = walk.inside() ? walk.pixel() : -1;
       image_of_row[hh] = walk.b;
       walk.advance(eight_rows);
-#else
-      pix_of_row[hh] = pixel_of(tile * kBwdRows + wq * 16 + quad + 8 * hh);
-      image_of_row[hh] = 0;  // (unused: load_row divides)
-#endif
-#if MSCRED_CONV_CELL_BWD_HOIST
-      if (pix_of_row[hh] >= 0) load_row(pix_of_row[hh], image_of_row[hh], in[hh]);
-#endif
     }
     wgmma_wait_all();
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) keep_in_registers(acc[nt][i]);
-#if MSCRED_CONV_CELL_BWD_SINGLE_BUFFER
-    group_barrier(barrier);  // every warp's MMAs have read the buffer: the next unit's rows go in, under the epilogue
-    load_next_unit(0);
-    cp_async_commit();
-#endif
 
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {  // dx_{t+1} first: its accumulators free before the cell arithmetic
@@ -356,16 +224,15 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     for (int hh = 0; hh < 2; ++hh) {
       const int pix = pix_of_row[hh];
       if (pix < 0) continue;
-#if !MSCRED_CONV_CELL_BWD_HOIST
-      load_row(pix, image_of_row[hh], in[hh]);
-#endif
-      const uint4* pre_v = in[hh].pre;
-      const uint4 c_prev_v = in[hh].c_prev, dout_v = in[hh].dout;
+      CellRowIn in;  // (loaded after the previous row's stores: hoisting these loads measured no gain, above)
+      load_row(pix, image_of_row[hh], in);
+      const uint4* pre_v = in.pre;
+      const uint4 c_prev_v = in.c_prev, dout_v = in.dout;
       float* dc_at = p.dc + static_cast<size_t>(pix) * CH + lane_ch;
-      const float dc_in[8] = {__uint_as_float(in[hh].dc[0].x), __uint_as_float(in[hh].dc[0].y),
-                              __uint_as_float(in[hh].dc[0].z), __uint_as_float(in[hh].dc[0].w),
-                              __uint_as_float(in[hh].dc[1].x), __uint_as_float(in[hh].dc[1].y),
-                              __uint_as_float(in[hh].dc[1].z), __uint_as_float(in[hh].dc[1].w)};
+      const float dc_in[8] = {__uint_as_float(in.dc[0].x), __uint_as_float(in.dc[0].y),
+                              __uint_as_float(in.dc[0].z), __uint_as_float(in.dc[0].w),
+                              __uint_as_float(in.dc[1].x), __uint_as_float(in.dc[1].y),
+                              __uint_as_float(in.dc[1].z), __uint_as_float(in.dc[1].w)};
       float dc_out[8];
       uint32_t dpre_w[4][4];
 #pragma unroll
@@ -453,7 +320,7 @@ template <int C, int CH>
 size_t shared_bytes_backward_of(int w) {
   using S = BwdSizes<C, CH>;
   return S::WEIGHT_BYTES + S::SMALL_BYTES + 1024 +
-         static_cast<size_t>(kBwdWarpgroups / kStageWarpgroups) * kBwdBuffers * S::HALVES * bwd_tile_rows(w) * 128;
+         static_cast<size_t>(kBwdWarpgroups) * kBwdBuffers * S::HALVES * bwd_tile_rows(w) * 128;
 }
 
 }  // namespace

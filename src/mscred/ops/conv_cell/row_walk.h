@@ -1,7 +1,7 @@
 // The rows of the bordered index walked a fixed number at a time, each row's output pixel found without a division:
-// the backward kernel's staging (conv_cell_bwd.cu, MSCRED_CONV_CELL_BWD_ROW_STEPS=1) decodes a thread's first row of
-// a tile once and steps from it; with MSCRED_CONV_CELL_BWD_TILE_WALK=1 (and the forward's MSCRED_CONV_CELL_TILE_WALK)
-// the tile loops step from tile to tile too (BorderedStep), no division left in them. Host code too, so that CI
+// the backward kernel's staging (conv_cell_bwd.cu) decodes a thread's first row once and steps from it, 8 rows at a
+// time, and both kernels' tile loops (conv_cell.cu's too) step from tile to tile (BorderedStep), so that no division
+// is left in them. Host code too, so that CI
 // runs this very code against the row decoding by division (tests/test_conv_cell_layout.py compiles a small program
 // around it).
 #pragma once
