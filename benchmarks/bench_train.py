@@ -434,9 +434,12 @@ def forward_flops_per_window(n, data, device, batch) -> float:
 
 # Kernel families for the profile summary, first match wins (names as CUPTI reports them).
 KERNEL_FAMILIES = (
-    # mscred's CUDA C++ ConvLSTM kernels (ops/conv_cell: level 1's training forward step; ops/resident_lstm: bf16
-    # scoring), before "copy" and the others could claim them (since 2026-12-02 they landed in "other")
-    ("CUDA ConvLSTM kernels (conv + cell step, resident)", ("conv_cell_kernel", "window_lstm_resident")),
+    # mscred's CUDA C++ ConvLSTM kernels (ops/conv_cell: level 1's training forward and backward steps;
+    # ops/resident_lstm: bf16 scoring), before "copy" and the others could claim them (since 2026-12-02 they landed in
+    # "other"), and before the Triton cell's "cell_bwd", which conv_cell_bwd_kernel holds (counted as Triton until
+    # 2026-12-02's night, results/step_profile_walk/)
+    ("CUDA ConvLSTM kernels (conv + cell step, resident)", ("conv_cell_kernel", "conv_cell_bwd_kernel",
+                                                            "window_lstm_resident")),
     ("Triton ConvLSTM cell (fwd + bwd)", ("cell_fwd", "cell_bwd")),
     ("Triton attention (fwd + bwd)", ("_attn_",)),
     ("Triton bias + SELU (fwd + bwd)", ("_bias_act",)),

@@ -83,6 +83,8 @@ def test_every_graphed_variant_has_a_process_of_its_own():
     ("_cell_bwd_kernel", "Triton ConvLSTM cell (fwd + bwd)"), ("cell_fwd_kernel", "Triton ConvLSTM cell (fwd + bwd)"),
     ("void mscred_conv_cell::(anonymous namespace)::conv_cell_kernel<32, 32>(mscred_conv_cell::ConvCellParams)",
      "CUDA ConvLSTM kernels (conv + cell step, resident)"),
+    ("void mscred_conv_cell::(anonymous namespace)::conv_cell_bwd_kernel<32, 32>(mscred_conv_cell::ConvCellBwdParams)",
+     "CUDA ConvLSTM kernels (conv + cell step, resident)"),
     ("void mscred_resident::(anonymous namespace)::window_lstm_resident<32>(mscred_resident::ResidentParams)",
      "CUDA ConvLSTM kernels (conv + cell step, resident)"),
     ("_bias_act_fwd_kernel", "Triton bias + SELU (fwd + bwd)"),
