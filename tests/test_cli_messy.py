@@ -659,6 +659,12 @@ def test_constant_sensors_are_named_at_train(tmp_path, capsys):
                         tmp_path / "m2", "--epochs", 1, "--device", "cpu", "--quiet")
     assert code == 0, err
     assert "never change" not in err
+    # one row: no note that every sensor "never changes", only the refusal (found by a messy-file audit)
+    one_row = _write(tmp_path / "one_row.csv", _frame().head(1).to_csv(index=False))
+    code, _, err = _run(capsys, "train", one_row, "--out", tmp_path / "m3", "--epochs", 1, "--device", "cpu",
+                        "--quiet")
+    assert code == 2 and "never change" not in err
+    assert err.strip().splitlines() == [err.strip()] and "1 rows is too few to train" in err
 
 
 def test_missing_values_interpolated_through_train_detect_and_evaluate(tmp_path, capsys):

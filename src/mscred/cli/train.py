@@ -53,7 +53,7 @@ def report_constant(table) -> None:
     import numpy as np
 
     values = np.asarray(table.values)
-    if len(values) == 0:
+    if len(values) < 2:  # one row "never changes" in every sensor: vacuous, and too few rows is refused next
         return
     constant = [name for name, same in zip(table.sensors, (values == values[:1]).all(axis=0)) if same]
     if constant:
