@@ -43,7 +43,7 @@ _IMPLEMENTATIONS: dict[str, dict[str, str]] = {
     "convlstm": {
         "reference": "mscred.ops.reference:convlstm",
         # cuDNN's recurrent convolution + one Triton cell kernel per step. A Triton implicit-GEMM recurrent conv with
-        # the cell in its epilogue was measured slower in the whole model and removed (README, "Tried and removed").
+        # the cell in its epilogue was measured slower in the whole model and removed (docs/kernel-experiments.md).
         "fused": "mscred.ops.triton.convlstm:convlstm",
     },
     "temporal_attention": {
