@@ -66,7 +66,7 @@ for f in $SUMMARIES; do
 done
 # no FAILED / ERROR line is the good case: grep then exits 1, which must not be the call's status
 grep -h -E "^(FAILED|ERROR) " "$D"/*.txt | head -20 || true
-# the device tool brings back at most 8 files and the default groups write 12 (2026-12-02 evening: the last four
+# the device tool brings back at most 8 files and the default groups write 13 (2026-12-02 evening: 12, the last four
 # did not come back until the call was repeated into a packed folder): one archive, the machine header beside it
 # (GPU_SUITE_PACK=0: leave the folder, for the scripts that call this one and pack their own folder)
 if [ "${GPU_SUITE_PACK:-1}" != 0 ]; then

@@ -228,7 +228,7 @@ def test_bordered_output_is_the_padded_result(out_pads, dtype):
     fused (float32) and on the PyTorch path (float64); the gradients come from the interior only. The float32
     interior is compared to float32 rounding, not bit for bit: under TRITON_INTERPRET=1 tl.dot is numpy's matmul,
     whose BLAS kernels may sum in an order that follows the operands' alignment (numpy 2.4.6 in a fresh environment
-    on 2026-12-02 differed by 1 ulp in 13-15% of the elements, 9.5e-07 at most)."""
+    on 2026-12-02 differed in 13-15% of the elements, by 9.5e-07 at most)."""
     g = torch.Generator().manual_seed(4)
     x = torch.randn(2, 3, 6, 6, generator=g, dtype=dtype).to(DEVICE).contiguous(memory_format=torch.channels_last)
     w = (torch.randn(8, 3, 3, 3, generator=g, dtype=dtype) * 0.3).to(DEVICE)

@@ -19,7 +19,9 @@ oracle tests passed, the graphed bf16 step 2.689 / 2.696 -> 2.662 / 2.657 ms in 
 results/conv_cell_bwd/; as the default 2.652 / 2.634 against the split backward's 2.679 / 2.683 ms,
 results/conv_cell_bwd_hoist/; the whole GPU suite passed on it, results/gpu_suite_1202b/);
 Its staging rows are stepped by additions since the same day's evening (4 steps' kernels 230 -> 201 us, the
-step 2.652 / 2.647 -> 2.629 / 2.628 ms, results/conv_cell_rows_default/; the GPU suite, results/gpu_suite_1202c/).
+step 2.652 / 2.647 -> 2.629 / 2.628 ms, results/conv_cell_rows_default/; the GPU suite, results/gpu_suite_1202c/),
+and both kernels' rows walked from tile to tile, no division left, since its night (202.7 -> 194.5 us,
+results/conv_cell_next/; the GPU suite, results/gpu_suite_1202d/).
 ``MSCRED_LSTM_CONV_CELL_BWD=0`` keeps the Triton cell backward and cuDNN's transposed convolution apart. Its A/B
 builds (MSCRED_CONV_CELL_FLAGS) are named in ``conv_cell_bwd.cu`` and ``conv_cell.h``.
 """
@@ -256,9 +258,9 @@ def is_backward_available() -> tuple[bool, str]:
         return False, "switched off (MSCRED_LSTM_CONV_CELL_BWD=0)"
     try:
         _backward()
-        C = 32
 
         def takes_it(xh, dout):
+            C = dout.shape[2]  # (the small level's: C = Ch)
             if not runs_backward(xh, dout, torch.float16, torch.float32, True, torch.float32, C, C, (2, 2), PADS):
                 raise RuntimeError("built, but it does not take the test level")
         errors = _level_backward_errors(torch.device("cuda", torch.cuda.current_device()), kernel_check=takes_it)

@@ -1,9 +1,8 @@
 // The rows of the bordered index walked a fixed number at a time, each row's output pixel found without a division:
 // the backward kernel's staging (conv_cell_bwd.cu) decodes a thread's first row once and steps from it, 8 rows at a
 // time, and both kernels' tile loops (conv_cell.cu's too) step from tile to tile (BorderedStep), so that no division
-// is left in them. Host code too, so that CI
-// runs this very code against the row decoding by division (tests/test_conv_cell_layout.py compiles a small program
-// around it).
+// is left in them. Host code too, so that CI runs this very code against the row decoding by division
+// (tests/test_conv_cell_layout.py compiles a small program around it).
 #pragma once
 
 #if defined(__CUDACC__)
@@ -46,8 +45,8 @@ struct BorderedRowWalk {
   MSCRED_HOST_DEVICE bool inside() const { return b >= 0 && b < B && y < H && x < W; }
   // Its output pixel, b * H * W + y * W + x (meaningful where inside()).
   MSCRED_HOST_DEVICE int pixel() const { return (b * H + y) * W + x; }
-  // `rows` rows on: the inner loop runs once where rows < W + 1 (level 1: 8 rows; 32 is one more than W + 1 = 31,
-  // twice at most), more on small maps.
+  // `rows` rows on: the inner loop runs at most once where rows < W + 1 (the staging's 8 rows at level 1), more on
+  // small maps.
   MSCRED_HOST_DEVICE void advance(int rows) {
     x += rows;
     while (x > W) {
