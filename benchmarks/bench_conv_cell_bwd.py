@@ -50,13 +50,13 @@ def main() -> None:
                                         torch.float32, True, torch.float32)
 
     rows, ref = [], None
+    found = {name: os.environ.get(name) for name in ("MSCRED_CONV_CELL_FLAGS", "MSCRED_LSTM_CONV_CELL_BWD")}
     for setting, flags in [("split", ""), ("kernel", "")] + [(f"kernel {label}", f) for label, f in variants]:
         os.environ["MSCRED_LSTM_CONV_CELL_BWD"] = "0" if setting == "split" else "1"
         os.environ["MSCRED_CONV_CELL_FLAGS"] = flags
         # the gates as this build's forward stores them (with the bias or without)
         state["gates"] = convlstm_concat.forward(images, w_x, w_h, bias, out, cells, xh, PADS, 1.0, tl.float32)
-        ran = setting == "split" or conv_cell.runs_backward(xh, dout, torch.float16, torch.float32, True,
-                                                            torch.float32, C, C, (2, 2), PADS)
+        ran = setting == "split" or conv_cell.runs_backward_on_check_level(xh, dout)
         got = [t.clone() for t in backward()]
         torch.cuda.synchronize()
         ref = ref or got
@@ -67,8 +67,11 @@ def main() -> None:
                          vs_split=round(first / ms, 3), rel_diff=float(f"{diff:.2e}"),
                          kernels=_kernel_times(backward)))
         print(rows[-1], flush=True)
-    os.environ["MSCRED_CONV_CELL_FLAGS"] = ""
-    os.environ.pop("MSCRED_LSTM_CONV_CELL_BWD")
+    for name, value in found.items():  # (as this run found them)
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     sweep_report.table(
         args.out, "conv_cell_bwd", "bench_conv_cell_bwd.py",
         "Level 1's training backward: the split path against the backward step kernel",

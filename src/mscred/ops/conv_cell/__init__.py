@@ -156,6 +156,13 @@ def runs_backward(xh: torch.Tensor, dout: torch.Tensor, cell_dtype: torch.dtype,
     return 0 < _backward().shared_bytes_backward(C, Ch, W) <= shared_limit(xh.device)
 
 
+def runs_backward_on_check_level(xh: torch.Tensor, dout: torch.Tensor) -> bool:
+    """``runs_backward`` for a small level in the check's and the benchmark's settings: C = Ch (dout's channels), a
+    2 x 2 kernel with TF's padding, float16 cells, c_t recomputed, float32 dc and bias gradient."""
+    C = dout.shape[2]
+    return runs_backward(xh, dout, torch.float16, torch.float32, True, torch.float32, C, C, (2, 2), PADS)
+
+
 def step_backward(dpre_next: torch.Tensor, w_t: torch.Tensor, bias: torch.Tensor, pre: torch.Tensor, c_prev,
                   dout_t: torch.Tensor, dc: torch.Tensor, dpre: torch.Tensor, dx_next: torch.Tensor,
                   dbias: torch.Tensor, forget_bias: float) -> None:
@@ -260,8 +267,7 @@ def is_backward_available() -> tuple[bool, str]:
         _backward()
 
         def takes_it(xh, dout):
-            C = dout.shape[2]  # (the small level's: C = Ch)
-            if not runs_backward(xh, dout, torch.float16, torch.float32, True, torch.float32, C, C, (2, 2), PADS):
+            if not runs_backward_on_check_level(xh, dout):
                 raise RuntimeError("built, but it does not take the test level")
         errors = _level_backward_errors(torch.device("cuda", torch.cuda.current_device()), kernel_check=takes_it)
         name = max(errors, key=errors.get)
