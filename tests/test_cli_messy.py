@@ -271,10 +271,11 @@ def test_directory_or_missing_file_as_data(tmp_path, capsys, model_dir, command)
     folder = tmp_path / "a_folder.csv"
     folder.mkdir()
     lead = ["train"] if command == "train" else ["detect", model_dir]
-    tail = ["--out", tmp_path / "out", "--epochs", 1] if command == "train" else ["--out", tmp_path / "out"]
+    out = tmp_path / ("out" if command == "train" else "out.csv")
+    tail = ["--out", out, "--epochs", 1] if command == "train" else ["--out", out]
     _bad(capsys, *lead, folder, *tail, names=("a_folder.csv", "is a directory"))
     _bad(capsys, *lead, tmp_path / "nowhere.csv", *tail, names=("nowhere.csv", "not found"))
-    _nothing_written(tmp_path, tmp_path / "out")
+    _nothing_written(tmp_path, out)
 
 
 # -------------------------------------------------------------------------------------- accepted variants of a CSV
@@ -737,3 +738,151 @@ def test_demo_without_matplotlib_is_refused_before_any_work(tmp_path, capsys, mo
                         if name == "matplotlib" else real_import(name, *a, **k))
     _bad(capsys, "demo", "--quick", "--out", tmp_path / "d", names=("matplotlib", "mscred[report]", "--no-report"))
     assert not (tmp_path / "d").exists()
+
+
+# ------------------------------------------------------------------- found by a SPEC audit (2026-12-02, late night)
+def test_detect_out_needs_a_table_name_and_not_its_input(tmp_path, capsys, model_dir):
+    """--out o.npy / o.json once got CSV text under that name (which evaluate then refused), and --out naming the
+    data itself replaced the data with its scores: both refused before any work; .tsv is written tab-separated."""
+    data = tmp_path / "d.csv"
+    _frame(seed=3).assign(label=0).to_csv(data, index=False)
+    before = data.read_bytes()
+    for name in ("s.npy", "s.json", "s"):
+        _bad(capsys, "detect", model_dir, data, "--out", tmp_path / name, "--device", "cpu",
+             names=(name, "unknown output type"))
+        assert not (tmp_path / name).exists()
+    _bad(capsys, "detect", model_dir, data, "--out", data, "--device", "cpu", names=("d.csv", "also an input"))
+    assert data.read_bytes() == before
+    code, _, err = _run(capsys, "detect", model_dir, data, "--out", tmp_path / "s.tsv", "--device", "cpu")
+    assert code == 0, err
+    header = (tmp_path / "s.tsv").read_text().splitlines()[0]
+    assert header.split("\t")[:3] == ["timestamp", "score", "is_anomaly"]
+    code, _, err = _run(capsys, "evaluate", tmp_path / "s.tsv", "--labels", data, "--json")
+    assert code == 0, err
+
+
+def test_pot_threshold_on_one_validation_window_is_refused_before_training(tmp_path, capsys):
+    """110 rows leave one validation window; POT's tail fit needs two: once an internal error (exit 1) after the
+    training, with its checkpoint folder left behind."""
+    data = _write(tmp_path / "short.csv", _frame(rows=110).to_csv(index=False))
+    _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu", "--quiet", "--threshold",
+         "pot", names=("short.csv", "110 rows leave 1 validation window", "at least 2"))
+    _nothing_written(tmp_path, tmp_path / "m")
+
+
+def test_few_validation_windows_get_a_note(tmp_path, capsys):
+    """One validation window set z_sensor's threshold at 0 (half of a test table flagged) without a word: a note
+    on stderr at train, a CalibrationWarning in Python; enough windows (200 rows: 3), neither."""
+    from mscred.detector import MSCRED
+    from mscred.errors import CalibrationWarning
+
+    short = _write(tmp_path / "short.csv", _frame(rows=110).to_csv(index=False))
+    code, _, err = _run(capsys, "train", short, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu", "--quiet")
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and "short.csv: the threshold rests on 1 validation window(s)" in notes[0], err
+    code, _, err = _run(capsys, "train", _write(tmp_path / "ok.csv", _frame().to_csv(index=False)), "--out",
+                        tmp_path / "m2", "--epochs", 1, "--device", "cpu", "--quiet")
+    assert code == 0 and "validation window" not in err, err
+    with pytest.warns(CalibrationWarning, match="rests on 1 validation window"):
+        MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu").fit(_frame(rows=110))
+
+
+def test_evaluate_threshold_needs_enough_validation_scores(tmp_path, capsys, scored):
+    """--threshold pot / spot on one validation score, or any rule on none: exit 2 naming the file (was exit 1)."""
+    scores = pd.read_csv(scored["scores"])
+    one, none = tmp_path / "one.csv", tmp_path / "none.csv"
+    scores.head(1).to_csv(one, index=False)
+    scores.head(0).to_csv(none, index=False)
+    for rule in ("pot", "spot"):
+        _bad(capsys, "evaluate", scored["scores"], "--labels", scored["labels"], "--threshold", rule, "--val-scores",
+             one, names=("one.csv", "1 validation score(s)", f"--threshold {rule} needs at least 2"))
+    code, _, err = _run(capsys, "evaluate", scored["scores"], "--labels", scored["labels"], "--threshold",
+                        "beta_max", "--val-scores", none)
+    assert code == 2 and "Traceback" not in err and "none.csv" in err, err
+
+
+def test_generate_writes_its_three_files_together(tmp_path, capsys, monkeypatch):
+    """An interrupted generate once left a new train.csv beside an older run's test.csv and ground truth: the three
+    files are renamed together after the last is written, and a folder in one's place is refused first."""
+    out = tmp_path / "g"
+    code, _, err = _run(capsys, "generate", out, "--length", 1200, "--seed", 0)
+    assert code == 0, err
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = pd.DataFrame.to_csv
+
+    def fail_on_the_last(frame, path, *args, **kwargs):
+        if Path(path).name == "anomalies.csv":
+            raise KeyboardInterrupt   # as Ctrl-C while the last file is written
+        return real(frame, path, *args, **kwargs)
+    monkeypatch.setattr(pd.DataFrame, "to_csv", fail_on_the_last)
+    code, _, err = _run(capsys, "generate", out, "--length", 1300, "--seed", 1)
+    assert code != 0
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before   # (no temporary file left either)
+    blocked = tmp_path / "b"
+    (blocked / "test.csv").mkdir(parents=True)
+    _bad(capsys, "generate", blocked, "--length", 1200, names=("test.csv", "is a folder"))
+    assert sorted(p.name for p in blocked.iterdir()) == ["test.csv"]
+
+
+def test_generate_larger_than_memory_is_bad_input(tmp_path, capsys):
+    _bad(capsys, "generate", tmp_path / "g", "--length", 10 ** 11, names=("--length", "too large"))
+    assert not (tmp_path / "g").exists()
+
+
+def test_demo_refuses_a_foreign_model_folder_before_any_work(tmp_path, capsys):
+    """demo once generated and trained (minutes) before refusing, at the save, a model folder of other files."""
+    out = tmp_path / "d"
+    (out / "model").mkdir(parents=True)
+    (out / "model" / "notes.txt").write_text("mine")
+    _bad(capsys, "demo", "--quick", "--no-report", "--out", out, names=("model", "notes.txt"))
+    assert sorted(p.name for p in out.iterdir()) == ["model"]
+
+
+def test_an_error_after_training_says_where_the_epochs_are(tmp_path, capsys, monkeypatch):
+    """An internal error after the epochs (here in the calibration) left MODEL_DIR.checkpoints/ without a word: it
+    now says so, as Ctrl-C does; bad input found that late removes the folder the command made (a resume would meet
+    it again)."""
+    from mscred import detector
+
+    data = _write(tmp_path / "d.csv", _frame().to_csv(index=False))
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("calibration broke")
+    monkeypatch.setattr(detector.Calibration, "fit", broken)
+    code, _, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu", "--quiet")
+    assert code == 1 and "calibration broke" in err, err
+    assert f"the last finished epoch is kept in {tmp_path / 'm.checkpoints'}" in err
+    assert (tmp_path / "m.checkpoints").is_dir() and not (tmp_path / "m").exists()
+
+    def refused(*args, **kwargs):
+        raise detector.InputError("late refusal")
+    monkeypatch.setattr(detector.Calibration, "fit", refused)
+    _bad(capsys, "train", data, "--out", tmp_path / "n", "--epochs", 1, "--device", "cpu", "--quiet",
+         names=("late refusal",))
+    _nothing_written(tmp_path, tmp_path / "n")
+
+
+SEED_OF_A_MISS = 2   # (the five sensors' draw misses both causes; the three named ones' cannot)
+
+
+def test_random_baseline_draws_from_the_same_sensors_however_the_labels_come(tmp_path, capsys, scored, model_dir):
+    """The baseline's root-cause recall once read 0.333 with --labels test.csv and 0.200 with --labels
+    anomalies.csv (fewer sensors to draw from): given the model (or the data), both draw from its sensors."""
+    d = tmp_path / "e"
+    d.mkdir()
+    shutil.copy(scored["labels"], d / "test.csv")
+    pd.DataFrame({"start": [120], "end": [141], "root_causes": ["s1;s3"]}).to_csv(d / "anomalies.csv", index=False)
+    scores = pd.read_csv(scored["scores"], keep_default_na=False)
+    scores["is_anomaly"] = 0
+    scores.loc[125:130, "is_anomaly"] = 1            # the event found, ranked by sensors the labels also name
+    scores["root_causes"] = np.where(scores["is_anomaly"] == 1, "s1;s3;s0", "")
+    scores.to_csv(d / "scores.csv", index=False)
+    figures = []
+    for argv in (["--labels", d / "test.csv"], ["--labels", d / "anomalies.csv", "--model", model_dir],
+                 ["--labels", d / "anomalies.csv", "--data", d / "test.csv"]):
+        code, out, err = _run(capsys, "evaluate", d / "scores.csv", *argv, "--json", "--seed", SEED_OF_A_MISS)
+        assert code == 0, err
+        figures.append(json.loads(out)["random_baseline"].get("root_cause_recall_at_3"))
+    assert figures[0] is not None and figures == [figures[0]] * 3, figures

@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
@@ -26,7 +27,7 @@ from mscred import __version__
 from mscred.atomic import atomic_path, save_safetensors
 from mscred.config import RUNTIME_SETTINGS, MSCREDConfig
 from mscred.detect import Calibration, WindowResult, score_windows, timestamp_windows
-from mscred.errors import InputError, NotFittedError
+from mscred.errors import CalibrationWarning, InputError, NotFittedError
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -39,6 +40,10 @@ FORMAT_VERSION = 1
 # windows per second than batches of 128. Activations grow with the square of the sensor count, so past
 # INFER_SENSORS_CUDA sensors the CUDA batch shrinks in proportion (down to INFER_BATCH), holding no more than 1,024
 # windows of 30 sensors do.
+# Fewer validation windows than this leave the threshold to chance: one makes z_sensor's standardised score 0 on it
+# (the threshold 0 then flags every row scored above it), two give a spread from a pair. Tables under ~200 rows at
+# the default settings (validation 25% of the windows) have fewer; train warns (CalibrationWarning).
+MIN_VALIDATION_WINDOWS = 3
 INFER_BATCH = 128
 INFER_BATCH_CUDA = 1024
 INFER_SENSORS_CUDA = 30
@@ -285,6 +290,7 @@ class MSCRED:
         # n_windows - n_val; the training windows end with segment n_windows - n_val + steps - 2.
         split = n_windows - n_val
         train_seg, val_seg = segments[:split + steps - 1], segments[split:]
+        self._check_validation(table, n_val)
 
         cfg.model.n_sensors = len(self.sensors_)
         cfg.model.n_scales = len(cfg.signature.windows)
@@ -307,6 +313,21 @@ class MSCRED:
         # (`mscred train --val-scores` writes them for `evaluate --threshold ... --val-scores`).
         self.validation_rows_ = self._window_of_row(len(table.values)) >= split
         return self
+
+    def _check_validation(self, table, n_val: int) -> None:
+        """Before training: the threshold rule needs enough validation windows (the last ``val_fraction`` of the
+        training data's windows). POT's tail fit needs two scores at least: refused as bad input. Any rule on fewer
+        than ``MIN_VALIDATION_WINDOWS`` is a guess (one window sets z_sensor's threshold at 0, flagging every
+        scored row): a CalibrationWarning."""
+        rule = self.config.score.threshold
+        if rule == "pot" and n_val < 2:
+            raise InputError(f"{table.source}: {len(table.values)} rows leave {n_val} validation window; the POT "
+                             "threshold needs at least 2: train on more rows, or choose another --threshold")
+        if n_val < MIN_VALIDATION_WINDOWS:
+            warnings.warn(CalibrationWarning(
+                f"{table.source}: the threshold rests on {n_val} validation window(s) (the last "
+                f"{self.config.train.val_fraction:.0%} of its windows); fewer than {MIN_VALIDATION_WINDOWS} make it "
+                "unreliable: train on more rows"), stacklevel=4)   # (the caller of fit)
 
     def _make_trainer(self, net, train_cfg, steps: int):
         """The Trainer of ``fit``; ``mscred.distributed`` substitutes its DistributedTrainer here (DDP training)."""

@@ -10,6 +10,11 @@ class InputError(ValueError):
     """
 
 
+class CalibrationWarning(UserWarning):
+    """The threshold was fitted, but on too little: the CLI prints it as a one-line ``note:`` on stderr, the Python
+    API as a warning."""
+
+
 class PartlyDone(Exception):
     """A command that ran but did not do all it was asked, and has already said what (``mscred fleet`` when some
     entities failed: its summary has a row per entity): the CLI exits with 1 and prints nothing more."""

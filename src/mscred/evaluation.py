@@ -7,6 +7,7 @@ or from an ``anomalies.csv`` with ``start,end,root_causes`` (``end`` exclusive, 
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,6 +239,25 @@ def _thresholded(labels: np.ndarray, pred: np.ndarray, events: np.ndarray) -> di
             "pa_f1": adjusted.f1, "pa_k_auc": M.pa_k_auc(labels, pred)}
 
 
+def sensor_pool(truth: GroundTruth, model_dir=None, data_path=None) -> list[str]:
+    """The sensors the random baseline draws its root causes from: the labelled table's sensor columns, else the
+    model's (its config.json), else the scored data's columns; [] when none is known (``compute_metrics`` then
+    draws from the sensors the files name). Without it an anomalies.csv as --labels drew from fewer sensors than
+    the test.csv beside it, and the baseline's recall@k changed with the way the labels were given."""
+    if truth.sensors:
+        return list(truth.sensors)
+    if model_dir is not None:
+        try:
+            named = json.loads((Path(model_dir) / "config.json").read_text()).get("sensors")
+        except (OSError, ValueError, AttributeError):   # a damaged model: the report, if any, says so
+            named = None
+        if isinstance(named, list) and named:
+            return [str(name) for name in named]
+    if data_path is not None and Path(data_path).suffix.lower() != ".npy":   # (an array names no sensor)
+        return [str(c) for c in read_frame(data_path).columns if c not in ("timestamp", "label")]
+    return []
+
+
 def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarray] = None,
                     sliding_window: int = DEFAULT_SLIDING_WINDOW, k: int = 3, seed: int = 0,
                     sensors: Optional[list[str]] = None) -> dict:
@@ -301,7 +321,8 @@ def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, mo
     """
     scores = read_scores(scores_path)
     truth = read_ground_truth(labels_path, scores, anomalies, missing=missing)
-    result = compute_metrics(scores, truth, pred=pred, sliding_window=sliding_window, seed=seed)
+    result = compute_metrics(scores, truth, pred=pred, sliding_window=sliding_window, seed=seed,
+                             sensors=sensor_pool(truth, model_dir, data_path))
     if report_dir is not None:
         from mscred.report import build_report
 

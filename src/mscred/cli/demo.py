@@ -39,6 +39,7 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
     from mscred.evaluation import evaluate_files
 
     out = Path(out)
+    _check_outputs(out, report)
     times: dict[str, float] = {}
     start = time.perf_counter()
     if dataset is None:
@@ -94,6 +95,25 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
     with atomic_path(out / "metrics.json") as tmp:
         tmp.write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _check_outputs(out: Path, report: bool) -> None:
+    """Before the data and the training: every place the demo writes can take its output (the model and report
+    folders hold nothing of the user's, no folder where a file goes), so that a refusal costs nothing."""
+    from mscred.atomic import check_replaceable_dir
+    from mscred.detector import MODEL_FILES
+    from mscred.errors import InputError
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder; the demo writes a folder there")
+    check_replaceable_dir(out / "model", MODEL_FILES, "an mscred model")
+    if report:
+        from mscred.report import REPORT_FILES
+
+        check_replaceable_dir(out / "report", REPORT_FILES, "an mscred report")
+    for file in ("scores.csv", "metrics.json", "data/train.csv", "data/test.csv", "data/anomalies.csv"):
+        if (out / file).is_dir():
+            raise InputError(f"{out / file}: exists and is a folder; the demo writes a file there")
 
 
 def render(result: dict) -> None:

@@ -34,7 +34,7 @@ def detect(model_dir, data, out, device, missing) -> None:
     from mscred.data.io import check_writable_table, load_table, write_table
     from mscred.detector import MSCRED
 
-    check_writable_table(out)
+    check_writable_table(out, inputs=[data])
     model = MSCRED.load(model_dir, device=device)
     table = load_table(data, missing=missing or model.config.train.missing)
     report_filled(table)

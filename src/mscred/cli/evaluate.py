@@ -32,6 +32,10 @@ def _threshold_predictions(method: str, scores, val_scores_path, cfg: ScoreConfi
     if val_scores_path is None:
         raise InputError(f"--threshold {method} needs --val-scores (the SCORES.csv of normal validation data)")
     val = read_scores(val_scores_path).score
+    need = 2 if method in ("pot", "spot") else 1     # (the tail fit's minimum; pot() and spot() say so too)
+    if len(val) < need:
+        raise InputError(f"{val_scores_path}: {len(val)} validation score(s); --threshold {method} needs at least "
+                         f"{need}")
     if method == "spot":
         thresholds, alarms = spot(val, scores.score, risk=cfg.pot_risk, level=cfg.pot_level)
         return alarms.astype(np.int8), float(thresholds[-1])
@@ -76,7 +80,7 @@ def _threshold_predictions(method: str, scores, val_scores_path, cfg: ScoreConfi
 def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,
              beta, percentile, pot_risk, pot_level, vus_window, seed, missing) -> None:
     """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline."""
-    from mscred.evaluation import compute_metrics, read_ground_truth, read_scores
+    from mscred.evaluation import compute_metrics, read_ground_truth, read_scores, sensor_pool
 
     if report_dir is not None:  # refuse a folder of other files before any work (atomic.check_replaceable_dir)
         from mscred.atomic import check_replaceable_dir
@@ -88,7 +92,8 @@ def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir
     if threshold != "detector":
         cfg = ScoreConfig(beta=beta, percentile=percentile, pot_risk=pot_risk, pot_level=pot_level)
         pred, thr = _threshold_predictions(threshold, scores, val_scores, cfg)
-    result = compute_metrics(scores, truth, pred=pred, sliding_window=vus_window, seed=seed)
+    result = compute_metrics(scores, truth, pred=pred, sliding_window=vus_window, seed=seed,
+                             sensors=sensor_pool(truth, model_dir, data_path))
     result["threshold_method"] = threshold
     if thr is not None:
         result["threshold"] = thr

@@ -18,7 +18,13 @@ from mscred.cli.params import SEED
 def generate(out_dir: str, n_sensors: int, length: int, seed: int) -> None:
     """Write OUT_DIR/train.csv, test.csv (with a label column) and anomalies.csv (start, end, root causes)."""
     from mscred.data.synthetic import write_synthetic
+    from mscred.errors import InputError
 
-    data = write_synthetic(out_dir, n_sensors=n_sensors, length=length, seed=seed)
+    try:
+        data = write_synthetic(out_dir, n_sensors=n_sensors, length=length, seed=seed)
+    except MemoryError:   # the sizes asked for, not a fault of the program: bad input (nothing was written)
+        need = length * n_sensors * 8 / 2 ** 30
+        raise InputError(f"--length {length} x --sensors {n_sensors}: too large for this machine's memory (the "
+                         f"series alone is {need:.3g} GiB as float64, held several times while written)") from None
     click.echo(f"wrote {Path(out_dir) / 'train.csv'} ({len(data.train)} rows), test.csv ({len(data.test)} rows, "
                f"{int(data.test['label'].sum())} anomalous), anomalies.csv ({len(data.anomalies)} anomalies)")

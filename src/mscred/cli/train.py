@@ -1,9 +1,11 @@
 """`mscred train DATA --out MODEL_DIR`: fit MSCRED on normal data and save the model directory."""
 from __future__ import annotations
 
+import contextlib
 import math
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import click
@@ -61,6 +63,25 @@ def report_constant(table) -> None:
         click.echo(f"note: {len(constant)} sensor(s) of {table.source} never change in the training data ({shown}): "
                    "they carry no signal, and any change in them at detect time is outside what the model saw",
                    err=True)
+
+
+@contextlib.contextmanager
+def calibration_notes():
+    """Inside: every CalibrationWarning (a threshold fitted on too little) is one ``note:`` line on stderr, as the
+    other notes of train; other warnings show as Python shows them."""
+    from mscred.errors import CalibrationWarning
+
+    with warnings.catch_warnings():   # (restores showwarning and the filters on exit)
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, CalibrationWarning):
+                click.echo(f"note: {message}", err=True)
+            else:
+                shown(message, category, filename, lineno, file, line)
+        warnings.showwarning = show
+        warnings.simplefilter("always", CalibrationWarning)
+        yield
 
 
 def checkpoint_dir_for(out: Path) -> Path:
@@ -222,7 +243,7 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
         if nproc > 1 or under_torchrun():
             raise InputError("--val-scores: not with --nproc or torchrun (score the validation rows with `mscred "
                              "detect` instead)")
-        check_writable_table(val_scores)
+        check_writable_table(val_scores, inputs=[data])
     table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
     report_filled(table)
     report_constant(table)
@@ -244,11 +265,14 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
                 click.echo(summary_line(summary))
             return
         model = MSCRED(**overrides)
-        model.fit(table, checkpoint_dir=ckpt, resume=resume)
+        with calibration_notes():
+            model.fit(table, checkpoint_dir=ckpt, resume=resume)
     except BaseException as err:
-        if created is not None and not (ckpt / CHECKPOINT_NAME).exists():   # refused before any epoch
+        trained = (ckpt / CHECKPOINT_NAME).exists()
+        if created is not None and (not trained or isinstance(err, InputError)):
+            # refused before any epoch, or bad input found after them (a resume would meet it again)
             shutil.rmtree(created, ignore_errors=True)
-        elif not isinstance(err, Exception) and (ckpt / CHECKPOINT_NAME).exists():   # Ctrl-C, SIGTERM
+        elif trained and not isinstance(err, InputError):   # Ctrl-C, SIGTERM, an internal error, out of memory
             click.echo(f"the last finished epoch is kept in {ckpt}: the same command with --resume continues "
                        "from it", err=True)
         raise

@@ -12,7 +12,7 @@ import warnings
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -406,24 +406,50 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def check_writable_table(path: str | os.PathLike) -> None:
-    """Before any work: a ``.parquet``/``.pq`` output needs pyarrow (InputError naming the path and the extra);
-    any other name is written as CSV (compressed as its suffix says: ``.csv.gz``)."""
-    if Path(path).suffix.lower() in _PARQUET:
+def _output_kind(path: str | os.PathLike) -> Optional[str]:
+    """What ``write_table`` writes at ``path``: "parquet", "csv", "tsv" (tab-separated), or None for a name that
+    ``read_frame`` would not read back as a table (``.npy``, ``.json``, ``.xlsx``, none)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in _PARQUET:
+        return "parquet"
+    if suffix in _COMPRESSED:   # scores.csv.gz: pandas compresses as the last suffix says
+        suffix = Path(path.stem).suffix.lower()
+    if suffix in _CSV:
+        return "tsv" if suffix == ".tsv" else "csv"
+    return None
+
+
+def check_writable_table(path: str | os.PathLike, inputs: Sequence[str | os.PathLike] = ()) -> None:
+    """Before any work: the output ``path`` needs a table's name (.csv / .txt / .tsv, optionally compressed as
+    ``.csv.gz``, or .parquet / .pq), pyarrow for Parquet, and must not be one of the command's ``inputs`` (writing
+    the scores over the data they come from); InputError naming the path otherwise."""
+    kind = _output_kind(path)
+    if kind is None:
+        suffix = Path(path).suffix or "(none)"
+        raise InputError(f"{path}: unknown output type {suffix!r}; name the output .csv (or .csv.gz, .tsv) or "
+                         ".parquet")
+    if kind == "parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             raise InputError(f"{path}: writing Parquet needs pyarrow (pip install 'mscred[parquet]'), or name "
                              "the output .csv") from None
+    target = Path(path).resolve()
+    for source in inputs:
+        if Path(source).resolve() == target:
+            raise InputError(f"{path}: is also an input of this command; writing it would replace that input: "
+                             "give the output another name")
 
 
 def write_table(frame: pd.DataFrame, path: str | os.PathLike) -> None:
-    """``frame`` (no index) to ``path`` as ``read_frame`` reads it back: Parquet for ``.parquet``/``.pq``, else CSV
-    (``check_writable_table`` first)."""
-    if Path(path).suffix.lower() in _PARQUET:
+    """``frame`` (no index) to ``path`` as ``read_frame`` reads it back: Parquet for ``.parquet``/``.pq``,
+    tab-separated text for ``.tsv``, else CSV (``check_writable_table`` first)."""
+    kind = _output_kind(path)
+    if kind == "parquet":
         frame.to_parquet(path, index=False)
     else:
-        frame.to_csv(path, index=False)
+        frame.to_csv(path, index=False, sep="\t" if kind == "tsv" else ",")
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:

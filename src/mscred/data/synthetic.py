@@ -13,6 +13,7 @@ spread out and never overlap.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,7 +159,8 @@ def write_synthetic(
 ) -> SyntheticData:
     """Generate the synthetic data and write ``train.csv``, ``test.csv`` and ``anomalies.csv`` into ``out_dir``.
 
-    Each file is written to a temporary path and renamed, so a failure never leaves a half-written file. Values are
+    The three files are written to temporary paths and renamed together at the end, so a failure or an interrupt
+    never leaves a half-written file, nor a new train.csv beside an older run's test.csv and ground truth. Values are
     written with 6 decimals (the noise is 0.3, so this loses nothing that matters and keeps test.csv near 3 MB).
     Extra keyword arguments go to :func:`generate_synthetic`.
 
@@ -171,7 +173,11 @@ def write_synthetic(
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"{out_dir}: exists and is not a directory")
-    for name, frame in (("train.csv", data.train), ("test.csv", data.test), ("anomalies.csv", data.anomalies)):
-        with atomic_path(out_dir / name) as tmp:
-            frame.to_csv(tmp, index=False, float_format="%.6f")
+    files = (("train.csv", data.train), ("test.csv", data.test), ("anomalies.csv", data.anomalies))
+    for name, _ in files:   # a folder in a file's place would be found at its rename, after the others'
+        if (out_dir / name).is_dir():
+            raise InputError(f"{out_dir / name}: exists and is a folder; the synthetic data writes a file there")
+    with contextlib.ExitStack() as renames:   # each atomic_path renames on exit: all three after the last write
+        for name, frame in files:
+            frame.to_csv(renames.enter_context(atomic_path(out_dir / name)), index=False, float_format="%.6f")
     return data
