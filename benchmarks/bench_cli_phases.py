@@ -108,7 +108,7 @@ def main() -> None:
     print(json.dumps({"backend": args.backend, "cuda_graphs": not args.no_cuda_graphs,
                       "cudnn_benchmark": args.cudnn_benchmark, "autotuned": trainer_autotune,
                       "epoch_seconds": [round(h["seconds"], 4) for h in model.history_],
-                      "phases_s": {k: round(v, 3) for k, v in phases.items()}}))
+                      "phases_s": {k: round(v, 6) for k, v in phases.items()}}))
 
 
 if __name__ == "__main__":
