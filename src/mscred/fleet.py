@@ -174,6 +174,7 @@ def evaluate(labels: np.ndarray, scores: np.ndarray, pred: np.ndarray) -> dict[s
 
 def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int = 0) -> dict[str, Any]:
     """Train, save and (with labels) evaluate one entity; returns its summary row (errors become its status)."""
+    from mscred.cli.train import calibration_notes
     from mscred.detector import MSCRED
     from mscred.signature import segment_ends
 
@@ -183,7 +184,8 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
     try:
         train, test = _load(entity, overrides.get("missing", TrainConfig.missing))
         model = MSCRED(**overrides)
-        model.fit(train)
+        with calibration_notes():   # one "note:" line, as train gives it
+            model.fit(train)
         model.save(out / "models" / safe_name(entity.name))
         sig = model.config.signature
         rows = len(train) if isinstance(train, pd.DataFrame) else len(train.values)  # a frame, or a loaded Table
