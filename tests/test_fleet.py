@@ -115,6 +115,36 @@ def test_fleet_of_three_entities_on_two_ranks(tmp_path):
     entity = discover(str(tmp_path / "fleet"))[0]
     assert _done(out, entity, TINY) and not _done(out, entity, {**TINY, "seed": 9})
     assert _done(out, entity, {**TINY, "device": "cpu", "progress": True})  # runtime settings do not count
+    # resume after an entity's data changed: trained again (its old model was once kept and reported "ok")
+    train = tmp_path / "fleet" / "ent1" / "train.csv"
+    edited = pd.read_csv(train)
+    edited.iloc[5, -1] += 1.0
+    edited.to_csv(train, index=False)
+    again = run_fleet(str(tmp_path / "fleet"), out, TINY, nproc=1, resume=True)
+    after = {p.name: p.read_text() for p in (out / "rows").iterdir()}
+    assert [name for name in sorted(after) if after[name] != before[name]] == ["ent1.json"]
+    assert list(again["status"]) == ["ok"] * 3
+
+
+def test_summary_counts_stay_integers_and_out_is_not_the_source(tmp_path, capsys):
+    """A failed entity's empty cells once turned every count column to floats (400.0); and --out naming the fleet's
+    own folder made the next run read summary.csv as an entity: refused."""
+    from tests.cli_helpers import run_cli
+
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    pd.DataFrame({f"s{j}": np.arange(20.0) * (j + 1) for j in range(5)}).to_csv(fleet / "short.csv", index=False)
+    rng = np.random.default_rng(0)
+    pd.DataFrame(rng.standard_normal((300, 5)), columns=[f"s{j}" for j in range(5)]).to_csv(fleet / "ok.csv",
+                                                                                            index=False)
+    run_fleet(str(fleet), tmp_path / "out", TINY, nproc=1)
+    lines = (tmp_path / "out" / "summary.csv").read_text().splitlines()
+    ok = next(line for line in lines if line.startswith("ok,")).split(",")
+    assert ok[:7] == ["ok", "0", "ok", "300", "5", "21", "1"], ok
+    assert "<NA>" not in (tmp_path / "out" / "summary.md").read_text()
+    code, _, err = run_cli(capsys, "fleet", fleet, "--out", fleet, "--quiet", "--device", "cpu")
+    assert code == 2 and err.count("\n") == 1 and "is the fleet's own folder" in err, err
+    assert sorted(p.name for p in fleet.iterdir()) == ["ok.csv", "short.csv"]
 
 
 def test_a_failing_entity_gets_an_error_row(tmp_path):

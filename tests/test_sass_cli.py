@@ -141,6 +141,15 @@ def test_inspect_picks_a_template_instantiation_by_its_printed_name(tmp_path, ca
     assert code == 0 and text.strip()
     code, _, err = run_cli(capsys, "dump", cubin, "-k", "scale<")
     assert_one_line_error(code, err, "ambiguous", "void scale<2>(float*)", "void scale<4>(float*)")  # as printed
+    # patch too (it once said "no kernel 'scale' in any cubin"), and nothing written
+    code, _, err = run_cli(capsys, "patch", cubin, "-k", "scale", "--old", "0x2", "--new", "0x3")
+    assert_one_line_error(code, err, "ambiguous", "void scale<2>(float*)", "void scale<4>(float*)")
+    assert not cubin.with_name(cubin.name + ".patched").exists()
+    # -o naming the input itself is refused: replacing it is --in-place's (it once overwrote it, exit 0)
+    before = cubin.read_bytes()
+    code, _, err = run_cli(capsys, "patch", cubin, "-k", "scale<4>", "--old", "0x4", "--new", "0x5", "-o", cubin)
+    assert_one_line_error(code, err, "is PATH itself", "--in-place")
+    assert cubin.read_bytes() == before
 
 
 # --- bad input: exit code 2 and one clear line ------------------------------------------------------------------

@@ -17,6 +17,7 @@ With ``resume``, entities whose row says ``ok`` and whose model exists are not t
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -33,6 +34,7 @@ from mscred.config import RUNTIME_SETTINGS, TrainConfig
 from mscred.errors import InputError
 
 MULTI_ENTITY_DATASETS = ("smd", "smap", "msl")
+_COUNT_COLUMNS = ("rank", "rows", "sensors", "windows", "epochs", "events_found", "events_total")
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
 # The status of an entity whose data was bad input (else "ok", or "error: <type>: <message>" for any other failure).
 BAD_INPUT = "bad input: "
@@ -182,6 +184,7 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
     row.update(entity=entity.name, rank=rank)
     start = time.perf_counter()
     try:
+        row["data_sha256"] = data_fingerprint(entity)   # (the row file keeps it; the summary shows COLUMNS)
         train, test = _load(entity, overrides.get("missing", TrainConfig.missing))
         model = MSCRED(**overrides)
         with calibration_notes():   # one "note:" line, as train gives it
@@ -217,6 +220,33 @@ def _plain(value):
     return value
 
 
+def _data_files(entity: Entity) -> list[Path]:
+    """The files an entity's data is read from: its table; a table dataset's folder; for smd / smap / msl the
+    files named after the machine or channel below the dataset folder and the SMAP/MSL labels table."""
+    if entity.kind == "file":
+        return [Path(entity.spec)]
+    root = Path(entity.root)
+    if entity.spec == "table":
+        return sorted(p for p in root.iterdir() if p.is_file())
+    name = entity.spec.partition(":")[2]
+    files = [p for p in root.rglob(f"{name}.*") if p.is_file()]
+    files += [p for p in (root / "labeled_anomalies.csv", root / "data" / "labeled_anomalies.csv") if p.is_file()]
+    return sorted(files)
+
+
+def data_fingerprint(entity: Entity) -> str:
+    """SHA-256 over the names and contents of ``_data_files(entity)``: what ``--resume`` compares, so that a model
+    of data since changed is trained again (a file's time alone would retrain after a mere copy, and miss an edit
+    that kept it)."""
+    digest = hashlib.sha256()
+    for path in _data_files(entity):
+        digest.update(path.name.encode() + b"\0")
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 def _row_path(out: Path, entity: Entity) -> Path:
     return out / "rows" / f"{safe_name(entity.name)}.json"
 
@@ -224,16 +254,18 @@ def _row_path(out: Path, entity: Entity) -> Path:
 
 
 def _done(out: Path, entity: Entity, overrides: dict[str, Any]) -> bool:
-    """Whether ``--resume`` may skip the entity: its row says ok, and its model was trained with these settings
-    (once a rerun with other epochs or seed kept the old models and reported them as the new run's)."""
+    """Whether ``--resume`` may skip the entity: its row says ok, its data is what that row was trained on (once an
+    edited table kept its old model, reported "ok"), and its model was trained with these settings (once a rerun
+    with other epochs or seed kept the old models and reported them as the new run's)."""
     from mscred.detector import CONFIG_FILE, MSCRED
 
     path, model = _row_path(out, entity), out / "models" / safe_name(entity.name)
     try:
-        if not path.is_file() or json.loads(path.read_text()).get("status") != "ok":
-            return False
+        row = json.loads(path.read_text()) if path.is_file() else {}
+        if row.get("status") != "ok" or row.get("data_sha256") != data_fingerprint(entity):
+            return False   # failed, or trained on data that has changed since (or before rows recorded it)
         saved = json.loads((model / CONFIG_FILE).read_text())["config"]
-    except (ValueError, OSError, KeyError, TypeError):
+    except (ValueError, OSError, KeyError, TypeError, AttributeError):
         return False
     wanted = json.loads(json.dumps(MSCRED(**overrides).config.to_dict()))  # tuples as JSON has them: lists
     return all(saved.get(section, {}).get(key) == value
@@ -263,6 +295,8 @@ def summarise(entities: list[Entity], out: Path) -> pd.DataFrame:
         path = _row_path(out, entity)
         rows.append(json.loads(path.read_text()) if path.is_file() else {"entity": entity.name, "status": "missing"})
     frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    for column in _COUNT_COLUMNS:   # counts stay integers beside a failed entity's empty cells (not 400.0)
+        frame[column] = frame[column].astype("Int64")
     with atomic_path(out / "summary.csv") as tmp:
         frame.to_csv(tmp, index=False)
     with atomic_path(out / "summary.md") as tmp:
@@ -273,7 +307,7 @@ def summarise(entities: list[Entity], out: Path) -> pd.DataFrame:
 def markdown(frame: pd.DataFrame) -> str:
     """The summary as a markdown table (numbers to 4 significant digits, empty cells for None)."""
     def cell(value) -> str:
-        if value is None or (isinstance(value, float) and np.isnan(value)):
+        if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
             return ""
         if isinstance(value, float):
             return f"{value:.4g}"
@@ -308,6 +342,9 @@ def run_fleet(source: str, out, overrides: Optional[dict[str, Any]] = None, *, r
 
     entities = discover(source, root)
     out = Path(out)
+    if Path(source).is_dir() and out.resolve() == Path(source).resolve():
+        raise InputError(f"--out {out}: is the fleet's own folder {source}; its summary would be read as an "
+                         "entity by the next run: write into another folder")
     overrides = {**(overrides or {}), "progress": False}  # several ranks' bars would interleave
     device = overrides.get("device", "auto")
     if under_torchrun():

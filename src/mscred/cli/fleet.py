@@ -68,7 +68,9 @@ def _print(summary) -> None:
 
 
 def _given(value) -> bool:
-    return value is not None and value == value  # NaN != NaN
+    import pandas as pd
+
+    return value is not None and not pd.isna(value)  # None, NaN, and pd.NA (the summary's integer columns)
 
 
 def _cell(value) -> str:

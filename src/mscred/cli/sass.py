@@ -100,8 +100,9 @@ def kernels(path):
               help="Kernel name: mangled (_Z4testPi), plain (test) or a piece of the demangled name (scale<4>).")
 @click.option("--arch", default=None, callback=_arch, help="Pick the cubin for this architecture, e.g. sm_90.")
 def dump(path, kernel, arch):
-    """Print a kernel's instruction words (as `xxd -e -g 8` shows them) beside nvdisasm's text when available, with
-    a line for each branch label (`.L_x_3:`) before the instruction it names."""
+    """Print a kernel's instruction words (each one number, most significant digit first: a 64-bit word as `xxd -e
+    -g 8` shows it, a 128-bit one as its high half then its low half, which xxd prints the other way round) beside
+    nvdisasm's text when available, with a line for each branch label (`.L_x_3:`) before the instruction it names."""
     from mscred.sass.toolchain import disassemble_with_labels
 
     image, cubin, k = _pick_cubin(path, kernel, arch)
@@ -173,6 +174,8 @@ def patch(path, kernel, old, new, field, bits, arch, at, instruction, grep, outp
 
     if in_place and output:
         raise InputError("--in-place and --output exclude each other")
+    if output and Path(output).resolve() == Path(path).resolve():   # (through a symlink too)
+        raise InputError(f"--output {output}: is PATH itself; replacing the input is what --in-place is for")
     r = patch_file(path, kernel, _int(old, "--old"), _int(new, "--new"), field, _bits(bits),
                    path if in_place else output, arch, _int(at, "--at") if at is not None else None,
                    instruction, grep)

@@ -9,7 +9,7 @@ Two layouts exist for the architectures that current tools build:
   bits (bits 105..127: stall, yield, write/read barriers, wait mask, reuse).
 
 Bit numbering everywhere in this package: bit 0 is the least significant bit of the little-endian instruction word
-read as one integer (``int.from_bytes(raw, "little")``), the order ``xxd -e`` prints.
+read as one integer (``int.from_bytes(raw, "little")``): each 8-byte group as ``xxd -e`` prints it.
 """
 from __future__ import annotations
 
@@ -47,7 +47,9 @@ class Instruction:
         return (self.word >> lo) & ((1 << (hi - lo)) - 1)
 
     def hex(self) -> str:
-        """The word as ``xxd -e -g 8`` shows it: most significant digit first (two 64-bit halves on sm_7x+)."""
+        """The word as one number, most significant digit first: a 64-bit word as ``xxd -e -g 8`` shows it; a
+        128-bit one (sm_7x+) as its high 64-bit half, a space, its low half -- xxd prints the halves the other way
+        round (low half first), so that bit 127 reads leftmost here as in the bit numbering above."""
         if self.bits == 64:
             return f"{self.word:016x}"
         return f"{self.word >> 64:016x} {self.word & ((1 << 64) - 1):016x}"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
-from mscred.sass.cubin import Cubin, Kernel
+from mscred.sass.cubin import AmbiguousKernel, Cubin, Kernel
 from mscred.sass.fatbin import Image, find_images
 from mscred.sass.isa import KNOWN_FIELDS, Instruction, set_field
 from mscred.sass.toolchain import disassemble, nvdisasm_error
@@ -70,7 +70,9 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
         cubin = image.cubin()
         try:
             k = cubin.kernel(kernel)
-        except InputError:
+        except AmbiguousKernel:   # several kernels fit: say which (dump and run do), not "no kernel"
+            raise
+        except InputError:        # not in this cubin: look in the next
             continue
         if image.file_offset is None:
             compressed_with_kernel.append(image)
