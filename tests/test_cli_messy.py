@@ -886,3 +886,23 @@ def test_random_baseline_draws_from_the_same_sensors_however_the_labels_come(tmp
         assert code == 0, err
         figures.append(json.loads(out)["random_baseline"].get("root_cause_recall_at_3"))
     assert figures[0] is not None and figures == [figures[0]] * 3, figures
+
+
+def test_python_inputs_name_what_the_user_can_find(tmp_path, model_dir):
+    """A DataFrame cut from a longer one names its bad cell's index label beside the row (the NaN of test.loc[150]
+    once read only "row 51"), and an array of the wrong width says so (it once read "missing sensor(s) s3, s4;
+    unknown sensor(s) sensor_0, ...")."""
+    from mscred.detector import MSCRED
+    from mscred.errors import InputError
+
+    model = MSCRED.load(model_dir, device="cpu")
+    frame = _frame(rows=300).iloc[100:].copy()
+    frame.iloc[50, 2] = np.nan
+    with pytest.raises(InputError, match=r"column 's1' row 51 \(index 150\): missing value"):
+        model.decision_function(frame)
+    frame = _frame(rows=300)
+    frame.iloc[50, 2] = np.nan
+    with pytest.raises(InputError, match=r"column 's1' row 51: missing value"):   # a plain index: the row alone
+        model.decision_function(frame)
+    with pytest.raises(InputError, match=rf"an array of {N - 1} column\(s\); the model was trained on {N} sensors"):
+        model.decision_function(np.zeros((ROWS, N - 1)))

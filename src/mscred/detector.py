@@ -122,8 +122,12 @@ class MSCRED:
     decision_scores_ : float64 (T_train,) score of every training row (0 where no window covers it)
     threshold_ : float, the anomaly threshold on the scores
     labels_ : int64 (T_train,) 0/1
-    validation_rows_ : bool (T_train,) the rows scored by the validation windows (the threshold's data); not
-        kept by ``save``
+    validation_rows_ : bool (T_train,) the rows scored by the validation windows (the threshold's data)
+
+    ``decision_scores_``, ``labels_`` and ``validation_rows_`` describe the training table: ``save`` does not keep
+    them (a loaded model has none of the three: score the data again). Before ``fit`` they are absent (an
+    AttributeError, so that ``hasattr`` is False, as scikit-learn's fitted attributes are); the methods and
+    ``threshold_`` raise NotFittedError.
     sensors_ : list[str]
     history_ : list[dict] per-epoch training history
     """
@@ -381,8 +385,12 @@ class MSCRED:
 
     def _windows(self, X):
         self._check_fitted()
-        if isinstance(X, np.ndarray) and X.ndim == 2 and X.shape[1] == len(self.sensors_):
-            # An array has no names: its columns are the training sensors in order (as scikit-learn matches them).
+        if isinstance(X, np.ndarray) and X.ndim == 2:
+            # An array has no names: its columns are the training sensors in order (as scikit-learn matches them),
+            # so only its width can be wrong (it once read "missing sensor(s) ...; unknown sensor(s) sensor_0").
+            if X.shape[1] != len(self.sensors_):
+                raise InputError(f"input: an array of {X.shape[1]} column(s); the model was trained on "
+                                 f"{len(self.sensors_)} sensors, which an array gives in their training order")
             X = pd.DataFrame(X, columns=self.sensors_)
         table = self._table(X)
         self._check_rows(table, "score")

@@ -268,8 +268,8 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
                 hint = f" (a date/time: the time column must be named '{TIMESTAMP}')"
             elif _is_number(text.replace(",", ".", 1)) and text.count(",") == 1:
                 hint = " (a decimal comma? save the file with '.' as the decimal separator)"
-            raise InputError(f"{source}: column '{col}' row {row + 1}: value {short_repr(series.iloc[row])} is not a "
-                             f"number{hint}")
+            raise InputError(f"{source}: column '{col}' {_row(series, row)}: value {short_repr(series.iloc[row])} "
+                             f"is not a number{hint}")
     bad = np.isinf(numbers) if allow_missing else ~np.isfinite(numbers)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
@@ -277,7 +277,7 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
         # both callers: the CLI's option and the estimator's argument.
         hint = "" if col == LABEL else '; --missing interpolate (in Python missing="interpolate") fills gaps'
         what = (f"missing value (NaN{hint})" if np.isnan(numbers[row]) else f"value {numbers[row]} is not finite")
-        raise InputError(f"{source}: column '{col}' row {row + 1}: {what}")
+        raise InputError(f"{source}: column '{col}' {_row(series, row)}: {what}")
     if np.isnan(numbers).all():
         return numbers  # all missing: the caller says so
     with np.errstate(over="ignore"):
@@ -289,13 +289,22 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
     return numbers
 
 
+def _row(series: pd.Series, position: int) -> str:
+    """'row N' (1-based, as a file's data rows count) of ``series``; for a DataFrame passed in Python whose index is
+    not 0, 1, 2, ... also its index label (the NaN of ``test.loc[850]`` once read "row 101" and nothing else)."""
+    index = series.index
+    plain = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+    return f"row {position + 1}" if plain else f"row {position + 1} (index {short_repr(index[position])})"
+
+
 def _labels(series: pd.Series, source: str) -> np.ndarray:
     """The label column as int64 0/1, or InputError at its first bad value."""
     numbers = _numeric_column(series, LABEL, source)
     bad = (numbers != 0) & (numbers != 1)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"{source}: column '{LABEL}' row {row + 1}: label {short_repr(series.iloc[row])} is not 0 or 1")
+        raise InputError(f"{source}: column '{LABEL}' {_row(series, row)}: label {short_repr(series.iloc[row])} "
+                         "is not 0 or 1")
     return numbers.astype(np.int64)
 
 
