@@ -331,6 +331,15 @@ def test_fit_leaves_the_given_config_alone_and_set_params_unfits_on_model_settin
     model.set_params(windows=(5, 10, 20))
     with pytest.raises(NotFittedError):
         model.decision_function(_frame(300, seed=2))
+    # set_params(config=obj) keeps the object, as the constructor does (scikit-learn's check_set_params reads it
+    # back with get_params: it once got a copy); on a fitted model, whose fit fills n_sensors, a copy of it
+    other = MSCREDConfig()
+    assert model.set_params(config=other).get_params()["config"] is other
+    kept = copy.deepcopy(fitted)
+    runtime = MSCREDConfig.from_dict(kept.config.to_dict())
+    runtime.model.n_sensors, runtime.train.progress = None, True
+    kept.set_params(config=runtime)
+    assert kept.net_ is not None and kept.config.model.n_sensors == 5 and runtime.model.n_sensors is None
 
 
 def test_failed_refit_leaves_the_fitted_model_as_it_was(fitted, monkeypatch):
@@ -426,3 +435,13 @@ def test_scoring_in_chunks_of_segments_equals_one_pass(fitted, monkeypatch, rows
         parts = fitted.detect(X)
         np.testing.assert_allclose(parts["score"], whole["score"], rtol=1e-5, atol=1e-6)
         pd.testing.assert_frame_equal(parts.drop(columns="score"), whole.drop(columns="score"))
+
+
+@pytest.mark.parametrize("bad", [1.5, "cfg", [1]])
+def test_config_of_another_type_is_an_input_error(bad):
+    """config= of another type was an AttributeError from deep inside (scikit-learn's checks expect a ValueError
+    for a bad parameter value; InputError is one)."""
+    with pytest.raises(InputError, match="config: expected an MSCREDConfig"):
+        MSCRED(config=bad)
+    with pytest.raises(InputError, match="config: expected an MSCREDConfig"):
+        MSCRED().set_params(config=bad)

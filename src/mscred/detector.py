@@ -107,6 +107,16 @@ def _resolve_device(name: str) -> str:
     return name
 
 
+def _config_argument(config):
+    """``config=`` as the constructor and set_params take it: None, an MSCREDConfig or its dict; anything else an
+    InputError (a ValueError, what scikit-learn's checks expect of a bad parameter value), not an AttributeError
+    from deep inside."""
+    if config is None or isinstance(config, (MSCREDConfig, dict)):
+        return config
+    raise InputError(f"config: expected an MSCREDConfig or its dict (MSCREDConfig.to_dict()), got "
+                     f"{type(config).__name__}")
+
+
 class MSCRED:
     """Multi-Scale Convolutional Recurrent Encoder-Decoder (Zhang et al., AAAI 2019) as an estimator.
 
@@ -133,6 +143,7 @@ class MSCRED:
     """
 
     def __init__(self, config: Optional[MSCREDConfig | dict] = None, **overrides):
+        config = _config_argument(config)
         if isinstance(config, MSCREDConfig) and not overrides:
             cfg = config  # kept as given (scikit-learn's clone checks that); fit works on its own copy
         else:
@@ -159,10 +170,13 @@ class MSCRED:
         model keeps its fit when only runtime settings change (``config.RUNTIME_SETTINGS``: the device, bf16,
         graphs, kernels, progress); any other change unfits it, since its network, normalisation and thresholds
         belong to the settings it was fitted with (scoring would mix the two)."""
-        config = params.pop("config", None)
-        cfg = MSCREDConfig.from_dict(self.config.to_dict() if config is None else
-                                     config if isinstance(config, dict) else config.to_dict())
-        cfg = _apply_overrides(cfg, params)
+        config = _config_argument(params.pop("config", None))
+        if isinstance(config, MSCREDConfig) and not params:
+            cfg = config  # kept as given, as the constructor keeps it (get_params then returns this very object)
+        else:
+            cfg = MSCREDConfig.from_dict(self.config.to_dict() if config is None else
+                                         config if isinstance(config, dict) else config.to_dict())
+            cfg = _apply_overrides(cfg, params)
         _check_config(cfg)
         before, after = self.config.to_dict(), cfg.to_dict()
         if self.net_ is not None and any(before[section][name] != value for section, fields in after.items()
@@ -170,6 +184,8 @@ class MSCRED:
                                          if name not in RUNTIME_SETTINGS.get(section, ())):
             self._unfit()
         if self.net_ is not None:  # still fitted: keep what fit filled in from the data, score where now asked
+            if cfg is config:  # (on a copy: the caller's object is not changed)
+                cfg = MSCREDConfig.from_dict(cfg.to_dict())
             cfg.model.n_sensors, cfg.model.n_scales = self.config.model.n_sensors, self.config.model.n_scales
             if cfg.train.device != self.config.train.device:
                 self.device_ = _resolve_device(cfg.train.device)
