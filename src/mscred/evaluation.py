@@ -283,8 +283,11 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
     out.update(_threshold_free(labels, score, sliding_window))
     key = f"root_cause_recall_at_{k}"
     truth_causes = truth.causes if truth.causes and any(truth.causes) else None
+    # Root causes are ranked on the rows the SCORES file flags, whatever threshold ``pred`` refits: those are the
+    # rows detect wrote causes for. An event found only through a refit threshold's extra rows has none, and once
+    # scored 0 there while the baseline drew sensors for it (0.0 against 1.0 on an event the detector did find).
     if truth_causes is not None:
-        out[key] = M.root_cause_recall_at_k(truth_causes, event_causes(scores, truth.events, pred), k)
+        out[key] = M.root_cause_recall_at_k(truth_causes, event_causes(scores, truth.events), k)
 
     rng = np.random.default_rng(seed)
     random_score = rng.random(labels.size)
@@ -296,9 +299,9 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
     pool = set(sensors or truth.sensors) | {n for c in (truth_causes or []) for n in c}
     pool = sorted(pool | {n for row in scores.root_causes for n in row})
     if truth_causes is not None and len(pool) >= k:
-        # random top-k sensors for exactly the events the detector found (missed ones score 0 for both), so the
-        # two root-cause figures differ only in the ranking
-        found = [bool(pred[a:b].any()) for a, b in truth.events]
+        # random top-k sensors for exactly the events the detector's flagged rows found (missed ones score 0 for
+        # both), so the two root-cause figures differ only in the ranking
+        found = [bool(scores.is_anomaly[a:b].any()) for a, b in truth.events]
         ranked = [list(rng.permutation(pool)[:k]) if f else [] for f in found]
         baseline[key] = M.root_cause_recall_at_k(truth_causes, ranked, k)
     out["random_baseline"] = baseline
