@@ -34,16 +34,16 @@ WEIGHTS_FILE = "model.safetensors"
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE)  # all a model directory holds: what save() may replace
 FORMAT = "mscred-model"
 FORMAT_VERSION = 1
+# Fewer validation windows than this leave the threshold to chance: one makes z_sensor's standardised score 0 on it
+# (the threshold 0 then flags every row scored above it), two give a spread from a pair. Tables under ~200 rows at
+# the default settings (validation 25% of the windows) have fewer; train warns (CalibrationWarning).
+MIN_VALIDATION_WINDOWS = 3
 # Windows per inference batch: larger than a training batch (no gradients to keep), still small in memory. On CUDA
 # eager scoring is bound by kernel launches up to about a thousand windows: the H200 took 7.4-10.4 ms per call from
 # 32 to 1,024 windows of 30 sensors (bf16, benchmarks/results/window_model/), so batches of 1,024 score ~8x more
 # windows per second than batches of 128. Activations grow with the square of the sensor count, so past
 # INFER_SENSORS_CUDA sensors the CUDA batch shrinks in proportion (down to INFER_BATCH), holding no more than 1,024
 # windows of 30 sensors do.
-# Fewer validation windows than this leave the threshold to chance: one makes z_sensor's standardised score 0 on it
-# (the threshold 0 then flags every row scored above it), two give a spread from a pair. Tables under ~200 rows at
-# the default settings (validation 25% of the windows) have fewer; train warns (CalibrationWarning).
-MIN_VALIDATION_WINDOWS = 3
 INFER_BATCH = 128
 INFER_BATCH_CUDA = 1024
 INFER_SENSORS_CUDA = 30
@@ -133,13 +133,13 @@ class MSCRED:
     threshold_ : float, the anomaly threshold on the scores
     labels_ : int64 (T_train,) 0/1
     validation_rows_ : bool (T_train,) the rows scored by the validation windows (the threshold's data)
+    sensors_ : list[str]
+    history_ : list[dict] per-epoch training history
 
     ``decision_scores_``, ``labels_`` and ``validation_rows_`` describe the training table: ``save`` does not keep
     them (a loaded model has none of the three: score the data again). Before ``fit`` they are absent (an
     AttributeError, so that ``hasattr`` is False, as scikit-learn's fitted attributes are); the methods and
     ``threshold_`` raise NotFittedError.
-    sensors_ : list[str]
-    history_ : list[dict] per-epoch training history
     """
 
     def __init__(self, config: Optional[MSCREDConfig | dict] = None, **overrides):

@@ -184,8 +184,8 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
     row.update(entity=entity.name, rank=rank)
     start = time.perf_counter()
     try:
+        train, test = _load(entity, overrides.get("missing", TrainConfig.missing))   # (a missing file: bad input)
         row["data_sha256"] = data_fingerprint(entity)   # (the row file keeps it; the summary shows COLUMNS)
-        train, test = _load(entity, overrides.get("missing", TrainConfig.missing))
         model = MSCRED(**overrides)
         with calibration_notes():   # one "note:" line, as train gives it
             model.fit(train)
