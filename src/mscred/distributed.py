@@ -335,8 +335,7 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
 
     import warnings
 
-    from mscred.cli.train import calibration_notes
-    from mscred.errors import CalibrationWarning
+    from mscred.errors import CalibrationWarning, calibration_notes
 
     start = time.perf_counter()
     # rank 0 says what train says in one process; the others, which fit the same windows, stay quiet

@@ -1,6 +1,10 @@
 """Errors that mean "the user's input is wrong": the CLI prints their message on one line and exits with 2."""
 from __future__ import annotations
 
+import contextlib
+import sys
+import warnings
+
 
 class InputError(ValueError):
     """Bad input: a missing or unreadable file, a bad value, a damaged model directory.
@@ -11,8 +15,25 @@ class InputError(ValueError):
 
 
 class CalibrationWarning(UserWarning):
-    """The threshold was fitted, but on too little: the CLI prints it as a one-line ``note:`` on stderr, the Python
-    API as a warning."""
+    """The threshold was fitted, but on too little: the CLI prints it as a one-line ``note:`` on stderr
+    (``calibration_notes``), the Python API as a warning."""
+
+
+@contextlib.contextmanager
+def calibration_notes():
+    """Inside: every CalibrationWarning is one ``note: ...`` line on stderr, as the CLI's other notes (train, fleet,
+    DDP's rank 0); other warnings show as Python shows them."""
+    with warnings.catch_warnings():   # (restores showwarning and the filters on exit)
+        shown = warnings.showwarning
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            if issubclass(category, CalibrationWarning):
+                print(f"note: {message}", file=sys.stderr, flush=True)
+            else:
+                shown(message, category, filename, lineno, file, line)
+        warnings.showwarning = show
+        warnings.simplefilter("always", CalibrationWarning)
+        yield
 
 
 class PartlyDone(Exception):

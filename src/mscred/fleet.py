@@ -31,7 +31,7 @@ import pandas as pd
 
 from mscred.atomic import atomic_path
 from mscred.config import RUNTIME_SETTINGS, TrainConfig
-from mscred.errors import InputError
+from mscred.errors import InputError, calibration_notes
 
 MULTI_ENTITY_DATASETS = ("smd", "smap", "msl")
 _COUNT_COLUMNS = ("rank", "rows", "sensors", "windows", "epochs", "events_found", "events_total")
@@ -176,7 +176,6 @@ def evaluate(labels: np.ndarray, scores: np.ndarray, pred: np.ndarray) -> dict[s
 
 def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int = 0) -> dict[str, Any]:
     """Train, save and (with labels) evaluate one entity; returns its summary row (errors become its status)."""
-    from mscred.cli.train import calibration_notes
     from mscred.detector import MSCRED
     from mscred.signature import segment_ends
 

@@ -1,11 +1,9 @@
 """`mscred train DATA --out MODEL_DIR`: fit MSCRED on normal data and save the model directory."""
 from __future__ import annotations
 
-import contextlib
 import math
 import shutil
 import time
-import warnings
 from pathlib import Path
 
 import click
@@ -63,25 +61,6 @@ def report_constant(table) -> None:
         click.echo(f"note: {len(constant)} sensor(s) of {table.source} never change in the training data ({shown}): "
                    "they carry no signal, and any change in them at detect time is outside what the model saw",
                    err=True)
-
-
-@contextlib.contextmanager
-def calibration_notes():
-    """Inside: every CalibrationWarning (a threshold fitted on too little) is one ``note:`` line on stderr, as the
-    other notes of train; other warnings show as Python shows them."""
-    from mscred.errors import CalibrationWarning
-
-    with warnings.catch_warnings():   # (restores showwarning and the filters on exit)
-        shown = warnings.showwarning
-
-        def show(message, category, filename, lineno, file=None, line=None):
-            if issubclass(category, CalibrationWarning):
-                click.echo(f"note: {message}", err=True)
-            else:
-                shown(message, category, filename, lineno, file, line)
-        warnings.showwarning = show
-        warnings.simplefilter("always", CalibrationWarning)
-        yield
 
 
 def checkpoint_dir_for(out: Path) -> Path:
@@ -224,7 +203,7 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR."""
     from mscred.data.io import check_writable_table, load_table
     from mscred.detector import MSCRED
-    from mscred.errors import InputError
+    from mscred.errors import InputError, calibration_notes
 
     overrides = {"epochs": epochs, "batch_size": batch_size, "device": device, "seed": seed, "backend": backend,
                  "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "threshold": threshold,
@@ -265,7 +244,7 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
                 click.echo(summary_line(summary))
             return
         model = MSCRED(**overrides)
-        with calibration_notes():
+        with calibration_notes():   # (a threshold fitted on too little: one "note:" line)
             model.fit(table, checkpoint_dir=ckpt, resume=resume)
     except BaseException as err:
         trained = (ckpt / CHECKPOINT_NAME).exists()
