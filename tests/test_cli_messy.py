@@ -221,6 +221,23 @@ BAD_DATA = {
     "npy NaN": (lambda d: _npy(d, "nan.npy", np.where(np.arange(ROWS * N).reshape(ROWS, N) == 37, np.nan, 1.0)),
                 ["column 'sensor_2' row 8", "missing value"]),
     "npy no rows": (lambda d: _npy(d, "zero.npy", np.zeros((0, N))), ["no data rows"]),
+    # found by a Parquet / .npy audit (2026-12-02): accepted silently, or an internal error (exit 1)
+    "integers beyond 2^53 (float64 merges them)": (lambda d: _parquet(d, "huge.parquet", _frame().assign(
+        s2=np.arange(ROWS, dtype=np.uint64) + np.uint64(2 ** 63 + 100))), ["column 's2' row 1", "beyond 2^53"]),
+    "shuffled index in Parquet": (lambda d: _parquet(d, "shuffled.parquet", _frame().drop(columns="timestamp")
+                                                     .sample(frac=1, random_state=0)),
+                                  ["the index (kept as timestamps)", "increasing time order"]),
+    "repeated ids as the index": (lambda d: _parquet(d, "ids.parquet", _frame().drop(columns="timestamp").set_axis(
+        [f"id{i % 20}" for i in range(ROWS)])), ["the index (kept as timestamps) row 21", "appears twice"]),
+    "MultiIndex in Parquet": (lambda d: _parquet(d, "multi.parquet", _frame().assign(unit=0).set_index(
+        ["unit", "timestamp"])), ["MultiIndex (unit, timestamp)", "reset_index()"]),
+    "empty column name in Parquet": (lambda d: _parquet(d, "blank_name.parquet", _frame().rename(columns={"s2": ""})),
+                                     ["column 4 has an empty name"]),
+    "names equal once stripped": (lambda d: _parquet(d, "padded.parquet", _frame().rename(
+        columns={"s1": " s0", "s2": "s0 "})), ["duplicate column name(s): s0"]),
+    "npy field of several values a row": (lambda d: _npy(d, "fields.npy", np.zeros(
+        ROWS, dtype=[("s0", "f8", (2,)), ("s1", "f8"), ("s2", "f8"), ("s3", "f8"), ("s4", "f8")])),
+        ["field 's0'", "one value a row"]),
 }
 # Only at train: a single sensor (detect reports it as missing sensors, see DETECT_SENSORS) and 1-D .npy.
 TRAIN_ONLY = {

@@ -135,7 +135,11 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
         raise InputError(f"{source}: expected a table (DataFrame), got {type(df).__name__}")
     if df.shape[0] == 0:
         raise InputError(f"{source}: the table has no data rows")
-    columns = [str(c) for c in df.columns]
+    # Names as a CSV header gives them (stripped), whatever the source: a Parquet file's " a" and "a " were two
+    # sensors that no CSV of the same header could match, and "" a sensor named nothing
+    columns = [str(c).strip() for c in df.columns]
+    if "" in columns:
+        raise InputError(f"{source}: column {columns.index('') + 1} has an empty name; name every column")
     duplicated = sorted({c for c in columns if columns.count(c) > 1})
     if duplicated:
         raise InputError(f"{source}: duplicate column name(s): {', '.join(duplicated)}")
@@ -152,9 +156,14 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     else:
         # A stored 'timestamp' RangeIndex (a Parquet file of a frame indexed 100..299) is timestamps, not row
         # numbers: as a plain Index, SCORES.csv names it 'timestamp'.
+        if isinstance(df.index, pd.MultiIndex):
+            raise InputError(f"{source}: the table has a MultiIndex ({', '.join(map(str, df.index.names))}); one "
+                             "series a table: select one entity, or reset_index() to make the levels columns")
         index = pd.Index(df.index.to_numpy(), name=TIMESTAMP) if isinstance(df.index, pd.RangeIndex) else df.index
-        if index.name == TIMESTAMP or pd.api.types.is_datetime64_any_dtype(index.dtype):
-            _check_time_order(index, source)   # a time index (e.g. stored in a Parquet file) is ordered as a column
+        # Any index kept as the rows' timestamps is ordered as a 'timestamp' column is (a time index stored in a
+        # Parquet file; an index of numbers or ids, which once went through shuffled or repeated, unchecked)
+        _check_time_order(index, source, f"column '{TIMESTAMP}'" if index.name == TIMESTAMP else
+                          f"the index{'' if index.name is None else f' {str(index.name)!r}'} (kept as timestamps)")
 
     labels = _labels(df[LABEL], source) if LABEL in df.columns else None
     sensors = [c for c in df.columns if c not in (TIMESTAMP, LABEL)]
@@ -189,14 +198,14 @@ def _interpolate_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str
     return filled
 
 
-def _check_time_order(index: pd.Index, source: str) -> None:
+def _check_time_order(index: pd.Index, source: str, what: str = f"column '{TIMESTAMP}'") -> None:
     """Timestamps must be strictly increasing: rows are taken in file order (windows, SCORES.csv rows, the
     alignment with a labels file), so an unsorted or repeated time would give silently wrong windows.
 
     Numbers and date-times are compared as such. Text that does not read as dates at all (ids like 'run-a-001')
     is only required to be unique; text that starts as dates and then has a non-date is an error at that row.
     """
-    where = f"{source}: column '{TIMESTAMP}'"
+    where = f"{source}: {what}"
     if pd.api.types.is_bool_dtype(index.dtype):
         raise InputError(f"{where}: holds true/false values, not times")
     keys: Optional[np.ndarray]
@@ -255,6 +264,11 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
                          f"'{TIMESTAMP}' if it is the time")
     if pd.api.types.is_bool_dtype(series.dtype):
         numbers = series.to_numpy(dtype=np.float64)
+    elif pd.api.types.is_integer_dtype(series.dtype) and len(series) and _beyond_float64(series):
+        row = _beyond_float64(series) - 1
+        raise InputError(f"{source}: column '{col}' {_row(series, row)}: integer {series.iloc[row]} is beyond 2^53, "
+                         "where float64 (the model's input) no longer tells neighbouring integers apart: subtract "
+                         "an offset or scale the column first (an epoch time in ns belongs in 'timestamp')")
     elif pd.api.types.is_numeric_dtype(series.dtype):
         numbers = series.to_numpy(dtype=np.float64, na_value=np.nan)
     else:
@@ -287,6 +301,15 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
         raise InputError(f"{source}: column '{col}': values from {numbers[lo]:g} (row {lo + 1}) to {numbers[hi]:g} "
                          f"(row {hi + 1}) span more than a float64 holds")
     return numbers
+
+
+def _beyond_float64(series: pd.Series) -> int:
+    """1 + the position of an integer column's first value beyond 2^53 in magnitude (float64 rounds there: 2^63 + 100
+    .. 2^63 + 265 all read as one value, a 'constant' sensor), or 0 when none is."""
+    limit = 2 ** 53
+    beyond = series.gt(limit) if series.dtype.kind == "u" else (series.gt(limit) | series.lt(-limit))
+    hits = np.flatnonzero(beyond.fillna(False).to_numpy(dtype=bool))
+    return int(hits[0]) + 1 if len(hits) else 0
 
 
 def _row(series: pd.Series, position: int) -> str:
@@ -481,6 +504,10 @@ def _read_npy(path: Path) -> pd.DataFrame:
     except (ValueError, OSError, EOFError) as exc:
         raise InputError(f"{path}: cannot read as .npy: {_one_line(exc)}") from None
     if array.dtype.names:  # structured array: its fields are the columns
+        shaped = [name for name in array.dtype.names if array.dtype[name].shape]
+        if shaped:   # (pandas would stop with an internal ValueError)
+            raise InputError(f"{path}: field '{shaped[0]}' of the structured array holds "
+                             f"{array.dtype[shaped[0]].shape} values a row; each field must be one value a row")
         return pd.DataFrame({name: array[name] for name in array.dtype.names})
     if array.ndim == 1:
         array = array[:, None]
