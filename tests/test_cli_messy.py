@@ -247,6 +247,8 @@ TRAIN_ONLY = {
                              ["1 sensor(s); MSCRED needs at least 4"]),
     "too few rows to validate": (lambda d: _write(d / "105.csv", _frame(rows=105).to_csv(index=False)),
                                  ["105 rows is too few to train and validate"]),
+    "npy transposed (sensors as rows)": (lambda d: _npy(d, "transposed.npy", np.random.default_rng(0).random(
+        (6, 400))), ["6 rows is too few to train", "400 sensor columns: transposed?"]),
 }
 
 

@@ -227,11 +227,14 @@ class MSCRED:
         return table_from_frame(X, source=source, missing=self.config.train.missing)
 
     def _check_rows(self, table, what: str) -> None:
-        if len(table.values) < self.min_rows:
+        rows, sensors = table.values.shape
+        if rows < self.min_rows:
             sig = self.config.signature
-            raise InputError(f"{table.source}: {len(table.values)} rows is too few to {what}; need at least "
+            # (a 6 x 400 array of 6 sensors read as 6 rows of 400 sensors: the likelier mistake, named)
+            hint = f"; it has {sensors} sensor columns: transposed? (rows are time steps)" if sensors > rows else ""
+            raise InputError(f"{table.source}: {rows} rows is too few to {what}; need at least "
                              f"{self.min_rows} (largest window {max(sig.windows)} + (steps {sig.steps} - 1) x "
-                             f"gap {sig.gap})")
+                             f"gap {sig.gap}){hint}")
 
     def _aligned(self, table) -> np.ndarray:
         """The table's values in the training sensor order; other sensors than at training is an InputError."""
