@@ -198,14 +198,16 @@ def _interpolate_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str
     return filled
 
 
-def _check_time_order(index: pd.Index, source: str, what: str = f"column '{TIMESTAMP}'") -> None:
+def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIMESTAMP}'") -> None:
     """Timestamps must be strictly increasing: rows are taken in file order (windows, SCORES.csv rows, the
     alignment with a labels file), so an unsorted or repeated time would give silently wrong windows.
 
     Numbers and date-times are compared as such. Text that does not read as dates at all (ids like 'run-a-001')
     is only required to be unique; text that starts as dates and then has a non-date is an error at that row.
     """
-    where = f"{source}: {what}"
+    where = f"{source}: {label}"
+    # an index kept as timestamps may be no time at all (pd.concat of two frames numbered from 0): say how to drop it
+    drop = "" if label.startswith("column") else "reset_index(drop=True) if the index is not time"
     if pd.api.types.is_bool_dtype(index.dtype):
         raise InputError(f"{where}: holds true/false values, not times")
     keys: Optional[np.ndarray]
@@ -233,7 +235,8 @@ def _check_time_order(index: pd.Index, source: str, what: str = f"column '{TIMES
         repeated = np.flatnonzero(index.duplicated())
         if len(repeated):
             r = repeated[0]
-            raise InputError(f"{where} row {r + 1}: timestamp {short_repr(index[r])} appears twice")
+            raise InputError(f"{where} row {r + 1}: timestamp {short_repr(index[r])} appears twice"
+                             + (f" ({drop})" if drop else ""))
         return
     steps = np.diff(keys)
     if (steps <= 0).any():
@@ -241,7 +244,7 @@ def _check_time_order(index: pd.Index, source: str, what: str = f"column '{TIMES
         what = ("repeats the row before" if steps[r - 1] == 0
                 else f"is earlier than the row before's {short_repr(index[r - 1])}")
         raise InputError(f"{where} row {r + 1}: timestamp {short_repr(index[r])} {what}; rows must be in increasing "
-                         "time order (sort the table by time)")
+                         f"time order (sort the table by time{'; or ' + drop if drop else ''})")
 
 
 def short_repr(value: Any, limit: int = 40) -> str:
