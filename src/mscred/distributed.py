@@ -333,16 +333,11 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
         trainers.append(DistributedTrainer(net, train_cfg, steps, device=rank.device))
         return trainers[-1]
 
-    import warnings
-
-    from mscred.errors import CalibrationWarning, calibration_notes
+    from mscred.errors import calibration_notes
 
     start = time.perf_counter()
     # rank 0 says what train says in one process; the others, which fit the same windows, stay quiet
-    notes = calibration_notes() if rank.is_main else warnings.catch_warnings()
-    with _trainer_factory(model, make), notes:
-        if not rank.is_main:
-            warnings.simplefilter("ignore", CalibrationWarning)
+    with _trainer_factory(model, make), calibration_notes(show=rank.is_main):
         model.fit(table, checkpoint_dir=checkpoint_dir, resume=resume)
     if not rank.is_main:
         return None  # the other ranks trained the same weights; rank 0 alone writes them

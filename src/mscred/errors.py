@@ -20,19 +20,20 @@ class CalibrationWarning(UserWarning):
 
 
 @contextlib.contextmanager
-def calibration_notes():
+def calibration_notes(show: bool = True):
     """Inside: every CalibrationWarning is one ``note: ...`` line on stderr, as the CLI's other notes (train, fleet,
-    DDP's rank 0); other warnings show as Python shows them."""
+    DDP's rank 0), or nothing with ``show=False`` (DDP's other ranks, which fit the same windows); other warnings
+    show as Python shows them."""
     with warnings.catch_warnings():   # (restores showwarning and the filters on exit)
         shown = warnings.showwarning
 
-        def show(message, category, filename, lineno, file=None, line=None):
+        def note(message, category, filename, lineno, file=None, line=None):
             if issubclass(category, CalibrationWarning):
                 print(f"note: {message}", file=sys.stderr, flush=True)
             else:
                 shown(message, category, filename, lineno, file, line)
-        warnings.showwarning = show
-        warnings.simplefilter("always", CalibrationWarning)
+        warnings.showwarning = note
+        warnings.simplefilter("always" if show else "ignore", CalibrationWarning)
         yield
 
 

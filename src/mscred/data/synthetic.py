@@ -65,6 +65,32 @@ def sensor_names(n_sensors: int) -> list[str]:
     return [f"sensor_{i + 1:0{width}d}" for i in range(n_sensors)]
 
 
+# How many series-sized float64 arrays generating and writing the data holds at once (the series, its DataFrame,
+# the train / test slices, the CSV writer's blocks): our estimate from the code, for the up-front size check.
+HELD_COPIES = 4
+
+
+def too_large(length: int, n_sensors: int, memory: int | None = None) -> str:
+    """The message of a size beyond this machine's ``memory`` (bytes, when known); the CLI's flags named, for
+    `mscred generate`."""
+    here = "" if memory is None else f"; {memory / 2 ** 30:.3g} GiB here"
+    return (f"length {length} x {n_sensors} sensors (--length, --sensors): too large for this machine's memory (the "
+            f"series is {length * n_sensors * 8 / 2 ** 30:.3g} GiB as float64, held ~{HELD_COPIES} times while "
+            f"written{here})")
+
+
+def check_size(length: int, n_sensors: int) -> None:
+    """InputError before any allocation when the data would not fit this machine's memory. Checked up front because
+    a system that overcommits grants the arrays and kills the process later (the GPU host: a 2.4 TB request ran
+    into the OOM killer instead of a MemoryError)."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):   # the OS does not say: the MemoryError check remains
+        return
+    if HELD_COPIES * length * n_sensors * 8 > memory:
+        raise InputError(too_large(length, n_sensors, memory))
+
+
 def generate_synthetic(
     n_sensors: int = 30,
     length: int = 20_000,
@@ -114,6 +140,7 @@ def generate_synthetic(
         )
     if train_end < 1:
         raise InputError(f"length {length} leaves no training steps")
+    check_size(length, n_sensors)
 
     rng = np.random.default_rng(seed)
     names = sensor_names(n_sensors)
