@@ -215,6 +215,7 @@ def _copy_model(src: Path, dst: Path) -> Path:
 
 @pytest.mark.parametrize("damage, match", [
     ("no_dir", "model directory not found"),
+    ("a_file", "is a file"),
     ("no_config", "config.json: missing"),
     ("no_weights", "model.safetensors: missing"),
     ("config_not_json", "damaged model config"),
@@ -224,7 +225,9 @@ def _copy_model(src: Path, dst: Path) -> Path:
 ])
 def test_detect_damaged_model(tmp_path, capsys, model_dir, damage, match):
     model = tmp_path / "model"
-    if damage != "no_dir":
+    if damage == "a_file":
+        model.write_text("notes")
+    elif damage != "no_dir":
         _copy_model(model_dir, model)
     if damage == "no_config":
         (model / "config.json").unlink()
@@ -313,17 +316,19 @@ def test_resume_refuses_a_checkpoint_of_other_data_or_settings(tmp_path, capsys)
     """A checkpoint continued with other settings, or another table with the same sensor names, made a model of
     neither run with exit 0; a fresh run now also removes an earlier run's checkpoint instead of leaving it under
     its own data record (which a later --resume then continued)."""
-    from mscred.cli import train as train_cli
     from mscred.data.io import load_table
     from mscred.detector import MSCRED
-    from mscred.train_checkpoint import CHECKPOINT_NAME
+    from mscred.train_checkpoint import CHECKPOINT_NAME, match_checkpoint_data
+
+    def _record(ckpt, table):   # what the CLI records before training starts
+        match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume=False)
 
     data, other = tmp_path / "train.csv", tmp_path / "other.csv"
     _frame().to_csv(data, index=False)
     _frame(seed=5).to_csv(other, index=False)
     ckpt = tmp_path / "m.checkpoints"
     # what an interrupted `train data.csv --out m --epochs 2 --batch-size 16` leaves after epoch 1
-    train_cli._match_checkpoint_data(ckpt, load_table(data), resume=False)
+    _record(ckpt, load_table(data))
     MSCRED(epochs=1, batch_size=16, device="cpu", progress=False).fit(load_table(data), checkpoint_dir=ckpt)
     base = ["train", data, "--out", tmp_path / "m", "--device", "cpu", "--resume", "--quiet"]
     _bad(capsys, *base, "--epochs", 2, match="batch_size 16 -> 32")
@@ -332,7 +337,7 @@ def test_resume_refuses_a_checkpoint_of_other_data_or_settings(tmp_path, capsys)
     assert code == 2 and "other data than the checkpoint" in err, err
     assert not (tmp_path / "m").exists() and (ckpt / CHECKPOINT_NAME).exists()
     # a fresh run (no --resume) that stops before its first epoch leaves no checkpoint of the earlier run behind
-    train_cli._match_checkpoint_data(ckpt, load_table(other), resume=False)
+    _record(ckpt, load_table(other))
     assert not (ckpt / CHECKPOINT_NAME).exists()
 
 

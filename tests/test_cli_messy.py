@@ -197,7 +197,7 @@ BAD_DATA = {
     "missing timestamp": (lambda d: _write(d / "no_ts.csv", _with(_frame(), 3, "timestamp", np.nan)
                                            .to_csv(index=False)), ["column 'timestamp' row 4", "missing timestamp"]),
     "fewer rows than window + sequence": (lambda d: _write(d / "short.csv", _frame(rows=60).to_csv(index=False)),
-                                          ["60 rows is too few", "need at least 100"]),
+                                          ["60 rows is too few", "need at least 1"]),  # 100 to score, 110 to train
     "reversed time index in Parquet": (lambda d: _parquet(d, "time_index.parquet",
                                                           _frame().set_index("timestamp").iloc[::-1]),
                                        ["column 'timestamp' row 2", "increasing time order"]),
@@ -485,7 +485,21 @@ DAMAGED_MODELS = {
     "torch.save named model.safetensors": (lambda m: __import__("torch").save(
         {"w": __import__("torch").zeros(3)}, m / "model.safetensors"), "model.safetensors", ["damaged weights"]),
     "weights of another shape": (_edit_config(lambda d: d["config"]["model"].update(channels=[4, 8, 8, 16])),
-                                 "model.safetensors", ["damaged weights"]),
+                                 "model.safetensors", ["damaged weights", "another model size", "(16,"]),
+    # These once raised AttributeError (an "internal error", exit 1) or loaded a model that never flags.
+    "settings null": (_edit_config(lambda d: d.update(config=None)), "config.json", ["expected an object"]),
+    "signature a list": (_edit_config(lambda d: d["config"].update(signature=[])), "config.json",
+                         ["SignatureConfig", "expected an object"]),
+    "calibration null": (_edit_config(lambda d: d.update(calibration=None)), "config.json",
+                         ["calibration", "expected an object"]),
+    "sensor means null": (_edit_config(lambda d: d["calibration"]["sensor_stats"].update(
+        mean=[[None] * len(row) for row in d["calibration"]["sensor_stats"]["mean"]])), "config.json",
+        ["sensor_stats", "finite"]),
+    "sensor spread infinite": (_edit_config(lambda d: d["calibration"]["sensor_stats"].update(
+        std=[[float("inf")] * len(row) for row in d["calibration"]["sensor_stats"]["std"]])), "config.json",
+        ["sensor_stats", "finite"]),
+    "unknown tensor": (_rewrite_weights(lambda st: {**st, "extra.weight": st[next(iter(st))].clone()}),
+                       "model.safetensors", ["unknown tensor", "extra.weight"]),
     "NaN weights": (_rewrite_weights(_first_times_nan), "model.safetensors", ["NaN or infinite"]),
 }
 

@@ -79,6 +79,9 @@ def test_too_few_rows(fitted):
     assert fitted.decision_function(_frame(rows=100)).shape == (100,)
     with pytest.raises(InputError, match="105 rows is too few to train and validate; need at least 110"):
         MSCRED(epochs=1, **SMALL).fit(_frame(rows=105))  # one window: nothing left to validate
+    # fewer rows than one window: the same minimum, not 100 first and 110 after (as it once said)
+    with pytest.raises(InputError, match="99 rows is too few to train and validate; need at least 110"):
+        MSCRED(epochs=1, **SMALL).fit(_frame(rows=99))
 
 
 def test_overrides():
@@ -445,3 +448,36 @@ def test_config_of_another_type_is_an_input_error(bad):
         MSCRED(config=bad)
     with pytest.raises(InputError, match="config: expected an MSCREDConfig"):
         MSCRED().set_params(config=bad)
+
+
+@pytest.mark.parametrize("bad, named", [({"train": 5}, "TrainConfig: expected an object"),
+                                        ({"signature": []}, "SignatureConfig: expected an object"),
+                                        ({"train": {"epochz": 3}}, "unknown TrainConfig setting")])
+def test_config_dict_of_the_wrong_shape_is_an_input_error(bad, named):
+    """A section that is not a dict was a TypeError ('int' object is not iterable) or an AttributeError."""
+    with pytest.raises(InputError, match=f"config: {named}"):
+        MSCRED(config=bad)
+    with pytest.raises(InputError, match=f"config: {named}"):
+        MSCRED().set_params(config=bad)
+
+
+def test_resume_on_other_data_is_refused_in_python_too(tmp_path):
+    """The CLI's --resume checked the data against the checkpoint's record; fit(resume=True) did not, and went on
+    training a model of other data (the network does not depend on the sensor count or the values)."""
+    ckpt = tmp_path / "ckpt"
+    MSCRED(epochs=1, **SMALL).fit(_frame(), checkpoint_dir=ckpt)
+    with pytest.raises(InputError, match="other data than the checkpoint"):
+        MSCRED(epochs=2, **SMALL).fit(_frame(seed=5), checkpoint_dir=ckpt, resume=True)
+    renamed = _frame().rename(columns={"pump_0": "valve_0"})
+    with pytest.raises(InputError, match="other sensors than the checkpoint.*missing pump_0; new valve_0"):
+        MSCRED(epochs=2, **SMALL).fit(renamed, checkpoint_dir=ckpt, resume=True)
+    resumed = MSCRED(epochs=2, **SMALL).fit(_frame(), checkpoint_dir=ckpt, resume=True)   # the same data resumes
+    assert len(resumed.history_) == 2
+
+
+def test_load_of_a_file_says_it_is_a_file(tmp_path):
+    (tmp_path / "notes.txt").write_text("notes")
+    with pytest.raises(InputError, match="notes.txt: is a file, not a model directory"):
+        MSCRED.load(tmp_path / "notes.txt")
+    with pytest.raises(InputError, match="model directory not found"):
+        MSCRED.load(tmp_path / "absent")

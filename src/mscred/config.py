@@ -121,6 +121,8 @@ class MSCREDConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "MSCREDConfig":
+        if not isinstance(data, dict):  # a config.json edited by hand, or config= of the wrong shape
+            raise ValueError(f"settings: expected an object of sections, got {type(data).__name__}")
         return cls(
             signature=_build(SignatureConfig, data.get("signature", {})),
             model=_build(ModelConfig, data.get("model", {})),
@@ -131,6 +133,8 @@ class MSCREDConfig:
 
 def _build(kind, values: dict[str, Any]):
     """Make ``kind`` from a JSON dict: unknown keys are an error, lists become tuples where the default is one."""
+    if not isinstance(values, dict):
+        raise ValueError(f"{kind.__name__}: expected an object of settings, got {type(values).__name__}")
     known = {f.name: f for f in dataclasses.fields(kind)}
     unknown = set(values) - set(known)
     if unknown:

@@ -219,12 +219,18 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Calibration":
+        if not isinstance(data, dict):
+            raise ValueError(f"calibration: expected an object, got {type(data).__name__}")
         stats = data.get("sensor_stats")
         if stats is not None:
+            if not isinstance(stats, dict):
+                raise ValueError(f"sensor_stats: expected an object, got {type(stats).__name__}")
             mean = np.asarray(stats["mean"], dtype=np.float64)
             std = np.asarray(stats["std"], dtype=np.float64)
-            if mean.ndim != 2 or mean.shape != std.shape or not (std > 0).all():
-                raise ValueError("sensor_stats: mean/std must be equal 2-D shapes with std > 0")
+            # A NaN mean or an infinite std would score every window NaN or 0: never "normal" silently.
+            if (mean.ndim != 2 or mean.shape != std.shape or not np.isfinite(mean).all()
+                    or not np.isfinite(std).all() or not (std > 0).all()):
+                raise ValueError("sensor_stats: mean/std must be equal 2-D shapes of finite numbers with std > 0")
             stats = SensorStats(mean=mean, std=std)
         return cls(theta=[float(t) for t in data["theta"]], threshold=float(data["threshold"]),
                    scale_thresholds=[float(t) for t in data["scale_thresholds"]], sensor_stats=stats)

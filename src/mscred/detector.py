@@ -117,6 +117,15 @@ def _config_argument(config):
                      f"{type(config).__name__}")
 
 
+def _config_from_dict(values: dict) -> MSCREDConfig:
+    """``MSCREDConfig.from_dict`` with a dict of the wrong shape (a section that is not a dict, an unknown setting)
+    as an InputError naming ``config``, as every other bad setting is."""
+    try:
+        return MSCREDConfig.from_dict(values)
+    except (ValueError, TypeError) as err:
+        raise InputError(f"config: {err}") from None
+
+
 class MSCRED:
     """Multi-Scale Convolutional Recurrent Encoder-Decoder (Zhang et al., AAAI 2019) as an estimator.
 
@@ -147,7 +156,7 @@ class MSCRED:
         if isinstance(config, MSCREDConfig) and not overrides:
             cfg = config  # kept as given (scikit-learn's clone checks that); fit works on its own copy
         else:
-            cfg = MSCREDConfig() if config is None else MSCREDConfig.from_dict(
+            cfg = MSCREDConfig() if config is None else _config_from_dict(
                 config if isinstance(config, dict) else config.to_dict())
             cfg = _apply_overrides(cfg, overrides)
         _check_config(cfg)
@@ -174,8 +183,8 @@ class MSCRED:
         if isinstance(config, MSCREDConfig) and not params:
             cfg = config  # kept as given, as the constructor keeps it (get_params then returns this very object)
         else:
-            cfg = MSCREDConfig.from_dict(self.config.to_dict() if config is None else
-                                         config if isinstance(config, dict) else config.to_dict())
+            cfg = _config_from_dict(self.config.to_dict() if config is None else
+                                    config if isinstance(config, dict) else config.to_dict())
             cfg = _apply_overrides(cfg, params)
         _check_config(cfg)
         before, after = self.config.to_dict(), cfg.to_dict()
@@ -226,15 +235,18 @@ class MSCRED:
             X = pd.DataFrame(X, columns=[f"sensor_{j}" for j in range(X.shape[1])])
         return table_from_frame(X, source=source, missing=self.config.train.missing)
 
-    def _check_rows(self, table, what: str) -> None:
+    def _check_rows(self, table, what: str, windows: int = 1) -> None:
+        """Enough rows for ``windows`` windows (training needs two: one to train on, one to validate)."""
         rows, sensors = table.values.shape
-        if rows < self.min_rows:
-            sig = self.config.signature
+        sig = self.config.signature
+        needed = self.min_rows + (windows - 1) * sig.gap
+        if rows < needed:
             # (a 6 x 400 array of 6 sensors read as 6 rows of 400 sensors: the likelier mistake, named)
             hint = f"; it has {sensors} sensor columns: transposed? (rows are time steps)" if sensors > rows else ""
-            raise InputError(f"{table.source}: {rows} rows is too few to {what}; need at least "
-                             f"{self.min_rows} (largest window {max(sig.windows)} + (steps {sig.steps} - 1) x "
-                             f"gap {sig.gap}){hint}")
+            more = (" for one window, one gap more for a second to validate" if windows == 2 else
+                    f" for one window, {windows - 1} gaps more for {windows} windows" if windows > 2 else "")
+            raise InputError(f"{table.source}: {rows} rows is too few to {what}; need at least {needed} (largest "
+                             f"window {max(sig.windows)} + (steps {sig.steps} - 1) x gap {sig.gap}{more}){hint}")
 
     def _aligned(self, table) -> np.ndarray:
         """The table's values in the training sensor order; other sensors than at training is an InputError."""
@@ -293,11 +305,12 @@ class MSCRED:
         from mscred.model import MSCREDNet
         from mscred.ops import resolve_model_backend
         from mscred.train import seed_torch
+        from mscred.train_checkpoint import match_checkpoint_data
 
         cfg = self.config
         self.device_ = device
         table = self._table(X, "training data")
-        self._check_rows(table, "train")
+        self._check_rows(table, "train and validate", windows=2)
         steps = cfg.signature.steps
         self.sensors_ = list(table.sensors)
         if len(self.sensors_) < 4:
@@ -324,6 +337,8 @@ class MSCRED:
         self.net_ = MSCREDNet(dataclasses.replace(cfg.model, backend=resolve_model_backend(cfg.model.backend,
                                                                                             self.device_)))
         trainer = self._make_trainer(self.net_, cfg.train, steps)
+        if checkpoint_dir is not None:   # a resume on other data would continue a model of that data silently
+            match_checkpoint_data(Path(checkpoint_dir), self.sensors_, table.values, table.source, resume)
         self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume)
 
         # One reconstruction of every window serves both the calibration (its last n_val windows) and the scores.
@@ -523,7 +538,8 @@ class MSCRED:
 
         directory = Path(directory)
         if not directory.is_dir():
-            raise InputError(f"{directory}: model directory not found")
+            raise InputError(f"{directory}: " + ("is a file, not a model directory (config.json and model.safetensors)"
+                                                 if directory.exists() else "model directory not found"))
         cfg_path, weights_path = directory / CONFIG_FILE, directory / WEIGHTS_FILE
         for path in (cfg_path, weights_path):
             if not path.is_file():
@@ -556,6 +572,9 @@ class MSCRED:
         model.device_ = _resolve_device(device)
         try:
             state = load_file(str(weights_path))
+            mismatch = _weights_mismatch(net.state_dict(), state)
+            if mismatch:
+                raise InputError(f"{weights_path}: damaged weights ({mismatch})")
             net.load_state_dict(state, strict=True)
         except (SafetensorError, OSError, RuntimeError, ValueError) as err:
             msg = " ".join(str(err).split())[:300]
@@ -675,6 +694,23 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
         if value not in choices:
             return f"{name} {value!r}: must be one of {', '.join(choices)}"
     return None
+
+
+def _weights_mismatch(expected: dict, got: dict) -> str:
+    """What keeps weights ``got`` from the network of the settings (``expected``), in a few words: torch's own
+    message lists every tensor, several hundred characters cut mid-word. Empty when they match."""
+    missing = [name for name in expected if name not in got]
+    unknown = [name for name in got if name not in expected]
+    shapes = [name for name in expected if name in got and tuple(got[name].shape) != tuple(expected[name].shape)]
+    if shapes:
+        name = shapes[0]
+        return (f"{len(shapes)} tensor(s) of another shape than the settings' model, e.g. '{name}' "
+                f"{tuple(got[name].shape)} against {tuple(expected[name].shape)}: weights of another model size")
+    if missing or unknown:
+        return "; ".join(part for part in (
+            f"{len(missing)} tensor(s) missing, e.g. '{missing[0]}'" if missing else "",
+            f"{len(unknown)} unknown tensor(s), e.g. '{unknown[0]}'" if unknown else "") if part)
+    return ""
 
 
 def _check_settings(config: MSCREDConfig, sensors: list[str], calibration: Calibration) -> None:

@@ -25,6 +25,7 @@ from mscred.atomic import atomic_path, save_safetensors
 from mscred.errors import InputError
 
 CHECKPOINT_NAME = "checkpoint.safetensors"
+DATA_RECORD_NAME = "sensors.json"   # beside the checkpoint: the data it was trained on (match_checkpoint_data)
 # Optimizer settings that describe the machine the run is on, not the run's state: a resumed run keeps its own.
 _RUNTIME_FLAGS = ("capturable", "foreach", "fused", "differentiable")
 
@@ -170,3 +171,51 @@ def load_checkpoint(path: str | Path, net: torch.nn.Module, optimizer: torch.opt
     if cuda_states and torch.cuda.is_available() and len(cuda_states) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(cuda_states)
     return meta
+
+
+def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool) -> None:
+    """Record the data of a run beside its checkpoints (its sensors, row count and a hash of its values); a
+    resume on other data is bad input naming ``source``. A run that does not resume starts over: a checkpoint
+    left by an earlier run is removed before the record is rewritten (else a later resume continued that run's
+    checkpoint under this run's record).
+
+    The network's convolutions do not depend on the sensor count, so a checkpoint of other data would load and
+    training would silently continue a model of other data. ``MSCRED.fit`` checks it, and so does the CLI before
+    it starts (also for ``--nproc`` and torchrun, which do not go through ``fit``). A record of an older mscred (a
+    list of sensors) is checked for the sensors only; a checkpoint folder without one resumes.
+    """
+    import hashlib
+
+    import numpy as np
+
+    ckpt = Path(ckpt)
+    sensors = [str(s) for s in sensors]
+    values = np.ascontiguousarray(values)
+    now = {"sensors": sensors, "rows": int(values.shape[0]),
+           "values_sha256": hashlib.sha256(values.tobytes()).hexdigest()}
+    record = ckpt / DATA_RECORD_NAME
+    if resume and record.is_file():
+        try:
+            before = json.loads(record.read_text())
+        except (ValueError, UnicodeDecodeError):
+            before = None
+        recorded = before if isinstance(before, list) else before.get("sensors") if isinstance(before, dict) else None
+        if isinstance(recorded, list) and recorded != sensors:
+            missing = [s for s in recorded if s not in sensors]
+            extra = [s for s in sensors if s not in recorded]
+            detail = "; ".join(part for part in (
+                "missing " + ", ".join(missing) if missing else "",
+                "new " + ", ".join(extra) if extra else "",
+                "same sensors in another order" if not (missing or extra) else "") if part)
+            raise InputError(f"{source}: other sensors than the checkpoint in {ckpt} ({detail}); train "
+                             "without resuming to start over")
+        if isinstance(before, dict) and (before.get("rows"), before.get("values_sha256")) != (
+                now["rows"], now["values_sha256"]):
+            raise InputError(f"{source}: other data than the checkpoint in {ckpt} (the same sensors, "
+                             f"{now['rows']} rows against its {before.get('rows')}, or other values); train without "
+                             "resuming to start over")
+    ckpt.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        (ckpt / CHECKPOINT_NAME).unlink(missing_ok=True)
+    with atomic_path(record) as tmp:   # the ranks of a torchrun launch all write it: never a half-written record
+        Path(tmp).write_text(json.dumps(now))

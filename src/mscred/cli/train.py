@@ -105,7 +105,6 @@ def training_options(command):
     return command
 
 
-SENSORS_FILE = "sensors.json"
 
 
 def _first_missing(path: Path) -> Path | None:
@@ -116,57 +115,6 @@ def _first_missing(path: Path) -> Path | None:
             break
         missing = candidate
     return missing
-
-
-def _match_checkpoint_data(ckpt: Path, table, resume: bool) -> None:
-    """Record the data of a run beside its checkpoints (its sensors, row count and a hash of its values);
-    ``--resume`` on other data is bad input. A run without ``--resume`` starts over: a checkpoint left by an
-    earlier run is removed before the record is rewritten (else a later ``--resume`` continued that run's
-    checkpoint under this run's record).
-
-    The network's convolutions do not depend on the sensor count, so a checkpoint of other data would load and
-    training would silently continue a model of other data. A record of an older mscred (a list of sensors) is
-    checked for the sensors only; a checkpoint folder without one resumes.
-    """
-    import hashlib
-    import json
-
-    import numpy as np
-
-    from mscred.errors import InputError
-    from mscred.train_checkpoint import CHECKPOINT_NAME
-
-    values = np.ascontiguousarray(table.values)
-    now = {"sensors": list(table.sensors), "rows": int(values.shape[0]),
-           "values_sha256": hashlib.sha256(values.tobytes()).hexdigest()}
-    record = ckpt / SENSORS_FILE
-    if resume and record.is_file():
-        try:
-            before = json.loads(record.read_text())
-        except (ValueError, UnicodeDecodeError):
-            before = None
-        sensors = before if isinstance(before, list) else before.get("sensors") if isinstance(before, dict) else None
-        if isinstance(sensors, list) and sensors != now["sensors"]:
-            missing = [s for s in sensors if s not in table.sensors]
-            extra = [s for s in table.sensors if s not in sensors]
-            detail = "; ".join(part for part in (
-                "missing " + ", ".join(missing) if missing else "",
-                "new " + ", ".join(extra) if extra else "",
-                "same sensors in another order" if not (missing or extra) else "") if part)
-            raise InputError(f"{table.source}: other sensors than the checkpoint in {ckpt} ({detail}); train "
-                             "without --resume to start over")
-        if isinstance(before, dict) and (before.get("rows"), before.get("values_sha256")) != (
-                now["rows"], now["values_sha256"]):
-            raise InputError(f"{table.source}: other data than the checkpoint in {ckpt} (the same sensors, "
-                             f"{now['rows']} rows against its {before.get('rows')}, or other values); train without "
-                             "--resume to start over")
-    ckpt.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        (ckpt / CHECKPOINT_NAME).unlink(missing_ok=True)
-    from mscred.atomic import atomic_path
-
-    with atomic_path(record) as tmp:   # the ranks of a torchrun launch all write it: never a half-written record
-        Path(tmp).write_text(json.dumps(now))
 
 
 def _write_validation_scores(model, table, path) -> None:
@@ -214,7 +162,7 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     from mscred.atomic import check_replaceable_dir
     from mscred.detector import MODEL_FILES
     from mscred.launch import under_torchrun
-    from mscred.train_checkpoint import CHECKPOINT_NAME
+    from mscred.train_checkpoint import CHECKPOINT_NAME, match_checkpoint_data
 
     # A folder of other files (the data itself, notes) is refused before training, not replaced after it.
     check_replaceable_dir(out, MODEL_FILES, "an mscred model")
@@ -233,7 +181,7 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     ckpt = checkpoint_dir_for(out)
     created = _first_missing(ckpt)   # what the sensors record creates: the folder, and any missing parents
     # Every path (one process, --nproc, each rank under torchrun) checks --resume against the recorded sensors.
-    _match_checkpoint_data(ckpt, table, resume)
+    match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume)
     start = time.perf_counter()
     try:
         if nproc > 1 or under_torchrun():
