@@ -763,13 +763,15 @@ def test_detect_writes_the_format_its_out_names(tmp_path, capsys, model_dir, mon
 
 
 def test_demo_without_matplotlib_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
-    """demo once trained, detected and evaluated for minutes, then failed on the missing report extra."""
+    """demo --report once trained, detected and evaluated for minutes, then failed on the missing report extra
+    (a plain demo skips the report with a note instead: tests/test_cli_demo_report.py)."""
     import builtins
 
     real_import = builtins.__import__
     monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
                         if name == "matplotlib" else real_import(name, *a, **k))
-    _bad(capsys, "demo", "--quick", "--out", tmp_path / "d", names=("matplotlib", "mscred[report]", "--no-report"))
+    _bad(capsys, "demo", "--quick", "--report", "--out", tmp_path / "d",
+         names=("matplotlib", "mscred[report]", "--no-report"))
     assert not (tmp_path / "d").exists()
 
 

@@ -262,3 +262,31 @@ def test_estimator_interpolates_dataframes_when_configured():
         MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(df)
     model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, missing="interpolate").fit(df)
     assert len(model.detect(df)) == len(df)
+
+
+def test_blank_separated_csv_reads_as_the_same_bytes_named_txt(tmp_path):
+    """A blank-separated table (numpy.savetxt, a printout) named .csv was one column 'timestamp a b' and a
+    "'0 1.0 0.5' is not a number" error, while the same bytes named .txt trained; aligned columns (runs of
+    blanks) failed both."""
+    single = "timestamp a b label\n100 1 0.5 0\n101 2 -0.5 0\n102 3 0.25 1\n103 4 0 0\n"
+    aligned = ("  timestamp      a      b  label\n" + "".join(
+        f"{t:>11d} {a:>6g} {b:>6g} {lab:>6d}\n" for t, a, b, lab in
+        zip([100, 101, 102, 103], [1, 2, 3, 4], [0.5, -0.5, 0.25, 0.0], [0, 0, 1, 0])))
+    for name, text in (("single", single), ("aligned", aligned)):
+        for suffix in (".csv", ".txt"):
+            path = tmp_path / f"{name}{suffix}"
+            path.write_text(text)
+            _check(load_table(path), path)
+
+
+def test_comma_csv_with_one_blank_named_column_is_not_split(tmp_path):
+    """Only a name AND rows that split into as many blank-separated fields are re-read: a one-sensor CSV named
+    'sensor a' keeps its column, and rows that do not split alike keep the plain reading (and its error)."""
+    path = tmp_path / "one.csv"
+    path.write_text("sensor a\n1.5\n2.5\n3.5\n")
+    table = load_table(path)
+    assert table.sensors == ["sensor a"] and table.values[:, 0].tolist() == [1.5, 2.5, 3.5]
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("a b c\n1 2\n3 4\n")
+    with pytest.raises(InputError, match=r"column 'a b c' row 1: value '1 2' is not a number"):
+        load_table(ragged)

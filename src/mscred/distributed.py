@@ -333,11 +333,11 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
         trainers.append(DistributedTrainer(net, train_cfg, steps, device=rank.device))
         return trainers[-1]
 
-    from mscred.errors import calibration_notes
+    from mscred.errors import note_lines
 
     start = time.perf_counter()
     # rank 0 says what train says in one process; the others, which fit the same windows, stay quiet
-    with _trainer_factory(model, make), calibration_notes(show=rank.is_main):
+    with _trainer_factory(model, make), note_lines(show=rank.is_main):
         model.fit(table, checkpoint_dir=checkpoint_dir, resume=resume)
     if not rank.is_main:
         return None  # the other ranks trained the same weights; rank 0 alone writes them

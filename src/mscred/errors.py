@@ -14,26 +14,35 @@ class InputError(ValueError):
     """
 
 
-class CalibrationWarning(UserWarning):
-    """The threshold was fitted, but on too little: the CLI prints it as a one-line ``note:`` on stderr
-    (``calibration_notes``), the Python API as a warning."""
+class NoteWarning(UserWarning):
+    """Something the user should know that does not stop the work: the CLI prints it as a one-line ``note:`` on
+    stderr (``note_lines``), the Python API as a warning."""
+
+
+class CalibrationWarning(NoteWarning):
+    """The threshold was fitted, but on too little."""
+
+
+class IgnoredSettingWarning(NoteWarning):
+    """A setting asked for that this machine cannot apply (``bf16`` without native bf16, ``cuda_graphs`` without
+    CUDA): training goes on without it. (Once a log line, which reached no one: the CLI configures no logging.)"""
 
 
 @contextlib.contextmanager
-def calibration_notes(show: bool = True):
-    """Inside: every CalibrationWarning is one ``note: ...`` line on stderr, as the CLI's other notes (train, fleet,
+def note_lines(show: bool = True):
+    """Inside: every NoteWarning is one ``note: ...`` line on stderr, as the CLI's other notes (train, fleet,
     DDP's rank 0), or nothing with ``show=False`` (DDP's other ranks, which fit the same windows); other warnings
     show as Python shows them."""
     with warnings.catch_warnings():   # (restores showwarning and the filters on exit)
         shown = warnings.showwarning
 
         def note(message, category, filename, lineno, file=None, line=None):
-            if issubclass(category, CalibrationWarning):
+            if issubclass(category, NoteWarning):
                 print(f"note: {message}", file=sys.stderr, flush=True)
             else:
                 shown(message, category, filename, lineno, file, line)
         warnings.showwarning = note
-        warnings.simplefilter("always" if show else "ignore", CalibrationWarning)
+        warnings.simplefilter("always" if show else "ignore", NoteWarning)
         yield
 
 

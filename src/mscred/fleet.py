@@ -31,7 +31,7 @@ import pandas as pd
 
 from mscred.atomic import atomic_path
 from mscred.config import RUNTIME_SETTINGS, TrainConfig
-from mscred.errors import InputError, calibration_notes
+from mscred.errors import InputError, note_lines
 
 MULTI_ENTITY_DATASETS = ("smd", "smap", "msl")
 _COUNT_COLUMNS = ("rank", "rows", "sensors", "windows", "epochs", "events_found", "events_total")
@@ -186,7 +186,7 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
         train, test = _load(entity, overrides.get("missing", TrainConfig.missing))   # (a missing file: bad input)
         row["data_sha256"] = data_fingerprint(entity)   # (the row file keeps it; the summary shows COLUMNS)
         model = MSCRED(**overrides)
-        with calibration_notes():   # one "note:" line, as train gives it
+        with note_lines():   # one "note:" line, as train gives it
             model.fit(train)
         model.save(out / "models" / safe_name(entity.name))
         sig = model.config.signature

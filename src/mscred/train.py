@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import math
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Optional
 
@@ -23,7 +24,7 @@ import torch
 from torch import nn
 
 from mscred.config import TrainConfig
-from mscred.errors import InputError
+from mscred.errors import IgnoredSettingWarning, InputError
 from mscred.train_checkpoint import (CHECKPOINT_NAME, BackgroundWriter, check_resumable, checkpoint_contents,
                                      load_checkpoint, write_checkpoint)
 from mscred.train_graphs import (EagerInference, EagerStep, GraphedInference, GraphedStep,
@@ -174,10 +175,15 @@ class Trainer:
         self.use_graphs = graphs_enabled(train_cfg.cuda_graphs, self.device)
         self.bf16 = bool(train_cfg.bf16 and bf16_native(self.device))
         if train_cfg.cuda_graphs and not self.use_graphs:
-            log.info("cuda_graphs needs a CUDA device; training eagerly on %s", self.device)
+            warnings.warn(IgnoredSettingWarning(
+                f"--cuda-graphs (cuda_graphs=True) ignored: CUDA graphs need a CUDA device; training eagerly on "
+                f"{self.device}"), stacklevel=2)
         if train_cfg.bf16 and not self.bf16:
-            log.info("bf16 autocast needs CUDA or a CPU with native bf16 (AVX512-BF16, AMX); training in float32 "
-                     "on %s", self.device)
+            why = ("this CPU has no native bf16 (AVX512-BF16, AMX), and emulated bf16 is slower than float32"
+                   if self.device.type == "cpu" else
+                   f"bf16 autocast runs on CUDA and on CPUs with native bf16, not on {self.device.type}")
+            warnings.warn(IgnoredSettingWarning(
+                f"--bf16 (bf16=True) ignored: {why}; training in float32 on {self.device}"), stacklevel=2)
         self.rank, self.world_size = 0, 1  # a DistributedDataParallel run sets these
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.history: list[dict[str, Any]] = []

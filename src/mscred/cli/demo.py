@@ -2,10 +2,11 @@
 
 Everything the demo writes lands in ``--out`` (default ``demo_out``): ``data/`` (train.csv, test.csv,
 anomalies.csv), ``model/`` (config.json + model.safetensors), ``scores.csv``, ``metrics.json`` and ``report/``
-(``mscred evaluate``'s HTML report). With ``--dataset NAME`` the data come from
-:func:`mscred.data.datasets.load_dataset` instead of the generator (``mscred demo --dataset tep:1``: the Tennessee
-Eastman benchmark shipped in the ``bibmon`` wheel, ``pip install 'mscred[datasets]'``). The figures are ``mscred evaluate``'s
-(:func:`mscred.evaluation.evaluate_files`), so the demo and the evaluate command never disagree.
+(``mscred evaluate``'s HTML report; by default only when matplotlib is installed). With ``--dataset NAME`` the
+data come from :func:`mscred.data.datasets.load_dataset` instead of the generator (``mscred demo --dataset tep:1``:
+the Tennessee Eastman benchmark shipped in the ``bibmon`` wheel, ``pip install 'mscred[datasets]'``). The figures
+are ``mscred evaluate``'s (:func:`mscred.evaluation.evaluate_files`), so the demo and the evaluate command never
+disagree.
 """
 from __future__ import annotations
 
@@ -173,7 +174,9 @@ def render(result: dict) -> None:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None,
               help="Where to train and score [default: auto, a GPU when there is one].")
 @click.option("--seed", type=SEED, default=0, show_default=True)
-@click.option("--report/--no-report", default=True, show_default=True, help="Write the HTML report.")
+@click.option("--report/--no-report", default=None,
+              help="Write the HTML report (needs matplotlib: pip install 'mscred[report]') [default: when matplotlib "
+                   "is installed].")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def demo(quick, out, dataset, data_root, epochs, theta, method, device, seed, report, quiet) -> None:
     """Generate the paper's synthetic data, train, detect, evaluate, and print a short table.
@@ -189,14 +192,34 @@ def demo(quick, out, dataset, data_root, epochs, theta, method, device, seed, re
         overrides["device"] = device
     if dataset is not None:
         _check_dataset(dataset)
-    if report:  # before the data and the training, not after them
-        from mscred.report import require_matplotlib
-
-        require_matplotlib(otherwise="--no-report")
+    report = _report_wanted(report)
     result = run_demo(out, quick=quick, dataset=dataset, data_root=data_root, seed=seed, progress=not quiet,
                       report=report, **overrides)
     render(result)
     click.echo(f"wrote {Path(out)}/ (data, model, scores.csv, metrics.json" + (", report/index.html)" if report else ")"))
+
+
+def _report_wanted(report: Optional[bool]) -> bool:
+    """Whether the demo writes its report, decided before the data and the training, not after them.
+
+    ``--report`` without matplotlib is bad input (exit 2); by default the report is written when matplotlib is
+    installed and otherwise skipped with one ``note:`` line: the demo is a new user's first command, and a plain
+    ``pip install mscred`` (without the ``report`` extra) must not end it before it starts.
+    """
+    if report is False:
+        return False
+    from mscred.errors import InputError
+    from mscred.report import require_matplotlib
+
+    try:
+        require_matplotlib(otherwise="--no-report")
+    except InputError:
+        if report:
+            raise
+        click.echo("note: skipping the report (report/index.html): it needs matplotlib: pip install "
+                   "'mscred[report]'", err=True)
+        return False
+    return True
 
 
 def _check_dataset(name: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import shutil
 import time
+import warnings
 from pathlib import Path
 
 import click
@@ -151,7 +152,7 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR."""
     from mscred.data.io import check_writable_table, load_table
     from mscred.detector import MSCRED
-    from mscred.errors import InputError, calibration_notes
+    from mscred.errors import IgnoredSettingWarning, InputError, note_lines
 
     overrides = {"epochs": epochs, "batch_size": batch_size, "device": device, "seed": seed, "backend": backend,
                  "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "threshold": threshold,
@@ -192,7 +193,11 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
                 click.echo(summary_line(summary))
             return
         model = MSCRED(**overrides)
-        with calibration_notes():   # (a threshold fitted on too little: one "note:" line)
+        # A threshold fitted on too little, a setting this machine ignores (--bf16, --cuda-graphs): one "note:"
+        # line each; --quiet drops the latter (a script passing --bf16 on every machine knows it may not apply)
+        with note_lines(), warnings.catch_warnings():
+            if quiet:
+                warnings.simplefilter("ignore", IgnoredSettingWarning)
             model.fit(table, checkpoint_dir=ckpt, resume=resume)
     except BaseException as err:
         trained = (ckpt / CHECKPOINT_NAME).exists()

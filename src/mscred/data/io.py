@@ -76,7 +76,8 @@ def load_table(path: str | os.PathLike, missing: str = "error") -> Table:
     ----------
     path : str or PathLike
         ``.csv`` (also ``.txt``/``.tsv``, and any of them compressed as ``.gz``/``.bz2``/``.xz``/``.zip``/``.zst``;
-        the separator is sniffed for .txt/.tsv, and for a .csv whose header holds no comma but a ';', tab or '|'),
+        the separator is sniffed for .txt/.tsv, and for a .csv whose header holds no comma but a ';', tab or '|', or
+        whose header and rows read as one column of blank-separated fields, as many in each),
         ``.parquet``/``.pq``, or ``.npy`` (a 2-D numeric
         array (T, n) whose columns become ``sensor_0 ..``, a 1-D array (T,) as one sensor, or a structured array
         whose field names are the columns).
@@ -344,9 +345,11 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     kwargs["encoding"] = "utf-8-sig"
     kwargs.update(options)
     df = _csv_call(path, **kwargs)
-    if df.shape[1] == 1 and "sep" not in options and any(c in str(df.columns[0]) for c in ";\t|"):
+    if df.shape[1] == 1 and "sep" not in options and (any(c in str(df.columns[0]) for c in ";\t|")
+                                                      or _blank_separated(df)):
         # A ';'-separated export (a European spreadsheet) parsed with ',' lands in one column named
-        # 'a;b;c': read it again with the separator sniffed, as for .txt.
+        # 'a;b;c', a blank-separated one (numpy.savetxt, fixed-width printouts) in one named 'a b c' holding
+        # '0 1.5 2.5': read it again with the separator sniffed, as for .txt.
         kwargs = {**kwargs, **_sniffed(path)}
         df = _csv_call(path, **kwargs)
     if df.shape[1] == 0:
@@ -354,6 +357,17 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     _check_header(path, df, kwargs)
     # Spreadsheet exports pad names ('pump_1 , pump_2'): the padding is invisible in messages and in the model.
     return df.set_axis([c.strip() if isinstance(c, str) else c for c in df.columns], axis=1)
+
+
+def _blank_separated(df: pd.DataFrame, rows: int = 50) -> bool:
+    """Whether a table read with ',' as one column is blank-separated: its name splits on blanks into several
+    fields, and so does each of its first ``rows`` values, into as many. A one-sensor CSV whose name has a space
+    ('sensor a', values '1.5') keeps its one column: its values do not split."""
+    fields = len(str(df.columns[0]).split())
+    if fields < 2:
+        return False
+    values = df.iloc[:rows, 0]
+    return len(values) > 0 and all(isinstance(v, str) and len(v.split()) == fields for v in values)
 
 
 # The separators a sensor table uses. pandas' own sniffing (sep=None) lets csv.Sniffer consider every character, and
@@ -383,6 +397,12 @@ def _sniffed_separator(path: Path) -> Optional[str]:
     try:
         separator = csv.Sniffer().sniff("\n".join(lines), delimiters=_SEPARATORS).delimiter
     except csv.Error:
+        # The sniffer wants the same count of one character on every line: columns aligned with runs of blanks
+        # ('   0  -1.19   0.25') fail it, and pandas' own guess then split on single spaces. Blanks it is when
+        # no line holds another separator and every line splits into as many fields.
+        counts = {len(line.split()) for line in lines if line.strip()}
+        if len(counts) == 1 and counts.pop() > 1 and not any(c in line for line in lines for c in ",;\t|"):
+            return r"\s+"
         return None
     return r"\s+" if separator == " " else separator
 
