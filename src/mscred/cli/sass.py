@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 import click
@@ -14,6 +16,20 @@ def _int(text: str, what: str) -> int:
         return int(text, 0)
     except (TypeError, ValueError):
         raise InputError(f"{what}: {text!r} is not an integer (decimal or 0x...)") from None
+
+
+_C_INTEGER = re.compile(r"([+-]?)(0x[0-9a-f]+|0b[01]+|0[0-7]*|[1-9][0-9]*)(?:[ul]*)")
+
+
+def _c_value(text: str) -> object:
+    """What a --values entry means to the compiler: the integer of a C integer literal (0xcc, 204, 0314 (octal),
+    204u), else the text itself (a register name such as v3)."""
+    m = _C_INTEGER.fullmatch(text.strip().lower())
+    if m is None:
+        return text.strip()
+    sign, digits = m.groups()
+    number = int(digits, 8) if digits.startswith("0") and digits[1:2].isdigit() else int(digits, 0)
+    return -number if sign == "-" else number
 
 
 def _bits(text: str | None) -> tuple[int, int] | None:
@@ -34,6 +50,14 @@ def _arch(ctx, param, value: str | None) -> str | None:
     return normalize_arch(value)
 
 
+def _output_file(path: str | None, option: str) -> str | None:
+    """``path`` for a file output, refused when it ends in a separator: ``outdir/`` names a folder, yet pathlib
+    drops the slash and the write would create a file named ``outdir``."""
+    if path and path.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):
+        raise InputError(f"{option} {path}: a path ending in {path[-1]!r} names a folder; give a file name")
+    return path
+
+
 def _read(path: str) -> bytes:
     p = Path(path)
     if not p.is_file():
@@ -44,10 +68,15 @@ def _read(path: str) -> bytes:
 def _pick_cubin(path: str, kernel: str, arch: str | None):
     """The one readable cubin of ``path`` that holds ``kernel`` (optionally for ``arch``)."""
     from mscred.sass.cubin import AmbiguousKernel
-    from mscred.sass.fatbin import cubins
+    from mscred.sass.fatbin import check_readable, find_images, unreadable_cubins
 
+    images = find_images(_read(path), path, arch)
+    check_readable(images)
     found, ambiguous = [], []
-    for image, cubin in cubins(_read(path), path, arch):
+    for image in images:
+        if image.kind != "cubin" or image.data is None:
+            continue
+        cubin = image.cubin()
         try:
             found.append((image, cubin, cubin.kernel(kernel)))
         except AmbiguousKernel as err:
@@ -57,7 +86,12 @@ def _pick_cubin(path: str, kernel: str, arch: str | None):
     if not found and ambiguous:  # the name fits several kernels: say which, rather than "no kernel"
         raise ambiguous[0]
     if not found:
-        raise InputError(f"{path}: no kernel {kernel!r} in any readable cubin{' for ' + arch if arch else ''}")
+        # The kernel may be in a cubin that could not be read: say which and why, not only "no kernel".
+        skipped = unreadable_cubins(images)
+        unread = (f"; {len(skipped)} cubin{'s' if len(skipped) > 1 else ''} could not be read "
+                  f"({skipped[0].where}: {skipped[0].note})" if skipped else "")
+        raise InputError(f"{path}: no kernel {kernel!r} in any readable cubin{' for ' + arch if arch else ''}"
+                         f"{unread}")
     if len(found) > 1:
         raise InputError(f"{path}: kernel {kernel!r} is in {len(found)} cubins "
                          f"({', '.join(i.arch for i, _, _ in found)}); pass --arch")
@@ -112,11 +146,10 @@ def dump(path, kernel, arch):
         at.setdefault(offset, []).append(label)
     click.echo(f"{image.arch} {k.name}: code at file byte {image.file_offset + k.code_offset:#x}"
                if image.file_offset is not None else f"{image.arch} {k.name}")
-    last_control = None
     for insn in k.instructions:
-        if insn.control is not None and insn.control != last_control and insn.offset % 32 == 8:
+        # Every bundle's control word, also one equal to the previous bundle's: the dump promises every word.
+        if insn.control is not None and insn.offset % 32 == 8:
             click.echo(f"  {insn.offset - 8:#06x}: {insn.control:016x}   (control)")
-            last_control = insn.control
         for label in sorted(at.get(insn.offset, [])):
             click.echo(f"{label}:")
         click.echo(f"  {insn.offset:#06x}: {insn.hex()}   {asm.get(insn.offset, '')}".rstrip())
@@ -140,11 +173,17 @@ def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
     from mscred.atomic import atomic_path
     from mscred.sass.probe import format_result, probe as run_probe
 
+    out = _output_file(out, "--out")
     value_list = [v.strip() for v in values.split(",") if v.strip()] if values else None
-    if value_list is not None and len(set(value_list)) < len(value_list):
+    if value_list is not None:
         # Equal variants compile to equal code: no bit differs, and the field would be "found" on defaults alone.
-        repeated = sorted({v for v in value_list if value_list.count(v) > 1})
-        raise InputError(f"--values: {', '.join(repeated)} given more than once; the variants must differ")
+        # Equal as the compiler reads them: 0xcc and 204 are one value, though spelled apart.
+        spellings: dict[object, list[str]] = {}
+        for v in value_list:
+            spellings.setdefault(_c_value(v), []).append(v)
+        repeated = [" = ".join(dict.fromkeys(group)) for group in spellings.values() if len(group) > 1]
+        if repeated:
+            raise InputError(f"--values: {', '.join(repeated)} given more than once; the variants must differ")
     result = run_probe(arch, template, value_list, kernel, mode, placeholder)
     answer = result.to_json()
     if out:
@@ -174,6 +213,7 @@ def patch(path, kernel, old, new, field, bits, arch, at, instruction, grep, outp
 
     if in_place and output:
         raise InputError("--in-place and --output exclude each other")
+    output = _output_file(output, "--output")
     if output and Path(output).resolve() == Path(path).resolve():   # (through a symlink too)
         raise InputError(f"--output {output}: is PATH itself; replacing the input is what --in-place is for")
     r = patch_file(path, kernel, _int(old, "--old"), _int(new, "--new"), field, _bits(bits),
@@ -218,7 +258,8 @@ def run(path, kernel, arch, words, init, grid, block, backend):
 @click.option("--arch", default=None, callback=_arch, help="Only cubins for this architecture.")
 @click.option("--kernel", "-k", default=None,
               help="Only kernels whose name, mangled or as printed (demangled), contains this.")
-@click.option("--top", default=8, show_default=True, help="Most frequent instructions shown per kernel.")
+@click.option("--top", default=8, show_default=True, type=click.IntRange(min=0),
+              help="Most frequent instructions shown per kernel (0: none).")
 @click.option("--loops", is_flag=True,
               help="Also each kernel's loops (backward branches): range, size, instructions outside inner loops, "
                    "their mix.")
@@ -245,7 +286,8 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
 @click.option("--arch", default=None, callback=_arch, help="Only cubins for this architecture.")
 @click.option("--kernel", "-k", default=None,
               help="Only kernels whose name, mangled or as printed (demangled), contains this.")
-@click.option("--top", default=8, show_default=True, help="Mnemonics whose counts moved most, shown per kernel.")
+@click.option("--top", default=8, show_default=True, type=click.IntRange(min=0),
+              help="Mnemonics whose counts moved most, shown per kernel (0: none).")
 @click.option("--loops", is_flag=True,
               help="Also compare each kernel's largest loop and tensor-core loop (instructions) and loop count.")
 @click.option("--all", "show_same", is_flag=True, help="Also list the kernels whose summary did not change.")

@@ -17,7 +17,8 @@ from functools import cached_property
 
 from mscred.errors import InputError
 from mscred.sass.isa import Instruction, instruction_bits, split_instructions
-from mscred.sass.nvinfo import ATTRIBUTE_NAMES, PER_SYMBOL, Attribute, Param, kernel_params, parse_nvinfo
+from mscred.sass.nvinfo import (ATTRIBUTE_NAMES, PER_SYMBOL, Attribute, NvInfoError, Param, kernel_params,
+                                parse_nvinfo)
 from mscred.sass.toolchain import demangle
 
 
@@ -42,11 +43,12 @@ def _elffile(data: bytes, where: str):
 @contextlib.contextmanager
 def damaged_elf(where: str):
     """pyelftools reads sections lazily: a truncated or corrupt file fails wherever it is first read (a section
-    past the end, a header that does not parse). Any such failure inside is bad input naming ``where``."""
+    past the end, a header that does not parse), and the ``.nv.info`` records are parsed as they are read. Any such
+    failure inside is bad input naming ``where``."""
     from elftools.common.exceptions import ELFError
     try:
         yield
-    except (ELFError, EOFError, struct.error) as err:
+    except (ELFError, EOFError, struct.error, NvInfoError) as err:
         raise InputError(f"{where}: damaged ELF file: {' '.join(str(err).split())[:200]}") from None
 
 
@@ -59,7 +61,9 @@ def _arch_specific(sections: dict) -> bool:
         return False
     try:
         records = parse_nvinfo(compat.data(), ".nv.compat")
-    except ValueError:
+    except NvInfoError:
+        # Only the "a" of the name depends on it: the kernels and their code still read, so a damaged .nv.compat
+        # names the cubin sm_90 rather than refusing the whole file.
         return False
     code_9 = ATTRIBUTE_NAMES.get(0x09, "0x09")
     return any(r.name == code_9 and r.fmt == 2 and r.value == 1 for r in records)
@@ -153,7 +157,7 @@ class Cubin:
         symbols = list(symtab.iter_symbols()) if symtab is not None else []
         globals_by_index: dict[str, list[Attribute]] = {}
         if ".nv.info" in sections:
-            for attr in parse_nvinfo(sections[".nv.info"].data(), f"{self.where}: .nv.info"):
+            for attr in parse_nvinfo(sections[".nv.info"].data(), ".nv.info"):
                 if attr.name in PER_SYMBOL and len(attr.words()) >= 2:
                     index, value = attr.words()[:2]
                     if index < len(symbols):
@@ -184,7 +188,7 @@ class Cubin:
                     kernel.max_stack_bytes = int(attr.value)
             info = sections.get(f".nv.info.{name}")
             if info is not None:
-                kernel.attributes = parse_nvinfo(info.data(), f"{self.where}: .nv.info.{name}")
+                kernel.attributes = parse_nvinfo(info.data(), f".nv.info.{name}")
                 kernel.params = kernel_params(kernel.attributes)
             shared = sections.get(f".nv.shared.{name}")
             if shared is not None:

@@ -12,9 +12,11 @@ and each entry (cubin or PTX) starts with a header::
     u32 name offset, u32 name length, u64 flags, u64 (zero), u64 uncompressed size
 
 Flags: 0x1 64-bit, 0x2 debug, 0x10 Linux, 0x1000/0x2000 NVIDIA's LZ4-style compression, 0x8000 zstd.
-CUDA 12/13 compress PTX by default (zstd in CUDA 13) and cubins only with ``-Xfatbin -compress-all``.
-Compressed cubins are read (LZ4-style always; zstd when the ``zstandard`` module is installed) but cannot be
-patched in place: :func:`find_images` marks them, and ``sass patch`` refuses them with that reason.
+CUDA 13 compresses PTX by default (zstd), and cubins too in some builds: relocatable device code
+(``-rdc=true``) has zstd cubins by default, and ``-Xfatbin -compress-all`` compresses every entry; ``nvcc
+--no-compress`` compresses nothing. Compressed cubins are read (LZ4-style always; zstd when the ``zstandard``
+module is installed) but cannot be patched in place: :func:`find_images` marks them, and ``sass patch`` refuses
+them with that reason.
 """
 from __future__ import annotations
 
@@ -114,7 +116,11 @@ def _decompress(payload: bytes, flags: int, size: int) -> tuple[bytes | None, st
             import zstandard
         except ImportError:
             return None, "zstd", "compressed with zstd; install the 'zstandard' package to read it"
-        return zstandard.ZstdDecompressor().decompress(payload, max_output_size=max(size, 1)), "zstd", ""
+        try:
+            return zstandard.ZstdDecompressor().decompress(payload, max_output_size=max(size, 1)), "zstd", ""
+        except zstandard.ZstdError as err:
+            # One damaged entry (often a PTX one) must not make the file's other, readable cubins unreadable.
+            return None, "zstd", f"compressed entry could not be decompressed: {' '.join(str(err).split())[:200]}"
     if flags & FLAG_LZ:
         try:
             return lz_decompress(payload, size), "lz", ""
@@ -213,8 +219,25 @@ def normalize_arch(arch: str | None) -> str | None:
     return text if text.startswith("sm_") else f"sm_{text}"
 
 
+def unreadable_cubins(images: list[Image]) -> list[Image]:
+    """The cubin images of ``images`` that could not be read (each ``note`` says why)."""
+    return [image for image in images if image.kind == "cubin" and image.data is None]
+
+
+def check_readable(images: list[Image]) -> None:
+    """InputError naming why, when ``images`` hold cubins and not one of them could be read (zstd without the
+    ``zstandard`` module, a damaged entry): the commands would otherwise report "no kernels", as if the file had
+    none."""
+    cubin_images = [image for image in images if image.kind == "cubin"]
+    skipped = unreadable_cubins(images)
+    if cubin_images and len(skipped) == len(cubin_images):
+        more = f" (and {len(skipped) - 1} more unreadable cubins)" if len(skipped) > 1 else ""
+        raise InputError(f"{skipped[0].where}: {skipped[0].note}{more}")
+
+
 def cubins(data: bytes, where: str, arch: str | None = None) -> list[tuple[Image, Cubin]]:
     """The readable cubins of a file (optionally only those for ``arch``: InputError if it has none), each with
-    its image."""
-    return [(image, image.cubin()) for image in find_images(data, where, arch)
-            if image.kind == "cubin" and image.data is not None]
+    its image; InputError when it has cubins but none is readable (``check_readable``)."""
+    images = find_images(data, where, arch)
+    check_readable(images)
+    return [(image, image.cubin()) for image in images if image.kind == "cubin" and image.data is not None]

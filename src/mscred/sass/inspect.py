@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from mscred.sass.fatbin import find_images
+from mscred.sass.fatbin import check_readable, find_images
 from mscred.sass.loops import Loop, find_loops, format_loops
 from mscred.sass.patch import _mnemonic
 from mscred.sass.toolchain import demangle, disassemble_with_labels
@@ -149,7 +149,9 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
     can be picked as printed, e.g. ``conv_pipelined<2, 1, 8``); with ``loops``, each kernel's loops too
     (``mscred.sass.loops``); with ``code``, its instructions (``code_lines``)."""
     out = []
-    for image in find_images(data, where, arch):
+    images = find_images(data, where, arch)
+    check_readable(images)  # cubins that all failed to read are said so, not shown as "no kernels"
+    for image in images:
         if image.kind != "cubin" or image.data is None:
             continue
         cubin = image.cubin()

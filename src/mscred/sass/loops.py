@@ -78,6 +78,8 @@ def format_loops(loops: list[Loop], top: int = 6) -> list[str]:
         mix += f"  (LDL/STL {local})" if local and not any(op.split(".")[0] in ("LDL", "STL")
                                                             for op, _ in lp.mix.most_common(top)) else ""
         nested = f", {lp.own} outside inner loops" if lp.own != lp.instructions else ""
+        # No mix (--top 0, or no instruction outside inner loops): no dangling ": " at the end of the line.
+        mix = f": {mix.strip()}" if mix.strip() else ""
         lines.append(f"        {'  ' * (lp.depth - 1)}loop {lp.start:#06x}-{lp.end:#06x}: {lp.instructions} "
-                     f"instructions{nested}: {mix}")
+                     f"instructions{nested}{mix}")
     return lines

@@ -64,13 +64,29 @@ class Attribute:
         return struct.unpack_from(f"<{n}I", self.value)
 
 
+class NvInfoError(ValueError):
+    """A ``.nv.info*`` section whose records do not parse: the cubin is damaged (the reader reports it as such)."""
+
+
 def parse_nvinfo(data: bytes, where: str = ".nv.info") -> list[Attribute]:
-    """Parse the records of one ``.nv.info*`` section; ``where`` names it in error messages."""
+    """Parse the records of one ``.nv.info*`` section; ``where`` names it in error messages.
+
+    Raises
+    ------
+    NvInfoError
+        A record of an unknown format, or one cut short by the section end (a damaged file).
+    """
     out: list[Attribute] = []
     pos = 0
     while pos + 2 <= len(data):
         fmt, code = data[pos], data[pos + 1]
         name = ATTRIBUTE_NAMES.get(code, f"0x{code:02x}")
+        if fmt not in (1, 2, 3, 4):
+            raise NvInfoError(f"{where}: unknown record format {fmt} at byte {pos}")
+        # Every format has 2 more bytes (padding, a value or a size) before any payload: a record cut short
+        # there would otherwise fail as an IndexError or struct.error, not as the damaged section it is.
+        if pos + 4 > len(data):
+            raise NvInfoError(f"{where}: record {name} at byte {pos} runs past the section end")
         if fmt == 1:
             out.append(Attribute(name, fmt, None))
             pos += 4
@@ -80,14 +96,12 @@ def parse_nvinfo(data: bytes, where: str = ".nv.info") -> list[Attribute]:
         elif fmt == 3:
             out.append(Attribute(name, fmt, struct.unpack_from("<H", data, pos + 2)[0]))
             pos += 4
-        elif fmt == 4:
+        else:
             (size,) = struct.unpack_from("<H", data, pos + 2)
             if pos + 4 + size > len(data):
-                raise ValueError(f"{where}: record {name} at byte {pos} runs past the section end")
+                raise NvInfoError(f"{where}: record {name} at byte {pos} runs past the section end")
             out.append(Attribute(name, fmt, bytes(data[pos + 4:pos + 4 + size])))
             pos += 4 + size
-        else:
-            raise ValueError(f"{where}: unknown record format {fmt} at byte {pos}")
     return out
 
 

@@ -3,7 +3,8 @@
 The articles' edit done safely: find the instruction whose field (immediate or register, at the bit range probe
 found) holds the old value, insist that exactly one instruction matches, change the bits in a copy of the file,
 read the copy back to check, and rename it into place (:func:`mscred.atomic.atomic_path`). Cubins stored
-compressed in a fatbin cannot be patched in place; they are refused with that reason.
+compressed in a fatbin (CUDA 13 does so by default for ``-rdc=true``) cannot be patched in place; they are refused
+with that reason and the flag that avoids it (``nvcc --no-compress``).
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
     images = find_images(data, where, arch)
     matches: list[Match] = []
     seen_kernel = False
-    compressed_with_kernel = []
+    compressed_with_kernel = []  # compressed (or unreadable) cubins that hold the kernel, or may
     used_bits = bits
     for image in images:
         if image.kind != "cubin":
@@ -99,10 +100,17 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
                 continue
             matches.append(Match(image, cubin, k, insn, image.file_offset + k.code_offset + insn.offset))
     if not seen_kernel:
-        if compressed_with_kernel:
-            raise InputError(f"{compressed_with_kernel[0].where}: the cubin is stored compressed "
-                             f"({compressed_with_kernel[0].compression or 'unreadable'}); rebuild without "
-                             f"-Xfatbin -compress-all to patch it")
+        packed = [image for image in compressed_with_kernel if image.compression]
+        if packed:
+            # Not only -Xfatbin -compress-all: CUDA 13 compresses -rdc=true cubins by default, so the flag that
+            # helps is the one that turns compression off (for a zstd entry unread for want of zstandard too:
+            # installing it would let the cubin be read, not patched).
+            image = packed[0]
+            raise InputError(f"{image.where}: the cubin is stored compressed ({image.compression}), which "
+                             f"cannot be patched in place; rebuild with nvcc --no-compress (CUDA 13 compresses "
+                             f"-rdc=true cubins by default, -Xfatbin -compress-all all of them) to patch it")
+        if compressed_with_kernel:  # unreadable for another reason (a payload that is not a cubin)
+            raise InputError(f"{compressed_with_kernel[0].where}: {compressed_with_kernel[0].note}")
         scope = f" for {arch}" if arch else ""
         raise InputError(f"{where}: no kernel {kernel!r} in any cubin{scope}")
     return matches, used_bits or (0, 0)

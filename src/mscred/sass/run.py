@@ -111,7 +111,11 @@ def run_cubin(data: bytes, kernel: str, words: int = 1, init: int = 1, grid: int
         if drv is not None:
             return _run_driver(drv, data, k.name, buffers, grid, block)
         return _run_cupy(data, k.name, buffers, grid, block)
-    except ImportError:
+    except ImportError as err:
+        if backend == "cupy":  # the one asked for is missing, whatever else is installed
+            why = " ".join(str(err).split())[:200]
+            raise InputError(f"sass run --backend cupy needs CuPy, which does not import here ({why}): pip install "
+                             f"cupy-cuda13x (or the build for your CUDA), or use --backend driver") from None
         raise InputError("sass run launches the kernel on a GPU: it needs an NVIDIA driver, a GPU, and a CUDA driver "
                          "binding (pip install cuda-python, or cupy); neither binding is installed here") from None
     except Exception as err:  # noqa: BLE001 - no GPU, or the (patched) kernel faulted: one line, not a traceback

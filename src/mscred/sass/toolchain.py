@@ -106,7 +106,8 @@ def nvcc_archs(nvcc: str) -> tuple[int, ...]:
 
 
 def _run(cmd: list[str], what: str) -> None:
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    # errors="replace": a compiler message quoting a source line that is not UTF-8 is still reported.
+    proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=300)
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
         first = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "no message")
@@ -137,6 +138,11 @@ def compile_cubin(source: Path, arch: str, defines: dict[str, str] | None = None
         if sm in supported or not supported:  # an nvcc without --list-gpu-code: let it decide
             _run([nvcc, "-cubin", f"-arch={arch}", *flags, "-o", str(out), str(source)], f"nvcc -arch={arch}")
             return out.read_bytes()
+        if sm > min(supported):
+            # Only the architectures nvcc dropped (older than its oldest) go to a CUDA 12 ptxas; a newer one that
+            # nvcc does not know (a typo, or a GPU newer than this toolkit) no older ptxas knows either.
+            raise InputError(f"nvcc {tool_release(nvcc)} cannot build {arch} (it builds "
+                             f"{', '.join(f'sm_{n}' for n in supported)})")
         ptxas = find_tool("ptxas12")
         if ptxas is None:
             raise InputError(f"nvcc {tool_release(nvcc)} cannot build {arch} and no CUDA 12 ptxas was found "
@@ -193,25 +199,53 @@ def _nvdisasm(cubin: bytes):
     with tempfile.TemporaryDirectory(prefix="mscred-sass-") as tmp:
         path = Path(tmp) / "in.cubin"
         path.write_bytes(cubin)
-        return subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, timeout=300)
+        # Latin-1, as pyelftools decodes the cubin's names: a damaged (non-UTF-8) byte in a name nvdisasm prints
+        # cannot fail the decoding, and a kernel's name here stays the one the reader gives it (Kernel.name).
+        return subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, encoding="latin-1",
+                              timeout=300)
 
 
 _LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _FUNC = re.compile(r"^\s*\.text\.(\S+):")
+_SECTION = re.compile(r'^\s*\.section\s+"?([^",\s]+)')
 _LABEL = re.compile(r"^\s*(\.L\w+):")
 
 
-def parse_disassembly(text: str) -> dict[str, dict[int, str]]:
-    """Group nvdisasm's ``/*0020*/  MOV R5, 0xcc ;`` lines by the ``.text.<kernel>:`` label above them."""
-    out: dict[str, dict[int, str]] = {}
-    current: dict[int, str] | None = None
+def _kernel_lines(text: str):
+    """Each line of nvdisasm's output with the kernel whose code section holds it (None outside one), and whether
+    the line starts that kernel's code.
+
+    The kernel is named after the ``.section .text.<kernel>,...`` line where there is one: that is the section
+    header's name, the one the reader finds the code by (``.text.<Kernel.name>``). The ``.text.<kernel>:`` label
+    under it comes from the section's symbol, whose name is stored apart and can differ in a damaged file (the
+    kernel's instructions were then filed under a name no kernel has); it names the kernel only without a
+    ``.section`` line above it."""
+    kernel, from_section = None, False
     for line in text.splitlines():
-        m = _FUNC.match(line)
+        m = _SECTION.match(line)
         if m:
-            current = out.setdefault(m.group(1), {})
+            name = m.group(1)
+            kernel = name[len(".text."):] if name.startswith(".text.") else None
+            from_section = kernel is not None
+            yield kernel, line, kernel is not None
             continue
-        m = _LINE.match(line)
-        if m and current is not None:
+        m = _FUNC.match(line)
+        if m and not from_section:
+            kernel = m.group(1)
+            yield kernel, line, True
+            continue
+        yield kernel, line, False
+
+
+def parse_disassembly(text: str) -> dict[str, dict[int, str]]:
+    """Group nvdisasm's ``/*0020*/  MOV R5, 0xcc ;`` lines by the kernel whose code section they are in."""
+    out: dict[str, dict[int, str]] = {}
+    for kernel, line, starts in _kernel_lines(text):
+        if kernel is None:
+            continue
+        current = out.setdefault(kernel, {})
+        m = None if starts else _LINE.match(line)
+        if m:
             current[int(m.group(1), 16)] = " ".join(m.group(2).split())
     return out
 
@@ -219,19 +253,18 @@ def parse_disassembly(text: str) -> dict[str, dict[int, str]]:
 def parse_labels(text: str) -> dict[str, dict[str, int]]:
     """Per kernel, each ``.L_x_N:`` label line of nvdisasm's output -> the offset of the instruction after it."""
     out: dict[str, dict[str, int]] = {}
-    current: dict[str, int] | None = None
     pending: list[str] = []
-    for line in text.splitlines():
-        m = _FUNC.match(line)
-        if m:
-            current, pending = out.setdefault(m.group(1), {}), []
+    for kernel, line, starts in _kernel_lines(text):
+        if starts or kernel is None:
+            pending = []
             continue
+        current = out.setdefault(kernel, {})
         m = _LABEL.match(line)
-        if m and current is not None:
+        if m:
             pending.append(m.group(1))
             continue
         m = _LINE.match(line)
-        if m and current is not None and pending:
+        if m and pending:
             for label in pending:
                 current[label] = int(m.group(1), 16)
             pending = []
@@ -243,7 +276,9 @@ def demangle(names: list[str]) -> dict[str, str]:
     tool = shutil.which("c++filt")
     if not tool or not names:
         return {n: n for n in names}
-    proc = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, timeout=60)
+    # errors="replace": a name with a damaged byte is shown with a replacement character, not a UnicodeDecodeError.
+    proc = subprocess.run([tool], input="\n".join(names) + "\n", capture_output=True, text=True, errors="replace",
+                          timeout=60)
     lines = proc.stdout.splitlines()
     if proc.returncode != 0 or len(lines) != len(names):
         return {n: n for n in names}
