@@ -481,3 +481,17 @@ def test_load_of_a_file_says_it_is_a_file(tmp_path):
         MSCRED.load(tmp_path / "notes.txt")
     with pytest.raises(InputError, match="model directory not found"):
         MSCRED.load(tmp_path / "absent")
+
+
+def test_save_and_checkpoints_under_a_file_are_input_errors(fitted, tmp_path):
+    """save("notes.txt/model") and fit(checkpoint_dir="notes.txt") were FileExistsErrors about a path the caller
+    did not write; save("notes.txt") was already an InputError."""
+    notes = tmp_path / "notes.txt"
+    notes.write_text("notes")
+    with pytest.raises(InputError, match="notes.txt is a file, not a folder"):
+        fitted.save(notes / "model")
+    with pytest.raises(InputError, match="notes.txt is a file, not a folder"):
+        MSCRED(epochs=1, **SMALL).fit(_frame(), checkpoint_dir=notes)
+    with pytest.raises(InputError, match="notes.txt is a file, not a folder"):
+        MSCRED(epochs=1, **SMALL).fit(_frame(), checkpoint_dir=notes / "deeper" / "ckpt")
+    assert notes.read_text() == "notes"

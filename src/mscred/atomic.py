@@ -31,6 +31,16 @@ def _check_name(target: Path, what: str) -> None:
         raise InputError(f"{str(target)!r}: give {what} a file or folder name of its own")
 
 
+def check_folders_above(target: str | os.PathLike) -> None:
+    """InputError when a folder ``target`` needs above it is a file (``notes.txt/model``): creating it would be
+    a FileExistsError (or NotADirectoryError) about a path the user did not write."""
+    for above in Path(target).parents:
+        if above.exists():
+            if not above.is_dir():
+                raise InputError(f"{target}: {above} is a file, not a folder")
+            return
+
+
 def check_replaceable_dir(target: str | os.PathLike, owned: Collection[str], what: str) -> None:
     """Raise InputError unless an output directory ``target`` may be written (replaced): it does not exist yet, or
     it is a directory holding only entries named in ``owned`` (a previous output of the same kind, ``what``, e.g.
@@ -38,6 +48,7 @@ def check_replaceable_dir(target: str | os.PathLike, owned: Collection[str], wha
     so that a refusal costs nothing; ``atomic_path(..., owned=...)`` checks again at the write."""
     target = Path(target)
     _check_name(target, what)
+    check_folders_above(target)
     if not target.exists() and not target.is_symlink():
         return
     if not target.is_dir() or target.is_symlink():
@@ -64,6 +75,7 @@ def atomic_path(target: str | os.PathLike, owned: Optional[Collection[str]] = No
     """
     target = Path(target)
     _check_name(target, what)
+    check_folders_above(target)
     with _named_as(target):
         target.parent.mkdir(parents=True, exist_ok=True)
         _remove_orphans(target)

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 from safetensors import safe_open
-from mscred.atomic import atomic_path, save_safetensors
+from mscred.atomic import atomic_path, check_folders_above, save_safetensors
 from mscred.errors import InputError
 
 CHECKPOINT_NAME = "checkpoint.safetensors"
@@ -214,6 +214,7 @@ def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool) -> 
             raise InputError(f"{source}: other data than the checkpoint in {ckpt} (the same sensors, "
                              f"{now['rows']} rows against its {before.get('rows')}, or other values); train without "
                              "resuming to start over")
+    check_folders_above(ckpt / DATA_RECORD_NAME)   # (ckpt itself a file is named too)
     ckpt.mkdir(parents=True, exist_ok=True)
     if not resume:
         (ckpt / CHECKPOINT_NAME).unlink(missing_ok=True)
