@@ -260,3 +260,79 @@ def test_intervals_from_labels():
         {"start": 16, "end": 17, "root_causes": "", "duration": 1},
     ]
     assert len(intervals_from_labels(np.zeros(5))) == 0
+
+
+def test_smd_interpretation_not_utf8_is_bad_input(smd):
+    """A non-UTF-8 interpretation_label file was an internal UnicodeDecodeError (demo exit 1, fleet "error:")."""
+    root, *_ = smd
+    (root / "interpretation_label" / "machine-1-1.txt").write_bytes(b"5-8:1,3\n\xff\xfe21-21:5\n")
+    _raises("interpretation_label/machine-1-1.txt", "cannot read", name="smd:machine-1-1", root=root)
+
+
+def test_smd_interpretation_interval_without_labelled_row_is_refused(smd):
+    """Rows 10-12 are all 0 in test_label: the interval was kept, giving "anomalies found 0/1" silently."""
+    root, *_ = smd
+    (root / "interpretation_label" / "machine-1-1.txt").write_text("5-8:1,3\n10-12:2\n")
+    _raises("interpretation_label/machine-1-1.txt", "interval 10-12", "covers no anomalous row",
+            name="smd:machine-1-1", root=root)
+    # Partly labelled intervals stay accepted (OmniAnomaly's own files are not always exact).
+    (root / "interpretation_label" / "machine-1-1.txt").write_text("3-8:1,3\n21-21:5\n")
+    assert len(load_dataset("smd:machine-1-1", root).anomalies) == 2
+
+
+def test_table_anomalies_checked_at_load(tmp_path):
+    """anomalies.csv was read unchecked: empty/non-UTF-8 files crashed (exit 1); text cells, ragged rows and
+    intervals off the test timestamps loaded, the demo trained, then evaluation failed naming its own copy."""
+    from mscred.data.synthetic import write_synthetic
+
+    write_synthetic(tmp_path / "syn", n_sensors=3, length=3_000, seed=1)
+    path = tmp_path / "syn" / "anomalies.csv"
+    good = pd.read_csv(path, keep_default_na=False)
+    first = int(load_dataset("table", tmp_path / "syn").test["timestamp"].iloc[0])
+    header = "start,end,root_causes,duration\n"
+    cases = [
+        (b"", "the file is empty"),
+        (header.encode() + b"\xff\xfe,1,x,1\n", "not UTF-8"),
+        (f"{header}abc,def,x,1\n".encode(), "column 'start' row 1"),
+        (f"{header}1,2,3,4,5,6\n".encode(), "more fields than the header"),
+        (f"{header}{first + 9},{first + 5},x,1\n".encode(), "row 1: end"),
+        (f"{header}99999,100000,x,1\n".encode(), "row 1: interval 99999..100000 covers none of the test part"),
+        (f"{header}{first + 5},{first + 9},,4\n{first - 50},{first - 40},,10\n".encode(), "row 2: interval"),
+    ]
+    for content, fragment in cases:
+        path.write_bytes(content)
+        _raises(str(path), fragment, name="table", root=tmp_path / "syn")
+    # A header-only file (a dataset with no anomaly writes one) and the original still load.
+    path.write_text(header)
+    assert load_dataset("table", tmp_path / "syn").anomalies.empty
+    good.to_csv(path, index=False)
+    assert len(load_dataset("table", tmp_path / "syn").anomalies) == len(good)
+
+
+def test_missing_smd_and_telemanom_say_where_the_data_comes_from(smd, telemanom, tmp_path):
+    """A missing SMD/SMAP/MSL file said only "not found": these are never shipped, so say where they come from."""
+    root, *_ = smd
+    _raises("machine-9-9.txt", "not found", "OmniAnomaly", "Evaluation you can trust", name="smd:machine-9-9",
+            root=root)
+    _raises("not found", "OmniAnomaly", name="smd", root=tmp_path / "nowhere")
+    troot, _ = telemanom
+    (troot / "labeled_anomalies.csv").unlink()
+    _raises("labeled_anomalies.csv", "not found", "telemanom", "Evaluation you can trust", name="smap:P-1",
+            root=troot)
+
+
+def test_telemanom_fractional_sequence_is_refused(telemanom):
+    """int() truncated [[1.5, 2.7]] to rows 1..2 silently."""
+    root, _ = telemanom
+    table = pd.read_csv(root / "labeled_anomalies.csv")
+    for text in ("[[1.5, 2.7]]", "[[1, 2.0]]", "[[True, 3]]"):
+        table.loc[0, "anomaly_sequences"] = text
+        table.to_csv(root / "labeled_anomalies.csv", index=False)
+        _raises("line 2", text, "whole numbers", name="smap:P-1", root=root)
+
+
+def test_daphnet_bad_flag_names_is_anomaly(tmp_path):
+    """The value was reported in column 'label', a name the file does not have (it is renamed on load)."""
+    pd.DataFrame({"ankle_vert": np.arange(6.0), "is_anomaly": [0, 0, 0, 2, 0, 0]}).to_csv(
+        tmp_path / "S06R02E0.csv", index=False)
+    _raises("S06R02E0.csv", "column 'is_anomaly' row 4", "not 0 or 1", name="daphnet", root=tmp_path)

@@ -84,3 +84,17 @@ def test_demo_on_tep_layout(tep, tmp_path):
     assert result["dataset"] == "tep:3" and result["events_total"] == 1
     written = (tmp_path / "demo" / "data" / "test.csv").read_text().splitlines()
     assert written[0].split(",")[:3] == ["timestamp", "xmeas_01", "xmeas_02"] and len(written) == 201
+
+
+@pytest.mark.parametrize("name", ["d03_te.dat", "d00.dat"])
+def test_tep_text_cell_names_sample_and_variable(tep, name):
+    """A text cell was "cannot read: could not convert string to float: 'abc'", with no place in the file."""
+    root = tep[0]
+    lines = (root / name).read_text().splitlines()
+    fields = lines[5].split()
+    fields[3] = "abc"  # line 6, field 4: sample 6 variable 4, or in the transposed d00.dat variable 6 sample 4
+    lines[5] = " ".join(fields)
+    (root / name).write_text("\n".join(lines) + "\n")
+    sample, variable = (6, 4) if name == "d03_te.dat" else (4, 6)
+    with pytest.raises(InputError, match=f"{name}: line 6: sample {sample}, variable {variable}: value 'abc'"):
+        load_dataset("tep:3", root)

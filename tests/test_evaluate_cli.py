@@ -164,7 +164,7 @@ def test_bad_inputs_exit_2_with_one_line(files, capsys, tmp_path):
     # Events on another scale (row numbers against timestamps 100..119): no event on a scored row gave metrics of
     # zero anomalies with exit 0; one event partly inside is clipped.
     pd.DataFrame({"start": [0, 150], "end": [5, 160]}).to_csv(tmp_path / "rows.csv", index=False)
-    assert "overlaps the scored timestamps (100 .. 119)" in _bad(capsys, [s, "--labels", tmp_path / "rows.csv"])
+    assert "overlaps the SCORES file's timestamps (100 .. 119)" in _bad(capsys, [s, "--labels", tmp_path / "rows.csv"])
     pd.DataFrame({"start": [95, 300], "end": [103, 310]}).to_csv(tmp_path / "part.csv", index=False)
     part = run_json(capsys, s, "--labels", tmp_path / "part.csv")
     assert (part["n_anomalous_rows"], part["events_total"], part["events_outside"]) == (3, 1, 1)

@@ -201,3 +201,29 @@ def test_cli_fleet_partly_trained_is_exit_1(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(mscred.fleet, "run_fleet", lambda *a, **k: summary)
     code, out, err = run_cli(capsys, "fleet", tmp_path, "--out", tmp_path / "out", "--quiet")
     assert code == 1 and "1 of 3 entities trained" in out and "error" not in err
+
+
+def test_dataset_name_means_the_dataset_even_beside_a_folder_of_that_name(tmp_path, monkeypatch):
+    """`mscred fleet smd --data-root smd` run where ./smd exists read ./smd as a folder of tables ("no entity
+    found") and ignored --data-root: a fleet dataset's name always means the dataset; ./smd means the folder."""
+    smd = tmp_path / "smd"
+    (smd / "train").mkdir(parents=True)
+    (smd / "train" / "machine-1-1.txt").write_text("1,2\n")
+    monkeypatch.chdir(tmp_path)
+    assert [e.spec for e in discover("smd", "smd")] == ["smd:machine-1-1"]
+    assert [e.spec for e in discover("SMD:machine-1-1", "smd")] == ["smd:machine-1-1"]
+    with pytest.raises(InputError, match="--data-root"):  # the name without a root: asked for, not read as ./smd
+        discover("smd")
+    with pytest.raises(InputError, match="no entity found"):  # a path spells the folder
+        discover("./smd")
+    with pytest.raises(InputError, match="--data-root smd is for a fleet dataset"):  # never silently ignored
+        discover("./smd", "smd")
+
+
+@pytest.mark.parametrize("content", [b"", b"\xff\xfe\x00chan_id\n"])
+def test_damaged_labeled_anomalies_is_bad_input(tmp_path, content):
+    """An empty or non-UTF-8 labeled_anomalies.csv was `internal error: EmptyDataError/UnicodeDecodeError`."""
+    (tmp_path / "train").mkdir()
+    (tmp_path / "labeled_anomalies.csv").write_bytes(content)
+    with pytest.raises(InputError, match="labeled_anomalies.csv: cannot read"):
+        discover("smap", str(tmp_path))

@@ -163,7 +163,7 @@ def test_background_writer_keeps_order_and_reports_errors():
 def test_failed_checkpoint_write_fails_fit(tmp_path):
     blocked = tmp_path / "blocked"
     blocked.write_text("a file where the checkpoint folder should be")
-    with pytest.raises(OSError):
+    with pytest.raises(InputError, match="blocked is a file, not a folder"):   # (once an OSError from mkdir)
         Trainer(_net(), _cfg(epochs=1)).fit(_segments(count=12), checkpoint_dir=blocked)
 
 

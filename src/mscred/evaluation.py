@@ -122,11 +122,13 @@ def _is_anomalies_table(df: pd.DataFrame) -> bool:
     return {"start", "end"} <= set(df.columns) and "label" not in df.columns
 
 
-def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray,
-                           source: str) -> tuple[np.ndarray, list[set[str]], int, int]:
+def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str, timestamps: str = "the SCORES file's",
+                           refuse_outside: bool = False) -> tuple[np.ndarray, list[set[str]], int, int]:
     """Map anomalies (start, end exclusive, on the timestamp scale) onto row intervals of ``index``: (events,
     causes, how many events had no scored row and were dropped, how many kept ones began before the first scored
-    row or ended after the last one's step and were cut to the scored rows)."""
+    row or ended after the last one's step and were cut to the scored rows). ``timestamps`` names whose timestamps
+    ``index`` holds, in the messages; ``refuse_outside``: an event with no row is an InputError naming it, not
+    dropped (a dataset's own anomalies file, checked at load)."""
     missing = [c for c in ("start", "end") if c not in df.columns]
     if missing:
         raise InputError(f"{source}: no {' and no '.join(repr(c) for c in missing)} column: an anomalies table has "
@@ -138,15 +140,18 @@ def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray,
     try:
         position = np.asarray(index, dtype=np.float64)
     except (TypeError, ValueError):
-        raise InputError(f"{source}: start/end need numeric timestamps in the SCORES file") from None
+        raise InputError(f"{source}: start/end need numeric timestamps in {timestamps} rows") from None
     if np.any(np.diff(position) < 0):
-        raise InputError(f"{source}: the SCORES timestamps are not sorted, cannot place start/end on them")
+        raise InputError(f"{source}: {timestamps} timestamps are not sorted, cannot place start/end on them")
     causes_col = df["root_causes"] if "root_causes" in df.columns else [None] * len(df)
     rows, causes, clipped = [], [], 0
     # An end (exclusive) up to one step past the last row still lies inside: the step is the last spacing.
     last_end = position[-1] + (position[-1] - position[-2] if len(position) > 1 else 1.0) if len(position) else 0.0
-    for s, e, c in zip(starts, ends, causes_col):
+    for k, (s, e, c) in enumerate(zip(starts, ends, causes_col)):
         a, b = np.searchsorted(position, s, side="left"), np.searchsorted(position, e, side="left")
+        if b <= a and refuse_outside and len(position):
+            raise InputError(f"{source}: row {k + 1}: interval {s:g}..{e:g} covers none of {timestamps} timestamps "
+                             f"({position[0]:g} .. {position[-1]:g})")
         if b > a:  # events outside the scored rows are dropped, those partly inside cut to them
             rows.append((a, b))
             causes.append(set(_split_names(c)))
@@ -155,8 +160,8 @@ def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray,
         # Not one event on the scored rows: almost surely start/end on another scale (row numbers against epoch
         # times, seconds against milliseconds); metrics on zero anomalies would be meaningless, not an answer.
         raise InputError(f"{source}: none of its {len(starts)} event(s) (start {starts.min():g} .. end "
-                         f"{ends.max():g}) overlaps the scored timestamps ({position[0]:g} .. {position[-1]:g}): "
-                         "start/end must be on the SCORES file's timestamp scale")
+                         f"{ends.max():g}) overlaps {timestamps} timestamps ({position[0]:g} .. {position[-1]:g}): "
+                         f"start/end must be on {timestamps} timestamp scale")
     return np.asarray(rows, dtype=np.int64).reshape(-1, 2), causes, len(starts) - len(rows), clipped
 
 

@@ -60,7 +60,17 @@ def _size(path: Path) -> int:
 def discover(source: str, root: Optional[str] = None) -> list[Entity]:
     """The entities of ``source`` (see the module docstring), sorted by name; InputError when there are none."""
     path = Path(source)
-    if path.is_dir():
+    # The rule, unambiguous: a source whose name (before any ':') is a fleet dataset's IS that dataset, even when a
+    # folder of that name lies in the current directory (a user's SMD copy is often called ./smd and is the very
+    # --data-root); that folder, as a folder fleet, is spelled with a path ("./smd"). Looking at the disk first
+    # made "mscred fleet smd --data-root smd" read ./smd as tables and silently ignore --data-root.
+    if is_dataset_source(source):
+        entities = _dataset_entities(source, root)
+    elif root is not None:
+        # --data-root only means something for a dataset name; ignoring it would hide a typo in the name.
+        raise InputError(f"{source}: --data-root {root} is for a fleet dataset ({', '.join(MULTI_ENTITY_DATASETS)}"
+                         f"[:names]); a folder fleet is given as SOURCE alone")
+    elif path.is_dir():
         entities = _folder_entities(path)
     elif path.exists():
         raise InputError(f"{source}: a fleet is a folder (one table or sub-folder per entity) or a dataset name "
@@ -77,6 +87,11 @@ def discover(source: str, root: Optional[str] = None) -> list[Entity]:
         raise InputError(f"{source}: several entities would be written under one name ({'; '.join(clashes)}): "
                          "rename them")
     return sorted(entities, key=lambda e: e.name)
+
+
+def is_dataset_source(source: str) -> bool:
+    """Whether ``source`` names a fleet dataset (``smd``, ``smap:A-1,A-2``, ...) rather than a folder."""
+    return str(source).partition(":")[0].strip().lower() in MULTI_ENTITY_DATASETS
 
 
 def _folder_entities(folder: Path) -> list[Entity]:
@@ -123,7 +138,10 @@ def _telemanom_channels(base: Path, data: Path, kind: str) -> list[str]:
                       None)
     if table_path is None:
         raise InputError(f"{base}: labeled_anomalies.csv not found")
-    table = pd.read_csv(table_path)
+    try:  # guarded as datasets._load_telemanom reads it: a damaged table is bad input naming it, not a crash
+        table = pd.read_csv(table_path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise InputError(f"{table_path}: cannot read: {' '.join(str(exc).split())}") from None
     if not {"chan_id", "spacecraft"} <= set(table.columns):
         raise InputError(f"{table_path}: expected columns chan_id and spacecraft")
     ours = table[table["spacecraft"].astype(str).str.upper() == kind.upper()]["chan_id"].astype(str)
@@ -341,7 +359,7 @@ def run_fleet(source: str, out, overrides: Optional[dict[str, Any]] = None, *, r
 
     entities = discover(source, root)
     out = Path(out)
-    if Path(source).is_dir() and out.resolve() == Path(source).resolve():
+    if not is_dataset_source(source) and Path(source).is_dir() and out.resolve() == Path(source).resolve():
         raise InputError(f"--out {out}: is the fleet's own folder {source}; its summary would be read as an "
                          "entity by the next run: write into another folder")
     overrides = {**(overrides or {}), "progress": False}  # several ranks' bars would interleave

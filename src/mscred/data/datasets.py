@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.atomic import atomic_path
-from mscred.data.io import LABEL, TIMESTAMP, load_table, table_from_frame
+from mscred.data.io import LABEL, TIMESTAMP, load_table, short_repr, table_from_frame
 from mscred.errors import InputError
 
 __all__ = ["DATASETS", "LabeledDataset", "load_dataset", "intervals_from_labels"]
@@ -141,7 +141,7 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str 
         raise InputError(f"dataset {kind!r} needs a root folder (root=... / --data-root)")
     root = Path(root)
     if not root.exists():
-        raise InputError(f"{root}: not found")
+        raise InputError(f"{root}: not found{_where(_SMD if kind == 'smd' else _TELEMANOM if kind != 'table' else '')}")
     if kind == "smd":
         return _load_smd(root, item)
     if kind in ("smap", "msl"):
@@ -176,9 +176,14 @@ def _frame(values: np.ndarray, sensors: list[str], labels: Optional[np.ndarray] 
     return df
 
 
+def _where(layout: str) -> str:
+    """Where a downloaded layout's data comes from ("" for the others): a missing file should say how to get it."""
+    return _WHERE.get(layout, "")
+
+
 def _need_file(path: Path, layout: str) -> Path:
     if not path.is_file():
-        raise InputError(f"{path}: not found (expected the {layout})")
+        raise InputError(f"{path}: not found (expected the {layout}){_where(layout)}")
     return path
 
 
@@ -187,7 +192,7 @@ def _pick(item: str, folder: Path, suffix: str, what: str, layout: str) -> str:
     if item:
         return item.strip()
     if not folder.is_dir():
-        raise InputError(f"{folder}: not found (expected the {layout})")
+        raise InputError(f"{folder}: not found (expected the {layout}){_where(layout)}")
     found = sorted(p.stem for p in folder.glob(f"*{suffix}"))
     if len(found) == 1:
         return found[0]
@@ -253,6 +258,12 @@ def _load_smd(root: Path, machine: str) -> LabeledDataset:
     interpretation = root / "interpretation_label" / f"{machine}.txt"
     if interpretation.is_file():
         anomalies = _read_interpretation(interpretation, sensors, len(test))
+        # An interval over rows test_label calls all normal means the two files disagree (another machine's file,
+        # a shifted copy): evaluation would report "anomalies found 0/1" beside a point recall of 1.0, silently.
+        for start, end in zip(anomalies["start"], anomalies["end"]):
+            if not labels[start:end].any():
+                raise InputError(f"{interpretation}: interval {start + 1}-{end} covers no anomalous row of "
+                                 f"{root / 'test_label' / f'{machine}.txt'} (the two files disagree)")
     else:
         anomalies = intervals_from_labels(labels)
     return LabeledDataset(
@@ -266,8 +277,12 @@ def _load_smd(root: Path, machine: str) -> LabeledDataset:
 
 def _read_interpretation(path: Path, sensors: list[str], test_rows: int) -> pd.DataFrame:
     """Lines ``start-end:d1,d2,...``: 1-based inclusive test rows, 1-based dimensions (OmniAnomaly's format)."""
+    try:  # a damaged file is bad input naming it (it was an internal UnicodeDecodeError, "error:" in a fleet)
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError) as exc:
+        raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
     rows = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -295,6 +310,16 @@ def _read_interpretation(path: Path, sensors: list[str], test_rows: int) -> pd.D
 # ------------------------------------------------------------------------------------------------ SMAP / MSL
 
 _TELEMANOM = "SMAP/MSL layout (train/<chan>.npy, test/<chan>.npy, labeled_anomalies.csv)"
+
+
+# These are never shipped nor downloaded (README, "Evaluation you can trust"): a missing file says where they come
+# from, the projects the module docstring names (OmniAnomaly's SMD, telemanom's SMAP/MSL).
+_WHERE = {
+    _SMD: "; SMD is the ServerMachineDataset folder of https://github.com/NetManAIOps/OmniAnomaly "
+          "(README.md, 'Evaluation you can trust')",
+    _TELEMANOM: "; SMAP/MSL are data/ and labeled_anomalies.csv of https://github.com/khundman/telemanom "
+                "(README.md, 'Evaluation you can trust')",
+}
 
 
 def _load_telemanom(root: Path, spacecraft: str, channel: str) -> LabeledDataset:
@@ -330,9 +355,13 @@ def _load_telemanom(root: Path, spacecraft: str, channel: str) -> LabeledDataset
     text = str(row["anomaly_sequences"].iloc[0])
     try:
         sequences = ast.literal_eval(text)  # a literal list of [start, end] pairs, never code
+        # Whole numbers only: int() truncated [[1.5, 2.7]] to [1, 2] silently (True/False are not rows either).
+        if any(type(v) is not int for pair in sequences for v in pair):
+            raise ValueError("not whole numbers")
         sequences = [(int(a), int(b)) for a, b in sequences]
-    except (ValueError, SyntaxError, TypeError):
-        raise InputError(f"{table_path}: line {line}: anomaly_sequences {text!r} is not a list of [start, end]") from None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        raise InputError(f"{table_path}: line {line}: anomaly_sequences {text!r} is not a list of [start, end] "
+                         "(whole numbers)") from None
     labels = np.zeros(len(test), dtype=np.int64)
     rows = []
     for a, b in sequences:
@@ -369,6 +398,35 @@ def _table_frame(table, with_label: bool) -> pd.DataFrame:
     return df
 
 
+def _read_table_anomalies(path: Path, test) -> pd.DataFrame:
+    """``anomalies.csv`` beside a table dataset, checked now as evaluation will read it against the test part.
+
+    Unchecked, an empty/non-UTF-8 file was an internal error, and text cells, ragged rows or intervals off the
+    test timestamps loaded fine: the demo trained and wrote its outputs, then failed at evaluation naming its own
+    copy of the file. Evaluation's reader and interval rule are reused, so the two cannot drift apart.
+    """
+    from mscred.data.io import read_frame
+    from mscred.evaluation import _events_from_anomalies
+
+    # The options of mscred.evaluation.read_frame (text kept, only empty cells missing), whose extra "no data rows"
+    # refusal is left out: a dataset without anomalies writes a header-only anomalies.csv.
+    anomalies = read_frame(path, npy=False, keep_default_na=False, na_values=[""])
+    anomalies.columns = [str(c) for c in anomalies.columns]
+    if list(anomalies.columns) != ANOMALY_COLUMNS:
+        raise InputError(f"{path}: expected columns {', '.join(ANOMALY_COLUMNS)}")
+    if len(anomalies):
+        # Raises on non-numeric start/end, end not after start (end is exclusive), and on an event wholly
+        # outside the test timestamps, which evaluation would drop (labelled data that evaluation silently
+        # ignores is a wrong file, not a detail).
+        _events_from_anomalies(anomalies, np.asarray(test.index), str(path), timestamps="the test part's",
+                               refuse_outside=True)
+        anomalies["start"] = pd.to_numeric(anomalies["start"])
+        anomalies["end"] = pd.to_numeric(anomalies["end"])
+    # As before: an empty root_causes cell is "" (unknown), not NaN.
+    anomalies["root_causes"] = anomalies["root_causes"].fillna("").astype(str)
+    return anomalies
+
+
 def _load_table_dataset(root: Path, missing: str = "error") -> LabeledDataset:
     if root.is_dir():
         train_path, test_path = _find_part(root, "train"), _find_part(root, "test")
@@ -381,9 +439,7 @@ def _load_table_dataset(root: Path, missing: str = "error") -> LabeledDataset:
             raise InputError(f"{test_path}: sensors differ from {train_path.name}'s")
         anomalies_path = root / "anomalies.csv"
         if anomalies_path.is_file():
-            anomalies = pd.read_csv(anomalies_path, keep_default_na=False)
-            if list(anomalies.columns) != ANOMALY_COLUMNS:
-                raise InputError(f"{anomalies_path}: expected columns {', '.join(ANOMALY_COLUMNS)}")
+            anomalies = _read_table_anomalies(anomalies_path, test)
         else:
             anomalies = intervals_from_labels(test.labels, test.index)
         return LabeledDataset(
@@ -436,6 +492,13 @@ def _load_daphnet(root) -> LabeledDataset:
         raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
     if "is_anomaly" not in raw.columns:
         raise InputError(f"{path}: no 'is_anomaly' column (expected the TimeEval CSV format)")
+    # Checked under its own name: after the rename below, table_from_frame reported a bad value as column 'label',
+    # a column the file does not have.
+    flags = pd.to_numeric(raw["is_anomaly"], errors="coerce")
+    bad = np.flatnonzero(~flags.isin([0, 1]).to_numpy())
+    if len(bad):
+        raise InputError(f"{path}: column 'is_anomaly' row {bad[0] + 1}: {short_repr(raw['is_anomaly'].iloc[bad[0]])} "
+                         "is not 0 or 1")
     # TimeEval format: timestamp, channels..., is_anomaly. Timestamps are 1970-based clock times 15 ms apart; the
     # model works in steps, so rows are renumbered.
     frame = raw.drop(columns=[c for c in ("timestamp",) if c in raw.columns]).rename(columns={"is_anomaly": LABEL})
@@ -479,10 +542,21 @@ def _read_tep(path: Path) -> np.ndarray:
     """One whitespace-separated Braatz file as float64 (T, 52); ``d00.dat`` is stored transposed (52 rows)."""
     _need_file(path, _TEP)
     try:
-        values = pd.read_csv(path, sep=r"\s+", header=None).to_numpy(dtype=np.float64)
+        raw = pd.read_csv(path, sep=r"\s+", header=None)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as exc:
         raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
-    if values.shape[0] == len(TEP_SENSORS) and values.shape[1] != len(TEP_SENSORS):
+    transposed = raw.shape[0] == len(TEP_SENSORS) and raw.shape[1] != len(TEP_SENSORS)
+    numeric = raw.apply(pd.to_numeric, errors="coerce")
+    # A text cell was "cannot read: could not convert string to float: 'abc'", with no place: name its sample and
+    # variable (as the non-finite check below does) and its line in the file.
+    text = np.argwhere((numeric.isna() & raw.notna()).to_numpy())
+    if len(text):
+        r, c = text[0]
+        sample, variable = (c + 1, r + 1) if transposed else (r + 1, c + 1)
+        raise InputError(f"{path}: line {r + 1}: sample {sample}, variable {variable}: value "
+                         f"{short_repr(raw.iat[r, c])} is not a number")
+    values = numeric.to_numpy(dtype=np.float64)
+    if transposed:
         values = values.T
     if values.ndim != 2 or values.shape[1] != len(TEP_SENSORS):
         raise InputError(f"{path}: expected {len(TEP_SENSORS)} variables per sample, got shape {values.shape}")
