@@ -62,11 +62,40 @@ def _mark(ax, truth, pred, x) -> None:
     _shade(ax, truth.events, x, TRUTH, 0.9, "true anomaly", ymax=0.06)
 
 
-def _x_axis(scores: Scores) -> np.ndarray:
+def _x_axis(scores: Scores) -> tuple[np.ndarray, str]:
+    """The x values of the figures and their axis label: numeric timestamps (or row numbers) as floats, date
+    timestamps as datetime64 (matplotlib then draws dates; they were drawn as row numbers under a "timestamp"
+    label), anything else as row numbers labelled "row"."""
+    rows = np.arange(len(scores.score), dtype=np.float64)
+    label = "timestamp" if scores.has_timestamp else "row"
     try:
-        return np.asarray(scores.index, dtype=np.float64)
+        return np.asarray(scores.index, dtype=np.float64), label
     except (TypeError, ValueError):
-        return np.arange(len(scores.score), dtype=np.float64)
+        pass
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pandas' "Could not infer format" for text that is no date
+            import pandas as pd
+
+            when = pd.DatetimeIndex(pd.to_datetime(pd.Series(scores.index, dtype=object)))
+    except (TypeError, ValueError, OverflowError):
+        return rows, "row"
+    if when.hasnans:
+        return rows, "row"
+    if when.tz is not None:  # datetime64 holds no zone: one instant scale for mixed offsets
+        when, label = when.tz_convert(None), "timestamp (UTC)"
+    return when.to_numpy(dtype="datetime64[ns]"), label
+
+
+def _is_date(x: np.ndarray) -> bool:
+    return np.issubdtype(x.dtype, np.datetime64)
+
+
+def _at(x: np.ndarray, i: int) -> str:
+    """``x[i]`` as a title shows it: a date as written in the file's format, a number as %g."""
+    import pandas as pd
+
+    return str(pd.Timestamp(x[i])) if _is_date(x) else f"{x[i]:g}"
 
 
 def _threshold(scores: Scores, pred: np.ndarray, result: dict, model) -> tuple[Optional[float], str]:
@@ -83,13 +112,13 @@ def _threshold(scores: Scores, pred: np.ndarray, result: dict, model) -> tuple[O
 def score_figure(scores, truth, pred, threshold, threshold_label) -> str:
     import matplotlib.pyplot as plt
 
-    x = _x_axis(scores)
+    x, xlabel = _x_axis(scores)
     fig, ax = plt.subplots(figsize=(12, 3))
     ax.plot(x, scores.score, lw=0.7, color="#1d3557", label="score")
     _mark(ax, truth, pred, x)
     if threshold is not None:
         ax.axhline(threshold, color="k", ls="--", lw=1, label=threshold_label)
-    ax.set_xlabel("timestamp" if scores.has_timestamp else "row")
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("score")
     ax.legend(loc="upper left", fontsize=8, ncol=4)
     return _png(fig)
@@ -121,25 +150,30 @@ def _mark_gaps(ax, x, values, gaps, j, lo: int = 0, hi: Optional[int] = None) ->
 def series_figure(scores, truth, pred, values, sensors, chosen, gaps=None) -> str:
     import matplotlib.pyplot as plt
 
-    x = _x_axis(scores)
+    x, xlabel = _x_axis(scores)
     fig, axes = plt.subplots(len(chosen), 1, figsize=(12, 1.6 * len(chosen) + 0.4), sharex=True, squeeze=False)
     for ax, name in zip(axes[:, 0], chosen):
         ax.plot(x, values[:, sensors.index(name)], lw=0.6, color="#1d3557")
         _mark_gaps(ax, x, values, gaps, sensors.index(name))
         _mark(ax, truth, pred, x)
         ax.set_ylabel(name, rotation=0, ha="right", fontsize=9)
-    axes[0, 0].legend(loc="upper left", fontsize=8, ncol=2)
+    axes[-1, 0].set_xlabel(xlabel)
+    # only with something labelled in it: all-normal labels with nothing flagged and no gap leave no labelled
+    # artist, and legend() then printed matplotlib's "No artists with labels found" warning on stderr
+    if axes[0, 0].get_legend_handles_labels()[0]:
+        axes[0, 0].legend(loc="upper left", fontsize=8, ncol=2)
     return _png(fig)
 
 
 def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150, max_events: int = 4,
                 gaps=None) -> str:
     """The top sensors around each of the first events (true ones, else detected intervals), +- ``margin`` rows."""
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     spots = list(truth.events[:max_events]) if len(truth.events) else list(runs(pred)[:max_events])
-    x = _x_axis(scores)
+    x, _ = _x_axis(scores)
     fig, axes = plt.subplots(len(chosen), len(spots), figsize=(3.2 * len(spots), 1.5 * len(chosen) + 0.6),
                              squeeze=False)
     for col, (a, b) in enumerate(spots):
@@ -151,11 +185,17 @@ def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150,
             ax.set_xlim(x[lo], x[hi - 1])
             _mark(ax, truth, pred, x)
             ax.tick_params(labelsize=7)
-            ax.xaxis.set_major_locator(MaxNLocator(3))
+            if _is_date(x):  # MaxNLocator would put ticks at fractions of days, unreadable as dates
+                locator = mdates.AutoDateLocator(minticks=2, maxticks=4)
+                ax.xaxis.set_major_locator(locator)
+                ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
+                ax.xaxis.get_offset_text().set_fontsize(7)
+            else:
+                ax.xaxis.set_major_locator(MaxNLocator(3))
             if col == 0:
                 ax.set_ylabel(name, rotation=0, ha="right", fontsize=8)
             if row == 0:
-                ax.set_title(f"around {x[a]:g}..{x[b - 1]:g}", fontsize=8)
+                ax.set_title(f"around {_at(x, a)}..{_at(x, b - 1)}", fontsize=8)
     fig.tight_layout()
     return _png(fig)
 
@@ -238,7 +278,20 @@ def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: n
     return out
 
 
-def residual_figure(items, windows, sensors, index) -> str:
+def _residual_sensors(res: np.ndarray, n_full: int = 40, top: int = 20) -> Optional[np.ndarray]:
+    """The sensors a residual panel shows: None (all of them, in column order) up to ``n_full`` sensors, else the
+    ``top`` sensors with the largest residual rows of this window (summed over the scales), largest first.
+
+    200 x 200 matrices in ~180 px without ticks matched no row to a sensor; the rows of the worst sensors, with
+    their names, are what a reader looks for (MSCRED's root causes are the rows with the largest residuals)."""
+    n = res.shape[-1]
+    if n <= n_full:
+        return None
+    load = res.sum(axis=(0, 2), dtype=np.float64)            # (n,) each sensor's row, all scales
+    return np.argsort(-load, kind="mergesort")[:top]
+
+
+def residual_figure(items, windows, sensors, index, n_full: int = 40, top: int = 20) -> str:
     import matplotlib.pyplot as plt
 
     from matplotlib.colors import PowerNorm
@@ -249,14 +302,23 @@ def residual_figure(items, windows, sensors, index) -> str:
     # residuals of the long windows visible beside the large ones of w = 10
     norm = PowerNorm(0.5, vmin=0.0, vmax=max(float(r.max()) for _, _, r in items) or 1.0)
     for row, (w, last, res) in enumerate(items):
+        pick = _residual_sensors(res, n_full, top)           # the same sensors in every scale of one window
+        names = sensors if pick is None else [sensors[i] for i in pick]
+        size = max(4.0, min(8.0, 150 / len(names)))
         for s in range(n_scales):
             ax = axes[row, s]
-            im = ax.imshow(res[s], cmap="magma", norm=norm)
+            im = ax.imshow(res[s] if pick is None else res[s][np.ix_(pick, pick)], cmap="magma", norm=norm)
             when = index[last] if last >= 0 else "?"
-            ax.set_title(f"window {w} (to {when}), w = {windows[s]}", fontsize=8)
-            ax.set_xticks([])
-            if s == 0 and len(sensors) <= 40:
-                ax.set_yticks(range(len(sensors)), sensors, fontsize=max(4.0, min(8.0, 150 / len(sensors))))
+            title = f"window {w} (to {when}), w = {windows[s]}"
+            if pick is not None:  # say that the panel is a part of the matrix, and which
+                title += f"\ntop {len(pick)} of {len(sensors)} sensors by residual"
+            ax.set_title(title, fontsize=8)
+            if pick is None:
+                ax.set_xticks([])
+            else:  # each window has its own sensors: name the columns too, in every panel
+                ax.set_xticks(range(len(names)), names, rotation=90, fontsize=size)
+            if s == 0:  # the rows are the same sensors across one window's scales
+                ax.set_yticks(range(len(names)), names, fontsize=size)
             else:
                 ax.set_yticks([])
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label="(M - recon)^2 (square-root colour scale)")
