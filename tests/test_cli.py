@@ -397,3 +397,19 @@ def test_train_writes_its_validation_scores_for_evaluate(tmp_path, capsys):
     assert "--nproc" in _bad(capsys, "train", data, "--out", tmp_path / "m2", "--nproc", 2, "--val-scores",
                              tmp_path / "v2.csv", match="--val-scores")
     assert not (tmp_path / "m2").exists()
+
+
+def test_out_of_gpu_memory_is_one_line_with_advice(tmp_path, capsys, monkeypatch):
+    """torch's OutOfMemoryError was an "internal error" with torch's paragraph about allocator settings."""
+    from mscred.detector import MSCRED
+
+    data = tmp_path / "train.csv"
+    _frame().to_csv(data, index=False)
+    out_of_memory = type("OutOfMemoryError", (RuntimeError,), {})
+
+    def fit(self, *args, **kwargs):
+        raise out_of_memory("CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0 has a total capacity of 139 GiB")
+    monkeypatch.setattr(MSCRED, "fit", fit)
+    code, _, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--quiet")
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("mscred: error: out of GPU memory: try a smaller --batch-size") and "20.00 GiB" in err

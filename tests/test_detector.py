@@ -495,3 +495,28 @@ def test_save_and_checkpoints_under_a_file_are_input_errors(fitted, tmp_path):
     with pytest.raises(InputError, match="notes.txt is a file, not a folder"):
         MSCRED(epochs=1, **SMALL).fit(_frame(), checkpoint_dir=notes / "deeper" / "ckpt")
     assert notes.read_text() == "notes"
+
+
+def test_training_that_would_not_fit_the_cpu_memory_is_refused_up_front(monkeypatch):
+    """The batch holds every window's activations, which grow with the sensors squared (200 sensors at batch 32:
+    ~24 GB): past the memory available the OOM killer ended the process without a word."""
+    import mscred.detector as detector
+
+    from mscred.detector import check_training_memory, training_memory
+
+    # the estimate against the two measurements it was taken from (ru_maxrss: 1.56 GB and 4.38 GB)
+    assert training_memory(40, 32, (32, 64, 128, 256), 5) == pytest.approx(1.56e9, rel=0.05)
+    assert training_memory(80, 32, (32, 64, 128, 256), 5) == pytest.approx(4.38e9, rel=0.05)
+    cfg = MSCREDConfig()
+    cfg.model.n_sensors = 200
+    check_training_memory("t.csv", cfg, 32, None)            # the OS does not say: no check
+    check_training_memory("t.csv", cfg, 32, 64 * 2 ** 30)    # fits
+    with pytest.raises(InputError, match=r"t.csv: training 200 sensors at batch 32 needs ~22.\d GiB on the CPU "
+                                         r".*8 GiB is available; --batch-size (\d+) \(batch_size=\1\) fits"):
+        check_training_memory("t.csv", cfg, 32, 8 * 2 ** 30)
+    with pytest.raises(InputError, match="even one window does not fit"):
+        check_training_memory("t.csv", cfg, 32, 2 ** 28)
+    # fit checks it before any training, with the batch capped at the training windows
+    monkeypatch.setattr(detector, "available_memory", lambda: 2 ** 20)
+    with pytest.raises(InputError, match="training data: training 5 sensors at batch 32 needs"):
+        MSCRED(epochs=1, **SMALL).fit(_frame())

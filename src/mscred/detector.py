@@ -330,6 +330,8 @@ class MSCRED:
 
         cfg.model.n_sensors = len(self.sensors_)
         cfg.model.n_scales = len(cfg.signature.windows)
+        if self.device_ == "cpu":   # (a CUDA run that does not fit raises torch's OutOfMemoryError, said in one line)
+            check_training_memory(table.source, cfg, min(cfg.train.batch_size, split), available_memory())
         seed_torch(cfg.train.seed, self.device_)                      # the initial weights are part of the seed
         # backend "auto" trains fused on a CUDA device; the saved config keeps "auto", which a loaded model (a
         # one-shot `mscred detect`) scores with the reference ops: with the fused kernels' start-up in a fresh
@@ -694,6 +696,51 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
         if value not in choices:
             return f"{name} {value!r}: must be one of {', '.join(choices)}"
     return None
+
+
+# Peak training memory on the CPU (reference ops, float32, eager), bytes per window of a batch per sensor squared,
+# at the default channels (32 first) and 5 steps: 18.4 KB. Measured 2026-12-03 with ru_maxrss on this 2-core box
+# (40 sensors, batch 32: 1.56 GB; 80 sensors: 4.38 GB; the difference over 80^2 - 40^2); the signature matrices,
+# the activations and their gradients all grow with n^2, so 200 sensors at batch 32 need ~24 GB.
+TRAIN_BYTES_PER_WINDOW_SENSOR2 = 18_400
+TRAIN_BASE_BYTES = 0.6e9   # torch and the process itself, with a small model
+
+
+def training_memory(n_sensors: int, batch: int, channels: tuple[int, ...], steps: int) -> float:
+    """Estimated peak bytes of CPU training (``TRAIN_BYTES_PER_WINDOW_SENSOR2``, scaled by the first level's
+    channels and the steps, which the level-1 activations that dominate it are proportional to)."""
+    scale = (channels[0] / 32) * (steps / 5)
+    return TRAIN_BASE_BYTES + TRAIN_BYTES_PER_WINDOW_SENSOR2 * scale * batch * n_sensors ** 2
+
+
+def available_memory() -> Optional[int]:
+    """Bytes the kernel says a process can still get (Linux's MemAvailable), or None where it does not say."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def check_training_memory(source, cfg: MSCREDConfig, batch: int, available: Optional[int]) -> None:
+    """InputError before training when the estimate, taken at 80% (it is one machine's measurement), is more than
+    the memory available: past it the OOM killer ends the process without a word (the batch holds all its windows'
+    activations, which grow with the sensor count squared). Names the largest batch size that fits."""
+    if available is None:
+        return
+    n, channels, steps = cfg.model.n_sensors, tuple(cfg.model.channels), cfg.signature.steps
+    need = training_memory(n, batch, channels, steps)
+    if 0.8 * need <= available:
+        return
+    fits = next((b for b in range(batch - 1, 0, -1) if 0.8 * training_memory(n, b, channels, steps) <= available),
+                None)
+    advice = (f"--batch-size {fits} (batch_size={fits}) fits" if fits else
+              "even one window does not fit: fewer sensors, or a GPU")
+    raise InputError(f"{source}: training {n} sensors at batch {batch} needs ~{need / 2 ** 30:.3g} GiB on the CPU "
+                     f"(it grows with the sensors squared), {available / 2 ** 30:.3g} GiB is available; {advice}")
 
 
 def _weights_mismatch(expected: dict, got: dict) -> str:
