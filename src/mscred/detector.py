@@ -699,11 +699,12 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
 
 
 # Peak training memory on the CPU (reference ops, float32, eager), bytes per window of a batch per sensor squared,
-# at the default channels (32 first) and 5 steps: 18.4 KB. Measured 2026-12-03 with ru_maxrss on this 2-core box
-# (40 sensors, batch 32: 1.56 GB; 80 sensors: 4.38 GB; the difference over 80^2 - 40^2); the signature matrices,
-# the activations and their gradients all grow with n^2, so 200 sensors at batch 32 need ~24 GB.
-TRAIN_BYTES_PER_WINDOW_SENSOR2 = 18_400
-TRAIN_BASE_BYTES = 0.6e9   # torch and the process itself, with a small model
+# at the default channels (32 first) and 5 steps: 18.5 KB. Measured 2026-12-03 with ru_maxrss on this 2-core box
+# (40 sensors, batch 32: 1.63 GB; 80 sensors: 4.48 GB; the difference over 80^2 - 40^2;
+# benchmarks/measure_train_memory.py, results/train_memory/); the signature matrices, the activations and their
+# gradients all grow with n^2, so 200 sensors at batch 32 need ~24 GB.
+TRAIN_BYTES_PER_WINDOW_SENSOR2 = 18_500
+TRAIN_BASE_BYTES = 0.68e9   # torch and the process itself, with a small model
 
 
 def training_memory(n_sensors: int, batch: int, channels: tuple[int, ...], steps: int) -> float:
