@@ -256,7 +256,7 @@ def test_estimator_interpolates_dataframes_when_configured():
     from mscred.detector import MSCRED
 
     rng = np.random.default_rng(0)
-    df = pd.DataFrame(rng.standard_normal((160, 4)), columns=list("abcd"))
+    df = pd.DataFrame(rng.standard_normal((200, 4)), columns=list("abcd"))   # (200 rows: 3 validation windows)
     df.iloc[20:25, 1] = np.nan
     with pytest.raises(InputError, match="missing value"):
         MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(df)

@@ -403,7 +403,10 @@ def test_bf16_on_a_cpu_follows_native_support(monkeypatch):
 
     monkeypatch.setattr(train_graphs, "bf16_native", lambda device: False)
     monkeypatch.setattr("mscred.train.bf16_native", lambda device: False)
-    assert Trainer(_net(), _cfg(bf16=True, device="cpu")).bf16 is False
+    from mscred.errors import IgnoredSettingWarning
+
+    with pytest.warns(IgnoredSettingWarning, match="--bf16 .* ignored: this CPU has no native bf16"):
+        assert Trainer(_net(), _cfg(bf16=True, device="cpu")).bf16 is False
     assert not isinstance(train_graphs.autocast(torch.device("cpu"), True), torch.autocast)
     monkeypatch.setattr("mscred.train.bf16_native", lambda device: True)
     assert Trainer(_net(), _cfg(bf16=True, device="cpu")).bf16 is True
