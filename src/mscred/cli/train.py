@@ -181,8 +181,10 @@ def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_bac
     out = Path(out)
     ckpt = checkpoint_dir_for(out)
     created = _first_missing(ckpt)   # what the sensors record creates: the folder, and any missing parents
-    # Every path (one process, --nproc, each rank under torchrun) checks --resume against the recorded sensors.
-    match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume)
+    if nproc > 1 or under_torchrun():
+        # --resume against the recorded data, here for the ranks (which do not go through MSCRED.fit, where one
+        # process checks it: the values are hashed once)
+        match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume)
     start = time.perf_counter()
     try:
         if nproc > 1 or under_torchrun():
