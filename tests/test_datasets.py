@@ -298,6 +298,7 @@ def test_table_anomalies_checked_at_load(tmp_path):
         (f"{header}{first + 9},{first + 5},x,1\n".encode(), "row 1: end"),
         (f"{header}99999,100000,x,1\n".encode(), "row 1: interval 99999..100000 covers none of the test part"),
         (f"{header}{first + 5},{first + 9},,4\n{first - 50},{first - 40},,10\n".encode(), "row 2: interval"),
+        (f"{header}{first + 5},{first + 9},no_such_sensor,4\n".encode(), "row 1: root cause 'no_such_sensor' is not"),
     ]
     for content, fragment in cases:
         path.write_bytes(content)

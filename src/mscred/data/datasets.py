@@ -406,7 +406,7 @@ def _read_table_anomalies(path: Path, test) -> pd.DataFrame:
     copy of the file. Evaluation's reader and interval rule are reused, so the two cannot drift apart.
     """
     from mscred.data.io import read_frame
-    from mscred.evaluation import _events_from_anomalies
+    from mscred.evaluation import _events_from_anomalies, _split_names
 
     # The options of mscred.evaluation.read_frame (text kept, only empty cells missing), whose extra "no data rows"
     # refusal is left out: a dataset without anomalies writes a header-only anomalies.csv.
@@ -424,6 +424,13 @@ def _read_table_anomalies(path: Path, test) -> pd.DataFrame:
         anomalies["end"] = pd.to_numeric(anomalies["end"])
     # As before: an empty root_causes cell is "" (unknown), not NaN.
     anomalies["root_causes"] = anomalies["root_causes"].fillna("").astype(str)
+    # A name that is no sensor of the data (a typo, another export's names) could never be found: root-cause recall
+    # would read low with no word of why.
+    sensors = set(test.sensors)
+    for row, cell in enumerate(anomalies["root_causes"]):
+        unknown = [name for name in _split_names(cell) if name not in sensors]
+        if unknown:
+            raise InputError(f"{path}: row {row + 1}: root cause {unknown[0]!r} is not a sensor of the test data")
     return anomalies
 
 
