@@ -180,9 +180,9 @@ def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool) -> 
     checkpoint under this run's record).
 
     The network's convolutions do not depend on the sensor count, so a checkpoint of other data would load and
-    training would silently continue a model of other data. ``MSCRED.fit`` checks it, and so does the CLI before
-    it starts (also for ``--nproc`` and torchrun, which do not go through ``fit``). A record of an older mscred (a
-    list of sensors) is checked for the sensors only; a checkpoint folder without one resumes.
+    training would silently continue a model of other data. ``MSCRED.fit`` checks it; the CLI checks it itself
+    only for ``--nproc`` and torchrun ranks, which do not go through ``fit``. A record of an older mscred (a list of
+    sensors) is checked for the sensors only; a checkpoint folder without one resumes.
     """
     import hashlib
 

@@ -141,7 +141,8 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str 
         raise InputError(f"dataset {kind!r} needs a root folder (root=... / --data-root)")
     root = Path(root)
     if not root.exists():
-        raise InputError(f"{root}: not found{_where(_SMD if kind == 'smd' else _TELEMANOM if kind != 'table' else '')}")
+        layout = {"smd": _SMD, "smap": _TELEMANOM, "msl": _TELEMANOM}.get(kind, "")   # (table: the user's own files)
+        raise InputError(f"{root}: not found{_WHERE.get(layout, '')}")
     if kind == "smd":
         return _load_smd(root, item)
     if kind in ("smap", "msl"):
@@ -176,14 +177,9 @@ def _frame(values: np.ndarray, sensors: list[str], labels: Optional[np.ndarray] 
     return df
 
 
-def _where(layout: str) -> str:
-    """Where a downloaded layout's data comes from ("" for the others): a missing file should say how to get it."""
-    return _WHERE.get(layout, "")
-
-
 def _need_file(path: Path, layout: str) -> Path:
     if not path.is_file():
-        raise InputError(f"{path}: not found (expected the {layout}){_where(layout)}")
+        raise InputError(f"{path}: not found (expected the {layout}){_WHERE.get(layout, '')}")
     return path
 
 
@@ -192,7 +188,7 @@ def _pick(item: str, folder: Path, suffix: str, what: str, layout: str) -> str:
     if item:
         return item.strip()
     if not folder.is_dir():
-        raise InputError(f"{folder}: not found (expected the {layout}){_where(layout)}")
+        raise InputError(f"{folder}: not found (expected the {layout}){_WHERE.get(layout, '')}")
     found = sorted(p.stem for p in folder.glob(f"*{suffix}"))
     if len(found) == 1:
         return found[0]
