@@ -412,4 +412,4 @@ def test_out_of_gpu_memory_is_one_line_with_advice(tmp_path, capsys, monkeypatch
     monkeypatch.setattr(MSCRED, "fit", fit)
     code, _, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--quiet")
     assert code == 1 and err.count("\n") == 1, err
-    assert err.startswith("mscred: error: out of GPU memory: try a smaller --batch-size") and "20.00 GiB" in err
+    assert err.startswith("mscred: error: out of GPU memory: try --micro-batch") and "20.00 GiB" in err

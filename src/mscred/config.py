@@ -54,6 +54,11 @@ MISSING_POLICIES = ("error", "interpolate")
 class TrainConfig:
     epochs: int = 10
     batch_size: int = 32
+    # Windows per forward and backward pass: a batch runs in micro-batches of this many windows, whose gradients
+    # add up to the batch's, so the Adam step is the same in the memory of one micro-batch (train_graphs.
+    # accumulated_step; eager, without CUDA graphs). None: the whole batch at once, unless on the CPU it would not
+    # fit in the memory available, where fit picks the largest micro-batch that does and says so.
+    micro_batch: Optional[int] = None
     lr: float = 2e-4  # Adam, as the paper
     # Last fraction of the training windows held out for validation (SPEC: last 2,000 of 8,000 steps).
     val_fraction: float = 0.25
@@ -106,7 +111,7 @@ class ScoreConfig:
 # Settings that do not make another model: where and how fast it trains and scores, and what fit fills in from the
 # data (the sensor count). A fleet's --resume keeps models that differ only in these; set_params keeps a fit.
 RUNTIME_SETTINGS = {"model": {"n_sensors", "n_scales", "backend", "conv_backend"},
-                    "train": {"device", "bf16", "cuda_graphs", "cudnn_benchmark", "progress"}}
+                    "train": {"device", "bf16", "cuda_graphs", "cudnn_benchmark", "progress", "micro_batch"}}
 
 
 @dataclass

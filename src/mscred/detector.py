@@ -27,7 +27,7 @@ from mscred import __version__
 from mscred.atomic import atomic_path, save_safetensors
 from mscred.config import RUNTIME_SETTINGS, MSCREDConfig
 from mscred.detect import Calibration, WindowResult, score_windows, timestamp_windows
-from mscred.errors import CalibrationWarning, InputError, NotFittedError
+from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, NotFittedError
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -47,6 +47,13 @@ MIN_VALIDATION_WINDOWS = 3
 INFER_BATCH = 128
 INFER_BATCH_CUDA = 1024
 INFER_SENSORS_CUDA = 30
+# On a CPU a scoring batch holds ~3.3 KB of activations per window per sensor squared at the default channels
+# (a no-grad forward of 128 windows peaked at 1.36 GB with 40 sensors and 3.37 GB with 80, the difference over
+# 128 x (80^2 - 40^2); benchmarks/measure_train_memory.py --score, results/train_memory/): 128 windows of 200
+# sensors would need ~17 GB. The CPU batch is kept within INFER_BYTES_CPU of them (128 windows up to ~50 sensors,
+# 8 at 200); past a few dozen windows of that size a smaller batch costs a CPU no speed.
+SCORE_BYTES_PER_WINDOW_SENSOR2 = 3_300
+INFER_BYTES_CPU = 2 ** 30
 # Signature matrices scored at a time (``MSCRED._score_rows``), whatever the series' length: one pass up to ~24,000
 # segments of 30 sensors (~240,000 rows at the default gap). 100,000 rows x 80 sensors then peaked at 1.6 GB of
 # process memory against 2.7 GB in one pass (benchmarks/results/detect_memory/).
@@ -55,9 +62,11 @@ STREAM_SEGMENT_BYTES = 256 * 2 ** 20
 
 def inference_batch(device: str, train_batch: int, n_sensors: int) -> int:
     """Windows per scoring batch on ``device`` ("cpu" or "cuda", as ``_resolve_device`` gives it) for a model of
-    ``n_sensors``: at least the training batch."""
+    ``n_sensors``: at least the training batch, except on a CPU where that many windows of this size would hold
+    more than INFER_BYTES_CPU of activations (then as many as fit in them, at least one)."""
     if device != "cuda":
-        return max(train_batch, INFER_BATCH)
+        fit = INFER_BYTES_CPU // (SCORE_BYTES_PER_WINDOW_SENSOR2 * n_sensors ** 2)
+        return max(1, min(max(train_batch, INFER_BATCH), fit))
     scaled = INFER_BATCH_CUDA * INFER_SENSORS_CUDA ** 2 // max(n_sensors, INFER_SENSORS_CUDA) ** 2
     return max(train_batch, INFER_BATCH, scaled)
 
@@ -330,15 +339,18 @@ class MSCRED:
 
         cfg.model.n_sensors = len(self.sensors_)
         cfg.model.n_scales = len(cfg.signature.windows)
+        train_cfg = cfg.train
         if self.device_ == "cpu":   # (a CUDA run that does not fit raises torch's OutOfMemoryError, said in one line)
-            check_training_memory(table.source, cfg, min(cfg.train.batch_size, split), available_memory())
+            micro = training_micro_batch(table.source, cfg, min(cfg.train.batch_size, split), available_memory(),
+                                         _world_size())
+            train_cfg = dataclasses.replace(cfg.train, micro_batch=micro)  # the saved config keeps the setting
         seed_torch(cfg.train.seed, self.device_)                      # the initial weights are part of the seed
         # backend "auto" trains fused on a CUDA device; the saved config keeps "auto", which a loaded model (a
         # one-shot `mscred detect`) scores with the reference ops: with the fused kernels' start-up in a fresh
         # process, detect of 10,000 rows took 9.1-12.1 s on the H200 against 5.1-5.7 s (results/cli_defaults/).
         self.net_ = MSCREDNet(dataclasses.replace(cfg.model, backend=resolve_model_backend(cfg.model.backend,
                                                                                             self.device_)))
-        trainer = self._make_trainer(self.net_, cfg.train, steps)
+        trainer = self._make_trainer(self.net_, train_cfg, steps)
         if checkpoint_dir is not None:   # a resume on other data would continue a model of that data silently
             match_checkpoint_data(Path(checkpoint_dir), self.sensors_, table.values, table.source, resume)
         self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume)
@@ -646,6 +658,8 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     for name, value, low in (("epochs", train.epochs, 1), ("batch_size", train.batch_size, 1), ("seed", train.seed, 0)):
         if not _whole(value, low):
             return f"train.{name} {value!r}: must be an integer >= {low}"
+    if train.micro_batch is not None and not _whole(train.micro_batch, 1):
+        return f"train.micro_batch {train.micro_batch!r}: must be None (the whole batch) or an integer >= 1"
     if train.early_stopping_patience is not None and not _whole(train.early_stopping_patience, 1):
         return f"train.early_stopping_patience {train.early_stopping_patience!r}: must be None or an integer >= 1"
     if not (_number(train.lr) and train.lr > 0):
@@ -698,20 +712,25 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     return None
 
 
-# Peak training memory on the CPU (reference ops, float32, eager), bytes per window of a batch per sensor squared,
-# at the default channels (32 first) and 5 steps: 18.5 KB. Measured 2026-12-03 with ru_maxrss on this 2-core box
-# (40 sensors, batch 32: 1.63 GB; 80 sensors: 4.48 GB; the difference over 80^2 - 40^2;
-# benchmarks/measure_train_memory.py, results/train_memory/); the signature matrices, the activations and their
-# gradients all grow with n^2, so 200 sensors at batch 32 need ~24 GB.
-TRAIN_BYTES_PER_WINDOW_SENSOR2 = 18_500
+# Peak memory of CPU training through fit (reference ops, float32, eager), at the default channels (32 first) and
+# 5 steps: the process itself, TRAIN_BYTES_PER_WINDOW_SENSOR2 per window of a forward/backward pass (a batch, or a
+# micro-batch) per sensor squared, and the scoring pass after training (inference_batch's windows at
+# SCORE_BYTES_PER_WINDOW_SENSOR2), which adds to it rather than reusing the training's freed memory. Measured with
+# ru_maxrss on this 2-core box, 2026-12-03 (benchmarks/measure_train_memory.py, results/train_memory/): 80 sensors
+# at passes of 2 / 8 / 16 / 32 windows 1.74 / 2.41 / 3.03 / 4.14 GB, 120 sensors at 4 / 16 windows 2.44 / 4.86 GB,
+# 40 sensors at 32 windows 1.63 GB; the per-window figure is the steepest of those slopes (10.8-14.0 KB), so the
+# estimate is above every measurement (by 0-29%) and is taken as it is. 200 sensors at batch 32: ~20 GB.
+TRAIN_BYTES_PER_WINDOW_SENSOR2 = 14_500
 TRAIN_BASE_BYTES = 0.68e9   # torch and the process itself, with a small model
 
 
-def training_memory(n_sensors: int, batch: int, channels: tuple[int, ...], steps: int) -> float:
-    """Estimated peak bytes of CPU training (``TRAIN_BYTES_PER_WINDOW_SENSOR2``, scaled by the first level's
-    channels and the steps, which the level-1 activations that dominate it are proportional to)."""
+def training_memory(n_sensors: int, batch: int, channels: tuple[int, ...], steps: int, per_pass: Optional[int] = None
+                    ) -> float:
+    """Estimated peak bytes of CPU training at ``batch`` in passes of ``per_pass`` windows (None: the batch), its
+    scoring pass included; the activations, which dominate, scale with the first level's channels and the steps."""
     scale = (channels[0] / 32) * (steps / 5)
-    return TRAIN_BASE_BYTES + TRAIN_BYTES_PER_WINDOW_SENSOR2 * scale * batch * n_sensors ** 2
+    scoring = inference_batch("cpu", batch, n_sensors) * SCORE_BYTES_PER_WINDOW_SENSOR2
+    return TRAIN_BASE_BYTES + scale * n_sensors ** 2 * (scoring + TRAIN_BYTES_PER_WINDOW_SENSOR2 * (per_pass or batch))
 
 
 def available_memory() -> Optional[int]:
@@ -726,22 +745,50 @@ def available_memory() -> Optional[int]:
     return None
 
 
-def check_training_memory(source, cfg: MSCREDConfig, batch: int, available: Optional[int]) -> None:
-    """InputError before training when the estimate, taken at 80% (it is one machine's measurement), is more than
-    the memory available: past it the OOM killer ends the process without a word (the batch holds all its windows'
-    activations, which grow with the sensor count squared). Names the largest batch size that fits."""
+def training_micro_batch(source, cfg: MSCREDConfig, batch: int, available: Optional[int],
+                         world_size: int = 1) -> Optional[int]:
+    """The micro-batch (``TrainConfig.micro_batch``) CPU training runs at, from ``training_memory`` against the
+    memory available: past it the OOM killer ends the process without a word (a pass holds all its windows'
+    activations, which grow with the sensor count squared).
+
+    A micro-batch that was set is kept when it fits and refused (InputError naming one that fits) when it does not.
+    Unset: None (the whole batch in one pass) when the batch fits, else the largest micro-batch that does, with a
+    note (MicroBatchWarning): the same Adam steps in more passes. InputError when even one window does not fit.
+    Under DDP on one machine (``world_size`` ranks) each rank runs its share of the batch in a share of the memory.
+    """
+    set_micro = cfg.train.micro_batch
     if available is None:
-        return
+        return set_micro
     n, channels, steps = cfg.model.n_sensors, tuple(cfg.model.channels), cfg.signature.steps
-    need = training_memory(n, batch, channels, steps)
-    if 0.8 * need <= available:
-        return
-    fits = next((b for b in range(batch - 1, 0, -1) if 0.8 * training_memory(n, b, channels, steps) <= available),
-                None)
-    advice = (f"--batch-size {fits} (batch_size={fits}) fits" if fits else
-              "even one window does not fit: fewer sensors, or a GPU")
-    raise InputError(f"{source}: training {n} sensors at batch {batch} needs ~{need / 2 ** 30:.3g} GiB on the CPU "
-                     f"(it grows with the sensors squared), {available / 2 ** 30:.3g} GiB is available; {advice}")
+    share = -(-batch // world_size)
+    per_pass = min(set_micro or share, share)
+    memory = available / world_size
+
+    def need(windows: int) -> float:
+        return training_memory(n, share, channels, steps, per_pass=windows)
+
+    if need(per_pass) <= memory:
+        return set_micro
+    largest = next((b for b in range(per_pass - 1, 0, -1) if need(b) <= memory), None)
+    what = (f"{source}: training {n} sensors {f'in micro-batches of {per_pass}' if set_micro else f'at batch {per_pass}'}"
+            f"{f' on each of {world_size} processes' if world_size > 1 else ''} needs ~"
+            f"{need(per_pass) * world_size / 2 ** 30:.3g} GiB on the CPU (it grows with the sensors squared), "
+            f"{available / 2 ** 30:.3g} GiB is available")
+    if largest is None:
+        raise InputError(f"{what}; even one window does not fit: fewer sensors, or a GPU")
+    if set_micro is not None:
+        raise InputError(f"{what}; --micro-batch {largest} (micro_batch={largest}) fits")
+    warnings.warn(MicroBatchWarning(
+        f"{what}: each batch runs in micro-batches of {largest} window(s), the same training in "
+        f"{-(-share // largest)} passes a batch (--micro-batch sets it)"), stacklevel=3)
+    return largest
+
+
+def _world_size() -> int:
+    """Processes training together (DistributedDataParallel's world), 1 outside a process group."""
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 def _weights_mismatch(expected: dict, got: dict) -> str:

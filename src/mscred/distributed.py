@@ -42,7 +42,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from mscred.config import TrainConfig
 from mscred.train import Trainer, WindowDataset, seed_torch
-from mscred.train_graphs import GraphedStep, StateSnapshot, train_losses
+from mscred.train_graphs import GraphedStep, StateSnapshot, accumulated_step
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +57,10 @@ def shard(batch: torch.Tensor, rank: int, world_size: int) -> torch.Tensor:
 class ShardEagerStep:
     """One Adam step on this rank's shard, run op by op; the loss is scaled so DDP's mean gives the global mean."""
 
-    def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, data: WindowDataset, bf16: bool = False):
+    def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, data: WindowDataset, bf16: bool = False,
+                 micro_batch: Optional[int] = None):
         self.module, self.optimizer, self.data, self.bf16 = module, optimizer, data, bf16
+        self.micro_batch = micro_batch
 
     def __call__(self, idx: torch.Tensor, scale: float) -> torch.Tensor:
         """Windows ``idx`` (b_r,) of a global batch, ``scale`` = world_size / b. Returns the scaled local loss."""
@@ -67,11 +69,8 @@ class ShardEagerStep:
         if idx.numel() == 0:  # an empty shard still joins the all-reduce, with one window of weight 0
             idx = torch.zeros(1, dtype=torch.long, device=idx.device)
             weight = torch.zeros(1, device=idx.device)
-        losses = train_losses(self.module, self.data.batch(idx), self.bf16)
-        loss = (losses * weight).sum()
-        loss.backward()  # DDP all-reduces (averages) the gradients here
-        self.optimizer.step()
-        return loss.detach()
+        # DDP all-reduces (averages) the gradients in the (last micro-batch's) backward
+        return accumulated_step(self.module, self.optimizer, self.data, idx, weight, self.bf16, self.micro_batch)
 
 
 class ShardGraphedStep(GraphedStep):
@@ -118,7 +117,11 @@ class DistributedTrainer(Trainer):
     # ------------------------------------------------------------------------------------------------ hooks
     def _forward_module(self) -> nn.Module:
         if self.ddp is None:
-            kwargs: dict[str, Any] = {"static_graph": True}
+            # static_graph lets a CUDA graph capture DDP's all-reduce; eager steps go without it, since with it the
+            # micro-batches' no_sync() crashes or stops all-reducing (pytorch/pytorch#187732, open in 2026). Keyed
+            # to the graphs, the same on every rank, not to the micro-batch, which a CPU rank may pick from the
+            # memory it sees (the ranks' DDP must be built alike).
+            kwargs: dict[str, Any] = {"static_graph": self.use_graphs}
             if self.device.type == "cuda":
                 kwargs["device_ids"] = [self.device.index]
                 stream = torch.cuda.Stream(self.device)  # the recipe: build DDP on a side stream
@@ -142,7 +145,7 @@ class DistributedTrainer(Trainer):
     def _make_step(self, train: WindowDataset):
         module = self._forward_module()
         if not self.use_graphs:
-            return ShardEagerStep(module, self.optimizer, train, self.bf16)
+            return ShardEagerStep(module, self.optimizer, train, self.bf16, self.micro_batch)
         local = self._local_batch(len(train))
         try:
             self._ddp_warmup(module, train, local)
@@ -155,14 +158,14 @@ class DistributedTrainer(Trainer):
                 log.warning("CUDA-graph capture under DistributedDataParallel failed (%s); training eagerly",
                             str(err).splitlines()[0])
             torch.cuda.synchronize(self.device)
-            return ShardEagerStep(module, self.optimizer, train, self.bf16)
+            return ShardEagerStep(module, self.optimizer, train, self.bf16, self.micro_batch)
 
     def _ddp_warmup(self, module: nn.Module, train: WindowDataset, local: int) -> None:
         """DDP_WARMUP_ITERS - WARMUP_ITERS eager DDP steps on a side stream (GraphedStep runs the rest), undone."""
         from mscred.train_graphs import WARMUP_ITERS
 
         snapshot = StateSnapshot(self.optimizer)
-        step = ShardEagerStep(module, self.optimizer, train, self.bf16)
+        step = ShardEagerStep(module, self.optimizer, train, self.bf16, self.micro_batch)
         idx = torch.zeros(local, dtype=torch.long, device=self.device)
         stream = torch.cuda.Stream(self.device)
         stream.wait_stream(torch.cuda.current_stream(self.device))

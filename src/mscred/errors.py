@@ -28,6 +28,11 @@ class IgnoredSettingWarning(NoteWarning):
     CUDA): training goes on without it. (Once a log line, which reached no one: the CLI configures no logging.)"""
 
 
+class MicroBatchWarning(NoteWarning):
+    """CPU training runs its batches in micro-batches (the same Adam steps), because the whole batch would not fit
+    in the memory available."""
+
+
 @contextlib.contextmanager
 def note_lines(show: bool = True):
     """Inside: every NoteWarning is one ``note: ...`` line on stderr, as the CLI's other notes (train, fleet,

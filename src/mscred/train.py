@@ -161,7 +161,7 @@ class Trainer:
     net : nn.Module
         Maps (B, steps, K, n, n) -> (B, K, n, n); its initial weights come from the caller (seed before building).
     train_cfg : TrainConfig
-        epochs, batch_size, lr, seed, device, early_stopping_patience, bf16, cuda_graphs, progress.
+        epochs, batch_size, micro_batch, lr, seed, device, early_stopping_patience, bf16, cuda_graphs, progress.
     steps : int
         Segments per window (SignatureConfig.steps).
 
@@ -172,7 +172,14 @@ class Trainer:
     def __init__(self, net: nn.Module, train_cfg: TrainConfig, steps: int = 5):
         self.net, self.cfg, self.steps = net, train_cfg, steps
         self.device = resolve_device(train_cfg.device)
-        self.use_graphs = graphs_enabled(train_cfg.cuda_graphs, self.device)
+        # Micro-batches run op by op (a graph captures one whole batch's step), so one smaller than the batch turns
+        # the graphs off: said when they were asked for or would have been on by default.
+        self.micro_batch = train_cfg.micro_batch if (train_cfg.micro_batch or 0) < train_cfg.batch_size else None
+        self.use_graphs = graphs_enabled(train_cfg.cuda_graphs, self.device) and self.micro_batch is None
+        if self.micro_batch is not None and graphs_enabled(train_cfg.cuda_graphs, self.device):
+            warnings.warn(IgnoredSettingWarning(
+                f"CUDA graphs off: micro-batches of {self.micro_batch} windows (--micro-batch, micro_batch) run "
+                f"eagerly, a graph captures a whole batch's step"), stacklevel=2)
         self.bf16 = bool(train_cfg.bf16 and bf16_native(self.device))
         if train_cfg.cuda_graphs and not self.use_graphs:
             warnings.warn(IgnoredSettingWarning(
@@ -298,7 +305,7 @@ class Trainer:
         if self.use_graphs:
             return GraphedStep(module, self.optimizer, train, min(self.cfg.batch_size, len(train)), self.bf16,
                                cudnn_benchmark=self.autotune)
-        return EagerStep(module, self.optimizer, train, self.bf16)
+        return EagerStep(module, self.optimizer, train, self.bf16, self.micro_batch)
 
     def _make_inference(self, data: WindowDataset):
         if self.use_graphs:
@@ -326,12 +333,13 @@ class Trainer:
                 "windows_per_s": len(order) * self.world_size / max(train_seconds, 1e-9)}
 
     def _evaluate(self, infer, data: WindowDataset) -> float:
-        """Mean per-window MSE over all windows of ``data``."""
+        """Mean per-window MSE over all windows of ``data``, a batch (or micro-batch: its memory) at a time."""
         self.net.eval()
         loss_sum = torch.zeros((), device=self.device)
         order = torch.arange(len(data), device=self.device)
-        for start in range(0, len(order), self.cfg.batch_size):
-            _, losses = infer(order[start:start + self.cfg.batch_size])
+        batch = self.micro_batch or self.cfg.batch_size
+        for start in range(0, len(order), batch):
+            _, losses = infer(order[start:start + batch])
             loss_sum += losses.sum()
         return loss_sum.item() / len(data)
 

@@ -2,7 +2,8 @@
 
 Both flavours have the same interface, so the Trainer's loop does not care which one runs:
 
-* ``EagerStep(net, optimizer, data, bf16)(idx) -> loss``            one Adam step on windows ``idx``
+* ``EagerStep(net, optimizer, data, bf16, micro_batch)(idx) -> loss``  one Adam step on windows ``idx``, in
+  micro-batches of ``micro_batch`` windows whose gradients add up to the batch's (None: one pass)
 * ``GraphedStep(net, optimizer, data, batch_size, bf16)(idx)``       the same, replayed from one CUDA graph
 * ``EagerInference(net, data, bf16)(idx) -> (recon, losses)``
 * ``GraphedInference(net, data, batch_size, bf16)(idx)``
@@ -147,16 +148,43 @@ def _train_step(net, optimizer, x: torch.Tensor, weight: torch.Tensor, bf16: boo
     return loss.detach()
 
 
-class EagerStep:
-    """One training step on the windows ``idx``, run op by op."""
+def accumulated_step(net, optimizer, data, idx: torch.Tensor, weight: torch.Tensor, bf16: bool,
+                     micro_batch: int | None) -> torch.Tensor:
+    """One Adam step on windows ``idx`` of ``data`` weighted by ``weight``, their forward and backward run in
+    micro-batches of ``micro_batch`` windows (None: all at once). The loss is a weighted sum over windows, so the
+    micro-batches' gradients, added up in ``.grad``, are the whole batch's (up to float rounding) while only one
+    micro-batch's activations are alive: the same step in less memory, for as many passes as micro-batches.
+    MSCRED has no batch statistics (no batch norm) that would make a micro-batch differ. Under
+    DistributedDataParallel (``net`` has ``no_sync``) only the last micro-batch's backward all-reduces: the
+    gradients accumulate locally until then, so the ranks' shards may split into different numbers of
+    micro-batches. The gradients must be None (or zero) on entry."""
+    if micro_batch is None or idx.numel() <= micro_batch:
+        return _train_step(net, optimizer, data.batch(idx), weight, bf16)
+    parts = list(zip(idx.split(micro_batch), weight.split(micro_batch)))
+    losses = []
+    for k, (part, part_weight) in enumerate(parts):
+        local = net.no_sync() if k < len(parts) - 1 and hasattr(net, "no_sync") else contextlib.nullcontext()
+        with local:
+            loss = (train_losses(net, data.batch(part), bf16) * part_weight).sum()
+            loss.backward()
+        losses.append(loss.detach())
+    optimizer.step()
+    return torch.stack(losses).sum()
 
-    def __init__(self, net: nn.Module, optimizer: torch.optim.Optimizer, data, bf16: bool = False):
+
+class EagerStep:
+    """One training step on the windows ``idx``, run op by op (in micro-batches of ``micro_batch`` windows when
+    set: ``accumulated_step``)."""
+
+    def __init__(self, net: nn.Module, optimizer: torch.optim.Optimizer, data, bf16: bool = False,
+                 micro_batch: int | None = None):
         self.net, self.optimizer, self.data, self.bf16 = net, optimizer, data, bf16
+        self.micro_batch = micro_batch
 
     def __call__(self, idx: torch.Tensor) -> torch.Tensor:
         self.optimizer.zero_grad(set_to_none=True)
         weight = torch.full(idx.shape, 1.0 / idx.numel(), device=idx.device)
-        return _train_step(self.net, self.optimizer, self.data.batch(idx), weight, self.bf16)
+        return accumulated_step(self.net, self.optimizer, self.data, idx, weight, self.bf16, self.micro_batch)
 
 
 class StateSnapshot:

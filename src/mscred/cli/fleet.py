@@ -23,15 +23,15 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
 @training_options
 @click.option("--resume", is_flag=True, help="Skip entities already trained (row 'ok' and model present).")
 @click.option("--quiet", is_flag=True, help="No line per finished entity.")
-def fleet(source, out, data_root, nproc, epochs, batch_size, device, seed, backend, conv_backend, bf16, cuda_graphs,
-          missing, theta, method, threshold, resume, quiet) -> None:
+def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device, seed, backend, conv_backend, bf16,
+          cuda_graphs, missing, theta, method, threshold, resume, quiet) -> None:
     """Train one MSCRED model per entity of SOURCE (a dataset name or a folder) and summarise them."""
     from mscred.errors import InputError, PartlyDone
     from mscred.fleet import BAD_INPUT, run_fleet
 
-    overrides = {"epochs": epochs, "batch_size": batch_size, "device": device, "seed": seed, "backend": backend,
-                 "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "method": method,
-                 "threshold": threshold, "missing": missing}
+    overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
+                 "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
+                 "cuda_graphs": cuda_graphs, "method": method, "threshold": threshold, "missing": missing}
     overrides = {k: v for k, v in overrides.items() if v is not None and k != "method"}
     overrides.update(score_overrides(theta, method))  # --theta alone means the paper's count score
     echo = None if quiet else (lambda line: click.echo(line, err=True))

@@ -130,8 +130,8 @@ def _main(argv: list[str] | None) -> int:
         if debug:
             raise
         if type(err).__name__ == "OutOfMemoryError":   # torch's (not imported here: the CLI starts without torch)
-            click.echo("mscred: error: out of GPU memory: try a smaller --batch-size (training) or fewer sensors "
-                       f"({_one_line(str(err))[:160]})", err=True)
+            click.echo("mscred: error: out of GPU memory: try --micro-batch (training: the same steps in less "
+                       f"memory), a smaller --batch-size or fewer sensors ({_one_line(str(err))[:160]})", err=True)
             return 1
         click.echo(f"mscred: internal error: {type(err).__name__}: {err} (set MSCRED_DEBUG=1 for a traceback)",
                    err=True)

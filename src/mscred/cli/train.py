@@ -73,6 +73,10 @@ def checkpoint_dir_for(out: Path) -> Path:
 _TRAINING_OPTIONS = [
     click.option("--epochs", type=click.IntRange(min=1), default=None, help="Training epochs [config: 10]."),
     click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows per batch [config: 32]."),
+    click.option("--micro-batch", type=click.IntRange(min=1), default=None,
+                 help="Windows per forward and backward pass: each batch in micro-batches whose gradients add up to "
+                      "the batch's, the same training in less memory, eagerly [config: the whole batch; on a CPU "
+                      "where it would not fit, the largest micro-batch that does, with a note]."),
     click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default=None, help="[config: auto]"),
     click.option("--seed", type=SEED, default=None, help="Seed of weights and batch order [config: 0]."),
     click.option("--backend", type=click.Choice((AUTO, *MODEL_BACKENDS)), default=None,
@@ -147,16 +151,16 @@ def _write_validation_scores(model, table, path) -> None:
 @click.option("--val-scores", "val_scores", type=click.Path(dir_okay=False), default=None,
               help="Also write the scores of the validation rows (the last windows of DATA, which set the "
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
-def train(data, out, epochs, batch_size, device, seed, resume, backend, conv_backend, bf16, cuda_graphs, theta,
-          method, threshold, missing, quiet, nproc, val_scores) -> None:
+def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
+          theta, method, threshold, missing, quiet, nproc, val_scores) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR."""
     from mscred.data.io import check_writable_table, load_table
     from mscred.detector import MSCRED
     from mscred.errors import IgnoredSettingWarning, InputError, note_lines
 
-    overrides = {"epochs": epochs, "batch_size": batch_size, "device": device, "seed": seed, "backend": backend,
-                 "conv_backend": conv_backend, "bf16": bf16, "cuda_graphs": cuda_graphs, "threshold": threshold,
-                 "missing": missing}
+    overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
+                 "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
+                 "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     overrides.update(score_overrides(theta, method))
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked

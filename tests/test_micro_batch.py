@@ -1,0 +1,167 @@
+"""Micro-batches: a batch's forward and backward in parts whose gradients add up to the batch's (the same Adam step
+in the memory of one part), chosen by the user or, on a CPU where the batch would not fit, by fit itself."""
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+from cli_helpers import run_cli, sensor_frame
+from mscred.config import MSCREDConfig, ModelConfig, TrainConfig
+from mscred.errors import IgnoredSettingWarning, InputError, MicroBatchWarning
+from mscred.model import MSCREDNet
+from mscred.train import Trainer, WindowDataset
+from mscred.train_graphs import EagerStep
+
+N = 5
+TINY = dict(n_sensors=N, n_scales=3, channels=(4, 8, 8, 8))
+SMALL = dict(channels=(4, 8, 8, 8), device="cpu", progress=False)
+
+
+def _step_result(micro_batch, idx, dtype=torch.float64):
+    """(loss, parameters before, parameters after one Adam step) of EagerStep on windows ``idx`` in micro-batches
+    of ``micro_batch``."""
+    torch.manual_seed(0)
+    net = MSCREDNet(ModelConfig(**TINY)).to(dtype)
+    before = [p.detach().clone() for p in net.parameters()]
+    segments = torch.rand(14, 3, N, N, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    data = WindowDataset(segments)
+    data.segments = segments  # kept in float64 (WindowDataset holds float32)
+    step = EagerStep(net, torch.optim.Adam(net.parameters(), lr=1e-2), data, False, micro_batch)
+    loss = step(idx)
+    return loss, before, [p.detach().clone() for p in net.parameters()]
+
+
+@pytest.mark.parametrize("micro_batch", [1, 3, 4, 6])
+def test_micro_batches_give_the_batch_step_in_float64(micro_batch):
+    """7 windows in parts of 1, 3 (3 + 3 + 1), 4 and 6: the loss and the Adam step equal the whole batch's to
+    float64 rounding (the parts' losses are weighted by 1/7, not by their own size)."""
+    idx = torch.tensor([6, 0, 3, 9, 1, 4, 2])
+    loss, before, params = _step_result(None, idx)
+    loss_micro, _, params_micro = _step_result(micro_batch, idx)
+    torch.testing.assert_close(loss_micro, loss, rtol=1e-13, atol=0)
+    for got, want in zip(params_micro, params):
+        torch.testing.assert_close(got, want, rtol=1e-11, atol=1e-13)
+    # the step moved every parameter: the comparison above would pass trivially otherwise
+    assert all(not torch.equal(a, b) for a, b in zip(params, before))
+
+
+def test_trainer_with_micro_batches_follows_the_whole_batch_run():
+    """Two epochs of batch 8 in micro-batches of 3 (the last batch of 2 in one part): the same losses and weights
+    as in whole batches, to float32 rounding."""
+    segments = torch.rand(30, 3, N, N, generator=torch.Generator().manual_seed(0))
+    runs = {}
+    for micro in (None, 3):
+        torch.manual_seed(0)
+        net = MSCREDNet(ModelConfig(**TINY))
+        cfg = TrainConfig(epochs=2, batch_size=8, micro_batch=micro, progress=False, device="cpu")
+        history = Trainer(net, cfg).fit(segments[:22], segments[20:])
+        runs[micro] = history, net.state_dict()
+    (whole, whole_state), (micro, micro_state) = runs[None], runs[3]
+    for a, b in zip(whole, micro):
+        assert b["train_loss"] == pytest.approx(a["train_loss"], rel=1e-5)
+        assert b["val_loss"] == pytest.approx(a["val_loss"], rel=1e-5)
+    for name, value in micro_state.items():
+        torch.testing.assert_close(value, whole_state[name], rtol=1e-4, atol=1e-6)
+
+
+def test_micro_batch_turns_the_graphs_off_with_a_note(monkeypatch):
+    """A graph captures one whole batch's step: micro-batches run eagerly, and the note says so."""
+    import mscred.train as train
+
+    monkeypatch.setattr(train, "graphs_enabled", lambda setting, device: True)
+    net = MSCREDNet(ModelConfig(**TINY))
+    with pytest.warns(IgnoredSettingWarning, match="CUDA graphs off: micro-batches of 2 windows"):
+        trainer = Trainer(net, TrainConfig(batch_size=8, micro_batch=2, device="cpu"))
+    assert not trainer.use_graphs and trainer.micro_batch == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        whole = Trainer(net, TrainConfig(batch_size=8, micro_batch=8, device="cpu"))  # not smaller: no micro-batch
+    assert whole.use_graphs and whole.micro_batch is None
+
+
+def _config(n_sensors, micro=None):
+    cfg = MSCREDConfig()
+    cfg.model.n_sensors = n_sensors
+    cfg.train.micro_batch = micro
+    return cfg
+
+
+def test_the_micro_batch_is_planned_against_the_memory_available():
+    from mscred.detector import training_memory, training_micro_batch
+
+    channels = (32, 64, 128, 256)
+    gib = 2 ** 30
+    assert training_micro_batch("t.csv", _config(200), 32, None) is None             # the OS does not say
+    assert training_micro_batch("t.csv", _config(200), 32, 64 * gib) is None         # the whole batch fits
+    assert training_micro_batch("t.csv", _config(200, micro=4), 32, 64 * gib) == 4   # a set micro-batch is kept
+    with pytest.warns(MicroBatchWarning, match=r"t.csv: training 200 sensors at batch 32 needs "
+                                               r"~18.\d GiB .* 8 GiB is available: each batch runs in micro-batches "
+                                               r"of (\d+) window\(s\), the same training in \d+ passes a batch"):
+        planned = training_micro_batch("t.csv", _config(200), 32, 8 * gib)
+    # the largest that fits the estimate
+    assert (training_memory(200, 32, channels, 5, per_pass=planned) <= 8 * gib
+            < training_memory(200, 32, channels, 5, per_pass=planned + 1))
+    with pytest.raises(InputError, match=rf"in micro-batches of 16 needs .*; --micro-batch {planned} "
+                                         rf"\(micro_batch={planned}\) fits"):
+        training_micro_batch("t.csv", _config(200, micro=16), 32, 8 * gib)
+    with pytest.raises(InputError, match="even one window does not fit: fewer sensors, or a GPU"):
+        training_micro_batch("t.csv", _config(200), 32, 2 ** 28)
+    # two DDP ranks on one machine: each runs half the batch in half the memory
+    with pytest.warns(MicroBatchWarning, match="on each of 2 processes") as caught:
+        half = training_micro_batch("t.csv", _config(200), 32, 8 * gib, world_size=2)
+    assert half < planned and "micro-batches of" in str(caught[0].message)
+
+
+def test_fit_trains_in_micro_batches_where_the_batch_does_not_fit(monkeypatch, tmp_path):
+    """fit on a CPU that cannot hold a batch trains anyway, in micro-batches (a note says so), to the same model
+    as with the memory to spare; the saved settings keep micro_batch unset, for the next machine to decide."""
+    import mscred.detector as detector
+    from mscred.detector import MSCRED, training_memory
+
+    X = sensor_frame(400, N)
+    whole = MSCRED(epochs=1, batch_size=8, **SMALL).fit(X)
+    # memory for passes of 3 windows of 8
+    monkeypatch.setattr(detector, "available_memory", lambda: int(training_memory(N, 8, (4, 8, 8, 8), 5, 3)) + 1)
+    with pytest.warns(MicroBatchWarning, match=r"micro-batches of 3 window\(s\), the same training in 3 passes"):
+        micro = MSCRED(epochs=1, batch_size=8, **SMALL).fit(X)
+    assert micro.history_[0]["train_loss"] == pytest.approx(whole.history_[0]["train_loss"], rel=1e-5)
+    assert micro.threshold_ == pytest.approx(whole.threshold_, rel=1e-4)
+    assert micro.config.train.micro_batch is None
+    micro.save(tmp_path / "model")
+    assert MSCRED.load(tmp_path / "model").config.train.micro_batch is None
+
+
+def test_micro_batch_setting_is_checked_and_runtime_only():
+    from mscred.detector import MSCRED
+
+    for bad in (0, -2, 2.5, "4", True):
+        with pytest.raises(InputError, match="train.micro_batch .*must be None \\(the whole batch\\) or an integer"):
+            MSCRED(micro_batch=bad)
+    fitted = MSCRED(epochs=1, **SMALL).fit(sensor_frame(300, N))
+    fitted.set_params(micro_batch=4)   # the same model, trained in less memory: the fit stays
+    assert fitted.threshold_ > 0
+
+
+def test_cli_micro_batch_option(capsys, tmp_path):
+    data = tmp_path / "train.csv"
+    sensor_frame(300, N).to_csv(data, index=False)
+    code, out, err = run_cli(capsys, "train", data, "--out", tmp_path / "m", "--epochs", "1", "--batch-size", "8",
+                             "--micro-batch", "3", "--device", "cpu", "--quiet")
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "train", data, "--out", tmp_path / "m2", "--micro-batch", "0")
+    assert code == 2 and "--micro-batch" in err and "Traceback" not in err
+
+
+def test_cpu_scoring_batch_shrinks_with_the_sensors_squared():
+    """128 windows of 200 sensors would hold ~17 GB of activations in one CPU scoring pass (3.3 KB per window per
+    sensor squared, measured): the batch keeps them within INFER_BYTES_CPU, down to one window."""
+    from mscred import detector
+
+    assert detector.inference_batch("cpu", 32, 40) == 128
+    small = detector.inference_batch("cpu", 32, 200)
+    assert small * detector.SCORE_BYTES_PER_WINDOW_SENSOR2 * 200 ** 2 <= detector.INFER_BYTES_CPU
+    assert (small + 1) * detector.SCORE_BYTES_PER_WINDOW_SENSOR2 * 200 ** 2 > detector.INFER_BYTES_CPU
+    assert detector.inference_batch("cpu", 32, 5000) == 1
+    assert detector.inference_batch("cuda", 32, 200) == detector.INFER_BATCH  # the GPU's rule is its own
