@@ -165,3 +165,45 @@ def test_cpu_scoring_batch_shrinks_with_the_sensors_squared():
     assert (small + 1) * detector.SCORE_BYTES_PER_WINDOW_SENSOR2 * 200 ** 2 > detector.INFER_BYTES_CPU
     assert detector.inference_batch("cpu", 32, 5000) == 1
     assert detector.inference_batch("cuda", 32, 200) == detector.INFER_BATCH  # the GPU's rule is its own
+
+
+class _NoStep:
+    """An optimizer whose step leaves the parameters alone: the gradients are what is compared."""
+
+    def step(self):
+        pass
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the fused backend's kernels and CUDA graphs need a GPU")
+@pytest.mark.parametrize("backend", ["reference", "fused"])
+def test_micro_batch_gradients_on_cuda_add_up_to_the_batch(backend):
+    """On the GPU at n = 30, the fused kernels' custom autograd ops included (their weight gradients must add up
+    over the passes like any leaf's): 24 windows in parts of 7 give the whole batch's gradients (compared, not
+    weights after Adam steps, which amplify the sign of a gradient near 0)."""
+    from mscred.train_graphs import accumulated_step
+
+    segments = torch.rand(40, 3, 30, 30, generator=torch.Generator().manual_seed(0)).cuda()
+    torch.manual_seed(0)
+    net = MSCREDNet(ModelConfig(n_sensors=30, n_scales=3, backend=backend)).cuda()
+    data = WindowDataset(segments)
+    idx = torch.randperm(len(data), generator=torch.Generator().manual_seed(1))[:24].cuda()
+    weight = torch.full((24,), 1 / 24, device="cuda")
+    grads = {}
+    for micro in (None, 7):
+        net.zero_grad(set_to_none=True)
+        loss = accumulated_step(net, _NoStep(), data, idx, weight, False, micro)
+        grads[micro] = loss, [p.grad.clone() for p in net.parameters()]
+    (loss, whole), (loss_micro, parts) = grads[None], grads[7]
+    torch.testing.assert_close(loss_micro, loss, rtol=1e-5, atol=0)
+    for got, want in zip(parts, whole):
+        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-4 * want.abs().max().item() + 1e-12)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_micro_batch_on_cuda_trains_eagerly_with_the_note():
+    segments = torch.rand(40, 3, 30, 30, generator=torch.Generator().manual_seed(0)).cuda()
+    net = MSCREDNet(ModelConfig(n_sensors=30, n_scales=3, backend="fused"))
+    with pytest.warns(IgnoredSettingWarning, match="CUDA graphs off: micro-batches of 7 windows"):
+        trainer = Trainer(net, TrainConfig(epochs=1, batch_size=24, micro_batch=7, progress=False, device="cuda"))
+    history = trainer.fit(segments[:30], segments[28:])
+    assert not trainer.use_graphs and history[0]["train_loss"] > 0
