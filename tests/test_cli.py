@@ -413,3 +413,55 @@ def test_out_of_gpu_memory_is_one_line_with_advice(tmp_path, capsys, monkeypatch
     code, _, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--quiet")
     assert code == 1 and err.count("\n") == 1, err
     assert err.startswith("mscred: error: out of GPU memory: try --micro-batch") and "20.00 GiB" in err
+
+
+def test_detect_reads_a_npy_array_by_position(model_dir, tmp_path, capsys):
+    """A .npy array has no column names: its columns are the model's sensors in training order, as an array is in
+    Python (the CLI once named them sensor_0.. and refused a model of CSV names: 'missing sensor(s) ...')."""
+    frame = _frame(seed=3).drop(columns="timestamp")
+    frame.to_csv(tmp_path / "new.csv", index=False)
+    np.save(tmp_path / "new.npy", frame.to_numpy())
+    assert _run(capsys, "detect", model_dir, tmp_path / "new.csv", "--out", tmp_path / "csv.csv")[0] == 0
+    assert _run(capsys, "detect", model_dir, tmp_path / "new.npy", "--out", tmp_path / "npy.csv")[0] == 0
+    by_name, by_position = pd.read_csv(tmp_path / "csv.csv"), pd.read_csv(tmp_path / "npy.csv")
+    pd.testing.assert_frame_equal(by_position, by_name)
+    assert by_name["score"].gt(0).any()
+    np.save(tmp_path / "narrow.npy", frame.to_numpy()[:, :4])
+    _bad(capsys, "detect", model_dir, tmp_path / "narrow.npy", "--out", tmp_path / "x.csv",
+         match="narrow.npy: an array of 4 column(s); the model was trained on 5 sensors")
+
+
+def test_train_refuses_a_sensor_name_holding_the_root_cause_separator(tmp_path, capsys):
+    """detect lists root causes as 'a;b;c': a sensor named 'temp;inlet' read back as two sensors, neither real."""
+    data = tmp_path / "train.csv"
+    _frame(names=["temp;inlet", "flow", "p1", "p2", "p3"]).to_csv(data, index=False)
+    _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", "1",
+         match="train.csv: column 'temp;inlet': a sensor name cannot hold ';'")
+    assert not (tmp_path / "m").exists()
+
+
+def test_train_notes_a_sensor_whose_range_a_glitch_sets(tmp_path, capsys):
+    """One 1e30 in a training column made its min-max scale 1e30: the sensor read as constant, silently."""
+    frame = _frame()
+    frame.loc[17, "s2"] = 1e30
+    data = tmp_path / "train.csv"
+    frame.to_csv(data, index=False)
+    code, _, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--epochs", "1", "--quiet")
+    assert code == 0
+    assert ("note: sensor 's2' of " in err and "(e.g. 1e+30 at row 18)" in err
+            and "reads as constant to the model" in err), err
+    clean = tmp_path / "clean.csv"
+    _frame().to_csv(clean, index=False)
+    code, _, err = _run(capsys, "train", clean, "--out", tmp_path / "m2", "--epochs", "1", "--quiet")
+    assert code == 0 and "extreme values" not in err, err
+
+
+def test_backend_fused_on_a_cpu_is_a_note(tmp_path, capsys, monkeypatch):
+    """--backend fused without CUDA ran the reference ops silently (--cuda-graphs there says so): now a note."""
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    data = tmp_path / "train.csv"
+    _frame().to_csv(data, index=False)
+    code, _, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--epochs", "1", "--device", "cpu",
+                        "--backend", "fused")
+    assert code == 0
+    assert "note: --backend fused (backend='fused') ignored: its Triton kernels run on CUDA devices" in err, err

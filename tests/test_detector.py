@@ -14,7 +14,7 @@ import torch
 
 from mscred.config import MSCREDConfig
 from mscred.detector import MSCRED
-from mscred.errors import InputError
+from mscred.errors import InputError, NoteWarning
 
 SMALL = dict(channels=(4, 8, 8, 8), device="cpu", progress=False)
 
@@ -471,7 +471,8 @@ def test_resume_on_other_data_is_refused_in_python_too(tmp_path):
     renamed = _frame().rename(columns={"pump_0": "valve_0"})
     with pytest.raises(InputError, match="other sensors than the checkpoint.*missing pump_0; new valve_0"):
         MSCRED(epochs=2, **SMALL).fit(renamed, checkpoint_dir=ckpt, resume=True)
-    resumed = MSCRED(epochs=2, **SMALL).fit(_frame(), checkpoint_dir=ckpt, resume=True)   # the same data resumes
+    with pytest.warns(NoteWarning, match="after epoch 1 of 2"):
+        resumed = MSCRED(epochs=2, **SMALL).fit(_frame(), checkpoint_dir=ckpt, resume=True)   # the same data resumes
     assert len(resumed.history_) == 2
 
 

@@ -12,7 +12,7 @@ import torch
 from safetensors import safe_open
 
 from mscred.config import ModelConfig, TrainConfig
-from mscred.errors import InputError
+from mscred.errors import InputError, NoteWarning
 from mscred.model import MSCREDNet
 from mscred.train import Trainer, WindowDataset, predict
 from mscred.train_checkpoint import CHECKPOINT_NAME
@@ -111,14 +111,16 @@ def test_checkpoint_every_epoch_and_resume_is_exact(tmp_path):
 
     # A fresh process would build a fresh net (different init) and resume: the checkpoint overrides it.
     resumed = _net(seed=99)
-    h2 = Trainer(resumed, _cfg(epochs=2)).fit(seg, seg[20:], checkpoint_dir=tmp_path / "b", resume=True)
+    with pytest.warns(NoteWarning, match=r"resuming from .*checkpoint.safetensors after epoch 1 of 2"):
+        h2 = Trainer(resumed, _cfg(epochs=2)).fit(seg, seg[20:], checkpoint_dir=tmp_path / "b", resume=True)
     assert len(h2) == 2 and h2[0] == h1[0]
     for k, v in straight.state_dict().items():
         assert torch.equal(v, resumed.state_dict()[k]), k
 
     # Resuming a finished run trains nothing more.
     again = _net(seed=5)
-    h3 = Trainer(again, _cfg(epochs=2)).fit(seg, None, checkpoint_dir=tmp_path / "b", resume=True)
+    with pytest.warns(NoteWarning, match="after epoch 2 of 2"):
+        h3 = Trainer(again, _cfg(epochs=2)).fit(seg, None, checkpoint_dir=tmp_path / "b", resume=True)
     assert h3 == h2
     for k, v in straight.state_dict().items():
         assert torch.equal(v, again.state_dict()[k]), k
@@ -169,7 +171,8 @@ def test_failed_checkpoint_write_fails_fit(tmp_path):
 
 def test_resume_without_checkpoint_starts_fresh(tmp_path):
     seg = _segments(count=12)
-    h = Trainer(_net(), _cfg(epochs=1)).fit(seg, None, checkpoint_dir=tmp_path, resume=True)
+    with pytest.warns(NoteWarning, match="resume: no checkpoint in .* yet; training from the start"):
+        h = Trainer(_net(), _cfg(epochs=1)).fit(seg, None, checkpoint_dir=tmp_path, resume=True)
     assert len(h) == 1 and h[0]["val_loss"] is None
 
 
@@ -203,7 +206,7 @@ def test_divergence_stops_before_checkpoint(tmp_path):
     good = (tmp_path / CHECKPOINT_NAME).read_bytes()
     bad = seg.clone()
     bad[3, 0, 0, 0] = float("nan")
-    with pytest.raises(FloatingPointError, match="diverged in epoch 2"):
+    with pytest.raises(FloatingPointError, match="diverged in epoch 2"), pytest.warns(NoteWarning):
         Trainer(_net(), _cfg(epochs=2)).fit(bad, checkpoint_dir=tmp_path, resume=True)
     assert (tmp_path / CHECKPOINT_NAME).read_bytes() == good
 

@@ -38,6 +38,8 @@ FORMAT_VERSION = 1
 # (the threshold 0 then flags every row scored above it), two give a spread from a pair. Tables under ~200 rows at
 # the default settings (validation 25% of the windows) have fewer; train warns (CalibrationWarning).
 MIN_VALIDATION_WINDOWS = 3
+# Between the sensor names of detect's root_causes column (SPEC); fit refuses a sensor name that holds it.
+ROOT_CAUSE_SEPARATOR = ";"
 # Windows per inference batch: larger than a training batch (no gradients to keep), still small in memory. On CUDA
 # eager scoring is bound by kernel launches up to about a thousand windows: the H200 took 7.4-10.4 ms per call from
 # 32 to 1,024 windows of 30 sensors (bf16, benchmarks/results/window_model/), so batches of 1,024 score ~8x more
@@ -258,9 +260,15 @@ class MSCRED:
                              f"window {max(sig.windows)} + (steps {sig.steps} - 1) x gap {sig.gap}{more}){hint}")
 
     def _aligned(self, table) -> np.ndarray:
-        """The table's values in the training sensor order; other sensors than at training is an InputError."""
+        """The table's values in the training sensor order; other sensors than at training is an InputError. A
+        table without names of its own (a .npy array) gives the training sensors in order, as an array does."""
         names = list(table.sensors)
         if names == self.sensors_:
+            return table.values
+        if table.positional:
+            if len(names) != len(self.sensors_):
+                raise InputError(f"{table.source}: an array of {len(names)} column(s); the model was trained on "
+                                 f"{len(self.sensors_)} sensors, which an array gives in their training order")
             return table.values
         difference = sensor_difference(self.sensors_, names)
         if difference:
@@ -324,6 +332,10 @@ class MSCRED:
         self.sensors_ = list(table.sensors)
         if len(self.sensors_) < 4:
             raise InputError(f"{table.source}: {len(self.sensors_)} sensor(s); MSCRED needs at least 4")
+        separated = next((name for name in self.sensors_ if ROOT_CAUSE_SEPARATOR in name), None)
+        if separated is not None:   # ("temp;inlet" read back as two sensors, neither of them real)
+            raise InputError(f"{table.source}: column {separated!r}: a sensor name cannot hold "
+                             f"'{ROOT_CAUSE_SEPARATOR}', which separates the root causes detect lists; rename it")
         self.normalizer_ = Normalizer().fit(table.values)
         segments = self._segments(table.values)                       # (S, n_scales, n, n)
         n_windows = len(segments) - steps + 1
@@ -501,7 +513,7 @@ class MSCRED:
         causes = np.full(length, "", dtype=object)
         scales = np.full(length, "", dtype=object)
         windows = self.config.signature.windows
-        cause_text = [";".join(self.sensors_[i] for i in row) for row in result.root_causes]
+        cause_text = [ROOT_CAUSE_SEPARATOR.join(self.sensors_[i] for i in row) for row in result.root_causes]
         scale_text = [";".join(str(w) for w, lit in zip(windows, row) if lit) for row in result.scales_lit]
         for t in np.flatnonzero(flagged):
             causes[t] = cause_text[win[t]]

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from mscred.config import TrainConfig
-from mscred.errors import IgnoredSettingWarning, InputError
+from mscred.errors import IgnoredSettingWarning, InputError, NoteWarning
 from mscred.train_checkpoint import (CHECKPOINT_NAME, BackgroundWriter, check_resumable, checkpoint_contents,
                                      load_checkpoint, write_checkpoint)
 from mscred.train_graphs import (EagerInference, EagerStep, GraphedInference, GraphedStep,
@@ -243,7 +243,12 @@ class Trainer:
             meta = load_checkpoint(ckpt, self.net, self.optimizer)  # before any capture: it replaces Adam's state
             check_resumable(meta, ckpt, self.cfg.epochs, *self._run_configs())
             start, self.history = meta["epoch"], meta["history"]
-            log.info("resumed from %s after epoch %d", ckpt, start)
+            # (a log line once, which no one saw: the CLI configures no logging; its notes are warnings)
+            warnings.warn(NoteWarning(f"resuming from {ckpt} after epoch {start} of {self.cfg.epochs}"),
+                          stacklevel=2)
+        elif resume and ckpt is not None:
+            warnings.warn(NoteWarning(f"resume: no checkpoint in {ckpt.parent} yet; training from the start"),
+                          stacklevel=2)
 
         if start < self.cfg.epochs and not self._should_stop():
             planned_steps = (self.cfg.epochs - start) * math.ceil(len(train) / self.cfg.batch_size)

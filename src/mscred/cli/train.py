@@ -64,6 +64,35 @@ def report_constant(table) -> None:
                    err=True)
 
 
+# A sensor whose training range is this many times the range of its middle 98% of rows is scaled (min-max) by a few
+# extreme values: a single glitch of 1e30 made one read as constant, silently. A normal sensor's range is a few times
+# that span, a heavy-tailed one tens of times; the note is for the cases no real signal explains.
+EXTREME_RANGE_RATIO = 1000
+
+
+def report_extreme_range(table) -> None:
+    """One line on stderr naming the sensors whose min-max range is set by a few extreme values (see
+    EXTREME_RANGE_RATIO): scaled by it, everything else they read is ~0 to the model."""
+    import numpy as np
+
+    values = np.asarray(table.values)
+    if len(values) < 100:  # too few rows for a 1% tail to be a few values
+        return
+    low, high = np.quantile(values, [0.01, 0.99], axis=0)
+    span = high - low
+    full = values.max(axis=0) - values.min(axis=0)
+    extreme = [(name, values[:, j]) for j, name in enumerate(table.sensors)
+               if span[j] > 0 and full[j] > EXTREME_RANGE_RATIO * span[j]]
+    if extreme:
+        name, column = extreme[0]
+        row = int(np.argmax(np.abs(column - np.median(column))))
+        others = f" (and {len(extreme) - 1} more)" if len(extreme) > 1 else ""
+        click.echo(f"note: sensor '{name}'{others} of {table.source}: a few extreme values (e.g. {column[row]:.4g} at "
+                   f"row {row + 1}) set its training range, over {EXTREME_RANGE_RATIO}x the span of its other rows, "
+                   "so scaled by it the sensor reads as constant to the model: a glitch? clean it, or drop the sensor",
+                   err=True)
+
+
 def checkpoint_dir_for(out: Path) -> Path:
     """Per-epoch checkpoints live beside the model directory, which is written only once, atomically, at the end."""
     return out.with_name(out.name + ".checkpoints")
@@ -144,7 +173,8 @@ def _write_validation_scores(model, table, path) -> None:
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Model directory to write.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint of an interrupted run.")
 @training_options
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True,
+              help="No progress bar, and no note of a setting this machine ignores (--bf16, --cuda-graphs).")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes for DistributedDataParallel training, one GPU each on CUDA; --batch-size is then the "
                    "global batch. Under torchrun, torchrun's --nproc-per-node decides.")
@@ -179,6 +209,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
     report_filled(table)
     report_constant(table)
+    report_extreme_range(table)
     if table.labels is not None and table.labels.any():  # documented as ignored, yet easy to miss
         click.echo(f"note: {int(table.labels.sum())} row(s) of {data} are labelled anomalous (label 1); training "
                    "takes every row as normal, those too", err=True)

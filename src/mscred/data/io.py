@@ -27,6 +27,7 @@ LABEL = "label"
 _CSV = {".csv", ".txt", ".tsv"}
 _PARQUET = {".parquet", ".pq"}
 _NPY = {".npy"}
+POSITIONAL = "mscred_positional"   # DataFrame.attrs key of a frame whose column names are positions (a .npy array)
 # Compressed text tables that pandas decompresses itself: ``data.csv.gz`` reads as ``data.csv``.
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
 
@@ -47,6 +48,9 @@ class Table:
         The ``label`` column (0 normal, 1 anomalous), when present.
     source : str
         Where the table came from (a path, or ``<DataFrame>``), for messages.
+    positional : bool
+        The columns have no names of their own (a plain .npy array, read as ``sensor_0``, ``sensor_1``, ...): a
+        model matches them to its sensors by position, as it does an array in Python.
     filled : dict of str to int
         Missing values filled per sensor (``missing="interpolate"``; empty otherwise).
     gaps : np.ndarray of bool, shape (T, n), or None
@@ -60,6 +64,7 @@ class Table:
     source: str = field(default="<DataFrame>")
     filled: dict[str, int] = field(default_factory=dict)
     gaps: Optional[np.ndarray] = None
+    positional: bool = False
 
     def frame(self, with_label: bool = True) -> pd.DataFrame:
         """The table as a DataFrame (sensor columns, plus ``label`` when present), indexed by ``index``."""
@@ -96,7 +101,10 @@ def load_table(path: str | os.PathLike, missing: str = "error") -> Table:
         ``missing="error"``; a sensor with no value at all otherwise) or infinite value, or a bad label; the message
         names the file, and the column and row where it applies.
     """
-    return table_from_frame(read_frame(path), source=str(Path(path)), missing=missing)
+    frame = read_frame(path)
+    table = table_from_frame(frame, source=str(Path(path)), missing=missing)
+    table.positional = bool(frame.attrs.get(POSITIONAL))
+    return table
 
 
 def read_frame(path: str | os.PathLike, *, npy: bool = True, **csv_options: Any) -> pd.DataFrame:
@@ -538,7 +546,9 @@ def _read_npy(path: Path) -> pd.DataFrame:
         raise InputError(f"{path}: expected a 2-D array (T, n), got shape {array.shape}")
     if array.shape[1] == 0:
         raise InputError(f"{path}: the array has no columns")
-    return pd.DataFrame(array, columns=[f"sensor_{j}" for j in range(array.shape[1])])
+    frame = pd.DataFrame(array, columns=[f"sensor_{j}" for j in range(array.shape[1])])
+    frame.attrs[POSITIONAL] = True   # names of our making: load_table marks the Table positional
+    return frame
 
 
 def _one_line(exc: BaseException) -> str:

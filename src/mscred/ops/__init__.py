@@ -123,6 +123,16 @@ def resolve_model_backend(name: str, device: str | torch.device) -> str:
     benchmarks/results/ablations/), else "reference" (on a CPU the fused ops would run PyTorch ops anyway, in a
     layout slower there). Other names are returned as they are."""
     if name != AUTO:
+        if name == "fused" and torch.device(device).type != "cuda":
+            from mscred.ops.triton.runtime import interpreting
+
+            if not interpreting():   # (the fused ops take their reference path there: a silent no-op once)
+                from mscred.errors import IgnoredSettingWarning
+
+                warnings.warn(IgnoredSettingWarning(
+                    f"--backend fused (backend='fused') ignored: its Triton kernels run on CUDA devices (or under "
+                    f"Triton's CPU interpreter, TRITON_INTERPRET=1); the reference ops run on "
+                    f"{torch.device(device).type}"), stacklevel=2)
         return name
     device = torch.device(device)
     if device.type != "cuda":
