@@ -194,9 +194,12 @@ def test_micro_batch_gradients_on_cuda_add_up_to_the_batch(backend):
         loss = accumulated_step(net, _NoStep(), data, idx, weight, False, micro)
         grads[micro] = loss, [p.grad.clone() for p in net.parameters()]
     (loss, whole), (loss_micro, parts) = grads[None], grads[7]
-    torch.testing.assert_close(loss_micro, loss, rtol=1e-5, atol=0)
+    # Float32 on the GPU convolves in TF32 (cuDNN, and the Triton kernels' dots): ~1e-3 relative noise, element by
+    # element up to 30% on near-zero gradients (measured on the H200, results/gpu_suite_1203b/). A part left out or
+    # counted twice moves a tensor's gradient by ~7/24 of its norm; the check is 100x below that.
+    torch.testing.assert_close(loss_micro, loss, rtol=1e-4, atol=0)
     for got, want in zip(parts, whole):
-        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-4 * want.abs().max().item() + 1e-12)
+        assert (got - want).norm() <= 3e-3 * want.norm() + 1e-12, ((got - want).norm(), want.norm())
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
