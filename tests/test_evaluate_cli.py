@@ -215,5 +215,8 @@ def test_counts_of_an_anomalies_table_beside_the_labels(tmp_path):
     pd.DataFrame({"timestamp": stamps, "s0": 0.0, "s1": 1.0, "s2": 2.0, "s3": 3.0, "label": 0}).to_csv(
         tmp_path / "test.csv", index=False)
     pd.DataFrame({"start": [95, 110, 300], "end": [103, 112, 310]}).to_csv(tmp_path / "anomalies.csv", index=False)
-    truth = read_ground_truth(tmp_path / "test.csv", read_scores(tmp_path / "scores.csv"))
+    from mscred.errors import NoteWarning
+
+    with pytest.warns(NoteWarning, match="covers no row that .*test.csv labels anomalous"):   # label 0 throughout
+        truth = read_ground_truth(tmp_path / "test.csv", read_scores(tmp_path / "scores.csv"))
     assert len(truth.events) == 2 and (truth.events_outside, truth.events_clipped) == (1, 1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -18,7 +19,7 @@ import pandas as pd
 
 from mscred import metrics as M
 from mscred.data import io
-from mscred.errors import InputError
+from mscred.errors import InputError, NoteWarning
 from mscred.vus import DEFAULT_SLIDING_WINDOW, vus
 
 ANOMALIES_FILE = "anomalies.csv"
@@ -65,13 +66,15 @@ class GroundTruth:
     events_clipped: int = 0  # events of an anomalies table partly before/after the scored rows (cut to them; said)
 
 
-def read_frame(path: str | os.PathLike) -> pd.DataFrame:
+def read_frame(path: str | os.PathLike, events_ok: bool = False) -> pd.DataFrame:
     """Read a CSV or Parquet file into a DataFrame with string column names; every failure is an InputError naming
-    the file. Text is kept as written ("NA" stays a string), only empty cells are missing."""
+    the file. Text is kept as written ("NA" stays a string), only empty cells are missing. ``events_ok``: an
+    anomalies table (start, end) may have no rows: data without anomalies (``datasets`` writes a header-only
+    anomalies.csv for it, ``generate_synthetic(n_anomalies=0)`` too), where a table of no rows is otherwise refused."""
     df = io.read_frame(path, npy=False, keep_default_na=False, na_values=[""])
-    if df.shape[0] == 0:
-        raise InputError(f"{path}: the table has no data rows")
     df.columns = [str(c) for c in df.columns]
+    if df.shape[0] == 0 and not (events_ok and _is_anomalies_table(df)):
+        raise InputError(f"{path}: the table has no data rows")
     return df
 
 
@@ -109,6 +112,9 @@ def read_scores(path: str | os.PathLike) -> Scores:
     has_ts = "timestamp" in df.columns
     if has_ts:
         index = df["timestamp"].to_numpy()
+        gaps = np.flatnonzero(pd.isna(index))
+        if len(gaps):  # (was blamed on the labels file's timestamp, or an event silently left off that row)
+            raise InputError(f"{source}: column 'timestamp' row {gaps[0] + 1}: missing timestamp")
     elif "row" in df.columns:
         index = _numeric(df, "row", source).astype(np.int64)
     else:
@@ -123,12 +129,14 @@ def _is_anomalies_table(df: pd.DataFrame) -> bool:
 
 
 def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str, timestamps: str = "the SCORES file's",
-                           refuse_outside: bool = False) -> tuple[np.ndarray, list[set[str]], int, int]:
+                           refuse_outside: bool = False, labels: Optional[np.ndarray] = None,
+                           labels_source: str = "") -> tuple[np.ndarray, list[set[str]], int, int]:
     """Map anomalies (start, end exclusive, on the timestamp scale) onto row intervals of ``index``: (events,
     causes, how many events had no scored row and were dropped, how many kept ones began before the first scored
     row or ended after the last one's step and were cut to the scored rows). ``timestamps`` names whose timestamps
     ``index`` holds, in the messages; ``refuse_outside``: an event with no row is an InputError naming it, not
-    dropped (a dataset's own anomalies file, checked at load)."""
+    dropped (a dataset's own anomalies file, checked at load). ``labels`` (int8, aligned with ``index``; from
+    ``labels_source``): an event over none of its anomalous rows is said in a note (NoteWarning)."""
     missing = [c for c in ("start", "end") if c not in df.columns]
     if missing:
         raise InputError(f"{source}: no {' and no '.join(repr(c) for c in missing)} column: an anomalies table has "
@@ -141,10 +149,9 @@ def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str, tim
         position = np.asarray(index, dtype=np.float64)
     except (TypeError, ValueError):
         raise InputError(f"{source}: start/end need numeric timestamps in {timestamps} rows") from None
-    if np.any(np.diff(position) < 0):
-        raise InputError(f"{source}: {timestamps} timestamps are not sorted, cannot place start/end on them")
+    _check_positions(position, index, source, timestamps)
     causes_col = df["root_causes"] if "root_causes" in df.columns else [None] * len(df)
-    rows, causes, clipped = [], [], 0
+    rows, causes, clipped, disagree = [], [], 0, []
     # An end (exclusive) up to one step past the last row still lies inside: the step is the last spacing.
     last_end = position[-1] + (position[-1] - position[-2] if len(position) > 1 else 1.0) if len(position) else 0.0
     for k, (s, e, c) in enumerate(zip(starts, ends, causes_col)):
@@ -153,6 +160,8 @@ def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str, tim
             raise InputError(f"{source}: row {k + 1}: interval {s:g}..{e:g} covers none of {timestamps} timestamps "
                              f"({position[0]:g} .. {position[-1]:g})")
         if b > a:  # events outside the scored rows are dropped, those partly inside cut to them
+            if labels is not None and not labels[a:b].any():
+                disagree.append((k, s, e))
             rows.append((a, b))
             causes.append(set(_split_names(c)))
             clipped += bool(s < position[0] or e > last_end)
@@ -162,21 +171,75 @@ def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str, tim
         raise InputError(f"{source}: none of its {len(starts)} event(s) (start {starts.min():g} .. end "
                          f"{ends.max():g}) overlaps {timestamps} timestamps ({position[0]:g} .. {position[-1]:g}): "
                          f"start/end must be on {timestamps} timestamp scale")
+    if disagree:
+        _disagree(source, disagree, labels_source)
     return np.asarray(rows, dtype=np.int64).reshape(-1, 2), causes, len(starts) - len(rows), clipped
+
+
+def _check_positions(position: np.ndarray, index: np.ndarray, source: str, timestamps: str) -> None:
+    """Timestamps that start/end can be placed on: numbers ("NaN" text converts to one, and searchsorted over a NaN
+    put events on the wrong rows), strictly increasing (a repeated time took both rows into an event)."""
+    bad = np.flatnonzero(~np.isfinite(position))
+    if len(bad):
+        raise InputError(f"{source}: {timestamps} row {bad[0] + 1} has timestamp {io.short_repr(index[bad[0]])}, "
+                         "not a finite number: cannot place start/end on it")
+    bad = np.flatnonzero(np.diff(position) <= 0)
+    if len(bad):
+        raise InputError(f"{source}: {timestamps} timestamps are not increasing (row {bad[0] + 2}: "
+                         f"{io.short_repr(index[bad[0] + 1])} after {io.short_repr(index[bad[0]])}), cannot place "
+                         "start/end on them")
+
+
+def _disagree(source: str, events: list[tuple[int, float, float]], labels_source: str) -> None:
+    """One note (not a refusal: a label column with no anomaly beside a table of events is read as before) that
+    ``events`` (table row, start, end) of ``source`` lie on rows ``labels_source`` calls all normal: another run's
+    anomalies.csv beside the labels, whose events the event figures (events found, root causes) counted against
+    the label column's point figures, silently."""
+    k, start, end = events[0]
+    more = f" (and {len(events) - 1} more)" if len(events) > 1 else ""
+    warnings.warn(f"{source}: row {k + 1}: interval {start:g}..{end:g}{more} covers no row that {labels_source} "
+                  "labels anomalous: the two files disagree (event figures count this file's events)", NoteWarning,
+                  stacklevel=3)
 
 
 def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, source: str) -> None:
     if n_rows != len(scores.score):
         raise InputError(f"{source}: has {n_rows} rows but {scores.source} has {len(scores.score)}")
     if index is not None and scores.has_timestamp:
-        try:  # numeric timestamps compare as numbers (100 == 100.0), others as text
-            differ = np.flatnonzero(np.asarray(index, dtype=np.float64) != np.asarray(scores.index, dtype=np.float64))
-        except (TypeError, ValueError):
-            differ = np.flatnonzero(np.asarray(index).astype(str) != np.asarray(scores.index).astype(str))
+        differ = _differ(index, scores.index)
         if len(differ):
             r = differ[0]
             raise InputError(f"{source}: row {r + 1}: timestamp {io.short_repr(index[r])} differs from {scores.source}'s "
                              f"{io.short_repr(scores.index[r])}")
+
+
+def _differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Rows whose timestamps differ: numbers as numbers (100 == 100.0), date-times as instants, others as text.
+    As text, a Parquet table's datetime column differed from the same times in a SCORES.csv (`detect` of
+    test.parquet writes '2024-01-02 00:00:00'): evaluate refused detect's own output beside its data."""
+    try:
+        return np.flatnonzero(np.asarray(a, dtype=np.float64) != np.asarray(b, dtype=np.float64))
+    except (TypeError, ValueError):
+        pass
+    times_a, times_b = _as_times(a), _as_times(b)
+    if times_a is not None and times_b is not None:
+        return np.flatnonzero(np.asarray(times_a != times_b))
+    return np.flatnonzero(np.asarray(a).astype(str) != np.asarray(b).astype(str))
+
+
+def _as_times(values: np.ndarray) -> Optional[pd.DatetimeIndex]:
+    """``values`` as UTC date-times when every one reads as one (text, datetime64, datetime objects), else None;
+    numbers are no date-times here (to_datetime would read them as epoch nanoseconds)."""
+    values = pd.Index(values)
+    if pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
+        return None
+    with warnings.catch_warnings():   # "could not infer format": expected for ids that are not dates
+        warnings.simplefilter("ignore")
+        try:
+            parsed = pd.DatetimeIndex(pd.to_datetime(values, errors="coerce", utc=True))
+        except (ValueError, TypeError, OverflowError):
+            return None
+    return None if parsed.isna().any() else parsed
 
 
 def read_ground_truth(path: str | os.PathLike, scores: Scores,
@@ -186,8 +249,12 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     from mscred.data.io import table_from_frame
 
     source = str(path)
-    df = read_frame(path)
+    df = read_frame(path, events_ok=True)
     if _is_anomalies_table(df):
+        if anomalies is not None and not _same_file(anomalies, path):
+            # (its events and root causes were ignored without a word, a missing file too)
+            raise InputError(f"{anomalies}: --labels {source} is itself an anomalies table (start, end): give the "
+                             "events and their root causes in one of the two")
         events, causes, outside, clipped = _events_from_anomalies(df, scores.index, source)
         labels = np.zeros(len(scores.score), dtype=np.int8)
         for a, b in events:
@@ -205,16 +272,30 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     index = df["timestamp"].to_numpy() if "timestamp" in df.columns else None
     _check_alignment(scores, index, len(df), source)
     events, causes, outside, clipped = M.events(labels), None, 0, 0
-    beside = Path(anomalies) if anomalies is not None else Path(path).parent / ANOMALIES_FILE
-    if beside.exists() and Path(beside).resolve() != Path(path).resolve():
-        a_events, a_causes, a_outside, a_clipped = _events_from_anomalies(read_frame(beside), scores.index,
-                                                                           str(beside))
+    beside = _anomalies_beside(path, anomalies)
+    if beside is not None:
+        a_events, a_causes, a_outside, a_clipped = _events_from_anomalies(
+            read_frame(beside, events_ok=True), scores.index, str(beside), labels=labels, labels_source=source)
         if len(a_events):
             events, causes, outside, clipped = a_events, a_causes, a_outside, a_clipped
-    elif anomalies is not None:
-        raise InputError(f"{anomalies}: file not found")
     return GroundTruth(labels, events, causes, values=values, sensors=sensors, source=source, gaps=gaps,
                        events_outside=outside, events_clipped=clipped)
+
+
+def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
+def _anomalies_beside(labels_path: str | os.PathLike, anomalies: Optional[str | os.PathLike]) -> Optional[Path]:
+    """The anomalies table to read events and root causes from: ``anomalies`` as given (an InputError when missing;
+    the labels table itself is read as one too, and refused for its columns: it was "file not found"), else an
+    anomalies.csv beside the labels that is not the labels table itself, else None."""
+    if anomalies is not None:
+        if not Path(anomalies).exists():
+            raise InputError(f"{anomalies}: file not found")
+        return Path(anomalies)
+    beside = Path(labels_path).parent / ANOMALIES_FILE
+    return beside if beside.exists() and not _same_file(beside, labels_path) else None
 
 
 def event_causes(scores: Scores, events: np.ndarray, pred: Optional[np.ndarray] = None) -> list[list[str]]:

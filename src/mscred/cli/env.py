@@ -16,6 +16,20 @@ def _version(name: str) -> str:
         return "not installed"
 
 
+# Variables of other tools that change what this command reports: TRITON_INTERPRET=1 turns "fused ok" on a machine
+# without CUDA (the Triton kernels on the CPU interpreter, as the test suite sets it), OMP_NUM_THREADS the torch
+# threads, CUDA_VISIBLE_DEVICES the devices. A report showed their effect and not their cause.
+OTHER_VARIABLES = ("TRITON_INTERPRET", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+
+
+def _usable_cores() -> int | None:
+    """The cores this process may run on (taskset, a container's cpuset): os.cpu_count() counts the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):   # (not on every OS)
+        return os.cpu_count()
+
+
 def _kernels() -> dict[str, str]:
     """The kernels the backends pick by themselves where they work: "ok", or why not here."""
     from mscred.ops import conv_cell, resident_lstm
@@ -41,6 +55,7 @@ def collect() -> dict:
                      ("torch", "numpy", "pandas", "safetensors", "click", "rich", "triton", "pyarrow",
                       "matplotlib", "pyelftools")},
         "cpu_cores": os.cpu_count(),
+        "cpu_cores_usable": _usable_cores(),
         "torch_threads": torch.get_num_threads(),
         "cpu_bf16_native": bf16_native(torch.device("cpu")),
         "cuda_available": torch.cuda.is_available(),
@@ -52,6 +67,7 @@ def collect() -> dict:
         # kernels, MSCRED_WINDOW_LSTM / MSCRED_RESIDENT_LSTM switch the per-window ConvLSTM kernels, MSCRED_DEBUG
         # shows tracebacks, ...): a bug report should say which were on.
         "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MSCRED_")},
+        "other_variables": {k: os.environ[k] for k in OTHER_VARIABLES if k in os.environ},
     }
     device = "cuda" if info["cuda_available"] else "cpu"
     # What `mscred train` uses here by default (--backend auto, CUDA graphs on a CUDA device).
@@ -72,7 +88,9 @@ def env(as_json: bool) -> None:
         return
     click.echo(f"mscred {info['mscred']}  python {info['python']}  {info['platform']}")
     click.echo("packages: " + ", ".join(f"{k} {v}" for k, v in info["packages"].items()))
-    click.echo(f"cpu: {info['cpu_cores']} cores, torch threads {info['torch_threads']}, bf16 "
+    usable = info["cpu_cores_usable"]
+    cores = f"{info['cpu_cores']} cores" + (f" ({usable} usable here)" if usable != info["cpu_cores"] else "")
+    click.echo(f"cpu: {cores}, torch threads {info['torch_threads']}, bf16 "
                f"{'native (--bf16 applies on the CPU)' if info['cpu_bf16_native'] else 'not native (--bf16 ignored)'}")
     if info["cuda_available"]:
         click.echo(f"cuda {info['torch_cuda']}: " + "; ".join(info["devices"]))
@@ -85,6 +103,8 @@ def env(as_json: bool) -> None:
         click.echo(f"  {kernel}: {state}")
     if info["environment"]:
         click.echo("environment: " + ", ".join(f"{k}={v}" for k, v in info["environment"].items()))
+    if info["other_variables"]:
+        click.echo("other variables: " + ", ".join(f"{k}={v}" for k, v in info["other_variables"].items()))
     d = info["defaults"]
     click.echo(f"mscred train by default: device {d['device']}, backend {d['backend']}, "
                f"CUDA graphs {'on' if d['cuda_graphs'] else 'off'}")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-
+import math
 from pathlib import Path
 
 import click
@@ -12,6 +12,17 @@ from mscred.config import MISSING_POLICIES, ScoreConfig
 
 _DEFAULTS = ScoreConfig()
 
+# The options each refit threshold reads: one given for another --threshold did nothing, without a word (a
+# --val-scores beside the default 'detector' looked like a refit; even a missing file passed).
+_THRESHOLD_OPTIONS = {"beta": ("beta_max",), "percentile": ("percentile",), "pot_risk": ("pot", "spot"),
+                      "pot_level": ("pot", "spot"), "val_scores": ("beta_max", "percentile", "pot", "spot")}
+
+
+def _named(ctx, param, value):
+    """A path option given as "" (an unset shell variable) is refused: it read as ".", the current folder."""
+    if value == "":
+        raise click.BadParameter("an empty path: give a file or folder name", ctx=ctx, param=param)
+    return value
 
 
 def _fmt(value) -> str:
@@ -36,32 +47,65 @@ def _threshold_predictions(method: str, scores, val_scores_path, cfg: ScoreConfi
     if len(val) < need:
         raise InputError(f"{val_scores_path}: {len(val)} validation score(s); --threshold {method} needs at least "
                          f"{need}")
-    if method == "spot":
-        thresholds, alarms = spot(val, scores.score, risk=cfg.pot_risk, level=cfg.pot_level)
-        return alarms.astype(np.int8), float(thresholds[-1])
-    threshold = choose_threshold(method, val, cfg)
-    return (scores.score > threshold).astype(np.int8), threshold
+    with np.errstate(over="ignore", invalid="ignore"):   # an overflow is refused below, not a RuntimeWarning
+        if method == "spot":
+            thresholds, alarms = spot(val, scores.score, risk=cfg.pot_risk, level=cfg.pot_level)
+            pred, threshold = alarms.astype(np.int8), float(thresholds[-1])
+        else:
+            threshold = float(choose_threshold(method, val, cfg))
+            pred = (scores.score > threshold).astype(np.int8)
+    if not math.isfinite(threshold):   # (printed as Infinity: --json was no longer JSON)
+        raise InputError(f"{val_scores_path}: --threshold {method} on these validation scores gives a threshold of "
+                         f"{threshold:g}, not a finite number (float64 overflow: the scores"
+                         f"{' or --beta' if method == 'beta_max' else ''} too large)")
+    return pred, threshold
+
+
+def _check_threshold_options(ctx: click.Context, threshold: str) -> None:
+    """InputError for an option given on the command line that ``threshold`` does not read."""
+    from click.core import ParameterSource
+
+    from mscred.errors import InputError
+
+    for name, methods in _THRESHOLD_OPTIONS.items():
+        if threshold not in methods and ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT):
+            flag = "--" + name.replace("_", "-")
+            listed = ", ".join(methods[:-1]) + (" or " if len(methods) > 1 else "") + methods[-1]
+            raise InputError(f"{flag} is read by --threshold {listed} only; --threshold is '{threshold}'")
+
+
+def _check_vus_window(window: int, scores) -> None:
+    """VUS widens every event by up to ``window`` rows on each side over 2 x window + 1 buffers: a window longer
+    than the scores (and the default 100) measures nothing more and ran for hours (--vus-window 10000000 on 10
+    rows: one Python pass per buffer)."""
+    from mscred.errors import InputError
+    from mscred.vus import DEFAULT_SLIDING_WINDOW
+
+    most = max(len(scores.score), DEFAULT_SLIDING_WINDOW)
+    if window > most:
+        raise InputError(f"--vus-window {window}: more than the {len(scores.score)} rows of {scores.source} and the "
+                         f"default {DEFAULT_SLIDING_WINDOW} (VUS widens each event by up to that many rows a side)")
 
 
 @click.command()
-@click.argument("scores_path", metavar="SCORES.csv", type=click.Path(dir_okay=False))
-@click.option("--labels", "labels_path", required=True, type=click.Path(dir_okay=False),
+@click.argument("scores_path", metavar="SCORES.csv", type=click.Path(dir_okay=False), callback=_named)
+@click.option("--labels", "labels_path", required=True, type=click.Path(dir_okay=False), callback=_named,
               help="Ground truth: a CSV/Parquet with a 'label' column (e.g. test.csv), or an anomalies.csv with "
                    "start,end,root_causes.")
-@click.option("--anomalies", type=click.Path(dir_okay=False), default=None,
+@click.option("--anomalies", type=click.Path(dir_okay=False), default=None, callback=_named,
               help="anomalies.csv with root causes [default: the one beside --labels, if any].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--report", "report_dir", type=click.Path(file_okay=False), default=None, callback=_named,
               help="Write a self-contained HTML report into this directory.")
-@click.option("--model", "model_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--model", "model_dir", type=click.Path(file_okay=False), default=None, callback=_named,
               help="Model directory, to show residual signature matrices in the report.")
-@click.option("--data", "data_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--data", "data_path", type=click.Path(dir_okay=False), default=None, callback=_named,
               help="The scored data (for the report's series and residuals) [default: --labels when it holds "
                    "sensor columns].")
 @click.option("--threshold", type=click.Choice(["detector", "beta_max", "percentile", "pot", "spot"]),
               default="detector", show_default=True,
               help="'detector': the is_anomaly column as written; otherwise refit on --val-scores.")
-@click.option("--val-scores", type=click.Path(dir_okay=False), default=None,
+@click.option("--val-scores", type=click.Path(dir_okay=False), default=None, callback=_named,
               help="SCORES.csv of normal validation data, for --threshold other than 'detector'.")
 @click.option("--beta", type=FiniteFloatRange(0, min_open=True), default=_DEFAULTS.beta, show_default=True,
               help="beta_max: threshold = beta x max(validation score).")
@@ -77,9 +121,20 @@ def _threshold_predictions(method: str, scores, val_scores_path, cfg: ScoreConfi
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the random baseline.")
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default="error", show_default=True,
               help="Missing (NaN) sensor values in the data tables (--labels, --data): as given to detect.")
-def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,
-             beta, percentile, pot_risk, pot_level, vus_window, seed, missing) -> None:
+@click.pass_context
+def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
+             val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing) -> None:
     """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline."""
+    from mscred.errors import note_lines
+
+    _check_threshold_options(ctx, threshold)
+    with note_lines():   # (a labels table and an anomalies.csv beside it that disagree: one note line)
+        _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
+                  val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing)
+
+
+def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,
+              beta, percentile, pot_risk, pot_level, vus_window, seed, missing) -> None:
     from mscred.evaluation import compute_metrics, read_ground_truth, read_scores, sensor_pool
 
     if report_dir is not None:  # refuse a folder of other files before any work (atomic.check_replaceable_dir)
@@ -87,6 +142,7 @@ def evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir
         from mscred.report import REPORT_FILES
         check_replaceable_dir(report_dir, REPORT_FILES, "an mscred report")
     scores = read_scores(scores_path)
+    _check_vus_window(vus_window, scores)
     truth = read_ground_truth(labels_path, scores, anomalies, missing=missing)
     pred, thr = None, None
     if threshold != "detector":

@@ -8,8 +8,17 @@ import click
 from mscred.cli.params import SEED
 
 
+def _named(ctx, param, value):
+    """OUT_DIR "" (an unset shell variable) is refused: it read as ".", and the current folder's own train.csv,
+    test.csv and anomalies.csv were replaced without a word ("." itself asks for that, and may)."""
+    if value == "":
+        raise click.BadParameter("an empty path: give a folder name ('.' for the current folder)", ctx=ctx,
+                                 param=param)
+    return value
+
+
 @click.command()
-@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.argument("out_dir", type=click.Path(file_okay=False), callback=_named)
 @click.option("--sensors", "n_sensors", type=click.IntRange(min=4), default=30, show_default=True,
               help="Number of sensors n.")
 @click.option("--length", type=click.IntRange(min=1), default=20_000, show_default=True,

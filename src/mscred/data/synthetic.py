@@ -91,6 +91,15 @@ def check_size(length: int, n_sensors: int) -> None:
         raise InputError(too_large(length, n_sensors, memory))
 
 
+def long_enough(n_anomalies: int, longest: int) -> int:
+    """A length from which on every length holds ``n_anomalies`` anomalies of up to ``longest`` steps: slots of
+    ``s`` test steps with ``(1 - 2 SLOT_MARGIN) s >= longest + 1`` (the margins round down, so such a slot always
+    fits). The message once said "a slot of about 114 test steps" and left the length to work out, beside a
+    --help that says x>=1."""
+    slot = int(np.ceil((longest + 1) / (1 - 2 * SLOT_MARGIN)))
+    return int(np.ceil(n_anomalies * slot / (1 - TEST_FRACTION)))
+
+
 def generate_synthetic(
     n_sensors: int = 30,
     length: int = 20_000,
@@ -134,10 +143,8 @@ def generate_synthetic(
     slot = (length - test_start) // max(n_anomalies, 1)
     margin = int(slot * SLOT_MARGIN)
     if n_anomalies and slot - 2 * margin < max(durations) + 1:
-        raise InputError(
-            f"length {length} is too short for {n_anomalies} anomalies of up to {max(durations)} steps "
-            f"(each needs a slot of about {int((max(durations) + 1) / (1 - 2 * SLOT_MARGIN)) + 1} test steps)"
-        )
+        raise InputError(f"length {length} is too short for {n_anomalies} anomalies of up to {max(durations)} steps "
+                         f"(--length {long_enough(n_anomalies, max(durations))} or more fits them)")
     if train_end < 1:
         raise InputError(f"length {length} leaves no training steps")
     check_size(length, n_sensors)
