@@ -465,3 +465,19 @@ def test_backend_fused_on_a_cpu_is_a_note(tmp_path, capsys, monkeypatch):
                         "--backend", "fused")
     assert code == 0
     assert "note: --backend fused (backend='fused') ignored: its Triton kernels run on CUDA devices" in err, err
+
+
+def test_weights_of_another_size_are_said_once(tmp_path, capsys, model_dir):
+    """The mismatch's InputError (a ValueError) was caught and wrapped again: 'damaged weights (InputError: ...:
+    damaged weights (...))'."""
+    import shutil
+
+    model = tmp_path / "model"
+    shutil.copytree(model_dir, model)
+    meta = json.loads((model / "config.json").read_text())
+    meta["config"]["model"]["channels"] = [4, 8, 8, 16]
+    (model / "config.json").write_text(json.dumps(meta))
+    data = tmp_path / "data.csv"
+    _frame().to_csv(data, index=False)
+    err = _bad(capsys, "detect", model, data, "--out", tmp_path / "s.csv", match="weights of another model size")
+    assert err.count("damaged weights") == 1 and "InputError" not in err, err

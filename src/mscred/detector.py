@@ -602,6 +602,8 @@ class MSCRED:
             if mismatch:
                 raise InputError(f"{weights_path}: damaged weights ({mismatch})")
             net.load_state_dict(state, strict=True)
+        except InputError:   # (an InputError is a ValueError: it was wrapped in a second "damaged weights (...)")
+            raise
         except (SafetensorError, OSError, RuntimeError, ValueError) as err:
             msg = " ".join(str(err).split())[:300]
             raise InputError(f"{weights_path}: damaged weights ({type(err).__name__}: {msg})") from None

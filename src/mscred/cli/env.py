@@ -95,7 +95,8 @@ def env(as_json: bool) -> None:
     if info["cuda_available"]:
         click.echo(f"cuda {info['torch_cuda']}: " + "; ".join(info["devices"]))
     else:
-        click.echo(f"cuda: not available (torch built with CUDA {info['torch_cuda'] or 'none'})")
+        built = f"torch built with CUDA {info['torch_cuda']}" if info["torch_cuda"] else "a CPU build of torch"
+        click.echo(f"cuda: not available ({built})")
     for op, backends in info["backends"].items():
         for backend, state in backends.items():
             click.echo(f"  {op:<20} {backend:<15} {state}")
