@@ -481,3 +481,14 @@ def test_weights_of_another_size_are_said_once(tmp_path, capsys, model_dir):
     _frame().to_csv(data, index=False)
     err = _bad(capsys, "detect", model, data, "--out", tmp_path / "s.csv", match="weights of another model size")
     assert err.count("damaged weights") == 1 and "InputError" not in err, err
+
+
+def test_train_summary_names_the_score_or_its_theta(tmp_path, capsys):
+    """The default z_sensor score has no theta: the summary said 'theta -', which told a reader nothing."""
+    data = tmp_path / "train.csv"
+    _frame().to_csv(data, index=False)
+    code, out, _ = _run(capsys, "train", data, "--out", tmp_path / "m", "--epochs", "1", "--quiet")
+    assert code == 0 and "; score z_sensor; threshold " in out and "theta" not in out, out
+    code, out, _ = _run(capsys, "train", data, "--out", tmp_path / "m2", "--epochs", "1", "--quiet",
+                        "--theta", "0.005")
+    assert code == 0 and "; theta 0.005, 0.005, 0.005; threshold " in out, out

@@ -313,11 +313,13 @@ def train_distributed(data, out, overrides: Optional[dict[str, Any]] = None, *, 
 
 def summary_line(summary: dict) -> str:
     """The line ``mscred train`` prints, for a distributed run."""
-    theta = ", ".join(f"{t:.3g}" for t in summary["theta"]) if summary["theta"] else "-"
+    from mscred.cli.train import score_text
+
     val = summary["val_loss"] if summary["val_loss"] is not None else float("nan")
     return (f"trained {summary['epochs']} epoch(s) in {summary['seconds']:.1f} s on {summary['world_size']} "
             f"process(es) (DDP, {'CUDA graphs' if summary['graphs'] else 'eager'}; val loss {val:.4g}); "
-            f"theta {theta}; threshold {summary['threshold']:.4g}; wrote {summary['out']}")
+            f"{score_text(summary['theta'], summary['method'])}; threshold {summary['threshold']:.4g}; "
+            f"wrote {summary['out']}")
 
 
 def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Optional[str],
@@ -349,7 +351,8 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
         shutil.rmtree(checkpoint_dir, ignore_errors=True)  # the saved model supersedes the checkpoints
     last = model.history_[-1] if model.history_ else {}
     return {"epochs": len(model.history_), "seconds": time.perf_counter() - start, "val_loss": last.get("val_loss"),
-            "theta": list(model.theta_), "threshold": float(model.threshold_), "world_size": rank.world_size,
+            "theta": list(model.theta_), "method": model.config.score.method, "threshold": float(model.threshold_),
+            "world_size": rank.world_size,
             "graphs": bool(trainers and trainers[-1].graphs_used), "out": str(Path(out))}
 
 

@@ -250,7 +250,12 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     if val_scores is not None:
         _write_validation_scores(model, table, val_scores)
     last = model.history_[-1] if model.history_ else {}
-    theta_text = ", ".join(f"{t:.3g}" for t in model.theta_) if model.theta_ else "-"
     click.echo(f"trained {len(model.history_)} epoch(s) in {time.perf_counter() - start:.1f} s "
-               f"(val loss {last.get('val_loss', float('nan')):.4g}); theta {theta_text}; "
-               f"threshold {model.threshold_:.4g}; wrote {out}")
+               f"(val loss {last.get('val_loss', float('nan')):.4g}); {score_text(model.theta_, model.config.score.method)}"
+               f"; threshold {model.threshold_:.4g}; wrote {out}")
+
+
+def score_text(theta, method: str) -> str:
+    """The score a model flags by, for its summary line: the count score's residual thresholds (theta) or the
+    method's name ("theta -" under the default z_sensor score once meant nothing to a reader)."""
+    return f"theta {', '.join(f'{t:.3g}' for t in theta)}" if theta else f"score {method}"
