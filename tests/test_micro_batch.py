@@ -72,9 +72,11 @@ def test_micro_batch_turns_the_graphs_off_with_a_note(monkeypatch):
 
     monkeypatch.setattr(train, "graphs_enabled", lambda setting, device: True)
     net = MSCREDNet(ModelConfig(**TINY))
-    with pytest.warns(IgnoredSettingWarning, match="CUDA graphs off: micro-batches of 2 windows"):
-        trainer = Trainer(net, TrainConfig(batch_size=8, micro_batch=2, device="cpu"))
-    assert not trainer.use_graphs and trainer.micro_batch == 2
+    for asked in (None, True):   # graphs by default, or asked for: one note, the micro-batches' (not "need CUDA")
+        with pytest.warns(IgnoredSettingWarning) as caught:
+            trainer = Trainer(net, TrainConfig(batch_size=8, micro_batch=2, cuda_graphs=asked, device="cpu"))
+        assert [str(w.message)[:43] for w in caught] == ["CUDA graphs off: micro-batches of 2 windows"]
+        assert not trainer.use_graphs and trainer.micro_batch == 2
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         whole = Trainer(net, TrainConfig(batch_size=8, micro_batch=8, device="cpu"))  # not smaller: no micro-batch

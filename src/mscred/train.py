@@ -175,13 +175,14 @@ class Trainer:
         # Micro-batches run op by op (a graph captures one whole batch's step), so one smaller than the batch turns
         # the graphs off: said when they were asked for or would have been on by default.
         self.micro_batch = train_cfg.micro_batch if (train_cfg.micro_batch or 0) < train_cfg.batch_size else None
-        self.use_graphs = graphs_enabled(train_cfg.cuda_graphs, self.device) and self.micro_batch is None
-        if self.micro_batch is not None and graphs_enabled(train_cfg.cuda_graphs, self.device):
+        graphs_here = graphs_enabled(train_cfg.cuda_graphs, self.device)
+        self.use_graphs = graphs_here and self.micro_batch is None
+        if self.micro_batch is not None and graphs_here:
             warnings.warn(IgnoredSettingWarning(
                 f"CUDA graphs off: micro-batches of {self.micro_batch} windows (--micro-batch, micro_batch) run "
                 f"eagerly, a graph captures a whole batch's step"), stacklevel=2)
         self.bf16 = bool(train_cfg.bf16 and bf16_native(self.device))
-        if train_cfg.cuda_graphs and not self.use_graphs:
+        if train_cfg.cuda_graphs and not graphs_here:
             warnings.warn(IgnoredSettingWarning(
                 f"--cuda-graphs (cuda_graphs=True) ignored: CUDA graphs need a CUDA device; training eagerly on "
                 f"{self.device}"), stacklevel=2)
