@@ -492,3 +492,23 @@ def test_train_summary_names_the_score_or_its_theta(tmp_path, capsys):
     code, out, _ = _run(capsys, "train", data, "--out", tmp_path / "m2", "--epochs", "1", "--quiet",
                         "--theta", "0.005")
     assert code == 0 and "; theta 0.005, 0.005, 0.005; threshold " in out, out
+
+
+def test_theta_beside_another_score_is_refused(tmp_path, capsys):
+    """--theta acts on the count score only: with --score mse it was dropped without a word."""
+    data = tmp_path / "train.csv"
+    _frame().to_csv(data, index=False)
+    _bad(capsys, "train", data, "--out", tmp_path / "m", "--theta", "0.005", "--score", "mse",
+         match="--theta: is read by --score count only; --score is 'mse'", usage=True)
+    assert not (tmp_path / "m").exists()
+
+
+def test_detect_summary_counts_the_rows_no_window_covers(model_dir, tmp_path, capsys):
+    """The first rows (before the first full window) always score 0: 'scored 400 rows' read as if each was judged."""
+    data = tmp_path / "new.csv"
+    _frame(seed=4).to_csv(data, index=False)
+    code, out, _ = _run(capsys, "detect", model_dir, data, "--out", tmp_path / "s.csv")
+    scores = pd.read_csv(tmp_path / "s.csv")
+    lead = int(np.argmax(scores["score"].to_numpy() != 0))   # the first row a window covers (its score > 0)
+    assert code == 0 and lead > 0
+    assert f"scored {ROWS - lead} of {ROWS} rows ({lead} before the first full window" in out, out

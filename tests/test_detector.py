@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -523,3 +524,19 @@ def test_training_that_would_not_fit_the_cpu_memory_is_refused_up_front(monkeypa
     monkeypatch.setattr(detector, "available_memory", lambda: 2 ** 20)
     with pytest.raises(InputError, match="training data: training 5 sensors at batch 32 needs"):
         MSCRED(epochs=1, **SMALL).fit(_frame())
+
+
+def test_pot_on_too_few_validation_windows_says_it_has_no_tail():
+    """On 13 validation windows POT's initial threshold (the 0.98 quantile) is their largest score: pot() returns
+    it without a tail fit, which a user read as POT's answer (the same as --threshold percentile's there)."""
+    from mscred.errors import CalibrationWarning
+
+    with pytest.warns(CalibrationWarning, match=r"--threshold pot on \d+ validation windows: .* is their largest "
+                                                r"score.*POT needs more than 50 validation windows") as caught:
+        model = MSCRED(epochs=1, threshold="pot", **SMALL).fit(_frame())
+    assert len(caught) == 1
+    scores = model.decision_scores_[model.validation_rows_]
+    assert model.threshold_ == pytest.approx(scores.max())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CalibrationWarning)
+        MSCRED(epochs=1, **SMALL).fit(_frame())   # beta_max there: no such note

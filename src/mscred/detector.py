@@ -387,6 +387,14 @@ class MSCRED:
         if rule == "pot" and n_val < 2:
             raise InputError(f"{table.source}: {len(table.values)} rows leave {n_val} validation window; the POT "
                              "threshold needs at least 2: train on more rows, or choose another --threshold")
+        level = self.config.score.pot_level
+        if rule == "pot" and n_val >= 2 and int(level * n_val) >= n_val - 1:
+            # Siffer's initial threshold is the score of rank floor(level * n): on this few it is the largest, no
+            # score lies above it, and pot() returns it as the threshold without fitting a tail (once silently).
+            warnings.warn(CalibrationWarning(
+                f"{table.source}: --threshold pot on {n_val} validation windows: its initial threshold (the "
+                f"{level:g} quantile) is their largest score, which leaves no tail to fit, so the threshold is that "
+                f"score; POT needs more than {math.ceil(1 / (1 - level))} validation windows"), stacklevel=4)
         if n_val < MIN_VALIDATION_WINDOWS:
             warnings.warn(CalibrationWarning(
                 f"{table.source}: the threshold rests on {n_val} validation window(s) (the last "

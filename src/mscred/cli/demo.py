@@ -181,7 +181,8 @@ def render(result: dict) -> None:
 def demo(quick, out, dataset, data_root, epochs, theta, method, device, seed, report, quiet) -> None:
     """Generate the paper's synthetic data, train, detect, evaluate, and print a short table.
 
-    The paper's scoring: --theta 0.005 (the count of residual entries above 0.005, threshold 1.5 x max).
+    Scores with z_sensor by default; --theta 0.005 asks for the paper's (the count of residual entries above
+    0.005, threshold 1.5 x max).
     """
     from mscred.cli.train import score_overrides
 

@@ -29,8 +29,11 @@ def parse_theta(value: str) -> float | None:
 
 
 def score_overrides(theta: str | None, method: str | None) -> dict:
-    """Settings of --theta/--score: a theta alone selects the paper's count score, which is the one it acts on."""
+    """Settings of --theta/--score: a theta alone selects the paper's count score, which is the one it acts on;
+    beside another --score it would be dropped without a word, so it is refused."""
     out = {}
+    if theta is not None and method not in (None, "count"):
+        raise click.BadParameter(f"is read by --score count only; --score is '{method}'", param_hint="--theta")
     if theta is not None:
         out["theta"] = parse_theta(theta)
         out["method"] = "count"
