@@ -512,3 +512,15 @@ def test_detect_summary_counts_the_rows_no_window_covers(model_dir, tmp_path, ca
     lead = int(np.argmax(scores["score"].to_numpy() != 0))   # the first row a window covers (its score > 0)
     assert code == 0 and lead > 0
     assert f"scored {ROWS - lead} of {ROWS} rows ({lead} before the first full window" in out, out
+
+
+def test_a_decimal_comma_in_one_cell_gets_a_hint(tmp_path, capsys):
+    """One '1,5' in a comma-separated file: pandas' 'Expected 6 fields in line 21, saw 7' alone left the cause to
+    guess."""
+    data = tmp_path / "train.csv"
+    _frame().to_csv(data, index=False)
+    lines = data.read_text().splitlines()
+    lines[20] = lines[20].rsplit(",", 1)[0] + ",1,5"
+    data.write_text("\n".join(lines) + "\n")
+    _bad(capsys, "train", data, "--out", tmp_path / "m",
+         match="Expected 6 fields in line 21, saw 7: a value with a decimal comma (1,5 for 1.5)")

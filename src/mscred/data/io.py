@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import warnings
 import zlib
 from dataclasses import dataclass, field
@@ -430,7 +431,11 @@ def _csv_call(path: Path, **kwargs: Any) -> pd.DataFrame:
         raise InputError(f"{path}: cannot read as CSV: not UTF-8 text ({_one_line(exc)}); save it as UTF-8") from None
     except (pd.errors.ParserError, ValueError, OSError, EOFError, zlib.error, csv.Error) as exc:
         # OSError includes a damaged .gz (BadGzipFile); EOFError a truncated one.
-        raise InputError(f"{path}: cannot read as CSV: {_one_line(exc)}") from None
+        text = _one_line(exc)
+        if kwargs.get("sep", ",") == "," and re.search(r"Expected \d+ fields in line \d+, saw \d+", text):
+            # (pandas' line alone left the likeliest cause to guess: one cell written as 1,5)
+            text += ": a value with a decimal comma (1,5 for 1.5) or an unquoted comma in that line?"
+        raise InputError(f"{path}: cannot read as CSV: {text}") from None
 
 
 def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
