@@ -540,3 +540,15 @@ def test_pot_on_too_few_validation_windows_says_it_has_no_tail():
     with warnings.catch_warnings():
         warnings.simplefilter("error", CalibrationWarning)
         MSCRED(epochs=1, **SMALL).fit(_frame())   # beta_max there: no such note
+
+
+def test_fit_notes_rows_labelled_anomalous():
+    """A label column is ignored by training: the CLI said so, a Python fit did not."""
+    from mscred.errors import NoteWarning
+
+    frame = _frame()
+    frame["label"] = 0
+    frame.loc[100:104, "label"] = 1
+    with pytest.warns(NoteWarning, match=r"training data: 5 row\(s\) are labelled anomalous \(label 1\); training "
+                                         "takes every row as normal"):
+        MSCRED(epochs=1, **SMALL).fit(frame)

@@ -27,7 +27,7 @@ from mscred import __version__
 from mscred.atomic import atomic_path, save_safetensors
 from mscred.config import RUNTIME_SETTINGS, MSCREDConfig
 from mscred.detect import Calibration, WindowResult, score_windows, timestamp_windows
-from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, NotFittedError
+from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, NotFittedError, NoteWarning
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -332,6 +332,9 @@ class MSCRED:
         self.sensors_ = list(table.sensors)
         if len(self.sensors_) < 4:
             raise InputError(f"{table.source}: {len(self.sensors_)} sensor(s); MSCRED needs at least 4")
+        if table.labels is not None and table.labels.any():   # documented as ignored, yet easy to miss
+            warnings.warn(NoteWarning(f"{table.source}: {int(table.labels.sum())} row(s) are labelled anomalous "
+                                      "(label 1); training takes every row as normal, those too"), stacklevel=3)
         separated = next((name for name in self.sensors_ if ROOT_CAUSE_SEPARATOR in name), None)
         if separated is not None:   # ("temp;inlet" read back as two sensors, neither of them real)
             raise InputError(f"{table.source}: column {separated!r}: a sensor name cannot hold "

@@ -213,9 +213,6 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     report_filled(table)
     report_constant(table)
     report_extreme_range(table)
-    if table.labels is not None and table.labels.any():  # documented as ignored, yet easy to miss
-        click.echo(f"note: {int(table.labels.sum())} row(s) of {data} are labelled anomalous (label 1); training "
-                   "takes every row as normal, those too", err=True)
     out = Path(out)
     ckpt = checkpoint_dir_for(out)
     created = _first_missing(ckpt)   # what the sensors record creates: the folder, and any missing parents
