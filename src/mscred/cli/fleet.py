@@ -25,7 +25,16 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
 @click.option("--quiet", is_flag=True, help="No line per finished entity.")
 def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device, seed, backend, conv_backend, bf16,
           cuda_graphs, missing, theta, method, threshold, resume, quiet) -> None:
-    """Train one MSCRED model per entity of SOURCE (a dataset name or a folder) and summarise them."""
+    """Train one MSCRED model per entity of SOURCE (a dataset name or a folder) and summarise them.
+
+    \b
+    SOURCE is one of:
+      smd, smd:m1,m2, smap, msl  the dataset in --data-root (each machine or channel an entity)
+      a folder of sub-folders    each a train.* + test.* pair with a 'label' column (as `mscred generate`
+                                 writes): trained on train, evaluated on test
+      a folder of tables         each CSV/Parquet/.npy file an entity of normal data; a file with a 'label'
+                                 column trains on its first half and is evaluated on the second
+    """
     from mscred.errors import InputError, PartlyDone
     from mscred.fleet import BAD_INPUT, run_fleet
 
