@@ -201,7 +201,7 @@ def test_table_bad_layouts(tmp_path):
     pd.DataFrame({"a": [1.0, 2.0, 3.0]}).to_csv(tmp_path / "nolabel.csv", index=False)
     _raises("no 'label' column", name="table", root=tmp_path / "nolabel.csv")
     _raises("not found", name="table", root=tmp_path / "missing")
-    _raises("needs a root", name="table")
+    _raises("needs a folder (train.* + test.*) or one labelled table", name="table")
 
 
 def test_daphnet_timeeval_format(tmp_path):

@@ -138,7 +138,8 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str 
     if kind == "tep":
         return _load_tep(root, item)
     if root is None:
-        raise InputError(f"dataset {kind!r} needs a root folder (root=... / --data-root)")
+        what = ("a folder (train.* + test.*) or one labelled table" if kind == "table" else "a root folder")
+        raise InputError(f"dataset {kind!r} needs {what} (root=... / --data-root)")
     root = Path(root)
     if not root.exists():
         layout = {"smd": _SMD, "smap": _TELEMANOM, "msl": _TELEMANOM}.get(kind, "")   # (table: the user's own files)
