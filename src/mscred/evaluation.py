@@ -3,7 +3,8 @@
 The library side of ``mscred evaluate`` (the CLI only parses options and prints). Ground truth comes either from a
 table with a ``label`` column (CSV/Parquet; when it also has sensor columns their values are kept for the report)
 or from an ``anomalies.csv`` with ``start,end,root_causes`` (``end`` exclusive, on the ``timestamp`` scale, as
-``mscred generate`` writes it). An ``anomalies.csv`` beside a labelled table is picked up for root causes.
+``mscred generate`` writes it; numbers, or date-times placed by instant on date-time timestamps). An
+``anomalies.csv`` beside a labelled table is picked up for root causes, unless ``anomalies="none"``.
 """
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ from mscred.errors import InputError, NoteWarning
 from mscred.vus import DEFAULT_SLIDING_WINDOW, vus
 
 ANOMALIES_FILE = "anomalies.csv"
+# ``anomalies=NO_ANOMALIES`` (``--anomalies none``): no anomalies table, not even the one beside the labels (an
+# unrelated anomalies.csv in the labels' folder was read, and refused, with no way to leave it out).
+NO_ANOMALIES = "none"
 
 # (key, label, note) rows of the printed table and of the report, in order.
 METRIC_ROWS = [
@@ -130,50 +134,148 @@ def _is_anomalies_table(df: pd.DataFrame) -> bool:
 
 def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str, timestamps: str = "the SCORES file's",
                            refuse_outside: bool = False, labels: Optional[np.ndarray] = None,
-                           labels_source: str = "") -> tuple[np.ndarray, list[set[str]], int, int]:
+                           labels_source: str = "",
+                           dates_ok: bool = False) -> tuple[np.ndarray, list[set[str]], int, int]:
     """Map anomalies (start, end exclusive, on the timestamp scale) onto row intervals of ``index``: (events,
     causes, how many events had no scored row and were dropped, how many kept ones began before the first scored
     row or ended after the last one's step and were cut to the scored rows). ``timestamps`` names whose timestamps
     ``index`` holds, in the messages; ``refuse_outside``: an event with no row is an InputError naming it, not
     dropped (a dataset's own anomalies file, checked at load). ``labels`` (int8, aligned with ``index``; from
-    ``labels_source``): an event over none of its anomalous rows is said in a note (NoteWarning)."""
+    ``labels_source``): an event over none of its anomalous rows is said in a note (NoteWarning). ``dates_ok``:
+    start/end may be date-times, placed by instant (UTC) on date-time timestamps; off, they must be numbers
+    (``mscred.data.datasets`` converts them to numbers after this check)."""
     missing = [c for c in ("start", "end") if c not in df.columns]
     if missing:
         raise InputError(f"{source}: no {' and no '.join(repr(c) for c in missing)} column: an anomalies table has "
                          "start, end (timestamps, end exclusive) and optionally root_causes")
-    starts, ends = _numeric(df, "start", source), _numeric(df, "end", source)
+    starts, ends, times = _event_bounds(df, source, dates_ok)
+    show = _show_time if times else _show_number
     bad = np.flatnonzero(ends <= starts)
     if len(bad):
-        raise InputError(f"{source}: row {bad[0] + 1}: end {ends[bad[0]]:g} is not after start {starts[bad[0]]:g}")
-    try:
-        position = np.asarray(index, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise InputError(f"{source}: start/end need numeric timestamps in {timestamps} rows") from None
+        raise InputError(f"{source}: row {bad[0] + 1}: end {show(ends[bad[0]])} is not after start "
+                         f"{show(starts[bad[0]])}")
+    position = _timestamp_positions(df, index, times, source, timestamps, dates_ok)
     _check_positions(position, index, source, timestamps)
     causes_col = df["root_causes"] if "root_causes" in df.columns else [None] * len(df)
     rows, causes, clipped, disagree = [], [], 0, []
     # An end (exclusive) up to one step past the last row still lies inside: the step is the last spacing.
-    last_end = position[-1] + (position[-1] - position[-2] if len(position) > 1 else 1.0) if len(position) else 0.0
+    last_end = position[-1] + (position[-1] - position[-2] if len(position) > 1 else 1) if len(position) else 0
     for k, (s, e, c) in enumerate(zip(starts, ends, causes_col)):
         a, b = np.searchsorted(position, s, side="left"), np.searchsorted(position, e, side="left")
         if b <= a and refuse_outside and len(position):
-            raise InputError(f"{source}: row {k + 1}: interval {s:g}..{e:g} covers none of {timestamps} timestamps "
-                             f"({position[0]:g} .. {position[-1]:g})")
+            raise InputError(f"{source}: row {k + 1}: interval {show(s)}..{show(e)} covers none of {timestamps} "
+                             f"timestamps ({show(position[0])} .. {show(position[-1])})")
         if b > a:  # events outside the scored rows are dropped, those partly inside cut to them
             if labels is not None and not labels[a:b].any():
-                disagree.append((k, s, e))
+                disagree.append((k, show(s), show(e)))
             rows.append((a, b))
             causes.append(set(_split_names(c)))
             clipped += bool(s < position[0] or e > last_end)
     if len(starts) and not rows and len(position):
         # Not one event on the scored rows: almost surely start/end on another scale (row numbers against epoch
         # times, seconds against milliseconds); metrics on zero anomalies would be meaningless, not an answer.
-        raise InputError(f"{source}: none of its {len(starts)} event(s) (start {starts.min():g} .. end "
-                         f"{ends.max():g}) overlaps {timestamps} timestamps ({position[0]:g} .. {position[-1]:g}): "
-                         f"start/end must be on {timestamps} timestamp scale")
+        raise InputError(f"{source}: none of its {len(starts)} event(s) (start {show(starts.min())} .. end "
+                         f"{show(ends.max())}) overlaps {timestamps} timestamps ({show(position[0])} .. "
+                         f"{show(position[-1])}): start/end must be on {timestamps} timestamp scale")
     if disagree:
         _disagree(source, disagree, labels_source)
     return np.asarray(rows, dtype=np.int64).reshape(-1, 2), causes, len(starts) - len(rows), clipped
+
+
+def _show_number(value) -> str:
+    return f"{value:g}"
+
+
+def _show_time(value) -> str:
+    """An instant of ``_instants`` in a message: UTC, as every date-time is compared (naive ones read as UTC)."""
+    return pd.Timestamp(int(value), unit="ns", tz="UTC").isoformat(sep=" ")
+
+
+def _instants(times: pd.DatetimeIndex, source: str, what: str) -> np.ndarray:
+    """int64 nanoseconds since 1970 UTC: one unit for both files (pandas keeps each parse's own unit, seconds or
+    microseconds, and ``asi8`` counts in it); float64 would round them to about 256 ns."""
+    try:
+        return times.as_unit("ns").asi8
+    except (OverflowError, ValueError):   # pandas' OutOfBoundsDatetime
+        raise InputError(f"{source}: {what}: a date-time before 1677 or after 2262, which cannot be placed to the "
+                         "nanosecond") from None
+
+
+def _event_bounds(df: pd.DataFrame, source: str, dates_ok: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+    """start and end of an anomalies table on one scale: (float64, float64, False) when both hold numbers, (int64
+    UTC nanoseconds, ..., True) when ``dates_ok`` and both hold date-times ('2024-01-01 10:00:00' was "not a finite
+    number" while a SCORES file's date-time timestamps were accepted), else an InputError naming the cell."""
+    numbers = [_as_numbers(df[c]) for c in ("start", "end")]
+    if all(n is not None for n in numbers):
+        return numbers[0], numbers[1], False
+    if not dates_ok:
+        return _numeric(df, "start", source), _numeric(df, "end", source), False   # raises, naming the cell
+    times = [_as_times(df[c].to_numpy()) for c in ("start", "end")]
+    if all(t is not None for t in times):
+        return (_instants(times[0], source, "column 'start'"), _instants(times[1], source, "column 'end'"), True)
+    for col, n, t in zip(("start", "end"), numbers, times):
+        if n is None and t is None:
+            _refuse_bound(df[col], col, source)
+    # each column reads as one scale, but not the same one
+    col = "start" if numbers[0] is not None else "end"
+    raise InputError(f"{source}: column '{col}' holds numbers and column '{'end' if col == 'start' else 'start'}' "
+                     "date-times: give both on one scale")
+
+
+def _as_numbers(column: pd.Series) -> Optional[np.ndarray]:
+    """``column`` as float64 when every cell is a finite number, else None; a datetime column is no numbers
+    (to_numeric gives its epoch count)."""
+    if pd.api.types.is_datetime64_any_dtype(column.dtype):
+        return None
+    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    return values if np.isfinite(values).all() else None
+
+
+def _refuse_bound(column: pd.Series, col: str, source: str) -> None:
+    """The InputError for a start or end column that reads as neither numbers nor date-times, at its first cell
+    unlike row 1's: a date-time column reads in row 1's format (and time zone or none), as ``_as_times`` does."""
+    numeric = pd.api.types.is_numeric_dtype(column.dtype)   # (a number column with an empty cell: no date-times)
+    parsed = None if numeric else _parse_times(column.to_numpy())
+    if parsed is not None and not pd.isna(parsed[0]):
+        r = int(np.flatnonzero(parsed.isna())[0])
+        raise InputError(f"{source}: column '{col}' row {r + 1}: value {io.short_repr(column.iloc[r])} is not a "
+                         f"date-time like row 1's {io.short_repr(column.iloc[0])}")
+    numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    r = int(np.flatnonzero(~np.isfinite(numbers))[0])
+    kind = "neither a finite number nor a date-time" if r == 0 else "not a finite number like row 1's"
+    raise InputError(f"{source}: column '{col}' row {r + 1}: value {io.short_repr(column.iloc[r])} is {kind}"
+                     + (f" {io.short_repr(column.iloc[0])}" if r else ""))
+
+
+def _timestamp_positions(df: pd.DataFrame, index: np.ndarray, times: bool, source: str, timestamps: str,
+                         dates_ok: bool) -> np.ndarray:
+    """``index`` on the scale of start/end (``times``: int64 instants, else float64 numbers), or an InputError
+    saying that the two files are on different scales. A datetime64 index (a Parquet SCORES) is date-times: numpy
+    converts it to floats (epoch nanoseconds) without a word. A table of no events fits any scale."""
+    index = np.asarray(index)
+    numbers = stamps = None
+    if not np.issubdtype(index.dtype, np.datetime64):
+        try:
+            numbers = np.asarray(index, dtype=np.float64)   # ("NaN" text too: _check_positions names it)
+        except (TypeError, ValueError):
+            pass
+    if numbers is None:
+        stamps = _as_times(index)
+    if stamps is not None and (times or not len(df)):
+        return _instants(stamps, source, f"{timestamps} timestamps")
+    if numbers is not None and (not times or not len(df)):
+        return numbers
+    if not len(df):   # (ids, no times: a header-only table beside them was refused)
+        return np.arange(len(index), dtype=np.float64)
+    first = io.short_repr(index[0])
+    if not dates_ok:
+        raise InputError(f"{source}: start/end need numeric timestamps in {timestamps} rows ({first} ..)")
+    bounds = f"start/end are {'date-times' if times else 'numbers'} ({io.short_repr(df['start'].iloc[0])} ..)"
+    if numbers is not None or stamps is not None:
+        raise InputError(f"{source}: {bounds} but {timestamps} timestamps are {'numbers' if times else 'date-times'} "
+                         f"({first} ..): give both on one scale")
+    raise InputError(f"{source}: {bounds}: cannot place them on {timestamps} timestamps ({first} ..), which are "
+                     "neither numbers nor date-times")
 
 
 def _check_positions(position: np.ndarray, index: np.ndarray, source: str, timestamps: str) -> None:
@@ -190,14 +292,14 @@ def _check_positions(position: np.ndarray, index: np.ndarray, source: str, times
                          "start/end on them")
 
 
-def _disagree(source: str, events: list[tuple[int, float, float]], labels_source: str) -> None:
+def _disagree(source: str, events: list[tuple[int, str, str]], labels_source: str) -> None:
     """One note (not a refusal: a label column with no anomaly beside a table of events is read as before) that
-    ``events`` (table row, start, end) of ``source`` lie on rows ``labels_source`` calls all normal: another run's
-    anomalies.csv beside the labels, whose events the event figures (events found, root causes) counted against
-    the label column's point figures, silently."""
+    ``events`` (table row, start, end as shown) of ``source`` lie on rows ``labels_source`` calls all normal:
+    another run's anomalies.csv beside the labels, whose events the event figures (events found, root causes)
+    counted against the label column's point figures, silently."""
     k, start, end = events[0]
     more = f" (and {len(events) - 1} more)" if len(events) > 1 else ""
-    warnings.warn(f"{source}: row {k + 1}: interval {start:g}..{end:g}{more} covers no row that {labels_source} "
+    warnings.warn(f"{source}: row {k + 1}: interval {start}..{end}{more} covers no row that {labels_source} "
                   "labels anomalous: the two files disagree (event figures count this file's events)", NoteWarning,
                   stacklevel=3)
 
@@ -216,11 +318,13 @@ def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, s
 def _differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Rows whose timestamps differ: numbers as numbers (100 == 100.0), date-times as instants, others as text.
     As text, a Parquet table's datetime column differed from the same times in a SCORES.csv (`detect` of
-    test.parquet writes '2024-01-02 00:00:00'): evaluate refused detect's own output beside its data."""
-    try:
-        return np.flatnonzero(np.asarray(a, dtype=np.float64) != np.asarray(b, dtype=np.float64))
-    except (TypeError, ValueError):
-        pass
+    test.parquet writes '2024-01-02 00:00:00'): evaluate refused detect's own output beside its data. A datetime64
+    column is no numbers here: numpy counts it in its own unit, and the same times in ns and in us differed."""
+    if not any(np.issubdtype(np.asarray(v).dtype, np.datetime64) for v in (a, b)):
+        try:
+            return np.flatnonzero(np.asarray(a, dtype=np.float64) != np.asarray(b, dtype=np.float64))
+        except (TypeError, ValueError):
+            pass
     times_a, times_b = _as_times(a), _as_times(b)
     if times_a is not None and times_b is not None:
         return np.flatnonzero(np.asarray(times_a != times_b))
@@ -233,29 +337,39 @@ def _as_times(values: np.ndarray) -> Optional[pd.DatetimeIndex]:
     values = pd.Index(values)
     if pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
         return None
+    parsed = _parse_times(values)
+    return None if parsed.isna().any() else parsed
+
+
+def _parse_times(values) -> pd.DatetimeIndex:
+    """``values`` as UTC date-times, NaT where one does not read as one in the first one's format."""
     with warnings.catch_warnings():   # "could not infer format": expected for ids that are not dates
         warnings.simplefilter("ignore")
         try:
-            parsed = pd.DatetimeIndex(pd.to_datetime(values, errors="coerce", utc=True))
+            return pd.DatetimeIndex(pd.to_datetime(pd.Index(values), errors="coerce", utc=True))
         except (ValueError, TypeError, OverflowError):
-            return None
-    return None if parsed.isna().any() else parsed
+            return pd.DatetimeIndex([pd.NaT] * len(values), tz="UTC")
 
 
 def read_ground_truth(path: str | os.PathLike, scores: Scores,
                       anomalies: Optional[str | os.PathLike] = None, missing: str = "error") -> GroundTruth:
-    """Labels (and root causes, sensor values when available) aligned with the rows of ``scores``; ``missing``: what
-    a missing sensor value of a data table gets (``mscred.data.io.load_table``)."""
+    """Labels (and root causes, sensor values when available) aligned with the rows of ``scores``; ``anomalies``:
+    the anomalies table of events and root causes (default: the one beside ``path``, if any; ``NO_ANOMALIES``:
+    none, the events are the label column's runs); ``missing``: what a missing sensor value of a data table gets
+    (``mscred.data.io.load_table``)."""
     from mscred.data.io import table_from_frame
 
     source = str(path)
     df = read_frame(path, events_ok=True)
     if _is_anomalies_table(df):
+        if _is_none(anomalies):   # (there is no label column to take the events from instead)
+            raise InputError(f"{source}: --labels is itself an anomalies table (start, end), and --anomalies "
+                             f"{NO_ANOMALIES} means no anomalies table: give labels with a 'label' column")
         if anomalies is not None and not _same_file(anomalies, path):
             # (its events and root causes were ignored without a word, a missing file too)
             raise InputError(f"{anomalies}: --labels {source} is itself an anomalies table (start, end): give the "
                              "events and their root causes in one of the two")
-        events, causes, outside, clipped = _events_from_anomalies(df, scores.index, source)
+        events, causes, outside, clipped = _events_from_anomalies(df, scores.index, source, dates_ok=True)
         labels = np.zeros(len(scores.score), dtype=np.int8)
         for a, b in events:
             labels[a:b] = 1
@@ -275,7 +389,8 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     beside = _anomalies_beside(path, anomalies)
     if beside is not None:
         a_events, a_causes, a_outside, a_clipped = _events_from_anomalies(
-            read_frame(beside, events_ok=True), scores.index, str(beside), labels=labels, labels_source=source)
+            read_frame(beside, events_ok=True), scores.index, str(beside), labels=labels, labels_source=source,
+            dates_ok=True)
         if len(a_events):
             events, causes, outside, clipped = a_events, a_causes, a_outside, a_clipped
     return GroundTruth(labels, events, causes, values=values, sensors=sensors, source=source, gaps=gaps,
@@ -286,16 +401,36 @@ def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
+def _is_none(anomalies) -> bool:
+    """``anomalies`` is the word ``none`` (a str, as the CLI passes it; a Path named so is a file)."""
+    return isinstance(anomalies, str) and anomalies == NO_ANOMALIES
+
+
 def _anomalies_beside(labels_path: str | os.PathLike, anomalies: Optional[str | os.PathLike]) -> Optional[Path]:
-    """The anomalies table to read events and root causes from: ``anomalies`` as given (an InputError when missing;
-    the labels table itself is read as one too, and refused for its columns: it was "file not found"), else an
-    anomalies.csv beside the labels that is not the labels table itself, else None."""
+    """The anomalies table to read events and root causes from: None for ``NO_ANOMALIES``, ``anomalies`` as given
+    (an InputError when missing; the labels table itself is read as one too, and refused for its columns: it was
+    "file not found"), else an anomalies.csv beside the labels that is not the labels table itself, else None."""
+    if _is_none(anomalies):
+        return None
     if anomalies is not None:
         if not Path(anomalies).exists():
             raise InputError(f"{anomalies}: file not found")
         return Path(anomalies)
     beside = Path(labels_path).parent / ANOMALIES_FILE
     return beside if beside.exists() and not _same_file(beside, labels_path) else None
+
+
+def read_data(path: str | os.PathLike, scores: Scores, missing: str = "error"):
+    """The scored data (``--data``: the report's series and residuals) as a ``mscred.data.io.Table``, row for row
+    the rows of ``scores`` by the rule --labels is held to (as many rows; the same timestamps when both have them,
+    compared by ``_differ``). Another file, or one shifted by 100 steps, was drawn against the scores silently."""
+    from mscred.data.io import load_table
+
+    table = load_table(path, missing=missing)
+    # a RangeIndex is no timestamps of the file's own (no 'timestamp' column, a .npy array): its rows are compared
+    index = None if isinstance(table.index, pd.RangeIndex) else table.index.to_numpy()
+    _check_alignment(scores, index, len(table.values), str(path))
+    return table
 
 
 def event_causes(scores: Scores, events: np.ndarray, pred: Optional[np.ndarray] = None) -> list[list[str]]:
@@ -403,18 +538,22 @@ def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, mo
     ----------
     scores_path : a SCORES.csv written by ``mscred detect``
     labels_path : a table with a ``label`` column, or an anomalies.csv (start, end, root_causes)
+    anomalies : the anomalies table (events, root causes) [default: the one beside ``labels_path``, if any;
+        ``"none"``: none]
     report_dir : when given, ``report_dir/index.html`` is written (needs matplotlib)
-    model_dir, data_path : the model and the scored data, for the report's residual heatmaps and series
+    model_dir, data_path : the model and the scored data, for the report's residual heatmaps and series (the data
+        must align with the scores as the labels must: an InputError otherwise)
     pred : int8 (T,) predictions replacing the SCORES file's ``is_anomaly`` (e.g. a refitted threshold)
     missing : what a missing sensor value in the data tables gets ("error" or "interpolate", as at detect)
     """
     scores = read_scores(scores_path)
     truth = read_ground_truth(labels_path, scores, anomalies, missing=missing)
+    data = read_data(data_path, scores, missing) if data_path is not None else None
     result = compute_metrics(scores, truth, pred=pred, sliding_window=sliding_window, seed=seed,
                              sensors=sensor_pool(truth, model_dir, data_path))
     if report_dir is not None:
         from mscred.report import build_report
 
         build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path,
-                     missing=missing)
+                     missing=missing, data=data)
     return result

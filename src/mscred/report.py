@@ -20,7 +20,7 @@ import numpy as np
 
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
-from mscred.evaluation import METRIC_ROWS, GroundTruth, Scores, event_causes
+from mscred.evaluation import METRIC_ROWS, GroundTruth, Scores, event_causes, read_data
 from mscred.metrics import events as runs
 from mscred.metrics import rank_event_causes
 
@@ -361,9 +361,10 @@ def require_matplotlib(otherwise: str = ""):
 
 def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth, result: dict,
                  pred: Optional[np.ndarray] = None, model_dir=None, data_path=None, n_sensors: int = 4,
-                 n_worst: int = 3, missing: str = "error") -> Path:
+                 n_worst: int = 3, missing: str = "error", data=None) -> Path:
     """Render the report into ``out_dir/index.html`` (atomically: the directory appears whole or not at all);
-    ``missing``: what a missing value of ``data_path`` gets (as at detect)."""
+    ``missing``: what a missing value of ``data_path`` gets (as at detect); ``data``: ``data_path`` already read by
+    ``evaluation.read_data`` (checked against ``scores``), else it is read here."""
     matplotlib = require_matplotlib()
     matplotlib.use("Agg")  # files only, no display
     with warnings.catch_warnings():
@@ -372,20 +373,17 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
         # appear in the page's text, the figures show boxes for them.
         for message in (r"Glyph \d+ .* missing from", r"Tight layout not applied"):
             warnings.filterwarnings("ignore", message=message, category=UserWarning)
-        return _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing)
+        return _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing, data)
 
 
-def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing) -> Path:
+def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing, data) -> Path:
     pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
 
     values, sensors, gaps = truth.values, truth.sensors, truth.gaps
     if data_path is not None:
-        from mscred.data.io import load_table
-
-        table = load_table(data_path, missing=missing)
-        if len(table.values) != len(scores.score):
-            raise InputError(f"{data_path}: has {len(table.values)} rows but {scores.source} has "
-                             f"{len(scores.score)}")
+        # the rows and timestamps of the scores, as the labels are held to: the row count alone let data shifted by
+        # 100 steps be drawn under the scores' timestamps, and its windows' residuals shown as the worst ones
+        table = data if data is not None else read_data(data_path, scores, missing)
         values, sensors, gaps = table.values, table.sensors, table.gaps
     model, model_note = None, "pass --model MODEL_DIR (and the scored data) to see them"
     if model_dir is not None:

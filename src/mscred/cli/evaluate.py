@@ -93,15 +93,16 @@ def _check_vus_window(window: int, scores) -> None:
               help="Ground truth: a CSV/Parquet with a 'label' column (e.g. test.csv), or an anomalies.csv with "
                    "start,end,root_causes.")
 @click.option("--anomalies", type=click.Path(dir_okay=False), default=None, callback=_named,
-              help="anomalies.csv with root causes [default: the one beside --labels, if any].")
+              help="anomalies.csv with the events and their root causes [default: the one beside --labels, if "
+                   "any]; 'none': no anomalies table (events from the label column, no root causes).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False), default=None, callback=_named,
               help="Write a self-contained HTML report into this directory.")
 @click.option("--model", "model_dir", type=click.Path(file_okay=False), default=None, callback=_named,
               help="Model directory, to show residual signature matrices in the report.")
 @click.option("--data", "data_path", type=click.Path(dir_okay=False), default=None, callback=_named,
-              help="The scored data (for the report's series and residuals) [default: --labels when it holds "
-                   "sensor columns].")
+              help="The scored data (for the report's series and residuals), row for row the SCORES rows "
+                   "[default: --labels when it holds sensor columns].")
 @click.option("--threshold", type=click.Choice(["detector", "beta_max", "percentile", "pot", "spot"]),
               default="detector", show_default=True,
               help="'detector': the is_anomaly column as written; otherwise refit on --val-scores.")
@@ -135,7 +136,7 @@ def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, mode
 
 def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,
               beta, percentile, pot_risk, pot_level, vus_window, seed, missing) -> None:
-    from mscred.evaluation import compute_metrics, read_ground_truth, read_scores, sensor_pool
+    from mscred.evaluation import compute_metrics, read_data, read_ground_truth, read_scores, sensor_pool
 
     if report_dir is not None:  # refuse a folder of other files before any work (atomic.check_replaceable_dir)
         from mscred.atomic import check_replaceable_dir
@@ -144,6 +145,8 @@ def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_di
     scores = read_scores(scores_path)
     _check_vus_window(vus_window, scores)
     truth = read_ground_truth(labels_path, scores, anomalies, missing=missing)
+    # before any figure: data that is not the scored rows (another file, a shifted copy) is bad input, as labels are
+    data = read_data(data_path, scores, missing) if data_path is not None else None
     pred, thr = None, None
     if threshold != "detector":
         cfg = ScoreConfig(beta=beta, percentile=percentile, pot_risk=pot_risk, pot_level=pot_level)
@@ -157,7 +160,7 @@ def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_di
         from mscred.report import build_report
 
         build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path,
-                     missing=missing)
+                     missing=missing, data=data)
     if as_json:
         click.echo(json.dumps(result))
         return
