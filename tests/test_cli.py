@@ -414,6 +414,15 @@ def test_out_of_gpu_memory_is_one_line_with_advice(tmp_path, capsys, monkeypatch
     assert code == 1 and err.count("\n") == 1, err
     assert err.startswith("mscred: error: out of GPU memory: try --micro-batch") and "20.00 GiB" in err
 
+    def ranks_fail(*args, **kwargs):   # a --nproc rank's error, as the launcher re-raises it
+        raise RuntimeError("rank 1 failed: OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 GiB")
+    import mscred.distributed as distributed
+
+    monkeypatch.setattr(distributed, "train_distributed", ranks_fail)
+    code, _, err = _run(capsys, "train", data, "--out", tmp_path / "m", "--quiet", "--nproc", "2")
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.startswith("mscred: error: out of GPU memory: try --micro-batch") and "20.00 GiB" in err
+
 
 def test_detect_reads_a_npy_array_by_position(model_dir, tmp_path, capsys):
     """A .npy array has no column names: its columns are the model's sensors in training order, as an array is in

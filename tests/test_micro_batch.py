@@ -83,6 +83,25 @@ def test_micro_batch_turns_the_graphs_off_with_a_note(monkeypatch):
     assert whole.use_graphs and whole.micro_batch is None
 
 
+def test_ddp_micro_batch_as_large_as_the_shard_keeps_the_graphs(monkeypatch):
+    """Under DDP a step runs a shard of the global batch: a micro-batch as large as the shard is no micro-batch
+    (it turned the graphs off, with a note, for a slower run and no memory saved)."""
+    import mscred.distributed as distributed
+    import mscred.train as train
+
+    monkeypatch.setattr(train, "graphs_enabled", lambda setting, device: True)
+    for name, value in (("is_available", True), ("is_initialized", True), ("get_world_size", 2), ("get_rank", 0)):
+        monkeypatch.setattr(distributed.dist, name, lambda value=value: value)
+    net = MSCREDNet(ModelConfig(**TINY))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainer = distributed.DistributedTrainer(net, TrainConfig(batch_size=8, micro_batch=4, device="cpu"))
+    assert trainer.use_graphs and trainer.micro_batch is None
+    with pytest.warns(IgnoredSettingWarning, match="CUDA graphs off: micro-batches of 3 windows"):
+        trainer = distributed.DistributedTrainer(net, TrainConfig(batch_size=8, micro_batch=3, device="cpu"))
+    assert not trainer.use_graphs and trainer.micro_batch == 3
+
+
 def _config(n_sensors, micro=None):
     cfg = MSCREDConfig()
     cfg.model.n_sensors = n_sensors
@@ -100,7 +119,7 @@ def test_the_micro_batch_is_planned_against_the_memory_available():
     assert training_micro_batch("t.csv", _config(200, micro=4), 32, 64 * gib) == 4   # a set micro-batch is kept
     with pytest.warns(MicroBatchWarning, match=r"t.csv: training 200 sensors at batch 32 needs "
                                                r"~18.\d GiB .* 8 GiB is available: each batch runs in micro-batches "
-                                               r"of (\d+) window\(s\), the same training in \d+ passes a batch"):
+                                               r"of (\d+) window\(s\), the same training in \d+ passes per batch"):
         planned = training_micro_batch("t.csv", _config(200), 32, 8 * gib)
     # the largest that fits the estimate
     assert (training_memory(200, 32, channels, 5, per_pass=planned) <= 8 * gib
@@ -111,9 +130,17 @@ def test_the_micro_batch_is_planned_against_the_memory_available():
     with pytest.raises(InputError, match="even one window does not fit: fewer sensors, or a GPU"):
         training_micro_batch("t.csv", _config(200), 32, 2 ** 28)
     # two DDP ranks on one machine: each runs half the batch in half the memory
-    with pytest.warns(MicroBatchWarning, match="on each of 2 processes") as caught:
+    with pytest.warns(MicroBatchWarning, match="at batch 16 in each of 2 processes") as caught:
         half = training_micro_batch("t.csv", _config(200), 32, 8 * gib, world_size=2)
     assert half < planned and "micro-batches of" in str(caught[0].message)
+    # two fleet processes (one process group, each its own entity): whole batches each, in half the memory
+    with pytest.warns(MicroBatchWarning, match="at batch 32 in each of 2 processes"):
+        fleet = training_micro_batch("t.csv", _config(200), 32, 8 * gib, world_size=1, processes=2)
+    assert fleet == half   # the same memory a process, the same largest pass
+    assert training_micro_batch("t.csv", _config(200), 32, 2 * 64 * gib, world_size=1, processes=2) is None
+    # a set micro-batch as large as the batch is the batch: said as such when it does not fit
+    with pytest.raises(InputError, match="training 200 sensors at batch 32 needs"):
+        training_micro_batch("t.csv", _config(200, micro=100), 32, 8 * gib)
 
 
 def test_fit_trains_in_micro_batches_where_the_batch_does_not_fit(monkeypatch, tmp_path):
@@ -126,7 +153,7 @@ def test_fit_trains_in_micro_batches_where_the_batch_does_not_fit(monkeypatch, t
     whole = MSCRED(epochs=1, batch_size=8, **SMALL).fit(X)
     # memory for passes of 3 windows of 8
     monkeypatch.setattr(detector, "available_memory", lambda: int(training_memory(N, 8, (4, 8, 8, 8), 5, 3)) + 1)
-    with pytest.warns(MicroBatchWarning, match=r"micro-batches of 3 window\(s\), the same training in 3 passes"):
+    with pytest.warns(MicroBatchWarning, match=r"micro-batches of 3 window\(s\), the same training in 3 passes per batch"):
         micro = MSCRED(epochs=1, batch_size=8, **SMALL).fit(X)
     assert micro.history_[0]["train_loss"] == pytest.approx(whole.history_[0]["train_loss"], rel=1e-5)
     assert micro.threshold_ == pytest.approx(whole.threshold_, rel=1e-4)

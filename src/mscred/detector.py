@@ -188,7 +188,7 @@ class MSCRED:
     def set_params(self, **params) -> "MSCRED":
         """Change settings (``config=``, ``field=`` or ``section__field=``), checked as at construction. A fitted
         model keeps its fit when only runtime settings change (``config.RUNTIME_SETTINGS``: the device, bf16,
-        graphs, kernels, progress); any other change unfits it, since its network, normalisation and thresholds
+        graphs, kernels, micro-batch, progress); any other change unfits it, since its network, normalisation and thresholds
         belong to the settings it was fitted with (scoring would mix the two)."""
         config = _config_argument(params.pop("config", None))
         if isinstance(config, MSCREDConfig) and not params:
@@ -357,7 +357,7 @@ class MSCRED:
         train_cfg = cfg.train
         if self.device_ == "cpu":   # (a CUDA run that does not fit raises torch's OutOfMemoryError, said in one line)
             micro = training_micro_batch(table.source, cfg, min(cfg.train.batch_size, split), available_memory(),
-                                         _world_size())
+                                         world_size=self._ddp_world_size, processes=_processes())
             train_cfg = dataclasses.replace(cfg.train, micro_batch=micro)  # the saved config keeps the setting
         seed_torch(cfg.train.seed, self.device_)                      # the initial weights are part of the seed
         # backend "auto" trains fused on a CUDA device; the saved config keeps "auto", which a loaded model (a
@@ -403,6 +403,9 @@ class MSCRED:
                 f"{table.source}: the threshold rests on {n_val} validation window(s) (the last "
                 f"{self.config.train.val_fraction:.0%} of its windows); fewer than {MIN_VALIDATION_WINDOWS} make it "
                 "unreliable: train on more rows"), stacklevel=4)   # (the caller of fit)
+
+    # Ranks of a DistributedDataParallel fit sharing each batch (mscred.distributed sets it for its fits)
+    _ddp_world_size = 1
 
     def _make_trainer(self, net, train_cfg, steps: int):
         """The Trainer of ``fit``; ``mscred.distributed`` substitutes its DistributedTrainer here (DDP training)."""
@@ -771,7 +774,7 @@ def available_memory() -> Optional[int]:
 
 
 def training_micro_batch(source, cfg: MSCREDConfig, batch: int, available: Optional[int],
-                         world_size: int = 1) -> Optional[int]:
+                         world_size: int = 1, processes: Optional[int] = None) -> Optional[int]:
     """The micro-batch (``TrainConfig.micro_batch``) CPU training runs at, from ``training_memory`` against the
     memory available: past it the OOM killer ends the process without a word (a pass holds all its windows'
     activations, which grow with the sensor count squared).
@@ -779,15 +782,17 @@ def training_micro_batch(source, cfg: MSCREDConfig, batch: int, available: Optio
     A micro-batch that was set is kept when it fits and refused (InputError naming one that fits) when it does not.
     Unset: None (the whole batch in one pass) when the batch fits, else the largest micro-batch that does, with a
     note (MicroBatchWarning): the same Adam steps in more passes. InputError when even one window does not fit.
-    Under DDP on one machine (``world_size`` ranks) each rank runs its share of the batch in a share of the memory.
+    Under DDP (``world_size`` ranks) each rank runs its share of the batch; the ``processes`` training on this
+    machine at once (default: ``world_size``; fleet's, each with whole batches of its own entity) share the memory.
     """
     set_micro = cfg.train.micro_batch
     if available is None:
         return set_micro
     n, channels, steps = cfg.model.n_sensors, tuple(cfg.model.channels), cfg.signature.steps
+    processes = processes or world_size
     share = -(-batch // world_size)
     per_pass = min(set_micro or share, share)
-    memory = available / world_size
+    memory = available / processes
 
     def need(windows: int) -> float:
         return training_memory(n, share, channels, steps, per_pass=windows)
@@ -795,22 +800,22 @@ def training_micro_batch(source, cfg: MSCREDConfig, batch: int, available: Optio
     if need(per_pass) <= memory:
         return set_micro
     largest = next((b for b in range(per_pass - 1, 0, -1) if need(b) <= memory), None)
-    what = (f"{source}: training {n} sensors {f'in micro-batches of {per_pass}' if set_micro else f'at batch {per_pass}'}"
-            f"{f' on each of {world_size} processes' if world_size > 1 else ''} needs ~"
-            f"{need(per_pass) * world_size / 2 ** 30:.3g} GiB on the CPU (it grows with the sensors squared), "
-            f"{available / 2 ** 30:.3g} GiB is available")
+    passes = f"in micro-batches of {per_pass}" if set_micro and set_micro < share else f"at batch {per_pass}"
+    what = (f"{source}: training {n} sensors {passes}{f' in each of {processes} processes' if processes > 1 else ''}"
+            f" needs ~{need(per_pass) * processes / 2 ** 30:.4g} GiB on the CPU (it grows with the sensors squared), "
+            f"{available / 2 ** 30:.4g} GiB is available")
     if largest is None:
         raise InputError(f"{what}; even one window does not fit: fewer sensors, or a GPU")
     if set_micro is not None:
         raise InputError(f"{what}; --micro-batch {largest} (micro_batch={largest}) fits")
     warnings.warn(MicroBatchWarning(
         f"{what}: each batch runs in micro-batches of {largest} window(s), the same training in "
-        f"{-(-share // largest)} passes a batch (--micro-batch sets it)"), stacklevel=3)
+        f"{-(-share // largest)} passes per batch (--micro-batch, micro_batch sets it)"), stacklevel=4)
     return largest
 
 
-def _world_size() -> int:
-    """Processes training together (DistributedDataParallel's world), 1 outside a process group."""
+def _processes() -> int:
+    """Processes training at once on this machine: the process group's (DDP's ranks, fleet's processes), else 1."""
     import torch.distributed as dist
 
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1

@@ -103,9 +103,9 @@ class DistributedTrainer(Trainer):
 
     def __init__(self, net: nn.Module, train_cfg: TrainConfig, steps: int = 5,
                  device: Optional[torch.device] = None):
-        super().__init__(net, train_cfg, steps)
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("DistributedTrainer needs an initialised process group (mscred.launch.setup)")
+        super().__init__(net, train_cfg, steps)
         self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
         if device is not None:
             self.device = torch.device(device)
@@ -115,6 +115,10 @@ class DistributedTrainer(Trainer):
         self.graphs_used = False
 
     # ------------------------------------------------------------------------------------------------ hooks
+    def _windows_per_step(self) -> int:
+        """This rank's largest shard of a global batch (a micro-batch that large leaves the graphs on)."""
+        return -(-self.cfg.batch_size // dist.get_world_size())
+
     def _forward_module(self) -> nn.Module:
         if self.ddp is None:
             # static_graph lets a CUDA graph capture DDP's all-reduce; eager steps go without it, since with it the
@@ -202,8 +206,9 @@ class DistributedTrainer(Trainer):
         self.net.eval()
         mine = shard(torch.arange(len(data), device=self.device), self.rank, self.world_size)
         loss_sum = torch.zeros((), device=self.device)
-        for start in range(0, len(mine), self.cfg.batch_size):
-            _, losses = infer(mine[start:start + self.cfg.batch_size])
+        batch = self.micro_batch or self.cfg.batch_size   # (a micro-batch's memory, as Trainer._evaluate)
+        for start in range(0, len(mine), batch):
+            _, losses = infer(mine[start:start + batch])
             loss_sum += losses.sum()
         return self._reduce(loss_sum).item() / len(data)
 
@@ -342,7 +347,7 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
 
     start = time.perf_counter()
     # rank 0 says what train says in one process; the others, which fit the same windows, stay quiet
-    with _trainer_factory(model, make), note_lines(show=rank.is_main):
+    with _trainer_factory(model, make, rank.world_size), note_lines(show=rank.is_main):
         model.fit(table, checkpoint_dir=checkpoint_dir, resume=resume)
     if not rank.is_main:
         return None  # the other ranks trained the same weights; rank 0 alone writes them
@@ -357,17 +362,21 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
 
 
 class _trainer_factory:
-    """Make ``model.fit`` build its Trainer through ``make``, via the estimator's ``_make_trainer`` hook."""
+    """Make ``model.fit`` build its Trainer through ``make``, via the estimator's ``_make_trainer`` hook, and plan
+    its memory for ``world_size`` ranks sharing each batch (``_ddp_world_size``: fleet's processes, in a process
+    group too, each train a whole batch of their own)."""
 
-    def __init__(self, model, make):
-        self.model, self.make = model, make
+    def __init__(self, model, make, world_size: int):
+        self.model, self.make, self.world_size = model, make, world_size
 
     def __enter__(self):
         self.model._make_trainer = self.make
+        self.model._ddp_world_size = self.world_size
         return self
 
     def __exit__(self, *exc):
         self.model.__dict__.pop("_make_trainer", None)
+        self.model.__dict__.pop("_ddp_world_size", None)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -174,7 +174,8 @@ class Trainer:
         self.device = resolve_device(train_cfg.device)
         # Micro-batches run op by op (a graph captures one whole batch's step), so one smaller than the batch turns
         # the graphs off: said when they were asked for or would have been on by default.
-        self.micro_batch = train_cfg.micro_batch if (train_cfg.micro_batch or 0) < train_cfg.batch_size else None
+        per_step = self._windows_per_step()
+        self.micro_batch = train_cfg.micro_batch if (train_cfg.micro_batch or 0) < per_step else None
         graphs_here = graphs_enabled(train_cfg.cuda_graphs, self.device)
         self.use_graphs = graphs_here and self.micro_batch is None
         if self.micro_batch is not None and graphs_here:
@@ -198,6 +199,10 @@ class Trainer:
         self.setup_seconds = 0.0
         self.autotune = False  # whether fit's graphs time cuDNN's algorithms (decided in fit: autotune_worthwhile)
         self._writer = BackgroundWriter()  # per-epoch checkpoints are written while the next epoch trains
+
+    def _windows_per_step(self) -> int:
+        """The most windows one training step of this process runs: a micro-batch as large turns nothing off."""
+        return self.cfg.batch_size
 
     @property
     def is_main(self) -> bool:

@@ -129,7 +129,10 @@ def _main(argv: list[str] | None) -> int:
     except Exception as err:  # noqa: BLE001 - the one place that turns failures into a line
         if debug:
             raise
-        if type(err).__name__ == "OutOfMemoryError":   # torch's (not imported here: the CLI starts without torch)
+        # torch's OutOfMemoryError (not imported here: the CLI starts without torch), also as a --nproc rank's
+        # failure, which the launcher re-raises as "rank 1 failed: OutOfMemoryError: ..."
+        if type(err).__name__ == "OutOfMemoryError" or (isinstance(err, RuntimeError)
+                                                        and "failed: OutOfMemoryError: " in str(err)):
             click.echo("mscred: error: out of GPU memory: try --micro-batch (training: the same steps in less "
                        f"memory), a smaller --batch-size or fewer sensors ({_one_line(str(err))[:160]})", err=True)
             return 1
