@@ -188,8 +188,8 @@ class MSCRED:
     def set_params(self, **params) -> "MSCRED":
         """Change settings (``config=``, ``field=`` or ``section__field=``), checked as at construction. A fitted
         model keeps its fit when only runtime settings change (``config.RUNTIME_SETTINGS``: the device, bf16,
-        graphs, kernels, micro-batch, progress); any other change unfits it, since its network, normalisation and thresholds
-        belong to the settings it was fitted with (scoring would mix the two)."""
+        graphs, kernels, micro-batch, progress); any other change unfits it, since its network, normalisation and
+        thresholds belong to the settings it was fitted with (scoring would mix the two)."""
         config = _config_argument(params.pop("config", None))
         if isinstance(config, MSCREDConfig) and not params:
             cfg = config  # kept as given, as the constructor keeps it (get_params then returns this very object)

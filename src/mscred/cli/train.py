@@ -250,9 +250,10 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     if val_scores is not None:
         _write_validation_scores(model, table, val_scores)
     last = model.history_[-1] if model.history_ else {}
+    score = score_text(model.theta_, model.config.score.method)
     click.echo(f"trained {len(model.history_)} epoch(s) in {time.perf_counter() - start:.1f} s "
-               f"(val loss {last.get('val_loss', float('nan')):.4g}); {score_text(model.theta_, model.config.score.method)}"
-               f"; threshold {model.threshold_:.4g}; wrote {out}")
+               f"(val loss {last.get('val_loss', float('nan')):.4g}); {score}; threshold {model.threshold_:.4g}; "
+               f"wrote {out}")
 
 
 def score_text(theta, method: str) -> str:
