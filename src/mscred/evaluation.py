@@ -460,7 +460,7 @@ def _thresholded(labels: np.ndarray, pred: np.ndarray, events: np.ndarray) -> di
             "pa_f1": adjusted.f1, "pa_k_auc": M.pa_k_auc(labels, pred)}
 
 
-def sensor_pool(truth: GroundTruth, model_dir=None, data_path=None) -> list[str]:
+def sensor_pool(truth: GroundTruth, model_dir=None, data=None) -> list[str]:
     """The sensors the random baseline draws its root causes from: the labelled table's sensor columns, else the
     model's (its config.json), else the scored data's columns; [] when none is known (``compute_metrics`` then
     draws from the sensors the files name). Without it an anomalies.csv as --labels drew from fewer sensors than
@@ -474,8 +474,8 @@ def sensor_pool(truth: GroundTruth, model_dir=None, data_path=None) -> list[str]
             named = None
         if isinstance(named, list) and named:
             return [str(name) for name in named]
-    if data_path is not None and Path(data_path).suffix.lower() != ".npy":   # (an array names no sensor)
-        return [str(c) for c in read_frame(data_path).columns if c not in ("timestamp", "label")]
+    if data is not None and not data.positional:   # (``read_data``'s Table; an array names no sensor)
+        return list(data.sensors)
     return []
 
 
@@ -550,7 +550,7 @@ def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, mo
     truth = read_ground_truth(labels_path, scores, anomalies, missing=missing)
     data = read_data(data_path, scores, missing) if data_path is not None else None
     result = compute_metrics(scores, truth, pred=pred, sliding_window=sliding_window, seed=seed,
-                             sensors=sensor_pool(truth, model_dir, data_path))
+                             sensors=sensor_pool(truth, model_dir, data))
     if report_dir is not None:
         from mscred.report import build_report
 

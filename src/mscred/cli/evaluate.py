@@ -152,7 +152,7 @@ def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_di
         cfg = ScoreConfig(beta=beta, percentile=percentile, pot_risk=pot_risk, pot_level=pot_level)
         pred, thr = _threshold_predictions(threshold, scores, val_scores, cfg)
     result = compute_metrics(scores, truth, pred=pred, sliding_window=vus_window, seed=seed,
-                             sensors=sensor_pool(truth, model_dir, data_path))
+                             sensors=sensor_pool(truth, model_dir, data))
     result["threshold_method"] = threshold
     if thr is not None:
         result["threshold"] = thr
