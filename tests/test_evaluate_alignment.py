@@ -235,13 +235,13 @@ def test_a_datasets_anomalies_table_is_still_checked_as_numbers():
     """`mscred.data.datasets` checks its anomalies.csv at load with refuse_outside and then converts start/end to
     numbers: without dates_ok they stay refused as before (not a conversion error after the check)."""
     from mscred.errors import InputError
-    from mscred.evaluation import _events_from_anomalies
+    from mscred.evaluation import events_from_anomalies
 
     events = pd.DataFrame({"start": [STAMPS[2]], "end": [STAMPS[4]]})
     with pytest.raises(InputError, match="column 'start' row 1: value '2024-01-01 10:02:00' is not a finite"):
-        _events_from_anomalies(events, np.asarray(STAMPS, dtype=object), "anomalies.csv",
+        events_from_anomalies(events, np.asarray(STAMPS, dtype=object), "anomalies.csv",
                                timestamps="the test part's", refuse_outside=True)
-    rows, _, _, _ = _events_from_anomalies(pd.DataFrame({"start": [102], "end": [104]}), np.arange(100, 110),
+    rows, _, _, _ = events_from_anomalies(pd.DataFrame({"start": [102], "end": [104]}), np.arange(100, 110),
                                            "anomalies.csv", timestamps="the test part's", refuse_outside=True)
     assert rows.tolist() == [[2, 4]]
 

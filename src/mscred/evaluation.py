@@ -99,7 +99,8 @@ def _zero_one(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
     return values.astype(np.int8)
 
 
-def _split_names(cell) -> list[str]:
+def split_names(cell) -> list[str]:
+    """The sensor names of a root_causes cell ("a;b;c"; empty or missing: none), also for datasets' own checks."""
     if cell is None or (isinstance(cell, float) and np.isnan(cell)):
         return []
     return [name.strip() for name in str(cell).split(";") if name.strip()]
@@ -123,7 +124,7 @@ def read_scores(path: str | os.PathLike) -> Scores:
         index = _numeric(df, "row", source).astype(np.int64)
     else:
         index = np.arange(len(df))
-    causes = [_split_names(c) for c in df["root_causes"]] if "root_causes" in df.columns else [[]] * len(df)
+    causes = [split_names(c) for c in df["root_causes"]] if "root_causes" in df.columns else [[]] * len(df)
     return Scores(index=index, score=_numeric(df, "score", source), is_anomaly=_zero_one(df, "is_anomaly", source),
                   root_causes=causes, has_timestamp=has_ts, source=source)
 
@@ -132,10 +133,10 @@ def _is_anomalies_table(df: pd.DataFrame) -> bool:
     return {"start", "end"} <= set(df.columns) and "label" not in df.columns
 
 
-def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str, timestamps: str = "the SCORES file's",
-                           refuse_outside: bool = False, labels: Optional[np.ndarray] = None,
-                           labels_source: str = "",
-                           dates_ok: bool = False) -> tuple[np.ndarray, list[set[str]], int, int]:
+def events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str,
+                          timestamps: str = "the SCORES file's", refuse_outside: bool = False,
+                          labels: Optional[np.ndarray] = None, labels_source: str = "",
+                          dates_ok: bool = False) -> tuple[np.ndarray, list[set[str]], int, int]:
     """Map anomalies (start, end exclusive, on the timestamp scale) onto row intervals of ``index``: (events,
     causes, how many events had no scored row and were dropped, how many kept ones began before the first scored
     row or ended after the last one's step and were cut to the scored rows). ``timestamps`` names whose timestamps
@@ -169,7 +170,7 @@ def _events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str, tim
             if labels is not None and not labels[a:b].any():
                 disagree.append((k, show(s), show(e)))
             rows.append((a, b))
-            causes.append(set(_split_names(c)))
+            causes.append(set(split_names(c)))
             clipped += bool(s < position[0] or e > last_end)
     if len(starts) and not rows and len(position):
         # Not one event on the scored rows: almost surely start/end on another scale (row numbers against epoch
@@ -369,7 +370,7 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
             # (its events and root causes were ignored without a word, a missing file too)
             raise InputError(f"{anomalies}: --labels {source} is itself an anomalies table (start, end): give the "
                              "events and their root causes in one of the two")
-        events, causes, outside, clipped = _events_from_anomalies(df, scores.index, source, dates_ok=True)
+        events, causes, outside, clipped = events_from_anomalies(df, scores.index, source, dates_ok=True)
         labels = np.zeros(len(scores.score), dtype=np.int8)
         for a, b in events:
             labels[a:b] = 1
@@ -388,7 +389,7 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     events, causes, outside, clipped = M.events(labels), None, 0, 0
     beside = _anomalies_beside(path, anomalies)
     if beside is not None:
-        a_events, a_causes, a_outside, a_clipped = _events_from_anomalies(
+        a_events, a_causes, a_outside, a_clipped = events_from_anomalies(
             read_frame(beside, events_ok=True), scores.index, str(beside), labels=labels, labels_source=source,
             dates_ok=True)
         if len(a_events):

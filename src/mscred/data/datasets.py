@@ -403,7 +403,7 @@ def _read_table_anomalies(path: Path, test) -> pd.DataFrame:
     copy of the file. Evaluation's reader and interval rule are reused, so the two cannot drift apart.
     """
     from mscred.data.io import read_frame
-    from mscred.evaluation import _events_from_anomalies, _split_names
+    from mscred.evaluation import events_from_anomalies, split_names
 
     # The options of mscred.evaluation.read_frame (text kept, only empty cells missing), whose extra "no data rows"
     # refusal is left out: a dataset without anomalies writes a header-only anomalies.csv.
@@ -415,7 +415,7 @@ def _read_table_anomalies(path: Path, test) -> pd.DataFrame:
         # Raises on non-numeric start/end, end not after start (end is exclusive), and on an event wholly
         # outside the test timestamps, which evaluation would drop (labelled data that evaluation silently
         # ignores is a wrong file, not a detail).
-        _events_from_anomalies(anomalies, np.asarray(test.index), str(path), timestamps="the test part's",
+        events_from_anomalies(anomalies, np.asarray(test.index), str(path), timestamps="the test part's",
                                refuse_outside=True)
         anomalies["start"] = pd.to_numeric(anomalies["start"])
         anomalies["end"] = pd.to_numeric(anomalies["end"])
@@ -425,7 +425,7 @@ def _read_table_anomalies(path: Path, test) -> pd.DataFrame:
     # would read low with no word of why.
     sensors = set(test.sensors)
     for row, cell in enumerate(anomalies["root_causes"]):
-        unknown = [name for name in _split_names(cell) if name not in sensors]
+        unknown = [name for name in split_names(cell) if name not in sensors]
         if unknown:
             raise InputError(f"{path}: row {row + 1}: root cause {unknown[0]!r} is not a sensor of the test data")
     return anomalies
