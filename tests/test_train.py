@@ -390,7 +390,9 @@ def test_cuda_graph_resume_and_predict(tmp_path):
     part = _net()
     Trainer(part, _cfg(device="cuda", epochs=1, cuda_graphs=True)).fit(seg, checkpoint_dir=tmp_path)
     resumed = _net(seed=1)
-    Trainer(resumed, _cfg(device="cuda", epochs=2, cuda_graphs=True)).fit(seg, checkpoint_dir=tmp_path, resume=True)
+    with pytest.warns(NoteWarning, match="after epoch 1 of 2"):
+        Trainer(resumed, _cfg(device="cuda", epochs=2, cuda_graphs=True)).fit(seg, checkpoint_dir=tmp_path,
+                                                                             resume=True)
     for k, v in straight.state_dict().items():
         torch.testing.assert_close(resumed.state_dict()[k], v, rtol=1e-5, atol=1e-6)
     eager = predict(straight, seg, 8, "cuda")
