@@ -22,3 +22,25 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
     code = main([str(a) for a in argv])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def evaluate_bad(capsys, *argv, names=()) -> str:
+    """``mscred evaluate ARGV`` refused as bad input: exit 2, one ``mscred: error:`` line holding every fragment of
+    ``names``, nothing on stdout; returns the line."""
+    code, out, err = run_cli(capsys, "evaluate", *argv)
+    lines = err.splitlines()
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("mscred: error:"), err
+    assert "Traceback" not in err and out == ""
+    for fragment in names:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def evaluate_json(capsys, *argv) -> tuple[dict, str]:
+    """(the JSON object, stderr) of ``mscred evaluate ARGV --json``, which must succeed."""
+    import json
+
+    code, out, err = run_cli(capsys, "evaluate", *argv, "--json")
+    assert code == 0, err
+    return json.loads(out), err

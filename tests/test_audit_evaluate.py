@@ -1,13 +1,12 @@
 """`mscred evaluate` on the inputs an audit found mishandled: each case once gave a wrong answer, a false message,
 an ignored option, invalid JSON or a run of hours; now exit 2 with one line, or the right figures."""
-import json
 import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import run_cli
+from cli_helpers import evaluate_bad, evaluate_json
 
 T = 10
 LABELS = np.array([0, 0, 1, 1, 0, 0, 0, 1, 0, 0])
@@ -25,27 +24,10 @@ def files(tmp_path):
     return tmp_path
 
 
-def _bad(capsys, *argv, names=()) -> str:
-    code, out, err = run_cli(capsys, "evaluate", *argv)
-    lines = err.splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("mscred: error:"), err
-    assert "Traceback" not in err and out == ""
-    for fragment in names:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
-
-
-def _json(capsys, *argv) -> tuple[dict, str]:
-    code, out, err = run_cli(capsys, "evaluate", *argv, "--json")
-    assert code == 0, err
-    return json.loads(out), err
-
-
 def test_hand_computed_figures(files, capsys):
     """The audit's hand check: AUC-ROC 20/21 (.4 loses to the normal .5 only), AP (1 + 1 + 3/4) / 3, point
     adjustment adds row 3 (P 3/4, R 1), root causes 2 of {a, b, d} for event 1 and none of event 2."""
-    r, _ = _json(capsys, files / "scores.csv", "--labels", files / "events.csv")
+    r, _ = evaluate_json(capsys, files / "scores.csv", "--labels", files / "events.csv")
     assert (r["precision"], r["recall"], r["f1"]) == pytest.approx((2 / 3, 2 / 3, 2 / 3))
     assert (r["auc_roc"], r["auc_pr"]) == pytest.approx((20 / 21, 11 / 12))
     assert (r["pa_f1"], r["best_f1_uses_labels"]) == pytest.approx((6 / 7, 6 / 7))
@@ -55,7 +37,7 @@ def test_hand_computed_figures(files, capsys):
 # ------------------------------------------------------------------------------------------ anomalies tables
 def test_anomalies_same_as_labels_is_not_file_not_found(files, capsys):
     """--anomalies naming the --labels table itself said "file not found" about a file that exists."""
-    line = _bad(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--anomalies", files / "labels.csv",
+    line = evaluate_bad(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--anomalies", files / "labels.csv",
                 names=("labels.csv", "no 'start' and no 'end' column"))
     assert "file not found" not in line
 
@@ -64,12 +46,12 @@ def test_header_only_anomalies_table_means_no_events(files, capsys):
     """A dataset without anomalies writes a header-only anomalies.csv (datasets.py, generate_synthetic with
     n_anomalies=0): beside the labels it made evaluate (and the demo, after training) fail with "no data rows"."""
     (files / "anomalies.csv").write_text("start,end,root_causes,duration\n")
-    r, _ = _json(capsys, files / "scores.csv", "--labels", files / "labels.csv")
+    r, _ = evaluate_json(capsys, files / "scores.csv", "--labels", files / "labels.csv")
     assert (r["events_total"], r["n_anomalous_rows"], r["f1"]) == (2, 3, pytest.approx(2 / 3))  # the labels' events
-    r, _ = _json(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--anomalies",
+    r, _ = evaluate_json(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--anomalies",
                  files / "anomalies.csv")
     assert r["events_total"] == 2
-    r, _ = _json(capsys, files / "scores.csv", "--labels", files / "anomalies.csv")  # no anomaly at all
+    r, _ = evaluate_json(capsys, files / "scores.csv", "--labels", files / "anomalies.csv")  # no anomaly at all
     assert (r["n_anomalous_rows"], r["events_total"], r["auc_roc"]) == (0, 0, None)
 
 
@@ -83,31 +65,31 @@ def test_header_only_anomalies_through_evaluate_files(files):
 
 def test_a_table_without_rows_that_is_no_anomalies_table_is_still_refused(files, capsys):
     (files / "empty.csv").write_text("timestamp,label\n")
-    _bad(capsys, files / "scores.csv", "--labels", files / "empty.csv", names=("empty.csv", "no data rows"))
+    evaluate_bad(capsys, files / "scores.csv", "--labels", files / "empty.csv", names=("empty.csv", "no data rows"))
     (files / "anomalies.csv").write_text("begin,finish\n")
-    _bad(capsys, files / "scores.csv", "--labels", files / "labels.csv", names=("anomalies.csv", "no data rows"))
+    evaluate_bad(capsys, files / "scores.csv", "--labels", files / "labels.csv", names=("anomalies.csv", "no data rows"))
 
 
 def test_anomalies_beside_that_disagree_with_the_labels_are_said(files, capsys):
     """Another run's anomalies.csv beside the labels: its events (on rows labelled normal) were counted for the
     event figures beside the label column's point figures, without a word."""
     pd.DataFrame({"start": [5], "end": [6], "root_causes": ["a;b;c"]}).to_csv(files / "anomalies.csv", index=False)
-    r, err = _json(capsys, files / "scores.csv", "--labels", files / "labels.csv")
+    r, err = evaluate_json(capsys, files / "scores.csv", "--labels", files / "labels.csv")
     notes = [line for line in err.splitlines() if line]
     assert len(notes) == 1 and notes[0].startswith("note: "), err
     assert "anomalies.csv: row 1: interval 5..6" in notes[0] and "disagree" in notes[0]
     # matching files say nothing
     pd.DataFrame({"start": [2, 7], "end": [4, 8]}).to_csv(files / "anomalies.csv", index=False)
-    r, err = _json(capsys, files / "scores.csv", "--labels", files / "labels.csv")
+    r, err = evaluate_json(capsys, files / "scores.csv", "--labels", files / "labels.csv")
     assert err == "" and r["events_total"] == 2
 
 
 def test_anomalies_option_beside_an_anomalies_table_is_refused(files, capsys):
     """--labels already an anomalies table: --anomalies was ignored, even naming a missing file."""
     for other in (files / "nope.csv", files / "labels.csv"):
-        _bad(capsys, files / "scores.csv", "--labels", files / "events.csv", "--anomalies", other,
+        evaluate_bad(capsys, files / "scores.csv", "--labels", files / "events.csv", "--anomalies", other,
              names=(other.name, "itself an anomalies table"))
-    r, _ = _json(capsys, files / "scores.csv", "--labels", files / "events.csv", "--anomalies", files / "events.csv")
+    r, _ = evaluate_json(capsys, files / "scores.csv", "--labels", files / "events.csv", "--anomalies", files / "events.csv")
     assert r["events_total"] == 2
 
 
@@ -120,7 +102,7 @@ def test_scores_missing_timestamp_names_the_scores_file(files, capsys):
     scores.loc[3, "timestamp"] = ""
     scores.to_csv(files / "gap.csv", index=False)
     for labels in ("labels.csv", "events.csv"):
-        _bad(capsys, files / "gap.csv", "--labels", files / labels,
+        evaluate_bad(capsys, files / "gap.csv", "--labels", files / labels,
              names=("gap.csv", "column 'timestamp' row 4", "missing timestamp"))
 
 
@@ -129,12 +111,12 @@ def test_scores_timestamps_events_cannot_be_placed_on(files, capsys):
     scores = pd.read_csv(files / "scores.csv", keep_default_na=False)
     scores.loc[4, "timestamp"] = 3
     scores.to_csv(files / "repeat.csv", index=False)
-    _bad(capsys, files / "repeat.csv", "--labels", files / "events.csv", names=("not increasing", "row 5"))
+    evaluate_bad(capsys, files / "repeat.csv", "--labels", files / "events.csv", names=("not increasing", "row 5"))
     scores = pd.read_csv(files / "scores.csv", keep_default_na=False)
     scores["timestamp"] = scores["timestamp"].astype(object)
     scores.loc[3, "timestamp"] = "NaN"
     scores.to_csv(files / "nan.csv", index=False)
-    _bad(capsys, files / "nan.csv", "--labels", files / "events.csv", names=("row 4", "'NaN'", "not a finite number"))
+    evaluate_bad(capsys, files / "nan.csv", "--labels", files / "events.csv", names=("row 4", "'NaN'", "not a finite number"))
 
 
 # ------------------------------------------------------------------------------------------------- options
@@ -142,10 +124,10 @@ def test_huge_vus_window_is_refused_at_once(files, capsys):
     """--vus-window 10000000 on 10 rows ran 2 x 10^7 buffers (hours; 10^5 took 17 s); the default 100 on short
     data still runs."""
     start = time.perf_counter()
-    _bad(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--vus-window", 10 ** 5,
+    evaluate_bad(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--vus-window", 10 ** 5,
          names=("--vus-window 100000", "10 rows"))
     assert time.perf_counter() - start < 5
-    r, _ = _json(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--vus-window", 100)
+    r, _ = evaluate_json(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--vus-window", 100)
     assert r["vus_sliding_window"] == 100
 
 
@@ -163,16 +145,16 @@ def test_options_the_threshold_does_not_read_are_refused(files, capsys, argv, fl
     pd.DataFrame({"timestamp": range(20), "score": np.linspace(0, 1, 20), "is_anomaly": 0}).to_csv(
         files / "val.csv", index=False)
     argv = [a.format(d=files) for a in argv]
-    _bad(capsys, files / "scores.csv", "--labels", files / "labels.csv", *argv, names=(flag, "--threshold"))
+    evaluate_bad(capsys, files / "scores.csv", "--labels", files / "labels.csv", *argv, names=(flag, "--threshold"))
 
 
 def test_options_of_the_threshold_in_use_still_apply(files, capsys):
     pd.DataFrame({"timestamp": range(20), "score": np.linspace(0, 0.4, 20), "is_anomaly": 0}).to_csv(
         files / "val.csv", index=False)
-    r, _ = _json(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--threshold", "beta_max",
+    r, _ = evaluate_json(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--threshold", "beta_max",
                  "--val-scores", files / "val.csv", "--beta", 2)
     assert r["threshold"] == pytest.approx(0.8)
-    r, _ = _json(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--threshold", "spot",
+    r, _ = evaluate_json(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--threshold", "spot",
                  "--val-scores", files / "val.csv", "--pot-risk", 0.01, "--pot-level", 0.5)
     assert r["threshold_method"] == "spot"
 
@@ -185,7 +167,7 @@ def test_a_threshold_that_overflows_is_refused(files, capsys, rule, val, extra):
     """beta x max past float64 (inf) and a percentile of +-1e308 (-inf) were printed as Infinity: --json was no
     longer JSON, with numpy's overflow warnings on stderr."""
     pd.DataFrame({"timestamp": range(2), "score": val, "is_anomaly": 0}).to_csv(files / "val.csv", index=False)
-    _bad(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--threshold", rule, "--val-scores",
+    evaluate_bad(capsys, files / "scores.csv", "--labels", files / "labels.csv", "--threshold", rule, "--val-scores",
          files / "val.csv", *extra, "--json", names=("val.csv", f"--threshold {rule}", "not a finite number"))
 
 
@@ -202,7 +184,7 @@ def test_empty_paths_are_refused(files, capsys, option):
         argv = [scores, *labels, option, ""]
         if option == "--val-scores":
             argv += ["--threshold", "beta_max"]
-    _bad(capsys, *argv, names=(option, "empty path"))
+    evaluate_bad(capsys, *argv, names=(option, "empty path"))
 
 
 # ------------------------------------------------------------------------------------------------- alignment
@@ -219,14 +201,14 @@ def test_parquet_datetimes_align_with_the_scores_text(tmp_path, capsys):
     labels.to_parquet(tmp_path / "test.parquet", index=False)
     labels.assign(timestamp=scores["timestamp"]).to_csv(tmp_path / "test.csv", index=False)
     for s, l in (("scores.csv", "test.parquet"), ("scores.parquet", "test.csv"), ("scores.csv", "test.csv")):
-        r, _ = _json(capsys, tmp_path / s, "--labels", tmp_path / l)
+        r, _ = evaluate_json(capsys, tmp_path / s, "--labels", tmp_path / l)
         assert r["f1"] == pytest.approx(2 / 3), (s, l)
     labels.assign(timestamp=times + pd.Timedelta("1s")).to_parquet(tmp_path / "shifted.parquet", index=False)
-    _bad(capsys, tmp_path / "scores.csv", "--labels", tmp_path / "shifted.parquet", names=("shifted.parquet",
+    evaluate_bad(capsys, tmp_path / "scores.csv", "--labels", tmp_path / "shifted.parquet", names=("shifted.parquet",
                                                                                             "row 1", "differs"))
     pd.DataFrame({"timestamp": [f"run-{i}" for i in range(T)], "score": SCORE, "is_anomaly": FLAGS}).to_csv(
         tmp_path / "ids.csv", index=False)   # ids that are no dates still compare as text
     pd.DataFrame({"timestamp": [f"run-{i}" for i in range(T)], "label": LABELS}).to_csv(tmp_path / "ids_l.csv",
                                                                                          index=False)
-    r, _ = _json(capsys, tmp_path / "ids.csv", "--labels", tmp_path / "ids_l.csv")
+    r, _ = evaluate_json(capsys, tmp_path / "ids.csv", "--labels", tmp_path / "ids_l.csv")
     assert r["f1"] == pytest.approx(2 / 3)

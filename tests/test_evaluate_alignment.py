@@ -1,13 +1,12 @@
 """`mscred evaluate`: the files beside SCORES.csv hold its rows, on its scale, or are refused; and the anomalies table
 beside --labels can be left out. Each case once gave figures or a report from misaligned files without a word, or
 refused a file it should read (date-time start/end), or one the user never passed (an unrelated anomalies.csv)."""
-import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import run_cli
+from cli_helpers import evaluate_bad, evaluate_json, run_cli
 
 T = 10
 LABELS = np.array([0, 0, 1, 1, 0, 0, 0, 1, 0, 0])           # events: rows 2-3 and row 7
@@ -51,36 +50,19 @@ def dated(tmp_path):
     return folder
 
 
-def _bad(capsys, *argv, names=()) -> str:
-    code, out, err = run_cli(capsys, "evaluate", *argv)
-    lines = err.splitlines()
-    assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("mscred: error:"), err
-    assert "Traceback" not in err and out == ""
-    for fragment in names:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
-
-
-def _json(capsys, *argv) -> tuple[dict, str]:
-    code, out, err = run_cli(capsys, "evaluate", *argv, "--json")
-    assert code == 0, err
-    return json.loads(out), err
-
-
 # --------------------------------------------------------------------------------------------- --data alignment
 def test_data_shifted_by_100_is_refused_naming_row_and_both_timestamps(numbered, capsys):
     """--data with the right row count but timestamps 200..209 against the scores' 100..109: the report drew it
     under the scores without a word. Refused before anything is written."""
     _data(numbered / "shifted.csv", np.arange(200, 200 + T), label=False)
-    _bad(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", "--data", numbered / "shifted.csv",
+    evaluate_bad(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", "--data", numbered / "shifted.csv",
          "--report", numbered / "report", names=("shifted.csv", "row 1", "timestamp 200", "scores.csv's 100"))
     assert not (numbered / "report").exists()
 
 
 def test_data_with_another_row_count_is_refused(numbered, capsys):
     pd.read_csv(numbered / "data.csv").iloc[:-1].to_csv(numbered / "short.csv", index=False)
-    _bad(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", "--data", numbered / "short.csv",
+    evaluate_bad(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", "--data", numbered / "short.csv",
          "--report", numbered / "report", names=("short.csv", "9 rows", "scores.csv has 10"))
     assert not (numbered / "report").exists()
 
@@ -88,7 +70,7 @@ def test_data_with_another_row_count_is_refused(numbered, capsys):
 def test_misaligned_data_is_refused_without_a_report_too(numbered, capsys):
     """Without --report the data still chose the random baseline's sensors: a wrong file is bad input either way."""
     _data(numbered / "shifted.csv", np.arange(200, 200 + T), label=False)
-    _bad(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", "--data", numbered / "shifted.csv",
+    evaluate_bad(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", "--data", numbered / "shifted.csv",
          names=("shifted.csv", "row 1", "differs"))
 
 
@@ -103,7 +85,7 @@ def test_misaligned_data_beside_a_model_is_refused(numbered, capsys):
     frame = pd.read_csv(numbered / "data.csv")
     frame.loc[5:, "timestamp"] += 100            # the last five rows from another stretch of time
     frame.to_csv(numbered / "spliced.csv", index=False)
-    _bad(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", "--model", numbered / "model",
+    evaluate_bad(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", "--model", numbered / "model",
          "--data", numbered / "spliced.csv", "--report", numbered / "report",
          names=("spliced.csv", "row 6", "timestamp 205", "scores.csv's 105"))
     assert not (numbered / "report").exists()
@@ -114,11 +96,11 @@ def test_aligned_data_is_compared_as_the_labels_are(dated, capsys):
     off is refused."""
     pytest.importorskip("matplotlib", reason="the report needs matplotlib (extra 'report')")
     _data(dated / "zoned.csv", list(TIMES.strftime("%Y-%m-%dT%H:%M:%S+00:00")))
-    r, _ = _json(capsys, dated / "scores.csv", "--labels", dated / "labels.csv", "--data", dated / "zoned.csv",
+    r, _ = evaluate_json(capsys, dated / "scores.csv", "--labels", dated / "labels.csv", "--data", dated / "zoned.csv",
                  "--report", dated / "report")
     assert r["f1"] == pytest.approx(2 / 3) and (dated / "report" / "index.html").exists()
     _data(dated / "late.csv", list((TIMES + pd.Timedelta("1s")).strftime("%Y-%m-%d %H:%M:%S")))
-    _bad(capsys, dated / "scores.csv", "--labels", dated / "labels.csv", "--data", dated / "late.csv",
+    evaluate_bad(capsys, dated / "scores.csv", "--labels", dated / "labels.csv", "--data", dated / "late.csv",
          "--report", dated / "report2", names=("late.csv", "row 1", "'2024-01-01 10:00:01'", "'2024-01-01 10:00:00'"))
 
 
@@ -131,9 +113,9 @@ def test_datetime_columns_in_other_units_are_the_same_instants(dated, capsys):
     frame = pd.DataFrame({"timestamp": TIMES.as_unit("ns"), "a": np.arange(T) * 0.1, "b": 1.0, "c": 2.0, "d": 3.0,
                           "label": LABELS})
     frame.to_parquet(dated / "data.parquet", index=False)
-    r, _ = _json(capsys, dated / "scores.parquet", "--labels", dated / "labels.csv", "--data", dated / "data.parquet")
+    r, _ = evaluate_json(capsys, dated / "scores.parquet", "--labels", dated / "labels.csv", "--data", dated / "data.parquet")
     assert r["f1"] == pytest.approx(2 / 3)
-    r, _ = _json(capsys, dated / "scores.parquet", "--labels", dated / "data.parquet")
+    r, _ = evaluate_json(capsys, dated / "scores.parquet", "--labels", dated / "data.parquet")
     assert r["f1"] == pytest.approx(2 / 3)
 
 
@@ -154,8 +136,8 @@ def test_date_time_events_are_placed_by_instant(dated, capsys):
     exclusive as with numbers, and the figures equal the label column's."""
     pd.DataFrame({"start": [STAMPS[2], STAMPS[7]], "end": [STAMPS[4], STAMPS[8]],
                   "root_causes": ["a;b;d", "x;y;z"]}).to_csv(dated / "events.csv", index=False)
-    by_labels, _ = _json(capsys, dated / "scores.csv", "--labels", dated / "labels.csv", "--anomalies", "none")
-    r, _ = _json(capsys, dated / "scores.csv", "--labels", dated / "events.csv")
+    by_labels, _ = evaluate_json(capsys, dated / "scores.csv", "--labels", dated / "labels.csv", "--anomalies", "none")
+    r, _ = evaluate_json(capsys, dated / "scores.csv", "--labels", dated / "events.csv")
     assert (r["n_anomalous_rows"], r["events_total"], r["events_found"]) == (3, 2, 2)
     for key in ("precision", "recall", "f1", "auc_roc", "auc_pr", "pa_f1"):
         assert r[key] == pytest.approx(by_labels[key]), key
@@ -168,7 +150,7 @@ def test_date_time_events_with_offsets_and_partly_outside(dated, capsys):
     pd.DataFrame({"start": ["2024-01-01 11:02:00+01:00", "2024-01-01 10:55:00+01:00", "2024-01-02 00:00:00+01:00"],
                   "end": ["2024-01-01 11:04:00+01:00", "2024-01-01 11:01:00+01:00", "2024-01-02 01:00:00+01:00"]}
                  ).to_csv(dated / "zoned.csv", index=False)
-    r, _ = _json(capsys, dated / "scores.csv", "--labels", dated / "zoned.csv")
+    r, _ = evaluate_json(capsys, dated / "scores.csv", "--labels", dated / "zoned.csv")
     # rows 2-3 (10:02, 10:03) and rows 0 (10:00) of the event from 09:55 UTC: 3 anomalous rows
     assert (r["n_anomalous_rows"], r["events_total"], r["events_clipped"], r["events_outside"]) == (3, 2, 1, 1)
 
@@ -176,7 +158,7 @@ def test_date_time_events_with_offsets_and_partly_outside(dated, capsys):
 def test_date_time_events_beside_labels_give_root_causes(dated, capsys):
     pd.DataFrame({"start": [STAMPS[2], STAMPS[7]], "end": [STAMPS[4], STAMPS[8]],
                   "root_causes": ["a;b;d", "x;y;z"]}).to_csv(dated / "anomalies.csv", index=False)
-    r, err = _json(capsys, dated / "scores.csv", "--labels", dated / "labels.csv")
+    r, err = evaluate_json(capsys, dated / "scores.csv", "--labels", dated / "labels.csv")
     assert err == "" and r["events_total"] == 2 and r["root_cause_recall_at_3"] == pytest.approx(1 / 3)
 
 
@@ -184,7 +166,7 @@ def test_header_only_anomalies_beside_date_time_labels_means_no_events(dated, ca
     """A dataset without anomalies writes a header-only anomalies.csv: beside date-time labels it was refused
     ("start/end need numeric timestamps"), though it has no start/end to place."""
     (dated / "anomalies.csv").write_text("start,end,root_causes,duration\n")
-    r, _ = _json(capsys, dated / "scores.csv", "--labels", dated / "labels.csv")
+    r, _ = evaluate_json(capsys, dated / "scores.csv", "--labels", dated / "labels.csv")
     assert (r["events_total"], r["n_anomalous_rows"]) == (2, 3)     # the label column's events
 
 
@@ -195,39 +177,39 @@ def test_parquet_datetime_events_and_scores(dated, capsys):
     scores = pd.read_csv(dated / "scores.csv")
     scores.assign(timestamp=TIMES).to_parquet(dated / "scores.parquet", index=False)
     for s in ("scores.csv", "scores.parquet"):
-        r, _ = _json(capsys, dated / s, "--labels", dated / "events.parquet")
+        r, _ = evaluate_json(capsys, dated / s, "--labels", dated / "events.parquet")
         assert (r["n_anomalous_rows"], r["events_total"]) == (3, 2), s
     pd.DataFrame({"start": [2, 7], "end": [4, 8]}).to_csv(dated / "numbers.csv", index=False)
-    _bad(capsys, dated / "scores.parquet", "--labels", dated / "numbers.csv",
+    evaluate_bad(capsys, dated / "scores.parquet", "--labels", dated / "numbers.csv",
          names=("numbers.csv", "start/end are numbers", "timestamps are date-times"))
 
 
 def test_dates_against_numbers_is_one_line_saying_so(numbered, dated, capsys):
     """A mix of scales: dates in one file, numbers in the other, either way round."""
     pd.DataFrame({"start": [STAMPS[2]], "end": [STAMPS[4]]}).to_csv(numbered / "dates.csv", index=False)
-    _bad(capsys, numbered / "scores.csv", "--labels", numbered / "dates.csv",
+    evaluate_bad(capsys, numbered / "scores.csv", "--labels", numbered / "dates.csv",
          names=("dates.csv", "start/end are date-times ('2024-01-01 10:02:00' ..)",
                 "the SCORES file's timestamps are numbers (100 ..)"))
     pd.DataFrame({"start": [102], "end": [104]}).to_csv(dated / "numbers.csv", index=False)
-    _bad(capsys, dated / "scores.csv", "--labels", dated / "numbers.csv",
+    evaluate_bad(capsys, dated / "scores.csv", "--labels", dated / "numbers.csv",
          names=("numbers.csv", "start/end are numbers (102 ..)",
                 "timestamps are date-times ('2024-01-01 10:00:00' ..)"))
     pd.DataFrame({"start": [102], "end": [STAMPS[4]]}).to_csv(dated / "half.csv", index=False)
-    _bad(capsys, dated / "scores.csv", "--labels", dated / "half.csv",
+    evaluate_bad(capsys, dated / "scores.csv", "--labels", dated / "half.csv",
          names=("half.csv", "column 'start' holds numbers and column 'end' date-times"))
 
 
 def test_bad_date_time_cells_are_named(dated, capsys):
     pd.DataFrame({"start": [STAMPS[2], "2024-13-45 10:00:00"], "end": [STAMPS[4], STAMPS[8]]}).to_csv(
         dated / "month13.csv", index=False)
-    _bad(capsys, dated / "scores.csv", "--labels", dated / "month13.csv",
+    evaluate_bad(capsys, dated / "scores.csv", "--labels", dated / "month13.csv",
          names=("month13.csv", "column 'start' row 2", "'2024-13-45 10:00:00'", "not a date-time like row 1's"))
     pd.DataFrame({"start": [STAMPS[2], STAMPS[7]], "end": [STAMPS[1], STAMPS[8]]}).to_csv(dated / "back.csv",
                                                                                          index=False)
-    _bad(capsys, dated / "scores.csv", "--labels", dated / "back.csv",
+    evaluate_bad(capsys, dated / "scores.csv", "--labels", dated / "back.csv",
          names=("back.csv", "row 1: end 2024-01-01 10:01:00+00:00 is not after start 2024-01-01 10:02:00+00:00"))
     pd.DataFrame({"start": ["soon"], "end": [STAMPS[4]]}).to_csv(dated / "word.csv", index=False)
-    _bad(capsys, dated / "scores.csv", "--labels", dated / "word.csv",
+    evaluate_bad(capsys, dated / "scores.csv", "--labels", dated / "word.csv",
          names=("word.csv", "column 'start' row 1", "'soon'", "neither a finite number nor a date-time"))
 
 
@@ -252,8 +234,8 @@ def test_anomalies_none_leaves_out_an_unrelated_table_beside_the_labels(numbered
     file never passed, with no way to leave it out."""
     pd.DataFrame({"start": [5000], "end": [5010], "root_causes": ["q"]}).to_csv(numbered / "anomalies.csv",
                                                                                  index=False)
-    _bad(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", names=("anomalies.csv", "overlaps"))
-    r, err = _json(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", "--anomalies", "none")
+    evaluate_bad(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", names=("anomalies.csv", "overlaps"))
+    r, err = evaluate_json(capsys, numbered / "scores.csv", "--labels", numbered / "labels.csv", "--anomalies", "none")
     assert err == "" and (r["events_total"], r["events_found"], r["f1"]) == (2, 2, pytest.approx(2 / 3))
     assert "root_cause_recall_at_3" not in r and "root_cause_recall_at_3" not in r["random_baseline"]
 
@@ -269,7 +251,7 @@ def test_anomalies_none_in_evaluate_files(numbered):
 def test_anomalies_none_with_an_anomalies_table_as_labels_is_refused(numbered, capsys):
     """--labels an anomalies table: 'none' leaves no label column to take the events from."""
     pd.DataFrame({"start": [102], "end": [104]}).to_csv(numbered / "events.csv", index=False)
-    _bad(capsys, numbered / "scores.csv", "--labels", numbered / "events.csv", "--anomalies", "none",
+    evaluate_bad(capsys, numbered / "scores.csv", "--labels", numbered / "events.csv", "--anomalies", "none",
          names=("events.csv", "itself an anomalies table", "--anomalies none"))
 
 
