@@ -135,3 +135,33 @@ def test_gradcheck_temporal_attention():
     g = torch.Generator().manual_seed(6)
     h = (0.5 * torch.randn(2, 5, 2, 2, 2, generator=g, dtype=torch.float64)).requires_grad_()
     assert torch.autograd.gradcheck(ref.temporal_attention, (h,))
+
+
+def test_first_step_on_the_input_half_of_the_weight_equals_the_concatenation():
+    """On a CPU step 0 convolves x_0 with the input half of the weight (h_0 = 0 adds nothing): the same hidden
+    states and gradients as the concatenation with a zero h, in float64, for both kernel sizes."""
+    import torch.nn.functional as F
+
+    from mscred.ops.reference import cell_update, convlstm, same_padding
+
+    def concatenated(x, weight, bias):
+        B, T, C, H, W = x.shape
+        top, bottom, left, right = same_padding(H, weight.shape[-1], 1)
+        h = c = x.new_zeros(B, weight.shape[0] // 4, H, W)
+        out = []
+        for t in range(T):
+            z = F.conv2d(F.pad(torch.cat([x[:, t], h], 1), (left, right, top, bottom)), weight, bias)
+            h, c = cell_update(z, c, 1.0)
+            out.append(h)
+        return torch.stack(out, 1)
+
+    for k in (2, 3):
+        g = torch.Generator().manual_seed(k)
+        x = torch.randn(3, 5, 4, 7, 7, generator=g, dtype=torch.float64, requires_grad=True)
+        w = torch.randn(4 * 6, 4 + 6, k, k, generator=g, dtype=torch.float64, requires_grad=True)
+        b = torch.randn(4 * 6, generator=g, dtype=torch.float64, requires_grad=True)
+        got, want = convlstm(x, w, b, 1.0), concatenated(x, w, b)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+        grads = torch.autograd.grad(got.square().sum(), (x, w, b))
+        for a, e in zip(grads, torch.autograd.grad(want.square().sum(), (x, w, b))):
+            torch.testing.assert_close(a, e, rtol=1e-12, atol=1e-12)

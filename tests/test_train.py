@@ -431,3 +431,17 @@ def test_bf16_on_a_native_cpu_trains_and_scores_close_to_float32():
     assert np.isfinite(recon16).all() and recon16.dtype == np.float32
     assert abs(loss16 - loss32) / loss32 < 0.05
     assert np.linalg.norm(recon16 - recon32) / np.linalg.norm(recon32) < 0.05
+
+
+def test_validation_from_shared_segments_equals_gathered_windows():
+    """The CPU Trainer validates consecutive windows through forward_windows (their shared segments): the same
+    reconstructions and losses as gathering each window; any other index set is gathered."""
+    from mscred.train_graphs import EagerInference
+
+    net = _net().eval()
+    data = WindowDataset(_segments(count=20))
+    shared, gathered = EagerInference(net, data, windows=True), EagerInference(net, data)
+    for idx in (torch.arange(3, 11), torch.tensor([0, 5, 2])):
+        (r1, l1), (r2, l2) = shared(idx), gathered(idx)
+        torch.testing.assert_close(r1, r2, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(l1, l2, rtol=1e-5, atol=1e-7)

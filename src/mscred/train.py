@@ -322,7 +322,9 @@ class Trainer:
         if self.use_graphs:
             return GraphedInference(self.net, data, min(self.cfg.batch_size, len(data)), self.bf16,
                                     cudnn_benchmark=self.autotune)
-        return EagerInference(self.net, data, self.bf16)
+        # On a CPU the validation batches (consecutive windows) are scored from their shared segments
+        return EagerInference(self.net, data, self.bf16,
+                              windows=self.device.type == "cpu" and hasattr(self.net, "forward_windows"))
 
     def _run_epoch(self, epoch: int, train: WindowDataset, step, evaluate, val, progress) -> dict[str, Any]:
         t0 = time.perf_counter()
