@@ -236,7 +236,7 @@ def _refuse_bound(column: pd.Series, col: str, source: str) -> None:
     """The InputError for a start or end column that reads as neither numbers nor date-times, at its first cell
     unlike row 1's: a date-time column reads in row 1's format (and time zone or none), as ``_as_times`` does."""
     numeric = pd.api.types.is_numeric_dtype(column.dtype)   # (a number column with an empty cell: no date-times)
-    parsed = None if numeric else _parse_times(column.to_numpy())
+    parsed = None if numeric else io.parse_times(column.to_numpy())
     if parsed is not None and not pd.isna(parsed[0]):
         r = int(np.flatnonzero(parsed.isna())[0])
         raise InputError(f"{source}: column '{col}' row {r + 1}: value {io.short_repr(column.iloc[r])} is not a "
@@ -338,18 +338,8 @@ def _as_times(values: np.ndarray) -> Optional[pd.DatetimeIndex]:
     values = pd.Index(values)
     if pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
         return None
-    parsed = _parse_times(values)
+    parsed = io.parse_times(values)
     return None if parsed.isna().any() else parsed
-
-
-def _parse_times(values) -> pd.DatetimeIndex:
-    """``values`` as UTC date-times, NaT where one does not read as one in the first one's format."""
-    with warnings.catch_warnings():   # "could not infer format": expected for ids that are not dates
-        warnings.simplefilter("ignore")
-        try:
-            return pd.DatetimeIndex(pd.to_datetime(pd.Index(values), errors="coerce", utc=True))
-        except (ValueError, TypeError, OverflowError):
-            return pd.DatetimeIndex([pd.NaT] * len(values), tz="UTC")
 
 
 def read_ground_truth(path: str | os.PathLike, scores: Scores,

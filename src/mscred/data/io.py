@@ -226,12 +226,7 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
     elif pd.api.types.is_datetime64_any_dtype(index.dtype):
         keys = pd.DatetimeIndex(index).asi8                         # nanoseconds (UTC when zoned)
     else:
-        with warnings.catch_warnings():   # "could not infer format": expected for ids that are not dates
-            warnings.simplefilter("ignore")
-            try:
-                parsed = pd.DatetimeIndex(pd.to_datetime(index, errors="coerce", utc=True))
-            except (ValueError, TypeError, OverflowError):
-                parsed = pd.DatetimeIndex([pd.NaT] * len(index))
+        parsed = parse_times(index)
         missing = np.flatnonzero(parsed.isna())
         if len(missing) and missing[0] == 0:
             keys = None                   # not dates: opaque labels, which must only be unique
@@ -554,6 +549,17 @@ def _read_npy(path: Path) -> pd.DataFrame:
     frame = pd.DataFrame(array, columns=[f"sensor_{j}" for j in range(array.shape[1])])
     frame.attrs[POSITIONAL] = True   # names of our making: load_table marks the Table positional
     return frame
+
+
+def parse_times(values) -> pd.DatetimeIndex:
+    """``values`` as UTC date-times, NaT where one does not read as one in the first one's format (a table's
+    timestamps here; evaluate's SCORES timestamps and anomalies' start/end the same way)."""
+    with warnings.catch_warnings():   # "could not infer format": expected for ids that are not dates
+        warnings.simplefilter("ignore")
+        try:
+            return pd.DatetimeIndex(pd.to_datetime(pd.Index(values), errors="coerce", utc=True))
+        except (ValueError, TypeError, OverflowError):
+            return pd.DatetimeIndex([pd.NaT] * len(values), tz="UTC")
 
 
 def _one_line(exc: BaseException) -> str:
