@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import SEED, FiniteFloatRange
+from mscred.cli.params import SEED, FiniteFloatRange, non_empty_path
 from mscred.config import MISSING_POLICIES, ScoreConfig
 
 _DEFAULTS = ScoreConfig()
@@ -18,11 +18,7 @@ _THRESHOLD_OPTIONS = {"beta": ("beta_max",), "percentile": ("percentile",), "pot
                       "pot_level": ("pot", "spot"), "val_scores": ("beta_max", "percentile", "pot", "spot")}
 
 
-def _named(ctx, param, value):
-    """A path option given as "" (an unset shell variable) is refused: it read as ".", the current folder."""
-    if value == "":
-        raise click.BadParameter("an empty path: give a file or folder name", ctx=ctx, param=param)
-    return value
+_named = non_empty_path("give a file or folder name")
 
 
 def _fmt(value) -> str:

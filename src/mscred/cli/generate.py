@@ -5,16 +5,11 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import SEED
+from mscred.cli.params import SEED, non_empty_path
 
 
-def _named(ctx, param, value):
-    """OUT_DIR "" (an unset shell variable) is refused: it read as ".", and the current folder's own train.csv,
-    test.csv and anomalies.csv were replaced without a word ("." itself asks for that, and may)."""
-    if value == "":
-        raise click.BadParameter("an empty path: give a folder name ('.' for the current folder)", ctx=ctx,
-                                 param=param)
-    return value
+# ("." itself asks for the current folder, and may)
+_named = non_empty_path("give a folder name ('.' for the current folder)")
 
 
 @click.command()

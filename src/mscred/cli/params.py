@@ -28,3 +28,13 @@ class _Seed(click.IntRange):
 
 
 SEED = _Seed(0, 2 ** 63 - 1)
+
+
+def non_empty_path(hint: str):
+    """A click callback refusing a path given as "" (an unset shell variable), which click reads as ".", the current
+    folder: ``generate ''`` replaced its files there without a word. ``hint`` says what to give instead."""
+    def check(ctx, param, value):
+        if value == "":
+            raise click.BadParameter(f"an empty path: {hint}", ctx=ctx, param=param)
+        return value
+    return check
