@@ -63,11 +63,15 @@ def test_empty_out_dir_is_refused(tmp_path, capsys, monkeypatch):
 
 
 def test_too_short_length_names_one_that_works(tmp_path, capsys):
-    """--help says x>=1 and the message said "a slot of about 114 test steps": the length was left to work out
-    (it was 1129). Now the message names a --length, and it and the lengths after it generate."""
-    line = _bad(capsys, "generate", tmp_path / "g", "--length", 1000, names=("length 1000 is too short",))
-    enough = int(re.search(r"--length (\d+) or more", line).group(1))
-    for length in (enough, enough + 1, enough + 7):
+    """--help said x>=1 and the message said "a slot of about 114 test steps": the length was left to work out.
+    Now --help and the refusal name the shortest --length, and it and the lengths after it generate."""
+    from mscred.data.synthetic import SHORTEST_LENGTH
+
+    line = _bad(capsys, "generate", tmp_path / "g", "--length", 1000, names=("--length", "1000"))
+    assert f"x>={SHORTEST_LENGTH}" in line
+    code, out, _ = run_cli(capsys, "generate", "--help")
+    assert code == 0 and f"x>={SHORTEST_LENGTH}" in out
+    for length in (SHORTEST_LENGTH, SHORTEST_LENGTH + 1, SHORTEST_LENGTH + 7):
         code, _, err = run_cli(capsys, "generate", tmp_path / f"g{length}", "--sensors", 4, "--length", length)
         assert code == 0, err
 

@@ -543,7 +543,7 @@ def test_output_under_a_file(tmp_path, capsys, model_dir):
 
 
 @pytest.mark.parametrize("argv, fragments", [
-    (["generate", "{tmp}/g", "--length", "10"], ["length 10 is too short"]),
+    (["generate", "{tmp}/g", "--length", "10"], ["--length", "x>=1140"]),
     (["generate", "{tmp}/g", "--sensors", "3"], ["--sensors"]),
     (["generate", "{tmp}/g", "--length", "0"], ["--length"]),
     (["fleet", "{tmp}/nowhere", "--out", "{tmp}/f"], ["nowhere", "neither a folder nor a fleet dataset"]),

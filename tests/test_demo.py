@@ -34,6 +34,10 @@ def test_demo_pipeline_tiny(tmp_path, capsys):
     render(result)
     shown = capsys.readouterr().out
     assert "anomalies found" in shown and f"{result['events_found']}/5" in shown
+    # theta is the count score's: under z_sensor the table once showed "theta -"
+    assert result["score"] == "z_sensor" and "theta" not in shown
+    render({**result, "score": "count", "theta": [0.005] * 3})
+    assert "fixed 0.005, 0.005, 0.005" in capsys.readouterr().out
 
     from mscred.detector import MSCRED
 

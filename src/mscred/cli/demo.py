@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import click
 
-from mscred.cli.params import SEED
+from mscred.cli.params import NamedPath, SEED
 from mscred.detect import SCORE_METHODS
 
 # The demo trains 3 epochs: enough for the z_sensor score to find the synthetic anomalies, and the whole run stays
@@ -123,9 +123,6 @@ def render(result: dict) -> None:
     from rich.table import Table
 
     base = result.get("random_baseline", {})
-    theta = result["theta"]
-    theta_text = "-" if not theta else ("fixed " if len(set(theta)) == 1 else "from validation ") + \
-        ", ".join(f"{t:.3g}" for t in theta)
     table = Table(title=f"mscred demo — {result['dataset']}" + (" (quick)" if result["quick"] else ""))
     table.add_column("figure")
     table.add_column("mscred", justify="right")
@@ -144,7 +141,10 @@ def render(result: dict) -> None:
         if key in result:
             table.add_row(label, number(result, key), number(base, key))
     table.add_row("score / threshold rule", f"{result['score']} / {result['threshold_rule']}", "")
-    table.add_row("theta", theta_text, "")
+    theta = result["theta"]
+    if theta:   # (only the count score has one: "theta -" under z_sensor meant nothing to a reader)
+        how = "fixed " if len(set(theta)) == 1 else "from validation "
+        table.add_row("theta", how + ", ".join(f"{t:.3g}" for t in theta), "")
     table.add_row("threshold", f"{result['threshold']:.4g}", "")
     table.add_row("epochs", str(result["epochs"]), "")
     table.add_row("time: data / train / detect / evaluate",
@@ -157,13 +157,13 @@ def render(result: dict) -> None:
 @click.command()
 @click.option("--quick", is_flag=True, help=f"Shorter series ({QUICK['length']} steps) and {QUICK['epochs']} "
                                            "epochs: under 2 minutes on 2 CPU cores.")
-@click.option("--out", "out", type=click.Path(file_okay=False), default="demo_out", show_default=True,
+@click.option("--out", "out", type=NamedPath(file_okay=False), default="demo_out", show_default=True,
               help="Directory for the data, model, scores and metrics.")
 @click.option("--dataset", type=str, default=None,
               help="A dataset of mscred.data.datasets instead of the synthetic data: tep[:FAULT] (Tennessee Eastman, "
                    "simulated plant, faults 1-21, from the bibmon wheel), daphnet (no labelled anomaly), "
                    "smd:MACHINE, smap:CHAN, msl:CHAN, table (with --data-root).")
-@click.option("--data-root", type=click.Path(exists=True), default=None,
+@click.option("--data-root", type=NamedPath(exists=True), default=None,
               help="The dataset's folder or file (SMD, SMAP/MSL, table; tep/daphnet read the installed wheels).")
 @click.option("--epochs", type=click.IntRange(min=1), default=None, help="Override the training epochs.")
 @click.option("--theta", type=str, default=None,

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import click
 
+from mscred.cli.params import NamedPath
+
 from mscred.config import MISSING_POLICIES
 
 
@@ -16,9 +18,9 @@ def intervals(flags) -> list[tuple[int, int]]:
 
 
 @click.command()
-@click.argument("model_dir", type=click.Path(file_okay=False))
-@click.argument("data", type=click.Path(dir_okay=False))
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False), help="SCORES.csv to write.")
+@click.argument("model_dir", type=NamedPath(file_okay=False, hint="give the model's folder"))
+@click.argument("data", type=NamedPath(dir_okay=False))
+@click.option("--out", "out", required=True, type=NamedPath(dir_okay=False), help="SCORES.csv to write.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="Missing (NaN) sensor values in DATA: 'error' or 'interpolate' [the model's setting, from train].")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import SEED, FiniteFloatRange, non_empty_path
+from mscred.cli.params import NamedPath, SEED, FiniteFloatRange
 from mscred.config import MISSING_POLICIES, ScoreConfig
 
 _DEFAULTS = ScoreConfig()
@@ -18,7 +18,6 @@ _THRESHOLD_OPTIONS = {"beta": ("beta_max",), "percentile": ("percentile",), "pot
                       "pot_level": ("pot", "spot"), "val_scores": ("beta_max", "percentile", "pot", "spot")}
 
 
-_named = non_empty_path("give a file or folder name")
 
 
 def _fmt(value) -> str:
@@ -84,25 +83,25 @@ def _check_vus_window(window: int, scores) -> None:
 
 
 @click.command()
-@click.argument("scores_path", metavar="SCORES.csv", type=click.Path(dir_okay=False), callback=_named)
-@click.option("--labels", "labels_path", required=True, type=click.Path(dir_okay=False), callback=_named,
+@click.argument("scores_path", metavar="SCORES.csv", type=NamedPath(dir_okay=False))
+@click.option("--labels", "labels_path", required=True, type=NamedPath(dir_okay=False),
               help="Ground truth: a CSV/Parquet with a 'label' column (e.g. test.csv), or an anomalies.csv with "
                    "start,end,root_causes.")
-@click.option("--anomalies", type=click.Path(dir_okay=False), default=None, callback=_named,
+@click.option("--anomalies", type=NamedPath(dir_okay=False), default=None,
               help="anomalies.csv with the events and their root causes [default: the one beside --labels, if "
                    "any]; 'none': no anomalies table (events from the label column, no root causes).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of a table.")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False), default=None, callback=_named,
+@click.option("--report", "report_dir", type=NamedPath(file_okay=False), default=None,
               help="Write a self-contained HTML report into this directory.")
-@click.option("--model", "model_dir", type=click.Path(file_okay=False), default=None, callback=_named,
+@click.option("--model", "model_dir", type=NamedPath(file_okay=False), default=None,
               help="Model directory, to show residual signature matrices in the report.")
-@click.option("--data", "data_path", type=click.Path(dir_okay=False), default=None, callback=_named,
+@click.option("--data", "data_path", type=NamedPath(dir_okay=False), default=None,
               help="The scored data (for the report's series and residuals), row for row the SCORES rows "
                    "[default: --labels when it holds sensor columns].")
 @click.option("--threshold", type=click.Choice(["detector", "beta_max", "percentile", "pot", "spot"]),
               default="detector", show_default=True,
               help="'detector': the is_anomaly column as written; otherwise refit on --val-scores.")
-@click.option("--val-scores", type=click.Path(dir_okay=False), default=None, callback=_named,
+@click.option("--val-scores", type=NamedPath(dir_okay=False), default=None,
               help="SCORES.csv of normal validation data, for --threshold other than 'detector'.")
 @click.option("--beta", type=FiniteFloatRange(0, min_open=True), default=_DEFAULTS.beta, show_default=True,
               help="beta_max: threshold = beta x max(validation score).")

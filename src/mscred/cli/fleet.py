@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import click
 
+from mscred.cli.params import NamedPath
+
 from mscred.cli.train import score_overrides, training_options
 
 # table columns shown on the terminal (summary.csv has them all)
@@ -13,10 +15,10 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
 
 
 @click.command()
-@click.argument("source")
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False),
+@click.argument("source", type=NamedPath(hint="give a dataset name or a folder"))
+@click.option("--out", "out", required=True, type=NamedPath(file_okay=False),
               help="Output folder: models/<entity>/, rows/, summary.csv, summary.md.")
-@click.option("--data-root", type=click.Path(exists=True, file_okay=False), default=None,
+@click.option("--data-root", type=NamedPath(exists=True, file_okay=False), default=None,
               help="The dataset's folder when SOURCE is a dataset name (smd, smd:m1,m2, smap, msl).")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes; each trains its share of the entities (one GPU each on CUDA).")

@@ -5,18 +5,17 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import SEED, non_empty_path
+from mscred.cli.params import NamedPath, SEED
+from mscred.data.synthetic import SHORTEST_LENGTH
 
 
-# ("." itself asks for the current folder, and may)
-_named = non_empty_path("give a folder name ('.' for the current folder)")
 
 
 @click.command()
-@click.argument("out_dir", type=click.Path(file_okay=False), callback=_named)
+@click.argument("out_dir", type=NamedPath(file_okay=False))
 @click.option("--sensors", "n_sensors", type=click.IntRange(min=4), default=30, show_default=True,
               help="Number of sensors n.")
-@click.option("--length", type=click.IntRange(min=1), default=20_000, show_default=True,
+@click.option("--length", type=click.IntRange(min=SHORTEST_LENGTH), default=20_000, show_default=True,
               help="Total steps; train is the first 40%, test the last 50%.")
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of every random draw.")
 def generate(out_dir: str, n_sensors: int, length: int, seed: int) -> None:

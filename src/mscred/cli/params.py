@@ -30,11 +30,18 @@ class _Seed(click.IntRange):
 SEED = _Seed(0, 2 ** 63 - 1)
 
 
-def non_empty_path(hint: str):
-    """A click callback refusing a path given as "" (an unset shell variable), which click reads as ".", the current
-    folder: ``generate ''`` replaced its files there without a word. ``hint`` says what to give instead."""
-    def check(ctx, param, value):
-        if value == "":
-            raise click.BadParameter(f"an empty path: {hint}", ctx=ctx, param=param)
-        return value
-    return check
+class NamedPath(click.Path):
+    """``click.Path`` that refuses a path given as "" (an unset shell variable): click and pathlib read it as ".", the
+    current folder, so ``generate ''`` replaced its files there and ``demo --out ''`` or ``fleet '' --out f`` ran on
+    whatever the folder held, without a word. ``hint`` says what to give instead (by default from the kinds of path
+    the parameter takes)."""
+
+    def __init__(self, *args, hint: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.hint = hint or ("give a folder name ('.' for the current folder)" if not self.file_okay
+                             else "give a file name" if not self.dir_okay else "give a file or folder name")
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value == "":
+            self.fail(f"an empty path: {self.hint}", param, ctx)
+        return super().convert(value, param, ctx)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import SEED
+from mscred.cli.params import NamedPath, SEED
 from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
 from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
@@ -172,8 +172,9 @@ def _write_validation_scores(model, table, path) -> None:
 
 
 @click.command()
-@click.argument("data", type=click.Path(dir_okay=False))
-@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Model directory to write.")
+@click.argument("data", type=NamedPath(dir_okay=False))
+@click.option("--out", "out", required=True, type=NamedPath(file_okay=False, hint="give the model a folder name"),
+              help="Model directory to write.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint of an interrupted run.")
 @training_options
 @click.option("--quiet", is_flag=True,
@@ -181,7 +182,7 @@ def _write_validation_scores(model, table, path) -> None:
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes for DistributedDataParallel training, one GPU each on CUDA; --batch-size is then the "
                    "global batch. Under torchrun, torchrun's --nproc-per-node decides.")
-@click.option("--val-scores", "val_scores", type=click.Path(dir_okay=False), default=None,
+@click.option("--val-scores", "val_scores", type=NamedPath(dir_okay=False), default=None,
               help="Also write the scores of the validation rows (the last windows of DATA, which set the "
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,

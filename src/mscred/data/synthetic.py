@@ -100,12 +100,19 @@ def long_enough(n_anomalies: int, longest: int) -> int:
     return int(np.ceil(n_anomalies * slot / (1 - TEST_FRACTION)))
 
 
+
+# The paper's five anomalies of 10, 30, 90, 10 and 30 steps (the defaults of generate_synthetic), and the shortest
+# series that `mscred generate` offers for them (its --help said x>=1 while lengths below this one were refused).
+ANOMALIES = 5
+DURATIONS = (10, 30, 90)
+SHORTEST_LENGTH = long_enough(ANOMALIES, max(DURATIONS))
+
 def generate_synthetic(
     n_sensors: int = 30,
     length: int = 20_000,
     seed: int = 0,
-    n_anomalies: int = 5,
-    durations: tuple[int, ...] = (10, 30, 90),
+    n_anomalies: int = ANOMALIES,
+    durations: tuple[int, ...] = DURATIONS,
     n_root_causes: int = 3,
 ) -> SyntheticData:
     """Generate the paper's synthetic data, deterministically from ``seed``.
