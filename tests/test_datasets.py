@@ -337,3 +337,32 @@ def test_daphnet_bad_flag_names_is_anomaly(tmp_path):
     pd.DataFrame({"ankle_vert": np.arange(6.0), "is_anomaly": [0, 0, 0, 2, 0, 0]}).to_csv(
         tmp_path / "S06R02E0.csv", index=False)
     _raises("S06R02E0.csv", "column 'is_anomaly' row 4", "not 0 or 1", name="daphnet", root=tmp_path)
+
+
+def test_table_anomalies_with_date_times(tmp_path):
+    """A table dataset with date-time timestamps and an anomalies.csv of date-times was refused at load ("not a
+    finite number"), though `mscred evaluate` places such start/end by instant: now the dataset loads them as
+    evaluate reads them, and the events land on the labelled rows."""
+    from mscred.evaluation import events_from_anomalies
+
+    rng = np.random.default_rng(0)
+    times = pd.date_range("2024-01-01", periods=300, freq="min").strftime("%Y-%m-%d %H:%M:%S")
+    for part in ("train", "test"):
+        frame = pd.DataFrame(rng.standard_normal((300, 3)), columns=["a", "b", "c"])
+        frame.insert(0, "timestamp", times)
+        if part == "test":
+            frame["label"] = np.isin(np.arange(300), np.arange(120, 150)).astype(int)
+        frame.to_csv(tmp_path / f"{part}.csv", index=False)
+    header = "start,end,root_causes,duration\n"
+    (tmp_path / "anomalies.csv").write_text(f"{header}{times[120]},{times[150]},b;c,30\n")
+    data = load_dataset("table", tmp_path)
+    assert list(data.anomalies["start"]) == [times[120]]
+    stamps = pd.to_datetime(data.test["timestamp"]).to_numpy()
+    events, causes, dropped, clipped = events_from_anomalies(data.anomalies, stamps, "x", dates_ok=True)
+    assert events.tolist() == [[120, 150]] and causes == [{"b", "c"}] and dropped == clipped == 0
+    # A date-time outside the test part, and a number on date-time timestamps, are still refused at load.
+    (tmp_path / "anomalies.csv").write_text(f"{header}2030-01-01 00:00:00,2030-01-01 01:00:00,b,60\n")
+    _raises("anomalies.csv", "row 1: interval", name="table", root=tmp_path)
+    (tmp_path / "anomalies.csv").write_text(f"{header}120,150,b,30\n")
+    with pytest.raises(InputError, match="anomalies.csv"):
+        load_dataset("table", tmp_path)

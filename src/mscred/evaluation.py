@@ -143,8 +143,7 @@ def events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str,
     ``index`` holds, in the messages; ``refuse_outside``: an event with no row is an InputError naming it, not
     dropped (a dataset's own anomalies file, checked at load). ``labels`` (int8, aligned with ``index``; from
     ``labels_source``): an event over none of its anomalous rows is said in a note (NoteWarning). ``dates_ok``:
-    start/end may be date-times, placed by instant (UTC) on date-time timestamps; off, they must be numbers
-    (``mscred.data.datasets`` converts them to numbers after this check)."""
+    start/end may be date-times, placed by instant (UTC) on date-time timestamps; off, they must be numbers."""
     missing = [c for c in ("start", "end") if c not in df.columns]
     if missing:
         raise InputError(f"{source}: no {' and no '.join(repr(c) for c in missing)} column: an anomalies table has "

@@ -415,10 +415,14 @@ def _read_table_anomalies(path: Path, test) -> pd.DataFrame:
         # Raises on non-numeric start/end, end not after start (end is exclusive), and on an event wholly
         # outside the test timestamps, which evaluation would drop (labelled data that evaluation silently
         # ignores is a wrong file, not a detail).
+        # Date-time start/end are placed by instant on date-time timestamps, as `mscred evaluate` places them (the
+        # demo and fleet evaluate through it); they stay text here, numbers become numbers.
         events_from_anomalies(anomalies, np.asarray(test.index), str(path), timestamps="the test part's",
-                               refuse_outside=True)
-        anomalies["start"] = pd.to_numeric(anomalies["start"])
-        anomalies["end"] = pd.to_numeric(anomalies["end"])
+                               refuse_outside=True, dates_ok=True)
+        for column in ("start", "end"):
+            numbers = pd.to_numeric(anomalies[column], errors="coerce")
+            if numbers.notna().all():
+                anomalies[column] = numbers
     # As before: an empty root_causes cell is "" (unknown), not NaN.
     anomalies["root_causes"] = anomalies["root_causes"].fillna("").astype(str)
     # A name that is no sensor of the data (a typo, another export's names) could never be found: root-cause recall
