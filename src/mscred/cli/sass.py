@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from mscred.cli.params import NamedPath
 from mscred.errors import InputError
 
 
@@ -44,18 +45,37 @@ def _bits(text: str | None) -> tuple[int, int] | None:
     return lo_i, hi_i
 
 
+_ARCH = re.compile(r"sm_\d+[a-z]?")
+
+
 def _arch(ctx, param, value: str | None) -> str | None:
-    """--arch as the images name architectures ("90a" -> "sm_90a")."""
+    """--arch as the images name architectures ("90a" -> "sm_90a"); a value that names no architecture ("foo",
+    "compute_90", "") is a usage error here, rather than "no cubin for sm_foo" or an nvcc failure later."""
     from mscred.sass.fatbin import normalize_arch
-    return normalize_arch(value)
+    arch = normalize_arch(value)
+    if arch is not None and not _ARCH.fullmatch(arch):
+        raise click.BadParameter(f"{value!r} is not a GPU architecture (e.g. sm_90, 90a, sm_120)")
+    return arch
 
 
 def _output_file(path: str | None, option: str) -> str | None:
-    """``path`` for a file output, refused when it ends in a separator: ``outdir/`` names a folder, yet pathlib
-    drops the slash and the write would create a file named ``outdir``."""
+    """``path`` for a file output, refused when it names a folder: one ending in a separator (``outdir/``: pathlib
+    drops the slash and the write would create a file named ``outdir``), or an existing folder, refused here before
+    the work (probe's compiles) rather than at the write."""
     if path and path.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):
         raise InputError(f"{option} {path}: a path ending in {path[-1]!r} names a folder; give a file name")
+    if path and Path(path).is_dir():
+        raise InputError(f"{option} {path}: is a folder; give a file name")
     return path
+
+
+def _init_value(text: str) -> int:
+    """--init: the int32 every word of a[] starts as, signed or unsigned (-1 and 0xffffffff are one value); a wider
+    one was cut to its low 32 bits without a word."""
+    value = _int(text, "--init")
+    if not -(1 << 31) <= value < 1 << 32:
+        raise InputError(f"--init {text}: does not fit in a 32-bit word (-2**31 .. 0xffffffff)")
+    return value
 
 
 def _read(path: str) -> bytes:
@@ -68,9 +88,10 @@ def _read(path: str) -> bytes:
 def _pick_cubin(path: str, kernel: str, arch: str | None):
     """The one readable cubin of ``path`` that holds ``kernel`` (optionally for ``arch``)."""
     from mscred.sass.cubin import AmbiguousKernel
-    from mscred.sass.fatbin import check_readable, find_images, unreadable_cubins
+    from mscred.sass.fatbin import check_has_cubins, check_readable, find_images, unreadable_cubins
 
     images = find_images(_read(path), path, arch)
+    check_has_cubins(images, path)
     check_readable(images)
     found, ambiguous = [], []
     for image in images:
@@ -97,6 +118,9 @@ def _pick_cubin(path: str, kernel: str, arch: str | None):
                          f"({', '.join(i.arch for i, _, _ in found)}); pass --arch")
     return found[0]
 
+# (the kinds of file every subcommand reads; an empty path would otherwise be read as the current folder)
+_BINARY = NamedPath(hint="give a cubin, object file, library or executable")
+
 
 @click.group()
 def sass():
@@ -104,7 +128,7 @@ def sass():
 
 
 @sass.command()
-@click.argument("path")
+@click.argument("path", type=_BINARY)
 def kernels(path):
     """List the device-code images of PATH and their kernels (registers, parameters, code size)."""
     from mscred.sass.fatbin import find_images
@@ -122,14 +146,16 @@ def kernels(path):
             name = readable.get(k.name, k.name)
             params = "+".join(str(p.size) for p in k.params) or "0"
             # The code section's words, the NOP padding after the last instruction included (inspect counts
-            # instructions without it).
+            # instructions without it); on sm_5x/6x one word in four is a control word, not an instruction.
+            controls = sum(1 for insn in k.instructions if insn.control is not None and insn.offset % 32 == 8)
             click.echo(f"  {name}{f' [{k.name}]' if name != k.name else ''}: {k.registers} registers, params "
                        f"{params} B, shared {k.shared_bytes} B, local {k.frame_bytes} B, code "
-                       f"{len(k.instructions)} x {k.instruction_bits}-bit words (padding included)")
+                       f"{len(k.instructions)} x {k.instruction_bits}-bit words (padding included)"
+                       f"{f' + {controls} control words' if controls else ''}")
 
 
 @sass.command()
-@click.argument("path")
+@click.argument("path", type=_BINARY)
 @click.option("--kernel", "-k", required=True,
               help="Kernel name: mangled (_Z4testPi), plain (test) or a piece of the demangled name (scale<4>).")
 @click.option("--arch", default=None, callback=_arch, help="Pick the cubin for this architecture, e.g. sm_90.")
@@ -156,7 +182,8 @@ def dump(path, kernel, arch):
 
 
 @sass.command()
-@click.option("--arch", required=True, help="Target architecture: sm_50 (via a CUDA 12 ptxas), sm_75 .. sm_120.")
+@click.option("--arch", required=True, callback=_arch,
+              help="Target architecture: sm_50 (via a CUDA 12 ptxas), sm_75 .. sm_120, 90a.")
 @click.option("--template", "-t", default="value", show_default=True,
               help="value (a[0] = VALUE), register (a[0] = one of eight live registers, or 0), article, "
                    "or a .cu file using the placeholder.")
@@ -167,7 +194,8 @@ def dump(path, kernel, arch):
 @click.option("--kernel", "-k", default=None, help="Kernel to compare when the template has several.")
 @click.option("--placeholder", default="VALUE", show_default=True, help="Macro the values are passed as (-D).")
 @click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
-@click.option("--out", "-o", default=None, help="Also write the JSON answer to this file.")
+@click.option("--out", "-o", default=None, type=NamedPath(hint="give a file name"),
+              help="Also write the JSON answer to this file.")
 def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
     """Compile variants of a kernel, diff their machine code, and report where the value or register sits."""
     from mscred.atomic import atomic_path
@@ -193,7 +221,7 @@ def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
 
 
 @sass.command()
-@click.argument("path")
+@click.argument("path", type=_BINARY)
 @click.option("--kernel", "-k", required=True,
               help="Kernel holding the instruction (mangled, plain or a piece of the demangled name).")
 @click.option("--old", required=True, help="The field's current value, e.g. 0xcc (register: its number).")
@@ -204,8 +232,10 @@ def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
 @click.option("--arch", default=None, callback=_arch, help="Only the cubin for this architecture.")
 @click.option("--at", "at", default=None, help="Only the instruction at this byte offset in the kernel.")
 @click.option("--instruction", default=None, help="Only instructions with this mnemonic prefix (needs nvdisasm).")
-@click.option("--grep", default=None, help="Only instructions whose hex (as `sass dump` shows) contains this.")
-@click.option("--output", "-o", default=None, help="Output file (default: PATH.patched).")
+@click.option("--grep", default=None, help="Only instructions whose hex (as `sass dump` shows) contains this "
+                                           "(spaces and a 0x per group, as cuobjdump -sass writes, ignored).")
+@click.option("--output", "-o", default=None, type=NamedPath(hint="give a file name"),
+              help="Output file (default: PATH.patched).")
 @click.option("--in-place", is_flag=True, help="Replace PATH itself (atomically).")
 def patch(path, kernel, old, new, field, bits, arch, at, instruction, grep, output, in_place):
     """Rewrite one instruction's immediate or register field in a cubin or an executable's fatbin."""
@@ -228,7 +258,7 @@ def patch(path, kernel, old, new, field, bits, arch, at, instruction, grep, outp
 
 
 @sass.command()
-@click.argument("path")
+@click.argument("path", type=_BINARY)
 @click.option("--kernel", "-k", required=True, help="Kernel to launch; its parameters must all be pointers.")
 @click.option("--arch", default=None, callback=_arch,
               help="Pick the cubin for this architecture (for executables/fatbins).")
@@ -236,15 +266,16 @@ def patch(path, kernel, old, new, field, bits, arch, at, instruction, grep, outp
               help="int32 elements per buffer.")
 @click.option("--init", default="0x1", show_default=True, help="Initial value of the output buffer a[] "
                                                               "(inputs get b[j] = j + 1).")
-@click.option("--grid", default=1, show_default=True, type=click.IntRange(1))
+@click.option("--grid", default=1, show_default=True, type=click.IntRange(1, (1 << 31) - 1))  # gridDim.x's limit
 @click.option("--block", default=1, show_default=True, type=click.IntRange(1, 1024))
 @click.option("--backend", type=click.Choice(["auto", "driver", "cupy"]), default="auto", show_default=True)
 def run(path, kernel, arch, words, init, grid, block, backend):
     """Load a cubin through the CUDA driver, launch KERNEL<<<grid, block>>> and print what it wrote."""
     from mscred.sass.run import run_cubin
 
+    init_value = _init_value(init)  # (before the file is read: a bad option is named first)
     image, cubin, k = _pick_cubin(path, kernel, arch)
-    buffers = run_cubin(cubin.data, k.name, words, _int(init, "--init"), grid, block, image.where, backend)
+    buffers = run_cubin(cubin.data, k.name, words, init_value, grid, block, image.where, backend)
     out = buffers[0]
     if words == 1:
         click.echo(f"*a = {out[0]:x}")  # the articles' printf("*a = %x\n", *a)
@@ -254,7 +285,7 @@ def run(path, kernel, arch, words, init, grid, block, backend):
 
 
 @sass.command(name="inspect")
-@click.argument("paths", nargs=-1, required=True)
+@click.argument("paths", nargs=-1, required=True, type=_BINARY)
 @click.option("--arch", default=None, callback=_arch, help="Only cubins for this architecture.")
 @click.option("--kernel", "-k", default=None,
               help="Only kernels whose name, mangled or as printed (demangled), contains this.")
@@ -281,8 +312,8 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
 
 
 @sass.command(name="diff")
-@click.argument("old")
-@click.argument("new")
+@click.argument("old", type=_BINARY)
+@click.argument("new", type=_BINARY)
 @click.option("--arch", default=None, callback=_arch, help="Only cubins for this architecture.")
 @click.option("--kernel", "-k", default=None,
               help="Only kernels whose name, mangled or as printed (demangled), contains this.")

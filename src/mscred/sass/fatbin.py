@@ -136,12 +136,16 @@ def parse_fatbin(blob: bytes, base: int, where: str) -> list[Image]:
     """
     images: list[Image] = []
     pos = 0
-    while pos + 16 <= len(blob):
+    while pos < len(blob):
+        if blob[pos:pos + 8] == bytes(len(blob[pos:pos + 8])):  # padding between (or after) fat binaries
+            pos += 8
+            continue
+        if pos + 16 > len(blob):
+            # A file cut short inside a header would otherwise read as a fatbin without entries: "no kernels".
+            raise InputError(f"{where}: fatbin header at byte {base + pos:#x} cut short ({len(blob) - pos} of 16 "
+                             f"bytes)")
         magic, _version, header_size, size = struct.unpack_from("<IHHQ", blob, pos)
         if magic != FATBIN_MAGIC:
-            if blob[pos:pos + 8] == bytes(8):  # padding between fat binaries
-                pos += 8
-                continue
             raise InputError(f"{where}: no fatbin magic 0xBA55ED50 at byte {base + pos:#x}")
         entry = pos + header_size
         end = entry + size
@@ -154,6 +158,11 @@ def parse_fatbin(blob: bytes, base: int, where: str) -> list[Image]:
             if ehs == 0:
                 raise InputError(f"{where}: fatbin entry at byte {base + entry:#x} has a zero header size")
             payload_at = entry + ehs
+            if payload_at + esize > end:
+                # A damaged header: its payload would be read from past the fatbin (reported as "not a cubin" at
+                # a file byte the file does not have), and the next entry cannot be found.
+                raise InputError(f"{where}: fatbin entry at byte {base + entry:#x} runs past the fatbin's end "
+                                 f"(header {ehs} + payload {esize} bytes, {end - entry} left)")
             compressed = bool(flags & (FLAG_LZ | FLAG_ZSTD))
             raw = blob[payload_at:payload_at + (csize if compressed and csize else esize)]
             data, comp, note = _decompress(raw, flags, usize) if compressed else (raw, "", "")
@@ -198,17 +207,81 @@ def _all_images(data: bytes, where: str) -> list[Image]:
         cubin = Cubin(data, where)
         return [Image("cubin", cubin.arch, 0, data, where)]
     if len(data) >= 4 and struct.unpack_from("<I", data)[0] == FATBIN_MAGIC:
-        return parse_fatbin(data, 0, where)
+        images = parse_fatbin(data, 0, where)
+        if not images:
+            raise InputError(f"{where}: fatbin without entries (no cubin, no PTX)")
+        return images
+    if data.startswith(AR_MAGIC):
+        return _archive_images(data, where)
+    if data.startswith(b"!<thin>\n"):
+        raise InputError(f"{where}: a thin archive (its members are files elsewhere); give the object files")
+    images = _elf_images(data, 0, where)
+    if not images:
+        raise InputError(f"{where}: ELF file without device code (no cubin, no {FATBIN_SECTIONS[0]} section)")
+    return images
+
+
+def _elf_images(data: bytes, base: int, where: str) -> list[Image]:
+    """The images of the fatbin sections of the host ELF file ``data``, which starts at file byte ``base``."""
     elf = _elffile(data, where)
     images: list[Image] = []
     with damaged_elf(where):
         sections = [(s.name, s["sh_type"], s["sh_offset"], s["sh_size"]) for s in elf.iter_sections()]
     for name, kind, offset, size in sections:
         if name in FATBIN_SECTIONS and kind != "SHT_NOBITS":
-            images += parse_fatbin(data[offset:offset + size], offset, f"{where}:{name}")
-    if not images:
-        raise InputError(f"{where}: ELF file without device code (no cubin, no {FATBIN_SECTIONS[0]} section)")
+            images += parse_fatbin(data[offset:offset + size], base + offset, f"{where}:{name}")
     return images
+
+
+AR_MAGIC = b"!<arch>\n"
+
+
+def _archive_images(data: bytes, where: str) -> list[Image]:
+    """The images of every ELF member of a static library (``nvcc -lib``, ``ar``), each named ``lib.a(member.o)``
+    and placed at its file byte in the archive, so that a member's cubin can be patched in the library itself."""
+    images: list[Image] = []
+    for name, start, size in _archive_members(data, where):
+        member = data[start:start + size]
+        if member[:4] == b"\x7fELF" and not is_cubin(member):
+            images += _elf_images(member, start, f"{where}({name})")
+        elif is_cubin(member):
+            images.append(Image("cubin", Cubin(member, f"{where}({name})").arch, start, member, f"{where}({name})"))
+    if not images:
+        raise InputError(f"{where}: static library without device code (no member holds a cubin or a "
+                         f"{FATBIN_SECTIONS[0]} section)")
+    return images
+
+
+def _archive_members(data: bytes, where: str):
+    """(name, data offset, size) of each member of an ``ar`` archive (GNU and BSD long names), skipping the symbol
+    and long-name tables."""
+    pos, long_names = len(AR_MAGIC), b""
+    while pos + 60 <= len(data):
+        header = data[pos:pos + 60]
+        try:
+            size = int(header[48:58].decode("ascii"))
+        except (UnicodeDecodeError, ValueError):
+            raise InputError(f"{where}: damaged static library: no member header at byte {pos:#x}") from None
+        if header[58:60] != b"`\n":
+            raise InputError(f"{where}: damaged static library: no member header at byte {pos:#x}")
+        if pos + 60 + size > len(data):
+            raise InputError(f"{where}: damaged static library: member at byte {pos:#x} runs past the end of the file")
+        start, raw = pos + 60, header[:16].decode("latin-1").rstrip()
+        pos = start + size + (size & 1)  # members are 2-byte aligned
+        if raw == "//":
+            long_names = data[start:start + size]
+            continue
+        if raw in ("/", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED"):
+            continue
+        if raw.startswith("#1/") and raw[3:].isdigit():  # BSD: the name is the first bytes of the data
+            length = int(raw[3:])
+            yield data[start:start + length].rstrip(b"\0").decode("latin-1"), start + length, size - length
+            continue
+        if raw.startswith("/") and raw[1:].isdigit():  # GNU: an offset into the long-name table
+            raw = long_names[int(raw[1:]):].split(b"\n", 1)[0].decode("latin-1")
+        yield raw.removesuffix("/"), start, size
+    if pos < len(data) and data[pos:].strip(b"\n"):
+        raise InputError(f"{where}: damaged static library: {len(data) - pos} bytes after the last member")
 
 
 def normalize_arch(arch: str | None) -> str | None:
@@ -222,6 +295,15 @@ def normalize_arch(arch: str | None) -> str | None:
 def unreadable_cubins(images: list[Image]) -> list[Image]:
     """The cubin images of ``images`` that could not be read (each ``note`` says why)."""
     return [image for image in images if image.kind == "cubin" and image.data is None]
+
+
+def check_has_cubins(images: list[Image], where: str) -> None:
+    """InputError when ``images`` hold PTX only: a command that needs a kernel's machine code would otherwise say
+    "no kernel 'test'", as if the name were wrong."""
+    if images and not any(image.kind == "cubin" for image in images):
+        archs = ", ".join(sorted({image.arch for image in images}))
+        raise InputError(f"{where}: no cubin, only PTX ({archs}), which the driver compiles when it loads it; build "
+                         f"machine code with nvcc -arch=sm_NN")
 
 
 def check_readable(images: list[Image]) -> None:

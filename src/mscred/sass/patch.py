@@ -9,6 +9,7 @@ with that reason and the flag that avoids it (``nvcc --no-compress``).
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,7 @@ from pathlib import Path
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
 from mscred.sass.cubin import AmbiguousKernel, Cubin, Kernel
-from mscred.sass.fatbin import Image, find_images
+from mscred.sass.fatbin import Image, check_has_cubins, find_images
 from mscred.sass.isa import KNOWN_FIELDS, Instruction, set_field
 from mscred.sass.toolchain import disassemble, nvdisasm_error
 
@@ -58,6 +59,7 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
                  grep: str | None = None) -> tuple[list[Match], tuple[int, int]]:
     """Instructions of ``kernel`` in every patchable cubin of ``data`` whose field equals ``old``."""
     images = find_images(data, where, arch)
+    check_has_cubins(images, where)
     matches: list[Match] = []
     seen_kernel = False
     compressed_with_kernel = []  # compressed (or unreadable) cubins that hold the kernel, or may
@@ -94,7 +96,7 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
                 continue
             if at is not None and insn.offset != at:
                 continue
-            if grep is not None and grep.lower().replace(" ", "") not in insn.hex().replace(" ", ""):
+            if grep is not None and _hex_digits(grep) not in insn.hex().replace(" ", ""):
                 continue
             if asm is not None and not _mnemonic(asm.get(insn.offset, "")).startswith(instruction.upper()):
                 continue
@@ -114,6 +116,39 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
         scope = f" for {arch}" if arch else ""
         raise InputError(f"{where}: no kernel {kernel!r} in any cubin{scope}")
     return matches, used_bits or (0, 0)
+
+
+def _check_selectors(old: int, new: int, instruction: str | None, grep: str | None) -> None:
+    """InputError for values and selectors that can match nothing: a negative field value (``--old -1`` read as
+    "no instruction holds -0x1"), a --grep that is not hex digits (it is compared with the instruction's hex, so it
+    filtered everything out without a word) and an empty --instruction or --grep (which select every instruction)."""
+    for value, option in ((old, "--old"), (new, "--new")):
+        if value < 0:
+            raise InputError(f"{option} {value}: a field holds an unsigned number; give its bits (0x... for a "
+                             f"negative immediate's two's complement)")
+    if instruction is not None and not instruction.strip():
+        raise InputError("--instruction '': give a mnemonic (prefix), e.g. STG")
+    if grep is not None and not re.fullmatch(r"[0-9a-f]+", _hex_digits(grep)):
+        raise InputError(f"--grep {grep!r}: give hex digits of the instruction as `sass dump` prints it, e.g. eedd2")
+
+
+def _hex_digits(grep: str) -> str:
+    """--grep as the digits it is compared with: without spaces, and without the 0x of each group that cuobjdump
+    -sass writes (``/* 0x000000ccff057435 */``), which would otherwise never match."""
+    return "".join(group.removeprefix("0x") for group in grep.lower().split())
+
+
+def _unfiltered(data: bytes, where: str, kernel: str, bits: tuple[int, int], field: str, old: int,
+                arch: str | None, at: int | None, instruction: str | None, grep: str | None) -> str:
+    """For "no instruction has ...": the selectors given (--at, --instruction, --grep) and the instructions that
+    hold the value without them, so that a selector that ruled out the one instruction is seen as the cause."""
+    given = [f"{option} {value if option != '--at' else hex(value)}" for option, value in
+             (("--at", at), ("--instruction", instruction), ("--grep", grep)) if value is not None]
+    if not given:
+        return ""
+    others, _ = find_matches(data, where, kernel, bits, field, old, arch)
+    held = ", ".join(f"{m.image.arch} +{m.insn.offset:#x}" for m in others[:6]) + (", ..." if len(others) > 6 else "")
+    return f" among those {' and '.join(given)} select{f' (without them: {held})' if others else ''}"
 
 
 def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: str = "immediate",
@@ -138,13 +173,19 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
     """
     if field not in ("immediate", "register"):
         raise InputError(f"field {field!r}: use immediate or register")
+    _check_selectors(old, new, instruction, grep)
     src = Path(path)
     if not src.is_file():
         raise InputError(f"{src}: {'is a folder, not a file' if src.is_dir() else 'no such file'}")
     data = src.read_bytes()
     matches, (lo, hi) = find_matches(data, str(src), kernel, bits, field, old, arch, at, instruction, grep)
+    for value, option in ((old, "--old"), (new, "--new")):
+        if value >> (hi - lo):  # the field's bits cannot hold it: not "no instruction has it", nor a file's fault
+            raise InputError(f"{option} {value} (= {value:#x}): does not fit in the {hi - lo}-bit field, bits "
+                             f"[{lo}, {hi})")
     if not matches:
-        raise InputError(f"{src}: no instruction of kernel {kernel!r} has {field} bits [{lo}, {hi}) = {old:#x}")
+        raise InputError(f"{src}: no instruction of kernel {kernel!r} has {field} bits [{lo}, {hi}) = {old:#x}"
+                         f"{_unfiltered(data, str(src), kernel, (lo, hi), field, old, arch, at, instruction, grep)}")
     if len(matches) > 1:
         # Grouped by cubin and kernel, each named once: "sm_90 _Z4testPi +0x40, +0x90 (file bytes 0x..., 0x...)".
         groups: dict[tuple[str, str], list[Match]] = {}
@@ -155,12 +196,9 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
                            f" (file bytes {', '.join(f'{m.file_offset:#x}' for m in found[:6])})"
                            for (arch, name), found in groups.items())
         raise InputError(f"{src}: {field} bits [{lo}, {hi}) = {old:#x} found {len(matches)} times ({listed}); "
-                         f"narrow it with --arch, --at or --grep")
+                         f"narrow it with --arch, --at, --instruction or --grep")
     m = matches[0]
-    try:
-        word = set_field(m.insn.word, lo, hi, new)
-    except ValueError as err:
-        raise InputError(f"{src}: {err}") from err
+    word = set_field(m.insn.word, lo, hi, new)  # (fits: checked above)
     size = m.insn.bits // 8
     patched = bytearray(data)
     patched[m.file_offset:m.file_offset + size] = word.to_bytes(size, "little")

@@ -128,13 +128,21 @@ def _parse_int(text: str, what: str) -> int:
         raise InputError(f"{what}: {text!r} is not an integer (decimal or 0x...)") from err
 
 
+def _immediate_value(text: str, width: int) -> int:
+    """An immediate-mode value: an integer from 1 to 2**width - 1. A negative one (-5) is stored as its two's
+    complement, which never equals -5: it was reported as "not all found at one instruction" after the compiles."""
+    value = _parse_int(text, "probe value")
+    if not 0 < value < 1 << width:
+        raise InputError(f"probe value {text}: immediate mode needs values from 1 to 2**{width} - 1 (0x... for a "
+                         f"negative number's two's complement)")
+    return value
+
+
 def find_immediate(variants: list[Variant], width: int = 32) -> tuple[int, int]:
     """The (offset, lo) where every variant's instruction holds its VALUE in bits ``[lo, lo + width)``."""
     common: set[tuple[int, int]] | None = None
     for v in variants:
-        value = _parse_int(v.value, "probe value")
-        if value == 0 or value >= 1 << width:
-            raise InputError(f"probe value {v.value}: immediate mode needs nonzero values below 2**{width}")
+        value = _immediate_value(v.value, width)
         hits = set()
         for insn in v.kernel.instructions:
             for lo in range(0, insn.bits - width + 1):
@@ -210,14 +218,17 @@ def probe(arch: str, template: str = "value", values: list[str] | None = None, k
     try:
         sm = sm_number(arch)
         instruction_bits(sm)  # rejects pre-Maxwell targets with a clear message
-    except ValueError as err:
-        raise InputError(f"--arch {arch}: {err}") from None
+    except ValueError as err:  # (its message names the architecture)
+        raise InputError(f"--arch: {err}") from None
     arch = f"sm_{sm}" if arch.lower().removeprefix("sm_").isdigit() else arch.lower()
     mode = mode or ("register" if template == "register" else "immediate")
     if values is None:
         values = DEFAULT_VALUES["register" if mode == "register" else "value"]
     if len(values) < 2:
         raise InputError("probe needs at least two values to compare")
+    if mode == "immediate":
+        for value in values:  # refused before the compiles, not after them
+            _immediate_value(value, width)
     variants = compile_variants(template_path(template), arch, values, kernel, placeholder)
     first = variants[0].kernel
     result = ProbeResult(arch=arch, kernel=first.name, instruction_bits=first.instruction_bits, offset=0,
