@@ -167,3 +167,18 @@ def test_train_distributed_in_micro_batches_gives_the_whole_batch_model(tmp_path
     ref_state = ref.net_.state_dict()
     for name, value in ours.net_.state_dict().items():
         torch.testing.assert_close(value, ref_state[name], rtol=1e-5, atol=1e-6)
+
+
+def test_the_torchrun_entry_says_bad_input_in_one_line(tmp_path, capsys):
+    """`python -m mscred.distributed` printed click's three-line usage error, and a path it could not write as a
+    traceback: it now runs its commands as `mscred` does."""
+    from mscred.distributed import main
+
+    for argv, fragment in ((["train"], "Missing argument 'DATA'"),
+                           (["train", "x.csv", "--out", ""], "an empty path"),
+                           (["fleet", str(tmp_path / "nowhere"), "--out", str(tmp_path / "f")], "nowhere")):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and err.startswith("mscred: error:"), err
+        assert fragment in err and "Traceback" not in err
+    assert main([]) == 0 and "train" in capsys.readouterr().out

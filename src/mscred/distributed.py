@@ -391,27 +391,12 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     from mscred.cli.distributed_train import train_ddp
     from mscred.cli.fleet import fleet
-    from mscred.errors import InputError, PartlyDone
+    from mscred.cli.main import main as run
 
-    from mscred.cli.main import NO_ARGS_IS_HELP
-
+    # (through the CLI's own runner: a usage error was click's three lines, and a path that could not be written
+    # or an internal error a traceback, where `mscred` says one line)
     group = click.Group("mscred-distributed", commands={"train": train_ddp, "fleet": fleet})
-    try:
-        group.main(args=argv, prog_name="python -m mscred.distributed", standalone_mode=False)
-    except NO_ARGS_IS_HELP as err:  # called without a command: its help, as `mscred` prints its own
-        click.echo(err.ctx.get_help())
-        return 0
-    except click.exceptions.Exit as stop:
-        return stop.exit_code
-    except PartlyDone:  # fleet: some entities failed, its summary says which
-        return 1
-    except click.ClickException as err:
-        err.show()
-        return 2
-    except InputError as err:
-        click.echo(f"mscred: error: {err}", err=True)
-        return 2
-    return 0
+    return run(argv, group=group, prog_name="python -m mscred.distributed")
 
 
 __all__ = ["DistributedTrainer", "ShardEagerStep", "ShardGraphedStep", "shard", "fit_segments",

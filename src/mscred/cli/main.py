@@ -59,8 +59,9 @@ def _terminated(signum, frame):
     raise Terminated()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; bad input exits with 2 and one line on stderr (a traceback only with MSCRED_DEBUG=1)."""
+def main(argv: list[str] | None = None, *, group: click.Group | None = None, prog_name: str = "mscred") -> int:
+    """Run the CLI; bad input exits with 2 and one line on stderr (a traceback only with MSCRED_DEBUG=1).
+    ``group``/``prog_name``: another command group run the same way (``python -m mscred.distributed``)."""
     import signal
 
     try:
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:  # not the main thread (an embedding application): leave its signal handling alone
         previous = None
     try:
-        return _main(argv)
+        return _main(argv, group or cli, prog_name)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -79,12 +80,12 @@ def main(argv: list[str] | None = None) -> int:
 NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, group: click.Group, prog_name: str) -> int:
     from mscred.errors import InputError, PartlyDone
 
     debug = os.environ.get("MSCRED_DEBUG") == "1"
     try:
-        cli.main(args=argv, prog_name="mscred", standalone_mode=False)
+        group.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except Terminated:
         click.echo("mscred: terminated", err=True)
         return 143
