@@ -128,6 +128,12 @@ class MSCREDConfig:
     def from_dict(cls, data: dict[str, Any]) -> "MSCREDConfig":
         if not isinstance(data, dict):  # a config.json edited by hand, or config= of the wrong shape
             raise ValueError(f"settings: expected an object of sections, got {type(data).__name__}")
+        # An unknown section is refused as an unknown setting is: {"trian": {"epochs": 3}} once trained with the
+        # default 10 epochs without a word.
+        unknown = set(data) - {f.name for f in dataclasses.fields(cls)}
+        if unknown:
+            raise ValueError(f"unknown settings section(s): {', '.join(sorted(map(str, unknown)))}; the sections are "
+                             "signature, model, train, score")
         return cls(
             signature=_build(SignatureConfig, data.get("signature", {})),
             model=_build(ModelConfig, data.get("model", {})),

@@ -232,11 +232,20 @@ class Calibration:
                     or not np.isfinite(std).all() or not (std > 0).all()):
                 raise ValueError("sensor_stats: mean/std must be equal 2-D shapes of finite numbers with std > 0")
             stats = SensorStats(mean=mean, std=std)
-        return cls(theta=[float(t) for t in data["theta"]], threshold=float(data["threshold"]),
-                   scale_thresholds=[float(t) for t in data["scale_thresholds"]], sensor_stats=stats)
+        return cls(theta=[_real(t, "theta") for t in data["theta"]], threshold=_real(data["threshold"], "threshold"),
+                   scale_thresholds=[_real(t, "scale_thresholds") for t in data["scale_thresholds"]],
+                   sensor_stats=stats)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Calibration) and self.to_dict() == other.to_dict()
+
+
+def _real(value, name: str) -> float:
+    """A number of a stored calibration as float. float() alone took a hand-edited ``true`` as a threshold of 1.0
+    and ``"1.5"`` as 1.5: JSON numbers only."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"calibration {name}: {value!r} is not a number")
+    return float(value)
 
 
 def _scores(target: np.ndarray, recon: np.ndarray, method: str, calib: Calibration,

@@ -13,6 +13,7 @@ calibrate theta and the thresholds on them (:class:`mscred.detect.Calibration`) 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 import os
@@ -73,6 +74,27 @@ def inference_batch(device: str, train_batch: int, n_sensors: int) -> int:
     return max(train_batch, INFER_BATCH, scaled)
 
 
+class UnknownSettingError(InputError, TypeError):
+    """A setting name that no config section has: a TypeError, as Python's for an unexpected keyword argument of
+    the constructor, and a ValueError (InputError), as scikit-learn's ``set_params`` raises for an invalid name."""
+
+
+def _setting_names(sections: dict[str, Any]) -> list[str]:
+    """Every name ``_apply_overrides`` takes: ``field`` and ``section__field``."""
+    fields = [(section, name) for section, obj in sections.items() for name in obj.__dataclass_fields__]
+    return [name for _, name in fields] + [f"{section}__{name}" for section, name in fields]
+
+
+def _unknown_setting(key: str, sections: dict[str, Any]) -> UnknownSettingError:
+    """The error for an unknown ``key``, with the nearest known name (``epoch=3`` -> "did you mean 'epochs'?")."""
+    section, _, name = key.rpartition("__")
+    owner = next((s for s, obj in sections.items() if name in obj.__dataclass_fields__), None)
+    # a field under another section (model__epochs) is that section's, whatever the spelling's nearest neighbour
+    near = [f"{owner}__{name}"] if section and owner else difflib.get_close_matches(key, _setting_names(sections), n=1)
+    hint = f"; did you mean {near[0]!r}?" if near else " (see mscred.config for the settings)"
+    return UnknownSettingError(f"MSCRED got an unknown setting {key!r}{hint}")
+
+
 def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConfig:
     """Set ``field=value`` (or ``section__field=value``) on the config section that has that field."""
     sections = {"signature": cfg.signature, "model": cfg.model, "train": cfg.train, "score": cfg.score}
@@ -84,7 +106,7 @@ def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConf
             name = key
             owners = [s for s, obj in sections.items() if name in obj.__dataclass_fields__]
         if not owners:
-            raise TypeError(f"MSCRED got an unknown setting {key!r}")
+            raise _unknown_setting(key, sections)
         if len(owners) > 1:
             raise TypeError(f"setting {key!r} is ambiguous; write one of " + ", ".join(f"{o}__{name}" for o in owners))
         if isinstance(value, list):
@@ -126,6 +148,18 @@ def _config_argument(config):
         return config
     raise InputError(f"config: expected an MSCREDConfig or its dict (MSCREDConfig.to_dict()), got "
                      f"{type(config).__name__}")
+
+
+def _array_like(X, source: str):
+    """A list or tuple of rows as the array it spells (scikit-learn takes any array-like; it was "expected a table
+    (DataFrame), got list"); anything else as it is."""
+    if not isinstance(X, (list, tuple)):
+        return X
+    try:
+        return np.asarray(X)
+    except ValueError:   # (rows of unequal lengths: NumPy's "inhomogeneous shape after 1 dimensions")
+        raise InputError(f"{source}: a list whose rows are not all of one length; expected rows (T) of n sensor "
+                         "values each") from None
 
 
 def _config_from_dict(values: dict) -> MSCREDConfig:
@@ -190,12 +224,15 @@ class MSCRED:
         model keeps its fit when only runtime settings change (``config.RUNTIME_SETTINGS``: the device, bf16,
         graphs, kernels, micro-batch, progress); any other change unfits it, since its network, normalisation and
         thresholds belong to the settings it was fitted with (scoring would mix the two)."""
+        given = "config" in params
         config = _config_argument(params.pop("config", None))
         if isinstance(config, MSCREDConfig) and not params:
             cfg = config  # kept as given, as the constructor keeps it (get_params then returns this very object)
         else:
-            cfg = _config_from_dict(self.config.to_dict() if config is None else
-                                    config if isinstance(config, dict) else config.to_dict())
+            # config=None means the defaults, as it does in the constructor (scikit-learn's set_params(p=v) is the
+            # estimator made with p=v; it once kept the current settings); no config keeps the current ones.
+            base = (config if config is not None else MSCREDConfig()) if given else self.config
+            cfg = _config_from_dict(base if isinstance(base, dict) else base.to_dict())
             cfg = _apply_overrides(cfg, params)
         _check_config(cfg)
         before, after = self.config.to_dict(), cfg.to_dict()
@@ -212,6 +249,22 @@ class MSCRED:
                 self.net_ = self.net_.to(self.device_)
         self.config = cfg
         return self
+
+    def __sklearn_is_fitted__(self) -> bool:
+        """scikit-learn's ``check_is_fitted`` asks this: ``net_`` exists (None) before fit, which its default test,
+        any attribute ending in "_", took for fitted."""
+        return getattr(self, "calibration_", None) is not None and self.net_ is not None
+
+    def __sklearn_tags__(self):
+        """scikit-learn (1.6 and later) reads these in ``check_is_fitted``, pipelines and its other utilities, and
+        fails on an estimator without them. Imported here: only scikit-learn calls it, and it is no dependency.
+        No estimator type: "outlier_detector" would promise scikit-learn's -1/1 labels, not pyod's 0/1."""
+        from sklearn.utils import Tags, TargetTags
+
+        tags = Tags(estimator_type=None, target_tags=TargetTags(required=False), transformer_tags=None,
+                    regressor_tags=None, classifier_tags=None)
+        tags.input_tags.allow_nan = self.config.train.missing == "interpolate"
+        return tags
 
     def _unfit(self) -> None:
         for name in _FITTED:
@@ -235,11 +288,12 @@ class MSCRED:
         return max(sig.windows) + (sig.steps - 1) * sig.gap
 
     def _table(self, X, source: str = "input"):
-        """Validate X (DataFrame, 2-D array or a loaded Table) into a Table."""
+        """Validate X (DataFrame, 2-D array or a list of its rows, or a loaded Table) into a Table."""
         from mscred.data.io import Table, table_from_frame
 
         if isinstance(X, Table):
             return X
+        X = _array_like(X, source)
         if isinstance(X, np.ndarray):
             if X.ndim != 2:
                 raise InputError(f"{source}: expected a 2-D array (T, n), got shape {X.shape}")
@@ -288,7 +342,8 @@ class MSCRED:
 
         Parameters
         ----------
-        X : DataFrame (sensor columns; optional ``timestamp``/``label``), ndarray (T, n) or a loaded Table
+        X : DataFrame (sensor columns; optional ``timestamp``/``label``), ndarray (T, n) or a list of its rows,
+            or a loaded Table
         y : ignored (unsupervised; pyod compatibility)
         checkpoint_dir : a directory for per-epoch checkpoints (``resume`` continues from it)
         resume : continue from the checkpoint in ``checkpoint_dir``
@@ -459,6 +514,7 @@ class MSCRED:
 
     def _windows(self, X):
         self._check_fitted()
+        X = _array_like(X, "input")
         if isinstance(X, np.ndarray) and X.ndim == 2:
             # An array has no names: its columns are the training sensors in order (as scikit-learn matches them),
             # so only its width can be wrong (it once read "missing sensor(s) ...; unknown sensor(s) sensor_0").
@@ -595,6 +651,9 @@ class MSCRED:
             sensors = [str(s) for s in meta["sensors"]]
             calibration = Calibration.from_dict(meta["calibration"])
             normalizer = Normalizer.from_dict(meta["normalization"])
+            history = meta.get("history", [])
+            if not isinstance(history, list):   # (kept as history_, and written back by the next save)
+                raise TypeError(f"history is a {type(history).__name__}, not a list")
             _check_settings(config, sensors, calibration)
             net = MSCREDNet(config.model)
             model = cls(config)
@@ -607,7 +666,7 @@ class MSCRED:
             raise InputError(f"{cfg_path}: damaged model config (sensor count does not match the settings)")
 
         model.sensors_, model.normalizer_, model.calibration_ = sensors, normalizer, calibration
-        model.history_ = meta.get("history", [])
+        model.history_ = history
         # "auto" means this machine's best device, not the training one: a model trained on a GPU loads on a CPU.
         model.device_ = _resolve_device(device)
         try:
@@ -661,6 +720,10 @@ def _check_format_version(meta: dict) -> None:
         raise ValueError(f"mscred_version is {meta.get('mscred_version')!r}, not a version string")
 
 
+# The largest seed: torch.manual_seed takes 64 bits, and the epochs' sampler seeds seed + epoch (the CLI's --seed).
+MAX_SEED = 2 ** 63 - 1
+
+
 def _whole(value, low: int) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low
 
@@ -675,17 +738,23 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     Checked when an estimator is made (and again at ``fit``: a setting may be changed on ``config`` in between) and
     when a model is loaded, so that a bad value fails at once, naming itself, instead of after training or deep
     inside scoring."""
-    from mscred.config import MISSING_POLICIES
+    from mscred.config import MISSING_POLICIES, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig
     from mscred.detect import SCORE_METHODS
     from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
     from mscred.thresholds import METHODS
 
+    for name, kind in (("signature", SignatureConfig), ("model", ModelConfig), ("train", TrainConfig),
+                       ("score", ScoreConfig)):   # (MSCREDConfig(train=5) was an AttributeError from in here)
+        if not isinstance(getattr(config, name), kind):
+            return f"config.{name}: expected a {kind.__name__}, got {type(getattr(config, name)).__name__}"
     sig, score, model, train = config.signature, config.score, config.model, config.train
     # Training: what the CLI's option types check (epochs=0 once trained nothing and scored an untrained network
     # as fitted; batch_size=0 and a zero channel count divided by zero deep inside).
     for name, value, low in (("epochs", train.epochs, 1), ("batch_size", train.batch_size, 1), ("seed", train.seed, 0)):
         if not _whole(value, low):
             return f"train.{name} {value!r}: must be an integer >= {low}"
+    if train.seed > MAX_SEED:   # torch seeds are 64-bit: 2**64 failed at fit, "Overflow when unpacking long long"
+        return f"train.seed {train.seed!r}: must be below 2**63 (the CLI's --seed range)"
     if train.micro_batch is not None and not _whole(train.micro_batch, 1):
         return f"train.micro_batch {train.micro_batch!r}: must be None (the whole batch) or an integer >= 1"
     if train.early_stopping_patience is not None and not _whole(train.early_stopping_patience, 1):
@@ -857,6 +926,9 @@ def _check_settings(config: MSCREDConfig, sensors: list[str], calibration: Calib
             raise ValueError("calibration.sensor_stats missing or not (windows + 1, sensors) in shape")
     if not sensors or len(set(sensors)) != len(sensors):
         raise ValueError("sensors must be distinct names" if sensors else "no sensors")
+    separated = next((name for name in sensors if ROOT_CAUSE_SEPARATOR in name), None)
+    if separated is not None:   # fit refuses such a name: detect's root_causes would read it back as two sensors
+        raise ValueError(f"sensor {separated!r} holds '{ROOT_CAUSE_SEPARATOR}', which separates detect's root causes")
     if not _whole(config.model.n_scales, 1) or config.model.n_scales != len(windows):
         raise ValueError(f"model.n_scales {config.model.n_scales!r} does not match {len(windows)} windows")
     # A NaN or infinite threshold never flags (NaN compares false): the model would call everything normal.
