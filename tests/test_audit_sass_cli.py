@@ -16,14 +16,8 @@ from mscred.sass.fatbin import FATBIN_MAGIC, cubins  # noqa: E402
 from mscred.sass.probe import template_path  # noqa: E402
 from mscred.sass.toolchain import compile_cubin, find_tool  # noqa: E402
 
-needs_ptxas12 = pytest.mark.skipif(find_tool("nvcc") is None or find_tool("ptxas12") is None,
-                                   reason="sm_50 needs nvcc plus a CUDA 12 ptxas (pip install nvidia-cuda-nvcc-cu12)")
-
-
-def run_cli(capsys, *args):
-    code = main(["sass", *map(str, args)])
-    out, err = capsys.readouterr()
-    return code, out, err
+# (the sass audit's helpers and its module-scoped cubin fixture, shared rather than written again)
+from test_sass_audit import needs_ptxas12, run_cli, value_cubin  # noqa: E402,F401
 
 
 def one_line_error(capsys, *args) -> str:
@@ -34,15 +28,6 @@ def one_line_error(capsys, *args) -> str:
     assert len(lines) == 1 and lines[0].startswith("mscred: error: "), err
     assert out == ""
     return lines[0]
-
-
-@pytest.fixture(scope="module")
-def value_cubin(tmp_path_factory):
-    if find_tool("nvcc") is None:
-        pytest.skip("nvcc not found (CUDA toolkit not installed)")
-    path = tmp_path_factory.mktemp("sassauditcli") / "value.cubin"
-    path.write_bytes(compile_cubin(template_path("value"), "sm_90", {"VALUE": "0xcc"}))
-    return path
 
 
 @pytest.fixture
