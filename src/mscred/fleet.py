@@ -13,10 +13,12 @@ Entities go to ranks by longest-processing-time first on their training file's s
 trains its share one entity after the other on its own device (``cuda:<local rank>``), and writes per entity the
 model directory ``OUT/models/<entity>`` and a JSON row ``OUT/rows/<entity>.json``. Rank 0 then writes
 ``OUT/summary.csv`` and ``OUT/summary.md``. An entity that fails gets a row with its error; the others go on.
-With ``resume``, entities whose row says ``ok`` and whose model exists are not trained again.
+With ``resume``, entities whose row says ``ok`` and whose model exists, trained on the same data with the same
+settings, are not trained again. Hidden entries of a folder ('.*') are not entities; ``OUT`` is new or a fleet's.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -38,6 +40,8 @@ _COUNT_COLUMNS = ("rank", "rows", "sensors", "windows", "epochs", "events_found"
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
 # The status of an entity whose data was bad input (else "ok", or "error: <type>: <message>" for any other failure).
 BAD_INPUT = "bad input: "
+# The status of an entity without a row: the run (or its rank) stopped before it.
+NOT_RUN = "not trained: the run stopped before it"
 COLUMNS = ["entity", "rank", "status", "rows", "sensors", "windows", "epochs", "train_loss", "val_loss", "threshold",
            "seconds", "precision", "recall", "f1", "events_found", "events_total", "auc_roc", "auc_pr"]
 
@@ -79,10 +83,10 @@ def discover(source: str, root: Optional[str] = None) -> list[Entity]:
         entities = _dataset_entities(source, root)
     # Names that differ but share a file name ("pump 1" and "pump_1") would write one model folder and one row
     # file, the second overwriting the first: refused like equal names.
-    by_file: dict[str, list[str]] = {}
+    by_file: dict[str, list[Entity]] = {}
     for e in entities:
-        by_file.setdefault(safe_name(e.name), []).append(e.name)
-    clashes = sorted(" / ".join(sorted(group)) for group in by_file.values() if len(group) > 1)
+        by_file.setdefault(safe_name(e.name), []).append(e)
+    clashes = sorted(" / ".join(sorted(_clash_labels(group))) for group in by_file.values() if len(group) > 1)
     if clashes:
         raise InputError(f"{source}: several entities would be written under one name ({'; '.join(clashes)}): "
                          "rename them")
@@ -94,13 +98,33 @@ def is_dataset_source(source: str) -> bool:
     return str(source).partition(":")[0].strip().lower() in MULTI_ENTITY_DATASETS
 
 
+def _clash_labels(group: list[Entity]) -> list[str]:
+    """How to tell the entities of one clash apart: their names, or where those are equal ("x.csv" beside
+    "x.parquet", a sub-folder "x" beside "x.csv") their files, since "x / x" says nothing to rename."""
+    if len({e.name for e in group}) == len(group):
+        return [e.name for e in group]
+    return [Path(e.spec).name if e.kind == "file" else f"{Path(e.root).name}/" if e.spec == "table" else e.spec
+            for e in group]
+
+
+def _part(folder: Path, stem: str) -> Optional[Path]:
+    """``folder/<stem>.csv`` (or .parquet/.pq/.npy), the first that exists, or None."""
+    return next((folder / f"{stem}{s}" for s in _TABLE_SUFFIXES if (folder / f"{stem}{s}").is_file()), None)
+
+
 def _folder_entities(folder: Path) -> list[Entity]:
     entities = []
     for item in sorted(folder.iterdir()):
+        # Hidden entries are not the user's entities: .git/, editors' and macOS's copies (._pump.csv, the
+        # AppleDouble file beside every table copied from a Mac) were trained, or failed, as entities.
+        if item.name.startswith("."):
+            continue
         if item.is_dir():
-            train = next((item / f"train{s}" for s in _TABLE_SUFFIXES if (item / f"train{s}").is_file()), None)
-            if train is not None:
-                entities.append(Entity(item.name, "dataset", "table", str(item), _size(train)))
+            train, test = _part(item, "train"), _part(item, "test")
+            # A sub-folder with only one of its two parts is an entity whose row says what is missing; dropped
+            # without a word, the summary read "1 of 1 entities trained" for a fleet of two.
+            if train is not None or test is not None:
+                entities.append(Entity(item.name, "dataset", "table", str(item), _size(train or test)))
         elif item.suffix.lower() in _TABLE_SUFFIXES:
             entities.append(Entity(item.stem, "file", str(item), None, _size(item)))
     if not entities:
@@ -121,7 +145,7 @@ def _dataset_entities(source: str, root: Optional[str]) -> list[Entity]:
         raise InputError(f"{root}: not found")
     data = base / "data" if kind != "smd" and not (base / "train").is_dir() else base
     suffix = ".txt" if kind == "smd" else ".npy"
-    named = [i.strip() for i in items.split(",") if i.strip()]
+    named = list(dict.fromkeys(i.strip() for i in items.split(",") if i.strip()))  # "smd:m1,m1" is m1 once
     if not named:
         if kind == "smd":
             named = sorted(p.stem for p in (data / "train").glob("*.txt"))
@@ -245,10 +269,15 @@ def _data_files(entity: Entity) -> list[Path]:
     root = Path(entity.root)
     if entity.spec == "table":
         return sorted(p for p in root.iterdir() if p.is_file())
-    name = entity.spec.partition(":")[2]
-    files = [p for p in root.rglob(f"{name}.*") if p.is_file()]
-    files += [p for p in (root / "labeled_anomalies.csv", root / "data" / "labeled_anomalies.csv") if p.is_file()]
-    return sorted(files)
+    kind, _, name = entity.spec.partition(":")
+    # The layout's own files, not every "<name>.*" below the root: an --out inside --data-root holds
+    # rows/<name>.json, rewritten by every run, so --resume retrained every entity, every time.
+    if kind == "smd":
+        files = [root / part / f"{name}.txt" for part in ("train", "test", "test_label", "interpretation_label")]
+    else:
+        files = [base / part / f"{name}.npy" for base in (root, root / "data") for part in ("train", "test")]
+        files += [root / "labeled_anomalies.csv", root / "data" / "labeled_anomalies.csv"]
+    return sorted(p for p in files if p.is_file())
 
 
 def data_fingerprint(entity: Entity) -> str:
@@ -290,6 +319,21 @@ def _done(out: Path, entity: Entity, overrides: dict[str, Any]) -> bool:
                if key not in RUNTIME_SETTINGS.get(section, ()))
 
 
+def _forget(out: Path, entity: Entity) -> None:
+    """Remove the entity's row and model of an earlier run before it is trained again. The model is saved before
+    the test part is scored and the row written: a run stopped in between (Ctrl-C, SIGTERM) left the new model
+    under the old "ok" row, and the next --resume skipped it, reporting the old model's threshold and scores for
+    the new one; and an entity that now fails kept the old model beside its error row."""
+    import shutil
+
+    from mscred.detector import MODEL_FILES
+
+    _row_path(out, entity).unlink(missing_ok=True)
+    model = out / "models" / safe_name(entity.name)
+    if model.is_dir() and not model.is_symlink() and all(p.name in MODEL_FILES for p in model.iterdir()):
+        shutil.rmtree(model)
+
+
 def run_share(entities: list[Entity], out: Path, overrides: dict[str, Any], rank: int = 0, resume: bool = False,
               echo=None) -> None:
     """Train this rank's entities one after the other, writing each row as soon as it is done."""
@@ -297,7 +341,12 @@ def run_share(entities: list[Entity], out: Path, overrides: dict[str, Any], rank
     for entity in entities:
         if resume and _done(out, entity, overrides):
             continue
-        row = train_entity(entity, out, overrides, rank)
+        _forget(out, entity)
+        try:
+            row = train_entity(entity, out, overrides, rank)
+        except BaseException:   # stopped: no model without its row (it is NOT_RUN in the summary)
+            _forget(out, entity)
+            raise
         with atomic_path(_row_path(out, entity)) as tmp:
             tmp.write_text(json.dumps({k: _plain(v) for k, v in row.items()}) + "\n")
         if echo is not None:
@@ -305,12 +354,45 @@ def run_share(entities: list[Entity], out: Path, overrides: dict[str, Any], rank
                  f"{row['seconds']:.1f} s")
 
 
+# What a fleet writes into --out (the temporary files of its atomic writes are named ".<one of these>.*.tmp").
+OUT_ENTRIES = ("models", "rows", "summary.csv", "summary.md")
+
+
+def check_out(out: Path, entities: list[Entity]) -> None:
+    """InputError, before any training, unless ``out`` can take the fleet's output without touching the user's
+    files: it is new, or holds only what a fleet writes (an earlier run, resumed or redone), and no entity's model
+    folder holds anything but a model. A folder of other files was written into: its own summary.csv replaced,
+    and an entity whose model folder held a user's file failed only after its training."""
+    from mscred.atomic import check_folders_above, check_replaceable_dir
+    from mscred.detector import MODEL_FILES
+
+    check_folders_above(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder; a fleet writes a folder there")
+    entries = [p.name for p in out.iterdir()]
+    # rows/ is the first thing a fleet writes: without it, a summary.csv or models/ there is the user's own.
+    foreign = sorted(n for n in entries if not _ours(n) or "rows" not in entries)
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise InputError(f"--out {out}: the folder holds files that are not a fleet's output ({shown}); a fleet "
+                         "writes models/, rows/, summary.csv and summary.md there: give a new or empty folder")
+    for entity in entities:
+        check_replaceable_dir(out / "models" / safe_name(entity.name), MODEL_FILES, "an mscred model")
+
+
+def _ours(name: str) -> bool:
+    """Whether an entry of --out is a fleet's: one of OUT_ENTRIES, or the leftover of an atomic write of one."""
+    return name in OUT_ENTRIES or (name.endswith(".tmp") and any(name.startswith(f".{e}.") for e in OUT_ENTRIES))
+
+
 def summarise(entities: list[Entity], out: Path) -> pd.DataFrame:
     """Collect the rows of ``entities`` into ``OUT/summary.csv`` and ``OUT/summary.md`` (atomically)."""
     rows = []
     for entity in entities:
         path = _row_path(out, entity)
-        rows.append(json.loads(path.read_text()) if path.is_file() else {"entity": entity.name, "status": "missing"})
+        rows.append(json.loads(path.read_text()) if path.is_file() else {"entity": entity.name, "status": NOT_RUN})
     frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
     for column in _COUNT_COLUMNS:   # counts stay integers beside a failed entity's empty cells (not 400.0)
         frame[column] = frame[column].astype("Int64")
@@ -362,6 +444,7 @@ def run_fleet(source: str, out, overrides: Optional[dict[str, Any]] = None, *, r
     if not is_dataset_source(source) and Path(source).is_dir() and out.resolve() == Path(source).resolve():
         raise InputError(f"--out {out}: is the fleet's own folder {source}; its summary would be read as an "
                          "entity by the next run: write into another folder")
+    check_out(out, entities)
     overrides = {**(overrides or {}), "progress": False}  # several ranks' bars would interleave
     device = overrides.get("device", "auto")
     if under_torchrun():
@@ -374,13 +457,22 @@ def run_fleet(source: str, out, overrides: Optional[dict[str, Any]] = None, *, r
             return summarise(entities, out) if rank.is_main else None
         finally:
             teardown()
-    if nproc == 1:
-        dev = rank_device(device, 0)
-        overrides = {**overrides, "device": dev.type}
-        run_share(entities, out, overrides, 0, resume, echo)
-    else:
-        launch(_fleet_rank, nproc, (entities, str(out), overrides, resume, echo is not None), device=device,
-               backend="gloo", timeout=timeout)
+    try:
+        if nproc == 1:
+            dev = rank_device(device, 0)
+            overrides = {**overrides, "device": dev.type}
+            run_share(entities, out, overrides, 0, resume, echo)
+        else:
+            launch(_fleet_rank, nproc, (entities, str(out), overrides, resume, echo is not None), device=device,
+                   backend="gloo", timeout=timeout)
+    except BaseException:
+        # Stopped (Ctrl-C, SIGTERM, a rank's failure): the summary of an earlier run in OUT no longer described
+        # rows/ and models/, where entities had been trained again since. Summarised from the rows there are (each
+        # one that of the model beside it), the others NOT_RUN; the stop itself goes on.
+        if (out / "rows").is_dir():
+            with contextlib.suppress(Exception):
+                summarise(entities, out)
+        raise
     return summarise(entities, out)
 
 

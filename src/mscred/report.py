@@ -35,6 +35,7 @@ DETECTED = "#ff9f1c"
 TRUTH = "#d62828"
 
 REPORT_FILES = ("index.html", "metrics.json")  # all a report directory holds (figures are inlined)
+ZOOM_EVENTS = 4  # events the zoomed series show, the first ones
 
 
 def _png(fig) -> str:
@@ -50,16 +51,46 @@ def _img(b64: str, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">'
 
 
-def _shade(ax, intervals, x, color, alpha, label=None, ymax=1.0) -> None:
-    for i, (a, b) in enumerate(intervals):
-        ax.axvspan(x[a], x[min(b, len(x) - 1)], ymax=ymax, color=color, alpha=alpha, lw=0,
-                   label=label if i == 0 else None)
+def _edges(x: np.ndarray) -> np.ndarray:
+    """Row ``i``'s left edge in matplotlib's numbers (dates: days), plus one step past the last row, so that an
+    interval [a, b) spans edges[a]..edges[b]: one that ended on the last row ran to x[-1] and a one-row flag
+    there had no width at all."""
+    import matplotlib.dates as mdates
+
+    xs = mdates.date2num(x) if _is_date(x) else np.asarray(x, dtype=np.float64)
+    step = xs[-1] - xs[-2] if len(xs) > 1 else 1.0
+    return np.append(xs, xs[-1] + step)
 
 
-def _mark(ax, truth, pred, x) -> None:
+def _shade(ax, intervals, edges, color, alpha, label=None, ymax=1.0, lo: int = 0, hi: Optional[int] = None) -> None:
+    """The intervals overlapping rows lo..hi as ONE collection of boxes: an axvspan each cost ~1.4 ms to add and
+    to draw, and 100,000 rows with ~1,000 flagged runs spent 30 s of a 31 s report there (each zoom panel drew
+    every run of the whole series)."""
+    from matplotlib.collections import PolyCollection
+
+    hi = len(edges) - 1 if hi is None else hi
+    shown = np.array([(a, b) for a, b in intervals if b > lo and a < hi], dtype=np.int64).reshape(-1, 2)
+    if not len(shown):
+        return
+    left, right = edges[shown[:, 0]], edges[shown[:, 1]]
+    boxes = np.stack([np.stack([left, np.zeros_like(left)], 1), np.stack([left, np.full_like(left, ymax)], 1),
+                      np.stack([right, np.full_like(left, ymax)], 1), np.stack([right, np.zeros_like(left)], 1)], 1)
+    ax.add_collection(PolyCollection(boxes, transform=ax.get_xaxis_transform(), facecolor=color, alpha=alpha,
+                                     linewidth=0, label=label), autolim=False)
+
+
+def _mark(ax, truth, pred, x, lo: int = 0, hi: Optional[int] = None) -> None:
     """Detected intervals shaded over the whole height; true events as a red strip along the bottom."""
-    _shade(ax, runs(pred), x, DETECTED, 0.35, "detected")
-    _shade(ax, truth.events, x, TRUTH, 0.9, "true anomaly", ymax=0.06)
+    edges = _edges(x)
+    _shade(ax, runs(pred), edges, DETECTED, 0.35, "detected", lo=lo, hi=hi)
+    _shade(ax, truth.events, edges, TRUTH, 0.9, "true anomaly", ymax=0.06, lo=lo, hi=hi)
+
+
+def _short(name: str, most: int = 32) -> str:
+    """A sensor name as a figure shows it: at most ``most`` characters, head and tail kept (names of one plant
+    often differ only at the end). A 300-character name as a y label squeezed the plots into a sliver of the
+    image (bbox_inches="tight" keeps the whole label); the page's text keeps the full names."""
+    return name if len(name) <= most else name[:most // 2 - 1] + "\u2026" + name[-(most - most // 2):]
 
 
 def _x_axis(scores: Scores) -> tuple[np.ndarray, str]:
@@ -156,7 +187,7 @@ def series_figure(scores, truth, pred, values, sensors, chosen, gaps=None) -> st
         ax.plot(x, values[:, sensors.index(name)], lw=0.6, color="#1d3557")
         _mark_gaps(ax, x, values, gaps, sensors.index(name))
         _mark(ax, truth, pred, x)
-        ax.set_ylabel(name, rotation=0, ha="right", fontsize=9)
+        ax.set_ylabel(_short(name), rotation=0, ha="right", fontsize=9)
     axes[-1, 0].set_xlabel(xlabel)
     # only with something labelled in it: all-normal labels with nothing flagged and no gap leave no labelled
     # artist, and legend() then printed matplotlib's "No artists with labels found" warning on stderr
@@ -165,7 +196,7 @@ def series_figure(scores, truth, pred, values, sensors, chosen, gaps=None) -> st
     return _png(fig)
 
 
-def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150, max_events: int = 4,
+def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150, max_events: int = ZOOM_EVENTS,
                 gaps=None) -> str:
     """The top sensors around each of the first events (true ones, else detected intervals), +- ``margin`` rows."""
     import matplotlib.dates as mdates
@@ -183,7 +214,7 @@ def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150,
             ax.plot(x[lo:hi], values[lo:hi, sensors.index(name)], lw=0.8, color="#1d3557")
             _mark_gaps(ax, x, values, gaps, sensors.index(name), lo, hi)
             ax.set_xlim(x[lo], x[hi - 1])
-            _mark(ax, truth, pred, x)
+            _mark(ax, truth, pred, x, lo, hi)
             ax.tick_params(labelsize=7)
             if _is_date(x):  # MaxNLocator would put ticks at fractions of days, unreadable as dates
                 locator = mdates.AutoDateLocator(minticks=2, maxticks=4)
@@ -193,11 +224,29 @@ def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150,
             else:
                 ax.xaxis.set_major_locator(MaxNLocator(3))
             if col == 0:
-                ax.set_ylabel(name, rotation=0, ha="right", fontsize=8)
+                ax.set_ylabel(_short(name), rotation=0, ha="right", fontsize=8)
             if row == 0:
                 ax.set_title(f"around {_at(x, a)}..{_at(x, b - 1)}", fontsize=8)
     fig.tight_layout()
     return _png(fig)
+
+
+def _event_votes(scores: Scores, a: int, b: int) -> tuple[list[str], dict[str, int]]:
+    """The root causes written on the flagged rows of [a, b), ranked as root-cause recall ranks them (votes, then
+    mean position, then name), and their votes. Flagged by the SCORES file's ``is_anomaly``, as
+    ``compute_metrics`` ranks them: those are the rows detect wrote causes for; the rows of a refit ``--threshold``
+    drew another ranking than the recall@3 printed above it."""
+    lists = [scores.root_causes[t] for t in range(a, b) if scores.is_anomaly[t]]
+    votes: dict[str, int] = {}
+    for name in (n for row in lists for n in row):
+        votes[name] = votes.get(name, 0) + 1
+    return rank_event_causes(lists), votes
+
+
+def _not_ranked(found: bool) -> str:
+    """Why an event has no ranking. Found (a row flagged by the threshold in use) but without causes (a SCORES file
+    without root_causes, rows only a refit threshold flags) read "not detected", beside "events found 1/1"."""
+    return "detected, no root causes written on its rows" if found else "not detected"
 
 
 def cause_figure(scores, truth, pred) -> tuple[str, int]:
@@ -212,27 +261,23 @@ def cause_figure(scores, truth, pred) -> tuple[str, int]:
         ax.axis("off")
     for ax, e in zip(axes.ravel(), shown):
         a, b = truth.events[e]
-        votes: dict[str, int] = {}
-        for t in range(a, b):
-            if pred[t]:
-                for name in scores.root_causes[t]:
-                    votes[name] = votes.get(name, 0) + 1
-        # the same order as the ranking that root-cause recall scores (votes, then mean position, then name)
-        names = rank_event_causes(scores.root_causes[t] for t in range(a, b) if pred[t])[:8]
+        names, votes = _event_votes(scores, a, b)
+        names = names[:8]
         true = truth.causes[e] if truth.causes else set()
         ax.bar(range(len(names)), [votes[n] for n in names],
                color=[TRUTH if n in true else "#457b9d" for n in names])
-        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
+        ax.set_xticks(range(len(names)), [_short(n, 20) for n in names], rotation=45, ha="right", fontsize=8)
         where = f"{scores.index[a]}..{scores.index[b - 1]}"
-        title = f"event {e + 1} ({where})" + ("" if names else ": not detected")
+        found = bool(pred[a:b].any())
+        title = f"event {e + 1} ({where})" + ("" if names else f": {_not_ranked(found)}")
         if true:
-            title += "\ntrue: " + ", ".join(sorted(true))
+            title += "\ntrue: " + ", ".join(_short(n, 20) for n in sorted(true))
         ax.set_title(title, fontsize=8)
         if not names:
             ax.set_xticks([])
             ax.set_yticks([])
-            ax.text(0.5, 0.5, "no flagged row in this event", ha="center", va="center", fontsize=8, color="#777",
-                    transform=ax.transAxes)
+            ax.text(0.5, 0.5, "its flagged rows name no sensor" if found else "no flagged row in this event",
+                    ha="center", va="center", fontsize=8, color="#777", transform=ax.transAxes)
         elif e % cols == 0:
             ax.set_ylabel("flagged rows naming it", fontsize=7)
     fig.tight_layout()
@@ -316,9 +361,9 @@ def residual_figure(items, windows, sensors, index, n_full: int = 40, top: int =
             if pick is None:
                 ax.set_xticks([])
             else:  # each window has its own sensors: name the columns too, in every panel
-                ax.set_xticks(range(len(names)), names, rotation=90, fontsize=size)
+                ax.set_xticks(range(len(names)), [_short(n, 20) for n in names], rotation=90, fontsize=size)
             if s == 0:  # the rows are the same sensors across one window's scales
-                ax.set_yticks(range(len(names)), names, fontsize=size)
+                ax.set_yticks(range(len(names)), [_short(n, 20) for n in names], fontsize=size)
             else:
                 ax.set_yticks([])
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label="(M - recon)^2 (square-root colour scale)")
@@ -342,6 +387,29 @@ def _metrics_table(result: dict) -> str:
 
 def _cell(v) -> str:
     return "-" if v is None else (f"{v:.3f}" if isinstance(v, float) else html.escape(str(v)))
+
+
+def _event_notes(result: dict) -> str:
+    """The notes ``mscred evaluate`` prints under its table, under the report's too: the page gave "events found
+    2/2" for an anomalies table of 5 events, 3 of them outside the scored timestamps, without a word."""
+    notes = []
+    if result.get("events_outside"):
+        notes.append(f"{result['events_outside']} event(s) of the anomalies table lie outside the scored timestamps "
+                     "and were left out.")
+    if result.get("events_clipped"):
+        notes.append(f"{result['events_clipped']} event(s) of the anomalies table reach past the scored timestamps "
+                     "and were cut to them.")
+    return "".join(f"<p class='meta'>Note: {html.escape(n)}</p>" for n in notes)
+
+
+def _zoom_note(truth: GroundTruth, pred: np.ndarray) -> str:
+    """Which events the zoom leaves out: the first ZOOM_EVENTS are drawn, and a later one -- often the one that was
+    detected -- was missing from the page without a word."""
+    spots = len(truth.events) if len(truth.events) else len(runs(pred))
+    if spots <= ZOOM_EVENTS:
+        return ""
+    what = "true events" if len(truth.events) else "detected intervals"
+    return f"<p class='meta'>Zoomed: the first {ZOOM_EVENTS} of {spots} {what}.</p>"
 
 
 def _missing(text: str) -> str:
@@ -373,30 +441,53 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
         # appear in the page's text, the figures show boxes for them.
         for message in (r"Glyph \d+ .* missing from", r"Tight layout not applied"):
             warnings.filterwarnings("ignore", message=message, category=UserWarning)
-        return _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing, data)
+        # Sensor names are text, not TeX: "$\foo$" was a ParseFatalException (exit 1, "internal error") when the
+        # figure was saved, and "$\alpha$" drew as a Greek letter under another sensor's name.
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing,
+                          data)
+
+
+def _model_sensors(model, sensors: list[str], positional: bool, model_dir, source) -> list[str]:
+    """The data's column names as the model knows them, or InputError. A ``.npy`` array names no sensor: its
+    columns are the training sensors in order, as ``detect`` takes it (it was refused as "missing sensor(s)
+    sensor_8; unknown sensor(s) sensor_0", the names the array was given on loading)."""
+    from mscred.detector import sensor_difference
+
+    if positional:
+        if len(sensors) != len(model.sensors_):
+            raise InputError(f"{source}: an array of {len(sensors)} column(s); the model {model_dir} was trained on "
+                             f"{len(model.sensors_)} sensors, which an array gives in their training order")
+        return list(model.sensors_)
+    difference = sensor_difference(model.sensors_, sensors)
+    if difference:
+        raise InputError(f"{model_dir}: the model's sensors differ from those of {source} ({difference})")
+    return sensors
 
 
 def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing, data) -> Path:
     pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
 
-    values, sensors, gaps = truth.values, truth.sensors, truth.gaps
+    values, sensors, gaps, positional = truth.values, truth.sensors, truth.gaps, False
     if data_path is not None:
         # the rows and timestamps of the scores, as the labels are held to: the row count alone let data shifted by
         # 100 steps be drawn under the scores' timestamps, and its windows' residuals shown as the worst ones
         table = data if data is not None else read_data(data_path, scores, missing)
-        values, sensors, gaps = table.values, table.sensors, table.gaps
+        values, sensors, gaps, positional = table.values, table.sensors, table.gaps, table.positional
     model, model_note = None, "pass --model MODEL_DIR (and the scored data) to see them"
     if model_dir is not None:
-        from mscred.detector import MSCRED, sensor_difference
+        from mscred.detector import MSCRED
 
         model = MSCRED.load(model_dir, device="cpu")
+        if values is not None:   # before any figure: a refusal costs nothing (it came after three of them)
+            sensors = _model_sensors(model, sensors, positional, model_dir, data_path or truth.source)
 
     threshold, threshold_label = _threshold(scores, pred, result, model)
     parts = [f"<h1>mscred evaluation report</h1><p class='meta'>scores: {html.escape(scores.source)} &middot; "
              f"ground truth: {html.escape(truth.source)} &middot; {result['n_rows']} rows, "
              f"{result['n_anomalous_rows']} anomalous, {result['n_flagged_rows']} flagged &middot; VUS sliding "
              f"window {result['vus_sliding_window']} &middot; {_dt.datetime.now():%Y-%m-%d %H:%M}</p>",
-             '<h2 id="sec-metrics">Metrics</h2>', _metrics_table(result),
+             '<h2 id="sec-metrics">Metrics</h2>', _metrics_table(result), _event_notes(result),
              "<p class='meta'>Point-adjusted F1 and best F1 are shown only beside the unadjusted figures: the first "
              "credits a whole event for one hit, the second picks its threshold with the labels.</p>",
              '<h2 id="sec-score">Score and threshold</h2>',
@@ -411,18 +502,16 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
                          f"dots.</p>")
         parts.append(_img(series_figure(scores, truth, pred, values, sensors, chosen, gaps), "series"))
         if len(truth.events) or pred.any():
-            parts.append(_img(zoom_figure(scores, truth, pred, values, sensors, chosen, gaps=gaps), "series zoomed"))
+            parts.append(_img(zoom_figure(scores, truth, pred, values, sensors, chosen, gaps=gaps), "series zoomed")
+                         + _zoom_note(truth, pred))
     else:
         parts.append(_missing("Sensor series not available: the labels file has no sensor columns; pass --data."))
 
     parts.append('<h2 id="sec-residuals">Residual signature matrices of the worst windows</h2>')
     if model is not None and values is not None:
-        difference = sensor_difference(model.sensors_, sensors)
-        if difference:
-            raise InputError(f"{model_dir}: the model's sensors differ from those of {data_path or truth.source} "
-                             f"({difference})")
         items = worst_residuals(model, values, sensors, scores.score, n_worst)
-        parts.append(_img(residual_figure(items, model.config.signature.windows, sensors, scores.index),
+        # the residuals are in the model's sensor order (``_aligned``), not the data's column order
+        parts.append(_img(residual_figure(items, model.config.signature.windows, model.sensors_, scores.index),
                           "residuals"))
     else:
         reason = model_note if model is None else "the scored data is needed (pass --data)"
@@ -432,9 +521,10 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
     if len(truth.events):
         b64, hidden = cause_figure(scores, truth, pred)
         parts.append(_img(b64, "root causes"))
-        ranked = event_causes(scores, truth.events, pred)
-        items = "".join(f"<li>event {i + 1}: {html.escape(', '.join(r[:3]) or 'not detected')}</li>"
-                        for i, r in enumerate(ranked))
+        ranked = event_causes(scores, truth.events)   # the rankings root-cause recall scored (_event_votes)
+        items = "".join(f"<li>event {i + 1}: "
+                        f"{html.escape(', '.join(r[:3]) or _not_ranked(bool(pred[a:b].any())))}</li>"
+                        for i, (r, (a, b)) in enumerate(zip(ranked, truth.events)))
         parts.append(f"<ul>{items}</ul>" + (f"<p class='meta'>{hidden} more events not drawn.</p>" if hidden else ""))
     else:
         parts.append(_missing("No ground-truth events."))

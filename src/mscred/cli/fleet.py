@@ -23,7 +23,9 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
               help="Processes; each trains its share of the entities (one GPU each on CUDA).")
 @training_options
-@click.option("--resume", is_flag=True, help="Skip entities already trained (row 'ok' and model present).")
+@click.option("--resume", is_flag=True,
+              help="Skip entities already trained on the same data with the same settings (row 'ok' and model "
+                   "present); the others are trained again.")
 @click.option("--quiet", is_flag=True, help="No line per finished entity.")
 def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device, seed, backend, conv_backend, bf16,
           cuda_graphs, missing, theta, method, threshold, resume, quiet) -> None:
@@ -36,6 +38,7 @@ def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device
                                  writes): trained on train, evaluated on test
       a folder of tables         each CSV/Parquet/.npy file an entity of normal data; a file with a 'label'
                                  column trains on its first half and is evaluated on the second
+    (hidden files and folders, named '.*', are not entities). --out is a new folder, or one a fleet wrote.
     """
     from mscred.errors import InputError, PartlyDone
     from mscred.fleet import BAD_INPUT, run_fleet
