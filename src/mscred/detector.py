@@ -433,7 +433,7 @@ class MSCRED:
         self.labels_ = (self.decision_scores_ > self.threshold_).astype(np.int64)
         # The rows whose score comes from a validation window: the normal scores the threshold was fitted on
         # (`mscred train --val-scores` writes them for `evaluate --threshold ... --val-scores`).
-        self.validation_rows_ = self._window_of_row(len(table.values)) >= split
+        self.validation_rows_ = self.window_of_row(len(table.values)) >= split
         return self
 
     def _check_validation(self, table, n_val: int) -> None:
@@ -502,12 +502,14 @@ class MSCRED:
         return score_windows(segments[steps - 1:], recon, self.config.score, self.config.signature.windows,
                              self.calibration_)
 
-    def _window_of_row(self, length: int) -> np.ndarray:
+    def window_of_row(self, length: int) -> np.ndarray:
+        """(length,) int: the window whose score each row of a series of ``length`` rows gets, -1 for the rows no
+        window covers (before the first full window, after the last segment), which score 0."""
         sig = self.config.signature
         return timestamp_windows(length, sig.windows, sig.gap, sig.steps)
 
     def _per_row(self, window_values: np.ndarray, length: int, fill=0.0) -> np.ndarray:
-        win = self._window_of_row(length)
+        win = self.window_of_row(length)
         out = np.full(length, fill, dtype=np.asarray(window_values).dtype)
         out[win >= 0] = window_values[win[win >= 0]]
         return out
@@ -577,7 +579,7 @@ class MSCRED:
         """
         table, result = self._windows(X)
         length = len(table.values)
-        win = self._window_of_row(length)
+        win = self.window_of_row(length)
         score = self._per_row(result.score, length)
         flagged = score > self.threshold_
         causes = np.full(length, "", dtype=object)

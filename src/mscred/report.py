@@ -303,7 +303,7 @@ def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: n
 
     aligned = model._aligned(model._table(pd.DataFrame(values, columns=sensors)))
     steps = model.config.signature.steps
-    window_of_row = model._window_of_row(len(values))          # (T,) window index or -1
+    window_of_row = model.window_of_row(len(values))          # (T,) window index or -1
     covered = np.flatnonzero(window_of_row >= 0)
     order = covered[np.argsort(-row_scores[covered], kind="mergesort")]
     worst: list[int] = []

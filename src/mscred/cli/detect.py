@@ -48,7 +48,7 @@ def detect(model_dir, data, out, device, missing) -> None:
     found = intervals(frame["is_anomaly"].to_numpy())
     # Rows no window covers (before the first full window, a few after the last segment) score 0: said, since
     # "scored 1500 rows" read as if every row had been judged.
-    uncovered = int((model._window_of_row(len(frame)) < 0).sum())
+    uncovered = int((model.window_of_row(len(frame)) < 0).sum())
     unscored = f" ({uncovered} before the first full window or after the last segment score 0)" if uncovered else ""
     click.echo(f"scored {len(frame) - uncovered} of {len(frame)} rows{unscored}: {int(frame['is_anomaly'].sum())} "
                f"anomalous in {len(found)} interval(s) (threshold {model.threshold_:.4g}); wrote {out}")
