@@ -444,6 +444,28 @@ def test_scoring_in_chunks_of_segments_equals_one_pass(fitted, monkeypatch, rows
         pd.testing.assert_frame_equal(parts.drop(columns="score"), whole.drop(columns="score"))
 
 
+def test_fit_scores_a_long_series_in_chunks_as_in_one_pass(fitted, monkeypatch):
+    """fit reconstructed every training window at once after the training (with the residuals ~3 x the signature
+    matrices: a long, wide series could exhaust the memory only then); past a chunk it calibrates on the validation
+    windows and scores the rest a chunk at a time, to the same calibration, scores and flags."""
+    from mscred import detector
+
+    X = _frame()
+    whole = MSCRED(epochs=2, method="count", theta=None, **SMALL).fit(X)
+    per_segment = 4 * fitted.config.model.n_scales * len(fitted.sensors_) ** 2
+    calls = []
+    original = MSCRED._score_segments
+    monkeypatch.setattr(MSCRED, "_score_segments", lambda self, seg: calls.append(len(seg)) or original(self, seg))
+    monkeypatch.setattr(detector, "STREAM_SEGMENT_BYTES", 9 * per_segment)
+    parts = MSCRED(epochs=2, method="count", theta=None, **SMALL).fit(X)
+    assert len(calls) > 2 and max(calls) == 9   # (it did go in chunks)
+    np.testing.assert_allclose(parts.calibration_.theta, whole.calibration_.theta, rtol=1e-5)
+    assert parts.threshold_ == pytest.approx(whole.threshold_, rel=1e-5)
+    np.testing.assert_allclose(parts.decision_scores_, whole.decision_scores_, rtol=1e-5, atol=1e-6)
+    assert (parts.labels_ == whole.labels_).all()
+    assert (parts.validation_rows_ == whole.validation_rows_).all()
+
+
 @pytest.mark.parametrize("bad", [1.5, "cfg", [1]])
 def test_config_of_another_type_is_an_input_error(bad):
     """config= of another type was an AttributeError from deep inside (scikit-learn's checks expect a ValueError

@@ -162,6 +162,12 @@ def _array_like(X, source: str):
                          "values each") from None
 
 
+def _joined(parts: list[WindowResult]) -> WindowResult:
+    """The window results of consecutive chunks as one."""
+    return WindowResult(*(np.concatenate([getattr(part, f.name) for part in parts])
+                          for f in dataclasses.fields(WindowResult)))
+
+
 def _config_from_dict(values: dict) -> MSCREDConfig:
     """``MSCREDConfig.from_dict`` with a dict of the wrong shape (a section that is not a dict, an unknown setting)
     as an InputError naming ``config``, as every other bad setting is."""
@@ -425,10 +431,18 @@ class MSCRED:
             match_checkpoint_data(Path(checkpoint_dir), self.sensors_, table.values, table.source, resume)
         self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume)
 
-        # One reconstruction of every window serves both the calibration (its last n_val windows) and the scores.
-        target, recon = segments[steps - 1:], self._reconstruct(segments)   # (W, n_scales, n, n) each
-        self.calibration_ = Calibration.fit(target[split:], recon[split:], cfg.score, cfg.signature.windows)
-        result = score_windows(target, recon, cfg.score, cfg.signature.windows, self.calibration_)
+        if len(segments) <= self._chunk_segments():
+            # One reconstruction of every window serves both the calibration (its last n_val windows) and the scores.
+            target, recon = segments[steps - 1:], self._reconstruct(segments)   # (W, n_scales, n, n) each
+            self.calibration_ = Calibration.fit(target[split:], recon[split:], cfg.score, cfg.signature.windows)
+            result = score_windows(target, recon, cfg.score, cfg.signature.windows, self.calibration_)
+        else:
+            # A long or wide series: every window's reconstruction at once (with the residuals, ~3 x the signature
+            # matrices) could exhaust the memory only after the whole training. The validation windows calibrate,
+            # then the windows are scored a chunk at a time, as detect scores them.
+            self.calibration_ = Calibration.fit(val_seg[steps - 1:], self._reconstruct(val_seg), cfg.score,
+                                                cfg.signature.windows)
+            result = self._score_segment_chunks(segments)
         self.decision_scores_ = self._per_row(result.score, len(table.values))
         self.labels_ = (self.decision_scores_ > self.threshold_).astype(np.int64)
         # The rows whose score comes from a validation window: the normal scores the threshold was fitted on
@@ -536,17 +550,26 @@ class MSCRED:
         ``_segments_per_chunk`` segments overlap by steps - 1, so that every window is scored once, from the same
         segments (computed from the chunk's rows: equal to the one-pass values to float rounding)."""
         sig = self.config.signature
-        steps = sig.steps
         n_seg = (len(values) - max(sig.windows)) // sig.gap + 1
-        chunk = max(self._segments_per_chunk(), steps + 1)
-        if n_seg <= chunk:
+        if n_seg <= self._chunk_segments():
             return self._score_segments(self._segments(values))
-        parts = []
-        for first in range(0, n_seg - steps + 1, chunk - steps + 1):
-            last = min(first + chunk, n_seg)
-            parts.append(self._score_segments(self._segments(values[self._segment_rows(first, last)])))
-        return WindowResult(*(np.concatenate([getattr(part, f.name) for part in parts])
-                              for f in dataclasses.fields(WindowResult)))
+        return _joined([self._score_segments(self._segments(values[self._segment_rows(first, last)]))
+                        for first, last in self._chunks(n_seg)])
+
+    def _score_segment_chunks(self, segments: np.ndarray) -> WindowResult:
+        """Every window of ``segments`` (computed already: fit's) scored ``_chunk_segments`` segments at a time,
+        the chunks overlapping by steps - 1 as ``_score_rows``'s."""
+        return _joined([self._score_segments(segments[first:last]) for first, last in self._chunks(len(segments))])
+
+    def _chunk_segments(self) -> int:
+        """Segments scored at a time: ``_segments_per_chunk``, and at least one window's steps + 1."""
+        return max(self._segments_per_chunk(), self.config.signature.steps + 1)
+
+    def _chunks(self, n_seg: int) -> list[tuple[int, int]]:
+        """(first, last) segment ranges of ``_chunk_segments`` segments, overlapping by steps - 1, so that every
+        window of ``n_seg`` segments is scored once."""
+        steps, chunk = self.config.signature.steps, self._chunk_segments()
+        return [(first, min(first + chunk, n_seg)) for first in range(0, n_seg - steps + 1, chunk - steps + 1)]
 
     def _segment_rows(self, first: int, last: int) -> slice:
         """The rows whose signature matrices are segments first .. last - 1 of the series (segment j ends, exclusive,
