@@ -34,6 +34,7 @@ def test_hidden_entries_are_skipped_and_a_half_entity_is_kept(tmp_path):
     assert [e.name for e in found] == ["half", "plain"]
     row = train_entity(found[0], tmp_path / "out", TINY)
     assert row["status"].startswith("bad input: ") and "expected train.csv and test.csv" in row["status"]
+    assert "half: no train part" in row["status"]
 
 
 def test_a_name_clash_names_the_files_and_a_repeated_name_is_one_entity(tmp_path):

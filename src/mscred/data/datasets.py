@@ -439,7 +439,10 @@ def _load_table_dataset(root: Path, missing: str = "error") -> LabeledDataset:
     if root.is_dir():
         train_path, test_path = _find_part(root, "train"), _find_part(root, "test")
         if train_path is None or test_path is None:
-            raise InputError(f"{root}: expected train.csv and test.csv (or .parquet/.npy) with a 'label' column in test")
+            # (the part that is missing named first: a fleet's half sub-folder listed only what it expected)
+            absent = " and ".join(p for p, path in (("train", train_path), ("test", test_path)) if path is None)
+            raise InputError(f"{root}: no {absent} part: expected train.csv and test.csv (or .parquet/.npy) with a "
+                             "'label' column in test")
         train, test = load_table(train_path, missing=missing), load_table(test_path, missing=missing)
         if test.labels is None:
             raise InputError(f"{test_path}: no '{LABEL}' column")
