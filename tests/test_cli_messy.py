@@ -343,6 +343,19 @@ def test_semicolon_with_decimal_comma_names_the_cell(tmp_path, capsys):
     _nothing_written(tmp_path, tmp_path / "m")
 
 
+def test_semicolon_file_with_one_decimal_comma_names_the_cell(tmp_path, capsys):
+    """One cell written 1,5 in a ';'-separated export: read with ',' first, its line split into two fields and the
+    read failed with pandas' "Expected 1 fields in line 5, saw 2" before the ';' was sniffed."""
+    text = _frame().to_csv(index=False, sep=";").splitlines()
+    cells = text[4].split(";")
+    cells[2] = cells[2].replace(".", ",")
+    text[4] = ";".join(cells)
+    data = _write(tmp_path / "one.csv", "\n".join(text) + "\n")
+    line = _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1,
+                names=("one.csv", "column 's1' row 4", "a decimal comma?"))
+    assert "Expected" not in line
+
+
 def test_detect_matches_columns_by_name(tmp_path, capsys, model_dir):
     """Reordered columns (and a label column) score exactly as the training order does."""
     plain, shuffled = tmp_path / "plain.csv", tmp_path / "shuffled.csv"

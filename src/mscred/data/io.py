@@ -343,7 +343,9 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     # The separator is sniffed (",", ";", tab, "|" or blanks: _sniffed) only for .txt/.tsv;
     # plain .csv uses the fast C parser.
     text_suffix = Path(path.stem).suffix.lower() if path.suffix.lower() in _COMPRESSED else path.suffix.lower()
-    kwargs: dict[str, Any] = _sniffed(path) if text_suffix != ".csv" else {}
+    # (also a .csv whose header holds ';', tab or '|' and no ',': read with ',' first, one cell written 1,5 in a
+    # ';'-separated export split its line into two fields and failed the read before the sniffing below)
+    kwargs: dict[str, Any] = _sniffed(path) if text_suffix != ".csv" or _other_separator_header(path) else {}
     # utf-8-sig drops a byte-order mark (Excel's "CSV UTF-8"); the python engine would keep it in the first name,
     # turning '\ufefftimestamp' into a sensor.
     kwargs["encoding"] = "utf-8-sig"
@@ -361,6 +363,18 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     _check_header(path, df, kwargs)
     # Spreadsheet exports pad names ('pump_1 , pump_2'): the padding is invisible in messages and in the model.
     return df.set_axis([c.strip() if isinstance(c, str) else c for c in df.columns], axis=1)
+
+
+def _other_separator_header(path: Path) -> bool:
+    """Whether the table's first line holds ';', tab or '|' and no ',' (a European spreadsheet's export)."""
+    from pandas.io.common import get_handle
+
+    try:
+        with get_handle(path, "r", compression="infer", encoding="utf-8-sig") as handle:
+            first = handle.handle.readline(1 << 16)
+    except (OSError, EOFError, UnicodeDecodeError, ValueError, zlib.error):
+        return False   # (the read reports it)
+    return "," not in first and any(c in first for c in ";\t|")
 
 
 def _blank_separated(df: pd.DataFrame, rows: int = 50) -> bool:
