@@ -37,6 +37,10 @@ from mscred import thresholds as _thresholds
 SCORE_METHODS = ("count", "mse", "z_sensor")
 # Windows scored per chunk: bounds the memory of the residual to chunk x n_scales x n x n floats.
 _CHUNK = 2048
+# Bytes of one group of residuals (float32), worked on in one buffer that stays in the CPU's cache: a chunk of 2,048
+# windows of 80 sensors was 157 MB of residual and 157 MB of difference, written and read back from memory (and
+# page-faulted in by every fresh process). Reductions run per window, so the grouping changes no result.
+_GROUP_BYTES = 1 << 20
 
 
 def scale_index(windows: Sequence[int], scales: Sequence[int]) -> list[int]:
@@ -57,9 +61,20 @@ def residuals(target: np.ndarray, recon: np.ndarray) -> np.ndarray:
 
 
 def _chunks(target: np.ndarray, recon: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
-    for start in range(0, len(target), _CHUNK):
-        part = slice(start, start + _CHUNK)
-        yield part, residuals(target[part], recon[part])
+    """(windows, R of those windows) a group at a time: R is :func:`residuals`' values, computed in place in one
+    reused float32 buffer of at most ``_CHUNK`` windows and ``_GROUP_BYTES`` (the caller must be done with a group
+    before it asks for the next)."""
+    if target.shape != recon.shape:
+        raise ValueError(f"target {target.shape} and reconstruction {recon.shape} differ in shape")
+    per_window = 4 * int(np.prod(target.shape[1:], dtype=np.int64))
+    group = max(1, min(_CHUNK, _GROUP_BYTES // max(per_window, 1)))
+    buf = np.empty((min(group, len(target)), *target.shape[1:]), dtype=np.float32)
+    for start in range(0, len(target), group):
+        part = slice(start, min(start + group, len(target)))
+        res = buf[: part.stop - start]
+        np.subtract(np.asarray(target[part], dtype=np.float32), np.asarray(recon[part], dtype=np.float32), out=res)
+        np.multiply(res, res, out=res)
+        yield part, res
 
 
 def choose_theta(target: np.ndarray, recon: np.ndarray, quantile: float) -> np.ndarray:

@@ -11,7 +11,8 @@ prefix entries: ``M = (P[t / g] - P[(t - w) / g]) / w``. The sums run in float64
 
 Memory stays bounded at any series length: the work is done ``chunk_segments`` segments at a time, each chunk with its
 own prefix sum over only the rows it needs (restarting the sum also keeps the float64 differences small, so the
-cancellation error does not grow with T). A full (T, n, n) prefix array is never built.
+cancellation error does not grow with T). A full (T, n, n) prefix array is never built; within a chunk the prefix is
+kept only for a cache-sized group of segments at a time (``_Workspace``: the same sums, bit for bit).
 """
 from __future__ import annotations
 
@@ -84,9 +85,9 @@ def iter_signature_matrices(
         The (normalised) series; any float dtype, a ``np.memmap`` works too (only the rows of one chunk are read).
     windows, gap : see :func:`segment_ends`.
     chunk_segments : int
-        Segments per yielded chunk. Extra memory is about ``chunk_segments * (gap / g + 1 + len(windows) / 2) * n * n
-        * 8`` bytes (the float64 prefix of the chunk's blocks, one float64 work array and the float32 output), about
-        100 MB for 4,096 segments of n = 30, plus the chunk the caller still holds.
+        Segments per yielded chunk. Extra memory is the float32 chunk, ``chunk_segments * len(windows) * n * n * 4``
+        bytes (44 MB for 4,096 segments of n = 30), plus about 1 MB of float64 work memory (``_Workspace``), plus the
+        chunk the caller still holds. The float64 prefix sum restarts at each chunk's first row.
 
     Yields
     ------
@@ -103,34 +104,69 @@ def iter_signature_matrices(
     ends = segment_ends(T, windows, gap)
     if len(ends) == 0:
         return
-    grid = math.gcd(int(gap), *windows)
-    stride = int(gap) // grid  # prefix entries between consecutive segment ends
-    longest = max(windows)
-    # Work buffers, reused by every chunk (fresh ones would page-fault ~100 MB per chunk): the float64 prefix of the
-    # chunk's blocks and one float64 difference per segment.
-    per_chunk = min(chunk_segments, len(ends))
-    prefix = np.zeros(((per_chunk - 1) * stride + longest // grid + 1, n, n), dtype=np.float64)
-    diff = np.empty((per_chunk, n, n), dtype=np.float64)
+    work = _Workspace(n, windows, gap)
     for start in range(0, len(ends), chunk_segments):
         c = min(chunk_segments, len(ends) - start)
-        # Rows [lo, hi) cover every window of the chunk; lo = start * gap is on the grid because every end is.
-        lo = start * int(gap)
-        hi = lo + (c - 1) * int(gap) + longest
-        x = np.asarray(values[lo:hi], dtype=np.float64).reshape((hi - lo) // grid, grid, n)  # (blocks, g, n)
-        blocks = x.shape[0]
-        # prefix[b] = sum of the outer products of rows [lo, lo + b * g); prefix[0] stays 0.
-        np.matmul(x.transpose(0, 2, 1), x, out=prefix[1 : blocks + 1])  # per-block sums (blocks, n, n)
-        for b in range(2, blocks + 1):  # a row-by-row running sum: twice as fast as np.cumsum over axis 0 here
-            np.add(prefix[b], prefix[b - 1], out=prefix[b])
         out = np.empty((c, len(windows), n, n), dtype=np.float32)
-        first = longest // grid  # prefix index of the chunk's first segment end
-        at_end = prefix[first : first + (c - 1) * stride + 1 : stride]  # (c, n, n), a strided view
-        for i, w in enumerate(windows):
-            k = first - w // grid
-            at_start = prefix[k : k + (c - 1) * stride + 1 : stride]
-            np.subtract(at_end, at_start, out=diff[:c])  # float64 difference first ...
-            np.multiply(diff[:c], 1.0 / w, out=out[:, i], casting="same_kind")  # ... then one rounding to float32
+        work.fill(values, start, out)
         yield start, out
+
+
+# Bytes of float64 work memory per pass of _Workspace.fill: the rolling prefix and the difference of one group of
+# segments, small enough to stay in the CPU's cache (a chunk-sized prefix and difference, 2 x 100 MB at 4,096 segments
+# of 80 sensors, were written and read back from memory, and page-faulted in by every fresh process).
+_WORK_BYTES = 1 << 20
+
+
+class _Workspace:
+    """The prefix-sum pass of one chunk, a cache-sized group of segments at a time, with the same arithmetic as one
+    pass over the chunk: the chunk's prefix sum starts at its first row and runs block by block; a group keeps only
+    the prefix entries its windows reach back to (``longest / g`` blocks before its first segment end), carried
+    over from the group before, so every prefix entry, difference and float32 result is the one the whole-chunk
+    prefix gives, bit for bit."""
+
+    def __init__(self, n: int, windows: tuple[int, ...], gap: int):
+        self.windows, self.gap, self.n = windows, int(gap), n
+        self.grid = math.gcd(int(gap), *windows)
+        self.stride = self.gap // self.grid  # prefix entries between consecutive segment ends
+        self.reach = max(windows) // self.grid  # prefix entries from a segment's start (longest window) to its end
+        self.group = max(1, _WORK_BYTES // (2 * n * n * 8))
+        # entries read by a group (c - 1) * stride + reach + 1; with a gap longer than the longest window the last
+        # entry of the group before is kept instead, for the running sum: c * stride + 1
+        self.prefix = np.empty(((self.group - 1) * self.stride + max(self.reach, self.stride) + 1, n, n),
+                               dtype=np.float64)
+        self.diff = np.empty((self.group, n, n), dtype=np.float64)
+
+    def fill(self, values, start: int, out: np.ndarray) -> None:
+        """Write the matrices of segments ``start .. start + len(out) - 1`` into ``out`` (c, n_windows, n, n)."""
+        g, stride, reach, n, prefix = self.grid, self.stride, self.reach, self.n, self.prefix
+        lo = start * self.gap  # the chunk's first row, on the grid because every segment end is
+        # prefix[j] holds the chunk's prefix entry base + j (the outer products of rows [lo, lo + (base + j) g));
+        # entries base .. base + have - 1 are computed.
+        base, have = 0, 1
+        prefix[0] = 0.0
+        for a in range(0, len(out), self.group):
+            c = min(self.group, len(out) - a)
+            first, last = a * stride, reach + (a + c - 1) * stride  # prefix entries this group reads
+            drop = min(first - base, have - 1)  # entries before ``first`` are read no more (the last one computed
+            if drop:                             # is kept: the running sum goes on from it)
+                have -= drop
+                prefix[:have] = prefix[drop : drop + have].copy()  # at most max(reach, 1) entries: cheap
+                base += drop
+            todo = last + 1 - (base + have)  # new entries base + have .. last, each one block more
+            rows = lo + (base + have - 1) * g
+            x = np.asarray(values[rows : rows + todo * g], dtype=np.float64).reshape(todo, g, n)
+            np.matmul(x.transpose(0, 2, 1), x, out=prefix[have : have + todo])  # per-block sums
+            for j in range(have, have + todo):  # a running sum (entry 1 is block 0's sum itself)
+                if base + j >= 2:
+                    np.add(prefix[j], prefix[j - 1], out=prefix[j])
+            have += todo
+            end = reach + first - base  # the group's first segment end, as an index of ``prefix``
+            at_end = prefix[end : end + (c - 1) * stride + 1 : stride]  # (c, n, n), a strided view
+            for i, w in enumerate(self.windows):
+                k = end - w // g
+                np.subtract(at_end, prefix[k : k + (c - 1) * stride + 1 : stride], out=self.diff[:c])  # float64 ...
+                np.multiply(self.diff[:c], 1.0 / w, out=out[a : a + c, i], casting="same_kind")  # ... then float32
 
 
 def signature_matrices(
@@ -157,8 +193,13 @@ def signature_matrices(
     T, n = values.shape
     S = len(segment_ends(T, windows, gap))
     out = np.empty((S, len(windows), n, n), dtype=np.float32)
-    for start, chunk in iter_signature_matrices(values, windows, gap, chunk_segments):
-        out[start : start + len(chunk)] = chunk
+    if chunk_segments < 1:
+        raise ValueError(f"chunk_segments must be positive, got {chunk_segments}")
+    if S:
+        # Each chunk written in place: the same values as iter_signature_matrices' chunks, without a second copy.
+        work = _Workspace(n, windows, gap)
+        for start in range(0, S, chunk_segments):
+            work.fill(values, start, out[start : start + chunk_segments])
     return out
 
 
