@@ -15,16 +15,7 @@ from mscred.errors import InputError  # noqa: E402
 from mscred.evaluation import compute_metrics, read_ground_truth, read_scores  # noqa: E402
 
 
-@pytest.fixture
-def figures(monkeypatch):
-    """Every figure the report draws, kept open (``_png`` would close it) and closed after the test."""
-    import matplotlib.pyplot as plt
-
-    drawn = []
-    monkeypatch.setattr(report, "_png", lambda fig: drawn.append(fig) or "")
-    yield drawn
-    for fig in drawn:
-        plt.close(fig)
+from test_report_figures import figures  # noqa: E402,F401 (the fixture, shared)
 
 
 def _files(tmp_path, names, labels, flags, causes=None):

@@ -133,6 +133,19 @@ def _is_anomalies_table(df: pd.DataFrame) -> bool:
     return {"start", "end"} <= set(df.columns) and "label" not in df.columns
 
 
+def event_notes(result: dict) -> list[str]:
+    """What ``compute_metrics``' counts of left-out and cut events mean, in words: printed under evaluate's table and
+    shown in the report (whose page once said "events found 2/2" for 5 events, 3 outside the scores, silently)."""
+    notes = []
+    if result.get("events_outside"):
+        notes.append(f"{result['events_outside']} event(s) of the anomalies table lie outside the scored timestamps "
+                     "and were left out")
+    if result.get("events_clipped"):
+        notes.append(f"{result['events_clipped']} event(s) of the anomalies table reach past the scored timestamps "
+                     "and were cut to them")
+    return notes
+
+
 def events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str,
                           timestamps: str = "the SCORES file's", refuse_outside: bool = False,
                           labels: Optional[np.ndarray] = None, labels_source: str = "",

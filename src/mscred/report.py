@@ -20,7 +20,7 @@ import numpy as np
 
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
-from mscred.evaluation import METRIC_ROWS, GroundTruth, Scores, event_causes, read_data
+from mscred.evaluation import METRIC_ROWS, GroundTruth, Scores, event_causes, event_notes, read_data
 from mscred.metrics import events as runs
 from mscred.metrics import rank_event_causes
 
@@ -390,16 +390,8 @@ def _cell(v) -> str:
 
 
 def _event_notes(result: dict) -> str:
-    """The notes ``mscred evaluate`` prints under its table, under the report's too: the page gave "events found
-    2/2" for an anomalies table of 5 events, 3 of them outside the scored timestamps, without a word."""
-    notes = []
-    if result.get("events_outside"):
-        notes.append(f"{result['events_outside']} event(s) of the anomalies table lie outside the scored timestamps "
-                     "and were left out.")
-    if result.get("events_clipped"):
-        notes.append(f"{result['events_clipped']} event(s) of the anomalies table reach past the scored timestamps "
-                     "and were cut to them.")
-    return "".join(f"<p class='meta'>Note: {html.escape(n)}</p>" for n in notes)
+    """evaluate's notes on left-out and cut events, under the report's table too."""
+    return "".join(f"<p class='meta'>Note: {html.escape(n)}.</p>" for n in event_notes(result))
 
 
 def _zoom_note(truth: GroundTruth, pred: np.ndarray) -> str:

@@ -166,7 +166,7 @@ def _print_table(result: dict, report_dir) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from mscred.evaluation import METRIC_ROWS
+    from mscred.evaluation import METRIC_ROWS, event_notes
 
     base = result["random_baseline"]
     table = Table(title=f"mscred evaluate ({result['n_rows']} rows, {result['n_anomalous_rows']} anomalous, "
@@ -185,11 +185,7 @@ def _print_table(result: dict, report_dir) -> None:
         table.add_row(label, _fmt(result[key]), _fmt(base.get(key)), note)
     console = Console()
     console.print(table)
-    if result.get("events_outside"):
-        console.print(f"note: {result['events_outside']} event(s) of the anomalies table lie outside the scored "
-                      "timestamps and were left out")
-    if result.get("events_clipped"):
-        console.print(f"note: {result['events_clipped']} event(s) of the anomalies table reach past the scored "
-                      "timestamps and were cut to them")
+    for note in event_notes(result):
+        console.print(f"note: {note}")
     if report_dir is not None:
         console.print(f"report: {Path(report_dir) / 'index.html'}")
