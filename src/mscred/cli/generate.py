@@ -9,8 +9,6 @@ from mscred.cli.params import NamedPath, SEED
 from mscred.data.synthetic import SHORTEST_LENGTH
 
 
-
-
 @click.command()
 @click.argument("out_dir", type=NamedPath(file_okay=False))
 @click.option("--sensors", "n_sensors", type=click.IntRange(min=4), default=30, show_default=True,

@@ -340,11 +340,10 @@ def _labels(series: pd.Series, source: str) -> np.ndarray:
 
 
 def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
-    # The separator is sniffed (",", ";", tab, "|" or blanks: _sniffed) only for .txt/.tsv;
-    # plain .csv uses the fast C parser.
+    # The separator is sniffed (",", ";", tab, "|" or blanks: _sniffed) for .txt/.tsv, and for a .csv whose header
+    # holds ';', tab or '|' and no ',' (read with ',' first, one cell written 1,5 in a ';'-separated export split its
+    # line into two fields and failed the read before the retry below); other .csv files take the fast C parser.
     text_suffix = Path(path.stem).suffix.lower() if path.suffix.lower() in _COMPRESSED else path.suffix.lower()
-    # (also a .csv whose header holds ';', tab or '|' and no ',': read with ',' first, one cell written 1,5 in a
-    # ';'-separated export split its line into two fields and failed the read before the sniffing below)
     kwargs: dict[str, Any] = _sniffed(path) if text_suffix != ".csv" or _other_separator_header(path) else {}
     # utf-8-sig drops a byte-order mark (Excel's "CSV UTF-8"); the python engine would keep it in the first name,
     # turning '\ufefftimestamp' into a sensor.
