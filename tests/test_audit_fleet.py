@@ -136,3 +136,16 @@ def test_an_interrupted_or_failed_retrain_leaves_no_earlier_row_or_model(tmp_pat
     summary = run_fleet(str(fleet), out, {**TINY, "seed": 5}, resume=True)
     assert summary["status"][0].startswith("bad input: ") and not (out / "models" / "ent").exists()
     assert json.loads((out / "rows" / "ent.json").read_text())["status"] == summary["status"][0]
+
+
+def test_the_summary_says_where_each_model_is(tmp_path):
+    """Model folders are the entities' file names: "pump 1" is models/pump_1, which the summary did not say."""
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    _table(fleet / "pump 1.csv")
+    (fleet / "bad.csv").write_text("a,b\n1,2\n")
+    summary = run_fleet(str(fleet), tmp_path / "out", TINY).set_index("entity")
+    assert summary.loc["pump 1", "model"] == "models/pump_1"
+    assert (tmp_path / "out" / summary.loc["pump 1", "model"] / "config.json").is_file()
+    assert pd.isna(summary.loc["bad", "model"])
+    assert "models/pump_1" in (tmp_path / "out" / "summary.md").read_text()

@@ -43,7 +43,7 @@ BAD_INPUT = "bad input: "
 # The status of an entity without a row: the run (or its rank) stopped before it.
 NOT_RUN = "not trained: the run stopped before it"
 COLUMNS = ["entity", "rank", "status", "rows", "sensors", "windows", "epochs", "train_loss", "val_loss", "threshold",
-           "seconds", "precision", "recall", "f1", "events_found", "events_total", "auc_roc", "auc_pr"]
+           "seconds", "precision", "recall", "f1", "events_found", "events_total", "auc_roc", "auc_pr", "model"]
 
 
 @dataclass(frozen=True)
@@ -394,6 +394,10 @@ def summarise(entities: list[Entity], out: Path) -> pd.DataFrame:
         path = _row_path(out, entity)
         rows.append(json.loads(path.read_text()) if path.is_file() else {"entity": entity.name, "status": NOT_RUN})
     frame = pd.DataFrame(rows).reindex(columns=COLUMNS)
+    # Where each trained entity's model is, relative to OUT: its folder is the entity's file name (safe_name), which
+    # differs from the entity's name when that holds spaces or other characters ("pump 1" -> models/pump_1).
+    frame["model"] = [f"models/{safe_name(e.name)}" if status == "ok" else None
+                      for e, status in zip(entities, frame["status"])]
     for column in _COUNT_COLUMNS:   # counts stay integers beside a failed entity's empty cells (not 400.0)
         frame[column] = frame[column].astype("Int64")
     with atomic_path(out / "summary.csv") as tmp:

@@ -17,7 +17,8 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
 @click.command()
 @click.argument("source", type=NamedPath(hint="give a dataset name or a folder"))
 @click.option("--out", "out", required=True, type=NamedPath(file_okay=False),
-              help="Output folder: models/<entity>/, rows/, summary.csv, summary.md.")
+              help="Output folder: models/<entity>/ (the name as a file name: the summary's model column), "
+                   "rows/, summary.csv, summary.md.")
 @click.option("--data-root", type=NamedPath(exists=True, file_okay=False), default=None,
               help="The dataset's folder when SOURCE is a dataset name (smd, smd:m1,m2, smap, msl).")
 @click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
