@@ -184,3 +184,13 @@ def test_other_sensors_than_the_model_are_refused_before_any_figure(trained, tmp
         report.build_report(tmp_path / "r", scores, truth, compute_metrics(scores, truth),
                             model_dir=root / "model")
     assert figures == [] and not (tmp_path / "r").exists()
+
+
+def test_the_header_names_the_anomalies_table_the_events_came_from(tmp_path):
+    """The header named only the labels file, while the anomalies.csv beside it set every event and cause shown."""
+    labels = _one_event()
+    (tmp_path / "anomalies.csv").write_text("start,end,root_causes\n100,130,b\n")
+    page = _report(tmp_path, ["a", "b", "c"], labels, labels.copy())
+    assert f"(events and root causes: {tmp_path / 'anomalies.csv'})" in page
+    (tmp_path / "anomalies.csv").unlink()   # events from the label column: nothing more to name
+    assert "events and root causes:" not in _report(tmp_path, ["a", "b", "c"], labels, labels.copy())

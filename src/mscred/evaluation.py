@@ -68,6 +68,7 @@ class GroundTruth:
     gaps: Optional[np.ndarray] = None  # bool (T, n): values interpolated by missing="interpolate", if any
     events_outside: int = 0  # events of an anomalies table with no scored row (dropped; said in the results)
     events_clipped: int = 0  # events of an anomalies table partly before/after the scored rows (cut to them; said)
+    events_source: str = ""  # the anomalies table the events (and causes) came from; "" when from the label column
 
 
 def read_frame(path: str | os.PathLike, events_ok: bool = False) -> pd.DataFrame:
@@ -376,7 +377,8 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
         labels = np.zeros(len(scores.score), dtype=np.int8)
         for a, b in events:
             labels[a:b] = 1
-        return GroundTruth(labels, events, causes, source=source, events_outside=outside, events_clipped=clipped)
+        return GroundTruth(labels, events, causes, source=source, events_outside=outside, events_clipped=clipped,
+                           events_source=source)
     if "label" not in df.columns:
         raise InputError(f"{source}: no 'label' column and no start/end columns: cannot read ground truth")
     sensors = [c for c in df.columns if c not in ("timestamp", "label")]
@@ -396,8 +398,9 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
             dates_ok=True)
         if len(a_events):
             events, causes, outside, clipped = a_events, a_causes, a_outside, a_clipped
+    events_source = str(beside) if beside is not None and causes is not None else ""
     return GroundTruth(labels, events, causes, values=values, sensors=sensors, source=source, gaps=gaps,
-                       events_outside=outside, events_clipped=clipped)
+                       events_outside=outside, events_clipped=clipped, events_source=events_source)
 
 
 def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:

@@ -394,6 +394,14 @@ def _event_notes(result: dict) -> str:
     return "".join(f"<p class='meta'>Note: {html.escape(n)}.</p>" for n in event_notes(result))
 
 
+def _events_from(truth: GroundTruth) -> str:
+    """Where the events and root causes came from, when another file than the labels: the header named only the
+    labels file, while an anomalies.csv beside it (or --anomalies) set every event and cause the page shows."""
+    if not truth.events_source or truth.events_source == truth.source:
+        return ""
+    return f" (events and root causes: {html.escape(truth.events_source)})"
+
+
 def _zoom_note(truth: GroundTruth, pred: np.ndarray) -> str:
     """Which events the zoom leaves out: the first ZOOM_EVENTS are drawn, and a later one -- often the one that was
     detected -- was missing from the page without a word."""
@@ -476,7 +484,7 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
 
     threshold, threshold_label = _threshold(scores, pred, result, model)
     parts = [f"<h1>mscred evaluation report</h1><p class='meta'>scores: {html.escape(scores.source)} &middot; "
-             f"ground truth: {html.escape(truth.source)} &middot; {result['n_rows']} rows, "
+             f"ground truth: {html.escape(truth.source)}{_events_from(truth)} &middot; {result['n_rows']} rows, "
              f"{result['n_anomalous_rows']} anomalous, {result['n_flagged_rows']} flagged &middot; VUS sliding "
              f"window {result['vus_sliding_window']} &middot; {_dt.datetime.now():%Y-%m-%d %H:%M}</p>",
              '<h2 id="sec-metrics">Metrics</h2>', _metrics_table(result), _event_notes(result),
