@@ -364,15 +364,24 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     return df.set_axis([c.strip() if isinstance(c, str) else c for c in df.columns], axis=1)
 
 
-def _other_separator_header(path: Path) -> bool:
-    """Whether the table's first line holds ';', tab or '|' and no ',' (a European spreadsheet's export)."""
+_SAMPLE_CHARS = 1 << 16
+
+
+def _sample(path: Path) -> Optional[str]:
+    """The table's first ``_SAMPLE_CHARS`` characters (decompressed, without a byte-order mark), or None when they
+    cannot be read (the read itself then reports why)."""
     from pandas.io.common import get_handle
 
     try:
         with get_handle(path, "r", compression="infer", encoding="utf-8-sig") as handle:
-            first = handle.handle.readline(1 << 16)
+            return handle.handle.read(_SAMPLE_CHARS)
     except (OSError, EOFError, UnicodeDecodeError, ValueError, zlib.error):
-        return False   # (the read reports it)
+        return None
+
+
+def _other_separator_header(path: Path) -> bool:
+    """Whether the table's first line holds ';', tab or '|' and no ',' (a European spreadsheet's export)."""
+    first = (_sample(path) or "").partition("\n")[0]
     return "," not in first and any(c in first for c in ";\t|")
 
 
@@ -401,15 +410,11 @@ def _sniffed(path: Path) -> dict[str, Any]:
 def _sniffed_separator(path: Path) -> Optional[str]:
     """The separator of a text table among ``_SEPARATORS`` ("\\s+" for blanks), from its first whole lines; None
     (pandas' own sniffing) when the sample does not decide or cannot be read (the read reports that)."""
-    from pandas.io.common import get_handle
-
-    try:
-        with get_handle(path, "r", compression="infer", encoding="utf-8-sig") as handle:
-            sample = handle.handle.read(1 << 16)
-    except (OSError, EOFError, UnicodeDecodeError, ValueError, zlib.error):
+    sample = _sample(path)
+    if sample is None:
         return None
     lines = sample.splitlines()[:50]
-    if len(sample) == 1 << 16 and len(lines) > 1:
+    if len(sample) == _SAMPLE_CHARS and len(lines) > 1:
         lines = lines[:-1]  # the last line may be cut
     try:
         separator = csv.Sniffer().sniff("\n".join(lines), delimiters=_SEPARATORS).delimiter
