@@ -48,6 +48,9 @@ class ModelConfig:
 # the first / after the last present value, that value; mscred.data.io). Infinite values are an error either way:
 # they are glitches, not gaps.
 MISSING_POLICIES = ("error", "interpolate")
+# The largest seed (TrainConfig.seed, the CLI's --seed): torch.manual_seed takes a 64-bit integer, and 2**64 failed
+# deep inside fit ("Overflow when unpacking long long").
+MAX_SEED = 2 ** 63 - 1
 
 
 @dataclass

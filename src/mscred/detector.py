@@ -745,10 +745,6 @@ def _check_format_version(meta: dict) -> None:
         raise ValueError(f"mscred_version is {meta.get('mscred_version')!r}, not a version string")
 
 
-# The largest seed: torch.manual_seed takes 64 bits, and the epochs' sampler seeds seed + epoch (the CLI's --seed).
-MAX_SEED = 2 ** 63 - 1
-
-
 def _whole(value, low: int) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low
 
@@ -763,7 +759,7 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     Checked when an estimator is made (and again at ``fit``: a setting may be changed on ``config`` in between) and
     when a model is loaded, so that a bad value fails at once, naming itself, instead of after training or deep
     inside scoring."""
-    from mscred.config import MISSING_POLICIES, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig
+    from mscred.config import MAX_SEED, MISSING_POLICIES, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig
     from mscred.detect import SCORE_METHODS
     from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
     from mscred.thresholds import METHODS

@@ -5,6 +5,8 @@ import math
 
 import click
 
+from mscred.config import MAX_SEED
+
 
 class FiniteFloatRange(click.FloatRange):
     """``click.FloatRange`` that also refuses nan and inf (which pass its comparisons: nan compares false to every
@@ -27,7 +29,7 @@ class _Seed(click.IntRange):
         return "0<=x<2**63"
 
 
-SEED = _Seed(0, 2 ** 63 - 1)
+SEED = _Seed(0, MAX_SEED)
 
 
 class NamedPath(click.Path):
