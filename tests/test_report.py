@@ -58,6 +58,8 @@ def test_report_without_model(evaluated, capsys):
     table = page[page.index('<table id="metrics"'):page.index("</table>")]
     assert f"{result['f1']:.3f}" in table and f"{result['random_baseline']['auc_pr']:.3f}" in table
     assert "best F1 (threshold chosen WITH labels)" in table
+    # the VUS rows say the window their figures were measured at, as evaluate's printed table does
+    assert table.count(f"range-based, L = {result['vus_sliding_window']}<") == 2
     assert "Residual matrices not available" in page
     assert json.loads((out / "metrics.json").read_text()) == result
     # no temporary directory is left beside the report

@@ -134,6 +134,22 @@ def _is_anomalies_table(df: pd.DataFrame) -> bool:
     return {"start", "end"} <= set(df.columns) and "label" not in df.columns
 
 
+def metric_rows(result: dict) -> list[tuple[str, str, str]]:
+    """The (key, label, note) rows of ``result`` that evaluate prints and the report shows, in METRIC_ROWS' order,
+    with what depends on the result written in: the events found out of how many, and the VUS window L (the report
+    had shown VUS without the L its figure was measured at)."""
+    rows = []
+    for key, label, note in METRIC_ROWS:
+        if key not in result:
+            continue
+        if key == "event_recall" and result.get("events_total"):
+            label = f"events found ({result['events_found']}/{result['events_total']})"
+        if key.startswith("vus") and result.get("vus_sliding_window") is not None:
+            note = f"{note}, L = {result['vus_sliding_window']}"
+        rows.append((key, label, note))
+    return rows
+
+
 def event_notes(result: dict) -> list[str]:
     """What ``compute_metrics``' counts of left-out and cut events mean, in words: printed under evaluate's table and
     shown in the report (whose page once said "events found 2/2" for 5 events, 3 outside the scores, silently)."""

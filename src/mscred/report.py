@@ -20,7 +20,7 @@ import numpy as np
 
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
-from mscred.evaluation import METRIC_ROWS, GroundTruth, Scores, event_causes, event_notes, read_data
+from mscred.evaluation import GroundTruth, Scores, event_causes, event_notes, metric_rows, read_data
 from mscred.metrics import events as runs
 from mscred.metrics import rank_event_causes
 
@@ -373,12 +373,8 @@ def residual_figure(items, windows, sensors, index, n_full: int = 40, top: int =
 def _metrics_table(result: dict) -> str:
     base = result.get("random_baseline", {})
     rows = []
-    for key, label, note in METRIC_ROWS:
-        if key not in result:
-            continue
+    for key, label, note in metric_rows(result):
         cells = [_cell(result.get(key)), _cell(base.get(key))]
-        if key == "event_recall" and result.get("events_total"):
-            label = f"events found ({result['events_found']}/{result['events_total']})"
         rows.append(f"<tr><td>{html.escape(label)}</td><td>{cells[0]}</td><td>{cells[1]}</td>"
                     f'<td class="note">{html.escape(note)}</td></tr>')
     return ('<table id="metrics"><tr><th>metric</th><th>mscred</th>'

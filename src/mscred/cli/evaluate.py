@@ -166,7 +166,7 @@ def _print_table(result: dict, report_dir) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from mscred.evaluation import METRIC_ROWS, event_notes
+    from mscred.evaluation import event_notes, metric_rows
 
     base = result["random_baseline"]
     table = Table(title=f"mscred evaluate ({result['n_rows']} rows, {result['n_anomalous_rows']} anomalous, "
@@ -175,13 +175,7 @@ def _print_table(result: dict, report_dir) -> None:
     table.add_column("mscred", justify="right")
     table.add_column(f"random (seed {base['seed']})", justify="right")
     table.add_column("note", style="dim")
-    for key, label, note in METRIC_ROWS:
-        if key not in result:
-            continue
-        if key == "event_recall" and result["events_total"]:
-            label = f"events found ({result['events_found']}/{result['events_total']})"
-        if key.startswith("vus"):
-            note = f"{note}, L = {result['vus_sliding_window']}"
+    for key, label, note in metric_rows(result):
         table.add_row(label, _fmt(result[key]), _fmt(base.get(key)), note)
     console = Console()
     console.print(table)
