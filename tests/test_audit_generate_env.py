@@ -76,6 +76,16 @@ def test_too_short_length_names_one_that_works(tmp_path, capsys):
         assert code == 0, err
 
 
+def test_generate_help_does_not_import_pandas():
+    """--help reads SHORTEST_LENGTH from the synthetic module, which had imported pandas (~0.3 s) at its top."""
+    import subprocess
+    import sys
+
+    code = "import sys, mscred.cli.generate; print('pandas' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
 def test_long_enough_for_other_sizes():
     from mscred.data.synthetic import generate_synthetic, long_enough
 

@@ -17,12 +17,15 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
+
+if TYPE_CHECKING:  # pandas is imported where a frame is made: `mscred generate --help` reads SHORTEST_LENGTH
+    import pandas as pd
 
 __all__ = ["SyntheticData", "generate_synthetic", "write_synthetic", "sensor_names"]
 
@@ -141,6 +144,8 @@ def generate_synthetic(
     InputError
         When the sizes cannot hold the requested anomalies (too few sensors, or a test part too short).
     """
+    import pandas as pd
+
     if n_sensors < max(1, n_root_causes):
         raise InputError(f"synthetic data needs at least {n_root_causes} sensors, got {n_sensors}")
     if n_anomalies < 0 or not durations or min(durations) < 1:
