@@ -453,12 +453,18 @@ def test_fit_scores_a_long_series_in_chunks_as_in_one_pass(fitted, monkeypatch):
     X = _frame()
     whole = MSCRED(epochs=2, method="count", theta=None, **SMALL).fit(X)
     per_segment = 4 * fitted.config.model.n_scales * len(fitted.sensors_) ** 2
-    calls = []
-    original = MSCRED._score_segments
+    calls, rebuilt = [], []
+    original, reconstruct = MSCRED._score_segments, MSCRED._reconstruct
     monkeypatch.setattr(MSCRED, "_score_segments", lambda self, seg: calls.append(len(seg)) or original(self, seg))
     monkeypatch.setattr(detector, "STREAM_SEGMENT_BYTES", 9 * per_segment)
-    parts = MSCRED(epochs=2, method="count", theta=None, **SMALL).fit(X)
+    steps = whole.config.signature.steps
+    with monkeypatch.context() as m:   # (fit's history aside, only scoring reconstructs)
+        m.setattr(MSCRED, "_reconstruct", lambda self, seg: rebuilt.append(len(seg) - steps + 1)
+                  or reconstruct(self, seg))
+        parts = MSCRED(epochs=2, method="count", theta=None, **SMALL).fit(X)
     assert len(calls) > 2 and max(calls) == 9   # (it did go in chunks)
+    # each window is reconstructed once: the validation windows had been reconstructed again in the chunks
+    assert sum(rebuilt) == (parts.window_of_row(len(X)).max() + 1)
     np.testing.assert_allclose(parts.calibration_.theta, whole.calibration_.theta, rtol=1e-5)
     assert parts.threshold_ == pytest.approx(whole.threshold_, rel=1e-5)
     np.testing.assert_allclose(parts.decision_scores_, whole.decision_scores_, rtol=1e-5, atol=1e-6)

@@ -438,11 +438,14 @@ class MSCRED:
             result = score_windows(target, recon, cfg.score, cfg.signature.windows, self.calibration_)
         else:
             # A long or wide series: every window's reconstruction at once (with the residuals, ~3 x the signature
-            # matrices) could exhaust the memory only after the whole training. The validation windows calibrate,
-            # then the windows are scored a chunk at a time, as detect scores them.
-            self.calibration_ = Calibration.fit(val_seg[steps - 1:], self._reconstruct(val_seg), cfg.score,
-                                                cfg.signature.windows)
-            result = self._score_segment_chunks(segments)
+            # matrices) could exhaust the memory only after the whole training. The validation windows calibrate
+            # and are scored from that one reconstruction; the training windows are scored a chunk at a time, as
+            # detect scores them (they had been chunked with the validation windows, reconstructed a second time).
+            val_target, val_recon = val_seg[steps - 1:], self._reconstruct(val_seg)
+            self.calibration_ = Calibration.fit(val_target, val_recon, cfg.score, cfg.signature.windows)
+            val_result = score_windows(val_target, val_recon, cfg.score, cfg.signature.windows, self.calibration_)
+            del val_recon
+            result = _joined([self._score_segment_chunks(train_seg), val_result])
         self.decision_scores_ = self._per_row(result.score, len(table.values))
         self.labels_ = (self.decision_scores_ > self.threshold_).astype(np.int64)
         # The rows whose score comes from a validation window: the normal scores the threshold was fitted on
