@@ -344,7 +344,8 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     # holds ';', tab or '|' and no ',' (read with ',' first, one cell written 1,5 in a ';'-separated export split its
     # line into two fields and failed the read before the retry below); other .csv files take the fast C parser.
     text_suffix = Path(path.stem).suffix.lower() if path.suffix.lower() in _COMPRESSED else path.suffix.lower()
-    kwargs: dict[str, Any] = _sniffed(path) if text_suffix != ".csv" or _other_separator_header(path) else {}
+    sample = _sample(path)   # (read once: the header check and the sniffer both look at it)
+    kwargs: dict[str, Any] = _sniffed(sample) if text_suffix != ".csv" or _other_separator_header(sample) else {}
     # utf-8-sig drops a byte-order mark (Excel's "CSV UTF-8"); the python engine would keep it in the first name,
     # turning '\ufefftimestamp' into a sensor.
     kwargs["encoding"] = "utf-8-sig"
@@ -355,7 +356,7 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
         # A ';'-separated export (a European spreadsheet) parsed with ',' lands in one column named
         # 'a;b;c', a blank-separated one (numpy.savetxt, fixed-width printouts) in one named 'a b c' holding
         # '0 1.5 2.5': read it again with the separator sniffed, as for .txt.
-        kwargs = {**kwargs, **_sniffed(path)}
+        kwargs = {**kwargs, **_sniffed(sample)}
         df = _csv_call(path, **kwargs)
     if df.shape[1] == 0:
         raise InputError(f"{path}: the file has no columns")
@@ -379,9 +380,10 @@ def _sample(path: Path) -> Optional[str]:
         return None
 
 
-def _other_separator_header(path: Path) -> bool:
-    """Whether the table's first line holds ';', tab or '|' and no ',' (a European spreadsheet's export)."""
-    first = (_sample(path) or "").partition("\n")[0]
+def _other_separator_header(sample: Optional[str]) -> bool:
+    """Whether the table's first line (of its ``_sample``) holds ';', tab or '|' and no ',' (a European
+    spreadsheet's export)."""
+    first = (sample or "").partition("\n")[0]
     return "," not in first and any(c in first for c in ";\t|")
 
 
@@ -401,16 +403,16 @@ def _blank_separated(df: pd.DataFrame, rows: int = 50) -> bool:
 _SEPARATORS = ",;\t| "
 
 
-def _sniffed(path: Path) -> dict[str, Any]:
-    """read_csv options for a table whose separator is guessed (the python engine: pandas' sniffing and regex
-    separators need it)."""
-    return {"sep": _sniffed_separator(path), "engine": "python"}
+def _sniffed(sample: Optional[str]) -> dict[str, Any]:
+    """read_csv options for a table whose separator is guessed from its ``_sample`` (the python engine: pandas'
+    sniffing and regex separators need it)."""
+    return {"sep": _sniffed_separator(sample), "engine": "python"}
 
 
-def _sniffed_separator(path: Path) -> Optional[str]:
-    """The separator of a text table among ``_SEPARATORS`` ("\\s+" for blanks), from its first whole lines; None
-    (pandas' own sniffing) when the sample does not decide or cannot be read (the read reports that)."""
-    sample = _sample(path)
+def _sniffed_separator(sample: Optional[str]) -> Optional[str]:
+    """The separator of a text table among ``_SEPARATORS`` ("\\s+" for blanks), from the first whole lines of its
+    ``_sample``; None (pandas' own sniffing) when the sample does not decide or could not be read (the read reports
+    that)."""
     if sample is None:
         return None
     lines = sample.splitlines()[:50]
