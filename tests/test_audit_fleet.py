@@ -102,6 +102,15 @@ def test_out_holding_user_files_is_refused_before_any_training(tmp_path, capsys,
         (earlier / name).write_text("")
     check_out(earlier, discover(str(fleet)))
 
+    # the user's own folder beside an earlier run's entries (`evaluate --report earlier/report`) is left alone: it
+    # had made the next run refuse the folder the fleet itself had made
+    (earlier / "report").mkdir()
+    (earlier / "report" / "index.html").write_text("mine")
+    check_out(earlier, discover(str(fleet)))
+    (earlier / "rows" / "notes.txt").write_text("mine")   # but a rows/ that is not a fleet's is not its folder
+    with pytest.raises(InputError, match="not a fleet's output"):
+        check_out(earlier, discover(str(fleet)))
+
 
 def test_an_interrupted_or_failed_retrain_leaves_no_earlier_row_or_model(tmp_path, monkeypatch):
     """The model is saved before the test part is scored and the row written: a run stopped in between left the

@@ -354,15 +354,11 @@ def run_share(entities: list[Entity], out: Path, overrides: dict[str, Any], rank
                  f"{row['seconds']:.1f} s")
 
 
-# What a fleet writes into --out (the temporary files of its atomic writes are named ".<one of these>.*.tmp").
-OUT_ENTRIES = ("models", "rows", "summary.csv", "summary.md")
-
-
 def check_out(out: Path, entities: list[Entity]) -> None:
     """InputError, before any training, unless ``out`` can take the fleet's output without touching the user's
-    files: it is new, or holds only what a fleet writes (an earlier run, resumed or redone), and no entity's model
-    folder holds anything but a model. A folder of other files was written into: its own summary.csv replaced,
-    and an entity whose model folder held a user's file failed only after its training."""
+    files: it is new, or an earlier run's (resumed or redone; the user's files beside its entries are not touched),
+    and no entity's model folder holds anything but a model. A folder of other files was written into: its own
+    summary.csv replaced, and an entity whose model folder held a user's file failed only after its training."""
     from mscred.atomic import check_folders_above, check_replaceable_dir
     from mscred.detector import MODEL_FILES
 
@@ -372,8 +368,10 @@ def check_out(out: Path, entities: list[Entity]) -> None:
     if not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a folder; a fleet writes a folder there")
     entries = [p.name for p in out.iterdir()]
-    # rows/ is the first thing a fleet writes: without it, a summary.csv or models/ there is the user's own.
-    foreign = sorted(n for n in entries if not _ours(n) or "rows" not in entries)
+    # rows/ is the first thing a fleet writes: without it, a summary.csv or models/ there is the user's own. With a
+    # fleet's rows/ the folder is an earlier run's, and what the user added beside (`evaluate --report OUT/report`)
+    # is left alone: a fleet writes only its own entries (it had refused the folder it had made).
+    foreign = [] if _fleet_rows(out / "rows") else sorted(entries)
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise InputError(f"--out {out}: the folder holds files that are not a fleet's output ({shown}); a fleet "
@@ -382,9 +380,13 @@ def check_out(out: Path, entities: list[Entity]) -> None:
         check_replaceable_dir(out / "models" / safe_name(entity.name), MODEL_FILES, "an mscred model")
 
 
-def _ours(name: str) -> bool:
-    """Whether an entry of --out is a fleet's: one of OUT_ENTRIES, or the leftover of an atomic write of one."""
-    return name in OUT_ENTRIES or (name.endswith(".tmp") and any(name.startswith(f".{e}.") for e in OUT_ENTRIES))
+def _fleet_rows(rows: Path) -> bool:
+    """Whether ``rows`` is a fleet's rows/ folder: one entity's ``.json`` row per file (or an atomic write's leftover
+    of one), nothing else."""
+    if not rows.is_dir() or rows.is_symlink():
+        return False
+    return all(p.is_file() and (p.suffix == ".json" or (p.name.startswith(".") and p.name.endswith(".tmp")))
+               for p in rows.iterdir())
 
 
 def summarise(entities: list[Entity], out: Path) -> pd.DataFrame:
