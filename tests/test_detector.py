@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import warnings
 
 import numpy as np
@@ -124,6 +125,36 @@ def test_save_load_round_trip_without_pickle(fitted, tmp_path, monkeypatch):
     X = _frame(seed=5)
     np.testing.assert_allclose(loaded.decision_function(X), fitted.decision_function(X), rtol=1e-6)
     assert loaded.threshold_ == fitted.threshold_ and loaded.theta_ == fitted.theta_
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda m: m["config"]["signature"].update(gap=5), "signature.gap is 5, but the weights beside it were trained "
+                                                        "with 10"),
+    (lambda m: m["config"]["signature"].update(steps=4), "signature.steps is 4"),
+    (lambda m: m["config"]["signature"].update(windows=[10, 30, 50]), "signature.windows is [10, 30, 50]"),
+    (lambda m: m["sensors"].reverse(), "its sensor list is not the one"),
+    (lambda m: m["normalization"]["scale"].__setitem__(0, 9.0), "its normalization is not the one"),
+])
+def test_config_edited_after_training_is_refused(fitted, tmp_path, edit, named):
+    """config.json's gap, steps or windows edited by hand loaded with the weights' shapes unchanged, and every window
+    was scored with settings the model never saw; the weights now record what they were trained with."""
+    out = fitted.save(tmp_path / "m")
+    meta = json.loads((out / "config.json").read_text())
+    edit(meta)
+    (out / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(InputError, match=re.escape(named)):
+        MSCRED.load(out, device="cpu")
+
+
+def test_model_saved_before_the_weights_recorded_their_settings_loads(fitted, tmp_path):
+    """A model directory of an earlier release (no ``trained_with`` in the weights' metadata) loads as it did."""
+    from safetensors.torch import load_file, save_file
+
+    out = fitted.save(tmp_path / "m")
+    save_file(load_file(out / "model.safetensors"), out / "model.safetensors", metadata={"format": "mscred"})
+    X = _frame(seed=5)
+    np.testing.assert_allclose(MSCRED.load(out, device="cpu").decision_function(X), fitted.decision_function(X),
+                               rtol=1e-6)
 
 
 def test_save_is_atomic(fitted, tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import json
 import math
 import os
@@ -33,6 +34,9 @@ from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, Not
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE)  # all a model directory holds: what save() may replace
+# model.safetensors' metadata key recording the signature settings, sensors and normalisation the weights were trained
+# with (``_check_trained_with``), so that config.json edited afterwards is refused rather than scored with.
+TRAINED_WITH = "trained_with"
 FORMAT = "mscred-model"
 FORMAT_VERSION = 1
 # Fewer validation windows than this leave the threshold to chance: one makes z_sensor's standardised score 0 on it
@@ -645,10 +649,12 @@ class MSCRED:
         from mscred.model import cpu_state
 
         state = cpu_state(self.net_)
+        meta = _jsonable(meta)
         with atomic_path(directory, owned=MODEL_FILES, what="an mscred model") as tmp:
             tmp.mkdir()
-            (tmp / CONFIG_FILE).write_text(json.dumps(_jsonable(meta), indent=2) + "\n")
-            save_safetensors(state, tmp / WEIGHTS_FILE, metadata={"format": FORMAT, "mscred_version": __version__})
+            (tmp / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
+            save_safetensors(state, tmp / WEIGHTS_FILE, metadata={"format": FORMAT, "mscred_version": __version__,
+                                                                   TRAINED_WITH: _trained_with(self.config, meta)})
         return directory
 
     @classmethod
@@ -698,6 +704,7 @@ class MSCRED:
         # "auto" means this machine's best device, not the training one: a model trained on a GPU loads on a CPU.
         model.device_ = _resolve_device(device)
         try:
+            _check_trained_with(config, meta, weights_path, cfg_path)
             state = load_file(str(weights_path))
             mismatch = _weights_mismatch(net.state_dict(), state)
             if mismatch:
@@ -733,6 +740,40 @@ def _name_list(names: list[str], shown: int = 10) -> str:
     """Names for a one-line message: the first ``shown``, then how many more (a fleet may differ in hundreds)."""
     text = ", ".join(names[:shown])
     return text + (f" ... ({len(names) - shown} more)" if len(names) > shown else "")
+
+
+def _trained_with(config: MSCREDConfig, meta: dict) -> str:
+    """What the weights were trained on and with, for ``model.safetensors``' metadata (``TRAINED_WITH``): the
+    signature settings as they are, the sensors and their normalisation (config.json's ``meta``, JSON types) as
+    SHA-256 digests."""
+    def digest(value) -> str:
+        return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+    return json.dumps({"signature": _jsonable(config.to_dict()["signature"]), "sensors": digest(meta["sensors"]),
+                       "normalization": digest(meta["normalization"])}, sort_keys=True)
+
+
+def _check_trained_with(config: MSCREDConfig, meta: dict, weights_path: Path, cfg_path: Path) -> None:
+    """InputError when config.json no longer says what the weights were trained with: a hand-edited gap, steps or
+    window list (or sensor list, or normalisation) loaded, its weight shapes unchanged, and scored every window with
+    settings the model never saw. Models saved before the weights recorded it (no ``TRAINED_WITH``) load as they did."""
+    from safetensors import safe_open
+
+    with safe_open(str(weights_path), "pt") as weights:
+        recorded = (weights.metadata() or {}).get(TRAINED_WITH)
+    if recorded is None:
+        return
+    saved, now = json.loads(recorded), json.loads(_trained_with(config, meta))
+    if not isinstance(saved, dict) or not isinstance(saved.get("signature"), dict):
+        raise ValueError(f"its {TRAINED_WITH} metadata is not an object with the signature settings")
+    for key, value in saved["signature"].items():
+        if now["signature"].get(key) != value:
+            raise InputError(f"{cfg_path}: signature.{key} is {now['signature'].get(key)}, but the weights beside it "
+                             f"were trained with {value}; the file was edited after training (retrain, or restore it)")
+    for part, what in (("sensors", "sensor list"), ("normalization", "normalization")):
+        if now[part] != saved.get(part):
+            raise InputError(f"{cfg_path}: its {what} is not the one the weights beside it were trained with; the "
+                             "file was edited after training (retrain, or restore it)")
 
 
 def _check_format_version(meta: dict) -> None:
