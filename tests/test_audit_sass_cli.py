@@ -109,7 +109,7 @@ def test_a_ptx_only_file_says_so_rather_than_no_such_kernel(tmp_path, capsys):
     for command in (["dump", path, "-k", "test"], ["run", path, "-k", "test"],
                     ["patch", path, "-k", "test", "--old", "0xcc", "--new", "0xdd"]):
         line = one_line_error(capsys, *command)
-        assert "no cubin, only PTX (sm_90)" in line and "nvcc -arch=sm_NN" in line, line
+        assert "no cubin, only PTX (sm_90)" in line and "nvcc -arch=sm_90" in line, line
     assert not (tmp_path / "ptx.fatbin.patched").exists()
 
 

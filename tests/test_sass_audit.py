@@ -308,10 +308,11 @@ def test_probe_values_equal_as_numbers_are_refused(capsys):
 
 
 def test_probe_values_that_differ_pass_the_check():
-    from mscred.cli.sass import _c_value
+    from mscred.sass.probe import check_distinct, value_key
 
-    assert len({_c_value(v) for v in ("0", "v0", "v3", "v6")}) == 4
-    assert len({_c_value(v) for v in ("0xcc", "0xdecc", "0x12345678", "0x9abcdef1")}) == 4
+    assert len({value_key(v) for v in ("0", "v0", "v3", "v6")}) == 4
+    assert len({value_key(v) for v in ("0xcc", "0xdecc", "0x12345678", "0x9abcdef1")}) == 4
+    check_distinct(["0", "v0", "v3", "v6"])
 
 
 @pytest.mark.parametrize("command", ["patch", "probe"])

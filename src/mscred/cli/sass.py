@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import click
@@ -13,24 +14,10 @@ from mscred.errors import InputError
 
 
 def _int(text: str, what: str) -> int:
-    try:
-        return int(text, 0)
-    except (TypeError, ValueError):
-        raise InputError(f"{what}: {text!r} is not an integer (decimal or 0x...)") from None
-
-
-_C_INTEGER = re.compile(r"([+-]?)(0x[0-9a-f]+|0b[01]+|0[0-7]*|[1-9][0-9]*)(?:[ul]*)")
-
-
-def _c_value(text: str) -> object:
-    """What a --values entry means to the compiler: the integer of a C integer literal (0xcc, 204, 0314 (octal),
-    204u), else the text itself (a register name such as v3)."""
-    m = _C_INTEGER.fullmatch(text.strip().lower())
-    if m is None:
-        return text.strip()
-    sign, digits = m.groups()
-    number = int(digits, 8) if digits.startswith("0") and digits[1:2].isdigit() else int(digits, 0)
-    return -number if sign == "-" else number
+    """An option's integer, read as C reads a literal (``mscred.sass.literals``: 0xcc, 204, 0314 octal, 204u), as
+    probe reads its values: a value probe took is taken here as written."""
+    from mscred.sass.literals import c_integer
+    return c_integer(text, what)
 
 
 def _bits(text: str | None) -> tuple[int, int] | None:
@@ -60,12 +47,17 @@ def _arch(ctx, param, value: str | None) -> str | None:
 
 def _output_file(path: str | None, option: str) -> str | None:
     """``path`` for a file output, refused when it names a folder: one ending in a separator (``outdir/``: pathlib
-    drops the slash and the write would create a file named ``outdir``), or an existing folder, refused here before
-    the work (probe's compiles) rather than at the write."""
+    drops the slash and the write would create a file named ``outdir``), or an existing folder, or when a folder it
+    needs above it is a file (``notes.txt/x``), refused here before the work (probe's compiles) rather than at the
+    write. Missing folders above it are created at the write, as every mscred output's are."""
+    from mscred.atomic import check_folders_above
+
     if path and path.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):
         raise InputError(f"{option} {path}: a path ending in {path[-1]!r} names a folder; give a file name")
     if path and Path(path).is_dir():
         raise InputError(f"{option} {path}: is a folder; give a file name")
+    if path:
+        check_folders_above(path)
     return path
 
 
@@ -79,10 +71,23 @@ def _init_value(text: str) -> int:
 
 
 def _read(path: str) -> bytes:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{path}: {'is a folder, not a file' if p.is_dir() else 'no such file'}")
-    return p.read_bytes()
+    from mscred.sass.fatbin import read_input
+    return read_input(path)
+
+
+def _check_inputs(*paths: str) -> None:
+    """Every input checked (exists, a file, a kind the commands read) before the first is worked on: a typo in the
+    second of two builds was found only after the first had been disassembled."""
+    from mscred.sass.fatbin import check_input
+    for path in paths:
+        check_input(path)
+
+
+def _needs_stdout() -> None:
+    """Commands whose answer is what they print refuse a closed standard output (``>&-``): click drops the text
+    without a word, so the answer was lost and the exit status said 0."""
+    if sys.stdout is None or getattr(sys.stdout, "closed", False):
+        raise InputError("standard output is closed: nothing to print the answer to (redirect it to a file)")
 
 
 def _pick_cubin(path: str, kernel: str, arch: str | None):
@@ -114,8 +119,15 @@ def _pick_cubin(path: str, kernel: str, arch: str | None):
         raise InputError(f"{path}: no kernel {kernel!r} in any readable cubin{' for ' + arch if arch else ''}"
                          f"{unread}")
     if len(found) > 1:
-        raise InputError(f"{path}: kernel {kernel!r} is in {len(found)} cubins "
-                         f"({', '.join(i.arch for i, _, _ in found)}); pass --arch")
+        # --arch separates builds for several architectures, the mangled name two translation units' kernels of
+        # one plain name (anonymous-namespace or static kernels of a library's members); "pass --arch" said for
+        # two sm_90 cubins could not help.
+        archs, names = {i.arch for i, _, _ in found}, {k.name for _, _, k in found}
+        how = ("pass --arch" if len(archs) == len(found) else
+               "name it by its mangled name" if len(names) == len(found) else
+               "extract the cubin you mean (cuobjdump -xelf all FILE) and give that")
+        listed = "; ".join(f"{i.where}: {k.name}" for i, _, k in found)
+        raise InputError(f"{path}: kernel {kernel!r} is in {len(found)} cubins ({listed}); {how}")
     return found[0]
 
 # (the kinds of file every subcommand reads; an empty path would otherwise be read as the current folder)
@@ -131,10 +143,12 @@ def sass():
 @click.argument("path", type=_BINARY)
 def kernels(path):
     """List the device-code images of PATH and their kernels (registers, parameters, code size)."""
-    from mscred.sass.fatbin import find_images
+    from mscred.sass.fatbin import find_images, ptx_only
     from mscred.sass.toolchain import demangle
 
-    for image in find_images(_read(path), path):
+    _needs_stdout()
+    images = find_images(_read(path), path)
+    for image in images:
         where = [f"file byte {image.file_offset:#x}"] if image.file_offset is not None else []
         where += [f"compressed: {image.compression}"] if image.compression else []
         where += ["not patchable"] if image.file_offset is None else []
@@ -152,6 +166,8 @@ def kernels(path):
                        f"{params} B, shared {k.shared_bytes} B, local {k.frame_bytes} B, code "
                        f"{len(k.instructions)} x {k.instruction_bits}-bit words (padding included)"
                        f"{f' + {controls} control words' if controls else ''}")
+    if ptx_only(images, path):  # listed (what the file holds), and said what that means for the other commands
+        click.echo(f"note: {ptx_only(images, path)}", err=True)
 
 
 @sass.command()
@@ -165,8 +181,9 @@ def dump(path, kernel, arch):
     nvdisasm's text when available, with a line for each branch label (`.L_x_3:`) before the instruction it names."""
     from mscred.sass.toolchain import disassemble_with_labels
 
+    _needs_stdout()
     image, cubin, k = _pick_cubin(path, kernel, arch)
-    asm, labels = disassemble_with_labels(cubin.data) or ({}, {})
+    asm, labels = disassemble_with_labels(cubin.data, image.where) or ({}, {})
     asm, at = asm.get(k.name, {}), {}
     for label, offset in labels.get(k.name, {}).items():
         at.setdefault(offset, []).append(label)
@@ -199,19 +216,16 @@ def dump(path, kernel, arch):
 def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
     """Compile variants of a kernel, diff their machine code, and report where the value or register sits."""
     from mscred.atomic import atomic_path
-    from mscred.sass.probe import format_result, probe as run_probe
+    from mscred.sass.probe import format_result, probe as run_probe, template_path
 
     out = _output_file(out, "--out")
-    value_list = [v.strip() for v in values.split(",") if v.strip()] if values else None
-    if value_list is not None:
-        # Equal variants compile to equal code: no bit differs, and the field would be "found" on defaults alone.
-        # Equal as the compiler reads them: 0xcc and 204 are one value, though spelled apart.
-        spellings: dict[object, list[str]] = {}
-        for v in value_list:
-            spellings.setdefault(_c_value(v), []).append(v)
-        repeated = [" = ".join(dict.fromkeys(group)) for group in spellings.values() if len(group) > 1]
-        if repeated:
-            raise InputError(f"--values: {', '.join(repeated)} given more than once; the variants must differ")
+    if not out:
+        _needs_stdout()
+    elif Path(out).resolve() == template_path(template).resolve():  # (the answer written over the user's kernel)
+        raise InputError(f"--out {out}: is the template itself; give the answer another file name")
+    # (--values '' is no values, refused by probe, not the defaults; equal values, as the compiler reads them, are
+    # refused there too, before any compile)
+    value_list = [v.strip() for v in values.split(",") if v.strip()] if values is not None else None
     result = run_probe(arch, template, value_list, kernel, mode, placeholder)
     answer = result.to_json()
     if out:
@@ -246,6 +260,8 @@ def patch(path, kernel, old, new, field, bits, arch, at, instruction, grep, outp
     output = _output_file(output, "--output")
     if output and Path(output).resolve() == Path(path).resolve():   # (through a symlink too)
         raise InputError(f"--output {output}: is PATH itself; replacing the input is what --in-place is for")
+    if not output and not in_place and Path(path + ".patched").is_dir():  # the default, refused before the work
+        raise InputError(f"{path}.patched (the default output): is a folder; give the output a name with -o")
     r = patch_file(path, kernel, _int(old, "--old"), _int(new, "--new"), field, _bits(bits),
                    path if in_place else output, arch, _int(at, "--at") if at is not None else None,
                    instruction, grep)
@@ -274,6 +290,7 @@ def run(path, kernel, arch, words, init, grid, block, backend):
     from mscred.sass.run import run_cubin
 
     init_value = _init_value(init)  # (before the file is read: a bad option is named first)
+    _needs_stdout()
     image, cubin, k = _pick_cubin(path, kernel, arch)
     buffers = run_cubin(cubin.data, k.name, words, init_value, grid, block, image.where, backend)
     out = buffers[0]
@@ -299,6 +316,8 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
     """Registers, local memory, shared memory and instruction mix of every kernel in cubins/objects/libraries."""
     from mscred.sass.inspect import format_summaries, inspect_file
 
+    _needs_stdout()
+    _check_inputs(*paths)
     per_path = [(path, inspect_file(_read(path), path, arch, kernel, loops)) for path in paths]
     rows = [row for _, found in per_path for row in found]
     if kernel and not rows:
@@ -335,6 +354,8 @@ def diff_cmd(old, new, arch, kernel, top, loops, show_same, code_lines, as_json)
     from mscred.sass.diff import diff_summaries, format_diff
     from mscred.sass.inspect import inspect_file
 
+    _needs_stdout()
+    _check_inputs(old, new)
     before = inspect_file(_read(old), old, arch, kernel, loops, code=code_lines > 0)
     after = inspect_file(_read(new), new, arch, kernel, loops, code=code_lines > 0)
     if not before and not after:

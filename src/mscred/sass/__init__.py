@@ -4,6 +4,7 @@ Modules (each imported on use; importing this package needs nothing beyond the s
   cubin     Cubin / Kernel: kernels, instruction words, .nv.info attributes of a cubin (pyelftools)
   fatbin    find_images / cubins: the cubins inside executables, objects, shared libraries and .fatbin files
   isa       instruction layouts (64-bit + control words on sm_5x/6x, 128-bit from sm_70), bit fields
+  literals  C integer literals (0xcc, 0314, 204u, 1'000): probe's values and every numeric option, read alike
   toolchain nvcc / CUDA 12 ptxas / nvdisasm discovery, compile_cubin, disassemble
   probe     probe: compile variants of a template and locate an immediate or register field
   patch     patch_file: rewrite one field of one instruction, safely

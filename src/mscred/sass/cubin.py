@@ -36,6 +36,9 @@ def _elffile(data: bytes, where: str):
         raise InputError("mscred sass needs pyelftools: pip install 'mscred[sass]'") from err
     if data[:4] != b"\x7fELF":
         raise InputError(f"{where}: not an ELF file (no \\x7fELF magic)")
+    header = 64 if data[4:5] == b"\x02" else 52  # ELF64 / ELF32 header size
+    if len(data) < header:  # (pyelftools: "expected 2, found 0")
+        raise InputError(f"{where}: damaged ELF file: its header is cut short ({len(data)} of {header} bytes)")
     with damaged_elf(where):
         return ELFFile(io.BytesIO(data))
 
@@ -48,8 +51,10 @@ def damaged_elf(where: str):
     from elftools.common.exceptions import ELFError
     try:
         yield
-    except (ELFError, EOFError, struct.error, NvInfoError) as err:
-        raise InputError(f"{where}: damaged ELF file: {' '.join(str(err).split())[:200]}") from None
+    except (ELFError, EOFError, struct.error, NvInfoError, OverflowError) as err:
+        # (OverflowError: a header's offset past 2**63, which the stream cannot seek to)
+        why = "an offset or size out of range" if isinstance(err, OverflowError) else " ".join(str(err).split())[:200]
+        raise InputError(f"{where}: damaged ELF file: {why}") from None
 
 
 def _arch_specific(sections: dict) -> bool:
@@ -153,7 +158,12 @@ class Cubin:
         return f"sm_{self.sm}{'a' if self.arch_specific else ''}"
 
     def _read(self, elf, sections: dict) -> None:
+        from elftools.elf.sections import SymbolTableSection
+
         symtab = elf.get_section_by_name(".symtab")
+        if symtab is not None and not isinstance(symtab, SymbolTableSection):  # (no iter_symbols: AttributeError)
+            raise InputError(f"{self.where}: damaged ELF file: its .symtab section is of type {symtab['sh_type']}, "
+                             f"not a symbol table")
         symbols = list(symtab.iter_symbols()) if symtab is not None else []
         globals_by_index: dict[str, list[Attribute]] = {}
         if ".nv.info" in sections:

@@ -145,8 +145,20 @@ def diff_summaries(old: list[KernelSummary], new: list[KernelSummary]) -> list[K
     """Kernels matched by architecture and mangled name (anonymous namespaces made stable, ``stable_name``), then
     those left over by their template arguments (``template_parts``: the same function, one argument list continuing
     the other, ``_args_related``, one candidate on each side): the new build's in its order, then those it lost."""
-    def key(k: KernelSummary) -> tuple[str, str]:
-        return k.arch, stable_name(k.name)
+    keys: dict[int, tuple[str, str, int]] = {}
+    for side in (old, new):
+        # The n-th kernel of an architecture and name pairs with the n-th of the other build: two translation units
+        # (a library's members, an executable's objects) may each have an anonymous-namespace or static kernel of
+        # one name, which stable_name makes equal; keyed by name alone, both new ones were compared with the last
+        # old one (a library diffed with itself read "1 changed").
+        seen: Counter = Counter()
+        for k in side:
+            name = (k.arch, stable_name(k.name))
+            keys[id(k)] = (*name, seen[name])
+            seen[name] += 1
+
+    def key(k: KernelSummary) -> tuple[str, str, int]:
+        return keys[id(k)]
 
     old_by_key = {key(k): k for k in old}
     new_keys = {key(k) for k in new}

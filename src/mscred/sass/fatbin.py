@@ -20,9 +20,11 @@ them with that reason.
 """
 from __future__ import annotations
 
+import os
 import re
 import struct
 from dataclasses import dataclass
+from pathlib import Path
 
 from mscred.errors import InputError
 from mscred.sass.cubin import Cubin, _elffile, arch_specific, damaged_elf, is_cubin
@@ -116,6 +118,8 @@ def _decompress(payload: bytes, flags: int, size: int) -> tuple[bytes | None, st
             import zstandard
         except ImportError:
             return None, "zstd", "compressed with zstd; install the 'zstandard' package to read it"
+        if size >= 1 << 32:  # (a damaged header: an OverflowError, or a buffer of that size, in zstandard)
+            return None, "zstd", f"compressed entry claims {size} bytes uncompressed: a damaged entry header"
         try:
             return zstandard.ZstdDecompressor().decompress(payload, max_output_size=max(size, 1)), "zstd", ""
         except zstandard.ZstdError as err:
@@ -196,13 +200,63 @@ def find_images(data: bytes, where: str, arch: str | None = None) -> list[Image]
     images = _all_images(data, where)
     if arch is None:
         return images
+    check_has_cubins(images, where)  # PTX only: said so, rather than "no cubin for sm_90 (the file has none)"
     present = sorted({image.arch for image in images if image.kind == "cubin"})
     if arch not in present:
-        raise InputError(f"{where}: no cubin for {arch} (the file has {', '.join(present) or 'none'})")
+        ptx = " (and PTX for it, which holds no machine code)" if any(
+            image.kind == "ptx" and image.arch == arch for image in images) else ""
+        raise InputError(f"{where}: no cubin for {arch}{ptx} (the file has {', '.join(present)})")
     return [image for image in images if image.arch == arch]
 
 
+def check_format(head: bytes, where: str) -> None:
+    """InputError when a file that starts with ``head`` (its first bytes: 8 KiB decide) is none of the kinds the
+    commands read (ELF: cubin, object, executable, shared library; fatbin; static library), said as what it is where
+    that is known (empty, PTX text): checked on the first bytes, before a large file of something else is read."""
+    if not head:
+        raise InputError(f"{where}: an empty file (0 bytes)")
+    if head.startswith((b"\x7fELF", AR_MAGIC)) or head[:4] == struct.pack("<I", FATBIN_MAGIC):
+        return
+    if head.startswith(b"!<thin>\n"):
+        raise InputError(f"{where}: a thin archive (its members are files elsewhere); give the object files")
+    ptx_target = ptx_text_target(head)
+    if ptx_target is not None:
+        target = ptx_target or "sm_NN"
+        raise InputError(f"{where}: PTX text (.target {ptx_target or '?'}), not machine code (SASS): assemble it "
+                         f"with ptxas -arch={target} -o {Path(where).stem}.cubin {where}, or compile the .cu with "
+                         f"nvcc -cubin -arch={target}")
+    raise InputError(f"{where}: not an ELF file (no \\x7fELF magic), nor a fatbin or static library")
+
+
+def check_input(path: str | os.PathLike, pipes: bool = True) -> None:
+    """InputError unless ``path`` names a file the commands can read: not missing, a folder or a device, and (a
+    regular file) of a kind they read (``check_format`` on its first bytes); ``pipes``: a named pipe (``<(cat
+    x.cubin)``, ``/dev/stdin``) passes unread. What a command with several inputs calls before reading any."""
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{path}: is a folder, not a file")
+    if not p.exists():
+        raise InputError(f"{path}: no such file{' (a broken symbolic link)' if p.is_symlink() else ''}")
+    if pipes and p.is_fifo():
+        return
+    if not p.is_file():
+        raise InputError(f"{path}: not a regular file (a device, socket or pipe); give a cubin, object file, "
+                         f"library or executable")
+    with open(p, "rb") as f:
+        check_format(f.read(8192), str(path))
+
+
+def read_input(path: str | os.PathLike, pipes: bool = True) -> bytes:
+    """The bytes of the file ``path`` names, or InputError saying why not (``check_input``: checked on its first
+    bytes, before a large file of another kind is read whole)."""
+    check_input(path, pipes)
+    data = Path(path).read_bytes()
+    check_format(data[:8192], str(path))  # (a pipe's first bytes, read only now)
+    return data
+
+
 def _all_images(data: bytes, where: str) -> list[Image]:
+    check_format(data[:8192], where)
     if is_cubin(data):
         cubin = Cubin(data, where)
         return [Image("cubin", cubin.arch, 0, data, where)]
@@ -213,8 +267,6 @@ def _all_images(data: bytes, where: str) -> list[Image]:
         return images
     if data.startswith(AR_MAGIC):
         return _archive_images(data, where)
-    if data.startswith(b"!<thin>\n"):
-        raise InputError(f"{where}: a thin archive (its members are files elsewhere); give the object files")
     images = _elf_images(data, 0, where)
     if not images:
         raise InputError(f"{where}: ELF file without device code (no cubin, no {FATBIN_SECTIONS[0]} section)")
@@ -297,13 +349,40 @@ def unreadable_cubins(images: list[Image]) -> list[Image]:
     return [image for image in images if image.kind == "cubin" and image.data is None]
 
 
+def ptx_only(images: list[Image], where: str) -> str | None:
+    """When ``images`` hold PTX and no cubin: what to say (the file holds no machine code, the driver compiles the
+    PTX when it loads it, and the nvcc flags that would have put SASS beside it, for the PTX's own architecture);
+    else None."""
+    if not images or any(image.kind == "cubin" for image in images):
+        return None
+    archs = sorted({image.arch for image in images}, key=lambda a: (len(a), a))
+    sm = archs[-1] if re.fullmatch(r"sm_\d+[a-z]?", archs[-1]) else "sm_90"
+    return (f"{where}: no cubin, only PTX ({', '.join(archs)}): no machine code (SASS) to read, the driver compiles "
+            f"the PTX when it loads it; build SASS into it with nvcc -arch={sm} (or -gencode "
+            f"arch={sm.replace('sm_', 'compute_')},code={sm})")
+
+
 def check_has_cubins(images: list[Image], where: str) -> None:
-    """InputError when ``images`` hold PTX only: a command that needs a kernel's machine code would otherwise say
-    "no kernel 'test'", as if the name were wrong."""
-    if images and not any(image.kind == "cubin" for image in images):
-        archs = ", ".join(sorted({image.arch for image in images}))
-        raise InputError(f"{where}: no cubin, only PTX ({archs}), which the driver compiles when it loads it; build "
-                         f"machine code with nvcc -arch=sm_NN")
+    """InputError when ``images`` hold PTX only (``ptx_only``): a command that needs a kernel's machine code would
+    otherwise say "no kernel 'test'" as if the name were wrong, and inspect "no kernels" as if the file had none."""
+    message = ptx_only(images, where)
+    if message is not None:
+        raise InputError(message)
+
+
+_PTX_DIRECTIVE = re.compile(rb"^[ \t]*\.(version|target)[ \t]+(\S+)", re.MULTILINE)
+
+
+def ptx_text_target(data: bytes) -> str | None:
+    """For a PTX source file (``nvcc -ptx``: text with ``.version`` and ``.target`` directives near its start), the
+    ``.target`` architecture ("" when it has none); None for anything else."""
+    head = data[:8192]
+    if b"\0" in head:
+        return None
+    found = {m.group(1): m.group(2).decode("ascii", "replace") for m in _PTX_DIRECTIVE.finditer(head)}
+    if b"version" not in found:
+        return None
+    return found.get(b"target", "").split(",")[0]
 
 
 def check_readable(images: list[Image]) -> None:

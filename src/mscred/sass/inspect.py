@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from mscred.sass.fatbin import check_readable, find_images
+from mscred.sass.fatbin import check_has_cubins, check_readable, find_images
 from mscred.sass.loops import Loop, find_loops, format_loops
 from mscred.sass.patch import _mnemonic
 from mscred.sass.toolchain import demangle, disassemble_with_labels
@@ -150,6 +150,7 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
     (``mscred.sass.loops``); with ``code``, its instructions (``code_lines``)."""
     out = []
     images = find_images(data, where, arch)
+    check_has_cubins(images, where)  # PTX only: said so, with how to get SASS, not shown as "no kernels"
     check_readable(images)  # cubins that all failed to read are said so, not shown as "no kernels"
     for image in images:
         if image.kind != "cubin" or image.data is None:
@@ -160,7 +161,7 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
                   if not kernel or kernel in k.name or kernel in readable.get(k.name, k.name)]
         if not chosen:
             continue  # nothing of this cubin is shown: no disassembly
-        found = disassemble_with_labels(cubin.data)
+        found = disassemble_with_labels(cubin.data, image.where)
         asm, labels = found if found is not None else ({}, {})
         for k in chosen:
             text = asm.get(k.name)

@@ -17,7 +17,7 @@ from pathlib import Path
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
 from mscred.sass.cubin import AmbiguousKernel, Cubin, Kernel
-from mscred.sass.fatbin import Image, check_has_cubins, find_images
+from mscred.sass.fatbin import Image, check_has_cubins, find_images, read_input
 from mscred.sass.isa import KNOWN_FIELDS, Instruction, set_field
 from mscred.sass.toolchain import disassemble, nvdisasm_error
 
@@ -57,10 +57,27 @@ def _mnemonic(text: str) -> str:
 def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | None, field: str, old: int,
                  arch: str | None = None, at: int | None = None, instruction: str | None = None,
                  grep: str | None = None) -> tuple[list[Match], tuple[int, int]]:
-    """Instructions of ``kernel`` in every patchable cubin of ``data`` whose field equals ``old``."""
+    """Instructions of ``kernel`` in every patchable cubin of ``data`` whose field equals ``old`` (and that the
+    selectors ``at``, ``instruction``, ``grep`` pick), with the bit range used."""
+    found = _scan(data, where, kernel, bits, field, old, arch, at, instruction, grep)
+    return found.matches, found.bits
+
+
+@dataclass
+class _Scan:
+    matches: list[Match]    # hold the value and are selected
+    ruled_out: list[Match]  # hold the value, ruled out by --at / --instruction / --grep
+    bits: tuple[int, int]
+
+
+def _scan(data: bytes, where: str, kernel: str, bits: tuple[int, int] | None, field: str, old: int,
+          arch: str | None, at: int | None, instruction: str | None, grep: str | None) -> _Scan:
+    """One pass over the kernel's instructions: those whose field holds ``old``, split into the ones the selectors
+    pick and the ones they rule out (for the message when none is picked)."""
     images = find_images(data, where, arch)
     check_has_cubins(images, where)
     matches: list[Match] = []
+    ruled_out: list[Match] = []
     seen_kernel = False
     compressed_with_kernel = []  # compressed (or unreadable) cubins that hold the kernel, or may
     used_bits = bits
@@ -82,25 +99,30 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
             continue
         seen_kernel = True
         lo, hi = used_bits = bits or KNOWN_FIELDS[k.instruction_bits][field]
+        if hi > k.instruction_bits:  # (the patched word would not fit its bytes: an OverflowError at the write)
+            raise InputError(f"--bits {lo}:{hi}: past the end of {image.arch}'s {k.instruction_bits}-bit "
+                             f"instructions (bits 0 to {k.instruction_bits})")
         if at is not None and (at % (k.instruction_bits // 8) or not 0 <= at < len(k.code)):
             raise InputError(f"{image.where}: --at {at:#x} is not the start of an instruction of kernel {k.name!r} "
                              f"({len(k.code):#x} bytes of {k.instruction_bits // 8}-byte instructions)")
+        if at is not None and k.instruction_bits == 64 and at % 32 == 0:
+            raise InputError(f"{image.where}: --at {at:#x} is a control word of kernel {k.name!r}, not an "
+                             f"instruction ({image.arch}: the first 8 bytes of each 32-byte bundle)")
         asm = None
         if instruction is not None:
-            asm = (disassemble(cubin.data) or {}).get(k.name)
+            asm = (disassemble(cubin.data, image.where) or {}).get(k.name)
             if not asm:
                 raise InputError(f"{image.where}: --instruction needs nvdisasm for {image.arch} (none found that "
                                  f"reads it); select the instruction with --at or --grep instead")
+        digits = _hex_digits(grep) if grep is not None else None
         for insn in k.instructions:
             if insn.field(lo, hi) != old:
                 continue
-            if at is not None and insn.offset != at:
-                continue
-            if grep is not None and _hex_digits(grep) not in insn.hex().replace(" ", ""):
-                continue
-            if asm is not None and not _mnemonic(asm.get(insn.offset, "")).startswith(instruction.upper()):
-                continue
-            matches.append(Match(image, cubin, k, insn, image.file_offset + k.code_offset + insn.offset))
+            selected = ((at is None or insn.offset == at)
+                        and (digits is None or digits in insn.hex().replace(" ", ""))
+                        and (asm is None or _mnemonic(asm.get(insn.offset, "")).startswith(instruction.upper())))
+            (matches if selected else ruled_out).append(
+                Match(image, cubin, k, insn, image.file_offset + k.code_offset + insn.offset))
     if not seen_kernel:
         packed = [image for image in compressed_with_kernel if image.compression]
         if packed:
@@ -115,7 +137,7 @@ def find_matches(data: bytes, where: str, kernel: str, bits: tuple[int, int] | N
             raise InputError(f"{compressed_with_kernel[0].where}: {compressed_with_kernel[0].note}")
         scope = f" for {arch}" if arch else ""
         raise InputError(f"{where}: no kernel {kernel!r} in any cubin{scope}")
-    return matches, used_bits or (0, 0)
+    return _Scan(matches, ruled_out, used_bits or (0, 0))
 
 
 def _check_selectors(old: int, new: int, instruction: str | None, grep: str | None) -> None:
@@ -138,17 +160,16 @@ def _hex_digits(grep: str) -> str:
     return "".join(group.removeprefix("0x") for group in grep.lower().split())
 
 
-def _unfiltered(data: bytes, where: str, kernel: str, bits: tuple[int, int], field: str, old: int,
-                arch: str | None, at: int | None, instruction: str | None, grep: str | None) -> str:
+def _ruled_out(ruled_out: list[Match], at: int | None, instruction: str | None, grep: str | None) -> str:
     """For "no instruction has ...": the selectors given (--at, --instruction, --grep) and the instructions that
     hold the value without them, so that a selector that ruled out the one instruction is seen as the cause."""
     given = [f"{option} {value if option != '--at' else hex(value)}" for option, value in
              (("--at", at), ("--instruction", instruction), ("--grep", grep)) if value is not None]
     if not given:
         return ""
-    others, _ = find_matches(data, where, kernel, bits, field, old, arch)
-    held = ", ".join(f"{m.image.arch} +{m.insn.offset:#x}" for m in others[:6]) + (", ..." if len(others) > 6 else "")
-    return f" among those {' and '.join(given)} select{f' (without them: {held})' if others else ''}"
+    held = (", ".join(f"{m.image.arch} +{m.insn.offset:#x}" for m in ruled_out[:6]) +
+            (", ..." if len(ruled_out) > 6 else ""))
+    return f" among those {' and '.join(given)} select{f' (without them: {held})' if ruled_out else ''}"
 
 
 def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: str = "immediate",
@@ -175,17 +196,16 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
         raise InputError(f"field {field!r}: use immediate or register")
     _check_selectors(old, new, instruction, grep)
     src = Path(path)
-    if not src.is_file():
-        raise InputError(f"{src}: {'is a folder, not a file' if src.is_dir() else 'no such file'}")
-    data = src.read_bytes()
-    matches, (lo, hi) = find_matches(data, str(src), kernel, bits, field, old, arch, at, instruction, grep)
+    data = read_input(src, pipes=False)  # (a pipe has no file to copy or replace)
+    scan = _scan(data, str(src), kernel, bits, field, old, arch, at, instruction, grep)
+    matches, (lo, hi) = scan.matches, scan.bits
     for value, option in ((old, "--old"), (new, "--new")):
         if value >> (hi - lo):  # the field's bits cannot hold it: not "no instruction has it", nor a file's fault
             raise InputError(f"{option} {value} (= {value:#x}): does not fit in the {hi - lo}-bit field, bits "
                              f"[{lo}, {hi})")
     if not matches:
         raise InputError(f"{src}: no instruction of kernel {kernel!r} has {field} bits [{lo}, {hi}) = {old:#x}"
-                         f"{_unfiltered(data, str(src), kernel, (lo, hi), field, old, arch, at, instruction, grep)}")
+                         f"{_ruled_out(scan.ruled_out, at, instruction, grep)}")
     if len(matches) > 1:
         # Grouped by cubin and kernel, each named once: "sm_90 _Z4testPi +0x40, +0x90 (file bytes 0x..., 0x...)".
         groups: dict[tuple[str, str], list[Match]] = {}
@@ -195,8 +215,11 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
                            (", ..." if len(found) > 6 else "") +
                            f" (file bytes {', '.join(f'{m.file_offset:#x}' for m in found[:6])})"
                            for (arch, name), found in groups.items())
+        # Two translation units' kernels of one plain name (a library's anonymous-namespace kernels) differ in
+        # their mangled names, which -k takes.
+        by_name = ", or -k with the mangled name" if len({name for _, name in groups}) > 1 else ""
         raise InputError(f"{src}: {field} bits [{lo}, {hi}) = {old:#x} found {len(matches)} times ({listed}); "
-                         f"narrow it with --arch, --at, --instruction or --grep")
+                         f"narrow it with --arch, --at, --instruction or --grep{by_name}")
     m = matches[0]
     word = set_field(m.insn.word, lo, hi, new)  # (fits: checked above)
     size = m.insn.bits // 8
@@ -211,13 +234,14 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
     if len(check) != 1 or check[0].insn.word != word:
         raise InputError(f"{src}: the patched copy does not read back as expected; nothing written")
     result = PatchResult(target, m, (lo, hi), m.insn, after)
-    asm_before = (disassemble(m.cubin.data) or {}).get(m.kernel.name, {})
+    asm_before = (disassemble(m.cubin.data, m.image.where) or {}).get(m.kernel.name, {})
     if asm_before:
         # Where nvdisasm reads the original, the patched instruction must still be an instruction: bits that are
         # not that field (e.g. the control bits 105..127 taken for an immediate) can make an undefined encoding.
-        asm_after = (disassemble(check[0].cubin.data) or {}).get(m.kernel.name, {})
+        patched_where = f"{target} (patched)"
+        asm_after = (disassemble(check[0].cubin.data, patched_where) or {}).get(m.kernel.name, {})
         if m.insn.offset not in asm_after:
-            why = " ".join((nvdisasm_error(check[0].cubin.data) or "the instruction is missing").split())
+            why = " ".join((nvdisasm_error(check[0].cubin.data, patched_where) or "the instruction is missing").split())
             raise InputError(f"{src}: the patched instruction at +{m.insn.offset:#x} does not disassemble ({why}); "
                              f"are bits [{lo}, {hi}) its {field} field? nothing written")
         result.asm_before = asm_before.get(m.insn.offset, "")

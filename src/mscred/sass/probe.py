@@ -11,6 +11,7 @@ answer as a check.
 """
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
@@ -19,6 +20,7 @@ from pathlib import Path
 from mscred.errors import InputError
 from mscred.sass.cubin import Cubin, Kernel
 from mscred.sass.isa import Instruction, comparable, instruction_bits, sm_number
+from mscred.sass.literals import c_integer, parse_c_integer
 from mscred.sass.toolchain import compile_cubin, disassemble
 
 TEMPLATES = {"value": "value.cu", "register": "register.cu", "article": "article_test.cu"}
@@ -34,9 +36,32 @@ def template_path(name_or_path: str) -> Path:
     if name_or_path in TEMPLATES:
         return Path(str(resources.files("mscred.sass") / "templates" / TEMPLATES[name_or_path]))
     path = Path(name_or_path)
+    if path.is_dir():
+        raise InputError(f"--template {name_or_path}: is a folder; give a .cu file (built-in: {', '.join(TEMPLATES)})")
     if not path.is_file():
         raise InputError(f"{name_or_path}: no such template file (built-in: {', '.join(TEMPLATES)})")
     return path
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_placeholder(template: Path, placeholder: str) -> None:
+    """InputError, before any compile, when ``placeholder`` is no macro name (nvcc: "macro names must be
+    identifiers") or ``template`` never mentions it (and includes no header of its own, which might): every variant
+    would compile to the same code, reported after the compiles as values "not all found at one instruction"."""
+    if not _IDENTIFIER.fullmatch(placeholder):
+        raise InputError(f"--placeholder {placeholder!r}: not a C identifier (the macro the values are passed as, "
+                         f"e.g. VALUE)")
+    try:
+        text = template.read_text(errors="replace")
+    except OSError:
+        return  # (nvcc reports what it cannot read)
+    if re.search(r'^\s*#\s*include\s*"', text, re.MULTILINE):
+        return  # (a header of its own may use it)
+    if not re.search(rf"(?<![A-Za-z0-9_]){placeholder}(?![A-Za-z0-9_])", text):
+        raise InputError(f"{template}: does not use {placeholder} (the placeholder the values are passed as "
+                         f"-D{placeholder}=...); name the macro it uses with --placeholder")
 
 
 @dataclass
@@ -121,17 +146,11 @@ def differing_offsets(variants: list[Variant]) -> list[int]:
     return out
 
 
-def _parse_int(text: str, what: str) -> int:
-    try:
-        return int(text, 0)
-    except ValueError as err:
-        raise InputError(f"{what}: {text!r} is not an integer (decimal or 0x...)") from err
-
-
 def _immediate_value(text: str, width: int) -> int:
-    """An immediate-mode value: an integer from 1 to 2**width - 1. A negative one (-5) is stored as its two's
+    """An immediate-mode value: an integer literal as the compiler reads it (``mscred.sass.literals``: 0314 is octal
+    204, 204u and 0x10UL carry suffixes), from 1 to 2**width - 1. A negative one (-5) is stored as its two's
     complement, which never equals -5: it was reported as "not all found at one instruction" after the compiles."""
-    value = _parse_int(text, "probe value")
+    value = c_integer(text, "probe value")
     if not 0 < value < 1 << width:
         raise InputError(f"probe value {text}: immediate mode needs values from 1 to 2**{width} - 1 (0x... for a "
                          f"negative number's two's complement)")
@@ -158,10 +177,33 @@ def find_immediate(variants: list[Variant], width: int = 32) -> tuple[int, int]:
     return next(iter(common))
 
 
+def _is_zero(value: str) -> bool:
+    """The register template's anchor: 0 as the compiler reads it (0, 00, 0x0, 0u), stored from RZ."""
+    return parse_c_integer(value) == 0
+
+
+def value_key(value: str) -> object:
+    """What a value means to the compiler: the integer of a C integer literal (0xcc, 204, 0314 (octal), 204u are one
+    value), else the text itself (a register name such as v3)."""
+    number = parse_c_integer(value)
+    return value.strip() if number is None else number
+
+
+def check_distinct(values: list[str]) -> None:
+    """InputError when two values are one value to the compiler: equal variants compile to equal code, no bit
+    differs, and the field would be "found" on the others alone."""
+    spellings: dict[object, list[str]] = {}
+    for value in values:
+        spellings.setdefault(value_key(value), []).append(value)
+    repeated = [" = ".join(dict.fromkeys(group)) for group in spellings.values() if len(group) > 1]
+    if repeated:
+        raise InputError(f"--values: {', '.join(repeated)} given more than once; the variants must differ")
+
+
 def find_register(variants: list[Variant]) -> tuple[dict[str, int], int, dict[str, int]]:
     """({VALUE: offset}, lo, {VALUE: register}) of the store's source-register field in each register variant."""
-    anchors = [v for v in variants if v.value.strip() == "0"]
-    others = [v for v in variants if v.value.strip() != "0"]
+    anchors = [v for v in variants if _is_zero(v.value)]
+    others = [v for v in variants if not _is_zero(v.value)]
     if len(anchors) != 1 or len(others) < 2:
         raise InputError("register mode needs the value 0 (stored from RZ) and at least two register values, "
                          "e.g. --values 0,v0,v3,v6")
@@ -224,12 +266,16 @@ def probe(arch: str, template: str = "value", values: list[str] | None = None, k
     mode = mode or ("register" if template == "register" else "immediate")
     if values is None:
         values = DEFAULT_VALUES["register" if mode == "register" else "value"]
+    values = [str(v) for v in values]  # (the Python API may pass numbers: 0xcc is "204" to the compiler too)
     if len(values) < 2:
-        raise InputError("probe needs at least two values to compare")
+        raise InputError("--values: probe needs at least two values to compare")
+    check_distinct(values)
     if mode == "immediate":
         for value in values:  # refused before the compiles, not after them
             _immediate_value(value, width)
-    variants = compile_variants(template_path(template), arch, values, kernel, placeholder)
+    source = template_path(template)
+    check_placeholder(source, placeholder)
+    variants = compile_variants(source, arch, values, kernel, placeholder)
     first = variants[0].kernel
     result = ProbeResult(arch=arch, kernel=first.name, instruction_bits=first.instruction_bits, offset=0,
                          differing_offsets=differing_offsets(variants))
@@ -240,7 +286,7 @@ def probe(arch: str, template: str = "value", values: list[str] | None = None, k
         shown = variants
     elif mode == "register":
         offsets, lo, registers = find_register(variants)
-        shown = [v for v in variants if v.value.strip() != "0"]
+        shown = [v for v in variants if not _is_zero(v.value)]
         # The store may move between variants when the scheduler reorders; each keeps its own offset.
         result.offset, result.register_bits = offsets[shown[0].value], (lo, lo + REGISTER_BITS)
         result.register_values = registers

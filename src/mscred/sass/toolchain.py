@@ -167,42 +167,56 @@ def retarget_ptx(text: str, sm: int, ptxas_release: str) -> str:
     return text
 
 
-def disassemble(cubin: bytes) -> dict[str, dict[int, str]] | None:
-    """``{kernel: {offset: "MOV R5, 0xcc"}}`` from nvdisasm, or None when no nvdisasm reads this cubin."""
-    found = disassemble_with_labels(cubin)
+def disassemble(cubin: bytes, where: str = "a cubin") -> dict[str, dict[int, str]] | None:
+    """``{kernel: {offset: "MOV R5, 0xcc"}}`` from nvdisasm, or None when no nvdisasm reads this cubin (``where``:
+    how to name it when nvdisasm does not finish)."""
+    found = disassemble_with_labels(cubin, where)
     return found[0] if found is not None else None
 
 
-def disassemble_with_labels(cubin: bytes) -> tuple[dict[str, dict[int, str]], dict[str, dict[str, int]]] | None:
+def disassemble_with_labels(cubin: bytes, where: str = "a cubin"
+                            ) -> tuple[dict[str, dict[int, str]], dict[str, dict[str, int]]] | None:
     """``disassemble``'s instructions and, per kernel, the offsets of nvdisasm's branch labels (``.L_x_3`` ->
     0x1ac0: branches print ``BRA `(.L_x_3)``), from one nvdisasm run; None when no nvdisasm reads this cubin."""
-    proc = _nvdisasm(cubin)
+    proc = _nvdisasm(cubin, where)
     if proc is None or proc.returncode != 0:
         return None  # e.g. CUDA 13's nvdisasm refuses sm_50 ("deprecated")
     return parse_disassembly(proc.stdout), parse_labels(proc.stdout)
 
 
-def nvdisasm_error(cubin: bytes) -> str:
+def nvdisasm_error(cubin: bytes, where: str = "a cubin") -> str:
     """The first line nvdisasm complains with about ``cubin`` ("" when it reads it, or when there is no nvdisasm)."""
-    proc = _nvdisasm(cubin)
+    proc = _nvdisasm(cubin, where)
     if proc is None or proc.returncode == 0:
         return ""
     lines = (proc.stderr or proc.stdout).strip().splitlines()
     return lines[0].strip() if lines else f"exit code {proc.returncode}"
 
 
-def _nvdisasm(cubin: bytes):
-    """``nvdisasm -c`` run on ``cubin`` (the CompletedProcess), or None without an nvdisasm."""
+def nvdisasm_timeout(size: int) -> float:
+    """Seconds nvdisasm gets for a cubin of ``size`` bytes: a minute, and half a minute per MiB (it reads a few MiB
+    of code a second; a damaged cubin can make it loop without end)."""
+    return 60.0 + 30.0 * size / (1 << 20)
+
+
+def _nvdisasm(cubin: bytes, where: str = "a cubin"):
+    """``nvdisasm -c`` run on ``cubin`` (the CompletedProcess), or None without an nvdisasm; InputError naming
+    ``where`` when it does not finish (``nvdisasm_timeout``)."""
     nvdisasm = find_tool("nvdisasm")
     if nvdisasm is None:
         return None
+    timeout = nvdisasm_timeout(len(cubin))
     with tempfile.TemporaryDirectory(prefix="mscred-sass-") as tmp:
         path = Path(tmp) / "in.cubin"
         path.write_bytes(cubin)
         # Latin-1, as pyelftools decodes the cubin's names: a damaged (non-UTF-8) byte in a name nvdisasm prints
         # cannot fail the decoding, and a kernel's name here stays the one the reader gives it (Kernel.name).
-        return subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, encoding="latin-1",
-                              timeout=300)
+        try:
+            return subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, encoding="latin-1",
+                                  timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"{where}: nvdisasm gave no answer in {timeout:.0f} s (a damaged cubin can make it "
+                             f"loop); nothing disassembled") from None
 
 
 _LINE = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
