@@ -24,10 +24,10 @@ def run_cli(capsys, *argv) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def evaluate_bad(capsys, *argv, names=()) -> str:
-    """``mscred evaluate ARGV`` refused as bad input: exit 2, one ``mscred: error:`` line holding every fragment of
-    ``names``, nothing on stdout; returns the line."""
-    code, out, err = run_cli(capsys, "evaluate", *argv)
+def bad_input(capsys, *argv, names=()) -> str:
+    """``mscred ARGV`` refused as bad input: exit 2, one ``mscred: error:`` line holding every fragment of ``names``,
+    no traceback, nothing on stdout; returns the line."""
+    code, out, err = run_cli(capsys, *argv)
     lines = err.splitlines()
     assert code == 2, err
     assert len(lines) == 1 and lines[0].startswith("mscred: error:"), err
@@ -35,6 +35,11 @@ def evaluate_bad(capsys, *argv, names=()) -> str:
     for fragment in names:
         assert fragment in lines[0], (fragment, lines[0])
     return lines[0]
+
+
+def evaluate_bad(capsys, *argv, names=()) -> str:
+    """``bad_input`` of ``mscred evaluate ARGV``."""
+    return bad_input(capsys, "evaluate", *argv, names=names)
 
 
 def evaluate_json(capsys, *argv) -> tuple[dict, str]:

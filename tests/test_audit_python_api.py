@@ -54,6 +54,15 @@ def test_a_seed_beyond_64_bits_fails_at_construction():
     assert MSCRED(seed=2 ** 63 - 1).config.train.seed == 2 ** 63 - 1
 
 
+@pytest.mark.parametrize("name", ["epochs", "batch_size", "micro_batch"])
+def test_counts_beyond_json_integers_fail_at_construction(name):
+    """The CLI stops --epochs, --batch-size and --micro-batch at 2**53 (config.json records them, and a reader of
+    doubles rounds beyond); MSCRED(batch_size=2**60) was accepted."""
+    with pytest.raises(InputError, match=rf"train\.{name} {2 ** 53 + 1}: must be at most 2\*\*53"):
+        MSCRED(**{name: 2 ** 53 + 1})
+    assert getattr(MSCRED(**{name: 2 ** 53}).config.train, name) == 2 ** 53
+
+
 def test_an_unknown_setting_is_a_value_error_too_and_names_the_nearest():
     """scikit-learn's set_params raises ValueError for an invalid name (a grid search's ``except ValueError``), the
     constructor a TypeError: the error is both, and says which name was meant."""

@@ -51,6 +51,10 @@ MISSING_POLICIES = ("error", "interpolate")
 # The largest seed (TrainConfig.seed, the CLI's --seed): torch.manual_seed takes a 64-bit integer, and 2**64 failed
 # deep inside fit ("Overflow when unpacking long long").
 MAX_SEED = 2 ** 63 - 1
+# The largest count setting (TrainConfig.epochs, batch_size, micro_batch; the CLI's --epochs, --batch-size,
+# --micro-batch, --nproc): JSON's portable integers (config.json records them; a reader of doubles, JavaScript's or
+# pandas', rounds beyond 2**53), far above any batch, epoch count or process count a run can use.
+MAX_COUNT = 2 ** 53
 
 
 @dataclass

@@ -803,7 +803,7 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     Checked when an estimator is made (and again at ``fit``: a setting may be changed on ``config`` in between) and
     when a model is loaded, so that a bad value fails at once, naming itself, instead of after training or deep
     inside scoring."""
-    from mscred.config import MAX_SEED, MISSING_POLICIES, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig
+    from mscred.config import MAX_COUNT, MAX_SEED, MISSING_POLICIES, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig
     from mscred.detect import SCORE_METHODS
     from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
     from mscred.thresholds import METHODS
@@ -822,6 +822,9 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
         return f"train.seed {train.seed!r}: must be below 2**63 (the CLI's --seed range)"
     if train.micro_batch is not None and not _whole(train.micro_batch, 1):
         return f"train.micro_batch {train.micro_batch!r}: must be None (the whole batch) or an integer >= 1"
+    for name, value in (("epochs", train.epochs), ("batch_size", train.batch_size), ("micro_batch", train.micro_batch)):
+        if value is not None and value > MAX_COUNT:   # (config.json records them: JSON's portable integers)
+            return f"train.{name} {value!r}: must be at most 2**53 (the CLI's range)"
     if train.early_stopping_patience is not None and not _whole(train.early_stopping_patience, 1):
         return f"train.early_stopping_patience {train.early_stopping_patience!r}: must be None or an integer >= 1"
     if not (_number(train.lr) and train.lr > 0):

@@ -17,7 +17,7 @@ import math
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import torch
@@ -173,15 +173,13 @@ class Trainer:
         self.net, self.cfg, self.steps = net, train_cfg, steps
         self.device = resolve_device(train_cfg.device)
         # Micro-batches run op by op (a graph captures one whole batch's step), so one smaller than the batch turns
-        # the graphs off: said when they were asked for or would have been on by default.
-        per_step = self._windows_per_step()
-        self.micro_batch = train_cfg.micro_batch if (train_cfg.micro_batch or 0) < per_step else None
+        # the graphs off. fit plans again with the windows of its data known (_plan_for), since a batch is never
+        # larger than the windows, and says so there, once: a note here, before the data is known, had been followed
+        # by its retraction on tiny data.
         graphs_here = graphs_enabled(train_cfg.cuda_graphs, self.device)
-        self.use_graphs = graphs_here and self.micro_batch is None
-        if self.micro_batch is not None and graphs_here:
-            warnings.warn(IgnoredSettingWarning(
-                f"CUDA graphs off: micro-batches of {self.micro_batch} windows (--micro-batch, micro_batch) run "
-                f"eagerly, a graph captures a whole batch's step"), stacklevel=2)
+        self._graphs_here = graphs_here
+        plan = plan_steps(self._windows_per_step(), train_cfg.micro_batch, graphs_here)
+        self.micro_batch, self.use_graphs = plan.micro_batch, plan.use_graphs
         self.bf16 = bool(train_cfg.bf16 and bf16_native(self.device))
         if train_cfg.cuda_graphs and not graphs_here:
             warnings.warn(IgnoredSettingWarning(
@@ -203,6 +201,23 @@ class Trainer:
     def _windows_per_step(self) -> int:
         """The most windows one training step of this process runs: a micro-batch as large turns nothing off."""
         return self.cfg.batch_size
+
+    def _plan_for(self, windows: int) -> None:
+        """The micro-batch and the graphs of a fit on ``windows`` training windows (``plan_steps``): a batch is
+        clamped to the windows (the graphs capture ``min(batch_size, windows)``), so a micro-batch as large as the
+        windows is no micro-batch, and the graphs stay on (where the optimizer, if already built, can take a
+        captured step). Micro-batches that do split a step turn the graphs off, said in one note where they would
+        have run (asked for, or on by default)."""
+        plan = plan_steps(self._windows_per_step(), self.cfg.micro_batch, self._graphs_here, windows=windows,
+                          world_size=self.world_size)
+        capturable = self.optimizer is None or all(g.get("capturable", False) for g in self.optimizer.param_groups)
+        if plan.use_graphs and not self.use_graphs and not capturable:
+            return   # (a second fit of a Trainer whose optimizer was built eager keeps running eagerly)
+        if plan.micro_batch is not None and self._graphs_here:
+            warnings.warn(IgnoredSettingWarning(
+                f"CUDA graphs off: micro-batches of {plan.micro_batch} windows (--micro-batch, micro_batch) run "
+                f"eagerly, a graph captures a whole batch's step"), stacklevel=3)
+        self.micro_batch, self.use_graphs = plan.micro_batch, plan.use_graphs
 
     @property
     def is_main(self) -> bool:
@@ -239,6 +254,7 @@ class Trainer:
         val = WindowDataset(val_segments, self.steps).to(self.device) if val_segments is not None else None
         if val is not None and len(val) == 0:
             val = None
+        self._plan_for(len(train))
         self.net.to(self.device)
         self._build_optimizer()
         seed_torch(self.cfg.seed, self.device)
@@ -246,8 +262,9 @@ class Trainer:
         ckpt = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir is not None else None
         start, self.history = 0, []
         if resume and ckpt is not None and ckpt.exists():
-            meta = load_checkpoint(ckpt, self.net, self.optimizer)  # before any capture: it replaces Adam's state
-            check_resumable(meta, ckpt, self.cfg.epochs, *self._run_configs())
+            # before any capture: it replaces Adam's state; the run's settings are compared before any weight loads
+            meta = load_checkpoint(ckpt, self.net, self.optimizer, check=lambda meta: check_resumable(
+                meta, ckpt, self.cfg.epochs, *self._run_configs(), steps=self.steps))
             start, self.history = meta["epoch"], meta["history"]
             # (a log line once, which no one saw: the CLI configures no logging; its notes are warnings)
             warnings.warn(NoteWarning(f"resuming from {ckpt} after epoch {start} of {self.cfg.epochs}"),
@@ -382,6 +399,30 @@ class Trainer:
                                                                           self.history, extra))
 
 
+class StepPlan(NamedTuple):
+    """How the training steps of one process run: ``per_step`` windows at most a step (its shard of a batch under
+    DDP), in micro-batches of ``micro_batch`` windows (None: one pass), captured in CUDA graphs or not."""
+    per_step: int
+    micro_batch: Optional[int]
+    use_graphs: bool
+
+
+def plan_steps(per_step: int, micro_batch: Optional[int], graphs_here: bool, windows: Optional[int] = None,
+               world_size: int = 1) -> StepPlan:
+    """The micro-batch and the graphs of training steps of at most ``per_step`` windows each (the batch, or this
+    rank's largest shard of it), ``micro_batch`` the setting, ``graphs_here`` whether CUDA graphs would run.
+
+    With the number of training ``windows`` known, a step is clamped to them as the batches are (an epoch's batches
+    cut ``windows`` windows; a graph captures ``min(batch_size, windows)``, each rank's shard ``ceil(that /
+    world_size)``). A micro-batch at least as large as a step is no micro-batch: the step runs in one pass, and in a
+    graph where graphs run. A smaller one runs eagerly, op by op: a graph captures one whole step.
+    """
+    if windows is not None:
+        per_step = min(per_step, -(-max(windows, 1) // world_size))
+    micro = micro_batch if micro_batch is not None and micro_batch < per_step else None
+    return StepPlan(per_step, micro, bool(graphs_here) and micro is None)
+
+
 def graphs_enabled(cuda_graphs: Optional[bool], device: torch.device) -> bool:
     """Whether to capture CUDA graphs: on a CUDA device only; ``None`` (the default setting) means yes there."""
     return device.type == "cuda" and (cuda_graphs is None or bool(cuda_graphs))
@@ -452,4 +493,4 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
     return out.cpu().numpy()
 
 
-__all__ = ["WindowDataset", "Trainer", "graphs_enabled", "predict", "resolve_device"]
+__all__ = ["WindowDataset", "Trainer", "StepPlan", "graphs_enabled", "plan_steps", "predict", "resolve_device"]

@@ -15,6 +15,7 @@ write from a ``BackgroundWriter`` thread while the next epoch trains.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,10 @@ def checkpoint_contents(net: torch.nn.Module, optimizer: torch.optim.Optimizer, 
             tensors[f"rng.cuda.{device}"] = rng
     groups = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in group.items()} for group in
               state["param_groups"]]
-    meta = {"epoch": epoch, "history": history, "optimizer_groups": groups, "extra": extra or {}}
+    from mscred import __version__
+
+    meta = {"epoch": epoch, "history": history, "optimizer_groups": groups, "extra": extra or {},
+            "mscred_version": __version__}
     return tensors, {"mscred": json.dumps(meta)}
 
 
@@ -103,7 +107,7 @@ RUN_SETTINGS = {"train_config": ("batch_size", "lr", "seed", "val_fraction"),
 
 
 def check_resumable(meta: dict[str, Any], path: str | Path, epochs: int, train_config: dict[str, Any],
-                    model_config: dict[str, Any] | None) -> None:
+                    model_config: dict[str, Any] | None, steps: int | None = None) -> None:
     """InputError unless a run with these settings may continue the checkpoint whose metadata is ``meta``: the
     ``RUN_SETTINGS`` equal (where the checkpoint recorded them), and no fewer ``epochs`` than it has done. Once a
     resumed run took a checkpoint of other settings silently (exit 0, a model of neither run)."""
@@ -114,6 +118,8 @@ def check_resumable(meta: dict[str, Any], path: str | Path, epochs: int, train_c
         for key in keys:
             if key in then and key in now and _plain(then[key]) != _plain(now[key]):
                 differ.append(f"{key} {_plain(then[key])} -> {_plain(now[key])}")
+    if steps is not None and "steps" in extra and extra["steps"] != steps:   # (the windows' length: other inputs)
+        differ.append(f"steps {extra['steps']} -> {steps}")
     if differ:
         raise InputError(f"{path}: the checkpoint's run had other settings ({'; '.join(differ)}); resume with the "
                          "same settings, or train without --resume to start over")
@@ -128,8 +134,11 @@ def _plain(value):
     return list(value) if isinstance(value, tuple) else value
 
 
-def load_checkpoint(path: str | Path, net: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+def load_checkpoint(path: str | Path, net: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    check=None) -> dict[str, Any]:
     """Restore model, optimizer and RNG state from ``path`` in place; returns the metadata (epoch, history, extra).
+    ``check(meta)``, if given, runs first (``check_resumable``): a checkpoint of other settings is refused naming
+    them, not by the size mismatch of some weight.
 
     Parameters are copied into the existing tensors (their addresses stay), the optimizer's hyperparameters come
     from the file except the runtime flags of ``_RUNTIME_FLAGS``, which stay those of ``optimizer``.
@@ -141,6 +150,12 @@ def load_checkpoint(path: str | Path, net: torch.nn.Module, optimizer: torch.opt
             tensors = {key: f.get_tensor(key) for key in f.keys()}
     except Exception as err:  # noqa: BLE001 - any failure to read means a damaged checkpoint
         raise InputError(f"{path}: not a readable mscred checkpoint ({type(err).__name__}: {err})") from err
+    problem = checkpoint_problem(meta, tensors)
+    if problem is not None:   # (a KeyError, a TypeError or a RuntimeError of torch's from deep inside, exit 1)
+        raise InputError(f"{path}: not a checkpoint this mscred can resume ({problem}{_written_by(meta)}); train "
+                         "without --resume to start over")
+    if check is not None:
+        check(meta)
 
     model_state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     try:
@@ -163,14 +178,92 @@ def load_checkpoint(path: str | Path, net: torch.nn.Module, optimizer: torch.opt
         if key.startswith("optim."):
             _, index, name = key.split(".", 2)
             per_param.setdefault(int(index), {})[name] = value
-    optimizer.load_state_dict({"state": per_param, "param_groups": groups})
+    try:
+        optimizer.load_state_dict({"state": per_param, "param_groups": groups})
+    except (ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise InputError(f"{path}: the checkpoint's optimizer state does not match this network "
+                         f"({str(err).splitlines()[0]})") from err
+    for param, state in optimizer.state.items():   # (a wrong shape failed only at the first Adam step, in torch)
+        if not torch.is_tensor(param):   # (torch keeps the state of a parameter index it does not have, by index)
+            raise InputError(f"{path}: the checkpoint's optimizer state does not match this network (state of "
+                             f"parameter {param!r}, which it does not have)")
+        for name, value in state.items():
+            if name != "step" and torch.is_tensor(value) and value.shape != param.shape:
+                raise InputError(f"{path}: the checkpoint's optimizer state does not match this network ({name} "
+                                 f"of shape {tuple(value.shape)} for a parameter of shape {tuple(param.shape)})")
 
-    torch.set_rng_state(tensors["rng.cpu"])
+    try:
+        torch.set_rng_state(tensors["rng.cpu"])
+    except RuntimeError as err:
+        raise InputError(f"{path}: the checkpoint's random state is damaged ({str(err).splitlines()[0]})") from err
     cuda_keys = sorted((t for t in tensors if t.startswith("rng.cuda.")), key=lambda t: int(t.rsplit(".", 1)[1]))
     cuda_states = [tensors[k] for k in cuda_keys]
     if cuda_states and torch.cuda.is_available() and len(cuda_states) == torch.cuda.device_count():
         torch.cuda.set_rng_state_all(cuda_states)
     return meta
+
+
+def _epochs_done(path: Path) -> str:
+    """" (N epochs done)" from the checkpoint at ``path``, or "" when it cannot say."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            epoch = json.loads(f.metadata()["mscred"])["epoch"]
+        return f" ({int(epoch)} epoch(s) done)"
+    except Exception:  # noqa: BLE001 - a damaged one is removed all the same
+        return ""
+
+
+def _written_by(meta) -> str:
+    """", written by mscred X" when the checkpoint says another version wrote it (else "")."""
+    from mscred import __version__
+
+    version = meta.get("mscred_version") if isinstance(meta, dict) else None
+    if version is None:
+        return ""   # (a checkpoint written before the version was recorded)
+    return f", written by mscred {version}" if version != __version__ else ""
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def checkpoint_problem(meta, tensors: dict[str, torch.Tensor]) -> str | None:
+    """What makes a checkpoint's metadata ``meta`` (its "mscred" JSON) and ``tensors`` unusable for a resume, in a
+    few words, or None. A checkpoint of another mscred, or one edited or damaged, was a KeyError, a TypeError or
+    torch's RuntimeError from deep inside the resume (exit 1), or NaN weights that trained on to a "diverged"."""
+    if not isinstance(meta, dict):
+        return f"its metadata is a {type(meta).__name__}, not an object"
+    for key in ("epoch", "history", "optimizer_groups"):
+        if key not in meta:
+            return f"no {key!r} in its metadata"
+    epoch, history, groups, extra = meta["epoch"], meta["history"], meta["optimizer_groups"], meta.get("extra", {})
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        return f"epoch {epoch!r} is not a count of epochs"
+    if not isinstance(history, list) or not all(isinstance(record, dict) for record in history):
+        return "its history is not a list of epochs"
+    if len(history) != epoch:
+        return f"{len(history)} epoch(s) of history for {epoch} epoch(s) done"
+    if not isinstance(groups, list) or not all(isinstance(g, dict) and isinstance(g.get("params"), list)
+                                               for g in groups):
+        return "its optimizer groups are not a list of groups of parameters"
+    for group in groups:
+        for key in ("lr", "eps", "weight_decay"):
+            if key in group and not _number(group[key]):
+                return f"optimizer setting {key} {group[key]!r} is not a number"
+        betas = group.get("betas", [0.9, 0.999])
+        if not (isinstance(betas, list) and len(betas) == 2 and all(_number(b) for b in betas)):
+            return f"optimizer setting betas {betas!r} is not two numbers"
+    if not isinstance(extra, dict) or not all(isinstance(extra.get(section), dict) for section in RUN_SETTINGS
+                                              if section in extra):
+        return "its recorded settings are not objects of settings"
+    if "rng.cpu" not in tensors:
+        return "no random state (rng.cpu)"
+    for key, value in tensors.items():
+        if key.startswith("optim.") and (key.count(".") < 2 or not key.split(".", 2)[1].isdigit()):
+            return f"tensor {key!r} is not optim.<parameter>.<state>"
+        if key.startswith("model.") and value.is_floating_point() and not torch.isfinite(value).all():
+            return f"weight {key[len('model.'):]} holds NaN or infinite values"
+    return None
 
 
 def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool) -> None:
@@ -200,6 +293,10 @@ def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool) -> 
         except (ValueError, UnicodeDecodeError):
             before = None
         recorded = before if isinstance(before, list) else before.get("sensors") if isinstance(before, dict) else None
+        if not isinstance(recorded, list) and (ckpt / CHECKPOINT_NAME).exists():
+            # (read as "no record" once, and the checkpoint resumed on whatever data was given)
+            raise InputError(f"{record}: damaged, so the data the checkpoint in {ckpt} was trained on is unknown; "
+                             "train without --resume to start over")
         if isinstance(recorded, list) and recorded != sensors:
             missing = [s for s in recorded if s not in sensors]
             extra = [s for s in sensors if s not in recorded]
@@ -211,12 +308,21 @@ def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool) -> 
                              "without resuming to start over")
         if isinstance(before, dict) and (before.get("rows"), before.get("values_sha256")) != (
                 now["rows"], now["values_sha256"]):
-            raise InputError(f"{source}: other data than the checkpoint in {ckpt} (the same sensors, "
-                             f"{now['rows']} rows against its {before.get('rows')}, or other values); train without "
-                             "resuming to start over")
+            rows = (f"{now['rows']} rows against its {before.get('rows')}" if before.get("rows") != now["rows"]
+                    else f"the same {now['rows']} rows, other values")
+            raise InputError(f"{source}: other data than the checkpoint in {ckpt} (the same sensors, {rows}); train "
+                             "without resuming to start over")
     check_folders_above(ckpt / DATA_RECORD_NAME)   # (ckpt itself a file is named too)
     ckpt.mkdir(parents=True, exist_ok=True)
-    if not resume:
+    if not resume and (ckpt / CHECKPOINT_NAME).exists():
+        # (removed without a word once: a rerun that forgot --resume lost the epochs of the interrupted run)
+        import warnings
+
+        from mscred.errors import NoteWarning
+
+        warnings.warn(NoteWarning(f"{ckpt}: training from the start, so the checkpoint of an earlier run"
+                                  f"{_epochs_done(ckpt / CHECKPOINT_NAME)} is removed (--resume continues one)"),
+                      stacklevel=2)
         (ckpt / CHECKPOINT_NAME).unlink(missing_ok=True)
     with atomic_path(record) as tmp:   # the ranks of a torchrun launch all write it: never a half-written record
         Path(tmp).write_text(json.dumps(now))

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from mscred.cli.params import NamedPath, SEED
-from mscred.config import MISSING_POLICIES, TrainConfig
+from mscred.config import MAX_COUNT, MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
 from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
 
@@ -96,6 +96,21 @@ def report_extreme_range(table) -> None:
                    err=True)
 
 
+class _Count(click.IntRange):
+    """A count setting, from ``min`` to 2**53 (``MAX_COUNT``: JSON's portable integers, which config.json records);
+    help and errors say "2**53" rather than the 16-digit bound. A --batch-size of 10**30 was accepted and clamped to
+    the windows, and recorded in config.json as a number a reader of doubles rounds."""
+
+    def __init__(self, min: int = 1) -> None:   # noqa: A002 - click's name
+        super().__init__(min, MAX_COUNT)
+
+    def _describe_range(self) -> str:
+        return f"{self.min}<=x<=2**53"
+
+
+COUNT = _Count(1)
+
+
 def checkpoint_dir_for(out: Path) -> Path:
     """Per-epoch checkpoints live beside the model directory, which is written only once, atomically, at the end."""
     return out.with_name(out.name + ".checkpoints")
@@ -103,9 +118,9 @@ def checkpoint_dir_for(out: Path) -> Path:
 
 # The model and scoring settings every training command takes (train, fleet, DDP train): one definition.
 _TRAINING_OPTIONS = [
-    click.option("--epochs", type=click.IntRange(min=1), default=None, help="Training epochs [config: 10]."),
-    click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Windows per batch [config: 32]."),
-    click.option("--micro-batch", type=click.IntRange(min=1), default=None,
+    click.option("--epochs", type=COUNT, default=None, help="Training epochs [config: 10]."),
+    click.option("--batch-size", type=COUNT, default=None, help="Windows per batch [config: 32]."),
+    click.option("--micro-batch", type=COUNT, default=None,
                  help="Windows per forward and backward pass: each batch in micro-batches whose gradients add up to "
                       "the batch's, the same training in less memory, eagerly [config: the whole batch; on a CPU "
                       "where it would not fit, the largest micro-batch that does, with a note]."),
@@ -154,6 +169,40 @@ def _first_missing(path: Path) -> Path | None:
     return missing
 
 
+def check_checkpoint_dir(ckpt: Path) -> None:
+    """Before training: the checkpoints' folder, which a finished run removes as a whole, must hold nothing but
+    mscred's checkpoint, its data record and temporary files of their writes (a folder of the user's files there
+    was deleted without a word at the end)."""
+    from mscred.errors import InputError
+    from mscred.train_checkpoint import CHECKPOINT_NAME, DATA_RECORD_NAME
+
+    if not ckpt.is_dir() or ckpt.is_symlink():
+        return   # (missing: created; a file: refused, naming it, where the record is written)
+    foreign = sorted(entry.name for entry in ckpt.iterdir() if entry.name not in (CHECKPOINT_NAME, DATA_RECORD_NAME)
+                     and not (entry.name.startswith(".") and entry.name.endswith(".tmp")))
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise InputError(f"{ckpt}: the checkpoints' folder holds files that are not mscred's checkpoints ({shown}); "
+                         "a finished run removes the folder: move them, or give --out another name")
+
+
+def check_val_scores_place(path: Path, out: Path) -> None:
+    """Before training: --val-scores must be writable where it is, outside the model folder and its checkpoints'.
+    Under a file it failed only after training, with the model written and exit 2; inside the model folder it made
+    the next `train --out` there refuse the folder (a file not of a model), and inside the checkpoints' folder the
+    next run's clean-up deleted it."""
+    from mscred.atomic import check_folders_above
+    from mscred.errors import InputError
+
+    check_folders_above(path)
+    target = path.resolve()
+    for folder, what in ((out, "the model folder (--out)"), (checkpoint_dir_for(out), "the checkpoints' folder")):
+        where = folder.resolve()
+        if target == where or where in target.parents:
+            raise InputError(f"{path}: inside {what} {folder}, which mscred replaces or removes as a whole; write the "
+                             "validation scores elsewhere")
+
+
 def _write_validation_scores(model, table, path) -> None:
     """The validation rows' scores as a SCORES file (timestamp or row, score, is_anomaly), as `detect` writes."""
     import numpy as np
@@ -179,7 +228,7 @@ def _write_validation_scores(model, table, path) -> None:
 @training_options
 @click.option("--quiet", is_flag=True,
               help="No progress bar, and no note of a setting this machine ignores (--bf16, --cuda-graphs).")
-@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--nproc", type=COUNT, default=1, show_default=True,
               help="Processes for DistributedDataParallel training, one GPU each on CUDA; --batch-size is then the "
                    "global batch. Under torchrun, torchrun's --nproc-per-node decides.")
 @click.option("--val-scores", "val_scores", type=NamedPath(dir_okay=False), default=None,
@@ -205,11 +254,13 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
 
     # A folder of other files (the data itself, notes) is refused before training, not replaced after it.
     check_replaceable_dir(out, MODEL_FILES, "an mscred model")
+    check_checkpoint_dir(checkpoint_dir_for(Path(out)))   # (which a finished run removes)
     if val_scores is not None:
         if nproc > 1 or under_torchrun():
             raise InputError("--val-scores: not with --nproc or torchrun (score the validation rows with `mscred "
                              "detect` instead)")
         check_writable_table(val_scores, inputs=[data])
+        check_val_scores_place(Path(val_scores), Path(out))
     table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
     report_filled(table)
     report_constant(table)
@@ -220,7 +271,10 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     if nproc > 1 or under_torchrun():
         # --resume against the recorded data, here for the ranks (which do not go through MSCRED.fit, where one
         # process checks it: the values are hashed once)
-        match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume)
+        import os
+
+        with note_lines(show=os.environ.get("RANK", "0") == "0"):   # (torchrun's ranks all check it)
+            match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume)
     start = time.perf_counter()
     try:
         if nproc > 1 or under_torchrun():
