@@ -23,7 +23,7 @@ from safetensors.torch import save_file
 
 from cli_helpers import bad_input, run_cli, sensor_frame
 from mscred.config import ModelConfig, TrainConfig
-from mscred.errors import IgnoredSettingWarning, InputError
+from mscred.errors import IgnoredSettingWarning, InputError, NoteWarning
 from mscred.model import MSCREDNet
 from mscred.train import Trainer
 from mscred.train_checkpoint import CHECKPOINT_NAME, DATA_RECORD_NAME
@@ -113,7 +113,7 @@ def test_counts_beyond_json_integers_are_refused(tmp_path, capsys, data, option,
     monkeypatch.setattr("mscred.distributed.train_distributed", trains)
     out = tmp_path / "m"
     bad_input(capsys, "train", data, "--out", out, "--device", "cpu", option, 2 ** 53 + 1,
-         names=(option, str(2 ** 53 + 1), "1<=x<=2**53"))
+              names=(option, str(2 ** 53 + 1), "1<=x<=2**53"))
     assert not out.exists() and not (tmp_path / "m.checkpoints").exists()
 
 
@@ -205,7 +205,7 @@ def test_damaged_checkpoint_at_the_cli_is_one_line_and_kept(tmp_path, capsys, da
     del meta["history"]
     save_file(tensors, str(path), metadata={"mscred": json.dumps(meta)})
     bad_input(capsys, "train", data, "--out", out, "--epochs", 2, "--device", "cpu", "--quiet", "--resume",
-         names=(str(path), "'history'", "without --resume"))
+              names=(str(path), "'history'", "without --resume"))
     assert path.exists() and not out.exists()
 
 
@@ -218,12 +218,26 @@ def test_damaged_data_record_refuses_a_resume(tmp_path, capsys, data):
     ckpt = tmp_path / "m.checkpoints"
     MSCRED(epochs=1, device="cpu").fit(load_table(data), checkpoint_dir=ckpt)
     (ckpt / DATA_RECORD_NAME).write_text("{garbage")
-    bad_input(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 2, "--device", "cpu", "--quiet", "--resume",
-         names=(DATA_RECORD_NAME, "damaged", "without --resume"))
+    bad_input(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 2, "--device", "cpu", "--quiet",
+              "--resume", names=(DATA_RECORD_NAME, "damaged", "without --resume"))
     assert (ckpt / CHECKPOINT_NAME).exists()
     code, _, err = run_cli(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu",
                            "--quiet")
     assert code == 0, err
+
+
+def test_resume_with_other_signature_settings_is_refused(tmp_path, data):
+    """A gap of 5 instead of 10 cuts the same data into other windows for the same network: the resume continued
+    the checkpoint on them without a word (steps are compared by the run settings, windows by the weights)."""
+    from mscred.detector import MSCRED
+    from mscred.data.io import load_table
+
+    ckpt = tmp_path / "m.checkpoints"
+    MSCRED(epochs=1, device="cpu").fit(load_table(data), checkpoint_dir=ckpt)
+    with pytest.raises(InputError, match=r"cut the data into other windows \(gap 10 -> 5\)"):
+        MSCRED(epochs=2, gap=5, device="cpu").fit(load_table(data), checkpoint_dir=ckpt, resume=True)
+    with pytest.warns(NoteWarning, match="resuming from"):   # the same settings resume
+        assert MSCRED(epochs=2, device="cpu").fit(load_table(data), checkpoint_dir=ckpt, resume=True).history_
 
 
 def test_other_values_same_rows_say_so(tmp_path, data):
@@ -249,7 +263,7 @@ def test_val_scores_place_is_refused_before_training(tmp_path, capsys, data, whe
     (tmp_path / "notes.txt").write_text("mine")
     target = tmp_path / where
     bad_input(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu", "--quiet",
-         "--val-scores", target, names=(str(target), *words))
+              "--val-scores", target, names=(str(target), *words))
     assert not (tmp_path / "m").exists() and not (tmp_path / "m.checkpoints").exists()
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
@@ -328,7 +342,7 @@ def test_checkpoints_folder_of_other_files_is_refused_before_training(tmp_path, 
     ckpt.mkdir()
     (ckpt / "epoch5-copy.safetensors").write_text("mine")
     bad_input(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu", "--quiet",
-         names=(str(ckpt), "epoch5-copy.safetensors", "not mscred's checkpoints"))
+              names=(str(ckpt), "epoch5-copy.safetensors", "not mscred's checkpoints"))
     assert (ckpt / "epoch5-copy.safetensors").read_text() == "mine" and not (tmp_path / "m").exists()
     (ckpt / "epoch5-copy.safetensors").unlink()
     (ckpt / ".checkpoint.safetensors.host-1.x.tmp").mkdir()   # a killed run's temporary: no refusal
@@ -345,5 +359,5 @@ def test_data_inside_the_checkpoints_folder_is_not_deleted(tmp_path, capsys):
     data = ckpt / "train.csv"
     sensor_frame(200, 5).to_csv(data, index=False)
     bad_input(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu", "--quiet",
-         names=(str(ckpt), "train.csv"))
+              names=(str(ckpt), "train.csv"))
     assert data.exists() and not (tmp_path / "m").exists()

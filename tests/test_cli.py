@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 
 from cli_helpers import run_cli, sensor_frame
 from mscred.cli.main import main
+from mscred.errors import NoteWarning
 
 N_SENSORS = 5
 ROWS = 400  # 35 segments, 31 windows: enough to train and validate
@@ -323,8 +325,10 @@ def test_resume_refuses_a_checkpoint_of_other_data_or_settings(tmp_path, capsys)
     from mscred.detector import MSCRED
     from mscred.train_checkpoint import CHECKPOINT_NAME, match_checkpoint_data
 
-    def _record(ckpt, table):   # what the CLI records before training starts
-        match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume=False)
+    def _record(ckpt, table):   # what the CLI records before training starts (saying what it drops, if anything)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", NoteWarning)
+            match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume=False)
 
     data, other = tmp_path / "train.csv", tmp_path / "other.csv"
     _frame().to_csv(data, index=False)

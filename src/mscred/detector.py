@@ -432,7 +432,8 @@ class MSCRED:
                                                                                             self.device_)))
         trainer = self._make_trainer(self.net_, train_cfg, steps)
         if checkpoint_dir is not None:   # a resume on other data would continue a model of that data silently
-            match_checkpoint_data(Path(checkpoint_dir), self.sensors_, table.values, table.source, resume)
+            match_checkpoint_data(Path(checkpoint_dir), self.sensors_, table.values, table.source, resume,
+                                  signature=dataclasses.asdict(cfg.signature))
         self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume)
 
         if len(segments) <= self._chunk_segments():

@@ -266,9 +266,11 @@ def checkpoint_problem(meta, tensors: dict[str, torch.Tensor]) -> str | None:
     return None
 
 
-def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool) -> None:
-    """Record the data of a run beside its checkpoints (its sensors, row count and a hash of its values); a
-    resume on other data is bad input naming ``source``. A run that does not resume starts over: a checkpoint
+def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool,
+                          signature: dict | None = None) -> None:
+    """Record the data of a run beside its checkpoints (its sensors, row count and a hash of its values, and the
+    ``signature`` settings that make its windows: windows, gap, steps); a resume on other data, or on the same data
+    cut into other windows (a gap of 5 instead of 10 loaded the same weights), is bad input naming ``source``. A run that does not resume starts over: a checkpoint
     left by an earlier run is removed before the record is rewritten (else a later resume continued that run's
     checkpoint under this run's record).
 
@@ -286,6 +288,8 @@ def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool) -> 
     values = np.ascontiguousarray(values)
     now = {"sensors": sensors, "rows": int(values.shape[0]),
            "values_sha256": hashlib.sha256(values.tobytes()).hexdigest()}
+    if signature is not None:
+        now["signature"] = {key: _plain(value) for key, value in signature.items()}
     record = ckpt / DATA_RECORD_NAME
     if resume and record.is_file():
         try:
@@ -312,6 +316,13 @@ def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool) -> 
                     else f"the same {now['rows']} rows, other values")
             raise InputError(f"{source}: other data than the checkpoint in {ckpt} (the same sensors, {rows}); train "
                              "without resuming to start over")
+        then = before.get("signature") if isinstance(before, dict) else None
+        if isinstance(then, dict) and "signature" in now:
+            differ = [f"{key} {then[key]} -> {value}" for key, value in now["signature"].items()
+                      if key in then and then[key] != value]
+            if differ:
+                raise InputError(f"{ckpt}: the checkpoint's run cut the data into other windows ({'; '.join(differ)});"
+                                 " resume with the same signature settings, or train without --resume to start over")
     check_folders_above(ckpt / DATA_RECORD_NAME)   # (ckpt itself a file is named too)
     ckpt.mkdir(parents=True, exist_ok=True)
     if not resume and (ckpt / CHECKPOINT_NAME).exists():

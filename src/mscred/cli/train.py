@@ -1,6 +1,7 @@
 """`mscred train DATA --out MODEL_DIR`: fit MSCRED on normal data and save the model directory."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import time
@@ -274,7 +275,8 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
         import os
 
         with note_lines(show=os.environ.get("RANK", "0") == "0"):   # (torchrun's ranks all check it)
-            match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume)
+            signature = dataclasses.asdict(MSCRED(**overrides).config.signature)
+            match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume, signature=signature)
     start = time.perf_counter()
     try:
         if nproc > 1 or under_torchrun():
