@@ -117,6 +117,14 @@ def test_counts_beyond_json_integers_are_refused(tmp_path, capsys, data, option,
     assert not out.exists() and not (tmp_path / "m.checkpoints").exists()
 
 
+@pytest.mark.parametrize("argv", [["demo", "--quick", "--epochs"], ["fleet", "{data}", "--out", "{out}", "--nproc"]])
+def test_demo_and_fleet_counts_are_bounded_too(tmp_path, capsys, data, argv):
+    """demo's --epochs and fleet's own --nproc had no upper bound (fleet's training options share train's)."""
+    argv = [a.format(data=tmp_path, out=tmp_path / "f") for a in argv]
+    bad_input(capsys, *argv, 2 ** 53 + 1, names=(argv[-1], "1<=x<=2**53"))
+    assert not (tmp_path / "f").exists()
+
+
 def test_batch_size_at_the_bound_trains(tmp_path, capsys, data):
     code, _, err = run_cli(capsys, "train", data, "--out", tmp_path / "m", "--device", "cpu", "--epochs", 1,
                            "--quiet", "--batch-size", 2 ** 53)

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 import click
 
-from mscred.cli.params import NamedPath, SEED
+from mscred.cli.params import COUNT, NamedPath, SEED
 from mscred.detect import SCORE_METHODS
 
 # The demo trains 3 epochs: enough for the z_sensor score to find the synthetic anomalies, and the whole run stays
@@ -165,7 +165,7 @@ def render(result: dict) -> None:
                    "smd:MACHINE, smap:CHAN, msl:CHAN, table (with --data-root).")
 @click.option("--data-root", type=NamedPath(exists=True), default=None,
               help="The dataset's folder or file (SMD, SMAP/MSL, table; tep/daphnet read the installed wheels).")
-@click.option("--epochs", type=click.IntRange(min=1), default=None, help="Override the training epochs.")
+@click.option("--epochs", type=COUNT, default=None, help="Override the training epochs.")
 @click.option("--theta", type=str, default=None,
               help="The count score's residual threshold: a number (the paper: 0.005) or 'auto'; implies --score "
                    "count unless --score says otherwise.")

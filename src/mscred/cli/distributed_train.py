@@ -9,13 +9,14 @@ from pathlib import Path
 
 import click
 
+from mscred.cli.params import COUNT
 from mscred.cli.train import checkpoint_dir_for, score_overrides
 from mscred.cli.train import train as _train
 
 # `mscred train` options that are estimator settings of the same name (cli/train.py builds the same dict).
 SETTINGS = ("epochs", "batch_size", "micro_batch", "device", "seed", "backend", "conv_backend", "bf16", "cuda_graphs",
             "method", "threshold")
-NPROC = click.Option(["--nproc"], type=click.IntRange(min=1), default=1, show_default=True,
+NPROC = click.Option(["--nproc"], type=COUNT, default=1, show_default=True,
                      help="Processes to train with (DistributedDataParallel; one GPU each on CUDA). Under torchrun, "
                           "torchrun's --nproc-per-node decides instead.")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from mscred.cli.params import NamedPath
+from mscred.cli.params import COUNT, NamedPath
 
 from mscred.cli.train import score_overrides, training_options
 
@@ -21,7 +21,7 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
                    "rows/, summary.csv, summary.md.")
 @click.option("--data-root", type=NamedPath(exists=True, file_okay=False), default=None,
               help="The dataset's folder when SOURCE is a dataset name (smd, smd:m1,m2, smap, msl).")
-@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--nproc", type=COUNT, default=1, show_default=True,
               help="Processes; each trains its share of the entities (one GPU each on CUDA).")
 @training_options
 @click.option("--resume", is_flag=True,

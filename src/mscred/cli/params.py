@@ -1,11 +1,12 @@
-"""Parameter types the commands share: numbers that must be finite, seeds every random generator accepts."""
+"""Parameter types the commands share: numbers that must be finite, seeds every random generator accepts, counts
+JSON keeps exactly, paths that are not empty."""
 from __future__ import annotations
 
 import math
 
 import click
 
-from mscred.config import MAX_SEED
+from mscred.config import MAX_COUNT, MAX_SEED
 
 
 class FiniteFloatRange(click.FloatRange):
@@ -30,6 +31,22 @@ class _Seed(click.IntRange):
 
 
 SEED = _Seed(0, MAX_SEED)
+
+
+class _Count(click.IntRange):
+    """A count (epochs, windows, processes), from ``min`` to 2**53 (``MAX_COUNT``: JSON's portable integers, which
+    config.json records); help and errors say "2**53" rather than the 16-digit bound. A --batch-size of 10**30 was
+    accepted and clamped to the windows, and recorded in config.json as a number a reader of doubles rounds;
+    --epochs 2**53 + 1 trained for ever and --nproc would have started that many processes."""
+
+    def __init__(self, min: int = 1) -> None:   # noqa: A002 - click's name
+        super().__init__(min, MAX_COUNT)
+
+    def _describe_range(self) -> str:
+        return f"{self.min}<=x<=2**53"
+
+
+COUNT = _Count(1)
 
 
 class NamedPath(click.Path):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import NamedPath, SEED
-from mscred.config import MAX_COUNT, MISSING_POLICIES, TrainConfig
+from mscred.cli.params import COUNT, NamedPath, SEED
+from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
 from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
 
@@ -95,21 +95,6 @@ def report_extreme_range(table) -> None:
                    f"row {row + 1}) set its training range, over {EXTREME_RANGE_RATIO}x the span of its other rows, "
                    "so scaled by it the sensor reads as constant to the model: a glitch? clean it, or drop the sensor",
                    err=True)
-
-
-class _Count(click.IntRange):
-    """A count setting, from ``min`` to 2**53 (``MAX_COUNT``: JSON's portable integers, which config.json records);
-    help and errors say "2**53" rather than the 16-digit bound. A --batch-size of 10**30 was accepted and clamped to
-    the windows, and recorded in config.json as a number a reader of doubles rounds."""
-
-    def __init__(self, min: int = 1) -> None:   # noqa: A002 - click's name
-        super().__init__(min, MAX_COUNT)
-
-    def _describe_range(self) -> str:
-        return f"{self.min}<=x<=2**53"
-
-
-COUNT = _Count(1)
 
 
 def checkpoint_dir_for(out: Path) -> Path:
