@@ -12,7 +12,8 @@ variant is warmed up with one batch first (oneDNN's primitive set-up). Wall seco
 Variants: ``reference`` (MSCRED_CPU_CHUNKED=0: the reference ops as before), ``chunked`` (the default:
 ``MSCREDNet.forward_windows``), ``chunked,chunk=K,workers=W,nchw`` (``cpu_inference.forward_windows`` with K
 windows per chunk, W worker threads, NCHW; each option optional), ``exact_tanh`` (the chunked path with ATen's
-tanh in the cell, MSCRED_CPU_EXACT_TANH=1), ``compile`` (torch.compile of the reference
+tanh in the cell, MSCRED_CPU_EXACT_TANH=1), ``bf16`` (the reference ops under CPU bf16 autocast, what a model trained
+with --bf16 scored with), ``compile`` (torch.compile of the reference
 forward_windows, inductor; its compile time is the first call's). A suffix ``@T`` runs the variant with T torch
 threads (``torch.set_num_threads``).
 
@@ -84,6 +85,11 @@ def _runner(net, variant: str, compiled: dict):
         return run
     if variant == "chunked":
         return lambda seg: net.forward_windows(seg, 5)
+    if variant == "bf16":  # what a model trained with --bf16 scored with on a CPU with native bf16: autocast
+        def bf16(seg):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return net.forward_windows(seg, 5).float()
+        return bf16
     if variant == "exact_tanh":  # the chunked path with ATen's tanh in the cell (MSCRED_CPU_EXACT_TANH=1)
         def exact(seg):
             with _env("MSCRED_CPU_EXACT_TANH", "1"):

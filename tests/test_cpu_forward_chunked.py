@@ -149,3 +149,20 @@ def test_predict_equals_the_reference_ops(monkeypatch):
     monkeypatch.setenv("MSCRED_CPU_CHUNKED", "0")
     ref = predict(net, seg, batch_size=9, device="cpu", steps=5)
     np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_a_bf16_model_scores_in_float32_on_a_cpu(monkeypatch):
+    """A model trained with --bf16 scored under CPU bf16 autocast (the reference ops, this path not taken): as slow
+    as float32 here at 30 sensors and 2x slower at 80 (results/cpu_forward/bf16.md), with ~1e4 x the error. predict
+    now leaves autocast off where this path scores, so the result is float32's; bf16_native is forced, so that the
+    test also bites on CPUs without native bf16 (where autocast is a no-op anyway)."""
+    import mscred.train_graphs as train_graphs
+
+    monkeypatch.setattr(train_graphs, "bf16_native", lambda device: True)
+    torch.manual_seed(0)
+    net = MSCREDNet(ModelConfig(n_sensors=6, channels=(3, 4, 5, 6))).eval()
+    seg = np.random.default_rng(0).random((12, 3, 6, 6), dtype=np.float32)
+    plain = predict(net, seg, 4, "cpu", bf16=False)
+    np.testing.assert_array_equal(predict(net, seg, 4, "cpu", bf16=True), plain)
+    monkeypatch.setenv("MSCRED_CPU_CHUNKED", "0")   # the reference ops: bf16 autocast as before
+    assert not np.array_equal(predict(net, seg, 4, "cpu", bf16=True), plain)

@@ -25,6 +25,7 @@ from torch import nn
 
 from mscred.config import TrainConfig
 from mscred.errors import IgnoredSettingWarning, InputError, NoteWarning
+from mscred.ops import cpu_inference
 from mscred.train_checkpoint import (CHECKPOINT_NAME, BackgroundWriter, check_resumable, checkpoint_contents,
                                      load_checkpoint, write_checkpoint)
 from mscred.train_graphs import (EagerInference, EagerStep, GraphedInference, GraphedStep,
@@ -472,6 +473,8 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
         graphed = GraphedWindowInference(net, data, min(batch_size, n), bf16) if cuda_graphs else None
         if timings is not None:
             timings["setup_s"] = time.perf_counter() - t0 if graphed is not None else 0.0
+        if bf16 and cpu_inference.scores_bf16_models(net, device):
+            bf16 = False   # (on a CPU the float32 scoring path is as fast as bf16 autocast, or faster, and exact)
         with torch.no_grad(), autocast(device, bf16):
             for start in range(0, n, batch_size):
                 b = min(batch_size, n - start)

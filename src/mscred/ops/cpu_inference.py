@@ -57,6 +57,16 @@ def applies(net, segments: torch.Tensor) -> bool:
             and not switched_off("MSCRED_CPU_CHUNKED"))
 
 
+def scores_bf16_models(net, device: torch.device) -> bool:
+    """Whether scoring on ``device`` runs this path in float32 even for a model trained with bf16 (``predict``
+    leaves autocast off then): here the float32 path was as fast as the reference ops under CPU bf16 autocast at 30
+    sensors (0.70 against 0.72 s for 128 windows) and 2x faster at 80 (3.15 against 6.35 s), with 1e-4 x their
+    error (results/cpu_forward/bf16.md)."""
+    cfg = getattr(net, "cfg", None)
+    return (device.type == "cpu" and getattr(cfg, "backend", None) == "reference"
+            and getattr(cfg, "conv_backend", None) == "torch" and not switched_off("MSCRED_CPU_CHUNKED"))
+
+
 def chunk_windows(net, n: int, itemsize: int = 4) -> int:
     """Windows per chunk for ``n`` sensors (CHUNK_BYTES of level 1's gates)."""
     per_window = net.lstms[0].weight.shape[0] * n * n * itemsize  # 4 * Ch gate channels
