@@ -193,6 +193,12 @@ def demo(quick, out, dataset, data_root, epochs, theta, method, device, seed, re
         overrides["device"] = device
     if dataset is not None:
         _check_dataset(dataset)
+    elif data_root is not None:
+        # (it was ignored: the synthetic demo ran as if the user's dataset had been used)
+        from mscred.errors import InputError
+
+        raise InputError(f"--data-root {data_root}: given without --dataset; name the dataset in it, e.g. "
+                         "--dataset smd:MACHINE, smap:CHAN, msl:CHAN or table")
     report = _report_wanted(report)
     result = run_demo(out, quick=quick, dataset=dataset, data_root=data_root, seed=seed, progress=not quiet,
                       report=report, **overrides)
@@ -230,5 +236,11 @@ def _check_dataset(name: str) -> None:
         from mscred.data.datasets import DATASETS
     except ImportError:
         raise InputError("--dataset needs mscred.data.datasets, which this install lacks") from None
-    if name.split(":", 1)[0] not in DATASETS:
-        raise InputError(f"--dataset {name!r}: unknown; choose one of {', '.join(DATASETS)}")
+    # As load_dataset reads it (case and blanks aside): "SMD:machine-1-1" was refused here as unknown.
+    kind = name.split(":", 1)[0].strip().lower()
+    if kind not in DATASETS:
+        import difflib
+
+        close = difflib.get_close_matches(kind, DATASETS, n=1)
+        raise InputError(f"--dataset {name!r}: unknown; " + (f"did you mean {close[0]}? " if close else "")
+                         + f"choose one of {', '.join(DATASETS)} (smd, smap, msl and table read --data-root)")

@@ -29,11 +29,16 @@ Names (``load_dataset(name, root)``):
   No package on PyPI was found that ships a *recorded* (real), labelled, multivariate anomaly dataset inside its
   wheel or sdist (README, "Evaluation you can trust", lists what was checked).
 
+``root`` may be one level too high or too low, as mirrors ship these: the folder holding ``ServerMachineDataset/``
+(a GitHub checkout) or the ``data/data/`` of the Kaggle SMAP/MSL copy is searched one or two levels down, and a
+``train/`` or ``test/`` folder stands for the folder above it (:func:`smd_folder`, :func:`telemanom_layout`).
+
 Every layout problem raises :class:`~mscred.errors.InputError` with one line naming the file (and row) at fault.
 """
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib.util
 import os
 from dataclasses import dataclass
@@ -47,7 +52,8 @@ from mscred.atomic import atomic_path
 from mscred.data.io import LABEL, TIMESTAMP, load_table, short_repr, table_from_frame
 from mscred.errors import InputError
 
-__all__ = ["DATASETS", "LabeledDataset", "load_dataset", "intervals_from_labels"]
+__all__ = ["DATASETS", "LabeledDataset", "load_dataset", "intervals_from_labels", "smd_folder",
+           "telemanom_layout"]
 
 DATASETS = ("synthetic", "smd", "smap", "msl", "table", "daphnet", "tep")
 TABLE_TRAIN_FRACTION = 0.5
@@ -139,7 +145,9 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str 
         return _load_tep(root, item)
     if root is None:
         what = ("a folder (train.* + test.*) or one labelled table" if kind == "table" else "a root folder")
-        raise InputError(f"dataset {kind!r} needs {what} (root=... / --data-root)")
+        layout = {"smd": _SMD, "smap": _TELEMANOM, "msl": _TELEMANOM}.get(kind, "")
+        # (SMD/SMAP/MSL are never shipped: say where they come from, as a missing file does)
+        raise InputError(f"dataset {kind!r} needs {what} (root=... / --data-root){_WHERE.get(layout, '')}")
     root = Path(root)
     if not root.exists():
         layout = {"smd": _SMD, "smap": _TELEMANOM, "msl": _TELEMANOM}.get(kind, "")   # (table: the user's own files)
@@ -197,6 +205,55 @@ def _pick(item: str, folder: Path, suffix: str, what: str, layout: str) -> str:
     raise InputError(f"{folder}: name a {what} ({'none found' if not found else 'one of ' + listed})")
 
 
+def _nearest(wanted: str, names: list[str], what: str) -> str:
+    """``did you mean X?`` for a typo, else the names there (the first 8), for a "no such machine/channel" line."""
+    close = difflib.get_close_matches(wanted, names, n=3, cutoff=0.6)
+    if not close:  # a case slip ("Machine-1-1", "p-1") is no typo difflib scores high enough
+        close = [n for n in names if n.lower() == wanted.lower()]
+    if close:  # (with the count: a copy holding only some machines/channels shows here)
+        return "did you mean " + " or ".join(close) + f"? ({len(names)} {what}{'s' if len(names) > 1 else ''} there)"
+    listed = ", ".join(names[:8]) + (f" ... ({len(names)} in all)" if len(names) > 8 else "")
+    return f"the {what}s there: {listed}" if names else f"no {what} there"
+
+
+def _layouts_below(root: Path, holds) -> list[Path]:
+    """The folders one or two levels below ``root`` (hidden ones skipped) for which ``holds(folder)`` is true."""
+    found: list[Path] = []
+    try:
+        level = [p for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+        for folder in level:
+            if holds(folder):
+                found.append(folder)
+            else:
+                found += [p for p in sorted(folder.iterdir())
+                          if p.is_dir() and not p.name.startswith(".") and holds(p)]
+    except OSError:  # (unreadable folders: the caller's "not found" names what was expected)
+        pass
+    return found
+
+
+def _has_parts(folder: Path) -> bool:
+    return (folder / "train").is_dir() and (folder / "test").is_dir()
+
+
+def _dataset_folder(root: Path, parts: tuple[str, ...], what: str) -> Path:
+    """The folder of a dataset's ``train/`` and ``test/`` as users point at it: ``root`` itself; its parent when
+    ``root`` is one of the part folders (``--data-root ServerMachineDataset/train``); the one folder one or two
+    levels below that holds both (a GitHub checkout above ``ServerMachineDataset/``, the Kaggle SMAP/MSL copy's
+    ``data/data/``). Several below are refused, naming them; none leaves ``root`` (the caller says what is missing).
+    """
+    if (root / "train").is_dir():
+        return root
+    if root.name in parts and _has_parts(root.parent):
+        return root.parent
+    found = _layouts_below(root, _has_parts)
+    if len(found) > 1:
+        listed = ", ".join(str(p) for p in found[:4]) + (" ..." if len(found) > 4 else "")
+        raise InputError(f"{root}: holds more than one {what} (train/ and test/ in {listed}); pass the one to use "
+                         "as --data-root")
+    return found[0] if found else root
+
+
 def _read_headerless(path: Path) -> np.ndarray:
     """A comma-separated numeric text file without header (SMD) as float64 (T, n), validated cell by cell."""
     try:
@@ -205,6 +262,10 @@ def _read_headerless(path: Path) -> np.ndarray:
         raise InputError(f"{path}: the file is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
         raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
+    if df.shape[1] > 1 and df.iloc[:, -1].isna().all():
+        # Every line ending in a comma (a spreadsheet's export) read as one more, empty, dimension, refused as
+        # "column N: missing value ... --missing interpolate": it is no dimension at all.
+        df = df.iloc[:, :-1]
     df.columns = [f"column {j + 1}" for j in range(df.shape[1])]
     return table_from_frame(df, source=str(path)).values
 
@@ -243,9 +304,29 @@ def _read_npy(path: Path) -> np.ndarray:
 _SMD = "Server Machine Dataset layout (train/, test/, test_label/[, interpretation_label/])"
 
 
+SMD_PARTS = ("train", "test", "test_label", "interpretation_label")
+
+
+def smd_folder(root: str | os.PathLike) -> Path:
+    """The SMD folder (``train/``, ``test/``, ...) for a ``--data-root``: ``root``, or the ``ServerMachineDataset/``
+    one or two levels below it (a GitHub checkout), or the folder above when ``root`` is its ``train/`` & co."""
+    return _dataset_folder(Path(root), SMD_PARTS, "Server Machine Dataset")
+
+
 def _load_smd(root: Path, machine: str) -> LabeledDataset:
+    root = smd_folder(root)
     machine = _pick(machine, root / "train", ".txt", "machine (smd:<machine>)", _SMD)
-    train = _read_headerless(_need_file(root / "train" / f"{machine}.txt", _SMD))
+    if machine.lower().endswith(".txt"):  # "smd:machine-1-1.txt" (a file name) read train/machine-1-1.txt.txt
+        machine = machine[: -len(".txt")]
+    train_path = root / "train" / f"{machine}.txt"
+    if not train_path.is_file() and (root / "train").is_dir():
+        # A typo said only "not found ... SMD is the ServerMachineDataset folder of <url>": name the nearest
+        # machines there too (the where-from stays: a copy may hold only some machines).
+        names = sorted(p.stem for p in (root / "train").glob("*.txt"))
+        if names:
+            raise InputError(f"{train_path}: not found (expected the {_SMD}): no machine {machine!r}, "
+                             f"{_nearest(machine, names, 'machine')}{_WHERE[_SMD]}")
+    train = _read_headerless(_need_file(train_path, _SMD))
     test = _read_headerless(_need_file(root / "test" / f"{machine}.txt", _SMD))
     if train.shape[1] != test.shape[1]:
         raise InputError(f"{root}: train has {train.shape[1]} dimensions, test has {test.shape[1]} ({machine})")
@@ -253,6 +334,7 @@ def _load_smd(root: Path, machine: str) -> LabeledDataset:
     width = max(2, len(str(train.shape[1])))
     sensors = [f"dim_{j + 1:0{width}d}" for j in range(train.shape[1])]
     interpretation = root / "interpretation_label" / f"{machine}.txt"
+    note = ""
     if interpretation.is_file():
         anomalies = _read_interpretation(interpretation, sensors, len(test))
         # An interval over rows test_label calls all normal means the two files disagree (another machine's file,
@@ -261,6 +343,21 @@ def _load_smd(root: Path, machine: str) -> LabeledDataset:
             if not labels[start:end].any():
                 raise InputError(f"{interpretation}: interval {start + 1}-{end} covers no anomalous row of "
                                  f"{root / 'test_label' / f'{machine}.txt'} (the two files disagree)")
+        # The other way round: a labelled run no interpretation line touches (an empty or shortened file) was left
+        # out of the events, so "anomalies found" counted fewer anomalies than test_label holds, with no word.
+        # Such runs are events with unknown root causes, as without the file.
+        covered = np.zeros(len(labels) + 1, dtype=np.int64)
+        for start, end in zip(anomalies["start"], anomalies["end"]):
+            covered[start] += 1
+            covered[end] -= 1
+        covered = np.cumsum(covered)[:-1] > 0
+        runs = intervals_from_labels(labels)
+        loose = runs[[not covered[s:e].any() for s, e in zip(runs["start"], runs["end"])]]
+        if len(loose):
+            anomalies = (pd.concat([anomalies, loose]) if len(anomalies) else loose.copy())
+            anomalies = anomalies.sort_values(["start", "end"], kind="stable").reset_index(drop=True)
+            note = (f"; {len(loose)} labelled anomal{'y' if len(loose) == 1 else 'ies'} of test_label "
+                    f"without an interpretation_label line (root causes unknown)")
     else:
         anomalies = intervals_from_labels(labels)
     return LabeledDataset(
@@ -268,14 +365,14 @@ def _load_smd(root: Path, machine: str) -> LabeledDataset:
         _frame(train, sensors),
         _frame(test, sensors, labels),
         anomalies,
-        f"Server Machine Dataset, machine {machine}, from {root}",
+        f"Server Machine Dataset, machine {machine}, from {root}{note}",
     )
 
 
 def _read_interpretation(path: Path, sensors: list[str], test_rows: int) -> pd.DataFrame:
     """Lines ``start-end:d1,d2,...``: 1-based inclusive test rows, 1-based dimensions (OmniAnomaly's format)."""
     try:  # a damaged file is bad input naming it (it was an internal UnicodeDecodeError, "error:" in a fleet)
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # (a BOM, as Notepad saves, made line 1 "malformed")
     except (UnicodeDecodeError, OSError) as exc:
         raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
     rows = []
@@ -319,12 +416,23 @@ _WHERE = {
 }
 
 
+def telemanom_layout(root: str | os.PathLike) -> tuple[Path, Path]:
+    """(the folder of ``train/`` and ``test/``, the ``labeled_anomalies.csv`` to read) for a ``--data-root``.
+
+    telemanom keeps the arrays in ``data/train``, ``data/test`` and the table beside ``data/``; the Kaggle copy has
+    them in ``data/data/`` under the table. ``root`` may be any of these folders (or ``train/`` itself): the arrays
+    are found one or two levels below it, the table in it, beside the arrays or up to two levels above them. The
+    table path returned may not exist (the caller says so).
+    """
+    root = Path(root)
+    data = _dataset_folder(root, ("train", "test"), "SMAP/MSL layout")
+    places = [root, data, data.parent, data.parent.parent, root.parent]
+    table = next((p / "labeled_anomalies.csv" for p in places if (p / "labeled_anomalies.csv").is_file()), None)
+    return data, table or root / "labeled_anomalies.csv"
+
+
 def _load_telemanom(root: Path, spacecraft: str, channel: str) -> LabeledDataset:
-    # telemanom keeps the arrays in data/train, data/test and the table beside data/; both spots are accepted.
-    data = root / "data" if not (root / "train").is_dir() and (root / "data" / "train").is_dir() else root
-    table_path = root / "labeled_anomalies.csv"
-    if not table_path.is_file() and (data / "labeled_anomalies.csv").is_file():
-        table_path = data / "labeled_anomalies.csv"
+    data, table_path = telemanom_layout(root)
     _need_file(table_path, _TELEMANOM)
     try:
         table = pd.read_csv(table_path)
@@ -333,39 +441,70 @@ def _load_telemanom(root: Path, spacecraft: str, channel: str) -> LabeledDataset
     missing = {"chan_id", "spacecraft", "anomaly_sequences"} - set(table.columns)
     if missing:
         raise InputError(f"{table_path}: missing column(s) {', '.join(sorted(missing))}")
-    ours = table[table["spacecraft"].astype(str).str.upper() == spacecraft.upper()]
+    # (stripped: " SMAP" or "P-1 " of a hand-edited table matched nothing, "no SMAP channel 'P-1'")
+    table["spacecraft"] = table["spacecraft"].astype(str).str.strip()
+    table["chan_id"] = table["chan_id"].astype(str).str.strip()
+    ours = table[table["spacecraft"].str.upper() == spacecraft.upper()]
     if not channel:
         channels = sorted(c for c in ours["chan_id"].astype(str) if (data / "test" / f"{c}.npy").is_file())
+        if not channels:  # ("name a channel: none found" said neither what was looked for nor where)
+            raise InputError(f"{table_path}: no {spacecraft.upper()} channel has its arrays in {data / 'test'} "
+                             f"({len(ours)} {spacecraft.upper()} row(s) in the table)")
         if len(channels) != 1:
             listed = ", ".join(channels[:8]) + (" ..." if len(channels) > 8 else "")
-            raise InputError(f"{table_path}: name a channel ({spacecraft}:<chan>): {listed or 'none found'}")
+            raise InputError(f"{table_path}: name a channel ({spacecraft}:<chan>): {listed}")
         channel = channels[0]
     channel = channel.strip()
-    row = ours[ours["chan_id"].astype(str) == channel]
+    if channel.lower().endswith(".npy"):  # "smap:P-1.npy" (a file name) read train/P-1.npy.npy
+        channel = channel[: -len(".npy")]
+    row = ours[ours["chan_id"] == channel]
     if row.empty:
-        raise InputError(f"{table_path}: no {spacecraft.upper()} channel {channel!r}")
+        # Say why: the channel is the other spacecraft's (msl:P-1), or a typo's nearest names.
+        other = table[table["chan_id"] == channel]["spacecraft"]
+        if len(other):
+            hint = f"{channel} is a channel of {other.iloc[0]}"
+            if other.iloc[0].lower() in DATASETS:
+                hint += f": {other.iloc[0].lower()}:{channel}"
+        else:
+            hint = _nearest(channel, sorted(set(ours["chan_id"])), f"{spacecraft.upper()} channel")
+        raise InputError(f"{table_path}: no {spacecraft.upper()} channel {channel!r}; {hint}")
     train = _read_npy(_need_file(data / "train" / f"{channel}.npy", _TELEMANOM))
     test = _read_npy(_need_file(data / "test" / f"{channel}.npy", _TELEMANOM))
     if train.shape[1] != test.shape[1]:
         raise InputError(f"{data}: {channel}: train has {train.shape[1]} columns, test has {test.shape[1]}")
-    line = int(row.index[0]) + 2  # 1-based file line of this row (after the header)
-    text = str(row["anomaly_sequences"].iloc[0])
-    try:
-        sequences = ast.literal_eval(text)  # a literal list of [start, end] pairs, never code
-        # Whole numbers only: int() truncated [[1.5, 2.7]] to [1, 2] silently (True/False are not rows either).
-        if any(type(v) is not int for pair in sequences for v in pair):
-            raise ValueError("not whole numbers")
-        sequences = [(int(a), int(b)) for a, b in sequences]
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        raise InputError(f"{table_path}: line {line}: anomaly_sequences {text!r} is not a list of [start, end] "
-                         "(whole numbers)") from None
     labels = np.zeros(len(test), dtype=np.int64)
     rows = []
-    for a, b in sequences:
-        if not 0 <= a <= b < len(test):
-            raise InputError(f"{table_path}: line {line}: sequence [{a}, {b}] outside the test part (0..{len(test) - 1})")
-        labels[a : b + 1] = 1
-        rows.append({"start": a, "end": b + 1, "root_causes": "", "duration": b - a + 1})
+    # Every row of the channel: the first alone was read, so a second row's anomalies (a table merged from two
+    # copies, one row per anomaly) were labelled normal, silently.
+    for index in row.index:
+        line = int(index) + 2  # 1-based file line of this row (after the header)
+        text = str(table.at[index, "anomaly_sequences"])
+        try:
+            sequences = ast.literal_eval(text)  # a literal list of [start, end] pairs, never code
+            # Whole numbers only: int() truncated [[1.5, 2.7]] to [1, 2] silently (True/False are not rows either).
+            if any(type(v) is not int for pair in sequences for v in pair):
+                raise ValueError("not whole numbers")
+            sequences = [(int(a), int(b)) for a, b in sequences]
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            raise InputError(f"{table_path}: line {line}: anomaly_sequences {text!r} is not a list of [start, end] "
+                             "(whole numbers)") from None
+        # telemanom's num_values is the length of the channel's test array: another length means the table and the
+        # arrays are of different releases or channels, and every sequence would label the wrong rows, silently.
+        if "num_values" in table.columns:
+            count = pd.to_numeric(pd.Series([table.at[index, "num_values"]]), errors="coerce").iloc[0]
+            if pd.notna(count) and count != len(test):
+                test_path = data / "test" / f"{channel}.npy"
+                raise InputError(f"{table_path}: line {line}: num_values {count:g} but {test_path} has {len(test)} "
+                                 "rows (the table and the arrays are not of the same release)")
+        for a, b in sequences:
+            if a > b:
+                raise InputError(f"{table_path}: line {line}: sequence [{a}, {b}] ends before it starts")
+            if not 0 <= a <= b < len(test):
+                raise InputError(f"{table_path}: line {line}: sequence [{a}, {b}] outside the test part "
+                                 f"(0..{len(test) - 1})")
+            labels[a : b + 1] = 1
+            rows.append({"start": a, "end": b + 1, "root_causes": "", "duration": b - a + 1})
+    rows.sort(key=lambda r: (r["start"], r["end"]))
     width = max(2, len(str(train.shape[1] - 1)))
     sensors = ["telemetry", *[f"command_{j:0{width}d}" for j in range(1, train.shape[1])]]
     return LabeledDataset(
