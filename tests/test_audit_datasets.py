@@ -31,6 +31,10 @@ def _refused(name, root, *fragments):
 
 @pytest.fixture
 def checkout(tmp_path):
+    return smd_checkout(tmp_path)
+
+
+def smd_checkout(tmp_path):
     """OmniAnomaly's GitHub checkout: ServerMachineDataset/ one level below, one machine, two labelled runs."""
     rng = np.random.default_rng(3)
     repo = tmp_path / "OmniAnomaly-master"

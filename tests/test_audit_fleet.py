@@ -158,3 +158,28 @@ def test_the_summary_says_where_each_model_is(tmp_path):
     assert (tmp_path / "out" / summary.loc["pump 1", "model"] / "config.json").is_file()
     assert pd.isna(summary.loc["bad", "model"])
     assert "models/pump_1" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_dataset_fleets_find_the_layouts_the_loaders_find(tmp_path):
+    """The loaders read SMD from a GitHub checkout above ServerMachineDataset/ and SMAP/MSL from the Kaggle copy's
+    data/data/, but fleet looked for the folders its own way: "no SMD entity found", "no SMAP entity found", and
+    --resume's fingerprint missed the arrays; blanks in the labels table hid channels too."""
+    from test_audit_datasets import _telemanom_files, smd_checkout
+
+    repo, root, _ = smd_checkout(tmp_path)
+    for where in (repo, root, root / "train"):
+        (entity,) = discover("smd", str(where))
+        assert entity.name == "machine-1-1"
+        assert [p.relative_to(root).as_posix() for p in mscred.fleet._data_files(entity)] == [
+            "interpretation_label/machine-1-1.txt", "test/machine-1-1.txt", "test_label/machine-1-1.txt",
+            "train/machine-1-1.txt"]
+    kaggle = tmp_path / "kaggle"
+    _telemanom_files(kaggle / "data" / "data", kaggle, rows={
+        "chan_id": [" P-1", "M-1 "], "spacecraft": ["SMAP ", " MSL"], "anomaly_sequences": ["[[3, 5]]", "[[0, 0]]"],
+        "class": ["[point]", "[point]"], "num_values": [40, 40]})
+    for kind, name in (("smap", "P-1"), ("msl", "M-1")):
+        (entity,) = discover(kind, str(kaggle))
+        assert entity.name == name
+        files = [p.relative_to(kaggle).as_posix() for p in mscred.fleet._data_files(entity)]
+        assert files == ["data/data/test/" + name + ".npy", "data/data/train/" + name + ".npy",
+                         "labeled_anomalies.csv"]

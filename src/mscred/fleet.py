@@ -143,24 +143,34 @@ def _dataset_entities(source: str, root: Optional[str]) -> list[Entity]:
     base = Path(root)
     if not base.is_dir():
         raise InputError(f"{root}: not found")
-    data = base / "data" if kind != "smd" and not (base / "train").is_dir() else base
+    data, table = _dataset_layout(kind, base)
     suffix = ".txt" if kind == "smd" else ".npy"
     named = list(dict.fromkeys(i.strip() for i in items.split(",") if i.strip()))  # "smd:m1,m1" is m1 once
     if not named:
         if kind == "smd":
             named = sorted(p.stem for p in (data / "train").glob("*.txt"))
         else:
-            named = _telemanom_channels(base, data, kind)
+            named = _telemanom_channels(base, data, table, kind)
         if not named:
             raise InputError(f"{data / 'train'}: no {kind.upper()} entity found")
     return [Entity(name, "dataset", f"{kind}:{name}", str(base), _size(data / "train" / f"{name}{suffix}"))
             for name in named]
 
 
-def _telemanom_channels(base: Path, data: Path, kind: str) -> list[str]:
-    table_path = next((p for p in (base / "labeled_anomalies.csv", data / "labeled_anomalies.csv") if p.is_file()),
-                      None)
-    if table_path is None:
+def _dataset_layout(kind: str, root: Path) -> tuple[Path, Optional[Path]]:
+    """(the folder of the dataset's train/ and test/, SMAP/MSL's labels table) under ``--data-root``, found as the
+    loaders find them (``datasets.smd_folder``, ``datasets.telemanom_layout``: a GitHub checkout above the SMD
+    folder, the Kaggle copy's ``data/data/``), so that every dataset ``load_dataset`` reads is a fleet too (those
+    layouts were "no SMD entity found")."""
+    from mscred.data.datasets import smd_folder, telemanom_layout
+
+    if kind == "smd":
+        return smd_folder(root), None
+    return telemanom_layout(root)
+
+
+def _telemanom_channels(base: Path, data: Path, table_path: Path, kind: str) -> list[str]:
+    if not table_path.is_file():
         raise InputError(f"{base}: labeled_anomalies.csv not found")
     try:  # guarded as datasets._load_telemanom reads it: a damaged table is bad input naming it, not a crash
         table = pd.read_csv(table_path)
@@ -168,8 +178,9 @@ def _telemanom_channels(base: Path, data: Path, kind: str) -> list[str]:
         raise InputError(f"{table_path}: cannot read: {' '.join(str(exc).split())}") from None
     if not {"chan_id", "spacecraft"} <= set(table.columns):
         raise InputError(f"{table_path}: expected columns chan_id and spacecraft")
-    ours = table[table["spacecraft"].astype(str).str.upper() == kind.upper()]["chan_id"].astype(str)
-    return sorted(c for c in ours if (data / "test" / f"{c}.npy").is_file())
+    # (stripped, as the loader reads them: " SMAP" or "P-1 " of a hand-edited table)
+    ours = table[table["spacecraft"].astype(str).str.strip().str.upper() == kind.upper()]["chan_id"]
+    return sorted(dict.fromkeys(c for c in ours.astype(str).str.strip() if (data / "test" / f"{c}.npy").is_file()))
 
 
 def assign(entities: list[Entity], world_size: int) -> list[list[Entity]]:
@@ -272,11 +283,11 @@ def _data_files(entity: Entity) -> list[Path]:
     kind, _, name = entity.spec.partition(":")
     # The layout's own files, not every "<name>.*" below the root: an --out inside --data-root holds
     # rows/<name>.json, rewritten by every run, so --resume retrained every entity, every time.
+    data, table = _dataset_layout(kind, root)
     if kind == "smd":
-        files = [root / part / f"{name}.txt" for part in ("train", "test", "test_label", "interpretation_label")]
+        files = [data / part / f"{name}.txt" for part in ("train", "test", "test_label", "interpretation_label")]
     else:
-        files = [base / part / f"{name}.npy" for base in (root, root / "data") for part in ("train", "test")]
-        files += [root / "labeled_anomalies.csv", root / "data" / "labeled_anomalies.csv"]
+        files = [data / part / f"{name}.npy" for part in ("train", "test")] + [table]
     return sorted(p for p in files if p.is_file())
 
 
