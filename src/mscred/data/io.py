@@ -186,11 +186,33 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     values = np.empty((len(df), len(sensors)), dtype=np.float64)
     for j, col in enumerate(sensors):
         values[:, j] = _numeric_column(df[col], col, source, allow_missing=missing != "error")
+    _check_time_as_sensor(values, sensors, source)
     gaps = np.isnan(values) if missing == "interpolate" else None
     if gaps is None or not gaps.any():
         return Table(values=values, sensors=sensors, index=index, labels=labels, source=source)
     filled = _interpolate_missing(values, gaps, sensors, source)
     return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, filled=filled, gaps=gaps)
+
+
+# Names of a time or row-number column under another name than 'timestamp' (case and '_'/'-'/blanks aside)
+_TIME_NAMES = {"time", "date", "datetime", "date_time", "time_stamp", "ts", "epoch", "unix_time", "unixtime",
+               "epoch_time", "index"}
+
+
+def _check_time_as_sensor(values: np.ndarray, sensors: list[str], source: str) -> None:
+    """A sensor named like a time ('time', 'Date', 'unix_time', a saved 'index') whose numbers increase on every
+    row is a time or row-number column: as a sensor it was a rising ramp, which trained without a word and put every
+    later window out of its range at detect (all anomalous, root cause 'time'). 'Timestamp' is refused already."""
+    if len(values) < 3:
+        return
+    for j, name in enumerate(sensors):
+        if re.sub(r"[\s_\-]+", "_", name.strip().lower()) in _TIME_NAMES:
+            with np.errstate(invalid="ignore"):
+                rising = bool((np.diff(values[:, j]) > 0).all())
+            if rising:
+                raise InputError(f"{source}: column '{name}' holds numbers that increase on every row, a time or row "
+                                 f"number rather than a sensor (as a sensor it is a rising ramp, out of the training "
+                                 f"range at detect): name it '{TIMESTAMP}' to keep it as the rows' time, or drop it")
 
 
 def _interpolate_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str], source: str) -> dict[str, int]:
@@ -212,8 +234,12 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
     """Timestamps must be strictly increasing: rows are taken in file order (windows, SCORES.csv rows, the
     alignment with a labels file), so an unsorted or repeated time would give silently wrong windows.
 
-    Numbers and date-times are compared as such. Text that does not read as dates at all (ids like 'run-a-001')
-    is only required to be unique; text that starts as dates and then has a non-date is an error at that row.
+    Numbers, date-times and durations are compared as such; integers exactly (epoch nanoseconds are beyond float64's
+    2^53, where neighbouring times once read as "repeats the row before"), text that holds numbers as numbers (ids
+    '0', '1', ... in a Parquet text column were only checked for repeats, so a reversed file went through). Text
+    that does not read as dates at all (ids like 'run-a-001') is only required to be unique; date text is read in
+    its first row's format, else as ISO 8601 (a 'T' or a fraction of a second on some rows only), else day first
+    (31/01/2024); text that starts as dates and then has a non-date is an error at that row.
     """
     where = f"{source}: {label}"
     # an index kept as timestamps may be no time at all (pd.concat of two frames numbered from 0): say how to drop it
@@ -221,21 +247,35 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
     if pd.api.types.is_bool_dtype(index.dtype):
         raise InputError(f"{where}: holds true/false values, not times")
     keys: Optional[np.ndarray]
-    if pd.api.types.is_numeric_dtype(index.dtype):
+    exact: Optional[np.ndarray] = None     # the values compared exactly where float64 keys cannot tell them apart
+    dates = zoned = False                  # date-times (a repeated local hour gets a hint), with a time zone
+    tick = 1                               # nanoseconds a date-time key counts (pandas keeps s, ms, us or ns)
+    if pd.api.types.is_integer_dtype(index.dtype):
+        keys = index.to_numpy(dtype=np.uint64 if index.dtype.kind == "u" else np.int64)
+    elif pd.api.types.is_numeric_dtype(index.dtype):
         keys = index.to_numpy(dtype=np.float64)
     elif pd.api.types.is_datetime64_any_dtype(index.dtype):
-        keys = pd.DatetimeIndex(index).asi8                         # nanoseconds (UTC when zoned)
+        keys = pd.DatetimeIndex(index).asi8                         # in the index's unit (UTC when zoned)
+        dates, zoned, tick = True, pd.DatetimeIndex(index).tz is not None, _tick(pd.DatetimeIndex(index))
+    elif pd.api.types.is_timedelta64_dtype(index.dtype):
+        keys = pd.TimedeltaIndex(index).asi8                        # a duration since the start
     else:
-        parsed = parse_times(index)
-        missing = np.flatnonzero(parsed.isna())
-        if len(missing) and missing[0] == 0:
-            keys = None                   # not dates: opaque labels, which must only be unique
-        elif len(missing):
-            r = missing[0]
-            raise InputError(f"{where} row {r + 1}: value {short_repr(index[r])} is not a date/time like the rows "
-                             "before it")
+        numbers = np.array([np.nan])          # (date text skips the number parse: 2 s a million rows)
+        if len(index) and _is_number(str(index[0]).strip()):
+            numbers = pd.to_numeric(pd.Series(np.asarray(index, dtype=object)), errors="coerce").to_numpy(
+                dtype=np.float64, na_value=np.nan)
+        if len(numbers) == len(index) and np.isfinite(numbers).all():
+            keys, exact = numbers, np.asarray(index, dtype=object)   # numbers as text ('1700000000.0000001')
+        elif len(numbers) == len(index) and np.isfinite(numbers[0]):
+            # Numbers, then text: pandas read the column as text, and as 'ids' its order went unchecked (a comment
+            # line, an 'N/A' among epoch seconds)
+            r = int(np.flatnonzero(~np.isfinite(numbers))[0])
+            raise InputError(f"{where} row {r + 1}: value {short_repr(index[r])} is not a number like the rows "
+                             f"before it{_stray_line_hint(index[r])}")
         else:
-            keys = parsed.asi8
+            keys, tick = _date_keys(index, where)
+            dates = keys is not None
+            zoned = dates and bool(_ZONE.search(str(index[0]).strip()))
     if keys is None:
         repeated = np.flatnonzero(index.duplicated())
         if len(repeated):
@@ -243,20 +283,131 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
             raise InputError(f"{where} row {r + 1}: timestamp {short_repr(index[r])} appears twice"
                              + (f" ({drop})" if drop else ""))
         return
-    steps = np.diff(keys)
-    if (steps <= 0).any():
-        r = int(np.flatnonzero(steps <= 0)[0]) + 1
-        what = ("repeats the row before" if steps[r - 1] == 0
-                else f"is earlier than the row before's {short_repr(index[r - 1])}")
+    # (compared, not subtracted: uint64 differences wrap around)
+    bad = np.flatnonzero(~(keys[1:] > keys[:-1]))
+    if exact is not None and len(bad):
+        # float64 rounds monotonically, so only its ties can hide an increase: decide those on the exact text
+        bad = np.array([r for r in bad if not _exact_number(exact[r + 1]) > _exact_number(exact[r])], dtype=np.int64)
+        equal = bool(len(bad)) and _exact_number(exact[bad[0] + 1]) == _exact_number(exact[bad[0]])
+    else:
+        equal = bool(len(bad)) and keys[bad[0] + 1] == keys[bad[0]]
+    if len(bad):
+        r = int(bad[0]) + 1
+        what = "repeats the row before" if equal else f"is earlier than the row before's {short_repr(index[r - 1])}"
+        hint = ""
+        if dates and not zoned and 0 <= (int(keys[r - 1]) - int(keys[r])) * tick <= 3600 * 10 ** 9:
+            hint = ("; local times without a UTC offset repeat an hour when the clocks go back: write the times in "
+                    "UTC or with their offset (+01:00)")
         raise InputError(f"{where} row {r + 1}: timestamp {short_repr(index[r])} {what}; rows must be in increasing "
-                         f"time order (sort the table by time{'; or ' + drop if drop else ''})")
+                         f"time order (sort the table by time{'; or ' + drop if drop else ''}){hint}")
+
+
+def _exact_number(value: Any):
+    """A number written as text, exactly (Decimal); as float64 where Decimal does not read it ('1_000')."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        return Decimal(str(value).strip())
+    except (InvalidOperation, ValueError):
+        return float(pd.to_numeric(str(value).strip()))
+
+
+# A date text's time zone: Z or an offset (+01:00, -0500) at its end
+_ZONE = re.compile(r"(?:Z|[+-]\d\d:?\d\d)$", re.IGNORECASE)
+
+
+def _tick(times: pd.DatetimeIndex | pd.TimedeltaIndex) -> int:
+    """Nanoseconds one unit of ``times.asi8`` counts (pandas 3 keeps date-times in s, ms, us or ns)."""
+    return {"s": 10 ** 9, "ms": 10 ** 6, "us": 10 ** 3}.get(str(getattr(times, "unit", "ns")), 1)
+
+
+def _date_keys(index: pd.Index, where: str) -> tuple[Optional[np.ndarray], int]:
+    """Integer times (UTC) of date text and the nanoseconds of their unit (``_tick``), for the order check; None when
+    the first value is no date (ids). The first
+    reading of the text that gives a date on every row and increasing times wins: the first row's format (pandas'),
+    ISO 8601 in any of its forms, day first; a reading with every row a date but not increasing comes next (its
+    order error is reported), and a non-date is reported at the row where the first-row format stops."""
+    parsed = parse_times(index)
+    missing = np.flatnonzero(parsed.isna())
+    if len(missing) and missing[0] == 0:
+        return None, 1                # not dates: opaque labels, which must only be unique
+    complete = [(parsed.asi8, _tick(parsed))] if not len(missing) else []
+    if len(complete) and (np.diff(complete[0][0]) > 0).all():
+        return complete[0]
+    zoned = np.array([bool(_ZONE.search(str(v).strip())) for v in index])
+    if zoned.any() and not zoned.all():
+        # (read with utc=True, a row without a zone among zoned ones would silently be taken as UTC)
+        r = int(np.flatnonzero(zoned != zoned[0])[0])
+        raise InputError(f"{where} row {r + 1}: value {short_repr(index[r])} "
+                         f"{'has no' if zoned[0] else 'has a'} time zone, unlike row 1 {short_repr(index[0])}")
+    for options in ({"format": "ISO8601"}, {"dayfirst": True}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                other = pd.DatetimeIndex(pd.to_datetime(index, errors="coerce", utc=True, **options))
+            except (ValueError, TypeError, OverflowError):
+                continue
+        if not other.isna().any():
+            if (np.diff(other.asi8) > 0).all():
+                return other.asi8, _tick(other)
+            complete.append((other.asi8, _tick(other)))
+    if complete:
+        return complete[0]
+    r = missing[0]
+    raise InputError(f"{where} row {r + 1}: value {short_repr(index[r])} is not a date/time like the rows before it"
+                     f"{_stray_line_hint(index[r])}")
+
+
+def _stray_line_hint(value: Any) -> str:
+    """What a non-time among times most likely is, when it shows: a comment line, a second header line or a
+    byte-order mark (two exports joined with ``cat``)."""
+    text = str(value).strip()
+    if text.startswith("#"):
+        return " (a comment line? remove it)"
+    if text.lstrip("\ufeff") == TIMESTAMP:
+        return " (a second header line: two files joined? remove it)"
+    if "\ufeff" in text:
+        return " (a byte-order mark inside the file: two files joined? remove it)"
+    return ""
+
+
+def largest_time_gap(index: pd.Index, factor: float = 10.0) -> Optional[tuple[int, str, str]]:
+    """(1-based row, its step from the row before, the usual (median) step), as text, of the largest step between
+    consecutive timestamps when it is more than ``factor`` usual steps; None for an even series, row numbers, or
+    times that do not read as numbers or dates in the first row's format. The model's windows count rows, not
+    time: a window over a gap (a stop of the plant, a historian outage) joins the two sides as if adjacent."""
+    if isinstance(index, pd.RangeIndex) or len(index) < 3 or pd.api.types.is_bool_dtype(index.dtype):
+        return None
+    duration = pd.api.types.is_datetime64_any_dtype(index.dtype) or pd.api.types.is_timedelta64_dtype(index.dtype)
+    tick = 1
+    if pd.api.types.is_datetime64_any_dtype(index.dtype):
+        keys, tick = pd.DatetimeIndex(index).asi8, _tick(pd.DatetimeIndex(index))
+    elif pd.api.types.is_timedelta64_dtype(index.dtype):
+        keys, tick = pd.TimedeltaIndex(index).asi8, _tick(pd.TimedeltaIndex(index))
+    elif pd.api.types.is_numeric_dtype(index.dtype):
+        keys = index.to_numpy(dtype=np.float64)
+    else:
+        parsed = parse_times(index)
+        if parsed.isna().any():
+            return None
+        keys, tick, duration = parsed.asi8, _tick(parsed), True
+    steps = np.diff(keys.astype(np.float64)) * tick
+    usual = float(np.median(steps))
+    r = int(np.argmax(steps))
+    if not usual > 0 or not steps[r] > factor * usual:
+        return None
+
+    def shown(step: float) -> str:
+        return str(pd.Timedelta(int(round(step)), unit="ns")) if duration else f"{step:g}"
+
+    return r + 2, shown(steps[r]), shown(usual)
 
 
 def short_repr(value: Any, limit: int = 40) -> str:
     """A value for a message: NumPy scalars as plain Python (2, not np.int64(2)), long text cut."""
     if isinstance(value, np.generic):
         value = value.item()
-    if isinstance(value, pd.Timestamp):
+    if isinstance(value, (pd.Timestamp, pd.Timedelta)):
         value = str(value)
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -288,6 +439,8 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
             hint, text = "", str(series.iloc[row]).strip()
             if not pd.isna(pd.to_datetime(text, errors="coerce", format="ISO8601")):
                 hint = f" (a date/time: the time column must be named '{TIMESTAMP}')"
+            elif re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?", text) and "." in text:
+                hint = " (a thousands separator? save the numbers without it)"
             elif _is_number(text.replace(",", ".", 1)) and text.count(",") == 1:
                 hint = " (a decimal comma? save the file with '.' as the decimal separator)"
             raise InputError(f"{source}: column '{col}' {_row(series, row)}: value {short_repr(series.iloc[row])} "
@@ -361,8 +514,38 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
     if df.shape[1] == 0:
         raise InputError(f"{path}: the file has no columns")
     _check_header(path, df, kwargs)
+    if TIMESTAMP in df.columns and pd.api.types.is_float_dtype(df[TIMESTAMP].dtype):
+        df = _exact_times(path, df, kwargs)
     # Spreadsheet exports pad names ('pump_1 , pump_2'): the padding is invisible in messages and in the model.
     return df.set_axis([c.strip() if isinstance(c, str) else c for c in df.columns], axis=1)
+
+
+def _exact_times(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> pd.DataFrame:
+    """A ``timestamp`` column that pandas read as float64, kept as its text where float64 changed a value (epoch
+    seconds to the tenth of a microsecond, 1700000000.0000001, read as 1700000000.0: neighbouring rows then
+    "repeated" each other, and SCORES.csv wrote other times than DATA's). Only that column is read again."""
+    from decimal import Decimal, InvalidOperation
+
+    try:
+        raw = _csv_call(path, **{**kwargs, "usecols": [TIMESTAMP], "dtype": str, "keep_default_na": False})
+    except InputError:
+        return df
+    text = raw[TIMESTAMP]
+    if len(text) != len(df):
+        return df
+    # A decimal of at most 15 significant digits reads back from float64 as written: only longer ones are compared
+    digits = text.str.replace(r"[eE].*$|[^0-9]", "", regex=True).str.lstrip("0").str.len().to_numpy()
+    long = np.flatnonzero(digits > 15)
+    numbers = df[TIMESTAMP].to_numpy()
+    for value, written in zip(numbers[long], text.to_numpy()[long]):
+        try:
+            if np.isfinite(value) and Decimal(repr(float(value))) != Decimal(str(written).strip()):
+                break
+        except (InvalidOperation, ValueError):
+            return df
+    else:
+        return df
+    return df.assign(**{TIMESTAMP: text.str.strip().to_numpy(dtype=object)})
 
 
 _SAMPLE_CHARS = 1 << 16
@@ -476,7 +659,7 @@ def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
         raise InputError(f"{path}: duplicate column name(s): {', '.join(duplicated)}")
     if "" in names:
         j = names.index("")
-        hint = ("a separator at the end of every line?" if j == len(names) - 1 else
+        hint = ("a separator at the end of every line?" if not any(names[j:]) else
                 f"a DataFrame index saved with it? write with index=False, or name it '{TIMESTAMP}'")
         raise InputError(f"{path}: column {j + 1} has no name in the header ({hint})")
 
@@ -508,6 +691,9 @@ def check_writable_table(path: str | os.PathLike, inputs: Sequence[str | os.Path
     ``.csv.gz``, or .parquet / .pq), pyarrow for Parquet, and must not be one of the command's ``inputs`` (writing
     the scores over the data they come from); InputError naming the path otherwise."""
     kind = _output_kind(path)
+    if str(path) == "-":
+        raise InputError("-: writing the table to standard output is not supported (the summary line goes there); "
+                         "name the output .csv (or .csv.gz, .tsv) or .parquet")
     if kind is None:
         suffix = Path(path).suffix or "(none)"
         raise InputError(f"{path}: unknown output type {suffix!r}; name the output .csv (or .csv.gz, .tsv) or "
