@@ -289,3 +289,16 @@ def test_a_gap_in_time_is_noted_and_an_even_series_is_not(tmp_path, capsys, mode
     for quiet in (even, jitter):
         code, _, err = run_cli(capsys, "detect", model_dir, quiet, "--out", tmp_path / "s.csv", "--device", "cpu")
         assert code == 0 and err == "", err
+
+
+def test_train_notes_a_gap_in_time_too(tmp_path, capsys):
+    """The windows train over a gap as detect scores over one: train says so in the same note."""
+    regular = pd.date_range("2024-03-01", periods=ROWS, freq="min")
+    data = tmp_path / "outage.csv"
+    _frame().assign(timestamp=regular.where(np.arange(ROWS) < 120, regular + pd.Timedelta(hours=3)).astype(str)) \
+        .to_csv(data, index=False)
+    code, _, err = run_cli(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu",
+                           "--quiet")
+    assert code == 0, err
+    notes = [line for line in err.splitlines() if "time jumps" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: ") and "row 121" in notes[0], err

@@ -32,18 +32,15 @@ def detect(model_dir, data, out, device, missing) -> None:
     --missing interpolate and gaps in DATA, filled (how many of the row's sensor values were interpolated).
     """
     from mscred.atomic import atomic_path
-    from mscred.cli.train import report_filled
-    from mscred.data.io import check_writable_table, largest_time_gap, load_table, write_table
+    from mscred.cli.train import report_filled, report_time_gap
+    from mscred.data.io import check_writable_table, load_table, write_table
     from mscred.detector import MSCRED
 
     check_writable_table(out, inputs=[data])
     model = MSCRED.load(model_dir, device=device)
     table = load_table(data, missing=missing or model.config.train.missing)
     report_filled(table)
-    gap = largest_time_gap(table.index)
-    if gap is not None:   # windows count rows: said, since a window over a plant stop scores both sides as one
-        click.echo(f"note: {table.source}: the time jumps by {gap[1]} at row {gap[0]} (the usual step is {gap[2]}); "
-                   "windows count rows, not time, so the windows over a gap join the rows on both sides", err=True)
+    report_time_gap(table)   # (a window over a plant stop scores both sides as one)
     frame = model.detect(table)
     if table.gaps is not None:  # scores resting on interpolated values are marked as such
         frame["filled"] = table.gaps.sum(axis=1)

@@ -52,6 +52,18 @@ def report_filled(table) -> None:
                    f"{len(counts)} sensor(s): {shown}", err=True)
 
 
+def report_time_gap(table) -> None:
+    """One ``note:`` line on stderr where one time step is more than 10 usual ones (``io.largest_time_gap``: a stop
+    of the plant, a historian outage): the windows count rows, not time, so a window over the gap joins its two
+    sides as if they were adjacent, at train as at detect."""
+    from mscred.data.io import largest_time_gap
+
+    gap = largest_time_gap(table.index)
+    if gap is not None:
+        click.echo(f"note: {table.source}: the time jumps by {gap[1]} at row {gap[0]} (the usual step is {gap[2]}); "
+                   "windows count rows, not time, so the windows over a gap join the rows on both sides", err=True)
+
+
 def report_constant(table) -> None:
     """One line on stderr naming the sensors that never change in the training data: they carry no signal (the
     normaliser maps them to 0), and any change in them at detect time is outside what the model saw."""
@@ -249,6 +261,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
         check_val_scores_place(Path(val_scores), Path(out))
     table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
     report_filled(table)
+    report_time_gap(table)
     report_constant(table)
     report_extreme_range(table)
     out = Path(out)
