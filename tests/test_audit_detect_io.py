@@ -247,7 +247,7 @@ def test_chunked_scoring_keeps_every_rows_zoned_sub_second_time(tmp_path, capsys
     monkeypatch.setattr(detector, "STREAM_SEGMENT_BYTES", 4 * 3 * N * N * 8)
     chunked = _detect(capsys, model_dir, data, tmp_path / out)
     assert len(chunked) == 1200
-    # (ISO8601: pandas 2 takes the first row's format, without the fraction its whole second is written without)
+    # (ISO8601: pandas 3.0 takes the first row's format, without the fraction its whole second is written without)
     stamps = (pd.to_datetime(chunked["timestamp"], format="ISO8601") if out.endswith(".csv")
               else chunked["timestamp"])
     assert (pd.DatetimeIndex(stamps).asi8 == times.asi8).all()
