@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from cli_helpers import run_cli
+from test_datasets import _raises
 from mscred.data.datasets import load_dataset, smd_folder, telemanom_layout
 from mscred.errors import InputError
 
@@ -20,13 +21,8 @@ def _rows(path, array, fmt="%.4f", newline="\n"):
 
 
 def _refused(name, root, *fragments):
-    with pytest.raises(InputError) as info:
-        load_dataset(name, root)
-    message = str(info.value)
-    assert "\n" not in message
-    for fragment in fragments:
-        assert fragment in message, message
-    return message
+    """``load_dataset(name, root)`` refused in one line holding every fragment; the message."""
+    return _raises(*fragments, name=name, root=root)
 
 
 @pytest.fixture

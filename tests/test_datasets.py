@@ -66,6 +66,7 @@ def _raises(*fragments, **kwargs):
     assert "\n" not in message
     for fragment in fragments:
         assert fragment in message, message
+    return message
 
 
 def test_smd_bad_layouts(smd):
