@@ -53,12 +53,10 @@ def report_filled(table) -> None:
 
 
 def report_time_gap(table) -> None:
-    """One ``note:`` line on stderr where one time step is more than 10 usual ones (``io.largest_time_gap``: a stop
-    of the plant, a historian outage): the windows count rows, not time, so a window over the gap joins its two
-    sides as if they were adjacent, at train as at detect."""
-    from mscred.data.io import largest_time_gap
-
-    gap = largest_time_gap(table.index)
+    """One ``note:`` line on stderr where one time step is more than 10 usual ones (``Table.time_gap``: a stop of
+    the plant, a historian outage): the windows count rows, not time, so a window over the gap joins its two sides
+    as if they were adjacent, at train as at detect."""
+    gap = table.time_gap
     if gap is not None:
         click.echo(f"note: {table.source}: the time jumps by {gap[1]} at row {gap[0]} (the usual step is {gap[2]}); "
                    "windows count rows, not time, so the windows over a gap join the rows on both sides", err=True)
