@@ -57,6 +57,17 @@ MAX_SEED = 2 ** 63 - 1
 MAX_COUNT = 2 ** 53
 
 
+def finite_number(value) -> bool:
+    """Whether ``value`` is a finite int or float (NumPy's too), not a bool: what a numeric setting, and a number
+    of a checkpoint's metadata, must be."""
+    import math
+
+    import numpy as np   # (here, not at the top: the CLI imports this module before it needs NumPy)
+
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
 @dataclass
 class TrainConfig:
     epochs: int = 10

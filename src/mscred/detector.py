@@ -27,7 +27,7 @@ import pandas as pd
 
 from mscred import __version__
 from mscred.atomic import atomic_path, save_safetensors
-from mscred.config import RUNTIME_SETTINGS, MSCREDConfig
+from mscred.config import RUNTIME_SETTINGS, MSCREDConfig, finite_number
 from mscred.detect import Calibration, WindowResult, score_windows, timestamp_windows
 from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, NotFittedError, NoteWarning
 
@@ -794,17 +794,13 @@ def _whole(value, low: int) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= low
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and \
-        math.isfinite(value)
-
-
 def config_problem(config: MSCREDConfig) -> Optional[str]:
     """The first setting of ``config`` that fitting or scoring could not use, as "section.field value: why", or None.
     Checked when an estimator is made (and again at ``fit``: a setting may be changed on ``config`` in between) and
     when a model is loaded, so that a bad value fails at once, naming itself, instead of after training or deep
     inside scoring."""
-    from mscred.config import MAX_COUNT, MAX_SEED, MISSING_POLICIES, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig
+    from mscred.config import (MAX_COUNT, MAX_SEED, MISSING_POLICIES, ModelConfig, ScoreConfig, SignatureConfig,
+                               TrainConfig)
     from mscred.detect import SCORE_METHODS
     from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
     from mscred.thresholds import METHODS
@@ -828,9 +824,9 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
             return f"train.{name} {value!r}: must be at most 2**53 (the CLI's range)"
     if train.early_stopping_patience is not None and not _whole(train.early_stopping_patience, 1):
         return f"train.early_stopping_patience {train.early_stopping_patience!r}: must be None or an integer >= 1"
-    if not (_number(train.lr) and train.lr > 0):
+    if not (finite_number(train.lr) and train.lr > 0):
         return f"train.lr {train.lr!r}: must be a finite number > 0"
-    if not (_number(train.val_fraction) and 0 < train.val_fraction < 1):
+    if not (finite_number(train.val_fraction) and 0 < train.val_fraction < 1):
         return f"train.val_fraction {train.val_fraction!r}: must be between 0 and 1 (exclusive)"
     for name in ("bf16", "progress"):
         if not isinstance(getattr(train, name), bool):
@@ -855,19 +851,19 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
         return f"score.top_k {score.top_k!r}: must be a positive integer"
     if not isinstance(score.scales, (tuple, list)) or not score.scales or not set(score.scales) <= set(windows):
         return f"score.scales {score.scales!r}: must be some of the windows {windows}"
-    if score.theta is not None and not (_number(score.theta) and score.theta >= 0):
+    if score.theta is not None and not (finite_number(score.theta) and score.theta >= 0):
         return f"score.theta {score.theta!r}: must be None (chosen on the validation residuals) or a number >= 0"
     for name, low, high in (("theta_quantile", 0, 1), ("pot_risk", 0, 1), ("pot_level", 0, 1)):
         value = getattr(score, name)
-        if not (_number(value) and low < value < high):
+        if not (finite_number(value) and low < value < high):
             return f"score.{name} {value!r}: must be a number between {low} and {high} (exclusive)"
-    if not (_number(score.beta) and score.beta > 0):
+    if not (finite_number(score.beta) and score.beta > 0):
         return f"score.beta {score.beta!r}: must be a number > 0"
-    if not (_number(score.percentile) and 0 <= score.percentile <= 100):
+    if not (finite_number(score.percentile) and 0 <= score.percentile <= 100):
         return f"score.percentile {score.percentile!r}: must be a number from 0 to 100"
     if not _whole(model.lstm_kernel, 2) or model.lstm_kernel not in (2, 3):
         return f"model.lstm_kernel {model.lstm_kernel!r}: must be 2 or 3"
-    if not _number(model.forget_bias):
+    if not finite_number(model.forget_bias):
         return f"model.forget_bias {model.forget_bias!r}: must be a finite number"
     for name, value, choices in (("model.backend", model.backend, (AUTO, *MODEL_BACKENDS)),
                                  ("model.conv_backend", model.conv_backend, CONV_BACKENDS),
@@ -1004,7 +1000,7 @@ def _check_settings(config: MSCREDConfig, sensors: list[str], calibration: Calib
     for name, values in (("calibration.threshold", [calibration.threshold]),
                          ("calibration.scale_thresholds", calibration.scale_thresholds),
                          ("calibration.theta", calibration.theta)):
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+        if not all(finite_number(v) for v in values):
             raise ValueError(f"{name} {values!r} must be finite numbers")
 
 

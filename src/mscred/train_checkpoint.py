@@ -15,7 +15,6 @@ write from a ``BackgroundWriter`` thread while the next epoch trains.
 from __future__ import annotations
 
 import json
-import math
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 from mscred.atomic import atomic_path, check_folders_above, save_safetensors
+from mscred.config import finite_number
 from mscred.errors import InputError
 
 CHECKPOINT_NAME = "checkpoint.safetensors"
@@ -223,10 +223,6 @@ def _written_by(meta) -> str:
     return f", written by mscred {version}" if version != __version__ else ""
 
 
-def _number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def checkpoint_problem(meta, tensors: dict[str, torch.Tensor]) -> str | None:
     """What makes a checkpoint's metadata ``meta`` (its "mscred" JSON) and ``tensors`` unusable for a resume, in a
     few words, or None. A checkpoint of another mscred, or one edited or damaged, was a KeyError, a TypeError or
@@ -248,10 +244,10 @@ def checkpoint_problem(meta, tensors: dict[str, torch.Tensor]) -> str | None:
         return "its optimizer groups are not a list of groups of parameters"
     for group in groups:
         for key in ("lr", "eps", "weight_decay"):
-            if key in group and not _number(group[key]):
+            if key in group and not finite_number(group[key]):
                 return f"optimizer setting {key} {group[key]!r} is not a number"
         betas = group.get("betas", [0.9, 0.999])
-        if not (isinstance(betas, list) and len(betas) == 2 and all(_number(b) for b in betas)):
+        if not (isinstance(betas, list) and len(betas) == 2 and all(finite_number(b) for b in betas)):
             return f"optimizer setting betas {betas!r} is not two numbers"
     if not isinstance(extra, dict) or not all(isinstance(extra.get(section), dict) for section in RUN_SETTINGS
                                               if section in extra):
