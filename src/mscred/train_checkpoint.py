@@ -266,9 +266,9 @@ def match_checkpoint_data(ckpt: Path, sensors, values, source, resume: bool,
                           signature: dict | None = None) -> None:
     """Record the data of a run beside its checkpoints (its sensors, row count and a hash of its values, and the
     ``signature`` settings that make its windows: windows, gap, steps); a resume on other data, or on the same data
-    cut into other windows (a gap of 5 instead of 10 loaded the same weights), is bad input naming ``source``. A run that does not resume starts over: a checkpoint
-    left by an earlier run is removed before the record is rewritten (else a later resume continued that run's
-    checkpoint under this run's record).
+    cut into other windows (a gap of 5 instead of 10 loaded the same weights), is bad input naming ``source``. A
+    run that does not resume starts over: a checkpoint left by an earlier run is removed before the record is
+    rewritten (else a later resume continued that run's checkpoint under this run's record).
 
     The network's convolutions do not depend on the sensor count, so a checkpoint of other data would load and
     training would silently continue a model of other data. ``MSCRED.fit`` checks it; the CLI checks it itself
