@@ -473,7 +473,7 @@ def predict(net: nn.Module, segments, batch_size: int = 256, device: str | torch
         graphed = GraphedWindowInference(net, data, min(batch_size, n), bf16) if cuda_graphs else None
         if timings is not None:
             timings["setup_s"] = time.perf_counter() - t0 if graphed is not None else 0.0
-        if bf16 and cpu_inference.scores_bf16_models(net, device):
+        if bf16 and cpu_inference.scores_on(net, device):
             bf16 = False   # (on a CPU the float32 scoring path is as fast as bf16 autocast, or faster, and exact)
         with torch.no_grad(), autocast(device, bf16):
             for start in range(0, n, batch_size):

@@ -49,19 +49,18 @@ MAX_WORKERS = 4
 
 
 def applies(net, segments: torch.Tensor) -> bool:
-    """Whether ``net.forward_windows(segments, ...)`` takes this path (see the module's docstring)."""
-    cfg = net.cfg
-    return (segments.device.type == "cpu" and segments.dtype in (torch.float32, torch.float64)
-            and not torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
-            and cfg.backend == "reference" and cfg.conv_backend == "torch"
-            and not switched_off("MSCRED_CPU_CHUNKED"))
+    """Whether ``net.forward_windows(segments, ...)`` takes this path (see the module's docstring): ``scores_on``
+    the segments' device, float32/float64, no autograd, no autocast."""
+    return (scores_on(net, segments.device) and segments.dtype in (torch.float32, torch.float64)
+            and not torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu"))
 
 
-def scores_bf16_models(net, device: torch.device) -> bool:
-    """Whether scoring on ``device`` runs this path in float32 even for a model trained with bf16 (``predict``
-    leaves autocast off then): here the float32 path was as fast as the reference ops under CPU bf16 autocast at 30
-    sensors (0.70 against 0.72 s for 128 windows) and 2x faster at 80 (3.15 against 6.35 s), with 1e-4 x their
-    error (results/cpu_forward/bf16.md)."""
+def scores_on(net, device: torch.device) -> bool:
+    """Whether ``net``'s scoring on ``device`` runs this path: a CPU, the "reference" model backend and the "torch"
+    conv backend, not switched off (MSCRED_CPU_CHUNKED=0). ``predict`` then scores a model trained with bf16 in
+    float32 here (autocast would take the reference ops): the float32 path was as fast as the reference ops under
+    CPU bf16 autocast at 30 sensors (0.70 against 0.72 s for 128 windows) and 2x faster at 80 (3.15 against
+    6.35 s), with 1e-4 x their error (results/cpu_forward/bf16.md)."""
     cfg = getattr(net, "cfg", None)
     return (device.type == "cpu" and getattr(cfg, "backend", None) == "reference"
             and getattr(cfg, "conv_backend", None) == "torch" and not switched_off("MSCRED_CPU_CHUNKED"))
