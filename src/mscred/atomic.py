@@ -58,9 +58,13 @@ def check_replaceable_dir(target: str | os.PathLike, owned: Collection[str], wha
         raise InputError(f"{target}: is the current folder or holds it; write {what} into another folder")
     foreign = sorted(entry.name for entry in target.iterdir() if entry.name not in owned)
     if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise InputError(f"{target}: the folder holds files that are not {what} ({shown}); replacing it would delete "
-                         "them: write into a new or empty folder")
+        raise InputError(f"{target}: the folder holds files that are not {what} ({few_names(foreign)}); replacing "
+                         "it would delete them: write into a new or empty folder")
+
+
+def few_names(names: list[str], shown: int = 3) -> str:
+    """"a, b, c and 4 more": the first ``shown`` of ``names`` for a one-line message about a folder's entries."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 @contextlib.contextmanager

@@ -370,7 +370,7 @@ def check_out(out: Path, entities: list[Entity]) -> None:
     files: it is new, or an earlier run's (resumed or redone; the user's files beside its entries are not touched),
     and no entity's model folder holds anything but a model. A folder of other files was written into: its own
     summary.csv replaced, and an entity whose model folder held a user's file failed only after its training."""
-    from mscred.atomic import check_folders_above, check_replaceable_dir
+    from mscred.atomic import check_folders_above, check_replaceable_dir, few_names
     from mscred.detector import MODEL_FILES
 
     check_folders_above(out)
@@ -384,9 +384,8 @@ def check_out(out: Path, entities: list[Entity]) -> None:
     # is left alone: a fleet writes only its own entries (it had refused the folder it had made).
     foreign = [] if _fleet_rows(out / "rows") else sorted(entries)
     if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise InputError(f"--out {out}: the folder holds files that are not a fleet's output ({shown}); a fleet "
-                         "writes models/, rows/, summary.csv and summary.md there: give a new or empty folder")
+        raise InputError(f"--out {out}: the folder holds files that are not a fleet's output ({few_names(foreign)}); "
+                         "a fleet writes models/, rows/, summary.csv and summary.md there: give a new or empty folder")
     for entity in entities:
         check_replaceable_dir(out / "models" / safe_name(entity.name), MODEL_FILES, "an mscred model")
 

@@ -169,6 +169,7 @@ def check_checkpoint_dir(ckpt: Path) -> None:
     """Before training: the checkpoints' folder, which a finished run removes as a whole, must hold nothing but
     mscred's checkpoint, its data record and temporary files of their writes (a folder of the user's files there
     was deleted without a word at the end)."""
+    from mscred.atomic import few_names
     from mscred.errors import InputError
     from mscred.train_checkpoint import CHECKPOINT_NAME, DATA_RECORD_NAME
 
@@ -177,8 +178,8 @@ def check_checkpoint_dir(ckpt: Path) -> None:
     foreign = sorted(entry.name for entry in ckpt.iterdir() if entry.name not in (CHECKPOINT_NAME, DATA_RECORD_NAME)
                      and not (entry.name.startswith(".") and entry.name.endswith(".tmp")))
     if foreign:
-        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise InputError(f"{ckpt}: the checkpoints' folder holds files that are not mscred's checkpoints ({shown}); "
+        raise InputError(f"{ckpt}: the checkpoints' folder holds files that are not mscred's checkpoints "
+                         f"({few_names(foreign)}); "
                          "a finished run removes the folder: move them, or give --out another name")
 
 
