@@ -53,7 +53,7 @@ from mscred.ops.convlstm_sliding import distinct_steps, sliding
 from mscred.ops import resident_lstm, weight_cache
 from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
-from mscred.ops.triton import convlstm_concat, convlstm_gemm, convlstm_window
+from mscred.ops.triton import convlstm_concat, convlstm_gemm, convlstm_rec_cell, convlstm_window
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
@@ -526,11 +526,18 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     fast = fast_activations(gx.dtype)
+    fused_rec = convlstm_rec_cell.runs(gx.dtype, layout, Ch, gx.device)
     for t in range(T):
         gxt = gx[:, t]
         # Training keeps every c_t for the backward; inference updates one buffer in place (each element is read
         # and written by the same thread) and does not store the last step's c, which nothing reads.
         c_prev, c_t = (cells[t - 1] if t > 0 else cells[t], cells[t]) if save else (cells[0], cells[0])
+        if t > 0 and fused_rec:  # the recurrent convolution and the cell update in one kernel
+            pre_t = pre[t] if save else c_t
+            hp = hprev[t] if t < T - 1 else hprev[0]
+            convlstm_rec_cell.step(hprev[t - 1], w_h, gxt, bias, pre_t, c_prev, c_t, out[:, t], hp, pads,
+                                   forget_bias, t < T - 1, save, save or t < T - 1, hp_border, cdt, fast)
+            continue
         # (B, 4Ch, H, W); a dummy at step 0, never read (h_{-1} = 0)
         rec = F.conv2d(hprev[t - 1], w_h) if t > 0 else c_t
         pre_t = pre[t] if save else c_t                       # dummy when not stored
