@@ -11,7 +11,7 @@ import pytest
 
 from cli_helpers import run_cli
 from test_datasets import _raises
-from mscred.data.datasets import load_dataset, smd_folder, telemanom_layout
+from mscred.data.datasets import intervals_from_labels, load_dataset, smd_folder, telemanom_layout
 from mscred.errors import InputError
 
 
@@ -232,12 +232,63 @@ def test_telemanom_malformed_sequences_and_missing_arrays(tmp_path):
 def test_telemanom_arrays_of_another_dtype_or_shape(tmp_path):
     _telemanom_files(tmp_path / "data", tmp_path)
     test = tmp_path / "data" / "test" / "P-1.npy"
-    for array, fragment in ((np.ones((40, 4), dtype=bool), "dtype bool"), (np.ones((40, 4, 2)), "shape"),
-                            (np.array([["a"] * 4] * 40), "dtype"), (np.ones((40, 4)) + 1j, "complex")):
+    # (a bool array reads as 0/1: test_telemanom_bool_arrays_read_as_0_1)
+    for array, fragment in ((np.ones((40, 4, 2)), "shape"), (np.array([["a"] * 4] * 40), "dtype"),
+                            (np.ones((40, 4)) + 1j, "complex"),
+                            (np.zeros((40, 4), dtype="datetime64[s]"), "dtype datetime64")):
         np.save(test, array)
         _refused("smap:P-1", tmp_path, "test/P-1.npy", fragment)
     np.save(test, np.ones((40, 4), dtype=">f4"))   # big-endian float32 is numbers
     assert load_dataset("smap:P-1", tmp_path).test["telemetry"].sum() == 40
+
+
+
+def test_telemanom_bool_arrays_read_as_0_1(tmp_path):
+    """A bool array (one-hot commands saved from a comparison) was refused for its dtype, "expected numbers, got
+    dtype bool", where the same 0/1 as integers loads."""
+    _telemanom_files(tmp_path / "data", tmp_path)
+    rng = np.random.default_rng(5)
+    train, test = rng.random((50, 4)) > 0.5, rng.random((40, 4)) > 0.5
+    np.save(tmp_path / "data" / "train" / "P-1.npy", train)
+    np.save(tmp_path / "data" / "test" / "P-1.npy", test)
+    d = load_dataset("smap:P-1", tmp_path)
+    np.testing.assert_array_equal(d.train[d.sensors].to_numpy(), train.astype(np.float64))
+    np.testing.assert_array_equal(d.test[d.sensors].to_numpy(), test.astype(np.float64))
+    np.save(tmp_path / "data" / "test" / "P-1.npy", test.astype(np.int64))   # as the 0/1 integers load
+    pd.testing.assert_frame_equal(load_dataset("smap:P-1", tmp_path).test, d.test)
+
+
+def test_telemanom_overlapping_or_touching_sequences_are_one_event(tmp_path):
+    """Sequences of one channel that overlap ([3, 5] and [5, 8]), touch ([5, 8] then [9, 12], on another row of the
+    table) or lie inside another ([25, 30] and [27, 28]) were separate, overlapping events: one stretch of anomalous
+    rows counted as two or three anomalies in "anomalies found"."""
+    _telemanom_files(tmp_path / "data", tmp_path, rows={
+        "chan_id": ["P-1", "M-1", "P-1"], "spacecraft": ["SMAP", "MSL", "SMAP"],
+        "anomaly_sequences": ["[[25, 30], [3, 5], [5, 8], [27, 28]]", "[[0, 0]]", "[[9, 12], [20, 22]]"],
+        "num_values": [40, 40, 40]})
+    d = load_dataset("smap:P-1", tmp_path)
+    assert d.anomalies.to_dict("records") == [
+        {"start": 3, "end": 13, "root_causes": "", "duration": 10},
+        {"start": 20, "end": 23, "root_causes": "", "duration": 3},
+        {"start": 25, "end": 31, "root_causes": "", "duration": 6},
+    ]
+    # The events are the label's runs, as for a table or SMD file.
+    pd.testing.assert_frame_equal(d.anomalies, intervals_from_labels(d.test["label"].to_numpy()))
+
+
+def test_telemanom_line_numbers_past_blank_lines(tmp_path):
+    """A bad row after blank lines (or a quoted cell over two lines) was reported at its row number + 2, a line too
+    low past each of them: pandas skips blank lines."""
+    _telemanom_files(tmp_path / "data", tmp_path)
+    header = "chan_id,spacecraft,anomaly_sequences,num_values\n"
+    table = tmp_path / "labeled_anomalies.csv"
+    table.write_text(header + 'M-1,MSL,"[[0, 0]]",40\n\n   \nP-1,SMAP,"[[3, 99]]",40\n')
+    _refused("smap:P-1", tmp_path, "labeled_anomalies.csv: line 5:", "[3, 99]", "outside the test part")
+    table.write_text(header + '\nM-1,MSL,"[[0, 0],\n [1, 1]]",40\n\nP-1,SMAP,"[[3, 5]]",41\n')
+    _refused("smap:P-1", tmp_path, "labeled_anomalies.csv: line 6:", "num_values 41")
+    # (the rows before the bad one are read right: M-1's two-line cell)
+    table.write_text(header + '\nM-1,MSL,"[[0, 0],\n [1, 1]]",40\n\nP-1,SMAP,"[[3, 5]]",40\n')
+    assert load_dataset("msl:M-1", tmp_path).test["label"].sum() == 2
 
 
 # ------------------------------------------------------------------------------------------------------- demo

@@ -304,3 +304,36 @@ def test_train_notes_a_gap_in_time_too(tmp_path, capsys):
     assert code == 0, err
     notes = [line for line in err.splitlines() if "time jumps" in line]
     assert len(notes) == 1 and notes[0].startswith("note: ") and "row 121" in notes[0], err
+
+
+# ------------------------------------------------------------------------------------------------ label column
+
+
+def test_detect_ignores_a_label_column_train_and_evaluate_check_it(tmp_path, capsys):
+    """detect does not use labels, yet a label column being filled in (empty cells, a note) was refused there:
+    "column 'label' row 3: missing value". detect now drops it unread (no sensor, as at training, where the model
+    was fitted beside a label column); train and evaluate, which use it, still refuse it."""
+    from mscred.detector import MSCRED
+
+    labelled = _frame().assign(label=0)
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(labelled)
+    assert "label" not in model.sensors_
+    model.save(tmp_path / "model")
+    plain, partial, noted = tmp_path / "plain.csv", tmp_path / "partial.csv", tmp_path / "noted.csv"
+    _frame().to_csv(plain, index=False)
+    label = pd.Series([0.0, 1.0, np.nan] * (ROWS // 3) + [np.nan] * (ROWS % 3))
+    _frame().assign(label=label).to_csv(partial, index=False)
+    _frame().assign(label=["", "ok", "fault?"] * (ROWS // 3) + [""] * (ROWS % 3)).to_csv(noted, index=False)
+    expected = _detect(capsys, tmp_path / "model", plain, tmp_path / "plain_scores.csv")
+    for data in (partial, noted):
+        pd.testing.assert_frame_equal(_detect(capsys, tmp_path / "model", data, tmp_path / "s.csv"), expected)
+    assert load_table(partial, ignore_label=True).labels is None
+    # the Python API scores a DataFrame with such a column as the CLI does
+    scored = model.detect(_frame().assign(label=label))
+    pd.testing.assert_frame_equal(scored, model.detect(_frame()))
+    _refused(partial, "column 'label' row 3", "missing value")   # by default the reader checks it
+    bad_input(capsys, "train", partial, "--out", tmp_path / "m2", "--epochs", 1, "--device", "cpu", "--quiet",
+              names=(str(partial), "column 'label' row 3"))
+    assert not (tmp_path / "m2").exists()
+    bad_input(capsys, "evaluate", tmp_path / "plain_scores.csv", "--labels", noted,
+              names=(str(noted), "column 'label'", "'ok'"))

@@ -181,10 +181,6 @@ BAD_DATA = {
         [*_csv_lines(_frame())[:13], _csv_lines(_frame())[13] + ",7", *_csv_lines(_frame())[14:]])),
         ["cannot read as CSV", "line 14"]),
     "object column in Parquet": (_object_parquet, ["column 's1' row 4", "'offline' is not a number"]),
-    "label not 0/1": (lambda d: _write(d / "label.csv", _frame().assign(label=[0] * 50 + [2] + [0] * 149)
-                                       .to_csv(index=False)), ["column 'label' row 51", "label 2 is not 0 or 1"]),
-    "label as text": (lambda d: _write(d / "label_text.csv", _with(_frame().assign(label=0), 50, "label", "yes")
-                                       .to_csv(index=False)), ["column 'label' row 51", "'yes'"]),
     "unsorted timestamps": (lambda d: _write(d / "unsorted.csv", _frame().iloc[::-1].to_csv(index=False)),
                             ["column 'timestamp' row 2", "increasing time order"]),
     "duplicated timestamp": (lambda d: _write(d / "dup_ts.csv", _with(_frame(), 30, "timestamp", 29.0)
@@ -241,6 +237,11 @@ BAD_DATA = {
 }
 # Only at train: a single sensor (detect reports it as missing sensors, see DETECT_SENSORS) and 1-D .npy.
 TRAIN_ONLY = {
+    # detect ignores a label column (it scores without labels; test_audit_detect_io's label test), train checks it
+    "label not 0/1": (lambda d: _write(d / "label.csv", _frame().assign(label=[0] * 50 + [2] + [0] * 149)
+                                       .to_csv(index=False)), ["column 'label' row 51", "label 2 is not 0 or 1"]),
+    "label as text": (lambda d: _write(d / "label_text.csv", _with(_frame().assign(label=0), 50, "label", "yes")
+                                       .to_csv(index=False)), ["column 'label' row 51", "'yes'"]),
     "a single sensor column": (lambda d: _write(d / "one.csv", _frame()[["timestamp", "s0"]].to_csv(index=False)),
                                ["1 sensor(s); MSCRED needs at least 4"]),
     "npy 1-D (one sensor)": (lambda d: _npy(d, "vector.npy", np.arange(ROWS, dtype=float)),

@@ -98,3 +98,17 @@ def test_tep_text_cell_names_sample_and_variable(tep, name):
     sample, variable = (6, 4) if name == "d03_te.dat" else (4, 6)
     with pytest.raises(InputError, match=f"{name}: line 6: sample {sample}, variable {variable}: value 'abc'"):
         load_dataset("tep:3", root)
+
+
+def test_tep_text_cell_line_counts_blank_lines(tep):
+    """Past a blank line in the middle of the file the line named was one too low (pandas skips blank lines, and
+    the line was counted as its row + 1); the sample is still the data row."""
+    root = tep[0]
+    lines = (root / "d03_te.dat").read_text().splitlines()
+    fields = lines[5].split()
+    fields[3] = "abc"
+    lines[5] = " ".join(fields)
+    lines[2:2] = ["", "   "]   # sample 6 is now on line 8
+    (root / "d03_te.dat").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match="d03_te.dat: line 8: sample 6, variable 4: value 'abc'"):
+        load_dataset("tep:3", root)

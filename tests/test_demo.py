@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from cli_helpers import bad_input
 from mscred.cli.demo import render, run_demo
 
 
@@ -44,3 +46,34 @@ def test_demo_pipeline_tiny(tmp_path, capsys):
     model = MSCRED.load(out / "model", device="cpu")
     assert model.config.train.epochs == 1 and model.sensors_ == [c for c in test.columns
                                                                  if c not in ("timestamp", "label")]
+
+
+def _short_table(folder, rows=40):
+    """A `table` dataset (train.csv, test.csv with a label column) too short to train on (110 rows are needed)."""
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True)
+    for part in ("train", "test"):
+        frame = pd.DataFrame(rng.random((rows, 5)), columns=list("abcde"))
+        if part == "test":
+            frame["label"] = 0
+        frame.to_csv(folder / f"{part}.csv", index=False)
+    return folder
+
+
+def test_demo_too_short_to_train_leaves_no_new_files(tmp_path, capsys):
+    """The demo wrote out/data/ (train, test, anomalies) and then failed at training, leaving a data folder that
+    read as a run's. Now a failure removes what the run created; what was there before stays."""
+    data = _short_table(tmp_path / "short")
+    out = tmp_path / "new" / "demo"   # neither folder exists yet
+    line = bad_input(capsys, "demo", "--dataset", "table", "--data-root", data, "--out", out, "--quiet",
+                     "--no-report", names=("too few to train",))
+    assert "110" in line and not (tmp_path / "new").exists()
+    # An --out of earlier files: they stay (an earlier scores.csv, the user's note in data/), the new ones go.
+    out = tmp_path / "earlier"
+    (out / "data").mkdir(parents=True)
+    (out / "scores.csv").write_text("timestamp,score,is_anomaly,root_causes\n")
+    (out / "data" / "README.txt").write_text("mine\n")
+    bad_input(capsys, "demo", "--dataset", "table", "--data-root", data, "--out", out, "--quiet", "--no-report",
+              names=("too few to train",))
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == ["data", "data/README.txt", "scores.csv"]
+    assert (out / "scores.csv").read_text() == "timestamp,score,is_anomaly,root_causes\n"

@@ -157,6 +157,29 @@ def test_model_saved_before_the_weights_recorded_their_settings_loads(fitted, tm
                                rtol=1e-6)
 
 
+def test_load_opens_the_weights_file_once(fitted, tmp_path, monkeypatch):
+    """load opened model.safetensors twice: once for the metadata saying what the weights were trained with, then
+    again (safetensors.torch.load_file) for the tensors. Both come from one safe_open now."""
+    import os
+
+    import safetensors
+    import safetensors.torch
+
+    out = fitted.save(tmp_path / "m")
+    opened, real = [], safetensors.safe_open
+
+    def counting(path, *args, **kwargs):
+        opened.append(os.path.basename(str(path)))
+        return real(path, *args, **kwargs)
+
+    for module in (safetensors, safetensors.torch):   # (load_file opens through safetensors.torch's own name)
+        monkeypatch.setattr(module, "safe_open", counting)
+    loaded = MSCRED.load(out, device="cpu")
+    assert opened == ["model.safetensors"]
+    X = _frame(seed=5)
+    np.testing.assert_allclose(loaded.decision_function(X), fitted.decision_function(X), rtol=1e-6)
+
+
 def test_save_is_atomic(fitted, tmp_path, monkeypatch):
     import safetensors.torch
 

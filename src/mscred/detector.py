@@ -297,8 +297,9 @@ class MSCRED:
         sig = self.config.signature
         return max(sig.windows) + (sig.steps - 1) * sig.gap
 
-    def _table(self, X, source: str = "input"):
-        """Validate X (DataFrame, 2-D array or a list of its rows, or a loaded Table) into a Table."""
+    def _table(self, X, source: str = "input", ignore_label: bool = False):
+        """Validate X (DataFrame, 2-D array or a list of its rows, or a loaded Table) into a Table; ``ignore_label``
+        drops a ``label`` column unread (scoring, as ``mscred detect``)."""
         from mscred.data.io import Table, table_from_frame
 
         if isinstance(X, Table):
@@ -308,7 +309,7 @@ class MSCRED:
             if X.ndim != 2:
                 raise InputError(f"{source}: expected a 2-D array (T, n), got shape {X.shape}")
             X = pd.DataFrame(X, columns=[f"sensor_{j}" for j in range(X.shape[1])])
-        return table_from_frame(X, source=source, missing=self.config.train.missing)
+        return table_from_frame(X, source=source, missing=self.config.train.missing, ignore_label=ignore_label)
 
     def _check_rows(self, table, what: str, windows: int = 1) -> None:
         """Enough rows for ``windows`` windows (training needs two: one to train on, one to validate)."""
@@ -546,7 +547,7 @@ class MSCRED:
                 raise InputError(f"input: an array of {X.shape[1]} column(s); the model was trained on "
                                  f"{len(self.sensors_)} sensors, which an array gives in their training order")
             X = pd.DataFrame(X, columns=self.sensors_)
-        table = self._table(X)
+        table = self._table(X, ignore_label=True)  # scoring needs no ground truth: a label column is not checked
         self._check_rows(table, "score")
         values = self._aligned(table)
         return table, self._score_rows(values)
@@ -661,8 +662,7 @@ class MSCRED:
     @classmethod
     def load(cls, directory: str | os.PathLike, device: str = "auto") -> "MSCRED":
         """Read a model directory written by :meth:`save`. Damaged or missing files raise InputError."""
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
+        from safetensors import SafetensorError, safe_open
 
         from mscred.data.io import Normalizer
         from mscred.model import MSCREDNet
@@ -705,8 +705,10 @@ class MSCRED:
         # "auto" means this machine's best device, not the training one: a model trained on a GPU loads on a CPU.
         model.device_ = _resolve_device(device)
         try:
-            _check_trained_with(config, meta, weights_path, cfg_path)
-            state = load_file(str(weights_path))
+            # One open for the metadata and the tensors (the check came from a second open of the same file).
+            with safe_open(str(weights_path), "pt") as weights:
+                _check_trained_with(config, meta, (weights.metadata() or {}).get(TRAINED_WITH), cfg_path)
+                state = {name: weights.get_tensor(name) for name in weights.keys()}
             mismatch = _weights_mismatch(net.state_dict(), state)
             if mismatch:
                 raise InputError(f"{weights_path}: damaged weights ({mismatch})")
@@ -754,14 +756,11 @@ def _trained_with(config: MSCREDConfig, meta: dict) -> str:
                        "normalization": digest(meta["normalization"])}, sort_keys=True)
 
 
-def _check_trained_with(config: MSCREDConfig, meta: dict, weights_path: Path, cfg_path: Path) -> None:
+def _check_trained_with(config: MSCREDConfig, meta: dict, recorded: str | None, cfg_path: Path) -> None:
     """InputError when config.json no longer says what the weights were trained with: a hand-edited gap, steps or
     window list (or sensor list, or normalisation) loaded, its weight shapes unchanged, and scored every window with
-    settings the model never saw. Models saved before the weights recorded it (no ``TRAINED_WITH``) load as they did."""
-    from safetensors import safe_open
-
-    with safe_open(str(weights_path), "pt") as weights:
-        recorded = (weights.metadata() or {}).get(TRAINED_WITH)
+    settings the model never saw. ``recorded``: the weights' ``TRAINED_WITH`` metadata; models saved before the
+    weights recorded it (None) load as they did."""
     if recorded is None:
         return
     saved, now = json.loads(recorded), json.loads(_trained_with(config, meta))

@@ -2,18 +2,21 @@
 
 Everything the demo writes lands in ``--out`` (default ``demo_out``): ``data/`` (train.csv, test.csv,
 anomalies.csv), ``model/`` (config.json + model.safetensors), ``scores.csv``, ``metrics.json`` and ``report/``
-(``mscred evaluate``'s HTML report; by default only when matplotlib is installed). With ``--dataset NAME`` the
-data come from :func:`mscred.data.datasets.load_dataset` instead of the generator (``mscred demo --dataset tep:1``:
-the Tennessee Eastman benchmark shipped in the ``bibmon`` wheel, ``pip install 'mscred[datasets]'``). The figures
-are ``mscred evaluate``'s (:func:`mscred.evaluation.evaluate_files`), so the demo and the evaluate command never
-disagree.
+(``mscred evaluate``'s HTML report; by default only when matplotlib is installed); a run that fails removes the
+outputs it created. With ``--dataset NAME`` the data come from :func:`mscred.data.datasets.load_dataset` instead of
+the generator (``mscred demo --dataset tep:1``: the Tennessee Eastman benchmark shipped in the ``bibmon`` wheel,
+``pip install 'mscred[datasets]'``). The figures are ``mscred evaluate``'s (:func:`mscred.evaluation.evaluate_files`),
+so the demo and the evaluate command never disagree.
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import click
 
@@ -41,61 +44,93 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
 
     out = Path(out)
     _check_outputs(out, report)
-    times: dict[str, float] = {}
-    start = time.perf_counter()
-    if dataset is None:
-        from mscred.data.synthetic import write_synthetic
+    # (after the checks, which write nothing: what exists now is the user's or an earlier run's)
+    with _removed_on_failure(out):
+        times: dict[str, float] = {}
+        start = time.perf_counter()
+        if dataset is None:
+            from mscred.data.synthetic import write_synthetic
 
-        length = length or (QUICK if quick else FULL)["length"]
-        data = write_synthetic(out / "data", n_sensors=n_sensors, length=length, seed=seed)
-        train_df, test_df, name = data.train, data.test, "synthetic (paper)"
-    else:
-        from mscred.data.datasets import load_dataset
+            length = length or (QUICK if quick else FULL)["length"]
+            data = write_synthetic(out / "data", n_sensors=n_sensors, length=length, seed=seed)
+            train_df, test_df, name = data.train, data.test, "synthetic (paper)"
+        else:
+            from mscred.data.datasets import load_dataset
 
-        data = load_dataset(dataset, root=data_root)
-        train_df, test_df, name = data.train, data.test, data.name
-        for file, frame in (("train.csv", train_df), ("test.csv", test_df),
-                            ("anomalies.csv", getattr(data, "anomalies", None))):
-            if frame is not None:
-                with atomic_path(out / "data" / file) as tmp:
-                    frame.to_csv(tmp, index=False)
-    times["data_s"] = time.perf_counter() - start
+            data = load_dataset(dataset, root=data_root)
+            train_df, test_df, name = data.train, data.test, data.name
+            for file, frame in (("train.csv", train_df), ("test.csv", test_df),
+                                ("anomalies.csv", getattr(data, "anomalies", None))):
+                if frame is not None:
+                    with atomic_path(out / "data" / file) as tmp:
+                        frame.to_csv(tmp, index=False)
+        times["data_s"] = time.perf_counter() - start
 
-    settings = dict(overrides)
-    settings.setdefault("epochs", (QUICK if quick else FULL)["epochs"])
-    settings.setdefault("seed", seed)
-    settings.setdefault("progress", progress)
-    model = MSCRED(**settings)
-    tick = time.perf_counter()
-    model.fit(train_df)
-    model.save(out / "model")
-    times["train_s"] = time.perf_counter() - tick
+        settings = dict(overrides)
+        settings.setdefault("epochs", (QUICK if quick else FULL)["epochs"])
+        settings.setdefault("seed", seed)
+        settings.setdefault("progress", progress)
+        model = MSCRED(**settings)
+        tick = time.perf_counter()
+        model.fit(train_df)
+        model.save(out / "model")
+        times["train_s"] = time.perf_counter() - tick
 
-    # The steps after training take tens of seconds on a CPU: say what runs (on stderr, as the epochs).
-    say = (lambda text: click.echo(text, err=True)) if progress else (lambda text: None)
-    say(f"scoring the test data ({len(test_df)} rows) ...")
-    tick = time.perf_counter()
-    frame = model.detect(test_df)
-    with atomic_path(out / "scores.csv") as tmp:
-        frame.to_csv(tmp, index=False)
-    times["detect_s"] = time.perf_counter() - tick
+        # The steps after training take tens of seconds on a CPU: say what runs (on stderr, as the epochs).
+        say = (lambda text: click.echo(text, err=True)) if progress else (lambda text: None)
+        say(f"scoring the test data ({len(test_df)} rows) ...")
+        tick = time.perf_counter()
+        frame = model.detect(test_df)
+        with atomic_path(out / "scores.csv") as tmp:
+            frame.to_csv(tmp, index=False)
+        times["detect_s"] = time.perf_counter() - tick
 
-    say("evaluating" + (" and writing the report ..." if report else " ..."))
-    tick = time.perf_counter()
-    anomalies = out / "data" / "anomalies.csv"
-    figures = evaluate_files(out / "scores.csv", out / "data" / "test.csv",
-                             anomalies=anomalies if anomalies.exists() else None,
-                             report_dir=(out / "report") if report else None, model_dir=out / "model",
-                             data_path=out / "data" / "test.csv", seed=seed)
-    times["evaluate_s"] = time.perf_counter() - tick
-    times["total_s"] = time.perf_counter() - start
-    result = {"dataset": name, "quick": quick, "epochs": len(model.history_),
-              "theta": model.theta_ or None, "threshold": model.threshold_,
-              "score": model.config.score.method, "threshold_rule": model.config.score.threshold,
-              **figures, **times}
-    with atomic_path(out / "metrics.json") as tmp:
-        tmp.write_text(json.dumps(result, indent=2) + "\n")
-    return result
+        say("evaluating" + (" and writing the report ..." if report else " ..."))
+        tick = time.perf_counter()
+        anomalies = out / "data" / "anomalies.csv"
+        figures = evaluate_files(out / "scores.csv", out / "data" / "test.csv",
+                                 anomalies=anomalies if anomalies.exists() else None,
+                                 report_dir=(out / "report") if report else None, model_dir=out / "model",
+                                 data_path=out / "data" / "test.csv", seed=seed)
+        times["evaluate_s"] = time.perf_counter() - tick
+        times["total_s"] = time.perf_counter() - start
+        result = {"dataset": name, "quick": quick, "epochs": len(model.history_),
+                  "theta": model.theta_ or None, "threshold": model.threshold_,
+                  "score": model.config.score.method, "threshold_rule": model.config.score.threshold,
+                  **figures, **times}
+        with atomic_path(out / "metrics.json") as tmp:
+            tmp.write_text(json.dumps(result, indent=2) + "\n")
+        return result
+
+
+# What run_demo writes under --out: files, and folders written whole (atomically) as one output each.
+_OUTPUT_FILES = ("data/train.csv", "data/test.csv", "data/anomalies.csv", "scores.csv", "metrics.json")
+_OUTPUT_FOLDERS = ("model", "report")
+
+
+@contextlib.contextmanager
+def _removed_on_failure(out: Path) -> Iterator[None]:
+    """On a failure of the run inside (a dataset too short to train, found only after its data were written; an
+    error at detection or evaluation; Ctrl-C), remove what this run created and nothing else: the outputs that did
+    not exist before it, then the folders it made for them (``data/``, ``out`` and any above it) where they are left
+    empty. A failed demo left ``out/data/`` behind, which read as a run's data. An output that existed before
+    stays, even where this run rewrote it (there is no copy of the old one to put back).
+    """
+    new = [out / name for name in (*_OUTPUT_FILES, *_OUTPUT_FOLDERS) if not os.path.lexists(out / name)]
+    folders = [p for p in (out / "data", out, *out.parents) if not os.path.lexists(p)]   # deepest first
+    try:
+        yield
+    except BaseException:
+        for path in new:
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        for folder in folders:
+            with contextlib.suppress(OSError):   # (not empty: something else is in it now, which stays)
+                folder.rmdir()
+        raise
 
 
 def _check_outputs(out: Path, report: bool) -> None:

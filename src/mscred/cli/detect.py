@@ -38,7 +38,8 @@ def detect(model_dir, data, out, device, missing) -> None:
 
     check_writable_table(out, inputs=[data])
     model = MSCRED.load(model_dir, device=device)
-    table = load_table(data, missing=missing or model.config.train.missing)
+    # (the label column is ground truth, which scoring does not use: not checked here, as evaluate checks it)
+    table = load_table(data, missing=missing or model.config.train.missing, ignore_label=True)
     report_filled(table)
     report_time_gap(table)   # (a window over a plant stop scores both sides as one)
     frame = model.detect(table)

@@ -9,8 +9,9 @@ Names (``load_dataset(name, root)``):
   numbers of the interpretation labels).
 - ``smap:<channel>`` / ``msl:<channel>``: NASA SMAP/MSL telemetry (telemanom layout) under ``root``: ``train/<chan>.npy``,
   ``test/<chan>.npy`` (also accepted under ``root/data/``) and ``labeled_anomalies.csv`` (columns ``chan_id``,
-  ``spacecraft``, ``anomaly_sequences`` as ``[[start, end], ...]``, 0-based inclusive). Column 0 is the telemetry
-  value (``telemetry``), the others the one-hot commands (``command_01 ..``).
+  ``spacecraft``, ``anomaly_sequences`` as ``[[start, end], ...]``, 0-based inclusive; sequences of a channel that
+  overlap or touch are one event). Column 0 is the telemetry value (``telemetry``), the others the one-hot commands
+  (``command_01 ..``; a bool array reads as 0/1).
 - ``table``: a generic CSV/Parquet with a ``label`` column, ``root`` being either a directory with ``train.*`` and
   ``test.*`` (and optionally ``anomalies.csv``, the layout ``mscred generate`` writes) or one labelled file, whose
   first ``TABLE_TRAIN_FRACTION`` of rows becomes the training part.
@@ -38,6 +39,7 @@ Every layout problem raises :class:`~mscred.errors.InputError` with one line nam
 from __future__ import annotations
 
 import ast
+import csv
 import difflib
 import importlib.util
 import os
@@ -284,6 +286,35 @@ def _read_labels(path: Path, expected: int) -> np.ndarray:
     return labels.astype(np.int64)
 
 
+def _data_lines(path: Path, header: bool) -> Optional[list[int]]:
+    """The 1-based file line on which each data row that ``pandas.read_csv`` gives of ``path`` starts (the header
+    line left out when ``header``), or None when the file cannot be read again as text.
+
+    pandas skips blank (and blank-only) lines and a quoted cell may run over several lines, so ``row + 2`` (or
+    ``row + 1`` without a header) named a line too low past every blank line in the middle of a file.
+    """
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            reader = csv.reader(handle)
+            starts, line = [], 1
+            for fields in reader:
+                if len(fields) > 1 or (fields and fields[0].strip()):   # what pandas keeps as a row
+                    starts.append(line)
+                line = reader.line_num + 1
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return None
+    return starts[1:] if header else starts
+
+
+def _file_line(path: Path, row: int, rows: int, header: bool) -> int:
+    """The 1-based file line of data row ``row`` (0-based, of ``rows``) of ``path`` as pandas read it
+    (:func:`_data_lines`); the count without blank lines where the file does not read back row for row."""
+    lines = _data_lines(path, header)
+    if lines is None or len(lines) != rows:
+        return row + (2 if header else 1)
+    return lines[row]
+
+
 def _read_npy(path: Path) -> np.ndarray:
     try:
         array = np.load(path, allow_pickle=False)
@@ -293,6 +324,10 @@ def _read_npy(path: Path) -> np.ndarray:
         array = array[:, None]
     if array.ndim != 2 or array.shape[0] == 0:
         raise InputError(f"{path}: expected a non-empty 2-D array (T, n), got shape {array.shape}")
+    if array.dtype == np.bool_:
+        # True/False as 1/0: the same values as a 0/1 integer array are accepted (telemanom's one-hot command
+        # columns), so a bool array was refused for its dtype alone.
+        array = array.astype(np.int8)
     if not np.issubdtype(array.dtype, np.number):
         raise InputError(f"{path}: expected numbers, got dtype {array.dtype}")
     columns = [f"column {j + 1}" for j in range(array.shape[1])]
@@ -431,7 +466,27 @@ def telemanom_layout(root: str | os.PathLike) -> tuple[Path, Path]:
     return data, table or root / "labeled_anomalies.csv"
 
 
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Inclusive [start, end] row spans, sorted, with those that overlap or touch (one ends on the row before the
+    other starts) joined into one."""
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
 def _load_telemanom(root: Path, spacecraft: str, channel: str) -> LabeledDataset:
+    """One SMAP/MSL channel: its train/test arrays and, from ``labeled_anomalies.csv``, the labels and events.
+
+    The anomaly sequences of the channel (over all its rows of the table) that overlap or touch are merged into one
+    event. The per-row labels cannot tell them apart, but the event metrics count events: overlapping sequences (a
+    table merged from two copies or two labellers, one sequence inside another) made one stretch of anomalous rows
+    two events, both "found" by one alarm, and touching ones ([3, 5] and [6, 8]) split one stretch in two, where the
+    same labels in a table or SMD file give one event (``intervals_from_labels``: maximal runs of 1).
+    """
     data, table_path = telemanom_layout(root)
     _need_file(table_path, _TELEMANOM)
     try:
@@ -473,11 +528,14 @@ def _load_telemanom(root: Path, spacecraft: str, channel: str) -> LabeledDataset
     if train.shape[1] != test.shape[1]:
         raise InputError(f"{data}: {channel}: train has {train.shape[1]} columns, test has {test.shape[1]}")
     labels = np.zeros(len(test), dtype=np.int64)
-    rows = []
+    spans: list[tuple[int, int]] = []
+
+    def line(index) -> int:   # 1-based file line of a table row, counted only when an error names it
+        return _file_line(table_path, int(index), len(table), header=True)
+
     # Every row of the channel: the first alone was read, so a second row's anomalies (a table merged from two
     # copies, one row per anomaly) were labelled normal, silently.
     for index in row.index:
-        line = int(index) + 2  # 1-based file line of this row (after the header)
         text = str(table.at[index, "anomaly_sequences"])
         try:
             sequences = ast.literal_eval(text)  # a literal list of [start, end] pairs, never code
@@ -486,25 +544,25 @@ def _load_telemanom(root: Path, spacecraft: str, channel: str) -> LabeledDataset
                 raise ValueError("not whole numbers")
             sequences = [(int(a), int(b)) for a, b in sequences]
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            raise InputError(f"{table_path}: line {line}: anomaly_sequences {text!r} is not a list of [start, end] "
-                             "(whole numbers)") from None
+            raise InputError(f"{table_path}: line {line(index)}: anomaly_sequences {text!r} is not a list of "
+                             "[start, end] (whole numbers)") from None
         # telemanom's num_values is the length of the channel's test array: another length means the table and the
         # arrays are of different releases or channels, and every sequence would label the wrong rows, silently.
         if "num_values" in table.columns:
             count = pd.to_numeric(pd.Series([table.at[index, "num_values"]]), errors="coerce").iloc[0]
             if pd.notna(count) and count != len(test):
                 test_path = data / "test" / f"{channel}.npy"
-                raise InputError(f"{table_path}: line {line}: num_values {count:g} but {test_path} has {len(test)} "
-                                 "rows (the table and the arrays are not of the same release)")
+                raise InputError(f"{table_path}: line {line(index)}: num_values {count:g} but {test_path} has "
+                                 f"{len(test)} rows (the table and the arrays are not of the same release)")
         for a, b in sequences:
             if a > b:
-                raise InputError(f"{table_path}: line {line}: sequence [{a}, {b}] ends before it starts")
+                raise InputError(f"{table_path}: line {line(index)}: sequence [{a}, {b}] ends before it starts")
             if not 0 <= a <= b < len(test):
-                raise InputError(f"{table_path}: line {line}: sequence [{a}, {b}] outside the test part "
+                raise InputError(f"{table_path}: line {line(index)}: sequence [{a}, {b}] outside the test part "
                                  f"(0..{len(test) - 1})")
             labels[a : b + 1] = 1
-            rows.append({"start": a, "end": b + 1, "root_causes": "", "duration": b - a + 1})
-    rows.sort(key=lambda r: (r["start"], r["end"]))
+            spans.append((a, b))
+    rows = [{"start": a, "end": b + 1, "root_causes": "", "duration": b - a + 1} for a, b in _merged(spans)]
     width = max(2, len(str(train.shape[1] - 1)))
     sensors = ["telemetry", *[f"command_{j:0{width}d}" for j in range(1, train.shape[1])]]
     return LabeledDataset(
@@ -703,8 +761,8 @@ def _read_tep(path: Path) -> np.ndarray:
     if len(text):
         r, c = text[0]
         sample, variable = (c + 1, r + 1) if transposed else (r + 1, c + 1)
-        raise InputError(f"{path}: line {r + 1}: sample {sample}, variable {variable}: value "
-                         f"{short_repr(raw.iat[r, c])} is not a number")
+        raise InputError(f"{path}: line {_file_line(path, r, len(raw), header=False)}: sample {sample}, variable "
+                         f"{variable}: value {short_repr(raw.iat[r, c])} is not a number")
     values = numeric.to_numpy(dtype=np.float64)
     if transposed:
         values = values.T

@@ -79,7 +79,7 @@ class Table:
         return df
 
 
-def load_table(path: str | os.PathLike, missing: str = "error") -> Table:
+def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bool = False) -> Table:
     """Read a CSV, Parquet or .npy file and validate it.
 
     Parameters
@@ -94,6 +94,9 @@ def load_table(path: str | os.PathLike, missing: str = "error") -> Table:
     missing : {"error", "interpolate"}
         What a missing sensor value gets (``MISSING_POLICIES``): an InputError at its cell, or linear
         interpolation between its sensor's neighbouring rows (``Table.filled`` counts them).
+    ignore_label : bool
+        Drop a ``label`` column unread, for a caller without use for ground truth (``mscred detect``): its values
+        are not checked and it is no sensor either (``Table.labels`` is None). By default it is read and checked.
 
     Returns
     -------
@@ -107,7 +110,7 @@ def load_table(path: str | os.PathLike, missing: str = "error") -> Table:
         names the file, and the column and row where it applies.
     """
     frame = read_frame(path)
-    table = table_from_frame(frame, source=str(Path(path)), missing=missing)
+    table = table_from_frame(frame, source=str(Path(path)), missing=missing, ignore_label=ignore_label)
     table.positional = bool(frame.attrs.get(POSITIONAL))
     return table
 
@@ -136,12 +139,14 @@ def read_frame(path: str | os.PathLike, *, npy: bool = True, **csv_options: Any)
     raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; expected {kinds}")
 
 
-def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str = "error") -> Table:
+def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str = "error",
+                     ignore_label: bool = False) -> Table:
     """Validate a DataFrame as :func:`load_table` does (the estimator's entry point for DataFrames).
 
     A ``timestamp`` column becomes the index (otherwise the frame's own index is kept when it is not a plain
     RangeIndex); a ``label`` column becomes ``labels``; every other column must be numeric and finite, missing
-    values aside with ``missing="interpolate"`` (see :func:`load_table`). Rows are reported 1-based in frame order.
+    values aside with ``missing="interpolate"`` (see :func:`load_table`), and ``ignore_label`` drops a ``label``
+    column unread. Rows are reported 1-based in frame order.
     """
     if missing not in MISSING_POLICIES:
         raise InputError(f"missing={missing!r}: choose one of {', '.join(MISSING_POLICIES)}")
@@ -158,6 +163,10 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     if duplicated:
         raise InputError(f"{source}: duplicate column name(s): {', '.join(duplicated)}")
     df = df.set_axis(columns, axis=1)
+    if ignore_label and LABEL in df.columns:
+        # Scoring needs no ground truth: a label column being filled in (empty cells, 'ok'/'fault' notes) refused
+        # data that scores fine. Dropped, not kept: it was no sensor at training either.
+        df = df.drop(columns=[LABEL])
 
     times = None   # the order check's integer/float times, for the gap note (_time_gap)
     if TIMESTAMP in df.columns:
