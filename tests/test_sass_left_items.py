@@ -430,9 +430,16 @@ def test_a_kernel_in_several_units_of_one_arch_is_named_by_its_mangled_names(uni
     assert code == 0 and mangled[0] in out, err
 
 
-def test_patch_of_a_value_in_two_units_suggests_the_mangled_name(unit_library, capsys):
+def test_patch_of_a_value_in_two_units_suggests_the_mangled_name(unit_library, capsys, tmp_path):
+    """The name that fits three units' kernels is refused as dump refuses it (it said "found 2 times ... or -k with
+    the mangled name", and patched whichever unit's k alone held --old); the mangled name picks one."""
     line = one_line_error(capsys, "patch", unit_library, "-k", "k", "--old", "0xcc", "--new", "0xdd")
-    assert "found 2 times" in line and line.endswith("or -k with the mangled name"), line
+    assert "is in 3 cubins (" in line and line.endswith("; name it by its mangled name"), line
+    mangled = [part.rsplit(": ", 1)[1] for part in line.split("(", 1)[1].rsplit(")", 1)[0].split("; ")]
+    out = tmp_path / "libk.dd.a"
+    code, text, err = run_cli(capsys, "patch", unit_library, "-k", mangled[2], "--old", "0xcc", "--new", "0xdd",
+                              "-o", out)
+    assert code == 0 and mangled[2] in text, err
 
 
 def test_probe_out_over_its_own_template_is_refused(tmp_path, no_compile, capsys):

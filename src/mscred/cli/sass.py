@@ -91,24 +91,15 @@ def _needs_stdout() -> None:
 
 
 def _pick_cubin(path: str, kernel: str, arch: str | None):
-    """The one readable cubin of ``path`` that holds ``kernel`` (optionally for ``arch``)."""
-    from mscred.sass.cubin import AmbiguousKernel
-    from mscred.sass.fatbin import check_has_cubins, check_readable, find_images, unreadable_cubins
+    """The one readable cubin of ``path`` that holds ``kernel`` (optionally for ``arch``; ``NAME#N``: the N-th)."""
+    from mscred.sass.fatbin import (check_has_cubins, check_readable, find_images, kernel_in_cubins, kernel_selector,
+                                    numbered_kernel, several_cubins, unreadable_cubins)
 
+    name, _ = kernel_selector(kernel)   # (a bad number is refused before the file is read)
     images = find_images(_read(path), path, arch)
     check_has_cubins(images, path)
     check_readable(images)
-    found, ambiguous = [], []
-    for image in images:
-        if image.kind != "cubin" or image.data is None:
-            continue
-        cubin = image.cubin()
-        try:
-            found.append((image, cubin, cubin.kernel(kernel)))
-        except AmbiguousKernel as err:
-            ambiguous.append(err)
-        except InputError:
-            continue
+    found, ambiguous = kernel_in_cubins(images, name)
     if not found and ambiguous:  # the name fits several kernels: say which, rather than "no kernel"
         raise ambiguous[0]
     if not found:
@@ -116,18 +107,13 @@ def _pick_cubin(path: str, kernel: str, arch: str | None):
         skipped = unreadable_cubins(images)
         unread = (f"; {len(skipped)} cubin{'s' if len(skipped) > 1 else ''} could not be read "
                   f"({skipped[0].where}: {skipped[0].note})" if skipped else "")
-        raise InputError(f"{path}: no kernel {kernel!r} in any readable cubin{' for ' + arch if arch else ''}"
+        raise InputError(f"{path}: no kernel {name!r} in any readable cubin{' for ' + arch if arch else ''}"
                          f"{unread}")
+    found = numbered_kernel(found, kernel, path)
     if len(found) > 1:
-        # --arch separates builds for several architectures, the mangled name two translation units' kernels of
-        # one plain name (anonymous-namespace or static kernels of a library's members); "pass --arch" said for
-        # two sm_90 cubins could not help.
-        archs, names = {i.arch for i, _, _ in found}, {k.name for _, _, k in found}
-        how = ("pass --arch" if len(archs) == len(found) else
-               "name it by its mangled name" if len(names) == len(found) else
-               "extract the cubin you mean (cuobjdump -xelf all FILE) and give that")
-        listed = "; ".join(f"{i.where}: {k.name}" for i, _, k in found)
-        raise InputError(f"{path}: kernel {kernel!r} is in {len(found)} cubins ({listed}); {how}")
+        # --arch, the mangled name or NAME#N, whichever tells these apart ("pass --arch" said for two sm_90 cubins
+        # could not help).
+        raise several_cubins(found, name, path)
     return found[0]
 
 # (the kinds of file every subcommand reads; an empty path would otherwise be read as the current folder)
@@ -173,7 +159,8 @@ def kernels(path):
 @sass.command()
 @click.argument("path", type=_BINARY)
 @click.option("--kernel", "-k", required=True,
-              help="Kernel name: mangled (_Z4testPi), plain (test) or a piece of the demangled name (scale<4>).")
+              help="Kernel name: mangled (_Z4testPi), plain (test) or a piece of the demangled name (scale<4>); "
+                   "NAME#N: the one in the N-th cubin holding it (file order), for kernels of one mangled name.")
 @click.option("--arch", default=None, callback=_arch, help="Pick the cubin for this architecture, e.g. sm_90.")
 def dump(path, kernel, arch):
     """Print a kernel's instruction words (each one number, most significant digit first: a 64-bit word as `xxd -e
@@ -237,7 +224,8 @@ def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
 @sass.command()
 @click.argument("path", type=_BINARY)
 @click.option("--kernel", "-k", required=True,
-              help="Kernel holding the instruction (mangled, plain or a piece of the demangled name).")
+              help="Kernel holding the instruction (mangled, plain or a piece of the demangled name); NAME#N: "
+                   "the one in the N-th cubin holding it (file order), for kernels of one mangled name.")
 @click.option("--old", required=True, help="The field's current value, e.g. 0xcc (register: its number).")
 @click.option("--new", required=True, help="The value to write, e.g. 0xdd.")
 @click.option("--field", type=click.Choice(["immediate", "register"]), default="immediate", show_default=True)
@@ -275,7 +263,9 @@ def patch(path, kernel, old, new, field, bits, arch, at, instruction, grep, outp
 
 @sass.command()
 @click.argument("path", type=_BINARY)
-@click.option("--kernel", "-k", required=True, help="Kernel to launch; its parameters must all be pointers.")
+@click.option("--kernel", "-k", required=True,
+              help="Kernel to launch; its parameters must all be pointers. NAME#N: the one in the N-th cubin "
+                   "holding it (file order), for kernels of one mangled name.")
 @click.option("--arch", default=None, callback=_arch,
               help="Pick the cubin for this architecture (for executables/fatbins).")
 @click.option("--words", default=1, show_default=True, type=click.IntRange(1, 1 << 20),

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mscred.errors import InputError
-from mscred.sass.cubin import Cubin, _elffile, arch_specific, damaged_elf, is_cubin
+from mscred.sass.cubin import (AmbiguousKernel, Cubin, Kernel, _elffile, arch_specific, damaged_elf, is_cubin,
+                                windows_binary)
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment_data")
@@ -217,6 +218,9 @@ def check_format(head: bytes, where: str) -> None:
         raise InputError(f"{where}: an empty file (0 bytes)")
     if head.startswith((b"\x7fELF", AR_MAGIC)) or head[:4] == struct.pack("<I", FATBIN_MAGIC):
         return
+    windows = windows_binary(head, where)
+    if windows is not None:
+        raise InputError(windows)
     if head.startswith(b"!<thin>\n"):
         raise InputError(f"{where}: a thin archive (its members are files elsewhere); give the object files")
     ptx_target = ptx_text_target(head)
@@ -402,3 +406,67 @@ def cubins(data: bytes, where: str, arch: str | None = None) -> list[tuple[Image
     images = find_images(data, where, arch)
     check_readable(images)
     return [(image, image.cubin()) for image in images if image.kind == "cubin" and image.data is not None]
+
+
+# --- one kernel among several cubins --------------------------------------------------------------------------------
+
+def kernel_selector(text: str) -> tuple[str, int | None]:
+    """-k's ``NAME#N`` as (NAME, N): the kernel NAME in the N-th (from 1, in file order, after --arch) of the cubins
+    that hold one; a ``text`` without '#' as (text, None). The one way to pick between kernels of one mangled name
+    in one file (two translation units' static kernels, an -rdc=true executable's linked and relocatable cubins),
+    which --arch, the name and the instruction's offset or words cannot tell apart. No symbol name holds a '#'."""
+    if "#" not in text:
+        return text, None
+    name, _, number = text.rpartition("#")
+    if not name or not re.fullmatch(r"[1-9][0-9]*", number):
+        raise InputError(f"-k {text!r}: after '#' give the number of the cubin that holds the kernel, from 1 in "
+                         f"file order (e.g. {name or 'test'}#2)")
+    return name, int(number)
+
+
+def kernel_in_cubins(images: list[Image], name: str
+                     ) -> tuple[list[tuple[Image, Cubin, Kernel]], list[AmbiguousKernel]]:
+    """Each readable cubin of ``images`` in which ``name`` names one kernel (``Cubin.kernel``), in file order, with
+    it; and the refusals of the cubins in which ``name`` fits several kernels."""
+    found, ambiguous = [], []
+    for image in images:
+        if image.kind != "cubin" or image.data is None:
+            continue
+        cubin = image.cubin()
+        try:
+            found.append((image, cubin, cubin.kernel(name)))
+        except AmbiguousKernel as err:
+            ambiguous.append(err)
+        except InputError:   # not in this cubin
+            continue
+    return found, ambiguous
+
+
+def numbered_kernel(found: list[tuple[Image, Cubin, Kernel]], text: str, where: str
+                    ) -> list[tuple[Image, Cubin, Kernel]]:
+    """``found`` (``kernel_in_cubins``) narrowed to the one ``-k NAME#N`` numbers; all of it without a number, or
+    when it is empty (the caller says "no kernel")."""
+    name, number = kernel_selector(text)
+    if number is None or not found:
+        return found
+    if number > len(found):
+        count, or_to = len(found), "or" if len(found) == 2 else "to"
+        raise InputError(f"{where}: -k {text!r}: kernel {name!r} is in {count} cubin{'s' if count > 1 else ''} "
+                         f"({f'#1 {or_to} #{count}' if count > 1 else '#1'}, in file order)")
+    return [found[number - 1]]
+
+
+def several_cubins(found: list[tuple[Image, Cubin, Kernel]], name: str, where: str) -> InputError:
+    """The refusal of a kernel ``name`` found in several cubins, with the one way to pick that tells them apart:
+    --arch for builds of several architectures, the mangled name for two translation units' kernels of one plain
+    name (anonymous-namespace kernels of a library's members), and ``NAME#N`` for kernels of one mangled name in
+    one architecture (static kernels of two units, an -rdc=true executable's linked and relocatable cubins)."""
+    archs, names, count = {i.arch for i, _, _ in found}, {k.name for _, _, k in found}, len(found)
+    if len(archs) == count or len(names) == count:
+        listed = "; ".join(f"{i.where}: {k.name}" for i, _, k in found)
+        how = "pass --arch" if len(archs) == count else "name it by its mangled name"
+    else:
+        listed = "; ".join(f"#{n} {i.where}: {k.name}" for n, (i, _, k) in enumerate(found, 1))
+        how = (f"pick one by its number in file order, -k '{name}#1' "
+               f"{'or' if count == 2 else 'to'} -k '{name}#{count}'")
+    return InputError(f"{where}: kernel {name!r} is in {count} cubins ({listed}); {how}")

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
-from mscred.sass.cubin import AmbiguousKernel, Cubin, Kernel
-from mscred.sass.fatbin import Image, check_has_cubins, find_images, read_input
+from mscred.sass.cubin import Cubin, Kernel
+from mscred.sass.fatbin import (Image, check_has_cubins, find_images, kernel_in_cubins, kernel_selector,
+                                 numbered_kernel, read_input, several_cubins)
 from mscred.sass.isa import KNOWN_FIELDS, Instruction, set_field
 from mscred.sass.toolchain import disassemble, nvdisasm_error
 
@@ -76,6 +77,18 @@ def _scan(data: bytes, where: str, kernel: str, bits: tuple[int, int] | None, fi
     pick and the ones they rule out (for the message when none is picked)."""
     images = find_images(data, where, arch)
     check_has_cubins(images, where)
+    name, number = kernel_selector(kernel)
+    found, ambiguous = kernel_in_cubins(images, name)
+    if ambiguous:   # several kernels of one cubin fit: say which (dump and run do), not "no kernel"
+        raise ambiguous[0]
+    found = numbered_kernel(found, kernel, where)
+    patchable = [image.arch for image, _, _ in found if image.file_offset is not None]
+    if number is None and len(set(patchable)) < len(patchable):
+        # Kernels of one architecture in several cubins (two units' static kernels of one mangled name, an
+        # -rdc=true executable's linked and relocatable cubins): whichever held --old was patched, without the user
+        # having chosen it, and where both held it no --at or --grep could tell them apart.
+        raise several_cubins(found, name, where)
+    in_cubin = {id(image): (cubin, k) for image, cubin, k in found}
     matches: list[Match] = []
     ruled_out: list[Match] = []
     seen_kernel = False
@@ -85,15 +98,12 @@ def _scan(data: bytes, where: str, kernel: str, bits: tuple[int, int] | None, fi
         if image.kind != "cubin":
             continue
         if image.data is None:
-            compressed_with_kernel.append(image)
+            if number is None or not found:   # (NAME#N picked a readable cubin)
+                compressed_with_kernel.append(image)
             continue
-        cubin = image.cubin()
-        try:
-            k = cubin.kernel(kernel)
-        except AmbiguousKernel:   # several kernels fit: say which (dump and run do), not "no kernel"
-            raise
-        except InputError:        # not in this cubin: look in the next
+        if id(image) not in in_cubin:   # not in this cubin (or not the one NAME#N picks): look in the next
             continue
+        cubin, k = in_cubin[id(image)]
         if image.file_offset is None:
             compressed_with_kernel.append(image)
             continue
@@ -136,7 +146,7 @@ def _scan(data: bytes, where: str, kernel: str, bits: tuple[int, int] | None, fi
         if compressed_with_kernel:  # unreadable for another reason (a payload that is not a cubin)
             raise InputError(f"{compressed_with_kernel[0].where}: {compressed_with_kernel[0].note}")
         scope = f" for {arch}" if arch else ""
-        raise InputError(f"{where}: no kernel {kernel!r} in any cubin{scope}")
+        raise InputError(f"{where}: no kernel {name!r} in any cubin{scope}")
     return _Scan(matches, ruled_out, used_bits or (0, 0))
 
 
@@ -182,6 +192,9 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
     ----------
     path : path
         A cubin, or a host executable / shared library / object file / fatbin holding cubins.
+    kernel : str
+        As ``Cubin.kernel`` takes it; ``NAME#N``: the kernel in the N-th cubin holding it (from 1, in file order,
+        after ``arch``), which a name in several cubins of one architecture needs (``fatbin.kernel_selector``).
     field : str
         "immediate" or "register"; with ``bits`` None, the bit range comes from ``isa.KNOWN_FIELDS``.
     bits : (lo, hi)
@@ -195,6 +208,7 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
     if field not in ("immediate", "register"):
         raise InputError(f"field {field!r}: use immediate or register")
     _check_selectors(old, new, instruction, grep)
+    kernel_selector(kernel)   # (a bad NAME#N is refused before the file is read)
     src = Path(path)
     data = read_input(src, pipes=False)  # (a pipe has no file to copy or replace)
     scan = _scan(data, str(src), kernel, bits, field, old, arch, at, instruction, grep)
@@ -229,9 +243,15 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
     if target.is_symlink():  # write through a link (e.g. --in-place on one): the file it names gets the patch
         target = target.resolve()
     after = Instruction(m.insn.offset, m.insn.bits, word, m.insn.control)
-    # Read the patched bytes back through the same parser before anything is written.
-    check, _ = find_matches(bytes(patched), str(target), kernel, (lo, hi), field, new, m.image.arch, m.insn.offset)
-    if len(check) != 1 or check[0].insn.word != word:
+    # Read the patched bytes back through the same parser before anything is written: the cubin at the same file
+    # byte (not the kernel found by name again, which may be in several cubins), its instruction at the same offset.
+    again = next((image for image in find_images(bytes(patched), str(target))
+                  if image.kind == "cubin" and image.file_offset == m.image.file_offset), None)
+    cubin_after = again.cubin() if again is not None and again.data is not None else None
+    kernel_after = cubin_after.kernels.get(m.kernel.name) if cubin_after is not None else None
+    insn_after = next((insn for insn in kernel_after.instructions if insn.offset == m.insn.offset),
+                      None) if kernel_after is not None else None
+    if insn_after is None or insn_after.word != word or insn_after.field(lo, hi) != new:
         raise InputError(f"{src}: the patched copy does not read back as expected; nothing written")
     result = PatchResult(target, m, (lo, hi), m.insn, after)
     asm_before = (disassemble(m.cubin.data, m.image.where) or {}).get(m.kernel.name, {})
@@ -239,9 +259,9 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
         # Where nvdisasm reads the original, the patched instruction must still be an instruction: bits that are
         # not that field (e.g. the control bits 105..127 taken for an immediate) can make an undefined encoding.
         patched_where = f"{target} (patched)"
-        asm_after = (disassemble(check[0].cubin.data, patched_where) or {}).get(m.kernel.name, {})
+        asm_after = (disassemble(cubin_after.data, patched_where) or {}).get(m.kernel.name, {})
         if m.insn.offset not in asm_after:
-            why = " ".join((nvdisasm_error(check[0].cubin.data, patched_where) or "the instruction is missing").split())
+            why = " ".join((nvdisasm_error(cubin_after.data, patched_where) or "the instruction is missing").split())
             raise InputError(f"{src}: the patched instruction at +{m.insn.offset:#x} does not disassemble ({why}); "
                              f"are bits [{lo}, {hi}) its {field} field? nothing written")
         result.asm_before = asm_before.get(m.insn.offset, "")
