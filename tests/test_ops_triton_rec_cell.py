@@ -153,3 +153,75 @@ def test_bf16_training_batch_on_gpu(B, C, n, monkeypatch):
         errs[setting] = [((g_.double() - o).norm() / o.norm()).item() for g_, o in zip(got, oracle)]
     for name, new, old in zip(("h", "dx", "dweight", "dbias"), errs[str(C)], errs["0"]):
         assert new <= 2 * old + 2e-3, f"{name}: fused step {new:.3g} vs split path {old:.3g}"
+
+
+def _grads(x, w, b, dout, monkeypatch, **settings):
+    """h and the gradients of x, the weight and the bias through ``fused.train`` on the time-major, zero-bordered
+    input the encoder hands over in training, with the environment ``settings``."""
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    fmt = torch.channels_last
+    x_tm = x.permute(1, 0, 3, 4, 2).contiguous().permute(1, 0, 4, 2, 3).detach().requires_grad_()
+    w_, b_ = w.clone().requires_grad_(), b.clone().requires_grad_()
+    xp = fused.pad_steps(x_tm, fused._padding(w.shape[-1]), fmt)
+    y = fused.train(xp, w_, b_, FB, padded=True)
+    return [y.detach(), *torch.autograd.grad(y, (x_tm, w_, b_), dout)]
+
+
+@interpreter_only
+@pytest.mark.parametrize("B, T, C, Ch, n, k", SHAPES)
+def test_fused_backward_step_equals_reference_in_float64(B, T, C, Ch, n, k, monkeypatch):
+    """The backward's steps t < T - 1 as one kernel each (the transposed recurrent convolution of dpre_{t+1}, then
+    the cell backward and the bias sums): h and every gradient equal the float64 reference's, with the forward
+    fused or split."""
+    calls, real = [], rec_cell.bwd_step
+    monkeypatch.setattr(rec_cell, "bwd_step", lambda *a: calls.append(1) or real(*a))
+    x, w, b, dout = _inputs(B, T, C, Ch, n, k, seed=11 * B + Ch + k)
+    xs, ws, bs = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    y = ref.convlstm(xs, ws, bs, FB)
+    want = [y.detach(), *torch.autograd.grad(y, (xs, ws, bs), dout)]
+    for forward in ("0", "1"):
+        calls.clear()
+        got = _grads(x, w, b, dout, monkeypatch, MSCRED_LSTM_REC_CELL=forward, MSCRED_LSTM_REC_CELL_BWD="1")
+        assert len(calls) == T - 1
+        for name, g_, w_ in zip(("h", "dx", "dweight", "dbias"), got, want):
+            torch.testing.assert_close(g_, w_, rtol=1e-10, atol=1e-10, msg=f"{name} (forward {forward})")
+
+
+@interpreter_only
+def test_fused_backward_needs_time_major_steps(monkeypatch):
+    """Batch-major steps (a second, batch-major copy of the gate gradients to write) keep the split backward."""
+    monkeypatch.setenv("MSCRED_LSTM_REC_CELL_BWD", "1")
+    cpu = torch.device("cpu")
+    assert rec_cell.bwd_runs(torch.float64, "nhwc", 32, cpu, time_major=True)
+    assert not rec_cell.bwd_runs(torch.float64, "nhwc", 32, cpu, time_major=False)
+    calls, real = [], rec_cell.bwd_step
+    monkeypatch.setattr(rec_cell, "bwd_step", lambda *a: calls.append(1) or real(*a))
+    x, w, b, dout = _inputs(2, 3, 8, 32, 4, 2, seed=5)
+    xs, ws, bs = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    torch.autograd.grad(fused.convlstm(xs, ws, bs, FB), (xs, ws, bs), dout)
+    assert calls == []
+
+
+@needs_cuda
+@pytest.mark.parametrize("B, C, n", [(128, 128, 8), (128, 256, 4), (7, 128, 8)])
+def test_bf16_fused_backward_on_gpu(B, C, n, monkeypatch):
+    """bf16, time-major as in training, at levels 3-4's shapes: h and the gradients with the fused forward and
+    backward steps stay within the split path's distance to the float64 oracle (2x, plus a floor of bf16
+    roundings)."""
+    x, w, b, dout = _inputs(B, 5, C, C, n, 2, seed=C + B + 1)
+    xs, ws, bs = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    y = ref.convlstm(xs, ws, bs, FB)
+    oracle = [y.detach(), *torch.autograd.grad(y, (xs, ws, bs), dout)]
+    low = [t.to(torch.bfloat16) for t in (x, w, dout)]
+    errs = {}
+    calls, real = [], rec_cell.bwd_step
+    monkeypatch.setattr(rec_cell, "bwd_step", lambda *a: calls.append(1) or real(*a))
+    for setting in ("0", str(C)):
+        calls.clear()
+        got = _grads(low[0], low[1], b, low[2], monkeypatch, MSCRED_LSTM_REC_CELL=setting,
+                     MSCRED_LSTM_REC_CELL_BWD=setting)
+        assert len(calls) == (0 if setting == "0" else 4)
+        errs[setting] = [((g_.double() - o).norm() / o.norm()).item() for g_, o in zip(got, oracle)]
+    for name, new, old in zip(("h", "dx", "dweight", "dbias"), errs[str(C)], errs["0"]):
+        assert new <= 2 * old + 2e-3, f"{name}: fused steps {new:.3g} vs split path {old:.3g}"
