@@ -34,9 +34,6 @@ TILES = [(64, 32, 64, 4, s) for s in (2, 3, 4)] + [(128, 32, 64, 8, s) for s in 
          (64, 32, 32, 4, 4), (128, 32, 32, 8, 4), (32, 32, 64, 4, 3)]
 
 
-BWD_TILES = [(64, 64, 64, 4, 3), (64, 32, 64, 4, 3), (128, 64, 64, 8, 3), (128, 32, 64, 4, 3), (64, 64, 64, 4, 4)]
-
-
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     a, b = a.double(), b.double()
     return ((a - b).norm() / b.norm()).item()
@@ -46,10 +43,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/rec_cell_train")
     ap.add_argument("--quick", action="store_true", help="three tiles only")
-    ap.add_argument("--backward", action="store_true", help="the backward kernel's sweep instead (rec_cell_bwd.md)")
     args = ap.parse_args()
-    if args.backward:
-        return backward_sweep(args.out, BWD_TILES[:3] if args.quick else BWD_TILES)
     from mscred.ops.triton import convlstm as fused
     from mscred.ops.triton import convlstm_rec_cell as rec_cell
 
@@ -117,81 +111,6 @@ def main() -> None:
     lines += ["", f"Best per level (faster than the split path): MSCRED_LSTM_REC_CELL={setting} "
               f"MSCRED_REC_CELL_TILE='{tile_env}'"]
     (out / "rec_cell.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-
-
-def backward_sweep(out_dir: str, tiles) -> None:
-    """Each level's whole training backward (``convlstm_train_backward``: the steps' cell backwards and recurrent
-    data gradients, the two weight gradients), graph-replayed: the split path (MSCRED_LSTM_REC_CELL_BWD=0) against
-    ``rec_cell_bwd_kernel`` at each tile (MSCRED_REC_CELL_BWD_TILE); the gradients against the split path's."""
-    from mscred.ops.triton import convlstm as fused
-    from mscred.ops.triton import convlstm_rec_cell as rec_cell
-
-    torch.backends.cudnn.benchmark = True
-    rows, best = [], {}
-    for ch, n in LEVELS:
-        x, w, b, dout = level_inputs(ch, n)
-        xp, w_x, w_h = fused.train_inputs(x, w)
-        with torch.no_grad():
-            _, pre, cells, hprev = fused.convlstm_train(xp, w_x, w_h, b, 1.0, "nhwc")
-
-        def backward():
-            return fused.convlstm_train_backward(dout, xp, w_x, w_h, b, pre, cells, hprev, 1.0, "nhwc")
-
-        os.environ["MSCRED_LSTM_REC_CELL_BWD"] = "0"
-        split = backward()
-        split_ms = graph_ms(backward)
-        rows.append({"ch": ch, "n": n, "tile": "split path", "ms": split_ms})
-        print(f"level Ch={ch} backward: split {split_ms * 1e3:.1f} us", flush=True)
-        os.environ["MSCRED_LSTM_REC_CELL_BWD"] = str(ch)
-        for tile in tiles:
-            os.environ["MSCRED_REC_CELL_BWD_TILE"] = "/".join(map(str, tile))
-            kernels, real = [], rec_cell.bwd_step
-            rec_cell.bwd_step = lambda *a: kernels.append(real(*a)) or kernels[-1]
-            try:
-                got = backward()
-            except Exception as exc:
-                rows.append({"ch": ch, "n": n, "tile": list(tile), "error": f"{type(exc).__name__}: {exc}"[:200]})
-                print(f"  {tile}: {type(exc).__name__}", flush=True)
-                continue
-            finally:
-                rec_cell.bwd_step = real
-            ms = graph_ms(backward)
-            k = kernels[0]
-            row = {"ch": ch, "n": n, "tile": list(tile), "ms": ms, "speedup": split_ms / ms,
-                   "regs": getattr(k, "n_regs", None), "spills": getattr(k, "n_spills", None),
-                   **{f"{name}_rel": _rel(g_, s_) for name, g_, s_ in zip(("dx", "dw_x", "dw_h", "db"), got, split)}}
-            rows.append(row)
-            print(f"  {tile}: {ms * 1e3:.1f} us ({row['speedup']:.2f}x) regs {row['regs']} spills {row['spills']} "
-                  f"dx {row['dx_rel']:.2e} dw_h {row['dw_h_rel']:.2e} db {row['db_rel']:.2e}", flush=True)
-            if row["speedup"] > 1 and row["ms"] < best.get(ch, {"ms": float("inf")})["ms"]:
-                best[ch] = row
-        os.environ.pop("MSCRED_REC_CELL_BWD_TILE", None)
-    setting = ",".join(str(ch) for ch in best) or "0"
-    tile_env = ";".join(f"{ch}:" + "/".join(map(str, r["tile"])) for ch, r in best.items())
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "rec_cell_bwd.json").write_text(json.dumps({"rows": rows, "best": best, "setting": setting,
-                                                       "tile": tile_env}, indent=1))
-    (out / "best_bwd.env").write_text(f"MSCRED_LSTM_REC_CELL_BWD={setting}\nMSCRED_REC_CELL_BWD_TILE={tile_env}\n"
-                                      if best else "")
-    lines = [f"{torch.cuda.get_device_name()}, torch {torch.__version__}, bf16, batch 128, 5 steps; the level's "
-             "training backward as one CUDA-graph replay (median of 30)", "",
-             "| hidden channels, map | tile BM/BC/BK/warps/stages | us | vs split | regs | spills | dx rel "
-             "| dw_h rel | db rel |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        tile = r["tile"] if isinstance(r["tile"], str) else "/".join(map(str, r["tile"]))
-        head = f"| {r['ch']}, {r['n']}x{r['n']} | {tile} |"
-        if "error" in r:
-            lines.append(f"{head} {r['error']} | | | | | | |")
-        elif "speedup" in r:
-            lines.append(f"{head} {r['ms'] * 1e3:.1f} | {r['speedup']:.2f}x | {r['regs']} | {r['spills']} | "
-                         f"{r['dx_rel']:.2e} | {r['dw_h_rel']:.2e} | {r['db_rel']:.2e} |")
-        else:
-            lines.append(f"{head} {r['ms'] * 1e3:.1f} | 1.00x | | | | | |")
-    lines += ["", f"Best per level (faster than the split path): MSCRED_LSTM_REC_CELL_BWD={setting} "
-              f"MSCRED_REC_CELL_BWD_TILE='{tile_env}'"]
-    (out / "rec_cell_bwd.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

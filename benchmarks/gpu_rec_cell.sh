@@ -9,6 +9,8 @@
 #                                           fused step and the ConvLSTM's full-size rows (gpu_setting_ab.sh, the
 #                                           tests under the split setting: the fused step's own set it)
 #                                           -> $OUT/rec_cell_step/
+# At ee4e912 a third mode, "bwd", swept and A/B'd the backward kernel of the same kind (results/rec_cell_bwd/: it lost,
+# and was removed with this mode).
 set -uo pipefail
 . benchmarks/device_env.sh
 case ${1:-sweep} in
@@ -23,24 +25,5 @@ case ${1:-sweep} in
     bash benchmarks/gpu_setting_ab.sh rec_cell_step split MSCRED_LSTM_REC_CELL=0 100 \
       tests/test_ops_triton_rec_cell.py tests/test_ops_triton_convlstm.py -k "rec_cell or full_size_on_gpu"
     grep -h "train fused + CUDA graph" "$OUT/rec_cell_step/log.txt" | head
-    ;;
-  bwd)  # ~4-5 min: the backward kernel's sweep, then (if a tile beat the split path) the graphed bf16 step with it
-        # against the defaults in alternation twice (bench_train.py's graphed part alone: no eager baseline); the
-        # fused steps' bf16 GPU tests between the two -> $OUT/rec_cell_bwd/
-    D=$(result_dir rec_cell_bwd)
-    bench_to_log "$D" 150 benchmarks/bench_rec_cell.py --backward
-    tail -22 "$D/bench_log.txt"
-    mapfile -t BEST < <(cat "$D/best_bwd.env" 2>/dev/null)   # (one VAR=VALUE a line: the values hold commas)
-    echo "fastest: ${BEST[*]:-none}"
-    bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 80 tests/test_ops_triton_rec_cell.py -k "bf16"
-    if [ ${#BEST[@]} -gt 0 ]; then
-      W=/tmp/rec_cell_bwd; rm -rf "$W"
-      for run in default_1 fused_1 default_2 fused_2; do
-        envs=(); [ "${run%_*}" = fused ] && envs=("${BEST[@]}")
-        mkdir -p "$W/$run"
-        env "${envs[@]}" timeout 40 python3 benchmarks/bench_train.py --iters 30 --no-graph-profile --out "$W/$run" \
-          --work "$W/$run" --part g-fused-bf16 2>&1 | grep -E "train fused \+ CUDA graph \+ bf16 " | sed "s/^/$run: /"
-      done | tee "$D/step_ab.txt"
-    fi
     ;;
 esac

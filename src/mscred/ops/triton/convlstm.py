@@ -704,14 +704,8 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
     db_acc = torch.zeros(4 * Ch, device=xp.device, dtype=acc)
-    # Steps t < T - 1: the recurrent data gradient and the cell backward in one kernel, where it runs.
-    fused_rec = fused_db and convlstm_rec_cell.bwd_runs(pre.dtype, layout, Ch, xp.device, time_major)
     for t in reversed(range(T)):
         dout_t = dout[:, t]
-        if fused_rec and t < T - 1:
-            convlstm_rec_cell.bwd_step(dpre[t + 1], w_h, pre[t], cells[t - 1] if t > 0 else cells[t], cells[t],
-                                       dout_t, dc, dpre[t], db_acc, pads, forget_bias, t > 0, cdt, fast, recompute_c)
-            continue
         dp2 = dpre[t] if time_major else dpre_bt[:, t]
         cell_bwd_kernel[grid](
             pre[t], *_s3(pre[t]), bias, cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
@@ -723,8 +717,6 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             STORE2=not time_major, TILES=tiles, PRE_BIAS=False, FAST_ACT=fast,
             RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, DHR_TAPS=taps, num_warps=NUM_WARPS_BWD,
         )
-        if fused_rec:  # the next steps' kernels compute their recurrent gradients themselves
-            continue
         if t > 0 and taps:  # its four tap shares from one GEMM, summed by the next step's cell kernel
             dhr = convlstm_gemm.recurrent_dgrad_taps(dpre[t], w_h)
         elif t > 0:  # gradient of the zero-bordered h_{t-1}: one transposed convolution, (B, Ch, HP, WP)

@@ -29,6 +29,10 @@ An earlier kernel of the same idea for inference only (af9527a, reverted; result
 through masks and kept four gate accumulators: 1.43x per level at batch 128, but 0.98x on whole-model scoring,
 where the per-window and resident kernels run. This one reads the training path's zero-bordered h buffers and
 multiplies all four gates in one dot.
+
+Its backward counterpart (the transposed recurrent convolution of dpre_{t+1} with the cell backward in the
+epilogue, ee4e912) lost: levels 3-4's backward 0.57-0.77x, its epilogue at 255 registers with spills
+(results/rec_cell_bwd/); removed.
 """
 from __future__ import annotations
 
@@ -49,6 +53,10 @@ TILES: dict[int, tuple[int, int, int, int, int]] = {128: (128, 64, 64, 8, 3), 25
 DEFAULT_CHANNELS: frozenset[int] = frozenset({128, 256})
 
 
+def _setting() -> str:
+    return os.environ.get("MSCRED_LSTM_REC_CELL", "").strip()
+
+
 def runs(dtype: torch.dtype, layout: str, ch: int, device: torch.device) -> bool:
     """Whether a step t >= 1 of a level with ``ch`` hidden channels takes ``rec_cell_fwd_kernel``.
 
@@ -56,15 +64,9 @@ def runs(dtype: torch.dtype, layout: str, ch: int, device: torch.device) -> bool
     multiply in TF32 where cuDNN's float32 path is the reference's; not measured), the levels in DEFAULT_CHANNELS; under
     the interpreter only when the setting asks (the tests). MSCRED_LSTM_REC_CELL: "0" off, "1" every eligible
     level, or a comma-separated list of hidden-channel counts (A/B runs: "128,256")."""
-    return _runs(dtype, layout, ch, device, "MSCRED_LSTM_REC_CELL", DEFAULT_CHANNELS)
-
-
-def _runs(dtype: torch.dtype, layout: str, ch: int, device: torch.device, variable: str,
-          defaults: frozenset[int]) -> bool:
-    """``runs`` for the kernel that the setting ``variable`` and the default channel set ``defaults`` govern."""
     if triton is None or layout != "nhwc" or ch % 16:
         return False
-    setting = os.environ.get(variable, "").strip()
+    setting = _setting()
     if setting == "0":
         return False
     if device.type == "cuda" and not interpreting() and dtype not in (torch.bfloat16, torch.float16):
@@ -75,35 +77,31 @@ def _runs(dtype: torch.dtype, layout: str, ch: int, device: torch.device, variab
         try:
             return ch in {int(v) for v in setting.split(",")}
         except ValueError:
-            raise ValueError(f"{variable}={setting!r}: expected 0, 1 or hidden-channel counts such as "
+            raise ValueError(f"MSCRED_LSTM_REC_CELL={setting!r}: expected 0, 1 or hidden-channel counts such as "
                              "128,256") from None
-    return device.type == "cuda" and not interpreting() and ch in defaults
+    return device.type == "cuda" and not interpreting() and ch in DEFAULT_CHANNELS
 
 
 def tile(ch: int) -> tuple[int, int, int, int, int]:
     """(BM, BC, BK, num_warps, num_stages) for ``ch`` hidden channels: TILES' entry or DEFAULT_TILE, or from
     MSCRED_REC_CELL_TILE, "BM/BC/BK/W/S" for every level or "CH:BM/BC/BK/W/S;CH:..." per hidden-channel count (the
-    sweep's setting; ";" because the device scripts pass variables as comma-separated lists); BC is cut to divide
-    ch, BK to divide a tap's K (ch)."""
-    return _tile(ch, TILES.get(ch, DEFAULT_TILE), "MSCRED_REC_CELL_TILE", ch)
-
-
-def _tile(ch: int, chosen: tuple[int, ...], variable: str, k_tap: int) -> tuple[int, int, int, int, int]:
-    """``tile`` from the table entry ``chosen`` and the setting ``variable``; BK cut to divide ``k_tap``."""
-    for entry in filter(None, os.environ.get(variable, "").split(";")):
+    sweep's setting; ";" because the device scripts pass variables as comma-separated lists); BC and BK are cut to
+    divide ch."""
+    chosen = TILES.get(ch, DEFAULT_TILE)
+    for entry in filter(None, os.environ.get("MSCRED_REC_CELL_TILE", "").split(";")):
         level, _, text = entry.rpartition(":")
         try:
             fields = tuple(int(v) for v in text.split("/"))
             if len(fields) != 5 or min(fields) < 1 or (level and int(level) < 1):
                 raise ValueError
         except ValueError:
-            raise ValueError(f"{variable}: an entry is [CH:]BM/BC/BK/WARPS/STAGES, got {entry!r}") from None
+            raise ValueError(f"MSCRED_REC_CELL_TILE: an entry is [CH:]BM/BC/BK/WARPS/STAGES, got {entry!r}") from None
         if not level or int(level) == ch:
             chosen = fields
     bm, bc, bk, warps, stages = chosen
     while ch % bc:
         bc //= 2
-    while k_tap % bk:
+    while ch % bk:
         bk //= 2
     if interpreting():  # the interpreter pays per program: larger pixel tiles, fewer programs
         bm = max(bm, 128)
@@ -210,135 +208,4 @@ def step(hb: torch.Tensor, w_h: torch.Tensor, gxt: torch.Tensor, bias: torch.Ten
         B * H * W, Ch, H * W, W, H, pads[0], pads[2], forget_bias,
         KH=k_h, KW=k_w, WRITE_HP=write_hp, STORE_PRE=store_pre, STORE_C=store_c, HP_BORDER=hp_border, CDT=cdt,
         BM=bm, BC=bc, BK=bk, FAST_ACT=fast, num_warps=warps, num_stages=stages,
-    )
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# The backward: step t's recurrent data gradient (the transposed convolution of dpre_{t+1}) with the cell backward
-# of step t in its epilogue, instead of the cell kernel reading the four tap shares that a cuBLAS GEMM wrote
-# (``convlstm_gemm.recurrent_dgrad_taps``: dpre_{t+1} (B*H*W, 4Ch) @ W_h, 4 Ch columns out and read back).
-# ----------------------------------------------------------------------------------------------------------------
-# (BM, BC, BK, num_warps, num_stages) of the backward kernel per hidden-channel count; others: DEFAULT_TILE_BWD.
-DEFAULT_TILE_BWD = (64, 64, 64, 4, 3)
-TILES_BWD: dict[int, tuple[int, int, int, int, int]] = {}
-# Hidden-channel counts that take the backward kernel by default on CUDA; MSCRED_LSTM_REC_CELL_BWD overrides.
-DEFAULT_CHANNELS_BWD: frozenset[int] = frozenset()
-
-
-def bwd_runs(dtype: torch.dtype, layout: str, ch: int, device: torch.device, time_major: bool) -> bool:
-    """Whether the training backward's steps t < T - 1 of a level with ``ch`` hidden channels take
-    ``rec_cell_bwd_kernel``: ``runs``'s conditions with MSCRED_LSTM_REC_CELL_BWD (same values; the default set
-    DEFAULT_CHANNELS_BWD), for time-major steps (the encoder's training layout: the gate gradients have one buffer,
-    no second, batch-major copy to write)."""
-    return time_major and _runs(dtype, layout, ch, device, "MSCRED_LSTM_REC_CELL_BWD", DEFAULT_CHANNELS_BWD)
-
-
-def bwd_tile(ch: int) -> tuple[int, int, int, int, int]:
-    """``tile`` for the backward kernel: TILES_BWD / DEFAULT_TILE_BWD, MSCRED_REC_CELL_BWD_TILE (same form)."""
-    return _tile(ch, TILES_BWD.get(ch, DEFAULT_TILE_BWD), "MSCRED_REC_CELL_BWD_TILE", 4 * ch)
-
-
-if triton is not None:
-
-    @triton.jit
-    def rec_cell_bwd_kernel(
-        dpn_ptr, dpn_sb, dpn_sy, dpn_sx,     # dpre_{t+1} (B, 4Ch, H, W), gate channels contiguous
-        w_ptr, w_so, w_sy, w_sx,             # recurrent weight (4Ch, Ch, k, k), input channels contiguous
-        pre_ptr, pre_sb, pre_sc, pre_sp,     # gate pre-activations of step t
-        cprev_ptr, c_ptr, c_sb, c_sc, c_sp,  # c_{t-1} (if HAS_CPREV), c_t (unless RECOMPUTE_C)
-        dh_ptr, dh_sb, dh_sc, dh_sp,         # the output's gradient at step t
-        dc_ptr, dc_sb, dc_sc, dc_sp,         # in: dc_t from step t + 1; out: dc_{t-1}
-        dpre_ptr, dp_sb, dp_sc, dp_sp,       # out: dpre_t
-        db_ptr,                              # in/out: (4Ch,) bias gradient, float32 / float64
-        NPIX, CH, HW, W, H, PAD_T, PAD_L, forget_bias,
-        KH: tl.constexpr, KW: tl.constexpr, HAS_CPREV: tl.constexpr, CDT: tl.constexpr,
-        BM: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr, FAST_ACT: tl.constexpr = False,
-        RECOMPUTE_C: tl.constexpr = False,
-    ):
-        rows = tl.program_id(0) * BM + tl.arange(0, BM)
-        rmask = rows < NPIX
-        b = (rows // HW).to(tl.int64)
-        p = rows % HW
-        y = p // W
-        x = p % W
-        cc = tl.program_id(1) * BC + tl.arange(0, BC)
-        kk = tl.arange(0, BK)
-        a_img = dpn_ptr + b * dpn_sb
-        acc = tl.zeros((BM, BC), dtype=CDT)
-        steps_per_tap = 4 * CH // BK
-        # h_{t-1}[y, x] (interior) fed output pixel (y + PAD_T - dy, x + PAD_L - dx) through tap (dy, dx): the
-        # transposed convolution as one GEMM over (tap, gate column), the pixels outside the map masked.
-        for it in range(0, KH * KW * steps_per_tap):
-            tap = it // steps_per_tap
-            kc = (it % steps_per_tap) * BK
-            dy = tap // KW
-            dx = tap % KW
-            ys = y + PAD_T - dy
-            xs = x + PAD_L - dx
-            ok = rmask & (ys >= 0) & (ys < H) & (xs >= 0) & (xs < W)
-            a = tl.load((a_img + ys * dpn_sy + xs * dpn_sx)[:, None] + (kc + kk)[None, :], mask=ok[:, None],
-                        other=0.0)
-            wt = tl.load(w_ptr + (kc + kk).to(tl.int64)[:, None] * w_so + (dy * w_sy + dx * w_sx) + cc[None, :])
-            acc = tl.dot(a, wt, acc, out_dtype=CDT)
-        # The cell backward of ``_cell_bwd_tile`` (PRE_BIAS off: pre holds the bias), dh = dout + acc.
-        ch = cc[None, :]
-        bb = b[:, None]
-        pp = p[:, None]
-        mask = rmask[:, None] & (ch < CH)
-        pre = pre_ptr + bb * pre_sb + ch * pre_sc + pp * pre_sp
-        pq = CH * pre_sc
-        i = _act_sigmoid(tl.load(pre, mask=mask, other=0.0).to(CDT), FAST_ACT)
-        g = _act_tanh(tl.load(pre + pq, mask=mask, other=0.0).to(CDT), FAST_ACT)
-        f = _act_sigmoid(tl.load(pre + 2 * pq, mask=mask, other=0.0).to(CDT) + forget_bias, FAST_ACT)
-        o = _act_sigmoid(tl.load(pre + 3 * pq, mask=mask, other=0.0).to(CDT), FAST_ACT)
-        cell = bb * c_sb + ch * c_sc + pp * c_sp
-        if HAS_CPREV:
-            cprev = tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
-        if RECOMPUTE_C:
-            c = i * g
-            if HAS_CPREV:
-                c += f * cprev
-        else:
-            c = tl.load(c_ptr + cell, mask=mask, other=0.0).to(CDT)
-        tc = _act_tanh(c, FAST_ACT)
-        dh = tl.load(dh_ptr + bb * dh_sb + ch * dh_sc + pp * dh_sp, mask=mask, other=0.0).to(CDT) + acc
-        dcp = dc_ptr + bb * dc_sb + ch * dc_sc + pp * dc_sp
-        dc = dh * o * (1.0 - tc * tc) + tl.load(dcp, mask=mask, other=0.0).to(CDT)
-        d_o = dh * tc * o * (1.0 - o)
-        d_i = dc * g * i * (1.0 - i)
-        d_g = dc * i * (1.0 - g * g)
-        if HAS_CPREV:
-            d_f = dc * cprev * f * (1.0 - f)
-        else:
-            d_f = tl.zeros_like(dc)
-        tl.store(dcp, (dc * f).to(dc_ptr.dtype.element_ty), mask=mask)
-        _store_gates(dpre_ptr + bb * dp_sb + ch * dp_sc + pp * dp_sp, CH * dp_sc, d_i, d_g, d_f, d_o, mask)
-        # The bias gradient: this tile's column sums, one relaxed atomic add per gate (as cell_bwd_kernel's).
-        tl.atomic_add(db_ptr + cc, tl.sum(tl.where(mask, d_i, 0.0), axis=0), sem="relaxed")
-        tl.atomic_add(db_ptr + CH + cc, tl.sum(tl.where(mask, d_g, 0.0), axis=0), sem="relaxed")
-        tl.atomic_add(db_ptr + 2 * CH + cc, tl.sum(tl.where(mask, d_f, 0.0), axis=0), sem="relaxed")
-        tl.atomic_add(db_ptr + 3 * CH + cc, tl.sum(tl.where(mask, d_o, 0.0), axis=0), sem="relaxed")
-
-
-def bwd_step(dpre_next: torch.Tensor, w_h: torch.Tensor, pre_t: torch.Tensor, c_prev: torch.Tensor,
-             c_t: torch.Tensor, dout_t: torch.Tensor, dc: torch.Tensor, dpre_t: torch.Tensor, db_acc: torch.Tensor,
-             pads, forget_bias: float, has_cprev: bool, cdt, fast: bool, recompute_c: bool):
-    """Step t < T - 1 of ``convlstm.convlstm_train_backward`` in one launch: dh_t = dout_t + the transposed
-    recurrent convolution of dpre_{t+1}, then the cell backward (dpre_t, dc_{t-1}, the bias sums). Returns the
-    launch's compiled kernel."""
-    from mscred.ops.triton.convlstm import _s3
-
-    B, Ch, H, W = dout_t.shape
-    k_h, k_w = w_h.shape[-2:]
-    if dpre_next.stride(1) != 1 or w_h.stride(1) != 1:
-        raise ValueError("rec_cell_bwd_kernel reads channels-last gate gradients and weights")
-    bm, bc, bk, warps, stages = bwd_tile(Ch)
-    grid = (triton.cdiv(B * H * W, bm), Ch // bc)
-    return rec_cell_bwd_kernel[grid](
-        dpre_next, dpre_next.stride(0), dpre_next.stride(2), dpre_next.stride(3),
-        w_h, w_h.stride(0), w_h.stride(2), w_h.stride(3),
-        pre_t, *_s3(pre_t), c_prev, c_t, *_s3(c_t), dout_t, *_s3(dout_t), dc, *_s3(dc), dpre_t, *_s3(dpre_t),
-        db_acc, B * H * W, Ch, H * W, W, H, pads[0], pads[2], forget_bias,
-        KH=k_h, KW=k_w, HAS_CPREV=has_cprev, CDT=cdt, BM=bm, BC=bc, BK=bk, FAST_ACT=fast, RECOMPUTE_C=recompute_c,
-        num_warps=warps, num_stages=stages,
     )
