@@ -122,6 +122,7 @@ def test_setting(monkeypatch):
     monkeypatch.delenv("MSCRED_LSTM_REC_CELL")  # the default: levels 3-4 of the default model on CUDA
     assert [ch for ch in (32, 64, 128, 256) if rec_cell.runs(torch.bfloat16, "nhwc", ch, torch.device("cuda"))] == [
         128, 256]
+    assert not rec_cell.runs(torch.bfloat16, "nhwc", 128, torch.device("cuda"), training=False)  # scoring: not
     assert not rec_cell.runs(torch.bfloat16, "nhwc", 128, cpu)
     monkeypatch.setenv("MSCRED_REC_CELL_TILE", "128/32/64/8")
     with pytest.raises(ValueError, match="MSCRED_REC_CELL_TILE"):

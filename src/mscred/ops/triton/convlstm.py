@@ -526,7 +526,7 @@ def _forward_steps(gx: torch.Tensor, bias: torch.Tensor, w_h: torch.Tensor, out:
     N = B * Ch * H * W
     block, block_c, grid = _launch(layout, B * H * W, Ch)
     fast = fast_activations(gx.dtype)
-    fused_rec = convlstm_rec_cell.runs(gx.dtype, layout, Ch, gx.device)
+    fused_rec = convlstm_rec_cell.runs(gx.dtype, layout, Ch, gx.device, training=save)
     for t in range(T):
         gxt = gx[:, t]
         # Training keeps every c_t for the backward; inference updates one buffer in place (each element is read

@@ -20,8 +20,9 @@ the stored dtype that the backward recomputes its activations from; the split pa
 first. So pre agrees with the split path to a bf16 rounding, and exactly in float64.
 
 Used by ``convlstm._forward_steps`` for t >= 1 where ``runs`` says so (MSCRED_LSTM_REC_CELL): by default on CUDA
-the default model's levels 3-4, which train on the per-step path (levels 1-2 train on ``convlstm_concat``'s, and
-bf16 inference of levels 1-2 runs the resident kernel). Measured on the H200 (bf16, batch 128): the levels'
+in training only (scoring ran slower with it in the one run that measured it, see ``runs``), at the default
+model's levels 3-4, which train on the per-step path (levels 1-2 train on ``convlstm_concat``'s, and bf16
+inference of levels 1-2 runs the resident kernel). Measured on the H200 (bf16, batch 128): the levels'
 training forwards 137.7 -> 121.4 us and 115.6 -> 107.7 us (results/rec_cell_train/); the graphed training step
 2.624 / 2.625 -> 2.602 / 2.603 ms in alternation (results/rec_cell_step/).
 
@@ -57,13 +58,16 @@ def _setting() -> str:
     return os.environ.get("MSCRED_LSTM_REC_CELL", "").strip()
 
 
-def runs(dtype: torch.dtype, layout: str, ch: int, device: torch.device) -> bool:
+def runs(dtype: torch.dtype, layout: str, ch: int, device: torch.device, training: bool = True) -> bool:
     """Whether a step t >= 1 of a level with ``ch`` hidden channels takes ``rec_cell_fwd_kernel``.
 
     Channels-last buffers and ch a multiple of 16 (the GEMM's K and N steps), and: on CUDA bf16 / fp16 (float32 would
-    multiply in TF32 where cuDNN's float32 path is the reference's; not measured), the levels in DEFAULT_CHANNELS; under
-    the interpreter only when the setting asks (the tests). MSCRED_LSTM_REC_CELL: "0" off, "1" every eligible
-    level, or a comma-separated list of hidden-channel counts (A/B runs: "128,256")."""
+    multiply in TF32 where cuDNN's float32 path is the reference's; not measured), by default the levels in
+    DEFAULT_CHANNELS in ``training`` only -- at the scoring batch the one A/B that ran scoring beside it had
+    shared-segment scoring at 338,703 against 362,225 / 362,564 windows/s without it (results/rec_cell_step/), as the
+    inference kernel of af9527a lost there; under the interpreter only when the setting asks (the tests).
+    MSCRED_LSTM_REC_CELL: "0" off, "1" every eligible level and call (training and inference), or a comma-separated
+    list of hidden-channel counts (A/B runs: "128,256"; training and inference too)."""
     if triton is None or layout != "nhwc" or ch % 16:
         return False
     setting = _setting()
@@ -79,7 +83,7 @@ def runs(dtype: torch.dtype, layout: str, ch: int, device: torch.device) -> bool
         except ValueError:
             raise ValueError(f"MSCRED_LSTM_REC_CELL={setting!r}: expected 0, 1 or hidden-channel counts such as "
                              "128,256") from None
-    return device.type == "cuda" and not interpreting() and ch in DEFAULT_CHANNELS
+    return training and device.type == "cuda" and not interpreting() and ch in DEFAULT_CHANNELS
 
 
 def tile(ch: int) -> tuple[int, int, int, int, int]:
