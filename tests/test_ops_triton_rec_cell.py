@@ -12,6 +12,7 @@ import torch
 from mscred.ops import reference as ref
 from mscred.ops.triton import convlstm as fused
 from mscred.ops.triton import convlstm_rec_cell as rec_cell
+from test_ops_triton_convlstm import _inputs  # (the fused ConvLSTM's inputs: gate pre-activations of order 1)
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -24,15 +25,6 @@ needs_cuda = pytest.mark.skipif(not CUDA, reason="bf16 rows at the training batc
 interpreter_only = pytest.mark.skipif(CUDA, reason="float64 / float32 take the split path on CUDA; the interpreter "
                                                    "(CI) runs the fused step in them")
 FB = 1.0
-
-
-def _inputs(B, T, C, Ch, n, k, seed, dtype=torch.float64):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(B, T, C, n, n, generator=g, dtype=torch.float64)
-    w = torch.randn(4 * Ch, C + Ch, k, k, generator=g, dtype=torch.float64) / (k * (C + Ch) ** 0.5)
-    b = torch.randn(4 * Ch, generator=g, dtype=torch.float64) * 0.5
-    dout = torch.randn(B, T, Ch, n, n, generator=g, dtype=torch.float64)
-    return [t.to(device=DEVICE, dtype=dtype) for t in (x, w, b, dout)]
 
 
 def _train_outputs(x, w, b, setting, monkeypatch, time_major=False):

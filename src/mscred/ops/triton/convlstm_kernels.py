@@ -138,6 +138,39 @@ if triton is not None:
         if B and R:
             tl.store(ptr + sy + sx, z, mask=mask & (y == H - 1) & (x == W - 1))
 
+    @triton.jit
+    def _cell_update(zi, zg, zf, zo, b, ch, p, mask, pre_ptr, pre_sb, pre_sc, pre_sp, cprev_ptr, c_ptr, c_sb, c_sc,
+                     c_sp, h_ptr, h_sb, h_sc, h_sp, hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, CH, W, H, PAD_T, PAD_L,
+                     forget_bias,
+                     HAS_CPREV: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr, STORE_C: tl.constexpr,
+                     HP_BORDER: tl.constexpr, CDT: tl.constexpr, FAST_ACT: tl.constexpr):
+        """The forward cell update from the gate pre-activations zi, zg, zf, zo (compute type, bias included) of
+        the elements (batch b, channel ch, pixel p) under ``mask``: the stores of ``cell_fwd_kernel`` and of
+        ``convlstm_rec_cell``'s fused step -- pre, c_t, h_t into the output and into the next step's zero-bordered
+        buffer (with its border, HP_BORDER)."""
+        # The backward recomputes the activations from the *stored* (possibly bf16) pre-activations; use exactly
+        # those values here too, so that forward and backward differentiate the same function.
+        out_ty = h_ptr.dtype.element_ty
+        zi = zi.to(out_ty).to(CDT)
+        zg = zg.to(out_ty).to(CDT)
+        zf = zf.to(out_ty).to(CDT)
+        zo = zo.to(out_ty).to(CDT)
+        if STORE_PRE:
+            _store_gates(pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp, CH * pre_sc, zi, zg, zf, zo, mask)
+        c = _act_sigmoid(zi, FAST_ACT) * _act_tanh(zg, FAST_ACT)
+        cell = b * c_sb + ch * c_sc + p * c_sp
+        if HAS_CPREV:
+            c += _act_sigmoid(zf + forget_bias, FAST_ACT) * tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
+        if STORE_C:  # (inference: not at the last step, nothing reads it)
+            tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
+        h = (_act_sigmoid(zo, FAST_ACT) * _act_tanh(c, FAST_ACT)).to(out_ty)
+        tl.store(h_ptr + b * h_sb + ch * h_sc + p * h_sp, h, mask=mask)
+        if WRITE_HP:
+            hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
+            tl.store(hp, h, mask=mask)
+            if HP_BORDER:  # and the zero border around it (HP_BORDER: its sides, see _zero_border_around)
+                _zero_border_around(hp, p, mask, H, W, hp_sy, hp_sx, h, HP_BORDER)
+
     @_jit(do_not_specialize=_SIZES)
     def cell_fwd_kernel(
         gx_ptr, gx_sb, gx_sc, gx_sy, gx_sx,  # input-conv gates of this step (B, 4Ch, H, W); may be a crop
@@ -178,28 +211,9 @@ if triton is not None:
             zg += tl.load(rec + rq, mask=mask, other=0.0).to(CDT)
             zf += tl.load(rec + 2 * rq, mask=mask, other=0.0).to(CDT)
             zo += tl.load(rec + 3 * rq, mask=mask, other=0.0).to(CDT)
-        # The backward recomputes the activations from the *stored* (possibly bf16) pre-activations; use exactly
-        # those values here too, so that forward and backward differentiate the same function.
-        out_ty = h_ptr.dtype.element_ty
-        zi = zi.to(out_ty).to(CDT)
-        zg = zg.to(out_ty).to(CDT)
-        zf = zf.to(out_ty).to(CDT)
-        zo = zo.to(out_ty).to(CDT)
-        if STORE_PRE:
-            _store_gates(pre_ptr + b * pre_sb + ch * pre_sc + p * pre_sp, CH * pre_sc, zi, zg, zf, zo, mask)
-        c = _act_sigmoid(zi, FAST_ACT) * _act_tanh(zg, FAST_ACT)
-        cell = b * c_sb + ch * c_sc + p * c_sp
-        if HAS_CPREV:
-            c += _act_sigmoid(zf + forget_bias, FAST_ACT) * tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
-        if STORE_C:  # (inference: not at the last step, nothing reads it)
-            tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
-        h = (_act_sigmoid(zo, FAST_ACT) * _act_tanh(c, FAST_ACT)).to(out_ty)
-        tl.store(h_ptr + b * h_sb + ch * h_sc + p * h_sp, h, mask=mask)
-        if WRITE_HP:
-            hp = hp_ptr + b * hp_sb + ch * hp_sc + (p // W + PAD_T) * hp_sy + (p % W + PAD_L) * hp_sx
-            tl.store(hp, h, mask=mask)
-            if HP_BORDER:  # and the zero border around it (HP_BORDER: its sides, see _zero_border_around)
-                _zero_border_around(hp, p, mask, H, W, hp_sy, hp_sx, h, HP_BORDER)
+        _cell_update(zi, zg, zf, zo, b, ch, p, mask, pre_ptr, pre_sb, pre_sc, pre_sp, cprev_ptr, c_ptr, c_sb, c_sc,
+                     c_sp, h_ptr, h_sb, h_sc, h_sp, hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, CH, W, H, PAD_T, PAD_L,
+                     forget_bias, HAS_CPREV, WRITE_HP, STORE_PRE, STORE_C, HP_BORDER, CDT, FAST_ACT)
 
     @triton.jit
     def _cell_bwd_tile(

@@ -113,7 +113,7 @@ def tile(ch: int) -> tuple[int, int, int, int, int]:
 
 
 if triton is not None:
-    from mscred.ops.triton.convlstm_kernels import _act_sigmoid, _act_tanh, _store_gates, _zero_border_around
+    from mscred.ops.triton.convlstm_kernels import _cell_update
 
     @triton.jit
     def rec_cell_fwd_kernel(
@@ -169,26 +169,9 @@ if triton is not None:
         zg = tl.load(gx + gq, mask=mask, other=0.0).to(CDT) + tl.load(bias_ptr + CH + ch).to(CDT) + rg
         zf = tl.load(gx + 2 * gq, mask=mask, other=0.0).to(CDT) + tl.load(bias_ptr + 2 * CH + ch).to(CDT) + rf
         zo = tl.load(gx + 3 * gq, mask=mask, other=0.0).to(CDT) + tl.load(bias_ptr + 3 * CH + ch).to(CDT) + ro
-        # The stored (possibly bf16) pre-activations are what the backward differentiates: use exactly those.
-        out_ty = h_ptr.dtype.element_ty
-        zi = zi.to(out_ty).to(CDT)
-        zg = zg.to(out_ty).to(CDT)
-        zf = zf.to(out_ty).to(CDT)
-        zo = zo.to(out_ty).to(CDT)
-        if STORE_PRE:
-            _store_gates(pre_ptr + bb * pre_sb + ch * pre_sc + pp * pre_sp, CH * pre_sc, zi, zg, zf, zo, mask)
-        cell = bb * c_sb + ch * c_sc + pp * c_sp
-        c = _act_sigmoid(zi, FAST_ACT) * _act_tanh(zg, FAST_ACT)
-        c += _act_sigmoid(zf + forget_bias, FAST_ACT) * tl.load(cprev_ptr + cell, mask=mask, other=0.0).to(CDT)
-        if STORE_C:
-            tl.store(c_ptr + cell, c.to(c_ptr.dtype.element_ty), mask=mask)
-        h = (_act_sigmoid(zo, FAST_ACT) * _act_tanh(c, FAST_ACT)).to(out_ty)
-        tl.store(h_ptr + bb * h_sb + ch * h_sc + pp * h_sp, h, mask=mask)
-        if WRITE_HP:
-            hp = hp_ptr + bb * hp_sb + ch * hp_sc + (pp // W + PAD_T) * hp_sy + (pp % W + PAD_L) * hp_sx
-            tl.store(hp, h, mask=mask)
-            if HP_BORDER:
-                _zero_border_around(hp, pp, mask, H, W, hp_sy, hp_sx, h, HP_BORDER)
+        _cell_update(zi, zg, zf, zo, bb, ch, pp, mask, pre_ptr, pre_sb, pre_sc, pre_sp, cprev_ptr, c_ptr, c_sb, c_sc,
+                     c_sp, h_ptr, h_sb, h_sc, h_sp, hp_ptr, hp_sb, hp_sc, hp_sy, hp_sx, CH, W, H, PAD_T, PAD_L,
+                     forget_bias, True, WRITE_HP, STORE_PRE, STORE_C, HP_BORDER, CDT, FAST_ACT)
 
 
 def step(hb: torch.Tensor, w_h: torch.Tensor, gxt: torch.Tensor, bias: torch.Tensor, pre_t: torch.Tensor,
