@@ -460,8 +460,14 @@ def event_causes(scores: Scores, events: np.ndarray, pred: Optional[np.ndarray] 
 
     ``pred`` (int8 (T,)) says which rows are flagged; the SCORES file's ``is_anomaly`` when None.
     """
+    return [M.rank_event_causes(flagged_causes(scores, a, b, pred)) for a, b in events]
+
+
+def flagged_causes(scores: Scores, a: int, b: int, pred: Optional[np.ndarray] = None) -> list[list[str]]:
+    """The root-cause lists of the flagged rows of [a, b) (``pred``, else the SCORES file's ``is_anomaly``): what
+    ``event_causes`` ranks, and what the report's bar charts count votes of."""
     flags = scores.is_anomaly if pred is None else pred
-    return [M.rank_event_causes(scores.root_causes[t] for t in range(a, b) if flags[t]) for a, b in events]
+    return [scores.root_causes[t] for t in range(a, b) if flags[t]]
 
 
 def _threshold_free(labels: np.ndarray, score: np.ndarray, sliding_window: int) -> dict:

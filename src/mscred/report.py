@@ -20,7 +20,8 @@ import numpy as np
 
 from mscred.atomic import atomic_path
 from mscred.errors import InputError
-from mscred.evaluation import GroundTruth, Scores, event_causes, event_notes, metric_rows, read_data
+from mscred.evaluation import (GroundTruth, Scores, event_causes, event_notes, flagged_causes, metric_rows,
+                               read_data)
 from mscred.metrics import events as runs
 from mscred.metrics import rank_event_causes
 
@@ -236,7 +237,7 @@ def _event_votes(scores: Scores, a: int, b: int) -> tuple[list[str], dict[str, i
     mean position, then name), and their votes. Flagged by the SCORES file's ``is_anomaly``, as
     ``compute_metrics`` ranks them: those are the rows detect wrote causes for; the rows of a refit ``--threshold``
     drew another ranking than the recall@3 printed above it."""
-    lists = [scores.root_causes[t] for t in range(a, b) if scores.is_anomaly[t]]
+    lists = flagged_causes(scores, a, b)
     votes: dict[str, int] = {}
     for name in (n for row in lists for n in row):
         votes[name] = votes.get(name, 0) + 1
