@@ -146,3 +146,33 @@ def test_bf16_training_batch_on_gpu(B, C, n, monkeypatch):
         errs[setting] = [((g_.double() - o).norm() / o.norm()).item() for g_, o in zip(got, oracle)]
     for name, new, old in zip(("h", "dx", "dweight", "dbias"), errs[str(C)], errs["0"]):
         assert new <= 2 * old + 2e-3, f"{name}: fused step {new:.3g} vs split path {old:.3g}"
+
+
+def _sm90_config(tile: tuple[int, int, int, int, int]) -> dict:
+    """tests/sm90_compile.py's configuration of ``rec_cell_fwd_kernel`` as the training step launches it: bf16
+    buffers, float16 cells, channel strides 1 and the others 16-aligned, k = 2 (TF's bottom / right border)."""
+    bm, bc, bk, warps, stages = tile
+    unit = ("gx_sc", "pre_sc", "c_sc", "h_sc", "hp_sc")
+    strides = [n for n in rec_cell.rec_cell_fwd_kernel.arg_names if n.endswith(("_sb", "_sc", "_sp", "_sy", "_sx",
+                                                                                 "_so"))]
+    return {"constants": {"KH": 2, "KW": 2, "WRITE_HP": True, "STORE_PRE": True, "STORE_C": True, "HP_BORDER": 10,
+                          "CDT": "tl.float32", "BM": bm, "BC": bc, "BK": bk, "FAST_ACT": True,
+                          **{n: 1 for n in unit}},
+            "pointers": {**{n: "*bf16" for n in ("hb_ptr", "w_ptr", "gx_ptr", "pre_ptr", "h_ptr", "hp_ptr")},
+                         "cprev_ptr": "*fp16", "c_ptr": "*fp16", "bias_ptr": "*fp32"},
+            "floats": ["forget_bias"], "aligned": [n for n in strides if n not in unit],
+            "num_warps": warps, "num_stages": stages}
+
+
+@pytest.mark.parametrize("ch", sorted(rec_cell.TILES))
+def test_adopted_tiles_compile_to_warpgroup_mma_within_the_h200(ch):
+    """Each adopted tile, compiled for sm_90 here (the interpreter checks no hardware limit): its shared memory
+    within the H200's 227 KB, its dot on Hopper's warpgroup MMAs (HGMMA), no more than 255 registers a thread."""
+    pytest.importorskip("triton.backends.nvidia")
+    import sm90_compile
+
+    code = sm90_compile.compiled_code("mscred.ops.triton.convlstm_rec_cell", "rec_cell_fwd_kernel",
+                                      _sm90_config(rec_cell.TILES[ch]))
+    assert code["shared"] <= sm90_compile.HOPPER_SHARED_MEMORY, code["shared"]
+    assert "HGMMA" in code["listing"]
+    assert code["registers"] <= 255
