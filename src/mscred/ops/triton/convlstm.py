@@ -11,6 +11,8 @@ elementwise PyTorch kernels. Here, for one level of B samples, T steps, C input 
                          step's convolution reads (so no F.pad per step)
               inference of the small levels at small batches: all steps of each window in one program instead
                          (``convlstm_window``: the recurrent convolution and the cell update per pixel tile)
+              training of levels 3-4 on CUDA: t >= 1's convolution and _cell_fwd as one kernel instead
+                         (``convlstm_rec_cell``: the gates stay in registers)
     backward  per step, newest first: _cell_bwd gives d(gate pre-activations) and dc_{t-1} from dh_t (the
               output's gradient plus the recurrent one), dc_t and the saved c/gates; the recurrent input gradient
               is one transposed convolution per step; d(W[:, C:]) is ONE weight-gradient call over all steps, and

@@ -113,9 +113,10 @@ def tile(ch: int) -> tuple[int, int, int, int, int]:
 
 
 if triton is not None:
-    from mscred.ops.triton.convlstm_kernels import _cell_update
+    from mscred.ops.triton.convlstm_kernels import _cell_update, _jit
 
-    @triton.jit
+    # As the cell kernels: the sizes unspecialised (one compile per level, not per batch), CH specialised.
+    @_jit(do_not_specialize=["NPIX", "HW", "W", "H", "PAD_T", "PAD_L"])
     def rec_cell_fwd_kernel(
         hb_ptr, hb_sb, hb_sy, hb_sx,         # h_{t-1} zero-bordered (B, Ch, Hp, Wp), channels contiguous
         w_ptr, w_so, w_sy, w_sx,             # recurrent weight (4Ch, Ch, k, k), input channels contiguous
