@@ -1,7 +1,7 @@
 """What the fused recurrent step (``ops/triton/convlstm_rec_cell.py``) compiles to for the H200, read on a machine
 without a GPU: per tile, the kernel's registers a thread, shared memory, instructions, warpgroup MMAs (HGMMA) and
-shared-memory traffic (LDSM / LDS / STS), in its two forms -- one dot over the four gates' interleaved columns split
-by ``tl.split`` (the default), and one dot per gate (MSCRED_REC_CELL_GATE_DOTS=1).
+shared-memory traffic (LDSM / LDS / STS). At f4e1643 it also compiled an A/B form with one dot per gate
+(results/rec_cell_sass/: not kept).
 
 Triton's compiler builds each for sm_90 as the training step launches it (bf16 buffers, float16 cells, k = 2,
 channel strides 1, the others 16-aligned) and ``tests/sm90_compile.py`` disassembles it with the Triton wheel's
@@ -24,13 +24,13 @@ from cell_kernel_sass import instructions  # noqa: E402 (benchmarks/ is the scri
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = "mscred.ops.triton.convlstm_rec_cell"
 UNIT_STRIDES = ("gx_sc", "pre_sc", "c_sc", "h_sc", "hp_sc")
-# (hidden channels, tile BM/BC/BK/warps/stages): the adopted tiles, and the one-dot-per-gate form's likely ones
+# (hidden channels, tile BM/BC/BK/warps/stages): the adopted tiles, then others of the sweep
 TILES = ((128, (128, 64, 64, 8, 3)), (256, (64, 64, 64, 8, 3)), (128, (128, 32, 64, 8, 3)),
          (256, (64, 32, 64, 4, 3)), (128, (64, 64, 64, 4, 3)))
 COUNTED = ("HGMMA", "LDGSTS", "LDG", "LDSM", "LDS", "STS", "STG", "BAR")
 
 
-def kernel_config(tile: tuple[int, int, int, int, int], gate_dots: bool = False) -> dict:
+def kernel_config(tile: tuple[int, int, int, int, int]) -> dict:
     """``tests/sm90_compile.py``'s configuration of ``rec_cell_fwd_kernel`` as the training step launches it."""
     from mscred.ops.triton import convlstm_rec_cell
 
@@ -39,7 +39,7 @@ def kernel_config(tile: tuple[int, int, int, int, int], gate_dots: bool = False)
                if n.endswith(("_sb", "_sc", "_sp", "_sy", "_sx", "_so"))]
     return {"constants": {"KH": 2, "KW": 2, "WRITE_HP": True, "STORE_PRE": True, "STORE_C": True, "HP_BORDER": 10,
                           "CDT": "tl.float32", "BM": bm, "BC": bc, "BK": bk, "FAST_ACT": True,
-                          "GATE_DOTS": gate_dots, **{n: 1 for n in UNIT_STRIDES}},
+                          **{n: 1 for n in UNIT_STRIDES}},
             "pointers": {**{n: "*bf16" for n in ("hb_ptr", "w_ptr", "gx_ptr", "pre_ptr", "h_ptr", "hp_ptr")},
                          "cprev_ptr": "*fp16", "c_ptr": "*fp16", "bias_ptr": "*fp32"},
             "floats": ["forget_bias"], "aligned": [n for n in strides if n not in UNIT_STRIDES] + ["CH"],
@@ -53,18 +53,16 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     import sm90_compile
 
-    lines = ["| hidden channels | tile BM/BC/BK/warps/stages | form | registers | shared KB | instructions | "
-             + " | ".join(COUNTED) + " |", "| --- " * (6 + len(COUNTED)) + "|"]
+    lines = ["| hidden channels | tile BM/BC/BK/warps/stages | registers | shared KB | instructions | "
+             + " | ".join(COUNTED) + " |", "| --- " * (5 + len(COUNTED)) + "|"]
     for ch, tile in TILES:
-        for gate_dots in (False, True):
-            code = sm90_compile.compiled_code(MODULE, "rec_cell_fwd_kernel", kernel_config(tile, gate_dots))
-            ops = instructions(code["listing"])
-            counts = Counter(re.sub(r"^@!?U?P\w+\s+", "", op).split()[0].split(".")[0] for op in ops)
-            form = "one dot per gate" if gate_dots else "interleaved + split"
-            row = [str(ch), "/".join(map(str, tile)), form, str(code["registers"]), f"{code['shared'] / 1024:.0f}",
-                   str(len(ops)), *(str(counts.get(name, 0)) for name in COUNTED)]
-            lines.append("| " + " | ".join(row) + " |")
-            print(lines[-1], flush=True)
+        code = sm90_compile.compiled_code(MODULE, "rec_cell_fwd_kernel", kernel_config(tile))
+        ops = instructions(code["listing"])
+        counts = Counter(re.sub(r"^@!?U?P\w+\s+", "", op).split()[0].split(".")[0] for op in ops)
+        row = [str(ch), "/".join(map(str, tile)), str(code["registers"]), f"{code['shared'] / 1024:.0f}",
+               str(len(ops)), *(str(counts.get(name, 0)) for name in COUNTED)]
+        lines.append("| " + " | ".join(row) + " |")
+        print(lines[-1], flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import triton

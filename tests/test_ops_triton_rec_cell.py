@@ -6,6 +6,9 @@ the training batch too.
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -13,6 +16,9 @@ from mscred.ops import reference as ref
 from mscred.ops.triton import convlstm as fused
 from mscred.ops.triton import convlstm_rec_cell as rec_cell
 from test_ops_triton_convlstm import _inputs  # (the fused ConvLSTM's inputs: gate pre-activations of order 1)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import rec_cell_sass  # noqa: E402 (benchmarks/rec_cell_sass.py: the kernel's sm_90 configuration as launched)
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"
@@ -148,22 +154,6 @@ def test_bf16_training_batch_on_gpu(B, C, n, monkeypatch):
         assert new <= 2 * old + 2e-3, f"{name}: fused step {new:.3g} vs split path {old:.3g}"
 
 
-def _sm90_config(tile: tuple[int, int, int, int, int]) -> dict:
-    """tests/sm90_compile.py's configuration of ``rec_cell_fwd_kernel`` as the training step launches it: bf16
-    buffers, float16 cells, channel strides 1 and the others 16-aligned, k = 2 (TF's bottom / right border)."""
-    bm, bc, bk, warps, stages = tile
-    unit = ("gx_sc", "pre_sc", "c_sc", "h_sc", "hp_sc")
-    strides = [n for n in rec_cell.rec_cell_fwd_kernel.arg_names if n.endswith(("_sb", "_sc", "_sp", "_sy", "_sx",
-                                                                                 "_so"))]
-    return {"constants": {"KH": 2, "KW": 2, "WRITE_HP": True, "STORE_PRE": True, "STORE_C": True, "HP_BORDER": 10,
-                          "CDT": "tl.float32", "BM": bm, "BC": bc, "BK": bk, "FAST_ACT": True,
-                          **{n: 1 for n in unit}},
-            "pointers": {**{n: "*bf16" for n in ("hb_ptr", "w_ptr", "gx_ptr", "pre_ptr", "h_ptr", "hp_ptr")},
-                         "cprev_ptr": "*fp16", "c_ptr": "*fp16", "bias_ptr": "*fp32"},
-            "floats": ["forget_bias"], "aligned": [n for n in strides if n not in unit],
-            "num_warps": warps, "num_stages": stages}
-
-
 @pytest.mark.parametrize("ch", sorted(rec_cell.TILES))
 def test_adopted_tiles_compile_to_warpgroup_mma_within_the_h200(ch):
     """Each adopted tile, compiled for sm_90 here (the interpreter checks no hardware limit): its shared memory
@@ -172,7 +162,7 @@ def test_adopted_tiles_compile_to_warpgroup_mma_within_the_h200(ch):
     import sm90_compile
 
     code = sm90_compile.compiled_code("mscred.ops.triton.convlstm_rec_cell", "rec_cell_fwd_kernel",
-                                      _sm90_config(rec_cell.TILES[ch]))
+                                      rec_cell_sass.kernel_config(rec_cell.TILES[ch]))
     assert code["shared"] <= sm90_compile.HOPPER_SHARED_MEMORY, code["shared"]
     assert "HGMMA" in code["listing"]
     assert code["registers"] <= 255

@@ -112,14 +112,6 @@ def tile(ch: int) -> tuple[int, int, int, int, int]:
     return bm, bc, bk, warps, stages
 
 
-def gate_dots() -> bool:
-    """MSCRED_REC_CELL_GATE_DOTS=1: the A/B form of the kernel's GEMM with one dot per gate (four (BM, BC)
-    accumulators, the weight's gate rows read as they are stored) instead of one dot over the four gates' interleaved
-    columns and two ``tl.split``s. Not measured on a GPU: compiled for sm_90 on the CPU it takes as many or more
-    registers and more LDSM / STS (``benchmarks/rec_cell_sass.py``, results/rec_cell_sass/)."""
-    return os.environ.get("MSCRED_REC_CELL_GATE_DOTS", "") == "1"
-
-
 if triton is not None:
     from mscred.ops.triton.convlstm_kernels import _cell_update, _jit
 
@@ -138,7 +130,6 @@ if triton is not None:
         KH: tl.constexpr, KW: tl.constexpr, WRITE_HP: tl.constexpr, STORE_PRE: tl.constexpr,
         STORE_C: tl.constexpr, HP_BORDER: tl.constexpr, CDT: tl.constexpr,
         BM: tl.constexpr, BC: tl.constexpr, BK: tl.constexpr, FAST_ACT: tl.constexpr = False,
-        GATE_DOTS: tl.constexpr = False,
     ):
         rows = tl.program_id(0) * BM + tl.arange(0, BM)
         rmask = rows < NPIX
@@ -147,48 +138,28 @@ if triton is not None:
         y = p // W
         x = p % W
         c0 = tl.program_id(1) * BC
+        # Tile column j holds gate j % 4 of channel c0 + j // 4 (weight row gate * CH + channel).
+        j = tl.arange(0, 4 * BC)
+        n = (j % 4) * CH + c0 + j // 4
         kk = tl.arange(0, BK)
         a_rows = hb_ptr + b * hb_sb + y * hb_sy + x * hb_sx  # tap (0, 0) of each pixel: its top-left neighbour
+        b_cols = w_ptr + n.to(tl.int64) * w_so
+        acc = tl.zeros((BM, 4 * BC), dtype=CDT)
         steps_per_tap = CH // BK
-        if GATE_DOTS:  # four dots of BC columns, one per gate: no split of the columns afterwards
-            w_rows = w_ptr + (c0 + tl.arange(0, BC)).to(tl.int64) * w_so  # gate i's rows; gate q's CH * q rows on
-            w_gate = CH * w_so
-            ri = tl.zeros((BM, BC), dtype=CDT)
-            rg = tl.zeros((BM, BC), dtype=CDT)
-            rf = tl.zeros((BM, BC), dtype=CDT)
-            ro = tl.zeros((BM, BC), dtype=CDT)
-            for it in range(0, KH * KW * steps_per_tap):
-                tap = it // steps_per_tap
-                kc = (it % steps_per_tap) * BK
-                dy = tap // KW
-                dx = tap % KW
-                a = tl.load(a_rows[:, None] + (dy * hb_sy + dx * hb_sx + kc) + kk[None, :], mask=rmask[:, None],
-                            other=0.0)
-                wk = w_rows[None, :] + (dy * w_sy + dx * w_sx + kc) + kk[:, None]
-                ri = tl.dot(a, tl.load(wk), ri, out_dtype=CDT)
-                rg = tl.dot(a, tl.load(wk + w_gate), rg, out_dtype=CDT)
-                rf = tl.dot(a, tl.load(wk + 2 * w_gate), rf, out_dtype=CDT)
-                ro = tl.dot(a, tl.load(wk + 3 * w_gate), ro, out_dtype=CDT)
-        else:
-            # Tile column j holds gate j % 4 of channel c0 + j // 4 (weight row gate * CH + channel).
-            j = tl.arange(0, 4 * BC)
-            n = (j % 4) * CH + c0 + j // 4
-            b_cols = w_ptr + n.to(tl.int64) * w_so
-            acc = tl.zeros((BM, 4 * BC), dtype=CDT)
-            # One loop over every (tap, channel block), so that Triton pipelines all K steps as one sequence.
-            for it in range(0, KH * KW * steps_per_tap):
-                tap = it // steps_per_tap
-                kc = (it % steps_per_tap) * BK
-                dy = tap // KW
-                dx = tap % KW
-                a = tl.load(a_rows[:, None] + (dy * hb_sy + dx * hb_sx + kc) + kk[None, :], mask=rmask[:, None],
-                            other=0.0)
-                wt = tl.load(b_cols[None, :] + (dy * w_sy + dx * w_sx + kc) + kk[:, None])
-                acc = tl.dot(a, wt, acc, out_dtype=CDT)
-            # Columns (channel, a, b) with gate = 2a + b: split b, then a -> i (0), f (2) and g (1), o (3).
-            even, odd = tl.split(tl.reshape(acc, (BM, BC, 2, 2)))
-            ri, rf = tl.split(even)
-            rg, ro = tl.split(odd)
+        # One loop over every (tap, channel block), so that Triton pipelines all K steps as one sequence.
+        for it in range(0, KH * KW * steps_per_tap):
+            tap = it // steps_per_tap
+            kc = (it % steps_per_tap) * BK
+            dy = tap // KW
+            dx = tap % KW
+            a = tl.load(a_rows[:, None] + (dy * hb_sy + dx * hb_sx + kc) + kk[None, :], mask=rmask[:, None],
+                        other=0.0)
+            wt = tl.load(b_cols[None, :] + (dy * w_sy + dx * w_sx + kc) + kk[:, None])
+            acc = tl.dot(a, wt, acc, out_dtype=CDT)
+        # Columns (channel, a, b) with gate = 2a + b: split b, then a -> i (0), f (2) and g (1), o (3).
+        even, odd = tl.split(tl.reshape(acc, (BM, BC, 2, 2)))
+        ri, rf = tl.split(even)
+        rg, ro = tl.split(odd)
         ch = c0 + tl.arange(0, BC)[None, :]
         bb = b[:, None]
         pp = p[:, None]
@@ -224,5 +195,5 @@ def step(hb: torch.Tensor, w_h: torch.Tensor, gxt: torch.Tensor, bias: torch.Ten
         hp, hp.stride(0), hp.stride(1), hp.stride(2), hp.stride(3),
         B * H * W, Ch, H * W, W, H, pads[0], pads[2], forget_bias,
         KH=k_h, KW=k_w, WRITE_HP=write_hp, STORE_PRE=store_pre, STORE_C=store_c, HP_BORDER=hp_border, CDT=cdt,
-        BM=bm, BC=bc, BK=bk, FAST_ACT=fast, GATE_DOTS=gate_dots(), num_warps=warps, num_stages=stages,
+        BM=bm, BC=bc, BK=bk, FAST_ACT=fast, num_warps=warps, num_stages=stages,
     )
