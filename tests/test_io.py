@@ -290,3 +290,20 @@ def test_comma_csv_with_one_blank_named_column_is_not_split(tmp_path):
     ragged.write_text("a b c\n1 2\n3 4\n")
     with pytest.raises(InputError, match=r"column 'a b c' row 1: value '1 2' is not a number"):
         load_table(ragged)
+
+
+# ------------------------------------------------------------------------------- float timestamps as text
+@pytest.mark.parametrize("written", ["repr", "%.6f"])
+def test_float_times_keep_their_text_wherever_float64_changes_one(tmp_path, written):
+    """Epoch seconds as pandas writes time.time() (17 digits, each its float's shortest repr) or to the microsecond
+    stay float64; one time finer than float64 far down the file (past the check's first block of rows) keeps the
+    column's text, as written."""
+    seconds = (1_700_000_000 + np.cumsum(np.random.default_rng(0).uniform(0.0009, 0.0011, 3000))).tolist()
+    times = [repr(t) if written == "repr" else f"{t:.6f}" for t in seconds]
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"timestamp": times, "a": np.arange(3000) % 7}).to_csv(path, index=False)
+    table = load_table(path)
+    assert table.index.dtype == np.float64 and table.index.tolist() == [float(t) for t in times]
+    times[2500] = f"{seconds[2500]:.6f}00001"
+    pd.DataFrame({"timestamp": times, "a": np.arange(3000) % 7}).to_csv(path, index=False)
+    assert load_table(path).index.tolist() == times

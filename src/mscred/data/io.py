@@ -538,9 +538,8 @@ def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
 def _exact_times(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> pd.DataFrame:
     """A ``timestamp`` column that pandas read as float64, kept as its text where float64 changed a value (epoch
     seconds to the tenth of a microsecond, 1700000000.0000001, read as 1700000000.0: neighbouring rows then
-    "repeated" each other, and SCORES.csv wrote other times than DATA's). Only that column is read again."""
-    from decimal import Decimal, InvalidOperation
-
+    "repeated" each other, and SCORES.csv wrote other times than DATA's). Only that column is read again (reading
+    the table once with the column as text was slower: benchmarks/results/io_timestamps)."""
     try:
         raw = _csv_call(path, **{**kwargs, "usecols": [TIMESTAMP], "dtype": str, "keep_default_na": False})
     except InputError:
@@ -548,22 +547,40 @@ def _exact_times(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> pd.Dat
     text = raw[TIMESTAMP]
     if len(text) != len(df):
         return df
+    if not _changed_by_float(df[TIMESTAMP].to_numpy(), text):
+        return df
+    return df.assign(**{TIMESTAMP: text.str.strip().to_numpy(dtype=object)})
+
+
+def _changed_by_float(numbers: np.ndarray, text: pd.Series) -> Optional[bool]:
+    """Whether float64 changed a value of ``text`` in ``numbers`` (the first row where it did decides; True), kept
+    every one (False), or None: a text that Decimal does not read ('1_000') before any changed one."""
+    from decimal import Decimal, InvalidOperation
+
     # A decimal of at most 15 significant digits reads back from float64 as written: only longer ones are compared
     # (and only texts of 16 characters or more can hold that many digits: counting them in every row's text took
     # as long as the read, 0.6 s a million rows)
-    wide = np.flatnonzero(text.str.len().to_numpy() > 15)
-    digits = text.iloc[wide].str.replace(r"[eE].*$|[^0-9]", "", regex=True).str.lstrip("0").str.len().to_numpy()
-    long = wide[digits > 15]
-    numbers = df[TIMESTAMP].to_numpy()
-    for value, written in zip(numbers[long], text.to_numpy()[long]):
-        try:
-            if np.isfinite(value) and Decimal(repr(float(value))) != Decimal(str(written).strip()):
-                break
-        except (InvalidOperation, ValueError):
-            return df
-    else:
-        return df
-    return df.assign(**{TIMESTAMP: text.str.strip().to_numpy(dtype=object)})
+    wide = np.flatnonzero(text.str.len().to_numpy(dtype=np.float64, na_value=0.0) > 15)
+    # In blocks, growing, so that a column changed in its first rows is decided there: a text that is its float's
+    # shortest repr (Python's, pandas' to_csv) holds that float exactly, and only the others are compared as
+    # Decimals (as every long one was: 1.5 s a million epoch seconds of 17 digits, as pandas writes time.time())
+    start, size = 0, 1024
+    while start < len(wide):
+        rows = wide[start:start + size]
+        start, size = start + size, size * 8
+        texts = text.iloc[rows].to_numpy(dtype=object)
+        shown = np.fromiter(map(repr, numbers[rows].tolist()), dtype=object, count=len(rows))
+        others = np.flatnonzero(shown != texts)
+        digits = (text.iloc[rows[others]].str.replace(r"[eE].*$|[^0-9]", "", regex=True).str.lstrip("0").str.len()
+                  .to_numpy())
+        long = others[digits > 15]
+        for value, written in zip(numbers[rows[long]], texts[long]):
+            try:
+                if np.isfinite(value) and Decimal(repr(float(value))) != Decimal(str(written).strip()):
+                    return True
+            except (InvalidOperation, ValueError):
+                return None
+    return False
 
 
 _SAMPLE_CHARS = 1 << 16
