@@ -15,22 +15,18 @@ import torch
 from mscred.ops import reference as ref
 from mscred.ops.triton import convlstm as fused
 from mscred.ops.triton import convlstm_rec_cell as rec_cell
-from test_ops_triton_convlstm import _inputs  # (the fused ConvLSTM's inputs: gate pre-activations of order 1)
+# The fused ConvLSTM tests' device, marks (skip without Triton, strict float32), forget bias and inputs (gate
+# pre-activations of order 1).
+from test_ops_triton_convlstm import CUDA, FB, _inputs, pytestmark  # noqa: F401 (pytestmark: pytest reads it here)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import rec_cell_sass  # noqa: E402 (benchmarks/rec_cell_sass.py: the kernel's sm_90 configuration as launched)
 
-CUDA = torch.cuda.is_available()
-DEVICE = "cuda" if CUDA else "cpu"
-pytestmark = [pytest.mark.skipif(not fused.is_available()[0], reason=f"fused ConvLSTM unavailable: "
-                                                  f"{fused.is_available()[1]}"),
-              pytest.mark.usefixtures("strict_float32")]
 needs_cuda = pytest.mark.skipif(not CUDA, reason="bf16 rows at the training batch need a CUDA device")
 # On CUDA the fused step runs for bf16 / fp16 only (``runs``); its float64 and float32 arithmetic is checked where
 # CI runs it, under the interpreter.
 interpreter_only = pytest.mark.skipif(CUDA, reason="float64 / float32 take the split path on CUDA; the interpreter "
                                                    "(CI) runs the fused step in them")
-FB = 1.0
 
 
 def _train_outputs(x, w, b, setting, monkeypatch, time_major=False):
