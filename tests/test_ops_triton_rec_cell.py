@@ -17,7 +17,7 @@ from mscred.ops.triton import convlstm as fused
 from mscred.ops.triton import convlstm_rec_cell as rec_cell
 # The fused ConvLSTM tests' device, marks (skip without Triton, strict float32), forget bias and inputs (gate
 # pre-activations of order 1).
-from test_ops_triton_convlstm import CUDA, FB, _inputs, pytestmark  # noqa: F401 (pytestmark: pytest reads it here)
+from test_ops_triton_convlstm import CUDA, FB, _inputs, pytestmark  # noqa: F401 (pytest reads pytestmark)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import rec_cell_sass  # noqa: E402 (benchmarks/rec_cell_sass.py: the kernel's sm_90 configuration as launched)
