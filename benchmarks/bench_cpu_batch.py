@@ -45,20 +45,9 @@ from pathlib import Path
 
 import numpy as np
 
+from bench_cpu_detect import _series  # noqa: E402 (benchmarks/ is the script's folder: the paper's synthetic sensors)
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _series(sensors: int, rows: int, seed: int) -> np.ndarray:
-    """The paper's synthetic sensors (sin/cos of (t - t0) / omega + 0.3 eps), five 30-step anomalies on 3 sensors."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(rows)[:, None]
-    t0, omega = rng.uniform(50, 100, sensors), rng.uniform(40, 50, sensors)
-    x = np.where(rng.random(sensors) < 0.5, np.sin((t - t0) / omega), np.cos((t - t0) / omega))
-    x = x + 0.3 * rng.standard_normal((rows, sensors))
-    for k in range(5):
-        start = rows // 2 + k * rows // 12
-        x[start:start + 30, rng.choice(sensors, 3, replace=False)] += 2.0
-    return x.astype(np.float32)
 
 
 def _prepare(work: Path, sensors: int, rows: int, train_rows: int, seed: int) -> tuple[Path, Path]:
@@ -68,7 +57,7 @@ def _prepare(work: Path, sensors: int, rows: int, train_rows: int, seed: int) ->
     data = work / f"series_{sensors}x{rows}_seed{seed}.npy"
     model = work / f"model_{sensors}_train{train_rows}_seed{seed}"
     if not data.exists():
-        np.save(data, _series(sensors, rows, seed))
+        np.save(data, _series(sensors, rows, seed).astype(np.float32))
     if not (model / "config.json").exists():
         from mscred import MSCRED
 

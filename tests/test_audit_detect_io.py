@@ -145,25 +145,25 @@ def test_iso_times_written_two_ways_are_read_as_times(tmp_path, capsys, model_di
     times = [t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond // 1000:03d}" if t.microsecond else "")
              for t in base]
     times[150:] = [t.replace("T", " ") for t in times[150:]]
-    data = tmp_path / "iso.csv"
-    _frame().assign(timestamp=times).to_csv(data, index=False)
-    scores = _detect(capsys, model_dir, data, tmp_path / "s.csv")
-    assert scores["timestamp"].tolist() == times
-    times[170], times[171] = times[171], times[170]
-    _frame().assign(timestamp=times).to_csv(data, index=False)
-    _refused(data, "row 172", "earlier than")
+    _times_kept_and_order_checked(tmp_path / "iso.csv", times, 170, capsys, model_dir)
 
 
 def test_day_first_dates_are_read_day_first(tmp_path, capsys, model_dir):
     """31/01/2024-style dates were read month first: refused at the 13th of the month as "not a date/time"."""
     times = pd.date_range("2024-03-01", periods=ROWS, freq="D").strftime("%d/%m/%Y").tolist()
-    data = tmp_path / "dmy.csv"
+    _times_kept_and_order_checked(tmp_path / "dmy.csv", times, 20, capsys, model_dir)
+
+
+def _times_kept_and_order_checked(data, times: list[str], swap: int, capsys, model_dir) -> None:
+    """DATA with ``times`` as its timestamp column scores with those texts in SCORES; with rows ``swap`` and
+    ``swap + 1`` exchanged it is refused at the second (1-based ``swap + 2``) as earlier than the row before."""
     _frame().assign(timestamp=times).to_csv(data, index=False)
-    scores = _detect(capsys, model_dir, data, tmp_path / "s.csv")
+    scores = _detect(capsys, model_dir, data, data.with_name("s.csv"))
     assert scores["timestamp"].tolist() == times
-    times[20], times[21] = times[21], times[20]
+    times = list(times)
+    times[swap], times[swap + 1] = times[swap + 1], times[swap]
     _frame().assign(timestamp=times).to_csv(data, index=False)
-    _refused(data, "row 22", "earlier than")
+    _refused(data, f"row {swap + 2}", "earlier than")
 
 
 def test_zoned_and_unzoned_times_mixed_are_refused(tmp_path):
