@@ -15,7 +15,7 @@ import socket
 import stat
 import tempfile
 from pathlib import Path
-from typing import Collection, Iterator, Optional
+from typing import Collection, Iterable, Iterator, Optional
 
 from mscred.errors import InputError
 
@@ -104,6 +104,69 @@ def atomic_path(target: str | os.PathLike, owned: Optional[Collection[str]] = No
                 os.replace(work, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def all_or_nothing(targets: Iterable[str | os.PathLike]) -> Iterator[None]:
+    """Make the writes of several outputs (files or folders, each written whole, e.g. with ``atomic_path``) inside
+    the block one change, all or nothing.
+
+    On entry every target that exists is moved aside into a hidden folder beside it (named as ``atomic_path``'s
+    temporary folders; a rename on the same file system). If the block fails (an error, Ctrl-C, SIGTERM), whatever
+    it left at the targets is removed, the old ones are moved back and the folders made for the targets are removed
+    where left empty: every target is as it was. If it succeeds, the old ones are deleted. A process killed outright
+    (SIGKILL) cleans nothing up: its moved-aside outputs are removed as its other temporary folders are, by the next
+    write of the same target once that process is gone.
+    """
+    targets = list(dict.fromkeys(Path(target) for target in targets))
+    new = [target for target in targets if not os.path.lexists(target)]
+    made = {above for target in targets for above in _missing_folders(target)}
+    aside: dict[Path, Path] = {}   # target -> the folder holding its old self, under the target's name
+    try:
+        for target in targets:
+            if target not in new:
+                with _named_as(target):
+                    aside[target] = Path(tempfile.mkdtemp(prefix=f".{target.name}.{_OWNER}.", suffix=".tmp",
+                                                          dir=target.parent))
+                with _named_as(target, aside[target]):
+                    os.replace(target, aside[target] / target.name)
+        yield
+    except BaseException:
+        for target in new:
+            _remove(target)
+        for target, folder in aside.items():
+            if not os.path.lexists(folder / target.name):   # (stopped before it was moved: the target is the old)
+                shutil.rmtree(folder, ignore_errors=True)
+                continue
+            _remove(target)
+            with contextlib.suppress(OSError):   # (if it cannot be moved back, it stays in its hidden folder)
+                os.replace(folder / target.name, target)
+                shutil.rmtree(folder, ignore_errors=True)
+        for folder in sorted(made, key=lambda path: len(path.parts), reverse=True):   # deepest first
+            with contextlib.suppress(OSError):   # (not empty: something else is in it now, which stays)
+                folder.rmdir()
+        raise
+    for folder in aside.values():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _missing_folders(target: Path) -> list[Path]:
+    """The folders above ``target`` that do not exist (yet)."""
+    missing = []
+    for above in target.parents:
+        if os.path.lexists(above):
+            break
+        missing.append(above)
+    return missing
+
+
+def _remove(path: Path) -> None:
+    """Remove a file, a link or a folder with what it holds; nothing if there is none."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink()
 
 
 def _remove_orphans(target: Path) -> None:

@@ -2,21 +2,19 @@
 
 Everything the demo writes lands in ``--out`` (default ``demo_out``): ``data/`` (train.csv, test.csv,
 anomalies.csv), ``model/`` (config.json + model.safetensors), ``scores.csv``, ``metrics.json`` and ``report/``
-(``mscred evaluate``'s HTML report; by default only when matplotlib is installed); a run that fails removes the
-outputs it created. With ``--dataset NAME`` the data come from :func:`mscred.data.datasets.load_dataset` instead of
-the generator (``mscred demo --dataset tep:1``: the Tennessee Eastman benchmark shipped in the ``bibmon`` wheel,
-``pip install 'mscred[datasets]'``). The figures are ``mscred evaluate``'s (:func:`mscred.evaluation.evaluate_files`),
-so the demo and the evaluate command never disagree.
+(``mscred evaluate``'s HTML report; by default only when matplotlib is installed). All or nothing: a run that
+fails leaves every one of them as it was (those it created are removed, those of an earlier run are put back).
+With ``--dataset NAME`` the data come from :func:`mscred.data.datasets.load_dataset` instead of the generator
+(``mscred demo --dataset tep:1``: the Tennessee Eastman benchmark shipped in the ``bibmon`` wheel, ``pip install
+'mscred[datasets]'``). The figures are ``mscred evaluate``'s (:func:`mscred.evaluation.evaluate_files`), so the demo
+and the evaluate command never disagree.
 """
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import click
 
@@ -38,16 +36,24 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
     ``length``/``n_sensors`` size the synthetic data (``--quick`` halves the length); ``overrides`` go to
     :class:`mscred.MSCRED` (e.g. ``epochs=1``, ``theta=0.005``). ``report`` writes ``out/report/index.html``.
     """
-    from mscred.atomic import atomic_path
+    from mscred.atomic import all_or_nothing, atomic_path
     from mscred.detector import MSCRED
     from mscred.evaluation import evaluate_files
 
     out = Path(out)
     _check_outputs(out, report)
-    # (after the checks, which write nothing: what exists now is the user's or an earlier run's)
-    with _removed_on_failure(out):
-        times: dict[str, float] = {}
-        start = time.perf_counter()
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    if dataset is not None:
+        from mscred.data.datasets import load_dataset
+
+        # (read before the earlier outputs are moved aside: --data-root may be an earlier run's out/data)
+        data = load_dataset(dataset, root=data_root)
+    # After the checks, which write nothing: what exists now is the user's or an earlier run's. All or nothing: an
+    # earlier run's outputs are moved aside until this run has written all of its own, and put back if it fails (a
+    # dataset too short to train, found only after its data were written; an error at detection or evaluation;
+    # Ctrl-C). A failed demo left out/data/ behind, which read as a run's data, or a new model beside older scores.
+    with all_or_nothing(out / file for file in (*_OUTPUT_FILES, "model", *(("report",) if report else ()))):
         if dataset is None:
             from mscred.data.synthetic import write_synthetic
 
@@ -55,9 +61,6 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
             data = write_synthetic(out / "data", n_sensors=n_sensors, length=length, seed=seed)
             train_df, test_df, name = data.train, data.test, "synthetic (paper)"
         else:
-            from mscred.data.datasets import load_dataset
-
-            data = load_dataset(dataset, root=data_root)
             train_df, test_df, name = data.train, data.test, data.name
             for file, frame in (("train.csv", train_df), ("test.csv", test_df),
                                 ("anomalies.csv", getattr(data, "anomalies", None))):
@@ -103,34 +106,8 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
         return result
 
 
-# What run_demo writes under --out: files, and folders written whole (atomically) as one output each.
+# The files run_demo writes under --out; besides them the folders model/ and report/, each written whole (atomically).
 _OUTPUT_FILES = ("data/train.csv", "data/test.csv", "data/anomalies.csv", "scores.csv", "metrics.json")
-_OUTPUT_FOLDERS = ("model", "report")
-
-
-@contextlib.contextmanager
-def _removed_on_failure(out: Path) -> Iterator[None]:
-    """On a failure of the run inside (a dataset too short to train, found only after its data were written; an
-    error at detection or evaluation; Ctrl-C), remove what this run created and nothing else: the outputs that did
-    not exist before it, then the folders it made for them (``data/``, ``out`` and any above it) where they are left
-    empty. A failed demo left ``out/data/`` behind, which read as a run's data. An output that existed before
-    stays, even where this run rewrote it (there is no copy of the old one to put back).
-    """
-    new = [out / name for name in (*_OUTPUT_FILES, *_OUTPUT_FOLDERS) if not os.path.lexists(out / name)]
-    folders = [p for p in (out / "data", out, *out.parents) if not os.path.lexists(p)]   # deepest first
-    try:
-        yield
-    except BaseException:
-        for path in new:
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-        for folder in folders:
-            with contextlib.suppress(OSError):   # (not empty: something else is in it now, which stays)
-                folder.rmdir()
-        raise
 
 
 def _check_outputs(out: Path, report: bool) -> None:
@@ -147,7 +124,7 @@ def _check_outputs(out: Path, report: bool) -> None:
         from mscred.report import REPORT_FILES
 
         check_replaceable_dir(out / "report", REPORT_FILES, "an mscred report")
-    for file in ("scores.csv", "metrics.json", "data/train.csv", "data/test.csv", "data/anomalies.csv"):
+    for file in _OUTPUT_FILES:
         if (out / file).is_dir():
             raise InputError(f"{out / file}: exists and is a folder; the demo writes a file there")
 
