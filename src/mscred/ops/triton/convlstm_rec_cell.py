@@ -63,9 +63,10 @@ def runs(dtype: torch.dtype, layout: str, ch: int, device: torch.device, trainin
 
     Channels-last buffers and ch a multiple of 16 (the GEMM's K and N steps), and: on CUDA bf16 / fp16 (float32 would
     multiply in TF32 where cuDNN's float32 path is the reference's; not measured), by default the levels in
-    DEFAULT_CHANNELS in ``training`` only -- at the scoring batch the one A/B that ran scoring beside it had
-    shared-segment scoring at 338,703 against 362,225 / 362,564 windows/s without it (results/rec_cell_step/), as the
-    inference kernel of af9527a lost there; under the interpreter only when the setting asks (the tests).
+    DEFAULT_CHANNELS in ``training`` only -- graphed shared-segment scoring is slower with it: 338,668 against
+    362,272 windows/s at every window, 314,657 against 330,001 at batch 1,024 (medians of 3 in alternation,
+    results/rec_cell_scoring/), as the inference kernel of af9527a lost there; under the interpreter only when the
+    setting asks (the tests).
     MSCRED_LSTM_REC_CELL: "0" off, "1" every eligible level and call (training and inference), or a comma-separated
     list of hidden-channel counts (A/B runs: "128,256"; training and inference too)."""
     if triton is None or layout != "nhwc" or ch % 16:
