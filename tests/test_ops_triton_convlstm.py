@@ -935,7 +935,7 @@ def test_concatenated_gates_only_where_they_paid(monkeypatch):
 
 
 @needs_cuda
-@pytest.mark.parametrize("B, C, n", [(128, 32, 30), (128, 64, 15), (7, 32, 30), (3, 256, 4)])
+@pytest.mark.parametrize("B, C, n", [(128, 32, 30), (128, 64, 15), (7, 32, 30), (128, 128, 8), (3, 256, 4)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_concatenated_gates_full_size_on_gpu(B, C, n, dtype, concat_everywhere, monkeypatch):
     """The MSCRED levels on the concatenated path (cuDNN writing the gates in place), float32 and bf16, against
