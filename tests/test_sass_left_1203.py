@@ -3,8 +3,9 @@
 1. Kernels of one mangled name in one architecture (two translation units' `static __global__` kernels linked into
    one executable, an -rdc=true executable's linked and relocatable cubins) could not be told apart: dump and run
    said "extract the cubin you mean", patch patched whichever held --old, or said "found 2 times; narrow it with
-   --arch, --at, --instruction or --grep", none of which could. `-k NAME#N` picks the N-th cubin holding one, and
-   the bare name is refused with each cubin's number.
+   --arch, --at, --instruction or --grep", none of which could. `-k NAME#N` picks the one in cubin N (the file's
+   cubins numbered in file order, every one counted: test_sass_kernel_numbers.py), and the bare name is refused
+   with each cubin's number.
 2. A Windows executable or DLL (PE) is named as such, with the cuobjdump command that extracts its cubins.
 """
 from __future__ import annotations
@@ -63,10 +64,18 @@ def _immediates(path) -> list[list[int]]:
 
 # --- 1: kernels of one mangled name -------------------------------------------------------------------------------
 
+def _numbers(path) -> list[int]:
+    """The numbers of the cubins holding k, as -k k#N takes them."""
+    return [image.number for image, _ in _holders(path)]
+
+
 def test_the_input_holds_one_mangled_name_in_two_cubins_of_one_arch(two_statics):
     holders = _holders(two_statics)
     assert [image.arch for image, _ in holders] == ["sm_90", "sm_90"]
     assert [0xCC in values for values in _immediates(two_statics)] == [True, True]
+    numbered = [image for image in find_images(two_statics.read_bytes(), "app") if image.kind == "cubin"]
+    assert [image.number for image in numbered] == list(range(1, len(numbered) + 1))
+    assert set(_numbers(two_statics)) < {image.number for image in numbered}   # (nvcc adds cubins without kernels)
 
 
 @pytest.mark.parametrize("command", [
@@ -76,18 +85,19 @@ def test_the_input_holds_one_mangled_name_in_two_cubins_of_one_arch(two_statics)
 ])
 def test_a_name_in_two_cubins_of_one_arch_is_refused_with_their_numbers(two_statics, command, capsys):
     line = one_line_error(capsys, command[0], two_statics, "-k", "k", *command[1:])
-    assert f"{two_statics}: kernel 'k' is in 2 cubins (#1 " in line and "; #2 " in line, line
-    assert line.count("_Z1kPi") == 2 and line.endswith("-k 'k#1' or -k 'k#2'"), line
+    a, b = _numbers(two_statics)
+    assert f"{two_statics}: kernel 'k' is in 2 cubins (#{a} " in line and f"; #{b} " in line, line
+    assert line.count("_Z1kPi") == 2 and line.endswith(f"-k 'k#{a}' or -k 'k#{b}'"), line
     assert not two_statics.with_name("app.patched").exists()
 
 
-@pytest.mark.parametrize("number", [1, 2])
-def test_name_hash_n_patches_the_kernel_of_that_cubin_only(two_statics, number, tmp_path, capsys):
-    out = tmp_path / f"app.{number}"
-    code, text, err = run_cli(capsys, "patch", two_statics, "-k", f"k#{number}", "--old", "0xcc", "--new", "0xdd",
-                              "-o", out)
+@pytest.mark.parametrize("holder", [1, 2])
+def test_name_hash_n_patches_the_kernel_of_that_cubin_only(two_statics, holder, tmp_path, capsys):
+    out = tmp_path / f"app.{holder}"
+    image, kernel = _holders(two_statics)[holder - 1]
+    code, text, err = run_cli(capsys, "patch", two_statics, "-k", f"k#{image.number}", "--old", "0xcc", "--new",
+                              "0xdd", "-o", out)
     assert code == 0, err
-    image, kernel = _holders(two_statics)[number - 1]
     before, after = two_statics.read_bytes(), out.read_bytes()
     changed = [i for i in range(len(before)) if before[i] != after[i]]
     assert len(changed) == 1 and (before[changed[0]], after[changed[0]]) == (0xCC, 0xDD)
@@ -95,25 +105,28 @@ def test_name_hash_n_patches_the_kernel_of_that_cubin_only(two_statics, number, 
     assert code_at <= changed[0] < code_at + len(kernel.code), (hex(changed[0]), hex(code_at))
     assert f"(file byte {changed[0] - 4:#x})" in text   # (the immediate is the instruction's bytes 4..8)
     values = _immediates(out)
-    assert [0xDD in v for v in values] == [n == number for n in (1, 2)]
-    assert [0xCC in v for v in values] == [n != number for n in (1, 2)]
+    assert [0xDD in v for v in values] == [n == holder for n in (1, 2)]
+    assert [0xCC in v for v in values] == [n != holder for n in (1, 2)]
 
 
 def test_name_hash_n_picks_the_cubin_for_dump_too(two_statics, capsys):
-    for number, (image, kernel) in enumerate(_holders(two_statics), 1):
-        code, text, err = run_cli(capsys, "dump", two_statics, "-k", f"k#{number}")
+    for holder, (image, kernel) in enumerate(_holders(two_statics), 1):
+        code, text, err = run_cli(capsys, "dump", two_statics, "-k", f"k#{image.number}")
         assert code == 0, err
         assert text.splitlines()[0] == f"sm_90 _Z1kPi: code at file byte {image.file_offset + kernel.code_offset:#x}"
-        assert ("0xee" in text or "000000eeff" in text) == (number == 2)
+        assert ("0xee" in text or "000000eeff" in text) == (holder == 2)
 
 
 def test_a_number_past_the_cubins_is_refused_with_how_many_there_are(two_statics, capsys):
+    count = sum(image.kind == "cubin" for image in find_images(two_statics.read_bytes(), "app"))
+    a, b = _numbers(two_statics)
     for command in (["dump"], ["run"], ["patch", "--old", "0xcc", "--new", "0xdd"]):
-        line = one_line_error(capsys, command[0], two_statics, "-k", "k#3", *command[1:])
-        assert line == f"mscred: error: {two_statics}: -k 'k#3': kernel 'k' is in 2 cubins (#1 or #2, in file order)"
-    # --arch narrows before the count: the one sm_90 build a name fits is #1
+        line = one_line_error(capsys, command[0], two_statics, "-k", "k#9", *command[1:])
+        assert line == (f"mscred: error: {two_statics}: -k 'k#9': no cubin #9 (the file has {count} cubins, #1 to "
+                        f"#{count} in file order; 'k' is in #{a} and #{b})")
+    # a cubin number is the file's, whatever --arch keeps: #1 is there, without the kernel
     line = one_line_error(capsys, "dump", two_statics, "-k", "nope#1", "--arch", "sm_90")
-    assert "no kernel 'nope' in any readable cubin for sm_90" in line, line
+    assert "-k 'nope#1': cubin #1 (" in line and line.endswith(") holds no kernel 'nope'"), line
 
 
 @pytest.mark.parametrize("selector", ["k#0", "k#x", "k#", "#2", "k#-1", "k#02"])

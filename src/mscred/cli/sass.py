@@ -91,17 +91,20 @@ def _needs_stdout() -> None:
 
 
 def _pick_cubin(path: str, kernel: str, arch: str | None):
-    """The one readable cubin of ``path`` that holds ``kernel`` (optionally for ``arch``; ``NAME#N``: the N-th)."""
+    """The one readable cubin of ``path`` that holds ``kernel`` (optionally for ``arch``; ``NAME#N``: the one in
+    cubin number N, ``fatbin.numbered_cubin``)."""
     from mscred.sass.fatbin import (check_has_cubins, check_readable, find_images, kernel_in_cubins, kernel_selector,
                                     numbered_kernel, several_cubins, unreadable_cubins)
 
-    name, _ = kernel_selector(kernel)   # (a bad number is refused before the file is read)
+    name, number = kernel_selector(kernel)   # (a bad number is refused before the file is read)
     images = find_images(_read(path), path, arch)
     check_has_cubins(images, path)
-    check_readable(images)
     found, ambiguous = kernel_in_cubins(images, name)
+    if number is not None:   # that cubin's kernel, or why not (cubin N unreadable: what is missing)
+        return numbered_kernel(found, ambiguous, images, kernel, path, arch)[0]
+    check_readable(images)
     if not found and ambiguous:  # the name fits several kernels: say which, rather than "no kernel"
-        raise ambiguous[0]
+        raise ambiguous[0][1]
     if not found:
         # The kernel may be in a cubin that could not be read: say which and why, not only "no kernel".
         skipped = unreadable_cubins(images)
@@ -109,7 +112,6 @@ def _pick_cubin(path: str, kernel: str, arch: str | None):
                   f"({skipped[0].where}: {skipped[0].note})" if skipped else "")
         raise InputError(f"{path}: no kernel {name!r} in any readable cubin{' for ' + arch if arch else ''}"
                          f"{unread}")
-    found = numbered_kernel(found, kernel, path)
     if len(found) > 1:
         # --arch, the mangled name or NAME#N, whichever tells these apart ("pass --arch" said for two sm_90 cubins
         # could not help).
@@ -135,12 +137,14 @@ def kernels(path):
     _needs_stdout()
     images = find_images(_read(path), path)
     for image in images:
+        number = f"#{image.number} " if image.number is not None else ""   # (what -k NAME#N takes)
         where = [f"file byte {image.file_offset:#x}"] if image.file_offset is not None else []
         where += [f"compressed: {image.compression}"] if image.compression else []
         where += ["not patchable"] if image.file_offset is None else []
         kernels = list(image.cubin().kernels.values()) if image.kind == "cubin" and image.data is not None else None
         empty = " (no kernels)" if kernels == [] else ""
-        click.echo(f"{image.kind} {image.arch} ({', '.join(where)}){' ' + image.note if image.note else ''}{empty}")
+        click.echo(f"{number}{image.kind} {image.arch} ({', '.join(where)}){' ' + image.note if image.note else ''}"
+                   f"{empty}")
         readable = demangle([k.name for k in kernels or []])
         for k in kernels or []:
             name = readable.get(k.name, k.name)
@@ -160,7 +164,8 @@ def kernels(path):
 @click.argument("path", type=_BINARY)
 @click.option("--kernel", "-k", required=True,
               help="Kernel name: mangled (_Z4testPi), plain (test) or a piece of the demangled name (scale<4>); "
-                   "NAME#N: the one in the N-th cubin holding it (file order), for kernels of one mangled name.")
+                   "NAME#N: the one in cubin N (the file's cubins numbered from 1 in file order, as `kernels` "
+                   "shows), for kernels of one mangled name in several cubins.")
 @click.option("--arch", default=None, callback=_arch, help="Pick the cubin for this architecture, e.g. sm_90.")
 def dump(path, kernel, arch):
     """Print a kernel's instruction words (each one number, most significant digit first: a 64-bit word as `xxd -e
@@ -225,7 +230,8 @@ def probe(arch, template, values, mode, kernel, placeholder, as_json, out):
 @click.argument("path", type=_BINARY)
 @click.option("--kernel", "-k", required=True,
               help="Kernel holding the instruction (mangled, plain or a piece of the demangled name); NAME#N: "
-                   "the one in the N-th cubin holding it (file order), for kernels of one mangled name.")
+                   "the one in cubin N (numbered from 1 in file order, as `kernels` shows), for kernels of one "
+                   "mangled name in several cubins.")
 @click.option("--old", required=True, help="The field's current value, e.g. 0xcc (register: its number).")
 @click.option("--new", required=True, help="The value to write, e.g. 0xdd.")
 @click.option("--field", type=click.Choice(["immediate", "register"]), default="immediate", show_default=True)
@@ -264,8 +270,8 @@ def patch(path, kernel, old, new, field, bits, arch, at, instruction, grep, outp
 @sass.command()
 @click.argument("path", type=_BINARY)
 @click.option("--kernel", "-k", required=True,
-              help="Kernel to launch; its parameters must all be pointers. NAME#N: the one in the N-th cubin "
-                   "holding it (file order), for kernels of one mangled name.")
+              help="Kernel to launch; its parameters must all be pointers. NAME#N: the one in cubin N "
+                   "(numbered from 1 in file order, as `kernels` shows), for kernels of one mangled name.")
 @click.option("--arch", default=None, callback=_arch,
               help="Pick the cubin for this architecture (for executables/fatbins).")
 @click.option("--words", default=1, show_default=True, type=click.IntRange(1, 1 << 20),
@@ -295,7 +301,9 @@ def run(path, kernel, arch, words, init, grid, block, backend):
 @click.argument("paths", nargs=-1, required=True, type=_BINARY)
 @click.option("--arch", default=None, callback=_arch, help="Only cubins for this architecture.")
 @click.option("--kernel", "-k", default=None,
-              help="Only kernels whose name, mangled or as printed (demangled), contains this.")
+              help="Only kernels whose name, mangled or as printed (demangled), contains this (in every cubin); "
+                   "NAME#N: only those of cubin N (numbered from 1 in file order, as `kernels` shows and dump, "
+                   "run and patch take it).")
 @click.option("--top", default=8, show_default=True, type=click.IntRange(min=0),
               help="Most frequent instructions shown per kernel (0: none).")
 @click.option("--loops", is_flag=True,
@@ -304,8 +312,11 @@ def run(path, kernel, arch, words, init, grid, block, backend):
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, in a list.")
 def inspect_cmd(paths, arch, kernel, top, loops, as_json):
     """Registers, local memory, shared memory and instruction mix of every kernel in cubins/objects/libraries."""
+    from mscred.sass.fatbin import kernel_selector
     from mscred.sass.inspect import format_summaries, inspect_file
 
+    if kernel:
+        kernel_selector(kernel)   # (a bad NAME#N is refused before any file is read)
     _needs_stdout()
     _check_inputs(*paths)
     per_path = [(path, inspect_file(_read(path), path, arch, kernel, loops)) for path in paths]
@@ -325,7 +336,9 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
 @click.argument("new", type=_BINARY)
 @click.option("--arch", default=None, callback=_arch, help="Only cubins for this architecture.")
 @click.option("--kernel", "-k", default=None,
-              help="Only kernels whose name, mangled or as printed (demangled), contains this.")
+              help="Only kernels whose name, mangled or as printed (demangled), contains this; NAME#N: only those "
+                   "of cubin N (numbered from 1 in file order, as `kernels` shows) on each side that holds NAME in "
+                   "several cubins (a side holding it in one is read whole).")
 @click.option("--top", default=8, show_default=True, type=click.IntRange(min=0),
               help="Mnemonics whose counts moved most, shown per kernel (0: none).")
 @click.option("--loops", is_flag=True,
@@ -342,14 +355,20 @@ def diff_cmd(old, new, arch, kernel, top, loops, show_same, code_lines, as_json)
     barrier counts, the mnemonics that moved most; kernels added or removed; how many of the unchanged ones are the
     same to the instruction; with --code, the instruction diff of each kernel that differs."""
     from mscred.sass.diff import diff_summaries, format_diff
-    from mscred.sass.inspect import inspect_file
+    from mscred.sass.fatbin import kernel_selector
+    from mscred.sass.inspect import check_number_used, inspect_file
 
+    if kernel:
+        kernel_selector(kernel)   # (a bad NAME#N is refused before either file is read)
     _needs_stdout()
     _check_inputs(old, new)
-    before = inspect_file(_read(old), old, arch, kernel, loops, code=code_lines > 0)
-    after = inspect_file(_read(new), new, arch, kernel, loops, code=code_lines > 0)
+    # NAME#N on each side that holds NAME in several cubins: two builds of one executable alike, or a lone cubin
+    # (read whole) against the executable that links it with another unit's kernel of that name.
+    before = inspect_file(_read(old), old, arch, kernel, loops, code=code_lines > 0, number_where_needed=True)
+    after = inspect_file(_read(new), new, arch, kernel, loops, code=code_lines > 0, number_where_needed=True)
     if not before and not after:
         raise InputError(f"no kernel{' matching ' + repr(kernel) if kernel else ''} in {old} or {new}")
+    check_number_used(kernel, [(old, before), (new, after)])
     diffs = diff_summaries(before, after)
     click.echo(json.dumps([d.to_json() for d in diffs], indent=2) if as_json
                else format_diff(diffs, top, show_same, code_lines))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,10 @@ class Image:
         The (decompressed) payload; None when it could not be decompressed (see ``note``).
     note : str
         Why ``data`` or ``file_offset`` is missing, or "" when all is well.
+    number : int or None
+        A cubin's number in its file: every cubin entry counted from 1 in file order, readable or not and whatever
+        ``arch`` keeps (``find_images``), so that ``-k NAME#N`` names the same cubin on every machine (one without
+        the ``zstandard`` module included); None for PTX.
     """
 
     kind: str
@@ -62,6 +67,7 @@ class Image:
     where: str
     compression: str = ""
     note: str = ""
+    number: int | None = None
 
     def cubin(self) -> Cubin:
         if self.kind != "cubin":
@@ -260,6 +266,14 @@ def read_input(path: str | os.PathLike, pipes: bool = True) -> bytes:
 
 
 def _all_images(data: bytes, where: str) -> list[Image]:
+    """The file's images, its cubins numbered (``Image.number``) in file order, the unreadable ones included."""
+    images = _file_images(data, where)
+    for number, image in enumerate((image for image in images if image.kind == "cubin"), 1):
+        image.number = number
+    return images
+
+
+def _file_images(data: bytes, where: str) -> list[Image]:
     check_format(data[:8192], where)
     if is_cubin(data):
         cubin = Cubin(data, where)
@@ -411,23 +425,24 @@ def cubins(data: bytes, where: str, arch: str | None = None) -> list[tuple[Image
 # --- one kernel among several cubins --------------------------------------------------------------------------------
 
 def kernel_selector(text: str) -> tuple[str, int | None]:
-    """-k's ``NAME#N`` as (NAME, N): the kernel NAME in the N-th (from 1, in file order, after --arch) of the cubins
-    that hold one; a ``text`` without '#' as (text, None). The one way to pick between kernels of one mangled name
-    in one file (two translation units' static kernels, an -rdc=true executable's linked and relocatable cubins),
-    which --arch, the name and the instruction's offset or words cannot tell apart. No symbol name holds a '#'."""
+    """-k's ``NAME#N`` as (NAME, N): the kernel NAME in the file's cubin number N (``Image.number``: every cubin
+    entry from 1 in file order, readable or not, whatever --arch keeps); a ``text`` without '#' as (text, None). The
+    one way to pick between kernels of one mangled name in one file (two translation units' static kernels, an
+    -rdc=true executable's linked and relocatable cubins), which --arch, the name and the instruction's offset or
+    words cannot tell apart. No symbol name holds a '#'."""
     if "#" not in text:
         return text, None
     name, _, number = text.rpartition("#")
     if not name or not re.fullmatch(r"[1-9][0-9]*", number):
         raise InputError(f"-k {text!r}: after '#' give the number of the cubin that holds the kernel, from 1 in "
-                         f"file order (e.g. {name or 'test'}#2)")
+                         f"file order as `mscred sass kernels` numbers them (e.g. {name or 'test'}#2)")
     return name, int(number)
 
 
 def kernel_in_cubins(images: list[Image], name: str
-                     ) -> tuple[list[tuple[Image, Cubin, Kernel]], list[AmbiguousKernel]]:
+                     ) -> tuple[list[tuple[Image, Cubin, Kernel]], list[tuple[Image, AmbiguousKernel]]]:
     """Each readable cubin of ``images`` in which ``name`` names one kernel (``Cubin.kernel``), in file order, with
-    it; and the refusals of the cubins in which ``name`` fits several kernels."""
+    it; and each cubin in which ``name`` fits several kernels, with its refusal."""
     found, ambiguous = [], []
     for image in images:
         if image.kind != "cubin" or image.data is None:
@@ -436,37 +451,90 @@ def kernel_in_cubins(images: list[Image], name: str
         try:
             found.append((image, cubin, cubin.kernel(name)))
         except AmbiguousKernel as err:
-            ambiguous.append(err)
+            ambiguous.append((image, err))
         except InputError:   # not in this cubin
             continue
     return found, ambiguous
 
 
-def numbered_kernel(found: list[tuple[Image, Cubin, Kernel]], text: str, where: str
-                    ) -> list[tuple[Image, Cubin, Kernel]]:
-    """``found`` (``kernel_in_cubins``) narrowed to the one ``-k NAME#N`` numbers; all of it without a number, or
-    when it is empty (the caller says "no kernel")."""
+def _numbers(images: list[Image]) -> str:
+    """"#2", "#2 and #5", "#2, #5 and #7"."""
+    tags = [f"#{image.number}" for image in images]
+    return " and ".join(tags) if len(tags) < 3 else f"{', '.join(tags[:-1])} and {tags[-1]}"
+
+
+def numbered_cubin(images: list[Image], text: str, where: str, holders: list[Image], arch: str | None = None,
+                   refuse: Callable[[Image], InputError | None] | None = None) -> Image | None:
+    """The cubin that ``-k NAME#N`` picks: the one of ``images`` (a file's, those of ``arch`` when given) whose
+    ``number`` is N; None for a NAME without '#'. The one selection of dump, run, patch, inspect and diff.
+
+    ``holders`` are the images in which NAME names a kernel (as the command reads -k), for the messages;
+    ``refuse``: the command's own refusal of cubin N, readable or not, or None (patch: a compressed one).
+
+    Raises
+    ------
+    InputError
+        No cubin numbered N (among those of ``arch``); cubin N could not be read (the line says why: its ``note``,
+        e.g. ``install the 'zstandard' package``); NAME names no kernel of cubin N. Each with the numbers of the
+        cubins NAME is in.
+    """
     name, number = kernel_selector(text)
-    if number is None or not found:
+    if number is None:
+        return None
+    numbered = [image for image in images if image.kind == "cubin"]
+    holders = [image for image in numbered if any(image is held for held in holders)]
+    held = f"; {name!r} is in {_numbers(holders)}" if holders else ""
+    image = next((image for image in numbered if image.number == number), None)
+    if image is None:
+        count = len(numbered)
+        if arch is not None:
+            scope = f"{arch}'s cubins are {_numbers(numbered)}, numbered among all of the file's in file order"
+        else:
+            scope = (f"the file has {count} cubin{'s' if count != 1 else ''}, "
+                     f"{f'#1 to #{count}' if count > 1 else '#1'} in file order")
+        raise InputError(f"{where}: -k {text!r}: no cubin #{number}{' for ' + arch if arch else ''} ({scope}{held})")
+    refusal = refuse(image) if refuse is not None else None
+    if refusal is not None:
+        raise refusal
+    if image.data is None:
+        raise InputError(f"{where}: -k {text!r}: cubin #{number} ({image.where}) could not be read: {image.note}")
+    if not any(image is held for held in holders):
+        skipped = unreadable_cubins(images)
+        unread = (f"; {len(skipped)} cubin{'s' if len(skipped) > 1 else ''} could not be read "
+                  f"({_numbers(skipped)}: {skipped[0].note})" if skipped else "")
+        raise InputError(f"{where}: -k {text!r}: cubin #{number} ({image.where}) holds no kernel {name!r}{held}"
+                         f"{unread}")
+    return image
+
+
+def numbered_kernel(found: list[tuple[Image, Cubin, Kernel]], ambiguous: list[tuple[Image, AmbiguousKernel]],
+                    images: list[Image], text: str, where: str, arch: str | None = None,
+                    refuse: Callable[[Image], InputError | None] | None = None
+                    ) -> list[tuple[Image, Cubin, Kernel]]:
+    """``found`` (``kernel_in_cubins``) narrowed to the one in the cubin ``-k NAME#N`` numbers
+    (``numbered_cubin``, which refuses a number that picks none); all of it without a number. A name that fits
+    several kernels of that cubin is refused with their names."""
+    image = numbered_cubin(images, text, where, [i for i, _, _ in found] + [i for i, _ in ambiguous], arch, refuse)
+    if image is None:
         return found
-    if number > len(found):
-        count, or_to = len(found), "or" if len(found) == 2 else "to"
-        raise InputError(f"{where}: -k {text!r}: kernel {name!r} is in {count} cubin{'s' if count > 1 else ''} "
-                         f"({f'#1 {or_to} #{count}' if count > 1 else '#1'}, in file order)")
-    return [found[number - 1]]
+    for other, err in ambiguous:
+        if other is image:
+            raise err
+    return [entry for entry in found if entry[0] is image]
 
 
 def several_cubins(found: list[tuple[Image, Cubin, Kernel]], name: str, where: str) -> InputError:
     """The refusal of a kernel ``name`` found in several cubins, with the one way to pick that tells them apart:
     --arch for builds of several architectures, the mangled name for two translation units' kernels of one plain
-    name (anonymous-namespace kernels of a library's members), and ``NAME#N`` for kernels of one mangled name in
-    one architecture (static kernels of two units, an -rdc=true executable's linked and relocatable cubins)."""
+    name (anonymous-namespace kernels of a library's members), and ``NAME#N`` (the cubins' numbers in the file) for
+    kernels of one mangled name in one architecture (static kernels of two units, an -rdc=true executable's linked
+    and relocatable cubins)."""
     archs, names, count = {i.arch for i, _, _ in found}, {k.name for _, _, k in found}, len(found)
     if len(archs) == count or len(names) == count:
         listed = "; ".join(f"{i.where}: {k.name}" for i, _, k in found)
         how = "pass --arch" if len(archs) == count else "name it by its mangled name"
     else:
-        listed = "; ".join(f"#{n} {i.where}: {k.name}" for n, (i, _, k) in enumerate(found, 1))
-        how = (f"pick one by its number in file order, -k '{name}#1' "
-               f"{'or' if count == 2 else 'to'} -k '{name}#{count}'")
+        listed = "; ".join(f"#{i.number} {i.where}: {k.name}" for i, _, k in found)
+        picks = [f"-k '{name}#{i.number}'" for i, _, _ in found]
+        how = f"pick one by its cubin's number in file order, {', '.join(picks[:-1])} or {picks[-1]}"
     return InputError(f"{where}: kernel {name!r} is in {count} cubins ({listed}); {how}")

@@ -13,7 +13,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from mscred.sass.fatbin import check_has_cubins, check_readable, find_images
+from mscred.errors import InputError
+from mscred.sass.fatbin import (check_has_cubins, check_readable, find_images, kernel_selector, numbered_cubin,
+                                unreadable_cubins)
 from mscred.sass.loops import Loop, find_loops, format_loops
 from mscred.sass.patch import _mnemonic
 from mscred.sass.toolchain import demangle, disassemble_with_labels
@@ -51,10 +53,11 @@ class KernelSummary:
     loops: list[Loop] | None = None  # when asked for (and disassembled)
     code_digest: str | None = None  # the instruction stream's hash (code_digest below), when disassembled
     code: list[str] | None = None  # the instructions as code_lines writes them, when asked for (and disassembled)
+    cubin: int | None = None  # the number of its cubin in the file (Image.number: what -k NAME#N takes)
 
     def to_json(self) -> dict:
-        return {"image": self.image, "arch": self.arch, "kernel": self.name, "demangled": self.readable or self.name,
-                "registers": self.registers,
+        return {"image": self.image, "cubin": self.cubin, "arch": self.arch, "kernel": self.name,
+                "demangled": self.readable or self.name, "registers": self.registers,
                 "local_frame_bytes": self.frame_bytes, "stack_bytes": self.stack_bytes,
                 "shared_bytes": self.shared_bytes, "param_bytes": self.param_bytes,
                 "instructions": self.instructions, "groups": self.groups if self.disassembler else None,
@@ -143,24 +146,36 @@ def _count_groups(mix: Counter) -> dict:
 
 
 def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str | None = None,
-                 loops: bool = False, code: bool = False) -> list[KernelSummary]:
+                 loops: bool = False, code: bool = False, number_where_needed: bool = False) -> list[KernelSummary]:
     """Summaries of every kernel of every readable cubin in ``data`` (optionally one arch, and only kernels whose
     mangled or demangled name contains ``kernel``: the table shows demangled names, so a template instantiation
     can be picked as printed, e.g. ``conv_pipelined<2, 1, 8``); with ``loops``, each kernel's loops too
-    (``mscred.sass.loops``); with ``code``, its instructions (``code_lines``)."""
-    out = []
+    (``mscred.sass.loops``); with ``code``, its instructions (``code_lines``).
+
+    ``kernel`` as ``NAME#N``: only the kernels NAME fits in the file's cubin number N (``fatbin.numbered_cubin``,
+    as dump, run and patch pick it; refused when cubin N is missing, unreadable or holds none). With
+    ``number_where_needed`` (one side of a diff, whose other side may be a lone cubin), a file in which NAME fits
+    kernels of one cubin at most, all of its cubins readable, is read whole instead: it needs no number."""
+    name, number = kernel_selector(kernel) if kernel else (None, None)   # (a bad number: before the file is read)
     images = find_images(data, where, arch)
     check_has_cubins(images, where)  # PTX only: said so, with how to get SASS, not shown as "no kernels"
-    check_readable(images)  # cubins that all failed to read are said so, not shown as "no kernels"
+    if number is None:
+        check_readable(images)  # cubins that all failed to read are said so, not shown as "no kernels"
+    picked = []
     for image in images:
         if image.kind != "cubin" or image.data is None:
             continue
         cubin = image.cubin()
         readable = demangle(list(cubin.kernels))
         chosen = [k for k in cubin.kernels.values()
-                  if not kernel or kernel in k.name or kernel in readable.get(k.name, k.name)]
-        if not chosen:
-            continue  # nothing of this cubin is shown: no disassembly
+                  if not name or name in k.name or name in readable.get(k.name, k.name)]
+        if chosen:
+            picked.append((image, cubin, readable, chosen))
+    if number is not None and not (number_where_needed and len(picked) <= 1 and not unreadable_cubins(images)):
+        image = numbered_cubin(images, kernel, where, [image for image, *_ in picked], arch)
+        picked = [entry for entry in picked if entry[0] is image]
+    out = []
+    for image, cubin, readable, chosen in picked:
         found = disassemble_with_labels(cubin.data, image.where)
         asm, labels = found if found is not None else ({}, {})
         for k in chosen:
@@ -174,8 +189,22 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
                 readable=readable.get(k.name, k.name),
                 loops=find_loops(text, labels.get(k.name, {})) if loops and text else None,
                 code_digest=code_digest(text, labels.get(k.name, {})) if text else None,
-                code=code_lines(text, labels.get(k.name, {})) if code and text else None))
+                code=code_lines(text, labels.get(k.name, {})) if code and text else None, cubin=image.number))
     return out
+
+
+def check_number_used(kernel: str | None, sides: list[tuple[str, list[KernelSummary]]]) -> None:
+    """InputError when ``-k NAME#N`` picked no kernel of cubin N in any of ``sides`` (each read with
+    ``number_where_needed``, so that a side needing no number was read whole): a number that fits neither side
+    would otherwise be dropped without a word."""
+    name, number = kernel_selector(kernel) if kernel else (None, None)
+    if number is None or any(r.cubin == number for _, rows in sides for r in rows):
+        return
+    held = "; ".join(f"{path}: {', '.join(sorted({f'#{r.cubin}' for r in rows}, key=lambda t: int(t[1:])))}"
+                     for path, rows in sides if rows)
+    names = " nor ".join(path for path, _ in sides)
+    raise InputError(f"-k {kernel!r}: {'neither ' if len(sides) == 2 else ''}{names} holds {name!r} in cubin "
+                     f"#{number}, and no side holds it in several cubins (it is in {held})")
 
 
 def format_summaries(rows: list[KernelSummary], top: int = 8) -> str:
@@ -184,12 +213,18 @@ def format_summaries(rows: list[KernelSummary], top: int = 8) -> str:
         return "no kernels"
     lines = [f"{'arch':7} {'regs':>4} {'local':>6} {'shared':>7} {'params':>6} {'insns':>6} "
              f"{'tensor':>6} {'FFMA':>5} {'LDG128':>6} {'LDL/STL':>7}  kernel"]
+    # A kernel of one architecture and mangled name in several cubins (two units' static kernels, an -rdc=true
+    # executable's linked and relocatable cubins): each row says its cubin's number, which -k NAME#N takes.
+    cubins_of: dict[tuple[str, str], set] = {}
     for r in rows:
+        cubins_of.setdefault((r.arch, r.name), set()).add(r.cubin)
+    for r in rows:
+        tag = f"  (cubin #{r.cubin})" if len(cubins_of[(r.arch, r.name)]) > 1 and r.cubin is not None else ""
         g = r.groups
         col = (lambda key: f"{g.get(key, 0)}" if r.disassembler else "-")
         lines.append(f"{r.arch:7} {r.registers:>4} {r.frame_bytes:>6} {r.shared_bytes:>7} {r.param_bytes:>6} "
                      f"{r.instructions:>6} {col('tensor'):>6} {col('ffma'):>5} {col('ldg128'):>6} "
-                     f"{col('local'):>7}  {r.readable or r.name}")
+                     f"{col('local'):>7}  {r.readable or r.name}{tag}")
         if r.disassembler and top:
             lines.append("        " + "  ".join(f"{op} {n}" for op, n in r.mix.most_common(top)))
         if r.loops is not None:

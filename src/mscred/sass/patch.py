@@ -79,9 +79,9 @@ def _scan(data: bytes, where: str, kernel: str, bits: tuple[int, int] | None, fi
     check_has_cubins(images, where)
     name, number = kernel_selector(kernel)
     found, ambiguous = kernel_in_cubins(images, name)
-    if ambiguous:   # several kernels of one cubin fit: say which (dump and run do), not "no kernel"
-        raise ambiguous[0]
-    found = numbered_kernel(found, kernel, where)
+    if ambiguous and number is None:   # several kernels of one cubin fit: say which (as dump does), not "no kernel"
+        raise ambiguous[0][1]
+    found = numbered_kernel(found, ambiguous, images, kernel, where, arch, _compressed)   # (cubin N's, or why not)
     patchable = [image.arch for image, _, _ in found if image.file_offset is not None]
     if number is None and len(set(patchable)) < len(patchable):
         # Kernels of one architecture in several cubins (two units' static kernels of one mangled name, an
@@ -98,7 +98,7 @@ def _scan(data: bytes, where: str, kernel: str, bits: tuple[int, int] | None, fi
         if image.kind != "cubin":
             continue
         if image.data is None:
-            if number is None or not found:   # (NAME#N picked a readable cubin)
+            if number is None:   # (NAME#N picked a readable cubin)
                 compressed_with_kernel.append(image)
             continue
         if id(image) not in in_cubin:   # not in this cubin (or not the one NAME#N picks): look in the next
@@ -136,18 +136,24 @@ def _scan(data: bytes, where: str, kernel: str, bits: tuple[int, int] | None, fi
     if not seen_kernel:
         packed = [image for image in compressed_with_kernel if image.compression]
         if packed:
-            # Not only -Xfatbin -compress-all: CUDA 13 compresses -rdc=true cubins by default, so the flag that
-            # helps is the one that turns compression off (for a zstd entry unread for want of zstandard too:
-            # installing it would let the cubin be read, not patched).
-            image = packed[0]
-            raise InputError(f"{image.where}: the cubin is stored compressed ({image.compression}), which "
-                             f"cannot be patched in place; rebuild with nvcc --no-compress (CUDA 13 compresses "
-                             f"-rdc=true cubins by default, -Xfatbin -compress-all all of them) to patch it")
+            raise _compressed(packed[0])
         if compressed_with_kernel:  # unreadable for another reason (a payload that is not a cubin)
             raise InputError(f"{compressed_with_kernel[0].where}: {compressed_with_kernel[0].note}")
         scope = f" for {arch}" if arch else ""
         raise InputError(f"{where}: no kernel {name!r} in any cubin{scope}")
     return _Scan(matches, ruled_out, used_bits or (0, 0))
+
+
+def _compressed(image: Image) -> InputError | None:
+    """The refusal of a cubin stored compressed, readable or not (for want of zstandard: installing it would let the
+    cubin be read, not patched); None for one stored as is."""
+    if not image.compression:
+        return None
+    # Not only -Xfatbin -compress-all: CUDA 13 compresses -rdc=true cubins by default, so the flag that helps is the
+    # one that turns compression off.
+    return InputError(f"{image.where}: the cubin is stored compressed ({image.compression}), which cannot be "
+                      f"patched in place; rebuild with nvcc --no-compress (CUDA 13 compresses -rdc=true cubins by "
+                      f"default, -Xfatbin -compress-all all of them) to patch it")
 
 
 def _check_selectors(old: int, new: int, instruction: str | None, grep: str | None) -> None:
@@ -193,8 +199,9 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
     path : path
         A cubin, or a host executable / shared library / object file / fatbin holding cubins.
     kernel : str
-        As ``Cubin.kernel`` takes it; ``NAME#N``: the kernel in the N-th cubin holding it (from 1, in file order,
-        after ``arch``), which a name in several cubins of one architecture needs (``fatbin.kernel_selector``).
+        As ``Cubin.kernel`` takes it; ``NAME#N``: the kernel in the file's cubin number N (every cubin from 1, in
+        file order, readable or not), which a name in several cubins of one architecture needs
+        (``fatbin.numbered_cubin``).
     field : str
         "immediate" or "register"; with ``bits`` None, the bit range comes from ``isa.KNOWN_FIELDS``.
     bits : (lo, hi)
