@@ -1,6 +1,6 @@
 # The environment every device script sets up, sourced from the repository root: `. benchmarks/device_env.sh`.
 #   OUT                    where results go (the device tool's $OUT; benchmarks/results when run by hand), exported
-#   PYTHONPATH=src         the checkout's package, not an installed one
+#   PYTHONPATH=src         the checkout's package, not an installed one (and build/gpu_pydeps when carried)
 #   PYTHONUNBUFFERED=1     logs in order when stdout and stderr share a file
 #   TORCH_EXTENSIONS_DIR   where the im2col extension is built (kept between the scripts' processes)
 # and `cache_bytecode`, for scripts whose timings include Python start-up: the device's Python sets
@@ -8,6 +8,8 @@
 # results/cli_profile/); an installed package has its .pyc files, so let the run write them somewhere writable.
 OUT=${OUT:-benchmarks/results}
 export OUT PYTHONPATH=src PYTHONUNBUFFERED=1 TORCH_EXTENSIONS_DIR=${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}
+# Pure-Python packages the device's Python lacks (pyelftools for the sass tests), when carried: gpu_pydeps.sh
+if [ -d build/gpu_pydeps ]; then export PYTHONPATH=src:build/gpu_pydeps; fi
 
 # bench_to_log DIR TIMEOUT_S SCRIPT [ARGS...]: the machine header, then `python3 SCRIPT ARGS --out DIR` under a time
 # cap and its exit code, into DIR/bench_log.txt (the sweep scripts' step).
