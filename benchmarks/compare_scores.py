@@ -58,10 +58,10 @@ def load(name: str, args):
 
 def residual_sets(model: MSCRED, train: pd.DataFrame, test: pd.DataFrame):
     """Validation and test (target, recon) float32 (W, n_scales, n, n), split as MSCRED.fit splits."""
-    steps = model.config.signature.steps
+    steps = model.config_.signature.steps
     seg = model._segments(model._aligned(model._table(train.drop(columns=["label"], errors="ignore"))))
     n_windows = len(seg) - steps + 1
-    n_val = min(max(int(round(n_windows * model.config.train.val_fraction)), 1), n_windows - 1)
+    n_val = min(max(int(round(n_windows * model.config_.train.val_fraction)), 1), n_windows - 1)
     val_seg = seg[n_windows - n_val:]
     test_table = model._table(test.drop(columns=["label"]))
     test_seg = model._segments(model._aligned(test_table))
@@ -102,7 +102,7 @@ def threshold_free(labels: np.ndarray, score: np.ndarray, window: int) -> dict:
 # ----------------------------------------------------------------------------------------------- paper's table
 def paper_experiment(model, val, test, labels, win, anomalies, test_index, cfg: ScoreConfig) -> dict:
     """P/R/F1, events found, root-cause recall@3 and duration accuracy of one ScoreConfig."""
-    windows = model.config.signature.windows
+    windows = model.config_.signature.windows
     calib = Calibration.fit(val[0], val[1], cfg, windows)
     result = score_windows(test[0], test[1], cfg, windows, calib)
     pred = per_row(result.is_anomaly.astype(np.int8), win, 0)
@@ -144,7 +144,7 @@ def run_dataset(name: str, args) -> dict:
         model.fit(train)
     fit_s = time.time() - t0
     val, tst, length = residual_sets(model, train, test)
-    sig, cfg = model.config.signature, model.config.score
+    sig, cfg = model.config_.signature, model.config_.score
     win = timestamp_windows(length, sig.windows, sig.gap, sig.steps)
     labels = test["label"].to_numpy().astype(np.int8)
     idx = scale_index(sig.windows, cfg.scales)
@@ -187,8 +187,8 @@ def write_example(model, val, test, anomalies, cfg: ScoreConfig, label: str, out
     """Recalibrate the trained network with ``cfg`` (scoring only, no retraining), then detect -> report."""
     from mscred.evaluation import evaluate_files
 
-    model.config.score = cfg
-    model.calibration_ = Calibration.fit(val[0], val[1], cfg, model.config.signature.windows)
+    model.config_.score = cfg
+    model.calibration_ = Calibration.fit(val[0], val[1], cfg, model.config_.signature.windows)
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save(out_dir / "model")
     test.to_csv(out_dir / "test.csv", index=False)

@@ -109,11 +109,11 @@ def run_seed(seed: int, epochs: int, length: int, threads: int) -> dict:
     t0 = time.perf_counter()
     model = MSCRED(epochs=epochs, seed=seed, device="cpu", progress=False).fit(data.train)
     train_s = time.perf_counter() - t0
-    sig, steps = model.config.signature, model.config.signature.steps
+    sig, steps = model.config_.signature, model.config_.signature.steps
     # The validation windows exactly as fit split them.
     train_seg = model._segments(model._aligned(model._table(data.train)))
     n_windows = len(train_seg) - steps + 1
-    n_val = min(max(int(round(n_windows * model.config.train.val_fraction)), 1), n_windows - 1)
+    n_val = min(max(int(round(n_windows * model.config_.train.val_fraction)), 1), n_windows - 1)
     val_seg = train_seg[n_windows - n_val:]
     val = (val_seg[steps - 1:], model._reconstruct(val_seg))
     test_table = model._table(data.test.drop(columns=["label"]))

@@ -68,7 +68,7 @@ EPS = 1e-12
 
 def windows_of(model: MSCRED, frame) -> tuple[np.ndarray, np.ndarray, int]:
     """(target, recon) float32 (W, n_scales, n, n) of every window of ``frame``, and its number of rows."""
-    steps = model.config.signature.steps
+    steps = model.config_.signature.steps
     table = model._table(frame.drop(columns=["label"], errors="ignore"))
     seg = model._segments(model._aligned(table))
     return seg[steps - 1:], model._reconstruct(seg), len(table.values)
@@ -78,7 +78,7 @@ def validation_windows(model: MSCRED, train) -> tuple[np.ndarray, np.ndarray]:
     """The validation windows of ``fit``: the last ``val_fraction`` of the training windows."""
     target, recon, _ = windows_of(model, train)
     n_windows = len(target)
-    n_val = min(max(int(round(n_windows * model.config.train.val_fraction)), 1), n_windows - 1)
+    n_val = min(max(int(round(n_windows * model.config_.train.val_fraction)), 1), n_windows - 1)
     return target[n_windows - n_val:], recon[n_windows - n_val:]
 
 
@@ -91,11 +91,11 @@ def z_entry_fit(val, idx):
 
 def window_scores(model: MSCRED, calibs: dict, z_stats, test) -> dict[str, np.ndarray]:
     """Per-window test scores (W,) of every score."""
-    windows = model.config.signature.windows
+    windows = model.config_.signature.windows
     out = {}
     for name, cfg in calibs.items():
         out[name] = score_windows(test[0], test[1], cfg[0], windows, cfg[1]).score
-    idx = scale_index(windows, model.config.score.scales)
+    idx = scale_index(windows, model.config_.score.scales)
     mu, sd, _ = z_stats
     out["z_entry"] = ((residuals(test[0], test[1])[:, idx].astype(np.float64) - mu) / sd).mean(axis=(1, 2, 3))
     return out
@@ -123,14 +123,14 @@ def run_seed(seed: int, args) -> dict:
     model = MSCRED(epochs=args.epochs, device="cpu", progress=False, seed=seed, **extra)
     model.fit(base.train)
     fit_s = time.time() - t0
-    sig = model.config.signature
+    sig = model.config_.signature
     val = validation_windows(model, base.train)
     calibs = {}
     for name, fields in LIBRARY_SCORES.items():
-        cfg = ScoreConfig(**{**model.config.score.__dict__, **fields})
+        cfg = ScoreConfig(**{**model.config_.score.__dict__, **fields})
         calibs[name] = (cfg, Calibration.fit(val[0], val[1], cfg, sig.windows))
-    z_stats = z_entry_fit(val, scale_index(sig.windows, model.config.score.scales))
-    cfg0 = model.config.score
+    z_stats = z_entry_fit(val, scale_index(sig.windows, model.config_.score.scales))
+    cfg0 = model.config_.score
     thresholds = {name: c[1].threshold for name, c in calibs.items()}
     thresholds["z_entry"] = float(choose_threshold(cfg0.threshold, z_stats[2], cfg0))
     runs = {}

@@ -35,7 +35,7 @@ def test_a_misspelt_config_section_is_refused():
     """{"trian": {...}} was ignored without a word (unknown fields of a section were refused, unknown sections not):
     the model trained with the default 10 epochs."""
     with pytest.raises(InputError, match="config: unknown settings section.*trian"):
-        MSCRED(config={"trian": {"epochs": 3}})
+        MSCRED(config={"trian": {"epochs": 3}}).fit(_frame())
     with pytest.raises(ValueError, match="trian"):
         MSCREDConfig.from_dict({"trian": {}})
 
@@ -43,54 +43,59 @@ def test_a_misspelt_config_section_is_refused():
 def test_a_config_whose_section_is_not_a_section_is_an_input_error():
     """MSCREDConfig(train=5) was an AttributeError ('int' object has no attribute 'epochs') from the checks."""
     with pytest.raises(InputError, match="config.train: expected a TrainConfig, got int"):
-        MSCRED(config=MSCREDConfig(train=5))
+        MSCRED(config=MSCREDConfig(train=5)).fit(_frame())
 
 
-def test_a_seed_beyond_64_bits_fails_at_construction():
+def test_a_seed_beyond_64_bits_fails_before_any_work():
     """seed=2**64 passed the checks and failed at fit, after the signature matrices, with torch's ValueError
-    "Overflow when unpacking long long"; the CLI's --seed stops below 2**63."""
+    "Overflow when unpacking long long"; the CLI's --seed stops below 2**63. Refused by fit's check of the
+    settings, first."""
     with pytest.raises(InputError, match=r"train\.seed .*below 2\*\*63"):
-        MSCRED(seed=2 ** 64)
-    assert MSCRED(seed=2 ** 63 - 1).config.train.seed == 2 ** 63 - 1
+        MSCRED(seed=2 ** 64).fit(_frame())
+    assert MSCRED(seed=2 ** 63 - 1).resolved_config().train.seed == 2 ** 63 - 1
 
 
 @pytest.mark.parametrize("name", ["epochs", "batch_size", "micro_batch"])
-def test_counts_beyond_json_integers_fail_at_construction(name):
+def test_counts_beyond_json_integers_fail_at_fit(name):
     """The CLI stops --epochs, --batch-size and --micro-batch at 2**53 (config.json records them, and a reader of
     doubles rounds beyond); MSCRED(batch_size=2**60) was accepted."""
     with pytest.raises(InputError, match=rf"train\.{name} {2 ** 53 + 1}: must be at most 2\*\*53"):
-        MSCRED(**{name: 2 ** 53 + 1})
-    assert getattr(MSCRED(**{name: 2 ** 53}).config.train, name) == 2 ** 53
+        MSCRED(**{name: 2 ** 53 + 1}).fit(_frame())
+    assert getattr(MSCRED(**{name: 2 ** 53}).resolved_config().train, name) == 2 ** 53
 
 
 def test_an_unknown_setting_is_a_value_error_too_and_names_the_nearest():
     """scikit-learn's set_params raises ValueError for an invalid name (a grid search's ``except ValueError``), the
-    constructor a TypeError: the error is both, and says which name was meant."""
-    for call in (lambda: MSCRED(epoch=3), lambda: MSCRED().set_params(epoch=3)):
+    constructor a TypeError: the error is both, and says which name was meant. Both store the name as given
+    (scikit-learn's convention, which its check_do_not_raise_errors_in_init_or_set_params holds them to): fit
+    raises it, before any work."""
+    for made in (MSCRED(epoch=3), MSCRED().set_params(epoch=3)):
         with pytest.raises(ValueError, match="unknown setting 'epoch'; did you mean 'epochs'"):
-            call()
+            made.fit(_frame())
     with pytest.raises(TypeError, match="did you mean 'train__epochs'"):
-        MSCRED().set_params(model__epochs=3)
+        MSCRED().set_params(model__epochs=3).fit(_frame())
 
 
 def test_set_params_config_none_means_the_defaults_as_in_the_constructor():
     """set_params(config=None) kept the current settings; scikit-learn's set_params(p=v) is the estimator made
     with p=v, and MSCRED(config=None) is the defaults. Leaving config out keeps the current settings."""
     model = MSCRED(epochs=5, beta=2.0)
-    assert model.set_params(lr=0.1).config.train.epochs == 5
-    model.set_params(config=None, seed=3)
-    assert model.config.train.epochs == 10 and model.config.score.beta == 1.5 and model.config.train.seed == 3
+    assert model.set_params(lr=0.1).resolved_config().train.epochs == 5
+    cfg = model.set_params(config=None, seed=3).resolved_config()
+    assert cfg.train.epochs == 10 and cfg.score.beta == 1.5 and cfg.train.seed == 3
 
 
 # ------------------------------------------------------------------------------------------------ scikit-learn
 def test_sklearn_is_fitted_reads_the_fit_not_the_attribute_names(fitted):
-    """scikit-learn's check_is_fitted took MSCRED() for fitted: ``net_`` (None) ends in "_"."""
+    """scikit-learn's check_is_fitted took MSCRED() for fitted: ``net_`` (then None) ends in "_". Fitted
+    attributes are now absent before fit, as scikit-learn's convention has them."""
     import copy
 
     assert MSCRED().__sklearn_is_fitted__() is False
+    assert not hasattr(MSCRED(), "net_") and not hasattr(MSCRED(), "config_")
     assert fitted.__sklearn_is_fitted__() is True
     unfitted = copy.deepcopy(fitted).set_params(windows=(5, 10, 20))   # a model setting: unfits
-    assert unfitted.__sklearn_is_fitted__() is False
+    assert unfitted.__sklearn_is_fitted__() is False and not hasattr(unfitted, "net_")
 
 
 def test_scikit_learn_utilities_accept_the_estimator(fitted):

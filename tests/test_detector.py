@@ -88,14 +88,18 @@ def test_too_few_rows(fitted):
 
 def test_overrides():
     m = MSCRED(epochs=3, theta=None, score__top_k=5, windows=[10, 20])
-    assert m.config.train.epochs == 3 and m.config.score.theta is None and m.config.score.top_k == 5
-    assert m.config.signature.windows == (10, 20)
+    cfg = m.resolved_config()
+    assert cfg.train.epochs == 3 and cfg.score.theta is None and cfg.score.top_k == 5
+    assert cfg.signature.windows == (10, 20)
+    unknown = MSCRED(no_such=1)   # stored as given (scikit-learn's convention): fit names it
     with pytest.raises(TypeError, match="unknown setting"):
-        MSCRED(no_such=1)
+        unknown.fit(_frame())
     base = MSCREDConfig()
     base.train.epochs = 7
-    # kept as given (scikit-learn's clone requires it; fit works on a copy), copied when overrides change it
-    assert MSCRED(base).config is base and MSCRED(base, epochs=2).config.train.epochs == 2
+    # kept as given (scikit-learn's clone requires it), with overrides too: they are applied to a copy
+    assert MSCRED(base).config is base and MSCRED(base, epochs=2).config is base
+    assert MSCRED(base).resolved_config().train.epochs == 7
+    assert MSCRED(base, epochs=2).resolved_config().train.epochs == 2
     assert base.train.epochs == 7
 
 
@@ -262,7 +266,7 @@ def test_auto_backend_and_graphs_resolve_by_device(fitted):
     from mscred.train import graphs_enabled
 
     assert MSCREDConfig().model.backend == "auto" and MSCREDConfig().train.cuda_graphs is None
-    assert fitted.config.model.backend == "auto" and fitted.net_.cfg.backend == "reference"
+    assert fitted.config_.model.backend == "auto" and fitted.net_.cfg.backend == "reference"
     assert resolve_model_backend("auto", "cpu") == "reference"
     with warnings.catch_warnings():   # (its note without CUDA: test_cli.py's test_backend_fused_on_a_cpu_is_a_note)
         warnings.simplefilter("ignore", IgnoredSettingWarning)
@@ -280,8 +284,8 @@ def test_defaults_on_cuda_train_fused_with_graphs(tmp_path):
 
     model = MSCRED(epochs=2, channels=(4, 8, 8, 8), device="cuda", progress=False).fit(_frame())
     expected = "fused" if triton is not None else "reference"
-    assert model.config.model.backend == "auto" and model.net_.cfg.backend == expected
-    assert model.config.train.cuda_graphs is None and np.isfinite(model.decision_scores_).all()
+    assert model.config_.model.backend == "auto" and model.net_.cfg.backend == expected
+    assert model.config_.train.cuda_graphs is None and np.isfinite(model.decision_scores_).all()
     eager = MSCRED(epochs=2, channels=(4, 8, 8, 8), device="cuda", progress=False, backend="reference",
                    cuda_graphs=False).fit(_frame())
     # Same data, seed and initial weights: graphs and kernels change the rounding, not what is found.
@@ -323,19 +327,21 @@ def test_scoring_batch_per_device(fitted, monkeypatch):
     monkeypatch.setattr(train, "predict", lambda net, seg, batch, *a, **k: seen.append(batch) or real(net, seg, batch,
                                                                                                      *a, **k))
     fitted.decision_function(_frame(300, seed=1))
-    assert seen == [detector.inference_batch("cpu", fitted.config.train.batch_size, fitted.config.model.n_sensors)]
+    assert seen == [detector.inference_batch("cpu", fitted.config_.train.batch_size, fitted.config_.model.n_sensors)]
 
 
 @pytest.mark.parametrize("setting", [dict(epochs=0), dict(epochs=-1), dict(epochs="2"), dict(batch_size=0),
                                      dict(channels=(0, 8, 8, 8)), dict(channels=(4, 8)), dict(lr=float("nan")),
                                      dict(val_fraction=1.0), dict(seed=-1), dict(early_stopping_patience=0)])
-def test_bad_training_settings_are_refused_at_construction(setting):
+def test_bad_training_settings_are_refused_at_fit(setting):
     """The settings the CLI's option types check: epochs=0 once trained nothing and scored an untrained network as
-    fitted; batch_size=0 and a zero channel count divided by zero inside fit."""
+    fitted; batch_size=0 and a zero channel count divided by zero inside fit. Stored as given at construction
+    (scikit-learn's convention), refused by fit before any work."""
     from mscred.errors import InputError
 
+    model = MSCRED(**setting)
     with pytest.raises(InputError, match=next(iter(setting))):
-        MSCRED(**setting)
+        model.fit(_frame(300))
 
 
 @pytest.mark.parametrize("setting, named", [
@@ -350,22 +356,26 @@ def test_bad_training_settings_are_refused_at_construction(setting):
     (dict(lstm_kernel=4), "model.lstm_kernel"), (dict(missing="drop"), "train.missing"),
     (dict(backend="fast"), "model.backend"), (dict(bf16="no"), "train.bf16"), (dict(progress="x"), "train.progress"),
     (dict(cuda_graphs="no"), "train.cuda_graphs"), (dict(lstm_kernel=2.0), "model.lstm_kernel")])
-def test_bad_scoring_and_signature_settings_are_refused_at_construction(setting, named):
+def test_bad_scoring_and_signature_settings_are_refused_at_fit(setting, named):
     """Settings that once failed only after training had run (method, threshold, beta, scales, percentile,
     pot_risk), as internal errors deep inside fit (steps=0, gap=1.5, windows=()), or were accepted and made a model
     that flags nothing (beta or theta NaN, theta < 0) or that load refused (top_k=0, windows=(10.5,)): InputError
-    at construction, naming the setting."""
+    at fit, before any work, naming the setting (stored as given at construction: scikit-learn's convention)."""
+    model = MSCRED(**setting)
     with pytest.raises(InputError, match=named.replace(".", r"\.")):
-        MSCRED(**setting)
+        model.fit(_frame(300))
 
 
 @pytest.mark.parametrize("section, name, value", [("score", "method", "foo"), ("train", "epochs", 0)])
 def test_fit_checks_settings_changed_after_construction(section, name, value):
-    model = MSCRED(epochs=1, **SMALL)
-    setattr(getattr(model.config, section), name, value)
+    given = MSCREDConfig()
+    given.train.epochs = 1
+    model = MSCRED(given, **SMALL)
+    setattr(getattr(model.config, section), name, value)   # (model.config is the object given)
     with pytest.raises(InputError, match=name):
         model.fit(_frame())
-    assert model.net_ is None and not hasattr(model, "history_")
+    # scikit-learn's convention: no fitted attribute before a fit succeeds (net_ was None)
+    assert not hasattr(model, "net_") and not hasattr(model, "history_") and not hasattr(model, "config_")
 
 
 def test_fit_leaves_the_given_config_alone_and_set_params_unfits_on_model_settings(fitted):
@@ -379,12 +389,13 @@ def test_fit_leaves_the_given_config_alone_and_set_params_unfits_on_model_settin
     given = MSCREDConfig()
     given.train.epochs, given.train.device, given.train.progress, given.model.channels = 1, "cpu", False, (4, 8, 8, 8)
     model = MSCRED(config=given).fit(_frame(300))
-    assert given.model.n_sensors == MSCREDConfig().model.n_sensors and model.config.model.n_sensors == 5
+    assert given.model.n_sensors == MSCREDConfig().model.n_sensors and model.config_.model.n_sensors == 5
+    assert model.config is given and model.get_params()["config"] is given
     model = copy.deepcopy(fitted)
     before = model.decision_function(_frame(300, seed=2))
     model.set_params(progress=True)
     np.testing.assert_array_equal(model.decision_function(_frame(300, seed=2)), before)
-    assert model.config.model.n_sensors == 5
+    assert model.config_.model.n_sensors == 5 and model.config_.train.progress is True
     model.set_params(device="auto")   # a runtime setting: kept fitted, and scores where now asked
     assert model.net_ is not None and model.device_ == ("cuda" if torch.cuda.is_available() else "cpu")
     model.set_params(device="cpu")
@@ -397,10 +408,10 @@ def test_fit_leaves_the_given_config_alone_and_set_params_unfits_on_model_settin
     other = MSCREDConfig()
     assert model.set_params(config=other).get_params()["config"] is other
     kept = copy.deepcopy(fitted)
-    runtime = MSCREDConfig.from_dict(kept.config.to_dict())
+    runtime = MSCREDConfig.from_dict(kept.config_.to_dict())
     runtime.model.n_sensors, runtime.train.progress = None, True
     kept.set_params(config=runtime)
-    assert kept.net_ is not None and kept.config.model.n_sensors == 5 and runtime.model.n_sensors is None
+    assert kept.net_ is not None and kept.config_.model.n_sensors == 5 and runtime.model.n_sensors is None
 
 
 def test_failed_refit_leaves_the_fitted_model_as_it_was(fitted, monkeypatch):
@@ -412,7 +423,7 @@ def test_failed_refit_leaves_the_fitted_model_as_it_was(fitted, monkeypatch):
 
     model = copy.deepcopy(fitted)
     before = model.decision_function(_frame(seed=4))
-    net, sensors, config = model.net_, model.sensors_, model.config.to_dict()
+    net, sensors, config = model.net_, model.sensors_, model.config_.to_dict()
 
     def broken(*a, **k):
         raise RuntimeError("calibration failed")
@@ -420,7 +431,7 @@ def test_failed_refit_leaves_the_fitted_model_as_it_was(fitted, monkeypatch):
     monkeypatch.setattr(detector.Calibration, "fit", broken)
     with pytest.raises(RuntimeError, match="calibration failed"):
         model.fit(_frame(n=6, seed=5))       # other sensors: fit had replaced sensors_ and net_ before failing
-    assert model.net_ is net and model.sensors_ == sensors and model.config.to_dict() == config
+    assert model.net_ is net and model.sensors_ == sensors and model.config_.to_dict() == config
     np.testing.assert_array_equal(model.decision_function(_frame(seed=4)), before)
 
 
@@ -438,7 +449,7 @@ def test_fit_leaves_the_callers_random_state_alone(monkeypatch):
 
 def test_config_as_a_dict():
     model = MSCRED(config={"train": {"epochs": 2}, "score": {"method": "mse"}})
-    assert model.config.train.epochs == 2 and model.config.score.method == "mse"
+    assert model.resolved_config().train.epochs == 2 and model.resolved_config().score.method == "mse"
 
 
 def test_detect_keeps_a_sliced_frames_row_numbers(fitted):
@@ -458,20 +469,24 @@ def test_params_repr_and_not_fitted():
 
     model = MSCRED(epochs=2, method="mse", **SMALL)
     params = model.get_params(deep=False)
-    assert set(params) == {"config"} and params["config"] is model.config
+    assert params == {"config": None, "epochs": 2, "method": "mse", **SMALL} and params["config"] is model.config
     # What sklearn.base.clone does: deep-copy each parameter, construct, and require get_params to hand back
     # the very objects it passed.
     passed = {name: copy.deepcopy(value) for name, value in params.items()}
     twin = type(model)(**passed)
     assert all(twin.get_params(deep=False)[name] is value for name, value in passed.items())
-    assert twin.config.to_dict() == model.config.to_dict()
+    assert twin.resolved_config().to_dict() == model.resolved_config().to_dict()
     deep = model.get_params()
     assert deep["train__epochs"] == 2 and deep["score__method"] == "mse"
     assert model.set_params(epochs=4, score__top_k=2) is model
-    assert model.config.train.epochs == 4 and model.config.score.top_k == 2
+    assert model.resolved_config().train.epochs == 4 and model.resolved_config().score.top_k == 2
+    # a bad value is stored as given (scikit-learn's check_set_params reads it back) and refused by fit, unfitted
+    assert model.set_params(method="foo").get_params()["method"] == "foo"
     with pytest.raises(InputError, match="score.method"):
-        model.set_params(method="foo")
-    assert model.config.score.method == "mse"                     # a refused change changes nothing
+        model.fit(_frame(300))
+    assert not hasattr(model, "config_")
+    model.set_params(method="mse")
+    assert model.resolved_config().score.method == "mse"
     text = repr(model)
     assert text.startswith("MSCRED(") and "epochs=4" in text and "method='mse'" in text and "lr=" not in text
     with pytest.raises(NotFittedError):
@@ -489,7 +504,7 @@ def test_scoring_in_chunks_of_segments_equals_one_pass(fitted, monkeypatch, rows
     X.iloc[300:320, 2] += 3.0   # something to flag, with root causes and scales
     whole = fitted.detect(X)
     assert whole["is_anomaly"].sum() > 0 and (whole["root_causes"] != "").any()
-    per_segment = 4 * fitted.config.model.n_scales * len(fitted.sensors_) ** 2
+    per_segment = 4 * fitted.config_.model.n_scales * len(fitted.sensors_) ** 2
     for chunk in (7, 8, 13):   # segments per chunk: the smallest that still holds a window and more
         monkeypatch.setattr(detector, "STREAM_SEGMENT_BYTES", chunk * per_segment)
         assert fitted._segments_per_chunk() == chunk
@@ -506,12 +521,12 @@ def test_fit_scores_a_long_series_in_chunks_as_in_one_pass(fitted, monkeypatch):
 
     X = _frame()
     whole = MSCRED(epochs=2, method="count", theta=None, **SMALL).fit(X)
-    per_segment = 4 * fitted.config.model.n_scales * len(fitted.sensors_) ** 2
+    per_segment = 4 * fitted.config_.model.n_scales * len(fitted.sensors_) ** 2
     calls, rebuilt = [], []
     original, reconstruct = MSCRED._score_segments, MSCRED._reconstruct
     monkeypatch.setattr(MSCRED, "_score_segments", lambda self, seg: calls.append(len(seg)) or original(self, seg))
     monkeypatch.setattr(detector, "STREAM_SEGMENT_BYTES", 9 * per_segment)
-    steps = whole.config.signature.steps
+    steps = whole.config_.signature.steps
     with monkeypatch.context() as m:   # (fit's history aside, only scoring reconstructs)
         m.setattr(MSCRED, "_reconstruct", lambda self, seg: rebuilt.append(len(seg) - steps + 1)
                   or reconstruct(self, seg))
@@ -529,11 +544,11 @@ def test_fit_scores_a_long_series_in_chunks_as_in_one_pass(fitted, monkeypatch):
 @pytest.mark.parametrize("bad", [1.5, "cfg", [1]])
 def test_config_of_another_type_is_an_input_error(bad):
     """config= of another type was an AttributeError from deep inside (scikit-learn's checks expect a ValueError
-    for a bad parameter value; InputError is one)."""
+    for a bad parameter value; InputError is one). Stored as given, refused by fit."""
     with pytest.raises(InputError, match="config: expected an MSCREDConfig"):
-        MSCRED(config=bad)
+        MSCRED(config=bad).fit(_frame(300))
     with pytest.raises(InputError, match="config: expected an MSCREDConfig"):
-        MSCRED().set_params(config=bad)
+        MSCRED().set_params(config=bad).fit(_frame(300))
 
 
 @pytest.mark.parametrize("bad, named", [({"train": 5}, "TrainConfig: expected an object"),
@@ -542,9 +557,9 @@ def test_config_of_another_type_is_an_input_error(bad):
 def test_config_dict_of_the_wrong_shape_is_an_input_error(bad, named):
     """A section that is not a dict was a TypeError ('int' object is not iterable) or an AttributeError."""
     with pytest.raises(InputError, match=f"config: {named}"):
-        MSCRED(config=bad)
+        MSCRED(config=bad).fit(_frame(300))
     with pytest.raises(InputError, match=f"config: {named}"):
-        MSCRED().set_params(config=bad)
+        MSCRED().set_params(config=bad).fit(_frame(300))
 
 
 def test_resume_on_other_data_is_refused_in_python_too(tmp_path):

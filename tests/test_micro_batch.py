@@ -161,7 +161,7 @@ def test_fit_trains_in_micro_batches_where_the_batch_does_not_fit(monkeypatch, t
         micro = MSCRED(epochs=1, batch_size=8, **SMALL).fit(X)
     assert micro.history_[0]["train_loss"] == pytest.approx(whole.history_[0]["train_loss"], rel=1e-5)
     assert micro.threshold_ == pytest.approx(whole.threshold_, rel=1e-4)
-    assert micro.config.train.micro_batch is None
+    assert micro.config_.train.micro_batch is None
     micro.save(tmp_path / "model")
     assert MSCRED.load(tmp_path / "model").config.train.micro_batch is None
 
@@ -171,7 +171,7 @@ def test_micro_batch_setting_is_checked_and_runtime_only():
 
     for bad in (0, -2, 2.5, "4", True):
         with pytest.raises(InputError, match="train.micro_batch .*must be None \\(the whole batch\\) or an integer"):
-            MSCRED(micro_batch=bad)
+            MSCRED(micro_batch=bad).fit(sensor_frame(300, N))
     fitted = MSCRED(epochs=1, **SMALL).fit(sensor_frame(300, N))
     fitted.set_params(micro_batch=4)   # the same model, trained in less memory: the fit stays
     assert fitted.threshold_ > 0

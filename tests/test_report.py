@@ -108,7 +108,7 @@ def test_report_with_model_has_residual_heatmaps(tmp_path, capsys):
     items = worst_residuals(model, table.values, table.sensors, row_scores, 2)
     segments = model._segments(model._aligned(table))
     recon = model._reconstruct(segments)                   # every window at once
-    steps = model.config.signature.steps
+    steps = model.config_.signature.steps
     window_of_row = model.window_of_row(len(row_scores))
     assert items[0][0] == window_of_row[int(np.argmax(np.where(window_of_row >= 0, row_scores, -np.inf)))]
     for w, last, res in items:

@@ -27,7 +27,8 @@ import pandas as pd
 
 from mscred import __version__
 from mscred.atomic import atomic_path, save_safetensors
-from mscred.config import RUNTIME_SETTINGS, MSCREDConfig, finite_number
+from mscred.config import (RUNTIME_SETTINGS, MSCREDConfig, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig,
+                           finite_number)
 from mscred.detect import Calibration, WindowResult, score_windows, timestamp_windows
 from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, NotFittedError, NoteWarning
 
@@ -80,43 +81,73 @@ def inference_batch(device: str, train_batch: int, n_sensors: int) -> int:
 
 class UnknownSettingError(InputError, TypeError):
     """A setting name that no config section has: a TypeError, as Python's for an unexpected keyword argument of
-    the constructor, and a ValueError (InputError), as scikit-learn's ``set_params`` raises for an invalid name."""
+    the constructor, and a ValueError (InputError), as scikit-learn's ``set_params`` raises for an invalid name.
+    Raised by ``fit`` (and the other methods that use the settings), not where the name is given: the parameters
+    are stored unchecked, as scikit-learn's conventions have them."""
 
 
-def _setting_names(sections: dict[str, Any]) -> list[str]:
+# Where a setting name is looked up: ``field`` in the section that has it, or ``section__field``.
+SECTIONS = {"signature": SignatureConfig, "model": ModelConfig, "train": TrainConfig, "score": ScoreConfig}
+# Runtime settings (config.RUNTIME_SETTINGS) that fit fills in from the data: a fitted model keeps its own.
+FROM_DATA = {"model": {"n_sensors", "n_scales"}}
+
+
+def _setting_names() -> list[str]:
     """Every name ``_apply_overrides`` takes: ``field`` and ``section__field``."""
-    fields = [(section, name) for section, obj in sections.items() for name in obj.__dataclass_fields__]
+    fields = [(section, name) for section, kind in SECTIONS.items() for name in kind.__dataclass_fields__]
     return [name for _, name in fields] + [f"{section}__{name}" for section, name in fields]
 
 
-def _unknown_setting(key: str, sections: dict[str, Any]) -> UnknownSettingError:
+def _unknown_setting(key: str) -> UnknownSettingError:
     """The error for an unknown ``key``, with the nearest known name (``epoch=3`` -> "did you mean 'epochs'?")."""
     section, _, name = key.rpartition("__")
-    owner = next((s for s, obj in sections.items() if name in obj.__dataclass_fields__), None)
+    owner = next((s for s, kind in SECTIONS.items() if name in kind.__dataclass_fields__), None)
     # a field under another section (model__epochs) is that section's, whatever the spelling's nearest neighbour
-    near = [f"{owner}__{name}"] if section and owner else difflib.get_close_matches(key, _setting_names(sections), n=1)
+    near = [f"{owner}__{name}"] if section and owner else difflib.get_close_matches(key, _setting_names(), n=1)
     hint = f"; did you mean {near[0]!r}?" if near else " (see mscred.config for the settings)"
     return UnknownSettingError(f"MSCRED got an unknown setting {key!r}{hint}")
 
 
+def _setting_field(key: str) -> tuple[str, str]:
+    """(section, field) of a setting name, ``field`` or ``section__field``; UnknownSettingError for none."""
+    if "__" in key:
+        section, name = key.split("__", 1)
+        owners = [section] if section in SECTIONS and name in SECTIONS[section].__dataclass_fields__ else []
+    else:
+        name = key
+        owners = [s for s, kind in SECTIONS.items() if name in kind.__dataclass_fields__]
+    if not owners:
+        raise _unknown_setting(key)
+    if len(owners) > 1:
+        raise UnknownSettingError(f"setting {key!r} is ambiguous; write one of "
+                                  + ", ".join(f"{o}__{name}" for o in owners))
+    return owners[0], name
+
+
 def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConfig:
     """Set ``field=value`` (or ``section__field=value``) on the config section that has that field."""
-    sections = {"signature": cfg.signature, "model": cfg.model, "train": cfg.train, "score": cfg.score}
     for key, value in overrides.items():
-        if "__" in key:
-            section, name = key.split("__", 1)
-            owners = [section] if section in sections and hasattr(sections[section], name) else []
-        else:
-            name = key
-            owners = [s for s, obj in sections.items() if name in obj.__dataclass_fields__]
-        if not owners:
-            raise _unknown_setting(key, sections)
-        if len(owners) > 1:
-            raise TypeError(f"setting {key!r} is ambiguous; write one of " + ", ".join(f"{o}__{name}" for o in owners))
+        section, name = _setting_field(key)
         if isinstance(value, list):
             value = tuple(value)
-        setattr(sections[owners[0]], name, value)
+        setattr(getattr(cfg, section), name, value)
     return cfg
+
+
+def _setting_or_none(key: str) -> Optional[tuple[str, str]]:
+    """``_setting_field`` of a name, None for an unknown one (left to fit to name)."""
+    try:
+        return _setting_field(key)
+    except InputError:
+        return None
+
+
+def _model_change(fitted: MSCREDConfig, cfg: MSCREDConfig) -> bool:
+    """Whether ``cfg`` differs from the settings a model was fitted with in a setting other than a runtime one:
+    its network, normalisation and thresholds belong to the fitted ones (scoring would mix the two)."""
+    before, after = fitted.to_dict(), cfg.to_dict()
+    return any(before[section][name] != value for section, fields in after.items() for name, value in fields.items()
+               if name not in RUNTIME_SETTINGS.get(section, ()))
 
 
 def _check_config(cfg: MSCREDConfig) -> None:
@@ -127,9 +158,9 @@ def _check_config(cfg: MSCREDConfig) -> None:
 
 
 DEVICES = ("auto", "cpu", "cuda")
-# What fit sets: restored as they were when a fit fails part way.
-_FITTED = ("device_", "sensors_", "normalizer_", "net_", "history_", "calibration_", "decision_scores_", "labels_",
-           "validation_rows_")
+# What fit sets: restored as they were when a fit fails part way; absent before fit (scikit-learn's convention).
+_FITTED = ("config_", "device_", "sensors_", "normalizer_", "net_", "history_", "calibration_", "decision_scores_",
+           "labels_", "validation_rows_")
 
 
 def _resolve_device(name: str) -> str:
@@ -145,7 +176,7 @@ def _resolve_device(name: str) -> str:
 
 
 def _config_argument(config):
-    """``config=`` as the constructor and set_params take it: None, an MSCREDConfig or its dict; anything else an
+    """``config=`` as ``MSCRED.resolved_config`` reads it: None, an MSCREDConfig or its dict; anything else an
     InputError (a ValueError, what scikit-learn's checks expect of a bad parameter value), not an AttributeError
     from deep inside."""
     if config is None or isinstance(config, (MSCREDConfig, dict)):
@@ -191,8 +222,13 @@ class MSCRED:
     **overrides
         Any config field by name (``epochs=3``, ``theta=None``, ``device="cpu"``), or ``section__field``.
 
+    The parameters are stored as given (scikit-learn's convention: ``clone``, ``set_params`` and searches hold any
+    value) and checked by ``fit``, and by the scoring methods and ``save``, which use them: a bad one is an
+    InputError naming it there, before any work. ``resolved_config()`` gives the settings they make.
+
     Attributes (after ``fit``)
     ----------
+    config_ : MSCREDConfig, the settings of the fit (the parameters', with the sensor count of the data)
     decision_scores_ : float64 (T_train,) score of every training row (0 where no window covers it)
     threshold_ : float, the anomaly threshold on the scores
     labels_ : int64 (T_train,) 0/1
@@ -201,69 +237,106 @@ class MSCRED:
     history_ : list[dict] per-epoch training history
 
     ``decision_scores_``, ``labels_`` and ``validation_rows_`` describe the training table: ``save`` does not keep
-    them (a loaded model has none of the three: score the data again). Before ``fit`` they are absent (an
-    AttributeError, so that ``hasattr`` is False, as scikit-learn's fitted attributes are); the methods and
-    ``threshold_`` raise NotFittedError.
+    them (a loaded model has none of the three: score the data again). Before ``fit`` the fitted attributes are
+    absent (an AttributeError, so that ``hasattr`` is False, as scikit-learn's fitted attributes are); the methods
+    and ``threshold_`` raise NotFittedError.
     """
 
     def __init__(self, config: Optional[MSCREDConfig | dict] = None, **overrides):
-        config = _config_argument(config)
-        if isinstance(config, MSCREDConfig) and not overrides:
-            cfg = config  # kept as given (scikit-learn's clone checks that); fit works on its own copy
-        else:
-            cfg = MSCREDConfig() if config is None else _config_from_dict(
-                config if isinstance(config, dict) else config.to_dict())
-            cfg = _apply_overrides(cfg, overrides)
-        _check_config(cfg)
-        self.config = cfg
-        self.net_ = None
+        # Stored unchanged and unchecked (scikit-learn's clone hands them back by identity; a grid search sets any
+        # value): resolved_config() checks them, at fit. The keyword settings have no attribute of their own: any
+        # name may be given (fit names an unknown one), and one could shadow a method (MSCRED(fit=1)).
+        self.config = config
+        self._overrides = overrides
 
     # ----------------------------------------------------------------------------------------------- settings
+    def resolved_config(self) -> MSCREDConfig:
+        """The settings the parameters make, checked: a new MSCREDConfig of ``config`` (the defaults when None)
+        with the keyword settings applied in order. InputError naming the first bad one (UnknownSettingError, also
+        a TypeError, for an unknown name). ``fit`` trains with these and keeps them, the sensor count filled in from
+        the data, as ``config_``; the ``config`` given is never changed."""
+        config = _config_argument(self.config)
+        if isinstance(config, MSCREDConfig) and not self._overrides:
+            _check_config(config)   # as given: a section of another type is named, not failed on in the copy
+            return MSCREDConfig.from_dict(config.to_dict())
+        cfg = MSCREDConfig() if config is None else _config_from_dict(
+            config if isinstance(config, dict) else config.to_dict())
+        cfg = _apply_overrides(cfg, self._overrides)
+        _check_config(cfg)
+        return cfg
+
+    def _settings(self) -> MSCREDConfig:
+        """The settings in effect: the fit's (``config_``) once fitted, else the parameters' (checked)."""
+        return self.config_ if hasattr(self, "config_") else self.resolved_config()
+
     def get_params(self, deep: bool = True) -> dict[str, Any]:
-        """The settings, as scikit-learn's ``clone`` and searches read them: ``config`` (the object itself, as
-        ``clone`` requires), and with ``deep`` every field as ``section__field`` too (what ``set_params`` and the
-        constructor take)."""
-        params: dict[str, Any] = {"config": self.config}
+        """The parameters, as scikit-learn's ``clone`` and searches read them: ``config`` and each keyword setting,
+        the very objects given; with ``deep`` also every field of the settings they make as ``section__field``
+        (what ``set_params`` and the constructor take), when they make settings (a bad one is left to ``fit``)."""
+        params: dict[str, Any] = {"config": self.config, **self._overrides}
         if deep:
-            params.update({f"{section}__{name}": value for section, fields in self.config.to_dict().items()
-                           for name, value in fields.items()})
+            try:
+                fields = self.resolved_config().to_dict()
+            except InputError:
+                return params
+            params.update({f"{section}__{name}": value for section, values in fields.items()
+                           for name, value in values.items() if f"{section}__{name}" not in params})
         return params
 
     def set_params(self, **params) -> "MSCRED":
-        """Change settings (``config=``, ``field=`` or ``section__field=``), checked as at construction. A fitted
-        model keeps its fit when only runtime settings change (``config.RUNTIME_SETTINGS``: the device, bf16,
-        graphs, kernels, micro-batch, progress); any other change unfits it, since its network, normalisation and
-        thresholds belong to the settings it was fitted with (scoring would mix the two)."""
-        given = "config" in params
-        config = _config_argument(params.pop("config", None))
-        if isinstance(config, MSCREDConfig) and not params:
-            cfg = config  # kept as given, as the constructor keeps it (get_params then returns this very object)
+        """Change parameters (``config=``, ``field=`` or ``section__field=``), stored unchecked as the constructor
+        stores them: ``fit`` (or scoring) names a bad one. ``config=`` starts over from it, as the constructor does
+        (``set_params(config=None, seed=3)`` is ``MSCRED(seed=3)``'s settings); without it the keyword settings add
+        to the current ones, a setting given again under either of its names replacing it.
+
+        A fitted model keeps its fit when only runtime settings change (``config.RUNTIME_SETTINGS``: the device,
+        bf16, graphs, kernels, micro-batch, progress); any other change unfits it, since its network, normalisation
+        and thresholds belong to the settings it was fitted with (scoring would mix the two)."""
+        if "config" in params:
+            self.config = params.pop("config")
+            self._overrides = params
         else:
-            # config=None means the defaults, as it does in the constructor (scikit-learn's set_params(p=v) is the
-            # estimator made with p=v; it once kept the current settings); no config keeps the current ones.
-            base = (config if config is not None else MSCREDConfig()) if given else self.config
-            cfg = _config_from_dict(base if isinstance(base, dict) else base.to_dict())
-            cfg = _apply_overrides(cfg, params)
-        _check_config(cfg)
-        before, after = self.config.to_dict(), cfg.to_dict()
-        if self.net_ is not None and any(before[section][name] != value for section, fields in after.items()
-                                         for name, value in fields.items()
-                                         if name not in RUNTIME_SETTINGS.get(section, ())):
-            self._unfit()
-        if self.net_ is not None:  # still fitted: keep what fit filled in from the data, score where now asked
-            if cfg is config:  # (on a copy: the caller's object is not changed)
-                cfg = MSCREDConfig.from_dict(cfg.to_dict())
-            cfg.model.n_sensors, cfg.model.n_scales = self.config.model.n_sensors, self.config.model.n_scales
-            if cfg.train.device != self.config.train.device:
-                self.device_ = _resolve_device(cfg.train.device)
-                self.net_ = self.net_.to(self.device_)
-        self.config = cfg
+            fields = {_setting_or_none(key) for key in params} - {None}
+            kept = {key: value for key, value in self._overrides.items()
+                    if key not in params and _setting_or_none(key) not in fields}
+            self._overrides = {**kept, **params}
+        if self.__sklearn_is_fitted__():
+            try:
+                cfg = self.resolved_config()
+            except InputError:
+                return self   # a bad setting: kept fitted, and scoring names it (as fit would)
+            if _model_change(self.config_, cfg):
+                self._unfit()
+                return self
+            try:
+                self._take_runtime(cfg)   # still fitted: score where now asked
+            except InputError:
+                pass   # (device cuda where there is none) said by the scoring that would use it
         return self
 
+    def _take_runtime(self, cfg: MSCREDConfig) -> None:
+        """A fitted model's runtime settings taken from ``cfg`` (its network moved to a new device); the sensor
+        count and scales stay the fit's. Its other settings stay the fit's too (``config_``): a change of one
+        through ``set_params`` unfits, and one made in place on the config object takes effect at the next fit, as
+        scikit-learn's parameters do."""
+        fitted = self.config_
+        if cfg.train.device != fitted.train.device:
+            device = _resolve_device(cfg.train.device)   # (InputError before anything changes)
+            self.net_ = self.net_.to(device)
+            self.device_ = device
+        for section, names in RUNTIME_SETTINGS.items():
+            for name in names - FROM_DATA.get(section, set()):
+                setattr(getattr(fitted, section), name, getattr(getattr(cfg, section), name))
+
+    def _current(self) -> None:
+        """Before scoring or saving: fitted, and the parameters checked (``set_params`` stores them unchecked: a bad
+        one is an InputError here, naming it), their runtime settings taken up."""
+        self._check_fitted()
+        self._take_runtime(self.resolved_config())
+
     def __sklearn_is_fitted__(self) -> bool:
-        """scikit-learn's ``check_is_fitted`` asks this: ``net_`` exists (None) before fit, which its default test,
-        any attribute ending in "_", took for fitted."""
-        return getattr(self, "calibration_", None) is not None and self.net_ is not None
+        """scikit-learn's ``check_is_fitted`` asks this: fit (or load) has set the network and the calibration."""
+        return all(hasattr(self, name) for name in ("config_", "net_", "calibration_"))
 
     def __sklearn_tags__(self):
         """scikit-learn (1.6 and later) reads these in ``check_is_fitted``, pipelines and its other utilities, and
@@ -273,18 +346,27 @@ class MSCRED:
 
         tags = Tags(estimator_type=None, target_tags=TargetTags(required=False), transformer_tags=None,
                     regressor_tags=None, classifier_tags=None)
-        tags.input_tags.allow_nan = self.config.train.missing == "interpolate"
+        try:
+            missing = self.resolved_config().train.missing
+        except InputError:   # (tags are read unchecked, as the parameters are stored: fit names a bad one)
+            missing = None
+        tags.input_tags.allow_nan = missing == "interpolate"
         return tags
 
     def _unfit(self) -> None:
         for name in _FITTED:
-            if hasattr(self, name):
+            if name in vars(self):
                 delattr(self, name)
-        self.net_ = None
 
     def __repr__(self) -> str:
-        """MSCRED(the settings that differ from the defaults), as scikit-learn shows an estimator."""
-        default, ours = MSCREDConfig().to_dict(), self.config.to_dict()
+        """MSCRED(the settings that differ from the defaults), as scikit-learn shows an estimator; parameters that
+        make no settings (a bad one, which fit names) as they were given."""
+        try:
+            ours = self.resolved_config().to_dict()
+        except InputError:
+            given = {"config": self.config} if self.config is not None else {}
+            return f"MSCRED({', '.join(f'{name}={value!r}' for name, value in {**given, **self._overrides}.items())})"
+        default = MSCREDConfig().to_dict()
         changed = [f"{name}={value!r}" for section, fields in ours.items() for name, value in fields.items()
                    if section != "model" or name not in ("n_sensors", "n_scales")    # set from the data by fit
                    if default[section].get(name) != value]
@@ -294,7 +376,7 @@ class MSCRED:
     @property
     def min_rows(self) -> int:
         """Fewest rows that make one window: the largest window plus (steps - 1) gaps."""
-        sig = self.config.signature
+        sig = self._settings().signature
         return max(sig.windows) + (sig.steps - 1) * sig.gap
 
     def _table(self, X, source: str = "input", ignore_label: bool = False):
@@ -309,12 +391,12 @@ class MSCRED:
             if X.ndim != 2:
                 raise InputError(f"{source}: expected a 2-D array (T, n), got shape {X.shape}")
             X = pd.DataFrame(X, columns=[f"sensor_{j}" for j in range(X.shape[1])])
-        return table_from_frame(X, source=source, missing=self.config.train.missing, ignore_label=ignore_label)
+        return table_from_frame(X, source=source, missing=self._settings().train.missing, ignore_label=ignore_label)
 
     def _check_rows(self, table, what: str, windows: int = 1) -> None:
         """Enough rows for ``windows`` windows (training needs two: one to train on, one to validate)."""
         rows, sensors = table.values.shape
-        sig = self.config.signature
+        sig = self._settings().signature
         needed = self.min_rows + (windows - 1) * sig.gap
         if rows < needed:
             # (a 6 x 400 array of 6 sensors read as 6 rows of 400 sensors: the likelier mistake, named)
@@ -343,7 +425,7 @@ class MSCRED:
     def _segments(self, values: np.ndarray) -> np.ndarray:
         from mscred.signature import signature_matrices
 
-        sig = self.config.signature
+        sig = self.config_.signature
         scaled = self.normalizer_.transform(values)
         return signature_matrices(scaled, windows=sig.windows, gap=sig.gap, chunk_segments=sig.chunk_segments)
 
@@ -359,26 +441,25 @@ class MSCRED:
         checkpoint_dir : a directory for per-epoch checkpoints (``resume`` continues from it)
         resume : continue from the checkpoint in ``checkpoint_dir``
 
-        The settings are checked again first (``config`` may have been changed since construction). If fit fails,
-        the estimator is left as it was before the call (a fitted model stays the model it was). The seed is
-        applied to a fork of torch's random state: the caller's random numbers are not changed by fit.
+        The parameters are checked first (``resolved_config``: an InputError naming the first bad setting, before
+        any work). If fit fails, the estimator is left as it was before the call (a fitted model stays the model it
+        was). The seed is applied to a fork of torch's random state: the caller's random numbers are not changed by
+        fit.
         """
         import torch
 
-        _check_config(self.config)
-        before = {name: getattr(self, name) for name in _FITTED if hasattr(self, name)}
-        config_before = self.config
-        # fit fills the sensor count into its own copy: the config given (get_params) is not changed
-        self.config = MSCREDConfig.from_dict(config_before.to_dict())
+        cfg = self.resolved_config()
+        before = {name: getattr(self, name) for name in _FITTED if name in vars(self)}
         try:
-            device = _resolve_device(self.config.train.device)        # a bad device fails before any work
+            device = _resolve_device(cfg.train.device)        # a bad device fails before any work
+            # fit fills the sensor count into its own settings: the parameters (get_params) stay as given
+            self.config_ = cfg
             with torch.random.fork_rng(devices=[] if device == "cpu" else [torch.cuda.current_device()]):
                 return self._fit(X, device, checkpoint_dir, resume)
         except BaseException:
             self._unfit()
             for name, value in before.items():
                 setattr(self, name, value)
-            self.config = config_before
             raise
 
     def _fit(self, X, device: str, checkpoint_dir, resume: bool) -> "MSCRED":
@@ -390,7 +471,7 @@ class MSCRED:
         from mscred.train import seed_torch
         from mscred.train_checkpoint import match_checkpoint_data
 
-        cfg = self.config
+        cfg = self.config_
         self.device_ = device
         table = self._table(X, "training data")
         self._check_rows(table, "train and validate", windows=2)
@@ -464,11 +545,11 @@ class MSCRED:
         training data's windows). POT's tail fit needs two scores at least: refused as bad input. Any rule on fewer
         than ``MIN_VALIDATION_WINDOWS`` is a guess (one window sets z_sensor's threshold at 0, flagging every
         scored row): a CalibrationWarning."""
-        rule = self.config.score.threshold
+        rule = self.config_.score.threshold
         if rule == "pot" and n_val < 2:
             raise InputError(f"{table.source}: {len(table.values)} rows leave {n_val} validation window; the POT "
                              "threshold needs at least 2: train on more rows, or choose another --threshold")
-        level = self.config.score.pot_level
+        level = self.config_.score.pot_level
         if rule == "pot" and n_val >= 2 and int(level * n_val) >= n_val - 1:
             # Siffer's initial threshold is the score of rank floor(level * n): on this few it is the largest, no
             # score lies above it, and pot() returns it as the threshold without fitting a tail (once silently).
@@ -479,7 +560,7 @@ class MSCRED:
         if n_val < MIN_VALIDATION_WINDOWS:
             warnings.warn(CalibrationWarning(
                 f"{table.source}: the threshold rests on {n_val} validation window(s) (the last "
-                f"{self.config.train.val_fraction:.0%} of its windows); fewer than {MIN_VALIDATION_WINDOWS} make it "
+                f"{self.config_.train.val_fraction:.0%} of its windows); fewer than {MIN_VALIDATION_WINDOWS} make it "
                 "unreliable: train on more rows"), stacklevel=4)   # (the caller of fit)
 
     # Ranks of a DistributedDataParallel fit sharing each batch (mscred.distributed sets it for its fits)
@@ -503,32 +584,32 @@ class MSCRED:
         return list(self.calibration_.theta)
 
     def _check_fitted(self) -> None:
-        if getattr(self, "calibration_", None) is None or self.net_ is None:
+        if not self.__sklearn_is_fitted__():
             raise NotFittedError("this MSCRED is not fitted yet: call fit(X) or MSCRED.load(dir) first")
 
     # ----------------------------------------------------------------------------------------------- scoring
     def _reconstruct(self, segments: np.ndarray) -> np.ndarray:
         from mscred.train import predict
 
-        tc = self.config.train
+        tc = self.config_.train
         # Scoring replays CUDA graphs only when asked for (cuda_graphs=True): by default (None) they serve the many
         # training steps, while one scoring pass does not repay the capture and cuDNN's autotuning (on the H200,
         # `mscred detect` of 10,000 rows took 10.7-12.1 s graphed against 5.7 s eager,
         # benchmarks/results/cli_defaults/).
-        batch = inference_batch(self.device_, tc.batch_size, self.config.model.n_sensors)
+        batch = inference_batch(self.device_, tc.batch_size, self.config_.model.n_sensors)
         return predict(self.net_, segments, batch, self.device_,
-                       steps=self.config.signature.steps, bf16=tc.bf16, cuda_graphs=tc.cuda_graphs is True)
+                       steps=self.config_.signature.steps, bf16=tc.bf16, cuda_graphs=tc.cuda_graphs is True)
 
     def _score_segments(self, segments: np.ndarray) -> WindowResult:
-        steps = self.config.signature.steps
+        steps = self.config_.signature.steps
         recon = self._reconstruct(segments)                           # (W, n_scales, n, n)
-        return score_windows(segments[steps - 1:], recon, self.config.score, self.config.signature.windows,
+        return score_windows(segments[steps - 1:], recon, self.config_.score, self.config_.signature.windows,
                              self.calibration_)
 
     def window_of_row(self, length: int) -> np.ndarray:
         """(length,) int: the window whose score each row of a series of ``length`` rows gets, -1 for the rows no
         window covers (before the first full window, after the last segment), which score 0."""
-        sig = self.config.signature
+        sig = self._settings().signature
         return timestamp_windows(length, sig.windows, sig.gap, sig.steps)
 
     def _per_row(self, window_values: np.ndarray, length: int, fill=0.0) -> np.ndarray:
@@ -538,7 +619,7 @@ class MSCRED:
         return out
 
     def _windows(self, X):
-        self._check_fitted()
+        self._current()
         X = _array_like(X, "input")
         if isinstance(X, np.ndarray) and X.ndim == 2:
             # An array has no names: its columns are the training sensors in order (as scikit-learn matches them),
@@ -558,7 +639,7 @@ class MSCRED:
         ~240 KB at 100, so a long series (a year of seconds: 3M segments) would not fit at once. Chunks of
         ``_segments_per_chunk`` segments overlap by steps - 1, so that every window is scored once, from the same
         segments (computed from the chunk's rows: equal to the one-pass values to float rounding)."""
-        sig = self.config.signature
+        sig = self.config_.signature
         n_seg = (len(values) - max(sig.windows)) // sig.gap + 1
         if n_seg <= self._chunk_segments():
             return self._score_segments(self._segments(values))
@@ -572,23 +653,23 @@ class MSCRED:
 
     def _chunk_segments(self) -> int:
         """Segments scored at a time: ``_segments_per_chunk``, and at least one window's steps + 1."""
-        return max(self._segments_per_chunk(), self.config.signature.steps + 1)
+        return max(self._segments_per_chunk(), self.config_.signature.steps + 1)
 
     def _chunks(self, n_seg: int) -> list[tuple[int, int]]:
         """(first, last) segment ranges of ``_chunk_segments`` segments, overlapping by steps - 1, so that every
         window of ``n_seg`` segments is scored once."""
-        steps, chunk = self.config.signature.steps, self._chunk_segments()
+        steps, chunk = self.config_.signature.steps, self._chunk_segments()
         return [(first, min(first + chunk, n_seg)) for first in range(0, n_seg - steps + 1, chunk - steps + 1)]
 
     def _segment_rows(self, first: int, last: int) -> slice:
         """The rows whose signature matrices are segments first .. last - 1 of the series (segment j ends, exclusive,
         at row max(windows) + j * gap): ``_segments`` of just those rows gives exactly those segments."""
-        sig = self.config.signature
+        sig = self.config_.signature
         return slice(first * sig.gap, max(sig.windows) + (last - 1) * sig.gap)
 
     def _segments_per_chunk(self) -> int:
         """Segments scored at a time: STREAM_SEGMENT_BYTES of signature matrices (the model's scales and sensors)."""
-        per_segment = 4 * self.config.model.n_scales * len(self.sensors_) ** 2
+        per_segment = 4 * self.config_.model.n_scales * len(self.sensors_) ** 2
         return max(1, STREAM_SEGMENT_BYTES // per_segment)
 
     def decision_function(self, X) -> np.ndarray:
@@ -616,7 +697,7 @@ class MSCRED:
         flagged = score > self.threshold_
         causes = np.full(length, "", dtype=object)
         scales = np.full(length, "", dtype=object)
-        windows = self.config.signature.windows
+        windows = self.config_.signature.windows
         cause_text = [ROOT_CAUSE_SEPARATOR.join(self.sensors_[i] for i in row) for row in result.root_causes]
         scale_text = [";".join(str(w) for w, lit in zip(windows, row) if lit) for row in result.scales_lit]
         for t in np.flatnonzero(flagged):
@@ -636,13 +717,13 @@ class MSCRED:
     def save(self, directory: str | os.PathLike) -> Path:
         """Write ``config.json`` + ``model.safetensors`` into ``directory`` atomically (all or nothing). An existing
         ``directory`` is replaced only if it holds nothing else (a previous model); otherwise InputError."""
-        self._check_fitted()
+        self._current()
         directory = Path(directory)
         meta = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "mscred_version": __version__,
-            "config": self.config.to_dict(),
+            "config": self.config_.to_dict(),
             "sensors": self.sensors_,
             "normalization": self.normalizer_.to_dict(),
             "calibration": self.calibration_.to_dict(),
@@ -656,7 +737,7 @@ class MSCRED:
             tmp.mkdir()
             (tmp / CONFIG_FILE).write_text(json.dumps(meta, indent=2) + "\n")
             save_safetensors(state, tmp / WEIGHTS_FILE, metadata={"format": FORMAT, "mscred_version": __version__,
-                                                                   TRAINED_WITH: _trained_with(self.config, meta)})
+                                                                   TRAINED_WITH: _trained_with(self.config_, meta)})
         return directory
 
     @classmethod
@@ -700,6 +781,9 @@ class MSCRED:
         if len(sensors) != config.model.n_sensors or len(normalizer.min_) != len(sensors):
             raise InputError(f"{cfg_path}: damaged model config (sensor count does not match the settings)")
 
+        # The settings as the parameter (get_params, clone: an unfitted twin of these settings), and a copy of
+        # them as the fit's (an edit of the parameter in place takes effect at the next fit, as after fit).
+        model.config_ = MSCREDConfig.from_dict(config.to_dict())
         model.sensors_, model.normalizer_, model.calibration_ = sensors, normalizer, calibration
         model.history_ = history
         # "auto" means this machine's best device, not the training one: a model trained on a GPU loads on a CPU.
@@ -795,9 +879,9 @@ def _whole(value, low: int) -> bool:
 
 def config_problem(config: MSCREDConfig) -> Optional[str]:
     """The first setting of ``config`` that fitting or scoring could not use, as "section.field value: why", or None.
-    Checked when an estimator is made (and again at ``fit``: a setting may be changed on ``config`` in between) and
-    when a model is loaded, so that a bad value fails at once, naming itself, instead of after training or deep
-    inside scoring."""
+    Checked at ``fit`` (and by the scoring methods and ``save``: ``MSCRED.resolved_config``) and when a model is
+    loaded, so that a bad value fails before any work, naming itself, instead of after training or deep inside
+    scoring."""
     from mscred.config import (MAX_COUNT, MAX_SEED, MISSING_POLICIES, ModelConfig, ScoreConfig, SignatureConfig,
                                TrainConfig)
     from mscred.detect import SCORE_METHODS

@@ -356,7 +356,7 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
         shutil.rmtree(checkpoint_dir, ignore_errors=True)  # the saved model supersedes the checkpoints
     last = model.history_[-1] if model.history_ else {}
     return {"epochs": len(model.history_), "seconds": time.perf_counter() - start, "val_loss": last.get("val_loss"),
-            "theta": list(model.theta_), "method": model.config.score.method, "threshold": float(model.threshold_),
+            "theta": list(model.theta_), "method": model.config_.score.method, "threshold": float(model.threshold_),
             "world_size": rank.world_size,
             "graphs": bool(trainers and trainers[-1].graphs_used), "out": str(Path(out))}
 

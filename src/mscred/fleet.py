@@ -242,7 +242,7 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
         with note_lines():   # one "note:" line, as train gives it
             model.fit(train)
         model.save(out / "models" / safe_name(entity.name))
-        sig = model.config.signature
+        sig = model.config_.signature
         rows = len(train) if isinstance(train, pd.DataFrame) else len(train.values)  # a frame, or a loaded Table
         last = model.history_[-1]
         row.update(rows=rows, sensors=len(model.sensors_),
@@ -324,7 +324,7 @@ def _done(out: Path, entity: Entity, overrides: dict[str, Any]) -> bool:
         saved = json.loads((model / CONFIG_FILE).read_text())["config"]
     except (ValueError, OSError, KeyError, TypeError, AttributeError):
         return False
-    wanted = json.loads(json.dumps(MSCRED(**overrides).config.to_dict()))  # tuples as JSON has them: lists
+    wanted = json.loads(json.dumps(MSCRED(**overrides).resolved_config().to_dict()))  # tuples as JSON has them: lists
     return all(saved.get(section, {}).get(key) == value
                for section, values in wanted.items() for key, value in values.items()
                if key not in RUNTIME_SETTINGS.get(section, ()))

@@ -303,7 +303,7 @@ def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: n
     from mscred.detect import residuals
 
     aligned = model._aligned(model._table(pd.DataFrame(values, columns=sensors)))
-    steps = model.config.signature.steps
+    steps = model.config_.signature.steps
     window_of_row = model.window_of_row(len(values))          # (T,) window index or -1
     covered = np.flatnonzero(window_of_row >= 0)
     order = covered[np.argsort(-row_scores[covered], kind="mergesort")]
@@ -508,7 +508,7 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
     if model is not None and values is not None:
         items = worst_residuals(model, values, sensors, scores.score, n_worst)
         # the residuals are in the model's sensor order (``_aligned``), not the data's column order
-        parts.append(_img(residual_figure(items, model.config.signature.windows, model.sensors_, scores.index),
+        parts.append(_img(residual_figure(items, model.config_.signature.windows, model.sensors_, scores.index),
                           "residuals"))
     else:
         reason = model_note if model is None else "the scored data is needed (pass --data)"

@@ -99,7 +99,7 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
         times["total_s"] = time.perf_counter() - start
         result = {"dataset": name, "quick": quick, "epochs": len(model.history_),
                   "theta": model.theta_ or None, "threshold": model.threshold_,
-                  "score": model.config.score.method, "threshold_rule": model.config.score.threshold,
+                  "score": model.config_.score.method, "threshold_rule": model.config_.score.threshold,
                   **figures, **times}
         with atomic_path(out / "metrics.json") as tmp:
             tmp.write_text(json.dumps(result, indent=2) + "\n")

@@ -272,7 +272,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
         import os
 
         with note_lines(show=os.environ.get("RANK", "0") == "0"):   # (torchrun's ranks all check it)
-            signature = dataclasses.asdict(MSCRED(**overrides).config.signature)
+            signature = dataclasses.asdict(MSCRED(**overrides).resolved_config().signature)
             match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume, signature=signature)
     start = time.perf_counter()
     try:
@@ -304,7 +304,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     if val_scores is not None:
         _write_validation_scores(model, table, val_scores)
     last = model.history_[-1] if model.history_ else {}
-    score = score_text(model.theta_, model.config.score.method)
+    score = score_text(model.theta_, model.config_.score.method)
     click.echo(f"trained {len(model.history_)} epoch(s) in {time.perf_counter() - start:.1f} s "
                f"(val loss {last.get('val_loss', float('nan')):.4g}); {score}; threshold {model.threshold_:.4g}; "
                f"wrote {out}")
