@@ -75,6 +75,20 @@ def load_version(name: str, text: str):
     return module
 
 
+def io_versions(before: str, also=()) -> dict:
+    """The io modules to time: "before" (``src/mscred/data/io.py`` at git revision ``before``, imported under another
+    name), "after" (the working tree's), and each extra io.py file of ``also`` under its file name."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from mscred.data import io as after
+
+    head = subprocess.run(["git", "show", f"{before}:src/mscred/data/io.py"], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout
+    versions = {"before": load_version("io_before", head), "after": after}
+    for path in also:
+        versions[path.stem] = load_version(f"io_{path.stem}", path.read_text())
+    return versions
+
+
 def same(a, b) -> bool:
     return (np.array_equal(a.values, b.values) and a.sensors == b.sensors and a.index.dtype == b.index.dtype
             and a.index.equals(b.index) and a.time_gap == b.time_gap)
@@ -88,30 +102,34 @@ def timed(fn, path: Path) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(doc: str, work: str, kinds: tuple[str, ...]) -> argparse.ArgumentParser:
+    """The io benchmarks' common options: table size, repeats, the CSVs' folder, the 'before' revision, the kinds."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--sensors", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "bench_io_timestamps")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / work)
     parser.add_argument("--before", default="HEAD", help="git revision of the 'before' io.py")
-    parser.add_argument("--also", nargs="*", type=Path, default=[], help="other io.py versions to time")
-    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
-    args = parser.parse_args()
+    parser.add_argument("--kinds", nargs="+", choices=kinds, default=list(kinds))
+    return parser
 
-    sys.path.insert(0, str(ROOT / "src"))
-    from mscred.data import io as after
 
-    head = subprocess.run(["git", "show", f"{args.before}:src/mscred/data/io.py"], cwd=ROOT, check=True,
-                          capture_output=True, text=True).stdout
-    versions = {"before": load_version("io_before", head), "after": after}
-    for path in args.also:
-        versions[path.stem] = load_version(f"io_{path.stem}", path.read_text())
+def start(args) -> None:
+    """The CSVs' folder made, and the header every run prints: the load (the 2 cores are often shared) and versions."""
     args.work.mkdir(parents=True, exist_ok=True)
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     print(f"pandas {pd.__version__}, numpy {np.__version__}, Python {sys.version.split()[0]}; "
           f"{args.rows:,} rows x {args.sensors} sensors; median of {args.repeats} runs (wall, and CPU: process time)"
           "\n")
+
+
+def main() -> None:
+    parser = arguments(__doc__, "bench_io_timestamps", KINDS)
+    parser.add_argument("--also", nargs="*", type=Path, default=[], help="other io.py versions to time")
+    args = parser.parse_args()
+
+    versions = io_versions(args.before, args.also)
+    start(args)
     names = list(versions)
     lines = ["| timestamp | index dtype | read_csv alone | " + " | ".join(f"load_table {n} (runs)" for n in names)
              + " | after/before | " + " | ".join(f"CPU {n}" for n in names) + " |",

@@ -283,12 +283,12 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
         keys = pd.TimedeltaIndex(index).asi8                        # a duration since the start
         tick = _tick(pd.TimedeltaIndex(index))
     else:
-        numbers = np.array([np.nan])          # (date text skips the number parse: 2 s a million rows)
+        numbers, texts = np.array([np.nan]), None   # (date text skips the number parse: 2 s a million rows)
         if len(index) and _is_number(str(index[0]).strip()):
-            numbers = pd.to_numeric(pd.Series(np.asarray(index, dtype=object)), errors="coerce").to_numpy(
-                dtype=np.float64, na_value=np.nan)
+            texts = np.asarray(index, dtype=object)   # (once: 0.1 s a million pandas 3 strings)
+            numbers = pd.to_numeric(pd.Series(texts), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
         if len(numbers) == len(index) and np.isfinite(numbers).all():
-            keys, exact = numbers, np.asarray(index, dtype=object)   # numbers as text ('1700000000.0000001')
+            keys, exact = numbers, texts          # numbers as text ('1700000000.0000001')
         elif len(numbers) == len(index) and np.isfinite(numbers[0]):
             # Numbers, then text: pandas read the column as text, and as 'ids' its order went unchecked (a comment
             # line, an 'N/A' among epoch seconds)
@@ -310,8 +310,7 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
     bad = np.flatnonzero(~(keys[1:] > keys[:-1]))
     if exact is not None and len(bad):
         # float64 rounds monotonically, so only its ties can hide an increase: decide those on the exact text
-        bad = np.array([r for r in bad if not _exact_number(exact[r + 1]) > _exact_number(exact[r])], dtype=np.int64)
-        equal = bool(len(bad)) and _exact_number(exact[bad[0] + 1]) == _exact_number(exact[bad[0]])
+        bad, equal = _exact_order(exact, bad)
     else:
         equal = bool(len(bad)) and keys[bad[0] + 1] == keys[bad[0]]
     if len(bad):
@@ -336,6 +335,152 @@ def _exact_number(value: Any):
         return Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
         return float(pd.to_numeric(str(value).strip()))
+
+
+def _exact_order(texts: np.ndarray, bad: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Of the rows ``bad`` (where float64 does not put ``texts[r + 1]`` after ``texts[r]``), those where the numbers
+    written ``texts`` do not increase exactly either, and whether the first of them repeats the row before.
+
+    The answer of comparing each pair as two ``_exact_number``s, which took 3 to 7 s a million rows (epoch seconds to
+    the nanosecond tie in float64 on nearly every row: benchmarks/results/io_fine_times): pairs of decimal texts are
+    compared on their ``_decimal_keys``, and only the others as ``_exact_number``s, in row order (an error raises
+    where it did)."""
+    involved = np.zeros(len(texts), dtype=bool)
+    involved[bad] = True
+    involved[bad + 1] = True
+    rows = np.flatnonzero(involved)
+    at = np.cumsum(involved) - 1                                   # a row's place in ``rows``
+    sign, adj, digits, fast = _decimal_keys(texts[rows])
+    a, b = at[bad], at[bad + 1]
+    order = np.zeros(len(bad), dtype=np.int8)                      # sign(texts[r + 1] - texts[r]), fast pairs
+    for start in range(0, len(bad), _KEY_BLOCK):                   # (the gathered keys are pairs x width bytes)
+        i, j = a[start:start + _KEY_BLOCK], b[start:start + _KEY_BLOCK]
+        di, dj = digits[i], digits[j]
+        size = np.sign(adj[j] - adj[i]).astype(np.int8)            # the first digits' powers of ten, then the digits
+        size = np.where(size != 0, size, (dj > di).astype(np.int8) - (dj < di))
+        si, sj = sign[i], sign[j]
+        order[start:start + _KEY_BLOCK] = np.where(si != sj, np.sign(sj - si), si * size)
+    later = order > 0
+    for k in np.flatnonzero(~(fast[a] & fast[b])).tolist():
+        later[k] = _exact_number(texts[bad[k] + 1]) > _exact_number(texts[bad[k]])
+    first = np.flatnonzero(~later)
+    if not len(first):
+        return bad[:0], False
+    k, r = int(first[0]), int(bad[first[0]])
+    equal = order[k] == 0 if fast[a[k]] and fast[b[k]] else _exact_number(texts[r + 1]) == _exact_number(texts[r])
+    return bad[~later], bool(equal)
+
+
+# Texts longer than this are left to ``_exact_number`` (a block's keys are a rows x longest-text matrix)
+_KEY_CHARS = 64
+_KEY_BLOCK = 1 << 16
+# Classes of a decimal text's characters by code; blanks are str.strip's, which ``_exact_number`` applies
+_PAD, _OTHER, _DIGIT, _SIGN, _DOT, _EXP, _BLANK = range(7)
+_CLASS = np.full(256, _OTHER, dtype=np.uint8)
+_CLASS[0] = _PAD                                   # an S array's padding (a NUL in a text is told by its length)
+_CLASS[[ord(c) for c in "0123456789"]] = _DIGIT
+_CLASS[[ord("+"), ord("-")]] = _SIGN
+_CLASS[ord(".")] = _DOT
+_CLASS[[ord("e"), ord("E")]] = _EXP
+_CLASS[[i for i in range(128) if chr(i).isspace()]] = _BLANK
+
+
+def _decimal_keys(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Exact order keys of the numbers written ``values``, read as ``_exact_number`` reads them (``str(value)``,
+    stripped), for the texts that are decimals: ``[+-]digits[.[digits]][(e|E)[+-]digits]`` or ``[+-].digits[...]``
+    in ASCII, of at most ``_KEY_CHARS`` characters and 15 exponent digits (``fast``); the others (``1_000``,
+    ``Infinity``, non-ASCII digits) are left to ``_exact_number``.
+
+    Returns ``sign`` (int8 -1, 0 or 1; -0 is 0), ``adj`` (int64: the power of ten of the first significant digit,
+    the value being 0.d1d2... x 10^adj), ``digits`` (the significant digits left-aligned, padded with '0', as bytes
+    of one width) and ``fast`` (bool): of two texts of one sign, the larger ``adj``, then the larger ``digits`` is
+    the larger magnitude.
+    """
+    if not set(map(type, values)) <= {str}:
+        values = np.array(list(map(str, values)), dtype=object)
+    lens = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    width = max(1, min(int(lens.max(initial=0)), _KEY_CHARS))
+    # (numpy cuts a longer text to the width and drops trailing NULs: the length checks below tell both)
+    try:
+        ascii_ = np.asarray(values, dtype=object).astype(f"S{width}")
+    except UnicodeEncodeError:   # a non-ASCII text, which no key reads: made empty here, its length refuses it
+        ascii_ = np.array([t if t.isascii() else "" for t in values], dtype=object).astype(f"S{width}")
+    codes = ascii_.view(np.uint8).reshape(-1, width)
+    sign = np.zeros(len(values), dtype=np.int8)
+    adj = np.zeros(len(values), dtype=np.int64)
+    digits = np.zeros(len(values), dtype=f"S{width}")
+    fast = np.zeros(len(values), dtype=bool)
+    for start in range(0, len(values), _KEY_BLOCK):
+        part = slice(start, start + _KEY_BLOCK)
+        sign[part], adj[part], digits[part], fast[part] = _plain_keys(ascii_[part], codes[part], lens[part])
+        rest = start + np.flatnonzero(~fast[part])
+        if len(rest):
+            sign[rest], adj[rest], digits[rest], fast[rest] = _other_keys(codes[rest], lens[rest])
+    return sign, adj, digits, fast
+
+
+def _plain_keys(text: np.ndarray, codes: np.ndarray, lens: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``_decimal_keys`` of the texts written ``[+-]digits[.[digits]]`` or ``[+-].digits`` (as times are: no blank, no
+    exponent), from whole-text string operations; the fourth array says which ones are. ``text``: the texts as bytes,
+    ``codes`` the same as a (rows, width) uint8 matrix, ``lens`` their lengths as str."""
+    width = codes.shape[1]
+    signed = (codes[:, 0] == ord("+")) | (codes[:, 0] == ord("-"))
+    dots = np.char.count(text, b".")
+    numeric = ((codes - ord("0")) < 10) | (codes == ord("."))       # (uint8: below '0' wraps round to >= 208)
+    plain = ((numeric.sum(axis=1) + signed == lens) & (dots <= 1) & (lens - signed - dots >= 1))
+    point = np.char.find(text, b".")
+    point = np.where(point < 0, lens, point)                        # the '.', or where the integer part ends
+    # A sign read as a leading '0' (the magnitude's), then the '.' taken out: the mantissa's digits
+    body = codes.copy()
+    body[signed, 0] = ord("0")
+    past = np.arange(width) >= point[:, None]
+    whole = np.zeros_like(body)
+    whole[:, :-1] = np.where(past[:, :-1], body[:, 1:], body[:, :-1])
+    whole[:, -1] = np.where(past[:, -1], 0, body[:, -1])
+    sig = np.char.lstrip(whole.view(f"S{width}").ravel(), b"0")
+    nsig = np.char.str_len(sig)
+    sign = np.where(nsig == 0, 0, np.where(codes[:, 0] == ord("-"), -1, 1)).astype(np.int8)
+    adj = point - (lens - (dots > 0) - nsig)                        # integer digits less leading zeros
+    return sign, adj, np.char.ljust(sig, width, b"0").astype(f"S{width}"), plain
+
+
+def _other_keys(codes: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``_decimal_keys`` of the texts ``_plain_keys`` does not read (blanks about them, an exponent; or no decimal
+    at all: the fourth array says which are), from (rows, width) uint8 ``codes`` and their ``lens``: the blanks and
+    the exponent are taken off here, and the mantissa left to ``_plain_keys``."""
+    width = codes.shape[1]
+    col = np.arange(width)
+    rows = np.arange(len(codes))
+    cls = _CLASS[codes]
+    ok = (lens <= width) & ((cls != _PAD).sum(axis=1) == lens)
+    body = (cls != _PAD) & (cls != _BLANK)                           # str.strip keeps first..last
+    ok &= body.any(axis=1)
+    first = body.argmax(axis=1)
+    last = width - 1 - body[:, ::-1].argmax(axis=1)
+    # (any other character, a blank inside included, is refused by the exponent's check or the mantissa's)
+    exps = cls == _EXP
+    e = exps.any(axis=1)
+    epos = np.where(e, exps.argmax(axis=1), last + 1)                 # the first 'e', or past the end
+    # the exponent: an optional sign, then 1 to 15 digits (at most 10^15: exact in int64, with the mantissa's)
+    after_e = np.minimum(epos + 1, width - 1)
+    exp_first = epos + 1 + (e & (cls[rows, after_e] == _SIGN))
+    ok &= ~e | ((exp_first <= last) & (last - exp_first < 15))
+    exponent = (col >= exp_first[:, None]) & (col <= last[:, None])
+    ok &= ~(exponent & (cls != _DIGIT)).any(axis=1)
+    power = np.zeros(len(rows), dtype=np.int64)
+    has_exp = np.flatnonzero(ok & e)
+    if len(has_exp):
+        for k in range(int((last - exp_first)[has_exp].max()) + 1):   # its digits from the last one
+            at = last[has_exp] - k
+            digit = codes[has_exp, np.maximum(at, 0)].astype(np.int64) - ord("0")
+            power[has_exp] += np.where(at >= exp_first[has_exp], digit * 10 ** k, 0)
+        power[has_exp] *= np.where(codes[has_exp, after_e[has_exp]] == ord("-"), -1, 1)
+    # The mantissa (first..the 'e') as a text of its own: blanks before it, NULs after it, the blanks stripped
+    mantissa = np.where(col < first[:, None], ord(" "), np.where(col < epos[:, None], codes, 0)).astype(np.uint8)
+    text = np.char.lstrip(np.ascontiguousarray(mantissa).view(f"S{width}").ravel(), b" ").astype(f"S{width}")
+    sign, adj, digits, plain = _plain_keys(text, text.view(np.uint8).reshape(-1, width), epos - first)
+    return sign, adj + power, digits, ok & plain
 
 
 # A date text's time zone: Z or an offset (+01:00, -0500) at its end
