@@ -218,3 +218,30 @@ def test_ns_epoch_csv(tmp_path):
     pd.DataFrame({"timestamp": repeated, "s": np.arange(n) % 7}).to_csv(path, index=False)
     with pytest.raises(InputError, match=r"row 3002: timestamp '1700000000.000003000' repeats the row before"):
         io.load_table(path)
+
+
+def test_pandas_float_rounding_probe_matches_its_version():
+    """pandas reads decimal text to the nearest float64 from 3.1 on (fast_float); 3.0.6 read '1700000000.0010273'
+    a unit in the last place off, which the order check's float keys must not inherit."""
+    major, minor = (int(v) for v in pd.__version__.split(".")[:2])
+    assert io.pandas_rounds_floats() == ((major, minor) >= (3, 1))
+
+
+def test_nearest_floats_mend_a_converter_one_unit_off(monkeypatch, tmp_path):
+    """On a pandas whose converter is a unit off (3.0: its keys then need not round monotonically), the keys are
+    Python's nearest floats: a swapped pair of fine times whose pandas keys looked increasing is refused, and a CSV of
+    epoch seconds as time.time() writes them keeps float64 values equal to float(text)."""
+    text = "1700000000.0010273"
+    off = np.nextafter(float(text), 0.0)
+    assert io._nearest_floats(np.array([text, "x", " 5 "], dtype=object), np.array([off, np.nan, 5.0])).tolist()[::2] \
+        == [float(text), 5.0]
+    monkeypatch.setattr(io, "pandas_rounds_floats", lambda: False)
+    times = ["+0001700000000.0000034910", "+0.1700000000000003488e10"]   # decreasing; both read 1.7e9 + 3.5e-6
+    frame = pd.DataFrame({"timestamp": np.array(["1700000000.000003"] + times, dtype=object), "s": np.zeros(3)})
+    with pytest.raises(InputError, match="row 3: timestamp"):
+        io.table_from_frame(frame)
+    seconds = (1_700_000_000 + np.cumsum(np.random.default_rng(1).uniform(0.0009, 0.0011, 500))).tolist()
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"timestamp": [repr(t) for t in seconds], "a": np.arange(500) % 7}).to_csv(path, index=False)
+    table = io.load_table(path)
+    assert table.index.dtype == np.float64 and table.index.tolist() == seconds

@@ -7,6 +7,7 @@ line saying what is wrong and where: file, column and 1-based data row (row 1 is
 from __future__ import annotations
 
 import csv
+import functools
 import os
 import re
 import warnings
@@ -287,6 +288,8 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
         if len(index) and _is_number(str(index[0]).strip()):
             texts = np.asarray(index, dtype=object)   # (once: 0.1 s a million pandas 3 strings)
             numbers = pd.to_numeric(pd.Series(texts), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            if not pandas_rounds_floats():   # the keys must round monotonically: ties are all _exact_order sees
+                numbers = _nearest_floats(texts, numbers)
         if len(numbers) == len(index) and np.isfinite(numbers).all():
             keys, exact = numbers, texts          # numbers as text ('1700000000.0000001')
         elif len(numbers) == len(index) and np.isfinite(numbers[0]):
@@ -335,6 +338,30 @@ def _exact_number(value: Any):
         return Decimal(str(value).strip())
     except (InvalidOperation, ValueError):
         return float(pd.to_numeric(str(value).strip()))
+
+
+@functools.lru_cache(maxsize=None)
+def pandas_rounds_floats() -> bool:
+    """Whether pandas reads decimal text as the nearest float64 (``read_csv``, ``to_numeric``), as it does from 3.1
+    on (fast_float, pandas-dev/pandas#64432). Before, its default converter could be a unit in the last place off at
+    17 digits: '1700000000.0010273' read as 1700000000.001027 (pandas 3.0.6). The order check relies on float64 keys
+    that round monotonically (only their ties are compared exactly), and a float timestamp column one unit off its
+    text read as "changed by float64"."""
+    sample = "1700000000.0010273"
+    return bool(pd.to_numeric(pd.Series([sample])).iloc[0] == float(sample))
+
+
+def _nearest_floats(texts: np.ndarray, numbers: np.ndarray) -> np.ndarray:
+    """``numbers`` (pandas' reading of ``texts``) with every finite one replaced by Python's nearest float64 of its
+    text (for a pandas that does not round so: ``pandas_rounds_floats``); what pandas did not read stays NaN, and a
+    text Python does not read keeps pandas' number."""
+    out = numbers.copy()
+    for r in np.flatnonzero(np.isfinite(numbers)).tolist():
+        try:
+            out[r] = float(str(texts[r]).strip())
+        except ValueError:
+            pass
+    return out
 
 
 def _exact_order(texts: np.ndarray, bad: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -692,9 +719,12 @@ def _exact_times(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> pd.Dat
     text = raw[TIMESTAMP]
     if len(text) != len(df):
         return df
-    if not _changed_by_float(df[TIMESTAMP].to_numpy(), text):
-        return df
-    return df.assign(**{TIMESTAMP: text.str.strip().to_numpy(dtype=object)})
+    parsed = numbers = df[TIMESTAMP].to_numpy()
+    if not pandas_rounds_floats():   # (pandas before 3.1 read a 17-digit time a unit in the last place off)
+        numbers = _nearest_floats(text.to_numpy(dtype=object), parsed)
+    if _changed_by_float(numbers, text):
+        return df.assign(**{TIMESTAMP: text.str.strip().to_numpy(dtype=object)})
+    return df if numbers is parsed else df.assign(**{TIMESTAMP: numbers})
 
 
 def _changed_by_float(numbers: np.ndarray, text: pd.Series) -> Optional[bool]:
