@@ -12,7 +12,6 @@ import copy
 import re
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from mscred.config import MSCREDConfig
@@ -22,8 +21,8 @@ from mscred.errors import InputError, NotFittedError
 sklearn = pytest.importorskip("sklearn")
 from sklearn.base import clone  # noqa: E402  (after the skip: scikit-learn is a dev extra, not a dependency)
 from sklearn.utils import estimator_checks  # noqa: E402
+from test_audit_python_api import SMALL, _frame, fitted  # noqa: E402, F401  (fitted: the fixture)
 
-SMALL = dict(channels=(4, 8, 8, 8), device="cpu", epochs=1, progress=False)
 
 # The checks of __init__, get_params and set_params (the first four once failed), and of what scikit-learn's
 # utilities read (repr, clone, tags). A check older scikit-learn releases lack is skipped.
@@ -37,18 +36,6 @@ ESTIMATORS = {
     "config object": lambda: MSCRED(config=MSCREDConfig(), theta=None),
     "config dict": lambda: MSCRED(config={"train": {"epochs": 2}}),
 }
-
-
-def _frame(rows: int = 300, n: int = 5, seed: int = 0) -> pd.DataFrame:
-    rng = np.random.default_rng(seed)
-    t = np.arange(rows)[:, None]
-    values = np.sin(t / (8 + 2 * np.arange(n)) + rng.uniform(0, 6, n)) + 0.05 * rng.standard_normal((rows, n))
-    return pd.DataFrame(values, columns=[f"pump_{i}" for i in range(n)])
-
-
-@pytest.fixture(scope="module")
-def fitted() -> MSCRED:
-    return MSCRED(**SMALL).fit(_frame())
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
