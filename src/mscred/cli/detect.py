@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from mscred.cli.params import NamedPath
+from mscred.cli.params import NamedPath, encoding_option
 
 from mscred.config import MISSING_POLICIES
 
@@ -24,7 +24,8 @@ def intervals(flags) -> list[tuple[int, int]]:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="Missing (NaN) sensor values in DATA: 'error' or 'interpolate' [the model's setting, from train].")
-def detect(model_dir, data, out, device, missing) -> None:
+@encoding_option
+def detect(model_dir, data, out, device, missing, encoding) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
@@ -39,7 +40,7 @@ def detect(model_dir, data, out, device, missing) -> None:
     check_writable_table(out, inputs=[data])
     model = MSCRED.load(model_dir, device=device)
     # (the label column is ground truth, which scoring does not use: not checked here, as evaluate checks it)
-    table = load_table(data, missing=missing or model.config.train.missing, ignore_label=True)
+    table = load_table(data, missing=missing or model.config.train.missing, ignore_label=True, encoding=encoding)
     report_filled(table)
     report_time_gap(table)   # (a window over a plant stop scores both sides as one)
     frame = model.detect(table)

@@ -1,5 +1,5 @@
 """Parameter types the commands share: numbers that must be finite, seeds every random generator accepts, counts
-JSON keeps exactly, paths that are not empty."""
+JSON keeps exactly, paths that are not empty, text encodings Python knows (and the --encoding option)."""
 from __future__ import annotations
 
 import math
@@ -64,3 +64,29 @@ class NamedPath(click.Path):
         if isinstance(value, str) and value == "":
             self.fail(f"an empty path: {self.hint}", param, ctx)
         return super().convert(value, param, ctx)
+
+
+class _Encoding(click.ParamType):
+    """A text encoding Python decodes with (``mscred.data.io.csv_encoding``), refused as a usage error before any
+    work (a detect with --encoding utf8x loaded the model first)."""
+
+    name = "encoding"
+
+    def convert(self, value, param, ctx):
+        from mscred.data.io import csv_encoding   # (here, not at import: the CLI starts without pandas)
+        from mscred.errors import InputError
+
+        try:
+            csv_encoding(value)
+        except InputError as err:
+            self.fail(str(err), param, ctx)
+        return value
+
+
+ENCODING = _Encoding()
+
+# The commands that read CSV tables (train, detect) take it; the name as given reaches load_table, which decides.
+encoding_option = click.option(
+    "--encoding", type=ENCODING, default=None, metavar="TEXT",
+    help="text encoding of CSV files (default UTF-8, a BOM allowed); e.g. cp1252 or latin-1 for files exported by "
+         "Windows tools")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import COUNT, NamedPath, SEED
+from mscred.cli.params import COUNT, NamedPath, SEED, encoding_option
 from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
 from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
@@ -231,8 +231,9 @@ def _write_validation_scores(model, table, path) -> None:
 @click.option("--val-scores", "val_scores", type=NamedPath(dir_okay=False), default=None,
               help="Also write the scores of the validation rows (the last windows of DATA, which set the "
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
+@encoding_option
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
-          theta, method, threshold, missing, quiet, nproc, val_scores) -> None:
+          theta, method, threshold, missing, quiet, nproc, val_scores, encoding) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR."""
     from mscred.data.io import check_writable_table, load_table
     from mscred.detector import MSCRED
@@ -258,7 +259,10 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
                              "detect` instead)")
         check_writable_table(val_scores, inputs=[data])
         check_val_scores_place(Path(val_scores), Path(out))
-    table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
+    if encoding is not None and (nproc > 1 or under_torchrun()):
+        # (the ranks read DATA again, by mscred.distributed, as UTF-8: they would fail on it after this read)
+        raise InputError("--encoding: not with --nproc or torchrun yet (save DATA as UTF-8 instead)")
+    table = load_table(data, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding)
     report_filled(table)
     report_time_gap(table)
     report_constant(table)

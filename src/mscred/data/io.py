@@ -6,6 +6,7 @@ line saying what is wrong and where: file, column and 1-based data row (row 1 is
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import functools
 import os
@@ -80,7 +81,8 @@ class Table:
         return df
 
 
-def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bool = False) -> Table:
+def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bool = False,
+               encoding: Optional[str] = None) -> Table:
     """Read a CSV, Parquet or .npy file and validate it.
 
     Parameters
@@ -98,6 +100,9 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
     ignore_label : bool
         Drop a ``label`` column unread, for a caller without use for ground truth (``mscred detect``): its values
         are not checked and it is no sensor either (``Table.labels`` is None). By default it is read and checked.
+    encoding : str, optional
+        Text encoding of a CSV file (``"cp1252"``, ``"latin-1"``: files exported by Windows tools); None (the
+        default) reads UTF-8, a byte-order mark allowed. Parquet and .npy files ignore it.
 
     Returns
     -------
@@ -106,23 +111,27 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
     Raises
     ------
     InputError
-        Missing file, unknown format, unreadable or empty table, no sensor column, a non-numeric value, a NaN (with
-        ``missing="error"``; a sensor with no value at all otherwise) or infinite value, or a bad label; the message
-        names the file, and the column and row where it applies.
+        Unknown ``encoding``, missing file, unknown format, unreadable or empty table (bytes not of its encoding
+        among them), no sensor column, a non-numeric value, a NaN (with ``missing="error"``; a sensor with no value
+        at all otherwise) or infinite value, or a bad label; the message names the file, and the column and row
+        where it applies.
     """
-    frame = read_frame(path)
+    frame = read_frame(path, encoding=encoding)
     table = table_from_frame(frame, source=str(Path(path)), missing=missing, ignore_label=ignore_label)
     table.positional = bool(frame.attrs.get(POSITIONAL))
     return table
 
 
-def read_frame(path: str | os.PathLike, *, npy: bool = True, **csv_options: Any) -> pd.DataFrame:
+def read_frame(path: str | os.PathLike, *, npy: bool = True, encoding: Optional[str] = None,
+               **csv_options: Any) -> pd.DataFrame:
     """Read a CSV (also .txt/.tsv), Parquet or, with ``npy``, .npy file into a DataFrame, without validating its
-    values; every failure is an InputError naming the file. ``csv_options`` go to ``pandas.read_csv``.
+    values; every failure is an InputError naming the file. ``encoding``: a CSV's, as :func:`load_table`'s;
+    ``csv_options`` go to ``pandas.read_csv``.
 
     :func:`load_table` validates what this returns; ``mscred.evaluation`` reads SCORES.csv (text columns) with it.
     """
     path = Path(path)
+    encoding = csv_encoding(encoding)   # (a bad name is refused whatever the file: it is the caller's mistake)
     kinds = ".csv, .parquet or .npy" if npy else ".csv or .parquet"
     if not path.exists():
         raise InputError(f"{path}: file not found")
@@ -130,9 +139,9 @@ def read_frame(path: str | os.PathLike, *, npy: bool = True, **csv_options: Any)
         raise InputError(f"{path}: is a directory, expected a {kinds} file")
     suffix = path.suffix.lower()
     if suffix in _COMPRESSED and Path(path.stem).suffix.lower() in _CSV:
-        return _read_csv(path, **csv_options)     # pandas infers the compression from the last suffix
+        return _read_csv(path, encoding, **csv_options)     # pandas infers the compression from the last suffix
     if suffix in _CSV:
-        return _read_csv(path, **csv_options)
+        return _read_csv(path, encoding, **csv_options)
     if suffix in _PARQUET:
         return _read_parquet(path)
     if npy and suffix in _NPY:
@@ -679,16 +688,35 @@ def _labels(series: pd.Series, source: str) -> np.ndarray:
     return numbers.astype(np.int64)
 
 
-def _read_csv(path: Path, **options: Any) -> pd.DataFrame:
+def csv_encoding(encoding: Optional[str]) -> str:
+    """The codec a CSV is read with: ``"utf-8-sig"`` for None, else ``encoding`` if Python decodes text with it
+    (InputError naming it otherwise)."""
+    if encoding is None:
+        return _DEFAULT_ENCODING
+    try:
+        name = codecs.lookup(encoding).name
+        # lookup also finds bytes-to-bytes codecs ('base64', 'zlib'), which decode no text: str() of bytes refuses
+        # them (b"", whose decode returns "" unlooked-up, would not)
+        str(b" ", name, "replace")
+    except (LookupError, TypeError):
+        raise InputError(f"unknown text encoding {short_repr(encoding)} (e.g. utf-8, cp1252, latin-1)") from None
+    # An explicit UTF-8 still allows a byte-order mark, as the default does (it would end up in the first name).
+    return _DEFAULT_ENCODING if name == "utf-8" else name
+
+
+# utf-8-sig drops a byte-order mark (Excel's "CSV UTF-8"); the python engine would keep it in the first name,
+# turning '\ufefftimestamp' into a sensor.
+_DEFAULT_ENCODING = "utf-8-sig"
+
+
+def _read_csv(path: Path, encoding: str = _DEFAULT_ENCODING, **options: Any) -> pd.DataFrame:
     # The separator is sniffed (",", ";", tab, "|" or blanks: _sniffed) for .txt/.tsv, and for a .csv whose header
     # holds ';', tab or '|' and no ',' (read with ',' first, one cell written 1,5 in a ';'-separated export split its
     # line into two fields and failed the read before the retry below); other .csv files take the fast C parser.
     text_suffix = Path(path.stem).suffix.lower() if path.suffix.lower() in _COMPRESSED else path.suffix.lower()
-    sample = _sample(path)   # (read once: the header check and the sniffer both look at it)
+    sample = _sample(path, encoding)   # (read once: the header check and the sniffer both look at it)
     kwargs: dict[str, Any] = _sniffed(sample) if text_suffix != ".csv" or _other_separator_header(sample) else {}
-    # utf-8-sig drops a byte-order mark (Excel's "CSV UTF-8"); the python engine would keep it in the first name,
-    # turning '\ufefftimestamp' into a sensor.
-    kwargs["encoding"] = "utf-8-sig"
+    kwargs["encoding"] = encoding
     kwargs.update(options)
     df = _csv_call(path, **kwargs)
     if df.shape[1] == 1 and "sep" not in options and (any(c in str(df.columns[0]) for c in ";\t|")
@@ -761,13 +789,13 @@ def _changed_by_float(numbers: np.ndarray, text: pd.Series) -> Optional[bool]:
 _SAMPLE_CHARS = 1 << 16
 
 
-def _sample(path: Path) -> Optional[str]:
-    """The table's first ``_SAMPLE_CHARS`` characters (decompressed, without a byte-order mark), or None when they
-    cannot be read (the read itself then reports why)."""
+def _sample(path: Path, encoding: str = _DEFAULT_ENCODING) -> Optional[str]:
+    """The table's first ``_SAMPLE_CHARS`` characters (decompressed, in ``encoding``, without a UTF-8 byte-order
+    mark by default), or None when they cannot be read (the read itself then reports why)."""
     from pandas.io.common import get_handle
 
     try:
-        with get_handle(path, "r", compression="infer", encoding="utf-8-sig") as handle:
+        with get_handle(path, "r", compression="infer", encoding=encoding) as handle:
             return handle.handle.read(_SAMPLE_CHARS)
     except (OSError, EOFError, UnicodeDecodeError, ValueError, zlib.error):
         return None
@@ -836,7 +864,12 @@ def _csv_call(path: Path, **kwargs: Any) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty") from None
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: cannot read as CSV: not UTF-8 text ({_one_line(exc)}); save it as UTF-8") from None
+        encoding = kwargs.get("encoding", _DEFAULT_ENCODING)
+        if encoding == _DEFAULT_ENCODING:
+            raise InputError(f"{path}: cannot read as CSV: not UTF-8 text ({_one_line(exc)}); pass --encoding cp1252 "
+                             "(or the file's encoding), or save it as UTF-8") from None
+        raise InputError(f"{path}: cannot read as CSV: not {encoding} text ({_one_line(exc)}); pass the file's "
+                         "encoding, or save it as UTF-8") from None
     except (pd.errors.ParserError, ValueError, OSError, EOFError, zlib.error, csv.Error) as exc:
         # OSError includes a damaged .gz (BadGzipFile); EOFError a truncated one.
         text = _one_line(exc)
