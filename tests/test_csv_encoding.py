@@ -117,8 +117,121 @@ def test_cli_unknown_encoding(tmp_path, capsys, cp1252_csv, command):
     assert not (tmp_path / "out").exists()
 
 
-def test_cli_encoding_not_with_nproc(tmp_path, capsys, cp1252_csv):
-    """The ranks of --nproc read DATA again, as UTF-8: refused before any work rather than failing there."""
-    bad_input(capsys, "train", cp1252_csv, "--out", tmp_path / "m", "--epochs", 1, "--device", "cpu",
-              "--encoding", "cp1252", "--nproc", 2, names=("--encoding", "--nproc"))
-    assert not (tmp_path / "m").exists()
+# ------------------------------------------------------------------------------------ evaluate, fleet, --nproc
+def test_cli_evaluate_reads_cp1252_labels_anomalies_and_data(tmp_path, capsys):
+    """--labels (a data table), the anomalies.csv beside it and --data in cp1252, SCORES.csv in UTF-8 (mscred's
+    own): the root causes, named in both, match only when each file is read in its own encoding."""
+    import numpy as np
+
+    rows = 20
+    labels = np.zeros(rows, dtype=int)
+    labels[4:7] = 1
+    frame = sensor_frame(rows, len(NAMES), names=NAMES)
+    frame["label"] = labels
+    _write(tmp_path / "test.csv", frame.to_csv(index=False).encode("cp1252"))
+    _write(tmp_path / "anomalies.csv", f"start,end,root_causes\n4,7,{NAMES[0]};{NAMES[3]}\n".encode("cp1252"))
+    scores = sensor_frame(rows, 0)[["timestamp"]]
+    scores["score"], scores["is_anomaly"] = 0.1 + 0.5 * labels, labels
+    scores["root_causes"] = [f"{NAMES[3]};{NAMES[0]}" if flag else "" for flag in labels]
+    _write(tmp_path / "scores.csv", scores.to_csv(index=False).encode("utf-8"))
+
+    argv = ["evaluate", tmp_path / "scores.csv", "--labels", tmp_path / "test.csv", "--data", tmp_path / "test.csv",
+            "--json"]
+    code, out, err = run_cli(capsys, *argv, "--encoding", "cp1252")
+    assert code == 0, err
+    result = json.loads(out)
+    assert (result["events_found"], result["events_total"]) == (1, 1)
+    assert result["root_cause_recall_at_3"] == 1.0   # 'Temp °C' and 'Durchfluß m³/h' as the scores name them
+    bad_input(capsys, *argv, names=("test.csv", "not UTF-8 text", "pass --encoding cp1252"))
+
+
+def test_evaluate_files_report_rereads_data_in_its_encoding(tmp_path):
+    """The report reads --data itself when not handed the table (``build_report(data=None)``): in the encoding."""
+    pytest.importorskip("matplotlib")
+    import numpy as np
+
+    from mscred.evaluation import compute_metrics, read_ground_truth, read_scores
+    from mscred.report import build_report
+
+    rows = 20
+    frame = sensor_frame(rows, len(NAMES), names=NAMES)
+    _write(tmp_path / "data.csv", frame.to_csv(index=False).encode("cp1252"))
+    labels = (np.arange(rows) % 7 == 3).astype(int)
+    frame[["timestamp"]].assign(score=0.1 + labels, is_anomaly=labels, root_causes="").to_csv(
+        tmp_path / "scores.csv", index=False)
+    frame[["timestamp"]].assign(label=labels).to_csv(tmp_path / "labels.csv", index=False)
+    scores = read_scores(tmp_path / "scores.csv")
+    truth = read_ground_truth(tmp_path / "labels.csv", scores)
+    result = compute_metrics(scores, truth)
+    with pytest.raises(InputError, match="data.csv: cannot read as CSV: not UTF-8 text"):
+        build_report(tmp_path / "report", scores, truth, result, data_path=tmp_path / "data.csv")
+    report = build_report(tmp_path / "report", scores, truth, result, data_path=tmp_path / "data.csv",
+                          encoding="cp1252")
+    assert (report / "index.html").is_file()
+
+
+def test_cli_fleet_of_a_cp1252_folder(tmp_path, capsys):
+    """A folder fleet in cp1252: a train/test sub-folder (labelled test part) and a table of normal data."""
+    fleet = tmp_path / "fleet"
+    (fleet / "pair").mkdir(parents=True)
+    _write(fleet / "pair" / "train.csv", _text().encode("cp1252"))
+    test = sensor_frame(ROWS, len(NAMES), seed=1, names=NAMES)
+    test["label"] = [1 if 120 <= i < 130 else 0 for i in range(ROWS)]
+    _write(fleet / "pair" / "test.csv", test.to_csv(index=False).encode("cp1252"))
+    _write(fleet / "single.csv", _text().encode("cp1252"))
+    argv = ["fleet", fleet, "--epochs", 1, "--device", "cpu", "--quiet"]
+
+    code, _, err = run_cli(capsys, *argv, "--out", tmp_path / "utf8")   # (stdout: the summary of failed rows)
+    assert code == 2 and err.count("\n") == 1, err
+    assert "every one on bad input" in err and "not UTF-8 text" in err and "pass --encoding cp1252" in err
+    out = tmp_path / "out"
+    code, _, err = run_cli(capsys, *argv, "--out", out, "--encoding", "cp1252")
+    assert code == 0, err
+    for entity in ("pair", "single"):
+        row = json.loads((out / "rows" / f"{entity}.json").read_text(encoding="utf-8"))
+        assert row["status"] == "ok" and row["encoding"] == "cp1252", row
+        config = json.loads((out / "models" / entity / "config.json").read_text(encoding="utf-8"))
+        assert config["sensors"] == NAMES
+    assert json.loads((out / "rows" / "pair.json").read_text(encoding="utf-8"))["events_total"] == 1
+
+
+def test_fleet_resume_trains_again_in_another_encoding(tmp_path):
+    """The same bytes read in another encoding are other sensor names: --resume does not keep such a model."""
+    from mscred.fleet import _done, discover, run_fleet
+
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    _write(fleet / "single.csv", _text().encode("cp1252"))
+    out = tmp_path / "out"
+    settings = {"epochs": 1, "device": "cpu", "channels": (4, 8, 8, 8)}
+    assert list(run_fleet(str(fleet), out, settings, encoding="cp1252")["status"]) == ["ok"]
+    entity = discover(str(fleet))[0]
+    assert _done(out, entity, settings, "cp1252") and not _done(out, entity, settings, "latin-1")
+    with pytest.raises(InputError, match="unknown text encoding 'utf8x'"):
+        run_fleet(str(fleet), out, settings, encoding="utf8x")
+
+
+def test_cli_train_nproc_2_with_encoding(tmp_path, capsys, cp1252_csv):
+    """Every rank reads DATA in the named encoding (the ranks once read it as UTF-8: --encoding was refused)."""
+    model = tmp_path / "m"
+    code, out, err = run_cli(capsys, "train", cp1252_csv, "--out", model, "--epochs", 1, "--device", "cpu", "--quiet",
+                             "--nproc", 2, "--encoding", "cp1252")
+    assert code == 0, err
+    assert "on 2 process(es)" in out
+    assert json.loads((model / "config.json").read_text(encoding="utf-8"))["sensors"] == NAMES
+
+
+def test_torchrun_entry_passes_the_encoding(tmp_path, capsys, monkeypatch, cp1252_csv):
+    """`python -m mscred.distributed train ... --encoding` (the torchrun entry) hands it to train_distributed."""
+    import mscred.distributed as distributed
+
+    seen = {}
+
+    def trains(data, out, overrides, **kwargs):   # (the spawning itself: test_cli_train_nproc_2_with_encoding)
+        seen.update(kwargs)
+
+    monkeypatch.setattr(distributed, "train_distributed", trains)
+    code = distributed.main(["train", str(cp1252_csv), "--out", str(tmp_path / "m"), "--device", "cpu",
+                             "--nproc", "2", "--encoding", "cp1252"])
+    assert code == 0, capsys.readouterr().err
+    assert seen["encoding"] == "cp1252" and seen["nproc"] == 2

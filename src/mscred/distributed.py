@@ -280,7 +280,8 @@ def _fit_segments_rank(rank, folder: str, model_cfg, train_cfg: TrainConfig, ste
 
 
 def train_distributed(data, out, overrides: Optional[dict[str, Any]] = None, *, nproc: int = 1,
-                      checkpoint_dir=None, resume: bool = False, timeout: Optional[float] = None) -> Optional[dict]:
+                      checkpoint_dir=None, resume: bool = False, timeout: Optional[float] = None,
+                      encoding: Optional[str] = None) -> Optional[dict]:
     """``mscred train DATA --out OUT --nproc N``: fit the MSCRED estimator with DDP and save it from rank 0.
 
     Spawns ``nproc`` processes, or, under torchrun, runs this process's rank (then ``nproc`` is ignored: torchrun's
@@ -294,6 +295,7 @@ def train_distributed(data, out, overrides: Optional[dict[str, Any]] = None, *, 
     overrides : MSCRED settings by name (``epochs``, ``batch_size`` = the GLOBAL batch, ``device``, ...)
     nproc : processes (one GPU each on CUDA)
     checkpoint_dir, resume : as ``MSCRED.fit``
+    encoding : text encoding of a CSV DATA, as ``load_table``'s (None: UTF-8, a BOM allowed); every rank reads it so
 
     Returns
     -------
@@ -303,10 +305,12 @@ def train_distributed(data, out, overrides: Optional[dict[str, Any]] = None, *, 
     from mscred.data.io import load_table
     from mscred.launch import launch, setup, teardown, under_torchrun
 
-    load_table(data, missing=(overrides or {}).get("missing", TrainConfig.missing))  # bad input fails here, as one line
+    # bad input fails here, as one line
+    load_table(data, missing=(overrides or {}).get("missing", TrainConfig.missing), encoding=encoding)
     overrides = dict(overrides or {})
     device = overrides.get("device", "auto")
-    args = (str(data), str(out), overrides, None if checkpoint_dir is None else str(checkpoint_dir), resume)
+    # (encoding beside the overrides, not in them: those are MSCRED settings, and it is the file's, not the model's)
+    args = (str(data), str(out), overrides, None if checkpoint_dir is None else str(checkpoint_dir), resume, encoding)
     if under_torchrun():
         rank = setup(device)
         try:
@@ -328,14 +332,14 @@ def summary_line(summary: dict) -> str:
 
 
 def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Optional[str],
-                resume: bool) -> Optional[dict]:
+                resume: bool, encoding: Optional[str] = None) -> Optional[dict]:
     import shutil
     from pathlib import Path
 
     from mscred.data.io import load_table
     from mscred.detector import MSCRED
 
-    table = load_table(data, missing=overrides.get("missing", TrainConfig.missing))
+    table = load_table(data, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding)
     model = MSCRED(**overrides)
     trainers: list[DistributedTrainer] = []
 

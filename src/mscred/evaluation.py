@@ -71,12 +71,13 @@ class GroundTruth:
     events_source: str = ""  # the anomalies table the events (and causes) came from; "" when from the label column
 
 
-def read_frame(path: str | os.PathLike, events_ok: bool = False) -> pd.DataFrame:
+def read_frame(path: str | os.PathLike, events_ok: bool = False, encoding: Optional[str] = None) -> pd.DataFrame:
     """Read a CSV or Parquet file into a DataFrame with string column names; every failure is an InputError naming
     the file. Text is kept as written ("NA" stays a string), only empty cells are missing. ``events_ok``: an
     anomalies table (start, end) may have no rows: data without anomalies (``datasets`` writes a header-only
-    anomalies.csv for it, ``generate_synthetic(n_anomalies=0)`` too), where a table of no rows is otherwise refused."""
-    df = io.read_frame(path, npy=False, keep_default_na=False, na_values=[""])
+    anomalies.csv for it, ``generate_synthetic(n_anomalies=0)`` too), where a table of no rows is otherwise refused.
+    ``encoding``: a CSV's text encoding, as ``mscred.data.io.load_table``'s (None: UTF-8, a BOM allowed)."""
+    df = io.read_frame(path, npy=False, encoding=encoding, keep_default_na=False, na_values=[""])
     df.columns = [str(c) for c in df.columns]
     if df.shape[0] == 0 and not (events_ok and _is_anomalies_table(df)):
         raise InputError(f"{path}: the table has no data rows")
@@ -108,7 +109,8 @@ def split_names(cell) -> list[str]:
 
 
 def read_scores(path: str | os.PathLike) -> Scores:
-    """Read and validate a SCORES.csv (timestamp or row, score, is_anomaly, root_causes)."""
+    """Read and validate a SCORES.csv (timestamp or row, score, is_anomaly, root_causes). Always as UTF-8 (a BOM
+    allowed): mscred writes it so, whatever the encoding of the data it scored."""
     source = str(path)
     df = read_frame(path)
     for col in ("score", "is_anomaly"):
@@ -372,15 +374,17 @@ def _as_times(values: np.ndarray) -> Optional[pd.DatetimeIndex]:
 
 
 def read_ground_truth(path: str | os.PathLike, scores: Scores,
-                      anomalies: Optional[str | os.PathLike] = None, missing: str = "error") -> GroundTruth:
+                      anomalies: Optional[str | os.PathLike] = None, missing: str = "error",
+                      encoding: Optional[str] = None) -> GroundTruth:
     """Labels (and root causes, sensor values when available) aligned with the rows of ``scores``; ``anomalies``:
     the anomalies table of events and root causes (default: the one beside ``path``, if any; ``NO_ANOMALIES``:
     none, the events are the label column's runs); ``missing``: what a missing sensor value of a data table gets
-    (``mscred.data.io.load_table``)."""
+    (``mscred.data.io.load_table``); ``encoding``: the text encoding of the labels and anomalies CSV files, the
+    user's own (None: UTF-8)."""
     from mscred.data.io import table_from_frame
 
     source = str(path)
-    df = read_frame(path, events_ok=True)
+    df = read_frame(path, events_ok=True, encoding=encoding)
     if _is_anomalies_table(df):
         if _is_none(anomalies):   # (there is no label column to take the events from instead)
             raise InputError(f"{source}: --labels is itself an anomalies table (start, end), and --anomalies "
@@ -410,8 +414,8 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     beside = _anomalies_beside(path, anomalies)
     if beside is not None:
         a_events, a_causes, a_outside, a_clipped = events_from_anomalies(
-            read_frame(beside, events_ok=True), scores.index, str(beside), labels=labels, labels_source=source,
-            dates_ok=True)
+            read_frame(beside, events_ok=True, encoding=encoding), scores.index, str(beside), labels=labels,
+            labels_source=source, dates_ok=True)
         if len(a_events):
             events, causes, outside, clipped = a_events, a_causes, a_outside, a_clipped
     events_source = str(beside) if beside is not None and causes is not None else ""
@@ -442,13 +446,14 @@ def _anomalies_beside(labels_path: str | os.PathLike, anomalies: Optional[str | 
     return beside if beside.exists() and not _same_file(beside, labels_path) else None
 
 
-def read_data(path: str | os.PathLike, scores: Scores, missing: str = "error"):
+def read_data(path: str | os.PathLike, scores: Scores, missing: str = "error", encoding: Optional[str] = None):
     """The scored data (``--data``: the report's series and residuals) as a ``mscred.data.io.Table``, row for row
     the rows of ``scores`` by the rule --labels is held to (as many rows; the same timestamps when both have them,
-    compared by ``_differ``). Another file, or one shifted by 100 steps, was drawn against the scores silently."""
+    compared by ``_differ``). Another file, or one shifted by 100 steps, was drawn against the scores silently.
+    ``encoding``: a CSV's, as ``load_table``'s."""
     from mscred.data.io import load_table
 
-    table = load_table(path, missing=missing)
+    table = load_table(path, missing=missing, encoding=encoding)
     # a RangeIndex is no timestamps of the file's own (no 'timestamp' column, a .npy array): its rows are compared
     index = None if isinstance(table.index, pd.RangeIndex) else table.index.to_numpy()
     _check_alignment(scores, index, len(table.values), str(path))
@@ -559,7 +564,7 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
 
 def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, model_dir=None, data_path=None,
                    pred: Optional[np.ndarray] = None, sliding_window: int = DEFAULT_SLIDING_WINDOW,
-                   seed: int = 0, missing: str = "error") -> dict:
+                   seed: int = 0, missing: str = "error", encoding: Optional[str] = None) -> dict:
     """``mscred evaluate`` as a function (for ``mscred demo`` and scripts): metrics dict, optional HTML report.
 
     Parameters
@@ -573,15 +578,17 @@ def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, mo
         must align with the scores as the labels must: an InputError otherwise)
     pred : int8 (T,) predictions replacing the SCORES file's ``is_anomaly`` (e.g. a refitted threshold)
     missing : what a missing sensor value in the data tables gets ("error" or "interpolate", as at detect)
+    encoding : text encoding of the CSV files of labels, anomalies and data (None: UTF-8, a BOM allowed); the
+        SCORES file, mscred's own, is read as UTF-8
     """
     scores = read_scores(scores_path)
-    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing)
-    data = read_data(data_path, scores, missing) if data_path is not None else None
+    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing, encoding=encoding)
+    data = read_data(data_path, scores, missing, encoding) if data_path is not None else None
     result = compute_metrics(scores, truth, pred=pred, sliding_window=sliding_window, seed=seed,
                              sensors=sensor_pool(truth, model_dir, data))
     if report_dir is not None:
         from mscred.report import build_report
 
         build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path,
-                     missing=missing, data=data)
+                     missing=missing, data=data, encoding=encoding)
     return result

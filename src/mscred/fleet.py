@@ -200,18 +200,19 @@ def safe_name(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- one entity
-def _load(entity: Entity, missing: str = "error") -> tuple[Any, Optional[pd.DataFrame]]:
-    """(training data, labelled test frame or None); ``missing`` as ``load_table``'s."""
+def _load(entity: Entity, missing: str = "error", encoding: Optional[str] = None
+          ) -> tuple[Any, Optional[pd.DataFrame]]:
+    """(training data, labelled test frame or None); ``missing`` and ``encoding`` as ``load_table``'s."""
     from mscred.data.datasets import load_dataset
     from mscred.data.io import load_table
 
     if entity.kind == "dataset":
-        ds = load_dataset(entity.spec, entity.root, missing=missing)
+        ds = load_dataset(entity.spec, entity.root, missing=missing, encoding=encoding)
         return ds.train, ds.test
-    table = load_table(entity.spec, missing=missing)
+    table = load_table(entity.spec, missing=missing, encoding=encoding)
     if table.labels is None:
         return table, None
-    ds = load_dataset("table", entity.spec, missing=missing)
+    ds = load_dataset("table", entity.spec, missing=missing, encoding=encoding)
     return ds.train, ds.test
 
 
@@ -227,8 +228,10 @@ def evaluate(labels: np.ndarray, scores: np.ndarray, pred: np.ndarray) -> dict[s
             "auc_pr": M.auc_pr(labels, scores) if both else None}
 
 
-def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int = 0) -> dict[str, Any]:
-    """Train, save and (with labels) evaluate one entity; returns its summary row (errors become its status)."""
+def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int = 0,
+                 encoding: Optional[str] = None) -> dict[str, Any]:
+    """Train, save and (with labels) evaluate one entity; returns its summary row (errors become its status).
+    ``encoding``: the text encoding of its CSV files, as ``load_table``'s."""
     from mscred.detector import MSCRED
     from mscred.signature import segment_ends
 
@@ -236,8 +239,10 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
     row.update(entity=entity.name, rank=rank)
     start = time.perf_counter()
     try:
-        train, test = _load(entity, overrides.get("missing", TrainConfig.missing))   # (a missing file: bad input)
+        missing = overrides.get("missing", TrainConfig.missing)
+        train, test = _load(entity, missing, encoding)   # (a missing file: bad input)
         row["data_sha256"] = data_fingerprint(entity)   # (the row file keeps it; the summary shows COLUMNS)
+        row["encoding"] = encoding   # (the same bytes read in another encoding are other sensor names: --resume)
         model = MSCRED(**overrides)
         with note_lines():   # one "note:" line, as train gives it
             model.fit(train)
@@ -310,7 +315,7 @@ def _row_path(out: Path, entity: Entity) -> Path:
 
 
 
-def _done(out: Path, entity: Entity, overrides: dict[str, Any]) -> bool:
+def _done(out: Path, entity: Entity, overrides: dict[str, Any], encoding: Optional[str] = None) -> bool:
     """Whether ``--resume`` may skip the entity: its row says ok, its data is what that row was trained on (once an
     edited table kept its old model, reported "ok"), and its model was trained with these settings (once a rerun
     with other epochs or seed kept the old models and reported them as the new run's)."""
@@ -321,6 +326,8 @@ def _done(out: Path, entity: Entity, overrides: dict[str, Any]) -> bool:
         row = json.loads(path.read_text()) if path.is_file() else {}
         if row.get("status") != "ok" or row.get("data_sha256") != data_fingerprint(entity):
             return False   # failed, or trained on data that has changed since (or before rows recorded it)
+        if row.get("encoding") != encoding:   # (a row from before --encoding has none: UTF-8, None as now)
+            return False
         saved = json.loads((model / CONFIG_FILE).read_text())["config"]
     except (ValueError, OSError, KeyError, TypeError, AttributeError):
         return False
@@ -346,15 +353,16 @@ def _forget(out: Path, entity: Entity) -> None:
 
 
 def run_share(entities: list[Entity], out: Path, overrides: dict[str, Any], rank: int = 0, resume: bool = False,
-              echo=None) -> None:
-    """Train this rank's entities one after the other, writing each row as soon as it is done."""
+              echo=None, encoding: Optional[str] = None) -> None:
+    """Train this rank's entities one after the other, writing each row as soon as it is done; ``encoding``: that
+    of their CSV files."""
     (out / "rows").mkdir(parents=True, exist_ok=True)
     for entity in entities:
-        if resume and _done(out, entity, overrides):
+        if resume and _done(out, entity, overrides, encoding):
             continue
         _forget(out, entity)
         try:
-            row = train_entity(entity, out, overrides, rank)
+            row = train_entity(entity, out, overrides, rank, encoding)
         except BaseException:   # stopped: no model without its row (it is NOT_RUN in the summary)
             _forget(out, entity)
             raise
@@ -435,8 +443,8 @@ def markdown(frame: pd.DataFrame) -> str:
 
 # ---------------------------------------------------------------------------------------------------- all ranks
 def run_fleet(source: str, out, overrides: Optional[dict[str, Any]] = None, *, root: Optional[str] = None,
-              nproc: int = 1, resume: bool = False, echo=None, timeout: Optional[float] = None
-              ) -> Optional[pd.DataFrame]:
+              nproc: int = 1, resume: bool = False, echo=None, timeout: Optional[float] = None,
+              encoding: Optional[str] = None) -> Optional[pd.DataFrame]:
     """Train one model per entity of ``source`` over ``nproc`` ranks (or torchrun's), and summarise.
 
     Parameters
@@ -447,14 +455,17 @@ def run_fleet(source: str, out, overrides: Optional[dict[str, Any]] = None, *, r
     root : the dataset's folder for a dataset ``source``
     nproc : processes; on CUDA one GPU each. 1: in this process.
     echo : callable(str) for one line per finished entity, or None
+    encoding : text encoding of the entities' CSV files (``load_table``'s; None: UTF-8, a BOM allowed)
 
     Returns
     -------
     The summary (DataFrame, one row per entity in name order, columns ``COLUMNS``) on rank 0; None on the other
     ranks of a torchrun launch.
     """
+    from mscred.data.io import csv_encoding
     from mscred.launch import launch, rank_device, setup, teardown, under_torchrun
 
+    csv_encoding(encoding)   # (an unknown name is the caller's one mistake, not every entity's bad input)
     entities = discover(source, root)
     out = Path(out)
     if not is_dataset_source(source) and Path(source).is_dir() and out.resolve() == Path(source).resolve():
@@ -466,7 +477,7 @@ def run_fleet(source: str, out, overrides: Optional[dict[str, Any]] = None, *, r
     if under_torchrun():
         rank = setup(device, backend="gloo")  # the ranks only meet at the final barrier: gloo is enough
         try:
-            _fleet_rank(rank, entities, str(out), overrides, resume, echo is not None)
+            _fleet_rank(rank, entities, str(out), overrides, resume, echo is not None, encoding)
             import torch.distributed as dist
 
             dist.barrier()
@@ -477,10 +488,10 @@ def run_fleet(source: str, out, overrides: Optional[dict[str, Any]] = None, *, r
         if nproc == 1:
             dev = rank_device(device, 0)
             overrides = {**overrides, "device": dev.type}
-            run_share(entities, out, overrides, 0, resume, echo)
+            run_share(entities, out, overrides, 0, resume, echo, encoding)
         else:
-            launch(_fleet_rank, nproc, (entities, str(out), overrides, resume, echo is not None), device=device,
-                   backend="gloo", timeout=timeout)
+            launch(_fleet_rank, nproc, (entities, str(out), overrides, resume, echo is not None, encoding),
+                   device=device, backend="gloo", timeout=timeout)
     except BaseException:
         # Stopped (Ctrl-C, SIGTERM, a rank's failure): the summary of an earlier run in OUT no longer described
         # rows/ and models/, where entities had been trained again since. Summarised from the rows there are (each
@@ -493,13 +504,13 @@ def run_fleet(source: str, out, overrides: Optional[dict[str, Any]] = None, *, r
 
 
 def _fleet_rank(rank, entities: list[Entity], out: str, overrides: dict[str, Any], resume: bool,
-                verbose: bool) -> None:
+                verbose: bool, encoding: Optional[str] = None) -> None:
     import sys
 
     share = assign(entities, rank.world_size)[rank.rank]
     overrides = {**overrides, "device": rank.device.type}  # "cuda" = this rank's GPU (setup made it current)
     echo = (lambda line: print(line, file=sys.stderr, flush=True)) if verbose else None
-    run_share(share, Path(out), overrides, rank.rank, resume, echo)
+    run_share(share, Path(out), overrides, rank.rank, resume, echo, encoding)
 
 
 __all__ = ["COLUMNS", "Entity", "assign", "discover", "evaluate", "markdown", "run_fleet", "run_share", "summarise",

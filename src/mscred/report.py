@@ -426,10 +426,11 @@ def require_matplotlib(otherwise: str = ""):
 
 def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth, result: dict,
                  pred: Optional[np.ndarray] = None, model_dir=None, data_path=None, n_sensors: int = 4,
-                 n_worst: int = 3, missing: str = "error", data=None) -> Path:
+                 n_worst: int = 3, missing: str = "error", data=None, encoding: Optional[str] = None) -> Path:
     """Render the report into ``out_dir/index.html`` (atomically: the directory appears whole or not at all);
     ``missing``: what a missing value of ``data_path`` gets (as at detect); ``data``: ``data_path`` already read by
-    ``evaluation.read_data`` (checked against ``scores``), else it is read here."""
+    ``evaluation.read_data`` (checked against ``scores``), else it is read here, in ``encoding`` (a CSV's text
+    encoding, as ``load_table``'s)."""
     matplotlib = require_matplotlib()
     matplotlib.use("Agg")  # files only, no display
     with warnings.catch_warnings():
@@ -442,7 +443,7 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
         # figure was saved, and "$\alpha$" drew as a Greek letter under another sensor's name.
         with matplotlib.rc_context({"text.parse_math": False}):
             return _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing,
-                          data)
+                          data, encoding)
 
 
 def _model_sensors(model, sensors: list[str], positional: bool, model_dir, source) -> list[str]:
@@ -462,14 +463,15 @@ def _model_sensors(model, sensors: list[str], positional: bool, model_dir, sourc
     return sensors
 
 
-def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing, data) -> Path:
+def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing, data,
+           encoding=None) -> Path:
     pred = scores.is_anomaly if pred is None else np.asarray(pred, dtype=np.int8)
 
     values, sensors, gaps, positional = truth.values, truth.sensors, truth.gaps, False
     if data_path is not None:
         # the rows and timestamps of the scores, as the labels are held to: the row count alone let data shifted by
         # 100 steps be drawn under the scores' timestamps, and its windows' residuals shown as the worst ones
-        table = data if data is not None else read_data(data_path, scores, missing)
+        table = data if data is not None else read_data(data_path, scores, missing, encoding)
         values, sensors, gaps, positional = table.values, table.sensors, table.gaps, table.positional
     model, model_note = None, "pass --model MODEL_DIR (and the scored data) to see them"
     if model_dir is not None:

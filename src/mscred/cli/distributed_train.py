@@ -21,7 +21,7 @@ NPROC = click.Option(["--nproc"], type=COUNT, default=1, show_default=True,
                           "torchrun's --nproc-per-node decides instead.")
 
 
-def _run(data, out, resume, theta, quiet, nproc, **options) -> None:
+def _run(data, out, resume, theta, quiet, nproc, encoding=None, **options) -> None:
     from mscred.distributed import summary_line, train_distributed
 
     unknown = sorted(k for k, v in options.items() if v is not None and k not in SETTINGS)
@@ -32,7 +32,7 @@ def _run(data, out, resume, theta, quiet, nproc, **options) -> None:
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
     out = Path(out)
     summary = train_distributed(data, out, overrides, nproc=nproc, checkpoint_dir=checkpoint_dir_for(out),
-                                resume=resume)
+                                resume=resume, encoding=encoding)
     if summary is not None:  # None on ranks > 0 under torchrun
         click.echo(summary_line(summary))
 

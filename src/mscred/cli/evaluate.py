@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import NamedPath, SEED, FiniteFloatRange
+from mscred.cli.params import NamedPath, SEED, FiniteFloatRange, encoding_option
 from mscred.config import MISSING_POLICIES, ScoreConfig
 
 _DEFAULTS = ScoreConfig()
@@ -117,20 +117,25 @@ def _check_vus_window(window: int, scores) -> None:
 @click.option("--seed", type=SEED, default=0, show_default=True, help="Seed of the random baseline.")
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default="error", show_default=True,
               help="Missing (NaN) sensor values in the data tables (--labels, --data): as given to detect.")
+@encoding_option
 @click.pass_context
 def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
-             val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing) -> None:
-    """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline."""
+             val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding) -> None:
+    """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline.
+
+    --encoding is that of the user's tables (--labels, --anomalies, --data); SCORES.csv and --val-scores, written
+    by mscred, are always read as UTF-8.
+    """
     from mscred.errors import note_lines
 
     _check_threshold_options(ctx, threshold)
     with note_lines():   # (a labels table and an anomalies.csv beside it that disagree: one note line)
         _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
-                  val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing)
+                  val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding)
 
 
 def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,
-              beta, percentile, pot_risk, pot_level, vus_window, seed, missing) -> None:
+              beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding) -> None:
     from mscred.evaluation import compute_metrics, read_data, read_ground_truth, read_scores, sensor_pool
 
     if report_dir is not None:  # refuse a folder of other files before any work (atomic.check_replaceable_dir)
@@ -139,9 +144,9 @@ def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_di
         check_replaceable_dir(report_dir, REPORT_FILES, "an mscred report")
     scores = read_scores(scores_path)
     _check_vus_window(vus_window, scores)
-    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing)
+    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing, encoding=encoding)
     # before any figure: data that is not the scored rows (another file, a shifted copy) is bad input, as labels are
-    data = read_data(data_path, scores, missing) if data_path is not None else None
+    data = read_data(data_path, scores, missing, encoding) if data_path is not None else None
     pred, thr = None, None
     if threshold != "detector":
         cfg = ScoreConfig(beta=beta, percentile=percentile, pot_risk=pot_risk, pot_level=pot_level)
@@ -155,7 +160,7 @@ def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_di
         from mscred.report import build_report
 
         build_report(report_dir, scores, truth, result, pred=pred, model_dir=model_dir, data_path=data_path,
-                     missing=missing, data=data)
+                     missing=missing, data=data, encoding=encoding)
     if as_json:
         click.echo(json.dumps(result))
         return

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from mscred.cli.params import COUNT, NamedPath
+from mscred.cli.params import COUNT, NamedPath, encoding_option
 
 from mscred.cli.train import score_overrides, training_options
 
@@ -28,8 +28,9 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
               help="Skip entities already trained on the same data with the same settings (row 'ok' and model "
                    "present); the others are trained again.")
 @click.option("--quiet", is_flag=True, help="No line per finished entity.")
+@encoding_option
 def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device, seed, backend, conv_backend, bf16,
-          cuda_graphs, missing, theta, method, threshold, resume, quiet) -> None:
+          cuda_graphs, missing, theta, method, threshold, resume, quiet, encoding) -> None:
     """Train one MSCRED model per entity of SOURCE (a dataset name or a folder) and summarise them.
 
     \b
@@ -40,6 +41,7 @@ def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device
       a folder of tables         each CSV/Parquet/.npy file an entity of normal data; a file with a 'label'
                                  column trains on its first half and is evaluated on the second
     (hidden files and folders, named '.*', are not entities). --out is a new folder, or one a fleet wrote.
+    --encoding is that of the folder's CSV tables (and anomalies.csv); smd, smap and msl ignore it.
     """
     from mscred.errors import InputError, PartlyDone
     from mscred.fleet import BAD_INPUT, run_fleet
@@ -50,7 +52,8 @@ def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device
     overrides = {k: v for k, v in overrides.items() if v is not None and k != "method"}
     overrides.update(score_overrides(theta, method))  # --theta alone means the paper's count score
     echo = None if quiet else (lambda line: click.echo(line, err=True))
-    summary = run_fleet(source, out, overrides, root=data_root, nproc=nproc, resume=resume, echo=echo)
+    summary = run_fleet(source, out, overrides, root=data_root, nproc=nproc, resume=resume, echo=echo,
+                        encoding=encoding)
     if summary is None:  # ranks > 0 under torchrun
         return
     _print(summary)

@@ -85,7 +85,8 @@ class _Encoding(click.ParamType):
 
 ENCODING = _Encoding()
 
-# The commands that read CSV tables (train, detect) take it; the name as given reaches load_table, which decides.
+# The commands that read the user's CSV tables (train, detect, evaluate, fleet) take it; the name as given
+# reaches load_table, which decides.
 encoding_option = click.option(
     "--encoding", type=ENCODING, default=None, metavar="TEXT",
     help="text encoding of CSV files (default UTF-8, a BOM allowed); e.g. cp1252 or latin-1 for files exported by "

@@ -259,9 +259,6 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
                              "detect` instead)")
         check_writable_table(val_scores, inputs=[data])
         check_val_scores_place(Path(val_scores), Path(out))
-    if encoding is not None and (nproc > 1 or under_torchrun()):
-        # (the ranks read DATA again, by mscred.distributed, as UTF-8: they would fail on it after this read)
-        raise InputError("--encoding: not with --nproc or torchrun yet (save DATA as UTF-8 instead)")
     table = load_table(data, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding)
     report_filled(table)
     report_time_gap(table)
@@ -283,7 +280,8 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
         if nproc > 1 or under_torchrun():
             from mscred.distributed import summary_line, train_distributed
 
-            summary = train_distributed(data, out, overrides, nproc=nproc, checkpoint_dir=ckpt, resume=resume)
+            summary = train_distributed(data, out, overrides, nproc=nproc, checkpoint_dir=ckpt, resume=resume,
+                                        encoding=encoding)
             if summary is not None:  # None on the ranks > 0 of a torchrun launch
                 click.echo(summary_line(summary))
             return

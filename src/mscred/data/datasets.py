@@ -107,7 +107,8 @@ class LabeledDataset:
         return out_dir
 
 
-def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str = "error") -> LabeledDataset:
+def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str = "error",
+                 encoding: Optional[str] = None) -> LabeledDataset:
     """Load a dataset by name (see the module docstring for names and layouts).
 
     Parameters
@@ -122,6 +123,9 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str 
     missing : {"error", "interpolate"}
         What a missing sensor value of a ``table`` dataset gets (``mscred.data.io.load_table``); the others have
         none.
+    encoding : str, optional
+        Text encoding of a ``table`` dataset's CSV files (its parts and anomalies.csv), as ``load_table``'s; None:
+        UTF-8, a BOM allowed. The other datasets' files are in their publishers' format and ignore it.
 
     Returns
     -------
@@ -158,7 +162,7 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str 
         return _load_smd(root, item)
     if kind in ("smap", "msl"):
         return _load_telemanom(root, kind, item)
-    return _load_table_dataset(root, missing)
+    return _load_table_dataset(root, missing, encoding)
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
@@ -592,7 +596,7 @@ def _table_frame(table, with_label: bool) -> pd.DataFrame:
     return df
 
 
-def _read_table_anomalies(path: Path, test) -> pd.DataFrame:
+def _read_table_anomalies(path: Path, test, encoding: Optional[str] = None) -> pd.DataFrame:
     """``anomalies.csv`` beside a table dataset, checked now as evaluation will read it against the test part.
 
     Unchecked, an empty/non-UTF-8 file was an internal error, and text cells, ragged rows or intervals off the
@@ -604,7 +608,7 @@ def _read_table_anomalies(path: Path, test) -> pd.DataFrame:
 
     # The options of mscred.evaluation.read_frame (text kept, only empty cells missing), whose extra "no data rows"
     # refusal is left out: a dataset without anomalies writes a header-only anomalies.csv.
-    anomalies = read_frame(path, npy=False, keep_default_na=False, na_values=[""])
+    anomalies = read_frame(path, npy=False, encoding=encoding, keep_default_na=False, na_values=[""])
     anomalies.columns = [str(c) for c in anomalies.columns]
     if list(anomalies.columns) != ANOMALY_COLUMNS:
         raise InputError(f"{path}: expected columns {', '.join(ANOMALY_COLUMNS)}")
@@ -632,7 +636,7 @@ def _read_table_anomalies(path: Path, test) -> pd.DataFrame:
     return anomalies
 
 
-def _load_table_dataset(root: Path, missing: str = "error") -> LabeledDataset:
+def _load_table_dataset(root: Path, missing: str = "error", encoding: Optional[str] = None) -> LabeledDataset:
     if root.is_dir():
         train_path, test_path = _find_part(root, "train"), _find_part(root, "test")
         if train_path is None or test_path is None:
@@ -640,20 +644,21 @@ def _load_table_dataset(root: Path, missing: str = "error") -> LabeledDataset:
             absent = " and ".join(p for p, path in (("train", train_path), ("test", test_path)) if path is None)
             raise InputError(f"{root}: no {absent} part: expected train.csv and test.csv (or .parquet/.npy) with a "
                              "'label' column in test")
-        train, test = load_table(train_path, missing=missing), load_table(test_path, missing=missing)
+        train = load_table(train_path, missing=missing, encoding=encoding)
+        test = load_table(test_path, missing=missing, encoding=encoding)
         if test.labels is None:
             raise InputError(f"{test_path}: no '{LABEL}' column")
         if train.sensors != test.sensors:
             raise InputError(f"{test_path}: sensors differ from {train_path.name}'s")
         anomalies_path = root / "anomalies.csv"
         if anomalies_path.is_file():
-            anomalies = _read_table_anomalies(anomalies_path, test)
+            anomalies = _read_table_anomalies(anomalies_path, test, encoding)
         else:
             anomalies = intervals_from_labels(test.labels, test.index)
         return LabeledDataset(
             f"table:{root.name}", _table_frame(train, False), _table_frame(test, True), anomalies, f"tables in {root}"
         )
-    table = load_table(root, missing=missing)
+    table = load_table(root, missing=missing, encoding=encoding)
     if table.labels is None:
         raise InputError(f"{root}: no '{LABEL}' column")
     cut = int(len(table.values) * TABLE_TRAIN_FRACTION)
