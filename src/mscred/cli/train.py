@@ -55,7 +55,11 @@ def report_filled(table) -> None:
 def report_time_gap(table) -> None:
     """One ``note:`` line on stderr where one time step is more than 10 usual ones (``Table.time_gap``: a stop of
     the plant, a historian outage): the windows count rows, not time, so a window over the gap joins its two sides
-    as if they were adjacent, at train as at detect."""
+    as if they were adjacent, at train as at detect. Before it, one where date text such as 01/02/2024 read
+    increasing both day and month first (``Table.time_note``: which way it was read)."""
+    note = getattr(table, "time_note", None)
+    if note:
+        click.echo(f"note: {note}", err=True)
     gap = table.time_gap
     if gap is not None:
         click.echo(f"note: {table.source}: the time jumps by {gap[1]} at row {gap[0]} (the usual step is {gap[2]}); "

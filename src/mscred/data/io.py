@@ -6,6 +6,7 @@ line saying what is wrong and where: file, column and 1-based data row (row 1 is
 """
 from __future__ import annotations
 
+import calendar
 import codecs
 import csv
 import functools
@@ -61,6 +62,9 @@ class Table:
     time_gap : (int, str, str) or None
         The largest step between consecutive timestamps when it is more than 10 usual ones (``_time_gap``): its
         1-based row, its size and the usual step, as text; None for an even series, row numbers or ids.
+    time_note : str or None
+        Which way date text such as ``01/02/2024`` was read (day or month first) where both readings give increasing
+        times (``_day_month_reading``), with the source and column; None otherwise.
     """
 
     values: np.ndarray
@@ -72,6 +76,7 @@ class Table:
     gaps: Optional[np.ndarray] = None
     positional: bool = False
     time_gap: Optional[tuple[int, str, str]] = None
+    time_note: Optional[str] = None
 
     def frame(self, with_label: bool = True) -> pd.DataFrame:
         """The table as a DataFrame (sensor columns, plus ``label`` when present), indexed by ``index``."""
@@ -213,12 +218,14 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
         values[:, j] = _numeric_column(df[col], col, source, allow_missing=missing != "error")
     _check_time_as_sensor(values, sensors, source)
     gaps = np.isnan(values) if missing == "interpolate" else None
-    time_gap = _time_gap(*times) if times is not None else None
+    time_gap = _time_gap(*times[:3]) if times is not None else None
+    time_note = times[3] if times is not None else None
     if gaps is None or not gaps.any():
-        return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, time_gap=time_gap)
+        return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, time_gap=time_gap,
+                     time_note=time_note)
     filled = _interpolate_missing(values, gaps, sensors, source)
     return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, filled=filled, gaps=gaps,
-                 time_gap=time_gap)
+                 time_gap=time_gap, time_note=time_note)
 
 
 # Names of a time or row-number column under another name than 'timestamp' (case and '_'/'-'/blanks aside)
@@ -258,7 +265,7 @@ def _interpolate_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str
 
 
 def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIMESTAMP}'"
-                      ) -> Optional[tuple[np.ndarray, int, bool]]:
+                      ) -> Optional[tuple[np.ndarray, int, bool, Optional[str]]]:
     """Timestamps must be strictly increasing: rows are taken in file order (windows, SCORES.csv rows, the
     alignment with a labels file), so an unsorted or repeated time would give silently wrong windows.
 
@@ -267,11 +274,14 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
     '0', '1', ... in a Parquet text column were only checked for repeats, so a reversed file went through). Text
     that does not read as dates at all (ids like 'run-a-001') is only required to be unique; date text is read in
     its first row's format, else as ISO 8601 (a 'T' or a fraction of a second on some rows only), else day first
-    (31/01/2024); text that starts as dates and then has a non-date is an error at that row.
+    (31/01/2024); text that starts as dates and then has a non-date is an error at that row. Day/month text that
+    reads increasing both ways (01/02/2024 .. 12/02/2024) is read the way whose steps are more regular
+    (``_day_month_reading``).
 
     Returns the times it compared, for ``_time_gap`` (read once: parsing date text a second time for the gap note
     took as long as this check, 0.23 s a million rows): (keys, nanoseconds a key counts, whether they are
-    date-times or durations), or None for ids and numbers written as text.
+    date-times or durations, the note of which way day/month text was read or None), or None for ids and numbers
+    written as text.
     """
     where = f"{source}: {label}"
     # an index kept as timestamps may be no time at all (pd.concat of two frames numbered from 0): say how to drop it
@@ -282,6 +292,7 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
     exact: Optional[np.ndarray] = None     # the values compared exactly where float64 keys cannot tell them apart
     dates = zoned = False                  # date-times (a repeated local hour gets a hint), with a time zone
     tick = 1                               # nanoseconds a date-time key counts (pandas keeps s, ms, us or ns)
+    note: Optional[str] = None             # which way day/month date text was read (``_day_month_reading``)
     if pd.api.types.is_integer_dtype(index.dtype):
         keys = index.to_numpy(dtype=np.uint64 if index.dtype.kind == "u" else np.int64)
     elif pd.api.types.is_numeric_dtype(index.dtype):
@@ -308,7 +319,7 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
             raise InputError(f"{where} row {r + 1}: value {short_repr(index[r])} is not a number like the rows "
                              f"before it{_stray_line_hint(index[r])}")
         else:
-            keys, tick = _date_keys(index, where)
+            keys, tick, note = _date_keys(index, where)
             dates = keys is not None
             zoned = dates and bool(_ZONE.search(str(index[0]).strip()))
     if keys is None:
@@ -336,7 +347,7 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
                          f"time order (sort the table by time{'; or ' + drop if drop else ''}){hint}")
     if exact is not None:
         return None   # (numbers written as text: no gap note, as before the times were handed on)
-    return keys, tick, dates or pd.api.types.is_timedelta64_dtype(index.dtype)
+    return keys, tick, dates or pd.api.types.is_timedelta64_dtype(index.dtype), note
 
 
 def _exact_number(value: Any):
@@ -528,19 +539,20 @@ def _tick(times: pd.DatetimeIndex | pd.TimedeltaIndex) -> int:
     return {"s": 10 ** 9, "ms": 10 ** 6, "us": 10 ** 3}.get(str(getattr(times, "unit", "ns")), 1)
 
 
-def _date_keys(index: pd.Index, where: str) -> tuple[Optional[np.ndarray], int]:
+def _date_keys(index: pd.Index, where: str) -> tuple[Optional[np.ndarray], int, Optional[str]]:
     """Integer times (UTC) of date text and the nanoseconds of their unit (``_tick``), for the order check; None when
-    the first value is no date (ids). The first
+    the first value is no date (ids); and the note of ``_day_month_reading`` (or None). The first
     reading of the text that gives a date on every row and increasing times wins: the first row's format (pandas'),
     ISO 8601 in any of its forms, day first; a reading with every row a date but not increasing comes next (its
-    order error is reported), and a non-date is reported at the row where the first-row format stops."""
+    order error is reported), and a non-date is reported at the row where the first-row format stops. The first
+    row's format of day/month text (01/02/2024) is weighed against the same format with day and month swapped."""
     parsed = parse_times(index)
     missing = np.flatnonzero(parsed.isna())
     if len(missing) and missing[0] == 0:
-        return None, 1                # not dates: opaque labels, which must only be unique
+        return None, 1, None          # not dates: opaque labels, which must only be unique
     complete = [(parsed.asi8, _tick(parsed))] if not len(missing) else []
     if len(complete) and (np.diff(complete[0][0]) > 0).all():
-        return complete[0]
+        return _day_month_reading(index, parsed, where)
     zoned = np.array([bool(_ZONE.search(str(v).strip())) for v in index])
     if zoned.any() and not zoned.all():
         # (read with utc=True, a row without a zone among zoned ones would silently be taken as UTC)
@@ -556,13 +568,72 @@ def _date_keys(index: pd.Index, where: str) -> tuple[Optional[np.ndarray], int]:
                 continue
         if not other.isna().any():
             if (np.diff(other.asi8) > 0).all():
-                return other.asi8, _tick(other)
+                return other.asi8, _tick(other), None
             complete.append((other.asi8, _tick(other)))
     if complete:
-        return complete[0]
+        return (*complete[0], None)
     r = missing[0]
     raise InputError(f"{where} row {r + 1}: value {short_repr(index[r])} is not a date/time like the rows before it"
                      f"{_stray_line_hint(index[r])}")
+
+
+# Day/month date text whose day and month could swap: 01/02/2024, 1.2.2024 13:00, 01-02-2024 (not ISO year first)
+_DAY_MONTH = re.compile(r"(\d{1,2})([/.-])(\d{1,2})\2(\d{4})(?!\d)")
+
+
+def _day_month_reading(index: pd.Index, parsed: pd.DatetimeIndex, where: str
+                       ) -> tuple[np.ndarray, int, Optional[str]]:
+    """``_date_keys``' result for date text read increasing in its first row's format (``parsed``, pandas' reading).
+
+    pandas reads 01/02/2024 month first; hourly rows from 01/02/2024 to 12/02/2024 written day first read increasing
+    that way too (2 January, then 2 February at the next day), and a month-first file can read day first the same
+    way. Where the text is day/month numbers and every row reads with day and month swapped as well (cheap checks
+    first: the first row's form, every day 12 or less), the swapped reading is tried; when it too is increasing, the
+    reading with the smaller ratio of its largest to its median step is kept (then of its largest to its smallest;
+    pandas' on a tie), and the note says which was taken. Otherwise pandas' reading, and no note."""
+    kept = parsed.asi8, _tick(parsed), None
+    first = str(index[0]).strip()
+    match = _DAY_MONTH.match(first)
+    if match is None or len(parsed) < 3:
+        return kept
+    from pandas.tseries.api import guess_datetime_format
+
+    fmt = guess_datetime_format(first)   # (the format pandas read every row in)
+    if fmt is None or fmt.count("%d") != 1 or fmt.count("%m") != 1 or not (parsed.day <= 12).all():
+        return kept
+    day_first = fmt.index("%d") < fmt.index("%m")
+    swapped = re.sub("%[dm]", lambda m: "%m" if m.group() == "%d" else "%d", fmt)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            other = pd.DatetimeIndex(pd.to_datetime(index, format=swapped, errors="coerce", utc=True))
+        except (ValueError, TypeError, OverflowError):
+            return kept
+    if other.isna().any() or not (np.diff(other.asi8) > 0).all() or other.equals(parsed):
+        return kept   # (equal: every row's day is its month, 01/01/2024 hour by hour)
+
+    def steps(times: pd.DatetimeIndex) -> tuple[tuple[float, float], float]:
+        # ((largest step / median step, then largest / smallest: daily 01/01 .. 01/12 day first has steps of 29 to
+        # 31 days, as regular by the median), largest step in ns)
+        ns = np.diff(times.asi8.astype(np.float64)) * _tick(times)
+        return (float(ns.max() / np.median(ns)), float(ns.max() / ns.min())), float(ns.max())
+
+    (ratio, largest), (other_ratio, other_largest) = steps(parsed), steps(other)
+    take_other = other_ratio < ratio
+    if take_other:
+        day_first = not day_first
+        ratio, largest, other_ratio, other_largest = other_ratio, other_largest, ratio, largest
+    day, month = (match.group(1), match.group(3)) if day_first else (match.group(3), match.group(1))
+    names = ("day", "month") if day_first else ("month", "day")
+
+    def shown(step: float) -> str:
+        return str(pd.Timedelta(int(round(step)), unit="ns"))
+
+    note = (f"{where}: {short_repr(first)} read {names[0]} first ({int(day)} {calendar.month_name[int(month)]} "
+            f"{match.group(4)}): {names[1]} first gave steps of up to {shown(other_largest)}")
+    note += (f", {names[0]} first of up to {shown(largest)}" if other_ratio > ratio else
+             f" as regular; write the dates as ISO 8601 ({match.group(4)}-{int(month):02d}-{int(day):02d}) to be sure")
+    return (other.asi8, _tick(other), note) if take_other else (parsed.asi8, _tick(parsed), note)
 
 
 def _stray_line_hint(value: Any) -> str:
