@@ -3,6 +3,7 @@ so hourly rows of 1-12 February written day first once read as 2 January, 2 Febr
 day boundary). The reading whose steps are more regular is kept, and a note says which."""
 import numpy as np
 import pandas as pd
+import pytest
 
 from mscred.cli.train import report_time_gap
 from mscred.data import io
@@ -47,17 +48,10 @@ def test_daily_month_first_january_reads_month_first(tmp_path):
     assert "'01/01/2024' read month first (1 January 2024): day first gave steps of up to 31 days" in table.time_note
 
 
-def test_day_first_with_a_day_over_12_is_unchanged(tmp_path, capsys):
-    texts = list(pd.date_range("2024-02-01", "2024-02-14 23:00", freq="h").strftime("%d/%m/%Y %H:%M"))
-    table = _load(tmp_path, texts)
-    assert (_steps(texts) == HOUR).all()
-    assert table.time_note is None and table.time_gap is None
-    report_time_gap(table)
-    assert capsys.readouterr().err == ""
-
-
-def test_iso_text_is_unchanged(tmp_path, capsys):
-    texts = list(pd.date_range("2024-02-01", "2024-02-12 23:00", freq="h").strftime("%Y-%m-%d %H:%M"))
+@pytest.mark.parametrize("end, written", [("2024-02-14 23:00", "%d/%m/%Y %H:%M"),   # a day over 12: one reading
+                                           ("2024-02-12 23:00", "%Y-%m-%d %H:%M")])  # ISO text
+def test_unambiguous_text_is_unchanged(tmp_path, capsys, end, written):
+    texts = list(pd.date_range("2024-02-01", end, freq="h").strftime(written))
     table = _load(tmp_path, texts)
     assert (_steps(texts) == HOUR).all()
     assert table.time_note is None and table.time_gap is None
