@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import statistics
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -123,7 +125,36 @@ def main() -> None:
                      + " | " + " | ".join(f"{statistics.median(checks[n]):.3f} s" for n in names) + " |")
         print(lines[-1], flush=True)
     print("\n" + "\n".join(lines))
+    print("\n" + "\n".join(comparison_alone(args)))
     print("\nuptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+def comparison_alone(args) -> list[str]:
+    """The README's "comparison alone" table: the float64-tied pairs of each kind's texts (as object arrays) decided
+    by the old Decimal loop (``_old_order``, the oracle of tests/test_io_fine_times.py) and by ``io._exact_order``,
+    median of ``--repeats`` runs, the runs in brackets."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_io_fine_times import _old_order
+
+    from mscred.data import io
+
+    lines = ["| texts | tied pairs | old Decimal loop | `_exact_order` |", "| --- | --- | --- | --- |"]
+    for kind in args.kinds:
+        texts = np.array(times_for(kind, args.rows), dtype=object)
+        keys = pd.to_numeric(pd.Series(texts)).to_numpy(dtype=np.float64)
+        bad = np.flatnonzero(~(keys[1:] > keys[:-1]))
+        runs = {name: [] for name in ("old", "new")}
+        for _ in range(args.repeats):
+            for name, fn in (("old", _old_order), ("new", io._exact_order)):
+                t0 = time.perf_counter()
+                found = fn(texts, bad)[0]
+                runs[name].append(time.perf_counter() - t0)
+                if len(found):
+                    raise SystemExit(f"{kind}: {name} found rows out of order in increasing times")
+        lines.append(f"| {kind} | {len(bad):,} | " + " | ".join(
+            f"{statistics.median(r):.2f} s ({', '.join(f'{w:.2f}' for w in r)})" for r in runs.values()) + " |")
+        print(lines[-1], flush=True)
+    return lines
 
 
 if __name__ == "__main__":
