@@ -37,6 +37,7 @@ import os
 import torch
 from torch import nn
 
+from mscred.ops import wgrad_stream
 from mscred.ops.triton import window_loss
 
 WARMUP_ITERS = 3  # the docs' recipe; lets cuDNN/cuBLAS pick algorithms and allocate workspaces before capture
@@ -144,6 +145,7 @@ def _train_step(net, optimizer, x: torch.Tensor, weight: torch.Tensor, bf16: boo
     losses = train_losses(net, x, bf16)
     loss = (losses * weight).sum()  # = mean over the windows of weight 1/b
     loss.backward()
+    wgrad_stream.join(loss.device)  # weight gradients left on a side stream (ops/wgrad_stream.py), if any
     optimizer.step()
     return loss.detach()
 
@@ -167,6 +169,7 @@ def accumulated_step(net, optimizer, data, idx: torch.Tensor, weight: torch.Tens
         with local:
             loss = (train_losses(net, data.batch(part), bf16) * part_weight).sum()
             loss.backward()
+            wgrad_stream.join(loss.device)
         losses.append(loss.detach())
     optimizer.step()
     return torch.stack(losses).sum()

@@ -35,6 +35,7 @@ from typing import Iterator, Sequence
 
 import torch
 
+from mscred.ops import wgrad_stream
 from mscred.ops.triton.weight_transpose import transpose_blocks
 from mscred.ops.triton.runtime import runs_fused, switched_off
 
@@ -49,6 +50,16 @@ def lookup(weight: torch.Tensor, part: str = "all") -> torch.Tensor | None:
     """The cast of ``weight`` (``part`` as in ``Target``) made by the ``cast_once`` around this call, or None."""
     table = _ACTIVE.get()
     return None if table is None else table.get((id(weight), part))
+
+
+def made_here(*tensors: torch.Tensor) -> bool:
+    """Whether every one of ``tensors`` is a cast made by the ``cast_once`` around this call: their gradients then go
+    back through ``_CastAll.backward``, which joins the weight-gradient side stream (``wgrad_stream``) first."""
+    table = _ACTIVE.get()
+    if table is None:
+        return False
+    made = {id(t) for t in table.values()}
+    return all(id(t) in made for t in tensors)
 
 
 @dataclass
@@ -184,6 +195,7 @@ class _CastAll(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads: torch.Tensor | None):
         plan = ctx.plan
+        wgrad_stream.join(plan.device)  # gradients queued on the side stream are read from here on
         parts = [(g if g is not None else torch.zeros(shape, device=plan.device, dtype=torch.float32))
                  .permute(0, 2, 3, 1).reshape(-1) for g, shape in zip(grads, plan.shapes)]
         dtype = next((g.dtype for g in grads if g is not None), ctx.master_dtype)

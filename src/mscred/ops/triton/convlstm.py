@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 
 from mscred.ops.convlstm_sliding import distinct_steps, sliding
-from mscred.ops import resident_lstm, weight_cache
+from mscred.ops import resident_lstm, weight_cache, wgrad_stream
 from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
 from mscred.ops.triton import convlstm_concat, convlstm_gemm, convlstm_rec_cell, convlstm_window
@@ -725,22 +725,27 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             dhr = torch.ops.aten.convolution_backward(
                 dpre[t], hprev[t - 1], w_h, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
                 [True, False, False])[0]
-    if T > 1:  # d w_h over all recurrent convolutions in one weight-gradient call
-        h_images = hprev.reshape((T - 1) * B, Ch, HP, WP)
+    # dxp of the input convolutions: one call for all steps, on the padded images (no crop, no border).
+    dimages = torch.ops.aten.convolution_backward(
+        dpre_images, images, w_x, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, False, False])[0]
+
+    def weight_grads():  # d w_x and d w_h, each over all steps in one call (on a side stream: ops/wgrad_stream.py)
+        dw_x = torch.ops.aten.convolution_backward(
+            dpre_images, images, w_x, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])[1]
+        if T == 1:
+            return dw_x.contiguous(memory_format=fmt), torch.zeros_like(w_h, memory_format=fmt)
         dw_h = torch.ops.aten.convolution_backward(
-            dpre[1:].reshape((T - 1) * B, 4 * Ch, H, W), h_images, w_h, None,
+            dpre[1:].reshape((T - 1) * B, 4 * Ch, H, W), hprev.reshape((T - 1) * B, Ch, HP, WP), w_h, None,
             [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])[1]
-    else:
-        dw_h = torch.zeros_like(w_h)
-    # dxp and d w_x of the input convolutions: one call for all steps, on the padded images (no crop, no border).
-    dimages, dw_x, _ = torch.ops.aten.convolution_backward(
-        dpre_images, images, w_x, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, False])
+        return dw_x.contiguous(memory_format=fmt), dw_h.contiguous(memory_format=fmt)
+
+    dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_images, images, dpre_tb, hprev))
     # dbias sums B*T*H*W terms of both signs: a tree reduction (per tile in the kernel, then one atomic add per
     # tile; or torch.sum) in float32 (float64 for float64) keeps the cancellation error at the reference's level,
     # where the CPU convolution backward's running sum does not.
     db = (db_acc if fused_db else dpre_images.sum(dim=(0, 2, 3), dtype=acc)).to(bias.dtype)
     dxp = _steps(dimages.contiguous(memory_format=fmt), B, T, time_major)
-    return dxp, dw_x.contiguous(memory_format=fmt), dw_h.contiguous(memory_format=fmt), db
+    return dxp, dw_x, dw_h, db
 
 
 @convlstm_train_backward.register_fake
@@ -763,14 +768,16 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.mark_non_differentiable(*pre, cells, hprev)
     ctx.set_materialize_grads(False)
     ctx.forget_bias, ctx.layout = forget_bias, layout
+    ctx.side_wgrad = weight_cache.made_here(w_x, w_h)  # their gradients are joined by the cast cache's backward
 
 
 def _backward(ctx, dout, _dpre, _dcells, _dhprev):
     xp, w_x, w_h, bias, cells, hprev, *pre = ctx.saved_tensors
     if dout is None:
         dout = xp.new_zeros(xp.shape[0], xp.shape[1], w_h.shape[0] // 4, *_unpadded(xp, w_h)[4:6])
-    dxp, dw_x, dw_h, dbias = convlstm_train_backward(dout, xp, w_x, w_h, bias, pre, cells, hprev, ctx.forget_bias,
-                                                     ctx.layout)
+    with wgrad_stream.allowed(ctx.side_wgrad):
+        dxp, dw_x, dw_h, dbias = convlstm_train_backward(dout, xp, w_x, w_h, bias, pre, cells, hprev,
+                                                         ctx.forget_bias, ctx.layout)
     return dxp, dw_x, dw_h, dbias, None, None
 
 

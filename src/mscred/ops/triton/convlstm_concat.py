@@ -29,7 +29,7 @@ import torch.nn.functional as F
 # convlstm.py imports this module; its helpers are looked up when called (the import is circular by design:
 # these are two halves of one op's implementation).
 from mscred.ops.triton import convlstm as lstm
-from mscred.ops import conv_cell
+from mscred.ops import conv_cell, wgrad_stream
 from mscred.ops.padding import copy_pixels, zero_pixels
 from mscred.ops.triton.runtime import switched_off, tile_override
 
@@ -177,7 +177,12 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
         # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)
         dxh = conv_transpose(dp, w if t > 0 else w_x)
         copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])
-    dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
-                                             [1, 1], False, [0, 0], 1, [False, True, False])[1]
-    fmt = torch.channels_last
-    return dimages, dw[:, :C].contiguous(memory_format=fmt), dw[:, C:].contiguous(memory_format=fmt), db.to(bias.dtype)
+
+    def weight_grads():  # one call over all steps (on a side stream: ops/wgrad_stream.py), split into x and h
+        dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
+                                                 [1, 1], False, [0, 0], 1, [False, True, False])[1]
+        fmt = torch.channels_last
+        return dw[:, :C].contiguous(memory_format=fmt), dw[:, C:].contiguous(memory_format=fmt)
+
+    dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_tb, xh))
+    return dimages, dw_x, dw_h, db.to(bias.dtype)
