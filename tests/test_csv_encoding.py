@@ -6,6 +6,8 @@ import gzip
 import json
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from cli_helpers import bad_input, run_cli, sensor_frame
@@ -209,6 +211,64 @@ def test_fleet_resume_trains_again_in_another_encoding(tmp_path):
     assert _done(out, entity, settings, "cp1252") and not _done(out, entity, settings, "latin-1")
     with pytest.raises(InputError, match="unknown text encoding 'utf8x'"):
         run_fleet(str(fleet), out, settings, encoding="utf8x")
+
+
+def _public_layouts(root: Path) -> None:
+    """One SMD machine (root/smd) and one SMAP channel (root/smap), long enough to train."""
+    values = sensor_frame(ROWS, 4).drop(columns="timestamp").to_numpy()
+    labels = np.zeros((ROWS, 1), dtype=int)
+    labels[150:160] = 1
+    for part, data, fmt in (("train", values, "%.6f"), ("test", values, "%.6f"), ("test_label", labels, "%d")):
+        (root / "smd" / part).mkdir(parents=True)
+        np.savetxt(root / "smd" / part / "m1.txt", data, delimiter=",", fmt=fmt)
+    for part in ("train", "test"):
+        (root / "smap" / part).mkdir(parents=True)
+        np.save(root / "smap" / part / "P-1.npy", values)
+    pd.DataFrame({"chan_id": ["P-1"], "spacecraft": ["SMAP"], "anomaly_sequences": ["[[150, 159]]"],
+                  "class": ["[point]"], "num_values": [ROWS]}).to_csv(root / "smap" / "labeled_anomalies.csv",
+                                                                      index=False)
+
+
+def test_fleet_resume_keeps_what_no_encoding_reads(tmp_path):
+    """--encoding reaches CSV text only: an SMD machine, a SMAP channel, a Parquet table and a sub-folder of Parquet
+    parts read the same whatever it says, yet --resume trained every one of them again when it changed (also a row
+    written so before: it recorded the option). A CSV entity is trained again; UTF-8 however spelled is one."""
+    from mscred.fleet import _done, _reads_text, discover, run_fleet
+
+    settings = {"epochs": 1, "device": "cpu", "channels": (4, 8, 8, 8)}
+    _public_layouts(tmp_path)
+    for kind in ("smd", "smap"):
+        out = tmp_path / f"out_{kind}"
+        assert list(run_fleet(kind, out, settings, root=str(tmp_path / kind), encoding="cp1252")["status"]) == ["ok"]
+        (entity,) = discover(kind, str(tmp_path / kind))
+        row = out / "rows" / f"{entity.name}.json"
+        assert json.loads(row.read_text(encoding="utf-8"))["encoding"] is None
+        assert all(_done(out, entity, settings, e) for e in (None, "latin-1", "cp1252"))
+        before = row.read_text(encoding="utf-8")
+        assert list(run_fleet(kind, out, settings, root=str(tmp_path / kind), resume=True)["status"]) == ["ok"]
+        assert row.read_text(encoding="utf-8") == before   # (not trained again)
+        row.write_text(json.dumps({**json.loads(before), "encoding": "cp1252"}), encoding="utf-8")   # (older row)
+        assert _done(out, entity, settings, None)
+
+    pytest.importorskip("pyarrow")   # (the Parquet tables)
+    fleet = tmp_path / "fleet"
+    (fleet / "pair").mkdir(parents=True)
+    sensor_frame(ROWS, 4).to_parquet(fleet / "plain.parquet", index=False)
+    sensor_frame(ROWS, 4).to_parquet(fleet / "pair" / "train.parquet", index=False)
+    sensor_frame(ROWS, 4, seed=1).assign(label=0).to_parquet(fleet / "pair" / "test.parquet", index=False)
+    (fleet / "text.csv").write_text(sensor_frame(ROWS, 4).to_csv(index=False), encoding="ascii")
+    out = tmp_path / "out"
+    assert list(run_fleet(str(fleet), out, settings, encoding="cp1252")["status"]) == ["ok"] * 3
+    entities = {e.name: e for e in discover(str(fleet))}
+    assert {name: _done(out, e, settings, "latin-1") for name, e in entities.items()} == {
+        "pair": True, "plain": True, "text": False}
+    assert _done(out, entities["text"], settings, "CP1252") and _done(out, entities["text"], settings, "windows-1252")
+    assert list(run_fleet(str(fleet), out, settings)["status"]) == ["ok"] * 3   # (UTF-8, the default)
+    assert _done(out, entities["text"], settings, "utf-8") and _done(out, entities["text"], settings, "UTF8")
+    # anomalies.csv beside Parquet parts is text read in the encoding
+    assert not _reads_text(entities["pair"])
+    (fleet / "pair" / "anomalies.csv").write_text("start,end,root_causes\n", encoding="ascii")
+    assert _reads_text(entities["pair"])
 
 
 def test_cli_train_nproc_2_with_encoding(tmp_path, capsys, cp1252_csv):

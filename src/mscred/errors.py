@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import warnings
 
@@ -56,6 +57,38 @@ class PartlyDone(Exception):
     entities failed: its summary has a row per entity): the CLI exits with 1 and prints nothing more."""
 
 
-class NotFittedError(RuntimeError, AttributeError):
-    """An estimator used before ``fit`` (or ``MSCRED.load``). A RuntimeError as before, and an AttributeError as
-    scikit-learn's NotFittedError is, so that ``hasattr(model, "threshold_")`` is False on an unfitted model."""
+class NotFittedError(RuntimeError, ValueError, AttributeError):
+    """An estimator used before ``fit`` (or ``MSCRED.load``). A RuntimeError as before; an AttributeError and a
+    ValueError as scikit-learn's NotFittedError is (the AttributeError so that ``hasattr(model, "threshold_")`` is
+    False on an unfitted model).
+
+    Where scikit-learn is imported, the error made is also a ``sklearn.exceptions.NotFittedError``
+    (``_sklearn_not_fitted``): scikit-learn's estimator checks (``check_estimators_unfitted``) and its users'
+    ``except`` clauses ask for that very class, which no base class here could be without importing scikit-learn
+    (no dependency of mscred) on every ``import mscred``. Code that names scikit-learn's class has imported it, so
+    the errors it can catch are made after. The ValueError is always a base, so that what an ``except ValueError``
+    catches does not depend on whether scikit-learn was imported somewhere in the process.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        if cls is NotFittedError and "sklearn.exceptions" in sys.modules:
+            cls = _sklearn_not_fitted()
+        return super().__new__(cls, *args, **kwargs)
+
+
+@functools.lru_cache(maxsize=None)
+def _sklearn_not_fitted() -> type:
+    """The NotFittedError that is also scikit-learn's, made once: on the first one raised with scikit-learn
+    imported."""
+    from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+    class BothNotFittedError(NotFittedError, SklearnNotFittedError):
+        def __reduce__(self):
+            # pickle (joblib's workers, multiprocessing) finds a class by its name, which is the base's: rebuilt
+            # through the base, which makes this class again wherever scikit-learn is imported
+            return NotFittedError, self.args
+
+    # (repr and tracebacks say NotFittedError, mscred.errors.NotFittedError, as before)
+    BothNotFittedError.__name__ = BothNotFittedError.__qualname__ = NotFittedError.__name__
+    BothNotFittedError.__module__ = NotFittedError.__module__
+    return BothNotFittedError

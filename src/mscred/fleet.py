@@ -38,6 +38,7 @@ from mscred.errors import InputError, note_lines
 MULTI_ENTITY_DATASETS = ("smd", "smap", "msl")
 _COUNT_COLUMNS = ("rank", "rows", "sensors", "windows", "epochs", "events_found", "events_total")
 _TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
+_BINARY_SUFFIXES = (".parquet", ".pq", ".npy")   # tables without a text encoding (any other is read as text)
 # The status of an entity whose data was bad input (else "ok", or "error: <type>: <message>" for any other failure).
 BAD_INPUT = "bad input: "
 # The status of an entity without a row: the run (or its rank) stopped before it.
@@ -242,7 +243,8 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
         missing = overrides.get("missing", TrainConfig.missing)
         train, test = _load(entity, missing, encoding)   # (a missing file: bad input)
         row["data_sha256"] = data_fingerprint(entity)   # (the row file keeps it; the summary shows COLUMNS)
-        row["encoding"] = encoding   # (the same bytes read in another encoding are other sensor names: --resume)
+        # (the same bytes read in another encoding are other sensor names: --resume trains again)
+        row["encoding"] = encoding if _reads_text(entity) else None
         model = MSCRED(**overrides)
         with note_lines():   # one "note:" line, as train gives it
             model.fit(train)
@@ -309,6 +311,28 @@ def data_fingerprint(entity: Entity) -> str:
     return digest.hexdigest()
 
 
+def _reads_text(entity: Entity) -> bool:
+    """Whether ``--encoding`` reaches the entity's data: a CSV table; a table sub-folder with a CSV part or an
+    anomalies.csv. SMD's .txt, SMAP/MSL's arrays and labels table (read in their publishers' format) and Parquet and
+    .npy tables are read the same whatever it says: fingerprinting it there retrained them all under --resume when
+    the option changed, for one CSV entity among them or none."""
+    if entity.kind == "file":
+        return Path(entity.spec).suffix.lower() not in _BINARY_SUFFIXES
+    if entity.spec != "table":
+        return False   # smd / smap / msl
+    root = Path(entity.root)
+    parts = [_part(root, "train"), _part(root, "test"), root / "anomalies.csv"]
+    return any(p is not None and p.is_file() and p.suffix.lower() not in _BINARY_SUFFIXES for p in parts)
+
+
+def _encoding_read(entity: Entity, encoding: Optional[str]) -> Optional[str]:
+    """The codec ``encoding`` reads the entity's text with (``csv_encoding``: None and "utf-8" are one, "CP1252" and
+    "cp1252" too), or None where the entity reads none (``_reads_text``): what ``--resume`` compares."""
+    from mscred.data.io import csv_encoding
+
+    return csv_encoding(encoding) if _reads_text(entity) else None
+
+
 def _row_path(out: Path, entity: Entity) -> Path:
     return out / "rows" / f"{safe_name(entity.name)}.json"
 
@@ -326,11 +350,13 @@ def _done(out: Path, entity: Entity, overrides: dict[str, Any], encoding: Option
         row = json.loads(path.read_text()) if path.is_file() else {}
         if row.get("status") != "ok" or row.get("data_sha256") != data_fingerprint(entity):
             return False   # failed, or trained on data that has changed since (or before rows recorded it)
-        if row.get("encoding") != encoding:   # (a row from before --encoding has none: UTF-8, None as now)
+        # (a row from before --encoding has none: UTF-8, None as now; a row of an SMD machine trained with
+        # --encoding cp1252 holds it, and is kept without)
+        if _encoding_read(entity, row.get("encoding")) != _encoding_read(entity, encoding):
             return False
         saved = json.loads((model / CONFIG_FILE).read_text())["config"]
     except (ValueError, OSError, KeyError, TypeError, AttributeError):
-        return False
+        return False   # (ValueError: also the InputError of an encoding in the row that this Python does not know)
     wanted = json.loads(json.dumps(MSCRED(**overrides).resolved_config().to_dict()))  # tuples as JSON has them: lists
     return all(saved.get(section, {}).get(key) == value
                for section, values in wanted.items() for key, value in values.items()
