@@ -166,6 +166,9 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     if missing not in MISSING_POLICIES:
         raise InputError(f"missing={missing!r}: choose one of {', '.join(MISSING_POLICIES)}")
     if not isinstance(df, pd.DataFrame):
+        if type(df).__module__.startswith("scipy.sparse"):  # (scipy is not imported for this: no dependency)
+            raise InputError(f"{source}: a sparse {type(df).__name__}: sparse input is not supported (sensor series "
+                             "are dense); pass .toarray() or a DataFrame")
         raise InputError(f"{source}: expected a table (DataFrame), got {type(df).__name__}")
     if df.shape[0] == 0:
         raise InputError(f"{source}: the table has no data rows")
