@@ -74,19 +74,27 @@ def test_side_streams_match_one_stream(monkeypatch, strict_float32, batch):
 
 @needs_cuda
 def test_graphed_step_with_side_streams_replays_the_eager_losses(monkeypatch, strict_float32):
+    monkeypatch.setenv("MSCRED_LEVEL_STREAMS", "1")
+    losses = eager_and_graphed_losses(bf16=False)
+    torch.testing.assert_close(losses["graph"], losses["eager"], rtol=1e-5, atol=0)
+
+
+def eager_and_graphed_losses(bf16: bool) -> dict[str, torch.Tensor]:
+    """The losses of 4 training steps of a fused n = 30 model, 16 windows a batch, the last batch 11 (padded inside
+    the graph): {"eager": EagerStep's, "graph": GraphedStep's}, each from the same seed (also for
+    test_wgrad_stream)."""
     from mscred.train import WindowDataset
     from mscred.train_graphs import EagerStep, GraphedStep
 
-    monkeypatch.setenv("MSCRED_LEVEL_STREAMS", "1")
     data = WindowDataset(torch.rand(68, 3, 30, 30, device="cuda"), 5)  # 64 windows
     batches = [torch.arange(i * 16, i * 16 + 16, device="cuda") for i in range(4)]
     batches[-1] = batches[-1][:11]  # the last one padded inside the graph
     losses = {}
-    for name, make in (("eager", lambda n, o: EagerStep(n, o, data)),
-                       ("graph", lambda n, o: GraphedStep(n, o, data, 16, cudnn_benchmark=False))):
+    for name, make in (("eager", lambda n, o: EagerStep(n, o, data, bf16=bf16)),
+                       ("graph", lambda n, o: GraphedStep(n, o, data, 16, bf16=bf16, cudnn_benchmark=False))):
         torch.manual_seed(0)
         net = MSCREDNet(ModelConfig(n_sensors=30, backend="fused")).cuda()
         opt = torch.optim.Adam(net.parameters(), lr=2e-4, capturable=name == "graph")
         step = make(net, opt)
         losses[name] = torch.stack([step(idx) for idx in batches]).cpu()
-    torch.testing.assert_close(losses["graph"], losses["eager"], rtol=1e-5, atol=0)
+    return losses

@@ -17,6 +17,7 @@ from mscred.config import ModelConfig
 from mscred.model import MSCREDNet
 from mscred.ops import weight_cache, wgrad_stream
 from mscred.ops.triton import convlstm as fused_convlstm
+from test_level_streams import eager_and_graphed_losses
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA or not fused_convlstm.is_available()[0],
@@ -132,19 +133,6 @@ def test_side_stream_gradients_match_one_stream(monkeypatch, batch):
 
 @needs_cuda
 def test_graphed_step_with_side_stream_replays_the_eager_losses(monkeypatch):
-    from mscred.train import WindowDataset
-    from mscred.train_graphs import EagerStep, GraphedStep
-
     monkeypatch.setenv("MSCRED_WGRAD_STREAM", "1")
-    data = WindowDataset(torch.rand(68, 3, 30, 30, device="cuda"), 5)  # 64 windows
-    batches = [torch.arange(i * 16, i * 16 + 16, device="cuda") for i in range(4)]
-    batches[-1] = batches[-1][:11]  # the last one padded inside the graph
-    losses = {}
-    for name, make in (("eager", lambda n, o: EagerStep(n, o, data, bf16=True)),
-                       ("graph", lambda n, o: GraphedStep(n, o, data, 16, bf16=True, cudnn_benchmark=False))):
-        torch.manual_seed(0)
-        net = MSCREDNet(ModelConfig(n_sensors=30, backend="fused")).cuda()
-        opt = torch.optim.Adam(net.parameters(), lr=2e-4, capturable=name == "graph")
-        step = make(net, opt)
-        losses[name] = torch.stack([step(idx) for idx in batches]).cpu()
+    losses = eager_and_graphed_losses(bf16=True)
     torch.testing.assert_close(losses["graph"], losses["eager"], rtol=2e-3, atol=0)
