@@ -19,6 +19,7 @@ from mscred.errors import InputError
 from mscred.sass.isa import Instruction, instruction_bits, split_instructions
 from mscred.sass.nvinfo import (ATTRIBUTE_NAMES, PER_SYMBOL, Attribute, NvInfoError, Param, kernel_params,
                                 parse_nvinfo)
+from mscred.sass.pe import PE_FATBIN_SECTIONS, is_pe
 from mscred.sass.toolchain import demangle
 
 
@@ -35,7 +36,10 @@ def _elffile(data: bytes, where: str):
     except ImportError as err:  # pragma: no cover - pyelftools is the `sass` extra
         raise InputError("mscred sass needs pyelftools: pip install 'mscred[sass]'") from err
     if data[:4] != b"\x7fELF":
-        raise InputError(windows_binary(data[:8192], where) or f"{where}: not an ELF file (no \\x7fELF magic)")
+        if is_pe(data[:8192]):  # (the commands read one through mscred.sass.pe; a cubin itself is never one)
+            raise InputError(f"{where}: a Windows PE file (executable or DLL), not a cubin: its cubins are in its "
+                             f"{PE_FATBIN_SECTIONS[0]} section, which mscred.sass.fatbin.cubins reads")
+        raise InputError(f"{where}: not an ELF file (no \\x7fELF magic)")
     header = 64 if data[4:5] == b"\x02" else 52  # ELF64 / ELF32 header size
     if len(data) < header:  # (pyelftools: "expected 2, found 0")
         raise InputError(f"{where}: damaged ELF file: its header is cut short ({len(data)} of {header} bytes)")
@@ -257,21 +261,6 @@ def arch_specific(data: bytes) -> bool:
             return _arch_specific({s.name: s for s in _elffile(data, "cubin").iter_sections()})
     except InputError:
         return False
-
-
-def windows_binary(head: bytes, where: str) -> str | None:
-    """For a Windows executable or DLL (PE: an ``MZ`` header whose e_lfanew, at byte 0x3c, points at ``PE\\0\\0``
-    within ``head``, the file's first bytes; linkers put it near 0x80), what to say: nvcc on Windows embeds the
-    same fatbins there, which cuobjdump (CUDA's Windows tools) extracts. None for anything else, text that happens
-    to start with "MZ" included."""
-    if not head.startswith(b"MZ") or len(head) < 0x40:
-        return None
-    pe_at = int.from_bytes(head[0x3C:0x40], "little")
-    if head[pe_at:pe_at + 4] != b"PE\0\0":
-        return None
-    return (f"{where}: a Windows PE file (executable or DLL), not an ELF file: mscred sass reads Linux binaries, "
-            f"cubins and fatbins; extract its embedded cubins with cuobjdump --extract-elf all {where} (CUDA's "
-            f"Windows tools) and give those")
 
 
 def is_cubin(data: bytes) -> bool:

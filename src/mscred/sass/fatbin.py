@@ -1,7 +1,8 @@
 """Find the cubins inside a host executable, shared library or object file (its fatbin), or in a ``.fatbin`` file.
 
 nvcc links device code into the host ELF's ``.nv_fatbin`` section (``__nv_relfatbin`` for relocatable device
-code). That section holds one or more fat binaries back to back, each::
+code; in a Windows PE file ``.nv_fatb`` and ``__nv_rel``, :mod:`mscred.sass.pe`). That section holds one or more
+fat binaries back to back, each::
 
     u32 magic 0xBA55ED50, u16 version (1), u16 header size (16), u64 size of the entries that follow
 
@@ -28,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mscred.errors import InputError
-from mscred.sass.cubin import (AmbiguousKernel, Cubin, Kernel, _elffile, arch_specific, damaged_elf, is_cubin,
-                                windows_binary)
+from mscred.sass.cubin import AmbiguousKernel, Cubin, Kernel, _elffile, arch_specific, damaged_elf, is_cubin
+from mscred.sass.pe import PE_FATBIN_SECTIONS, fatbin_sections, is_pe
 
 FATBIN_MAGIC = 0xBA55ED50
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment_data")
@@ -201,7 +202,7 @@ def find_images(data: bytes, where: str, arch: str | None = None) -> list[Image]
     Raises
     ------
     InputError
-        Not an ELF file nor a fatbin, an ELF file without device code, or ``arch`` given and no cubin for it (named
+        Not an ELF or PE file nor a fatbin, one without device code, or ``arch`` given and no cubin for it (named
         with the ones there are: an --arch that matches nothing would otherwise read as "no kernels").
     """
     images = _all_images(data, where)
@@ -218,15 +219,13 @@ def find_images(data: bytes, where: str, arch: str | None = None) -> list[Image]
 
 def check_format(head: bytes, where: str) -> None:
     """InputError when a file that starts with ``head`` (its first bytes: 8 KiB decide) is none of the kinds the
-    commands read (ELF: cubin, object, executable, shared library; fatbin; static library), said as what it is where
-    that is known (empty, PTX text): checked on the first bytes, before a large file of something else is read."""
+    commands read (ELF: cubin, object, executable, shared library; Windows PE: executable, DLL; fatbin; static
+    library), said as what it is where that is known (empty, PTX text): checked on the first bytes, before a large
+    file of something else is read."""
     if not head:
         raise InputError(f"{where}: an empty file (0 bytes)")
-    if head.startswith((b"\x7fELF", AR_MAGIC)) or head[:4] == struct.pack("<I", FATBIN_MAGIC):
+    if head.startswith((b"\x7fELF", AR_MAGIC)) or head[:4] == struct.pack("<I", FATBIN_MAGIC) or is_pe(head):
         return
-    windows = windows_binary(head, where)
-    if windows is not None:
-        raise InputError(windows)
     if head.startswith(b"!<thin>\n"):
         raise InputError(f"{where}: a thin archive (its members are files elsewhere); give the object files")
     ptx_target = ptx_text_target(head)
@@ -285,6 +284,8 @@ def _file_images(data: bytes, where: str) -> list[Image]:
         return images
     if data.startswith(AR_MAGIC):
         return _archive_images(data, where)
+    if is_pe(data[:8192]):
+        return _pe_images(data, where)
     images = _elf_images(data, 0, where)
     if not images:
         raise InputError(f"{where}: ELF file without device code (no cubin, no {FATBIN_SECTIONS[0]} section)")
@@ -300,6 +301,20 @@ def _elf_images(data: bytes, base: int, where: str) -> list[Image]:
     for name, kind, offset, size in sections:
         if name in FATBIN_SECTIONS and kind != "SHT_NOBITS":
             images += parse_fatbin(data[offset:offset + size], base + offset, f"{where}:{name}")
+    return images
+
+
+def _pe_images(data: bytes, where: str) -> list[Image]:
+    """The images of the fatbin sections of the Windows PE file ``data`` (``.nv_fatb``, ``__nv_rel``: the ELF
+    names cut to 8 characters), at their file bytes, as an ELF file's."""
+    images: list[Image] = []
+    sections = fatbin_sections(data, where)
+    for name, offset, size in sections:
+        images += parse_fatbin(data[offset:offset + size], offset, f"{where}:{name}")
+    if not images:
+        held = (f"its {' and '.join(name for name, _, _ in sections)} section holds no fatbin" if sections
+                else f"no cubin, no {PE_FATBIN_SECTIONS[0]} section")
+        raise InputError(f"{where}: a Windows PE file (executable or DLL) without device code ({held})")
     return images
 
 

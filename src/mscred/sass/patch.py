@@ -20,6 +20,7 @@ from mscred.sass.cubin import Cubin, Kernel
 from mscred.sass.fatbin import (Image, check_has_cubins, find_images, kernel_in_cubins, kernel_selector,
                                  numbered_kernel, read_input, several_cubins)
 from mscred.sass.isa import KNOWN_FIELDS, Instruction, set_field
+from mscred.sass.pe import is_pe, refresh_checksum
 from mscred.sass.toolchain import disassemble, nvdisasm_error
 
 
@@ -197,7 +198,8 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
     Parameters
     ----------
     path : path
-        A cubin, or a host executable / shared library / object file / fatbin holding cubins.
+        A cubin, or a host executable / shared library / object file / fatbin holding cubins (ELF, or a Windows
+        .exe / .dll).
     kernel : str
         As ``Cubin.kernel`` takes it; ``NAME#N``: the kernel in the file's cubin number N (every cubin from 1, in
         file order, readable or not), which a name in several cubins of one architecture needs
@@ -246,6 +248,8 @@ def patch_file(path: str | os.PathLike, kernel: str, old: int, new: int, field: 
     size = m.insn.bits // 8
     patched = bytearray(data)
     patched[m.file_offset:m.file_offset + size] = word.to_bytes(size, "little")
+    if is_pe(data[:8192]):  # a Windows PE's fatbin is patched in place as an ELF's; its header checksum follows
+        refresh_checksum(data, patched)
     target = Path(out) if out is not None else src.with_name(src.name + ".patched")
     if target.is_symlink():  # write through a link (e.g. --in-place on one): the file it names gets the patch
         target = target.resolve()
