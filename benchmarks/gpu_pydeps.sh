@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fills build/gpu_pydeps/ with the pure-Python packages the device's Python lacks, copied from this machine's .venv:
-# pyelftools and pefile, which the sass extra needs (without it the GPU suite skipped every sass test, `sass run` on a GPU
-# included); the device cannot reach a package index. Carry it to the device (run(carry=["build/gpu_pydeps"]));
+# pyelftools and pefile, which the sass extra needs (without pyelftools the GPU suite skipped every sass test, `sass
+# run` on a GPU included); the device cannot reach a package index. Carry it to the device (run(carry=["build/gpu_pydeps"]));
 # device_env.sh puts it on PYTHONPATH after src/ when it is there.
 #   bash benchmarks/gpu_pydeps.sh
 set -euo pipefail

@@ -1,8 +1,9 @@
 """Weight gradients on a side CUDA stream (``mscred.ops.wgrad_stream``) are the gradients one stream computes.
 
-CPU: the switch (on by default, MSCRED_WGRAD_STREAM=0 off) is CUDA-only, ``run`` computes in place where it may not use the side stream, the
-cast-cache test ``weight_cache.made_here``, and the side-gradient convolution's backward (data gradient here,
-weight gradient through ``run``) against float64 finite differences, plain and transposed, strided and padded.
+CPU: the switch (on by default, MSCRED_WGRAD_STREAM=0 off) is CUDA-only, ``run`` computes in place where it may
+not use the side stream, the cast-cache test ``weight_cache.made_here``, and the side-gradient convolution's
+backward (data gradient here, weight gradient through ``run``) against float64 finite differences, plain and
+transposed, strided and padded.
 CUDA: the fused bf16 model's every gradient and loss with the switch on equal the switch off's (same cuDNN calls;
 the tolerance covers atomic-order differences), the side stream really takes work, and a whole training step
 captured in a CUDA graph with the switch on replays to the eager step's losses.
