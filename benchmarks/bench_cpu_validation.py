@@ -26,7 +26,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import time
@@ -37,7 +36,7 @@ from unittest import mock
 import numpy as np
 import torch
 
-from run_header import header, stalled, uptime
+from run_header import header, stalled, uptime, write_results
 
 from mscred.data.synthetic import generate_synthetic
 from mscred.detector import MSCRED
@@ -158,14 +157,8 @@ def main() -> None:
              "(each run in brackets), after one warm-up each; wall seconds, and the process's CPU seconds",
              f"- CPU wait (/proc/pressure/cpu) over all timed runs: {wait:.2f} s (near 0: no other job took a core)",
              f"- uptime at end: `{uptime()}`"]
-    text = "\n".join(lines + notes + [""] + table) + "\n"
-    print("\n" + "\n".join(notes + [""] + table))
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.md").write_text(text)
-        (args.out / "results.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                                           "setting": setting, "checks": checks,
-                                                           "runs": measured}, indent=1) + "\n")
+    write_results(args.out, lines, notes, table, {"args": {k: str(v) for k, v in vars(args).items()},
+                                                  "setting": setting, "checks": checks, "runs": measured})
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ import argparse
 import base64
 import gc
 import io
-import json
 import statistics
 import tempfile
 import time
@@ -40,7 +39,7 @@ matplotlib.use("Agg")   # before pyplot is imported anywhere: files only, as bui
 import numpy as np
 import pandas as pd
 
-from run_header import header, stalled, uptime
+from run_header import header, stalled, uptime, write_results
 
 from mscred import report
 from mscred.data.synthetic import generate_synthetic
@@ -191,14 +190,8 @@ def main() -> None:
              f"- CPU wait (/proc/pressure/cpu) over all timed runs: "
              f"{sum(m['CPU wait'] for v in measured.values() for m in v):.2f} s (near 0: no other job took a core)",
              f"- uptime at end: `{uptime()}`"]
-    text = "\n".join(lines + notes + [""] + table) + "\n"
-    print("\n" + "\n".join(notes + [""] + table))
-    if args.out is not None:
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "results.md").write_text(text)
-        (args.out / "results.json").write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()},
-                                                           "data": data, "check": check, "runs": measured},
-                                                          indent=1) + "\n")
+    write_results(args.out, lines, notes, table, {"args": {k: str(v) for k, v in vars(args).items()},
+                                                  "data": data, "check": check, "runs": measured})
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ so the header must say what ran: the "now" side is the working tree, hence a cha
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import subprocess
@@ -56,3 +57,13 @@ def header(title: str, versions: dict[str, str]) -> list[str]:
             "- versions: Python " + platform.python_version() + "".join(f", {k} {v}" for k, v in versions.items()),
             f"- checkout: {_git('rev-parse', '--short', 'HEAD')} ({tree})",
             f"- uptime at start: `{uptime()}`", ""]
+
+
+def write_results(out, head: list[str], notes: list[str], table: list[str], payload: dict) -> None:
+    """Print ``notes`` and ``table``; with ``out`` (a Path, or None), also write results.md (``head``, the notes,
+    the table) and results.json (``payload`` with the run's arguments as text) into it."""
+    print("\n" + "\n".join(notes + [""] + table))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.md").write_text("\n".join(head + notes + [""] + table) + "\n")
+        (out / "results.json").write_text(json.dumps(payload, indent=1) + "\n")
