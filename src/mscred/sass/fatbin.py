@@ -1,7 +1,8 @@
 """Find the cubins inside a host executable, shared library or object file (its fatbin), or in a ``.fatbin`` file.
 
 nvcc links device code into the host ELF's ``.nv_fatbin`` section (``__nv_relfatbin`` for relocatable device
-code; in a Windows PE file ``.nv_fatb`` and ``__nv_rel``, :mod:`mscred.sass.pe`). That section holds one or more
+code; in a Windows PE file ``.nv_fatb`` and ``__nv_rel``, :mod:`mscred.sass.pe`; in a COFF object either name,
+:mod:`mscred.sass.coff`). That section holds one or more
 fat binaries back to back, each::
 
     u32 magic 0xBA55ED50, u16 version (1), u16 header size (16), u64 size of the entries that follow
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mscred.errors import InputError
+from mscred.sass import coff
 from mscred.sass.cubin import AmbiguousKernel, Cubin, Kernel, _elffile, arch_specific, damaged_elf, is_cubin
 from mscred.sass.pe import PE_FATBIN_SECTIONS, fatbin_sections, is_pe
 
@@ -219,12 +221,14 @@ def find_images(data: bytes, where: str, arch: str | None = None) -> list[Image]
 
 def check_format(head: bytes, where: str) -> None:
     """InputError when a file that starts with ``head`` (its first bytes: 8 KiB decide) is none of the kinds the
-    commands read (ELF: cubin, object, executable, shared library; Windows PE: executable, DLL; fatbin; static
-    library), said as what it is where that is known (empty, PTX text): checked on the first bytes, before a large
-    file of something else is read."""
+    commands read (ELF: cubin, object, executable, shared library; Windows PE: executable, DLL; Windows COFF
+    object; fatbin; static library), said as what it is where that is known (empty, PTX text): checked on the
+    first bytes, before a large file of something else is read."""
     if not head:
         raise InputError(f"{where}: an empty file (0 bytes)")
     if head.startswith((b"\x7fELF", AR_MAGIC)) or head[:4] == struct.pack("<I", FATBIN_MAGIC) or is_pe(head):
+        return
+    if coff.is_coff(head):
         return
     if head.startswith(b"!<thin>\n"):
         raise InputError(f"{where}: a thin archive (its members are files elsewhere); give the object files")
@@ -234,7 +238,8 @@ def check_format(head: bytes, where: str) -> None:
         raise InputError(f"{where}: PTX text (.target {ptx_target or '?'}), not machine code (SASS): assemble it "
                          f"with ptxas -arch={target} -o {Path(where).stem}.cubin {where}, or compile the .cu with "
                          f"nvcc -cubin -arch={target}")
-    raise InputError(f"{where}: not an ELF file (no \\x7fELF magic), nor a fatbin or static library")
+    raise InputError(f"{where}: not an ELF file (no \\x7fELF magic), nor a fatbin, static library, Windows PE file "
+                     f"or COFF object file")
 
 
 def check_input(path: str | os.PathLike, pipes: bool = True) -> None:
@@ -286,6 +291,13 @@ def _file_images(data: bytes, where: str) -> list[Image]:
         return _archive_images(data, where)
     if is_pe(data[:8192]):
         return _pe_images(data, where)
+    if coff.is_coff(data[:8192]):
+        images = _coff_images(data, 0, where)
+        if not images:
+            names = coff.COFF_FATBIN_SECTIONS
+            raise InputError(f"{where}: a Windows COFF object file without device code (no {names[0]} or "
+                             f"{names[2]} section holding a fatbin)")
+        return images
     images = _elf_images(data, 0, where)
     if not images:
         raise InputError(f"{where}: ELF file without device code (no cubin, no {FATBIN_SECTIONS[0]} section)")
@@ -318,22 +330,48 @@ def _pe_images(data: bytes, where: str) -> list[Image]:
     return images
 
 
+def _coff_images(data: bytes, base: int, where: str) -> list[Image]:
+    """The images of the fatbin sections of the COFF object ``data`` (an ``.obj``; its sections' full names, or
+    the 8-character ones), which starts at file byte ``base``, at their file bytes, as an ELF object's."""
+    images: list[Image] = []
+    for name, offset, size in coff.fatbin_sections(data, where):
+        images += parse_fatbin(data[offset:offset + size], base + offset, f"{where}:{name}")
+    return images
+
+
 AR_MAGIC = b"!<arch>\n"
+# The members of an MSVC library that are tables, not objects: the linker members (two named "/") and those of
+# ARM64EC/ARM64X libraries; "//" (the long names) is read apart.
+_TABLE_MEMBERS = ("/", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED", "/<ECSYMBOLS>/", "/<HYBRIDMAP>/")
 
 
 def _archive_images(data: bytes, where: str) -> list[Image]:
-    """The images of every ELF member of a static library (``nvcc -lib``, ``ar``), each named ``lib.a(member.o)``
-    and placed at its file byte in the archive, so that a member's cubin can be patched in the library itself."""
+    """The images of every ELF or COFF member of a static library (``nvcc -lib``, ``ar``; MSVC's ``lib``), each
+    named ``lib.a(member.o)`` and placed at its file byte in the archive, so that a member's cubin can be patched in
+    the library itself."""
     images: list[Image] = []
+    kinds = {"ELF": 0, "COFF": 0, "other": 0}   # what the members were, for a library without device code
     for name, start, size in _archive_members(data, where):
         member = data[start:start + size]
-        if member[:4] == b"\x7fELF" and not is_cubin(member):
-            images += _elf_images(member, start, f"{where}({name})")
-        elif is_cubin(member):
+        if is_cubin(member):
             images.append(Image("cubin", Cubin(member, f"{where}({name})").arch, start, member, f"{where}({name})"))
+            kinds["ELF"] += 1
+        elif member[:4] == b"\x7fELF":
+            images += _elf_images(member, start, f"{where}({name})")
+            kinds["ELF"] += 1
+        elif coff.is_coff(member[:8192]):
+            images += _coff_images(member, start, f"{where}({name})")
+            kinds["COFF"] += 1
+        else:   # (an import library's entries, an MSVC /GL object: no fatbin section to read)
+            kinds["other"] += 1
     if not images:
-        raise InputError(f"{where}: static library without device code (no member holds a cubin or a "
-                         f"{FATBIN_SECTIONS[0]} section)")
+        read = [f"{count} {kind} object{'s' if count > 1 else ''}" for kind, count in kinds.items()
+                if count and kind != "other"]
+        other = (f"{kinds['other']} member{'s' if kinds['other'] > 1 else ''} of another kind (an import entry, "
+                 f"an MSVC /GL object), not read" if kinds["other"] else "")
+        held = "; ".join(part for part in (", ".join(read) + (" without a cubin or a fatbin section" if read else ""),
+                                           other) if part)
+        raise InputError(f"{where}: static library without device code ({held or 'no members'})")
     return images
 
 
@@ -356,14 +394,15 @@ def _archive_members(data: bytes, where: str):
         if raw == "//":
             long_names = data[start:start + size]
             continue
-        if raw in ("/", "/SYM64/", "__.SYMDEF", "__.SYMDEF SORTED"):
+        if raw in _TABLE_MEMBERS:
             continue
         if raw.startswith("#1/") and raw[3:].isdigit():  # BSD: the name is the first bytes of the data
             length = int(raw[3:])
             yield data[start:start + length].rstrip(b"\0").decode("latin-1"), start + length, size - length
             continue
-        if raw.startswith("/") and raw[1:].isdigit():  # GNU: an offset into the long-name table
-            raw = long_names[int(raw[1:]):].split(b"\n", 1)[0].decode("latin-1")
+        if raw.startswith("/") and raw[1:].isdigit():  # GNU and MSVC: an offset into the long-name table
+            # GNU ends a long name with "/\n", MSVC with a NUL
+            raw = re.split(b"[\n\0]", long_names[int(raw[1:]):], maxsplit=1)[0].decode("latin-1")
         yield raw.removesuffix("/"), start, size
     if pos < len(data) and data[pos:].strip(b"\n"):
         raise InputError(f"{where}: damaged static library: {len(data) - pos} bytes after the last member")
