@@ -23,7 +23,8 @@ from mscred.sass.fatbin import find_images  # noqa: E402
 
 from test_audit_sass_cli import one_line_error  # noqa: E402
 from test_sass_audit import run_cli  # noqa: E402
-from test_sass_pe import WRAPPER, _as_pe, _each_command, _elf_section, pair  # noqa: E402,F401 (pair: a fixture)
+from test_sass_pe import (WRAPPER, _as_pe, _each_command, _elf_section,  # noqa: E402,F401 (pair: a fixture)
+                          assert_patched_as_the_elf, pair)
 
 TEXT = (".text$mn", b"\xc3" * 64, None)   # (MSVC's name for code: exactly 8 characters)
 
@@ -186,20 +187,7 @@ def test_run_loads_the_same_cubin(objects, capsys, monkeypatch):
 @pytest.mark.parametrize("kind", ["long", "short"])
 def test_patch_writes_the_same_bytes_in_the_object(objects, capsys, tmp_path, kind):
     """In place in the fatbin section, at the file byte of the ELF file's patch; nothing else changes."""
-    elf, obj = objects["elf"], objects[kind]
-    outputs = []
-    for path, out in ((elf, tmp_path / "app.dd"), (obj, tmp_path / "app.dd.obj")):
-        code, text, err = run_cli(capsys, "patch", path, "-k", "test", "--old", "0xcc", "--new", "0xdd", "-o", out)
-        assert code == 0, err
-        outputs.append(text.replace(str(out), "OUT"))
-    assert outputs[0] == outputs[1]
-    fatbin, at = _elf_section(elf, ".nv_fatbin")
-    end = at + len(fatbin)
-    elf_dd, before, after = (tmp_path / "app.dd").read_bytes(), obj.read_bytes(), (tmp_path / "app.dd.obj").read_bytes()
-    assert after[at:end] == elf_dd[at:end] != before[at:end]
-    assert after[:at] == before[:at] and after[end:] == before[end:]
-    code, text, err = run_cli(capsys, "dump", tmp_path / "app.dd.obj", "-k", "test")
-    assert code == 0 and "000000ddff057435" in text and "000000ccff057435" not in text, err
+    assert_patched_as_the_elf(capsys, tmp_path, objects["elf"], objects[kind], ".obj")
 
 
 # --- static libraries -----------------------------------------------------------------------------------------------

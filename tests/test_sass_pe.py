@@ -181,19 +181,26 @@ def test_run_loads_the_same_cubin(pair, capsys, monkeypatch):
 def test_patch_writes_the_same_bytes_in_the_pe(pair, capsys, tmp_path):
     """In place in the .nv_fatb section, at the file byte the ELF file's patch has; nothing else of the file
     changes (the CheckSum was 0: left so)."""
-    elf, exe = pair
+    assert_patched_as_the_elf(capsys, tmp_path, *pair, ".exe")
+
+
+def assert_patched_as_the_elf(capsys, tmp_path, elf, other, suffix: str) -> None:
+    """``patch`` of ``other`` (a file holding ``elf``'s fatbin at the same file bytes: a PE here, a COFF object in
+    test_sass_coff) prints what the ELF file's patch prints and changes the same bytes, nothing else, and the
+    patched file dumps the new constant."""
     outputs = []
-    for path, out in ((elf, tmp_path / "app.dd"), (exe, tmp_path / "app.dd.exe")):
+    for path, out in ((elf, tmp_path / "app.dd"), (other, tmp_path / f"app.dd{suffix}")):
         code, text, err = run_cli(capsys, "patch", path, "-k", "test", "--old", "0xcc", "--new", "0xdd", "-o", out)
         assert code == 0, err
         outputs.append(text.replace(str(out), "OUT"))
     assert outputs[0] == outputs[1]
     fatbin, at = _elf_section(elf, ".nv_fatbin")
     end = at + len(fatbin)
-    elf_dd, pe, pe_dd = (tmp_path / "app.dd").read_bytes(), exe.read_bytes(), (tmp_path / "app.dd.exe").read_bytes()
-    assert pe_dd[at:end] == elf_dd[at:end] != pe[at:end]
-    assert pe_dd[:at] == pe[:at] and pe_dd[end:] == pe[end:]
-    code, text, err = run_cli(capsys, "dump", tmp_path / "app.dd.exe", "-k", "test")
+    elf_dd, before = (tmp_path / "app.dd").read_bytes(), other.read_bytes()
+    after = (tmp_path / f"app.dd{suffix}").read_bytes()
+    assert after[at:end] == elf_dd[at:end] != before[at:end]
+    assert after[:at] == before[:at] and after[end:] == before[end:]
+    code, text, err = run_cli(capsys, "dump", tmp_path / f"app.dd{suffix}", "-k", "test")
     assert code == 0 and "000000ddff057435" in text and "000000ccff057435" not in text, err
 
 
