@@ -33,6 +33,8 @@ from typing import Callable, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
+# (weight_cache imports this module too, for ``join``: each uses the other only inside functions, so either import
+# order works -- tests/test_wgrad_stream.py imports both)
 from mscred.ops import weight_cache
 from mscred.ops.triton.runtime import switched_off
 
