@@ -20,11 +20,12 @@ pytest.importorskip("pefile", reason="pefile (the `sass` extra) is not installed
 from mscred.errors import InputError  # noqa: E402
 from mscred.sass.coff import BIGOBJ_CLASS, is_coff  # noqa: E402
 from mscred.sass.fatbin import find_images  # noqa: E402
+from mscred.sass.probe import template_path  # noqa: E402
 
 from test_audit_sass_cli import one_line_error  # noqa: E402
 from test_sass_audit import run_cli  # noqa: E402
 from test_sass_pe import (WRAPPER, _as_pe, _each_command, _elf_section,  # noqa: E402,F401 (pair: a fixture)
-                          assert_patched_as_the_elf, pair)
+                          _nvcc, assert_patched_as_the_elf, pair)
 
 TEXT = (".text$mn", b"\xc3" * 64, None)   # (MSVC's name for code: exactly 8 characters)
 
@@ -310,3 +311,20 @@ def test_mangled_headers_never_escape_as_an_internal_error(objects):
             find_images(variant, "x.obj")
         except InputError:
             pass
+
+
+@pytest.mark.parametrize("names", [(".nv_fatbin", "__nv_relfatbin"), (".nv_fatb", "__nv_rel")])
+def test_relocatable_device_code_in_an_object(tmp_path, capsys, names):
+    """An -rdc=true build's relocatable cubins (ELF __nv_relfatbin) in the object's __nv_relfatbin section, whole or
+    cut to __nv_rel: read, numbered in file order after the linked ones, as in the ELF file."""
+    elf = tmp_path / "rdc"
+    _nvcc("-arch=sm_90", "-rdc=true", "-o", elf, template_path("article"))
+    linked, _ = _elf_section(elf, ".nv_fatbin")
+    relocatable, _ = _elf_section(elf, "__nv_relfatbin")
+    obj = tmp_path / "rdc.obj"
+    obj.write_bytes(write_coff([TEXT, (names[0], linked, None), (names[1], relocatable, None)]))
+    from_obj = find_images(obj.read_bytes(), "rdc.obj")
+    assert _fields(from_obj) == _fields(find_images(elf.read_bytes(), "rdc"))
+    assert {i.where.split("[")[0] for i in from_obj} == {f"rdc.obj:{name}" for name in names}
+    line = one_line_error(capsys, "dump", obj, "-k", "test")   # in both: the cubins' numbers pick one
+    assert f"rdc.obj:{names[0]}[cubin sm_90" in line and f"rdc.obj:{names[1]}[cubin sm_90" in line, line
