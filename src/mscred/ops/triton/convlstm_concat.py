@@ -29,7 +29,7 @@ import torch.nn.functional as F
 # convlstm.py imports this module; its helpers are looked up when called (the import is circular by design:
 # these are two halves of one op's implementation).
 from mscred.ops.triton import convlstm as lstm
-from mscred.ops import conv_cell, copy_stream, wgrad_stream
+from mscred.ops import conv_cell, wgrad_stream
 from mscred.ops.padding import copy_pixels, zero_pixels
 from mscred.ops.triton.runtime import switched_off, tile_override
 
@@ -91,25 +91,14 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     w = _whole_weight(w_x, w_h)
-    # every x_t with its zero border (the weight gradient reads x_0 too); h_{-1} = 0. Step 0 reads x_0 from xh on the
-    # conv_cell path, the images themselves on the other, so the other steps' copies go beside it (copy_stream).
-    fused = conv_cell.runs(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads)  # one CUDA kernel a step (ops/conv_cell)
-    xs, first = xh.view(T * B, *xh.shape[2:])[:, :C], B if fused else 0
-    if first:
-        copy_pixels(xs[:first], images[:first])
-    aside = copy_stream.Aside(xh)
-    if T * B > first:
-        aside.copy(xs[first:], images[first:])
-    zero_pixels(xh[0, :, C:])
-    if fused:
+    copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images)  # every x_t with its zero border (the weight
+    zero_pixels(xh[0, :, C:])                                    # gradient reads x_0 too); h_{-1} = 0
+    if conv_cell.runs(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads):  # one CUDA kernel a step (ops/conv_cell)
         w_rows, bias32 = conv_cell.packed_weight(w), bias.float().contiguous()
         gates = [lstm._empty(B, 4 * Ch, H, W, xh, "nhwc") for _ in range(T)]
         for t in range(T):  # (step 0 convolves xh_0 whole: its h half is the zeros above)
-            if t == 1:
-                aside.join()
             conv_cell.step(xh[t], w_rows, bias32, cells[t - 1] if t > 0 else None, cells[t], gates[t], out[:, t],
                            xh[t + 1] if t < T - 1 else None, C, forget_bias)
-        aside.join()
         return gates
     hp_border = lstm.recurrent_border(xh[1:, :, C:], pads)
     N = B * Ch * H * W
@@ -117,8 +106,6 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     fast = lstm.fast_activations(images.dtype)  # the gates' dtype: cuDNN's output in the images' dtype
     gates = []
     for t in range(T):
-        if t == 1:
-            aside.join()
         z = F.conv2d(images[:B], w_x) if t == 0 else F.conv2d(xh[t], w)
         z = z.contiguous(memory_format=torch.channels_last)  # as the fake says (cuDNN gives float64 in NCHW order)
         gates.append(z)
@@ -133,7 +120,6 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
             HP_BORDER=hp_border, PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c,
             FAST_ACT=fast, num_warps=lstm.NUM_WARPS,
         )
-    aside.join()
     return gates
 
 
@@ -167,7 +153,6 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     if fused:
         w_t, bias32 = conv_cell.transposed_weight(w), bias.float().contiguous()
     dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution
-    aside = copy_stream.Aside(xh)  # dx_t's copies out of [dx_t, dh_{t-1}], beside the chain (copy_stream)
     for t in reversed(range(T)):
         dout_t, dp = dout[:, t], dpre[t]
         if fused and t < T - 1:
@@ -191,8 +176,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             continue
         # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)
         dxh = conv_transpose(dp, w if t > 0 else w_x)
-        aside.copy(dimages[t * B:(t + 1) * B], dxh[:, :C])
-    aside.join()
+        copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])
 
     def weight_grads():  # one call over all steps (on a side stream: ops/wgrad_stream.py), split into x and h
         dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
