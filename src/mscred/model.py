@@ -112,9 +112,9 @@ class SameConv(nn.Module):
                     return small_conv.conv_act_shared(x, w, self.bias, True, out_pads)
                 return small_conv.conv_act(x, w, self.bias, selu=True, out_pads=out_pads)
             if top == bottom and left == right:
-                y = wgrad_stream.conv2d(x, w, self.stride, (top, left), site="encoder")
+                y = wgrad_stream.conv2d(x, w, self.stride, (top, left))
             else:  # TF's extra bottom/right row: a padded copy that writes each element once (ops/padding.py)
-                y = wgrad_stream.conv2d(pad_copy(x, padding), w, self.stride, site="encoder")
+                y = wgrad_stream.conv2d(pad_copy(x, padding), w, self.stride)
             return self._epilogue(y, out_pads, two)
         out = ops.conv2d(x, self.weight, self.bias, self.stride, padding, True, backend=self.backend)
         out = pad_copy(out, out_pads) if any(out_pads) else out
@@ -125,7 +125,7 @@ class SameConv(nn.Module):
         """``forward`` of an input already zero-bordered with this convolution's TF padding (the encoder's copy
         shared with a ConvLSTM, ``Encoder.forward``); the fused path (``fused_act``) only."""
         w = _autocast_weight(self.weight, xp)
-        return self._epilogue(wgrad_stream.conv2d(xp, w, self.stride, site="encoder"), out_pads, two)
+        return self._epilogue(wgrad_stream.conv2d(xp, w, self.stride), out_pads, two)
 
     def _epilogue(self, y: torch.Tensor, out_pads: tuple[int, int, int, int], two: bool):
         """bias + SELU of the fused path (``bias_act``), for one consumer or for two (``two``)."""
@@ -169,7 +169,7 @@ class SameDeconv(nn.Module):
                                       memory_format=torch.channels_last)
                 sub = subpixel.convolve(x, w, self.stride)
                 return bias_act_subpixel_into(sub, self.bias, self.selu, self.stride, top, top, out)
-            y = wgrad_stream.conv2d(x, w, self.stride, transposed=True, site="decoder")
+            y = wgrad_stream.conv2d(x, w, self.stride, transposed=True)
             if out is not None:
                 return bias_act_into(y, self.bias, self.selu, top, top, out)
             return bias_act(y, self.bias, self.selu, top, top, size, size)

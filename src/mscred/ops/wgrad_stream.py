@@ -27,7 +27,6 @@ benchmarks/gpu_wgrad_stream.sh``): ~0.11 ms, 4%. Not adopted from the same runs:
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from typing import Callable, Iterator, Sequence
 
@@ -44,14 +43,9 @@ _PENDING: set[int] = set()  # device indices whose side stream has work the call
 _LOCAL = threading.local()  # ``allowed``: set around a backward whose weights the cast cache's backward joins
 
 
-def switched(x: torch.Tensor, site: str = "") -> bool:
-    """Whether weight gradients of CUDA tensor ``x`` may go to a side stream (MSCRED_WGRAD_STREAM=0: never), from
-    ``site`` ("encoder", "decoder", "lstm"; A/B runs: MSCRED_WGRAD_STREAM_KEEP lists the sites kept on the caller's
-    stream, comma- or '/'-separated)."""
-    if not x.is_cuda or switched_off("MSCRED_WGRAD_STREAM"):
-        return False
-    kept = os.environ.get("MSCRED_WGRAD_STREAM_KEEP", "").replace("/", ",").split(",")
-    return not site or site not in {k.strip() for k in kept}
+def switched(x: torch.Tensor) -> bool:
+    """Whether weight gradients of CUDA tensor ``x`` may go to a side stream (MSCRED_WGRAD_STREAM=0: never)."""
+    return x.is_cuda and not switched_off("MSCRED_WGRAD_STREAM")
 
 
 @contextlib.contextmanager
@@ -77,12 +71,11 @@ def _side(device: torch.device) -> "torch.cuda.Stream":
     return _STREAMS[key]
 
 
-def run(fn: Callable[[], Sequence[torch.Tensor]], reads: Sequence[torch.Tensor],
-        site: str = "") -> Sequence[torch.Tensor]:
+def run(fn: Callable[[], Sequence[torch.Tensor]], reads: Sequence[torch.Tensor]) -> Sequence[torch.Tensor]:
     """``fn()``, whose tensors are weight gradients computed from ``reads``: on the device's side stream, after
-    everything queued so far on the current one, when the switch is on (for ``site``) and ``allowed``; else here."""
+    everything queued so far on the current one, when the switch is on and ``allowed``; else here."""
     x = reads[0]
-    if not (getattr(_LOCAL, "allowed", False) and switched(x, site)):
+    if not (getattr(_LOCAL, "allowed", False) and switched(x)):
         return fn()
     caller = torch.cuda.current_stream(x.device)
     side = _side(x.device)
@@ -108,11 +101,11 @@ def join(device: torch.device) -> None:
 
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, stride: int, padding: tuple[int, int] = (0, 0),
-           transposed: bool = False, site: str = "") -> torch.Tensor:
+           transposed: bool = False) -> torch.Tensor:
     """``F.conv2d(x, w, None, stride, padding)`` (``F.conv_transpose2d(x, w, None, stride)`` when ``transposed``),
     whose weight gradient goes to the side stream where the switch is on and ``w`` is a cast of the step's cache;
     else the plain call, with PyTorch's own backward."""
-    if switched(x, site) and weight_cache.made_here(w):
+    if switched(x) and weight_cache.made_here(w):
         return _SideWeightGradConv.apply(x, w, stride, padding, transposed)
     if transposed:
         return F.conv_transpose2d(x, w, None, stride=stride, padding=padding)

@@ -739,7 +739,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])[1]
         return dw_x.contiguous(memory_format=fmt), dw_h.contiguous(memory_format=fmt)
 
-    dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_images, images, dpre_tb, hprev), site="lstm")
+    dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_images, images, dpre_tb, hprev))
     # dbias sums B*T*H*W terms of both signs: a tree reduction (per tile in the kernel, then one atomic add per
     # tile; or torch.sum) in float32 (float64 for float64) keeps the cancellation error at the reference's level,
     # where the CPU convolution backward's running sum does not.

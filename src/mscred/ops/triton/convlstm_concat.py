@@ -184,5 +184,5 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
         fmt = torch.channels_last
         return dw[:, :C].contiguous(memory_format=fmt), dw[:, C:].contiguous(memory_format=fmt)
 
-    dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_tb, xh), site="lstm")
+    dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_tb, xh))
     return dimages, dw_x, dw_h, db.to(bias.dtype)
