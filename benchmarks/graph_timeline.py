@@ -102,7 +102,7 @@ def main() -> None:
              f"{sweep_report.machine_line()}. Command: `PYTHONPATH=src python3 benchmarks/graph_timeline.py`.", "",
              "Per replay (torch.profiler's kernel records; the kernels' own durations, so a replay's span is its",
              "kernels' first start to last end, without the graph launch itself):", "",
-             "| replay | kernels | span us | busy us | of it 2+ kernels at once | idle us (no kernel) | idle gaps |",
+             "| replay | kernels, copies, fills | span us | busy us | of it 2+ kernels at once | idle us (no kernel) | idle gaps |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for i, s in enumerate(stats):
         lines.append(f"| {i} | {s['kernels']} | {s['span']:.1f} | {s['busy']:.1f} | {s['overlap']:.1f} | "
