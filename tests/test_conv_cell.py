@@ -32,20 +32,31 @@ HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9,
 needs_hopper = pytest.mark.skipif(not HOPPER, reason="the kernel runs on Hopper (sm_90a wgmma) only; compiled in CI")
 
 
-def _nvcc_sm90a(source: Path, out: Path, *extra: str) -> str:
-    """nvcc -c of ``source`` for sm_90a as the extensions build it, with ptxas's report (and ``extra`` flags); the
-    report, after asserting the build succeeded."""
-    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], *extra, f"-I{conv_cell._SRC}", "-Xptxas", "-v", "-c",
-           str(source), "-o", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc.stdout + proc.stderr
+@pytest.fixture(scope="module")
+def nvcc_sm90a(tmp_path_factory):
+    """``build(source, *extra)``: nvcc -c of ``source`` for sm_90a as the extensions build it, with ptxas's report
+    (and ``extra`` flags), keeping its PTX (--keep); (the report, the PTX, the object), after asserting the build
+    succeeded. Each source and flags are built once in this module: the shared-memory tests link their host program
+    with the objects the build tests compiled."""
+    builds = {}
+
+    def build(source: Path, *extra: str) -> tuple[str, str, Path]:
+        if (source, extra) not in builds:
+            out = tmp_path_factory.mktemp(source.stem)
+            cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], *extra, f"-I{conv_cell._SRC}", "-Xptxas", "-v",
+                   "-c", str(source), "-o", str(out / f"{source.stem}.o"), "--keep", f"--keep-dir={out}"]
+            builds[source, extra] = subprocess.run(cmd, capture_output=True, text=True, timeout=600), out
+        proc, out = builds[source, extra]
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        ptx = "".join(p.read_text() for p in out.glob("*.ptx"))
+        return proc.stdout + proc.stderr, ptx, out / f"{source.stem}.o"
+    return build
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
-def test_compiles_to_warpgroup_mmas(tmp_path):
-    report = "".join(_nvcc_sm90a(src, tmp_path / f"{src.stem}.o", "--keep", f"--keep-dir={tmp_path}")
-                     for src in SOURCES)
+def test_compiles_to_warpgroup_mmas(nvcc_sm90a):
+    builds = [nvcc_sm90a(src) for src in SOURCES]
+    report = "".join(report for report, _, _ in builds)
     parts = re.split(r"Compiling entry function '([^']+)'", report)
     kernels = {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
     # the forward at levels 1 and 2, the backward at level 1
@@ -54,7 +65,7 @@ def test_compiles_to_warpgroup_mmas(tmp_path):
     for name, info in kernels.items():  # level 1's A operand in shared memory leaves room at 168 registers
         frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", info)
         assert frame and tuple(map(int, frame.groups())) == (0, 0, 0), f"{name}: {frame and frame.group(0)}"
-    ptx = "".join(p.read_text() for p in tmp_path.glob("*.ptx"))
+    ptx = "".join(ptx for _, ptx, _ in builds)
     # one warpgroup MMA per k16 step of the four taps: forward 4 x 64 / 16 at level 1, 4 x 128 / 16 at level 2;
     # backward (N = C + Ch = 64) 4 x 128 / 16
     assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 16 + 32
@@ -70,22 +81,22 @@ def test_compiles_to_warpgroup_mmas(tmp_path):
 @pytest.mark.parametrize("flags", ["-DMSCRED_CONV_CELL_SMEM_A=0", "-DMSCRED_CONV_CELL_STAGES=3",
                                    "-DMSCRED_CONV_CELL_BASE_OFFSET=1", "-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1",
                                    "-DMSCRED_CONV_CELL_WARPGROUPS=4"])
-def test_ab_variants_compile(flags, tmp_path):
+def test_ab_variants_compile(flags, nvcc_sm90a):
     """The A/B builds a device call times (MSCRED_CONV_CELL_FLAGS) compile for Hopper: level 1's A operand by
     ldmatrix into registers (the first build; ptxas keeps a few values on the stack at 168 registers), three row
     buffers a warpgroup, the PTX ISA's descriptor base offset (wrong gates on the H200, kept to show it), the gates
     stored with the bias (conv_cell.h; right on the H200, 2% on the forward kernel, not adopted), four warpgroups at
     level 1 (128 registers with a few spills; 9% slower on the H200, results/conv_cell_next/)."""
-    report = _nvcc_sm90a(SRC, tmp_path / "variant.o", *flags.split())
+    report, _, _ = nvcc_sm90a(SRC, *flags.split())
     assert len(re.findall(r"Compiling entry function", report)) == 2  # the forward's two
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
-def test_backward_ab_variant_compiles_without_spills(tmp_path):
+def test_backward_ab_variant_compiles_without_spills(nvcc_sm90a):
     """The backward kernel's one A/B build, the gates read as stored with the bias (right on the H200, the forward
     ~3 us faster, not adopted: results/conv_cell_bwd_steps/), fits its registers (no stack frame, no spills). The
     builds measured and removed are listed in conv_cell_bwd.cu."""
-    report = _nvcc_sm90a(SOURCES[1], tmp_path / "variant.o", "-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1")
+    report, _, _ = nvcc_sm90a(SOURCES[1], "-DMSCRED_CONV_CELL_PRE_WITH_BIAS=1")
     assert len(re.findall(r"Compiling entry function", report)) == 1
     assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in report, report[-2000:]
 
@@ -110,16 +121,18 @@ int main() {  // level 1 (30 x 30 maps) and level 2 (15 x 15) of the default mod
     ("conv_cell.cu", "", [140_800, 214_528]),
     ("conv_cell.cu", "-DMSCRED_CONV_CELL_WARPGROUPS=4", [165_376, 214_528]),
 ])
-def test_blocks_fit_hopper_shared_memory(source, flags, expected, tmp_path):
-    """One block's shared memory as the launch code computes it (host code: built without the kernels), for the
-    default builds and those A/B builds that change it -- the figures the source comments and result READMEs quote
-    -- each within Hopper's 227 KB a block."""
+def test_blocks_fit_hopper_shared_memory(source, flags, expected, tmp_path, nvcc_sm90a):
+    """One block's shared memory as the launch code computes it (host code, linked with the object the build tests
+    above compiled with these flags: shared_bytes does not depend on the sm_90a switch), for the default builds and
+    those A/B builds that change it -- the figures the source comments and result READMEs quote -- each within
+    Hopper's 227 KB a block."""
+    _, _, kernel_object = nvcc_sm90a(conv_cell._SRC / source, *flags.split())
     main = tmp_path / "main.cu"
     main.write_text(SHARED_BYTES_PROGRAM)
     exe = tmp_path / "shared_bytes"
     extra = ["-DBACKWARD"] if source == "conv_cell_bwd.cu" else []
-    cmd = [NVCC, "-std=c++17", "-O0", "-gencode=arch=compute_90a,code=compute_90a", *flags.split(), *extra,
-           f"-I{conv_cell._SRC}", str(main), str(conv_cell._SRC / source), "-o", str(exe)]
+    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(9, 0)[1], *extra, f"-I{conv_cell._SRC}", str(main),
+           str(kernel_object), "-o", str(exe)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]

@@ -34,13 +34,30 @@ needs_cuda = pytest.mark.skipif(not CUDA, reason="the resident kernel runs on a 
 # ----------------------------------------------------------------------------------------------------------------
 # Build (CI): ptxas's resource report of every instantiation
 # ----------------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kernel_build(tmp_path_factory):
+    """``build(capability)``: (nvcc's run, the PTX, the object) of the kernel's file built as the extension builds it
+    for that GPU, with ptxas's report; one build per capability for this module's tests. The PTX is the one nvcc
+    kept on its way to ptxas (--keep): what ``-ptx`` with the same flags writes, without a second front-end run."""
+    builds = {}
+
+    def build(capability):
+        if capability not in builds:
+            out = tmp_path_factory.mktemp("resident_" + cuda_target(*capability)[0])
+            cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(*capability)[1], f"-I{resident_lstm._SRC}", "-Xptxas",
+                   "-v", "-c", str(SRC), "-o", str(out / "resident.o"), "--keep", f"--keep-dir={out}"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            ptx = "".join(p.read_text() for p in out.glob("*.ptx"))
+            builds[capability] = proc, ptx, out / "resident.o"
+        return builds[capability]
+    return build
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
-@pytest.mark.parametrize("flags", [cuda_target(9, 0)[1], cuda_target(8, 0)[1]], ids=["sm_90a", "sm_80"])
-def test_compiles_without_spills_on_tensor_cores(flags, tmp_path):
-    ptx = tmp_path / "resident.ptx"
-    cmd = [NVCC, "-std=c++17", "-O3", *flags, f"-I{resident_lstm._SRC}", "-Xptxas", "-v", "-c", str(SRC),
-           "-o", str(tmp_path / "resident.o")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+@pytest.mark.parametrize("capability", [(9, 0), (8, 0)], ids=["sm_90a", "sm_80"])
+def test_compiles_without_spills_on_tensor_cores(capability, kernel_build):
+    flags = cuda_target(*capability)[1]
+    proc, text, _ = kernel_build(capability)
     assert proc.returncode == 0, f"nvcc failed:\n{proc.stderr[-4000:]}"
     report = proc.stdout + proc.stderr
     parts = re.split(r"Compiling entry function '([^']+)'", report)
@@ -49,9 +66,6 @@ def test_compiles_without_spills_on_tensor_cores(flags, tmp_path):
     for name, info in kernels.items():
         frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", info)
         assert frame and tuple(map(int, frame.groups())) == (0, 0, 0), f"{name}: {frame and frame.group(0)}"
-    ptx_cmd = [NVCC, "-std=c++17", "-O3", *flags, f"-I{resident_lstm._SRC}", "-ptx", str(SRC), "-o", str(ptx)]
-    assert subprocess.run(ptx_cmd, capture_output=True, text=True, timeout=600).returncode == 0
-    text = ptx.read_text()
     assert "ldmatrix.sync.aligned" in text
     if "sm_90a" in " ".join(flags):  # the recurrent GEMM on warpgroup MMAs: one per k16 step, 8 + 16 steps
         assert text.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 24
@@ -151,10 +165,12 @@ def _shared_bytes(ch, hw, capability=(9, 0), flags=None):
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc not found (CUDA toolkit not installed); cannot compile the .cu here")
 @pytest.mark.parametrize("capability", [(9, 0), (8, 0)], ids=["sm_90a", "sm_80"])
-def test_shared_bytes_mirror_matches_the_build(capability, tmp_path):
+def test_shared_bytes_mirror_matches_the_build(capability, tmp_path, kernel_build):
     """The host's shared_bytes of a build for each architecture (a small host program linked with the kernel's
-    file; no GPU needed) equals the mirror above, which the fit tests use: 64-pixel rounding on Hopper only; and
-    its mma_kind, which `mscred env` reports."""
+    object, as the build test above compiled it with the extension's flags; no GPU needed) equals the mirror above,
+    which the fit tests use: 64-pixel rounding on Hopper only; and its mma_kind, which `mscred env` reports."""
+    kernel, _, kernel_object = kernel_build(capability)
+    assert kernel.returncode == 0, kernel.stderr[-3000:]
     main = tmp_path / "main.cu"
     main.write_text('#include <cstdio>\n#include "resident_lstm.h"\nint main() {\n'
                     '  const int shapes[][2] = {{32, 900}, {32, 1024}, {32, 600}, {32, 17}, {64, 225}, {64, 256}, '
@@ -163,8 +179,8 @@ def test_shared_bytes_mirror_matches_the_build(capability, tmp_path):
                     'mscred_resident::shared_bytes(s[0], s[1]));\n'
                     '  std::printf("%s\\n", mscred_resident::mma_kind());\n}\n')
     exe = tmp_path / "shared_bytes"
-    cmd = [NVCC, "-std=c++17", "-O1", *cuda_target(*capability)[1], f"-I{resident_lstm._SRC}", str(main), str(SRC),
-           "-o", str(exe)]
+    cmd = [NVCC, "-std=c++17", "-O3", *cuda_target(*capability)[1], f"-I{resident_lstm._SRC}", str(main),
+           str(kernel_object), "-o", str(exe)]
     build = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stderr[-3000:]
     *lines, kind = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60, check=True).stdout.split()
