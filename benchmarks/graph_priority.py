@@ -13,7 +13,7 @@ each kernel node runs at its own priority attribute. Variants, each the product'
   cuDNN's workspace initialisations) lowest, everything else highest.
 
 Printed first: the priorities the capture recorded per kernel family. Then the step in alternation, ms a step
-(CUDA events over 200 replays, median of 5), and each variant's loss after the timed steps against the default's.
+(CUDA events over 40 replays, median of 5), and each variant's loss after the timed steps against the default's.
 Driver API through ctypes (libcuda): the graph is torch's (``CUDAGraph(keep_graph=True)``), instantiated and
 launched here. Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/graph_priority.py --out DIR
 """

@@ -11,8 +11,15 @@ Copies and fills count as work (the trace's memcpy and memset records). Idle tim
 (fusion, or programmatic dependent launch) could give back; busy time with one kernel running is the chain's own
 kernels.
 
+Then the busy time with ONE kernel running, by kernel family ("alone"): what the chain's own kernels cost, and which
+weight gradients ran with nothing beside them (the backward's tail, or the chain waiting), each such stretch of 5 us
+or more listed with the launch shape the trace recorded (grid, blocks an SM: a weight gradient whose blocks fill
+every SM leaves none to the chain, whatever the priorities -- results/graph_priority/).
+
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/graph_timeline.py [--replays 5] [--out DIR]
-Writes DIR/graph_timeline.md and DIR/graph_trace.json (one replay's kernels: name, start, duration, stream).
+Writes DIR/graph_timeline.md and DIR/graph_trace.json (one replay's kernels: name, start, duration, stream, and the
+launch shape where the trace has it). ``--from-trace DIR/graph_trace.json`` (any machine) prints the "alone" tables
+of a saved replay.
 """
 from __future__ import annotations
 
@@ -73,11 +80,85 @@ def timeline(kernels: list[dict]) -> dict:
             "gaps": sorted(gaps, key=lambda g: -g[0])}
 
 
+# kept in graph_trace.json ("blocks per SM": the grid's blocks over the SM count, not how many fit at once; the
+# trace's occupancy estimate reads 0 for a graph's kernels, so it is left out)
+LAUNCH_ARGS = ("grid", "block", "blocks per SM")
+
+
+def family(name: str) -> str:
+    """A kernel's family for the "alone" table: cuDNN's convolutions by direction, fills, copies, else its name."""
+    for key, label in (("wgrad", "cuDNN weight gradient"), ("dgrad", "cuDNN data gradient"),
+                       ("fprop", "cuDNN forward convolution"), ("cutlass", "cuDNN's CUTLASS kernels"),
+                       ("Memset", "fill"), ("Memcpy", "copy")):
+        if key in name:
+            return label
+    name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    return name.split("(")[0].split("<")[0][:60]
+
+
+def alone(kernels: list[dict]) -> list[float]:
+    """For each kernel (in the list's order), the microseconds during which it was the only one running."""
+    edges = sorted([(k["ts"], 1, i) for i, k in enumerate(kernels)] +
+                   [(k["ts"] + k["dur"], -1, i) for i, k in enumerate(kernels)], key=lambda e: (e[0], e[1]))
+    out = [0.0] * len(kernels)
+    running: set[int] = set()
+    last = kernels[0]["ts"]
+    for t, step, i in edges:
+        if len(running) == 1:
+            out[next(iter(running))] += t - last
+        if step > 0:
+            running.add(i)
+        else:
+            running.discard(i)
+        last = t
+    return out
+
+
+def alone_lines(kernels: list[dict], min_stretch: float = 5.0) -> list[str]:
+    """The "alone" tables of one replay: by family, then every weight gradient alone for ``min_stretch`` us or more
+    with the kernel that started next and the launch shape the trace recorded."""
+    solo = alone(kernels)
+    by_family: dict[str, list[float]] = {}
+    for k, a in zip(kernels, solo):
+        row = by_family.setdefault(family(k["name"]), [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += k["dur"]
+        row[2] += a
+    lines = [f"One replay's busy time with one kernel running ({sum(solo):.1f} us), by family "
+             "(us alone: no other kernel, copy or fill beside it):", "",
+             "| family | kernels | us in all | us alone |", "| --- | --- | --- | --- |"]
+    for name, (n, dur, a) in sorted(by_family.items(), key=lambda kv: -kv[1][2]):
+        lines.append(f"| {name} | {n} | {dur:.1f} | {a:.1f} |")
+    lines += ["", f"Weight gradients alone for {min_stretch:g} us or more (us alone of its duration; the next kernel "
+              "to start and how long after the gradient began; its launch shape):", ""]
+    for i, (k, a) in enumerate(zip(kernels, solo)):
+        if family(k["name"]) != "cuDNN weight gradient" or a < min_stretch:
+            continue
+        nxt = next((n for n in kernels[i + 1:] if n["ts"] >= k["ts"]), None)
+        after = f"{nxt['name'][:50]} at +{nxt['ts'] - k['ts']:.1f} us" if nxt else "nothing (the replay's end)"
+        launch = k.get("args", {})
+        shape = ", ".join(f"{key} {launch[key]}" for key in LAUNCH_ARGS if key in launch) or "not recorded"
+        lines.append(f"- at {k['ts'] - kernels[0]['ts']:.1f} us: {a:.1f} of {k['dur']:.1f} us; next: {after}; "
+                     f"{shape}")
+    return lines
+
+
+def _saved(path: Path) -> list[dict]:
+    """A graph_trace.json's records in the trace's own form (ts, dur, args)."""
+    rows = json.loads(path.read_text())
+    return [{"name": r["name"], "ts": r["start_us"], "dur": r["dur_us"],
+             "args": {"stream": r.get("stream"), **{k: r[k] for k in LAUNCH_ARGS if k in r}}} for r in rows]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/graph_timeline")
     ap.add_argument("--replays", type=int, default=5)
+    ap.add_argument("--from-trace", type=Path, help="a saved graph_trace.json: print its alone tables, no GPU")
     args = ap.parse_args()
+    if args.from_trace:
+        print("\n".join(alone_lines(_saved(args.from_trace))))
+        return
     from torch.profiler import ProfilerActivity, profile
 
     _, data, idx = bt.thesis_eager_step(BATCH)
@@ -117,13 +198,15 @@ def main() -> None:
         lines.append(f"| {lo}-{hi if hi < 1e9 else ''} | {len(inside)} | {sum(inside):.1f} |")
     lines += ["", "Its 25 largest gaps (us, the kernel before -> the kernel after):", ""]
     lines += [f"- {g:.1f}: {a[:80]} -> {b[:80]}" for g, a, b in med["gaps"][:25]]
+    one = replays[stats.index(med)]
+    lines += [""] + alone_lines(one)
     text = "\n".join(lines) + "\n"
     (out / "graph_timeline.md").write_text(text)
-    one = replays[stats.index(med)]
     t0 = one[0]["ts"]
     (out / "graph_trace.json").write_text(json.dumps(
         [{"name": k["name"][:120], "start_us": round(k["ts"] - t0, 3), "dur_us": k["dur"],
-          "stream": k.get("args", {}).get("stream")} for k in one], indent=0))
+          "stream": k.get("args", {}).get("stream"),
+          **{key: k["args"][key] for key in LAUNCH_ARGS if key in k.get("args", {})}} for k in one], indent=0))
     print(text)
 
 

@@ -46,3 +46,26 @@ def test_trace_is_split_at_the_separators_and_filtered_to_device_work():
     ]}
     replays = gt._replays(gt._kernels(trace))
     assert [[k["name"] for k in r] for r in replays] == [["k1", "Memset (Device)"], ["Memcpy DtoD"]]
+
+
+def test_alone_counts_only_the_time_a_kernel_runs_with_nothing_beside_it():
+    # a 0-10, side 5-25, b 12-17, c 30-32: a alone 0-5, side alone 10-12 and 17-25, b never, c all of it
+    ks = [_k("a", 0, 10), _k("side", 5, 20), _k("b", 12, 5), _k("c", 30, 2)]
+    assert gt.alone(ks) == [5, 10, 0, 2]
+
+
+def test_families_group_cudnn_by_direction_and_strip_templates():
+    assert gt.family("sm90_xmma_wgrad_implicit_gemm_bf16") == "cuDNN weight gradient"
+    assert gt.family("sm90_xmma_dgrad_implicit_gemm_indexed") == "cuDNN data gradient"
+    assert gt.family("Memset (Unknown)") == "fill"
+    assert gt.family("void mscred_conv_cell::(anonymous namespace)::conv_cell_kernel<32, 32>(P)") == \
+        "mscred_conv_cell::conv_cell_kernel"
+
+
+def test_alone_lines_list_a_weight_gradient_alone_with_the_next_kernel_and_its_shape():
+    ks = [_k("chain", 0, 10), {**_k("sm90_xmma_wgrad_x", 10, 40), "args": {"grid": [132, 1, 1]}},
+          _k("Memset (Unknown)", 13, 1), _k("dgrad", 50, 5)]
+    lines = gt.alone_lines(ks)
+    row = next(line for line in lines if line.startswith("- at 10.0 us"))
+    assert "39.0 of 40.0 us" in row and "Memset (Unknown) at +3.0 us" in row and "grid [132, 1, 1]" in row
+    assert "| cuDNN weight gradient | 1 | 40.0 | 39.0 |" in lines
