@@ -26,6 +26,8 @@ import torch
 import triton
 import triton.language as tl
 
+import bench_conv  # noqa: E402 (benchmarks/ is the script's own folder)
+
 
 @triton.jit
 def _step_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr, PDL: tl.constexpr, LET_GO_EARLY: tl.constexpr):
@@ -55,15 +57,7 @@ def _chain(bufs, kernels: int, variant: str, block: int) -> None:
 
 def _time_graph(fn, replays: int = 200, rounds: int = 5) -> float:
     """Median over rounds of the mean replay time of fn's graph, microseconds."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
+    graph = bench_conv.capture(fn)
     times = []
     for _ in range(rounds):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
