@@ -22,17 +22,17 @@ from __future__ import annotations
 import argparse
 import collections
 import ctypes
-import gc
 from pathlib import Path
 
 import torch
 
 import bench_train as bt  # noqa: E402 (benchmarks/ is the script's own folder)
+import step_alternation  # noqa: E402
 import sweep_report  # noqa: E402
 from mscred import train_graphs
 from mscred.ops import wgrad_stream
 
-BATCH = 128
+BATCH = step_alternation.BATCH
 PRIORITY_ATTR = 8  # CU_LAUNCH_ATTRIBUTE_PRIORITY
 USE_NODE_PRIORITY = 8  # CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY
 LOW_NAMES = ("wgrad", "init_device_workspace")
@@ -147,36 +147,12 @@ def main() -> None:
     lines = ["# The graphed step with the chain's kernels at a higher priority (graph_priority.py)", "",
              f"{sweep_report.machine_line()}.", "", "Captured node priorities:", ""]
     variants = ("default", "captured", "by_name")
-    g = torch.Generator(device="cpu").manual_seed(1)
-    batches = [torch.randperm(len(data), generator=g)[:BATCH].to(device) for _ in range(8)]
-    times = collections.defaultdict(list)
-    losses = {}
-    for r in range(args.rounds):
-        for v in variants:
-            # Built anew each time and dropped after its timing: with all of them alive at once the first one's
-            # replays hit an illegal address once the others were captured (not understood; not the product's use).
-            step = make(v, data, device, lines if r == 0 else [])
-            for i in range(5):
-                step(batches[i % 8])
-            torch.cuda.synchronize()
-            runs = []
-            for _ in range(5):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                for i in range(40):
-                    loss = step(batches[i % 8])
-                end.record()
-                torch.cuda.synchronize()
-                runs.append(start.elapsed_time(end) / 40)
-            times[v].append(sorted(runs)[2])
-            losses[v] = float(loss)
-            print(f"round {r} {v}: {times[v][-1]:.3f} ms, loss {losses[v]:.6f}", flush=True)
-            del step
-            gc.collect()
-            torch.cuda.synchronize()
-    lines += ["", "| variant | ms a step, per round | loss after the timed steps |", "| --- | --- | --- |"]
-    for v in variants:
-        lines.append(f"| {v} | {' / '.join(f'{t:.3f}' for t in times[v])} | {losses[v]:.6f} |")
+    # (each variant built anew per round and dropped after its timing: with all of them alive at once the first
+    # one's replays hit an illegal address once the others were captured -- not understood; not the product's use)
+    times, losses = step_alternation.alternate(lambda v, r: make(v, data, device, lines if r == 0 else []),
+                                               variants, args.rounds,
+                                               step_alternation.random_batches(len(data), device))
+    lines += [""] + step_alternation.table(times, losses)
     text = "\n".join(lines) + "\n"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,64 @@
+"""Graphed training steps timed in alternation: the loop graph_priority.py and bound_copies.py share.
+
+Each variant's step is built anew per round (``make(variant)``), warmed up with 5 steps, timed as the median of 5
+runs of 40 steps (CUDA events, ms a step), then dropped before the next variant is built -- so at most one graph
+is alive at a time, and every variant meets the same machine state in every round.
+"""
+from __future__ import annotations
+
+import collections
+import gc
+from typing import Callable, Sequence
+
+import torch
+
+BATCH = 128
+
+
+def random_batches(n_windows: int, device, count: int = 8) -> list[torch.Tensor]:
+    """``count`` fixed random batches of window indices (seed 1), on ``device``."""
+    g = torch.Generator(device="cpu").manual_seed(1)
+    return [torch.randperm(n_windows, generator=g)[:BATCH].to(device) for _ in range(count)]
+
+
+def step_ms(step, batches: Sequence[torch.Tensor], steps: int = 40, runs: int = 5) -> tuple[float, float]:
+    """(median ms a step over ``runs`` runs of ``steps`` steps, the last step's loss) after 5 warm-up steps."""
+    for i in range(5):
+        step(batches[i % len(batches)])
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(steps):
+            loss = step(batches[i % len(batches)])
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / steps)
+    return sorted(times)[runs // 2], float(loss)
+
+
+def alternate(make: Callable[[str, int], object], variants: Sequence[str], rounds: int,
+              batches: Sequence[torch.Tensor]) -> tuple[dict[str, list[float]], dict[str, float]]:
+    """({variant: ms a step per round}, {variant: loss after its last timing}); ``make(variant, round)`` builds a
+    step, printed as each timing ends."""
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    losses: dict[str, float] = {}
+    for r in range(rounds):
+        for v in variants:
+            step = make(v, r)
+            ms, losses[v] = step_ms(step, batches)
+            times[v].append(ms)
+            print(f"round {r} {v}: {ms:.3f} ms, loss {losses[v]:.6f}", flush=True)
+            del step
+            gc.collect()
+            torch.cuda.synchronize()
+    return times, losses
+
+
+def table(times: dict[str, list[float]], losses: dict[str, float]) -> list[str]:
+    """The markdown table of ``alternate``'s result."""
+    lines = ["| variant | ms a step, per round | loss after the timed steps |", "| --- | --- | --- |"]
+    for v, ts in times.items():
+        lines.append(f"| {v} | {' / '.join(f'{t:.3f}' for t in ts)} | {losses[v]:.6f} |")
+    return lines
