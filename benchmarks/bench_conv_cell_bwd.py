@@ -46,7 +46,7 @@ def main() -> None:
     state = {}
 
     def backward():
-        return convlstm_concat.backward(dout, images, w_x, w_h, bias, state["gates"], cells, xh, PADS, 1.0, tl.float32,
+        return convlstm_concat.backward(dout, w_x, w_h, bias, state["gates"], cells, xh, PADS, 1.0, tl.float32,
                                         torch.float32, True, torch.float32)
 
     rows, ref = [], None

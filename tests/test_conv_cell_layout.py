@@ -5,8 +5,7 @@ every change, with the kernel's formulas written out in numpy and the tensor cor
 modelled independently (the PTX ISA's layouts; the 128-byte swizzle by the absolute shared address, which the H200
 confirmed: base offset 0 right, (addr >> 7) % 8 wrong, results/conv_cell_smem/):
 
-* the row tile's staging by cp.async from two matrices of the same rows, x's (C a row) and h's (Ch a row), chunk
-  c of row r at chunk c ^ (r % 8), read back through 128-byte-swizzle
+* the row tile's staging by cp.async (chunk c of row r at chunk c ^ (r % 8)) read back through 128-byte-swizzle
   descriptors that start at each tap's row (any row of the tile) and 32 bytes per k16 step;
 * the weight's staging as wgmma's no-swizzle K-major B (k halves 2,048 bytes apart, 8-column groups 128) with the
   interleaved gate columns;
@@ -56,21 +55,15 @@ def read_b(w_s: np.ndarray, ks: int) -> np.ndarray:
     return b
 
 
-def stage_rows(x: np.ndarray, h: np.ndarray, q0: int, tile_rows: int) -> np.ndarray:
-    """The kernel's load_tile: rows q0 .. q0 + tile_rows - 1 (the last row repeated past the end) of [x, h], chunk c
-    (8 channels) from x's row (C a row) for c < C / 8 and from h's (CH a row) after, stored at byte r * 128 +
-    ((c ^ (r % 8)) << 4), as bf16 elements. The flat x and h arrays are indexed as the kernel's pointers are."""
+def stage_rows(xh: np.ndarray, q0: int, tile_rows: int) -> np.ndarray:
+    """The kernel's load_tile: rows q0 .. q0 + tile_rows - 1 (the last row repeated past the end), chunk c of row r at
+    byte r * 128 + ((c ^ (r % 8)) << 4), as bf16 elements."""
     a_s = np.full(tile_rows * K0, np.nan)
-    rows = x.size // C
     for r in range(tile_rows):
-        src = min(q0 + r, rows - 1)
+        src = min(q0 + r, xh.shape[0] - 1)
         for c in range(K0 // 8):
-            if c < C // 8:
-                chunk = x[src * C + c * 8:][:8]
-            else:
-                chunk = h[src * CH + (c - C // 8) * 8:][:8]
             byte = r * (K0 * 2) + ((c ^ (r & 7)) << 4)
-            a_s[byte // 2: byte // 2 + 8] = chunk
+            a_s[byte // 2: byte // 2 + 8] = xh[src, c * 8: c * 8 + 8]
     return a_s
 
 
@@ -103,7 +96,7 @@ def test_replayed_tile_gemm_equals_the_convolution(B, H, W):
     tile_rows = (TILE + Wp + 1 + 7) // 8 * 8  # tile_rows_of with the A operand in shared memory: whole atoms
     for tile in range((rows + TILE - 1) // TILE):
         q0 = tile * TILE
-        a_s = stage_rows(xh[:, :C].ravel(), xh[:, C:].ravel(), q0, tile_rows)  # two matrices, as the kernel reads
+        a_s = stage_rows(xh, q0, tile_rows)
         acc = np.zeros((TILE, 128))
         for ks in range(KSTEPS):
             tap, ts = ks // TAP_STEPS, ks % TAP_STEPS

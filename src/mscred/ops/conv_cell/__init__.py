@@ -88,8 +88,7 @@ def takes(dtype: torch.dtype, cell_dtype: torch.dtype, C: int, Ch: int, kernel: 
 
 
 def runs(xh: torch.Tensor, cell_dtype: torch.dtype, C: int, Ch: int, kernel, pads) -> bool:
-    """``takes`` for a level whose bordered maps are ``xh`` (any tensor of the level's dtype and device whose last
-    dimension is the bordered width Wp: its h rows, its images, its input) on a Hopper GPU (compute capability 9.0: the
+    """``takes`` for the bordered rows ``xh`` (T, B, C + Ch, Hp, Wp) on a Hopper GPU (compute capability 9.0: the
     kernel's wgmma) where the extension builds and one block's shared memory for maps this wide fits."""
     if xh.device.type != "cuda" or not takes(xh.dtype, cell_dtype, C, Ch, kernel, pads):
         return False
@@ -106,14 +105,14 @@ def packed_weight(w: torch.Tensor) -> torch.Tensor:
     return w.permute(0, 2, 3, 1).reshape(w.shape[0], -1).contiguous()
 
 
-def step(x_t: torch.Tensor, h_t: torch.Tensor, w_rows: torch.Tensor, bias: torch.Tensor, c_prev, c: torch.Tensor,
-         pre: torch.Tensor, out_t: torch.Tensor, hp, forget_bias: float) -> None:
-    """Step t: pre (B, 4Ch, H, W) = the convolution of [x_t, h_{t-1}] -- x_t (B, C, Hp, Wp) and h_t (B, Ch, Hp, Wp),
-    both zero-bordered, h_t zeros at the first step -- with ``w_rows`` (``packed_weight``) rounded to bf16, without
-    the bias (with it in MSCRED_CONV_CELL_PRE_WITH_BIAS builds, ``stores_pre_with_bias``); c = sigmoid(f +
-    forget_bias) c_prev + sigmoid(i) tanh(g) (c_prev None at the first step); out_t = sigmoid(o) tanh(c), also
-    written into hp (the next step's h rows (B, Ch, Hp, Wp), None at the last step) with zeros on its border."""
-    _extension().step(x_t, h_t, w_rows, bias.float().contiguous(), c_prev, c, pre, out_t, hp, float(forget_bias))
+def step(xh_t: torch.Tensor, w_rows: torch.Tensor, bias: torch.Tensor, c_prev, c: torch.Tensor, pre: torch.Tensor,
+         out_t: torch.Tensor, hp, C: int, forget_bias: float) -> None:
+    """Step t: pre (B, 4Ch, H, W) = the convolution of xh_t (B, C + Ch, Hp, Wp) with ``w_rows`` (``packed_weight``)
+    rounded to bf16, without the bias (with it in MSCRED_CONV_CELL_PRE_WITH_BIAS builds, ``stores_pre_with_bias``);
+    c = sigmoid(f + forget_bias) c_prev + sigmoid(i) tanh(g) (c_prev None at the first step); out_t = sigmoid(o)
+    tanh(c), also written into hp's channels C.. (the next step's xh, None at the last step) with zeros on its
+    border; the gates' pre-activations with the float32 bias, rounded to bf16."""
+    _extension().step(xh_t, w_rows, bias.float().contiguous(), c_prev, c, pre, out_t, hp, C, float(forget_bias))
 
 
 def stores_pre_with_bias(xh: torch.Tensor, cell_dtype: torch.dtype, C: int, Ch: int, kernel, pads) -> bool:
@@ -212,8 +211,8 @@ def _level_backward_errors(device: torch.device, dtype: torch.dtype = torch.bflo
     bias = b.to(device, dtype)
     with torch.no_grad():
         gates = convlstm_concat.forward(images, low_w[:, :C], low_w[:, C:], bias, *bufs, PADS, 1.0, tl.float32)
-        dimages, dw_x, dw_h, db = convlstm_concat.backward(dout_cl, images, low_w[:, :C], low_w[:, C:], bias, gates,
-                                                            cells, xh, PADS, 1.0, tl.float32, torch.float32, True,
+        dimages, dw_x, dw_h, db = convlstm_concat.backward(dout_cl, low_w[:, :C], low_w[:, C:], bias, gates, cells,
+                                                            xh, PADS, 1.0, tl.float32, torch.float32, True,
                                                             torch.float32)
     xr, wr, br = (t.clone().requires_grad_() for t in (x, w, b))
     want = torch.autograd.grad(reference.convlstm(xr, wr, br, 1.0), (xr, wr, br), dout)

@@ -14,25 +14,19 @@ using mscred_conv_cell_binding::aligned;
 using mscred_conv_cell_binding::packed_channels_last;
 using mscred_conv_cell_binding::sm_count;
 
-// One step: x_t (B, C, H + 1, W + 1) and h_{t-1} (B, Ch, H + 1, W + 1) bf16, zero-bordered (h zeros at the first
-// step); w (4Ch, 4 (C + Ch)) bf16, row n the gate weight of column n with k = (ky * 2 + kx) * (C + Ch) + ci; bias
-// (4Ch,) float32; c_prev (None at the first step) and c (B, Ch, H, W) float16; pre (B, 4Ch, H, W) bf16; out_t
-// (B, Ch, H, W) bf16 with each map's (H, W, Ch) contiguous (a step of the level's (B, T, Ch, H, W) output); hp (None
-// at the last step) the next step's h rows, which get h_t and zeros on their border. All channels-last, 16-byte
-// aligned.
-void step(const at::Tensor& x, const at::Tensor& h, const at::Tensor& w, const at::Tensor& bias,
-          const c10::optional<at::Tensor>& c_prev, at::Tensor& c, at::Tensor& pre, at::Tensor& out,
-          const c10::optional<at::Tensor>& hp, double forget_bias) {
-  TORCH_CHECK(x.is_cuda(), "conv cell: CUDA tensors only");
-  const int64_t B = pre.size(0), G4 = pre.size(1), H = pre.size(2), W = pre.size(3), Ch = G4 / 4, C = x.size(1);
-  const int64_t K0 = C + Ch;
-  auto rows_ok = [&](const at::Tensor& t, int64_t channels) {
-    return packed_channels_last(t) && t.scalar_type() == at::kBFloat16 && t.dim() == 4 && t.size(0) == B &&
-           t.size(1) == channels && t.size(2) == H + 1 && t.size(3) == W + 1;
-  };
-  TORCH_CHECK(rows_ok(x, C), "conv cell: x must be a packed channels-last bf16 (B, C, H + 1, W + 1), got ", x.sizes());
-  TORCH_CHECK(rows_ok(h, Ch), "conv cell: h must be a packed channels-last bf16 (B, Ch, H + 1, W + 1), got ",
-              h.sizes());
+// One step: xh_t (B, C + Ch, H + 1, W + 1) bf16, the zero-bordered [x_t, h_{t-1}]; w (4Ch, 4 (C + Ch)) bf16, row n
+// the gate weight of column n with k = (ky * 2 + kx) * (C + Ch) + ci; bias (4Ch,) float32; c_prev (None at the
+// first step) and c (B, Ch, H, W) float16; pre (B, 4Ch, H, W) bf16; out_t (B, Ch, H, W) bf16 with each map's
+// (H, W, Ch) contiguous (a step of the level's (B, T, Ch, H, W) output); hp (None at the last step) the next
+// step's xh, whose channels C.. get h_t and zeros on their border. All channels-last, 16-byte aligned.
+void step(const at::Tensor& xh, const at::Tensor& w, const at::Tensor& bias, const c10::optional<at::Tensor>& c_prev,
+          at::Tensor& c, at::Tensor& pre, at::Tensor& out, const c10::optional<at::Tensor>& hp, int64_t C,
+          double forget_bias) {
+  TORCH_CHECK(xh.is_cuda(), "conv cell: CUDA tensors only");
+  const int64_t B = pre.size(0), G4 = pre.size(1), H = pre.size(2), W = pre.size(3), Ch = G4 / 4, K0 = C + Ch;
+  TORCH_CHECK(packed_channels_last(xh) && xh.scalar_type() == at::kBFloat16 && xh.size(0) == B &&
+                  xh.size(1) == K0 && xh.size(2) == H + 1 && xh.size(3) == W + 1,
+              "conv cell: xh must be a packed channels-last bf16 (B, C + Ch, H + 1, W + 1), got ", xh.sizes());
   TORCH_CHECK(w.scalar_type() == at::kBFloat16 && w.is_contiguous() && aligned(w) && w.dim() == 2 &&
                   w.size(0) == G4 && w.size(1) == 4 * K0,
               "conv cell: w must be a contiguous bf16 (4Ch, 4 (C + Ch)), got ", w.sizes());
@@ -49,17 +43,15 @@ void step(const at::Tensor& x, const at::Tensor& h, const at::Tensor& w, const a
                   out.size(2) == H && out.size(3) == W && out.stride(1) == 1 && out.stride(3) == Ch &&
                   out.stride(2) == W * Ch && (B == 1 || out.stride(0) % 8 == 0) && aligned(out),
               "conv cell: out must be (B, Ch, H, W) bf16 with contiguous (H, W, Ch) maps");
-  TORCH_CHECK(!hp || rows_ok(*hp, Ch), "conv cell: hp must be another step's h rows (B, Ch, H + 1, W + 1)");
+  TORCH_CHECK(!hp || (packed_channels_last(*hp) && hp->sizes() == xh.sizes() && hp->scalar_type() == at::kBFloat16),
+              "conv cell: hp must be another step's xh");
   TORCH_CHECK(B * (H + 1) * (W + 1) + 64 + W < (int64_t{1} << 31) / K0, "conv cell: too many rows for 32-bit indices");
-  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&h, &w, &bias, &c, &pre, &out}) {
-    TORCH_CHECK(t->device() == x.device(), "conv cell: all tensors on one device");
+  for (const at::Tensor* t : std::initializer_list<const at::Tensor*>{&w, &bias, &c, &pre, &out}) {
+    TORCH_CHECK(t->device() == xh.device(), "conv cell: all tensors on one device");
   }
-  TORCH_CHECK((!c_prev || c_prev->device() == x.device()) && (!hp || hp->device() == x.device()),
-              "conv cell: all tensors on one device");
-  const c10::cuda::CUDAGuard guard(x.device());
+  const c10::cuda::CUDAGuard guard(xh.device());
   mscred_conv_cell::ConvCellParams p{};
-  p.x = reinterpret_cast<const __nv_bfloat16*>(x.data_ptr());
-  p.h = reinterpret_cast<const __nv_bfloat16*>(h.data_ptr());
+  p.xh = reinterpret_cast<const __nv_bfloat16*>(xh.data_ptr());
   p.w = reinterpret_cast<const __nv_bfloat16*>(w.data_ptr());
   p.bias = bias.data_ptr<float>();
   p.c_prev = c_prev ? reinterpret_cast<const __half*>(c_prev->data_ptr()) : nullptr;

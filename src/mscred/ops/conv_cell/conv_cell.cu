@@ -26,9 +26,8 @@
 //     channels of two pixels, so the update is thread-local and every load and store is 16 bytes.
 // The epilogue stores what the backward needs as the split path does: the pre-activations without the bias rounded
 // to bf16 (cuDNN's output), c_t in float16 (MSCRED_LSTM_HALF_CELL_TRAIN), h_t into the level's output and into the
-// next step's h rows -- zeros on their border rows, the rows of the bordered index that are no output pixel, so the
-// next step reads a zero border without a fill. A row's x channels are staged from the encoder's bordered output and
-// its h channels from the h rows (two matrices of the same row index, conv_cell.h): x is not copied next to h. Numerics as the Triton cell kernel's FAST_ACT path:
+// next step's rows at channel C -- zeros on their border rows, the rows of the bordered index that are no output
+// pixel, so the next step reads a zero border without a fill. Numerics as the Triton cell kernel's FAST_ACT path:
 // z = bf16(bf16(conv) + bias), sigmoid(z) = (1 + tanh.approx(z / 2)) / 2, tanh.approx, c in float32 until stored.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -160,9 +159,7 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
     for (int i = wg_tid; i < tile_rows * CHUNKS; i += 128) {
       const int r = i / CHUNKS, c = i % CHUNKS;
       const int src = min(q0 + r, rows - 1);
-      const __nv_bfloat16* from = c < C / 8 ? p.x + static_cast<size_t>(src) * C + c * 8
-                                            : p.h + static_cast<size_t>(src) * CH + (c - C / 8) * 8;
-      cp_async16(dst + r * (K0 * 2) + ((c ^ (r & 7)) << 4), from);
+      cp_async16(dst + r * (K0 * 2) + ((c ^ (r & 7)) << 4), p.xh + static_cast<size_t>(src) * K0 + c * 8);
     }
   };
 
@@ -296,10 +293,10 @@ __global__ void __launch_bounds__(warpgroups_of<C, CH>() * 128, 1) conv_cell_ker
         const size_t in_map = at - static_cast<size_t>(row.batch) * (p.H * p.W);
         store16(p.out + row.batch * p.out_sb + in_map * CH + ch0, make_uint4(h_w[0], h_w[1], h_w[2], h_w[3]));
         if (p.hp != nullptr) {
-          store16(p.hp + static_cast<size_t>(row.q) * CH + ch0, make_uint4(h_w[0], h_w[1], h_w[2], h_w[3]));
+          store16(p.hp + static_cast<size_t>(row.q) * K0 + C + ch0, make_uint4(h_w[0], h_w[1], h_w[2], h_w[3]));
         }
       } else if (p.hp != nullptr && row.q < rows) {  // a border row of the next step's map: h = 0 there
-        store16(p.hp + static_cast<size_t>(row.q) * CH + ch0, make_uint4(0, 0, 0, 0));
+        store16(p.hp + static_cast<size_t>(row.q) * K0 + C + ch0, make_uint4(0, 0, 0, 0));
       }
     }
   }

@@ -26,13 +26,9 @@ namespace mscred_conv_cell {
 // the convolution of the zero-bordered [x_t, h_{t-1}] rows with the whole gate weight and the cell update.
 // Rows: the step's bordered maps as a (B * Hp * Wp, K0) matrix, K0 = C + Ch channels per row (channels-last), with
 // TF "same" padding of a 2 x 2 kernel (Hp = H + 1, Wp = W + 1: the border is the last row and column), so that output
-// pixel (b, y, x) is row q = (b * Hp + y) * Wp + x and its taps rows q, q + 1, q + Wp, q + Wp + 1. A row's x
-// channels and h channels come from two matrices of the same rows: the encoder's bordered output as it is (C a row)
-// and the level's h buffer (Ch a row), so that x is never copied next to h (27.3 us a training step at level 1,
-// results/step_profile_1204/; the bound measured ~0.03 ms of the graphed step, results/bound_copies/).
+// pixel (b, y, x) is row q = (b * Hp + y) * Wp + x and its taps rows q, q + 1, q + Wp, q + Wp + 1.
 struct ConvCellParams {
-  const __nv_bfloat16* x;   // the step's x rows (B * Hp * Wp, C), zero-bordered
-  const __nv_bfloat16* h;   // the step's h_{t-1} rows (B * Hp * Wp, Ch), zero-bordered (zeros at the first step)
+  const __nv_bfloat16* xh;  // the step's rows (B * Hp * Wp, K0)
   const __nv_bfloat16* w;   // gate weight (4Ch gate columns, 4 K0), k = (ky * 2 + kx) * K0 + ci (channels-last)
   const float* bias;        // (4Ch,), gate blocks i, g, f, o
   const __half* c_prev;     // c_{t-1} (B, H, W, Ch) float16, or null at the first step (h_{-1} = c_{-1} = 0)
@@ -41,7 +37,7 @@ struct ConvCellParams {
                             // rounded to bf16 (B, H, W, 4Ch)
   __nv_bfloat16* out;       // out: h_t (B, H, W, Ch) maps, map b at out + b * out_sb
   long long out_sb;
-  __nv_bfloat16* hp;        // out: h_t into the next step's h rows (and zeros on their border), or null
+  __nv_bfloat16* hp;        // out: h_t into the next step's rows at channel C (and zeros on their border), or null
   int B, H, W, C;
   float forget_bias;
 };

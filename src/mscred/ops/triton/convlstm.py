@@ -686,7 +686,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
         dout = dout.contiguous()
     images, time_major = _images(xp, fmt)
     if convlstm_concat.took(hprev, T, C, Ch):  # hprev is the forward's xh
-        dimages, dw_x, dw_h, db = convlstm_concat.backward(dout, images, w_x, w_h, bias, pre, cells, hprev, pads,
+        dimages, dw_x, dw_h, db = convlstm_concat.backward(dout, w_x, w_h, bias, pre, cells, hprev, pads,
                                                            forget_bias, cdt, acc, recompute_c, dc_dtype)
         return _steps(dimages, B, T, True), dw_x, dw_h, db
     pre = pre[0]

@@ -8,9 +8,7 @@ gives the pre-activations, which the op hands out as they are, one tensor per st
 cuDNN cannot write into a slice of one buffer -- PyTorch's ``cudnn_convolution.out`` measured a device copy after
 each call, 13 us per step at level 1, ``results/concat_step/``); the cell kernel reads that one tensor and stores no
 gates (the backward adds the bias, ``PRE_BIAS``). Per hidden element and step the cell kernel moves 16 bytes instead
-of 32 in bf16. Where the CUDA step kernel runs (``ops/conv_cell``, level 1 on Hopper) x is not copied at all: the
-kernel reads x_t from the images where the encoder left them, so [x_t, h_{t-1}] only exists in its shared memory;
-xh then holds h alone (``h_only``) and the weight gradient is two calls, over the images and over h.
+of 32 in bf16.
 
 Backward: per step one transposed convolution with the whole weight gives [dx_t, dh_{t-1}], the cell kernel reads
 dh_{t-1} from it and dx_t is copied out, and ONE weight-gradient call over xh gives both weight gradients (the
@@ -68,20 +66,11 @@ def _whole_weight(w_x: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
 
 def buffers(B: int, T: int, C: int, Ch: int, H: int, W: int, pads, like: torch.Tensor, cell_dtype):
     """``convlstm_train``'s outputs on this path but the gates, unfilled: out and cells as on the default path, and
-    xh (T, B, C + Ch, Hp, Wp) in place of hprev (its ``T`` steps, not ``T - 1``, tell the backward which path ran).
-    Where the step kernel runs (``conv_cell.runs`` for ``like``, the level's input) xh holds the h half only,
-    (T, B, Ch, Hp, Wp): the kernel reads x_t from the images where the encoder left them (``h_only``)."""
+    xh (T, B, C + Ch, Hp, Wp) in place of hprev (its ``T`` steps, not ``T - 1``, tell the backward which path ran)."""
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
-    kernel = (pads[0] + pads[1] + 1, pads[2] + pads[3] + 1)  # (TF "same": k - 1 rows and columns of padding)
-    rows = Ch if conv_cell.runs(like, cell_dtype, C, Ch, kernel, pads) else C + Ch
     return (lstm._out5(B, T, Ch, H, W, like, "nhwc"),
             lstm._empty(T * B, Ch, H, W, like, "nhwc", dtype=cell_dtype).view(T, B, Ch, H, W),
-            lstm._empty(T * B, rows, HP, WP, like, "nhwc").view(T, B, rows, HP, WP))
-
-
-def h_only(xh: torch.Tensor, C: int, Ch: int) -> bool:
-    """Whether ``buffers``' xh holds h alone (the step kernel's path) rather than [x, h]."""
-    return xh.shape[2] != C + Ch
+            lstm._empty(T * B, C + Ch, HP, WP, like, "nhwc").view(T, B, C + Ch, HP, WP))
 
 
 def gates_like(B: int, T: int, Ch: int, H: int, W: int, like: torch.Tensor) -> list[torch.Tensor]:
@@ -90,8 +79,8 @@ def gates_like(B: int, T: int, Ch: int, H: int, W: int, like: torch.Tensor) -> l
 
 
 def took(xh: torch.Tensor, T: int, C: int, Ch: int) -> bool:
-    """Whether ``convlstm_train``'s fourth output is this path's xh (else the default path's hprev, T - 1 steps)."""
-    return xh.shape[0] == T and xh.shape[2] in (C + Ch, Ch)
+    """Whether ``convlstm_train``'s fourth output is this path's xh (else the default path's hprev)."""
+    return xh.shape[0] == T and xh.shape[2] == C + Ch
 
 
 def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, out: torch.Tensor,
@@ -102,16 +91,15 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     w = _whole_weight(w_x, w_h)
-    if h_only(xh, C, Ch):  # one CUDA kernel a step (ops/conv_cell), x_t read from the images themselves
-        xh[0].zero_()  # h_{-1} = 0, with its border (step 0 convolves it: the kernel has one K loop)
-        w_rows, bias32 = conv_cell.packed_weight(w), bias.float().contiguous()
-        gates = [lstm._empty(B, 4 * Ch, H, W, xh, "nhwc") for _ in range(T)]
-        for t in range(T):
-            conv_cell.step(images[t * B:(t + 1) * B], xh[t], w_rows, bias32, cells[t - 1] if t > 0 else None,
-                           cells[t], gates[t], out[:, t], xh[t + 1] if t < T - 1 else None, forget_bias)
-        return gates
     copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images)  # every x_t with its zero border (the weight
     zero_pixels(xh[0, :, C:])                                    # gradient reads x_0 too); h_{-1} = 0
+    if conv_cell.runs(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads):  # one CUDA kernel a step (ops/conv_cell)
+        w_rows, bias32 = conv_cell.packed_weight(w), bias.float().contiguous()
+        gates = [lstm._empty(B, 4 * Ch, H, W, xh, "nhwc") for _ in range(T)]
+        for t in range(T):  # (step 0 convolves xh_0 whole: its h half is the zeros above)
+            conv_cell.step(xh[t], w_rows, bias32, cells[t - 1] if t > 0 else None, cells[t], gates[t], out[:, t],
+                           xh[t + 1] if t < T - 1 else None, C, forget_bias)
+        return gates
     hp_border = lstm.recurrent_border(xh[1:, :, C:], pads)
     N = B * Ch * H * W
     block, block_c, grid = lstm._launch("nhwc", B * H * W, Ch)
@@ -135,12 +123,11 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     return gates
 
 
-def backward(dout: torch.Tensor, images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor,
-             pre: list[torch.Tensor], cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt, acc,
-             recompute_c: bool, dc_dtype: torch.dtype):
+def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, pre: list[torch.Tensor],
+             cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt, acc, recompute_c: bool,
+             dc_dtype: torch.dtype):
     """(dimages (T*B, C, Hp, Wp) time-major, dw_x, dw_h, dbias in the bias's dtype) of ``forward``'s output for
-    dout (B, T, Ch, H, W); ``images`` and xh as ``forward`` read and wrote them, ``pre`` the gates ``forward``
-    returned, ``acc`` the bias gradient's accumulation dtype,
+    dout (B, T, Ch, H, W); ``pre`` the gates ``forward`` returned, ``acc`` the bias gradient's accumulation dtype,
     ``recompute_c`` and ``dc_dtype`` the cell kernel's settings (``lstm.cell_backward_options``)."""
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
@@ -191,19 +178,11 @@ def backward(dout: torch.Tensor, images: torch.Tensor, w_x: torch.Tensor, w_h: t
         dxh = conv_transpose(dp, w if t > 0 else w_x)
         copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])
 
-    def wgrad(grad: torch.Tensor, rows: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return torch.ops.aten.convolution_backward(grad, rows, weight, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
-                                                   [False, True, False])[1]
-
-    def weight_grads():  # on a side stream (ops/wgrad_stream.py)
+    def weight_grads():  # one call over all steps (on a side stream: ops/wgrad_stream.py), split into x and h
+        dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
+                                                 [1, 1], False, [0, 0], 1, [False, True, False])[1]
         fmt = torch.channels_last
-        if h_only(xh, C, Ch):  # x's over the images of all steps, h's over steps 1.. (h_{-1} = 0 adds nothing)
-            dw_x = wgrad(dpre_tb, images, w_x)
-            dw_h = (wgrad(dpre_tb[B:], xh[1:].reshape((T - 1) * B, Ch, HP, WP), w_h) if T > 1
-                    else torch.zeros_like(w_h))
-            return dw_x.contiguous(memory_format=fmt), dw_h.contiguous(memory_format=fmt)
-        dw = wgrad(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w)  # one call over all steps, split into x and h
         return dw[:, :C].contiguous(memory_format=fmt), dw[:, C:].contiguous(memory_format=fmt)
 
-    dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_tb, xh, images))
+    dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_tb, xh))
     return dimages, dw_x, dw_h, db.to(bias.dtype)
