@@ -844,19 +844,6 @@ def test_concatenated_gates_equal_reference(k, B, T, C, Ch, concat_everywhere):
         torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=name)
 
 
-@pytest.mark.parametrize("B, T", [(3, 5), (2, 1), (1, 2)])
-def test_concatenated_weight_gradient_step_by_step_equals_reference(B, T, concat_everywhere, monkeypatch):
-    """MSCRED_LSTM_WGRAD_PER_STEP=1 (an A/B): the weight gradient as one call per step, summed, in float64 equals
-    the reference's -- every step's gate gradients and rows taken, none twice (one step: no partials at all)."""
-    monkeypatch.setenv("MSCRED_LSTM_WGRAD_PER_STEP", "1")
-    x, w, b, dout = _inputs(B, T, 4, 4, 7, 2, seed=90 + B + T)
-    expect = _fwd_bwd(ref.convlstm, x, w, b, dout)
-    got = _time_major_fwd_bwd(x, w, b, dout, 2)
-    assert concat_everywhere == {"forward": 1, "backward": 1}
-    for name, g, e in zip(("h", "dx", "dweight", "dbias"), got, expect):
-        torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=name)
-
-
 @pytest.mark.parametrize("k", [2, 3])
 def test_concatenated_buffer_is_written_everywhere_it_is_read(k, concat_everywhere, monkeypatch):
     """xh filled with NaN before the forward: the x copy (with its border), the zeroed h_{-1}, and the cell kernel's

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from mscred.ops.triton import convlstm as lstm
 from mscred.ops import conv_cell, wgrad_stream
 from mscred.ops.padding import copy_pixels, zero_pixels
-from mscred.ops.triton.runtime import switched_off, switched_on, tile_override
+from mscred.ops.triton.runtime import switched_off, tile_override
 
 MIN_PIXELS = 225  # levels 1-2 of the default model (30 x 30, 15 x 15); MSCRED_LSTM_CONCAT_MIN_PIXELS overrides (0: every level)
 
@@ -153,15 +153,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     if fused:
         w_t, bias32 = conv_cell.transposed_weight(w), bias.float().contiguous()
     dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution
-    # Opt-in A/B (MSCRED_LSTM_WGRAD_PER_STEP=1): the weight gradient step by step, each step's queued on the side
-    # stream as soon as its gate gradients exist, so that it runs beside the backward's next steps instead of after
-    # the level (level 1's one call is ~90 us at the backward's tail, bound by reading the 147 MB of gate gradients).
-    per_step = switched_on("MSCRED_LSTM_WGRAD_PER_STEP")
-    partials = []
     for t in reversed(range(T)):
-        if per_step and t < T - 1:  # step t + 1's gate gradients are complete: the loop made them last time
-            partials.append(wgrad_stream.run(lambda s=t + 1: (_weight_grad(dpre[s], xh[s], w),),
-                                             (dpre[t + 1], xh[t + 1]))[0])
         dout_t, dp = dout[:, t], dpre[t]
         if fused and t < T - 1:
             conv_cell.step_backward(dpre[t + 1], w_t, bias32, pre[t], cells[t - 1] if t > 0 else None, dout_t, dc,
@@ -187,19 +179,10 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
         copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])
 
     def weight_grads():  # one call over all steps (on a side stream: ops/wgrad_stream.py), split into x and h
-        if per_step:  # step 0's, and the sum of all steps' (the partials are the side stream's own, done by now)
-            acc = torch.promote_types(w.dtype, torch.float32)  # (bf16 partials summed in float32)
-            dw = torch.stack([*partials, _weight_grad(dpre[0], xh[0], w)]).sum(0, dtype=acc).to(w.dtype)
-        else:
-            dw = _weight_grad(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w)
+        dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
+                                                 [1, 1], False, [0, 0], 1, [False, True, False])[1]
         fmt = torch.channels_last
         return dw[:, :C].contiguous(memory_format=fmt), dw[:, C:].contiguous(memory_format=fmt)
 
-    dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_tb, xh, *partials))
+    dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_tb, xh))
     return dimages, dw_x, dw_h, db.to(bias.dtype)
-
-
-def _weight_grad(grad: torch.Tensor, rows: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """The gradient of the stride-1 unpadded convolution ``rows * w`` w.r.t. ``w``, given its output's ``grad``."""
-    return torch.ops.aten.convolution_backward(grad, rows, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
-                                               [False, True, False])[1]
