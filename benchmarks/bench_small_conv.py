@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+import step_alternation  # noqa: E402 (benchmarks/ is the script's own folder)
 from mscred.ops.triton import small_conv as sc
 from mscred.ops.triton.bias_act import bias_act
 
@@ -24,16 +25,7 @@ from mscred.ops.triton.bias_act import bias_act
 def _time(fn, reps=20, rounds=7) -> float:
     fn()
     torch.cuda.synchronize()
-    ts = []
-    for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b) / reps)
-    return sorted(ts)[len(ts) // 2]
+    return step_alternation.median_ms(fn, reps, rounds)
 
 
 def _layer(name, x, w, bias, selu, deconv):

@@ -13,7 +13,6 @@ Variants, in alternation (``step_alternation.py``): ``default``; ``no_l1_copy`` 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import bench_train as bt  # noqa: E402 (benchmarks/ is the script's own folder)
 import step_alternation  # noqa: E402
@@ -52,11 +51,7 @@ def main() -> None:
                                                args.rounds, step_alternation.random_batches(len(data), device))
     lines = ["# The graphed step without levels 1-2's input copies: an upper bound (bound_copies.py)", "",
              f"{sweep_report.machine_line()}.", ""] + step_alternation.table(times, losses)
-    text = "\n".join(lines) + "\n"
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bound_copies.md").write_text(text)
-    print(text)
+    step_alternation.report(args.out, "bound_copies.md", lines)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 import bench_train as bt  # noqa: E402 (benchmarks/ is the script's own folder)
 import step_alternation  # noqa: E402
@@ -45,11 +44,7 @@ def main() -> None:
              f"{sweep_report.machine_line()}.", ""]
     lines += step_alternation.table({f"{args.var}={v!r}": t for v, t in times.items()},
                                     {f"{args.var}={v!r}": loss for v, loss in losses.items()})
-    text = "\n".join(lines) + "\n"
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "env_ab.md").write_text(text)
-    print(text)
+    step_alternation.report(args.out, "env_ab.md", lines)
 
 
 if __name__ == "__main__":

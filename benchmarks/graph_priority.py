@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import collections
 import ctypes
-from pathlib import Path
 
 import torch
 
@@ -153,11 +152,7 @@ def main() -> None:
                                                variants, args.rounds,
                                                step_alternation.random_batches(len(data), device))
     lines += [""] + step_alternation.table(times, losses)
-    text = "\n".join(lines) + "\n"
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "graph_priority.md").write_text(text)
-    print(text)
+    step_alternation.report(args.out, "graph_priority.md", lines)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import gc
+from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
@@ -21,21 +22,32 @@ def random_batches(n_windows: int, device, count: int = 8) -> list[torch.Tensor]
     return [torch.randperm(n_windows, generator=g)[:BATCH].to(device) for _ in range(count)]
 
 
+def median_ms(fn: Callable[[], object], reps: int, rounds: int) -> float:
+    """Median over ``rounds`` of the mean milliseconds of ``reps`` back-to-back calls of ``fn`` (CUDA events)."""
+    times = []
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / reps)
+    return sorted(times)[rounds // 2]
+
+
 def step_ms(step, batches: Sequence[torch.Tensor], steps: int = 40, runs: int = 5) -> tuple[float, float]:
     """(median ms a step over ``runs`` runs of ``steps`` steps, the last step's loss) after 5 warm-up steps."""
     for i in range(5):
         step(batches[i % len(batches)])
     torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(steps):
-            loss = step(batches[i % len(batches)])
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / steps)
-    return sorted(times)[runs // 2], float(loss)
+    state = {"i": 0, "loss": None}
+
+    def one_step():
+        state["loss"] = step(batches[state["i"] % len(batches)])
+        state["i"] += 1
+    ms = median_ms(one_step, steps, runs)
+    return ms, float(state["loss"])
 
 
 def alternate(make: Callable[[str, int], object], variants: Sequence[str], rounds: int,
@@ -62,3 +74,12 @@ def table(times: dict[str, list[float]], losses: dict[str, float]) -> list[str]:
     for v, ts in times.items():
         lines.append(f"| {v} | {' / '.join(f'{t:.3f}' for t in ts)} | {losses[v]:.6f} |")
     return lines
+
+
+def report(out_dir: str, filename: str, lines: list[str]) -> None:
+    """Writes ``lines`` as out_dir/filename (the folder made if needed) and prints them."""
+    text = "\n".join(lines) + "\n"
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / filename).write_text(text)
+    print(text)
