@@ -87,8 +87,8 @@ LAUNCH_ARGS = ("grid", "block", "blocks per SM")
 
 def family(name: str) -> str:
     """A kernel's family for the "alone" table: cuDNN's convolutions by direction, fills, copies, else its name."""
-    for key, label in (("wgrad", "cuDNN weight gradient"), ("dgrad", "cuDNN data gradient"),
-                       ("fprop", "cuDNN forward convolution"), ("cutlass", "cuDNN's CUTLASS kernels"),
+    for key, label in (("xmma_wgrad", "cuDNN weight gradient"), ("xmma_dgrad", "cuDNN data gradient"),
+                       ("xmma_fprop", "cuDNN forward convolution"), ("cutlass", "cuDNN's CUTLASS kernels"),
                        ("Memset", "fill"), ("Memcpy", "copy")):
         if key in name:
             return label
@@ -115,8 +115,8 @@ def alone(kernels: list[dict]) -> list[float]:
 
 
 def alone_lines(kernels: list[dict], min_stretch: float = 5.0) -> list[str]:
-    """The "alone" tables of one replay: by family, then every weight gradient alone for ``min_stretch`` us or more
-    with the kernel that started next and the launch shape the trace recorded."""
+    """The "alone" tables of one replay: by family, then every weight-gradient kernel (cuDNN's and ours) alone for
+    ``min_stretch`` us or more, with the kernel that started next and the launch shape the trace recorded."""
     solo = alone(kernels)
     by_family: dict[str, list[float]] = {}
     for k, a in zip(kernels, solo):
@@ -132,7 +132,7 @@ def alone_lines(kernels: list[dict], min_stretch: float = 5.0) -> list[str]:
     lines += ["", f"Weight gradients alone for {min_stretch:g} us or more (us alone of its duration; the next kernel "
               "to start and how long after the gradient began; its launch shape):", ""]
     for i, (k, a) in enumerate(zip(kernels, solo)):
-        if family(k["name"]) != "cuDNN weight gradient" or a < min_stretch:
+        if "wgrad" not in k["name"] or a < min_stretch:  # cuDNN's and our small-channel convolutions' kernels
             continue
         nxt = next((n for n in kernels[i + 1:] if n["ts"] >= k["ts"]), None)
         after = f"{nxt['name'][:50]} at +{nxt['ts'] - k['ts']:.1f} us" if nxt else "nothing (the replay's end)"

@@ -1,4 +1,5 @@
-"""Graphed training steps timed in alternation: the loop graph_priority.py and bound_copies.py share.
+"""Graphed training steps timed in alternation: the loop the A/B scripts share (graph_priority.py, bound_copies.py,
+env_ab.py; graphed_step_ms.py times one step this way, bench_small_conv.py its kernels with ``median_ms``).
 
 Each variant's step is built anew per round (``make(variant)``), warmed up with 5 steps, timed as the median of 5
 runs of 40 steps (CUDA events, ms a step), then dropped before the next variant is built -- so at most one graph

@@ -57,6 +57,7 @@ def test_alone_counts_only_the_time_a_kernel_runs_with_nothing_beside_it():
 def test_families_group_cudnn_by_direction_and_strip_templates():
     assert gt.family("sm90_xmma_wgrad_implicit_gemm_bf16") == "cuDNN weight gradient"
     assert gt.family("sm90_xmma_dgrad_implicit_gemm_indexed") == "cuDNN data gradient"
+    assert gt.family("_small_conv_wgrad_kernel") == "_small_conv_wgrad_kernel"  # ours, not cuDNN's
     assert gt.family("Memset (Unknown)") == "fill"
     assert gt.family("void mscred_conv_cell::(anonymous namespace)::conv_cell_kernel<32, 32>(P)") == \
         "mscred_conv_cell::conv_cell_kernel"
