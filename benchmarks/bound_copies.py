@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 
-import bench_train as bt  # noqa: E402 (benchmarks/ is the script's own folder)
 import step_alternation  # noqa: E402
 import sweep_report  # noqa: E402
-from mscred import train_graphs
 from mscred.ops.triton import convlstm_concat
 
 SKIPPED_CHANNELS = {"default": (), "no_l1_copy": (32,), "no_l1_l2_copy": (32, 64)}
@@ -25,7 +23,6 @@ SKIPPED_CHANNELS = {"default": (), "no_l1_copy": (32,), "no_l1_l2_copy": (32, 64
 
 def make(variant: str, data, device):
     """The product's GraphedStep, captured with the chosen levels' input copies left out."""
-    net, opt = bt.build("fused", 30, device, capturable=True)
     real = convlstm_concat.copy_pixels
     steps_times_batch = 5 * step_alternation.BATCH
 
@@ -35,7 +32,7 @@ def make(variant: str, data, device):
 
     convlstm_concat.copy_pixels = copy_unless_skipped
     try:
-        return train_graphs.GraphedStep(net, opt, data, step_alternation.BATCH, True)
+        return step_alternation.graphed_step(data, device)
     finally:
         convlstm_concat.copy_pixels = real
 
@@ -45,8 +42,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/bound_copies")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    _, data, _ = bt.thesis_eager_step(step_alternation.BATCH)
-    device = data.segments.device
+    data, device = step_alternation.thesis_data()
     times, losses = step_alternation.alternate(lambda v, r: make(v, data, device), tuple(SKIPPED_CHANNELS),
                                                args.rounds, step_alternation.random_batches(len(data), device))
     lines = ["# The graphed step without levels 1-2's input copies: an upper bound (bound_copies.py)", "",

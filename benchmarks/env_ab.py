@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import os
 
-import bench_train as bt  # noqa: E402 (benchmarks/ is the script's own folder)
 import step_alternation  # noqa: E402
 import sweep_report  # noqa: E402
-from mscred import train_graphs
 
 
 def main() -> None:
@@ -26,16 +24,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default="benchmarks/results/env_ab")
     args = ap.parse_args()
-    _, data, _ = bt.thesis_eager_step(step_alternation.BATCH)
-    device = data.segments.device
+    data, device = step_alternation.thesis_data()
 
     def make(value: str, _round: int):
         if value:
             os.environ[args.var] = value
         else:
             os.environ.pop(args.var, None)
-        net, opt = bt.build("fused", 30, device, capturable=True)
-        return train_graphs.GraphedStep(net, opt, data, step_alternation.BATCH, True)
+        return step_alternation.graphed_step(data, device)
 
     variants = tuple(args.values.split(","))
     times, losses = step_alternation.alternate(make, variants, args.rounds,

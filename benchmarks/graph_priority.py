@@ -141,8 +141,7 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/graph_priority")
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
-    _, data, _ = bt.thesis_eager_step(BATCH)
-    device = data.segments.device
+    data, device = step_alternation.thesis_data()
     lines = ["# The graphed step with the chain's kernels at a higher priority (graph_priority.py)", "",
              f"{sweep_report.machine_line()}.", "", "Captured node priorities:", ""]
     variants = ("default", "captured", "by_name")

@@ -11,19 +11,15 @@ from __future__ import annotations
 import argparse
 import json
 
-import bench_train as bt  # noqa: E402 (benchmarks/ is the script's own folder)
 import step_alternation  # noqa: E402
-from mscred import train_graphs
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", default="")
     args = ap.parse_args()
-    _, data, _ = bt.thesis_eager_step(step_alternation.BATCH)
-    device = data.segments.device
-    net, opt = bt.build("fused", 30, device, capturable=True)
-    step = train_graphs.GraphedStep(net, opt, data, step_alternation.BATCH, True)
+    data, device = step_alternation.thesis_data()
+    step = step_alternation.graphed_step(data, device)
     ms, loss = step_alternation.step_ms(step, step_alternation.random_batches(len(data), device))
     print(json.dumps({"label": args.label, "ms": round(ms, 4), "loss": loss}))
 

@@ -14,7 +14,23 @@ from typing import Callable, Sequence
 
 import torch
 
+import bench_train as bt  # noqa: E402 (benchmarks/ is the script's own folder)
+from mscred import train_graphs
+
 BATCH = 128
+
+
+def thesis_data():
+    """(data, device): the thesis workload's windows (30 sensors) on CUDA, as bench_train.py builds them."""
+    _, data, _ = bt.thesis_eager_step(BATCH)
+    return data, data.segments.device
+
+
+def graphed_step(data, device) -> train_graphs.GraphedStep:
+    """The product's graphed fused bf16 training step at BATCH, from bench_train's seeded weights (warm-up, cuDNN
+    autotuning and capture happen here)."""
+    net, opt = bt.build("fused", 30, device, capturable=True)
+    return train_graphs.GraphedStep(net, opt, data, BATCH, True)
 
 
 def random_batches(n_windows: int, device, count: int = 8) -> list[torch.Tensor]:
