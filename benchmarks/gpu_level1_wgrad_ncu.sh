@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call (~2 min): level 1's weight gradient alone (benchmarks/level1_wgrad.py: times and bytes), then the
 # same under Nsight Compute, the kernels of its NVTX range "measured" (the first two launches: the 64-channel call's
-# main and split-K kernels), SpeedOfLight and MemoryWorkloadAnalysis. Writes $OUT/NAME/times.md and ncu.txt.
+# workspace initialisation and its main kernel), SpeedOfLight and MemoryWorkloadAnalysis. Writes $OUT/NAME/times.md
+# and ncu.txt.
 #   bash benchmarks/gpu_level1_wgrad_ncu.sh [NAME]
 set -uo pipefail
 . benchmarks/device_env.sh

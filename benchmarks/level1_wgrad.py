@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import torch
 
+import step_alternation  # noqa: E402 (benchmarks/ is the script's own folder)
+
 SHAPES = {  # name: (images, input channels)
     "one call, 64 channels (the product)": (640, 64),
     "x half, 32 channels (the reverted split)": (640, 32),
@@ -32,17 +34,10 @@ def time_call(n: int, c: int) -> tuple[float, int, float]:
     for _ in range(3):
         call()
     torch.cuda.synchronize()
-    times = []
     with torch.cuda.nvtx.range("measured"):
-        for _ in range(20):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            call()
-            b.record()
-            torch.cuda.synchronize()
-            times.append(a.elapsed_time(b) * 1000)
+        us = step_alternation.median_ms(call, 1, 20) * 1000
     nbytes = (rows.numel() + grad.numel()) * 2
-    return sorted(times)[10], nbytes, 2 * n * H * W * GATES * c * 4 / 1e9
+    return us, nbytes, 2 * n * H * W * GATES * c * 4 / 1e9
 
 
 def main() -> None:
