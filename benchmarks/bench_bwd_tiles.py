@@ -13,7 +13,8 @@ sweep). The outputs may differ in the last bits
 (the bias and weight gradients are sums of atomic adds, whose order changes with the programs): each is compared
 with the first setting's, largest difference relative to that output's largest magnitude.
 
-Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_bwd_tiles.py [--out DIR]
+Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_bwd_tiles.py [--out DIR] [--kernel KIND]
+[--settings A,B,...] (one kernel's calls only, under these settings, the first the one the others are compared with)
 Writes DIR/bwd_tiles.md, DIR/bwd_tiles.json and DIR/best_tiles.env (the fastest setting of each kernel in sum over
 its calls, as VAR=VALUE lines).
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import sys
 
 import torch
 
@@ -98,9 +100,17 @@ def _rel_diff(a, b) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/bwd_tiles")
+    ap.add_argument("--kernel", choices=sorted(SETTINGS), help="only this kernel's calls")
+    ap.add_argument("--settings", help="comma-separated launch settings of --kernel, instead of the sweep's")
     args = ap.parse_args()
+    if args.settings:
+        if not args.kernel:
+            ap.error("--settings needs --kernel")
+        SETTINGS[args.kernel] = (SETTINGS[args.kernel][0], args.settings.split(","))
     rows = []
     for i, (kind, op, call_args) in enumerate(record_calls()):
+        if args.kernel and kind != args.kernel:
+            continue
         variable, settings = SETTINGS[kind]
         ref = None
         for setting in settings:
@@ -113,7 +123,7 @@ def main() -> None:
             print(rows[-1], flush=True)
         del os.environ[variable]
     meta = (f"{sweep_report.machine_line()}. The first setting of each kernel is its default before this sweep. "
-            "Command: `PYTHONPATH=src python3 benchmarks/bench_bwd_tiles.py`.")
+            f"Command: `PYTHONPATH=src python3 benchmarks/bench_bwd_tiles.py {' '.join(sys.argv[1:])}`.")
     lines = ["# bias_act backward and small_conv weight-gradient launch settings on the training step's calls", "",
              meta, "", "| call | kernel | shapes | setting | ms | vs first | largest difference (relative) |",
              "| --- | --- | --- | --- | --- | --- | --- |"]

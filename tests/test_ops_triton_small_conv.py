@@ -130,9 +130,9 @@ def test_model_launches_fit_the_h200_shared_memory(monkeypatch, dtype):
                             pointers=dict(x_ptr=pointer, w_ptr=pointer, o_ptr=pointer), num_warps=sc.FWD_WARPS))
         for gather_switch in ("1", "0") if sc.taps_in_n(ci, co, 3) else ("1",):
             monkeypatch.setenv("MSCRED_SMALL_CONV_WGRAD_GATHER", gather_switch)
-            tile, warps, _, _ = sc.wgrad_launch(ci, co, 3, dtype)
+            tile, warps, _, _ = sc.wgrad_launch(ci, co, 3, dtype, 30)
             names.append((ci, co, "taps-in-N" if tile["TAPS_IN_N"] else "flat" if tile["FLAT"] else "per tap",
-                          tile["BLOCK_P"]))
+                          tile["ROWS"] * tile["COLS"]))
             wgrad.append(dict(constants=dict(x_sc=1, g_sc=1, g2_sc=1, o_sc=1, SELU=True, HAS_G2=True, **tile),
                               pointers={name: pointer for name in ("x_ptr", "g_ptr", "g2_ptr", "o_ptr")},
                               num_warps=warps))

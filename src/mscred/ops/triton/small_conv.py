@@ -168,25 +168,40 @@ if triton is not None:
         return q < P, (q // HW).to(tl.int64), r // W, r % W
 
     @triton.jit
-    def _flat_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, H, W, CI: tl.constexpr, KS: tl.constexpr):
+    def _tile_pixels(t, H, W, TX, TPI, ROWS: tl.constexpr, COLS: tl.constexpr):
+        """Tile ``t`` of ROWS x COLS pixels, ``TX`` tiles a row band and ``TPI`` an image: its image (a scalar, int64)
+        and its pixels' mask, row and column, each (ROWS * COLS,). One image a tile, so that the tile's base
+        address is one scalar and the pixels' offsets int32 (per-element int64 batch offsets cost the weight
+        gradient half its registers); COLS a power of two, so that row and column are shifts."""
+        b = t // TPI
+        r = t % TPI
+        i = tl.arange(0, ROWS * COLS)
+        y = (r // TX) * ROWS + i // COLS
+        x = (r % TX) * COLS + i % COLS
+        return b.to(tl.int64), (y < H) & (x < W), y, x
+
+    @triton.jit
+    def _flat_patches(x_ptr, x_sc, x_sy, x_sx, pmask, y, x, k, H, W, CI: tl.constexpr, KS: tl.constexpr):
         """The (BLOCK_P, BLOCK_K) im2col block of flat taps ``k`` (k = (ky * KS + kx) * CI + ci, all taps of all
-        channels in one block: few input channels), zero outside the image (the padding) and for k >= KS*KS*CI.
-        CI and KS are compile-time constants, so the divisions below are multiply-shifts."""
+        channels in one block: few input channels) of one image's pixels (``x_ptr`` its base), zero outside the
+        image (the padding) and for k >= KS*KS*CI. CI and KS are compile-time constants, so the divisions below
+        are multiply-shifts."""
         tap = k // CI
         ci = k % CI
         iy = y[:, None] + (tap // KS - KS // 2)[None, :]
         ix = x[:, None] + (tap % KS - KS // 2)[None, :]
         m = (pmask[:, None] & (k < KS * KS * CI)[None, :] & (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W))
-        return tl.load(x_ptr + b[:, None] * x_sb + ci[None, :] * x_sc + iy * x_sy + ix * x_sx, mask=m, other=0.0)
+        return tl.load(x_ptr + ci[None, :] * x_sc + iy * x_sy + ix * x_sx, mask=m, other=0.0)
 
     @triton.jit
-    def _tap_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, dy, dx, ci, H, W, CI: tl.constexpr):
-        """The (BLOCK_P, BLOCK_C) block of channels ``ci`` of one tap (offset dy, dx) of the pixels: one row of
-        contiguous channels per pixel in channels-last order (vector loads), zero outside the image."""
+    def _tap_patches(x_ptr, x_sc, x_sy, x_sx, pmask, y, x, dy, dx, ci, H, W, CI: tl.constexpr):
+        """The (BLOCK_P, BLOCK_C) block of channels ``ci`` of one tap (offset dy, dx) of one image's pixels
+        (``x_ptr`` its base): one row of contiguous channels per pixel in channels-last order (vector loads), zero
+        outside the image."""
         iy = y + dy
         ix = x + dx
         valid = pmask & (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)
-        row = x_ptr + b * x_sb + iy * x_sy + ix * x_sx
+        row = x_ptr + iy * x_sy + ix * x_sx
         return tl.load(row[:, None] + ci[None, :] * x_sc, mask=valid[:, None] & (ci < CI)[None, :], other=0.0)
 
     @triton.jit(do_not_specialize=["P", "H", "W", "PT", "PL", "HD", "WD"])
@@ -212,7 +227,7 @@ if triton is not None:
         acc = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
         if FLAT:
             k = tl.arange(0, BLOCK_K)
-            a = _flat_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, H, W, CI, KS)
+            a = _flat_patches((x_ptr + b * x_sb)[:, None], x_sc, x_sy, x_sx, pmask, y, x, k, H, W, CI, KS)
             w = tl.load(w_ptr + k[:, None] * CO + n[None, :], mask=(k < KS * KS * CI)[:, None] & nmask[None, :],
                         other=0.0)
             acc = tl.dot(a, w, acc, input_precision=PREC)
@@ -220,7 +235,7 @@ if triton is not None:
             for tap in tl.static_range(KS * KS):
                 for c0 in tl.static_range(0, CI, BLOCK_K):
                     ci = c0 + tl.arange(0, BLOCK_K)
-                    a = _tap_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, tap // KS - KS // 2,
+                    a = _tap_patches(x_ptr + b * x_sb, x_sc, x_sy, x_sx, pmask, y, x, tap // KS - KS // 2,
                                      tap % KS - KS // 2, ci, H, W, CI)
                     w = tl.load(w_ptr + (tap * CI + ci)[:, None] * CO + n[None, :],
                                 mask=(ci < CI)[:, None] & nmask[None, :], other=0.0)
@@ -234,20 +249,20 @@ if triton is not None:
         out = o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + oy[:, None] * o_sy + ox[:, None] * o_sx
         tl.store(out, acc.to(o_ptr.dtype.element_ty), mask=omask[:, None] & nmask[None, :])
 
-    @triton.jit(do_not_specialize=["P", "H", "W", "PROGRAMS"])
+    @triton.jit(do_not_specialize=["H", "W", "TX", "TPI", "TILES", "PROGRAMS"])
     def _small_conv_wgrad_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
                                  g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx, o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr, db_ptr,
-                                 P, H, W, PROGRAMS, CI: tl.constexpr, CO: tl.constexpr,
+                                 H, W, TX, TPI, TILES, PROGRAMS, CI: tl.constexpr, CO: tl.constexpr,
                                  KS: tl.constexpr, SELU: tl.constexpr, FLAT: tl.constexpr, PREC: tl.constexpr,
-                                 BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
-                                 HAS_G2: tl.constexpr, TAPS_IN_N: tl.constexpr):
-        """dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th). Grid axis 1: FLAT,
-        one block of all taps; else one (tap, channel block) per program (dz is re-read per tap: the layers that
-        take this branch have few output channels, so dz is small). The programs of axis-1 index 0 also sum dz
-        into the bias gradient: FLAT with a spare row (K < BLOCK_K), as row K of the same product, the patches'
-        column K set to 1 (no reduction of its own; it then sums dz as the product reads it, in the patches' dtype
-        -- bf16 for the model's conv1 -- with float32 accumulation); else element-wise over the tiles and reduced
-        once at the end
+                                 ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr,
+                                 BLOCK_N: tl.constexpr, HAS_G2: tl.constexpr, TAPS_IN_N: tl.constexpr):
+        """dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th of TILES, each ROWS x
+        COLS pixels of one image, ``_tile_pixels``). Grid axis 1: FLAT, one block of all taps; else one (tap,
+        channel block) per program (dz is re-read per tap: the layers that take this branch have few output
+        channels, so dz is small). The programs of axis-1 index 0 also sum dz into the bias gradient: FLAT with a
+        spare row (K < BLOCK_K), as row K of the same product, the patches' column K set to 1 (no reduction of its
+        own; it then sums dz as the product reads it, in the patches' dtype -- bf16 for the model's conv1 -- with
+        float32 accumulation); else element-wise over the tiles and reduced once at the end
         (a reduction per tile costs a shared-memory round trip and barriers every iteration). Relaxed atomics: the
         sums need no ordering, only atomicity.
 
@@ -255,6 +270,7 @@ if triton is not None:
         the input channels of block j; x is read once at each pixel p and dz gathered at p - offset(tap) (zero
         outside the image); the bias gradient is the centre tap's columns (dz unshifted), summed beside."""
         j = tl.program_id(1)
+        BLOCK_P: tl.constexpr = ROWS * COLS
         K: tl.constexpr = KS * KS * CI
         ONES_ROW: tl.constexpr = FLAT and K < BLOCK_K
         if TAPS_IN_N:
@@ -268,19 +284,19 @@ if triton is not None:
             ndx = ntap % KS - KS // 2
             acc = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
             colsum = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
-            for q0 in range(tl.program_id(0) * BLOCK_P, P, PROGRAMS * BLOCK_P):
-                pmask, b, y, x = _pixels(q0, P, H * W, W, BLOCK_P)
-                a = _tap_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, 0, 0, ci, H, W, CI)
+            for t in range(tl.program_id(0), TILES, PROGRAMS):
+                b, pmask, y, x = _tile_pixels(t, H, W, TX, TPI, ROWS, COLS)
+                a = _tap_patches(x_ptr + b * x_sb, x_sc, x_sy, x_sx, pmask, y, x, 0, 0, ci, H, W, CI)
                 gy = y[:, None] - ndy[None, :]
                 gx = x[:, None] - ndx[None, :]
                 m = pmask[:, None] & nmask[None, :] & (gy >= 0) & (gy < H) & (gx >= 0) & (gx < W)
-                g = tl.load(g_ptr + b[:, None] * g_sb + co[None, :] * g_sc + gy * g_sy + gx * g_sx,
+                g = tl.load(g_ptr + b * g_sb + co[None, :] * g_sc + gy * g_sy + gx * g_sx,
                             mask=m, other=0.0).to(tl.float32)
                 if HAS_G2:
-                    g += tl.load(g2_ptr + b[:, None] * g2_sb + co[None, :] * g2_sc + gy * g2_sy + gx * g2_sx,
+                    g += tl.load(g2_ptr + b * g2_sb + co[None, :] * g2_sc + gy * g2_sy + gx * g2_sx,
                                  mask=m, other=0.0).to(tl.float32)
                 if SELU:
-                    o = tl.load(o_ptr + b[:, None] * o_sb + co[None, :] * o_sc + gy * o_sy + gx * o_sx,
+                    o = tl.load(o_ptr + b * o_sb + co[None, :] * o_sc + gy * o_sy + gx * o_sx,
                                 mask=m, other=0.0).to(tl.float32)
                     g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
                 if j == 0:
@@ -305,22 +321,22 @@ if triton is not None:
         nmask = n < CO
         acc = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
         colsum = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
-        for q0 in range(tl.program_id(0) * BLOCK_P, P, PROGRAMS * BLOCK_P):
-            pmask, b, y, x = _pixels(q0, P, H * W, W, BLOCK_P)
+        for t in range(tl.program_id(0), TILES, PROGRAMS):
+            b, pmask, y, x = _tile_pixels(t, H, W, TX, TPI, ROWS, COLS)
             m = pmask[:, None] & nmask[None, :]
-            g = tl.load(g_ptr + b[:, None] * g_sb + n[None, :] * g_sc + y[:, None] * g_sy + x[:, None] * g_sx,
+            g = tl.load(g_ptr + b * g_sb + n[None, :] * g_sc + y[:, None] * g_sy + x[:, None] * g_sx,
                         mask=m, other=0.0).to(tl.float32)
             if HAS_G2:  # the output's second gradient (its other consumer's), summed here
-                g += tl.load(g2_ptr + b[:, None] * g2_sb + n[None, :] * g2_sc + y[:, None] * g2_sy
-                             + x[:, None] * g2_sx, mask=m, other=0.0).to(tl.float32)
+                g += tl.load(g2_ptr + b * g2_sb + n[None, :] * g2_sc + y[:, None] * g2_sy + x[:, None] * g2_sx,
+                             mask=m, other=0.0).to(tl.float32)
             if SELU:
-                o = tl.load(o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + y[:, None] * o_sy + x[:, None] * o_sx,
+                o = tl.load(o_ptr + b * o_sb + n[None, :] * o_sc + y[:, None] * o_sy + x[:, None] * o_sx,
                             mask=m, other=0.0).to(tl.float32)
                 g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
             if FLAT:
-                a = _flat_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, k, H, W, CI, KS)
+                a = _flat_patches(x_ptr + b * x_sb, x_sc, x_sy, x_sx, pmask, y, x, k, H, W, CI, KS)
             else:
-                a = _tap_patches(x_ptr, x_sb, x_sc, x_sy, x_sx, pmask, b, y, x, tap // KS - KS // 2,
+                a = _tap_patches(x_ptr + b * x_sb, x_sc, x_sy, x_sx, pmask, y, x, tap // KS - KS // 2,
                                  tap % KS - KS // 2, ci, H, W, CI)
             if ONES_ROW:
                 a = tl.where((k == K)[None, :] & pmask[:, None], 1.0, a).to(a.dtype)
@@ -412,11 +428,18 @@ def fwd_constants(ci: int, co: int, ks: int, dtype: torch.dtype) -> dict:
                 BLOCK_N=_block_n(co))
 
 
-def wgrad_launch(ci: int, co: int, ks: int, dtype: torch.dtype) -> tuple[dict, int, int, int]:
+def wgrad_tile_shape(block_p: int, width: int) -> tuple[int, int]:
+    """(ROWS, COLS) of a weight-gradient tile of ``block_p`` pixels on maps ``width`` wide: COLS the power of two
+    covering the width (at most ``block_p``), ROWS what is left; one image a tile (``_tile_pixels``)."""
+    cols = min(block_p, triton.next_power_of_2(max(1, width)))
+    return block_p // cols, cols
+
+
+def wgrad_launch(ci: int, co: int, ks: int, dtype: torch.dtype, width: int) -> tuple[dict, int, int, int]:
     """(constexpr arguments but SELU and HAS_G2, warps, programs per SM, blocks along K) of the weight-gradient
-    kernel for ci -> co channels and a ks x ks kernel in ``dtype``: the taps-in-N form where ``taps_in_n`` (its
-    tile MSCRED_SMALL_CONV_WGRAD_GATHER_TILE, halved to fit the shared memory), else per tap or flat
-    (MSCRED_SMALL_CONV_WGRAD_TILE)."""
+    kernel for ci -> co channels and a ks x ks kernel in ``dtype`` on maps ``width`` wide: the taps-in-N form where
+    ``taps_in_n`` (its tile MSCRED_SMALL_CONV_WGRAD_GATHER_TILE, halved to fit the shared memory), else per tap or
+    flat (MSCRED_SMALL_CONV_WGRAD_TILE)."""
     flat, block_k, kblocks = _blocking(ci, ks)
     gather = taps_in_n(ci, co, ks)
     if gather:
@@ -428,8 +451,9 @@ def wgrad_launch(ci: int, co: int, ks: int, dtype: torch.dtype) -> tuple[dict, i
         block_n = _block_n(co)
         block_p, warps, per_sm = _runtime.tile_override(
             "MSCRED_SMALL_CONV_WGRAD_TILE", (WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM))
-    constants = dict(CI=ci, CO=co, KS=ks, FLAT=flat, PREC=_precision(dtype), BLOCK_P=block_p, BLOCK_K=block_k,
-                     BLOCK_N=block_n, TAPS_IN_N=gather)
+    rows, cols = wgrad_tile_shape(block_p, width)
+    constants = dict(CI=ci, CO=co, KS=ks, FLAT=flat, PREC=_precision(dtype), ROWS=rows, COLS=cols,
+                     BLOCK_K=block_k, BLOCK_N=block_n, TAPS_IN_N=gather)
     return constants, warps, per_sm, kblocks
 
 
@@ -463,13 +487,15 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
     dw = torch.zeros(K, CO, device=x.device, dtype=torch.float32)
     db = torch.zeros(CO, device=x.device, dtype=torch.float32)
     if P:
-        tile, warps, per_sm, kblocks = wgrad_launch(CI, CO, KS, x.dtype)
+        tile, warps, per_sm, kblocks = wgrad_launch(CI, CO, KS, x.dtype, W)
+        tiles_x = triton.cdiv(W, tile["COLS"])
+        per_image = triton.cdiv(H, tile["ROWS"]) * tiles_x
         sms = 4 if _interpreting() else _runtime.sm_count(x.device)
-        programs = max(1, min(triton.cdiv(P, tile["BLOCK_P"]), per_sm * sms // kblocks + 1))
+        programs = max(1, min(N * per_image, per_sm * sms // kblocks + 1))
         grid = (programs, kblocks)
         _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(),
-                                       dw, db, P, H, W, programs, SELU=selu, HAS_G2=dout2 is not None,
-                                       num_warps=warps, **tile)
+                                       dw, db, H, W, tiles_x, per_image, N * per_image, programs, SELU=selu,
+                                       HAS_G2=dout2 is not None, num_warps=warps, **tile)
     # One strided cast-and-copy into the weight's layout (.to(...).contiguous() launched two: the cast kept the
     # permuted strides, then the copy).
     dweight = torch.empty(weight.shape, device=x.device, dtype=weight.dtype)
