@@ -5,6 +5,8 @@
 # Builds both trees' CUDA extensions at once (an untimed step each, TORCH_EXTENSIONS_DIR apart), runs TESTS (default
 # the conv + cell kernel's and the weight-gradient stream's) on the working tree, then times the graphed step in
 # alternation, ROUNDS rounds, each variant in a process of its own (graphed_step_ms.py).
+# BEFORE_TIMING: a command run after the tests (e.g. launch-setting sweeps); NEW_ENV_FILE: VAR=VALUE lines set for
+# the new tree's timed runs only (read when the timing starts: a sweep may write it).
 # Writes $OUT/NAME/: build_*.txt, gpu_tests.txt, times.jsonl, summary.md.
 #   bash benchmarks/gpu_tree_ab.sh NAME
 set -uo pipefail
@@ -23,10 +25,15 @@ echo "builds done at ${SECONDS}s"; tail -qn1 "$D"/build_*.txt
 TORCH_EXTENSIONS_DIR=/tmp/ext_new timeout "${TEST_TIMEOUT_S:-240}" python3 -m pytest -q -x -p no:cacheprovider \
   ${TESTS:-tests/test_conv_cell.py tests/test_wgrad_stream.py} > "$D/gpu_tests.txt" 2>&1
 echo "tests exit $? at ${SECONDS}s"; tail -3 "$D/gpu_tests.txt"
+if [ -n "${BEFORE_TIMING:-}" ]; then bash -c "$BEFORE_TIMING"; echo "before-timing exit $? at ${SECONDS}s"; fi
+NEW_ENV=""
+if [ -n "${NEW_ENV_FILE:-}" ] && [ -f "$NEW_ENV_FILE" ]; then NEW_ENV=$(tr '\n' ' ' < "$NEW_ENV_FILE"); fi
+echo "new tree's extra environment: ${NEW_ENV:-none}" | tee "$D/new_env.txt"
 for r in $(seq "${ROUNDS:-3}"); do
   for v in old new; do
     src=src; [ "$v" = old ] && src=$OLD_SRC
-    TORCH_EXTENSIONS_DIR=/tmp/ext_$v PYTHONPATH=$src timeout 120 python3 benchmarks/graphed_step_ms.py --label "$v" \
+    extra=""; [ "$v" = new ] && extra=$NEW_ENV
+    env $extra TORCH_EXTENSIONS_DIR=/tmp/ext_$v PYTHONPATH=$src timeout 120 python3 benchmarks/graphed_step_ms.py --label "$v" \
       2>> "$D/timing_stderr.txt" | tail -1 >> "$D/times.jsonl"
   done
 done

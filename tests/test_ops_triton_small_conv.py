@@ -97,6 +97,18 @@ def test_weight_gradient_tile_override(monkeypatch, tile):
     _check(2, 64, 3, 7, True, torch.float32, seed=10)
 
 
+def test_weight_gradient_tiles_narrower_than_the_map(monkeypatch):
+    """Maps wider than a tile (21 columns, tiles of 16 pixels in one row): two tiles a row, the second 5 columns
+    wide, so the gather's column masks move with the tile (x0 = 16); flat (conv1-like), per tap, and taps-in-N."""
+    monkeypatch.setenv("MSCRED_SMALL_CONV_WGRAD_TILE", "16/2/3")
+    monkeypatch.setenv("MSCRED_SMALL_CONV_WGRAD_GATHER_TILE", "16/2/3")
+    assert sc.wgrad_tile_shape(16, 21) == (1, 16)
+    _check(2, 3, 32, 21, True, torch.float32, seed=11)
+    _check(1, 64, 3, 21, False, torch.float32, seed=12)
+    monkeypatch.setenv("MSCRED_SMALL_CONV_WGRAD_GATHER", "0")
+    _check(1, 64, 3, 19, True, torch.float32, seed=13)
+
+
 @pytest.mark.parametrize("N,CI,CO,k,selu", [(3, 64, 3, 3, False), (2, 80, 3, 3, True), (2, 20, 7, 3, True),
                                           (1, 24, 2, 5, False)])
 def test_weight_gradient_with_the_taps_beside_the_output_channels(N, CI, CO, k, selu, monkeypatch):

@@ -168,17 +168,23 @@ if triton is not None:
         return q < P, (q // HW).to(tl.int64), r // W, r % W
 
     @triton.jit
-    def _tile_pixels(t, H, W, TX, TPI, ROWS: tl.constexpr, COLS: tl.constexpr):
-        """Tile ``t`` of ROWS x COLS pixels, ``TX`` tiles a row band and ``TPI`` an image: its image (a scalar, int64)
-        and its pixels' mask, row and column, each (ROWS * COLS,). One image a tile, so that the tile's base
-        address is one scalar and the pixels' offsets int32 (per-element int64 batch offsets cost the weight
-        gradient half its registers); COLS a power of two, so that row and column are shifts."""
-        b = t // TPI
+    def _tile_origin(t, TX, TPI, ROWS: tl.constexpr, COLS: tl.constexpr):
+        """Tile ``t`` of ROWS x COLS pixels, ``TX`` tiles a row band and ``TPI`` an image: its image (int64), first
+        row and first column (scalars)."""
         r = t % TPI
+        return (t // TPI).to(tl.int64), (r // TX) * ROWS, (r % TX) * COLS
+
+    @triton.jit
+    def _tile_pixels(t, H, W, TX, TPI, ROWS: tl.constexpr, COLS: tl.constexpr):
+        """Tile ``t`` (``_tile_origin``): its image (a scalar, int64) and its pixels' mask, row and column, each
+        (ROWS * COLS,). One image a tile, so that the tile's base address is one scalar and the pixels' offsets
+        int32 (per-element int64 batch offsets cost the weight gradient half its registers); COLS a power of two,
+        so that row and column are shifts."""
+        b, y0, x0 = _tile_origin(t, TX, TPI, ROWS, COLS)
         i = tl.arange(0, ROWS * COLS)
-        y = (r // TX) * ROWS + i // COLS
-        x = (r % TX) * COLS + i % COLS
-        return b.to(tl.int64), (y < H) & (x < W), y, x
+        y = y0 + i // COLS
+        x = x0 + i % COLS
+        return b, (y < H) & (x < W), y, x
 
     @triton.jit
     def _flat_patches(x_ptr, x_sc, x_sy, x_sx, pmask, y, x, k, H, W, CI: tl.constexpr, KS: tl.constexpr):
@@ -309,14 +315,63 @@ if triton is not None:
                               sem="relaxed")
             return
         if FLAT:
+            # What does not change from tile to tile is computed once: each pixel's offset within its tile, each
+            # tap's shift, and so the gather's offsets and the maps' (int32), leaving a tile a base address and four
+            # compares an element. The kernel is bound by its issue slots, most of them the gather's index
+            # arithmetic (results/small_conv_wgrad_ncu/).
             k = tl.arange(0, BLOCK_K)
             kmask = k < K
-        else:
-            NCB: tl.constexpr = (CI + BLOCK_K - 1) // BLOCK_K
-            tap = j // NCB
-            ci = (j % NCB) * BLOCK_K + tl.arange(0, BLOCK_K)
-            k = tap * CI + ci
-            kmask = ci < CI
+            n = tl.arange(0, BLOCK_N)
+            nmask = n < CO
+            i = tl.arange(0, BLOCK_P)
+            ty = i // COLS
+            tx = i % COLS
+            tap = k // CI
+            kdy = tap // KS - KS // 2
+            kdx = tap % KS - KS // 2
+            gy = ty[:, None] + tl.where(kmask, kdy, H)[None, :]  # k >= K: below every image, never read
+            gx = tx[:, None] + kdx[None, :]
+            a_off = gy * x_sy + gx * x_sx + (k % CI)[None, :] * x_sc
+            g_off = ty[:, None] * g_sy + tx[:, None] * g_sx + n[None, :] * g_sc
+            g2_off = ty[:, None] * g2_sy + tx[:, None] * g2_sx + n[None, :] * g2_sc
+            o_off = ty[:, None] * o_sy + tx[:, None] * o_sx + n[None, :] * o_sc
+            acc = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
+            colsum = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
+            for t in range(tl.program_id(0), TILES, PROGRAMS):
+                b, y0, x0 = _tile_origin(t, TX, TPI, ROWS, COLS)
+                m = ((ty < H - y0) & (tx < W - x0))[:, None] & nmask[None, :]
+                # The two gradients summed in their own dtype, as autograd sums them (bf16: one packed add for two),
+                # SELU's derivative in float32, as PyTorch's elu_backward computes it.
+                g = tl.load(g_ptr + (b * g_sb + y0 * g_sy + x0 * g_sx) + g_off, mask=m, other=0.0)
+                if HAS_G2:
+                    g += tl.load(g2_ptr + (b * g2_sb + y0 * g2_sy + x0 * g2_sx) + g2_off, mask=m, other=0.0)
+                g = g.to(tl.float32)
+                if SELU:
+                    o = tl.load(o_ptr + (b * o_sb + y0 * o_sy + x0 * o_sx) + o_off, mask=m,
+                                other=0.0).to(tl.float32)
+                    g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
+                # Pixels outside the image gather the image's own values (every address stays in it) against dz
+                # rows of zeros.
+                am = (gy >= -y0) & (gy < H - y0) & (gx >= -x0) & (gx < W - x0)
+                a = tl.load(x_ptr + (b * x_sb + y0 * x_sy + x0 * x_sx) + a_off, mask=am, other=0.0)
+                if ONES_ROW:
+                    a = tl.where((k == K)[None, :], 1.0, a).to(a.dtype)
+                elif j == 0:
+                    colsum += g
+                acc = tl.dot(tl.trans(a), g.to(a.dtype), acc, input_precision=PREC)
+            tl.atomic_add(dw_ptr + k[:, None] * CO + n[None, :], acc, mask=kmask[:, None] & nmask[None, :],
+                          sem="relaxed")
+            if ONES_ROW:
+                tl.atomic_add(db_ptr + n[None, :] + 0 * k[:, None], acc, mask=(k == K)[:, None] & nmask[None, :],
+                              sem="relaxed")
+            elif j == 0:
+                tl.atomic_add(db_ptr + n, tl.sum(colsum, axis=0), mask=nmask, sem="relaxed")
+            return
+        NCB: tl.constexpr = (CI + BLOCK_K - 1) // BLOCK_K
+        tap = j // NCB
+        ci = (j % NCB) * BLOCK_K + tl.arange(0, BLOCK_K)
+        k = tap * CI + ci
+        kmask = ci < CI
         n = tl.arange(0, BLOCK_N)
         nmask = n < CO
         acc = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
@@ -333,22 +388,14 @@ if triton is not None:
                 o = tl.load(o_ptr + b * o_sb + n[None, :] * o_sc + y[:, None] * o_sy + x[:, None] * o_sx,
                             mask=m, other=0.0).to(tl.float32)
                 g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
-            if FLAT:
-                a = _flat_patches(x_ptr + b * x_sb, x_sc, x_sy, x_sx, pmask, y, x, k, H, W, CI, KS)
-            else:
-                a = _tap_patches(x_ptr + b * x_sb, x_sc, x_sy, x_sx, pmask, y, x, tap // KS - KS // 2,
-                                 tap % KS - KS // 2, ci, H, W, CI)
-            if ONES_ROW:
-                a = tl.where((k == K)[None, :] & pmask[:, None], 1.0, a).to(a.dtype)
-            elif j == 0:
+            a = _tap_patches(x_ptr + b * x_sb, x_sc, x_sy, x_sx, pmask, y, x, tap // KS - KS // 2,
+                             tap % KS - KS // 2, ci, H, W, CI)
+            if j == 0:
                 colsum += g
             acc = tl.dot(tl.trans(a), g.to(a.dtype), acc, input_precision=PREC)
         tl.atomic_add(dw_ptr + k[:, None] * CO + n[None, :], acc, mask=kmask[:, None] & nmask[None, :],
                       sem="relaxed")
-        if ONES_ROW:
-            tl.atomic_add(db_ptr + n[None, :] + 0 * k[:, None], acc, mask=(k == K)[:, None] & nmask[None, :],
-                          sem="relaxed")
-        elif j == 0:
+        if j == 0:
             tl.atomic_add(db_ptr + n, tl.sum(colsum, axis=0), mask=nmask, sem="relaxed")
 
 
