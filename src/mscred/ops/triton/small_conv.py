@@ -200,17 +200,6 @@ if triton is not None:
         return tl.load(x_ptr + ci[None, :] * x_sc + iy * x_sy + ix * x_sx, mask=m, other=0.0)
 
     @triton.jit
-    def _flat_gather(x_ptr, x_sb, x_sy, x_sx, a_off, gy, gx, t, TILES, H, W, TX, TPI, ROWS: tl.constexpr,
-                     COLS: tl.constexpr):
-        """The flat patches of tile ``t`` (nothing read when t >= TILES): x at the tile's base plus ``a_off``, where
-        the tap's row ``gy`` and column ``gx`` (relative to the tile's origin) fall inside the image. Pixels
-        outside the image gather the image's own values (every address stays in it), against dz rows of zeros."""
-        b, y0, x0 = _tile_origin(t, TX, TPI, ROWS, COLS)
-        rows = H - y0 - (t >= TILES).to(tl.int32) * (1 << 24)  # past the last tile: no row inside
-        am = (gy >= -y0) & (gy < rows) & (gx >= -x0) & (gx < W - x0)
-        return tl.load(x_ptr + (b * x_sb + y0 * x_sy + x0 * x_sx) + a_off, mask=am, other=0.0)
-
-    @triton.jit
     def _tap_patches(x_ptr, x_sc, x_sy, x_sx, pmask, y, x, dy, dx, ci, H, W, CI: tl.constexpr):
         """The (BLOCK_P, BLOCK_C) block of channels ``ci`` of one tap (offset dy, dx) of one image's pixels
         (``x_ptr`` its base): one row of contiguous channels per pixel in channels-last order (vector loads), zero
@@ -348,10 +337,6 @@ if triton is not None:
             o_off = ty[:, None] * o_sy + tx[:, None] * o_sx + n[None, :] * o_sc
             acc = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
             colsum = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
-            # The gather is one tile ahead: its loads (not pipelined by Triton, as the maps' are) in flight while
-            # the tile before is multiplied.
-            a_next = _flat_gather(x_ptr, x_sb, x_sy, x_sx, a_off, gy, gx, tl.program_id(0), TILES, H, W, TX, TPI,
-                                  ROWS, COLS)
             for t in range(tl.program_id(0), TILES, PROGRAMS):
                 b, y0, x0 = _tile_origin(t, TX, TPI, ROWS, COLS)
                 m = ((ty < H - y0) & (tx < W - x0))[:, None] & nmask[None, :]
@@ -365,9 +350,10 @@ if triton is not None:
                     o = tl.load(o_ptr + (b * o_sb + y0 * o_sy + x0 * o_sx) + o_off, mask=m,
                                 other=0.0).to(tl.float32)
                     g = g * tl.where(o > 0, _SCALE, o + _SCALE_ALPHA)
-                a = a_next
-                a_next = _flat_gather(x_ptr, x_sb, x_sy, x_sx, a_off, gy, gx, t + PROGRAMS, TILES, H, W, TX, TPI,
-                                      ROWS, COLS)
+                # Pixels outside the image gather the image's own values (every address stays in it) against dz
+                # rows of zeros.
+                am = (gy >= -y0) & (gy < H - y0) & (gx >= -x0) & (gx < W - x0)
+                a = tl.load(x_ptr + (b * x_sb + y0 * x_sy + x0 * x_sx) + a_off, mask=am, other=0.0)
                 if ONES_ROW:
                     a = tl.where((k == K)[None, :], 1.0, a).to(a.dtype)
                 elif j == 0:
