@@ -8,5 +8,5 @@ set -uo pipefail
 D=$(result_dir "${1:-conv1_wgrad_cuda}")
 timeout 240 python3 -m pytest -q -x -p no:cacheprovider tests/test_small_conv_wgrad_cuda.py > "$D/gpu_tests.txt" 2>&1
 echo "tests exit $? at ${SECONDS}s"; tail -5 "$D/gpu_tests.txt"
-timeout 120 python3 benchmarks/bench_conv1_wgrad_cuda.py --out "$D" --rounds 3 > "$D/bench_log.txt" 2>&1
+timeout 120 python3 benchmarks/bench_conv1_wgrad_cuda.py --out "$D" --rounds 3 --blocks "${BLOCKS:-0}" > "$D/bench_log.txt" 2>&1
 echo "bench exit $? at ${SECONDS}s"; tail -12 "$D/bench_log.txt"

@@ -11,6 +11,7 @@ once and the Triton kernel runs.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -62,5 +63,6 @@ def weight_grad(x: torch.Tensor, dout: torch.Tensor, dout2: Optional[torch.Tenso
     dw = torch.empty(KS * KS * CI, co, device=x.device, dtype=torch.float32)
     db = torch.empty(co, device=x.device, dtype=torch.float32)
     none = dout.new_empty(0)
-    _extension().wgrad(x, dout, none if dout2 is None else dout2, none if out is None else out, dw, db)
+    blocks = int(os.environ.get("MSCRED_SMALL_CONV_WGRAD_CUDA_BLOCKS", "0"))  # blocks an SM (A/B runs; 0: 4)
+    _extension().wgrad(x, dout, none if dout2 is None else dout2, none if out is None else out, dw, db, blocks)
     return dw, db

@@ -20,9 +20,10 @@ bool vector_rows(const at::Tensor& t) {
 }
 
 // dw (27, CO) and db (CO,) float32, zeroed here and summed into by the kernel, for conv1 x (N, 3, H, W) bf16 (any
-// strides), dout / dout2 / out (N, CO, H, W) bf16 with vector rows (dout2 and out may be empty: none, no SELU).
+// strides), dout / dout2 / out (N, CO, H, W) bf16 with vector rows (dout2 and out may be empty: none, no SELU);
+// at most blocks_per_sm blocks an SM (0: kBlocksPerSM, the most that are resident at once).
 void wgrad(const at::Tensor& x, const at::Tensor& dout, const at::Tensor& dout2, const at::Tensor& out,
-           at::Tensor& dw, at::Tensor& db) {
+           at::Tensor& dw, at::Tensor& db, int64_t blocks_per_sm) {
   const int64_t N = x.size(0), H = x.size(2), W = x.size(3), CO = dout.size(1);
   TORCH_CHECK(x.is_cuda() && x.scalar_type() == at::kBFloat16 && x.dim() == 4 &&
                   x.size(1) == mscred_small_conv::kCI, "small conv wgrad: x must be CUDA bf16 (N, 3, H, W)");
@@ -63,7 +64,7 @@ void wgrad(const at::Tensor& x, const at::Tensor& dout, const at::Tensor& dout2,
   p.N = int(N); p.H = int(H); p.W = int(W); p.CO = int(CO);
   int sms = 0;  // (cudaDeviceGetAttribute: ATen/cuda/CUDAContext.h pulls in cuSPARSE's headers)
   C10_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, x.get_device()));
-  mscred_small_conv::launch_wgrad(p, sms, c10::cuda::getCurrentCUDAStream().stream());
+  mscred_small_conv::launch_wgrad(p, sms, int(blocks_per_sm), c10::cuda::getCurrentCUDAStream().stream());
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 

@@ -144,11 +144,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSM) wgrad_kernel(const Wgr
 
 }  // namespace
 
-void launch_wgrad(const WgradParams& p, int sm_count, cudaStream_t stream) {
+void launch_wgrad(const WgradParams& p, int sm_count, int blocks_per_sm, cudaStream_t stream) {
   const int64_t pixels = int64_t(p.N) * p.H * p.W;
   const int64_t tiles = (pixels + kThreads - 1) / kThreads;
   if (tiles == 0) return;
-  const int blocks = int(tiles < int64_t(sm_count) * kBlocksPerSM ? tiles : int64_t(sm_count) * kBlocksPerSM);
+  const int64_t most = int64_t(sm_count) * (blocks_per_sm > 0 ? blocks_per_sm : kBlocksPerSM);
+  const int blocks = int(tiles < most ? tiles : most);
   wgrad_kernel<<<blocks, kThreads, 0, stream>>>(p);
 }
 

@@ -29,6 +29,7 @@ struct WgradParams {
 };
 
 // Launches on `stream`: dw += patches^T . dz, db += sum of dz, dz = (g + g2) * selu'(o).
-void launch_wgrad(const WgradParams& p, int sm_count, cudaStream_t stream);
+// blocks_per_sm: the grid's blocks an SM (0: kBlocksPerSM).
+void launch_wgrad(const WgradParams& p, int sm_count, int blocks_per_sm, cudaStream_t stream);
 
 }  // namespace mscred_small_conv
