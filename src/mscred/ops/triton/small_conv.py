@@ -37,7 +37,6 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from mscred.ops import small_conv_wgrad
 from mscred.ops.padding import interior, pad_copy
 from mscred.ops.shared_output import SharedOutput
 from mscred.ops.triton import runtime as _runtime
@@ -519,23 +518,6 @@ def _(x, weight, bias, selu, pads):
                        device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
 
 
-def _triton_weight_grad(x: torch.Tensor, dout: torch.Tensor, g2: torch.Tensor, out: torch.Tensor, dw: torch.Tensor,
-                        db: torch.Tensor, KS: int, selu: bool, has_g2: bool) -> None:
-    """The Triton weight-gradient kernel of a KS x KS convolution summing into the zeroed float32 ``dw`` (K, Co) and
-    ``db`` (Co,)."""
-    N, CI, H, W = x.shape
-    CO = dw.shape[1]
-    tile, warps, per_sm, kblocks = wgrad_launch(CI, CO, KS, x.dtype, W)
-    tiles_x = triton.cdiv(W, tile["COLS"])
-    per_image = triton.cdiv(H, tile["ROWS"]) * tiles_x
-    sms = 4 if _interpreting() else _runtime.sm_count(x.device)
-    programs = max(1, min(N * per_image, per_sm * sms // kblocks + 1))
-    grid = (programs, kblocks)
-    _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(),
-                                   dw, db, H, W, tiles_x, per_image, N * per_image, programs, SELU=selu,
-                                   HAS_G2=has_g2, num_warps=warps, **tile)
-
-
 @torch.library.custom_op("mscred::small_conv_fused_backward", mutates_args=())
 def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor,
                               selu: bool, need_dx: bool, dout2: Optional[torch.Tensor] = None
@@ -549,15 +531,18 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
     K, P = KS * KS * CI, N * H * W
     dout = dout.to(x.dtype)
     g2 = dout if dout2 is None else dout2.to(x.dtype)  # (dout stands in when there is none: HAS_G2 off)
-    second = None if dout2 is None else g2
-    if P and small_conv_wgrad.runs(x, tuple(weight.shape), dout, second, out if selu else None):
-        # conv1 in bf16: the CUDA kernel (ops/small_conv_wgrad; the Triton one is bound by its issue slots there)
-        dw, db = small_conv_wgrad.weight_grad(x, dout, second, out if selu else None)
-    else:
-        dw = torch.zeros(K, CO, device=x.device, dtype=torch.float32)
-        db = torch.zeros(CO, device=x.device, dtype=torch.float32)
-        if P:
-            _triton_weight_grad(x, dout, g2, out, dw, db, KS, selu, dout2 is not None)
+    dw = torch.zeros(K, CO, device=x.device, dtype=torch.float32)
+    db = torch.zeros(CO, device=x.device, dtype=torch.float32)
+    if P:
+        tile, warps, per_sm, kblocks = wgrad_launch(CI, CO, KS, x.dtype, W)
+        tiles_x = triton.cdiv(W, tile["COLS"])
+        per_image = triton.cdiv(H, tile["ROWS"]) * tiles_x
+        sms = 4 if _interpreting() else _runtime.sm_count(x.device)
+        programs = max(1, min(N * per_image, per_sm * sms // kblocks + 1))
+        grid = (programs, kblocks)
+        _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(),
+                                       dw, db, H, W, tiles_x, per_image, N * per_image, programs, SELU=selu,
+                                       HAS_G2=dout2 is not None, num_warps=warps, **tile)
     # One strided cast-and-copy into the weight's layout (.to(...).contiguous() launched two: the cast kept the
     # permuted strides, then the copy).
     dweight = torch.empty(weight.shape, device=x.device, dtype=weight.dtype)
