@@ -317,8 +317,10 @@ if triton is not None:
         if FLAT:
             # What does not change from tile to tile is computed once: each pixel's offset within its tile, each
             # tap's shift, and so the gather's offsets and the maps' (int32), leaving a tile a base address and four
-            # compares an element. The kernel is bound by its issue slots, most of them the gather's index
-            # arithmetic (results/small_conv_wgrad_ncu/).
+            # compares an element (sm_90: 620 loop instructions a thread against 1,615). conv1's call is no faster
+            # for it (~62 us, results/small_conv_tiles2/; its time is not set by its instructions,
+            # docs/kernel-experiments.md), but the tile walk without it ran that call ~6 us slower
+            # (results/small_conv_tiles/).
             k = tl.arange(0, BLOCK_K)
             kmask = k < K
             n = tl.arange(0, BLOCK_N)
