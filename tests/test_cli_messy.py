@@ -234,6 +234,13 @@ BAD_DATA = {
     "npy field of several values a row": (lambda d: _npy(d, "fields.npy", np.zeros(
         ROWS, dtype=[("s0", "f8", (2,)), ("s1", "f8"), ("s2", "f8"), ("s3", "f8"), ("s4", "f8")])),
         ["field 's0'", "one value a row"]),
+    # found by a random-mutation run of CSVs through detect (2026-12-04): pandas reads a column of integers past
+    # float64's range as Python ints, and to_numeric raised OverflowError on them -- an internal error (exit 1)
+    "integers beyond float64's range": (lambda d: _write(d / "huge_ints.csv", _frame().assign(
+        s3=[int("9" * 400)] * ROWS).to_csv(index=False)), ["column 's3' row 1", "beyond float64's range"]),
+    "timestamp beyond float64's range": (lambda d: _write(d / "huge_time.csv", _frame().assign(
+        timestamp=[-int("9" * 400)] + list(range(1, ROWS))).to_csv(index=False)),
+        ["column 'timestamp' row 1", "-99999", "beyond float64's range"]),
 }
 # Only at train: a single sensor (detect reports it as missing sensors, see DETECT_SENSORS) and 1-D .npy.
 TRAIN_ONLY = {
@@ -595,6 +602,8 @@ EVALUATE = {
     "scores without is_anomaly": (_scores_without("is_anomaly"), None, ["missing column 'is_anomaly'"], "scores"),
     "score NaN": (lambda s, l: _with(s, 4, "score", np.nan), None, ["column 'score' row 5"], "scores"),
     "score text": (lambda s, l: _with(s, 4, "score", "high"), None, ["column 'score' row 5", "'high'"], "scores"),
+    "score column of integers past float64's range": (lambda s, l: s.assign(score=[int("9" * 400)] * len(s)), None,
+                                                       ["column 'score' row 1", "not a finite number"], "scores"),
     "is_anomaly 2": (lambda s, l: _with(s, 2, "is_anomaly", 2.0), None, ["column 'is_anomaly' row 3"], "scores"),
     "scores duplicated column": (lambda s, l: s.rename(columns={"is_anomaly": "score"}), None,
                                  ["duplicate column name(s): score"], "scores"),

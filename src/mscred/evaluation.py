@@ -85,7 +85,7 @@ def read_frame(path: str | os.PathLike, events_ok: bool = False, encoding: Optio
 
 
 def _numeric(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
-    values = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+    values = io.coerce_float64(df[col])
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):
         raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: value {io.short_repr(df[col].iloc[bad[0]])} is not a "
@@ -259,7 +259,7 @@ def _as_numbers(column: pd.Series) -> Optional[np.ndarray]:
     (to_numeric gives its epoch count)."""
     if pd.api.types.is_datetime64_any_dtype(column.dtype):
         return None
-    values = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    values = io.coerce_float64(column)
     return values if np.isfinite(values).all() else None
 
 
@@ -272,7 +272,7 @@ def _refuse_bound(column: pd.Series, col: str, source: str) -> None:
         r = int(np.flatnonzero(parsed.isna())[0])
         raise InputError(f"{source}: column '{col}' row {r + 1}: value {io.short_repr(column.iloc[r])} is not a "
                          f"date-time like row 1's {io.short_repr(column.iloc[0])}")
-    numbers = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64)
+    numbers = io.coerce_float64(column)
     r = int(np.flatnonzero(~np.isfinite(numbers))[0])
     kind = "neither a finite number nor a date-time" if r == 0 else "not a finite number like row 1's"
     raise InputError(f"{source}: column '{col}' row {r + 1}: value {io.short_repr(column.iloc[r])} is {kind}"

@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.atomic import atomic_path
-from mscred.data.io import LABEL, TIMESTAMP, load_table, short_repr, table_from_frame
+from mscred.data.io import LABEL, TIMESTAMP, coerce_float64, load_table, short_repr, table_from_frame
 from mscred.errors import InputError
 
 __all__ = ["DATASETS", "LabeledDataset", "load_dataset", "intervals_from_labels", "smd_folder",
@@ -553,7 +553,7 @@ def _load_telemanom(root: Path, spacecraft: str, channel: str) -> LabeledDataset
         # telemanom's num_values is the length of the channel's test array: another length means the table and the
         # arrays are of different releases or channels, and every sequence would label the wrong rows, silently.
         if "num_values" in table.columns:
-            count = pd.to_numeric(pd.Series([table.at[index, "num_values"]]), errors="coerce").iloc[0]
+            count = coerce_float64(pd.Series([table.at[index, "num_values"]], dtype=object))[0]
             if pd.notna(count) and count != len(test):
                 test_path = data / "test" / f"{channel}.npy"
                 raise InputError(f"{table_path}: line {line(index)}: num_values {count:g} but {test_path} has "
@@ -621,6 +621,7 @@ def _read_table_anomalies(path: Path, test, encoding: Optional[str] = None) -> p
         events_from_anomalies(anomalies, np.asarray(test.index), str(path), timestamps="the test part's",
                                refuse_outside=True, dates_ok=True)
         for column in ("start", "end"):
+            # (to_numeric keeps whole numbers int64; events_from_anomalies above refused what it cannot convert)
             numbers = pd.to_numeric(anomalies[column], errors="coerce")
             if numbers.notna().all():
                 anomalies[column] = numbers
@@ -707,7 +708,7 @@ def _load_daphnet(root) -> LabeledDataset:
         raise InputError(f"{path}: no 'is_anomaly' column (expected the TimeEval CSV format)")
     # Checked under its own name: after the rename below, table_from_frame reported a bad value as column 'label',
     # a column the file does not have.
-    flags = pd.to_numeric(raw["is_anomaly"], errors="coerce")
+    flags = pd.Series(coerce_float64(raw["is_anomaly"]), index=raw.index)
     bad = np.flatnonzero(~flags.isin([0, 1]).to_numpy())
     if len(bad):
         raise InputError(f"{path}: column 'is_anomaly' row {bad[0] + 1}: {short_repr(raw['is_anomaly'].iloc[bad[0]])} "
@@ -759,7 +760,7 @@ def _read_tep(path: Path) -> np.ndarray:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as exc:
         raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
     transposed = raw.shape[0] == len(TEP_SENSORS) and raw.shape[1] != len(TEP_SENSORS)
-    numeric = raw.apply(pd.to_numeric, errors="coerce")
+    numeric = raw.apply(lambda column: pd.Series(coerce_float64(column), index=column.index))
     # A text cell was "cannot read: could not convert string to float: 'abc'", with no place: name its sample and
     # variable (as the non-finite check below does) and its line in the file.
     text = np.argwhere((numeric.isna() & raw.notna()).to_numpy())

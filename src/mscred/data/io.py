@@ -310,7 +310,11 @@ def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIME
         numbers, texts = np.array([np.nan]), None   # (date text skips the number parse: 2 s a million rows)
         if len(index) and _is_number(str(index[0]).strip()):
             texts = np.asarray(index, dtype=object)   # (once: 0.1 s a million pandas 3 strings)
-            numbers = pd.to_numeric(pd.Series(texts), errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            numbers = coerce_float64(pd.Series(texts))
+            huge = [i for i, v in enumerate(texts) if huge_int(v)]
+            if huge:
+                raise InputError(f"{where} row {huge[0] + 1}: integer {short_repr(index[huge[0]])} is beyond "
+                                 "float64's range (~1.8e308)")
             if not pandas_rounds_floats():   # the keys must round monotonically: ties are all _exact_order sees
                 numbers = _nearest_floats(texts, numbers)
         if len(numbers) == len(index) and np.isfinite(numbers).all():
@@ -744,7 +748,7 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
     elif pd.api.types.is_numeric_dtype(series.dtype):
         numbers = series.to_numpy(dtype=np.float64, na_value=np.nan)
     else:
-        numbers = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        numbers = coerce_float64(series)
         # A value that was present but did not parse is a non-number; a missing one is reported below as missing.
         unparsed = np.isnan(numbers) & ~pd.isna(series).to_numpy()
         if unparsed.any():
@@ -764,7 +768,9 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
         # The hint only where the interpolate policy would fill the gap (sensor columns; not the label), named for
         # both callers: the CLI's option and the estimator's argument.
         hint = "" if col == LABEL else '; --missing interpolate (in Python missing="interpolate") fills gaps'
-        what = (f"missing value (NaN{hint})" if np.isnan(numbers[row]) else f"value {numbers[row]} is not finite")
+        what = (f"missing value (NaN{hint})" if np.isnan(numbers[row])
+                else f"integer {short_repr(series.iloc[row])} is beyond float64's range (~1.8e308)"
+                if huge_int(series.iloc[row]) else f"value {numbers[row]} is not finite")
         raise InputError(f"{source}: column '{col}' {_row(series, row)}: {what}")
     if np.isnan(numbers).all():
         return numbers  # all missing: the caller says so
@@ -1022,6 +1028,29 @@ def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
         hint = ("a separator at the end of every line?" if not any(names[j:]) else
                 f"a DataFrame index saved with it? write with index=False, or name it '{TIMESTAMP}'")
         raise InputError(f"{path}: column {j + 1} has no name in the header ({hint})")
+
+
+# The largest integer float64 holds (finite): a Python int beyond it cannot be converted.
+_FLOAT64_MAX_INT = int(np.finfo(np.float64).max)
+
+
+def huge_int(value) -> bool:
+    """Whether ``value`` is a Python int beyond float64's range (pandas reads such digits as ints)."""
+    return isinstance(value, int) and abs(value) > _FLOAT64_MAX_INT
+
+
+def coerce_float64(values: pd.Series) -> np.ndarray:
+    """``pd.to_numeric(values, errors="coerce")`` as float64 (NaN where missing or not a number), integers beyond
+    float64's range as +-inf, as the same digits read as text become: on such ints to_numeric raises OverflowError
+    instead of coercing."""
+    try:
+        return pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    except OverflowError:
+        huge = [huge_int(v) for v in values]
+        rest = pd.Series([None if h else v for h, v in zip(huge, values)], index=values.index, dtype=object)
+        numbers = pd.to_numeric(rest, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+        numbers[huge] = [np.inf if v > 0 else -np.inf for h, v in zip(huge, values) if h]
+        return numbers
 
 
 def _is_number(text: str) -> bool:
