@@ -234,10 +234,13 @@ BAD_DATA = {
     "npy field of several values a row": (lambda d: _npy(d, "fields.npy", np.zeros(
         ROWS, dtype=[("s0", "f8", (2,)), ("s1", "f8"), ("s2", "f8"), ("s3", "f8"), ("s4", "f8")])),
         ["field 's0'", "one value a row"]),
-    # found by a random-mutation run of CSVs through detect (2026-12-04): pandas reads a column of integers past
-    # float64's range as Python ints, and to_numeric raised OverflowError on them -- an internal error (exit 1)
+    # found by random mutations of CSV and Parquet files through train and detect (2026-12-04), internal errors
+    # (exit 1) before: pandas reads a column of integers past float64's range as Python ints, and to_numeric raised
+    # OverflowError on them; a timestamp column of lists reached a hash of its cells
     "integers beyond float64's range": (lambda d: _write(d / "huge_ints.csv", _frame().assign(
         s3=[int("9" * 400)] * ROWS).to_csv(index=False)), ["column 's3' row 1", "beyond float64's range"]),
+    "timestamp of lists in Parquet": (lambda d: _parquet(d, "listed.parquet", _frame().assign(
+        timestamp=[[i, i] for i in range(ROWS)])), ["column 'timestamp' row 1", "a list of values, not one time"]),
     "timestamp beyond float64's range": (lambda d: _write(d / "huge_time.csv", _frame().assign(
         timestamp=[-int("9" * 400)] + list(range(1, ROWS))).to_csv(index=False)),
         ["column 'timestamp' row 1", "-99999", "beyond float64's range"]),
@@ -403,6 +406,17 @@ def test_parquet_time_index_is_kept_as_timestamps(tmp_path, capsys, model_dir):
     assert code == 0, err
     scores = pd.read_csv(tmp_path / "s.csv")
     assert scores.columns[0] == "timestamp" and (scores["timestamp"] == np.arange(500, 500 + ROWS)).all()
+
+
+
+def test_parquet_float16_timestamps_are_read(tmp_path, capsys, model_dir):
+    """A float16 'timestamp' column (pandas has no float16 index: an internal error, found by random Parquet dtypes
+    through detect, 2026-12-04) is read as float32, which holds every float16."""
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (extra 'parquet')")
+    _frame().assign(timestamp=np.arange(ROWS, dtype=np.float16)).to_parquet(tmp_path / "half.parquet")
+    code, _, err = _run(capsys, "detect", model_dir, tmp_path / "half.parquet", "--out", tmp_path / "s.csv")
+    assert code == 0, err
+    assert (pd.read_csv(tmp_path / "s.csv")["timestamp"] == np.arange(ROWS)).all()
 
 
 DETECT_SENSORS = {

@@ -188,11 +188,21 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
 
     times = None   # the order check's integer/float times, for the gap note (_time_gap)
     if TIMESTAMP in df.columns:
-        index = pd.Index(df[TIMESTAMP].to_numpy(), name=TIMESTAMP)
+        stamps = df[TIMESTAMP].to_numpy()
+        if stamps.dtype == np.float16:  # pandas has no float16 index; float32 holds every float16 exactly
+            stamps = stamps.astype(np.float32)
+        index = pd.Index(stamps, name=TIMESTAMP)
         bad = np.flatnonzero(pd.isna(index))
         if len(bad):
             raise InputError(f"{source}: column '{TIMESTAMP}' row {bad[0] + 1}: missing timestamp")
-        times = _check_time_order(index, source)
+        try:
+            times = _check_time_order(index, source)
+        except TypeError:   # unhashable cells (a Parquet list column): looked for only when the check fails
+            listed = next((r for r, v in enumerate(stamps) if pd.api.types.is_list_like(v)), None)
+            if listed is None:
+                raise
+            raise InputError(f"{source}: column '{TIMESTAMP}' row {listed + 1}: value {short_repr(stamps[listed])} "
+                             "is a list of values, not one time") from None
     elif isinstance(df.index, pd.RangeIndex) and df.index.name != TIMESTAMP:
         index = pd.RangeIndex(len(df))
     else:
