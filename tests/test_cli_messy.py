@@ -241,6 +241,8 @@ BAD_DATA = {
         s3=[int("9" * 400)] * ROWS).to_csv(index=False)), ["column 's3' row 1", "beyond float64's range"]),
     "timestamp of lists in Parquet": (lambda d: _parquet(d, "listed.parquet", _frame().assign(
         timestamp=[[i, i] for i in range(ROWS)])), ["column 'timestamp' row 1", "a list of values, not one time"]),
+    "index of lists in Parquet": (lambda d: _parquet(d, "listed_index.parquet", _frame().assign(
+        timestamp=[[i, i] for i in range(ROWS)]).set_index("timestamp")), ["row 1", "a list of values, not one time"]),
     "timestamp beyond float64's range": (lambda d: _write(d / "huge_time.csv", _frame().assign(
         timestamp=[-int("9" * 400)] + list(range(1, ROWS))).to_csv(index=False)),
         ["column 'timestamp' row 1", "-99999", "beyond float64's range"]),

@@ -195,14 +195,7 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
         bad = np.flatnonzero(pd.isna(index))
         if len(bad):
             raise InputError(f"{source}: column '{TIMESTAMP}' row {bad[0] + 1}: missing timestamp")
-        try:
-            times = _check_time_order(index, source)
-        except TypeError:   # unhashable cells (a Parquet list column): looked for only when the check fails
-            listed = next((r for r, v in enumerate(stamps) if pd.api.types.is_list_like(v)), None)
-            if listed is None:
-                raise
-            raise InputError(f"{source}: column '{TIMESTAMP}' row {listed + 1}: value {short_repr(stamps[listed])} "
-                             "is a list of values, not one time") from None
+        times = _check_time_order(index, source)
     elif isinstance(df.index, pd.RangeIndex) and df.index.name != TIMESTAMP:
         index = pd.RangeIndex(len(df))
     else:
@@ -279,6 +272,19 @@ def _interpolate_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str
 
 def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIMESTAMP}'"
                       ) -> Optional[tuple[np.ndarray, int, bool, Optional[str]]]:
+    """``_time_order``, with cells of several values (a Parquet column or index of lists: unhashable, and no time)
+    refused as bad input; looked for only when the check fails on them, so the common path pays nothing."""
+    try:
+        return _time_order(index, source, label)
+    except TypeError:
+        listed = next((r for r, v in enumerate(index) if pd.api.types.is_list_like(v)), None)
+        if listed is None:
+            raise
+        raise InputError(f"{source}: {label} row {listed + 1}: value {short_repr(index[listed])} is a list of "
+                         "values, not one time") from None
+
+
+def _time_order(index: pd.Index, source: str, label: str) -> Optional[tuple[np.ndarray, int, bool, Optional[str]]]:
     """Timestamps must be strictly increasing: rows are taken in file order (windows, SCORES.csv rows, the
     alignment with a labels file), so an unsorted or repeated time would give silently wrong windows.
 
