@@ -41,9 +41,10 @@ def detect(model_dir, data, out, device, missing, encoding) -> None:
     model = MSCRED.load(model_dir, device=device)
     # (the label column is ground truth, which scoring does not use: not checked here, as evaluate checks it)
     table = load_table(data, missing=missing or model.config.train.missing, ignore_label=True, encoding=encoding)
+    frame = model.detect(table)
+    # Notes about the data once it scored (a table refused by the model, e.g. for its sensors, gets its one line)
     report_filled(table)
     report_time_gap(table)   # (a window over a plant stop scores both sides as one)
-    frame = model.detect(table)
     if table.gaps is not None:  # scores resting on interpolated values are marked as such
         frame["filled"] = table.gaps.sum(axis=1)
     with atomic_path(out) as tmp:

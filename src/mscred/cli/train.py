@@ -44,11 +44,12 @@ def score_overrides(theta: str | None, method: str | None) -> dict:
 
 
 def report_filled(table) -> None:
-    """One line on stderr naming what ``missing="interpolate"`` filled (nothing when nothing was missing)."""
+    """One ``note:`` line on stderr naming what ``missing="interpolate"`` filled (nothing when nothing was
+    missing), as the other notes about the data."""
     if table.filled:
         counts = sorted(table.filled.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {n}" for name, n in counts[:5]) + (", ..." if len(counts) > 5 else "")
-        click.echo(f"{table.source}: interpolated {sum(table.filled.values())} missing value(s) in "
+        click.echo(f"note: {table.source}: interpolated {sum(table.filled.values())} missing value(s) in "
                    f"{len(counts)} sensor(s): {shown}", err=True)
 
 
