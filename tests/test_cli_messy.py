@@ -847,7 +847,7 @@ def test_pot_threshold_on_one_validation_window_is_refused_before_training(tmp_p
 
 def test_few_validation_windows_get_a_note(tmp_path, capsys):
     """One validation window set z_sensor's threshold at 0 (half of a test table flagged) without a word: a note
-    on stderr at train, a CalibrationWarning in Python; enough windows (200 rows: 3), neither."""
+    on stderr at train, a CalibrationWarning in Python; enough windows (500 rows: 11), neither."""
     from mscred.detector import MSCRED
     from mscred.errors import CalibrationWarning
 
@@ -856,7 +856,7 @@ def test_few_validation_windows_get_a_note(tmp_path, capsys):
     assert code == 0, err
     notes = [line for line in err.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and "short.csv: the threshold rests on 1 validation window(s)" in notes[0], err
-    code, _, err = _run(capsys, "train", _write(tmp_path / "ok.csv", _frame().to_csv(index=False)), "--out",
+    code, _, err = _run(capsys, "train", _write(tmp_path / "ok.csv", _frame(rows=500).to_csv(index=False)), "--out",
                         tmp_path / "m2", "--epochs", 1, "--device", "cpu", "--quiet")
     assert code == 0 and "validation window" not in err, err
     with pytest.warns(CalibrationWarning, match="rests on 1 validation window"):

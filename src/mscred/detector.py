@@ -41,9 +41,12 @@ TRAINED_WITH = "trained_with"
 FORMAT = "mscred-model"
 FORMAT_VERSION = 1
 # Fewer validation windows than this leave the threshold to chance: one makes z_sensor's standardised score 0 on it
-# (the threshold 0 then flags every row scored above it), two give a spread from a pair. Tables under ~200 rows at
-# the default settings (validation 25% of the windows) have fewer; train warns (CalibrationWarning).
-MIN_VALIDATION_WINDOWS = 3
+# (the threshold 0 then flags every row scored above it), two give a spread from a pair, and up to ~10 the spread
+# is still too narrow: on a synthetic normal process the default threshold flagged 43-50% of the training rows
+# themselves at 5 validation windows, 8-13% at 8, none at 13 (and 81-84%, 25-32%, 3-5% of later normal rows;
+# benchmarks/calibration_small_data.py, results/calibration_small_data/). Tables under ~500 rows at the default
+# settings (validation 25% of the windows) have fewer; train says so after training (CalibrationWarning).
+MIN_VALIDATION_WINDOWS = 10
 # Between the sensor names of detect's root_causes column (SPEC); fit refuses a sensor name that holds it.
 ROOT_CAUSE_SEPARATOR = ";"
 # Windows per inference batch: larger than a training batch (no gradients to keep), still small in memory. On CUDA
@@ -538,17 +541,21 @@ class MSCRED:
         # The rows whose score comes from a validation window: the normal scores the threshold was fitted on
         # (`mscred train --val-scores` writes them for `evaluate --threshold ... --val-scores`).
         self.validation_rows_ = self.window_of_row(len(table.values)) >= split
+        self._warn_calibration(table, n_val)
         return self
 
     def _check_validation(self, table, n_val: int) -> None:
         """Before training: the threshold rule needs enough validation windows (the last ``val_fraction`` of the
-        training data's windows). POT's tail fit needs two scores at least: refused as bad input. Any rule on fewer
-        than ``MIN_VALIDATION_WINDOWS`` is a guess (one window sets z_sensor's threshold at 0, flagging every
-        scored row): a CalibrationWarning."""
-        rule = self.config_.score.threshold
-        if rule == "pot" and n_val < 2:
+        training data's windows). POT's tail fit needs two scores at least: refused as bad input."""
+        if self.config_.score.threshold == "pot" and n_val < 2:
             raise InputError(f"{table.source}: {len(table.values)} rows leave {n_val} validation window; the POT "
                              "threshold needs at least 2: train on more rows, or choose another --threshold")
+
+    def _warn_calibration(self, table, n_val: int) -> None:
+        """After training and calibration (so that a refusal found on the way stays the one line it is): a
+        threshold fitted on fewer than ``MIN_VALIDATION_WINDOWS`` validation windows, or a POT threshold without a
+        tail to fit, is a CalibrationWarning."""
+        rule = self.config_.score.threshold
         level = self.config_.score.pot_level
         if rule == "pot" and n_val >= 2 and int(level * n_val) >= n_val - 1:
             # Siffer's initial threshold is the score of rank floor(level * n): on this few it is the largest, no
