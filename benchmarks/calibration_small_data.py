@@ -9,7 +9,7 @@ seed: validation windows (the last 25% of the windows, which set the threshold),
 training rows flagged. Synthetic data, not a real plant's: read it as the shape of the dependence, not its numbers.
 
 Usage: PYTHONPATH=src python3 benchmarks/calibration_small_data.py [--out DIR] [--seeds N]
-Writes DIR/calibration_small_data.md.
+Writes DIR/calibration_small_data.md and .json.
 """
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ import datetime
 import platform
 import warnings
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import torch
+
+import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
 
 SIZES = (300, 400, 600, 1000, 2000, 4000)
 
@@ -43,32 +43,32 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/calibration_small_data")
     ap.add_argument("--seeds", type=int, default=3)
     args = ap.parse_args()
-    lines = ["# Normal rows flagged by the default threshold, by training size", "",
-             f"mscred {mscred.__version__}, torch {torch.__version__}, {platform.machine()} CPU, "
-             f"{datetime.date.today()}. Command: `PYTHONPATH=src python3 benchmarks/calibration_small_data.py "
-             f"--seeds {args.seeds}`.", "",
+    meta = (f"mscred {mscred.__version__}, torch {torch.__version__}, {platform.machine()} CPU, "
+            f"{datetime.date.today()}. Command: `PYTHONPATH=src python3 benchmarks/calibration_small_data.py "
+            f"--seeds {args.seeds}`.")
+    rows = []
+    lines = ["# Normal rows flagged by the default threshold, by training size", "", meta, "",
              "| training rows | windows (validation) | held-out normal rows flagged, per seed "
              "| training rows flagged |",
              "| --- | --- | --- | --- |"]
-    for rows in SIZES:
+    for size in SIZES:
         held, train, counts = [], [], ""
         for seed in range(args.seeds):
             model = MSCRED(epochs=3, channels=(8, 16, 16, 16), device="cpu", progress=False, seed=seed)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # (the CalibrationWarning below 3 validation windows: not here)
-                model.fit(normal(rows, seed))
-            windows = model.window_of_row(rows)
+                model.fit(normal(size, seed))
+            windows = model.window_of_row(size)
             n_windows = int(windows.max()) + 1
             n_val = len(set(windows[model.validation_rows_].tolist()))
             counts = f"{n_windows} ({n_val})"
-            held.append(float(np.mean(model.predict(normal(2000, seed + 100, start=rows)))))
+            held.append(float(np.mean(model.predict(normal(2000, seed + 100, start=size)))))
             train.append(float(np.mean(model.labels_)))
-        lines.append(f"| {rows} | {counts} | {' / '.join(f'{h:.1%}' for h in held)} | "
+        rows.append(dict(rows=size, windows=n_windows, validation_windows=n_val, held_out_flagged=held,
+                         training_flagged=train))
+        lines.append(f"| {size} | {counts} | {' / '.join(f'{h:.1%}' for h in held)} | "
                      f"{' / '.join(f'{t:.1%}' for t in train)} |")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "calibration_small_data.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    sweep_report.write(args.out, "calibration_small_data", meta, rows, lines)
 
 
 if __name__ == "__main__":
