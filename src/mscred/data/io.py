@@ -327,8 +327,8 @@ def _time_order(index: pd.Index, source: str, label: str) -> Optional[tuple[np.n
         if len(index) and _is_number(str(index[0]).strip()):
             texts = np.asarray(index, dtype=object)   # (once: 0.1 s a million pandas 3 strings)
             numbers = coerce_float64(pd.Series(texts))
-            huge = [i for i, v in enumerate(texts) if huge_int(v)]
-            if huge:
+            huge = [] if np.isfinite(numbers).all() else [i for i, v in enumerate(texts) if huge_int(v)]
+            if huge:   # (looked for only among non-finite keys: the common path pays no loop)
                 raise InputError(f"{where} row {huge[0] + 1}: integer {short_repr(index[huge[0]])} is beyond "
                                  "float64's range (~1.8e308)")
             if not pandas_rounds_floats():   # the keys must round monotonically: ties are all _exact_order sees
