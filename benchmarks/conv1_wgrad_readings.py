@@ -31,11 +31,38 @@ from bench_conv_layers import median_event_ms  # noqa: E402
 N, C, H, W = 640, 32, 30, 30
 
 
-def bordered(gen: torch.Generator) -> torch.Tensor:
-    """(N, C, H, W) bf16: the interior of a channels-last (N, C, H + 1, W + 1) buffer, as the step's conv1 maps."""
-    full = torch.randn(N, C, H + 1, W + 1, generator=gen).to("cuda", torch.bfloat16).contiguous(
+def bordered(gen: torch.Generator, shape: tuple[int, int, int, int], device: str, dtype: torch.dtype
+             ) -> torch.Tensor:
+    """(n, c, h, w): the interior of a channels-last (n, c, h + 1, w + 1) buffer, as the step's conv1 maps."""
+    n, c, h, w = shape
+    full = torch.randn(n, c, h + 1, w + 1, generator=gen).to(device, dtype).contiguous(
         memory_format=torch.channels_last)
     return full[:, :, 1:, 1:]
+
+
+def calls(shape=(N, C, H, W), device: str = "cuda", dtype: torch.dtype = torch.bfloat16):
+    """[(row name, callable, bytes it reads)]: the rows of the table below except the synchronized one, each a
+    call of the op (or the plain read) on tensors of the step's layout at ``shape`` (smaller on a CPU, where
+    tests/test_bench_conv1_readings.py runs each once under Triton's interpreter)."""
+    from mscred.ops.triton import small_conv
+
+    n, c, h, w = shape
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 3, h, w, generator=gen).to(device, dtype).contiguous(memory_format=torch.channels_last)
+    weight = torch.randn(c, 3, 3, 3, generator=gen).to(device, dtype)
+    dout, dout2, out = (bordered(gen, shape, device, dtype) for _ in range(3))
+    own = [t.contiguous(memory_format=torch.channels_last) for t in (dout, dout2, out)]
+    op = small_conv.small_conv_fused_backward
+    map_bytes, x_bytes = dout.numel() * dout.element_size(), x.numel() * x.element_size()
+
+    def call(d, o, d2, selu=True):
+        return lambda: op(d, x, weight, o, selu, False, d2)
+    return [("back to back", call(dout, out, dout2), 3 * map_bytes + x_bytes),
+            ("maps in buffers of their own size", call(own[0], own[2], own[1]), 3 * map_bytes + x_bytes),
+            ("without level 1's gradient", call(dout, out, None), 2 * map_bytes + x_bytes),
+            ("without SELU (the output not read)", call(dout, out, dout2, selu=False), 2 * map_bytes + x_bytes),
+            ("plain read of the three maps (PyTorch sums)",
+             lambda: [t.sum(dtype=torch.float32) for t in (dout, dout2, out)], 3 * map_bytes)]
 
 
 def graph_of(fn) -> torch.cuda.CUDAGraph:
@@ -44,35 +71,16 @@ def graph_of(fn) -> torch.cuda.CUDAGraph:
 
 
 def main() -> None:
-    from mscred.ops.triton import small_conv
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/conv1_wgrad_readings")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(N, 3, H, W, generator=gen).to("cuda", torch.bfloat16).contiguous(
-        memory_format=torch.channels_last)
-    weight = torch.randn(C, 3, 3, 3, generator=gen).to("cuda", torch.bfloat16)
-    dout, dout2, out = bordered(gen), bordered(gen), bordered(gen)
-    own = [t.contiguous(memory_format=torch.channels_last) for t in (dout, dout2, out)]
-    op = small_conv.small_conv_fused_backward
-    map_bytes, x_bytes = dout.numel() * 2, x.numel() * 2
-
-    def call(d, o, d2, selu=True):
-        return lambda: op(d, x, weight, o, selu, False, d2)
-
-    rows = []  # (name, graph, bytes, synchronized)
-    base = graph_of(call(dout, out, dout2))
-    rows.append(("alone, synchronized", base, 3 * map_bytes + x_bytes, True))
-    rows.append(("back to back", base, 3 * map_bytes + x_bytes, False))
-    rows.append(("maps in buffers of their own size", graph_of(call(own[0], own[2], own[1])),
-                 3 * map_bytes + x_bytes, False))
-    rows.append(("without level 1's gradient", graph_of(call(dout, out, None)), 2 * map_bytes + x_bytes, False))
-    rows.append(("without SELU (the output not read)", graph_of(call(dout, out, dout2, selu=False)),
-                 2 * map_bytes + x_bytes, False))
-    rows.append(("plain read of the three maps (PyTorch sums)",
-                 graph_of(lambda: [t.sum(dtype=torch.float32) for t in (dout, dout2, out)]), 3 * map_bytes, False))
+    rows = []  # (name, graph, bytes, synchronized): the first call's graph also timed with a synchronize each
+    for name, fn, nbytes in calls():
+        graph = graph_of(fn)
+        if not rows:
+            rows.append(("alone, synchronized", graph, nbytes, True))
+        rows.append((name, graph, nbytes, False))
     times = {name: [] for name, *_ in rows}
     for _ in range(args.rounds):  # the rows in turn, every round
         for name, graph, _, synchronized in rows:
