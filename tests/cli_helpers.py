@@ -17,6 +17,15 @@ def sensor_frame(rows: int, n: int, seed: int = 0, names=None) -> pd.DataFrame:
     return frame
 
 
+def tiny_model(out, frame: pd.DataFrame):
+    """``out`` (returned): a tiny trained model directory (small channels, 1 epoch, CPU) of ``frame``, built through
+    the Python API -- the model the CLI tests score with."""
+    from mscred.detector import MSCRED
+
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(frame).save(out)
+    return out
+
+
 def run_cli(capsys, *argv) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``mscred ARGV`` run in this process."""
     code = main([str(a) for a in argv])

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import bad_input, run_cli, sensor_frame
+from cli_helpers import bad_input, run_cli, sensor_frame, tiny_model
 from mscred.data.io import load_table
 from mscred.errors import InputError
 
@@ -43,11 +43,7 @@ def _refused(path: Path, *fragments: str) -> str:
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    from mscred.detector import MSCRED
-
-    out = tmp_path_factory.mktemp("audit_detect_model") / "model"
-    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(_frame()).save(out)
-    return out
+    return tiny_model(tmp_path_factory.mktemp("audit_detect_model") / "model", _frame())
 
 
 def _detect(capsys, model_dir: Path, data: Path, out: Path) -> pd.DataFrame:

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from cli_helpers import run_cli, sensor_frame
+from cli_helpers import run_cli, sensor_frame, tiny_model
 from mscred.cli.main import main
 from mscred.errors import NoteWarning
 
@@ -55,11 +55,7 @@ def _leftovers(directory: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     """A tiny trained model directory (5 sensors, small channels, 1 epoch), built through the Python API."""
-    from mscred.detector import MSCRED
-
-    out = tmp_path_factory.mktemp("model") / "model"
-    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(_frame()).save(out)
-    return out
+    return tiny_model(tmp_path_factory.mktemp("model") / "model", _frame())
 
 
 # ------------------------------------------------------------------------------------------------- happy paths

@@ -21,8 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import sensor_frame
-from mscred.cli.main import main
+from cli_helpers import run_cli, sensor_frame, tiny_model
 
 ROWS, N = 200, 5
 TOKENS = ["", " ", "nan", "NaN", "inf", "-inf", "1e309", "1e-320", "abc", '"', '""', ";", "\t", "\x00", "1,5",
@@ -33,22 +32,15 @@ HEADER_NAMES = ["s0", "", "timestamp", "label", "s9", " s1", "S1", "x" * 300, "s
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
-    from mscred.detector import MSCRED
-
-    out = tmp_path_factory.mktemp("fuzz_model") / "model"
-    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(sensor_frame(ROWS, N)).save(out)
-    return out
+    return tiny_model(tmp_path_factory.mktemp("fuzz_model") / "model", sensor_frame(ROWS, N))
 
 
 def _outcome(capsys, argv: list) -> str:
     """'' when ``mscred ARGV`` kept the contract, else what it did (exit code and stderr)."""
     try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:  # (main returns its code; an exit from deeper down is a finding too)
-        code = f"SystemExit({exc.code})"
-    except Exception as exc:  # noqa: BLE001 - anything escaping main is the finding
-        code = f"{type(exc).__name__}: {exc}"
-    err = capsys.readouterr().err
+        code, _, err = run_cli(capsys, *argv)
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - anything escaping main (it returns its code) is a finding
+        code, err = f"{type(exc).__name__}: {exc}", capsys.readouterr().err
     lines = [line for line in err.splitlines() if not line.startswith("note:")]  # notes about the data may precede
     if code == 0 or (code == 2 and len(lines) == 1 and lines[0].startswith("mscred: error:")):
         return "" if "Traceback" not in err else f"exit {code} with a traceback: {err[-1500:]}"
@@ -213,9 +205,9 @@ def test_scores_and_labels_mutations_through_evaluate(tmp_path, capsys, model_di
     rng = random.Random(7)
     frame = sensor_frame(ROWS, N).assign(label=[0] * 150 + [1] * 20 + [0] * 30)
     frame.to_csv(tmp_path / "labeled.csv", index=False)
-    assert main(["detect", str(model_dir), str(tmp_path / "labeled.csv"), "--out", str(tmp_path / "scores.csv"),
-                 "--device", "cpu"]) == 0
-    capsys.readouterr()
+    code, _, err = run_cli(capsys, "detect", model_dir, tmp_path / "labeled.csv", "--out", tmp_path / "scores.csv",
+                           "--device", "cpu")
+    assert code == 0, err
     scores, labels = (tmp_path / "scores.csv").read_text(), frame.to_csv(index=False)
     findings = []
     for case in range(80):

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import run_cli, sensor_frame
+from cli_helpers import run_cli, sensor_frame, tiny_model
 from mscred.cli.main import main
 
 N = 5
@@ -71,11 +71,7 @@ def _nothing_written(folder: Path, *outputs: Path) -> None:
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory) -> Path:
     """One tiny trained model for every detect/evaluate case of this file."""
-    from mscred.detector import MSCRED
-
-    out = tmp_path_factory.mktemp("messy_model") / "model"
-    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(_frame()).save(out)
-    return out
+    return tiny_model(tmp_path_factory.mktemp("messy_model") / "model", _frame())
 
 
 # ------------------------------------------------------------------------------------------------ bad data tables
