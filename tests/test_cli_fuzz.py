@@ -237,8 +237,8 @@ def _leaves(node, path=()):
 
 def test_damaged_model_configs_through_detect(tmp_path, capsys, model_dir):
     """config.json with 1-3 of its values replaced by values of other types and sizes, or deleted, and now and
-    then a truncated weights file: detect scores (exit 0) or names the damage in one line (a session's 200 random
-    cases found nothing, 2026-12-04: kept as the guard beside test_cli_messy.py's DAMAGED_MODELS)."""
+    then a truncated weights file: detect scores (exit 0) or names the damage in one line (random runs while it was
+    written, 2026-12-04, found nothing: kept as the guard beside test_cli_messy.py's DAMAGED_MODELS)."""
     rng = random.Random(3)
     data = tmp_path / "data.csv"
     sensor_frame(ROWS, N).to_csv(data, index=False)

@@ -344,7 +344,7 @@ def test_patch_offsets_links_and_undefined_encodings(built, capsys, tmp_path):
 def test_random_byte_damage_is_bad_input_or_read(built, capsys, tmp_path):
     """Seeded random damage to a cubin (bytes set, words overwritten, bytes inserted, truncation; 1-6 edits) through
     kernels / inspect / dump / patch: each run reads what it can (exit 0) or refuses it in one error line (exit 2),
-    never an internal error (a session's 450 random cases found none, 2026-12-04: kept as the guard)."""
+    never an internal error (random runs while it was written, 2026-12-04, found none: kept as the guard)."""
     rng = random.Random(5)
     good = (built / "value.cubin").read_bytes()
     findings = []
