@@ -327,7 +327,7 @@ def _time_order(index: pd.Index, source: str, label: str) -> Optional[tuple[np.n
         if len(index) and _is_number(str(index[0]).strip()):
             texts = np.asarray(index, dtype=object)   # (once: 0.1 s a million pandas 3 strings)
             numbers = coerce_float64(pd.Series(texts))
-            huge = [] if np.isfinite(numbers).all() else [i for i, v in enumerate(texts) if huge_int(v)]
+            huge = [] if np.isfinite(numbers).all() else [i for i, v in enumerate(texts) if _huge_int(v)]
             if huge:   # (looked for only among non-finite keys: the common path pays no loop)
                 raise InputError(f"{where} row {huge[0] + 1}: integer {short_repr(index[huge[0]])} is beyond "
                                  "float64's range (~1.8e308)")
@@ -786,7 +786,7 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
         hint = "" if col == LABEL else '; --missing interpolate (in Python missing="interpolate") fills gaps'
         what = (f"missing value (NaN{hint})" if np.isnan(numbers[row])
                 else f"integer {short_repr(series.iloc[row])} is beyond float64's range (~1.8e308)"
-                if huge_int(series.iloc[row]) else f"value {numbers[row]} is not finite")
+                if _huge_int(series.iloc[row]) else f"value {numbers[row]} is not finite")
         raise InputError(f"{source}: column '{col}' {_row(series, row)}: {what}")
     if np.isnan(numbers).all():
         return numbers  # all missing: the caller says so
@@ -1050,7 +1050,7 @@ def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
 _FLOAT64_MAX_INT = int(np.finfo(np.float64).max)
 
 
-def huge_int(value) -> bool:
+def _huge_int(value) -> bool:
     """Whether ``value`` is a Python int beyond float64's range (pandas reads such digits as ints)."""
     return isinstance(value, int) and abs(value) > _FLOAT64_MAX_INT
 
@@ -1062,7 +1062,7 @@ def coerce_float64(values: pd.Series) -> np.ndarray:
     try:
         return pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     except OverflowError:
-        huge = [huge_int(v) for v in values]
+        huge = [_huge_int(v) for v in values]
         rest = pd.Series([None if h else v for h, v in zip(huge, values)], index=values.index, dtype=object)
         numbers = pd.to_numeric(rest, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
         numbers[huge] = [np.inf if v > 0 else -np.inf for h, v in zip(huge, values) if h]
