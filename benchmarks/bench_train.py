@@ -59,6 +59,7 @@ import torch.nn.functional as F  # noqa: E402
 from mscred import detect  # noqa: E402
 from mscred.config import ModelConfig, TrainConfig  # noqa: E402
 from mscred.model import MSCREDNet  # noqa: E402
+from mscred.packed_adam import make_adam  # noqa: E402
 from mscred.ops import reference  # noqa: E402
 from mscred.ops.triton import attention as fused_attention  # noqa: E402
 from mscred.ops.triton import convlstm as fused_convlstm  # noqa: E402
@@ -126,12 +127,15 @@ def thesis_series(T: int, n: int, seed: int = 0) -> np.ndarray:
 
 def build(backend: str, n: int, device, seed: int = 0, capturable: bool = False, dtype=torch.float32,
           fused_adam: bool = True):
-    """The net (seeded: every variant starts from the same weights) and Adam as the Trainer builds it (fused on
-    CUDA unless ``fused_adam`` is False, the ablation)."""
+    """The net (seeded: every variant starts from the same weights) and Adam as the Trainer builds it
+    (``make_adam``: torch's fused on CUDA, the fused backend's packed weights by our kernel; unless ``fused_adam``
+    is False, the ablation: torch's multi-tensor Adam)."""
     torch.manual_seed(seed)
     net = MSCREDNet(ModelConfig(n_sensors=n, backend=backend, channels=CHANNELS)).to(device=device, dtype=dtype)
-    opt = torch.optim.Adam(net.parameters(), lr=2e-4, capturable=capturable,
-                           fused=fused_adam and device.type == "cuda")
+    if not fused_adam:
+        return net, torch.optim.Adam(net.parameters(), lr=2e-4, capturable=capturable, fused=False)
+    opt = make_adam(net.parameters(), device, backend, lr=2e-4, capturable=capturable,
+                    fused=device.type == "cuda")
     return net, opt
 
 
