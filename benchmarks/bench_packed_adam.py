@@ -7,7 +7,7 @@ Both optimizers are capturable, start from the same values and take the same gra
 apart their parameters are after the timed steps (float32 rounding: the two compute 1 - beta ** step differently)
 and how many elements the packed one's kernel covered. ``--tiles`` times the kernel's other launch tiles
 (MSCRED_ADAM_TILE, "BLOCK/warps"). Usage (CUDA machine):
-    PYTHONPATH=src python3 benchmarks/bench_packed_adam.py [--tiles 2048/8,1024/4,4096/8] [--out DIR]
+    PYTHONPATH=src python3 benchmarks/bench_packed_adam.py [--tiles 1024/4,2048/8] [--out DIR]
 Writes DIR/packed_adam.md.
 """
 from __future__ import annotations
@@ -61,7 +61,7 @@ def graphed_steps(opt, params, grads) -> torch.cuda.CUDAGraph:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tiles", default="2048/8,1024/4,4096/8,1024/8")
+    ap.add_argument("--tiles", default="1024/4,2048/8,512/4")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default="benchmarks/results/packed_adam")
     args = ap.parse_args()

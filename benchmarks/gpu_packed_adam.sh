@@ -11,7 +11,7 @@ cache_bytecode
 D=$(result_dir "$NAME")
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 240 tests/test_packed_adam.py tests/test_train.py
 echo "tests done at ${SECONDS}s"
-bench_to_log "$D" 120 benchmarks/bench_packed_adam.py --tiles "${TILES:-2048/8,1024/4,4096/8,1024/8}"
+bench_to_log "$D" 120 benchmarks/bench_packed_adam.py --tiles "${TILES:-1024/4,2048/8,512/4}"
 tail -12 "$D/packed_adam.md"; echo "bench done at ${SECONDS}s"
 timeout 420 python3 benchmarks/env_ab.py --var MSCRED_PACKED_ADAM --values 0,1 --rounds "${ROUNDS:-3}" --out "$D" \
   > "$D/step_log.txt" 2>&1

@@ -25,9 +25,10 @@ import torch
 
 from mscred.ops.triton.runtime import tile_override, tl, triton
 
-# Elements a program and its warps: 3.2 M parameters are ~1,600 programs, a dozen an SM on the H200; 8 elements a
-# thread, 106 registers (sm_90 compile; 16 a thread took 218). MSCRED_ADAM_TILE="BLOCK/warps" overrides (A/B runs).
-BLOCK, WARPS = 2048, 8
+# Elements a program and its warps: 3.2 M parameters are ~3,100 programs; 8 elements a thread, 106 registers
+# (sm_90 compile; 16 a thread took 218). On the H200 the step took 32.1 us at 1024/4, 32.5 at 1024/8, 36.2 at
+# 2048/8, 46.0 at 4096/8 (results/packed_adam/). MSCRED_ADAM_TILE="BLOCK/warps" overrides (A/B runs).
+BLOCK, WARPS = 1024, 4
 
 
 def launch_tile() -> tuple[int, int]:
