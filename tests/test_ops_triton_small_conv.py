@@ -155,6 +155,60 @@ def test_model_launches_fit_the_h200_shared_memory(monkeypatch, dtype):
     assert max(wgrad_shared) <= sm90_compile.HOPPER_SHARED_MEMORY, list(zip(names, wgrad_shared))
 
 
+@pytest.mark.parametrize("N,CI,CO,k,n,selu", [(3, 64, 3, 3, 7, False), (2, 80, 3, 3, 6, True),
+                                             (2, 20, 7, 3, 5, True), (1, 24, 2, 5, 8, False),
+                                             (2, 64, 1, 3, 9, True)])
+def test_forward_with_the_taps_beside_the_output_channels(N, CI, CO, k, n, selu, monkeypatch):
+    """Many input, few output channels (deconv1: 64 -> 3): the forward's GEMM over input pixels into k*k*Co
+    partial sums (two channel blocks at 80, 63 of 64 columns at 9 x 7, a 5 x 5 kernel, a single output channel's
+    9 columns padded to 16), then their gather; against float64 with every gradient, on NCHW input too, and equal
+    to the generic forward it replaced (MSCRED_SMALL_CONV_FWD_TAPS=0) to float32 rounding."""
+    from mscred.ops.triton import small_conv_taps
+
+    assert small_conv_taps.suits(CI, CO, k)
+    _check(N, CI, CO, n, selu, torch.float32, seed=CI + CO + k + 7, k=k)
+    _check(N, CI, CO, n, selu, torch.float32, seed=CI + CO + k + 8, k=k, channels_last=False, bias=False)
+    g = torch.Generator().manual_seed(CI * CO)
+    x = torch.randn(N, CI, n, n, generator=g).to(DEVICE).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(CO, CI, k, k, generator=g) * (2.0 / (CI * k * k)) ** 0.5).to(DEVICE)
+    b = torch.randn(CO, generator=g).to(DEVICE)
+    taps = sc.conv_act(x, w, b, selu, out_pads=(1, 0, 0, 2))
+    monkeypatch.setenv("MSCRED_SMALL_CONV_FWD_TAPS", "0")
+    assert not small_conv_taps.suits(CI, CO, k)
+    generic = sc.conv_act(x, w, b, selu, out_pads=(1, 0, 0, 2))
+    torch.testing.assert_close(taps, generic, rtol=1e-5, atol=1e-6)
+    assert (taps[:, :, :1] == 0).all() and (taps[..., -2:] == 0).all()  # the border written, zero
+
+
+def test_forward_taps_only_where_the_partial_sums_fit_a_row():
+    from mscred.ops.triton import small_conv_taps
+
+    assert small_conv_taps.suits(64, 3, 3) and small_conv_taps.suits(64, 7, 3) and small_conv_taps.suits(16, 2, 5)
+    assert not small_conv_taps.suits(3, 32, 3)  # flat: the generic kernel reads all taps in one block already
+    assert not small_conv_taps.suits(64, 8, 3) and not small_conv_taps.suits(16, 3, 5)  # 72, 75 columns
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_forward_taps_kernels_compile_for_sm90(dtype):
+    """deconv1's two forward kernels compiled for sm_90 here (tests/sm90_compile.py), within the H200's shared
+    memory; their launch numbers as ``small_conv_taps.forward`` sets them."""
+    pytest.importorskip("triton.backends.nvidia")
+    import sm90_compile
+
+    from mscred.ops.triton import small_conv_taps as st
+
+    pointer = "*bf16" if dtype == torch.bfloat16 else "*fp32"
+    gemm = dict(constants=dict(x_sc=1, CI=64, NT=27, COLUMNS=32, PREC=sc._precision(dtype),
+                               BLOCK_P=st.GEMM_BLOCK_P, BLOCK_K=64),
+                pointers=dict(x_ptr=pointer, w_ptr=pointer, y_ptr="*fp32"), num_warps=st.GEMM_WARPS)
+    gather = dict(constants=dict(o_sc=1, CO=3, CO_PAD=4, KS=3, COLUMNS=32, SELU=False, HAS_BIAS=True,
+                                 BLOCK_P=st.SUM_BLOCK_P),
+                  pointers=dict(y_ptr="*fp32", b_ptr="*fp32", o_ptr=pointer), num_warps=st.SUM_WARPS)
+    for kernel, config in (("_taps_gemm_kernel", gemm), ("_taps_sum_kernel", gather)):
+        shared = sm90_compile.shared_bytes("mscred.ops.triton.small_conv_taps", kernel, [config])
+        assert shared[0] <= sm90_compile.HOPPER_SHARED_MEMORY, (kernel, shared)
+
+
 def test_taps_in_n_only_for_many_inputs_and_few_outputs():
     assert sc.taps_in_n(64, 3, 3) and sc.taps_in_n(64, 7, 3) and sc.taps_in_n(16, 2, 5)
     assert not sc.taps_in_n(3, 32, 3)  # flat: all taps of the input channels in one block already
