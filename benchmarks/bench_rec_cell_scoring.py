@@ -8,9 +8,11 @@ workload's 3,591 windows of 30 sensors, each call a fresh graph captured under t
 the two settings alternating, at the bench's batches (1,024 and every window at once).
 
 MSCRED_LSTM_REC_CELL is read at every call of the ConvLSTM, so setting it between captures switches the path; each
-row's graph is captured after its setting is in place.
+row's graph is captured after its setting is in place. ``--var NAME --values A,B`` measures another switch read at
+call time the same way (e.g. MSCRED_SMALL_CONV_FWD_TAPS 1,0; '' leaves the variable unset).
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_rec_cell_scoring.py [--rounds 3] [--out DIR]
+    [--var NAME --values A,B]
 Writes DIR/rec_cell_scoring.md and .json (DIR default benchmarks/results/rec_cell_scoring).
 """
 from __future__ import annotations
@@ -28,15 +30,17 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_train as bt  # noqa: E402
 
-# label: MSCRED_LSTM_REC_CELL (None: unset, the defaults: the fused step in training only)
+# label: MSCRED_LSTM_REC_CELL (None: unset, the defaults: the fused step in training only); --var / --values
+# replace both
+VARIABLE = "MSCRED_LSTM_REC_CELL"
 SETTINGS = {"defaults (training only)": None, "levels 3-4 in scoring too": "128,256"}
 
 
 def _use(setting: str | None) -> None:
     if setting is None:
-        os.environ.pop("MSCRED_LSTM_REC_CELL", None)
+        os.environ.pop(VARIABLE, None)
     else:
-        os.environ["MSCRED_LSTM_REC_CELL"] = setting
+        os.environ[VARIABLE] = setting
 
 
 def outputs_agree(n: int, data, device) -> dict:
@@ -63,7 +67,13 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/rec_cell_scoring")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10, help="timed calls per row (median)")
+    ap.add_argument("--var", help="another switch than MSCRED_LSTM_REC_CELL (with --values)")
+    ap.add_argument("--values", help="comma-separated values of --var; '' leaves it unset")
     args = ap.parse_args()
+    if args.var:
+        global VARIABLE, SETTINGS
+        VARIABLE = args.var
+        SETTINGS = {f"{args.var}={v!r}": (v or None) for v in args.values.split(",")}
     if not torch.cuda.is_available():
         sys.exit("bench_rec_cell_scoring.py needs a CUDA GPU (the fused step runs on CUDA only outside the tests)")
     device = torch.device("cuda")
@@ -91,7 +101,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "rec_cell_scoring.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    lines = [f"# Graphed bf16 shared-segment scoring, fused recurrent step off / on ({meta['gpu']}, "
+    lines = [f"# Graphed bf16 shared-segment scoring, {' / '.join(SETTINGS)} ({meta['gpu']}, "
              f"torch {meta['torch']}, {meta['date_utc']})", "",
              "| round | setting | batch | ms a call | windows/s |", "| --- | --- | --- | --- | --- |"]
     lines += [f"| {r['round']} | {r['setting']} | {r['batch']:,} | {r['ms']:.3f} | {r['windows_per_s']:,.0f} |"

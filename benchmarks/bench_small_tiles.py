@@ -13,6 +13,7 @@ Writes DIR/small_tiles.md and DIR/small_tiles.json.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 
 import torch
@@ -37,9 +38,9 @@ def record_calls():
     real_bias, real_conv = bias_act._forward_into, small_conv._forward
     phase = ["scoring"]
 
-    def rec_bias(*args):
-        calls.append(("bias_act", phase[0], real_bias, args))
-        return real_bias(*args)
+    def rec_bias(*args, **kwargs):
+        calls.append(("bias_act", phase[0], functools.partial(real_bias, **kwargs), args))
+        return real_bias(*args, **kwargs)
 
     def rec_conv(*args):
         calls.append(("small_conv", phase[0], real_conv, args))
