@@ -226,3 +226,36 @@ def test_fused_bf16_training_steps_the_weights_in_one_run_and_tracks_torchs_adam
     theirs = runs["0"][1].state_dict()
     for name, value in net.state_dict().items():  # as tests/test_train.py's graphed-vs-eager bf16 comparison
         torch.testing.assert_close(value, theirs[name], rtol=0.2, atol=2e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the fused bf16 training step (packed weights) needs CUDA")
+def test_fused_bf16_graphed_resume_repacks_the_moments_and_finishes_as_a_straight_run(tmp_path, monkeypatch):
+    """Checkpoint after one epoch, resume in a fresh Trainer (load_state_dict: the moments packed again): the
+    kernel still covers every weight, and the weights end where a straight two-epoch run's do (bf16's atomics make
+    the runs differ by rounding, as tests/test_train.py's graphed-vs-eager comparison allows)."""
+    from mscred.config import ModelConfig, TrainConfig
+    from mscred.errors import NoteWarning
+    from mscred.model import MSCREDNet
+    from mscred.train import Trainer
+
+    monkeypatch.setattr(packed_adam, "MIN_RUN_ELEMENTS", 1 << 16)
+    segments = torch.rand(30, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+
+    def run(epochs, seed=0, **fit):
+        torch.manual_seed(seed)
+        net = MSCREDNet(ModelConfig(n_sensors=16, backend="fused"))
+        trainer = Trainer(net, TrainConfig(epochs=epochs, batch_size=8, progress=False, device="cuda", bf16=True,
+                                           cuda_graphs=True))
+        trainer.fit(segments, **fit)
+        return net, trainer.optimizer
+
+    straight, _ = run(2)
+    run(1, checkpoint_dir=tmp_path)
+    with pytest.warns(NoteWarning, match="after epoch 1 of 2"):
+        resumed, opt = run(2, seed=7, checkpoint_dir=tmp_path, resume=True)
+    weights = sum(p.numel() for name, p in resumed.named_parameters() if name.endswith("weight"))
+    assert type(opt) is packed_adam.PackedAdam and opt.kernel_elements == weights
+    theirs = straight.state_dict()
+    for name, value in resumed.state_dict().items():
+        torch.testing.assert_close(value, theirs[name], rtol=0.2, atol=2e-3)
