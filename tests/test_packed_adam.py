@@ -259,3 +259,30 @@ def test_fused_bf16_graphed_resume_repacks_the_moments_and_finishes_as_a_straigh
     theirs = straight.state_dict()
     for name, value in resumed.state_dict().items():
         torch.testing.assert_close(value, theirs[name], rtol=0.2, atol=2e-3)
+
+
+def test_state_made_before_the_parameters_were_packed_is_packed_again():
+    """As on a resume: the checkpoint's moments loaded while the parameters were tensors of their own, then the
+    weight cache's first forward packs the parameters into one buffer (``m.data = view``). The next step packs the
+    moments again (outside a capture) and the kernel takes the run; the values go on as torch's Adam's."""
+    shapes = [(40, 3), (17, 5), (9, 9)]
+    params = [torch.nn.Parameter(torch.randn(s, generator=torch.Generator().manual_seed(i)).to(DEVICE))
+              for i, s in enumerate(shapes)]
+    opt = packed_adam.PackedAdam(params, lr=1e-2, fused=True)
+    twins, ref = _oracle(params, lr=1e-2)
+    _step_both(params, opt, twins, ref, _grads(params, seed=90, packed=False))
+    assert opt.kernel_elements == 0  # nothing back to back yet
+    packed = torch.empty(sum(p.numel() for p in params), device=DEVICE)
+    at = 0
+    for p in params:  # what weight_cache._pack does
+        view = packed[at:at + p.numel()].view(p.shape)
+        view.copy_(p.detach())
+        p.data = view
+        at += p.numel()
+    for i in range(2):
+        _step_both(params, opt, twins, ref, _grads(params, seed=91 + i))
+        assert opt.kernel_elements == packed.numel()
+    assert max((p.double().cpu() - t).abs().max().item() for p, t in zip(params, twins)) < 1e-6
+    first = opt.state[params[0]]["exp_avg"]
+    assert all(opt.state[p]["exp_avg"].untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+               for p in params)

@@ -77,7 +77,15 @@ class PackedAdam(torch.optim.Adam):
 
         tile = launch_tile()
         done = []
-        for run in _runs(params, self.state):
+        capturing = bool(params) and params[0].is_cuda and torch.cuda.is_current_stream_capturing()
+        for run in _runs(params, self.state, _GRADIENT):
+            pieces = _runs(run, self.state, _STATE)
+            if not capturing and (len(pieces) != 1 or len(pieces[0]) != len(run)):
+                # Data and gradients back to back, the moments not: state made or loaded before the parameters
+                # were packed (a checkpoint loaded before the weight cache's first forward). Packed again here,
+                # outside any capture (a copy captured in a graph would run at every replay).
+                self._pack_state(run, copy=True)
+        for run in _runs(params, self.state, _GRADIENT + _STATE):
             table = self._table(run, tile[0])
             if table is None:
                 continue
@@ -168,12 +176,17 @@ def _worth_a_launch(run: list[torch.Tensor]) -> bool:
     return len(run) >= MIN_RUN_TENSORS and sum(p.numel() for p in run) >= MIN_RUN_ELEMENTS
 
 
-def _runs(params: list[torch.Tensor], state) -> list[list[torch.Tensor]]:
-    """The runs among ``params``: back to back in data, gradient, both moments and step count."""
+# What else of a parameter a run needs back to back, beside its data: its gradient, and its state.
+_GRADIENT = (lambda p, state: p.grad,)
+_STATE = (lambda p, state: state[p]["exp_avg"], lambda p, state: state[p]["exp_avg_sq"],
+          lambda p, state: state[p]["step"])
+
+
+def _runs(params: list[torch.Tensor], state, parts) -> list[list[torch.Tensor]]:
+    """The runs among ``params``: back to back in data and in each of ``parts`` (gradient, state)."""
     runs = [run for run in _adjacent(params) if _worth_a_launch(run)]
-    for parts in (lambda p: p.grad, lambda p: state[p]["exp_avg"], lambda p: state[p]["exp_avg_sq"],
-                  lambda p: state[p]["step"]):
-        runs = [piece for run in runs for piece in _split(run, parts)]
+    for part in parts:
+        runs = [piece for run in runs for piece in _split(run, lambda p: part(p, state))]
     return runs
 
 
