@@ -286,3 +286,40 @@ def test_state_made_before_the_parameters_were_packed_is_packed_again():
     first = opt.state[params[0]]["exp_avg"]
     assert all(opt.state[p]["exp_avg"].untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
                for p in params)
+
+
+def test_the_fused_models_weights_are_one_run_also_after_a_resume():
+    """The product's layout end to end, small: a fused-backend model's bf16 training step (the weight cache packs
+    the weights at its first forward, the cast's backward writes their gradients into one buffer) gives the kernel
+    every weight; an optimizer loaded from its state dict before the new model's first forward (a resume) packs
+    the moments again at its first step and gives the kernel every weight too."""
+    from mscred.config import ModelConfig
+    from mscred.model import MSCREDNet
+
+    def model():
+        torch.manual_seed(0)
+        return MSCREDNet(ModelConfig(n_sensors=8, backend="fused", channels=(8, 16, 16, 32))).to(DEVICE).train()
+
+    x = torch.rand(2, 5, 3, 8, 8, generator=torch.Generator().manual_seed(3)).to(DEVICE)
+
+    def step(net, opt):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            out = net(x)
+        ((out.float() - x[:, -1]) ** 2).mean().backward()
+        opt.step()
+
+    net = model()
+    opt = packed_adam.PackedAdam(net.parameters(), lr=1e-3, fused=True)
+    step(net, opt)
+    weights = sum(p.numel() for name, p in net.named_parameters() if name.endswith("weight"))
+    assert net._weight_plan is not None and opt.kernel_elements == weights
+    again = model()
+    again.load_state_dict(net.state_dict())
+    resumed = packed_adam.PackedAdam(again.parameters(), lr=1e-3, fused=True)
+    resumed.load_state_dict(opt.state_dict())
+    step(again, resumed)
+    assert resumed.kernel_elements == weights
+    step(net, opt)  # the uninterrupted run's second step: the same arithmetic
+    for (name, p), q in zip(net.named_parameters(), again.parameters()):
+        torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
