@@ -125,6 +125,8 @@ def test_env_lists_backends(capsys):
     else:  # another GPU: the forward says why, the backward points at it
         assert step.startswith("unavailable: ")
         assert step_bwd.startswith("unavailable: needs the forward kernel, which is unavailable: ")
+    adam = info["kernels"]["packed Adam (fused-backend training, Triton)"]
+    assert adam == "ok" if torch.cuda.is_available() else adam.startswith("unavailable: no CUDA device")
     assert "torch" in info["packages"]
     cuda = info["cuda_available"]
     assert info["defaults"]["cuda_graphs"] == cuda and (cuda or info["defaults"]["backend"] == "reference")

@@ -323,3 +323,10 @@ def test_the_fused_models_weights_are_one_run_also_after_a_resume():
     step(net, opt)  # the uninterrupted run's second step: the same arithmetic
     for (name, p), q in zip(net.named_parameters(), again.parameters()):
         torch.testing.assert_close(q, p, rtol=1e-5, atol=1e-6, msg=name)
+
+
+def test_is_available_says_why_not(monkeypatch):
+    ok, why = packed_adam.is_available()
+    assert ok == torch.cuda.is_available() and (ok or why.startswith("no CUDA device"))
+    monkeypatch.setenv("MSCRED_PACKED_ADAM", "0")
+    assert packed_adam.is_available() == (False, "MSCRED_PACKED_ADAM=0")

@@ -206,6 +206,20 @@ def _flat(first: torch.Tensor, total: int) -> torch.Tensor:
     return first.as_strided((total,), (1,), first.storage_offset())
 
 
+def is_available() -> tuple[bool, str]:
+    """(True, "") when ``make_adam`` gives the fused backend's CUDA training ``PackedAdam`` here, else (False, why)
+    (``mscred env``)."""
+    from mscred.ops.triton.runtime import IMPORT_ERROR, triton
+
+    if switched_off("MSCRED_PACKED_ADAM"):
+        return False, "MSCRED_PACKED_ADAM=0"
+    if triton is None:
+        return False, f"triton not importable ({IMPORT_ERROR})"
+    if not torch.cuda.is_available():
+        return False, "no CUDA device (training on the CPU uses torch's Adam)"
+    return True, ""
+
+
 def make_adam(params, device: torch.device, backend: str, **kwargs) -> torch.optim.Adam:
     """The training's Adam: ``PackedAdam`` for the fused backend on CUDA (unless ``MSCRED_PACKED_ADAM=0``), else
     torch's (the reference backend stays plain PyTorch)."""
