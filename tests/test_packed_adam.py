@@ -330,3 +330,18 @@ def test_is_available_says_why_not(monkeypatch):
     assert ok == torch.cuda.is_available() and (ok or why.startswith("no CUDA device"))
     monkeypatch.setenv("MSCRED_PACKED_ADAM", "0")
     assert packed_adam.is_available() == (False, "MSCRED_PACKED_ADAM=0")
+
+
+def test_step_hooks_run_once_a_step():
+    """torch wraps a class's step for the optimizer hooks (Adam's once any Adam exists): PackedAdam's step calls
+    torch's underneath the wrapper, so a hook does not run twice."""
+    torch.optim.Adam([torch.nn.Parameter(torch.zeros(2))])  # an Adam made first: torch.optim.Adam.step hooked
+    params = _packed(SHAPES, seed=11)
+    opt = packed_adam.PackedAdam(params, lr=1e-2, fused=True)
+    calls = []
+    opt.register_step_pre_hook(lambda *a: calls.append("pre"))
+    opt.register_step_post_hook(lambda *a: calls.append("post"))
+    for p, g in zip(params, _grads(params, seed=12)):
+        p.grad = g
+    opt.step()
+    assert calls == ["pre", "post"]

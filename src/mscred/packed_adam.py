@@ -11,7 +11,9 @@ go to torch. Torch's fused kernel gives each 65,536 elements one block (65 block
 on the H200's 132 SMs, ``results/graph_timeline_shapes/``).
 
 The runs are found at every step from the tensors' addresses (host checks, no synchronisation), so nothing goes
-stale when the weight cache packs anew or a checkpoint is loaded: a parameter whose gradient lies elsewhere (a
+stale when the weight cache packs anew or a checkpoint is loaded: parameters and gradients back to back whose
+moments are not (made or loaded before the weight cache packed the parameters: a resume) get their moments packed
+again at that step, outside a CUDA graph's capture; a parameter whose gradient lies elsewhere (a
 DistributedDataParallel run's, say) is simply left to torch. Groups with amsgrad, maximize, decoupled weight decay,
 a tensor learning rate, differentiable steps or a GradScaler's scale go to torch whole, and so does everything
 where the Triton kernels do not run (``runs_fused``: CUDA, or the CPU interpreter). ``MSCRED_PACKED_ADAM=0`` makes
@@ -29,6 +31,15 @@ from mscred.ops.triton.runtime import runs_fused, switched_off
 # covers all its tensors, and a run of our own costs two launches (the step counts' increment and the update).
 MIN_RUN_ELEMENTS = 1 << 16
 MIN_RUN_TENSORS = 2
+
+
+def _torch_step(optimizer: torch.optim.Adam) -> None:
+    """torch's Adam step without the optimizer hooks' wrapper torch puts around a class's ``step`` (Adam's is
+    wrapped once any Adam exists): ``PackedAdam.step`` has its own wrapper, and a step hook must run once a step."""
+    step = torch.optim.Adam.step
+    if getattr(step, "hooked", False):
+        step = step.__wrapped__
+    step(optimizer)
 
 
 class PackedAdam(torch.optim.Adam):
@@ -55,7 +66,7 @@ class PackedAdam(torch.optim.Adam):
         for p in done:  # torch's step skips parameters without a gradient
             p.grad = None
         try:
-            super().step()
+            _torch_step(self)
         finally:
             for p, grad in zip(done, grads):
                 p.grad = grad
