@@ -122,3 +122,27 @@ def test_plan_packs_the_masters_and_the_kernel_reads_them_in_place(monkeypatch, 
         torch.randn(6, 2, 2, 2, device=DEVICE))
     weight_cache.plan_for([(net.b, "all", 0), (net.c, "all", 0)])  # packed: the two share one storage
     save_safetensors(cpu_state(net), tmp_path / "w.safetensors")
+
+
+@pytest.mark.skipif(not runs_fused(torch.empty(0, device=DEVICE)),
+                    reason="the gradients are read in place only where the kernels run (CUDA, or the interpreter)")
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+def test_gradients_read_in_place_are_the_concatenations(monkeypatch):
+    """MSCRED_WEIGHT_GRAD_PARTS=1 (opt-in): the backward reads the targets' gradients where they lie
+    (``transpose_parts``) instead of concatenating them first; every master gradient bit for bit the same."""
+    cfg = ModelConfig(n_sensors=10, channels=(4, 8, 8, 16), backend="fused")
+    x = torch.rand(2, 5, 3, 10, 10, generator=torch.Generator().manual_seed(5)).to(DEVICE)
+    grads, calls = [], []
+    real = weight_cache.transpose_parts
+    monkeypatch.setattr(weight_cache, "transpose_parts", lambda *a: calls.append(len(a[0])) or real(*a))
+    for switch in ("1", "0"):
+        monkeypatch.setenv("MSCRED_WEIGHT_GRAD_PARTS", switch)
+        torch.manual_seed(0)
+        net = MSCREDNet(cfg).to(DEVICE)
+        with torch.autocast(DEVICE, dtype=torch.bfloat16):
+            out = net(x)
+        F.mse_loss(out.float(), x[:, -1]).backward()
+        grads.append({k: p.grad.clone() for k, p in net.named_parameters()})
+    assert calls == [16]  # on: the 16 targets' gradients read in place; off: concatenated
+    for k in grads[0]:
+        assert torch.equal(grads[0][k], grads[1][k]), k

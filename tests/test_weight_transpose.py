@@ -76,3 +76,30 @@ def test_refuses_what_it_cannot_read():
     with pytest.raises(ValueError, match="1-D contiguous"):
         wt.transpose_blocks(torch.zeros(4, 4, device=DEVICE), torch.zeros(1, 4, dtype=torch.int32, device=DEVICE),
                             16, torch.bfloat16, 4)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+@pytest.mark.parametrize("with_3x3", [True, False], ids=["4-and-9-taps", "4-taps"])
+@pytest.mark.parametrize("src_dtype,dtype", [(torch.bfloat16, torch.float32), (torch.float32, torch.float32),
+                                             (torch.float32, torch.bfloat16)])
+def test_parts_read_in_place_are_the_concatenations_inverse(src_dtype, dtype, with_3x3):
+    """The weight cache's backward without the concatenation: each target's gradient read where it lies (one
+    pointer argument a target), bit for bit the inverse transpose of their concatenation."""
+    plan, n = _plan(with_3x3)
+    g = torch.Generator().manual_seed(n + 1)
+    src = (torch.randn(n, generator=g) * torch.logspace(-20, 20, n)).to(src_dtype).to(DEVICE)
+    ends = plan.offsets[1:] + [n]
+    parts = [src[a:b].clone() for a, b in zip(plan.offsets, ends)]  # tensors of their own, as the gradients are
+    table = wt.part_table(plan.blocks.to(DEVICE), plan.offsets)
+    assert table.shape == (plan.blocks.shape[0], 5) and table[:, 4].max().item() == len(parts) - 1
+    got = wt.transpose_parts(parts, table, n, dtype, plan.taps)
+    _same(got, wt.transpose_blocks(src, plan.blocks.to(DEVICE), n, dtype, plan.taps, inverse=True))
+
+
+def test_parts_refused_beyond_the_kernels_arguments():
+    table = torch.zeros(1, 5, dtype=torch.int32, device=DEVICE)
+    with pytest.raises(ValueError, match="1 to 16"):
+        wt.transpose_parts([torch.zeros(4, device=DEVICE)] * 17, table, 4, torch.float32, 4)
+    with pytest.raises(ValueError, match="one dtype"):
+        wt.transpose_parts([torch.zeros(4, device=DEVICE), torch.zeros(4, device=DEVICE, dtype=torch.bfloat16)],
+                           table, 4, torch.float32, 4)

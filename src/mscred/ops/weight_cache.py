@@ -36,8 +36,8 @@ from typing import Iterator, Sequence
 import torch
 
 from mscred.ops import wgrad_stream
-from mscred.ops.triton.weight_transpose import transpose_blocks
-from mscred.ops.triton.runtime import runs_fused, switched_off
+from mscred.ops.triton.runtime import runs_fused, switched_off, switched_on
+from mscred.ops.triton.weight_transpose import MAX_PARTS, part_table, transpose_blocks, transpose_parts
 
 # (weight, part) of a target: part "all" (the whole weight, channels-last), or "x" / "h" (input channels [0, C) /
 # [C, end) of a ConvLSTM gate weight, channels-last), with C.
@@ -88,6 +88,14 @@ class Plan:
         cached = self._on_device.get(name)
         if cached is None:
             cached = self._on_device[name] = getattr(self, name).to(self.device, torch.int32)
+        return cached
+
+    def part_blocks(self) -> torch.Tensor:
+        """``blocks`` with target-local starts and target indices (``weight_transpose.part_table``), on the device,
+        made on first use (the warm-up steps, before a CUDA graph capture)."""
+        cached = self._on_device.get("parts")
+        if cached is None:
+            cached = self._on_device["parts"] = part_table(self.blocks, self.offsets)
         return cached
 
     def reads_packed(self, masters: Sequence[torch.Tensor]) -> bool:
@@ -199,11 +207,22 @@ class _CastAll(torch.autograd.Function):
         parts = [(g if g is not None else torch.zeros(shape, device=plan.device, dtype=torch.float32))
                  .permute(0, 2, 3, 1).reshape(-1) for g, shape in zip(grads, plan.shapes)]
         dtype = next((g.dtype for g in grads if g is not None), ctx.master_dtype)
-        flat = torch.cat([p.to(dtype) for p in parts])
-        if runs_fused(flat):  # the forward's transposes the other way, cast to float32 on the way
-            flat = transpose_blocks(flat, plan.blocks, flat.numel(), ctx.master_dtype, plan.taps, inverse=True)
+        if _reads_parts(parts, dtype):  # the gradients read where they lie: no concatenation
+            flat = transpose_parts(parts, plan.part_blocks(), plan.gather.numel(), ctx.master_dtype, plan.taps)
         else:
-            flat = flat.index_select(0, plan.index("scatter")).to(ctx.master_dtype)
+            flat = torch.cat([p.to(dtype) for p in parts])
+            if runs_fused(flat):  # the forward's transposes the other way, cast to float32 on the way
+                flat = transpose_blocks(flat, plan.blocks, flat.numel(), ctx.master_dtype, plan.taps, inverse=True)
+            else:
+                flat = flat.index_select(0, plan.index("scatter")).to(ctx.master_dtype)
         master_grads = tuple(flat[at:at + shape.numel()].view(shape)
                              for shape, at in zip(ctx.master_shapes, plan.master_offsets))
         return (None, None, *master_grads)
+
+
+def _reads_parts(parts: list[torch.Tensor], dtype: torch.dtype) -> bool:
+    """Whether the backward reads the targets' gradients in place (``transpose_parts``): opt-in until measured on
+    the GPU (MSCRED_WEIGHT_GRAD_PARTS=1; written 2026-12-04 after the session's device time was spent), where the
+    kernels run, for at most MAX_PARTS gradients of one dtype."""
+    return (switched_on("MSCRED_WEIGHT_GRAD_PARTS") and 0 < len(parts) <= MAX_PARTS and runs_fused(parts[0])
+            and all(p.dtype == dtype and p.is_contiguous() and p.device == parts[0].device for p in parts))
