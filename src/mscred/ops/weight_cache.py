@@ -24,7 +24,9 @@ multi-tensor cast and an int64 gather forward, a concatenation, a gather and a c
 step on the H200 (benchmarks/results/step_profile_1201c/); with an int32 gather-and-cast kernel each way instead of
 the table, 46 us (benchmarks/results/pack_split2/). A master moved or replaced later (``module.to``, ``param.data =
 ...``) is simply no longer packed, and the PyTorch ops serve it. MSCRED_WEIGHT_PACK=0 keeps the masters as they are
-(A/B runs).
+(A/B runs). MSCRED_WEIGHT_GRAD_PARTS=1 (opt-in, not yet measured on a GPU) has the backward read the targets'
+gradients where they lie, one pointer argument each (``weight_transpose.transpose_parts``), without concatenating
+them first.
 """
 from __future__ import annotations
 
