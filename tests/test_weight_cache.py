@@ -50,29 +50,37 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # that tl.where does not take, or a sigmoid's saturated tail, 1 / (1 + inf) = 0: a warning, not a wrong value.
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 def test_model_bf16_step_is_the_same_with_and_without_the_cache(monkeypatch):
-    """Bit for bit on the CPU interpreter; on CUDA cuDNN may pick other algorithms between the two nets, so there
-    to the bf16 rounding of the outputs and weight gradients."""
-    cfg = ModelConfig(n_sensors=10, channels=(4, 8, 8, 16), backend="fused")
+    """The whole model's output and gradients with the cache and without (``_same_step``)."""
     x = torch.rand(2, 5, 3, 10, 10, device=DEVICE)
     results, calls = [], []
     real = weight_cache.cast_once
     monkeypatch.setattr(weight_cache, "cast_once", lambda *a: calls.append(1) or real(*a))
     for switch in ("1", "0"):
         monkeypatch.setenv("MSCRED_WEIGHT_CACHE", switch)
-        torch.manual_seed(0)
-        net = MSCREDNet(cfg).to(DEVICE)
-        with torch.autocast(DEVICE, dtype=torch.bfloat16):
-            out = net(x)
-        loss = F.mse_loss(out.float(), x[:, -1])
-        loss.backward()
-        results.append((out.detach(), {k: p.grad for k, p in net.named_parameters()}))
+        results.append(_small_bf16_step(x))
     assert calls == [1]  # on, then off
-    (out_on, g_on), (out_off, g_off) = results
+    _same_step(*results)
+
+
+def _small_bf16_step(x: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """A small fused model's bf16 forward and backward on ``x`` from seed 0: (output, every parameter's gradient)."""
+    torch.manual_seed(0)
+    net = MSCREDNet(ModelConfig(n_sensors=10, channels=(4, 8, 8, 16), backend="fused")).to(DEVICE)
+    with torch.autocast(DEVICE, dtype=torch.bfloat16):
+        out = net(x)
+    F.mse_loss(out.float(), x[:, -1]).backward()
+    return out.detach(), {k: p.grad for k, p in net.named_parameters()}
+
+
+def _same_step(a, b) -> None:
+    """Two ``_small_bf16_step`` results alike: bit for bit on the CPU interpreter; on CUDA cuDNN may pick other
+    algorithms between the two nets, so there to the bf16 rounding of the outputs and weight gradients."""
+    (out_a, g_a), (out_b, g_b) = a, b
     tol = dict(rtol=0, atol=0) if DEVICE == "cpu" else dict(rtol=2e-2, atol=1e-4)
-    torch.testing.assert_close(out_on, out_off, **tol)
-    for k in g_on:
-        assert g_on[k].dtype == torch.float32, k
-        torch.testing.assert_close(g_on[k], g_off[k], **tol, msg=k)
+    torch.testing.assert_close(out_a, out_b, **tol)
+    for k in g_a:
+        assert g_a[k].dtype == torch.float32, k
+        torch.testing.assert_close(g_a[k], g_b[k], **tol, msg=k)
 
 
 @pytest.mark.skipif(not runs_fused(torch.empty(0, device=DEVICE)),
@@ -129,20 +137,14 @@ def test_plan_packs_the_masters_and_the_kernel_reads_them_in_place(monkeypatch, 
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 def test_gradients_read_in_place_are_the_concatenations(monkeypatch):
     """MSCRED_WEIGHT_GRAD_PARTS=1 (opt-in): the backward reads the targets' gradients where they lie
-    (``transpose_parts``) instead of concatenating them first; every master gradient bit for bit the same."""
-    cfg = ModelConfig(n_sensors=10, channels=(4, 8, 8, 16), backend="fused")
+    (``transpose_parts``) instead of concatenating them first; every master gradient the same (bit for bit on the
+    CPU interpreter)."""
     x = torch.rand(2, 5, 3, 10, 10, generator=torch.Generator().manual_seed(5)).to(DEVICE)
-    grads, calls = [], []
+    results, calls = [], []
     real = weight_cache.transpose_parts
     monkeypatch.setattr(weight_cache, "transpose_parts", lambda *a: calls.append(len(a[0])) or real(*a))
     for switch in ("1", "0"):
         monkeypatch.setenv("MSCRED_WEIGHT_GRAD_PARTS", switch)
-        torch.manual_seed(0)
-        net = MSCREDNet(cfg).to(DEVICE)
-        with torch.autocast(DEVICE, dtype=torch.bfloat16):
-            out = net(x)
-        F.mse_loss(out.float(), x[:, -1]).backward()
-        grads.append({k: p.grad.clone() for k, p in net.named_parameters()})
+        results.append(_small_bf16_step(x))
     assert calls == [16]  # on: the 16 targets' gradients read in place; off: concatenated
-    for k in grads[0]:
-        assert torch.equal(grads[0][k], grads[1][k]), k
+    _same_step(*results)
