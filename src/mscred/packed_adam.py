@@ -172,15 +172,20 @@ def _next_to(a: torch.Tensor, b: torch.Tensor) -> bool:
             and b.data_ptr() == a.data_ptr() + a.numel() * a.element_size())
 
 
+def _pieces(params: list[torch.Tensor], tensor_of) -> list[list[torch.Tensor]]:
+    """``params`` cut where ``tensor_of`` of one does not follow its predecessor's in memory."""
+    pieces: list[list[torch.Tensor]] = []
+    for p in params:
+        if pieces and _next_to(tensor_of(pieces[-1][-1]), tensor_of(p)):
+            pieces[-1].append(p)
+        else:
+            pieces.append([p])
+    return pieces
+
+
 def _adjacent(params: Iterable[torch.Tensor]) -> list[list[torch.Tensor]]:
     """``params`` in address order, split where one does not follow its predecessor in memory."""
-    runs: list[list[torch.Tensor]] = []
-    for p in sorted(params, key=lambda p: (str(p.device), p.data_ptr())):
-        if runs and _next_to(runs[-1][-1], p):
-            runs[-1].append(p)
-        else:
-            runs.append([p])
-    return runs
+    return _pieces(sorted(params, key=lambda p: (str(p.device), p.data_ptr())), lambda p: p)
 
 
 def _worth_a_launch(run: list[torch.Tensor]) -> bool:
@@ -203,13 +208,7 @@ def _runs(params: list[torch.Tensor], state, parts) -> list[list[torch.Tensor]]:
 
 def _split(run: list[torch.Tensor], tensor_of) -> list[list[torch.Tensor]]:
     """``run`` cut where ``tensor_of`` of a parameter does not follow its predecessor's; pieces too small dropped."""
-    pieces = [[run[0]]]
-    for p in run[1:]:
-        if _next_to(tensor_of(pieces[-1][-1]), tensor_of(p)):
-            pieces[-1].append(p)
-        else:
-            pieces.append([p])
-    return [piece for piece in pieces if _worth_a_launch(piece)]
+    return [piece for piece in _pieces(run, tensor_of) if _worth_a_launch(piece)]
 
 
 def _flat(first: torch.Tensor, total: int) -> torch.Tensor:
