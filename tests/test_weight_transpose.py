@@ -103,3 +103,18 @@ def test_parts_refused_beyond_the_kernels_arguments():
     with pytest.raises(ValueError, match="one dtype"):
         wt.transpose_parts([torch.zeros(4, device=DEVICE), torch.zeros(4, device=DEVICE, dtype=torch.bfloat16)],
                            table, 4, torch.float32, 4)
+
+
+def test_parts_kernel_compiles_for_sm90():
+    """``transpose_parts``' kernel with all 16 pointer arguments compiled for the H200 here (tests/sm90_compile.py):
+    the selects cost no local memory and its shared memory stays the transposes'."""
+    pytest.importorskip("triton.backends.nvidia")
+    import sm90_compile
+
+    pointers = {f"p{k}": "*i16" for k in range(wt.MAX_PARTS)}
+    config = dict(constants=dict(NPARTS=wt.MAX_PARTS, ROUND_BF16=False, WIDEN_BF16=True, I_BLOCK=wt.I_BLOCK,
+                                 I_BLOCK_FEW_TAPS=wt.I_BLOCK_FEW_TAPS, K_PAD=16),
+                  pointers={**pointers, "out_ptr": "*fp32", "table_ptr": "*i32"}, num_warps=4)
+    code = sm90_compile.compiled_code("mscred.ops.triton.weight_transpose", "_transpose_parts_kernel", config)
+    assert code["shared"] <= sm90_compile.HOPPER_SHARED_MEMORY
+    assert "STL" not in code["listing"] and "LDL" not in code["listing"]
