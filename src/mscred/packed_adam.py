@@ -4,7 +4,8 @@
 first updates every *run*: parameters whose data, gradients, moments and step counts lie back to back in memory,
 one launch each, with as many blocks as the run needs. It hands everything else to torch's own step (hiding the
 run's gradients from it meanwhile). The moments of parameters that lie back to back are allocated back to back
-(at their first step, and again after ``load_state_dict``), so the runs are the parameters' own: in the fused bf16
+(at their first step, after ``load_state_dict``, and again at a step that finds them apart), so the runs are the
+parameters' own: in the fused bf16
 training step the weight cache packs every convolution weight into one buffer and the cast's backward writes their
 gradients into one buffer, so the weights (3.2 M of the default model's 3.2 M elements) are one run and the biases
 go to torch. Torch's fused kernel gives each 65,536 elements one block (65 blocks for the default model, 42.3 us
@@ -12,8 +13,8 @@ on the H200's 132 SMs, ``results/graph_timeline_shapes/``).
 
 The runs are found at every step from the tensors' addresses (host checks, no synchronisation), so nothing goes
 stale when the weight cache packs anew or a checkpoint is loaded: parameters and gradients back to back whose
-moments are not (made or loaded before the weight cache packed the parameters: a resume) get their moments packed
-again at that step, outside a CUDA graph's capture; a parameter whose gradient lies elsewhere (a
+moments are not (loaded by ``load_state_dict``, or made before the weight cache packed the parameters) get their
+moments packed again at that step, outside a CUDA graph's capture; a parameter whose gradient lies elsewhere (a
 DistributedDataParallel run's, say) is simply left to torch. Groups with amsgrad, maximize, decoupled weight decay,
 a tensor learning rate, differentiable steps or a GradScaler's scale go to torch whole, and so does everything
 where the Triton kernels do not run (``runs_fused``: CUDA, or the CPU interpreter). ``MSCRED_PACKED_ADAM=0`` makes
@@ -74,7 +75,9 @@ class PackedAdam(torch.optim.Adam):
 
     def load_state_dict(self, state_dict) -> None:
         super().load_state_dict(state_dict)
-        for group in self.param_groups:  # the loaded moments are tensors of their own: back to back again
+        # The loaded moments are the state dict's own tensors (torch keeps them when dtype and device match):
+        # copied into buffers of this optimizer, back to back where the parameters are.
+        for group in self.param_groups:
             if _group_runs_here(group):
                 self._pack_state([p for p in group["params"] if _has_state(self.state.get(p))], copy=True)
 
@@ -83,34 +86,41 @@ class PackedAdam(torch.optim.Adam):
         """Steps the group's runs; returns their parameters."""
         params = [p for p in group["params"] if p.grad is not None and _plain(p)]
         self._pack_state([p for p in params if not self.state.get(p)], copy=False)
-        beta1, beta2 = group["betas"]
-        from mscred.ops.triton.adam import adam_run, launch_tile
+        from mscred.ops.triton.adam import launch_tile
 
         tile = launch_tile()
         done = []
         capturing = bool(params) and params[0].is_cuda and torch.cuda.is_current_stream_capturing()
-        for run in _runs(params, self.state, _GRADIENT):
-            pieces = _runs(run, self.state, _STATE)
-            if not capturing and (len(pieces) != 1 or len(pieces[0]) != len(run)):
-                # Data and gradients back to back, the moments not: state made or loaded before the parameters
-                # were packed (a checkpoint loaded before the weight cache's first forward). Packed again here,
-                # outside any capture (a copy captured in a graph would run at every replay).
-                self._pack_state(run, copy=True)
-        for run in _runs(params, self.state, _GRADIENT + _STATE):
-            table = self._table(run, tile[0])
-            if table is None:
-                continue
-            first = run[0]
-            total = sum(p.numel() for p in run)
-            state = self.state[first]
-            steps = _flat(state["step"], len(run))
-            steps.add_(1)
-            adam_run(_flat(first.detach(), total), _flat(first.grad, total), _flat(state["exp_avg"], total),
-                     _flat(state["exp_avg_sq"], total), steps, table, group["lr"], float(beta1), float(beta2),
-                     group["eps"], group["weight_decay"], tile)
-            done.extend(run)
-            self.kernel_elements += total
+        for candidate in _runs(params, self.state, _GRADIENT):
+            pieces = _runs(candidate, self.state, _STATE)
+            if not capturing and (len(pieces) != 1 or len(pieces[0]) != len(candidate)):
+                # Data and gradients back to back, the moments not: state loaded (load_state_dict) or made before
+                # the parameters were packed (a checkpoint loaded before the weight cache's first forward). Packed
+                # again here, outside any capture (a copy captured in a graph would run at every replay).
+                self._pack_state(candidate, copy=True)
+                pieces = [candidate]
+            for run in pieces:
+                if self._step_run(run, group, tile):
+                    done.extend(run)
         return done
+
+    def _step_run(self, run: list[torch.Tensor], group: dict, tile: tuple[int, int]) -> bool:
+        """One launch over ``run``; False (nothing done) while a capture finds no block table for it."""
+        from mscred.ops.triton.adam import adam_run
+
+        table = self._table(run, tile[0])
+        if table is None:
+            return False
+        first, total = run[0], sum(p.numel() for p in run)
+        state = self.state[first]
+        steps = _flat(state["step"], len(run))
+        steps.add_(1)
+        beta1, beta2 = group["betas"]
+        adam_run(_flat(first.detach(), total), _flat(first.grad, total), _flat(state["exp_avg"], total),
+                 _flat(state["exp_avg_sq"], total), steps, table, group["lr"], float(beta1), float(beta2),
+                 group["eps"], group["weight_decay"], tile)
+        self.kernel_elements += total
+        return True
 
     def _table(self, run: list[torch.Tensor], block: int) -> torch.Tensor | None:
         """The run's block table, made once per layout; None while a CUDA graph is being captured and the table
