@@ -5,10 +5,9 @@ first updates every *run*: parameters whose data, gradients, moments and step co
 one launch each, with as many blocks as the run needs. It hands everything else to torch's own step (hiding the
 run's gradients from it meanwhile). The moments of parameters that lie back to back are allocated back to back
 (at their first step, after ``load_state_dict``, and again at a step that finds them apart), so the runs are the
-parameters' own: in the fused bf16
-training step the weight cache packs every convolution weight into one buffer and the cast's backward writes their
-gradients into one buffer, so the weights (3.2 M of the default model's 3.2 M elements) are one run and the biases
-go to torch. Torch's fused kernel gives each 65,536 elements one block (65 blocks for the default model, 42.3 us
+parameters' own: in the fused bf16 training step the weight cache packs every convolution weight into one buffer
+and the cast's backward writes their gradients into one buffer, so the weights (3,203,616 of the default model's
+3,206,243 elements) are one run and the 12 biases go to torch. Torch's fused kernel gives each 65,536 elements one block (65 blocks for the default model, 42.3 us
 on the H200's 132 SMs, ``results/graph_timeline_shapes/``).
 
 The runs are found at every step from the tensors' addresses (host checks, no synchronisation), so nothing goes
