@@ -172,6 +172,11 @@ if triton is not None:
     _SCALE_ALPHA = tl.constexpr(SELU_SCALE * SELU_ALPHA)
 
     @triton.jit
+    def selu_of(z):
+        """SELU of ``z`` in its dtype: the epilogue of this file's and the small-channel convolutions' kernels."""
+        return tl.where(z > 0, _SCALE * z, _SCALE_ALPHA * (tl.exp(z) - 1.0))
+
+    @triton.jit
     def _tile(q0, P, C, HWO, WO, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
         """Rows q0 .. q0 + BLOCK_P of the B*Ho*Wo output pixels x this program's BLOCK_C channels: mask (R, Cb);
         batch, out row, out column (R, 1); channel (1, Cb)."""
@@ -235,7 +240,7 @@ if triton is not None:
         y = tl.load(y_ptr + b * y_sb + src * y_sc + fy * y_sy + fx * y_sx, mask=load, other=0.0)
         z = y.to(CDT) + tl.load(b_ptr + ch, mask=ch < C, other=0.0).to(CDT)
         if SELU:
-            z = tl.where(z > 0, _SCALE * z, _SCALE_ALPHA * (tl.exp(z) - 1.0))
+            z = selu_of(z)
         if BORDER:
             z = tl.where(inside, z, 0.0)
         tl.store(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, z.to(o_ptr.dtype.element_ty), mask=mask)

@@ -160,6 +160,8 @@ def deconv_as_conv(weight: torch.Tensor) -> torch.Tensor:
 
 
 if triton is not None:
+    from mscred.ops.triton.bias_act import selu_of  # (a jit helper: defined only with Triton)
+
     _SCALE = tl.constexpr(SELU_SCALE)
     _SCALE_ALPHA = tl.constexpr(SELU_SCALE * SELU_ALPHA)
 
@@ -252,7 +254,7 @@ if triton is not None:
         if HAS_BIAS:
             acc += tl.load(b_ptr + n, mask=nmask, other=0.0).to(tl.float32)[None, :]
         if SELU:
-            acc = tl.where(acc > 0, _SCALE * acc, _SCALE_ALPHA * (tl.exp(acc) - 1.0))
+            acc = selu_of(acc)
         if BORDER:
             acc = tl.where(inside[:, None], acc, 0.0)
         out = o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + oy[:, None] * o_sy + ox[:, None] * o_sx

@@ -26,7 +26,6 @@ from typing import Optional
 import torch
 
 from mscred.ops.triton import runtime as _runtime
-from mscred.ops.triton.bias_act import SELU_ALPHA, SELU_SCALE
 from mscred.ops.triton.runtime import tl, triton
 
 MAX_COLUMNS = 64  # k*k*Co the partial-sum rows may hold (padded to a power of two)
@@ -70,8 +69,7 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
 
 
 if triton is not None:
-    _SCALE = tl.constexpr(SELU_SCALE)
-    _SCALE_ALPHA = tl.constexpr(SELU_SCALE * SELU_ALPHA)
+    from mscred.ops.triton.bias_act import selu_of  # (a jit helper: defined only with Triton)
 
     @triton.jit(do_not_specialize=["P", "HW", "W"])
     def _taps_gemm_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, w_ptr, y_ptr, P, HW, W, CI: tl.constexpr,
@@ -119,7 +117,7 @@ if triton is not None:
         if HAS_BIAS:
             acc += tl.load(b_ptr + co, mask=cmask, other=0.0).to(tl.float32)[None, :]
         if SELU:
-            acc = tl.where(acc > 0, _SCALE * acc, _SCALE_ALPHA * (tl.exp(acc) - 1.0))
+            acc = selu_of(acc)
         acc = tl.where(inside[:, None], acc, 0.0)
         out = o_ptr + b.to(tl.int64)[:, None] * o_sb + co[None, :] * o_sc + oy[:, None] * o_sy + ox[:, None] * o_sx
         tl.store(out, acc.to(o_ptr.dtype.element_ty), mask=omask[:, None] & cmask[None, :])
