@@ -106,6 +106,8 @@ def test_plan_packs_the_masters_and_the_kernel_reads_them_in_place(monkeypatch, 
     real = weight_cache.transpose_blocks
     monkeypatch.setattr(weight_cache, "transpose_blocks",
                         lambda src, *r, **k: reads.append(src is plan.packed) or real(src, *r, **k))
+    real_parts = weight_cache.transpose_parts
+    monkeypatch.setattr(weight_cache, "transpose_parts", lambda *a: reads.append("parts") or real_parts(*a))
     g = [torch.randn(t, device=DEVICE).to(torch.bfloat16) for t in ((4, 3, 3, 3), (8, 3, 2, 2), (8, 2, 2, 2))]
     results = []
     for replaced in (False, True):
@@ -119,7 +121,8 @@ def test_plan_packs_the_masters_and_the_kernel_reads_them_in_place(monkeypatch, 
             assert torch.equal(got, want.detach().to(torch.bfloat16))
         sum((t.float() * gt.float()).sum() for t, gt in zip(casts, g)).backward()
         results.append((a.grad.clone(), b.grad.clone()))
-    assert reads == [True, False, False]  # forward from the masters in place; the backward's transposes each time
+    # forward from the masters in place; the backward's transposes each time, reading the gradients in place
+    assert reads == [True, "parts", "parts"]
     for (ga, gb) in results:
         assert torch.equal(gb, g[0].float()) and torch.equal(ga, torch.cat([g[1], g[2]], 1).float())
 
@@ -136,15 +139,16 @@ def test_plan_packs_the_masters_and_the_kernel_reads_them_in_place(monkeypatch, 
                     reason="the gradients are read in place only where the kernels run (CUDA, or the interpreter)")
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 def test_gradients_read_in_place_are_the_concatenations(monkeypatch):
-    """MSCRED_WEIGHT_GRAD_PARTS=1 (opt-in): the backward reads the targets' gradients where they lie
+    """By default the backward reads the targets' gradients where they lie
     (``transpose_parts``) instead of concatenating them first; every master gradient the same (bit for bit on the
     CPU interpreter)."""
     x = torch.rand(2, 5, 3, 10, 10, generator=torch.Generator().manual_seed(5)).to(DEVICE)
     results, calls = [], []
     real = weight_cache.transpose_parts
     monkeypatch.setattr(weight_cache, "transpose_parts", lambda *a: calls.append(len(a[0])) or real(*a))
-    for switch in ("1", "0"):
-        monkeypatch.setenv("MSCRED_WEIGHT_GRAD_PARTS", switch)
-        results.append(_small_bf16_step(x))
-    assert calls == [16]  # on: the 16 targets' gradients read in place; off: concatenated
+    monkeypatch.delenv("MSCRED_WEIGHT_GRAD_PARTS", raising=False)
+    results.append(_small_bf16_step(x))
+    monkeypatch.setenv("MSCRED_WEIGHT_GRAD_PARTS", "0")
+    results.append(_small_bf16_step(x))
+    assert calls == [16]  # on (the default): the 16 targets' gradients read in place; =0: concatenated
     _same_step(*results)

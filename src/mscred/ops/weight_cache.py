@@ -24,9 +24,9 @@ multi-tensor cast and an int64 gather forward, a concatenation, a gather and a c
 step on the H200 (benchmarks/results/step_profile_1201c/); with an int32 gather-and-cast kernel each way instead of
 the table, 46 us (benchmarks/results/pack_split2/). A master moved or replaced later (``module.to``, ``param.data =
 ...``) is simply no longer packed, and the PyTorch ops serve it. MSCRED_WEIGHT_PACK=0 keeps the masters as they are
-(A/B runs). MSCRED_WEIGHT_GRAD_PARTS=1 (opt-in, not yet measured on a GPU) has the backward read the targets'
-gradients where they lie, one pointer argument each (``weight_transpose.transpose_parts``), without concatenating
-them first.
+(A/B runs). The backward reads the targets' gradients where they lie, one pointer argument each
+(``weight_transpose.transpose_parts``), without concatenating them first (the concatenation took 11.4 us; the graphed
+step 2.454-2.463 -> 2.445-2.452 ms, benchmarks/results/next_1204/); MSCRED_WEIGHT_GRAD_PARTS=0 concatenates them.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from typing import Iterator, Sequence
 import torch
 
 from mscred.ops import wgrad_stream
-from mscred.ops.triton.runtime import runs_fused, switched_off, switched_on
+from mscred.ops.triton.runtime import runs_fused, switched_off
 from mscred.ops.triton.weight_transpose import MAX_PARTS, part_table, transpose_blocks, transpose_parts
 
 # (weight, part) of a target: part "all" (the whole weight, channels-last), or "x" / "h" (input channels [0, C) /
@@ -223,8 +223,7 @@ class _CastAll(torch.autograd.Function):
 
 
 def _reads_parts(parts: list[torch.Tensor], dtype: torch.dtype) -> bool:
-    """Whether the backward reads the targets' gradients in place (``transpose_parts``): opt-in until measured on
-    the GPU (MSCRED_WEIGHT_GRAD_PARTS=1; written 2026-12-04 after the session's device time was spent), where the
-    kernels run, for at most MAX_PARTS gradients of one dtype."""
-    return (switched_on("MSCRED_WEIGHT_GRAD_PARTS") and 0 < len(parts) <= MAX_PARTS and runs_fused(parts[0])
+    """Whether the backward reads the targets' gradients in place (``transpose_parts``; MSCRED_WEIGHT_GRAD_PARTS=0
+    concatenates them): where the kernels run, for at most MAX_PARTS contiguous gradients of one dtype and device."""
+    return (not switched_off("MSCRED_WEIGHT_GRAD_PARTS") and 0 < len(parts) <= MAX_PARTS and runs_fused(parts[0])
             and all(p.dtype == dtype and p.is_contiguous() and p.device == parts[0].device for p in parts))
