@@ -31,6 +31,7 @@ from mscred.ops.padding import pad_copy
 from mscred.ops import weight_cache, wgrad_stream
 from mscred.ops.reference import same_padding
 from mscred.ops.triton import convlstm as fused_convlstm
+from mscred.ops.triton import convlstm_attention
 from mscred.ops.triton import small_conv
 from mscred.ops.triton.attention import temporal_attention_into
 from mscred.ops.triton.bias_act import bias_act, bias_act_into, bias_act_shared, bias_act_subpixel_into
@@ -299,6 +300,10 @@ class AttnConvLSTM(nn.Module):
     def forward(self, x: torch.Tensor, padded: bool = False) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
         """``padded``: x is the encoder's training layout (``Encoder.training_layout``), zero-bordered."""
         if padded:
+            # where level 1's backward step kernel runs: one op with the attention, whose backward folds into the
+            # ConvLSTM's (ops/triton/convlstm_attention.py)
+            if self.backend == "fused" and convlstm_attention.folds(x, self.weight):
+                return convlstm_attention.train_with_attention(x, self.weight, self.bias, self.forget_bias, True)
             h = fused_convlstm.train(x, self.weight, self.bias, self.forget_bias, padded=True)
             return ops.temporal_attention(h, backend=self.backend)
         if self.backend == "fused" and runs_fused(x):  # bf16 inference of levels 1-2: one kernel, where it runs

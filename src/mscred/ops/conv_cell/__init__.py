@@ -165,13 +165,17 @@ def runs_backward_on_check_level(xh: torch.Tensor, dout: torch.Tensor) -> bool:
 
 def step_backward(dpre_next: torch.Tensor, w_t: torch.Tensor, bias: torch.Tensor, pre: torch.Tensor, c_prev,
                   dout_t: torch.Tensor, dc: torch.Tensor, dpre: torch.Tensor, dx_next: torch.Tensor,
-                  dbias: torch.Tensor, forget_bias: float) -> None:
+                  dbias: torch.Tensor, forget_bias: float, attention=None) -> None:
     """Backward step t (T - 2 .. 0): dx_next (B, C, Hp, Wp) = step t + 1's input gradient, [dx_{t+1}, dh_t] being
     the transposed convolution of dpre_next with the weight (``transposed_weight``); then step t's cell backward
     with dh_t + dout_t: dpre (B, 4Ch, H, W) bf16, dc (float32) updated in place from dc_t to dc_{t-1}, dbias
-    (float32) added to. pre is step t's convolution without the bias, c_prev c_{t-1} (None at step 0)."""
+    (float32) added to. pre is step t's convolution without the bias, c_prev c_{t-1} (None at step 0).
+    ``attention`` = (g, h_last, coef_t): dout_t made in the kernel as the level's attention's backward would have
+    written it, bf16(a_t g + ds_t h_last) with coef_t (B, 2) float32 = (a_t, ds_t) per image
+    (``triton.attention_last``); dout_t is then not read."""
+    g, h_last, coef = attention if attention is not None else (None, None, None)
     _backward().step_backward(dpre_next, w_t, bias.float().contiguous(), pre, c_prev, dout_t, dc, dpre, dx_next,
-                              dbias, float(forget_bias))
+                              dbias, float(forget_bias), g, h_last, coef)
 
 
 def _small_level(device: torch.device, dtype: torch.dtype = torch.bfloat16, cell_dtype: torch.dtype = torch.float16):

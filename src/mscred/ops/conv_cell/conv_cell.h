@@ -62,6 +62,17 @@ struct ConvCellBwdParams {
   const __half* c_prev;            // c_{t-1} (B, H, W, Ch) float16, or null at step 0
   const __nv_bfloat16* dout;       // dL/dh_t from the level's output: (H, W, Ch) maps, map b at dout + b * dout_sb
   long long dout_sb;
+  // The level's temporal attention folded in (attn_g null: dout is read as it is). dL/dh_t of the attention output
+  // for t < T - 1 is a_t g + s_t h_{T-1} per image (ops/triton/attention.py), made here as the attention's backward
+  // would store it, bf16(a_t g + s_t h_{T-1}), from g (the attention output's gradient: (H, W, Ch) maps at attn_g +
+  // b * attn_g_sb), h_{T-1} (at attn_hl + b * attn_hl_sb) and (a_t, s_t) of image b at attn_coef + b * attn_coef_sb
+  // (two float32s), instead of read from a dL/dh the attention wrote for every step.
+  const __nv_bfloat16* attn_g;
+  long long attn_g_sb;
+  const __nv_bfloat16* attn_hl;
+  long long attn_hl_sb;
+  const float* attn_coef;
+  long long attn_coef_sb;
   float* dc;                       // in: dc_t from step t + 1; out: dc_{t-1} (B, H, W, Ch) float32
   __nv_bfloat16* dpre;             // out: step t's gate gradients (B, H, W, 4Ch)
   __nv_bfloat16* dx_next;          // out: dx_{t+1} at every row of the bordered index (B, Hp, Wp, C)

@@ -20,6 +20,9 @@
 //     recomputed from c_{t-1}) runs in the epilogue with 16-byte loads and stores, and the bias gradient is summed
 //     per thread, then per block, then added to the float32 total once per block;
 //   - three warpgroups a block, persistent, each with its own double-buffered tiles, as the forward kernel.
+//   - optionally the level's attention backward folded into the epilogue's dout (conv_cell.h's attn_*): for
+//     t < T - 1 the attention's dL/dh_t is a_t g + s_t h_{T-1}, made from two maps every step reads (mostly from L2)
+//     instead of a map per step the attention's backward would write and this kernel read back.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -80,6 +83,19 @@ struct CellRowIn {
   uint4 dout;
   uint4 dc[2];
 };
+
+// dL/dh_t of the level's attention output for t < T - 1, 8 channels: bf16(a_t g + s_t h_{T-1}) (conv_cell.h), as
+// the attention's backward kernel would have stored it (ops/triton/attention.py, ``_attention_grad``).
+__device__ __forceinline__ uint4 attention_grad(const uint4& g, const uint4& h_last, float2 coef) {
+  uint32_t w[4];
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float2 g2 = bf16x2_bits_to_float2(reinterpret_cast<const uint32_t*>(&g)[k]);
+    const float2 h2 = bf16x2_bits_to_float2(reinterpret_cast<const uint32_t*>(&h_last)[k]);
+    w[k] = bits(__floats2bfloat162_rn(fmaf(coef.x, g2.x, coef.y * h2.x), fmaf(coef.x, g2.y, coef.y * h2.y)));
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
 
 // Rows of a staging buffer: the tile's rows and the Wp + 1 before them, in whole 8-row swizzle atoms -- whole
 // rounds of the staging threads' rows (8 a warpgroup: 128 threads, 16 chunks a row).
@@ -151,7 +167,11 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     for (int j = 0; j < 4; ++j) in.pre[j] = load16(p.pre + static_cast<size_t>(pix) * G4 + j * CH + lane_ch);
     in.c_prev = p.c_prev != nullptr ? load16(p.c_prev + static_cast<size_t>(pix) * CH + lane_ch)
                                      : make_uint4(0, 0, 0, 0);
-    in.dout = load16(p.dout + b * p.dout_sb + static_cast<size_t>(pix - b * HW) * CH + lane_ch);
+    const size_t at_map = static_cast<size_t>(pix - b * HW) * CH + lane_ch;
+    in.dout = p.attn_g == nullptr ? load16(p.dout + b * p.dout_sb + at_map)
+                                  : attention_grad(load16(p.attn_g + b * p.attn_g_sb + at_map),
+                                                   load16(p.attn_hl + b * p.attn_hl_sb + at_map),
+                                                   __ldg(reinterpret_cast<const float2*>(p.attn_coef + b * p.attn_coef_sb)));
     const uint4* dc_at = reinterpret_cast<const uint4*>(p.dc + static_cast<size_t>(pix) * CH + lane_ch);
     in.dc[0] = dc_at[0];  // (dc is written below: a coherent load, not load16's read-only path)
     in.dc[1] = dc_at[1];

@@ -47,6 +47,7 @@ tanhs are the special-function unit's tanh, 2^-11 relative too (``fast_activatio
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -55,7 +56,7 @@ from mscred.ops.convlstm_sliding import distinct_steps, sliding
 from mscred.ops import resident_lstm, weight_cache, wgrad_stream
 from mscred.ops.padding import pad_copy, zero_border
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
-from mscred.ops.triton import convlstm_concat, convlstm_gemm, convlstm_rec_cell, convlstm_window
+from mscred.ops.triton import attention_last, convlstm_concat, convlstm_gemm, convlstm_rec_cell, convlstm_window
 from mscred.ops.triton import runtime as _runtime
 from mscred.ops.triton.runtime import interpreting as _interpreting
 from mscred.ops.triton.runtime import runs_fused as _runs_fused
@@ -406,6 +407,15 @@ def train(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias
     the backward's gate gradients serve the recurrent convolutions (per step) and the input convolution (all
     steps) from one buffer. Returns every h_t, (B, T, Ch, H, W).
     """
+    xp, w_x, w_h, bias, layout = train_operands(x, weight, bias, padded)
+    with torch.autocast(xp.device.type, enabled=False):
+        return convlstm_train(xp, w_x, w_h, bias, float(forget_bias), layout)[0]
+
+
+def train_operands(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, padded: bool):
+    """(xp, w_x, w_h, bias, layout): what ``train`` hands the training op, cast as in ``run_cast`` -- x
+    zero-bordered (itself with ``padded``), the weight's two halves (the weight cache's casts where the step made
+    them), the bias."""
     layout = buffer_layout()
     fmt = _memory_format(layout)
     x, bias = _cast_x_bias(x, bias)
@@ -414,8 +424,7 @@ def train(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias
         w_x, w_h = _SplitWeight.apply(weight, x.shape[2], x.dtype, fmt)
     if not padded:
         x = pad_steps(x, _padding(weight.shape[-1]), fmt)
-    with torch.autocast(x.device.type, enabled=False):
-        return convlstm_train(x, w_x, w_h, bias, float(forget_bias), layout)[0]
+    return x, w_x, w_h, bias, layout
 
 
 class _SplitWeight(torch.autograd.Function):
@@ -640,6 +649,12 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
 
     The input convolutions of all steps are one call on the padded images: the gates come out exactly (H, W).
     """
+    return train_forward(xp, w_x, w_h, bias, forget_bias, layout)
+
+
+def train_forward(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, forget_bias: float,
+                  layout: str) -> tuple[torch.Tensor, list[torch.Tensor], torch.Tensor, torch.Tensor]:
+    """``convlstm_train``'s work, for the ops that run it (it and ``convlstm_attention.convlstm_attention_train``)."""
     B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
     cdt, cell_dtype = _compute_types(xp.dtype)
     fmt = _memory_format(layout)
@@ -656,6 +671,11 @@ def convlstm_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
 
 @convlstm_train.register_fake
 def _(xp, w_x, w_h, bias, forget_bias, layout):
+    return train_like(xp, w_h, layout)
+
+
+def train_like(xp: torch.Tensor, w_h: torch.Tensor, layout: str):
+    """``train_forward``'s outputs, empty (the training ops' fakes)."""
     B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
     cell_dtype = _compute_types(xp.dtype)[1]
     if convlstm_concat.runs(_images(xp, _memory_format(layout))[1], layout, H, W):
@@ -668,12 +688,17 @@ def _(xp, w_x, w_h, bias, forget_bias, layout):
 @torch.library.custom_op("mscred::convlstm_train_backward", mutates_args=())
 def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor,
                             bias: torch.Tensor, pre: list[torch.Tensor], cells: torch.Tensor, hprev: torch.Tensor,
-                            forget_bias: float, layout: str
+                            forget_bias: float, layout: str, attn_g: Optional[torch.Tensor] = None,
+                            attn_hl: Optional[torch.Tensor] = None, attn_coef: Optional[torch.Tensor] = None
                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients (dxp, dw_x, dw_h, dbias) of ``convlstm_train``'s ``out`` given dout (B, T, Ch, H, W). dxp has
     xp's shape and step order (its border rows hold the convolution's gradient there, which the zero border
     discards: ``padding.pad_copy`` hands back the interior); the weight gradients in the layout's order, dbias in
-    the bias's dtype."""
+    the bias's dtype.
+
+    With ``attn_g``, ``attn_hl`` and ``attn_coef`` (``triton.attention_last.last_step_grad``'s g and coef and
+    h_{T-1}): out feeds only the level's temporal attention, dout is dL/dh_{T-1} alone (B, Ch, H, W), and the other
+    steps' dL/dh_t = a_t g + ds_t h_{T-1} are made where they are read (``attention_last.FoldedGrad``)."""
     B, T, C, Ch, H, W, pads = _unpadded(xp, w_h)
     top, left = pads[0], pads[2]
     HP, WP = xp.shape[-2:]
@@ -681,9 +706,13 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     acc = torch.float64 if xp.dtype == torch.float64 else torch.float32  # the bias gradient
     recompute_c, dc_dtype = cell_backward_options(xp.dtype)
     fmt = _memory_format(layout)
-    dout = dout.to(xp.dtype)
-    if not _pixels_flatten(dout):  # the kernel addresses a step by (batch, channel, pixel) strides
-        dout = dout.contiguous()
+    if attn_g is not None:  # (only the concatenated path's backward folds it; the others get every step's map)
+        folded = attention_last.FoldedGrad(attn_g.to(xp.dtype), attn_hl.to(xp.dtype), attn_coef, dout.to(xp.dtype))
+        dout = folded if convlstm_concat.took(hprev, T, C, Ch) else folded.materialised()
+    else:
+        dout = dout.to(xp.dtype)
+    if isinstance(dout, torch.Tensor) and not _pixels_flatten(dout):  # the kernel addresses a step by (batch,
+        dout = dout.contiguous()                                        # channel, pixel) strides
     images, time_major = _images(xp, fmt)
     if convlstm_concat.took(hprev, T, C, Ch):  # hprev is the forward's xh
         dimages, dw_x, dw_h, db = convlstm_concat.backward(dout, w_x, w_h, bias, pre, cells, hprev, pads,
@@ -749,7 +778,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
 
 
 @convlstm_train_backward.register_fake
-def _(dout, xp, w_x, w_h, bias, pre, cells, hprev, forget_bias, layout):
+def _(dout, xp, w_x, w_h, bias, pre, cells, hprev, forget_bias, layout, attn_g=None, attn_hl=None, attn_coef=None):
     fmt = _memory_format(layout)
     B, T = xp.shape[:2]
     images, time_major = _images(xp, fmt)

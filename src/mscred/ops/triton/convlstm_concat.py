@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 # convlstm.py imports this module; its helpers are looked up when called (the import is circular by design:
 # these are two halves of one op's implementation).
+from mscred.ops.triton import attention_last
 from mscred.ops.triton import convlstm as lstm
 from mscred.ops import conv_cell, wgrad_stream
 from mscred.ops.padding import copy_pixels, zero_pixels
@@ -127,7 +128,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
              cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt, acc, recompute_c: bool,
              dc_dtype: torch.dtype):
     """(dimages (T*B, C, Hp, Wp) time-major, dw_x, dw_h, dbias in the bias's dtype) of ``forward``'s output for
-    dout (B, T, Ch, H, W); ``pre`` the gates ``forward`` returned, ``acc`` the bias gradient's accumulation dtype,
+    dout (B, T, Ch, H, W) or an ``attention_last.FoldedGrad``; ``pre`` the gates ``forward`` returned, ``acc`` the bias gradient's accumulation dtype,
     ``recompute_c`` and ``dc_dtype`` the cell kernel's settings (``lstm.cell_backward_options``)."""
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
@@ -148,19 +149,25 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     # the gates as the forward stored them: without the bias (the cell kernel adds it), or with it (an A/B build of
     # the forward kernel, conv_cell.stores_pre_with_bias)
     pre_bias = not conv_cell.stores_pre_with_bias(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads)
-    fused = T > 1 and conv_cell.runs_backward(xh, dout, cells.dtype, dc_dtype, recompute_c, acc, C, Ch,
-                                              tuple(w.shape[2:]), pads)
+    # dout: (B, T, Ch, H, W), or the level's attention folded in (attention_last.FoldedGrad): the step kernel then
+    # makes each step's map from the attention's two maps, the other kernels take it made (FoldedGrad.step)
+    folded = isinstance(dout, attention_last.FoldedGrad)
+    fused = T > 1 and all(conv_cell.runs_backward(xh, maps, cells.dtype, dc_dtype, recompute_c, acc, C, Ch,
+                                                  tuple(w.shape[2:]), pads)
+                          for maps in (dout.maps() if folded else (dout,)))
     if fused:
         w_t, bias32 = conv_cell.transposed_weight(w), bias.float().contiguous()
     dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution
     for t in reversed(range(T)):
-        dout_t, dp = dout[:, t], dpre[t]
+        dp = dpre[t]
         if fused and t < T - 1:
+            dout_t, attention = (dout.g, dout.kernel_args(t)) if folded else (dout[:, t], None)
             conv_cell.step_backward(dpre[t + 1], w_t, bias32, pre[t], cells[t - 1] if t > 0 else None, dout_t, dc,
-                                    dp, dimages[(t + 1) * B:(t + 2) * B], db, forget_bias)
+                                    dp, dimages[(t + 1) * B:(t + 2) * B], db, forget_bias, attention)
             if t == 0:
                 copy_pixels(dimages[:B], conv_transpose(dp, w_x)[:, :C])
             continue
+        dout_t = dout.step(t) if folded else dout[:, t]
         dhr = dc if dxh is None else dxh[:, C:]  # a dummy at the last step
         lstm.cell_bwd_kernel[grid](
             pre[t], *lstm._s3(pre[t]), bias, cells[t - 1] if t > 0 else cells[t], cells[t], *lstm._s3(cells[t]),
