@@ -32,7 +32,7 @@ def _channels_last_steps(h: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_last_step_gradient_and_coefficients_are_the_attention_backward(B, T, C, n, dtype):
     """dL/dh_{T-1} and, from the coefficients, every other dL/dh_t equal the reference attention's float64
-    gradients; the last step's map is the full attention backward's, bit for bit."""
+    gradients; the last step's map is the full attention backward's."""
     g = torch.Generator().manual_seed(B * 10 + T + n)
     h = _channels_last_steps(torch.randn(B, T, C, n, n, generator=g, dtype=torch.float64).to(DEVICE, dtype))
     dout = torch.randn(B, C, n, n, generator=g, dtype=torch.float64).to(DEVICE, dtype)
@@ -46,7 +46,10 @@ def test_last_step_gradient_and_coefficients_are_the_attention_backward(B, T, C,
     for t in range(T - 1):
         made = attention_last.step_grad(gcl, h[:, T - 1], coef, t)
         torch.testing.assert_close(made.double(), want[:, t], rtol=tol, atol=tol, msg=f"step {t}")
-    assert torch.equal(dlast, attention.temporal_attention_fused_backward(dout, h)[:, T - 1])
+    # the full backward's last map: bit for bit under the interpreter; compiled, the two kernels' sums and fused
+    # multiply-adds may round apart in the last place
+    exact = dict(rtol=0, atol=0) if DEVICE == "cpu" else dict(rtol=tol * 0.1, atol=tol * 0.1)
+    torch.testing.assert_close(dlast, attention.temporal_attention_fused_backward(dout, h)[:, T - 1], **exact)
 
 
 def test_last_step_gradient_wants_channels_last_states():
@@ -161,6 +164,7 @@ def test_step_kernel_folds_the_attention_within_the_unfolded_error(B, T, n, monk
     kernel given the attention's maps) against the float64 oracle, within twice the error of the unfolded path
     (the training op, then the attention: dout_t read from the attention's backward) + 1e-3."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")  # the concatenated path at the small maps too
     monkeypatch.delenv("MSCRED_LSTM_CONV_CELL_BWD", raising=False)
     folded_steps = []
     real = conv_cell.step_backward
