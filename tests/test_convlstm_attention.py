@@ -20,7 +20,6 @@ from test_ops_triton_convlstm import DEVICE, FB, _inputs, _rel, _time_major, pyt
 
 HOPPER = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 needs_hopper = pytest.mark.skipif(not HOPPER, reason="level 1's step kernels run on Hopper (sm_90a) only")
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="full-size bf16 rows need a CUDA device")
 
 
 def _channels_last_steps(h: torch.Tensor) -> torch.Tensor:
@@ -79,23 +78,19 @@ def _reference(x, w, b, dout):
 @pytest.mark.parametrize("B, T, C, n, k", [(3, 5, 4, 7, 2), (2, 3, 3, 5, 2), (1, 4, 4, 6, 3), (2, 1, 3, 5, 2)])
 def test_one_op_equals_the_reference_in_float64(B, T, C, n, k, time_major, monkeypatch):
     """The attention output and every gradient equal the float64 reference's ConvLSTM + attention, at one step and
-    more, on the concatenated path and the per-step one: the Triton cell kernel makes each step's map but the last
-    where it reads it (ATTN)."""
+    more: the concatenated path takes the folded gradient (each step's map made where it is read), the per-step
+    path every step's map made first."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
     x, w, b, _ = _inputs(B, T, C, C, n, k, seed=70 + B + T + n)
     dout = torch.randn(B, C, n, n, generator=torch.Generator().manual_seed(3), dtype=torch.float64).to(DEVICE)
     from mscred.ops.triton import convlstm_concat
-    took, made = [], []
+    took = []
     real = convlstm_concat.backward
     monkeypatch.setattr(convlstm_concat, "backward", lambda dout_, *a: took.append(type(dout_)) or real(dout_, *a))
-    real_args = attention_last.FoldedGrad.cell_kernel_args
-    monkeypatch.setattr(attention_last.FoldedGrad, "cell_kernel_args", lambda self, t: made.append(t) or
-                        real_args(self, t))
     got = _fold_fwd_bwd(x, w, b, dout, k, time_major)
     concatenated = time_major or B == 1 or T == 1  # (steps of one window, or one step, are time-major as well)
     assert took == ([attention_last.FoldedGrad] if concatenated else [])
-    assert made == list(reversed(range(T - 1)))  # the cell kernel made every map but the last step's
     for name, g, e in zip(("attention", "dx", "dweight", "dbias"), got, _reference(x, w, b, dout)):
         torch.testing.assert_close(g, e, rtol=1e-10, atol=1e-10, msg=name)
 
@@ -191,35 +186,6 @@ def test_step_kernel_folds_the_attention_within_the_unfolded_error(B, T, n, monk
                                                  FB, padded=True))
     unfolded = [y.detach()] + [g.detach() for g in torch.autograd.grad(y, (xs, w_, b_), low[3])]
     assert folded_steps == [True] * (T - 1) + [False] * (T - 1)
-    for name, o, u, e in zip(("attention", "dx", "dweight", "dbias"), ours, unfolded, oracle):
-        assert torch.isfinite(o).all(), name
-        assert _rel(o, e) <= 2 * _rel(u, e) + 1e-3, f"{name}: {_rel(o, e):.3g} vs unfolded {_rel(u, e):.3g}"
-
-
-@needs_cuda
-@pytest.mark.parametrize("C, n, concatenated", [(64, 15, True), (128, 8, False), (256, 4, False), (32, 30, True)])
-def test_cell_kernel_folds_the_attention_within_the_unfolded_error(C, n, concatenated, monkeypatch):
-    """The model's levels at the training batch (128 windows, 5 steps), bf16, the Triton cell kernel making each
-    dout_t (level 1's with its step kernel switched off; levels 3-4 on the per-step path), against the float64
-    oracle within twice the unfolded path's error + 1e-3."""
-    monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
-    monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_BWD", "0")
-    B, T = 128, 5
-    made = []
-    real_args = attention_last.FoldedGrad.cell_kernel_args
-    monkeypatch.setattr(attention_last.FoldedGrad, "cell_kernel_args", lambda self, t: made.append(t) or
-                        real_args(self, t))
-    x, w, b, _ = _inputs(B, T, C, C, n, 2, seed=600 + C)
-    dout = torch.randn(B, C, n, n, generator=torch.Generator().manual_seed(5), dtype=torch.float64).to(DEVICE)
-    oracle = _reference(x, w, b, dout)
-    low = [t.to(torch.bfloat16) for t in (x, w, b, dout)]
-    ours = _fold_fwd_bwd(*low, 2, concatenated)
-    assert made == list(reversed(range(T - 1)))
-    xs = (_time_major(low[0], "nhwc") if concatenated else low[0]).detach().requires_grad_()
-    w_, b_ = low[1].detach().clone().requires_grad_(), low[2].detach().clone().requires_grad_()
-    y = attention.temporal_attention(fused.train(fused.pad_steps(xs, fused._padding(2), torch.channels_last), w_, b_,
-                                                 FB, padded=True))
-    unfolded = [y.detach()] + [g.detach() for g in torch.autograd.grad(y, (xs, w_, b_), low[3])]
     for name, o, u, e in zip(("attention", "dx", "dweight", "dbias"), ours, unfolded, oracle):
         assert torch.isfinite(o).all(), name
         assert _rel(o, e) <= 2 * _rel(u, e) + 1e-3, f"{name}: {_rel(o, e):.3g} vs unfolded {_rel(u, e):.3g}"

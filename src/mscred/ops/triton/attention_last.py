@@ -152,15 +152,6 @@ class FoldedGrad:
         """(g, h_last, coef_t (B, 2)) for a kernel that makes step t's map itself (``conv_cell.step_backward``)."""
         return self.g, self.h_last, self.coef[:, t]
 
-    def cell_kernel_args(self, t: int) -> tuple[torch.Tensor, dict]:
-        """(the map to pass as dh, the keyword arguments) with which the Triton cell backward kernel
-        (``convlstm_kernels.cell_bwd_kernel``, ATTN) makes step t's map itself (t < T - 1)."""
-        if self.h_last.stride()[1:] != self.g.stride()[1:]:
-            raise ValueError("FoldedGrad: g and h_last must share their channel and pixel strides")
-        coef = self.coef[:, t]
-        return self.g, dict(hl_ptr=self.h_last, hl_sb=self.h_last.stride(0), coef_ptr=coef, coef_sb=coef.stride(0),
-                            ATTN=True)
-
     def maps(self) -> tuple[torch.Tensor, torch.Tensor]:
         """g and h_last as one-step (B, 1, Ch, H, W) views, for the checks a step's dout passes."""
         return self.g.unsqueeze(1), self.h_last.unsqueeze(1)

@@ -706,9 +706,9 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     acc = torch.float64 if xp.dtype == torch.float64 else torch.float32  # the bias gradient
     recompute_c, dc_dtype = cell_backward_options(xp.dtype)
     fmt = _memory_format(layout)
-    if attn_g is not None:  # the cell kernels make each step's map (attention_last.FoldedGrad), channels-last only
+    if attn_g is not None:  # (only the concatenated path's backward folds it; the others get every step's map)
         folded = attention_last.FoldedGrad(attn_g.to(xp.dtype), attn_hl.to(xp.dtype), attn_coef, dout.to(xp.dtype))
-        dout = folded if layout == "nhwc" else folded.materialised()  # (the kernels' ATTN reads channels-last maps)
+        dout = folded if convlstm_concat.took(hprev, T, C, Ch) else folded.materialised()
     else:
         dout = dout.to(xp.dtype)
     if isinstance(dout, torch.Tensor) and not _pixels_flatten(dout):  # the kernel addresses a step by (batch,
@@ -735,9 +735,8 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
     # The bias gradient inside the cell kernel (channels-last tiles); for NCHW one reduction after the loop.
     fused_db = layout == "nhwc"
     db_acc = torch.zeros(4 * Ch, device=xp.device, dtype=acc)
-    folded = isinstance(dout, attention_last.FoldedGrad)
     for t in reversed(range(T)):
-        dout_t, attn = dout.cell_kernel_args(t) if folded and t < T - 1 else (dout.last if folded else dout[:, t], {})
+        dout_t = dout[:, t]
         dp2 = dpre[t] if time_major else dpre_bt[:, t]
         cell_bwd_kernel[grid](
             pre[t], *_s3(pre[t]), bias, cells[t - 1] if t > 0 else cells[t], cells[t], *_s3(cells[t]),
@@ -747,7 +746,7 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=layout == "nhwc", CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=fused_db,
             STORE2=not time_major, TILES=tiles, PRE_BIAS=False, FAST_ACT=fast,
-            RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, DHR_TAPS=taps, num_warps=NUM_WARPS_BWD, **attn,
+            RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, DHR_TAPS=taps, num_warps=NUM_WARPS_BWD,
         )
         if t > 0 and taps:  # its four tap shares from one GEMM, summed by the next step's cell kernel
             dhr = convlstm_gemm.recurrent_dgrad_taps(dpre[t], w_h)

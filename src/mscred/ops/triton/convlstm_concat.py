@@ -149,8 +149,8 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     # the gates as the forward stored them: without the bias (the cell kernel adds it), or with it (an A/B build of
     # the forward kernel, conv_cell.stores_pre_with_bias)
     pre_bias = not conv_cell.stores_pre_with_bias(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads)
-    # dout: (B, T, Ch, H, W), or the level's attention folded in (attention_last.FoldedGrad): the step kernels (the
-    # CUDA conv + cell kernel, or the Triton cell kernel) then make each step's map from the attention's two maps
+    # dout: (B, T, Ch, H, W), or the level's attention folded in (attention_last.FoldedGrad): the step kernel then
+    # makes each step's map from the attention's two maps, the other kernels take it made (FoldedGrad.step)
     folded = isinstance(dout, attention_last.FoldedGrad)
     fused = T > 1 and all(conv_cell.runs_backward(xh, maps, cells.dtype, dc_dtype, recompute_c, acc, C, Ch,
                                                   tuple(w.shape[2:]), pads)
@@ -167,7 +167,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             if t == 0:
                 copy_pixels(dimages[:B], conv_transpose(dp, w_x)[:, :C])
             continue
-        dout_t, attn = dout.cell_kernel_args(t) if folded and t < T - 1 else (dout.last if folded else dout[:, t], {})
+        dout_t = dout.step(t) if folded else dout[:, t]
         dhr = dc if dxh is None else dxh[:, C:]  # a dummy at the last step
         lstm.cell_bwd_kernel[grid](
             pre[t], *lstm._s3(pre[t]), bias, cells[t - 1] if t > 0 else cells[t], cells[t], *lstm._s3(cells[t]),
@@ -177,7 +177,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             HAS_CPREV=t > 0, HAS_DHR=t < T - 1, HAS_DC=t < T - 1,
             PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c, DBIAS=True,
             STORE2=False, TILES=tiles, PRE_BIAS=pre_bias, FAST_ACT=fast,
-            RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, num_warps=lstm.NUM_WARPS_BWD, **attn,
+            RECOMPUTE_C=recompute_c, GRID_STRIDE=grid_stride, num_warps=lstm.NUM_WARPS_BWD,
         )
         if fused:  # (t = T - 1: the kernel of step T - 2 convolves dpre_{T-1})
             continue

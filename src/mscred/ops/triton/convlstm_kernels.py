@@ -222,7 +222,7 @@ if triton is not None:
         dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
         CH, HAS_CPREV: tl.constexpr, HAS_DHR: tl.constexpr, HAS_DC: tl.constexpr, CDT: tl.constexpr,
         STORE2: tl.constexpr, PRE_BIAS: tl.constexpr, FAST_ACT: tl.constexpr, RECOMPUTE_C: tl.constexpr,
-        DHR_TAPS: tl.constexpr, hl_ptr, hl_sb, coef_ptr, coef_sb, ATTN: tl.constexpr,
+        DHR_TAPS: tl.constexpr,
     ):
         """One tile of ``cell_bwd_kernel``: loads, the gate gradients' arithmetic and their stores (and dc_{t-1});
         returns the four gate gradients in the compute type, for the bias sums."""
@@ -255,15 +255,7 @@ if triton is not None:
         else:
             c = tl.load(c_ptr + cell, mask=mask, other=0.0).to(CDT)
         tc = _act_tanh(c, FAST_ACT)
-        if ATTN:  # dh_t from the level's attention, a_t g + ds_t h_{T-1} (g at dh_ptr; ``attention_last``), rounded
-            # to the stored dtype as the attention's backward stores it
-            go = tl.load(dh_ptr + b * dh_sb + ch * dh_sc + p * dh_sp, mask=mask, other=0.0).to(CDT)
-            hl = tl.load(hl_ptr + b * hl_sb + ch * dh_sc + p * dh_sp, mask=mask, other=0.0).to(CDT)
-            a = tl.load(coef_ptr + b * coef_sb, mask=mask, other=0.0).to(CDT)
-            ds = tl.load(coef_ptr + b * coef_sb + 1, mask=mask, other=0.0).to(CDT)
-            dh = (a * go + ds * hl).to(dh_ptr.dtype.element_ty).to(CDT)
-        else:
-            dh = tl.load(dh_ptr + b * dh_sb + ch * dh_sc + p * dh_sp, mask=mask, other=0.0).to(CDT)
+        dh = tl.load(dh_ptr + b * dh_sb + ch * dh_sc + p * dh_sp, mask=mask, other=0.0).to(CDT)
         if HAS_DHR:
             if DHR_TAPS:  # the recurrent gradient as a 2 x 2 convolution's d(im2col) (``convlstm_gemm.dgrad_by_gemm``):
                 # h at (y, x) fed the output pixel (y - dy, x - dx) through tap (dy, dx), whose block of CH columns
@@ -315,8 +307,6 @@ if triton is not None:
         DBIAS: tl.constexpr, STORE2: tl.constexpr, TILES: tl.constexpr, PRE_BIAS: tl.constexpr,
         FAST_ACT: tl.constexpr = False, RECOMPUTE_C: tl.constexpr = False, GRID_STRIDE: tl.constexpr = False,
         DHR_TAPS: tl.constexpr = False,
-        hl_ptr=None, hl_sb=0, coef_ptr=None, coef_sb=0,  # if ATTN: h_{T-1} (dh's channel and pixel strides) and
-        ATTN: tl.constexpr = False,                     # (a_t, ds_t) per image; dh_ptr is then the attention's g
     ):
         # TILES row tiles per program (channels-last; 1 for NCHW): the bias gradient's column sums (a reduction
         # through shared memory) and atomic adds are made once per program, not once per tile. GRID_STRIDE
@@ -343,8 +333,7 @@ if triton is not None:
                 dh_ptr, dh_sb, dh_sc, dh_sp,
                 dhr_ptr, dhr_sb, dhr_sc, dhr_sy, dhr_sx, dc_ptr, dc_sb, dc_sc, dc_sp, dpre_ptr, dp_sb, dp_sc, dp_sp,
                 dpre2_ptr, dp2_sb, dp2_sc, dp2_sy, dp2_sx, mask, b, ch, p, W, PAD_T, PAD_L, forget_bias,
-                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2, PRE_BIAS, FAST_ACT, RECOMPUTE_C, DHR_TAPS,
-                hl_ptr, hl_sb, coef_ptr, coef_sb, ATTN)
+                CH, HAS_CPREV, HAS_DHR, HAS_DC, CDT, STORE2, PRE_BIAS, FAST_ACT, RECOMPUTE_C, DHR_TAPS)
             if DBIAS:
                 s_i += tl.where(mask, d_i, 0.0)
                 s_g += tl.where(mask, d_g, 0.0)
