@@ -168,10 +168,11 @@ __global__ void __launch_bounds__(kBwdWarpgroups * 128, 1) conv_cell_bwd_kernel(
     in.c_prev = p.c_prev != nullptr ? load16(p.c_prev + static_cast<size_t>(pix) * CH + lane_ch)
                                      : make_uint4(0, 0, 0, 0);
     const size_t at_map = static_cast<size_t>(pix - b * HW) * CH + lane_ch;
-    in.dout = p.attn_g == nullptr ? load16(p.dout + b * p.dout_sb + at_map)
-                                  : attention_grad(load16(p.attn_g + b * p.attn_g_sb + at_map),
-                                                   load16(p.attn_hl + b * p.attn_hl_sb + at_map),
-                                                   __ldg(reinterpret_cast<const float2*>(p.attn_coef + b * p.attn_coef_sb)));
+    in.dout = p.attn_g == nullptr
+                  ? load16(p.dout + b * p.dout_sb + at_map)
+                  : attention_grad(load16(p.attn_g + b * p.attn_g_sb + at_map),
+                                   load16(p.attn_hl + b * p.attn_hl_sb + at_map),
+                                   __ldg(reinterpret_cast<const float2*>(p.attn_coef + b * p.attn_coef_sb)));
     const uint4* dc_at = reinterpret_cast<const uint4*>(p.dc + static_cast<size_t>(pix) * CH + lane_ch);
     in.dc[0] = dc_at[0];  // (dc is written below: a coherent load, not load16's read-only path)
     in.dc[1] = dc_at[1];

@@ -94,8 +94,8 @@ def last_step_grad(dout: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, t
 
     - g: dout in h's dtype stored channels-last (itself if it is; the attention's backward takes the same copy);
     - dlast: dL/dH_{T-1}, (B, C, H, W) stored channels-last, as the attention's backward would write it;
-    - coef: (B, T, 2) float32 (float64 for float64), (a_k, ds_k) of each sample and step: dL/dH_k = a_k g + ds_k H_{T-1} for k < T - 1
-      (what the attention's backward would store, rounded once to h's dtype).
+    - coef: (B, T, 2) float32 (float64 for float64), (a_k, ds_k) of each sample and step: dL/dH_k = a_k g +
+      ds_k H_{T-1} for k < T - 1 (what the attention's backward would store, rounded once to h's dtype).
     """
     if not attention._channels_last(h):
         raise ValueError("last_step_grad: h must be stored channels-last, (B, T, H, W, C)")

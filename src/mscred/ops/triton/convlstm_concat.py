@@ -128,8 +128,9 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
              cells: torch.Tensor, xh: torch.Tensor, pads, forget_bias: float, cdt, acc, recompute_c: bool,
              dc_dtype: torch.dtype):
     """(dimages (T*B, C, Hp, Wp) time-major, dw_x, dw_h, dbias in the bias's dtype) of ``forward``'s output for
-    dout (B, T, Ch, H, W) or an ``attention_last.FoldedGrad``; ``pre`` the gates ``forward`` returned, ``acc`` the bias gradient's accumulation dtype,
-    ``recompute_c`` and ``dc_dtype`` the cell kernel's settings (``lstm.cell_backward_options``)."""
+    dout (B, T, Ch, H, W) or an ``attention_last.FoldedGrad``; ``pre`` the gates ``forward`` returned, ``acc`` the
+    bias gradient's accumulation dtype, ``recompute_c`` and ``dc_dtype`` the cell kernel's settings
+    (``lstm.cell_backward_options``)."""
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     HP, WP = xh.shape[-2:]
