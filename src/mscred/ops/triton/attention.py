@@ -218,19 +218,26 @@ if triton is not None:
     # The two passes over a range [start, start + length) of a sample's D, shared by the one-program-per-sample
     # kernels (the whole of D, CHUNKED off: no second mask) and the split kernels (one chunk, CHUNKED).
     @triton.jit
+    def _step_tiles(base, t, tmask, start, d0, length, T, D, CDT: tl.constexpr, BLOCK: tl.constexpr,
+                    CHUNKED: tl.constexpr):
+        """The BLOCK elements of D from start + d0 (CHUNKED: masked at the range's end too): (d, their mask, the
+        (T_PAD, BLOCK) tile of every step's H there, H_T's row there) in the compute type."""
+        d = start + d0 + tl.arange(0, BLOCK)
+        dmask = d < D
+        if CHUNKED:
+            dmask = dmask & (d0 + tl.arange(0, BLOCK) < length)
+        hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :], other=0.0).to(CDT)
+        hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
+        return d, dmask, hk, hl
+
+    @triton.jit
     def _dot_tiles(base, dout_row, t, tmask, start, length, T, D, CDT: tl.constexpr, T_PAD: tl.constexpr,
                    BLOCK: tl.constexpr, WITH_DOUT: tl.constexpr, CHUNKED: tl.constexpr):
         """Pass 1: the (T_PAD, BLOCK) tiles of <H_k, H_T> and (WITH_DOUT) <H_k, dout>, to be summed over axis 1."""
         acc_s = tl.zeros([T_PAD, BLOCK], dtype=CDT)
         acc_g = tl.zeros([T_PAD, BLOCK], dtype=CDT)
         for d0 in range(0, length, BLOCK):
-            d = start + d0 + tl.arange(0, BLOCK)
-            dmask = d < D
-            if CHUNKED:
-                dmask = dmask & (d0 + tl.arange(0, BLOCK) < length)
-            hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
-                         other=0.0).to(CDT)
-            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
+            d, dmask, hk, hl = _step_tiles(base, t, tmask, start, d0, length, T, D, CDT, BLOCK, CHUNKED)
             acc_s += hk * hl[None, :]
             if WITH_DOUT:
                 go = tl.load(dout_row + d, mask=dmask, other=0.0).to(CDT)
@@ -299,13 +306,8 @@ if triton is not None:
         """Backward pass 2: dH_k = a_k dout + ds_k H_T (+ sum_j ds_j H_j for k = T - 1); ds already over T."""
         last = (t == T - 1)[:, None]
         for d0 in range(0, length, BLOCK):
-            d = start + d0 + tl.arange(0, BLOCK)
-            dmask = d < D
-            if CHUNKED:
-                dmask = dmask & (d0 + tl.arange(0, BLOCK) < length)
+            d, dmask, hk, hl = _step_tiles(base, t, tmask, start, d0, length, T, D, CDT, BLOCK, CHUNKED)
             m2 = tmask[:, None] & dmask[None, :]
-            hk = tl.load(base + t[:, None] * D + d[None, :], mask=m2, other=0.0).to(CDT)
-            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
             go = tl.load(dout_row + d, mask=dmask, other=0.0).to(CDT)
             g = a[:, None] * go[None, :] + ds[:, None] * hl[None, :]
             extra = tl.sum(ds[:, None] * hk, axis=0)  # the score of every step also depends on H_T

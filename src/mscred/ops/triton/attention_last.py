@@ -35,13 +35,7 @@ if triton is not None:
         a_last = tl.sum(tl.where(last, a, 0.0), axis=0)
         ds_last = tl.sum(tl.where(last, ds, 0.0), axis=0)
         for d0 in range(0, length, BLOCK):
-            d = start + d0 + tl.arange(0, BLOCK)
-            dmask = d < D
-            if CHUNKED:
-                dmask = dmask & (d0 + tl.arange(0, BLOCK) < length)
-            hk = tl.load(base + t[:, None] * D + d[None, :], mask=tmask[:, None] & dmask[None, :],
-                         other=0.0).to(CDT)
-            hl = tl.load(base + (T - 1) * D + d, mask=dmask, other=0.0).to(CDT)
+            d, dmask, hk, hl = attention._step_tiles(base, t, tmask, start, d0, length, T, D, CDT, BLOCK, CHUNKED)
             go = tl.load(dout_row + d, mask=dmask, other=0.0).to(CDT)
             g = a_last * go + ds_last * hl
             g += tl.sum(ds[:, None] * hk, axis=0)
