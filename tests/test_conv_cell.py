@@ -277,9 +277,10 @@ def test_backward_check_compares_the_right_gradients():
     the split backward, float64 (the Triton interpreter on a CPU) -- agrees with the float64 reference to rounding;
     with the weight halves swapped it would not."""
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    errors = conv_cell._level_backward_errors(device, torch.float64, torch.float64)
-    assert set(errors) == {"input", "weight", "bias"}
-    assert max(errors.values()) < 1e-6, errors
+    for attention in (False, True):  # dL/dh read, and made from the level's attention (FoldedGrad)
+        errors = conv_cell._level_backward_errors(device, torch.float64, torch.float64, attention=attention)
+        assert set(errors) == {"input", "weight", "bias"}
+        assert max(errors.values()) < 1e-6, (attention, errors)
 
 
 def test_transposed_weight_is_taps_then_input_channels_then_gates():

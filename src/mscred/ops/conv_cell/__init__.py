@@ -197,18 +197,35 @@ def _small_level(device: torch.device, dtype: torch.dtype = torch.bfloat16, cell
 
 
 def _level_backward_errors(device: torch.device, dtype: torch.dtype = torch.bfloat16,
-                           cell_dtype: torch.dtype = torch.float16, kernel_check=None) -> dict[str, float]:
+                           cell_dtype: torch.dtype = torch.float16, kernel_check=None,
+                           attention: bool = False) -> dict[str, float]:
     """``convlstm_concat``'s training forward and backward of the small level (``_small_level``) against the float64
     reference's gradients: the relative error of the input, weight and bias gradients. ``kernel_check(xh, dout)``,
-    if given, runs before them and may raise (is_backward_available: the kernel must take this level)."""
+    if given, runs before them and may raise (is_backward_available: the kernel must take this level).
+    ``attention``: dL/dh as the level's attention folds it in (``triton.attention_last.FoldedGrad``: steps t < T - 1
+    made from g, h_{T-1} and per-image coefficients where they are read), the reference given the same maps."""
     from mscred.ops import reference
     from mscred.ops.triton import convlstm_concat
     from mscred.ops.triton.runtime import tl
     x, w, b, images, low_w, bufs = _small_level(device, dtype, cell_dtype)
     B, T, C, n = x.shape[0], x.shape[1], x.shape[2], x.shape[-1]
-    dout = torch.randn(B, T, C, n, n, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
-    # dL/dh in the output's layout: (B, T, Ch, H, W) with contiguous (H, W, Ch) maps, as the kernel reads it
-    dout_cl = dout.to(device, dtype).permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+    gen = torch.Generator().manual_seed(1)
+    dout = torch.randn(B, T, C, n, n, generator=gen, dtype=torch.float64)
+
+    def maps(t: torch.Tensor) -> torch.Tensor:  # (B, [T,] C, H, W) with contiguous (H, W, C) maps, as kernels read
+        order = (0, 2, 3, 1) if t.dim() == 4 else (0, 1, 3, 4, 2)
+        back = (0, 3, 1, 2) if t.dim() == 4 else (0, 1, 4, 2, 3)
+        return t.to(device, dtype).permute(*order).contiguous().permute(*back)
+    if attention:
+        from mscred.ops.triton.attention_last import FoldedGrad
+        g, h_last = maps(dout[:, 0]), maps(dout[:, 1])
+        coef = torch.randn(B, T, 2, generator=gen, dtype=torch.float64).to(
+            device, torch.float64 if dtype == torch.float64 else torch.float32)
+        folded = FoldedGrad(g, h_last, coef, maps(dout[:, T - 1]))
+        dout = torch.stack([folded.step(t).double().cpu() for t in range(T)], 1)  # as the kernels round them
+        dout_cl = folded
+    else:
+        dout_cl = maps(dout)
     _, cells, xh = bufs
     if kernel_check is not None:
         kernel_check(xh, dout_cl)
@@ -270,13 +287,19 @@ def is_backward_available() -> tuple[bool, str]:
     try:
         _backward()
 
+        from mscred.ops.triton.attention_last import FoldedGrad
+
         def takes_it(xh, dout):
-            if not runs_backward_on_check_level(xh, dout):
-                raise RuntimeError("built, but it does not take the test level")
-        errors = _level_backward_errors(torch.device("cuda", torch.cuda.current_device()), kernel_check=takes_it)
-        name = max(errors, key=errors.get)
-        if not errors[name] < 5e-2:
-            return False, f"built, but a test level's {name} gradient is off by {errors[name]:.3g} (relative)"
+            for maps in dout.maps() if isinstance(dout, FoldedGrad) else (dout,):
+                if not runs_backward_on_check_level(xh, maps):
+                    raise RuntimeError("built, but it does not take the test level")
+        device = torch.device("cuda", torch.cuda.current_device())
+        for attention in (False, True):  # dL/dh read, and made from the level's attention (FoldedGrad)
+            errors = _level_backward_errors(device, kernel_check=takes_it, attention=attention)
+            name = max(errors, key=errors.get)
+            if not errors[name] < 5e-2:
+                how = " with the attention folded in" if attention else ""
+                return False, f"built, but a test level's {name} gradient{how} is off by {errors[name]:.3g} (relative)"
     except Exception as err:  # noqa: BLE001
         return False, str(err)
     return True, "CUDA kernel built (wgmma), training level 1's backward steps"
