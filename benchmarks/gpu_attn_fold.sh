@@ -8,14 +8,6 @@
 # Writes $OUT/NAME.tgz: NAME/{machine.txt, gpu_tests.txt, env_ab.md, step_log.txt}.
 #   bash benchmarks/gpu_attn_fold.sh NAME
 set -uo pipefail
-NAME=${1:-attn_fold}
-. benchmarks/device_env.sh
-cache_bytecode
-D=$(result_dir "$NAME")
-bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-330}" tests/test_convlstm_attention.py \
-  tests/test_conv_cell.py -k "attention or backward or training or step_outputs"
-echo "tests done at ${SECONDS}s"
-timeout 220 python3 benchmarks/env_ab.py --var MSCRED_LSTM_ATTN_FOLD --values 0, --rounds 3 --out "$D" \
-  > "$D/step_log.txt" 2>&1
-echo "step A/B exit $? at ${SECONDS}s"; tail -5 "$D/env_ab.md"
-(cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")
+TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-330} AB_TIMEOUT_S=220 bash benchmarks/gpu_tests_step_ab.sh "${1:-attn_fold}" \
+  MSCRED_LSTM_ATTN_FOLD 0, 3 tests/test_convlstm_attention.py tests/test_conv_cell.py \
+  -k "attention or backward or training or step_outputs"

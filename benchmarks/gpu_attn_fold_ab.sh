@@ -5,11 +5,4 @@
 # Writes $OUT/NAME.tgz: NAME/{machine.txt, env_ab.md, step_log.txt}.
 #   bash benchmarks/gpu_attn_fold_ab.sh NAME
 set -uo pipefail
-NAME=${1:-attn_fold_ab}
-. benchmarks/device_env.sh
-cache_bytecode
-D=$(result_dir "$NAME")
-timeout 200 python3 benchmarks/env_ab.py --var MSCRED_LSTM_ATTN_FOLD --values 0, --rounds 5 --out "$D" \
-  > "$D/step_log.txt" 2>&1
-echo "step A/B exit $? at ${SECONDS}s"; tail -4 "$D/env_ab.md"
-(cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")
+AB_TIMEOUT_S=200 bash benchmarks/gpu_tests_step_ab.sh "${1:-attn_fold_ab}" MSCRED_LSTM_ATTN_FOLD 0, 5

@@ -8,14 +8,5 @@
 # Writes $OUT/NAME.tgz: NAME/{machine.txt, gpu_tests.txt, env_ab.md, step_log.txt}.
 #   bash benchmarks/gpu_next_1204.sh NAME
 set -uo pipefail
-NAME=${1:-next_1204}
-. benchmarks/device_env.sh
-cache_bytecode
-D=$(result_dir "$NAME")
-bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-300}" tests/test_packed_adam.py \
-  tests/test_weight_transpose.py tests/test_weight_cache.py
-echo "tests done at ${SECONDS}s"
-timeout 200 python3 benchmarks/env_ab.py --var MSCRED_WEIGHT_GRAD_PARTS --values 0,1 --rounds 3 --out "$D" \
-  > "$D/step_log.txt" 2>&1
-echo "step A/B exit $? at ${SECONDS}s"; tail -5 "$D/env_ab.md"
-(cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")
+TEST_TIMEOUT_S=${TEST_TIMEOUT_S:-300} AB_TIMEOUT_S=200 bash benchmarks/gpu_tests_step_ab.sh "${1:-next_1204}" \
+  MSCRED_WEIGHT_GRAD_PARTS 0,1 3 tests/test_packed_adam.py tests/test_weight_transpose.py tests/test_weight_cache.py
