@@ -283,6 +283,14 @@ def test_backward_check_compares_the_right_gradients():
         assert max(errors.values()) < 1e-6, (attention, errors)
 
 
+@needs_hopper
+def test_backward_kernel_reports_itself_available_with_and_without_the_attention():
+    """``is_backward_available`` (what ``mscred env`` prints): the built kernel passes its self-check, dL/dh read and
+    made from the level's attention (the two code paths of its epilogue's dout)."""
+    ok, why = conv_cell.is_backward_available()
+    assert ok, why
+
+
 def test_transposed_weight_is_taps_then_input_channels_then_gates():
     w = torch.randn(8, 3, 2, 2, dtype=torch.float64).contiguous(memory_format=torch.channels_last)
     w_t = conv_cell.transposed_weight(w)
