@@ -129,6 +129,9 @@ def test_fold_setting(monkeypatch):
     assert not convlstm_attention.folds(x, w)  # float32 (and, on a CPU, no kernel)
     with torch.autocast(DEVICE, dtype=torch.bfloat16):
         assert convlstm_attention.folds(x, w) == HOPPER
+        monkeypatch.setenv("MSCRED_LSTM_CONV_CELL_BWD", "0")  # the split backward: no kernel to fold into
+        assert not convlstm_attention.folds(x, w)
+        monkeypatch.delenv("MSCRED_LSTM_CONV_CELL_BWD")
     assert not convlstm_attention.folds(x[:, :, :16], torch.zeros(64, 32, 2, 2, device=DEVICE))
 
 

@@ -9,7 +9,8 @@ ConvLSTM's backward the attention's two maps (g, h_{T-1}) instead of T - 1 more:
 they are read (``attention_last.FoldedGrad``), the same values.
 
 ``folds`` says where the model takes it: MSCRED_LSTM_ATTN_FOLD=0 never, =1 wherever the fused ops run (the CPU
-interpreter's tests), unset where level 1's step kernels run (Hopper, bf16, 32 channels, 2 x 2).
+interpreter's tests), unset where level 1's step kernels run (Hopper, bf16, 32 channels, 2 x 2; not with
+MSCRED_LSTM_CONV_CELL_BWD=0).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import torch
 from mscred.ops import conv_cell, weight_cache, wgrad_stream
 from mscred.ops.triton import attention, attention_last
 from mscred.ops.triton import convlstm as lstm
-from mscred.ops.triton.runtime import runs_fused
+from mscred.ops.triton.runtime import runs_fused, switched_off
 
 
 def folds(x: torch.Tensor, weight: torch.Tensor) -> bool:
@@ -32,6 +33,8 @@ def folds(x: torch.Tensor, weight: torch.Tensor) -> bool:
     if setting:
         return True
     if not x.is_cuda or torch.cuda.get_device_capability(x.device) != (9, 0):
+        return False
+    if switched_off("MSCRED_LSTM_CONV_CELL_BWD"):  # the split backward would make every step's map in PyTorch ops
         return False
     dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else x.dtype
     C, Ch, k = x.shape[2], weight.shape[0] // 4, weight.shape[-1]
