@@ -24,7 +24,8 @@ KERNELS = {
     "fwd sliced": (A._attn_fwd_kernel, [H, OUT], dict(COMMON, SLICED=True, _warps=8)),
     "bwd": (A._attn_bwd_kernel, [H, DOUT, DH], dict(COMMON, _warps=16)),
     "split fwd": (A._attn_fwd_split_kernel, [H, PART, OUT], dict(COMMON, NCHUNK_PAD=8, SLICED=False, _warps=4)),
-    "split bwd": (A._attn_bwd_split_kernel, [H, DOUT, PART, DH], dict(COMMON, NCHUNK_PAD=8, _warps=4)),
+    "split bwd": (A._attn_bwd_split_kernel, [H, DOUT, PART, ("dpart_ptr", "*fp32"), DH],
+                  dict(COMMON, NCHUNK_PAD=8, _warps=4)),
 }
 # The first split kernel, each direction: at the split's tile; MSCRED_ATTN_PARTIAL_TILE=1024/8 (4 elements a thread
 # instead of 8); MSCRED_ATTN_LAST_APART=1 at T = 5 (the four earlier steps' tile, the last step apart).
@@ -32,7 +33,11 @@ for suffix, warps, apart in (("", 4, False), (", 8 warps", 8, False), (", last a
     for direction, with_dout in (("forward", False), ("backward", True)):
         KERNELS[f"split partial ({direction}){suffix}"] = (
             A._attn_partial_kernel, [H, DOUT, PART],
-            dict(COMMON, WITH_DOUT=with_dout, LAST_APART=apart, ROWS=4 if apart else 1, _warps=warps))
+            dict(COMMON, WITH_DOUT=with_dout, LAST_APART=apart, ROWS=4 if apart else 1, SCORES=True, _warps=warps))
+# The backward's first kernel with the forward's scores saved (MSCRED_ATTN_SAVED_SCORES=1): <H_k, dout> alone.
+KERNELS["split partial (backward), saved scores"] = (
+    A._attn_partial_kernel, [H, DOUT, PART], dict(COMMON, WITH_DOUT=True, LAST_APART=False, ROWS=1, SCORES=False,
+                                                  _warps=4))
 
 
 def main() -> None:

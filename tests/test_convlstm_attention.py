@@ -74,14 +74,16 @@ def _reference(x, w, b, dout):
     return [y.detach()] + [g.detach() for g in torch.autograd.grad(y, (x, w, b), dout)]
 
 
+@pytest.mark.parametrize("saved_scores", ["0", "1"])  # the attention's scores recomputed / the forward's
 @pytest.mark.parametrize("time_major", [True, False])  # the concatenated path, the per-step path
 @pytest.mark.parametrize("B, T, C, n, k", [(3, 5, 4, 7, 2), (2, 3, 3, 5, 2), (1, 4, 4, 6, 3), (2, 1, 3, 5, 2)])
-def test_one_op_equals_the_reference_in_float64(B, T, C, n, k, time_major, monkeypatch):
+def test_one_op_equals_the_reference_in_float64(B, T, C, n, k, time_major, saved_scores, monkeypatch):
     """The attention output and every gradient equal the float64 reference's ConvLSTM + attention, at one step and
     more: the concatenated path takes the folded gradient (each step's map made where it is read), the per-step
     path every step's map made first."""
     monkeypatch.setenv("MSCRED_FUSED_LAYOUT", "nhwc")
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
+    monkeypatch.setenv("MSCRED_ATTN_SAVED_SCORES", saved_scores)
     x, w, b, _ = _inputs(B, T, C, C, n, k, seed=70 + B + T + n)
     dout = torch.randn(B, C, n, n, generator=torch.Generator().manual_seed(3), dtype=torch.float64).to(DEVICE)
     from mscred.ops.triton import convlstm_concat
@@ -106,7 +108,7 @@ def test_opcheck_schema_fake_and_autograd(monkeypatch):
     utils = ("test_schema", "test_autograd_registration", "test_faketensor")
     torch.library.opcheck(convlstm_attention.convlstm_attention_train, (xp, w_x, w_h, b, FB, "nhwc"),
                           test_utils=utils)
-    out = convlstm_attention.convlstm_attention_train(xp, w_x, w_h, b, FB, "nhwc")[1].detach()
+    out = convlstm_attention.convlstm_attention_train(xp, w_x, w_h, b, FB, "nhwc")[2].detach()
     g = torch.randn(2, 4, 4, 2, dtype=torch.float64, device=DEVICE).permute(0, 3, 1, 2)
     torch.library.opcheck(convlstm_attention.temporal_attention_last_grad, (g, out),
                           test_utils=("test_schema", "test_faketensor"))

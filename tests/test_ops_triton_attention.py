@@ -214,6 +214,29 @@ def test_split_over_d_equals_reference(B, C, n, T, layout, partial_tile, last_ap
     assert [(t["LAST_APART"], t["ROWS"]) for t in tiles] == [(a, rows if a else 1) for a in apart]
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("T", [5, 2])
+def test_saved_scores_give_the_same_gradients(layout, T, monkeypatch):
+    """MSCRED_ATTN_SAVED_SCORES=1: the split backward takes the forward's score partials (the op's second output)
+    and its first kernel forms <H_k, dout> alone, into a buffer of its own; the gradient is the recomputing path's
+    bit for bit (the same partials) and the float64 reference's."""
+    monkeypatch.setenv("MSCRED_ATTN_SPLIT", "8/128/4")
+    h, dout = _inputs(3, T, 4, 16, seed=40 + T)
+    if layout == "channels_last":
+        h = h.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
+    passes = []
+    real = fused.backward_partials
+    monkeypatch.setattr(fused, "backward_partials", lambda *a: passes.append(real(*a)) or passes[-1])
+    grads = []
+    for setting in ("0", "1"):
+        monkeypatch.setenv("MSCRED_ATTN_SAVED_SCORES", setting)
+        grads.append(_fwd_bwd(fused.temporal_attention, h, dout)[1])
+    (part0, dpart0, _), (part1, dpart1, _) = passes
+    assert part0 is dpart0 and part1 is not dpart1  # recomputed in one buffer; the forward's and the backward's own
+    assert torch.equal(grads[0], grads[1])
+    assert _rel(grads[1], _fwd_bwd(ref.temporal_attention, h, dout)[1]) < 1e-12
+
+
 def test_split_choice():
     """One program per sample once the samples give half the programs wanted (the scoring batch); otherwise chunks
     of 64-element multiples covering D, at most one per BLOCK-sized piece of D and about the programs wanted."""

@@ -28,6 +28,7 @@ runs, neither a step gain on the H200).
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import torch
 
@@ -84,7 +85,7 @@ def temporal_attention(h: torch.Tensor) -> torch.Tensor:
     if not _runs_fused(h):
         from mscred.ops import reference
         return reference.temporal_attention(h)
-    return temporal_attention_fused(h)
+    return temporal_attention_fused(h)[0]
 
 
 def temporal_attention_into(h: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -102,21 +103,25 @@ def temporal_attention_into(h: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def _forward_channels_last(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: int, sliced: bool) -> None:
+def _forward_channels_last(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: int,
+                           sliced: bool) -> torch.Tensor:
     """The forward kernel on a channels-last h (B, T, C, H, W), stored (B, T, H, W, C): element (pixel, channel) of
     sample b goes to out + b * out_sb + pixel * out_sp + channel (SLICED: out_sp may exceed C), else to the dense
-    (B, H, W, C) ``out``."""
+    (B, H, W, C) ``out``. Returns ``_forward_kernels``' partials."""
     C = h.shape[2]
-    _forward_kernels(h.permute(0, 1, 3, 4, 2), out, out_sb, out_sp, C, sliced)  # contiguous (B, T, H, W, C)
+    return _forward_kernels(h.permute(0, 1, 3, 4, 2), out, out_sb, out_sp, C, sliced)  # contiguous (B, T, H, W, C)
 
 
-def _forward_kernels(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: int, C: int, sliced: bool) -> None:
-    """The forward on a contiguous h (B, T, ...) seen as (B, T, D): one program per sample, or split over D."""
+def _forward_kernels(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: int, C: int,
+                     sliced: bool) -> torch.Tensor:
+    """The forward on a contiguous h (B, T, ...) seen as (B, T, D): one program per sample, or split over D.
+    Returns the split's partials buffer (its scores' partials in [:, :, 0]; ``saved_scores``), or a (B, 0, 2,
+    T_PAD) one without the split."""
     B, T, D, meta = _launch_args(h, *_fwd_tile())
     split = _split(B, D)
     if split is None:
         _attn_fwd_kernel[(B,)](h, out, out_sb, out_sp, T, D, C, SLICED=sliced, **meta)
-        return
+        return _partials(h, 0, meta)
     nchunk, chunk, block, warps = split
     part = _partials(h, nchunk, meta)
     meta = dict(meta, BLOCK=block, num_warps=warps)
@@ -124,21 +129,45 @@ def _forward_kernels(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: in
     _attn_partial_kernel[(B, nchunk)](h, h, part, T, D, chunk, nchunk, **first)
     _attn_fwd_split_kernel[(B, nchunk)](h, part, out, out_sb, out_sp, T, D, C, chunk, nchunk, SLICED=sliced,
                                         NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
+    return part
 
 
-def _backward_kernels(h: torch.Tensor, dout: torch.Tensor, dh: torch.Tensor) -> None:
-    """The backward on contiguous h, dout, dh (B, T, ...), (B, ...), (B, T, ...): as ``_forward_kernels``."""
+def saved_scores() -> bool:
+    """MSCRED_ATTN_SAVED_SCORES=1 (opt-in, not yet measured on a GPU): the split backward takes the scores' partials
+    the forward computed (the op's second output) and its first kernel forms only <H_k, dout> -- one accumulator
+    tile instead of two (187 registers a thread at the split's tile, ``benchmarks/attention_sm90.py``). The same
+    partials, so the same gradients bit for bit."""
+    return _runtime.switched_on("MSCRED_ATTN_SAVED_SCORES")
+
+
+def backward_partials(h: torch.Tensor, dout: torch.Tensor, split, meta: dict, saved: torch.Tensor | None):
+    """The split backward's first pass on contiguous h (B, T, ...) and dout (B, ...): (the scores' partials, the
+    <H_k, dout> partials, the second kernels' meta) -- one buffer of both, or with ``saved_scores`` the forward's
+    ``saved`` partials (when they are of this split) and a buffer of the dout partials alone."""
+    B, T, D = h.shape[0], h.shape[1], h[0, 0].numel()
+    nchunk, chunk, block, warps = split
+    meta = dict(meta, BLOCK=block, num_warps=warps)
+    if saved is not None and saved.shape[1] == nchunk and saved_scores():
+        dpart = _partials(h, nchunk, meta)
+        _attn_partial_kernel[(B, nchunk)](h, dout, dpart, T, D, chunk, nchunk, WITH_DOUT=True, SCORES=False, **meta)
+        return saved, dpart, meta
+    part = _partials(h, nchunk, meta)
+    first = _partial_tile(dict(meta, WITH_DOUT=True), T)
+    _attn_partial_kernel[(B, nchunk)](h, dout, part, T, D, chunk, nchunk, **first)
+    return part, part, meta
+
+
+def _backward_kernels(h: torch.Tensor, dout: torch.Tensor, dh: torch.Tensor, saved: torch.Tensor | None) -> None:
+    """The backward on contiguous h, dout, dh (B, T, ...), (B, ...), (B, T, ...): as ``_forward_kernels``
+    (``saved``: its partials, ``backward_partials``)."""
     B, T, D, meta = _launch_args(h, BWD_BLOCK, BWD_WARPS)
     split = _split(B, D)
     if split is None:
         _attn_bwd_kernel[(B,)](h, dout, dh, T, D, **meta)
         return
-    nchunk, chunk, block, warps = split
-    part = _partials(h, nchunk, meta)
-    meta = dict(meta, BLOCK=block, num_warps=warps)
-    first = _partial_tile(dict(meta, WITH_DOUT=True), T)
-    _attn_partial_kernel[(B, nchunk)](h, dout, part, T, D, chunk, nchunk, **first)
-    _attn_bwd_split_kernel[(B, nchunk)](h, dout, part, dh, T, D, chunk, nchunk,
+    part, dpart, meta = backward_partials(h, dout, split, meta, saved)
+    nchunk, chunk = split[:2]
+    _attn_bwd_split_kernel[(B, nchunk)](h, dout, part, dpart, dh, T, D, chunk, nchunk,
                                         NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
 
 
@@ -232,13 +261,16 @@ if triton is not None:
 
     @triton.jit
     def _dot_tiles(base, dout_row, t, tmask, start, length, T, D, CDT: tl.constexpr, T_PAD: tl.constexpr,
-                   BLOCK: tl.constexpr, WITH_DOUT: tl.constexpr, CHUNKED: tl.constexpr):
-        """Pass 1: the (T_PAD, BLOCK) tiles of <H_k, H_T> and (WITH_DOUT) <H_k, dout>, to be summed over axis 1."""
+                   BLOCK: tl.constexpr, WITH_DOUT: tl.constexpr, CHUNKED: tl.constexpr,
+                   WITH_SCORES: tl.constexpr = True):
+        """Pass 1: the (T_PAD, BLOCK) tiles of (WITH_SCORES) <H_k, H_T> and (WITH_DOUT) <H_k, dout>, to be summed
+        over axis 1 (a tile left out stays zero)."""
         acc_s = tl.zeros([T_PAD, BLOCK], dtype=CDT)
         acc_g = tl.zeros([T_PAD, BLOCK], dtype=CDT)
         for d0 in range(0, length, BLOCK):
             d, dmask, hk, hl = _step_tiles(base, t, tmask, start, d0, length, T, D, CDT, BLOCK, CHUNKED)
-            acc_s += hk * hl[None, :]
+            if WITH_SCORES:
+                acc_s += hk * hl[None, :]
             if WITH_DOUT:
                 go = tl.load(dout_row + d, mask=dmask, other=0.0).to(CDT)
                 acc_g += hk * go[None, :]
@@ -344,11 +376,12 @@ if triton is not None:
     @triton.jit(do_not_specialize=["T", "NCHUNK"])
     def _attn_partial_kernel(h_ptr, dout_ptr, part_ptr, T, D, CHUNK, NCHUNK, CDT: tl.constexpr,
                              T_PAD: tl.constexpr, BLOCK: tl.constexpr, WITH_DOUT: tl.constexpr,
-                             LAST_APART: tl.constexpr = False, ROWS: tl.constexpr = 1):
+                             LAST_APART: tl.constexpr = False, ROWS: tl.constexpr = 1, SCORES: tl.constexpr = True):
         """Split pass 1, program (b, c): <H_k, H_T> (and, WITH_DOUT, <H_k, dout>) over chunk c of sample b's D,
         to part[b, c, 0, :T] (and part[b, c, 1, :T]); part is (B, NCHUNK, 2, T_PAD) in CDT. LAST_APART: the
         earlier steps in a (ROWS, BLOCK) tile and the last step apart (``_dot_rows_last``), else one
-        (T_PAD, BLOCK) tile of every step, T_PAD - T rows of it masked."""
+        (T_PAD, BLOCK) tile of every step, T_PAD - T rows of it masked. SCORES=False (not with LAST_APART): the
+        backward's <H_k, dout> alone, the scores' partials being the forward's (``saved_scores``)."""
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1)
         row = part_ptr + (b * NCHUNK + c) * 2 * T_PAD
@@ -361,8 +394,9 @@ if triton is not None:
         else:
             t = tl.arange(0, T_PAD)
             acc_s, acc_g = _dot_tiles(h_ptr + b * T * D, dout_ptr + b * D, t, t < T, c * CHUNK, CHUNK, T, D, CDT,
-                                      T_PAD, BLOCK, WITH_DOUT, True)
-            tl.store(row + t, tl.sum(acc_s, axis=1))
+                                      T_PAD, BLOCK, WITH_DOUT, True, SCORES)
+            if SCORES:
+                tl.store(row + t, tl.sum(acc_s, axis=1))
             if WITH_DOUT:
                 tl.store(row + T_PAD + t, tl.sum(acc_g, axis=1))
 
@@ -389,15 +423,17 @@ if triton is not None:
                       SLICED, True)
 
     @triton.jit(do_not_specialize=["T", "NCHUNK"])
-    def _attn_bwd_split_kernel(h_ptr, dout_ptr, part_ptr, dh_ptr, T, D, CHUNK, NCHUNK, CDT: tl.constexpr,
-                               T_PAD: tl.constexpr, BLOCK: tl.constexpr, NCHUNK_PAD: tl.constexpr):
-        """Split pass 2 of the backward, program (b, c): dH over chunk c."""
+    def _attn_bwd_split_kernel(h_ptr, dout_ptr, part_ptr, dpart_ptr, dh_ptr, T, D, CHUNK, NCHUNK,
+                               CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr,
+                               NCHUNK_PAD: tl.constexpr):
+        """Split pass 2 of the backward, program (b, c): dH over chunk c; the scores' partials from part, the
+        <H_k, dout> partials from dpart (the same buffer, or the forward's saved one and the backward's own)."""
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1)
         t = tl.arange(0, T_PAD)
         tmask = t < T
         a = _softmax_weights(_sample_dots(part_ptr, b, NCHUNK, 0, T_PAD, NCHUNK_PAD), tmask, T)
-        da = _sample_dots(part_ptr, b, NCHUNK, 1, T_PAD, NCHUNK_PAD)
+        da = _sample_dots(dpart_ptr, b, NCHUNK, 1, T_PAD, NCHUNK_PAD)
         ds = a * (da - tl.sum(a * da, axis=0)) / T
         _attention_grad(h_ptr + b * T * D, dout_ptr + b * D, dh_ptr + b * T * D, a, ds, t, tmask, c * CHUNK, CHUNK,
                         T, D, CDT, BLOCK, True)
@@ -423,25 +459,34 @@ def _channels_last(h: torch.Tensor) -> bool:
 # (H, W, C) order, with no copy, and the output / gradient come back in that order too (channels-last (B, C, H, W)
 # for the decoder's convolutions, a (B, T, H, W, C) gradient for the ConvLSTM's backward).
 @torch.library.custom_op("mscred::temporal_attention_fused", mutates_args=())
-def temporal_attention_fused(h: torch.Tensor) -> torch.Tensor:
-    """Fused forward: h (B, T, C, H, W) -> (B, C, H, W) (channels-last when h is stored channels-last)."""
+def temporal_attention_fused(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fused forward: h (B, T, C, H, W) -> (B, C, H, W) (channels-last when h is stored channels-last), and the
+    split's partials (``_forward_kernels``; for the backward, ``saved_scores``)."""
     B, _, C, H, W = h.shape
     if _channels_last(h):
         out = torch.empty(B, H, W, C, device=h.device, dtype=h.dtype)
-        _forward_channels_last(h, out, C * H * W, C, sliced=False)
-        return out.permute(0, 3, 1, 2)
+        part = _forward_channels_last(h, out, C * H * W, C, sliced=False)
+        return out.permute(0, 3, 1, 2), part
     h = h.contiguous()
     out = torch.empty(h.shape[0], *h.shape[2:], device=h.device, dtype=h.dtype)
-    _forward_kernels(h, out, h[0, 0].numel(), C, C, sliced=False)
-    return out
+    part = _forward_kernels(h, out, h[0, 0].numel(), C, C, sliced=False)
+    return out, part
+
+
+def partials_like(h: torch.Tensor) -> torch.Tensor:
+    """The forward's partials buffer for h (B, T, C, H, W), empty (the ops' fakes)."""
+    B, T = h.shape[:2]
+    split = _split(B, h[0, 0].numel())
+    dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
+    return h.new_empty(B, split[0] if split else 0, 2, max(triton.next_power_of_2(T), 2), dtype=dtype)
 
 
 @temporal_attention_fused.register_fake
 def _(h):
     B, _, C, H, W = h.shape
     if _channels_last(h):
-        return h.new_empty(B, H, W, C).permute(0, 3, 1, 2)
-    return h.new_empty(B, C, H, W)
+        return h.new_empty(B, H, W, C).permute(0, 3, 1, 2), partials_like(h)
+    return h.new_empty(B, C, H, W), partials_like(h)
 
 
 def _channels_last_copy(t: torch.Tensor) -> torch.Tensor:
@@ -457,24 +502,26 @@ def _channels_last_copy(t: torch.Tensor) -> torch.Tensor:
 
 
 @torch.library.custom_op("mscred::temporal_attention_fused_backward", mutates_args=())
-def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """dh (B, T, C, H, W) of ``temporal_attention_fused`` given dout (B, C, H, W); stored like h."""
+def temporal_attention_fused_backward(dout: torch.Tensor, h: torch.Tensor,
+                                      saved: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """dh (B, T, C, H, W) of ``temporal_attention_fused`` given dout (B, C, H, W); stored like h. ``saved``: the
+    forward's partials (``saved_scores``)."""
     B, T, C, H, W = h.shape
     if _channels_last(h):
         hp = h.permute(0, 1, 3, 4, 2)
         dp = _channels_last_copy(dout.to(h.dtype)).permute(0, 2, 3, 1)
         dh = torch.empty(B, T, H, W, C, device=h.device, dtype=h.dtype)
-        _backward_kernels(hp, dp, dh)
+        _backward_kernels(hp, dp, dh, saved)
         return dh.permute(0, 1, 4, 2, 3)
     h = h.contiguous()
     dout = dout.to(h.dtype).contiguous()
     dh = torch.empty(h.shape, device=h.device, dtype=h.dtype)
-    _backward_kernels(h, dout, dh)
+    _backward_kernels(h, dout, dh, saved)
     return dh
 
 
 @temporal_attention_fused_backward.register_fake
-def _(dout, h):
+def _(dout, h, saved=None):
     B, T, C, H, W = h.shape
     if _channels_last(h):
         return h.new_empty(B, T, H, W, C).permute(0, 1, 4, 2, 3)
@@ -482,12 +529,16 @@ def _(dout, h):
 
 
 def _setup_context(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
+    ctx.save_for_backward(inputs[0], output[1])
+    ctx.mark_non_differentiable(output[1])
+    ctx.set_materialize_grads(False)
 
 
-def _backward(ctx, dout):
-    (h,) = ctx.saved_tensors
-    return temporal_attention_fused_backward(dout, h)
+def _backward(ctx, dout, _dpart):
+    if dout is None:
+        return None
+    h, part = ctx.saved_tensors
+    return temporal_attention_fused_backward(dout, h, part)
 
 
 temporal_attention_fused.register_autograd(_backward, setup_context=_setup_context)

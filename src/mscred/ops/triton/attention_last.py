@@ -64,17 +64,18 @@ if triton is not None:
         _last_step_grad(base, dout_ptr + b * D, dlast_ptr + b * D, a, ds, t, tmask, 0, D, T, D, CDT, BLOCK, False)
 
     @triton.jit(do_not_specialize=["T", "NCHUNK"])
-    def _attn_last_split_kernel(h_ptr, dout_ptr, part_ptr, dlast_ptr, coef_ptr, T, D, CHUNK, NCHUNK,
+    def _attn_last_split_kernel(h_ptr, dout_ptr, part_ptr, dpart_ptr, dlast_ptr, coef_ptr, T, D, CHUNK, NCHUNK,
                                 CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr,
                                 NCHUNK_PAD: tl.constexpr):
-        """Program (b, c) after the attention's ``_attn_partial_kernel``: dH_T over chunk c; chunk 0 also stores
-        the sample's coefficients."""
+        """Program (b, c) after the attention's first pass (``attention.backward_partials``: the scores'
+        partials in part, the <H_k, dout> ones in dpart): dH_T over chunk c; chunk 0 also stores the sample's
+        coefficients."""
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1)
         t = tl.arange(0, T_PAD)
         tmask = t < T
         a = attention._softmax_weights(attention._sample_dots(part_ptr, b, NCHUNK, 0, T_PAD, NCHUNK_PAD), tmask, T)
-        da = attention._sample_dots(part_ptr, b, NCHUNK, 1, T_PAD, NCHUNK_PAD)
+        da = attention._sample_dots(dpart_ptr, b, NCHUNK, 1, T_PAD, NCHUNK_PAD)
         ds = a * (da - tl.sum(a * da, axis=0)) / T
         if c == 0:
             _store_coefficients(coef_ptr + b * T * 2, a, ds, t, tmask)
@@ -82,7 +83,8 @@ if triton is not None:
                         T, D, CDT, BLOCK, True)
 
 
-def last_step_grad(dout: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def last_step_grad(dout: torch.Tensor, h: torch.Tensor,
+                   saved: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(g, dlast, coef) for the attention of h (B, T, C, H, W) stored channels-last ((B, T, H, W, C), the fused
     ConvLSTM's output) given dout (B, C, H, W), where the kernels run:
 
@@ -90,6 +92,7 @@ def last_step_grad(dout: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, t
     - dlast: dL/dH_{T-1}, (B, C, H, W) stored channels-last, as the attention's backward would write it;
     - coef: (B, T, 2) float32 (float64 for float64), (a_k, ds_k) of each sample and step: dL/dH_k = a_k g +
       ds_k H_{T-1} for k < T - 1 (what the attention's backward would store, rounded once to h's dtype).
+    ``saved``: the forward's partials (``attention.saved_scores``).
     """
     if not attention._channels_last(h):
         raise ValueError("last_step_grad: h must be stored channels-last, (B, T, H, W, C)")
@@ -104,12 +107,9 @@ def last_step_grad(dout: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, t
     if split is None:
         _attn_last_kernel[(B,)](hp, gp, dlast, coef, T, D, **meta)
     else:
-        nchunk, chunk, block, warps = split
-        part = attention._partials(hp, nchunk, meta)
-        meta = dict(meta, BLOCK=block, num_warps=warps)
-        first = attention._partial_tile(dict(meta, WITH_DOUT=True), T)
-        attention._attn_partial_kernel[(B, nchunk)](hp, gp, part, T, D, chunk, nchunk, **first)
-        _attn_last_split_kernel[(B, nchunk)](hp, gp, part, dlast, coef, T, D, chunk, nchunk,
+        part, dpart, meta = attention.backward_partials(hp, gp, split, meta, saved)
+        nchunk, chunk = split[:2]
+        _attn_last_split_kernel[(B, nchunk)](hp, gp, part, dpart, dlast, coef, T, D, chunk, nchunk,
                                              NCHUNK_PAD=max(triton.next_power_of_2(nchunk), 2), **meta)
     return g, dlast.permute(0, 3, 1, 2), coef
 

@@ -15,6 +15,7 @@ MSCRED_LSTM_CONV_CELL_BWD=0).
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import torch
 
@@ -53,11 +54,13 @@ def train_with_attention(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tens
 @torch.library.custom_op("mscred::convlstm_attention_train", mutates_args=())
 def convlstm_attention_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor,
                              forget_bias: float, layout: str
-                             ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor], torch.Tensor, torch.Tensor]:
-    """(the attention output, then ``convlstm.convlstm_train``'s outputs: every h_t, the gates, the cells, the
-    recurrent inputs) of one level; arguments as ``convlstm_train``'s."""
+                             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor], torch.Tensor,
+                                        torch.Tensor]:
+    """(the attention output and its partials, then ``convlstm.convlstm_train``'s outputs: every h_t, the gates, the
+    cells, the recurrent inputs) of one level; arguments as ``convlstm_train``'s."""
     out, pre, cells, hprev = lstm.train_forward(xp, w_x, w_h, bias, forget_bias, layout)
-    return attention.temporal_attention_fused(out), out, pre, cells, hprev
+    attended, part = attention.temporal_attention_fused(out)
+    return attended, part, out, pre, cells, hprev
 
 
 @convlstm_attention_train.register_fake
@@ -66,19 +69,20 @@ def _(xp, w_x, w_h, bias, forget_bias, layout):
     B, _, Ch, H, W = out.shape
     attended = out.new_empty(B, H, W, Ch).permute(0, 3, 1, 2) if attention._channels_last(out) else \
         out.new_empty(B, Ch, H, W)
-    return attended, out, pre, cells, hprev
+    return attended, attention.partials_like(out), out, pre, cells, hprev
 
 
 @torch.library.custom_op("mscred::temporal_attention_last_grad", mutates_args=())
-def temporal_attention_last_grad(g: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def temporal_attention_last_grad(g: torch.Tensor, h: torch.Tensor,
+                                 saved: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(dL/dh_{T-1}, coef) of the attention of h (B, T, C, H, W) stored channels-last, given g: its output's gradient
-    in h's dtype, stored channels-last (``attention_last.last_step_grad``)."""
-    _, dlast, coef = attention_last.last_step_grad(g, h)
+    in h's dtype, stored channels-last (``attention_last.last_step_grad``; ``saved`` the forward's partials)."""
+    _, dlast, coef = attention_last.last_step_grad(g, h, saved)
     return dlast, coef
 
 
 @temporal_attention_last_grad.register_fake
-def _(g, h):
+def _(g, h, saved=None):
     B, T, C, H, W = h.shape
     coef_dtype = torch.float64 if h.dtype == torch.float64 else torch.float32
     return h.new_empty(B, H, W, C).permute(0, 3, 1, 2), h.new_empty(B, T, 2, dtype=coef_dtype)
@@ -86,20 +90,20 @@ def _(g, h):
 
 def _setup_context(ctx, inputs, output) -> None:
     xp, w_x, w_h, bias, forget_bias, layout = inputs
-    _, out, pre, cells, hprev = output
-    ctx.save_for_backward(xp, w_x, w_h, bias, cells, hprev, out, *pre)
-    ctx.mark_non_differentiable(out, *pre, cells, hprev)  # (for the backward only: convlstm._setup_context)
+    _, part, out, pre, cells, hprev = output
+    ctx.save_for_backward(xp, w_x, w_h, bias, cells, hprev, out, part, *pre)
+    ctx.mark_non_differentiable(part, out, *pre, cells, hprev)  # (for the backward only: convlstm._setup_context)
     ctx.set_materialize_grads(False)
     ctx.forget_bias, ctx.layout = forget_bias, layout
     ctx.side_wgrad = weight_cache.made_here(w_x, w_h)
 
 
-def _backward(ctx, g, _dout, _dpre, _dcells, _dhprev):
+def _backward(ctx, g, _dpart, _dout, _dpre, _dcells, _dhprev):
     if g is None:
         return None, None, None, None, None, None
-    xp, w_x, w_h, bias, cells, hprev, out, *pre = ctx.saved_tensors
+    xp, w_x, w_h, bias, cells, hprev, out, part, *pre = ctx.saved_tensors
     g = attention._channels_last_copy(g.to(out.dtype))
-    dlast, coef = temporal_attention_last_grad(g, out)
+    dlast, coef = temporal_attention_last_grad(g, out, part)
     with wgrad_stream.allowed(ctx.side_wgrad):
         dxp, dw_x, dw_h, dbias = lstm.convlstm_train_backward(dlast, xp, w_x, w_h, bias, pre, cells, hprev,
                                                               ctx.forget_bias, ctx.layout, attn_g=g,
