@@ -14,7 +14,6 @@ MSCRED_LSTM_CONV_CELL_BWD=0).
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import torch
@@ -22,16 +21,15 @@ import torch
 from mscred.ops import conv_cell, weight_cache, wgrad_stream
 from mscred.ops.triton import attention, attention_last
 from mscred.ops.triton import convlstm as lstm
-from mscred.ops.triton.runtime import runs_fused, switched_off
+from mscred.ops.triton.runtime import runs_fused, switched_off, switched_on
 
 
 def folds(x: torch.Tensor, weight: torch.Tensor) -> bool:
     """Whether the level of input x (B, T, C, H, W, as autocast will cast it) and gate weight (4Ch, C + Ch, k, k)
     trains through ``train_with_attention``'s one op (module docstring)."""
-    setting = os.environ.get("MSCRED_LSTM_ATTN_FOLD", "").strip().lower()
-    if setting in ("0", "off", "false", "no") or not runs_fused(x) or lstm.buffer_layout() != "nhwc":
+    if switched_off("MSCRED_LSTM_ATTN_FOLD") or not runs_fused(x) or lstm.buffer_layout() != "nhwc":
         return False  # (the attention's folded backward reads channels-last hidden states)
-    if setting:
+    if switched_on("MSCRED_LSTM_ATTN_FOLD"):
         return True
     if not x.is_cuda or torch.cuda.get_device_capability(x.device) != (9, 0):
         return False
