@@ -1,4 +1,5 @@
-"""Compile the temporal attention's kernels for sm_90 on a CPU machine: registers, spills and SASS instructions.
+"""Compile the temporal attention's kernels (``attention.py``, ``attention_last.py``) for sm_90 on a CPU machine:
+registers, spills and SASS instructions.
 
 As ``triton_sm90.py`` for the cell kernels (same ``compile_kernel``; this machine's Triton, whose counts can differ
 from the H200's Triton 3.6 by a few registers): to compare two trees' kernels without a GPU, e.g. a refactor's.
@@ -15,6 +16,7 @@ import triton.language as tl
 
 import triton_sm90 as T  # noqa: E402 (benchmarks/ is the script's own folder; it also puts --src on sys.path)
 from mscred.ops.triton import attention as A  # noqa: E402
+from mscred.ops.triton import attention_last as L  # noqa: E402
 
 COMMON = dict(CDT=tl.float32, T_PAD=8, BLOCK=1024)
 H, DOUT, DH, OUT, PART = ("h_ptr", "*bf16"), ("dout_ptr", "*bf16"), ("dh_ptr", "*bf16"), ("out_ptr", "*bf16"), \
@@ -38,6 +40,11 @@ for suffix, warps, apart in (("", 4, False), (", 8 warps", 8, False), (", last a
 KERNELS["split partial (backward), saved scores"] = (
     A._attn_partial_kernel, [H, DOUT, PART], dict(COMMON, WITH_DOUT=True, LAST_APART=False, ROWS=1, SCORES=False,
                                                   _warps=4))
+# The attention's backward cut to the last step's map and the coefficients (attention_last.py: level 1's fold).
+DLAST, COEF = ("dlast_ptr", "*bf16"), ("coef_ptr", "*fp32")
+KERNELS["last step"] = (L._attn_last_kernel, [H, DOUT, DLAST, COEF], dict(COMMON, _warps=16))
+KERNELS["split last step"] = (L._attn_last_split_kernel, [H, DOUT, PART, ("dpart_ptr", "*fp32"), DLAST, COEF],
+                              dict(COMMON, NCHUNK_PAD=8, _warps=4))
 
 
 def main() -> None:

@@ -367,8 +367,7 @@ if triton is not None:
         tmask = t < T
         acc_s, acc_g = _dot_tiles(base, dout_ptr + b * D, t, tmask, 0, D, T, D, CDT, T_PAD, BLOCK, True, False)
         a = _attention_weights(acc_s, tmask, T)
-        da = tl.sum(acc_g, axis=1)
-        ds = a * (da - tl.sum(a * da, axis=0)) / T  # (T_PAD,), zero on the padding rows (a = 0 there)
+        ds = _score_grads(a, tl.sum(acc_g, axis=1), T)
         _attention_grad(base, dout_ptr + b * D, dh_ptr + b * T * D, a, ds, t, tmask, 0, D, T, D, CDT, BLOCK, False)
 
     # The split kernels leave D and CHUNK specialized (Triton's divisibility by 16): chunks start 16-element aligned
@@ -409,6 +408,20 @@ if triton is not None:
                     mask=rows[:, None] < NCHUNK, other=0.0)
         return tl.sum(p, axis=0)
 
+    @triton.jit
+    def _score_grads(a, da, T):
+        """ds_k = a_k (da_k - sum_j a_j da_j) / T, the scores' gradients (T_PAD,) from the weights and
+        da_k = <dout, H_k>; zero on the padding rows (a = 0 there)."""
+        return a * (da - tl.sum(a * da, axis=0)) / T
+
+    @triton.jit
+    def _split_weights_and_grads(part_ptr, dpart_ptr, b, NCHUNK, tmask, T, T_PAD: tl.constexpr,
+                                 NCHUNK_PAD: tl.constexpr):
+        """(a, ds) of sample b in a split backward's second kernel: the scores' partials from part, the
+        <H_k, dout> ones from dpart (``backward_partials``)."""
+        a = _softmax_weights(_sample_dots(part_ptr, b, NCHUNK, 0, T_PAD, NCHUNK_PAD), tmask, T)
+        return a, _score_grads(a, _sample_dots(dpart_ptr, b, NCHUNK, 1, T_PAD, NCHUNK_PAD), T)
+
     @triton.jit(do_not_specialize=["T", "C", "NCHUNK"])
     def _attn_fwd_split_kernel(h_ptr, part_ptr, out_ptr, out_sb, out_sp, T, D, C, CHUNK, NCHUNK,
                                CDT: tl.constexpr, T_PAD: tl.constexpr, BLOCK: tl.constexpr,
@@ -432,9 +445,7 @@ if triton is not None:
         c = tl.program_id(1)
         t = tl.arange(0, T_PAD)
         tmask = t < T
-        a = _softmax_weights(_sample_dots(part_ptr, b, NCHUNK, 0, T_PAD, NCHUNK_PAD), tmask, T)
-        da = _sample_dots(dpart_ptr, b, NCHUNK, 1, T_PAD, NCHUNK_PAD)
-        ds = a * (da - tl.sum(a * da, axis=0)) / T
+        a, ds = _split_weights_and_grads(part_ptr, dpart_ptr, b, NCHUNK, tmask, T, T_PAD, NCHUNK_PAD)
         _attention_grad(h_ptr + b * T * D, dout_ptr + b * D, dh_ptr + b * T * D, a, ds, t, tmask, c * CHUNK, CHUNK,
                         T, D, CDT, BLOCK, True)
 

@@ -58,8 +58,7 @@ if triton is not None:
         acc_s, acc_g = attention._dot_tiles(base, dout_ptr + b * D, t, tmask, 0, D, T, D, CDT, T_PAD, BLOCK, True,
                                             False)
         a = attention._attention_weights(acc_s, tmask, T)
-        da = tl.sum(acc_g, axis=1)
-        ds = a * (da - tl.sum(a * da, axis=0)) / T
+        ds = attention._score_grads(a, tl.sum(acc_g, axis=1), T)
         _store_coefficients(coef_ptr + b * T * 2, a, ds, t, tmask)
         _last_step_grad(base, dout_ptr + b * D, dlast_ptr + b * D, a, ds, t, tmask, 0, D, T, D, CDT, BLOCK, False)
 
@@ -74,9 +73,7 @@ if triton is not None:
         c = tl.program_id(1)
         t = tl.arange(0, T_PAD)
         tmask = t < T
-        a = attention._softmax_weights(attention._sample_dots(part_ptr, b, NCHUNK, 0, T_PAD, NCHUNK_PAD), tmask, T)
-        da = attention._sample_dots(dpart_ptr, b, NCHUNK, 1, T_PAD, NCHUNK_PAD)
-        ds = a * (da - tl.sum(a * da, axis=0)) / T
+        a, ds = attention._split_weights_and_grads(part_ptr, dpart_ptr, b, NCHUNK, tmask, T, T_PAD, NCHUNK_PAD)
         if c == 0:
             _store_coefficients(coef_ptr + b * T * 2, a, ds, t, tmask)
         _last_step_grad(h_ptr + b * T * D, dout_ptr + b * D, dlast_ptr + b * D, a, ds, t, tmask, c * CHUNK, CHUNK,
