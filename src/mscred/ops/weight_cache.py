@@ -17,16 +17,17 @@ Where the Triton kernels run (CUDA, or the CPU interpreter) and the masters are 
 them into one float32 buffer in the plan's order -- each master's ``.data`` becomes a view of it, values unchanged,
 as the contiguous parameter buffers of large-model trainers -- so that the forward is one kernel that reads the
 masters in place and writes every target, cast (``ops/triton/weight_transpose.py``: each output channel of each
-target is a small transpose of its master row, listed in the plan's ``blocks`` table); the backward concatenates the
-targets' gradients and runs the same table the other way into float32. Before, in PyTorch ops (still the path where
-the masters are not packed, or the kernels do not run: the plan's index maps, copied to the device only then): a
-multi-tensor cast and an int64 gather forward, a concatenation, a gather and a cast backward, 67 us of the graphed
-step on the H200 (benchmarks/results/step_profile_1201c/); with an int32 gather-and-cast kernel each way instead of
-the table, 46 us (benchmarks/results/pack_split2/). A master moved or replaced later (``module.to``, ``param.data =
-...``) is simply no longer packed, and the PyTorch ops serve it. MSCRED_WEIGHT_PACK=0 keeps the masters as they are
-(A/B runs). The backward reads the targets' gradients where they lie, one pointer argument each
-(``weight_transpose.transpose_parts``), without concatenating them first (the concatenation took 11.4 us; the graphed
-step 2.454-2.463 -> 2.445-2.452 ms, benchmarks/results/next_1204/); MSCRED_WEIGHT_GRAD_PARTS=0 concatenates them.
+target is a small transpose of its master row, listed in the plan's ``blocks`` table); the backward runs the same
+table the other way into float32, reading the targets' gradients where they lie (below). Before, in PyTorch ops
+(still the path where the masters are not packed, or the kernels do not run: the plan's index maps, copied to the
+device only then): a multi-tensor cast and an int64 gather forward, a concatenation, a gather and a cast backward,
+67 us of the graphed step on the H200 (benchmarks/results/step_profile_1201c/); with an int32 gather-and-cast kernel
+each way instead of the table, 46 us (benchmarks/results/pack_split2/). A master moved or replaced later
+(``module.to``, ``param.data = ...``) is simply no longer packed, and the PyTorch ops serve it. MSCRED_WEIGHT_PACK=0
+keeps the masters as they are (A/B runs). The backward reads the targets' gradients where they lie, one pointer
+argument each (``weight_transpose.transpose_parts``), without concatenating them first (the concatenation took 11.4
+us; the graphed step 2.454-2.463 -> 2.445-2.452 ms, benchmarks/results/next_1204/); MSCRED_WEIGHT_GRAD_PARTS=0
+concatenates them.
 """
 from __future__ import annotations
 
