@@ -36,7 +36,8 @@ for suffix, warps, apart in (("", 4, False), (", 8 warps", 8, False), (", last a
         KERNELS[f"split partial ({direction}){suffix}"] = (
             A._attn_partial_kernel, [H, DOUT, PART],
             dict(COMMON, WITH_DOUT=with_dout, LAST_APART=apart, ROWS=4 if apart else 1, SCORES=True, _warps=warps))
-# The backward's first kernel with the forward's scores saved (MSCRED_ATTN_SAVED_SCORES=1): <H_k, dout> alone.
+# The backward's first kernel with the forward's scores saved (the default; MSCRED_ATTN_SAVED_SCORES=0 recomputes
+# them): <H_k, dout> alone.
 KERNELS["split partial (backward), saved scores"] = (
     A._attn_partial_kernel, [H, DOUT, PART], dict(COMMON, WITH_DOUT=True, LAST_APART=False, ROWS=1, SCORES=False,
                                                   _warps=4))

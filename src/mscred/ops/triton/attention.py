@@ -133,11 +133,11 @@ def _forward_kernels(h: torch.Tensor, out: torch.Tensor, out_sb: int, out_sp: in
 
 
 def saved_scores() -> bool:
-    """MSCRED_ATTN_SAVED_SCORES=1 (opt-in, not yet measured on a GPU): the split backward takes the scores' partials
-    the forward computed (the op's second output) and its first kernel forms only <H_k, dout> -- one accumulator
-    tile instead of two (187 registers a thread at the split's tile, ``benchmarks/attention_sm90.py``). The same
-    partials, so the same gradients bit for bit."""
-    return _runtime.switched_on("MSCRED_ATTN_SAVED_SCORES")
+    """On unless MSCRED_ATTN_SAVED_SCORES=0: the split backward takes the scores' partials the forward computed (the
+    op's second output) and its first kernel forms only <H_k, dout> -- one accumulator tile instead of two (115
+    against 187 registers a thread at the split's tile, ``benchmarks/attention_sm90.py``). The same partials, so the
+    same gradients bit for bit; the graphed step 2.479-2.486 -> 2.467-2.471 ms (``results/next_1205/``)."""
+    return not _runtime.switched_off("MSCRED_ATTN_SAVED_SCORES")
 
 
 def backward_partials(h: torch.Tensor, dout: torch.Tensor, split, meta: dict, saved: torch.Tensor | None):
