@@ -1,5 +1,5 @@
 """The PyTorch glue of the CUDA extensions (``ops/im2col/binding.cpp``, ``ops/resident_lstm/binding.cpp``,
-``ops/conv_cell/binding.cpp`` and ``binding_bwd.cpp``) must
+``ops/conv_cell/binding.cpp`` and ``binding_bwd.cpp``, ``ops/graph_memsets/binding.cpp``) must
 compile: on a GPU machine a compile error there would only show as the extension's one-time "unavailable" warning
 and the slower paths (the kernels themselves are compiled by nvcc in test_im2col_build.py / test_resident_lstm.py).
 Here each is checked by the host compiler against the installed torch's headers and the CUDA toolkit's
@@ -68,7 +68,8 @@ def host_flags(tmp_path_factory):
 
 @pytest.mark.skipif(CXX is None or CUDA_INCLUDE is None, reason="no C++ compiler or CUDA headers found")
 @pytest.mark.parametrize("extension, binding", [("im2col", "binding.cpp"), ("resident_lstm", "binding.cpp"),
-                                                ("conv_cell", "binding.cpp"), ("conv_cell", "binding_bwd.cpp")])
+                                                ("conv_cell", "binding.cpp"), ("conv_cell", "binding_bwd.cpp"),
+                                                ("graph_memsets", "binding.cpp")])
 def test_binding_compiles(extension, binding, host_flags):
     flags, pch = host_flags
     source = OPS / extension / binding

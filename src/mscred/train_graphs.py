@@ -37,7 +37,7 @@ import os
 import torch
 from torch import nn
 
-from mscred.ops import wgrad_stream
+from mscred.ops import graph_memsets, wgrad_stream
 from mscred.ops.triton import window_loss
 
 WARMUP_ITERS = 3  # the docs' recipe; lets cuDNN/cuBLAS pick algorithms and allocate workspaces before capture
@@ -295,8 +295,7 @@ class GraphedStep:
             # Gradients None before capture: backward inside the graph allocates them from the graph's pool and, on
             # every replay, overwrites them instead of accumulating.
             optimizer.zero_grad(set_to_none=True)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, stream=stream):
+            with graph_memsets.capture(stream) as graph:
                 self.static_loss = _train_step(net, optimizer, self.static_x, self.static_weight, bf16)
         self._stream = stream  # the capture stream lives as long as the graph
         self.graph = _GatherThenReplay(graph, data, self.static_idx, self.static_x)
@@ -330,8 +329,7 @@ def capture_no_grad(fn, device: torch.device):
         for _ in range(WARMUP_ITERS):
             fn()
     torch.cuda.current_stream(device).wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, stream=stream), torch.no_grad():
+    with graph_memsets.capture(stream) as graph, torch.no_grad():
         outputs = fn()
     return graph, stream, outputs
 
