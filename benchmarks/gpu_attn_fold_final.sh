@@ -1,18 +1,6 @@
 #!/usr/bin/env bash
 # One device call (~9 min): the folded attention's GPU tests again (after results/attn_fold/'s mends) and the graphed
 # training step's fused paths with CUDA graphs (tests/test_train.py), then the bench_train.py table on the code with
-# the fold the default (the torch.compile row left out, as in results/train_final_1204/).
-# Writes $OUT/NAME/gpu_tests.txt and $OUT/NAME/table/ (gpu_train_table.sh's files), packed as $OUT/NAME.tgz.
+# the fold the default (gpu_tests_and_table.sh).
 #   bash benchmarks/gpu_attn_fold_final.sh NAME
-set -uo pipefail
-NAME=${1:-attn_fold_final}
-. benchmarks/device_env.sh
-cache_bytecode
-D=$(result_dir "$NAME")
-bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-200}" tests/test_convlstm_attention.py \
-  tests/test_train.py
-echo "tests done at ${SECONDS}s"
-OUT="$D" TABLE_CAP_S=${TABLE_CAP_S:-330} bash benchmarks/gpu_train_table.sh table \
-  --only eager,g-fused-bf16,g-fused,g-ref-bf16,g-ref,e2e-cold,g-fused-bf16-heur --budget-s 300
-echo "table done at ${SECONDS}s"
-(cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")
+exec bash benchmarks/gpu_tests_and_table.sh "${1:-attn_fold_final}" tests/test_convlstm_attention.py tests/test_train.py

@@ -127,6 +127,8 @@ def test_env_lists_backends(capsys):
         assert step_bwd.startswith("unavailable: needs the forward kernel, which is unavailable: ")
     adam = info["kernels"]["packed Adam (fused-backend training, Triton)"]
     assert adam == "ok" if torch.cuda.is_available() else adam.startswith("unavailable: no CUDA device")
+    memsets = info["kernels"]["graph memsets as kernel nodes (CUDA graphs)"]
+    assert memsets == "ok" if torch.cuda.is_available() else memsets == "unavailable: no CUDA device"
     assert "torch" in info["packages"]
     cuda = info["cuda_available"]
     assert info["defaults"]["cuda_graphs"] == cuda and (cuda or info["defaults"]["backend"] == "reference")

@@ -35,13 +35,18 @@ def test_compiles_for_sm90a_without_spills(tmp_path):
     assert re.findall(r"(\d+) bytes spill stores", proc.stderr) == ["0", "0"], proc.stderr
 
 
-@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True), ("yes", True)])
+@pytest.mark.parametrize("setting, on", [(None, True), ("0", False), ("off", False), ("1", True)])
 def test_switch(setting, on, monkeypatch):
     if setting is None:
         monkeypatch.delenv("MSCRED_GRAPH_MEMSET_KERNELS", raising=False)
     else:
         monkeypatch.setenv("MSCRED_GRAPH_MEMSET_KERNELS", setting)
     assert graph_memsets.enabled() is on
+    ok, why = graph_memsets.is_available()
+    if not torch.cuda.is_available():
+        assert not ok and why == ("no CUDA device" if on else "MSCRED_GRAPH_MEMSET_KERNELS=0")
+    else:  # the self-check: two memsets replaced, their bytes read back by a kernel
+        assert ok is on and why == ("" if on else "MSCRED_GRAPH_MEMSET_KERNELS=0")
 
 
 def _expected(size: int, offset: int, value: int, element_size: int, width: int, height: int, pitch: int,

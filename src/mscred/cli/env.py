@@ -33,11 +33,12 @@ def _usable_cores() -> int | None:
 def _kernels() -> dict[str, str]:
     """The kernels the backends pick by themselves where they work: "ok", or why not here."""
     from mscred import packed_adam
-    from mscred.ops import conv_cell, resident_lstm
+    from mscred.ops import conv_cell, graph_memsets, resident_lstm
     kernels = {"resident ConvLSTM (bf16 scoring, levels 1-2)": resident_lstm.is_available(),
                "conv + cell step (bf16 training, level 1)": conv_cell.is_available(),
                "conv + cell backward step (bf16 training, level 1)": conv_cell.is_backward_available(),
-               "packed Adam (fused-backend training, Triton)": packed_adam.is_available()}
+               "packed Adam (fused-backend training, Triton)": packed_adam.is_available(),
+               "graph memsets as kernel nodes (CUDA graphs)": graph_memsets.is_available()}
     return {name: "ok" if ok else f"unavailable: {why}" for name, (ok, why) in kernels.items()}
 
 
