@@ -23,8 +23,6 @@ its slower forward convolutions), so it runs on maps of at least ``MIN_PIXELS`` 
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import torch.nn.functional as F
 
@@ -32,7 +30,7 @@ import torch.nn.functional as F
 # these are two halves of one op's implementation).
 from mscred.ops.triton import attention_last
 from mscred.ops.triton import convlstm as lstm
-from mscred.ops import conv_cell, side_copies, wgrad_stream
+from mscred.ops import conv_cell, wgrad_stream
 from mscred.ops.padding import copy_pixels, zero_pixels
 from mscred.ops.triton.runtime import switched_off, tile_override
 
@@ -94,13 +92,9 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     w = _whole_weight(w_x, w_h)
-    step_kernel = conv_cell.runs(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads)
-    # Every x_t with its zero border (the weight gradient reads x_0 too); h_{-1} = 0. Without the step kernel, step 0
-    # convolves the images themselves, so the copies may run beside it (ops/side_copies.py) until step 1.
-    with side_copies.beside(images, (images,)) if not step_kernel else contextlib.nullcontext() as side:
-        copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images)
-        zero_pixels(xh[0, :, C:])
-    if step_kernel:  # one CUDA kernel a step (ops/conv_cell)
+    copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images)  # every x_t with its zero border (the weight
+    zero_pixels(xh[0, :, C:])                                    # gradient reads x_0 too); h_{-1} = 0
+    if conv_cell.runs(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads):  # one CUDA kernel a step (ops/conv_cell)
         w_rows, bias32 = conv_cell.packed_weight(w), bias.float().contiguous()
         gates = [lstm._empty(B, 4 * Ch, H, W, xh, "nhwc") for _ in range(T)]
         for t in range(T):  # (step 0 convolves xh_0 whole: its h half is the zeros above)
@@ -113,8 +107,6 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     fast = lstm.fast_activations(images.dtype)  # the gates' dtype: cuDNN's output in the images' dtype
     gates = []
     for t in range(T):
-        if t == 1:
-            side_copies.join(side, images.device)
         z = F.conv2d(images[:B], w_x) if t == 0 else F.conv2d(xh[t], w)
         z = z.contiguous(memory_format=torch.channels_last)  # as the fake says (cuDNN gives float64 in NCHW order)
         gates.append(z)
@@ -129,7 +121,6 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
             HP_BORDER=hp_border, PIX_MAJOR=True, CDT=cdt, BLOCK=block, BLOCK_C=block_c,
             FAST_ACT=fast, num_warps=lstm.NUM_WARPS,
         )
-    side_copies.join(side, images.device)  # (T = 1: the weight gradient reads xh; a second join is a no-op wait)
     return gates
 
 
@@ -168,7 +159,6 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     if fused:
         w_t, bias32 = conv_cell.transposed_weight(w), bias.float().contiguous()
     dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution
-    sides = []  # the side stream of each step's dx copy (None where it ran here)
     for t in reversed(range(T)):
         dp = dpre[t]
         if fused and t < T - 1:
@@ -192,14 +182,9 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
         )
         if fused:  # (t = T - 1: the kernel of step T - 2 convolves dpre_{T-1})
             continue
-        # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0); dx_t
-        # copied out beside the chain (ops/side_copies.py): nothing reads dimages before this level's backward ends
+        # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)
         dxh = conv_transpose(dp, w if t > 0 else w_x)
-        with side_copies.beside(dxh, (dxh,)) as side:
-            copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])
-        sides.append(side)
-
-    side_copies.join(next((x for x in sides if x is not None), None), xh.device)
+        copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])
 
     def weight_grads():  # one call over all steps (on a side stream: ops/wgrad_stream.py), split into x and h
         dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
