@@ -8,7 +8,9 @@ it; a change to a default build fails until the GPU tests ran on it and its new 
 
 Recorded: results/gpu_suite_1202d/ (2026-12-02, night: both conv_cell kernels' tile walks the default), nvcc 13.0;
 conv_cell_bwd.cu again after results/attn_fold/ and results/attn_fold_final/ (2026-12-04: the attention folded into
-its epilogue's dout; the conv_cell backward, training and attention-fold GPU tests passed on it).
+its epilogue's dout; the conv_cell backward, training and attention-fold GPU tests passed on it); graph_memsets.cu
+after results/graph_memsets/ and results/memsets_final/ (2026-12-04, night: its GPU tests passed on fdd27d8's build,
+the same PTX as today's).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ GPU_TESTED_NVCC = "release 13.0,"
 GPU_TESTED_PTX = {
     "conv_cell/conv_cell.cu": "29dadef13443788bf53f6e05805bfc898b9cdcc1f1c493d08f185d6d2e26791d",
     "conv_cell/conv_cell_bwd.cu": "a8041c8ec0489d820d74eafc8029867a39c19274e5e3f860bf8b0bca2234fe8d",
+    "graph_memsets/graph_memsets.cu": "58836586ff65011370fc619a08715acaa67cfc4c1257c4492e6391f2bb7b05e7",
     "im2col/im2col.cu": "5e26f866e526ec97024b5fdb83e1c391834b61c01110d36819f3fd23402978b7",
     "resident_lstm/resident_lstm.cu": "94888c326aa96b32fd8ab5394897365e146a9af0e2be698d22b795bcb9e7118f",
 }

@@ -150,7 +150,7 @@ def test_the_captured_order_holds_across_streams(monkeypatch):
 def test_graphed_training_step_replays_the_same_losses(monkeypatch):
     """The product's graphed bf16 step at batch 128 (n = 30, cuDNN's heuristics: the same algorithms in both
     captures), memsets kept and replaced: the same losses over 4 steps. On Hopper cuDNN 9 leaves memset nodes in
-    that step (17 in results/graph_timeline_fold/), and they are replaced."""
+    that step (18 in results/graph_timeline_fold/), and they are replaced."""
     from mscred.config import ModelConfig
     from mscred.model import MSCREDNet
     from mscred.train import WindowDataset

@@ -1,7 +1,7 @@
 """A captured CUDA graph's memset nodes made kernel nodes (``graph_memsets.cu``), for the graphed step and scoring.
 
-cuDNN zeroes a small buffer with ``cudaMemsetAsync`` before some of its convolutions: 17 of the graphed bf16
-training step's on the H200 (cuDNN 9.19). In a replay each of those memset nodes took ~4-8 us from the end of the
+cuDNN zeroes a small buffer with ``cudaMemsetAsync`` before some of its convolutions: 18 of the graphed bf16
+training step's on the H200 (cuDNN 9.19). In a replay 17 of those memset nodes took ~4-8 us from the end of the
 kernel before it to the start of the convolution after it (the node itself 0.7-1.6 us), where one kernel node
 follows another within ~0.4 us (``results/graph_timeline_fold/``): ~0.1 ms of the 2.5 ms step. ``capture`` captures
 into a graph kept un-instantiated (``torch.cuda.CUDAGraph(keep_graph=True)``), replaces each memset node by a node
@@ -10,8 +10,8 @@ of our kernel that writes the same bytes, with the same dependencies and depende
 Measured on the H200 (``results/graph_memsets/``, ``results/graph_launch_cost/``): the graphed bf16 training step
 2.445-2.450 -> 2.419-2.428 ms and 2.462-2.467 -> 2.438 ms in alternation on two machines, one step from an idle GPU
 2.489 -> 2.472 ms, and the host's cudaGraphLaunch 31-35 -> 9 us (memset nodes are dear to launch as well). On by
-default; ``MSCRED_GRAPH_MEMSET_KERNELS=0`` keeps the memset nodes. Where the extension cannot be built, or this
-torch has no ``keep_graph``, graphs are captured as before (a warning says so once).
+default; ``MSCRED_GRAPH_MEMSET_KERNELS=0`` keeps the memset nodes. Where the extension cannot be built (a warning says so
+once), or this torch has no ``keep_graph``, graphs are captured as before (``mscred env`` says which).
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _kept_graph():
         return None
     try:
         return torch.cuda.CUDAGraph(keep_graph=True)
-    except TypeError:  # a torch before keep_graph (2.7)
+    except TypeError:  # an older torch, without keep_graph
         return None
 
 

@@ -1,7 +1,7 @@
 // A captured CUDA graph's memset nodes replaced by kernel nodes that write the same bytes.
 //
-// Why: cuDNN zeroes a small buffer with cudaMemsetAsync before 17 of the graphed training step's convolutions, and
-// in a replay each memset node cost ~4-8 us between the kernel before it and the convolution after it (the node
+// Why: cuDNN zeroes a small buffer with cudaMemsetAsync before 18 of the graphed training step's convolutions, and
+// in a replay 17 of those memset nodes cost ~4-8 us between the kernel before it and the convolution after it (the node
 // itself 0.7-1.6 us, the rest idle: results/graph_timeline_fold/), where one kernel node follows another within
 // ~0.4 us. A kernel node writing the same bytes keeps the chain of kernel nodes unbroken.
 //
