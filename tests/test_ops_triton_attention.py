@@ -182,7 +182,10 @@ def test_split_over_d_equals_reference(B, C, n, T, layout, partial_tile, last_ap
     equal to the float64 reference; so does the first kernel with a tile of its own (MSCRED_ATTN_PARTIAL_TILE, here
     half the split's BLOCK: each chunk summed in twice the pieces), and with the last step apart
     (MSCRED_ATTN_LAST_APART=1: T = 5 a 4-row tile, T = 2 a 1-row one; "bwd": the backward's only). The partials
-    buffer starts as NaN."""
+    buffer starts as NaN. The backward recomputes the scores' partials here (MSCRED_ATTN_SAVED_SCORES=0), so that its
+    first kernel takes these tiles too; the default's, with the forward's partials:
+    test_saved_scores_give_the_same_gradients."""
+    monkeypatch.setenv("MSCRED_ATTN_SAVED_SCORES", "0")
     monkeypatch.setenv("MSCRED_ATTN_PARTIAL_TILE", partial_tile)
     monkeypatch.setenv("MSCRED_ATTN_LAST_APART", last_apart)
     real_partials = fused._partials  # NaN-filled: every entry the second kernel reads must be written first
@@ -219,8 +222,10 @@ def test_split_over_d_equals_reference(B, C, n, T, layout, partial_tile, last_ap
 def test_saved_scores_give_the_same_gradients(layout, T, monkeypatch):
     """MSCRED_ATTN_SAVED_SCORES unset or 1: the split backward takes the forward's score partials (the op's second output)
     and its first kernel forms <H_k, dout> alone, into a buffer of its own; the gradient is the recomputing path's
-    bit for bit (the same partials) and the float64 reference's."""
+    bit for bit (the same partials) and the float64 reference's. Every partials buffer starts as NaN."""
     monkeypatch.setenv("MSCRED_ATTN_SPLIT", "8/128/4")
+    real_partials = fused._partials
+    monkeypatch.setattr(fused, "_partials", lambda *a: real_partials(*a).fill_(float("nan")))
     h, dout = _inputs(3, T, 4, 16, seed=40 + T)
     if layout == "channels_last":
         h = h.permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3)
