@@ -53,9 +53,12 @@ MAX_BLOCK_N = 64         # output channels per program (more go to a second grid
 # The weight gradient's pixels per tile, warps, and programs per SM (each loops over every PROGRAMS-th tile and adds
 # its partial sums once): 128 x 4 warps x 8 per SM ran the training step's two calls (conv1, deconv1) in 0.132 ms
 # against 0.138 ms with the earlier 4 per SM (CUDA-graph replays, benchmarks/bench_bwd_tiles.py,
-# results/step_profile_1201c/bwd_tiles/, H200). MSCRED_SMALL_CONV_WGRAD_TILE="BLOCK_P/warps/programs-per-SM"
-# overrides (A/B runs).
-WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM = 128, 4, 8
+# results/step_profile_1201c/bwd_tiles/, H200). Since deconv1 takes the taps-in-N form this tile is conv1's alone,
+# at the step's tail, beside conv2's cuDNN weight gradient on the side stream -- whose one-thread workspace kernel
+# waited ~41 us for a free SM behind 8 programs an SM (results/graph_timeline_fold/). 2 per SM leaves it room: the
+# graphed step 2.423 / 2.425 / 2.425 -> 2.417 / 2.417 / 2.415 ms in alternation (4 per SM 2.413 / 2.422 / 2.420;
+# results/conv1_wgrad_share/). MSCRED_SMALL_CONV_WGRAD_TILE="BLOCK_P/warps/programs-per-SM" overrides (A/B runs).
+WGRAD_BLOCK_P, WGRAD_WARPS, WGRAD_PROGRAMS_PER_SM = 128, 4, 2
 # The same for the taps-in-N form: 256 x 4 warps x 1 per SM was the fastest of 24 settings on the training step's
 # deconv1 call, its whole op 0.0383 ms against the per-tap form's 0.0746 ms (CUDA-graph replays,
 # benchmarks/bench_small_conv_wgrad.py, results/small_conv_gather/sweep/, H200; 8 per SM 0.064 ms: every program adds
