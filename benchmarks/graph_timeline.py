@@ -155,6 +155,12 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/graph_timeline")
     ap.add_argument("--replays", type=int, default=5)
     ap.add_argument("--from-trace", type=Path, help="a saved graph_trace.json: print its alone tables, no GPU")
+    # The separator must outlast the host's launch of the gather and the replay, or the wait for the launch shows
+    # up as idle time inside the replay: under the profiler, launching the graph with its memset nodes made kernel
+    # nodes took ~0.65 ms (a 120-155 us gap after the gather with 1,000,000 cycles, results/graph_memsets/timeline/;
+    # 9 us without the profiler, results/graph_launch_cost/).
+    ap.add_argument("--sleep-cycles", type=int, default=4_000_000,
+                    help="the separator kernel's spin (GPU clock cycles; 4,000,000 ~2 ms at 1.98 GHz)")
     args = ap.parse_args()
     if args.from_trace:
         print("\n".join(alone_lines(_saved(args.from_trace))))
@@ -168,7 +174,7 @@ def main() -> None:
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.replays):
-            torch.cuda._sleep(1_000_000)  # a separator: the replays' kernels are told apart by it
+            torch.cuda._sleep(args.sleep_cycles)  # a separator: the replays' kernels are told apart by it
             graphed(idx)
             torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
