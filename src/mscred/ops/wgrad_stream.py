@@ -23,23 +23,28 @@ in alternation (``benchmarks/results/wgrad_stream/``, ``results/wgrad_stream_pri
 benchmarks/gpu_wgrad_stream.sh``): ~0.11 ms, 4%. Not adopted from the same runs: levels 2-4 on side streams as well
 (``level_streams``, 2.552 / 2.558 ms) and the step captured on a higher-priority stream than the side stream's
 (2.482 / 2.481 ms: no difference). The arithmetic is the same calls on the same data.
+
+``MSCRED_WGRAD_STREAM_SMS=N`` makes the side stream a green context's of N SMs (``ops/green_stream.py``: the chain
+keeps the other SMs while a weight gradient runs; written 2026-12-04 without device time, not yet measured,
+``benchmarks/gpu_green_wgrad.sh``).
 """
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 
 # (weight_cache imports this module too, for ``join``: each uses the other only inside functions, so either import
 # order works -- tests/test_wgrad_stream.py imports both)
-from mscred.ops import weight_cache
+from mscred.ops import green_stream, weight_cache
 from mscred.ops.triton.runtime import switched_off
 
-_STREAMS: dict[int, "torch.cuda.Stream"] = {}
-_PENDING: set[int] = set()  # device indices whose side stream has work the caller's stream has not waited for
+_STREAMS: dict[tuple[int, Optional[int]], "torch.cuda.Stream"] = {}  # by (device index, green-context SMs)
+# device index -> its side stream with work the caller's stream has not waited for
+_PENDING: dict[int, "torch.cuda.Stream"] = {}
 _LOCAL = threading.local()  # ``allowed``: set around a backward whose weights the cast cache's backward joins
 
 
@@ -65,9 +70,13 @@ def _index(device: torch.device) -> int:
 
 
 def _side(device: torch.device) -> "torch.cuda.Stream":
-    key = _index(device)
+    """The side stream: an ordinary one, or with MSCRED_WGRAD_STREAM_SMS=N one of a green context of N SMs
+    (``ops/green_stream.py``; opt-in, not yet measured)."""
+    sms = green_stream.sms_setting()
+    key = (_index(device), sms)
     if key not in _STREAMS:  # created in the eager warm-up every capture follows, never inside a capture
-        _STREAMS[key] = torch.cuda.Stream(device=device)
+        side = green_stream.stream(device, sms) if sms else None
+        _STREAMS[key] = side if side is not None else torch.cuda.Stream(device=device)
     return _STREAMS[key]
 
 
@@ -86,7 +95,7 @@ def run(fn: Callable[[], Sequence[torch.Tensor]], reads: Sequence[torch.Tensor])
         t.record_stream(side)
     for t in outs:
         t.record_stream(caller)
-    _PENDING.add(_index(x.device))
+    _PENDING[_index(x.device)] = side
     return outs
 
 
@@ -94,10 +103,9 @@ def join(device: torch.device) -> None:
     """Make the current stream of ``device`` wait for its side stream's weight gradients, if any are queued."""
     if device.type != "cuda":
         return
-    key = _index(device)
-    if key in _PENDING:
-        torch.cuda.current_stream(device).wait_stream(_STREAMS[key])
-        _PENDING.discard(key)
+    side = _PENDING.pop(_index(device), None)
+    if side is not None:
+        torch.cuda.current_stream(device).wait_stream(side)
 
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, stride: int, padding: tuple[int, int] = (0, 0),
