@@ -139,3 +139,29 @@ def test_build_names_and_flags(monkeypatch):
     kw = build(resident_lstm._extension)
     assert kw["name"].startswith("mscred_resident_lstm_") and kw["name"] != "mscred_resident_lstm_sm_90a"
     assert "-DMSCRED_RESIDENT_WARPS=8" in kw["extra_cuda_cflags"]
+
+
+def test_minimum_capability_is_the_extensions_own(monkeypatch):
+    """The tensor-core extensions refuse a Turing GPU (7.5) with the reason; the graph memset extension, which has no
+    tensor-core code, builds for it (sm_75)."""
+    import copy
+    import threading
+
+    import torch.utils.cpp_extension as cpp
+
+    from mscred.ops import graph_memsets, im2col
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    monkeypatch.setattr(cpp, "load", lambda **kw: calls.append(kw) or "built module")
+
+    def fresh(ext):
+        ext = copy.copy(ext)
+        ext.module, ext.error, ext._lock = None, None, threading.Lock()
+        return ext
+
+    with pytest.raises(RuntimeError, match=r"needs compute capability >= 8\.0 \(tensor-core mma\.sync\), device "
+                                           r"has 7\.5"):
+        fresh(im2col._extension)()
+    assert fresh(graph_memsets._extension)() == "built module"
+    assert "-gencode=arch=compute_75,code=sm_75" in calls[-1]["extra_cuda_cflags"]

@@ -64,8 +64,10 @@ class LazyExtension:
     (so a digest of the headers, or A/B switches, rebuild under a name of their own)."""
 
     def __init__(self, label: str, name: str, src: Path, sources: list[str],
-                 flags: Callable[[], tuple[list[str], str]] = lambda: ([], "")) -> None:
+                 flags: Callable[[], tuple[list[str], str]] = lambda: ([], ""),
+                 min_capability: tuple[int, int] = MIN_CAPABILITY) -> None:
         self.label, self.name, self.src, self.sources, self.flags = label, name, src, sources, flags
+        self.min_capability = min_capability  # the oldest GPU it is built for (the tensor-core kernels': Ampere)
         self.module = None
         self.capability: Optional[tuple[int, int]] = None  # of the GPU it was built for
         self.error: Optional[str] = None
@@ -101,9 +103,10 @@ class LazyExtension:
         if not torch.cuda.is_available():
             raise RuntimeError("no CUDA device")
         major, minor = torch.cuda.get_device_capability()
-        if (major, minor) < MIN_CAPABILITY:
-            raise RuntimeError(f"needs compute capability >= {MIN_CAPABILITY[0]}.{MIN_CAPABILITY[1]} (tensor-core "
-                               f"mma.sync), device has {major}.{minor}")
+        if (major, minor) < self.min_capability:
+            need = self.min_capability
+            why = " (tensor-core mma.sync)" if need == MIN_CAPABILITY else ""
+            raise RuntimeError(f"needs compute capability >= {need[0]}.{need[1]}{why}, device has {major}.{minor}")
         from torch.utils.cpp_extension import _get_build_directory, load
         target_name, target = cuda_target(major, minor)
         flags, suffix = self.flags()

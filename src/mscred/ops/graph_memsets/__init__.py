@@ -23,8 +23,9 @@ import torch
 from mscred.ops.cuda_extension import LazyExtension
 from mscred.ops.triton.runtime import switched_off
 
+# no tensor cores in it: any GPU CUDA 13 builds for (Turing, 7.5, and later)
 _extension = LazyExtension("graph memset extension", "mscred_graph_memsets", Path(__file__).resolve().parent,
-                           ["binding.cpp", "graph_memsets.cu"])
+                           ["binding.cpp", "graph_memsets.cu"], min_capability=(7, 5))
 
 
 def enabled() -> bool:
