@@ -35,6 +35,8 @@ from mscred.ops.triton import convlstm_attention
 from mscred.ops.triton import small_conv
 from mscred.ops.triton.attention import temporal_attention_into
 from mscred.ops.triton.bias_act import bias_act, bias_act_into, bias_act_shared, bias_act_subpixel_into
+from mscred.ops.triton.bias_act_cat import bias_act_cat
+from mscred.ops.triton.bias_act_cat import enabled as bias_act_cat_enabled
 from mscred.ops.triton.runtime import runs_fused, switched_off
 
 # The table's kernels and strides of conv1..conv4; the decoder mirrors them (deconv_l undoes conv_l).
@@ -152,9 +154,19 @@ class SameDeconv(nn.Module):
         self.bias = nn.Parameter(torch.zeros(out_channels))
         nn.init.xavier_uniform_(self.weight)
 
-    def forward(self, x: torch.Tensor, size: int, out: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, size: int, out: torch.Tensor | None = None,
+                skip: torch.Tensor | None = None) -> torch.Tensor:
         """(B, C, m, m) -> (B, O, size, size). ``out`` (inference only, fused path): a (B, O, size, size) tensor to
-        write the result into, e.g. the channel slice of the decoder's concatenation buffer; returned."""
+        write the result into, e.g. the channel slice of the decoder's concatenation buffer; returned. ``skip`` (the
+        fused path's training): a (B, S, size, size) tensor to concatenate after the result along channels, the
+        result written into the concatenation itself (``ops/triton/bias_act_cat.py``); (B, O + S, size, size)."""
+        if skip is not None:
+            if not self.fused_act:
+                return torch.cat([self.forward(x, size), skip], dim=1)
+            top = same_padding(size, self.kernel, self.stride)[0]
+            w = _autocast_weight(self.weight, x)
+            y = wgrad_stream.conv2d(x, w, self.stride, transposed=True)
+            return bias_act_cat(y, self.bias, self.selu, top, top, size, size, skip)
         top = same_padding(size, self.kernel, self.stride)[0]
         if self.fused_act:  # crop + bias (+ SELU) in one kernel each way (see SameConv)
             w = _autocast_weight(self.weight, x)
@@ -349,6 +361,12 @@ class Decoder(nn.Module):
         self.deconv1 = SameDeconv(2 * c1, cfg.n_scales, k1, s1, False, fa)  # 64 -> 3, 3x3, stride 1, linear
 
     def forward(self, a1: torch.Tensor, a2: torch.Tensor, a3: torch.Tensor, a4: torch.Tensor) -> torch.Tensor:
+        if self.fused and bias_act_cat_enabled() and torch.is_grad_enabled():
+            # each level's bias + SELU written into the concatenation (ops/triton/bias_act_cat.py)
+            d4 = self.deconv4(a4, a3.shape[-1], skip=a3)   # (B, 256, n3, n3)
+            d3 = self.deconv3(d4, a2.shape[-1], skip=a2)   # (B, 128, n2, n2)
+            d2 = self.deconv2(d3, a1.shape[-1], skip=a1)   # (B, 64, n, n)
+            return self.deconv1(d2, a1.shape[-1])          # (B, K, n, n)
         cat = cat_channels if self.fused else lambda d, a: torch.cat([d, a], dim=1)  # the reference: plain cat
         d4 = self.deconv4(a4, a3.shape[-1])        # (B, 128, n3, n3)
         d4 = cat(d4, a3)                           # (B, 256, n3, n3)

@@ -1,0 +1,62 @@
+"""The decoder's bias + SELU written straight into its skip concatenation: ``cat([act(crop(y) + b), skip], dim=1)``
+with the first half never copied.
+
+In the fused training step each decoder level ran ``bias_act`` into a tensor of its own and then ``cat_channels``
+copied that tensor and the attention output below it into the concatenation buffer: two copy kernels a level, six
+on the chain (2.1 + 3.2, 2.8 + 4.2, 4.2 + 5.1 us at levels 3, 2, 1 in ``results/graph_timeline_fold/``). Here the
+bias + SELU kernel (``bias_act._forward_into``, which takes any output strides) writes into the buffer's lower
+channel half and only the skip is copied (``padding.copy_pixels``, 8-byte words): one copy a level fewer. The
+backward is ``bias_act``'s on the lower half of the gradient, with the buffer's lower half as SELU's output; the
+skip's gradient is the upper half, a view, as ``torch.cat``'s backward gives it.
+
+``MSCRED_DECODER_CAT_EPILOGUE=1`` turns it on (opt-in; written 2026-12-04 without device time, not yet measured:
+``benchmarks/gpu_decoder_cat.sh``). Elsewhere (float64, no Triton, other layouts or dtypes) it is ``bias_act`` then
+``cat_channels``, the same numbers. y may be in either layout (cuDNN gives channels-last on CUDA, PyTorch NCHW on
+the CPU); the concatenation is channels-last.
+"""
+from __future__ import annotations
+
+import torch
+
+from mscred.ops.concat import cat_channels
+from mscred.ops.padding import copy_pixels
+from mscred.ops.triton import bias_act as _bias_act
+from mscred.ops.triton.runtime import runs_fused, switched_on
+
+
+def enabled() -> bool:
+    """Whether the decoder writes its bias + SELU into the concatenation (MSCRED_DECODER_CAT_EPILOGUE=1)."""
+    return switched_on("MSCRED_DECODER_CAT_EPILOGUE")
+
+
+def bias_act_cat(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int, height: int, width: int,
+                 skip: torch.Tensor) -> torch.Tensor:
+    """``cat_channels(bias_act(y, bias, selu, top, left, height, width), skip)``: (B, C + Cs, height, width),
+    channels-last where the kernel runs."""
+    _bias_act._check_crop(y.shape, top, left, height, width)
+    fits = (runs_fused(y) and y.dtype != torch.float64 and skip.dtype == y.dtype and skip.device == y.device
+            and skip.dim() == 4 and skip.shape[0] == y.shape[0] and tuple(skip.shape[2:]) == (height, width))
+    if not fits:
+        return cat_channels(_bias_act.bias_act(y, bias, selu, top, left, height, width), skip)
+    return _BiasActCat.apply(y, bias.contiguous(), skip, bool(selu), int(top), int(left), int(height), int(width))
+
+
+class _BiasActCat(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y, bias, skip, selu, top, left, height, width):
+        C = y.shape[1]
+        out = torch.empty(y.shape[0], C + skip.shape[1], height, width, device=y.device, dtype=y.dtype,
+                          memory_format=torch.channels_last)
+        _bias_act._forward_into(y, bias, selu, top, left, out[:, :C])
+        copy_pixels(out[:, C:], skip)
+        ctx.save_for_backward(out, bias)  # the lower half: SELU's output, whose derivative the backward reads
+        ctx.meta = (C, tuple(y.shape), _bias_act._channels_last(y), selu, top, left)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        out, bias = ctx.saved_tensors
+        C, y_shape, channels_last, selu, top, left = ctx.meta
+        dy, db = _bias_act.bias_act_fused_backward(grad[:, :C], out[:, :C], bias, selu, top, left, y_shape[2],
+                                                   y_shape[3], channels_last)  # dy in y's layout, as bias_act's
+        return dy, db, grad[:, C:], None, None, None, None, None
