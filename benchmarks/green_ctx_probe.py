@@ -18,21 +18,17 @@ import traceback
 
 import torch
 
-import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
+import step_alternation  # noqa: E402 (benchmarks/ is the script's own folder)
+import sweep_report  # noqa: E402
 from mscred.ops import green_stream
 
 
 def _ms(fn, stream, reps: int = 10) -> float:
-    """Mean ms of ``fn()`` on ``stream`` (CUDA events on that stream), after one warm-up call."""
+    """Mean ms of ``fn()`` on ``stream`` (``step_alternation.median_ms``'s CUDA events, recorded on the current
+    stream: this one), after one warm-up call."""
     with torch.cuda.stream(stream):
         fn()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) / reps
+        return step_alternation.median_ms(fn, reps, 1)
 
 
 def main() -> None:

@@ -61,3 +61,15 @@ def strict_float32():
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     yield
     torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+@pytest.fixture
+def set_env(monkeypatch):
+    """``set_env(name, value)``: the environment variable set to ``value`` for the test, or unset when None (a
+    switch's default)."""
+    def set_or_unset(name: str, value):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    return set_or_unset

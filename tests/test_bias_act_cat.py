@@ -65,12 +65,20 @@ def test_other_inputs_take_bias_act_then_cat():
 
 
 @pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
-def test_switch(setting, on, monkeypatch):
-    if setting is None:
-        monkeypatch.delenv("MSCRED_DECODER_CAT_EPILOGUE", raising=False)
-    else:
-        monkeypatch.setenv("MSCRED_DECODER_CAT_EPILOGUE", setting)
+def test_switch(setting, on, set_env):
+    set_env("MSCRED_DECODER_CAT_EPILOGUE", setting)
     assert bac.enabled() is on
+
+
+def _off_and_on(run, monkeypatch):
+    """(``run()`` with MSCRED_DECODER_CAT_EPILOGUE=0, the same with =1, the y tensors the kernel path took)."""
+    monkeypatch.setenv("MSCRED_DECODER_CAT_EPILOGUE", "0")
+    ref = run()
+    monkeypatch.setenv("MSCRED_DECODER_CAT_EPILOGUE", "1")
+    calls = []
+    real = bac._BiasActCat.apply
+    monkeypatch.setattr(bac._BiasActCat, "apply", lambda *a: calls.append(a[0]) or real(*a))
+    return ref, run(), calls
 
 
 def test_the_fused_decoder_computes_the_same_with_it(monkeypatch, strict_float32):
@@ -90,13 +98,7 @@ def test_the_fused_decoder_computes_the_same_with_it(monkeypatch, strict_float32
         loss.backward()
         return recon.detach(), loss.detach(), {k: p.grad.clone() for k, p in net.named_parameters()}
 
-    monkeypatch.setenv("MSCRED_DECODER_CAT_EPILOGUE", "0")
-    ref = run()
-    monkeypatch.setenv("MSCRED_DECODER_CAT_EPILOGUE", "1")
-    calls = []
-    real = bac._BiasActCat.apply
-    monkeypatch.setattr(bac._BiasActCat, "apply", lambda *a: calls.append(a[0].shape) or real(*a))
-    ours = run()
+    ref, ours, calls = _off_and_on(run, monkeypatch)
     assert len(calls) == 3  # deconv4, deconv3, deconv2
     torch.testing.assert_close(ours[0], ref[0], rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(ours[1], ref[1], rtol=1e-6, atol=0)
@@ -123,14 +125,8 @@ def test_the_bf16_training_decoder_takes_it_on_cuda(monkeypatch):
         torch.cuda.synchronize()
         return loss.detach(), {k: p.grad.clone() for k, p in net.named_parameters()}
 
-    monkeypatch.setenv("MSCRED_DECODER_CAT_EPILOGUE", "0")
-    ref = run()
-    monkeypatch.setenv("MSCRED_DECODER_CAT_EPILOGUE", "1")
-    calls = []
-    real = bac._BiasActCat.apply
-    monkeypatch.setattr(bac._BiasActCat, "apply", lambda *a: calls.append(a[0].dtype) or real(*a))
-    ours = run()
-    assert calls == [torch.bfloat16] * 3
+    ref, ours, calls = _off_and_on(run, monkeypatch)
+    assert [y.dtype for y in calls] == [torch.bfloat16] * 3
     torch.testing.assert_close(ours[0], ref[0], rtol=1e-5, atol=0)
     for k in ref[1]:  # the bias gradients' atomic adds may sum in another order
         torch.testing.assert_close(ours[1][k], ref[1][k], rtol=2e-2, atol=1e-6, msg=lambda m, k=k: f"{k}: {m}")

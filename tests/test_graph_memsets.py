@@ -36,11 +36,8 @@ def test_compiles_for_sm90a_without_spills(tmp_path):
 
 
 @pytest.mark.parametrize("setting, on", [(None, True), ("0", False), ("off", False), ("1", True)])
-def test_switch(setting, on, monkeypatch):
-    if setting is None:
-        monkeypatch.delenv("MSCRED_GRAPH_MEMSET_KERNELS", raising=False)
-    else:
-        monkeypatch.setenv("MSCRED_GRAPH_MEMSET_KERNELS", setting)
+def test_switch(setting, on, set_env):
+    set_env("MSCRED_GRAPH_MEMSET_KERNELS", setting)
     assert graph_memsets.enabled() is on
     ok, why = graph_memsets.is_available()
     if not torch.cuda.is_available():

@@ -15,11 +15,8 @@ from mscred.ops import green_stream, wgrad_stream
 
 
 @pytest.mark.parametrize("text, sms", [(None, None), ("", None), ("0", None), ("66", 66), (" 100 ", 100)])
-def test_setting(text, sms, monkeypatch):
-    if text is None:
-        monkeypatch.delenv("MSCRED_WGRAD_STREAM_SMS", raising=False)
-    else:
-        monkeypatch.setenv("MSCRED_WGRAD_STREAM_SMS", text)
+def test_setting(text, sms, set_env):
+    set_env("MSCRED_WGRAD_STREAM_SMS", text)
     assert green_stream.sms_setting() == sms
 
 

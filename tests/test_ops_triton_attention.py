@@ -219,7 +219,7 @@ def test_split_over_d_equals_reference(B, C, n, T, layout, partial_tile, last_ap
 
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 @pytest.mark.parametrize("T", [5, 2])
-def test_saved_scores_give_the_same_gradients(layout, T, monkeypatch):
+def test_saved_scores_give_the_same_gradients(layout, T, monkeypatch, set_env):
     """MSCRED_ATTN_SAVED_SCORES unset or 1: the split backward takes the forward's score partials (the op's second output)
     and its first kernel forms <H_k, dout> alone, into a buffer of its own; the gradient is the recomputing path's
     bit for bit (the same partials) and the float64 reference's. Every partials buffer starts as NaN."""
@@ -233,11 +233,8 @@ def test_saved_scores_give_the_same_gradients(layout, T, monkeypatch):
     real = fused.backward_partials
     monkeypatch.setattr(fused, "backward_partials", lambda *a: passes.append(real(*a)) or passes[-1])
     grads = []
-    for setting in ("0", "1", None):
-        if setting is None:
-            monkeypatch.delenv("MSCRED_ATTN_SAVED_SCORES")  # the default: saved
-        else:
-            monkeypatch.setenv("MSCRED_ATTN_SAVED_SCORES", setting)
+    for setting in ("0", "1", None):  # None: the default, saved
+        set_env("MSCRED_ATTN_SAVED_SCORES", setting)
         grads.append(_fwd_bwd(fused.temporal_attention, h, dout)[1])
     (part0, dpart0, _), (part1, dpart1, _), (part2, dpart2, _) = passes
     assert part0 is dpart0  # recomputed in one buffer
