@@ -51,7 +51,7 @@ def main() -> None:
     green = green_stream.stream(device, args.sms)
     say(f"- a stream of a green context of {args.sms} SMs (the device has {total}): {green}")
     if green is None:
-        step_report(args.out, lines)
+        step_alternation.report(args.out, "green_ctx_probe.md", lines)
         return
     plain = torch.cuda.Stream()
     a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
@@ -102,13 +102,7 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - the probe's answer is the failure itself
         say(f"- CUDA graph with a fork to the green stream: failed: {type(exc).__name__}: {exc}")
         lines.append("```\n" + traceback.format_exc() + "```")
-    step_report(args.out, lines)
-
-
-def step_report(out: str, lines: list[str]) -> None:
-    from pathlib import Path
-    Path(out).mkdir(parents=True, exist_ok=True)
-    (Path(out) / "green_ctx_probe.md").write_text("\n".join(lines) + "\n")
+    step_alternation.report(args.out, "green_ctx_probe.md", lines)
 
 
 if __name__ == "__main__":

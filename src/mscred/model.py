@@ -160,21 +160,16 @@ class SameDeconv(nn.Module):
         write the result into, e.g. the channel slice of the decoder's concatenation buffer; returned. ``skip`` (the
         fused path's training): a (B, S, size, size) tensor to concatenate after the result along channels, the
         result written into the concatenation itself (``ops/triton/bias_act_cat.py``); (B, O + S, size, size)."""
-        if skip is not None:
-            if not self.fused_act:
-                return torch.cat([self.forward(x, size), skip], dim=1)
-            top = same_padding(size, self.kernel, self.stride)[0]
-            w = _autocast_weight(self.weight, x)
-            y = wgrad_stream.conv2d(x, w, self.stride, transposed=True)
-            return bias_act_cat(y, self.bias, self.selu, top, top, size, size, skip)
+        if skip is not None and not self.fused_act:
+            return torch.cat([self.forward(x, size), skip], dim=1)
         top = same_padding(size, self.kernel, self.stride)[0]
         if self.fused_act:  # crop + bias (+ SELU) in one kernel each way (see SameConv)
             w = _autocast_weight(self.weight, x)
-            if (size == x.shape[-1] and top == self.kernel // 2 and out is None
+            if (size == x.shape[-1] and top == self.kernel // 2 and out is None and skip is None
                     and small_conv.suits(w.shape[0], w.shape[1], self.kernel, self.stride, w.dtype)):
                 # deconv1 (3 output channels): stride 1 + TF crop = a same convolution with the flipped kernel.
                 return small_conv.conv_act(x, small_conv.deconv_as_conv(w), self.bias, selu=self.selu)
-            if self._subpixel(x, w):
+            if skip is None and self._subpixel(x, w):
                 # Inference: the transposed convolution as one stride-1 convolution giving every output phase
                 # (ops/subpixel.py), read back through the phases by the bias + SELU kernel.
                 if out is None:
@@ -183,6 +178,8 @@ class SameDeconv(nn.Module):
                 sub = subpixel.convolve(x, w, self.stride)
                 return bias_act_subpixel_into(sub, self.bias, self.selu, self.stride, top, top, out)
             y = wgrad_stream.conv2d(x, w, self.stride, transposed=True)
+            if skip is not None:
+                return bias_act_cat(y, self.bias, self.selu, top, top, size, size, skip)
             if out is not None:
                 return bias_act_into(y, self.bias, self.selu, top, top, out)
             return bias_act(y, self.bias, self.selu, top, top, size, size)
@@ -361,19 +358,18 @@ class Decoder(nn.Module):
         self.deconv1 = SameDeconv(2 * c1, cfg.n_scales, k1, s1, False, fa)  # 64 -> 3, 3x3, stride 1, linear
 
     def forward(self, a1: torch.Tensor, a2: torch.Tensor, a3: torch.Tensor, a4: torch.Tensor) -> torch.Tensor:
-        if self.fused and bias_act_cat_enabled() and torch.is_grad_enabled():
-            # each level's bias + SELU written into the concatenation (ops/triton/bias_act_cat.py)
-            d4 = self.deconv4(a4, a3.shape[-1], skip=a3)   # (B, 256, n3, n3)
-            d3 = self.deconv3(d4, a2.shape[-1], skip=a2)   # (B, 128, n2, n2)
-            d2 = self.deconv2(d3, a1.shape[-1], skip=a1)   # (B, 64, n, n)
-            return self.deconv1(d2, a1.shape[-1])          # (B, K, n, n)
         cat = cat_channels if self.fused else lambda d, a: torch.cat([d, a], dim=1)  # the reference: plain cat
-        d4 = self.deconv4(a4, a3.shape[-1])        # (B, 128, n3, n3)
-        d4 = cat(d4, a3)                           # (B, 256, n3, n3)
-        d3 = self.deconv3(d4, a2.shape[-1])        # (B, 64, n2, n2)
-        d3 = cat(d3, a2)                           # (B, 128, n2, n2)
-        d2 = self.deconv2(d3, a1.shape[-1])        # (B, 32, n, n)
-        d2 = cat(d2, a1)                           # (B, 64, n, n)
+        # fused training with MSCRED_DECODER_CAT_EPILOGUE=1: each level's bias + SELU written into the concatenation
+        # (ops/triton/bias_act_cat.py); else the level's output, then the concatenation
+        into = self.fused and bias_act_cat_enabled() and torch.is_grad_enabled()
+
+        def up(deconv: SameDeconv, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+            if into:
+                return deconv(x, skip.shape[-1], skip=skip)
+            return cat(deconv(x, skip.shape[-1]), skip)
+        d4 = up(self.deconv4, a4, a3)              # (B, 128 + 128, n3, n3)
+        d3 = up(self.deconv3, d4, a2)              # (B, 64 + 64, n2, n2)
+        d2 = up(self.deconv2, d3, a1)              # (B, 32 + 32, n, n)
         return self.deconv1(d2, a1.shape[-1])      # (B, K, n, n)
 
     def skip_buffers(self, batch: int, sizes, like: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:
