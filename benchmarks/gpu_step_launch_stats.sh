@@ -13,7 +13,8 @@ D=$(result_dir "$NAME")
 timeout 400 ncu --nvtx --nvtx-include "replays/" --graph-profiling node -k "regex:xmma|cutlass|nvjet" \
   --section LaunchStats --section Occupancy python3 benchmarks/step_replays.py --replays 1 > "$D/ncu.txt" 2>&1
 echo "ncu exit $? at ${SECONDS}s"
-grep -E "^  [a-zA-Z_].*\(|Cluster Size|Shared Memory Configuration Size|Dynamic Shared Memory Per Block|Static Shared|Registers Per Thread|Block Limit|Grid Size|Block Size|Theoretical Occupancy" \
-  "$D/ncu.txt" > "$D/summary.txt"
+FIELDS="Cluster Size|Shared Memory Configuration Size|Dynamic Shared Memory Per Block|Static Shared"
+FIELDS="$FIELDS|Registers Per Thread|Block Limit|Grid Size|Block Size|Theoretical Occupancy"
+grep -E "^  [a-zA-Z_].*\(|$FIELDS" "$D/ncu.txt" > "$D/summary.txt"
 head -40 "$D/summary.txt"
 (cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")

@@ -10,8 +10,8 @@ of our kernel that writes the same bytes, with the same dependencies and depende
 Measured on the H200 (``results/graph_memsets/``, ``results/graph_launch_cost/``): the graphed bf16 training step
 2.445-2.450 -> 2.419-2.428 ms and 2.462-2.467 -> 2.438 ms in alternation on two machines, one step from an idle GPU
 2.489 -> 2.472 ms, and the host's cudaGraphLaunch 31-35 -> 9 us (memset nodes are dear to launch as well). On by
-default; ``MSCRED_GRAPH_MEMSET_KERNELS=0`` keeps the memset nodes. Where the extension cannot be built (a warning says so
-once), or this torch has no ``keep_graph``, graphs are captured as before (``mscred env`` says which).
+default; ``MSCRED_GRAPH_MEMSET_KERNELS=0`` keeps the memset nodes. Where the extension cannot be built (a warning says
+so once), or this torch has no ``keep_graph``, graphs are captured as before (``mscred env`` says which).
 """
 from __future__ import annotations
 
