@@ -64,7 +64,7 @@ def test_other_inputs_take_bias_act_then_cat():
         bac.bias_act_cat(y32, b32, True, 1, 1, 9, 9, s32)  # the crop outside y
 
 
-@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
+@pytest.mark.parametrize("setting, on", [(None, True), ("0", False), ("1", True)])
 def test_switch(setting, on, set_env):
     set_env("MSCRED_DECODER_CAT_EPILOGUE", setting)
     assert bac.enabled() is on

@@ -359,8 +359,8 @@ class Decoder(nn.Module):
 
     def forward(self, a1: torch.Tensor, a2: torch.Tensor, a3: torch.Tensor, a4: torch.Tensor) -> torch.Tensor:
         cat = cat_channels if self.fused else lambda d, a: torch.cat([d, a], dim=1)  # the reference: plain cat
-        # fused training with MSCRED_DECODER_CAT_EPILOGUE=1: each level's bias + SELU written into the concatenation
-        # (ops/triton/bias_act_cat.py); else the level's output, then the concatenation
+        # fused training (unless MSCRED_DECODER_CAT_EPILOGUE=0): each level's bias + SELU written into the
+        # concatenation (ops/triton/bias_act_cat.py); else the level's output, then the concatenation
         into = self.fused and bias_act_cat_enabled() and torch.is_grad_enabled()
 
         def up(deconv: SameDeconv, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:

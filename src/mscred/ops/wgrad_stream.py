@@ -22,29 +22,26 @@ On by default (``MSCRED_WGRAD_STREAM=0`` turns it off): on the H200 the graphed 
 in alternation (``benchmarks/results/wgrad_stream/``, ``results/wgrad_stream_prio/``; ``bash
 benchmarks/gpu_wgrad_stream.sh``): ~0.11 ms, 4%. Not adopted from the same runs: levels 2-4 on side streams as well
 (``level_streams``, 2.552 / 2.558 ms) and the step captured on a higher-priority stream than the side stream's
-(2.482 / 2.481 ms: no difference). The arithmetic is the same calls on the same data.
-
-``MSCRED_WGRAD_STREAM_SMS=N`` makes the side stream a green context's of N SMs (``ops/green_stream.py``: the chain
-keeps the other SMs while a weight gradient runs; written 2026-12-04 without device time, not yet measured,
-``benchmarks/gpu_green_wgrad.sh``).
+(2.482 / 2.481 ms: no difference). The arithmetic is the same calls on the same data. Measured and removed since:
+the side stream on a CUDA green context of 100 or 66 SMs, 2.485 / 2.518 ms against 2.415 ms (``results/green_wgrad/``,
+commit 86da0fc). Why the chain still waits beside these gradients: ``results/step_launch_stats/`` (their clusters).
 """
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
 # (weight_cache imports this module too, for ``join``: each uses the other only inside functions, so either import
 # order works -- tests/test_wgrad_stream.py imports both)
-from mscred.ops import green_stream, weight_cache
+from mscred.ops import weight_cache
 from mscred.ops.triton.runtime import switched_off
 
-_STREAMS: dict[tuple[int, Optional[int]], "torch.cuda.Stream"] = {}  # by (device index, green-context SMs)
-# device index -> its side stream with work the caller's stream has not waited for
-_PENDING: dict[int, "torch.cuda.Stream"] = {}
+_STREAMS: dict[int, "torch.cuda.Stream"] = {}
+_PENDING: set[int] = set()  # device indices whose side stream has work the caller's stream has not waited for
 _LOCAL = threading.local()  # ``allowed``: set around a backward whose weights the cast cache's backward joins
 
 
@@ -70,13 +67,9 @@ def _index(device: torch.device) -> int:
 
 
 def _side(device: torch.device) -> "torch.cuda.Stream":
-    """The side stream: an ordinary one, or with MSCRED_WGRAD_STREAM_SMS=N one of a green context of N SMs
-    (``ops/green_stream.py``; opt-in, not yet measured)."""
-    sms = green_stream.sms_setting()
-    key = (_index(device), sms)
+    key = _index(device)
     if key not in _STREAMS:  # created in the eager warm-up every capture follows, never inside a capture
-        side = green_stream.stream(device, sms) if sms else None
-        _STREAMS[key] = side if side is not None else torch.cuda.Stream(device=device)
+        _STREAMS[key] = torch.cuda.Stream(device=device)
     return _STREAMS[key]
 
 
@@ -95,7 +88,7 @@ def run(fn: Callable[[], Sequence[torch.Tensor]], reads: Sequence[torch.Tensor])
         t.record_stream(side)
     for t in outs:
         t.record_stream(caller)
-    _PENDING[_index(x.device)] = side
+    _PENDING.add(_index(x.device))
     return outs
 
 
@@ -103,9 +96,10 @@ def join(device: torch.device) -> None:
     """Make the current stream of ``device`` wait for its side stream's weight gradients, if any are queued."""
     if device.type != "cuda":
         return
-    side = _PENDING.pop(_index(device), None)
-    if side is not None:
-        torch.cuda.current_stream(device).wait_stream(side)
+    key = _index(device)
+    if key in _PENDING:
+        torch.cuda.current_stream(device).wait_stream(_STREAMS[key])
+        _PENDING.discard(key)
 
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, stride: int, padding: tuple[int, int] = (0, 0),

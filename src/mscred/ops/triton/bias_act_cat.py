@@ -9,8 +9,9 @@ channel half and only the skip is copied (``padding.copy_pixels``, 8-byte words)
 backward is ``bias_act``'s on the lower half of the gradient, with the buffer's lower half as SELU's output; the
 skip's gradient is the upper half, a view, as ``torch.cat``'s backward gives it.
 
-``MSCRED_DECODER_CAT_EPILOGUE=1`` turns it on (opt-in; written 2026-12-04 without device time, not yet measured:
-``benchmarks/gpu_decoder_cat.sh``). Elsewhere (float64, no Triton, other layouts or dtypes) it is ``bias_act`` then
+On by default since 2026-12-04 (late): the graphed bf16 training step on the H200 took 2.417 / 2.415 / 2.416 ms
+with it against 2.424 / 2.425 / 2.423 ms without, in alternation in one run (``benchmarks/results/decoder_cat/``,
+``bash benchmarks/gpu_decoder_cat.sh``); ``MSCRED_DECODER_CAT_EPILOGUE=0`` turns it off (A/B runs). Elsewhere (float64, no Triton, other layouts or dtypes) it is ``bias_act`` then
 ``cat_channels``, the same numbers. y may be in either layout (cuDNN gives channels-last on CUDA, PyTorch NCHW on
 the CPU); the concatenation is channels-last.
 """
@@ -21,12 +22,13 @@ import torch
 from mscred.ops.concat import cat_channels
 from mscred.ops.padding import copy_pixels
 from mscred.ops.triton import bias_act as _bias_act
-from mscred.ops.triton.runtime import runs_fused, switched_on
+from mscred.ops.triton.runtime import runs_fused, switched_off
 
 
 def enabled() -> bool:
-    """Whether the decoder writes its bias + SELU into the concatenation (MSCRED_DECODER_CAT_EPILOGUE=1)."""
-    return switched_on("MSCRED_DECODER_CAT_EPILOGUE")
+    """Whether the decoder writes its bias + SELU into the concatenation (default; MSCRED_DECODER_CAT_EPILOGUE=0
+    turns it off)."""
+    return not switched_off("MSCRED_DECODER_CAT_EPILOGUE")
 
 
 def bias_act_cat(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int, height: int, width: int,
