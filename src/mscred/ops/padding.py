@@ -51,7 +51,13 @@ def copy_pixels(dst: torch.Tensor, src: torch.Tensor) -> None:
     contiguously (channels-last): PyTorch copies into a strided view (the interior of a padded buffer, a crop) with
     its generic strided kernel, element by element -- 2-byte elements for bf16, ~1.2 TB/s on the H200 (49 us for
     level 1's (640, 32, 30, 30) of the training step, benchmarks/results/train_profile/). As 8-byte words the same
-    copy has a quarter of the elements and index arithmetic."""
+    copy has a quarter of the elements and index arithmetic. With MSCRED_PIXEL_COPY_KERNEL=1, CUDA tensors take a
+    Triton kernel instead (``ops/triton/pixel_copy.py``: one index decode a pixel, 16-byte accesses)."""
+    if dst.is_cuda:
+        from mscred.ops.triton import pixel_copy  # (lazily: the Triton ops import this module)
+        if pixel_copy.enabled() and pixel_copy.suits(dst, src):
+            pixel_copy.copy(dst, src)
+            return
     if src.dtype == dst.dtype and src.element_size() < 8 and _words_fit(dst) and _words_fit(src):
         dst.permute(0, 2, 3, 1).view(torch.int64).copy_(src.permute(0, 2, 3, 1).view(torch.int64))
     else:

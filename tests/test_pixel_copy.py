@@ -1,0 +1,111 @@
+"""``pixel_copy.copy`` (``ops/triton/pixel_copy.py``): the Triton copy of channels-last pixels between strided views
+equals ``dst.copy_(src)`` bit for bit and writes nothing beside ``dst`` -- into a channel slice of a bordered buffer
+(levels 1-2's [x, h]), out of a channel slice, between crops, at awkward sizes and channel counts that are no power
+of two. The kernel runs under the Triton interpreter on the CPU (conftest); bf16 and ``copy_pixels``' routing on CUDA."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mscred.ops import padding
+from mscred.ops.triton import pixel_copy
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+DTYPES = [torch.float32, torch.float16] + ([torch.bfloat16] if DEVICE == "cuda" else [])
+SENTINEL = -7.0
+
+
+def _buffer(N, C, H, W, dtype, fill=SENTINEL):
+    return torch.full((N, C, H, W), fill, dtype=dtype, device=DEVICE).contiguous(memory_format=torch.channels_last)
+
+
+def _random(N, C, H, W, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(N, C, H, W, generator=g).to(DEVICE, dtype).contiguous(memory_format=torch.channels_last)
+
+
+def _views(case, dtype):
+    """(dst buffer, dst view, src view) of one layout case."""
+    if case == "into the x half of [x, h]":  # level 1-2: (T*B, C, Hp, Wp) into (T*B, C + Ch, Hp, Wp)[:, :C]
+        buf = _buffer(6, 5 + 3, 9, 7, dtype)
+        return buf, buf[:, :5], _random(6, 5, 9, 7, dtype, 1)
+    if case == "into the upper half":  # the decoder's skip concatenation
+        buf = _buffer(3, 4 + 33, 5, 6, dtype)
+        return buf, buf[:, 4:], _random(3, 33, 5, 6, dtype, 2)
+    if case == "out of a channel slice":  # level 2's dx_t out of [dx, dh]
+        buf = _buffer(4, 17, 6, 6, dtype)
+        src = _random(4, 17 + 9, 6, 6, dtype, 3)[:, :17]
+        return buf, buf, src
+    if case == "crop into a bordered interior":  # padding._padded
+        buf = _buffer(2, 12, 11, 10, dtype)
+        return buf, buf[:, :, 1:10, 2:9], _random(2, 12, 9, 7, dtype, 4)
+    raise AssertionError(case)
+
+
+CASES = ["into the x half of [x, h]", "into the upper half", "out of a channel slice", "crop into a bordered interior"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CASES)
+def test_equals_torch_copy_and_writes_nothing_beside(case, dtype):
+    buf, dst, src = _views(case, dtype)
+    assert pixel_copy.suits(dst, src)
+    want = buf.clone()
+    want.as_strided(dst.shape, dst.stride(), dst.storage_offset() - buf.storage_offset()).copy_(src)
+    pixel_copy.copy(dst, src)
+    assert torch.equal(buf, want)
+
+
+@pytest.mark.parametrize("block", [64, 4096])  # programs of 2-64 pixels: the last program's partial tile
+def test_many_programs_and_a_partial_last_one(block, monkeypatch):
+    monkeypatch.setattr(pixel_copy, "BLOCK", block)
+    buf = _buffer(5, 48, 7, 9, torch.float32)
+    src = _random(5, 40, 7, 9, torch.float32, 5)
+    pixel_copy.copy(buf[:, 3:43], src)
+    assert torch.equal(buf[:, 3:43], src)
+    assert (buf[:, :3] == SENTINEL).all() and (buf[:, 43:] == SENTINEL).all()
+
+
+def test_what_it_does_not_take_goes_to_torch():
+    """NCHW (channels not contiguous), mixed dtypes: not ``suits``, and ``copy`` is then PyTorch's copy."""
+    src = torch.randn(2, 3, 4, 5, device=DEVICE)
+    dst = torch.empty(2, 3, 4, 5, device=DEVICE)
+    assert not pixel_copy.suits(dst, src)
+    pixel_copy.copy(dst, src)
+    assert torch.equal(dst, src)
+    half = _buffer(2, 3, 4, 5, torch.float16)
+    assert not pixel_copy.suits(half, src.contiguous(memory_format=torch.channels_last))
+
+
+@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
+def test_switch(setting, on, set_env):
+    set_env("MSCRED_PIXEL_COPY_KERNEL", setting)
+    assert pixel_copy.enabled() is on
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="copy_pixels routes only CUDA tensors to the kernel")
+@pytest.mark.parametrize("setting", ["0", "1"])
+def test_copy_pixels_takes_it_on_cuda(setting, monkeypatch):
+    monkeypatch.setenv("MSCRED_PIXEL_COPY_KERNEL", setting)
+    calls = []
+    real = pixel_copy.copy
+    monkeypatch.setattr(pixel_copy, "copy", lambda d, s: calls.append(d.shape) or real(d, s))
+    buf = _buffer(640, 64, 31, 31, torch.bfloat16)  # level 1's [x, h] at batch 128
+    src = _random(640, 32, 31, 31, torch.bfloat16, 6)
+    padding.copy_pixels(buf[:, :32], src)
+    assert torch.equal(buf[:, :32], src) and (buf[:, 32:] == SENTINEL).all()
+    assert len(calls) == (setting == "1")
+
+
+def test_sm90_code_moves_16_bytes_an_access():
+    """Compiled for the H200 here (tests/sm90_compile.py) at level 1's shape (bf16, 32 channels, strides divisible by
+    16 as Triton specialises them): its loads and stores are 128-bit, the point of the kernel."""
+    pytest.importorskip("triton.backends.nvidia")
+    import sm90_compile
+
+    block_c = 32
+    config = dict(constants=dict(BLOCK_P=pixel_copy.BLOCK // block_c, BLOCK_C=block_c),
+                  pointers=dict(d_ptr="*bf16", s_ptr="*bf16"),
+                  aligned=["d_sn", "d_sy", "d_sx", "s_sn", "s_sy", "s_sx", "C"], num_warps=pixel_copy.NUM_WARPS)
+    listing = sm90_compile.sass("mscred.ops.triton.pixel_copy", "_pixel_copy_kernel", config)
+    assert "LDG.E.128" in listing and "STG.E.128" in listing, [ln for ln in listing.splitlines() if "G.E" in ln]
