@@ -56,6 +56,32 @@ def test_equals_torch_copy_and_writes_nothing_beside(case, dtype):
     assert torch.equal(buf, want)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("T, B, C, Ch, Hp, Wp", [(5, 3, 32, 32, 9, 9), (2, 2, 5, 3, 4, 7), (3, 1, 8, 17, 6, 5)])
+def test_x_into_xh_with_h_minus_1_zeroed(T, B, C, Ch, Hp, Wp, dtype):
+    """Levels 1-2's [x, h]: every x_t into the x half, and h_{-1} (the h half of step 0's B images) zeroed in the
+    same pass; the h half of every later step is left as it was (the step kernels write it)."""
+    xh = _buffer(T * B, C + Ch, Hp, Wp, dtype)
+    images = _random(T * B, C, Hp, Wp, dtype, 7)
+    h0 = xh[:B, C:]
+    assert pixel_copy.zeros_fit(xh[:, :C], h0)
+    pixel_copy.copy(xh[:, :C], images, h0)
+    assert torch.equal(xh[:, :C], images)
+    assert (xh[:B, C:] == 0).all() and (xh[B:, C:] == SENTINEL).all()
+
+
+def test_zeros_elsewhere_are_zeroed_apart():
+    """A ``zeros`` view that is not the channels right after dst's (here: one channel further on) does not fit the
+    kernel's pass: copied, then zeroed on its own, the same result."""
+    xh = _buffer(4, 8 + 6, 5, 5, torch.float32)
+    images = _random(4, 8, 5, 5, torch.float32, 8)
+    zeros = xh[:2, 9:]
+    assert not pixel_copy.zeros_fit(xh[:, :8], zeros)
+    pixel_copy.copy(xh[:, :8], images, zeros)
+    assert torch.equal(xh[:, :8], images) and (xh[:2, 9:] == 0).all()
+    assert (xh[:, 8] == SENTINEL).all() and (xh[2:, 9:] == SENTINEL).all()
+
+
 @pytest.mark.parametrize("block", [64, 4096])  # programs of 2-64 pixels: the last program's partial tile
 def test_many_programs_and_a_partial_last_one(block, monkeypatch):
     monkeypatch.setattr(pixel_copy, "BLOCK", block)
@@ -89,23 +115,28 @@ def test_copy_pixels_takes_it_on_cuda(setting, monkeypatch):
     monkeypatch.setenv("MSCRED_PIXEL_COPY_KERNEL", setting)
     calls = []
     real = pixel_copy.copy
-    monkeypatch.setattr(pixel_copy, "copy", lambda d, s: calls.append(d.shape) or real(d, s))
+    monkeypatch.setattr(pixel_copy, "copy", lambda d, s, z=None: calls.append(d.shape) or real(d, s, z))
     buf = _buffer(640, 64, 31, 31, torch.bfloat16)  # level 1's [x, h] at batch 128
     src = _random(640, 32, 31, 31, torch.bfloat16, 6)
-    padding.copy_pixels(buf[:, :32], src)
-    assert torch.equal(buf[:, :32], src) and (buf[:, 32:] == SENTINEL).all()
+    padding.copy_pixels(buf[:, :32], src, zeros=buf[:128, 32:])
+    assert torch.equal(buf[:, :32], src) and (buf[:128, 32:] == 0).all() and (buf[128:, 32:] == SENTINEL).all()
     assert len(calls) == (setting == "1")
 
 
-def test_sm90_code_moves_16_bytes_an_access():
+@pytest.mark.parametrize("zeros", [False, True])
+def test_sm90_code_moves_16_bytes_an_access(zeros):
     """Compiled for the H200 here (tests/sm90_compile.py) at level 1's shape (bf16, 32 channels, strides divisible by
-    16 as Triton specialises them): its loads and stores are 128-bit, the point of the kernel."""
+    16 as Triton specialises them), with and without h_{-1}'s zeros: its loads and stores are 128-bit, the point of
+    the kernel."""
     pytest.importorskip("triton.backends.nvidia")
     import sm90_compile
 
     block_c = 32
-    config = dict(constants=dict(BLOCK_P=pixel_copy.BLOCK // block_c, BLOCK_C=block_c),
+    config = dict(constants=dict(BLOCK_P=pixel_copy.BLOCK // block_c, BLOCK_C=block_c, HAS_ZEROS=zeros, BLOCK_Z=32),
                   pointers=dict(d_ptr="*bf16", s_ptr="*bf16"),
-                  aligned=["d_sn", "d_sy", "d_sx", "s_sn", "s_sy", "s_sx", "C"], num_warps=pixel_copy.NUM_WARPS)
+                  aligned=["d_sn", "d_sy", "d_sx", "s_sn", "s_sy", "s_sx", "C", "PZ", "CZ"],
+                  num_warps=pixel_copy.NUM_WARPS)
     listing = sm90_compile.sass("mscred.ops.triton.pixel_copy", "_pixel_copy_kernel", config)
-    assert "LDG.E.128" in listing and "STG.E.128" in listing, [ln for ln in listing.splitlines() if "G.E" in ln]
+    accesses = [ln.split()[1 + ln.split()[1].startswith("@")] for ln in listing.splitlines() if "G.E" in ln]
+    assert accesses and all(a in ("LDG.E.128", "STG.E.128") for a in accesses), accesses
+    assert accesses.count("STG.E.128") == (8 if zeros else 4)  # each thread: 4 x 16 bytes of x (and of zeros)

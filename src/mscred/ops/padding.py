@@ -8,6 +8,8 @@ handed back without a copy (``_PadCopy``).
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 
 
@@ -46,22 +48,27 @@ def _padded(x: torch.Tensor, pads: tuple[int, int, int, int]) -> torch.Tensor:
     return xp
 
 
-def copy_pixels(dst: torch.Tensor, src: torch.Tensor) -> None:
+def copy_pixels(dst: torch.Tensor, src: torch.Tensor, zeros: Optional[torch.Tensor] = None) -> None:
     """``dst.copy_(src)`` for (N, C, H, W) views, in 8-byte words where both hold each pixel's channels
     contiguously (channels-last): PyTorch copies into a strided view (the interior of a padded buffer, a crop) with
     its generic strided kernel, element by element -- 2-byte elements for bf16, ~1.2 TB/s on the H200 (49 us for
     level 1's (640, 32, 30, 30) of the training step, benchmarks/results/train_profile/). As 8-byte words the same
     copy has a quarter of the elements and index arithmetic. With MSCRED_PIXEL_COPY_KERNEL=1, CUDA tensors take a
-    Triton kernel instead (``ops/triton/pixel_copy.py``: one index decode a pixel, 16-byte accesses)."""
+    Triton kernel instead (``ops/triton/pixel_copy.py``: one index decode a pixel, 16-byte accesses). ``zeros``: a
+    view to zero as well (``zero_pixels``), in the kernel's same pass where it is the channels right after ``dst``'s
+    (``pixel_copy.zeros_fit``: levels 1-2's h_{-1} beside x_0)."""
     if dst.is_cuda:
         from mscred.ops.triton import pixel_copy  # (lazily: the Triton ops import this module)
-        if pixel_copy.enabled() and pixel_copy.suits(dst, src):
-            pixel_copy.copy(dst, src)
+        if (pixel_copy.enabled() and pixel_copy.suits(dst, src)
+                and (zeros is None or pixel_copy.zeros_fit(dst, zeros))):
+            pixel_copy.copy(dst, src, zeros)
             return
     if src.dtype == dst.dtype and src.element_size() < 8 and _words_fit(dst) and _words_fit(src):
         dst.permute(0, 2, 3, 1).view(torch.int64).copy_(src.permute(0, 2, 3, 1).view(torch.int64))
     else:
         dst.copy_(src)
+    if zeros is not None:
+        zero_pixels(zeros)
 
 
 def zero_pixels(dst: torch.Tensor) -> None:

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from mscred.ops.triton import attention_last
 from mscred.ops.triton import convlstm as lstm
 from mscred.ops import conv_cell, wgrad_stream
-from mscred.ops.padding import copy_pixels, zero_pixels
+from mscred.ops.padding import copy_pixels
 from mscred.ops.triton.runtime import switched_off, tile_override
 
 MIN_PIXELS = 225  # levels 1-2 of the default model (30 x 30, 15 x 15); MSCRED_LSTM_CONCAT_MIN_PIXELS overrides (0: every level)
@@ -92,8 +92,8 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     w = _whole_weight(w_x, w_h)
-    copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images)  # every x_t with its zero border (the weight
-    zero_pixels(xh[0, :, C:])                                    # gradient reads x_0 too); h_{-1} = 0
+    # every x_t with its zero border (the weight gradient reads x_0 too), and h_{-1} = 0
+    copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images, zeros=xh[0, :, C:])
     if conv_cell.runs(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads):  # one CUDA kernel a step (ops/conv_cell)
         w_rows, bias32 = conv_cell.packed_weight(w), bias.float().contiguous()
         gates = [lstm._empty(B, 4 * Ch, H, W, xh, "nhwc") for _ in range(T)]
