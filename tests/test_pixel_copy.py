@@ -1,7 +1,8 @@
 """``pixel_copy.copy`` (``ops/triton/pixel_copy.py``): the Triton copy of channels-last pixels between strided views
 equals ``dst.copy_(src)`` bit for bit and writes nothing beside ``dst`` -- into a channel slice of a bordered buffer
 (levels 1-2's [x, h]), out of a channel slice, between crops, at awkward sizes and channel counts that are no power
-of two. The kernel runs under the Triton interpreter on the CPU (conftest); bf16 and ``copy_pixels``' routing on CUDA."""
+of two. The kernel runs under the Triton interpreter on the CPU (conftest); bf16 and ``copy_pixels``' routing on
+CUDA."""
 from __future__ import annotations
 
 import pytest

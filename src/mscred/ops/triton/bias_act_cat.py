@@ -11,9 +11,9 @@ skip's gradient is the upper half, a view, as ``torch.cat``'s backward gives it.
 
 On by default since 2026-12-04 (late): the graphed bf16 training step on the H200 took 2.417 / 2.415 / 2.416 ms
 with it against 2.424 / 2.425 / 2.423 ms without, in alternation in one run (``benchmarks/results/decoder_cat/``,
-``bash benchmarks/gpu_decoder_cat.sh``); ``MSCRED_DECODER_CAT_EPILOGUE=0`` turns it off (A/B runs). Elsewhere (float64, no Triton, other layouts or dtypes) it is ``bias_act`` then
-``cat_channels``, the same numbers. y may be in either layout (cuDNN gives channels-last on CUDA, PyTorch NCHW on
-the CPU); the concatenation is channels-last.
+``bash benchmarks/gpu_decoder_cat.sh``); ``MSCRED_DECODER_CAT_EPILOGUE=0`` turns it off (A/B runs). Elsewhere
+(float64, no Triton, other layouts or dtypes) it is ``bias_act`` then ``cat_channels``, the same numbers. y may be
+in either layout (cuDNN gives channels-last on CUDA, PyTorch NCHW on the CPU); the concatenation is channels-last.
 """
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ launch of its own (3.4 and 2.2 us).
 ``MSCRED_PIXEL_COPY_KERNEL=1`` routes ``copy_pixels`` on CUDA tensors here. Opt-in: on the H200 the graphed bf16
 training step took 2.408 / 2.410 / 2.405 ms with it against 2.410 / 2.411 / 2.413 ms without, in alternation
 (``results/pixel_copy/``), ~3 us and inside the rounds' spread; ``benchmarks/gpu_next_1207.sh`` reads the
-copies' own times. ``copy`` itself also runs on CPU tensors under Triton's interpreter
-(the tests), where ``copy_pixels`` keeps PyTorch's copy so that the interpreter's other tests do not slow down.
+copies' own times. ``copy`` itself also runs on CPU tensors under Triton's interpreter (the tests), where
+``copy_pixels`` keeps PyTorch's copy so that the interpreter's other tests do not slow down.
 """
 from __future__ import annotations
 
