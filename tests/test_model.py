@@ -114,7 +114,7 @@ def test_fused_backend_is_channels_last_with_the_reference_arithmetic(n, lstm_ke
 @pytest.mark.parametrize("kernel, stride", [(3, 2), (2, 2), (3, 1), (2, 1)])
 @pytest.mark.parametrize("lstm_kernel", [2, 3])
 def test_reads_padded_only_where_the_padded_copy_gives_the_tf_output(kernel, stride, lstm_kernel):
-    # Encoder._forward_training lets a convolution read the ConvLSTM's zero-bordered copy of its input only where
+    # Encoder.forward_training lets a convolution read the ConvLSTM's zero-bordered copy of its input only where
     # that gives the TF "same" output exactly (_reads_padded); checked against the explicitly padded convolution
     # for every size from 4 to 40.
     from mscred.model import _reads_padded

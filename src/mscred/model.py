@@ -23,7 +23,7 @@ from torch import nn
 
 from mscred import level_streams, ops
 from mscred.config import ModelConfig
-from mscred.ops import AUTO, cpu_inference, shared_output, subpixel
+from mscred.ops import AUTO, cpu_inference, encoder_xh, shared_output, subpixel
 from mscred.ops.concat import cat_channels
 from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.lstm_attention import resident_attention
@@ -31,7 +31,7 @@ from mscred.ops.padding import pad_copy
 from mscred.ops import weight_cache, wgrad_stream
 from mscred.ops.reference import same_padding
 from mscred.ops.triton import convlstm as fused_convlstm
-from mscred.ops.triton import convlstm_attention
+from mscred.ops.triton import convlstm_attention, convlstm_concat, convlstm_in_xh
 from mscred.ops.triton import small_conv
 from mscred.ops.triton.attention import temporal_attention_into
 from mscred.ops.triton.bias_act import bias_act, bias_act_into, bias_act_shared, bias_act_subpixel_into
@@ -100,11 +100,13 @@ class SameConv(nn.Module):
         # Glorot uniform, as the original TensorFlow code's default initializer.
         nn.init.xavier_uniform_(self.weight)
 
-    def forward(self, x: torch.Tensor, out_pads: tuple[int, int, int, int] = (0, 0, 0, 0), two: bool = False):
+    def forward(self, x: torch.Tensor, out_pads: tuple[int, int, int, int] = (0, 0, 0, 0), two: bool = False,
+                xh_images: int = 0):
         """(N, C, H, W) -> (N, O, ceil(H/s), ceil(W/s)); with ``out_pads`` (top, bottom, left, right) inside a
         zero border of those widths (the training encoder's ConvLSTM input), written there by the fused
         epilogue, no copy. ``two`` (fused path): (out, a view of out) for two consumers, whose gradients the
-        epilogue's backward sums itself (``ops.shared_output``)."""
+        epilogue's backward sums itself (``ops.shared_output``); with ``xh_images`` > 0 the second is instead the
+        x half of a ConvLSTM's [x, h] buffer written by the same kernel (``ops.encoder_xh``)."""
         padding = same_padding(x.shape[-1], self.kernel, self.stride)
         if self.fused_act:
             top, bottom, left, right = padding
@@ -112,28 +114,28 @@ class SameConv(nn.Module):
             if small_conv.suits(x.shape[1], w.shape[0], self.kernel, self.stride, w.dtype):
                 # conv1 (3 channels) in bf16: our kernel does convolution + bias + SELU; cuDNN has no tensor-core kernel.
                 if two:
-                    return small_conv.conv_act_shared(x, w, self.bias, True, out_pads)
+                    return small_conv.conv_act_shared(x, w, self.bias, True, out_pads, xh_images)
                 return small_conv.conv_act(x, w, self.bias, selu=True, out_pads=out_pads)
             if top == bottom and left == right:
                 y = wgrad_stream.conv2d(x, w, self.stride, (top, left))
             else:  # TF's extra bottom/right row: a padded copy that writes each element once (ops/padding.py)
                 y = wgrad_stream.conv2d(pad_copy(x, padding), w, self.stride)
-            return self._epilogue(y, out_pads, two)
+            return self._epilogue(y, out_pads, two, xh_images)
         out = ops.conv2d(x, self.weight, self.bias, self.stride, padding, True, backend=self.backend)
         out = pad_copy(out, out_pads) if any(out_pads) else out
         return (out, out) if two else out
 
     def forward_padded(self, xp: torch.Tensor, out_pads: tuple[int, int, int, int] = (0, 0, 0, 0),
-                       two: bool = False):
+                       two: bool = False, xh_images: int = 0):
         """``forward`` of an input already zero-bordered with this convolution's TF padding (the encoder's copy
         shared with a ConvLSTM, ``Encoder.forward``); the fused path (``fused_act``) only."""
         w = _autocast_weight(self.weight, xp)
-        return self._epilogue(wgrad_stream.conv2d(xp, w, self.stride), out_pads, two)
+        return self._epilogue(wgrad_stream.conv2d(xp, w, self.stride), out_pads, two, xh_images)
 
-    def _epilogue(self, y: torch.Tensor, out_pads: tuple[int, int, int, int], two: bool):
+    def _epilogue(self, y: torch.Tensor, out_pads: tuple[int, int, int, int], two: bool, xh_images: int = 0):
         """bias + SELU of the fused path (``bias_act``), for one consumer or for two (``two``)."""
         if two:
-            return bias_act_shared(y, self.bias, True, out_pads)
+            return bias_act_shared(y, self.bias, True, out_pads, xh_images)
         return bias_act(y, self.bias, selu=True, out_pads=out_pads)
 
 
@@ -233,9 +235,10 @@ class Encoder(nn.Module):
     def forward(self, x: torch.Tensor, lstm_pads: tuple[int, int, int, int] | None = None) -> list[torch.Tensor]:
         """(B, T, K, n, n) -> the four levels' ConvLSTM inputs, each (B, T, C_l, H_l, W_l). With ``lstm_pads``
         (``training_layout``) each is instead its zero-bordered copy (B, T, C_l, H_l + top + bottom, W_l + left +
-        right), stored time-major (T*B images): see ``_forward_training``."""
+        right), stored time-major (T*B images): see ``forward_training``, which also says which of them are the x
+        half of their ConvLSTM's [x, h] buffer."""
         if lstm_pads is not None:
-            return self._forward_training(x, lstm_pads)
+            return self.forward_training(x, lstm_pads)[0]
         B, T = x.shape[:2]
         f = x.reshape(B * T, *x.shape[2:])  # (B*T, K, n, n)
         if self.cast_input and torch.is_autocast_enabled(f.device.type):
@@ -250,7 +253,8 @@ class Encoder(nn.Module):
         # fused ConvLSTM reads without a copy).
         return [f.reshape(B, T, *f.shape[1:]) for f in (f1, f2, f3, f4)]
 
-    def _forward_training(self, x: torch.Tensor, pads: tuple[int, int, int, int]) -> list[torch.Tensor]:
+    def forward_training(self, x: torch.Tensor, pads: tuple[int, int, int, int]
+                         ) -> tuple[list[torch.Tensor], list[bool]]:
         """The encoder for fused training: the images in time-major order (T*B), and each level's activation
         in a zero-bordered buffer with the ConvLSTM's padding, which the next strided convolution reads too where
         that gives its TF output (``_reads_padded``: conv2, conv3 and conv4 at 30 sensors) -- there the epilogue
@@ -258,27 +262,44 @@ class Encoder(nn.Module):
         plain activation the next convolution reads. So the ConvLSTM's input convolution gives its
         gates exactly (H, W), its gate gradients need no zeroed border and serve the per-step recurrent
         convolutions and the input convolution from one buffer (time-major), and the two input gradients of a
-        shared buffer are summed contiguously, by autograd, before the epilogue's backward reads their interior."""
+        shared buffer are summed contiguously, by autograd, before the epilogue's backward reads their interior.
+
+        Returns (levels, in_xh): in_xh[l] says that level l's input is the x half of its ConvLSTM's [x, h] buffer,
+        written there by the epilogue as well (``ops.encoder_xh``, MSCRED_ENCODER_XH=1: the large levels whose
+        buffer the next convolution shares)."""
         B, T = x.shape[:2]
         dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
         f = torch.empty(T * B, *x.shape[2:], device=x.device, dtype=dtype, memory_format=torch.channels_last)
         f.view(T, B, *x.shape[2:]).copy_(x.transpose(0, 1))  # the cast and the reorder in one copy
         convs = (self.conv1, self.conv2, self.conv3, self.conv4)
-        levels, src, src_padded, size = [], f, False, f.shape[-1]
+        levels, in_xh, src, src_padded, size = [], [], f, False, f.shape[-1]
         for conv, nxt in zip(convs, (*convs[1:], None)):
             size = -(-size // conv.stride)  # this level's TF "same" output size
             # Where the next convolution reads the bordered buffer too (or there is none), the epilogue writes the
             # activation straight into it; else plainly, for the next convolution, and the ConvLSTM gets a copy.
-            # A buffer with two readers goes out as two outputs (ops/shared_output.py; MSCRED_SHARED_GRADS=0: one).
+            # A buffer with two readers goes out as two outputs (ops/shared_output.py; MSCRED_SHARED_GRADS=0: one),
+            # the ConvLSTM's the x half of its [x, h] buffer where the epilogue writes that too (ops/encoder_xh.py).
             shared = nxt is None or _reads_padded(nxt, size, pads)
             two = shared and nxt is not None and shared_output.enabled()
+            xh = two and self._writes_xh(src, size)
             call = conv.forward_padded if src_padded else conv
-            out = call(src, out_pads=pads if shared else (0, 0, 0, 0), two=two)
-            out, for_next = out if two else (out, out)
+            out = call(src, out_pads=pads if shared else (0, 0, 0, 0), two=two, xh_images=B if xh else 0)
+            if two:
+                out, for_next = (out[1], out[0]) if xh else out
+            else:
+                for_next = out
             padded = out if shared else pad_copy(out, pads)
             levels.append(padded.view(T, B, *padded.shape[1:]).transpose(0, 1))
+            in_xh.append(xh)
             src, src_padded = for_next, shared
-        return levels
+        return levels, in_xh
+
+    def _writes_xh(self, src: torch.Tensor, size: int) -> bool:
+        """Whether the epilogue making a ``size`` x ``size`` level from ``src`` writes it into the level's [x, h]
+        buffer too (``ops.encoder_xh``): switched on, where the epilogue's kernels run (as ``bias_act_shared`` and
+        ``small_conv.conv_act_shared`` decide) and the level's training ConvLSTM takes the concatenated path."""
+        return (encoder_xh.enabled() and runs_fused(src) and src.dtype != torch.float64
+                and convlstm_concat.runs(True, fused_convlstm.buffer_layout(), size, size))
 
 
 def _reads_padded(conv: SameConv, size: int, pads: tuple[int, int, int, int]) -> bool:
@@ -306,12 +327,18 @@ class AttnConvLSTM(nn.Module):
         self.bias = nn.Parameter(torch.zeros(4 * channels))
         nn.init.xavier_uniform_(self.weight)
 
-    def forward(self, x: torch.Tensor, padded: bool = False) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
-        """``padded``: x is the encoder's training layout (``Encoder.training_layout``), zero-bordered."""
+    def forward(self, x: torch.Tensor, padded: bool = False, in_xh: bool = False
+                ) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
+        """``padded``: x is the encoder's training layout (``Encoder.training_layout``), zero-bordered; ``in_xh``:
+        moreover the x half of the ConvLSTM's [x, h] buffer (``Encoder.forward_training``, ``ops.encoder_xh``)."""
         if padded:
             # where level 1's backward step kernel runs: one op with the attention, whose backward folds into the
             # ConvLSTM's (ops/triton/convlstm_attention.py)
-            if self.backend == "fused" and convlstm_attention.folds(x, self.weight):
+            fold = self.backend == "fused" and convlstm_attention.folds(x, self.weight)
+            if in_xh:  # the op fills the buffer the encoder wrote x into (ops/triton/convlstm_in_xh.py)
+                y = convlstm_in_xh.train(x, self.weight, self.bias, self.forget_bias, fold)
+                return y if fold else ops.temporal_attention(y, backend=self.backend)
+            if fold:
                 return convlstm_attention.train_with_attention(x, self.weight, self.bias, self.forget_bias, True)
             h = fused_convlstm.train(x, self.weight, self.bias, self.forget_bias, padded=True)
             return ops.temporal_attention(h, backend=self.backend)
@@ -451,9 +478,13 @@ class MSCREDNet(nn.Module):
         return targets
 
     def _forward(self, x: torch.Tensor, lstm_pads: tuple[int, int, int, int] | None) -> torch.Tensor:
-        levels = self.encoder(x, lstm_pads)                              # 4 x (B, T, C_l, H_l, W_l)
+        if lstm_pads is None:
+            levels, in_xh = self.encoder(x), [False] * 4                 # 4 x (B, T, C_l, H_l, W_l)
+        else:  # zero-bordered, some of them x halves of their ConvLSTM's [x, h] buffers
+            levels, in_xh = self.encoder.forward_training(x, lstm_pads)
         if self.cfg.backend == "fused":  # opt-in: the levels side by side on CUDA streams (level_streams.py)
-            lstms = [functools.partial(lstm, padded=lstm_pads is not None) for lstm in self.lstms]
+            lstms = [functools.partial(lstm, padded=lstm_pads is not None, in_xh=xh)
+                     for lstm, xh in zip(self.lstms, in_xh)]
             a1, a2, a3, a4 = level_streams.run_levels(lstms, levels)
         else:  # the reference stays the plain one-stream baseline
             a1, a2, a3, a4 = (lstm(f) for lstm, f in zip(self.lstms, levels))  # 4 x (B, C_l, H_l, W_l)

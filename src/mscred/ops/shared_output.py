@@ -26,16 +26,18 @@ def enabled() -> bool:
 
 
 class SharedOutput(torch.autograd.Function):
-    """``producer.forward(*inputs)`` -> (out, saved tensors), returned as (out, a view of out); backward hands both
-    outputs' gradients (either may be None) to ``producer.backward(saved, g1, g2, needs_input_grad)``, which
-    returns the inputs' gradients. ``producer`` holds the call's non-tensor arguments."""
+    """``producer.forward(*inputs)`` -> (out, second, saved tensors), returned as (out, second), ``second`` a view of
+    out where it is None, else a second copy of out's values the producer stored (the x half of a ConvLSTM's [x, h]
+    buffer, ``ops.encoder_xh``); backward hands both outputs' gradients (either may be None) to
+    ``producer.backward(saved, g1, g2, needs_input_grad)``, which returns the inputs' gradients. ``producer`` holds
+    the call's non-tensor arguments."""
 
     @staticmethod
     def forward(ctx, producer, *inputs):
-        out, saved = producer.forward(*inputs)
+        out, second, saved = producer.forward(*inputs)
         ctx.producer = producer
         ctx.save_for_backward(*saved)
-        return out, out.view_as(out)
+        return out, out.view_as(out) if second is None else second
 
     @staticmethod
     def backward(ctx, g1, g2):

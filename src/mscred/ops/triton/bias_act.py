@@ -27,6 +27,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from mscred.ops import encoder_xh
 from mscred.ops.padding import interior, pad_copy
 from mscred.ops.shared_output import SharedOutput
 # Importing mscred never fails without Triton: the dispatcher then falls back to the reference.
@@ -97,26 +98,38 @@ def bias_act(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int = 0, left
                           [int(p) for p in out_pads])
 
 
-def bias_act_shared(y: torch.Tensor, bias: torch.Tensor, selu: bool, out_pads: tuple[int, int, int, int]
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
+def bias_act_shared(y: torch.Tensor, bias: torch.Tensor, selu: bool, out_pads: tuple[int, int, int, int],
+                    xh_images: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """``bias_act(y, bias, selu, out_pads=out_pads)`` for two consumers: (out, a view of out), whose two gradients
-    the backward kernel sums itself (``ops.shared_output``). Where the kernels do not run: (out, out)."""
+    the backward kernel sums itself (``ops.shared_output``). Where the kernels do not run: (out, out).
+
+    ``xh_images`` > 0 (where the kernels run): the second output is instead the x half of a new [x, h] buffer
+    (``ops.encoder_xh``) that the kernel stores the values into as well, h_{-1} zeroed in its first ``xh_images``
+    images."""
     if not _runs_fused(y) or y.dtype == torch.float64:
+        if xh_images:
+            raise ValueError("bias_act_shared: the [x, h] buffer is written by the fused kernel only")
         out = bias_act(y, bias, selu, out_pads=out_pads)
         return out, out
     return SharedOutput.apply(_SharedEpilogue(bool(selu), tuple(int(p) for p in out_pads), tuple(y.shape),
-                                              _channels_last(y)), y, bias.contiguous())
+                                              _channels_last(y), int(xh_images)), y, bias.contiguous())
 
 
 class _SharedEpilogue:
-    """``bias_act_fused`` with a bordered output as a ``shared_output.SharedOutput`` producer (no crop)."""
+    """``bias_act_fused`` with a bordered output as a ``shared_output.SharedOutput`` producer (no crop); with
+    ``xh_images``, ``bias_act_fused_xh``."""
 
-    def __init__(self, selu: bool, pads: tuple[int, ...], y_shape: tuple[int, ...], channels_last: bool):
+    def __init__(self, selu: bool, pads: tuple[int, ...], y_shape: tuple[int, ...], channels_last: bool,
+                 xh_images: int = 0):
         self.selu, self.pads, self.y_shape, self.channels_last = selu, pads, y_shape, channels_last
+        self.xh_images = xh_images
 
     def forward(self, y: torch.Tensor, bias: torch.Tensor):
+        if self.xh_images:
+            out, xh = bias_act_fused_xh(y, bias, self.selu, list(self.pads), self.xh_images)
+            return out, xh[:, :out.shape[1]], (out, bias)
         out = bias_act_fused(y, bias, self.selu, 0, 0, y.shape[2], y.shape[3], list(self.pads))
-        return out, (out, bias)
+        return out, None, (out, bias)
 
     def backward(self, saved, g1, g2, needs_input_grad):
         out, bias = saved
@@ -194,33 +207,38 @@ if triton is not None:
     # BORDER (both kernels): the program grid covers the whole destination, and the pixels outside its window
     # [WT, WT + WH) x [WL, WL + WW) get zeros -- the zero border of a bordered output (forward, ``out_pads``), the
     # gradient outside the crop (backward) -- instead of separate fill kernels for the strips.
-    @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT", "WT", "WL", "WH", "WW"])
+    @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT", "WT", "WL", "WH", "WW", "H0"])
     def _bias_act_fwd_kernel(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                             P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW,
+                             P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
                              SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                             SHUFFLE: tl.constexpr, BORDER: tl.constexpr):
+                             SHUFFLE: tl.constexpr, BORDER: tl.constexpr, HAS_O2: tl.constexpr):
         _bias_act_fwd_tile(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                           P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, SELU, CDT, BLOCK_P, BLOCK_C, SHUFFLE, BORDER)
+                           P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
+                           SELU, CDT, BLOCK_P, BLOCK_C, SHUFFLE, BORDER, HAS_O2)
 
     # The same with the output map's sizes as constants (``const_sizes``): the pixel index's two integer divisions
     # by them become multiplications (176 -> 144 instructions a thread by the sm_90 code, results/bias_act_sass/),
     # at one compilation per map size.
-    @triton.jit(do_not_specialize=["P", "C", "TOP", "LEFT", "WT", "WL", "WH", "WW"])
+    @triton.jit(do_not_specialize=["P", "C", "TOP", "LEFT", "WT", "WL", "WH", "WW", "H0"])
     def _bias_act_fwd_const_kernel(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
                                    P, C, HWO: tl.constexpr, WO: tl.constexpr, TOP, LEFT, WT, WL, WH, WW,
+                                   o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
                                    SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr,
-                                   BLOCK_C: tl.constexpr, SHUFFLE: tl.constexpr, BORDER: tl.constexpr):
+                                   BLOCK_C: tl.constexpr, SHUFFLE: tl.constexpr, BORDER: tl.constexpr,
+                                   HAS_O2: tl.constexpr):
         _bias_act_fwd_tile(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                           P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, SELU, CDT, BLOCK_P, BLOCK_C, SHUFFLE, BORDER)
+                           P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
+                           SELU, CDT, BLOCK_P, BLOCK_C, SHUFFLE, BORDER, HAS_O2)
 
     @triton.jit
     def _bias_act_fwd_tile(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                           P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW,
+                           P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
                            SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                           SHUFFLE: tl.constexpr, BORDER: tl.constexpr):
+                           SHUFFLE: tl.constexpr, BORDER: tl.constexpr, HAS_O2: tl.constexpr):
         """The forward kernels' program. SHUFFLE = s > 1: y holds the s*s phases of a stride-s transposed output
         (``bias_act_subpixel_into``): row Y of the full output is row Y // s of phase row Y % s, whose channels
-        start at phase * C."""
+        start at phase * C. HAS_O2: the result stored a second time, at o2 (the x half of a ConvLSTM's [x, h]
+        buffer, ``ops.encoder_xh``), whose next C channels get zeros in its first H0 images (h_{-1})."""
         mask, b, oy, ox, ch = _tile(tl.program_id(0) * BLOCK_P, P, C, HWO, WO, BLOCK_P, BLOCK_C)
         if BORDER:
             inside = _inside(oy, ox, WT, WL, WH, WW)
@@ -243,7 +261,12 @@ if triton is not None:
             z = selu_of(z)
         if BORDER:
             z = tl.where(inside, z, 0.0)
-        tl.store(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, z.to(o_ptr.dtype.element_ty), mask=mask)
+        z = z.to(o_ptr.dtype.element_ty)
+        tl.store(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, z, mask=mask)
+        if HAS_O2:
+            o2 = o2_ptr + b * o2_sb + ch * o2_sc + oy * o2_sy + ox * o2_sx
+            tl.store(o2, z, mask=mask)
+            tl.store(o2 + C * o2_sc, tl.zeros_like(z), mask=mask & (b < H0))
 
     @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT", "WH", "WW"])
     def _bias_act_bwd_kernel(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
@@ -335,11 +358,13 @@ def _memory_format(t: torch.Tensor) -> torch.memory_format:
 
 
 def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int,
-                  out: torch.Tensor, shuffle: int = 1, window: Optional[tuple[int, int, int, int]] = None
-                  ) -> torch.Tensor:
+                  out: torch.Tensor, shuffle: int = 1, window: Optional[tuple[int, int, int, int]] = None,
+                  xh: Optional[torch.Tensor] = None, h0_images: int = 0) -> torch.Tensor:
     """The forward kernel: ``out`` (B, C, Ho, Wo), any strides, from the (top, left) window of y; bias contiguous.
     ``shuffle`` = s > 1: y is the sub-pixel phases of the output (``bias_act_subpixel_into``). ``window`` = (top,
-    left, height, width) of ``out``: the result goes there and zeros everywhere else (a bordered output)."""
+    left, height, width) of ``out``: the result goes there and zeros everywhere else (a bordered output). ``xh``
+    (B, 2C, Ho, Wo): out's values stored into its first C channels as well, zeros into the next C of its first
+    ``h0_images`` images (``ops.encoder_xh``)."""
     B, C, height, width = out.shape
     P = B * height * width
     if P == 0 or C == 0:
@@ -349,9 +374,11 @@ def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, lef
     block_p, block_c, grid = _launch(P, C, 1, block)
     wt, wl, wh, ww = window or (0, 0, height, width)
     kernel = _bias_act_fwd_const_kernel if const_sizes() else _bias_act_fwd_kernel
+    o2 = out if xh is None else xh
     kernel[grid](y, *y.stride(), bias, out, *out.stride(), P, C, height * width, width, top, left,
-                 wt, wl, wh, ww, SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c,
-                 SHUFFLE=shuffle, BORDER=window is not None, num_warps=warps)
+                 wt, wl, wh, ww, o2, *o2.stride(), h0_images, SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p,
+                 BLOCK_C=block_c, SHUFFLE=shuffle, BORDER=window is not None, HAS_O2=xh is not None,
+                 num_warps=warps)
     return out
 
 
@@ -359,6 +386,34 @@ def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, lef
 def _(y, bias, selu, top, left, height, width, pads):
     return torch.empty(y.shape[0], y.shape[1], height + pads[0] + pads[1], width + pads[2] + pads[3],
                        device=y.device, dtype=y.dtype, memory_format=_memory_format(y))
+
+
+@torch.library.custom_op("mscred::bias_act_fused_xh", mutates_args=())
+def bias_act_fused_xh(y: torch.Tensor, bias: torch.Tensor, selu: bool, pads: list[int], h0_images: int
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, xh): ``bias_act_fused(y, bias, selu, 0, 0, H, W, pads)`` of a channels-last y, and a new [x, h] buffer
+    (``ops.encoder_xh.new_buffer``) whose x half holds out's values too (border included) and whose h half is
+    zero in its first ``h0_images`` images, the rest left to the ConvLSTM; one kernel."""
+    if not _channels_last(y):
+        raise ValueError("bias_act_fused_xh: the [x, h] buffer is channels-last, and so must y be")
+    H, W = y.shape[2:]
+    out = bias_act_fused_xh_like(y, pads)
+    xh = encoder_xh.new_buffer(out)
+    _forward_into(y, bias, selu, 0, 0, out, window=(pads[0], pads[2], H, W) if any(pads) else None, xh=xh,
+                  h0_images=h0_images)
+    return out, xh
+
+
+def bias_act_fused_xh_like(y: torch.Tensor, pads: list[int]) -> torch.Tensor:
+    """``bias_act_fused_xh``'s out, unfilled."""
+    return torch.empty(y.shape[0], y.shape[1], y.shape[2] + pads[0] + pads[1], y.shape[3] + pads[2] + pads[3],
+                       device=y.device, dtype=y.dtype, memory_format=torch.channels_last)
+
+
+@bias_act_fused_xh.register_fake
+def _(y, bias, selu, pads, h0_images):
+    out = bias_act_fused_xh_like(y, pads)
+    return out, encoder_xh.new_buffer(out)
 
 
 @torch.library.custom_op("mscred::bias_act_fused_backward", mutates_args=())

@@ -713,11 +713,12 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
         dout = dout.to(xp.dtype)
     if isinstance(dout, torch.Tensor) and not _pixels_flatten(dout):  # the kernel addresses a step by (batch,
         dout = dout.contiguous()                                        # channel, pixel) strides
-    images, time_major = _images(xp, fmt)
-    if convlstm_concat.took(hprev, T, C, Ch):  # hprev is the forward's xh
+    # hprev is the forward's xh: xp is not read (it may be xh's x half, ops/encoder_xh.py, whose images are no view)
+    if convlstm_concat.took(hprev, T, C, Ch):
         dimages, dw_x, dw_h, db = convlstm_concat.backward(dout, w_x, w_h, bias, pre, cells, hprev, pads,
                                                            forget_bias, cdt, acc, recompute_c, dc_dtype)
         return _steps(dimages, B, T, True), dw_x, dw_h, db
+    images, time_major = _images(xp, fmt)
     pre = pre[0]
     # d(gate pre-activations), per step (T, B, ...) for the recurrence; in the images' order for the input
     # convolution. Time-major images: the same buffer (written once); else a second, (B*T)-ordered one.
@@ -788,13 +789,19 @@ def _(dout, xp, w_x, w_h, bias, pre, cells, hprev, forget_bias, layout, attn_g=N
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    xp, w_x, w_h, bias, forget_bias, layout = inputs
     _, pre, cells, hprev = output
-    ctx.save_for_backward(xp, w_x, w_h, bias, cells, hprev, *pre)
     # pre, cells and hprev are outputs only because a custom op saves nothing else: no gradient flows into them.
     # Without these two calls autograd materialises a zero gradient for each of them before every backward (on
     # the H200, bf16, batch 128: fills of ~250 MB per step, level 1's (T, B, 4Ch, H, W) gates alone 147 MB).
     ctx.mark_non_differentiable(*pre, cells, hprev)
+    save(ctx, inputs, pre, cells, hprev)
+
+
+def save(ctx, inputs, pre, cells, hprev) -> None:
+    """What ``_backward`` reads, in ``ctx``: the op's ``inputs`` and the forward's ``pre``, ``cells`` and ``hprev``
+    (outputs of this op; intermediates of ``convlstm_in_xh``'s, which calls ``_backward`` too)."""
+    xp, w_x, w_h, bias, forget_bias, layout = inputs
+    ctx.save_for_backward(xp, w_x, w_h, bias, cells, hprev, *pre)
     ctx.set_materialize_grads(False)
     ctx.forget_bias, ctx.layout = forget_bias, layout
     ctx.side_wgrad = weight_cache.made_here(w_x, w_h)  # their gradients are joined by the cast cache's backward

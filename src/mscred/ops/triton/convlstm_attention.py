@@ -64,10 +64,15 @@ def convlstm_attention_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Ten
 @convlstm_attention_train.register_fake
 def _(xp, w_x, w_h, bias, forget_bias, layout):
     out, pre, cells, hprev = lstm.train_like(xp, w_h, layout)
+    return (*attention_like(out), out, pre, cells, hprev)
+
+
+def attention_like(out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(attention output, partials) of every h_t ``out`` (B, T, Ch, H, W), empty (the training ops' fakes)."""
     B, _, Ch, H, W = out.shape
     attended = out.new_empty(B, H, W, Ch).permute(0, 3, 1, 2) if attention._channels_last(out) else \
         out.new_empty(B, Ch, H, W)
-    return attended, attention.partials_like(out), out, pre, cells, hprev
+    return attended, attention.partials_like(out)
 
 
 @torch.library.custom_op("mscred::temporal_attention_last_grad", mutates_args=())
@@ -87,10 +92,15 @@ def _(g, h, saved=None):
 
 
 def _setup_context(ctx, inputs, output) -> None:
-    xp, w_x, w_h, bias, forget_bias, layout = inputs
     _, part, out, pre, cells, hprev = output
-    ctx.save_for_backward(xp, w_x, w_h, bias, cells, hprev, out, part, *pre)
     ctx.mark_non_differentiable(part, out, *pre, cells, hprev)  # (for the backward only: convlstm._setup_context)
+    save(ctx, inputs, part, out, pre, cells, hprev)
+
+
+def save(ctx, inputs, part, out, pre, cells, hprev) -> None:
+    """What ``_backward`` reads, in ``ctx`` (as ``convlstm.save``, with the attention's partials and every h_t)."""
+    xp, w_x, w_h, bias, forget_bias, layout = inputs
+    ctx.save_for_backward(xp, w_x, w_h, bias, cells, hprev, out, part, *pre)
     ctx.set_materialize_grads(False)
     ctx.forget_bias, ctx.layout = forget_bias, layout
     ctx.side_wgrad = weight_cache.made_here(w_x, w_h)

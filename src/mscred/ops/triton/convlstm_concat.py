@@ -69,9 +69,14 @@ def buffers(B: int, T: int, C: int, Ch: int, H: int, W: int, pads, like: torch.T
     """``convlstm_train``'s outputs on this path but the gates, unfilled: out and cells as on the default path, and
     xh (T, B, C + Ch, Hp, Wp) in place of hprev (its ``T`` steps, not ``T - 1``, tell the backward which path ran)."""
     HP, WP = H + pads[0] + pads[1], W + pads[2] + pads[3]
-    return (lstm._out5(B, T, Ch, H, W, like, "nhwc"),
-            lstm._empty(T * B, Ch, H, W, like, "nhwc", dtype=cell_dtype).view(T, B, Ch, H, W),
+    return (*outputs(B, T, Ch, H, W, like, cell_dtype),
             lstm._empty(T * B, C + Ch, HP, WP, like, "nhwc").view(T, B, C + Ch, HP, WP))
+
+
+def outputs(B: int, T: int, Ch: int, H: int, W: int, like: torch.Tensor, cell_dtype):
+    """(out, cells) of ``buffers``, unfilled: what the op allocates when it is given xh (``forward_filled``)."""
+    return (lstm._out5(B, T, Ch, H, W, like, "nhwc"),
+            lstm._empty(T * B, Ch, H, W, like, "nhwc", dtype=cell_dtype).view(T, B, Ch, H, W))
 
 
 def gates_like(B: int, T: int, Ch: int, H: int, W: int, like: torch.Tensor) -> list[torch.Tensor]:
@@ -89,11 +94,23 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     """Fills ``buffers``' tensors from the time-major zero-bordered inputs ``images`` (T*B, C, Hp, Wp); returns the
     steps' gate pre-activations without the bias (with it where ``conv_cell.stores_pre_with_bias``), T tensors
     (B, 4Ch, H, W)."""
+    T, B = cells.shape[:2]
+    C = w_x.shape[1]
+    # every x_t with its zero border (the weight gradient reads x_0 too), and h_{-1} = 0
+    copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images, zeros=xh[0, :, C:])
+    return forward_filled(xh, w_x, w_h, bias, out, cells, pads, forget_bias, cdt, images[:B])
+
+
+def forward_filled(xh: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, out: torch.Tensor,
+                   cells: torch.Tensor, pads, forget_bias: float, cdt,
+                   x0: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """``forward`` once xh holds every x_t and h_{-1} = 0 (``forward`` copies them in; the training encoder can
+    write them there itself, ``ops.encoder_xh``): fills out, cells and the rest of xh, returns the gates. ``x0``:
+    x_0 (B, C, Hp, Wp) as a tensor of its own, for the first step's input convolution where that takes cuDNN
+    (else xh's channel slice, which cuDNN copies first)."""
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     w = _whole_weight(w_x, w_h)
-    # every x_t with its zero border (the weight gradient reads x_0 too), and h_{-1} = 0
-    copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images, zeros=xh[0, :, C:])
     if conv_cell.runs(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads):  # one CUDA kernel a step (ops/conv_cell)
         w_rows, bias32 = conv_cell.packed_weight(w), bias.float().contiguous()
         gates = [lstm._empty(B, 4 * Ch, H, W, xh, "nhwc") for _ in range(T)]
@@ -104,10 +121,10 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     hp_border = lstm.recurrent_border(xh[1:, :, C:], pads)
     N = B * Ch * H * W
     block, block_c, grid = lstm._launch("nhwc", B * H * W, Ch)
-    fast = lstm.fast_activations(images.dtype)  # the gates' dtype: cuDNN's output in the images' dtype
+    fast = lstm.fast_activations(xh.dtype)  # the gates' dtype: cuDNN's output in the inputs' dtype
     gates = []
     for t in range(T):
-        z = F.conv2d(images[:B], w_x) if t == 0 else F.conv2d(xh[t], w)
+        z = F.conv2d(xh[0, :, :C] if x0 is None else x0, w_x) if t == 0 else F.conv2d(xh[t], w)
         z = z.contiguous(memory_format=torch.channels_last)  # as the fake says (cuDNN gives float64 in NCHW order)
         gates.append(z)
         c_prev, c_t = cells[t - 1] if t > 0 else cells[t], cells[t]

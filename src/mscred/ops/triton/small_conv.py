@@ -39,6 +39,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from mscred.ops import encoder_xh
 from mscred.ops.padding import interior, pad_copy
 from mscred.ops.shared_output import SharedOutput
 from mscred.ops.triton import runtime as _runtime
@@ -128,25 +129,35 @@ def conv_act(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
 
 
 def conv_act_shared(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, selu: bool,
-                    out_pads: tuple[int, int, int, int]) -> tuple[torch.Tensor, torch.Tensor]:
+                    out_pads: tuple[int, int, int, int], xh_images: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """``conv_act(x, weight, bias, selu, out_pads)`` for two consumers: (out, a view of out), whose two gradients
-    the weight gradient's kernel sums itself (``ops.shared_output``). Where the kernels do not run: (out, out)."""
+    the weight gradient's kernel sums itself (``ops.shared_output``). Where the kernels do not run: (out, out).
+
+    ``xh_images`` > 0 (where the kernels run): the second output is instead the x half of a new [x, h] buffer
+    (``ops.encoder_xh``) that the kernel stores the values into as well, h_{-1} zeroed in its first ``xh_images``
+    images."""
     if not _runs_fused(x) or x.dtype == torch.float64:
+        if xh_images:
+            raise ValueError("conv_act_shared: the [x, h] buffer is written by the fused kernel only")
         out = conv_act(x, weight, bias, selu, out_pads)
         return out, out
-    return SharedOutput.apply(_SharedConv(bool(selu), tuple(int(p) for p in out_pads)), x, weight.to(x.dtype),
-                              bias.contiguous())
+    return SharedOutput.apply(_SharedConv(bool(selu), tuple(int(p) for p in out_pads), int(xh_images)), x,
+                              weight.to(x.dtype), bias.contiguous())
 
 
 class _SharedConv:
-    """``small_conv_fused`` with a bordered output as a ``shared_output.SharedOutput`` producer."""
+    """``small_conv_fused`` with a bordered output as a ``shared_output.SharedOutput`` producer; with
+    ``xh_images``, ``small_conv_fused_xh``."""
 
-    def __init__(self, selu: bool, pads: tuple[int, ...]):
-        self.selu, self.pads = selu, pads
+    def __init__(self, selu: bool, pads: tuple[int, ...], xh_images: int = 0):
+        self.selu, self.pads, self.xh_images = selu, pads, xh_images
 
     def forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
+        if self.xh_images:
+            out, xh = small_conv_fused_xh(x, weight, bias, self.selu, list(self.pads), self.xh_images)
+            return out, xh[:, :out.shape[1]], (x, weight, out, bias)
         out = small_conv_fused(x, weight, bias, self.selu, list(self.pads))
-        return out, (x, weight, out, bias)
+        return out, None, (x, weight, out, bias)
 
     def backward(self, saved, g1, g2, needs_input_grad):
         x, weight, out, bias = saved
@@ -218,15 +229,18 @@ if triton is not None:
         row = x_ptr + iy * x_sy + ix * x_sx
         return tl.load(row[:, None] + ci[None, :] * x_sc, mask=valid[:, None] & (ci < CI)[None, :], other=0.0)
 
-    @triton.jit(do_not_specialize=["P", "H", "W", "PT", "PL", "HD", "WD"])
+    @triton.jit(do_not_specialize=["P", "H", "W", "PT", "PL", "HD", "WD", "H0"])
     def _small_conv_fwd_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, w_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                               P, H, W, PT, PL, HD, WD, CI: tl.constexpr, CO: tl.constexpr,
+                               P, H, W, PT, PL, HD, WD, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
+                               CI: tl.constexpr, CO: tl.constexpr,
                                KS: tl.constexpr, SELU: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT: tl.constexpr,
                                PREC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr,
-                               BLOCK_N: tl.constexpr, BORDER: tl.constexpr):
+                               BLOCK_N: tl.constexpr, BORDER: tl.constexpr, HAS_O2: tl.constexpr):
         """FLAT: all KS*KS*CI taps in one BLOCK_K block (few input channels, e.g. 3); else a loop over the taps,
         each in blocks of BLOCK_K contiguous channels (e.g. deconv1's 64). BORDER: the output is HD x WD with the
-        (H x W) result at (PT, PL) and zeros around it (a bordered output); the grid covers all of it."""
+        (H x W) result at (PT, PL) and zeros around it (a bordered output); the grid covers all of it. HAS_O2: the
+        result stored a second time, at o2 (the x half of a ConvLSTM's [x, h] buffer, ``ops.encoder_xh``), whose
+        next CO channels get zeros in its first H0 images (h_{-1})."""
         if BORDER:
             pmask, b, oy, ox = _pixels(tl.program_id(0) * BLOCK_P, P, HD * WD, WD, BLOCK_P)
             y, x = oy - PT, ox - PL
@@ -260,8 +274,13 @@ if triton is not None:
             acc = selu_of(acc)
         if BORDER:
             acc = tl.where(inside[:, None], acc, 0.0)
+        acc = acc.to(o_ptr.dtype.element_ty)
         out = o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + oy[:, None] * o_sy + ox[:, None] * o_sx
-        tl.store(out, acc.to(o_ptr.dtype.element_ty), mask=omask[:, None] & nmask[None, :])
+        tl.store(out, acc, mask=omask[:, None] & nmask[None, :])
+        if HAS_O2:
+            o2 = o2_ptr + b[:, None] * o2_sb + n[None, :] * o2_sc + oy[:, None] * o2_sy + ox[:, None] * o2_sx
+            tl.store(o2, acc, mask=omask[:, None] & nmask[None, :])
+            tl.store(o2 + CO * o2_sc, tl.zeros_like(acc), mask=(omask & (b < H0))[:, None] & nmask[None, :])
 
     @triton.jit(do_not_specialize=["H", "W", "TX", "TPI", "TILES", "PROGRAMS"])
     def _small_conv_wgrad_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
@@ -459,24 +478,30 @@ def _as_matrix(weight: torch.Tensor) -> torch.Tensor:
 
 
 def _forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], selu: bool,
-             pads: tuple[int, int, int, int] = (0, 0, 0, 0)) -> torch.Tensor:
+             pads: tuple[int, int, int, int] = (0, 0, 0, 0), h0_images: Optional[int] = None):
     """The forward kernel: a new channels-last (N, Co, H, W) output, inside a zero border ``pads`` (top, bottom,
-    left, right) that the kernel writes too."""
+    left, right) that the kernel writes too. With ``h0_images``: (out, xh), xh a new [x, h] buffer
+    (``ops.encoder_xh.new_buffer``) whose x half the kernel fills with out's values as well and whose h half it
+    zeroes in the first ``h0_images`` images."""
     N, CI, H, W = x.shape
     CO, KS = weight.shape[0], weight.shape[-1]
     if small_conv_taps.suits(CI, CO, KS):  # many inputs, few outputs (deconv1): the input read once
+        if h0_images is not None:
+            raise ValueError("small_conv: the taps-beside-the-channels forward writes no [x, h] buffer")
         return small_conv_taps.forward(x, weight, bias, selu, pads, _precision(x.dtype))
     HD, WD = H + pads[0] + pads[1], W + pads[2] + pads[3]
     out = torch.empty(N, CO, HD, WD, device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
+    xh = None if h0_images is None else encoder_xh.new_buffer(out)
     P = N * HD * WD
-    if P == 0 or CO == 0:
-        return out
-    tile = fwd_constants(CI, CO, KS, x.dtype)
-    grid = (triton.cdiv(P, tile["BLOCK_P"]), triton.cdiv(CO, tile["BLOCK_N"]))
-    _small_conv_fwd_kernel[grid](x, *x.stride(), _as_matrix(weight), bias if bias is not None else out, out,
-                                 *out.stride(), P, H, W, pads[0], pads[2], HD, WD, SELU=selu,
-                                 HAS_BIAS=bias is not None, BORDER=any(pads), num_warps=FWD_WARPS, **tile)
-    return out
+    if P and CO:
+        tile = fwd_constants(CI, CO, KS, x.dtype)
+        grid = (triton.cdiv(P, tile["BLOCK_P"]), triton.cdiv(CO, tile["BLOCK_N"]))
+        o2 = out if xh is None else xh
+        _small_conv_fwd_kernel[grid](x, *x.stride(), _as_matrix(weight), bias if bias is not None else out, out,
+                                     *out.stride(), P, H, W, pads[0], pads[2], HD, WD, o2, *o2.stride(),
+                                     h0_images or 0, SELU=selu, HAS_BIAS=bias is not None, BORDER=any(pads),
+                                     HAS_O2=xh is not None, num_warps=FWD_WARPS, **tile)
+    return out if xh is None else (out, xh)
 
 
 def fwd_constants(ci: int, co: int, ks: int, dtype: torch.dtype) -> dict:
@@ -526,8 +551,26 @@ def small_conv_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, 
 
 @small_conv_fused.register_fake
 def _(x, weight, bias, selu, pads):
+    return _fused_like(x, weight, pads)
+
+
+def _fused_like(x: torch.Tensor, weight: torch.Tensor, pads: list[int]) -> torch.Tensor:
     return torch.empty(x.shape[0], weight.shape[0], x.shape[2] + pads[0] + pads[1], x.shape[3] + pads[2] + pads[3],
                        device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
+
+
+@torch.library.custom_op("mscred::small_conv_fused_xh", mutates_args=())
+def small_conv_fused_xh(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, selu: bool, pads: list[int],
+                        h0_images: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, xh): ``small_conv_fused``'s out, and a new [x, h] buffer (``ops.encoder_xh``) whose x half holds out's
+    values too (border included) and whose h half is zero in its first ``h0_images`` images; one kernel."""
+    return _forward(x, weight, bias, selu, tuple(pads), h0_images)
+
+
+@small_conv_fused_xh.register_fake
+def _(x, weight, bias, selu, pads, h0_images):
+    out = _fused_like(x, weight, pads)
+    return out, encoder_xh.new_buffer(out)
 
 
 @torch.library.custom_op("mscred::small_conv_fused_backward", mutates_args=())
