@@ -106,9 +106,10 @@ def test_opcheck_schema_fake_and_autograd(monkeypatch):
     for t in (xp, w_x, w_h, b):
         t.requires_grad_()
     utils = ("test_schema", "test_autograd_registration", "test_faketensor")
-    torch.library.opcheck(convlstm_attention.convlstm_attention_train, (xp, w_x, w_h, b, FB, "nhwc"),
-                          test_utils=utils)
-    out = convlstm_attention.convlstm_attention_train(xp, w_x, w_h, b, FB, "nhwc")[2].detach()
+    for cat in (False, True):
+        torch.library.opcheck(convlstm_attention.convlstm_attention_train, (xp, w_x, w_h, b, FB, "nhwc", cat),
+                              test_utils=utils)
+    out = convlstm_attention.convlstm_attention_train(xp, w_x, w_h, b, FB, "nhwc", False)[2].detach()
     g = torch.randn(2, 4, 4, 2, dtype=torch.float64, device=DEVICE).permute(0, 3, 1, 2)
     torch.library.opcheck(convlstm_attention.temporal_attention_last_grad, (g, out),
                           test_utils=("test_schema", "test_faketensor"))

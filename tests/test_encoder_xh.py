@@ -245,3 +245,30 @@ def test_sm90_code_stores_the_second_output(kernel):
         listing = sm90_compile.sass(module, kernel, config)
         stores[has_o2] = [ln for ln in listing.splitlines() if "STG" in ln]
     assert stores[False] and len(stores[True]) == 3 * len(stores[False]), {k: len(v) for k, v in stores.items()}
+
+
+def test_opcheck_schemas_and_fakes(monkeypatch):
+    """torch.library.opcheck of the four ops: schema (the ConvLSTM ops mutate xh as declared, the epilogues nothing),
+    fake kernels (their strides too). No autograd registration: autograd.Functions call them."""
+    from mscred.ops.triton import convlstm as lstm
+
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
+    utils = ("test_schema", "test_faketensor")
+    g = torch.Generator().manual_seed(8)
+    y = _cl(torch.randn(6, 4, 5, 5, generator=g)).to(DEVICE)
+    torch.library.opcheck(ba.bias_act_fused_xh, (y, torch.randn(4, generator=g).to(DEVICE), True, [0, 1, 0, 1], 2),
+                          test_utils=utils)
+    x = _cl(torch.randn(6, 3, 5, 5, generator=g)).to(DEVICE)
+    torch.library.opcheck(sc.small_conv_fused_xh, (x, torch.randn(4, 3, 3, 3, generator=g).to(DEVICE),
+                                                   torch.randn(4, generator=g).to(DEVICE), True, [0, 1, 0, 1], 2),
+                          test_utils=utils)
+    T, B, C = 3, 2, 4
+    xh = _cl(torch.randn(T * B, 2 * C, 6, 6, generator=g)).to(DEVICE).view(T, B, 2 * C, 6, 6)
+    xh[0, :, C:] = 0
+    w = torch.randn(4 * C, 2 * C, 2, 2, generator=g).to(DEVICE) * 0.3
+    w_x, w_h = lstm.train_inputs(xh[:, :, :C].transpose(0, 1)[..., :5, :5], w)[1:]
+    bias = torch.randn(4 * C, generator=g).to(DEVICE)
+    torch.library.opcheck(convlstm_in_xh.convlstm_train_in_xh, (xh, w_x, w_h, bias, 1.0), test_utils=utils)
+    for cat in (False, True):
+        torch.library.opcheck(convlstm_in_xh.convlstm_attention_train_in_xh, (xh, w_x, w_h, bias, 1.0, cat),
+                              test_utils=utils)

@@ -110,12 +110,13 @@ def test_gradient_from_a_channel_slice(half, C):
 def test_dispatcher_and_opcheck():
     assert ops.get_impl("temporal_attention", "fused") is fused.temporal_attention
     h, _ = _inputs(2, 5, 2, 4, seed=6)
-    torch.library.opcheck(fused.temporal_attention_fused, (h.requires_grad_(),),
+    torch.library.opcheck(fused.temporal_attention_fused, (h.requires_grad_(), False),
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
-    # channels-last storage: the fake must give the real op's strides
+    # channels-last storage: the fake must give the real op's strides (with ``cat``: a half of a wider buffer)
     h_cl = h.detach().permute(0, 1, 3, 4, 2).contiguous().permute(0, 1, 4, 2, 3).requires_grad_()
-    torch.library.opcheck(fused.temporal_attention_fused, (h_cl,),
-                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    for cat in (False, True):
+        torch.library.opcheck(fused.temporal_attention_fused, (h_cl, cat),
+                              test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
 
 
 @needs_cuda

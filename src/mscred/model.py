@@ -23,13 +23,14 @@ from torch import nn
 
 from mscred import level_streams, ops
 from mscred.config import ModelConfig
-from mscred.ops import AUTO, cpu_inference, encoder_xh, shared_output, subpixel
+from mscred.ops import AUTO, attention_cat, cpu_inference, encoder_xh, shared_output, subpixel
 from mscred.ops.concat import cat_channels
 from mscred.ops.convlstm_sliding import convlstm_sliding
 from mscred.ops.lstm_attention import resident_attention
 from mscred.ops.padding import pad_copy
 from mscred.ops import weight_cache, wgrad_stream
 from mscred.ops.reference import same_padding
+from mscred.ops.triton import attention as fused_attention
 from mscred.ops.triton import convlstm as fused_convlstm
 from mscred.ops.triton import convlstm_attention, convlstm_concat, convlstm_in_xh
 from mscred.ops.triton import small_conv
@@ -157,11 +158,12 @@ class SameDeconv(nn.Module):
         nn.init.xavier_uniform_(self.weight)
 
     def forward(self, x: torch.Tensor, size: int, out: torch.Tensor | None = None,
-                skip: torch.Tensor | None = None) -> torch.Tensor:
+                skip: torch.Tensor | None = None, skip_in_cat: bool = False) -> torch.Tensor:
         """(B, C, m, m) -> (B, O, size, size). ``out`` (inference only, fused path): a (B, O, size, size) tensor to
         write the result into, e.g. the channel slice of the decoder's concatenation buffer; returned. ``skip`` (the
         fused path's training): a (B, S, size, size) tensor to concatenate after the result along channels, the
-        result written into the concatenation itself (``ops/triton/bias_act_cat.py``); (B, O + S, size, size)."""
+        result written into the concatenation itself (``ops/triton/bias_act_cat.py``); (B, O + S, size, size).
+        ``skip_in_cat``: skip is the upper half of that concatenation already (``ops.attention_cat``)."""
         if skip is not None and not self.fused_act:
             return torch.cat([self.forward(x, size), skip], dim=1)
         top = same_padding(size, self.kernel, self.stride)[0]
@@ -181,7 +183,7 @@ class SameDeconv(nn.Module):
                 return bias_act_subpixel_into(sub, self.bias, self.selu, self.stride, top, top, out)
             y = wgrad_stream.conv2d(x, w, self.stride, transposed=True)
             if skip is not None:
-                return bias_act_cat(y, self.bias, self.selu, top, top, size, size, skip)
+                return bias_act_cat(y, self.bias, self.selu, top, top, size, size, skip, skip_in_cat)
             if out is not None:
                 return bias_act_into(y, self.bias, self.selu, top, top, out)
             return bias_act(y, self.bias, self.selu, top, top, size, size)
@@ -327,27 +329,36 @@ class AttnConvLSTM(nn.Module):
         self.bias = nn.Parameter(torch.zeros(4 * channels))
         nn.init.xavier_uniform_(self.weight)
 
-    def forward(self, x: torch.Tensor, padded: bool = False, in_xh: bool = False
+    def forward(self, x: torch.Tensor, padded: bool = False, in_xh: bool = False, into_cat: bool = False
                 ) -> torch.Tensor:  # (B, T, C, H, W) -> (B, C, H, W)
         """``padded``: x is the encoder's training layout (``Encoder.training_layout``), zero-bordered; ``in_xh``:
-        moreover the x half of the ConvLSTM's [x, h] buffer (``Encoder.forward_training``, ``ops.encoder_xh``)."""
+        moreover the x half of the ConvLSTM's [x, h] buffer (``Encoder.forward_training``, ``ops.encoder_xh``);
+        ``into_cat`` (with ``padded``): the output is the upper half of a buffer twice its channels, for the
+        decoder's concatenation (``ops.attention_cat``)."""
         if padded:
             # where level 1's backward step kernel runs: one op with the attention, whose backward folds into the
             # ConvLSTM's (ops/triton/convlstm_attention.py)
             fold = self.backend == "fused" and convlstm_attention.folds(x, self.weight)
             if in_xh:  # the op fills the buffer the encoder wrote x into (ops/triton/convlstm_in_xh.py)
-                y = convlstm_in_xh.train(x, self.weight, self.bias, self.forget_bias, fold)
-                return y if fold else ops.temporal_attention(y, backend=self.backend)
+                y = convlstm_in_xh.train(x, self.weight, self.bias, self.forget_bias, fold, into_cat)
+                return y if fold else self._attention(y, into_cat)
             if fold:
-                return convlstm_attention.train_with_attention(x, self.weight, self.bias, self.forget_bias, True)
+                return convlstm_attention.train_with_attention(x, self.weight, self.bias, self.forget_bias, True,
+                                                               into_cat)
             h = fused_convlstm.train(x, self.weight, self.bias, self.forget_bias, padded=True)
-            return ops.temporal_attention(h, backend=self.backend)
+            return self._attention(h, into_cat)
         if self.backend == "fused" and runs_fused(x):  # bf16 inference of levels 1-2: one kernel, where it runs
             one_kernel = resident_attention(x, self.weight, self.bias, self.forget_bias)
             if one_kernel is not None:
                 return one_kernel
         h = ops.convlstm(x, self.weight, self.bias, self.forget_bias, backend=self.backend)  # (B, T, C, H, W)
         return ops.temporal_attention(h, backend=self.backend)                              # (B, C, H, W)
+
+    def _attention(self, h: torch.Tensor, into_cat: bool) -> torch.Tensor:
+        """The temporal attention of every h_t; ``into_cat`` as ``forward``'s (the fused op's)."""
+        if into_cat:
+            return fused_attention.temporal_attention(h, cat=True)
+        return ops.temporal_attention(h, backend=self.backend)
 
     def forward_sliding(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """``forward`` for scoring consecutive windows (``MSCREDNet.forward_windows``), sliding windows (B, T, C, H,
@@ -384,20 +395,28 @@ class Decoder(nn.Module):
         self.deconv2 = SameDeconv(2 * c2, c1, k2, s2, True, fa)          # 128 -> 32,  3x3, stride 2
         self.deconv1 = SameDeconv(2 * c1, cfg.n_scales, k1, s1, False, fa)  # 64 -> 3, 3x3, stride 1, linear
 
-    def forward(self, a1: torch.Tensor, a2: torch.Tensor, a3: torch.Tensor, a4: torch.Tensor) -> torch.Tensor:
+    def forward(self, a1: torch.Tensor, a2: torch.Tensor, a3: torch.Tensor, a4: torch.Tensor,
+                skips_in_cat: tuple[bool, bool, bool] = (False, False, False)) -> torch.Tensor:
+        """The reconstruction (B, K, n, n) from the four levels' attention outputs. ``skips_in_cat``: which of a1,
+        a2, a3 are the upper half of their concatenation buffer already (``ops.attention_cat``; where
+        ``writes_into_cat``)."""
         cat = cat_channels if self.fused else lambda d, a: torch.cat([d, a], dim=1)  # the reference: plain cat
-        # fused training (unless MSCRED_DECODER_CAT_EPILOGUE=0): each level's bias + SELU written into the
-        # concatenation (ops/triton/bias_act_cat.py); else the level's output, then the concatenation
-        into = self.fused and bias_act_cat_enabled() and torch.is_grad_enabled()
+        into = self.writes_into_cat()
 
-        def up(deconv: SameDeconv, x: torch.Tensor, skip: torch.Tensor) -> torch.Tensor:
+        def up(deconv: SameDeconv, x: torch.Tensor, skip: torch.Tensor, in_cat: bool) -> torch.Tensor:
             if into:
-                return deconv(x, skip.shape[-1], skip=skip)
+                return deconv(x, skip.shape[-1], skip=skip, skip_in_cat=in_cat)
             return cat(deconv(x, skip.shape[-1]), skip)
-        d4 = up(self.deconv4, a4, a3)              # (B, 128 + 128, n3, n3)
-        d3 = up(self.deconv3, d4, a2)              # (B, 64 + 64, n2, n2)
-        d2 = up(self.deconv2, d3, a1)              # (B, 32 + 32, n, n)
-        return self.deconv1(d2, a1.shape[-1])      # (B, K, n, n)
+        d4 = up(self.deconv4, a4, a3, skips_in_cat[2])  # (B, 128 + 128, n3, n3)
+        d3 = up(self.deconv3, d4, a2, skips_in_cat[1])  # (B, 64 + 64, n2, n2)
+        d2 = up(self.deconv2, d3, a1, skips_in_cat[0])  # (B, 32 + 32, n, n)
+        return self.deconv1(d2, a1.shape[-1])           # (B, K, n, n)
+
+    def writes_into_cat(self) -> bool:
+        """Whether ``forward`` writes each level's bias + SELU into its skip concatenation (fused training, unless
+        MSCRED_DECODER_CAT_EPILOGUE=0: ops/triton/bias_act_cat.py); else the level's output, then the
+        concatenation."""
+        return self.fused and bias_act_cat_enabled() and torch.is_grad_enabled()
 
     def skip_buffers(self, batch: int, sizes, like: torch.Tensor, dtype: torch.dtype) -> list[torch.Tensor]:
         """The three concatenations of ``forward`` as empty channels-last buffers, for ``forward_into``: (batch,
@@ -482,13 +501,17 @@ class MSCREDNet(nn.Module):
             levels, in_xh = self.encoder(x), [False] * 4                 # 4 x (B, T, C_l, H_l, W_l)
         else:  # zero-bordered, some of them x halves of their ConvLSTM's [x, h] buffers
             levels, in_xh = self.encoder.forward_training(x, lstm_pads)
+        # levels 1-3's attention outputs as halves of the decoder's concatenations (ops/attention_cat.py)
+        into_cat = (lstm_pads is not None and self.cfg.backend == "fused" and self.decoder.writes_into_cat()
+                    and attention_cat.enabled())
+        cats = (into_cat, into_cat, into_cat, False)
         if self.cfg.backend == "fused":  # opt-in: the levels side by side on CUDA streams (level_streams.py)
-            lstms = [functools.partial(lstm, padded=lstm_pads is not None, in_xh=xh)
-                     for lstm, xh in zip(self.lstms, in_xh)]
+            lstms = [functools.partial(lstm, padded=lstm_pads is not None, in_xh=xh, into_cat=cat)
+                     for lstm, xh, cat in zip(self.lstms, in_xh, cats)]
             a1, a2, a3, a4 = level_streams.run_levels(lstms, levels)
         else:  # the reference stays the plain one-stream baseline
             a1, a2, a3, a4 = (lstm(f) for lstm, f in zip(self.lstms, levels))  # 4 x (B, C_l, H_l, W_l)
-        return self.decoder(a1, a2, a3, a4)                              # (B, K, n, n)
+        return self.decoder(a1, a2, a3, a4, cats[:3])                    # (B, K, n, n)
 
     def forward_windows(self, segments: torch.Tensor, steps: int) -> torch.Tensor:
         """Every window of consecutive signature matrices at once: (S, K, n, n) -> (S - steps + 1, K, n, n), row k

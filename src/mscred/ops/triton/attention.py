@@ -70,12 +70,16 @@ def is_available() -> tuple[bool, str]:
     return _runtime.is_available("fused attention")
 
 
-def temporal_attention(h: torch.Tensor) -> torch.Tensor:
+def temporal_attention(h: torch.Tensor, cat: bool = False) -> torch.Tensor:
     """MSCRED's attention (contract: ``mscred.ops.temporal_attention``).
 
     Parameters
     ----------
     h : (B, T, C, H, W) tensor
+    cat : bool
+        Return the output as the upper channel half of a new (B, 2C, H, W) channels-last buffer whose lower half is
+        left unwritten, for the training decoder to write its level into (``ops.attention_cat``); channels-last h
+        only (else the output is as without).
 
     Returns
     -------
@@ -85,7 +89,7 @@ def temporal_attention(h: torch.Tensor) -> torch.Tensor:
     if not _runs_fused(h):
         from mscred.ops import reference
         return reference.temporal_attention(h)
-    return temporal_attention_fused(h)[0]
+    return temporal_attention_fused(h, cat)[0]
 
 
 def temporal_attention_into(h: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -470,18 +474,27 @@ def _channels_last(h: torch.Tensor) -> bool:
 # (H, W, C) order, with no copy, and the output / gradient come back in that order too (channels-last (B, C, H, W)
 # for the decoder's convolutions, a (B, T, H, W, C) gradient for the ConvLSTM's backward).
 @torch.library.custom_op("mscred::temporal_attention_fused", mutates_args=())
-def temporal_attention_fused(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fused forward: h (B, T, C, H, W) -> (B, C, H, W) (channels-last when h is stored channels-last), and the
-    split's partials (``_forward_kernels``; for the backward, ``saved_scores``)."""
+def temporal_attention_fused(h: torch.Tensor, cat: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fused forward: h (B, T, C, H, W) -> (B, C, H, W) (channels-last when h is stored channels-last; with ``cat``
+    the upper channel half of a (B, 2C, H, W) one, ``temporal_attention``), and the split's partials
+    (``_forward_kernels``; for the backward, ``saved_scores``)."""
     B, _, C, H, W = h.shape
     if _channels_last(h):
-        out = torch.empty(B, H, W, C, device=h.device, dtype=h.dtype)
-        part = _forward_channels_last(h, out, C * H * W, C, sliced=False)
-        return out.permute(0, 3, 1, 2), part
+        buf = _output_like(h, cat)
+        ct = buf.shape[-1]
+        part = _forward_channels_last(h, buf[..., ct - C:], H * W * ct, ct, sliced=cat)
+        return buf[..., ct - C:].permute(0, 3, 1, 2), part
     h = h.contiguous()
     out = torch.empty(h.shape[0], *h.shape[2:], device=h.device, dtype=h.dtype)
     part = _forward_kernels(h, out, h[0, 0].numel(), C, C, sliced=False)
     return out, part
+
+
+def _output_like(h: torch.Tensor, cat: bool) -> torch.Tensor:
+    """The forward's output buffer for a channels-last h (B, T, C, H, W): (B, H, W, C), or (B, H, W, 2C) with
+    ``cat`` (the output its upper channel half)."""
+    B, _, C, H, W = h.shape
+    return h.new_empty(B, H, W, 2 * C if cat else C)
 
 
 def partials_like(h: torch.Tensor) -> torch.Tensor:
@@ -493,11 +506,16 @@ def partials_like(h: torch.Tensor) -> torch.Tensor:
 
 
 @temporal_attention_fused.register_fake
-def _(h):
+def _(h, cat):
+    return output_like(h, cat), partials_like(h)
+
+
+def output_like(h: torch.Tensor, cat: bool = False) -> torch.Tensor:
+    """``temporal_attention_fused``'s output for h, empty (the training ops' fakes)."""
     B, _, C, H, W = h.shape
     if _channels_last(h):
-        return h.new_empty(B, H, W, C).permute(0, 3, 1, 2), partials_like(h)
-    return h.new_empty(B, C, H, W), partials_like(h)
+        return _output_like(h, cat)[..., -C:].permute(0, 3, 1, 2)
+    return h.new_empty(B, C, H, W)
 
 
 def _channels_last_copy(t: torch.Tensor) -> torch.Tensor:
@@ -547,9 +565,9 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dout, _dpart):
     if dout is None:
-        return None
+        return None, None
     h, part = ctx.saved_tensors
-    return temporal_attention_fused_backward(dout, h, part)
+    return temporal_attention_fused_backward(dout, h, part), None
 
 
 temporal_attention_fused.register_autograd(_backward, setup_context=_setup_context)

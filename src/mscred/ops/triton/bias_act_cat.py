@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import torch
 
+from mscred.ops import attention_cat
 from mscred.ops.concat import cat_channels
 from mscred.ops.padding import copy_pixels
 from mscred.ops.triton import bias_act as _bias_act
@@ -32,15 +33,19 @@ def enabled() -> bool:
 
 
 def bias_act_cat(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int, height: int, width: int,
-                 skip: torch.Tensor) -> torch.Tensor:
+                 skip: torch.Tensor, skip_in_cat: bool = False) -> torch.Tensor:
     """``cat_channels(bias_act(y, bias, selu, top, left, height, width), skip)``: (B, C + Cs, height, width),
-    channels-last where the kernel runs."""
+    channels-last where the kernel runs. ``skip_in_cat``: skip is the upper half of a concatenation buffer whose
+    lower half is this call's to write (``ops.attention_cat``): the result goes there, nothing is copied, and the
+    buffer is returned."""
     _bias_act._check_crop(y.shape, top, left, height, width)
     fits = (runs_fused(y) and y.dtype != torch.float64 and skip.dtype == y.dtype and skip.device == y.device
             and skip.dim() == 4 and skip.shape[0] == y.shape[0] and tuple(skip.shape[2:]) == (height, width))
     if not fits:
         return cat_channels(_bias_act.bias_act(y, bias, selu, top, left, height, width), skip)
-    return _BiasActCat.apply(y, bias.contiguous(), skip, bool(selu), int(top), int(left), int(height), int(width))
+    into = skip_in_cat and attention_cat.recover(skip, y.shape[1]) is not None
+    return (_BiasActIntoCat if into else _BiasActCat).apply(y, bias.contiguous(), skip, bool(selu), int(top),
+                                                            int(left), int(height), int(width))
 
 
 class _BiasActCat(torch.autograd.Function):
@@ -49,10 +54,8 @@ class _BiasActCat(torch.autograd.Function):
         C = y.shape[1]
         out = torch.empty(y.shape[0], C + skip.shape[1], height, width, device=y.device, dtype=y.dtype,
                           memory_format=torch.channels_last)
-        _bias_act._forward_into(y, bias, selu, top, left, out[:, :C])
+        _fill_lower_half(ctx, out, y, bias, selu, top, left)
         copy_pixels(out[:, C:], skip)
-        ctx.save_for_backward(out, bias)  # the lower half: SELU's output, whose derivative the backward reads
-        ctx.meta = (C, tuple(y.shape), _bias_act._channels_last(y), selu, top, left)
         return out
 
     @staticmethod
@@ -62,3 +65,24 @@ class _BiasActCat(torch.autograd.Function):
         dy, db = _bias_act.bias_act_fused_backward(grad[:, :C], out[:, :C], bias, selu, top, left, y_shape[2],
                                                    y_shape[3], channels_last)  # dy in y's layout, as bias_act's
         return dy, db, grad[:, C:], None, None, None, None, None
+
+
+class _BiasActIntoCat(_BiasActCat):
+    """``_BiasActCat`` for a skip that is the upper half of its concatenation buffer already (``bias_act_cat``'s
+    ``skip_in_cat``): the buffer, a view of skip's storage, is returned with its lower half written; the same
+    backward."""
+
+    @staticmethod
+    def forward(ctx, y, bias, skip, selu, top, left, height, width):
+        return _fill_lower_half(ctx, attention_cat.recover(skip, y.shape[1]), y, bias, selu, top, left)
+
+
+def _fill_lower_half(ctx, out: torch.Tensor, y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int,
+                     left: int) -> torch.Tensor:
+    """The concatenation ``out``'s lower channel half written with bias + act of y's (top, left) window, and what
+    the backward needs saved; returns out."""
+    C = y.shape[1]
+    _bias_act._forward_into(y, bias, selu, top, left, out[:, :C])
+    ctx.save_for_backward(out, bias)  # the lower half: SELU's output, whose derivative the backward reads
+    ctx.meta = (C, tuple(y.shape), _bias_act._channels_last(y), selu, top, left)
+    return out

@@ -41,38 +41,32 @@ def folds(x: torch.Tensor, weight: torch.Tensor) -> bool:
 
 
 def train_with_attention(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float,
-                         padded: bool = False) -> torch.Tensor:
-    """``attention.temporal_attention(lstm.train(x, weight, bias, forget_bias, padded))`` as one op: the attention
-    output (B, Ch, H, W) (channels-last), the ConvLSTM's hidden states kept for the backward only."""
+                         padded: bool = False, cat: bool = False) -> torch.Tensor:
+    """``attention.temporal_attention(lstm.train(x, weight, bias, forget_bias, padded), cat)`` as one op: the
+    attention output (B, Ch, H, W) (channels-last; with ``cat`` the upper half of a (B, 2Ch, H, W) buffer,
+    ``ops.attention_cat``), the ConvLSTM's hidden states kept for the backward only."""
     xp, w_x, w_h, bias, layout = lstm.train_operands(x, weight, bias, padded)
     with torch.autocast(xp.device.type, enabled=False):
-        return convlstm_attention_train(xp, w_x, w_h, bias, float(forget_bias), layout)[0]
+        return convlstm_attention_train(xp, w_x, w_h, bias, float(forget_bias), layout, cat)[0]
 
 
 @torch.library.custom_op("mscred::convlstm_attention_train", mutates_args=())
 def convlstm_attention_train(xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor,
-                             forget_bias: float, layout: str
+                             forget_bias: float, layout: str, cat: bool
                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor], torch.Tensor,
                                         torch.Tensor]:
     """(the attention output and its partials, then ``convlstm.convlstm_train``'s outputs: every h_t, the gates, the
-    cells, the recurrent inputs) of one level; arguments as ``convlstm_train``'s."""
+    cells, the recurrent inputs) of one level; arguments as ``convlstm_train``'s, ``cat`` as
+    ``attention.temporal_attention``'s."""
     out, pre, cells, hprev = lstm.train_forward(xp, w_x, w_h, bias, forget_bias, layout)
-    attended, part = attention.temporal_attention_fused(out)
+    attended, part = attention.temporal_attention_fused(out, cat)
     return attended, part, out, pre, cells, hprev
 
 
 @convlstm_attention_train.register_fake
-def _(xp, w_x, w_h, bias, forget_bias, layout):
+def _(xp, w_x, w_h, bias, forget_bias, layout, cat):
     out, pre, cells, hprev = lstm.train_like(xp, w_h, layout)
-    return (*attention_like(out), out, pre, cells, hprev)
-
-
-def attention_like(out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(attention output, partials) of every h_t ``out`` (B, T, Ch, H, W), empty (the training ops' fakes)."""
-    B, _, Ch, H, W = out.shape
-    attended = out.new_empty(B, H, W, Ch).permute(0, 3, 1, 2) if attention._channels_last(out) else \
-        out.new_empty(B, Ch, H, W)
-    return attended, attention.partials_like(out)
+    return attention.output_like(out, cat), attention.partials_like(out), out, pre, cells, hprev
 
 
 @torch.library.custom_op("mscred::temporal_attention_last_grad", mutates_args=())
@@ -94,7 +88,7 @@ def _(g, h, saved=None):
 def _setup_context(ctx, inputs, output) -> None:
     _, part, out, pre, cells, hprev = output
     ctx.mark_non_differentiable(part, out, *pre, cells, hprev)  # (for the backward only: convlstm._setup_context)
-    save(ctx, inputs, part, out, pre, cells, hprev)
+    save(ctx, inputs[:6], part, out, pre, cells, hprev)
 
 
 def save(ctx, inputs, part, out, pre, cells, hprev) -> None:
@@ -108,7 +102,7 @@ def save(ctx, inputs, part, out, pre, cells, hprev) -> None:
 
 def _backward(ctx, g, _dpart, _dout, _dpre, _dcells, _dhprev):
     if g is None:
-        return None, None, None, None, None, None
+        return None, None, None, None, None, None, None
     xp, w_x, w_h, bias, cells, hprev, out, part, *pre = ctx.saved_tensors
     g = attention._channels_last_copy(g.to(out.dtype))
     dlast, coef = temporal_attention_last_grad(g, out, part)
@@ -116,7 +110,7 @@ def _backward(ctx, g, _dpart, _dout, _dpre, _dcells, _dhprev):
         dxp, dw_x, dw_h, dbias = lstm.convlstm_train_backward(dlast, xp, w_x, w_h, bias, pre, cells, hprev,
                                                               ctx.forget_bias, ctx.layout, attn_g=g,
                                                               attn_hl=out[:, -1], attn_coef=coef)
-    return dxp, dw_x, dw_h, dbias, None, None
+    return dxp, dw_x, dw_h, dbias, None, None, None
 
 
 convlstm_attention_train.register_autograd(_backward, setup_context=_setup_context)

@@ -17,17 +17,18 @@ from mscred.ops.triton import convlstm as lstm
 
 
 def train(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, forget_bias: float,
-          with_attention: bool) -> torch.Tensor:
+          with_attention: bool, cat: bool = False) -> torch.Tensor:
     """``convlstm.train(x, weight, bias, forget_bias, padded=True)``, or with ``with_attention``
-    ``convlstm_attention.train_with_attention(x, weight, bias, forget_bias, True)``, for a level input x that the
-    encoder wrote into an [x, h] buffer: that buffer is filled in place. An x that is not laid out as one (cast into
-    a copy on its way, say), or a level that does not take the concatenated path, runs those functions' op."""
+    ``convlstm_attention.train_with_attention(x, weight, bias, forget_bias, True, cat)``, for a level input x that
+    the encoder wrote into an [x, h] buffer: that buffer is filled in place. An x that is not laid out as one (cast
+    into a copy on its way, say), or a level that does not take the concatenated path, runs those functions' op."""
     xp, w_x, w_h, bias, layout = lstm.train_operands(x, weight, bias, True)
     with torch.autocast(xp.device.type, enabled=False):
         if takes(xp, w_h, layout):
-            return _InXh.apply(xp, w_x, w_h, bias, float(forget_bias), layout, with_attention)
-        op = convlstm_attention.convlstm_attention_train if with_attention else lstm.convlstm_train
-        return op(xp, w_x, w_h, bias, float(forget_bias), layout)[0]
+            return _InXh.apply(xp, w_x, w_h, bias, float(forget_bias), layout, with_attention, cat)
+        if with_attention:
+            return convlstm_attention.convlstm_attention_train(xp, w_x, w_h, bias, float(forget_bias), layout, cat)[0]
+        return lstm.convlstm_train(xp, w_x, w_h, bias, float(forget_bias), layout)[0]
 
 
 def takes(xp: torch.Tensor, w_h: torch.Tensor, layout: str) -> bool:
@@ -38,12 +39,13 @@ def takes(xp: torch.Tensor, w_h: torch.Tensor, layout: str) -> bool:
 
 
 class _InXh(torch.autograd.Function):
-    """(xp, w_x, w_h, bias, forget_bias, layout, with_attention) -> every h_t (B, T, Ch, H, W), or the attention
-    output (B, Ch, H, W) with ``with_attention``; xp the x half of its [x, h] buffer, whose h half the forward
-    fills. The gradients of xp, w_x, w_h and bias as the functional ops give them."""
+    """(xp, w_x, w_h, bias, forget_bias, layout, with_attention, cat) -> every h_t (B, T, Ch, H, W), or the
+    attention output (B, Ch, H, W) with ``with_attention`` (``cat``: as ``attention.temporal_attention``'s); xp the
+    x half of its [x, h] buffer, whose h half the forward fills. The gradients of xp, w_x, w_h and bias as the
+    functional ops give them."""
 
     @staticmethod
-    def forward(ctx, xp, w_x, w_h, bias, forget_bias, layout, with_attention):
+    def forward(ctx, xp, w_x, w_h, bias, forget_bias, layout, with_attention, cat):
         xh = encoder_xh.recover(xp, w_h.shape[0] // 4)
         # xp is saved detached: the view it is (of the encoder's output) would be regenerated from its base when
         # unpacked, which autograd refuses after the in-place write to that base here; the backward reads only its
@@ -51,7 +53,7 @@ class _InXh(torch.autograd.Function):
         inputs = (xp.detach(), w_x, w_h, bias, forget_bias, layout)
         ctx.with_attention = with_attention
         if with_attention:
-            attended, part, out, pre, cells = convlstm_attention_train_in_xh(xh, w_x, w_h, bias, forget_bias)
+            attended, part, out, pre, cells = convlstm_attention_train_in_xh(xh, w_x, w_h, bias, forget_bias, cat)
             convlstm_attention.save(ctx, inputs, part, out, pre, cells, xh)
             return attended
         out, pre, cells = convlstm_train_in_xh(xh, w_x, w_h, bias, forget_bias)
@@ -64,7 +66,7 @@ class _InXh(torch.autograd.Function):
             grads = convlstm_attention._backward(ctx, grad, None, None, None, None, None)
         else:
             grads = lstm._backward(ctx, grad, None, None, None)
-        return (*grads[:4], None, None, None)
+        return (*grads[:4], None, None, None, None)
 
 
 def _forward(xh: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, forget_bias: float):
@@ -101,17 +103,17 @@ def _(xh, w_x, w_h, bias, forget_bias):
 
 @torch.library.custom_op("mscred::convlstm_attention_train_in_xh", mutates_args=("xh",))
 def convlstm_attention_train_in_xh(xh: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor,
-                                   forget_bias: float
+                                   forget_bias: float, cat: bool
                                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor],
                                               torch.Tensor]:
     """``convlstm_attention_train``'s (attention output, its partials, out, pre, cells), xh given as in
-    ``convlstm_train_in_xh``."""
+    ``convlstm_train_in_xh``, ``cat`` as ``attention.temporal_attention``'s."""
     out, pre, cells = _forward(xh, w_x, w_h, bias, forget_bias)
-    attended, part = attention.temporal_attention_fused(out)
+    attended, part = attention.temporal_attention_fused(out, cat)
     return attended, part, out, pre, cells
 
 
 @convlstm_attention_train_in_xh.register_fake
-def _(xh, w_x, w_h, bias, forget_bias):
+def _(xh, w_x, w_h, bias, forget_bias, cat):
     out, pre, cells = _like(xh, w_h)
-    return (*convlstm_attention.attention_like(out), out, pre, cells)
+    return attention.output_like(out, cat), attention.partials_like(out), out, pre, cells
