@@ -70,7 +70,8 @@ class _InXh(torch.autograd.Function):
 
 
 def _forward(xh: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, forget_bias: float):
-    """(out, gates, cells) of the concatenated path, xh's x half and h_{-1} given (``convlstm_concat.forward_filled``)."""
+    """(out, gates, cells) of the concatenated path, xh's x half and h_{-1} given
+    (``convlstm_concat.forward_filled``)."""
     T, B, _, HP, WP = xh.shape
     pads = lstm._padding(w_h.shape[-1])
     cdt, cell_dtype = lstm._compute_types(xh.dtype)
