@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.nn.functional as F
+from model_runs import fused_training_step
 
 from mscred.ops import attention_cat
 from mscred.ops import reference as ref_ops
@@ -121,23 +121,6 @@ def test_a_skip_not_in_a_buffer_is_copied():
     assert out.data_ptr() != skip.data_ptr()
 
 
-def _model_run(n: int, B: int, autocast, device: str):
-    from mscred.config import ModelConfig
-    from mscred.model import MSCREDNet
-
-    torch.manual_seed(0)
-    net = MSCREDNet(ModelConfig(n_sensors=n, backend="fused")).to(device)
-    x = torch.rand(B, 5, 3, n, n, device=device)
-
-    def run():
-        net.zero_grad(set_to_none=True)
-        with autocast():
-            loss = F.mse_loss(net(x).float(), x[:, -1])
-        loss.backward()
-        return loss.detach(), {k: p.grad.clone() for k, p in net.named_parameters()}
-    return run
-
-
 def _off_and_on(run, monkeypatch):
     """(``run()`` with MSCRED_ATTENTION_CAT=0, with =1, the skips written in place, the skips copied)."""
     monkeypatch.setenv("MSCRED_ATTENTION_CAT", "0")
@@ -158,7 +141,8 @@ def test_the_fused_model_trains_the_same_with_it(fold, encoder_xh, monkeypatch, 
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
     monkeypatch.setenv("MSCRED_LSTM_ATTN_FOLD", fold)
     monkeypatch.setenv("MSCRED_ENCODER_XH", encoder_xh)
-    ref, ours, into, copied = _off_and_on(_model_run(12, 2, torch.enable_grad, DEVICE), monkeypatch)
+    ref, ours, into, copied = _off_and_on(
+        fused_training_step(12, 2, torch.enable_grad, DEVICE), monkeypatch)
     assert [s[1:] for s in into] == [(128, 3, 3), (64, 6, 6), (32, 12, 12)] and not copied
     assert torch.equal(ours[0], ref[0])
     for k in ref[1]:
@@ -170,7 +154,8 @@ def test_the_bf16_training_model_takes_it_on_cuda(monkeypatch):
     """n = 30 under bf16 autocast, as the training step runs: all three skips written in place; the same loss and
     gradients as with the switch off, up to the order of the bias gradients' atomic adds."""
     ref, ours, into, copied = _off_and_on(
-        _model_run(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), "cuda"), monkeypatch)
+        fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), "cuda"),
+        monkeypatch)
     assert [s[1:] for s in into] == [(128, 8, 8), (64, 15, 15), (32, 30, 30)] and not copied
     torch.testing.assert_close(ours[0], ref[0], rtol=1e-5, atol=0)
     for k in ref[1]:

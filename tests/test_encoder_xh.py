@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from model_runs import fused_training_step
 
 from mscred.ops import encoder_xh
 from mscred.ops.triton import bias_act as ba
@@ -160,23 +161,6 @@ def test_a_level_not_in_a_buffer_takes_the_copying_op(monkeypatch):
         assert torch.equal(a, b)
 
 
-def _model_grads(n: int, B: int, dtype_ctx, device: str, seed: int = 0):
-    from mscred.config import ModelConfig
-    from mscred.model import MSCREDNet
-
-    torch.manual_seed(seed)
-    net = MSCREDNet(ModelConfig(n_sensors=n, backend="fused")).to(device)
-    x = torch.rand(B, 5, 3, n, n, device=device)
-
-    def run():
-        net.zero_grad(set_to_none=True)
-        with dtype_ctx():
-            loss = F.mse_loss(net(x).float(), x[:, -1])
-        loss.backward()
-        return loss.detach(), {k: p.grad.clone() for k, p in net.named_parameters()}
-    return run
-
-
 def _off_and_on(run, monkeypatch):
     """(``run()`` with MSCRED_ENCODER_XH=0, with =1, the levels ``_InXh`` ran, the copying forwards that ran)."""
     monkeypatch.setenv("MSCRED_ENCODER_XH", "0")
@@ -198,7 +182,8 @@ def test_the_fused_model_trains_the_same_with_it(fold, small_conv, monkeypatch, 
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
     monkeypatch.setenv("MSCRED_LSTM_ATTN_FOLD", fold)
     monkeypatch.setenv("MSCRED_SMALL_CONV", small_conv)
-    ref, ours, calls, copies = _off_and_on(_model_grads(12, 2, torch.enable_grad, DEVICE), monkeypatch)
+    ref, ours, calls, copies = _off_and_on(
+        fused_training_step(12, 2, torch.enable_grad, DEVICE), monkeypatch)
     assert [s[2:] for s in calls] == [(32, 13, 13), (64, 7, 7), (128, 4, 4)]
     assert len(copies) == 1  # level 4
     assert torch.equal(ours[0], ref[0])
@@ -212,7 +197,8 @@ def test_the_bf16_training_model_takes_it_on_cuda(monkeypatch):
     take ``_InXh`` and no copying forward runs; the same loss and gradients as with the switch off, up to the
     order of the bias gradients' atomic adds."""
     ref, ours, calls, copies = _off_and_on(
-        _model_grads(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), "cuda"), monkeypatch)
+        fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), "cuda"),
+        monkeypatch)
     assert [s[2:] for s in calls] == [(32, 31, 31), (64, 16, 16)] and not copies
     torch.testing.assert_close(ours[0], ref[0], rtol=1e-5, atol=0)
     for k in ref[1]:
