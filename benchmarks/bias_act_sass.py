@@ -32,7 +32,7 @@ def config(block_p: int, block_c: int, warps: int, border: bool, sizes: tuple[in
 
     strides = [n for n in bias_act._bias_act_fwd_kernel.arg_names if n.endswith(("_sb", "_sc", "_sy", "_sx"))]
     constants = dict(y_sc=1, o_sc=1, SELU=True, CDT="tl.float32", BLOCK_P=block_p, BLOCK_C=block_c, SHUFFLE=1,
-                     BORDER=border, HAS_O2=False)
+                     BORDER=border)
     if sizes:
         constants.update(HWO=sizes[0], WO=sizes[1])
     return dict(constants=constants, pointers=dict(y_ptr="*bf16", o_ptr="*bf16", b_ptr="*fp32"), num_warps=warps,

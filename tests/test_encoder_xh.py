@@ -205,32 +205,33 @@ def test_the_bf16_training_model_takes_it_on_cuda(monkeypatch):
         torch.testing.assert_close(ours[1][k], ref[1][k], rtol=2e-2, atol=1e-6, msg=lambda m, k=k: f"{k}: {m}")
 
 
-@pytest.mark.parametrize("kernel", ["_bias_act_fwd_const_kernel", "_small_conv_fwd_kernel"])
-def test_sm90_code_stores_the_second_output(kernel):
-    """Compiled for the H200 here (tests/sm90_compile.py) at level 1's shape (bf16, 32 channels, bordered): with
-    HAS_O2 the kernel has three times the stores (out, x's second copy, h_{-1}'s zeros) and no more."""
+@pytest.mark.parametrize("module", ["bias_act", "small_conv"])
+def test_sm90_code_stores_the_second_output(module):
+    """Compiled for the H200 here (tests/sm90_compile.py) at level 1's and level 2's shapes (bf16, bordered): the
+    kernel with the second output has three times the stores of the default one (out, x's second copy, h_{-1}'s
+    zeros). The default kernels keep their own arguments, so their code is what it was before."""
     pytest.importorskip("triton.backends.nvidia")
     import sm90_compile
 
-    if kernel == "_small_conv_fwd_kernel":
-        module = "mscred.ops.triton.small_conv"
-        constants = dict(x_sc=1, o_sc=1, o2_sc=1, SELU=True, HAS_BIAS=True, BORDER=True,
+    if module == "small_conv":
+        kernels = ("_small_conv_fwd_kernel", "_small_conv_fwd_xh_kernel")
+        constants = dict(x_sc=1, o_sc=1, SELU=True, HAS_BIAS=True, BORDER=True,
                          **sc.fwd_constants(3, 32, 3, torch.bfloat16))
         pointers = dict(x_ptr="*bf16", w_ptr="*bf16", o_ptr="*bf16", o2_ptr="*bf16")
         warps = sc.FWD_WARPS
     else:
-        module = "mscred.ops.triton.bias_act"
+        kernels = ("_bias_act_fwd_const_kernel", "_bias_act_fwd_xh_kernel")
         block_p, block_c, _ = ba._launch(640 * 16 * 16, 64, 1, ba.FWD_BLOCK)
-        constants = dict(y_sc=1, o_sc=1, o2_sc=1, SELU=True, CDT="tl.float32", BLOCK_P=block_p, BLOCK_C=block_c,
+        constants = dict(y_sc=1, o_sc=1, SELU=True, CDT="tl.float32", BLOCK_P=block_p, BLOCK_C=block_c,
                          SHUFFLE=1, BORDER=True, HWO=16 * 16, WO=16)
         pointers = dict(y_ptr="*bf16", o_ptr="*bf16", o2_ptr="*bf16", b_ptr="*fp32")
         warps = ba.FWD_WARPS
-    stores = {}
-    for has_o2 in (False, True):
-        config = dict(constants=dict(constants, HAS_O2=has_o2), pointers=pointers, num_warps=warps)
-        listing = sm90_compile.sass(module, kernel, config)
-        stores[has_o2] = [ln for ln in listing.splitlines() if "STG" in ln]
-    assert stores[False] and len(stores[True]) == 3 * len(stores[False]), {k: len(v) for k, v in stores.items()}
+    stores = []
+    for kernel in kernels:
+        config = dict(constants=constants, pointers=pointers, num_warps=warps)
+        listing = sm90_compile.sass(f"mscred.ops.triton.{module}", kernel, config)
+        stores.append([ln for ln in listing.splitlines() if "STG" in ln])
+    assert stores[0] and len(stores[1]) == 3 * len(stores[0]), [len(s) for s in stores]
 
 
 def test_opcheck_schemas_and_fakes(monkeypatch):

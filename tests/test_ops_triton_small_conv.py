@@ -137,7 +137,7 @@ def test_model_launches_fit_the_h200_shared_memory(monkeypatch, dtype):
     pointer = "*bf16" if dtype == torch.bfloat16 else "*fp32"
     forward, wgrad, names = [], [], []
     for ci, co, border in ((3, 32, True), (64, 3, False)):
-        forward.append(dict(constants=dict(x_sc=1, o_sc=1, SELU=True, HAS_BIAS=True, BORDER=border, HAS_O2=False,
+        forward.append(dict(constants=dict(x_sc=1, o_sc=1, SELU=True, HAS_BIAS=True, BORDER=border,
                                            **sc.fwd_constants(ci, co, 3, dtype)),
                             pointers=dict(x_ptr=pointer, w_ptr=pointer, o_ptr=pointer), num_warps=sc.FWD_WARPS))
         for gather_switch in ("1", "0") if sc.taps_in_n(ci, co, 3) else ("1",):

@@ -207,28 +207,38 @@ if triton is not None:
     # BORDER (both kernels): the program grid covers the whole destination, and the pixels outside its window
     # [WT, WT + WH) x [WL, WL + WW) get zeros -- the zero border of a bordered output (forward, ``out_pads``), the
     # gradient outside the crop (backward) -- instead of separate fill kernels for the strips.
-    @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT", "WT", "WL", "WH", "WW", "H0"])
+    @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT", "WT", "WL", "WH", "WW"])
     def _bias_act_fwd_kernel(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                             P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
+                             P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW,
                              SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                             SHUFFLE: tl.constexpr, BORDER: tl.constexpr, HAS_O2: tl.constexpr):
+                             SHUFFLE: tl.constexpr, BORDER: tl.constexpr):
         _bias_act_fwd_tile(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                           P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
-                           SELU, CDT, BLOCK_P, BLOCK_C, SHUFFLE, BORDER, HAS_O2)
+                           P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, o_ptr, 0, 0, 0, 0, 0,
+                           SELU, CDT, BLOCK_P, BLOCK_C, SHUFFLE, BORDER, False)
 
     # The same with the output map's sizes as constants (``const_sizes``): the pixel index's two integer divisions
     # by them become multiplications (176 -> 144 instructions a thread by the sm_90 code, results/bias_act_sass/),
     # at one compilation per map size.
-    @triton.jit(do_not_specialize=["P", "C", "TOP", "LEFT", "WT", "WL", "WH", "WW", "H0"])
+    @triton.jit(do_not_specialize=["P", "C", "TOP", "LEFT", "WT", "WL", "WH", "WW"])
     def _bias_act_fwd_const_kernel(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
                                    P, C, HWO: tl.constexpr, WO: tl.constexpr, TOP, LEFT, WT, WL, WH, WW,
-                                   o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
                                    SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr,
-                                   BLOCK_C: tl.constexpr, SHUFFLE: tl.constexpr, BORDER: tl.constexpr,
-                                   HAS_O2: tl.constexpr):
+                                   BLOCK_C: tl.constexpr, SHUFFLE: tl.constexpr, BORDER: tl.constexpr):
+        _bias_act_fwd_tile(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
+                           P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, o_ptr, 0, 0, 0, 0, 0,
+                           SELU, CDT, BLOCK_P, BLOCK_C, SHUFFLE, BORDER, False)
+
+    # The const-sizes kernel storing its result a second time (``_forward_into``'s ``xh``): a kernel of its own, so
+    # that the two above keep the arguments and sm_90 code they had before the second output existed.
+    @triton.jit(do_not_specialize=["P", "C", "TOP", "LEFT", "WT", "WL", "WH", "WW", "H0"])
+    def _bias_act_fwd_xh_kernel(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
+                                P, C, HWO: tl.constexpr, WO: tl.constexpr, TOP, LEFT, WT, WL, WH, WW,
+                                o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
+                                SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr,
+                                BLOCK_C: tl.constexpr, SHUFFLE: tl.constexpr, BORDER: tl.constexpr):
         _bias_act_fwd_tile(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
                            P, C, HWO, WO, TOP, LEFT, WT, WL, WH, WW, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
-                           SELU, CDT, BLOCK_P, BLOCK_C, SHUFFLE, BORDER, HAS_O2)
+                           SELU, CDT, BLOCK_P, BLOCK_C, SHUFFLE, BORDER, True)
 
     @triton.jit
     def _bias_act_fwd_tile(y_ptr, y_sb, y_sc, y_sy, y_sx, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
@@ -261,12 +271,14 @@ if triton is not None:
             z = selu_of(z)
         if BORDER:
             z = tl.where(inside, z, 0.0)
-        z = z.to(o_ptr.dtype.element_ty)
-        tl.store(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, z, mask=mask)
         if HAS_O2:
+            z = z.to(o_ptr.dtype.element_ty)
+            tl.store(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, z, mask=mask)
             o2 = o2_ptr + b * o2_sb + ch * o2_sc + oy * o2_sy + ox * o2_sx
             tl.store(o2, z, mask=mask)
             tl.store(o2 + C * o2_sc, tl.zeros_like(z), mask=mask & (b < H0))
+        else:
+            tl.store(o_ptr + b * o_sb + ch * o_sc + oy * o_sy + ox * o_sx, z.to(o_ptr.dtype.element_ty), mask=mask)
 
     @triton.jit(do_not_specialize=["P", "C", "HWO", "WO", "TOP", "LEFT", "WH", "WW"])
     def _bias_act_bwd_kernel(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
@@ -373,12 +385,13 @@ def _forward_into(y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, lef
                                           (INTERPRETER_BLOCK, FWD_WARPS) if _interpreting() else (FWD_BLOCK, FWD_WARPS))
     block_p, block_c, grid = _launch(P, C, 1, block)
     wt, wl, wh, ww = window or (0, 0, height, width)
-    kernel = _bias_act_fwd_const_kernel if const_sizes() else _bias_act_fwd_kernel
-    o2 = out if xh is None else xh
+    if xh is not None:
+        kernel, extra = _bias_act_fwd_xh_kernel, (xh, *xh.stride(), h0_images)
+    else:
+        kernel, extra = (_bias_act_fwd_const_kernel if const_sizes() else _bias_act_fwd_kernel), ()
     kernel[grid](y, *y.stride(), bias, out, *out.stride(), P, C, height * width, width, top, left,
-                 wt, wl, wh, ww, o2, *o2.stride(), h0_images, SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p,
-                 BLOCK_C=block_c, SHUFFLE=shuffle, BORDER=window is not None, HAS_O2=xh is not None,
-                 num_warps=warps)
+                 wt, wl, wh, ww, *extra, SELU=selu, CDT=_cdt(y.dtype), BLOCK_P=block_p, BLOCK_C=block_c,
+                 SHUFFLE=shuffle, BORDER=window is not None, num_warps=warps)
     return out
 
 

@@ -229,18 +229,41 @@ if triton is not None:
         row = x_ptr + iy * x_sy + ix * x_sx
         return tl.load(row[:, None] + ci[None, :] * x_sc, mask=valid[:, None] & (ci < CI)[None, :], other=0.0)
 
-    @triton.jit(do_not_specialize=["P", "H", "W", "PT", "PL", "HD", "WD", "H0"])
+    @triton.jit(do_not_specialize=["P", "H", "W", "PT", "PL", "HD", "WD"])
     def _small_conv_fwd_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, w_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
-                               P, H, W, PT, PL, HD, WD, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
-                               CI: tl.constexpr, CO: tl.constexpr,
+                               P, H, W, PT, PL, HD, WD, CI: tl.constexpr, CO: tl.constexpr,
                                KS: tl.constexpr, SELU: tl.constexpr, HAS_BIAS: tl.constexpr, FLAT: tl.constexpr,
                                PREC: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr,
-                               BLOCK_N: tl.constexpr, BORDER: tl.constexpr, HAS_O2: tl.constexpr):
+                               BLOCK_N: tl.constexpr, BORDER: tl.constexpr):
         """FLAT: all KS*KS*CI taps in one BLOCK_K block (few input channels, e.g. 3); else a loop over the taps,
         each in blocks of BLOCK_K contiguous channels (e.g. deconv1's 64). BORDER: the output is HD x WD with the
-        (H x W) result at (PT, PL) and zeros around it (a bordered output); the grid covers all of it. HAS_O2: the
-        result stored a second time, at o2 (the x half of a ConvLSTM's [x, h] buffer, ``ops.encoder_xh``), whose
-        next CO channels get zeros in its first H0 images (h_{-1})."""
+        (H x W) result at (PT, PL) and zeros around it (a bordered output); the grid covers all of it."""
+        _small_conv_fwd_program(x_ptr, x_sb, x_sc, x_sy, x_sx, w_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
+                                P, H, W, PT, PL, HD, WD, o_ptr, 0, 0, 0, 0, 0, CI, CO, KS, SELU, HAS_BIAS, FLAT, PREC,
+                                BLOCK_P, BLOCK_K, BLOCK_N, BORDER, False)
+
+    # The same storing its result a second time (``_forward``'s ``h0_images``): a kernel of its own, so that the
+    # first one's arguments and sm_90 code stay as they were before the second output existed.
+    @triton.jit(do_not_specialize=["P", "H", "W", "PT", "PL", "HD", "WD", "H0"])
+    def _small_conv_fwd_xh_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, w_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
+                                  P, H, W, PT, PL, HD, WD, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
+                                  CI: tl.constexpr, CO: tl.constexpr, KS: tl.constexpr, SELU: tl.constexpr,
+                                  HAS_BIAS: tl.constexpr, FLAT: tl.constexpr, PREC: tl.constexpr,
+                                  BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
+                                  BORDER: tl.constexpr):
+        _small_conv_fwd_program(x_ptr, x_sb, x_sc, x_sy, x_sx, w_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
+                                P, H, W, PT, PL, HD, WD, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0, CI, CO, KS, SELU,
+                                HAS_BIAS, FLAT, PREC, BLOCK_P, BLOCK_K, BLOCK_N, BORDER, True)
+
+    @triton.jit
+    def _small_conv_fwd_program(x_ptr, x_sb, x_sc, x_sy, x_sx, w_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx,
+                                P, H, W, PT, PL, HD, WD, o2_ptr, o2_sb, o2_sc, o2_sy, o2_sx, H0,
+                                CI: tl.constexpr, CO: tl.constexpr, KS: tl.constexpr, SELU: tl.constexpr,
+                                HAS_BIAS: tl.constexpr, FLAT: tl.constexpr, PREC: tl.constexpr,
+                                BLOCK_P: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
+                                BORDER: tl.constexpr, HAS_O2: tl.constexpr):
+        """The forward kernels' program. HAS_O2: the result stored a second time, at o2 (the x half of a ConvLSTM's
+        [x, h] buffer, ``ops.encoder_xh``), whose next CO channels get zeros in its first H0 images (h_{-1})."""
         if BORDER:
             pmask, b, oy, ox = _pixels(tl.program_id(0) * BLOCK_P, P, HD * WD, WD, BLOCK_P)
             y, x = oy - PT, ox - PL
@@ -274,13 +297,15 @@ if triton is not None:
             acc = selu_of(acc)
         if BORDER:
             acc = tl.where(inside[:, None], acc, 0.0)
-        acc = acc.to(o_ptr.dtype.element_ty)
         out = o_ptr + b[:, None] * o_sb + n[None, :] * o_sc + oy[:, None] * o_sy + ox[:, None] * o_sx
-        tl.store(out, acc, mask=omask[:, None] & nmask[None, :])
         if HAS_O2:
+            acc = acc.to(o_ptr.dtype.element_ty)
+            tl.store(out, acc, mask=omask[:, None] & nmask[None, :])
             o2 = o2_ptr + b[:, None] * o2_sb + n[None, :] * o2_sc + oy[:, None] * o2_sy + ox[:, None] * o2_sx
             tl.store(o2, acc, mask=omask[:, None] & nmask[None, :])
             tl.store(o2 + CO * o2_sc, tl.zeros_like(acc), mask=(omask & (b < H0))[:, None] & nmask[None, :])
+        else:
+            tl.store(out, acc.to(o_ptr.dtype.element_ty), mask=omask[:, None] & nmask[None, :])
 
     @triton.jit(do_not_specialize=["H", "W", "TX", "TPI", "TILES", "PROGRAMS"])
     def _small_conv_wgrad_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
@@ -496,11 +521,12 @@ def _forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor]
     if P and CO:
         tile = fwd_constants(CI, CO, KS, x.dtype)
         grid = (triton.cdiv(P, tile["BLOCK_P"]), triton.cdiv(CO, tile["BLOCK_N"]))
-        o2 = out if xh is None else xh
-        _small_conv_fwd_kernel[grid](x, *x.stride(), _as_matrix(weight), bias if bias is not None else out, out,
-                                     *out.stride(), P, H, W, pads[0], pads[2], HD, WD, o2, *o2.stride(),
-                                     h0_images or 0, SELU=selu, HAS_BIAS=bias is not None, BORDER=any(pads),
-                                     HAS_O2=xh is not None, num_warps=FWD_WARPS, **tile)
+        args = (x, *x.stride(), _as_matrix(weight), bias if bias is not None else out, out, *out.stride(), P, H, W,
+                pads[0], pads[2], HD, WD)
+        kernel, extra = (_small_conv_fwd_kernel, ()) if xh is None else \
+            (_small_conv_fwd_xh_kernel, (xh, *xh.stride(), h0_images))
+        kernel[grid](*args, *extra, SELU=selu, HAS_BIAS=bias is not None, BORDER=any(pads), num_warps=FWD_WARPS,
+                     **tile)
     return out if xh is None else (out, xh)
 
 
