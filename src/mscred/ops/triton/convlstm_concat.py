@@ -96,21 +96,22 @@ def forward(images: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: to
     (B, 4Ch, H, W)."""
     T, B = cells.shape[:2]
     C = w_x.shape[1]
+    w = _whole_weight(w_x, w_h)
     # every x_t with its zero border (the weight gradient reads x_0 too), and h_{-1} = 0
     copy_pixels(xh.view(T * B, *xh.shape[2:])[:, :C], images, zeros=xh[0, :, C:])
-    return forward_filled(xh, w_x, w_h, bias, out, cells, pads, forget_bias, cdt, images[:B])
+    return forward_filled(xh, w_x, w_h, bias, out, cells, pads, forget_bias, cdt, images[:B], w)
 
 
 def forward_filled(xh: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, out: torch.Tensor,
                    cells: torch.Tensor, pads, forget_bias: float, cdt,
-                   x0: torch.Tensor | None = None) -> list[torch.Tensor]:
+                   x0: torch.Tensor | None = None, w: torch.Tensor | None = None) -> list[torch.Tensor]:
     """``forward`` once xh holds every x_t and h_{-1} = 0 (``forward`` copies them in; the training encoder can
     write them there itself, ``ops.encoder_xh``): fills out, cells and the rest of xh, returns the gates. ``x0``:
     x_0 (B, C, Hp, Wp) as a tensor of its own, for the first step's input convolution where that takes cuDNN
-    (else xh's channel slice, which cuDNN copies first)."""
+    (else xh's channel slice, which cuDNN copies first); ``w``: the whole weight, if made already."""
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
-    w = _whole_weight(w_x, w_h)
+    w = _whole_weight(w_x, w_h) if w is None else w
     if conv_cell.runs(xh, cells.dtype, C, Ch, tuple(w.shape[2:]), pads):  # one CUDA kernel a step (ops/conv_cell)
         w_rows, bias32 = conv_cell.packed_weight(w), bias.float().contiguous()
         gates = [lstm._empty(B, 4 * Ch, H, W, xh, "nhwc") for _ in range(T)]
