@@ -135,6 +135,8 @@ def test_recover_finds_the_buffer_and_only_it():
     assert encoder_xh.recover(wide, C) is None  # beside something else
     assert encoder_xh.recover(xh[B:, :C].view(T - 1, B, C, HP, WP).transpose(0, 1), C) is not None
     assert encoder_xh.recover(xh[:, :C][:B * 2].view(2, B, C, HP, WP).transpose(0, 1), C) is not None
+    one = _cl(torch.randn(T, 2 * C, HP, WP))  # a batch of one: its dimension's stride is the view's arithmetic
+    assert encoder_xh.recover(one[:, :C].view(T, 1, C, HP, WP).transpose(0, 1), C) is not None
 
 
 def test_a_level_not_in_a_buffer_takes_the_copying_op(monkeypatch):
@@ -186,6 +188,31 @@ def test_the_fused_model_trains_the_same_with_it(fold, small_conv, monkeypatch, 
         fused_training_step(12, 2, torch.enable_grad, DEVICE), monkeypatch)
     assert [s[2:] for s in calls] == [(32, 13, 13), (64, 7, 7), (128, 4, 4)]
     assert len(copies) == 1  # level 4
+    assert torch.equal(ours[0], ref[0])
+    for k in ref[1]:
+        assert torch.equal(ours[1][k], ref[1][k]), k
+
+
+@pytest.mark.parametrize("n, B, fold", [(4, 1, "1"), (9, 3, "0")])
+def test_awkward_sizes_train_the_same_with_both_copy_levers(n, B, fold, monkeypatch, strict_float32):
+    """A batch of one (its size-1 dimension's strides are whatever the views make them), odd maps (9 -> 5 -> 3 -> 2)
+    and 1 x 1 maps (n = 4: level 3, whose activation is stored NCHW and keeps its copying path): with
+    MSCRED_ENCODER_XH and MSCRED_ATTENTION_CAT on, the loss and every gradient of both off, bit for bit."""
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
+    monkeypatch.setenv("MSCRED_LSTM_ATTN_FOLD", fold)
+    run = fused_training_step(n, B, torch.enable_grad, DEVICE)
+    for name in ("MSCRED_ENCODER_XH", "MSCRED_ATTENTION_CAT"):
+        monkeypatch.setenv(name, "0")
+    ref = run()
+    calls = []
+    real = convlstm_in_xh._InXh.apply
+    monkeypatch.setattr(convlstm_in_xh._InXh, "apply", lambda *a: calls.append(a[0].shape) or real(*a))
+    for name in ("MSCRED_ENCODER_XH", "MSCRED_ATTENTION_CAT"):
+        monkeypatch.setenv(name, "1")
+    ours = run()
+    # n = 4: levels 1-2 (level 3's map is 1 x 1); n = 9: levels 2-3 (conv2's TF padding of 9 x 9 starts a row
+    # above the ConvLSTM's, so level 1's buffer is not shared and its ConvLSTM gets a padded copy)
+    assert len(calls) == 2
     assert torch.equal(ours[0], ref[0])
     for k in ref[1]:
         assert torch.equal(ours[1][k], ref[1][k]), k

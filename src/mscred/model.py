@@ -299,8 +299,10 @@ class Encoder(nn.Module):
     def _writes_xh(self, src: torch.Tensor, size: int) -> bool:
         """Whether the epilogue making a ``size`` x ``size`` level from ``src`` writes it into the level's [x, h]
         buffer too (``ops.encoder_xh``): switched on, where the epilogue's kernels run (as ``bias_act_shared`` and
-        ``small_conv.conv_act_shared`` decide) and the level's training ConvLSTM takes the concatenated path."""
-        return (encoder_xh.enabled() and runs_fused(src) and src.dtype != torch.float64
+        ``small_conv.conv_act_shared`` decide) and the level's training ConvLSTM takes the concatenated path. Not for
+        1 x 1 maps: their activation is stored NCHW (as channels-last, the same bytes), and their ConvLSTM then
+        takes its other path, which the level would change to by taking the buffer."""
+        return (encoder_xh.enabled() and size > 1 and runs_fused(src) and src.dtype != torch.float64
                 and convlstm_concat.runs(True, fused_convlstm.buffer_layout(), size, size))
 
 

@@ -20,6 +20,7 @@ from typing import Optional
 
 import torch
 
+from mscred.ops.encoder_xh import strides_match
 from mscred.ops.triton.runtime import switched_on
 
 
@@ -36,7 +37,7 @@ def recover(skip: torch.Tensor, lower: int) -> Optional[torch.Tensor]:
         return None
     B, S, H, W = skip.shape
     ct = lower + S
-    if lower != S or skip.stride() != (H * W * ct, 1, W * ct, ct) or skip.storage_offset() < lower:
+    if lower != S or not strides_match(skip, (H * W * ct, 1, W * ct, ct)) or skip.storage_offset() < lower:
         return None
     start = skip.storage_offset() - lower
     if skip.untyped_storage().nbytes() < (start + B * H * W * ct) * skip.element_size():

@@ -47,8 +47,14 @@ def recover(xp: torch.Tensor, hidden: int) -> Optional[torch.Tensor]:
         return None
     ct = 2 * C
     # (B, T, C, Hp, Wp) strides of the x half of a channels-last, time-major (T * B images) buffer of 2C channels
-    if xp.stride() != (HP * WP * ct, B * HP * WP * ct, 1, WP * ct, ct):
+    if not strides_match(xp, (HP * WP * ct, B * HP * WP * ct, 1, WP * ct, ct)):
         return None
     if xp.untyped_storage().nbytes() < (xp.storage_offset() + T * B * HP * WP * ct) * xp.element_size():
         return None
     return xp.as_strided((T, B, ct, HP, WP), (B * HP * WP * ct, HP * WP * ct, 1, WP * ct, ct))
+
+
+def strides_match(t: torch.Tensor, strides: tuple[int, ...]) -> bool:
+    """Whether ``t`` has ``strides`` in every dimension of more than one element (a dimension of size 1 may have any
+    stride: views give it whatever their arithmetic gives, e.g. a batch of 1)."""
+    return all(size == 1 or have == want for size, have, want in zip(t.shape, t.stride(), strides))

@@ -91,7 +91,9 @@ def last_step_grad(dout: torch.Tensor, h: torch.Tensor,
       ds_k H_{T-1} for k < T - 1 (what the attention's backward would store, rounded once to h's dtype).
     ``saved``: the forward's partials (``attention.saved_scores``).
     """
-    if not attention._channels_last(h):
+    # (stored (B, T, H, W, C): with 1 x 1 maps that is h's plain contiguous order too, which attention._channels_last
+    # does not count as channels-last)
+    if not h.permute(0, 1, 3, 4, 2).is_contiguous():
         raise ValueError("last_step_grad: h must be stored channels-last, (B, T, H, W, C)")
     B, T, C, H, W = h.shape
     hp = h.permute(0, 1, 3, 4, 2)

@@ -404,11 +404,9 @@ def _(y, bias, selu, top, left, height, width, pads):
 @torch.library.custom_op("mscred::bias_act_fused_xh", mutates_args=())
 def bias_act_fused_xh(y: torch.Tensor, bias: torch.Tensor, selu: bool, pads: list[int], h0_images: int
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(out, xh): ``bias_act_fused(y, bias, selu, 0, 0, H, W, pads)`` of a channels-last y, and a new [x, h] buffer
-    (``ops.encoder_xh.new_buffer``) whose x half holds out's values too (border included) and whose h half is
-    zero in its first ``h0_images`` images, the rest left to the ConvLSTM; one kernel."""
-    if not _channels_last(y):
-        raise ValueError("bias_act_fused_xh: the [x, h] buffer is channels-last, and so must y be")
+    """(out, xh): ``bias_act_fused(y, bias, selu, 0, 0, H, W, pads)`` (in the same memory format), and a new [x, h]
+    buffer (``ops.encoder_xh.new_buffer``) whose x half holds out's values too (border included) and whose h
+    half is zero in its first ``h0_images`` images, the rest left to the ConvLSTM; one kernel."""
     H, W = y.shape[2:]
     out = bias_act_fused_xh_like(y, pads)
     xh = encoder_xh.new_buffer(out)
@@ -418,9 +416,10 @@ def bias_act_fused_xh(y: torch.Tensor, bias: torch.Tensor, selu: bool, pads: lis
 
 
 def bias_act_fused_xh_like(y: torch.Tensor, pads: list[int]) -> torch.Tensor:
-    """``bias_act_fused_xh``'s out, unfilled."""
+    """``bias_act_fused_xh``'s out, unfilled: as ``bias_act_fused``'s (channels-last where y is, which a 1 x 1 map
+    is not by ``_channels_last``: its next convolution then sees the layout it sees without the second output)."""
     return torch.empty(y.shape[0], y.shape[1], y.shape[2] + pads[0] + pads[1], y.shape[3] + pads[2] + pads[3],
-                       device=y.device, dtype=y.dtype, memory_format=torch.channels_last)
+                       device=y.device, dtype=y.dtype, memory_format=_memory_format(y))
 
 
 @bias_act_fused_xh.register_fake

@@ -108,7 +108,8 @@ def forward_filled(xh: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
     """``forward`` once xh holds every x_t and h_{-1} = 0 (``forward`` copies them in; the training encoder can
     write them there itself, ``ops.encoder_xh``): fills out, cells and the rest of xh, returns the gates. ``x0``:
     x_0 (B, C, Hp, Wp) as a tensor of its own, for the first step's input convolution where that takes cuDNN
-    (else xh's channel slice, which cuDNN copies first); ``w``: the whole weight, if made already."""
+    (else a copy of xh's channel slice, as the convolution would make it: made here, so that the convolution sees
+    the layout ``forward``'s x0 has and gives the same numbers); ``w``: the whole weight, if made already."""
     T, B, _, H, W = cells.shape
     C, Ch = w_x.shape[1], w_h.shape[1]
     w = _whole_weight(w_x, w_h) if w is None else w
@@ -125,7 +126,9 @@ def forward_filled(xh: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
     fast = lstm.fast_activations(xh.dtype)  # the gates' dtype: cuDNN's output in the inputs' dtype
     gates = []
     for t in range(T):
-        z = F.conv2d(xh[0, :, :C] if x0 is None else x0, w_x) if t == 0 else F.conv2d(xh[t], w)
+        if t == 0 and x0 is None:
+            x0 = xh[0, :, :C].contiguous(memory_format=torch.channels_last)
+        z = F.conv2d(x0, w_x) if t == 0 else F.conv2d(xh[t], w)
         z = z.contiguous(memory_format=torch.channels_last)  # as the fake says (cuDNN gives float64 in NCHW order)
         gates.append(z)
         c_prev, c_t = cells[t - 1] if t > 0 else cells[t], cells[t]
