@@ -7,8 +7,8 @@ half and zeroes h_{-1}: at levels 1-2 of the bf16 training step on the H200, 43 
 line (``benchmarks/results/next_1206/``). With this on, the epilogue that makes the activation (conv1's small
 convolution, conv2's bias + SELU) stores it twice -- into the bordered buffer the next convolution reads, and into
 xh's x half, border included -- and zeroes h_{-1} in the same pass; the ConvLSTM then fills xh's h half in place
-(``triton/convlstm_in_xh.py``). By our arithmetic (not measured) that is ~13 us of extra writes for the ~43 us of
-copies and fills.
+(``triton/convlstm_in_xh.py``). By our arithmetic (not measured) that is ~72 MB of extra stores at batch 128 (x's
+second copy and h_{-1}'s zeros at levels 1-2), 20-26 us if nothing hides them, for the 43 us of copies and fills.
 
 The two gradients of the activation (the ConvLSTM's and the next convolution's) still reach the epilogue's backward
 apart and are summed in its kernel (``shared_output``): the same values as without, only stored by another kernel.
