@@ -5,7 +5,8 @@
 #                           (ops/encoder_xh.py): the x copies and h_{-1} fills go
 #   MSCRED_ATTENTION_CAT=1  levels 1-3's attention outputs written into the decoder's concatenations
 #                           (ops/attention_cat.py): the three skip copies go
-#   1. their GPU tests (the bf16 model at n = 30 takes each path, the same loss and gradients as off)
+#   1. their GPU tests (the bf16 model at n = 30 takes each path, the same loss and gradients as off), with those of
+#      the ops whose code they touched (the attention ops' new flag, bias + SELU's kernels split in two)
 #      -> NAME/gpu_tests.txt; the graphed full-size training steps of tests/test_train.py with both on
 #      -> NAME/gpu_tests_train.txt
 #   2. the graphed bf16 step with each switch 0 / 1 in alternation, 4 rounds -> NAME/encoder_xh/env_ab.md,
@@ -17,7 +18,8 @@ NAME=${1:-copy_levers}
 . benchmarks/device_env.sh
 cache_bytecode
 D=$(result_dir "$NAME")
-bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 120 tests/test_encoder_xh.py tests/test_attention_cat.py
+bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 tests/test_encoder_xh.py tests/test_attention_cat.py \
+  tests/test_ops_triton_attention.py tests/test_convlstm_attention.py tests/test_ops_triton_bias_act.py
 MSCRED_ENCODER_XH=1 MSCRED_ATTENTION_CAT=1 bash benchmarks/gpu_pytest.sh "$D/gpu_tests_train.txt" 150 \
   tests/test_train.py -k "cuda_graph_full_size"
 echo "tests done at ${SECONDS}s"
