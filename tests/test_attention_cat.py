@@ -92,6 +92,8 @@ def test_the_decoder_fills_the_lower_half(B, C, H, crop):
         out.backward(dout)
         if in_cat:
             assert out.data_ptr() == buf.data_ptr() and out.stride() == buf.stride()
+            # the skip's gradient compact, as the attention's backward reads it without a copy of its own
+            assert leaf.grad.is_contiguous(memory_format=torch.channels_last)
         results.append((out.detach(), y_.grad, b_.grad, leaf.grad))
     for name, a, b in zip(("out", "dy", "dbias", "dskip"), *results):
         assert torch.equal(a, b), name
@@ -109,6 +111,29 @@ class _IntoUpperHalf(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return grad, None
+
+
+@pytest.mark.parametrize("B, C, H, crop, selu", [(2, 32, 7, 1, True), (3, 5, 4, 0, False), (1, 9, 3, 2, True)])
+def test_the_backward_copies_the_skip_gradient_out(B, C, H, crop, selu):
+    """``bias_act_fused_backward_cat``: dy and dbias of the concatenation's lower half bit for bit as
+    ``bias_act_fused_backward`` gives them, and its upper half copied out exactly, compact and channels-last (awkward
+    channel counts, crops, a batch of one); opcheck of its schema and fake."""
+    from mscred.ops.triton import bias_act as ba
+
+    g = torch.Generator().manual_seed(B * C + H)
+    out = _cl(torch.randn(B, C, H, H, generator=g)).to(DEVICE)
+    bias = torch.randn(C, generator=g).to(DEVICE)
+    dcat = _cl(torch.randn(B, 2 * C, H, H, generator=g)).to(DEVICE)
+    Y = H + 2 * crop
+    dy, db, dskip = ba.bias_act_fused_backward_cat(dcat, out, bias, selu, crop, crop, Y, Y, True)
+    want_dy, want_db = ba.bias_act_fused_backward(dcat[:, :C], out, bias, selu, crop, crop, Y, Y, True)
+    assert torch.equal(dy, want_dy)
+    torch.testing.assert_close(db, want_db, rtol=1e-5, atol=1e-6)  # (float32 atomic adds: any order on a GPU)
+    assert torch.equal(dskip, dcat[:, C:]) and dskip.is_contiguous(memory_format=torch.channels_last)
+    torch.library.opcheck(ba.bias_act_fused_backward_cat, (dcat, out, bias, selu, crop, crop, Y, Y, True),
+                          test_utils=("test_schema", "test_faketensor"))
+    with pytest.raises(ValueError, match="gradient for a"):
+        ba.bias_act_fused_backward_cat(dcat[:, 1:], out, bias, selu, crop, crop, Y, Y, True)
 
 
 def test_a_skip_not_in_a_buffer_is_copied():
@@ -160,3 +185,27 @@ def test_the_bf16_training_model_takes_it_on_cuda(monkeypatch):
     torch.testing.assert_close(ours[0], ref[0], rtol=1e-5, atol=0)
     for k in ref[1]:
         torch.testing.assert_close(ours[1][k], ref[1][k], rtol=2e-2, atol=1e-6, msg=lambda m, k=k: f"{k}: {m}")
+
+
+def test_sm90_code_of_the_backward_copies_in_the_same_pass():
+    """Compiled for the H200 here (tests/sm90_compile.py) at level 1's decoder shape (bf16, 32 channels, a crop):
+    the kernel that also copies the skip's gradient has one more load and one more store for each store of dy, and
+    nothing else in global memory."""
+    pytest.importorskip("triton.backends.nvidia")
+    import sm90_compile
+
+    from mscred.ops.triton import bias_act as ba
+
+    block_p, block_c, _ = ba._launch(128 * 30 * 30, 32, ba.BWD_TILES, ba.BWD_BLOCK)
+    common = dict(g_sc=1, o_sc=1, d_sc=1, SELU=True, CDT="tl.float32", BLOCK_P=block_p, BLOCK_C=block_c,
+                  TILES=ba.BWD_TILES, BORDER=True, HWO=32 * 32, WO=32)
+    counts = []
+    for kernel, extra, pointers in (
+            ("_bias_act_bwd_const_kernel", dict(g2_sc=1, HAS_G2=False), ("g_ptr", "g2_ptr", "o_ptr", "d_ptr")),
+            ("_bias_act_bwd_cat_kernel", dict(k_sc=1), ("g_ptr", "o_ptr", "d_ptr", "k_ptr"))):
+        config = dict(constants=dict(common, **extra), pointers={p: "*bf16" for p in pointers},
+                      num_warps=ba.BWD_WARPS)
+        lines = sm90_compile.sass("mscred.ops.triton.bias_act", kernel, config).splitlines()
+        counts.append((sum("LDG" in ln for ln in lines), sum("STG" in ln for ln in lines)))
+    (loads, stores), (cat_loads, cat_stores) = counts
+    assert stores and cat_stores == 2 * stores and cat_loads == loads + stores, counts

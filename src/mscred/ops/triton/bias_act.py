@@ -288,7 +288,8 @@ if triton is not None:
                              TILES: tl.constexpr, BORDER: tl.constexpr, HAS_G2: tl.constexpr):
         _bias_act_bwd_program(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
                               o_ptr, o_sb, o_sc, o_sy, o_sx, d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
-                              P, C, HWO, WO, TOP, LEFT, WH, WW, SELU, CDT, BLOCK_P, BLOCK_C, TILES, BORDER, HAS_G2)
+                              P, C, HWO, WO, TOP, LEFT, WH, WW, d_ptr, 0, 0, 0, 0,
+                              SELU, CDT, BLOCK_P, BLOCK_C, TILES, BORDER, HAS_G2, False)
 
     @triton.jit(do_not_specialize=["P", "C", "TOP", "LEFT", "WH", "WW"])
     def _bias_act_bwd_const_kernel(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
@@ -299,17 +300,33 @@ if triton is not None:
                                    HAS_G2: tl.constexpr):
         _bias_act_bwd_program(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
                               o_ptr, o_sb, o_sc, o_sy, o_sx, d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
-                              P, C, HWO, WO, TOP, LEFT, WH, WW, SELU, CDT, BLOCK_P, BLOCK_C, TILES, BORDER, HAS_G2)
+                              P, C, HWO, WO, TOP, LEFT, WH, WW, d_ptr, 0, 0, 0, 0,
+                              SELU, CDT, BLOCK_P, BLOCK_C, TILES, BORDER, HAS_G2, False)
+
+    # The const-sizes kernel that also copies the concatenation's other half out (``bias_act_fused_backward_cat``):
+    # a kernel of its own, so that the two above keep the arguments and sm_90 code they had before.
+    @triton.jit(do_not_specialize=["P", "C", "TOP", "LEFT", "WH", "WW"])
+    def _bias_act_bwd_cat_kernel(g_ptr, g_sb, g_sc, g_sy, g_sx, o_ptr, o_sb, o_sc, o_sy, o_sx,
+                                 d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr, P, C, HWO: tl.constexpr, WO: tl.constexpr,
+                                 TOP, LEFT, WH, WW, k_ptr, k_sb, k_sc, k_sy, k_sx,
+                                 SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr,
+                                 BLOCK_C: tl.constexpr, TILES: tl.constexpr, BORDER: tl.constexpr):
+        _bias_act_bwd_program(g_ptr, g_sb, g_sc, g_sy, g_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
+                              o_ptr, o_sb, o_sc, o_sy, o_sx, d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
+                              P, C, HWO, WO, TOP, LEFT, WH, WW, k_ptr, k_sb, k_sc, k_sy, k_sx,
+                              SELU, CDT, BLOCK_P, BLOCK_C, TILES, BORDER, False, True)
 
     @triton.jit
     def _bias_act_bwd_program(g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx,
                               o_ptr, o_sb, o_sc, o_sy, o_sx, d_ptr, d_sb, d_sc, d_sy, d_sx, db_ptr,
-                              P, C, HWO, WO, TOP, LEFT, WH, WW,
+                              P, C, HWO, WO, TOP, LEFT, WH, WW, k_ptr, k_sb, k_sc, k_sy, k_sx,
                               SELU: tl.constexpr, CDT: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr,
-                              TILES: tl.constexpr, BORDER: tl.constexpr, HAS_G2: tl.constexpr):
-        """The backward kernels' program: dy from dout (plus a second gradient of the same output if HAS_G2, summed here) and out (their pixel
-        (y, x) is dy's (y + TOP, x + LEFT)). Without BORDER the grid covers the crop window (WH x WW, dy's zero
-        strips filled apart); with it, all of dy."""
+                              TILES: tl.constexpr, BORDER: tl.constexpr, HAS_G2: tl.constexpr,
+                              HAS_SKIP: tl.constexpr):
+        """The backward kernels' program: dy from dout (plus a second gradient of the same output if HAS_G2, summed
+        here) and out (their pixel (y, x) is dy's (y + TOP, x + LEFT)). Without BORDER the grid covers the crop
+        window (WH x WW, dy's zero strips filled apart); with it, all of dy. HAS_SKIP: dout is the lower channel
+        half of a concatenation's gradient whose upper half (as many channels) is copied into k, compact."""
         # The bias gradient's column sums: accumulated element-wise over the program's TILES tiles, then reduced
         # across the tile's rows once (a reduction through shared memory, with its barriers) and added with one
         # atomic per channel -- not reduced after every tile.
@@ -324,6 +341,9 @@ if triton is not None:
                 load = mask
                 gy, gx, dy, dx = oy, ox, oy + TOP, ox + LEFT
             g = tl.load(g_ptr + b * g_sb + ch * g_sc + gy * g_sy + gx * g_sx, mask=load, other=0.0).to(CDT)
+            if HAS_SKIP:  # the same pixels' other half: the skip's gradient, as the attention's backward reads it
+                s = tl.load(g_ptr + b * g_sb + (ch + C) * g_sc + gy * g_sy + gx * g_sx, mask=load, other=0.0)
+                tl.store(k_ptr + b * k_sb + ch * k_sc + gy * k_sy + gx * k_sx, s, mask=load)
             if HAS_G2:
                 g += tl.load(g2_ptr + b * g2_sb + ch * g2_sc + gy * g2_sy + gx * g2_sx, mask=load,
                              other=0.0).to(CDT)
@@ -435,6 +455,16 @@ def bias_act_fused_backward(dout: torch.Tensor, out: torch.Tensor, bias: torch.T
     """(dy, dbias) of ``bias_act_fused``: dy (B, C, H, W), y's shape and layout (``channels_last``) and out's dtype,
     zero outside the crop; dbias in bias's dtype. ``out`` is the forward's output (read only when ``selu``).
     ``dout2``: a second gradient of the output (its other consumer's, ``shared_bordered``), summed in the kernel."""
+    dy, db = _backward_kernels(dout, out, bias, selu, top, left, H, W, channels_last, dout2)
+    return dy, db.to(bias.dtype)
+
+
+def _backward_kernels(dout: torch.Tensor, out: torch.Tensor, bias: torch.Tensor, selu: bool, top: int, left: int,
+                      H: int, W: int, channels_last: bool, dout2: Optional[torch.Tensor] = None,
+                      dskip: Optional[torch.Tensor] = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """``bias_act_fused_backward``'s (dy, dbias in the accumulation dtype); with ``dskip`` (B, C, height, width),
+    ``bias_act_fused_backward_cat``'s: dout is then a whole concatenation's gradient, its upper half copied into
+    dskip in the same pass (no ``dout2``)."""
     B, C, height, width = out.shape
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     dy = torch.empty(B, C, H, W, device=out.device, dtype=out.dtype, memory_format=fmt)
@@ -451,12 +481,16 @@ def bias_act_fused_backward(dout: torch.Tensor, out: torch.Tensor, bias: torch.T
             (BWD_BLOCK, BWD_WARPS, BWD_TILES))
         block_p, block_c, grid = _launch(P, C, tiles, block)
         HW, WO = (H * W, W) if border else (height * width, width)
-        kernel = _bias_act_bwd_const_kernel if const_sizes() else _bias_act_bwd_kernel
-        kernel[grid](dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(), dy, *dy.stride(), db,
-                     P, C, HW, WO, top, left, height, width,
-                     SELU=selu, CDT=_cdt(out.dtype), BLOCK_P=block_p, BLOCK_C=block_c, TILES=tiles,
-                     BORDER=border, HAS_G2=dout2 is not None, num_warps=warps)
-    return dy, db.to(bias.dtype)
+        meta = dict(SELU=selu, CDT=_cdt(out.dtype), BLOCK_P=block_p, BLOCK_C=block_c, TILES=tiles, BORDER=border,
+                    num_warps=warps)
+        if dskip is not None:
+            _bias_act_bwd_cat_kernel[grid](dout, *dout.stride(), out, *out.stride(), dy, *dy.stride(), db, P, C, HW,
+                                           WO, top, left, height, width, dskip, *dskip.stride(), **meta)
+        else:
+            kernel = _bias_act_bwd_const_kernel if const_sizes() else _bias_act_bwd_kernel
+            kernel[grid](dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(), dy, *dy.stride(), db,
+                         P, C, HW, WO, top, left, height, width, HAS_G2=dout2 is not None, **meta)
+    return dy, db
 
 
 @bias_act_fused_backward.register_fake
@@ -464,6 +498,34 @@ def _(dout, out, bias, selu, top, left, H, W, channels_last, dout2=None):
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     return (torch.empty(out.shape[0], out.shape[1], H, W, device=out.device, dtype=out.dtype, memory_format=fmt),
             torch.empty(bias.shape, device=bias.device, dtype=bias.dtype))
+
+
+@torch.library.custom_op("mscred::bias_act_fused_backward_cat", mutates_args=())
+def bias_act_fused_backward_cat(dcat: torch.Tensor, out: torch.Tensor, bias: torch.Tensor, selu: bool, top: int,
+                                left: int, H: int, W: int, channels_last: bool
+                                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dy, dbias, dskip): ``bias_act_fused_backward`` of the lower channel half of a concatenation's gradient
+    ``dcat`` (B, 2C, height, width) (``out`` (B, C, height, width) the forward's output), and its upper half copied
+    out, compact and channels-last, in the same pass: the skip's gradient as the attention's backward reads it
+    (``bias_act_cat``, ``ops.attention_cat``)."""
+    B, C, height, width = out.shape
+    if dcat.shape != (B, 2 * C, height, width):
+        raise ValueError(f"bias_act_fused_backward_cat: a {tuple(dcat.shape)} gradient for a {tuple(out.shape)} "
+                         f"half")
+    dskip = _skip_grad_like(out)
+    dy, db = _backward_kernels(dcat, out, bias, selu, top, left, H, W, channels_last, dskip=dskip)
+    return dy, db.to(bias.dtype), dskip
+
+
+def _skip_grad_like(out: torch.Tensor) -> torch.Tensor:
+    return torch.empty(out.shape, device=out.device, dtype=out.dtype, memory_format=torch.channels_last)
+
+
+@bias_act_fused_backward_cat.register_fake
+def _(dcat, out, bias, selu, top, left, H, W, channels_last):
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    return (torch.empty(out.shape[0], out.shape[1], H, W, device=out.device, dtype=out.dtype, memory_format=fmt),
+            torch.empty(bias.shape, device=bias.device, dtype=bias.dtype), _skip_grad_like(out))
 
 
 def _setup_context(ctx, inputs, output):

@@ -69,12 +69,21 @@ class _BiasActCat(torch.autograd.Function):
 
 class _BiasActIntoCat(_BiasActCat):
     """``_BiasActCat`` for a skip that is the upper half of its concatenation buffer already (``bias_act_cat``'s
-    ``skip_in_cat``): the buffer, a view of skip's storage, is returned with its lower half written; the same
-    backward."""
+    ``skip_in_cat``): the buffer, a view of skip's storage, is returned with its lower half written. Backward, the
+    same kernel copies the gradient's upper half out compact as it reads the lower: the skip's gradient as the
+    attention's backward reads it, which would otherwise copy it itself (``attention._channels_last_copy``)."""
 
     @staticmethod
     def forward(ctx, y, bias, skip, selu, top, left, height, width):
         return _fill_lower_half(ctx, attention_cat.recover(skip, y.shape[1]), y, bias, selu, top, left)
+
+    @staticmethod
+    def backward(ctx, grad):
+        out, bias = ctx.saved_tensors
+        C, y_shape, channels_last, selu, top, left = ctx.meta
+        dy, db, dskip = _bias_act.bias_act_fused_backward_cat(grad, out[:, :C], bias, selu, top, left, y_shape[2],
+                                                              y_shape[3], channels_last)
+        return dy, db, dskip, None, None, None, None, None
 
 
 def _fill_lower_half(ctx, out: torch.Tensor, y: torch.Tensor, bias: torch.Tensor, selu: bool, top: int,
