@@ -6,7 +6,9 @@ attention output is copied into the other half: three copy kernels a training st
 line, ``benchmarks/results/next_1206/``). With this on, the attention kernel writes its output into the upper
 channel half of a new (B, 2C, H, W) channels-last buffer (its output is that half, a view), and the decoder's
 bias + SELU writes the lower half of the same buffer, so nothing is copied (``bias_act_cat``'s ``skip_in_cat``).
-The gradients are as before: the concatenation's gradient split in two halves.
+The gradients are as before: the concatenation's gradient split in two halves. The backward of that bias + SELU
+also copies the upper half out compact in the same pass (``bias_act_fused_backward_cat``), so that the attention's
+backward, which reads its gradient channels-last, copies nothing either (3.9 + 3.9 + 6.4 us of copies there).
 
 Which attention outputs are such halves is said explicitly (the model asks the levels for them and tells the
 decoder): the lower half of a buffer is written only by the decoder of the level that asked. ``recover`` then finds
