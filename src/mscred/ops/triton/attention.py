@@ -482,8 +482,9 @@ def temporal_attention_fused(h: torch.Tensor, cat: bool) -> tuple[torch.Tensor, 
     if _channels_last(h):
         buf = _output_like(h, cat)
         ct = buf.shape[-1]
-        part = _forward_channels_last(h, buf[..., ct - C:], H * W * ct, ct, sliced=cat)
-        return buf[..., ct - C:].permute(0, 3, 1, 2), part
+        out = buf[..., ct - C:]  # (the upper channel half with ``cat``; else all of it)
+        part = _forward_channels_last(h, out, H * W * ct, ct, sliced=cat)
+        return out.permute(0, 3, 1, 2), part
     h = h.contiguous()
     out = torch.empty(h.shape[0], *h.shape[2:], device=h.device, dtype=h.dtype)
     part = _forward_kernels(h, out, h[0, 0].numel(), C, C, sliced=False)

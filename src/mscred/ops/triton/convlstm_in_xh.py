@@ -72,21 +72,24 @@ class _InXh(torch.autograd.Function):
 def _forward(xh: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: torch.Tensor, forget_bias: float):
     """(out, gates, cells) of the concatenated path, xh's x half and h_{-1} given
     (``convlstm_concat.forward_filled``)."""
-    T, B, _, HP, WP = xh.shape
-    pads = lstm._padding(w_h.shape[-1])
-    cdt, cell_dtype = lstm._compute_types(xh.dtype)
-    out, cells = convlstm_concat.outputs(B, T, w_h.shape[0] // 4, HP - pads[0] - pads[1], WP - pads[2] - pads[3],
-                                         xh, cell_dtype)
+    out, cells, _, pads = _outputs(xh, w_h)
+    cdt = lstm._compute_types(xh.dtype)[0]
     return out, convlstm_concat.forward_filled(xh, w_x, w_h, bias, out, cells, pads, forget_bias, cdt), cells
 
 
 def _like(xh: torch.Tensor, w_h: torch.Tensor):
     """``_forward``'s outputs, empty (the ops' fakes)."""
+    out, cells, (T, B, Ch, H, W), _ = _outputs(xh, w_h)
+    return out, convlstm_concat.gates_like(B, T, Ch, H, W, xh), cells
+
+
+def _outputs(xh: torch.Tensor, w_h: torch.Tensor):
+    """(out, cells) unfilled, (T, B, Ch, H, W) and the padding of the level whose [x, h] buffer is xh."""
     T, B, _, HP, WP = xh.shape
     pads = lstm._padding(w_h.shape[-1])
     Ch, H, W = w_h.shape[0] // 4, HP - pads[0] - pads[1], WP - pads[2] - pads[3]
     out, cells = convlstm_concat.outputs(B, T, Ch, H, W, xh, lstm._compute_types(xh.dtype)[1])
-    return out, convlstm_concat.gates_like(B, T, Ch, H, W, xh), cells
+    return out, cells, (T, B, Ch, H, W), pads
 
 
 @torch.library.custom_op("mscred::convlstm_train_in_xh", mutates_args=("xh",))
