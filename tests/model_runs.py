@@ -8,14 +8,18 @@ import torch
 import torch.nn.functional as F
 
 
-def fused_training_step(n: int, B: int, autocast: Callable, device: str, seed: int = 0) -> Callable:
+def fused_training_step(n: int, B: int, autocast: Callable, device: str, seed: int = 0,
+                        channels: tuple[int, int, int, int] | None = None) -> Callable:
     """``run()``: one forward and backward of a fused MSCREDNet for ``n`` sensors on a fixed batch of B windows (the
-    same weights and data at every call), under the context ``autocast()``; returns (loss, {name: gradient})."""
+    same weights and data at every call), under the context ``autocast()``; returns (loss, {name: gradient}).
+    ``channels``: the levels' channel counts, if not the model's default (smaller ones keep the interpreter's
+    runs of the bf16 step's weight-cache kernels short)."""
     from mscred.config import ModelConfig
     from mscred.model import MSCREDNet
 
     torch.manual_seed(seed)
-    net = MSCREDNet(ModelConfig(n_sensors=n, backend="fused")).to(device)
+    extra = {} if channels is None else {"channels": channels}
+    net = MSCREDNet(ModelConfig(n_sensors=n, backend="fused", **extra)).to(device)
     x = torch.rand(B, 5, 3, n, n, device=device)
 
     def run():
