@@ -244,8 +244,9 @@ def test_bad_weight_is_refused():
 
 @pytest.mark.parametrize("n", [4, 5, 6, 9])
 def test_fused_model_with_small_convs_matches_reference_float32(n, monkeypatch):
-    """A whole fused MSCREDNet (conv1 and deconv1 on this op, forced in float32 by MSCRED_SMALL_CONV=all: the
-    interpreter has no bf16 model run; the small ConvLSTM levels on their padded copies; the stride-2 TF padding by
+    """A whole fused MSCREDNet (conv1 and deconv1 on this op, forced in float32 by MSCRED_SMALL_CONV=all, which
+    compares to float64 tightly; the bf16 model's run under the interpreter is test_interpreter_bf16.py's; the
+    small ConvLSTM levels on their padded copies; the stride-2 TF padding by
     ops/padding.py) against the reference network in float64: output and every parameter's gradient, same weights,
     at awkward sizes (odd n: every asymmetric padding and crop)."""
     monkeypatch.setenv("MSCRED_SMALL_CONV", "all")
