@@ -2,8 +2,8 @@
 
 The interpreter keeps bf16 values as uint16 bit patterns, and unpatched its ``tl.dot`` and float operators compute on
 those patterns (triton-lang/triton#11584): the fused bf16 model's loss on the CPU was ~1e21. These tests hold the
-patch to the GPU's semantics -- products accumulated in float32, elementwise results rounded to bf16 -- and hold
-the fused bf16 training step on the CPU to the float32 reference, which garbage cannot pass."""
+patch to the GPU's semantics -- products accumulated in float32, elementwise results rounded to nearest-even bf16 --
+and hold the fused bf16 training step on the CPU to the float32 reference, which garbage cannot pass."""
 from __future__ import annotations
 
 import os
@@ -64,9 +64,10 @@ def test_bf16_elementwise_rounds_as_torch_does():
 @pytest.mark.parametrize("min_pixels", [None, "0"])
 def test_the_fused_bf16_step_tracks_the_float32_reference(min_pixels, monkeypatch):
     """The fused model's bf16 training step (small channel counts, n = 12; the concatenated ConvLSTM at levels 1-2
-    by default and at every level with 0): the loss within 0.5% and every gradient within 5% of the float32
-    reference backend's (measured ~0.1% and <= 3.1%: the fused path keeps its activations in bf16, where autocast's
-    reference keeps elementwise work in float32)."""
+    by default and at every level with 0) against the float32 reference backend: the loss within 0.1%, and every
+    gradient within twice the error of the reference backend's own bf16 step (autocast) + 0.1%. Measured: at most
+    0.9% where the reference's bf16 error reaches 2.9%. With the interpreter's truncating bf16 casts the fused
+    errors were up to 5x the reference's (2.6% against 0.55% at level 3's weight), which this fails."""
     from mscred.config import ModelConfig
     from mscred.model import MSCREDNet
 
@@ -85,8 +86,12 @@ def test_the_fused_bf16_step_tracks_the_float32_reference(min_pixels, monkeypatc
         return loss.detach(), {k: p.grad for k, p in net.named_parameters()}
 
     ref_loss, ref_grads = step("reference", False)
+    _, yardstick = step("reference", True)
     loss, grads = step("fused", True)
-    torch.testing.assert_close(loss, ref_loss, rtol=5e-3, atol=0)
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-3, atol=0)
+
+    def rel(got: torch.Tensor, want: torch.Tensor) -> float:
+        return ((got - want).norm() / want.norm()).item()
     for k, want in ref_grads.items():
-        rel = ((grads[k] - want).norm() / want.norm()).item()
-        assert rel <= 0.05, f"{k}: {rel:.3g}"
+        ours, theirs = rel(grads[k], want), rel(yardstick[k], want)
+        assert ours <= 2 * theirs + 1e-3, f"{k}: {ours:.3g} against the reference's bf16 {theirs:.3g}"
