@@ -625,8 +625,10 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
                                        dw, db, H, W, tiles_x, per_image, N * per_image, programs, SELU=selu,
                                        HAS_G2=dout2 is not None, num_warps=warps, **tile)
     # One strided cast-and-copy into the weight's layout (.to(...).contiguous() launched two: the cast kept the
-    # permuted strides, then the copy).
-    dweight = torch.empty(weight.shape, device=x.device, dtype=weight.dtype)
+    # permuted strides, then the copy). The weight's own layout: channels-last for the training step's cast cache,
+    # whose backward then reads it in place (NCHW had cost it a copy, 2.0 us at the step's tail in
+    # results/next_1206/timeline/).
+    dweight = torch.empty_like(weight)
     dweight.copy_(dw.view(KS, KS, CI, CO).permute(3, 2, 0, 1))
     if not need_dx:
         return x.new_empty(0), dweight, db
@@ -646,7 +648,7 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
 @small_conv_fused_backward.register_fake
 def _(dout, x, weight, out, selu, need_dx, dout2=None):
     dx = torch.empty_like(x, memory_format=torch.channels_last) if need_dx else x.new_empty(0)
-    return dx, weight.new_empty(weight.shape), torch.empty(weight.shape[0], device=x.device, dtype=torch.float32)
+    return dx, torch.empty_like(weight), torch.empty(weight.shape[0], device=x.device, dtype=torch.float32)
 
 
 def _setup_context(ctx, inputs, output):
