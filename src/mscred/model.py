@@ -33,7 +33,7 @@ from mscred.ops.reference import same_padding
 from mscred.ops.triton import attention as fused_attention
 from mscred.ops.triton import convlstm as fused_convlstm
 from mscred.ops.triton import convlstm_attention, convlstm_concat, convlstm_in_xh
-from mscred.ops.triton import small_conv
+from mscred.ops.triton import small_conv, small_deconv
 from mscred.ops.triton.attention import temporal_attention_into
 from mscred.ops.triton.bias_act import bias_act, bias_act_into, bias_act_shared, bias_act_subpixel_into
 from mscred.ops.triton.bias_act_cat import bias_act_cat
@@ -171,7 +171,10 @@ class SameDeconv(nn.Module):
             w = _autocast_weight(self.weight, x)
             if (size == x.shape[-1] and top == self.kernel // 2 and out is None and skip is None
                     and small_conv.suits(w.shape[0], w.shape[1], self.kernel, self.stride, w.dtype)):
-                # deconv1 (3 output channels): stride 1 + TF crop = a same convolution with the flipped kernel.
+                # deconv1 (3 output channels): stride 1 + TF crop = a same convolution with the flipped kernel
+                # (opt-in: on its own weight, no flipped copy, ops/triton/small_deconv.py).
+                if small_deconv.enabled():
+                    return small_deconv.deconv_act(x, w, self.bias, selu=self.selu)
                 return small_conv.conv_act(x, small_conv.deconv_as_conv(w), self.bias, selu=self.selu)
             if skip is None and self._subpixel(x, w):
                 # Inference: the transposed convolution as one stride-1 convolution giving every output phase

@@ -314,7 +314,36 @@ if triton is not None:
                                  KS: tl.constexpr, SELU: tl.constexpr, FLAT: tl.constexpr, PREC: tl.constexpr,
                                  ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr,
                                  BLOCK_N: tl.constexpr, HAS_G2: tl.constexpr, TAPS_IN_N: tl.constexpr):
-        """dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th of TILES, each ROWS x
+        _small_conv_wgrad_program(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc,
+                                  g2_sy, g2_sx, o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr, db_ptr, H, W, TX, TPI, TILES,
+                                  PROGRAMS, CI, CO, KS, SELU, FLAT, PREC, ROWS, COLS, BLOCK_K, BLOCK_N, HAS_G2,
+                                  TAPS_IN_N, False)
+
+    # The same storing the flipped kernel's taps (``small_deconv``): a kernel of its own, so that the first one keeps
+    # its arguments and its sm_90 code (with REVERSE_TAPS an argument of it, deconv1's taps-in-N form compiled to
+    # 4,096 instructions against 4,056).
+    @triton.jit(do_not_specialize=["H", "W", "TX", "TPI", "TILES", "PROGRAMS"])
+    def _small_conv_wgrad_reversed_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
+                                          g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx, o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr,
+                                          db_ptr, H, W, TX, TPI, TILES, PROGRAMS, CI: tl.constexpr, CO: tl.constexpr,
+                                          KS: tl.constexpr, SELU: tl.constexpr, FLAT: tl.constexpr,
+                                          PREC: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr,
+                                          BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, HAS_G2: tl.constexpr,
+                                          TAPS_IN_N: tl.constexpr):
+        _small_conv_wgrad_program(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc,
+                                  g2_sy, g2_sx, o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr, db_ptr, H, W, TX, TPI, TILES,
+                                  PROGRAMS, CI, CO, KS, SELU, FLAT, PREC, ROWS, COLS, BLOCK_K, BLOCK_N, HAS_G2,
+                                  TAPS_IN_N, True)
+
+    @triton.jit
+    def _small_conv_wgrad_program(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
+                                  g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx, o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr, db_ptr,
+                                  H, W, TX, TPI, TILES, PROGRAMS, CI: tl.constexpr, CO: tl.constexpr,
+                                  KS: tl.constexpr, SELU: tl.constexpr, FLAT: tl.constexpr, PREC: tl.constexpr,
+                                  ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr,
+                                  BLOCK_N: tl.constexpr, HAS_G2: tl.constexpr, TAPS_IN_N: tl.constexpr,
+                                  REVERSE_TAPS: tl.constexpr):
+        """The weight-gradient kernels' program. dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th of TILES, each ROWS x
         COLS pixels of one image, ``_tile_pixels``). Grid axis 1: FLAT, one block of all taps; else one (tap,
         channel block) per program (dz is re-read per tap: the layers that take this branch have few output
         channels, so dz is small). The programs of axis-1 index 0 also sum dz into the bias gradient: FLAT with a
@@ -326,7 +355,9 @@ if triton is not None:
 
         TAPS_IN_N (not FLAT; KS*KS*CO <= BLOCK_N): the product's columns are (tap, output channel) pairs, its rows
         the input channels of block j; x is read once at each pixel p and dz gathered at p - offset(tap) (zero
-        outside the image); the bias gradient is the centre tap's columns (dz unshifted), summed beside."""
+        outside the image); the bias gradient is the centre tap's columns (dz unshifted), summed beside.
+        REVERSE_TAPS (TAPS_IN_N only): tap t's sums stored as tap k*k - 1 - t's, the flipped kernel's
+        (``small_deconv``: the gradient of a transposed convolution's own weight)."""
         j = tl.program_id(1)
         BLOCK_P: tl.constexpr = ROWS * COLS
         K: tl.constexpr = KS * KS * CI
@@ -360,7 +391,8 @@ if triton is not None:
                 if j == 0:
                     colsum += g
                 acc = tl.dot(tl.trans(a), g.to(a.dtype), acc, input_precision=PREC)
-            tl.atomic_add(dw_ptr + (ntap[None, :] * CI + ci[:, None]) * CO + co[None, :], acc,
+            stored_tap = (KS * KS - 1 - ntap) if REVERSE_TAPS else ntap
+            tl.atomic_add(dw_ptr + (stored_tap[None, :] * CI + ci[:, None]) * CO + co[None, :], acc,
                           mask=kmask[:, None] & nmask[None, :], sem="relaxed")
             if j == 0:
                 tl.atomic_add(db_ptr + co, tl.sum(colsum, axis=0), mask=nmask & (ntap == KS * KS // 2),
@@ -607,23 +639,9 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
     dbias in float32 (the caller casts it to the bias's dtype). ``out`` is the forward's output (read for SELU).
     ``dout2``: a second gradient of the output (its other consumer's, ``conv_act_shared``), summed in the weight
     gradient's kernel (and added before the data gradient, which the shared layer, conv1, does not need)."""
-    N, CI, H, W = x.shape
-    CO, KS = weight.shape[0], weight.shape[-1]
-    K, P = KS * KS * CI, N * H * W
+    CI, CO, KS = x.shape[1], weight.shape[0], weight.shape[-1]
     dout = dout.to(x.dtype)
-    g2 = dout if dout2 is None else dout2.to(x.dtype)  # (dout stands in when there is none: HAS_G2 off)
-    dw = torch.zeros(K, CO, device=x.device, dtype=torch.float32)
-    db = torch.zeros(CO, device=x.device, dtype=torch.float32)
-    if P:
-        tile, warps, per_sm, kblocks = wgrad_launch(CI, CO, KS, x.dtype, W)
-        tiles_x = triton.cdiv(W, tile["COLS"])
-        per_image = triton.cdiv(H, tile["ROWS"]) * tiles_x
-        sms = 4 if _interpreting() else _runtime.sm_count(x.device)
-        programs = max(1, min(N * per_image, per_sm * sms // kblocks + 1))
-        grid = (programs, kblocks)
-        _small_conv_wgrad_kernel[grid](x, *x.stride(), dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(),
-                                       dw, db, H, W, tiles_x, per_image, N * per_image, programs, SELU=selu,
-                                       HAS_G2=dout2 is not None, num_warps=warps, **tile)
+    dw, db, _ = weight_grad(dout, x, out, selu, CO, KS, None if dout2 is None else dout2.to(x.dtype))
     # One strided cast-and-copy into the weight's layout (.to(...).contiguous() launched two: the cast kept the
     # permuted strides, then the copy). The weight's own layout: channels-last for the training step's cast cache,
     # whose backward then reads it in place (NCHW had cost it a copy, 2.0 us at the step's tail in
@@ -633,16 +651,47 @@ def small_conv_fused_backward(dout: torch.Tensor, x: torch.Tensor, weight: torch
     if not need_dx:
         return x.new_empty(0), dweight, db
     if dout2 is not None:
-        dout = dout + g2
-    # dz as the weight-gradient kernel formed it, then the adjoint: the forward kernel on the flipped kernel.
-    dz = dout
-    if selu:
-        o = out.float()
-        dz = (dout.float() * torch.where(o > 0, SELU_SCALE, o + SELU_SCALE * SELU_ALPHA)).to(x.dtype)
+        dout = dout + dout2.to(x.dtype)
     # The adjoint of a stride-1 convolution with symmetric padding: the same convolution of dz with the kernel
     # transposed (in <-> out channels) and flipped, which is what deconv_as_conv computes.
-    dx = _forward(dz, deconv_as_conv(weight), None, False)
+    dx = _forward(act_grad(dout, out, selu), deconv_as_conv(weight), None, False)
     return dx, dweight, db
+
+
+def weight_grad(dout: torch.Tensor, x: torch.Tensor, out: torch.Tensor, selu: bool, CO: int, KS: int,
+                dout2: Optional[torch.Tensor] = None, reverse_taps: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """(dW as the (KS*KS*Ci, Co) float32 matrix, row (ky * KS + kx) * Ci + ci; the bias gradient, float32; whether
+    the taps came reversed) of the convolution x -> out for dout (and dout2, a second gradient summed in), dout in
+    x's dtype. ``reverse_taps``: row tap t holds the kernel's tap KS*KS - 1 - t (the flipped kernel's), where the
+    taps-in-N kernel runs (the third value says whether it did)."""
+    N, CI, H, W = x.shape
+    K, P = KS * KS * CI, N * H * W
+    g2 = dout if dout2 is None else dout2  # (dout stands in when there is none: HAS_G2 off)
+    dw = torch.zeros(K, CO, device=x.device, dtype=torch.float32)
+    db = torch.zeros(CO, device=x.device, dtype=torch.float32)
+    tile, warps, per_sm, kblocks = wgrad_launch(CI, CO, KS, x.dtype, W)
+    reversed_here = reverse_taps and tile["TAPS_IN_N"]
+    if P:
+        tiles_x = triton.cdiv(W, tile["COLS"])
+        per_image = triton.cdiv(H, tile["ROWS"]) * tiles_x
+        sms = 4 if _interpreting() else _runtime.sm_count(x.device)
+        programs = max(1, min(N * per_image, per_sm * sms // kblocks + 1))
+        grid = (programs, kblocks)
+        kernel = _small_conv_wgrad_reversed_kernel if reversed_here else _small_conv_wgrad_kernel
+        kernel[grid](x, *x.stride(), dout, *dout.stride(), g2, *g2.stride(), out, *out.stride(), dw, db, H, W,
+                     tiles_x, per_image, N * per_image, programs, SELU=selu, HAS_G2=dout2 is not None,
+                     num_warps=warps, **tile)
+    return dw, db, reversed_here
+
+
+def act_grad(dout: torch.Tensor, out: torch.Tensor, selu: bool) -> torch.Tensor:
+    """dz = dout * act'(out) in dout's dtype, as the weight-gradient kernel forms it (SELU's derivative from the
+    output, in float32)."""
+    if not selu:
+        return dout
+    o = out.float()
+    return (dout.float() * torch.where(o > 0, SELU_SCALE, o + SELU_SCALE * SELU_ALPHA)).to(dout.dtype)
 
 
 @small_conv_fused_backward.register_fake

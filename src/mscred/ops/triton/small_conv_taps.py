@@ -47,10 +47,21 @@ def weight_columns(weight: torch.Tensor) -> torch.Tensor:
     return weight.permute(1, 2, 3, 0).reshape(ci, k * k * co).contiguous()
 
 
+def transposed_weight_columns(weight: torch.Tensor) -> torch.Tensor:
+    """A stride-1 transposed convolution's weight (Ci, Co, k, k) -> the (Ci, k*k*Co) matrix, column
+    (ky * k + kx) * Co + co: its channels-last memory as it lies (a view where it is channels-last). As the columns
+    of the convolution it equals after the crop (``small_conv.deconv_as_conv``), its taps come reversed; the gather
+    kernel reads them so (``TRANSPOSED``)."""
+    ci, co, k, _ = weight.shape
+    return weight.permute(0, 2, 3, 1).reshape(ci, k * k * co).contiguous()
+
+
 def forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], selu: bool,
-            pads: tuple[int, int, int, int], precision: str) -> torch.Tensor:
+            pads: tuple[int, int, int, int], precision: str, transposed: bool = False) -> torch.Tensor:
+    """``transposed``: ``weight`` is a stride-1 transposed convolution's (Ci, Co, k, k), the layer computed being
+    the convolution with ``small_conv.deconv_as_conv(weight)``, without that flipped copy of the weight."""
     N, CI, H, W = x.shape
-    CO, KS = weight.shape[0], weight.shape[-1]
+    CO, KS = (weight.shape[1] if transposed else weight.shape[0]), weight.shape[-1]
     HD, WD = H + pads[0] + pads[1], W + pads[2] + pads[3]
     out = torch.empty(N, CO, HD, WD, device=x.device, dtype=x.dtype, memory_format=torch.channels_last)
     if N * HD * WD == 0 or CO == 0:
@@ -59,9 +70,10 @@ def forward(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
     partial = torch.empty(N * H * W, columns, device=x.device, dtype=torch.float32)
     block_k = max(16, min(64, triton.next_power_of_2(CI)))
     _taps_gemm_kernel[(triton.cdiv(N * H * W, GEMM_BLOCK_P),)](
-        x, *x.stride(), weight_columns(weight), partial, N * H * W, H * W, W, CI=CI, NT=KS * KS * CO,
+        x, *x.stride(), (transposed_weight_columns if transposed else weight_columns)(weight), partial, N * H * W,
+        H * W, W, CI=CI, NT=KS * KS * CO,
         COLUMNS=columns, PREC=precision, BLOCK_P=GEMM_BLOCK_P, BLOCK_K=block_k, num_warps=GEMM_WARPS)
-    _taps_sum_kernel[(triton.cdiv(N * HD * WD, SUM_BLOCK_P),)](
+    (_taps_sum_transposed_kernel if transposed else _taps_sum_kernel)[(triton.cdiv(N * HD * WD, SUM_BLOCK_P),)](
         partial, bias if bias is not None else partial, out, *out.stride(), N * HD * WD, H, W, pads[0],
         pads[2], HD, WD, CO=CO, CO_PAD=triton.next_power_of_2(CO), KS=KS, COLUMNS=columns, SELU=selu,
         HAS_BIAS=bias is not None, BLOCK_P=SUM_BLOCK_P, num_warps=SUM_WARPS)
@@ -98,6 +110,26 @@ if triton is not None:
         """out for BLOCK_P output pixels of the HD x WD (bordered) output: each tap's Co partial sums read from
         the input pixel it shifts to (zero outside the image: the convolution's padding), summed; bias, SELU;
         zeros on the border."""
+        _taps_sum_program(y_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx, P, H, W, PT, PL, HD, WD, CO, CO_PAD, KS,
+                          COLUMNS, SELU, HAS_BIAS, BLOCK_P, False)
+
+    # The same for a transposed convolution's taps (``forward(transposed=True)``): a kernel of its own, so that the
+    # first one's sm_90 code stays as it was (an added constexpr argument, even unused, changed it: 920 -> 880
+    # instructions, 72 -> 70 registers, compiled here).
+    @triton.jit(do_not_specialize=["P", "H", "W", "PT", "PL", "HD", "WD"])
+    def _taps_sum_transposed_kernel(y_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx, P, H, W, PT, PL, HD, WD,
+                                    CO: tl.constexpr, CO_PAD: tl.constexpr, KS: tl.constexpr, COLUMNS: tl.constexpr,
+                                    SELU: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_P: tl.constexpr):
+        _taps_sum_program(y_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx, P, H, W, PT, PL, HD, WD, CO, CO_PAD, KS,
+                          COLUMNS, SELU, HAS_BIAS, BLOCK_P, True)
+
+    @triton.jit
+    def _taps_sum_program(y_ptr, b_ptr, o_ptr, o_sb, o_sc, o_sy, o_sx, P, H, W, PT, PL, HD, WD, CO: tl.constexpr,
+                          CO_PAD: tl.constexpr, KS: tl.constexpr, COLUMNS: tl.constexpr, SELU: tl.constexpr,
+                          HAS_BIAS: tl.constexpr, BLOCK_P: tl.constexpr, TRANSPOSED: tl.constexpr):
+        """The gather kernels' program. TRANSPOSED: the partial sums are a transposed convolution's taps
+        (``transposed_weight_columns``), so the convolution's tap t is column k*k - 1 - t (summed in the same
+        order: the same bits)."""
         q = tl.program_id(0) * BLOCK_P + tl.arange(0, BLOCK_P)
         omask = q < P
         b = q // (HD * WD)
@@ -112,7 +144,7 @@ if triton is not None:
             iy = y + (t // KS - KS // 2)
             ix = x + (t % KS - KS // 2)
             valid = inside & (iy >= 0) & (iy < H) & (ix >= 0) & (ix < W)
-            src = ((b * H + iy) * W + ix).to(tl.int64) * COLUMNS + t * CO
+            src = ((b * H + iy) * W + ix).to(tl.int64) * COLUMNS + ((KS * KS - 1 - t) if TRANSPOSED else t) * CO
             acc += tl.load(y_ptr + src[:, None] + co[None, :], mask=valid[:, None] & cmask[None, :], other=0.0)
         if HAS_BIAS:
             acc += tl.load(b_ptr + co, mask=cmask, other=0.0).to(tl.float32)[None, :]
