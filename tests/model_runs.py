@@ -29,3 +29,20 @@ def fused_training_step(n: int, B: int, autocast: Callable, device: str, seed: i
         loss.backward()
         return loss.detach(), {k: p.grad.clone() for k, p in net.named_parameters()}
     return run
+
+
+def off_and_on(run: Callable, monkeypatch, variable: str, module, name: str):
+    """(``run()`` with the switch ``variable`` = 0, ``run()`` with it = 1, what ``module.name`` returned at each of
+    its calls in the second run): a switch's two runs, and a look at whether its path was taken."""
+    monkeypatch.setenv(variable, "0")
+    ref = run()
+    monkeypatch.setenv(variable, "1")
+    results = []
+    real = getattr(module, name)
+
+    def recorded(*args):
+        result = real(*args)
+        results.append(result)
+        return result
+    monkeypatch.setattr(module, name, recorded)
+    return ref, run(), results

@@ -69,9 +69,14 @@ def test_per_step_path_when_off(concat_everywhere, monkeypatch):
 def test_bf16_tracks_the_per_step_path(n, concat_everywhere, monkeypatch):
     """bf16 (cuDNN on CUDA; level 2's 15 x 15 among the sizes): against the float64 oracle within twice the
     per-step path's error, for h and every gradient."""
-    x, w, b, dout = _inputs(3, 5, 8, 8, n, 2, seed=97 + n)
-    oracle = _fwd_bwd(ref.convlstm, x, w, b, dout)
-    low = [t.to(torch.bfloat16) for t in (x, w, b, dout)]
+    _bf16_within_twice_the_per_step_error(_inputs(3, 5, 8, 8, n, 2, seed=97 + n), monkeypatch)
+
+
+def _bf16_within_twice_the_per_step_error(inputs, monkeypatch) -> None:
+    """bf16 with the switch on, against the float64 oracle, within twice the per-step path's error + 1e-3, for h
+    and every gradient."""
+    oracle = _fwd_bwd(ref.convlstm, *(t.cpu() for t in inputs))
+    low = [t.to(torch.bfloat16) for t in inputs]
     monkeypatch.setenv("MSCRED_LSTM_DX_ALL_STEPS", "0")
     per_step = _time_major_fwd_bwd(*low, 2)
     monkeypatch.setenv("MSCRED_LSTM_DX_ALL_STEPS", "1")
@@ -84,15 +89,7 @@ def test_bf16_tracks_the_per_step_path(n, concat_everywhere, monkeypatch):
 @pytest.mark.skipif(DEVICE != "cuda", reason="level 2's full size (batch 128, 64 channels, 15 x 15) in bf16: CUDA")
 def test_level_2_full_size_on_gpu(concat_everywhere, monkeypatch):
     """Level 2 as the training step runs it: within twice the per-step path's error against the float64 oracle."""
-    x, w, b, dout = _inputs(128, 5, 64, 64, 15, 2, seed=99)
-    oracle = _fwd_bwd(ref.convlstm, *(t.cpu() for t in (x, w, b, dout)))
-    low = [t.to(torch.bfloat16) for t in (x, w, b, dout)]
-    monkeypatch.setenv("MSCRED_LSTM_DX_ALL_STEPS", "0")
-    per_step = _time_major_fwd_bwd(*low, 2)
-    monkeypatch.setenv("MSCRED_LSTM_DX_ALL_STEPS", "1")
-    after = _time_major_fwd_bwd(*low, 2)
-    for name, a, p, o in zip(("h", "dx", "dweight", "dbias"), after, per_step, oracle):
-        assert _rel(a, o) <= 2 * _rel(p, o) + 1e-3, f"{name}: {_rel(a, o):.3g} vs per step {_rel(p, o):.3g}"
+    _bf16_within_twice_the_per_step_error(_inputs(128, 5, 64, 64, 15, 2, seed=99), monkeypatch)
 
 
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")

@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
-from model_runs import fused_training_step
+from model_runs import fused_training_step, off_and_on
 
 from mscred.ops.triton import small_conv as sc
 from mscred.ops.triton import small_deconv as sd
@@ -115,13 +115,7 @@ def test_the_bf16_step_trains_the_same_with_it(monkeypatch):
     off, bit for bit, and no flipped weight made."""
     run = fused_training_step(12, 2, lambda: torch.autocast(DEVICE, dtype=torch.bfloat16), DEVICE,
                               channels=(4, 8, 8, 16))
-    monkeypatch.setenv("MSCRED_DECONV_DIRECT", "0")
-    ref = run()
-    monkeypatch.setenv("MSCRED_DECONV_DIRECT", "1")
-    flips = []
-    real = sc.deconv_as_conv
-    monkeypatch.setattr(sc, "deconv_as_conv", lambda w: flips.append(w.shape) or real(w))
-    ours = run()
+    ref, ours, flips = off_and_on(run, monkeypatch, "MSCRED_DECONV_DIRECT", sc, "deconv_as_conv")
     assert not flips
     assert torch.equal(ours[0], ref[0])
     for k in ref[1]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from model_runs import fused_training_step
+from model_runs import fused_training_step, off_and_on
 
 from mscred.config import ModelConfig
 from mscred.model import MSCREDNet
@@ -113,14 +113,8 @@ def test_the_bf16_step_trains_the_same_with_it(n, B, levers, monkeypatch):
         monkeypatch.setenv(name, "1")
     run = fused_training_step(n, B, lambda: torch.autocast(DEVICE, dtype=torch.bfloat16), DEVICE,
                               channels=(4, 8, 8, 16))
-    monkeypatch.setenv("MSCRED_LSTM_WHOLE_WEIGHT", "0")
-    ref = run()
-    monkeypatch.setenv("MSCRED_LSTM_WHOLE_WEIGHT", "1")
-    found = []
-    real = weight_cache.whole_of
-    monkeypatch.setattr(weight_cache, "whole_of", lambda *a: found.append(real(*a) is not None) or real(*a))
-    ours = run()
-    assert found == [True] * 8  # four levels, forward and backward
+    ref, ours, wholes = off_and_on(run, monkeypatch, "MSCRED_LSTM_WHOLE_WEIGHT", weight_cache, "whole_of")
+    assert [w is not None for w in wholes] == [True] * 8  # four levels, forward and backward
     assert torch.equal(ours[0], ref[0])
     for k in ref[1]:
         assert torch.equal(ours[1][k], ref[1][k]), k
@@ -133,14 +127,8 @@ def test_the_full_size_bf16_step_takes_it_on_cuda(monkeypatch):
     and gradients as with the switch off, up to the order of the bias gradients' atomic adds and cuDNN's choices."""
     monkeypatch.delenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", raising=False)
     run = fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), "cuda")
-    monkeypatch.setenv("MSCRED_LSTM_WHOLE_WEIGHT", "0")
-    ref = run()
-    monkeypatch.setenv("MSCRED_LSTM_WHOLE_WEIGHT", "1")
-    found = []
-    real = weight_cache.whole_of
-    monkeypatch.setattr(weight_cache, "whole_of", lambda *a: found.append(real(*a) is not None) or real(*a))
-    ours = run()
-    assert found == [True] * 4
+    ref, ours, wholes = off_and_on(run, monkeypatch, "MSCRED_LSTM_WHOLE_WEIGHT", weight_cache, "whole_of")
+    assert [w is not None for w in wholes] == [True] * 4
     torch.testing.assert_close(ours[0], ref[0], rtol=1e-5, atol=0)
     for k in ref[1]:
         torch.testing.assert_close(ours[1][k], ref[1][k], rtol=2e-2, atol=1e-6, msg=lambda m, k=k: f"{k}: {m}")
