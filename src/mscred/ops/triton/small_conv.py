@@ -320,8 +320,8 @@ if triton is not None:
                                   TAPS_IN_N, False)
 
     # The same storing the flipped kernel's taps (``small_deconv``): a kernel of its own, so that the first one keeps
-    # its arguments and its sm_90 code (with REVERSE_TAPS an argument of it, deconv1's taps-in-N form compiled to
-    # 4,096 instructions against 4,056).
+    # its arguments. Its sm_90 code moved with its lines (deconv1's taps-in-N form 4,056 -> 4,096 instructions, as two
+    # comment lines in the old body give it too: docs/sass.md).
     @triton.jit(do_not_specialize=["H", "W", "TX", "TPI", "TILES", "PROGRAMS"])
     def _small_conv_wgrad_reversed_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
                                           g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx, o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr,
@@ -343,9 +343,9 @@ if triton is not None:
                                   ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr,
                                   BLOCK_N: tl.constexpr, HAS_G2: tl.constexpr, TAPS_IN_N: tl.constexpr,
                                   REVERSE_TAPS: tl.constexpr):
-        """The weight-gradient kernels' program. dW (K, Co) += patches^T @ dz over this program's pixel tiles (every PROGRAMS-th of TILES, each ROWS x
-        COLS pixels of one image, ``_tile_pixels``). Grid axis 1: FLAT, one block of all taps; else one (tap,
-        channel block) per program (dz is re-read per tap: the layers that take this branch have few output
+        """The weight-gradient kernels' program. dW (K, Co) += patches^T @ dz over this program's pixel tiles
+        (every PROGRAMS-th of TILES, each ROWS x COLS pixels of one image, ``_tile_pixels``). Grid axis 1: FLAT,
+        one block of all taps; else one (tap, channel block) per program (dz is re-read per tap: the layers that take this branch have few output
         channels, so dz is small). The programs of axis-1 index 0 also sum dz into the bias gradient: FLAT with a
         spare row (K < BLOCK_K), as row K of the same product, the patches' column K set to 1 (no reduction of its
         own; it then sums dz as the product reads it, in the patches' dtype -- bf16 for the model's conv1 -- with
