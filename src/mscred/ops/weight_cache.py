@@ -83,8 +83,8 @@ class Plan:
 
     The gradients come back one per cast handed out: an "xh" target's as two, its halves' (``splits``). So the
     backward has a layout of its own, the same as the forward's but with each "xh" target's "x" and "h" in its
-    place: ``grad_shapes``, ``grad_offsets``, ``grad_blocks`` and ``scatter`` (gradient element -> master element's
-    inverse)."""
+    place: ``grad_shapes``, ``grad_offsets``, ``grad_blocks`` and ``scatter`` (master element -> its place among
+    the gradients, the inverse of that layout's gather)."""
     key: tuple
     splits: list[int]  # per target: C for an "xh" target (handed out as its two halves, views of it), else 0
     gather: torch.Tensor
