@@ -320,8 +320,8 @@ if triton is not None:
                                   TAPS_IN_N, False)
 
     # The same storing the flipped kernel's taps (``small_deconv``): a kernel of its own, so that the first one keeps
-    # its arguments. Its sm_90 code moved with its lines (deconv1's taps-in-N form 4,056 -> 4,096 instructions, as two
-    # comment lines in the old body give it too: docs/sass.md).
+    # its arguments and its sm_90 code (benchmarks/results/sm90_line_shift/: the same instructions and registers as
+    # before the change).
     @triton.jit(do_not_specialize=["H", "W", "TX", "TPI", "TILES", "PROGRAMS"])
     def _small_conv_wgrad_reversed_kernel(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
                                           g2_ptr, g2_sb, g2_sc, g2_sy, g2_sx, o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr,
