@@ -52,7 +52,7 @@ def main() -> None:
     print(f"{A.__file__}\n\n| kernel | resources | SASS instructions |\n| --- | --- | --- |")
     for name, (fn, pointers, constexprs) in KERNELS.items():
         cubin = T.compile_kernel(fn, dict(pointers), dict(constexprs)).asm["cubin"]
-        count = len(re.findall(r"^\s+/\*[0-9a-f]{4}\*/", T.sass(cubin), re.M))
+        count = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", T.sass(cubin), re.M))
         print(f"| {name} | {T.resource_usage(cubin)} | {count} |")
 
 

@@ -66,7 +66,7 @@ def cell_kernel_config(kernel: str, fast: bool, block: int = 512, block_c: int =
 
 def instructions(listing: str) -> list[str]:
     """The instructions of an nvdisasm listing, predicates and operands included, in order."""
-    return re.findall(r"^\s+/\*[0-9a-f]{4}\*/\s+(.*?);", listing, flags=re.M)
+    return re.findall(r"^\s+/\*[0-9a-f]{4,}\*/\s+(.*?);", listing, flags=re.M)
 
 
 def tile_loop(listing: str) -> list[str]:

@@ -91,7 +91,7 @@ def measure() -> dict[str, list[int]]:
     result = {}
     for name, (module, kernel, config) in configs().items():
         code = sm90_compile.compiled_code(module, kernel, config)
-        instructions = [ln for ln in code["listing"].splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", ln)]
+        instructions = [ln for ln in code["listing"].splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", ln)]
         result[name] = [len(instructions), code["registers"]]
     return result
 

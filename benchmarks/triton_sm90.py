@@ -103,7 +103,7 @@ def main() -> int:
             kernel = compile_kernel(fn, POINTERS[name], dict(const))
             cubin = kernel.asm["cubin"]
             code = sass(cubin)
-            n = sum(1 for line in code.splitlines() if re.match(r"\s+/\*[0-9a-f]{4}\*/", line))
+            n = sum(1 for line in code.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", line))
             print(f"{name} Ch={ch:<4} {shape}: {resource_usage(cubin)}, {n} SASS instructions", flush=True)
             if args.sass:
                 Path(args.sass).mkdir(parents=True, exist_ok=True)
