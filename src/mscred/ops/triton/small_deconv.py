@@ -42,15 +42,11 @@ def deconv_act(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, selu: 
     return small_deconv_fused(x, weight.to(x.dtype), bias.contiguous(), bool(selu))
 
 
-def _taps_forward(ci: int, co: int, k: int) -> bool:
-    return small_conv_taps.suits(ci, co, k)
-
-
 @torch.library.custom_op("mscred::small_deconv_fused", mutates_args=())
 def small_deconv_fused(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, selu: bool) -> torch.Tensor:
     """Fused forward (see ``deconv_act``): x and weight of one dtype, bias contiguous (float32 under autocast)."""
     CI, CO, KS = weight.shape[0], weight.shape[1], weight.shape[-1]
-    if _taps_forward(CI, CO, KS):
+    if small_conv_taps.suits(CI, CO, KS):  # deconv1's form: the taps beside the output channels
         return small_conv_taps.forward(x, weight, bias, selu, (0, 0, 0, 0), small_conv._precision(x.dtype),
                                        transposed=True)
     return small_conv._forward(x, small_conv.deconv_as_conv(weight), bias, selu)
