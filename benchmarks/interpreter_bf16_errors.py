@@ -1,0 +1,80 @@
+"""The fused bf16 training step under Triton's CPU interpreter against the float32 reference, per parameter.
+
+Why: the interpreter computed bf16 ``tl.dot`` and float operators on bf16's bit patterns and truncated float32 ->
+bf16 (triton-lang/triton#11584); ``tests/conftest.py`` makes its bf16 the GPU's. This script is the evidence for
+the numbers ``tests/test_interpreter_bf16.py`` and ``docs/development.md`` quote: each gradient's relative error
+against the float32 reference backend, for the fused bf16 step and for the reference backend's own bf16 step
+(autocast), at the test's sizes (n = 12, channels 4/8/8/16, the concatenated ConvLSTM at levels 1-2). With
+``--truncating-casts`` the interpreter keeps its own float32 -> bf16 casts (the arithmetic patch still on).
+
+Usage (CPU): ``.venv/bin/python benchmarks/interpreter_bf16_errors.py [--truncating-casts] [--out DIR]``
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+os.environ["TRITON_INTERPRET"] = "1"  # before Triton is imported: the kernels run under the interpreter
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from triton.runtime import interpreter  # noqa: E402
+
+_OWN_CASTS = (interpreter.InterpreterBuilder.cast_impl, interpreter.InterpreterBuilder.create_fp_to_fp)
+import conftest  # noqa: E402,F401  (its interpreter patches, applied at import)
+
+
+def step(backend: str, bf16: bool):
+    """(loss, {name: gradient}) of one training step of the small model on a fixed batch."""
+    from mscred.config import ModelConfig
+    from mscred.model import MSCREDNet
+
+    torch.manual_seed(0)
+    net = MSCREDNet(ModelConfig(n_sensors=12, backend=backend, channels=(4, 8, 8, 16)))
+    x = torch.rand(2, 5, 3, 12, 12, generator=torch.Generator().manual_seed(1))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = F.mse_loss(net(x).float(), x[:, -1])
+    loss.backward()
+    return loss.item(), {k: p.grad for k, p in net.named_parameters()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--truncating-casts", action="store_true")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks/results/interpreter_bf16"))
+    args = ap.parse_args()
+    if args.truncating_casts:  # the interpreter's own float32 -> bf16 casts back (conftest's arithmetic kept)
+        interpreter.InterpreterBuilder.cast_impl, interpreter.InterpreterBuilder.create_fp_to_fp = _OWN_CASTS
+    torch.set_num_threads(1)
+    ref_loss, ref = step("reference", False)
+    yard_loss, yard = step("reference", True)
+    fused_loss, fused = step("fused", True)
+
+    def rel(got, want):
+        return ((got - want).norm() / want.norm()).item()
+    casts = "the interpreter's truncating casts" if args.truncating_casts else "nearest-even casts (conftest)"
+    name = "truncating_casts.md" if args.truncating_casts else "README.md"
+    lines = ["# The fused bf16 step under the CPU interpreter against the float32 reference", "",
+             f"bf16 arithmetic as the GPU's, {casts}. torch {torch.__version__}. Command: `.venv/bin/python "
+             f"benchmarks/interpreter_bf16_errors.py{' --truncating-casts' if args.truncating_casts else ''}`.", "",
+             f"Loss: float32 reference {ref_loss:.6f}, reference bf16 {yard_loss:.6f}, fused bf16 {fused_loss:.6f}.",
+             "", "| parameter | fused bf16 | reference bf16 | ratio |", "| --- | --- | --- | --- |"]
+    worst = 0.0
+    for k, want in ref.items():
+        ours, theirs = rel(fused[k], want), rel(yard[k], want)
+        worst = max(worst, ours)
+        lines.append(f"| {k} | {ours:.4f} | {theirs:.4f} | {ours / theirs:.2f} |")
+    lines += ["", f"Worst fused error {worst:.4f}; worst reference bf16 error "
+              f"{max(rel(yard[k], ref[k]) for k in ref):.4f}."]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
