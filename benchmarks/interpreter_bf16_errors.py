@@ -5,9 +5,11 @@ bf16 (triton-lang/triton#11584); ``tests/conftest.py`` makes its bf16 the GPU's.
 the numbers ``tests/test_interpreter_bf16.py`` and ``docs/development.md`` quote: each gradient's relative error
 against the float32 reference backend, for the fused bf16 step and for the reference backend's own bf16 step
 (autocast), at the test's sizes (n = 12, channels 4/8/8/16, the concatenated ConvLSTM at levels 1-2). With
-``--truncating-casts`` the interpreter keeps its own float32 -> bf16 casts (the arithmetic patch still on).
+``--truncating-casts`` the interpreter keeps its own float32 -> bf16 casts (the arithmetic patch still on); with
+``--unpatched`` its own bf16 throughout, as the CPU tests ran before 2026-12-05.
 
-Usage (CPU): ``.venv/bin/python benchmarks/interpreter_bf16_errors.py [--truncating-casts] [--out DIR]``
+Usage (CPU): ``.venv/bin/python benchmarks/interpreter_bf16_errors.py [--truncating-casts | --unpatched]
+[--out DIR]``
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
-_OWN_CASTS = (interpreter.InterpreterBuilder.cast_impl, interpreter.InterpreterBuilder.create_fp_to_fp)
+_PATCHED = ("cast_impl", "create_fp_to_fp", "create_dot", "binary_op", "unary_op")  # (conftest's, casts first)
+_OWN = {name: getattr(interpreter.InterpreterBuilder, name) for name in _PATCHED}
 import conftest  # noqa: E402,F401  (its interpreter patches, applied at import)
 
 
@@ -45,10 +48,12 @@ def step(backend: str, bf16: bool):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--truncating-casts", action="store_true")
+    ap.add_argument("--unpatched", action="store_true", help="the interpreter's own bf16 throughout")
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/interpreter_bf16"))
     args = ap.parse_args()
-    if args.truncating_casts:  # the interpreter's own float32 -> bf16 casts back (conftest's arithmetic kept)
-        interpreter.InterpreterBuilder.cast_impl, interpreter.InterpreterBuilder.create_fp_to_fp = _OWN_CASTS
+    restored = _PATCHED if args.unpatched else _PATCHED[:2] if args.truncating_casts else ()
+    for name in restored:  # the interpreter's own (--truncating-casts: its casts only, conftest's arithmetic kept)
+        setattr(interpreter.InterpreterBuilder, name, _OWN[name])
     torch.set_num_threads(1)
     ref_loss, ref = step("reference", False)
     yard_loss, yard = step("reference", True)
@@ -56,11 +61,14 @@ def main() -> None:
 
     def rel(got, want):
         return ((got - want).norm() / want.norm()).item()
-    casts = "the interpreter's truncating casts" if args.truncating_casts else "nearest-even casts (conftest)"
-    name = "truncating_casts.md" if args.truncating_casts else "README.md"
+    flag = " --unpatched" if args.unpatched else " --truncating-casts" if args.truncating_casts else ""
+    setting = {"": "bf16 arithmetic as the GPU's, nearest-even casts (conftest)",
+               " --truncating-casts": "bf16 arithmetic as the GPU's, the interpreter's truncating casts",
+               " --unpatched": "the interpreter's own bf16 throughout (bit patterns multiplied and added)"}[flag]
+    name = {"": "README.md", " --truncating-casts": "truncating_casts.md", " --unpatched": "unpatched.md"}[flag]
     lines = ["# The fused bf16 step under the CPU interpreter against the float32 reference", "",
-             f"bf16 arithmetic as the GPU's, {casts}. torch {torch.__version__}. Command: `.venv/bin/python "
-             f"benchmarks/interpreter_bf16_errors.py{' --truncating-casts' if args.truncating_casts else ''}`.", "",
+             f"{setting}. torch {torch.__version__}. Command: `.venv/bin/python "
+             f"benchmarks/interpreter_bf16_errors.py{flag}`.", "",
              f"Loss: float32 reference {ref_loss:.6f}, reference bf16 {yard_loss:.6f}, fused bf16 {fused_loss:.6f}.",
              "", "| parameter | fused bf16 | reference bf16 | ratio |", "| --- | --- | --- | --- |"]
     worst = 0.0
