@@ -218,6 +218,29 @@ def test_awkward_sizes_train_the_same_with_both_copy_levers(n, B, fold, monkeypa
         assert torch.equal(ours[1][k], ref[1][k]), k
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+def test_the_bf16_step_trains_the_same_with_both_copy_levers(monkeypatch):
+    """bf16 under autocast, as the training step runs (small channel counts, n = 12, every level on the
+    concatenated path; on the CPU the interpreter's bf16 is the GPU's since conftest's patch): with MSCRED_ENCODER_XH
+    and MSCRED_ATTENTION_CAT on, the loss and every gradient of both off, bit for bit, through ``_InXh``."""
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
+    run = fused_training_step(12, 2, lambda: torch.autocast(DEVICE, dtype=torch.bfloat16), DEVICE,
+                              channels=(4, 8, 8, 16))
+    for name in ("MSCRED_ENCODER_XH", "MSCRED_ATTENTION_CAT"):
+        monkeypatch.setenv(name, "0")
+    ref = run()
+    calls = []
+    real = convlstm_in_xh._InXh.apply
+    monkeypatch.setattr(convlstm_in_xh._InXh, "apply", lambda *a: calls.append(a[0].shape) or real(*a))
+    for name in ("MSCRED_ENCODER_XH", "MSCRED_ATTENTION_CAT"):
+        monkeypatch.setenv(name, "1")
+    ours = run()
+    assert len(calls) == 3  # levels 1-3 (level 4 has one reader: its copy stays)
+    assert torch.equal(ours[0], ref[0])
+    for k in ref[1]:
+        assert torch.equal(ours[1][k], ref[1][k]), k
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the bf16 training step as the H200 runs it: CUDA")
 def test_the_bf16_training_model_takes_it_on_cuda(monkeypatch):
     """n = 30 under bf16 autocast, as the training step runs: levels 1-2 (the concatenated path's default levels)
