@@ -23,26 +23,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
 _PATCHED = ("cast_impl", "create_fp_to_fp", "create_dot", "binary_op", "unary_op")  # (conftest's, casts first)
 _OWN = {name: getattr(interpreter.InterpreterBuilder, name) for name in _PATCHED}
 import conftest  # noqa: E402,F401  (its interpreter patches, applied at import)
-
-
-def step(backend: str, bf16: bool):
-    """(loss, {name: gradient}) of one training step of the small model on a fixed batch."""
-    from mscred.config import ModelConfig
-    from mscred.model import MSCREDNet
-
-    torch.manual_seed(0)
-    net = MSCREDNet(ModelConfig(n_sensors=12, backend=backend, channels=(4, 8, 8, 16)))
-    x = torch.rand(2, 5, 3, 12, 12, generator=torch.Generator().manual_seed(1))
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss = F.mse_loss(net(x).float(), x[:, -1])
-    loss.backward()
-    return loss.item(), {k: p.grad for k, p in net.named_parameters()}
+from model_runs import small_cpu_step as step  # noqa: E402  (the step tests/test_interpreter_bf16.py runs)
 
 
 def main() -> None:
@@ -55,9 +41,8 @@ def main() -> None:
     for name in restored:  # the interpreter's own (--truncating-casts: its casts only, conftest's arithmetic kept)
         setattr(interpreter.InterpreterBuilder, name, _OWN[name])
     torch.set_num_threads(1)
-    ref_loss, ref = step("reference", False)
-    yard_loss, yard = step("reference", True)
-    fused_loss, fused = step("fused", True)
+    (ref_loss, ref), (yard_loss, yard), (fused_loss, fused) = (
+        step("reference", False), step("reference", True), step("fused", True))
 
     def rel(got, want):
         return ((got - want).norm() / want.norm()).item()
@@ -69,7 +54,8 @@ def main() -> None:
     lines = ["# The fused bf16 step under the CPU interpreter against the float32 reference", "",
              f"{setting}. torch {torch.__version__}. Command: `.venv/bin/python "
              f"benchmarks/interpreter_bf16_errors.py{flag}`.", "",
-             f"Loss: float32 reference {ref_loss:.6f}, reference bf16 {yard_loss:.6f}, fused bf16 {fused_loss:.6f}.",
+             f"Loss: float32 reference {ref_loss.item():.6f}, reference bf16 {yard_loss.item():.6f}, fused bf16 "
+             f"{fused_loss.item():.6f}.",
              "", "| parameter | fused bf16 | reference bf16 | ratio |", "| --- | --- | --- | --- |"]
     worst = 0.0
     for k, want in ref.items():

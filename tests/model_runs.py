@@ -1,5 +1,6 @@
-"""A training step of the fused model, run twice under different switches by the tests that compare them
-(test_encoder_xh.py, test_attention_cat.py)."""
+"""Training steps the model-level tests share: the fused model's step run under different switches by the tests that
+compare them (test_encoder_xh.py, test_attention_cat.py, test_whole_weight.py, ...), and a small CPU step for the
+interpreter's bf16 (test_interpreter_bf16.py and benchmarks/interpreter_bf16_errors.py)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -46,3 +47,19 @@ def off_and_on(run: Callable, monkeypatch, variable: str, module, name: str):
         return result
     monkeypatch.setattr(module, name, recorded)
     return ref, run(), results
+
+
+def small_cpu_step(backend: str, bf16: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """(loss, {name: gradient}) of one training step of a small MSCREDNet (n = 12, channels 4/8/8/16) on a fixed
+    CPU batch, under bf16 autocast or in float32: the interpreter's bf16 test and its benchmark
+    (benchmarks/interpreter_bf16_errors.py) run the same step."""
+    from mscred.config import ModelConfig
+    from mscred.model import MSCREDNet
+
+    torch.manual_seed(0)
+    net = MSCREDNet(ModelConfig(n_sensors=12, backend=backend, channels=(4, 8, 8, 16)))
+    x = torch.rand(2, 5, 3, 12, 12, generator=torch.Generator().manual_seed(1))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = F.mse_loss(net(x).float(), x[:, -1])
+    loss.backward()
+    return loss.detach(), {k: p.grad for k, p in net.named_parameters()}

@@ -193,14 +193,9 @@ def test_the_fused_model_trains_the_same_with_it(fold, small_conv, monkeypatch, 
         assert torch.equal(ours[1][k], ref[1][k]), k
 
 
-@pytest.mark.parametrize("n, B, fold", [(4, 1, "1"), (9, 3, "0")])
-def test_awkward_sizes_train_the_same_with_both_copy_levers(n, B, fold, monkeypatch, strict_float32):
-    """A batch of one (its size-1 dimension's strides are whatever the views make them), odd maps (9 -> 5 -> 3 -> 2)
-    and 1 x 1 maps (n = 4: level 3, whose activation is stored NCHW and keeps its copying path): with
-    MSCRED_ENCODER_XH and MSCRED_ATTENTION_CAT on, the loss and every gradient of both off, bit for bit."""
-    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
-    monkeypatch.setenv("MSCRED_LSTM_ATTN_FOLD", fold)
-    run = fused_training_step(n, B, torch.enable_grad, DEVICE)
+def _both_copy_levers_off_and_on(run, monkeypatch):
+    """(``run()`` with MSCRED_ENCODER_XH and MSCRED_ATTENTION_CAT off, ``run()`` with both on, the inputs' shapes
+    of the ``_InXh`` calls in the second run)."""
     for name in ("MSCRED_ENCODER_XH", "MSCRED_ATTENTION_CAT"):
         monkeypatch.setenv(name, "0")
     ref = run()
@@ -209,7 +204,18 @@ def test_awkward_sizes_train_the_same_with_both_copy_levers(n, B, fold, monkeypa
     monkeypatch.setattr(convlstm_in_xh._InXh, "apply", lambda *a: calls.append(a[0].shape) or real(*a))
     for name in ("MSCRED_ENCODER_XH", "MSCRED_ATTENTION_CAT"):
         monkeypatch.setenv(name, "1")
-    ours = run()
+    return ref, run(), calls
+
+
+@pytest.mark.parametrize("n, B, fold", [(4, 1, "1"), (9, 3, "0")])
+def test_awkward_sizes_train_the_same_with_both_copy_levers(n, B, fold, monkeypatch, strict_float32):
+    """A batch of one (its size-1 dimension's strides are whatever the views make them), odd maps (9 -> 5 -> 3 -> 2)
+    and 1 x 1 maps (n = 4: level 3, whose activation is stored NCHW and keeps its copying path): with
+    MSCRED_ENCODER_XH and MSCRED_ATTENTION_CAT on, the loss and every gradient of both off, bit for bit."""
+    monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
+    monkeypatch.setenv("MSCRED_LSTM_ATTN_FOLD", fold)
+    run = fused_training_step(n, B, torch.enable_grad, DEVICE)
+    ref, ours, calls = _both_copy_levers_off_and_on(run, monkeypatch)
     # n = 4: levels 1-2 (level 3's map is 1 x 1); n = 9: levels 2-3 (conv2's TF padding of 9 x 9 starts a row
     # above the ConvLSTM's, so level 1's buffer is not shared and its ConvLSTM gets a padded copy)
     assert len(calls) == 2
@@ -226,15 +232,7 @@ def test_the_bf16_step_trains_the_same_with_both_copy_levers(monkeypatch):
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
     run = fused_training_step(12, 2, lambda: torch.autocast(DEVICE, dtype=torch.bfloat16), DEVICE,
                               channels=(4, 8, 8, 16))
-    for name in ("MSCRED_ENCODER_XH", "MSCRED_ATTENTION_CAT"):
-        monkeypatch.setenv(name, "0")
-    ref = run()
-    calls = []
-    real = convlstm_in_xh._InXh.apply
-    monkeypatch.setattr(convlstm_in_xh._InXh, "apply", lambda *a: calls.append(a[0].shape) or real(*a))
-    for name in ("MSCRED_ENCODER_XH", "MSCRED_ATTENTION_CAT"):
-        monkeypatch.setenv(name, "1")
-    ours = run()
+    ref, ours, calls = _both_copy_levers_off_and_on(run, monkeypatch)
     assert len(calls) == 3  # levels 1-3 (level 4 has one reader: its copy stays)
     assert torch.equal(ours[0], ref[0])
     for k in ref[1]:

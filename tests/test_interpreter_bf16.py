@@ -10,7 +10,7 @@ import os
 
 import pytest
 import torch
-import torch.nn.functional as F
+from model_runs import small_cpu_step
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="the CPU interpreter's bf16 (on CUDA the kernels compile for the GPU)")
@@ -69,23 +69,11 @@ def test_the_fused_bf16_step_tracks_the_float32_reference(min_pixels, monkeypatc
     (benchmarks/interpreter_bf16_errors.py, results/interpreter_bf16/): at most 0.8% where the reference's bf16
     error reaches 2.9%. With the interpreter's truncating bf16 casts the fused errors were up to 4.5x the
     reference's (2.5% against 0.55% at level 3's weight), which this fails."""
-    from mscred.config import ModelConfig
-    from mscred.model import MSCREDNet
-
     if min_pixels is None:
         monkeypatch.delenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", raising=False)
     else:
         monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", min_pixels)
-
-    def step(backend: str, bf16: bool):
-        torch.manual_seed(0)
-        net = MSCREDNet(ModelConfig(n_sensors=12, backend=backend, channels=(4, 8, 8, 16)))
-        x = torch.rand(2, 5, 3, 12, 12, generator=torch.Generator().manual_seed(1))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = F.mse_loss(net(x).float(), x[:, -1])
-        loss.backward()
-        return loss.detach(), {k: p.grad for k, p in net.named_parameters()}
-
+    step = small_cpu_step
     ref_loss, ref_grads = step("reference", False)
     _, yardstick = step("reference", True)
     loss, grads = step("fused", True)
