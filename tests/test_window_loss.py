@@ -36,6 +36,40 @@ def test_float64_equals_reference_with_gradients(B, K, n):
     assert results[0][1].is_contiguous()  # NCHW planes, what deconv1's backward reads fastest
 
 
+@pytest.mark.parametrize("B, K, n", [(1, 3, 5), (7, 2, 30)])
+def test_weighted_float64_equals_reference_with_gradients(B, K, n):
+    """The weight's product inside the kernels: losses, and every gradient (the weight's too), as the PyTorch ops."""
+    recon, target, dloss = _inputs(B, K, n, torch.float64, seed=B * n + K + 1)
+    weight = torch.rand(B, dtype=torch.float64, device=DEVICE) + 0.5
+    results = []
+    for fn in (window_loss.window_mse, window_loss.reference):
+        r, t, w = (v.clone().requires_grad_() for v in (recon, target, weight))
+        losses = fn(r, t, w)
+        results.append((losses, *torch.autograd.grad(losses, (r, t, w), dloss)))
+    for name, got, want in zip(("losses", "drecon", "dtarget", "dweight"), *results):
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-14, msg=name)
+
+
+def test_weighted_sum_bit_equal_to_the_product_after():
+    """The training step's loss, sum(window_mse(r, t, w)), is bit for bit sum(window_mse(r, t) * w) in the bf16
+    step's dtypes (bf16 reconstruction, float32 target and weights 1/b), and so is its gradient: the product moved
+    into the kernels, not changed."""
+    recon, target, _ = _inputs(6, 3, 30, torch.bfloat16, seed=11)
+    target = target.float()
+    weight = torch.full((6,), 1.0 / 6, device=DEVICE)
+    weight[-1] = 0.0  # a padded row, as the graphed step's last partial batch has
+    results = []
+    for loss_of in (lambda r: window_loss.window_mse(r, target, weight).sum(),
+                    lambda r: (window_loss.window_mse(r, target) * weight).sum()):
+        r = recon.clone().requires_grad_()
+        loss = loss_of(r)
+        results.append((loss, *torch.autograd.grad(loss, r)))
+    for name, got, want in zip(("loss", "drecon"), *results):
+        assert torch.equal(got, want), name
+    assert torch.count_nonzero(results[0][1][-1]) == 0  # the padded row gets no gradient
+
+
 def test_bf16_reconstruction_in_float32():
     """bf16 recon (autocast) against a float32 target: float32 losses, bf16 gradient, both at their rounding."""
     recon, target, dloss = _inputs(5, 3, 30, torch.bfloat16, seed=3)
@@ -56,4 +90,9 @@ def test_opcheck():
     torch.library.opcheck(window_loss.window_mse_fused, (recon, target),
                           test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
     torch.library.opcheck(window_loss.window_mse_fused_backward, (dloss, recon.detach(), target),
+                          test_utils=("test_schema", "test_faketensor"))
+    weight = dloss.abs()
+    torch.library.opcheck(window_loss.window_mse_fused, (recon, target, weight),
+                          test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+    torch.library.opcheck(window_loss.window_mse_fused_backward, (dloss, recon.detach(), target, weight),
                           test_utils=("test_schema", "test_faketensor"))

@@ -131,22 +131,22 @@ def forward_losses(net: nn.Module, x: torch.Tensor, bf16: bool) -> tuple[torch.T
     return recon.float(), losses
 
 
-def train_losses(net: nn.Module, x: torch.Tensor, bf16: bool) -> torch.Tensor:
-    """The per-window MSE (B,) of ``forward_losses`` for a training step (no reconstruction returned): with the
-    fused backend one Triton kernel each way (``ops/triton/window_loss.py``), with the reference PyTorch ops."""
+def train_losses(net: nn.Module, x: torch.Tensor, bf16: bool, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """The per-window MSE (B,) of ``forward_losses`` for a training step (no reconstruction returned), times
+    ``weight`` (B,) if given: with the fused backend one Triton kernel each way (``ops/triton/window_loss.py``), the
+    weight's product inside them; with the reference PyTorch ops."""
     with autocast(x.device, bf16):
         recon = net(x)
     cfg = getattr(getattr(net, "module", net), "cfg", None)  # DDP wraps the network in .module
     if cfg is not None and cfg.backend == "fused":
-        return window_loss.window_mse(recon, x[:, -1])
-    return window_loss.reference(recon, x[:, -1])
+        return window_loss.window_mse(recon, x[:, -1], weight)
+    return window_loss.reference(recon, x[:, -1], weight)
 
 
 def _train_step(net, optimizer, x: torch.Tensor, weight: torch.Tensor, bf16: bool) -> torch.Tensor:
     """Forward on windows ``x`` (B, T, K, n, n), weighted MSE, backward, Adam step; the gradients must be None (or
     zero) on entry."""
-    losses = train_losses(net, x, bf16)
-    loss = (losses * weight).sum()  # = mean over the windows of weight 1/b
+    loss = train_losses(net, x, bf16, weight).sum()  # = mean over the windows of weight 1/b
     loss.backward()
     wgrad_stream.join(loss.device)  # weight gradients left on a side stream (ops/wgrad_stream.py), if any
     optimizer.step()
@@ -170,7 +170,7 @@ def accumulated_step(net, optimizer, data, idx: torch.Tensor, weight: torch.Tens
     for k, (part, part_weight) in enumerate(parts):
         local = net.no_sync() if k < len(parts) - 1 and hasattr(net, "no_sync") else contextlib.nullcontext()
         with local:
-            loss = (train_losses(net, data.batch(part), bf16) * part_weight).sum()
+            loss = train_losses(net, data.batch(part), bf16, part_weight).sum()
             loss.backward()
             wgrad_stream.join(loss.device)
         losses.append(loss.detach())
