@@ -30,7 +30,7 @@ def _hidden_states(B, T, C, H, W, seed, dtype=torch.float32):
     return torch.randn(B, T, H, W, C, generator=g, dtype=dtype).to(DEVICE).permute(0, 1, 4, 2, 3)
 
 
-@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
+@pytest.mark.parametrize("setting, on", [(None, True), ("0", False), ("1", True)])
 def test_switch(setting, on, set_env):
     set_env("MSCRED_ATTENTION_CAT", setting)
     assert attention_cat.enabled() is on

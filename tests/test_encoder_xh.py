@@ -40,7 +40,7 @@ def _check_xh(out: torch.Tensor, xh: torch.Tensor, h0: int) -> None:
     assert torch.isnan(xh[h0:, C:]).all()                     # the ConvLSTM's: untouched
 
 
-@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
+@pytest.mark.parametrize("setting, on", [(None, True), ("0", False), ("1", True)])
 def test_switch(setting, on, set_env):
     set_env("MSCRED_ENCODER_XH", setting)
     assert encoder_xh.enabled() is on

@@ -101,16 +101,16 @@ def test_xh_target_hands_out_views_of_the_whole(pack, parts, monkeypatch):
 @pytest.mark.skipif(not runs_fused(torch.empty(0, device=DEVICE)),
                     reason="the fused training layout needs the Triton kernels (CUDA, or the CPU interpreter)")
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
-@pytest.mark.parametrize("n, B, levers", [(12, 2, ()), (9, 1, ("MSCRED_ENCODER_XH", "MSCRED_ATTENTION_CAT"))])
-def test_the_bf16_step_trains_the_same_with_it(n, B, levers, monkeypatch):
+@pytest.mark.parametrize("n, B, copy_levers", [(12, 2, "0"), (9, 1, "1")])
+def test_the_bf16_step_trains_the_same_with_it(n, B, copy_levers, monkeypatch):
     """The fused model's bf16 training step (small channel counts) with every level on the concatenated path: the
     loss and every gradient of the switch off, bit for bit; every level finds its whole weight in its halves'
-    memory (no concatenation) in the forward and the backward. At n = 12, and at n = 9 (maps 9, 5, 3, 2) with a
-    batch of one and the two copy levers on, which run the same path through other ops (``convlstm_in_xh``, the
-    attention writing into the decoder's concatenations)."""
+    memory (no concatenation) in the forward and the backward. At n = 12 with the two copy levers off, and at n = 9
+    (maps 9, 5, 3, 2) with a batch of one and them on (the default), which runs the same path through other ops
+    (``convlstm_in_xh``, the attention writing into the decoder's concatenations)."""
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
-    for name in levers:
-        monkeypatch.setenv(name, "1")
+    for name in ("MSCRED_ENCODER_XH", "MSCRED_ATTENTION_CAT"):
+        monkeypatch.setenv(name, copy_levers)
     run = fused_training_step(n, B, lambda: torch.autocast(DEVICE, dtype=torch.bfloat16), DEVICE,
                               channels=(4, 8, 8, 16))
     ref, ours, wholes = off_and_on(run, monkeypatch, "MSCRED_LSTM_WHOLE_WEIGHT", weight_cache, "whole_of")

@@ -14,7 +14,8 @@ Which attention outputs are such halves is said explicitly (the model asks the l
 decoder): the lower half of a buffer is written only by the decoder of the level that asked. ``recover`` then finds
 the buffer from the half's strides, and an output that is not laid out as one takes the copying path.
 
-Opt-in (``MSCRED_ATTENTION_CAT=1``) until measured on the H200.
+The default since 2026-12-05 (``MSCRED_ATTENTION_CAT=0`` turns it off): the graphed bf16 step 2.405 -> 2.390
+ms on the H200, 3 rounds in one alternation (benchmarks/results/levers_together/).
 """
 from __future__ import annotations
 
@@ -23,13 +24,13 @@ from typing import Optional
 import torch
 
 from mscred.ops.encoder_xh import strides_match
-from mscred.ops.triton.runtime import switched_on
+from mscred.ops.triton.runtime import switched_off
 
 
 def enabled() -> bool:
     """Whether the training step's attention outputs of levels 1-3 go into the decoder's concatenations
-    (MSCRED_ATTENTION_CAT=1; off by default)."""
-    return switched_on("MSCRED_ATTENTION_CAT")
+    (MSCRED_ATTENTION_CAT=0 turns it off)."""
+    return not switched_off("MSCRED_ATTENTION_CAT")
 
 
 def recover(skip: torch.Tensor, lower: int) -> Optional[torch.Tensor]:

@@ -13,7 +13,8 @@ second copy and h_{-1}'s zeros at levels 1-2), 20-26 us if nothing hides them, f
 The two gradients of the activation (the ConvLSTM's and the next convolution's) still reach the epilogue's backward
 apart and are summed in its kernel (``shared_output``): the same values as without, only stored by another kernel.
 
-Opt-in (``MSCRED_ENCODER_XH=1``) until measured on the H200. MSCRED's ConvLSTMs keep their input's channel count
+The default since 2026-12-05 (``MSCRED_ENCODER_XH=0`` turns it off): the graphed bf16 step 2.405 -> 2.389 ms
+on the H200, 3 rounds in one alternation (benchmarks/results/levers_together/). MSCRED's ConvLSTMs keep their input's channel count
 (Ch = C), so xh has 2C channels and h_{-1} sits at the same channels' offset C, which is what the epilogues write.
 """
 from __future__ import annotations
@@ -22,13 +23,13 @@ from typing import Optional
 
 import torch
 
-from mscred.ops.triton.runtime import switched_on
+from mscred.ops.triton.runtime import switched_off
 
 
 def enabled() -> bool:
-    """Whether the training encoder writes the large levels' inputs into their [x, h] buffers (MSCRED_ENCODER_XH=1;
-    off by default)."""
-    return switched_on("MSCRED_ENCODER_XH")
+    """Whether the training encoder writes the large levels' inputs into their [x, h] buffers (MSCRED_ENCODER_XH=0
+    turns it off)."""
+    return not switched_off("MSCRED_ENCODER_XH")
 
 
 def new_buffer(out: torch.Tensor) -> torch.Tensor:
