@@ -75,17 +75,6 @@ def _alone(w_half: torch.Tensor) -> torch.Tensor:
     return w_half.contiguous(memory_format=torch.channels_last)
 
 
-def dx_all_steps() -> bool:
-    """Whether the backward's split path (levels without the CUDA step kernels: level 2) convolves only dh_{t-1}
-    per step (with the recurrent half of the weight) and every step's dx_t after the loop in one transposed
-    convolution over all steps, which is the bordered input gradient itself -- instead of [dx_t, dh_{t-1}] per step
-    with the whole weight and a copy of dx_t out of it (4 x 2.8-2.9 us at level 2 in results/next_1206/timeline/).
-    The per-step calls are then half as wide and the all-steps one T times as long; a near tie by our arithmetic
-    (the fully split backward, weight gradients split too, lost 0.232 to 0.208 ms: results/concat_gates/).
-    Opt-in, MSCRED_LSTM_DX_ALL_STEPS=1, until measured on the GPU."""
-    return switched_on("MSCRED_LSTM_DX_ALL_STEPS")
-
-
 def whole_weight_target(H: int, W: int) -> bool:
     """Whether the training step's weight cache hands a level of H x W maps its gate weight as one channels-last
     tensor whose halves are w_x and w_h (the "xh" target, ``ops/weight_cache.py``), so that this path's whole
@@ -187,6 +176,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
     w = _whole_weight(w_x, w_h)
     dpre_tb = lstm._empty(T * B, 4 * Ch, H, W, xh, "nhwc")
     dpre = dpre_tb.view(T, B, 4 * Ch, H, W)
+    dimages = lstm._empty(T * B, C, HP, WP, xh, "nhwc")
     dc = lstm._empty(B, Ch, H, W, xh, "nhwc", dtype=dc_dtype)  # (lstm.cell_backward_options)
     db = torch.zeros(4 * Ch, device=xh.device, dtype=acc)
     N = B * Ch * H * W
@@ -207,11 +197,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
                           for maps in (dout.maps() if folded else (dout,)))
     if fused:
         w_t, bias32 = conv_cell.transposed_weight(w), bias.float().contiguous()
-    # (opt-in) per step only dh_{t-1} (the recurrent half), then every dx_t in one call written as dimages itself
-    dx_after = not fused and dx_all_steps()
-    w_h_alone = _alone(w_h) if dx_after else None
-    dimages = None if dx_after else lstm._empty(T * B, C, HP, WP, xh, "nhwc")
-    dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution (dh_t alone with dx_after)
+    dxh = None  # [dx_{t+1}, dh_t]: step t+1's transposed convolution
     for t in reversed(range(T)):
         dp = dpre[t]
         if fused and t < T - 1:
@@ -222,7 +208,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
                 copy_pixels(dimages[:B], conv_transpose(dp, _alone(w_x))[:, :C])
             continue
         dout_t = dout.step(t) if folded else dout[:, t]
-        dhr = dc if dxh is None else dxh if dx_after else dxh[:, C:]  # a dummy at the last step
+        dhr = dc if dxh is None else dxh[:, C:]  # a dummy at the last step
         lstm.cell_bwd_kernel[grid](
             pre[t], *lstm._s3(pre[t]), bias, cells[t - 1] if t > 0 else cells[t], cells[t], *lstm._s3(cells[t]),
             dout_t, *lstm._s3(dout_t), dhr, *dhr.stride(),
@@ -235,15 +221,9 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
         )
         if fused:  # (t = T - 1: the kernel of step T - 2 convolves dpre_{T-1})
             continue
-        if dx_after:
-            if t > 0:
-                dxh = conv_transpose(dp, w_h_alone)
-            continue
         # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)
         dxh = conv_transpose(dp, w if t > 0 else _alone(w_x))
         copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])
-    if dx_after:  # every step's dx_t at once, the bordered input gradient itself: no copies
-        dimages = conv_transpose(dpre_tb, _alone(w_x))
 
     def weight_grads():  # one call over all steps (on a side stream: ops/wgrad_stream.py), split into x and h
         dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
