@@ -228,14 +228,6 @@ class Encoder(nn.Module):
         self.conv4 = SameConv(c3, c4, k4, s4, cfg.conv_backend, fa)            # 2x2, stride 2
         self.lstm_kernel = cfg.lstm_kernel
 
-    def level_sizes(self, n: int) -> list[int]:
-        """The four levels' map sizes for n x n inputs: each convolution's TF "same" output, ceil(size / stride)."""
-        sizes = []
-        for conv in (self.conv1, self.conv2, self.conv3, self.conv4):
-            n = -(-n // conv.stride)
-            sizes.append(n)
-        return sizes
-
     def training_layout(self, x: torch.Tensor) -> tuple[int, int, int, int] | None:
         """The ConvLSTMs' TF padding (top, bottom, left, right) when this forward hands them their training layout
         (see ``forward``): fused training (autograd, cuDNN convolutions, the Triton ConvLSTM running); else None.
@@ -492,25 +484,21 @@ class MSCREDNet(nn.Module):
         lstm_pads = self.encoder.training_layout(x)  # fused training: zero-bordered, time-major level inputs
         if lstm_pads is not None and torch.is_autocast_enabled(x.device.type) \
                 and not switched_off("MSCRED_WEIGHT_CACHE"):  # every weight cast at once, each way
-            targets = self._cast_targets(x.shape[-1])
+            targets = self._cast_targets()
             self._weight_plan = weight_cache.plan_for(targets, self._weight_plan)
             with weight_cache.cast_once(targets, self._weight_plan, torch.get_autocast_dtype(x.device.type)):
                 return self._forward(x, lstm_pads)
         return self._forward(x, lstm_pads)
 
-    def _cast_targets(self, n: int) -> list[weight_cache.Target]:
-        """Every convolution weight of the fused model as its kernel reads it under autocast (``weight_cache``), for
-        n x n inputs: the encoder's and decoder's whole, each ConvLSTM's input and recurrent halves (as the two views
-        of one whole weight at the levels ``convlstm_concat.whole_weight_target`` names)."""
+    def _cast_targets(self) -> list[weight_cache.Target]:
+        """Every convolution weight of the fused model as its kernel reads it under autocast (``weight_cache``):
+        the encoder's and decoder's whole, each ConvLSTM's input and recurrent halves."""
         convs = (self.encoder.conv1, self.encoder.conv2, self.encoder.conv3, self.encoder.conv4,
                  self.decoder.deconv4, self.decoder.deconv3, self.decoder.deconv2, self.decoder.deconv1)
         targets = [(conv.weight, "all", 0) for conv in convs]
-        for lstm, size in zip(self.lstms, self.encoder.level_sizes(n)):
+        for lstm in self.lstms:
             C = lstm.weight.shape[1] // 2
-            if convlstm_concat.whole_weight_target(size, size):  # the halves as views of the whole (opt-in)
-                targets.append((lstm.weight, "xh", C))
-            else:
-                targets += [(lstm.weight, "x", C), (lstm.weight, "h", C)]
+            targets += [(lstm.weight, "x", C), (lstm.weight, "h", C)]
         return targets
 
     def _forward(self, x: torch.Tensor, lstm_pads: tuple[int, int, int, int] | None) -> torch.Tensor:

@@ -28,12 +28,6 @@ keeps the masters as they are (A/B runs). The backward reads the targets' gradie
 argument each (``weight_transpose.transpose_parts``), without concatenating them first (the concatenation took 11.4
 us; the graphed step 2.454-2.463 -> 2.445-2.452 ms, benchmarks/results/next_1204/); MSCRED_WEIGHT_GRAD_PARTS=0
 concatenates them.
-
-A ConvLSTM gate weight on ``convlstm_concat``'s path is wanted whole (its one convolution per step over [x, h])
-and also as its two halves (the first step's input convolution, the op's arguments). As the target "xh" it is cast
-whole, and handed out as its halves, two views of it, which ``whole_of`` turns back into the whole without a copy;
-their gradients come back as two tensors, which the backward reads as two parts (``Plan.grad_*``). Opt-in until
-measured (MSCRED_LSTM_WHOLE_WEIGHT=1, ``convlstm_concat.whole_weight_target``).
 """
 from __future__ import annotations
 
@@ -49,9 +43,7 @@ from mscred.ops.triton.runtime import runs_fused, switched_off
 from mscred.ops.triton.weight_transpose import MAX_PARTS, part_table, transpose_blocks, transpose_parts
 
 # (weight, part) of a target: part "all" (the whole weight, channels-last), or "x" / "h" (input channels [0, C) /
-# [C, end) of a ConvLSTM gate weight, channels-last), with C; or "xh": the whole gate weight, channels-last, handed
-# out as its two halves [0, C) and [C, end) -- views of it, looked up as "x" and "h" -- so that a kernel wanting the
-# whole weight finds it in their memory instead of concatenating them (``whole_of``).
+# [C, end) of a ConvLSTM gate weight, channels-last), with C.
 Target = tuple[torch.Tensor, str, int]
 
 _ACTIVE: contextvars.ContextVar[dict | None] = contextvars.ContextVar("mscred_weight_cache", default=None)
@@ -78,15 +70,10 @@ class Plan:
     """The permutation of one set of targets on one device: ``blocks``, as ``weight_transpose`` transposes it (int32
     rows on the device: master start, target start, channels, taps), with ``taps`` the most taps of a block; the
     same as index maps, kept on the host for where the kernels do not run: ``gather`` (target element -> master
-    element, in the masters' concatenation); ``device``; each target's channels-last shape and offset; each
-    master's offset; ``packed``, the float32 buffer the masters are views of in that order, or None.
-
-    The gradients come back one per cast handed out: an "xh" target's as two, its halves' (``splits``). So the
-    backward has a layout of its own, the same as the forward's but with each "xh" target's "x" and "h" in its
-    place: ``grad_shapes``, ``grad_offsets``, ``grad_blocks`` and ``scatter`` (master element -> its place among
-    the gradients, the inverse of that layout's gather)."""
+    element, in the masters' concatenation) and ``scatter`` its inverse; ``device``; each target's channels-last
+    shape and offset; each master's offset; ``packed``, the float32 buffer the masters are views of in that order,
+    or None."""
     key: tuple
-    splits: list[int]  # per target: C for an "xh" target (handed out as its two halves, views of it), else 0
     gather: torch.Tensor
     scatter: torch.Tensor
     device: torch.device
@@ -95,9 +82,6 @@ class Plan:
     master_offsets: list[int]
     blocks: torch.Tensor
     taps: int
-    grad_shapes: list[tuple[int, int, int, int]]
-    grad_offsets: list[int]
-    grad_blocks: torch.Tensor
     packed: torch.Tensor | None = None
     _on_device: dict = field(default_factory=dict)
 
@@ -110,11 +94,11 @@ class Plan:
         return cached
 
     def part_blocks(self) -> torch.Tensor:
-        """``grad_blocks`` with gradient-local starts and gradient indices (``weight_transpose.part_table``), on the
-        device, made on first use (the warm-up steps, before a CUDA graph capture)."""
+        """``blocks`` with target-local starts and target indices (``weight_transpose.part_table``), on the device,
+        made on first use (the warm-up steps, before a CUDA graph capture)."""
         cached = self._on_device.get("parts")
         if cached is None:
-            cached = self._on_device["parts"] = part_table(self.grad_blocks, self.grad_offsets)
+            cached = self._on_device["parts"] = part_table(self.blocks, self.offsets)
         return cached
 
     def reads_packed(self, masters: Sequence[torch.Tensor]) -> bool:
@@ -124,36 +108,6 @@ class Plan:
         base, size = self.packed.data_ptr(), self.packed.element_size()
         return all(m.dtype == self.packed.dtype and m.is_contiguous() and m.data_ptr() == base + at * size
                    for m, at in zip(masters, self.master_offsets))
-
-
-@dataclass
-class _Layout:
-    """Targets laid one after another in one buffer: ``gather`` (element -> master element), the transpose table
-    (host, int64), each target's channels-last shape and offset."""
-    gather: torch.Tensor
-    blocks: torch.Tensor
-    shapes: list[tuple[int, int, int, int]]
-    offsets: list[int]
-
-
-def _layout(targets: Sequence[Target], base: dict[int, int]) -> _Layout:
-    """The ``_Layout`` of ``targets`` ("all", "x" or "h" parts), masters at offsets ``base`` (by id)."""
-    pieces, blocks, shapes, offsets, at = [], [], [], [], 0
-    for w, part, c in targets:
-        O, I, kh, kw = w.shape
-        lo, hi = {"all": (0, I), "x": (0, c), "h": (c, I)}[part]
-        o, y, x, i = torch.meshgrid(torch.arange(O), torch.arange(kh), torch.arange(kw), torch.arange(lo, hi),
-                                    indexing="ij")  # channels-last memory order of the target
-        pieces.append((base[id(w)] + ((o * I + i) * kh + y) * kw + x).reshape(-1))
-        # Output channel o: master elements (o, lo:hi, :, :), contiguous as (hi - lo, taps), go to the target's
-        # (o, :, :, :) as (taps, hi - lo).
-        rows = torch.arange(O)
-        blocks.append(torch.stack([base[id(w)] + (rows * I + lo) * kh * kw, at + rows * kh * kw * (hi - lo),
-                                   torch.full((O,), hi - lo), torch.full((O,), kh * kw)], 1))
-        shapes.append((O, hi - lo, kh, kw))
-        offsets.append(at)
-        at += pieces[-1].numel()
-    return _Layout(torch.cat(pieces), torch.cat(blocks), shapes, offsets)
 
 
 def plan_for(targets: Sequence[Target], previous: Plan | None = None) -> Plan:
@@ -170,18 +124,30 @@ def plan_for(targets: Sequence[Target], previous: Plan | None = None) -> Plan:
         base[id(w)] = total
         master_offsets.append(total)
         total += w.numel()
-    casts = _layout([(w, "all" if part == "xh" else part, c) for w, part, c in targets], base)
-    grads = _layout([t for w, part, c in targets
-                     for t in ([(w, "x", c), (w, "h", c)] if part == "xh" else [(w, part, c)])], base)
-    if casts.gather.numel() != total or not torch.equal(torch.sort(casts.gather).values, torch.arange(total)):
+    pieces, blocks, shapes, offsets, at = [], [], [], [], 0
+    for w, part, c in targets:
+        O, I, kh, kw = w.shape
+        lo, hi = {"all": (0, I), "x": (0, c), "h": (c, I)}[part]
+        o, y, x, i = torch.meshgrid(torch.arange(O), torch.arange(kh), torch.arange(kw), torch.arange(lo, hi),
+                                    indexing="ij")  # channels-last memory order of the target
+        pieces.append((base[id(w)] + ((o * I + i) * kh + y) * kw + x).reshape(-1))
+        # Output channel o: master elements (o, lo:hi, :, :), contiguous as (hi - lo, taps), go to the target's
+        # (o, :, :, :) as (taps, hi - lo).
+        rows = torch.arange(O)
+        blocks.append(torch.stack([base[id(w)] + (rows * I + lo) * kh * kw, at + rows * kh * kw * (hi - lo),
+                                   torch.full((O,), hi - lo), torch.full((O,), kh * kw)], 1))
+        shapes.append((O, hi - lo, kh, kw))
+        offsets.append(at)
+        at += pieces[-1].numel()
+    gather = torch.cat(pieces)
+    if at != total or not torch.equal(torch.sort(gather).values, torch.arange(total)):
         raise ValueError("weight_cache targets must cover every master element exactly once")
-    scatter = torch.empty_like(grads.gather)
-    scatter[grads.gather] = torch.arange(total)
+    scatter = torch.empty_like(gather)
+    scatter[gather] = torch.arange(total)
     device = masters[0].device
-    splits = [c if part == "xh" else 0 for _, part, c in targets]
-    plan = Plan(key, splits, casts.gather, scatter, device, casts.shapes, casts.offsets, master_offsets,
-                casts.blocks.to(device, torch.int32), int(casts.blocks[:, 3].max()),
-                grads.shapes, grads.offsets, grads.blocks.to(device, torch.int32))
+    table = torch.cat(blocks)
+    plan = Plan(key, gather, scatter, device, shapes, offsets, master_offsets, table.to(device, torch.int32),
+                int(table[:, 3].max()))
     if total < 2 ** 31 and all(m.dtype == torch.float32 and runs_fused(m) for m in masters) \
             and not switched_off("MSCRED_WEIGHT_PACK"):
         plan.packed = _pack(masters, total)
@@ -214,12 +180,8 @@ def cast_once(targets: Sequence[Target], plan: Plan, dtype: torch.dtype) -> Iter
     """Within the block, ``lookup(w, part)`` gives each target cast to ``dtype`` (channels-last), all made by one
     autograd function whose backward returns every master's float32 gradient."""
     masters = _masters(targets)
-    casts = iter(_CastAll.apply(plan, dtype, *masters))
-    table = {}
-    for w, part, _ in targets:  # an "xh" target's two outputs are its "x" and "h"
-        for name in (("x", "h") if part == "xh" else (part,)):
-            table[(id(w), name)] = next(casts)
-    token = _ACTIVE.set(table)
+    casts = _CastAll.apply(plan, dtype, *masters)
+    token = _ACTIVE.set({(id(w), part): t for (w, part, _), t in zip(targets, casts)})
     try:
         yield
     finally:
@@ -238,45 +200,27 @@ class _CastAll(torch.autograd.Function):
             torch._foreach_copy_([cast[at:at + m.numel()] for m, at in zip(masters, plan.master_offsets)],
                                  [m.reshape(-1) for m in masters])
             flat = cast.index_select(0, plan.index("gather"))
-        casts = []
-        for (O, I, kh, kw), at, split in zip(plan.shapes, plan.offsets, plan.splits):
-            cast = flat[at:at + O * I * kh * kw].view(O, kh, kw, I).permute(0, 3, 1, 2)
-            casts += (cast[:, :split], cast[:, split:]) if split else (cast,)
-        return tuple(casts)
+        return tuple(flat[at:at + O * I * kh * kw].view(O, kh, kw, I).permute(0, 3, 1, 2)
+                     for (O, I, kh, kw), at in zip(plan.shapes, plan.offsets))
 
     @staticmethod
     def backward(ctx, *grads: torch.Tensor | None):
         plan = ctx.plan
         wgrad_stream.join(plan.device)  # gradients queued on the side stream are read from here on
         parts = [(g if g is not None else torch.zeros(shape, device=plan.device, dtype=torch.float32))
-                 .permute(0, 2, 3, 1).reshape(-1) for g, shape in zip(grads, plan.grad_shapes)]
+                 .permute(0, 2, 3, 1).reshape(-1) for g, shape in zip(grads, plan.shapes)]
         dtype = next((g.dtype for g in grads if g is not None), ctx.master_dtype)
         if _reads_parts(parts, dtype):  # the gradients read where they lie: no concatenation
             flat = transpose_parts(parts, plan.part_blocks(), plan.gather.numel(), ctx.master_dtype, plan.taps)
         else:
             flat = torch.cat([p.to(dtype) for p in parts])
             if runs_fused(flat):  # the forward's transposes the other way, cast to float32 on the way
-                flat = transpose_blocks(flat, plan.grad_blocks, flat.numel(), ctx.master_dtype, plan.taps,
-                                        inverse=True)
+                flat = transpose_blocks(flat, plan.blocks, flat.numel(), ctx.master_dtype, plan.taps, inverse=True)
             else:
                 flat = flat.index_select(0, plan.index("scatter")).to(ctx.master_dtype)
         master_grads = tuple(flat[at:at + shape.numel()].view(shape)
                              for shape, at in zip(ctx.master_shapes, plan.master_offsets))
         return (None, None, *master_grads)
-
-
-def whole_of(w_x: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor | None:
-    """The whole (O, C + Ch, kh, kw) channels-last weight whose input-channel halves ``w_x`` and ``w_h`` are (an
-    "xh" target's two casts), as a view of their memory; None where they are not such halves."""
-    C, es = w_x.shape[1], w_x.element_size()
-    O, I, kh, kw = w_x.shape[0], C + w_h.shape[1], *w_x.shape[2:]
-    whole = (kh * kw * I, 1, kw * I, I)
-    if (w_x.dtype != w_h.dtype or w_x.device != w_h.device or w_h.shape != (O, I - C, kh, kw)
-            or w_x.stride() != whole or w_h.stride() != whole
-            or w_h.data_ptr() != w_x.data_ptr() + C * es
-            or w_x.untyped_storage().data_ptr() != w_h.untyped_storage().data_ptr()):
-        return None
-    return w_x.as_strided((O, I, kh, kw), whole)
 
 
 def _reads_parts(parts: list[torch.Tensor], dtype: torch.dtype) -> bool:

@@ -30,9 +30,9 @@ import torch.nn.functional as F
 # these are two halves of one op's implementation).
 from mscred.ops.triton import attention_last
 from mscred.ops.triton import convlstm as lstm
-from mscred.ops import conv_cell, weight_cache, wgrad_stream
+from mscred.ops import conv_cell, wgrad_stream
 from mscred.ops.padding import copy_pixels
-from mscred.ops.triton.runtime import switched_off, switched_on, tile_override
+from mscred.ops.triton.runtime import switched_off, tile_override
 
 MIN_PIXELS = 225  # levels 1-2 of the default model (30 x 30, 15 x 15); MSCRED_LSTM_CONCAT_MIN_PIXELS overrides (0: every level)
 
@@ -61,26 +61,8 @@ def conv_transpose(g: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def _whole_weight(w_x: torch.Tensor, w_h: torch.Tensor) -> torch.Tensor:
-    """The gate weight (4Ch, C + Ch, k, k), channels-last, from its two halves: a view where they are the halves of
-    one such tensor (the weight cache's "xh" casts, ``whole_weight_target``), else their concatenation (a copy of
-    a few hundred KB: 2.0-6.0 us a call in the graphed step's time line, results/next_1206/timeline/)."""
-    whole = weight_cache.whole_of(w_x, w_h)
-    if whole is not None:
-        return whole
+    """The gate weight (4Ch, C + Ch, k, k), channels-last, from its two halves (a copy of a few hundred KB)."""
     return torch.cat([w_x, w_h], 1).contiguous(memory_format=torch.channels_last)
-
-
-def _alone(w_half: torch.Tensor) -> torch.Tensor:
-    """A weight half as cuDNN takes it by itself: channels-last, a copy where it is a view into the whole weight."""
-    return w_half.contiguous(memory_format=torch.channels_last)
-
-
-def whole_weight_target(H: int, W: int) -> bool:
-    """Whether the training step's weight cache hands a level of H x W maps its gate weight as one channels-last
-    tensor whose halves are w_x and w_h (the "xh" target, ``ops/weight_cache.py``), so that this path's whole
-    weight is a view, forward and backward (no concatenation): the levels that take this path (``runs``). Opt-in,
-    MSCRED_LSTM_WHOLE_WEIGHT=1, until measured on the GPU."""
-    return switched_on("MSCRED_LSTM_WHOLE_WEIGHT") and runs(True, lstm.buffer_layout(), H, W)
 
 
 def buffers(B: int, T: int, C: int, Ch: int, H: int, W: int, pads, like: torch.Tensor, cell_dtype):
@@ -146,7 +128,7 @@ def forward_filled(xh: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias:
     for t in range(T):
         if t == 0 and x0 is None:
             x0 = xh[0, :, :C].contiguous(memory_format=torch.channels_last)
-        z = F.conv2d(x0, _alone(w_x)) if t == 0 else F.conv2d(xh[t], w)
+        z = F.conv2d(x0, w_x) if t == 0 else F.conv2d(xh[t], w)
         z = z.contiguous(memory_format=torch.channels_last)  # as the fake says (cuDNN gives float64 in NCHW order)
         gates.append(z)
         c_prev, c_t = cells[t - 1] if t > 0 else cells[t], cells[t]
@@ -205,7 +187,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
             conv_cell.step_backward(dpre[t + 1], w_t, bias32, pre[t], cells[t - 1] if t > 0 else None, dout_t, dc,
                                     dp, dimages[(t + 1) * B:(t + 2) * B], db, forget_bias, attention)
             if t == 0:
-                copy_pixels(dimages[:B], conv_transpose(dp, _alone(w_x))[:, :C])
+                copy_pixels(dimages[:B], conv_transpose(dp, w_x)[:, :C])
             continue
         dout_t = dout.step(t) if folded else dout[:, t]
         dhr = dc if dxh is None else dxh[:, C:]  # a dummy at the last step
@@ -222,13 +204,13 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
         if fused:  # (t = T - 1: the kernel of step T - 2 convolves dpre_{T-1})
             continue
         # one transposed convolution per step with the whole weight: [dx_t, dh_{t-1}] (only dx_0 at step 0)
-        dxh = conv_transpose(dp, w if t > 0 else _alone(w_x))
+        dxh = conv_transpose(dp, w if t > 0 else w_x)
         copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])
 
     def weight_grads():  # one call over all steps (on a side stream: ops/wgrad_stream.py), split into x and h
         dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
                                                  [1, 1], False, [0, 0], 1, [False, True, False])[1]
-        fmt = torch.channels_last  # (two tensors of their own: a custom op's outputs may not share memory)
+        fmt = torch.channels_last
         return dw[:, :C].contiguous(memory_format=fmt), dw[:, C:].contiguous(memory_format=fmt)
 
     dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_tb, xh))
