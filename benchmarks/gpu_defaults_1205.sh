@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# One device call (~9.5 min), written 2026-12-05 after results/levers_together/ made MSCRED_ENCODER_XH and
+# One device call (~9.5 min; caps 140 + 100 + 300 s), written 2026-12-05 after results/levers_together/ made MSCRED_ENCODER_XH and
 # MSCRED_ATTENTION_CAT the defaults (and with the training step's window weights inside the loss kernels, untimed):
 #   1. the GPU tests of what the defaults changed: the two levers' own tests, the loss kernels', deconv1's direct
 #      path and the weight cache's, the graphed full-size training steps         -> NAME/gpu_tests.txt
 #   2. the graphed bf16 step in one alternation, 3 rounds: the new defaults / both levers off (the old defaults) /
-#      the defaults with MSCRED_DECONV_DIRECT=1 (deconv1 on its own weight, not yet measured alone) -> NAME/env_ab.md
+#      the defaults with MSCRED_DECONV_DIRECT=1 (deconv1 on its own weight, not yet measured alone) / with
+#      MSCRED_INTERLEAVED_LEVELS=1 (each ConvLSTM right after its convolution: the backward's order changed so that
+#      level 1's weight gradient no longer holds the SMs the encoder's data gradient waits for) -> NAME/env_ab.md
 #   3. the bench_train.py table on the new defaults, without the torch.compile row  -> NAME/table/
 # Comes back as $OUT/NAME.tgz.   bash benchmarks/gpu_defaults_1205.sh NAME
 set -uo pipefail
@@ -12,15 +14,17 @@ NAME=${1:-defaults_1205}
 . benchmarks/device_env.sh
 cache_bytecode
 D=$(result_dir "$NAME")
-bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 150 tests/test_encoder_xh.py tests/test_attention_cat.py \
-  tests/test_window_loss.py tests/test_small_deconv.py tests/test_weight_cache.py tests/test_train.py \
+bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" 140 tests/test_encoder_xh.py tests/test_attention_cat.py \
+  tests/test_window_loss.py tests/test_interleaved_levels.py tests/test_small_deconv.py tests/test_weight_cache.py \
+  tests/test_train.py \
   -k "not test_train.py or cuda_graph_full_size"
 echo "tests done at ${SECONDS}s"
-timeout 80 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaults:" \
+timeout 100 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaults:" \
   --variant "old_defaults:MSCRED_ENCODER_XH=0,MSCRED_ATTENTION_CAT=0" --variant "deconv_direct:MSCRED_DECONV_DIRECT=1" \
+  --variant "interleaved:MSCRED_INTERLEAVED_LEVELS=1" \
   > "$D/step_log.txt" 2>&1
 echo "A/B exit $? at ${SECONDS}s"; tail -5 "$D/env_ab.md"
-OUT="$D" TABLE_CAP_S=320 bash benchmarks/gpu_train_table.sh table \
-  --only eager,g-fused-bf16,g-fused,g-ref-bf16,g-ref,e2e-cold,g-fused-bf16-heur --budget-s 290
+OUT="$D" TABLE_CAP_S=300 bash benchmarks/gpu_train_table.sh table \
+  --only eager,g-fused-bf16,g-fused,g-ref-bf16,g-ref,e2e-cold,g-fused-bf16-heur --budget-s 270
 echo "table done at ${SECONDS}s"
 (cd "$OUT" && tar czf "$NAME.tgz" "$NAME" && rm -rf "$NAME")

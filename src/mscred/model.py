@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -38,7 +39,7 @@ from mscred.ops.triton.attention import temporal_attention_into
 from mscred.ops.triton.bias_act import bias_act, bias_act_into, bias_act_shared, bias_act_subpixel_into
 from mscred.ops.triton.bias_act_cat import bias_act_cat
 from mscred.ops.triton.bias_act_cat import enabled as bias_act_cat_enabled
-from mscred.ops.triton.runtime import runs_fused, switched_off
+from mscred.ops.triton.runtime import runs_fused, switched_off, switched_on
 
 # The table's kernels and strides of conv1..conv4; the decoder mirrors them (deconv_l undoes conv_l).
 KERNELS = (3, 3, 2, 2)
@@ -260,6 +261,15 @@ class Encoder(nn.Module):
 
     def forward_training(self, x: torch.Tensor, pads: tuple[int, int, int, int]
                          ) -> tuple[list[torch.Tensor], list[bool]]:
+        """``training_levels`` collected: (levels, in_xh), one entry a level."""
+        levels, in_xh = [], []
+        for level, xh in self.training_levels(x, pads):
+            levels.append(level)
+            in_xh.append(xh)
+        return levels, in_xh
+
+    def training_levels(self, x: torch.Tensor, pads: tuple[int, int, int, int]
+                        ) -> Iterator[tuple[torch.Tensor, bool]]:
         """The encoder for fused training: the images in time-major order (T*B), and each level's activation
         in a zero-bordered buffer with the ConvLSTM's padding, which the next strided convolution reads too where
         that gives its TF output (``_reads_padded``: conv2, conv3 and conv4 at 30 sensors) -- there the epilogue
@@ -269,15 +279,16 @@ class Encoder(nn.Module):
         convolutions and the input convolution from one buffer (time-major), and the two input gradients of a
         shared buffer are summed contiguously, by autograd, before the epilogue's backward reads their interior.
 
-        Returns (levels, in_xh): in_xh[l] says that level l's input is the x half of its ConvLSTM's [x, h] buffer,
-        written there by the epilogue as well (``ops.encoder_xh``, MSCRED_ENCODER_XH=1: the large levels whose
-        buffer the next convolution shares)."""
+        Yields (level, in_xh) a level at a time, level 1 first, each before the next convolution runs (so that a
+        caller may run the level's ConvLSTM in between: ``interleaved_levels``); in_xh says that the level's input
+        is the x half of its ConvLSTM's [x, h] buffer, written there by the epilogue as well (``ops.encoder_xh``: the
+        large levels whose buffer the next convolution shares)."""
         B, T = x.shape[:2]
         dtype = torch.get_autocast_dtype(x.device.type) if torch.is_autocast_enabled(x.device.type) else x.dtype
         f = torch.empty(T * B, *x.shape[2:], device=x.device, dtype=dtype, memory_format=torch.channels_last)
         f.view(T, B, *x.shape[2:]).copy_(x.transpose(0, 1))  # the cast and the reorder in one copy
         convs = (self.conv1, self.conv2, self.conv3, self.conv4)
-        levels, in_xh, src, src_padded, size = [], [], f, False, f.shape[-1]
+        src, src_padded, size = f, False, f.shape[-1]
         for conv, nxt in zip(convs, (*convs[1:], None)):
             size = -(-size // conv.stride)  # this level's TF "same" output size
             # Where the next convolution reads the bordered buffer too (or there is none), the epilogue writes the
@@ -294,10 +305,8 @@ class Encoder(nn.Module):
             else:
                 for_next = out
             padded = out if shared else pad_copy(out, pads)
-            levels.append(padded.view(T, B, *padded.shape[1:]).transpose(0, 1))
-            in_xh.append(xh)
+            yield padded.view(T, B, *padded.shape[1:]).transpose(0, 1), xh
             src, src_padded = for_next, shared
-        return levels, in_xh
 
     def _writes_xh(self, src: torch.Tensor, size: int) -> bool:
         """Whether the epilogue making a ``size`` x ``size`` level from ``src`` writes it into the level's [x, h]
@@ -307,6 +316,18 @@ class Encoder(nn.Module):
         takes its other path, which the level would change to by taking the buffer."""
         return (encoder_xh.enabled() and size > 1 and runs_fused(src) and src.dtype != torch.float64
                 and convlstm_concat.runs(True, fused_convlstm.buffer_layout(), size, size))
+
+
+def interleaved_levels(x: torch.Tensor) -> bool:
+    """Whether the fused training forward runs each level's ConvLSTM right after the convolution that makes its
+    input (conv1, ConvLSTM 1, conv2, ...) instead of the whole encoder first (opt-in, MSCRED_INTERLEAVED_LEVELS=1;
+    not with MSCRED_LEVEL_STREAMS). The same ops on the same values; what changes is the backward's order.
+    Autograd runs the ready backward nodes latest-created first, so with the encoder first the encoder's whole
+    backward waits for level 1's ConvLSTM backward and runs at the step's end, where level 1's weight gradient
+    (cuDNN, 110 blocks in clusters of 8, on the side stream) held the SMs that the chain's next clustered data
+    gradient needed: it started 77 us late (results/next_1206/timeline/, results/step_launch_stats/).
+    Interleaved, conv_l's backward runs right after ConvLSTM l's, and only conv1's is left after level 1's."""
+    return switched_on("MSCRED_INTERLEAVED_LEVELS") and not level_streams.enabled(x)
 
 
 def _reads_padded(conv: SameConv, size: int, pads: tuple[int, int, int, int]) -> bool:
@@ -502,14 +523,18 @@ class MSCREDNet(nn.Module):
         return targets
 
     def _forward(self, x: torch.Tensor, lstm_pads: tuple[int, int, int, int] | None) -> torch.Tensor:
-        if lstm_pads is None:
-            levels, in_xh = self.encoder(x), [False] * 4                 # 4 x (B, T, C_l, H_l, W_l)
-        else:  # zero-bordered, some of them x halves of their ConvLSTM's [x, h] buffers
-            levels, in_xh = self.encoder.forward_training(x, lstm_pads)
         # levels 1-3's attention outputs as halves of the decoder's concatenations (ops/attention_cat.py)
         into_cat = (lstm_pads is not None and self.cfg.backend == "fused" and self.decoder.writes_into_cat()
                     and attention_cat.enabled())
         cats = (into_cat, into_cat, into_cat, False)
+        if lstm_pads is not None and interleaved_levels(x):  # conv1, ConvLSTM 1, conv2, ConvLSTM 2, ...
+            a1, a2, a3, a4 = (lstm(level, padded=True, in_xh=xh, into_cat=cat) for lstm, (level, xh), cat
+                              in zip(self.lstms, self.encoder.training_levels(x, lstm_pads), cats))
+            return self.decoder(a1, a2, a3, a4, cats[:3])
+        if lstm_pads is None:
+            levels, in_xh = self.encoder(x), [False] * 4                 # 4 x (B, T, C_l, H_l, W_l)
+        else:  # zero-bordered, some of them x halves of their ConvLSTM's [x, h] buffers
+            levels, in_xh = self.encoder.forward_training(x, lstm_pads)
         if self.cfg.backend == "fused":  # opt-in: the levels side by side on CUDA streams (level_streams.py)
             lstms = [functools.partial(lstm, padded=lstm_pads is not None, in_xh=xh, into_cat=cat)
                      for lstm, xh, cat in zip(self.lstms, in_xh, cats)]
