@@ -8,7 +8,7 @@
 #      MSCRED_INTERLEAVED_LEVELS=1 (each ConvLSTM right after its convolution: the backward's order changed so that
 #      level 1's weight gradient no longer holds the SMs the encoder's data gradient waits for) -> NAME/env_ab.md
 #   3. the bench_train.py table on the new defaults, without the torch.compile row  -> NAME/table/
-# Comes back as $OUT/NAME.tgz.   bash benchmarks/gpu_defaults_1205.sh NAME
+# Comes back as $OUT/NAME.tgz (WITH_TABLE=0: steps 1-2 only).   bash benchmarks/gpu_defaults_1205.sh NAME
 set -uo pipefail
 NAME=${1:-defaults_1205}
 . benchmarks/device_env.sh
@@ -23,7 +23,9 @@ timeout 100 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaul
   --variant "old_defaults:MSCRED_ENCODER_XH=0,MSCRED_ATTENTION_CAT=0" --variant "deconv_direct:MSCRED_DECONV_DIRECT=1" \
   --variant "interleaved:MSCRED_INTERLEAVED_LEVELS=1" \
   > "$D/step_log.txt" 2>&1
-echo "A/B exit $? at ${SECONDS}s"; tail -5 "$D/env_ab.md"
+echo "A/B exit $? at ${SECONDS}s"; tail -6 "$D/env_ab.md"
+(cd "$OUT" && tar czf "$NAME.tgz" "$NAME")  # packed now too: a call cut short in the table still brings these back
+[ "${WITH_TABLE:-1}" = 1 ] || { rm -rf "$OUT/$NAME"; exit 0; }
 OUT="$D" TABLE_CAP_S=300 bash benchmarks/gpu_train_table.sh table \
   --only eager,g-fused-bf16,g-fused,g-ref-bf16,g-ref,e2e-cold,g-fused-bf16-heur --budget-s 270
 echo "table done at ${SECONDS}s"
