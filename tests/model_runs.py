@@ -63,3 +63,21 @@ def small_cpu_step(backend: str, bf16: bool) -> tuple[torch.Tensor, dict[str, to
         loss = F.mse_loss(net(x).float(), x[:, -1])
     loss.backward()
     return loss.detach(), {k: p.grad for k, p in net.named_parameters()}
+
+
+def assert_same_step(ours: tuple, ref: tuple, bf16: bool = False) -> None:
+    """Two runs' (loss, {name: gradient}) the same: bit for bit on the CPU, where the interpreter runs every kernel in
+    one order; on CUDA to rounding, as the same arithmetic can round differently there: the small convolutions'
+    weight and bias gradients are sums of atomic adds in arrival order, and cuDNN picks its algorithms by the
+    tensors' strides and addresses (float32 to 1e-4, bf16 to 2e-2, relative)."""
+    assert_same_tensors([ours[0], *ours[1].values()], [ref[0], *ref[1].values()], ["loss", *ref[1]], bf16)
+
+
+def assert_same_tensors(got: list, want: list, names: list, bf16: bool = False) -> None:
+    """``assert_same_step``'s comparison for lists of tensors (named for the messages)."""
+    assert len(got) == len(want) == len(names)
+    for g, w, name in zip(got, want, names):
+        if g.device.type == "cpu":
+            assert torch.equal(g, w), name
+        else:
+            torch.testing.assert_close(g, w, rtol=2e-2 if bf16 else 1e-4, atol=1e-6, msg=lambda m, k=name: f"{k}: {m}")
