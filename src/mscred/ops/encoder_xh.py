@@ -14,8 +14,9 @@ The two gradients of the activation (the ConvLSTM's and the next convolution's) 
 apart and are summed in its kernel (``shared_output``): the same values as without, only stored by another kernel.
 
 The default since 2026-12-05 (``MSCRED_ENCODER_XH=0`` turns it off): the graphed bf16 step 2.405 -> 2.389 ms
-on the H200, 3 rounds in one alternation (benchmarks/results/levers_together/). MSCRED's ConvLSTMs keep their input's channel count
-(Ch = C), so xh has 2C channels and h_{-1} sits at the same channels' offset C, which is what the epilogues write.
+on the H200, 3 rounds in one alternation (benchmarks/results/levers_together/). MSCRED's ConvLSTMs keep their
+input's channel count (Ch = C), so xh has 2C channels and h_{-1} sits at the same channels' offset C, which is what
+the epilogues write.
 """
 from __future__ import annotations
 
