@@ -13,9 +13,9 @@
 #   2. env_ab.py with the variants off / each of the four alone / all five, 3 rounds -> NAME/env_ab.md
 # Then gpu_copy_levers.sh's op-level GPU tests and the per-lever calls in docs/training-kernel-plan.md for the
 # levers this says to keep. Comes back as $OUT/NAME.tgz.   bash benchmarks/gpu_levers_together.sh NAME
-# Ran once, 2026-12-05 at ac964f9 (results/levers_together/). MSCRED_LSTM_DX_ALL_STEPS lost there and was removed
-# (its code and tests: git show ac964f9), so the dx_all_steps variant now measures the defaults again: rerun this
-# from that commit.
+# Ran once, 2026-12-05 at ac964f9 (results/levers_together/). MSCRED_LSTM_WHOLE_WEIGHT and MSCRED_LSTM_DX_ALL_STEPS
+# lost there and were removed (their code and tests: git show ac964f9), and the other three are the defaults since,
+# so its variants now measure the defaults again: rerun it from that commit.
 set -uo pipefail
 NAME=${1:-levers_together}
 . benchmarks/device_env.sh

@@ -1,5 +1,5 @@
 """Training steps the model-level tests share: the fused model's step run under different switches by the tests that
-compare them (test_encoder_xh.py, test_attention_cat.py, test_whole_weight.py, ...), and a small CPU step for the
+compare them (test_encoder_xh.py, test_attention_cat.py, test_interleaved_levels.py, ...), and a small CPU step for the
 interpreter's bf16 (test_interpreter_bf16.py and benchmarks/interpreter_bf16_errors.py)."""
 from __future__ import annotations
 
