@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not runs_fused(torch.empty(0, device=DEVICE)),
                                        "interpreter)")
 
 
-@pytest.mark.parametrize("setting, on", [(None, True), ("0", False), ("1", True)])
+@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
 def test_switch(setting, on, set_env):
     set_env("MSCRED_INTERLEAVED_LEVELS", setting)
     assert model.interleaved_levels(torch.empty(0)) is on

@@ -21,7 +21,7 @@ CL = torch.channels_last
 pytestmark = pytest.mark.skipif(not sc.is_available()[0], reason=f"fused small conv: {sc.is_available()[1]}")
 
 
-@pytest.mark.parametrize("setting, on", [(None, True), ("0", False), ("1", True)])
+@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
 def test_switch(setting, on, set_env):
     set_env("MSCRED_DECONV_DIRECT", setting)
     assert sd.enabled() is on

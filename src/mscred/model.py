@@ -39,7 +39,7 @@ from mscred.ops.triton.attention import temporal_attention_into
 from mscred.ops.triton.bias_act import bias_act, bias_act_into, bias_act_shared, bias_act_subpixel_into
 from mscred.ops.triton.bias_act_cat import bias_act_cat
 from mscred.ops.triton.bias_act_cat import enabled as bias_act_cat_enabled
-from mscred.ops.triton.runtime import runs_fused, switched_off
+from mscred.ops.triton.runtime import runs_fused, switched_off, switched_on
 
 # The table's kernels and strides of conv1..conv4; the decoder mirrors them (deconv_l undoes conv_l).
 KERNELS = (3, 3, 2, 2)
@@ -320,15 +320,16 @@ class Encoder(nn.Module):
 
 def interleaved_levels(x: torch.Tensor) -> bool:
     """Whether the fused training forward runs each level's ConvLSTM right after the convolution that makes its
-    input (conv1, ConvLSTM 1, conv2, ...) instead of the whole encoder first (MSCRED_INTERLEAVED_LEVELS=0 turns it
-    off; not with MSCRED_LEVEL_STREAMS). The same ops on the same values; what changes is the backward's order.
+    input (conv1, ConvLSTM 1, conv2, ...) instead of the whole encoder first (opt-in, MSCRED_INTERLEAVED_LEVELS=1;
+    not with MSCRED_LEVEL_STREAMS). The same ops on the same values; what changes is the backward's order.
     Autograd runs the ready backward nodes latest-created first, so with the encoder first the encoder's whole
     backward waits for level 1's ConvLSTM backward and runs at the step's end, where level 1's weight gradient
     (cuDNN, 110 blocks in clusters of 8, on the side stream) held the SMs that the chain's next clustered data
     gradient needed: it started 77 us late (results/next_1206/timeline/, results/step_launch_stats/).
-    Interleaved, conv_l's backward runs right after ConvLSTM l's, and only conv1's is left after level 1's. The
-    graphed bf16 step 2.375 -> 2.368 ms on the H200, 3 rounds in one alternation (results/defaults_1205/)."""
-    return not switched_off("MSCRED_INTERLEAVED_LEVELS") and not level_streams.enabled(x)
+    Interleaved, conv_l's backward runs right after ConvLSTM l's, and only conv1's is left after level 1's. On the
+    H200 the graphed bf16 step 2.375 -> 2.368 ms alone on one host (results/defaults_1205/), but with deconv1 on
+    its own weight on a second host no faster than both off (results/final_1205/): off until measured again."""
+    return switched_on("MSCRED_INTERLEAVED_LEVELS") and not level_streams.enabled(x)
 
 
 def _reads_padded(conv: SameConv, size: int, pads: tuple[int, int, int, int]) -> bool:
