@@ -32,20 +32,22 @@ def fused_training_step(n: int, B: int, autocast: Callable, device: str, seed: i
     return run
 
 
-def off_and_on(run: Callable, monkeypatch, variable: str, module, name: str):
+def off_and_on(run: Callable, monkeypatch, variable: str, module=None, name: str | None = None):
     """(``run()`` with the switch ``variable`` = 0, ``run()`` with it = 1, what ``module.name`` returned at each of
-    its calls in the second run): a switch's two runs, and a look at whether its path was taken."""
+    its calls in the second run -- empty without a ``module``): a switch's two runs, and a look at whether its path
+    was taken."""
     monkeypatch.setenv(variable, "0")
     ref = run()
     monkeypatch.setenv(variable, "1")
     results = []
-    real = getattr(module, name)
+    if module is not None:
+        real = getattr(module, name)
 
-    def recorded(*args):
-        result = real(*args)
-        results.append(result)
-        return result
-    monkeypatch.setattr(module, name, recorded)
+        def recorded(*args):
+            result = real(*args)
+            results.append(result)
+            return result
+        monkeypatch.setattr(module, name, recorded)
     return ref, run(), results
 
 

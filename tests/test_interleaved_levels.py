@@ -9,7 +9,7 @@ import contextlib
 
 import pytest
 import torch
-from model_runs import assert_same_step, fused_training_step
+from model_runs import assert_same_step, fused_training_step, off_and_on
 
 from mscred import model
 from mscred.ops.triton.runtime import runs_fused
@@ -54,19 +54,13 @@ def test_each_convolutions_backward_follows_its_levels_convlstm(monkeypatch):
     assert _backward_order(run) == ["conv"] * 4 + ["lstm", "conv"] * 4
 
 
-def _off_and_on(run, monkeypatch):
-    monkeypatch.setenv("MSCRED_INTERLEAVED_LEVELS", "0")
-    ref = run()
-    monkeypatch.setenv("MSCRED_INTERLEAVED_LEVELS", "1")
-    return ref, run()
-
-
 @pytest.mark.parametrize("n, B, concat", [(12, 2, "0"), (9, 1, "225")])
 def test_the_fused_model_trains_the_same_with_it(n, B, concat, monkeypatch, strict_float32):
     """float32: every level on the concatenated path with the copy levers' [x, h] buffers (n = 12), and odd maps
     with a batch of one on the default paths (n = 9): the loss and every gradient bit for bit."""
     monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", concat)
-    ref, ours = _off_and_on(fused_training_step(n, B, torch.enable_grad, DEVICE), monkeypatch)
+    ref, ours, _ = off_and_on(fused_training_step(n, B, torch.enable_grad, DEVICE), monkeypatch,
+                              "MSCRED_INTERLEAVED_LEVELS")
     assert_same_step(ours, ref)
 
 
@@ -79,5 +73,5 @@ def test_the_bf16_step_trains_the_same_with_it(monkeypatch):
         monkeypatch.setenv("MSCRED_LSTM_CONCAT_MIN_PIXELS", "0")
     n, B, channels = (30, 4, None) if DEVICE == "cuda" else (12, 2, (4, 8, 8, 16))
     run = fused_training_step(n, B, lambda: torch.autocast(DEVICE, dtype=torch.bfloat16), DEVICE, channels=channels)
-    ref, ours = _off_and_on(run, monkeypatch)
+    ref, ours, _ = off_and_on(run, monkeypatch, "MSCRED_INTERLEAVED_LEVELS")
     assert_same_step(ours, ref, bf16=True)
