@@ -345,9 +345,9 @@ if triton is not None:
                                   REVERSE_TAPS: tl.constexpr):
         """The weight-gradient kernels' program. dW (K, Co) += patches^T @ dz over this program's pixel tiles
         (every PROGRAMS-th of TILES, each ROWS x COLS pixels of one image, ``_tile_pixels``). Grid axis 1: FLAT,
-        one block of all taps; else one (tap, channel block) per program (dz is re-read per tap: the layers that take this branch have few output
-        channels, so dz is small). The programs of axis-1 index 0 also sum dz into the bias gradient: FLAT with a
-        spare row (K < BLOCK_K), as row K of the same product, the patches' column K set to 1 (no reduction of its
+        one block of all taps; else a (tap, channel block) a program (dz re-read per tap: few output channels, dz
+        small). The programs of axis-1 index 0 also sum dz into the bias gradient: FLAT with a spare row (K < BLOCK_K),
+        as row K of the same product, the patches' column K set to 1 (no reduction of its
         own; it then sums dz as the product reads it, in the patches' dtype -- bf16 for the model's conv1 -- with
         float32 accumulation); else element-wise over the tiles and reduced once at the end
         (a reduction per tile costs a shared-memory round trip and barriers every iteration). Relaxed atomics: the
