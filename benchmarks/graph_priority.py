@@ -10,18 +10,23 @@ each kernel node runs at its own priority attribute. Variants, each the product'
 - ``captured``: the capture stream at high priority, the side stream at the lowest, the graph instantiated with the
   node-priority flag (whatever priorities the capture recorded in the nodes);
 - ``by_name``: as ``captured``, and every kernel node's priority set by its kernel's name: weight gradients (and
-  cuDNN's workspace initialisations) lowest, everything else highest.
+  cuDNN's workspace initialisations) lowest, everything else highest;
+- with ``--split K``, also ``default@splitK`` and ``by_name@splitK``: those two captured with
+  ``MSCRED_WGRAD_SPLIT=K`` (each weight gradient as K calls over slices of the images, ``wgrad_stream.weight_grad``),
+  whose blocks end K times as often, so that a higher-priority chain kernel can take their SMs sooner.
 
 Printed first: the priorities the capture recorded per kernel family. Then the step in alternation, ms a step
 (CUDA events over 40 replays, median of 5), and each variant's loss after the timed steps against the default's.
 Driver API through ctypes (libcuda): the graph is torch's (``CUDAGraph(keep_graph=True)``), instantiated and
-launched here. Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/graph_priority.py --out DIR
+launched here. Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/graph_priority.py --out DIR [--split K] [--rounds N]
 """
 from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import ctypes
+import os
 
 import torch
 
@@ -108,7 +113,28 @@ class _OwnExec:
         _ok(cuda.cuGraphLaunch(self.exec, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)), "cuGraphLaunch")
 
 
+@contextlib.contextmanager
+def split_setting(variant: str):
+    """The environment a variant is captured in: ``MSCRED_WGRAD_SPLIT=K`` for a name ending in ``@splitK``."""
+    _, _, pieces = variant.partition("@split")
+    before = os.environ.get(wgrad_stream.SPLIT_VARIABLE)
+    if pieces:
+        os.environ[wgrad_stream.SPLIT_VARIABLE] = pieces
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(wgrad_stream.SPLIT_VARIABLE, None)
+        else:
+            os.environ[wgrad_stream.SPLIT_VARIABLE] = before
+
+
 def make(variant: str, data, device, lines: list[str]):
+    with split_setting(variant):
+        return _make(variant.partition("@")[0], variant, data, device, lines)
+
+
+def _make(variant: str, label: str, data, device, lines: list[str]):
     net, opt = bt.build("fused", 30, device, capturable=True)
     if variant == "default":
         return train_graphs.GraphedStep(net, opt, data, BATCH, True)
@@ -127,7 +153,7 @@ def make(variant: str, data, device, lines: list[str]):
     nodes = kernel_nodes(graph.raw_cuda_graph())
     seen = collections.Counter((("low-name" if any(s in n for s in LOW_NAMES) else "other"), node_priority(nd))
                                for nd, n in nodes)
-    lines.append(f"- {variant}: {len(nodes)} kernel nodes; (name class, captured priority): count "
+    lines.append(f"- {label}: {len(nodes)} kernel nodes; (name class, captured priority): count "
                  f"{dict(sorted(seen.items()))}; stream priorities low {low}, high {high}")
     if variant == "by_name":
         for nd, n in nodes:
@@ -140,11 +166,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/graph_priority")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--split", type=int, default=0,
+                    help="also default and by_name captured with MSCRED_WGRAD_SPLIT=K (K >= 2)")
     args = ap.parse_args()
+    if args.split == 1 or args.split < 0:
+        ap.error("--split wants K >= 2 (or 0: no split variants)")
     data, device = step_alternation.thesis_data()
     lines = ["# The graphed step with the chain's kernels at a higher priority (graph_priority.py)", "",
              f"{sweep_report.machine_line()}.", "", "Captured node priorities:", ""]
     variants = ("default", "captured", "by_name")
+    if args.split:
+        variants += (f"default@split{args.split}", f"by_name@split{args.split}")
     # (each variant built anew per round and dropped after its timing: with all of them alive at once the first
     # one's replays hit an illegal address once the others were captured -- not understood; not the product's use)
     times, losses = step_alternation.alternate(lambda v, r: make(v, data, device, lines if r == 0 else []),

@@ -25,10 +25,18 @@ benchmarks/gpu_wgrad_stream.sh``): ~0.11 ms, 4%. Not adopted from the same runs:
 (2.482 / 2.481 ms: no difference). The arithmetic is the same calls on the same data. Measured and removed since:
 the side stream on a CUDA green context of 100 or 66 SMs, 2.485 / 2.518 ms against 2.415 ms (``results/green_wgrad/``,
 commit 86da0fc). Why the chain still waits beside these gradients: ``results/step_launch_stats/`` (their clusters).
+
+Opt-in, not yet measured: ``MSCRED_WGRAD_SPLIT=k`` computes each weight gradient as k calls over k slices of the
+images, summed (``weight_grad``). Why: each cuDNN weight gradient is one wave of blocks that each fill an SM's
+register file for the kernel's whole duration (level 1's: 110 blocks for 83 us), so a clustered data gradient of the
+chain waits the whole kernel for SMs (77 us, ``results/next_1206/timeline/``); stream or node priorities cannot help
+while no block ends (``results/graph_priority/``). k calls end their blocks k times as often, and at each end a
+higher-priority chain kernel can take the SMs (``benchmarks/graph_priority.py --split k``).
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Callable, Iterator, Sequence
 
@@ -39,6 +47,8 @@ import torch.nn.functional as F
 # order works -- tests/test_wgrad_stream.py imports both)
 from mscred.ops import weight_cache
 from mscred.ops.triton.runtime import switched_off
+
+SPLIT_VARIABLE = "MSCRED_WGRAD_SPLIT"
 
 _STREAMS: dict[int, "torch.cuda.Stream"] = {}
 _PENDING: set[int] = set()  # device indices whose side stream has work the caller's stream has not waited for
@@ -102,6 +112,33 @@ def join(device: torch.device) -> None:
         _PENDING.discard(key)
 
 
+def split_count() -> int:
+    """How many calls a weight gradient is split into (``MSCRED_WGRAD_SPLIT``, a positive integer; 1 by default)."""
+    text = os.environ.get(SPLIT_VARIABLE, "").strip() or "1"
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{SPLIT_VARIABLE} must be a positive integer, got {text!r}")
+    return int(text)
+
+
+def weight_grad(grad: torch.Tensor, x: torch.Tensor, w: torch.Tensor, conv: Sequence) -> torch.Tensor:
+    """``aten.convolution_backward``'s weight gradient of the convolution ``conv`` (its stride, padding, dilation,
+    transposed, output padding and groups) of images ``x`` giving ``grad``: one call, or with ``MSCRED_WGRAD_SPLIT=k``
+    the sum of k calls over k slices of the images (dim 0): each call's result is rounded to ``w``'s dtype, and
+    their sum is taken in float32 (float64 for float64) and rounded once more."""
+    pieces = min(split_count(), x.shape[0])
+    if pieces == 1:
+        return torch.ops.aten.convolution_backward(grad, x, w, None, *conv, [False, True, False])[1]
+    parts = [torch.ops.aten.convolution_backward(g, xs, w, None, *conv, [False, True, False])[1]
+             for g, xs in zip(torch.tensor_split(grad, pieces), torch.tensor_split(x, pieces))]
+    if pieces == 2:  # one kernel: the sum is taken in float32 and rounded once either way
+        return parts[0] + parts[1]
+    # float32 or wider (parts[0] itself where it is that already: a buffer of this call's own)
+    total = parts[0].to(torch.promote_types(parts[0].dtype, torch.float32))
+    for part in parts[1:]:
+        total.add_(part)
+    return total.to(w.dtype)
+
+
 def conv2d(x: torch.Tensor, w: torch.Tensor, stride: int, padding: tuple[int, int] = (0, 0),
            transposed: bool = False) -> torch.Tensor:
     """``F.conv2d(x, w, None, stride, padding)`` (``F.conv_transpose2d(x, w, None, stride)`` when ``transposed``),
@@ -133,6 +170,5 @@ class _SideWeightGradConv(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             dx = torch.ops.aten.convolution_backward(grad, x, w, None, *ctx.conv, [True, False, False])[0]
         with allowed(True):  # w came from the cast cache (``conv2d``), whose backward joins
-            (dw,) = run(lambda: (torch.ops.aten.convolution_backward(grad, x, w, None, *ctx.conv,
-                                                                     [False, True, False])[1],), (grad, x))
+            (dw,) = run(lambda: (weight_grad(grad, x, w, ctx.conv),), (grad, x))
         return dx, dw, None, None, None

@@ -685,6 +685,9 @@ def train_like(xp: torch.Tensor, w_h: torch.Tensor, layout: str):
     return out, [pre], cells, hprev
 
 
+_PLAIN_CONV = ([1, 1], [0, 0], [1, 1], False, [0, 0], 1)  # stride, padding, dilation, transposed, out pad, groups
+
+
 @torch.library.custom_op("mscred::convlstm_train_backward", mutates_args=())
 def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor,
                             bias: torch.Tensor, pre: list[torch.Tensor], cells: torch.Tensor, hprev: torch.Tensor,
@@ -760,13 +763,11 @@ def convlstm_train_backward(dout: torch.Tensor, xp: torch.Tensor, w_x: torch.Ten
         dpre_images, images, w_x, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, False, False])[0]
 
     def weight_grads():  # d w_x and d w_h, each over all steps in one call (on a side stream: ops/wgrad_stream.py)
-        dw_x = torch.ops.aten.convolution_backward(
-            dpre_images, images, w_x, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])[1]
+        dw_x = wgrad_stream.weight_grad(dpre_images, images, w_x, _PLAIN_CONV)
         if T == 1:
             return dw_x.contiguous(memory_format=fmt), torch.zeros_like(w_h, memory_format=fmt)
-        dw_h = torch.ops.aten.convolution_backward(
-            dpre[1:].reshape((T - 1) * B, 4 * Ch, H, W), hprev.reshape((T - 1) * B, Ch, HP, WP), w_h, None,
-            [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [False, True, False])[1]
+        dw_h = wgrad_stream.weight_grad(dpre[1:].reshape((T - 1) * B, 4 * Ch, H, W),
+                                        hprev.reshape((T - 1) * B, Ch, HP, WP), w_h, _PLAIN_CONV)
         return dw_x.contiguous(memory_format=fmt), dw_h.contiguous(memory_format=fmt)
 
     dw_x, dw_h = wgrad_stream.run(weight_grads, (dpre_images, images, dpre_tb, hprev))

@@ -208,8 +208,7 @@ def backward(dout: torch.Tensor, w_x: torch.Tensor, w_h: torch.Tensor, bias: tor
         copy_pixels(dimages[t * B:(t + 1) * B], dxh[:, :C])
 
     def weight_grads():  # one call over all steps (on a side stream: ops/wgrad_stream.py), split into x and h
-        dw = torch.ops.aten.convolution_backward(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, None, [1, 1], [0, 0],
-                                                 [1, 1], False, [0, 0], 1, [False, True, False])[1]
+        dw = wgrad_stream.weight_grad(dpre_tb, xh.view(T * B, C + Ch, HP, WP), w, lstm._PLAIN_CONV)
         fmt = torch.channels_last
         return dw[:, :C].contiguous(memory_format=fmt), dw[:, C:].contiguous(memory_format=fmt)
 
