@@ -46,6 +46,7 @@ import torch.nn.functional as F
 # (weight_cache imports this module too, for ``join``: each uses the other only inside functions, so either import
 # order works -- tests/test_wgrad_stream.py imports both)
 from mscred.ops import weight_cache
+from mscred.ops.triton import phase_dgrad
 from mscred.ops.triton.runtime import switched_off
 
 SPLIT_VARIABLE = "MSCRED_WGRAD_SPLIT"
@@ -167,7 +168,11 @@ class _SideWeightGradConv(torch.autograd.Function):
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
         dx = None
-        if ctx.needs_input_grad[0]:
+        stride, padding, transposed = ctx.conv[0][0], ctx.conv[1], ctx.conv[3]
+        if ctx.needs_input_grad[0] and phase_dgrad.enabled() and phase_dgrad.applies(x.shape, w, stride, padding,
+                                                                                     transposed):
+            dx = phase_dgrad.dgrad(grad, w, x.shape)  # kernel = stride: one GEMM (opt-in, ops/triton/phase_dgrad.py)
+        elif ctx.needs_input_grad[0]:
             dx = torch.ops.aten.convolution_backward(grad, x, w, None, *ctx.conv, [True, False, False])[0]
         with allowed(True):  # w came from the cast cache (``conv2d``), whose backward joins
             (dw,) = run(lambda: (weight_grad(grad, x, w, ctx.conv),), (grad, x))
