@@ -110,3 +110,20 @@ def test_the_bf16_step_trains_the_same_with_it(monkeypatch):
     ref, ours, shapes = off_and_on(run, monkeypatch, "MSCRED_PHASE_DGRAD", phase_dgrad, "applies")
     assert shapes.count(True) == 2, shapes  # conv3 (on its padded copy) and conv4
     assert_same_step(ours, ref, bf16=True)
+
+
+@pytest.mark.parametrize("tile", ["64/64/4", "128/128/8", "128/256/8"])
+def test_the_kernel_compiles_for_the_h200_within_its_shared_memory(tile):
+    """Compiled for sm_90 here (tests/sm90_compile.py) at conv3's and conv4's bf16 shapes, at the default tile and the
+    benchmark's extremes: shared memory within the H200's, and the dot on the tensor cores (HGMMA/HMMA)."""
+    pytest.importorskip("triton.backends.nvidia")
+    import sm90_compile
+
+    block_m, block_n, warps = (int(v) for v in tile.split("/"))
+    for O, C, WX in ((128, 64, 16), (256, 128, 8)):
+        config = dict(constants=dict(O=O, C=C, S=2, WX=WX, PREC="tf32", BLOCK_M=block_m,
+                                     BLOCK_N=min(block_n, 4 * C), BLOCK_K=64),
+                      pointers=dict(dy_ptr="*bf16", w_ptr="*bf16", dx_ptr="*bf16"), num_warps=warps)
+        code = sm90_compile.compiled_code("mscred.ops.triton.phase_dgrad", "_phase_dgrad_kernel", config)
+        assert code["shared"] <= sm90_compile.HOPPER_SHARED_MEMORY, (tile, O, code["shared"])
+        assert "HGMMA" in code["listing"] or "HMMA" in code["listing"], (tile, O)
