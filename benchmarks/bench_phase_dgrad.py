@@ -1,10 +1,11 @@
-"""The kernel = stride convolutions' data gradient as one GEMM stored through the taps' phases
-(``ops/triton/phase_dgrad.py``) against cuDNN's, at the encoder's conv3 and conv4 shapes of the training step.
+"""The encoder's strided convolutions' data gradients as GEMMs over the taps' phases (``ops/triton/phase_dgrad.py``)
+against cuDNN's, at conv2's, conv3's and conv4's shapes in the training step.
 
-bf16, channels-last, batch 128 x 5 steps (N = 640 images) and the odd N = 7: for each shape cuDNN's data gradient
-(``aten.convolution_backward``, as the step runs it) and the kernel at every tile setting
-(``MSCRED_PHASE_DGRAD_TILE`` = rows / columns / warps), each captured alone in a CUDA graph, CUDA-event medians of
-20 replays after 5 warm-ups; each output's largest difference from cuDNN's relative to cuDNN's largest magnitude.
+bf16, channels-last, batch 128 x 5 steps (N = 640 images), and conv2 at the odd N = 7: for each shape cuDNN's data
+gradient (``aten.convolution_backward``, as the step runs it) and each of the module's kernels that can compute it
+("columns" where the kernel equals the stride, "taps" always) at every tile setting (``MSCRED_PHASE_DGRAD_TILE`` =
+rows / columns / warps), each captured alone in a CUDA graph, CUDA-event medians of 20 replays after 5 warm-ups;
+each output's largest difference from cuDNN's relative to cuDNN's largest magnitude.
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_phase_dgrad.py [--out DIR]
 Writes DIR/phase_dgrad.md and .json.
@@ -22,12 +23,16 @@ from bench_bwd_tiles import _graphed, _rel_diff  # noqa: E402
 from bench_conv_layers import median_event_ms  # noqa: E402
 from mscred.ops.triton import phase_dgrad
 
-SHAPES = {  # name: (N, C, H, W, O, stride) -- the input is conv3's padded copy / conv4's input
-    "conv3 (64 -> 128, 16 x 16 -> 8 x 8)": (640, 64, 16, 16, 128, 2),
-    "conv4 (128 -> 256, 8 x 8 -> 4 x 4)": (640, 128, 8, 8, 256, 2),
-    "conv3, N = 7": (7, 64, 16, 16, 128, 2),
+SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels) -- the input is the padded copy the step convolves
+    "conv2 (32 -> 64, 3 x 3, 31 x 31 -> 15 x 15)": (640, 32, 31, 31, 64, 3, 2, ("taps",)),
+    "conv3 (64 -> 128, 2 x 2, 16 x 16 -> 8 x 8)": (640, 64, 16, 16, 128, 2, 2, ("columns", "taps")),
+    "conv4 (128 -> 256, 2 x 2, 8 x 8 -> 4 x 4)": (640, 128, 8, 8, 256, 2, 2, ("columns", "taps")),
+    "conv2, N = 7": (7, 32, 31, 31, 64, 3, 2, ("taps",)),
 }
-TILES = [f"{m}/{n}/{w}" for m, n, w in itertools.product((64, 128), (64, 128, 256), (4, 8))]
+TILES = {
+    "columns": [f"{m}/{n}/{w}" for m, n, w in itertools.product((64, 128), (64, 128, 256), (4, 8))],
+    "taps": [f"{m}/{n}/{w}" for m, n, w in itertools.product((64, 128, 256), (32, 64, 128), (4, 8))],
+}
 
 
 def main() -> None:
@@ -35,25 +40,35 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/phase_dgrad")
     args = ap.parse_args()
     rows = []
-    for name, (N, C, H, W, O, s) in SHAPES.items():
+    for name, (N, C, H, W, O, k, s, kernels) in SHAPES.items():
         gen = torch.Generator(device="cuda").manual_seed(0)
-        dy = torch.randn(N, O, H // s, W // s, device="cuda", generator=gen).to(
-            torch.bfloat16, memory_format=torch.channels_last)
-        w = torch.randn(O, C, s, s, device="cuda", generator=gen).to(torch.bfloat16,
+        ho, wo = (H - k) // s + 1, (W - k) // s + 1
+        dy = torch.randn(N, O, ho, wo, device="cuda", generator=gen).to(torch.bfloat16,
+                                                                          memory_format=torch.channels_last)
+        w = torch.randn(O, C, k, k, device="cuda", generator=gen).to(torch.bfloat16,
                                                                      memory_format=torch.channels_last)
         shape = torch.Size((N, C, H, W))
-        ref = phase_dgrad.reference(dy, w, shape)
-        flop = 2 * N * (H // s) * (W // s) * O * C * s * s
-        ms = median_event_ms(_graphed(phase_dgrad.reference, (dy, w, shape)).replay, iters=20)
+        ref = phase_dgrad.reference(dy, w, shape, s)
+        flop = 2 * N * ho * wo * O * C * k * k
+        ms = median_event_ms(_graphed(phase_dgrad.reference, (dy, w, shape, s)).replay, iters=20)
         rows.append(dict(shape=name, form="cuDNN", tile="", ms=ms, tflops=flop / ms / 1e9, rel_diff=0.0))
         print(rows[-1], flush=True)
-        for tile in TILES:
-            os.environ["MSCRED_PHASE_DGRAD_TILE"] = tile
-            out = phase_dgrad.dgrad(dy, w, shape)  # (compiles the tile outside the capture)
-            ms = median_event_ms(_graphed(phase_dgrad.dgrad, (dy, w, shape)).replay, iters=20)
-            rows.append(dict(shape=name, form="phase GEMM", tile=tile, ms=ms, tflops=flop / ms / 1e9,
-                             rel_diff=_rel_diff([out], [ref])))
-            print(rows[-1], flush=True)
+        for kernel in kernels:
+            seen = set()
+            for tile in TILES[kernel]:
+                bm, bn, warps = (int(v) for v in tile.split("/"))
+                columns = C if kernel == "taps" else s * s * C
+                tile = f"{bm}/{min(bn, columns)}/{warps}"  # (columns beyond the matrix's are clamped: once)
+                if tile in seen:
+                    continue
+                seen.add(tile)
+                os.environ["MSCRED_PHASE_DGRAD_TILE"] = tile
+                out = phase_dgrad.dgrad(dy, w, shape, s, kernel=kernel)  # (compiles the tile outside the capture)
+                call = (lambda: phase_dgrad.dgrad(dy, w, shape, s, kernel=kernel))
+                ms = median_event_ms(_graphed(call, ()).replay, iters=20)
+                rows.append(dict(shape=name, form=kernel, tile=tile, ms=ms, tflops=flop / ms / 1e9,
+                                 rel_diff=_rel_diff([out], [ref])))
+                print(rows[-1], flush=True)
         os.environ.pop("MSCRED_PHASE_DGRAD_TILE", None)
     lines = ["| shape | form | tile (rows/columns/warps) | us | TFLOP/s | rel. diff from cuDNN |",
              "| --- | --- | --- | --- | --- | --- |"]
@@ -61,7 +76,8 @@ def main() -> None:
               f"{r['rel_diff']:.1e} |" for r in rows]
     meta = f"{sweep_report.machine_line()}. Command: `PYTHONPATH=src python3 benchmarks/bench_phase_dgrad.py`."
     sweep_report.write(args.out, "phase_dgrad", meta, rows,
-                       ["# kernel = stride data gradients: the phase GEMM against cuDNN", "", meta, ""] + lines)
+                       ["# Strided convolutions' data gradients: the phase GEMMs against cuDNN", "", meta, ""] + lines)
+
 
 if __name__ == "__main__":
     main()

@@ -4,12 +4,13 @@
 #   MSCRED_WGRAD_SPLIT=K  each weight gradient as K calls over slices of the images (ops/wgrad_stream.weight_grad):
 #                         a cuDNN weight gradient is one wave of SM-filling blocks, so no priority helps the chain
 #                         until its blocks end; split, they end K times as often;
-#   MSCRED_PHASE_DGRAD=1  conv3's and conv4's data gradients (kernel = stride) as one Triton GEMM stored through the
-#                         taps' phases (ops/triton/phase_dgrad.py) instead of cuDNN's dgrad (19.9 + 23.3 us).
+#   MSCRED_PHASE_DGRAD=1  conv2's, conv3's and conv4's data gradients as Triton GEMMs over the taps' phases
+#                         (ops/triton/phase_dgrad.py) instead of cuDNN's dgrad (49.4 + 23.3 + 19.9 us in the trace).
 # Steps, packed after each:
 #   1. the graphed bf16 step in one alternation, 3 rounds: the defaults / MSCRED_DECONV_DIRECT=1 /
 #      MSCRED_INTERLEAVED_LEVELS=1 / both / split 2 / split 4 / phase dgrad                       -> NAME/env_ab.md
-#   2. bench_phase_dgrad.py: the kernel's tiles against cuDNN at conv3's and conv4's shapes     -> NAME/phase_dgrad/
+#   2. bench_phase_dgrad.py: the kernels' tiles against cuDNN at conv2's, conv3's and conv4's shapes
+#                                                                                                 -> NAME/phase_dgrad/
 #   3. graph_priority.py --split 2: torch's launch / node priorities as captured / by kernel name, and the two
 #      latter with the split                                                                     -> NAME/priority/
 #   4. the GPU tests of the new levers, the two opt-in levers, and the model tests' CUDA comparisons, in what
@@ -26,9 +27,9 @@ timeout 240 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaul
   --variant "interleaved:$IL" --variant "both:$DD,$IL" --variant "split2:MSCRED_WGRAD_SPLIT=2" \
   --variant "split4:MSCRED_WGRAD_SPLIT=4" --variant "phase_dgrad:MSCRED_PHASE_DGRAD=1" > "$D/step_log.txt" 2>&1
 echo "A/B exit $? at ${SECONDS}s"; tail -9 "$D/env_ab.md"; pack
-bench_to_log "$D/phase_dgrad" 80 benchmarks/bench_phase_dgrad.py
+bench_to_log "$D/phase_dgrad" 120 benchmarks/bench_phase_dgrad.py
 echo "phase bench done at ${SECONDS}s"; grep -E "cuDNN|exit" "$D/phase_dgrad/bench_log.txt" | tail -5; pack
-bench_to_log "$D/priority" 110 benchmarks/graph_priority.py --split 2 --rounds 3
+bench_to_log "$D/priority" 100 benchmarks/graph_priority.py --split 2 --rounds 3
 echo "priority done at ${SECONDS}s"; tail -8 "$D/priority/bench_log.txt"; pack
 LEFT=$(( 590 - SECONDS )); [ "$LEFT" -gt 20 ] || LEFT=20
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-$LEFT}" -rf tests/test_phase_dgrad.py \

@@ -1,15 +1,25 @@
-"""The data gradient of a convolution whose kernel equals its stride (the encoder's conv3 and conv4) as one GEMM.
+"""The encoder's strided convolutions' data gradients (conv2, conv3, conv4) as Triton GEMMs over the taps' phases.
 
-With kernel k = stride s and no padding, the taps do not overlap: input pixel (s*j + a, s*i + b) feeds output
-pixel (j, i) through tap (a, b) alone, so the data gradient is, for every output pixel and every tap,
+A convolution of stride s sends input pixel (y, x) of its zero-padded input to output pixel (j, i) through tap
+(y - s*j, x - s*i). Split the input's pixels by their phase (a, b) = (y mod s, x mod s): the pixels of one phase
+meet the taps a + s*t, b + s*u only, at output pixel (y // s - t, x // s - u), so
 
-    dx[n, c, s*j + a, s*i + b] = sum_o dy[n, o, j, i] * w[o, c, a, b]
+    dx[n, c, y, x] = sum over taps (t, u) of phase (a, b), and o:  dy[n, o, y//s - t, x//s - u] * w[o, c, a + s*t, b + s*u]
 
-one GEMM of dy's channels-last rows (N*Ho*Wo, O) with the weight's channels-last memory read as (O, s*s*C) -- both
-as they lie, no copy -- whose output row (n, j, i), column (a, b, c) is stored straight to its pixel of dx (runs of
-s*C contiguous values). cuDNN runs this data gradient as an implicit-GEMM "dgrad" kernel: on the H200 in the
-graphed bf16 training step (``benchmarks/results/next_1206/timeline/``) conv4's took 19.9 us and conv3's 23.3 us
-for ~2.7 GFLOP each (batch 128 x 5 steps), where their forward convolutions took 11.3 and 11.6 us.
+(dy zero outside its image): for each phase, a GEMM of dy's channels-last rows, shifted per tap, with the weight's
+taps as they lie in its channels-last memory -- no im2col, no scattered adds, each dx pixel written once.
+
+* "columns" (kernel = stride, conv3 and conv4): every phase has one tap, so all phases are one GEMM of dy's rows
+  (N*Ho*Wo, O) with the weight's memory read as (O, s*s*C), each output row and column stored straight to its
+  input pixel and channel (runs of s*C contiguous values).
+* "taps" (kernel > stride, conv2's 3 x 3 at stride 2: phases of 4, 2, 2 and 1 taps): a program per phase, row tile
+  of that phase's pixels and column tile of C, summing its taps' dots (the taps a phase lacks are skipped).
+
+Padding (symmetric, as the convolution's): the phases are of the padded input, and only its inner pixels are stored.
+
+Why: cuDNN runs these data gradients as implicit-GEMM "dgrad" kernels which took, in the graphed bf16 training step
+on the H200 (``benchmarks/results/next_1206/timeline/``, batch 128 x 5 steps), 49.4 us for conv2 (5.3 GFLOP),
+23.3 for conv3 and 19.9 for conv4 (~2.7 GFLOP each), against 20.4, 11.6 and 11.3 us for their forward convolutions.
 
 Opt-in, not yet measured (MSCRED_PHASE_DGRAD=1, ``enabled``): used by ``wgrad_stream``'s side-gradient convolution
 (the fused bf16 training step's encoder) where ``applies``. float64 and devices without the kernels go to
@@ -21,75 +31,103 @@ import torch
 
 from mscred.ops.triton.runtime import runs_fused, switched_on, tile_override, tl, triton
 
-TILE = (128, 128, 8)  # rows (output pixels) x columns (taps x channels) a program, warps; MSCRED_PHASE_DGRAD_TILE
+TILES = {  # rows (pixels) x columns a program, warps; MSCRED_PHASE_DGRAD_TILE overrides both
+    "columns": (128, 128, 8),  # columns: taps x channels
+    "taps": (128, 64, 4),  # columns: channels
+}
 
 
 def enabled() -> bool:
-    """Whether the side-gradient convolutions use this data gradient where it applies (MSCRED_PHASE_DGRAD=1)."""
+    """Whether the side-gradient convolutions use these data gradients where they apply (MSCRED_PHASE_DGRAD=1)."""
     return switched_on("MSCRED_PHASE_DGRAD")
 
 
 def applies(x_shape: torch.Size, w: torch.Tensor, stride: int, padding, transposed: bool) -> bool:
-    """Whether the convolution of an input of ``x_shape`` with ``w`` (O, C, k, k) at ``stride`` and ``padding`` is
-    one this module computes: not transposed, k = stride >= 2, no padding, the input exactly stride x the output
-    (so every input pixel is some output pixel's tap), and a dtype the kernel takes."""
+    """Whether the convolution of an input of ``x_shape`` with ``w`` (O, C, k, k) at ``stride`` and symmetric
+    ``padding`` is one this module computes: not transposed, square kernel k >= stride >= 2 (a kernel below the
+    stride leaves pixels no tap reads; stride 1 has one phase, a plain convolution), padding below k, and a dtype
+    the kernels take."""
     k = w.shape[-1]
-    return (not transposed and w.dim() == 4 and w.shape[-2] == k == stride >= 2 and tuple(padding) == (0, 0)
-            and x_shape[1] == w.shape[1] and x_shape[2] % k == 0 and x_shape[3] % k == 0
-            and w.dtype in (torch.bfloat16, torch.float16, torch.float32))
+    return (not transposed and w.dim() == 4 and w.shape[-2] == k >= stride >= 2 and x_shape[1] == w.shape[1]
+            and all(0 <= p < k for p in padding) and w.dtype in (torch.bfloat16, torch.float16, torch.float32))
 
 
-def dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size) -> torch.Tensor:
-    """dx (channels-last, ``x_shape``) of the convolution ``applies`` accepted, from ``dy`` (N, O, Ho, Wo)."""
+def form(w: torch.Tensor, stride: int, x_shape: torch.Size, padding=(0, 0)) -> str:
+    """Which kernel computes it: "columns" where the kernel equals the stride, without padding, and the output's
+    taps cover every input pixel (the input stride x the output), else "taps"."""
+    k = w.shape[-1]
+    covered = x_shape[2] % k == 0 and x_shape[3] % k == 0
+    return "columns" if k == stride and not any(padding) and covered else "taps"
+
+
+def dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0),
+          kernel: str | None = None) -> torch.Tensor:
+    """dx (channels-last, ``x_shape``) of the convolution ``applies`` accepted, from ``dy`` (N, O, Ho, Wo).
+    ``kernel``: "columns" or "taps" instead of ``form``'s choice (the benchmark's comparison; "columns" only
+    where ``form`` would choose it)."""
     if not runs_fused(dy) or dy.dtype != w.dtype:
-        return reference(dy, w, x_shape)
+        return reference(dy, w, x_shape, stride, padding)
     return phase_dgrad(dy.contiguous(memory_format=torch.channels_last),
-                       w.contiguous(memory_format=torch.channels_last), list(x_shape))
+                       w.contiguous(memory_format=torch.channels_last), list(x_shape), stride, list(padding),
+                       kernel or form(w, stride, x_shape, padding))
 
 
-def reference(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size) -> torch.Tensor:
+def reference(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0)) -> torch.Tensor:
     """The same through ``aten.convolution_backward`` (the tests' oracle, and the path off the kernels)."""
-    s = w.shape[-1]
     x = torch.empty(x_shape, device=dy.device, dtype=dy.dtype).to(memory_format=torch.channels_last)
-    return torch.ops.aten.convolution_backward(dy, x, w, None, [s, s], [0, 0], [1, 1], False, [0, 0], 1,
-                                               [True, False, False])[0]
+    return torch.ops.aten.convolution_backward(dy, x, w, None, [stride, stride], list(padding), [1, 1], False,
+                                               [0, 0], 1, [True, False, False])[0]
 
 
 @torch.library.custom_op("mscred::phase_dgrad", mutates_args=())
-def phase_dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int]) -> torch.Tensor:
-    """``dgrad`` on the kernel: dy and w channels-last, of one dtype."""
+def phase_dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: int, padding: list[int],
+                kernel: str) -> torch.Tensor:
+    """``dgrad`` on the kernels: dy and w channels-last, of one dtype."""
     N, C, H, W = x_shape
-    O, s = w.shape[0], w.shape[-1]
+    O, k = w.shape[0], w.shape[-1]
+    HO, WO = dy.shape[2], dy.shape[3]
+    if kernel == "columns" and form(w, stride, x_shape, padding) != "columns":
+        raise ValueError(f"the columns kernel needs kernel = stride, no padding and the input stride x the output, "
+                         f"got kernel {k}, stride {stride}, padding {padding}, input {H} x {W}")
     dx = torch.empty(N, C, H, W, device=dy.device, dtype=dy.dtype, memory_format=torch.channels_last)
-    M, cols = dy.shape[0] * dy.shape[2] * dy.shape[3], s * s * C
-    if M == 0 or C == 0:
+    if dx.numel() == 0:
         return dx
-    if O == 0:
+    if O == 0 or HO * WO == 0:
         return dx.zero_()
-    block_m, block_n, warps = tile_override("MSCRED_PHASE_DGRAD_TILE", TILE, ("rows", "columns", "warps"))
+    block_m, block_n, warps = tile_override("MSCRED_PHASE_DGRAD_TILE", TILES[kernel], ("rows", "columns", "warps"))
     block_k = max(16, min(64, triton.next_power_of_2(O)))
-    block_n = max(16, min(block_n, triton.next_power_of_2(cols)))
-    grid = (triton.cdiv(M, block_m), triton.cdiv(cols, block_n))
-    _phase_dgrad_kernel[grid](dy, w, dx, M, dy.shape[2] * dy.shape[3], dy.shape[3], O=O, C=C, S=s, WX=W,
-                              PREC="tf32x3" if dy.dtype == torch.float32 else "tf32", BLOCK_M=block_m,
-                              BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps)
+    prec = "tf32x3" if dy.dtype == torch.float32 else "tf32"
+    if kernel == "columns":
+        cols = stride * stride * C
+        block_n = max(16, min(block_n, triton.next_power_of_2(cols)))
+        grid = (triton.cdiv(N * HO * WO, block_m), triton.cdiv(cols, block_n))
+        _columns_kernel[grid](dy, w, dx, N * HO * WO, HO * WO, WO, O=O, C=C, S=stride, WX=W, PREC=prec,
+                              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps)
+        return dx
+    ph, pw = padding
+    hp, wp = -(-(H + 2 * ph) // stride), -(-(W + 2 * pw) // stride)  # the largest phase's rows and columns
+    block_n = max(16, min(block_n, triton.next_power_of_2(C)))
+    grid = (triton.cdiv(N * hp * wp, block_m), triton.cdiv(C, block_n), stride * stride)
+    _taps_kernel[grid](dy, w, dx, N * hp * wp, hp * wp, wp, HO, WO, H, W, ph, pw, O=O, C=C, K=k, S=stride,
+                       TMAX=-(-k // stride), PREC=prec, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+                       num_warps=warps)
     return dx
 
 
 @phase_dgrad.register_fake
-def _(dy, w, x_shape):
+def _(dy, w, x_shape, stride, padding, kernel):
     return torch.empty(x_shape, device=dy.device, dtype=dy.dtype).to(memory_format=torch.channels_last)
 
 
 if triton is not None:
 
     @triton.jit(do_not_specialize=["M", "HOWO", "WO"])
-    def _phase_dgrad_kernel(dy_ptr, w_ptr, dx_ptr, M, HOWO, WO, O: tl.constexpr, C: tl.constexpr, S: tl.constexpr,
-                            WX: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                            BLOCK_K: tl.constexpr):
-        """dx for BLOCK_M output pixels (rows (n, j, i) of dy) x BLOCK_N of the S*S*C columns (a, b, c): the dot
-        over the O channels, stored at input pixel (S*j + a, S*i + b), channel c of the channels-last dx
-        (WX: its width)."""
+    def _columns_kernel(dy_ptr, w_ptr, dx_ptr, M, HOWO, WO, O: tl.constexpr, C: tl.constexpr, S: tl.constexpr,
+                        WX: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        BLOCK_K: tl.constexpr):
+        """Kernel = stride: dx for BLOCK_M output pixels (rows (n, j, i) of dy) x BLOCK_N of the S*S*C columns
+        (a, b, c): the dot over the O channels, stored at input pixel (S*j + a, S*i + b), channel c of the
+        channels-last dx (WX: its width)."""
         r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         q = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         rmask, qmask = r < M, q < S * S * C
@@ -109,3 +147,41 @@ if triton is not None:
         col = (q // (S * C)) * (WX * C) + q % (S * C)
         tl.store(dx_ptr + row[:, None] + col[None, :], acc.to(dx_ptr.dtype.element_ty),
                  mask=rmask[:, None] & qmask[None, :])
+
+    @triton.jit(do_not_specialize=["M", "HPWP", "WP", "HO", "WO", "H", "W", "PH", "PW"])
+    def _taps_kernel(dy_ptr, w_ptr, dx_ptr, M, HPWP, WP, HO, WO, H, W, PH, PW, O: tl.constexpr, C: tl.constexpr,
+                     K: tl.constexpr, S: tl.constexpr, TMAX: tl.constexpr, PREC: tl.constexpr,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        """Phase (a, b) = divmod(program_id(2), S): dx for BLOCK_M of its pixels (rows (n, yy, xx) of the largest
+        phase's grid, HPWP = its rows x WP columns; padded input pixel (S*yy + a, S*xx + b)) x BLOCK_N channels,
+        summing over its taps (a + S*t, b + S*u) < K the dots of dy's pixel (yy - t, xx - u) (zero outside the
+        HO x WO image) with the tap's (O, C) weight; stored where the pixel is inside the H x W input (PH, PW: the
+        padding)."""
+        r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        c = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        a, b = tl.program_id(2) // S, tl.program_id(2) % S
+        cmask = c < C
+        r64 = r.to(tl.int64)
+        n, p = r64 // HPWP, r64 % HPWP
+        yy, xx = (p // WP).to(tl.int32), (p % WP).to(tl.int32)
+        y, x = S * yy + a - PH, S * xx + b - PW
+        rmask = (r < M) & (y >= 0) & (y < H) & (x >= 0) & (x < W)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for t in tl.static_range(TMAX):
+            for u in tl.static_range(TMAX):
+                if (a + S * t < K) & (b + S * u < K):  # (phases of fewer taps skip the rest)
+                    j, i = yy - t, xx - u
+                    inside = rmask & (j >= 0) & (j < HO) & (i >= 0) & (i < WO)
+                    src = ((n * HO + j) * WO + i) * O
+                    tap = ((a + S * t) * K + (b + S * u)) * C
+                    for k0 in tl.static_range(0, O, BLOCK_K):
+                        k = k0 + tl.arange(0, BLOCK_K)
+                        kmask = k < O
+                        dyt = tl.load(dy_ptr + src[:, None] + k[None, :], mask=inside[:, None] & kmask[None, :],
+                                      other=0.0)
+                        wt = tl.load(w_ptr + k[:, None] * (K * K * C) + tap + c[None, :],
+                                     mask=kmask[:, None] & cmask[None, :], other=0.0)
+                        acc = tl.dot(dyt, wt, acc, input_precision=PREC)
+        dst = ((n * H + y) * W + x) * C
+        tl.store(dx_ptr + dst[:, None] + c[None, :], acc.to(dx_ptr.dtype.element_ty),
+                 mask=rmask[:, None] & cmask[None, :])
