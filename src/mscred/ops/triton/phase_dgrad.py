@@ -4,7 +4,8 @@ A convolution of stride s sends input pixel (y, x) of its zero-padded input to o
 (y - s*j, x - s*i). Split the input's pixels by their phase (a, b) = (y mod s, x mod s): the pixels of one phase
 meet the taps a + s*t, b + s*u only, at output pixel (y // s - t, x // s - u), so
 
-    dx[n, c, y, x] = sum over taps (t, u) of phase (a, b), and o:  dy[n, o, y//s - t, x//s - u] * w[o, c, a + s*t, b + s*u]
+    dx[n, c, y, x] = sum over the phase's taps (t, u) and over o of
+                     dy[n, o, y//s - t, x//s - u] * w[o, c, a + s*t, b + s*u]
 
 (dy zero outside its image): for each phase, a GEMM of dy's channels-last rows, shifted per tap, with the weight's
 taps as they lie in its channels-last memory -- no im2col, no scattered adds, each dx pixel written once.
