@@ -23,10 +23,11 @@ from bench_bwd_tiles import _graphed, _rel_diff  # noqa: E402
 from bench_conv_layers import median_event_ms  # noqa: E402
 from mscred.ops.triton import phase_dgrad
 
-SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels) -- the input is the padded copy the step convolves
+SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels) -- the input the step convolves: conv2's and conv3's
+    # padded copies, conv4's level 3's bordered [x, h] buffer (its last row and column read by no tap)
     "conv2 (32 -> 64, 3 x 3, 31 x 31 -> 15 x 15)": (640, 32, 31, 31, 64, 3, 2, ("taps",)),
     "conv3 (64 -> 128, 2 x 2, 16 x 16 -> 8 x 8)": (640, 64, 16, 16, 128, 2, 2, ("columns", "taps")),
-    "conv4 (128 -> 256, 2 x 2, 8 x 8 -> 4 x 4)": (640, 128, 8, 8, 256, 2, 2, ("columns", "taps")),
+    "conv4 (128 -> 256, 2 x 2, 9 x 9 -> 4 x 4)": (640, 128, 9, 9, 256, 2, 2, ("columns", "taps")),
     "conv2, N = 7": (7, 32, 31, 31, 64, 3, 2, ("taps",)),
 }
 TILES = {

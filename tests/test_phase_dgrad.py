@@ -42,8 +42,8 @@ def _w(o, c, k, dtype=torch.bfloat16):
     ((2, 128, 8, 8), _w(256, 128, 2), 2, (0, 0), False, "columns"),  # conv4
     ((2, 4, 9, 6), _w(5, 4, 3), 3, (0, 0), False, "columns"),  # stride 3
     ((2, 4, 8, 8), _w(5, 4, 2, torch.float32), 2, (0, 0), False, "columns"),
+    ((2, 128, 9, 9), _w(256, 128, 2), 2, (0, 0), False, "columns"),  # conv4 on level 3's bordered buffer
     ((2, 4, 8, 8), _w(5, 4, 2), 2, (1, 1), False, "taps"),  # the columns kernel takes no padding
-    ((2, 4, 9, 8), _w(5, 4, 2), 2, (0, 0), False, "taps"),  # nor a last row no tap reads
     ((2, 4, 8, 8), _w(5, 4, 2), 3, (0, 0), False, None),  # kernel below the stride
     ((2, 4, 8, 8), _w(5, 4, 3), 2, (3, 3), False, None),  # padding as wide as the kernel
     ((2, 4, 8, 8), _w(5, 4, 2), 1, (0, 0), False, None),  # stride 1
@@ -70,13 +70,14 @@ def _case(N, C, H, W, O, k, s, pad, dtype, device=DEVICE, seed=0):
 SMALL = [  # N, C, H, W, O, k, s, padding, kernel
     (3, 5, 8, 6, 7, 2, 2, 0, "columns"), (1, 16, 16, 16, 32, 2, 2, 0, "columns"), (2, 4, 9, 6, 3, 3, 3, 0, "columns"),
     (5, 64, 16, 16, 128, 2, 2, 0, "columns"), (3, 5, 8, 6, 7, 2, 2, 0, "taps"), (2, 5, 9, 7, 6, 2, 2, 0, "taps"),
+    (2, 5, 9, 7, 6, 2, 2, 0, "columns"), (3, 16, 9, 9, 32, 2, 2, 0, "columns"),  # rows / columns no tap reads
     (2, 6, 11, 9, 5, 3, 2, 0, "taps"), (2, 6, 12, 9, 5, 3, 2, 0, "taps"),  # a last row no tap reads
     (3, 32, 31, 31, 64, 3, 2, 0, "taps"), (2, 6, 9, 9, 5, 3, 2, 1, "taps"), (1, 3, 13, 10, 17, 5, 2, 2, "taps"),
     (2, 4, 10, 11, 6, 4, 3, 1, "taps"),
 ]
 FULL = [(640, 32, 31, 31, 64, 3, 2, 0, "taps"), (640, 64, 16, 16, 128, 2, 2, 0, "columns"),
-        (640, 128, 8, 8, 256, 2, 2, 0, "columns"), (640, 64, 16, 16, 128, 2, 2, 0, "taps"),
-        (7, 32, 31, 31, 64, 3, 2, 1, "taps")]
+        (640, 128, 9, 9, 256, 2, 2, 0, "columns"), (640, 64, 16, 16, 128, 2, 2, 0, "taps"),
+        (640, 128, 9, 9, 256, 2, 2, 0, "taps"), (7, 32, 31, 31, 64, 3, 2, 1, "taps")]
 
 
 @needs_kernels
@@ -101,9 +102,9 @@ def test_the_columns_kernel_refuses_what_it_cannot_compute():
     dy, w, _ = _case(1, 4, 8, 8, 5, 3, 2, 0, torch.float32)
     with pytest.raises(ValueError, match="kernel = stride"):
         phase_dgrad.phase_dgrad(dy, w, [1, 4, 8, 8], 2, [0, 0], "columns")
-    dy, w, _ = _case(1, 4, 9, 8, 5, 2, 2, 0, torch.float32)
-    with pytest.raises(ValueError, match="stride x the output"):
-        phase_dgrad.phase_dgrad(dy, w, [1, 4, 9, 8], 2, [0, 0], "columns")
+    dy, w, _ = _case(1, 4, 8, 8, 5, 2, 2, 1, torch.float32)
+    with pytest.raises(ValueError, match="no padding"):
+        phase_dgrad.phase_dgrad(dy, w, [1, 4, 8, 8], 2, [1, 1], "columns")
 
 
 @needs_kernels

@@ -12,7 +12,8 @@ taps as they lie in its channels-last memory -- no im2col, no scattered adds, ea
 
 * "columns" (kernel = stride, conv3 and conv4): every phase has one tap, so all phases are one GEMM of dy's rows
   (N*Ho*Wo, O) with the weight's memory read as (O, s*s*C), each output row and column stored straight to its
-  input pixel and channel (runs of s*C contiguous values).
+  input pixel and channel (runs of s*C contiguous values); rows and columns past the last tap (conv4 convolves
+  level 3's 9 x 9 [x, h] buffer, whose last row and column no tap reads) are zero-filled apart.
 * "taps" (kernel > stride, conv2's 3 x 3 at stride 2: phases of 4, 2, 2 and 1 taps): a program per phase, row tile
   of that phase's pixels and column tile of C, summing its taps' dots (the taps a phase lacks are skipped).
 
@@ -54,11 +55,8 @@ def applies(x_shape: torch.Size, w: torch.Tensor, stride: int, padding, transpos
 
 
 def form(w: torch.Tensor, stride: int, x_shape: torch.Size, padding=(0, 0)) -> str:
-    """Which kernel computes it: "columns" where the kernel equals the stride, without padding, and the output's
-    taps cover every input pixel (the input stride x the output), else "taps"."""
-    k = w.shape[-1]
-    covered = x_shape[2] % k == 0 and x_shape[3] % k == 0
-    return "columns" if k == stride and not any(padding) and covered else "taps"
+    """Which kernel computes it: "columns" where the kernel equals the stride without padding, else "taps"."""
+    return "columns" if w.shape[-1] == stride and not any(padding) else "taps"
 
 
 def dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0),
@@ -88,8 +86,8 @@ def phase_dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: i
     O, k = w.shape[0], w.shape[-1]
     HO, WO = dy.shape[2], dy.shape[3]
     if kernel == "columns" and form(w, stride, x_shape, padding) != "columns":
-        raise ValueError(f"the columns kernel needs kernel = stride, no padding and the input stride x the output, "
-                         f"got kernel {k}, stride {stride}, padding {padding}, input {H} x {W}")
+        raise ValueError(f"the columns kernel needs kernel = stride and no padding, got kernel {k}, stride {stride}, "
+                         f"padding {padding}")
     dx = torch.empty(N, C, H, W, device=dy.device, dtype=dy.dtype, memory_format=torch.channels_last)
     if dx.numel() == 0:
         return dx
@@ -102,8 +100,12 @@ def phase_dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: i
         cols = stride * stride * C
         block_n = max(16, min(block_n, triton.next_power_of_2(cols)))
         grid = (triton.cdiv(N * HO * WO, block_m), triton.cdiv(cols, block_n))
-        _columns_kernel[grid](dy, w, dx, N * HO * WO, HO * WO, WO, O=O, C=C, S=stride, WX=W, PREC=prec,
+        _columns_kernel[grid](dy, w, dx, N * HO * WO, HO * WO, WO, H, O=O, C=C, S=stride, WX=W, PREC=prec,
                               BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps)
+        # rows and columns past the last tap (a bordered input's, e.g. conv4 on level 3's 9 x 9 [x, h] buffer):
+        # no output pixel reads them, their gradient is zero
+        dx[:, :, stride * HO:].zero_()
+        dx[:, :, :stride * HO, stride * WO:].zero_()
         return dx
     ph, pw = padding
     hp, wp = -(-(H + 2 * ph) // stride), -(-(W + 2 * pw) // stride)  # the largest phase's rows and columns
@@ -122,13 +124,13 @@ def _(dy, w, x_shape, stride, padding, kernel):
 
 if triton is not None:
 
-    @triton.jit(do_not_specialize=["M", "HOWO", "WO"])
-    def _columns_kernel(dy_ptr, w_ptr, dx_ptr, M, HOWO, WO, O: tl.constexpr, C: tl.constexpr, S: tl.constexpr,
+    @triton.jit(do_not_specialize=["M", "HOWO", "WO", "HX"])
+    def _columns_kernel(dy_ptr, w_ptr, dx_ptr, M, HOWO, WO, HX, O: tl.constexpr, C: tl.constexpr, S: tl.constexpr,
                         WX: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                         BLOCK_K: tl.constexpr):
         """Kernel = stride: dx for BLOCK_M output pixels (rows (n, j, i) of dy) x BLOCK_N of the S*S*C columns
         (a, b, c): the dot over the O channels, stored at input pixel (S*j + a, S*i + b), channel c of the
-        channels-last dx (WX: its width)."""
+        channels-last HX x WX dx."""
         r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         q = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
         rmask, qmask = r < M, q < S * S * C
@@ -144,7 +146,7 @@ if triton is not None:
         # row (n, j, i) -> input pixel (n, S*j, S*i); column (a, b, c) -> a rows and b pixels on, channel c
         n, p = r64 // HOWO, r64 % HOWO
         j, i = p // WO, p % WO
-        row = ((n * (S * (HOWO // WO)) + S * j) * WX + S * i) * C
+        row = ((n * HX + S * j) * WX + S * i) * C
         col = (q // (S * C)) * (WX * C) + q % (S * C)
         tl.store(dx_ptr + row[:, None] + col[None, :], acc.to(dx_ptr.dtype.element_ty),
                  mask=rmask[:, None] & qmask[None, :])
