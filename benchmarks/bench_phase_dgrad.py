@@ -1,9 +1,9 @@
-"""The encoder's strided convolutions' data gradients as GEMMs over the taps' phases (``ops/triton/phase_dgrad.py``)
-against cuDNN's, at conv2's, conv3's and conv4's shapes in the training step.
+"""The strided convolutions' data gradients as Triton GEMMs of our own (``ops/triton/phase_dgrad.py``) against
+cuDNN's, at the training step's shapes: the encoder's conv2-4 and the decoder's deconv4-2.
 
-bf16, channels-last, batch 128 x 5 steps (N = 640 images), and conv2 at the odd N = 7: for each shape cuDNN's data
-gradient (``aten.convolution_backward``, as the step runs it) and each of the module's kernels that can compute it
-("columns" where the kernel equals the stride, "taps" always) at every tile setting (``MSCRED_PHASE_DGRAD_TILE`` =
+bf16, channels-last; the encoder at batch 128 x 5 steps (N = 640 images), the decoder at 128: for each shape cuDNN's data gradient (``aten.convolution_backward``, as the step runs it) and each of the
+module's kernels that can compute it ("columns" where the kernel equals the stride, "taps" for any convolution,
+"gather" for the transposed ones) at every tile setting (``MSCRED_PHASE_DGRAD_TILE`` =
 rows / columns / warps), each captured alone in a CUDA graph, CUDA-event medians of 20 replays after 5 warm-ups;
 each output's largest difference from cuDNN's relative to cuDNN's largest magnitude.
 
@@ -24,16 +24,16 @@ from bench_conv_layers import median_event_ms  # noqa: E402
 from mscred.ops.triton import phase_dgrad
 
 SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels) -- the input the step convolves: conv2's and conv3's
-    # padded copies, conv4's level 3's bordered [x, h] buffer (its last row and column read by no tap)
+    # padded copies, conv4's level 3's bordered [x, h] buffer (its last row and column read by no tap); for the
+    # transposed convolutions (kernel "gather") C is their input's channels and O their output's
     "conv2 (32 -> 64, 3 x 3, 31 x 31 -> 15 x 15)": (640, 32, 31, 31, 64, 3, 2, ("taps",)),
-    "conv3 (64 -> 128, 2 x 2, 16 x 16 -> 8 x 8)": (640, 64, 16, 16, 128, 2, 2, ("columns", "taps")),
+    "conv3 (64 -> 128, 2 x 2, 16 x 16 -> 8 x 8)": (640, 64, 16, 16, 128, 2, 2, ("columns",)),
     "conv4 (128 -> 256, 2 x 2, 9 x 9 -> 4 x 4)": (640, 128, 9, 9, 256, 2, 2, ("columns", "taps")),
-    "conv2, N = 7": (7, 32, 31, 31, 64, 3, 2, ("taps",)),
+    "deconv4 (256 -> 128, 2 x 2, 4 x 4 -> 8 x 8)": (128, 256, 4, 4, 128, 2, 2, ("gather",)),
+    "deconv3 (256 -> 64, 2 x 2, 8 x 8 -> 16 x 16)": (128, 256, 8, 8, 64, 2, 2, ("gather",)),
+    "deconv2 (128 -> 32, 3 x 3, 15 x 15 -> 31 x 31)": (128, 128, 15, 15, 32, 3, 2, ("gather",)),
 }
-TILES = {
-    "columns": [f"{m}/{n}/{w}" for m, n, w in itertools.product((64, 128), (64, 128, 256), (4, 8))],
-    "taps": [f"{m}/{n}/{w}" for m, n, w in itertools.product((64, 128, 256), (32, 64, 128), (4, 8))],
-}
+TILES = [f"{m}/{n}/{w}" for m, n, w in itertools.product((64, 128), (64, 128), (4, 8))]
 
 
 def main() -> None:
@@ -43,40 +43,46 @@ def main() -> None:
     rows = []
     for name, (N, C, H, W, O, k, s, kernels) in SHAPES.items():
         gen = torch.Generator(device="cuda").manual_seed(0)
-        ho, wo = (H - k) // s + 1, (W - k) // s + 1
+        transposed = kernels == ("gather",)
+        ho, wo = ((H - 1) * s + k, (W - 1) * s + k) if transposed else ((H - k) // s + 1, (W - k) // s + 1)
         dy = torch.randn(N, O, ho, wo, device="cuda", generator=gen).to(torch.bfloat16,
                                                                           memory_format=torch.channels_last)
-        w = torch.randn(O, C, k, k, device="cuda", generator=gen).to(torch.bfloat16,
-                                                                     memory_format=torch.channels_last)
+        w = torch.randn(*((C, O) if transposed else (O, C)), k, k, device="cuda", generator=gen).to(
+            torch.bfloat16, memory_format=torch.channels_last)
         shape = torch.Size((N, C, H, W))
-        ref = phase_dgrad.reference(dy, w, shape, s)
-        flop = 2 * N * ho * wo * O * C * k * k
-        ms = median_event_ms(_graphed(phase_dgrad.reference, (dy, w, shape, s)).replay, iters=20)
+        ref = phase_dgrad.reference(dy, w, shape, s, (0, 0), transposed)
+        flop = 2 * N * (H * W if transposed else ho * wo) * O * C * k * k
+        ms = median_event_ms(_graphed(phase_dgrad.reference, (dy, w, shape, s, (0, 0), transposed)).replay,
+                             iters=20)
         rows.append(dict(shape=name, form="cuDNN", tile="", ms=ms, tflops=flop / ms / 1e9, rel_diff=0.0))
         print(rows[-1], flush=True)
         for kernel in kernels:
             seen = set()
-            for tile in TILES[kernel]:
+            for tile in TILES:
                 bm, bn, warps = (int(v) for v in tile.split("/"))
-                columns = C if kernel == "taps" else s * s * C
+                columns = {"taps": C, "columns": s * s * C, "gather": C}[kernel]
                 tile = f"{bm}/{min(bn, columns)}/{warps}"  # (columns beyond the matrix's are clamped: once)
                 if tile in seen:
                     continue
                 seen.add(tile)
                 os.environ["MSCRED_PHASE_DGRAD_TILE"] = tile
-                out = phase_dgrad.dgrad(dy, w, shape, s, kernel=kernel)  # (compiles the tile outside the capture)
-                call = (lambda: phase_dgrad.dgrad(dy, w, shape, s, kernel=kernel))
+                call = (lambda: phase_dgrad.dgrad(dy, w, shape, s, (0, 0), transposed, kernel=kernel))
+                out = call()  # (compiles the tile outside the capture)
                 ms = median_event_ms(_graphed(call, ()).replay, iters=20)
                 rows.append(dict(shape=name, form=kernel, tile=tile, ms=ms, tflops=flop / ms / 1e9,
                                  rel_diff=_rel_diff([out], [ref])))
                 print(rows[-1], flush=True)
         os.environ.pop("MSCRED_PHASE_DGRAD_TILE", None)
+        report(args.out, rows)  # after each shape: a run cut short keeps what it measured
+
+
+def report(out: str, rows: list[dict]) -> None:
     lines = ["| shape | form | tile (rows/columns/warps) | us | TFLOP/s | rel. diff from cuDNN |",
              "| --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {r['shape']} | {r['form']} | {r['tile']} | {1000 * r['ms']:.1f} | {r['tflops']:.0f} | "
               f"{r['rel_diff']:.1e} |" for r in rows]
     meta = f"{sweep_report.machine_line()}. Command: `PYTHONPATH=src python3 benchmarks/bench_phase_dgrad.py`."
-    sweep_report.write(args.out, "phase_dgrad", meta, rows,
+    sweep_report.write(out, "phase_dgrad", meta, rows,
                        ["# Strided convolutions' data gradients: the phase GEMMs against cuDNN", "", meta, ""] + lines)
 
 

@@ -4,12 +4,13 @@
 #   MSCRED_WGRAD_SPLIT=K  each weight gradient as K calls over slices of the images (ops/wgrad_stream.weight_grad):
 #                         a cuDNN weight gradient is one wave of SM-filling blocks, so no priority helps the chain
 #                         until its blocks end; split, they end K times as often;
-#   MSCRED_PHASE_DGRAD=1  conv2's, conv3's and conv4's data gradients as Triton GEMMs over the taps' phases
-#                         (ops/triton/phase_dgrad.py) instead of cuDNN's dgrad (49.4 + 23.3 + 19.9 us in the trace).
+#   MSCRED_PHASE_DGRAD=1  the encoder's conv2-4 and the decoder's deconv4-2 data gradients as Triton GEMMs of our own
+#                         (ops/triton/phase_dgrad.py) instead of cuDNN's (conv2-4 49.4 + 23.3 + 19.9 us, deconv3 25.1
+#                         us in the trace).
 # Steps, packed after each:
 #   1. the graphed bf16 step in one alternation, 3 rounds: the defaults / MSCRED_DECONV_DIRECT=1 /
 #      MSCRED_INTERLEAVED_LEVELS=1 / both / split 2 / split 4 / phase dgrad                       -> NAME/env_ab.md
-#   2. bench_phase_dgrad.py: the kernels' tiles against cuDNN at conv2's, conv3's and conv4's shapes
+#   2. bench_phase_dgrad.py: the kernels' tiles against cuDNN at conv2-4's and deconv4-2's shapes
 #                                                                                                 -> NAME/phase_dgrad/
 #   3. graph_priority.py --split 2: torch's launch / node priorities as captured / by kernel name, and the two
 #      latter with the split                                                                     -> NAME/priority/

@@ -1,13 +1,13 @@
 """The strided convolutions' data gradients as GEMMs over the taps' phases (``ops/triton/phase_dgrad.py``,
 MSCRED_PHASE_DGRAD=1, opt-in).
 
-CPU, under the Triton interpreter (conftest): which convolutions it takes and with which kernel; both kernels against
-a float64 ``conv2d`` gradient at odd sizes (row and column tiles cut short, strides 2 and 3, kernels 2-5, padding,
-trailing input rows no tap reads, one image, C and O below the dot's 16) in float32 and bf16; the side-gradient
-convolution's data gradient through it, switched on, against the switched-off one; both kernels compiled for sm_90
-within the H200's shared memory, their dots on the tensor cores. CUDA: the same at full size (the encoder's conv2,
-conv3 and conv4 at batch 128 x 5 steps), and the fused bf16 training step with the switch against without, to
-rounding, its path taken.
+CPU, under the Triton interpreter (conftest): which convolutions it takes and with which kernel; the kernels against
+a float64 ``conv2d`` / ``conv_transpose2d`` gradient at odd sizes (row and column tiles cut short, strides 2 and 3,
+kernels 1-5, padding, trailing input rows no tap reads, one image, channels below the dot's 16) in float32 and
+bf16; the side-gradient convolution's data gradient through it, switched on, against the switched-off one, plain and
+transposed; the kernels compiled for sm_90 within the H200's shared memory, their dots on the tensor cores. CUDA:
+the same at full size (the encoder's conv2-4 at batch 128 x 5 steps, the decoder's deconv2-4 at 128), and the fused
+bf16 training step with the switch against without, to rounding, its path taken.
 """
 from __future__ import annotations
 
@@ -47,14 +47,18 @@ def _w(o, c, k, dtype=torch.bfloat16):
     ((2, 4, 8, 8), _w(5, 4, 2), 3, (0, 0), False, None),  # kernel below the stride
     ((2, 4, 8, 8), _w(5, 4, 3), 2, (3, 3), False, None),  # padding as wide as the kernel
     ((2, 4, 8, 8), _w(5, 4, 2), 1, (0, 0), False, None),  # stride 1
-    ((2, 4, 8, 8), _w(4, 5, 2), 2, (0, 0), True, None),  # transposed
+    ((2, 256, 8, 8), _w(256, 64, 2), 2, (0, 0), True, "gather"),  # deconv3 (transposed: w is (Cin, Cout, k, k))
+    ((2, 128, 15, 15), _w(128, 32, 3), 2, (0, 0), True, "gather"),  # deconv2
+    ((2, 4, 8, 8), _w(4, 5, 1), 2, (0, 0), True, "gather"),  # transposed: any kernel
+    ((2, 4, 8, 8), _w(5, 4, 2), 2, (0, 0), True, None),  # transposed, the weight's first dimension not x's channels
+    ((2, 4, 8, 8), _w(4, 5, 3), 1, (0, 0), True, None),  # transposed, stride 1
     ((2, 4, 8, 8), _w(5, 4, 2, torch.float64), 2, (0, 0), False, None),  # float64: cuDNN / ATen
 ])
 def test_which_convolutions_and_which_kernel(x_shape, w, stride, padding, transposed, kernel):
     taken = phase_dgrad.applies(torch.Size(x_shape), w, stride, padding, transposed)
     assert taken is (kernel is not None)
     if taken:
-        assert phase_dgrad.form(w, stride, torch.Size(x_shape), padding) == kernel
+        assert phase_dgrad.form(w, stride, torch.Size(x_shape), padding, transposed) == kernel
 
 
 def _case(N, C, H, W, O, k, s, pad, dtype, device=DEVICE, seed=0):
@@ -98,6 +102,37 @@ def test_the_kernels_are_the_float64_gradient(N, C, H, W, O, k, s, pad, kernel, 
                                atol=atol * scale)
 
 
+TRANSPOSED_SMALL = [  # N, CI, H, W, CO, k, s, padding: deconv (CI -> CO) of an H x W input
+    (3, 5, 4, 3, 7, 2, 2, 0), (2, 6, 5, 4, 3, 3, 2, 0), (2, 6, 5, 4, 3, 3, 2, 1), (1, 17, 3, 5, 9, 4, 3, 1),
+    (2, 40, 8, 8, 20, 2, 2, 0), (2, 24, 7, 6, 12, 3, 2, 0), (1, 3, 4, 4, 2, 1, 2, 0),
+]
+TRANSPOSED_FULL = [(128, 256, 8, 8, 64, 2, 2, 0), (128, 128, 15, 15, 32, 3, 2, 0), (128, 256, 4, 4, 128, 2, 2, 0),
+                   (7, 128, 15, 15, 32, 3, 2, 0)]
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("N, CI, H, W, CO, k, s, pad", TRANSPOSED_FULL if DEVICE == "cuda" else TRANSPOSED_SMALL)
+def test_the_transposed_convolutions_gather_is_the_float64_gradient(N, CI, H, W, CO, k, s, pad, dtype,
+                                                                     strict_float32):
+    gen = torch.Generator().manual_seed(3)
+    x64 = torch.zeros(N, CI, H, W, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    w = torch.randn(CI, CO, k, k, generator=gen).to(device=DEVICE, dtype=dtype)
+    y = F.conv_transpose2d(x64, w.double(), stride=s, padding=pad)
+    dy = torch.randn(y.shape, generator=gen).to(device=DEVICE, dtype=dtype)
+    y.backward(dy.double())
+    dy, w = dy.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
+    shape = torch.Size((N, CI, H, W))
+    got = phase_dgrad.dgrad(dy, w, shape, s, (pad, pad), transposed=True)
+    assert got.shape == shape and got.dtype == dtype
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    rtol, atol = (1e-5, 1e-5) if dtype == torch.float32 else (1e-2, 1e-2)
+    scale = (k * k * CO) ** 0.5
+    torch.testing.assert_close(got.double(), x64.grad, rtol=rtol, atol=atol * scale)
+    torch.testing.assert_close(phase_dgrad.reference(dy, w, shape, s, (pad, pad), True).double(), x64.grad,
+                               rtol=rtol, atol=atol * scale)
+
+
 def test_the_columns_kernel_refuses_what_it_cannot_compute():
     dy, w, _ = _case(1, 4, 8, 8, 5, 3, 2, 0, torch.float32)
     with pytest.raises(ValueError, match="kernel = stride"):
@@ -108,9 +143,10 @@ def test_the_columns_kernel_refuses_what_it_cannot_compute():
 
 
 @needs_kernels
-@pytest.mark.parametrize("k, pad", [(2, 0), (3, 1), (3, 0)])
+@pytest.mark.parametrize("k, pad, transposed", [(2, 0, False), (3, 1, False), (3, 0, False), (2, 0, True),
+                                                (3, 0, True)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_the_side_gradient_convolution_uses_it(k, pad, dtype, monkeypatch, strict_float32):
+def test_the_side_gradient_convolution_uses_it(k, pad, transposed, dtype, monkeypatch, strict_float32):
     """Switched on, ``_SideWeightGradConv``'s data gradient goes through the kernels and equals the switched-off
     one's (cuDNN / ATen) to rounding; the weight gradient is untouched."""
     calls = []
@@ -118,16 +154,18 @@ def test_the_side_gradient_convolution_uses_it(k, pad, dtype, monkeypatch, stric
     monkeypatch.setattr(phase_dgrad, "dgrad", lambda *a: calls.append(a[2:]) or real(*a))
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(3, 6, 11, 8, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
-    w = torch.randn(9, 6, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
-    dy = torch.randn(F.conv2d(x.float(), w.float(), stride=2, padding=pad).shape, generator=gen).to(
+    w = torch.randn(*((6, 9) if transposed else (9, 6)), k, k, generator=gen).to(
+        device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
+    conv = F.conv_transpose2d if transposed else F.conv2d
+    dy = torch.randn(conv(x.float(), w.float(), stride=2, padding=pad).shape, generator=gen).to(
         device=DEVICE, dtype=dtype)
     grads = {}
     for setting in ("0", "1"):
         monkeypatch.setenv("MSCRED_PHASE_DGRAD", setting)
         xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
-        wgrad_stream._SideWeightGradConv.apply(xs, ws, 2, (pad, pad), False).backward(dy)
+        wgrad_stream._SideWeightGradConv.apply(xs, ws, 2, (pad, pad), transposed).backward(dy)
         grads[setting] = xs.grad, ws.grad
-    assert calls == [(torch.Size((3, 6, 11, 8)), 2, [pad, pad])]
+    assert calls == [(torch.Size((3, 6, 11, 8)), 2, [pad, pad], transposed)]
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-2, atol=2e-2)
     torch.testing.assert_close(grads["1"][0], grads["0"][0], **tol)
     torch.testing.assert_close(grads["1"][1], grads["0"][1], rtol=0, atol=0)
@@ -139,7 +177,7 @@ def test_the_side_gradient_convolution_uses_it(k, pad, dtype, monkeypatch, stric
 def test_the_bf16_step_trains_the_same_with_it(monkeypatch):
     run = fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), DEVICE)
     ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_DGRAD", phase_dgrad, "applies")
-    assert taken.count(True) == 3, taken  # conv2, conv3 (on their padded copies) and conv4
+    assert taken.count(True) == 6, taken  # conv2, conv3 (on their padded copies), conv4; deconv4, deconv3, deconv2
     assert_same_step(ours, ref, bf16=True)
 
 
@@ -158,6 +196,9 @@ def test_the_kernels_compile_for_the_h200_within_its_shared_memory(tile):
                for O, C, WX in ((128, 64, 16), (256, 128, 8))]
     configs.append(("_taps_kernel", dict(O=64, C=32, K=3, S=2, TMAX=2, PREC="tf32", BLOCK_M=block_m,
                                          BLOCK_N=32, BLOCK_K=64)))
+    configs += [("_gather_kernel", dict(CI=CI, CO=CO, K=k, S=2, PREC="tf32", BLOCK_M=block_m,
+                                        BLOCK_N=min(block_n, CI), BLOCK_K=min(64, CO)))
+                for CI, CO, k in ((256, 64, 2), (128, 32, 3))]
     for name, constants in configs:
         code = sm90_compile.compiled_code("mscred.ops.triton.phase_dgrad", name,
                                           dict(constants=constants, pointers=pointers, num_warps=warps))

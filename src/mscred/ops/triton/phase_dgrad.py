@@ -1,4 +1,4 @@
-"""The encoder's strided convolutions' data gradients (conv2, conv3, conv4) as Triton GEMMs over the taps' phases.
+"""The strided convolutions' data gradients (encoder conv2-4, decoder deconv2-4) as Triton GEMMs of our own.
 
 A convolution of stride s sends input pixel (y, x) of its zero-padded input to output pixel (j, i) through tap
 (y - s*j, x - s*i). Split the input's pixels by their phase (a, b) = (y mod s, x mod s): the pixels of one phase
@@ -19,12 +19,17 @@ taps as they lie in its channels-last memory -- no im2col, no scattered adds, ea
 
 Padding (symmetric, as the convolution's): the phases are of the padded input, and only its inner pixels are stored.
 
+* "gather" (the decoder's transposed convolutions, stride 2): their data gradient is the strided convolution of dy
+  with their own weight, an implicit GEMM whose rows are dx's pixels, gathering dy's pixel (s*j + ky - p,
+  s*i + kx - p) for each tap, with the weight's channels-last memory read as each tap's (Cout, Cin).
+
 Why: cuDNN runs these data gradients as implicit-GEMM "dgrad" kernels which took, in the graphed bf16 training step
 on the H200 (``benchmarks/results/next_1206/timeline/``, batch 128 x 5 steps), 49.4 us for conv2 (5.3 GFLOP),
-23.3 for conv3 and 19.9 for conv4 (~2.7 GFLOP each), against 20.4, 11.6 and 11.3 us for their forward convolutions.
+23.3 for conv3 and 19.9 for conv4 (~2.7 GFLOP each), against 20.4, 11.6 and 11.3 us for their forward convolutions;
+and deconv3's data gradient, a 2 x 2 stride-2 convolution of 1.07 GFLOP, 25.1 us (43 TFLOP/s).
 
 Opt-in, not yet measured (MSCRED_PHASE_DGRAD=1, ``enabled``): used by ``wgrad_stream``'s side-gradient convolution
-(the fused bf16 training step's encoder) where ``applies``. float64 and devices without the kernels go to
+(the fused bf16 training step's encoder and decoder) where ``applies``. float64 and devices without the kernels go to
 ``aten.convolution_backward``, as does everything else.
 """
 from __future__ import annotations
@@ -33,9 +38,10 @@ import torch
 
 from mscred.ops.triton.runtime import runs_fused, switched_on, tile_override, tl, triton
 
-TILES = {  # rows (pixels) x columns a program, warps; MSCRED_PHASE_DGRAD_TILE overrides both
+TILES = {  # rows (pixels) x columns a program, warps; MSCRED_PHASE_DGRAD_TILE overrides all three
     "columns": (128, 128, 8),  # columns: taps x channels
     "taps": (128, 64, 4),  # columns: channels
+    "gather": (128, 128, 8),  # columns: channels
 }
 
 
@@ -45,36 +51,41 @@ def enabled() -> bool:
 
 
 def applies(x_shape: torch.Size, w: torch.Tensor, stride: int, padding, transposed: bool) -> bool:
-    """Whether the convolution of an input of ``x_shape`` with ``w`` (O, C, k, k) at ``stride`` and symmetric
-    ``padding`` is one this module computes: not transposed, square kernel k >= stride >= 2 (a kernel below the
-    stride leaves pixels no tap reads; stride 1 has one phase, a plain convolution), padding below k, and a dtype
-    the kernels take."""
+    """Whether the convolution of an input of ``x_shape`` with ``w`` ((O, C, k, k); transposed: (C, O, k, k)) at
+    ``stride`` and symmetric ``padding`` is one this module computes: square kernel, stride >= 2 (stride 1 has one
+    phase, a plain convolution), padding below k, a dtype the kernels take; not transposed, k >= stride as well (a
+    kernel below the stride leaves pixels no tap reads)."""
     k = w.shape[-1]
-    return (not transposed and w.dim() == 4 and w.shape[-2] == k >= stride >= 2 and x_shape[1] == w.shape[1]
-            and all(0 <= p < k for p in padding) and w.dtype in (torch.bfloat16, torch.float16, torch.float32))
+    return (w.dim() == 4 and w.shape[-2] == k and stride >= 2 and (transposed or k >= stride)
+            and x_shape[1] == w.shape[0 if transposed else 1] and all(0 <= p < k for p in padding)
+            and w.dtype in (torch.bfloat16, torch.float16, torch.float32))
 
 
-def form(w: torch.Tensor, stride: int, x_shape: torch.Size, padding=(0, 0)) -> str:
-    """Which kernel computes it: "columns" where the kernel equals the stride without padding, else "taps"."""
+def form(w: torch.Tensor, stride: int, x_shape: torch.Size, padding=(0, 0), transposed: bool = False) -> str:
+    """Which kernel computes it: "gather" for a transposed convolution, "columns" where the kernel equals the stride
+    without padding, else "taps"."""
+    if transposed:
+        return "gather"
     return "columns" if w.shape[-1] == stride and not any(padding) else "taps"
 
 
 def dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0),
-          kernel: str | None = None) -> torch.Tensor:
+          transposed: bool = False, kernel: str | None = None) -> torch.Tensor:
     """dx (channels-last, ``x_shape``) of the convolution ``applies`` accepted, from ``dy`` (N, O, Ho, Wo).
-    ``kernel``: "columns" or "taps" instead of ``form``'s choice (the benchmark's comparison; "columns" only
-    where ``form`` would choose it)."""
+    ``kernel``: "columns" or "taps" instead of ``form``'s choice for a convolution (the benchmark's comparison;
+    "columns" only where ``form`` would choose it)."""
     if not runs_fused(dy) or dy.dtype != w.dtype:
-        return reference(dy, w, x_shape, stride, padding)
+        return reference(dy, w, x_shape, stride, padding, transposed)
     return phase_dgrad(dy.contiguous(memory_format=torch.channels_last),
                        w.contiguous(memory_format=torch.channels_last), list(x_shape), stride, list(padding),
-                       kernel or form(w, stride, x_shape, padding))
+                       form(w, stride, x_shape, padding, transposed) if transposed or kernel is None else kernel)
 
 
-def reference(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0)) -> torch.Tensor:
+def reference(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0),
+              transposed: bool = False) -> torch.Tensor:
     """The same through ``aten.convolution_backward`` (the tests' oracle, and the path off the kernels)."""
     x = torch.empty(x_shape, device=dy.device, dtype=dy.dtype).to(memory_format=torch.channels_last)
-    return torch.ops.aten.convolution_backward(dy, x, w, None, [stride, stride], list(padding), [1, 1], False,
+    return torch.ops.aten.convolution_backward(dy, x, w, None, [stride, stride], list(padding), [1, 1], transposed,
                                                [0, 0], 1, [True, False, False])[0]
 
 
@@ -85,6 +96,8 @@ def phase_dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: i
     N, C, H, W = x_shape
     O, k = w.shape[0], w.shape[-1]
     HO, WO = dy.shape[2], dy.shape[3]
+    if kernel == "gather":
+        return _gather(dy, w, x_shape, stride, padding)
     if kernel == "columns" and form(w, stride, x_shape, padding) != "columns":
         raise ValueError(f"the columns kernel needs kernel = stride and no padding, got kernel {k}, stride {stride}, "
                          f"padding {padding}")
@@ -114,6 +127,26 @@ def phase_dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: i
     _taps_kernel[grid](dy, w, dx, N * hp * wp, hp * wp, wp, HO, WO, H, W, ph, pw, O=O, C=C, K=k, S=stride,
                        TMAX=-(-k // stride), PREC=prec, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
                        num_warps=warps)
+    return dx
+
+
+def _gather(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: int, padding: list[int]) -> torch.Tensor:
+    """A transposed convolution's dx: the strided convolution of dy (N, Cout, HD, WD) with w (Cin, Cout, k, k)."""
+    N, CI, H, W = x_shape
+    CO, k = w.shape[1], w.shape[-1]
+    HD, WD = dy.shape[2], dy.shape[3]
+    dx = torch.empty(N, CI, H, W, device=dy.device, dtype=dy.dtype, memory_format=torch.channels_last)
+    if dx.numel() == 0:
+        return dx
+    if CO == 0:
+        return dx.zero_()
+    block_m, block_n, warps = tile_override("MSCRED_PHASE_DGRAD_TILE", TILES["gather"], ("rows", "columns", "warps"))
+    block_k = max(16, min(64, triton.next_power_of_2(CO)))
+    block_n = max(16, min(block_n, triton.next_power_of_2(CI)))
+    grid = (triton.cdiv(N * H * W, block_m), triton.cdiv(CI, block_n))
+    _gather_kernel[grid](dy, w, dx, N * H * W, H * W, W, HD, WD, padding[0], padding[1], CI=CI, CO=CO, K=k,
+                         S=stride, PREC="tf32x3" if dy.dtype == torch.float32 else "tf32", BLOCK_M=block_m,
+                         BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps)
     return dx
 
 
@@ -187,4 +220,35 @@ if triton is not None:
                         acc = tl.dot(dyt, wt, acc, input_precision=PREC)
         dst = ((n * H + y) * W + x) * C
         tl.store(dx_ptr + dst[:, None] + c[None, :], acc.to(dx_ptr.dtype.element_ty),
+                 mask=rmask[:, None] & cmask[None, :])
+
+    @triton.jit(do_not_specialize=["M", "HW", "W", "HD", "WD", "PH", "PW"])
+    def _gather_kernel(dy_ptr, w_ptr, dx_ptr, M, HW, W, HD, WD, PH, PW, CI: tl.constexpr, CO: tl.constexpr,
+                       K: tl.constexpr, S: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr,
+                       BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        """A transposed convolution's dx for BLOCK_M of its pixels (rows (n, j, i), HW = H*W of them an image) x
+        BLOCK_N of its CI channels: over the K x K taps, the dot of dy's pixel (S*j + ky - PH, S*i + kx - PW)
+        (zero outside the HD x WD image) with the tap's weight, w[c, o, ky, kx] read from the channels-last
+        (CI, K, K, CO) memory as (CO, CI)."""
+        r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+        c = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        rmask, cmask = r < M, c < CI
+        r64 = r.to(tl.int64)
+        n, p = r64 // HW, r64 % HW
+        j, i = (p // W).to(tl.int32), (p % W).to(tl.int32)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for ky in tl.static_range(K):
+            for kx in tl.static_range(K):
+                y, x = S * j + ky - PH, S * i + kx - PW
+                inside = rmask & (y >= 0) & (y < HD) & (x >= 0) & (x < WD)
+                src = ((n * HD + y) * WD + x) * CO
+                for k0 in tl.static_range(0, CO, BLOCK_K):
+                    o = k0 + tl.arange(0, BLOCK_K)
+                    omask = o < CO
+                    dyt = tl.load(dy_ptr + src[:, None] + o[None, :], mask=inside[:, None] & omask[None, :],
+                                  other=0.0)
+                    wt = tl.load(w_ptr + c[None, :] * (K * K * CO) + (ky * K + kx) * CO + o[:, None],
+                                 mask=omask[:, None] & cmask[None, :], other=0.0)
+                    acc = tl.dot(dyt, wt, acc, input_precision=PREC)
+        tl.store(dx_ptr + r64[:, None] * CI + c[None, :], acc.to(dx_ptr.dtype.element_ty),
                  mask=rmask[:, None] & cmask[None, :])
