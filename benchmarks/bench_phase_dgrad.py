@@ -1,11 +1,12 @@
 """The strided convolutions' data gradients as Triton GEMMs of our own (``ops/triton/phase_dgrad.py``) against
 cuDNN's, at the training step's shapes: the encoder's conv2-4 and the decoder's deconv4-2.
 
-bf16, channels-last; the encoder at batch 128 x 5 steps (N = 640 images), the decoder at 128: for each shape cuDNN's data gradient (``aten.convolution_backward``, as the step runs it) and each of the
-module's kernels that can compute it ("columns" where the kernel equals the stride, "taps" for any convolution,
-"gather" for the transposed ones) at every tile setting (``MSCRED_PHASE_DGRAD_TILE`` =
-rows / columns / warps), each captured alone in a CUDA graph, CUDA-event medians of 20 replays after 5 warm-ups;
-each output's largest difference from cuDNN's relative to cuDNN's largest magnitude.
+bf16, channels-last; the encoder at batch 128 x 5 steps (N = 640 images), the decoder at 128: for each shape cuDNN's
+data gradient (``aten.convolution_backward``, as the step runs it) and each of the module's kernels that can compute
+it ("columns" where the kernel equals the stride, "taps" for any convolution, "gather" for the transposed ones) at
+every tile setting (``MSCRED_PHASE_DGRAD_TILE`` = rows / columns / warps), each captured alone in a CUDA graph, CUDA-
+event medians of 20 replays after 5 warm-ups; each output's largest difference from cuDNN's relative to cuDNN's
+largest magnitude.
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_phase_dgrad.py [--out DIR]
 Writes DIR/phase_dgrad.md and .json.
