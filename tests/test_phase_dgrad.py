@@ -25,10 +25,26 @@ needs_kernels = pytest.mark.skipif(not runs_fused(torch.empty(0, device=DEVICE))
                                    reason="the kernels need Triton (CUDA, or the CPU interpreter)")
 
 
-@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
-def test_switch(setting, on, set_env):
+@pytest.mark.parametrize("setting, kernels", [(None, ()), ("0", ()), ("off", ()), ("1", phase_dgrad.KERNELS),
+                                               ("columns/taps", ("columns", "taps")), (" Gather ", ("gather",))])
+def test_switch(setting, kernels, set_env):
     set_env("MSCRED_PHASE_DGRAD", setting)
-    assert phase_dgrad.enabled() is on
+    assert [k for k in phase_dgrad.KERNELS if phase_dgrad.enabled(k)] == list(kernels)
+
+
+def test_switch_rejects_unknown_kernels(monkeypatch):
+    monkeypatch.setenv("MSCRED_PHASE_DGRAD", "columns/tap")
+    with pytest.raises(ValueError, match="MSCRED_PHASE_DGRAD"):
+        phase_dgrad.enabled("columns")
+
+
+@pytest.mark.parametrize("setting, conv, deconv", [("1", "taps", "gather"), ("columns/taps", "taps", None),
+                                                   ("gather", None, "gather"), ("0", None, None)])
+def test_chosen_follows_the_switch(setting, conv, deconv, monkeypatch):
+    monkeypatch.setenv("MSCRED_PHASE_DGRAD", setting)
+    assert phase_dgrad.chosen(torch.Size((2, 32, 31, 31)), _w(64, 32, 3), 2, (0, 0), False) == conv
+    assert phase_dgrad.chosen(torch.Size((2, 256, 8, 8)), _w(256, 64, 2), 2, (0, 0), True) == deconv
+    assert phase_dgrad.chosen(torch.Size((2, 4, 8, 8)), _w(5, 4, 2), 1, (0, 0), False) is None  # stride 1
 
 
 def _w(o, c, k, dtype=torch.bfloat16):
@@ -151,7 +167,7 @@ def test_the_side_gradient_convolution_uses_it(k, pad, transposed, dtype, monkey
     one's (cuDNN / ATen) to rounding; the weight gradient is untouched."""
     calls = []
     real = phase_dgrad.dgrad
-    monkeypatch.setattr(phase_dgrad, "dgrad", lambda *a: calls.append(a[2:]) or real(*a))
+    monkeypatch.setattr(phase_dgrad, "dgrad", lambda *a, **k: calls.append(a[2:]) or real(*a, **k))
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(3, 6, 11, 8, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
     w = torch.randn(*((6, 9) if transposed else (9, 6)), k, k, generator=gen).to(
@@ -176,8 +192,10 @@ def test_the_side_gradient_convolution_uses_it(k, pad, transposed, dtype, monkey
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 def test_the_bf16_step_trains_the_same_with_it(monkeypatch):
     run = fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), DEVICE)
-    ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_DGRAD", phase_dgrad, "applies")
-    assert taken.count(True) == 6, taken  # conv2, conv3 (on their padded copies), conv4; deconv4, deconv3, deconv2
+    ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_DGRAD", phase_dgrad, "chosen")
+    # conv2 and conv4 (level 3's bordered buffer) on the taps and columns kernels, conv3 (its padded copy) on the
+    # columns kernel; deconv4-2 gathered
+    assert sorted(filter(None, taken)) == ["columns", "columns", "gather", "gather", "gather", "taps"], taken
     assert_same_step(ours, ref, bf16=True)
 
 

@@ -169,9 +169,9 @@ class _SideWeightGradConv(torch.autograd.Function):
         x, w = ctx.saved_tensors
         dx = None
         stride, padding, transposed = ctx.conv[0][0], ctx.conv[1], ctx.conv[3]
-        if ctx.needs_input_grad[0] and phase_dgrad.enabled() and phase_dgrad.applies(x.shape, w, stride, padding,
-                                                                                     transposed):
-            dx = phase_dgrad.dgrad(grad, w, x.shape, stride, padding, transposed)  # (opt-in: phase_dgrad.py)
+        kernel = ctx.needs_input_grad[0] and phase_dgrad.chosen(x.shape, w, stride, padding, transposed)
+        if kernel:  # (opt-in: ops/triton/phase_dgrad.py)
+            dx = phase_dgrad.dgrad(grad, w, x.shape, stride, padding, transposed, kernel=kernel)
         elif ctx.needs_input_grad[0]:
             dx = torch.ops.aten.convolution_backward(grad, x, w, None, *ctx.conv, [True, False, False])[0]
         with allowed(True):  # w came from the cast cache (``conv2d``), whose backward joins

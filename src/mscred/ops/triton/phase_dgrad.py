@@ -28,11 +28,13 @@ on the H200 (``benchmarks/results/next_1206/timeline/``, batch 128 x 5 steps), 4
 23.3 for conv3 and 19.9 for conv4 (~2.7 GFLOP each), against 20.4, 11.6 and 11.3 us for their forward convolutions;
 and deconv3's data gradient, a 2 x 2 stride-2 convolution of 1.07 GFLOP, 25.1 us (43 TFLOP/s).
 
-Opt-in, not yet measured (MSCRED_PHASE_DGRAD=1, ``enabled``): used by ``wgrad_stream``'s side-gradient convolution
+Opt-in, not yet measured (MSCRED_PHASE_DGRAD=1, or some of the kernels: ``enabled``): used by ``wgrad_stream``'s side-gradient convolution
 (the fused bf16 training step's encoder and decoder) where ``applies``. float64 and devices without the kernels go to
 ``aten.convolution_backward``, as does everything else.
 """
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -45,9 +47,33 @@ TILES = {  # rows (pixels) x columns a program, warps; MSCRED_PHASE_DGRAD_TILE o
 }
 
 
-def enabled() -> bool:
-    """Whether the side-gradient convolutions use these data gradients where they apply (MSCRED_PHASE_DGRAD=1)."""
-    return switched_on("MSCRED_PHASE_DGRAD")
+KERNELS = ("columns", "taps", "gather")
+
+
+def enabled(kernel: str) -> bool:
+    """Whether the side-gradient convolutions use ``kernel`` where it applies: MSCRED_PHASE_DGRAD=1 every kernel,
+    or the kernels named, "/"-separated (e.g. ``columns/taps``: the encoder's only; "/" as the device scripts pass
+    variables in comma-separated lists); unset or 0, none."""
+    text = os.environ.get("MSCRED_PHASE_DGRAD", "").strip().lower()
+    if switched_on("MSCRED_PHASE_DGRAD"):
+        return True
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    names = text.split("/")
+    unknown = [n for n in names if n not in KERNELS]
+    if unknown:
+        raise ValueError(f"MSCRED_PHASE_DGRAD must be 1, 0 or kernels of {'/'.join(KERNELS)} joined by '/', "
+                         f"got {text!r}")
+    return kernel in names
+
+
+def chosen(x_shape: torch.Size, w: torch.Tensor, stride: int, padding, transposed: bool) -> str | None:
+    """The kernel that computes this convolution's data gradient, where one ``applies`` and is ``enabled``; else
+    None (cuDNN's)."""
+    if not applies(x_shape, w, stride, padding, transposed):
+        return None
+    kernel = form(w, stride, x_shape, padding, transposed)
+    return kernel if enabled(kernel) else None
 
 
 def applies(x_shape: torch.Size, w: torch.Tensor, stride: int, padding, transposed: bool) -> bool:
