@@ -1,5 +1,6 @@
 """The strided convolutions' data gradients as Triton GEMMs of our own (``ops/triton/phase_dgrad.py``) against
-cuDNN's, at the training step's shapes: the encoder's conv2-4 and the decoder's deconv4-2.
+cuDNN's, at the training step's shapes: the encoder's conv2-4 and the decoder's deconv4-2, and the decoder's
+forwards (``phase_dgrad.conv_transpose``).
 
 bf16, channels-last; the encoder at batch 128 x 5 steps (N = 640 images), the decoder at 128: for each shape cuDNN's
 data gradient (``aten.convolution_backward``, as the step runs it) and each of the module's kernels that can compute
@@ -33,6 +34,10 @@ SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels) -- the input the st
     "deconv4 (256 -> 128, 2 x 2, 4 x 4 -> 8 x 8)": (128, 256, 4, 4, 128, 2, 2, ("gather",)),
     "deconv3 (256 -> 64, 2 x 2, 8 x 8 -> 16 x 16)": (128, 256, 8, 8, 64, 2, 2, ("gather",)),
     "deconv2 (128 -> 32, 3 x 3, 15 x 15 -> 31 x 31)": (128, 128, 15, 15, 32, 3, 2, ("gather",)),
+    # the decoder's forwards (MSCRED_PHASE_DECONV=1): each the data gradient of the convolution with its weight
+    "deconv4's forward (the dgrad of 128 -> 256, 8 x 8 -> 4 x 4)": (128, 128, 8, 8, 256, 2, 2, ("columns",)),
+    "deconv3's forward (the dgrad of 64 -> 256, 16 x 16 -> 8 x 8)": (128, 64, 16, 16, 256, 2, 2, ("columns",)),
+    "deconv2's forward (the dgrad of 32 -> 128, 31 x 31 -> 15 x 15)": (128, 32, 31, 31, 128, 3, 2, ("taps",)),
 }
 TILES = [f"{m}/{n}/{w}" for m, n, w in itertools.product((64, 128), (64, 128), (4, 8))]
 

@@ -6,15 +6,18 @@
 #                         until its blocks end; split, they end K times as often;
 #   MSCRED_PHASE_DGRAD=1  the encoder's conv2-4 and the decoder's deconv4-2 data gradients as Triton GEMMs of our own
 #                         (ops/triton/phase_dgrad.py) instead of cuDNN's (conv2-4 49.4 + 23.3 + 19.9 us, deconv3 25.1
-#                         us in the trace); =columns/taps the encoder's kernels only, =gather the decoder's.
+#                         us in the trace); =columns/taps the encoder's kernels only, =gather the decoder's;
+#   MSCRED_PHASE_DECONV=1 the decoder's transposed convolutions' forward on the same kernels (cuDNN's dgrad kernels
+#                         took 8.5 + 9.5 + 20.1 us).
 # Steps, packed after each:
 #   1. the graphed bf16 step in one alternation, 3 rounds: the defaults / MSCRED_DECONV_DIRECT=1 /
 #      MSCRED_INTERLEAVED_LEVELS=1 (each alone: results/final_1205/ measured both together) / MSCRED_WGRAD_SPLIT=2 /
-#      =4 / MSCRED_PHASE_DGRAD=1 / its encoder kernels only / its decoder kernel only             -> NAME/env_ab.md
+#      =4 / MSCRED_PHASE_DGRAD=1 / its encoder kernels only / its decoder kernel only / MSCRED_PHASE_DECONV=1
+#                                                                                                  -> NAME/env_ab.md
 #   2. bench_phase_dgrad.py: the kernels' tiles against cuDNN at conv2-4's and deconv4-2's shapes
 #                                                                                                 -> NAME/phase_dgrad/
-#   3. graph_priority.py --split 2: torch's launch / node priorities as captured / by kernel name, and the two
-#      latter with the split                                                                     -> NAME/priority/
+#   3. graph_priority.py --split 2, 2 rounds: torch's launch / node priorities as captured / by kernel name, and
+#      the two latter with the split                                                             -> NAME/priority/
 #   4. the GPU tests of the new levers, the two opt-in levers, and the model tests' CUDA comparisons, in what
 #      time is left                                                                               -> NAME/gpu_tests.txt
 #   bash benchmarks/gpu_split_1205.sh NAME
@@ -25,14 +28,15 @@ cache_bytecode
 D=$(result_dir "$NAME")
 pack() { (cd "$OUT" && tar czf "$NAME.tgz" "$NAME"); }
 PD=MSCRED_PHASE_DGRAD
-timeout 240 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaults:" \
+timeout 270 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaults:" \
   --variant "deconv_direct:MSCRED_DECONV_DIRECT=1" --variant "interleaved:MSCRED_INTERLEAVED_LEVELS=1" \
   --variant "split2:MSCRED_WGRAD_SPLIT=2" --variant "split4:MSCRED_WGRAD_SPLIT=4" --variant "phase_all:$PD=1" \
-  --variant "phase_encoder:$PD=columns/taps" --variant "phase_decoder:$PD=gather" > "$D/step_log.txt" 2>&1
-echo "A/B exit $? at ${SECONDS}s"; tail -10 "$D/env_ab.md"; pack
+  --variant "phase_encoder:$PD=columns/taps" --variant "phase_decoder:$PD=gather" \
+  --variant "phase_deconv:MSCRED_PHASE_DECONV=1" > "$D/step_log.txt" 2>&1
+echo "A/B exit $? at ${SECONDS}s"; tail -11 "$D/env_ab.md"; pack
 bench_to_log "$D/phase_dgrad" 120 benchmarks/bench_phase_dgrad.py
 echo "phase bench done at ${SECONDS}s"; grep -E "cuDNN|exit" "$D/phase_dgrad/bench_log.txt" | tail -7; pack
-bench_to_log "$D/priority" 100 benchmarks/graph_priority.py --split 2 --rounds 3
+bench_to_log "$D/priority" 80 benchmarks/graph_priority.py --split 2 --rounds 2
 echo "priority done at ${SECONDS}s"; tail -8 "$D/priority/bench_log.txt"; pack
 LEFT=$(( 590 - SECONDS )); [ "$LEFT" -gt 20 ] || LEFT=20
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-$LEFT}" -rf tests/test_phase_dgrad.py \

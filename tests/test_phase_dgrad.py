@@ -222,3 +222,81 @@ def test_the_kernels_compile_for_the_h200_within_its_shared_memory(tile):
                                           dict(constants=constants, pointers=pointers, num_warps=warps))
         assert code["shared"] <= sm90_compile.HOPPER_SHARED_MEMORY, (tile, name, code["shared"])
         assert "HGMMA" in code["listing"] or "HMMA" in code["listing"], (tile, name)
+
+
+@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
+def test_deconv_switch(setting, on, set_env):
+    set_env("MSCRED_PHASE_DECONV", setting)
+    assert phase_dgrad.deconv_enabled() is on
+
+
+DECONV_SMALL = [  # N, CI, H, W, CO, k, s, padding: a transposed convolution (CI -> CO) of an H x W input
+    (3, 5, 4, 3, 7, 2, 2, 0), (2, 6, 5, 4, 3, 3, 2, 0), (2, 6, 5, 4, 3, 3, 2, 1), (1, 17, 3, 5, 9, 4, 3, 1),
+    (2, 40, 4, 4, 20, 2, 2, 0), (2, 24, 7, 6, 12, 3, 2, 0),
+]
+DECONV_FULL = [(128, 256, 4, 4, 128, 2, 2, 0), (128, 256, 8, 8, 64, 2, 2, 0), (128, 128, 15, 15, 32, 3, 2, 0),
+               (7, 128, 15, 15, 32, 3, 2, 0)]
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("N, CI, H, W, CO, k, s, pad", DECONV_FULL if DEVICE == "cuda" else DECONV_SMALL)
+def test_the_transposed_convolutions_forward_is_the_float64_one(N, CI, H, W, CO, k, s, pad, dtype, strict_float32):
+    """``conv_transpose`` (the decoder's deconv4-2 in the step at full size on CUDA) against float64
+    ``conv_transpose2d`` of the same rounded inputs."""
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(N, CI, H, W, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
+    w = torch.randn(CI, CO, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
+    assert phase_dgrad.deconv_applies(x, w, s, (pad, pad))
+    got = phase_dgrad.conv_transpose(x, w, s, (pad, pad))
+    want = F.conv_transpose2d(x.double(), w.double(), stride=s, padding=pad)
+    assert got.shape == want.shape and got.dtype == dtype
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    rtol, atol = (1e-5, 1e-5) if dtype == torch.float32 else (1e-2, 1e-2)
+    torch.testing.assert_close(got.double(), want, rtol=rtol, atol=atol * (k * k * CI) ** 0.5)
+
+
+def test_deconv_applies_only_where_a_kernel_computes_it():
+    x = torch.zeros(2, 8, 5, 5, dtype=torch.bfloat16, device=DEVICE)
+    fused = runs_fused(x)
+    assert phase_dgrad.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.bfloat16, device=DEVICE), 2, (0, 0)) \
+        is fused
+    assert not phase_dgrad.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.bfloat16, device=DEVICE), 1, (0, 0))
+    assert not phase_dgrad.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.float32, device=DEVICE), 2, (0, 0))
+    assert not phase_dgrad.deconv_applies(x, torch.zeros(8, 4, 1, 1, dtype=torch.bfloat16, device=DEVICE), 2, (0, 0))
+
+
+@needs_kernels
+@pytest.mark.parametrize("k, dtype", [(2, torch.float32), (3, torch.float32), (3, torch.bfloat16)])
+def test_the_side_gradient_transposed_convolution_runs_its_forward_on_them(k, dtype, monkeypatch, strict_float32):
+    """Switched on, ``_SideWeightGradConv``'s transposed forward goes through ``conv_transpose`` and equals cuDNN's /
+    ATen's to rounding, and its gradients (not these kernels' business) are the same."""
+    calls = []
+    real = phase_dgrad.conv_transpose
+    monkeypatch.setattr(phase_dgrad, "conv_transpose", lambda *a: calls.append(a[2:]) or real(*a))
+    gen = torch.Generator().manual_seed(5)
+    x = torch.randn(3, 6, 5, 4, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
+    w = torch.randn(6, 9, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
+    dy = torch.randn(F.conv_transpose2d(x.float(), w.float(), stride=2).shape, generator=gen).to(
+        device=DEVICE, dtype=dtype)
+    outs = {}
+    for setting in ("0", "1"):
+        monkeypatch.setenv("MSCRED_PHASE_DECONV", setting)
+        xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
+        y = wgrad_stream._SideWeightGradConv.apply(xs, ws, 2, (0, 0), True)
+        y.backward(dy)
+        outs[setting] = y.detach(), xs.grad, ws.grad
+    assert calls == [(2, (0, 0))]
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-2, atol=2e-2)
+    for got, want in zip(outs["1"], outs["0"]):
+        torch.testing.assert_close(got, want, **tol)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the fused model's decoder takes the side-gradient convolution on CUDA "
+                                            "only (wgrad_stream.conv2d); the op itself is tested above")
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+def test_the_bf16_step_trains_the_same_with_the_deconv_forward(monkeypatch):
+    run = fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), DEVICE)
+    ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_DECONV", phase_dgrad, "deconv_applies")
+    assert taken.count(True) == 3, taken  # deconv4, deconv3 and deconv2
+    assert_same_step(ours, ref, bf16=True)

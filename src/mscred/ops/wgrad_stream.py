@@ -160,6 +160,8 @@ class _SideWeightGradConv(torch.autograd.Function):
     def forward(ctx, x, w, stride, padding, transposed):
         ctx.save_for_backward(x, w)
         ctx.conv = ([stride, stride], list(padding), [1, 1], transposed, [0, 0], 1)
+        if transposed and phase_dgrad.deconv_enabled() and phase_dgrad.deconv_applies(x, w, stride, padding):
+            return phase_dgrad.conv_transpose(x, w, stride, padding)  # (opt-in: ops/triton/phase_dgrad.py)
         if transposed:
             return F.conv_transpose2d(x, w, None, stride=stride, padding=padding)
         return F.conv2d(x, w, None, stride=stride, padding=padding)

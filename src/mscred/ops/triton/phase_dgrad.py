@@ -28,6 +28,9 @@ on the H200 (``benchmarks/results/next_1206/timeline/``, batch 128 x 5 steps), 4
 23.3 for conv3 and 19.9 for conv4 (~2.7 GFLOP each), against 20.4, 11.6 and 11.3 us for their forward convolutions;
 and deconv3's data gradient, a 2 x 2 stride-2 convolution of 1.07 GFLOP, 25.1 us (43 TFLOP/s).
 
+The same "columns" and "taps" kernels are the decoder's transposed convolutions' forward, which is the data
+gradient of a convolution with the same weight (``conv_transpose``, MSCRED_PHASE_DECONV=1).
+
 Opt-in, not yet measured (MSCRED_PHASE_DGRAD=1, or some of the kernels: ``enabled``): used by ``wgrad_stream``'s side-gradient convolution
 (the fused bf16 training step's encoder and decoder) where ``applies``. float64 and devices without the kernels go to
 ``aten.convolution_backward``, as does everything else.
@@ -93,6 +96,38 @@ def form(w: torch.Tensor, stride: int, x_shape: torch.Size, padding=(0, 0), tran
     if transposed:
         return "gather"
     return "columns" if w.shape[-1] == stride and not any(padding) else "taps"
+
+
+def deconv_enabled() -> bool:
+    """Whether the side-gradient convolutions run transposed convolutions' forward on these kernels
+    (MSCRED_PHASE_DECONV=1; off by default)."""
+    return switched_on("MSCRED_PHASE_DECONV")
+
+
+def deconv_applies(x: torch.Tensor, w: torch.Tensor, stride: int, padding) -> bool:
+    """Whether ``conv_transpose`` computes the transposed convolution of ``x`` with ``w`` (Cin, Cout, k, k): it is
+    the data gradient of the convolution with weight ``w`` read as (O, C) = (Cin, Cout), so where that one
+    ``applies``, on the kernels' device with matching dtypes."""
+    out_shape = torch.Size((x.shape[0], w.shape[1], *_deconv_size(x, w, stride, padding)))
+    return (runs_fused(x) and x.dtype == w.dtype and min(out_shape[2:]) > 0
+            and applies(out_shape, w, stride, padding, False))
+
+
+def _deconv_size(x: torch.Tensor, w: torch.Tensor, stride: int, padding) -> tuple[int, int]:
+    k = w.shape[-1]
+    return (x.shape[2] - 1) * stride + k - 2 * padding[0], (x.shape[3] - 1) * stride + k - 2 * padding[1]
+
+
+def conv_transpose(x: torch.Tensor, w: torch.Tensor, stride: int, padding=(0, 0)) -> torch.Tensor:
+    """``F.conv_transpose2d(x, w, stride=stride, padding=padding)`` (channels-last) on the kernels, where
+    ``deconv_applies``: the transposed convolution is the data gradient of the convolution with the same weight, so
+    the "columns" kernel (kernel = stride, no padding) or the "taps" kernel computes it with x as that dy. On the
+    H200 cuDNN ran the decoder's as implicit-GEMM dgrad kernels: deconv2's 2.1 GFLOP took 20.1 us, deconv3's and
+    deconv4's 9.5 and 8.5 us (``results/next_1206/timeline/``)."""
+    out_shape = [x.shape[0], w.shape[1], *_deconv_size(x, w, stride, padding)]
+    kernel = form(w, stride, torch.Size(out_shape), padding)
+    return phase_dgrad(x.contiguous(memory_format=torch.channels_last),
+                       w.contiguous(memory_format=torch.channels_last), out_shape, stride, list(padding), kernel)
 
 
 def dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0),
