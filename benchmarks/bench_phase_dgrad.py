@@ -1,6 +1,6 @@
 """The strided convolutions' data gradients as Triton GEMMs of our own (``ops/triton/phase_dgrad.py``) against
-cuDNN's, at the training step's shapes: the encoder's conv2-4 and the decoder's deconv4-2, and the decoder's
-forwards (``phase_dgrad.conv_transpose``).
+cuDNN's, at the training step's shapes: the encoder's conv2-4 and the decoder's deconv4-2, and the decoder's and
+the encoder's forwards (``phase_dgrad.conv_transpose``, ``phase_dgrad.conv``).
 
 bf16, channels-last; the encoder at batch 128 x 5 steps (N = 640 images), the decoder at 128: for each shape cuDNN's
 data gradient (``aten.convolution_backward``, as the step runs it) and each of the module's kernels that can compute
@@ -38,8 +38,15 @@ SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels) -- the input the st
     "deconv4's forward (the dgrad of 128 -> 256, 8 x 8 -> 4 x 4)": (128, 128, 8, 8, 256, 2, 2, ("columns",)),
     "deconv3's forward (the dgrad of 64 -> 256, 16 x 16 -> 8 x 8)": (128, 64, 16, 16, 256, 2, 2, ("columns",)),
     "deconv2's forward (the dgrad of 32 -> 128, 31 x 31 -> 15 x 15)": (128, 32, 31, 31, 128, 3, 2, ("taps",)),
+    # the encoder's forwards (MSCRED_PHASE_CONV=1): each the gather of a transposed convolution's data gradient,
+    # (N, C, H, W, O) = (images, the convolution's output channels and size, its input channels)
+    "conv2's forward (the gather of 64 -> 32, 15 x 15 -> 31 x 31)": (640, 64, 15, 15, 32, 3, 2, ("gather",)),
+    "conv3's forward (the gather of 128 -> 64, 8 x 8 -> 16 x 16)": (640, 128, 8, 8, 64, 2, 2, ("gather",)),
+    # (conv4 reads an 8 x 8 input here; the step's is level 3's 9 x 9 bordered buffer, whose last row and column
+    # no tap reads: the same work)
+    "conv4's forward (the gather of 256 -> 128, 4 x 4 -> 8 x 8)": (640, 256, 4, 4, 128, 2, 2, ("gather",)),
 }
-TILES = [f"{m}/{n}/{w}" for m, n, w in itertools.product((64, 128), (64, 128), (4, 8))]
+TILES = [f"{m}/{n}/{w}" for (m, w), n in itertools.product(((64, 4), (128, 8)), (64, 128))]
 
 
 def main() -> None:

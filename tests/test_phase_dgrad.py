@@ -300,3 +300,81 @@ def test_the_bf16_step_trains_the_same_with_the_deconv_forward(monkeypatch):
     ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_DECONV", phase_dgrad, "deconv_applies")
     assert taken.count(True) == 3, taken  # deconv4, deconv3 and deconv2
     assert_same_step(ours, ref, bf16=True)
+
+
+@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
+def test_conv_switch(setting, on, set_env):
+    set_env("MSCRED_PHASE_CONV", setting)
+    assert phase_dgrad.conv_enabled() is on
+
+
+CONV_SMALL = [  # N, C, H, W, O, k, s, padding
+    (3, 5, 8, 6, 7, 2, 2, 0), (2, 6, 11, 9, 5, 3, 2, 0), (2, 6, 9, 9, 5, 3, 2, 1), (1, 3, 13, 10, 17, 5, 2, 2),
+    (2, 4, 10, 11, 6, 4, 3, 1), (3, 16, 9, 9, 32, 2, 2, 0), (2, 8, 31, 31, 16, 3, 2, 0),
+]
+CONV_FULL = [(640, 32, 31, 31, 64, 3, 2, 0), (640, 64, 16, 16, 128, 2, 2, 0), (640, 128, 9, 9, 256, 2, 2, 0),
+             (7, 32, 31, 31, 64, 3, 2, 1)]
+
+
+@needs_kernels
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("N, C, H, W, O, k, s, pad", CONV_FULL if DEVICE == "cuda" else CONV_SMALL)
+def test_the_strided_convolutions_forward_is_the_float64_one(N, C, H, W, O, k, s, pad, dtype, strict_float32):
+    """``conv`` (the encoder's conv2-4 in the step, on their padded / bordered inputs, at full size on CUDA) against
+    float64 ``conv2d`` of the same rounded inputs."""
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(N, C, H, W, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
+    w = torch.randn(O, C, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
+    assert phase_dgrad.conv_applies(x, w, s, (pad, pad))
+    got = phase_dgrad.conv(x, w, s, (pad, pad))
+    want = F.conv2d(x.double(), w.double(), stride=s, padding=pad)
+    assert got.shape == want.shape and got.dtype == dtype
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    rtol, atol = (1e-5, 1e-5) if dtype == torch.float32 else (1e-2, 1e-2)
+    torch.testing.assert_close(got.double(), want, rtol=rtol, atol=atol * (k * k * C) ** 0.5)
+
+
+def test_conv_applies_only_where_the_kernel_computes_it():
+    x = torch.zeros(2, 8, 5, 5, dtype=torch.bfloat16, device=DEVICE)
+    w = torch.zeros(4, 8, 3, 3, dtype=torch.bfloat16, device=DEVICE)
+    assert phase_dgrad.conv_applies(x, w, 2, (0, 0)) is runs_fused(x)
+    assert not phase_dgrad.conv_applies(x, w, 1, (0, 0))  # stride 1
+    assert not phase_dgrad.conv_applies(x, w.float(), 2, (0, 0))  # dtypes differ
+    assert not phase_dgrad.conv_applies(x, w, 2, (3, 3))  # padding as wide as the kernel
+    assert not phase_dgrad.conv_applies(x[:, :, :2, :2], w, 2, (0, 0))  # no output
+
+
+@needs_kernels
+@pytest.mark.parametrize("k, pad, dtype", [(2, 0, torch.float32), (3, 1, torch.float32), (3, 0, torch.bfloat16)])
+def test_the_side_gradient_convolution_runs_its_forward_on_it(k, pad, dtype, monkeypatch, strict_float32):
+    """Switched on, ``_SideWeightGradConv``'s forward goes through ``conv`` and equals cuDNN's / ATen's to rounding,
+    its gradients the same."""
+    calls = []
+    real = phase_dgrad.conv
+    monkeypatch.setattr(phase_dgrad, "conv", lambda *a: calls.append(a[2:]) or real(*a))
+    gen = torch.Generator().manual_seed(7)
+    x = torch.randn(3, 6, 11, 9, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
+    w = torch.randn(5, 6, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
+    dy = torch.randn(F.conv2d(x.float(), w.float(), stride=2, padding=pad).shape, generator=gen).to(
+        device=DEVICE, dtype=dtype)
+    outs = {}
+    for setting in ("0", "1"):
+        monkeypatch.setenv("MSCRED_PHASE_CONV", setting)
+        xs, ws = x.clone().requires_grad_(), w.clone().requires_grad_()
+        y = wgrad_stream._SideWeightGradConv.apply(xs, ws, 2, (pad, pad), False)
+        y.backward(dy)
+        outs[setting] = y.detach(), xs.grad, ws.grad
+    assert calls == [(2, (pad, pad))]
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-2, atol=2e-2)
+    for got, want in zip(outs["1"], outs["0"]):
+        torch.testing.assert_close(got, want, **tol)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the fused model's encoder takes the side-gradient convolution on CUDA "
+                                            "only (wgrad_stream.conv2d); the op itself is tested above")
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+def test_the_bf16_step_trains_the_same_with_the_conv_forward(monkeypatch):
+    run = fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), DEVICE)
+    ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_CONV", phase_dgrad, "conv_applies")
+    assert taken.count(True) == 3, taken  # conv2, conv3 and conv4
+    assert_same_step(ours, ref, bf16=True)

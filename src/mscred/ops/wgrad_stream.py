@@ -164,6 +164,8 @@ class _SideWeightGradConv(torch.autograd.Function):
             return phase_dgrad.conv_transpose(x, w, stride, padding)  # (opt-in: ops/triton/phase_dgrad.py)
         if transposed:
             return F.conv_transpose2d(x, w, None, stride=stride, padding=padding)
+        if phase_dgrad.conv_enabled() and phase_dgrad.conv_applies(x, w, stride, padding):
+            return phase_dgrad.conv(x, w, stride, padding)  # (opt-in: ops/triton/phase_dgrad.py)
         return F.conv2d(x, w, None, stride=stride, padding=padding)
 
     @staticmethod

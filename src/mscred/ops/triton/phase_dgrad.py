@@ -29,7 +29,8 @@ on the H200 (``benchmarks/results/next_1206/timeline/``, batch 128 x 5 steps), 4
 and deconv3's data gradient, a 2 x 2 stride-2 convolution of 1.07 GFLOP, 25.1 us (43 TFLOP/s).
 
 The same "columns" and "taps" kernels are the decoder's transposed convolutions' forward, which is the data
-gradient of a convolution with the same weight (``conv_transpose``, MSCRED_PHASE_DECONV=1).
+gradient of a convolution with the same weight (``conv_transpose``, MSCRED_PHASE_DECONV=1), and the "gather"
+kernel is the encoder's strided convolutions' forward (``conv``, MSCRED_PHASE_CONV=1).
 
 Opt-in, not yet measured (MSCRED_PHASE_DGRAD=1, or some of the kernels: ``enabled``): used by ``wgrad_stream``'s side-gradient convolution
 (the fused bf16 training step's encoder and decoder) where ``applies``. float64 and devices without the kernels go to
@@ -128,6 +129,36 @@ def conv_transpose(x: torch.Tensor, w: torch.Tensor, stride: int, padding=(0, 0)
     kernel = form(w, stride, torch.Size(out_shape), padding)
     return phase_dgrad(x.contiguous(memory_format=torch.channels_last),
                        w.contiguous(memory_format=torch.channels_last), out_shape, stride, list(padding), kernel)
+
+
+def conv_enabled() -> bool:
+    """Whether the side-gradient convolutions run strided convolutions' forward on the gather kernel
+    (MSCRED_PHASE_CONV=1; off by default)."""
+    return switched_on("MSCRED_PHASE_CONV")
+
+
+def conv_applies(x: torch.Tensor, w: torch.Tensor, stride: int, padding) -> bool:
+    """Whether ``conv`` computes the convolution of ``x`` with ``w`` (O, C, k, k): stride >= 2, a square kernel,
+    padding below it, an output, matching dtypes the kernel takes, on the kernels' device."""
+    k = w.shape[-1]
+    return (runs_fused(x) and x.dtype == w.dtype and w.dtype in (torch.bfloat16, torch.float16, torch.float32)
+            and w.dim() == 4 and w.shape[-2] == k and stride >= 2 and x.shape[1] == w.shape[1]
+            and all(0 <= p < k for p in padding) and min(_conv_size(x, w, stride, padding)) > 0)
+
+
+def _conv_size(x: torch.Tensor, w: torch.Tensor, stride: int, padding) -> tuple[int, int]:
+    k = w.shape[-1]
+    return (x.shape[2] + 2 * padding[0] - k) // stride + 1, (x.shape[3] + 2 * padding[1] - k) // stride + 1
+
+
+def conv(x: torch.Tensor, w: torch.Tensor, stride: int, padding=(0, 0)) -> torch.Tensor:
+    """``F.conv2d(x, w, stride=stride, padding=padding)`` (channels-last) on the "gather" kernel, where
+    ``conv_applies``: it computes a transposed convolution's data gradient, which is the strided convolution of dy
+    with that weight read as (O, C) -- here x with this one. On the H200 cuDNN's forward kernels took 20.4, 11.6 and
+    11.3 us for the encoder's conv2-4 (5.3 and ~2.7 GFLOP: 230-260 TFLOP/s, ``results/next_1206/timeline/``)."""
+    out_shape = [x.shape[0], w.shape[0], *_conv_size(x, w, stride, padding)]
+    return phase_dgrad(x.contiguous(memory_format=torch.channels_last),
+                       w.contiguous(memory_format=torch.channels_last), out_shape, stride, list(padding), "gather")
 
 
 def dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0),
