@@ -5,7 +5,7 @@
 #                          a cuDNN weight gradient is one wave of SM-filling blocks, so no priority helps the chain
 #                          until its blocks end; split, they end K times as often;
 #   MSCRED_PHASE_DGRAD=1   the encoder's conv2-4 and the decoder's deconv4-2 data gradients as Triton GEMMs of our own
-#                          (ops/triton/phase_dgrad.py) instead of cuDNN's (conv2-4 49.4 + 23.3 + 19.9 us, deconv3 25.1
+#                          (ops/triton/strided_conv.py) instead of cuDNN's (conv2-4 49.4 + 23.3 + 19.9 us, deconv3 25.1
 #                          us in the trace); =columns/taps the encoder's kernels only, =gather the decoder's;
 #   MSCRED_PHASE_DECONV=1  the decoder's transposed convolutions' forward on the same kernels (cuDNN: 8.5 + 9.5 +
 #                          20.1 us); MSCRED_PHASE_CONV=1 the encoder's conv2-4 forward (cuDNN: 20.4 + 11.6 + 11.3 us).
@@ -14,8 +14,8 @@
 #      MSCRED_INTERLEAVED_LEVELS=1 (each alone: results/final_1205/ measured both together) / MSCRED_WGRAD_SPLIT=2 /
 #      =4 / MSCRED_PHASE_DGRAD=1 / its encoder kernels only / its decoder kernel only / MSCRED_PHASE_DECONV=1 /
 #      MSCRED_PHASE_CONV=1                                                                          -> NAME/env_ab.md
-#   2. bench_phase_dgrad.py: the kernels' tiles against cuDNN at every shape they take in the step
-#                                                                                                 -> NAME/phase_dgrad/
+#   2. bench_strided_conv.py: the kernels' tiles against cuDNN at every shape they take in the step
+#                                                                                                 -> NAME/strided_conv/
 #   3. the GPU tests of the new kernels and of the split, in what time is left                  -> NAME/gpu_tests.txt
 # The rest (node priorities with the split, the other opt-in levers' and model tests' GPU runs): gpu_split_1205_more.sh
 #   bash benchmarks/gpu_split_1205.sh NAME
@@ -33,10 +33,10 @@ timeout 300 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaul
   --variant "phase_deconv:MSCRED_PHASE_DECONV=1" --variant "phase_conv:MSCRED_PHASE_CONV=1" \
   > "$D/step_log.txt" 2>&1
 echo "A/B exit $? at ${SECONDS}s"; tail -12 "$D/env_ab.md"; pack
-bench_to_log "$D/phase_dgrad" 150 benchmarks/bench_phase_dgrad.py
-echo "phase bench done at ${SECONDS}s"; grep -E "cuDNN|exit" "$D/phase_dgrad/bench_log.txt" | tail -13; pack
+bench_to_log "$D/strided_conv" 150 benchmarks/bench_strided_conv.py
+echo "phase bench done at ${SECONDS}s"; grep -E "cuDNN|exit" "$D/strided_conv/bench_log.txt" | tail -13; pack
 LEFT=$(( 585 - SECONDS )); [ "$LEFT" -gt 20 ] || LEFT=20
-bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-$LEFT}" -rf tests/test_phase_dgrad.py \
+bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-$LEFT}" -rf tests/test_strided_conv.py \
   tests/test_wgrad_split.py
 echo "tests done at ${SECONDS}s"
 pack && rm -rf "$OUT/$NAME"

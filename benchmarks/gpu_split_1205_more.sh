@@ -18,6 +18,6 @@ echo "priority done at ${SECONDS}s"; tail -8 "$D/priority/bench_log.txt"; pack
 LEFT=$(( 585 - SECONDS )); [ "$LEFT" -gt 20 ] || LEFT=20
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-$LEFT}" -rf tests/test_small_deconv.py \
   tests/test_interleaved_levels.py tests/test_window_loss.py tests/test_encoder_xh.py tests/test_attention_cat.py \
-  tests/test_wgrad_stream.py tests/test_phase_dgrad.py tests/test_wgrad_split.py
+  tests/test_wgrad_stream.py tests/test_strided_conv.py tests/test_wgrad_split.py
 echo "tests done at ${SECONDS}s"
 pack && rm -rf "$OUT/$NAME"

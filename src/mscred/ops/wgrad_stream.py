@@ -46,7 +46,7 @@ import torch.nn.functional as F
 # (weight_cache imports this module too, for ``join``: each uses the other only inside functions, so either import
 # order works -- tests/test_wgrad_stream.py imports both)
 from mscred.ops import weight_cache
-from mscred.ops.triton import phase_dgrad
+from mscred.ops.triton import strided_conv
 from mscred.ops.triton.runtime import switched_off
 
 SPLIT_VARIABLE = "MSCRED_WGRAD_SPLIT"
@@ -160,12 +160,12 @@ class _SideWeightGradConv(torch.autograd.Function):
     def forward(ctx, x, w, stride, padding, transposed):
         ctx.save_for_backward(x, w)
         ctx.conv = ([stride, stride], list(padding), [1, 1], transposed, [0, 0], 1)
-        if transposed and phase_dgrad.deconv_enabled() and phase_dgrad.deconv_applies(x, w, stride, padding):
-            return phase_dgrad.conv_transpose(x, w, stride, padding)  # (opt-in: ops/triton/phase_dgrad.py)
+        if transposed and strided_conv.deconv_enabled() and strided_conv.deconv_applies(x, w, stride, padding):
+            return strided_conv.conv_transpose(x, w, stride, padding)  # (opt-in: ops/triton/strided_conv.py)
         if transposed:
             return F.conv_transpose2d(x, w, None, stride=stride, padding=padding)
-        if phase_dgrad.conv_enabled() and phase_dgrad.conv_applies(x, w, stride, padding):
-            return phase_dgrad.conv(x, w, stride, padding)  # (opt-in: ops/triton/phase_dgrad.py)
+        if strided_conv.conv_enabled() and strided_conv.conv_applies(x, w, stride, padding):
+            return strided_conv.conv(x, w, stride, padding)  # (opt-in: ops/triton/strided_conv.py)
         return F.conv2d(x, w, None, stride=stride, padding=padding)
 
     @staticmethod
@@ -173,9 +173,9 @@ class _SideWeightGradConv(torch.autograd.Function):
         x, w = ctx.saved_tensors
         dx = None
         stride, padding, transposed = ctx.conv[0][0], ctx.conv[1], ctx.conv[3]
-        kernel = ctx.needs_input_grad[0] and phase_dgrad.chosen(x.shape, w, stride, padding, transposed)
-        if kernel:  # (opt-in: ops/triton/phase_dgrad.py)
-            dx = phase_dgrad.dgrad(grad, w, x.shape, stride, padding, transposed, kernel=kernel)
+        kernel = ctx.needs_input_grad[0] and strided_conv.chosen(x.shape, w, stride, padding, transposed)
+        if kernel:  # (opt-in: ops/triton/strided_conv.py)
+            dx = strided_conv.dgrad(grad, w, x.shape, stride, padding, transposed, kernel=kernel)
         elif ctx.needs_input_grad[0]:
             dx = torch.ops.aten.convolution_backward(grad, x, w, None, *ctx.conv, [True, False, False])[0]
         with allowed(True):  # w came from the cast cache (``conv2d``), whose backward joins

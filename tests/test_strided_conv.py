@@ -1,4 +1,4 @@
-"""The strided convolutions' data gradients as GEMMs over the taps' phases (``ops/triton/phase_dgrad.py``,
+"""The strided convolutions' data gradients as GEMMs over the taps' phases (``ops/triton/strided_conv.py``,
 MSCRED_PHASE_DGRAD=1, opt-in).
 
 CPU, under the Triton interpreter (conftest): which convolutions it takes and with which kernel; the kernels against
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from model_runs import assert_same_step, fused_training_step, off_and_on
 
 from mscred.ops import wgrad_stream
-from mscred.ops.triton import phase_dgrad
+from mscred.ops.triton import strided_conv
 from mscred.ops.triton.runtime import runs_fused
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -25,26 +25,26 @@ needs_kernels = pytest.mark.skipif(not runs_fused(torch.empty(0, device=DEVICE))
                                    reason="the kernels need Triton (CUDA, or the CPU interpreter)")
 
 
-@pytest.mark.parametrize("setting, kernels", [(None, ()), ("0", ()), ("off", ()), ("1", phase_dgrad.KERNELS),
+@pytest.mark.parametrize("setting, kernels", [(None, ()), ("0", ()), ("off", ()), ("1", strided_conv.KERNELS),
                                                ("columns/taps", ("columns", "taps")), (" Gather ", ("gather",))])
 def test_switch(setting, kernels, set_env):
     set_env("MSCRED_PHASE_DGRAD", setting)
-    assert [k for k in phase_dgrad.KERNELS if phase_dgrad.enabled(k)] == list(kernels)
+    assert [k for k in strided_conv.KERNELS if strided_conv.enabled(k)] == list(kernels)
 
 
 def test_switch_rejects_unknown_kernels(monkeypatch):
     monkeypatch.setenv("MSCRED_PHASE_DGRAD", "columns/tap")
     with pytest.raises(ValueError, match="MSCRED_PHASE_DGRAD"):
-        phase_dgrad.enabled("columns")
+        strided_conv.enabled("columns")
 
 
 @pytest.mark.parametrize("setting, conv, deconv", [("1", "taps", "gather"), ("columns/taps", "taps", None),
                                                    ("gather", None, "gather"), ("0", None, None)])
 def test_chosen_follows_the_switch(setting, conv, deconv, monkeypatch):
     monkeypatch.setenv("MSCRED_PHASE_DGRAD", setting)
-    assert phase_dgrad.chosen(torch.Size((2, 32, 31, 31)), _w(64, 32, 3), 2, (0, 0), False) == conv
-    assert phase_dgrad.chosen(torch.Size((2, 256, 8, 8)), _w(256, 64, 2), 2, (0, 0), True) == deconv
-    assert phase_dgrad.chosen(torch.Size((2, 4, 8, 8)), _w(5, 4, 2), 1, (0, 0), False) is None  # stride 1
+    assert strided_conv.chosen(torch.Size((2, 32, 31, 31)), _w(64, 32, 3), 2, (0, 0), False) == conv
+    assert strided_conv.chosen(torch.Size((2, 256, 8, 8)), _w(256, 64, 2), 2, (0, 0), True) == deconv
+    assert strided_conv.chosen(torch.Size((2, 4, 8, 8)), _w(5, 4, 2), 1, (0, 0), False) is None  # stride 1
 
 
 def _w(o, c, k, dtype=torch.bfloat16):
@@ -71,10 +71,10 @@ def _w(o, c, k, dtype=torch.bfloat16):
     ((2, 4, 8, 8), _w(5, 4, 2, torch.float64), 2, (0, 0), False, None),  # float64: cuDNN / ATen
 ])
 def test_which_convolutions_and_which_kernel(x_shape, w, stride, padding, transposed, kernel):
-    taken = phase_dgrad.applies(torch.Size(x_shape), w, stride, padding, transposed)
+    taken = strided_conv.applies(torch.Size(x_shape), w, stride, padding, transposed)
     assert taken is (kernel is not None)
     if taken:
-        assert phase_dgrad.form(w, stride, torch.Size(x_shape), padding, transposed) == kernel
+        assert strided_conv.form(w, stride, torch.Size(x_shape), padding, transposed) == kernel
 
 
 def _case(N, C, H, W, O, k, s, pad, dtype, device=DEVICE, seed=0):
@@ -106,7 +106,7 @@ FULL = [(640, 32, 31, 31, 64, 3, 2, 0, "taps"), (640, 64, 16, 16, 128, 2, 2, 0, 
 def test_the_kernels_are_the_float64_gradient(N, C, H, W, O, k, s, pad, kernel, dtype, strict_float32):
     dy, w, want = _case(N, C, H, W, O, k, s, pad, dtype)
     shape = torch.Size((N, C, H, W))
-    got = phase_dgrad.dgrad(dy, w, shape, s, (pad, pad), kernel=kernel)
+    got = strided_conv.dgrad(dy, w, shape, s, (pad, pad), kernel=kernel)
     assert got.shape == shape and got.dtype == dtype
     assert got.is_contiguous(memory_format=torch.channels_last)
     # each value sums up to k*k*O/s^2 products of values rounded to dtype, in float32: the bf16 error is the output's
@@ -114,7 +114,7 @@ def test_the_kernels_are_the_float64_gradient(N, C, H, W, O, k, s, pad, kernel, 
     rtol, atol = (1e-5, 1e-5) if dtype == torch.float32 else (1e-2, 1e-2)
     scale = (k * k * O) ** 0.5
     torch.testing.assert_close(got.double(), want, rtol=rtol, atol=atol * scale)
-    torch.testing.assert_close(phase_dgrad.reference(dy, w, shape, s, (pad, pad)).double(), want, rtol=rtol,
+    torch.testing.assert_close(strided_conv.reference(dy, w, shape, s, (pad, pad)).double(), want, rtol=rtol,
                                atol=atol * scale)
 
 
@@ -139,23 +139,23 @@ def test_the_transposed_convolutions_gather_is_the_float64_gradient(N, CI, H, W,
     y.backward(dy.double())
     dy, w = dy.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
     shape = torch.Size((N, CI, H, W))
-    got = phase_dgrad.dgrad(dy, w, shape, s, (pad, pad), transposed=True)
+    got = strided_conv.dgrad(dy, w, shape, s, (pad, pad), transposed=True)
     assert got.shape == shape and got.dtype == dtype
     assert got.is_contiguous(memory_format=torch.channels_last)
     rtol, atol = (1e-5, 1e-5) if dtype == torch.float32 else (1e-2, 1e-2)
     scale = (k * k * CO) ** 0.5
     torch.testing.assert_close(got.double(), x64.grad, rtol=rtol, atol=atol * scale)
-    torch.testing.assert_close(phase_dgrad.reference(dy, w, shape, s, (pad, pad), True).double(), x64.grad,
+    torch.testing.assert_close(strided_conv.reference(dy, w, shape, s, (pad, pad), True).double(), x64.grad,
                                rtol=rtol, atol=atol * scale)
 
 
 def test_the_columns_kernel_refuses_what_it_cannot_compute():
     dy, w, _ = _case(1, 4, 8, 8, 5, 3, 2, 0, torch.float32)
     with pytest.raises(ValueError, match="kernel = stride"):
-        phase_dgrad.phase_dgrad(dy, w, [1, 4, 8, 8], 2, [0, 0], "columns")
+        strided_conv.strided_gemm(dy, w, [1, 4, 8, 8], 2, [0, 0], "columns")
     dy, w, _ = _case(1, 4, 8, 8, 5, 2, 2, 1, torch.float32)
     with pytest.raises(ValueError, match="no padding"):
-        phase_dgrad.phase_dgrad(dy, w, [1, 4, 8, 8], 2, [1, 1], "columns")
+        strided_conv.strided_gemm(dy, w, [1, 4, 8, 8], 2, [1, 1], "columns")
 
 
 @needs_kernels
@@ -166,8 +166,8 @@ def test_the_side_gradient_convolution_uses_it(k, pad, transposed, dtype, monkey
     """Switched on, ``_SideWeightGradConv``'s data gradient goes through the kernels and equals the switched-off
     one's (cuDNN / ATen) to rounding; the weight gradient is untouched."""
     calls = []
-    real = phase_dgrad.dgrad
-    monkeypatch.setattr(phase_dgrad, "dgrad", lambda *a, **k: calls.append(a[2:]) or real(*a, **k))
+    real = strided_conv.dgrad
+    monkeypatch.setattr(strided_conv, "dgrad", lambda *a, **k: calls.append(a[2:]) or real(*a, **k))
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(3, 6, 11, 8, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
     w = torch.randn(*((6, 9) if transposed else (9, 6)), k, k, generator=gen).to(
@@ -192,7 +192,7 @@ def test_the_side_gradient_convolution_uses_it(k, pad, transposed, dtype, monkey
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 def test_the_bf16_step_trains_the_same_with_it(monkeypatch):
     run = fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), DEVICE)
-    ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_DGRAD", phase_dgrad, "chosen")
+    ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_DGRAD", strided_conv, "chosen")
     # conv2 and conv4 (level 3's bordered buffer) on the taps and columns kernels, conv3 (its padded copy) on the
     # columns kernel; deconv4-2 gathered
     assert sorted(filter(None, taken)) == ["columns", "columns", "gather", "gather", "gather", "taps"], taken
@@ -218,7 +218,7 @@ def test_the_kernels_compile_for_the_h200_within_its_shared_memory(tile):
                                         BLOCK_N=min(block_n, CI), BLOCK_K=min(64, CO)))
                 for CI, CO, k in ((256, 64, 2), (128, 32, 3))]
     for name, constants in configs:
-        code = sm90_compile.compiled_code("mscred.ops.triton.phase_dgrad", name,
+        code = sm90_compile.compiled_code("mscred.ops.triton.strided_conv", name,
                                           dict(constants=constants, pointers=pointers, num_warps=warps))
         assert code["shared"] <= sm90_compile.HOPPER_SHARED_MEMORY, (tile, name, code["shared"])
         assert "HGMMA" in code["listing"] or "HMMA" in code["listing"], (tile, name)
@@ -227,7 +227,7 @@ def test_the_kernels_compile_for_the_h200_within_its_shared_memory(tile):
 @pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
 def test_deconv_switch(setting, on, set_env):
     set_env("MSCRED_PHASE_DECONV", setting)
-    assert phase_dgrad.deconv_enabled() is on
+    assert strided_conv.deconv_enabled() is on
 
 
 DECONV_SMALL = [  # N, CI, H, W, CO, k, s, padding: a transposed convolution (CI -> CO) of an H x W input
@@ -247,8 +247,8 @@ def test_the_transposed_convolutions_forward_is_the_float64_one(N, CI, H, W, CO,
     gen = torch.Generator().manual_seed(4)
     x = torch.randn(N, CI, H, W, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
     w = torch.randn(CI, CO, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
-    assert phase_dgrad.deconv_applies(x, w, s, (pad, pad))
-    got = phase_dgrad.conv_transpose(x, w, s, (pad, pad))
+    assert strided_conv.deconv_applies(x, w, s, (pad, pad))
+    got = strided_conv.conv_transpose(x, w, s, (pad, pad))
     want = F.conv_transpose2d(x.double(), w.double(), stride=s, padding=pad)
     assert got.shape == want.shape and got.dtype == dtype
     assert got.is_contiguous(memory_format=torch.channels_last)
@@ -259,11 +259,11 @@ def test_the_transposed_convolutions_forward_is_the_float64_one(N, CI, H, W, CO,
 def test_deconv_applies_only_where_a_kernel_computes_it():
     x = torch.zeros(2, 8, 5, 5, dtype=torch.bfloat16, device=DEVICE)
     fused = runs_fused(x)
-    assert phase_dgrad.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.bfloat16, device=DEVICE), 2, (0, 0)) \
+    assert strided_conv.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.bfloat16, device=DEVICE), 2, (0, 0)) \
         is fused
-    assert not phase_dgrad.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.bfloat16, device=DEVICE), 1, (0, 0))
-    assert not phase_dgrad.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.float32, device=DEVICE), 2, (0, 0))
-    assert not phase_dgrad.deconv_applies(x, torch.zeros(8, 4, 1, 1, dtype=torch.bfloat16, device=DEVICE), 2, (0, 0))
+    assert not strided_conv.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.bfloat16, device=DEVICE), 1, (0, 0))
+    assert not strided_conv.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.float32, device=DEVICE), 2, (0, 0))
+    assert not strided_conv.deconv_applies(x, torch.zeros(8, 4, 1, 1, dtype=torch.bfloat16, device=DEVICE), 2, (0, 0))
 
 
 @needs_kernels
@@ -272,8 +272,8 @@ def test_the_side_gradient_transposed_convolution_runs_its_forward_on_them(k, dt
     """Switched on, ``_SideWeightGradConv``'s transposed forward goes through ``conv_transpose`` and equals cuDNN's /
     ATen's to rounding, and its gradients (not these kernels' business) are the same."""
     calls = []
-    real = phase_dgrad.conv_transpose
-    monkeypatch.setattr(phase_dgrad, "conv_transpose", lambda *a: calls.append(a[2:]) or real(*a))
+    real = strided_conv.conv_transpose
+    monkeypatch.setattr(strided_conv, "conv_transpose", lambda *a: calls.append(a[2:]) or real(*a))
     gen = torch.Generator().manual_seed(5)
     x = torch.randn(3, 6, 5, 4, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
     w = torch.randn(6, 9, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
@@ -297,7 +297,7 @@ def test_the_side_gradient_transposed_convolution_runs_its_forward_on_them(k, dt
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 def test_the_bf16_step_trains_the_same_with_the_deconv_forward(monkeypatch):
     run = fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), DEVICE)
-    ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_DECONV", phase_dgrad, "deconv_applies")
+    ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_DECONV", strided_conv, "deconv_applies")
     assert taken.count(True) == 3, taken  # deconv4, deconv3 and deconv2
     assert_same_step(ours, ref, bf16=True)
 
@@ -305,7 +305,7 @@ def test_the_bf16_step_trains_the_same_with_the_deconv_forward(monkeypatch):
 @pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
 def test_conv_switch(setting, on, set_env):
     set_env("MSCRED_PHASE_CONV", setting)
-    assert phase_dgrad.conv_enabled() is on
+    assert strided_conv.conv_enabled() is on
 
 
 CONV_SMALL = [  # N, C, H, W, O, k, s, padding
@@ -325,8 +325,8 @@ def test_the_strided_convolutions_forward_is_the_float64_one(N, C, H, W, O, k, s
     gen = torch.Generator().manual_seed(6)
     x = torch.randn(N, C, H, W, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
     w = torch.randn(O, C, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
-    assert phase_dgrad.conv_applies(x, w, s, (pad, pad))
-    got = phase_dgrad.conv(x, w, s, (pad, pad))
+    assert strided_conv.conv_applies(x, w, s, (pad, pad))
+    got = strided_conv.conv(x, w, s, (pad, pad))
     want = F.conv2d(x.double(), w.double(), stride=s, padding=pad)
     assert got.shape == want.shape and got.dtype == dtype
     assert got.is_contiguous(memory_format=torch.channels_last)
@@ -337,11 +337,11 @@ def test_the_strided_convolutions_forward_is_the_float64_one(N, C, H, W, O, k, s
 def test_conv_applies_only_where_the_kernel_computes_it():
     x = torch.zeros(2, 8, 5, 5, dtype=torch.bfloat16, device=DEVICE)
     w = torch.zeros(4, 8, 3, 3, dtype=torch.bfloat16, device=DEVICE)
-    assert phase_dgrad.conv_applies(x, w, 2, (0, 0)) is runs_fused(x)
-    assert not phase_dgrad.conv_applies(x, w, 1, (0, 0))  # stride 1
-    assert not phase_dgrad.conv_applies(x, w.float(), 2, (0, 0))  # dtypes differ
-    assert not phase_dgrad.conv_applies(x, w, 2, (3, 3))  # padding as wide as the kernel
-    assert not phase_dgrad.conv_applies(x[:, :, :2, :2], w, 2, (0, 0))  # no output
+    assert strided_conv.conv_applies(x, w, 2, (0, 0)) is runs_fused(x)
+    assert not strided_conv.conv_applies(x, w, 1, (0, 0))  # stride 1
+    assert not strided_conv.conv_applies(x, w.float(), 2, (0, 0))  # dtypes differ
+    assert not strided_conv.conv_applies(x, w, 2, (3, 3))  # padding as wide as the kernel
+    assert not strided_conv.conv_applies(x[:, :, :2, :2], w, 2, (0, 0))  # no output
 
 
 @needs_kernels
@@ -350,8 +350,8 @@ def test_the_side_gradient_convolution_runs_its_forward_on_it(k, pad, dtype, mon
     """Switched on, ``_SideWeightGradConv``'s forward goes through ``conv`` and equals cuDNN's / ATen's to rounding,
     its gradients the same."""
     calls = []
-    real = phase_dgrad.conv
-    monkeypatch.setattr(phase_dgrad, "conv", lambda *a: calls.append(a[2:]) or real(*a))
+    real = strided_conv.conv
+    monkeypatch.setattr(strided_conv, "conv", lambda *a: calls.append(a[2:]) or real(*a))
     gen = torch.Generator().manual_seed(7)
     x = torch.randn(3, 6, 11, 9, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
     w = torch.randn(5, 6, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
@@ -375,6 +375,6 @@ def test_the_side_gradient_convolution_runs_its_forward_on_it(k, pad, dtype, mon
 @pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
 def test_the_bf16_step_trains_the_same_with_the_conv_forward(monkeypatch):
     run = fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), DEVICE)
-    ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_CONV", phase_dgrad, "conv_applies")
+    ref, ours, taken = off_and_on(run, monkeypatch, "MSCRED_PHASE_CONV", strided_conv, "conv_applies")
     assert taken.count(True) == 3, taken  # conv2, conv3 and conv4
     assert_same_step(ours, ref, bf16=True)

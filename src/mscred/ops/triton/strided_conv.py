@@ -1,4 +1,5 @@
-"""The strided convolutions' data gradients (encoder conv2-4, decoder deconv2-4) as Triton GEMMs of our own.
+"""The training step's strided convolutions (encoder conv2-4, decoder deconv4-2): data gradients and forwards as
+Triton GEMMs of our own.
 
 A convolution of stride s sends input pixel (y, x) of its zero-padded input to output pixel (j, i) through tap
 (y - s*j, x - s*i). Split the input's pixels by their phase (a, b) = (y mod s, x mod s): the pixels of one phase
@@ -32,9 +33,10 @@ The same "columns" and "taps" kernels are the decoder's transposed convolutions'
 gradient of a convolution with the same weight (``conv_transpose``, MSCRED_PHASE_DECONV=1), and the "gather"
 kernel is the encoder's strided convolutions' forward (``conv``, MSCRED_PHASE_CONV=1).
 
-Opt-in, not yet measured (MSCRED_PHASE_DGRAD=1, or some of the kernels: ``enabled``): used by ``wgrad_stream``'s side-gradient convolution
-(the fused bf16 training step's encoder and decoder) where ``applies``. float64 and devices without the kernels go to
-``aten.convolution_backward``, as does everything else.
+Opt-in, not yet measured (MSCRED_PHASE_DGRAD=1, or some of the kernels: ``enabled``; MSCRED_PHASE_DECONV=1,
+MSCRED_PHASE_CONV=1): used by ``wgrad_stream``'s side-gradient convolution (the fused bf16 training step's encoder
+and decoder) where they apply. float64 and devices without the kernels go to cuDNN / ATen, as does everything
+else; the weight gradients stay cuDNN's, on the side stream.
 """
 from __future__ import annotations
 
@@ -127,7 +129,7 @@ def conv_transpose(x: torch.Tensor, w: torch.Tensor, stride: int, padding=(0, 0)
     deconv4's 9.5 and 8.5 us (``results/next_1206/timeline/``)."""
     out_shape = [x.shape[0], w.shape[1], *_deconv_size(x, w, stride, padding)]
     kernel = form(w, stride, torch.Size(out_shape), padding)
-    return phase_dgrad(x.contiguous(memory_format=torch.channels_last),
+    return strided_gemm(x.contiguous(memory_format=torch.channels_last),
                        w.contiguous(memory_format=torch.channels_last), out_shape, stride, list(padding), kernel)
 
 
@@ -157,7 +159,7 @@ def conv(x: torch.Tensor, w: torch.Tensor, stride: int, padding=(0, 0)) -> torch
     with that weight read as (O, C) -- here x with this one. On the H200 cuDNN's forward kernels took 20.4, 11.6 and
     11.3 us for the encoder's conv2-4 (5.3 and ~2.7 GFLOP: 230-260 TFLOP/s, ``results/next_1206/timeline/``)."""
     out_shape = [x.shape[0], w.shape[0], *_conv_size(x, w, stride, padding)]
-    return phase_dgrad(x.contiguous(memory_format=torch.channels_last),
+    return strided_gemm(x.contiguous(memory_format=torch.channels_last),
                        w.contiguous(memory_format=torch.channels_last), out_shape, stride, list(padding), "gather")
 
 
@@ -168,7 +170,7 @@ def dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, p
     "columns" only where ``form`` would choose it)."""
     if not runs_fused(dy) or dy.dtype != w.dtype:
         return reference(dy, w, x_shape, stride, padding, transposed)
-    return phase_dgrad(dy.contiguous(memory_format=torch.channels_last),
+    return strided_gemm(dy.contiguous(memory_format=torch.channels_last),
                        w.contiguous(memory_format=torch.channels_last), list(x_shape), stride, list(padding),
                        form(w, stride, x_shape, padding, transposed) if transposed or kernel is None else kernel)
 
@@ -181,8 +183,8 @@ def reference(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: in
                                                [0, 0], 1, [True, False, False])[0]
 
 
-@torch.library.custom_op("mscred::phase_dgrad", mutates_args=())
-def phase_dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: int, padding: list[int],
+@torch.library.custom_op("mscred::strided_gemm", mutates_args=())
+def strided_gemm(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: int, padding: list[int],
                 kernel: str) -> torch.Tensor:
     """``dgrad`` on the kernels: dy and w channels-last, of one dtype."""
     N, C, H, W = x_shape
@@ -242,7 +244,7 @@ def _gather(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: int, 
     return dx
 
 
-@phase_dgrad.register_fake
+@strided_gemm.register_fake
 def _(dy, w, x_shape, stride, padding, kernel):
     return torch.empty(x_shape, device=dy.device, dtype=dy.dtype).to(memory_format=torch.channels_last)
 

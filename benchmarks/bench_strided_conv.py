@@ -1,6 +1,6 @@
-"""The strided convolutions' data gradients as Triton GEMMs of our own (``ops/triton/phase_dgrad.py``) against
+"""The strided convolutions' data gradients as Triton GEMMs of our own (``ops/triton/strided_conv.py``) against
 cuDNN's, at the training step's shapes: the encoder's conv2-4 and the decoder's deconv4-2, and the decoder's and
-the encoder's forwards (``phase_dgrad.conv_transpose``, ``phase_dgrad.conv``).
+the encoder's forwards (``strided_conv.conv_transpose``, ``strided_conv.conv``).
 
 bf16, channels-last; the encoder at batch 128 x 5 steps (N = 640 images), the decoder at 128: for each shape cuDNN's
 data gradient (``aten.convolution_backward``, as the step runs it) and each of the module's kernels that can compute
@@ -9,8 +9,8 @@ every tile setting (``MSCRED_PHASE_DGRAD_TILE`` = rows / columns / warps), each 
 event medians of 20 replays after 5 warm-ups; each output's largest difference from cuDNN's relative to cuDNN's
 largest magnitude.
 
-Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_phase_dgrad.py [--out DIR]
-Writes DIR/phase_dgrad.md and .json.
+Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_strided_conv.py [--out DIR]
+Writes DIR/strided_conv.md and .json.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import torch
 import sweep_report  # noqa: E402 (benchmarks/ is the script's own folder)
 from bench_bwd_tiles import _graphed, _rel_diff  # noqa: E402
 from bench_conv_layers import median_event_ms  # noqa: E402
-from mscred.ops.triton import phase_dgrad
+from mscred.ops.triton import strided_conv
 
 SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels) -- the input the step convolves: conv2's and conv3's
     # padded copies, conv4's level 3's bordered [x, h] buffer (its last row and column read by no tap); for the
@@ -51,7 +51,7 @@ TILES = [f"{m}/{n}/{w}" for (m, w), n in itertools.product(((64, 4), (128, 8)), 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="benchmarks/results/phase_dgrad")
+    ap.add_argument("--out", default="benchmarks/results/strided_conv")
     args = ap.parse_args()
     rows = []
     for name, (N, C, H, W, O, k, s, kernels) in SHAPES.items():
@@ -63,9 +63,9 @@ def main() -> None:
         w = torch.randn(*((C, O) if transposed else (O, C)), k, k, device="cuda", generator=gen).to(
             torch.bfloat16, memory_format=torch.channels_last)
         shape = torch.Size((N, C, H, W))
-        ref = phase_dgrad.reference(dy, w, shape, s, (0, 0), transposed)
+        ref = strided_conv.reference(dy, w, shape, s, (0, 0), transposed)
         flop = 2 * N * (H * W if transposed else ho * wo) * O * C * k * k
-        ms = median_event_ms(_graphed(phase_dgrad.reference, (dy, w, shape, s, (0, 0), transposed)).replay,
+        ms = median_event_ms(_graphed(strided_conv.reference, (dy, w, shape, s, (0, 0), transposed)).replay,
                              iters=20)
         rows.append(dict(shape=name, form="cuDNN", tile="", ms=ms, tflops=flop / ms / 1e9, rel_diff=0.0))
         print(rows[-1], flush=True)
@@ -79,7 +79,7 @@ def main() -> None:
                     continue
                 seen.add(tile)
                 os.environ["MSCRED_PHASE_DGRAD_TILE"] = tile
-                call = (lambda: phase_dgrad.dgrad(dy, w, shape, s, (0, 0), transposed, kernel=kernel))
+                call = (lambda: strided_conv.dgrad(dy, w, shape, s, (0, 0), transposed, kernel=kernel))
                 out = call()  # (compiles the tile outside the capture)
                 ms = median_event_ms(_graphed(call, ()).replay, iters=20)
                 rows.append(dict(shape=name, form=kernel, tile=tile, ms=ms, tflops=flop / ms / 1e9,
@@ -94,8 +94,8 @@ def report(out: str, rows: list[dict]) -> None:
              "| --- | --- | --- | --- | --- | --- |"]
     lines += [f"| {r['shape']} | {r['form']} | {r['tile']} | {1000 * r['ms']:.1f} | {r['tflops']:.0f} | "
               f"{r['rel_diff']:.1e} |" for r in rows]
-    meta = f"{sweep_report.machine_line()}. Command: `PYTHONPATH=src python3 benchmarks/bench_phase_dgrad.py`."
-    sweep_report.write(out, "phase_dgrad", meta, rows,
+    meta = f"{sweep_report.machine_line()}. Command: `PYTHONPATH=src python3 benchmarks/bench_strided_conv.py`."
+    sweep_report.write(out, "strided_conv", meta, rows,
                        ["# Strided convolutions' data gradients: the phase GEMMs against cuDNN", "", meta, ""] + lines)
 
 
