@@ -96,7 +96,7 @@ def report(out: str, rows: list[dict]) -> None:
               f"{r['rel_diff']:.1e} |" for r in rows]
     meta = f"{sweep_report.machine_line()}. Command: `PYTHONPATH=src python3 benchmarks/bench_strided_conv.py`."
     sweep_report.write(out, "strided_conv", meta, rows,
-                       ["# Strided convolutions' data gradients: the phase GEMMs against cuDNN", "", meta, ""] + lines)
+                       ["# Strided convolutions: our Triton GEMMs against cuDNN", "", meta, ""] + lines)
 
 
 if __name__ == "__main__":
