@@ -25,19 +25,20 @@ from bench_bwd_tiles import _graphed, _rel_diff  # noqa: E402
 from bench_conv_layers import median_event_ms  # noqa: E402
 from mscred.ops.triton import strided_conv
 
-SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels) -- the input the step convolves: conv2's and conv3's
-    # padded copies, conv4's level 3's bordered [x, h] buffer (its last row and column read by no tap); for the
-    # transposed convolutions (kernel "gather") C is their input's channels and O their output's
-    "conv2 (32 -> 64, 3 x 3, 31 x 31 -> 15 x 15)": (640, 32, 31, 31, 64, 3, 2, ("taps",)),
-    "conv3 (64 -> 128, 2 x 2, 16 x 16 -> 8 x 8)": (640, 64, 16, 16, 128, 2, 2, ("columns",)),
-    "conv4 (128 -> 256, 2 x 2, 9 x 9 -> 4 x 4)": (640, 128, 9, 9, 256, 2, 2, ("columns", "taps")),
-    "deconv4 (256 -> 128, 2 x 2, 4 x 4 -> 8 x 8)": (128, 256, 4, 4, 128, 2, 2, ("gather",)),
-    "deconv3 (256 -> 64, 2 x 2, 8 x 8 -> 16 x 16)": (128, 256, 8, 8, 64, 2, 2, ("gather",)),
-    "deconv2 (128 -> 32, 3 x 3, 15 x 15 -> 31 x 31)": (128, 128, 15, 15, 32, 3, 2, ("gather",)),
+SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels), the largest cuDNN times first (a run cut short keeps
+    # those). The input is the one the step convolves: conv2's and conv3's padded copies, conv4's level 3's bordered
+    # [x, h] buffer (its last row and column read by no tap); for the transposed convolutions (kernel "gather") C is
+    # their input's channels and O their output's.
+    "conv2's data gradient (32 -> 64, 3 x 3, 31 x 31 -> 15 x 15)": (640, 32, 31, 31, 64, 3, 2, ("taps",)),
+    "deconv3's data gradient (256 -> 64, 2 x 2, 8 x 8 -> 16 x 16)": (128, 256, 8, 8, 64, 2, 2, ("gather",)),
+    "conv3's data gradient (64 -> 128, 2 x 2, 16 x 16 -> 8 x 8)": (640, 64, 16, 16, 128, 2, 2, ("columns",)),
+    "conv4's data gradient (128 -> 256, 2 x 2, 9 x 9 -> 4 x 4)": (640, 128, 9, 9, 256, 2, 2, ("columns", "taps")),
     # the decoder's forwards (MSCRED_PHASE_DECONV=1): each the data gradient of the convolution with its weight
-    "deconv4's forward (the dgrad of 128 -> 256, 8 x 8 -> 4 x 4)": (128, 128, 8, 8, 256, 2, 2, ("columns",)),
-    "deconv3's forward (the dgrad of 64 -> 256, 16 x 16 -> 8 x 8)": (128, 64, 16, 16, 256, 2, 2, ("columns",)),
     "deconv2's forward (the dgrad of 32 -> 128, 31 x 31 -> 15 x 15)": (128, 32, 31, 31, 128, 3, 2, ("taps",)),
+    "deconv3's forward (the dgrad of 64 -> 256, 16 x 16 -> 8 x 8)": (128, 64, 16, 16, 256, 2, 2, ("columns",)),
+    "deconv4's forward (the dgrad of 128 -> 256, 8 x 8 -> 4 x 4)": (128, 128, 8, 8, 256, 2, 2, ("columns",)),
+    "deconv2's data gradient (128 -> 32, 3 x 3, 15 x 15 -> 31 x 31)": (128, 128, 15, 15, 32, 3, 2, ("gather",)),
+    "deconv4's data gradient (256 -> 128, 2 x 2, 4 x 4 -> 8 x 8)": (128, 256, 4, 4, 128, 2, 2, ("gather",)),
     # the encoder's forwards (MSCRED_PHASE_CONV=1): each the gather of a transposed convolution's data gradient,
     # (N, C, H, W, O) = (images, the convolution's output channels and size, its input channels)
     "conv2's forward (the gather of 64 -> 32, 15 x 15 -> 31 x 31)": (640, 64, 15, 15, 32, 3, 2, ("gather",)),
@@ -46,7 +47,7 @@ SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels) -- the input the st
     # no tap reads: the same work)
     "conv4's forward (the gather of 256 -> 128, 4 x 4 -> 8 x 8)": (640, 256, 4, 4, 128, 2, 2, ("gather",)),
 }
-TILES = [f"{m}/{n}/{w}" for (m, w), n in itertools.product(((64, 4), (128, 8)), (64, 128))]
+TILES = [f"{m}/{n}/{w}" for (m, w), n in itertools.product(((64, 4), (128, 4), (128, 8), (256, 8)), (64, 128))]
 
 
 def main() -> None:
