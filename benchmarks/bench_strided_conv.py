@@ -4,10 +4,9 @@ the encoder's forwards (``strided_conv.conv_transpose``, ``strided_conv.conv``).
 
 bf16, channels-last; the encoder at batch 128 x 5 steps (N = 640 images), the decoder at 128: for each shape cuDNN's
 data gradient (``aten.convolution_backward``, as the step runs it) and each of the module's kernels that can compute
-it ("columns" where the kernel equals the stride, "taps" for any convolution, "gather" for the transposed ones) at
-every tile setting (``MSCRED_PHASE_DGRAD_TILE`` = rows / columns / warps), each captured alone in a CUDA graph, CUDA-
-event medians of 20 replays after 5 warm-ups; each output's largest difference from cuDNN's relative to cuDNN's
-largest magnitude.
+it ("columns" and "taps" for a convolution, "gather" for the transposed ones) at every tile setting
+(``MSCRED_PHASE_DGRAD_TILE`` = rows / columns / warps), each captured alone in a CUDA graph, CUDA-event medians of 20
+replays after 5 warm-ups; each output's largest difference from cuDNN's relative to cuDNN's largest magnitude.
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_strided_conv.py [--out DIR]
 Writes DIR/strided_conv.md and .json.
@@ -29,12 +28,13 @@ SHAPES = {  # name: (N, C, H, W, O, kernel, stride, kernels), the largest cuDNN 
     # those). The input is the one the step convolves: conv2's and conv3's padded copies, conv4's level 3's bordered
     # [x, h] buffer (its last row and column read by no tap); for the transposed convolutions (kernel "gather") C is
     # their input's channels and O their output's.
-    "conv2's data gradient (32 -> 64, 3 x 3, 31 x 31 -> 15 x 15)": (640, 32, 31, 31, 64, 3, 2, ("taps",)),
+    "conv2's data gradient (32 -> 64, 3 x 3, 31 x 31 -> 15 x 15)": (640, 32, 31, 31, 64, 3, 2, ("columns", "taps")),
     "deconv3's data gradient (256 -> 64, 2 x 2, 8 x 8 -> 16 x 16)": (128, 256, 8, 8, 64, 2, 2, ("gather",)),
     "conv3's data gradient (64 -> 128, 2 x 2, 16 x 16 -> 8 x 8)": (640, 64, 16, 16, 128, 2, 2, ("columns",)),
     "conv4's data gradient (128 -> 256, 2 x 2, 9 x 9 -> 4 x 4)": (640, 128, 9, 9, 256, 2, 2, ("columns", "taps")),
     # the decoder's forwards (MSCRED_PHASE_DECONV=1): each the data gradient of the convolution with its weight
-    "deconv2's forward (the dgrad of 32 -> 128, 31 x 31 -> 15 x 15)": (128, 32, 31, 31, 128, 3, 2, ("taps",)),
+    "deconv2's forward (the dgrad of 32 -> 128, 31 x 31 -> 15 x 15)": (128, 32, 31, 31, 128, 3, 2,
+                                                                        ("columns", "taps")),
     "deconv3's forward (the dgrad of 64 -> 256, 16 x 16 -> 8 x 8)": (128, 64, 16, 16, 256, 2, 2, ("columns",)),
     "deconv4's forward (the dgrad of 128 -> 256, 8 x 8 -> 4 x 4)": (128, 128, 8, 8, 256, 2, 2, ("columns",)),
     "deconv2's data gradient (128 -> 32, 3 x 3, 15 x 15 -> 31 x 31)": (128, 128, 15, 15, 32, 3, 2, ("gather",)),

@@ -38,7 +38,8 @@ def test_switch_rejects_unknown_kernels(monkeypatch):
         strided_conv.enabled("columns")
 
 
-@pytest.mark.parametrize("setting, conv, deconv", [("1", "taps", "gather"), ("columns/taps", "taps", None),
+@pytest.mark.parametrize("setting, conv, deconv", [("1", "columns", "gather"), ("columns", "columns", None),
+                                                   ("taps", "taps", None), ("columns/taps", "columns", None),
                                                    ("gather", None, "gather"), ("0", None, None)])
 def test_chosen_follows_the_switch(setting, conv, deconv, monkeypatch):
     monkeypatch.setenv("MSCRED_PHASE_DGRAD", setting)
@@ -52,14 +53,14 @@ def _w(o, c, k, dtype=torch.bfloat16):
 
 
 @pytest.mark.parametrize("x_shape, w, stride, padding, transposed, kernel", [
-    ((2, 32, 31, 31), _w(64, 32, 3), 2, (0, 0), False, "taps"),  # conv2 on its padded input
-    ((2, 32, 31, 31), _w(64, 32, 3), 2, (1, 1), False, "taps"),  # conv2 at n = 31: symmetric padding
+    ((2, 32, 31, 31), _w(64, 32, 3), 2, (0, 0), False, "columns"),  # conv2 on its padded input
+    ((2, 32, 31, 31), _w(64, 32, 3), 2, (1, 1), False, "columns"),  # conv2 at n = 31: symmetric padding
     ((2, 64, 16, 16), _w(128, 64, 2), 2, (0, 0), False, "columns"),  # conv3 on its padded input
     ((2, 128, 8, 8), _w(256, 128, 2), 2, (0, 0), False, "columns"),  # conv4
     ((2, 4, 9, 6), _w(5, 4, 3), 3, (0, 0), False, "columns"),  # stride 3
     ((2, 4, 8, 8), _w(5, 4, 2, torch.float32), 2, (0, 0), False, "columns"),
     ((2, 128, 9, 9), _w(256, 128, 2), 2, (0, 0), False, "columns"),  # conv4 on level 3's bordered buffer
-    ((2, 4, 8, 8), _w(5, 4, 2), 2, (1, 1), False, "taps"),  # the columns kernel takes no padding
+    ((2, 4, 8, 8), _w(5, 4, 2), 2, (1, 1), False, "columns"),  # padded
     ((2, 4, 8, 8), _w(5, 4, 2), 3, (0, 0), False, None),  # kernel below the stride
     ((2, 4, 8, 8), _w(5, 4, 3), 2, (3, 3), False, None),  # padding as wide as the kernel
     ((2, 4, 8, 8), _w(5, 4, 2), 1, (0, 0), False, None),  # stride 1
@@ -97,17 +98,17 @@ def _case(N, C, H, W, O, k, s, pad, dtype, device=DEVICE, seed=0):
     return dy.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last), x64.grad
 
 
-SMALL = [  # N, C, H, W, O, k, s, padding, kernel
-    (3, 5, 8, 6, 7, 2, 2, 0, "columns"), (1, 16, 16, 16, 32, 2, 2, 0, "columns"), (2, 4, 9, 6, 3, 3, 3, 0, "columns"),
-    (5, 64, 16, 16, 128, 2, 2, 0, "columns"), (3, 5, 8, 6, 7, 2, 2, 0, "taps"), (2, 5, 9, 7, 6, 2, 2, 0, "taps"),
-    (2, 5, 9, 7, 6, 2, 2, 0, "columns"), (3, 16, 9, 9, 32, 2, 2, 0, "columns"),  # rows / columns no tap reads
-    (2, 6, 11, 9, 5, 3, 2, 0, "taps"), (2, 6, 12, 9, 5, 3, 2, 0, "taps"),  # a last row no tap reads
-    (3, 32, 31, 31, 64, 3, 2, 0, "taps"), (2, 6, 9, 9, 5, 3, 2, 1, "taps"), (1, 3, 13, 10, 17, 5, 2, 2, "taps"),
-    (2, 4, 10, 11, 6, 4, 3, 1, "taps"),
+SMALL_SHAPES = [  # N, C, H, W, O, k, s, padding
+    (3, 5, 8, 6, 7, 2, 2, 0), (1, 16, 16, 16, 32, 2, 2, 0), (2, 4, 9, 6, 3, 3, 3, 0), (5, 64, 16, 16, 128, 2, 2, 0),
+    (2, 5, 9, 7, 6, 2, 2, 0), (3, 16, 9, 9, 32, 2, 2, 0),  # rows / columns no tap reads
+    (2, 6, 11, 9, 5, 3, 2, 0), (2, 6, 12, 9, 5, 3, 2, 0), (3, 32, 31, 31, 64, 3, 2, 0), (2, 6, 9, 9, 5, 3, 2, 1),
+    (1, 3, 13, 10, 17, 5, 2, 2), (2, 4, 10, 11, 6, 4, 3, 1), (2, 4, 8, 8, 5, 2, 2, 1),
 ]
-FULL = [(640, 32, 31, 31, 64, 3, 2, 0, "taps"), (640, 64, 16, 16, 128, 2, 2, 0, "columns"),
-        (640, 128, 9, 9, 256, 2, 2, 0, "columns"), (640, 64, 16, 16, 128, 2, 2, 0, "taps"),
-        (640, 128, 9, 9, 256, 2, 2, 0, "taps"), (7, 32, 31, 31, 64, 3, 2, 1, "taps")]
+SMALL = [(*shape, kernel) for shape in SMALL_SHAPES for kernel in ("columns", "taps")]
+FULL = [(640, 32, 31, 31, 64, 3, 2, 0, "columns"), (640, 32, 31, 31, 64, 3, 2, 0, "taps"),
+        (640, 64, 16, 16, 128, 2, 2, 0, "columns"), (640, 128, 9, 9, 256, 2, 2, 0, "columns"),
+        (640, 64, 16, 16, 128, 2, 2, 0, "taps"), (640, 128, 9, 9, 256, 2, 2, 0, "taps"),
+        (7, 32, 31, 31, 64, 3, 2, 1, "columns"), (7, 32, 31, 31, 64, 3, 2, 1, "taps")]
 
 
 @needs_kernels
@@ -144,15 +145,6 @@ def test_the_transposed_convolutions_gather_is_the_float64_gradient(N, CI, H, W,
     _assert_float64_close(strided_conv.dgrad(dy, w, shape, s, (pad, pad), transposed=True), x64.grad, dtype,
                           k * k * CO)
     _assert_float64_close(strided_conv.reference(dy, w, shape, s, (pad, pad), True), x64.grad, dtype, k * k * CO)
-
-
-def test_the_columns_kernel_refuses_what_it_cannot_compute():
-    dy, w, _ = _case(1, 4, 8, 8, 5, 3, 2, 0, torch.float32)
-    with pytest.raises(ValueError, match="kernel = stride"):
-        strided_conv.strided_gemm(dy, w, [1, 4, 8, 8], 2, [0, 0], "columns")
-    dy, w, _ = _case(1, 4, 8, 8, 5, 2, 2, 1, torch.float32)
-    with pytest.raises(ValueError, match="no padding"):
-        strided_conv.strided_gemm(dy, w, [1, 4, 8, 8], 2, [1, 1], "columns")
 
 
 def _side_convolution_off_and_on(monkeypatch, variable: str, recorded: str, k: int, pad: int, transposed: bool,
@@ -204,7 +196,7 @@ def test_the_side_gradient_convolution_uses_it(k, pad, transposed, dtype, monkey
 
 @pytest.mark.parametrize("tile", ["64/64/4", "128/128/8", "128/256/8"])
 def test_the_kernels_compile_for_the_h200_within_its_shared_memory(tile):
-    """Compiled for sm_90 here (tests/sm90_compile.py) at conv2's, conv3's and conv4's bf16 shapes, at the default
+    """Compiled for sm_90 here (tests/sm90_compile.py) at conv2-4's and deconv3-2's bf16 shapes, at the default
     tiles and the benchmark's extremes: shared memory within the H200's, the dots on the tensor cores
     (HGMMA/HMMA)."""
     pytest.importorskip("triton.backends.nvidia")
@@ -212,9 +204,9 @@ def test_the_kernels_compile_for_the_h200_within_its_shared_memory(tile):
 
     block_m, block_n, warps = (int(v) for v in tile.split("/"))
     pointers = dict(dy_ptr="*bf16", w_ptr="*bf16", dx_ptr="*bf16")
-    configs = [("_columns_kernel", dict(O=O, C=C, S=2, WX=WX, PREC="tf32", BLOCK_M=block_m,
+    configs = [("_columns_kernel", dict(O=O, C=C, K=k, S=2, TMAX=-(-k // 2), WX=WX, PREC="tf32", BLOCK_M=block_m,
                                         BLOCK_N=min(block_n, 4 * C), BLOCK_K=64))
-               for O, C, WX in ((128, 64, 16), (256, 128, 8))]
+               for O, C, k, WX in ((128, 64, 2, 16), (256, 128, 2, 9), (64, 32, 3, 31))]
     configs.append(("_taps_kernel", dict(O=64, C=32, K=3, S=2, TMAX=2, PREC="tf32", BLOCK_M=block_m,
                                          BLOCK_N=32, BLOCK_K=64)))
     configs += [("_gather_kernel", dict(CI=CI, CO=CO, K=k, S=2, PREC="tf32", BLOCK_M=block_m,
@@ -327,9 +319,9 @@ def test_the_side_gradient_convolution_runs_its_forward_on_it(k, pad, dtype, mon
 
 
 STEP_PATHS = {  # switch: (the strided_conv function recorded, what its calls in the step return)
-    # conv2 and conv4 (level 3's bordered buffer) on the taps and columns kernels, conv3 (its padded copy) on the
-    # columns kernel; deconv4-2 gathered (conv1 and deconv1 run on small_conv, not through here)
-    "MSCRED_PHASE_DGRAD": ("chosen", ["columns", "columns", "gather", "gather", "gather", "taps"]),
+    # conv2-4 (on their padded copies and level 3's bordered buffer) on the columns kernel, deconv4-2 gathered (conv1
+    # and deconv1 run on small_conv, not through here)
+    "MSCRED_PHASE_DGRAD": ("chosen", ["columns", "columns", "columns", "gather", "gather", "gather"]),
     "MSCRED_PHASE_DECONV": ("deconv_applies", [True, True, True]),  # deconv4-2's forwards
     "MSCRED_PHASE_CONV": ("conv_applies", [True, True, True]),  # conv2-4's forwards
 }

@@ -11,12 +11,15 @@ meet the taps a + s*t, b + s*u only, at output pixel (y // s - t, x // s - u), s
 (dy zero outside its image): for each phase, a GEMM of dy's channels-last rows, shifted per tap, with the weight's
 taps as they lie in its channels-last memory -- no im2col, no scattered adds, each dx pixel written once.
 
-* "columns" (kernel = stride, conv3 and conv4): every phase has one tap, so all phases are one GEMM of dy's rows
-  (N*Ho*Wo, O) with the weight's memory read as (O, s*s*C), each output row and column stored straight to its
-  input pixel and channel (runs of s*C contiguous values); rows and columns past the last tap (conv4 convolves
-  level 3's 9 x 9 [x, h] buffer, whose last row and column no tap reads) are zero-filled apart.
-* "taps" (kernel > stride, conv2's 3 x 3 at stride 2: phases of 4, 2, 2 and 1 taps): a program per phase, row tile
-  of that phase's pixels and column tile of C, summing its taps' dots (the taps a phase lacks are skipped).
+* "columns" (the default): every phase in the GEMM's columns. For kernel = stride (conv3, conv4) each phase has one
+  tap, so the data gradient is one GEMM of dy's rows (N*Ho*Wo, O) with the weight's memory read as (O, s*s*C),
+  each output row and column stored straight to its input pixel and channel (runs of s*C contiguous values). For a
+  larger kernel (conv2's 3 x 3 at stride 2: phases of 4, 2, 2 and 1 taps) the rows are the phase grid's pixels and
+  the GEMM is summed over the shifts (t, u), the taps a phase lacks read as zero weights (1.78x conv2's
+  multiply-adds, in dots 4x wider than "taps"', with dy read 4 times instead of 9). A pixel no tap reads (conv4
+  convolves level 3's 9 x 9 [x, h] buffer, whose last row and column it skips) gets zero.
+* "taps": a program per phase, row tile of that phase's pixels and column tile of C, summing its taps' dots (the
+  taps a phase lacks are skipped): the exact multiply-adds, dots of C columns.
 
 Padding (symmetric, as the convolution's): the phases are of the padded input, and only its inner pixels are stored.
 
@@ -58,8 +61,9 @@ KERNELS = ("columns", "taps", "gather")
 
 def enabled(kernel: str) -> bool:
     """Whether the side-gradient convolutions use ``kernel`` where it applies: MSCRED_PHASE_DGRAD=1 every kernel,
-    or the kernels named, "/"-separated (e.g. ``columns/taps``: the encoder's only; "/" as the device scripts pass
-    variables in comma-separated lists); unset or 0, none."""
+    or the kernels named, "/"-separated (``columns``: the encoder's default kernel only, ``taps`` the encoder on the
+    other one, ``gather`` the decoder's; "/" as the device scripts pass variables in comma-separated lists); unset
+    or 0, none."""
     text = os.environ.get("MSCRED_PHASE_DGRAD", "").strip().lower()
     if switched_on("MSCRED_PHASE_DGRAD"):
         return True
@@ -79,7 +83,9 @@ def chosen(x_shape: torch.Size, w: torch.Tensor, stride: int, padding, transpose
     if not applies(x_shape, w, stride, padding, transposed):
         return None
     kernel = form(w, stride, x_shape, padding, transposed)
-    return kernel if enabled(kernel) else None
+    if enabled(kernel):
+        return kernel
+    return "taps" if not transposed and enabled("taps") else None
 
 
 def applies(x_shape: torch.Size, w: torch.Tensor, stride: int, padding, transposed: bool) -> bool:
@@ -94,11 +100,9 @@ def applies(x_shape: torch.Size, w: torch.Tensor, stride: int, padding, transpos
 
 
 def form(w: torch.Tensor, stride: int, x_shape: torch.Size, padding=(0, 0), transposed: bool = False) -> str:
-    """Which kernel computes it: "gather" for a transposed convolution, "columns" where the kernel equals the stride
-    without padding, else "taps"."""
-    if transposed:
-        return "gather"
-    return "columns" if w.shape[-1] == stride and not any(padding) else "taps"
+    """Which kernel computes it by default: "gather" for a transposed convolution, else "columns" ("taps" computes
+    the convolutions too: the benchmark's comparison, and ``enabled`` can name it)."""
+    return "gather" if transposed else "columns"
 
 
 def deconv_enabled() -> bool:
@@ -124,7 +128,7 @@ def _deconv_size(x: torch.Tensor, w: torch.Tensor, stride: int, padding) -> tupl
 def conv_transpose(x: torch.Tensor, w: torch.Tensor, stride: int, padding=(0, 0)) -> torch.Tensor:
     """``F.conv_transpose2d(x, w, stride=stride, padding=padding)`` (channels-last) on the kernels, where
     ``deconv_applies``: the transposed convolution is the data gradient of the convolution with the same weight, so
-    the "columns" kernel (kernel = stride, no padding) or the "taps" kernel computes it with x as that dy. On the
+    the "columns" kernel computes it with x as that dy. On the
     H200 cuDNN ran the decoder's as implicit-GEMM dgrad kernels: deconv2's 2.1 GFLOP took 20.1 us, deconv3's and
     deconv4's 9.5 and 8.5 us (``results/next_1206/timeline/``)."""
     out_shape = [x.shape[0], w.shape[1], *_deconv_size(x, w, stride, padding)]
@@ -166,8 +170,7 @@ def conv(x: torch.Tensor, w: torch.Tensor, stride: int, padding=(0, 0)) -> torch
 def dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0),
           transposed: bool = False, kernel: str | None = None) -> torch.Tensor:
     """dx (channels-last, ``x_shape``) of the convolution ``applies`` accepted, from ``dy`` (N, O, Ho, Wo).
-    ``kernel``: "columns" or "taps" instead of ``form``'s choice for a convolution (the benchmark's comparison;
-    "columns" only where ``form`` would choose it)."""
+    ``kernel``: "columns" or "taps" for a convolution (``form``'s choice by default)."""
     if not runs_fused(dy) or dy.dtype != w.dtype:
         return reference(dy, w, x_shape, stride, padding, transposed)
     return strided_gemm(dy.contiguous(memory_format=torch.channels_last),
@@ -192,9 +195,6 @@ def strided_gemm(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: 
     HO, WO = dy.shape[2], dy.shape[3]
     if kernel == "gather":
         return _gather(dy, w, x_shape, stride, padding)
-    if kernel == "columns" and form(w, stride, x_shape, padding) != "columns":
-        raise ValueError(f"the columns kernel needs kernel = stride and no padding, got kernel {k}, stride {stride}, "
-                         f"padding {padding}")
     dx = torch.empty(N, C, H, W, device=dy.device, dtype=dy.dtype, memory_format=torch.channels_last)
     if dx.numel() == 0:
         return dx
@@ -203,23 +203,21 @@ def strided_gemm(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: 
     block_m, block_n, warps = tile_override("MSCRED_PHASE_DGRAD_TILE", TILES[kernel], ("rows", "columns", "warps"))
     block_k = max(16, min(64, triton.next_power_of_2(O)))
     prec = "tf32x3" if dy.dtype == torch.float32 else "tf32"
+    ph, pw = padding
+    hp, wp = -(-(H + 2 * ph) // stride), -(-(W + 2 * pw) // stride)  # the largest phase's rows and columns
+    tmax = -(-k // stride)  # taps a phase has at most, each way
     if kernel == "columns":
         cols = stride * stride * C
         block_n = max(16, min(block_n, triton.next_power_of_2(cols)))
-        grid = (triton.cdiv(N * HO * WO, block_m), triton.cdiv(cols, block_n))
-        _columns_kernel[grid](dy, w, dx, N * HO * WO, HO * WO, WO, H, O=O, C=C, S=stride, WX=W, PREC=prec,
-                              BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps)
-        # rows and columns past the last tap (a bordered input's, e.g. conv4 on level 3's 9 x 9 [x, h] buffer):
-        # no output pixel reads them, their gradient is zero
-        dx[:, :, stride * HO:].zero_()
-        dx[:, :, :stride * HO, stride * WO:].zero_()
+        grid = (triton.cdiv(N * hp * wp, block_m), triton.cdiv(cols, block_n))
+        _columns_kernel[grid](dy, w, dx, N * hp * wp, hp * wp, wp, HO, WO, H, ph, pw, O=O, C=C, K=k, S=stride,
+                              TMAX=tmax, WX=W, PREC=prec, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+                              num_warps=warps)
         return dx
-    ph, pw = padding
-    hp, wp = -(-(H + 2 * ph) // stride), -(-(W + 2 * pw) // stride)  # the largest phase's rows and columns
     block_n = max(16, min(block_n, triton.next_power_of_2(C)))
     grid = (triton.cdiv(N * hp * wp, block_m), triton.cdiv(C, block_n), stride * stride)
     _taps_kernel[grid](dy, w, dx, N * hp * wp, hp * wp, wp, HO, WO, H, W, ph, pw, O=O, C=C, K=k, S=stride,
-                       TMAX=-(-k // stride), PREC=prec, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+                       TMAX=tmax, PREC=prec, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
                        num_warps=warps)
     return dx
 
@@ -251,32 +249,47 @@ def _(dy, w, x_shape, stride, padding, kernel):
 
 if triton is not None:
 
-    @triton.jit(do_not_specialize=["M", "HOWO", "WO", "HX"])
-    def _columns_kernel(dy_ptr, w_ptr, dx_ptr, M, HOWO, WO, HX, O: tl.constexpr, C: tl.constexpr, S: tl.constexpr,
-                        WX: tl.constexpr, PREC: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                        BLOCK_K: tl.constexpr):
-        """Kernel = stride: dx for BLOCK_M output pixels (rows (n, j, i) of dy) x BLOCK_N of the S*S*C columns
-        (a, b, c): the dot over the O channels, stored at input pixel (S*j + a, S*i + b), channel c of the
-        channels-last HX x WX dx."""
+    @triton.jit(do_not_specialize=["M", "HPWP", "WP", "HO", "WO", "H", "PH", "PW"])
+    def _columns_kernel(dy_ptr, w_ptr, dx_ptr, M, HPWP, WP, HO, WO, H, PH, PW, O: tl.constexpr, C: tl.constexpr,
+                        K: tl.constexpr, S: tl.constexpr, TMAX: tl.constexpr, WX: tl.constexpr, PREC: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+        """Every phase in the columns: dx for BLOCK_M rows (n, yy, xx) of the phase grid (HPWP = its rows x WP
+        columns) x BLOCK_N of the S*S*C columns (a, b, c), i.e. padded input pixel (S*yy + a, S*xx + b), channel c:
+        for each shift (t, u) < TMAX, the dot of dy's pixel (yy - t, xx - u) (zero outside the HO x WO image) with
+        the weight of tap (a + S*t, b + S*u) (zero where that tap is past the K x K kernel: the phase has fewer).
+        Kernel = stride: one shift, dy's pixels the rows. Stored where the pixel is inside the H x WX input (PH, PW:
+        the padding); a pixel no tap reads (a bordered input's last row) gets zero."""
         r = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
         q = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-        rmask, qmask = r < M, q < S * S * C
+        qmask = q < S * S * C
+        a, b, c = q // (S * C), (q // C) % S, q % C
         r64 = r.to(tl.int64)
+        n, p = r64 // HPWP, r64 % HPWP
+        yy, xx = (p // WP).to(tl.int32), (p % WP).to(tl.int32)
+        rmask = r < M
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for k0 in tl.static_range(0, O, BLOCK_K):
-            k = k0 + tl.arange(0, BLOCK_K)
-            kmask = k < O
-            a = tl.load(dy_ptr + r64[:, None] * O + k[None, :], mask=rmask[:, None] & kmask[None, :], other=0.0)
-            b = tl.load(w_ptr + k[:, None] * (S * S * C) + q[None, :], mask=kmask[:, None] & qmask[None, :],
-                        other=0.0)
-            acc = tl.dot(a, b, acc, input_precision=PREC)
-        # row (n, j, i) -> input pixel (n, S*j, S*i); column (a, b, c) -> a rows and b pixels on, channel c
-        n, p = r64 // HOWO, r64 % HOWO
-        j, i = p // WO, p % WO
-        row = ((n * HX + S * j) * WX + S * i) * C
-        col = (q // (S * C)) * (WX * C) + q % (S * C)
-        tl.store(dx_ptr + row[:, None] + col[None, :], acc.to(dx_ptr.dtype.element_ty),
-                 mask=rmask[:, None] & qmask[None, :])
+        for t in tl.static_range(TMAX):
+            for u in tl.static_range(TMAX):
+                j, i = yy - t, xx - u
+                inside = rmask & (j >= 0) & (j < HO) & (i >= 0) & (i < WO)
+                src = ((n * HO + j) * WO + i) * O
+                ky, kx = a + S * t, b + S * u
+                wmask = qmask & (ky < K) & (kx < K)
+                tap = (ky * K + kx) * C + c
+                for k0 in tl.static_range(0, O, BLOCK_K):
+                    k = k0 + tl.arange(0, BLOCK_K)
+                    kmask = k < O
+                    dyt = tl.load(dy_ptr + src[:, None] + k[None, :], mask=inside[:, None] & kmask[None, :],
+                                  other=0.0)
+                    wt = tl.load(w_ptr + k[:, None] * (K * K * C) + tap[None, :], mask=kmask[:, None] & wmask[None, :],
+                                 other=0.0)
+                    acc = tl.dot(dyt, wt, acc, input_precision=PREC)
+        y = (S * yy - PH)[:, None] + a[None, :]
+        x = (S * xx - PW)[:, None] + b[None, :]
+        row = (n * H + S * yy - PH) * WX + S * xx - PW
+        dst = row[:, None] * C + ((a * WX + b) * C + c)[None, :]
+        tl.store(dx_ptr + dst, acc.to(dx_ptr.dtype.element_ty),
+                 mask=(rmask[:, None] & qmask[None, :]) & (y >= 0) & (y < H) & (x >= 0) & (x < WX))
 
     @triton.jit(do_not_specialize=["M", "HPWP", "WP", "HO", "WO", "H", "W", "PH", "PW"])
     def _taps_kernel(dy_ptr, w_ptr, dx_ptr, M, HPWP, WP, HO, WO, H, W, PH, PW, O: tl.constexpr, C: tl.constexpr,
