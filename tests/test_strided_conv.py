@@ -5,11 +5,14 @@ CPU, under the Triton interpreter (conftest): which convolutions it takes and wi
 a float64 ``conv2d`` / ``conv_transpose2d`` gradient at odd sizes (row and column tiles cut short, strides 2 and 3,
 kernels 1-5, padding, trailing input rows no tap reads, one image, channels below the dot's 16) in float32 and
 bf16; the side-gradient convolution's data gradient through it, switched on, against the switched-off one, plain and
-transposed; the kernels compiled for sm_90 within the H200's shared memory, their dots on the tensor cores. CUDA:
+transposed; the fused model with each switch, its CUDA routing simulated, against the switch off; the kernels
+compiled for sm_90 within the H200's shared memory, their dots on the tensor cores. CUDA:
 the same at full size (the encoder's conv2-4 at batch 128 x 5 steps, the decoder's deconv2-4 at 128), and the fused
 bf16 training step with the switch against without, to rounding, its path taken.
 """
 from __future__ import annotations
+
+import contextlib
 
 import pytest
 import torch
@@ -339,3 +342,35 @@ def test_the_bf16_step_trains_the_same_with_it(variable, monkeypatch):
     ref, ours, returned = off_and_on(run, monkeypatch, variable, strided_conv, recorded)
     assert sorted(returned, key=str) == sorted(expected, key=str), returned
     assert_same_step(ours, ref, bf16=True)
+
+
+CPU_ROUTED = {  # switch: what the recorded function returns for the small float32 model's side convolutions
+    # conv2-4 on the columns kernel, deconv4-2 gathered, deconv1 (stride 1, on cuDNN / ATen in float32) not taken
+    "MSCRED_PHASE_DGRAD": ["columns", "columns", "columns", "gather", "gather", "gather", None],
+    "MSCRED_PHASE_DECONV": [True, True, True, False],  # deconv4-2's forwards; deconv1 not
+    "MSCRED_PHASE_CONV": [True, True, True, False],  # conv2-4's forwards; conv1 (stride 1) not
+}
+
+
+@needs_kernels
+@pytest.mark.skipif(DEVICE == "cuda", reason="on CUDA the model takes these paths itself "
+                                            "(test_the_bf16_step_trains_the_same_with_it)")
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning")
+@pytest.mark.parametrize("variable", sorted(CPU_ROUTED))
+def test_the_fused_model_trains_the_same_with_it_routed_on_the_cpu(variable, monkeypatch, strict_float32):
+    """The model's convolutions take the side-gradient path on CUDA only (``wgrad_stream.conv2d``); here that routing
+    is simulated -- the switch on, the side stream's work run in place, every weight the cast cache's -- so that the
+    fused float32 model (n = 30, small channels) runs through the kernels under the interpreter: its loss and every
+    gradient equal the switch-off run's to float32 rounding (another order of sums), the path taken at every strided
+    convolution."""
+    from mscred.ops import weight_cache
+
+    monkeypatch.setattr(wgrad_stream, "switched", lambda x: True)
+    monkeypatch.setattr(wgrad_stream, "run", lambda fn, reads: fn())
+    monkeypatch.setattr(weight_cache, "made_here", lambda *tensors: True)
+    run = fused_training_step(30, 2, contextlib.nullcontext, "cpu", channels=(4, 8, 8, 16))
+    ref, ours, returned = off_and_on(run, monkeypatch, variable, strided_conv, STEP_PATHS[variable][0])
+    assert sorted(returned, key=str) == sorted(CPU_ROUTED[variable], key=str), returned
+    for name, got, want in zip(["loss", *ref[1]], [ours[0], *ours[1].values()], [ref[0], *ref[1].values()]):
+        scale = want.abs().max().item() + 1e-12
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * scale, msg=lambda m, k=name: f"{k}: {m}")
