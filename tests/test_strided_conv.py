@@ -1,14 +1,15 @@
-"""The strided convolutions' data gradients as GEMMs over the taps' phases (``ops/triton/strided_conv.py``,
-MSCRED_PHASE_DGRAD=1, opt-in).
+"""The training step's strided convolutions on Triton GEMMs of our own (``ops/triton/strided_conv.py``): data
+gradients (MSCRED_PHASE_DGRAD), the decoder's forwards (MSCRED_PHASE_DECONV), the encoder's (MSCRED_PHASE_CONV),
+all opt-in.
 
-CPU, under the Triton interpreter (conftest): which convolutions it takes and with which kernel; the kernels against
-a float64 ``conv2d`` / ``conv_transpose2d`` gradient at odd sizes (row and column tiles cut short, strides 2 and 3,
-kernels 1-5, padding, trailing input rows no tap reads, one image, channels below the dot's 16) in float32 and
-bf16; the side-gradient convolution's data gradient through it, switched on, against the switched-off one, plain and
+CPU, under the Triton interpreter (conftest): which convolutions each takes and with which kernel; the kernels
+against float64 ``conv2d`` / ``conv_transpose2d`` and their gradients at odd sizes (row and column tiles cut short,
+strides 2 and 3, kernels 1-5, padding, trailing input rows no tap reads, one image, channels below the dot's 16) in
+float32 and bf16; the side-gradient convolution through them, switched on, against switched off, plain and
 transposed; the fused model with each switch, its CUDA routing simulated, against the switch off; the kernels
-compiled for sm_90 within the H200's shared memory, their dots on the tensor cores. CUDA:
-the same at full size (the encoder's conv2-4 at batch 128 x 5 steps, the decoder's deconv2-4 at 128), and the fused
-bf16 training step with the switch against without, to rounding, its path taken.
+compiled for sm_90 within the H200's shared memory, their dots on the tensor cores. CUDA: the same at full size
+(the encoder's conv2-4 at batch 128 x 5 steps, the decoder's deconv4-2 at 128), and the fused bf16 training step
+with each switch against without, to rounding, its path taken.
 """
 from __future__ import annotations
 
