@@ -18,7 +18,8 @@ each kernel node runs at its own priority attribute. Variants, each the product'
 Printed first: the priorities the capture recorded per kernel family. Then the step in alternation, ms a step
 (CUDA events over 40 replays, median of 5), and each variant's loss after the timed steps against the default's.
 Driver API through ctypes (libcuda): the graph is torch's (``CUDAGraph(keep_graph=True)``), instantiated and
-launched here. Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/graph_priority.py --out DIR [--split K] [--rounds N]
+launched here.
+Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/graph_priority.py --out DIR [--split K] [--rounds N]
 """
 from __future__ import annotations
 
