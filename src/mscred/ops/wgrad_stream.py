@@ -154,7 +154,8 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, stride: int, padding: tuple[int, in
 
 class _SideWeightGradConv(torch.autograd.Function):
     """A bias-free convolution whose backward makes the data gradient here and the weight gradient on the side
-    stream: the same two cuDNN calls PyTorch's convolution backward makes, as two ``convolution_backward`` calls."""
+    stream: the same two cuDNN calls PyTorch's convolution backward makes, as two ``convolution_backward`` calls.
+    Opt-in (``ops/triton/strided_conv.py``): its strided forward and data gradient on Triton kernels of our own."""
 
     @staticmethod
     def forward(ctx, x, w, stride, padding, transposed):
