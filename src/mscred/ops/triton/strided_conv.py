@@ -16,16 +16,15 @@ taps as they lie in its channels-last memory -- no im2col, no scattered adds, ea
   each output row and column stored straight to its input pixel and channel (runs of s*C contiguous values). For a
   larger kernel (conv2's 3 x 3 at stride 2: phases of 4, 2, 2 and 1 taps) the rows are the phase grid's pixels and
   the GEMM is summed over the shifts (t, u), the taps a phase lacks read as zero weights (1.78x conv2's
-  multiply-adds, in dots 4x wider than "taps"', with dy read 4 times instead of 9). A pixel no tap reads (conv4
+  multiply-adds, in dots 4x wider than "taps"' and with dy read 4 times instead of 9). A pixel no tap reads (conv4
   convolves level 3's 9 x 9 [x, h] buffer, whose last row and column it skips) gets zero.
 * "taps": a program per phase, row tile of that phase's pixels and column tile of C, summing its taps' dots (the
   taps a phase lacks are skipped): the exact multiply-adds, dots of C columns.
-
-Padding (symmetric, as the convolution's): the phases are of the padded input, and only its inner pixels are stored.
-
 * "gather" (the decoder's transposed convolutions, stride 2): their data gradient is the strided convolution of dy
   with their own weight, an implicit GEMM whose rows are dx's pixels, gathering dy's pixel (s*j + ky - p,
   s*i + kx - p) for each tap, with the weight's channels-last memory read as each tap's (Cout, Cin).
+
+Padding (symmetric, as the convolution's): the phases are of the padded input, and only its inner pixels are stored.
 
 Why: cuDNN runs these data gradients as implicit-GEMM "dgrad" kernels which took, in the graphed bf16 training step
 on the H200 (``benchmarks/results/next_1206/timeline/``, batch 128 x 5 steps), 49.4 us for conv2 (5.3 GFLOP),
@@ -82,7 +81,7 @@ def chosen(x_shape: torch.Size, w: torch.Tensor, stride: int, padding, transpose
     None (cuDNN's)."""
     if not applies(x_shape, w, stride, padding, transposed):
         return None
-    kernel = form(w, stride, x_shape, padding, transposed)
+    kernel = form(transposed)
     if enabled(kernel):
         return kernel
     return "taps" if not transposed and enabled("taps") else None
@@ -99,9 +98,9 @@ def applies(x_shape: torch.Size, w: torch.Tensor, stride: int, padding, transpos
             and w.dtype in (torch.bfloat16, torch.float16, torch.float32))
 
 
-def form(w: torch.Tensor, stride: int, x_shape: torch.Size, padding=(0, 0), transposed: bool = False) -> str:
-    """Which kernel computes it by default: "gather" for a transposed convolution, else "columns" ("taps" computes
-    the convolutions too: the benchmark's comparison, and ``enabled`` can name it)."""
+def form(transposed: bool) -> str:
+    """Which kernel computes a data gradient by default: "gather" for a transposed convolution, else "columns"
+    ("taps" computes the convolutions' too: the benchmark's comparison, and ``enabled`` can name it)."""
     return "gather" if transposed else "columns"
 
 
@@ -128,13 +127,12 @@ def _deconv_size(x: torch.Tensor, w: torch.Tensor, stride: int, padding) -> tupl
 def conv_transpose(x: torch.Tensor, w: torch.Tensor, stride: int, padding=(0, 0)) -> torch.Tensor:
     """``F.conv_transpose2d(x, w, stride=stride, padding=padding)`` (channels-last) on the kernels, where
     ``deconv_applies``: the transposed convolution is the data gradient of the convolution with the same weight, so
-    the "columns" kernel computes it with x as that dy. On the
-    H200 cuDNN ran the decoder's as implicit-GEMM dgrad kernels: deconv2's 2.1 GFLOP took 20.1 us, deconv3's and
-    deconv4's 9.5 and 8.5 us (``results/next_1206/timeline/``)."""
+    the "columns" kernel computes it with x as that dy. On the H200 cuDNN ran the decoder's as implicit-GEMM dgrad
+    kernels: deconv2's 2.1 GFLOP took 20.1 us, deconv3's and deconv4's 9.5 and 8.5 us
+    (``results/next_1206/timeline/``)."""
     out_shape = [x.shape[0], w.shape[1], *_deconv_size(x, w, stride, padding)]
-    kernel = form(w, stride, torch.Size(out_shape), padding)
     return strided_gemm(x.contiguous(memory_format=torch.channels_last),
-                       w.contiguous(memory_format=torch.channels_last), out_shape, stride, list(padding), kernel)
+                        w.contiguous(memory_format=torch.channels_last), out_shape, stride, list(padding), "columns")
 
 
 def conv_enabled() -> bool:
@@ -164,7 +162,7 @@ def conv(x: torch.Tensor, w: torch.Tensor, stride: int, padding=(0, 0)) -> torch
     11.3 us for the encoder's conv2-4 (5.3 and ~2.7 GFLOP: 230-260 TFLOP/s, ``results/next_1206/timeline/``)."""
     out_shape = [x.shape[0], w.shape[0], *_conv_size(x, w, stride, padding)]
     return strided_gemm(x.contiguous(memory_format=torch.channels_last),
-                       w.contiguous(memory_format=torch.channels_last), out_shape, stride, list(padding), "gather")
+                        w.contiguous(memory_format=torch.channels_last), out_shape, stride, list(padding), "gather")
 
 
 def dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0),
@@ -174,8 +172,8 @@ def dgrad(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, p
     if not runs_fused(dy) or dy.dtype != w.dtype:
         return reference(dy, w, x_shape, stride, padding, transposed)
     return strided_gemm(dy.contiguous(memory_format=torch.channels_last),
-                       w.contiguous(memory_format=torch.channels_last), list(x_shape), stride, list(padding),
-                       form(w, stride, x_shape, padding, transposed) if transposed or kernel is None else kernel)
+                        w.contiguous(memory_format=torch.channels_last), list(x_shape), stride, list(padding),
+                        form(transposed) if transposed or kernel is None else kernel)
 
 
 def reference(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: int, padding=(0, 0),
@@ -188,8 +186,10 @@ def reference(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: in
 
 @torch.library.custom_op("mscred::strided_gemm", mutates_args=())
 def strided_gemm(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: int, padding: list[int],
-                kernel: str) -> torch.Tensor:
-    """``dgrad`` on the kernels: dy and w channels-last, of one dtype."""
+                 kernel: str) -> torch.Tensor:
+    """The data gradient (``x_shape``) of the convolution with ``w`` (its transposed convolution's for "gather") from
+    ``dy`` on ``kernel``: dy and w channels-last, of one dtype. ``conv_transpose`` and ``conv`` call it with their
+    input as dy."""
     N, C, H, W = x_shape
     O, k = w.shape[0], w.shape[-1]
     HO, WO = dy.shape[2], dy.shape[3]
