@@ -74,13 +74,14 @@ def main() -> None:
         apply(variants[name], named, original)
         return step_alternation.graphed_step(data, device)
 
+    failures: dict[str, str] = {}  # a variant that fails leaves the others their rounds (step_alternation)
     times, losses = step_alternation.alternate(make, tuple(variants), args.rounds,
-                                               step_alternation.random_batches(len(data), device))
+                                               step_alternation.random_batches(len(data), device), failures)
     title = (f"{args.var} = {' / '.join(repr(v) for v in args.values.split(','))}" if args.var else
              " / ".join(f"{name} ({', '.join(f'{k}={v}' for k, v in s.items()) or 'as set'})"
                         for name, s in variants.items()))
     lines = [f"# The graphed step with {title} (env_ab.py)", "", f"{sweep_report.machine_line()}.", ""]
-    lines += step_alternation.table(times, losses)
+    lines += step_alternation.table(times, losses, failures)
     step_alternation.report(args.out, "env_ab.md", lines)
 
 

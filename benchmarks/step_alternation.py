@@ -3,7 +3,8 @@ env_ab.py; graphed_step_ms.py times one step this way, bench_small_conv.py its k
 
 Each variant's step is built anew per round (``make(variant)``), warmed up with 5 steps, timed as the median of 5
 runs of 40 steps (CUDA events, ms a step), then dropped before the next variant is built -- so at most one graph
-is alive at a time, and every variant meets the same machine state in every round.
+is alive at a time, and every variant meets the same machine state in every round. A variant that fails is left out
+of the later rounds where the caller asks for that (``alternate``'s ``failures``: env_ab.py, graph_priority.py).
 """
 from __future__ import annotations
 
@@ -68,28 +69,48 @@ def step_ms(step, batches: Sequence[torch.Tensor], steps: int = 40, runs: int = 
 
 
 def alternate(make: Callable[[str, int], object], variants: Sequence[str], rounds: int,
-              batches: Sequence[torch.Tensor]) -> tuple[dict[str, list[float]], dict[str, float]]:
+              batches: Sequence[torch.Tensor], failures: dict[str, str] | None = None
+              ) -> tuple[dict[str, list[float]], dict[str, float]]:
     """({variant: ms a step per round}, {variant: loss after its last timing}); ``make(variant, round)`` builds a
-    step, printed as each timing ends."""
+    step, printed as each timing ends. With a ``failures`` dict, a variant whose step raises while it is built or
+    timed (an opt-in lever's kernel that does not compile on the device, say) is recorded there as its first error
+    line and left out of the later rounds, so that one device call still times the others; a CUDA error that breaks
+    the context still ends the run (at the synchronisation after it)."""
     times: dict[str, list[float]] = collections.defaultdict(list)
     losses: dict[str, float] = {}
     for r in range(rounds):
         for v in variants:
-            step = make(v, r)
-            ms, losses[v] = step_ms(step, batches)
-            times[v].append(ms)
-            print(f"round {r} {v}: {ms:.3f} ms, loss {losses[v]:.6f}", flush=True)
+            if failures is not None and v in failures:
+                continue
+            step = None
+            try:
+                step = make(v, r)
+                ms, losses[v] = step_ms(step, batches)
+            except Exception as err:
+                if failures is None:
+                    raise
+                failures[v] = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+                print(f"round {r} {v}: failed, {failures[v]}", flush=True)
+            else:
+                times[v].append(ms)
+                print(f"round {r} {v}: {ms:.3f} ms, loss {losses[v]:.6f}", flush=True)
             del step
             gc.collect()
             torch.cuda.synchronize()
     return times, losses
 
 
-def table(times: dict[str, list[float]], losses: dict[str, float]) -> list[str]:
-    """The markdown table of ``alternate``'s result."""
+def table(times: dict[str, list[float]], losses: dict[str, float],
+          failures: dict[str, str] | None = None) -> list[str]:
+    """The markdown table of ``alternate``'s result, a failed variant's row with its error (after the rounds it
+    was timed in, if any)."""
     lines = ["| variant | ms a step, per round | loss after the timed steps |", "| --- | --- | --- |"]
-    for v, ts in times.items():
-        lines.append(f"| {v} | {' / '.join(f'{t:.3f}' for t in ts)} | {losses[v]:.6f} |")
+    for v in list(times) + [v for v in (failures or {}) if v not in times]:
+        ts = " / ".join(f"{t:.3f}" for t in times.get(v, []))
+        if failures and v in failures:
+            ts = f"{ts} (then failed: {failures[v]})" if ts else f"failed: {failures[v]}"
+        loss = f"{losses[v]:.6f}" if v in losses else ""
+        lines.append(f"| {v} | {ts} | {loss} |")
     return lines
 
 

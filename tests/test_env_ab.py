@@ -50,3 +50,31 @@ def test_each_variant_sets_its_own_and_restores_the_rest(monkeypatch):
     assert os.environ["MSCRED_A"] == "7" and "MSCRED_B" not in os.environ
     env_ab.apply(variants["no_a"], named, original)
     assert "MSCRED_A" not in os.environ and "MSCRED_B" not in os.environ
+
+
+def test_a_failing_variant_leaves_the_others_their_rounds(monkeypatch):
+    """With a failures dict, a variant whose step raises (an opt-in kernel that does not compile on the device, say)
+    is recorded, skipped in later rounds and shown in the table; the others are timed in every round. Without one,
+    the error propagates as before."""
+    step_alternation = env_ab.step_alternation
+    monkeypatch.setattr(step_alternation, "step_ms", lambda step, batches: (step, 0.5))
+    monkeypatch.setattr(step_alternation.torch.cuda, "synchronize", lambda: None)
+    built = []
+
+    def make(variant, round_):
+        built.append((variant, round_))
+        if variant == "bad" and round_ == 1:
+            raise RuntimeError("no kernel\nsecond line")
+        return {"a": 2.0, "bad": 3.0}[variant]
+
+    failures = {}
+    times, losses = step_alternation.alternate(make, ("a", "bad"), 3, [], failures)
+    assert times == {"a": [2.0, 2.0, 2.0], "bad": [3.0]} and losses == {"a": 0.5, "bad": 0.5}
+    assert failures == {"bad": "RuntimeError: no kernel"}
+    assert built == [("a", 0), ("bad", 0), ("a", 1), ("bad", 1), ("a", 2)]
+    rows = step_alternation.table(times, losses, failures)
+    assert rows[2] == "| a | 2.000 / 2.000 / 2.000 | 0.500000 |"
+    assert rows[3] == "| bad | 3.000 (then failed: RuntimeError: no kernel) | 0.500000 |"
+    assert step_alternation.table({}, {}, {"x": "E: y"})[2] == "| x | failed: E: y |  |"
+    with pytest.raises(RuntimeError, match="no kernel"):
+        step_alternation.alternate(make, ("bad", "a"), 2, [])
