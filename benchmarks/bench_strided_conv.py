@@ -81,8 +81,14 @@ def main() -> None:
                 seen.add(tile)
                 os.environ["MSCRED_PHASE_DGRAD_TILE"] = tile
                 call = (lambda: strided_conv.dgrad(dy, w, shape, s, (0, 0), transposed, kernel=kernel))
-                out = call()  # (compiles the tile outside the capture)
-                ms = median_event_ms(_graphed(call, ()).replay, iters=20)
+                try:
+                    out = call()  # (compiles the tile outside the capture)
+                    ms = median_event_ms(_graphed(call, ()).replay, iters=20)
+                except Exception as err:  # (a tile the device refuses: recorded, the others still timed)
+                    rows.append(dict(shape=name, form=kernel, tile=tile, ms=float("nan"), tflops=float("nan"),
+                                     rel_diff=float("nan"), error=(str(err).splitlines() or [""])[0]))
+                    print(rows[-1], flush=True)
+                    continue
                 rows.append(dict(shape=name, form=kernel, tile=tile, ms=ms, tflops=flop / ms / 1e9,
                                  rel_diff=_rel_diff([out], [ref])))
                 print(rows[-1], flush=True)
@@ -93,7 +99,8 @@ def main() -> None:
 def report(out: str, rows: list[dict]) -> None:
     lines = ["| shape | form | tile (rows/columns/warps) | us | TFLOP/s | rel. diff from cuDNN |",
              "| --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['shape']} | {r['form']} | {r['tile']} | {1000 * r['ms']:.1f} | {r['tflops']:.0f} | "
+    lines += [f"| {r['shape']} | {r['form']} | {r['tile']} | failed: {r['error']} | | |" if "error" in r else
+              f"| {r['shape']} | {r['form']} | {r['tile']} | {1000 * r['ms']:.1f} | {r['tflops']:.0f} | "
               f"{r['rel_diff']:.1e} |" for r in rows]
     meta = f"{sweep_report.machine_line()}. Command: `PYTHONPATH=src python3 benchmarks/bench_strided_conv.py`."
     sweep_report.write(out, "strided_conv", meta, rows,
