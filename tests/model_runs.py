@@ -83,3 +83,13 @@ def assert_same_tensors(got: list, want: list, names: list, bf16: bool = False) 
             assert torch.equal(g, w), name
         else:
             torch.testing.assert_close(g, w, rtol=2e-2 if bf16 else 1e-4, atol=1e-6, msg=lambda m, k=name: f"{k}: {m}")
+
+
+def assert_step_close(ours: tuple, ref: tuple, bf16: bool) -> None:
+    """Two training steps' (loss, {name: gradient}) to rounding, where the arithmetic differs (another kernel sums in
+    another order; in bf16 each layer's rounding reaches the gradients before it): bf16 2e-2 relative, float32
+    1e-4, the absolute part a share of each tensor's largest magnitude (2e-3 / 1e-5)."""
+    rtol, atol = (2e-2, 2e-3) if bf16 else (1e-4, 1e-5)
+    for name, got, want in zip(["loss", *ref[1]], [ours[0], *ours[1].values()], [ref[0], *ref[1].values()]):
+        scale = want.abs().max().item() + 1e-12
+        torch.testing.assert_close(got, want, rtol=rtol, atol=atol * scale, msg=lambda m, k=name: f"{k}: {m}")

@@ -18,7 +18,7 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from model_runs import assert_same_step, fused_training_step, off_and_on
+from model_runs import assert_step_close, fused_training_step, off_and_on
 
 from mscred.ops import wgrad_stream
 from mscred.ops.triton import strided_conv
@@ -178,9 +178,11 @@ def _side_convolution_off_and_on(monkeypatch, variable: str, recorded: str, k: i
 
 
 def _assert_same_runs(runs, dtype, exact_weight_grad: bool = False):
+    """The switch-on run's (output, input gradient, weight gradient) against the switch-off run's: to rounding, and
+    the weight gradient bit for bit where asked -- on the CPU only, as cuDNN may pick another algorithm per call."""
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-2, atol=2e-2)
     for name, got, want in zip(("output", "input gradient", "weight gradient"), runs["1"], runs["0"]):
-        exact = exact_weight_grad and name == "weight gradient"
+        exact = exact_weight_grad and name == "weight gradient" and DEVICE == "cpu"
         torch.testing.assert_close(got, want, **(dict(rtol=0, atol=0) if exact else tol), msg=lambda m: f"{name}: {m}")
 
 
@@ -342,7 +344,7 @@ def test_the_bf16_step_trains_the_same_with_it(variable, monkeypatch):
     run = fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), DEVICE)
     ref, ours, returned = off_and_on(run, monkeypatch, variable, strided_conv, recorded)
     assert sorted(returned, key=str) == sorted(expected, key=str), returned
-    assert_same_step(ours, ref, bf16=True)
+    assert_step_close(ours, ref, bf16=True)
 
 
 CPU_ROUTED = {  # switch: what the recorded function returns for the small float32 model's side convolutions
@@ -372,6 +374,4 @@ def test_the_fused_model_trains_the_same_with_it_routed_on_the_cpu(variable, mon
     run = fused_training_step(30, 2, contextlib.nullcontext, "cpu", channels=(4, 8, 8, 16))
     ref, ours, returned = off_and_on(run, monkeypatch, variable, strided_conv, STEP_PATHS[variable][0])
     assert sorted(returned, key=str) == sorted(CPU_ROUTED[variable], key=str), returned
-    for name, got, want in zip(["loss", *ref[1]], [ours[0], *ours[1].values()], [ref[0], *ref[1].values()]):
-        scale = want.abs().max().item() + 1e-12
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5 * scale, msg=lambda m, k=name: f"{k}: {m}")
+    assert_step_close(ours, ref, bf16=False)

@@ -14,7 +14,7 @@ import contextlib
 import pytest
 import torch
 import torch.nn.functional as F
-from model_runs import fused_training_step
+from model_runs import assert_step_close, fused_training_step
 
 from mscred.ops import wgrad_stream
 from mscred.ops.triton.runtime import runs_fused
@@ -112,8 +112,5 @@ def test_the_fused_model_trains_the_same_with_it(monkeypatch, strict_float32):
             results.append(run())
             assert counts and set(counts) == {int(setting)}, counts
             assert len(counts) >= 4  # (at least) one call a level
-    rtol, atol = (2e-2, 2e-3) if bf16 else (1e-4, 1e-5)  # atol: a share of each tensor's largest magnitude
     for ref, ours in (results[:2], results[2:]):
-        for name, got, want in zip(["loss", *ref[1]], [ours[0], *ours[1].values()], [ref[0], *ref[1].values()]):
-            scale = want.abs().max().item() + 1e-12
-            torch.testing.assert_close(got, want, rtol=rtol, atol=atol * scale, msg=lambda m, k=name: f"{k}: {m}")
+        assert_step_close(ours, ref, bf16)
