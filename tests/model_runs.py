@@ -1,6 +1,8 @@
 """Training steps the model-level tests share: the fused model's step run under different switches by the tests that
 compare them (test_encoder_xh.py, test_attention_cat.py, test_interleaved_levels.py, ...), and a small CPU step for the
-interpreter's bf16 (test_interpreter_bf16.py and benchmarks/interpreter_bf16_errors.py)."""
+interpreter's bf16 (test_interpreter_bf16.py and benchmarks/interpreter_bf16_errors.py). Two comparisons of two runs:
+``assert_same_step`` where the arithmetic is the same (bit for bit on the CPU), ``assert_step_close`` where it is not
+(test_strided_conv.py, test_wgrad_split.py)."""
 from __future__ import annotations
 
 from typing import Callable
