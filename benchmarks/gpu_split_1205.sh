@@ -13,8 +13,9 @@
 # Steps, packed after each:
 #   1. the graphed bf16 step in one alternation, 3 rounds: the defaults / MSCRED_DECONV_DIRECT=1 /
 #      MSCRED_INTERLEAVED_LEVELS=1 (each alone: results/final_1205/ measured both together) / MSCRED_WGRAD_SPLIT=2 /
-#      =4 / MSCRED_PHASE_DGRAD=1 / the encoder's only (columns) / on its other kernel (taps) / the decoder's only
-#      (gather) / MSCRED_PHASE_DECONV=1 / MSCRED_PHASE_CONV=1                                         -> NAME/env_ab.md
+#      =2 for the ConvLSTMs' gradients only (MSCRED_WGRAD_SPLIT_MIN_GFLOP=10) / =4 / MSCRED_PHASE_DGRAD=1 / the
+#      encoder's only (columns) / on its other kernel (taps) / the decoder's only (gather) / MSCRED_PHASE_DECONV=1 /
+#      MSCRED_PHASE_CONV=1                                                                            -> NAME/env_ab.md
 #   2. bench_strided_conv.py: the kernels' tiles against cuDNN at every shape they take in the step
 #                                                                                                 -> NAME/strided_conv/
 #   3. the GPU tests of the new kernels and of the split, in what time is left                  -> NAME/gpu_tests.txt
@@ -27,14 +28,16 @@ cache_bytecode
 D=$(result_dir "$NAME")
 pack() { (cd "$OUT" && tar czf "$NAME.tgz" "$NAME"); }
 PD=MSCRED_PHASE_DGRAD
-timeout 320 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaults:" \
+timeout 340 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaults:" \
   --variant "deconv_direct:MSCRED_DECONV_DIRECT=1" --variant "interleaved:MSCRED_INTERLEAVED_LEVELS=1" \
-  --variant "split2:MSCRED_WGRAD_SPLIT=2" --variant "split4:MSCRED_WGRAD_SPLIT=4" --variant "phase_all:$PD=1" \
+  --variant "split2:MSCRED_WGRAD_SPLIT=2" \
+  --variant "split2_large:MSCRED_WGRAD_SPLIT=2,MSCRED_WGRAD_SPLIT_MIN_GFLOP=10" \
+  --variant "split4:MSCRED_WGRAD_SPLIT=4" --variant "phase_all:$PD=1" \
   --variant "phase_encoder:$PD=columns" --variant "phase_encoder_taps:$PD=taps" --variant "phase_decoder:$PD=gather" \
   --variant "phase_deconv:MSCRED_PHASE_DECONV=1" --variant "phase_conv:MSCRED_PHASE_CONV=1" \
   > "$D/step_log.txt" 2>&1
-echo "A/B exit $? at ${SECONDS}s"; tail -13 "$D/env_ab.md"; pack
-bench_to_log "$D/strided_conv" 140 benchmarks/bench_strided_conv.py
+echo "A/B exit $? at ${SECONDS}s"; tail -14 "$D/env_ab.md"; pack
+bench_to_log "$D/strided_conv" 130 benchmarks/bench_strided_conv.py
 echo "phase bench done at ${SECONDS}s"; grep -E "cuDNN|exit" "$D/strided_conv/bench_log.txt" | tail -13; pack
 LEFT=$(( 585 - SECONDS )); [ "$LEFT" -gt 20 ] || LEFT=20
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-$LEFT}" -rf tests/test_strided_conv.py \

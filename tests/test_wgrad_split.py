@@ -114,3 +114,33 @@ def test_the_fused_model_trains_the_same_with_it(monkeypatch, strict_float32):
             assert len(counts) >= 4  # (at least) one call a level
     for ref, ours in (results[:2], results[2:]):
         assert_step_close(ours, ref, bf16)
+
+
+@pytest.mark.parametrize("setting, value", [(None, 0.0), ("", 0.0), ("10", 10.0), (" 2.5 ", 2.5)])
+def test_split_min_gflop(setting, value, set_env):
+    set_env(wgrad_stream.SPLIT_MIN_VARIABLE, setting)
+    assert wgrad_stream.split_min_gflop() == value
+
+
+@pytest.mark.parametrize("setting", ["-1", "ten", "nan"])
+def test_split_min_gflop_rejects_what_is_not_a_size(setting, monkeypatch):
+    monkeypatch.setenv(wgrad_stream.SPLIT_MIN_VARIABLE, setting)
+    with pytest.raises(ValueError, match=wgrad_stream.SPLIT_MIN_VARIABLE):
+        wgrad_stream.split_min_gflop()
+
+
+@pytest.mark.parametrize("name", sorted(CONVS))
+def test_gradients_below_the_threshold_are_one_call(name, monkeypatch):
+    """The threshold against the call's own multiply-adds: just above them it is one call, at them it is split."""
+    grad, x, w, conv = _operands(name, 5)
+    macs = (x if conv[3] else grad).numel() * w[0].numel()
+    counts = []
+    real = torch.ops.aten.convolution_backward
+    monkeypatch.setattr(wgrad_stream.torch.ops.aten, "convolution_backward",
+                        lambda *a: counts.append(1) or real(*a), raising=False)
+    monkeypatch.setenv(VARIABLE, "3")
+    for gflop, calls in ((2 * macs * 1.001 / 1e9, 1), (2 * macs / 1e9, 3)):
+        monkeypatch.setenv(wgrad_stream.SPLIT_MIN_VARIABLE, repr(gflop))
+        counts.clear()
+        wgrad_stream.weight_grad(grad, x, w, conv)
+        assert len(counts) == calls, (gflop, counts)

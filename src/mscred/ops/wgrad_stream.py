@@ -26,12 +26,13 @@ benchmarks/gpu_wgrad_stream.sh``): ~0.11 ms, 4%. Not adopted from the same runs:
 the side stream on a CUDA green context of 100 or 66 SMs, 2.485 / 2.518 ms against 2.415 ms (``results/green_wgrad/``,
 commit 86da0fc). Why the chain still waits beside these gradients: ``results/step_launch_stats/`` (their clusters).
 
-Opt-in, not yet measured: ``MSCRED_WGRAD_SPLIT=k`` computes each weight gradient as k calls over k slices of the
-images, summed (``weight_grad``). Why: each cuDNN weight gradient is one wave of blocks that each fill an SM's
-register file for the kernel's whole duration (level 1's: 110 blocks for 83 us), so a clustered data gradient of the
-chain waits the whole kernel for SMs (77 us, ``results/next_1206/timeline/``); stream or node priorities cannot help
-while no block ends (``results/graph_priority/``). k calls end their blocks k times as often, and at each end a
-higher-priority chain kernel can take the SMs (``benchmarks/graph_priority.py --split k``).
+Opt-in, not yet measured: ``MSCRED_WGRAD_SPLIT=k`` computes each weight gradient (of at least
+``MSCRED_WGRAD_SPLIT_MIN_GFLOP``, 0 by default) as k calls over k slices of the images, summed (``weight_grad``). Why:
+each cuDNN weight gradient is one wave of blocks that each fill an SM's register file for the kernel's whole duration
+(level 1's: 110 blocks for 83 us), so a clustered data gradient of the chain waits the whole kernel for SMs (77 us,
+``results/next_1206/timeline/``); stream or node priorities cannot help while no block ends
+(``results/graph_priority/``). k calls end their blocks k times as often, and at each end a higher-priority chain
+kernel can take the SMs (``benchmarks/graph_priority.py --split k``).
 """
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ from mscred.ops.triton import strided_conv
 from mscred.ops.triton.runtime import switched_off
 
 SPLIT_VARIABLE = "MSCRED_WGRAD_SPLIT"
+SPLIT_MIN_VARIABLE = "MSCRED_WGRAD_SPLIT_MIN_GFLOP"
 
 _STREAMS: dict[int, "torch.cuda.Stream"] = {}
 _PENDING: set[int] = set()  # device indices whose side stream has work the caller's stream has not waited for
@@ -121,12 +123,30 @@ def split_count() -> int:
     return int(text)
 
 
+def split_min_gflop() -> float:
+    """The smallest weight gradient that is split, in GFLOP (``MSCRED_WGRAD_SPLIT_MIN_GFLOP``; 0 by default: every
+    one). The ConvLSTM levels' are 21-38 GFLOP in the step, the encoder's and decoder's 1-5.3: a threshold of 10
+    splits the side stream's long kernels only and leaves the tail's (conv2's) one call."""
+    text = os.environ.get(SPLIT_MIN_VARIABLE, "").strip() or "0"
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise ValueError(f"{SPLIT_MIN_VARIABLE} must be a number of GFLOP >= 0, got {text!r}")
+    return value
+
+
 def weight_grad(grad: torch.Tensor, x: torch.Tensor, w: torch.Tensor, conv: Sequence) -> torch.Tensor:
     """``aten.convolution_backward``'s weight gradient of the convolution ``conv`` (its stride, padding, dilation,
     transposed, output padding and groups) of images ``x`` giving ``grad``: one call, or with ``MSCRED_WGRAD_SPLIT=k``
-    the sum of k calls over k slices of the images (dim 0): each call's result is rounded to ``w``'s dtype, and
-    their sum is taken in float32 (float64 for float64) and rounded once more."""
+    (for a gradient of at least ``split_min_gflop``) the sum of k calls over k slices of the images (dim 0): each
+    call's result is rounded to ``w``'s dtype, and their sum is taken in float32 (float64 for float64) and rounded
+    once more."""
     pieces = min(split_count(), x.shape[0])
+    macs = (x if conv[3] else grad).numel() * w[0].numel()  # (a transposed convolution's x is its output's image)
+    if pieces > 1 and 2 * macs < split_min_gflop() * 1e9:
+        pieces = 1
     if pieces == 1:
         return torch.ops.aten.convolution_backward(grad, x, w, None, *conv, [False, True, False])[1]
     parts = [torch.ops.aten.convolution_backward(g, xs, w, None, *conv, [False, True, False])[1]
