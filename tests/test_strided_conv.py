@@ -225,10 +225,17 @@ def test_the_kernels_compile_for_the_h200_within_its_shared_memory(tile):
         assert "HGMMA" in code["listing"] or "HMMA" in code["listing"], (tile, name)
 
 
+FORWARD_SWITCHES = {  # switch: its test, the forward it routes through the kernels (conv_transpose / conv)
+    "MSCRED_PHASE_DECONV": (strided_conv.deconv_enabled, "conv_transpose"),
+    "MSCRED_PHASE_CONV": (strided_conv.conv_enabled, "conv"),
+}
+
+
+@pytest.mark.parametrize("variable", sorted(FORWARD_SWITCHES))
 @pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
-def test_deconv_switch(setting, on, set_env):
-    set_env("MSCRED_PHASE_DECONV", setting)
-    assert strided_conv.deconv_enabled() is on
+def test_forward_switches(variable, setting, on, set_env):
+    set_env(variable, setting)
+    assert FORWARD_SWITCHES[variable][0]() is on
 
 
 DECONV_SMALL = [  # N, CI, H, W, CO, k, s, padding: a transposed convolution (CI -> CO) of an H x W input
@@ -237,20 +244,35 @@ DECONV_SMALL = [  # N, CI, H, W, CO, k, s, padding: a transposed convolution (CI
 ]
 DECONV_FULL = [(128, 256, 4, 4, 128, 2, 2, 0), (128, 256, 8, 8, 64, 2, 2, 0), (128, 128, 15, 15, 32, 3, 2, 0),
                (7, 128, 15, 15, 32, 3, 2, 0)]
+CONV_SMALL = [  # N, CI, H, W, CO, k, s, padding: a convolution (CI -> CO) of an H x W input
+    (3, 5, 8, 6, 7, 2, 2, 0), (2, 6, 11, 9, 5, 3, 2, 0), (2, 6, 9, 9, 5, 3, 2, 1), (1, 3, 13, 10, 17, 5, 2, 2),
+    (2, 4, 10, 11, 6, 4, 3, 1), (3, 16, 9, 9, 32, 2, 2, 0), (2, 8, 31, 31, 16, 3, 2, 0),
+]
+CONV_FULL = [(640, 32, 31, 31, 64, 3, 2, 0), (640, 64, 16, 16, 128, 2, 2, 0), (640, 128, 9, 9, 256, 2, 2, 0),
+             (7, 32, 31, 31, 64, 3, 2, 1)]
+FORWARDS = {  # kind: (applies, the kernels' forward, the reference, the weight's shape from (CI, CO))
+    "deconv": (strided_conv.deconv_applies, strided_conv.conv_transpose, F.conv_transpose2d, lambda ci, co: (ci, co)),
+    "conv": (strided_conv.conv_applies, strided_conv.conv, F.conv2d, lambda ci, co: (co, ci)),
+}
+FORWARD_CASES = ([("deconv", *c) for c in (DECONV_FULL if DEVICE == "cuda" else DECONV_SMALL)]
+                 + [("conv", *c) for c in (CONV_FULL if DEVICE == "cuda" else CONV_SMALL)])
 
 
 @needs_kernels
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("N, CI, H, W, CO, k, s, pad", DECONV_FULL if DEVICE == "cuda" else DECONV_SMALL)
-def test_the_transposed_convolutions_forward_is_the_float64_one(N, CI, H, W, CO, k, s, pad, dtype, strict_float32):
-    """``conv_transpose`` (the decoder's deconv4-2 in the step at full size on CUDA) against float64
-    ``conv_transpose2d`` of the same rounded inputs."""
-    gen = torch.Generator().manual_seed(4)
+@pytest.mark.parametrize("kind, N, CI, H, W, CO, k, s, pad", FORWARD_CASES)
+def test_the_forwards_are_the_float64_ones(kind, N, CI, H, W, CO, k, s, pad, dtype, strict_float32):
+    """``conv_transpose`` and ``conv`` (the decoder's deconv4-2 and the encoder's conv2-4 in the step, on their
+    padded / bordered inputs, at full size on CUDA) against float64 ``conv_transpose2d`` / ``conv2d`` of the same
+    rounded inputs."""
+    applies, forward, reference, weight_shape = FORWARDS[kind]
+    gen = torch.Generator().manual_seed(4 if kind == "deconv" else 6)
     x = torch.randn(N, CI, H, W, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
-    w = torch.randn(CI, CO, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
-    assert strided_conv.deconv_applies(x, w, s, (pad, pad))
-    _assert_float64_close(strided_conv.conv_transpose(x, w, s, (pad, pad)),
-                          F.conv_transpose2d(x.double(), w.double(), stride=s, padding=pad), dtype, k * k * CI)
+    w = torch.randn(*weight_shape(CI, CO), k, k, generator=gen).to(device=DEVICE, dtype=dtype,
+                                                                   memory_format=torch.channels_last)
+    assert applies(x, w, s, (pad, pad))
+    _assert_float64_close(forward(x, w, s, (pad, pad)), reference(x.double(), w.double(), stride=s, padding=pad),
+                          dtype, k * k * CI)
 
 
 def test_deconv_applies_only_where_a_kernel_computes_it():
@@ -261,47 +283,6 @@ def test_deconv_applies_only_where_a_kernel_computes_it():
     assert not strided_conv.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.bfloat16, device=DEVICE), 1, (0, 0))
     assert not strided_conv.deconv_applies(x, torch.zeros(8, 4, 3, 3, dtype=torch.float32, device=DEVICE), 2, (0, 0))
     assert not strided_conv.deconv_applies(x, torch.zeros(8, 4, 1, 1, dtype=torch.bfloat16, device=DEVICE), 2, (0, 0))
-
-
-@needs_kernels
-@pytest.mark.parametrize("k, dtype", [(2, torch.float32), (3, torch.float32), (3, torch.bfloat16)])
-def test_the_side_gradient_transposed_convolution_runs_its_forward_on_them(k, dtype, monkeypatch, strict_float32):
-    """Switched on, ``_SideWeightGradConv``'s transposed forward goes through ``conv_transpose`` and equals cuDNN's /
-    ATen's to rounding, and its gradients (not these kernels' business) are the same."""
-    runs, calls = _side_convolution_off_and_on(monkeypatch, "MSCRED_PHASE_DECONV", "conv_transpose", k, 0, True,
-                                               dtype)
-    assert calls == [(2, (0, 0))]
-    _assert_same_runs(runs, dtype)
-
-
-
-
-@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
-def test_conv_switch(setting, on, set_env):
-    set_env("MSCRED_PHASE_CONV", setting)
-    assert strided_conv.conv_enabled() is on
-
-
-CONV_SMALL = [  # N, C, H, W, O, k, s, padding
-    (3, 5, 8, 6, 7, 2, 2, 0), (2, 6, 11, 9, 5, 3, 2, 0), (2, 6, 9, 9, 5, 3, 2, 1), (1, 3, 13, 10, 17, 5, 2, 2),
-    (2, 4, 10, 11, 6, 4, 3, 1), (3, 16, 9, 9, 32, 2, 2, 0), (2, 8, 31, 31, 16, 3, 2, 0),
-]
-CONV_FULL = [(640, 32, 31, 31, 64, 3, 2, 0), (640, 64, 16, 16, 128, 2, 2, 0), (640, 128, 9, 9, 256, 2, 2, 0),
-             (7, 32, 31, 31, 64, 3, 2, 1)]
-
-
-@needs_kernels
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("N, C, H, W, O, k, s, pad", CONV_FULL if DEVICE == "cuda" else CONV_SMALL)
-def test_the_strided_convolutions_forward_is_the_float64_one(N, C, H, W, O, k, s, pad, dtype, strict_float32):
-    """``conv`` (the encoder's conv2-4 in the step, on their padded / bordered inputs, at full size on CUDA) against
-    float64 ``conv2d`` of the same rounded inputs."""
-    gen = torch.Generator().manual_seed(6)
-    x = torch.randn(N, C, H, W, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
-    w = torch.randn(O, C, k, k, generator=gen).to(device=DEVICE, dtype=dtype, memory_format=torch.channels_last)
-    assert strided_conv.conv_applies(x, w, s, (pad, pad))
-    _assert_float64_close(strided_conv.conv(x, w, s, (pad, pad)),
-                          F.conv2d(x.double(), w.double(), stride=s, padding=pad), dtype, k * k * C)
 
 
 def test_conv_applies_only_where_the_kernel_computes_it():
@@ -315,11 +296,16 @@ def test_conv_applies_only_where_the_kernel_computes_it():
 
 
 @needs_kernels
-@pytest.mark.parametrize("k, pad, dtype", [(2, 0, torch.float32), (3, 1, torch.float32), (3, 0, torch.bfloat16)])
-def test_the_side_gradient_convolution_runs_its_forward_on_it(k, pad, dtype, monkeypatch, strict_float32):
-    """Switched on, ``_SideWeightGradConv``'s forward goes through ``conv`` and equals cuDNN's / ATen's to rounding,
-    its gradients the same."""
-    runs, calls = _side_convolution_off_and_on(monkeypatch, "MSCRED_PHASE_CONV", "conv", k, pad, False, dtype)
+@pytest.mark.parametrize("variable, transposed, k, pad, dtype", [
+    ("MSCRED_PHASE_DECONV", True, 2, 0, torch.float32), ("MSCRED_PHASE_DECONV", True, 3, 0, torch.float32),
+    ("MSCRED_PHASE_DECONV", True, 3, 0, torch.bfloat16), ("MSCRED_PHASE_CONV", False, 2, 0, torch.float32),
+    ("MSCRED_PHASE_CONV", False, 3, 1, torch.float32), ("MSCRED_PHASE_CONV", False, 3, 0, torch.bfloat16)])
+def test_the_side_gradient_convolution_runs_its_forward_on_them(variable, transposed, k, pad, dtype, monkeypatch,
+                                                                 strict_float32):
+    """Switched on, ``_SideWeightGradConv``'s forward goes through ``conv_transpose`` / ``conv`` and equals cuDNN's /
+    ATen's to rounding, and its gradients (not these kernels' business) are the same."""
+    runs, calls = _side_convolution_off_and_on(monkeypatch, variable, FORWARD_SWITCHES[variable][1], k, pad,
+                                               transposed, dtype)
     assert calls == [(2, (pad, pad))]
     _assert_same_runs(runs, dtype)
 
