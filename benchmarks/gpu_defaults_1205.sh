@@ -2,7 +2,7 @@
 # One device call (~9.5 min; caps 140 + 100 + 300 s), written 2026-12-05 after results/levers_together/ made
 # MSCRED_ENCODER_XH and MSCRED_ATTENTION_CAT the defaults (and with the training step's window weights inside the
 # loss kernels, untimed). Ran once (results/defaults_1205/); its two lever variants were made the defaults on it and
-# went back to opt-in after results/final_1205/ (gpu_next_1208.sh measures them again):
+# went back to opt-in after results/final_1205/ (gpu_split_1205.sh measures them again):
 #   1. the GPU tests of what the defaults changed: the two levers' own tests, the loss kernels', deconv1's direct
 #      path and the weight cache's, the graphed full-size training steps         -> NAME/gpu_tests.txt
 #   2. the graphed bf16 step in one alternation, 3 rounds: the new defaults / both levers off (the old defaults) /

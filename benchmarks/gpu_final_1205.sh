@@ -6,7 +6,7 @@
 #      model_runs.assert_same_step), as far as the cap allows                                 -> NAME/gpu_tests.txt
 # Packed after each step, so a call cut short keeps what it has.   bash benchmarks/gpu_final_1205.sh NAME
 # Ran once (results/final_1205/, cut by the session's device time); both switches are opt-in again since, so its
-# variants now measure the same code: the next session's call is gpu_next_1208.sh.
+# variants now measure the same code: the next session's call is gpu_split_1205.sh.
 set -uo pipefail
 NAME=${1:-final_1205}
 . benchmarks/device_env.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One device call (<10 min), written 2026-12-05 (session 53, no device lent that session): gpu_next_1208.sh's
-# question, and new opt-in levers of the chain's waits on cuDNN, all built and tested on the CPU only:
+# One device call (<10 min), written 2026-12-05 (session 53, no device lent that session): the two levers session 52
+# left opt-in, each alone, and new opt-in levers of the chain's waits on cuDNN, all built and tested on the CPU only:
 #   MSCRED_WGRAD_SPLIT=K   each weight gradient as K calls over slices of the images (ops/wgrad_stream.weight_grad):
 #                          a cuDNN weight gradient is one wave of SM-filling blocks, so no priority helps the chain
 #                          until its blocks end; split, they end K times as often;
