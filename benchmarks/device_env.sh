@@ -28,6 +28,12 @@ result_dir() {
   echo "$dir"
 }
 
+# pack_result NAME: $OUT/NAME packed as $OUT/NAME.tgz (after each step of a call, so that a call cut short still
+# brings back what it measured; the tool returns $OUT's files).
+pack_result() {
+  (cd "$OUT" && tar czf "$1.tgz" "$1")
+}
+
 cache_bytecode() {
   echo "PYTHONDONTWRITEBYTECODE was '${PYTHONDONTWRITEBYTECODE:-}'"
   unset PYTHONDONTWRITEBYTECODE

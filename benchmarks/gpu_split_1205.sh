@@ -26,7 +26,6 @@ NAME=${1:-split_1205}
 . benchmarks/device_env.sh
 cache_bytecode
 D=$(result_dir "$NAME")
-pack() { (cd "$OUT" && tar czf "$NAME.tgz" "$NAME"); }
 PD=MSCRED_PHASE_DGRAD
 timeout 340 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaults:" \
   --variant "deconv_direct:MSCRED_DECONV_DIRECT=1" --variant "interleaved:MSCRED_INTERLEAVED_LEVELS=1" \
@@ -36,11 +35,12 @@ timeout 340 python3 benchmarks/env_ab.py --rounds 3 --out "$D" --variant "defaul
   --variant "phase_encoder:$PD=columns" --variant "phase_encoder_taps:$PD=taps" --variant "phase_decoder:$PD=gather" \
   --variant "phase_deconv:MSCRED_PHASE_DECONV=1" --variant "phase_conv:MSCRED_PHASE_CONV=1" \
   > "$D/step_log.txt" 2>&1
-echo "A/B exit $? at ${SECONDS}s"; tail -14 "$D/env_ab.md"; pack
+echo "A/B exit $? at ${SECONDS}s"; tail -14 "$D/env_ab.md"; pack_result "$NAME"
 bench_to_log "$D/strided_conv" 130 benchmarks/bench_strided_conv.py
-echo "phase bench done at ${SECONDS}s"; grep -E "cuDNN|exit" "$D/strided_conv/bench_log.txt" | tail -13; pack
+echo "strided-conv bench done at ${SECONDS}s"; grep -E "cuDNN|exit" "$D/strided_conv/bench_log.txt" | tail -13
+pack_result "$NAME"
 LEFT=$(( 585 - SECONDS )); [ "$LEFT" -gt 20 ] || LEFT=20
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-$LEFT}" -rf tests/test_strided_conv.py \
   tests/test_wgrad_split.py
 echo "tests done at ${SECONDS}s"
-pack && rm -rf "$OUT/$NAME"
+pack_result "$NAME" && rm -rf "$OUT/$NAME"

@@ -12,12 +12,11 @@ NAME=${1:-split_1205_more}
 . benchmarks/device_env.sh
 cache_bytecode
 D=$(result_dir "$NAME")
-pack() { (cd "$OUT" && tar czf "$NAME.tgz" "$NAME"); }
 bench_to_log "$D/priority" 120 benchmarks/graph_priority.py --split 2 --rounds 2
-echo "priority done at ${SECONDS}s"; tail -8 "$D/priority/bench_log.txt"; pack
+echo "priority done at ${SECONDS}s"; tail -8 "$D/priority/bench_log.txt"; pack_result "$NAME"
 LEFT=$(( 585 - SECONDS )); [ "$LEFT" -gt 20 ] || LEFT=20
 bash benchmarks/gpu_pytest.sh "$D/gpu_tests.txt" "${TEST_TIMEOUT_S:-$LEFT}" -rf tests/test_small_deconv.py \
   tests/test_interleaved_levels.py tests/test_window_loss.py tests/test_encoder_xh.py tests/test_attention_cat.py \
   tests/test_wgrad_stream.py tests/test_strided_conv.py tests/test_wgrad_split.py
 echo "tests done at ${SECONDS}s"
-pack && rm -rf "$OUT/$NAME"
+pack_result "$NAME" && rm -rf "$OUT/$NAME"
