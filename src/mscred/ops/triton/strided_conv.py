@@ -184,6 +184,22 @@ def reference(dy: torch.Tensor, w: torch.Tensor, x_shape: torch.Size, stride: in
                                                [0, 0], 1, [True, False, False])[0]
 
 
+def launch_blocks(kernel: str, reduced: int, columns: int) -> tuple[int, int, int, int]:
+    """(rows, columns, reduced channels a program, warps) of ``kernel``'s launch for a GEMM summing ``reduced``
+    channels into ``columns`` columns: the tile (``TILES``, or MSCRED_PHASE_DGRAD_TILE), its columns cut to the
+    matrix's, the reduction in blocks of up to 64 (16 at least: the dot's smallest). The launches and
+    ``benchmarks/strided_conv_sm90.py``'s compiles share it."""
+    block_m, block_n, warps = tile_override("MSCRED_PHASE_DGRAD_TILE", TILES[kernel], ("rows", "columns", "warps"))
+    block_n = max(16, min(block_n, triton.next_power_of_2(columns)))
+    return block_m, block_n, max(16, min(64, triton.next_power_of_2(reduced))), warps
+
+
+def _precision(dtype: torch.dtype) -> str:
+    """The dots' precision: float32 keeps float32 accuracy (three TF32 products, as ``small_conv``); bf16 / fp16
+    dots ignore it."""
+    return "tf32x3" if dtype == torch.float32 else "tf32"
+
+
 @torch.library.custom_op("mscred::strided_gemm", mutates_args=())
 def strided_gemm(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: int, padding: list[int],
                  kernel: str) -> torch.Tensor:
@@ -200,21 +216,19 @@ def strided_gemm(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: 
         return dx
     if O == 0 or HO * WO == 0:
         return dx.zero_()
-    block_m, block_n, warps = tile_override("MSCRED_PHASE_DGRAD_TILE", TILES[kernel], ("rows", "columns", "warps"))
-    block_k = max(16, min(64, triton.next_power_of_2(O)))
-    prec = "tf32x3" if dy.dtype == torch.float32 else "tf32"
+    prec = _precision(dy.dtype)
     ph, pw = padding
     hp, wp = -(-(H + 2 * ph) // stride), -(-(W + 2 * pw) // stride)  # the largest phase's rows and columns
     tmax = -(-k // stride)  # taps a phase has at most, each way
     if kernel == "columns":
         cols = stride * stride * C
-        block_n = max(16, min(block_n, triton.next_power_of_2(cols)))
+        block_m, block_n, block_k, warps = launch_blocks(kernel, O, cols)
         grid = (triton.cdiv(N * hp * wp, block_m), triton.cdiv(cols, block_n))
         _columns_kernel[grid](dy, w, dx, N * hp * wp, hp * wp, wp, HO, WO, H, ph, pw, O=O, C=C, K=k, S=stride,
                               TMAX=tmax, WX=W, PREC=prec, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
                               num_warps=warps)
         return dx
-    block_n = max(16, min(block_n, triton.next_power_of_2(C)))
+    block_m, block_n, block_k, warps = launch_blocks(kernel, O, C)
     grid = (triton.cdiv(N * hp * wp, block_m), triton.cdiv(C, block_n), stride * stride)
     _taps_kernel[grid](dy, w, dx, N * hp * wp, hp * wp, wp, HO, WO, H, W, ph, pw, O=O, C=C, K=k, S=stride,
                        TMAX=tmax, PREC=prec, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
@@ -232,13 +246,11 @@ def _gather(dy: torch.Tensor, w: torch.Tensor, x_shape: list[int], stride: int, 
         return dx
     if CO == 0:
         return dx.zero_()
-    block_m, block_n, warps = tile_override("MSCRED_PHASE_DGRAD_TILE", TILES["gather"], ("rows", "columns", "warps"))
-    block_k = max(16, min(64, triton.next_power_of_2(CO)))
-    block_n = max(16, min(block_n, triton.next_power_of_2(CI)))
+    block_m, block_n, block_k, warps = launch_blocks("gather", CO, CI)
     grid = (triton.cdiv(N * H * W, block_m), triton.cdiv(CI, block_n))
     _gather_kernel[grid](dy, w, dx, N * H * W, H * W, W, HD, WD, padding[0], padding[1], CI=CI, CO=CO, K=k,
-                         S=stride, PREC="tf32x3" if dy.dtype == torch.float32 else "tf32", BLOCK_M=block_m,
-                         BLOCK_N=block_n, BLOCK_K=block_k, num_warps=warps)
+                         S=stride, PREC=_precision(dy.dtype), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
+                         num_warps=warps)
     return dx
 
 
