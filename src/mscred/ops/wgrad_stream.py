@@ -125,7 +125,7 @@ def split_count() -> int:
 
 def split_min_gflop() -> float:
     """The smallest weight gradient that is split, in GFLOP (``MSCRED_WGRAD_SPLIT_MIN_GFLOP``; 0 by default: every
-    one). The ConvLSTM levels' are 21-38 GFLOP in the step, the encoder's and decoder's 1-5.3: a threshold of 10
+    one). The ConvLSTM levels' are 17-38 GFLOP in the step, the encoder's and decoder's 0.5-5.3: a threshold of 10
     splits the side stream's long kernels only and leaves the tail's (conv2's) one call."""
     text = os.environ.get(SPLIT_MIN_VARIABLE, "").strip() or "0"
     try:
