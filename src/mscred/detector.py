@@ -412,18 +412,25 @@ class MSCRED:
     def _aligned(self, table) -> np.ndarray:
         """The table's values in the training sensor order; other sensors than at training is an InputError. A
         table without names of its own (a .npy array) gives the training sensors in order, as an array does."""
+        return self._in_training_order(table).values
+
+    def _in_training_order(self, table):
+        """The table with its columns (values, and where they were filled) in the training sensor order, as
+        ``_aligned`` checks them."""
         names = list(table.sensors)
         if names == self.sensors_:
-            return table.values
+            return table
         if table.positional:
             if len(names) != len(self.sensors_):
                 raise InputError(f"{table.source}: an array of {len(names)} column(s); the model was trained on "
                                  f"{len(self.sensors_)} sensors, which an array gives in their training order")
-            return table.values
+            return table
         difference = sensor_difference(self.sensors_, names)
         if difference:
             raise InputError(f"{table.source}: other sensors than the model was trained on: {difference}")
-        return table.values[:, [names.index(s) for s in self.sensors_]]
+        order = [names.index(s) for s in self.sensors_]
+        return dataclasses.replace(table, values=table.values[:, order], sensors=list(self.sensors_),
+                                   gaps=None if table.gaps is None else table.gaps[:, order])
 
     def _segments(self, values: np.ndarray) -> np.ndarray:
         from mscred.signature import signature_matrices
@@ -619,26 +626,65 @@ class MSCRED:
         sig = self._settings().signature
         return timestamp_windows(length, sig.windows, sig.gap, sig.steps)
 
-    def _per_row(self, window_values: np.ndarray, length: int, fill=0.0) -> np.ndarray:
-        win = self.window_of_row(length)
+    def context_rows(self, available: int, length: int) -> int:
+        """How many of ``available`` rows of context ``detect(X, context=...)`` puts before the ``length`` rows of X:
+        the fewest that complete the windows over X's first row, counted so that the last window ends at X's last
+        row -- every row of X scored (without context the windows start at X's first row, and its first rows and
+        up to ``gap - 1`` last ones score 0). With fewer rows available, the fewest of them that leave the most rows
+        of X scored (its first rows then score 0, as without context)."""
+        sig = self._settings().signature
+        largest, gap, steps = max(sig.windows), sig.gap, sig.steps
+        first = largest + (steps - 2) * gap    # the first row (of context and X together) a window scores
+
+        def scored(rows: int) -> int:          # rows of X in a window after ``rows`` rows of context (timestamp_windows)
+            total = rows + length
+            segments = (total - largest) // gap + 1 if total >= largest else 0
+            return max(0, largest + (segments - 1) * gap - max(first, rows)) if segments >= steps else 0
+
+        start = max(first, 0)
+        wanted = start + ((largest - length) % gap - start) % gap   # >= start, and the last segment ends at X's end
+        if available >= wanted:
+            return wanted
+        return max(range(available + 1), key=lambda rows: (scored(rows), -rows))
+
+    def _per_row(self, window_values: np.ndarray, length: int, fill=0.0, win: Optional[np.ndarray] = None
+                 ) -> np.ndarray:
+        win = self.window_of_row(length) if win is None else win
         out = np.full(length, fill, dtype=np.asarray(window_values).dtype)
         out[win >= 0] = window_values[win[win >= 0]]
         return out
 
-    def _windows(self, X):
-        self._current()
-        X = _array_like(X, "input")
+    def _scoring_table(self, X, source: str):
+        """X validated for scoring (as ``_table``); a 2-D array's columns are the training sensors in order."""
+        X = _array_like(X, source)
         if isinstance(X, np.ndarray) and X.ndim == 2:
             # An array has no names: its columns are the training sensors in order (as scikit-learn matches them),
             # so only its width can be wrong (it once read "missing sensor(s) ...; unknown sensor(s) sensor_0").
             if X.shape[1] != len(self.sensors_):
-                raise InputError(f"input: an array of {X.shape[1]} column(s); the model was trained on "
+                raise InputError(f"{source}: an array of {X.shape[1]} column(s); the model was trained on "
                                  f"{len(self.sensors_)} sensors, which an array gives in their training order")
             X = pd.DataFrame(X, columns=self.sensors_)
-        table = self._table(X, ignore_label=True)  # scoring needs no ground truth: a label column is not checked
-        self._check_rows(table, "score")
-        values = self._aligned(table)
-        return table, self._score_rows(values)
+        return self._table(X, source, ignore_label=True)  # scoring needs no ground truth: a label is not checked
+
+    def _windows(self, X, context=None):
+        """(X's table, its windows' results, (T,) the window each row of X takes or -1): X scored alone, or after
+        the last rows of ``context`` (``context_rows``)."""
+        self._current()
+        table = self._scoring_table(X, "input")
+        if context is None:
+            self._check_rows(table, "score")
+            values = self._aligned(table)
+            return table, self._score_rows(values), self.window_of_row(len(values))
+        from mscred.data.context import continued
+
+        ordered = self._in_training_order(table)
+        before = self._in_training_order(self._scoring_table(context, "context"))
+        rows = self.context_rows(len(before.values), len(ordered.values))
+        if rows + len(ordered.values) < self.min_rows:
+            raise InputError(f"{table.source}: {len(ordered.values)} rows after {len(before.values)} of its context "
+                             f"{before.source} are too few to score; need at least {self.min_rows} together")
+        values = continued(before, ordered, rows)
+        return table, self._score_rows(values), self.window_of_row(len(values))[rows:]
 
     def _score_rows(self, values: np.ndarray) -> WindowResult:
         """Every window of ``values`` (T, n) scored, a bounded number of segments at a time: the signature
@@ -679,28 +725,34 @@ class MSCRED:
         per_segment = 4 * self.config_.model.n_scales * len(self.sensors_) ** 2
         return max(1, STREAM_SEGMENT_BYTES // per_segment)
 
-    def decision_function(self, X) -> np.ndarray:
+    def decision_function(self, X, context=None) -> np.ndarray:
         """Per-row anomaly scores, float64 (T,); higher = more anomalous; 0 for rows no window covers: those before
         the first full window and the last ``(T - max(windows)) % gap`` rows (fewer than ``gap``), which the next
-        segment would cover (``detect.timestamp_windows``)."""
-        table, result = self._windows(X)
-        return self._per_row(result.score, len(table.values))
+        segment would cover (``detect.timestamp_windows``).
 
-    def predict(self, X) -> np.ndarray:
-        """Per-row labels, int64 (T,): 1 where the score is above ``threshold_``."""
-        return (self.decision_function(X) > self.threshold_).astype(np.int64)
+        ``context``: the rows just before X (the same sensors; timestamps, if X has them, before X's), in any form X
+        takes. Its last rows (``context_rows``) complete the windows over X's first rows, and the windows are
+        counted back from X's last row, so that every row of X is scored; the result still has one row per row of X.
+        """
+        table, result, win = self._windows(X, context)
+        return self._per_row(result.score, len(table.values), win=win)
 
-    def detect(self, X) -> pd.DataFrame:
+    def predict(self, X, context=None) -> np.ndarray:
+        """Per-row labels, int64 (T,): 1 where the score is above ``threshold_`` (``context``: as
+        ``decision_function``'s)."""
+        return (self.decision_function(X, context) > self.threshold_).astype(np.int64)
+
+    def detect(self, X, context=None) -> pd.DataFrame:
         """One row per input row: the index (``timestamp`` or ``row``), score, is_anomaly, root_causes, scales.
 
         ``root_causes`` are the top-k sensors by residual row sum, ``;``-joined, most anomalous first, and
         ``scales`` the window lengths whose own score is above their own threshold (``;``-joined), both only on
-        anomalous rows (empty strings elsewhere).
+        anomalous rows (empty strings elsewhere). ``context``: the rows just before X, as ``decision_function``
+        takes them (every row of X scored).
         """
-        table, result = self._windows(X)
+        table, result, win = self._windows(X, context)
         length = len(table.values)
-        win = self.window_of_row(length)
-        score = self._per_row(result.score, length)
+        score = self._per_row(result.score, length, win=win)
         flagged = score > self.threshold_
         causes = np.full(length, "", dtype=object)
         scales = np.full(length, "", dtype=object)

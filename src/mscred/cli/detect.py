@@ -1,6 +1,8 @@
 """`mscred detect MODEL_DIR DATA --out SCORES.csv`: per-row scores, anomalies and root causes."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from mscred.cli.params import NamedPath, encoding_option
@@ -24,27 +26,41 @@ def intervals(flags) -> list[tuple[int, int]]:
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="Missing (NaN) sensor values in DATA: 'error' or 'interpolate' [the model's setting, from train].")
+@click.option("--context", type=NamedPath(dir_okay=False), default=None,
+              help="The rows just before DATA (the feed's previous file; same sensors, times before DATA's): its "
+                   "last rows complete the windows over DATA's first rows, so that every row of DATA is scored.")
 @encoding_option
-def detect(model_dir, data, out, device, missing, encoding) -> None:
+def detect(model_dir, data, out, device, missing, encoding, context) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
     normal), scales (window lengths that flag the row: 10 alone for a short anomaly, all for a long one); with
     --missing interpolate and gaps in DATA, filled (how many of the row's sensor values were interpolated).
+    Alone, DATA's first rows (90 at the defaults) have no full window and score 0; --context gives them one.
     """
     from mscred.atomic import atomic_path
     from mscred.cli.train import report_filled, report_time_gap
     from mscred.data.io import check_writable_table, load_table, write_table
     from mscred.detector import MSCRED
 
-    check_writable_table(out, inputs=[data])
+    from mscred.data.context import seam_note
+    from mscred.errors import InputError
+
+    check_writable_table(out, inputs=[data] + ([context] if context else []))
+    if context and Path(context).resolve() == Path(data).resolve():
+        raise InputError(f"{context}: --context is DATA itself; give the file of the rows before DATA")
     model = MSCRED.load(model_dir, device=device)
+    missing = missing or model.config.train.missing
     # (the label column is ground truth, which scoring does not use: not checked here, as evaluate checks it)
-    table = load_table(data, missing=missing or model.config.train.missing, ignore_label=True, encoding=encoding)
-    frame = model.detect(table)
+    table = load_table(data, missing=missing, ignore_label=True, encoding=encoding)
+    before = load_table(context, missing=missing, ignore_label=True, encoding=encoding) if context else None
+    frame = model.detect(table, context=before)
     # Notes about the data once it scored (a table refused by the model, e.g. for its sensors, gets its one line)
     report_filled(table)
     report_time_gap(table)   # (a window over a plant stop scores both sides as one)
+    note = seam_note(before, table) if before is not None else None
+    if note:
+        click.echo(f"note: {note}", err=True)
     if table.gaps is not None:  # scores resting on interpolated values are marked as such
         frame["filled"] = table.gaps.sum(axis=1)
     with atomic_path(out) as tmp:
@@ -52,7 +68,10 @@ def detect(model_dir, data, out, device, missing, encoding) -> None:
     found = intervals(frame["is_anomaly"].to_numpy())
     # Rows no window covers (before the first full window, a few after the last segment) score 0: said, since
     # "scored 1500 rows" read as if every row had been judged.
-    uncovered = int((model.window_of_row(len(frame)) < 0).sum())
+    used = model.context_rows(len(before.values), len(frame)) if before is not None else 0
+    uncovered = int((model.window_of_row(used + len(frame))[used:] < 0).sum())
     unscored = f" ({uncovered} before the first full window or after the last segment score 0)" if uncovered else ""
-    click.echo(f"scored {len(frame) - uncovered} of {len(frame)} rows{unscored}: {int(frame['is_anomaly'].sum())} "
-               f"anomalous in {len(found)} interval(s) (threshold {model.threshold_:.4g}); wrote {out}")
+    after = f" after {used} rows of context" if before is not None else ""
+    click.echo(f"scored {len(frame) - uncovered} of {len(frame)} rows{after}{unscored}: "
+               f"{int(frame['is_anomaly'].sum())} anomalous in {len(found)} interval(s) (threshold "
+               f"{model.threshold_:.4g}); wrote {out}")

@@ -715,18 +715,18 @@ def _stray_line_hint(value: Any) -> str:
     return ""
 
 
-def _time_gap(keys: np.ndarray, tick: int, duration: bool, factor: float = 10.0
+def _time_gap(keys: np.ndarray, tick: int, duration: bool, factor: float = 10.0, at: Optional[int] = None
               ) -> Optional[tuple[int, str, str]]:
     """(1-based row, its step from the row before, the usual (median) step), as text, of the largest step between
     consecutive times ``keys`` (``_check_time_order``'s: ``tick`` nanoseconds a unit; ``duration``: date-times or
     durations, shown as durations) when it is more than ``factor`` usual steps; None for an even series. The
     model's windows count rows, not time: a window over a gap (a stop of the plant, a historian outage) joins the
-    two sides as if adjacent."""
+    two sides as if adjacent. ``at`` (0-based row) judges the step into that row instead of the largest."""
     if len(keys) < 3:
         return None
     steps = np.diff(keys.astype(np.float64)) * tick
     usual = float(np.median(steps))
-    r = int(np.argmax(steps))
+    r = int(np.argmax(steps)) if at is None else at - 1
     if not usual > 0 or not steps[r] > factor * usual:
         return None
 

@@ -1,0 +1,94 @@
+"""A series scored as the continuation of the rows before it (``MSCRED.detect(X, context=...)``, ``mscred detect
+--context``).
+
+A window needs max(windows) + (steps - 1) x gap rows, so a file scored alone leaves its first rows without a score
+(90 at the defaults): a feed scored file by file (an hour, a day at a time) had a blind spot at the start of every
+file. Given the rows that came just before it (the feed's previous file), the windows over those rows are complete.
+``continued`` puts the two together once they are shown to be one series: both with timestamps or neither, the times
+increasing across the seam, and gaps that touch the seam filled across it as in one table.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from mscred.data.io import TIMESTAMP, Table, _check_time_order, _time_gap, short_repr
+from mscred.errors import InputError
+
+# Rows each side of the seam whose times are read for its checks: enough for a usual (median) step to judge a jump.
+SEAM_ROWS = 50
+
+
+def _has_times(table: Table) -> bool:
+    return not isinstance(table.index, pd.RangeIndex)
+
+
+def seam_note(context: Table, table: Table) -> Optional[str]:
+    """Check that ``table`` continues ``context`` (both with timestamps or neither; the first time of ``table``
+    later than the last of ``context``), and return a note where the time jumps across the seam by more than 10
+    usual steps (windows count rows, not time: the first windows then join both sides), else None.
+
+    Raises
+    ------
+    InputError
+        One has timestamps and the other none, or the times do not increase across the seam.
+    """
+    if _has_times(context) != _has_times(table):
+        timed, plain = (context, table) if _has_times(context) else (table, context)
+        raise InputError(f"{plain.source}: no '{TIMESTAMP}' column, while {timed.source} has one; the data and its "
+                         "context must both have timestamps or neither")
+    if not _has_times(table):
+        return None
+    tail, head = context.index[-SEAM_ROWS:], table.index[:SEAM_ROWS]
+    try:
+        times = _check_time_order(tail.append(head), table.source)
+    except (InputError, TypeError, ValueError):
+        # Each alone is in order (read and checked already), so the seam is what fails: a time at or before the
+        # context's last, or one that does not compare with it (another kind of time, another date format)
+        raise InputError(f"{table.source}: its first timestamp {short_repr(head[0])} does not follow the last of its "
+                         f"context {context.source} ({short_repr(tail[-1])}); the context must be the rows just "
+                         "before the data") from None
+    if times is None:   # ids, not times: in order, but no step to judge
+        return None
+    gap = _time_gap(*times[:3], at=len(tail))
+    if gap is None:
+        return None
+    return (f"{table.source}: the time jumps by {gap[1]} from the last row of its context {context.source} to its "
+            f"first row (the usual step is {gap[2]}); windows count rows, not time, so the first windows join the "
+            "rows on both sides")
+
+
+def continued(context: Table, table: Table, rows: int) -> np.ndarray:
+    """The last ``rows`` rows of ``context`` then every row of ``table``, (rows + T, n) float64, once
+    ``seam_note``'s checks pass. Both tables' columns must be the same sensors in the same order.
+
+    Values that interpolation filled (``Table.gaps``) in a run that touches the seam -- the context's last rows, the
+    table's first -- are filled again across it, between the last present value before the seam and the first after,
+    as one table of both would have them (each alone held its end value flat); other values are as read."""
+    seam_note(context, table)
+    start = len(context.values) - rows
+    values = np.concatenate([context.values[start:], table.values])
+    if context.gaps is None and table.gaps is None:
+        return values
+    for j in range(values.shape[1]):
+        before = _run_length(context.gaps, j, from_end=True)    # filled rows that end the context
+        after = _run_length(table.gaps, j, from_end=False)      # filled rows that start the table
+        if not before and not after:
+            continue
+        # Full-context row numbers: the last present value is at len - before - 1, the first after the seam at
+        # len + after (each table has a present value in every sensor, or reading it would have failed)
+        left, right = len(context.values) - before - 1, len(context.values) + after
+        filled = np.arange(max(left + 1, start), right)
+        ends = [context.values[left, j], table.values[after, j]]
+        values[filled - start, j] = np.interp(filled, [left, right], ends)
+    return values
+
+
+def _run_length(gaps: Optional[np.ndarray], column: int, from_end: bool) -> int:
+    """How many consecutive True values of ``gaps[:, column]`` start (or, ``from_end``, end) it; 0 without gaps."""
+    if gaps is None:
+        return 0
+    run = gaps[::-1, column] if from_end else gaps[:, column]
+    return len(run) if run.all() else int(np.argmin(run))
