@@ -163,7 +163,7 @@ def _check_config(cfg: MSCREDConfig) -> None:
 DEVICES = ("auto", "cpu", "cuda")
 # What fit sets: restored as they were when a fit fails part way; absent before fit (scikit-learn's convention).
 _FITTED = ("config_", "device_", "sensors_", "normalizer_", "net_", "history_", "calibration_", "decision_scores_",
-           "labels_", "validation_rows_")
+           "labels_", "validation_rows_", "calibration_windows_")
 
 
 def _resolve_device(name: str) -> str:
@@ -299,10 +299,7 @@ class MSCRED:
             self.config = params.pop("config")
             self._overrides = params
         else:
-            fields = {_setting_or_none(key) for key in params} - {None}
-            kept = {key: value for key, value in self._overrides.items()
-                    if key not in params and _setting_or_none(key) not in fields}
-            self._overrides = {**kept, **params}
+            self._overrides = self._merged_overrides(params)
         if self.__sklearn_is_fitted__():
             try:
                 cfg = self.resolved_config()
@@ -316,6 +313,13 @@ class MSCRED:
             except InputError:
                 pass   # (device cuda where there is none) said by the scoring that would use it
         return self
+
+    def _merged_overrides(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The keyword settings with ``params`` added, a setting given again under either of its names replaced."""
+        fields = {_setting_or_none(key) for key in params} - {None}
+        kept = {key: value for key, value in self._overrides.items()
+                if key not in params and _setting_or_none(key) not in fields}
+        return {**kept, **params}
 
     def _take_runtime(self, cfg: MSCREDConfig) -> None:
         """A fitted model's runtime settings taken from ``cfg`` (its network moved to a new device); the sensor
@@ -620,6 +624,71 @@ class MSCRED:
         return score_windows(segments[steps - 1:], recon, self.config_.score, self.config_.signature.windows,
                              self.calibration_)
 
+    def calibrate(self, X, **settings) -> "MSCRED":
+        """Fit what scoring learns again -- the threshold, each scale's threshold, the z_sensor score's per-sensor
+        statistics, the count score's theta when chosen from the data -- on every window of X, normal data, without
+        training again: when the noise of normal operation moved after training (too many alarms on a normal week),
+        or the threshold rule should change. The weights, normalisation and signature settings stay as they are.
+
+        ``settings``: any setting of the score section, by name (``threshold="percentile"``, ``percentile=99.5``,
+        ``beta=2.0``, ``method="count"``, ``theta=None``), applied first; they become the model's parameters, as
+        ``set_params`` would make them, without unfitting it. ``fit``'s ``decision_scores_``, ``labels_`` and
+        ``validation_rows_`` (its training rows, scored by the old calibration) are dropped. ``calibration_windows_``
+        says on how many windows of X it was fitted and how many of them the old and new thresholds flag.
+
+        Where X has a ``label`` column, the windows over a row labelled 1 (a known incident) are left out, and
+        counted as ``excluded``: a threshold fitted on them (1.5 x the largest score) would rise above the very
+        anomalies it is for.
+
+        A series longer than one chunk of scoring (``STREAM_SEGMENT_BYTES`` of signature matrices: ~250,000 rows at
+        30 sensors) is calibrated on its last chunk's windows, with a note, since the thresholds' quantiles need every
+        residual at once.
+        """
+        self._current()
+        for key in settings:
+            section, _ = _setting_field(key)
+            if section != "score":
+                raise InputError(f"calibrate: {key!r} is not a setting of scoring (mscred.config.ScoreConfig); the "
+                                 "others belong to the trained network: fit again to change them")
+        cfg = _apply_overrides(MSCREDConfig.from_dict(self.config_.to_dict()), settings)
+        _check_config(cfg)
+        table = self._scoring_table(X, "calibration data", ignore_label=False)
+        needed = 2 if cfg.score.threshold == "pot" else 1
+        self._check_rows(table, "calibrate on", windows=needed)
+        segments = self._segments(self._aligned(table))
+        sig = cfg.signature
+        steps, windows = sig.steps, sig.windows
+        first = max(len(segments) - self._chunk_segments(), 0)
+        if first:
+            warnings.warn(NoteWarning(
+                f"{table.source}: calibrated on its last {self._chunk_segments() - steps + 1} windows of "
+                f"{len(segments) - steps + 1} (rows {first * sig.gap + 1} on), as many as one pass of scoring "
+                "holds"), stacklevel=2)
+            segments = segments[first:]
+        keep = np.ones(len(segments) - steps + 1, dtype=bool)
+        if table.labels is not None:   # window k spans rows (first + k) * gap .. its last segment's end
+            labelled = np.concatenate([[0], np.cumsum(table.labels)])
+            starts = (first + np.arange(len(keep))) * sig.gap
+            keep = labelled[starts + max(windows) + (steps - 1) * sig.gap] == labelled[starts]
+            if keep.sum() < needed:
+                raise InputError(f"{table.source}: {keep.sum()} of its {len(keep)} windows are free of rows labelled "
+                                 f"1, too few to calibrate on (need {needed})")
+        target, recon = segments[steps - 1:][keep], self._reconstruct(segments)[keep]
+        old = self.calibration_
+        before = score_windows(target, recon, self.config_.score, windows, old).score
+        calibration = Calibration.fit(target, recon, cfg.score, windows)
+        after = score_windows(target, recon, cfg.score, windows, calibration).score
+        self.config_, self.calibration_ = cfg, calibration
+        self._overrides = self._merged_overrides(settings)
+        for name in ("decision_scores_", "labels_", "validation_rows_"):
+            vars(self).pop(name, None)
+        self.calibration_windows_ = {
+            "windows": len(target), "excluded": int((~keep).sum()),
+            "threshold_before": old.threshold, "threshold_after": calibration.threshold,
+            "flagged_before": int((before > old.threshold).sum()),
+            "flagged_after": int((after > calibration.threshold).sum())}
+        return self
+
     def window_of_row(self, length: int) -> np.ndarray:
         """(length,) int: the window whose score each row of a series of ``length`` rows gets, -1 for the rows no
         window covers (before the first full window, after the last segment), which score 0."""
@@ -654,8 +723,9 @@ class MSCRED:
         out[win >= 0] = window_values[win[win >= 0]]
         return out
 
-    def _scoring_table(self, X, source: str):
-        """X validated for scoring (as ``_table``); a 2-D array's columns are the training sensors in order."""
+    def _scoring_table(self, X, source: str, ignore_label: bool = True):
+        """X validated for scoring (as ``_table``; a label column dropped unread unless ``ignore_label`` is False);
+        a 2-D array's columns are the training sensors in order."""
         X = _array_like(X, source)
         if isinstance(X, np.ndarray) and X.ndim == 2:
             # An array has no names: its columns are the training sensors in order (as scikit-learn matches them),
@@ -664,7 +734,7 @@ class MSCRED:
                 raise InputError(f"{source}: an array of {X.shape[1]} column(s); the model was trained on "
                                  f"{len(self.sensors_)} sensors, which an array gives in their training order")
             X = pd.DataFrame(X, columns=self.sensors_)
-        return self._table(X, source, ignore_label=True)  # scoring needs no ground truth: a label is not checked
+        return self._table(X, source, ignore_label=ignore_label)  # scoring needs no ground truth
 
     def _windows(self, X, context=None):
         """(X's table, its windows' results, (T,) the window each row of X takes or -1): X scored alone, or after

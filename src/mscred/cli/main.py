@@ -17,6 +17,7 @@ COMMANDS = {
     "generate": "mscred.cli.generate:generate",
     "train": "mscred.cli.train:train",
     "detect": "mscred.cli.detect:detect",
+    "calibrate": "mscred.cli.calibrate:calibrate",
     "evaluate": "mscred.cli.evaluate:evaluate",
     "fleet": "mscred.cli.fleet:fleet",
     "env": "mscred.cli.env:env",
