@@ -284,6 +284,9 @@ class WindowResult:
     is_anomaly: np.ndarray   # bool (W,)
     root_causes: np.ndarray  # int64 (W, k) sensor indices, most anomalous first
     scales_lit: np.ndarray   # bool (W, n_scales) scale w flags the window (durations)
+    # float64 (W, n) what root_causes ranks, per sensor on the score's scales: under z_sensor its standardised
+    # residual row sum (the window's score is the largest of them), under count and mse its residual row sum
+    sensor_scores: np.ndarray
 
 
 def score_windows(target: np.ndarray, recon: np.ndarray, cfg: ScoreConfig, windows: Sequence[int],
@@ -296,7 +299,7 @@ def score_windows(target: np.ndarray, recon: np.ndarray, cfg: ScoreConfig, windo
     per_scale, score, rank_by = _scores(target, recon, cfg.method, calib, idx)
     lit = per_scale > np.asarray(calib.scale_thresholds)[None, :]
     return WindowResult(score=score, is_anomaly=score > calib.threshold,
-                        root_causes=top_sensors(rank_by, cfg.top_k), scales_lit=lit)
+                        root_causes=top_sensors(rank_by, cfg.top_k), scales_lit=lit, sensor_scores=rank_by)
 
 
 def timestamp_windows(length: int, windows: Sequence[int], gap: int, steps: int) -> np.ndarray:

@@ -69,6 +69,8 @@ INFER_BYTES_CPU = 2 ** 30
 # segments of 30 sensors (~240,000 rows at the default gap). 100,000 rows x 80 sensors then peaked at 1.6 GB of
 # process memory against 2.7 GB in one pass (benchmarks/results/detect_memory/).
 STREAM_SEGMENT_BYTES = 256 * 2 ** 20
+# detect(sensor_scores=True)'s column of each sensor: "score_" + its name (no fixed column starts so)
+SENSOR_SCORE_PREFIX = "score_"
 
 
 def inference_batch(device: str, train_batch: int, n_sensors: int) -> int:
@@ -812,13 +814,17 @@ class MSCRED:
         ``decision_function``'s)."""
         return (self.decision_function(X, context) > self.threshold_).astype(np.int64)
 
-    def detect(self, X, context=None) -> pd.DataFrame:
+    def detect(self, X, context=None, sensor_scores: bool = False) -> pd.DataFrame:
         """One row per input row: the index (``timestamp`` or ``row``), score, is_anomaly, root_causes, scales.
 
         ``root_causes`` are the top-k sensors by residual row sum, ``;``-joined, most anomalous first, and
         ``scales`` the window lengths whose own score is above their own threshold (``;``-joined), both only on
         anomalous rows (empty strings elsewhere). ``context``: the rows just before X, as ``decision_function``
         takes them (every row of X scored).
+
+        ``sensor_scores``: also one column ``score_<sensor>`` per sensor, on every row, holding what the root causes
+        are ranked by (``WindowResult.sensor_scores``: under the default z_sensor score each sensor's standardised
+        residual, of which ``score`` is the largest); NaN on rows no window covers.
         """
         table, result, win = self._windows(X, context)
         length = len(table.values)
@@ -839,8 +845,14 @@ class MSCRED:
         rows = np.asarray(table.index)
         if index_name == "row" and isinstance(X, pd.DataFrame) and isinstance(X.index, pd.RangeIndex):
             rows = X.index.to_numpy()
-        return pd.DataFrame({index_name: rows, "score": score,
-                             "is_anomaly": flagged.astype(np.int64), "root_causes": causes, "scales": scales})
+        frame = pd.DataFrame({index_name: rows, "score": score,
+                              "is_anomaly": flagged.astype(np.int64), "root_causes": causes, "scales": scales})
+        if sensor_scores:
+            per_sensor = np.full((length, len(self.sensors_)), np.nan)
+            per_sensor[win >= 0] = result.sensor_scores[win[win >= 0]]
+            names = [SENSOR_SCORE_PREFIX + sensor for sensor in self.sensors_]
+            frame = pd.concat([frame, pd.DataFrame(per_sensor, columns=names)], axis=1)
+        return frame
 
     # ----------------------------------------------------------------------------------------------- save/load
     def save(self, directory: str | os.PathLike) -> Path:

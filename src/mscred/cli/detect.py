@@ -29,8 +29,12 @@ def intervals(flags) -> list[tuple[int, int]]:
 @click.option("--context", type=NamedPath(dir_okay=False), default=None,
               help="The rows just before DATA (the feed's previous file; same sensors, times before DATA's): its "
                    "last rows complete the windows over DATA's first rows, so that every row of DATA is scored.")
+@click.option("--sensor-scores", is_flag=True,
+              help="Also a column score_<sensor> per sensor on every row: what the root causes are ranked by (under "
+                   "the default z_sensor score each sensor's standardised residual, score being the largest); empty "
+                   "where no window covers the row.")
 @encoding_option
-def detect(model_dir, data, out, device, missing, encoding, context) -> None:
+def detect(model_dir, data, out, device, missing, encoding, context, sensor_scores) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
@@ -54,7 +58,7 @@ def detect(model_dir, data, out, device, missing, encoding, context) -> None:
     # (the label column is ground truth, which scoring does not use: not checked here, as evaluate checks it)
     table = load_table(data, missing=missing, ignore_label=True, encoding=encoding)
     before = load_table(context, missing=missing, ignore_label=True, encoding=encoding) if context else None
-    frame = model.detect(table, context=before)
+    frame = model.detect(table, context=before, sensor_scores=sensor_scores)
     # Notes about the data once it scored (a table refused by the model, e.g. for its sensors, gets its one line)
     report_filled(table)
     report_time_gap(table)   # (a window over a plant stop scores both sides as one)
