@@ -113,7 +113,7 @@ def _unknown_setting(key: str) -> UnknownSettingError:
     return UnknownSettingError(f"MSCRED got an unknown setting {key!r}{hint}")
 
 
-def _setting_field(key: str) -> tuple[str, str]:
+def setting_field(key: str) -> tuple[str, str]:
     """(section, field) of a setting name, ``field`` or ``section__field``; UnknownSettingError for none."""
     if "__" in key:
         section, name = key.split("__", 1)
@@ -132,7 +132,7 @@ def _setting_field(key: str) -> tuple[str, str]:
 def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConfig:
     """Set ``field=value`` (or ``section__field=value``) on the config section that has that field."""
     for key, value in overrides.items():
-        section, name = _setting_field(key)
+        section, name = setting_field(key)
         if isinstance(value, list):
             value = tuple(value)
         setattr(getattr(cfg, section), name, value)
@@ -140,9 +140,9 @@ def _apply_overrides(cfg: MSCREDConfig, overrides: dict[str, Any]) -> MSCREDConf
 
 
 def _setting_or_none(key: str) -> Optional[tuple[str, str]]:
-    """``_setting_field`` of a name, None for an unknown one (left to fit to name)."""
+    """``setting_field`` of a name, None for an unknown one (left to fit to name)."""
     try:
-        return _setting_field(key)
+        return setting_field(key)
     except InputError:
         return None
 
@@ -648,7 +648,7 @@ class MSCRED:
         """
         self._current()
         for key in settings:
-            section, _ = _setting_field(key)
+            section, _ = setting_field(key)
             if section != "score":
                 raise InputError(f"calibrate: {key!r} is not a setting of scoring (mscred.config.ScoreConfig); the "
                                  "others belong to the trained network: fit again to change them")

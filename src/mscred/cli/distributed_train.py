@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from mscred.cli.params import COUNT
+from mscred.cli.settings import with_settings
 from mscred.cli.train import checkpoint_dir_for, score_overrides
 from mscred.cli.train import train as _train
 
@@ -21,7 +22,7 @@ NPROC = click.Option(["--nproc"], type=COUNT, default=1, show_default=True,
                           "torchrun's --nproc-per-node decides instead.")
 
 
-def _run(data, out, resume, theta, quiet, nproc, encoding=None, **options) -> None:
+def _run(data, out, resume, theta, quiet, nproc, encoding=None, settings=(), **options) -> None:
     from mscred.distributed import summary_line, train_distributed
 
     unknown = sorted(k for k, v in options.items() if v is not None and k not in SETTINGS)
@@ -30,6 +31,7 @@ def _run(data, out, resume, theta, quiet, nproc, encoding=None, **options) -> No
     overrides = {k: v for k, v in options.items() if v is not None and k in SETTINGS}
     overrides.update(score_overrides(theta, overrides.pop("method", None)))
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
+    overrides = with_settings(overrides, settings)
     out = Path(out)
     summary = train_distributed(data, out, overrides, nproc=nproc, checkpoint_dir=checkpoint_dir_for(out),
                                 resume=resume, encoding=encoding)

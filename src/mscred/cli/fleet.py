@@ -8,6 +8,7 @@ import click
 
 from mscred.cli.params import COUNT, NamedPath, encoding_option
 
+from mscred.cli.settings import with_settings
 from mscred.cli.train import score_overrides, training_options
 
 # table columns shown on the terminal (summary.csv has them all)
@@ -30,7 +31,7 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
 @click.option("--quiet", is_flag=True, help="No line per finished entity.")
 @encoding_option
 def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device, seed, backend, conv_backend, bf16,
-          cuda_graphs, missing, theta, method, threshold, resume, quiet, encoding) -> None:
+          cuda_graphs, missing, theta, method, threshold, settings, resume, quiet, encoding) -> None:
     """Train one MSCRED model per entity of SOURCE (a dataset name or a folder) and summarise them.
 
     \b
@@ -51,6 +52,7 @@ def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device
                  "cuda_graphs": cuda_graphs, "method": method, "threshold": threshold, "missing": missing}
     overrides = {k: v for k, v in overrides.items() if v is not None and k != "method"}
     overrides.update(score_overrides(theta, method))  # --theta alone means the paper's count score
+    overrides = with_settings(overrides, settings)
     echo = None if quiet else (lambda line: click.echo(line, err=True))
     summary = run_fleet(source, out, overrides, root=data_root, nproc=nproc, resume=resume, echo=echo,
                         encoding=encoding)

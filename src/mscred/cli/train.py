@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from mscred.cli.params import COUNT, NamedPath, SEED, encoding_option
+from mscred.cli.settings import SET_OPTION, with_settings
 from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
 from mscred.ops import AUTO, CONV_BACKENDS, MODEL_BACKENDS
@@ -148,6 +149,7 @@ _TRAINING_OPTIONS = [
                       "entries above theta) or mse."),
     click.option("--threshold", type=click.Choice(["beta_max", "percentile", "pot"]), default=None,
                  help="Anomaly threshold rule on the validation scores [config: beta_max]."),
+    SET_OPTION,
 ]
 
 
@@ -238,7 +240,7 @@ def _write_validation_scores(model, table, path) -> None:
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 @encoding_option
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
-          theta, method, threshold, missing, quiet, nproc, val_scores, encoding) -> None:
+          theta, method, threshold, missing, settings, quiet, nproc, val_scores, encoding) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR."""
     from mscred.data.io import check_writable_table, load_table
     from mscred.detector import MSCRED
@@ -250,6 +252,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     overrides = {k: v for k, v in overrides.items() if v is not None}
     overrides.update(score_overrides(theta, method))
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
+    overrides = with_settings(overrides, settings)
     from mscred.atomic import check_replaceable_dir
     from mscred.detector import MODEL_FILES
     from mscred.launch import under_torchrun
