@@ -266,3 +266,53 @@ def test_damaged_model_configs_through_detect(tmp_path, capsys, model_dir):
         if found:
             findings.append(f"case {case} ({edits}{', weights truncated' if truncated else ''}): {found}")
     assert not findings, "\n".join(findings)
+
+
+def test_mutated_context_and_calibration_data(tmp_path, capsys, model_dir):
+    """``detect --context`` with a mutated context file or data file (the seam's checks meet every kind of
+    timestamp the mutations make: text, repeats, other types), and ``calibrate`` on mutated data."""
+    rng = random.Random(1205)
+    frame = sensor_frame(2 * ROWS, N)
+    before, after = frame.iloc[:ROWS].to_csv(index=False), frame.iloc[ROWS:].to_csv(index=False)
+    findings = []
+    for case in range(90):
+        which = rng.choice(["context", "data", "both", "calibrate"])
+        c_text, c_edits = _mutated_csv(before, rng) if which in ("context", "both") else (before, [])
+        d_text, d_edits = _mutated_csv(after, rng) if which in ("data", "both", "calibrate") else (after, [])
+        c_path, d_path = tmp_path / f"c{case}.csv", tmp_path / f"d{case}.csv"
+        _write_csv(c_path, c_text, rng)
+        _write_csv(d_path, d_text, rng)
+        if which == "calibrate":
+            argv = ["calibrate", model_dir, d_path, "--out", tmp_path / f"m{case}", "--device", "cpu"]
+        else:
+            argv = ["detect", model_dir, d_path, "--context", c_path, "--out", tmp_path / f"s{case}.csv",
+                    "--device", "cpu", "--missing", rng.choice(["error", "interpolate"]), "--sensor-scores"]
+        found = _outcome(capsys, argv)
+        if found:
+            findings.append(f"case {case} ({which}, context {c_edits}, data {d_edits}): {found}")
+    assert not findings, "\n".join(findings)
+
+
+def test_context_of_other_timestamp_types(tmp_path, capsys, model_dir):
+    """A Parquet context whose timestamps are of another type than the data's (dates, zoned dates, durations,
+    text, floats, as the index or a column): scored (exit 0) or refused in one line."""
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (extra 'parquet')")
+    rng = random.Random(12)
+    data = tmp_path / "data.csv"
+    sensor_frame(2 * ROWS, N).iloc[ROWS:].to_csv(data, index=False)
+    findings = []
+    for case in range(40):
+        frame = sensor_frame(ROWS, N)
+        kind = rng.choice(["dates", "zoned dates", "durations", "dates as objects", "float16", "string dtype",
+                           "uint64", "bool", "category"])
+        frame["timestamp"] = _converted(frame["timestamp"], kind, rng)
+        path = tmp_path / f"c{case}.parquet"
+        try:
+            (frame.set_index("timestamp") if rng.random() < 0.5 else frame).to_parquet(path)
+        except Exception:  # noqa: BLE001 - a frame pandas or pyarrow cannot index or store is no input
+            continue
+        found = _outcome(capsys, ["detect", model_dir, data, "--context", path, "--out", tmp_path / f"s{case}.csv",
+                                  "--device", "cpu"])
+        if found:
+            findings.append(f"case {case} ({kind}): {found}")
+    assert not findings, "\n".join(findings)
