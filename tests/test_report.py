@@ -61,6 +61,7 @@ def test_report_without_model(evaluated, capsys):
     # the VUS rows say the window their figures were measured at, as evaluate's printed table does
     assert table.count(f"range-based, L = {result['vus_sliding_window']}<") == 2
     assert "Residual matrices not available" in page
+    assert "Sensor scores not in the SCORES file: `mscred detect --sensor-scores` writes them." in page
     assert json.loads((out / "metrics.json").read_text()) == result
     # no temporary directory is left beside the report
     assert sorted(p.name for p in evaluated.iterdir()) == ["data", "report", "scores.csv"]
@@ -140,3 +141,41 @@ def test_sensor_names_the_font_lacks_draw_no_warnings(tmp_path, capsys):
         build_report(tmp_path / "report", scores, truth, compute_metrics(scores, truth))
     assert [str(w.message) for w in caught if "Glyph" in str(w.message) or "layout" in str(w.message)] == []
     assert "温度" in (tmp_path / "report" / "index.html").read_text()
+
+
+def test_report_draws_the_sensor_scores(evaluated, capsys):
+    """score_<sensor> columns (detect --sensor-scores): a heat map of the sensors with the largest scores, largest
+    first, its own section; empty cells (rows no window covers) are allowed, text is refused in one line."""
+    from mscred.evaluation import read_scores
+    from mscred.report import sensor_score_figure
+
+    frame = pd.read_csv(evaluated / "scores.csv")
+    rng = np.random.default_rng(2)
+    per_sensor = rng.random((len(frame), 25))
+    per_sensor[:90] = np.nan
+    per_sensor[:, 7] += 5.0   # the largest: drawn first
+    for j in range(25):
+        frame[f"score_s{j}"] = per_sensor[:, j]
+    frame.to_csv(evaluated / "wide.csv", index=False)
+    scores = read_scores(evaluated / "wide.csv")
+    assert scores.scored_sensors == [f"s{j}" for j in range(25)]
+    np.testing.assert_array_equal(scores.sensor_scores, per_sensor)
+    from mscred.evaluation import read_ground_truth
+
+    truth = read_ground_truth(evaluated / "data" / "test.csv", scores)
+    png, drawn = sensor_score_figure(scores, truth, scores.is_anomaly)
+    assert len(drawn) == 20 and drawn[0] == "s7"
+    peaks = np.nanmax(per_sensor, axis=0)
+    assert set(drawn) == {f"s{j}" for j in np.argsort(-peaks)[:20]}
+    out = evaluated / "report"
+    assert main(["evaluate", str(evaluated / "wide.csv"), "--labels", str(evaluated / "data" / "test.csv"),
+                 "--report", str(out)]) == 0
+    page = (out / "index.html").read_text()
+    assert 'id="sec-sensor-scores"' in page and "the 20 with the largest first, 5 more not drawn" in page
+    assert _images(page)["sensor scores"].startswith(PNG)
+    frame["score_s3"] = frame["score_s3"].astype(object)
+    frame.loc[200, "score_s3"] = "abc"
+    frame.to_csv(evaluated / "bad.csv", index=False)
+    code = main(["evaluate", str(evaluated / "bad.csv"), "--labels", str(evaluated / "data" / "test.csv")])
+    err = capsys.readouterr().err
+    assert code == 2 and "column 'score_s3' row 201: value 'abc' is not a finite number or empty" in err

@@ -276,6 +276,10 @@ def _scores(target: np.ndarray, recon: np.ndarray, method: str, calib: Calibrati
     return per_scale, combine(per_scale, idx, method), row_sums
 
 
+# detect(sensor_scores=True)'s column of each sensor: "score_" + its name (no fixed column starts so)
+SENSOR_SCORE_PREFIX = "score_"
+
+
 @dataclass
 class WindowResult:
     """Everything scored per window (W windows, n sensors, n_scales scales)."""

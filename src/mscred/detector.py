@@ -29,7 +29,7 @@ from mscred import __version__
 from mscred.atomic import atomic_path, save_safetensors
 from mscred.config import (RUNTIME_SETTINGS, MSCREDConfig, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig,
                            finite_number)
-from mscred.detect import Calibration, WindowResult, score_windows, timestamp_windows
+from mscred.detect import SENSOR_SCORE_PREFIX, Calibration, WindowResult, score_windows, timestamp_windows
 from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, NotFittedError, NoteWarning
 
 CONFIG_FILE = "config.json"
@@ -69,8 +69,6 @@ INFER_BYTES_CPU = 2 ** 30
 # segments of 30 sensors (~240,000 rows at the default gap). 100,000 rows x 80 sensors then peaked at 1.6 GB of
 # process memory against 2.7 GB in one pass (benchmarks/results/detect_memory/).
 STREAM_SEGMENT_BYTES = 256 * 2 ** 20
-# detect(sensor_scores=True)'s column of each sensor: "score_" + its name (no fixed column starts so)
-SENSOR_SCORE_PREFIX = "score_"
 
 
 def inference_batch(device: str, train_batch: int, n_sensors: int) -> int:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from mscred import metrics as M
 from mscred.data import io
+from mscred.detect import SENSOR_SCORE_PREFIX
 from mscred.errors import InputError, NoteWarning
 from mscred.vus import DEFAULT_SLIDING_WINDOW, vus
 
@@ -55,6 +56,10 @@ class Scores:
     root_causes: list[list[str]]  # (T,) sensor names, most anomalous first; [] on normal rows
     has_timestamp: bool
     source: str
+    # (T, m) float64 of the score_<sensor> columns (`detect --sensor-scores`), NaN where no window covers a row;
+    # None without them. ``scored_sensors``: those m sensor names.
+    sensor_scores: Optional[np.ndarray] = None
+    scored_sensors: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -93,6 +98,16 @@ def _numeric(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
     return values
 
 
+def _numeric_or_empty(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
+    """A column of numbers whose empty cells (rows no window covers) read as NaN; text or infinities are refused."""
+    values = io.coerce_float64(df[col])
+    bad = np.flatnonzero(np.isinf(values) | (np.isnan(values) & df[col].notna().to_numpy()))
+    if len(bad):
+        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: value {io.short_repr(df[col].iloc[bad[0]])} is "
+                         "not a finite number or empty")
+    return values
+
+
 def _zero_one(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
     values = _numeric(df, col, source)
     bad = np.flatnonzero((values != 0) & (values != 1))
@@ -128,8 +143,11 @@ def read_scores(path: str | os.PathLike) -> Scores:
     else:
         index = np.arange(len(df))
     causes = [split_names(c) for c in df["root_causes"]] if "root_causes" in df.columns else [[]] * len(df)
+    columns = [c for c in df.columns if str(c).startswith(SENSOR_SCORE_PREFIX)]
+    per_sensor = np.stack([_numeric_or_empty(df, c, source) for c in columns], axis=1) if columns else None
     return Scores(index=index, score=_numeric(df, "score", source), is_anomaly=_zero_one(df, "is_anomaly", source),
-                  root_causes=causes, has_timestamp=has_ts, source=source)
+                  root_causes=causes, has_timestamp=has_ts, source=source, sensor_scores=per_sensor,
+                  scored_sensors=[str(c)[len(SENSOR_SCORE_PREFIX):] for c in columns])
 
 
 def _is_anomalies_table(df: pd.DataFrame) -> bool:

@@ -1,6 +1,7 @@
 """A self-contained HTML report of one evaluation: opens offline (inline CSS, PNGs embedded as base64, no JS).
 
-Sections: metrics beside the random baseline; the score with its threshold; the series of the top sensors with the
+Sections: metrics beside the random baseline; the score with its threshold; each sensor's score over time (the
+``score_<sensor>`` columns of ``detect --sensor-scores``); the series of the top sensors with the
 detected intervals shaded and the true events marked; residual signature matrices of the worst windows (needs the
 model and the data); a root-cause bar chart per event. Written atomically into ``DIR/index.html`` (+ metrics.json).
 """
@@ -37,6 +38,7 @@ TRUTH = "#d62828"
 
 REPORT_FILES = ("index.html", "metrics.json")  # all a report directory holds (figures are inlined)
 ZOOM_EVENTS = 4  # events the zoomed series show, the first ones
+SENSOR_ROWS = 20  # sensors the sensor-score heat map shows, those with the largest scores
 
 
 def _png(fig) -> str:
@@ -154,6 +156,41 @@ def score_figure(scores, truth, pred, threshold, threshold_label) -> str:
     ax.set_ylabel("score")
     ax.legend(loc="upper left", fontsize=8, ncol=4)
     return _png(fig)
+
+
+def sensor_score_figure(scores: Scores, truth, pred, k: int = SENSOR_ROWS) -> tuple[str, list[str]]:
+    """Each sensor's score over time (``score_<sensor>`` columns, what root_causes ranks) as a heat map of the
+    ``k`` sensors with the largest ones, largest first, under a strip of the detected intervals and true events;
+    blank where no window covers a row. Returns the figure and the sensors drawn."""
+    import matplotlib.dates as mdates
+    import matplotlib.pyplot as plt
+
+    values = scores.sensor_scores
+    with warnings.catch_warnings():   # (an all-NaN column: a sensor of rows no window covers, ranked last)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        peak = np.nanmax(values, axis=0)
+    order = np.argsort(-np.nan_to_num(peak, nan=-np.inf), kind="stable")[:k]
+    x, xlabel = _x_axis(scores)
+    edges = _edges(x)
+    fig, (strip, ax) = plt.subplots(2, 1, figsize=(12, 0.8 + 0.28 * len(order)), sharex=True,
+                                    gridspec_kw={"height_ratios": [1, max(len(order), 2)]})
+    _mark(strip, truth, pred, x)
+    strip.set_yticks([])
+    strip.set_ylabel("events", rotation=0, ha="right", fontsize=8)
+    shown = np.ma.masked_invalid(values[:, order].T)
+    top = float(np.nanmax(values[:, order])) if np.isfinite(values[:, order]).any() else 1.0
+    cmap = plt.get_cmap("magma_r").with_extremes(bad="white")
+    image = ax.imshow(shown, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0.0, vmax=max(top, 1e-12),
+                      extent=(edges[0], edges[-1], len(order), 0))
+    ax.set_yticks(np.arange(len(order)) + 0.5, [_short(scores.scored_sensors[i]) for i in order], fontsize=8)
+    if _is_date(x):
+        ax.xaxis_date()
+    ax.set_xlim(edges[0], edges[-1])
+    ax.set_xlabel(xlabel)
+    fig.colorbar(image, ax=[strip, ax], fraction=0.02, pad=0.01, label="sensor score")
+    if strip.get_legend_handles_labels()[0]:   # above the strip, not over its first events
+        strip.legend(loc="lower left", bbox_to_anchor=(0, 1), fontsize=8, ncol=2, frameon=False)
+    return _png(fig), [scores.scored_sensors[i] for i in order]
 
 
 def top_sensors(scores: Scores, truth: GroundTruth, pred: np.ndarray, sensors: list[str], k: int) -> list[str]:
@@ -491,6 +528,17 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
              "credits a whole event for one hit, the second picks its threshold with the labels.</p>",
              '<h2 id="sec-score">Score and threshold</h2>',
              _img(score_figure(scores, truth, pred, threshold, threshold_label), "score")]
+
+    parts.append('<h2 id="sec-sensor-scores">Sensor scores</h2>')
+    if scores.sensor_scores is not None and scores.scored_sensors:
+        b64, drawn = sensor_score_figure(scores, truth, pred)
+        more = len(scores.scored_sensors) - len(drawn)
+        parts.append(_img(b64, "sensor scores") + "<p class='meta'>Each sensor's score on every row (the "
+                     "<code>score_&lt;sensor&gt;</code> columns: what the root causes are ranked by), the "
+                     f"{len(drawn)} with the largest first{f', {more} more not drawn' if more else ''}; blank where "
+                     "no window covers a row; negative scores (below the normal mean) show as 0.</p>")
+    else:
+        parts.append(_missing("Sensor scores not in the SCORES file: `mscred detect --sensor-scores` writes them."))
 
     parts.append('<h2 id="sec-series">Top sensors</h2>')
     if values is not None and sensors:

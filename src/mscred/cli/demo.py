@@ -83,7 +83,7 @@ def run_demo(out: str | Path, quick: bool = False, dataset: Optional[str] = None
         say = (lambda text: click.echo(text, err=True)) if progress else (lambda text: None)
         say(f"scoring the test data ({len(test_df)} rows) ...")
         tick = time.perf_counter()
-        frame = model.detect(test_df)
+        frame = model.detect(test_df, sensor_scores=True)   # (the report's heat map of every sensor's score)
         with atomic_path(out / "scores.csv") as tmp:
             frame.to_csv(tmp, index=False)
         times["detect_s"] = time.perf_counter() - tick
