@@ -18,6 +18,7 @@ COMMANDS = {
     "train": "mscred.cli.train:train",
     "detect": "mscred.cli.detect:detect",
     "calibrate": "mscred.cli.calibrate:calibrate",
+    "info": "mscred.cli.info:info",
     "evaluate": "mscred.cli.evaluate:evaluate",
     "fleet": "mscred.cli.fleet:fleet",
     "env": "mscred.cli.env:env",
