@@ -174,7 +174,9 @@ def sensor_score_figure(scores: Scores, truth, pred, k: int = SENSOR_ROWS) -> tu
     edges = _edges(x)
     fig, (strip, ax) = plt.subplots(2, 1, figsize=(12, 0.8 + 0.28 * len(order)), sharex=True,
                                     gridspec_kw={"height_ratios": [1, max(len(order), 2)]})
-    _mark(strip, truth, pred, x)
+    # (as _mark draws them, but the true events half the strip's height: _mark's 6% is a pixel in a strip)
+    _shade(strip, runs(pred), edges, DETECTED, 0.6, "detected")
+    _shade(strip, truth.events, edges, TRUTH, 0.9, "true anomaly", ymax=0.45)
     strip.set_yticks([])
     strip.set_ylabel("events", rotation=0, ha="right", fontsize=8)
     shown = np.ma.masked_invalid(values[:, order].T)
