@@ -374,7 +374,7 @@ def test_bare_mscred_prints_help_and_usage_errors_point_at_it(capsys):
     code, out, err = run_cli(capsys)
     assert code == 0 and out.startswith("Usage: mscred") and "Commands:" in out and not err
     code, _, err = run_cli(capsys, "train")
-    assert code == 2 and err.strip() == "mscred: error: Missing argument 'DATA'. (see `mscred train --help`)"
+    assert code == 2 and err.strip() == "mscred: error: Missing argument 'DATA...'. (see `mscred train --help`)"
 
 
 def test_train_writes_its_validation_scores_for_evaluate(tmp_path, capsys):

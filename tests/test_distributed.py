@@ -174,7 +174,7 @@ def test_the_torchrun_entry_says_bad_input_in_one_line(tmp_path, capsys):
     traceback: it now runs its commands as `mscred` does."""
     from mscred.distributed import main
 
-    for argv, fragment in ((["train"], "Missing argument 'DATA'"),
+    for argv, fragment in ((["train"], "Missing argument 'DATA...'"),
                            (["train", "x.csv", "--out", ""], "an empty path"),
                            (["fleet", str(tmp_path / "nowhere"), "--out", str(tmp_path / "f")], "nowhere")):
         code = main(argv)

@@ -30,6 +30,7 @@ from mscred.atomic import atomic_path, save_safetensors
 from mscred.config import (RUNTIME_SETTINGS, MSCREDConfig, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig,
                            finite_number)
 from mscred.detect import SENSOR_SCORE_PREFIX, Calibration, WindowResult, score_windows, timestamp_windows
+from mscred.data.parts import in_order_of, is_parts, joined, window_starts
 from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, NotFittedError, NoteWarning
 
 CONFIG_FILE = "config.json"
@@ -487,8 +488,10 @@ class MSCRED:
 
         cfg = self.config_
         self.device_ = device
-        table = self._table(X, "training data")
-        self._check_rows(table, "train and validate", windows=2)
+        parts = self._training_parts(X)
+        table = parts[0] if len(parts) == 1 else joined(parts)
+        if len(parts) == 1:
+            self._check_rows(table, "train and validate", windows=2)
         steps = cfg.signature.steps
         self.sensors_ = list(table.sensors)
         if len(self.sensors_) < 4:
@@ -501,8 +504,13 @@ class MSCRED:
             raise InputError(f"{table.source}: column {separated!r}: a sensor name cannot hold "
                              f"'{ROOT_CAUSE_SEPARATOR}', which separates the root causes detect lists; rename it")
         self.normalizer_ = Normalizer().fit(table.values)
-        segments = self._segments(table.values)                       # (S, n_scales, n, n)
-        n_windows = len(segments) - steps + 1
+        if len(parts) == 1:
+            segments, starts = self._segments(table.values), None          # (S, n_scales, n, n)
+            n_windows = len(segments) - steps + 1
+        else:   # each part's segments, one after the other; no window spans two parts
+            pieces = [self._segments(part.values) for part in parts]
+            segments, starts = np.concatenate(pieces), window_starts([len(piece) for piece in pieces], steps)
+            n_windows = len(starts)
         if n_windows < 2:
             raise InputError(f"{table.source}: {len(table.values)} rows is too few to train and validate; need at "
                              f"least {self.min_rows + cfg.signature.gap} (two windows)")
@@ -510,7 +518,12 @@ class MSCRED:
         # Window k uses segments k..k+steps-1. The last n_val windows validate: their segments start at
         # n_windows - n_val; the training windows end with segment n_windows - n_val + steps - 2.
         split = n_windows - n_val
-        train_seg, val_seg = segments[:split + steps - 1], segments[split:]
+        if starts is None:
+            train_seg, val_seg = segments[:split + steps - 1], segments[split:]
+            windows_of = {}
+        else:   # (the same split by the windows' first segments: the validation windows are the last parts')
+            train_seg, val_seg = segments[:starts[split - 1] + steps], segments[starts[split]:]
+            windows_of = {"train_starts": starts[:split], "val_starts": starts[split:] - starts[split]}
         self._check_validation(table, n_val)
 
         cfg.model.n_sensors = len(self.sensors_)
@@ -528,11 +541,15 @@ class MSCRED:
                                                                                             self.device_)))
         trainer = self._make_trainer(self.net_, train_cfg, steps)
         if checkpoint_dir is not None:   # a resume on other data would continue a model of that data silently
+            # (parts: the same rows cut into other parts make other windows)
+            cut = {"parts": [len(part.values) for part in parts]} if len(parts) > 1 else {}
             match_checkpoint_data(Path(checkpoint_dir), self.sensors_, table.values, table.source, resume,
-                                  signature=dataclasses.asdict(cfg.signature))
-        self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume)
+                                  signature={**dataclasses.asdict(cfg.signature), **cut})
+        self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume, **windows_of)
 
-        if len(segments) <= self._chunk_segments():
+        if len(parts) > 1:
+            self._score_parts(parts, pieces, val_seg, windows_of["val_starts"], split)
+        elif len(segments) <= self._chunk_segments():
             # One reconstruction of every window serves both the calibration (its last n_val windows) and the scores.
             target, recon = segments[steps - 1:], self._reconstruct(segments)   # (W, n_scales, n, n) each
             self.calibration_ = Calibration.fit(target[split:], recon[split:], cfg.score, cfg.signature.windows)
@@ -547,13 +564,42 @@ class MSCRED:
             val_result = score_windows(val_target, val_recon, cfg.score, cfg.signature.windows, self.calibration_)
             del val_recon
             result = _joined([self._score_segment_chunks(train_seg), val_result])
-        self.decision_scores_ = self._per_row(result.score, len(table.values))
+        if len(parts) == 1:
+            self.decision_scores_ = self._per_row(result.score, len(table.values))
+            # The rows whose score comes from a validation window: the normal scores the threshold was fitted on
+            # (`mscred train --val-scores` writes them for `evaluate --threshold ... --val-scores`).
+            self.validation_rows_ = self.window_of_row(len(table.values)) >= split
         self.labels_ = (self.decision_scores_ > self.threshold_).astype(np.int64)
-        # The rows whose score comes from a validation window: the normal scores the threshold was fitted on
-        # (`mscred train --val-scores` writes them for `evaluate --threshold ... --val-scores`).
-        self.validation_rows_ = self.window_of_row(len(table.values)) >= split
         self._warn_calibration(table, n_val)
         return self
+
+    def _training_parts(self, X) -> list:
+        """X as the list of its parts' Tables, in one sensor order (one Table when X is one table)."""
+        if not is_parts(X):
+            return [self._table(X, "training data")]
+        if len(X) == 1:
+            return [self._table(X[0], "training data")]
+        tables = [self._table(part, f"training data part {k + 1}") for k, part in enumerate(X)]
+        for table in tables:
+            self._check_rows(table, "train on as a part (each part makes its own windows)")
+        return [tables[0]] + [in_order_of(tables[0], table) for table in tables[1:]]
+
+    def _score_parts(self, parts, pieces, val_seg, val_starts, split: int) -> None:
+        """After training on parts: the calibration on the validation windows (the last ``n_val`` windows, of the
+        last parts), and every training row scored within its own part (``decision_scores_``,
+        ``validation_rows_``: the parts' rows one after the other)."""
+        cfg, steps = self.config_, self.config_.signature.steps
+        val_target, val_recon = val_seg[steps - 1:][val_starts], self._reconstruct(val_seg)[val_starts]
+        self.calibration_ = Calibration.fit(val_target, val_recon, cfg.score, cfg.signature.windows)
+        del val_recon
+        scores, validation, before = [], [], 0
+        for part, piece in zip(parts, pieces):
+            result = self._score_segment_chunks(piece)
+            win = self.window_of_row(len(part.values))
+            scores.append(self._per_row(result.score, len(part.values), win=win))
+            validation.append((win >= 0) & (win + before >= split))
+            before += len(piece) - steps + 1
+        self.decision_scores_, self.validation_rows_ = np.concatenate(scores), np.concatenate(validation)
 
     def _check_validation(self, table, n_val: int) -> None:
         """Before training: the threshold rule needs enough validation windows (the last ``val_fraction`` of the

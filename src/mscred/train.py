@@ -64,41 +64,60 @@ class WindowDataset:
         Signature matrices of consecutive segments; a float32 NumPy array is shared, not copied.
     steps : int
         Segments per window (SPEC's h = 5). There are S - steps + 1 windows.
+    starts : (W,) int64, optional
+        The first segment of each window, where not every run of ``steps`` segments is one: segments of several
+        stretches of a series (parts: ``MSCRED.fit`` of a list of tables), whose windows must not span two. None:
+        window k starts at segment k.
     """
 
-    def __init__(self, segments, steps: int = 5):
+    def __init__(self, segments, steps: int = 5, starts=None):
         seg = torch.as_tensor(segments)
         if seg.ndim != 4 or seg.shape[-1] != seg.shape[-2]:
             raise ValueError(f"segments must be (S, n_scales, n, n), got {tuple(seg.shape)}")
         self.segments = seg if seg.dtype == torch.float32 else seg.float()
         self.steps = steps
         self.offsets = torch.arange(steps, device=self.segments.device)
+        self.starts = None if starts is None else torch.as_tensor(starts, dtype=torch.int64,
+                                                                  device=self.segments.device)
+        if self.starts is not None and len(self.starts) and not (
+                0 <= int(self.starts.min()) and int(self.starts.max()) <= seg.shape[0] - steps):
+            raise ValueError(f"window starts must lie in [0, {seg.shape[0] - steps}]")
 
     def __len__(self) -> int:
+        if self.starts is not None:
+            return len(self.starts)
         return max(self.segments.shape[0] - self.steps + 1, 0)
+
+    def first_segments(self, idx: torch.Tensor) -> torch.Tensor:
+        """The first segment of each window ``idx``."""
+        return idx if self.starts is None else self.starts[idx]
 
     def __getitem__(self, k: int) -> torch.Tensor:  # (steps, K, n, n), a view
         if not 0 <= k < len(self):
             raise IndexError(f"window {k} out of range [0, {len(self)})")
-        return self.segments[k:k + self.steps]
+        first = k if self.starts is None else int(self.starts[k])
+        return self.segments[first:first + self.steps]
 
     def batch(self, idx: torch.Tensor) -> torch.Tensor:
         """Windows ``idx`` (B,) int64 on the segments' device -> (B, steps, K, n, n)."""
-        return self.segments[idx[:, None] + self.offsets]
+        return self.segments[self.first_segments(idx)[:, None] + self.offsets]
 
     def windows(self) -> torch.Tensor:
-        """All windows as one strided view (W, steps, K, n, n) of the segments (window k starts at segment k)."""
+        """Every run of ``steps`` segments as one strided view (S - steps + 1, steps, K, n, n) of the segments (run k
+        starts at segment k: window k when ``starts`` is None)."""
         seg = self.segments
         s0 = seg.stride(0)
-        return seg.as_strided((len(self), self.steps, *seg.shape[1:]), (s0, s0, *seg.stride()[1:]))
+        runs = max(seg.shape[0] - self.steps + 1, 0)
+        return seg.as_strided((runs, self.steps, *seg.shape[1:]), (s0, s0, *seg.stride()[1:]))
 
     def gather_into(self, idx: torch.Tensor, out: torch.Tensor) -> None:
         """Windows ``idx`` (B,) int64 into ``out`` (B, steps, K, n, n), in place: ONE ``index_select`` kernel on the
-        strided windows view (no index arithmetic, no temporary); the CUDA-graph steps call it before a replay."""
-        torch.index_select(self.windows(), 0, idx, out=out)
+        strided windows view (no index arithmetic, no temporary; with ``starts``, one more for their first
+        segments); the CUDA-graph steps call it before a replay."""
+        torch.index_select(self.windows(), 0, self.first_segments(idx), out=out)
 
     def to(self, device: torch.device) -> "WindowDataset":
-        return WindowDataset(self.segments.to(device), self.steps)
+        return WindowDataset(self.segments.to(device), self.steps, self.starts)
 
 
 class _Progress:
@@ -228,7 +247,7 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------------ fit
     def fit(self, train_segments, val_segments=None, checkpoint_dir: Optional[str | Path] = None,
-            resume: bool = False) -> list[dict[str, Any]]:
+            resume: bool = False, train_starts=None, val_starts=None) -> list[dict[str, Any]]:
         """Train for ``cfg.epochs`` epochs (fewer with early stopping); returns the history.
 
         Parameters
@@ -243,6 +262,9 @@ class Trainer:
         resume : bool
             Continue from the checkpoint in ``checkpoint_dir`` (weights, Adam state, RNG, epoch, history); with no
             checkpoint there yet, start from scratch.
+        train_starts, val_starts : (W,) int64 or None
+            The first segment of each training / validation window (``WindowDataset``'s ``starts``), where the
+            segments are of several parts of a series; None: every run of ``steps`` segments is a window.
 
         Returns
         -------
@@ -250,10 +272,11 @@ class Trainer:
             Per epoch: ``epoch`` (1-based), ``train_loss`` (mean over the epoch's windows), ``val_loss`` (or None),
             ``seconds`` (the whole epoch, validation included), ``windows_per_s`` (training windows / training time).
         """
-        train = WindowDataset(train_segments, self.steps).to(self.device)
+        train = WindowDataset(train_segments, self.steps, train_starts).to(self.device)
         if len(train) == 0:
             raise InputError(f"{train.segments.shape[0]} training segment(s) give no window of {self.steps} steps")
-        val = WindowDataset(val_segments, self.steps).to(self.device) if val_segments is not None else None
+        val = (WindowDataset(val_segments, self.steps, val_starts).to(self.device) if val_segments is not None
+               else None)
         if val is not None and len(val) == 0:
             val = None
         self._plan_for(len(train))

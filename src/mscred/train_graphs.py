@@ -352,8 +352,9 @@ class EagerInference:
     def __call__(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         b, steps = idx.numel(), self.data.steps
         if self.windows and b > 0:
-            start = int(idx[0])
-            if torch.equal(idx, torch.arange(start, start + b, device=idx.device)):
+            first = self.data.first_segments(idx)   # (windows of several parts: consecutive within one part only)
+            start = int(first[0])
+            if torch.equal(first, torch.arange(start, start + b, device=idx.device)):
                 segments = self.data.segments[start:start + b + steps - 1]
                 with autocast(segments.device, self.bf16):
                     recon = self.net.forward_windows(segments, steps)  # (b, K, n, n)

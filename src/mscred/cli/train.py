@@ -225,7 +225,7 @@ def _write_validation_scores(model, table, path) -> None:
 
 
 @click.command()
-@click.argument("data", type=NamedPath(dir_okay=False))
+@click.argument("data", type=NamedPath(dir_okay=False), nargs=-1, required=True)
 @click.option("--out", "out", required=True, type=NamedPath(file_okay=False, hint="give the model a folder name"),
               help="Model directory to write.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint of an interrupted run.")
@@ -241,8 +241,13 @@ def _write_validation_scores(model, table, path) -> None:
 @encoding_option
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
           theta, method, threshold, missing, settings, quiet, nproc, val_scores, encoding) -> None:
-    """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR."""
+    """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR.
+
+    Several DATA files are parts of the training data that are not one series (runs between plant stops): every
+    window of every part is trained on, and none spans two parts; the last windows (of the last parts) validate.
+    """
     from mscred.data.io import check_writable_table, load_table
+    from mscred.data.parts import in_order_of, joined
     from mscred.detector import MSCRED
     from mscred.errors import IgnoredSettingWarning, InputError, note_lines
 
@@ -261,15 +266,24 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     # A folder of other files (the data itself, notes) is refused before training, not replaced after it.
     check_replaceable_dir(out, MODEL_FILES, "an mscred model")
     check_checkpoint_dir(checkpoint_dir_for(Path(out)))   # (which a finished run removes)
+    if len(data) > 1 and (nproc > 1 or under_torchrun()):
+        raise InputError("several DATA files (parts): not with --nproc or torchrun yet; train on them in one process")
     if val_scores is not None:
         if nproc > 1 or under_torchrun():
             raise InputError("--val-scores: not with --nproc or torchrun (score the validation rows with `mscred "
                              "detect` instead)")
-        check_writable_table(val_scores, inputs=[data])
+        if len(data) > 1:
+            raise InputError("--val-scores: with one DATA file only (score the validation rows of the last part with "
+                             "`mscred detect` instead)")
+        check_writable_table(val_scores, inputs=list(data))
         check_val_scores_place(Path(val_scores), Path(out))
-    table = load_table(data, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding)
-    report_filled(table)
-    report_time_gap(table)
+    parts = [load_table(path, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding)
+             for path in data]
+    for part in parts:
+        report_filled(part)
+        report_time_gap(part)
+    parts = parts[:1] + [in_order_of(parts[0], part) for part in parts[1:]]   # (other sensors: refused here)
+    table = parts[0] if len(parts) == 1 else joined(parts)   # (what a sensor does over all the parts)
     report_constant(table)
     report_extreme_range(table)
     out = Path(out)
@@ -288,7 +302,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
         if nproc > 1 or under_torchrun():
             from mscred.distributed import summary_line, train_distributed
 
-            summary = train_distributed(data, out, overrides, nproc=nproc, checkpoint_dir=ckpt, resume=resume,
+            summary = train_distributed(data[0], out, overrides, nproc=nproc, checkpoint_dir=ckpt, resume=resume,
                                         encoding=encoding)
             if summary is not None:  # None on the ranks > 0 of a torchrun launch
                 click.echo(summary_line(summary))
@@ -299,7 +313,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
         with note_lines(), warnings.catch_warnings():
             if quiet:
                 warnings.simplefilter("ignore", IgnoredSettingWarning)
-            model.fit(table, checkpoint_dir=ckpt, resume=resume)
+            model.fit(parts if len(parts) > 1 else table, checkpoint_dir=ckpt, resume=resume)
     except BaseException as err:
         trained = (ckpt / CHECKPOINT_NAME).exists()
         if created is not None and (not trained or isinstance(err, InputError)):
