@@ -451,7 +451,8 @@ class MSCRED:
         Parameters
         ----------
         X : DataFrame (sensor columns; optional ``timestamp``/``label``), ndarray (T, n) or a list of its rows,
-            or a loaded Table
+            or a loaded Table; or a list of such tables (DataFrames, Tables, 2-D arrays): parts of the training
+            data that are not one series (runs between stops), each with its own windows, none spanning two
         y : ignored (unsupervised; pyod compatibility)
         checkpoint_dir : a directory for per-epoch checkpoints (``resume`` continues from it)
         resume : continue from the checkpoint in ``checkpoint_dir``
@@ -751,7 +752,7 @@ class MSCRED:
         largest, gap, steps = max(sig.windows), sig.gap, sig.steps
         first = largest + (steps - 2) * gap    # the first row (of context and X together) a window scores
 
-        def scored(rows: int) -> int:          # rows of X in a window after ``rows`` rows of context (timestamp_windows)
+        def scored(rows: int) -> int:   # rows of X in a window after ``rows`` rows of context (timestamp_windows)
             total = rows + length
             segments = (total - largest) // gap + 1 if total >= largest else 0
             return max(0, largest + (segments - 1) * gap - max(first, rows)) if segments >= steps else 0
