@@ -128,3 +128,33 @@ def test_cli_train_on_parts(parts, tmp_path, capsys):
     bad_input(capsys, "train", paths[0], tmp_path / "other.csv", "--out", tmp_path / "m3",
               names=[f"{tmp_path / 'other.csv'}: other sensors than {paths[0]}"])
     assert not (tmp_path / "m2").exists() and not (tmp_path / "m3").exists()
+
+
+def test_two_gloo_ranks_train_on_parts_as_one_process(parts, tmp_path):
+    """`mscred train A.csv B.csv C.csv --nproc 2`: the ranks' windows are one process's (the same weights)."""
+    from mscred.distributed import train_distributed
+
+    paths = []
+    for k, part in enumerate(parts):
+        paths.append(tmp_path / f"run{k}.csv")
+        part.to_csv(paths[-1], index=False)
+    overrides = {"epochs": 1, "batch_size": 7, "device": "cpu", "channels": (4, 8, 8, 8), "progress": False}
+    summary = train_distributed(paths, tmp_path / "model", overrides, nproc=2, timeout=240)
+    ours = MSCRED.load(tmp_path / "model", device="cpu")
+    ref = MSCRED(**overrides).fit(parts)
+    assert summary["world_size"] == 2
+    assert ours.history_[0]["train_loss"] == pytest.approx(ref.history_[0]["train_loss"], rel=1e-5)
+    assert ours.threshold_ == pytest.approx(ref.threshold_, rel=1e-4)
+    ref_state = ref.net_.state_dict()
+    for name, value in ours.net_.state_dict().items():
+        torch.testing.assert_close(value, ref_state[name], rtol=1e-5, atol=1e-6)
+
+
+def test_a_resume_on_the_same_rows_cut_into_other_parts_is_refused(parts, tmp_path):
+    MSCRED(**TINY).fit(parts, checkpoint_dir=tmp_path / "ck")
+    recut = [parts[0], pd.concat([parts[1], parts[2].iloc[:100]]), parts[2].iloc[100:]]
+    cut = r"cut the data into other windows \(parts \[300, 220, 400\] -> \[300, 320, 300\]\)"
+    with pytest.raises(InputError, match=cut):
+        MSCRED(**{**TINY, "epochs": 2}).fit(recut, checkpoint_dir=tmp_path / "ck", resume=True)
+    resumed = MSCRED(**{**TINY, "epochs": 2}).fit(parts, checkpoint_dir=tmp_path / "ck", resume=True)
+    assert len(resumed.history_) == 2

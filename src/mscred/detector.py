@@ -30,7 +30,7 @@ from mscred.atomic import atomic_path, save_safetensors
 from mscred.config import (RUNTIME_SETTINGS, MSCREDConfig, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig,
                            finite_number)
 from mscred.detect import SENSOR_SCORE_PREFIX, Calibration, WindowResult, score_windows, timestamp_windows
-from mscred.data.parts import in_order_of, is_parts, joined, window_starts
+from mscred.data.parts import in_order_of, is_parts, joined, record_signature, window_starts
 from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, NotFittedError, NoteWarning
 
 CONFIG_FILE = "config.json"
@@ -542,10 +542,8 @@ class MSCRED:
                                                                                             self.device_)))
         trainer = self._make_trainer(self.net_, train_cfg, steps)
         if checkpoint_dir is not None:   # a resume on other data would continue a model of that data silently
-            # (parts: the same rows cut into other parts make other windows)
-            cut = {"parts": [len(part.values) for part in parts]} if len(parts) > 1 else {}
             match_checkpoint_data(Path(checkpoint_dir), self.sensors_, table.values, table.source, resume,
-                                  signature={**dataclasses.asdict(cfg.signature), **cut})
+                                  signature=record_signature(dataclasses.asdict(cfg.signature), parts))
         self.history_ = trainer.fit(train_seg, val_seg, checkpoint_dir=checkpoint_dir, resume=resume, **windows_of)
 
         if len(parts) > 1:

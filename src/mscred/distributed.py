@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from typing import Any, Optional
 
@@ -290,7 +291,8 @@ def train_distributed(data, out, overrides: Optional[dict[str, Any]] = None, *, 
 
     Parameters
     ----------
-    data : path of the training table (CSV, Parquet, .npy)
+    data : path of the training table (CSV, Parquet, .npy), or a list of paths: the parts of the training data
+        (``MSCRED.fit`` of a list of tables: no window spans two)
     out : model directory to write
     overrides : MSCRED settings by name (``epochs``, ``batch_size`` = the GLOBAL batch, ``device``, ...)
     nproc : processes (one GPU each on CUDA)
@@ -305,12 +307,13 @@ def train_distributed(data, out, overrides: Optional[dict[str, Any]] = None, *, 
     from mscred.data.io import load_table
     from mscred.launch import launch, setup, teardown, under_torchrun
 
-    # bad input fails here, as one line
-    load_table(data, missing=(overrides or {}).get("missing", TrainConfig.missing), encoding=encoding)
+    paths = [str(data)] if isinstance(data, (str, os.PathLike)) else [str(path) for path in data]
+    for path in paths:   # bad input fails here, as one line
+        load_table(path, missing=(overrides or {}).get("missing", TrainConfig.missing), encoding=encoding)
     overrides = dict(overrides or {})
     device = overrides.get("device", "auto")
     # (encoding beside the overrides, not in them: those are MSCRED settings, and it is the file's, not the model's)
-    args = (str(data), str(out), overrides, None if checkpoint_dir is None else str(checkpoint_dir), resume, encoding)
+    args = (paths, str(out), overrides, None if checkpoint_dir is None else str(checkpoint_dir), resume, encoding)
     if under_torchrun():
         rank = setup(device)
         try:
@@ -331,7 +334,7 @@ def summary_line(summary: dict) -> str:
             f"wrote {summary['out']}")
 
 
-def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Optional[str],
+def _train_rank(rank, paths: list[str], out: str, overrides: dict, checkpoint_dir: Optional[str],
                 resume: bool, encoding: Optional[str] = None) -> Optional[dict]:
     import shutil
     from pathlib import Path
@@ -339,7 +342,8 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
     from mscred.data.io import load_table
     from mscred.detector import MSCRED
 
-    table = load_table(data, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding)
+    parts = [load_table(path, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding)
+             for path in paths]
     model = MSCRED(**overrides)
     trainers: list[DistributedTrainer] = []
 
@@ -352,7 +356,7 @@ def _train_rank(rank, data: str, out: str, overrides: dict, checkpoint_dir: Opti
     start = time.perf_counter()
     # rank 0 says what train says in one process; the others, which fit the same windows, stay quiet
     with _trainer_factory(model, make, rank.world_size), note_lines(show=rank.is_main):
-        model.fit(table, checkpoint_dir=checkpoint_dir, resume=resume)
+        model.fit(parts if len(parts) > 1 else parts[0], checkpoint_dir=checkpoint_dir, resume=resume)
     if not rank.is_main:
         return None  # the other ranks trained the same weights; rank 0 alone writes them
     model.save(out)

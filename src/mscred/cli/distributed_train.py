@@ -25,10 +25,6 @@ NPROC = click.Option(["--nproc"], type=COUNT, default=1, show_default=True,
 def _run(data, out, resume, theta, quiet, nproc, encoding=None, settings=(), **options) -> None:
     from mscred.distributed import summary_line, train_distributed
 
-    if len(data) > 1:   # (`mscred train`'s DATA takes several files, the parts of the training data)
-        raise click.UsageError("several DATA files (parts): not with DDP training yet; train on them in one process")
-    data = data[0]
-
     unknown = sorted(k for k, v in options.items() if v is not None and k not in SETTINGS)
     if unknown:
         raise click.UsageError(f"option(s) {', '.join(unknown)} not supported with DDP training yet")

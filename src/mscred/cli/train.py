@@ -247,7 +247,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     window of every part is trained on, and none spans two parts; the last windows (of the last parts) validate.
     """
     from mscred.data.io import check_writable_table, load_table
-    from mscred.data.parts import in_order_of, joined
+    from mscred.data.parts import in_order_of, joined, record_signature
     from mscred.detector import MSCRED
     from mscred.errors import IgnoredSettingWarning, InputError, note_lines
 
@@ -266,8 +266,6 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     # A folder of other files (the data itself, notes) is refused before training, not replaced after it.
     check_replaceable_dir(out, MODEL_FILES, "an mscred model")
     check_checkpoint_dir(checkpoint_dir_for(Path(out)))   # (which a finished run removes)
-    if len(data) > 1 and (nproc > 1 or under_torchrun()):
-        raise InputError("several DATA files (parts): not with --nproc or torchrun yet; train on them in one process")
     if val_scores is not None:
         if nproc > 1 or under_torchrun():
             raise InputError("--val-scores: not with --nproc or torchrun (score the validation rows with `mscred "
@@ -296,13 +294,14 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
 
         with note_lines(show=os.environ.get("RANK", "0") == "0"):   # (torchrun's ranks all check it)
             signature = dataclasses.asdict(MSCRED(**overrides).resolved_config().signature)
-            match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume, signature=signature)
+            match_checkpoint_data(ckpt, table.sensors, table.values, table.source, resume,
+                                  signature=record_signature(signature, parts))
     start = time.perf_counter()
     try:
         if nproc > 1 or under_torchrun():
             from mscred.distributed import summary_line, train_distributed
 
-            summary = train_distributed(data[0], out, overrides, nproc=nproc, checkpoint_dir=ckpt, resume=resume,
+            summary = train_distributed(list(data), out, overrides, nproc=nproc, checkpoint_dir=ckpt, resume=resume,
                                         encoding=encoding)
             if summary is not None:  # None on the ranks > 0 of a torchrun launch
                 click.echo(summary_line(summary))

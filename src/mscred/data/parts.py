@@ -80,3 +80,9 @@ def window_starts(segment_counts: Sequence[int], steps: int) -> np.ndarray:
     offsets = np.concatenate([[0], np.cumsum(segment_counts)[:-1]]).astype(np.int64)
     return np.concatenate([offset + np.arange(max(count - steps + 1, 0), dtype=np.int64)
                            for offset, count in zip(offsets, segment_counts)])
+
+
+def record_signature(signature: dict, parts: Sequence[Table]) -> dict:
+    """The settings a checkpoint's data record keeps beside the data (``match_checkpoint_data``): the signature
+    settings, and for several parts their row counts (the same rows cut into other parts make other windows)."""
+    return {**signature, "parts": [len(part.values) for part in parts]} if len(parts) > 1 else dict(signature)
