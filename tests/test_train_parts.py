@@ -122,12 +122,20 @@ def test_cli_train_on_parts(parts, tmp_path, capsys):
     assert code == 0, err
     expect = MSCRED(**TINY).fit(parts)
     assert MSCRED.load(tmp_path / "m", device="cpu").threshold_ == pytest.approx(expect.threshold_, rel=1e-9)
-    bad_input(capsys, "train", *paths, "--out", tmp_path / "m2", "--val-scores", tmp_path / "v.csv",
-              names=["--val-scores: with one DATA file only"])
+    code, out, err = run_cli(capsys, "train", *paths, "--out", tmp_path / "m2", "--epochs", 1, "--quiet", "--set",
+                             "channels=4,8,8,8", "--device", "cpu", "--val-scores", tmp_path / "v.csv")
+    assert code == 0, err
+    written = pd.read_csv(tmp_path / "v.csv")
+    assert list(written.columns) == ["part", "timestamp", "score", "is_anomaly"]
+    rows = expect.validation_rows_
+    np.testing.assert_array_equal(written["part"], np.repeat([1, 2, 3], [len(p) for p in parts])[rows])
+    np.testing.assert_array_equal(written["timestamp"], pd.concat(parts)["timestamp"].to_numpy()[rows])
+    np.testing.assert_allclose(written["score"], expect.decision_scores_[rows], rtol=1e-9)
+    assert set(written["part"]) == {3}   # the validation windows are the last part's
     pd.concat([parts[1].drop(columns="s2")]).to_csv(tmp_path / "other.csv", index=False)
     bad_input(capsys, "train", paths[0], tmp_path / "other.csv", "--out", tmp_path / "m3",
               names=[f"{tmp_path / 'other.csv'}: other sensors than {paths[0]}"])
-    assert not (tmp_path / "m2").exists() and not (tmp_path / "m3").exists()
+    assert not (tmp_path / "m3").exists()
 
 
 def test_two_gloo_ranks_train_on_parts_as_one_process(parts, tmp_path):

@@ -207,8 +207,9 @@ def check_val_scores_place(path: Path, out: Path) -> None:
                              "validation scores elsewhere")
 
 
-def _write_validation_scores(model, table, path) -> None:
-    """The validation rows' scores as a SCORES file (timestamp or row, score, is_anomaly), as `detect` writes."""
+def _write_validation_scores(model, parts, path) -> None:
+    """The validation rows' scores as a SCORES file (timestamp or row, score, is_anomaly), as `detect` writes; for
+    training data in parts, a first column ``part`` (1-based) and each row's timestamp (or row number) in its part."""
     import numpy as np
     import pandas as pd
 
@@ -217,8 +218,15 @@ def _write_validation_scores(model, table, path) -> None:
     from mscred.detector import index_column
 
     rows = model.validation_rows_
-    frame = pd.DataFrame({index_column(table): np.asarray(table.index)[rows], "score": model.decision_scores_[rows],
-                          "is_anomaly": model.labels_[rows]})
+    timed = all(index_column(part) == "timestamp" for part in parts)
+    # each row's timestamp, else its row number in its own part (as detect numbers a file's rows)
+    index = (parts[0].index.append([part.index for part in parts[1:]]) if timed
+             else np.concatenate([np.arange(len(part.values)) for part in parts]))
+    columns = {"timestamp" if timed else "row": np.asarray(index)[rows]}
+    if len(parts) > 1:
+        part_of_row = np.repeat(np.arange(1, len(parts) + 1), [len(part.values) for part in parts])
+        columns = {"part": part_of_row[rows], **columns}
+    frame = pd.DataFrame({**columns, "score": model.decision_scores_[rows], "is_anomaly": model.labels_[rows]})
     with atomic_path(path) as tmp:
         write_table(frame, tmp)
     click.echo(f"wrote the scores of {int(rows.sum())} validation rows to {path}", err=True)
@@ -270,9 +278,6 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
         if nproc > 1 or under_torchrun():
             raise InputError("--val-scores: not with --nproc or torchrun (score the validation rows with `mscred "
                              "detect` instead)")
-        if len(data) > 1:
-            raise InputError("--val-scores: with one DATA file only (score the validation rows of the last part with "
-                             "`mscred detect` instead)")
         check_writable_table(val_scores, inputs=list(data))
         check_val_scores_place(Path(val_scores), Path(out))
     parts = [load_table(path, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding)
@@ -325,7 +330,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     model.save(out)
     shutil.rmtree(ckpt, ignore_errors=True)   # the saved model supersedes the checkpoints
     if val_scores is not None:
-        _write_validation_scores(model, table, val_scores)
+        _write_validation_scores(model, parts, val_scores)
     last = model.history_[-1] if model.history_ else {}
     score = score_text(model.theta_, model.config_.score.method)
     click.echo(f"trained {len(model.history_)} epoch(s) in {time.perf_counter() - start:.1f} s "
