@@ -166,3 +166,20 @@ def test_a_resume_on_the_same_rows_cut_into_other_parts_is_refused(parts, tmp_pa
         MSCRED(**{**TINY, "epochs": 2}).fit(recut, checkpoint_dir=tmp_path / "ck", resume=True)
     resumed = MSCRED(**{**TINY, "epochs": 2}).fit(parts, checkpoint_dir=tmp_path / "ck", resume=True)
     assert len(resumed.history_) == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the graphed training step and its gather need a CUDA device")
+def test_graphed_training_on_parts_gathers_the_eager_windows(parts):
+    """On a GPU the graphed step gathers its windows eagerly (``gather_into``: the windows' first segments, then one
+    index_select) before each replay: the windows of ``batch``, and the eager steps' losses."""
+    seg = torch.randn(21, 3, 6, 6, device="cuda")
+    data = WindowDataset(seg, 5, window_starts([7, 5, 9], steps=5))
+    idx = torch.tensor([8, 0, 3, 4, 2], device="cuda")
+    out = torch.empty(5, 5, 3, 6, 6, device="cuda")
+    data.gather_into(idx, out)
+    torch.testing.assert_close(out, data.batch(idx), rtol=0, atol=0)
+    settings = {**TINY, "device": "cuda", "backend": "reference"}
+    graphed = MSCRED(**settings, cuda_graphs=True).fit(parts)
+    eager = MSCRED(**settings, cuda_graphs=False).fit(parts)
+    assert graphed.history_[0]["train_loss"] == pytest.approx(eager.history_[0]["train_loss"], rel=1e-3)
+    assert graphed.threshold_ == pytest.approx(eager.threshold_, rel=1e-2)
