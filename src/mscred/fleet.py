@@ -37,7 +37,7 @@ from mscred.errors import InputError, note_lines
 
 MULTI_ENTITY_DATASETS = ("smd", "smap", "msl")
 _COUNT_COLUMNS = ("rank", "rows", "sensors", "windows", "epochs", "events_found", "events_total")
-_TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".npy")
 _BINARY_SUFFIXES = (".parquet", ".pq", ".npy")   # tables without a text encoding (any other is read as text)
 # The status of an entity whose data was bad input (else "ok", or "error: <type>: <message>" for any other failure).
 BAD_INPUT = "bad input: "
@@ -110,7 +110,7 @@ def _clash_labels(group: list[Entity]) -> list[str]:
 
 def _part(folder: Path, stem: str) -> Optional[Path]:
     """``folder/<stem>.csv`` (or .parquet/.pq/.npy), the first that exists, or None."""
-    return next((folder / f"{stem}{s}" for s in _TABLE_SUFFIXES if (folder / f"{stem}{s}").is_file()), None)
+    return next((folder / f"{stem}{s}" for s in TABLE_SUFFIXES if (folder / f"{stem}{s}").is_file()), None)
 
 
 def _folder_entities(folder: Path) -> list[Entity]:
@@ -126,7 +126,7 @@ def _folder_entities(folder: Path) -> list[Entity]:
             # without a word, the summary read "1 of 1 entities trained" for a fleet of two.
             if train is not None or test is not None:
                 entities.append(Entity(item.name, "dataset", "table", str(item), _size(train or test)))
-        elif item.suffix.lower() in _TABLE_SUFFIXES:
+        elif item.suffix.lower() in TABLE_SUFFIXES:
             entities.append(Entity(item.stem, "file", str(item), None, _size(item)))
     if not entities:
         raise InputError(f"{folder}: no entity found (expected CSV/Parquet/.npy files, or sub-folders with "

@@ -21,6 +21,7 @@ COMMANDS = {
     "info": "mscred.cli.info:info",
     "evaluate": "mscred.cli.evaluate:evaluate",
     "fleet": "mscred.cli.fleet:fleet",
+    "fleet-detect": "mscred.cli.fleet_detect:fleet_detect",
     "env": "mscred.cli.env:env",
     "sass": "mscred.cli.sass:sass",
 }

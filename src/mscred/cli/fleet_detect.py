@@ -1,0 +1,47 @@
+"""`mscred fleet-detect FLEET DATA --out DIR`: every entity's new data scored with its own model, in one process."""
+from __future__ import annotations
+
+import click
+
+from mscred.cli.params import NamedPath, encoding_option
+from mscred.config import MISSING_POLICIES
+
+
+@click.command()
+@click.argument("fleet", type=NamedPath(file_okay=False, hint="give the folder `mscred fleet --out` wrote"))
+@click.argument("data", type=NamedPath(file_okay=False, hint="give the folder of the entities' new tables"))
+@click.option("--out", "out", required=True, type=NamedPath(file_okay=False, hint="give the scores a folder name"),
+              help="Output folder: scores/<entity>.csv and summary.csv.")
+@click.option("--context", type=NamedPath(file_okay=False), default=None,
+              help="A folder of the entities' previous tables (same names): each entity's is put before its new "
+                   "table, so that every row is scored (as detect --context).")
+@click.option("--sensor-scores", is_flag=True, help="Also a column score_<sensor> per sensor (as detect's).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
+              help="Missing (NaN) sensor values: 'error' or 'interpolate' [each model's setting].")
+@click.option("--quiet", is_flag=True, help="No line per entity.")
+@encoding_option
+def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, quiet, encoding) -> None:
+    """Score DATA, a folder of one table per entity (<entity>.csv, .parquet or .npy), each with the model of its
+    name in FLEET (the folder `mscred fleet` wrote, or a folder of model folders), into --out.
+
+    An entity whose table is bad input (or has no model) is listed in summary.csv with the reason and the others
+    are scored (exit 1); when none is scored, exit 2. Entities with a model and no new table are listed as such.
+    """
+    from mscred.errors import InputError, PartlyDone
+    from mscred.fleet_detect import NO_DATA, detect_fleet, failed
+
+    echo = None if quiet else (lambda line: click.echo(line, err=True))
+    summary = detect_fleet(fleet, data, out, context, sensor_scores=sensor_scores, device=device, missing=missing,
+                           encoding=encoding, echo=echo)
+    bad = failed(summary)
+    scored = int((summary["status"] == "ok").sum())
+    if bad.any() and not scored:   # every reason was the data: bad input, as for one table (exit 2)
+        first = summary[bad].iloc[0]
+        raise InputError(f"no entity scored (the summary: {out}/summary.csv); {first['entity']}: {first['status']}")
+    waiting = int((summary["status"] == NO_DATA).sum())
+    click.echo(f"scored {scored} of {scored + int(bad.sum())} entities with new data"
+               f"{f' ({waiting} without)' if waiting else ''}: "
+               f"{int(summary['anomalous'].fillna(0).astype(bool).sum())} with anomalous rows; wrote {out}")
+    if bad.any():
+        raise PartlyDone(f"{int(bad.sum())} entities not scored")

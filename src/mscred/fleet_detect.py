@@ -1,0 +1,132 @@
+"""Score new data of every entity of a fleet with its own model, in one process (``mscred fleet-detect``).
+
+``mscred fleet`` trains one model per entity (``OUT/models/<entity>/``). The data that comes after is a folder of
+tables named as the entities (``<entity>.csv``, ``.parquet``, ``.npy``); each is scored with the model of its name,
+optionally after the rows of the same entity's previous file (``context``: every row scored, as ``detect
+--context``). One `mscred detect` per entity would start Python and torch again for each, seconds apiece.
+
+The output folder holds ``scores/<entity>.csv`` (a SCORES table, as `detect` writes) per scored entity and
+``summary.csv`` (a row per entity: status, rows, rows scored, anomalous rows, intervals, threshold, context rows used),
+written as a whole, atomically.
+An entity whose data is bad input gets its reason in the summary and no scores file; the others are scored.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import pandas as pd
+
+from mscred.errors import InputError
+from mscred.fleet import BAD_INPUT, TABLE_SUFFIXES, safe_name
+
+SUMMARY, SCORES = "summary.csv", "scores"
+COLUMNS = ["entity", "status", "rows", "scored", "anomalous", "intervals", "threshold", "context_rows"]
+NO_DATA = "no new data"
+
+
+def model_folders(fleet: str | Path) -> dict[str, Path]:
+    """The model folders of ``fleet`` by name: a folder `mscred fleet` wrote (its ``models/``) or a folder of model
+    folders; InputError when it holds none."""
+    fleet = Path(fleet)
+    if not fleet.is_dir():
+        raise InputError(f"{fleet}: " + ("not a folder" if fleet.exists() else "not found")
+                         + " (give the folder `mscred fleet --out` wrote, or a folder of model folders)")
+    base = fleet / "models" if (fleet / "models").is_dir() else fleet
+    models = {item.name: item for item in sorted(base.iterdir())
+              if item.is_dir() and not item.name.startswith(".") and (item / "config.json").is_file()}
+    if not models:
+        raise InputError(f"{base}: no model folder found (sub-folders with config.json and model.safetensors, as "
+                         "`mscred fleet` writes under models/)")
+    return models
+
+
+def data_files(folder: str | Path, what: str = "data") -> dict[str, Path]:
+    """The tables of ``folder`` by entity (the file name as `mscred fleet` names its models); hidden files are
+    skipped, and two files of one entity (pump.csv and pump.parquet) are an InputError."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"{folder}: " + ("not a folder" if folder.exists() else "not found")
+                         + f" (the {what}: a folder of one table per entity)")
+    found: dict[str, Path] = {}
+    for item in sorted(folder.iterdir()):
+        if item.name.startswith(".") or not item.is_file() or item.suffix.lower() not in TABLE_SUFFIXES:
+            continue
+        name = safe_name(item.stem)
+        if name in found:
+            raise InputError(f"{folder}: {found[name].name} and {item.name} are both entity {name!r}'s {what}; keep "
+                             "one")
+        found[name] = item
+    return found
+
+
+def owned_names(out: Path) -> set[str]:
+    """What a folder this command wrote holds, so that a new run may replace it: its summary and scores folder,
+    when the summary is ours (its header); nothing otherwise."""
+    try:
+        with open(out / SUMMARY, encoding="utf-8") as handle:
+            ours = handle.readline().strip() == ",".join(COLUMNS)
+    except OSError:
+        return set()
+    return {SUMMARY, SCORES} if ours else set()
+
+
+def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False, device: str = "auto",
+                 missing: Optional[str] = None, encoding: Optional[str] = None,
+                 echo: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
+    """Score every entity's table in ``data`` with its model of ``fleet`` (after its table in ``context``, when
+    there is one) and write ``out``; returns the summary (``COLUMNS``). Entities with a model and no table are
+    listed as ``no new data``; a table without a model, or bad input, as ``bad input: ...``."""
+    from mscred.atomic import atomic_path, check_replaceable_dir
+    from mscred.cli.detect import intervals
+    from mscred.data.io import load_table, write_table
+    from mscred.detector import MSCRED
+
+    out = Path(out)
+    check_replaceable_dir(out, owned_names(out), "mscred fleet-detect scores")
+    models, tables = model_folders(fleet), data_files(data)
+    before = data_files(context, "context") if context is not None else {}
+    if not tables:
+        raise InputError(f"{data}: no table found (CSV, Parquet or .npy files named as the entities)")
+    rows = []
+    with atomic_path(out, owned=owned_names(out), what="mscred fleet-detect scores") as tmp:
+        (tmp / SCORES).mkdir(parents=True)
+        for name in sorted(set(models) | set(tables)):
+            row = dict.fromkeys(COLUMNS)
+            row.update(entity=name)
+            if name not in tables:
+                row["status"] = NO_DATA
+            elif name not in models:
+                row["status"] = f"{BAD_INPUT}{tables[name]}: no model named {name!r} in {fleet}"
+            else:
+                try:
+                    model = MSCRED.load(models[name], device=device)
+                    policy = missing or model.config_.train.missing
+                    table = load_table(tables[name], missing=policy, ignore_label=True, encoding=encoding)
+                    ctx = (load_table(before[name], missing=policy, ignore_label=True, encoding=encoding)
+                           if name in before else None)
+                    frame = model.detect(table, context=ctx, sensor_scores=sensor_scores)
+                except InputError as err:
+                    row["status"] = BAD_INPUT + str(err)
+                else:
+                    used = model.context_rows(len(ctx.values), len(frame)) if ctx is not None else 0
+                    flags = frame["is_anomaly"].to_numpy()
+                    write_table(frame, tmp / SCORES / f"{name}.csv")
+                    row.update(status="ok", rows=len(frame), context_rows=used,
+                               scored=int((model.window_of_row(used + len(frame))[used:] >= 0).sum()),
+                               anomalous=int(flags.sum()), intervals=len(intervals(flags)),
+                               threshold=float(model.threshold_))
+            rows.append(row)
+            if echo is not None:
+                echo(f"{name}: {row['status']}")
+        summary = pd.DataFrame(rows, columns=COLUMNS)
+        for column in ("rows", "scored", "anomalous", "intervals", "context_rows"):
+            summary[column] = summary[column].astype("Int64")
+        summary.to_csv(tmp / SUMMARY, index=False)
+    return summary
+
+
+def failed(summary: pd.DataFrame) -> np.ndarray:
+    """The entities that had data and were not scored."""
+    return ~summary["status"].isin(["ok", NO_DATA]).to_numpy()

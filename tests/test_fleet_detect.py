@@ -1,0 +1,108 @@
+"""`mscred fleet-detect FLEET DATA --out DIR` (``mscred.fleet_detect``): each entity's new table scored with the model
+of its name, in one process; the summary says what happened to each."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cli_helpers import bad_input, run_cli, sensor_frame, tiny_model
+from mscred.detector import MSCRED
+from mscred.fleet_detect import COLUMNS
+
+N = 4
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory) -> Path:
+    """A fleet folder as `mscred fleet` writes it (models/<entity>/) of three entities, and their frames."""
+    root = tmp_path_factory.mktemp("fleet_detect")
+    for k in range(3):
+        tiny_model(root / "fleet" / "models" / f"pump_{k}", sensor_frame(900, N, seed=k).iloc[:500])
+    return root / "fleet"
+
+
+def frames(k: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(entity k's previous table, its new one)."""
+    frame = sensor_frame(900, N, seed=k)
+    return frame.iloc[500:700], frame.iloc[700:]
+
+
+@pytest.fixture()
+def folders(tmp_path) -> tuple[Path, Path]:
+    """The new tables of pump_0 and pump_1 (pump_2 has none today), and all three previous ones."""
+    new, old = tmp_path / "new", tmp_path / "old"
+    new.mkdir()
+    old.mkdir()
+    for k in range(3):
+        before, after = frames(k)
+        before.to_csv(old / f"pump_{k}.csv", index=False)
+        if k < 2:
+            after.to_parquet(new / f"pump_{k}.parquet") if k == 1 else after.to_csv(new / f"pump_{k}.csv", index=False)
+    return new, old
+
+
+def test_each_entity_is_scored_by_its_own_model(fleet, folders, tmp_path, capsys):
+    pytest.importorskip("pyarrow", reason="one entity's table is Parquet (extra 'parquet')")
+    new, old = folders
+    code, out, err = run_cli(capsys, "fleet-detect", fleet, new, "--out", tmp_path / "s", "--context", old,
+                             "--sensor-scores", "--device", "cpu")
+    assert code == 0, err
+    assert out.startswith("scored 2 of 2 entities with new data (1 without):")
+    summary = pd.read_csv(tmp_path / "s" / "summary.csv")
+    assert list(summary.columns) == COLUMNS
+    assert summary["entity"].tolist() == ["pump_0", "pump_1", "pump_2"]
+    assert summary["status"].tolist() == ["ok", "ok", "no new data"]
+    for k in range(2):
+        before, after = frames(k)
+        expect = MSCRED.load(fleet / "models" / f"pump_{k}", device="cpu").detect(after, context=before,
+                                                                                   sensor_scores=True)
+        written = pd.read_csv(tmp_path / "s" / "scores" / f"pump_{k}.csv", keep_default_na=False)
+        assert list(written.columns) == list(expect.columns)
+        np.testing.assert_allclose(written["score"], expect["score"], rtol=1e-12)
+        np.testing.assert_array_equal(written["is_anomaly"], expect["is_anomaly"])
+        assert summary.loc[k, "rows"] == summary.loc[k, "scored"] == 200 and summary.loc[k, "context_rows"] == 90
+        assert summary.loc[k, "anomalous"] == expect["is_anomaly"].sum()
+    # a second run replaces the folder this command wrote
+    code, out, err = run_cli(capsys, "fleet-detect", fleet, new, "--out", tmp_path / "s", "--device", "cpu",
+                             "--quiet")
+    assert code == 0 and not err
+    assert pd.read_csv(tmp_path / "s" / "summary.csv")["scored"].tolist()[:2] == [110, 110]   # no context now
+
+
+def test_bad_entities_are_listed_and_the_others_scored(fleet, folders, tmp_path, capsys):
+    new, _ = folders
+    sensor_frame(300, N).to_csv(new / "ghost.csv", index=False)
+    frames(0)[1].rename(columns={"s1": "x"}).to_csv(new / "pump_0.csv", index=False)
+    code, out, err = run_cli(capsys, "fleet-detect", fleet, new, "--out", tmp_path / "s", "--device", "cpu")
+    assert code == 1, err
+    summary = pd.read_csv(tmp_path / "s" / "summary.csv").set_index("entity")
+    assert summary.loc["ghost", "status"] == f"bad input: {new / 'ghost.csv'}: no model named 'ghost' in {fleet}"
+    assert summary.loc["pump_0", "status"].startswith("bad input: ") and "other sensors" in summary.loc["pump_0",
+                                                                                                        "status"]
+    assert summary.loc["pump_1", "status"] == "ok"
+    assert sorted(p.name for p in (tmp_path / "s" / "scores").iterdir()) == ["pump_1.csv"]
+
+
+def test_refusals(fleet, tmp_path, capsys):
+    only_bad = tmp_path / "bad"
+    only_bad.mkdir()
+    (only_bad / "pump_0.csv").write_text("timestamp,s0\n1,abc\n")
+    bad_input(capsys, "fleet-detect", fleet, only_bad, "--out", tmp_path / "s", "--quiet",
+              names=["no entity scored", "pump_0: bad input"])
+    assert (tmp_path / "s" / "summary.csv").exists()   # the summary says why, as fleet's does
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    bad_input(capsys, "fleet-detect", fleet, only_bad, "--out", tmp_path / "mine", names=["notes.txt"])
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    frames(0)[1].to_csv(twice / "pump_0.csv", index=False)
+    np.save(twice / "pump_0.npy", frames(0)[1].drop(columns="timestamp").to_numpy())
+    bad_input(capsys, "fleet-detect", fleet, twice, "--out", tmp_path / "s2", names=["pump_0.csv and pump_0.npy"])
+    bad_input(capsys, "fleet-detect", tmp_path / "mine", twice, "--out", tmp_path / "s3", names=["no model folder"])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    bad_input(capsys, "fleet-detect", fleet, empty, "--out", tmp_path / "s4", names=["no table found"])
+    assert not (tmp_path / "s2").exists() and not (tmp_path / "s4").exists()
