@@ -107,8 +107,10 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                     ctx = (load_table(before[name], missing=policy, ignore_label=True, encoding=encoding)
                            if name in before else None)
                     frame = model.detect(table, context=ctx, sensor_scores=sensor_scores)
-                except InputError as err:
+                except InputError as err:   # the entity's data or model: its row says what and where
                     row["status"] = BAD_INPUT + str(err)
+                except Exception as err:  # noqa: BLE001 - one entity must not stop the fleet (as fleet's rows)
+                    row["status"] = f"error: {type(err).__name__}: {err}"
                 else:
                     used = model.context_rows(len(ctx.values), len(frame)) if ctx is not None else 0
                     flags = frame["is_anomaly"].to_numpy()

@@ -29,6 +29,7 @@ def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, quie
     are scored (exit 1); when none is scored, exit 2. Entities with a model and no new table are listed as such.
     """
     from mscred.errors import InputError, PartlyDone
+    from mscred.fleet import BAD_INPUT
     from mscred.fleet_detect import NO_DATA, detect_fleet, failed
 
     echo = None if quiet else (lambda line: click.echo(line, err=True))
@@ -36,7 +37,8 @@ def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, quie
                            encoding=encoding, echo=echo)
     bad = failed(summary)
     scored = int((summary["status"] == "ok").sum())
-    if bad.any() and not scored:   # every reason was the data: bad input, as for one table (exit 2)
+    if bad.any() and not scored and summary["status"][bad].str.startswith(BAD_INPUT).all():
+        # nothing scored and every reason was the input: bad input, as for one table (exit 2)
         first = summary[bad].iloc[0]
         raise InputError(f"no entity scored (the summary: {out}/summary.csv); {first['entity']}: {first['status']}")
     waiting = int((summary["status"] == NO_DATA).sum())
