@@ -897,6 +897,14 @@ class MSCRED:
             frame = pd.concat([frame, pd.DataFrame(per_sensor, columns=names)], axis=1)
         return frame
 
+    def events(self, X, context=None) -> pd.DataFrame:
+        """The anomalies ``detect`` finds in X as events, one row per run of flagged rows: start, end (timestamps or
+        row numbers, the last row included), rows, peak_score and peak_at, the root causes ranked by the votes of its
+        rows (top ``top_k``), and the scales that flagged it (``mscred.events.events_table``)."""
+        from mscred.events import events_table
+
+        return events_table(self.detect(X, context), top_k=self.config_.score.top_k)
+
     # ----------------------------------------------------------------------------------------------- save/load
     def save(self, directory: str | os.PathLike) -> Path:
         """Write ``config.json`` + ``model.safetensors`` into ``directory`` atomically (all or nothing). An existing

@@ -79,7 +79,7 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
     there is one) and write ``out``; returns the summary (``COLUMNS``). Entities with a model and no table are
     listed as ``no new data``; a table without a model, or bad input, as ``bad input: ...``."""
     from mscred.atomic import atomic_path, check_replaceable_dir
-    from mscred.cli.detect import intervals
+    from mscred.metrics import events as runs
     from mscred.data.io import load_table, write_table
     from mscred.detector import MSCRED
 
@@ -117,7 +117,7 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                     write_table(frame, tmp / SCORES / f"{name}.csv")
                     row.update(status="ok", rows=len(frame), context_rows=used,
                                scored=int((model.window_of_row(used + len(frame))[used:] >= 0).sum()),
-                               anomalous=int(flags.sum()), intervals=len(intervals(flags)),
+                               anomalous=int(flags.sum()), intervals=len(runs(flags)),
                                threshold=float(model.threshold_))
             rows.append(row)
             if echo is not None:

@@ -10,15 +10,6 @@ from mscred.cli.params import NamedPath, encoding_option
 from mscred.config import MISSING_POLICIES
 
 
-def intervals(flags) -> list[tuple[int, int]]:
-    """Runs of consecutive 1s in a 0/1 sequence as (start, end) positions, end exclusive."""
-    import numpy as np
-
-    flags = np.asarray(flags, dtype=np.int8)
-    edges = np.diff(np.concatenate([[0], flags, [0]]))
-    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist()))
-
-
 @click.command()
 @click.argument("model_dir", type=NamedPath(file_okay=False, hint="give the model's folder"))
 @click.argument("data", type=NamedPath(dir_okay=False))
@@ -33,8 +24,11 @@ def intervals(flags) -> list[tuple[int, int]]:
               help="Also a column score_<sensor> per sensor on every row: what the root causes are ranked by (under "
                    "the default z_sensor score each sensor's standardised residual, score being the largest); empty "
                    "where no window covers the row.")
+@click.option("--events", type=NamedPath(dir_okay=False), default=None,
+              help="Also write the anomalies as events, one row per run of flagged rows (start, end, rows, "
+                   "peak_score, peak_at, root_causes ranked by the votes of its rows, scales), CSV or Parquet.")
 @encoding_option
-def detect(model_dir, data, out, device, missing, encoding, context, sensor_scores) -> None:
+def detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
@@ -48,9 +42,16 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     from mscred.detector import MSCRED
 
     from mscred.data.context import seam_note
+    from mscred.events import events_table
+    from mscred.metrics import events as runs
     from mscred.errors import InputError
 
-    check_writable_table(out, inputs=[data] + ([context] if context else []))
+    inputs = [data] + ([context] if context else [])
+    check_writable_table(out, inputs=inputs)
+    if events is not None:
+        if Path(events).resolve() == Path(out).resolve():
+            raise InputError(f"{events}: --events is --out; give the events another name")
+        check_writable_table(events, inputs=inputs)
     if context and Path(context).resolve() == Path(data).resolve():
         raise InputError(f"{context}: --context is DATA itself; give the file of the rows before DATA")
     model = MSCRED.load(model_dir, device=device)
@@ -69,7 +70,10 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
         frame["filled"] = table.gaps.sum(axis=1)
     with atomic_path(out) as tmp:
         write_table(frame, tmp)
-    found = intervals(frame["is_anomaly"].to_numpy())
+    found = runs(frame["is_anomaly"].to_numpy())
+    if events is not None:
+        with atomic_path(events) as tmp:
+            write_table(events_table(frame, top_k=model.config_.score.top_k), tmp)
     # Rows no window covers (before the first full window, a few after the last segment) score 0: said, since
     # "scored 1500 rows" read as if every row had been judged.
     used = model.context_rows(len(before.values), len(frame)) if before is not None else 0
@@ -78,4 +82,4 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     after = f" after {used} rows of context" if before is not None else ""
     click.echo(f"scored {len(frame) - uncovered} of {len(frame)} rows{after}{unscored}: "
                f"{int(frame['is_anomaly'].sum())} anomalous in {len(found)} interval(s) (threshold "
-               f"{model.threshold_:.4g}); wrote {out}")
+               f"{model.threshold_:.4g}); wrote {out}" + (f" and {events}" if events is not None else ""))
