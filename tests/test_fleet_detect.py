@@ -65,6 +65,13 @@ def test_each_entity_is_scored_by_its_own_model(fleet, folders, tmp_path, capsys
         np.testing.assert_array_equal(written["is_anomaly"], expect["is_anomaly"])
         assert summary.loc[k, "rows"] == summary.loc[k, "scored"] == 200 and summary.loc[k, "context_rows"] == 90
         assert summary.loc[k, "anomalous"] == expect["is_anomaly"].sum()
+    alarms = pd.read_csv(tmp_path / "s" / "events.csv", keep_default_na=False)
+    assert list(alarms.columns)[:3] == ["entity", "start", "end"]
+    for k in range(2):
+        before, after = frames(k)
+        own = MSCRED.load(fleet / "models" / f"pump_{k}", device="cpu").events(after, context=before)
+        mine = alarms[alarms["entity"] == f"pump_{k}"]
+        assert mine["start"].tolist() == own["start"].tolist() and mine["rows"].tolist() == own["rows"].tolist()
     # a second run replaces the folder this command wrote
     code, out, err = run_cli(capsys, "fleet-detect", fleet, new, "--out", tmp_path / "s", "--device", "cpu",
                              "--quiet")

@@ -5,9 +5,10 @@ tables named as the entities (``<entity>.csv``, ``.parquet``, ``.npy``); each is
 optionally after the rows of the same entity's previous file (``context``: every row scored, as ``detect
 --context``). One `mscred detect` per entity would start Python and torch again for each, seconds apiece.
 
-The output folder holds ``scores/<entity>.csv`` (a SCORES table, as `detect` writes) per scored entity and
-``summary.csv`` (a row per entity: status, rows, rows scored, anomalous rows, intervals, threshold, context rows used),
-written as a whole, atomically.
+The output folder holds ``scores/<entity>.csv`` (a SCORES table, as `detect` writes) per scored entity,
+``summary.csv`` (a row per entity: status, rows, rows scored, anomalous rows, intervals, threshold, context rows used)
+and ``events.csv``, the fleet's alarm list (``mscred.events``: a row per anomaly, with its entity), written as a whole,
+atomically.
 An entity whose data is bad input gets its reason in the summary and no scores file; the others are scored.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pandas as pd
 from mscred.errors import InputError
 from mscred.fleet import BAD_INPUT, TABLE_SUFFIXES, safe_name
 
-SUMMARY, SCORES = "summary.csv", "scores"
+SUMMARY, SCORES, EVENTS = "summary.csv", "scores", "events.csv"
 COLUMNS = ["entity", "status", "rows", "scored", "anomalous", "intervals", "threshold", "context_rows"]
 NO_DATA = "no new data"
 
@@ -69,7 +70,7 @@ def owned_names(out: Path) -> set[str]:
             ours = handle.readline().strip() == ",".join(COLUMNS)
     except OSError:
         return set()
-    return {SUMMARY, SCORES} if ours else set()
+    return {SUMMARY, SCORES, EVENTS} if ours else set()
 
 
 def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False, device: str = "auto",
@@ -82,6 +83,8 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
     from mscred.metrics import events as runs
     from mscred.data.io import load_table, write_table
     from mscred.detector import MSCRED
+    from mscred.events import COLUMNS as EVENT_COLUMNS
+    from mscred.events import events_table
 
     out = Path(out)
     check_replaceable_dir(out, owned_names(out), "mscred fleet-detect scores")
@@ -89,7 +92,7 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
     before = data_files(context, "context") if context is not None else {}
     if not tables:
         raise InputError(f"{data}: no table found (CSV, Parquet or .npy files named as the entities)")
-    rows = []
+    rows, alarms = [], []
     with atomic_path(out, owned=owned_names(out), what="mscred fleet-detect scores") as tmp:
         (tmp / SCORES).mkdir(parents=True)
         for name in sorted(set(models) | set(tables)):
@@ -115,6 +118,7 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                     used = model.context_rows(len(ctx.values), len(frame)) if ctx is not None else 0
                     flags = frame["is_anomaly"].to_numpy()
                     write_table(frame, tmp / SCORES / f"{name}.csv")
+                    alarms.append(events_table(frame, top_k=model.config_.score.top_k).assign(entity=name))
                     row.update(status="ok", rows=len(frame), context_rows=used,
                                scored=int((model.window_of_row(used + len(frame))[used:] >= 0).sum()),
                                anomalous=int(flags.sum()), intervals=len(runs(flags)),
@@ -126,6 +130,8 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
         for column in ("rows", "scored", "anomalous", "intervals", "context_rows"):
             summary[column] = summary[column].astype("Int64")
         summary.to_csv(tmp / SUMMARY, index=False)
+        alarms = pd.concat(alarms, ignore_index=True) if alarms else pd.DataFrame(columns=["entity"] + EVENT_COLUMNS)
+        alarms[["entity"] + EVENT_COLUMNS].to_csv(tmp / EVENTS, index=False)
     return summary
 
 
