@@ -316,3 +316,36 @@ def test_context_of_other_timestamp_types(tmp_path, capsys, model_dir):
         if found:
             findings.append(f"case {case} ({kind}): {found}")
     assert not findings, "\n".join(findings)
+
+
+def test_mutated_tables_through_fleet_detect(tmp_path, capsys, model_dir):
+    """A fleet of two entities whose new tables are mutated: each entity is scored or gets its reason in the
+    summary (exit 0 or 1), or none is scored (exit 2, one line); never a traceback."""
+    import shutil
+
+    rng = random.Random(77)
+    fleet = tmp_path / "fleet" / "models"
+    for name in ("a", "b"):
+        shutil.copytree(model_dir, fleet / name)
+    good = sensor_frame(ROWS, N).to_csv(index=False)
+    findings = []
+    for case in range(30):
+        new = tmp_path / f"new{case}"
+        new.mkdir()
+        edits = {}
+        for name in ("a", "b"):
+            text, edits[name] = _mutated_csv(good, rng)
+            _write_csv(new / f"{name}.csv", text, rng)
+        try:
+            code, _, err = run_cli(capsys, "fleet-detect", tmp_path / "fleet", new, "--out", tmp_path / f"s{case}",
+                                   "--device", "cpu", "--quiet")
+        except (SystemExit, Exception) as exc:  # noqa: BLE001 - anything escaping main is a finding
+            code, err = f"{type(exc).__name__}: {exc}", capsys.readouterr().err
+        lines = err.splitlines()
+        kept = code in (0, 1) and not lines or code == 2 and len(lines) == 1 and lines[0].startswith("mscred: error:")
+        if not kept or "Traceback" in err:
+            findings.append(f"case {case} ({edits}): exit {code}: {err[-800:]}")
+        summary = tmp_path / f"s{case}" / "summary.csv"
+        if code in (0, 1) and not summary.exists():
+            findings.append(f"case {case}: exit {code} without a summary")
+    assert not findings, "\n".join(findings)
