@@ -131,7 +131,8 @@ def test_cli_calibrate(model_dir, tmp_path, capsys, noisier):
     assert code == 0, err
     expect = MSCRED.load(model_dir, device="cpu").calibrate(noisier, threshold="percentile", percentile=95.0)
     assert out.startswith(f"calibrated on {expect.calibration_windows_['windows']} windows of {data}; score z_sensor;")
-    assert f"({expect.calibration_windows_['flagged_before']} before); wrote {tmp_path / 'm2'}" in out
+    assert (f"the old one flagged {expect.calibration_windows_['flagged_before']}; wrote {tmp_path / 'm2'}"
+            in out)
     saved = json.loads((tmp_path / "m2" / "config.json").read_text())
     assert saved["calibration"]["threshold"] == pytest.approx(expect.threshold_, rel=1e-12)
     assert saved["config"]["score"]["threshold"] == "percentile"

@@ -65,6 +65,7 @@ def calibrate(model_dir, data, out, method, theta, threshold, beta, percentile, 
     model.save(out)
     done, score = model.calibration_windows_, score_text(model.theta_, model.config_.score.method)
     excluded = f" ({done['excluded']} over rows labelled 1 left out)" if done["excluded"] else ""
+    # (flagged counts of each calibration on its own scores: the z_sensor statistics are refitted with the threshold)
     click.echo(f"calibrated on {done['windows']} windows of {data}{excluded}; {score}; threshold "
-               f"{done['threshold_before']:.4g} -> {done['threshold_after']:.4g} ({rule}), which flags "
-               f"{done['flagged_after']} of them ({done['flagged_before']} before); wrote {out}")
+               f"{done['threshold_before']:.4g} -> {done['threshold_after']:.4g} ({rule}); the new calibration flags "
+               f"{done['flagged_after']} of them, the old one flagged {done['flagged_before']}; wrote {out}")
