@@ -80,7 +80,6 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
     there is one) and write ``out``; returns the summary (``COLUMNS``). Entities with a model and no table are
     listed as ``no new data``; a table without a model, or bad input, as ``bad input: ...``."""
     from mscred.atomic import atomic_path, check_replaceable_dir
-    from mscred.metrics import events as runs
     from mscred.data.io import load_table, write_table
     from mscred.detector import MSCRED
     from mscred.events import COLUMNS as EVENT_COLUMNS
@@ -116,12 +115,13 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                     row["status"] = f"error: {type(err).__name__}: {err}"
                 else:
                     used = model.context_rows(len(ctx.values), len(frame)) if ctx is not None else 0
-                    flags = frame["is_anomaly"].to_numpy()
                     write_table(frame, tmp / SCORES / f"{name}.csv")
-                    alarms.append(events_table(frame, top_k=model.config_.score.top_k).assign(entity=name))
+                    found = events_table(frame, top_k=model.config_.score.top_k)
+                    if len(found):   # (concatenating empty frames is deprecated in pandas)
+                        alarms.append(found.assign(entity=name))
                     row.update(status="ok", rows=len(frame), context_rows=used,
                                scored=int((model.window_of_row(used + len(frame))[used:] >= 0).sum()),
-                               anomalous=int(flags.sum()), intervals=len(runs(flags)),
+                               anomalous=int(frame["is_anomaly"].sum()), intervals=len(found),
                                threshold=float(model.threshold_))
             rows.append(row)
             if echo is not None:
