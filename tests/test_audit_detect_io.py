@@ -300,6 +300,7 @@ def test_train_notes_a_gap_in_time_too(tmp_path, capsys):
     assert code == 0, err
     notes = [line for line in err.splitlines() if "time jumps" in line]
     assert len(notes) == 1 and notes[0].startswith("note: ") and "row 121" in notes[0], err
+    assert notes[0].endswith("split the table before row 121 and give both parts as DATA"), notes[0]
 
 
 # ------------------------------------------------------------------------------------------------ label column

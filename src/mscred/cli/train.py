@@ -54,18 +54,22 @@ def report_filled(table) -> None:
                    f"{len(counts)} sensor(s): {shown}", err=True)
 
 
-def report_time_gap(table) -> None:
+def report_time_gap(table, training: bool = False) -> None:
     """One ``note:`` line on stderr where one time step is more than 10 usual ones (``Table.time_gap``: a stop of
     the plant, a historian outage): the windows count rows, not time, so a window over the gap joins its two sides
     as if they were adjacent, at train as at detect. Before it, one where date text such as 01/02/2024 read
-    increasing both day and month first (``Table.time_note``: which way it was read)."""
+    increasing both day and month first (``Table.time_note``: which way it was read). ``training``: the note says
+    how to keep the training windows off the gap (the table split there, given as parts)."""
     note = getattr(table, "time_note", None)
     if note:
         click.echo(f"note: {note}", err=True)
     gap = table.time_gap
     if gap is not None:
+        split = (f"; to train on no window over it, split the table before row {gap[0]} and give both parts as DATA"
+                 if training else "")
         click.echo(f"note: {table.source}: the time jumps by {gap[1]} at row {gap[0]} (the usual step is {gap[2]}); "
-                   "windows count rows, not time, so the windows over a gap join the rows on both sides", err=True)
+                   f"windows count rows, not time, so the windows over a gap join the rows on both sides{split}",
+                   err=True)
 
 
 def report_constant(table) -> None:
@@ -284,7 +288,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
              for path in data]
     for part in parts:
         report_filled(part)
-        report_time_gap(part)
+        report_time_gap(part, training=True)
     parts = parts[:1] + [in_order_of(parts[0], part) for part in parts[1:]]   # (other sensors: refused here)
     table = parts[0] if len(parts) == 1 else joined(parts)   # (what a sensor does over all the parts)
     report_constant(table)
