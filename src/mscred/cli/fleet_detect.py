@@ -11,7 +11,7 @@ from mscred.config import MISSING_POLICIES
 @click.argument("fleet", type=NamedPath(file_okay=False, hint="give the folder `mscred fleet --out` wrote"))
 @click.argument("data", type=NamedPath(file_okay=False, hint="give the folder of the entities' new tables"))
 @click.option("--out", "out", required=True, type=NamedPath(file_okay=False, hint="give the scores a folder name"),
-              help="Output folder: scores/<entity>.csv and summary.csv.")
+              help="Output folder: scores/<entity>.csv, summary.csv and events.csv (the fleet's alarm list).")
 @click.option("--context", type=NamedPath(file_okay=False), default=None,
               help="A folder of the entities' previous tables (same names): each entity's is put before its new "
                    "table, so that every row is scored (as detect --context).")
