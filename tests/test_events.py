@@ -1,6 +1,8 @@
 """Detected anomalies as events (``mscred.events``, ``MSCRED.events``, ``mscred detect --events``)."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -52,6 +54,11 @@ def test_model_events_and_the_cli(model_dir, tmp_path, capsys):
     written = pd.read_csv(tmp_path / "events.csv", keep_default_na=False)
     assert written["start"].tolist() == events["start"].tolist()
     assert written["root_causes"].tolist() == events["root_causes"].tolist()
+    code, out, err = run_cli(capsys, "detect", model_dir, path, "--out", tmp_path / "s.csv", "--json")
+    summary = json.loads(out)
+    assert summary == {"rows": 300, "scored": 210, "anomalous": int(flags.sum()), "intervals": len(events),
+                       "threshold": model.threshold_, "context_rows": 0, "out": str(tmp_path / "s.csv"),
+                       "events": None}
     bad_input(capsys, "detect", model_dir, path, "--out", tmp_path / "s2.csv", "--events", tmp_path / "s2.csv",
               names=["--events is --out"])
     bad_input(capsys, "detect", model_dir, path, "--out", tmp_path / "s3.csv", "--events", tmp_path / "e.json",

@@ -27,8 +27,11 @@ from mscred.config import MISSING_POLICIES
 @click.option("--events", type=NamedPath(dir_okay=False), default=None,
               help="Also write the anomalies as events, one row per run of flagged rows (start, end, rows, "
                    "peak_score, peak_at, root_causes ranked by the votes of its rows, scales), CSV or Parquet.")
+@click.option("--json", "as_json", is_flag=True,
+              help="The summary as one JSON object on stdout (rows, scored, anomalous, intervals, threshold, "
+                   "context_rows, out, events), for scripts.")
 @encoding_option
-def detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events) -> None:
+def detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
@@ -38,13 +41,12 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     """
     from mscred.atomic import atomic_path
     from mscred.cli.train import report_filled, report_time_gap
+    from mscred.data.context import seam_note
     from mscred.data.io import check_writable_table, load_table, write_table
     from mscred.detector import MSCRED
-
-    from mscred.data.context import seam_note
+    from mscred.errors import InputError
     from mscred.events import events_table
     from mscred.metrics import events as runs
-    from mscred.errors import InputError
 
     inputs = [data] + ([context] if context else [])
     check_writable_table(out, inputs=inputs)
@@ -78,6 +80,14 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     # "scored 1500 rows" read as if every row had been judged.
     used = model.context_rows(len(before.values), len(frame)) if before is not None else 0
     uncovered = int((model.window_of_row(used + len(frame))[used:] < 0).sum())
+    if as_json:
+        import json
+
+        click.echo(json.dumps({"rows": len(frame), "scored": len(frame) - uncovered,
+                               "anomalous": int(frame["is_anomaly"].sum()), "intervals": len(found),
+                               "threshold": float(model.threshold_), "context_rows": used, "out": str(out),
+                               "events": None if events is None else str(events)}))
+        return
     unscored = f" ({uncovered} before the first full window or after the last segment score 0)" if uncovered else ""
     after = f" after {used} rows of context" if before is not None else ""
     click.echo(f"scored {len(frame) - uncovered} of {len(frame)} rows{after}{unscored}: "
