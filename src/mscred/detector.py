@@ -433,9 +433,7 @@ class MSCRED:
         difference = sensor_difference(self.sensors_, names)
         if difference:
             raise InputError(f"{table.source}: other sensors than the model was trained on: {difference}")
-        order = [names.index(s) for s in self.sensors_]
-        return dataclasses.replace(table, values=table.values[:, order], sensors=list(self.sensors_),
-                                   gaps=None if table.gaps is None else table.gaps[:, order])
+        return table.in_order(self.sensors_)
 
     def _segments(self, values: np.ndarray) -> np.ndarray:
         from mscred.signature import signature_matrices

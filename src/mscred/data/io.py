@@ -9,6 +9,7 @@ from __future__ import annotations
 import calendar
 import codecs
 import csv
+import dataclasses
 import functools
 import os
 import re
@@ -77,6 +78,15 @@ class Table:
     positional: bool = False
     time_gap: Optional[tuple[int, str, str]] = None
     time_note: Optional[str] = None
+
+    def in_order(self, sensors: Sequence[str]) -> "Table":
+        """The table with its columns (values, and where they were filled) in the order of ``sensors``, the same
+        names as its own in any order (the caller has checked that)."""
+        if list(sensors) == list(self.sensors):
+            return self
+        order = [self.sensors.index(s) for s in sensors]
+        return dataclasses.replace(self, values=self.values[:, order], sensors=list(sensors),
+                                   gaps=None if self.gaps is None else self.gaps[:, order])
 
     def frame(self, with_label: bool = True) -> pd.DataFrame:
         """The table as a DataFrame (sensor columns, plus ``label`` when present), indexed by ``index``."""

@@ -8,7 +8,6 @@ them (for the notes, the normalisation, the checkpoint record) and the windows' 
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Sequence
 
 import numpy as np
@@ -41,9 +40,7 @@ def in_order_of(first: Table, table: Table) -> Table:
     if difference:
         raise InputError(f"{table.source}: other sensors than {first.source}, the first part of the training data: "
                          f"{difference}")
-    order = [table.sensors.index(s) for s in first.sensors]
-    return dataclasses.replace(table, values=table.values[:, order], sensors=list(first.sensors),
-                               gaps=None if table.gaps is None else table.gaps[:, order])
+    return table.in_order(first.sensors)
 
 
 def describe(parts: Sequence[Table], shown: int = 3) -> str:
