@@ -89,22 +89,15 @@ def read_frame(path: str | os.PathLike, events_ok: bool = False, encoding: Optio
     return df
 
 
-def _numeric(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
+def _numeric(df: pd.DataFrame, col: str, source: str, allow_empty: bool = False) -> np.ndarray:
+    """A column of finite numbers; with ``allow_empty``, empty cells read as NaN (rows no window covers, in the
+    score_<sensor> columns). Text or infinities are refused, naming the row."""
     values = io.coerce_float64(df[col])
-    bad = np.flatnonzero(~np.isfinite(values))
+    empty = df[col].isna().to_numpy() if allow_empty else np.zeros(len(values), dtype=bool)
+    bad = np.flatnonzero(~np.isfinite(values) & ~empty)
     if len(bad):
         raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: value {io.short_repr(df[col].iloc[bad[0]])} is not a "
-                         "finite number")
-    return values
-
-
-def _numeric_or_empty(df: pd.DataFrame, col: str, source: str) -> np.ndarray:
-    """A column of numbers whose empty cells (rows no window covers) read as NaN; text or infinities are refused."""
-    values = io.coerce_float64(df[col])
-    bad = np.flatnonzero(np.isinf(values) | (np.isnan(values) & df[col].notna().to_numpy()))
-    if len(bad):
-        raise InputError(f"{source}: column '{col}' row {bad[0] + 1}: value {io.short_repr(df[col].iloc[bad[0]])} is "
-                         "not a finite number or empty")
+                         f"finite number{' or empty' if allow_empty else ''}")
     return values
 
 
@@ -144,7 +137,7 @@ def read_scores(path: str | os.PathLike) -> Scores:
         index = np.arange(len(df))
     causes = [split_names(c) for c in df["root_causes"]] if "root_causes" in df.columns else [[]] * len(df)
     columns = [c for c in df.columns if str(c).startswith(SENSOR_SCORE_PREFIX)]
-    per_sensor = np.stack([_numeric_or_empty(df, c, source) for c in columns], axis=1) if columns else None
+    per_sensor = np.stack([_numeric(df, c, source, allow_empty=True) for c in columns], axis=1) if columns else None
     return Scores(index=index, score=_numeric(df, "score", source), is_anomaly=_zero_one(df, "is_anomaly", source),
                   root_causes=causes, has_timestamp=has_ts, source=source, sensor_scores=per_sensor,
                   scored_sensors=[str(c)[len(SENSOR_SCORE_PREFIX):] for c in columns])
