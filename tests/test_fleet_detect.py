@@ -113,3 +113,41 @@ def test_refusals(fleet, tmp_path, capsys):
     empty.mkdir()
     bad_input(capsys, "fleet-detect", fleet, empty, "--out", tmp_path / "s4", names=["no table found"])
     assert not (tmp_path / "s2").exists() and not (tmp_path / "s4").exists()
+
+
+def test_report_page(fleet, folders, tmp_path, capsys):
+    """--report: report.html with the entities (most anomalous rows first), the fleet's alarms (each events.csv
+    row) and the scores of the alarming entities, offline."""
+    pytest.importorskip("matplotlib", reason="the report needs matplotlib (extra 'report')")
+    pytest.importorskip("pyarrow", reason="one entity's table is Parquet (extra 'parquet')")
+    new, old = folders
+    code, out, err = run_cli(capsys, "fleet-detect", fleet, new, "--out", tmp_path / "s", "--context", old,
+                             "--report", "--quiet", "--device", "cpu")
+    assert code == 0, err
+    page = (tmp_path / "s" / "report.html").read_text()
+    assert "<script" not in page.lower() and "<link" not in page.lower()
+    for section in ("sec-entities", "sec-alarms", "sec-scores"):
+        assert f'id="{section}"' in page
+    summary = pd.read_csv(tmp_path / "s" / "summary.csv")
+    entities = page[page.index('<table id="entities"'):page.index("</table>")]
+    shown = [line.split("</td>")[0] for line in entities.split("<tr><td>")[1:]]
+    expect = summary.assign(a=summary["anomalous"].fillna(-1)).sort_values(["a", "entity"], ascending=[False, True])
+    assert shown == expect["entity"].tolist()
+    alarms = pd.read_csv(tmp_path / "s" / "events.csv")
+    listed = page[page.index('<table id="alarms"'):]
+    assert listed[:listed.index("</table>")].count("<tr>") == len(alarms) + 1
+    assert page.count("<img") == 1 and 'alt="scores"' in page
+    assert not (tmp_path / "plain").exists()
+    code, out, err = run_cli(capsys, "fleet-detect", fleet, new, "--out", tmp_path / "plain", "--quiet")
+    assert code == 0 and not (tmp_path / "plain" / "report.html").exists()
+
+
+def test_most_anomalous_keeps_the_entities_with_the_most_flagged_rows():
+    from mscred.fleet_report import MostAnomalous
+
+    kept = MostAnomalous(keep=2)
+    for name, flagged in (("a", 3), ("b", 0), ("c", 7), ("d", 5), ("e", 5)):
+        frame = pd.DataFrame({"row": range(10), "score": np.arange(10.0), "is_anomaly": [1] * flagged
+                              + [0] * (10 - flagged)})
+        kept.offer(name, frame, 1.0)
+    assert [name for name, _, _ in kept.ranked()] == ["c", "d"]   # (ties: by name, as ranked)

@@ -7,8 +7,8 @@ optionally after the rows of the same entity's previous file (``context``: every
 
 The output folder holds ``scores/<entity>.csv`` (a SCORES table, as `detect` writes) per scored entity,
 ``summary.csv`` (a row per entity: status, rows, rows scored, anomalous rows, intervals, threshold, context rows used)
-and ``events.csv``, the fleet's alarm list (``mscred.events``: a row per anomaly, with its entity), written as a whole,
-atomically.
+``events.csv``, the fleet's alarm list (``mscred.events``: a row per anomaly, with its entity), and with ``report``
+``report.html`` (``mscred.fleet_report``), written as a whole, atomically.
 An entity whose data is bad input gets its reason in the summary and no scores file; the others are scored.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pandas as pd
 from mscred.errors import InputError
 from mscred.fleet import BAD_INPUT, TABLE_SUFFIXES, safe_name
 
-SUMMARY, SCORES, EVENTS = "summary.csv", "scores", "events.csv"
+SUMMARY, SCORES, EVENTS, REPORT = "summary.csv", "scores", "events.csv", "report.html"
 COLUMNS = ["entity", "status", "rows", "scored", "anomalous", "intervals", "threshold", "context_rows"]
 NO_DATA = "no new data"
 
@@ -70,11 +70,11 @@ def owned_names(out: Path) -> set[str]:
             ours = handle.readline().strip() == ",".join(COLUMNS)
     except OSError:
         return set()
-    return {SUMMARY, SCORES, EVENTS} if ours else set()
+    return {SUMMARY, SCORES, EVENTS, REPORT} if ours else set()
 
 
 def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False, device: str = "auto",
-                 missing: Optional[str] = None, encoding: Optional[str] = None,
+                 missing: Optional[str] = None, encoding: Optional[str] = None, report: bool = False,
                  echo: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
     """Score every entity's table in ``data`` with its model of ``fleet`` (after its table in ``context``, when
     there is one) and write ``out``; returns the summary (``COLUMNS``). Entities with a model and no table are
@@ -92,6 +92,10 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
     if not tables:
         raise InputError(f"{data}: no table found (CSV, Parquet or .npy files named as the entities)")
     rows, alarms = [], []
+    if report:
+        from mscred.fleet_report import MostAnomalous, write_fleet_report
+
+        plots = MostAnomalous()
     with atomic_path(out, owned=owned_names(out), what="mscred fleet-detect scores") as tmp:
         (tmp / SCORES).mkdir(parents=True)
         for name in sorted(set(models) | set(tables)):
@@ -119,6 +123,8 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                     found = events_table(frame, top_k=model.config_.score.top_k)
                     if len(found):   # (concatenating empty frames is deprecated in pandas)
                         alarms.append(found.assign(entity=name))
+                    if report:
+                        plots.offer(name, frame, float(model.threshold_))
                     row.update(status="ok", rows=len(frame), context_rows=used,
                                scored=int((model.window_of_row(used + len(frame))[used:] >= 0).sum()),
                                anomalous=int(frame["is_anomaly"].sum()), intervals=len(found),
@@ -131,7 +137,10 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
             summary[column] = summary[column].astype("Int64")
         summary.to_csv(tmp / SUMMARY, index=False)
         alarms = pd.concat(alarms, ignore_index=True) if alarms else pd.DataFrame(columns=["entity"] + EVENT_COLUMNS)
-        alarms[["entity"] + EVENT_COLUMNS].to_csv(tmp / EVENTS, index=False)
+        alarms = alarms[["entity"] + EVENT_COLUMNS]
+        alarms.to_csv(tmp / EVENTS, index=False)
+        if report:
+            write_fleet_report(tmp / REPORT, summary, alarms, plots, source=f"models {fleet}, data {data}")
     return summary
 
 

@@ -11,7 +11,8 @@ from mscred.config import MISSING_POLICIES
 @click.argument("fleet", type=NamedPath(file_okay=False, hint="give the folder `mscred fleet --out` wrote"))
 @click.argument("data", type=NamedPath(file_okay=False, hint="give the folder of the entities' new tables"))
 @click.option("--out", "out", required=True, type=NamedPath(file_okay=False, hint="give the scores a folder name"),
-              help="Output folder: scores/<entity>.csv, summary.csv and events.csv (the fleet's alarm list).")
+              help="Output folder: scores/<entity>.csv, summary.csv, events.csv (the fleet's alarm list) and, with "
+                   "--report, report.html.")
 @click.option("--context", type=NamedPath(file_okay=False), default=None,
               help="A folder of the entities' previous tables (same names): each entity's is put before its new "
                    "table, so that every row is scored (as detect --context).")
@@ -19,9 +20,12 @@ from mscred.config import MISSING_POLICIES
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="Missing (NaN) sensor values: 'error' or 'interpolate' [each model's setting].")
+@click.option("--report", is_flag=True,
+              help="Also write DIR/report.html: the entities, the fleet's alarms and the scores of the entities with "
+                   "the most anomalous rows (needs pip install 'mscred[report]').")
 @click.option("--quiet", is_flag=True, help="No line per entity.")
 @encoding_option
-def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, quiet, encoding) -> None:
+def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, report, quiet, encoding) -> None:
     """Score DATA, a folder of one table per entity (<entity>.csv, .parquet or .npy), each with the model of its
     name in FLEET (the folder `mscred fleet` wrote, or a folder of model folders), into --out.
 
@@ -32,9 +36,13 @@ def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, quie
     from mscred.fleet import BAD_INPUT
     from mscred.fleet_detect import NO_DATA, detect_fleet, failed
 
+    if report:   # before any work
+        from mscred.report import require_matplotlib
+
+        require_matplotlib("leave out --report")
     echo = None if quiet else (lambda line: click.echo(line, err=True))
     summary = detect_fleet(fleet, data, out, context, sensor_scores=sensor_scores, device=device, missing=missing,
-                           encoding=encoding, echo=echo)
+                           encoding=encoding, report=report, echo=echo)
     bad = failed(summary)
     scored = int((summary["status"] == "ok").sum())
     if bad.any() and not scored and summary["status"][bad].str.startswith(BAD_INPUT).all():
