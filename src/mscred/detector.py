@@ -732,11 +732,12 @@ class MSCRED:
             "flagged_after": int((after > calibration.threshold).sum())}
         return self
 
-    def window_of_row(self, length: int) -> np.ndarray:
+    def window_of_row(self, length: int, context_rows: int = 0) -> np.ndarray:
         """(length,) int: the window whose score each row of a series of ``length`` rows gets, -1 for the rows no
-        window covers (before the first full window, after the last segment), which score 0."""
+        window covers (before the first full window, after the last segment), which score 0. ``context_rows``: the
+        rows put before it (``context_rows()``), whose windows count from the context's first row."""
         sig = self._settings().signature
-        return timestamp_windows(length, sig.windows, sig.gap, sig.steps)
+        return timestamp_windows(context_rows + length, sig.windows, sig.gap, sig.steps)[context_rows:]
 
     def context_rows(self, available: int, length: int) -> int:
         """How many of ``available`` rows of context ``detect(X, context=...)`` puts before the ``length`` rows of X:
@@ -797,7 +798,7 @@ class MSCRED:
             raise InputError(f"{table.source}: {len(ordered.values)} rows after {len(before.values)} of its context "
                              f"{before.source} are too few to score; need at least {self.min_rows} together")
         values = continued(before, ordered, rows)
-        return table, self._score_rows(values), self.window_of_row(len(values))[rows:]
+        return table, self._score_rows(values), self.window_of_row(len(ordered.values), rows)
 
     def _score_rows(self, values: np.ndarray) -> WindowResult:
         """Every window of ``values`` (T, n) scored, a bounded number of segments at a time: the signature

@@ -126,7 +126,7 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                     if report:
                         plots.offer(name, frame, float(model.threshold_))
                     row.update(status="ok", rows=len(frame), context_rows=used,
-                               scored=int((model.window_of_row(used + len(frame))[used:] >= 0).sum()),
+                               scored=int((model.window_of_row(len(frame), used) >= 0).sum()),
                                anomalous=int(frame["is_anomaly"].sum()), intervals=len(found),
                                threshold=float(model.threshold_))
             rows.append(row)

@@ -79,7 +79,7 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     # Rows no window covers (before the first full window, a few after the last segment) score 0: said, since
     # "scored 1500 rows" read as if every row had been judged.
     used = model.context_rows(len(before.values), len(frame)) if before is not None else 0
-    uncovered = int((model.window_of_row(used + len(frame))[used:] < 0).sum())
+    uncovered = int((model.window_of_row(len(frame), used) < 0).sum())
     if as_json:
         import json
 
