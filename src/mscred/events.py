@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from mscred.evaluation import split_names
 from mscred.metrics import events as runs
 from mscred.metrics import rank_event_causes
 
@@ -20,8 +21,8 @@ def events_table(scores: pd.DataFrame, top_k: int = 3) -> pd.DataFrame:
     score = scores["score"].to_numpy()
     rows = []
     for a, b in runs(scores["is_anomaly"].to_numpy()).tolist():
-        causes = [[name for name in str(cell).split(";") if name] for cell in scores["root_causes"].iloc[a:b]]
-        lit = sorted({int(w) for cell in scores["scales"].iloc[a:b] for w in str(cell).split(";") if w})
+        causes = [split_names(cell) for cell in scores["root_causes"].iloc[a:b]]
+        lit = sorted({int(w) for cell in scores["scales"].iloc[a:b] for w in split_names(cell)})
         peak = a + int(np.argmax(score[a:b]))
         rows.append({"start": index[a], "end": index[b - 1], "rows": b - a, "peak_score": float(score[peak]),
                      "peak_at": index[peak], "root_causes": ";".join(rank_event_causes(causes)[:top_k]),
