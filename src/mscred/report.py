@@ -180,7 +180,7 @@ def sensor_score_figure(scores: Scores, truth, pred, k: int = SENSOR_ROWS) -> tu
     strip.set_yticks([])
     strip.set_ylabel("events", rotation=0, ha="right", fontsize=8)
     shown = np.ma.masked_invalid(values[:, order].T)
-    top = float(np.nanmax(values[:, order])) if np.isfinite(values[:, order]).any() else 1.0
+    top = float(peak[order[0]]) if np.isfinite(peak[order[0]]) else 1.0   # (order: the largest peak first)
     cmap = plt.get_cmap("magma_r").with_extremes(bad="white")
     image = ax.imshow(shown, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0.0, vmax=max(top, 1e-12),
                       extent=(edges[0], edges[-1], len(order), 0))
