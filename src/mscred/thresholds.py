@@ -11,6 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 METHODS = ("beta_max", "percentile", "pot")
+# The ScoreConfig setting each rule reads ("spot": evaluate's streaming POT): an option given for another rule
+# would change nothing, so the CLI refuses it (evaluate, calibrate).
+READ_BY = {"beta": ("beta_max",), "percentile": ("percentile",), "pot_risk": ("pot", "spot"),
+           "pot_level": ("pot", "spot")}
 
 
 def _as_scores(scores, what: str = "scores") -> np.ndarray:

@@ -7,10 +7,7 @@ from mscred.cli.params import FiniteFloatRange, NamedPath, encoding_option
 from mscred.cli.train import score_overrides, score_text
 from mscred.config import MISSING_POLICIES
 from mscred.detect import SCORE_METHODS
-
-# The options each threshold rule reads: one given for another rule would change nothing, without a word.
-_RULE_OPTIONS = {"beta": "beta_max", "percentile": "percentile", "pot_risk": "pot", "pot_level": "pot"}
-
+from mscred.thresholds import READ_BY
 
 @click.command()
 @click.argument("model_dir", type=NamedPath(file_okay=False, hint="give the model's folder"))
@@ -55,10 +52,10 @@ def calibrate(model_dir, data, out, method, theta, threshold, beta, percentile, 
     check_replaceable_dir(out, MODEL_FILES, "an mscred model")
     model = MSCRED.load(model_dir, device=device)
     rule = threshold or model.config_.score.threshold
-    for key, reader in _RULE_OPTIONS.items():
-        if key in settings and reader != rule:
-            raise InputError(f"--{key.replace('_', '-')}: read by --threshold {reader} only; the threshold rule is "
-                             f"'{rule}'")
+    for key, readers in READ_BY.items():   # (an option of another rule would change nothing)
+        if key in settings and rule not in readers:
+            raise InputError(f"--{key.replace('_', '-')}: read by --threshold {readers[0]} only; the threshold rule "
+                             f"is '{rule}'")
     table = load_table(data, missing=missing or model.config_.train.missing, encoding=encoding)
     with note_lines():
         model.calibrate(table, **settings)

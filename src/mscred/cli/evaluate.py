@@ -9,13 +9,13 @@ import click
 
 from mscred.cli.params import NamedPath, SEED, FiniteFloatRange, encoding_option
 from mscred.config import MISSING_POLICIES, ScoreConfig
+from mscred.thresholds import READ_BY
 
 _DEFAULTS = ScoreConfig()
 
 # The options each refit threshold reads: one given for another --threshold did nothing, without a word (a
 # --val-scores beside the default 'detector' looked like a refit; even a missing file passed).
-_THRESHOLD_OPTIONS = {"beta": ("beta_max",), "percentile": ("percentile",), "pot_risk": ("pot", "spot"),
-                      "pot_level": ("pot", "spot"), "val_scores": ("beta_max", "percentile", "pot", "spot")}
+_THRESHOLD_OPTIONS = {**READ_BY, "val_scores": ("beta_max", "percentile", "pot", "spot")}
 
 
 
