@@ -45,7 +45,7 @@ from mscred import report
 from mscred.data.synthetic import generate_synthetic
 from mscred.evaluation import compute_metrics, evaluate_files, read_ground_truth, read_scores, sensor_pool
 from mscred.metrics import events as runs
-from mscred.report import DETECTED, TRUTH
+from mscred.figures import DETECTED, TRUTH
 
 FIGURES = ("score_figure", "series_figure", "zoom_figure", "cause_figure")   # cause_figure: no shading (control)
 

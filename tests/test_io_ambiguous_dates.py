@@ -21,7 +21,7 @@ def _load(tmp_path, texts, name="d.csv"):
 
 def _steps(texts) -> np.ndarray:
     """The steps (ns) between the times the order check compared."""
-    keys, tick = io._check_time_order(pd.Index(texts, dtype=object), "d.csv")[:2]
+    keys, tick = io.check_time_order(pd.Index(texts, dtype=object), "d.csv")[:2]
     return np.diff(keys.astype(np.int64)) * tick
 
 

@@ -11,7 +11,7 @@ from mscred.errors import InputError
 
 
 def _old_order(exact, bad):
-    """io._check_time_order's comparison before the keys: each tied pair as two _exact_numbers, in a Python loop."""
+    """io.check_time_order's comparison before the keys: each tied pair as two _exact_numbers, in a Python loop."""
     bad = np.array([r for r in bad if not io._exact_number(exact[r + 1]) > io._exact_number(exact[r])],
                    dtype=np.int64)
     equal = bool(len(bad)) and io._exact_number(exact[bad[0] + 1]) == io._exact_number(exact[bad[0]])

@@ -1,4 +1,4 @@
-"""The report's figures, inspected as matplotlib figures (``_png`` captured) rather than as PNG bytes."""
+"""The report's figures, inspected as matplotlib figures (``figure_png`` captured) rather than as PNG bytes."""
 import warnings
 
 import numpy as np
@@ -14,11 +14,11 @@ from mscred.evaluation import compute_metrics, read_ground_truth, read_scores  #
 
 @pytest.fixture
 def figures(monkeypatch):
-    """Every figure the report draws, kept open (``_png`` would close it) and closed after the test."""
+    """Every figure the report draws, kept open (``figure_png`` would close it) and closed after the test."""
     import matplotlib.pyplot as plt
 
     drawn = []
-    monkeypatch.setattr(report, "_png", lambda fig: drawn.append(fig) or "")
+    monkeypatch.setattr(report, "figure_png", lambda fig: drawn.append(fig) or "")
     yield drawn
     for fig in drawn:
         plt.close(fig)

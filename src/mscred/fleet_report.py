@@ -1,6 +1,6 @@
 """An offline HTML page of a fleet's scoring (``mscred fleet-detect --report``): which entities alarmed, the fleet's
 alarm list, and the score over time of the entities with the most anomalous rows. Inline CSS and PNGs, no JS, as
-``report.py``'s page (whose figure helpers it uses); written inside fleet-detect's output folder, with it."""
+``report.py``'s page (the helpers of ``figures.py``); written inside fleet-detect's output folder, with it."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -12,7 +12,7 @@ import pandas as pd
 
 from mscred.evaluation import Scores
 from mscred.metrics import events as runs
-from mscred.report import CSS, DETECTED, _edges, _img, _png, _shade, _short, _x_axis
+from mscred.figures import CSS, DETECTED, figure_png, img_tag, row_edges, shade_intervals, short_name, x_axis
 
 PLOTTED = 12   # entities whose score is drawn: those with the most anomalous rows
 LISTED = 200   # alarms listed: those with the largest peak scores
@@ -63,15 +63,15 @@ def score_figure(plots: list[tuple[str, pd.DataFrame, float]]) -> str:
         scores = Scores(index=frame.iloc[:, 0].to_numpy(), score=frame["score"].to_numpy(dtype=np.float64),
                         is_anomaly=frame["is_anomaly"].to_numpy(dtype=np.int8), root_causes=[],
                         has_timestamp=frame.columns[0] == "timestamp", source=name)
-        x, xlabel = _x_axis(scores)
+        x, xlabel = x_axis(scores)
         ax.plot(x, scores.score, lw=0.6, color="#1d3557")
         ax.axhline(threshold, color="k", ls="--", lw=0.8)
-        _shade(ax, runs(scores.is_anomaly), _edges(x), DETECTED, 0.35)
-        ax.set_ylabel(_short(name), rotation=0, ha="right", fontsize=9)
+        shade_intervals(ax, runs(scores.is_anomaly), row_edges(x), DETECTED, 0.35)
+        ax.set_ylabel(short_name(name), rotation=0, ha="right", fontsize=9)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.tick_params(labelsize=7)
     fig.tight_layout()
-    return _png(fig)
+    return figure_png(fig)
 
 
 def write_fleet_report(path: Path, summary: pd.DataFrame, alarms: pd.DataFrame, plots: MostAnomalous,
@@ -96,7 +96,7 @@ def write_fleet_report(path: Path, summary: pd.DataFrame, alarms: pd.DataFrame, 
     ranked = plots.ranked()
     if ranked:
         parts += ['<h2 id="sec-scores">Scores of the entities with the most anomalous rows</h2>',
-                  _img(score_figure(ranked), "scores")]
+                  img_tag(score_figure(ranked), "scores")]
     page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>mscred fleet scores</title>"
             f"<style>{CSS}</style></head><body>{''.join(parts)}</body></html>")
     path.write_text(page, encoding="utf-8")

@@ -7,10 +7,8 @@ model and the data); a root-cause bar chart per event. Written atomically into `
 """
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import html
-import io
 import json
 import os
 import warnings
@@ -23,113 +21,29 @@ from mscred.atomic import atomic_path
 from mscred.errors import InputError
 from mscred.evaluation import (GroundTruth, Scores, event_causes, event_notes, flagged_causes, metric_rows,
                                read_data)
+from mscred.figures import (CSS, DETECTED, TRUTH, figure_png, img_tag, is_date, row_edges, shade_intervals,
+                            short_name, x_axis)
 from mscred.metrics import events as runs
 from mscred.metrics import rank_event_causes
 
-CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1150px;color:#222}
-h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
-table{border-collapse:collapse;font-size:14px} td,th{border:1px solid #ddd;padding:4px 10px;text-align:right}
-td:first-child,th:first-child,th:last-child,td.note{text-align:left} td.note{color:#777} .meta{color:#666;font-size:13px}
-img{max-width:100%;border:1px solid #eee} .missing{background:#fff6e0;border:1px solid #f0d890;padding:8px 12px}
-"""
-DETECTED = "#ff9f1c"
-TRUTH = "#d62828"
 
 REPORT_FILES = ("index.html", "metrics.json")  # all a report directory holds (figures are inlined)
 ZOOM_EVENTS = 4  # events the zoomed series show, the first ones
 SENSOR_ROWS = 20  # sensors the sensor-score heat map shows, those with the largest scores
 
 
-def _png(fig) -> str:
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _img(b64: str, alt: str) -> str:
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}">'
-
-
-def _edges(x: np.ndarray) -> np.ndarray:
-    """Row ``i``'s left edge in matplotlib's numbers (dates: days), plus one step past the last row, so that an
-    interval [a, b) spans edges[a]..edges[b]: one that ended on the last row ran to x[-1] and a one-row flag
-    there had no width at all."""
-    import matplotlib.dates as mdates
-
-    xs = mdates.date2num(x) if _is_date(x) else np.asarray(x, dtype=np.float64)
-    step = xs[-1] - xs[-2] if len(xs) > 1 else 1.0
-    return np.append(xs, xs[-1] + step)
-
-
-def _shade(ax, intervals, edges, color, alpha, label=None, ymax=1.0, lo: int = 0, hi: Optional[int] = None) -> None:
-    """The intervals overlapping rows lo..hi as ONE collection of boxes: an axvspan each cost ~1.4 ms to add and
-    to draw, and 100,000 rows with ~1,000 flagged runs spent 30 s of a 31 s report there (each zoom panel drew
-    every run of the whole series)."""
-    from matplotlib.collections import PolyCollection
-
-    hi = len(edges) - 1 if hi is None else hi
-    shown = np.array([(a, b) for a, b in intervals if b > lo and a < hi], dtype=np.int64).reshape(-1, 2)
-    if not len(shown):
-        return
-    left, right = edges[shown[:, 0]], edges[shown[:, 1]]
-    boxes = np.stack([np.stack([left, np.zeros_like(left)], 1), np.stack([left, np.full_like(left, ymax)], 1),
-                      np.stack([right, np.full_like(left, ymax)], 1), np.stack([right, np.zeros_like(left)], 1)], 1)
-    ax.add_collection(PolyCollection(boxes, transform=ax.get_xaxis_transform(), facecolor=color, alpha=alpha,
-                                     linewidth=0, label=label), autolim=False)
-
-
 def _mark(ax, truth, pred, x, lo: int = 0, hi: Optional[int] = None) -> None:
     """Detected intervals shaded over the whole height; true events as a red strip along the bottom."""
-    edges = _edges(x)
-    _shade(ax, runs(pred), edges, DETECTED, 0.35, "detected", lo=lo, hi=hi)
-    _shade(ax, truth.events, edges, TRUTH, 0.9, "true anomaly", ymax=0.06, lo=lo, hi=hi)
-
-
-def _short(name: str, most: int = 32) -> str:
-    """A sensor name as a figure shows it: at most ``most`` characters, head and tail kept (names of one plant
-    often differ only at the end). A 300-character name as a y label squeezed the plots into a sliver of the
-    image (bbox_inches="tight" keeps the whole label); the page's text keeps the full names."""
-    return name if len(name) <= most else name[:most // 2 - 1] + "\u2026" + name[-(most - most // 2):]
-
-
-def _x_axis(scores: Scores) -> tuple[np.ndarray, str]:
-    """The x values of the figures and their axis label: numeric timestamps (or row numbers) as floats, date
-    timestamps as datetime64 (matplotlib then draws dates; they were drawn as row numbers under a "timestamp"
-    label), anything else as row numbers labelled "row"."""
-    rows = np.arange(len(scores.score), dtype=np.float64)
-    label = "timestamp" if scores.has_timestamp else "row"
-    try:
-        return np.asarray(scores.index, dtype=np.float64), label
-    except (TypeError, ValueError):
-        pass
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pandas' "Could not infer format" for text that is no date
-            import pandas as pd
-
-            when = pd.DatetimeIndex(pd.to_datetime(pd.Series(scores.index, dtype=object)))
-    except (TypeError, ValueError, OverflowError):
-        return rows, "row"
-    if when.hasnans:
-        return rows, "row"
-    if when.tz is not None:  # datetime64 holds no zone: one instant scale for mixed offsets
-        when, label = when.tz_convert(None), "timestamp (UTC)"
-    return when.to_numpy(dtype="datetime64[ns]"), label
-
-
-def _is_date(x: np.ndarray) -> bool:
-    return np.issubdtype(x.dtype, np.datetime64)
+    edges = row_edges(x)
+    shade_intervals(ax, runs(pred), edges, DETECTED, 0.35, "detected", lo=lo, hi=hi)
+    shade_intervals(ax, truth.events, edges, TRUTH, 0.9, "true anomaly", ymax=0.06, lo=lo, hi=hi)
 
 
 def _at(x: np.ndarray, i: int) -> str:
     """``x[i]`` as a title shows it: a date as written in the file's format, a number as %g."""
     import pandas as pd
 
-    return str(pd.Timestamp(x[i])) if _is_date(x) else f"{x[i]:g}"
+    return str(pd.Timestamp(x[i])) if is_date(x) else f"{x[i]:g}"
 
 
 def _threshold(scores: Scores, pred: np.ndarray, result: dict, model) -> tuple[Optional[float], str]:
@@ -146,7 +60,7 @@ def _threshold(scores: Scores, pred: np.ndarray, result: dict, model) -> tuple[O
 def score_figure(scores, truth, pred, threshold, threshold_label) -> str:
     import matplotlib.pyplot as plt
 
-    x, xlabel = _x_axis(scores)
+    x, xlabel = x_axis(scores)
     fig, ax = plt.subplots(figsize=(12, 3))
     ax.plot(x, scores.score, lw=0.7, color="#1d3557", label="score")
     _mark(ax, truth, pred, x)
@@ -155,7 +69,7 @@ def score_figure(scores, truth, pred, threshold, threshold_label) -> str:
     ax.set_xlabel(xlabel)
     ax.set_ylabel("score")
     ax.legend(loc="upper left", fontsize=8, ncol=4)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def sensor_score_figure(scores: Scores, truth, pred, k: int = SENSOR_ROWS) -> tuple[str, list[str]]:
@@ -170,13 +84,13 @@ def sensor_score_figure(scores: Scores, truth, pred, k: int = SENSOR_ROWS) -> tu
         warnings.simplefilter("ignore", RuntimeWarning)
         peak = np.nanmax(values, axis=0)
     order = np.argsort(-np.nan_to_num(peak, nan=-np.inf), kind="stable")[:k]
-    x, xlabel = _x_axis(scores)
-    edges = _edges(x)
+    x, xlabel = x_axis(scores)
+    edges = row_edges(x)
     fig, (strip, ax) = plt.subplots(2, 1, figsize=(12, 0.8 + 0.28 * len(order)), sharex=True,
                                     gridspec_kw={"height_ratios": [1, max(len(order), 2)]})
     # (as _mark draws them, but the true events half the strip's height: _mark's 6% is a pixel in a strip)
-    _shade(strip, runs(pred), edges, DETECTED, 0.6, "detected")
-    _shade(strip, truth.events, edges, TRUTH, 0.9, "true anomaly", ymax=0.45)
+    shade_intervals(strip, runs(pred), edges, DETECTED, 0.6, "detected")
+    shade_intervals(strip, truth.events, edges, TRUTH, 0.9, "true anomaly", ymax=0.45)
     strip.set_yticks([])
     strip.set_ylabel("events", rotation=0, ha="right", fontsize=8)
     shown = np.ma.masked_invalid(values[:, order].T)
@@ -184,15 +98,15 @@ def sensor_score_figure(scores: Scores, truth, pred, k: int = SENSOR_ROWS) -> tu
     cmap = plt.get_cmap("magma_r").with_extremes(bad="white")
     image = ax.imshow(shown, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0.0, vmax=max(top, 1e-12),
                       extent=(edges[0], edges[-1], len(order), 0))
-    ax.set_yticks(np.arange(len(order)) + 0.5, [_short(scores.scored_sensors[i]) for i in order], fontsize=8)
-    if _is_date(x):
+    ax.set_yticks(np.arange(len(order)) + 0.5, [short_name(scores.scored_sensors[i]) for i in order], fontsize=8)
+    if is_date(x):
         ax.xaxis_date()
     ax.set_xlim(edges[0], edges[-1])
     ax.set_xlabel(xlabel)
     fig.colorbar(image, ax=[strip, ax], fraction=0.02, pad=0.01, label="sensor score")
     if strip.get_legend_handles_labels()[0]:   # above the strip, not over its first events
         strip.legend(loc="lower left", bbox_to_anchor=(0, 1), fontsize=8, ncol=2, frameon=False)
-    return _png(fig), [scores.scored_sensors[i] for i in order]
+    return figure_png(fig), [scores.scored_sensors[i] for i in order]
 
 
 def top_sensors(scores: Scores, truth: GroundTruth, pred: np.ndarray, sensors: list[str], k: int) -> list[str]:
@@ -221,19 +135,19 @@ def _mark_gaps(ax, x, values, gaps, j, lo: int = 0, hi: Optional[int] = None) ->
 def series_figure(scores, truth, pred, values, sensors, chosen, gaps=None) -> str:
     import matplotlib.pyplot as plt
 
-    x, xlabel = _x_axis(scores)
+    x, xlabel = x_axis(scores)
     fig, axes = plt.subplots(len(chosen), 1, figsize=(12, 1.6 * len(chosen) + 0.4), sharex=True, squeeze=False)
     for ax, name in zip(axes[:, 0], chosen):
         ax.plot(x, values[:, sensors.index(name)], lw=0.6, color="#1d3557")
         _mark_gaps(ax, x, values, gaps, sensors.index(name))
         _mark(ax, truth, pred, x)
-        ax.set_ylabel(_short(name), rotation=0, ha="right", fontsize=9)
+        ax.set_ylabel(short_name(name), rotation=0, ha="right", fontsize=9)
     axes[-1, 0].set_xlabel(xlabel)
     # only with something labelled in it: all-normal labels with nothing flagged and no gap leave no labelled
     # artist, and legend() then printed matplotlib's "No artists with labels found" warning on stderr
     if axes[0, 0].get_legend_handles_labels()[0]:
         axes[0, 0].legend(loc="upper left", fontsize=8, ncol=2)
-    return _png(fig)
+    return figure_png(fig)
 
 
 def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150, max_events: int = ZOOM_EVENTS,
@@ -244,7 +158,7 @@ def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150,
     from matplotlib.ticker import MaxNLocator
 
     spots = list(truth.events[:max_events]) if len(truth.events) else list(runs(pred)[:max_events])
-    x, _ = _x_axis(scores)
+    x, _ = x_axis(scores)
     fig, axes = plt.subplots(len(chosen), len(spots), figsize=(3.2 * len(spots), 1.5 * len(chosen) + 0.6),
                              squeeze=False)
     for col, (a, b) in enumerate(spots):
@@ -256,7 +170,7 @@ def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150,
             ax.set_xlim(x[lo], x[hi - 1])
             _mark(ax, truth, pred, x, lo, hi)
             ax.tick_params(labelsize=7)
-            if _is_date(x):  # MaxNLocator would put ticks at fractions of days, unreadable as dates
+            if is_date(x):  # MaxNLocator would put ticks at fractions of days, unreadable as dates
                 locator = mdates.AutoDateLocator(minticks=2, maxticks=4)
                 ax.xaxis.set_major_locator(locator)
                 ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
@@ -264,11 +178,11 @@ def zoom_figure(scores, truth, pred, values, sensors, chosen, margin: int = 150,
             else:
                 ax.xaxis.set_major_locator(MaxNLocator(3))
             if col == 0:
-                ax.set_ylabel(_short(name), rotation=0, ha="right", fontsize=8)
+                ax.set_ylabel(short_name(name), rotation=0, ha="right", fontsize=8)
             if row == 0:
                 ax.set_title(f"around {_at(x, a)}..{_at(x, b - 1)}", fontsize=8)
     fig.tight_layout()
-    return _png(fig)
+    return figure_png(fig)
 
 
 def _event_votes(scores: Scores, a: int, b: int) -> tuple[list[str], dict[str, int]]:
@@ -306,12 +220,12 @@ def cause_figure(scores, truth, pred) -> tuple[str, int]:
         true = truth.causes[e] if truth.causes else set()
         ax.bar(range(len(names)), [votes[n] for n in names],
                color=[TRUTH if n in true else "#457b9d" for n in names])
-        ax.set_xticks(range(len(names)), [_short(n, 20) for n in names], rotation=45, ha="right", fontsize=8)
+        ax.set_xticks(range(len(names)), [short_name(n, 20) for n in names], rotation=45, ha="right", fontsize=8)
         where = f"{scores.index[a]}..{scores.index[b - 1]}"
         found = bool(pred[a:b].any())
         title = f"event {e + 1} ({where})" + ("" if names else f": {_not_ranked(found)}")
         if true:
-            title += "\ntrue: " + ", ".join(_short(n, 20) for n in sorted(true))
+            title += "\ntrue: " + ", ".join(short_name(n, 20) for n in sorted(true))
         ax.set_title(title, fontsize=8)
         if not names:
             ax.set_xticks([])
@@ -321,7 +235,7 @@ def cause_figure(scores, truth, pred) -> tuple[str, int]:
         elif e % cols == 0:
             ax.set_ylabel("flagged rows naming it", fontsize=7)
     fig.tight_layout()
-    return _png(fig), len(truth.events) - len(shown)
+    return figure_png(fig), len(truth.events) - len(shown)
 
 
 def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: np.ndarray, k: int):
@@ -401,13 +315,13 @@ def residual_figure(items, windows, sensors, index, n_full: int = 40, top: int =
             if pick is None:
                 ax.set_xticks([])
             else:  # each window has its own sensors: name the columns too, in every panel
-                ax.set_xticks(range(len(names)), [_short(n, 20) for n in names], rotation=90, fontsize=size)
+                ax.set_xticks(range(len(names)), [short_name(n, 20) for n in names], rotation=90, fontsize=size)
             if s == 0:  # the rows are the same sensors across one window's scales
-                ax.set_yticks(range(len(names)), [_short(n, 20) for n in names], fontsize=size)
+                ax.set_yticks(range(len(names)), [short_name(n, 20) for n in names], fontsize=size)
             else:
                 ax.set_yticks([])
     fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.6, label="(M - recon)^2 (square-root colour scale)")
-    return _png(fig)
+    return figure_png(fig)
 
 
 def _metrics_table(result: dict) -> str:
@@ -529,13 +443,13 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
              "<p class='meta'>Point-adjusted F1 and best F1 are shown only beside the unadjusted figures: the first "
              "credits a whole event for one hit, the second picks its threshold with the labels.</p>",
              '<h2 id="sec-score">Score and threshold</h2>',
-             _img(score_figure(scores, truth, pred, threshold, threshold_label), "score")]
+             img_tag(score_figure(scores, truth, pred, threshold, threshold_label), "score")]
 
     parts.append('<h2 id="sec-sensor-scores">Sensor scores</h2>')
     if scores.sensor_scores is not None and scores.scored_sensors:
         b64, drawn = sensor_score_figure(scores, truth, pred)
         more = len(scores.scored_sensors) - len(drawn)
-        parts.append(_img(b64, "sensor scores") + "<p class='meta'>Each sensor's score on every row (the "
+        parts.append(img_tag(b64, "sensor scores") + "<p class='meta'>Each sensor's score on every row (the "
                      "<code>score_&lt;sensor&gt;</code> columns: what the root causes are ranked by), the "
                      f"{len(drawn)} with the largest first{f', {more} more not drawn' if more else ''}; blank where "
                      "no window covers a row; negative scores (below the normal mean) show as 0.</p>")
@@ -549,9 +463,9 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
             parts.append(f"<p class='meta'>{int(gaps.sum())} sensor values were missing and interpolated "
                          f"(--missing interpolate), in {int(gaps.any(axis=0).sum())} sensor(s); they are drawn as "
                          f"dots.</p>")
-        parts.append(_img(series_figure(scores, truth, pred, values, sensors, chosen, gaps), "series"))
+        parts.append(img_tag(series_figure(scores, truth, pred, values, sensors, chosen, gaps), "series"))
         if len(truth.events) or pred.any():
-            parts.append(_img(zoom_figure(scores, truth, pred, values, sensors, chosen, gaps=gaps), "series zoomed")
+            parts.append(img_tag(zoom_figure(scores, truth, pred, values, sensors, chosen, gaps=gaps), "series zoomed")
                          + _zoom_note(truth, pred))
     else:
         parts.append(_missing("Sensor series not available: the labels file has no sensor columns; pass --data."))
@@ -560,7 +474,7 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
     if model is not None and values is not None:
         items = worst_residuals(model, values, sensors, scores.score, n_worst)
         # the residuals are in the model's sensor order (``_aligned``), not the data's column order
-        parts.append(_img(residual_figure(items, model.config_.signature.windows, model.sensors_, scores.index),
+        parts.append(img_tag(residual_figure(items, model.config_.signature.windows, model.sensors_, scores.index),
                           "residuals"))
     else:
         reason = model_note if model is None else "the scored data is needed (pass --data)"
@@ -569,7 +483,7 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
     parts.append('<h2 id="sec-causes">Root causes per event</h2>')
     if len(truth.events):
         b64, hidden = cause_figure(scores, truth, pred)
-        parts.append(_img(b64, "root causes"))
+        parts.append(img_tag(b64, "root causes"))
         ranked = event_causes(scores, truth.events)   # the rankings root-cause recall scored (_event_votes)
         items = "".join(f"<li>event {i + 1}: "
                         f"{html.escape(', '.join(r[:3]) or _not_ranked(bool(pred[a:b].any())))}</li>"

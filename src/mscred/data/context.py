@@ -14,7 +14,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from mscred.data.io import TIMESTAMP, Table, _check_time_order, _time_gap, short_repr
+from mscred.data.io import TIMESTAMP, Table, check_time_order, largest_time_gap, short_repr
 from mscred.errors import InputError
 
 # Rows each side of the seam whose times are read for its checks: enough for a usual (median) step to judge a jump.
@@ -43,7 +43,7 @@ def seam_note(context: Table, table: Table) -> Optional[str]:
         return None
     tail, head = context.index[-SEAM_ROWS:], table.index[:SEAM_ROWS]
     try:
-        times = _check_time_order(tail.append(head), table.source)
+        times = check_time_order(tail.append(head), table.source)
     except (InputError, TypeError, ValueError):
         # Each alone is in order (read and checked already), so the seam is what fails: a time at or before the
         # context's last, or one that does not compare with it (another kind of time, another date format)
@@ -52,7 +52,7 @@ def seam_note(context: Table, table: Table) -> Optional[str]:
                          "before the data") from None
     if times is None:   # ids, not times: in order, but no step to judge
         return None
-    gap = _time_gap(*times[:3], at=len(tail))
+    gap = largest_time_gap(*times[:3], at=len(tail))
     if gap is None:
         return None
     return (f"{table.source}: the time jumps by {gap[1]} from the last row of its context {context.source} to its "

@@ -61,7 +61,7 @@ class Table:
     gaps : np.ndarray of bool, shape (T, n), or None
         Where values were filled (None when none was).
     time_gap : (int, str, str) or None
-        The largest step between consecutive timestamps when it is more than 10 usual ones (``_time_gap``): its
+        The largest step between consecutive timestamps when it is more than 10 usual ones (``largest_time_gap``): its
         1-based row, its size and the usual step, as text; None for an even series, row numbers or ids.
     time_note : str or None
         Which way date text such as ``01/02/2024`` was read (day or month first) where both readings give increasing
@@ -196,7 +196,7 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
         # data that scores fine. Dropped, not kept: it was no sensor at training either.
         df = df.drop(columns=[LABEL])
 
-    times = None   # the order check's integer/float times, for the gap note (_time_gap)
+    times = None   # the order check's integer/float times, for the gap note (largest_time_gap)
     if TIMESTAMP in df.columns:
         stamps = df[TIMESTAMP].to_numpy()
         if stamps.dtype == np.float16:  # pandas has no float16 index; float32 holds every float16 exactly
@@ -205,7 +205,7 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
         bad = np.flatnonzero(pd.isna(index))
         if len(bad):
             raise InputError(f"{source}: column '{TIMESTAMP}' row {bad[0] + 1}: missing timestamp")
-        times = _check_time_order(index, source)
+        times = check_time_order(index, source)
     elif isinstance(df.index, pd.RangeIndex) and df.index.name != TIMESTAMP:
         index = pd.RangeIndex(len(df))
     else:
@@ -217,7 +217,7 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
         index = pd.Index(df.index.to_numpy(), name=TIMESTAMP) if isinstance(df.index, pd.RangeIndex) else df.index
         # Any index kept as the rows' timestamps is ordered as a 'timestamp' column is (a time index stored in a
         # Parquet file; an index of numbers or ids, which once went through shuffled or repeated, unchecked)
-        times = _check_time_order(index, source, f"column '{TIMESTAMP}'" if index.name == TIMESTAMP else
+        times = check_time_order(index, source, f"column '{TIMESTAMP}'" if index.name == TIMESTAMP else
                                   f"the index{'' if index.name is None else f' {str(index.name)!r}'} (kept as "
                                   "timestamps)")
 
@@ -234,7 +234,7 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
         values[:, j] = _numeric_column(df[col], col, source, allow_missing=missing != "error")
     _check_time_as_sensor(values, sensors, source)
     gaps = np.isnan(values) if missing == "interpolate" else None
-    time_gap = _time_gap(*times[:3]) if times is not None else None
+    time_gap = largest_time_gap(*times[:3]) if times is not None else None
     time_note = times[3] if times is not None else None
     if gaps is None or not gaps.any():
         return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, time_gap=time_gap,
@@ -280,7 +280,7 @@ def _interpolate_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str
     return filled
 
 
-def _check_time_order(index: pd.Index, source: str, label: str = f"column '{TIMESTAMP}'"
+def check_time_order(index: pd.Index, source: str, label: str = f"column '{TIMESTAMP}'"
                       ) -> Optional[tuple[np.ndarray, int, bool, Optional[str]]]:
     """``_time_order``, with cells of several values (a Parquet column or index of lists: unhashable, and no time)
     refused as bad input; looked for only when the check fails on them, so the common path pays nothing."""
@@ -307,7 +307,7 @@ def _time_order(index: pd.Index, source: str, label: str) -> Optional[tuple[np.n
     reads increasing both ways (01/02/2024 .. 12/02/2024) is read the way whose steps are more regular
     (``_day_month_reading``).
 
-    Returns the times it compared, for ``_time_gap`` (read once: parsing date text a second time for the gap note
+    Returns the times it compared, for ``largest_time_gap`` (read once: parsing date text a second time for the gap note
     took as long as this check, 0.23 s a million rows): (keys, nanoseconds a key counts, whether they are
     date-times or durations, the note of which way day/month text was read or None), or None for ids and numbers
     written as text.
@@ -725,10 +725,10 @@ def _stray_line_hint(value: Any) -> str:
     return ""
 
 
-def _time_gap(keys: np.ndarray, tick: int, duration: bool, factor: float = 10.0, at: Optional[int] = None
-              ) -> Optional[tuple[int, str, str]]:
+def largest_time_gap(keys: np.ndarray, tick: int, duration: bool, factor: float = 10.0, at: Optional[int] = None
+                     ) -> Optional[tuple[int, str, str]]:
     """(1-based row, its step from the row before, the usual (median) step), as text, of the largest step between
-    consecutive times ``keys`` (``_check_time_order``'s: ``tick`` nanoseconds a unit; ``duration``: date-times or
+    consecutive times ``keys`` (``check_time_order``'s: ``tick`` nanoseconds a unit; ``duration``: date-times or
     durations, shown as durations) when it is more than ``factor`` usual steps; None for an even series. The
     model's windows count rows, not time: a window over a gap (a stop of the plant, a historian outage) joins the
     two sides as if adjacent. ``at`` (0-based row) judges the step into that row instead of the largest."""
