@@ -904,6 +904,14 @@ class MSCRED:
 
         return events_table(self.detect(X, context), top_k=self.config_.score.top_k)
 
+    def monitor(self, sensor_scores: bool = False):
+        """A ``mscred.monitor.Monitor`` of this model: ``update(chunk)`` scores a feed's rows as they arrive, any
+        number at a time, each chunk after the rows before it (``detect(chunk, context=...)``, the tail kept for
+        the caller), rows without timestamps numbered across the feed."""
+        from mscred.monitor import Monitor
+
+        return Monitor(self, sensor_scores=sensor_scores)
+
     # ----------------------------------------------------------------------------------------------- save/load
     def save(self, directory: str | os.PathLike) -> Path:
         """Write ``config.json`` + ``model.safetensors`` into ``directory`` atomically (all or nothing). An existing

@@ -88,6 +88,17 @@ class Table:
         return dataclasses.replace(self, values=self.values[:, order], sensors=list(sensors),
                                    gaps=None if self.gaps is None else self.gaps[:, order])
 
+    def last(self, rows: int) -> "Table":
+        """The table's last ``rows`` rows (values, index, labels and where values were filled, counted again)."""
+        start = len(self.values) - rows
+        if start <= 0:
+            return self
+        gaps = None if self.gaps is None else self.gaps[start:]
+        filled = {} if gaps is None else {s: int(n) for s, n in zip(self.sensors, gaps.sum(axis=0)) if n}
+        return dataclasses.replace(self, values=self.values[start:], index=self.index[start:],
+                                   labels=None if self.labels is None else self.labels[start:],
+                                   gaps=gaps if filled else None, filled=filled, time_gap=None)
+
     def frame(self, with_label: bool = True) -> pd.DataFrame:
         """The table as a DataFrame (sensor columns, plus ``label`` when present), indexed by ``index``."""
         df = pd.DataFrame(self.values, columns=self.sensors, index=self.index)

@@ -1,0 +1,125 @@
+"""A live feed scored as it arrives (``MSCRED.monitor()``): chunk after chunk, any size, one row at a time too.
+
+``detect(X, context=before)`` scores every row of X when the caller keeps ``before``; a feed that delivers a few
+rows at a time would have to keep enough of them itself, join short chunks until a window fits, and number rows
+without timestamps across chunks. ``Monitor`` keeps that tail: each ``update(chunk)`` is ``detect(chunk,
+context=rows seen before it)``, so every row is scored once the feed has given one window's rows
+(``model.min_rows``: 110 at the defaults), and the rows before that score 0 as rows no window covers do.
+
+The tail kept is the most rows ``context_rows`` takes (99 at the defaults), reaching further back to a row where
+every sensor is present when the model fills missing values (``missing="interpolate"``), so that a gap is filled
+between the same two values as in the whole feed (up to ``MAX_HISTORY_FACTOR`` tails: past that, the oldest value
+kept is held flat). A value missing at the end of a chunk is held at its last value: the next is not known yet.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from mscred.data.context import SEAM_ROWS, seam_note
+from mscred.data.io import LABEL, TIMESTAMP, Table
+from mscred.detector import SENSOR_SCORE_PREFIX, index_column
+from mscred.errors import InputError
+
+# How far back the tail may reach for a row with every sensor present, in tails (see the module's docstring).
+MAX_HISTORY_FACTOR = 10
+
+
+class Monitor:
+    """Scores a feed chunk by chunk with a fitted ``model`` (``model.monitor()``).
+
+    ``update(chunk)`` takes what ``detect`` takes (a DataFrame with or without a ``timestamp`` column, a 2-D array
+    or a list of rows, in the training sensors' order for the latter two) and returns ``detect``'s frame for the
+    chunk's rows, ``sensor_scores`` columns too when asked. Rows without timestamps are numbered across the feed,
+    from 0 (a chunk's own row numbers are not used: every new DataFrame would restart them). A chunk that fails
+    (bad input, times that do not follow the rows before) raises InputError and leaves the monitor as it was.
+    """
+
+    def __init__(self, model, sensor_scores: bool = False):
+        model._current()
+        self.model, self.sensor_scores = model, sensor_scores
+        gap = model.config_.signature.gap
+        # context_rows depends on the chunk's length only modulo gap: the most it takes, whatever the chunk
+        self.tail_rows = max(model.context_rows(np.iinfo(np.int64).max, length) for length in range(1, gap + 1))
+        self.rows_seen = 0
+        self._history = None   # DataFrame: the feed's last rows, as given (timestamps a column, sensors by name)
+        self._times = None     # the index of its last SEAM_ROWS rows as read, for the seam's checks
+
+    def update(self, chunk) -> pd.DataFrame:
+        """``detect``'s frame for ``chunk``'s rows, scored after the rows the monitor has seen."""
+        frame = self._frame(chunk)
+        table = self._checked(frame)
+        joined = frame if self._history is None else pd.concat([self._history, frame])
+        available = len(joined) - len(frame)
+        if len(joined) >= self.model.min_rows:
+            # The tail and the chunk read as one table, so that a gap is filled across the seam (and a sensor
+            # missing in the whole chunk, as in a chunk of one row, from the values before it); then detect's
+            # context rows of it and the chunk, the windows counted back from the chunk's last row.
+            rows = self.model.context_rows(available, len(frame))
+            whole = self.model._scoring_table(joined, "chunk") if available else table
+            found = self.model.detect(whole.last(rows + len(frame)), sensor_scores=self.sensor_scores)
+            found = found.iloc[rows:].reset_index(drop=True)
+            if index_column(table) == "row":
+                found["row"] = frame.index.to_numpy()
+        else:
+            found = self._unscored(frame, table)
+        self._keep(joined)
+        timed = not isinstance(table.index, pd.RangeIndex)   # (row numbers: nothing to check, a RangeIndex kept)
+        recent = table.index if self._times is None or not timed else self._times.append(table.index)
+        self._times = recent[-SEAM_ROWS:]
+        self.rows_seen += len(frame)
+        return found
+
+    def _checked(self, frame: pd.DataFrame):
+        """The chunk read as ``detect`` reads X (its errors name the chunk's own rows), and shown to follow the
+        rows before it. A sensor missing in every row of the chunk can be filled from the rows before it, so for
+        this check alone it reads as present."""
+        check = frame
+        if self._history is not None and self.model._settings().train.missing != "error":
+            empty = [c for c in frame.columns if c not in (TIMESTAMP, LABEL) and frame[c].isna().all()]
+            check = frame.assign(**{c: 0.0 for c in empty}) if empty else frame
+        table = self.model._in_training_order(self.model._scoring_table(check, "chunk"))
+        if self._times is not None:
+            seam_note(Table(np.empty((len(self._times), 0)), [], self._times, source="the rows before it"), table)
+        return table
+
+    def _frame(self, chunk) -> pd.DataFrame:
+        """The chunk as a DataFrame of named sensors; without timestamps, numbered from the rows seen so far."""
+        if isinstance(chunk, (list, tuple)):
+            chunk = np.asarray(chunk, dtype=np.float64)
+        if isinstance(chunk, np.ndarray):
+            if chunk.ndim != 2 or chunk.shape[1] != len(self.model.sensors_):
+                raise InputError(f"chunk: an array of shape {chunk.shape}; the model takes rows of "
+                                 f"{len(self.model.sensors_)} sensors, in their training order")
+            chunk = pd.DataFrame(chunk, columns=self.model.sensors_)
+        if not isinstance(chunk, pd.DataFrame):
+            raise InputError(f"chunk: expected a DataFrame or a 2-D array of rows, got {type(chunk).__name__}")
+        if len(chunk) == 0:
+            raise InputError("chunk: no rows")
+        if TIMESTAMP not in chunk.columns and isinstance(chunk.index, pd.RangeIndex):
+            chunk = chunk.set_axis(pd.RangeIndex(self.rows_seen, self.rows_seen + len(chunk)), axis=0)
+        return chunk
+
+    def _unscored(self, frame: pd.DataFrame, table) -> pd.DataFrame:
+        """``detect``'s columns for rows no window covers yet: score 0, not anomalous."""
+        rows = len(frame)
+        index_name = index_column(table)
+        found = pd.DataFrame({index_name: frame.index.to_numpy() if index_name == "row" else np.asarray(table.index),
+                              "score": np.zeros(rows), "is_anomaly": np.zeros(rows, dtype=np.int64),
+                              "root_causes": [""] * rows, "scales": [""] * rows})
+        if self.sensor_scores:
+            names = [SENSOR_SCORE_PREFIX + sensor for sensor in self.model.sensors_]
+            found = pd.concat([found, pd.DataFrame(np.nan, index=found.index, columns=names)], axis=1)
+        return found
+
+    def _keep(self, joined: pd.DataFrame) -> None:
+        """The tail after the chunk: the last ``tail_rows`` rows of ``joined`` (the tail before it and the chunk),
+        from the last row before them with every sensor present when missing values are filled (within
+        MAX_HISTORY_FACTOR tails)."""
+        start = max(0, len(joined) - self.tail_rows)
+        if self.model._settings().train.missing != "error" and start > 0:
+            values = joined[[c for c in joined.columns if c not in (TIMESTAMP, LABEL)]]
+            complete = np.flatnonzero(values.iloc[:start + 1].notna().all(axis=1).to_numpy())
+            earliest = max(0, len(joined) - MAX_HISTORY_FACTOR * self.tail_rows)
+            start = max(int(complete[-1]) if len(complete) else 0, earliest)
+        self._history = joined.iloc[start:]
