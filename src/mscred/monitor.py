@@ -4,7 +4,7 @@
 rows at a time would have to keep enough of them itself, join short chunks until a window fits, and number rows
 without timestamps across chunks. ``Monitor`` keeps that tail: each ``update(chunk)`` is ``detect(chunk,
 context=rows seen before it)``, so every row is scored once the feed has given one window's rows
-(``model.min_rows``: 110 at the defaults), and the rows before that score 0 as rows no window covers do.
+(``model.min_rows``: 100 at the defaults), and the rows before that score 0 as rows no window covers do.
 
 The tail kept is the most rows ``context_rows`` takes (99 at the defaults), reaching further back to a row where
 every sensor is present when the model fills missing values (``missing="interpolate"``), so that a gap is filled
