@@ -110,6 +110,7 @@ def test_gaps_are_filled_as_in_the_whole_feed(series):
     a chunk in which a sensor has no value at all (which ``detect(chunk, context=...)`` refuses: it reads the chunk
     alone); and equal to ``detect(chunk, context=every row before)`` wherever that reads the chunk."""
     model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", missing="interpolate").fit(series.iloc[:TRAIN_ROWS])
+    assert model.monitor().missing == "interpolate"
     feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True).copy()
     feed.loc[120:260, "s0"] = np.nan     # 141 rows: longer than the tail; the chunk 200..250 has no s0 at all
     feed.loc[295:305, "s2"] = np.nan     # across the cut at 300
@@ -136,10 +137,11 @@ def test_a_refused_chunk_leaves_the_monitor_as_it_was(model, series):
     feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
     monitor = model.monitor()
     monitor.update(feed.iloc[:150])
-    for bad, message in [(feed.iloc[100:120], "does not follow the last of its context"),   # times go back
-                         (feed.iloc[149:151], "does not follow the last of its context"),   # short: checked too
+    for bad, message in [(feed.iloc[100:120], "does not follow the feed's last"),   # times go back
+                         (feed.iloc[149:151], "does not follow the feed's last"),   # short: checked too
                          (feed.iloc[150:200].drop(columns=["s1"]), "missing sensor(s) s1"),
-                         (feed.iloc[150:200].drop(columns=["timestamp"]), "must both have timestamps or neither"),
+                         (feed.iloc[150:200].drop(columns=["timestamp"]),
+                          "has no 'timestamp' column; the feed's earlier rows have one"),
                          (feed.iloc[150:150], "chunk: no rows"),
                          (np.zeros((3, N_SENSORS + 1)), "the model takes rows of 4 sensors"),
                          ("150,1,2,3,4", "expected a DataFrame")]:

@@ -387,9 +387,10 @@ class MSCRED:
         sig = self._settings().signature
         return max(sig.windows) + (sig.steps - 1) * sig.gap
 
-    def _table(self, X, source: str = "input", ignore_label: bool = False):
+    def _table(self, X, source: str = "input", ignore_label: bool = False, missing: Optional[str] = None):
         """Validate X (DataFrame, 2-D array or a list of its rows, or a loaded Table) into a Table; ``ignore_label``
-        drops a ``label`` column unread (scoring, as ``mscred detect``)."""
+        drops a ``label`` column unread (scoring, as ``mscred detect``); ``missing``: the model's setting unless
+        given (``mscred watch --missing``)."""
         from mscred.data.io import Table, table_from_frame
 
         if isinstance(X, Table):
@@ -399,7 +400,8 @@ class MSCRED:
             if X.ndim != 2:
                 raise InputError(f"{source}: expected a 2-D array (T, n), got shape {X.shape}")
             X = pd.DataFrame(X, columns=[f"sensor_{j}" for j in range(X.shape[1])])
-        return table_from_frame(X, source=source, missing=self._settings().train.missing, ignore_label=ignore_label)
+        return table_from_frame(X, source=source, missing=missing or self._settings().train.missing,
+                                ignore_label=ignore_label)
 
     def _check_rows(self, table, what: str, windows: int = 1) -> None:
         """Enough rows for ``windows`` windows (training needs two: one to train on, one to validate)."""
@@ -767,7 +769,7 @@ class MSCRED:
         out[win >= 0] = window_values[win[win >= 0]]
         return out
 
-    def _scoring_table(self, X, source: str, ignore_label: bool = True):
+    def _scoring_table(self, X, source: str, ignore_label: bool = True, missing: Optional[str] = None):
         """X validated for scoring (as ``_table``; a label column dropped unread unless ``ignore_label`` is False);
         a 2-D array's columns are the training sensors in order."""
         X = _array_like(X, source)
@@ -778,7 +780,7 @@ class MSCRED:
                 raise InputError(f"{source}: an array of {X.shape[1]} column(s); the model was trained on "
                                  f"{len(self.sensors_)} sensors, which an array gives in their training order")
             X = pd.DataFrame(X, columns=self.sensors_)
-        return self._table(X, source, ignore_label=ignore_label)  # scoring needs no ground truth
+        return self._table(X, source, ignore_label=ignore_label, missing=missing)  # scoring needs no ground truth
 
     def _windows(self, X, context=None):
         """(X's table, its windows' results, (T,) the window each row of X takes or -1): X scored alone, or after
@@ -904,13 +906,14 @@ class MSCRED:
 
         return events_table(self.detect(X, context), top_k=self.config_.score.top_k)
 
-    def monitor(self, sensor_scores: bool = False):
+    def monitor(self, sensor_scores: bool = False, missing: Optional[str] = None):
         """A ``mscred.monitor.Monitor`` of this model: ``update(chunk)`` scores a feed's rows as they arrive, any
         number at a time, each chunk after the rows before it (``detect(chunk, context=...)``, the tail kept for
-        the caller), rows without timestamps numbered across the feed."""
+        the caller), rows without timestamps numbered across the feed. ``missing``: the policy for missing values
+        in the feed (the model's ``missing`` setting unless given)."""
         from mscred.monitor import Monitor
 
-        return Monitor(self, sensor_scores=sensor_scores)
+        return Monitor(self, sensor_scores=sensor_scores, missing=missing)
 
     # ----------------------------------------------------------------------------------------------- save/load
     def save(self, directory: str | os.PathLike) -> Path:

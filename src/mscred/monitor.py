@@ -13,9 +13,12 @@ kept is held flat). A value missing at the end of a chunk is held at its last va
 """
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import pandas as pd
 
+from mscred.config import MISSING_POLICIES
 from mscred.data.context import SEAM_ROWS, seam_note
 from mscred.data.io import LABEL, TIMESTAMP, Table
 from mscred.detector import SENSOR_SCORE_PREFIX, index_column
@@ -30,14 +33,19 @@ class Monitor:
 
     ``update(chunk)`` takes what ``detect`` takes (a DataFrame with or without a ``timestamp`` column, a 2-D array
     or a list of rows, in the training sensors' order for the latter two) and returns ``detect``'s frame for the
-    chunk's rows, ``sensor_scores`` columns too when asked. Rows without timestamps are numbered across the feed,
-    from 0 (a chunk's own row numbers are not used: every new DataFrame would restart them). A chunk that fails
-    (bad input, times that do not follow the rows before) raises InputError and leaves the monitor as it was.
+    chunk's rows, ``sensor_scores`` columns too when asked. ``missing`` ("error" or "interpolate"): what a missing
+    value in the feed gets, the model's ``missing`` setting unless given. Rows without timestamps are numbered
+    across the feed, from 0 (a chunk's own row numbers are not used: every new DataFrame would restart them). A
+    chunk that fails (bad input, times that do not follow the rows before) raises InputError and leaves the
+    monitor as it was.
     """
 
-    def __init__(self, model, sensor_scores: bool = False):
+    def __init__(self, model, sensor_scores: bool = False, missing: Optional[str] = None):
         model._current()
         self.model, self.sensor_scores = model, sensor_scores
+        self.missing = missing or model._settings().train.missing
+        if self.missing not in MISSING_POLICIES:
+            raise InputError(f"missing={self.missing!r}: choose one of {', '.join(MISSING_POLICIES)}")
         gap = model.config_.signature.gap
         # context_rows depends on the chunk's length only modulo gap: the most it takes, whatever the chunk
         self.tail_rows = max(model.context_rows(np.iinfo(np.int64).max, length) for length in range(1, gap + 1))
@@ -45,10 +53,11 @@ class Monitor:
         self._history = None   # DataFrame: the feed's last rows, as given (timestamps a column, sensors by name)
         self._times = None     # the index of its last SEAM_ROWS rows as read, for the seam's checks
 
-    def update(self, chunk) -> pd.DataFrame:
-        """``detect``'s frame for ``chunk``'s rows, scored after the rows the monitor has seen."""
-        frame = self._frame(chunk)
-        table = self._checked(frame)
+    def update(self, chunk, source: str = "chunk") -> pd.DataFrame:
+        """``detect``'s frame for ``chunk``'s rows, scored after the rows the monitor has seen; ``source`` names
+        the chunk in errors (``mscred watch``: the file and its lines)."""
+        frame = self._frame(chunk, source)
+        table = self._checked(frame, source)
         joined = frame if self._history is None else pd.concat([self._history, frame])
         available = len(joined) - len(frame)
         if len(joined) >= self.model.min_rows:
@@ -56,7 +65,7 @@ class Monitor:
             # missing in the whole chunk, as in a chunk of one row, from the values before it); then detect's
             # context rows of it and the chunk, the windows counted back from the chunk's last row.
             rows = self.model.context_rows(available, len(frame))
-            whole = self.model._scoring_table(joined, "chunk") if available else table
+            whole = self.model._scoring_table(joined, source, missing=self.missing) if available else table
             found = self.model.detect(whole.last(rows + len(frame)), sensor_scores=self.sensor_scores)
             found = found.iloc[rows:].reset_index(drop=True)
             if index_column(table) == "row":
@@ -70,32 +79,32 @@ class Monitor:
         self.rows_seen += len(frame)
         return found
 
-    def _checked(self, frame: pd.DataFrame):
+    def _checked(self, frame: pd.DataFrame, source: str):
         """The chunk read as ``detect`` reads X (its errors name the chunk's own rows), and shown to follow the
         rows before it. A sensor missing in every row of the chunk can be filled from the rows before it, so for
         this check alone it reads as present."""
         check = frame
-        if self._history is not None and self.model._settings().train.missing != "error":
+        if self._history is not None and self.missing != "error":
             empty = [c for c in frame.columns if c not in (TIMESTAMP, LABEL) and frame[c].isna().all()]
             check = frame.assign(**{c: 0.0 for c in empty}) if empty else frame
-        table = self.model._in_training_order(self.model._scoring_table(check, "chunk"))
+        table = self.model._in_training_order(self.model._scoring_table(check, source, missing=self.missing))
         if self._times is not None:
-            seam_note(Table(np.empty((len(self._times), 0)), [], self._times, source="the rows before it"), table)
+            seam_note(Table(np.empty((len(self._times), 0)), [], self._times), table, feed=True)
         return table
 
-    def _frame(self, chunk) -> pd.DataFrame:
+    def _frame(self, chunk, source: str) -> pd.DataFrame:
         """The chunk as a DataFrame of named sensors; without timestamps, numbered from the rows seen so far."""
         if isinstance(chunk, (list, tuple)):
             chunk = np.asarray(chunk, dtype=np.float64)
         if isinstance(chunk, np.ndarray):
             if chunk.ndim != 2 or chunk.shape[1] != len(self.model.sensors_):
-                raise InputError(f"chunk: an array of shape {chunk.shape}; the model takes rows of "
+                raise InputError(f"{source}: an array of shape {chunk.shape}; the model takes rows of "
                                  f"{len(self.model.sensors_)} sensors, in their training order")
             chunk = pd.DataFrame(chunk, columns=self.model.sensors_)
         if not isinstance(chunk, pd.DataFrame):
-            raise InputError(f"chunk: expected a DataFrame or a 2-D array of rows, got {type(chunk).__name__}")
+            raise InputError(f"{source}: expected a DataFrame or a 2-D array of rows, got {type(chunk).__name__}")
         if len(chunk) == 0:
-            raise InputError("chunk: no rows")
+            raise InputError(f"{source}: no rows")
         if TIMESTAMP not in chunk.columns and isinstance(chunk.index, pd.RangeIndex):
             chunk = chunk.set_axis(pd.RangeIndex(self.rows_seen, self.rows_seen + len(chunk)), axis=0)
         return chunk
@@ -117,7 +126,7 @@ class Monitor:
         from the last row before them with every sensor present when missing values are filled (within
         MAX_HISTORY_FACTOR tails)."""
         start = max(0, len(joined) - self.tail_rows)
-        if self.model._settings().train.missing != "error" and start > 0:
+        if self.missing != "error" and start > 0:
             values = joined[[c for c in joined.columns if c not in (TIMESTAMP, LABEL)]]
             complete = np.flatnonzero(values.iloc[:start + 1].notna().all(axis=1).to_numpy())
             earliest = max(0, len(joined) - MAX_HISTORY_FACTOR * self.tail_rows)

@@ -17,6 +17,7 @@ COMMANDS = {
     "generate": "mscred.cli.generate:generate",
     "train": "mscred.cli.train:train",
     "detect": "mscred.cli.detect:detect",
+    "watch": "mscred.cli.watch:watch",
     "calibrate": "mscred.cli.calibrate:calibrate",
     "info": "mscred.cli.info:info",
     "evaluate": "mscred.cli.evaluate:evaluate",

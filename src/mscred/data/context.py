@@ -25,10 +25,11 @@ def _has_times(table: Table) -> bool:
     return not isinstance(table.index, pd.RangeIndex)
 
 
-def seam_note(context: Table, table: Table) -> Optional[str]:
+def seam_note(context: Table, table: Table, feed: bool = False) -> Optional[str]:
     """Check that ``table`` continues ``context`` (both with timestamps or neither; the first time of ``table``
     later than the last of ``context``), and return a note where the time jumps across the seam by more than 10
-    usual steps (windows count rows, not time: the first windows then join both sides), else None.
+    usual steps (windows count rows, not time: the first windows then join both sides), else None. ``feed``: the
+    errors name ``context`` as a feed's earlier rows (``Monitor``), not as a file given as context.
 
     Raises
     ------
@@ -36,6 +37,10 @@ def seam_note(context: Table, table: Table) -> Optional[str]:
         One has timestamps and the other none, or the times do not increase across the seam.
     """
     if _has_times(context) != _has_times(table):
+        if feed:
+            has = "has timestamps; the feed's earlier rows have none" if _has_times(table) else \
+                f"has no '{TIMESTAMP}' column; the feed's earlier rows have one"
+            raise InputError(f"{table.source}: {has}: a feed's rows must all have timestamps or none")
         timed, plain = (context, table) if _has_times(context) else (table, context)
         raise InputError(f"{plain.source}: no '{TIMESTAMP}' column, while {timed.source} has one; the data and its "
                          "context must both have timestamps or neither")
@@ -47,6 +52,9 @@ def seam_note(context: Table, table: Table) -> Optional[str]:
     except (InputError, TypeError, ValueError):
         # Each alone is in order (read and checked already), so the seam is what fails: a time at or before the
         # context's last, or one that does not compare with it (another kind of time, another date format)
+        if feed:
+            raise InputError(f"{table.source}: its first timestamp {short_repr(head[0])} does not follow the feed's "
+                             f"last ({short_repr(tail[-1])}); a feed's times must increase") from None
         raise InputError(f"{table.source}: its first timestamp {short_repr(head[0])} does not follow the last of its "
                          f"context {context.source} ({short_repr(tail[-1])}); the context must be the rows just "
                          "before the data") from None

@@ -148,6 +148,11 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
     return table
 
 
+def is_plain_text(path: str | os.PathLike) -> bool:
+    """A .csv, .txt or .tsv file as it is, not compressed: one that can be appended to line by line."""
+    return Path(path).suffix.lower() in _CSV
+
+
 def read_frame(path: str | os.PathLike, *, npy: bool = True, encoding: Optional[str] = None,
                **csv_options: Any) -> pd.DataFrame:
     """Read a CSV (also .txt/.tsv), Parquet or, with ``npy``, .npy file into a DataFrame, without validating its

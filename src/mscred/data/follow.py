@@ -1,0 +1,81 @@
+"""The rows a CSV file gains while something appends to it (``mscred watch``): a historian's export, a logger's file.
+
+``GrowingCsv.poll()`` returns the lines completed since the last poll as a DataFrame, read by the same CSV reader
+as every other table of the package (separator, encoding, decimal commas, exact timestamps): the header and those
+lines are put in a file of their own and read with ``read_frame``. A line still being written (no newline yet) is
+left for a later poll; a file that shrinks (rotated, truncated, rewritten) is an InputError, since its rows can no
+longer be told apart from the ones already scored.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from mscred.data.io import is_plain_text, read_frame
+from mscred.errors import InputError
+
+
+class GrowingCsv:
+    """Polls ``path`` for complete new lines. ``lines`` says which lines of the file (1-based, the header line 1)
+    the last poll returned, for messages."""
+
+    def __init__(self, path: str | os.PathLike, encoding: Optional[str] = None):
+        self.path, self.encoding = Path(path), encoding
+        if not is_plain_text(self.path):
+            raise InputError(f"{self.path}: watch follows a plain text table (.csv, .txt or .tsv) as it grows; a "
+                             f"{self.path.suffix or 'suffix-less'} file is not appended to line by line")
+        if not self.path.exists():
+            raise InputError(f"{self.path}: file not found")
+        if self.path.is_dir():
+            raise InputError(f"{self.path}: is a directory, expected a .csv file")
+        self.header: Optional[bytes] = None
+        self.offset = 0          # bytes read so far: the header and every complete line returned
+        self.line = 1            # lines returned so far, the header's included
+        self.lines = (0, 0)
+        self._folder = tempfile.TemporaryDirectory(prefix="mscred-watch-")
+
+    def close(self) -> None:
+        self._folder.cleanup()
+
+    def poll(self) -> Optional[pd.DataFrame]:
+        """The rows of the lines completed since the last poll, or None when there are none."""
+        size = self.path.stat().st_size
+        if size < self.offset:
+            raise InputError(f"{self.path}: the file shrank from {self.offset} to {size} bytes (rotated or "
+                             "rewritten?); watch follows a file that is only appended to: start it again")
+        with open(self.path, "rb") as handle:
+            handle.seek(self.offset)
+            new = handle.read(size - self.offset)
+        end = new.rfind(b"\n") + 1          # complete lines only: the rest is still being written
+        if end == 0:
+            return None
+        if self.header is None:
+            first = new.find(b"\n") + 1
+            self.header, self.offset, new, end = new[:first], first, new[first:], end - first
+            if end == 0:
+                return None
+        lines = new[:end]
+        count = lines.count(b"\n")
+        self.lines = (self.line + 1, self.line + count)
+        # Read before the offset moves: a poll that fails leaves the lines to be reported again, not skipped
+        rows = self._read(lines)
+        self.offset += end
+        self.line += count
+        return rows
+
+    def _read(self, lines: bytes) -> pd.DataFrame:
+        copy = Path(self._folder.name) / self.path.name
+        copy.write_bytes(self.header + lines)
+        try:
+            return read_frame(copy, npy=False, encoding=self.encoding)
+        except InputError as err:    # named as the watched file's lines, not the copy
+            raise InputError(str(err).replace(str(copy), self.where())) from None
+
+    def where(self) -> str:
+        """The watched file and the lines of the last poll, as messages name them."""
+        first, last = self.lines
+        return f"{self.path} line{'s' if last > first else ''} {first}" + (f"-{last}" if last > first else "")

@@ -1,0 +1,164 @@
+"""`mscred watch MODEL_DIR DATA --out SCORES.csv`: a CSV file scored as rows are appended to it. The command runs in a
+thread while the test appends to DATA a piece at a time, waiting for each piece's rows in SCORES.csv, so that the
+chunks it scores are known: SCORES.csv must then equal a ``Monitor`` fed the same chunks."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cli_helpers import bad_input, main, sensor_frame, tiny_model
+from mscred.detector import MSCRED
+from mscred.metrics import events as runs
+
+N_SENSORS = 4
+TRAIN_ROWS = 600
+WAIT_S = 60   # the longest a piece may take to appear in SCORES.csv (a loaded CI machine)
+
+
+@pytest.fixture(scope="module")
+def series() -> pd.DataFrame:
+    return sensor_frame(TRAIN_ROWS + 400, N_SENSORS, seed=5)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory, series):
+    return tiny_model(tmp_path_factory.mktemp("watch") / "model", series.iloc[:TRAIN_ROWS])
+
+
+class Watch:
+    """``mscred watch`` in a thread: ``code`` once it has returned."""
+
+    def __init__(self, *argv):
+        self.code = None
+        self.thread = threading.Thread(target=self._run, args=([str(a) for a in argv],), daemon=True)
+        self.thread.start()
+
+    def _run(self, argv):
+        self.code = main(["watch", *argv])
+
+    def join(self) -> int:
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive(), "watch did not stop"
+        return self.code
+
+
+def _lines(frame: pd.DataFrame, header: bool = False) -> bytes:
+    return frame.to_csv(index=False, header=header).encode()
+
+
+def _wait_for_rows(path, rows: int, watch: Watch) -> None:
+    """Until SCORES.csv holds ``rows`` rows (its header aside), or the watch has stopped."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline and watch.thread.is_alive():
+        if path.exists() and path.read_bytes().count(b"\n") - 1 >= rows:
+            return
+        time.sleep(0.02)
+    state = "stopped" if watch.code is not None else "hung"
+    raise AssertionError(f"{path}: {rows} rows did not come (the watch {state})")
+
+
+def _start(tmp_path, model_dir, first: pd.DataFrame, *options):
+    data, out = tmp_path / "feed.csv", tmp_path / "scores.csv"
+    data.write_bytes(_lines(first, header=True))
+    watch = Watch(model_dir, data, "--out", out, "--device", "cpu", "--interval", "0.02", "--idle-exit", "3",
+                  *options)
+    _wait_for_rows(out, len(first), watch)
+    return data, out, watch
+
+
+def test_scores_each_piece_as_it_comes(tmp_path, model_dir, series, capsys):
+    """Pieces of 130 (the file at the start), 1, 7, 39, 1, 50 and 172 rows, the piece of one row written in two
+    halves (the first half with the 39 rows before it): SCORES.csv is what a Monitor gives for those chunks, an
+    alarm line per run of anomalous rows, and a summary."""
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    cuts = [0, 130, 131, 138, 177, 178, 228, 400]
+    data, out, watch = _start(tmp_path, model_dir, feed.iloc[:130], "--sensor-scores")
+    for a, b in zip(cuts[1:], cuts[2:]):
+        piece = _lines(feed.iloc[a:b])
+        if b == 177:   # the next line's first half too: it waits for its newline
+            piece += _lines(feed.iloc[177:178])[:-20]
+        elif b == 178:
+            time.sleep(0.2)
+            piece = _lines(feed.iloc[177:178])[-20:]
+        with open(data, "ab") as handle:
+            handle.write(piece)
+        _wait_for_rows(out, b, watch)
+    assert watch.join() == 0
+    got = pd.read_csv(out)
+    monitor = MSCRED.load(model_dir, device="cpu").monitor(sensor_scores=True)
+    want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in zip(cuts, cuts[1:])], ignore_index=True)
+    assert list(got.columns) == list(want.columns) and len(got) == len(feed)
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    np.testing.assert_array_equal(got["is_anomaly"], want["is_anomaly"])
+    assert list(got["root_causes"].fillna("")) == list(want["root_causes"])
+    np.testing.assert_allclose(got.filter(like="score_"), want.filter(like="score_"), rtol=1e-15, atol=0)
+    stdout = capsys.readouterr().out.splitlines()
+    alarms = [line for line in stdout if line.startswith("alarm: ")]
+    starts = [a for a, _ in runs(want["is_anomaly"].to_numpy())]
+    assert len(starts) > 1 and [line.split()[2] for line in alarms] == [f"{feed['timestamp'][a]}:" for a in starts]
+    assert stdout[-1] == (f"watched 400 rows in 7 chunk(s): {int(want['is_anomaly'].sum())} anomalous in "
+                          f"{len(starts)} alarm(s) (threshold {monitor.model.threshold_:.4g}); wrote {out}")
+
+
+def test_a_bad_row_stops_it_with_the_rows_before_written(tmp_path, model_dir, series, capsys):
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    data, out, watch = _start(tmp_path, model_dir, feed.iloc[:120])
+    before = out.read_bytes()
+    bad = feed.iloc[120:125].astype(object)
+    bad.iloc[3, 2] = "n/a"
+    _append(data, bad)
+    assert watch.join() == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mscred: error: {data} lines 122-126: column 's1' row 4")
+    assert out.read_bytes() == before
+
+
+def _append(data, frame: pd.DataFrame) -> None:
+    with open(data, "ab") as handle:
+        handle.write(_lines(frame))
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda data, feed: _append(data, feed.iloc[100:110]), "does not follow the feed's last"),   # times go back
+    (lambda data, feed: data.write_bytes(_lines(feed.iloc[:50], header=True)), "the file shrank"),   # rewritten
+    (lambda data, feed: _append(data, feed.iloc[120:130].drop(columns=["s2"])),   # a short line's last fields
+     "lines 122-131: column 's3' row 1: missing value"),                           # read as missing
+])
+def test_a_feed_that_stops_making_sense_is_refused(tmp_path, model_dir, series, capsys, change, message):
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    data, out, watch = _start(tmp_path, model_dir, feed.iloc[:120])
+    change(data, feed)
+    assert watch.join() == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and message in err[0], err
+
+
+def test_refused_before_it_starts(tmp_path, model_dir, series, capsys):
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    csv = tmp_path / "feed.csv"
+    feed.to_csv(csv, index=False)
+    out = tmp_path / "scores.csv"
+    for data, names in [(tmp_path / "feed.csv.gz", ["watch follows a plain text table"]),
+                        (tmp_path / "feed.parquet", ["watch follows a plain text table"]),
+                        (tmp_path / "none.csv", ["file not found"])]:
+        if data.name != "none.csv":
+            data.write_bytes(b"x")
+        bad_input(capsys, "watch", model_dir, data, "--out", out, names=[str(data), *names])
+    bad_input(capsys, "watch", model_dir, csv, "--out", tmp_path / "s.parquet", names=["give a .csv or .tsv file"])
+    bad_input(capsys, "watch", model_dir, csv, "--out", csv, names=[str(csv)])
+    assert not out.exists() and not (tmp_path / "s.parquet").exists()
+
+
+def test_no_rows_yet_writes_nothing(tmp_path, model_dir, series, capsys):
+    """A file of its header alone, watched until idle: no rows, no SCORES.csv, said so."""
+    data = tmp_path / "feed.csv"
+    data.write_bytes(b"timestamp,s0,s1,s2,s3\n")
+    watch = Watch(model_dir, data, "--out", tmp_path / "s.csv", "--device", "cpu", "--interval", "0.02",
+                  "--idle-exit", "0.5")
+    assert watch.join() == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"watched {data}: no rows came; nothing written"
+    assert not (tmp_path / "s.csv").exists()
