@@ -349,3 +349,22 @@ def test_mutated_tables_through_fleet_detect(tmp_path, capsys, model_dir):
         if code in (0, 1) and not summary.exists():
             findings.append(f"case {case}: exit {code} without a summary")
     assert not findings, "\n".join(findings)
+
+
+def test_mutated_files_through_watch(tmp_path, capsys, model_dir):
+    """``watch --idle-exit 0`` reads a mutated file in one poll (its last line taken whole, a newline or not): the
+    follower's line cutting and header keeping meet every mutation and encoding the other tests use."""
+    rng = random.Random(1206)
+    good = sensor_frame(2 * ROWS, N).to_csv(index=False)
+    findings = []
+    for case in range(60):
+        text, edits = _mutated_csv(good, rng)
+        path = tmp_path / f"d{case}.csv"
+        encoding = _write_csv(path, text, rng)
+        argv = ["watch", model_dir, path, "--out", tmp_path / f"s{case}.csv", "--device", "cpu", "--idle-exit", "0",
+                "--missing", rng.choice(["error", "interpolate"])]
+        found = _outcome(capsys, argv + (["--encoding", encoding] if encoding != "utf-16" and rng.random() < 0.5
+                                         else []))
+        if found:
+            findings.append(f"case {case} ({encoding}, {edits}): {found}")
+    assert not findings, "\n".join(findings)

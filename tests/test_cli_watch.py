@@ -149,6 +149,8 @@ def test_refused_before_it_starts(tmp_path, model_dir, series, capsys):
             data.write_bytes(b"x")
         bad_input(capsys, "watch", model_dir, data, "--out", out, names=[str(data), *names])
     bad_input(capsys, "watch", model_dir, csv, "--out", tmp_path / "s.parquet", names=["give a .csv or .tsv file"])
+    bad_input(capsys, "watch", model_dir, csv, "--out", out, "--encoding", "utf-16",
+              names=[str(csv), "a newline is one byte", "utf-16"])
     bad_input(capsys, "watch", model_dir, csv, "--out", csv, names=[str(csv)])
     assert not out.exists() and not (tmp_path / "s.parquet").exists()
 

@@ -30,9 +30,10 @@ def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_e
 
     Every complete line DATA gains is scored after the rows before it (the rows already in DATA first), and
     SCORES.csv gains detect's columns for it: every row is scored once DATA holds one window's rows (100 at the
-    defaults). A line still being written waits for its newline. Each anomaly's first row prints an 'alarm:' line
-    on stdout with its time, score and root causes. Stops on Ctrl-C (or after --idle-exit seconds without a new
-    line) with a summary; a bad row stops it with exit 2, the rows before it scored and written.
+    defaults). A line still being written waits for its newline (at --idle-exit, a last line without one is taken
+    as complete). Each anomaly's first row prints an 'alarm:' line on stdout with its time, score and root
+    causes. Stops on Ctrl-C (or after --idle-exit seconds without a new line) with a summary; a bad row stops it
+    with exit 2, the rows before it scored and written.
     """
     from mscred.data.follow import GrowingCsv
     from mscred.data.io import check_writable_table, is_plain_text
@@ -66,6 +67,10 @@ def _follow(follower, monitor, scores, interval: float, idle_exit) -> None:
             scores.add(monitor.update(rows, source=follower.where()))
             last_new = time.monotonic()
         elif idle_exit is not None and time.monotonic() - last_new >= idle_exit:
+            # The writer has stopped: a last line without its newline is taken as complete
+            rows = follower.poll(final=True)
+            if rows is not None and len(rows):
+                scores.add(monitor.update(rows, source=follower.where()))
             return
         else:
             time.sleep(interval)

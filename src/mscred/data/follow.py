@@ -15,7 +15,7 @@ from typing import Optional
 
 import pandas as pd
 
-from mscred.data.io import is_plain_text, read_frame
+from mscred.data.io import csv_encoding, is_plain_text, read_frame
 from mscred.errors import InputError
 
 
@@ -28,6 +28,12 @@ class GrowingCsv:
         if not is_plain_text(self.path):
             raise InputError(f"{self.path}: watch follows a plain text table (.csv, .txt or .tsv) as it grows; a "
                              f"{self.path.suffix or 'suffix-less'} file is not appended to line by line")
+        codec = csv_encoding(encoding)
+        if _newline(codec) != b"\n":
+            # (lines are cut at newline bytes before decoding: in UTF-16 or UTF-32 a newline is several bytes,
+            # which a cut could split)
+            raise InputError(f"{self.path}: watch reads a file line by line in an encoding where a newline is one "
+                             f"byte (UTF-8, Latin-1, cp1252, ...), not {codec}: have it written in UTF-8")
         if not self.path.exists():
             raise InputError(f"{self.path}: file not found")
         if self.path.is_dir():
@@ -41,8 +47,9 @@ class GrowingCsv:
     def close(self) -> None:
         self._folder.cleanup()
 
-    def poll(self) -> Optional[pd.DataFrame]:
-        """The rows of the lines completed since the last poll, or None when there are none."""
+    def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
+        """The rows of the lines completed since the last poll, or None when there are none. ``final``: a last
+        line without its newline counts as complete (the writer has stopped)."""
         size = self.path.stat().st_size
         if size < self.offset:
             raise InputError(f"{self.path}: the file shrank from {self.offset} to {size} bytes (rotated or "
@@ -50,12 +57,15 @@ class GrowingCsv:
         with open(self.path, "rb") as handle:
             handle.seek(self.offset)
             new = handle.read(size - self.offset)
+        taken = len(new)
+        if final and new and not new.endswith(b"\n"):
+            new += b"\n"
         end = new.rfind(b"\n") + 1          # complete lines only: the rest is still being written
         if end == 0:
             return None
         if self.header is None:
             first = new.find(b"\n") + 1
-            self.header, self.offset, new, end = new[:first], first, new[first:], end - first
+            self.header, self.offset, new, end, taken = new[:first], first, new[first:], end - first, taken - first
             if end == 0:
                 return None
         lines = new[:end]
@@ -63,7 +73,7 @@ class GrowingCsv:
         self.lines = (self.line + 1, self.line + count)
         # Read before the offset moves: a poll that fails leaves the lines to be reported again, not skipped
         rows = self._read(lines)
-        self.offset += end
+        self.offset += min(end, taken)    # (a final line's added newline is not the file's)
         self.line += count
         return rows
 
@@ -79,3 +89,8 @@ class GrowingCsv:
         """The watched file and the lines of the last poll, as messages name them."""
         first, last = self.lines
         return f"{self.path} line{'s' if last > first else ''} {first}" + (f"-{last}" if last > first else "")
+
+
+def _newline(codec: str) -> bytes:
+    """A newline's bytes in ``codec``, a byte-order mark aside (that of "\n\n" after that of "\n")."""
+    return "\n\n".encode(codec)[len("\n".encode(codec)):]
