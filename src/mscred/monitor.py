@@ -105,6 +105,8 @@ class Monitor:
             raise InputError(f"{source}: expected a DataFrame or a 2-D array of rows, got {type(chunk).__name__}")
         if len(chunk) == 0:
             raise InputError(f"{source}: no rows")
+        # Names as the reader strips them (' s1' is s1), so that the tail and the next chunk line up by name
+        chunk = chunk.set_axis([str(c).strip() for c in chunk.columns], axis=1)
         if TIMESTAMP not in chunk.columns and isinstance(chunk.index, pd.RangeIndex):
             chunk = chunk.set_axis(pd.RangeIndex(self.rows_seen, self.rows_seen + len(chunk)), axis=0)
         return chunk

@@ -4,7 +4,8 @@
 as every other table of the package (separator, encoding, decimal commas, exact timestamps): the header and those
 lines are put in a file of their own and read with ``read_frame``. A line still being written (no newline yet) is
 left for a later poll; a file that shrinks (rotated, truncated, rewritten) is an InputError, since its rows can no
-longer be told apart from the ones already scored.
+longer be told apart from the ones already scored. Lines are cut at their newline bytes, so a quoted cell holding a
+line break (which no sensor export writes in its rows) would be cut in two.
 """
 from __future__ import annotations
 
