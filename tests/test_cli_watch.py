@@ -164,3 +164,23 @@ def test_no_rows_yet_writes_nothing(tmp_path, model_dir, series, capsys):
     assert watch.join() == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"watched {data}: no rows came; nothing written"
     assert not (tmp_path / "s.csv").exists()
+
+
+def test_ctrl_c_stops_it_with_the_summary(tmp_path, model_dir, series, capsys, monkeypatch):
+    """Ctrl-C while it waits for more lines: exit 0 and the summary, as a watch is meant to be stopped."""
+    from mscred.cli import watch as command
+
+    class Interrupted:
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(seconds):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(command, "time", Interrupted)
+    data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
+    data.write_bytes(_lines(series.iloc[TRAIN_ROWS:TRAIN_ROWS + 150], header=True))
+    code = main(["watch", str(model_dir), str(data), "--out", str(out), "--device", "cpu"])
+    stdout = capsys.readouterr().out.splitlines()
+    assert code == 0 and stdout[-1].startswith("watched 150 rows in 1 chunk(s): ")
+    assert len(pd.read_csv(out)) == 150
