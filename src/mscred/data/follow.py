@@ -43,10 +43,11 @@ class GrowingCsv:
         self.offset = 0          # bytes read so far: the header and every complete line returned
         self.line = 1            # lines returned so far, the header's included
         self.lines = (0, 0)
-        self._folder = tempfile.TemporaryDirectory(prefix="mscred-watch-")
+        self._folder = None   # where each poll's lines are put to be read (made at the first poll with lines)
 
     def close(self) -> None:
-        self._folder.cleanup()
+        if self._folder is not None:
+            self._folder.cleanup()
 
     def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
         """The rows of the lines completed since the last poll, or None when there are none. ``final``: a last
@@ -79,6 +80,8 @@ class GrowingCsv:
         return rows
 
     def _read(self, lines: bytes) -> pd.DataFrame:
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="mscred-watch-")
         copy = Path(self._folder.name) / self.path.name
         copy.write_bytes(self.header + lines)
         try:
