@@ -184,3 +184,49 @@ def test_ctrl_c_stops_it_with_the_summary(tmp_path, model_dir, series, capsys, m
     stdout = capsys.readouterr().out.splitlines()
     assert code == 0 and stdout[-1].startswith("watched 150 rows in 1 chunk(s): ")
     assert len(pd.read_csv(out)) == 150
+
+
+def test_resume_continues_where_the_last_watch_stopped(tmp_path, model_dir, series, capsys):
+    """A watch of 150 rows stops; 100 rows come while none runs; ``--resume`` appends those 100 as the chunk after
+    the 150 (SCORES.csv as one watch of the two pieces gives it); without SCORES.csv it starts over, with a note."""
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
+    data.write_bytes(_lines(feed.iloc[:150], header=True))
+    argv = ["watch", str(model_dir), str(data), "--out", str(out), "--device", "cpu", "--idle-exit", "0",
+            "--sensor-scores"]
+    assert main(argv) == 0
+    _append(data, feed.iloc[150:250])
+    capsys.readouterr()
+    assert main(argv + ["--resume"]) == 0
+    monitor = MSCRED.load(model_dir, device="cpu").monitor(sensor_scores=True)
+    want = pd.concat([monitor.update(feed.iloc[:150]), monitor.update(feed.iloc[150:250])], ignore_index=True)
+    got = pd.read_csv(out)
+    assert list(got.columns) == list(want.columns) and len(got) == 250
+    np.testing.assert_allclose(got.filter(like="score"), want.filter(like="score"), rtol=1e-15, atol=0)
+    assert capsys.readouterr().out.splitlines()[-1].endswith(f"wrote {out} after the 150 it held already")
+    assert main(argv + ["--resume"]) == 0   # nothing new: the file as it was
+    assert capsys.readouterr().out.splitlines()[-1] == f"watched {data}: no rows came after the 250 it held " \
+                                                       f"already; {out} as it was"
+    assert len(pd.read_csv(out)) == 250
+    out.unlink()
+    assert main(argv + ["--resume"]) == 0
+    captured = capsys.readouterr()
+    assert "nothing to resume" in captured.err and len(pd.read_csv(out)) == 250
+
+
+def test_resume_refuses_another_files_scores(tmp_path, model_dir, series, capsys):
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
+    data.write_bytes(_lines(feed.iloc[:150], header=True))
+    argv = ["watch", model_dir, data, "--out", out, "--device", "cpu", "--idle-exit", "0"]
+    assert main([str(a) for a in argv]) == 0
+    scores = out.read_bytes()
+    capsys.readouterr()
+    other = tmp_path / "other.csv"
+    other.write_bytes(_lines(feed.iloc[1:200], header=True))
+    bad_input(capsys, *argv[:2], other, *argv[3:], "--resume",
+              names=["its last row is timestamp 749, but row 150", "is 750"])
+    other.write_bytes(_lines(feed.iloc[:120], header=True))
+    bad_input(capsys, *argv[:2], other, *argv[3:], "--resume", names=["150 rows scored already", "has 120"])
+    bad_input(capsys, *argv, "--resume", "--sensor-scores", names=["its columns are not those this watch writes"])
+    assert out.read_bytes() == scores

@@ -158,3 +158,18 @@ def test_an_unfitted_model_has_no_monitor():
         MSCRED().monitor()
     with pytest.raises(NotFittedError):
         Monitor(MSCRED())
+
+
+def test_primed_rows_are_context_not_scores(model, series):
+    """``prime(before)`` then ``update(chunk)``: detect(chunk, context=before); untimed rows numbered after them."""
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    monitor = model.monitor()
+    monitor.prime(feed.iloc[:180])
+    assert monitor.rows_seen == 180
+    pd.testing.assert_frame_equal(monitor.update(feed.iloc[180:187]).reset_index(drop=True),
+                                  model.detect(feed.iloc[180:187], context=feed.iloc[:180]).reset_index(drop=True))
+    with pytest.raises(InputError, match="does not follow the feed's last"):
+        monitor.prime(feed.iloc[100:110])
+    untimed = model.monitor()
+    untimed.prime(feed.iloc[:130, 1:].to_numpy())
+    assert list(untimed.update(feed.iloc[130:133, 1:].to_numpy())["row"]) == [130, 131, 132]

@@ -72,12 +72,25 @@ class Monitor:
                 found["row"] = frame.index.to_numpy()
         else:
             found = self._unscored(frame, table)
+        self._advance(frame, table, joined)
+        return found
+
+    def prime(self, chunk, source: str = "chunk") -> None:
+        """Take ``chunk`` as the feed's rows so far without scoring them (checked as ``update`` checks a chunk):
+        the rows already scored before a restart (``mscred watch --resume``), or history to score after."""
+        frame = self._frame(chunk, source)
+        self._advance(frame, self._checked(frame, source))
+
+    def _advance(self, frame: pd.DataFrame, table, joined: Optional[pd.DataFrame] = None) -> None:
+        """The feed after ``frame`` (read as ``table``; ``joined``: the tail and it, when made already): the tail
+        kept, the seam's times, the rows counted."""
+        if joined is None:
+            joined = frame if self._history is None else pd.concat([self._history, frame])
         self._keep(joined)
         timed = not isinstance(table.index, pd.RangeIndex)   # (row numbers: nothing to check, a RangeIndex kept)
         recent = table.index if self._times is None or not timed else self._times.append(table.index)
         self._times = recent[-SEAM_ROWS:]
         self.rows_seen += len(frame)
-        return found
 
     def _checked(self, frame: pd.DataFrame, source: str):
         """The chunk read as ``detect`` reads X (its errors name the chunk's own rows), and shown to follow the

@@ -9,6 +9,10 @@ import numpy as np
 
 from mscred.cli.params import NamedPath, encoding_option
 from mscred.config import MISSING_POLICIES
+from mscred.detect import SENSOR_SCORE_PREFIX
+
+# detect's columns after the time or row number (the sensor scores follow with --sensor-scores)
+WATCH_COLUMNS = ["score", "is_anomaly", "root_causes", "scales"]
 
 
 @click.command()
@@ -24,8 +28,11 @@ from mscred.config import MISSING_POLICIES
               help="Seconds between looks at DATA.")
 @click.option("--idle-exit", type=click.FloatRange(min=0), default=None,
               help="Stop once DATA has gained no complete line for this many seconds [watch until Ctrl-C].")
+@click.option("--resume", is_flag=True,
+              help="Continue an earlier watch of DATA into SCORES.csv (restarted after a stop): the rows of DATA it "
+                   "holds already are the feed's history, not scored again; the rest are appended to it.")
 @encoding_option
-def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_exit, encoding) -> None:
+def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_exit, resume, encoding) -> None:
     """Score DATA, a CSV file that something appends rows to, as it grows.
 
     Every complete line DATA gains is scored after the rows before it (the rows already in DATA first), and
@@ -48,6 +55,8 @@ def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_e
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_)
     try:
+        if resume:
+            _resume(follower, monitor, scores)
         _follow(follower, monitor, scores, interval, idle_exit)
     except KeyboardInterrupt:    # how a watch is stopped: said, not an error
         pass
@@ -55,6 +64,43 @@ def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_e
         follower.close()
         scores.close()
     click.echo(scores.summary(data))
+
+
+def _resume(follower, monitor, scores) -> None:
+    """``--resume``: the rows of DATA that SCORES.csv holds (as many as it has rows, its last row's time or row
+    number checked against DATA's) primed as history, the rest scored and appended."""
+    from mscred.errors import InputError
+
+    if not scores.path.exists():
+        click.echo(f"note: {scores.path} not found: nothing to resume; scoring {follower.path} from its first row",
+                   err=True)
+        return
+    import pandas as pd
+
+    written = pd.read_csv(scores.path, sep=scores.sep, dtype=str, keep_default_na=False)
+    rows = follower.poll()
+    held, there = len(written), 0 if rows is None else len(rows)
+    if held > there:
+        raise InputError(f"{scores.path}: {held} rows scored already, but {follower.path} has {there}: "
+                         "--resume continues the watch of this same file")
+    if not held:
+        raise InputError(f"{scores.path}: no rows to resume after; remove it or run without --resume")
+    index = "timestamp" if "timestamp" in rows.columns else "row"
+    columns = [index] + WATCH_COLUMNS + [SENSOR_SCORE_PREFIX + s for s in monitor.model.sensors_
+                                         if monitor.sensor_scores]
+    if list(written.columns) != columns:
+        raise InputError(f"{scores.path}: its columns are not those this watch writes ({', '.join(columns[:6])}"
+                         f"{', ...' if len(columns) > 6 else ''}): written from other data or with(out) "
+                         "--sensor-scores; --resume continues the same watch")
+    last = rows[index].iloc[held - 1] if index == "timestamp" else held - 1
+    shown = pd.DataFrame({index: [last]}).to_csv(index=False, header=False).strip()
+    if written[index].iloc[-1] != shown:
+        raise InputError(f"{scores.path}: its last row is {index} {written[index].iloc[-1]}, but row {held} of "
+                         f"{follower.path} is {shown}: --resume continues the watch of this same file")
+    monitor.prime(rows.iloc[:held], source=follower.where())
+    scores.resume(held, flagged_last=written["is_anomaly"].iloc[-1] == "1")
+    if there > held:
+        scores.add(monitor.update(rows.iloc[held:], source=follower.where(skip=held)))
 
 
 def _follow(follower, monitor, scores, interval: float, idle_exit) -> None:
@@ -86,12 +132,18 @@ class Scores:
         self.sep = "\t" if self.path.suffix.lower() == ".tsv" else ","
         self.handle = None
         self.rows = self.anomalous = self.alarms = self.chunks = 0
+        self.held = 0               # rows an earlier watch wrote (--resume)
         self.flagged_last = False   # whether the last row written was anomalous (a run continues into the chunk)
+
+    def resume(self, held: int, flagged_last: bool) -> None:
+        """Append to the file of an earlier watch, which holds ``held`` rows (the last anomalous or not)."""
+        self.held, self.flagged_last = held, flagged_last
+        self.handle = open(self.path, "a", encoding="utf-8", newline="")
 
     def add(self, found) -> None:
         if self.handle is None:
             self.handle = open(self.path, "w", encoding="utf-8", newline="")
-        self.handle.write(found.to_csv(index=False, header=self.chunks == 0, sep=self.sep))
+        self.handle.write(found.to_csv(index=False, header=self.chunks == 0 and not self.held, sep=self.sep))
         self.handle.flush()
         flagged = found["is_anomaly"].to_numpy().astype(bool)
         starts = flagged & ~_shifted(flagged, self.flagged_last)
@@ -111,10 +163,12 @@ class Scores:
             self.handle.close()
 
     def summary(self, data) -> str:
+        after = f" after the {self.held} it held already" if self.held else ""
         if not self.chunks:
-            return f"watched {data}: no rows came; nothing written"
+            return f"watched {data}: no rows came{after}; " + (f"{self.path} as it was" if self.held else
+                                                               "nothing written")
         return (f"watched {self.rows} rows in {self.chunks} chunk(s): {self.anomalous} anomalous in {self.alarms} "
-                f"alarm(s) (threshold {self.threshold:.4g}); wrote {self.path}")
+                f"alarm(s) (threshold {self.threshold:.4g}); wrote {self.path}{after}")
 
 
 def _shifted(flags: np.ndarray, before: bool) -> np.ndarray:

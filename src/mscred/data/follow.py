@@ -89,9 +89,10 @@ class GrowingCsv:
         except InputError as err:    # named as the watched file's lines, not the copy
             raise InputError(str(err).replace(str(copy), self.where())) from None
 
-    def where(self) -> str:
-        """The watched file and the lines of the last poll, as messages name them."""
+    def where(self, skip: int = 0) -> str:
+        """The watched file and the lines of the last poll (after its first ``skip``), as messages name them."""
         first, last = self.lines
+        first += skip
         return f"{self.path} line{'s' if last > first else ''} {first}" + (f"-{last}" if last > first else "")
 
 
