@@ -29,7 +29,9 @@ MAX_HISTORY_FACTOR = 10
 
 
 class Monitor:
-    """Scores a feed chunk by chunk with a fitted ``model`` (``model.monitor()``).
+    """Scores a feed chunk by chunk with a fitted ``model`` (``model.monitor()``). Part of the model kept in a file
+    of its own: it reads chunks with the model's own private readers (``_scoring_table``, ``_in_training_order``),
+    so that a chunk is checked exactly as ``detect`` checks X.
 
     ``update(chunk)`` takes what ``detect`` takes (a DataFrame with or without a ``timestamp`` column, a 2-D array
     or a list of rows, in the training sensors' order for the latter two) and returns ``detect``'s frame for the
