@@ -230,3 +230,7 @@ def test_resume_refuses_another_files_scores(tmp_path, model_dir, series, capsys
     bad_input(capsys, *argv[:2], other, *argv[3:], "--resume", names=["150 rows scored already", "has 120"])
     bad_input(capsys, *argv, "--resume", "--sensor-scores", names=["its columns are not those this watch writes"])
     assert out.read_bytes() == scores
+    for damaged in (b"", b"\xff\xfe\x00garbage", b'a,"b\n1,2\n'):
+        out.write_bytes(damaged)
+        bad_input(capsys, *argv, "--resume", names=[str(out)])
+        assert out.read_bytes() == damaged

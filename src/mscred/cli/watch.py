@@ -77,7 +77,11 @@ def _resume(follower, monitor, scores) -> None:
         return
     import pandas as pd
 
-    written = pd.read_csv(scores.path, sep=scores.sep, dtype=str, keep_default_na=False)
+    try:
+        written = pd.read_csv(scores.path, sep=scores.sep, dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise InputError(f"{scores.path}: cannot be read as the scores of a watch ({type(err).__name__}); "
+                         "--resume continues the same watch") from None
     rows = follower.poll()
     held, there = len(written), 0 if rows is None else len(rows)
     if held > there:
