@@ -234,3 +234,18 @@ def test_resume_refuses_another_files_scores(tmp_path, model_dir, series, capsys
         out.write_bytes(damaged)
         bad_input(capsys, *argv, "--resume", names=[str(out)])
         assert out.read_bytes() == damaged
+
+
+def test_rows_without_timestamps_are_numbered_across_restarts(tmp_path, model_dir, series, capsys):
+    feed = series.iloc[TRAIN_ROWS:].drop(columns=["timestamp"]).reset_index(drop=True)
+    data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
+    data.write_bytes(_lines(feed.iloc[:130], header=True))
+    argv = ["watch", str(model_dir), str(data), "--out", str(out), "--device", "cpu", "--idle-exit", "0"]
+    assert main(argv) == 0
+    _append(data, feed.iloc[130:150])
+    assert main(argv + ["--resume"]) == 0
+    got = pd.read_csv(out)
+    assert list(got["row"]) == list(range(150))
+    monitor = MSCRED.load(model_dir, device="cpu").monitor()
+    want = pd.concat([monitor.update(feed.iloc[:130]), monitor.update(feed.iloc[130:150])], ignore_index=True)
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
