@@ -249,3 +249,26 @@ def test_rows_without_timestamps_are_numbered_across_restarts(tmp_path, model_di
     monitor = MSCRED.load(model_dir, device="cpu").monitor()
     want = pd.concat([monitor.update(feed.iloc[:130]), monitor.update(feed.iloc[130:150])], ignore_index=True)
     np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+
+
+def test_filled_values_are_counted_as_detect_counts_them(tmp_path, model_dir, series, capsys):
+    """``--missing interpolate``: a ``filled`` column on every chunk (0 where none was), also after a resume; the
+    scores are the Monitor's."""
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True).copy()
+    feed.loc[[5, 140, 141], "s1"] = np.nan
+    feed.loc[141, "s3"] = np.nan
+    data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
+    data.write_bytes(_lines(feed.iloc[:130], header=True))
+    argv = ["watch", str(model_dir), str(data), "--out", str(out), "--device", "cpu", "--idle-exit", "0",
+            "--missing", "interpolate"]
+    assert main(argv) == 0
+    _append(data, feed.iloc[130:150])
+    assert main(argv + ["--resume"]) == 0
+    got = pd.read_csv(out)
+    assert list(got.columns)[-1] == "filled" and list(np.flatnonzero(got["filled"])) == [5, 140, 141]
+    assert list(got["filled"][[5, 140, 141]]) == [1, 1, 2]
+    monitor = MSCRED.load(model_dir, device="cpu").monitor(missing="interpolate")
+    want = pd.concat([monitor.update(feed.iloc[:130]), monitor.update(feed.iloc[130:150])], ignore_index=True)
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    capsys.readouterr()
+    bad_input(capsys, *argv[:7], "--idle-exit", "0", "--resume", names=["its columns are not those"])

@@ -91,7 +91,7 @@ def _resume(follower, monitor, scores) -> None:
         raise InputError(f"{scores.path}: no rows to resume after; remove it or run without --resume")
     index = "timestamp" if "timestamp" in rows.columns else "row"
     columns = [index] + WATCH_COLUMNS + [SENSOR_SCORE_PREFIX + s for s in monitor.model.sensors_
-                                         if monitor.sensor_scores]
+                                         if monitor.sensor_scores] + (["filled"] if monitor.missing != "error" else [])
     if list(written.columns) != columns:
         raise InputError(f"{scores.path}: its columns are not those this watch writes ({', '.join(columns[:6])}"
                          f"{', ...' if len(columns) > 6 else ''}): written from other data or with(out) "
@@ -104,7 +104,16 @@ def _resume(follower, monitor, scores) -> None:
     monitor.prime(rows.iloc[:held], source=follower.where())
     scores.resume(held, flagged_last=written["is_anomaly"].iloc[-1] == "1")
     if there > held:
-        scores.add(monitor.update(rows.iloc[held:], source=follower.where(skip=held)))
+        scores.add(_scored(monitor, rows.iloc[held:], follower.where(skip=held)))
+
+
+def _scored(monitor, rows, source: str):
+    """The monitor's frame for ``rows``; with --missing interpolate also ``filled``, as detect writes it: how many
+    of the row's sensor values were missing and filled (always there, so that every chunk has the same columns)."""
+    found = monitor.update(rows, source=source)
+    if monitor.missing != "error":
+        found["filled"] = rows[monitor.model.sensors_].isna().sum(axis=1).to_numpy()
+    return found
 
 
 def _follow(follower, monitor, scores, interval: float, idle_exit) -> None:
@@ -114,13 +123,13 @@ def _follow(follower, monitor, scores, interval: float, idle_exit) -> None:
     while True:
         rows = follower.poll()
         if rows is not None and len(rows):
-            scores.add(monitor.update(rows, source=follower.where()))
+            scores.add(_scored(monitor, rows, follower.where()))
             last_new = time.monotonic()
         elif idle_exit is not None and time.monotonic() - last_new >= idle_exit:
             # The writer has stopped: a last line without its newline is taken as complete
             rows = follower.poll(final=True)
             if rows is not None and len(rows):
-                scores.add(monitor.update(rows, source=follower.where()))
+                scores.add(_scored(monitor, rows, follower.where()))
             return
         else:
             time.sleep(interval)
