@@ -26,7 +26,6 @@ from mscred.figures import (CSS, DETECTED, TRUTH, figure_png, img_tag, is_date, 
 from mscred.metrics import events as runs
 from mscred.metrics import rank_event_causes
 
-
 REPORT_FILES = ("index.html", "metrics.json")  # all a report directory holds (figures are inlined)
 ZOOM_EVENTS = 4  # events the zoomed series show, the first ones
 SENSOR_ROWS = 20  # sensors the sensor-score heat map shows, those with the largest scores
