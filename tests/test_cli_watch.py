@@ -272,3 +272,35 @@ def test_filled_values_are_counted_as_detect_counts_them(tmp_path, model_dir, se
     np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
     capsys.readouterr()
     bad_input(capsys, *argv[:7], "--idle-exit", "0", "--resume", names=["its columns are not those"])
+
+
+def test_a_folder_of_rolled_files_is_one_feed(tmp_path, model_dir, series, capsys):
+    """A logger's folder: day1.csv grows, its last line is written without a newline, then day2.csv appears and
+    grows. SCORES.csv is a Monitor fed the same chunks: day1's last line is taken whole once day2 exists, and the
+    files' rows are one feed (the windows run across the files)."""
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    folder, out = tmp_path / "logs", tmp_path / "s.csv"
+    folder.mkdir()
+    (folder / "day1.csv").write_bytes(_lines(feed.iloc[:130], header=True))
+    (folder / "notes.txt.gz").write_bytes(b"not the feed's")
+    watch = Watch(model_dir, folder, "--out", out, "--device", "cpu", "--interval", "0.02", "--idle-exit", "3")
+    _wait_for_rows(out, 130, watch)
+    _append(folder / "day1.csv", feed.iloc[130:140])
+    _wait_for_rows(out, 140, watch)
+    with open(folder / "day1.csv", "ab") as handle:
+        handle.write(_lines(feed.iloc[140:142])[:-1])   # the last line without its newline
+    _wait_for_rows(out, 141, watch)
+    (folder / "day2.csv").write_bytes(_lines(feed.iloc[142:162], header=True))
+    _wait_for_rows(out, 162, watch)
+    _append(folder / "day2.csv", feed.iloc[162:177])
+    _wait_for_rows(out, 177, watch)
+    assert watch.join() == 0
+    monitor = MSCRED.load(model_dir, device="cpu").monitor()
+    cuts = [0, 130, 140, 141, 142, 162, 177]
+    want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in zip(cuts, cuts[1:])], ignore_index=True)
+    got = pd.read_csv(out)
+    assert list(got["timestamp"]) == list(feed["timestamp"][:177])
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    assert capsys.readouterr().out.splitlines()[-1].startswith("watched 177 rows in 6 chunk(s): ")
+    bad_input(capsys, "watch", model_dir, folder, "--out", folder / "s.csv", names=["is in the watched folder"])
+    bad_input(capsys, "watch", model_dir, folder, "--out", out, "--resume", names=["not of a folder"])

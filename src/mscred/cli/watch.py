@@ -17,7 +17,7 @@ WATCH_COLUMNS = ["score", "is_anomaly", "root_causes", "scales"]
 
 @click.command()
 @click.argument("model_dir", type=NamedPath(file_okay=False, hint="give the model's folder"))
-@click.argument("data", type=NamedPath(dir_okay=False))
+@click.argument("data", type=NamedPath())
 @click.option("--out", "out", required=True, type=NamedPath(dir_okay=False),
               help="SCORES.csv (or .tsv) to write, a chunk of rows at a time as DATA grows.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
@@ -41,8 +41,11 @@ def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_e
     as complete). Each anomaly's first row prints an 'alarm:' line on stdout with its time, score and root
     causes. Stops on Ctrl-C (or after --idle-exit seconds without a new line) with a summary; a bad row stops it
     with exit 2, the rows before it scored and written.
+
+    DATA may be a folder whose CSV files a logger rolls (one a day, named so that they sort in time order): the
+    files are one feed, in name order, and once a later file appears the watch moves on to it.
     """
-    from mscred.data.follow import GrowingCsv
+    from mscred.data.follow import GrowingCsv, RollingCsvFolder
     from mscred.data.io import check_writable_table, is_plain_text
     from mscred.detector import MSCRED
     from mscred.errors import InputError
@@ -50,7 +53,14 @@ def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_e
     check_writable_table(out, inputs=[data])
     if not is_plain_text(out):
         raise InputError(f"{out}: watch appends to its output as it scores: give a .csv or .tsv file")
-    follower = GrowingCsv(data, encoding=encoding)
+    if Path(data).is_dir():
+        if Path(out).resolve().parent == Path(data).resolve():
+            raise InputError(f"{out}: is in the watched folder {data}, whose tables are the feed: write it elsewhere")
+        if resume:
+            raise InputError(f"{data}: --resume continues the watch of one file, not of a folder")
+        follower = RollingCsvFolder(data, encoding=encoding)
+    else:
+        follower = GrowingCsv(data, encoding=encoding)
     model = MSCRED.load(model_dir, device=device)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_)

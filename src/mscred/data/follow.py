@@ -99,3 +99,40 @@ class GrowingCsv:
 def _newline(codec: str) -> bytes:
     """A newline's bytes in ``codec``, a byte-order mark aside (that of "\n\n" after that of "\n")."""
     return "\n\n".encode(codec)[len("\n".encode(codec)):]
+
+
+class RollingCsvFolder:
+    """A folder of plain text tables that a logger rolls (``feed-2026-12-05.csv``, then ``feed-2026-12-06.csv``),
+    followed as one feed: the files in name order, each one's lines as they come. Once a file whose name sorts
+    later appears, the rest of the current one is read (its last line taken whole: its writer has moved on) and the
+    next is followed. Hidden files and files of other types (an archive of old ones) are not the feed's."""
+
+    def __init__(self, folder: str | os.PathLike, encoding: Optional[str] = None):
+        self.path, self.encoding = Path(folder), encoding
+        self.current: Optional[GrowingCsv] = None
+
+    def _files(self) -> list[Path]:
+        return sorted(p for p in self.path.iterdir()
+                      if p.is_file() and not p.name.startswith(".") and is_plain_text(p))
+
+    def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
+        """The rows the feed gained since the last poll (those of one file), or None."""
+        while True:
+            files = self._files()
+            if self.current is None:
+                if not files:
+                    return None
+                self.current = GrowingCsv(files[0], self.encoding)
+            later = [p for p in files if p.name > self.current.path.name]
+            rows = self.current.poll(final=final or bool(later))
+            if rows is not None or not later:
+                return rows
+            self.current.close()
+            self.current = GrowingCsv(later[0], self.encoding)
+
+    def where(self, skip: int = 0) -> str:
+        return self.current.where(skip) if self.current is not None else str(self.path)
+
+    def close(self) -> None:
+        if self.current is not None:
+            self.current.close()
