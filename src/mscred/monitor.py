@@ -60,7 +60,7 @@ class Monitor:
         the chunk in errors (``mscred watch``: the file and its lines)."""
         frame = self._frame(chunk, source)
         table = self._checked(frame, source)
-        joined = frame if self._history is None else pd.concat([self._history, frame])
+        joined = self._with_tail(frame)
         available = len(joined) - len(frame)
         if len(joined) >= self.model.min_rows:
             # The tail and the chunk read as one table, so that a gap is filled across the seam (and a sensor
@@ -81,13 +81,21 @@ class Monitor:
         """Take ``chunk`` as the feed's rows so far without scoring them (checked as ``update`` checks a chunk):
         the rows already scored before a restart (``mscred watch --resume``), or history to score after."""
         frame = self._frame(chunk, source)
-        self._advance(frame, self._checked(frame, source))
+        self._advance(frame, self._checked(frame, source), self._with_tail(frame))
 
-    def _advance(self, frame: pd.DataFrame, table, joined: Optional[pd.DataFrame] = None) -> None:
-        """The feed after ``frame`` (read as ``table``; ``joined``: the tail and it, when made already): the tail
-        kept, the seam's times, the rows counted."""
-        if joined is None:
-            joined = frame if self._history is None else pd.concat([self._history, frame])
+    def columns(self, index_name: str) -> list[str]:
+        """The columns of what ``update`` returns, in order, after the ``index_name`` column ("timestamp" or
+        "row"): ``detect``'s."""
+        names = [index_name, "score", "is_anomaly", "root_causes", "scales"]
+        return names + ([SENSOR_SCORE_PREFIX + s for s in self.model.sensors_] if self.sensor_scores else [])
+
+    def _with_tail(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The tail kept so far, then ``frame``."""
+        return frame if self._history is None else pd.concat([self._history, frame])
+
+    def _advance(self, frame: pd.DataFrame, table, joined: pd.DataFrame) -> None:
+        """The feed after ``frame`` (read as ``table``; ``joined``: ``_with_tail(frame)``): the tail kept, the seam's
+        times, the rows counted."""
         self._keep(joined)
         timed = not isinstance(table.index, pd.RangeIndex)   # (row numbers: nothing to check, a RangeIndex kept)
         recent = table.index if self._times is None or not timed else self._times.append(table.index)
@@ -127,16 +135,13 @@ class Monitor:
         return chunk
 
     def _unscored(self, frame: pd.DataFrame, table) -> pd.DataFrame:
-        """``detect``'s columns for rows no window covers yet: score 0, not anomalous."""
+        """``detect``'s columns for rows no window covers yet: score 0, not anomalous (sensor scores NaN)."""
         rows = len(frame)
         index_name = index_column(table)
         found = pd.DataFrame({index_name: frame.index.to_numpy() if index_name == "row" else np.asarray(table.index),
                               "score": np.zeros(rows), "is_anomaly": np.zeros(rows, dtype=np.int64),
                               "root_causes": [""] * rows, "scales": [""] * rows})
-        if self.sensor_scores:
-            names = [SENSOR_SCORE_PREFIX + sensor for sensor in self.model.sensors_]
-            found = pd.concat([found, pd.DataFrame(np.nan, index=found.index, columns=names)], axis=1)
-        return found
+        return found.reindex(columns=self.columns(index_name))   # (the sensor scores' columns: NaN)
 
     def _keep(self, joined: pd.DataFrame) -> None:
         """The tail after the chunk: the last ``tail_rows`` rows of ``joined`` (the tail before it and the chunk),

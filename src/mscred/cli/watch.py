@@ -9,10 +9,6 @@ import numpy as np
 
 from mscred.cli.params import NamedPath, encoding_option
 from mscred.config import MISSING_POLICIES
-from mscred.detect import SENSOR_SCORE_PREFIX
-
-# detect's columns after the time or row number (the sensor scores follow with --sensor-scores)
-WATCH_COLUMNS = ["score", "is_anomaly", "root_causes", "scales"]
 
 
 @click.command()
@@ -100,8 +96,7 @@ def _resume(follower, monitor, scores) -> None:
     if not held:
         raise InputError(f"{scores.path}: no rows to resume after; remove it or run without --resume")
     index = "timestamp" if "timestamp" in rows.columns else "row"
-    columns = [index] + WATCH_COLUMNS + [SENSOR_SCORE_PREFIX + s for s in monitor.model.sensors_
-                                         if monitor.sensor_scores] + (["filled"] if monitor.missing != "error" else [])
+    columns = monitor.columns(index) + (["filled"] if monitor.missing != "error" else [])   # as _scored writes
     if list(written.columns) != columns:
         raise InputError(f"{scores.path}: its columns are not those this watch writes ({', '.join(columns[:6])}"
                          f"{', ...' if len(columns) > 6 else ''}): written from other data or with(out) "
