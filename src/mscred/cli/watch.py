@@ -83,6 +83,8 @@ def _resume(follower, monitor, scores) -> None:
         return
     import pandas as pd
 
+    from mscred.data.io import TIMESTAMP
+
     try:
         written = pd.read_csv(scores.path, sep=scores.sep, dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
@@ -95,13 +97,13 @@ def _resume(follower, monitor, scores) -> None:
                          "--resume continues the watch of this same file")
     if not held:
         raise InputError(f"{scores.path}: no rows to resume after; remove it or run without --resume")
-    index = "timestamp" if "timestamp" in rows.columns else "row"
+    index = TIMESTAMP if TIMESTAMP in rows.columns else "row"
     columns = monitor.columns(index) + (["filled"] if monitor.missing != "error" else [])   # as _scored writes
     if list(written.columns) != columns:
         raise InputError(f"{scores.path}: its columns are not those this watch writes ({', '.join(columns[:6])}"
                          f"{', ...' if len(columns) > 6 else ''}): written from other data or with(out) "
                          "--sensor-scores; --resume continues the same watch")
-    last = rows[index].iloc[held - 1] if index == "timestamp" else held - 1
+    last = rows[index].iloc[held - 1] if index == TIMESTAMP else held - 1
     shown = pd.DataFrame({index: [last]}).to_csv(index=False, header=False).strip()
     if written[index].iloc[-1] != shown:
         raise InputError(f"{scores.path}: its last row is {index} {written[index].iloc[-1]}, but row {held} of "
