@@ -124,7 +124,8 @@ def _append(data, frame: pd.DataFrame) -> None:
 
 @pytest.mark.parametrize("change,message", [
     (lambda data, feed: _append(data, feed.iloc[100:110]), "does not follow the feed's last"),   # times go back
-    (lambda data, feed: data.write_bytes(_lines(feed.iloc[:50], header=True)), "the file shrank"),   # rewritten
+    (lambda data, feed: data.write_bytes(_lines(feed.iloc[:50], header=True)),   # rewritten: followed from its
+     "does not follow the feed's last"),                                         # start, times that go back
     (lambda data, feed: _append(data, feed.iloc[120:130].drop(columns=["s2"])),   # a short line's last fields
      "lines 122-131: column 's3' row 1: missing value"),                           # read as missing
 ])
@@ -272,6 +273,34 @@ def test_filled_values_are_counted_as_detect_counts_them(tmp_path, model_dir, se
     np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
     capsys.readouterr()
     bad_input(capsys, *argv[:7], "--idle-exit", "0", "--resume", names=["its columns are not those"])
+
+
+def test_a_file_rotated_in_place_is_followed(tmp_path, model_dir, series, capsys):
+    """logrotate's ``create``: feed.csv gains 10 rows, is renamed feed.csv.1 (its writer adds 5 more to it), and a
+    new feed.csv with a header gets 30. SCORES.csv is a Monitor fed the same chunks, a note on stderr says so."""
+    import os
+
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    data, out, watch = _start(tmp_path, model_dir, feed.iloc[:130])
+    _append(data, feed.iloc[130:140])
+    _wait_for_rows(out, 140, watch)
+    with open(data, "ab") as writer:
+        os.rename(data, tmp_path / "feed.csv.1")
+        writer.write(_lines(feed.iloc[140:145]))
+    _wait_for_rows(out, 145, watch)
+    data.write_bytes(_lines(feed.iloc[145:175], header=True))
+    _wait_for_rows(out, 175, watch)
+    assert watch.join() == 0
+    monitor = MSCRED.load(model_dir, device="cpu").monitor()
+    cuts = [0, 130, 140, 145, 175]
+    want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in zip(cuts, cuts[1:])], ignore_index=True)
+    got = pd.read_csv(out)
+    assert list(got["timestamp"]) == list(feed["timestamp"][:175])
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [f"note: {data} was renamed and created again (rotated): following it "
+                                         "from its first line"]
+    assert captured.out.splitlines()[-1].startswith("watched 175 rows in 4 chunk(s): ")
 
 
 def test_a_folder_of_rolled_files_is_one_feed(tmp_path, model_dir, series, capsys):

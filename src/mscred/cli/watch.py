@@ -137,9 +137,19 @@ def _follow(follower, monitor, scores, interval: float, idle_exit) -> None:
             rows = follower.poll(final=True)
             if rows is not None and len(rows):
                 scores.add(_scored(monitor, rows, follower.where()))
+            _show_notes(follower)
             return
         else:
             time.sleep(interval)
+        _show_notes(follower)
+
+
+def _show_notes(follower) -> None:
+    """The follower's notes (a rotated file) on stderr, once each: after the rows that followed were scored, so
+    that a refused row's error stays the one line on stderr (it names the rotation too)."""
+    for note in follower.notes:
+        click.echo(note, err=True)
+    follower.notes.clear()
 
 
 class Scores:

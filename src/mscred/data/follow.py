@@ -3,9 +3,20 @@
 ``GrowingCsv.poll()`` returns the lines completed since the last poll as a DataFrame, read by the same CSV reader
 as every other table of the package (separator, encoding, decimal commas, exact timestamps): the header and those
 lines are put in a file of their own and read with ``read_frame``. A line still being written (no newline yet) is
-left for a later poll; a file that shrinks (rotated, truncated, rewritten) is an InputError, since its rows can no
-longer be told apart from the ones already scored. Lines are cut at their newline bytes, so a quoted cell holding a
-line break (which no sensor export writes in its rows) would be cut in two.
+left for a later poll. Lines are cut at their newline bytes, so a quoted cell holding a line break (which no sensor
+export writes in its rows) would be cut in two.
+
+A file rotated in place is followed as ``tail -F`` follows it, since that is what logrotate and most loggers do:
+- renamed away and created again under the name (logrotate's ``create``): the rest of the renamed file is read
+  first, through the handle kept open on it (its last line taken whole: its writer has moved on), then the new file
+  from its first line;
+- cut to nothing and written again (``copytruncate``), or rewritten (the bytes before the read position changed):
+  read again from its first line.
+The new file's first line is skipped when it repeats the header; otherwise it is a row, read under the old header.
+Each rotation leaves a line in ``notes``. Rows that a rewrite repeats are refused downstream where they have
+timestamps (times that go back); without timestamps nothing can tell them from new rows. On Windows the file is not
+kept open (that would stop a logger renaming it), so what its writer added after the last poll and before a
+rename is not read.
 """
 from __future__ import annotations
 
@@ -19,10 +30,13 @@ import pandas as pd
 from mscred.data.io import csv_encoding, is_plain_text, read_frame
 from mscred.errors import InputError
 
+# Whether the followed file is kept open between polls, to read the rest of it after it is renamed (see above)
+KEEP_OPEN = os.name != "nt"
+
 
 class GrowingCsv:
     """Polls ``path`` for complete new lines. ``lines`` says which lines of the file (1-based, the header line 1)
-    the last poll returned, for messages."""
+    the last poll returned, for messages; ``rotations`` how often the file was rotated (see the module)."""
 
     def __init__(self, path: str | os.PathLike, encoding: Optional[str] = None):
         self.path, self.encoding = Path(path), encoding
@@ -40,44 +54,122 @@ class GrowingCsv:
         if self.path.is_dir():
             raise InputError(f"{self.path}: is a directory, expected a .csv file")
         self.header: Optional[bytes] = None
-        self.offset = 0          # bytes read so far: the header and every complete line returned
-        self.line = 1            # lines returned so far, the header's included
+        self.offset = 0          # bytes of the file read so far: its header and every complete line returned
+        self.line = 0            # lines of the file read so far, its header's included
         self.lines = (0, 0)
+        self.rotations = 0
+        self.notes: list[str] = []   # a line per rotation, for the caller to show and clear
+        self._identity = None        # (device, inode) of the file read
+        self._handle = None          # that file, open (KEEP_OPEN)
+        self._seen = b""             # the last bytes read, checked unchanged at each poll (a rewrite)
+        self._header_next = False    # whether the file's next line may repeat the header (after a rotation)
         self._folder = None   # where each poll's lines are put to be read (made at the first poll with lines)
 
     def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
         if self._folder is not None:
             self._folder.cleanup()
 
     def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
         """The rows of the lines completed since the last poll, or None when there are none. ``final``: a last
         line without its newline counts as complete (the writer has stopped)."""
-        size = self.path.stat().st_size
-        if size < self.offset:
-            raise InputError(f"{self.path}: the file shrank from {self.offset} to {size} bytes (rotated or "
-                             "rewritten?); watch follows a file that is only appended to: start it again")
-        with open(self.path, "rb") as handle:
+        change = self._rotation()
+        if change == "renamed":
+            if self._handle is not None:   # the renamed file's rest first, its last line whole
+                rows = self._take(self._unread(), final=True)
+                if rows is not None:
+                    return rows            # (the next poll moves on to the new file)
+            self._start_over("was renamed and created again")
+        elif change == "truncated":
+            self._start_over("was cut short or rewritten")
+        elif change == "missing":          # between a rename and the new file's creation
+            return self._take(self._unread(), final) if self._handle is not None else None
+        return self._take(self._unread(), final)
+
+    def _rotation(self) -> Optional[str]:
+        """How the file at ``path`` differs from the one read: None (only grown), "missing", "renamed" (another
+        file is there now) or "truncated" (shorter than what was read, or the bytes read changed)."""
+        try:
+            stat = self.path.stat()
+        except FileNotFoundError:
+            return "missing" if self._identity is not None else None
+        if self._identity is None:   # (not read yet)
+            return None
+        if (stat.st_dev, stat.st_ino) != self._identity:
+            return "renamed"
+        if stat.st_size < self.offset:
+            return "truncated"
+        if self._seen:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset - len(self._seen))
+                if handle.read(len(self._seen)) != self._seen:
+                    return "truncated"
+        return None
+
+    def _start_over(self, how: str) -> None:
+        """Follow the file now at ``path`` from its first line."""
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+        self._identity, self.offset, self.line, self._seen = None, 0, 0, b""
+        self._header_next = True
+        self.rotations += 1
+        self.notes.append(f"note: {self.path} {how} (rotated): following it from its first line")
+
+    def _unread(self) -> bytes:
+        """The file's bytes after those read (none while it is missing)."""
+        try:
+            if self._handle is None:
+                handle = open(self.path, "rb")
+                if self._identity is None:
+                    stat = os.fstat(handle.fileno())
+                    self._identity = (stat.st_dev, stat.st_ino)
+                if KEEP_OPEN:
+                    self._handle = handle
+            else:
+                handle = self._handle
+        except FileNotFoundError:
+            return b""
+        try:
             handle.seek(self.offset)
-            new = handle.read(size - self.offset)
+            return handle.read()
+        finally:
+            if handle is not self._handle:
+                handle.close()
+
+    def _take(self, new: bytes, final: bool) -> Optional[pd.DataFrame]:
+        """The rows of the complete lines of ``new`` (the bytes after ``offset``), the read position moved past
+        them; None when there are none."""
         taken = len(new)
         if final and new and not new.endswith(b"\n"):
             new += b"\n"
         end = new.rfind(b"\n") + 1          # complete lines only: the rest is still being written
         if end == 0:
             return None
-        if self.header is None:
+        if self.header is None or self._header_next:
             first = new.find(b"\n") + 1
-            self.header, self.offset, new, end, taken = new[:first], first, new[first:], end - first, taken - first
+            if self.header is None:
+                self.header = new[:first]
+            if _same_line(new[:first], self.header):
+                self.line += 1
+                self._move(new[:min(first, taken)])
+                new, end, taken = new[first:], end - first, taken - first
+            self._header_next = False
             if end == 0:
                 return None
         lines = new[:end]
         count = lines.count(b"\n")
         self.lines = (self.line + 1, self.line + count)
-        # Read before the offset moves: a poll that fails leaves the lines to be reported again, not skipped
+        # Read before the position moves: a poll that fails leaves the lines to be reported again, not skipped
         rows = self._read(lines)
-        self.offset += min(end, taken)    # (a final line's added newline is not the file's)
+        self._move(lines[:min(end, taken)])    # (a final line's added newline is not the file's)
         self.line += count
         return rows
+
+    def _move(self, read: bytes) -> None:
+        self.offset += len(read)
+        self._seen = (self._seen + read)[-64:]   # (enough to tell a rewrite from the same bytes)
 
     def _read(self, lines: bytes) -> pd.DataFrame:
         if self._folder is None:
@@ -93,7 +185,15 @@ class GrowingCsv:
         """The watched file and the lines of the last poll (after its first ``skip``), as messages name them."""
         first, last = self.lines
         first += skip
-        return f"{self.path} line{'s' if last > first else ''} {first}" + (f"-{last}" if last > first else "")
+        since = f" (after rotation {self.rotations})" if self.rotations else ""
+        return f"{self.path}{since} line{'s' if last > first else ''} {first}" + (f"-{last}" if last > first else "")
+
+
+def _same_line(a: bytes, b: bytes) -> bool:
+    """Whether two lines are the same, byte-order marks and line endings aside (a header written again)."""
+    def bare(line: bytes) -> bytes:
+        return line.removeprefix(b"\xef\xbb\xbf").rstrip(b"\r\n")
+    return bare(a) == bare(b)
 
 
 def _newline(codec: str) -> bytes:
@@ -132,6 +232,11 @@ class RollingCsvFolder:
 
     def where(self, skip: int = 0) -> str:
         return self.current.where(skip) if self.current is not None else str(self.path)
+
+    @property
+    def notes(self) -> list[str]:
+        """The current file's rotations (see ``GrowingCsv``), for the caller to show and clear."""
+        return self.current.notes if self.current is not None else []
 
     def close(self) -> None:
         if self.current is not None:
