@@ -332,4 +332,32 @@ def test_a_folder_of_rolled_files_is_one_feed(tmp_path, model_dir, series, capsy
     np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
     assert capsys.readouterr().out.splitlines()[-1].startswith("watched 177 rows in 6 chunk(s): ")
     bad_input(capsys, "watch", model_dir, folder, "--out", folder / "s.csv", names=["is in the watched folder"])
-    bad_input(capsys, "watch", model_dir, folder, "--out", out, "--resume", names=["not of a folder"])
+
+
+def test_resume_of_a_folder_runs_across_its_files(tmp_path, model_dir, series, capsys):
+    """A watch of a folder stops inside day2.csv; day2 grows and day3.csv appears while none runs. ``--resume``
+    primes the held rows of day1 and day2 (each file's rows under its own name) and scores the rest of day2, then
+    day3: SCORES.csv is a Monitor fed the same chunks. A held row count beyond the folder's rows is refused."""
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    folder, out = tmp_path / "logs", tmp_path / "s.csv"
+    folder.mkdir()
+    (folder / "day1.csv").write_bytes(_lines(feed.iloc[:120], header=True))
+    (folder / "day2.csv").write_bytes(_lines(feed.iloc[120:150], header=True))
+    argv = ["watch", str(model_dir), str(folder), "--out", str(out), "--device", "cpu", "--idle-exit", "0"]
+    assert main(argv) == 0
+    _append(folder / "day2.csv", feed.iloc[150:170])
+    (folder / "day3.csv").write_bytes(_lines(feed.iloc[170:200], header=True))
+    capsys.readouterr()
+    assert main(argv + ["--resume"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("watched 50 rows in 2 chunk(s): ")
+    monitor = MSCRED.load(model_dir, device="cpu").monitor()
+    cuts = [0, 120, 150, 170, 200]
+    want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in zip(cuts, cuts[1:])], ignore_index=True)
+    got = pd.read_csv(out)
+    assert list(got["timestamp"]) == list(feed["timestamp"][:200])
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    scores = out.read_bytes()
+    (folder / "day3.csv").unlink()
+    (folder / "day2.csv").write_bytes(_lines(feed.iloc[120:130], header=True))
+    bad_input(capsys, *argv, "--resume", names=["200 rows scored already", "has 130"])
+    assert out.read_bytes() == scores

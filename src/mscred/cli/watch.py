@@ -52,8 +52,6 @@ def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_e
     if Path(data).is_dir():
         if Path(out).resolve().parent == Path(data).resolve():
             raise InputError(f"{out}: is in the watched folder {data}, whose tables are the feed: write it elsewhere")
-        if resume:
-            raise InputError(f"{data}: --resume continues the watch of one file, not of a folder")
         follower = RollingCsvFolder(data, encoding=encoding)
     else:
         follower = GrowingCsv(data, encoding=encoding)
@@ -74,7 +72,8 @@ def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_e
 
 def _resume(follower, monitor, scores) -> None:
     """``--resume``: the rows of DATA that SCORES.csv holds (as many as it has rows, its last row's time or row
-    number checked against DATA's) primed as history, the rest scored and appended."""
+    number checked against DATA's) primed as history, the rest scored and appended. DATA's rows come a poll at a
+    time (a folder's a file at a time), each primed or scored under its own file's name."""
     from mscred.errors import InputError
 
     if not scores.path.exists():
@@ -90,28 +89,51 @@ def _resume(follower, monitor, scores) -> None:
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise InputError(f"{scores.path}: cannot be read as the scores of a watch ({type(err).__name__}); "
                          "--resume continues the same watch") from None
-    rows = follower.poll()
-    held, there = len(written), 0 if rows is None else len(rows)
-    if held > there:
-        raise InputError(f"{scores.path}: {held} rows scored already, but {follower.path} has {there}: "
-                         "--resume continues the watch of this same file")
+    held = len(written)
     if not held:
         raise InputError(f"{scores.path}: no rows to resume after; remove it or run without --resume")
-    index = TIMESTAMP if TIMESTAMP in rows.columns else "row"
-    columns = monitor.columns(index) + (["filled"] if monitor.missing != "error" else [])   # as _scored writes
+    there, new = 0, []     # DATA's rows so far; the polls after the held rows, scored once all are checked
+    while there < held and (rows := follower.poll()) is not None:
+        if not there:
+            index = TIMESTAMP if TIMESTAMP in rows.columns else "row"
+            _check_columns(written, monitor.columns(index) + (["filled"] if monitor.missing != "error" else []),
+                           scores.path)
+        take = min(held - there, len(rows))
+        monitor.prime(rows.iloc[:take], source=follower.where())
+        there += take
+        if there == held:
+            last = rows[index].iloc[take - 1] if index == TIMESTAMP else held - 1
+            _check_last_row(written[index].iloc[-1], last, index, held, scores.path, follower.path)
+            if take < len(rows):
+                scores.resume(held, flagged_last=written["is_anomaly"].iloc[-1] == "1")
+                scores.add(_scored(monitor, rows.iloc[take:], follower.where(skip=take)))
+                return
+    if there < held:
+        raise InputError(f"{scores.path}: {held} rows scored already, but {follower.path} has {there}: "
+                         "--resume continues the watch of the same data")
+    scores.resume(held, flagged_last=written["is_anomaly"].iloc[-1] == "1")
+
+
+def _check_columns(written, columns: list, path) -> None:
+    """SCORES.csv's columns are those this watch writes (as ``_scored`` writes them)."""
+    from mscred.errors import InputError
+
     if list(written.columns) != columns:
-        raise InputError(f"{scores.path}: its columns are not those this watch writes ({', '.join(columns[:6])}"
+        raise InputError(f"{path}: its columns are not those this watch writes ({', '.join(columns[:6])}"
                          f"{', ...' if len(columns) > 6 else ''}): written from other data or with(out) "
                          "--sensor-scores; --resume continues the same watch")
-    last = rows[index].iloc[held - 1] if index == TIMESTAMP else held - 1
+
+
+def _check_last_row(written_last: str, last, index: str, held: int, path, data) -> None:
+    """SCORES.csv's last row names the time (or row number) of DATA's row ``held``, as a CSV cell writes it."""
+    import pandas as pd
+
+    from mscred.errors import InputError
+
     shown = pd.DataFrame({index: [last]}).to_csv(index=False, header=False).strip()
-    if written[index].iloc[-1] != shown:
-        raise InputError(f"{scores.path}: its last row is {index} {written[index].iloc[-1]}, but row {held} of "
-                         f"{follower.path} is {shown}: --resume continues the watch of this same file")
-    monitor.prime(rows.iloc[:held], source=follower.where())
-    scores.resume(held, flagged_last=written["is_anomaly"].iloc[-1] == "1")
-    if there > held:
-        scores.add(_scored(monitor, rows.iloc[held:], follower.where(skip=held)))
+    if written_last != shown:
+        raise InputError(f"{path}: its last row is {index} {written_last}, but row {held} of {data} is {shown}: "
+                         "--resume continues the watch of the same data")
 
 
 def _scored(monitor, rows, source: str):
