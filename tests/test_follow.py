@@ -114,3 +114,18 @@ def test_not_kept_open_on_windows(feed, monkeypatch):
     path.write_bytes(_lines(12, 15, header=True))
     _rows(follower, 12, 15)
     assert follower.rotations == 1
+
+
+def test_an_export_rewritten_whole_is_read_on(feed):
+    """A file replaced (a temporary file renamed over it) by one holding the same rows and more: not a rotation;
+    only the new rows come, under the same line numbers."""
+    path, follower = feed
+    _rows(follower, 0, 10)
+    temporary = path.with_name("feed.csv.tmp")
+    temporary.write_bytes(_lines(0, 14, header=True))
+    os.replace(temporary, path)
+    _rows(follower, 10, 14)
+    assert follower.rotations == 0 and follower.where() == f"{path} lines 12-15"
+    temporary.write_bytes(_lines(0, 16, header=True))
+    os.replace(temporary, path)
+    _rows(follower, 14, 16)

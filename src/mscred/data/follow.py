@@ -13,6 +13,9 @@ A file rotated in place is followed as ``tail -F`` follows it, since that is wha
 - cut to nothing and written again (``copytruncate``), or rewritten (the bytes before the read position changed):
   read again from its first line.
 The new file's first line is skipped when it repeats the header; otherwise it is a row, read under the old header.
+A file replaced by one that holds the same bytes up to the read position and more (an export rewritten whole, through
+a temporary file renamed over it) is not a rotation: it is read on from that position. Lines written between the last
+poll and a ``copytruncate`` are in the copy only, and not read (as with ``tail -F``).
 Each rotation leaves a line in ``notes``. Rows that a rewrite repeats are refused downstream where they have
 timestamps (times that go back); without timestamps nothing can tell them from new rows. On Windows the file is not
 kept open (that would stop a logger renaming it), so what its writer added after the last poll and before a
@@ -75,7 +78,9 @@ class GrowingCsv:
         """The rows of the lines completed since the last poll, or None when there are none. ``final``: a last
         line without its newline counts as complete (the writer has stopped)."""
         change = self._rotation()
-        if change == "renamed":
+        if change == "replaced":           # by a file that goes on from the same bytes: read on in it
+            self._switch()
+        elif change == "renamed":
             if self._handle is not None:   # the renamed file's rest first, its last line whole
                 rows = self._take(self._unread(), final=True)
                 if rows is not None:
@@ -88,8 +93,9 @@ class GrowingCsv:
         return self._take(self._unread(), final)
 
     def _rotation(self) -> Optional[str]:
-        """How the file at ``path`` differs from the one read: None (only grown), "missing", "renamed" (another
-        file is there now) or "truncated" (shorter than what was read, or the bytes read changed)."""
+        """How the file at ``path`` differs from the one read: None (only grown), "missing", "replaced" (by another
+        file that holds the bytes read, and maybe more), "renamed" (another file is there now) or "truncated"
+        (shorter than what was read, or the bytes read changed)."""
         try:
             stat = self.path.stat()
         except FileNotFoundError:
@@ -97,22 +103,36 @@ class GrowingCsv:
         if self._identity is None:   # (not read yet)
             return None
         if (stat.st_dev, stat.st_ino) != self._identity:
-            return "renamed"
-        if stat.st_size < self.offset:
+            return "replaced" if self._holds_what_was_read(stat.st_size) else "renamed"
+        if not self._holds_what_was_read(stat.st_size):
             return "truncated"
-        if self._seen:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset - len(self._seen))
-                if handle.read(len(self._seen)) != self._seen:
-                    return "truncated"
         return None
 
-    def _start_over(self, how: str) -> None:
-        """Follow the file now at ``path`` from its first line."""
+    def _holds_what_was_read(self, size: int) -> bool:
+        """Whether the file at ``path`` (of ``size`` bytes) is at least as long as what was read and holds the last
+        bytes read where they were read."""
+        if size < self.offset:
+            return False
+        if not self._seen:
+            return True
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset - len(self._seen))
+                return handle.read(len(self._seen)) == self._seen
+        except FileNotFoundError:
+            return False
+
+    def _switch(self) -> None:
+        """Read on, from the same position, in the file now at ``path``."""
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-        self._identity, self.offset, self.line, self._seen = None, 0, 0, b""
+        self._identity = None   # (the next read records the new file's)
+
+    def _start_over(self, how: str) -> None:
+        """Follow the file now at ``path`` from its first line."""
+        self._switch()
+        self.offset, self.line, self._seen = 0, 0, b""
         self._header_next = True
         self.rotations += 1
         self.notes.append(f"note: {self.path} {how} (rotated): following it from its first line")
