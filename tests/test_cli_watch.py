@@ -98,8 +98,14 @@ def test_scores_each_piece_as_it_comes(tmp_path, model_dir, series, capsys):
     np.testing.assert_allclose(got.filter(like="score_"), want.filter(like="score_"), rtol=1e-15, atol=0)
     stdout = capsys.readouterr().out.splitlines()
     alarms = [line for line in stdout if line.startswith("alarm: ")]
-    starts = [a for a, _ in runs(want["is_anomaly"].to_numpy())]
+    found = runs(want["is_anomaly"].to_numpy())
+    starts = [a for a, _ in found]
     assert len(starts) > 1 and [line.split()[2] for line in alarms] == [f"{feed['timestamp'][a]}:" for a in starts]
+    ts, score = feed["timestamp"], want["score"]
+    assert [line for line in stdout if line.startswith("clear: ")] == [   # where each run ends, across chunks too
+        f"clear: timestamp {ts[b]}: the anomaly from {ts[a]} over {b - a} row(s), peak score {score[a:b].max():.4g}, "
+        "ended" for a, b in found if b < len(feed)]
+    assert any(a < c <= b - 1 for a, b in found for c in cuts[1:-1]), "no run across a chunk's edge: pick other cuts"
     assert stdout[-1] == (f"watched 400 rows in 7 chunk(s): {int(want['is_anomaly'].sum())} anomalous in "
                           f"{len(starts)} alarm(s) (threshold {monitor.model.threshold_:.4g}); wrote {out}")
 
@@ -361,3 +367,35 @@ def test_resume_of_a_folder_runs_across_its_files(tmp_path, model_dir, series, c
     (folder / "day2.csv").write_bytes(_lines(feed.iloc[120:130], header=True))
     bad_input(capsys, *argv, "--resume", names=["200 rows scored already", "has 130"])
     assert out.read_bytes() == scores
+
+
+def test_alarm_and_clear_lines_follow_runs_across_chunks_and_restarts(tmp_path, capsys):
+    """Scores alone, on made-up chunks: one alarm where a run starts, one clear where it ends, with the rows and
+    peak of the whole run, whether it spans chunks or an earlier watch's SCORES.csv (``--resume``)."""
+    from mscred.cli.watch import OpenRun, Scores
+
+    def chunk(first: int, flags: str, scores) -> pd.DataFrame:
+        return pd.DataFrame({"row": range(first, first + len(flags)), "score": scores,
+                             "is_anomaly": [int(f) for f in flags], "root_causes": ["s1;s0"] * len(flags)})
+
+    out = tmp_path / "s.csv"
+    scores = Scores(out, threshold=5.0)
+    scores.add(chunk(0, "0110", [1, 6, 9, 2]))
+    scores.add(chunk(4, "011", [1, 7, 8]))
+    scores.add(chunk(7, "1", [12]))
+    scores.close()
+    assert capsys.readouterr().out.splitlines() == [
+        "alarm: row 1: score 6 (threshold 5), root causes s1;s0",
+        "clear: row 3: the anomaly from 1 over 2 row(s), peak score 9, ended",
+        "alarm: row 5: score 7 (threshold 5), root causes s1;s0"]
+    written = pd.read_csv(out, dtype=str, keep_default_na=False)
+    run = OpenRun.at_end_of(written)
+    assert (run.start, run.rows, run.peak) == ("5", 3, 12.0)
+    assert OpenRun.at_end_of(written.iloc[:4]) is None and OpenRun.at_end_of(written.iloc[5:]).rows == 3
+    again = Scores(out, threshold=5.0)
+    again.resume(len(written), run)
+    again.add(chunk(8, "10", [3, 1]))
+    again.close()
+    assert capsys.readouterr().out.splitlines() == ["clear: row 9: the anomaly from 5 over 4 row(s), peak score 12, "
+                                                    "ended"]
+    assert again.alarms == 0 and len(pd.read_csv(out)) == 10

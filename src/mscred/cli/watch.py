@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import click
 import numpy as np
@@ -35,8 +37,9 @@ def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_e
     SCORES.csv gains detect's columns for it: every row is scored once DATA holds one window's rows (100 at the
     defaults). A line still being written waits for its newline (at --idle-exit, a last line without one is taken
     as complete). Each anomaly's first row prints an 'alarm:' line on stdout with its time, score and root
-    causes. Stops on Ctrl-C (or after --idle-exit seconds without a new line) with a summary; a bad row stops it
-    with exit 2, the rows before it scored and written.
+    causes, and the first row after it a 'clear:' line with its rows and peak score. Stops on Ctrl-C (or after
+    --idle-exit seconds without a new line) with a summary; a bad row stops it with exit 2, the rows before it
+    scored and written.
 
     DATA may be a folder whose CSV files a logger rolls (one a day, named so that they sort in time order): the
     files are one feed, in name order, and once a later file appears the watch moves on to it.
@@ -105,13 +108,13 @@ def _resume(follower, monitor, scores) -> None:
             last = rows[index].iloc[take - 1] if index == TIMESTAMP else held - 1
             _check_last_row(written[index].iloc[-1], last, index, held, scores.path, follower.path)
             if take < len(rows):
-                scores.resume(held, flagged_last=written["is_anomaly"].iloc[-1] == "1")
+                scores.resume(held, OpenRun.at_end_of(written))
                 scores.add(_scored(monitor, rows.iloc[take:], follower.where(skip=take)))
                 return
     if there < held:
         raise InputError(f"{scores.path}: {held} rows scored already, but {follower.path} has {there}: "
                          "--resume continues the watch of the same data")
-    scores.resume(held, flagged_last=written["is_anomaly"].iloc[-1] == "1")
+    scores.resume(held, OpenRun.at_end_of(written))
 
 
 def _check_columns(written, columns: list, path) -> None:
@@ -176,8 +179,10 @@ def _show_notes(follower) -> None:
 
 class Scores:
     """SCORES.csv written a chunk at a time (header first; each chunk in one write, flushed, so that a reader sees
-    whole rows), and the alarms: a line on stdout where a run of anomalous rows starts. The file is created with
-    the first chunk: a watch refused before any row is scored leaves none (and an older one as it was)."""
+    whole rows), and the alarms on stdout: an ``alarm:`` line where a run of anomalous rows starts, a ``clear:``
+    line where it ends (at the first row under the threshold after it, with the run's rows and peak). The file is
+    created with the first chunk: a watch refused before any row is scored leaves none (and an older one as it
+    was)."""
 
     def __init__(self, path, threshold: float):
         self.path, self.threshold = Path(path), threshold
@@ -185,11 +190,11 @@ class Scores:
         self.handle = None
         self.rows = self.anomalous = self.alarms = self.chunks = 0
         self.held = 0               # rows an earlier watch wrote (--resume)
-        self.flagged_last = False   # whether the last row written was anomalous (a run continues into the chunk)
+        self.run: Optional[OpenRun] = None   # the run of anomalous rows the last row written belongs to
 
-    def resume(self, held: int, flagged_last: bool) -> None:
-        """Append to the file of an earlier watch, which holds ``held`` rows (the last anomalous or not)."""
-        self.held, self.flagged_last = held, flagged_last
+    def resume(self, held: int, run: Optional["OpenRun"]) -> None:
+        """Append to the file of an earlier watch, which holds ``held`` rows, its last in ``run`` or in none."""
+        self.held, self.run = held, run
         self.handle = open(self.path, "a", encoding="utf-8", newline="")
 
     def add(self, found) -> None:
@@ -198,17 +203,27 @@ class Scores:
         self.handle.write(found.to_csv(index=False, header=self.chunks == 0 and not self.held, sep=self.sep))
         self.handle.flush()
         flagged = found["is_anomaly"].to_numpy().astype(bool)
-        starts = flagged & ~_shifted(flagged, self.flagged_last)
-        for i in starts.nonzero()[0]:
-            row = found.iloc[i]
-            causes = row["root_causes"] or "-"
-            click.echo(f"alarm: {found.columns[0]} {row.iloc[0]}: score {row['score']:.4g} (threshold "
-                       f"{self.threshold:.4g}), root causes {causes}")
-        self.alarms += int(starts.sum())
+        score, label, index = found["score"].to_numpy(), found.iloc[:, 0].to_numpy(), found.columns[0]
+        changes = np.flatnonzero(flagged != _shifted(flagged, self.run is not None))
+        for a, b in zip([0, *changes], [*changes, len(found)]):   # the chunk's stretches of one state
+            if a == b:
+                continue
+            if flagged[a]:
+                if self.run is None:
+                    causes = found["root_causes"].iloc[a] or "-"
+                    click.echo(f"alarm: {index} {label[a]}: score {score[a]:.4g} (threshold {self.threshold:.4g}), "
+                               f"root causes {causes}")
+                    self.run = OpenRun(str(label[a]))
+                    self.alarms += 1
+                self.run.rows += b - a
+                self.run.peak = max(self.run.peak, float(score[a:b].max()))
+            elif self.run is not None:
+                click.echo(f"clear: {index} {label[a]}: the anomaly from {self.run.start} over {self.run.rows} "
+                           f"row(s), peak score {self.run.peak:.4g}, ended")
+                self.run = None
         self.anomalous += int(flagged.sum())
         self.rows += len(found)
         self.chunks += 1
-        self.flagged_last = bool(flagged[-1])
 
     def close(self) -> None:
         if self.handle is not None:
@@ -221,6 +236,24 @@ class Scores:
                                                                "nothing written")
         return (f"watched {self.rows} rows in {self.chunks} chunk(s): {self.anomalous} anomalous in {self.alarms} "
                 f"alarm(s) (threshold {self.threshold:.4g}); wrote {self.path}{after}")
+
+
+@dataclass
+class OpenRun:
+    """A run of anomalous rows not yet ended: its first row's time (or row number), rows so far and peak score."""
+    start: str
+    rows: int = 0
+    peak: float = float("-inf")
+
+    @classmethod
+    def at_end_of(cls, written) -> Optional["OpenRun"]:
+        """The run the last row of an earlier watch's SCORES.csv (as strings) belongs to, or None."""
+        flagged = (written["is_anomaly"] == "1").to_numpy()
+        if not flagged[-1]:
+            return None
+        rows = len(flagged) - (np.flatnonzero(~flagged)[-1] + 1 if (~flagged).any() else 0)
+        tail = written.iloc[-rows:]
+        return cls(tail.iloc[0, 0], rows, float(tail["score"].astype(float).max()))
 
 
 def _shifted(flags: np.ndarray, before: bool) -> np.ndarray:
