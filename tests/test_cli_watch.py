@@ -12,6 +12,7 @@ import pytest
 
 from cli_helpers import bad_input, main, sensor_frame, tiny_model
 from mscred.detector import MSCRED
+from mscred.events import events_table
 from mscred.metrics import events as runs
 
 N_SENSORS = 4
@@ -76,7 +77,8 @@ def test_scores_each_piece_as_it_comes(tmp_path, model_dir, series, capsys):
     alarm line per run of anomalous rows, and a summary."""
     feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
     cuts = [0, 130, 131, 138, 177, 178, 228, 400]
-    data, out, watch = _start(tmp_path, model_dir, feed.iloc[:130], "--sensor-scores")
+    events = tmp_path / "events.csv"
+    data, out, watch = _start(tmp_path, model_dir, feed.iloc[:130], "--sensor-scores", "--events", events)
     for a, b in zip(cuts[1:], cuts[2:]):
         piece = _lines(feed.iloc[a:b])
         if b == 177:   # the next line's first half too: it waits for its newline
@@ -106,8 +108,15 @@ def test_scores_each_piece_as_it_comes(tmp_path, model_dir, series, capsys):
         f"clear: timestamp {ts[b]}: the anomaly from {ts[a]} over {b - a} row(s), peak score {score[a:b].max():.4g}, "
         "ended" for a, b in found if b < len(feed)]
     assert any(a < c <= b - 1 for a, b in found for c in cuts[1:-1]), "no run across a chunk's edge: pick other cuts"
+    ended = events_table(want)[[b < len(feed) for _, b in found]]   # a run still open at the stop is not there
+    got_events = pd.read_csv(events, keep_default_na=False)
+    assert list(got_events.columns) == list(ended.columns) and len(got_events) == len(ended) > 1
+    for column in ["start", "end", "rows", "peak_at", "root_causes", "scales"]:
+        assert list(got_events[column].astype(str)) == list(ended[column].astype(str)), column
+    np.testing.assert_allclose(got_events["peak_score"], ended["peak_score"], rtol=1e-15, atol=0)
     assert stdout[-1] == (f"watched 400 rows in 7 chunk(s): {int(want['is_anomaly'].sum())} anomalous in "
-                          f"{len(starts)} alarm(s) (threshold {monitor.model.threshold_:.4g}); wrote {out}")
+                          f"{len(starts)} alarm(s) (threshold {monitor.model.threshold_:.4g}); wrote {out} and "
+                          f"{events}")
 
 
 def test_a_bad_row_stops_it_with_the_rows_before_written(tmp_path, model_dir, series, capsys):
@@ -159,6 +168,9 @@ def test_refused_before_it_starts(tmp_path, model_dir, series, capsys):
     bad_input(capsys, "watch", model_dir, csv, "--out", out, "--encoding", "utf-16",
               names=[str(csv), "a newline is one byte", "utf-16"])
     bad_input(capsys, "watch", model_dir, csv, "--out", csv, names=[str(csv)])
+    bad_input(capsys, "watch", model_dir, csv, "--out", out, "--events", out, names=["--events is --out"])
+    bad_input(capsys, "watch", model_dir, csv, "--out", out, "--events", tmp_path / "e.parquet",
+              names=["give a .csv or .tsv file"])
     assert not out.exists() and not (tmp_path / "s.parquet").exists()
 
 
@@ -338,6 +350,8 @@ def test_a_folder_of_rolled_files_is_one_feed(tmp_path, model_dir, series, capsy
     np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
     assert capsys.readouterr().out.splitlines()[-1].startswith("watched 177 rows in 6 chunk(s): ")
     bad_input(capsys, "watch", model_dir, folder, "--out", folder / "s.csv", names=["is in the watched folder"])
+    bad_input(capsys, "watch", model_dir, folder, "--out", out, "--events", folder / "e.csv",
+              names=["is in the watched folder"])
 
 
 def test_resume_of_a_folder_runs_across_its_files(tmp_path, model_dir, series, capsys):
@@ -372,14 +386,15 @@ def test_resume_of_a_folder_runs_across_its_files(tmp_path, model_dir, series, c
 def test_alarm_and_clear_lines_follow_runs_across_chunks_and_restarts(tmp_path, capsys):
     """Scores alone, on made-up chunks: one alarm where a run starts, one clear where it ends, with the rows and
     peak of the whole run, whether it spans chunks or an earlier watch's SCORES.csv (``--resume``)."""
-    from mscred.cli.watch import OpenRun, Scores
+    from mscred.cli.watch_output import OpenRun, Scores
 
     def chunk(first: int, flags: str, scores) -> pd.DataFrame:
         return pd.DataFrame({"row": range(first, first + len(flags)), "score": scores,
-                             "is_anomaly": [int(f) for f in flags], "root_causes": ["s1;s0"] * len(flags)})
+                             "is_anomaly": [int(f) for f in flags], "root_causes": ["s1;s0"] * len(flags),
+                             "scales": ["10;30"] * len(flags)})
 
-    out = tmp_path / "s.csv"
-    scores = Scores(out, threshold=5.0)
+    out, events = tmp_path / "s.csv", tmp_path / "e.tsv"
+    scores = Scores(out, threshold=5.0, events=events)
     scores.add(chunk(0, "0110", [1, 6, 9, 2]))
     scores.add(chunk(4, "011", [1, 7, 8]))
     scores.add(chunk(7, "1", [12]))
@@ -390,12 +405,15 @@ def test_alarm_and_clear_lines_follow_runs_across_chunks_and_restarts(tmp_path, 
         "alarm: row 5: score 7 (threshold 5), root causes s1;s0"]
     written = pd.read_csv(out, dtype=str, keep_default_na=False)
     run = OpenRun.at_end_of(written)
-    assert (run.start, run.rows, run.peak) == ("5", 3, 12.0)
-    assert OpenRun.at_end_of(written.iloc[:4]) is None and OpenRun.at_end_of(written.iloc[5:]).rows == 3
-    again = Scores(out, threshold=5.0)
+    assert list(run.table()["row"]) == ["5", "6", "7"] and list(run.table()["score"]) == [7.0, 8.0, 12.0]
+    assert OpenRun.at_end_of(written.iloc[:4]) is None and len(OpenRun.at_end_of(written.iloc[5:]).table()) == 3
+    assert pd.read_csv(events, sep="\t").values.tolist() == [[1, 2, 2, 9.0, 2, "s1;s0", "10;30"]]
+    again = Scores(out, threshold=5.0, events=events)
     again.resume(len(written), run)
     again.add(chunk(8, "10", [3, 1]))
     again.close()
     assert capsys.readouterr().out.splitlines() == ["clear: row 9: the anomaly from 5 over 4 row(s), peak score 12, "
                                                     "ended"]
     assert again.alarms == 0 and len(pd.read_csv(out)) == 10
+    assert pd.read_csv(events, sep="\t").values.tolist() == [[1, 2, 2, 9.0, 2, "s1;s0", "10;30"],
+                                                             [5, 8, 4, 12.0, 7, "s1;s0", "10;30"]]

@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import click
-import numpy as np
 
 from mscred.cli.params import NamedPath, encoding_option
+from mscred.cli.watch_output import OpenRun, Scores
 from mscred.config import MISSING_POLICIES
 
 
@@ -22,6 +20,9 @@ from mscred.config import MISSING_POLICIES
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="Missing (NaN) sensor values in DATA: 'error' or 'interpolate' [the model's setting, from train].")
 @click.option("--sensor-scores", is_flag=True, help="Also a column score_<sensor> per sensor, as detect's.")
+@click.option("--events", type=NamedPath(dir_okay=False), default=None,
+              help="Also EVENTS.csv, the alarm list: a row appended as each run of anomalous rows ends (detect "
+                   "--events' columns: start, end, rows, peak_score, peak_at, root_causes, scales).")
 @click.option("--interval", type=click.FloatRange(min=0.01), default=1.0, show_default=True,
               help="Seconds between looks at DATA.")
 @click.option("--idle-exit", type=click.FloatRange(min=0), default=None,
@@ -30,7 +31,8 @@ from mscred.config import MISSING_POLICIES
               help="Continue an earlier watch of DATA into SCORES.csv (restarted after a stop): the rows of DATA it "
                    "holds already are the feed's history, not scored again; the rest are appended to it.")
 @encoding_option
-def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_exit, resume, encoding) -> None:
+def watch(model_dir, data, out, device, missing, sensor_scores, events, interval, idle_exit, resume,
+          encoding) -> None:
     """Score DATA, a CSV file that something appends rows to, as it grows.
 
     Every complete line DATA gains is scored after the rows before it (the rows already in DATA first), and
@@ -49,18 +51,23 @@ def watch(model_dir, data, out, device, missing, sensor_scores, interval, idle_e
     from mscred.detector import MSCRED
     from mscred.errors import InputError
 
-    check_writable_table(out, inputs=[data])
-    if not is_plain_text(out):
-        raise InputError(f"{out}: watch appends to its output as it scores: give a .csv or .tsv file")
+    for path in [out] + ([events] if events is not None else []):
+        check_writable_table(path, inputs=[data])
+        if not is_plain_text(path):
+            raise InputError(f"{path}: watch appends to its output as it scores: give a .csv or .tsv file")
+    if events is not None and Path(events).resolve() == Path(out).resolve():
+        raise InputError(f"{events}: --events is --out; give the events another name")
     if Path(data).is_dir():
-        if Path(out).resolve().parent == Path(data).resolve():
-            raise InputError(f"{out}: is in the watched folder {data}, whose tables are the feed: write it elsewhere")
+        for path in [out] + ([events] if events is not None else []):
+            if Path(path).resolve().parent == Path(data).resolve():
+                raise InputError(f"{path}: is in the watched folder {data}, whose tables are the feed: write it "
+                                 "elsewhere")
         follower = RollingCsvFolder(data, encoding=encoding)
     else:
         follower = GrowingCsv(data, encoding=encoding)
     model = MSCRED.load(model_dir, device=device)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
-    scores = Scores(out, model.threshold_)
+    scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k)
     try:
         if resume:
             _resume(follower, monitor, scores)
@@ -175,87 +182,3 @@ def _show_notes(follower) -> None:
     for note in follower.notes:
         click.echo(note, err=True)
     follower.notes.clear()
-
-
-class Scores:
-    """SCORES.csv written a chunk at a time (header first; each chunk in one write, flushed, so that a reader sees
-    whole rows), and the alarms on stdout: an ``alarm:`` line where a run of anomalous rows starts, a ``clear:``
-    line where it ends (at the first row under the threshold after it, with the run's rows and peak). The file is
-    created with the first chunk: a watch refused before any row is scored leaves none (and an older one as it
-    was)."""
-
-    def __init__(self, path, threshold: float):
-        self.path, self.threshold = Path(path), threshold
-        self.sep = "\t" if self.path.suffix.lower() == ".tsv" else ","
-        self.handle = None
-        self.rows = self.anomalous = self.alarms = self.chunks = 0
-        self.held = 0               # rows an earlier watch wrote (--resume)
-        self.run: Optional[OpenRun] = None   # the run of anomalous rows the last row written belongs to
-
-    def resume(self, held: int, run: Optional["OpenRun"]) -> None:
-        """Append to the file of an earlier watch, which holds ``held`` rows, its last in ``run`` or in none."""
-        self.held, self.run = held, run
-        self.handle = open(self.path, "a", encoding="utf-8", newline="")
-
-    def add(self, found) -> None:
-        if self.handle is None:
-            self.handle = open(self.path, "w", encoding="utf-8", newline="")
-        self.handle.write(found.to_csv(index=False, header=self.chunks == 0 and not self.held, sep=self.sep))
-        self.handle.flush()
-        flagged = found["is_anomaly"].to_numpy().astype(bool)
-        score, label, index = found["score"].to_numpy(), found.iloc[:, 0].to_numpy(), found.columns[0]
-        changes = np.flatnonzero(flagged != _shifted(flagged, self.run is not None))
-        for a, b in zip([0, *changes], [*changes, len(found)]):   # the chunk's stretches of one state
-            if a == b:
-                continue
-            if flagged[a]:
-                if self.run is None:
-                    causes = found["root_causes"].iloc[a] or "-"
-                    click.echo(f"alarm: {index} {label[a]}: score {score[a]:.4g} (threshold {self.threshold:.4g}), "
-                               f"root causes {causes}")
-                    self.run = OpenRun(str(label[a]))
-                    self.alarms += 1
-                self.run.rows += b - a
-                self.run.peak = max(self.run.peak, float(score[a:b].max()))
-            elif self.run is not None:
-                click.echo(f"clear: {index} {label[a]}: the anomaly from {self.run.start} over {self.run.rows} "
-                           f"row(s), peak score {self.run.peak:.4g}, ended")
-                self.run = None
-        self.anomalous += int(flagged.sum())
-        self.rows += len(found)
-        self.chunks += 1
-
-    def close(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-
-    def summary(self, data) -> str:
-        after = f" after the {self.held} it held already" if self.held else ""
-        if not self.chunks:
-            return f"watched {data}: no rows came{after}; " + (f"{self.path} as it was" if self.held else
-                                                               "nothing written")
-        return (f"watched {self.rows} rows in {self.chunks} chunk(s): {self.anomalous} anomalous in {self.alarms} "
-                f"alarm(s) (threshold {self.threshold:.4g}); wrote {self.path}{after}")
-
-
-@dataclass
-class OpenRun:
-    """A run of anomalous rows not yet ended: its first row's time (or row number), rows so far and peak score."""
-    start: str
-    rows: int = 0
-    peak: float = float("-inf")
-
-    @classmethod
-    def at_end_of(cls, written) -> Optional["OpenRun"]:
-        """The run the last row of an earlier watch's SCORES.csv (as strings) belongs to, or None."""
-        flagged = (written["is_anomaly"] == "1").to_numpy()
-        if not flagged[-1]:
-            return None
-        rows = len(flagged) - (np.flatnonzero(~flagged)[-1] + 1 if (~flagged).any() else 0)
-        tail = written.iloc[-rows:]
-        return cls(tail.iloc[0, 0], rows, float(tail["score"].astype(float).max()))
-
-
-def _shifted(flags: np.ndarray, before: bool) -> np.ndarray:
-    """``flags`` moved one row later, ``before`` first: whether each row's previous row was anomalous."""
-    return np.concatenate([[before], flags[:-1]])
