@@ -417,3 +417,48 @@ def test_alarm_and_clear_lines_follow_runs_across_chunks_and_restarts(tmp_path, 
     assert again.alarms == 0 and len(pd.read_csv(out)) == 10
     assert pd.read_csv(events, sep="\t").values.tolist() == [[1, 2, 2, 9.0, 2, "s1;s0", "10;30"],
                                                              [5, 8, 4, 12.0, 7, "s1;s0", "10;30"]]
+
+
+def test_json_lines_for_scripts(tmp_path, model_dir, series, capsys):
+    """``--json``: every stdout line one JSON object, an alarm and a clear per run and the summary last; the same
+    run in text has the same runs."""
+    import json
+
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
+    data.write_bytes(_lines(feed, header=True))
+    argv = ["watch", str(model_dir), str(data), "--out", str(out), "--device", "cpu", "--idle-exit", "0"]
+    assert main(argv + ["--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    found = runs(pd.read_csv(out)["is_anomaly"].to_numpy())
+    assert len(found) > 1 and [line["event"] for line in lines] == \
+        ["alarm", "clear"] * (len(found) - 1) + ["alarm"] + (["clear"] if found[-1][1] < len(feed) else []) + \
+        ["summary"]
+    alarm, clear, summary = lines[0], lines[1], lines[-1]
+    (a, b) = found[0]
+    assert alarm["timestamp"] == feed["timestamp"][a] and alarm["root_causes"] and alarm["score"] > 0
+    assert (clear["timestamp"], clear["start"], clear["rows"]) == (feed["timestamp"][b], alarm["timestamp"], b - a)
+    assert summary == {"event": "summary", "rows": 400, "chunks": 1, "anomalous": int(sum(b - a for a, b in found)),
+                       "alarms": len(found), "threshold": summary["threshold"], "held": 0, "out": str(out),
+                       "events": None}
+    assert main(argv) == 0
+    text = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in text[:-1]] == [line["event"] for line in lines[:-1]]
+
+
+def test_json_times_are_their_text(tmp_path, capsys):
+    import json
+
+    from mscred.cli.watch_output import Scores
+
+    times = pd.date_range("2026-12-05 13:00", periods=3, freq="s")
+    chunk = pd.DataFrame({"timestamp": times, "score": np.float32([1, 9, 2]), "is_anomaly": [0, 1, 0],
+                          "root_causes": ["", "s2;s0", ""], "scales": ["", "10", ""]})
+    scores = Scores(tmp_path / "s.csv", threshold=5.0, as_json=True)
+    scores.add(chunk)
+    scores.close()
+    alarm, clear = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert alarm == {"event": "alarm", "timestamp": "2026-12-05 13:00:01", "score": 9.0, "threshold": 5.0,
+                     "root_causes": ["s2", "s0"]}
+    assert clear == {"event": "clear", "timestamp": "2026-12-05 13:00:02", "start": "2026-12-05 13:00:01", "rows": 1,
+                     "peak_score": 9.0}

@@ -30,8 +30,12 @@ from mscred.config import MISSING_POLICIES
 @click.option("--resume", is_flag=True,
               help="Continue an earlier watch of DATA into SCORES.csv (restarted after a stop): the rows of DATA it "
                    "holds already are the feed's history, not scored again; the rest are appended to it.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Each alarm, clear and the summary as one JSON object a line on stdout (event, the row's "
+                   "timestamp or row, score, threshold, root_causes; start, rows, peak_score; the counts and files), "
+                   "for scripts.")
 @encoding_option
-def watch(model_dir, data, out, device, missing, sensor_scores, events, interval, idle_exit, resume,
+def watch(model_dir, data, out, device, missing, sensor_scores, events, interval, idle_exit, resume, as_json,
           encoding) -> None:
     """Score DATA, a CSV file that something appends rows to, as it grows.
 
@@ -67,7 +71,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
         follower = GrowingCsv(data, encoding=encoding)
     model = MSCRED.load(model_dir, device=device)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
-    scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k)
+    scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
     try:
         if resume:
             _resume(follower, monitor, scores)
@@ -77,7 +81,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     finally:
         follower.close()
         scores.close()
-    click.echo(scores.summary(data))
+    scores.summary(data)
 
 
 def _resume(follower, monitor, scores) -> None:

@@ -9,6 +9,7 @@ import click
 import numpy as np
 import pandas as pd
 
+from mscred.evaluation import split_names
 from mscred.events import events_table
 
 
@@ -18,10 +19,11 @@ class Scores:
     line where it ends (at the first row under the threshold after it, with the run's rows and peak). With
     ``events``, that file gets the run's row of ``detect --events`` as it ends (a run still open when the watch
     stops is not there: a ``--resume`` writes it once it ends). The files are created with the first chunk: a watch
-    refused before any row is scored leaves none (and older ones as they were)."""
+    refused before any row is scored leaves none (and older ones as they were). ``as_json``: the alarm, clear and
+    summary lines as one JSON object each, for scripts (``say``)."""
 
-    def __init__(self, path, threshold: float, events=None, top_k: int = 3):
-        self.path, self.threshold, self.top_k = Path(path), threshold, top_k
+    def __init__(self, path, threshold: float, events=None, top_k: int = 3, as_json: bool = False):
+        self.path, self.threshold, self.top_k, self.as_json = Path(path), threshold, top_k, as_json
         self.events = None if events is None else Path(events)
         self.sep = _separator(self.path)
         self.handle = self.events_handle = None
@@ -59,15 +61,19 @@ class Scores:
         self.chunks += 1
 
     def _alarm(self, row: pd.Series) -> None:
-        click.echo(f"alarm: {row.index[0]} {row.iloc[0]}: score {row['score']:.4g} (threshold {self.threshold:.4g}), "
-                   f"root causes {row['root_causes'] or '-'}")
+        self.say(f"alarm: {row.index[0]} {row.iloc[0]}: score {row['score']:.4g} (threshold {self.threshold:.4g}), "
+                 f"root causes {row['root_causes'] or '-'}",
+                 {"event": "alarm", row.index[0]: row.iloc[0], "score": row["score"], "threshold": self.threshold,
+                  "root_causes": split_names(row["root_causes"])})
         self.alarms += 1
 
     def _clear(self, row: pd.Series) -> None:
         """The run ends at ``row``: its clear line, its event."""
         rows = self.run.table()
-        click.echo(f"clear: {row.index[0]} {row.iloc[0]}: the anomaly from {rows.iloc[0, 0]} over {len(rows)} "
-                   f"row(s), peak score {rows['score'].max():.4g}, ended")
+        self.say(f"clear: {row.index[0]} {row.iloc[0]}: the anomaly from {rows.iloc[0, 0]} over {len(rows)} "
+                 f"row(s), peak score {rows['score'].max():.4g}, ended",
+                 {"event": "clear", row.index[0]: row.iloc[0], "start": rows.iloc[0, 0], "rows": len(rows),
+                  "peak_score": rows["score"].max()})
         if self.events_handle is not None:
             event = events_table(rows, top_k=self.top_k)
             self.events_handle.write(event.to_csv(index=False, header=False, sep=_separator(self.events)))
@@ -90,14 +96,28 @@ class Scores:
             if handle is not None:
                 handle.close()
 
-    def summary(self, data) -> str:
+    def say(self, line: str, fields: dict) -> None:
+        """``line`` on stdout, or with ``as_json`` ``fields`` as one JSON object (numpy numbers and times plain)."""
+        if self.as_json:
+            import json
+
+            line = json.dumps({key: _plain(value) for key, value in fields.items()})
+        click.echo(line)
+
+    def summary(self, data) -> None:
+        """The last line of a watch: what it scored and wrote."""
         after = f" after the {self.held} it held already" if self.held else ""
+        fields = {"event": "summary", "rows": self.rows, "chunks": self.chunks, "anomalous": self.anomalous,
+                  "alarms": self.alarms, "threshold": self.threshold, "held": self.held,
+                  "out": str(self.path) if self.chunks else None,
+                  "events": str(self.events) if self.chunks and self.events is not None else None}
         if not self.chunks:
-            return f"watched {data}: no rows came{after}; " + (f"{self.path} as it was" if self.held else
-                                                               "nothing written")
+            self.say(f"watched {data}: no rows came{after}; " + (f"{self.path} as it was" if self.held else
+                                                                 "nothing written"), fields)
+            return
         events = f" and {self.events}" if self.events is not None else ""
-        return (f"watched {self.rows} rows in {self.chunks} chunk(s): {self.anomalous} anomalous in {self.alarms} "
-                f"alarm(s) (threshold {self.threshold:.4g}); wrote {self.path}{events}{after}")
+        self.say(f"watched {self.rows} rows in {self.chunks} chunk(s): {self.anomalous} anomalous in {self.alarms} "
+                 f"alarm(s) (threshold {self.threshold:.4g}); wrote {self.path}{events}{after}", fields)
 
 
 class OpenRun:
@@ -118,6 +138,13 @@ class OpenRun:
         rows = len(flagged) - (np.flatnonzero(~flagged)[-1] + 1 if (~flagged).any() else 0)
         tail = written.iloc[-rows:].reset_index(drop=True)
         return cls([tail.assign(score=tail["score"].astype(float), is_anomaly=1)])
+
+
+def _plain(value):
+    """A JSON value for ``value``: numpy numbers as Python's, anything else not JSON's (a time) as its text."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    return value if value is None or isinstance(value, (bool, int, float, str, list)) else str(value)
 
 
 def _separator(path: Path) -> str:
