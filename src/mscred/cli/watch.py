@@ -47,8 +47,9 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     --idle-exit seconds without a new line) with a summary; a bad row stops it with exit 2, the rows before it
     scored and written.
 
-    DATA may be a folder whose CSV files a logger rolls (one a day, named so that they sort in time order): the
-    files are one feed, in name order, and once a later file appears the watch moves on to it.
+    A file rotated in place (renamed and created again, or cut short) is followed as tail -F follows it, with a
+    note on stderr. DATA may be a folder whose CSV files a logger rolls (one a day, named so that they sort in
+    time order): the files are one feed, in name order, and once a later file appears the watch moves on to it.
     """
     from mscred.data.follow import GrowingCsv, RollingCsvFolder
     from mscred.data.io import check_writable_table, is_plain_text
