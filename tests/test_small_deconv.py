@@ -1,6 +1,7 @@
-"""deconv1 on its own weight (``ops/triton/small_deconv.py``, MSCRED_DECONV_DIRECT=1): the same values as the
-convolution with the flipped, transposed weight (``small_conv.conv_act(x, deconv_as_conv(w))``) bit for bit --
-output and every gradient -- by each of the forms (taps beside the channels, and the generic kernels where those are
+"""deconv1 on its own weight (``ops/triton/small_deconv.py``, the default; MSCRED_DECONV_DIRECT=0 turns it off):
+the same values as the convolution with the flipped, transposed weight (``small_conv.conv_act(x,
+deconv_as_conv(w))``) bit for bit -- output and every gradient (on the GPU the weight and bias gradients to the
+order of their atomic adds) -- by each of the forms (taps beside the channels, and the generic kernels where those are
 switched off or do not fit), the float64 transposed convolution as the oracle, and the model's step the same with
 the switch on and off. Under the Triton interpreter on the CPU (conftest), bf16 included."""
 from __future__ import annotations
@@ -21,7 +22,7 @@ CL = torch.channels_last
 pytestmark = pytest.mark.skipif(not sc.is_available()[0], reason=f"fused small conv: {sc.is_available()[1]}")
 
 
-@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
+@pytest.mark.parametrize("setting, on", [(None, True), ("0", False), ("1", True)])
 def test_switch(setting, on, set_env):
     set_env("MSCRED_DECONV_DIRECT", setting)
     assert sd.enabled() is on
@@ -67,7 +68,14 @@ def test_equals_the_flipped_convolution_bit_for_bit(dtype, N, CI, CO, k, n, selu
     got = _fwd_bwd(_direct(selu), x, w, b, dout)
     for name, g, e in zip(("out", "dx", "dweight", "dbias"), got, want):
         assert g.dtype == e.dtype and g.shape == e.shape, name
-        assert torch.equal(g, e), name
+        if name in ("dweight", "dbias") and DEVICE == "cuda":
+            # Both sum the weight and bias gradients' partial sums with atomic adds, whose order a GPU does not
+            # fix: on an H100 (2026-12-05) one dweight element of (3, 40, 3, 3, 6) differed by one rounding in one
+            # run of three. The interpreter adds in one order, so on the CPU these are bit for bit too.
+            bound = 4 * torch.finfo(e.dtype).eps * e.abs().max().item()
+            torch.testing.assert_close(g, e, rtol=0, atol=bound, msg=name)
+        else:
+            assert torch.equal(g, e), name
     assert got[2].stride() == w.stride()  # the gradient in the weight's own layout
 
 

@@ -14,23 +14,24 @@ convolution flipping it once more (2.0 us) -- three small launches on the chain.
   itself, read as a (Ci, Co) convolution weight: no flip at all.
 
 Where those forms do not run (their switches off, other sizes), the flipped weight is made as before. The values are
-the same as ``small_conv.conv_act(x, deconv_as_conv(w), ...)``'s, bit for bit (the same products and sums).
-Opt-in (MSCRED_DECONV_DIRECT=1, ``enabled``): on the H200 the graphed bf16 training step went 2.375 -> 2.355 ms
-alone on one host (3 rounds in one alternation, benchmarks/results/defaults_1205/), but with the interleaved levels
-(``model.interleaved_levels``) on a second host 2.367-2.372 against 2.365-2.369 ms with both off
-(benchmarks/results/final_1205/). Off until an alternation of each alone on another host says which.
+the same as ``small_conv.conv_act(x, deconv_as_conv(w), ...)``'s, bit for bit (the same products and sums; the
+weight and bias gradients to the order of their atomic adds, which a GPU does not fix).
+The default (MSCRED_DECONV_DIRECT=0 turns it off, ``enabled``): alone it took the graphed bf16 training step 2.375 ->
+2.355 ms on the H200 (benchmarks/results/defaults_1205/) and 17-23 us less in each of four alternations on an H100
+(benchmarks/results/direct_interleaved_1205/); with the interleaved levels (``model.interleaved_levels``) it gained
+nothing on either card (benchmarks/results/final_1205/), so those stay opt-in.
 """
 from __future__ import annotations
 
 import torch
 
 from mscred.ops.triton import small_conv, small_conv_taps
-from mscred.ops.triton.runtime import switched_on
+from mscred.ops.triton.runtime import switched_off
 
 
 def enabled() -> bool:
-    """Whether the fused decoder runs deconv1 on its own weight (MSCRED_DECONV_DIRECT=1; off by default)."""
-    return switched_on("MSCRED_DECONV_DIRECT")
+    """Whether the fused decoder runs deconv1 on its own weight (MSCRED_DECONV_DIRECT=0 turns it off)."""
+    return not switched_off("MSCRED_DECONV_DIRECT")
 
 
 def deconv_act(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, selu: bool) -> torch.Tensor:
