@@ -462,3 +462,29 @@ def test_json_times_are_their_text(tmp_path, capsys):
                      "root_causes": ["s2", "s0"]}
     assert clear == {"event": "clear", "timestamp": "2026-12-05 13:00:02", "start": "2026-12-05 13:00:01", "rows": 1,
                      "peak_score": 9.0}
+
+
+def test_resume_after_a_rotation_while_stopped(tmp_path, model_dir, series, capsys):
+    """A watch of 150 rows stops; feed.csv is rotated (renamed, created again with the next 100 rows) before the
+    restart. ``--resume`` scores those 100 as the feed's next rows, after a note, as a fresh Monitor does (no
+    history: the rows no window covers yet score 0); SCORES.csv holds the 250."""
+    import os
+
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
+    data.write_bytes(_lines(feed.iloc[:150], header=True))
+    argv = ["watch", str(model_dir), str(data), "--out", str(out), "--device", "cpu", "--idle-exit", "0"]
+    assert main(argv) == 0
+    os.rename(data, tmp_path / "feed.csv.1")
+    data.write_bytes(_lines(feed.iloc[150:250], header=True))
+    capsys.readouterr()
+    assert main(argv + ["--resume"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [f"note: {data} lines 2-101 start after {out}'s last row (timestamp 749): "
+                                         "rotated since the last watch? Scored as the feed's next rows; they have no "
+                                         "history before them, and those no window covers yet score 0"]
+    got = pd.read_csv(out)
+    assert list(got["timestamp"]) == list(feed["timestamp"][:250])
+    want = MSCRED.load(model_dir, device="cpu").monitor().update(feed.iloc[150:250])
+    np.testing.assert_allclose(got["score"][150:], want["score"], rtol=1e-15, atol=0)
+    assert got["score"][150] == 0 and got["score"][249] > 0

@@ -88,7 +88,9 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
 def _resume(follower, monitor, scores) -> None:
     """``--resume``: the rows of DATA that SCORES.csv holds (as many as it has rows, its last row's time or row
     number checked against DATA's) primed as history, the rest scored and appended. DATA's rows come a poll at a
-    time (a folder's a file at a time), each primed or scored under its own file's name."""
+    time (a folder's a file at a time), each primed or scored under its own file's name. A DATA whose first time
+    comes after SCORES.csv's last (rotated while no watch ran) is scored whole as the feed's next rows, with a
+    note: its first rows have no history, and those no window covers yet score 0."""
     from mscred.errors import InputError
 
     if not scores.path.exists():
@@ -107,12 +109,19 @@ def _resume(follower, monitor, scores) -> None:
     held = len(written)
     if not held:
         raise InputError(f"{scores.path}: no rows to resume after; remove it or run without --resume")
-    there, new = 0, []     # DATA's rows so far; the polls after the held rows, scored once all are checked
+    there = 0     # DATA's rows primed so far
     while there < held and (rows := follower.poll()) is not None:
         if not there:
             index = TIMESTAMP if TIMESTAMP in rows.columns else "row"
             _check_columns(written, monitor.columns(index) + (["filled"] if monitor.missing != "error" else []),
                            scores.path)
+            if index == TIMESTAMP and _comes_after(rows[index].iloc[0], written[index].iloc[-1]):
+                click.echo(f"note: {follower.where()} start after {scores.path}'s last row ({index} "
+                           f"{written[index].iloc[-1]}): rotated since the last watch? Scored as the feed's next "
+                           "rows; they have no history before them, and those no window covers yet score 0", err=True)
+                scores.resume(held, OpenRun.at_end_of(written))
+                scores.add(_scored(monitor, rows, follower.where()))
+                return
         take = min(held - there, len(rows))
         monitor.prime(rows.iloc[:take], source=follower.where())
         there += take
@@ -127,6 +136,17 @@ def _resume(follower, monitor, scores) -> None:
         raise InputError(f"{scores.path}: {held} rows scored already, but {follower.path} has {there}: "
                          "--resume continues the watch of the same data")
     scores.resume(held, OpenRun.at_end_of(written))
+
+
+def _comes_after(value, text: str) -> bool:
+    """Whether ``value`` (a time or number of DATA) comes after ``text`` (one written in SCORES.csv); False where
+    they cannot be compared."""
+    import pandas as pd
+
+    try:
+        return bool(value > (pd.Timestamp(text) if isinstance(value, pd.Timestamp) else float(text)))
+    except (ValueError, TypeError):
+        return False
 
 
 def _check_columns(written, columns: list, path) -> None:
