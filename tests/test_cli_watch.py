@@ -51,6 +51,15 @@ def _lines(frame: pd.DataFrame, header: bool = False) -> bytes:
     return frame.to_csv(index=False, header=header).encode()
 
 
+def _as_monitor_fed(out, model_dir, feed: pd.DataFrame, cuts: list) -> None:
+    """SCORES.csv holds feed's rows up to the last cut, scored as a Monitor fed the chunks between the cuts."""
+    monitor = MSCRED.load(model_dir, device="cpu").monitor()
+    want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in zip(cuts, cuts[1:])], ignore_index=True)
+    got = pd.read_csv(out)
+    assert list(got["timestamp"]) == list(feed["timestamp"][:cuts[-1]])
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+
+
 def _wait_for_rows(path, rows: int, watch: Watch) -> None:
     """Until SCORES.csv holds ``rows`` rows (its header aside), or the watch has stopped."""
     deadline = time.monotonic() + WAIT_S
@@ -309,12 +318,7 @@ def test_a_file_rotated_in_place_is_followed(tmp_path, model_dir, series, capsys
     data.write_bytes(_lines(feed.iloc[145:175], header=True))
     _wait_for_rows(out, 175, watch)
     assert watch.join() == 0
-    monitor = MSCRED.load(model_dir, device="cpu").monitor()
-    cuts = [0, 130, 140, 145, 175]
-    want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in zip(cuts, cuts[1:])], ignore_index=True)
-    got = pd.read_csv(out)
-    assert list(got["timestamp"]) == list(feed["timestamp"][:175])
-    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    _as_monitor_fed(out, model_dir, feed, [0, 130, 140, 145, 175])
     captured = capsys.readouterr()
     assert captured.err.splitlines() == [f"note: {data} was renamed and created again (rotated): following it "
                                          "from its first line"]
@@ -342,12 +346,7 @@ def test_a_folder_of_rolled_files_is_one_feed(tmp_path, model_dir, series, capsy
     _append(folder / "day2.csv", feed.iloc[162:177])
     _wait_for_rows(out, 177, watch)
     assert watch.join() == 0
-    monitor = MSCRED.load(model_dir, device="cpu").monitor()
-    cuts = [0, 130, 140, 141, 142, 162, 177]
-    want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in zip(cuts, cuts[1:])], ignore_index=True)
-    got = pd.read_csv(out)
-    assert list(got["timestamp"]) == list(feed["timestamp"][:177])
-    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    _as_monitor_fed(out, model_dir, feed, [0, 130, 140, 141, 142, 162, 177])
     assert capsys.readouterr().out.splitlines()[-1].startswith("watched 177 rows in 6 chunk(s): ")
     bad_input(capsys, "watch", model_dir, folder, "--out", folder / "s.csv", names=["is in the watched folder"])
     bad_input(capsys, "watch", model_dir, folder, "--out", out, "--events", folder / "e.csv",
@@ -370,12 +369,7 @@ def test_resume_of_a_folder_runs_across_its_files(tmp_path, model_dir, series, c
     capsys.readouterr()
     assert main(argv + ["--resume"]) == 0
     assert capsys.readouterr().out.splitlines()[-1].startswith("watched 50 rows in 2 chunk(s): ")
-    monitor = MSCRED.load(model_dir, device="cpu").monitor()
-    cuts = [0, 120, 150, 170, 200]
-    want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in zip(cuts, cuts[1:])], ignore_index=True)
-    got = pd.read_csv(out)
-    assert list(got["timestamp"]) == list(feed["timestamp"][:200])
-    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    _as_monitor_fed(out, model_dir, feed, [0, 120, 150, 170, 200])
     scores = out.read_bytes()
     (folder / "day3.csv").unlink()
     (folder / "day2.csv").write_bytes(_lines(feed.iloc[120:130], header=True))
