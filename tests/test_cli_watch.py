@@ -433,7 +433,8 @@ def test_json_lines_for_scripts(tmp_path, model_dir, series, capsys):
     assert alarm["timestamp"] == feed["timestamp"][a] and alarm["root_causes"] and alarm["score"] > 0
     assert (clear["timestamp"], clear["start"], clear["rows"]) == (feed["timestamp"][b], alarm["timestamp"], b - a)
     assert summary == {"event": "summary", "rows": 400, "chunks": 1, "anomalous": int(sum(b - a for a, b in found)),
-                       "alarms": len(found), "threshold": summary["threshold"], "held": 0, "out": str(out),
+                       "alarms": len(found), "threshold": summary["threshold"], "held": 0, "history": 0,
+                       "out": str(out),
                        "events": None}
     assert main(argv) == 0
     text = capsys.readouterr().out.splitlines()
@@ -482,3 +483,37 @@ def test_resume_after_a_rotation_while_stopped(tmp_path, model_dir, series, caps
     want = MSCRED.load(model_dir, device="cpu").monitor().update(feed.iloc[150:250])
     np.testing.assert_allclose(got["score"][150:], want["score"], rtol=1e-15, atol=0)
     assert got["score"][150] == 0 and got["score"][249] > 0
+
+
+def test_new_only_takes_the_rows_there_as_history(tmp_path, model_dir, series, capsys, monkeypatch):
+    """``--new-only``: DATA's 150 rows at the start are history (not scored, not written); the 30 and 20 rows
+    appended at the first two waits are scored after them, as a Monitor primed with the 150 scores them; Ctrl-C at
+    the third wait."""
+    from mscred.cli import watch as command
+
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
+    data.write_bytes(_lines(feed.iloc[:150], header=True))
+    pieces = [(150, 180), (180, 200)]
+
+    class Appending:
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(seconds):
+            if not pieces:
+                raise KeyboardInterrupt
+            _append(data, feed.iloc[slice(*pieces.pop(0))])
+
+    monkeypatch.setattr(command, "time", Appending)
+    code = main(["watch", str(model_dir), str(data), "--out", str(out), "--device", "cpu", "--new-only"])
+    assert code == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("watched 50 rows in 2 chunk(s): ") and last.endswith(f"{out} after 150 rows of history")
+    monitor = MSCRED.load(model_dir, device="cpu").monitor()
+    monitor.prime(feed.iloc[:150])
+    want = pd.concat([monitor.update(feed.iloc[150:180]), monitor.update(feed.iloc[180:200])], ignore_index=True)
+    got = pd.read_csv(out)
+    assert list(got["timestamp"]) == list(feed["timestamp"][150:200]) and (got["score"] != 0).all()   # all covered
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    bad_input(capsys, "watch", model_dir, data, "--out", out, "--new-only", "--resume", names=["give one"])

@@ -30,13 +30,16 @@ from mscred.config import MISSING_POLICIES
 @click.option("--resume", is_flag=True,
               help="Continue an earlier watch of DATA into SCORES.csv (restarted after a stop): the rows of DATA it "
                    "holds already are the feed's history, not scored again; the rest are appended to it.")
+@click.option("--new-only", is_flag=True,
+              help="Score only the lines DATA gains from now on: the rows it holds at the start are the feed's "
+                   "history (the windows over the first new rows reach into them), not scored or written.")
 @click.option("--json", "as_json", is_flag=True,
               help="Each alarm, clear and the summary as one JSON object a line on stdout (event, the row's "
                    "timestamp or row, score, threshold, root_causes; start, rows, peak_score; the counts and files), "
                    "for scripts.")
 @encoding_option
-def watch(model_dir, data, out, device, missing, sensor_scores, events, interval, idle_exit, resume, as_json,
-          encoding) -> None:
+def watch(model_dir, data, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
+          as_json, encoding) -> None:
     """Score DATA, a CSV file that something appends rows to, as it grows.
 
     Every complete line DATA gains is scored after the rows before it (the rows already in DATA first), and
@@ -60,6 +63,9 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
         check_writable_table(path, inputs=[data])
         if not is_plain_text(path):
             raise InputError(f"{path}: watch appends to its output as it scores: give a .csv or .tsv file")
+    if resume and new_only:
+        raise InputError("--resume and --new-only: give one (--resume continues SCORES.csv; --new-only starts a "
+                         "new one after DATA's rows)")
     if events is not None and Path(events).resolve() == Path(out).resolve():
         raise InputError(f"{events}: --events is --out; give the events another name")
     if Path(data).is_dir():
@@ -76,6 +82,8 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     try:
         if resume:
             _resume(follower, monitor, scores)
+        elif new_only:
+            _take_as_history(follower, monitor, scores)
         _follow(follower, monitor, scores, interval, idle_exit)
     except KeyboardInterrupt:    # how a watch is stopped: said, not an error
         pass
@@ -169,6 +177,13 @@ def _check_last_row(written_last: str, last, index: str, held: int, path, data) 
     if written_last != shown:
         raise InputError(f"{path}: its last row is {index} {written_last}, but row {held} of {data} is {shown}: "
                          "--resume continues the watch of the same data")
+
+
+def _take_as_history(follower, monitor, scores) -> None:
+    """``--new-only``: every row DATA holds now (a folder's every file) primed as history, not scored."""
+    while (rows := follower.poll()) is not None:
+        monitor.prime(rows, source=follower.where())
+        scores.history += len(rows)
 
 
 def _scored(monitor, rows, source: str):

@@ -29,6 +29,7 @@ class Scores:
         self.handle = self.events_handle = None
         self.rows = self.anomalous = self.alarms = self.chunks = 0
         self.held = 0               # rows an earlier watch wrote (--resume)
+        self.history = 0            # rows DATA held at the start, taken as history and not scored (--new-only)
         self.run: Optional[OpenRun] = None   # the run of anomalous rows the last row written belongs to
 
     def resume(self, held: int, run: Optional["OpenRun"]) -> None:
@@ -106,9 +107,10 @@ class Scores:
 
     def summary(self, data) -> None:
         """The last line of a watch: what it scored and wrote."""
-        after = f" after the {self.held} it held already" if self.held else ""
+        after = (f" after the {self.held} it held already" if self.held else
+                 f" after {self.history} rows of history" if self.history else "")
         fields = {"event": "summary", "rows": self.rows, "chunks": self.chunks, "anomalous": self.anomalous,
-                  "alarms": self.alarms, "threshold": self.threshold, "held": self.held,
+                  "alarms": self.alarms, "threshold": self.threshold, "held": self.held, "history": self.history,
                   "out": str(self.path) if self.chunks else None,
                   "events": str(self.events) if self.chunks and self.events is not None else None}
         if not self.chunks:
