@@ -124,11 +124,12 @@ def _resume(follower, monitor, scores) -> None:
             _check_columns(written, monitor.columns(index) + (["filled"] if monitor.missing != "error" else []),
                            scores.path)
             if index == TIMESTAMP and _comes_after(rows[index].iloc[0], written[index].iloc[-1]):
+                found = _scored(monitor, rows, follower.where())   # (a refused row: its one error line alone)
                 click.echo(f"note: {follower.where()} start after {scores.path}'s last row ({index} "
                            f"{written[index].iloc[-1]}): rotated since the last watch? Scored as the feed's next "
                            "rows; they have no history before them, and those no window covers yet score 0", err=True)
                 scores.resume(held, OpenRun.at_end_of(written))
-                scores.add(_scored(monitor, rows, follower.where()))
+                scores.add(found)
                 return
         take = min(held - there, len(rows))
         monitor.prime(rows.iloc[:take], source=follower.where())
