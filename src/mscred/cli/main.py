@@ -23,6 +23,7 @@ COMMANDS = {
     "evaluate": "mscred.cli.evaluate:evaluate",
     "fleet": "mscred.cli.fleet:fleet",
     "fleet-detect": "mscred.cli.fleet_detect:fleet_detect",
+    "fleet-watch": "mscred.cli.fleet_watch:fleet_watch",
     "env": "mscred.cli.env:env",
     "sass": "mscred.cli.sass:sass",
 }

@@ -81,9 +81,9 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
     try:
         if resume:
-            _resume(follower, monitor, scores)
+            resume_scores(follower, monitor, scores)
         elif new_only:
-            _take_as_history(follower, monitor, scores)
+            take_as_history(follower, monitor, scores)
         _follow(follower, monitor, scores, interval, idle_exit)
     except KeyboardInterrupt:    # how a watch is stopped: said, not an error
         pass
@@ -93,7 +93,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     scores.summary(data)
 
 
-def _resume(follower, monitor, scores) -> None:
+def resume_scores(follower, monitor, scores) -> None:
     """``--resume``: the rows of DATA that SCORES.csv holds (as many as it has rows, its last row's time or row
     number checked against DATA's) primed as history, the rest scored and appended. DATA's rows come a poll at a
     time (a folder's a file at a time), each primed or scored under its own file's name. A DATA whose first time
@@ -124,7 +124,7 @@ def _resume(follower, monitor, scores) -> None:
             _check_columns(written, monitor.columns(index) + (["filled"] if monitor.missing != "error" else []),
                            scores.path)
             if index == TIMESTAMP and _comes_after(rows[index].iloc[0], written[index].iloc[-1]):
-                found = _scored(monitor, rows, follower.where())   # (a refused row: its one error line alone)
+                found = scored_rows(monitor, rows, follower.where())   # (a refused row: its one error line alone)
                 click.echo(f"note: {follower.where()} start after {scores.path}'s last row ({index} "
                            f"{written[index].iloc[-1]}): rotated since the last watch? Scored as the feed's next "
                            "rows; they have no history before them, and those no window covers yet score 0", err=True)
@@ -139,7 +139,7 @@ def _resume(follower, monitor, scores) -> None:
             _check_last_row(written[index].iloc[-1], last, index, held, scores.path, follower.path)
             if take < len(rows):
                 scores.resume(held, OpenRun.at_end_of(written))
-                scores.add(_scored(monitor, rows.iloc[take:], follower.where(skip=take)))
+                scores.add(scored_rows(monitor, rows.iloc[take:], follower.where(skip=take)))
                 return
     if there < held:
         raise InputError(f"{scores.path}: {held} rows scored already, but {follower.path} has {there}: "
@@ -159,7 +159,7 @@ def _comes_after(value, text: str) -> bool:
 
 
 def _check_columns(written, columns: list, path) -> None:
-    """SCORES.csv's columns are those this watch writes (as ``_scored`` writes them)."""
+    """SCORES.csv's columns are those this watch writes (as ``scored_rows`` writes them)."""
     from mscred.errors import InputError
 
     if list(written.columns) != columns:
@@ -180,14 +180,14 @@ def _check_last_row(written_last: str, last, index: str, held: int, path, data) 
                          "--resume continues the watch of the same data")
 
 
-def _take_as_history(follower, monitor, scores) -> None:
+def take_as_history(follower, monitor, scores) -> None:
     """``--new-only``: every row DATA holds now (a folder's every file) primed as history, not scored."""
     while (rows := follower.poll()) is not None:
         monitor.prime(rows, source=follower.where())
         scores.history += len(rows)
 
 
-def _scored(monitor, rows, source: str):
+def scored_rows(monitor, rows, source: str):
     """The monitor's frame for ``rows``; with --missing interpolate also ``filled``, as detect writes it: how many
     of the row's sensor values were missing and filled (always there, so that every chunk has the same columns)."""
     found = monitor.update(rows, source=source)
@@ -203,21 +203,21 @@ def _follow(follower, monitor, scores, interval: float, idle_exit) -> None:
     while True:
         rows = follower.poll()
         if rows is not None and len(rows):
-            scores.add(_scored(monitor, rows, follower.where()))
+            scores.add(scored_rows(monitor, rows, follower.where()))
             last_new = time.monotonic()
         elif idle_exit is not None and time.monotonic() - last_new >= idle_exit:
             # The writer has stopped: a last line without its newline is taken as complete
             rows = follower.poll(final=True)
             if rows is not None and len(rows):
-                scores.add(_scored(monitor, rows, follower.where()))
-            _show_notes(follower)
+                scores.add(scored_rows(monitor, rows, follower.where()))
+            show_notes(follower)
             return
         else:
             time.sleep(interval)
-        _show_notes(follower)
+        show_notes(follower)
 
 
-def _show_notes(follower) -> None:
+def show_notes(follower) -> None:
     """The follower's notes (a rotated file) on stderr, once each: after the rows that followed were scored, so
     that a refused row's error stays the one line on stderr (it names the rotation too)."""
     for note in follower.notes:

@@ -20,10 +20,12 @@ class Scores:
     ``events``, that file gets the run's row of ``detect --events`` as it ends (a run still open when the watch
     stops is not there: a ``--resume`` writes it once it ends). The files are created with the first chunk: a watch
     refused before any row is scored leaves none (and older ones as they were). ``as_json``: the alarm, clear and
-    summary lines as one JSON object each, for scripts (``say``)."""
+    summary lines as one JSON object each, for scripts (``say``). ``entity``: the lines name it (``fleet-watch``)."""
 
-    def __init__(self, path, threshold: float, events=None, top_k: int = 3, as_json: bool = False):
+    def __init__(self, path, threshold: float, events=None, top_k: int = 3, as_json: bool = False,
+                 entity: Optional[str] = None):
         self.path, self.threshold, self.top_k, self.as_json = Path(path), threshold, top_k, as_json
+        self.entity = entity
         self.events = None if events is None else Path(events)
         self.sep = _separator(self.path)
         self.handle = self.events_handle = None
@@ -98,7 +100,12 @@ class Scores:
                 handle.close()
 
     def say(self, line: str, fields: dict) -> None:
-        """``line`` on stdout, or with ``as_json`` ``fields`` as one JSON object (numpy numbers and times plain)."""
+        """``line`` on stdout, or with ``as_json`` ``fields`` as one JSON object (numpy numbers and times plain);
+        with an ``entity``, after the line's first word ("alarm: pump_1: ...") or as the object's second field."""
+        if self.entity is not None:
+            word, rest = line.split(" ", 1)
+            line = f"{word} {self.entity}: {rest}" if word.endswith(":") else f"{self.entity}: {line}"
+            fields = {"event": fields["event"], "entity": self.entity, **fields}
         if self.as_json:
             import json
 
