@@ -1,6 +1,8 @@
 """What the CLI tests share: a small sensor table and an in-process run of the CLI that captures its output."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 
@@ -58,3 +60,21 @@ def evaluate_json(capsys, *argv) -> tuple[dict, str]:
     code, out, err = run_cli(capsys, "evaluate", *argv, "--json")
     assert code == 0, err
     return json.loads(out), err
+
+
+def replace_waits(monkeypatch, module, *actions) -> None:
+    """``module.time`` (a watch command's) replaced so that each ``time.sleep`` runs the next of ``actions``
+    (appending to a watched file, say) and, once they are done, is Ctrl-C; ``monotonic`` stays the real one. The
+    chunks a watch scores are then known, without threads."""
+    pending = list(actions)
+
+    class Waits:
+        monotonic = staticmethod(time.monotonic)
+
+        @staticmethod
+        def sleep(seconds):
+            if not pending:
+                raise KeyboardInterrupt
+            pending.pop(0)()
+
+    monkeypatch.setattr(module, "time", Waits)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import bad_input, main, sensor_frame, tiny_model
+from cli_helpers import bad_input, main, replace_waits, sensor_frame, tiny_model
 from mscred.detector import MSCRED
 
 TRAIN_ROWS = 600
@@ -69,18 +68,7 @@ def test_each_entity_as_watch_scores_it(tmp_path, fleet, series, capsys, monkeyp
         _append(live / "a.csv", feed.iloc[160:170])
         (live / "d.csv").write_bytes(_lines(feed.iloc[:110], header=True))
 
-    waits = [first, second]
-
-    class Appending:
-        monotonic = staticmethod(time.monotonic)
-
-        @staticmethod
-        def sleep(seconds):
-            if not waits:
-                raise KeyboardInterrupt
-            waits.pop(0)()
-
-    monkeypatch.setattr(command, "time", Appending)
+    replace_waits(monkeypatch, command, first, second)
     code = main(["fleet-watch", str(fleet), str(live), "--out", str(out), "--device", "cpu"])
     captured = capsys.readouterr()
     assert code == 1

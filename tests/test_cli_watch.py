@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import bad_input, main, sensor_frame, tiny_model
+from cli_helpers import bad_input, main, replace_waits, sensor_frame, tiny_model
 from mscred.detector import MSCRED
 from mscred.events import events_table
 from mscred.metrics import events as runs
@@ -198,14 +198,7 @@ def test_ctrl_c_stops_it_with_the_summary(tmp_path, model_dir, series, capsys, m
     """Ctrl-C while it waits for more lines: exit 0 and the summary, as a watch is meant to be stopped."""
     from mscred.cli import watch as command
 
-    class Interrupted:
-        monotonic = staticmethod(time.monotonic)
-
-        @staticmethod
-        def sleep(seconds):
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(command, "time", Interrupted)
+    replace_waits(monkeypatch, command)
     data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
     data.write_bytes(_lines(series.iloc[TRAIN_ROWS:TRAIN_ROWS + 150], header=True))
     code = main(["watch", str(model_dir), str(data), "--out", str(out), "--device", "cpu"])
@@ -494,18 +487,8 @@ def test_new_only_takes_the_rows_there_as_history(tmp_path, model_dir, series, c
     feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
     data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
     data.write_bytes(_lines(feed.iloc[:150], header=True))
-    pieces = [(150, 180), (180, 200)]
-
-    class Appending:
-        monotonic = staticmethod(time.monotonic)
-
-        @staticmethod
-        def sleep(seconds):
-            if not pieces:
-                raise KeyboardInterrupt
-            _append(data, feed.iloc[slice(*pieces.pop(0))])
-
-    monkeypatch.setattr(command, "time", Appending)
+    replace_waits(monkeypatch, command, lambda: _append(data, feed.iloc[150:180]),
+                  lambda: _append(data, feed.iloc[180:200]))
     code = main(["watch", str(model_dir), str(data), "--out", str(out), "--device", "cpu", "--new-only"])
     assert code == 0
     last = capsys.readouterr().out.splitlines()[-1]
