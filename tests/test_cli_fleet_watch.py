@@ -116,3 +116,23 @@ def test_refused_before_it_starts(tmp_path, fleet, series, capsys):
     bad_input(capsys, "fleet-watch", fleet, live, "--out", live / "o", names=["inside the watched folder"])
     bad_input(capsys, "fleet-watch", fleet, live, "--out", tmp_path / "o", "--resume", "--new-only",
               names=["give one"])
+
+
+def test_resume_and_new_only(tmp_path, fleet, series, capsys):
+    """--resume continues each entity's scores file (as watch --resume); --new-only scores only what comes after."""
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    live, out = tmp_path / "live", tmp_path / "out"
+    live.mkdir()
+    (live / "a.csv").write_bytes(_lines(feed.iloc[:150], header=True))
+    argv = ["fleet-watch", str(fleet), str(live), "--out", str(out), "--device", "cpu", "--idle-exit", "0"]
+    assert main(argv) == 0
+    _append(live / "a.csv", feed.iloc[150:250])
+    assert main(argv + ["--resume"]) == 0
+    got = pd.read_csv(out / "scores" / "a.csv")
+    assert list(got["timestamp"]) == list(feed["timestamp"][:250])
+    np.testing.assert_allclose(got["score"], _monitored(fleet, feed, [0, 150, 250])["score"], rtol=1e-15, atol=0)
+    assert "a: watched 100 rows in 1 chunk(s)" in capsys.readouterr().out
+    assert main(argv + ["--new-only"]) == 0   # nothing after the file's rows: nothing scored, the file left
+    assert capsys.readouterr().out.splitlines()[-2] == f"a: watched {live / 'a.csv'}: no rows came after 250 rows " \
+                                                       "of history; nothing written"
+    assert len(pd.read_csv(out / "scores" / "a.csv")) == 250
