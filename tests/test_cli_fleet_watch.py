@@ -57,6 +57,7 @@ def test_each_entity_as_watch_scores_it(tmp_path, fleet, series, capsys, monkeyp
     (live / "b.csv").write_bytes(_lines(feed.iloc[:120], header=True))
     (live / "c.csv").write_bytes(_lines(feed.iloc[:120], header=True))
     (live / ".d.csv").write_bytes(b"hidden")
+    (live / "a.tsv").write_bytes(b"x\ty\n")   # a's too: the first by name is watched
     bad = feed.iloc[120:122].astype(object)
     bad.iloc[1, 2] = "n/a"
 
@@ -73,8 +74,9 @@ def test_each_entity_as_watch_scores_it(tmp_path, fleet, series, capsys, monkeyp
     captured = capsys.readouterr()
     assert code == 1
     err = captured.err.splitlines()
-    assert len(err) == 2 and err[0] == f"note: {live / 'c.csv'}: no model of entity 'c' in the fleet: not watched"
-    assert err[1].startswith(f"b: stopped: {live / 'b.csv'} lines 122-123: column 's1' row 2: "), err[1]
+    assert err[:2] == [f"note: {live / 'a.tsv'}: entity 'a' is watched in a.csv already: not watched",
+                       f"note: {live / 'c.csv'}: no model of entity 'c' in the fleet: not watched"]
+    assert len(err) == 3 and err[2].startswith(f"b: stopped: {live / 'b.csv'} lines 122-123: column 's1' row 2: ")
     for entity, rows, cuts in [("a", 170, [0, 130, 160, 170]), ("b", 120, [0, 120]), ("d", 110, [0, 110])]:
         got = pd.read_csv(out / "scores" / f"{entity}.csv")
         want = _monitored(fleet, feed, cuts)

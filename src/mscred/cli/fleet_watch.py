@@ -111,7 +111,12 @@ class FleetWatch:
             if path.name.startswith(".") or not path.is_file() or not is_plain_text(path):
                 continue
             entity = safe_name(path.stem)
-            if entity in self.watches or path.name in self.noted:
+            if path.name in self.noted or (entity in self.watches and self.watches[entity].path == path):
+                continue
+            if entity in self.watches:
+                click.echo(f"note: {path}: entity {entity!r} is watched in {self.watches[entity].path.name} "
+                           "already: not watched", err=True)
+                self.noted.add(path.name)
                 continue
             if entity not in self.models:
                 click.echo(f"note: {path}: no model of entity {entity!r} in the fleet: not watched", err=True)
@@ -159,7 +164,7 @@ class EntityWatch:
         from mscred.detector import MSCRED
         from mscred.errors import InputError
 
-        self.entity, self.stopped = entity, None
+        self.entity, self.path, self.stopped = entity, path, None
         self.follower = self.scores = None
         try:   # (a file or model this entity alone cannot use stops it, not the fleet)
             self.follower = GrowingCsv(path, encoding=options["encoding"])
