@@ -368,3 +368,38 @@ def test_mutated_files_through_watch(tmp_path, capsys, model_dir):
         if found:
             findings.append(f"case {case} ({encoding}, {edits}): {found}")
     assert not findings, "\n".join(findings)
+
+
+def test_mutated_files_through_fleet_watch(tmp_path, capsys, model_dir):
+    """fleet-watch of two entities whose files are mutated (``--idle-exit 0``: one poll each): exit 0, or exit 1
+    with one ``<entity>: stopped: ...`` line per entity it stopped (the other scored), or exit 2 with one line;
+    notes aside, nothing else on stderr and never a traceback."""
+    import shutil
+
+    rng = random.Random(1207)
+    fleet = tmp_path / "fleet" / "models"
+    for name in ("a", "b"):
+        shutil.copytree(model_dir, fleet / name)
+    good = sensor_frame(2 * ROWS, N).to_csv(index=False)
+    findings, codes = [], set()
+    for case in range(30):
+        live = tmp_path / f"live{case}"
+        live.mkdir()
+        edits = {}
+        for name in ("a", "b"):
+            text, edits[name] = _mutated_csv(good, rng)
+            _write_csv(live / f"{name}.csv", text, rng)
+        try:
+            code, _, err = run_cli(capsys, "fleet-watch", tmp_path / "fleet", live, "--out", tmp_path / f"s{case}",
+                                   "--device", "cpu", "--idle-exit", "0")
+        except (SystemExit, Exception) as exc:  # noqa: BLE001 - anything escaping main is a finding
+            code, err = f"{type(exc).__name__}: {exc}", capsys.readouterr().err
+        lines = [line for line in err.splitlines() if not line.startswith("note:")]
+        stopped = [line for line in lines if line.startswith(("a: stopped: ", "b: stopped: "))]
+        kept = (code == 0 and not lines or code == 1 and lines and lines == stopped
+                or code == 2 and len(lines) == 1 and lines[0].startswith("mscred: error:"))
+        if not kept or "Traceback" in err:
+            findings.append(f"case {case} ({edits}): exit {code}: {err[-800:]}")
+        codes.add(code)
+    assert not findings, "\n".join(findings)
+    assert {0, 1} <= codes, f"the mutations met only exit codes {codes}: pick another seed"
