@@ -88,6 +88,9 @@ def test_each_entity_as_watch_scores_it(tmp_path, fleet, series, capsys, monkeyp
     assert stdout[-1] == f"fleet-watch: 3 entities watched, 400 rows scored, " \
         f"{sum(int(line.startswith('alarm: ')) for line in stdout)} alarm(s), 1 stopped; wrote {out}"
     assert all(line.split()[1] in ("a:", "b:", "d:") for line in stdout if line.startswith(("alarm:", "clear:")))
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["entity"]) == ["a", "b", "d"] and list(summary["rows"]) == [170, 120, 110]
+    assert summary["status"][0] == "ok" and summary["status"][1].startswith("stopped: ") and summary["status"][2] == "ok"
 
 
 def test_json_and_events(tmp_path, fleet, series, capsys):

@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Optional
 
 import click
+import pandas as pd
 
 from mscred.cli.params import NamedPath, encoding_option
 from mscred.config import MISSING_POLICIES
+
+SUMMARY_COLUMNS = ["entity", "status", "file", "rows", "anomalous", "alarms", "threshold"]
 
 
 @click.command("fleet-watch")
@@ -27,7 +30,7 @@ from mscred.config import MISSING_POLICIES
 @click.argument("live", type=NamedPath(file_okay=False, hint="give the folder of the entities' growing CSV files"))
 @click.option("--out", "out", required=True, type=NamedPath(file_okay=False, hint="give the scores a folder name"),
               help="Output folder: scores/<entity>.csv, written as each entity's file grows (and with --events "
-                   "events/<entity>.csv).")
+                   "events/<entity>.csv), and summary.csv at the end (a row per entity).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="Missing (NaN) sensor values: 'error' or 'interpolate' [each model's setting].")
@@ -136,10 +139,17 @@ class FleetWatch:
             watch.close()
 
     def summary(self) -> int:
-        """Each entity's summary line, then the fleet's; returns how many entities stopped."""
+        """Each entity's summary line, then the fleet's, and DIR/summary.csv (a row per entity watched: status,
+        rows scored, anomalous rows, alarms, threshold); returns how many entities stopped."""
+        from mscred.atomic import atomic_path
+
         for watch in self.watches.values():
             if watch.scores is not None:
                 watch.scores.summary(watch.follower.path)
+        table = pd.DataFrame([watch.row() for watch in self.watches.values()], columns=SUMMARY_COLUMNS)
+        self.out.mkdir(parents=True, exist_ok=True)
+        with atomic_path(self.out / "summary.csv", what="fleet-watch's summary") as tmp:
+            table.to_csv(tmp, index=False)
         stopped = sum(watch.stopped is not None for watch in self.watches.values())
         rows = sum(watch.scores.rows for watch in self.watches.values() if watch.scores is not None)
         alarms = sum(watch.scores.alarms for watch in self.watches.values() if watch.scores is not None)
@@ -200,6 +210,14 @@ class EntityWatch:
         except InputError as err:
             self._stop(err)
             return False
+
+    def row(self) -> dict:
+        """This entity's row of DIR/summary.csv."""
+        scores = self.scores
+        return {"entity": self.entity, "status": "ok" if self.stopped is None else f"stopped: {self.stopped}",
+                "file": str(self.path), "rows": scores.rows if scores else 0,
+                "anomalous": scores.anomalous if scores else 0, "alarms": scores.alarms if scores else 0,
+                "threshold": scores.threshold if scores else None}
 
     def _stop(self, err) -> None:
         from mscred.cli.main import _one_line
