@@ -318,29 +318,46 @@ def test_context_of_other_timestamp_types(tmp_path, capsys, model_dir):
     assert not findings, "\n".join(findings)
 
 
+def _two_entity_fleet(tmp_path, model_dir) -> Path:
+    """A fleet folder whose entities a and b are copies of ``model_dir``."""
+    import shutil
+
+    for name in ("a", "b"):
+        shutil.copytree(model_dir, tmp_path / "fleet" / "models" / name)
+    return tmp_path / "fleet"
+
+
+def _mutated_entity_files(folder: Path, good: str, rng: random.Random) -> dict:
+    """``folder`` made, with a.csv and b.csv each ``good`` mutated (and written in a random encoding); the edits."""
+    folder.mkdir()
+    edits = {}
+    for name in ("a", "b"):
+        text, edits[name] = _mutated_csv(good, rng)
+        _write_csv(folder / f"{name}.csv", text, rng)
+    return edits
+
+
+def _cli_outcome(capsys, *argv) -> tuple:
+    """(exit code, stderr) of ``mscred ARGV``; anything escaping main as the code, a finding."""
+    try:
+        code, _, err = run_cli(capsys, *argv)
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - anything escaping main is a finding
+        code, err = f"{type(exc).__name__}: {exc}", capsys.readouterr().err
+    return code, err
+
+
 def test_mutated_tables_through_fleet_detect(tmp_path, capsys, model_dir):
     """A fleet of two entities whose new tables are mutated: each entity is scored or gets its reason in the
     summary (exit 0 or 1), or none is scored (exit 2, one line); never a traceback."""
-    import shutil
-
     rng = random.Random(77)
-    fleet = tmp_path / "fleet" / "models"
-    for name in ("a", "b"):
-        shutil.copytree(model_dir, fleet / name)
+    fleet = _two_entity_fleet(tmp_path, model_dir)
     good = sensor_frame(ROWS, N).to_csv(index=False)
     findings = []
     for case in range(30):
         new = tmp_path / f"new{case}"
-        new.mkdir()
-        edits = {}
-        for name in ("a", "b"):
-            text, edits[name] = _mutated_csv(good, rng)
-            _write_csv(new / f"{name}.csv", text, rng)
-        try:
-            code, _, err = run_cli(capsys, "fleet-detect", tmp_path / "fleet", new, "--out", tmp_path / f"s{case}",
-                                   "--device", "cpu", "--quiet")
-        except (SystemExit, Exception) as exc:  # noqa: BLE001 - anything escaping main is a finding
-            code, err = f"{type(exc).__name__}: {exc}", capsys.readouterr().err
+        edits = _mutated_entity_files(new, good, rng)
+        code, err = _cli_outcome(capsys, "fleet-detect", fleet, new, "--out", tmp_path / f"s{case}", "--device", "cpu",
+                                 "--quiet")
         lines = err.splitlines()
         kept = code in (0, 1) and not lines or code == 2 and len(lines) == 1 and lines[0].startswith("mscred: error:")
         if not kept or "Traceback" in err:
@@ -374,26 +391,15 @@ def test_mutated_files_through_fleet_watch(tmp_path, capsys, model_dir):
     """fleet-watch of two entities whose files are mutated (``--idle-exit 0``: one poll each): exit 0, or exit 1
     with one ``<entity>: stopped: ...`` line per entity it stopped (the other scored), or exit 2 with one line;
     notes aside, nothing else on stderr and never a traceback."""
-    import shutil
-
     rng = random.Random(1207)
-    fleet = tmp_path / "fleet" / "models"
-    for name in ("a", "b"):
-        shutil.copytree(model_dir, fleet / name)
+    fleet = _two_entity_fleet(tmp_path, model_dir)
     good = sensor_frame(2 * ROWS, N).to_csv(index=False)
     findings, codes = [], set()
     for case in range(30):
         live = tmp_path / f"live{case}"
-        live.mkdir()
-        edits = {}
-        for name in ("a", "b"):
-            text, edits[name] = _mutated_csv(good, rng)
-            _write_csv(live / f"{name}.csv", text, rng)
-        try:
-            code, _, err = run_cli(capsys, "fleet-watch", tmp_path / "fleet", live, "--out", tmp_path / f"s{case}",
-                                   "--device", "cpu", "--idle-exit", "0")
-        except (SystemExit, Exception) as exc:  # noqa: BLE001 - anything escaping main is a finding
-            code, err = f"{type(exc).__name__}: {exc}", capsys.readouterr().err
+        edits = _mutated_entity_files(live, good, rng)
+        code, err = _cli_outcome(capsys, "fleet-watch", fleet, live, "--out", tmp_path / f"s{case}", "--device", "cpu",
+                                 "--idle-exit", "0")
         lines = [line for line in err.splitlines() if not line.startswith("note:")]
         stopped = [line for line in lines if line.startswith(("a: stopped: ", "b: stopped: "))]
         kept = (code == 0 and not lines or code == 1 and lines and lines == stopped
