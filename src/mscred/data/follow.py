@@ -104,21 +104,23 @@ class GrowingCsv:
             return None
         if (stat.st_dev, stat.st_ino) != self._identity:
             return "replaced" if self._holds_what_was_read(stat.st_size) else "renamed"
-        if not self._holds_what_was_read(stat.st_size):
+        if not self._holds_what_was_read(stat.st_size, self._handle):
             return "truncated"
         return None
 
-    def _holds_what_was_read(self, size: int) -> bool:
-        """Whether the file at ``path`` (of ``size`` bytes) is at least as long as what was read and holds the last
-        bytes read where they were read."""
+    def _holds_what_was_read(self, size: int, handle=None) -> bool:
+        """Whether the file at ``path`` (of ``size`` bytes; ``handle``: open on it, else it is opened) is at least
+        as long as what was read and holds the last bytes read where they were read."""
         if size < self.offset:
             return False
         if not self._seen:
             return True
+        if handle is not None:
+            handle.seek(self.offset - len(self._seen))
+            return handle.read(len(self._seen)) == self._seen
         try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset - len(self._seen))
-                return handle.read(len(self._seen)) == self._seen
+            with open(self.path, "rb") as opened:
+                return self._holds_what_was_read(size, opened)
         except FileNotFoundError:
             return False
 
