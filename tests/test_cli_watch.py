@@ -255,6 +255,12 @@ def test_resume_refuses_another_files_scores(tmp_path, model_dir, series, capsys
         out.write_bytes(damaged)
         bad_input(capsys, *argv, "--resume", names=[str(out)])
         assert out.read_bytes() == damaged
+    bad = feed.iloc[:130].astype(object)   # nothing to resume, and a bad row: its error alone on stderr
+    bad.iloc[3, 2] = "n/a"
+    broken = tmp_path / "broken.csv"
+    broken.write_bytes(_lines(bad, header=True))
+    bad_input(capsys, *argv[:2], broken, "--out", tmp_path / "new.csv", *argv[5:], "--resume",
+              names=[f"{broken} lines 2-131: column 's1' row 4"])
 
 
 def test_rows_without_timestamps_are_numbered_across_restarts(tmp_path, model_dir, series, capsys):

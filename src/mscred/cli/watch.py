@@ -101,9 +101,9 @@ def resume_scores(follower, monitor, scores) -> None:
     note: its first rows have no history, and those no window covers yet score 0."""
     from mscred.errors import InputError
 
-    if not scores.path.exists():
-        click.echo(f"note: {scores.path} not found: nothing to resume; scoring {follower.path} from its first row",
-                   err=True)
+    if not scores.path.exists():   # (said with the follower's notes, once rows are scored: a refused first row
+        follower.notes.append(      # then keeps its error the one line on stderr)
+            f"note: {scores.path} not found: nothing to resume; scoring {follower.path} from its first row")
         return
     import pandas as pd
 

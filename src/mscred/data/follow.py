@@ -232,6 +232,7 @@ class RollingCsvFolder:
     def __init__(self, folder: str | os.PathLike, encoding: Optional[str] = None):
         self.path, self.encoding = Path(folder), encoding
         self.current: Optional[GrowingCsv] = None
+        self.notes: list[str] = []   # the files' rotations (see ``GrowingCsv``), for the caller to show and clear
 
     def _files(self) -> list[Path]:
         return sorted(p for p in self.path.iterdir()
@@ -247,6 +248,8 @@ class RollingCsvFolder:
                 self.current = GrowingCsv(files[0], self.encoding)
             later = [p for p in files if p.name > self.current.path.name]
             rows = self.current.poll(final=final or bool(later))
+            self.notes += self.current.notes
+            self.current.notes.clear()
             if rows is not None or not later:
                 return rows
             self.current.close()
@@ -254,11 +257,6 @@ class RollingCsvFolder:
 
     def where(self, skip: int = 0) -> str:
         return self.current.where(skip) if self.current is not None else str(self.path)
-
-    @property
-    def notes(self) -> list[str]:
-        """The current file's rotations (see ``GrowingCsv``), for the caller to show and clear."""
-        return self.current.notes if self.current is not None else []
 
     def close(self) -> None:
         if self.current is not None:
