@@ -48,7 +48,7 @@ def _monitored(fleet, feed: pd.DataFrame, cuts: list) -> pd.DataFrame:
 def test_each_entity_as_watch_scores_it(tmp_path, fleet, series, capsys, monkeypatch):
     """a grows twice; b gets a bad row at the first wait and stops (the others go on); d's file appears at the
     second wait and is taken up; c has no model (a note); Ctrl-C at the third wait. Exit 1 (an entity stopped)."""
-    from mscred.cli import fleet_watch as command
+    from mscred.cli import watch as command   # (whose loop fleet-watch runs)
 
     feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
     live, out = tmp_path / "live", tmp_path / "out"

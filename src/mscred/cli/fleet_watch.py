@@ -12,7 +12,6 @@ go on; the command then ends with exit 1 (``PartlyDone``), as `fleet` does when 
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Optional
 
@@ -95,16 +94,9 @@ class FleetWatch:
         self.noted: set[str] = set()      # files without a model, said once
 
     def run(self, interval: float, idle_exit) -> None:
-        last_new = time.monotonic()
-        while True:
-            self._take_up_new_files()
-            if self._poll_all():
-                last_new = time.monotonic()
-            elif idle_exit is not None and time.monotonic() - last_new >= idle_exit:
-                self._poll_all(final=True)   # the writers have stopped: last lines without a newline are whole
-                return
-            else:
-                time.sleep(interval)
+        from mscred.cli.watch import follow_until_idle
+
+        follow_until_idle(self._poll_all, interval, idle_exit)
 
     def _take_up_new_files(self) -> None:
         from mscred.data.io import is_plain_text
@@ -127,8 +119,11 @@ class FleetWatch:
                 continue
             self.watches[entity] = EntityWatch(entity, path, self.models[entity], self.out, self.options, self.start)
 
-    def _poll_all(self, final: bool = False) -> bool:
-        """Each running entity's new lines scored; whether any came."""
+    def _poll_all(self, final: bool) -> bool:
+        """Files that appeared taken up (but at the last, ``final`` poll), then each running entity's new lines
+        scored; whether any came."""
+        if not final:
+            self._take_up_new_files()
         gained = False
         for watch in self.watches.values():
             gained |= watch.poll(final)
@@ -196,17 +191,13 @@ class EntityWatch:
 
     def poll(self, final: bool) -> bool:
         """The file's new lines scored (unless stopped); whether any came."""
-        from mscred.cli.watch import scored_rows, show_notes
+        from mscred.cli.watch import poll_once
         from mscred.errors import InputError
 
         if self.stopped is not None:
             return False
         try:
-            rows = self.follower.poll(final=final)
-            if rows is not None and len(rows):
-                self.scores.add(scored_rows(self.monitor, rows, self.follower.where()))
-            show_notes(self.follower)
-            return rows is not None and len(rows) > 0
+            return poll_once(self.follower, self.monitor, self.scores, final)
         except InputError as err:
             self._stop(err)
             return False

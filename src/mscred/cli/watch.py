@@ -84,7 +84,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
             resume_scores(follower, monitor, scores)
         elif new_only:
             take_as_history(follower, monitor, scores)
-        _follow(follower, monitor, scores, interval, idle_exit)
+        follow_until_idle(lambda final: poll_once(follower, monitor, scores, final), interval, idle_exit)
     except KeyboardInterrupt:    # how a watch is stopped: said, not an error
         pass
     finally:
@@ -196,25 +196,30 @@ def scored_rows(monitor, rows, source: str):
     return found
 
 
-def _follow(follower, monitor, scores, interval: float, idle_exit) -> None:
-    """Poll ``follower`` every ``interval`` seconds and score what it gains, until ``idle_exit`` seconds pass
-    without a new line (or forever)."""
+def poll_once(follower, monitor, scores, final: bool = False) -> bool:
+    """The lines ``follower`` gained, scored into ``scores``, then its notes shown; whether any came."""
+    rows = follower.poll(final=final)
+    gained = rows is not None and len(rows) > 0
+    if gained:
+        scores.add(scored_rows(monitor, rows, follower.where()))
+    show_notes(follower)
+    return gained
+
+
+def follow_until_idle(poll, interval: float, idle_exit) -> None:
+    """``poll(final)`` (it scores what came and says whether anything did) every ``interval`` seconds, at once
+    again after one that gained lines, until ``idle_exit`` seconds pass without any (or forever); then once more
+    with ``final``: the writers have stopped, so a last line without its newline is taken as complete. The loop of
+    ``watch`` and ``fleet-watch``."""
     last_new = time.monotonic()
     while True:
-        rows = follower.poll()
-        if rows is not None and len(rows):
-            scores.add(scored_rows(monitor, rows, follower.where()))
+        if poll(False):
             last_new = time.monotonic()
         elif idle_exit is not None and time.monotonic() - last_new >= idle_exit:
-            # The writer has stopped: a last line without its newline is taken as complete
-            rows = follower.poll(final=True)
-            if rows is not None and len(rows):
-                scores.add(scored_rows(monitor, rows, follower.where()))
-            show_notes(follower)
+            poll(True)
             return
         else:
             time.sleep(interval)
-        show_notes(follower)
 
 
 def show_notes(follower) -> None:
