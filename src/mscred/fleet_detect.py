@@ -27,13 +27,18 @@ COLUMNS = ["entity", "status", "rows", "scored", "anomalous", "intervals", "thre
 NO_DATA = "no new data"
 
 
+def existing_folder(path: str | Path, hint: str) -> Path:
+    """``path`` as a Path, or an InputError saying it is not a folder or not found, with ``hint`` in brackets."""
+    path = Path(path)
+    if not path.is_dir():
+        raise InputError(f"{path}: {'not a folder' if path.exists() else 'not found'} ({hint})")
+    return path
+
+
 def model_folders(fleet: str | Path) -> dict[str, Path]:
     """The model folders of ``fleet`` by name: a folder `mscred fleet` wrote (its ``models/``) or a folder of model
     folders; InputError when it holds none."""
-    fleet = Path(fleet)
-    if not fleet.is_dir():
-        raise InputError(f"{fleet}: " + ("not a folder" if fleet.exists() else "not found")
-                         + " (give the folder `mscred fleet --out` wrote, or a folder of model folders)")
+    fleet = existing_folder(fleet, "give the folder `mscred fleet --out` wrote, or a folder of model folders")
     base = fleet / "models" if (fleet / "models").is_dir() else fleet
     models = {item.name: item for item in sorted(base.iterdir())
               if item.is_dir() and not item.name.startswith(".") and (item / "config.json").is_file()}
@@ -46,10 +51,7 @@ def model_folders(fleet: str | Path) -> dict[str, Path]:
 def data_files(folder: str | Path, what: str = "data") -> dict[str, Path]:
     """The tables of ``folder`` by entity (the file name as `mscred fleet` names its models); hidden files are
     skipped, and two files of one entity (pump.csv and pump.parquet) are an InputError."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise InputError(f"{folder}: " + ("not a folder" if folder.exists() else "not found")
-                         + f" (the {what}: a folder of one table per entity)")
+    folder = existing_folder(folder, f"the {what}: a folder of one table per entity")
     found: dict[str, Path] = {}
     for item in sorted(folder.iterdir()):
         if item.name.startswith(".") or not item.is_file() or item.suffix.lower() not in TABLE_SUFFIXES:

@@ -59,16 +59,13 @@ def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interv
     Stops on Ctrl-C (or after --idle-exit seconds without a new line in any file) with a summary per entity.
     """
     from mscred.errors import InputError, PartlyDone
-    from mscred.fleet_detect import model_folders
+    from mscred.fleet_detect import existing_folder, model_folders
 
     if resume and new_only:
         raise InputError("--resume and --new-only: give one (--resume continues the scores in --out; --new-only "
                          "starts new ones after the files' rows)")
     models = model_folders(fleet)
-    live = Path(live)
-    if not live.is_dir():
-        raise InputError(f"{live}: " + ("not a folder" if live.exists() else "not found")
-                         + " (the entities' growing CSV files, one a file)")
+    live = existing_folder(live, "the entities' growing CSV files, one a file")
     if Path(out).resolve() == live.resolve() or live.resolve() in Path(out).resolve().parents:
         raise InputError(f"{out}: is inside the watched folder {live}: write it elsewhere")
     fleet_run = FleetWatch(models, live, Path(out), dict(device=device, missing=missing, sensor_scores=sensor_scores,
@@ -211,9 +208,9 @@ class EntityWatch:
                 "threshold": scores.threshold if scores else None}
 
     def _stop(self, err) -> None:
-        from mscred.cli.main import _one_line
+        from mscred.cli.main import one_line
 
-        self.stopped = _one_line(err)
+        self.stopped = one_line(err)
         click.echo(f"{self.entity}: stopped: {self.stopped}", err=True)
 
     def close(self) -> None:

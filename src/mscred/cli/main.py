@@ -49,7 +49,7 @@ def cli():
     """MSCRED anomaly detection for multivariate time series, and CUDA machine-code tools."""
 
 
-def _one_line(err: BaseException) -> str:
+def one_line(err: BaseException) -> str:
     """The message on one line: a name with a line break in it (a wrapped spreadsheet header) is shown as \\n."""
     return str(err).replace("\r", "\\r").replace("\n", "\\n")
 
@@ -108,14 +108,14 @@ def _main(argv: list[str] | None, group: click.Group, prog_name: str) -> int:
         # where the command's options are listed.
         ctx = getattr(err, "ctx", None)
         hint = f" (see `{ctx.command_path} --help`)" if isinstance(err, click.UsageError) and ctx is not None else ""
-        click.echo(f"mscred: error: {_one_line(err.format_message())}{hint}", err=True)
+        click.echo(f"mscred: error: {one_line(err.format_message())}{hint}", err=True)
         return 2
     except PartlyDone:  # the command has said what it did not do
         return 1
     except InputError as err:
         if debug:
             raise
-        click.echo(f"mscred: error: {_one_line(err)}", err=True)
+        click.echo(f"mscred: error: {one_line(err)}", err=True)
         return 2
     except KeyboardInterrupt:
         click.echo("mscred: interrupted", err=True)
@@ -130,7 +130,7 @@ def _main(argv: list[str] | None, group: click.Group, prog_name: str) -> int:
                        err=True)
             return 1
         what = "exists and is not a directory" if isinstance(err, FileExistsError) else (err.strerror or str(err))
-        click.echo(f"mscred: error: {_one_line(err.filename)}: {what}", err=True)
+        click.echo(f"mscred: error: {one_line(err.filename)}: {what}", err=True)
         return 2
     except Exception as err:  # noqa: BLE001 - the one place that turns failures into a line
         if debug:
@@ -140,7 +140,7 @@ def _main(argv: list[str] | None, group: click.Group, prog_name: str) -> int:
         if type(err).__name__ == "OutOfMemoryError" or (isinstance(err, RuntimeError)
                                                         and "failed: OutOfMemoryError: " in str(err)):
             click.echo("mscred: error: out of GPU memory: try --micro-batch (training: the same steps in less "
-                       f"memory), a smaller --batch-size or fewer sensors ({_one_line(str(err))[:160]})", err=True)
+                       f"memory), a smaller --batch-size or fewer sensors ({one_line(str(err))[:160]})", err=True)
             return 1
         click.echo(f"mscred: internal error: {type(err).__name__}: {err} (set MSCRED_DEBUG=1 for a traceback)",
                    err=True)
