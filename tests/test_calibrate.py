@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import mscred.detector as detector_module
-from cli_helpers import bad_input, run_cli, sensor_frame, tiny_model
+from cli_helpers import ON_THE_CPU, bad_input, run_cli, sensor_frame, tiny_model
 from mscred.detector import MSCRED, UnknownSettingError
 from mscred.errors import InputError, NoteWarning
 
@@ -127,7 +127,7 @@ def test_cli_calibrate(model_dir, tmp_path, capsys, noisier):
     data = tmp_path / "normal.csv"
     noisier.to_csv(data, index=False)
     code, out, err = run_cli(capsys, "calibrate", model_dir, data, "--out", tmp_path / "m2", "--threshold",
-                             "percentile", "--percentile", "95")
+                             "percentile", "--percentile", "95", *ON_THE_CPU)
     assert code == 0, err
     expect = MSCRED.load(model_dir, device="cpu").calibrate(noisier, threshold="percentile", percentile=95.0)
     assert out.startswith(f"calibrated on {expect.calibration_windows_['windows']} windows of {data}; score z_sensor;")

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import bad_input, run_cli, sensor_frame, tiny_model
+from cli_helpers import ON_THE_CPU, bad_input, run_cli, sensor_frame, tiny_model
 from mscred.data.context import continued, seam_note
 from mscred.data.io import table_from_frame
 from mscred.detect import timestamp_windows
@@ -150,7 +150,8 @@ def test_cli_context_scores_every_row(model_dir, tmp_path, capsys, series):
     data, before = tmp_path / "part2.csv", tmp_path / "part1.csv"
     series.iloc[600:900].to_csv(before, index=False)
     series.iloc[900:1200].to_csv(data, index=False)
-    code, out, err = run_cli(capsys, "detect", model_dir, data, "--context", before, "--out", tmp_path / "s.csv")
+    code, out, err = run_cli(capsys, "detect", model_dir, data, "--context", before, "--out", tmp_path / "s.csv",
+                             *ON_THE_CPU)
     assert code == 0, err
     assert out.startswith("scored 300 of 300 rows after 90 rows of context:"), out
     scores = pd.read_csv(tmp_path / "s.csv")

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import run_cli, sensor_frame, tiny_model
+from cli_helpers import ON_THE_CPU, run_cli, sensor_frame, tiny_model
 from mscred.detector import MSCRED
 
 N_SENSORS = 6
@@ -67,7 +67,7 @@ def test_count_and_mse_sensor_scores_are_residual_row_sums(model_dir, series, me
 def test_cli_sensor_scores_and_evaluate_reads_the_file(model_dir, series, tmp_path, capsys):
     data, out = tmp_path / "x.csv", tmp_path / "s.csv"
     series.iloc[600:].assign(label=0).to_csv(data, index=False)
-    code, stdout, err = run_cli(capsys, "detect", model_dir, data, "--out", out, "--sensor-scores")
+    code, stdout, err = run_cli(capsys, "detect", model_dir, data, "--out", out, "--sensor-scores", *ON_THE_CPU)
     assert code == 0, err
     written = pd.read_csv(out)
     expect = MSCRED.load(model_dir, device="cpu").detect(series.iloc[600:], sensor_scores=True)
