@@ -67,10 +67,11 @@ def evaluate_json(capsys, *argv) -> tuple[dict, str]:
     return json.loads(out), err
 
 
-def replace_waits(monkeypatch, module, *actions) -> None:
+def replace_waits(monkeypatch, module, *actions, stop: type[BaseException] = KeyboardInterrupt) -> None:
     """``module.time`` (a watch command's) replaced so that each ``time.sleep`` runs the next of ``actions``
-    (appending to a watched file, say) and, once they are done, is Ctrl-C; ``monotonic`` stays the real one. The
-    chunks a watch scores are then known, without threads."""
+    (appending to a watched file, say) and, once they are done, raises ``stop`` (Ctrl-C; or the SIGTERM the CLI
+    turns into ``cli.main.Terminated``); ``monotonic`` stays the real one. The chunks a watch scores are then
+    known, without threads."""
     pending = list(actions)
 
     class Waits:
@@ -79,7 +80,7 @@ def replace_waits(monkeypatch, module, *actions) -> None:
         @staticmethod
         def sleep(seconds):
             if not pending:
-                raise KeyboardInterrupt
+                raise stop
             pending.pop(0)()
 
     monkeypatch.setattr(module, "time", Waits)

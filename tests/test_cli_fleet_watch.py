@@ -93,6 +93,28 @@ def test_each_entity_as_watch_scores_it(tmp_path, fleet, series, capsys, monkeyp
     assert list(summary["status"].str[:8]) == ["ok", "stopped:", "ok"]
 
 
+def test_sigterm_ends_it_with_the_summary(tmp_path, fleet, series, capsys, monkeypatch):
+    """SIGTERM (`systemctl stop`) at a wait: each entity's summary line, the fleet's, and summary.csv, then exit 143
+    with `mscred: terminated`, as every command ends on it."""
+    from mscred.cli import watch as command
+    from mscred.cli.main import Terminated
+
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    live, out = tmp_path / "live", tmp_path / "out"
+    live.mkdir()
+    (live / "a.csv").write_bytes(_lines(feed.iloc[:130], header=True))
+    replace_waits(monkeypatch, command, lambda: _append(live / "a.csv", feed.iloc[130:150]), stop=Terminated)
+    code = main(["fleet-watch", str(fleet), str(live), "--out", str(out), "--device", "cpu"])
+    captured = capsys.readouterr()
+    assert code == 143 and captured.err == "mscred: terminated\n"
+    stdout = captured.out.splitlines()
+    assert stdout[-2].startswith("a: watched 150 rows in 2 chunk(s): ")
+    assert stdout[-1].startswith("fleet-watch: 1 entities watched, 150 rows scored, ")
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["entity"]) == ["a"] and list(summary["rows"]) == [150] and list(summary["status"]) == ["ok"]
+    assert len(pd.read_csv(out / "scores" / "a.csv")) == 150
+
+
 def test_json_and_events(tmp_path, fleet, series, capsys):
     """--json: every stdout line an object, alarms with their entity, the fleet's summary last; --events writes
     events/<entity>.csv."""

@@ -194,16 +194,21 @@ def test_no_rows_yet_writes_nothing(tmp_path, model_dir, series, capsys):
     assert not (tmp_path / "s.csv").exists()
 
 
-def test_ctrl_c_stops_it_with_the_summary(tmp_path, model_dir, series, capsys, monkeypatch):
-    """Ctrl-C while it waits for more lines: exit 0 and the summary, as a watch is meant to be stopped."""
+@pytest.mark.parametrize("signal", ["ctrl-c", "sigterm"])
+def test_ctrl_c_stops_it_with_the_summary(tmp_path, model_dir, series, capsys, monkeypatch, signal):
+    """Ctrl-C while it waits for more lines: exit 0 and the summary, as a watch is meant to be stopped. SIGTERM
+    (`systemctl stop`): the same summary, then exit 143 and `mscred: terminated`, as every command ends on it."""
     from mscred.cli import watch as command
+    from mscred.cli.main import Terminated
 
-    replace_waits(monkeypatch, command)
+    replace_waits(monkeypatch, command, stop=KeyboardInterrupt if signal == "ctrl-c" else Terminated)
     data, out = tmp_path / "feed.csv", tmp_path / "s.csv"
     data.write_bytes(_lines(series.iloc[TRAIN_ROWS:TRAIN_ROWS + 150], header=True))
     code = main(["watch", str(model_dir), str(data), "--out", str(out), "--device", "cpu"])
-    stdout = capsys.readouterr().out.splitlines()
-    assert code == 0 and stdout[-1].startswith("watched 150 rows in 1 chunk(s): ")
+    captured = capsys.readouterr()
+    assert code == (0 if signal == "ctrl-c" else 143)
+    assert captured.out.splitlines()[-1].startswith("watched 150 rows in 1 chunk(s): ")
+    assert captured.err == ("" if signal == "ctrl-c" else "mscred: terminated\n")
     assert len(pd.read_csv(out)) == 150
 
 

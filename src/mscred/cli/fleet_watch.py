@@ -56,8 +56,10 @@ def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interv
     Each entity as `mscred watch` scores one file: 'alarm:' and 'clear:' lines on stdout, named by entity, and
     scores/<entity>.csv written a chunk at a time. Files that appear later are taken up; a file without a model
     gets a note. An entity whose file turns bad stops with a line on stderr, the others go on (exit 1 at the end).
-    Stops on Ctrl-C (or after --idle-exit seconds without a new line in any file) with a summary per entity.
+    Stops on Ctrl-C (or after --idle-exit seconds without a new line in any file) with a summary per entity,
+    as on SIGTERM (then exit 143).
     """
+    from mscred.cli.watch import stopped_by_a_person
     from mscred.errors import InputError, PartlyDone
     from mscred.fleet_detect import existing_folder, model_folders
 
@@ -71,13 +73,13 @@ def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interv
     fleet_run = FleetWatch(models, live, Path(out), dict(device=device, missing=missing, sensor_scores=sensor_scores,
                                                           events=events, as_json=as_json, encoding=encoding),
                            "resume" if resume else "new_only" if new_only else None)
-    try:
-        fleet_run.run(interval, idle_exit)
-    except KeyboardInterrupt:    # how a watch is stopped: said, not an error
-        pass
-    finally:
-        fleet_run.close()
+    with stopped_by_a_person() as terminated:
+        try:
+            fleet_run.run(interval, idle_exit)
+        finally:
+            fleet_run.close()
     stopped = fleet_run.summary()
+    terminated.raise_again()   # (SIGTERM: exit 143, after the summary and summary.csv)
     if stopped:
         raise PartlyDone(f"{stopped} entities stopped")
 

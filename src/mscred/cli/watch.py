@@ -1,8 +1,10 @@
 """`mscred watch MODEL_DIR DATA --out SCORES.csv`: a CSV file scored as something appends rows to it."""
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
+from typing import Iterator
 
 import click
 
@@ -47,8 +49,8 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     defaults). A line still being written waits for its newline (at --idle-exit, a last line without one is taken
     as complete). Each anomaly's first row prints an 'alarm:' line on stdout with its time, score and root
     causes, and the first row after it a 'clear:' line with its rows and peak score. Stops on Ctrl-C (or after
-    --idle-exit seconds without a new line) with a summary; a bad row stops it with exit 2, the rows before it
-    scored and written.
+    --idle-exit seconds without a new line) with a summary, as on SIGTERM (then exit 143); a bad row stops it
+    with exit 2, the rows before it scored and written.
 
     A file rotated in place (renamed and created again, or cut short) is followed as tail -F follows it, with a
     note on stderr. DATA may be a folder whose CSV files a logger rolls (one a day, named so that they sort in
@@ -79,18 +81,45 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     model = MSCRED.load(model_dir, device=device)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
-    try:
-        if resume:
-            resume_scores(follower, monitor, scores)
-        elif new_only:
-            take_as_history(follower, monitor, scores)
-        follow_until_idle(lambda final: poll_once(follower, monitor, scores, final), interval, idle_exit)
-    except KeyboardInterrupt:    # how a watch is stopped: said, not an error
-        pass
-    finally:
-        follower.close()
-        scores.close()
+    with stopped_by_a_person() as terminated:
+        try:
+            if resume:
+                resume_scores(follower, monitor, scores)
+            elif new_only:
+                take_as_history(follower, monitor, scores)
+            follow_until_idle(lambda final: poll_once(follower, monitor, scores, final), interval, idle_exit)
+        finally:
+            follower.close()
+            scores.close()
     scores.summary(data)
+    terminated.raise_again()
+
+
+class _Stop:
+    """What ``stopped_by_a_person`` caught: SIGTERM to pass on once the summary is said."""
+
+    def __init__(self):
+        self.terminated = None
+
+    def raise_again(self) -> None:
+        if self.terminated is not None:
+            raise self.terminated
+
+
+@contextlib.contextmanager
+def stopped_by_a_person() -> Iterator[_Stop]:
+    """Ctrl-C and SIGTERM end a watch's loop the same way: the block's files closed, then the caller says its
+    summary. Ctrl-C is how a watch is stopped (exit 0); SIGTERM (`systemctl stop`, a supervisor) still exits 143
+    after the summary -- ``raise_again`` -- as every command does, where it ended the watch without one before."""
+    from mscred.cli.main import Terminated
+
+    stop = _Stop()
+    try:
+        yield stop
+    except KeyboardInterrupt:
+        pass
+    except Terminated as err:
+        stop.terminated = err
 
 
 def resume_scores(follower, monitor, scores) -> None:
