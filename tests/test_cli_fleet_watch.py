@@ -93,6 +93,34 @@ def test_each_entity_as_watch_scores_it(tmp_path, fleet, series, capsys, monkeyp
     assert list(summary["status"].str[:8]) == ["ok", "stopped:", "ok"]
 
 
+def test_an_entity_of_rolled_files(tmp_path, fleet, series, capsys, monkeypatch):
+    """LIVE/a/ holds the files a logger rolls: followed in name order as `watch DIR` follows them (the rest of the
+    first file read once the second appears), scored as one feed; a.csv beside the folder gets a note."""
+    from mscred.cli import watch as command
+
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    live, out = tmp_path / "live", tmp_path / "out"
+    (live / "a").mkdir(parents=True)
+    (live / "a" / "feed-1.csv").write_bytes(_lines(feed.iloc[:120], header=True))
+    (live / "a.csv").write_bytes(_lines(feed.iloc[:10], header=True))
+
+    def roll():
+        _append(live / "a" / "feed-1.csv", feed.iloc[120:140])
+        (live / "a" / "feed-2.csv").write_bytes(_lines(feed.iloc[140:170], header=True))
+
+    replace_waits(monkeypatch, command, roll)
+    code = main(["fleet-watch", str(fleet), str(live), "--out", str(out), "--device", "cpu"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.err == f"note: {live / 'a.csv'}: entity 'a' is watched in a already: not watched\n"
+    got = pd.read_csv(out / "scores" / "a.csv")
+    assert list(got["timestamp"]) == list(feed["timestamp"][:170])
+    np.testing.assert_allclose(got["score"], _monitored(fleet, feed, [0, 120, 140, 170])["score"], rtol=1e-15,
+                               atol=0)
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["file"]) == [str(live / "a")] and list(summary["rows"]) == [170]
+
+
 def test_sigterm_ends_it_with_the_summary(tmp_path, fleet, series, capsys, monkeypatch):
     """SIGTERM (`systemctl stop`) at a wait: each entity's summary line, the fleet's, and summary.csv, then exit 143
     with `mscred: terminated`, as every command ends on it."""

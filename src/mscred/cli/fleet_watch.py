@@ -2,7 +2,8 @@
 
 What `mscred watch` does for one file, for a fleet: LIVE is a folder of one CSV per entity (``<entity>.csv``,
 named as `mscred fleet` names its models), each followed as it grows (``data.follow.GrowingCsv``: rotations
-included) and scored after its own rows before (a ``Monitor`` of the entity's model). One `mscred watch` per entity
+included), or of one folder per entity (``<entity>/``) whose files a logger rolls (``RollingCsvFolder``, as
+`watch DIR` follows them), and scored after its own rows before (a ``Monitor`` of the entity's model). One `mscred watch` per entity
 would hold Python, torch, a model and its scoring batch's memory for each (1.3 GB at its peak for 30 sensors on the
 CPU, benchmarks/results/fleet_watch/); here there is one process, and an entity's model is loaded when its file
 first appears.
@@ -50,8 +51,9 @@ SUMMARY_COLUMNS = ["entity", "status", "file", "rows", "anomalous", "alarms", "t
 @encoding_option
 def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
                 as_json, encoding) -> None:
-    """Score LIVE, a folder of one growing CSV per entity (<entity>.csv), each with the model of its name in FLEET
-    (the folder `mscred fleet` wrote, or a folder of model folders), as the files grow, into --out.
+    """Score LIVE, a folder of one growing CSV per entity (<entity>.csv) or of one folder per entity of the files a
+    logger rolls (<entity>/, followed in name order as `watch DIR` follows them), each with the model of its name in
+    FLEET (the folder `mscred fleet` wrote, or a folder of model folders), as the files grow, into --out.
 
     Each entity as `mscred watch` scores one file: 'alarm:' and 'clear:' lines on stdout, named by entity, and
     scores/<entity>.csv written a chunk at a time. Files that appear later are taken up; a file without a model
@@ -102,9 +104,9 @@ class FleetWatch:
         from mscred.fleet import safe_name
 
         for path in sorted(self.live.iterdir()):
-            if path.name.startswith(".") or not path.is_file() or not is_plain_text(path):
+            if path.name.startswith(".") or not (path.is_dir() or path.is_file() and is_plain_text(path)):
                 continue
-            entity = safe_name(path.stem)
+            entity = safe_name(path.name if path.is_dir() else path.stem)
             if path.name in self.noted or (entity in self.watches and self.watches[entity].path == path):
                 continue
             if entity in self.watches:
@@ -164,14 +166,15 @@ class EntityWatch:
     def __init__(self, entity: str, path: Path, model_dir: Path, out: Path, options: dict, start: Optional[str]):
         from mscred.cli.watch import resume_scores, take_as_history
         from mscred.cli.watch_output import Scores
-        from mscred.data.follow import GrowingCsv
+        from mscred.data.follow import GrowingCsv, RollingCsvFolder
         from mscred.detector import MSCRED
         from mscred.errors import InputError
 
         self.entity, self.path, self.stopped = entity, path, None
         self.follower = self.scores = None
         try:   # (a file or model this entity alone cannot use stops it, not the fleet)
-            self.follower = GrowingCsv(path, encoding=options["encoding"])
+            rolled = path.is_dir()   # (a folder of the files a logger rolls, as `watch DIR`)
+            self.follower = (RollingCsvFolder if rolled else GrowingCsv)(path, encoding=options["encoding"])
             model = MSCRED.load(model_dir, device=options["device"])
             self.monitor = model.monitor(sensor_scores=options["sensor_scores"], missing=options["missing"])
             (out / "scores").mkdir(parents=True, exist_ok=True)
