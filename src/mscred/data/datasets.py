@@ -51,7 +51,8 @@ import numpy as np
 import pandas as pd
 
 from mscred.atomic import atomic_path
-from mscred.data.io import LABEL, TIMESTAMP, coerce_float64, load_table, short_repr, table_from_frame
+from mscred.data.io import (LABEL, TIMESTAMP, coerce_float64, float_read_options, load_table, short_repr,
+                            table_from_frame)
 from mscred.errors import InputError
 
 __all__ = ["DATASETS", "LabeledDataset", "load_dataset", "intervals_from_labels", "smd_folder",
@@ -263,7 +264,7 @@ def _dataset_folder(root: Path, parts: tuple[str, ...], what: str) -> Path:
 def _read_headerless(path: Path) -> np.ndarray:
     """A comma-separated numeric text file without header (SMD) as float64 (T, n), validated cell by cell."""
     try:
-        df = pd.read_csv(path, header=None)
+        df = pd.read_csv(path, header=None, **float_read_options())   # (the nearest floats on any pandas)
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty") from None
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
@@ -701,7 +702,7 @@ def _daphnet_file(root: Optional[Path]) -> Path:
 def _load_daphnet(root) -> LabeledDataset:
     path = _daphnet_file(root)
     try:
-        raw = pd.read_csv(path)
+        raw = pd.read_csv(path, **float_read_options())
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as exc:
         raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
     if "is_anomaly" not in raw.columns:
@@ -756,7 +757,7 @@ def _read_tep(path: Path) -> np.ndarray:
     """One whitespace-separated Braatz file as float64 (T, 52); ``d00.dat`` is stored transposed (52 rows)."""
     _need_file(path, _TEP)
     try:
-        raw = pd.read_csv(path, sep=r"\s+", header=None)
+        raw = pd.read_csv(path, sep=r"\s+", header=None, **float_read_options())
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError, OSError) as exc:
         raise InputError(f"{path}: cannot read: {' '.join(str(exc).split())}") from None
     transposed = raw.shape[0] == len(TEP_SENSORS) and raw.shape[1] != len(TEP_SENSORS)

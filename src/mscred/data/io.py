@@ -420,6 +420,15 @@ def pandas_rounds_floats() -> bool:
     return bool(pd.to_numeric(pd.Series([sample])).iloc[0] == float(sample))
 
 
+def float_read_options(engine: Optional[str] = None) -> dict[str, Any]:
+    """``pandas.read_csv`` options that read decimal text as its nearest float64 on every supported pandas: before
+    3.1 the C parser's default converter can be a unit in the last place off (``pandas_rounds_floats``), so the
+    same CSV read to other floats than on pandas 3.1 (and than the values written); its "round_trip" converter is
+    Python's, correctly rounded. No option from pandas 3.1 on (it is deprecated there), nor for the python engine
+    (which refuses it: ``_csv_call`` corrects that engine's floats afterwards)."""
+    return {"float_precision": "round_trip"} if engine != "python" and not pandas_rounds_floats() else {}
+
+
 def _nearest_floats(texts: np.ndarray, numbers: np.ndarray) -> np.ndarray:
     """``numbers`` (pandas' reading of ``texts``) with every finite one replaced by Python's nearest float64 of its
     text (for a pandas that does not round so: ``pandas_rounds_floats``); what pandas did not read stays NaN, and a
@@ -1025,7 +1034,11 @@ def _csv_call(path: Path, **kwargs: Any) -> pd.DataFrame:
             # the column arrives as text and its first non-number is reported below as the one error line.
             warnings.simplefilter("ignore", pd.errors.DtypeWarning)
             warnings.simplefilter("ignore", pd.errors.ParserWarning)
-            return pd.read_csv(path, **kwargs)
+            options = {**float_read_options(kwargs.get("engine")), **kwargs}
+            df = pd.read_csv(path, **options)
+            if kwargs.get("engine") == "python" and not pandas_rounds_floats():
+                df = _python_engine_floats(path, options, df)
+            return df
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: the file is empty") from None
     except UnicodeDecodeError as exc:
@@ -1042,6 +1055,22 @@ def _csv_call(path: Path, **kwargs: Any) -> pd.DataFrame:
             # (pandas' line alone left the likeliest cause to guess: one cell written as 1,5)
             text += ": a value with a decimal comma (1,5 for 1.5) or an unquoted comma in that line?"
         raise InputError(f"{path}: cannot read as CSV: {text}") from None
+
+
+def _python_engine_floats(path: Path, options: dict[str, Any], df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (read by pandas' python engine, which takes no float_precision and before pandas 3.1 reads some
+    decimals a unit in the last place off) with its float64 columns read as the nearest float64 of their text:
+    the same CSV then gives the same floats whichever engine its separator needs."""
+    columns = [j for j in range(df.shape[1]) if df.dtypes.iloc[j] == np.float64]
+    if not columns:
+        return df
+    raw = pd.read_csv(path, **{**options, "dtype": str, "keep_default_na": False, "na_filter": False})
+    if raw.shape != df.shape:
+        return df
+    df = df.copy()
+    for j in columns:
+        df.isetitem(j, _nearest_floats(raw.iloc[:, j].to_numpy(dtype=object), df.iloc[:, j].to_numpy()))
+    return df
 
 
 def _check_header(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> None:
@@ -1086,13 +1115,33 @@ def coerce_float64(values: pd.Series) -> np.ndarray:
     float64's range as +-inf, as the same digits read as text become: on such ints to_numeric raises OverflowError
     instead of coercing."""
     try:
-        return pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     except OverflowError:
         huge = [_huge_int(v) for v in values]
         rest = pd.Series([None if h else v for h, v in zip(huge, values)], index=values.index, dtype=object)
         numbers = pd.to_numeric(rest, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
         numbers[huge] = [np.inf if v > 0 else -np.inf for h, v in zip(huge, values) if h]
+    if not pandas_rounds_floats() and not pd.api.types.is_numeric_dtype(values.dtype):
+        numbers = _text_floats(values, numbers)
+    return numbers
+
+
+def _text_floats(values: pd.Series, numbers: np.ndarray) -> np.ndarray:
+    """``numbers`` (to_numeric's reading of ``values``) with each plain decimal text among ``values`` read as Python's
+    float() reads it: before pandas 3.1 to_numeric can be a unit in the last place off, and pandas 2 reads a
+    decimal past float64's range ('1e400', 400 digits) as no number where pandas 3 reads +-inf."""
+    objects = values.to_numpy(dtype=object)
+    rows = np.flatnonzero(np.fromiter((isinstance(v, str) for v in objects), dtype=bool, count=len(objects)))
+    if not len(rows):
         return numbers
+    read = _plain_floats(objects[rows])
+    if read is None:   # (without pyarrow: one by one)
+        read = np.array([float(t) if re.fullmatch(_PLAIN_FLOAT, t.strip(_ASCII_BLANKS)) else np.nan
+                         for t in objects[rows].tolist()])
+    plain = ~np.isnan(read)
+    out = numbers.copy()
+    out[rows[plain]] = read[plain]
+    return out
 
 
 def _is_number(text: str) -> bool:
