@@ -355,7 +355,7 @@ def _time_order(index: pd.Index, source: str, label: str) -> Optional[tuple[np.n
             numbers = coerce_float64(pd.Series(texts))
             huge = [] if np.isfinite(numbers).all() else [i for i, v in enumerate(texts) if _huge_int(v)]
             if huge:   # (looked for only among non-finite keys: the common path pays no loop)
-                raise InputError(f"{where} row {huge[0] + 1}: integer {short_repr(index[huge[0]])} is beyond "
+                raise InputError(f"{where} row {huge[0] + 1}: integer {_shown_int(index[huge[0]])} is beyond "
                                  "float64's range (~1.8e308)")
             if not pandas_rounds_floats():   # the keys must round monotonically: ties are all _exact_order sees
                 numbers = _nearest_floats(texts, numbers)
@@ -820,7 +820,7 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
         # both callers: the CLI's option and the estimator's argument.
         hint = "" if col == LABEL else '; --missing interpolate (in Python missing="interpolate") fills gaps'
         what = (f"missing value (NaN{hint})" if np.isnan(numbers[row])
-                else f"integer {short_repr(series.iloc[row])} is beyond float64's range (~1.8e308)"
+                else f"integer {_shown_int(series.iloc[row])} is beyond float64's range (~1.8e308)"
                 if _huge_int(series.iloc[row]) else f"value {numbers[row]} is not finite")
         raise InputError(f"{source}: column '{col}' {_row(series, row)}: {what}")
     if np.isnan(numbers).all():
@@ -1035,7 +1035,13 @@ def _csv_call(path: Path, **kwargs: Any) -> pd.DataFrame:
             warnings.simplefilter("ignore", pd.errors.DtypeWarning)
             warnings.simplefilter("ignore", pd.errors.ParserWarning)
             options = {**float_read_options(kwargs.get("engine")), **kwargs}
-            df = pd.read_csv(path, **options)
+            try:
+                df = pd.read_csv(path, **options)
+            except OverflowError:
+                # pandas 3.0 cannot build a column of integers past float64's range (pandas 2 keeps their text,
+                # 3.1 Python ints): read those columns as text, which the checks then refuse naming the column and
+                # row, as on pandas 3.1
+                df = _huge_ints_as_text(path, options)
             if kwargs.get("engine") == "python" and not pandas_rounds_floats():
                 df = _python_engine_floats(path, options, df)
             return df
@@ -1055,6 +1061,16 @@ def _csv_call(path: Path, **kwargs: Any) -> pd.DataFrame:
             # (pandas' line alone left the likeliest cause to guess: one cell written as 1,5)
             text += ": a value with a decimal comma (1,5 for 1.5) or an unquoted comma in that line?"
         raise InputError(f"{path}: cannot read as CSV: {text}") from None
+    except OverflowError:   # (the text re-read of _huge_ints_as_text did not help: such an integer in the index)
+        raise InputError(f"{path}: cannot read as CSV: an integer beyond float64's range (~1.8e308)") from None
+
+
+def _huge_ints_as_text(path: Path, options: dict[str, Any]) -> pd.DataFrame:
+    """The table ``pandas.read_csv(path, **options)`` with the columns that hold an integer beyond float64's range
+    read as text (pandas 3.0 raises OverflowError on such a column); the other columns as pandas reads them."""
+    text = pd.read_csv(path, **{**options, "dtype": str})
+    huge = [c for c in text.columns if text[c].map(_huge_int).any()]
+    return pd.read_csv(path, **{**options, "dtype": {c: str for c in huge}})
 
 
 def _python_engine_floats(path: Path, options: dict[str, Any], df: pd.DataFrame) -> pd.DataFrame:
@@ -1106,8 +1122,24 @@ _FLOAT64_MAX_INT = int(np.finfo(np.float64).max)
 
 
 def _huge_int(value) -> bool:
-    """Whether ``value`` is a Python int beyond float64's range (pandas reads such digits as ints)."""
+    """Whether ``value`` is an integer beyond float64's range: a Python int (pandas 3.1 reads such digits as ints)
+    or such digits as text (pandas 2 keeps them as text, and pandas 3.0 cannot read them otherwise)."""
+    if isinstance(value, str):
+        text = value.strip(_ASCII_BLANKS)
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            return False
+        digits = text.lstrip("+-").lstrip("0")   # (counted first: int() of over 4300 digits is refused)
+        return len(digits) > 309 or (len(digits) == 309 and int(digits) > _FLOAT64_MAX_INT)
     return isinstance(value, int) and abs(value) > _FLOAT64_MAX_INT
+
+
+def _shown_int(value, limit: int = 40) -> str:
+    """A ``_huge_int`` for a message, its digits shown alike whether pandas gave an int or its text (no quotes)."""
+    if not isinstance(value, str):
+        return short_repr(value, limit)
+    text = value.strip(_ASCII_BLANKS)
+    text = ("-" if text.startswith("-") else "") + text.lstrip("+-").lstrip("0")   # (as repr shows the int)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def coerce_float64(values: pd.Series) -> np.ndarray:
@@ -1117,7 +1149,7 @@ def coerce_float64(values: pd.Series) -> np.ndarray:
     try:
         numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     except OverflowError:
-        huge = [_huge_int(v) for v in values]
+        huge = [isinstance(v, int) and _huge_int(v) for v in values]
         rest = pd.Series([None if h else v for h, v in zip(huge, values)], index=values.index, dtype=object)
         numbers = pd.to_numeric(rest, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
         numbers[huge] = [np.inf if v > 0 else -np.inf for h, v in zip(huge, values) if h]
