@@ -232,15 +232,16 @@ BAD_DATA = {
         ["field 's0'", "one value a row"]),
     # found by random mutations of CSV and Parquet files through train and detect (2026-12-04), internal errors
     # (exit 1) before: pandas reads a column of integers past float64's range as Python ints, and to_numeric raised
-    # OverflowError on them; a timestamp column of lists reached a hash of its cells
+    # OverflowError on them; a timestamp column of lists reached a hash of its cells. (The digits are put in as text,
+    # written as the ints are: pandas before 3.1 refuses a column of such ints, and pandas 3.0 a CSV of them.)
     "integers beyond float64's range": (lambda d: _write(d / "huge_ints.csv", _frame().assign(
-        s3=[int("9" * 400)] * ROWS).to_csv(index=False)), ["column 's3' row 1", "beyond float64's range"]),
+        s3=["9" * 400] * ROWS).to_csv(index=False)), ["column 's3' row 1", "beyond float64's range"]),
     "timestamp of lists in Parquet": (lambda d: _parquet(d, "listed.parquet", _frame().assign(
         timestamp=[[i, i] for i in range(ROWS)])), ["column 'timestamp' row 1", "a list of values, not one time"]),
     "index of lists in Parquet": (lambda d: _parquet(d, "listed_index.parquet", _frame().assign(
         timestamp=[[i, i] for i in range(ROWS)]).set_index("timestamp")), ["row 1", "a list of values, not one time"]),
     "timestamp beyond float64's range": (lambda d: _write(d / "huge_time.csv", _frame().assign(
-        timestamp=[-int("9" * 400)] + list(range(1, ROWS))).to_csv(index=False)),
+        timestamp=["-" + "9" * 400] + list(range(1, ROWS))).to_csv(index=False)),
         ["column 'timestamp' row 1", "-99999", "beyond float64's range"]),
 }
 # Only at train: a single sensor (detect reports it as missing sensors, see DETECT_SENSORS) and 1-D .npy.
@@ -614,7 +615,8 @@ EVALUATE = {
     "scores without is_anomaly": (_scores_without("is_anomaly"), None, ["missing column 'is_anomaly'"], "scores"),
     "score NaN": (lambda s, l: _with(s, 4, "score", np.nan), None, ["column 'score' row 5"], "scores"),
     "score text": (lambda s, l: _with(s, 4, "score", "high"), None, ["column 'score' row 5", "'high'"], "scores"),
-    "score column of integers past float64's range": (lambda s, l: s.assign(score=[int("9" * 400)] * len(s)), None,
+    # (the digits as text, written as the ints are: as BAD_DATA's "integers beyond float64's range")
+    "score column of integers past float64's range": (lambda s, l: s.assign(score=["9" * 400] * len(s)), None,
                                                        ["column 'score' row 1", "not a finite number"], "scores"),
     "is_anomaly 2": (lambda s, l: _with(s, 2, "is_anomaly", 2.0), None, ["column 'is_anomaly' row 3"], "scores"),
     "scores duplicated column": (lambda s, l: s.rename(columns={"is_anomaly": "score"}), None,
