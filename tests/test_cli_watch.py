@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from cli_helpers import bad_input, main, replace_waits, sensor_frame, tiny_model
+from mscred.data.io import float_read_options
 from mscred.detector import MSCRED
 from mscred.events import events_table
 from mscred.metrics import events as runs
@@ -51,11 +52,16 @@ def _lines(frame: pd.DataFrame, header: bool = False) -> bytes:
     return frame.to_csv(index=False, header=header).encode()
 
 
+def _scores(out) -> pd.DataFrame:
+    """SCORES.csv as the floats written (before pandas 3.1 read_csv's default can be a unit in the last place off)."""
+    return pd.read_csv(out, **float_read_options())
+
+
 def _as_monitor_fed(out, model_dir, feed: pd.DataFrame, cuts: list) -> None:
     """SCORES.csv holds feed's rows up to the last cut, scored as a Monitor fed the chunks between the cuts."""
     monitor = MSCRED.load(model_dir, device="cpu").monitor()
     want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in zip(cuts, cuts[1:])], ignore_index=True)
-    got = pd.read_csv(out)
+    got = _scores(out)
     assert list(got["timestamp"]) == list(feed["timestamp"][:cuts[-1]])
     np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
 
@@ -99,7 +105,7 @@ def test_scores_each_piece_as_it_comes(tmp_path, model_dir, series, capsys):
             handle.write(piece)
         _wait_for_rows(out, b, watch)
     assert watch.join() == 0
-    got = pd.read_csv(out)
+    got = _scores(out)
     monitor = MSCRED.load(model_dir, device="cpu").monitor(sensor_scores=True)
     want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in zip(cuts, cuts[1:])], ignore_index=True)
     assert list(got.columns) == list(want.columns) and len(got) == len(feed)
@@ -226,7 +232,7 @@ def test_resume_continues_where_the_last_watch_stopped(tmp_path, model_dir, seri
     assert main(argv + ["--resume"]) == 0
     monitor = MSCRED.load(model_dir, device="cpu").monitor(sensor_scores=True)
     want = pd.concat([monitor.update(feed.iloc[:150]), monitor.update(feed.iloc[150:250])], ignore_index=True)
-    got = pd.read_csv(out)
+    got = _scores(out)
     assert list(got.columns) == list(want.columns) and len(got) == 250
     np.testing.assert_allclose(got.filter(like="score"), want.filter(like="score"), rtol=1e-15, atol=0)
     assert capsys.readouterr().out.splitlines()[-1].endswith(f"wrote {out} after the 150 it held already")
@@ -276,7 +282,7 @@ def test_rows_without_timestamps_are_numbered_across_restarts(tmp_path, model_di
     assert main(argv) == 0
     _append(data, feed.iloc[130:150])
     assert main(argv + ["--resume"]) == 0
-    got = pd.read_csv(out)
+    got = _scores(out)
     assert list(got["row"]) == list(range(150))
     monitor = MSCRED.load(model_dir, device="cpu").monitor()
     want = pd.concat([monitor.update(feed.iloc[:130]), monitor.update(feed.iloc[130:150])], ignore_index=True)
@@ -296,7 +302,7 @@ def test_filled_values_are_counted_as_detect_counts_them(tmp_path, model_dir, se
     assert main(argv) == 0
     _append(data, feed.iloc[130:150])
     assert main(argv + ["--resume"]) == 0
-    got = pd.read_csv(out)
+    got = _scores(out)
     assert list(got.columns)[-1] == "filled" and list(np.flatnonzero(got["filled"])) == [5, 140, 141]
     assert list(got["filled"][[5, 140, 141]]) == [1, 1, 2]
     monitor = MSCRED.load(model_dir, device="cpu").monitor(missing="interpolate")
@@ -482,7 +488,7 @@ def test_resume_after_a_rotation_while_stopped(tmp_path, model_dir, series, caps
     assert captured.err.splitlines() == [f"note: {data} lines 2-101 start after {out}'s last row (timestamp 749): "
                                          "rotated since the last watch? Scored as the feed's next rows; they have no "
                                          "history before them, and those no window covers yet score 0"]
-    got = pd.read_csv(out)
+    got = _scores(out)
     assert list(got["timestamp"]) == list(feed["timestamp"][:250])
     want = MSCRED.load(model_dir, device="cpu").monitor().update(feed.iloc[150:250])
     np.testing.assert_allclose(got["score"][150:], want["score"], rtol=1e-15, atol=0)
@@ -507,7 +513,7 @@ def test_new_only_takes_the_rows_there_as_history(tmp_path, model_dir, series, c
     monitor = MSCRED.load(model_dir, device="cpu").monitor()
     monitor.prime(feed.iloc[:150])
     want = pd.concat([monitor.update(feed.iloc[150:180]), monitor.update(feed.iloc[180:200])], ignore_index=True)
-    got = pd.read_csv(out)
+    got = _scores(out)
     assert list(got["timestamp"]) == list(feed["timestamp"][150:200]) and (got["score"] != 0).all()   # all covered
     np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
     bad_input(capsys, "watch", model_dir, data, "--out", out, "--new-only", "--resume", names=["give one"])
