@@ -126,6 +126,46 @@ def test_fleet_of_three_entities_on_two_ranks(tmp_path):
     assert list(again["status"]) == ["ok"] * 3
 
 
+def test_an_entity_of_parts(tmp_path):
+    """A sub-folder of tables without a train/test pair (a logger's rolled files) is one entity trained on its
+    tables as parts, in name order: the model `fit([part1, part2])` gives, every window of each part and none across
+    the two; a part whose sensors differ is that entity's bad input; an edited part trains it again on --resume.
+    (Such a folder was dropped without a word before.)"""
+    from cli_helpers import sensor_frame
+    from mscred.detector import MSCRED
+
+    fleet, out = tmp_path / "fleet", tmp_path / "out"
+    (fleet / "pump").mkdir(parents=True)
+    (fleet / "bad").mkdir()
+    series = sensor_frame(1200, 5, seed=3)
+    series.iloc[:700].to_csv(fleet / "pump" / "2026-12-01.csv", index=False)
+    series.iloc[700:].to_csv(fleet / "pump" / "2026-12-02.csv", index=False)
+    (fleet / "pump" / "README.txt").write_text("not a part")
+    series.iloc[:600].to_csv(fleet / "bad" / "a.csv", index=False)
+    series.iloc[600:].rename(columns={"s0": "x0"}).to_csv(fleet / "bad" / "b.csv", index=False)
+    assert [(e.name, e.kind) for e in discover(str(fleet))] == [("bad", "parts"), ("pump", "parts")]
+
+    summary = run_fleet(str(fleet), out, TINY, nproc=1).set_index("entity")
+    assert summary.loc["pump", "status"] == "ok"
+    assert summary.loc["bad", "status"].startswith("bad input: ") and "x0" in summary.loc["bad", "status"]
+    # 700 rows: (700 - 60) // 10 + 1 = 65 segments, 61 windows of 5; 500 rows: 45 segments, 41 windows
+    assert (summary.loc["pump", "rows"], summary.loc["pump", "windows"]) == (1200, 61 + 41)
+    ref = MSCRED(**TINY, progress=False).fit([series.iloc[:700], series.iloc[700:].reset_index(drop=True)])
+    ours = MSCRED.load(out / "models" / "pump", device="cpu")
+    for name, value in ours.net_.state_dict().items():
+        torch.testing.assert_close(value, ref.net_.state_dict()[name], rtol=1e-6, atol=1e-7)
+    assert summary.loc["pump", "threshold"] == pytest.approx(ref.threshold_, rel=1e-6)
+
+    before = (out / "rows" / "pump.json").read_text()
+    run_fleet(str(fleet), out, TINY, nproc=1, resume=True)
+    assert (out / "rows" / "pump.json").read_text() == before   # the same parts: not trained again
+    edited = series.iloc[700:].copy()
+    edited.iloc[3, -1] += 1.0
+    edited.to_csv(fleet / "pump" / "2026-12-02.csv", index=False)
+    run_fleet(str(fleet), out, TINY, nproc=1, resume=True)
+    assert (out / "rows" / "pump.json").read_text() != before
+
+
 def test_summary_counts_stay_integers_and_out_is_not_the_source(tmp_path, capsys):
     """A failed entity's empty cells once turned every count column to floats (400.0); and --out naming the fleet's
     own folder made the next run read summary.csv as an entity: refused."""

@@ -8,6 +8,9 @@ Sources (``discover``):
   layout ``mscred generate`` writes): one entity per sub-folder, evaluated on its test part.
 * a folder of CSV/Parquet/.npy files, one entity per file: normal data to train on, no evaluation (a file with a
   ``label`` column is split as the ``table`` dataset does: first half trains, second half is evaluated).
+* in such a folder, a sub-folder of tables without a train/test pair (a logger's rolled files, runs between plant
+  stops): one entity of ``parts`` trained as ``mscred train`` trains several DATA files -- every window of every
+  part, none across two.
 
 Entities go to ranks by longest-processing-time first on their training file's size (deterministic), each rank
 trains its share one entity after the other on its own device (``cuda:<local rank>``), and writes per entity the
@@ -49,7 +52,8 @@ COLUMNS = ["entity", "rank", "status", "rows", "sensors", "windows", "epochs", "
 
 @dataclass(frozen=True)
 class Entity:
-    """One model to train: ``kind`` "dataset" (``load_dataset(spec, root)``) or "file" (``spec`` a table path)."""
+    """One model to train: ``kind`` "dataset" (``load_dataset(spec, root)``), "file" (``spec`` a table path) or
+    "parts" (``spec`` a folder whose tables, in name order, are the parts of its training data)."""
 
     name: str
     kind: str
@@ -104,8 +108,8 @@ def _clash_labels(group: list[Entity]) -> list[str]:
     "x.parquet", a sub-folder "x" beside "x.csv") their files, since "x / x" says nothing to rename."""
     if len({e.name for e in group}) == len(group):
         return [e.name for e in group]
-    return [Path(e.spec).name if e.kind == "file" else f"{Path(e.root).name}/" if e.spec == "table" else e.spec
-            for e in group]
+    return [Path(e.spec).name if e.kind == "file" else f"{Path(e.spec).name}/" if e.kind == "parts"
+            else f"{Path(e.root).name}/" if e.spec == "table" else e.spec for e in group]
 
 
 def _part(folder: Path, stem: str) -> Optional[Path]:
@@ -126,12 +130,20 @@ def _folder_entities(folder: Path) -> list[Entity]:
             # without a word, the summary read "1 of 1 entities trained" for a fleet of two.
             if train is not None or test is not None:
                 entities.append(Entity(item.name, "dataset", "table", str(item), _size(train or test)))
+            elif _part_files(item):   # (a folder of neither was dropped without a word)
+                entities.append(Entity(item.name, "parts", str(item), None, sum(map(_size, _part_files(item)))))
         elif item.suffix.lower() in TABLE_SUFFIXES:
             entities.append(Entity(item.stem, "file", str(item), None, _size(item)))
     if not entities:
         raise InputError(f"{folder}: no entity found (expected CSV/Parquet/.npy files, or sub-folders with "
-                         f"train.csv and test.csv)")
+                         f"train.csv and test.csv, or of an entity's tables)")
     return entities
+
+
+def _part_files(folder: Path) -> list[Path]:
+    """The tables of a ``parts`` entity's folder, in name order (hidden files and other types are not its)."""
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in TABLE_SUFFIXES)
 
 
 def _dataset_entities(source: str, root: Optional[str]) -> list[Entity]:
@@ -210,6 +222,9 @@ def _load(entity: Entity, missing: str = "error", encoding: Optional[str] = None
     if entity.kind == "dataset":
         ds = load_dataset(entity.spec, entity.root, missing=missing, encoding=encoding)
         return ds.train, ds.test
+    if entity.kind == "parts":   # (labels in a part are not split off: parts are normal data, as train's DATA)
+        parts = [load_table(p, missing=missing, encoding=encoding) for p in _part_files(Path(entity.spec))]
+        return (parts if len(parts) > 1 else parts[0]), None
     table = load_table(entity.spec, missing=missing, encoding=encoding)
     if table.labels is None:
         return table, None
@@ -250,10 +265,12 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
             model.fit(train)
         model.save(out / "models" / safe_name(entity.name))
         sig = model.config_.signature
-        rows = len(train) if isinstance(train, pd.DataFrame) else len(train.values)  # a frame, or a loaded Table
+        # a frame or a loaded Table, or a list of parts (each one's windows, none across two)
+        lengths = [len(t) if isinstance(t, pd.DataFrame) else len(t.values)
+                   for t in (train if isinstance(train, list) else [train])]
         last = model.history_[-1]
-        row.update(rows=rows, sensors=len(model.sensors_),
-                   windows=max(len(segment_ends(rows, sig.windows, sig.gap)) - sig.steps + 1, 0),
+        row.update(rows=sum(lengths), sensors=len(model.sensors_),
+                   windows=sum(max(len(segment_ends(n, sig.windows, sig.gap)) - sig.steps + 1, 0) for n in lengths),
                    epochs=len(model.history_), train_loss=last["train_loss"], val_loss=last["val_loss"],
                    threshold=float(model.threshold_))
         if test is not None:
@@ -284,6 +301,8 @@ def _data_files(entity: Entity) -> list[Path]:
     files named after the machine or channel below the dataset folder and the SMAP/MSL labels table."""
     if entity.kind == "file":
         return [Path(entity.spec)]
+    if entity.kind == "parts":
+        return _part_files(Path(entity.spec))
     root = Path(entity.root)
     if entity.spec == "table":
         return sorted(p for p in root.iterdir() if p.is_file())
@@ -318,6 +337,8 @@ def _reads_text(entity: Entity) -> bool:
     the option changed, for one CSV entity among them or none."""
     if entity.kind == "file":
         return Path(entity.spec).suffix.lower() not in _BINARY_SUFFIXES
+    if entity.kind == "parts":
+        return any(p.suffix.lower() not in _BINARY_SUFFIXES for p in _part_files(Path(entity.spec)))
     if entity.spec != "table":
         return False   # smd / smap / msl
     root = Path(entity.root)

@@ -40,7 +40,9 @@ def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device
       a folder of sub-folders    each a train.* + test.* pair with a 'label' column (as `mscred generate`
                                  writes): trained on train, evaluated on test
       a folder of tables         each CSV/Parquet/.npy file an entity of normal data; a file with a 'label'
-                                 column trains on its first half and is evaluated on the second
+                                 column trains on its first half and is evaluated on the second; a
+                                 sub-folder of tables without a train/test pair is one entity trained on
+                                 them as parts (in name order; as train's several DATA files)
     (hidden files and folders, named '.*', are not entities). --out is a new folder, or one a fleet wrote.
     --encoding is that of the folder's CSV tables (and anomalies.csv); smd, smap and msl ignore it.
     """
