@@ -409,3 +409,35 @@ def test_mutated_files_through_fleet_watch(tmp_path, capsys, model_dir):
         codes.add(code)
     assert not findings, "\n".join(findings)
     assert {0, 1} <= codes, f"the mutations met only exit codes {codes}: pick another seed"
+
+
+def test_mutated_parts_through_fleet(tmp_path, capsys):
+    """`mscred fleet` of a folder entity of two mutated parts and a mutated table beside it: each entity trains or
+    gets its reason in the summary (exit 0 or 1), or none trains (exit 2, one line); notes aside, nothing else on
+    stderr, never a traceback, and a summary whenever it exits 0 or 1."""
+    rng = random.Random(1208)
+    first, second = sensor_frame(2 * ROWS, N), sensor_frame(2 * ROWS, N, seed=1)
+    second["timestamp"] += 2 * ROWS
+    findings, codes = [], set()
+    for case in range(12):
+        fleet = tmp_path / f"fleet{case}"
+        (fleet / "a").mkdir(parents=True)
+        edits = {}
+        for name, frame in (("a/1.csv", first), ("a/2.csv", second), ("b.csv", first)):
+            if rng.random() < 0.5:   # (half the files kept whole, so that a fleet also trains on parts)
+                frame.to_csv(fleet / name, index=False)
+                continue
+            text, edits[name] = _mutated_csv(frame.to_csv(index=False), rng)
+            _write_csv(fleet / name, text, rng)
+        out = tmp_path / f"out{case}"
+        code, err = _cli_outcome(capsys, "fleet", fleet, "--out", out, "--epochs", "1", "--set", "channels=4,8,8,8",
+                                 "--device", "cpu", "--quiet")
+        lines = [line for line in err.splitlines() if not line.startswith("note:")]
+        kept = code in (0, 1) and not lines or code == 2 and len(lines) == 1 and lines[0].startswith("mscred: error:")
+        if not kept or "Traceback" in err:
+            findings.append(f"case {case} ({edits}): exit {code}: {err[-800:]}")
+        if code in (0, 1) and not (out / "summary.csv").exists():
+            findings.append(f"case {case}: exit {code} without a summary")
+        codes.add(code)
+    assert not findings, "\n".join(findings)
+    assert 0 in codes and len(codes) > 1, f"the mutations met only exit codes {codes}: pick another seed"
