@@ -79,6 +79,39 @@ def test_each_entity_is_scored_by_its_own_model(fleet, folders, tmp_path, capsys
     assert pd.read_csv(tmp_path / "s" / "summary.csv")["scored"].tolist()[:2] == [110, 110]   # no context now
 
 
+@pytest.mark.parametrize("timed", [True, False])
+def test_an_entity_folder_is_one_feed(fleet, tmp_path, capsys, timed):
+    """pump_0/ holds a logger's rolled files: scored one after the other, each after the one before as context, the
+    scores are those of the feed as one table (``detect`` of the 400 rows after the context, untimed rows numbered
+    through the files); OLD's folder gives its last file as context; pump_0.csv beside the folder is refused."""
+    new, old = tmp_path / "new", tmp_path / "old"
+    (new / "pump_0").mkdir(parents=True)
+    (old / "pump_0").mkdir(parents=True)
+    whole = sensor_frame(900, N, seed=0)
+    if not timed:
+        whole = whole.drop(columns="timestamp")
+    whole.iloc[300:400].to_csv(old / "pump_0" / "a.csv", index=False)
+    whole.iloc[400:500].to_csv(old / "pump_0" / "b.csv", index=False)
+    for name, (start, stop) in {"1.csv": (500, 650), "2.csv": (650, 660), "3.csv": (660, 900)}.items():
+        whole.iloc[start:stop].to_csv(new / "pump_0" / name, index=False)
+    code, out, err = run_cli(capsys, "fleet-detect", fleet, new, "--out", tmp_path / "s", "--context", old,
+                             "--device", "cpu", "--quiet")
+    assert code == 0, err
+    model = MSCRED.load(fleet / "models" / "pump_0", device="cpu")
+    expect = model.detect(whole.iloc[500:].reset_index(drop=True), context=whole.iloc[400:500].reset_index(drop=True))
+    written = pd.read_csv(tmp_path / "s" / "scores" / "pump_0.csv", keep_default_na=False)
+    assert list(written.columns) == list(expect.columns)
+    # (float32 networks: the files' windows go through in other batches than the whole table's, ~3e-9 apart)
+    np.testing.assert_allclose(written["score"], expect["score"], rtol=1e-6, atol=1e-12)
+    np.testing.assert_array_equal(written.iloc[:, 0], expect.iloc[:, 0] if timed else np.arange(400))
+    summary = pd.read_csv(tmp_path / "s" / "summary.csv").set_index("entity")
+    assert (summary.loc["pump_0", "rows"], summary.loc["pump_0", "scored"]) == (400, 400)
+    assert summary.loc["pump_0", "context_rows"] == 90
+    whole.iloc[500:].to_csv(new / "pump_0.csv", index=False)
+    bad_input(capsys, "fleet-detect", fleet, new, "--out", tmp_path / "s2", "--device", "cpu",
+              names=["pump_0", "pump_0.csv", "both entity 'pump_0'"])
+
+
 def test_bad_entities_are_listed_and_the_others_scored(fleet, folders, tmp_path, capsys):
     new, _ = folders
     sensor_frame(300, N).to_csv(new / "ghost.csv", index=False)

@@ -1,9 +1,12 @@
 """Score new data of every entity of a fleet with its own model, in one process (``mscred fleet-detect``).
 
 ``mscred fleet`` trains one model per entity (``OUT/models/<entity>/``). The data that comes after is a folder of
-tables named as the entities (``<entity>.csv``, ``.parquet``, ``.npy``); each is scored with the model of its name,
-optionally after the rows of the same entity's previous file (``context``: every row scored, as ``detect
---context``). One `mscred detect` per entity would start Python and torch again for each, seconds apiece.
+tables named as the entities (``<entity>.csv``, ``.parquet``, ``.npy``), or of folders named as them whose tables a
+logger rolls (``<entity>/``: one feed, its files in name order, as `watch DIR` reads them); each is scored with the
+model of its name, optionally after the rows of the same entity's previous file (``context``: every row scored, as
+``detect --context``; an entity's folder there gives its last table). A folder's files are scored one after the
+other, each after the one before as its context, so that its scores are those of the feed as one table. One
+`mscred detect` per entity would start Python and torch again for each, seconds apiece.
 
 The output folder holds ``scores/<entity>.csv`` (a SCORES table, as `detect` writes) per scored entity,
 ``summary.csv`` (a row per entity: status, rows, rows scored, anomalous rows, intervals, threshold, context rows used)
@@ -49,19 +52,67 @@ def model_folders(fleet: str | Path) -> dict[str, Path]:
 
 
 def data_files(folder: str | Path, what: str = "data") -> dict[str, Path]:
-    """The tables of ``folder`` by entity (the file name as `mscred fleet` names its models); hidden files are
-    skipped, and two files of one entity (pump.csv and pump.parquet) are an InputError."""
+    """The tables of ``folder`` by entity (the file name as `mscred fleet` names its models), or an entity's folder
+    of tables (its name; ``parts_of`` lists them); hidden entries and folders without a table are skipped, and two of
+    one entity (pump.csv and pump.parquet, or pump/) are an InputError."""
     folder = existing_folder(folder, f"the {what}: a folder of one table per entity")
     found: dict[str, Path] = {}
     for item in sorted(folder.iterdir()):
-        if item.name.startswith(".") or not item.is_file() or item.suffix.lower() not in TABLE_SUFFIXES:
+        if item.name.startswith("."):
             continue
-        name = safe_name(item.stem)
+        if item.is_dir():
+            if not parts_of(item):
+                continue
+            name = safe_name(item.name)
+        elif not item.is_file() or item.suffix.lower() not in TABLE_SUFFIXES:
+            continue
+        else:
+            name = safe_name(item.stem)
         if name in found:
             raise InputError(f"{folder}: {found[name].name} and {item.name} are both entity {name!r}'s {what}; keep "
                              "one")
         found[name] = item
     return found
+
+
+def _followed(before, table, keep: int):
+    """The last ``keep`` rows of ``before`` (a Table, or None) and ``table``'s after them, as one Table: the context
+    of a folder's next file, however short its files (the one before alone may hold fewer rows than a window).
+    Timestamps are kept where both have them (detect checks the next file's first against the last); untimed rows
+    are counted from 0. Tables of other sensor names (a positional .npy beside a CSV) are not joined."""
+    import dataclasses
+
+    if before is None or set(before.sensors) != set(table.sensors):
+        return table.last(keep)
+    table = table.in_order(before.sensors)
+    values = np.concatenate([before.values, table.values])
+    timed = not isinstance(before.index, pd.RangeIndex) and not isinstance(table.index, pd.RangeIndex)
+    gaps = None
+    if before.gaps is not None or table.gaps is not None:
+        gaps = np.concatenate([t.gaps if t.gaps is not None else np.zeros(t.values.shape, dtype=bool)
+                               for t in (before, table)])
+    joined = dataclasses.replace(table, values=values, labels=None, gaps=gaps, time_gap=None,
+                                 index=before.index.append(table.index) if timed else pd.RangeIndex(len(values)))
+    return joined.last(keep)
+
+
+def _one_feed(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The SCORES tables of a folder's files as one feed's: untimed rows numbered through the files (each file's
+    own count from 0 would repeat), timed ones as they are."""
+    if len(frames) == 1:
+        return frames[0]
+    if "row" in frames[0].columns:
+        starts = np.cumsum([0] + [len(f) for f in frames[:-1]])
+        frames = [f.assign(row=f["row"] + start) for f, start in zip(frames, starts)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def parts_of(path: Path) -> list[Path]:
+    """An entity's tables: ``path`` itself, or a folder's tables in name order (a logger's rolled files)."""
+    if not path.is_dir():
+        return [path]
+    return sorted(p for p in path.iterdir()
+                  if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in TABLE_SUFFIXES)
 
 
 def owned_names(out: Path) -> set[str]:
@@ -111,24 +162,31 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                 try:
                     model = MSCRED.load(models[name], device=device)
                     policy = missing or model.config_.train.missing
-                    table = load_table(tables[name], missing=policy, ignore_label=True, encoding=encoding)
-                    ctx = (load_table(before[name], missing=policy, ignore_label=True, encoding=encoding)
-                           if name in before else None)
-                    frame = model.detect(table, context=ctx, sensor_scores=sensor_scores)
+                    ctx = (load_table(parts_of(before[name])[-1], missing=policy, ignore_label=True,
+                                      encoding=encoding) if name in before else None)
+                    sig = model.config_.signature
+                    keep = max(sig.windows) + sig.steps * sig.gap   # (more context than any file can use)
+                    frames, used = [], []   # (used: each part's rows of context, ``context_rows``)
+                    for path in parts_of(tables[name]):   # (a folder's files as one feed: each after the rows before)
+                        table = load_table(path, missing=policy, ignore_label=True, encoding=encoding)
+                        frames.append(model.detect(table, context=ctx, sensor_scores=sensor_scores))
+                        used.append(model.context_rows(len(ctx.values), len(table.values)) if ctx is not None else 0)
+                        ctx = _followed(ctx, table, keep)
+                    frame = _one_feed(frames)
                 except InputError as err:   # the entity's data or model: its row says what and where
                     row["status"] = BAD_INPUT + str(err)
                 except Exception as err:  # noqa: BLE001 - one entity must not stop the fleet (as fleet's rows)
                     row["status"] = f"error: {type(err).__name__}: {err}"
                 else:
-                    used = model.context_rows(len(ctx.values), len(frame)) if ctx is not None else 0
                     write_table(frame, tmp / SCORES / f"{name}.csv")
                     found = events_table(frame, top_k=model.config_.score.top_k)
                     if len(found):   # (concatenating empty frames is deprecated in pandas)
                         alarms.append(found.assign(entity=name))
                     if report:
                         plots.offer(name, frame, float(model.threshold_))
-                    row.update(status="ok", rows=len(frame), context_rows=used,
-                               scored=int((model.window_of_row(len(frame), used) >= 0).sum()),
+                    row.update(status="ok", rows=len(frame), context_rows=used[0],
+                               scored=sum(int((model.window_of_row(len(part), rows) >= 0).sum())
+                                          for part, rows in zip(frames, used)),
                                anomalous=int(frame["is_anomaly"].sum()), intervals=len(found),
                                threshold=float(model.threshold_))
             rows.append(row)

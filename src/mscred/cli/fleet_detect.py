@@ -14,8 +14,8 @@ from mscred.config import MISSING_POLICIES
               help="Output folder: scores/<entity>.csv, summary.csv, events.csv (the fleet's alarm list) and, with "
                    "--report, report.html.")
 @click.option("--context", type=NamedPath(file_okay=False), default=None,
-              help="A folder of the entities' previous tables (same names): each entity's is put before its new "
-                   "table, so that every row is scored (as detect --context).")
+              help="A folder of the entities' previous tables (same names; of an entity's folder, its last table): "
+                   "each entity's is put before its new data, so that every row is scored (as detect --context).")
 @click.option("--sensor-scores", is_flag=True, help="Also a column score_<sensor> per sensor (as detect's).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
@@ -26,8 +26,9 @@ from mscred.config import MISSING_POLICIES
 @click.option("--quiet", is_flag=True, help="No line per entity.")
 @encoding_option
 def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, report, quiet, encoding) -> None:
-    """Score DATA, a folder of one table per entity (<entity>.csv, .parquet or .npy), each with the model of its
-    name in FLEET (the folder `mscred fleet` wrote, or a folder of model folders), into --out.
+    """Score DATA, a folder of one table per entity (<entity>.csv, .parquet or .npy) or of one folder per entity of
+    the tables its logger rolls (<entity>/, scored as one feed in name order), each with the model of its name in
+    FLEET (the folder `mscred fleet` wrote, or a folder of model folders), into --out.
 
     An entity whose table is bad input (or has no model) is listed in summary.csv with the reason and the others
     are scored (exit 1); when none is scored, exit 2. Entities with a model and no new table are listed as such.
