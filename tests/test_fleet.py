@@ -129,8 +129,8 @@ def test_fleet_of_three_entities_on_two_ranks(tmp_path):
 def test_an_entity_of_parts(tmp_path):
     """A sub-folder of tables without a train/test pair (a logger's rolled files) is one entity trained on its
     tables as parts, in name order: the model `fit([part1, part2])` gives, every window of each part and none across
-    the two; a part whose sensors differ is that entity's bad input; an edited part trains it again on --resume.
-    (Such a folder was dropped without a word before.)"""
+    the two; a part whose sensors differ is that entity's bad input; an edited part, or a part more, trains it
+    again on --resume. (Such a folder was dropped without a word before.)"""
     from cli_helpers import sensor_frame
     from mscred.detector import MSCRED
 
@@ -163,7 +163,11 @@ def test_an_entity_of_parts(tmp_path):
     edited.iloc[3, -1] += 1.0
     edited.to_csv(fleet / "pump" / "2026-12-02.csv", index=False)
     run_fleet(str(fleet), out, TINY, nproc=1, resume=True)
-    assert (out / "rows" / "pump.json").read_text() != before
+    edited_row = (out / "rows" / "pump.json").read_text()
+    assert edited_row != before
+    series.iloc[:300].to_csv(fleet / "pump" / "2026-12-03.csv", index=False)   # a day more: trained again
+    summary = run_fleet(str(fleet), out, TINY, nproc=1, resume=True).set_index("entity")
+    assert (out / "rows" / "pump.json").read_text() != edited_row and summary.loc["pump", "rows"] == 1500
 
 
 def test_summary_counts_stay_integers_and_out_is_not_the_source(tmp_path, capsys):
