@@ -441,3 +441,33 @@ def test_mutated_parts_through_fleet(tmp_path, capsys):
         codes.add(code)
     assert not findings, "\n".join(findings)
     assert 0 in codes and len(codes) > 1, f"the mutations met only exit codes {codes}: pick another seed"
+
+
+def test_mutated_folder_entity_through_fleet_detect(tmp_path, capsys, model_dir):
+    """fleet-detect of an entity folder of two files, each kept or mutated (the second's times after the first's):
+    scored, or its reason in the summary (exit 1 with b scored, or 2 when b's table is bad too); never a
+    traceback."""
+    rng = random.Random(1209)
+    fleet = _two_entity_fleet(tmp_path, model_dir)
+    first, second = sensor_frame(ROWS, N), sensor_frame(ROWS, N, seed=1)
+    second["timestamp"] += ROWS
+    findings, codes = [], set()
+    for case in range(20):
+        new = tmp_path / f"new{case}"
+        (new / "a").mkdir(parents=True)
+        edits = {}
+        for name, frame in (("a/1.csv", first), ("a/2.csv", second), ("b.csv", first)):
+            if rng.random() < 0.5:
+                frame.to_csv(new / name, index=False)
+                continue
+            text, edits[name] = _mutated_csv(frame.to_csv(index=False), rng)
+            _write_csv(new / name, text, rng)
+        code, err = _cli_outcome(capsys, "fleet-detect", fleet, new, "--out", tmp_path / f"s{case}", "--device", "cpu",
+                                 "--quiet")
+        lines = err.splitlines()
+        kept = code in (0, 1) and not lines or code == 2 and len(lines) == 1 and lines[0].startswith("mscred: error:")
+        if not kept or "Traceback" in err:
+            findings.append(f"case {case} ({edits}): exit {code}: {err[-800:]}")
+        codes.add(code)
+    assert not findings, "\n".join(findings)
+    assert 0 in codes and len(codes) > 1, f"the mutations met only exit codes {codes}: pick another seed"
