@@ -130,8 +130,8 @@ def _folder_entities(folder: Path) -> list[Entity]:
             # without a word, the summary read "1 of 1 entities trained" for a fleet of two.
             if train is not None or test is not None:
                 entities.append(Entity(item.name, "dataset", "table", str(item), _size(train or test)))
-            elif _part_files(item):   # (a folder of neither was dropped without a word)
-                entities.append(Entity(item.name, "parts", str(item), None, sum(map(_size, _part_files(item)))))
+            elif table_files(item):   # (a folder of neither was dropped without a word)
+                entities.append(Entity(item.name, "parts", str(item), None, sum(map(_size, table_files(item)))))
         elif item.suffix.lower() in TABLE_SUFFIXES:
             entities.append(Entity(item.stem, "file", str(item), None, _size(item)))
     if not entities:
@@ -140,8 +140,9 @@ def _folder_entities(folder: Path) -> list[Entity]:
     return entities
 
 
-def _part_files(folder: Path) -> list[Path]:
-    """The tables of a ``parts`` entity's folder, in name order (hidden files and other types are not its)."""
+def table_files(folder: Path) -> list[Path]:
+    """The tables of ``folder`` (a ``parts`` entity's; fleet-detect's entity folder), in name order: hidden files
+    and other types are not its."""
     return sorted(p for p in folder.iterdir()
                   if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in TABLE_SUFFIXES)
 
@@ -223,7 +224,7 @@ def _load(entity: Entity, missing: str = "error", encoding: Optional[str] = None
         ds = load_dataset(entity.spec, entity.root, missing=missing, encoding=encoding)
         return ds.train, ds.test
     if entity.kind == "parts":   # (labels in a part are not split off: parts are normal data, as train's DATA)
-        parts = [load_table(p, missing=missing, encoding=encoding) for p in _part_files(Path(entity.spec))]
+        parts = [load_table(p, missing=missing, encoding=encoding) for p in table_files(Path(entity.spec))]
         return (parts if len(parts) > 1 else parts[0]), None
     table = load_table(entity.spec, missing=missing, encoding=encoding)
     if table.labels is None:
@@ -302,7 +303,7 @@ def _data_files(entity: Entity) -> list[Path]:
     if entity.kind == "file":
         return [Path(entity.spec)]
     if entity.kind == "parts":
-        return _part_files(Path(entity.spec))
+        return table_files(Path(entity.spec))
     root = Path(entity.root)
     if entity.spec == "table":
         return sorted(p for p in root.iterdir() if p.is_file())
@@ -338,7 +339,7 @@ def _reads_text(entity: Entity) -> bool:
     if entity.kind == "file":
         return Path(entity.spec).suffix.lower() not in _BINARY_SUFFIXES
     if entity.kind == "parts":
-        return any(p.suffix.lower() not in _BINARY_SUFFIXES for p in _part_files(Path(entity.spec)))
+        return any(p.suffix.lower() not in _BINARY_SUFFIXES for p in table_files(Path(entity.spec)))
     if entity.spec != "table":
         return False   # smd / smap / msl
     root = Path(entity.root)

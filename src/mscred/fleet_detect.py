@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.errors import InputError
-from mscred.fleet import BAD_INPUT, TABLE_SUFFIXES, safe_name
+from mscred.fleet import BAD_INPUT, TABLE_SUFFIXES, safe_name, table_files
 
 SUMMARY, SCORES, EVENTS, REPORT = "summary.csv", "scores", "events.csv", "report.html"
 COLUMNS = ["entity", "status", "rows", "scored", "anomalous", "intervals", "threshold", "context_rows"]
@@ -109,10 +109,7 @@ def _one_feed(frames: list[pd.DataFrame]) -> pd.DataFrame:
 
 def parts_of(path: Path) -> list[Path]:
     """An entity's tables: ``path`` itself, or a folder's tables in name order (a logger's rolled files)."""
-    if not path.is_dir():
-        return [path]
-    return sorted(p for p in path.iterdir()
-                  if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in TABLE_SUFFIXES)
+    return table_files(path) if path.is_dir() else [path]
 
 
 def owned_names(out: Path) -> set[str]:

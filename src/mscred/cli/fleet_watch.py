@@ -3,10 +3,10 @@
 What `mscred watch` does for one file, for a fleet: LIVE is a folder of one CSV per entity (``<entity>.csv``,
 named as `mscred fleet` names its models), each followed as it grows (``data.follow.GrowingCsv``: rotations
 included), or of one folder per entity (``<entity>/``) whose files a logger rolls (``RollingCsvFolder``, as
-`watch DIR` follows them), and scored after its own rows before (a ``Monitor`` of the entity's model). One `mscred watch` per entity
-would hold Python, torch, a model and its scoring batch's memory for each (1.3 GB at its peak for 30 sensors on the
-CPU, benchmarks/results/fleet_watch/); here there is one process, and an entity's model is loaded when its file
-first appears.
+`watch DIR` follows them), and scored after its own rows before (a ``Monitor`` of the entity's model). One `mscred
+watch` per entity would hold Python, torch, a model and its scoring batch's memory for each (1.3 GB at its peak for
+30 sensors on the CPU, benchmarks/results/fleet_watch/); here there is one process, and an entity's model is loaded
+when its file first appears.
 
 An entity whose file turns bad (a refused row, times that go back) is stopped with a line on stderr and the others
 go on; the command then ends with exit 1 (``PartlyDone``), as `fleet` does when some entities fail.
