@@ -215,7 +215,8 @@ def demo(quick, out, dataset, data_root, epochs, theta, method, device, seed, re
     result = run_demo(out, quick=quick, dataset=dataset, data_root=data_root, seed=seed, progress=not quiet,
                       report=report, **overrides)
     render(result)
-    click.echo(f"wrote {Path(out)}/ (data, model, scores.csv, metrics.json" + (", report/index.html)" if report else ")"))
+    click.echo(f"wrote {Path(out)}/ (data, model, scores.csv, metrics.json"
+               + (", report/index.html)" if report else ")"))
 
 
 def _report_wanted(report: Optional[bool]) -> bool:
