@@ -173,6 +173,23 @@ def test_refused_before_it_starts(tmp_path, fleet, series, capsys):
               names=["give one"])
 
 
+def test_resume_of_an_entity_folder(tmp_path, fleet, series, capsys):
+    """--resume of an entity folder that gained a file while no watch ran: the rows its scores file holds are primed
+    a file at a time, the new file's scored after them (as one watch of the two pieces scores them)."""
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    live, out = tmp_path / "live", tmp_path / "out"
+    (live / "b").mkdir(parents=True)
+    (live / "b" / "1.csv").write_bytes(_lines(feed.iloc[:150], header=True))
+    argv = ["fleet-watch", str(fleet), str(live), "--out", str(out), "--device", "cpu", "--idle-exit", "0"]
+    assert main(argv) == 0
+    (live / "b" / "2.csv").write_bytes(_lines(feed.iloc[150:250], header=True))
+    assert main(argv + ["--resume"]) == 0
+    got = pd.read_csv(out / "scores" / "b.csv")
+    assert list(got["timestamp"]) == list(feed["timestamp"][:250])
+    np.testing.assert_allclose(got["score"], _monitored(fleet, feed, [0, 150, 250])["score"], rtol=1e-15, atol=0)
+    assert "b: watched 100 rows in 1 chunk(s)" in capsys.readouterr().out
+
+
 def test_resume_and_new_only(tmp_path, fleet, series, capsys):
     """--resume continues each entity's scores file (as watch --resume); --new-only scores only what comes after."""
     feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
