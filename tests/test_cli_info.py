@@ -49,3 +49,27 @@ def test_info_follows_calibrate_and_refuses_damage(model_dir, tmp_path, capsys):
     weights.write_bytes(weights.read_bytes()[:100])
     bad_input(capsys, "info", tmp_path / "broken", names=["model.safetensors", "damaged weights"])
     bad_input(capsys, "info", tmp_path / "none", names=["model directory not found"])
+
+
+def test_info_of_a_fleet(model_dir, tmp_path, capsys):
+    """A fleet's folder (models/<entity>/, or a folder of model folders): a line per entity's model, each loaded and
+    checked as detect loads it; a damaged one's line names the damage, exit 1; --json one object of them all."""
+    import shutil
+
+    model = MSCRED.load(model_dir, device="cpu")
+    for name in ("pump_1", "pump_22"):
+        shutil.copytree(model_dir, tmp_path / "fleet" / "models" / name)
+    code, out, err = run_cli(capsys, "info", tmp_path / "fleet")
+    assert code == 0 and not err, err
+    line = f"5 sensors; threshold {model.threshold_:.4g} (z_sensor, beta_max); 1 epoch(s), val loss " \
+           f"{model.history_[-1]['val_loss']:.4g}"
+    assert out.splitlines() == [f"{tmp_path / 'fleet'}: a fleet of 2 model(s)", f"pump_1   {line}", f"pump_22  {line}"]
+    code, out, err = run_cli(capsys, "info", tmp_path / "fleet" / "models", "--json")   # a folder of model folders
+    found = json.loads(out)
+    assert code == 0 and [row["entity"] for row in found["models"]] == ["pump_1", "pump_22"]
+    assert found["models"][0]["threshold"] == model.threshold_ and found["models"][1]["sensors"] == model.sensors_
+    (tmp_path / "fleet" / "models" / "pump_22" / "model.safetensors").write_bytes(b"not weights")
+    code, out, err = run_cli(capsys, "info", tmp_path / "fleet")
+    assert code == 1 and out.splitlines()[0].endswith("a fleet of 2 model(s), 1 damaged")
+    assert out.splitlines()[1] == f"pump_1   {line}" and out.splitlines()[2].startswith("pump_22  damaged: ")
+    bad_input(capsys, "info", tmp_path, names=["config.json", "missing"])   # neither a model nor a fleet's folder

@@ -1,4 +1,5 @@
-"""`mscred info MODEL_DIR [--json]`: what a saved model is, read and checked as `detect` would load it."""
+"""`mscred info MODEL_DIR [--json]`: what a saved model is, read and checked as `detect` would load it; of a fleet's
+folder, a line per entity's model."""
 from __future__ import annotations
 
 import json
@@ -28,16 +29,23 @@ def model_summary(model) -> dict:
 
 
 @click.command()
-@click.argument("model_dir", type=NamedPath(file_okay=False, hint="give the model's folder"))
+@click.argument("model_dir", type=NamedPath(file_okay=False, hint="give the model's folder, or a fleet's"))
 @click.option("--json", "as_json", is_flag=True, help="One JSON object on stdout, for scripts.")
 def info(model_dir, as_json) -> None:
     """Describe the model in MODEL_DIR: sensors, window settings, score and threshold, training history, and the
     settings that differ from the defaults. The model is loaded and checked as `detect` loads it (a damaged one is
-    exit 2, naming the damage), so a 0 exit says `detect` can use it."""
+    exit 2, naming the damage), so a 0 exit says `detect` can use it.
+
+    Given a fleet's folder (what `mscred fleet --out` wrote, or a folder of model folders), a line per entity's
+    model, each loaded and checked the same way; a damaged one's line names the damage and the exit is 1."""
     from pathlib import Path
 
     from mscred.detector import CONFIG_FILE, MSCRED, WEIGHTS_FILE
 
+    models = _fleet_models(Path(model_dir), CONFIG_FILE)
+    if models:
+        _fleet_info(model_dir, models, as_json)
+        return
     model = MSCRED.load(model_dir, device="cpu")
     # (read again for what the model object does not keep: load has checked the file)
     written_by = json.loads((Path(model_dir) / CONFIG_FILE).read_text())["mscred_version"]
@@ -60,3 +68,47 @@ def info(model_dir, as_json) -> None:
     changed = summary["changed_settings"]
     lines.append("settings    " + (", ".join(f"{k}={v}" for k, v in changed.items()) if changed else "the defaults"))
     click.echo("\n".join(lines))
+
+
+def _fleet_models(folder, config_file: str) -> dict:
+    """The model folders by entity when ``folder`` is a fleet's (no model of its own, model folders in it or in its
+    ``models/``); empty otherwise, so that a folder of neither gets `MSCRED.load`'s message."""
+    from mscred.errors import InputError
+    from mscred.fleet_detect import model_folders
+
+    if (folder / config_file).is_file() or not folder.is_dir():
+        return {}
+    try:
+        return model_folders(folder)
+    except InputError:
+        return {}
+
+
+def _fleet_info(folder, models: dict, as_json: bool) -> None:
+    """A line per entity's model (or its JSON object), each loaded as `detect` loads it; exit 1 if any is damaged."""
+    from mscred.cli.main import one_line
+    from mscred.detector import MSCRED
+    from mscred.errors import InputError, PartlyDone
+
+    rows = []
+    for entity, path in models.items():
+        try:
+            rows.append({"entity": entity, "model": str(path), **model_summary(MSCRED.load(path, device="cpu"))})
+        except InputError as err:   # (a damaged model is this entity's line, not the fleet's end)
+            rows.append({"entity": entity, "model": str(path), "error": one_line(err)})
+    damaged = sum("error" in row for row in rows)
+    if as_json:
+        click.echo(json.dumps({"fleet": str(folder), "models": rows}))
+    else:
+        width = max(len(row["entity"]) for row in rows)
+        click.echo(f"{folder}: a fleet of {len(rows)} model(s){f', {damaged} damaged' if damaged else ''}")
+        for row in rows:
+            if "error" in row:
+                click.echo(f"{row['entity']:<{width}}  damaged: {row['error']}")
+                continue
+            trained = (f"; {row['epochs_trained']} epoch(s), val loss {row['val_loss']:.4g}"
+                       if row["epochs_trained"] else "")
+            click.echo(f"{row['entity']:<{width}}  {row['n_sensors']} sensors; threshold {row['threshold']:.4g} "
+                       f"({row['score']}, {row['threshold_rule']}){trained}")
+    if damaged:
+        raise PartlyDone(f"{damaged} of {len(rows)} models damaged")
