@@ -138,6 +138,32 @@ def test_cli_train_on_parts(parts, tmp_path, capsys):
     assert not (tmp_path / "m3").exists()
 
 
+def test_cli_train_on_a_folder_of_parts(parts, tmp_path, capsys):
+    """A folder as DATA: its tables in name order are the parts (hidden files and other types left out), the
+    model the same as of the files given one by one; a folder without a table, and --val-scores inside the folder
+    (the next run would train on it), are refused."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for k, part in enumerate(parts):
+        part.to_csv(folder / f"2026-12-0{k + 1}.csv", index=False)
+    (folder / "notes.txt").write_text("not a part")
+    parts[0].to_csv(folder / ".hidden.csv", index=False)
+    code, out, err = run_cli(capsys, "train", folder, "--out", tmp_path / "m", "--epochs", 1, "--quiet",
+                             "--set", "channels=4,8,8,8", "--device", "cpu")
+    assert code == 0, err
+    expect = MSCRED(**TINY).fit(parts)
+    got = MSCRED.load(tmp_path / "m", device="cpu")
+    assert got.threshold_ == pytest.approx(expect.threshold_, rel=1e-9)
+    for name, value in got.net_.state_dict().items():
+        torch.testing.assert_close(value, expect.net_.state_dict()[name], rtol=1e-6, atol=1e-7)
+    (tmp_path / "empty").mkdir()
+    bad_input(capsys, "train", tmp_path / "empty", "--out", tmp_path / "m2",
+              names=[f"{tmp_path / 'empty'}: a folder without a table"])
+    bad_input(capsys, "train", folder, "--out", tmp_path / "m3", "--val-scores", folder / "v.csv",
+              names=[f"{folder / 'v.csv'}: is in the folder DATA"])
+    assert not (tmp_path / "m2").exists() and not (tmp_path / "m3").exists()
+
+
 def test_two_gloo_ranks_train_on_parts_as_one_process(parts, tmp_path):
     """`mscred train A.csv B.csv C.csv --nproc 2`: the ranks' windows are one process's (the same weights)."""
     from mscred.distributed import train_distributed

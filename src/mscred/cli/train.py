@@ -211,6 +211,24 @@ def check_val_scores_place(path: Path, out: Path) -> None:
                              "validation scores elsewhere")
 
 
+def parts_given(paths) -> list[Path]:
+    """DATA's files: each path itself, or a folder's tables in name order (its hidden files and other types left
+    out); a folder without one is bad input, named."""
+    from mscred.errors import InputError
+    from mscred.fleet import TABLE_SUFFIXES, table_files
+
+    files = []
+    for path in map(Path, paths):
+        if not path.is_dir():
+            files.append(path)
+            continue
+        found = table_files(path)
+        if not found:
+            raise InputError(f"{path}: a folder without a table ({', '.join(TABLE_SUFFIXES)} files) to train on")
+        files += found
+    return files
+
+
 def _write_validation_scores(model, parts, path) -> None:
     """The validation rows' scores as a SCORES file (timestamp or row, score, is_anomaly), as `detect` writes; for
     training data in parts, a first column ``part`` (1-based) and each row's timestamp (or row number) in its part."""
@@ -237,7 +255,7 @@ def _write_validation_scores(model, parts, path) -> None:
 
 
 @click.command()
-@click.argument("data", type=NamedPath(dir_okay=False), nargs=-1, required=True)
+@click.argument("data", type=NamedPath(), nargs=-1, required=True)
 @click.option("--out", "out", required=True, type=NamedPath(file_okay=False, hint="give the model a folder name"),
               help="Model directory to write.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint of an interrupted run.")
@@ -257,12 +275,16 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
 
     Several DATA files are parts of the training data that are not one series (runs between plant stops): every
     window of every part is trained on, and none spans two parts; the last windows (of the last parts) validate.
+    A folder as DATA gives its tables as parts, in name order (a logger's rolled files, as `mscred fleet` takes an
+    entity's folder).
     """
     from mscred.data.io import check_writable_table, load_table
     from mscred.data.parts import in_order_of, joined, record_signature
     from mscred.detector import MSCRED
     from mscred.errors import IgnoredSettingWarning, InputError, note_lines
 
+    folders = [Path(path).resolve() for path in data if Path(path).is_dir()]
+    data = parts_given(data)
     overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
                  "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
                  "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing}
@@ -284,6 +306,9 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
                              "detect` instead)")
         check_writable_table(val_scores, inputs=list(data))
         check_val_scores_place(Path(val_scores), Path(out))
+        if Path(val_scores).resolve().parent in folders:   # (the next run would train on it as a part)
+            raise InputError(f"{val_scores}: is in the folder DATA {Path(val_scores).parent}, whose tables are the "
+                             "parts: write it elsewhere")
     parts = [load_table(path, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding)
              for path in data]
     for part in parts:
