@@ -302,9 +302,8 @@ def test_directory_or_missing_file_as_data(tmp_path, capsys, model_dir, command)
     lead = ["train"] if command == "train" else ["detect", model_dir]
     out = tmp_path / ("out" if command == "train" else "out.csv")
     tail = ["--out", out, "--epochs", 1] if command == "train" else ["--out", out]
-    # (train takes a folder's tables as parts: an empty one is refused as such)
-    _bad(capsys, *lead, folder, *tail,
-         names=("a_folder.csv", "a folder without a table" if command == "train" else "is a directory"))
+    # (train takes a folder's tables as parts, detect as a feed: an empty one is refused as such)
+    _bad(capsys, *lead, folder, *tail, names=("a_folder.csv", "a folder without a table"))
     _bad(capsys, *lead, tmp_path / "nowhere.csv", *tail, names=("nowhere.csv", "not found"))
     _nothing_written(tmp_path, out)
 

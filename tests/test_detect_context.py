@@ -186,3 +186,38 @@ def test_cli_bad_context(model_dir, tmp_path, capsys, series):
     bad_input(capsys, "detect", model_dir, data, "--context", before, "--out", out,
               names=[f"{before}: other sensors than the model was trained on"])
     assert not out.exists()
+
+
+@pytest.mark.parametrize("timed", [True, False])
+def test_cli_detect_of_a_folder_is_one_feed(model_dir, tmp_path, capsys, series, timed):
+    """DATA a folder of a logger's rolled files (one of them 10 rows): scored in name order, each after the rows
+    before it, as `detect` of the feed as one table (1e-6: the files' windows go through in other batches);
+    untimed rows numbered through the files; a gap filled in one file marks its rows in `filled`, 0 elsewhere;
+    SCORES.csv inside the folder refused (the next run would score it as the feed's next file)."""
+    whole = series if timed else series.drop(columns="timestamp")
+    feed, before = tmp_path / "feed", tmp_path / "before.csv"
+    feed.mkdir()
+    whole.iloc[600:900].to_csv(before, index=False)
+    pieces = {"day1.csv": (900, 1000), "day2.csv": (1000, 1010), "day3.csv": (1010, 1200)}
+    for name, (start, stop) in pieces.items():
+        whole.iloc[start:stop].to_csv(feed / name, index=False)
+    (feed / "notes.txt").write_text("not a table")
+    code, out, err = run_cli(capsys, "detect", model_dir, feed, "--context", before, "--out", tmp_path / "s.csv",
+                             "--device", "cpu")
+    assert code == 0, err
+    assert out.startswith("scored 300 of 300 rows after 90 rows of context:"), out
+    got = pd.read_csv(tmp_path / "s.csv")
+    model = MSCRED.load(model_dir, device="cpu")
+    expect = model.detect(whole.iloc[900:1200].reset_index(drop=True), context=whole.iloc[600:900].reset_index(
+        drop=True))
+    np.testing.assert_allclose(got["score"], expect["score"], rtol=1e-6, atol=1e-12)
+    np.testing.assert_array_equal(got.iloc[:, 0], whole["timestamp"].iloc[900:1200] if timed else np.arange(300))
+    gappy = whole.iloc[1000:1010].copy()
+    gappy.iloc[4, -1] = np.nan
+    gappy.to_csv(feed / "day2.csv", index=False)
+    code, out, err = run_cli(capsys, "detect", model_dir, feed, "--out", tmp_path / "s2.csv", "--device", "cpu",
+                             "--missing", "interpolate")
+    assert code == 0, err
+    filled = pd.read_csv(tmp_path / "s2.csv")["filled"]
+    assert filled.sum() == 1 and filled.iloc[104] == 1 and len(filled) == 300
+    bad_input(capsys, "detect", model_dir, feed, "--out", feed / "s.csv", names=["is in the folder DATA"])

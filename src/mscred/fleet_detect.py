@@ -75,38 +75,6 @@ def data_files(folder: str | Path, what: str = "data") -> dict[str, Path]:
     return found
 
 
-def _followed(before, table, keep: int):
-    """The last ``keep`` rows of ``before`` (a Table, or None) and ``table``'s after them, as one Table: the context
-    of a folder's next file, however short its files (the one before alone may hold fewer rows than a window).
-    Timestamps are kept where both have them (detect checks the next file's first against the last); untimed rows
-    are counted from 0. Tables of other sensor names (a positional .npy beside a CSV) are not joined."""
-    import dataclasses
-
-    if before is None or set(before.sensors) != set(table.sensors):
-        return table.last(keep)
-    table = table.in_order(before.sensors)
-    values = np.concatenate([before.values, table.values])
-    timed = not isinstance(before.index, pd.RangeIndex) and not isinstance(table.index, pd.RangeIndex)
-    gaps = None
-    if before.gaps is not None or table.gaps is not None:
-        gaps = np.concatenate([t.gaps if t.gaps is not None else np.zeros(t.values.shape, dtype=bool)
-                               for t in (before, table)])
-    joined = dataclasses.replace(table, values=values, labels=None, gaps=gaps, time_gap=None,
-                                 index=before.index.append(table.index) if timed else pd.RangeIndex(len(values)))
-    return joined.last(keep)
-
-
-def _one_feed(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """The SCORES tables of a folder's files as one feed's: untimed rows numbered through the files (each file's
-    own count from 0 would repeat), timed ones as they are."""
-    if len(frames) == 1:
-        return frames[0]
-    if "row" in frames[0].columns:
-        starts = np.cumsum([0] + [len(f) for f in frames[:-1]])
-        frames = [f.assign(row=f["row"] + start) for f, start in zip(frames, starts)]
-    return pd.concat(frames, ignore_index=True)
-
-
 def parts_of(path: Path) -> list[Path]:
     """An entity's tables: ``path`` itself, or a folder's tables in name order (a logger's rolled files)."""
     return table_files(path) if path.is_dir() else [path]
@@ -134,6 +102,7 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
     from mscred.detector import MSCRED
     from mscred.events import COLUMNS as EVENT_COLUMNS
     from mscred.events import events_table
+    from mscred.feed import score_feed
 
     out = Path(out)
     check_replaceable_dir(out, owned_names(out), "mscred fleet-detect scores")
@@ -161,15 +130,10 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                     policy = missing or model.config_.train.missing
                     ctx = (load_table(parts_of(before[name])[-1], missing=policy, ignore_label=True,
                                       encoding=encoding) if name in before else None)
-                    sig = model.config_.signature
-                    keep = max(sig.windows) + sig.steps * sig.gap   # (more context than any file can use)
-                    frames, used = [], []   # (used: each part's rows of context, ``context_rows``)
-                    for path in parts_of(tables[name]):   # (a folder's files as one feed: each after the rows before)
-                        table = load_table(path, missing=policy, ignore_label=True, encoding=encoding)
-                        frames.append(model.detect(table, context=ctx, sensor_scores=sensor_scores))
-                        used.append(model.context_rows(len(ctx.values), len(table.values)) if ctx is not None else 0)
-                        ctx = _followed(ctx, table, keep)
-                    frame = _one_feed(frames)
+                    tables_of = (load_table(path, missing=policy, ignore_label=True, encoding=encoding)
+                                 for path in parts_of(tables[name]))   # (a folder's files as one feed)
+                    feed = score_feed(model, tables_of, ctx, sensor_scores=sensor_scores)
+                    frame = feed.frame
                 except InputError as err:   # the entity's data or model: its row says what and where
                     row["status"] = BAD_INPUT + str(err)
                 except Exception as err:  # noqa: BLE001 - one entity must not stop the fleet (as fleet's rows)
@@ -181,9 +145,8 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                         alarms.append(found.assign(entity=name))
                     if report:
                         plots.offer(name, frame, float(model.threshold_))
-                    row.update(status="ok", rows=len(frame), context_rows=used[0],
-                               scored=sum(int((model.window_of_row(len(part), rows) >= 0).sum())
-                                          for part, rows in zip(frames, used)),
+                    row.update(status="ok", rows=len(frame), context_rows=feed.context_rows[0],
+                               scored=feed.scored(model),
                                anomalous=int(frame["is_anomaly"].sum()), intervals=len(found),
                                threshold=float(model.threshold_))
             rows.append(row)

@@ -1,6 +1,7 @@
 """`mscred detect MODEL_DIR DATA --out SCORES.csv`: per-row scores, anomalies and root causes."""
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import click
@@ -12,7 +13,7 @@ from mscred.config import MISSING_POLICIES
 
 @click.command()
 @click.argument("model_dir", type=NamedPath(file_okay=False, hint="give the model's folder"))
-@click.argument("data", type=NamedPath(dir_okay=False))
+@click.argument("data", type=NamedPath())
 @click.option("--out", "out", required=True, type=NamedPath(dir_okay=False), help="SCORES.csv to write.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
@@ -38,6 +39,8 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     normal), scales (window lengths that flag the row: 10 alone for a short anomaly, all for a long one); with
     --missing interpolate and gaps in DATA, filled (how many of the row's sensor values were interpolated).
     Alone, DATA's first rows (90 at the defaults) have no full window and score 0; --context gives them one.
+    DATA may be a folder of the tables a logger rolls: scored as one feed, its files in name order, each after the
+    rows before it (SCORES.csv as of the feed as one table; untimed rows numbered through the files).
     """
     from mscred.atomic import atomic_path
     from mscred.cli.train import report_filled, report_time_gap
@@ -46,9 +49,19 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     from mscred.detector import MSCRED
     from mscred.errors import InputError
     from mscred.events import events_table
+    from mscred.feed import score_feed
+    from mscred.fleet import table_files
     from mscred.metrics import events as runs
 
-    inputs = [data] + ([context] if context else [])
+    files = table_files(Path(data)) if Path(data).is_dir() else [Path(data)]
+    if not files:
+        raise InputError(f"{data}: a folder without a table (.csv, .parquet, .pq, .npy files) to score")
+    if Path(data).is_dir():   # (a file written there would be scored as the feed's next by the next run)
+        for path, instead in [(out, "write it elsewhere"), (events, "write it elsewhere"),
+                              (context, "give the rows before it from elsewhere")]:
+            if path is not None and Path(path).resolve().parent == Path(data).resolve():
+                raise InputError(f"{path}: is in the folder DATA {data}, whose tables are the feed: {instead}")
+    inputs = files + ([context] if context else [])
     check_writable_table(out, inputs=inputs)
     if events is not None:
         if Path(events).resolve() == Path(out).resolve():
@@ -59,17 +72,23 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     model = MSCRED.load(model_dir, device=device)
     missing = missing or model.config.train.missing
     # (the label column is ground truth, which scoring does not use: not checked here, as evaluate checks it)
-    table = load_table(data, missing=missing, ignore_label=True, encoding=encoding)
+    first = load_table(files[0], missing=missing, ignore_label=True, encoding=encoding)   # (DATA's errors first)
     before = load_table(context, missing=missing, ignore_label=True, encoding=encoding) if context else None
-    frame = model.detect(table, context=before, sensor_scores=sensor_scores)
+    rest = (load_table(path, missing=missing, ignore_label=True, encoding=encoding) for path in files[1:])
+    feed = score_feed(model, itertools.chain([first], rest), before, sensor_scores=sensor_scores)
+    frame = feed.frame
     # Notes about the data once it scored (a table refused by the model, e.g. for its sensors, gets its one line)
-    report_filled(table)
-    report_time_gap(table)   # (a window over a plant stop scores both sides as one)
-    note = seam_note(before, table) if before is not None else None
-    if note:
-        click.echo(f"note: {note}", err=True)
-    if table.gaps is not None:  # scores resting on interpolated values are marked as such
-        frame["filled"] = table.gaps.sum(axis=1)
+    for previous, table in zip([before] + feed.tables[:-1], feed.tables):
+        report_filled(table)
+        report_time_gap(table)   # (a window over a plant stop scores both sides as one)
+        note = seam_note(previous, table) if previous is not None else None
+        if note:
+            click.echo(f"note: {note}", err=True)
+    if any(table.gaps is not None for table in feed.tables):  # scores resting on interpolated values are marked
+        import numpy as np
+
+        frame["filled"] = np.concatenate([table.gaps.sum(axis=1) if table.gaps is not None
+                                          else np.zeros(len(table.values), dtype=np.int64) for table in feed.tables])
     with atomic_path(out) as tmp:
         write_table(frame, tmp)
     found = runs(frame["is_anomaly"].to_numpy())
@@ -78,8 +97,8 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
             write_table(events_table(frame, top_k=model.config_.score.top_k), tmp)
     # Rows no window covers (before the first full window, a few after the last segment) score 0: said, since
     # "scored 1500 rows" read as if every row had been judged.
-    used = model.context_rows(len(before.values), len(frame)) if before is not None else 0
-    uncovered = int((model.window_of_row(len(frame), used) < 0).sum())
+    used = feed.context_rows[0]
+    uncovered = len(frame) - feed.scored(model)
     if as_json:
         import json
 

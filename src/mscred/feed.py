@@ -1,0 +1,77 @@
+"""A logger's rolled files scored as one feed (``detect DIR``, ``fleet-detect``'s entity folders).
+
+Each file is scored after the rows before it -- the rows of every earlier file, not the previous file alone, whose
+few rows (a file rolled early) would leave the next one's first rows without a full window -- with ``detect``'s
+context, so that the scores are those of the feed as one table, to within the float32 network's batching (the
+files' windows go through in other batches: ~1e-7 relative, as ``detect --context`` of a split already is).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Optional
+
+import numpy as np
+import pandas as pd
+
+from mscred.data.io import Table
+
+
+@dataclasses.dataclass
+class FeedScores:
+    """``frame``: the feed's SCORES table; ``frames``, ``tables`` and ``context_rows``: each file's scores, table and
+    rows of context used (``MSCRED.context_rows``)."""
+
+    frame: pd.DataFrame
+    frames: list[pd.DataFrame]
+    tables: list[Table]
+    context_rows: list[int]
+
+    def scored(self, model) -> int:
+        """How many of the feed's rows a window covers (the others score 0)."""
+        return sum(int((model.window_of_row(len(part), rows) >= 0).sum())
+                   for part, rows in zip(self.frames, self.context_rows))
+
+
+def score_feed(model, tables: Iterable[Table], context: Optional[Table] = None,
+               sensor_scores: bool = False) -> FeedScores:
+    """``tables`` (a feed's files in order, loaded as they are needed) scored by ``model`` one after the other, the
+    first after ``context`` when given, each next one after the rows before it."""
+    sig = model.config_.signature
+    keep = max(sig.windows) + sig.steps * sig.gap   # (more context than any file can use)
+    frames, loaded, used = [], [], []
+    for table in tables:
+        frames.append(model.detect(table, context=context, sensor_scores=sensor_scores))
+        used.append(model.context_rows(len(context.values), len(table.values)) if context is not None else 0)
+        loaded.append(table)
+        context = _followed(context, table, keep)
+    return FeedScores(_one_feed(frames), frames, loaded, used)
+
+
+def _followed(before: Optional[Table], table: Table, keep: int) -> Table:
+    """The last ``keep`` rows of ``before`` (a Table, or None) and ``table``'s after them, as one Table: the context
+    of a folder's next file, however short its files (the one before alone may hold fewer rows than a window).
+    Timestamps are kept where both have them (detect checks the next file's first against the last); untimed rows
+    are counted from 0. Tables of other sensor names (a positional .npy beside a CSV) are not joined."""
+    if before is None or set(before.sensors) != set(table.sensors):
+        return table.last(keep)
+    table = table.in_order(before.sensors)
+    values = np.concatenate([before.values, table.values])
+    timed = not isinstance(before.index, pd.RangeIndex) and not isinstance(table.index, pd.RangeIndex)
+    gaps = None
+    if before.gaps is not None or table.gaps is not None:
+        gaps = np.concatenate([t.gaps if t.gaps is not None else np.zeros(t.values.shape, dtype=bool)
+                               for t in (before, table)])
+    joined = dataclasses.replace(table, values=values, labels=None, gaps=gaps, time_gap=None,
+                                 index=before.index.append(table.index) if timed else pd.RangeIndex(len(values)))
+    return joined.last(keep)
+
+
+def _one_feed(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """The SCORES tables of a folder's files as one feed's: untimed rows numbered through the files (each file's
+    own count from 0 would repeat), timed ones as they are."""
+    if len(frames) == 1:
+        return frames[0]
+    if "row" in frames[0].columns:
+        starts = np.cumsum([0] + [len(f) for f in frames[:-1]])
+        frames = [f.assign(row=f["row"] + start) for f, start in zip(frames, starts)]
+    return pd.concat(frames, ignore_index=True)
