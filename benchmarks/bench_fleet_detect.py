@@ -4,7 +4,6 @@ alternately ROUNDS times; the scores of both are compared (identical). Prints on
     PYTHONPATH=src python3 benchmarks/bench_fleet_detect.py [ENTITIES] [ROWS]   (results/fleet_detect/)"""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -15,17 +14,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from cli_helpers import sensor_frame, tiny_model  # noqa: E402
+from cli_timing import MSCRED, run  # noqa: E402
 
 ENTITIES = int(sys.argv[1]) if len(sys.argv) > 1 else 8
 ROWS = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
 SENSORS, ROUNDS = 10, 3
-MSCRED = [sys.executable, "-m", "mscred"]
-
-
-def run(argv) -> float:
-    start = time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True, env={**os.environ, "OMP_NUM_THREADS": "2"})
-    return time.perf_counter() - start
 
 
 with tempfile.TemporaryDirectory() as folder:
