@@ -130,8 +130,8 @@ def _folder_entities(folder: Path) -> list[Entity]:
             # without a word, the summary read "1 of 1 entities trained" for a fleet of two.
             if train is not None or test is not None:
                 entities.append(Entity(item.name, "dataset", "table", str(item), _size(train or test)))
-            elif table_files(item):   # (a folder of neither was dropped without a word)
-                entities.append(Entity(item.name, "parts", str(item), None, sum(map(_size, table_files(item)))))
+            elif parts := table_files(item):   # (a folder of neither was dropped without a word)
+                entities.append(Entity(item.name, "parts", str(item), None, sum(map(_size, parts))))
         elif item.suffix.lower() in TABLE_SUFFIXES:
             entities.append(Entity(item.stem, "file", str(item), None, _size(item)))
     if not entities:
@@ -145,6 +145,18 @@ def table_files(folder: Path) -> list[Path]:
     and other types are not its."""
     return sorted(p for p in folder.iterdir()
                   if p.is_file() and not p.name.startswith(".") and p.suffix.lower() in TABLE_SUFFIXES)
+
+
+def tables_given(path: str | Path, purpose: str) -> list[Path]:
+    """A DATA argument's tables: ``path`` itself, or a folder's ``table_files`` (a logger's rolled files: parts to
+    train on, a feed to score); a folder without one is bad input, named, with ``purpose`` ("to train on")."""
+    path = Path(path)
+    if not path.is_dir():
+        return [path]
+    found = table_files(path)
+    if not found:
+        raise InputError(f"{path}: a folder without a table ({', '.join(TABLE_SUFFIXES)} files) {purpose}")
+    return found
 
 
 def _dataset_entities(source: str, root: Optional[str]) -> list[Entity]:

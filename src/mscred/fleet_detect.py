@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.errors import InputError
-from mscred.fleet import BAD_INPUT, TABLE_SUFFIXES, safe_name, table_files
+from mscred.fleet import BAD_INPUT, TABLE_SUFFIXES, safe_name, table_files, tables_given
 
 SUMMARY, SCORES, EVENTS, REPORT = "summary.csv", "scores", "events.csv", "report.html"
 COLUMNS = ["entity", "status", "rows", "scored", "anomalous", "intervals", "threshold", "context_rows"]
@@ -53,15 +53,15 @@ def model_folders(fleet: str | Path) -> dict[str, Path]:
 
 def data_files(folder: str | Path, what: str = "data") -> dict[str, Path]:
     """The tables of ``folder`` by entity (the file name as `mscred fleet` names its models), or an entity's folder
-    of tables (its name; ``parts_of`` lists them); hidden entries and folders without a table are skipped, and two of
-    one entity (pump.csv and pump.parquet, or pump/) are an InputError."""
+    of tables (its name; ``fleet.tables_given`` lists them); hidden entries and folders without a table are skipped,
+    and two of one entity (pump.csv and pump.parquet, or pump/) are an InputError."""
     folder = existing_folder(folder, f"the {what}: a folder of one table per entity")
     found: dict[str, Path] = {}
     for item in sorted(folder.iterdir()):
         if item.name.startswith("."):
             continue
         if item.is_dir():
-            if not parts_of(item):
+            if not table_files(item):
                 continue
             name = safe_name(item.name)
         elif not item.is_file() or item.suffix.lower() not in TABLE_SUFFIXES:
@@ -73,11 +73,6 @@ def data_files(folder: str | Path, what: str = "data") -> dict[str, Path]:
                              "one")
         found[name] = item
     return found
-
-
-def parts_of(path: Path) -> list[Path]:
-    """An entity's tables: ``path`` itself, or a folder's tables in name order (a logger's rolled files)."""
-    return table_files(path) if path.is_dir() else [path]
 
 
 def owned_names(out: Path) -> set[str]:
@@ -128,10 +123,10 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                 try:
                     model = MSCRED.load(models[name], device=device)
                     policy = missing or model.config_.train.missing
-                    ctx = (load_table(parts_of(before[name])[-1], missing=policy, ignore_label=True,
-                                      encoding=encoding) if name in before else None)
+                    ctx = (load_table(tables_given(before[name], "as context")[-1], missing=policy,
+                                      ignore_label=True, encoding=encoding) if name in before else None)
                     tables_of = (load_table(path, missing=policy, ignore_label=True, encoding=encoding)
-                                 for path in parts_of(tables[name]))   # (a folder's files as one feed)
+                                 for path in tables_given(tables[name], "to score"))   # (a folder's files as one feed)
                     feed = score_feed(model, tables_of, ctx, sensor_scores=sensor_scores)
                     frame = feed.frame
                 except InputError as err:   # the entity's data or model: its row says what and where

@@ -50,12 +50,10 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     from mscred.errors import InputError
     from mscred.events import events_table
     from mscred.feed import score_feed
-    from mscred.fleet import TABLE_SUFFIXES, table_files
+    from mscred.fleet import tables_given
     from mscred.metrics import events as runs
 
-    files = table_files(Path(data)) if Path(data).is_dir() else [Path(data)]
-    if not files:
-        raise InputError(f"{data}: a folder without a table ({', '.join(TABLE_SUFFIXES)} files) to score")
+    files = tables_given(data, "to score")   # (a folder's, as one feed)
     if Path(data).is_dir():   # (a file written there would be scored as the feed's next by the next run)
         for path, instead in [(out, "write it elsewhere"), (events, "write it elsewhere"),
                               (context, "give the rows before it from elsewhere")]:

@@ -211,24 +211,6 @@ def check_val_scores_place(path: Path, out: Path) -> None:
                              "validation scores elsewhere")
 
 
-def parts_given(paths) -> list[Path]:
-    """DATA's files: each path itself, or a folder's tables in name order (its hidden files and other types left
-    out); a folder without one is bad input, named."""
-    from mscred.errors import InputError
-    from mscred.fleet import TABLE_SUFFIXES, table_files
-
-    files = []
-    for path in map(Path, paths):
-        if not path.is_dir():
-            files.append(path)
-            continue
-        found = table_files(path)
-        if not found:
-            raise InputError(f"{path}: a folder without a table ({', '.join(TABLE_SUFFIXES)} files) to train on")
-        files += found
-    return files
-
-
 def _write_validation_scores(model, parts, path) -> None:
     """The validation rows' scores as a SCORES file (timestamp or row, score, is_anomaly), as `detect` writes; for
     training data in parts, a first column ``part`` (1-based) and each row's timestamp (or row number) in its part."""
@@ -282,9 +264,10 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     from mscred.data.parts import in_order_of, joined, record_signature
     from mscred.detector import MSCRED
     from mscred.errors import IgnoredSettingWarning, InputError, note_lines
+    from mscred.fleet import tables_given
 
     folders = [Path(path).resolve() for path in data if Path(path).is_dir()]
-    data = parts_given(data)
+    data = [part for path in data for part in tables_given(path, "to train on")]   # (a folder: its tables)
     overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
                  "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
                  "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing}
