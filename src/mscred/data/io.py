@@ -352,13 +352,13 @@ def _time_order(index: pd.Index, source: str, label: str) -> Optional[tuple[np.n
         numbers, texts = np.array([np.nan]), None   # (date text skips the number parse: 2 s a million rows)
         if len(index) and _is_number(str(index[0]).strip()):
             texts = np.asarray(index, dtype=object)   # (once: 0.1 s a million pandas 3 strings)
+            # (the nearest floats on any pandas, as the keys must be to round monotonically: ties are all
+            # _exact_order sees; coerce_float64 reads the texts as float() does before pandas 3.1)
             numbers = coerce_float64(pd.Series(texts))
             huge = [] if np.isfinite(numbers).all() else [i for i, v in enumerate(texts) if _huge_int(v)]
             if huge:   # (looked for only among non-finite keys: the common path pays no loop)
                 raise InputError(f"{where} row {huge[0] + 1}: integer {_shown_int(index[huge[0]])} is beyond "
                                  "float64's range (~1.8e308)")
-            if not pandas_rounds_floats():   # the keys must round monotonically: ties are all _exact_order sees
-                numbers = _nearest_floats(texts, numbers)
         if len(numbers) == len(index) and np.isfinite(numbers).all():
             keys, exact = numbers, texts          # numbers as text ('1700000000.0000001')
         elif len(numbers) == len(index) and np.isfinite(numbers[0]):
@@ -921,12 +921,10 @@ def _exact_times(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> pd.Dat
     text = raw[TIMESTAMP]
     if len(text) != len(df):
         return df
-    parsed = numbers = df[TIMESTAMP].to_numpy()
-    if not pandas_rounds_floats():   # (pandas before 3.1 read a 17-digit time a unit in the last place off)
-        numbers = _nearest_floats(text.to_numpy(dtype=object), parsed)
-    if _changed_by_float(numbers, text):
+    # (the nearest floats of the text on any pandas: _csv_call reads them so before pandas 3.1 too)
+    if _changed_by_float(df[TIMESTAMP].to_numpy(), text):
         return df.assign(**{TIMESTAMP: text.str.strip().to_numpy(dtype=object)})
-    return df if numbers is parsed else df.assign(**{TIMESTAMP: numbers})
+    return df
 
 
 def _changed_by_float(numbers: np.ndarray, text: pd.Series) -> Optional[bool]:
