@@ -3,7 +3,8 @@
 Each file is scored after the rows before it -- the rows of every earlier file, not the previous file alone, whose
 few rows (a file rolled early) would leave the next one's first rows without a full window -- with ``detect``'s
 context, so that the scores are those of the feed as one table, to within the float32 network's batching (the
-files' windows go through in other batches: ~1e-7 relative, as ``detect --context`` of a split already is).
+files' windows go through in other batches: up to 1.0e-7 relative over five series, as ``detect --context`` of a
+split already is: benchmarks/feed_split_diff.py, results/feed_split_diff/).
 """
 from __future__ import annotations
 
