@@ -19,6 +19,7 @@ Decisions these tests pin down (SPEC "Bad input" plus what the code does):
 """
 from __future__ import annotations
 
+import csv
 import gzip
 import json
 import os
@@ -322,6 +323,13 @@ def _variants(d: Path) -> dict[str, Path]:
         "windows line endings": _write(d / "crlf.csv", text.replace("\n", "\r\n").encode()),
         "gzip": _write(d / "data.csv.gz", gzip.compress(text.encode())),
         "semicolon separated": _write(d / "semicolon.csv", _frame().to_csv(index=False, sep=";")),
+        # Excel's export where the locale's decimal mark is ',' (Germany, France, ...): ';' and decimal commas
+        "semicolon separated, decimal commas": _write(d / "excel.csv",
+                                                      _frame().to_csv(index=False, sep=";", decimal=",")),
+        "tab-separated .tsv, decimal commas": _write(d / "comma.tsv",
+                                                     _frame().to_csv(index=False, sep="\t", decimal=",")),
+        "decimal commas, blanks about them": _write(d / "blanks.csv", _frame().to_csv(
+            index=False, sep=";", decimal=",").replace(";", " ; ")),
         # pandas' own sniffing split "timestamp|s0|s1|..." on the letter 's' (names s0..s4 here)
         "pipe separated": _write(d / "pipe.csv", _frame().to_csv(index=False, sep="|")),
         "pipe separated .txt": _write(d / "pipe.txt", _frame().to_csv(index=False, sep="|")),
@@ -345,12 +353,34 @@ def test_csv_variants_read_as_the_plain_file(tmp_path):
         np.testing.assert_allclose(table.values, reference.values, rtol=1e-12, err_msg=name)
 
 
-def test_semicolon_with_decimal_comma_names_the_cell(tmp_path, capsys):
-    """The European spreadsheet export: ';' is detected, the decimal comma is then reported at its cell, with what
-    to do about it."""
-    data = _write(tmp_path / "excel.csv", _frame().to_csv(index=False, sep=";", decimal=","))
-    _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1,
-         names=("excel.csv", "column 's0' row 1", "a decimal comma?"))
+def test_semicolon_with_decimal_commas_trains_as_the_plain_file(tmp_path, capsys):
+    """The European spreadsheet export (';' and decimal commas) trains the model the plain file trains, to the bit:
+    the commas are read as decimal points, the numbers then as any decimal text. Refused with a hint before."""
+    excel = _write(tmp_path / "excel.csv", _frame().to_csv(index=False, sep=";", decimal=","))
+    plain = _write(tmp_path / "plain.csv", _frame().to_csv(index=False))
+    for data, out in ((excel, "m_excel"), (plain, "m_plain")):
+        code, _, err = _run(capsys, "train", data, "--out", tmp_path / out, "--epochs", 1, "--device", "cpu")
+        assert code == 0, err
+    from safetensors.numpy import load_file
+    ours, theirs = (load_file(tmp_path / out / "model.safetensors") for out in ("m_excel", "m_plain"))
+    assert ours.keys() == theirs.keys()
+    for key in ours:
+        np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
+
+
+def test_decimal_commas_read_only_where_unambiguous(tmp_path, capsys):
+    """A ','-separated file's quoted "1,234" is a thousands separator as often as a decimal comma, and a column
+    holding both "1,5" and "2.5" mixes the two marks: both are refused at their cell, never guessed."""
+    frame = _frame().astype({"s1": object})
+    frame.loc[:, "s1"] = [f"{v:.3f}".replace(".", ",") for v in _frame()["s1"]]
+    data = _write(tmp_path / "quoted.csv", frame.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC))
+    _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, names=("quoted.csv", "column 's1' row 1"))
+    mixed = _frame().to_csv(index=False, sep=";", decimal=",").splitlines()
+    cells = mixed[7].split(";")
+    cells[3] = cells[3].replace(",", ".")
+    mixed[7] = ";".join(cells)
+    data = _write(tmp_path / "mixed.csv", "\n".join(mixed) + "\n")
+    _bad(capsys, "train", data, "--out", tmp_path / "m", "--epochs", 1, names=("mixed.csv", "column 's2' row 1"))
     _nothing_written(tmp_path, tmp_path / "m")
 
 

@@ -11,6 +11,7 @@ import pytest
 from cli_helpers import sensor_frame
 from mscred.data import follow
 from mscred.data.follow import GrowingCsv
+from mscred.data.io import coerce_float64
 
 FEED = sensor_frame(60, 3, seed=2)
 
@@ -50,6 +51,23 @@ def test_complete_lines_only(feed):
     assert follower.poll() is None
     _rows(follower, 12, 13, final=True)   # the writer has stopped: taken whole
     assert follower.rotations == 0 and not follower.notes
+
+
+def test_decimal_commas_in_appended_lines(tmp_path):
+    """A ';'-separated export with decimal commas, followed: each poll's lines read as the whole file is read."""
+    def lines(a: int, b: int, header: bool = False) -> bytes:
+        return FEED.iloc[a:b].to_csv(index=False, header=header, sep=";", decimal=",").encode()
+
+    path = tmp_path / "excel.csv"
+    path.write_bytes(lines(0, 10, header=True))
+    follower = GrowingCsv(path)
+    for a, b in ((0, 10), (10, 25)):
+        if a:
+            _append(path, lines(a, b))
+        rows = follower.poll()
+        read = np.column_stack([coerce_float64(rows[c]) for c in ("s0", "s1", "s2")])   # (as load_table reads)
+        np.testing.assert_array_equal(read, FEED.iloc[a:b, 1:].to_numpy())
+    follower.close()
 
 
 def test_renamed_and_created_again(feed):

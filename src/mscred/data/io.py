@@ -116,7 +116,8 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
     path : str or PathLike
         ``.csv`` (also ``.txt``/``.tsv``, and any of them compressed as ``.gz``/``.bz2``/``.xz``/``.zip``/``.zst``;
         the separator is sniffed for .txt/.tsv, and for a .csv whose header holds no comma but a ';', tab or '|', or
-        whose header and rows read as one column of blank-separated fields, as many in each),
+        whose header and rows read as one column of blank-separated fields, as many in each; in a table not
+        separated by ',' a column written with decimal commas throughout is read as decimals),
         ``.parquet``/``.pq``, or ``.npy`` (a 2-D numeric
         array (T, n) whose columns become ``sensor_0 ..``, a 1-D array (T,) as one sensor, or a structured array
         whose field names are the columns).
@@ -810,6 +811,8 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
             elif re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?", text) and "." in text:
                 hint = " (a thousands separator? save the numbers without it)"
             elif _is_number(text.replace(",", ".", 1)) and text.count(",") == 1:
+                # (a column of decimal commas alone is read as such where ',' is not the separator: here the
+                # column mixes them with points, or the file is ','-separated, where "1,234" may be a thousand)
                 hint = " (a decimal comma? save the file with '.' as the decimal separator)"
             raise InputError(f"{source}: column '{col}' {_row(series, row)}: value {short_repr(series.iloc[row])} "
                              f"is not a number{hint}")
@@ -903,10 +906,42 @@ def _read_csv(path: Path, encoding: str = _DEFAULT_ENCODING, **options: Any) -> 
     if df.shape[1] == 0:
         raise InputError(f"{path}: the file has no columns")
     _check_header(path, df, kwargs)
+    if kwargs.get("sep", ",") != ",":
+        df = _decimal_comma_columns(df)
     if TIMESTAMP in df.columns and pd.api.types.is_float_dtype(df[TIMESTAMP].dtype):
         df = _exact_times(path, df, kwargs)
     # Spreadsheet exports pad names ('pump_1 , pump_2'): the padding is invisible in messages and in the model.
     return df.set_axis([c.strip() if isinstance(c, str) else c for c in df.columns], axis=1)
+
+
+# A number written with a decimal comma, as a European spreadsheet writes it ("-1,5", "2,", ",5", "1,5e-3"), or an
+# integer; ASCII blanks about it allowed. One comma at most: "1,234,567" is a thousands separator, never read so.
+_DECIMAL_COMMA = re.compile(r"[ \t]*[+-]?(\d+,?\d*|,\d+)([eE][+-]?\d+)?[ \t]*")
+
+
+def _decimal_comma_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with each text column whose every value is a decimal-comma number (``_DECIMAL_COMMA``; at least one
+    with its comma) rewritten with decimal points, for the readers downstream to read as any decimal text.
+
+    Only for tables separated by something other than ',' (``_read_csv``): there the comma can only be the decimal
+    separator (Excel writes ';'-separated files with it where the locale's decimal mark is ','), while in a
+    ','-separated file a quoted "1,234" is a thousands separator's as often. A column holding both "1,5" and "2.5"
+    is left as it is and refused downstream at its first decimal comma: which mark means what is then a guess."""
+    out = df
+    for position, col in enumerate(df.columns):
+        series = df.iloc[:, position]
+        if pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_datetime64_any_dtype(series.dtype):
+            continue
+        present = series[~pd.isna(series)]   # (read_csv's text columns hold str and missing values only)
+        if not len(present):
+            continue
+        texts = present.astype(str).str
+        if not texts.contains(",", regex=False).any() or not texts.fullmatch(_DECIMAL_COMMA).all():
+            continue
+        if out is df:
+            out = df.copy()
+        out.isetitem(position, series.str.replace(",", ".", regex=False))
+    return out
 
 
 def _exact_times(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> pd.DataFrame:
