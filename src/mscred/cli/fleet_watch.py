@@ -20,6 +20,7 @@ import click
 import pandas as pd
 
 from mscred.cli.params import NamedPath, encoding_option
+from mscred.cli.watch_metrics import MetricsFile, check_metrics_path, metrics_option
 from mscred.config import MISSING_POLICIES
 
 SUMMARY_COLUMNS = ["entity", "status", "file", "rows", "anomalous", "alarms", "threshold"]
@@ -48,9 +49,10 @@ SUMMARY_COLUMNS = ["entity", "status", "file", "rows", "anomalous", "alarms", "t
               help="Score only the lines the files gain from now on: the rows they hold at the start are history.")
 @click.option("--json", "as_json", is_flag=True,
               help="Each alarm, clear and summary as one JSON object a line on stdout, with its entity.")
+@metrics_option
 @encoding_option
 def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
-                as_json, encoding) -> None:
+                as_json, metrics, encoding) -> None:
     """Score LIVE, a folder of one growing CSV per entity (<entity>.csv) or of one folder per entity of the files a
     logger rolls (<entity>/, followed in name order as `watch DIR` follows them), each with the model of its name in
     FLEET (the folder `mscred fleet` wrote, or a folder of model folders), as the files grow, into --out.
@@ -72,14 +74,18 @@ def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interv
     live = existing_folder(live, "the entities' growing CSV files, one a file")
     if Path(out).resolve() == live.resolve() or live.resolve() in Path(out).resolve().parents:
         raise InputError(f"{out}: is inside the watched folder {live}: write it elsewhere")
+    if metrics is not None:
+        check_metrics_path(metrics, others=[out, live])
     fleet_run = FleetWatch(models, live, Path(out), dict(device=device, missing=missing, sensor_scores=sensor_scores,
                                                           events=events, as_json=as_json, encoding=encoding),
-                           "resume" if resume else "new_only" if new_only else None)
+                           "resume" if resume else "new_only" if new_only else None,
+                           None if metrics is None else MetricsFile(metrics, label="entity"))
     with stopped_by_a_person() as terminated:
         try:
             fleet_run.run(interval, idle_exit)
         finally:
             fleet_run.close()
+    fleet_run.write_metrics()
     stopped = fleet_run.summary()
     terminated.raise_again()   # (SIGTERM: exit 143, after the summary and summary.csv)
     if stopped:
@@ -89,8 +95,10 @@ def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interv
 class FleetWatch:
     """The entities' watches: started as their files appear, polled in turn, stopped one by one on bad input."""
 
-    def __init__(self, models: dict, live: Path, out: Path, options: dict, start: Optional[str]):
+    def __init__(self, models: dict, live: Path, out: Path, options: dict, start: Optional[str],
+                 metrics: Optional[MetricsFile] = None):
         self.models, self.live, self.out, self.options, self.start = models, live, out, options, start
+        self.metrics = metrics
         self.watches: dict[str, EntityWatch] = {}
         self.noted: set[str] = set()      # files without a model, said once
 
@@ -128,7 +136,18 @@ class FleetWatch:
         gained = False
         for watch in self.watches.values():
             gained |= watch.poll(final)
+        if self.metrics is not None:
+            self.metrics.after_poll(self._feeds(), gained)
         return gained
+
+    def _feeds(self) -> dict:
+        """Each entity watched: its scores (None where it stopped before any) and why it stopped (or None)."""
+        return {entity: (watch.scores, watch.stopped) for entity, watch in self.watches.items()}
+
+    def write_metrics(self) -> None:
+        """The metrics file's last state (with --metrics), once the watch has stopped."""
+        if self.metrics is not None:
+            self.metrics.write(self._feeds())
 
     def close(self) -> None:
         for watch in self.watches.values():

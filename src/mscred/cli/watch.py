@@ -9,6 +9,7 @@ from typing import Iterator
 import click
 
 from mscred.cli.params import NamedPath, encoding_option
+from mscred.cli.watch_metrics import MetricsFile, check_metrics_path, metrics_option
 from mscred.cli.watch_output import OpenRun, Scores
 from mscred.config import MISSING_POLICIES
 
@@ -39,9 +40,10 @@ from mscred.config import MISSING_POLICIES
               help="Each alarm, clear and the summary as one JSON object a line on stdout (event, the row's "
                    "timestamp or row, score, threshold, root_causes; start, rows, peak_score; the counts and files), "
                    "for scripts.")
+@metrics_option
 @encoding_option
 def watch(model_dir, data, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
-          as_json, encoding) -> None:
+          as_json, metrics, encoding) -> None:
     """Score DATA, a CSV file that something appends rows to, as it grows.
 
     Every complete line DATA gains is scored after the rows before it (the rows already in DATA first), and
@@ -70,6 +72,8 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
                          "new one after DATA's rows)")
     if events is not None and Path(events).resolve() == Path(out).resolve():
         raise InputError(f"{events}: --events is --out; give the events another name")
+    if metrics is not None:
+        check_metrics_path(metrics, others=[data, out, events])
     if Path(data).is_dir():
         for path in [out] + ([events] if events is not None else []):
             if Path(path).resolve().parent == Path(data).resolve():
@@ -81,16 +85,32 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     model = MSCRED.load(model_dir, device=device)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
+    exported = None if metrics is None else MetricsFile(metrics, label="data")
+
+    def poll(final: bool) -> bool:
+        gained = poll_once(follower, monitor, scores, final)
+        if exported is not None:
+            exported.after_poll({str(data): (scores, None)}, gained)
+        return gained
+
     with stopped_by_a_person() as terminated:
         try:
             if resume:
                 resume_scores(follower, monitor, scores)
             elif new_only:
                 take_as_history(follower, monitor, scores)
-            follow_until_idle(lambda final: poll_once(follower, monitor, scores, final), interval, idle_exit)
+            follow_until_idle(poll, interval, idle_exit)
+        except InputError as err:   # (a bad row: the metrics say the watch stopped, then its one error line)
+            if exported is not None:
+                from mscred.cli.main import one_line
+
+                exported.write({str(data): (scores, one_line(err))})
+            raise
         finally:
             follower.close()
             scores.close()
+    if exported is not None:
+        exported.write({str(data): (scores, None)})
     scores.summary(data)
     terminated.raise_again()
 

@@ -33,6 +33,7 @@ class Scores:
         self.held = 0               # rows an earlier watch wrote (--resume)
         self.history = 0            # rows DATA held at the start, taken as history and not scored (--new-only)
         self.run: Optional[OpenRun] = None   # the run of anomalous rows the last row written belongs to
+        self.last: Optional[pd.Series] = None   # the last row written (its score, for --metrics)
 
     def resume(self, held: int, run: Optional["OpenRun"]) -> None:
         """Append to the file of an earlier watch, which holds ``held`` rows, its last in ``run`` or in none."""
@@ -61,6 +62,8 @@ class Scores:
                 self._clear(found.iloc[a])
         self.anomalous += int(flagged.sum())
         self.rows += len(found)
+        if len(found):
+            self.last = found.iloc[-1]
         self.chunks += 1
 
     def _alarm(self, row: pd.Series) -> None:
