@@ -2,7 +2,7 @@
 
 What `mscred watch` does for one file, for a fleet: LIVE is a folder of one CSV per entity (``<entity>.csv``,
 named as `mscred fleet` names its models), each followed as it grows (``data.follow.GrowingCsv``: rotations
-included), or of one folder per entity (``<entity>/``) whose files a logger rolls (``RollingCsvFolder``, as
+included), or of one folder per entity (``<entity>/``) whose files a logger rolls (``RollingFolder``, as
 `watch DIR` follows them), and scored after its own rows before (a ``Monitor`` of the entity's model). One `mscred
 watch` per entity would hold Python, torch, a model and its scoring batch's memory for each (1.3 GB at its peak for
 30 sensors on the CPU, benchmarks/results/fleet_watch/); here there is one process, and an entity's model is loaded
@@ -185,7 +185,7 @@ class EntityWatch:
     def __init__(self, entity: str, path: Path, model_dir: Path, out: Path, options: dict, start: Optional[str]):
         from mscred.cli.watch import resume_scores, take_as_history
         from mscred.cli.watch_output import Scores
-        from mscred.data.follow import GrowingCsv, RollingCsvFolder
+        from mscred.data.follow import GrowingCsv, RollingFolder
         from mscred.detector import MSCRED
         from mscred.errors import InputError
 
@@ -193,7 +193,7 @@ class EntityWatch:
         self.follower = self.scores = None
         try:   # (a file or model this entity alone cannot use stops it, not the fleet)
             rolled = path.is_dir()   # (a folder of the files a logger rolls, as `watch DIR`)
-            self.follower = (RollingCsvFolder if rolled else GrowingCsv)(path, encoding=options["encoding"])
+            self.follower = (RollingFolder if rolled else GrowingCsv)(path, encoding=options["encoding"])
             model = MSCRED.load(model_dir, device=options["device"])
             self.monitor = model.monitor(sensor_scores=options["sensor_scores"], missing=options["missing"])
             (out / "scores").mkdir(parents=True, exist_ok=True)

@@ -57,8 +57,9 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     A file rotated in place (renamed and created again, or cut short) is followed as tail -F follows it, with a
     note on stderr. DATA may be a folder whose CSV files a logger rolls (one a day, named so that they sort in
     time order): the files are one feed, in name order, and once a later file appears the watch moves on to it.
+    Parquet files in it are parts of the feed read whole, each once it is complete.
     """
-    from mscred.data.follow import GrowingCsv, RollingCsvFolder
+    from mscred.data.follow import GrowingCsv, RollingFolder
     from mscred.data.io import check_writable_table, is_plain_text
     from mscred.detector import MSCRED
     from mscred.errors import InputError
@@ -79,7 +80,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
             if Path(path).resolve().parent == Path(data).resolve():
                 raise InputError(f"{path}: is in the watched folder {data}, whose tables are the feed: write it "
                                  "elsewhere")
-        follower = RollingCsvFolder(data, encoding=encoding)
+        follower = RollingFolder(data, encoding=encoding)
     else:
         follower = GrowingCsv(data, encoding=encoding)
     model = MSCRED.load(model_dir, device=device)

@@ -30,7 +30,7 @@ from typing import Optional
 
 import pandas as pd
 
-from mscred.data.io import csv_encoding, is_plain_text, read_frame
+from mscred.data.io import csv_encoding, is_parquet, is_plain_text, read_frame
 from mscred.errors import InputError
 
 # Whether the followed file is kept open between polls, to read the rest of it after it is renamed (see above)
@@ -223,20 +223,59 @@ def _newline(codec: str) -> bytes:
     return "\n\n".encode(codec)[len("\n".encode(codec)):]
 
 
-class RollingCsvFolder:
-    """A folder of plain text tables that a logger rolls (``feed-2026-12-05.csv``, then ``feed-2026-12-06.csv``),
-    followed as one feed: the files in name order, each one's lines as they come. Once a file whose name sorts
-    later appears, the rest of the current one is read (its last line taken whole: its writer has moved on) and the
-    next is followed. Hidden files and files of other types (an archive of old ones) are not the feed's."""
+class ParquetPart:
+    """A Parquet file of a rolled folder (a data lake's hourly drop, a Spark or Kafka Connect file sink), read whole
+    once it is complete: nothing appends to a Parquet file, and its writer writes the footer last, so until then
+    it does not read and the poll waits. A file still unreadable when the feed has moved past it (a later file, or
+    the watch's ``final`` poll) is refused with the reader's line. The interface of ``GrowingCsv`` that
+    ``RollingFolder`` uses: ``poll``, ``where``, ``notes``, ``path``, ``close``."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.notes: list[str] = []
+        self.rows = 0            # the file's rows, once read
+        self.done = False
+
+    def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
+        if self.done:
+            return None
+        try:
+            frame = read_frame(self.path, npy=False)
+        except InputError:
+            if final:
+                raise
+            return None   # (being written: its footer is not there yet)
+        self.done, self.rows = True, len(frame)
+        return frame
+
+    def where(self, skip: int = 0) -> str:
+        first = 1 + skip
+        return f"{self.path} row{'s' if self.rows > first else ''} {first}" + (
+            f"-{self.rows}" if self.rows > first else "")
+
+    def close(self) -> None:
+        pass
+
+
+class RollingFolder:
+    """A folder of the tables a logger rolls (``feed-2026-12-05.csv``, then ``feed-2026-12-06.csv``; or the
+    Parquet files a data lake's writer drops, ``part-0001.parquet``), followed as one feed: the files in name order,
+    a text table's lines as they come (``GrowingCsv``), a Parquet file whole once complete (``ParquetPart``). Once a
+    file whose name sorts later appears, the rest of the current one is read (its last line taken whole: its writer
+    has moved on) and the next is followed. Hidden files and files of other types (an archive of old ones, a
+    compressed log) are not the feed's."""
 
     def __init__(self, folder: str | os.PathLike, encoding: Optional[str] = None):
         self.path, self.encoding = Path(folder), encoding
-        self.current: Optional[GrowingCsv] = None
+        self.current: Optional[GrowingCsv | ParquetPart] = None
         self.notes: list[str] = []   # the files' rotations (see ``GrowingCsv``), for the caller to show and clear
 
     def _files(self) -> list[Path]:
         return sorted(p for p in self.path.iterdir()
-                      if p.is_file() and not p.name.startswith(".") and is_plain_text(p))
+                      if p.is_file() and not p.name.startswith(".") and (is_plain_text(p) or is_parquet(p)))
+
+    def _follow(self, path: Path) -> GrowingCsv | ParquetPart:
+        return ParquetPart(path) if is_parquet(path) else GrowingCsv(path, self.encoding)
 
     def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
         """The rows the feed gained since the last poll (those of one file), or None."""
@@ -245,7 +284,7 @@ class RollingCsvFolder:
             if self.current is None:
                 if not files:
                     return None
-                self.current = GrowingCsv(files[0], self.encoding)
+                self.current = self._follow(files[0])
             later = [p for p in files if p.name > self.current.path.name]
             rows = self.current.poll(final=final or bool(later))
             self.notes += self.current.notes
@@ -253,7 +292,7 @@ class RollingCsvFolder:
             if rows is not None or not later:
                 return rows
             self.current.close()
-            self.current = GrowingCsv(later[0], self.encoding)
+            self.current = self._follow(later[0])
 
     def where(self, skip: int = 0) -> str:
         return self.current.where(skip) if self.current is not None else str(self.path)

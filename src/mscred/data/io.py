@@ -154,6 +154,11 @@ def is_plain_text(path: str | os.PathLike) -> bool:
     return Path(path).suffix.lower() in _CSV
 
 
+def is_parquet(path: str | os.PathLike) -> bool:
+    """A .parquet or .pq file."""
+    return Path(path).suffix.lower() in _PARQUET
+
+
 def read_frame(path: str | os.PathLike, *, npy: bool = True, encoding: Optional[str] = None,
                **csv_options: Any) -> pd.DataFrame:
     """Read a CSV (also .txt/.tsv), Parquet or, with ``npy``, .npy file into a DataFrame, without validating its
