@@ -14,7 +14,9 @@ from mscred.config import MISSING_POLICIES
 @click.command()
 @click.argument("model_dir", type=NamedPath(file_okay=False, hint="give the model's folder"))
 @click.argument("data", type=NamedPath())
-@click.option("--out", "out", required=True, type=NamedPath(dir_okay=False), help="SCORES.csv to write.")
+@click.option("--out", "out", required=True, type=NamedPath(dir_okay=False, allow_dash=True),
+              help="SCORES.csv to write ('-': standard output, once everything is scored; the summary then goes "
+                   "to stderr).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="Missing (NaN) sensor values in DATA: 'error' or 'interpolate' [the model's setting, from train].")
@@ -40,9 +42,23 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     --missing interpolate and gaps in DATA, filled (how many of the row's sensor values were interpolated).
     Alone, DATA's first rows (90 at the defaults) have no full window and score 0; --context gives them one.
     DATA may be a folder of the tables a logger rolls: scored as one feed, its files in name order, each after the
-    rows before it (SCORES.csv as of the feed as one table; untimed rows numbered through the files).
+    rows before it (SCORES.csv as of the feed as one table; untimed rows numbered through the files). DATA '-'
+    reads a CSV or Parquet table from standard input.
     """
+    from mscred.cli.stdio import STDIO, stdin_as_file
+    from mscred.errors import InputError
+
+    for option, value in (("--events", events), ("--context", context)):
+        if value is not None and str(value) == STDIO:
+            raise InputError(f"{option} '-': only DATA and --out may be standard input and output; give a file")
+    with stdin_as_file(data) as path:
+        _detect(model_dir, path, out, device, missing, encoding, context, sensor_scores, events, as_json)
+
+
+def _detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json) -> None:
+    """``detect`` of DATA as a path (standard input's copy for '-')."""
     from mscred.atomic import atomic_path
+    from mscred.cli.stdio import STDIO
     from mscred.cli.train import report_filled, report_time_gap
     from mscred.data.context import seam_note
     from mscred.data.io import check_writable_table, load_table, write_table
@@ -60,9 +76,11 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
             if path is not None and Path(path).resolve().parent == Path(data).resolve():
                 raise InputError(f"{path}: is in the folder DATA {data}, whose tables are the feed: {instead}")
     inputs = files + ([context] if context else [])
-    check_writable_table(out, inputs=inputs)
+    to_stdout = str(out) == STDIO
+    if not to_stdout:
+        check_writable_table(out, inputs=inputs)
     if events is not None:
-        if Path(events).resolve() == Path(out).resolve():
+        if not to_stdout and Path(events).resolve() == Path(out).resolve():
             raise InputError(f"{events}: --events is --out; give the events another name")
         check_writable_table(events, inputs=inputs)
     if context and Path(context).resolve() == Path(data).resolve():
@@ -87,12 +105,15 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
 
         frame["filled"] = np.concatenate([table.gaps.sum(axis=1) if table.gaps is not None
                                           else np.zeros(len(table.values), dtype=np.int64) for table in feed.tables])
-    with atomic_path(out) as tmp:
-        write_table(frame, tmp)
     found = runs(frame["is_anomaly"].to_numpy())
     if events is not None:
         with atomic_path(events) as tmp:
             write_table(events_table(frame, top_k=model.config_.score.top_k), tmp)
+    if to_stdout:   # (last: nothing on stdout unless every output was made)
+        click.echo(frame.to_csv(index=False), nl=False)
+    else:
+        with atomic_path(out) as tmp:
+            write_table(frame, tmp)
     # Rows no window covers (before the first full window, a few after the last segment) score 0: said, since
     # "scored 1500 rows" read as if every row had been judged.
     used = feed.context_rows[0]
@@ -103,10 +124,11 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
         click.echo(json.dumps({"rows": len(frame), "scored": len(frame) - uncovered,
                                "anomalous": int(frame["is_anomaly"].sum()), "intervals": len(found),
                                "threshold": float(model.threshold_), "context_rows": used, "out": str(out),
-                               "events": None if events is None else str(events)}))
+                               "events": None if events is None else str(events)}), err=to_stdout)
         return
     unscored = f" ({uncovered} before the first full window or after the last segment score 0)" if uncovered else ""
     after = f" after {used} rows of context" if before is not None else ""
     click.echo(f"scored {len(frame) - uncovered} of {len(frame)} rows{after}{unscored}: "
                f"{int(frame['is_anomaly'].sum())} anomalous in {len(found)} interval(s) (threshold "
-               f"{model.threshold_:.4g}); wrote {out}" + (f" and {events}" if events is not None else ""))
+               f"{model.threshold_:.4g}); wrote {'standard output' if to_stdout else out}"
+               + (f" and {events}" if events is not None else ""), err=to_stdout)
