@@ -368,6 +368,22 @@ def test_semicolon_with_decimal_commas_trains_as_the_plain_file(tmp_path, capsys
         np.testing.assert_array_equal(ours[key], theirs[key], err_msg=key)
 
 
+def test_decimal_comma_times_read_as_the_same_times_with_points(tmp_path):
+    """Epoch seconds written with decimal commas are the times the file written with points gives: numbers where
+    float64 holds them (the index of the same dtype), their text where it does not (17 digits)."""
+    from mscred.data.io import load_table
+
+    for times in (1.7e9 + 0.5 * np.arange(ROWS), [f"1700000000.{i:07d}" for i in range(ROWS)]):
+        frame = _frame().assign(timestamp=times)
+        comma = _write(tmp_path / "comma.csv", frame.to_csv(index=False, sep=";", decimal=","))
+        point = _write(tmp_path / "point.csv", frame.to_csv(index=False, sep=";"))
+        if isinstance(times, list):   # (text: to_csv writes it as given; the comma file gets commas by hand)
+            comma.write_text(comma.read_text().replace("1700000000.", "1700000000,"))
+        ours, theirs = load_table(comma), load_table(point)
+        assert ours.index.dtype == theirs.index.dtype and ours.index.equals(theirs.index)
+        np.testing.assert_array_equal(ours.values, theirs.values)
+
+
 def test_decimal_commas_read_only_where_unambiguous(tmp_path, capsys):
     """A ','-separated file's quoted "1,234" is a thousands separator as often as a decimal comma, and a column
     holding both "1,5" and "2.5" mixes the two marks: both are refused at their cell, never guessed."""

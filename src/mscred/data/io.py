@@ -945,7 +945,12 @@ def _decimal_comma_columns(df: pd.DataFrame) -> pd.DataFrame:
             continue
         if out is df:
             out = df.copy()
-        out.isetitem(position, series.str.replace(",", ".", regex=False))
+        pointed = series.str.replace(",", ".", regex=False)
+        if col == TIMESTAMP:   # numbers, as the same times written with points read (_read_csv, _exact_times)
+            numbers = coerce_float64(pointed)
+            if not np.isnan(numbers).any() and _changed_by_float(numbers, pointed) is False:
+                pointed = pd.Series(numbers, index=series.index, name=col)
+        out.isetitem(position, pointed)
     return out
 
 
