@@ -12,11 +12,9 @@ Triton each time, 18 times in the suite); a test that changed the environment ge
 ``shared_bytes(module, kernel, configs)`` -> the shared memory of each configuration, in bytes;
 ``sass(module, kernel, config)`` -> the machine code of one, as nvdisasm (from the Triton wheel) prints it;
 ``compiled_code`` -> that listing with the registers per thread and the shared memory. A
-configuration is a dict: ``constants`` (the kernel's constexpr arguments by name; a string "tl.<type>" names a Triton
-type, e.g. a compute type), ``pointers`` (pointer arguments by name: Triton types such as "*bf16"; any argument named
-``*_ptr`` and not listed is "*fp32"), ``floats`` (names of float scalar arguments; every other argument is an int32
-scalar), ``aligned`` (int arguments the launch would see divisible by 16, as Triton specialises them: strides
-whose loads then vectorise), and the compile options ``num_warps``, ``num_stages``, ``maxnreg``.
+configuration is a dict as ``mscred.sass.triton_build`` types a kernel's arguments (``mscred sass triton``'s
+compile, run here in the serving process): ``constants``, ``pointers``, ``floats``, ``aligned``, and the compile
+options ``num_warps``, ``num_stages``, ``maxnreg``.
 """
 from __future__ import annotations
 
@@ -142,33 +140,10 @@ def _serve() -> None:
 
 
 def _compile(module: str, kernel: str, config: dict):
-    import importlib
+    """The product's compile (``mscred sass triton``'s), in this process, for sm_90."""
+    from mscred.sass.triton_build import _compile as compile_for
 
-    import triton
-    import triton.language as tl
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    fn = getattr(importlib.import_module(module), kernel)
-    constants, pointers = config.get("constants", {}), config.get("pointers", {})
-    floats, aligned = set(config.get("floats", ())), set(config.get("aligned", ()))
-    signature, constexprs, attrs = {}, {}, {}
-    for i, name in enumerate(fn.arg_names):
-        if name in constants:
-            value = constants[name]
-            if isinstance(value, str) and value.startswith("tl."):
-                value = getattr(tl, value[3:])
-            signature[name], constexprs[(i,)] = "constexpr", value
-        elif name in pointers or name.endswith("_ptr"):
-            signature[name] = pointers.get(name, "*fp32")
-            attrs[(i,)] = [["tt.divisibility", 16]]
-        else:
-            signature[name] = "fp32" if name in floats else "i32"
-            if name in aligned:
-                attrs[(i,)] = [["tt.divisibility", 16]]
-    options = {key: config[key] for key in ("num_warps", "num_stages", "maxnreg") if config.get(key)}
-    return triton.compile(ASTSource(fn, signature, constexprs, attrs), target=GPUTarget("cuda", 90, 32),
-                          options=options)
+    return compile_for(module, kernel, config, 90, strict=False)
 
 
 def _compile_all(module: str, kernel: str, configs_json: str) -> str:

@@ -372,3 +372,10 @@ def diff_cmd(old, new, arch, kernel, top, loops, show_same, code_lines, as_json)
     diffs = diff_summaries(before, after)
     click.echo(json.dumps([d.to_json() for d in diffs], indent=2) if as_json
                else format_diff(diffs, top, show_same, code_lines))
+
+
+# `sass triton` lives in a module of its own (it compiles, where the commands above read binaries); it uses the
+# helpers above, so it is imported once they exist.
+from mscred.cli.sass_triton import triton_cmd  # noqa: E402
+
+sass.add_command(triton_cmd)
