@@ -74,6 +74,11 @@ def triton_cmd(source, kernel, constants, pointers, floats, aligned, warps, stag
     from mscred.sass.inspect import format_summaries, inspect_file
     from mscred.sass.triton_build import STAGES, build
 
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None:
+        raise InputError("sass triton compiles with Triton, which is not installed here: pip install 'mscred[gpu]' "
+                         "(Triton's Linux wheels carry their compiler and ptxas; no GPU needed)")
     _needs_stdout()
     _output_file(out, "--out")
     config = {"constants": {name: _constant(name, text) for name, text in _named_values(constants, "-c").items()},
