@@ -220,11 +220,14 @@ def test_thousands_separator_gets_its_hint(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- outputs
-def test_out_dash_is_refused_before_any_work(tmp_path, capsys, model_dir, monkeypatch):
+def test_out_dash_is_standard_output_not_a_file_named_dash(tmp_path, capsys, model_dir, monkeypatch):
+    """Refused before 2026-12-05 (a file named '-' was never what was meant); now standard output, as a pipeline
+    means it (tests/test_detect_stdio.py): still never a file of that name."""
     data = tmp_path / "d.csv"
     _frame().to_csv(data, index=False)
     monkeypatch.chdir(tmp_path)
-    bad_input(capsys, "detect", model_dir, data, "--out", "-", names=("standard output", ".csv"))
+    code, out, _ = run_cli(capsys, "detect", model_dir, data, "--out", "-", "--device", "cpu")
+    assert code == 0 and out.startswith("timestamp,score,is_anomaly")
     assert not (tmp_path / "-").exists()
 
 

@@ -41,7 +41,7 @@ def _constant(name: str, text: str):
 
 
 @click.command(name="triton")
-@click.argument("source")
+@click.argument("source", type=NamedPath(dir_okay=False, hint="give a module name or a .py file"))
 @click.argument("kernel")
 @click.option("--constant", "-c", "constants", multiple=True, metavar="NAME=VALUE",
               help="A tl.constexpr argument's value (every one needs one): 128, 0.5, True, tl.bfloat16.")
