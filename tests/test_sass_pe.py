@@ -239,6 +239,9 @@ def test_checksum_is_windows_checksum(pair, pe_at, tail):
 def test_relocatable_device_code_in_a_dll(tmp_path, capsys):
     """An -rdc=true build's relocatable cubins (ELF __nv_relfatbin) are in the PE's __nv_rel section: read,
     numbered in file order after the linked ones, as in the ELF file."""
+    # (nvcc compresses the relocatable cubin with zstd: unread without the module, the kernel is in one readable
+    # cubin and `dump -k test` is not ambiguous -- the GPU machine's Python has no zstandard)
+    pytest.importorskip("zstandard", reason="the relocatable cubin is zstd-compressed (pip install zstandard)")
     elf = tmp_path / "rdc"
     _nvcc("-arch=sm_90", "-rdc=true", "-o", elf, template_path("article"))
     linked, _ = _elf_section(elf, ".nv_fatbin")
