@@ -114,6 +114,39 @@ def test_csv_mutations_through_detect_and_train(tmp_path, capsys, model_dir):
     assert not findings, "\n".join(findings)
 
 
+def test_decimal_comma_and_stdin_mutations(tmp_path, capsys, model_dir, monkeypatch):
+    """The same edits to a European export (';' between fields, ',' in the numbers: the edits made on the plain
+    text, then its separators and points turned), through detect as a file and, every third case, from standard
+    input to standard output: exit 0, or 2 with one line and nothing on stdout -- never a traceback."""
+    import io
+    import sys
+
+    rng = random.Random(20261205)
+    good = sensor_frame(ROWS, N).to_csv(index=False)
+    findings, codes = [], set()
+    for case in range(60):
+        text, edits = _mutated_csv(good, rng)
+        text = text.replace(",", ";").replace(".", ",")
+        path = tmp_path / f"excel_{case}.csv"
+        encoding = _write_csv(path, text, rng)
+        if case % 3 == 2:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(path.read_bytes())))
+            argv = ["detect", model_dir, "-", "--out", "-", "--device", "cpu"]
+            code, out, err = run_cli(capsys, *argv)
+            if code != 0 and out:
+                findings.append(f"case {case} (stdin, {encoding}, {edits}): exit {code} with stdout {out[:200]!r}")
+            found = "" if code == 0 or (code == 2 and len(err.splitlines()) == 1) else f"exit {code}: {err[-800:]}"
+        else:
+            argv = ["detect", model_dir, path, "--out", tmp_path / f"s{case}.csv", "--device", "cpu"]
+            found = _outcome(capsys, argv)
+            code = 0 if (tmp_path / f"s{case}.csv").exists() else 2
+        if found:
+            findings.append(f"case {case} ({argv[2]}, {encoding}, {edits}): {found}")
+        codes.add(code)
+    assert not findings, "\n".join(findings)
+    assert codes == {0, 2}, codes   # (both outcomes met: cases that score and cases refused)
+
+
 def _converted(column: pd.Series, kind: str, rng: random.Random) -> pd.Series:
     n = len(column)
     pick = rng.randrange(n)
