@@ -11,6 +11,7 @@ from mscred.cli.watch_metrics import _FAMILIES
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "service"
 
+
 def test_the_units_command_line_is_a_watch():
     unit = (EXAMPLES / "mscred-watch@.service").read_text()
     line = re.search(r"^ExecStart=(.*?)(?<!\\)$", unit.replace("\\\n", " "), re.M).group(1)
@@ -20,6 +21,7 @@ def test_the_units_command_line_is_a_watch():
     assert context.params["metrics"] == "/var/lib/node_exporter/textfile/mscred_line3.prom"
     assert context.params["resume"] and context.params["data"] == "/var/log/line3"
     assert "RestartPreventExitStatus=2" in unit and "SuccessExitStatus=143" in unit
+
 
 def test_the_alert_rules_name_metrics_the_watches_write():
     rules = (EXAMPLES / "mscred_alerts.yml").read_text()
