@@ -131,10 +131,12 @@ def test_written_when_rows_came_or_the_heartbeat_is_due(tmp_path, monkeypatch):
     writes = []
     monkeypatch.setattr(metrics, "write", lambda feeds, now=None: writes.append(clock[0]) or
                         setattr(metrics, "written_at", clock[0]))
-    for step, gained in [(0, False), (1, False), (2, True), (3, False), (7.5, False), (8, True), (8.5, False)]:
+    for step, gained in [(0, False), (1, False), (2, True), (2.5, True), (3, False), (7.5, False), (8, True),
+                         (9, True)]:
         clock[0] = 1000.0 + step
         metrics.after_poll({"f": (scores, None)}, gained)
-    assert writes == [1000.0, 1002.0, 1007.5, 1008.0]   # the first poll, rows, the heartbeat, rows
+    # the first poll, rows, the heartbeat, rows a second after the last write (not those within a second of one)
+    assert writes == [1000.0, 1002.0, 1007.5, 1009.0]
 
 
 @pytest.mark.parametrize("name,message", [("m.txt", "reads only *.prom files"), ("folder.prom", "is a directory")])

@@ -3,7 +3,8 @@ format, for node_exporter's textfile collector (``--collector.textfile.directory
 show on the dashboards and alert rules its servers already have.
 
 The file is rewritten whole (a temporary file renamed over it, as the collector asks: it must never read half a
-file) after every poll that scored rows, and at least every ``HEARTBEAT_S`` seconds while the watch runs, so that
+file) after a poll that scored rows (at most once a second), at least every ``HEARTBEAT_S`` seconds while the
+watch runs, and when it stops, so that
 ``mscred_watch_last_poll_timestamp_seconds`` (and the collector's own ``node_textfile_mtime_seconds``) tells a
 stalled watch from a quiet feed. Each feed is one label value: ``data`` (the path given) for ``watch``, ``entity``
 for ``fleet-watch``. The counters count this process's rows: a restarted watch starts them at 0 again, which
@@ -19,6 +20,7 @@ from typing import Iterable, Optional
 from mscred.errors import InputError
 
 HEARTBEAT_S = 5.0   # the longest the file goes unwritten while the watch runs
+MIN_INTERVAL_S = 1.0   # the shortest between two writes (a busy feed polled every 10 ms; scrapes come every ~15 s)
 
 # (name, type, help) of each metric family, in the order the file lists them
 _FAMILIES = [
@@ -49,8 +51,8 @@ def metrics_option(command):
         "--metrics", type=NamedPath(dir_okay=False), default=None,
         help="Also FILE.prom, the watch's state in Prometheus' text format for node_exporter's textfile collector "
              "(last score and threshold, whether an alarm is open, rows, anomalous rows and alarms counted, when "
-             "rows were last scored), rewritten after each poll that scored rows and every "
-             f"{HEARTBEAT_S:g} s.")(command)
+             "rows were last scored), rewritten after a poll that scored rows (at most once a second), every "
+             f"{HEARTBEAT_S:g} s, and at the stop.")(command)
 
 
 def check_metrics_path(path, others: Iterable = ()) -> None:
@@ -83,7 +85,8 @@ class MetricsFile:
             for name, (scores, _) in feeds.items():
                 if scores is not None and scores.chunks != self.chunks.get(name, 0):
                     self.scored_at[name], self.chunks[name] = now, scores.chunks
-        if gained or self.written_at is None or now - self.written_at >= HEARTBEAT_S:
+        since = None if self.written_at is None else now - self.written_at
+        if since is None or since >= HEARTBEAT_S or (gained and since >= MIN_INTERVAL_S):
             self.write(feeds, now)
 
     def write(self, feeds: dict, now: Optional[float] = None) -> None:
