@@ -78,6 +78,9 @@ def test_bad_input_names_stdin_and_writes_nothing(tmp_path, model_dir, series, c
         bad_input(capsys, "detect", model_dir, "-", "--out", tmp_path / "s.csv", option, "-",
                   names=[f"{option} '-'"])
     assert not (tmp_path / "s.csv").exists()
+    data = tmp_path / "d.csv"
+    series.iloc[TRAIN_ROWS:].to_csv(data, index=False)
+    bad_input(capsys, "watch", model_dir, data, "--out", "-", names=["only detect's --out takes '-'"])
 
 
 def test_a_terminal_is_refused(model_dir, capsys, monkeypatch):
