@@ -911,7 +911,7 @@ def _read_csv(path: Path, encoding: str = _DEFAULT_ENCODING, **options: Any) -> 
     if df.shape[1] == 0:
         raise InputError(f"{path}: the file has no columns")
     _check_header(path, df, kwargs)
-    if kwargs.get("sep", ",") != ",":
+    if kwargs.get("sep") not in (None, ","):   # (None: pandas' own sniffing, which may have found ',')
         df = _decimal_comma_columns(df)
     if TIMESTAMP in df.columns and pd.api.types.is_float_dtype(df[TIMESTAMP].dtype):
         df = _exact_times(path, df, kwargs)
