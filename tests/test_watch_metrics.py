@@ -177,3 +177,18 @@ def test_fleet_watch_labels_each_entity(tmp_path, model_dir, series, capsys, mon
         (120, 1)
     scores_a = pd.read_csv(tmp_path / "out" / "scores" / "a.csv")
     assert _of(samples, "mscred_score", entity="a") == pytest.approx(scores_a["score"].iloc[-1], rel=1e-15)
+
+
+def test_sigterm_leaves_the_last_state(tmp_path, model_dir, series, capsys, monkeypatch):
+    """`systemctl stop` (SIGTERM) after one appended piece: the file holds the rows of both pieces, then exit 143."""
+    from mscred.cli import watch as command
+    from mscred.cli.main import Terminated
+
+    feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True)
+    data, prom = tmp_path / "feed.csv", tmp_path / "m.prom"
+    feed.iloc[:120].to_csv(data, index=False)
+    replace_waits(monkeypatch, command, lambda: feed.iloc[120:150].to_csv(data, mode="a", header=False,
+                                                                           index=False), stop=Terminated)
+    assert main(["watch", str(model_dir), str(data), "--out", str(tmp_path / "s.csv"), "--device", "cpu",
+                 "--metrics", str(prom)]) == 143
+    assert _of(_parse(prom.read_text()), "mscred_rows_scored_total", data=str(data)) == 150

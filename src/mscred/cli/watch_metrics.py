@@ -138,7 +138,10 @@ def _escaped(value: str) -> str:
 
 
 def _number(value) -> str:
-    return repr(float(value)) if isinstance(value, float) else str(int(value))
+    """A sample's value: integers as such, any other number (numpy's float32 too) as Python writes its float."""
+    import numbers
+
+    return str(int(value)) if isinstance(value, numbers.Integral) else repr(float(value))
 
 
 def _unix_seconds(last) -> Optional[float]:
