@@ -106,7 +106,7 @@ def test_dates_give_the_last_rows_time(tmp_path):
     times = pd.date_range("2026-12-05 13:00", periods=3, freq="s")
     chunk = pd.DataFrame({"timestamp": times, "score": np.float32([1, 9, 2]), "is_anomaly": [0, 1, 1],
                           "root_causes": ["", "s2;s0", "s2"], "scales": ["", "10", "10"]})
-    scores = Scores(tmp_path / "s.csv", threshold=5.0, as_json=True)
+    scores = Scores(tmp_path / "s.csv", threshold=np.float32(5.5), as_json=True)   # (numpy's float32: a float)
     scores.add(chunk)
     scores.close()
     name = 'pump "7"\\east\nline'
@@ -115,6 +115,7 @@ def test_dates_give_the_last_rows_time(tmp_path):
     assert _of(samples, "mscred_anomalous", entity=name) == 1
     assert (_of(samples, "mscred_alarms_total", entity=name), _of(samples, "mscred_score", entity=name)) == (1, 2)
     assert _of(samples, "mscred_watch_last_poll_timestamp_seconds", entity=name) == 2e9
+    assert _of(samples, "mscred_threshold", entity=name) == 5.5
     for text, seconds in [("2024-03-31 00:59:00+01:00", 1711843140.0), ("2024-03-31T00:59:00", 1711846740.0),
                           ("31/03/2024 00:59", None)]:   # (as SCORES.csv keeps DATA's text)
         scores.last = scores.last.copy()
