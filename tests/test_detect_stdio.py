@@ -27,11 +27,11 @@ def _stdin(monkeypatch, data: bytes) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
 
 
-@pytest.mark.parametrize("kind", ["csv", "parquet", "semicolons"])
+@pytest.mark.parametrize("kind", ["csv", "parquet", "semicolons", "gzip"])
 def test_the_same_scores_as_the_files(tmp_path, model_dir, series, capsys, monkeypatch, kind):
     if kind == "parquet":
         pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (the parquet extra)")
-    data = tmp_path / f"new.{'parquet' if kind == 'parquet' else 'csv'}"
+    data = tmp_path / f"new.{'parquet' if kind == 'parquet' else 'csv.gz' if kind == 'gzip' else 'csv'}"
     test = series.iloc[TRAIN_ROWS:]
     if kind == "parquet":
         test.to_parquet(data)

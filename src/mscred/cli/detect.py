@@ -43,7 +43,7 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     Alone, DATA's first rows (90 at the defaults) have no full window and score 0; --context gives them one.
     DATA may be a folder of the tables a logger rolls: scored as one feed, its files in name order, each after the
     rows before it (SCORES.csv as of the feed as one table; untimed rows numbered through the files). DATA '-'
-    reads a CSV or Parquet table from standard input.
+    reads a CSV (gzipped too) or Parquet table from standard input.
     """
     from mscred.cli.stdio import STDIO, stdin_as_file
     from mscred.errors import InputError

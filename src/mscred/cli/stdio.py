@@ -2,7 +2,7 @@
 ``ssh plant3 cat feed.csv | mscred detect model/ - --out - | grep ...``.
 
 Standard input is copied to a file of its own first (the readers want a path; a CSV's separator is sniffed from its
-first lines, Parquet is told by its magic bytes), and every message names it ``<stdin>``, never the copy.
+first lines, Parquet and gzip are told by their magic bytes), and every message names it ``<stdin>``, never the copy.
 Standard output gets SCORES.csv's text only once everything has been scored, so a refused input leaves it empty,
 as a refused ``--out FILE`` is never written; the summary then goes to stderr.
 """
@@ -19,6 +19,7 @@ from mscred.errors import InputError
 STDIO = "-"
 STDIN_NAME = "<stdin>"
 _PARQUET_MAGIC = b"PAR1"
+_GZIP_MAGIC = b"\x1f\x8b"   # (a gzip stream: `cat feed.csv.gz | mscred detect MODEL - ...` reads the CSV inside)
 
 
 @contextlib.contextmanager
@@ -34,7 +35,9 @@ def stdin_as_file(data) -> Iterator[Path]:
                          "pipe a file in (cat data.csv | mscred detect MODEL - --out -)")
     raw = stream.buffer.read() if hasattr(stream, "buffer") else stream.read().encode("utf-8")
     with tempfile.TemporaryDirectory(prefix="mscred-stdin-") as folder:
-        copy = Path(folder) / ("stdin.parquet" if raw.startswith(_PARQUET_MAGIC) else "stdin.csv")
+        name = ("stdin.parquet" if raw.startswith(_PARQUET_MAGIC) else "stdin.csv.gz" if raw.startswith(_GZIP_MAGIC)
+                else "stdin.csv")
+        copy = Path(folder) / name
         copy.write_bytes(raw)
         try:
             yield copy
