@@ -75,7 +75,7 @@ def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interv
     if Path(out).resolve() == live.resolve() or live.resolve() in Path(out).resolve().parents:
         raise InputError(f"{out}: is inside the watched folder {live}: write it elsewhere")
     if metrics is not None:
-        check_metrics_path(metrics, others=[out, live])
+        check_metrics_path(metrics)
     fleet_run = FleetWatch(models, live, Path(out), dict(device=device, missing=missing, sensor_scores=sensor_scores,
                                                           events=events, as_json=as_json, encoding=encoding),
                            "resume" if resume else "new_only" if new_only else None,

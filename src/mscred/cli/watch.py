@@ -74,7 +74,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     if events is not None and Path(events).resolve() == Path(out).resolve():
         raise InputError(f"{events}: --events is --out; give the events another name")
     if metrics is not None:
-        check_metrics_path(metrics, others=[data, out, events])
+        check_metrics_path(metrics)
     if Path(data).is_dir():
         for path in [out] + ([events] if events is not None else []):
             if Path(path).resolve().parent == Path(data).resolve():

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from mscred.errors import InputError
 
@@ -55,17 +55,13 @@ def metrics_option(command):
              f"{HEARTBEAT_S:g} s, and at the stop.")(command)
 
 
-def check_metrics_path(path, others: Iterable = ()) -> None:
-    """InputError unless ``path`` can be the metrics file: a ``.prom`` name (the collector reads no other), not one
-    of the command's ``others`` (its data, outputs); a folder is refused by the option's type."""
+def check_metrics_path(path) -> None:
+    """InputError unless ``path`` can be the metrics file: a ``.prom`` name, the one kind the collector reads (so it
+    can be none of the command's data and outputs, which are tables; a folder is refused by the option's type)."""
     path = Path(path)
     if path.suffix != ".prom":
         raise InputError(f"{path}: --metrics is read by node_exporter's textfile collector, which reads only *.prom "
                          "files: give a .prom name")
-    for other in others:
-        if other is not None and Path(other).resolve() == path.resolve():
-            raise InputError(f"{path}: --metrics names a file the command reads or writes already; give it another "
-                             "name")
 
 
 class MetricsFile:
