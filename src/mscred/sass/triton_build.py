@@ -37,7 +37,7 @@ def build(source: str, kernel: str, config: dict, arch: int = 90, timeout: float
     """{"cubin": bytes, "name": the cubin's kernel symbol, "shared": bytes of shared memory, and each of
     ``STAGES``: text} of ``kernel`` in ``source`` (a module name or a .py file) compiled for sm_``arch``.
     InputError for what the caller gave wrong (no such module or kernel, an argument it does not have, a constexpr
-    without a value) and for a kernel Triton does not compile, with Triton's last line."""
+    without a value) and for a kernel Triton does not compile, with its innermost error (``_cause``)."""
     env = {**os.environ, "TRITON_INTERPRET": "0"}
     request = json.dumps({"source": source, "kernel": kernel, "config": config, "arch": arch})
     try:
