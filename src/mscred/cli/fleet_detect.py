@@ -24,8 +24,13 @@ from mscred.config import MISSING_POLICIES
               help="Also write DIR/report.html: the entities, the fleet's alarms and the scores of the entities with "
                    "the most anomalous rows (needs pip install 'mscred[report]').")
 @click.option("--quiet", is_flag=True, help="No line per entity.")
+@click.option("--metrics", type=NamedPath(dir_okay=False), default=None,
+              help="Also FILE.prom, the run in Prometheus' text format for node_exporter's textfile collector: when "
+                   "it ended and how long it took, and per entity whether it was scored (and why not), its rows, "
+                   "anomalous rows, intervals and threshold. Written when the run ends, entities not scored too.")
 @encoding_option
-def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, report, quiet, encoding) -> None:
+def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, report, quiet, metrics,
+                 encoding) -> None:
     """Score DATA, a folder of one table per entity (<entity>.csv, .parquet or .npy) or of one folder per entity of
     the tables its logger rolls (<entity>/, scored as one feed in name order), each with the model of its name in
     FLEET (the folder `mscred fleet` wrote, or a folder of model folders), into --out.
@@ -33,6 +38,9 @@ def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, repo
     An entity whose table is bad input (or has no model) is listed in summary.csv with the reason and the others
     are scored (exit 1); when none is scored, exit 2. Entities with a model and no new table are listed as such.
     """
+    import time
+
+    from mscred.cli.prometheus import check_metrics_path, write_fleet_detect
     from mscred.errors import InputError, PartlyDone
     from mscred.fleet import BAD_INPUT
     from mscred.fleet_detect import NO_DATA, detect_fleet, failed
@@ -41,9 +49,14 @@ def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, repo
         from mscred.report import require_matplotlib
 
         require_matplotlib("leave out --report")
+    if metrics is not None:
+        check_metrics_path(metrics)
     echo = None if quiet else (lambda line: click.echo(line, err=True))
+    started = time.time()
     summary = detect_fleet(fleet, data, out, context, sensor_scores=sensor_scores, device=device, missing=missing,
                            encoding=encoding, report=report, echo=echo)
+    if metrics is not None:   # (before the exit status is decided: a run that scored nothing is what alerts want)
+        write_fleet_detect(metrics, summary, started, time.time())
     bad = failed(summary)
     scored = int((summary["status"] == "ok").sum())
     if bad.any() and not scored and summary["status"][bad].str.startswith(BAD_INPUT).all():

@@ -20,7 +20,7 @@ import click
 import pandas as pd
 
 from mscred.cli.params import NamedPath, encoding_option
-from mscred.cli.watch_metrics import MetricsFile, check_metrics_path, metrics_option
+from mscred.cli.prometheus import MetricsFile, check_metrics_path, metrics_option
 from mscred.config import MISSING_POLICIES
 
 SUMMARY_COLUMNS = ["entity", "status", "file", "rows", "anomalous", "alarms", "threshold"]

@@ -9,7 +9,7 @@ from typing import Iterator
 import click
 
 from mscred.cli.params import NamedPath, encoding_option
-from mscred.cli.watch_metrics import MetricsFile, check_metrics_path, metrics_option
+from mscred.cli.prometheus import MetricsFile, check_metrics_path, metrics_option
 from mscred.cli.watch_output import OpenRun, Scores
 from mscred.config import MISSING_POLICIES
 

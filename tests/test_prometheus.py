@@ -1,6 +1,7 @@
-"""``--metrics FILE.prom`` of `mscred watch` and `mscred fleet-watch`: Prometheus' text format for node_exporter's
-textfile collector. The file is parsed here as the format defines it (``_parse``: HELP and TYPE once per family,
-before its samples; label values escaped) and its numbers compared with what the same watch wrote to SCORES.csv."""
+"""``--metrics FILE.prom`` of `mscred watch`, `mscred fleet-watch` and `mscred fleet-detect`: Prometheus' text
+format for node_exporter's textfile collector. The file is parsed here as the format defines it (``_parse``: HELP
+and TYPE once per family, before its samples; label values escaped) and its numbers compared with what the same
+command wrote to SCORES.csv or summary.csv."""
 from __future__ import annotations
 
 import re
@@ -10,14 +11,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import bad_input, main, replace_waits, sensor_frame, tiny_model
-from mscred.cli import watch_metrics
-from mscred.cli.watch_metrics import MetricsFile
+from cli_helpers import bad_input, main, replace_waits, run_cli, sensor_frame, tiny_model
+from mscred.cli import prometheus as watch_metrics
+from mscred.cli.prometheus import MetricsFile
 from mscred.cli.watch_output import Scores
 from mscred.detector import MSCRED
 
 TRAIN_ROWS = 600
-_SAMPLE = re.compile(r'([a-z_]+)\{((?:[a-z_]+="(?:[^"\\\n]|\\[\\"n])*",?)+)\} (\S+)')
+_SAMPLE = re.compile(r'([a-z_]+)(?:\{((?:[a-z_]+="(?:[^"\\\n]|\\[\\"n])*",?)+)\})? (\S+)')
 _LABEL = re.compile(r'([a-z_]+)="((?:[^"\\\n]|\\[\\"n])*)"')
 
 
@@ -40,7 +41,7 @@ def _parse(text: str) -> dict:
         match = _SAMPLE.fullmatch(line)
         assert match and match.group(1) == current, line
         labels = tuple((k, v.replace("\\n", "\n").replace('\\"', '"').replace("\\\\", "\\"))
-                       for k, v in _LABEL.findall(match.group(2)))
+                       for k, v in _LABEL.findall(match.group(2) or ""))
         samples[(match.group(1), labels)] = float(match.group(3))
     return samples
 
@@ -193,3 +194,31 @@ def test_sigterm_leaves_the_last_state(tmp_path, model_dir, series, capsys, monk
     assert main(["watch", str(model_dir), str(data), "--out", str(tmp_path / "s.csv"), "--device", "cpu",
                  "--metrics", str(prom)]) == 143
     assert _of(_parse(prom.read_text()), "mscred_rows_scored_total", data=str(data)) == 150
+
+
+def test_fleet_detect_run(tmp_path, model_dir, series, capsys):
+    """`fleet-detect --metrics`: the run's end and duration, and per entity whether it was scored and why not (a
+    short status label), with the numbers of summary.csv for the scored ones; written on a partly failed run."""
+    import time
+
+    fleet, new, prom = tmp_path / "fleet", tmp_path / "new", tmp_path / "fd.prom"
+    for entity in ("a", "b", "c"):
+        shutil.copytree(model_dir, fleet / entity)
+    new.mkdir()
+    series.iloc[TRAIN_ROWS:].to_csv(new / "a.csv", index=False)
+    series.iloc[TRAIN_ROWS:].rename(columns={"s1": "x"}).to_csv(new / "b.csv", index=False)   # other sensors
+    before = time.time()
+    code, _, err = run_cli(capsys, "fleet-detect", fleet, new, "--out", tmp_path / "out", "--device", "cpu",
+                           "--metrics", prom)
+    assert code == 1, err   # (b was not scored)
+    samples = _parse(prom.read_text())
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv").set_index("entity")
+    assert _of(samples, "mscred_fleet_detect_scored", entity="a", status="ok") == 1
+    assert _of(samples, "mscred_fleet_detect_scored", entity="b", status="bad input") == 0
+    assert _of(samples, "mscred_fleet_detect_scored", entity="c", status="no new data") == 0
+    for family, column in [("rows", "rows"), ("anomalous_rows", "anomalous"), ("intervals", "intervals"),
+                           ("threshold", "threshold")]:
+        assert _of(samples, f"mscred_fleet_detect_{family}", entity="a") == summary.loc["a", column]
+    assert not any(labels == (("entity", "b"),) for _, labels in samples)   # (no numbers for what was not scored)
+    ended = _of(samples, "mscred_fleet_detect_last_run_timestamp_seconds")
+    assert before <= ended <= time.time() and 0 < _of(samples, "mscred_fleet_detect_duration_seconds") < 600

@@ -1,12 +1,12 @@
-"""``--metrics FILE.prom`` of ``mscred watch`` and ``mscred fleet-watch``: the watch's state in Prometheus' text
-format, for node_exporter's textfile collector (``--collector.textfile.directory``), so that a fleet's watches
-show on the dashboards and alert rules its servers already have.
+"""``--metrics FILE.prom``: Prometheus' text format for node_exporter's textfile collector
+(``--collector.textfile.directory``), so that a fleet's watches and scoring jobs show on the dashboards and alert
+rules its servers already have. ``Samples`` writes a file of metric families; ``MetricsFile`` is the state of
+``mscred watch`` and ``mscred fleet-watch``, ``write_fleet_detect`` the outcome of a ``mscred fleet-detect`` run.
 
-The file is rewritten whole (a temporary file renamed over it, as the collector asks: it must never read half a
-file) after a poll that scored rows (at most once a second), at least every ``HEARTBEAT_S`` seconds while the
-watch runs, and when it stops, so that
-``mscred_watch_last_poll_timestamp_seconds`` (and the collector's own ``node_textfile_mtime_seconds``) tells a
-stalled watch from a quiet feed. Each feed is one label value: ``data`` (the path given) for ``watch``, ``entity``
+Every file is rewritten whole (a temporary file renamed over it, as the collector asks: it must never read half a
+file). A watch's is rewritten after a poll that scored rows (at most once a second), at least every
+``HEARTBEAT_S`` seconds while the watch runs, and when it stops, so that ``mscred_watch_last_poll_timestamp_seconds``
+(and the collector's own ``node_textfile_mtime_seconds``) tells a stalled watch from a quiet feed. Each feed is one label value: ``data`` (the path given) for ``watch``, ``entity``
 for ``fleet-watch``. The counters count this process's rows: a restarted watch starts them at 0 again, which
 Prometheus' ``rate()`` and ``increase()`` take as a counter reset.
 """
@@ -23,7 +23,7 @@ HEARTBEAT_S = 5.0   # the longest the file goes unwritten while the watch runs
 MIN_INTERVAL_S = 1.0   # the shortest between two writes (a busy feed polled every 10 ms; scrapes come every ~15 s)
 
 # (name, type, help) of each metric family, in the order the file lists them
-_FAMILIES = [
+_WATCH_FAMILIES = [
     ("mscred_score", "gauge", "Anomaly score of the last row scored (the model's score: z_sensor, mse or count)."),
     ("mscred_threshold", "gauge", "The model's threshold: a row scoring above it is anomalous."),
     ("mscred_anomalous", "gauge", "1 while the last row scored is anomalous (an alarm is open), else 0."),
@@ -39,6 +39,37 @@ _FAMILIES = [
     ("mscred_stopped", "gauge", "1 where the feed was stopped by bad input (fleet-watch: the others go on), "
                                 "else 0."),
 ]
+
+
+class Samples:
+    """The samples of a file's metric families (``families``: (name, type, help) each, in the file's order), added
+    one by one and written as the text format wants them: each family's HELP and TYPE once, then its samples."""
+
+    def __init__(self, families: list[tuple[str, str, str]]):
+        self.families = families
+        self.samples: dict[str, list[str]] = {name: [] for name, _, _ in families}
+
+    def add(self, family: str, value, **labels) -> None:
+        """A sample of ``family`` (skipped when ``value`` is None or NaN), labelled in the order given."""
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return
+        shown = ",".join(f'{key}="{_escaped(text)}"' for key, text in labels.items())
+        self.samples[family].append(f"{family}{{{shown}}} {_number(value)}" if shown else
+                                    f"{family} {_number(value)}")
+
+    def text(self) -> str:
+        lines = []
+        for family, kind, said in self.families:
+            if self.samples[family]:
+                lines += [f"# HELP {family} {said}", f"# TYPE {family} {kind}", *self.samples[family]]
+        return "\n".join(lines) + "\n"
+
+    def write(self, path) -> None:
+        """The file rewritten whole: a temporary file renamed over it (the collector must never read half a file)."""
+        from mscred.atomic import atomic_path
+
+        with atomic_path(path, what="the metrics file") as tmp:
+            tmp.write_text(self.text(), encoding="utf-8")
 
 
 def metrics_option(command):
@@ -86,22 +117,18 @@ class MetricsFile:
             self.write(feeds, now)
 
     def write(self, feeds: dict, now: Optional[float] = None) -> None:
-        from mscred.atomic import atomic_path
-
         now = time.time() if now is None else now
-        text = self.render(feeds, now)
-        with atomic_path(self.path, what="the metrics file") as tmp:
-            tmp.write_text(text, encoding="utf-8")
+        self.samples(feeds, now).write(self.path)
         self.written_at = now
 
     def render(self, feeds: dict, now: float) -> str:
-        samples: dict[str, list[str]] = {name: [] for name, _, _ in _FAMILIES}
-        for name, (scores, stopped) in feeds.items():
-            labels = f'{self.label}="{_escaped(name)}"'
+        return self.samples(feeds, now).text()
 
-            def add(family: str, value, extra: str = "") -> None:
-                if value is not None and not (isinstance(value, float) and math.isnan(value)):
-                    samples[family].append(f"{family}{{{labels}{extra}}} {_number(value)}")
+    def samples(self, feeds: dict, now: float) -> Samples:
+        samples = Samples(_WATCH_FAMILIES)
+        for name, (scores, stopped) in feeds.items():
+            def add(family: str, value, **extra) -> None:
+                samples.add(family, value, **{self.label: name}, **extra)
 
             add("mscred_stopped", int(stopped is not None))
             add("mscred_watch_last_poll_timestamp_seconds", now)
@@ -120,12 +147,45 @@ class MetricsFile:
             add("mscred_last_row_timestamp_seconds", _unix_seconds(last))
             for column, value in last.items():
                 if isinstance(column, str) and column.startswith("score_"):
-                    add("mscred_sensor_score", float(value), f',sensor="{_escaped(column[len("score_"):])}"')
-        lines = []
-        for family, kind, text in _FAMILIES:
-            if samples[family]:
-                lines += [f"# HELP {family} {text}", f"# TYPE {family} {kind}", *samples[family]]
-        return "\n".join(lines) + "\n"
+                    add("mscred_sensor_score", float(value), sensor=column[len("score_"):])
+        return samples
+
+
+# (name, type, help) of each family of a fleet-detect run's file, in the order the file lists them
+_FLEET_DETECT_FAMILIES = [
+    ("mscred_fleet_detect_last_run_timestamp_seconds", "gauge", "When the last fleet-detect run ended (Unix "
+                                                                "seconds)."),
+    ("mscred_fleet_detect_duration_seconds", "gauge", "How long it took."),
+    ("mscred_fleet_detect_scored", "gauge", "1 where the entity's new data was scored, 0 where it was not (bad "
+                                            "input, no model, an error: the status label and summary.csv say "
+                                            "why; no new data)."),
+    ("mscred_fleet_detect_rows", "gauge", "Rows of the entity's new data."),
+    ("mscred_fleet_detect_anomalous_rows", "gauge", "Anomalous rows among them."),
+    ("mscred_fleet_detect_intervals", "gauge", "Runs of anomalous rows among them."),
+    ("mscred_fleet_detect_threshold", "gauge", "The entity's model's threshold."),
+]
+
+
+def write_fleet_detect(path, summary, started: float, ended: float) -> None:
+    """``path`` (FILE.prom) for a ``mscred fleet-detect`` run: its end and duration, and each entity's row of
+    ``summary`` (``fleet_detect.COLUMNS``: status, rows, anomalous, intervals, threshold) as gauges labelled
+    ``entity`` (and ``status``, a short form of its summary.csv status, on ``mscred_fleet_detect_scored``)."""
+    import pandas as pd
+
+    samples = Samples(_FLEET_DETECT_FAMILIES)
+    samples.add("mscred_fleet_detect_last_run_timestamp_seconds", ended)
+    samples.add("mscred_fleet_detect_duration_seconds", ended - started)
+    for row in summary.itertuples(index=False):
+        status = str(row.status)
+        short = status.split(":")[0] if status != "ok" else "ok"   # ("bad input: <why>" -> "bad input")
+        samples.add("mscred_fleet_detect_scored", int(status == "ok"), entity=row.entity, status=short)
+        if status != "ok":
+            continue
+        for family, value in (("mscred_fleet_detect_rows", row.rows), ("mscred_fleet_detect_anomalous_rows",
+                              row.anomalous), ("mscred_fleet_detect_intervals", row.intervals),
+                              ("mscred_fleet_detect_threshold", row.threshold)):
+            samples.add(family, None if pd.isna(value) else value, entity=row.entity)
+    samples.write(path)
 
 
 def _escaped(value: str) -> str:
