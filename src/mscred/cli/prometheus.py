@@ -7,8 +7,9 @@ Every file is rewritten whole (a temporary file renamed over it, as the collecto
 file). A watch's is rewritten after a poll that scored rows (at most once a second), at least every
 ``HEARTBEAT_S`` seconds while the watch runs, and when it stops, so that ``mscred_watch_last_poll_timestamp_seconds``
 (and the collector's own ``node_textfile_mtime_seconds``) tells a stalled watch from a quiet feed. Each feed is one
-label value: ``data`` (the path given) for ``watch``, ``entity`` for ``fleet-watch``. The counters count this process's rows: a restarted watch starts them at 0 again, which
-Prometheus' ``rate()`` and ``increase()`` take as a counter reset.
+label value: ``data`` (the path given) for ``watch``, ``entity`` for ``fleet-watch``. The counters count this
+process's rows: a restarted watch starts them at 0 again, which Prometheus' ``rate()`` and ``increase()`` take as
+a counter reset.
 """
 from __future__ import annotations
 
