@@ -222,3 +222,34 @@ def test_fleet_detect_run(tmp_path, model_dir, series, capsys):
     assert not any(labels == (("entity", "b"),) for _, labels in samples)   # (no numbers for what was not scored)
     ended = _of(samples, "mscred_fleet_detect_last_run_timestamp_seconds")
     assert before <= ended <= time.time() and 0 < _of(samples, "mscred_fleet_detect_duration_seconds") < 600
+
+
+def test_detect_run(tmp_path, model_dir, series, capsys, monkeypatch):
+    """`detect --metrics`: the run's numbers against SCORES.csv and the summary; from standard input labelled
+    `<stdin>`; a refused run leaves the last good run's file as it was."""
+    import io
+    import json
+    import sys
+
+    data, out, prom = tmp_path / "new.csv", tmp_path / "s.csv", tmp_path / "d.prom"
+    series.iloc[TRAIN_ROWS:].to_csv(data, index=False)
+    code, stdout, err = run_cli(capsys, "detect", model_dir, data, "--out", out, "--device", "cpu", "--metrics",
+                                prom, "--json")
+    assert code == 0, err
+    summary, scores, samples = json.loads(stdout), pd.read_csv(out), _parse(prom.read_text())
+    label = {"data": str(data)}
+    assert _of(samples, "mscred_detect_rows", **label) == summary["rows"] == len(scores)
+    assert _of(samples, "mscred_detect_scored_rows", **label) == summary["scored"]
+    assert _of(samples, "mscred_detect_anomalous_rows", **label) == summary["anomalous"] == scores["is_anomaly"].sum()
+    assert _of(samples, "mscred_detect_intervals", **label) == summary["intervals"]
+    assert _of(samples, "mscred_detect_threshold", **label) == summary["threshold"]
+    assert _of(samples, "mscred_detect_last_score", **label) == pytest.approx(scores["score"].iloc[-1], rel=1e-15)
+    assert _of(samples, "mscred_detect_duration_seconds", **label) > 0
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.read_bytes())))
+    assert run_cli(capsys, "detect", model_dir, "-", "--out", "-", "--device", "cpu", "--metrics", prom)[0] == 0
+    assert _of(_parse(prom.read_text()), "mscred_detect_rows", data="<stdin>") == len(scores)
+    written = prom.read_bytes()
+    bad_input(capsys, "detect", model_dir, tmp_path / "missing.csv", "--out", out, "--metrics", prom,
+              names=["file not found"])
+    assert prom.read_bytes() == written
+    bad_input(capsys, "detect", model_dir, data, "--out", out, "--metrics", tmp_path / "d.txt", names=[".prom"])

@@ -33,8 +33,13 @@ from mscred.config import MISSING_POLICIES
 @click.option("--json", "as_json", is_flag=True,
               help="The summary as one JSON object on stdout (rows, scored, anomalous, intervals, threshold, "
                    "context_rows, out, events), for scripts.")
+@click.option("--metrics", type=NamedPath(dir_okay=False), default=None,
+              help="Also FILE.prom, the run in Prometheus' text format for node_exporter's textfile collector (when "
+                   "it ended, how long it took, rows, rows scored, anomalous rows, intervals, threshold, the last "
+                   "row's score), written once the outputs are: for a detect run by cron.")
 @encoding_option
-def detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json) -> None:
+def detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json,
+           metrics) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
@@ -45,18 +50,27 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
     rows before it (SCORES.csv as of the feed as one table; untimed rows numbered through the files). DATA '-'
     reads a CSV (gzipped too) or Parquet table from standard input.
     """
-    from mscred.cli.stdio import STDIO, stdin_as_file
+    from mscred.cli.stdio import STDIN_NAME, STDIO, stdin_as_file
     from mscred.errors import InputError
 
     for option, value in (("--events", events), ("--context", context)):
         if value is not None and str(value) == STDIO:
             raise InputError(f"{option} '-': only DATA and --out may be standard input and output; give a file")
+    if metrics is not None:
+        from mscred.cli.prometheus import check_metrics_path
+
+        check_metrics_path(metrics)
     with stdin_as_file(data) as path:
-        _detect(model_dir, path, out, device, missing, encoding, context, sensor_scores, events, as_json)
+        _detect(model_dir, path, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
+                STDIN_NAME if str(data) == STDIO else str(data))
 
 
-def _detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json) -> None:
-    """``detect`` of DATA as a path (standard input's copy for '-')."""
+def _detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
+            label: str) -> None:
+    """``detect`` of DATA as a path (standard input's copy for '-'; ``label``: DATA as the metrics name it)."""
+    import time
+
+    started = time.time()
     from mscred.atomic import atomic_path
     from mscred.cli.stdio import STDIO
     from mscred.cli.train import report_filled, report_time_gap
@@ -118,6 +132,11 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     # "scored 1500 rows" read as if every row had been judged.
     used = feed.context_rows[0]
     uncovered = len(frame) - feed.scored(model)
+    if metrics is not None:
+        from mscred.cli.prometheus import write_detect
+
+        write_detect(metrics, label, frame, len(frame) - uncovered, len(found), float(model.threshold_), started,
+                     time.time())
     if as_json:
         import json
 

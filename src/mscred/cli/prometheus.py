@@ -1,7 +1,8 @@
 """``--metrics FILE.prom``: Prometheus' text format for node_exporter's textfile collector
 (``--collector.textfile.directory``), so that a fleet's watches and scoring jobs show on the dashboards and alert
 rules its servers already have. ``Samples`` writes a file of metric families; ``MetricsFile`` is the state of
-``mscred watch`` and ``mscred fleet-watch``, ``write_fleet_detect`` the outcome of a ``mscred fleet-detect`` run.
+``mscred watch`` and ``mscred fleet-watch``, ``write_fleet_detect`` and ``write_detect`` the outcome of a
+``mscred fleet-detect`` or ``mscred detect`` run.
 
 Every file is rewritten whole (a temporary file renamed over it, as the collector asks: it must never read half a
 file). A watch's is rewritten after a poll that scored rows (at most once a second), at least every
@@ -186,6 +187,36 @@ def write_fleet_detect(path, summary, started: float, ended: float) -> None:
                               row.anomalous), ("mscred_fleet_detect_intervals", row.intervals),
                               ("mscred_fleet_detect_threshold", row.threshold)):
             samples.add(family, None if pd.isna(value) else value, entity=row.entity)
+    samples.write(path)
+
+
+# (name, type, help) of each family of a detect run's file, in the order the file lists them
+_DETECT_FAMILIES = [
+    ("mscred_detect_last_run_timestamp_seconds", "gauge", "When the last detect run of this data ended (Unix "
+                                                          "seconds)."),
+    ("mscred_detect_duration_seconds", "gauge", "How long it took."),
+    ("mscred_detect_rows", "gauge", "Rows of the data."),
+    ("mscred_detect_scored_rows", "gauge", "Rows a window covers (the others score 0)."),
+    ("mscred_detect_anomalous_rows", "gauge", "Anomalous rows."),
+    ("mscred_detect_intervals", "gauge", "Runs of anomalous rows."),
+    ("mscred_detect_threshold", "gauge", "The model's threshold."),
+    ("mscred_detect_last_score", "gauge", "The score of the data's last row."),
+]
+
+
+def write_detect(path, data: str, frame, scored: int, intervals: int, threshold: float, started: float,
+                 ended: float) -> None:
+    """``path`` (FILE.prom) for a ``mscred detect`` run that scored ``data`` (the label: DATA as given): its end,
+    duration and counts, from SCORES' ``frame``. Written once the outputs are, so a refused run leaves the last
+    good run's file, whose time then goes stale (what an alert on it watches)."""
+    samples = Samples(_DETECT_FAMILIES)
+    for family, value in (("mscred_detect_last_run_timestamp_seconds", ended),
+                          ("mscred_detect_duration_seconds", ended - started), ("mscred_detect_rows", len(frame)),
+                          ("mscred_detect_scored_rows", scored),
+                          ("mscred_detect_anomalous_rows", int(frame["is_anomaly"].sum())),
+                          ("mscred_detect_intervals", intervals), ("mscred_detect_threshold", threshold),
+                          ("mscred_detect_last_score", float(frame["score"].iloc[-1]) if len(frame) else None)):
+        samples.add(family, value, data=data)
     samples.write(path)
 
 
