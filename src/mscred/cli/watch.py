@@ -88,10 +88,13 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
     exported = None if metrics is None else MetricsFile(metrics, label="data")
 
+    def feeds(stopped=None) -> dict:   # (the one feed, as MetricsFile takes a fleet's)
+        return {str(data): (scores, stopped)}
+
     def poll(final: bool) -> bool:
         gained = poll_once(follower, monitor, scores, final)
         if exported is not None:
-            exported.after_poll({str(data): (scores, None)}, gained)
+            exported.after_poll(feeds(), gained)
         return gained
 
     with stopped_by_a_person() as terminated:
@@ -105,13 +108,13 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
             if exported is not None:
                 from mscred.cli.main import one_line
 
-                exported.write({str(data): (scores, one_line(err))})
+                exported.write(feeds(one_line(err)))
             raise
         finally:
             follower.close()
             scores.close()
     if exported is not None:
-        exported.write({str(data): (scores, None)})
+        exported.write(feeds())
     scores.summary(data)
     terminated.raise_again()
 

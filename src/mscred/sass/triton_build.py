@@ -34,7 +34,7 @@ STAGES = ("ttir", "ttgir", "llir", "ptx")   # the text stages kept beside the cu
 
 
 def build(source: str, kernel: str, config: dict, arch: int = 90, timeout: float = 600) -> dict:
-    """{"cubin": bytes, "name": the cubin's kernel symbol, "shared": bytes of shared memory, and each of
+    """{"cubin": bytes, "shared": bytes of shared memory a launch requests, and each of
     ``STAGES``: text} of ``kernel`` in ``source`` (a module name or a .py file) compiled for sm_``arch``.
     InputError for what the caller gave wrong (no such module or kernel, an argument it does not have, a constexpr
     without a value) and for a kernel Triton does not compile, with its innermost error (``_cause``)."""
@@ -159,8 +159,7 @@ def _cause(err: BaseException) -> str:
 
 def _answer(request: dict) -> dict:
     compiled = _compile(request["source"], request["kernel"], request["config"], request["arch"])
-    answer = {"cubin": base64.b64encode(compiled.asm["cubin"]).decode(), "name": compiled.metadata.name,
-              "shared": compiled.metadata.shared}
+    answer = {"cubin": base64.b64encode(compiled.asm["cubin"]).decode(), "shared": compiled.metadata.shared}
     for stage in STAGES:
         answer[stage] = compiled.asm.get(stage)
     return answer
