@@ -374,8 +374,10 @@ def diff_cmd(old, new, arch, kernel, top, loops, show_same, code_lines, as_json)
                else format_diff(diffs, top, show_same, code_lines))
 
 
-# `sass triton` lives in a module of its own (it compiles, where the commands above read binaries); it uses the
-# helpers above, so it is imported once they exist.
+# `sass lines` and `sass triton` live in modules of their own (a report of its own; a compile, where the commands
+# above read binaries); they use the helpers above, so they are imported once those exist.
+from mscred.cli.sass_lines import lines_cmd  # noqa: E402
 from mscred.cli.sass_triton import triton_cmd  # noqa: E402
 
+sass.add_command(lines_cmd)
 sass.add_command(triton_cmd)

@@ -26,10 +26,13 @@ def _named_values(pairs, option: str) -> dict:
 
 
 def _constant(name: str, text: str):
-    """A constexpr's value: an int (as Python writes it: 128, 0x80), a float, True/False, or a Triton type
-    ('tl.bfloat16', kept as text for the compiling process)."""
+    """A constexpr's value: an int (as Python writes it: 128, 0x80), a float, True/False, a string in quotes
+    (``'tf32'``: tl.dot's input_precision, kept as the string), or a Triton type ('tl.bfloat16', kept as text for
+    the compiling process)."""
     if text in ("True", "False"):
         return text == "True"
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return {"string": text[1:-1]}
     if text.startswith("tl."):
         return text
     for kind in (lambda t: int(t, 0), float):
@@ -37,14 +40,15 @@ def _constant(name: str, text: str):
             return kind(text)
         except ValueError:
             continue
-    raise InputError(f"-c {name}={text}: not an int, float, True/False or tl.<type>")
+    raise InputError(f"-c {name}={text}: not an int, float, True/False, 'string' in quotes or tl.<type>")
 
 
 @click.command(name="triton")
 @click.argument("source", type=NamedPath(dir_okay=False, hint="give a module name or a .py file"))
 @click.argument("kernel")
 @click.option("--constant", "-c", "constants", multiple=True, metavar="NAME=VALUE",
-              help="A tl.constexpr argument's value (every one needs one): 128, 0.5, True, tl.bfloat16.")
+              help="A tl.constexpr argument's value (every one needs one): 128, 0.5, True, tl.bfloat16, "
+                   "'tf32' (a string, in quotes).")
 @click.option("--pointer", "-p", "pointers", multiple=True, metavar="NAME=TYPE",
               help="A pointer argument's Triton type, e.g. x_ptr=*bf16 [*fp32 for arguments named *_ptr].")
 @click.option("--float", "floats", multiple=True, metavar="NAME", help="A float scalar argument [int32].")
@@ -61,9 +65,13 @@ def _constant(name: str, text: str):
 @click.option("--top", default=8, show_default=True, type=click.IntRange(min=0),
               help="Most frequent instructions shown (0: none).")
 @click.option("--loops", is_flag=True, help="Also the kernel's loops: range, size, their instruction mix.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object: inspect's, and the launch's shared memory.")
+@click.option("--lines", "by_line", type=click.IntRange(min=0), default=None, metavar="N",
+              help="Also the kernel's instructions per line of its Python source, as `sass lines` reports them "
+                   "(the N lines with the most; 0: all).")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON object: inspect's, the launch's shared memory (and with --lines, every line).")
 def triton_cmd(source, kernel, constants, pointers, floats, aligned, warps, stages, maxnreg, arch, out, keep, top,
-               loops, as_json):
+               loops, by_line, as_json):
     """Compile KERNEL, a @triton.jit function of SOURCE (a module, e.g. mscred.ops.triton.bias_act, or a .py
     file), for --arch on this machine (no GPU needed: Triton's compiler and its ptxas build for a named target),
     and report its machine code as `sass inspect` does: registers, spills (local memory), the shared memory a
@@ -99,6 +107,10 @@ def triton_cmd(source, kernel, constants, pointers, floats, aligned, warps, stag
                 if built.get(stage):
                     (tmp / f"{kernel}.{stage}").write_text(built[stage])
     rows = inspect_file(cubin, f"{kernel}.cubin", None, None, loops)
+    report = None
+    if by_line is not None:
+        from mscred.sass.lines import format_report, line_report
+        report = line_report(cubin, rows[0].name, rows[0].arch, f"{kernel}.cubin")
     said = (f"{kernel} for {arch} (num_warps {warps}, num_stages {stages}"
             f"{f', maxnreg {maxnreg}' if maxnreg else ''}): a launch requests {built['shared']} bytes of shared "
             "memory")
@@ -106,7 +118,10 @@ def triton_cmd(source, kernel, constants, pointers, floats, aligned, warps, stag
         click.echo(json.dumps({"kernel": kernel, "arch": arch, "num_warps": warps, "num_stages": stages,
                                "maxnreg": maxnreg, "launch_shared_bytes": built["shared"],
                                "cubin": str(out) if out else None,
-                               "inspect": [row.to_json() for row in rows]}, indent=2))
+                               "inspect": [row.to_json() for row in rows],
+                               **({"lines": report.to_json()} if report else {})}, indent=2))
         return
     click.echo(format_summaries(rows, top))
+    if report:
+        click.echo(format_report(report, by_line, show_all="--lines 0"))
     click.echo(said + (f"; wrote {out}" if out else "") + (f"; stages in {Path(keep)}" if keep else ""))

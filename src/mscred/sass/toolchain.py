@@ -199,9 +199,19 @@ def nvdisasm_timeout(size: int) -> float:
     return 60.0 + 30.0 * size / (1 << 20)
 
 
-def _nvdisasm(cubin: bytes, where: str = "a cubin"):
-    """``nvdisasm -c`` run on ``cubin`` (the CompletedProcess), or None without an nvdisasm; InputError naming
-    ``where`` when it does not finish (``nvdisasm_timeout``)."""
+def disassemble_with_lines(cubin: bytes, where: str = "a cubin"):
+    """``disassemble_with_labels``' two answers and, per kernel, each instruction's source location as the cubin's
+    line table gives it (``parse_line_info``), from one ``nvdisasm -c -gi`` run; None when no nvdisasm reads this
+    cubin. A cubin without a line table gives no locations (the instructions still come)."""
+    proc = _nvdisasm(cubin, where, ("-gi",))
+    if proc is None or proc.returncode != 0:
+        return None
+    return parse_disassembly(proc.stdout), parse_labels(proc.stdout), parse_line_info(proc.stdout)
+
+
+def _nvdisasm(cubin: bytes, where: str = "a cubin", flags: tuple[str, ...] = ()):
+    """``nvdisasm -c`` (and ``flags``) run on ``cubin`` (the CompletedProcess), or None without an nvdisasm;
+    InputError naming ``where`` when it does not finish (``nvdisasm_timeout``)."""
     nvdisasm = find_tool("nvdisasm")
     if nvdisasm is None:
         return None
@@ -212,8 +222,8 @@ def _nvdisasm(cubin: bytes, where: str = "a cubin"):
         # Latin-1, as pyelftools decodes the cubin's names: a damaged (non-UTF-8) byte in a name nvdisasm prints
         # cannot fail the decoding, and a kernel's name here stays the one the reader gives it (Kernel.name).
         try:
-            return subprocess.run([nvdisasm, "-c", str(path)], capture_output=True, text=True, encoding="latin-1",
-                                  timeout=timeout)
+            return subprocess.run([nvdisasm, "-c", *flags, str(path)], capture_output=True, text=True,
+                                  encoding="latin-1", timeout=timeout)
         except subprocess.TimeoutExpired:
             raise InputError(f"{where}: nvdisasm gave no answer in {timeout:.0f} s (a damaged cubin can make it "
                              f"loop); nothing disassembled") from None
@@ -261,6 +271,36 @@ def parse_disassembly(text: str) -> dict[str, dict[int, str]]:
         m = None if starts else _LINE.match(line)
         if m:
             current[int(m.group(1), 16)] = " ".join(m.group(2).split())
+    return out
+
+
+# nvdisasm -gi's location comments: '//## File "k.cu", line 6', or for code inlined from another function
+# '//## File "k.cu", line 1 inlined at "k.cu", line 6' followed by the caller's own line(s).
+_LOCATION = re.compile(r'^\s*//## File "(.*?)", line (\d+)')
+
+
+def parse_line_info(text: str) -> dict[str, dict[int, tuple[tuple[str, int], ...]]]:
+    """Per kernel, each instruction's source location from ``nvdisasm -gi``'s comments: a tuple of (file, line),
+    innermost first -- where the instruction's code was written, then each call site it was inlined into, the
+    kernel's own line last. nvdisasm writes a location when it changes (a run of comment lines, one per level of
+    inlining), so an instruction without one before it keeps the one above; a kernel's code starts with none."""
+    out: dict[str, dict[int, tuple[tuple[str, int], ...]]] = {}
+    chain: list[tuple[str, int]] = []
+    current: tuple[tuple[str, int], ...] = ()
+    for kernel, line, starts in _kernel_lines(text):
+        if starts or kernel is None:
+            chain, current = [], ()
+            continue
+        m = _LOCATION.match(line)
+        if m:
+            chain.append((m.group(1), int(m.group(2))))
+            continue
+        m = _LINE.match(line)
+        if m:
+            if chain:
+                current, chain = tuple(chain), []
+            if current:
+                out.setdefault(kernel, {})[int(m.group(1), 16)] = current
     return out
 
 

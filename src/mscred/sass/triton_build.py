@@ -6,7 +6,8 @@ wheel carries. What the kernel asks of the GPU then reads from the cubin (regist
 instruction mix: ``mscred.sass.inspect``), before any device is at hand.
 
 A kernel's arguments are typed as its launch would specialise them (``config``):
-- ``constants``: the ``tl.constexpr`` arguments by name (ints, floats, bools; "tl.<type>" names a Triton type);
+- ``constants``: the ``tl.constexpr`` arguments by name (ints, floats, bools; "tl.<type>" names a Triton type;
+  {"string": text} a string, e.g. tl.dot's input_precision);
 - ``pointers``: pointer arguments by name, as Triton types ("*bf16"); any other argument named ``*_ptr`` is
   "*fp32". Pointers are taken as 16-byte aligned, as the launch of a torch tensor's data pointer finds them;
 - ``floats``: float scalar arguments; every other argument is an int32 scalar;
@@ -26,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from mscred.errors import InputError
@@ -38,13 +40,17 @@ def build(source: str, kernel: str, config: dict, arch: int = 90, timeout: float
     ``STAGES``: text} of ``kernel`` in ``source`` (a module name or a .py file) compiled for sm_``arch``.
     InputError for what the caller gave wrong (no such module or kernel, an argument it does not have, a constexpr
     without a value) and for a kernel Triton does not compile, with its innermost error (``_cause``)."""
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
     request = json.dumps({"source": source, "kernel": kernel, "config": config, "arch": arch})
-    try:
-        done = subprocess.run([sys.executable, "-m", "mscred.sass.triton_build"], input=request, text=True,
-                              capture_output=True, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise InputError(f"{kernel}: Triton's compile took more than {timeout:.0f} s") from None
+    # A cache of its own, empty: Triton's cache keys a kernel by its source text, not by its file, so the same
+    # kernel in another file (or the file moved) came back with the first compile's line table, naming a path that
+    # may since hold something else (`sass lines` then showed that file's text), and a user's cache gains nothing.
+    with tempfile.TemporaryDirectory(prefix="mscred-triton-cache-") as cache:
+        env = {**os.environ, "TRITON_INTERPRET": "0", "TRITON_CACHE_DIR": cache}
+        try:
+            done = subprocess.run([sys.executable, "-m", "mscred.sass.triton_build"], input=request, text=True,
+                                  capture_output=True, env=env, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"{kernel}: Triton's compile took more than {timeout:.0f} s") from None
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         said = done.stderr.strip().splitlines()
@@ -114,6 +120,8 @@ def _source(fn, config: dict, strict: bool = True):
                 if not isinstance(getattr(tl, value[3:], None), tl.dtype):
                     raise InputError(f"{fn.__name__}: -c {name}={value}: not a Triton type")
                 value = getattr(tl, value[3:])
+            elif isinstance(value, dict):   # {"string": text}: a string constexpr ('tf32'), not a type's name
+                value = value["string"]
             signature[name], constexprs[(i,)] = "constexpr", value
         elif name in pointers or name.endswith("_ptr"):
             signature[name] = pointers.get(name, "*fp32")
