@@ -14,7 +14,8 @@ import numpy as np
 from mscred.evaluation import Scores
 
 CSS = """
-body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1150px;color:#222}
+body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#222;
+     margin:24px auto;padding:0 16px;max-width:1150px}
 h1{font-size:22px;margin-bottom:4px} h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
 table{border-collapse:collapse;font-size:14px} td,th{border:1px solid #ddd;padding:4px 10px;text-align:right}
 td:first-child,th:first-child,th:last-child,td.note{text-align:left} td.note{color:#777} .meta{color:#666;font-size:13px}
