@@ -198,3 +198,51 @@ def test_triton_lines_name_this_file_not_an_earlier_compile_of_the_same_text(tmp
                                  "--json")
         assert code == 0, err
         assert {row["file"] for row in json.loads(out)["lines"]["lines"]} == {str(source)}
+
+
+DIFF_SOURCE = """#ifndef EXTRA
+#define EXTRA 0.f
+#endif
+extern "C" __global__ void tail(float *out, const float *in, int n) {
+  float acc = 0.f;
+#pragma unroll 1
+  for (int k = 0; k < n; ++k) {
+    acc += in[k] * 0.5f;
+  }
+  out[0] = acc + EXTRA;
+}
+"""
+
+
+def test_diff_by_source_line_names_the_line_a_define_changed(tmp_path, capsys):
+    """Two builds of one source (-DEXTRA=in[1] adds a load and an add to line 10), each in a folder of its own:
+    `diff --lines` matches their lines by file name and number and names line 10 first."""
+    from mscred.sass.toolchain import compile_cubin, find_tool
+
+    if find_tool("nvcc") is None or find_tool("nvdisasm") is None:
+        pytest.skip("nvcc or nvdisasm not found: no cubin to read here")
+    cubins = []
+    for folder, extra in (("old", []), ("new", ["-DEXTRA=in[1]"])):
+        source = tmp_path / folder / "tail.cu"
+        source.parent.mkdir()
+        source.write_text(DIFF_SOURCE)
+        cubins.append(tmp_path / f"{folder}.cubin")
+        cubins[-1].write_bytes(compile_cubin(source, "sm_90", extra=["-lineinfo", "-O3", *extra]))
+    code, out, err = run_cli(capsys, "sass", "diff", *cubins, "--json")
+    assert code == 0, err
+    (kernel,) = json.loads(out)
+    changes = kernel["line_changes"]
+    change = changes[0]   # the largest move first (the scheduler may move an instruction or two elsewhere)
+    assert change["line"] == 10 and change["file"] == "tail.cu" and change["new"] > change["old"], changes
+    assert change["mix_changes"].get("LDG.E", 0) == 1 and change["source"] == "out[0] = acc + EXTRA;"
+    assert not any(c["source_edited"] for c in changes)
+    assert (sum(n for c in changes for n in c["mix_changes"].values())
+            == kernel["new"]["instructions"] - kernel["old"]["instructions"])
+    code, out, err = run_cli(capsys, "sass", "diff", *cubins, "--lines", "3")
+    assert code == 0, err
+    assert "by source line:" in out and "tail.cu:10" in out and "LDG.E +1" in out and "differ at" not in out
+    # builds without a line table: said, not an empty list
+    plain = tmp_path / "plain.cubin"
+    plain.write_bytes(compile_cubin(tmp_path / "old" / "tail.cu", "sm_90", extra=["-O3", "-DEXTRA=in[2]"]))
+    code, out, err = run_cli(capsys, "sass", "diff", cubins[0], plain, "--lines", "3")
+    assert code == 0 and "no source lines" in out, err

@@ -347,8 +347,12 @@ def inspect_cmd(paths, arch, kernel, top, loops, as_json):
 @click.option("--code", "code_lines", type=click.IntRange(min=0), default=0, show_default=True,
               help="Show up to this many lines of each differing kernel's instruction diff (branch targets named "
                    "L1, L2, ... alike in both builds).")
+@click.option("--lines", "source_lines", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Show up to this many source lines per differing kernel whose instructions moved most, with "
+                   "their mnemonics' moves (both builds with a line table: nvcc -lineinfo, Triton's default; lines "
+                   "matched by file name and number).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per kernel, in a list.")
-def diff_cmd(old, new, arch, kernel, top, loops, show_same, code_lines, as_json):
+def diff_cmd(old, new, arch, kernel, top, loops, show_same, code_lines, source_lines, as_json):
     """What a change did to the machine code: each kernel of NEW against the same kernel (mangled name and
     architecture, or the same function with trailing template arguments added or dropped) of OLD, in
     cubins/objects/libraries: registers, spills, shared memory, instructions, tensor / shared / global / local /
@@ -364,14 +368,17 @@ def diff_cmd(old, new, arch, kernel, top, loops, show_same, code_lines, as_json)
     _check_inputs(old, new)
     # NAME#N on each side that holds NAME in several cubins: two builds of one executable alike, or a lone cubin
     # (read whole) against the executable that links it with another unit's kernel of that name.
-    before = inspect_file(_read(old), old, arch, kernel, loops, code=code_lines > 0, number_where_needed=True)
-    after = inspect_file(_read(new), new, arch, kernel, loops, code=code_lines > 0, number_where_needed=True)
+    by_line = source_lines > 0 or as_json
+    before = inspect_file(_read(old), old, arch, kernel, loops, code=code_lines > 0, number_where_needed=True,
+                          lines=by_line)
+    after = inspect_file(_read(new), new, arch, kernel, loops, code=code_lines > 0, number_where_needed=True,
+                         lines=by_line)
     if not before and not after:
         raise InputError(f"no kernel{' matching ' + repr(kernel) if kernel else ''} in {old} or {new}")
     check_number_used(kernel, [(old, before), (new, after)])
     diffs = diff_summaries(before, after)
     click.echo(json.dumps([d.to_json() for d in diffs], indent=2) if as_json
-               else format_diff(diffs, top, show_same, code_lines))
+               else format_diff(diffs, top, show_same, code_lines, source_lines))
 
 
 # `sass lines` and `sass triton` live in modules of their own (a report of its own; a compile, where the commands

@@ -14,6 +14,7 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 from mscred.sass.inspect import GROUPS, KernelSummary, stable_name
 
@@ -67,9 +68,64 @@ class KernelDiff:
                 out["loops"] = len(k.loops)
             return out
 
+        moved_lines = self.line_changes()
         return {"arch": self.arch, "kernel": self.name, "demangled": self.readable, "status": self.status,
                 "was": self.was, "identical": self.identical, "old": side(self.old), "new": side(self.new),
-                "mix_changes": [{"op": op, "old": a, "new": b} for op, a, b in self.mix_changes()]}
+                "mix_changes": [{"op": op, "old": a, "new": b} for op, a, b in self.mix_changes()],
+                **({"line_changes": [c.to_json() for c in moved_lines]} if moved_lines is not None else {})}
+
+    def line_changes(self) -> list["LineChange"] | None:
+        """Per source line, the instructions each build made of it, for the lines whose count or mix moved,
+        largest moves first; None unless both builds were read with their line tables (``inspect_file(...,
+        lines=True)``). Lines are matched by file name and number (and the line they were inlined into), so two
+        builds of one source compare line by line, whichever folder each was built in."""
+        if self.old is None or self.new is None or self.old.lines is None or self.new.lines is None:
+            return None
+        old, new = _by_line(self.old.lines), _by_line(self.new.lines)
+        out = []
+        for key in set(old) | set(new):
+            a, b = old.get(key), new.get(key)
+            mix_a, mix_b = (a.mix if a else Counter()), (b.mix if b else Counter())
+            if mix_a == mix_b:
+                continue
+            moved = {op: mix_b.get(op, 0) - mix_a.get(op, 0) for op in set(mix_a) | set(mix_b)
+                     if mix_a.get(op, 0) != mix_b.get(op, 0)}
+            source = (b or a).source
+            edited = a is not None and b is not None and None not in (a.source, b.source) and a.source != b.source
+            out.append(LineChange(key, sum(mix_a.values()), sum(mix_b.values()), moved, source, edited))
+        return sorted(out, key=lambda c: (-abs(c.new - c.old), c.key))
+
+
+@dataclass
+class LineChange:
+    """One source line's instructions in the old and the new build."""
+
+    key: tuple  # (file name, line, and the file name and line it was inlined into, or None)
+    old: int
+    new: int
+    moved: dict  # mnemonic -> new count minus old
+    source: str | None
+    edited: bool  # the line's text differs between the builds' sources (they are not one source)
+
+    @property
+    def label(self) -> str:
+        name, line, into = self.key
+        return f"{name}:{line}" + (f" (in {into[0]}:{into[1]})" if into else "")
+
+    def to_json(self) -> dict:
+        name, line, into = self.key
+        return {"file": name, "line": line, "inlined_into": {"file": into[0], "line": into[1]} if into else None,
+                "old": self.old, "new": self.new, "mix_changes": self.moved, "source": self.source,
+                "source_edited": self.edited}
+
+
+def _by_line(rows) -> dict:
+    """LineRows by (file name, line, (file name, line) inlined into or None)."""
+    out = {}
+    for r in rows:
+        into = (Path(r.called_from.file).name, r.called_from.line) if r.called_from else None
+        out[(Path(r.place.file).name, r.place.line, into)] = r
+    return out
 
 
 def _fingerprint(k: KernelSummary) -> tuple:
@@ -209,9 +265,11 @@ def code_diff(d: KernelDiff, context: int = 3) -> list[str] | None:
     return list(difflib.unified_diff(d.old.code, d.new.code, "old", "new", n=context, lineterm=""))[2:]
 
 
-def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False, code_lines: int = 0) -> str:
+def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False, code_lines: int = 0,
+                source_lines: int = 0) -> str:
     """One block per kernel that differs (or every kernel, with show_same), then a count line. code_lines > 0: under
-    each kernel whose instructions differ (the same counts included), their unified diff, at most that many lines."""
+    each kernel whose instructions differ (the same counts included), their unified diff, at most that many lines.
+    source_lines > 0: the source lines whose instructions moved most (``KernelDiff.line_changes``), that many."""
     if not diffs:
         return "no kernels"
     lines = []
@@ -244,6 +302,7 @@ def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False, 
             mma_old, mma_new = _tensor_loop(o), _tensor_loop(n)
             if mma_old is not None and mma_new is not None:
                 lines.append(f"        tensor-core loop {_change(mma_old, mma_new, percent=True)} instructions")
+        lines += _format_line_changes(d, source_lines, top)
         shown = code_diff(d) if code_lines > 0 else None
         if shown:
             lines += ["        " + line for line in shown[:code_lines]]
@@ -258,3 +317,26 @@ def format_diff(diffs: list[KernelDiff], top: int = 8, show_same: bool = False, 
     if not any(d.old is not None and d.old.disassembler for d in diffs):
         lines.append("(no nvdisasm reads these cubins: instruction mix not compared)")
     return "\n".join(lines)
+
+
+def _format_line_changes(d: KernelDiff, shown: int, top: int) -> list[str]:
+    """The source lines whose instructions moved most, ``shown`` of them, each with its mnemonics' moves (``top``)."""
+    if shown <= 0:
+        return []
+    changes = d.line_changes()
+    if changes is None:
+        return ["        (no source lines: a build without a line table; nvcc -lineinfo)"]
+    if not changes:
+        return ["        every source line: the same instructions"]
+    width = max(len(c.label) for c in changes[:shown])
+    out = ["        by source line:"]
+    for c in changes[:shown]:
+        moves = "  ".join(f"{op} {n:+d}" for op, n in sorted(c.moved.items(), key=lambda m: (-abs(m[1]), m[0]))[:top])
+        text = c.source or ""
+        text = text if len(text) <= 60 else text[:57] + "..."
+        out.append(f"          {c.label:<{width}}  {_change(c.old, c.new)}  {moves}  {text}".rstrip())
+    if len(changes) > shown:
+        out.append(f"          ... {len(changes) - shown} more lines changed")
+    if any(c.edited for c in changes):
+        out.append("          (the two sources differ at some of these lines: lines are matched by number)")
+    return out

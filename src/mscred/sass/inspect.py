@@ -18,7 +18,7 @@ from mscred.sass.fatbin import (check_has_cubins, check_readable, find_images, k
                                 unreadable_cubins)
 from mscred.sass.loops import Loop, find_loops, format_loops
 from mscred.sass.patch import _mnemonic
-from mscred.sass.toolchain import demangle, disassemble_with_labels
+from mscred.sass.toolchain import demangle, disassemble_with_labels, disassemble_with_lines
 
 # Instruction groups worth a column, by mnemonic prefix (the first word of the disassembly, modifiers included).
 GROUPS = {
@@ -54,6 +54,8 @@ class KernelSummary:
     code_digest: str | None = None  # the instruction stream's hash (code_digest below), when disassembled
     code: list[str] | None = None  # the instructions as code_lines writes them, when asked for (and disassembled)
     cubin: int | None = None  # the number of its cubin in the file (Image.number: what -k NAME#N takes)
+    lines: list | None = None  # its instructions per source line (mscred.sass.lines.LineRow), when asked for and
+    #                            the cubin has a line table
 
     def to_json(self) -> dict:
         return {"image": self.image, "cubin": self.cubin, "arch": self.arch, "kernel": self.name,
@@ -146,11 +148,13 @@ def _count_groups(mix: Counter) -> dict:
 
 
 def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str | None = None,
-                 loops: bool = False, code: bool = False, number_where_needed: bool = False) -> list[KernelSummary]:
+                 loops: bool = False, code: bool = False, number_where_needed: bool = False,
+                 lines: bool = False) -> list[KernelSummary]:
     """Summaries of every kernel of every readable cubin in ``data`` (optionally one arch, and only kernels whose
     mangled or demangled name contains ``kernel``: the table shows demangled names, so a template instantiation
     can be picked as printed, e.g. ``conv_pipelined<2, 1, 8``); with ``loops``, each kernel's loops too
-    (``mscred.sass.loops``); with ``code``, its instructions (``code_lines``).
+    (``mscred.sass.loops``); with ``code``, its instructions (``code_lines``); with ``lines``, its instructions
+    per source line where the cubin has a line table (``mscred.sass.lines.line_rows``).
 
     ``kernel`` as ``NAME#N``: only the kernels NAME fits in the file's cubin number N (``fatbin.numbered_cubin``,
     as dump, run and patch pick it; refused when cubin N is missing, unreadable or holds none). With
@@ -175,9 +179,16 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
         image = numbered_cubin(images, kernel, where, [image for image, *_ in picked], arch)
         picked = [entry for entry in picked if entry[0] is image]
     out = []
+    if lines:
+        from mscred.sass.lines import SourceFiles, line_rows   # (here: that module imports this one)
+        sources = SourceFiles(())
     for image, cubin, readable, chosen in picked:
-        found = disassemble_with_labels(cubin.data, image.where)
-        asm, labels = found if found is not None else ({}, {})
+        if lines:   # (one nvdisasm run either way: -gi adds the locations to the same listing)
+            found = disassemble_with_lines(cubin.data, image.where)
+            asm, labels, places = found if found is not None else ({}, {}, {})
+        else:
+            found = disassemble_with_labels(cubin.data, image.where)
+            (asm, labels), places = found if found is not None else ({}, {}), {}
         for k in chosen:
             text = asm.get(k.name)
             mix = Counter(_mnemonic(text[off]) for off in _code_offsets(text)) if text else Counter()
@@ -189,7 +200,9 @@ def inspect_file(data: bytes, where: str, arch: str | None = None, kernel: str |
                 readable=readable.get(k.name, k.name),
                 loops=find_loops(text, labels.get(k.name, {})) if loops and text else None,
                 code_digest=code_digest(text, labels.get(k.name, {})) if text else None,
-                code=code_lines(text, labels.get(k.name, {})) if code and text else None, cubin=image.number))
+                code=code_lines(text, labels.get(k.name, {})) if code and text else None, cubin=image.number,
+                lines=(line_rows(text, labels.get(k.name, {}), places.get(k.name, {}), sources)
+                       if lines and text else None)))
     return out
 
 

@@ -72,8 +72,8 @@ def line_report(cubin: bytes, kernel: str, arch: str, where: str, source_dirs: t
                 order: str = "count") -> LineReport:
     """``kernel``'s instructions in ``cubin`` grouped by source line; ``order`` "count" (most instructions first)
     or "source" (by file, then line). A source file named by the line table is read where it says, else looked
-    for under ``source_dirs`` (by its path below them, then by its name). InputError when no nvdisasm reads the
-    cubin, or when the kernel has no line table (with how to get one)."""
+    for under ``source_dirs`` (by the longest tail of its path, then by name). InputError when no nvdisasm reads
+    the cubin, or when the kernel has no line table (with how to get one)."""
     found = disassemble_with_lines(cubin, where)
     if found is None:
         if find_tool("nvdisasm") is None:
@@ -82,13 +82,28 @@ def line_report(cubin: bytes, kernel: str, arch: str, where: str, source_dirs: t
         raise InputError(f"{where}: nvdisasm does not read this {arch} cubin ({nvdisasm_error(cubin, where)})")
     asm, labels, places = found
     text = asm.get(kernel, {})
-    offsets = _code_offsets(text)
-    located = places.get(kernel, {})
-    if not any(o in located for o in offsets):
+    rows = line_rows(text, labels.get(kernel, {}), places.get(kernel, {}), SourceFiles(source_dirs))
+    if rows is None:
         raise InputError(f"{where}: {kernel} has no source-line table: compile with nvcc -lineinfo (or -G); Triton "
                          "writes one unless TRITON_DISABLE_LINE_INFO=1")
+    if order == "source":
+        rows.sort(key=lambda r: (r.place.file, r.place.line, str(r.called_from)))
+    offsets = _code_offsets(text)
+    located = places.get(kernel, {})
+    return LineReport(kernel=kernel, arch=arch, instructions=len(offsets),
+                      located=sum(1 for o in offsets if located.get(o)),
+                      in_loops=sum(r.in_loops for r in rows), rows=rows)
+
+
+def line_rows(text: dict[int, str], labels: dict[str, int], located: dict[int, tuple], sources: "SourceFiles"
+              ) -> list[LineRow] | None:
+    """One kernel's instructions (``{offset: text}``, its branch labels, its locations from ``parse_line_info``)
+    grouped by source line, most instructions first; None when none of them has a location (no line table)."""
+    offsets = _code_offsets(text)
+    if not any(o in located for o in offsets):
+        return None
     looped = set()
-    for lp in find_loops(text, labels.get(kernel, {})):
+    for lp in find_loops(text, labels):
         looped.update(o for o in offsets if lp.start <= o <= lp.end)
     rows: dict[tuple[Place, Place | None], LineRow] = {}
     for o in offsets:
@@ -101,18 +116,12 @@ def line_report(cubin: bytes, kernel: str, arch: str, where: str, source_dirs: t
         row.instructions += 1
         row.in_loops += o in looped
         row.mix[_mnemonic(text[o])] += 1
-    sources = _SourceFiles(source_dirs)
     for row in rows.values():
         row.source = sources.line(row.place)
-    if order == "source":
-        ordered = sorted(rows.values(), key=lambda r: (r.place.file, r.place.line, str(r.called_from)))
-    else:
-        ordered = sorted(rows.values(), key=lambda r: (-r.instructions, r.place.file, r.place.line))
-    return LineReport(kernel=kernel, arch=arch, instructions=len(offsets),
-                      located=sum(1 for o in offsets if located.get(o)), in_loops=len(looped), rows=ordered)
+    return sorted(rows.values(), key=lambda r: (-r.instructions, r.place.file, r.place.line))
 
 
-class _SourceFiles:
+class SourceFiles:
     """Source lines by file, each file read once (None for a file not found or not text)."""
 
     def __init__(self, dirs: tuple[str, ...]):
