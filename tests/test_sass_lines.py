@@ -246,3 +246,30 @@ def test_diff_by_source_line_names_the_line_a_define_changed(tmp_path, capsys):
     plain.write_bytes(compile_cubin(tmp_path / "old" / "tail.cu", "sm_90", extra=["-O3", "-DEXTRA=in[2]"]))
     code, out, err = run_cli(capsys, "sass", "diff", cubins[0], plain, "--lines", "3")
     assert code == 0 and "no source lines" in out, err
+
+
+def test_annotate_prints_the_source_with_counts_in_the_margin(built, tmp_path, capsys):
+    source, cubin, _ = built
+    report = _report(capsys, cubin, "-k", "sum_squares")
+    code, out, err = run_cli(capsys, "sass", "lines", cubin, "-k", "sum_squares", "--annotate")
+    assert code == 0, err
+    margin = {}
+    for line in out.splitlines():
+        number, bar, text = line.partition(" | ")
+        if bar and number.split():
+            margin[int(number.split()[0])] = (number.split()[1:], text)
+    # every line of the file is shown (the code spans it, with 2 lines of context), in order, with its text
+    assert sorted(margin) == list(range(1, len(SOURCE.splitlines()) + 1))
+    assert all(margin[n][1] == SOURCE.splitlines()[n - 1] for n in margin)
+    # the helper's line sums its two call sites; a line without code has an empty margin
+    helper = sum(r["instructions"] for r in report["lines"] if r["line"] == 1)
+    assert margin[1][0][0] == str(helper) and margin[3][0] == []
+    assert sum(int(m[0][0]) for m in margin.values() if m[0]) == report["instructions"]
+    # the source moved away: its lines' counts, and how to point at it
+    moved = tmp_path / "elsewhere.cu"
+    shutil.move(source, moved)
+    try:
+        code, out, err = run_cli(capsys, "sass", "lines", cubin, "-k", "sum_squares", "--annotate")
+    finally:
+        shutil.move(moved, source)
+    assert code == 0 and "(not found: --source-dir DIR)" in out, err

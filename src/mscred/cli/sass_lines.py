@@ -26,15 +26,23 @@ from mscred.cli.sass import _BINARY, _arch, _needs_stdout, _pick_cubin
               type=NamedPath(file_okay=False, exists=True, hint="give a folder"),
               help="Where to look for source files the line table names but that are not where it says (another "
                    "machine's build): by the longest tail of their path, then by name. Repeatable.")
+@click.option("--annotate", is_flag=True,
+              help="Print the source files instead, each line with its instructions (and those in loops) in the "
+                   "margin, from the first line with code to the last.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object: totals and every line.")
-def lines_cmd(path, kernel, arch, top, mix, order, source_dirs, as_json):
+def lines_cmd(path, kernel, arch, top, mix, order, source_dirs, annotate, as_json):
     """Which source lines a kernel's machine code came from: its instructions counted per line of the CUDA C++ or
     Triton source, with how many sit inside loops and which instructions they are, read from the cubin's line
     table (nvcc -lineinfo or -G; Triton writes one by default). Code inlined from a helper counts at the helper's
     line, with the kernel's line it was inlined into beside it. No GPU needed."""
-    from mscred.sass.lines import format_report, line_report
+    from mscred.sass.lines import format_annotated, format_report, line_report
 
     _needs_stdout()
     image, cubin, k = _pick_cubin(path, kernel, arch)
     report = line_report(cubin.data, k.name, image.arch, image.where, tuple(source_dirs), order)
-    click.echo(json.dumps(report.to_json(), indent=2) if as_json else format_report(report, top, mix))
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    elif annotate:
+        click.echo(format_annotated(report, tuple(source_dirs)))
+    else:
+        click.echo(format_report(report, top, mix))

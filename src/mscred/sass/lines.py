@@ -136,17 +136,68 @@ class SourceFiles:
         candidates = [path] + [d.joinpath(*parts[i:]) for d in self.dirs for i in range(len(parts))]
         return next((c for c in candidates if c.is_file()), None)
 
-    def line(self, place: Place) -> str | None:
-        if place.file not in self.files:
-            path = self._find(place.file)
+    def text(self, name: str) -> list[str] | None:
+        """The file's lines (None when it is not found or not readable)."""
+        if name not in self.files:
+            path = self._find(name)
             try:
-                self.files[place.file] = path.read_text(errors="replace").splitlines() if path else None
+                self.files[name] = path.read_text(errors="replace").splitlines() if path else None
             except OSError:
-                self.files[place.file] = None
-        lines = self.files[place.file]
+                self.files[name] = None
+        return self.files[name]
+
+    def line(self, place: Place) -> str | None:
+        lines = self.text(place.file)
         if lines is None or not 1 <= place.line <= len(lines):
             return None
         return lines[place.line - 1].strip()
+
+
+def _hunks(numbers: list[int], context: int, end: int) -> list[tuple[int, int]]:
+    """The line ranges to print: each line number with ``context`` lines either side (within 1..end), ranges that
+    touch or overlap merged."""
+    out: list[tuple[int, int]] = []
+    for n in numbers:
+        lo, hi = max(1, n - context), min(end, n + context)
+        if out and lo <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def format_annotated(report: LineReport, source_dirs: tuple[str, ...] = (), context: int = 2) -> str:
+    """Each source file of the report, its lines with the instructions they made in the margin (a helper's line
+    summed over the places it was inlined into): the lines with code, ``context`` lines around each, the stretches
+    between left out ("..."); the files by instructions, most first. A file not found is named with its lines'
+    counts alone."""
+    sources = SourceFiles(source_dirs)
+    per_file: dict[str, dict[int, list[int]]] = {}
+    for r in report.rows:
+        counts = per_file.setdefault(r.place.file, {}).setdefault(r.place.line, [0, 0])
+        counts[0] += r.instructions
+        counts[1] += r.in_loops
+    out = [f"{report.kernel} ({report.arch}): {report.instructions} instructions, {report.in_loops} in loops; "
+           "per line: instructions, of them in loops"]
+    for name, lines in sorted(per_file.items(), key=lambda kv: -sum(c[0] for c in kv[1].values())):
+        text = sources.text(name)
+        total = sum(c[0] for c in lines.values())
+        out.append(f"\n== {name} ({total} instructions)")
+        if text is None:
+            out.append("  (not found: --source-dir DIR)")
+            out += [f"  {n:>6} {lines[n][0]:>6} {lines[n][1]:>6}" for n in sorted(lines)]
+            continue
+        for i, (first, last) in enumerate(_hunks(sorted(n for n in lines if n <= len(text)), context, len(text))):
+            if i:
+                out.append("     ...")
+            for n in range(first, last + 1):
+                counts = lines.get(n)
+                margin = f"{counts[0]:>6} {counts[1]:>6}" if counts else " " * 13
+                out.append(f"  {n:>6} {margin} | {text[n - 1]}".rstrip())
+        beyond = sorted(n for n in lines if n > len(text))
+        if beyond:   # (Triton places a few instructions past a function's last line)
+            out.append(f"  past the file's end: " + ", ".join(f"line {n}: {lines[n][0]}" for n in beyond))
+    return "\n".join(out)
 
 
 def format_report(report: LineReport, top: int = 25, mix: int = 3, show_all: str = "--top 0") -> str:
