@@ -136,6 +136,28 @@ def test_env_lists_backends(capsys):
     assert info["cpu_bf16_native"] == bf16_native(torch.device("cpu"))  # whether --bf16 applies on the CPU
 
 
+def test_env_names_the_sass_tools_it_found(capsys, monkeypatch):
+    """Each CUDA tool `mscred sass` runs: its release and path, or "not found"; one the user pointed at that does
+    not run (MSCRED_NVCC) is named with its release unknown, not taken for a working one."""
+    from mscred.sass.toolchain import find_tool
+
+    code, out, err = _run(capsys, "env", "--json")
+    assert code == 0, err
+    tools = json.loads(out)["sass_tools"]
+    assert set(tools) == {"nvcc", "nvdisasm", "cuobjdump", "ptxas12"}
+    for name, state in tools.items():
+        path = find_tool(name)
+        assert state == "not found" if path is None else state.endswith(f" at {path}"), (name, state)
+    monkeypatch.setenv("MSCRED_NVCC", "/nonexistent/nvcc")
+    find_tool.cache_clear()   # (find_tool reads the variable once a process)
+    try:
+        code, out, err = _run(capsys, "env")
+    finally:   # the bogus path must not stay in the cache for the tests after this one
+        monkeypatch.delenv("MSCRED_NVCC")
+        find_tool.cache_clear()
+    assert code == 0 and "sass tools: nvcc release unknown at /nonexistent/nvcc" in out, err
+
+
 def test_env_names_the_mscred_variables_set(capsys, monkeypatch):
     # a forced kernel (MSCRED_CONV2_KERNEL) changes what runs: a bug report from `mscred env` must show it
     for name in [k for k in os.environ if k.startswith("MSCRED_")]:

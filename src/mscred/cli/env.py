@@ -42,6 +42,19 @@ def _kernels() -> dict[str, str]:
     return {name: "ok" if ok else f"unavailable: {why}" for name, (ok, why) in kernels.items()}
 
 
+def _sass_tools() -> dict[str, str]:
+    """The CUDA tools `mscred sass` runs, each "RELEASE at PATH" or "not found": nvcc (probe, compiles),
+    nvdisasm (instruction mixes, lines, diffs), cuobjdump, and a CUDA 12 ptxas (the sm_5x-sm_72 cubins CUDA 13 no
+    longer builds). Where `sass` said "no nvdisasm reads these cubins", this says which one it found."""
+    from mscred.sass.toolchain import find_tool, tool_release
+
+    out = {}
+    for name in ("nvcc", "nvdisasm", "cuobjdump", "ptxas12"):
+        path = find_tool(name)
+        out[name] = f"{tool_release(path) or 'release unknown'} at {path}" if path else "not found"
+    return out
+
+
 def collect() -> dict:
     """Everything `mscred env` prints, as a dict (tested, and handy in bug reports)."""
     import torch
@@ -66,6 +79,7 @@ def collect() -> dict:
         "devices": [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         "backends": backend_status(),
         "kernels": _kernels(),
+        "sass_tools": _sass_tools(),
         # The MSCRED_* variables set here (MSCRED_CONV1_KERNEL / MSCRED_CONV2_KERNEL / MSCRED_PATCH_KERNEL force
         # kernels, MSCRED_WINDOW_LSTM / MSCRED_RESIDENT_LSTM switch the per-window ConvLSTM kernels, MSCRED_DEBUG
         # shows tracebacks, ...): a bug report should say which were on.
@@ -105,6 +119,7 @@ def env(as_json: bool) -> None:
             click.echo(f"  {op:<20} {backend:<15} {state}")
     for kernel, state in info["kernels"].items():
         click.echo(f"  {kernel}: {state}")
+    click.echo("sass tools: " + ", ".join(f"{name} {state}" for name, state in info["sass_tools"].items()))
     if info["environment"]:
         click.echo("environment: " + ", ".join(f"{k}={v}" for k, v in info["environment"].items()))
     if info["other_variables"]:
