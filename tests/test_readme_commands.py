@@ -1,5 +1,6 @@
-"""Every `mscred ...` command line in the README's code blocks names a command that exists and only options that
-command takes: the README's tours are what users copy, and an option renamed in the code must not live on there."""
+"""Every `mscred ...` command line in the code blocks of the README and `docs/sass.md` names a command that exists
+and only options that command takes: the tours are what users copy, and an option renamed in the code must not live
+on there."""
 from __future__ import annotations
 
 import re
@@ -9,13 +10,14 @@ from pathlib import Path
 import click
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = (ROOT / "README.md", ROOT / "docs" / "sass.md")
 
 
-def _command_lines() -> list[str]:
+def _command_lines(doc: Path) -> list[str]:
     """The `mscred` invocations of the README's code blocks (after a pipe too), comments and [optional] brackets
     dropped, continuation lines (`\\`) joined."""
-    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", README.read_text(), flags=re.S | re.M)
+    blocks = re.findall(r"^```[a-z]*\n(.*?)^```", doc.read_text(), flags=re.S | re.M)
     out = []
     for block in blocks:
         for line in block.replace("\\\n", " ").splitlines():
@@ -47,11 +49,11 @@ def _options(command: click.Command) -> set[str]:
     return names | {"-h", "--help"}
 
 
-LINES = _command_lines()
+LINES = {doc: _command_lines(doc) for doc in DOCS}
 
 
-def test_the_readme_shows_commands():
-    assert len(LINES) >= 25, LINES   # the CLI tour and the sass block at least
+def test_the_docs_show_commands():
+    assert len(LINES[DOCS[0]]) >= 25 and len(LINES[DOCS[1]]) >= 10, LINES   # the tours at least
 
 
 def _check(line: str) -> None:
@@ -64,7 +66,7 @@ def _check(line: str) -> None:
             assert option in known, f"`{line}`: {command.name} has no option {option} (it has {sorted(known)})"
 
 
-@pytest.mark.parametrize("line", LINES)
+@pytest.mark.parametrize("line", [line for lines in LINES.values() for line in lines])
 def test_each_readme_command_and_option_exists(line):
     _check(line)
 
