@@ -82,6 +82,8 @@ def line_report(cubin: bytes, kernel: str, arch: str, where: str, source_dirs: t
         raise InputError(f"{where}: nvdisasm does not read this {arch} cubin ({nvdisasm_error(cubin, where)})")
     asm, labels, places = found
     text = asm.get(kernel, {})
+    if not text:   # (a damaged cubin whose code section nvdisasm names otherwise: not "no line table")
+        raise InputError(f"{where}: nvdisasm listed no instructions for {kernel}")
     rows = line_rows(text, labels.get(kernel, {}), places.get(kernel, {}), SourceFiles(source_dirs))
     if rows is None:
         raise InputError(f"{where}: {kernel} has no source-line table: compile with nvcc -lineinfo (or -G); Triton "
@@ -95,7 +97,7 @@ def line_report(cubin: bytes, kernel: str, arch: str, where: str, source_dirs: t
                       in_loops=sum(r.in_loops for r in rows), rows=rows)
 
 
-def line_rows(text: dict[int, str], labels: dict[str, int], located: dict[int, tuple], sources: "SourceFiles"
+def line_rows(text: dict[int, str], labels: dict[str, int], located: dict[int, tuple], sources: SourceFiles
               ) -> list[LineRow] | None:
     """One kernel's instructions (``{offset: text}``, its branch labels, its locations from ``parse_line_info``)
     grouped by source line, most instructions first; None when none of them has a location (no line table)."""
