@@ -10,6 +10,7 @@ import warnings
 from typing import Optional
 
 import numpy as np
+import pandas as pd
 
 from mscred.evaluation import Scores
 
@@ -23,6 +24,20 @@ img{max-width:100%;border:1px solid #eee} .missing{background:#fff6e0;border:1px
 """
 DETECTED = "#ff9f1c"
 TRUTH = "#d62828"
+
+
+def html_table(frame: pd.DataFrame, table_id: str) -> str:
+    """A DataFrame as an HTML table (cells escaped; floats to 4 significant digits, missing values as -)."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(table_cell(v))}</td>" for v in row) + "</tr>"
+                   for row in frame.itertuples(index=False))
+    return f'<table id="{table_id}"><tr>{head}</tr>{body}</table>'
+
+
+def table_cell(value) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
+        return "-"
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def figure_png(fig) -> str:

@@ -12,7 +12,8 @@ import pandas as pd
 
 from mscred.evaluation import Scores
 from mscred.metrics import events as runs
-from mscred.figures import CSS, DETECTED, figure_png, img_tag, row_edges, shade_intervals, short_name, x_axis
+from mscred.figures import (CSS, DETECTED, figure_png, html_table, img_tag, row_edges, shade_intervals,
+                            short_name, x_axis)
 
 PLOTTED = 12   # entities whose score is drawn: those with the most anomalous rows
 LISTED = 200   # alarms listed: those with the largest peak scores
@@ -39,19 +40,6 @@ class MostAnomalous:
     def ranked(self) -> list[tuple[str, pd.DataFrame, float]]:
         names = sorted(self.frames, key=self._rank)
         return [(name, self.frames[name][1], self.frames[name][2]) for name in names]
-
-
-def _table(frame: pd.DataFrame, table_id: str) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row) + "</tr>"
-                   for row in frame.itertuples(index=False))
-    return f'<table id="{table_id}"><tr>{head}</tr>{body}</table>'
-
-
-def _cell(value) -> str:
-    if value is None or (isinstance(value, float) and np.isnan(value)) or value is pd.NA:
-        return "-"
-    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def score_figure(plots: list[tuple[str, pd.DataFrame, float]]) -> str:
@@ -85,11 +73,11 @@ def write_fleet_report(path: Path, summary: pd.DataFrame, alarms: pd.DataFrame, 
     parts = [f"<h1>mscred fleet scores</h1><p class='meta'>{html.escape(source)} &middot; {len(summary)} entities, "
              f"{scored} scored, {alarming} with anomalous rows, {len(alarms)} alarms &middot; "
              f"{_dt.datetime.now():%Y-%m-%d %H:%M}</p>",
-             '<h2 id="sec-entities">Entities</h2>', _table(order, "entities"),
+             '<h2 id="sec-entities">Entities</h2>', html_table(order, "entities"),
              '<h2 id="sec-alarms">Alarms</h2>']
     if len(listed):
         more = len(alarms) - len(listed)
-        parts.append(_table(listed, "alarms") + (f"<p class='meta'>{more} more, of lower peaks, in events.csv.</p>"
+        parts.append(html_table(listed, "alarms") + (f"<p class='meta'>{more} more, of lower peaks, in events.csv.</p>"
                                                  if more else ""))
     else:
         parts.append("<p class='meta'>No anomalous row in any entity.</p>")

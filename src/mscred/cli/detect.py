@@ -33,13 +33,18 @@ from mscred.config import MISSING_POLICIES
 @click.option("--json", "as_json", is_flag=True,
               help="The summary as one JSON object on stdout (rows, scored, anomalous, intervals, threshold, "
                    "context_rows, out, events), for scripts.")
+@click.option("--report", "report_dir", type=NamedPath(file_okay=False), default=None,
+              help="Also an HTML page of what was found, for data without ground truth: the alarms with their "
+                   "root causes (and events.csv), the score against the threshold, each sensor's score as a heat "
+                   "map, the top sensors around the alarms, the residual matrices of the worst windows (the "
+                   "report extra: matplotlib).")
 @click.option("--metrics", type=NamedPath(dir_okay=False), default=None,
               help="Also FILE.prom, the run in Prometheus' text format for node_exporter's textfile collector (when "
                    "it ended, how long it took, rows, rows scored, anomalous rows, intervals, threshold, the last "
                    "row's score), written once the outputs are: for a detect run by cron.")
 @encoding_option
 def detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json,
-           metrics) -> None:
+           report_dir, metrics) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
@@ -60,13 +65,20 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
         from mscred.cli.prometheus import check_metrics_path
 
         check_metrics_path(metrics)
+    if report_dir is not None:   # before any work: matplotlib there, and a folder of other files refused
+        from mscred.atomic import check_replaceable_dir
+        from mscred.detection_report import DETECTION_REPORT_FILES
+        from mscred.report import require_matplotlib
+
+        require_matplotlib()
+        check_replaceable_dir(report_dir, DETECTION_REPORT_FILES, "an mscred detection report")
     with stdin_as_file(data) as path:
         _detect(model_dir, path, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
-                STDIN_NAME if str(data) == STDIO else str(data))
+                STDIN_NAME if str(data) == STDIO else str(data), report_dir)
 
 
 def _detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
-            label: str) -> None:
+            label: str, report_dir=None) -> None:
     """``detect`` of DATA as a path (standard input's copy for '-'; ``label``: DATA as the metrics name it)."""
     import time
 
@@ -76,6 +88,7 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     from mscred.cli.train import report_filled, report_time_gap
     from mscred.data.context import seam_note
     from mscred.data.io import check_writable_table, load_table, write_table
+    from mscred.detect import SENSOR_SCORE_PREFIX
     from mscred.detector import MSCRED
     from mscred.errors import InputError
     from mscred.events import events_table
@@ -86,7 +99,7 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     files = tables_given(data, "to score")   # (a folder's, as one feed)
     if Path(data).is_dir():   # (a file written there would be scored as the feed's next by the next run)
         for path, instead in [(out, "write it elsewhere"), (events, "write it elsewhere"),
-                              (context, "give the rows before it from elsewhere")]:
+                              (report_dir, "write it elsewhere"), (context, "give the rows before it from elsewhere")]:
             if path is not None and Path(path).resolve().parent == Path(data).resolve():
                 raise InputError(f"{path}: is in the folder DATA {data}, whose tables are the feed: {instead}")
     inputs = files + ([context] if context else [])
@@ -105,7 +118,9 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     first = load_table(files[0], missing=missing, ignore_label=True, encoding=encoding)   # (DATA's errors first)
     before = load_table(context, missing=missing, ignore_label=True, encoding=encoding) if context else None
     rest = (load_table(path, missing=missing, ignore_label=True, encoding=encoding) for path in files[1:])
-    feed = score_feed(model, itertools.chain([first], rest), before, sensor_scores=sensor_scores)
+    # (the report's heat map needs each sensor's score: computed for it, written to SCORES only if asked for)
+    feed = score_feed(model, itertools.chain([first], rest), before,
+                      sensor_scores=sensor_scores or report_dir is not None)
     frame = feed.frame
     # Notes about the data once it scored (a table refused by the model, e.g. for its sensors, gets its one line)
     for previous, table in zip([before] + feed.tables[:-1], feed.tables):
@@ -120,6 +135,12 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
         frame["filled"] = np.concatenate([table.gaps.sum(axis=1) if table.gaps is not None
                                           else np.zeros(len(table.values), dtype=np.int64) for table in feed.tables])
     found = runs(frame["is_anomaly"].to_numpy())
+    used = feed.context_rows[0]
+    uncovered = len(frame) - feed.scored(model)
+    if report_dir is not None:   # (before SCORES: on standard output nothing may come before every output is made)
+        _report(report_dir, frame, feed.tables, model, model_dir, label, len(frame) - uncovered)
+    if not sensor_scores:
+        frame = frame[[c for c in frame.columns if not str(c).startswith(SENSOR_SCORE_PREFIX)]]
     if events is not None:
         with atomic_path(events) as tmp:
             write_table(events_table(frame, top_k=model.config_.score.top_k), tmp)
@@ -128,10 +149,8 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     else:
         with atomic_path(out) as tmp:
             write_table(frame, tmp)
-    # Rows no window covers (before the first full window, a few after the last segment) score 0: said, since
-    # "scored 1500 rows" read as if every row had been judged.
-    used = feed.context_rows[0]
-    uncovered = len(frame) - feed.scored(model)
+    # Rows no window covers (before the first full window, a few after the last segment) score 0: said (in the
+    # summary below), since "scored 1500 rows" read as if every row had been judged.
     if metrics is not None:
         from mscred.cli.prometheus import write_detect
 
@@ -150,4 +169,17 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     click.echo(f"scored {len(frame) - uncovered} of {len(frame)} rows{after}{unscored}: "
                f"{int(frame['is_anomaly'].sum())} anomalous in {len(found)} interval(s) (threshold "
                f"{model.threshold_:.4g}); wrote {'standard output' if to_stdout else out}"
-               + (f" and {events}" if events is not None else ""), err=to_stdout)
+               + (f" and {events}" if events is not None else "")
+               + (f"; report: {Path(report_dir) / 'index.html'}" if report_dir is not None else ""), err=to_stdout)
+
+
+def _report(report_dir, frame, tables, model, model_dir, label: str, scored: int) -> None:
+    """``detect --report``: the detection page of the feed's tables, scored as ``frame``."""
+    import numpy as np
+
+    from mscred.detection_report import build_detection_report
+
+    values = np.concatenate([table.values for table in tables])
+    gaps = (np.concatenate([table.gaps if table.gaps is not None else np.zeros(table.values.shape, dtype=bool)
+                            for table in tables]) if any(table.gaps is not None for table in tables) else None)
+    build_detection_report(report_dir, frame, values, list(tables[0].sensors), gaps, model, model_dir, label, scored)
