@@ -117,3 +117,17 @@ def test_refusals_before_any_work(tmp_path, model_dir, data, capsys, monkeypatch
     bad_input(capsys, "detect", model_dir, feed, "--out", tmp_path / "s.csv", "--report", tmp_path / "r",
               names=("pip install 'mscred[report]'",))
     assert not (tmp_path / "s.csv").exists()
+
+
+def test_an_array_without_sensor_names(tmp_path, model_dir, series, capsys):
+    """A .npy array's columns are the model's sensors by position (as detect reads it): the page names them so (it
+    was refused as 'other sensors than the model was trained on')."""
+    import numpy as np
+
+    array = tmp_path / "new.npy"
+    np.save(array, series.iloc[TRAIN_ROWS:, 1:].to_numpy())
+    report = tmp_path / "report"
+    code, _, err = run_cli(capsys, "detect", model_dir, array, "--out", tmp_path / "s.csv", "--report", report)
+    assert code == 0, err
+    page = (report / "index.html").read_text()
+    assert 'id="sec-residuals"' in page and "s2" in pd.read_csv(report / "events.csv")["root_causes"].str.cat()

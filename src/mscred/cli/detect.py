@@ -182,4 +182,6 @@ def _report(report_dir, frame, tables, model, model_dir, label: str, scored: int
     values = np.concatenate([table.values for table in tables])
     gaps = (np.concatenate([table.gaps if table.gaps is not None else np.zeros(table.values.shape, dtype=bool)
                             for table in tables]) if any(table.gaps is not None for table in tables) else None)
-    build_detection_report(report_dir, frame, values, list(tables[0].sensors), gaps, model, model_dir, label, scored)
+    # (a .npy array names no sensor: its columns are the model's sensors in training order, as detect took them)
+    sensors = list(model.sensors_) if tables[0].positional else list(tables[0].sensors)
+    build_detection_report(report_dir, frame, values, sensors, gaps, model, model_dir, label, scored)
