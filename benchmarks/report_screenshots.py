@@ -1,5 +1,6 @@
-"""Screenshots of `mscred demo`'s HTML report for the README: docs/report_top.png and docs/report_bottom.png, and
-docs/report_tep11.png (`--dataset tep:11 --names report_tep11.png`, with the `datasets` extra).
+"""Screenshots of `mscred demo`'s HTML report for the README: docs/report_top.png and docs/report_bottom.png,
+docs/report_tep11.png (`--dataset tep:11 --names report_tep11.png`, with the `datasets` extra), and the page of
+`mscred detect --report` on the demo's test data, no labels (`--detect --names report_detect.png`).
 
     python3 benchmarks/report_screenshots.py [--demo-out DIR | --dataset NAME] [--names A.png[,B.png]] [--width 900]
 
@@ -65,6 +66,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--demo-out", type=Path, default=None, help="a demo's output folder (default: run one)")
     parser.add_argument("--dataset", default=None, help="the demo's --dataset, when it is run here")
+    parser.add_argument("--detect", action="store_true",
+                        help="the page of `mscred detect MODEL TEST --report` on the demo's model and test data")
     parser.add_argument("--names", default="report_top.png,report_bottom.png",
                         help="one or two file names written under --docs")
     parser.add_argument("--first-screen", type=int, default=1400, help="rows of a one-name screenshot, about")
@@ -79,6 +82,12 @@ def main() -> None:
                            check=True)
             demo_out = Path(tmp) / "demo_out"
         html = demo_out / "report" / "index.html"
+        if args.detect:   # (run where the demo is, so that the page names demo_out/ as a user's would)
+            subprocess.run([sys.executable, "-m", "mscred", "detect", f"{demo_out.name}/model",
+                            f"{demo_out.name}/data/test.csv",
+                            "--out", str(Path(tmp) / "scores.csv"), "--report", str(Path(tmp) / "detect")],
+                           cwd=demo_out.parent, check=True)
+            html = Path(tmp) / "detect" / "index.html"
         if not html.is_file():
             sys.exit(f"{html}: no report there (a `mscred demo --out DIR` folder has one)")
         page = screenshot(html, args.width, Path(tmp) / "page.png")
