@@ -95,6 +95,9 @@ def test_standard_output_and_a_folder_feed(tmp_path, model_dir, series, capsys, 
                              tmp_path / "r1")
     assert code == 0, err
     assert json.loads((tmp_path / "r1" / "summary.json").read_text())["rows"] == len(new)
+    code, out, err = run_cli(capsys, "detect", model_dir, feed, "--out", tmp_path / "s.csv", "--report",
+                             tmp_path / "r1", "--json")
+    assert code == 0 and json.loads(out)["report"] == str(tmp_path / "r1"), err
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(new.to_csv(index=False).encode())))
     code, out, err = run_cli(capsys, "detect", model_dir, "-", "--out", "-", "--report", tmp_path / "r2")
     assert code == 0, err

@@ -32,7 +32,7 @@ from mscred.config import MISSING_POLICIES
                    "peak_score, peak_at, root_causes ranked by the votes of its rows, scales), CSV or Parquet.")
 @click.option("--json", "as_json", is_flag=True,
               help="The summary as one JSON object on stdout (rows, scored, anomalous, intervals, threshold, "
-                   "context_rows, out, events), for scripts.")
+                   "context_rows, out, events, report), for scripts.")
 @click.option("--report", "report_dir", type=NamedPath(file_okay=False), default=None,
               help="Also an HTML page of what was found, for data without ground truth: the alarms with their "
                    "root causes (and events.csv), the score against the threshold, each sensor's score as a heat "
@@ -162,7 +162,8 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
         click.echo(json.dumps({"rows": len(frame), "scored": len(frame) - uncovered,
                                "anomalous": int(frame["is_anomaly"].sum()), "intervals": len(found),
                                "threshold": float(model.threshold_), "context_rows": used, "out": str(out),
-                               "events": None if events is None else str(events)}), err=to_stdout)
+                               "events": None if events is None else str(events),
+                               "report": None if report_dir is None else str(report_dir)}), err=to_stdout)
         return
     unscored = f" ({uncovered} before the first full window or after the last segment score 0)" if uncovered else ""
     after = f" after {used} rows of context" if before is not None else ""
