@@ -58,7 +58,7 @@ def test_model_events_and_the_cli(model_dir, tmp_path, capsys):
     summary = json.loads(out)
     assert summary == {"rows": 300, "scored": 210, "anomalous": int(flags.sum()), "intervals": len(events),
                        "threshold": model.threshold_, "context_rows": 0, "out": str(tmp_path / "s.csv"),
-                       "events": None}
+                       "events": None, "report": None}
     bad_input(capsys, "detect", model_dir, path, "--out", tmp_path / "s2.csv", "--events", tmp_path / "s2.csv",
               names=["--events is --out"])
     bad_input(capsys, "detect", model_dir, path, "--out", tmp_path / "s3.csv", "--events", tmp_path / "e.json",
