@@ -12,6 +12,7 @@ import datetime as _dt
 import html
 import json
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -51,8 +52,6 @@ def build_detection_report(out_dir: str | os.PathLike, frame: pd.DataFrame, valu
 
     matplotlib = require_matplotlib()
     matplotlib.use("Agg")
-    import warnings
-
     with warnings.catch_warnings():   # (as build_report: missing glyphs, tight layout)
         for message in (r"Glyph \d+ .* missing from", r"Tight layout not applied"):
             warnings.filterwarnings("ignore", message=message, category=UserWarning)
