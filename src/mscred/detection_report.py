@@ -12,7 +12,6 @@ import datetime as _dt
 import html
 import json
 import os
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -48,16 +47,11 @@ def build_detection_report(out_dir: str | os.PathLike, frame: pd.DataFrame, valu
     score_<sensor> columns for the heat map); ``values`` (T, n) the scored data, row for row, ``sensors`` its
     columns, ``gaps`` its interpolated cells or None; ``model`` the loaded MSCRED that scored it; ``scored``: how
     many rows a window covered (with a context, DATA's first rows too)."""
-    from mscred.report import require_matplotlib
+    from mscred.report import drawing
 
-    matplotlib = require_matplotlib()
-    matplotlib.use("Agg")
-    with warnings.catch_warnings():   # (as build_report: missing glyphs, tight layout)
-        for message in (r"Glyph \d+ .* missing from", r"Tight layout not applied"):
-            warnings.filterwarnings("ignore", message=message, category=UserWarning)
-        with matplotlib.rc_context({"text.parse_math": False}):
-            page, alarms, summary = _page(frame, values, sensors, gaps, model, model_dir, data_label, scored,
-                                          n_sensors, n_worst)
+    with drawing():
+        page, alarms, summary = _page(frame, values, sensors, gaps, model, model_dir, data_label, scored,
+                                      n_sensors, n_worst)
     out_dir = Path(out_dir)
     with atomic_path(out_dir, owned=DETECTION_REPORT_FILES, what="an mscred detection report") as tmp:
         tmp.mkdir()

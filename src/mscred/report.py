@@ -7,6 +7,7 @@ model and the data); a root-cause bar chart per event. Written atomically into `
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import html
 import json
@@ -383,6 +384,15 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
     ``missing``: what a missing value of ``data_path`` gets (as at detect); ``data``: ``data_path`` already read by
     ``evaluation.read_data`` (checked against ``scores``), else it is read here, in ``encoding`` (a CSV's text
     encoding, as ``load_table``'s)."""
+    with drawing():
+        return _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing,
+                      data, encoding)
+
+
+@contextlib.contextmanager
+def drawing():
+    """Where a report's figures are drawn (this page's and ``detection_report``'s): matplotlib without a display,
+    its warnings about sensor names kept off stderr, names drawn as text."""
     matplotlib = require_matplotlib()
     matplotlib.use("Agg")  # files only, no display
     with warnings.catch_warnings():
@@ -394,8 +404,7 @@ def build_report(out_dir: str | os.PathLike, scores: Scores, truth: GroundTruth,
         # Sensor names are text, not TeX: "$\foo$" was a ParseFatalException (exit 1, "internal error") when the
         # figure was saved, and "$\alpha$" drew as a Greek letter under another sensor's name.
         with matplotlib.rc_context({"text.parse_math": False}):
-            return _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors, n_worst, missing,
-                          data, encoding)
+            yield
 
 
 def _model_sensors(model, sensors: list[str], positional: bool, model_dir, source) -> list[str]:
