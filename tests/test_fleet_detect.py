@@ -184,3 +184,37 @@ def test_most_anomalous_keeps_the_entities_with_the_most_flagged_rows():
                               + [0] * (10 - flagged)})
         kept.offer(name, frame, 1.0)
     assert [name for name, _, _ in kept.ranked()] == ["c", "d"]   # (ties: by name, as ranked)
+
+
+def test_entity_reports_a_page_per_entity_that_alarmed(fleet, tmp_path, capsys):
+    """--entity-reports: reports/<entity>/ for each entity with an alarm (detect --report's page of its table), none
+    for the others, linked from report.html; the scores the same bytes as without it."""
+    pytest.importorskip("matplotlib", reason="the pages need matplotlib (the report extra)")
+    new = tmp_path / "new"
+    new.mkdir()
+    for k in range(2):
+        _, after = frames(k)
+        after = after.copy()
+        if k == 0:   # an anomaly in pump_0's table only
+            after.iloc[80:120, 1 + 2] += 8.0
+        after.to_csv(new / f"pump_{k}.csv", index=False)
+    plain, paged = tmp_path / "plain", tmp_path / "paged"
+    assert run_cli(capsys, "fleet-detect", fleet, new, "--out", plain, "--device", "cpu")[0] == 0
+    code, out, err = run_cli(capsys, "fleet-detect", fleet, new, "--out", paged, "--device", "cpu", "--report",
+                             "--entity-reports")
+    assert code == 0, err
+    for k in range(2):
+        assert (paged / "scores" / f"pump_{k}.csv").read_bytes() == (plain / "scores" / f"pump_{k}.csv").read_bytes()
+    summary = pd.read_csv(paged / "summary.csv").set_index("entity")
+    alarmed = sorted(summary.index[summary["intervals"].fillna(0) > 0])
+    assert "pump_0" in alarmed
+    assert sorted(p.name for p in (paged / "reports").iterdir()) == alarmed
+    page = paged / "reports" / "pump_0"
+    assert sorted(p.name for p in page.iterdir()) == ["events.csv", "index.html", "summary.json"]
+    events = pd.read_csv(page / "events.csv")
+    fleet_events = pd.read_csv(paged / "events.csv")
+    assert len(events) == int((fleet_events["entity"] == "pump_0").sum()) == summary.loc["pump_0", "intervals"]
+    assert 'href="reports/pump_0/index.html"' in (paged / "report.html").read_text()
+    # a second run over the same folder replaces it, pages included
+    code, _, err = run_cli(capsys, "fleet-detect", fleet, new, "--out", paged, "--device", "cpu")
+    assert code == 0 and not (paged / "reports").exists(), err

@@ -61,6 +61,18 @@ def build_detection_report(out_dir: str | os.PathLike, frame: pd.DataFrame, valu
     return out_dir
 
 
+def feed_report(out_dir: str | os.PathLike, frame: pd.DataFrame, tables: list, model, model_dir, data_label: str,
+                scored: int) -> Path:
+    """``build_detection_report`` of a feed (``mscred.feed.score_feed``'s tables, scored as ``frame``): their values
+    one after the other, their interpolated cells, their sensors -- a .npy array's named as the model's, in
+    training order, as detect takes its columns."""
+    values = np.concatenate([table.values for table in tables])
+    gaps = (np.concatenate([table.gaps if table.gaps is not None else np.zeros(table.values.shape, dtype=bool)
+                            for table in tables]) if any(table.gaps is not None for table in tables) else None)
+    sensors = list(model.sensors_) if tables[0].positional else list(tables[0].sensors)
+    return build_detection_report(out_dir, frame, values, sensors, gaps, model, str(model_dir), data_label, scored)
+
+
 def _page(frame, values, sensors, gaps, model, model_dir, data_label, scored, n_sensors, n_worst):
     from mscred.report import (_missing, _zoom_note, residual_figure, score_figure, sensor_score_figure,
                                series_figure, top_sensors, worst_residuals, zoom_figure)
@@ -83,9 +95,9 @@ def _page(frame, values, sensors, gaps, model, model_dir, data_label, scored, n_
     if len(alarms):
         more = (f"<p class='meta'>The {LISTED} with the largest peaks of {len(alarms)}; events.csv beside this page "
                 "holds every one.</p>" if len(alarms) > LISTED else "")
-        parts.append(html_table(listed, "alarms") + more + "<p class='meta'>One row per run of anomalous rows: its first "
-                     "and last row, its largest score and where, its root causes ranked by the votes of its rows, the "
-                     "window lengths that flagged it (10 alone: short; all: long).</p>")
+        parts.append(html_table(listed, "alarms") + more + "<p class='meta'>One row per run of anomalous rows: its "
+                     "first and last row, its largest score and where, its root causes ranked by the votes of its "
+                     "rows, the window lengths that flagged it (10 alone: short; all: long).</p>")
     else:
         parts.append("<p>No row scored above the threshold.</p>")
     parts += ['<h2 id="sec-score">Score and threshold</h2>',

@@ -10,8 +10,10 @@ other, each after the one before as its context, so that its scores are those of
 
 The output folder holds ``scores/<entity>.csv`` (a SCORES table, as `detect` writes) per scored entity,
 ``summary.csv`` (a row per entity: status, rows, rows scored, anomalous rows, intervals, threshold, context rows used)
-``events.csv``, the fleet's alarm list (``mscred.events``: a row per anomaly, with its entity), and with ``report``
-``report.html`` (``mscred.fleet_report``), written as a whole, atomically.
+``events.csv``, the fleet's alarm list (``mscred.events``: a row per anomaly, with its entity), with ``report``
+``report.html`` (``mscred.fleet_report``), and with ``entity_reports`` ``reports/<entity>/``, the detection page of
+each entity that alarmed (``mscred.detection_report``, as ``detect --report`` writes it), written as a whole,
+atomically.
 An entity whose data is bad input gets its reason in the summary and no scores file; the others are scored.
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ import pandas as pd
 from mscred.errors import InputError
 from mscred.fleet import BAD_INPUT, TABLE_SUFFIXES, safe_name, table_files, tables_given
 
-SUMMARY, SCORES, EVENTS, REPORT = "summary.csv", "scores", "events.csv", "report.html"
+SUMMARY, SCORES, EVENTS, REPORT, REPORTS = "summary.csv", "scores", "events.csv", "report.html", "reports"
 COLUMNS = ["entity", "status", "rows", "scored", "anomalous", "intervals", "threshold", "context_rows"]
 NO_DATA = "no new data"
 
@@ -83,19 +85,22 @@ def owned_names(out: Path) -> set[str]:
             ours = handle.readline().strip() == ",".join(COLUMNS)
     except OSError:
         return set()
-    return {SUMMARY, SCORES, EVENTS, REPORT} if ours else set()
+    return {SUMMARY, SCORES, EVENTS, REPORT, REPORTS} if ours else set()
 
 
 def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False, device: str = "auto",
                  missing: Optional[str] = None, encoding: Optional[str] = None, report: bool = False,
-                 echo: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
+                 entity_reports: bool = False, echo: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
     """Score every entity's table in ``data`` with its model of ``fleet`` (after its table in ``context``, when
     there is one) and write ``out``; returns the summary (``COLUMNS``). Entities with a model and no table are
-    listed as ``no new data``; a table without a model, or bad input, as ``bad input: ...``."""
+    listed as ``no new data``; a table without a model, or bad input, as ``bad input: ...``. ``entity_reports``: the
+    detection page of every entity with an alarm, in ``reports/<entity>/``."""
     from mscred.atomic import atomic_path, check_replaceable_dir
     from mscred.data.io import load_table, write_table
     from mscred.detector import MSCRED
     from mscred.events import COLUMNS as EVENT_COLUMNS
+    from mscred.detect import SENSOR_SCORE_PREFIX
+    from mscred.detection_report import feed_report
     from mscred.events import events_table
     from mscred.feed import score_feed
 
@@ -105,13 +110,15 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
     before = data_files(context, "context") if context is not None else {}
     if not tables:
         raise InputError(f"{data}: no table found (CSV, Parquet or .npy files named as the entities)")
-    rows, alarms = [], []
+    rows, alarms, pages = [], [], []
     if report:
         from mscred.fleet_report import MostAnomalous, write_fleet_report
 
         plots = MostAnomalous()
     with atomic_path(out, owned=owned_names(out), what="mscred fleet-detect scores") as tmp:
         (tmp / SCORES).mkdir(parents=True)
+        if entity_reports:
+            (tmp / REPORTS).mkdir()
         for name in sorted(set(models) | set(tables)):
             row = dict.fromkeys(COLUMNS)
             row.update(entity=name)
@@ -127,15 +134,22 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                                       ignore_label=True, encoding=encoding) if name in before else None)
                     tables_of = (load_table(path, missing=policy, ignore_label=True, encoding=encoding)
                                  for path in tables_given(tables[name], "to score"))   # (a folder's files as one feed)
-                    feed = score_feed(model, tables_of, ctx, sensor_scores=sensor_scores)
+                    # (an entity's page draws each sensor's score: computed for it, written only if asked for)
+                    feed = score_feed(model, tables_of, ctx, sensor_scores=sensor_scores or entity_reports)
                     frame = feed.frame
+                    found = events_table(frame, top_k=model.config_.score.top_k)
+                    if entity_reports and len(found):
+                        feed_report(tmp / REPORTS / safe_name(name), frame, feed.tables, model, models[name],
+                                    str(tables[name]), feed.scored(model))
+                        pages.append(name)
+                    if not sensor_scores:
+                        frame = frame[[c for c in frame.columns if not str(c).startswith(SENSOR_SCORE_PREFIX)]]
                 except InputError as err:   # the entity's data or model: its row says what and where
                     row["status"] = BAD_INPUT + str(err)
                 except Exception as err:  # noqa: BLE001 - one entity must not stop the fleet (as fleet's rows)
                     row["status"] = f"error: {type(err).__name__}: {err}"
                 else:
                     write_table(frame, tmp / SCORES / f"{name}.csv")
-                    found = events_table(frame, top_k=model.config_.score.top_k)
                     if len(found):   # (concatenating empty frames is deprecated in pandas)
                         alarms.append(found.assign(entity=name))
                     if report:
@@ -155,7 +169,8 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
         alarms = alarms[["entity"] + EVENT_COLUMNS]
         alarms.to_csv(tmp / EVENTS, index=False)
         if report:
-            write_fleet_report(tmp / REPORT, summary, alarms, plots, source=f"models {fleet}, data {data}")
+            write_fleet_report(tmp / REPORT, summary, alarms, plots, source=f"models {fleet}, data {data}",
+                               pages={name: f"{REPORTS}/{safe_name(name)}/index.html" for name in pages})
     return summary
 
 

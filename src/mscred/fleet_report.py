@@ -63,8 +63,9 @@ def score_figure(plots: list[tuple[str, pd.DataFrame, float]]) -> str:
 
 
 def write_fleet_report(path: Path, summary: pd.DataFrame, alarms: pd.DataFrame, plots: MostAnomalous,
-                       source: str) -> None:
-    """The page at ``path`` (the caller writes it atomically, with the folder it is in)."""
+                       source: str, pages: dict[str, str] | None = None) -> None:
+    """The page at ``path`` (the caller writes it atomically, with the folder it is in); ``pages``: entity -> the
+    path of its detection page relative to ``path``'s folder (``fleet-detect --entity-reports``), linked."""
     order = summary.assign(_flagged=summary["anomalous"].fillna(-1)).sort_values(
         ["_flagged", "entity"], ascending=[False, True]).drop(columns="_flagged")
     listed = alarms.sort_values("peak_score", ascending=False).head(LISTED)
@@ -81,6 +82,12 @@ def write_fleet_report(path: Path, summary: pd.DataFrame, alarms: pd.DataFrame, 
                                                  if more else ""))
     else:
         parts.append("<p class='meta'>No anomalous row in any entity.</p>")
+    if pages:
+        links = "".join(f'<li><a href="{html.escape(href)}">{html.escape(name)}</a></li>'
+                        for name, href in sorted(pages.items()))
+        parts += ['<h2 id="sec-pages">Entity pages</h2>',
+                  f"<p class='meta'>The detection page of each entity with an alarm ({len(pages)}): its alarms, score, "
+                  f"sensor scores, top sensors and worst windows.</p><ul>{links}</ul>"]
     ranked = plots.ranked()
     if ranked:
         parts += ['<h2 id="sec-scores">Scores of the entities with the most anomalous rows</h2>',

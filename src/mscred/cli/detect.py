@@ -138,7 +138,9 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     used = feed.context_rows[0]
     uncovered = len(frame) - feed.scored(model)
     if report_dir is not None:   # (before SCORES: on standard output nothing may come before every output is made)
-        _report(report_dir, frame, feed.tables, model, model_dir, label, len(frame) - uncovered)
+        from mscred.detection_report import feed_report
+
+        feed_report(report_dir, frame, feed.tables, model, model_dir, label, len(frame) - uncovered)
     if not sensor_scores:
         frame = frame[[c for c in frame.columns if not str(c).startswith(SENSOR_SCORE_PREFIX)]]
     if events is not None:
@@ -172,17 +174,3 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
                f"{model.threshold_:.4g}); wrote {'standard output' if to_stdout else out}"
                + (f" and {events}" if events is not None else "")
                + (f"; report: {Path(report_dir) / 'index.html'}" if report_dir is not None else ""), err=to_stdout)
-
-
-def _report(report_dir, frame, tables, model, model_dir, label: str, scored: int) -> None:
-    """``detect --report``: the detection page of the feed's tables, scored as ``frame``."""
-    import numpy as np
-
-    from mscred.detection_report import build_detection_report
-
-    values = np.concatenate([table.values for table in tables])
-    gaps = (np.concatenate([table.gaps if table.gaps is not None else np.zeros(table.values.shape, dtype=bool)
-                            for table in tables]) if any(table.gaps is not None for table in tables) else None)
-    # (a .npy array names no sensor: its columns are the model's sensors in training order, as detect took them)
-    sensors = list(model.sensors_) if tables[0].positional else list(tables[0].sensors)
-    build_detection_report(report_dir, frame, values, sensors, gaps, model, model_dir, label, scored)

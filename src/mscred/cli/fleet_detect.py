@@ -11,8 +11,8 @@ from mscred.config import MISSING_POLICIES
 @click.argument("fleet", type=NamedPath(file_okay=False, hint="give the folder `mscred fleet --out` wrote"))
 @click.argument("data", type=NamedPath(file_okay=False, hint="give the folder of the entities' new tables"))
 @click.option("--out", "out", required=True, type=NamedPath(file_okay=False, hint="give the scores a folder name"),
-              help="Output folder: scores/<entity>.csv, summary.csv, events.csv (the fleet's alarm list) and, with "
-                   "--report, report.html.")
+              help="Output folder: scores/<entity>.csv, summary.csv, events.csv (the fleet's alarm list), with "
+                   "--report report.html, with --entity-reports reports/<entity>/.")
 @click.option("--context", type=NamedPath(file_okay=False), default=None,
               help="A folder of the entities' previous tables (same names; of an entity's folder, its last table): "
                    "each entity's is put before its new data, so that every row is scored (as detect --context).")
@@ -23,13 +23,17 @@ from mscred.config import MISSING_POLICIES
 @click.option("--report", is_flag=True,
               help="Also write DIR/report.html: the entities, the fleet's alarms and the scores of the entities with "
                    "the most anomalous rows (needs pip install 'mscred[report]').")
+@click.option("--entity-reports", is_flag=True,
+              help="Also DIR/reports/<entity>/, the detection page of each entity with an alarm (as detect --report "
+                   "writes it: alarms, score, sensor-score heat map, top sensors, worst windows), linked from "
+                   "report.html (needs pip install 'mscred[report]').")
 @click.option("--quiet", is_flag=True, help="No line per entity.")
 @click.option("--metrics", type=NamedPath(dir_okay=False), default=None,
               help="Also FILE.prom, the run in Prometheus' text format for node_exporter's textfile collector: when "
                    "it ended and how long it took, and per entity whether it was scored (and why not), its rows, "
                    "anomalous rows, intervals and threshold. Written when the run ends, entities not scored too.")
 @encoding_option
-def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, report, quiet, metrics,
+def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, report, entity_reports, quiet, metrics,
                  encoding) -> None:
     """Score DATA, a folder of one table per entity (<entity>.csv, .parquet or .npy) or of one folder per entity of
     the tables its logger rolls (<entity>/, scored as one feed in name order), each with the model of its name in
@@ -45,16 +49,16 @@ def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, repo
     from mscred.fleet import BAD_INPUT
     from mscred.fleet_detect import NO_DATA, detect_fleet, failed
 
-    if report:   # before any work
+    if report or entity_reports:   # before any work
         from mscred.report import require_matplotlib
 
-        require_matplotlib("leave out --report")
+        require_matplotlib("leave out --report" + (" and --entity-reports" if entity_reports else ""))
     if metrics is not None:
         check_metrics_path(metrics)
     echo = None if quiet else (lambda line: click.echo(line, err=True))
     started = time.time()
     summary = detect_fleet(fleet, data, out, context, sensor_scores=sensor_scores, device=device, missing=missing,
-                           encoding=encoding, report=report, echo=echo)
+                           encoding=encoding, report=report, entity_reports=entity_reports, echo=echo)
     if metrics is not None:   # (before the exit status is decided: a run that scored nothing is what alerts want)
         write_fleet_detect(metrics, summary, started, time.time())
     bad = failed(summary)
