@@ -280,6 +280,16 @@ def _scores(target: np.ndarray, recon: np.ndarray, method: str, calib: Calibrati
 SENSOR_SCORE_PREFIX = "score_"
 
 
+def sensor_score_columns(frame) -> list:
+    """The score_<sensor> columns of a SCORES frame, in their order."""
+    return [c for c in frame.columns if str(c).startswith(SENSOR_SCORE_PREFIX)]
+
+
+def without_sensor_scores(frame):
+    """A SCORES frame without its score_<sensor> columns (computed for a report page, not asked for in the file)."""
+    return frame.drop(columns=sensor_score_columns(frame))
+
+
 @dataclass
 class WindowResult:
     """Everything scored per window (W windows, n sensors, n_scales scales)."""

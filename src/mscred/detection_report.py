@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 
 from mscred.atomic import atomic_path
-from mscred.evaluation import SENSOR_SCORE_PREFIX, GroundTruth, Scores, split_names
+from mscred.detect import SENSOR_SCORE_PREFIX, sensor_score_columns
+from mscred.evaluation import GroundTruth, Scores, split_names
 from mscred.events import events_table
 from mscred.figures import CSS, html_table, img_tag
 from mscred.metrics import events as runs
@@ -30,7 +31,7 @@ LISTED = 200   # alarms listed in the page's table (the largest peaks; events.cs
 def scores_of_frame(frame: pd.DataFrame, source: str) -> Scores:
     """``Scores`` of ``MSCRED.detect``'s frame as it is, before any file: its first column the timestamp (or row
     number), and the score_<sensor> columns when it has them."""
-    columns = [c for c in frame.columns if str(c).startswith(SENSOR_SCORE_PREFIX)]
+    columns = sensor_score_columns(frame)
     per_sensor = frame[columns].to_numpy(dtype=np.float64) if columns else None
     return Scores(index=frame.iloc[:, 0].to_numpy(), score=frame["score"].to_numpy(dtype=np.float64),
                   is_anomaly=frame["is_anomaly"].to_numpy().astype(np.int8),
@@ -74,7 +75,7 @@ def feed_report(out_dir: str | os.PathLike, frame: pd.DataFrame, tables: list, m
 
 
 def _page(frame, values, sensors, gaps, model, model_dir, data_label, scored, n_sensors, n_worst):
-    from mscred.report import (_missing, _zoom_note, residual_figure, score_figure, sensor_score_figure,
+    from mscred.report import (_missing, _zoom_note, residual_figure, score_figure, sensor_scores_section,
                                series_figure, top_sensors, worst_residuals, zoom_figure)
 
     scores = scores_of_frame(frame, data_label)
@@ -101,13 +102,8 @@ def _page(frame, values, sensors, gaps, model, model_dir, data_label, scored, n_
     else:
         parts.append("<p>No row scored above the threshold.</p>")
     parts += ['<h2 id="sec-score">Score and threshold</h2>',
-              img_tag(score_figure(scores, none, pred, threshold, "threshold (model)"), "score"),
-              '<h2 id="sec-sensor-scores">Sensor scores</h2>']
-    if scores.sensor_scores is not None and scores.scored_sensors:
-        b64, drawn = sensor_score_figure(scores, none, pred)
-        parts.append(img_tag(b64, "sensor scores") + "<p class='meta'>Each sensor's score on every row (what the "
-                     f"root causes are ranked by), the {len(drawn)} with the largest first; blank where no window "
-                     "covers a row; negative scores (below the normal mean) show as 0.</p>")
+              img_tag(score_figure(scores, none, pred, threshold, "threshold (model)"), "score")]
+    parts += sensor_scores_section(scores, none, pred)   # (detect computes the columns for the page)
     parts.append('<h2 id="sec-series">Top sensors</h2>')
     chosen = top_sensors(scores, none, pred, sensors, n_sensors)
     parts.append(img_tag(series_figure(scores, none, pred, values, sensors, chosen, gaps), "series"))

@@ -20,7 +20,7 @@ import pandas as pd
 
 from mscred import metrics as M
 from mscred.data import io
-from mscred.detect import SENSOR_SCORE_PREFIX
+from mscred.detect import SENSOR_SCORE_PREFIX, sensor_score_columns
 from mscred.errors import InputError, NoteWarning
 from mscred.vus import DEFAULT_SLIDING_WINDOW, vus
 
@@ -136,7 +136,7 @@ def read_scores(path: str | os.PathLike) -> Scores:
     else:
         index = np.arange(len(df))
     causes = [split_names(c) for c in df["root_causes"]] if "root_causes" in df.columns else [[]] * len(df)
-    columns = [c for c in df.columns if str(c).startswith(SENSOR_SCORE_PREFIX)]
+    columns = sensor_score_columns(df)
     per_sensor = np.stack([_numeric(df, c, source, allow_empty=True) for c in columns], axis=1) if columns else None
     return Scores(index=index, score=_numeric(df, "score", source), is_anomaly=_zero_one(df, "is_anomaly", source),
                   root_causes=causes, has_timestamp=has_ts, source=source, sensor_scores=per_sensor,

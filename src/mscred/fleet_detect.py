@@ -99,8 +99,7 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
     from mscred.data.io import load_table, write_table
     from mscred.detector import MSCRED
     from mscred.events import COLUMNS as EVENT_COLUMNS
-    from mscred.detect import SENSOR_SCORE_PREFIX
-    from mscred.detection_report import feed_report
+    from mscred.detect import without_sensor_scores
     from mscred.events import events_table
     from mscred.feed import score_feed
 
@@ -118,6 +117,8 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
     with atomic_path(out, owned=owned_names(out), what="mscred fleet-detect scores") as tmp:
         (tmp / SCORES).mkdir(parents=True)
         if entity_reports:
+            from mscred.detection_report import feed_report   # (its pages only: the figures' modules)
+
             (tmp / REPORTS).mkdir()
         for name in sorted(set(models) | set(tables)):
             row = dict.fromkeys(COLUMNS)
@@ -143,7 +144,7 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                                     str(tables[name]), feed.scored(model))
                         pages.append(name)
                     if not sensor_scores:
-                        frame = frame[[c for c in frame.columns if not str(c).startswith(SENSOR_SCORE_PREFIX)]]
+                        frame = without_sensor_scores(frame)
                 except InputError as err:   # the entity's data or model: its row says what and where
                     row["status"] = BAD_INPUT + str(err)
                 except Exception as err:  # noqa: BLE001 - one entity must not stop the fleet (as fleet's rows)

@@ -123,6 +123,22 @@ def top_sensors(scores: Scores, truth: GroundTruth, pred: np.ndarray, sensors: l
     return ranked[:k]
 
 
+def sensor_scores_section(scores: Scores, truth: GroundTruth, pred: np.ndarray) -> list[str]:
+    """The page's "Sensor scores" section (this page's and ``detection_report``'s): the heat map with what it shows,
+    or what writes the columns it needs."""
+    parts = ['<h2 id="sec-sensor-scores">Sensor scores</h2>']
+    if scores.sensor_scores is not None and scores.scored_sensors:
+        b64, drawn = sensor_score_figure(scores, truth, pred)
+        more = len(scores.scored_sensors) - len(drawn)
+        parts.append(img_tag(b64, "sensor scores") + "<p class='meta'>Each sensor's score on every row (the "
+                     "<code>score_&lt;sensor&gt;</code> columns: what the root causes are ranked by), the "
+                     f"{len(drawn)} with the largest first{f', {more} more not drawn' if more else ''}; blank where "
+                     "no window covers a row; negative scores (below the normal mean) show as 0.</p>")
+    else:
+        parts.append(_missing("Sensor scores not in the SCORES file: `mscred detect --sensor-scores` writes them."))
+    return parts
+
+
 def _mark_gaps(ax, x, values, gaps, j, lo: int = 0, hi: Optional[int] = None) -> None:
     """Interpolated values (``--missing interpolate``) of sensor column ``j`` as dots over its line."""
     if gaps is None:
@@ -453,16 +469,7 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
              '<h2 id="sec-score">Score and threshold</h2>',
              img_tag(score_figure(scores, truth, pred, threshold, threshold_label), "score")]
 
-    parts.append('<h2 id="sec-sensor-scores">Sensor scores</h2>')
-    if scores.sensor_scores is not None and scores.scored_sensors:
-        b64, drawn = sensor_score_figure(scores, truth, pred)
-        more = len(scores.scored_sensors) - len(drawn)
-        parts.append(img_tag(b64, "sensor scores") + "<p class='meta'>Each sensor's score on every row (the "
-                     "<code>score_&lt;sensor&gt;</code> columns: what the root causes are ranked by), the "
-                     f"{len(drawn)} with the largest first{f', {more} more not drawn' if more else ''}; blank where "
-                     "no window covers a row; negative scores (below the normal mean) show as 0.</p>")
-    else:
-        parts.append(_missing("Sensor scores not in the SCORES file: `mscred detect --sensor-scores` writes them."))
+    parts += sensor_scores_section(scores, truth, pred)
 
     parts.append('<h2 id="sec-series">Top sensors</h2>')
     if values is not None and sensors:

@@ -88,7 +88,7 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     from mscred.cli.train import report_filled, report_time_gap
     from mscred.data.context import seam_note
     from mscred.data.io import check_writable_table, load_table, write_table
-    from mscred.detect import SENSOR_SCORE_PREFIX
+    from mscred.detect import without_sensor_scores
     from mscred.detector import MSCRED
     from mscred.errors import InputError
     from mscred.events import events_table
@@ -142,7 +142,7 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
 
         feed_report(report_dir, frame, feed.tables, model, model_dir, label, len(frame) - uncovered)
     if not sensor_scores:
-        frame = frame[[c for c in frame.columns if not str(c).startswith(SENSOR_SCORE_PREFIX)]]
+        frame = without_sensor_scores(frame)
     if events is not None:
         with atomic_path(events) as tmp:
             write_table(events_table(frame, top_k=model.config_.score.top_k), tmp)
