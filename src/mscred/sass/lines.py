@@ -90,11 +90,8 @@ def line_report(cubin: bytes, kernel: str, arch: str, where: str, source_dirs: t
                          "writes one unless TRITON_DISABLE_LINE_INFO=1")
     if order == "source":
         rows.sort(key=lambda r: (r.place.file, r.place.line, str(r.called_from)))
-    offsets = _code_offsets(text)
-    located = places.get(kernel, {})
-    return LineReport(kernel=kernel, arch=arch, instructions=len(offsets),
-                      located=sum(1 for o in offsets if located.get(o)),
-                      in_loops=sum(r.in_loops for r in rows), rows=rows)
+    return LineReport(kernel=kernel, arch=arch, instructions=len(_code_offsets(text)),
+                      located=sum(r.instructions for r in rows), in_loops=sum(r.in_loops for r in rows), rows=rows)
 
 
 def line_rows(text: dict[int, str], labels: dict[str, int], located: dict[int, tuple], sources: SourceFiles
