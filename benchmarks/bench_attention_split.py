@@ -3,8 +3,8 @@ replays, under every launch setting of the split against one program per sample.
 
 Inputs as the training step hands them over: h (128, 5, C, n, n) bf16 stored channels-last (the fused ConvLSTM's
 output), dout (128, C, n, n) channels-last, for the four levels at 30 sensors. Each op call -- the forward
-``temporal_attention_fused`` and the backward ``temporal_attention_fused_backward`` -- is captured alone in a CUDA
-graph per setting and its replays timed (CUDA-event median of 20 after 5 warm-ups). Settings are
+``temporal_attention_fused`` (its output alone) and the backward ``temporal_attention_fused_backward`` with the
+forward's partials, as the step calls it (saved scores) -- is captured alone in a CUDA graph per setting and its replays timed (CUDA-event median of 20 after 5 warm-ups). Settings are
 ``MSCRED_ATTN_SPLIT`` = programs per SM / BLOCK / warps, optionally "+BLOCK/warps" for the first kernel's own tile
 (``MSCRED_ATTN_PARTIAL_TILE``, e.g. "4/1024/4+1024/8") and "+apart" for its last step apart
 (``MSCRED_ATTN_LAST_APART=1``, e.g. "3/1024/4+apart"; "+apart-bwd" in the backward only); the first setting is the one the others are compared with
@@ -63,16 +63,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/attention_split")
     args = ap.parse_args()
+    def forward(h):   # the output alone (the op also returns the split's partials, for the backward)
+        return attention.temporal_attention_fused(h, False)[0]
+
+    def backward_args(dout, h):   # the backward as the step calls it: with the forward's partials (saved scores)
+        return dout, h, attention.temporal_attention_fused(h, False)[1]
+
     calls = []
     for C, n in LEVELS:
         h, dout = _inputs(C, n)
-        calls.append(("forward", f"h {tuple(h.shape)}", attention.temporal_attention_fused, (h,)))
-        calls.append(("backward", f"h {tuple(h.shape)}", attention.temporal_attention_fused_backward, (dout, h)))
+        calls.append(("forward", f"h {tuple(h.shape)}", forward, lambda h=h: (h,)))
+        calls.append(("backward", f"h {tuple(h.shape)}", attention.temporal_attention_fused_backward,
+                      lambda h=h, dout=dout: backward_args(dout, h)))
     rows = []
-    for i, (direction, shape, op, call_args) in enumerate(calls):
+    for i, (direction, shape, op, make_args) in enumerate(calls):
         ref = None
         for setting in SETTINGS:
             os.environ.update(_environment(setting))
+            call_args = make_args()   # (under the setting: the partials' layout follows the split)
             out = op(*call_args).clone()  # also compiles the setting's kernels outside the capture
             ref = out if ref is None else ref
             rows.append(dict(call=i, direction=direction, shape=shape, setting=setting,
