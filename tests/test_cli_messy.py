@@ -159,7 +159,8 @@ BAD_DATA = {
                                                  .to_csv(index=False)), ["column 'Timestamp'", "lower case"]),
     "dates in a column not named timestamp": (lambda d: _write(d / "time.csv", _frame().assign(
         timestamp=pd.date_range("2024-03-01", periods=ROWS, freq="min").astype(str)).rename(
-        columns={"timestamp": "time"}).to_csv(index=False)), ["column 'time' row 1", "must be named 'timestamp'"]),
+        columns={"timestamp": "time"}).to_csv(index=False)), ["column 'time' row 1", "name the time column 'timestamp'",
+                                                         "or give --time-column time"]),
     "non-numeric string": (lambda d: _write(d / "text.csv", _with(_frame(), 41, "s2", "ERR#42").to_csv(index=False)),
                            ["column 's2' row 42", "'ERR#42' is not a number"]),
     "text after the first parser chunk": (_late_text, ["column 's2' row 270000", "'x' is not a number"]),

@@ -99,6 +99,10 @@ class TrainConfig:
     # naming the cell) or "interpolate" (linearly between the neighbouring rows). Callers holding only overrides read
     # the default as TrainConfig.missing.
     missing: str = "error"
+    # The column of the training data holding each row's time, where it is not named 'timestamp' (`--time-column`;
+    # a historian's "Time" or "DateTime"): read as 'timestamp' is, and at detect, watch and calibrate the model's data
+    # is read with the same name unless they are told another (SCORES.csv names it 'timestamp', as always).
+    time_column: str = "timestamp"
 
 
 @dataclass

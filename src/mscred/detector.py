@@ -30,6 +30,7 @@ from mscred.atomic import atomic_path, save_safetensors
 from mscred.config import (RUNTIME_SETTINGS, MSCREDConfig, ModelConfig, ScoreConfig, SignatureConfig, TrainConfig,
                            finite_number)
 from mscred.detect import SENSOR_SCORE_PREFIX, Calibration, WindowResult, score_windows, timestamp_windows
+from mscred.data.io import LABEL
 from mscred.data.parts import in_order_of, is_parts, joined, record_signature, window_starts
 from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, NotFittedError, NoteWarning
 
@@ -391,7 +392,7 @@ class MSCRED:
         """Validate X (DataFrame, 2-D array or a list of its rows, or a loaded Table) into a Table; ``ignore_label``
         drops a ``label`` column unread (scoring, as ``mscred detect``); ``missing``: the model's setting unless
         given (``mscred watch --missing``)."""
-        from mscred.data.io import Table, table_from_frame
+        from mscred.data.io import Table, named_time_column, table_from_frame
 
         if isinstance(X, Table):
             return X
@@ -400,6 +401,10 @@ class MSCRED:
             if X.ndim != 2:
                 raise InputError(f"{source}: expected a 2-D array (T, n), got shape {X.shape}")
             X = pd.DataFrame(X, columns=[f"sensor_{j}" for j in range(X.shape[1])])
+        elif (time_column := self._settings().train.time_column) in {str(c).strip() for c in X.columns}:
+            # The setting's time column (train.time_column) read as a file's is; a frame without it (one indexed
+            # by the times, or with a 'timestamp' column) is read as any frame is.
+            X = named_time_column(X, time_column, source)
         return table_from_frame(X, source=source, missing=missing or self._settings().train.missing,
                                 ignore_label=ignore_label)
 
@@ -1156,6 +1161,11 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
                                  ("train.device", config.train.device, DEVICES)):
         if value not in choices:
             return f"{name} {value!r}: must be one of {', '.join(choices)}"
+    time_column = config.train.time_column
+    if not isinstance(time_column, str) or not time_column.strip() or time_column != time_column.strip() \
+            or time_column == LABEL:
+        return (f"train.time_column {time_column!r}: must be a column name (not empty, no blanks about it, not "
+                f"'{LABEL}')")
     return None
 
 

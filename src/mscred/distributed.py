@@ -309,7 +309,8 @@ def train_distributed(data, out, overrides: Optional[dict[str, Any]] = None, *, 
 
     paths = [str(data)] if isinstance(data, (str, os.PathLike)) else [str(path) for path in data]
     for path in paths:   # bad input fails here, as one line
-        load_table(path, missing=(overrides or {}).get("missing", TrainConfig.missing), encoding=encoding)
+        load_table(path, missing=(overrides or {}).get("missing", TrainConfig.missing), encoding=encoding,
+                   time_column=(overrides or {}).get("time_column"))
     overrides = dict(overrides or {})
     device = overrides.get("device", "auto")
     # (encoding beside the overrides, not in them: those are MSCRED settings, and it is the file's, not the model's)
@@ -342,8 +343,8 @@ def _train_rank(rank, paths: list[str], out: str, overrides: dict, checkpoint_di
     from mscred.data.io import load_table
     from mscred.detector import MSCRED
 
-    parts = [load_table(path, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding)
-             for path in paths]
+    parts = [load_table(path, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding,
+                        time_column=overrides.get("time_column")) for path in paths]
     model = MSCRED(**overrides)
     trainers: list[DistributedTrainer] = []
 

@@ -89,12 +89,14 @@ def owned_names(out: Path) -> set[str]:
 
 
 def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False, device: str = "auto",
-                 missing: Optional[str] = None, encoding: Optional[str] = None, report: bool = False,
-                 entity_reports: bool = False, echo: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
+                 missing: Optional[str] = None, encoding: Optional[str] = None, time_column: Optional[str] = None,
+                 report: bool = False, entity_reports: bool = False, echo: Optional[Callable[[str], None]] = None
+                 ) -> pd.DataFrame:
     """Score every entity's table in ``data`` with its model of ``fleet`` (after its table in ``context``, when
     there is one) and write ``out``; returns the summary (``COLUMNS``). Entities with a model and no table are
     listed as ``no new data``; a table without a model, or bad input, as ``bad input: ...``. ``entity_reports``: the
-    detection page of every entity with an alarm, in ``reports/<entity>/``."""
+    detection page of every entity with an alarm, in ``reports/<entity>/``. ``missing`` and ``time_column``: each
+    model's own where None."""
     from mscred.atomic import atomic_path, check_replaceable_dir
     from mscred.data.io import load_table, write_table
     from mscred.detector import MSCRED
@@ -130,10 +132,11 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
             else:
                 try:
                     model = MSCRED.load(models[name], device=device)
-                    policy = missing or model.config_.train.missing
-                    ctx = (load_table(tables_given(before[name], "as context")[-1], missing=policy,
-                                      ignore_label=True, encoding=encoding) if name in before else None)
-                    tables_of = (load_table(path, missing=policy, ignore_label=True, encoding=encoding)
+                    reading = dict(missing=missing or model.config_.train.missing, ignore_label=True,
+                                   encoding=encoding, time_column=time_column or model.config_.train.time_column)
+                    ctx = (load_table(tables_given(before[name], "as context")[-1], **reading)
+                           if name in before else None)
+                    tables_of = (load_table(path, **reading)
                                  for path in tables_given(tables[name], "to score"))   # (a folder's files as one feed)
                     # (an entity's page draws each sensor's score: computed for it, written only if asked for)
                     feed = score_feed(model, tables_of, ctx, sensor_scores=sensor_scores or entity_reports)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from mscred.cli.params import FiniteFloatRange, NamedPath, encoding_option
+from mscred.cli.params import FiniteFloatRange, NamedPath, encoding_option, time_column_option
 from mscred.cli.train import score_overrides, score_text
 from mscred.config import MISSING_POLICIES
 from mscred.detect import SCORE_METHODS
@@ -33,8 +33,9 @@ from mscred.thresholds import READ_BY
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="Missing (NaN) sensor values in DATA: 'error' or 'interpolate' [the model's setting].")
 @encoding_option
+@time_column_option
 def calibrate(model_dir, data, out, method, theta, threshold, beta, percentile, pot_risk, pot_level, device, missing,
-              encoding) -> None:
+              encoding, time_column) -> None:
     """Fit MODEL_DIR's thresholds again on DATA, normal behaviour the model did not train on, and write the model
     to --out: the weights stay, what scoring learns from normal windows (the threshold, each scale's, the z_sensor
     score's per-sensor statistics) is refitted on every window of DATA. For alarms on normal operation after its
@@ -56,7 +57,8 @@ def calibrate(model_dir, data, out, method, theta, threshold, beta, percentile, 
         if key in settings and rule not in readers:
             raise InputError(f"--{key.replace('_', '-')}: read by --threshold {readers[0]} only; the threshold rule "
                              f"is '{rule}'")
-    table = load_table(data, missing=missing or model.config_.train.missing, encoding=encoding)
+    table = load_table(data, missing=missing or model.config_.train.missing, encoding=encoding,
+                       time_column=time_column or model.config_.train.time_column)
     with note_lines():
         model.calibrate(table, **settings)
     model.save(out)

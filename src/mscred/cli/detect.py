@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import NamedPath, encoding_option
+from mscred.cli.params import NamedPath, encoding_option, time_column_option
 
 from mscred.config import MISSING_POLICIES
 
@@ -43,7 +43,8 @@ from mscred.config import MISSING_POLICIES
                    "it ended, how long it took, rows, rows scored, anomalous rows, intervals, threshold, the last "
                    "row's score), written once the outputs are: for a detect run by cron.")
 @encoding_option
-def detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json,
+@time_column_option
+def detect(model_dir, data, out, device, missing, encoding, time_column, context, sensor_scores, events, as_json,
            report_dir, metrics) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
@@ -74,11 +75,11 @@ def detect(model_dir, data, out, device, missing, encoding, context, sensor_scor
         check_replaceable_dir(report_dir, DETECTION_REPORT_FILES, "an mscred detection report")
     with stdin_as_file(data) as path:
         _detect(model_dir, path, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
-                STDIN_NAME if str(data) == STDIO else str(data), report_dir)
+                STDIN_NAME if str(data) == STDIO else str(data), report_dir, time_column)
 
 
 def _detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
-            label: str, report_dir=None) -> None:
+            label: str, report_dir=None, time_column=None) -> None:
     """``detect`` of DATA as a path (standard input's copy for '-'; ``label``: DATA as the metrics name it)."""
     import time
 
@@ -115,9 +116,11 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     model = MSCRED.load(model_dir, device=device)
     missing = missing or model.config.train.missing
     # (the label column is ground truth, which scoring does not use: not checked here, as evaluate checks it)
-    first = load_table(files[0], missing=missing, ignore_label=True, encoding=encoding)   # (DATA's errors first)
-    before = load_table(context, missing=missing, ignore_label=True, encoding=encoding) if context else None
-    rest = (load_table(path, missing=missing, ignore_label=True, encoding=encoding) for path in files[1:])
+    reading = dict(missing=missing, ignore_label=True, encoding=encoding,
+                   time_column=time_column or model.config.train.time_column)
+    first = load_table(files[0], **reading)   # (DATA's errors first)
+    before = load_table(context, **reading) if context else None
+    rest = (load_table(path, **reading) for path in files[1:])
     # (the report's heat map needs each sensor's score: computed for it, written to SCORES only if asked for)
     feed = score_feed(model, itertools.chain([first], rest), before,
                       sensor_scores=sensor_scores or report_dir is not None)

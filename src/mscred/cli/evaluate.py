@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import NamedPath, SEED, FiniteFloatRange, encoding_option
+from mscred.cli.params import COLUMN_NAME, NamedPath, SEED, FiniteFloatRange, encoding_option
 from mscred.config import MISSING_POLICIES, ScoreConfig
 from mscred.thresholds import READ_BY
 
@@ -118,9 +118,12 @@ def _check_vus_window(window: int, scores) -> None:
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default="error", show_default=True,
               help="Missing (NaN) sensor values in the data tables (--labels, --data): as given to detect.")
 @encoding_option
+@click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
+              help="The time column of --labels and --data where it is not named 'timestamp' (as given to train).")
 @click.pass_context
 def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
-             val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding) -> None:
+             val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
+             time_column) -> None:
     """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline.
 
     --encoding is that of the user's tables (--labels, --anomalies, --data); SCORES.csv and --val-scores, written
@@ -131,11 +134,11 @@ def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, mode
     _check_threshold_options(ctx, threshold)
     with note_lines():   # (a labels table and an anomalies.csv beside it that disagree: one note line)
         _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
-                  val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding)
+                  val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding, time_column)
 
 
 def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,
-              beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding) -> None:
+              beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding, time_column=None) -> None:
     from mscred.evaluation import compute_metrics, read_data, read_ground_truth, read_scores, sensor_pool
 
     if report_dir is not None:  # refuse a folder of other files before any work (atomic.check_replaceable_dir)
@@ -144,9 +147,10 @@ def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_di
         check_replaceable_dir(report_dir, REPORT_FILES, "an mscred report")
     scores = read_scores(scores_path)
     _check_vus_window(vus_window, scores)
-    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing, encoding=encoding)
+    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing, encoding=encoding,
+                              time_column=time_column)
     # before any figure: data that is not the scored rows (another file, a shifted copy) is bad input, as labels are
-    data = read_data(data_path, scores, missing, encoding) if data_path is not None else None
+    data = read_data(data_path, scores, missing, encoding, time_column) if data_path is not None else None
     pred, thr = None, None
     if threshold != "detector":
         cfg = ScoreConfig(beta=beta, percentile=percentile, pot_risk=pot_risk, pot_level=pot_level)

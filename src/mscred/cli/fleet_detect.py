@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from mscred.cli.params import NamedPath, encoding_option
+from mscred.cli.params import NamedPath, encoding_option, time_column_option
 from mscred.config import MISSING_POLICIES
 
 
@@ -33,8 +33,9 @@ from mscred.config import MISSING_POLICIES
                    "it ended and how long it took, and per entity whether it was scored (and why not), its rows, "
                    "anomalous rows, intervals and threshold. Written when the run ends, entities not scored too.")
 @encoding_option
+@time_column_option
 def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, report, entity_reports, quiet, metrics,
-                 encoding) -> None:
+                 encoding, time_column) -> None:
     """Score DATA, a folder of one table per entity (<entity>.csv, .parquet or .npy) or of one folder per entity of
     the tables its logger rolls (<entity>/, scored as one feed in name order), each with the model of its name in
     FLEET (the folder `mscred fleet` wrote, or a folder of model folders), into --out.
@@ -58,7 +59,8 @@ def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, repo
     echo = None if quiet else (lambda line: click.echo(line, err=True))
     started = time.time()
     summary = detect_fleet(fleet, data, out, context, sensor_scores=sensor_scores, device=device, missing=missing,
-                           encoding=encoding, report=report, entity_reports=entity_reports, echo=echo)
+                           encoding=encoding, time_column=time_column, report=report,
+                           entity_reports=entity_reports, echo=echo)
     if metrics is not None:   # (before the exit status is decided: a run that scored nothing is what alerts want)
         write_fleet_detect(metrics, summary, started, time.time())
     bad = failed(summary)

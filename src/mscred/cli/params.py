@@ -1,5 +1,6 @@
 """Parameter types the commands share: numbers that must be finite, seeds every random generator accepts, counts
-JSON keeps exactly, paths that are not empty, text encodings Python knows (and the --encoding option)."""
+JSON keeps exactly, paths that are not empty, text encodings Python knows (and the --encoding option), column names
+(and the --time-column option of the commands that read a model's data)."""
 from __future__ import annotations
 
 import math
@@ -85,9 +86,33 @@ class _Encoding(click.ParamType):
 
 ENCODING = _Encoding()
 
+
+class _ColumnName(click.ParamType):
+    """A table's column name as the readers compare it: stripped of blanks, not empty, not 'label' (--time-column)."""
+
+    name = "column name"
+
+    def convert(self, value, param, ctx):
+        name = str(value).strip()
+        if not name:
+            self.fail("an empty column name", param, ctx)
+        if name == "label":
+            self.fail("'label' is the ground truth's column, not a time", param, ctx)
+        return name
+
+
+COLUMN_NAME = _ColumnName()
+
 # The commands that read the user's CSV tables (train, detect, evaluate, fleet) take it; the name as given
 # reaches load_table, which decides.
 encoding_option = click.option(
     "--encoding", type=ENCODING, default=None, metavar="TEXT",
     help="text encoding of CSV files (default UTF-8, a BOM allowed); e.g. cp1252 or latin-1 for files exported by "
          "Windows tools")
+
+# The commands that read data for a trained model (detect, calibrate, watch, fleet-detect, fleet-watch): None there
+# means the model's own train.time_column (train --time-column), resolved by the command once the model is loaded.
+time_column_option = click.option(
+    "--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
+    help="the data's column holding each row's time [default: the model's: 'timestamp', or the name train was given "
+         "with --time-column]")

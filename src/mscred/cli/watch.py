@@ -8,7 +8,7 @@ from typing import Iterator
 
 import click
 
-from mscred.cli.params import NamedPath, encoding_option
+from mscred.cli.params import NamedPath, encoding_option, time_column_option
 from mscred.cli.prometheus import MetricsFile, check_metrics_path, metrics_option
 from mscred.cli.watch_output import OpenRun, Scores
 from mscred.config import MISSING_POLICIES
@@ -42,8 +42,9 @@ from mscred.config import MISSING_POLICIES
                    "for scripts.")
 @metrics_option
 @encoding_option
+@time_column_option
 def watch(model_dir, data, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
-          as_json, metrics, encoding) -> None:
+          as_json, metrics, encoding, time_column) -> None:
     """Score DATA, a CSV file that something appends rows to, as it grows.
 
     Every complete line DATA gains is scored after the rows before it (the rows already in DATA first), and
@@ -84,6 +85,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     else:
         follower = GrowingCsv(data, encoding=encoding)
     model = MSCRED.load(model_dir, device=device)
+    follower.time_column = time_column or model.config_.train.time_column   # (the model's, read with it)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
     exported = None if metrics is None else MetricsFile(metrics, label="data")

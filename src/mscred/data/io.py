@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import os
 import re
+import shlex
 import warnings
 import zlib
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ _CSV = {".csv", ".txt", ".tsv"}
 _PARQUET = {".parquet", ".pq"}
 _NPY = {".npy"}
 POSITIONAL = "mscred_positional"   # DataFrame.attrs key of a frame whose column names are positions (a .npy array)
+# DataFrame.attrs key: the name the file gave the column read as 'timestamp' (``time_column``), for messages.
+TIME_NAME = "mscred_time_name"
 # Compressed text tables that pandas decompresses itself: ``data.csv.gz`` reads as ``data.csv``.
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
 
@@ -108,7 +111,7 @@ class Table:
 
 
 def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bool = False,
-               encoding: Optional[str] = None) -> Table:
+               encoding: Optional[str] = None, time_column: Optional[str] = None) -> Table:
     """Read a CSV, Parquet or .npy file and validate it.
 
     Parameters
@@ -130,6 +133,9 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
     encoding : str, optional
         Text encoding of a CSV file (``"cp1252"``, ``"latin-1"``: files exported by Windows tools); None (the
         default) reads UTF-8, a byte-order mark allowed. Parquet and .npy files ignore it.
+    time_column : str, optional
+        The column holding each row's time where it is not named ``timestamp`` (``"Time"``, ``"DateTime"``: a
+        historian's export); read as ``timestamp`` is. None reads ``timestamp``.
 
     Returns
     -------
@@ -140,10 +146,10 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
     InputError
         Unknown ``encoding``, missing file, unknown format, unreadable or empty table (bytes not of its encoding
         among them), no sensor column, a non-numeric value, a NaN (with ``missing="error"``; a sensor with no value
-        at all otherwise) or infinite value, or a bad label; the message names the file, and the column and row
-        where it applies.
+        at all otherwise) or infinite value, a bad label, or no column ``time_column`` (or a ``timestamp`` column
+        beside it); the message names the file, and the column and row where it applies.
     """
-    frame = read_frame(path, encoding=encoding)
+    frame = read_frame(path, encoding=encoding, time_column=time_column)
     table = table_from_frame(frame, source=str(Path(path)), missing=missing, ignore_label=ignore_label)
     table.positional = bool(frame.attrs.get(POSITIONAL))
     return table
@@ -160,10 +166,11 @@ def is_parquet(path: str | os.PathLike) -> bool:
 
 
 def read_frame(path: str | os.PathLike, *, npy: bool = True, encoding: Optional[str] = None,
-               **csv_options: Any) -> pd.DataFrame:
+               time_column: Optional[str] = None, **csv_options: Any) -> pd.DataFrame:
     """Read a CSV (also .txt/.tsv), Parquet or, with ``npy``, .npy file into a DataFrame, without validating its
     values; every failure is an InputError naming the file. ``encoding``: a CSV's, as :func:`load_table`'s;
-    ``csv_options`` go to ``pandas.read_csv``.
+    ``time_column``: the column to name ``timestamp`` (:func:`named_time_column`); ``csv_options`` go to
+    ``pandas.read_csv``.
 
     :func:`load_table` validates what this returns; ``mscred.evaluation`` reads SCORES.csv (text columns) with it.
     """
@@ -175,15 +182,52 @@ def read_frame(path: str | os.PathLike, *, npy: bool = True, encoding: Optional[
     if path.is_dir():
         raise InputError(f"{path}: is a directory, expected a {kinds} file")
     suffix = path.suffix.lower()
-    if suffix in _COMPRESSED and Path(path.stem).suffix.lower() in _CSV:
-        return _read_csv(path, encoding, **csv_options)     # pandas infers the compression from the last suffix
-    if suffix in _CSV:
-        return _read_csv(path, encoding, **csv_options)
-    if suffix in _PARQUET:
-        return _read_parquet(path)
-    if npy and suffix in _NPY:
-        return _read_npy(path)
-    raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; expected {kinds}")
+    # (pandas infers a CSV's compression from the last suffix)
+    if suffix in _CSV or (suffix in _COMPRESSED and Path(path.stem).suffix.lower() in _CSV):
+        frame = _read_csv(path, encoding, time_name=time_column or TIMESTAMP, **csv_options)
+    elif suffix in _PARQUET:
+        frame = _read_parquet(path)
+    elif npy and suffix in _NPY:
+        frame = _read_npy(path)
+    else:
+        raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; expected {kinds}")
+    return named_time_column(frame, time_column, str(path))
+
+
+def named_time_column(df: pd.DataFrame, time_column: Optional[str], source: str) -> pd.DataFrame:
+    """``df`` with its column ``time_column`` renamed ``timestamp``, the name every reader downstream takes for the
+    rows' time (the name given kept in ``attrs`` for messages: ``time_label``); ``df`` itself where
+    ``time_column`` is None or ``timestamp``. InputError where ``df`` has no such column, has it twice, or has a
+    ``timestamp`` column as well (which one is the time would be a guess). Names compare stripped, as read."""
+    if time_column is None or time_column == TIMESTAMP:
+        return df
+    names = [str(c).strip() for c in df.columns]
+    if df.attrs.get(POSITIONAL):
+        raise InputError(f"{source}: an array without column names has no column '{time_column}' (the time column "
+                         "asked for); save a table with a header, or a structured array")
+    if time_column not in names:
+        shown = ", ".join(repr(n) for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        raise InputError(f"{source}: no column '{time_column}' (the time column asked for); its columns: {shown}")
+    if names.count(time_column) > 1:
+        raise InputError(f"{source}: duplicate column name(s): {time_column}")
+    if TIMESTAMP in names:
+        raise InputError(f"{source}: columns '{time_column}' (the time column asked for) and '{TIMESTAMP}' both; "
+                         f"drop or rename '{TIMESTAMP}', or ask for it as the time column")
+    out = df.set_axis([TIMESTAMP if n == time_column else c for n, c in zip(names, df.columns)], axis=1)
+    out.attrs[TIME_NAME] = time_column
+    return out
+
+
+def _time_option(column: str) -> str:
+    """The option that reads ``column`` as the time, as a shell takes it (the CLI's; in Python the
+    ``time_column`` argument and setting)."""
+    return f"--time-column {shlex.quote(column)}"
+
+
+def time_label(df: pd.DataFrame) -> str:
+    """How messages name a frame's time column: ``column 'timestamp'``, or the file's own name for it."""
+    name = df.attrs.get(TIME_NAME)
+    return f"column '{TIMESTAMP}'" if name is None else f"column '{name}' (read as the time)"
 
 
 def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str = "error",
@@ -220,14 +264,15 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
 
     times = None   # the order check's integer/float times, for the gap note (largest_time_gap)
     if TIMESTAMP in df.columns:
+        where = time_label(df)
         stamps = df[TIMESTAMP].to_numpy()
         if stamps.dtype == np.float16:  # pandas has no float16 index; float32 holds every float16 exactly
             stamps = stamps.astype(np.float32)
         index = pd.Index(stamps, name=TIMESTAMP)
         bad = np.flatnonzero(pd.isna(index))
         if len(bad):
-            raise InputError(f"{source}: column '{TIMESTAMP}' row {bad[0] + 1}: missing timestamp")
-        times = check_time_order(index, source)
+            raise InputError(f"{source}: {where} row {bad[0] + 1}: missing timestamp")
+        times = check_time_order(index, source, where)
     elif isinstance(df.index, pd.RangeIndex) and df.index.name != TIMESTAMP:
         index = pd.RangeIndex(len(df))
     else:
@@ -284,7 +329,8 @@ def _check_time_as_sensor(values: np.ndarray, sensors: list[str], source: str) -
             if rising:
                 raise InputError(f"{source}: column '{name}' holds numbers that increase on every row, a time or row "
                                  f"number rather than a sensor (as a sensor it is a rising ramp, out of the training "
-                                 f"range at detect): name it '{TIMESTAMP}' to keep it as the rows' time, or drop it")
+                                 f"range at detect): name it '{TIMESTAMP}' (or give {_time_option(name)}) to keep it "
+                                 "as the rows' time, or drop it")
 
 
 def _interpolate_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str], source: str) -> dict[str, int]:
@@ -794,7 +840,7 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
         raise InputError(f"{source}: column '{col}': complex numbers ({series.dtype}); expected real numbers")
     if pd.api.types.is_datetime64_any_dtype(series.dtype) or pd.api.types.is_timedelta64_dtype(series.dtype):
         raise InputError(f"{source}: column '{col}': holds dates/times ({series.dtype}), not sensor values; name it "
-                         f"'{TIMESTAMP}' if it is the time")
+                         f"'{TIMESTAMP}' if it is the time, or give {_time_option(col)}")
     if pd.api.types.is_bool_dtype(series.dtype):
         numbers = series.to_numpy(dtype=np.float64)
     elif pd.api.types.is_integer_dtype(series.dtype) and len(series) and _beyond_float64(series):
@@ -812,7 +858,7 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
             row = int(np.flatnonzero(unparsed)[0])
             hint, text = "", str(series.iloc[row]).strip()
             if not pd.isna(pd.to_datetime(text, errors="coerce", format="ISO8601")):
-                hint = f" (a date/time: the time column must be named '{TIMESTAMP}')"
+                hint = f" (a date/time: name the time column '{TIMESTAMP}', or give {_time_option(col)})"
             elif re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?", text) and "." in text:
                 hint = " (a thousands separator? save the numbers without it)"
             elif _is_number(text.replace(",", ".", 1)) and text.count(",") == 1:
@@ -891,7 +937,8 @@ def csv_encoding(encoding: Optional[str]) -> str:
 _DEFAULT_ENCODING = "utf-8-sig"
 
 
-def _read_csv(path: Path, encoding: str = _DEFAULT_ENCODING, **options: Any) -> pd.DataFrame:
+def _read_csv(path: Path, encoding: str = _DEFAULT_ENCODING, time_name: str = TIMESTAMP,
+              **options: Any) -> pd.DataFrame:
     # The separator is sniffed (",", ";", tab, "|" or blanks: _sniffed) for .txt/.tsv, and for a .csv whose header
     # holds ';', tab or '|' and no ',' (read with ',' first, one cell written 1,5 in a ';'-separated export split its
     # line into two fields and failed the read before the retry below); other .csv files take the fast C parser.
@@ -912,9 +959,9 @@ def _read_csv(path: Path, encoding: str = _DEFAULT_ENCODING, **options: Any) -> 
         raise InputError(f"{path}: the file has no columns")
     _check_header(path, df, kwargs)
     if kwargs.get("sep") not in (None, ","):   # (None: pandas' own sniffing, which may have found ',')
-        df = _decimal_comma_columns(df)
-    if TIMESTAMP in df.columns and pd.api.types.is_float_dtype(df[TIMESTAMP].dtype):
-        df = _exact_times(path, df, kwargs)
+        df = _decimal_comma_columns(df, time_name)
+    if time_name in df.columns and pd.api.types.is_float_dtype(df[time_name].dtype):
+        df = _exact_times(path, df, kwargs, time_name)
     # Spreadsheet exports pad names ('pump_1 , pump_2'): the padding is invisible in messages and in the model.
     return df.set_axis([c.strip() if isinstance(c, str) else c for c in df.columns], axis=1)
 
@@ -924,7 +971,7 @@ def _read_csv(path: Path, encoding: str = _DEFAULT_ENCODING, **options: Any) -> 
 _DECIMAL_COMMA = re.compile(r"[ \t]*[+-]?(\d+,?\d*|,\d+)([eE][+-]?\d+)?[ \t]*")
 
 
-def _decimal_comma_columns(df: pd.DataFrame) -> pd.DataFrame:
+def _decimal_comma_columns(df: pd.DataFrame, time_name: str = TIMESTAMP) -> pd.DataFrame:
     """``df`` with each text column whose every value is a decimal-comma number (``_DECIMAL_COMMA``; at least one
     with its comma) rewritten with decimal points, for the readers downstream to read as any decimal text.
 
@@ -946,7 +993,7 @@ def _decimal_comma_columns(df: pd.DataFrame) -> pd.DataFrame:
         if out is df:
             out = df.copy()
         pointed = series.str.replace(",", ".", regex=False)
-        if col == TIMESTAMP:   # numbers, as the same times written with points read (_read_csv, _exact_times)
+        if col == time_name:   # numbers, as the same times written with points read (_read_csv, _exact_times)
             numbers = coerce_float64(pointed)
             if not np.isnan(numbers).any() and _changed_by_float(numbers, pointed) is False:
                 pointed = pd.Series(numbers, index=series.index, name=col)
@@ -954,21 +1001,22 @@ def _decimal_comma_columns(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _exact_times(path: Path, df: pd.DataFrame, kwargs: dict[str, Any]) -> pd.DataFrame:
-    """A ``timestamp`` column that pandas read as float64, kept as its text where float64 changed a value (epoch
+def _exact_times(path: Path, df: pd.DataFrame, kwargs: dict[str, Any], time_name: str = TIMESTAMP
+                 ) -> pd.DataFrame:
+    """A ``timestamp`` column (or the one named ``time_name``) that pandas read as float64, kept as its text where float64 changed a value (epoch
     seconds to the tenth of a microsecond, 1700000000.0000001, read as 1700000000.0: neighbouring rows then
     "repeated" each other, and SCORES.csv wrote other times than DATA's). Only that column is read again (reading
     the table once with the column as text was slower: benchmarks/results/io_timestamps)."""
     try:
-        raw = _csv_call(path, **{**kwargs, "usecols": [TIMESTAMP], "dtype": str, "keep_default_na": False})
+        raw = _csv_call(path, **{**kwargs, "usecols": [time_name], "dtype": str, "keep_default_na": False})
     except InputError:
         return df
-    text = raw[TIMESTAMP]
+    text = raw[time_name]
     if len(text) != len(df):
         return df
     # (the nearest floats of the text on any pandas: _csv_call reads them so before pandas 3.1 too)
-    if _changed_by_float(df[TIMESTAMP].to_numpy(), text):
-        return df.assign(**{TIMESTAMP: text.str.strip().to_numpy(dtype=object)})
+    if _changed_by_float(df[time_name].to_numpy(), text):
+        return df.assign(**{time_name: text.str.strip().to_numpy(dtype=object)})
     return df
 
 

@@ -1,0 +1,161 @@
+"""``--time-column NAME``: a table whose time column is not named 'timestamp' (a historian's "Time", "Date Time")
+read as if it were, at train and kept in the model for detect, watch, calibrate and the fleet commands, and given
+to evaluate for its labels and data. Without it such a column is refused, the message naming the option."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cli_helpers import ON_THE_CPU, bad_input, main, run_cli, sensor_frame
+from mscred.data.io import TIMESTAMP, load_table, named_time_column, table_from_frame
+from mscred.errors import InputError
+
+TRAIN = ("--epochs", "1", "--set", "channels=[4,8,8,8]", *ON_THE_CPU, "--quiet")
+
+
+def _dated(rows: int, seed: int = 0, name: str = "Time") -> pd.DataFrame:
+    """sensor_frame with its time as minutes from 2026-01-01 in a column called ``name``."""
+    frame = sensor_frame(rows, 4, seed=seed).rename(columns={TIMESTAMP: name})
+    frame[name] = pd.date_range("2026-01-01", periods=rows, freq="min")
+    return frame
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(folder, model trained with --time-column 'Date Time', its CSV) -- a name with a blank, as exports have."""
+    folder = tmp_path_factory.mktemp("time_column")
+    data = folder / "train.csv"
+    _dated(600, name="Date Time").to_csv(data, index=False)
+    assert main(["train", str(data), "--out", str(folder / "model"), "--time-column", "Date Time", *TRAIN]) == 0
+    return folder, folder / "model", data
+
+
+def test_the_model_keeps_the_name_and_detect_reads_it(trained, tmp_path, capsys):
+    folder, model, data = trained
+    assert json.loads((model / "config.json").read_text())["config"]["train"]["time_column"] == "Date Time"
+    code, _, err = run_cli(capsys, "detect", model, data, "--out", tmp_path / "s.csv", *ON_THE_CPU)
+    assert code == 0, err
+    scores = pd.read_csv(tmp_path / "s.csv")
+    assert list(scores.columns[:2]) == [TIMESTAMP, "score"]   # (SCORES.csv names it as always)
+    assert scores[TIMESTAMP].iloc[0] == "2026-01-01 00:00:00" and len(scores) == 600
+    # the same rows with the column named 'timestamp' and the option given as another name: the same scores
+    renamed = tmp_path / "renamed.csv"
+    pd.read_csv(data).rename(columns={"Date Time": "t"}).to_csv(renamed, index=False)
+    code, _, err = run_cli(capsys, "detect", model, renamed, "--out", tmp_path / "s2.csv", "--time-column", "t",
+                           *ON_THE_CPU)
+    assert code == 0, err
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "s2.csv"), scores)
+
+
+def test_calibrate_and_evaluate_read_it(trained, tmp_path, capsys):
+    folder, model, data = trained
+    code, out, err = run_cli(capsys, "calibrate", model, data, "--out", tmp_path / "recal", *ON_THE_CPU)
+    assert code == 0 and "calibrated on" in out, err
+    assert run_cli(capsys, "detect", model, data, "--out", tmp_path / "s.csv", *ON_THE_CPU)[0] == 0
+    labels = tmp_path / "labels.csv"
+    pd.read_csv(data).assign(label=0).to_csv(labels, index=False)
+    bad_input(capsys, "evaluate", tmp_path / "s.csv", "--labels", labels,
+              names=["column 'Date Time'", "--time-column 'Date Time'"])
+    code, out, err = run_cli(capsys, "evaluate", tmp_path / "s.csv", "--labels", labels, "--time-column",
+                             "Date Time", "--data", data, "--json")
+    assert code == 0, err
+    assert json.loads(out)["n_rows"] == 600
+
+
+def test_without_the_option_the_message_names_it(tmp_path, capsys):
+    data = tmp_path / "d.csv"
+    _dated(200).to_csv(data, index=False)
+    bad_input(capsys, "train", data, "--out", tmp_path / "m", *TRAIN,
+              names=["column 'Time' row 1", "is not a number", "--time-column Time"])
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("given, fragments", [
+    ("nope", ["no column 'nope' (the time column asked for)", "its columns: 'Time', 's0'"]),
+    ("s1", ["column 's1' (read as the time) row", "increasing time order"]),
+])
+def test_a_wrong_name_is_bad_input(tmp_path, capsys, given, fragments):
+    data = tmp_path / "d.csv"
+    _dated(200).to_csv(data, index=False)
+    bad_input(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, "--time-column", given, names=fragments)
+
+
+def test_a_timestamp_column_beside_it_is_refused(tmp_path):
+    frame = _dated(50).assign(timestamp=np.arange(50))
+    with pytest.raises(InputError, match="columns 'Time' .* and 'timestamp' both"):
+        named_time_column(frame, "Time", "f.csv")
+    twice = pd.DataFrame([[1, 2, 3]], columns=["Time", "Time ", "a"])   # (names compare stripped, as read)
+    with pytest.raises(InputError, match="duplicate column name"):
+        named_time_column(twice, "Time", "f.csv")
+    array = tmp_path / "a.npy"
+    np.save(array, np.zeros((10, 3)))
+    with pytest.raises(InputError, match="an array without column names has no column 'Time'"):
+        load_table(array, time_column="Time")
+
+
+@pytest.mark.parametrize("sep, point", [(",", "."), (";", ",")])
+def test_read_as_timestamp_is_in_every_format(tmp_path, sep, point):
+    """The reader's handling of a 'timestamp' column -- epoch seconds kept as written where float64 would make
+    neighbours equal, decimal commas in a ';'-separated file -- applies to the named column too; a Parquet file's
+    column is named as a CSV's."""
+    path = tmp_path / "t.csv"
+    rows = [f"1700000000{point}000000{i}{sep}{i}{point}5{sep}1" for i in range(6)]
+    path.write_text("\n".join([f"Epoch{sep}a{sep}b", *rows]) + "\n")
+    table = load_table(path, time_column="Epoch")
+    assert table.sensors == ["a", "b"] and table.index.name == TIMESTAMP
+    assert list(table.values[:, 0]) == [i + 0.5 for i in range(6)]
+    assert len(set(table.index)) == 6   # kept as written, not rounded together
+    frame = pd.DataFrame({"Epoch": pd.date_range("2026-01-01", periods=6, freq="s"), "a": np.arange(6.0)})
+    frame.to_parquet(tmp_path / "t.parquet")
+    assert load_table(tmp_path / "t.parquet", time_column="Epoch").index[0] == pd.Timestamp("2026-01-01")
+    # no change where the name is 'timestamp' or not given
+    plain = frame.rename(columns={"Epoch": TIMESTAMP})
+    assert named_time_column(plain, None, "x") is plain and named_time_column(plain, TIMESTAMP, "x") is plain
+    assert table_from_frame(named_time_column(frame, "Epoch", "x")).sensors == ["a"]
+
+
+def test_the_python_setting(tmp_path):
+    """MSCRED(time_column=...) reads a frame's column of that name as the time; a frame indexed by its times, or
+    with a 'timestamp' column, is read as before."""
+    from mscred.detector import MSCRED
+
+    frame = _dated(300)
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", time_column="Time").fit(frame)
+    found = model.detect(frame)
+    assert found[TIMESTAMP].iloc[0] == pd.Timestamp("2026-01-01")
+    pd.testing.assert_frame_equal(model.detect(frame.rename(columns={"Time": TIMESTAMP})), found)
+    model.save(tmp_path / "m")
+    assert MSCRED.load(tmp_path / "m").config_.train.time_column == "Time"
+    with pytest.raises(ValueError, match="train.time_column"):
+        MSCRED(time_column=" ").fit(frame)
+
+
+def test_watch_and_the_fleet_commands_read_the_models_name(tmp_path, capsys):
+    live, tables = tmp_path / "live", tmp_path / "tables"
+    live.mkdir()
+    tables.mkdir()
+    for name, seed in (("pump", 1), ("fan", 2)):
+        _dated(300, seed=seed).to_csv(tables / f"{name}.csv", index=False)
+    code, _, err = run_cli(capsys, "fleet", tables, "--out", tmp_path / "fleet", "--time-column", "Time", *TRAIN)
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "fleet-detect", tmp_path / "fleet", tables, "--out", tmp_path / "scores",
+                           "--quiet", *ON_THE_CPU)
+    assert code == 0, err
+    detected = pd.read_csv(tmp_path / "scores" / "scores" / "pump.csv")
+    assert detected[TIMESTAMP].iloc[-1] == "2026-01-01 04:59:00"
+    (live / "pump.csv").write_bytes((tables / "pump.csv").read_bytes())
+    code, _, err = run_cli(capsys, "fleet-watch", tmp_path / "fleet", live, "--out", tmp_path / "watched",
+                           "--idle-exit", "0", *ON_THE_CPU)
+    assert code == 0, err
+    watched = pd.read_csv(tmp_path / "watched" / "scores" / "pump.csv")
+    pd.testing.assert_frame_equal(watched[[TIMESTAMP, "score"]], detected[[TIMESTAMP, "score"]], atol=1e-6)
+    model = tmp_path / "fleet" / "models" / "pump"
+    code, _, err = run_cli(capsys, "watch", model, live / "pump.csv", "--out", tmp_path / "w.csv",
+                           "--idle-exit", "0", *ON_THE_CPU)
+    assert code == 0, err
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "w.csv"), watched)
+    bad_input(capsys, "watch", model, live / "pump.csv", "--out", tmp_path / "w2.csv", "--idle-exit", "0",
+              "--time-column", "When", *ON_THE_CPU, names=["no column 'When'"])
