@@ -401,7 +401,8 @@ class MSCRED:
             if X.ndim != 2:
                 raise InputError(f"{source}: expected a 2-D array (T, n), got shape {X.shape}")
             X = pd.DataFrame(X, columns=[f"sensor_{j}" for j in range(X.shape[1])])
-        elif (time_column := self._settings().train.time_column) in {str(c).strip() for c in X.columns}:
+        elif isinstance(X, pd.DataFrame) and \
+                (time_column := self._settings().train.time_column) in {str(c).strip() for c in X.columns}:
             # The setting's time column (train.time_column) read as a file's is; a frame without it (one indexed
             # by the times, or with a 'timestamp' column) is read as any frame is.
             X = named_time_column(X, time_column, source)

@@ -292,8 +292,9 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     sensors = [c for c in df.columns if c not in (TIMESTAMP, LABEL)]
     for name in sensors:  # 'Timestamp' or 'LABEL' would silently be a sensor (epoch seconds: a rising ramp)
         if name.lower() in (TIMESTAMP, LABEL):
+            also = f", or give {_time_option(name)}" if name.lower() == TIMESTAMP else ""
             raise InputError(f"{source}: column '{name}': the {name.lower()} column must be named "
-                             f"'{name.lower()}' (lower case); as written it would be a sensor")
+                             f"'{name.lower()}' (lower case{also}); as written it would be a sensor")
     if not sensors:
         raise InputError(f"{source}: no sensor columns (only '{TIMESTAMP}'/'{LABEL}')")
     values = np.empty((len(df), len(sensors)), dtype=np.float64)
