@@ -103,6 +103,10 @@ class TrainConfig:
     # a historian's "Time" or "DateTime"): read as 'timestamp' is, and at detect, watch and calibrate the model's data
     # is read with the same name unless they are told another (SCORES.csv names it 'timestamp', as always).
     time_column: str = "timestamp"
+    # Text that stands for a missing sensor value in the data (`--na-value`, repeatable; a historian's "Bad",
+    # "I/O Timeout", "No Data"), besides empty cells and NaN: read as NaN, then `missing` decides. Kept in the model
+    # as time_column is; the commands scoring its data add the text they are given.
+    na_values: tuple[str, ...] = ()
 
 
 @dataclass

@@ -392,7 +392,8 @@ class MSCRED:
         """Validate X (DataFrame, 2-D array or a list of its rows, or a loaded Table) into a Table; ``ignore_label``
         drops a ``label`` column unread (scoring, as ``mscred detect``); ``missing``: the model's setting unless
         given (``mscred watch --missing``)."""
-        from mscred.data.io import Table, named_time_column, table_from_frame
+        from mscred.data.io import Table, table_from_frame
+        from mscred.data.reading import Reading
 
         if isinstance(X, Table):
             return X
@@ -401,11 +402,11 @@ class MSCRED:
             if X.ndim != 2:
                 raise InputError(f"{source}: expected a 2-D array (T, n), got shape {X.shape}")
             X = pd.DataFrame(X, columns=[f"sensor_{j}" for j in range(X.shape[1])])
-        elif isinstance(X, pd.DataFrame) and \
-                (time_column := self._settings().train.time_column) in {str(c).strip() for c in X.columns}:
-            # The setting's time column (train.time_column) read as a file's is; a frame without it (one indexed
-            # by the times, or with a 'timestamp' column) is read as any frame is.
-            X = named_time_column(X, time_column, source)
+        elif isinstance(X, pd.DataFrame):
+            # The settings' time column and missing-value text (train.time_column, na_values) read as a file's
+            # are; a frame without that column (one indexed by its times, or with a 'timestamp' column) is read as
+            # any frame is.
+            X = Reading.of_model(self._settings().train).frame(X, source, time_column_required=False)
         return table_from_frame(X, source=source, missing=missing or self._settings().train.missing,
                                 ignore_label=ignore_label)
 
@@ -1167,6 +1168,10 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
             or time_column == LABEL:
         return (f"train.time_column {time_column!r}: must be a column name (not empty, no blanks about it, not "
                 f"'{LABEL}')")
+    na_values = config.train.na_values
+    if not isinstance(na_values, tuple) or not all(isinstance(v, str) and v.strip() == v and v for v in na_values):
+        return (f"train.na_values {na_values!r}: must be a list of texts (each not empty, no blanks about it), "
+                "e.g. ['Bad', 'I/O Timeout']")
     return None
 
 

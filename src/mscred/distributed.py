@@ -305,12 +305,13 @@ def train_distributed(data, out, overrides: Optional[dict[str, Any]] = None, *, 
     other ranks of a torchrun launch.
     """
     from mscred.data.io import load_table
+    from mscred.data.reading import settings_reading
     from mscred.launch import launch, setup, teardown, under_torchrun
 
     paths = [str(data)] if isinstance(data, (str, os.PathLike)) else [str(path) for path in data]
     for path in paths:   # bad input fails here, as one line
         load_table(path, missing=(overrides or {}).get("missing", TrainConfig.missing), encoding=encoding,
-                   time_column=(overrides or {}).get("time_column"))
+                   reading=settings_reading(overrides or {}))
     overrides = dict(overrides or {})
     device = overrides.get("device", "auto")
     # (encoding beside the overrides, not in them: those are MSCRED settings, and it is the file's, not the model's)
@@ -341,10 +342,11 @@ def _train_rank(rank, paths: list[str], out: str, overrides: dict, checkpoint_di
     from pathlib import Path
 
     from mscred.data.io import load_table
+    from mscred.data.reading import settings_reading
     from mscred.detector import MSCRED
 
     parts = [load_table(path, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding,
-                        time_column=overrides.get("time_column")) for path in paths]
+                        reading=settings_reading(overrides)) for path in paths]
     model = MSCRED(**overrides)
     trainers: list[DistributedTrainer] = []
 

@@ -20,6 +20,7 @@ import pandas as pd
 
 from mscred import metrics as M
 from mscred.data import io
+from mscred.data.reading import PLAIN, Reading
 from mscred.detect import SENSOR_SCORE_PREFIX, sensor_score_columns
 from mscred.errors import InputError, NoteWarning
 from mscred.vus import DEFAULT_SLIDING_WINDOW, vus
@@ -386,14 +387,14 @@ def _as_times(values: np.ndarray) -> Optional[pd.DatetimeIndex]:
 
 def read_ground_truth(path: str | os.PathLike, scores: Scores,
                       anomalies: Optional[str | os.PathLike] = None, missing: str = "error",
-                      encoding: Optional[str] = None, time_column: Optional[str] = None) -> GroundTruth:
+                      encoding: Optional[str] = None, reading: Optional[Reading] = None) -> GroundTruth:
     """Labels (and root causes, sensor values when available) aligned with the rows of ``scores``; ``anomalies``:
     the anomalies table of events and root causes (default: the one beside ``path``, if any; ``NO_ANOMALIES``:
     none, the events are the label column's runs); ``missing``: what a missing sensor value of a data table gets
     (``mscred.data.io.load_table``); ``encoding``: the text encoding of the labels and anomalies CSV files, the
-    user's own (None: UTF-8); ``time_column``: a labels table's time column where it is not named ``timestamp``
-    (``mscred.data.io.named_time_column``)."""
-    from mscred.data.io import named_time_column, table_from_frame
+    user's own (None: UTF-8); ``reading``: how a labels table's cells are read beyond its format (its time
+    column under another name, text for a missing value: ``mscred.data.reading``)."""
+    from mscred.data.io import table_from_frame
 
     source = str(path)
     df = read_frame(path, events_ok=True, encoding=encoding)
@@ -413,7 +414,7 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
                            events_source=source)
     if "label" not in df.columns:
         raise InputError(f"{source}: no 'label' column and no start/end columns: cannot read ground truth")
-    df = named_time_column(df, time_column, source)
+    df = (reading or PLAIN).frame(df, source)
     sensors = [c for c in df.columns if c not in ("timestamp", "label")]
     values = gaps = None
     if sensors:  # a data table: validate it as training/detection would, and keep the values for the report
@@ -460,14 +461,14 @@ def _anomalies_beside(labels_path: str | os.PathLike, anomalies: Optional[str | 
 
 
 def read_data(path: str | os.PathLike, scores: Scores, missing: str = "error", encoding: Optional[str] = None,
-              time_column: Optional[str] = None):
+              reading: Optional[Reading] = None):
     """The scored data (``--data``: the report's series and residuals) as a ``mscred.data.io.Table``, row for row
     the rows of ``scores`` by the rule --labels is held to (as many rows; the same timestamps when both have them,
     compared by ``_differ``). Another file, or one shifted by 100 steps, was drawn against the scores silently.
-    ``encoding`` and ``time_column``: as ``load_table``'s."""
+    ``encoding`` and ``reading``: as ``load_table``'s."""
     from mscred.data.io import load_table
 
-    table = load_table(path, missing=missing, encoding=encoding, time_column=time_column)
+    table = load_table(path, missing=missing, encoding=encoding, reading=reading)
     # a RangeIndex is no timestamps of the file's own (no 'timestamp' column, a .npy array): its rows are compared
     index = None if isinstance(table.index, pd.RangeIndex) else table.index.to_numpy()
     _check_alignment(scores, index, len(table.values), str(path))
@@ -579,7 +580,7 @@ def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarra
 def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, model_dir=None, data_path=None,
                    pred: Optional[np.ndarray] = None, sliding_window: int = DEFAULT_SLIDING_WINDOW,
                    seed: int = 0, missing: str = "error", encoding: Optional[str] = None,
-                   time_column: Optional[str] = None) -> dict:
+                   reading: Optional[Reading] = None) -> dict:
     """``mscred evaluate`` as a function (for ``mscred demo`` and scripts): metrics dict, optional HTML report.
 
     Parameters
@@ -595,12 +596,11 @@ def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, mo
     missing : what a missing sensor value in the data tables gets ("error" or "interpolate", as at detect)
     encoding : text encoding of the CSV files of labels, anomalies and data (None: UTF-8, a BOM allowed); the
         SCORES file, mscred's own, is read as UTF-8
-    time_column : the labels and data tables' time column where it is not named ``timestamp``
+    reading : how the labels and data tables are read beyond their format (``mscred.data.reading``)
     """
     scores = read_scores(scores_path)
-    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing, encoding=encoding,
-                              time_column=time_column)
-    data = read_data(data_path, scores, missing, encoding, time_column) if data_path is not None else None
+    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing, encoding=encoding, reading=reading)
+    data = read_data(data_path, scores, missing, encoding, reading) if data_path is not None else None
     result = compute_metrics(scores, truth, pred=pred, sliding_window=sliding_window, seed=seed,
                              sensors=sensor_pool(truth, model_dir, data))
     if report_dir is not None:

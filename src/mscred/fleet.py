@@ -36,6 +36,7 @@ import pandas as pd
 
 from mscred.atomic import atomic_path
 from mscred.config import RUNTIME_SETTINGS, TrainConfig
+from mscred.data.reading import Reading, settings_reading
 from mscred.errors import InputError, note_lines
 
 MULTI_ENTITY_DATASETS = ("smd", "smap", "msl")
@@ -226,10 +227,10 @@ def safe_name(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------------- one entity
-def _load(entity: Entity, missing: str = "error", encoding: Optional[str] = None, time_column: Optional[str] = None
+def _load(entity: Entity, missing: str = "error", encoding: Optional[str] = None, reading: Optional[Reading] = None
           ) -> tuple[Any, Optional[pd.DataFrame]]:
-    """(training data, labelled test frame or None); ``missing``, ``encoding`` and ``time_column`` (the tables';
-    the public datasets' files have their own) as ``load_table``'s."""
+    """(training data, labelled test frame or None); ``missing``, ``encoding`` and ``reading`` (the tables'; the
+    public datasets' files have their own) as ``load_table``'s."""
     from mscred.data.datasets import load_dataset
     from mscred.data.io import load_table
 
@@ -237,13 +238,13 @@ def _load(entity: Entity, missing: str = "error", encoding: Optional[str] = None
         ds = load_dataset(entity.spec, entity.root, missing=missing, encoding=encoding)
         return ds.train, ds.test
     if entity.kind == "parts":   # (labels in a part are not split off: parts are normal data, as train's DATA)
-        parts = [load_table(p, missing=missing, encoding=encoding, time_column=time_column)
+        parts = [load_table(p, missing=missing, encoding=encoding, reading=reading)
                  for p in table_files(Path(entity.spec))]
         return (parts if len(parts) > 1 else parts[0]), None
-    table = load_table(entity.spec, missing=missing, encoding=encoding, time_column=time_column)
+    table = load_table(entity.spec, missing=missing, encoding=encoding, reading=reading)
     if table.labels is None:
         return table, None
-    ds = load_dataset("table", entity.spec, missing=missing, encoding=encoding, time_column=time_column)
+    ds = load_dataset("table", entity.spec, missing=missing, encoding=encoding, reading=reading)
     return ds.train, ds.test
 
 
@@ -271,7 +272,7 @@ def train_entity(entity: Entity, out: Path, overrides: dict[str, Any], rank: int
     start = time.perf_counter()
     try:
         missing = overrides.get("missing", TrainConfig.missing)
-        train, test = _load(entity, missing, encoding, overrides.get("time_column"))   # (a missing file: bad input)
+        train, test = _load(entity, missing, encoding, settings_reading(overrides))   # (a missing file: bad input)
         row["data_sha256"] = data_fingerprint(entity)   # (the row file keeps it; the summary shows COLUMNS)
         # (the same bytes read in another encoding are other sensor names: --resume trains again)
         row["encoding"] = encoding if _reads_text(entity) else None

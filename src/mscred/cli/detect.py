@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import NamedPath, encoding_option, time_column_option
+from mscred.cli.params import NamedPath, encoding_option, na_value_option, time_column_option
 
 from mscred.config import MISSING_POLICIES
 
@@ -44,8 +44,9 @@ from mscred.config import MISSING_POLICIES
                    "row's score), written once the outputs are: for a detect run by cron.")
 @encoding_option
 @time_column_option
-def detect(model_dir, data, out, device, missing, encoding, time_column, context, sensor_scores, events, as_json,
-           report_dir, metrics) -> None:
+@na_value_option
+def detect(model_dir, data, out, device, missing, encoding, time_column, na_values, context, sensor_scores, events,
+           as_json, report_dir, metrics) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
@@ -75,12 +76,13 @@ def detect(model_dir, data, out, device, missing, encoding, time_column, context
         check_replaceable_dir(report_dir, DETECTION_REPORT_FILES, "an mscred detection report")
     with stdin_as_file(data) as path:
         _detect(model_dir, path, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
-                STDIN_NAME if str(data) == STDIO else str(data), report_dir, time_column)
+                STDIN_NAME if str(data) == STDIO else str(data), report_dir, (time_column, na_values))
 
 
 def _detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
-            label: str, report_dir=None, time_column=None) -> None:
-    """``detect`` of DATA as a path (standard input's copy for '-'; ``label``: DATA as the metrics name it)."""
+            label: str, report_dir=None, read_as=(None, ())) -> None:
+    """``detect`` of DATA as a path (standard input's copy for '-'; ``label``: DATA as the metrics name it;
+    ``read_as``: --time-column and --na-value, over the model's)."""
     import time
 
     started = time.time()
@@ -89,6 +91,7 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     from mscred.cli.train import report_filled, report_time_gap
     from mscred.data.context import seam_note
     from mscred.data.io import check_writable_table, load_table, write_table
+    from mscred.data.reading import Reading
     from mscred.detect import without_sensor_scores
     from mscred.detector import MSCRED
     from mscred.errors import InputError
@@ -117,7 +120,7 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     missing = missing or model.config.train.missing
     # (the label column is ground truth, which scoring does not use: not checked here, as evaluate checks it)
     reading = dict(missing=missing, ignore_label=True, encoding=encoding,
-                   time_column=time_column or model.config.train.time_column)
+                   reading=Reading.of_model(model.config.train, *read_as))
     first = load_table(files[0], **reading)   # (DATA's errors first)
     before = load_table(context, **reading) if context else None
     rest = (load_table(path, **reading) for path in files[1:])

@@ -16,7 +16,7 @@ from mscred.cli.train import train as _train
 
 # `mscred train` options that are estimator settings of the same name (cli/train.py builds the same dict).
 SETTINGS = ("epochs", "batch_size", "micro_batch", "device", "seed", "backend", "conv_backend", "bf16", "cuda_graphs",
-            "method", "threshold")
+            "method", "threshold", "missing", "time_column", "na_values")
 NPROC = click.Option(["--nproc"], type=COUNT, default=1, show_default=True,
                      help="Processes to train with (DistributedDataParallel; one GPU each on CUDA). Under torchrun, "
                           "torchrun's --nproc-per-node decides instead.")
@@ -25,10 +25,11 @@ NPROC = click.Option(["--nproc"], type=COUNT, default=1, show_default=True,
 def _run(data, out, resume, theta, quiet, nproc, encoding=None, settings=(), **options) -> None:
     from mscred.distributed import summary_line, train_distributed
 
-    unknown = sorted(k for k, v in options.items() if v is not None and k not in SETTINGS)
+    options = {k: v for k, v in options.items() if v is not None and v != ()}   # (given; a repeatable one: once)
+    unknown = sorted(k for k in options if k not in SETTINGS)
     if unknown:
         raise click.UsageError(f"option(s) {', '.join(unknown)} not supported with DDP training yet")
-    overrides = {k: v for k, v in options.items() if v is not None and k in SETTINGS}
+    overrides = dict(options)
     overrides.update(score_overrides(theta, overrides.pop("method", None)))
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
     overrides = with_settings(overrides, settings)

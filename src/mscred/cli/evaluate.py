@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import COLUMN_NAME, NamedPath, SEED, FiniteFloatRange, encoding_option
+from mscred.cli.params import COLUMN_NAME, MISSING_TEXT, NamedPath, SEED, FiniteFloatRange, encoding_option
 from mscred.config import MISSING_POLICIES, ScoreConfig
 from mscred.thresholds import READ_BY
 
@@ -120,25 +120,29 @@ def _check_vus_window(window: int, scores) -> None:
 @encoding_option
 @click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
               help="The time column of --labels and --data where it is not named 'timestamp' (as given to train).")
+@click.option("--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
+              help="Text that stands for a missing sensor value in --labels and --data (as given to train).")
 @click.pass_context
 def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
              val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
-             time_column) -> None:
+             time_column, na_values) -> None:
     """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline.
 
     --encoding is that of the user's tables (--labels, --anomalies, --data); SCORES.csv and --val-scores, written
     by mscred, are always read as UTF-8.
     """
+    from mscred.data.reading import Reading
     from mscred.errors import note_lines
 
     _check_threshold_options(ctx, threshold)
     with note_lines():   # (a labels table and an anomalies.csv beside it that disagree: one note line)
         _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
-                  val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding, time_column)
+                  val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
+                  Reading(time_column, tuple(na_values)))
 
 
 def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,
-              beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding, time_column=None) -> None:
+              beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding, reading=None) -> None:
     from mscred.evaluation import compute_metrics, read_data, read_ground_truth, read_scores, sensor_pool
 
     if report_dir is not None:  # refuse a folder of other files before any work (atomic.check_replaceable_dir)
@@ -147,10 +151,9 @@ def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_di
         check_replaceable_dir(report_dir, REPORT_FILES, "an mscred report")
     scores = read_scores(scores_path)
     _check_vus_window(vus_window, scores)
-    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing, encoding=encoding,
-                              time_column=time_column)
+    truth = read_ground_truth(labels_path, scores, anomalies, missing=missing, encoding=encoding, reading=reading)
     # before any figure: data that is not the scored rows (another file, a shifted copy) is bad input, as labels are
-    data = read_data(data_path, scores, missing, encoding, time_column) if data_path is not None else None
+    data = read_data(data_path, scores, missing, encoding, reading) if data_path is not None else None
     pred, thr = None, None
     if threshold != "detector":
         cfg = ScoreConfig(beta=beta, percentile=percentile, pot_risk=pot_risk, pot_level=pot_level)

@@ -19,7 +19,7 @@ from typing import Optional
 import click
 import pandas as pd
 
-from mscred.cli.params import NamedPath, encoding_option, time_column_option
+from mscred.cli.params import NamedPath, encoding_option, na_value_option, time_column_option
 from mscred.cli.prometheus import MetricsFile, check_metrics_path, metrics_option
 from mscred.config import MISSING_POLICIES
 
@@ -52,8 +52,9 @@ SUMMARY_COLUMNS = ["entity", "status", "file", "rows", "anomalous", "alarms", "t
 @metrics_option
 @encoding_option
 @time_column_option
+@na_value_option
 def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
-                as_json, metrics, encoding, time_column) -> None:
+                as_json, metrics, encoding, time_column, na_values) -> None:
     """Score LIVE, a folder of one growing CSV per entity (<entity>.csv) or of one folder per entity of the files a
     logger rolls (<entity>/, followed in name order as `watch DIR` follows them), each with the model of its name in
     FLEET (the folder `mscred fleet` wrote, or a folder of model folders), as the files grow, into --out.
@@ -79,7 +80,7 @@ def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interv
         check_metrics_path(metrics)
     fleet_run = FleetWatch(models, live, Path(out), dict(device=device, missing=missing, sensor_scores=sensor_scores,
                                                           events=events, as_json=as_json, encoding=encoding,
-                                                          time_column=time_column),
+                                                          time_column=time_column, na_values=na_values),
                            "resume" if resume else "new_only" if new_only else None,
                            None if metrics is None else MetricsFile(metrics, label="entity"))
     with stopped_by_a_person() as terminated:
@@ -188,6 +189,7 @@ class EntityWatch:
         from mscred.cli.watch import resume_scores, take_as_history
         from mscred.cli.watch_output import Scores
         from mscred.data.follow import GrowingCsv, RollingFolder
+        from mscred.data.reading import Reading
         from mscred.detector import MSCRED
         from mscred.errors import InputError
 
@@ -197,7 +199,8 @@ class EntityWatch:
             rolled = path.is_dir()   # (a folder of the files a logger rolls, as `watch DIR`)
             self.follower = (RollingFolder if rolled else GrowingCsv)(path, encoding=options["encoding"])
             model = MSCRED.load(model_dir, device=options["device"])
-            self.follower.time_column = options["time_column"] or model.config_.train.time_column
+            self.follower.reading = Reading.of_model(model.config_.train, options["time_column"],
+                                                     options["na_values"])
             self.monitor = model.monitor(sensor_scores=options["sensor_scores"], missing=options["missing"])
             (out / "scores").mkdir(parents=True, exist_ok=True)
             events = None

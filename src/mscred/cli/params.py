@@ -103,6 +103,22 @@ class _ColumnName(click.ParamType):
 
 COLUMN_NAME = _ColumnName()
 
+
+class _MissingText(click.ParamType):
+    """Text a table's cells hold for a missing value (--na-value): stripped of blanks, as cells compare, not empty
+    (an empty cell is missing anyway)."""
+
+    name = "text"
+
+    def convert(self, value, param, ctx):
+        text = str(value).strip()
+        if not text:
+            self.fail("an empty text (empty cells are missing values anyway)", param, ctx)
+        return text
+
+
+MISSING_TEXT = _MissingText()
+
 # The commands that read the user's CSV tables (train, detect, evaluate, fleet) take it; the name as given
 # reaches load_table, which decides.
 encoding_option = click.option(
@@ -111,8 +127,13 @@ encoding_option = click.option(
          "Windows tools")
 
 # The commands that read data for a trained model (detect, calibrate, watch, fleet-detect, fleet-watch): None there
-# means the model's own train.time_column (train --time-column), resolved by the command once the model is loaded.
+# means the model's own train.time_column (train --time-column), resolved by the command once the model is loaded
+# (mscred.data.reading.Reading.of_model), and --na-value adds to the model's train.na_values.
 time_column_option = click.option(
     "--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
     help="the data's column holding each row's time [default: the model's: 'timestamp', or the name train was given "
          "with --time-column]")
+na_value_option = click.option(
+    "--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
+    help="text that stands for a missing sensor value (e.g. 'Bad', 'I/O Timeout'; repeat for several), besides the "
+         "model's (train --na-value) and empty cells; --missing decides what a missing value gets")

@@ -24,6 +24,8 @@ def read_value(text: str, kind) -> Any:
             return None
         kind = next(arg for arg in typing.get_args(kind) if arg is not type(None))
     if typing.get_origin(kind) is tuple:          # tuple[int, ...]: "10,30,60", brackets allowed
+        if not text.strip("()[] "):               # "" or "[]": none (na_values' default)
+            return ()
         items = [item.strip() for item in text.strip("()[] ").split(",")]
         if not all(items):
             raise ValueError(f"an empty item in {text!r}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import COLUMN_NAME, COUNT, NamedPath, SEED, encoding_option
+from mscred.cli.params import COLUMN_NAME, COUNT, MISSING_TEXT, NamedPath, SEED, encoding_option
 from mscred.cli.settings import SET_OPTION, with_settings
 from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
@@ -148,6 +148,10 @@ _TRAINING_OPTIONS = [
     click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
                  help="The data's column holding each row's time, where it is not named 'timestamp' (e.g. 'Time'); "
                       "kept in the model: detect, watch and calibrate read the same name [config: timestamp]."),
+    click.option("--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
+                 help="Text that stands for a missing sensor value in the data (a historian's 'Bad', 'I/O Timeout'; "
+                      "repeat for several), read as missing besides empty cells: --missing decides what it gets; "
+                      "kept in the model for detect [config: none]."),
     click.option("--theta", type=str, default=None,
                  help="Residual threshold of the count score: a number (the paper: 0.005) or 'auto' (a quantile of "
                       "the validation residuals); implies --score count unless --score says otherwise."),
@@ -255,7 +259,8 @@ def _write_validation_scores(model, parts, path) -> None:
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 @encoding_option
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
-          theta, method, threshold, missing, time_column, settings, quiet, nproc, val_scores, encoding) -> None:
+          theta, method, threshold, missing, time_column, na_values, settings, quiet, nproc, val_scores,
+          encoding) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR.
 
     Several DATA files are parts of the training data that are not one series (runs between plant stops): every
@@ -265,6 +270,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     """
     from mscred.data.io import check_writable_table, load_table
     from mscred.data.parts import in_order_of, joined, record_signature
+    from mscred.data.reading import settings_reading
     from mscred.detector import MSCRED
     from mscred.errors import IgnoredSettingWarning, InputError, note_lines
     from mscred.fleet import tables_given
@@ -273,7 +279,8 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     data = [part for path in data for part in tables_given(path, "to train on")]   # (a folder: its tables)
     overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
                  "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
-                 "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing, "time_column": time_column}
+                 "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing, "time_column": time_column,
+                 "na_values": tuple(na_values) or None}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     overrides.update(score_overrides(theta, method))
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
@@ -295,8 +302,9 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
         if Path(val_scores).resolve().parent in folders:   # (the next run would train on it as a part)
             raise InputError(f"{val_scores}: is in the folder DATA {Path(val_scores).parent}, whose tables are the "
                              "parts: write it elsewhere")
+    reading = settings_reading(overrides)   # (a bad setting is refused here, before any table is read)
     parts = [load_table(path, missing=overrides.get("missing", TrainConfig.missing), encoding=encoding,
-                        time_column=overrides.get("time_column")) for path in data]
+                        reading=reading) for path in data]
     for part in parts:
         report_filled(part)
         report_time_gap(part, training=True)

@@ -8,7 +8,7 @@ from typing import Iterator
 
 import click
 
-from mscred.cli.params import NamedPath, encoding_option, time_column_option
+from mscred.cli.params import NamedPath, encoding_option, na_value_option, time_column_option
 from mscred.cli.prometheus import MetricsFile, check_metrics_path, metrics_option
 from mscred.cli.watch_output import OpenRun, Scores
 from mscred.config import MISSING_POLICIES
@@ -43,8 +43,9 @@ from mscred.config import MISSING_POLICIES
 @metrics_option
 @encoding_option
 @time_column_option
+@na_value_option
 def watch(model_dir, data, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
-          as_json, metrics, encoding, time_column) -> None:
+          as_json, metrics, encoding, time_column, na_values) -> None:
     """Score DATA, a CSV file that something appends rows to, as it grows.
 
     Every complete line DATA gains is scored after the rows before it (the rows already in DATA first), and
@@ -61,6 +62,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     Parquet files in it are parts of the feed read whole, each once it is complete.
     """
     from mscred.data.follow import GrowingCsv, RollingFolder
+    from mscred.data.reading import Reading
     from mscred.data.io import check_writable_table, is_plain_text
     from mscred.detector import MSCRED
     from mscred.errors import InputError
@@ -85,7 +87,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     else:
         follower = GrowingCsv(data, encoding=encoding)
     model = MSCRED.load(model_dir, device=device)
-    follower.time_column = time_column or model.config_.train.time_column   # (the model's, read with it)
+    follower.reading = Reading.of_model(model.config_.train, time_column, na_values)   # (read as the model's)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
     exported = None if metrics is None else MetricsFile(metrics, label="data")

@@ -53,6 +53,7 @@ import pandas as pd
 from mscred.atomic import atomic_path
 from mscred.data.io import (LABEL, TIMESTAMP, coerce_float64, float_read_options, load_table, short_repr,
                             table_from_frame)
+from mscred.data.reading import Reading
 from mscred.errors import InputError
 
 __all__ = ["DATASETS", "LabeledDataset", "load_dataset", "intervals_from_labels", "smd_folder",
@@ -109,7 +110,7 @@ class LabeledDataset:
 
 
 def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str = "error",
-                 encoding: Optional[str] = None, time_column: Optional[str] = None) -> LabeledDataset:
+                 encoding: Optional[str] = None, reading: Optional[Reading] = None) -> LabeledDataset:
     """Load a dataset by name (see the module docstring for names and layouts).
 
     Parameters
@@ -127,8 +128,9 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str 
     encoding : str, optional
         Text encoding of a ``table`` dataset's CSV files (its parts and anomalies.csv), as ``load_table``'s; None:
         UTF-8, a BOM allowed. The other datasets' files are in their publishers' format and ignore it.
-    time_column : str, optional
-        A ``table`` dataset's time column where it is not named ``timestamp``, as ``load_table``'s.
+    reading : mscred.data.reading.Reading, optional
+        How a ``table`` dataset's tables are read beyond their format (a time column under another name, text for
+        a missing value), as ``load_table``'s.
 
     Returns
     -------
@@ -165,7 +167,7 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str 
         return _load_smd(root, item)
     if kind in ("smap", "msl"):
         return _load_telemanom(root, kind, item)
-    return _load_table_dataset(root, missing, encoding, time_column)
+    return _load_table_dataset(root, missing, encoding, reading)
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
@@ -641,7 +643,7 @@ def _read_table_anomalies(path: Path, test, encoding: Optional[str] = None) -> p
 
 
 def _load_table_dataset(root: Path, missing: str = "error", encoding: Optional[str] = None,
-                        time_column: Optional[str] = None) -> LabeledDataset:
+                        reading: Optional[Reading] = None) -> LabeledDataset:
     if root.is_dir():
         train_path, test_path = _find_part(root, "train"), _find_part(root, "test")
         if train_path is None or test_path is None:
@@ -649,8 +651,8 @@ def _load_table_dataset(root: Path, missing: str = "error", encoding: Optional[s
             absent = " and ".join(p for p, path in (("train", train_path), ("test", test_path)) if path is None)
             raise InputError(f"{root}: no {absent} part: expected train.csv and test.csv (or .parquet/.npy) with a "
                              "'label' column in test")
-        train = load_table(train_path, missing=missing, encoding=encoding, time_column=time_column)
-        test = load_table(test_path, missing=missing, encoding=encoding, time_column=time_column)
+        train = load_table(train_path, missing=missing, encoding=encoding, reading=reading)
+        test = load_table(test_path, missing=missing, encoding=encoding, reading=reading)
         if test.labels is None:
             raise InputError(f"{test_path}: no '{LABEL}' column")
         if train.sensors != test.sensors:
@@ -663,7 +665,7 @@ def _load_table_dataset(root: Path, missing: str = "error", encoding: Optional[s
         return LabeledDataset(
             f"table:{root.name}", _table_frame(train, False), _table_frame(test, True), anomalies, f"tables in {root}"
         )
-    table = load_table(root, missing=missing, encoding=encoding, time_column=time_column)
+    table = load_table(root, missing=missing, encoding=encoding, reading=reading)
     if table.labels is None:
         raise InputError(f"{root}: no '{LABEL}' column")
     cut = int(len(table.values) * TABLE_TRAIN_FRACTION)

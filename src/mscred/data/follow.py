@@ -30,7 +30,8 @@ from typing import Optional
 
 import pandas as pd
 
-from mscred.data.io import csv_encoding, is_parquet, is_plain_text, named_time_column, read_frame
+from mscred.data.io import csv_encoding, is_parquet, is_plain_text, read_frame
+from mscred.data.reading import PLAIN, Reading
 from mscred.errors import InputError
 
 # Whether the followed file is kept open between polls, to read the rest of it after it is renamed (see above)
@@ -40,11 +41,11 @@ KEEP_OPEN = os.name != "nt"
 class GrowingCsv:
     """Polls ``path`` for complete new lines. ``lines`` says which lines of the file (1-based, the header line 1)
     the last poll returned, for messages; ``rotations`` how often the file was rotated (see the module).
-    ``time_column``: the column read as ``timestamp`` (``io.named_time_column``; a model's ``train.time_column``,
-    which its caller may set after construction, as ``mscred watch`` does once the model is loaded)."""
+    ``reading``: how the lines are read (``mscred.data.reading``; a model's, which its caller may set after
+    construction, as ``mscred watch`` does once the model is loaded)."""
 
-    def __init__(self, path: str | os.PathLike, encoding: Optional[str] = None, time_column: Optional[str] = None):
-        self.path, self.encoding, self.time_column = Path(path), encoding, time_column
+    def __init__(self, path: str | os.PathLike, encoding: Optional[str] = None, reading: Reading = PLAIN):
+        self.path, self.encoding, self.reading = Path(path), encoding, reading
         if not is_plain_text(self.path):
             raise InputError(f"{self.path}: watch follows a plain text table (.csv, .txt or .tsv) as it grows; a "
                              f"{self.path.suffix or 'suffix-less'} file is not appended to line by line")
@@ -201,7 +202,7 @@ class GrowingCsv:
         copy = Path(self._folder.name) / self.path.name
         copy.write_bytes(self.header + lines)
         try:
-            return read_frame(copy, npy=False, encoding=self.encoding, time_column=self.time_column)
+            return read_frame(copy, npy=False, encoding=self.encoding, reading=self.reading)
         except InputError as err:    # named as the watched file's lines, not the copy
             raise InputError(str(err).replace(str(copy), self.where())) from None
 
@@ -230,10 +231,10 @@ class ParquetPart:
     once it is complete: nothing appends to a Parquet file, and its writer writes the footer last, so until then
     it does not read and the poll waits. A file still unreadable when the feed has moved past it (a later file, or
     the watch's ``final`` poll) is refused with the reader's line. The interface of ``GrowingCsv`` that
-    ``RollingFolder`` uses: ``poll``, ``where``, ``notes``, ``path``, ``close``; ``time_column`` as its."""
+    ``RollingFolder`` uses: ``poll``, ``where``, ``notes``, ``path``, ``close``; ``reading`` as its."""
 
-    def __init__(self, path: str | os.PathLike, time_column: Optional[str] = None):
-        self.path, self.time_column = Path(path), time_column
+    def __init__(self, path: str | os.PathLike, reading: Reading = PLAIN):
+        self.path, self.reading = Path(path), reading
         self.notes: list[str] = []
         self.rows = 0            # the file's rows, once read
         self.done = False
@@ -249,7 +250,7 @@ class ParquetPart:
             return None   # (being written: its footer is not there yet)
         self.done, self.rows = True, len(frame)
         # (a complete file without the time column is refused now, not waited on as one being written)
-        return named_time_column(frame, self.time_column, str(self.path))
+        return self.reading.frame(frame, str(self.path))
 
     def where(self, skip: int = 0) -> str:
         first = 1 + skip
@@ -266,10 +267,10 @@ class RollingFolder:
     a text table's lines as they come (``GrowingCsv``), a Parquet file whole once complete (``ParquetPart``). Once a
     file whose name sorts later appears, the rest of the current one is read (its last line taken whole: its writer
     has moved on) and the next is followed. Hidden files and files of other types (an archive of old ones, a
-    compressed log) are not the feed's. ``time_column`` as ``GrowingCsv``'s, for every file."""
+    compressed log) are not the feed's. ``reading`` as ``GrowingCsv``'s, for every file."""
 
-    def __init__(self, folder: str | os.PathLike, encoding: Optional[str] = None, time_column: Optional[str] = None):
-        self.path, self.encoding, self.time_column = Path(folder), encoding, time_column
+    def __init__(self, folder: str | os.PathLike, encoding: Optional[str] = None, reading: Reading = PLAIN):
+        self.path, self.encoding, self.reading = Path(folder), encoding, reading
         self.current: Optional[GrowingCsv | ParquetPart] = None
         self.notes: list[str] = []   # the files' rotations (see ``GrowingCsv``), for the caller to show and clear
 
@@ -278,8 +279,7 @@ class RollingFolder:
                       if p.is_file() and not p.name.startswith(".") and (is_plain_text(p) or is_parquet(p)))
 
     def _follow(self, path: Path) -> GrowingCsv | ParquetPart:
-        return (ParquetPart(path, self.time_column) if is_parquet(path) else
-                GrowingCsv(path, self.encoding, self.time_column))
+        return ParquetPart(path, self.reading) if is_parquet(path) else GrowingCsv(path, self.encoding, self.reading)
 
     def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
         """The rows the feed gained since the last poll (those of one file), or None."""

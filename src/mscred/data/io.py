@@ -34,7 +34,7 @@ _CSV = {".csv", ".txt", ".tsv"}
 _PARQUET = {".parquet", ".pq"}
 _NPY = {".npy"}
 POSITIONAL = "mscred_positional"   # DataFrame.attrs key of a frame whose column names are positions (a .npy array)
-# DataFrame.attrs key: the name the file gave the column read as 'timestamp' (``time_column``), for messages.
+# DataFrame.attrs key: the name the file gave the column read as 'timestamp' (``mscred.data.reading``), for messages.
 TIME_NAME = "mscred_time_name"
 # Compressed text tables that pandas decompresses itself: ``data.csv.gz`` reads as ``data.csv``.
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
@@ -111,7 +111,7 @@ class Table:
 
 
 def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bool = False,
-               encoding: Optional[str] = None, time_column: Optional[str] = None) -> Table:
+               encoding: Optional[str] = None, reading: Optional["Reading"] = None) -> Table:
     """Read a CSV, Parquet or .npy file and validate it.
 
     Parameters
@@ -133,9 +133,9 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
     encoding : str, optional
         Text encoding of a CSV file (``"cp1252"``, ``"latin-1"``: files exported by Windows tools); None (the
         default) reads UTF-8, a byte-order mark allowed. Parquet and .npy files ignore it.
-    time_column : str, optional
-        The column holding each row's time where it is not named ``timestamp`` (``"Time"``, ``"DateTime"``: a
-        historian's export); read as ``timestamp`` is. None reads ``timestamp``.
+    reading : mscred.data.reading.Reading, optional
+        How its cells are read beyond the format: the time column under another name than ``timestamp`` (a
+        historian's ``"Time"``, read as ``timestamp`` is), text that stands for a missing value (``"Bad"``).
 
     Returns
     -------
@@ -146,10 +146,10 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
     InputError
         Unknown ``encoding``, missing file, unknown format, unreadable or empty table (bytes not of its encoding
         among them), no sensor column, a non-numeric value, a NaN (with ``missing="error"``; a sensor with no value
-        at all otherwise) or infinite value, a bad label, or no column ``time_column`` (or a ``timestamp`` column
-        beside it); the message names the file, and the column and row where it applies.
+        at all otherwise) or infinite value, a bad label, or no column ``reading.time_column`` (or a ``timestamp``
+        column beside it); the message names the file, and the column and row where it applies.
     """
-    frame = read_frame(path, encoding=encoding, time_column=time_column)
+    frame = read_frame(path, encoding=encoding, reading=reading)
     table = table_from_frame(frame, source=str(Path(path)), missing=missing, ignore_label=ignore_label)
     table.positional = bool(frame.attrs.get(POSITIONAL))
     return table
@@ -166,15 +166,16 @@ def is_parquet(path: str | os.PathLike) -> bool:
 
 
 def read_frame(path: str | os.PathLike, *, npy: bool = True, encoding: Optional[str] = None,
-               time_column: Optional[str] = None, **csv_options: Any) -> pd.DataFrame:
+               reading: Optional["Reading"] = None, **csv_options: Any) -> pd.DataFrame:
     """Read a CSV (also .txt/.tsv), Parquet or, with ``npy``, .npy file into a DataFrame, without validating its
     values; every failure is an InputError naming the file. ``encoding``: a CSV's, as :func:`load_table`'s;
-    ``time_column``: the column to name ``timestamp`` (:func:`named_time_column`); ``csv_options`` go to
-    ``pandas.read_csv``.
+    ``reading``: as :func:`load_table`'s (``mscred.data.reading``); ``csv_options`` go to ``pandas.read_csv``.
 
     :func:`load_table` validates what this returns; ``mscred.evaluation`` reads SCORES.csv (text columns) with it.
     """
-    path = Path(path)
+    from mscred.data.reading import PLAIN   # (it reads this module's names)
+
+    path, reading = Path(path), reading or PLAIN
     encoding = csv_encoding(encoding)   # (a bad name is refused whatever the file: it is the caller's mistake)
     kinds = ".csv, .parquet or .npy" if npy else ".csv or .parquet"
     if not path.exists():
@@ -184,43 +185,19 @@ def read_frame(path: str | os.PathLike, *, npy: bool = True, encoding: Optional[
     suffix = path.suffix.lower()
     # (pandas infers a CSV's compression from the last suffix)
     if suffix in _CSV or (suffix in _COMPRESSED and Path(path.stem).suffix.lower() in _CSV):
-        frame = _read_csv(path, encoding, time_name=time_column or TIMESTAMP, **csv_options)
+        frame = _read_csv(path, encoding, time_name=reading.time_column or TIMESTAMP, **csv_options)
     elif suffix in _PARQUET:
         frame = _read_parquet(path)
     elif npy and suffix in _NPY:
         frame = _read_npy(path)
     else:
         raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; expected {kinds}")
-    return named_time_column(frame, time_column, str(path))
+    return reading.frame(frame, str(path))
 
 
-def named_time_column(df: pd.DataFrame, time_column: Optional[str], source: str) -> pd.DataFrame:
-    """``df`` with its column ``time_column`` renamed ``timestamp``, the name every reader downstream takes for the
-    rows' time (the name given kept in ``attrs`` for messages: ``time_label``); ``df`` itself where
-    ``time_column`` is None or ``timestamp``. InputError where ``df`` has no such column, has it twice, or has a
-    ``timestamp`` column as well (which one is the time would be a guess). Names compare stripped, as read."""
-    if time_column is None or time_column == TIMESTAMP:
-        return df
-    names = [str(c).strip() for c in df.columns]
-    if df.attrs.get(POSITIONAL):
-        raise InputError(f"{source}: an array without column names has no column '{time_column}' (the time column "
-                         "asked for); save a table with a header, or a structured array")
-    if time_column not in names:
-        shown = ", ".join(repr(n) for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        raise InputError(f"{source}: no column '{time_column}' (the time column asked for); its columns: {shown}")
-    if names.count(time_column) > 1:
-        raise InputError(f"{source}: duplicate column name(s): {time_column}")
-    if TIMESTAMP in names:
-        raise InputError(f"{source}: columns '{time_column}' (the time column asked for) and '{TIMESTAMP}' both; "
-                         f"drop or rename '{TIMESTAMP}', or ask for it as the time column")
-    out = df.set_axis([TIMESTAMP if n == time_column else c for n, c in zip(names, df.columns)], axis=1)
-    out.attrs[TIME_NAME] = time_column
-    return out
-
-
-def _time_option(column: str) -> str:
-    """The option that reads ``column`` as the time, as a shell takes it (the CLI's; in Python the
-    ``time_column`` argument and setting)."""
+def time_option(column: str) -> str:
+    """The option that reads ``column`` as the time, as a shell takes it (the CLI's; in Python the ``time_column``
+    setting)."""
     return f"--time-column {shlex.quote(column)}"
 
 
@@ -264,7 +241,7 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
 
     times = None   # the order check's integer/float times, for the gap note (largest_time_gap)
     if TIMESTAMP in df.columns:
-        where = time_label(df)
+        where = time_label(df)   # (the file's own name for it, where read under another)
         stamps = df[TIMESTAMP].to_numpy()
         if stamps.dtype == np.float16:  # pandas has no float16 index; float32 holds every float16 exactly
             stamps = stamps.astype(np.float32)
@@ -292,7 +269,7 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     sensors = [c for c in df.columns if c not in (TIMESTAMP, LABEL)]
     for name in sensors:  # 'Timestamp' or 'LABEL' would silently be a sensor (epoch seconds: a rising ramp)
         if name.lower() in (TIMESTAMP, LABEL):
-            also = f", or give {_time_option(name)}" if name.lower() == TIMESTAMP else ""
+            also = f", or give {time_option(name)}" if name.lower() == TIMESTAMP else ""
             raise InputError(f"{source}: column '{name}': the {name.lower()} column must be named "
                              f"'{name.lower()}' (lower case{also}); as written it would be a sensor")
     if not sensors:
@@ -330,7 +307,7 @@ def _check_time_as_sensor(values: np.ndarray, sensors: list[str], source: str) -
             if rising:
                 raise InputError(f"{source}: column '{name}' holds numbers that increase on every row, a time or row "
                                  f"number rather than a sensor (as a sensor it is a rising ramp, out of the training "
-                                 f"range at detect): name it '{TIMESTAMP}' (or give {_time_option(name)}) to keep it "
+                                 f"range at detect): name it '{TIMESTAMP}' (or give {time_option(name)}) to keep it "
                                  "as the rows' time, or drop it")
 
 
@@ -841,7 +818,7 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
         raise InputError(f"{source}: column '{col}': complex numbers ({series.dtype}); expected real numbers")
     if pd.api.types.is_datetime64_any_dtype(series.dtype) or pd.api.types.is_timedelta64_dtype(series.dtype):
         raise InputError(f"{source}: column '{col}': holds dates/times ({series.dtype}), not sensor values; name it "
-                         f"'{TIMESTAMP}' if it is the time, or give {_time_option(col)}")
+                         f"'{TIMESTAMP}' if it is the time, or give {time_option(col)}")
     if pd.api.types.is_bool_dtype(series.dtype):
         numbers = series.to_numpy(dtype=np.float64)
     elif pd.api.types.is_integer_dtype(series.dtype) and len(series) and _beyond_float64(series):
@@ -859,7 +836,7 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
             row = int(np.flatnonzero(unparsed)[0])
             hint, text = "", str(series.iloc[row]).strip()
             if not pd.isna(pd.to_datetime(text, errors="coerce", format="ISO8601")):
-                hint = f" (a date/time: name the time column '{TIMESTAMP}', or give {_time_option(col)})"
+                hint = f" (a date/time: name the time column '{TIMESTAMP}', or give {time_option(col)})"
             elif re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?", text) and "." in text:
                 hint = " (a thousands separator? save the numbers without it)"
             elif _is_number(text.replace(",", ".", 1)) and text.count(",") == 1:
@@ -1004,10 +981,10 @@ def _decimal_comma_columns(df: pd.DataFrame, time_name: str = TIMESTAMP) -> pd.D
 
 def _exact_times(path: Path, df: pd.DataFrame, kwargs: dict[str, Any], time_name: str = TIMESTAMP
                  ) -> pd.DataFrame:
-    """A ``timestamp`` column (or the one named ``time_name``) that pandas read as float64, kept as its text where float64 changed a value (epoch
-    seconds to the tenth of a microsecond, 1700000000.0000001, read as 1700000000.0: neighbouring rows then
-    "repeated" each other, and SCORES.csv wrote other times than DATA's). Only that column is read again (reading
-    the table once with the column as text was slower: benchmarks/results/io_timestamps)."""
+    """A ``timestamp`` column (or the one named ``time_name``) that pandas read as float64, kept as its text where
+    float64 changed a value (epoch seconds to the tenth of a microsecond, 1700000000.0000001, read as 1700000000.0:
+    neighbouring rows then "repeated" each other, and SCORES.csv wrote other times than DATA's). Only that column is
+    read again (reading the table once with the column as text was slower: benchmarks/results/io_timestamps)."""
     try:
         raw = _csv_call(path, **{**kwargs, "usecols": [time_name], "dtype": str, "keep_default_na": False})
     except InputError:

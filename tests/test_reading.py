@@ -1,6 +1,10 @@
-"""``--time-column NAME``: a table whose time column is not named 'timestamp' (a historian's "Time", "Date Time")
-read as if it were, at train and kept in the model for detect, watch, calibrate and the fleet commands, and given
-to evaluate for its labels and data. Without it such a column is refused, the message naming the option."""
+"""How a table's cells are read beyond its format (``mscred.data.reading``), as a historian's export needs it:
+
+- ``--time-column NAME``: a time column not named 'timestamp' ("Time", "Date Time") read as if it were, at train
+  and kept in the model for detect, watch, calibrate and the fleet commands, and given to evaluate for its labels and
+  data. Without it such a column is refused, the message naming the option.
+- ``--na-value TEXT``: text that stands for a missing value ("Bad", "I/O Timeout") read as one, then the missing
+  policy decides; kept in the model as the time column is, the scoring commands' own added to it."""
 from __future__ import annotations
 
 import json
@@ -10,7 +14,8 @@ import pandas as pd
 import pytest
 
 from cli_helpers import ON_THE_CPU, bad_input, main, run_cli, sensor_frame
-from mscred.data.io import TIMESTAMP, load_table, named_time_column, table_from_frame
+from mscred.data.io import TIMESTAMP, load_table, table_from_frame
+from mscred.data.reading import Reading, missing_text, named_time_column
 from mscred.errors import InputError
 
 TRAIN = ("--epochs", "1", "--set", "channels=[4,8,8,8]", *ON_THE_CPU, "--quiet")
@@ -93,7 +98,7 @@ def test_a_timestamp_column_beside_it_is_refused(tmp_path):
     array = tmp_path / "a.npy"
     np.save(array, np.zeros((10, 3)))
     with pytest.raises(InputError, match="an array without column names has no column 'Time'"):
-        load_table(array, time_column="Time")
+        load_table(array, reading=Reading("Time"))
 
 
 @pytest.mark.parametrize("sep, point", [(",", "."), (";", ",")])
@@ -104,13 +109,13 @@ def test_read_as_timestamp_is_in_every_format(tmp_path, sep, point):
     path = tmp_path / "t.csv"
     rows = [f"1700000000{point}000000{i}{sep}{i}{point}5{sep}1" for i in range(6)]
     path.write_text("\n".join([f"Epoch{sep}a{sep}b", *rows]) + "\n")
-    table = load_table(path, time_column="Epoch")
+    table = load_table(path, reading=Reading("Epoch"))
     assert table.sensors == ["a", "b"] and table.index.name == TIMESTAMP
     assert list(table.values[:, 0]) == [i + 0.5 for i in range(6)]
     assert len(set(table.index)) == 6   # kept as written, not rounded together
     frame = pd.DataFrame({"Epoch": pd.date_range("2026-01-01", periods=6, freq="s"), "a": np.arange(6.0)})
     frame.to_parquet(tmp_path / "t.parquet")
-    assert load_table(tmp_path / "t.parquet", time_column="Epoch").index[0] == pd.Timestamp("2026-01-01")
+    assert load_table(tmp_path / "t.parquet", reading=Reading("Epoch")).index[0] == pd.Timestamp("2026-01-01")
     # no change where the name is 'timestamp' or not given
     plain = frame.rename(columns={"Epoch": TIMESTAMP})
     assert named_time_column(plain, None, "x") is plain and named_time_column(plain, TIMESTAMP, "x") is plain
@@ -159,3 +164,94 @@ def test_watch_and_the_fleet_commands_read_the_models_name(tmp_path, capsys):
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "w.csv"), watched)
     bad_input(capsys, "watch", model, live / "pump.csv", "--out", tmp_path / "w2.csv", "--idle-exit", "0",
               "--time-column", "When", *ON_THE_CPU, names=["no column 'When'"])
+
+
+# ---------------------------------------------------------------------------------------------------- --na-value
+def _with_states(rows: int, seed: int = 0) -> pd.DataFrame:
+    """sensor_frame with a historian's states in place of some values: 'Bad' in s1, ' I/O Timeout ' (padded, as a
+    spreadsheet pads it) in s2."""
+    frame = sensor_frame(rows, 4, seed=seed).astype({"s1": object, "s2": object, "s3": object})
+    frame.loc[[20, 21, 150], "s1"] = "Bad"
+    frame.loc[[60], "s2"] = " I/O Timeout "
+    return frame
+
+
+def test_missing_text_is_read_as_missing_then_the_policy_decides(tmp_path, capsys):
+    data = tmp_path / "states.csv"
+    _with_states(400).to_csv(data, index=False)
+    bad_input(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, names=["column 's1' row 21", "'Bad'",
+                                                                             "is not a number"])
+    bad_input(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad", "--na-value",
+              "I/O Timeout", names=["column 's1' row 21", "missing value", "--missing interpolate"])
+    code, _, err = run_cli(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad",
+                           "--na-value", "I/O Timeout", "--missing", "interpolate")
+    assert code == 0, err
+    assert "interpolated 4 missing value(s)" in err
+    config = json.loads((tmp_path / "m" / "config.json").read_text())["config"]["train"]
+    assert config["na_values"] == ["Bad", "I/O Timeout"] and config["missing"] == "interpolate"
+    # detect reads the model's text; text it was not given is refused until given
+    later = tmp_path / "later.csv"
+    frame = _with_states(400, seed=1)
+    frame.loc[[300], "s3"] = "Comm Fail"
+    frame.to_csv(later, index=False)
+    bad_input(capsys, "detect", tmp_path / "m", later, "--out", tmp_path / "s.csv", *ON_THE_CPU,
+              names=["column 's3' row 301", "'Comm Fail'"])
+    code, _, err = run_cli(capsys, "detect", tmp_path / "m", later, "--out", tmp_path / "s.csv",
+                           "--na-value", "Comm Fail", *ON_THE_CPU)
+    assert code == 0, err
+    scores = pd.read_csv(tmp_path / "s.csv")
+    assert list(scores["filled"].iloc[[20, 60, 300]]) == [1, 1, 1]   # (each row's interpolated values, counted)
+    # the same rows with the states as empty cells: the same scores
+    blank = tmp_path / "blank.csv"
+    frame.replace({"Bad": np.nan, " I/O Timeout ": np.nan, "Comm Fail": np.nan}).to_csv(blank, index=False)
+    assert run_cli(capsys, "detect", tmp_path / "m", blank, "--out", tmp_path / "b.csv", *ON_THE_CPU)[0] == 0
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "b.csv"), scores)
+    # watch reads the model's text too, line by line
+    code, _, err = run_cli(capsys, "watch", tmp_path / "m", later, "--out", tmp_path / "w.csv", "--idle-exit", "0",
+                           "--na-value", "Comm Fail", *ON_THE_CPU)
+    assert code == 0, err
+    watched = pd.read_csv(tmp_path / "w.csv")
+    pd.testing.assert_frame_equal(watched[[TIMESTAMP, "score"]], scores[[TIMESTAMP, "score"]], atol=1e-6)
+
+
+def test_missing_text_leaves_the_time_the_label_and_numbers_alone():
+    frame = pd.DataFrame({TIMESTAMP: ["Bad", "2"], "label": ["Bad", "0"], "a": [" Bad", "1.5"],
+                          "b": [1.0, 2.0], "c": ["Badly", "3"]})
+    out = missing_text(frame, ("Bad",))
+    assert list(out[TIMESTAMP]) == ["Bad", "2"] and list(out["label"]) == ["Bad", "0"]
+    assert pd.isna(out["a"].iloc[0]) and out["a"].iloc[1] == "1.5"
+    assert list(out["c"]) == ["Badly", "3"] and list(out["b"]) == [1.0, 2.0]
+    assert frame["a"].iloc[0] == " Bad"   # (a copy: the caller's frame is not changed)
+    assert missing_text(frame, ()) is frame
+
+
+def test_missing_text_in_python_and_parquet(tmp_path):
+    from mscred.detector import MSCRED
+
+    frame = _with_states(300)
+    frame.astype({"s1": str, "s2": str}).to_parquet(tmp_path / "states.parquet")   # (text columns, as exported)
+    table = load_table(tmp_path / "states.parquet", missing="interpolate",
+                       reading=Reading(na_values=("Bad", "I/O Timeout")))
+    assert table.filled == {"s1": 3, "s2": 1}
+    with pytest.raises(InputError, match="value 'Bad' is not a number"):
+        MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu").fit(frame)
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", missing="interpolate",
+                   na_values=["Bad", "I/O Timeout"]).fit(frame)
+    found = model.detect(frame)
+    assert len(found) == 300 and np.isfinite(found["score"]).all()
+    with pytest.raises(ValueError, match="train.na_values"):
+        MSCRED(na_values=[""]).fit(frame)
+
+
+def test_evaluate_reads_labels_and_data_with_it(tmp_path, capsys):
+    data = tmp_path / "states.csv"
+    _with_states(400).assign(label=0).to_csv(data, index=False)
+    assert run_cli(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad", "--na-value",
+                   "I/O Timeout", "--missing", "interpolate")[0] == 0
+    assert run_cli(capsys, "detect", tmp_path / "m", data, "--out", tmp_path / "s.csv", *ON_THE_CPU)[0] == 0
+    bad_input(capsys, "evaluate", tmp_path / "s.csv", "--labels", data, "--missing", "interpolate",
+              names=["'Bad'", "is not a number"])
+    code, out, err = run_cli(capsys, "evaluate", tmp_path / "s.csv", "--labels", data, "--missing", "interpolate",
+                             "--na-value", "Bad", "--na-value", "I/O Timeout", "--json")
+    assert code == 0, err
+    assert json.loads(out)["n_rows"] == 400
