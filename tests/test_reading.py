@@ -255,3 +255,68 @@ def test_evaluate_reads_labels_and_data_with_it(tmp_path, capsys):
                              "--na-value", "Bad", "--na-value", "I/O Timeout", "--json")
     assert code == 0, err
     assert json.loads(out)["n_rows"] == 400
+
+
+# ---------------------------------------------------------------------------------------------------- --long
+def _long(frame: pd.DataFrame) -> pd.DataFrame:
+    """A wide frame (timestamp + sensors) as a long one: a row per time and sensor, grouped by sensor."""
+    return frame.melt(id_vars=TIMESTAMP, var_name="Tag", value_name="Value")
+
+
+def test_a_long_table_scores_as_its_wide_table(tmp_path, capsys):
+    wide = sensor_frame(400, 4)
+    wide[TIMESTAMP] = pd.date_range("2026-01-01", periods=400, freq="min").strftime("%Y-%m-%d %H:%M:%S")
+    wide.to_csv(tmp_path / "wide.csv", index=False)
+    shuffled = _long(wide).sample(frac=1.0, random_state=0)   # (ISO times: sorted as dates)
+    shuffled.to_csv(tmp_path / "long.csv", index=False)
+    assert run_cli(capsys, "train", tmp_path / "wide.csv", "--out", tmp_path / "m", *TRAIN)[0] == 0
+    assert run_cli(capsys, "detect", tmp_path / "m", tmp_path / "wide.csv", "--out", tmp_path / "w.csv",
+                   *ON_THE_CPU)[0] == 0
+    code, _, err = run_cli(capsys, "detect", tmp_path / "m", tmp_path / "long.csv", "--out", tmp_path / "l.csv",
+                           "--long", "Tag,Value", *ON_THE_CPU)
+    assert code == 0, err
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "l.csv"), pd.read_csv(tmp_path / "w.csv"))
+    # trained on the long table, the model keeps --long: detect reads it without being told; watch refuses it
+    code, _, err = run_cli(capsys, "train", tmp_path / "long.csv", "--out", tmp_path / "ml", "--long", "Tag,Value",
+                           *TRAIN)
+    assert code == 0, err
+    assert json.loads((tmp_path / "ml" / "config.json").read_text())["config"]["train"]["long_columns"] == \
+        ["Tag", "Value"]
+    assert run_cli(capsys, "detect", tmp_path / "ml", tmp_path / "long.csv", "--out", tmp_path / "l2.csv",
+                   *ON_THE_CPU)[0] == 0
+    bad_input(capsys, "watch", tmp_path / "ml", tmp_path / "long.csv", "--out", tmp_path / "x.csv", "--idle-exit",
+              "0", *ON_THE_CPU, names=["the model reads long tables (train --long Tag,Value)", "detect"])
+
+
+def test_a_time_a_sensor_lacks_is_a_missing_value(tmp_path, capsys):
+    long = _long(sensor_frame(300, 4)).drop(index=[5, 305]).astype({"Value": object})   # s0 at 5, s1 at 5
+    long.loc[long.index[700], "Value"] = "Bad"
+    long.to_csv(tmp_path / "long.csv", index=False)
+    args = ("train", tmp_path / "long.csv", "--out", tmp_path / "m", "--long", "Tag,Value", *TRAIN)
+    bad_input(capsys, *args, "--na-value", "Bad", names=["column 's0' row 6", "missing value"])
+    code, _, err = run_cli(capsys, *args, "--na-value", "Bad", "--missing", "interpolate")
+    assert code == 0, err
+    assert "interpolated 3 missing value(s)" in err
+
+
+@pytest.mark.parametrize("change, fragments", [
+    (lambda f: pd.concat([f, f.iloc[[7]]]), ["row 1201: sensor 's0' at 7 a second time"]),
+    (lambda f: f.assign(unit="degC"), ["other columns ('unit')", "drop them"]),
+    (lambda f: f.assign(Tag=f["Tag"].where(f.index != 3)), ["column 'Tag' row 4: no sensor name"]),
+    (lambda f: f.drop(columns=[TIMESTAMP]), ["needs its time column"]),
+    (lambda f: f.rename(columns={"Value": "v"}), ["no column 'Value' (the long table's value column"]),
+])
+def test_a_bad_long_table_is_refused_naming_the_row(tmp_path, capsys, change, fragments):
+    change(_long(sensor_frame(300, 4))).to_csv(tmp_path / "long.csv", index=False)
+    bad_input(capsys, "train", tmp_path / "long.csv", "--out", tmp_path / "m", "--long", "Tag,Value", *TRAIN,
+              names=fragments)
+
+
+def test_long_columns_in_python(tmp_path):
+    from mscred.detector import MSCRED
+
+    wide = sensor_frame(300, 4)
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", long_columns=("Tag", "Value")).fit(_long(wide))
+    pd.testing.assert_frame_equal(model.detect(_long(wide)), model.detect(wide))   # (a wide frame read as such)
+    with pytest.raises(ValueError, match="train.long_columns"):
+        MSCRED(long_columns=("Tag", "Tag")).fit(wide)

@@ -107,6 +107,9 @@ class TrainConfig:
     # "I/O Timeout", "No Data"), besides empty cells and NaN: read as NaN, then `missing` decides. Kept in the model
     # as time_column is; the commands scoring its data add the text they are given.
     na_values: tuple[str, ...] = ()
+    # A long table, one value a row (`--long SENSOR,VALUE`: the columns naming each row's sensor and holding its
+    # value; a historian's or Prometheus' export), made wide as it is read (mscred.data.reading); None: a wide table.
+    long_columns: Optional[tuple[str, ...]] = None
 
 
 @dataclass
@@ -169,7 +172,8 @@ class MSCREDConfig:
 
 
 def _build(kind, values: dict[str, Any]):
-    """Make ``kind`` from a JSON dict: unknown keys are an error, lists become tuples where the default is one."""
+    """Make ``kind`` from a JSON dict: unknown keys are an error, lists become tuples where the field is one (its
+    default, or its annotation: Optional[tuple[...]] fields default to None)."""
     if not isinstance(values, dict):
         raise ValueError(f"{kind.__name__}: expected an object of settings, got {type(values).__name__}")
     known = {f.name: f for f in dataclasses.fields(kind)}
@@ -178,6 +182,6 @@ def _build(kind, values: dict[str, Any]):
         raise ValueError(f"unknown {kind.__name__} setting(s): {', '.join(sorted(unknown))}")
     converted = {}
     for name, value in values.items():
-        default = known[name].default
-        converted[name] = tuple(value) if isinstance(default, tuple) and isinstance(value, list) else value
+        tuple_field = isinstance(known[name].default, tuple) or "tuple[" in str(known[name].type)
+        converted[name] = tuple(value) if tuple_field and isinstance(value, list) else value
     return kind(**converted)

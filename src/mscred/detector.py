@@ -403,10 +403,10 @@ class MSCRED:
                 raise InputError(f"{source}: expected a 2-D array (T, n), got shape {X.shape}")
             X = pd.DataFrame(X, columns=[f"sensor_{j}" for j in range(X.shape[1])])
         elif isinstance(X, pd.DataFrame):
-            # The settings' time column and missing-value text (train.time_column, na_values) read as a file's
-            # are; a frame without that column (one indexed by its times, or with a 'timestamp' column) is read as
-            # any frame is.
-            X = Reading.of_model(self._settings().train).frame(X, source, time_column_required=False)
+            # The settings' reading (train.time_column, na_values, long_columns) as a file's; a frame without
+            # the time column (indexed by its times, or with a 'timestamp' column) or wide already is read as any
+            # frame is.
+            X = Reading.of_model(self._settings().train).frame(X, source, strict=False)
         return table_from_frame(X, source=source, missing=missing or self._settings().train.missing,
                                 ignore_label=ignore_label)
 
@@ -1172,6 +1172,13 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     if not isinstance(na_values, tuple) or not all(isinstance(v, str) and v.strip() == v and v for v in na_values):
         return (f"train.na_values {na_values!r}: must be a list of texts (each not empty, no blanks about it), "
                 "e.g. ['Bad', 'I/O Timeout']")
+    long_columns = config.train.long_columns
+    if long_columns is not None and not (
+            isinstance(long_columns, tuple) and len(long_columns) == 2 and len(set(long_columns)) == 2
+            and all(isinstance(c, str) and c.strip() == c and c and c not in (LABEL, time_column)
+                    for c in long_columns)):
+        return (f"train.long_columns {long_columns!r}: must be None or two column names, the sensor name's and the "
+                f"value's (e.g. ['Tag', 'Value']), neither the time column nor '{LABEL}'")
     return None
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import NamedPath, encoding_option, na_value_option, time_column_option
+from mscred.cli.params import NamedPath, encoding_option, long_option, na_value_option, time_column_option
 
 from mscred.config import MISSING_POLICIES
 
@@ -45,8 +45,9 @@ from mscred.config import MISSING_POLICIES
 @encoding_option
 @time_column_option
 @na_value_option
-def detect(model_dir, data, out, device, missing, encoding, time_column, na_values, context, sensor_scores, events,
-           as_json, report_dir, metrics) -> None:
+@long_option
+def detect(model_dir, data, out, device, missing, encoding, time_column, na_values, long_columns, context,
+           sensor_scores, events, as_json, report_dir, metrics) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
@@ -76,13 +77,14 @@ def detect(model_dir, data, out, device, missing, encoding, time_column, na_valu
         check_replaceable_dir(report_dir, DETECTION_REPORT_FILES, "an mscred detection report")
     with stdin_as_file(data) as path:
         _detect(model_dir, path, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
-                STDIN_NAME if str(data) == STDIO else str(data), report_dir, (time_column, na_values))
+                STDIN_NAME if str(data) == STDIO else str(data), report_dir,
+                (time_column, na_values, long_columns))
 
 
 def _detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
-            label: str, report_dir=None, read_as=(None, ())) -> None:
+            label: str, report_dir=None, read_as=(None, (), None)) -> None:
     """``detect`` of DATA as a path (standard input's copy for '-'; ``label``: DATA as the metrics name it;
-    ``read_as``: --time-column and --na-value, over the model's)."""
+    ``read_as``: --time-column, --na-value and --long, over the model's)."""
     import time
 
     started = time.time()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import COLUMN_NAME, MISSING_TEXT, NamedPath, SEED, FiniteFloatRange, encoding_option
+from mscred.cli.params import COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, NamedPath, SEED, FiniteFloatRange, encoding_option
 from mscred.config import MISSING_POLICIES, ScoreConfig
 from mscred.thresholds import READ_BY
 
@@ -122,10 +122,12 @@ def _check_vus_window(window: int, scores) -> None:
               help="The time column of --labels and --data where it is not named 'timestamp' (as given to train).")
 @click.option("--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
               help="Text that stands for a missing sensor value in --labels and --data (as given to train).")
+@click.option("--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
+              help="--data is a long table, one value a row (as given to train).")
 @click.pass_context
 def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
              val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
-             time_column, na_values) -> None:
+             time_column, na_values, long_columns) -> None:
     """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline.
 
     --encoding is that of the user's tables (--labels, --anomalies, --data); SCORES.csv and --val-scores, written
@@ -138,11 +140,13 @@ def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, mode
     with note_lines():   # (a labels table and an anomalies.csv beside it that disagree: one note line)
         _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
                   val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
-                  Reading(time_column, tuple(na_values)))
+                  Reading(time_column, tuple(na_values)),
+                  Reading(time_column, tuple(na_values), long_columns))
 
 
 def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,
-              beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding, reading=None) -> None:
+              beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding, reading=None,
+              data_reading=None) -> None:
     from mscred.evaluation import compute_metrics, read_data, read_ground_truth, read_scores, sensor_pool
 
     if report_dir is not None:  # refuse a folder of other files before any work (atomic.check_replaceable_dir)
@@ -153,7 +157,7 @@ def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_di
     _check_vus_window(vus_window, scores)
     truth = read_ground_truth(labels_path, scores, anomalies, missing=missing, encoding=encoding, reading=reading)
     # before any figure: data that is not the scored rows (another file, a shifted copy) is bad input, as labels are
-    data = read_data(data_path, scores, missing, encoding, reading) if data_path is not None else None
+    data = read_data(data_path, scores, missing, encoding, data_reading) if data_path is not None else None
     pred, thr = None, None
     if threshold != "detector":
         cfg = ScoreConfig(beta=beta, percentile=percentile, pot_risk=pot_risk, pot_level=pot_level)

@@ -119,6 +119,24 @@ class _MissingText(click.ParamType):
 
 MISSING_TEXT = _MissingText()
 
+
+class _LongColumns(click.ParamType):
+    """--long SENSOR,VALUE: a long table's two columns, the one naming each row's sensor and the one holding its
+    value, as two names (stripped, not empty, not the same, not 'label')."""
+
+    name = "sensor,value"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        names = [name.strip() for name in str(value).split(",")]
+        if len(names) != 2 or not all(names) or names[0] == names[1] or "label" in names:
+            self.fail(f"{value!r}: expected two column names, SENSOR,VALUE (e.g. Tag,Value)", param, ctx)
+        return tuple(names)
+
+
+LONG_COLUMNS = _LongColumns()
+
 # The commands that read the user's CSV tables (train, detect, evaluate, fleet) take it; the name as given
 # reaches load_table, which decides.
 encoding_option = click.option(
@@ -133,6 +151,10 @@ time_column_option = click.option(
     "--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
     help="the data's column holding each row's time [default: the model's: 'timestamp', or the name train was given "
          "with --time-column]")
+long_option = click.option(
+    "--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
+    help="the data is a long table, one value a row: SENSOR names each row's sensor, VALUE holds its value; made "
+         "wide as it is read [default: the model's, as train was given it]")
 na_value_option = click.option(
     "--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
     help="text that stands for a missing sensor value (e.g. 'Bad', 'I/O Timeout'; repeat for several), besides the "

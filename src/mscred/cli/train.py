@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import COLUMN_NAME, COUNT, MISSING_TEXT, NamedPath, SEED, encoding_option
+from mscred.cli.params import COLUMN_NAME, COUNT, LONG_COLUMNS, MISSING_TEXT, NamedPath, SEED, encoding_option
 from mscred.cli.settings import SET_OPTION, with_settings
 from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
@@ -152,6 +152,10 @@ _TRAINING_OPTIONS = [
                  help="Text that stands for a missing sensor value in the data (a historian's 'Bad', 'I/O Timeout'; "
                       "repeat for several), read as missing besides empty cells: --missing decides what it gets; "
                       "kept in the model for detect [config: none]."),
+    click.option("--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
+                 help="The data is a long table, one value a row (a historian's or Prometheus' export): SENSOR names "
+                      "each row's sensor, VALUE holds its value; made wide as it is read (a row per time, a column "
+                      "per sensor), kept in the model for detect [config: a wide table]."),
     click.option("--theta", type=str, default=None,
                  help="Residual threshold of the count score: a number (the paper: 0.005) or 'auto' (a quantile of "
                       "the validation residuals); implies --score count unless --score says otherwise."),
@@ -259,8 +263,8 @@ def _write_validation_scores(model, parts, path) -> None:
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 @encoding_option
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
-          theta, method, threshold, missing, time_column, na_values, settings, quiet, nproc, val_scores,
-          encoding) -> None:
+          theta, method, threshold, missing, time_column, na_values, long_columns, settings, quiet, nproc,
+          val_scores, encoding) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR.
 
     Several DATA files are parts of the training data that are not one series (runs between plant stops): every
@@ -280,7 +284,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
                  "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
                  "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing, "time_column": time_column,
-                 "na_values": tuple(na_values) or None}
+                 "na_values": tuple(na_values) or None, "long_columns": long_columns}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     overrides.update(score_overrides(theta, method))
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked

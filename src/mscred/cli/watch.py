@@ -62,7 +62,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     Parquet files in it are parts of the feed read whole, each once it is complete.
     """
     from mscred.data.follow import GrowingCsv, RollingFolder
-    from mscred.data.reading import Reading
+    from mscred.data.reading import Reading, refuse_long_feed
     from mscred.data.io import check_writable_table, is_plain_text
     from mscred.detector import MSCRED
     from mscred.errors import InputError
@@ -88,6 +88,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
         follower = GrowingCsv(data, encoding=encoding)
     model = MSCRED.load(model_dir, device=device)
     follower.reading = Reading.of_model(model.config_.train, time_column, na_values)   # (read as the model's)
+    refuse_long_feed(follower.reading, model_dir)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
     exported = None if metrics is None else MetricsFile(metrics, label="data")

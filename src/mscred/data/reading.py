@@ -9,39 +9,51 @@ model reads it the same way.
   Timeout``, ``No Data``; a SCADA's ``-``) becomes NaN as the table is read, besides the empty cells and NaN that
   are missing anyway: the ``missing`` policy then decides (an error naming the cell, or interpolation). Without it
   such a cell is refused as not a number, as SPEC asks of non-numeric values.
+- A long table, one value a row (time, sensor name, value: a historian's or Prometheus' export), is made wide (a
+  row per time, a column per sensor, in the order they first appear) as it is read (``widened``); a time a sensor
+  has no value at is a missing value. The commands that follow a file line by line (``watch``) take wide tables
+  only: a time's rows may be split between two polls.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from mscred.data.io import LABEL, POSITIONAL, TIME_NAME, TIMESTAMP
+from mscred.data.io import LABEL, POSITIONAL, TIME_NAME, TIMESTAMP, short_repr
 from mscred.errors import InputError
 
 @dataclass(frozen=True)
 class Reading:
     """``time_column``: the column holding each row's time where it is not named ``timestamp`` (None: that one);
-    ``na_values``: text read as a missing value in the sensor columns, compared with the cell's blanks stripped."""
+    ``na_values``: text read as a missing value in the sensor columns, compared with the cell's blanks stripped;
+    ``long_columns``: (sensor name column, value column) of a long table, None for a wide one."""
 
     time_column: Optional[str] = None
     na_values: tuple[str, ...] = ()
+    long_columns: Optional[tuple[str, str]] = None
 
     @classmethod
-    def of_model(cls, train, time_column: Optional[str] = None, na_values: Sequence[str] = ()) -> "Reading":
-        """A model's reading (``train``: its ``TrainConfig``) with a command's options over it: the time column
-        given instead of the model's, the missing-value text given besides the model's."""
-        return cls(time_column or train.time_column, tuple(dict.fromkeys((*train.na_values, *na_values))))
+    def of_model(cls, train, time_column: Optional[str] = None, na_values: Sequence[str] = (),
+                 long_columns: Optional[tuple[str, str]] = None) -> "Reading":
+        """A model's reading (``train``: its ``TrainConfig``) with a command's options over it: the time column and
+        long table's columns given instead of the model's, the missing-value text given besides the model's."""
+        return cls(time_column or train.time_column, tuple(dict.fromkeys((*train.na_values, *na_values))),
+                   long_columns or train.long_columns)
 
-    def frame(self, df: pd.DataFrame, source: str, time_column_required: bool = True) -> pd.DataFrame:
-        """``df`` read so: its time column renamed (``named_time_column``; where not ``time_column_required``, a
-        frame without that column is left as it is: a Python caller's frame indexed by its times) and the
-        missing-value text made NaN (``missing_text``)."""
+    def frame(self, df: pd.DataFrame, source: str, strict: bool = True) -> pd.DataFrame:
+        """``df`` read so: its time column renamed (``named_time_column``), a long table made wide (``widened``)
+        and the missing-value text made NaN (``missing_text``). Not ``strict`` (a Python caller's frame, which may
+        be indexed by its times, or wide already): a frame without the time column, or without the long table's
+        columns, is left as it is in that respect."""
         names = {str(c).strip() for c in df.columns}
-        if time_column_required or self.time_column in names:
+        if strict or self.time_column in names:
             df = named_time_column(df, self.time_column, source)
+        if self.long_columns is not None and (strict or set(self.long_columns) <= names):
+            df = widened(df, *self.long_columns, source)
         return missing_text(df, self.na_values)
 
 
@@ -72,6 +84,64 @@ def named_time_column(df: pd.DataFrame, time_column: Optional[str], source: str)
     return out
 
 
+def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str) -> pd.DataFrame:
+    """The long table ``df`` (a ``timestamp`` column, ``sensor_column`` naming each row's sensor, ``value_column``
+    its value) as a wide one: a ``timestamp`` column of its times (in order: ``_time_order``), and a column per
+    sensor in the order the sensors first appear, NaN where a sensor has no value at a time. InputError naming the row for a row without a
+    sensor name and for a time given twice for one sensor; naming the columns for a missing one, and for any other
+    column (a unit, a quality flag: drop them; a label belongs in a wide table or anomalies.csv)."""
+    names = [str(c).strip() for c in df.columns]
+    for name, what in ((sensor_column, "sensor name"), (value_column, "value")):
+        if name not in names:
+            raise InputError(f"{source}: no column '{name}' (the long table's {what} column asked for); its "
+                             f"columns: {', '.join(repr(n) for n in names[:8])}")
+    if sensor_column == value_column:
+        raise InputError(f"{source}: the long table's sensor name and value columns are both '{value_column}'")
+    if TIMESTAMP not in names:
+        raise InputError(f"{source}: a long table needs its time column to make rows of: name it '{TIMESTAMP}', or "
+                         "give --time-column NAME")
+    others = [n for n in names if n not in (TIMESTAMP, sensor_column, value_column)]
+    if others:
+        raise InputError(f"{source}: a long table holds the time, the sensor name and the value: other columns "
+                         f"({', '.join(repr(n) for n in others[:5])}) would be lost; drop them")
+    df = df.set_axis(names, axis=1)
+    sensors = df[sensor_column]
+    unnamed = np.flatnonzero(sensors.isna().to_numpy() | (sensors.astype(str).str.strip() == "").to_numpy())
+    if len(unnamed):
+        raise InputError(f"{source}: column '{sensor_column}' row {unnamed[0] + 1}: no sensor name")
+    sensors = sensors.astype(str).str.strip()
+    times = df[TIMESTAMP]
+    repeated = np.flatnonzero(pd.DataFrame({"t": times.to_numpy(), "s": sensors.to_numpy()}).duplicated().to_numpy())
+    if len(repeated):
+        r = int(repeated[0])
+        raise InputError(f"{source}: row {r + 1}: sensor {short_repr(sensors.iloc[r])} at {short_repr(times.iloc[r])} "
+                         "a second time; a long table gives each sensor one value a time")
+    order = _time_order(pd.unique(times.to_numpy()))
+    columns = list(pd.unique(sensors.to_numpy()))
+    wide = (pd.DataFrame({"t": times.to_numpy(), "s": sensors.to_numpy(), "v": df[value_column].to_numpy()})
+            .pivot(index="t", columns="s", values="v").reindex(index=order, columns=columns))
+    out = pd.DataFrame({TIMESTAMP: order, **{name: wide[name].to_numpy() for name in columns}})
+    out.attrs.update(df.attrs)
+    return out
+
+
+def _time_order(times: np.ndarray) -> np.ndarray:
+    """A long table's distinct times in order: numbers and dates sorted, text sorted where all of it is ISO 8601
+    (2026-01-05 10:00, unambiguous); other text (01/02/2026: day or month first?) as it first appears -- the order
+    of a table whose sensors share their times -- and the wide table's time-order check refuses a wrong one."""
+    if pd.api.types.is_numeric_dtype(times.dtype) or pd.api.types.is_datetime64_any_dtype(times.dtype):
+        return np.sort(times, kind="stable")
+    with warnings.catch_warnings():   # (pandas' parse warnings: the text may be no dates at all)
+        warnings.simplefilter("ignore")
+        try:
+            parsed = pd.DatetimeIndex(pd.to_datetime(pd.Index(times), format="ISO8601", utc=True, errors="coerce"))
+        except (ValueError, TypeError, OverflowError):
+            return times
+    if len(times) and not parsed.isna().any():
+        return times[np.argsort(parsed.asi8, kind="stable")]
+    return times
+
+
 def missing_text(df: pd.DataFrame, na_values: Sequence[str]) -> pd.DataFrame:
     """``df`` with each text cell of a sensor column (not ``timestamp``, not ``label``) that reads as one of
     ``na_values`` (blanks stripped) made NaN; ``df`` itself where none does. Numeric columns hold no text."""
@@ -89,6 +159,16 @@ def missing_text(df: pd.DataFrame, na_values: Sequence[str]) -> pd.DataFrame:
                 out = df.copy()
             out.isetitem(position, series.mask(hit, np.nan))
     return out
+
+
+def refuse_long_feed(reading: Reading, model_dir) -> None:
+    """``watch`` and ``fleet-watch`` follow a wide table line by line: a model that reads long tables is refused
+    (a time's rows may be split between two looks at the file), naming the model and what to do instead."""
+    if reading.long_columns is not None:
+        sensor, value = reading.long_columns
+        raise InputError(f"{model_dir}: the model reads long tables (train --long {sensor},{value}); watch follows a "
+                         "wide table line by line, where a time's rows could be split between two looks at the file: "
+                         "have the feed written wide, or score it with detect")
 
 
 def settings_reading(overrides: dict) -> Reading:
