@@ -4,13 +4,13 @@ replays, under every launch setting of the split against one program per sample.
 Inputs as the training step hands them over: h (128, 5, C, n, n) bf16 stored channels-last (the fused ConvLSTM's
 output), dout (128, C, n, n) channels-last, for the four levels at 30 sensors. Each op call -- the forward
 ``temporal_attention_fused`` (its output alone) and the backward ``temporal_attention_fused_backward`` with the
-forward's partials, as the step calls it (saved scores) -- is captured alone in a CUDA graph per setting and its replays timed (CUDA-event median of 20 after 5 warm-ups). Settings are
-``MSCRED_ATTN_SPLIT`` = programs per SM / BLOCK / warps, optionally "+BLOCK/warps" for the first kernel's own tile
-(``MSCRED_ATTN_PARTIAL_TILE``, e.g. "4/1024/4+1024/8") and "+apart" for its last step apart
-(``MSCRED_ATTN_LAST_APART=1``, e.g. "3/1024/4+apart"; "+apart-bwd" in the backward only); the first setting is the one the others are compared with
-("0/1024/4", one program per sample, the kernels before the split, unless MSCRED_ATTN_SWEEP says otherwise).
-Outputs are compared with the first setting's (largest difference relative to the largest magnitude; the split
-sums the scores in another order).
+forward's partials, as the step calls it (saved scores) -- is captured alone in a CUDA graph per setting and its
+replays timed (CUDA-event median of 20 after 5 warm-ups). Settings are ``MSCRED_ATTN_SPLIT`` = programs per SM / BLOCK
+/ warps, optionally "+BLOCK/warps" for the first kernel's own tile (``MSCRED_ATTN_PARTIAL_TILE``, e.g.
+"4/1024/4+1024/8") and "+apart" for its last step apart (``MSCRED_ATTN_LAST_APART=1``, e.g. "3/1024/4+apart";
+"+apart-bwd" in the backward only); the first setting is the one the others are compared with ("0/1024/4", one program
+per sample, the kernels before the split, unless MSCRED_ATTN_SWEEP says otherwise). Outputs are compared with the
+first setting's (largest difference relative to the largest magnitude; the split sums the scores in another order).
 
 Usage (CUDA machine): PYTHONPATH=src python3 benchmarks/bench_attention_split.py [--out DIR]
 Writes DIR/attention_split.md, DIR/attention_split.json and DIR/best_split.env (the fastest setting in sum over

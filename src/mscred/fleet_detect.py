@@ -135,13 +135,12 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
             else:
                 try:
                     model = MSCRED.load(models[name], device=device)
-                    reading = dict(missing=missing or model.config_.train.missing, ignore_label=True,
-                                   encoding=encoding,
-                                   reading=Reading.of_model(model.config_.train, time_column, na_values,
-                                                            long_columns))
-                    ctx = (load_table(tables_given(before[name], "as context")[-1], **reading)
+                    read_options = dict(missing=missing or model.config_.train.missing, ignore_label=True,
+                                        encoding=encoding, reading=Reading.of_model(model.config_.train, time_column,
+                                                                                    na_values, long_columns))
+                    ctx = (load_table(tables_given(before[name], "as context")[-1], **read_options)
                            if name in before else None)
-                    tables_of = (load_table(path, **reading)
+                    tables_of = (load_table(path, **read_options)
                                  for path in tables_given(tables[name], "to score"))   # (a folder's files as one feed)
                     # (an entity's page draws each sensor's score: computed for it, written only if asked for)
                     feed = score_feed(model, tables_of, ctx, sensor_scores=sensor_scores or entity_reports)

@@ -121,11 +121,11 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     model = MSCRED.load(model_dir, device=device)
     missing = missing or model.config.train.missing
     # (the label column is ground truth, which scoring does not use: not checked here, as evaluate checks it)
-    reading = dict(missing=missing, ignore_label=True, encoding=encoding,
-                   reading=Reading.of_model(model.config.train, *read_as))
-    first = load_table(files[0], **reading)   # (DATA's errors first)
-    before = load_table(context, **reading) if context else None
-    rest = (load_table(path, **reading) for path in files[1:])
+    read_options = dict(missing=missing, ignore_label=True, encoding=encoding,
+                        reading=Reading.of_model(model.config.train, *read_as))
+    first = load_table(files[0], **read_options)   # (DATA's errors first)
+    before = load_table(context, **read_options) if context else None
+    rest = (load_table(path, **read_options) for path in files[1:])
     # (the report's heat map needs each sensor's score: computed for it, written to SCORES only if asked for)
     feed = score_feed(model, itertools.chain([first], rest), before,
                       sensor_scores=sensor_scores or report_dir is not None)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, NamedPath, SEED, FiniteFloatRange, encoding_option
+from mscred.cli.params import (COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, NamedPath, SEED, FiniteFloatRange,
+                               encoding_option)
 from mscred.config import MISSING_POLICIES, ScoreConfig
 from mscred.thresholds import READ_BY
 

@@ -1,6 +1,7 @@
 """Parameter types the commands share: numbers that must be finite, seeds every random generator accepts, counts
-JSON keeps exactly, paths that are not empty, text encodings Python knows (and the --encoding option), column names
-(and the --time-column option of the commands that read a model's data)."""
+JSON keeps exactly, paths that are not empty, text encodings Python knows (and the --encoding option), and how a
+table's cells are read beyond its format (column names, missing-value text, a long table's columns; the options of
+the commands that read a model's data: mscred.data.reading)."""
 from __future__ import annotations
 
 import math

@@ -85,11 +85,11 @@ def named_time_column(df: pd.DataFrame, time_column: Optional[str], source: str)
 
 
 def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str) -> pd.DataFrame:
-    """The long table ``df`` (a ``timestamp`` column, ``sensor_column`` naming each row's sensor, ``value_column``
-    its value) as a wide one: a ``timestamp`` column of its times (in order: ``_time_order``), and a column per
-    sensor in the order the sensors first appear, NaN where a sensor has no value at a time. InputError naming the row for a row without a
-    sensor name and for a time given twice for one sensor; naming the columns for a missing one, and for any other
-    column (a unit, a quality flag: drop them; a label belongs in a wide table or anomalies.csv)."""
+    """The long table ``df`` (a ``timestamp`` column, ``sensor_column`` naming each row's sensor, ``value_column`` its
+    value) as a wide one: a ``timestamp`` column of its times (in order: ``_time_order``), and a column per sensor in
+    the order the sensors first appear, NaN where a sensor has no value at a time. InputError naming the row for a row
+    without a sensor name and for a time given twice for one sensor; naming the columns for a missing one, and for any
+    other column (a unit, a quality flag: drop them; a label belongs in a wide table or anomalies.csv)."""
     names = [str(c).strip() for c in df.columns]
     for name, what in ((sensor_column, "sensor name"), (value_column, "value")):
         if name not in names:
