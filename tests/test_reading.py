@@ -41,6 +41,8 @@ def trained(tmp_path_factory):
 def test_the_model_keeps_the_name_and_detect_reads_it(trained, tmp_path, capsys):
     folder, model, data = trained
     assert json.loads((model / "config.json").read_text())["config"]["train"]["time_column"] == "Date Time"
+    code, out, _ = run_cli(capsys, "info", model)
+    assert code == 0 and "reads data  as --time-column 'Date Time' (kept from train;" in out
     code, _, err = run_cli(capsys, "detect", model, data, "--out", tmp_path / "s.csv", *ON_THE_CPU)
     assert code == 0, err
     scores = pd.read_csv(tmp_path / "s.csv")

@@ -13,6 +13,7 @@ def model_summary(model) -> dict:
     """A loaded model's description: its sensors, the settings that differ from the defaults, how it scores and
     flags, and its training history (JSON types)."""
     from mscred.config import MSCREDConfig
+    from mscred.data.reading import Reading
 
     settings, defaults = model.config_.to_dict(), MSCREDConfig().to_dict()
     changed = {f"{section}.{name}": value for section, fields in settings.items() for name, value in fields.items()
@@ -25,7 +26,8 @@ def model_summary(model) -> dict:
             "score": model.config_.score.method, "threshold_rule": model.config_.score.threshold,
             "threshold": model.threshold_, "theta": model.theta_ or None,
             "epochs_trained": len(history), "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
-            "changed_settings": changed}
+            "changed_settings": changed,
+            "reads_data_with": Reading.of_model(model.config_.train).options()}
 
 
 @click.command()
@@ -66,6 +68,9 @@ def info(model_dir, as_json) -> None:
         lines.append(f"trained     {summary['epochs_trained']} epoch(s); last train loss "
                      f"{summary['train_loss']:.4g}, val loss {summary['val_loss']:.4g}")
     changed = summary["changed_settings"]
+    if summary["reads_data_with"]:
+        lines.append(f"reads data  as {summary['reads_data_with']} (kept from train; detect, watch and calibrate "
+                     "read the model's data so)")
     lines.append("settings    " + (", ".join(f"{k}={v}" for k, v in changed.items()) if changed else "the defaults"))
     click.echo("\n".join(lines))
 

@@ -16,6 +16,7 @@ model reads it the same way.
 """
 from __future__ import annotations
 
+import shlex
 import warnings
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -55,6 +56,18 @@ class Reading:
         if self.long_columns is not None and (strict or set(self.long_columns) <= names):
             df = widened(df, *self.long_columns, source)
         return missing_text(df, self.na_values)
+
+    def options(self) -> str:
+        """The command-line options that read a table so, as a shell takes them ('' for a plain reading):
+        ``mscred info`` shows a model's."""
+        words = []
+        if self.time_column not in (None, TIMESTAMP):
+            words += ["--time-column", self.time_column]
+        for text in self.na_values:
+            words += ["--na-value", text]
+        if self.long_columns is not None:
+            words += ["--long", ",".join(self.long_columns)]
+        return shlex.join(words)
 
 
 PLAIN = Reading()   # a table as its format gives it
