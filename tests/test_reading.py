@@ -295,7 +295,7 @@ def test_a_time_a_sensor_lacks_is_a_missing_value(tmp_path, capsys):
     long.loc[long.index[700], "Value"] = "Bad"
     long.to_csv(tmp_path / "long.csv", index=False)
     args = ("train", tmp_path / "long.csv", "--out", tmp_path / "m", "--long", "Tag,Value", *TRAIN)
-    bad_input(capsys, *args, "--na-value", "Bad", names=["column 's0' row 6", "missing value"])
+    bad_input(capsys, *args, "--na-value", "Bad", names=["column 's0' row 6 (time 5)", "missing value"])
     code, _, err = run_cli(capsys, *args, "--na-value", "Bad", "--missing", "interpolate")
     assert code == 0, err
     assert "interpolated 3 missing value(s)" in err

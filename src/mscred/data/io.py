@@ -36,6 +36,9 @@ _NPY = {".npy"}
 POSITIONAL = "mscred_positional"   # DataFrame.attrs key of a frame whose column names are positions (a .npy array)
 # DataFrame.attrs key: the name the file gave the column read as 'timestamp' (``mscred.data.reading``), for messages.
 TIME_NAME = "mscred_time_name"
+# The index name of a long table made wide (mscred.data.reading.widened), whose index holds each row's time: messages
+# name a row by its time too, since the file's lines are not the wide table's rows.
+ROW_TIME = "mscred_row_time"
 # Compressed text tables that pandas decompresses itself: ``data.csv.gz`` reads as ``data.csv``.
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
 
@@ -880,6 +883,8 @@ def _row(series: pd.Series, position: int) -> str:
     not 0, 1, 2, ... also its index label (the NaN of ``test.loc[850]`` once read "row 101" and nothing else)."""
     index = series.index
     plain = isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1
+    if index.name == ROW_TIME:   # (a long table's: its rows are times, not lines of the file)
+        return f"row {position + 1} (time {short_repr(index[position])})"
     return f"row {position + 1}" if plain else f"row {position + 1} (index {short_repr(index[position])})"
 
 

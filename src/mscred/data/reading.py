@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from mscred.data.io import LABEL, POSITIONAL, TIME_NAME, TIMESTAMP, short_repr
+from mscred.data.io import LABEL, POSITIONAL, ROW_TIME, TIME_NAME, TIMESTAMP, short_repr
 from mscred.errors import InputError
 
 @dataclass(frozen=True)
@@ -133,7 +133,8 @@ def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str
     columns = list(pd.unique(sensors.to_numpy()))
     wide = (pd.DataFrame({"t": times.to_numpy(), "s": sensors.to_numpy(), "v": df[value_column].to_numpy()})
             .pivot(index="t", columns="s", values="v").reindex(index=order, columns=columns))
-    out = pd.DataFrame({TIMESTAMP: order, **{name: wide[name].to_numpy() for name in columns}})
+    out = pd.DataFrame({TIMESTAMP: order, **{name: wide[name].to_numpy() for name in columns}},
+                       index=pd.Index(order, name=ROW_TIME))   # (messages name a row by its time: io._row)
     out.attrs.update(df.attrs)
     return out
 
