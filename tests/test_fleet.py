@@ -115,6 +115,15 @@ def test_fleet_of_three_entities_on_two_ranks(tmp_path):
     entity = discover(str(tmp_path / "fleet"))[0]
     assert _done(out, entity, TINY) and not _done(out, entity, {**TINY, "seed": 9})
     assert _done(out, entity, {**TINY, "device": "cpu", "progress": True})  # runtime settings do not count
+    # a model written before a setting existed (its config.json without train.time_column, na_values,
+    # long_columns) is that setting's default: not trained again
+    import json
+    config_path = out / "models" / entity.name / "config.json"
+    written = json.loads(config_path.read_text())
+    for key in ("time_column", "na_values", "long_columns"):
+        written["config"]["train"].pop(key)
+    config_path.write_text(json.dumps(written))
+    assert _done(out, entity, TINY) and not _done(out, entity, {**TINY, "time_column": "Time"})
     # resume after an entity's data changed: trained again (its old model was once kept and reported "ok")
     train = tmp_path / "fleet" / "ent1" / "train.csv"
     edited = pd.read_csv(train)

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.atomic import atomic_path
-from mscred.config import RUNTIME_SETTINGS, TrainConfig
+from mscred.config import RUNTIME_SETTINGS, MSCREDConfig, TrainConfig
 from mscred.data.reading import Reading, settings_reading
 from mscred.errors import InputError, note_lines
 
@@ -391,7 +391,10 @@ def _done(out: Path, entity: Entity, overrides: dict[str, Any], encoding: Option
         # --encoding cp1252 holds it, and is kept without)
         if _encoding_read(entity, row.get("encoding")) != _encoding_read(entity, encoding):
             return False
-        saved = json.loads((model / CONFIG_FILE).read_text())["config"]
+        # (read as a config, so that a setting newer than the model -- train.time_column -- is its default, not a
+        # difference that retrains every entity)
+        saved = json.loads(json.dumps(MSCREDConfig.from_dict(json.loads((model / CONFIG_FILE).read_text())["config"])
+                                      .to_dict()))
     except (ValueError, OSError, KeyError, TypeError, AttributeError):
         return False   # (ValueError: also the InputError of an encoding in the row that this Python does not know)
     wanted = json.loads(json.dumps(MSCRED(**overrides).resolved_config().to_dict()))  # tuples as JSON has them: lists
