@@ -322,3 +322,23 @@ def test_long_columns_in_python(tmp_path):
     pd.testing.assert_frame_equal(model.detect(_long(wide)), model.detect(wide))   # (a wide frame read as such)
     with pytest.raises(ValueError, match="train.long_columns"):
         MSCRED(long_columns=("Tag", "Tag")).fit(wide)
+
+
+def test_a_model_that_reads_plainly_saves_none_of_these_settings(tmp_path):
+    """config.json holds the reading settings only where they are set (``ADDED_SETTINGS``): a model that does not
+    use them is the file an mscred before them wrote and reads; loaded, they are their defaults."""
+    import dataclasses
+
+    from mscred.config import ADDED_SETTINGS, TrainConfig
+    from mscred.detector import MSCRED
+
+    frame = sensor_frame(300, 4)
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu").fit(frame).save(tmp_path / "plain")
+    train = json.loads((tmp_path / "plain" / "config.json").read_text())["config"]["train"]
+    assert set(train) == {f.name for f in dataclasses.fields(TrainConfig)} - set(ADDED_SETTINGS["train"])
+    loaded = MSCRED.load(tmp_path / "plain").config_.train
+    assert (loaded.time_column, loaded.na_values, loaded.long_columns) == ("timestamp", (), None)
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", na_values=["Bad"]).fit(frame).save(tmp_path / "set")
+    train = json.loads((tmp_path / "set" / "config.json").read_text())["config"]["train"]
+    assert train["na_values"] == ["Bad"] and "time_column" not in train
+    assert MSCRED.load(tmp_path / "set").config_.train.na_values == ("Bad",)

@@ -43,6 +43,10 @@ class ModelConfig:
     conv_backend: str = "torch"
 
 
+# Settings added after models were first written, saved in config.json only where they differ from their defaults:
+# a model that does not use them stays readable by the mscred before them, which refuses a setting it does not know.
+ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns")}
+
 # What a missing (NaN, or empty) sensor value gets (TrainConfig.missing, `--missing`): "error" (SPEC: exit 2 naming
 # the cell) or "interpolate" (linear in the row number between the neighbouring present values of its sensor; before
 # the first / after the last present value, that value; mscred.data.io). Infinite values are an error either way:
@@ -152,6 +156,16 @@ class MSCREDConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def saved_dict(self) -> dict[str, Any]:
+        """``to_dict`` as a model's config.json holds it: the ``ADDED_SETTINGS`` only where they differ from their
+        defaults (``from_dict`` reads an absent one as its default)."""
+        data, defaults = self.to_dict(), MSCREDConfig().to_dict()
+        for section, names in ADDED_SETTINGS.items():
+            for name in names:
+                if data[section][name] == defaults[section][name]:
+                    del data[section][name]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "MSCREDConfig":

@@ -932,7 +932,7 @@ class MSCRED:
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
             "mscred_version": __version__,
-            "config": self.config_.to_dict(),
+            "config": self.config_.saved_dict(),
             "sensors": self.sensors_,
             "normalization": self.normalizer_.to_dict(),
             "calibration": self.calibration_.to_dict(),
