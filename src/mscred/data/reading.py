@@ -24,6 +24,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from mscred.atomic import few_names
 from mscred.data.io import LABEL, POSITIONAL, ROW_TIME, TIME_NAME, TIMESTAMP, short_repr
 from mscred.errors import InputError
 
@@ -85,8 +86,8 @@ def named_time_column(df: pd.DataFrame, time_column: Optional[str], source: str)
         raise InputError(f"{source}: an array without column names has no column '{time_column}' (the time column "
                          "asked for); save a table with a header, or a structured array")
     if time_column not in names:
-        shown = ", ".join(repr(n) for n in names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        raise InputError(f"{source}: no column '{time_column}' (the time column asked for); its columns: {shown}")
+        raise InputError(f"{source}: no column '{time_column}' (the time column asked for); its columns: "
+                         f"{few_names([repr(n) for n in names], 8)}")
     if names.count(time_column) > 1:
         raise InputError(f"{source}: duplicate column name(s): {time_column}")
     if TIMESTAMP in names:
@@ -107,7 +108,7 @@ def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str
     for name, what in ((sensor_column, "sensor name"), (value_column, "value")):
         if name not in names:
             raise InputError(f"{source}: no column '{name}' (the long table's {what} column asked for); its "
-                             f"columns: {', '.join(repr(n) for n in names[:8])}")
+                             f"columns: {few_names([repr(n) for n in names], 8)}")
     if sensor_column == value_column:
         raise InputError(f"{source}: the long table's sensor name and value columns are both '{value_column}'")
     if TIMESTAMP not in names:
