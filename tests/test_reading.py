@@ -182,7 +182,8 @@ def test_missing_text_is_read_as_missing_then_the_policy_decides(tmp_path, capsy
     data = tmp_path / "states.csv"
     _with_states(400).to_csv(data, index=False)
     bad_input(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, names=["column 's1' row 21", "'Bad'",
-                                                                             "is not a number"])
+                                                                             "is not a number",
+                                                                             "--na-value Bad reads it as missing"])
     bad_input(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad", "--na-value",
               "I/O Timeout", names=["column 's1' row 21", "missing value", "--missing interpolate"])
     code, _, err = run_cli(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad",

@@ -846,6 +846,10 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
                 # (a column of decimal commas alone is read as such where ',' is not the separator: here the
                 # column mixes them with points, or the file is ','-separated, where "1,234" may be a thousand)
                 hint = " (a decimal comma? save the file with '.' as the decimal separator)"
+            elif col != LABEL and re.search(r"[^\W\d_]", text) and len(text) <= 40 and "\n" not in text:
+                # (a word where a value failed: a historian's state, 'Bad', 'I/O Timeout', 'offline')
+                hint = (f" (a state for a failed value? --na-value {shlex.quote(text)} reads it as missing; in Python "
+                        f"na_values=[{text!r}])")
             raise InputError(f"{source}: column '{col}' {_row(series, row)}: value {short_repr(series.iloc[row])} "
                              f"is not a number{hint}")
     bad = np.isinf(numbers) if allow_missing else ~np.isfinite(numbers)
