@@ -343,3 +343,19 @@ def test_a_model_that_reads_plainly_saves_none_of_these_settings(tmp_path):
     train = json.loads((tmp_path / "set" / "config.json").read_text())["config"]["train"]
     assert train["na_values"] == ["Bad"] and "time_column" not in train
     assert MSCRED.load(tmp_path / "set").config_.train.na_values == ("Bad",)
+
+
+def test_a_python_monitor_reads_chunks_as_the_model_reads_its_data():
+    """model.monitor() fed a row at a time: a missing-value text is missing before the monitor looks for gaps (a
+    chunk of one 'Bad' row once failed as a sensor with no value to interpolate from), as an empty cell is."""
+    from mscred.detector import MSCRED
+
+    frame = _with_states(300)
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", missing="interpolate",
+                   na_values=["Bad", "I/O Timeout"]).fit(frame)
+    blank = frame.replace({"Bad": np.nan, " I/O Timeout ": np.nan}).astype({"s1": float, "s2": float, "s3": float})
+    found = []
+    for rows in (frame, blank):
+        monitor = model.monitor()
+        found.append(pd.concat([monitor.update(rows.iloc[i:i + 1]) for i in range(len(rows))], ignore_index=True))
+    pd.testing.assert_frame_equal(found[0], found[1])

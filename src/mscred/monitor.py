@@ -21,6 +21,7 @@ import pandas as pd
 from mscred.config import MISSING_POLICIES
 from mscred.data.context import SEAM_ROWS, seam_note
 from mscred.data.io import LABEL, TIMESTAMP, Table
+from mscred.data.reading import Reading
 from mscred.detector import SENSOR_SCORE_PREFIX, index_column
 from mscred.errors import InputError
 
@@ -128,8 +129,11 @@ class Monitor:
             raise InputError(f"{source}: expected a DataFrame or a 2-D array of rows, got {type(chunk).__name__}")
         if len(chunk) == 0:
             raise InputError(f"{source}: no rows")
-        # Names as the reader strips them (' s1' is s1), so that the tail and the next chunk line up by name
+        # Names as the reader strips them (' s1' is s1), so that the tail and the next chunk line up by name; then
+        # read as the model reads its data (its time column, missing-value text, long table: mscred.data.reading)
+        # before anything here looks for the time or for missing values
         chunk = chunk.set_axis([str(c).strip() for c in chunk.columns], axis=1)
+        chunk = Reading.of_model(self.model._settings().train).frame(chunk, source, strict=False)
         if TIMESTAMP not in chunk.columns and isinstance(chunk.index, pd.RangeIndex):
             chunk = chunk.set_axis(pd.RangeIndex(self.rows_seen, self.rows_seen + len(chunk)), axis=0)
         return chunk
