@@ -168,7 +168,10 @@ def missing_text(df: pd.DataFrame, na_values: Sequence[str]) -> pd.DataFrame:
         series = df.iloc[:, position]
         if str(name).strip() in (TIMESTAMP, LABEL) or pd.api.types.is_numeric_dtype(series.dtype):
             continue
-        hit = series.map(lambda v: isinstance(v, str) and v.strip() in wanted).to_numpy(dtype=bool)
+        try:   # (vectorised: a CSV's text column, pandas 3's str dtype, in ~1/20 of a per-cell map's time)
+            hit = series.str.strip().isin(wanted).to_numpy(dtype=bool)
+        except AttributeError:   # an object column without text (a Parquet column of numbers as objects)
+            continue
         if hit.any():
             if out is df:
                 out = df.copy()
