@@ -279,7 +279,8 @@ def test_a_long_table_scores_as_its_wide_table(tmp_path, capsys):
                            "--long", "Tag,Value", *ON_THE_CPU)
     assert code == 0, err
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "l.csv"), pd.read_csv(tmp_path / "w.csv"))
-    # trained on the long table, the model keeps --long: detect reads it without being told; watch refuses it
+    # trained on the long table, the model keeps --long: detect reads it without being told (watch too:
+    # tests/test_watch_long.py)
     code, _, err = run_cli(capsys, "train", tmp_path / "long.csv", "--out", tmp_path / "ml", "--long", "Tag,Value",
                            *TRAIN)
     assert code == 0, err
@@ -287,8 +288,6 @@ def test_a_long_table_scores_as_its_wide_table(tmp_path, capsys):
         ["Tag", "Value"]
     assert run_cli(capsys, "detect", tmp_path / "ml", tmp_path / "long.csv", "--out", tmp_path / "l2.csv",
                    *ON_THE_CPU)[0] == 0
-    bad_input(capsys, "watch", tmp_path / "ml", tmp_path / "long.csv", "--out", tmp_path / "x.csv", "--idle-exit",
-              "0", *ON_THE_CPU, names=["the model reads long tables (train --long Tag,Value)", "detect"])
 
 
 def test_a_time_a_sensor_lacks_is_a_missing_value(tmp_path, capsys):

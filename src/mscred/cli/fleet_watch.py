@@ -189,7 +189,8 @@ class EntityWatch:
         from mscred.cli.watch import resume_scores, take_as_history
         from mscred.cli.watch_output import Scores
         from mscred.data.follow import GrowingCsv, RollingFolder
-        from mscred.data.reading import Reading, refuse_long_feed
+        from mscred.data.long_feed import followed
+        from mscred.data.reading import Reading
         from mscred.detector import MSCRED
         from mscred.errors import InputError
 
@@ -199,9 +200,8 @@ class EntityWatch:
             rolled = path.is_dir()   # (a folder of the files a logger rolls, as `watch DIR`)
             self.follower = (RollingFolder if rolled else GrowingCsv)(path, encoding=options["encoding"])
             model = MSCRED.load(model_dir, device=options["device"])
-            self.follower.reading = Reading.of_model(model.config_.train, options["time_column"],
-                                                     options["na_values"])
-            refuse_long_feed(self.follower.reading, model_dir)
+            reading = Reading.of_model(model.config_.train, options["time_column"], options["na_values"])
+            self.follower = followed(self.follower, reading, model.sensors_)   # (as watch's)
             self.monitor = model.monitor(sensor_scores=options["sensor_scores"], missing=options["missing"])
             (out / "scores").mkdir(parents=True, exist_ok=True)
             events = None

@@ -59,10 +59,13 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     A file rotated in place (renamed and created again, or cut short) is followed as tail -F follows it, with a
     note on stderr. DATA may be a folder whose CSV files a logger rolls (one a day, named so that they sort in
     time order): the files are one feed, in name order, and once a later file appears the watch moves on to it.
-    Parquet files in it are parts of the feed read whole, each once it is complete.
+    Parquet files in it are parts of the feed read whole, each once it is complete. DATA of a model trained on a
+    long table (train --long) is read as one: a time's lines are scored once a later time's line arrives (the
+    writer may be mid-way through them), the last time's at --idle-exit.
     """
     from mscred.data.follow import GrowingCsv, RollingFolder
-    from mscred.data.reading import Reading, refuse_long_feed
+    from mscred.data.long_feed import followed
+    from mscred.data.reading import Reading
     from mscred.data.io import check_writable_table, is_plain_text
     from mscred.detector import MSCRED
     from mscred.errors import InputError
@@ -87,8 +90,8 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     else:
         follower = GrowingCsv(data, encoding=encoding)
     model = MSCRED.load(model_dir, device=device)
-    follower.reading = Reading.of_model(model.config_.train, time_column, na_values)   # (read as the model's)
-    refuse_long_feed(follower.reading, model_dir)
+    # read as the model reads its data (a long table's lines made wide, each time once complete: data.long_feed)
+    follower = followed(follower, Reading.of_model(model.config_.train, time_column, na_values), model.sensors_)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
     exported = None if metrics is None else MetricsFile(metrics, label="data")
@@ -176,7 +179,7 @@ def resume_scores(follower, monitor, scores) -> None:
     if not held:
         raise InputError(f"{scores.path}: no rows to resume after; remove it or run without --resume")
     there = 0     # DATA's rows primed so far
-    while there < held and (rows := follower.poll()) is not None:
+    while there < held and (rows := _next_rows(follower)) is not None:
         if not there:
             index = TIMESTAMP if TIMESTAMP in rows.columns else "row"
             _check_columns(written, monitor.columns(index) + (["filled"] if monitor.missing != "error" else []),
@@ -203,6 +206,13 @@ def resume_scores(follower, monitor, scores) -> None:
         raise InputError(f"{scores.path}: {held} rows scored already, but {follower.path} has {there}: "
                          "--resume continues the watch of the same data")
     scores.resume(held, OpenRun.at_end_of(written))
+
+
+def _next_rows(follower):
+    """The follower's next rows for ``resume_scores``; of a long table, the last time's too once the rest are read
+    (held until a later time shows it complete, but the last watch scored it: at its final poll)."""
+    rows = follower.poll()
+    return follower.release() if rows is None and hasattr(follower, "release") else rows
 
 
 def _comes_after(value, text: str) -> bool:

@@ -11,8 +11,8 @@ model reads it the same way.
   such a cell is refused as not a number, as SPEC asks of non-numeric values.
 - A long table, one value a row (time, sensor name, value: a historian's or Prometheus' export), is made wide (a
   row per time, a column per sensor, in the order they first appear) as it is read (``widened``); a time a sensor
-  has no value at is a missing value. The commands that follow a file line by line (``watch``) take wide tables
-  only: a time's rows may be split between two polls.
+  has no value at is a missing value. The commands that follow a file as it grows (``watch``) hold a time's
+  lines until a later time shows them complete (``mscred.data.long_feed``).
 """
 from __future__ import annotations
 
@@ -98,12 +98,15 @@ def named_time_column(df: pd.DataFrame, time_column: Optional[str], source: str)
     return out
 
 
-def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str) -> pd.DataFrame:
+def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str,
+            lines: Optional[Sequence[int]] = None) -> pd.DataFrame:
     """The long table ``df`` (a ``timestamp`` column, ``sensor_column`` naming each row's sensor, ``value_column`` its
     value) as a wide one: a ``timestamp`` column of its times (in order: ``_time_order``), and a column per sensor in
     the order the sensors first appear, NaN where a sensor has no value at a time. InputError naming the row for a row
     without a sensor name and for a time given twice for one sensor; naming the columns for a missing one, and for any
-    other column (a unit, a quality flag: drop them; a label belongs in a wide table or anomalies.csv)."""
+    other column (a unit, a quality flag: drop them; a label belongs in a wide table or anomalies.csv). ``lines``:
+    the file's line of each row, where the rows are not the file's from its first (``watch``'s pieces of a feed),
+    named instead of the row."""
     names = [str(c).strip() for c in df.columns]
     for name, what in ((sensor_column, "sensor name"), (value_column, "value")):
         if name not in names:
@@ -121,14 +124,17 @@ def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str
     df = df.set_axis(names, axis=1)
     sensors = df[sensor_column]
     unnamed = np.flatnonzero(sensors.isna().to_numpy() | (sensors.astype(str).str.strip() == "").to_numpy())
+    def row(position: int) -> str:
+        return f"row {position + 1}" if lines is None else f"line {lines[position]}"
+
     if len(unnamed):
-        raise InputError(f"{source}: column '{sensor_column}' row {unnamed[0] + 1}: no sensor name")
+        raise InputError(f"{source}: column '{sensor_column}' {row(unnamed[0])}: no sensor name")
     sensors = sensors.astype(str).str.strip()
     times = df[TIMESTAMP]
     repeated = np.flatnonzero(pd.DataFrame({"t": times.to_numpy(), "s": sensors.to_numpy()}).duplicated().to_numpy())
     if len(repeated):
         r = int(repeated[0])
-        raise InputError(f"{source}: row {r + 1}: sensor {short_repr(sensors.iloc[r])} at {short_repr(times.iloc[r])} "
+        raise InputError(f"{source}: {row(r)}: sensor {short_repr(sensors.iloc[r])} at {short_repr(times.iloc[r])} "
                          "a second time; a long table gives each sensor one value a time")
     order = _time_order(pd.unique(times.to_numpy()))
     columns = list(pd.unique(sensors.to_numpy()))
@@ -177,16 +183,6 @@ def missing_text(df: pd.DataFrame, na_values: Sequence[str]) -> pd.DataFrame:
                 out = df.copy()
             out.isetitem(position, series.mask(hit, np.nan))
     return out
-
-
-def refuse_long_feed(reading: Reading, model_dir) -> None:
-    """``watch`` and ``fleet-watch`` follow a wide table line by line: a model that reads long tables is refused
-    (a time's rows may be split between two looks at the file), naming the model and what to do instead."""
-    if reading.long_columns is not None:
-        sensor, value = reading.long_columns
-        raise InputError(f"{model_dir}: the model reads long tables (train --long {sensor},{value}); watch follows a "
-                         "wide table line by line, where a time's rows could be split between two looks at the file: "
-                         "have the feed written wide, or score it with detect")
 
 
 def settings_reading(overrides: dict) -> Reading:

@@ -1,0 +1,133 @@
+"""A long table followed as it grows (``watch`` and ``fleet-watch`` of a model trained with ``--long``): a
+historian's or Prometheus' export that a writer appends to, one value a line (time, sensor name, value).
+
+The follower (``GrowingCsv``, ``RollingFolder``) gives the lines completed since its last poll; a time's lines may be
+split between two polls (the writer mid-way through them), and a wide row made of half of them would be scored with
+the other half missing, then its time would come again. So ``LongFeed`` holds the lines of the last time seen until
+a later time arrives, shows them complete (times come in order in a feed: its writer writes each time's values
+before the next time's), or until the final poll (the writers have stopped). The lines before are made wide as
+``detect`` makes a long table wide (``reading.widened``), a sensor of the model that has no line at a time a
+missing value there. A line for a time already passed (a late value) makes a wide row whose time goes back, which
+the monitor refuses naming it, as it refuses such a row of a wide feed.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from mscred.data.io import TIMESTAMP, short_repr
+from mscred.data.reading import Reading, missing_text, widened
+
+LINE = "mscred_line"   # the index name (and attrs key, its file) of a poll's lines numbered as the file numbers them
+
+
+class LongFeed:
+    """``follower``'s lines, read as a long table, polled as wide rows: the interface of a follower that ``watch``
+    uses (``poll``, ``where``, ``notes``, ``path``, ``close``), ``release`` besides. ``reading``: the model's (its
+    ``long_columns`` set); ``sensors``: the model's, each a column of every wide row."""
+
+    def __init__(self, follower, reading: Reading, sensors: Sequence[str]):
+        self.follower, self.reading, self.sensors = follower, reading, list(sensors)
+        # The follower reads the lines as they are (the time column renamed); the missing-value text is made NaN
+        # in the wide rows, as detect does it, so that a sensor named like a state is still a sensor
+        follower.reading = Reading(time_column=reading.time_column)
+        self._held: Optional[pd.DataFrame] = None   # the lines of the last time seen, not made wide yet
+        self._times = ""    # the times of the wide rows polled last, for ``where``
+
+    @property
+    def path(self):
+        return self.follower.path
+
+    @property
+    def notes(self) -> list[str]:
+        return self.follower.notes
+
+    @property
+    def held(self) -> int:
+        """How many lines are held (those of the last time seen)."""
+        return 0 if self._held is None else len(self._held)
+
+    def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
+        """The wide rows of the times shown complete since the last poll (with ``final``, every time read), or
+        None when there are none."""
+        lines = self.follower.poll(final=final)
+        if lines is not None and len(lines):
+            lines = self._numbered(lines)
+            lines = lines if self._held is None else _joined(self._held, lines)
+        else:
+            lines = self._held
+        if lines is None:
+            return None
+        if final:
+            self._held = None
+            return self._wide(lines)
+        times = lines[TIMESTAMP]
+        last = (times == times.iloc[-1]).to_numpy(dtype=bool)
+        self._held = lines[last]
+        return self._wide(lines[~last]) if not last.all() else None
+
+    def release(self) -> Optional[pd.DataFrame]:
+        """The held lines' wide row, taken as complete (``watch --resume``: the last watch scored it at its final
+        poll); None when none are held."""
+        lines, self._held = self._held, None
+        return None if lines is None else self._wide(lines)
+
+    def _current(self):
+        """The file followed now (a rolled folder's current one)."""
+        return getattr(self.follower, "current", None) or self.follower
+
+    def _numbered(self, lines: pd.DataFrame) -> pd.DataFrame:
+        """``lines`` (a poll's) indexed by their lines in the file, named ``LINE`` (with the file in ``attrs``),
+        where the follower says which they are (a text file's; a blank line skipped leaves them unnumbered)."""
+        current = self._current()
+        first, last = getattr(current, "lines", (0, -1))
+        if last - first + 1 != len(lines):
+            return lines
+        numbered = lines.set_axis(pd.RangeIndex(first, last + 1, name=LINE), axis=0)
+        numbered.attrs[LINE] = str(current.path)
+        return numbered
+
+    def _wide(self, lines: pd.DataFrame) -> pd.DataFrame:
+        self._name_times(lines[TIMESTAMP])
+        numbered = lines.index.name == LINE and lines.attrs.get(LINE) == str(self._current().path)
+        made = widened(lines, *self.reading.long_columns, str(self._current().path) if numbered else self.where(),
+                       lines=lines.index if numbered else None)
+        wide = missing_text(made, self.reading.na_values)
+        self._name_times(wide[TIMESTAMP])   # (in order, where the lines' were not)
+        absent = [name for name in self.sensors if name not in wide.columns]
+        if absent:   # (no line of theirs in these times: missing values, for the missing policy to decide)
+            wide = wide.assign(**{name: np.nan for name in absent})
+        return wide
+
+    def _name_times(self, times: pd.Series) -> None:
+        first, last = short_repr(times.iloc[0]), short_repr(times.iloc[-1])
+        self._times = f"time {first}" if first == last else f"times {first} to {last}"
+
+    def where(self, skip: int = 0) -> str:
+        """The file followed and the times of the last wide rows polled, as messages name them (their rows are
+        named by their times; ``skip`` is the follower's argument, not needed here)."""
+        path = self._current().path
+        return f"{path} ({self._times})" if self._times else str(path)
+
+    def close(self) -> None:
+        self.follower.close()
+
+
+def _joined(held: pd.DataFrame, lines: pd.DataFrame) -> pd.DataFrame:
+    """The held lines, then the new ones (the reader's ``attrs``, the time column's name for messages, kept; the
+    lines' numbers where both are numbered lines of one file)."""
+    same_file = held.attrs.get(LINE) is not None and held.attrs.get(LINE) == lines.attrs.get(LINE)
+    joined = pd.concat([held, lines], ignore_index=not same_file)
+    joined.attrs.update(lines.attrs)
+    return joined
+
+
+def followed(follower, reading: Reading, sensors: Sequence[str]):
+    """What ``watch`` polls for ``follower`` read as a model reads its data (``reading``: the model's with the
+    command's options over it): the follower itself, its reading set, or for a long table a ``LongFeed`` of it."""
+    if reading.long_columns is None:
+        follower.reading = reading
+        return follower
+    return LongFeed(follower, reading, sensors)
