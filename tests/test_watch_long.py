@@ -106,6 +106,26 @@ def test_idle_exit_scores_the_last_time_and_resume_goes_on(tmp_path, model_dir, 
                                                         f"already; {out} as it was")
 
 
+def test_new_only_scores_from_the_last_time_there(tmp_path, model_dir, capsys, monkeypatch):
+    """--new-only: the times complete at the start are history; the last time there, not shown complete yet, is
+    the first row scored, with the lines that come after it."""
+    wide = _wide(260, seed=10)
+    lines = _long(wide)
+    data, out = tmp_path / "feed.csv", tmp_path / "scores.csv"
+    lines.iloc[:4 * 200].to_csv(data, index=False)
+    replace_waits(monkeypatch, watch_module,
+                  lambda: lines.iloc[4 * 200:].to_csv(data, mode="a", header=False, index=False))
+    code, _, err = run_cli(capsys, "watch", model_dir, data, "--out", out, "--interval", "0.01", "--new-only",
+                           *ON_THE_CPU)
+    assert code == 0, err
+    monitor = MSCRED.load(model_dir, device="cpu").monitor()
+    monitor.prime(wide.iloc[:199])
+    want = monitor.update(wide.iloc[199:259])
+    got = _scores(out)
+    assert list(got[TIMESTAMP]) == list(wide[TIMESTAMP][199:259])
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+
+
 def test_fleet_watch_follows_long_tables(tmp_path, capsys):
     """Each entity's long table as watch follows it: its times but the last at the first look, the last at the
     end (where the chunk before it ends is where a first chunk's last rows, no window ending there, score 0)."""

@@ -8,7 +8,9 @@ a later time arrives, shows them complete (times come in order in a feed: its wr
 before the next time's), or until the final poll (the writers have stopped). The lines before are made wide as
 ``detect`` makes a long table wide (``reading.widened``), a sensor of the model that has no line at a time a
 missing value there. A line for a time already passed (a late value) makes a wide row whose time goes back, which
-the monitor refuses naming it, as it refuses such a row of a wide feed.
+the monitor refuses naming it, as it refuses such a row of a wide feed. ``watch --new-only`` takes the times
+complete at its start as history; the last time there is scored as the first new row, once a later one shows it
+complete (taken as history, the rest of its lines, if its writer was mid-way through them, would be refused).
 """
 from __future__ import annotations
 
