@@ -40,7 +40,9 @@ class Monitor:
     value in the feed gets, the model's ``missing`` setting unless given. Rows without timestamps are numbered
     across the feed, from 0 (a chunk's own row numbers are not used: every new DataFrame would restart them). A
     chunk that fails (bad input, times that do not follow the rows before) raises InputError and leaves the
-    monitor as it was.
+    monitor as it was. A model trained on a long table (``long_columns``) takes long chunks too, each made wide
+    on its own: a chunk holds each of its times' values whole (a time split between two chunks comes twice, and
+    is refused the second time); ``mscred.data.long_feed.LongFeed`` cuts a growing file so.
     """
 
     def __init__(self, model, sensor_scores: bool = False, missing: Optional[str] = None):
