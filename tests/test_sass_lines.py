@@ -160,6 +160,12 @@ def dot_kernel(a_ptr, b_ptr, c_ptr, PREC: tl.constexpr):
 '''
 
 
+def _triton_at_least(major: int, minor: int) -> bool:
+    import triton
+
+    return tuple(int(part) for part in triton.__version__.split(".")[:2]) >= (major, minor)
+
+
 def test_triton_lines_point_into_the_python_source(tmp_path, capsys):
     pytest.importorskip("triton", reason="sass triton compiles with Triton (the gpu or dev extra)")
     source = tmp_path / "kernels.py"
@@ -178,8 +184,14 @@ def test_triton_lines_point_into_the_python_source(tmp_path, capsys):
     dot = [r for r in report["lines"] if (r["source"] or "").startswith("c = tl.dot(")]
     assert dot and any(op.startswith("HMMA") or op.startswith("HGMMA") for op in dot[0]["mix"])   # tf32 MMAs
     helper = [r for r in report["lines"] if r["source"] == "return x + x"]
-    assert helper and helper[0]["inlined_into"]["line"] == text.index(
-        "    tl.store(c_ptr + r[:, None] * 32 + r[None, :], _twice(c))") + 1
+    call = text.index("    tl.store(c_ptr + r[:, None] * 32 + r[None, :], _twice(c))") + 1
+    # The call site is the line table's: Triton 3.9 records it; Triton 3.6 (the GPU machine's, 2026-12-06) leaves
+    # the inlined helper's instructions at its own line only, which the report then says (inlined_into None)
+    assert helper
+    if helper[0]["inlined_into"] is None:
+        assert not _triton_at_least(3, 9), "the inlined helper's call site is missing"
+    else:
+        assert helper[0]["inlined_into"]["line"] == call
     code, out, err = run_cli(capsys, "sass", "triton", source, "dot_kernel", "-c", "PREC='tf32'", "--lines", "1")
     assert code == 0, err and "--lines 0 shows all" in out
     bad_input(capsys, "sass", "triton", source, "dot_kernel", "-c", "PREC=tf32",
