@@ -126,6 +126,28 @@ def test_new_only_scores_from_the_last_time_there(tmp_path, model_dir, capsys, m
     np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
 
 
+def test_a_folder_of_rolled_long_tables_is_one_feed(tmp_path, model_dir, capsys):
+    """A folder of a logger's long files (CSV, then a Parquet part): one feed, each time once, in the files' order;
+    a refusal names the file it is in."""
+    pytest.importorskip("pyarrow", reason="Parquet needs pyarrow (the parquet extra)")
+    wide = _wide(240, seed=11)
+    lines = _long(wide)
+    feed = tmp_path / "feed"
+    feed.mkdir()
+    lines.iloc[:4 * 100].to_csv(feed / "part-1.csv", index=False)
+    lines.iloc[4 * 100:4 * 180].to_parquet(feed / "part-2.parquet", index=False)
+    lines.iloc[4 * 180:].to_csv(feed / "part-3.csv", index=False)
+    out = tmp_path / "scores.csv"
+    code, _, err = run_cli(capsys, "watch", model_dir, feed, "--out", out, "--idle-exit", "0", *ON_THE_CPU)
+    assert code == 0, err
+    assert list(_scores(out)[TIMESTAMP]) == list(wide[TIMESTAMP])
+    bad = lines.iloc[4 * 180:].copy()
+    bad.iloc[9, bad.columns.get_loc("Tag")] = ""     # (with time 179's lines of part-2, held)
+    bad.to_csv(feed / "part-3.csv", index=False)
+    _refused(capsys, "watch", model_dir, feed, "--out", tmp_path / "s2.csv", "--idle-exit", "0", *ON_THE_CPU,
+             fragments=[f"{feed / 'part-3.csv'}: column 'Tag' line 11: no sensor name"])
+
+
 def test_fleet_watch_follows_long_tables(tmp_path, capsys):
     """Each entity's long table as watch follows it: its times but the last at the first look, the last at the
     end (where the chunk before it ends is where a first chunk's last rows, no window ending there, score 0)."""

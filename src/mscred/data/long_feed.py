@@ -22,7 +22,7 @@ import pandas as pd
 from mscred.data.io import TIMESTAMP, short_repr
 from mscred.data.reading import Reading, missing_text, widened
 
-LINE = "mscred_line"   # the index name (and attrs key, its file) of a poll's lines numbered as the file numbers them
+LINE = "mscred_line"   # the index name (and attrs key, their file) of a poll's lines named by where they are in it
 
 
 class LongFeed:
@@ -81,21 +81,23 @@ class LongFeed:
         return getattr(self.follower, "current", None) or self.follower
 
     def _numbered(self, lines: pd.DataFrame) -> pd.DataFrame:
-        """``lines`` (a poll's) indexed by their lines in the file, named ``LINE`` (with the file in ``attrs``),
-        where the follower says which they are (a text file's; a blank line skipped leaves them unnumbered)."""
+        """``lines`` (a poll's) indexed by where they are in their file (``line 12`` of a text file, ``row 3`` of a
+        Parquet part), the index named ``LINE`` and the file in ``attrs``, for messages; as they are where the
+        follower does not say (a blank line skipped: the lines and rows do not pair up)."""
         current = self._current()
-        first, last = getattr(current, "lines", (0, -1))
+        first, last = getattr(current, "lines", None) or (1, getattr(current, "rows", 0))
+        kind = "line" if hasattr(current, "lines") else "row"
         if last - first + 1 != len(lines):
             return lines
-        numbered = lines.set_axis(pd.RangeIndex(first, last + 1, name=LINE), axis=0)
-        numbered.attrs[LINE] = str(current.path)
-        return numbered
+        named = lines.set_axis(pd.Index([f"{kind} {n}" for n in range(first, last + 1)], name=LINE), axis=0)
+        named.attrs[LINE] = str(current.path)
+        return named
 
     def _wide(self, lines: pd.DataFrame) -> pd.DataFrame:
         self._name_times(lines[TIMESTAMP])
-        numbered = lines.index.name == LINE and lines.attrs.get(LINE) == str(self._current().path)
-        made = widened(lines, *self.reading.long_columns, str(self._current().path) if numbered else self.where(),
-                       lines=lines.index if numbered else None)
+        named = lines.index.name == LINE
+        made = widened(lines, *self.reading.long_columns, lines.attrs[LINE] if named else self.where(),
+                       lines=list(lines.index) if named else None)
         wide = missing_text(made, self.reading.na_values)
         self._name_times(wide[TIMESTAMP])   # (in order, where the lines' were not)
         absent = [name for name in self.sensors if name not in wide.columns]
@@ -118,10 +120,13 @@ class LongFeed:
 
 
 def _joined(held: pd.DataFrame, lines: pd.DataFrame) -> pd.DataFrame:
-    """The held lines, then the new ones (the reader's ``attrs``, the time column's name for messages, kept; the
-    lines' numbers where both are numbered lines of one file)."""
-    same_file = held.attrs.get(LINE) is not None and held.attrs.get(LINE) == lines.attrs.get(LINE)
-    joined = pd.concat([held, lines], ignore_index=not same_file)
+    """The held lines, then the new ones (the reader's ``attrs``, the time column's name for messages, kept). Where
+    both say where their lines are (``LongFeed._numbered``), the joined lines do, the held ones' file named where
+    it is not the new ones' (a time that a rolled folder's two files share)."""
+    named = held.index.name == LINE and lines.index.name == LINE
+    if named and held.attrs[LINE] != lines.attrs[LINE]:
+        held = held.set_axis(pd.Index([f"{n} of {held.attrs[LINE]}" for n in held.index], name=LINE), axis=0)
+    joined = pd.concat([held, lines], ignore_index=not named)
     joined.attrs.update(lines.attrs)
     return joined
 
