@@ -124,6 +124,7 @@ def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str
     df = df.set_axis(names, axis=1)
     sensors = df[sensor_column]
     unnamed = np.flatnonzero(sensors.isna().to_numpy() | (sensors.astype(str).str.strip() == "").to_numpy())
+
     def row(position: int) -> str:
         return f"row {position + 1}" if lines is None else lines[position]
 
