@@ -22,7 +22,9 @@ import pandas as pd
 from mscred.data.io import TIMESTAMP, short_repr
 from mscred.data.reading import Reading, missing_text, widened
 
-LINE = "mscred_line"   # the index name (and attrs key, their file) of a poll's lines named by where they are in it
+# The index name of a poll's lines numbered as their file numbers them, and the attrs key of (that file, "line" or
+# "row"): for messages (LongFeed._numbered)
+LINE = "mscred_line"
 
 
 class LongFeed:
@@ -81,23 +83,25 @@ class LongFeed:
         return getattr(self.follower, "current", None) or self.follower
 
     def _numbered(self, lines: pd.DataFrame) -> pd.DataFrame:
-        """``lines`` (a poll's) indexed by where they are in their file (``line 12`` of a text file, ``row 3`` of a
-        Parquet part), the index named ``LINE`` and the file in ``attrs``, for messages; as they are where the
-        follower does not say (a blank line skipped: the lines and rows do not pair up)."""
+        """``lines`` (a poll's) indexed by where they are in their file, for messages: the index named ``LINE``,
+        the file and what its rows are (``line`` of a text file, ``row`` of a Parquet part) in ``attrs``; as they
+        are where the follower does not say (a blank line skipped: the lines and rows do not pair up)."""
         current = self._current()
         first, last = getattr(current, "lines", None) or (1, getattr(current, "rows", 0))
-        kind = "line" if hasattr(current, "lines") else "row"
         if last - first + 1 != len(lines):
             return lines
-        named = lines.set_axis(pd.Index([f"{kind} {n}" for n in range(first, last + 1)], name=LINE), axis=0)
-        named.attrs[LINE] = str(current.path)
+        named = lines.set_axis(pd.RangeIndex(first, last + 1, name=LINE), axis=0)
+        named.attrs[LINE] = (str(current.path), "line" if hasattr(current, "lines") else "row")
         return named
 
     def _wide(self, lines: pd.DataFrame) -> pd.DataFrame:
         self._name_times(lines[TIMESTAMP])
-        named = lines.index.name == LINE
-        made = widened(lines, *self.reading.long_columns, lines.attrs[LINE] if named else self.where(),
-                       lines=list(lines.index) if named else None)
+        if lines.index.name == LINE:   # (each line named only for a message: a poll may hold a million)
+            path, kind = lines.attrs[LINE]
+            made = widened(lines, *self.reading.long_columns, path,
+                           row_name=lambda position: _line_name(lines.index[position], kind))
+        else:
+            made = widened(lines, *self.reading.long_columns, self.where())
         wide = missing_text(made, self.reading.na_values)
         self._name_times(wide[TIMESTAMP])   # (in order, where the lines' were not)
         absent = [name for name in self.sensors if name not in wide.columns]
@@ -121,14 +125,21 @@ class LongFeed:
 
 def _joined(held: pd.DataFrame, lines: pd.DataFrame) -> pd.DataFrame:
     """The held lines, then the new ones (the reader's ``attrs``, the time column's name for messages, kept). Where
-    both say where their lines are (``LongFeed._numbered``), the joined lines do, the held ones' file named where
-    it is not the new ones' (a time that a rolled folder's two files share)."""
+    both say where their lines are (``LongFeed._numbered``), the joined lines do: in one file, by their numbers; in
+    two (a time that a rolled folder's files share), each by its text, the held ones' file named."""
     named = held.index.name == LINE and lines.index.name == LINE
     if named and held.attrs[LINE] != lines.attrs[LINE]:
-        held = held.set_axis(pd.Index([f"{n} of {held.attrs[LINE]}" for n in held.index], name=LINE), axis=0)
+        (path, kind), (_, new_kind) = held.attrs[LINE], lines.attrs[LINE]
+        held = held.set_axis(pd.Index([f"{kind} {n} of {path}" for n in held.index], name=LINE), axis=0)
+        lines = lines.set_axis(pd.Index([f"{new_kind} {n}" for n in lines.index], name=LINE), axis=0)
     joined = pd.concat([held, lines], ignore_index=not named)
     joined.attrs.update(lines.attrs)
     return joined
+
+
+def _line_name(where, kind: str) -> str:
+    """A line's place in its file: its number (``line 12``), or the text a join across two files gave it."""
+    return where if isinstance(where, str) else f"{kind} {where}"
 
 
 def followed(follower, reading: Reading, sensors: Sequence[str]):

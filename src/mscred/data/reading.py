@@ -19,7 +19,7 @@ from __future__ import annotations
 import shlex
 import warnings
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -99,14 +99,14 @@ def named_time_column(df: pd.DataFrame, time_column: Optional[str], source: str)
 
 
 def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str,
-            lines: Optional[Sequence[str]] = None) -> pd.DataFrame:
+            row_name: Optional[Callable[[int], str]] = None) -> pd.DataFrame:
     """The long table ``df`` (a ``timestamp`` column, ``sensor_column`` naming each row's sensor, ``value_column`` its
     value) as a wide one: a ``timestamp`` column of its times (in order: ``_time_order``), and a column per sensor in
     the order the sensors first appear, NaN where a sensor has no value at a time. InputError naming the row for a row
     without a sensor name and for a time given twice for one sensor; naming the columns for a missing one, and for any
-    other column (a unit, a quality flag: drop them; a label belongs in a wide table or anomalies.csv). ``lines``:
-    where each row is in its file (``line 12``), where the rows are not the file's from its first (``watch``'s
-    pieces of a feed), said instead of ``row N``."""
+    other column (a unit, a quality flag: drop them; a label belongs in a wide table or anomalies.csv).
+    ``row_name(position)``: where the row at ``position`` is in its file (``line 12``), said instead of ``row N``
+    where the rows are not the file's from its first (``watch``'s pieces of a feed)."""
     names = [str(c).strip() for c in df.columns]
     for name, what in ((sensor_column, "sensor name"), (value_column, "value")):
         if name not in names:
@@ -126,7 +126,7 @@ def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str
     unnamed = np.flatnonzero(sensors.isna().to_numpy() | (sensors.astype(str).str.strip() == "").to_numpy())
 
     def row(position: int) -> str:
-        return f"row {position + 1}" if lines is None else lines[position]
+        return f"row {position + 1}" if row_name is None else row_name(position)
 
     if len(unnamed):
         raise InputError(f"{source}: column '{sensor_column}' {row(unnamed[0])}: no sensor name")
