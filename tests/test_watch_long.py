@@ -73,6 +73,8 @@ def test_a_times_lines_wait_until_a_later_time_comes(tmp_path, model_dir, capsys
     code, _, err = run_cli(capsys, "watch", model_dir, data, "--out", out, "--interval", "0.01",
                            "--na-value", "Bad", *ON_THE_CPU)
     assert code == 0, err
+    assert err.splitlines()[-1] == (f"note: {data}: the last 4 lines (time '2026-01-01 04:59:00') not scored: no "
+                                    "later time came to show them complete (watch --resume goes on from them)")
     # the times complete at each look: those before the last line's
     complete = [0] + [int(np.flatnonzero(wide[TIMESTAMP] == lines["Time"][c - 1])[0]) for c in cuts]
     want = _as_monitor_fed(model_dir, wide, complete)

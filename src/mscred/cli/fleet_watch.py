@@ -160,10 +160,12 @@ class FleetWatch:
         """Each entity's summary line, then the fleet's, and DIR/summary.csv (a row per entity watched: status,
         rows scored, anomalous rows, alarms, threshold); returns how many entities stopped."""
         from mscred.atomic import atomic_path
+        from mscred.cli.watch import show_stop_note
 
         for watch in self.watches.values():
             if watch.scores is not None:
                 watch.scores.summary(watch.follower.path)
+                show_stop_note(watch.follower)
         table = pd.DataFrame([watch.row() for watch in self.watches.values()], columns=SUMMARY_COLUMNS)
         self.out.mkdir(parents=True, exist_ok=True)
         with atomic_path(self.out / "summary.csv", what="fleet-watch's summary") as tmp:

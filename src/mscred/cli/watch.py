@@ -124,6 +124,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     if exported is not None:
         exported.write(feeds())
     scores.summary(data)
+    show_stop_note(follower)
     terminated.raise_again()
 
 
@@ -288,6 +289,13 @@ def follow_until_idle(poll, interval: float, idle_exit) -> None:
             return
         else:
             time.sleep(interval)
+
+
+def show_stop_note(follower) -> None:
+    """After the summary, on stderr: a long feed's lines left unscored at the stop (``LongFeed.stop_note``)."""
+    note = follower.stop_note() if hasattr(follower, "stop_note") else None
+    if note is not None:
+        click.echo(note, err=True)
 
 
 def show_notes(follower) -> None:

@@ -72,6 +72,15 @@ class LongFeed:
         self._held = lines[last]
         return self._wide(lines[~last]) if not last.all() else None
 
+    def stop_note(self) -> Optional[str]:
+        """What a watch stopped before a later time came says of the held lines (None when none are held): they
+        are in the file but not in its scores."""
+        if self._held is None:
+            return None
+        count, time = len(self._held), short_repr(self._held[TIMESTAMP].iloc[-1])
+        return (f"note: {self._current().path}: the last {count} line{'s' if count > 1 else ''} (time {time}) not "
+                "scored: no later time came to show them complete (watch --resume goes on from them)")
+
     def release(self) -> Optional[pd.DataFrame]:
         """The held lines' wide row, taken as complete (``watch --resume``: the last watch scored it at its final
         poll); None when none are held."""
