@@ -412,6 +412,37 @@ def test_mutated_files_through_watch(tmp_path, capsys, model_dir):
     assert not findings, "\n".join(findings)
 
 
+def test_mutated_long_tables_through_detect_and_watch(tmp_path, capsys, model_dir):
+    """Long tables (time, sensor name, value; a time's lines together, as a historian appends them), mutated, through
+    ``detect --long`` and through ``watch`` of a model trained on the long table (``--idle-exit 0``: the lines but the
+    last time's in one poll, the last time's at the end, ``mscred.data.long_feed``)."""
+    from mscred.detector import MSCRED
+
+    wide = sensor_frame(2 * ROWS, N)
+    good_frame = wide.melt(id_vars="timestamp", var_name="Tag", value_name="Value").sort_values(
+        "timestamp", kind="stable")
+    long_model = tmp_path / "long_model"
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, long_columns=("Tag", "Value")).fit(
+        good_frame).save(long_model)
+    good = good_frame.to_csv(index=False)
+    rng = random.Random(20261206)
+    findings = []
+    for case in range(80):
+        text, edits = _mutated_csv(good, rng)
+        path = tmp_path / f"l{case}.csv"
+        encoding = _write_csv(path, text, rng)
+        missing = rng.choice(["error", "interpolate"])
+        if case % 2:
+            argv = ["watch", long_model, path, "--out", tmp_path / f"w{case}.csv", "--idle-exit", "0"]
+        else:
+            argv = ["detect", model_dir, path, "--out", tmp_path / f"d{case}.csv", "--long", "Tag,Value"]
+        found = _outcome(capsys, argv + ["--device", "cpu", "--missing", missing] + (
+            ["--encoding", encoding] if encoding != "utf-16" and rng.random() < 0.5 else []))
+        if found:
+            findings.append(f"case {case} ({argv[0]}, {encoding}, {edits}): {found}")
+    assert not findings, "\n".join(findings)
+
+
 def test_mutated_files_through_fleet_watch(tmp_path, capsys, model_dir):
     """fleet-watch of two entities whose files are mutated (``--idle-exit 0``: one poll each): exit 0, or exit 1
     with one ``<entity>: stopped: ...`` line per entity it stopped (the other scored), or exit 2 with one line;

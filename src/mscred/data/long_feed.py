@@ -58,6 +58,8 @@ class LongFeed:
         None when there are none."""
         lines = self.follower.poll(final=final)
         if lines is not None and len(lines):
+            # (its columns refused as detect refuses a long table's, before anything here looks for its times)
+            widened(lines.iloc[:0], *self.reading.long_columns, str(self._current().path))
             lines = self._numbered(lines)
             lines = lines if self._held is None else _joined(self._held, lines)
         else:
