@@ -217,6 +217,34 @@ def test_missing_text_is_read_as_missing_then_the_policy_decides(tmp_path, capsy
     pd.testing.assert_frame_equal(watched[[TIMESTAMP, "score"]], scores[[TIMESTAMP, "score"]], atol=1e-6)
 
 
+def test_states_among_decimal_commas(tmp_path, capsys):
+    """A European historian's export: ';'-separated, decimal commas, and states where values failed. The states do
+    not stop their columns' decimal commas being read (a cell without a digit is no number in another notation):
+    with --na-value the model is the one the file with empty cells trains, wide or long; without it the state is
+    refused at its cell, with the option's hint. A cell with a decimal point among decimal commas is still
+    refused (which mark means what would be a guess: test_cli_messy)."""
+    frame = _with_states(400)
+    points = frame.map(lambda v: f"{v:.6f}" if isinstance(v, float) else v).assign(**{TIMESTAMP: frame[TIMESTAMP]})
+    commas = points.map(lambda v: v.replace(".", ",") if isinstance(v, str) and v[-1].isdigit() else v)
+    commas.to_csv(tmp_path / "eu.csv", sep=";", index=False)
+    points.replace({"Bad": "", " I/O Timeout ": ""}).to_csv(tmp_path / "blank.csv", index=False)
+    bad_input(capsys, "train", tmp_path / "eu.csv", "--out", tmp_path / "m0", *TRAIN, "--missing", "interpolate",
+              names=["column 's1' row 21", "'Bad'", "--na-value Bad reads it as missing"])
+    states = ("--na-value", "Bad", "--na-value", "I/O Timeout", "--missing", "interpolate")
+    long = commas.melt(id_vars=TIMESTAMP, var_name="Tag", value_name="Value").sort_values(TIMESTAMP, kind="stable")
+    long.to_csv(tmp_path / "eu_long.csv", sep=";", index=False)
+    for name, data, options in (("wide", "eu.csv", ()), ("long", "eu_long.csv", ("--long", "Tag,Value")),
+                                ("blank", "blank.csv", ())):
+        code, _, err = run_cli(capsys, "train", tmp_path / data, "--out", tmp_path / name, *TRAIN, *states, *options)
+        assert code == 0, err
+    from safetensors.numpy import load_file
+
+    blank = load_file(tmp_path / "blank" / "model.safetensors")
+    for name in ("wide", "long"):   # (the weights to the bit: the same numbers, read from either notation)
+        weights = load_file(tmp_path / name / "model.safetensors")
+        assert weights.keys() == blank.keys() and all(np.array_equal(weights[k], blank[k]) for k in blank), name
+
+
 def test_missing_text_leaves_the_time_the_label_and_numbers_alone():
     frame = pd.DataFrame({TIMESTAMP: ["Bad", "2"], "label": ["Bad", "0"], "a": [" Bad", "1.5"],
                           "b": [1.0, 2.0], "c": ["Badly", "3"]})

@@ -960,7 +960,10 @@ _DECIMAL_COMMA = re.compile(r"[ \t]*[+-]?(\d+,?\d*|,\d+)([eE][+-]?\d+)?[ \t]*")
 
 def _decimal_comma_columns(df: pd.DataFrame, time_name: str = TIMESTAMP) -> pd.DataFrame:
     """``df`` with each text column whose every value is a decimal-comma number (``_DECIMAL_COMMA``; at least one
-    with its comma) rewritten with decimal points, for the readers downstream to read as any decimal text.
+    with its comma) rewritten with decimal points, for the readers downstream to read as any decimal text. Cells
+    without a digit (a historian's state where a value failed: ``Bad``, ``I/O Timeout``, ``-``) are left as they
+    are and do not stop their column's numbers being read: ``--na-value`` makes them missing, or they are refused
+    at their cell as any word is.
 
     Only for tables separated by something other than ',' (``_read_csv``): there the comma can only be the decimal
     separator (Excel writes ';'-separated files with it where the locale's decimal mark is ','), while in a
@@ -975,11 +978,15 @@ def _decimal_comma_columns(df: pd.DataFrame, time_name: str = TIMESTAMP) -> pd.D
         if not len(present):
             continue
         texts = present.astype(str).str
-        if not texts.contains(",", regex=False).any() or not texts.fullmatch(_DECIMAL_COMMA).all():
+        numbers = texts.fullmatch(_DECIMAL_COMMA).to_numpy(dtype=bool)
+        if not (numbers & texts.contains(",", regex=False).to_numpy(dtype=bool)).any() or \
+                not (numbers | ~texts.contains(r"\d").to_numpy(dtype=bool)).all():
             continue
         if out is df:
             out = df.copy()
-        pointed = series.str.replace(",", ".", regex=False)
+        number_cells = np.zeros(len(series), dtype=bool)
+        number_cells[np.flatnonzero(~pd.isna(series).to_numpy())[numbers]] = True
+        pointed = series.mask(number_cells, series.str.replace(",", ".", regex=False))
         if col == time_name:   # numbers, as the same times written with points read (_read_csv, _exact_times)
             numbers = coerce_float64(pointed)
             if not np.isnan(numbers).any() and _changed_by_float(numbers, pointed) is False:
