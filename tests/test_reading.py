@@ -181,9 +181,14 @@ def _with_states(rows: int, seed: int = 0) -> pd.DataFrame:
 def test_missing_text_is_read_as_missing_then_the_policy_decides(tmp_path, capsys):
     data = tmp_path / "states.csv"
     _with_states(400).to_csv(data, index=False)
-    bad_input(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, names=["column 's1' row 21", "'Bad'",
-                                                                             "is not a number",
-                                                                             "--na-value Bad reads it as missing"])
+    line = bad_input(capsys, "train", data, "--out", tmp_path / "m", *TRAIN,
+                     names=["column 's1' row 21", "'Bad'", "is not a number", "--na-value Bad reads it as missing"])
+    assert "text column" not in line   # (the column's other values are numbers)
+    _with_states(400).assign(site="north").to_csv(tmp_path / "site.csv", index=False)
+    bad_input(capsys, "train", tmp_path / "site.csv", "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad",
+              "--na-value", "I/O Timeout", "--missing", "interpolate",
+              names=["column 'site' row 1", "(a text column, no number in it? only 'timestamp' and 'label' may hold "
+                     "text: drop it; or a state for a failed value? --na-value north reads it as missing"])
     bad_input(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad", "--na-value",
               "I/O Timeout", names=["column 's1' row 21", "missing value", "--missing interpolate"])
     code, _, err = run_cli(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad",
