@@ -61,17 +61,20 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     time order): the files are one feed, in name order, and once a later file appears the watch moves on to it.
     Parquet files in it are parts of the feed read whole, each once it is complete. DATA of a model trained on a
     long table (train --long) is read as one: a time's lines are scored once a later time's line arrives (the
-    writer may be mid-way through them), the last time's at --idle-exit.
+    writer may be mid-way through them), the last time's at --idle-exit. DATA '-' follows a CSV piped into standard
+    input (mosquitto_sub ... | mscred watch MODEL - --out SCORES.csv), until its writer closes the pipe.
     """
-    from mscred.data.follow import GrowingCsv, RollingFolder
+    from mscred.cli.stdio import STDIN_NAME, STDIO
+    from mscred.data.follow import GrowingCsv, RollingFolder, StdinLines
     from mscred.data.long_feed import followed
     from mscred.data.reading import Reading
     from mscred.data.io import check_writable_table, is_plain_text
     from mscred.detector import MSCRED
     from mscred.errors import InputError
 
+    piped = str(data) == STDIO
     for path in [out] + ([events] if events is not None else []):
-        check_writable_table(path, inputs=[data])
+        check_writable_table(path, inputs=[] if piped else [data])
         if not is_plain_text(path):
             raise InputError(f"{path}: watch appends to its output as it scores: give a .csv or .tsv file")
     if resume and new_only:
@@ -81,7 +84,12 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
         raise InputError(f"{events}: --events is --out; give the events another name")
     if metrics is not None:
         check_metrics_path(metrics)
-    if Path(data).is_dir():
+    if piped and (resume or new_only):
+        raise InputError(f"{'--resume' if resume else '--new-only'} with DATA '-': standard input holds no rows "
+                         "from before the watch; follow the feed's file instead, or pipe only the new lines in")
+    if piped:
+        follower = StdinLines(encoding=encoding)
+    elif Path(data).is_dir():
         for path in [out] + ([events] if events is not None else []):
             if Path(path).resolve().parent == Path(data).resolve():
                 raise InputError(f"{path}: is in the watched folder {data}, whose tables are the feed: write it "
@@ -90,14 +98,17 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     else:
         follower = GrowingCsv(data, encoding=encoding)
     model = MSCRED.load(model_dir, device=device)
+    stream = follower if piped else None
     # read as the model reads its data (a long table's lines made wide, each time once complete: data.long_feed)
     follower = followed(follower, Reading.of_model(model.config_.train, time_column, na_values), model.sensors_)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
     exported = None if metrics is None else MetricsFile(metrics, label="data")
 
+    label = STDIN_NAME if piped else str(data)
+
     def feeds(stopped=None) -> dict:   # (the one feed, as MetricsFile takes a fleet's)
-        return {str(data): (scores, stopped)}
+        return {label: (scores, stopped)}
 
     def poll(final: bool) -> bool:
         gained = poll_once(follower, monitor, scores, final)
@@ -111,7 +122,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
                 resume_scores(follower, monitor, scores)
             elif new_only:
                 take_as_history(follower, monitor, scores)
-            follow_until_idle(poll, interval, idle_exit)
+            follow_until_idle(poll, interval, idle_exit, ended=None if stream is None else lambda: stream.ended)
         except InputError as err:   # (a bad row: the metrics say the watch stopped, then its one error line)
             if exported is not None:
                 from mscred.cli.main import one_line
@@ -123,7 +134,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
             scores.close()
     if exported is not None:
         exported.write(feeds())
-    scores.summary(data)
+    scores.summary(label)
     show_stop_note(follower)
     terminated.raise_again()
 
@@ -275,14 +286,18 @@ def poll_once(follower, monitor, scores, final: bool = False) -> bool:
     return gained
 
 
-def follow_until_idle(poll, interval: float, idle_exit) -> None:
+def follow_until_idle(poll, interval: float, idle_exit, ended=None) -> None:
     """``poll(final)`` (it scores what came and says whether anything did) every ``interval`` seconds, at once
-    again after one that gained lines, until ``idle_exit`` seconds pass without any (or forever); then once more
-    with ``final``: the writers have stopped, so a last line without its newline is taken as complete. The loop of
-    ``watch`` and ``fleet-watch``."""
+    again after one that gained lines, until ``idle_exit`` seconds pass without any (or forever), or ``ended()``
+    says the feed has ended (standard input closed by its writer); then once more with ``final``: the writers have
+    stopped, so a last line without its newline is taken as complete. The loop of ``watch`` and ``fleet-watch``."""
     last_new = time.monotonic()
     while True:
-        if poll(False):
+        gained = poll(False)
+        if ended is not None and ended():   # (asked after the poll: the poll is what finds the end)
+            poll(True)
+            return
+        if gained:
             last_new = time.monotonic()
         elif idle_exit is not None and time.monotonic() - last_new >= idle_exit:
             poll(True)

@@ -4,7 +4,8 @@
 as every other table of the package (separator, encoding, decimal commas, exact timestamps): the header and those
 lines are put in a file of their own and read with ``read_frame``. A line still being written (no newline yet) is
 left for a later poll. Lines are cut at their newline bytes, so a quoted cell holding a line break (which no sensor
-export writes in its rows) would be cut in two.
+export writes in its rows) would be cut in two. Standard input (``watch -``) is followed the same way, a pipe's
+lines as they arrive (``StdinLines``; the lines' reading is ``CsvLines``', shared).
 
 A file rotated in place is followed as ``tail -F`` follows it, since that is what logrotate and most loggers do:
 - renamed away and created again under the name (logrotate's ``create``): the rest of the renamed file is read
@@ -24,6 +25,7 @@ rename is not read.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -36,46 +38,112 @@ from mscred.errors import InputError
 
 # Whether the followed file is kept open between polls, to read the rest of it after it is renamed (see above)
 KEEP_OPEN = os.name != "nt"
+# Whether standard input is read without blocking at each poll (POSIX pipes), else by a thread (``StdinLines``)
+NONBLOCKING_PIPES = os.name != "nt"
 
 
-class GrowingCsv:
-    """Polls ``path`` for complete new lines. ``lines`` says which lines of the file (1-based, the header line 1)
-    the last poll returned, for messages; ``rotations`` how often the file was rotated (see the module).
-    ``reading``: how the lines are read (``mscred.data.reading``; a model's, which its caller may set after
-    construction, as ``mscred watch`` does once the model is loaded)."""
+class CsvLines:
+    """The rows of a CSV text's complete lines, a batch at a time as the text grows: the header kept from its first
+    line, each batch read by the package's CSV reader (``read_frame``: separator, encoding, decimal commas, exact
+    timestamps) from a file of the header and those lines. ``lines`` says which lines (1-based, the header line 1)
+    the last batch held, for messages; a line still being written (no newline yet) is left for a later batch.
+    Where the bytes come from is the subclass's: ``GrowingCsv`` (a file, rotations followed), ``StdinLines``
+    (standard input). ``reading``: how the lines are read (``mscred.data.reading``; a model's, which its caller
+    may set after construction, as ``mscred watch`` does once the model is loaded)."""
 
     def __init__(self, path: str | os.PathLike, encoding: Optional[str] = None, reading: Reading = PLAIN):
         self.path, self.encoding, self.reading = Path(path), encoding, reading
-        if not is_plain_text(self.path):
-            raise InputError(f"{self.path}: watch follows a plain text table (.csv, .txt or .tsv) as it grows; a "
-                             f"{self.path.suffix or 'suffix-less'} file is not appended to line by line")
         codec = csv_encoding(encoding)
         if _newline(codec) != b"\n":
             # (lines are cut at newline bytes before decoding: in UTF-16 or UTF-32 a newline is several bytes,
             # which a cut could split)
             raise InputError(f"{self.path}: watch reads a file line by line in an encoding where a newline is one "
                              f"byte (UTF-8, Latin-1, cp1252, ...), not {codec}: have it written in UTF-8")
+        self.header: Optional[bytes] = None
+        self.offset = 0          # bytes of the text read so far: its header and every complete line returned
+        self.line = 0            # lines of the text read so far, its header's included
+        self.lines = (0, 0)
+        self.rotations = 0
+        self.notes: list[str] = []   # a line per rotation, for the caller to show and clear
+        self._seen = b""             # the last bytes read, checked unchanged at each poll (a rewrite)
+        self._header_next = False    # whether the text's next line may repeat the header (after a rotation)
+        self._folder = None   # where each batch's lines are put to be read (made at the first batch with lines)
+
+    def close(self) -> None:
+        if self._folder is not None:
+            self._folder.cleanup()
+
+    def _take(self, new: bytes, final: bool) -> Optional[pd.DataFrame]:
+        """The rows of the complete lines of ``new`` (the bytes after ``offset``), the read position moved past
+        them; None when there are none."""
+        taken = len(new)
+        if final and new and not new.endswith(b"\n"):
+            new += b"\n"
+        end = new.rfind(b"\n") + 1          # complete lines only: the rest is still being written
+        if end == 0:
+            return None
+        if self.header is None or self._header_next:
+            first = new.find(b"\n") + 1
+            if self.header is None:
+                self.header = new[:first]
+            if _same_line(new[:first], self.header):
+                self.line += 1
+                self._move(new[:min(first, taken)])
+                new, end, taken = new[first:], end - first, taken - first
+            self._header_next = False
+            if end == 0:
+                return None
+        lines = new[:end]
+        count = lines.count(b"\n")
+        self.lines = (self.line + 1, self.line + count)
+        # Read before the position moves: a poll that fails leaves the lines to be reported again, not skipped
+        rows = self._read(lines)
+        self._move(lines[:min(end, taken)])    # (a final line's added newline is not the file's)
+        self.line += count
+        return rows
+
+    def _move(self, read: bytes) -> None:
+        self.offset += len(read)
+        self._seen = (self._seen + read)[-64:]   # (enough to tell a rewrite from the same bytes)
+
+    def _read(self, lines: bytes) -> pd.DataFrame:
+        if self._folder is None:
+            self._folder = tempfile.TemporaryDirectory(prefix="mscred-watch-")
+        copy = Path(self._folder.name) / (self.path.name if is_plain_text(self.path) else "lines.csv")
+        copy.write_bytes(self.header + lines)
+        try:
+            return read_frame(copy, npy=False, encoding=self.encoding, reading=self.reading)
+        except InputError as err:    # named as the watched file's lines, not the copy
+            raise InputError(str(err).replace(str(copy), self.where())) from None
+
+    def where(self, skip: int = 0) -> str:
+        """The watched file and the lines of the last poll (after its first ``skip``), as messages name them."""
+        first, last = self.lines
+        first += skip
+        since = f" (after rotation {self.rotations})" if self.rotations else ""
+        return f"{self.path}{since} line{'s' if last > first else ''} {first}" + (f"-{last}" if last > first else "")
+
+
+class GrowingCsv(CsvLines):
+    """Polls the file ``path`` for complete new lines (``CsvLines``), following it when it is rotated (see the
+    module); ``rotations`` says how often it was."""
+
+    def __init__(self, path: str | os.PathLike, encoding: Optional[str] = None, reading: Reading = PLAIN):
+        if not is_plain_text(Path(path)):
+            raise InputError(f"{path}: watch follows a plain text table (.csv, .txt or .tsv) as it grows; a "
+                             f"{Path(path).suffix or 'suffix-less'} file is not appended to line by line")
+        super().__init__(path, encoding, reading)
         if not self.path.exists():
             raise InputError(f"{self.path}: file not found")
         if self.path.is_dir():
             raise InputError(f"{self.path}: is a directory, expected a .csv file")
-        self.header: Optional[bytes] = None
-        self.offset = 0          # bytes of the file read so far: its header and every complete line returned
-        self.line = 0            # lines of the file read so far, its header's included
-        self.lines = (0, 0)
-        self.rotations = 0
-        self.notes: list[str] = []   # a line per rotation, for the caller to show and clear
         self._identity = None        # (device, inode) of the file read
         self._handle = None          # that file, open (KEEP_OPEN)
-        self._seen = b""             # the last bytes read, checked unchanged at each poll (a rewrite)
-        self._header_next = False    # whether the file's next line may repeat the header (after a rotation)
-        self._folder = None   # where each poll's lines are put to be read (made at the first poll with lines)
 
     def close(self) -> None:
         if self._handle is not None:
             self._handle.close()
-        if self._folder is not None:
-            self._folder.cleanup()
+        super().close()
 
     def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
         """The rows of the lines completed since the last poll, or None when there are none. ``final``: a last
@@ -163,57 +231,6 @@ class GrowingCsv:
             if handle is not self._handle:
                 handle.close()
 
-    def _take(self, new: bytes, final: bool) -> Optional[pd.DataFrame]:
-        """The rows of the complete lines of ``new`` (the bytes after ``offset``), the read position moved past
-        them; None when there are none."""
-        taken = len(new)
-        if final and new and not new.endswith(b"\n"):
-            new += b"\n"
-        end = new.rfind(b"\n") + 1          # complete lines only: the rest is still being written
-        if end == 0:
-            return None
-        if self.header is None or self._header_next:
-            first = new.find(b"\n") + 1
-            if self.header is None:
-                self.header = new[:first]
-            if _same_line(new[:first], self.header):
-                self.line += 1
-                self._move(new[:min(first, taken)])
-                new, end, taken = new[first:], end - first, taken - first
-            self._header_next = False
-            if end == 0:
-                return None
-        lines = new[:end]
-        count = lines.count(b"\n")
-        self.lines = (self.line + 1, self.line + count)
-        # Read before the position moves: a poll that fails leaves the lines to be reported again, not skipped
-        rows = self._read(lines)
-        self._move(lines[:min(end, taken)])    # (a final line's added newline is not the file's)
-        self.line += count
-        return rows
-
-    def _move(self, read: bytes) -> None:
-        self.offset += len(read)
-        self._seen = (self._seen + read)[-64:]   # (enough to tell a rewrite from the same bytes)
-
-    def _read(self, lines: bytes) -> pd.DataFrame:
-        if self._folder is None:
-            self._folder = tempfile.TemporaryDirectory(prefix="mscred-watch-")
-        copy = Path(self._folder.name) / self.path.name
-        copy.write_bytes(self.header + lines)
-        try:
-            return read_frame(copy, npy=False, encoding=self.encoding, reading=self.reading)
-        except InputError as err:    # named as the watched file's lines, not the copy
-            raise InputError(str(err).replace(str(copy), self.where())) from None
-
-    def where(self, skip: int = 0) -> str:
-        """The watched file and the lines of the last poll (after its first ``skip``), as messages name them."""
-        first, last = self.lines
-        first += skip
-        since = f" (after rotation {self.rotations})" if self.rotations else ""
-        return f"{self.path}{since} line{'s' if last > first else ''} {first}" + (f"-{last}" if last > first else "")
-
-
 def _same_line(a: bytes, b: bytes) -> bool:
     """Whether two lines are the same, byte-order marks and line endings aside (a header written again)."""
     def bare(line: bytes) -> bytes:
@@ -224,6 +241,81 @@ def _same_line(a: bytes, b: bytes) -> bool:
 def _newline(codec: str) -> bytes:
     """A newline's bytes in ``codec``, a byte-order mark aside (that of "\n\n" after that of "\n")."""
     return "\n\n".encode(codec)[len("\n".encode(codec)):]
+
+
+class StdinLines(CsvLines):
+    """Standard input followed as it arrives (``mscred watch MODEL -``): a CSV that another program writes into a
+    pipe (``mosquitto_sub -t plant/line3 | mscred watch model/ - --out scores.csv``), its complete lines at each poll.
+    On POSIX the pipe is read without blocking at each poll, so that a poll's lines are those that arrived before it
+    (its blocking mode is restored at ``close``: the shell shares it); elsewhere a thread reads it into a buffer.
+    ``ended``: its writer closed it and every line was returned (the last one taken whole, a newline or not).
+    Messages name it ``<stdin>``; it has no rotations."""
+
+    def __init__(self, encoding: Optional[str] = None, reading: Reading = PLAIN, stream=None):
+        from mscred.cli.stdio import STDIN_NAME
+
+        stream = sys.stdin if stream is None else stream
+        if stream is None or stream.isatty():
+            raise InputError(f"{STDIN_NAME}: DATA '-' follows a table piped into standard input, which is a terminal "
+                             "here: pipe the feed in (logger | mscred watch MODEL - --out SCORES.csv)")
+        super().__init__(STDIN_NAME, encoding, reading)
+        self._buffer = bytearray()   # the bytes that came and were not returned yet
+        self._eof = False
+        self._fd = stream.fileno() if NONBLOCKING_PIPES else None
+        self._was_blocking = None    # (the pipe's mode, once the first poll has made it non-blocking)
+        if self._fd is None:
+            import threading
+
+            self._lock, self._arrived, self._done = threading.Lock(), bytearray(), threading.Event()
+            source = getattr(stream, "buffer", stream)
+            threading.Thread(target=self._read_in_background, args=(source,), daemon=True).start()
+
+    @property
+    def ended(self) -> bool:
+        return self._eof and not self._buffer
+
+    def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
+        """The rows of the lines that arrived complete since the last poll (all of them once the writer has
+        closed the pipe, or with ``final``), or None."""
+        self._fill()
+        before = self.offset
+        rows = self._take(bytes(self._buffer), final or self._eof)
+        del self._buffer[:self.offset - before]
+        return rows
+
+    def _fill(self) -> None:
+        if self._fd is None:
+            with self._lock:
+                self._buffer += self._arrived
+                self._arrived.clear()
+                self._eof = self._done.is_set() and not self._arrived
+            return
+        if self._was_blocking is None:   # (at the first poll, not before: a command refused earlier leaves it be)
+            self._was_blocking = os.get_blocking(self._fd)
+            os.set_blocking(self._fd, False)
+        while True:
+            try:
+                chunk = os.read(self._fd, 1 << 16)
+            except BlockingIOError:   # (nothing more has arrived yet)
+                return
+            if not chunk:
+                self._eof = True
+                return
+            self._buffer += chunk
+
+    def _read_in_background(self, source) -> None:
+        while chunk := source.read1(1 << 16) if hasattr(source, "read1") else source.read(1 << 16):
+            with self._lock:
+                self._arrived += chunk
+        self._done.set()
+
+    def close(self) -> None:
+        if self._was_blocking is not None:
+            try:
+                os.set_blocking(self._fd, self._was_blocking)
+            except OSError:   # (closed meanwhile)
+                pass
+        super().close()
 
 
 class ParquetPart:
