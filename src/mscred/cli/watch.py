@@ -62,7 +62,8 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     Parquet files in it are parts of the feed read whole, each once it is complete. DATA of a model trained on a
     long table (train --long) is read as one: a time's lines are scored once a later time's line arrives (the
     writer may be mid-way through them), the last time's at --idle-exit. DATA '-' follows a CSV piped into standard
-    input (mosquitto_sub ... | mscred watch MODEL - --out SCORES.csv), until its writer closes the pipe.
+    input, its first line the header (ssh host tail -F feed.csv | mscred watch MODEL - --out SCORES.csv), until its
+    writer closes the pipe.
     """
     from mscred.cli.stdio import STDIN_NAME, STDIO
     from mscred.data.follow import GrowingCsv, RollingFolder, StdinLines
