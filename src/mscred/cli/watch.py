@@ -60,9 +60,9 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     note on stderr. DATA may be a folder whose CSV files a logger rolls (one a day, named so that they sort in
     time order): the files are one feed, in name order, and once a later file appears the watch moves on to it.
     Parquet files in it are parts of the feed read whole, each once it is complete. DATA of a model trained on a
-    long table (train --long) is read as one: a time's lines are scored once a later time's line arrives (the
-    writer may be mid-way through them), the last time's at --idle-exit. DATA '-' follows a CSV piped into standard
-    input, its first line the header (ssh host tail -F feed.csv | mscred watch MODEL - --out SCORES.csv), until its
+    long table (train --long) is read as one: a time's lines are scored once a later time's line arrives (the writer
+    may be mid-way through them), the last time's at --idle-exit. DATA '-' follows a CSV piped into standard input,
+    its first line the header (ssh host tail -n +1 -F feed.csv | mscred watch MODEL - --out SCORES.csv), until its
     writer closes the pipe.
     """
     from mscred.cli.stdio import STDIN_NAME, STDIO

@@ -244,13 +244,12 @@ def _newline(codec: str) -> bytes:
 
 
 class StdinLines(CsvLines):
-    """Standard input followed as it arrives (``mscred watch MODEL -``): a CSV that another program writes into a
-    pipe (``ssh plant3 tail -F feed.csv | mscred watch model/ - --out scores.csv``), its complete lines at each poll
-    (its first line the header).
-    On POSIX the pipe is read without blocking at each poll, so that a poll's lines are those that arrived before it
-    (its blocking mode is restored at ``close``: the shell shares it); elsewhere a thread reads it into a buffer.
-    ``ended``: its writer closed it and every line was returned (the last one taken whole, a newline or not).
-    Messages name it ``<stdin>``; it has no rotations."""
+    """Standard input followed as it arrives (``mscred watch MODEL -``): a CSV that another program writes into a pipe
+    (``ssh plant3 tail -n +1 -F feed.csv | mscred watch model/ - --out scores.csv``), its complete lines at each
+    poll (its first line the header). On POSIX the pipe is read without blocking at each poll, so that a poll's
+    lines are those that arrived before it (its blocking mode is restored at ``close``: the shell shares it);
+    elsewhere a thread reads it into a buffer. ``ended``: its writer closed it and every line was returned (the
+    last one taken whole, a newline or not). Messages name it ``<stdin>``; it has no rotations."""
 
     def __init__(self, encoding: Optional[str] = None, reading: Reading = PLAIN, stream=None):
         from mscred.cli.stdio import STDIN_NAME
