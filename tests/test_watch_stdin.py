@@ -48,6 +48,22 @@ def _text(frame: pd.DataFrame, header: bool = False) -> bytes:
     return frame.to_csv(index=False, header=header).encode()
 
 
+def _piped_watch(capsys, model, out) -> str:
+    """``mscred watch MODEL - --out OUT`` (exit 0 asserted); its stdout."""
+    code, stdout, err = run_cli(capsys, "watch", model, "-", "--out", out, "--interval", "0.01", *ON_THE_CPU)
+    assert code == 0, err
+    return stdout
+
+
+def _as_monitor_fed(out, model, frame: pd.DataFrame, chunks: list) -> None:
+    """SCORES.csv ``out`` holds the rows of ``frame``'s ``chunks`` (row ranges), scored as a Monitor fed them."""
+    monitor = MSCRED.load(model, device="cpu").monitor()
+    want = pd.concat([monitor.update(frame.iloc[a:b]) for a, b in chunks], ignore_index=True)
+    got = pd.read_csv(out, **float_read_options())
+    assert list(got["timestamp"]) == list(frame["timestamp"][:chunks[-1][1]])
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+
+
 def test_a_pipe_is_scored_as_it_arrives_and_ends_with_it(tmp_path, model_dir, series, pipe, monkeypatch, capsys):
     """Pieces of 140 rows (there at the start), 1 row written in two halves, 60 rows, then the writer closes the
     pipe: SCORES.csv is a Monitor fed those chunks; the watch stops by itself, exit 0, the summary naming <stdin>."""
@@ -56,15 +72,8 @@ def test_a_pipe_is_scored_as_it_arrives_and_ends_with_it(tmp_path, model_dir, se
     os.write(pipe, _text(feed.iloc[:140], header=True))
     replace_waits(monkeypatch, watch_module, lambda: os.write(pipe, line[:9]), lambda: os.write(pipe, line[9:]),
                   lambda: os.write(pipe, _text(feed.iloc[141:201])), lambda: os.close(pipe))
-    out = tmp_path / "scores.csv"
-    code, stdout, err = run_cli(capsys, "watch", model_dir, "-", "--out", out, "--interval", "0.01", *ON_THE_CPU)
-    assert code == 0, err
-    monitor = MSCRED.load(model_dir, device="cpu").monitor()
-    want = pd.concat([monitor.update(feed.iloc[a:b]) for a, b in ((0, 140), (140, 141), (141, 201))],
-                     ignore_index=True)
-    got = pd.read_csv(out, **float_read_options())
-    assert list(got["timestamp"]) == list(feed["timestamp"][:201])
-    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    stdout = _piped_watch(capsys, model_dir, tmp_path / "scores.csv")
+    _as_monitor_fed(tmp_path / "scores.csv", model_dir, feed, [(0, 140), (140, 141), (141, 201)])
     assert stdout.splitlines()[-1].startswith("watched 201 rows in 3 chunk(s)")
 
 
@@ -102,15 +111,8 @@ def test_a_long_table_through_a_pipe(tmp_path, series, pipe, monkeypatch, capsys
     MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", long_columns=("Tag", "Value")).fit(lines).save(model)
     os.write(pipe, _text(lines.iloc[:402], header=True))   # (time 100's first two lines)
     replace_waits(monkeypatch, watch_module, lambda: os.write(pipe, _text(lines.iloc[402:])), lambda: os.close(pipe))
-    out = tmp_path / "scores.csv"
-    code, _, err = run_cli(capsys, "watch", model, "-", "--out", out, "--interval", "0.01", *ON_THE_CPU)
-    assert code == 0, err
-    monitor = MSCRED.load(model, device="cpu").monitor()
-    want = pd.concat([monitor.update(wide.iloc[a:b]) for a, b in ((0, 100), (100, 299), (299, 300))],
-                     ignore_index=True)
-    got = pd.read_csv(out, **float_read_options())
-    assert list(got["timestamp"]) == list(wide["timestamp"])
-    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-15, atol=0)
+    _piped_watch(capsys, model, tmp_path / "scores.csv")
+    _as_monitor_fed(tmp_path / "scores.csv", model, wide, [(0, 100), (100, 299), (299, 300)])
 
 
 def test_without_nonblocking_reads_a_thread_reads_the_pipe(tmp_path, model_dir, series, pipe, monkeypatch,
