@@ -53,6 +53,26 @@ def test_complete_lines_only(feed):
     assert follower.rotations == 0 and not follower.notes
 
 
+def test_a_header_written_again_is_skipped_with_a_note(feed):
+    """A logger that writes its header at each start, appending: the header again in the middle of a poll's lines
+    (the lines before it come first, then the rest, the line numbers those of the file) and at a poll's start
+    (with Windows line endings), skipped each time with a note naming its line."""
+    path, follower = feed
+    _rows(follower, 0, 10)
+    _append(path, _lines(10, 14) + _lines(0, 0, header=True) + _lines(14, 20))
+    _rows(follower, 10, 14)
+    assert follower.where() == f"{path} lines 12-15" and not follower.notes
+    _rows(follower, 14, 20)
+    assert follower.where() == f"{path} lines 17-22"
+    assert follower.notes == [f"note: {path} line 16: the header again (its writer started over?): skipped"]
+    follower.notes.clear()
+    _append(path, _lines(0, 0, header=True).replace(b"\n", b"\r\n") + _lines(20, 25))
+    _rows(follower, 20, 25)
+    assert follower.where() == f"{path} lines 24-28"
+    assert follower.notes == [f"note: {path} line 23: the header again (its writer started over?): skipped"]
+    assert follower.rotations == 0
+
+
 def test_decimal_commas_in_appended_lines(tmp_path):
     """A ';'-separated export with decimal commas, followed: each poll's lines read as the whole file is read."""
     def lines(a: int, b: int, header: bool = False) -> bytes:

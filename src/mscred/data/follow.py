@@ -14,6 +14,8 @@ A file rotated in place is followed as ``tail -F`` follows it, since that is wha
 - cut to nothing and written again (``copytruncate``), or rewritten (the bytes before the read position changed):
   read again from its first line.
 The new file's first line is skipped when it repeats the header; otherwise it is a row, read under the old header.
+A line that repeats the header anywhere else (a logger that writes its header at each start, appending) is skipped
+too, with a note.
 A file replaced by one that holds the same bytes up to the read position and more (an export rewritten whole, through
 a temporary file renamed over it) is not a rotation: it is read on from that position. Lines written between the last
 poll and a ``copytruncate`` are in the copy only, and not read (as with ``tail -F``).
@@ -82,17 +84,28 @@ class CsvLines:
         end = new.rfind(b"\n") + 1          # complete lines only: the rest is still being written
         if end == 0:
             return None
-        if self.header is None or self._header_next:
+        if self.header is None:
+            self.header = new[:new.find(b"\n") + 1]
+            self._header_next = True
+        # The header's line is skipped: the text's first, a rotated file's first, or one its writer wrote again
+        # where it started over, appending (a logger that writes its header at each start) -- that one with a note
+        while end:
             first = new.find(b"\n") + 1
-            if self.header is None:
-                self.header = new[:first]
-            if _same_line(new[:first], self.header):
-                self.line += 1
-                self._move(new[:min(first, taken)])
-                new, end, taken = new[first:], end - first, taken - first
+            if not _same_line(new[:first], self.header):
+                break
+            if not self._header_next:
+                self.notes.append(f"note: {self.path} line {self.line + 1}: the header again (its writer started "
+                                  "over?): skipped")
+            self.line += 1
+            self._move(new[:min(first, taken)])
+            new, end, taken = new[first:], end - first, taken - first
             self._header_next = False
-            if end == 0:
-                return None
+        self._header_next = False
+        if end == 0:
+            return None
+        again = _header_line_in(new[:end], self.header)
+        if again > 0:   # (the lines before it now; it, skipped, and the lines after it next time)
+            end = again
         lines = new[:end]
         count = lines.count(b"\n")
         self.lines = (self.line + 1, self.line + count)
@@ -230,6 +243,19 @@ class GrowingCsv(CsvLines):
         finally:
             if handle is not self._handle:
                 handle.close()
+
+def _header_line_in(block: bytes, header: bytes) -> int:
+    """Where a line of ``block`` (complete lines) after its first repeats ``header`` (as ``_same_line`` compares
+    them), or -1. A search for the header's text after a newline, then a check that the line ends there."""
+    bare = header.removeprefix(b"\xef\xbb\xbf").rstrip(b"\r\n")
+    at = block.find(b"\n" + bare)
+    while at >= 0:
+        after = at + 1 + len(bare)
+        if block[after:after + 1] == b"\n" or block[after:after + 2] == b"\r\n":
+            return at + 1
+        at = block.find(b"\n" + bare, at + 1)
+    return -1
+
 
 def _same_line(a: bytes, b: bytes) -> bool:
     """Whether two lines are the same, byte-order marks and line endings aside (a header written again)."""
