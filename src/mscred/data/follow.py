@@ -282,8 +282,9 @@ class StdinLines(CsvLines):
 
         stream = sys.stdin if stream is None else stream
         if stream is None or stream.isatty():
-            raise InputError(f"{STDIN_NAME}: DATA '-' follows a table piped into standard input, which is a terminal "
-                             "here: pipe the feed in (logger | mscred watch MODEL - --out SCORES.csv)")
+            raise InputError(f"{STDIN_NAME}: DATA '-' follows a table piped into standard input, which is "
+                             f"{'closed' if stream is None else 'a terminal'} here: pipe the feed in (logger | mscred "
+                             "watch MODEL - --out SCORES.csv)")
         super().__init__(STDIN_NAME, encoding, reading)
         self._buffer = bytearray()   # the bytes that came and were not returned yet
         self._eof = False
