@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import decimal
 import json
+import os
 import random
 from pathlib import Path
 
@@ -407,6 +408,30 @@ def test_mutated_files_through_watch(tmp_path, capsys, model_dir):
                 "--missing", rng.choice(["error", "interpolate"])]
         found = _outcome(capsys, argv + (["--encoding", encoding] if encoding != "utf-16" and rng.random() < 0.5
                                          else []))
+        if found:
+            findings.append(f"case {case} ({encoding}, {edits}): {found}")
+    assert not findings, "\n".join(findings)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="a POSIX pipe stands for standard input here")
+def test_mutated_files_piped_into_watch(tmp_path, capsys, model_dir, monkeypatch):
+    """``watch -``: a mutated file written into a pipe made standard input, then the pipe closed (its writer has
+    stopped): the watch reads it as it arrives and ends by itself (data.follow.StdinLines)."""
+    rng = random.Random(20261207)
+    good = sensor_frame(2 * ROWS, N).to_csv(index=False)
+    findings = []
+    for case in range(40):
+        text, edits = _mutated_csv(good, rng)
+        encoding = rng.choice(["utf-8", "utf-8", "latin-1", "utf-16"])
+        data = text.encode(encoding, errors="replace")[:60_000]   # (within a pipe's buffer: written before the watch)
+        read, write = os.pipe()
+        os.write(write, data)
+        os.close(write)
+        with open(read, "r") as stdin:
+            monkeypatch.setattr("sys.stdin", stdin)
+            found = _outcome(capsys, ["watch", model_dir, "-", "--out", tmp_path / f"p{case}.csv", "--device", "cpu",
+                                      "--missing", rng.choice(["error", "interpolate"])]
+                             + (["--encoding", encoding] if encoding != "utf-8" else []))
         if found:
             findings.append(f"case {case} ({encoding}, {edits}): {found}")
     assert not findings, "\n".join(findings)
