@@ -54,6 +54,24 @@ def test_every_path_parameter_refuses_an_empty_path(words, param):
         assert param.type.convert("x", param, None) == "x"
 
 
+FOLDERS = [(words, param) for words, param in PATHS if isinstance(param.type, NamedPath) and not param.type.file_okay]
+
+
+@pytest.mark.parametrize("words,param", FOLDERS, ids=[f"{' '.join(w)}:{p.name}" for w, p in FOLDERS])
+def test_a_folder_parameter_refuses_a_dash(words, param):
+    """'-' is standard input or output on a command line, which no folder can be (`calibrate --out -` wrote a model
+    folder named '-'); './-' names one."""
+    with pytest.raises(click.BadParameter, match=r"'-' \(standard input or output\) for a folder: give .*'\./-'"):
+        param.type.convert("-", param, None)
+    if not param.type.exists:
+        assert param.type.convert("./-", param, None) == "./-"
+
+
+def test_the_folders_walk_finds_them():
+    names = {(" ".join(words), param.name) for words, param in FOLDERS}
+    assert {("train", "out"), ("calibrate", "out"), ("detect", "model_dir"), ("generate", "out_dir")} <= names
+
+
 @pytest.mark.parametrize("argv,where", [
     (["demo", "--quick", "--out", ""], "--out"),
     (["fleet", "", "--out", "f"], "SOURCE"),

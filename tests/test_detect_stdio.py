@@ -80,7 +80,9 @@ def test_bad_input_names_stdin_and_writes_nothing(tmp_path, model_dir, series, c
     assert not (tmp_path / "s.csv").exists()
     data = tmp_path / "d.csv"
     series.iloc[TRAIN_ROWS:].to_csv(data, index=False)
-    bad_input(capsys, "watch", model_dir, data, "--out", "-", names=["only detect's --out takes '-'"])
+    bad_input(capsys, "train", data, "--out", tmp_path / "m", "--val-scores", "-",
+              names=["only detect's and watch's --out take '-'"])
+    assert not (tmp_path / "m").exists()
 
 
 def test_a_terminal_is_refused(model_dir, capsys, monkeypatch):

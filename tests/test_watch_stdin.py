@@ -1,4 +1,4 @@
-"""`mscred watch MODEL - --out SCORES.csv`: a CSV piped into standard input, followed as it arrives
+"""`mscred watch MODEL - --out SCORES.csv` (and ``--out -``): a CSV piped into standard input, followed as it arrives
 (``data.follow.StdinLines``). Standard input is a real pipe here; the watch's waits are replaced
 (``replace_waits``) by writes into it, so that each poll reads what was written before it and the chunks scored
 are known: SCORES.csv must be what a ``Monitor`` gives for them. Closing the pipe ends the watch by itself."""
@@ -126,6 +126,25 @@ def test_without_nonblocking_reads_a_thread_reads_the_pipe(tmp_path, model_dir, 
     code, _, err = run_cli(capsys, "watch", model_dir, "-", "--out", out, "--interval", "0.01", *ON_THE_CPU)
     assert code == 0, err
     assert list(pd.read_csv(out)["timestamp"]) == list(series["timestamp"][600:800])
+
+
+def test_scores_to_standard_output(tmp_path, model_dir, series, pipe, monkeypatch, capsys):
+    """``--out -``: the scores on stdout, a chunk at a time (what a Monitor gives for the chunks), the alarm, clear
+    and summary lines on stderr; ``--events -`` and ``--resume`` with it refused."""
+    feed = series.iloc[600:].reset_index(drop=True)
+    os.write(pipe, _text(feed.iloc[:150], header=True))
+    replace_waits(monkeypatch, watch_module, lambda: os.write(pipe, _text(feed.iloc[150:])), lambda: os.close(pipe))
+    code, stdout, err = run_cli(capsys, "watch", model_dir, "-", "--out", "-", "--interval", "0.01", *ON_THE_CPU)
+    assert code == 0, err
+    (tmp_path / "stdout.csv").write_text(stdout)
+    _as_monitor_fed(tmp_path / "stdout.csv", model_dir, feed, [(0, 150), (150, 300)])
+    assert err.splitlines()[-1].endswith("wrote standard output") and "alarm: " in err
+    data = tmp_path / "feed.csv"
+    data.write_bytes(_text(feed, header=True))
+    bad_input(capsys, "watch", model_dir, data, "--out", "-", "--events", "-", *ON_THE_CPU,
+              names=["--events '-': only --out may be standard output"])
+    bad_input(capsys, "watch", model_dir, data, "--out", "-", "--resume", *ON_THE_CPU,
+              names=["--resume with --out '-': standard output holds no scores to continue"])
 
 
 def test_refused_where_a_pipe_cannot_serve(tmp_path, model_dir, pipe, monkeypatch, capsys):

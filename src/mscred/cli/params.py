@@ -65,6 +65,11 @@ class NamedPath(click.Path):
     def convert(self, value, param, ctx):
         if isinstance(value, str) and value == "":
             self.fail(f"an empty path: {self.hint}", param, ctx)
+        if isinstance(value, str) and value == "-" and not self.file_okay:
+            # ('-' is standard input or output on a command line; a folder cannot be either: `calibrate --out -`
+            # wrote a model folder named '-')
+            self.fail(f"'-' (standard input or output) for a folder: {self.hint}, './-' for one named '-'", param,
+                      ctx)
         return super().convert(value, param, ctx)
 
 

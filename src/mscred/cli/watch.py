@@ -18,7 +18,8 @@ from mscred.config import MISSING_POLICIES
 @click.argument("model_dir", type=NamedPath(file_okay=False, hint="give the model's folder"))
 @click.argument("data", type=NamedPath())
 @click.option("--out", "out", required=True, type=NamedPath(dir_okay=False),
-              help="SCORES.csv (or .tsv) to write, a chunk of rows at a time as DATA grows.")
+              help="SCORES.csv (or .tsv) to write, a chunk of rows at a time as DATA grows; '-' for standard "
+                   "output (the alarm, clear and summary lines then go to standard error).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
               help="Missing (NaN) sensor values in DATA: 'error' or 'interpolate' [the model's setting, from train].")
@@ -73,15 +74,19 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     from mscred.detector import MSCRED
     from mscred.errors import InputError
 
-    piped = str(data) == STDIO
-    for path in [out] + ([events] if events is not None else []):
+    piped, to_stdout = str(data) == STDIO, str(out) == STDIO
+    if events is not None and str(events) == STDIO:
+        raise InputError("--events '-': only --out may be standard output (the scores); give the events a file")
+    if to_stdout and resume:
+        raise InputError("--resume with --out '-': standard output holds no scores to continue; give a file")
+    for path in ([] if to_stdout else [out]) + ([events] if events is not None else []):
         check_writable_table(path, inputs=[] if piped else [data])
         if not is_plain_text(path):
             raise InputError(f"{path}: watch appends to its output as it scores: give a .csv or .tsv file")
     if resume and new_only:
         raise InputError("--resume and --new-only: give one (--resume continues SCORES.csv; --new-only starts a "
                          "new one after DATA's rows)")
-    if events is not None and Path(events).resolve() == Path(out).resolve():
+    if events is not None and not to_stdout and Path(events).resolve() == Path(out).resolve():
         raise InputError(f"{events}: --events is --out; give the events another name")
     if metrics is not None:
         check_metrics_path(metrics)
@@ -91,7 +96,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     if piped:
         follower = StdinLines(encoding=encoding)
     elif Path(data).is_dir():
-        for path in [out] + ([events] if events is not None else []):
+        for path in ([] if to_stdout else [out]) + ([events] if events is not None else []):
             if Path(path).resolve().parent == Path(data).resolve():
                 raise InputError(f"{path}: is in the watched folder {data}, whose tables are the feed: write it "
                                  "elsewhere")

@@ -20,12 +20,17 @@ class Scores:
     ``events``, that file gets the run's row of ``detect --events`` as it ends (a run still open when the watch
     stops is not there: a ``--resume`` writes it once it ends). The files are created with the first chunk: a watch
     refused before any row is scored leaves none (and older ones as they were). ``as_json``: the alarm, clear and
-    summary lines as one JSON object each, for scripts (``say``). ``entity``: the lines name it (``fleet-watch``)."""
+    summary lines as one JSON object each, for scripts (``say``). ``entity``: the lines name it (``fleet-watch``).
+    ``path`` '-': the scores go to standard output (``watch --out -``), a chunk at a time, flushed, for the next
+    program of a pipeline; the alarm, clear and summary lines then go to standard error."""
 
     def __init__(self, path, threshold: float, events=None, top_k: int = 3, as_json: bool = False,
                  entity: Optional[str] = None):
+        from mscred.cli.stdio import STDIO
+
         self.path, self.threshold, self.top_k, self.as_json = Path(path), threshold, top_k, as_json
         self.entity = entity
+        self.to_stdout = str(path) == STDIO
         self.events = None if events is None else Path(events)
         self.sep = _separator(self.path)
         self.handle = self.events_handle = None
@@ -42,7 +47,8 @@ class Scores:
 
     def add(self, found: pd.DataFrame) -> None:
         if self.handle is None:
-            self.handle = open(self.path, "w", encoding="utf-8", newline="")
+            self.handle = (click.get_text_stream("stdout") if self.to_stdout else
+                           open(self.path, "w", encoding="utf-8", newline=""))
         self.handle.write(found.to_csv(index=False, header=self.chunks == 0 and not self.held, sep=self.sep))
         self.handle.flush()
         if self.events is not None and self.events_handle is None:
@@ -98,7 +104,7 @@ class Scores:
             self.events_handle.flush()
 
     def close(self) -> None:
-        for handle in (self.handle, self.events_handle):
+        for handle in (None if self.to_stdout else self.handle, self.events_handle):
             if handle is not None:
                 handle.close()
 
@@ -113,7 +119,7 @@ class Scores:
             import json
 
             line = json.dumps({key: _plain(value) for key, value in fields.items()})
-        click.echo(line)
+        click.echo(line, err=self.to_stdout)   # (stdout carries the scores there)
 
     def summary(self, data) -> None:
         """The last line of a watch: what it scored and wrote."""
@@ -128,8 +134,9 @@ class Scores:
                                                                  "nothing written"), fields)
             return
         events = f" and {self.events}" if self.events is not None else ""
+        written = "standard output" if self.to_stdout else self.path
         self.say(f"watched {self.rows} rows in {self.chunks} chunk(s): {self.anomalous} anomalous in {self.alarms} "
-                 f"alarm(s) (threshold {self.threshold:.4g}); wrote {self.path}{events}{after}", fields)
+                 f"alarm(s) (threshold {self.threshold:.4g}); wrote {written}{events}{after}", fields)
 
 
 class OpenRun:

@@ -1294,8 +1294,8 @@ def check_writable_table(path: str | os.PathLike, inputs: Sequence[str | os.Path
     the scores over the data they come from); InputError naming the path otherwise."""
     kind = _output_kind(path)
     if str(path) == "-":
-        raise InputError("-: this output is written to a file, not to standard output (only detect's --out takes "
-                         "'-'); name it .csv (or .csv.gz, .tsv) or .parquet")
+        raise InputError("-: this output is written to a file, not to standard output (only detect's and watch's "
+                         "--out take '-'); name it .csv (or .csv.gz, .tsv) or .parquet")
     if kind is None:
         suffix = Path(path).suffix or "(none)"
         raise InputError(f"{path}: unknown output type {suffix!r}; name the output .csv (or .csv.gz, .tsv) or "
