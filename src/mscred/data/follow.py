@@ -331,7 +331,8 @@ class StdinLines(CsvLines):
             self._buffer += chunk
 
     def _read_in_background(self, source) -> None:
-        while chunk := source.read1(1 << 16) if hasattr(source, "read1") else source.read(1 << 16):
+        read = getattr(source, "read1", source.read)   # (read1: what has arrived, without waiting for a full chunk)
+        while chunk := read(1 << 16):
             with self._lock:
                 self._arrived += chunk
         self._done.set()

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.data.io import TIMESTAMP, short_repr
-from mscred.data.reading import Reading, missing_text, widened
+from mscred.data.reading import Reading, long_table_columns, missing_text, widened
 
 # The index name of a poll's lines numbered as their file numbers them, and the attrs key of (that file, "line" or
 # "row"): for messages (LongFeed._numbered)
@@ -59,7 +59,7 @@ class LongFeed:
         lines = self.follower.poll(final=final)
         if lines is not None and len(lines):
             # (its columns refused as detect refuses a long table's, before anything here looks for its times)
-            widened(lines.iloc[:0], *self.reading.long_columns, str(self._current().path))
+            long_table_columns(lines, *self.reading.long_columns, str(self._current().path))
             lines = self._numbered(lines)
             lines = lines if self._held is None else _joined(self._held, lines)
         else:
@@ -106,12 +106,12 @@ class LongFeed:
         return named
 
     def _wide(self, lines: pd.DataFrame) -> pd.DataFrame:
-        self._name_times(lines[TIMESTAMP])
         if lines.index.name == LINE:   # (each line named only for a message: a poll may hold a million)
             path, kind = lines.attrs[LINE]
             made = widened(lines, *self.reading.long_columns, path,
                            row_name=lambda position: _line_name(lines.index[position], kind))
-        else:
+        else:   # (its refusals name the lines by their times)
+            self._name_times(lines[TIMESTAMP])
             made = widened(lines, *self.reading.long_columns, self.where())
         wide = missing_text(made, self.reading.na_values)
         self._name_times(wide[TIMESTAMP])   # (in order, where the lines' were not)

@@ -98,15 +98,10 @@ def named_time_column(df: pd.DataFrame, time_column: Optional[str], source: str)
     return out
 
 
-def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str,
-            row_name: Optional[Callable[[int], str]] = None) -> pd.DataFrame:
-    """The long table ``df`` (a ``timestamp`` column, ``sensor_column`` naming each row's sensor, ``value_column`` its
-    value) as a wide one: a ``timestamp`` column of its times (in order: ``_time_order``), and a column per sensor in
-    the order the sensors first appear, NaN where a sensor has no value at a time. InputError naming the row for a row
-    without a sensor name and for a time given twice for one sensor; naming the columns for a missing one, and for any
-    other column (a unit, a quality flag: drop them; a label belongs in a wide table or anomalies.csv).
-    ``row_name(position)``: where the row at ``position`` is in its file (``line 12``), said instead of ``row N``
-    where the rows are not the file's from its first (``watch``'s pieces of a feed)."""
+def long_table_columns(df: pd.DataFrame, sensor_column: str, value_column: str, source: str) -> list[str]:
+    """``df``'s column names (stripped, as read) where they are a long table's -- the time, ``sensor_column`` and
+    ``value_column``, no other -- else InputError naming what is missing or extra (``widened``'s first check, and
+    ``watch``'s on each piece of a long feed before it looks for the pieces' times)."""
     names = [str(c).strip() for c in df.columns]
     for name, what in ((sensor_column, "sensor name"), (value_column, "value")):
         if name not in names:
@@ -121,6 +116,19 @@ def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str
     if others:
         raise InputError(f"{source}: a long table holds the time, the sensor name and the value: other columns "
                          f"({', '.join(repr(n) for n in others[:5])}) would be lost; drop them")
+    return names
+
+
+def widened(df: pd.DataFrame, sensor_column: str, value_column: str, source: str,
+            row_name: Optional[Callable[[int], str]] = None) -> pd.DataFrame:
+    """The long table ``df`` (a ``timestamp`` column, ``sensor_column`` naming each row's sensor, ``value_column`` its
+    value) as a wide one: a ``timestamp`` column of its times (in order: ``_time_order``), and a column per sensor in
+    the order the sensors first appear, NaN where a sensor has no value at a time. InputError naming the row for a row
+    without a sensor name and for a time given twice for one sensor; naming the columns for a missing one, and for any
+    other column (a unit, a quality flag: drop them; a label belongs in a wide table or anomalies.csv).
+    ``row_name(position)``: where the row at ``position`` is in its file (``line 12``), said instead of ``row N``
+    where the rows are not the file's from its first (``watch``'s pieces of a feed)."""
+    names = long_table_columns(df, sensor_column, value_column, source)
     df = df.set_axis(names, axis=1)
     sensors = df[sensor_column]
     unnamed = np.flatnonzero(sensors.isna().to_numpy() | (sensors.astype(str).str.strip() == "").to_numpy())
