@@ -15,7 +15,7 @@ import pytest
 
 from cli_helpers import ON_THE_CPU, bad_input, main, run_cli, sensor_frame
 from mscred.data.io import TIMESTAMP, load_table, table_from_frame
-from mscred.data.reading import Reading, missing_text, named_time_column
+from mscred.data.reading import Reading, missing_text, named_time_column, widened
 from mscred.errors import InputError
 
 TRAIN = ("--epochs", "1", "--set", "channels=[4,8,8,8]", *ON_THE_CPU, "--quiet")
@@ -391,3 +391,67 @@ def test_a_python_monitor_reads_chunks_as_the_model_reads_its_data():
         monitor = model.monitor()
         found.append(pd.concat([monitor.update(rows.iloc[i:i + 1]) for i in range(len(rows))], ignore_index=True))
     pd.testing.assert_frame_equal(found[0], found[1])
+
+
+# ------------------------------------------------------------------------ widened against a pivot, on every kind
+def _pivoted(df: pd.DataFrame) -> pd.DataFrame:
+    """The wide table as a pandas pivot makes it (how reading.py made it until 2026-12-06; the reference here)."""
+    from mscred.data.io import ROW_TIME
+    from mscred.data.reading import _time_order
+
+    sensors, times = df["Tag"].astype(str).str.strip(), df[TIMESTAMP]
+    distinct = pd.unique(times.to_numpy())
+    order = distinct[_time_order(distinct)]
+    columns = list(pd.unique(sensors.to_numpy()))
+    wide = (pd.DataFrame({"t": times.to_numpy(), "s": sensors.to_numpy(), "v": df["Value"].to_numpy()})
+            .pivot(index="t", columns="s", values="v").reindex(index=order, columns=columns))
+    return pd.DataFrame({TIMESTAMP: order, **{name: wide[name].to_numpy() for name in columns}},
+                        index=pd.Index(order, name=ROW_TIME))
+
+
+def _long_kinds() -> dict:
+    rng = np.random.default_rng(0)
+    t, s = np.repeat(np.arange(50), 4), np.tile([f"s{i}" for i in range(4)], 50)
+    iso = pd.date_range("2026-01-01", periods=50, freq="min").strftime("%Y-%m-%d %H:%M:%S")
+
+    def long(times, tags, values) -> pd.DataFrame:
+        return pd.DataFrame({TIMESTAMP: times, "Tag": tags, "Value": values})
+
+    return {
+        "ints": long(t, s, np.arange(200)),
+        "ints with gaps": long(t, s, np.arange(200)).drop(index=[3, 77]).reset_index(drop=True),
+        "float32": long(t, s, rng.random(200).astype("float32")),
+        "text values with states": long(t, s, np.where(rng.random(200) < .1, "Bad",
+                                                       rng.random(200).round(3).astype(str))),
+        "ISO text shuffled": long(np.repeat(iso, 4), s, rng.random(200)).sample(frac=1, random_state=1)
+                                                                              .reset_index(drop=True),
+        "day-first text": long(np.repeat(pd.date_range("2026-01-01", periods=50, freq="D").strftime("%d/%m/%Y"), 4),
+                               s, rng.random(200)),
+        "tz-aware times shuffled": long(np.repeat(pd.date_range("2026-01-01", periods=50, freq="min", tz="UTC"), 4),
+                                        s, rng.random(200)).sample(frac=1, random_state=2).reset_index(drop=True),
+        "naive times": long(np.repeat(pd.date_range("2026-01-01", periods=50, freq="min"), 4), s, rng.random(200)),
+        "float times shuffled": long(t + 0.5, s, rng.random(200)).sample(frac=1, random_state=3)
+                                                                  .reset_index(drop=True),
+        "a missing time": long(np.where(np.arange(200) == 5, np.nan, t.astype(float)), s, rng.random(200)),
+        "str dtype": long(pd.array(np.repeat(iso, 4), dtype="str"), pd.array(s, dtype="str"),
+                          pd.array(rng.random(200).round(3).astype(str), dtype="str")),
+        "categorical tags": long(t, pd.Categorical(s), rng.random(200)),
+        "Float64 values": long(t, s, pd.array(rng.random(200), dtype="Float64")),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_long_kinds()))
+def test_widened_is_the_pivot_of_every_kind_of_long_table(kind):
+    """The factorized ``widened`` (benchmarks/results/long_widen/) gives the frame a pivot gives: values, dtypes,
+    times in order, the index of times; a repeat refused (the pivot would refuse it too)."""
+    df = _long_kinds()[kind]
+    pd.testing.assert_frame_equal(widened(df, "Tag", "Value", "x"), _pivoted(df), check_dtype=True,
+                                  check_index_type=True)
+
+
+def test_widened_refuses_a_repeat_as_the_pivot_cannot_take_it():
+    df = pd.DataFrame({TIMESTAMP: [0, 0, 1, 0], "Tag": ["a", "b", "a", "b"], "Value": [1.0, 2.0, 3.0, 4.0]})
+    with pytest.raises(InputError, match="row 4: sensor 'b' at 0 a second time"):
+        widened(df, "Tag", "Value", "x")
+    with pytest.raises(ValueError):
+        _pivoted(df)
