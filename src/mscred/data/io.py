@@ -983,14 +983,14 @@ def _decimal_comma_columns(df: pd.DataFrame, time_name: str = TIMESTAMP) -> pd.D
         if not len(present):
             continue
         texts = present.astype(str).str
-        numbers = texts.fullmatch(_DECIMAL_COMMA).to_numpy(dtype=bool)
-        if not (numbers & texts.contains(",", regex=False).to_numpy(dtype=bool)).any() or \
-                not (numbers | ~texts.contains(r"\d").to_numpy(dtype=bool)).all():
+        is_number = texts.fullmatch(_DECIMAL_COMMA).to_numpy(dtype=bool)   # (of the present cells)
+        if not (is_number & texts.contains(",", regex=False).to_numpy(dtype=bool)).any() or \
+                not (is_number | ~texts.contains(r"\d").to_numpy(dtype=bool)).all():
             continue
         if out is df:
             out = df.copy()
-        number_cells = np.zeros(len(series), dtype=bool)
-        number_cells[np.flatnonzero(~pd.isna(series).to_numpy())[numbers]] = True
+        number_cells = np.zeros(len(series), dtype=bool)   # (of every cell: the states' text left as it is)
+        number_cells[np.flatnonzero(~pd.isna(series).to_numpy())[is_number]] = True
         pointed = series.mask(number_cells, series.str.replace(",", ".", regex=False))
         if col == time_name:   # numbers, as the same times written with points read (_read_csv, _exact_times)
             numbers = coerce_float64(pointed)
