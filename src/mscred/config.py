@@ -45,7 +45,7 @@ class ModelConfig:
 
 # Settings added after models were first written, saved in config.json only where they differ from their defaults:
 # a model that does not use them stays readable by the mscred before them, which refuses a setting it does not know.
-ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns")}
+ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns", "resample")}
 
 # What a missing (NaN, or empty) sensor value gets (TrainConfig.missing, `--missing`): "error" (SPEC: exit 2 naming
 # the cell) or "interpolate" (linear in the row number between the neighbouring present values of its sensor; before
@@ -114,6 +114,10 @@ class TrainConfig:
     # A long table, one value a row (`--long SENSOR,VALUE`: the columns naming each row's sensor and holding its
     # value; a historian's or Prometheus' export), made wide as it is read (mscred.data.reading); None: a wide table.
     long_columns: Optional[tuple[str, ...]] = None
+    # The period of a regular time grid the data is put on as it is read (`--resample 1min`; a number for times
+    # that are numbers): each row the mean of a period's rows, a period without a value missing (mscred.data.resample).
+    # Kept in the model: every command reading its data puts it on the same grid. None: the rows as they are.
+    resample: Optional[str] = None
 
 
 @dataclass

@@ -1179,6 +1179,16 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
                     for c in long_columns)):
         return (f"train.long_columns {long_columns!r}: must be None or two column names, the sensor name's and the "
                 f"value's (e.g. ['Tag', 'Value']), neither the time column nor '{LABEL}'")
+    resample = config.train.resample
+    if resample is not None:
+        from mscred.data.resample import parse_period
+
+        if not isinstance(resample, str):
+            return f"train.resample {resample!r}: must be None or a period as text, e.g. '1min', '10s' or '60'"
+        try:
+            parse_period(resample)
+        except InputError as error:
+            return f"train.resample {resample!r}: {str(error).split(': ', 1)[-1]}"
     return None
 
 

@@ -350,7 +350,10 @@ def _disagree(source: str, events: list[tuple[int, str, str]], labels_source: st
 
 def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, source: str) -> None:
     if n_rows != len(scores.score):
-        raise InputError(f"{source}: has {n_rows} rows but {scores.source} has {len(scores.score)}")
+        # (scores of a model that resamples have a row a period: the labels need the same grid)
+        hint = (f"; scored on a time grid (a model trained with --resample)? give evaluate the same --resample"
+                if n_rows > len(scores.score) and scores.has_timestamp else "")
+        raise InputError(f"{source}: has {n_rows} rows but {scores.source} has {len(scores.score)}{hint}")
     if index is not None and scores.has_timestamp:
         differ = _differ(index, scores.index)
         if len(differ):
@@ -417,13 +420,18 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     df = (reading or PLAIN).frame(df, source)
     sensors = [c for c in df.columns if c not in ("timestamp", "label")]
     values = gaps = None
+    index = df["timestamp"].to_numpy() if "timestamp" in df.columns else None
     if sensors:  # a data table: validate it as training/detection would, and keep the values for the report
         table = table_from_frame(df, source=source, missing=missing)
         labels, values, gaps = table.labels.astype(np.int8), table.values, table.gaps
+        index = np.asarray(table.index) if table.resampled is not None else index
+    elif reading is not None and reading.resample is not None:   # labels alone, put on the scores' grid
+        _zero_one(df, "label", source)
+        table = table_from_frame(df.assign(**{_NO_SENSOR: 0.0}), source=source, missing="interpolate")
+        labels, index = table.labels.astype(np.int8), np.asarray(table.index)
     else:
         labels = _zero_one(df, "label", source)
-    index = df["timestamp"].to_numpy() if "timestamp" in df.columns else None
-    _check_alignment(scores, index, len(df), source)
+    _check_alignment(scores, index, len(labels), source)
     events, causes, outside, clipped = M.events(labels), None, 0, 0
     beside = _anomalies_beside(path, anomalies)
     if beside is not None:
@@ -435,6 +443,10 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     events_source = str(beside) if beside is not None and causes is not None else ""
     return GroundTruth(labels, events, causes, values=values, sensors=sensors, source=source, gaps=gaps,
                        events_outside=outside, events_clipped=clipped, events_source=events_source)
+
+
+# A column of zeros that lets a labels table without sensors go through table_from_frame's resampling
+_NO_SENSOR = "mscred_no_sensor"
 
 
 def _same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:

@@ -9,7 +9,8 @@ split already is: benchmarks/feed_split_diff.py, results/feed_split_diff/).
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Optional
+import itertools
+from typing import Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,6 +32,26 @@ class FeedScores:
         """How many of the feed's rows a window covers (the others score 0)."""
         return sum(int((model.window_of_row(len(part), rows) >= 0).sum())
                    for part, rows in zip(self.frames, self.context_rows))
+
+
+def feed_tables(paths: Sequence, context=None, **read_options) -> tuple[Optional[Table], Iterator[Table]]:
+    """(the table at ``context`` or None, the tables at ``paths`` loaded as they are needed): a feed's files read
+    with ``read_options`` (``load_table``'s), the first before the context (its errors first). Where the reading
+    resamples and there is more than one file, all are read at once and put on one grid, as one table would be (a
+    period may span a seam: ``mscred.data.resample.load_on_grid``); a file left without rows of its own is left
+    out."""
+    from mscred.data.io import load_table
+
+    if read_options["reading"].resample is not None and (context or len(paths) > 1):
+        from mscred.data.resample import load_on_grid
+
+        on_grid = load_on_grid([*([context] if context else []), *paths], **read_options)
+        before = on_grid.pop(0) if context else None
+        return (before if before is not None and len(before.values) else None,
+                iter([table for table in on_grid if len(table.values)]))
+    first = load_table(paths[0], **read_options)   # (DATA's errors first)
+    before = load_table(context, **read_options) if context else None
+    return before, itertools.chain([first], (load_table(path, **read_options) for path in paths[1:]))
 
 
 def score_feed(model, tables: Iterable[Table], context: Optional[Table] = None,

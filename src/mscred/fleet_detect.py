@@ -100,13 +100,13 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
     model's own where None; ``na_values``: text read as a missing value besides each model's;
     ``long_columns``: a long table's columns instead of each model's (``mscred.data.reading.Reading.of_model``)."""
     from mscred.atomic import atomic_path, check_replaceable_dir
-    from mscred.data.io import load_table, write_table
+    from mscred.data.io import write_table
     from mscred.data.reading import Reading
     from mscred.detector import MSCRED
     from mscred.events import COLUMNS as EVENT_COLUMNS
     from mscred.detect import without_sensor_scores
     from mscred.events import events_table
-    from mscred.feed import score_feed
+    from mscred.feed import feed_tables, score_feed
 
     out = Path(out)
     check_replaceable_dir(out, owned_names(out), "mscred fleet-detect scores")
@@ -138,10 +138,9 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                     read_options = dict(missing=missing or model.config_.train.missing, ignore_label=True,
                                         encoding=encoding, reading=Reading.of_model(model.config_.train, time_column,
                                                                                     na_values, long_columns))
-                    ctx = (load_table(tables_given(before[name], "as context")[-1], **read_options)
-                           if name in before else None)
-                    tables_of = (load_table(path, **read_options)
-                                 for path in tables_given(tables[name], "to score"))   # (a folder's files as one feed)
+                    ctx, tables_of = feed_tables(tables_given(tables[name], "to score"),   # (a folder's: one feed)
+                                                 tables_given(before[name], "as context")[-1]
+                                                 if name in before else None, **read_options)
                     # (an entity's page draws each sensor's score: computed for it, written only if asked for)
                     feed = score_feed(model, tables_of, ctx, sensor_scores=sensor_scores or entity_reports)
                     frame = feed.frame

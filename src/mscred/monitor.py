@@ -22,6 +22,7 @@ from mscred.config import MISSING_POLICIES
 from mscred.data.context import SEAM_ROWS, seam_note
 from mscred.data.io import LABEL, TIMESTAMP, Table
 from mscred.data.reading import Reading
+from mscred.data.resample import RESAMPLE, grid_frame
 from mscred.detector import SENSOR_SCORE_PREFIX, index_column
 from mscred.errors import InputError
 
@@ -136,6 +137,8 @@ class Monitor:
         # before anything here looks for the time or for missing values
         chunk = chunk.set_axis([str(c).strip() for c in chunk.columns], axis=1)
         chunk = Reading.of_model(self.model._settings().train).frame(chunk, source, strict=False)
+        if chunk.attrs.get(RESAMPLE) is not None:   # (a model that resamples: the chunk as grid rows, on from the last)
+            chunk = grid_frame(chunk, source, after=None if self._times is None else self._times[-1])
         if TIMESTAMP not in chunk.columns and isinstance(chunk.index, pd.RangeIndex):
             chunk = chunk.set_axis(pd.RangeIndex(self.rows_seen, self.rows_seen + len(chunk)), axis=0)
         return chunk

@@ -1,7 +1,6 @@
 """`mscred detect MODEL_DIR DATA --out SCORES.csv`: per-row scores, anomalies and root causes."""
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import click
@@ -92,13 +91,13 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     from mscred.cli.stdio import STDIO
     from mscred.cli.train import report_filled, report_time_gap
     from mscred.data.context import seam_note
-    from mscred.data.io import check_writable_table, load_table, write_table
+    from mscred.data.io import check_writable_table, write_table
     from mscred.data.reading import Reading
     from mscred.detect import without_sensor_scores
     from mscred.detector import MSCRED
     from mscred.errors import InputError
     from mscred.events import events_table
-    from mscred.feed import score_feed
+    from mscred.feed import feed_tables, score_feed
     from mscred.fleet import tables_given
     from mscred.metrics import events as runs
 
@@ -123,12 +122,9 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
     # (the label column is ground truth, which scoring does not use: not checked here, as evaluate checks it)
     read_options = dict(missing=missing, ignore_label=True, encoding=encoding,
                         reading=Reading.of_model(model.config.train, *read_as))
-    first = load_table(files[0], **read_options)   # (DATA's errors first)
-    before = load_table(context, **read_options) if context else None
-    rest = (load_table(path, **read_options) for path in files[1:])
+    before, tables = feed_tables(files, context, **read_options)
     # (the report's heat map needs each sensor's score: computed for it, written to SCORES only if asked for)
-    feed = score_feed(model, itertools.chain([first], rest), before,
-                      sensor_scores=sensor_scores or report_dir is not None)
+    feed = score_feed(model, tables, before, sensor_scores=sensor_scores or report_dir is not None)
     frame = feed.frame
     # Notes about the data once it scored (a table refused by the model, e.g. for its sensors, gets its one line)
     for previous, table in zip([before] + feed.tables[:-1], feed.tables):

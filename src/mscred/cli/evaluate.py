@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import (COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, NamedPath, SEED, FiniteFloatRange,
+from mscred.cli.params import (COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, PERIOD, NamedPath, SEED, FiniteFloatRange,
                                encoding_option)
 from mscred.config import MISSING_POLICIES, ScoreConfig
 from mscred.thresholds import READ_BY
@@ -125,10 +125,13 @@ def _check_vus_window(window: int, scores) -> None:
               help="Text that stands for a missing sensor value in --labels and --data (as given to train).")
 @click.option("--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
               help="--data is a long table, one value a row (as given to train).")
+@click.option("--resample", "resample", type=PERIOD, default=None, metavar="PERIOD",
+              help="Put --labels and --data on the time grid of SCORES.csv (as given to train): a period's label is 1 "
+                   "where any of its rows is.")
 @click.pass_context
 def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
              val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
-             time_column, na_values, long_columns) -> None:
+             time_column, na_values, long_columns, resample) -> None:
     """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline.
 
     --encoding is that of the user's tables (--labels, --anomalies, --data); SCORES.csv and --val-scores, written
@@ -141,8 +144,8 @@ def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, mode
     with note_lines():   # (a labels table and an anomalies.csv beside it that disagree: one note line)
         _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
                   val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
-                  Reading(time_column, tuple(na_values)),
-                  Reading(time_column, tuple(na_values), long_columns))
+                  Reading(time_column, tuple(na_values), resample=resample),
+                  Reading(time_column, tuple(na_values), long_columns, resample))
 
 
 def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,

@@ -143,6 +143,25 @@ class _LongColumns(click.ParamType):
 
 LONG_COLUMNS = _LongColumns()
 
+
+class _Period(click.ParamType):
+    """--resample PERIOD: a positive duration (10s, 1min, 1h) or number, checked as ``mscred.data.resample``
+    reads it and kept as given (stripped)."""
+
+    name = "period"
+
+    def convert(self, value, param, ctx):
+        from mscred.data.resample import parse_period
+        from mscred.errors import InputError
+
+        try:
+            return parse_period(value).text
+        except InputError as error:
+            self.fail(str(error).split(": ", 1)[-1], param, ctx)
+
+
+PERIOD = _Period()
+
 # The commands that read the user's CSV tables (train, detect, evaluate, fleet) take it; the name as given
 # reaches load_table, which decides.
 encoding_option = click.option(

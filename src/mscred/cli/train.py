@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import COLUMN_NAME, COUNT, LONG_COLUMNS, MISSING_TEXT, NamedPath, SEED, encoding_option
+from mscred.cli.params import (COLUMN_NAME, COUNT, LONG_COLUMNS, MISSING_TEXT, PERIOD, NamedPath, SEED,
+                               encoding_option)
 from mscred.cli.settings import SET_OPTION, with_settings
 from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
@@ -46,7 +47,12 @@ def score_overrides(theta: str | None, method: str | None) -> dict:
 
 def report_filled(table) -> None:
     """One ``note:`` line on stderr naming what ``missing="interpolate"`` filled (nothing when nothing was
-    missing), as the other notes about the data."""
+    missing), as the other notes about the data; before it, one saying how many rows a resampled table was read from
+    (``Table.resampled``)."""
+    resampled = getattr(table, "resampled", None)
+    if resampled is not None:
+        click.echo(f"note: {table.source}: {resampled[0]:,} rows resampled to {len(table.values):,} rows of "
+                   f"{resampled[1]} (--resample: each the mean of its period's rows)", err=True)
     if table.filled:
         counts = sorted(table.filled.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {n}" for name, n in counts[:5]) + (", ..." if len(counts) > 5 else "")
@@ -156,6 +162,12 @@ _TRAINING_OPTIONS = [
                  help="The data is a long table, one value a row (a historian's or Prometheus' export): SENSOR names "
                       "each row's sensor, VALUE holds its value; made wide as it is read (a row per time, a column "
                       "per sensor), kept in the model for detect [config: a wide table]."),
+    click.option("--resample", "resample", type=PERIOD, default=None, metavar="PERIOD",
+                 help="Put the rows on a regular time grid as they are read: each row the mean of a PERIOD's rows "
+                      "(a duration such as 10s, 1min, 1h; a number for times that are numbers), a period without a "
+                      "value of a sensor a missing value (--missing decides); for unevenly spaced data (a "
+                      "historian's changes-only records, a long table's times); kept in the model: detect, watch "
+                      "and calibrate read on the same grid [config: the rows as they are]."),
     click.option("--theta", type=str, default=None,
                  help="Residual threshold of the count score: a number (the paper: 0.005) or 'auto' (a quantile of "
                       "the validation residuals); implies --score count unless --score says otherwise."),
@@ -263,7 +275,7 @@ def _write_validation_scores(model, parts, path) -> None:
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 @encoding_option
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
-          theta, method, threshold, missing, time_column, na_values, long_columns, settings, quiet, nproc,
+          theta, method, threshold, missing, time_column, na_values, long_columns, resample, settings, quiet, nproc,
           val_scores, encoding) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR.
 
@@ -284,7 +296,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
                  "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
                  "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing, "time_column": time_column,
-                 "na_values": tuple(na_values) or None, "long_columns": long_columns}
+                 "na_values": tuple(na_values) or None, "long_columns": long_columns, "resample": resample}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     overrides.update(score_overrides(theta, method))
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked

@@ -72,6 +72,9 @@ class Table:
     time_note : str or None
         Which way date text such as ``01/02/2024`` was read (day or month first) where both readings give increasing
         times (``_day_month_reading``), with the source and column; None otherwise.
+    resampled : (int, str) or None
+        Where the table was put on a time grid (``mscred.data.resample``): the rows read and the period's text;
+        None otherwise.
     """
 
     values: np.ndarray
@@ -84,6 +87,7 @@ class Table:
     positional: bool = False
     time_gap: Optional[tuple[int, str, str]] = None
     time_note: Optional[str] = None
+    resampled: Optional[tuple[int, str]] = None
 
     def in_order(self, sensors: Sequence[str]) -> "Table":
         """The table with its columns (values, and where they were filled) in the order of ``sensors``, the same
@@ -219,7 +223,9 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     values aside with ``missing="interpolate"`` (see :func:`load_table`), and ``ignore_label`` drops a ``label``
     column unread. Rows are reported 1-based in frame order.
     """
-    if missing not in MISSING_POLICIES:
+    from mscred.data.resample import KEEP, RESAMPLE, parse_period, resampled
+
+    if missing not in MISSING_POLICIES and missing != KEEP:
         raise InputError(f"missing={missing!r}: choose one of {', '.join(MISSING_POLICIES)}")
     if not isinstance(df, pd.DataFrame):
         if type(df).__module__.startswith("scipy.sparse"):  # (scipy is not imported for this: no dependency)
@@ -277,10 +283,14 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
                              f"'{name.lower()}' (lower case{also}); as written it would be a sensor")
     if not sensors:
         raise InputError(f"{source}: no sensor columns (only '{TIMESTAMP}'/'{LABEL}')")
+    period = df.attrs.get(RESAMPLE)   # (a period's missing values are known only on the grid)
     values = np.empty((len(df), len(sensors)), dtype=np.float64)
     for j, col in enumerate(sensors):
-        values[:, j] = _numeric_column(df[col], col, source, allow_missing=missing != "error")
+        values[:, j] = _numeric_column(df[col], col, source, allow_missing=missing != "error" or period is not None)
     _check_time_as_sensor(values, sensors, source)
+    if period is not None:
+        table = Table(values=values, sensors=sensors, index=index, labels=labels, source=source)
+        return resampled(table, parse_period(period), missing, times)
     gaps = np.isnan(values) if missing == "interpolate" else None
     time_gap = largest_time_gap(*times[:3]) if times is not None else None
     time_note = times[3] if times is not None else None

@@ -14,6 +14,7 @@ complete (taken as history, the rest of its lines, if its writer was mid-way thr
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Sequence
 
 import numpy as np
@@ -155,7 +156,12 @@ def _line_name(where, kind: str) -> str:
 
 def followed(follower, reading: Reading, sensors: Sequence[str]):
     """What ``watch`` polls for ``follower`` read as a model reads its data (``reading``: the model's with the
-    command's options over it): the follower itself, its reading set, or for a long table a ``LongFeed`` of it."""
+    command's options over it): the follower itself, its reading set, or for a long table a ``LongFeed`` of it; put
+    on the model's time grid by a ``GridFeed`` where it resamples."""
+    if reading.resample is not None:
+        from mscred.data.grid_feed import GridFeed
+
+        return GridFeed(followed(follower, dataclasses.replace(reading, resample=None), sensors), reading.resample)
     if reading.long_columns is None:
         follower.reading = reading
         return follower

@@ -26,25 +26,29 @@ import pandas as pd
 
 from mscred.atomic import few_names
 from mscred.data.io import LABEL, POSITIONAL, ROW_TIME, TIME_NAME, TIMESTAMP, short_repr
+from mscred.data.resample import RESAMPLE
 from mscred.errors import InputError
 
 @dataclass(frozen=True)
 class Reading:
     """``time_column``: the column holding each row's time where it is not named ``timestamp`` (None: that one);
     ``na_values``: text read as a missing value in the sensor columns, compared with the cell's blanks stripped;
-    ``long_columns``: (sensor name column, value column) of a long table, None for a wide one."""
+    ``long_columns``: (sensor name column, value column) of a long table, None for a wide one; ``resample``: the
+    period of the time grid the rows are put on (``mscred.data.resample``), None to take them as they are."""
 
     time_column: Optional[str] = None
     na_values: tuple[str, ...] = ()
     long_columns: Optional[tuple[str, str]] = None
+    resample: Optional[str] = None
 
     @classmethod
     def of_model(cls, train, time_column: Optional[str] = None, na_values: Sequence[str] = (),
                  long_columns: Optional[tuple[str, str]] = None) -> "Reading":
         """A model's reading (``train``: its ``TrainConfig``) with a command's options over it: the time column and
-        long table's columns given instead of the model's, the missing-value text given besides the model's."""
+        long table's columns given instead of the model's, the missing-value text given besides the model's. The
+        resampling period is the model's alone: its windows are spans of that grid."""
         return cls(time_column or train.time_column, tuple(dict.fromkeys((*train.na_values, *na_values))),
-                   long_columns or train.long_columns)
+                   long_columns or train.long_columns, getattr(train, "resample", None))
 
     def frame(self, df: pd.DataFrame, source: str, strict: bool = True) -> pd.DataFrame:
         """``df`` read so: its time column renamed (``named_time_column``), a long table made wide (``widened``)
@@ -56,7 +60,11 @@ class Reading:
             df = named_time_column(df, self.time_column, source)
         if self.long_columns is not None and (strict or set(self.long_columns) <= names):
             df = widened(df, *self.long_columns, source)
-        return missing_text(df, self.na_values)
+        df = missing_text(df, self.na_values)
+        if self.resample is not None:   # (done as the frame becomes a Table: mscred.data.resample)
+            df = df.copy(deep=False) if df.attrs.get(RESAMPLE) != self.resample else df
+            df.attrs[RESAMPLE] = self.resample
+        return df
 
     def options(self) -> str:
         """The command-line options that read a table so, as a shell takes them ('' for a plain reading):
@@ -68,6 +76,8 @@ class Reading:
             words += ["--na-value", text]
         if self.long_columns is not None:
             words += ["--long", ",".join(self.long_columns)]
+        if self.resample is not None:
+            words += ["--resample", self.resample]
         return shlex.join(words)
 
 

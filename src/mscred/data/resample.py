@@ -1,0 +1,343 @@
+"""A table put on a regular time grid (``train --resample PERIOD``, the ``train.resample`` setting kept in the model):
+each row the mean of the rows whose times fall in one period, a period without a value of a sensor a missing value
+there, for the ``missing`` policy to decide.
+
+MSCRED's windows count rows (10, 30, 60 of them at the paper's settings), so they mean a time span only where the
+rows are evenly spaced. A historian's export is often not: OSIsoft PI records a tag when it changes (exception and
+compression), a long table made wide has a row at every time any tag wrote, a logger stops and starts again. On the
+grid a window is a fixed span of time again, and an outage becomes missing periods, which ``--missing`` refuses
+(naming the first) or fills linearly -- linear in time now, as the grid is even -- instead of a window silently
+joining both sides.
+
+- PERIOD is a duration (``10s``, ``1min``, ``15 min``, ``1h``, ``1D``; pandas' ``Timedelta`` text) for times that
+  are dates or durations, or a plain number (``60``) for times that are numbers, in their units.
+- The grid is aligned to the epoch (dates: 1970-01-01 UTC; numbers and durations: 0), not to the first row, so that
+  every file of a feed, a later file and a growing one fall on the same grid; a row at 10:00:30 with ``1min`` is in
+  the period labelled 10:00:00 (its start; the period holds its start, not its end).
+- A period's value is the mean of the values its rows hold (missing ones skipped); a ``label`` is 1 where any row of
+  the period is 1.
+- Resampling a table on its grid already gives it back (a period's one row is its own mean), so a frame read twice
+  reads the same.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from mscred.errors import InputError
+
+# The attrs key of a frame to be resampled as it becomes a Table (``Reading.frame`` sets it, ``table_from_frame``
+# reads it): the period's text
+RESAMPLE = "mscred_resample"
+# A grid larger than this many cells (rows x sensors, float64: 1.6 GB) is refused: a period far shorter than the
+# table's spacing would make mostly empty rows, filled or refused one by one
+MAX_GRID_CELLS = 200_000_000
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+@dataclass(frozen=True)
+class Period:
+    """A resampling period as given (``text``), as nanoseconds (``ns``: a duration) or as a number in the times' own
+    units (``number``): one of the two is set."""
+
+    text: str
+    ns: Optional[int] = None
+    number: Optional[float] = None
+
+    @property
+    def is_duration(self) -> bool:
+        return self.ns is not None
+
+
+def parse_period(text) -> Period:
+    """``text`` (``--resample``'s, or the ``train.resample`` setting) as a Period; InputError for anything else than
+    a positive duration or a positive finite number."""
+    shown = str(text).strip()
+    if not shown:
+        raise InputError("--resample: an empty period; give a duration such as 10s or 1min, or a number")
+    if _NUMBER.match(shown):
+        number = float(shown)
+        if not (math.isfinite(number) and number > 0):
+            raise InputError(f"--resample {shown}: the period must be more than 0")
+        return Period(shown, number=number)
+    try:
+        duration = pd.Timedelta(shown)
+    except (ValueError, TypeError, OverflowError) as error:
+        raise InputError(f"--resample {shown}: not a duration ({str(error).rstrip('.')}); give one such as 10s, 1min, "
+                         "15min, 1h or 1D, or a number for times that are numbers") from None
+    if pd.isna(duration) or duration.value <= 0:
+        raise InputError(f"--resample {shown}: the period must be more than 0")
+    return Period(shown, ns=int(duration.value))
+
+
+def resampled(table, period: Period, missing: str, times) -> "object":
+    """``table`` (a ``mscred.data.io.Table`` read with its missing values kept: NaN) on ``period``'s grid, its
+    missing values then handled by ``missing`` as ``load_table`` handles them; ``times``: the order check's times of
+    its rows (``_time_order``'s: keys, nanoseconds a key, whether they are dates or durations, the note), None for
+    times that are neither numbers nor dates. The grid runs from the period of the first row to that of the last."""
+    return resampled_parts([table], period, missing, times)[0]
+
+
+def resampled_parts(parts: Sequence, period: Period, missing: str, times=None) -> list:
+    """``parts`` (Tables read with their missing values kept, one after the other in time: a feed's files, a file
+    and the rows before it) put on one grid, as one table would be, and cut into as many tables again: a period
+    goes to the part holding its last row (the later part, for one that spans a seam), an empty period to the part
+    of the next period with rows. Missing values are interpolated over the whole grid, so across the seams too.
+    ``times``: the order check's times of the parts' rows joined (computed here where None)."""
+    from mscred.data.io import Table, _interpolate_missing, check_time_order
+
+    table = parts[0] if len(parts) == 1 else _joined(parts)
+    source = table.source
+    if times is None and not isinstance(table.index, pd.RangeIndex):
+        times = check_time_order(table.index, source)
+    if isinstance(table.index, pd.RangeIndex) or times is None:
+        what = ("has no time column (name it 'timestamp', or give --time-column NAME)"
+                if isinstance(table.index, pd.RangeIndex) else "has times that are neither dates nor numbers")
+        raise InputError(f"{parts[0].source}: --resample {period.text}: the table {what}; resampling puts rows on a "
+                         "grid of times")
+    keys, tick, temporal = times[0], times[1], times[2]
+    if temporal and not period.is_duration:
+        raise InputError(f"{source}: --resample {period.text}: the times are dates or durations; give the period as a "
+                         f"duration, e.g. {period.text}s or {period.text}min")
+    if not temporal and period.is_duration:
+        raise InputError(f"{source}: --resample {period.text}: the times are numbers, not dates; give the period in "
+                         "their units, as a number (e.g. --resample 60 for a minute of epoch seconds)")
+    buckets = _buckets(keys, tick, period, source)
+    first, last = int(buckets[0]), int(buckets[-1])
+    rows = last - first + 1
+    values = table.values
+    if rows * max(1, values.shape[1]) > MAX_GRID_CELLS:
+        from mscred.data.io import short_repr
+
+        raise InputError(f"{source}: --resample {period.text}: {len(values):,} rows would make {rows:,} rows of "
+                         f"{period.text} from {short_repr(table.index[0])} to {short_repr(table.index[-1])}; give a "
+                         "longer period")
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(buckets)) + 1])
+    present = ~np.isnan(values)
+    sums = np.add.reduceat(np.where(present, values, 0.0), starts, axis=0)
+    counts = np.add.reduceat(present.astype(np.int64), starts, axis=0)
+    at = buckets[starts] - first
+    grid = np.full((rows, values.shape[1]), np.nan)
+    grid[at] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    labels = None
+    if table.labels is not None:
+        labels = np.zeros(rows, dtype=table.labels.dtype)
+        labels[at] = np.maximum.reduceat(table.labels, starts)
+    index = _grid_index(first, rows, period, table.index)
+    gaps = np.isnan(grid)
+    if gaps.any() and missing == "error":
+        raise InputError(_missing_message(parts, gaps, buckets - first, starts, index, period))
+    if gaps.any() and missing == "interpolate":
+        _interpolate_missing(grid, gaps, table.sensors, source)   # (in place; counted per part below)
+    else:
+        gaps = None
+    # Each grid row's part: that of the last row of its period, or of the next period with rows
+    part_of_row = np.repeat(np.arange(len(parts)), [len(p.values) for p in parts])
+    ends = np.concatenate([starts[1:], [len(buckets)]]) - 1
+    owner = part_of_row[ends][np.searchsorted(at, np.arange(rows), side="left")]
+    cuts = np.searchsorted(owner, np.arange(len(parts) + 1), side="left")
+    out = []
+    for k, part in enumerate(parts):
+        lo, hi = cuts[k], cuts[k + 1]
+        part_gaps = None if gaps is None else gaps[lo:hi]
+        out.append(Table(values=grid[lo:hi], sensors=list(table.sensors), index=index[lo:hi],
+                         labels=None if labels is None else labels[lo:hi], source=part.source,
+                         filled={} if part_gaps is None else _counts(part_gaps, table.sensors),
+                         gaps=part_gaps if part_gaps is not None and part_gaps.any() else None,
+                         positional=part.positional, time_note=times[3] if k == 0 and len(times) > 3 else None,
+                         resampled=(len(part.values), period.text)))
+    return out
+
+
+def _joined(parts: Sequence):
+    """Raw parts (missing values kept) as one table: their rows one after the other, their times checked to follow
+    each other (``seam_note``'s check), named as the first part is."""
+    from mscred.data.context import seam_note
+    from mscred.detector import sensor_difference
+
+    first = parts[0]
+    parts = [first] + [_in_order(first, p, sensor_difference) for p in parts[1:]]
+    for before, after in zip(parts, parts[1:]):
+        seam_note(before, after)
+    labels = None
+    if any(p.labels is not None for p in parts):
+        labels = np.concatenate([p.labels if p.labels is not None else np.zeros(len(p.values), dtype=np.int64)
+                                 for p in parts])
+    index = parts[0].index.append([p.index for p in parts[1:]])
+    return dataclasses.replace(parts[0], values=np.concatenate([p.values for p in parts]), index=index,
+                               labels=labels)
+
+
+def _in_order(first, part, sensor_difference):
+    """``part`` with its columns in ``first``'s order; InputError naming both where their sensors differ."""
+    if set(part.sensors) != set(first.sensors) or len(part.sensors) != len(first.sensors):
+        raise InputError(f"{part.source}: other sensors than {first.source}: "
+                         f"{sensor_difference(first.sensors, part.sensors)}")
+    return part.in_order(first.sensors)
+
+
+def load_on_grid(paths: Sequence, reading, missing: str, **options) -> list:
+    """The tables at ``paths`` (one feed's, in time order) read with ``reading`` (whose ``resample`` is set) and put
+    on its grid as one table (``resampled_parts``), cut into a table per path again; ``options`` go to
+    ``load_table`` (``encoding``, ``ignore_label``). A path whose rows all fell into a period the next one shares
+    gives a table without rows."""
+    from mscred.data.io import load_table
+
+    raw = dataclasses.replace(reading, resample=None)
+    parts = [load_table(path, missing=KEEP, reading=raw, **options) for path in paths]
+    return resampled_parts(parts, parse_period(reading.resample), missing)
+
+
+def _counts(gaps: np.ndarray, sensors: Sequence[str]) -> dict:
+    return {name: int(n) for name, n in zip(sensors, gaps.sum(axis=0)) if n}
+
+
+# The missing policy that keeps missing values as NaN (a table read to be resampled, or joined to others first)
+KEEP = "keep"
+
+
+def _buckets(keys: np.ndarray, tick: int, period: Period, source: str) -> np.ndarray:
+    """(T,) int64: the grid period of each time, counted from the epoch (floor: a time before it in the period
+    before)."""
+    if period.is_duration:
+        if keys.dtype.kind == "u":
+            keys = keys.astype(np.int64)
+        ns = keys.astype(np.int64)
+        if tick != 1:
+            limit = np.iinfo(np.int64).max // tick
+            if len(ns) and (np.abs(ns).max() > limit):
+                raise InputError(f"{source}: --resample {period.text}: times beyond what nanoseconds count (the "
+                                 "years 1677-2262)")
+            ns = ns * tick
+        return np.floor_divide(ns, period.ns)
+    number = period.number
+    if keys.dtype.kind in "iu" and float(number).is_integer():
+        whole = int(number)
+        if keys.dtype.kind == "u":
+            if len(keys) and keys.max() > np.iinfo(np.int64).max:
+                raise InputError(f"{source}: --resample {period.text}: times beyond 2^63")
+            keys = keys.astype(np.int64)
+        return np.floor_divide(keys, whole)
+    return np.floor(keys.astype(np.float64) / number).astype(np.int64)
+
+
+def _grid_index(first: int, rows: int, period: Period, original: pd.Index) -> pd.Index:
+    """The grid's times, each period's start, named ``timestamp``: date-times (in the original's time zone where it
+    had one; UTC where the times were text with offsets), durations, or numbers (integers where the period and the
+    times are)."""
+    from mscred.data.io import TIMESTAMP
+
+    steps = np.arange(first, first + rows, dtype=np.int64)
+    if period.is_duration:
+        ns = steps * period.ns
+        if pd.api.types.is_timedelta64_dtype(original.dtype):
+            return pd.TimedeltaIndex(ns, name=TIMESTAMP)
+        stamps = pd.DatetimeIndex(ns.view("datetime64[ns]"), name=TIMESTAMP)
+        zone = getattr(original, "tz", None)
+        if zone is not None:
+            return stamps.tz_localize("UTC").tz_convert(zone)
+        if not pd.api.types.is_datetime64_any_dtype(original.dtype) and _zoned_text(original):
+            return stamps.tz_localize("UTC")
+        return stamps
+    if original.dtype.kind in "iu" and float(period.number).is_integer():
+        return pd.Index(steps * int(period.number), name=TIMESTAMP)
+    return pd.Index(steps * period.number, name=TIMESTAMP)
+
+
+def _zoned_text(index: pd.Index) -> bool:
+    """Whether date text carries a UTC offset or zone (its times were compared in UTC)."""
+    from mscred.data.io import _ZONE
+
+    return bool(len(index)) and bool(_ZONE.search(str(index[0]).strip()))
+
+
+def _missing_message(parts: Sequence, gaps: np.ndarray, buckets: np.ndarray, starts: np.ndarray, index: pd.Index,
+                     period: Period) -> str:
+    """The refusal of the first missing value on the grid (``--missing error``): a period without any row, or a
+    sensor without a value in its rows; named in the part (file) and rows it concerns. ``buckets``: each row's grid
+    row; ``starts``: the first row of each period with rows."""
+    from mscred.data.io import short_repr
+
+    row = int(np.flatnonzero(gaps.any(axis=1))[0])
+    when = short_repr(index[row])
+    hint = "--missing interpolate fills it, or give a longer period"
+    offsets = np.cumsum([0] + [len(p.values) for p in parts])
+
+    def place(r: int) -> tuple:   # (the part of the joined row r, and its 1-based row there)
+        k = int(np.searchsorted(offsets, r, side="right")) - 1
+        return parts[k], r - int(offsets[k]) + 1
+
+    occupied = np.flatnonzero(buckets[starts] == row)
+    if not len(occupied):
+        after = int(np.searchsorted(buckets, row))   # the first row after the empty period
+        part, number = place(after)
+        return (f"{part.source}: no row in the {period.text} from {when} (--resample {period.text}; before row "
+                f"{number}): a missing value of every sensor; {hint}")
+    sensor = parts[0].sensors[int(np.flatnonzero(gaps[row])[0])]
+    begin = int(starts[occupied[0]])
+    end = int(starts[occupied[0] + 1]) if occupied[0] + 1 < len(starts) else len(buckets)
+    part, first = place(begin)
+    count = end - begin
+    rows = f"row {first}" if count == 1 else f"rows {first}-{first + count - 1}"
+    return (f"{part.source}: column '{sensor}': no value in the {period.text} from {when} (--resample "
+            f"{period.text}; {rows} there, each missing it); {hint}")
+
+
+def grid_frame(frame: pd.DataFrame, source: str, after=None) -> pd.DataFrame:
+    """``frame`` (read with a resampling ``Reading``: its ``RESAMPLE`` attrs set) as the rows of its grid, a
+    ``timestamp`` column of the periods' starts and a column per sensor, missing values NaN (the ``missing`` policy
+    decides later, as a feed's chunk is read; a ``label`` column left out). ``after``: the last grid time of the
+    rows before (a feed's chunk after the one before): the periods between it and the frame's first are put in as
+    rows without values, so that the grid runs on without a hole."""
+    from mscred.data.io import TIMESTAMP, table_from_frame
+
+    table = table_from_frame(frame, source, missing=KEEP, ignore_label=True)
+    period = parse_period(frame.attrs[RESAMPLE])
+    index, values = table.index, table.values
+    if after is not None:
+        first, previous = _bucket_of(index[0], period), _bucket_of(after, period)
+        between = first - previous - 1
+        if between > 0:   # (none where the frame does not follow: the feed's order check refuses it then)
+            if between * max(1, values.shape[1]) > MAX_GRID_CELLS:
+                raise InputError(f"{source}: --resample {period.text}: {between:,} periods without rows since the "
+                                 f"last row before ({after}); give a longer period")
+            empty = _grid_index(previous + 1, between, period, index)
+            index = empty.append(index)
+            values = np.concatenate([np.full((between, values.shape[1]), np.nan), values])
+    out = pd.DataFrame(values, columns=table.sensors)
+    out.insert(0, TIMESTAMP, pd.Series(index, index=out.index))
+    return out
+
+
+def _bucket_of(time, period: Period) -> int:
+    """The grid period of a grid time (a period's start: a Timestamp, Timedelta or number)."""
+    if period.is_duration:
+        return int(pd.Timestamp(time).value if isinstance(time, (pd.Timestamp, np.datetime64)) else
+                   pd.Timedelta(time).value) // period.ns
+    return int(round(float(time) / period.number))
+
+
+def row_periods(frame: pd.DataFrame, period: Period, source: str) -> np.ndarray:
+    """(T,) int64: the grid period of each row of ``frame`` (its ``timestamp`` column, checked in order as a table's
+    times are), for a feed cut between periods (``mscred.data.grid_feed``)."""
+    from mscred.data.io import TIMESTAMP, check_time_order
+
+    if TIMESTAMP not in frame.columns:
+        raise InputError(f"{source}: --resample {period.text}: no time column (name it 'timestamp', or give "
+                         "--time-column NAME); resampling puts rows on a grid of times")
+    times = check_time_order(pd.Index(frame[TIMESTAMP].to_numpy(), name=TIMESTAMP), source)
+    if times is None:
+        raise InputError(f"{source}: --resample {period.text}: times that are neither dates nor numbers; resampling "
+                         "puts rows on a grid of times")
+    if bool(times[2]) != period.is_duration:
+        raise InputError(f"{source}: --resample {period.text}: the period is "
+                         f"{'a duration' if period.is_duration else 'a number'} and the times are "
+                         f"{'numbers' if period.is_duration else 'dates or durations'}")
+    return _buckets(times[0], times[1], period, source)
