@@ -43,7 +43,10 @@ class Monitor:
     chunk that fails (bad input, times that do not follow the rows before) raises InputError and leaves the
     monitor as it was. A model trained on a long table (``long_columns``) takes long chunks too, each made wide
     on its own: a chunk holds each of its times' values whole (a time split between two chunks comes twice, and
-    is refused the second time); ``mscred.data.long_feed.LongFeed`` cuts a growing file so.
+    is refused the second time); ``mscred.data.long_feed.LongFeed`` cuts a growing file so. A model that resamples
+    (``resample``) puts each chunk on its grid, on from the last period seen (the periods without rows between two
+    chunks become rows of missing values, for ``missing`` to decide); a chunk holds whole periods, as a long one
+    holds whole times (``mscred.data.grid_feed.GridFeed`` cuts a growing file so).
     """
 
     def __init__(self, model, sensor_scores: bool = False, missing: Optional[str] = None):
