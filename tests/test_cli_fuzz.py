@@ -468,6 +468,40 @@ def test_mutated_long_tables_through_detect_and_watch(tmp_path, capsys, model_di
     assert not findings, "\n".join(findings)
 
 
+def test_mutated_uneven_tables_through_a_resampling_model(tmp_path, capsys):
+    """Unevenly spaced tables (date text, jittered steps), mutated, through ``detect``, ``watch`` (``--idle-exit 0``:
+    the periods but the last in one poll, ``mscred.data.grid_feed``), ``calibrate`` and ``train --resample`` of a
+    model that puts its data on a 20-second grid."""
+    from mscred.detector import MSCRED
+
+    rng = np.random.default_rng(6)
+    steps = np.cumsum(rng.uniform(1.0, 9.0, 12 * ROWS)).round(2)
+    frame = sensor_frame(12 * ROWS, N)
+    frame["timestamp"] = (pd.Timestamp("2026-12-06") + pd.to_timedelta(steps, unit="s")).strftime(
+        "%Y-%m-%d %H:%M:%S.%f")
+    grid_model = tmp_path / "grid_model"
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, resample="20s",
+           missing="interpolate").fit(frame).save(grid_model)
+    good = frame.to_csv(index=False)
+    mutate = random.Random(20261207)
+    findings = []
+    for case in range(60):
+        text, edits = _mutated_csv(good, mutate)
+        path = tmp_path / f"u{case}.csv"
+        encoding = _write_csv(path, text, mutate)
+        kind = ("detect", "watch", "calibrate", "train")[case % 4]
+        argv = {"detect": ["detect", grid_model, path, "--out", tmp_path / f"d{case}.csv"],
+                "watch": ["watch", grid_model, path, "--out", tmp_path / f"w{case}.csv", "--idle-exit", "0"],
+                "calibrate": ["calibrate", grid_model, path, "--out", tmp_path / f"c{case}"],
+                "train": ["train", path, "--out", tmp_path / f"t{case}", "--resample", mutate.choice(["20s", "1min"]),
+                          "--epochs", "1", "--set", "channels=[4,8,8,8]", "--quiet"]}[kind]
+        found = _outcome(capsys, argv + ["--device", "cpu", "--missing", mutate.choice(["error", "interpolate"])] + (
+            ["--encoding", encoding] if encoding != "utf-16" and mutate.random() < 0.5 else []))
+        if found:
+            findings.append(f"case {case} ({kind}, {encoding}, {edits}): {found}")
+    assert not findings, "\n".join(findings)
+
+
 def test_mutated_files_through_fleet_watch(tmp_path, capsys, model_dir):
     """fleet-watch of two entities whose files are mutated (``--idle-exit 0``: one poll each): exit 0, or exit 1
     with one ``<entity>: stopped: ...`` line per entity it stopped (the other scored), or exit 2 with one line;
