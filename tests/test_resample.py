@@ -100,6 +100,19 @@ def test_numbers_and_durations_and_zones_take_their_own_grid():
     assert str(table.index.tz) == "Europe/Paris" and table.index[0] == local[TIMESTAMP][0]
 
 
+def test_a_repeated_time_is_averaged_and_one_that_goes_back_refused():
+    """Two rows of one time (a logger that wrote twice in a second) are in one period: averaged, not refused as
+    they are without a grid; a time earlier than the row before is still refused, naming it."""
+    frame = pd.DataFrame({TIMESTAMP: ["2026-03-01 00:00:01", "2026-03-01 00:00:01", "2026-03-01 00:00:12"],
+                          "a": [1.0, 2.0, 4.0]})
+    with pytest.raises(InputError, match="repeats the row before"):
+        table_from_frame(frame, "t.csv")
+    np.testing.assert_array_equal(_on_grid(frame, "10s").values[:, 0], [1.5, 4.0])
+    back = frame.assign(**{TIMESTAMP: ["2026-03-01 00:00:01", "2026-03-01 00:00:00", "2026-03-01 00:00:12"]})
+    with pytest.raises(InputError, match=r"row 2: timestamp '2026-03-01 00:00:00' is earlier than the row before's"):
+        _on_grid(back, "10s")
+
+
 def test_a_grid_read_again_is_the_same():
     """Resampling rows on the grid already gives them back (each period one row): a frame read twice, a Monitor's
     tail read again with a chunk, reads the same."""

@@ -258,7 +258,8 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
         bad = np.flatnonzero(pd.isna(index))
         if len(bad):
             raise InputError(f"{source}: {where} row {bad[0] + 1}: missing timestamp")
-        times = check_time_order(index, source, where)
+        # (rows put on a grid may repeat a time: they are in one period, averaged)
+        times = check_time_order(index, source, where, repeats=RESAMPLE in df.attrs)
     elif isinstance(df.index, pd.RangeIndex) and df.index.name != TIMESTAMP:
         index = pd.RangeIndex(len(df))
     else:
@@ -339,12 +340,13 @@ def _interpolate_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str
     return filled
 
 
-def check_time_order(index: pd.Index, source: str, label: str = f"column '{TIMESTAMP}'"
+def check_time_order(index: pd.Index, source: str, label: str = f"column '{TIMESTAMP}'", repeats: bool = False
                       ) -> Optional[tuple[np.ndarray, int, bool, Optional[str]]]:
     """``_time_order``, with cells of several values (a Parquet column or index of lists: unhashable, and no time)
-    refused as bad input; looked for only when the check fails on them, so the common path pays nothing."""
+    refused as bad input; looked for only when the check fails on them, so the common path pays nothing.
+    ``repeats``: a time may repeat the row before (rows put on a grid: both are in one period)."""
     try:
-        return _time_order(index, source, label)
+        return _time_order(index, source, label, repeats)
     except TypeError:
         listed = next((r for r, v in enumerate(index) if pd.api.types.is_list_like(v)), None)
         if listed is None:
@@ -353,7 +355,8 @@ def check_time_order(index: pd.Index, source: str, label: str = f"column '{TIMES
                          "values, not one time") from None
 
 
-def _time_order(index: pd.Index, source: str, label: str) -> Optional[tuple[np.ndarray, int, bool, Optional[str]]]:
+def _time_order(index: pd.Index, source: str, label: str, repeats: bool = False
+                ) -> Optional[tuple[np.ndarray, int, bool, Optional[str]]]:
     """Timestamps must be strictly increasing: rows are taken in file order (windows, SCORES.csv rows, the
     alignment with a labels file), so an unsorted or repeated time would give silently wrong windows.
 
@@ -422,7 +425,7 @@ def _time_order(index: pd.Index, source: str, label: str) -> Optional[tuple[np.n
                              + (f" ({drop})" if drop else ""))
         return None
     # (compared, not subtracted: uint64 differences wrap around)
-    bad = np.flatnonzero(~(keys[1:] > keys[:-1]))
+    bad = np.flatnonzero(~(keys[1:] >= keys[:-1]) if repeats and exact is None else ~(keys[1:] > keys[:-1]))
     if exact is not None and len(bad):
         # float64 rounds monotonically, so only its ties can hide an increase: decide those on the exact text
         bad, equal = _exact_order(exact, bad)

@@ -15,7 +15,8 @@ joining both sides.
   every file of a feed, a later file and a growing one fall on the same grid; a row at 10:00:30 with ``1min`` is in
   the period labelled 10:00:00 (its start; the period holds its start, not its end).
 - A period's value is the mean of the values its rows hold (missing ones skipped); a ``label`` is 1 where any row of
-  the period is 1.
+  the period is 1. Rows of one time (a logger that wrote twice) are averaged as any rows of a period: the order
+  check lets a time repeat the row before here, and still refuses one that goes back.
 - Resampling a table on its grid already gives it back (a period's one row is its own mean), so a frame read twice
   reads the same.
 """
@@ -96,7 +97,7 @@ def resampled_parts(parts: Sequence, period: Period, missing: str, times=None) -
     table = parts[0] if len(parts) == 1 else _joined(parts)
     source = table.source
     if times is None and not isinstance(table.index, pd.RangeIndex):
-        times = check_time_order(table.index, source)
+        times = check_time_order(table.index, source, repeats=True)
     if isinstance(table.index, pd.RangeIndex) or times is None:
         what = ("has no time column (name it 'timestamp', or give --time-column NAME)"
                 if isinstance(table.index, pd.RangeIndex) else "has times that are neither dates nor numbers")
@@ -332,7 +333,7 @@ def row_periods(frame: pd.DataFrame, period: Period, source: str) -> np.ndarray:
     if TIMESTAMP not in frame.columns:
         raise InputError(f"{source}: --resample {period.text}: no time column (name it 'timestamp', or give "
                          "--time-column NAME); resampling puts rows on a grid of times")
-    times = check_time_order(pd.Index(frame[TIMESTAMP].to_numpy(), name=TIMESTAMP), source)
+    times = check_time_order(pd.Index(frame[TIMESTAMP].to_numpy(), name=TIMESTAMP), source, repeats=True)
     if times is None:
         raise InputError(f"{source}: --resample {period.text}: times that are neither dates nor numbers; resampling "
                          "puts rows on a grid of times")
