@@ -227,10 +227,13 @@ def resume_scores(follower, monitor, scores) -> None:
 
 
 def _next_rows(follower):
-    """The follower's next rows for ``resume_scores``; of a long table, the last time's too once the rest are read
-    (held until a later time shows it complete, but the last watch scored it: at its final poll)."""
+    """The follower's next rows for ``resume_scores``; of a feed that holds rows back (a long table's last time, a
+    resampled feed's last period), the held ones too once the rest are read (held until later rows show them
+    complete, but the last watch scored them: at its final poll)."""
+    from mscred.data.follow import HeldBack
+
     rows = follower.poll()
-    return follower.release() if rows is None and hasattr(follower, "release") else rows
+    return follower.release() if rows is None and isinstance(follower, HeldBack) else rows
 
 
 def _comes_after(value, text: str) -> bool:
@@ -313,8 +316,11 @@ def follow_until_idle(poll, interval: float, idle_exit, ended=None) -> None:
 
 
 def show_stop_note(follower) -> None:
-    """After the summary, on stderr: a long feed's lines left unscored at the stop (``LongFeed.stop_note``)."""
-    note = follower.stop_note() if hasattr(follower, "stop_note") else None
+    """After the summary, on stderr: the rows a feed held back and left unscored at the stop (a long feed's last
+    time, a resampled feed's last period: ``HeldBack.stop_note``)."""
+    from mscred.data.follow import HeldBack
+
+    note = follower.stop_note() if isinstance(follower, HeldBack) else None
     if note is not None:
         click.echo(note, err=True)
 

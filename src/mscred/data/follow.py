@@ -424,3 +424,35 @@ class RollingFolder:
     def close(self) -> None:
         if self.current is not None:
             self.current.close()
+
+
+class HeldBack:
+    """A follower put around another (``follower``) that holds back the rows it last read until later ones show them
+    complete: a long feed's last time (``mscred.data.long_feed.LongFeed``), a resampled feed's last period
+    (``mscred.data.grid_feed.GridFeed``). The file, its notes and its closing are the inner follower's; ``release``
+    and ``stop_note``, which ``watch`` asks of such a follower, are theirs to give."""
+
+    def __init__(self, follower):
+        self.follower = follower
+
+    @property
+    def path(self):
+        return self.follower.path
+
+    @property
+    def notes(self) -> list[str]:
+        return self.follower.notes
+
+    def close(self) -> None:
+        self.follower.close()
+
+    def release(self) -> Optional[pd.DataFrame]:
+        """The held rows, taken as complete (``watch --resume``: the last watch scored them at its final poll), as
+        this follower polls rows; None when none are held."""
+        raise NotImplementedError
+
+    def stop_note(self) -> Optional[str]:
+        """The ``note:`` a watch stopped before the held rows were shown complete says of them; None when none are
+        held."""
+        raise NotImplementedError
+

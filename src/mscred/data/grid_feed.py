@@ -10,26 +10,20 @@ from typing import Optional
 
 import pandas as pd
 
+from mscred.data.follow import HeldBack
 from mscred.data.io import TIMESTAMP, short_repr
 from mscred.data.resample import RESAMPLE, grid_frame, parse_period, row_periods
 
 
-class GridFeed:
+class GridFeed(HeldBack):
     """``follower``'s rows (a wide table's, or a ``LongFeed``'s wide rows) polled as grid rows of ``period`` (its
     text, the model's ``train.resample``): the interface of a follower that ``watch`` uses (``poll``, ``where``,
     ``notes``, ``path``, ``close``), ``release`` and ``stop_note`` besides."""
 
     def __init__(self, follower, period: str):
-        self.follower, self.period = follower, parse_period(period)
+        super().__init__(follower)
+        self.period = parse_period(period)
         self._held: Optional[pd.DataFrame] = None   # the rows of the last period seen, not on the grid yet
-
-    @property
-    def path(self):
-        return self.follower.path
-
-    @property
-    def notes(self) -> list[str]:
-        return self.follower.notes
 
     def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
         """The grid rows of the periods shown complete since the last poll (with ``final``, every period read), or
@@ -49,14 +43,14 @@ class GridFeed:
     def release(self) -> Optional[pd.DataFrame]:
         """The held period's grid row (and the inner follower's held lines'), taken as complete (``watch
         --resume``: the last watch scored it at its final poll); None when none are held."""
-        inner = self.follower.release() if hasattr(self.follower, "release") else None
+        inner = self.follower.release() if isinstance(self.follower, HeldBack) else None
         rows, self._held = self._joined(inner), None
         return None if rows is None else self._grid(rows)
 
     def stop_note(self) -> Optional[str]:
         """What a watch stopped before a later period came says of the held rows (None when none are held),
         after the inner follower's note of its own held lines."""
-        inner = self.follower.stop_note() if hasattr(self.follower, "stop_note") else None
+        inner = self.follower.stop_note() if isinstance(self.follower, HeldBack) else None
         if self._held is None:
             return inner
         count, start = len(self._held), short_repr(self._held[TIMESTAMP].iloc[0])
@@ -67,9 +61,6 @@ class GridFeed:
 
     def where(self, skip: int = 0) -> str:
         return self.follower.where(skip)
-
-    def close(self) -> None:
-        self.follower.close()
 
     def _joined(self, rows: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
         """The held rows, then ``rows`` (the reader's ``attrs`` kept), or whichever there is."""

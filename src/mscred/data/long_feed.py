@@ -20,6 +20,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from mscred.data.follow import HeldBack
 from mscred.data.io import TIMESTAMP, short_repr
 from mscred.data.reading import Reading, long_table_columns, missing_text, widened
 
@@ -28,26 +29,19 @@ from mscred.data.reading import Reading, long_table_columns, missing_text, widen
 LINE = "mscred_line"
 
 
-class LongFeed:
+class LongFeed(HeldBack):
     """``follower``'s lines, read as a long table, polled as wide rows: the interface of a follower that ``watch``
     uses (``poll``, ``where``, ``notes``, ``path``, ``close``), ``release`` besides. ``reading``: the model's (its
     ``long_columns`` set); ``sensors``: the model's, each a column of every wide row."""
 
     def __init__(self, follower, reading: Reading, sensors: Sequence[str]):
-        self.follower, self.reading, self.sensors = follower, reading, list(sensors)
+        super().__init__(follower)
+        self.reading, self.sensors = reading, list(sensors)
         # The follower reads the lines as they are (the time column renamed); the missing-value text is made NaN
         # in the wide rows, as detect does it, so that a sensor named like a state is still a sensor
         follower.reading = Reading(time_column=reading.time_column)
         self._held: Optional[pd.DataFrame] = None   # the lines of the last time seen, not made wide yet
         self._times = ""    # the times of the wide rows polled last, for ``where``
-
-    @property
-    def path(self):
-        return self.follower.path
-
-    @property
-    def notes(self) -> list[str]:
-        return self.follower.notes
 
     @property
     def held(self) -> int:
@@ -130,10 +124,6 @@ class LongFeed:
         named by their times; ``skip`` is the follower's argument, not needed here)."""
         path = self._current().path
         return f"{path} ({self._times})" if self._times else str(path)
-
-    def close(self) -> None:
-        self.follower.close()
-
 
 def _joined(held: pd.DataFrame, lines: pd.DataFrame) -> pd.DataFrame:
     """The held lines, then the new ones (the reader's ``attrs``, the time column's name for messages, kept). Where
