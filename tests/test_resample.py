@@ -369,3 +369,7 @@ def test_evaluate_puts_the_labels_on_the_scores_grid(trained, tmp_path, capsys):
         assert code == 0, err
         summary = json.loads(out)
         assert (summary["n_rows"], summary["n_anomalous_rows"]) == (len(grid), int(grid["label"].sum()))
+    code, out, err = run_cli(capsys, "evaluate", tmp_path / "s.csv", "--labels", tmp_path / "test.csv", "--model",
+                             trained / "model", "--json")   # (the model's grid)
+    assert code == 0, err
+    assert json.loads(out)["n_rows"] == len(grid)

@@ -539,6 +539,17 @@ def sensor_pool(truth: GroundTruth, model_dir=None, data=None) -> list[str]:
     return []
 
 
+def model_resample(model_dir) -> Optional[str]:
+    """The period a model puts its data on (its config.json's ``train.resample``), None where it has none or its
+    config cannot be read (the report, if any, says so)."""
+    try:
+        config = json.loads((Path(model_dir) / "config.json").read_text())
+        period = config["config"]["train"].get("resample")
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return None
+    return period if isinstance(period, str) else None
+
+
 def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarray] = None,
                     sliding_window: int = DEFAULT_SLIDING_WINDOW, k: int = 3, seed: int = 0,
                     sensors: Optional[list[str]] = None) -> dict:

@@ -127,7 +127,7 @@ def _check_vus_window(window: int, scores) -> None:
               help="--data is a long table, one value a row (as given to train).")
 @click.option("--resample", "resample", type=PERIOD, default=None, metavar="PERIOD",
               help="Put --labels and --data on the time grid of SCORES.csv (as given to train): a period's label is 1 "
-                   "where any of its rows is.")
+                   "where any of its rows is [default: --model's, where it has one].")
 @click.pass_context
 def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
              val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
@@ -141,6 +141,10 @@ def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, mode
     from mscred.errors import note_lines
 
     _check_threshold_options(ctx, threshold)
+    if resample is None and model_dir is not None:   # (the model's grid is the scores')
+        from mscred.evaluation import model_resample
+
+        resample = model_resample(model_dir)
     with note_lines():   # (a labels table and an anomalies.csv beside it that disagree: one note line)
         _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
                   val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
