@@ -373,3 +373,25 @@ def test_evaluate_puts_the_labels_on_the_scores_grid(trained, tmp_path, capsys):
                              trained / "model", "--json")   # (the model's grid)
     assert code == 0, err
     assert json.loads(out)["n_rows"] == len(grid)
+
+
+def test_reports_and_untimed_rows_of_a_resampling_model(trained, tmp_path, capsys):
+    """detect --report and evaluate --model --report of a resampling model draw the grid rows (the worst windows'
+    residuals read back from them); rows without times given to the model in Python (an array, a frame without a
+    time column) are taken as on the grid already, as the report's own reading of them is."""
+    pytest.importorskip("matplotlib", reason="the HTML report needs matplotlib (the report extra)")
+    test = _uneven(900, seed=51, step_s=4.0, labels=True)
+    test.to_csv(tmp_path / "test.csv", index=False)
+    code, _, err = run_cli(capsys, "detect", trained / "model", tmp_path / "test.csv", "--out", tmp_path / "s.csv",
+                           "--report", tmp_path / "page", *ON_THE_CPU)
+    assert code == 0, err
+    assert (tmp_path / "page" / "index.html").is_file()
+    code, _, err = run_cli(capsys, "evaluate", tmp_path / "s.csv", "--labels", tmp_path / "test.csv", "--model",
+                           trained / "model", "--report", tmp_path / "eval")
+    assert code == 0, err
+    assert "Residual signature matrices" in (tmp_path / "eval" / "index.html").read_text()
+    model = MSCRED.load(trained / "model", device="cpu")
+    grid = _on_grid(test.drop(columns=["label"]), "20s", missing="interpolate")
+    by_time = model.detect(test)
+    as_rows = model.detect(grid.values)
+    np.testing.assert_allclose(as_rows["score"], by_time["score"], rtol=1e-12, atol=0)

@@ -52,16 +52,18 @@ class Reading:
 
     def frame(self, df: pd.DataFrame, source: str, strict: bool = True) -> pd.DataFrame:
         """``df`` read so: its time column renamed (``named_time_column``), a long table made wide (``widened``)
-        and the missing-value text made NaN (``missing_text``). Not ``strict`` (a Python caller's frame, which may
-        be indexed by its times, or wide already): a frame without the time column, or without the long table's
-        columns, is left as it is in that respect."""
+        and the missing-value text made NaN (``missing_text``), marked to be put on the ``resample`` grid. Not
+        ``strict`` (a Python caller's frame, which may be indexed by its times, or wide already): a frame without
+        the time column, or without the long table's columns, is left as it is in that respect (rows without times
+        are taken as on the grid already)."""
         names = {str(c).strip() for c in df.columns}
         if strict or self.time_column in names:
             df = named_time_column(df, self.time_column, source)
         if self.long_columns is not None and (strict or set(self.long_columns) <= names):
             df = widened(df, *self.long_columns, source)
         df = missing_text(df, self.na_values)
-        if self.resample is not None:   # (done as the frame becomes a Table: mscred.data.resample)
+        timed = TIMESTAMP in df.columns or not isinstance(df.index, pd.RangeIndex)
+        if self.resample is not None and (strict or timed):   # (done as the frame becomes a Table: data.resample)
             df = df.copy(deep=False) if df.attrs.get(RESAMPLE) != self.resample else df
             df.attrs[RESAMPLE] = self.resample
         return df
