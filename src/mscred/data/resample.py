@@ -26,12 +26,16 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
 from mscred.errors import InputError
+
+if TYPE_CHECKING:   # (io and reading import this module)
+    from mscred.data.io import Table
+    from mscred.data.reading import Reading
 
 # The attrs key of a frame to be resampled as it becomes a Table (``Reading.frame`` sets it, ``table_from_frame``
 # reads it): the period's text
@@ -78,7 +82,7 @@ def parse_period(text) -> Period:
     return Period(shown, ns=int(duration.value))
 
 
-def resampled(table, period: Period, missing: str, times) -> "object":
+def resampled(table: "Table", period: Period, missing: str, times) -> "Table":
     """``table`` (a ``mscred.data.io.Table`` read with its missing values kept: NaN) on ``period``'s grid, its
     missing values then handled by ``missing`` as ``load_table`` handles them; ``times``: the order check's times of
     its rows (``_time_order``'s: keys, nanoseconds a key, whether they are dates or durations, the note), None for
@@ -86,7 +90,7 @@ def resampled(table, period: Period, missing: str, times) -> "object":
     return resampled_parts([table], period, missing, times)[0]
 
 
-def resampled_parts(parts: Sequence, period: Period, missing: str, times=None) -> list:
+def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, times=None) -> list["Table"]:
     """``parts`` (Tables read with their missing values kept, one after the other in time: a feed's files, a file
     and the rows before it) put on one grid, as one table would be, and cut into as many tables again: a period
     goes to the part holding its last row (the later part, for one that spans a seam), an empty period to the part
@@ -184,7 +188,7 @@ def _in_order(first, part, sensor_difference):
     return part.in_order(first.sensors)
 
 
-def load_on_grid(paths: Sequence, reading, missing: str, **options) -> list:
+def load_on_grid(paths: Sequence, reading: "Reading", missing: str, **options) -> list["Table"]:
     """The tables at ``paths`` (one feed's, in time order) read with ``reading`` (whose ``resample`` is set) and put
     on its grid as one table (``resampled_parts``), cut into a table per path again; ``options`` go to
     ``load_table`` (``encoding``, ``ignore_label``). A path whose rows all fell into a period the next one shares
