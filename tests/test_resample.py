@@ -395,3 +395,21 @@ def test_reports_and_untimed_rows_of_a_resampling_model(trained, tmp_path, capsy
     by_time = model.detect(test)
     as_rows = model.detect(grid.values)
     np.testing.assert_allclose(as_rows["score"], by_time["score"], rtol=1e-12, atol=0)
+
+
+def test_train_names_resample_where_the_rows_are_uneven(tmp_path, capsys):
+    """train of rows whose steps vary widely says so and names --resample (not of even rows, nor once resampled);
+    durations in the notes read as durations (`1.2 s`, `3 h 1 min`)."""
+    uneven = _uneven(1500, seed=61, step_s=4.0)
+    uneven["timestamp"] = (START + pd.to_timedelta(np.cumsum(np.random.default_rng(1).choice([1.0, 1.0, 30.0], 1500)),
+                                                   unit="s")).strftime("%Y-%m-%d %H:%M:%S")
+    even = uneven.assign(timestamp=pd.date_range(START, periods=1500, freq="4s").strftime("%Y-%m-%d %H:%M:%S"))
+    for name, frame, args, said in (("u", uneven, [], True), ("e", even, [], False),
+                                    ("r", uneven, ["--resample", "30s", "--missing", "interpolate"], False)):
+        frame.to_csv(tmp_path / f"{name}.csv", index=False)
+        code, _, err = run_cli(capsys, "train", tmp_path / f"{name}.csv", "--out", tmp_path / f"m{name}", *args,
+                               *TRAIN)
+        assert code == 0, err
+        note = (f"note: {tmp_path / f'{name}.csv'}: the rows are not evenly spaced in time (a tenth of the steps "
+                "under 1 s, a tenth over 30 s; the median 1 s)")
+        assert (note in err) == said, err

@@ -65,10 +65,16 @@ def report_time_gap(table, training: bool = False) -> None:
     the plant, a historian outage): the windows count rows, not time, so a window over the gap joins its two sides
     as if they were adjacent, at train as at detect. Before it, one where date text such as 01/02/2024 read
     increasing both day and month first (``Table.time_note``: which way it was read). ``training``: the note says
-    how to keep the training windows off the gap (the table split there, given as parts)."""
+    how to keep the training windows off the gap (the table split there, given as parts), and one more where the
+    steps vary widely (``Table.uneven``) names ``--resample``, which the model would keep."""
     note = getattr(table, "time_note", None)
     if note:
         click.echo(f"note: {note}", err=True)
+    uneven = getattr(table, "uneven", None)
+    if training and uneven is not None and getattr(table, "resampled", None) is None:
+        click.echo(f"note: {table.source}: the rows are not evenly spaced in time (a tenth of the steps under "
+                   f"{uneven[0]}, a tenth over {uneven[2]}; the median {uneven[1]}): the windows count rows, so they "
+                   "span times that vary as much; --resample PERIOD puts the rows on a regular grid", err=True)
     gap = table.time_gap
     if gap is not None:
         split = (f"; to train on no window over it, split the table before row {gap[0]} and give both parts as DATA"

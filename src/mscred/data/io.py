@@ -72,6 +72,9 @@ class Table:
     time_note : str or None
         Which way date text such as ``01/02/2024`` was read (day or month first) where both readings give increasing
         times (``_day_month_reading``), with the source and column; None otherwise.
+    uneven : (str, str, str) or None
+        Where the steps between consecutive timestamps vary widely (``uneven_steps``: a tenth of them more than
+        four times another tenth), the 10th percentile, median and 90th percentile step as text; None otherwise.
     resampled : (int, str) or None
         Where the table was put on a time grid (``mscred.data.resample``): the rows read and the period's text;
         None otherwise.
@@ -88,6 +91,7 @@ class Table:
     time_gap: Optional[tuple[int, str, str]] = None
     time_note: Optional[str] = None
     resampled: Optional[tuple[int, str]] = None
+    uneven: Optional[tuple[str, str, str]] = None
 
     def in_order(self, sensors: Sequence[str]) -> "Table":
         """The table with its columns (values, and where they were filled) in the order of ``sensors``, the same
@@ -295,12 +299,13 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     gaps = np.isnan(values) if missing == "interpolate" else None
     time_gap = largest_time_gap(*times[:3]) if times is not None else None
     time_note = times[3] if times is not None else None
+    uneven = uneven_steps(*times[:3]) if times is not None else None
     if gaps is None or not gaps.any():
         return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, time_gap=time_gap,
-                     time_note=time_note)
+                     time_note=time_note, uneven=uneven)
     filled = _interpolate_missing(values, gaps, sensors, source)
     return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, filled=filled, gaps=gaps,
-                 time_gap=time_gap, time_note=time_note)
+                 time_gap=time_gap, time_note=time_note, uneven=uneven)
 
 
 # Names of a time or row-number column under another name than 'timestamp' (case and '_'/'-'/blanks aside)
@@ -812,9 +817,48 @@ def largest_time_gap(keys: np.ndarray, tick: int, duration: bool, factor: float 
         return None
 
     def shown(step: float) -> str:
-        return str(pd.Timedelta(int(round(step)), unit="ns")) if duration else f"{step:g}"
+        return duration_text(step) if duration else f"{step:g}"
 
     return r + 2, shown(steps[r]), shown(usual)
+
+
+def uneven_steps(keys: np.ndarray, tick: int, duration: bool, ratio: float = 4.0, least: int = 20
+                 ) -> Optional[tuple[str, str, str]]:
+    """(10th percentile, median, 90th percentile) of the steps between consecutive times ``keys`` (as
+    ``largest_time_gap`` takes them), as text, where the 90th is more than ``ratio`` times the 10th over at least
+    ``least`` steps: rows that are not evenly spaced (a historian's changes-only records, a long table's times), whose
+    windows of so many rows span times that vary as much; None for an even series or a logger's jitter."""
+    if len(keys) <= least:
+        return None
+    steps = np.diff(keys.astype(np.float64)) * tick
+    low, middle, high = np.percentile(steps, [10, 50, 90])
+    if not (low > 0 and high > ratio * low):
+        return None
+
+    def shown(step: float) -> str:
+        return duration_text(step) if duration else f"{step:g}"
+
+    return shown(low), shown(middle), shown(high)
+
+
+def duration_text(ns: float) -> str:
+    """A duration of ``ns`` nanoseconds as a note says it: ``2 d 3 h``, ``1 h 5 min``, ``29 s``, ``1.5 s``, ``250 ms``
+    (the two largest units, what is below them dropped; under a second, ms, us or ns)."""
+    ns = int(round(ns))
+    if ns < 10 ** 9:
+        return f"{ns / 1e6:.3g} ms" if ns >= 10 ** 6 else f"{ns / 1e3:.3g} us" if ns >= 10 ** 3 else f"{ns} ns"
+    units = [("d", 86_400 * 10 ** 9), ("h", 3_600 * 10 ** 9), ("min", 60 * 10 ** 9), ("s", 10 ** 9)]
+    parts = []
+    for name, size in units:
+        if ns >= size or parts:
+            count, ns = divmod(ns, size)
+            if name == "s" and not parts:   # (seconds alone keep their fraction: 1.5 s)
+                parts.append(f"{count + ns / 1e9:.3g} s")
+            elif count:
+                parts.append(f"{count} {name}")
+            if len(parts) == 2 or (parts and name == "s"):
+                break
+    return " ".join(parts[:2])
 
 
 def short_repr(value: Any, limit: int = 40) -> str:
