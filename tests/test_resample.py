@@ -413,3 +413,43 @@ def test_train_names_resample_where_the_rows_are_uneven(tmp_path, capsys):
         note = (f"note: {tmp_path / f'{name}.csv'}: the rows are not evenly spaced in time (a tenth of the steps "
                 "under 1 s, a tenth over 30 s; the median 1 s)")
         assert (note in err) == said, err
+
+
+def test_a_long_changes_only_export_followed_on_a_grid(tmp_path, capsys, monkeypatch):
+    """A historian's long export where each tag has times of its own (changes only): trained with --long and
+    --resample, watched as it grows (the last time's lines held by the long feed, the last period's rows by the
+    grid), then --resume at --idle-exit: the periods are those detect finds in the whole file, each once."""
+    rng = np.random.default_rng(71)
+    pieces = []
+    for k, tag in enumerate(["FIC101", "TI202", "PI303", "LI404"]):
+        seconds = np.cumsum(rng.uniform(2.0, 40.0, 500)).round(0)
+        pieces.append(pd.DataFrame({"Time": (START + pd.to_timedelta(seconds, unit="s")).strftime("%Y-%m-%d %H:%M:%S"),
+                                    "Tag": tag, "Value": np.sin(seconds / (400 + 90 * k)) + 0.02 * k}))
+    lines = pd.concat(pieces).sort_values("Time", kind="stable").reset_index(drop=True)
+    end = min(piece["Time"].iloc[-1] for piece in pieces)   # (every tag to the end: a train file)
+    lines = lines[lines["Time"] <= end].drop_duplicates(["Time", "Tag"]).reset_index(drop=True)
+    lines.to_csv(tmp_path / "train.csv", index=False)
+    code, _, err = run_cli(capsys, "train", tmp_path / "train.csv", "--out", tmp_path / "model", "--long", "Tag,Value",
+                           "--time-column", "Time", "--resample", "1min", "--missing", "interpolate", *TRAIN)
+    assert code == 0, err
+    code, _, err = run_cli(capsys, "detect", tmp_path / "model", tmp_path / "train.csv", "--out", tmp_path / "d.csv",
+                           *ON_THE_CPU)
+    assert code == 0, err
+    periods = list(pd.read_csv(tmp_path / "d.csv")[TIMESTAMP])
+    data, out = tmp_path / "live.csv", tmp_path / "w.csv"
+    cuts = [300, 301, 777, 1200]
+    lines.iloc[:cuts[0]].to_csv(data, index=False)
+    replace_waits(monkeypatch, watch_module, *[
+        (lambda a, b: lambda: lines.iloc[a:b].to_csv(data, mode="a", header=False, index=False))(a, b)
+        for a, b in zip(cuts, cuts[1:])])
+    code, _, err = run_cli(capsys, "watch", tmp_path / "model", data, "--out", out, "--interval", "0.01",
+                           *ON_THE_CPU)
+    assert code == 0, err
+    assert "not scored: no row of a later 1min came" in err
+    watched = list(pd.read_csv(out)[TIMESTAMP])
+    assert watched == periods[:len(watched)] and len(watched) < len(periods)
+    lines.iloc[cuts[-1]:].to_csv(data, mode="a", header=False, index=False)
+    code, _, err = run_cli(capsys, "watch", tmp_path / "model", data, "--out", out, "--idle-exit", "0", "--resume",
+                           *ON_THE_CPU)
+    assert code == 0, err
+    assert list(pd.read_csv(out)[TIMESTAMP]) == periods

@@ -351,7 +351,7 @@ def _disagree(source: str, events: list[tuple[int, str, str]], labels_source: st
 def _check_alignment(scores: Scores, index: Optional[np.ndarray], n_rows: int, source: str) -> None:
     if n_rows != len(scores.score):
         # (scores of a model that resamples have a row a period: the labels need the same grid)
-        hint = (f"; scored on a time grid (a model trained with --resample)? give evaluate the same --resample"
+        hint = ("; scored on a time grid (a model trained with --resample)? give evaluate the same --resample"
                 if n_rows > len(scores.score) and scores.has_timestamp else "")
         raise InputError(f"{source}: has {n_rows} rows but {scores.source} has {len(scores.score)}{hint}")
     if index is not None and scores.has_timestamp:

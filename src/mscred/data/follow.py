@@ -455,4 +455,3 @@ class HeldBack:
         """The ``note:`` a watch stopped before the held rows were shown complete says of them; None when none are
         held."""
         raise NotImplementedError
-
