@@ -189,9 +189,34 @@ def test_cli_bad_context(model_dir, tmp_path, capsys, series):
 
 
 @pytest.mark.parametrize("timed", [True, False])
+def test_a_folder_of_files_of_any_length_scores_as_the_files_concatenated(model_dir, tmp_path, capsys, series, timed):
+    """Files whose lengths are not multiples of the gap (one of 6 rows), a gap of a sensor across two seams filled as
+    in one table: the folder's SCORES.csv is that of `detect` of the files written as one file, to the bit -- with
+    --context too. (Scored file by file, each file's windows ended at its own last row: shifted from the whole
+    table's, and the last rows of the first file scored 0.)"""
+    whole = (series if timed else series.drop(columns="timestamp")).iloc[600:1200].reset_index(drop=True)
+    whole.iloc[130:400, 2] = np.nan   # (across the seams at 137 and 143, to within the third file)
+    feed = tmp_path / "feed"
+    feed.mkdir()
+    cuts = [0, 137, 143, 391, 600]
+    for k, (start, stop) in enumerate(zip(cuts, cuts[1:])):
+        whole.iloc[start:stop].to_csv(feed / f"part-{k}.csv", index=False)
+    whole.to_csv(tmp_path / "all.csv", index=False)
+    (series if timed else series.drop(columns="timestamp")).iloc[400:600].to_csv(tmp_path / "before.csv",
+                                                                                 index=False)
+    for context in ([], ["--context", tmp_path / "before.csv"]):
+        got, want = (tmp_path / f"{name}{len(context)}.csv" for name in ("folder", "file"))
+        for data, out in ((feed, got), (tmp_path / "all.csv", want)):
+            code, _, err = run_cli(capsys, "detect", model_dir, data, "--out", out, "--missing", "interpolate",
+                                   *context, *ON_THE_CPU)
+            assert code == 0, err
+        pd.testing.assert_frame_equal(pd.read_csv(got), pd.read_csv(want))
+
+
+@pytest.mark.parametrize("timed", [True, False])
 def test_cli_detect_of_a_folder_is_one_feed(model_dir, tmp_path, capsys, series, timed):
-    """DATA a folder of a logger's rolled files (one of them 10 rows): scored in name order, each after the rows
-    before it, as `detect` of the feed as one table (1e-6: the files' windows go through in other batches);
+    """DATA a folder of a logger's rolled files (one of them 10 rows): scored in name order as one table, as `detect`
+    of the feed as one table;
     untimed rows numbered through the files; a gap filled in one file marks its rows in `filled`, 0 elsewhere;
     SCORES.csv inside the folder refused (the next run would score it as the feed's next file)."""
     whole = series if timed else series.drop(columns="timestamp")

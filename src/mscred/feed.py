@@ -1,10 +1,11 @@
 """A logger's rolled files scored as one feed (``detect DIR``, ``fleet-detect``'s entity folders).
 
-Each file is scored after the rows before it -- the rows of every earlier file, not the previous file alone, whose
-few rows (a file rolled early) would leave the next one's first rows without a full window -- with ``detect``'s
-context, so that the scores are those of the feed as one table, to within the float32 network's batching (the
-files' windows go through in other batches: up to 1.0e-7 relative over five series, as ``detect --context`` of a
-split already is: benchmarks/feed_split_diff.py, results/feed_split_diff/).
+The files are joined into one table -- their rows one after the other, the times checked to follow each other across
+each seam (``mscred.data.context.seam_note``), gaps that touch a seam filled across it -- and scored as one, after
+``detect``'s context when given: the scores are those of ``detect`` of the files concatenated, whatever their lengths.
+(Scored file by file, each after the rows before it, a file's windows ended at its own last row: a later file whose
+length was not a multiple of the gap was scored on windows shifted from the whole table's, and the last rows of the
+first file scored 0.) The feed is in memory at once, as one file of its rows would be.
 """
 from __future__ import annotations
 
@@ -20,35 +21,39 @@ from mscred.data.io import Table
 
 @dataclasses.dataclass
 class FeedScores:
-    """``frame``: the feed's SCORES table; ``frames``, ``tables`` and ``context_rows``: each file's scores, table and
-    rows of context used (``MSCRED.context_rows``)."""
+    """``frame``: the feed's SCORES table; ``tables``: each file's table, as read; ``context_rows``: the rows of
+    context put before the feed (``MSCRED.context_rows``; 0 without)."""
 
     frame: pd.DataFrame
-    frames: list[pd.DataFrame]
     tables: list[Table]
-    context_rows: list[int]
+    context_rows: int
 
     def scored(self, model) -> int:
         """How many of the feed's rows a window covers (the others score 0)."""
-        return sum(int((model.window_of_row(len(part), rows) >= 0).sum())
-                   for part, rows in zip(self.frames, self.context_rows))
+        return int((model.window_of_row(len(self.frame), self.context_rows) >= 0).sum())
 
 
 def feed_tables(paths: Sequence, context=None, **read_options) -> tuple[Optional[Table], Iterator[Table]]:
-    """(the table at ``context`` or None, the tables at ``paths`` loaded as they are needed): a feed's files read
-    with ``read_options`` (``load_table``'s), the first before the context (its errors first). Where the reading
-    resamples and there is more than one file, all are read at once and put on one grid, as one table would be (a
-    period may span a seam: ``mscred.data.resample.load_on_grid``); a file left without rows of its own is left
-    out."""
+    """(the table at ``context`` or None, the tables at ``paths``): a feed's files read with ``read_options``
+    (``load_table``'s), the first before the context (its errors first). Where there is more than one file and the
+    reading resamples, all are put on one grid, as one table would be (a period may span a seam:
+    ``mscred.data.resample.load_on_grid``; a file left without rows of its own is left out); where missing values
+    are interpolated, they are filled as in one table (``filled_as_one``)."""
     from mscred.data.io import load_table
 
-    if read_options["reading"].resample is not None and (context or len(paths) > 1):
-        from mscred.data.resample import load_on_grid
+    several = [*([context] if context else []), *paths]
+    if len(several) > 1 and (read_options["reading"].resample is not None or read_options["missing"] != "error"):
+        if read_options["reading"].resample is not None:
+            from mscred.data.resample import load_on_grid
 
-        on_grid = load_on_grid([*([context] if context else []), *paths], **read_options)
-        before = on_grid.pop(0) if context else None
+            tables = load_on_grid(several, **read_options)
+        else:   # (gaps filled as in one table: across the seams, and a sensor missing in a whole file)
+            from mscred.data.resample import KEEP
+
+            tables = filled_as_one([load_table(path, **{**read_options, "missing": KEEP}) for path in several])
+        before = tables.pop(0) if context else None
         return (before if before is not None and len(before.values) else None,
-                iter([table for table in on_grid if len(table.values)]))
+                iter([table for table in tables if len(table.values)]))
     first = load_table(paths[0], **read_options)   # (DATA's errors first)
     before = load_table(context, **read_options) if context else None
     return before, itertools.chain([first], (load_table(path, **read_options) for path in paths[1:]))
@@ -56,44 +61,62 @@ def feed_tables(paths: Sequence, context=None, **read_options) -> tuple[Optional
 
 def score_feed(model, tables: Iterable[Table], context: Optional[Table] = None,
                sensor_scores: bool = False) -> FeedScores:
-    """``tables`` (a feed's files in order, loaded as they are needed) scored by ``model`` one after the other, the
-    first after ``context`` when given, each next one after the rows before it."""
-    sig = model.config_.signature
-    keep = max(sig.windows) + sig.steps * sig.gap   # (more context than any file can use)
-    frames, loaded, used = [], [], []
-    for table in tables:
-        frames.append(model.detect(table, context=context, sensor_scores=sensor_scores))
-        used.append(model.context_rows(len(context.values), len(table.values)) if context is not None else 0)
-        loaded.append(table)
-        context = _followed(context, table, keep)
-    return FeedScores(_one_feed(frames), frames, loaded, used)
+    """``tables`` (a feed's files in order) scored by ``model`` as one table (``joined_feed``), after ``context``
+    when given."""
+    loaded = list(tables)
+    feed = joined_feed(loaded)
+    frame = model.detect(feed, context=context, sensor_scores=sensor_scores)
+    used = model.context_rows(len(context.values), len(feed.values)) if context is not None else 0
+    return FeedScores(frame, loaded, used)
 
 
-def _followed(before: Optional[Table], table: Table, keep: int) -> Table:
-    """The last ``keep`` rows of ``before`` (a Table, or None) and ``table``'s after them, as one Table: the context
-    of a folder's next file, however short its files (the one before alone may hold fewer rows than a window).
-    Timestamps are kept where both have them (detect checks the next file's first against the last); untimed rows
-    are counted from 0. Tables of other sensor names (a positional .npy beside a CSV) are not joined."""
-    if before is None or set(before.sensors) != set(table.sensors):
-        return table.last(keep)
-    table = table.in_order(before.sensors)
-    values = np.concatenate([before.values, table.values])
-    timed = not isinstance(before.index, pd.RangeIndex) and not isinstance(table.index, pd.RangeIndex)
+def filled_as_one(parts: Sequence[Table]) -> list[Table]:
+    """Tables read with their missing values kept (``KEEP``), one after the other (a context, then a feed's files),
+    filled by interpolation as one table of their rows fills them -- across the seams, and a sensor missing in a
+    whole file between the values around it -- and cut into the same tables again, each with its ``gaps`` and
+    ``filled``. Sensors in the first's order (other sensors refused, naming the file)."""
+    from mscred.data.io import _interpolate_missing
+    from mscred.data.parts import in_order_of
+
+    first = parts[0]
+    parts = [first] + [in_order_of(first, part, "the files of a feed") for part in parts[1:]]
+    values = np.concatenate([part.values for part in parts])
+    gaps = np.isnan(values)
+    if gaps.any():
+        _interpolate_missing(values, gaps, first.sensors, first.source)   # (in place)
+    offsets = np.cumsum([0] + [len(part.values) for part in parts])
+    out = []
+    for part, start, stop in zip(parts, offsets, offsets[1:]):
+        own = gaps[start:stop]
+        out.append(dataclasses.replace(part, values=values[start:stop], gaps=own if own.any() else None,
+                                       filled={name: int(n) for name, n in zip(first.sensors, own.sum(axis=0)) if n}))
+    return out
+
+
+def joined_feed(tables: Sequence[Table]) -> Table:
+    """The files' tables as one: the sensors in the first's order (other sensors refused, naming the file), the
+    times checked across each seam (``seam_note``: in order; all timed or none), and the rows numbered from 0 where
+    they have no times. Named as the first file. (Their missing values are filled as one table's by the reader:
+    ``filled_as_one``.)"""
+    from mscred.data.context import seam_note
+    from mscred.data.parts import in_order_of
+
+    if len(tables) == 1:
+        return tables[0]
+    first = tables[0]
+    tables = [first] + [in_order_of(first, table, "the files of a feed") for table in tables[1:]]
+    for before, after in zip(tables, tables[1:]):
+        seam_note(before, after)
+    values = np.concatenate([table.values for table in tables])
     gaps = None
-    if before.gaps is not None or table.gaps is not None:
-        gaps = np.concatenate([t.gaps if t.gaps is not None else np.zeros(t.values.shape, dtype=bool)
-                               for t in (before, table)])
-    joined = dataclasses.replace(table, values=values, labels=None, gaps=gaps, time_gap=None,
-                                 index=before.index.append(table.index) if timed else pd.RangeIndex(len(values)))
-    return joined.last(keep)
-
-
-def _one_feed(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """The SCORES tables of a folder's files as one feed's: untimed rows numbered through the files (each file's
-    own count from 0 would repeat), timed ones as they are."""
-    if len(frames) == 1:
-        return frames[0]
-    if "row" in frames[0].columns:
-        starts = np.cumsum([0] + [len(f) for f in frames[:-1]])
-        frames = [f.assign(row=f["row"] + start) for f, start in zip(frames, starts)]
-    return pd.concat(frames, ignore_index=True)
+    if any(table.gaps is not None for table in tables):
+        gaps = np.concatenate([table.gaps if table.gaps is not None else np.zeros(table.values.shape, dtype=bool)
+                               for table in tables])
+    timed = not isinstance(first.index, pd.RangeIndex)
+    index = first.index.append([table.index for table in tables[1:]]) if timed else pd.RangeIndex(len(values))
+    filled: dict[str, int] = {}
+    for table in tables:
+        for name, count in table.filled.items():
+            filled[name] = filled.get(name, 0) + count
+    return dataclasses.replace(first, values=values, index=index, labels=None, gaps=gaps, filled=filled,
+                               time_gap=None, time_note=None, resampled=None, uneven=None)

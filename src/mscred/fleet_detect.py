@@ -161,7 +161,7 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                         alarms.append(found.assign(entity=name))
                     if report:
                         plots.offer(name, frame, float(model.threshold_))
-                    row.update(status="ok", rows=len(frame), context_rows=feed.context_rows[0],
+                    row.update(status="ok", rows=len(frame), context_rows=feed.context_rows,
                                scored=feed.scored(model),
                                anomalous=int(frame["is_anomaly"].sum()), intervals=len(found),
                                threshold=float(model.threshold_))

@@ -139,7 +139,7 @@ def _detect(model_dir, data, out, device, missing, encoding, context, sensor_sco
         frame["filled"] = np.concatenate([table.gaps.sum(axis=1) if table.gaps is not None
                                           else np.zeros(len(table.values), dtype=np.int64) for table in feed.tables])
     found = runs(frame["is_anomaly"].to_numpy())
-    used = feed.context_rows[0]
+    used = feed.context_rows
     uncovered = len(frame) - feed.scored(model)
     if report_dir is not None:   # (before SCORES: on standard output nothing may come before every output is made)
         from mscred.detection_report import feed_report

@@ -24,9 +24,10 @@ def is_parts(X) -> bool:
             and all(isinstance(p, (pd.DataFrame, Table)) or (isinstance(p, np.ndarray) and p.ndim == 2) for p in X))
 
 
-def in_order_of(first: Table, table: Table) -> Table:
-    """``table`` with its columns in the order of ``first``'s sensors; other sensors are an InputError naming both.
-    Tables without names of their own (.npy arrays) match by position, so only their widths must agree."""
+def in_order_of(first: Table, table: Table, together: str = "the parts of the training data") -> Table:
+    """``table`` with its columns in the order of ``first``'s sensors; other sensors are an InputError naming both
+    (``together``: what the two are, for the message). Tables without names of their own (.npy arrays) match by
+    position, so only their widths must agree."""
     from mscred.detector import sensor_difference
 
     if list(table.sensors) == list(first.sensors):
@@ -34,12 +35,12 @@ def in_order_of(first: Table, table: Table) -> Table:
     if table.positional or first.positional:
         if len(table.sensors) != len(first.sensors):
             raise InputError(f"{table.source}: {len(table.sensors)} sensor column(s), {first.source} has "
-                             f"{len(first.sensors)}; the parts of the training data must have the same sensors")
+                             f"{len(first.sensors)}; {together} must have the same sensors")
         return table
     difference = sensor_difference(first.sensors, table.sensors)
     if difference:
-        raise InputError(f"{table.source}: other sensors than {first.source}, the first part of the training data: "
-                         f"{difference}")
+        raise InputError(f"{table.source}: other sensors than {first.source} ({together} must have the same "
+                         f"sensors): {difference}")
     return table.in_order(first.sensors)
 
 
