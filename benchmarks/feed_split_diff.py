@@ -1,7 +1,7 @@
 """How far a series scored in two pieces (the second after the first as ``detect``'s context) is from the series
-scored as one table: the float32 network sees the windows in other batches, so the scores differ by rounding. The
-figure behind "to 1e-6" in the folder-feed tests (tests/test_detect_context.py, tests/test_fleet_detect.py) and
-mscred/feed.py's docstring. A tiny model (channels 4/8/8/8, 1 epoch, CPU), SEEDS series; prints one JSON line:
+scored as one table: the float32 network sees the windows in other batches, so the scores differ by rounding. It
+was the figure behind "to 1e-6" in the folder-feed tests while a folder's files were scored one after another; since
+2026-12-06 a folder is scored as one table (mscred/feed.py), and the figure stands for `detect --context` of a split. A tiny model (channels 4/8/8/8, 1 epoch, CPU), SEEDS series; prints one JSON line:
     PYTHONPATH=src python3 benchmarks/feed_split_diff.py   (results/feed_split_diff/)"""
 import json
 import sys
