@@ -15,9 +15,9 @@ import pytest
 from cli_helpers import ON_THE_CPU, bad_input, main, replace_waits, run_cli
 from mscred.cli import watch as watch_module
 from mscred.data.grid_feed import GridFeed
-from mscred.data.io import TIMESTAMP, float_read_options, load_table, table_from_frame
+from mscred.data.io import KEEP, TIMESTAMP, float_read_options, load_table, table_from_frame
 from mscred.data.reading import Reading
-from mscred.data.resample import KEEP, load_on_grid
+from mscred.data.resample import load_on_grid
 from mscred.detector import MSCRED
 from mscred.errors import InputError
 

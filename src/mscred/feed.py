@@ -10,8 +10,7 @@ first file scored 0.) The feed is in memory at once, as one file of its rows wou
 from __future__ import annotations
 
 import dataclasses
-import itertools
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,13 +32,13 @@ class FeedScores:
         return int((model.window_of_row(len(self.frame), self.context_rows) >= 0).sum())
 
 
-def feed_tables(paths: Sequence, context=None, **read_options) -> tuple[Optional[Table], Iterator[Table]]:
+def feed_tables(paths: Sequence, context=None, **read_options) -> tuple[Optional[Table], list[Table]]:
     """(the table at ``context`` or None, the tables at ``paths``): a feed's files read with ``read_options``
     (``load_table``'s), the first before the context (its errors first). Where there is more than one file and the
     reading resamples, all are put on one grid, as one table would be (a period may span a seam:
     ``mscred.data.resample.load_on_grid``; a file left without rows of its own is left out); where missing values
     are interpolated, they are filled as in one table (``filled_as_one``)."""
-    from mscred.data.io import load_table
+    from mscred.data.io import KEEP, load_table
 
     several = [*([context] if context else []), *paths]
     if len(several) > 1 and (read_options["reading"].resample is not None or read_options["missing"] != "error"):
@@ -48,15 +47,13 @@ def feed_tables(paths: Sequence, context=None, **read_options) -> tuple[Optional
 
             tables = load_on_grid(several, **read_options)
         else:   # (gaps filled as in one table: across the seams, and a sensor missing in a whole file)
-            from mscred.data.resample import KEEP
-
             tables = filled_as_one([load_table(path, **{**read_options, "missing": KEEP}) for path in several])
         before = tables.pop(0) if context else None
         return (before if before is not None and len(before.values) else None,
-                iter([table for table in tables if len(table.values)]))
+                [table for table in tables if len(table.values)])
     first = load_table(paths[0], **read_options)   # (DATA's errors first)
     before = load_table(context, **read_options) if context else None
-    return before, itertools.chain([first], (load_table(path, **read_options) for path in paths[1:]))
+    return before, [first] + [load_table(path, **read_options) for path in paths[1:]]
 
 
 def score_feed(model, tables: Iterable[Table], context: Optional[Table] = None,

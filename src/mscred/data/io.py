@@ -39,6 +39,9 @@ TIME_NAME = "mscred_time_name"
 # The index name of a long table made wide (mscred.data.reading.widened), whose index holds each row's time: messages
 # name a row by its time too, since the file's lines are not the wide table's rows.
 ROW_TIME = "mscred_row_time"
+# The missing policy, beside MISSING_POLICIES, that keeps missing values as NaN (no error, no filling): tables read
+# to be put on a grid or joined to others first, which then decide (mscred.data.resample, mscred.feed)
+KEEP = "keep"
 # Compressed text tables that pandas decompresses itself: ``data.csv.gz`` reads as ``data.csv``.
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
 
@@ -227,7 +230,7 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     values aside with ``missing="interpolate"`` (see :func:`load_table`), and ``ignore_label`` drops a ``label``
     column unread. Rows are reported 1-based in frame order.
     """
-    from mscred.data.resample import KEEP, RESAMPLE, parse_period, resampled
+    from mscred.data.resample import RESAMPLE, parse_period, resampled
 
     if missing not in MISSING_POLICIES and missing != KEEP:
         raise InputError(f"missing={missing!r}: choose one of {', '.join(MISSING_POLICIES)}")

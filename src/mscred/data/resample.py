@@ -193,7 +193,7 @@ def load_on_grid(paths: Sequence, reading: "Reading", missing: str, **options) -
     on its grid as one table (``resampled_parts``), cut into a table per path again; ``options`` go to
     ``load_table`` (``encoding``, ``ignore_label``). A path whose rows all fell into a period the next one shares
     gives a table without rows."""
-    from mscred.data.io import load_table
+    from mscred.data.io import KEEP, load_table
 
     raw = dataclasses.replace(reading, resample=None)
     parts = [load_table(path, missing=KEEP, reading=raw, **options) for path in paths]
@@ -204,8 +204,6 @@ def _counts(gaps: np.ndarray, sensors: Sequence[str]) -> dict:
     return {name: int(n) for name, n in zip(sensors, gaps.sum(axis=0)) if n}
 
 
-# The missing policy that keeps missing values as NaN (a table read to be resampled, or joined to others first)
-KEEP = "keep"
 
 
 def _buckets(keys: np.ndarray, tick: int, period: Period, source: str) -> np.ndarray:
@@ -301,7 +299,7 @@ def grid_frame(frame: pd.DataFrame, source: str, after=None) -> pd.DataFrame:
     decides later, as a feed's chunk is read; a ``label`` column left out). ``after``: the last grid time of the
     rows before (a feed's chunk after the one before): the periods between it and the frame's first are put in as
     rows without values, so that the grid runs on without a hole."""
-    from mscred.data.io import TIMESTAMP, table_from_frame
+    from mscred.data.io import KEEP, TIMESTAMP, table_from_frame
 
     table = table_from_frame(frame, source, missing=KEEP, ignore_label=True)
     period = parse_period(frame.attrs[RESAMPLE])
