@@ -58,10 +58,12 @@ def feed_tables(paths: Sequence, context=None, **read_options) -> tuple[Optional
 
 def score_feed(model, tables: Iterable[Table], context: Optional[Table] = None,
                sensor_scores: bool = False) -> FeedScores:
-    """``tables`` (a feed's files in order) scored by ``model`` as one table (``joined_feed``), after ``context``
+    """``tables`` (a feed's files in order) scored by ``model`` as one table (``one_series``), after ``context``
     when given."""
+    from mscred.data.context import one_series
+
     loaded = list(tables)
-    feed = joined_feed(loaded)
+    feed = dataclasses.replace(one_series(loaded, "the files of a feed"), labels=None)
     frame = model.detect(feed, context=context, sensor_scores=sensor_scores)
     used = model.context_rows(len(context.values), len(feed.values)) if context is not None else 0
     return FeedScores(frame, loaded, used)
@@ -88,32 +90,3 @@ def filled_as_one(parts: Sequence[Table]) -> list[Table]:
         out.append(dataclasses.replace(part, values=values[start:stop], gaps=own if own.any() else None,
                                        filled={name: int(n) for name, n in zip(first.sensors, own.sum(axis=0)) if n}))
     return out
-
-
-def joined_feed(tables: Sequence[Table]) -> Table:
-    """The files' tables as one: the sensors in the first's order (other sensors refused, naming the file), the
-    times checked across each seam (``seam_note``: in order; all timed or none), and the rows numbered from 0 where
-    they have no times. Named as the first file. (Their missing values are filled as one table's by the reader:
-    ``filled_as_one``.)"""
-    from mscred.data.context import seam_note
-    from mscred.data.parts import in_order_of
-
-    if len(tables) == 1:
-        return tables[0]
-    first = tables[0]
-    tables = [first] + [in_order_of(first, table, "the files of a feed") for table in tables[1:]]
-    for before, after in zip(tables, tables[1:]):
-        seam_note(before, after)
-    values = np.concatenate([table.values for table in tables])
-    gaps = None
-    if any(table.gaps is not None for table in tables):
-        gaps = np.concatenate([table.gaps if table.gaps is not None else np.zeros(table.values.shape, dtype=bool)
-                               for table in tables])
-    timed = not isinstance(first.index, pd.RangeIndex)
-    index = first.index.append([table.index for table in tables[1:]]) if timed else pd.RangeIndex(len(values))
-    filled: dict[str, int] = {}
-    for table in tables:
-        for name, count in table.filled.items():
-            filled[name] = filled.get(name, 0) + count
-    return dataclasses.replace(first, values=values, index=index, labels=None, gaps=gaps, filled=filled,
-                               time_gap=None, time_note=None, resampled=None, uneven=None)

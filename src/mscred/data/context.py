@@ -9,7 +9,8 @@ increasing across the seam, and gaps that touch the seam filled across it as in 
 """
 from __future__ import annotations
 
-from typing import Optional
+import dataclasses
+from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,3 +101,35 @@ def _run_length(gaps: Optional[np.ndarray], column: int, from_end: bool) -> int:
         return 0
     run = gaps[::-1, column] if from_end else gaps[:, column]
     return len(run) if run.all() else int(np.argmin(run))
+
+
+def one_series(tables: Sequence[Table], together: str) -> Table:
+    """Tables of one series, one after the other (a feed's files; a context and the data), as one Table: the
+    sensors in the first's order (other sensors refused, naming the table: ``in_order_of``; ``together`` says what
+    the tables are), the times checked across each seam (``seam_note``: in order, all timed or none), values, gaps,
+    labels (0 where a table has none) and filled counts joined, the index the tables' times appended (the rows
+    numbered from 0 where they have none). Named as the first; the notes of one table alone dropped."""
+    from mscred.data.parts import in_order_of
+
+    if len(tables) == 1:
+        return tables[0]
+    first = tables[0]
+    tables = [first] + [in_order_of(first, table, together) for table in tables[1:]]
+    for before, after in zip(tables, tables[1:]):
+        seam_note(before, after)
+    values = np.concatenate([table.values for table in tables])
+    gaps = labels = None
+    if any(table.gaps is not None for table in tables):
+        gaps = np.concatenate([table.gaps if table.gaps is not None else np.zeros(table.values.shape, dtype=bool)
+                               for table in tables])
+    if any(table.labels is not None for table in tables):
+        labels = np.concatenate([table.labels if table.labels is not None
+                                 else np.zeros(len(table.values), dtype=np.int64) for table in tables])
+    index = first.index.append([table.index for table in tables[1:]]) if _has_times(first) else \
+        pd.RangeIndex(len(values))
+    filled: dict[str, int] = {}
+    for table in tables:
+        for name, count in table.filled.items():
+            filled[name] = filled.get(name, 0) + count
+    return dataclasses.replace(first, values=values, index=index, labels=labels, gaps=gaps, filled=filled,
+                               time_gap=None, time_note=None, resampled=None, uneven=None)

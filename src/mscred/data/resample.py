@@ -96,9 +96,10 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
     goes to the part holding its last row (the later part, for one that spans a seam), an empty period to the part
     of the next period with rows. Missing values are interpolated over the whole grid, so across the seams too.
     ``times``: the order check's times of the parts' rows joined (computed here where None)."""
+    from mscred.data.context import one_series
     from mscred.data.io import Table, _interpolate_missing, check_time_order
 
-    table = parts[0] if len(parts) == 1 else _joined(parts)
+    table = one_series(parts, "the files of a feed")
     source = table.source
     if times is None and not isinstance(table.index, pd.RangeIndex):
         times = check_time_order(table.index, source, repeats=True)
@@ -159,33 +160,6 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
                          positional=part.positional, time_note=times[3] if k == 0 and len(times) > 3 else None,
                          resampled=(len(part.values), period.text)))
     return out
-
-
-def _joined(parts: Sequence):
-    """Raw parts (missing values kept) as one table: their rows one after the other, their times checked to follow
-    each other (``seam_note``'s check), named as the first part is."""
-    from mscred.data.context import seam_note
-    from mscred.detector import sensor_difference
-
-    first = parts[0]
-    parts = [first] + [_in_order(first, p, sensor_difference) for p in parts[1:]]
-    for before, after in zip(parts, parts[1:]):
-        seam_note(before, after)
-    labels = None
-    if any(p.labels is not None for p in parts):
-        labels = np.concatenate([p.labels if p.labels is not None else np.zeros(len(p.values), dtype=np.int64)
-                                 for p in parts])
-    index = parts[0].index.append([p.index for p in parts[1:]])
-    return dataclasses.replace(parts[0], values=np.concatenate([p.values for p in parts]), index=index,
-                               labels=labels)
-
-
-def _in_order(first, part, sensor_difference):
-    """``part`` with its columns in ``first``'s order; InputError naming both where their sensors differ."""
-    if set(part.sensors) != set(first.sensors) or len(part.sensors) != len(first.sensors):
-        raise InputError(f"{part.source}: other sensors than {first.source}: "
-                         f"{sensor_difference(first.sensors, part.sensors)}")
-    return part.in_order(first.sensors)
 
 
 def load_on_grid(paths: Sequence, reading: "Reading", missing: str, **options) -> list["Table"]:
