@@ -20,6 +20,7 @@ COMMANDS = {
     "watch": "mscred.cli.watch:watch",
     "calibrate": "mscred.cli.calibrate:calibrate",
     "info": "mscred.cli.info:info",
+    "inspect": "mscred.cli.inspect:inspect",
     "evaluate": "mscred.cli.evaluate:evaluate",
     "fleet": "mscred.cli.fleet:fleet",
     "fleet-detect": "mscred.cli.fleet_detect:fleet_detect",

@@ -87,12 +87,9 @@ def report_time_gap(table, training: bool = False) -> None:
 def report_constant(table) -> None:
     """One line on stderr naming the sensors that never change in the training data: they carry no signal (the
     normaliser maps them to 0), and any change in them at detect time is outside what the model saw."""
-    import numpy as np
+    from mscred.data.profile import constant_sensors
 
-    values = np.asarray(table.values)
-    if len(values) < 2:  # one row "never changes" in every sensor: vacuous, and too few rows is refused next
-        return
-    constant = [name for name, same in zip(table.sensors, (values == values[:1]).all(axis=0)) if same]
+    constant = constant_sensors(table)
     if constant:
         shown = ", ".join(constant[:5]) + (", ..." if len(constant) > 5 else "")
         click.echo(f"note: {len(constant)} sensor(s) of {table.source} never change in the training data ({shown}): "
@@ -100,30 +97,16 @@ def report_constant(table) -> None:
                    err=True)
 
 
-# A sensor whose training range is this many times the range of its middle 98% of rows is scaled (min-max) by a few
-# extreme values: a single glitch of 1e30 made one read as constant, silently. A normal sensor's range is a few times
-# that span, a heavy-tailed one tens of times; the note is for the cases no real signal explains.
-EXTREME_RANGE_RATIO = 1000
-
-
 def report_extreme_range(table) -> None:
     """One line on stderr naming the sensors whose min-max range is set by a few extreme values (see
-    EXTREME_RANGE_RATIO): scaled by it, everything else they read is ~0 to the model."""
-    import numpy as np
+    ``data.profile.EXTREME_RANGE_RATIO``): scaled by it, everything else they read is ~0 to the model."""
+    from mscred.data.profile import EXTREME_RANGE_RATIO, extreme_sensors
 
-    values = np.asarray(table.values)
-    if len(values) < 100:  # too few rows for a 1% tail to be a few values
-        return
-    low, high = np.quantile(values, [0.01, 0.99], axis=0)
-    span = high - low
-    full = values.max(axis=0) - values.min(axis=0)
-    extreme = [(name, values[:, j]) for j, name in enumerate(table.sensors)
-               if span[j] > 0 and full[j] > EXTREME_RANGE_RATIO * span[j]]
+    extreme = extreme_sensors(table)
     if extreme:
-        name, column = extreme[0]
-        row = int(np.argmax(np.abs(column - np.median(column))))
+        name, value, row = extreme[0]
         others = f" (and {len(extreme) - 1} more)" if len(extreme) > 1 else ""
-        click.echo(f"note: sensor '{name}'{others} of {table.source}: a few extreme values (e.g. {column[row]:.4g} at "
+        click.echo(f"note: sensor '{name}'{others} of {table.source}: a few extreme values (e.g. {value:.4g} at "
                    f"row {row + 1}) set its training range, over {EXTREME_RANGE_RATIO}x the span of its other rows, "
                    "so scaled by it the sensor reads as constant to the model: a glitch? clean it, or drop the sensor",
                    err=True)

@@ -1,0 +1,82 @@
+"""`mscred inspect DATA... [--json]`: what a table holds, read as `train` would read it, before any training -- its
+rows and sensors, its times and how evenly they step, its missing values, the sensors that never change or whose
+range a few glitches set, what the default windows span in time -- and the options that would read it better."""
+from __future__ import annotations
+
+import json
+
+import click
+
+from mscred.cli.params import COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, PERIOD, NamedPath, encoding_option
+
+
+@click.command()
+@click.argument("data", nargs=-1, required=True, type=NamedPath(exists=True))
+@click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
+              help="The column holding each row's time, where it is not named 'timestamp' (as train takes it).")
+@click.option("--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
+              help="Text that stands for a missing sensor value (repeatable; as train takes it).")
+@click.option("--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
+              help="The data is a long table, one value a row (as train takes it).")
+@click.option("--resample", "resample", type=PERIOD, default=None, metavar="PERIOD",
+              help="Put the rows on a regular time grid first (as train takes it).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object a table on stdout, for scripts.")
+@encoding_option
+def inspect(data, time_column, na_values, long_columns, resample, as_json, encoding) -> None:
+    """Describe each table of DATA (files, or folders of tables) as `mscred train` would read it with the same
+    options: rows and sensors, the ground-truth rows, the times (first, last, usual step, how unevenly they step,
+    the largest jump), missing values per sensor (which `train` refuses unless --missing interpolate), sensors that
+    never change, sensors whose range a few extreme values set, what the default windows (10, 30, 60 rows) span in
+    time, and the options to try. Nothing is written; a table `train` could not read is exit 2 with its one line."""
+    from mscred.config import SignatureConfig
+    from mscred.data.io import KEEP, load_table
+    from mscred.data.profile import profile
+    from mscred.data.reading import Reading
+    from mscred.fleet import tables_given
+
+    reading = Reading(time_column, tuple(na_values), long_columns, resample)
+    signature = SignatureConfig()
+    needed = max(signature.windows) + (signature.steps - 1) * signature.gap
+    for path in [table for given in data for table in tables_given(given, "to inspect")]:
+        table = load_table(path, missing=KEEP, encoding=encoding, reading=reading)
+        found = profile(table, signature.windows, needed)
+        click.echo(json.dumps(found) if as_json else _described(found))
+
+
+def _described(found: dict) -> str:
+    """``profile``'s dict as lines for a person."""
+    sensors = found["sensors"]
+    shown = ", ".join(sensors[:8]) + (f", ... ({len(sensors) - 8} more)" if len(sensors) > 8 else "")
+    label = f"; label: {found['label_rows']:,} anomalous rows" if found["label_rows"] is not None else ""
+    read = f" (resampled from {found['resampled_from']:,})" if found["resampled_from"] is not None else ""
+    lines = [f"{found['source']}: {found['rows']:,} rows{read} x {len(sensors)} sensors{label}",
+             f"sensors     {shown}"]
+    if found["first_time"] is None:
+        lines.append("times       none (rows are numbered); windows count rows")
+    else:
+        lines.append(f"times       {found['first_time']} to {found['last_time']}, usual step {found['usual_step']}")
+        uneven, jump = found["uneven_steps"], found["largest_jump"]
+        if uneven:
+            lines.append(f"            uneven: a tenth of the steps under {uneven['p10']}, a tenth over {uneven['p90']}")
+        if jump:
+            lines.append(f"            the largest jump {jump['step']} at row {jump['row']}")
+    if found["window_spans"]:
+        spans = ", ".join(f"{w} rows {span}" for w, span in found["window_spans"].items())
+        lines.append(f"windows     {spans} at the usual step")
+    missing = found["missing"]
+    if missing:
+        worst = sorted(missing.items(), key=lambda kv: -kv[1])
+        more = ", ..." if len(worst) > 5 else ""
+        lines.append(f"missing     {sum(missing.values()):,} values in {len(missing)} sensor(s): "
+                     + ", ".join(f"{name} {n:,}" for name, n in worst[:5]) + more)
+    else:
+        lines.append("missing     none")
+    if found["constant"]:
+        lines.append(f"constant    {', '.join(found['constant'][:8])}: no signal")
+    for extreme in found["extreme"][:3]:
+        lines.append(f"extreme     {extreme['sensor']}: {extreme['value']:.4g} at row {extreme['row']} sets its range "
+                     "(a glitch?)")
+    if not found["enough_rows"]:
+        lines.append(f"too short   {found['rows']} rows; a window needs {found['rows_needed']}")
+    lines.append("suggests    " + (" ".join(found["suggested_options"]) or "nothing: train reads it as it is"))
+    return "\n".join(lines)

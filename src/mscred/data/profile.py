@@ -1,0 +1,124 @@
+"""What a table holds, as ``mscred train`` would read it, before any training (``mscred inspect``): its rows and
+sensors, its times (span, usual step, how even, the largest jump), its missing values, the sensors that never change
+or whose range a few extreme values set, what the model's windows would span in time, and the options that would
+read it better. The checks ``train`` makes as notes (``cli/train.py``) are the same functions.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+import pandas as pd
+
+from mscred.data.io import Table, check_time_order, duration_text
+
+# A sensor whose range is this many times the range of its middle 98% of rows is scaled (min-max) by a few extreme
+# values: a single glitch of 1e30 made one read as constant, silently. A normal sensor's range is a few times that
+# span, a heavy-tailed one tens of times; the note is for the cases no real signal explains.
+EXTREME_RANGE_RATIO = 1000
+# Periods a --resample suggestion rounds the usual step up to (seconds)
+_NICE_PERIODS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400]
+
+
+def constant_sensors(table: Table) -> list[str]:
+    """The sensors whose present values never change (missing values aside): no signal (the normaliser maps them
+    to 0), and any change at detect time is outside what the model saw. None of a table of fewer than two rows."""
+    values = np.asarray(table.values)
+    if len(values) < 2:
+        return []
+    with np.errstate(invalid="ignore"):
+        low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
+    return [name for name, a, b in zip(table.sensors, low, high) if a == b]
+
+
+def extreme_sensors(table: Table) -> list[tuple[str, float, int]]:
+    """(sensor, its most extreme value, that value's 0-based row) of each sensor whose min-max range is over
+    ``EXTREME_RANGE_RATIO`` times the span of its middle 98% of rows: scaled by it, everything else it reads is ~0 to
+    the model. None of a table of fewer than 100 rows (a 1% tail is then no "few values")."""
+    values = np.asarray(table.values)
+    if len(values) < 100:
+        return []
+    low, high = np.nanquantile(values, [0.01, 0.99], axis=0)
+    full = np.nanmax(values, axis=0) - np.nanmin(values, axis=0)
+    out = []
+    for j, name in enumerate(table.sensors):
+        if high[j] - low[j] > 0 and full[j] > EXTREME_RANGE_RATIO * (high[j] - low[j]):
+            column = values[:, j]
+            row = int(np.nanargmax(np.abs(column - np.nanmedian(column))))
+            out.append((name, float(column[row]), row))
+    return out
+
+
+@dataclasses.dataclass
+class TimeProfile:
+    """A table's times: first and last (as text), the usual (median) step, whether they are dates or durations,
+    and the step in nanoseconds (None for plain numbers) for what windows span."""
+
+    first: str
+    last: str
+    step: str
+    step_ns: Optional[float]
+
+
+def time_profile(table: Table) -> Optional[TimeProfile]:
+    """The table's times, or None where it has none (rows numbered) or they are ids, not times."""
+    if isinstance(table.index, pd.RangeIndex) or len(table.index) < 2:
+        return None
+    times = check_time_order(table.index, table.source, repeats=True)
+    if times is None:
+        return None
+    keys, tick, duration = times[0], times[1], times[2]
+    step = float(np.median(np.diff(keys.astype(np.float64)))) * tick
+    return TimeProfile(_shown(table.index[0]), _shown(table.index[-1]),
+                       duration_text(step) if duration else f"{step:g}", step if duration else None)
+
+
+def _shown(time) -> str:
+    """A time as the file gives it (text as it is, a date-time as pandas writes it), cut at 40 characters."""
+    text = str(time.item() if isinstance(time, np.generic) else time)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def suggested_period(step_ns: float) -> str:
+    """A --resample period to start from: the usual step rounded up to a round duration (1s, 5s, 10s, 15s, 30s,
+    1min, ... 1D)."""
+    seconds = step_ns / 1e9
+    nice = next((p for p in _NICE_PERIODS if p >= seconds), _NICE_PERIODS[-1])
+    if nice % 86400 == 0:
+        return f"{nice // 86400}D"
+    if nice % 3600 == 0:
+        return f"{nice // 3600}h"
+    if nice % 60 == 0:
+        return f"{nice // 60}min"
+    return f"{nice}s"
+
+
+def profile(table: Table, windows: tuple[int, ...], needed: int) -> dict:
+    """What ``mscred inspect`` says of ``table`` (read with its missing values kept): JSON types throughout.
+    ``windows``: the signature windows (rows) to put in time; ``needed``: the rows one window takes."""
+    values = np.asarray(table.values)
+    missing = np.isnan(values).sum(axis=0)
+    times = time_profile(table)
+    out = {
+        "source": table.source, "rows": int(len(values)), "sensors": list(table.sensors),
+        "label_rows": None if table.labels is None else int(np.asarray(table.labels).sum()),
+        "resampled_from": None if table.resampled is None else table.resampled[0],
+        "first_time": None if times is None else times.first, "last_time": None if times is None else times.last,
+        "usual_step": None if times is None else times.step,
+        "uneven_steps": None if table.uneven is None else dict(zip(("p10", "median", "p90"), table.uneven)),
+        "largest_jump": None if table.time_gap is None else dict(zip(("row", "step", "usual"), table.time_gap)),
+        "missing": {name: int(n) for name, n in zip(table.sensors, missing) if n},
+        "constant": constant_sensors(table),
+        "extreme": [{"sensor": s, "value": v, "row": r + 1} for s, v, r in extreme_sensors(table)],
+        "window_spans": None if times is None or times.step_ns is None else
+        {str(w): duration_text(w * times.step_ns) for w in windows},
+        "enough_rows": bool(len(values) >= needed), "rows_needed": needed,
+    }
+    suggest = []
+    if table.uneven is not None and table.resampled is None and times is not None and times.step_ns is not None:
+        suggest.append(f"--resample {suggested_period(times.step_ns)}")
+    if out["missing"]:
+        suggest.append("--missing interpolate")
+    out["suggested_options"] = suggest
+    return out

@@ -1,0 +1,79 @@
+"""`mscred inspect DATA`: a table described as `train` would read it (``mscred.data.profile``), its figures checked
+against what the test puts in it: missing values, a constant sensor, a glitch, uneven times, labels, a folder."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from cli_helpers import bad_input, run_cli, sensor_frame
+
+START = pd.Timestamp("2026-03-01 06:00:00")
+
+
+def _messy(rows: int = 600) -> pd.DataFrame:
+    """Sensors s0..s5 at uneven times (steps of 1 s or 30 s), with 17 missing values of s1 and 3 of s4, s2 constant,
+    a glitch of 1e12 in s3 at row 101, and a label column of 12 anomalous rows."""
+    frame = sensor_frame(rows, 6, seed=5)
+    steps = np.random.default_rng(5).choice([1.0, 1.0, 30.0], rows)
+    frame["timestamp"] = (START + pd.to_timedelta(np.cumsum(steps), unit="s")).strftime("%Y-%m-%d %H:%M:%S")
+    frame.loc[40:56, "s1"] = np.nan
+    frame.loc[[7, 300, 599], "s4"] = np.nan
+    frame["s2"] = 2.5
+    frame.loc[100, "s3"] = 1e12
+    frame["label"] = 0
+    frame.loc[200:211, "label"] = 1
+    return frame
+
+
+def test_inspect_names_what_train_would_meet(tmp_path, capsys):
+    """Each figure as the table was made: rows, sensors, labels, missing counts per sensor, the constant sensor, the
+    glitch and its row, uneven steps, the windows in time at the usual step; the options to try. Nothing written."""
+    frame = _messy()
+    data = tmp_path / "plant.csv"
+    frame.to_csv(data, index=False)
+    code, out, err = run_cli(capsys, "inspect", data, "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert (found["rows"], found["sensors"], found["label_rows"]) == (600, [f"s{j}" for j in range(6)], 12)
+    assert found["missing"] == {"s1": 17, "s4": 3}
+    assert found["constant"] == ["s2"]
+    assert found["extreme"] == [{"sensor": "s3", "value": 1e12, "row": 101}]
+    assert found["first_time"] == frame["timestamp"].iloc[0] and found["last_time"] == frame["timestamp"].iloc[-1]
+    assert found["usual_step"] == "1 s" and found["uneven_steps"]["p90"] == "30 s"
+    assert found["window_spans"] == {"10": "10 s", "30": "30 s", "60": "1 min"}
+    assert found["suggested_options"] == ["--resample 1s", "--missing interpolate"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plant.csv"]
+    code, out, err = run_cli(capsys, "inspect", data)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"{data}: 600 rows x 6 sensors; label: 12 anomalous rows"
+    assert "missing     20 values in 2 sensor(s): s1 17, s4 3" in lines
+    assert "constant    s2: no signal" in lines
+    assert "extreme     s3: 1e+12 at row 101 sets its range (a glitch?)" in lines
+    assert lines[-1] == "suggests    --resample 1s --missing interpolate"
+
+
+def test_inspect_reads_with_trains_options_and_folders(tmp_path, capsys):
+    """--resample (and the other reading options) as train takes them: the rows on the grid, said; a folder gives a
+    description a table; rows without times say so; a table train cannot read is exit 2 with train's one line."""
+    frame = _messy().drop(columns=["label"])
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    frame.iloc[:300].to_csv(folder / "a.csv", index=False)
+    frame.iloc[300:].to_csv(folder / "b.csv", index=False)
+    code, out, err = run_cli(capsys, "inspect", folder, "--resample", "1min", "--json")
+    assert code == 0, err
+    first, second = (json.loads(line) for line in out.splitlines())
+    assert (first["source"], second["source"]) == (str(folder / "a.csv"), str(folder / "b.csv"))
+    assert first["resampled_from"] == 300 and first["usual_step"] == "1 min"
+    assert first["uneven_steps"] is None and first["window_spans"]["60"] == "1 h"
+    untimed = tmp_path / "rows.csv"
+    frame.drop(columns=["timestamp"]).to_csv(untimed, index=False)
+    code, out, err = run_cli(capsys, "inspect", untimed)
+    assert code == 0, err
+    assert "times       none (rows are numbered); windows count rows" in out.splitlines()
+    text = tmp_path / "text.csv"
+    frame.assign(site="north").to_csv(text, index=False)
+    bad_input(capsys, "inspect", text, names=[f"{text}: column 'site'"])
