@@ -246,3 +246,23 @@ def test_cli_detect_of_a_folder_is_one_feed(model_dir, tmp_path, capsys, series,
     filled = pd.read_csv(tmp_path / "s2.csv")["filled"]
     assert filled.sum() == 1 and filled.iloc[104] == 1 and len(filled) == 300
     bad_input(capsys, "detect", model_dir, feed, "--out", feed / "s.csv", names=["is in the folder DATA"])
+
+
+def test_a_sensor_missing_in_all_of_data_is_filled_from_its_context(model_dir, tmp_path, capsys, series):
+    """--missing interpolate with --context: a sensor without a value anywhere in DATA is held at the context's last
+    value, as the one table of both would have it (read alone, DATA would be refused: nothing to interpolate from),
+    and every score is that table's."""
+    before, data = series.iloc[600:900].copy(), series.iloc[900:1200].copy()
+    data["s2"] = np.nan
+    before.to_csv(tmp_path / "before.csv", index=False)
+    data.to_csv(tmp_path / "data.csv", index=False)
+    pd.concat([before, data]).to_csv(tmp_path / "both.csv", index=False)
+    for args, out in (([tmp_path / "data.csv", "--context", tmp_path / "before.csv"], "ctx.csv"),
+                      ([tmp_path / "both.csv"], "both_scores.csv")):
+        code, _, err = run_cli(capsys, "detect", model_dir, *args, "--out", tmp_path / out, "--missing",
+                               "interpolate", *ON_THE_CPU)
+        assert code == 0, err
+    got = pd.read_csv(tmp_path / "ctx.csv")
+    want = pd.read_csv(tmp_path / "both_scores.csv").iloc[300:].reset_index(drop=True)
+    np.testing.assert_allclose(got["score"], want["score"], rtol=1e-6, atol=1e-12)
+    assert (got["filled"] == 1).all()

@@ -87,11 +87,13 @@ def continued(context: Table, table: Table, rows: int) -> np.ndarray:
         if not before and not after:
             continue
         # Full-context row numbers: the last present value is at len - before - 1, the first after the seam at
-        # len + after (each table has a present value in every sensor, or reading it would have failed)
+        # len + after. A side with no present value at all (a file of a feed filled as one table with the others,
+        # mscred.feed.filled_as_one) is held at the other side's value, as one table's ends are
         left, right = len(context.values) - before - 1, len(context.values) + after
         filled = np.arange(max(left + 1, start), right)
-        ends = [context.values[left, j], table.values[after, j]]
-        values[filled - start, j] = np.interp(filled, [left, right], ends)
+        low = context.values[left, j] if left >= 0 else table.values[after, j]
+        high = table.values[after, j] if after < len(table.values) else low
+        values[filled - start, j] = np.interp(filled, [left, right], [low, high])
     return values
 
 
