@@ -43,7 +43,7 @@ def test_inspect_names_what_train_would_meet(tmp_path, capsys):
     assert found["first_time"] == frame["timestamp"].iloc[0] and found["last_time"] == frame["timestamp"].iloc[-1]
     assert found["usual_step"] == "1 s" and found["uneven_steps"]["p90"] == "30 s"
     assert found["window_spans"] == {"10": "10 s", "30": "30 s", "60": "1 min"}
-    assert found["suggested_options"] == ["--resample 1s", "--missing interpolate"]
+    assert found["suggested_options"] == ["--resample 30s", "--missing interpolate"]   # (the 90th-percentile step)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plant.csv"]
     code, out, err = run_cli(capsys, "inspect", data)
     assert code == 0, err
@@ -52,7 +52,7 @@ def test_inspect_names_what_train_would_meet(tmp_path, capsys):
     assert "missing     20 values in 2 sensor(s): s1 17, s4 3" in lines
     assert "constant    s2: no signal" in lines
     assert "extreme     s3: 1e+12 at row 101 sets its range (a glitch?)" in lines
-    assert lines[-1] == "suggests    --resample 1s --missing interpolate"
+    assert lines[-1] == "suggests    --resample 30s --missing interpolate"
 
 
 def test_inspect_reads_with_trains_options_and_folders(tmp_path, capsys):

@@ -52,13 +52,14 @@ def extreme_sensors(table: Table) -> list[tuple[str, float, int]]:
 
 @dataclasses.dataclass
 class TimeProfile:
-    """A table's times: first and last (as text), the usual (median) step, whether they are dates or durations,
-    and the step in nanoseconds (None for plain numbers) for what windows span."""
+    """A table's times: first and last (as text), the usual (median) step as text, and in nanoseconds the usual
+    step and the 90th percentile step (None for plain numbers): what windows span, what a grid would take."""
 
     first: str
     last: str
     step: str
     step_ns: Optional[float]
+    p90_ns: Optional[float]
 
 
 def time_profile(table: Table) -> Optional[TimeProfile]:
@@ -69,9 +70,10 @@ def time_profile(table: Table) -> Optional[TimeProfile]:
     if times is None:
         return None
     keys, tick, duration = times[0], times[1], times[2]
-    step = float(np.median(np.diff(keys.astype(np.float64)))) * tick
+    step, p90 = (float(v) * tick for v in np.percentile(np.diff(keys.astype(np.float64)), [50, 90]))
     return TimeProfile(_shown(table.index[0]), _shown(table.index[-1]),
-                       duration_text(step) if duration else f"{step:g}", step if duration else None)
+                       duration_text(step) if duration else f"{step:g}", step if duration else None,
+                       p90 if duration else None)
 
 
 def _shown(time) -> str:
@@ -81,8 +83,8 @@ def _shown(time) -> str:
 
 
 def suggested_period(step_ns: float) -> str:
-    """A --resample period to start from: the usual step rounded up to a round duration (1s, 5s, 10s, 15s, 30s,
-    1min, ... 1D)."""
+    """A --resample period to start from: ``step_ns`` (the 90th percentile step, so that a period without a row is
+    rare) rounded up to a round duration (1s, 2s, 5s, 10s, 15s, 30s, 1min, ... 1D)."""
     seconds = step_ns / 1e9
     nice = next((p for p in _NICE_PERIODS if p >= seconds), _NICE_PERIODS[-1])
     if nice % 86400 == 0:
@@ -117,7 +119,7 @@ def profile(table: Table, windows: tuple[int, ...], needed: int) -> dict:
     }
     suggest = []
     if table.uneven is not None and table.resampled is None and times is not None and times.step_ns is not None:
-        suggest.append(f"--resample {suggested_period(times.step_ns)}")
+        suggest.append(f"--resample {suggested_period(times.p90_ns)}")
     if out["missing"]:
         suggest.append("--missing interpolate")
     out["suggested_options"] = suggest
