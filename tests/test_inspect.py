@@ -77,3 +77,25 @@ def test_inspect_reads_with_trains_options_and_folders(tmp_path, capsys):
     text = tmp_path / "text.csv"
     frame.assign(site="north").to_csv(text, index=False)
     bad_input(capsys, "inspect", text, names=[f"{text}: column 'site'"])
+
+
+def test_inspect_reads_as_a_model_does(tmp_path, capsys):
+    """--model: the table read as the model reads its data (here on its 30 s grid), its sensors against the
+    model's, only detect's missing policy suggested; --resample beside it refused (the grid is the model's)."""
+    frame = _messy().drop(columns=["label"])
+    frame.to_csv(tmp_path / "train.csv", index=False)
+    code, _, err = run_cli(capsys, "train", tmp_path / "train.csv", "--out", tmp_path / "model", "--resample", "30s",
+                           "--missing", "interpolate", "--epochs", "1", "--set", "channels=[4,8,8,8]", "--device",
+                           "cpu", "--quiet")
+    assert code == 0, err
+    code, out, err = run_cli(capsys, "inspect", tmp_path / "train.csv", "--model", tmp_path / "model", "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert (found["resampled_from"], found["usual_step"], found["model_sensors"]) == (600, "30 s", "")
+    assert found["suggested_options"] == []   # (the model interpolates; the grid is its own)
+    frame.rename(columns={"s1": "x1"}).to_csv(tmp_path / "other.csv", index=False)
+    code, out, err = run_cli(capsys, "inspect", tmp_path / "other.csv", "--model", tmp_path / "model")
+    assert code == 0, err
+    assert "model       other sensors: missing sensor(s) s1; unknown sensor(s) x1" in out.splitlines()
+    bad_input(capsys, "inspect", tmp_path / "train.csv", "--model", tmp_path / "model", "--resample", "1min",
+              names=["with --model the data is read on the model's own grid"])

@@ -20,9 +20,13 @@ from mscred.cli.params import COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, PERIOD, N
               help="The data is a long table, one value a row (as train takes it).")
 @click.option("--resample", "resample", type=PERIOD, default=None, metavar="PERIOD",
               help="Put the rows on a regular time grid first (as train takes it).")
+@click.option("--model", "model_dir", type=NamedPath(exists=True, file_okay=False), default=None,
+              help="Read DATA as this model reads its data (its time column, missing-value text, long table and "
+                   "time grid, the options above over them but --resample), and say whether its sensors are the "
+                   "model's and its rows enough for the model's windows: before `detect`.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a table on stdout, for scripts.")
 @encoding_option
-def inspect(data, time_column, na_values, long_columns, resample, as_json, encoding) -> None:
+def inspect(data, time_column, na_values, long_columns, resample, model_dir, as_json, encoding) -> None:
     """Describe each table of DATA (files, or folders of tables) as `mscred train` would read it with the same
     options: rows and sensors, the ground-truth rows, the times (first, last, usual step, how unevenly they step,
     the largest jump), missing values per sensor (which `train` refuses unless --missing interpolate), sensors that
@@ -34,13 +38,35 @@ def inspect(data, time_column, na_values, long_columns, resample, as_json, encod
     from mscred.data.reading import Reading
     from mscred.fleet import tables_given
 
-    reading = Reading(time_column, tuple(na_values), long_columns, resample)
-    signature = SignatureConfig()
+    model = None
+    if model_dir is None:
+        reading, signature = Reading(time_column, tuple(na_values), long_columns, resample), SignatureConfig()
+    else:
+        from mscred.detector import MSCRED
+
+        if resample is not None:
+            raise click.UsageError("--resample: with --model the data is read on the model's own grid (or none)")
+        model = MSCRED.load(model_dir, device="cpu")
+        reading = Reading.of_model(model.config_.train, time_column, na_values, long_columns)
+        signature = model.config_.signature
     needed = max(signature.windows) + (signature.steps - 1) * signature.gap
     for path in [table for given in data for table in tables_given(given, "to inspect")]:
         table = load_table(path, missing=KEEP, encoding=encoding, reading=reading)
         found = profile(table, signature.windows, needed)
+        if model is not None:
+            found.update(_against(model, found, table))
         click.echo(json.dumps(found) if as_json else _described(found))
+
+
+def _against(model, found: dict, table) -> dict:
+    """What ``profile`` says of a table, read for ``model``: its sensors against the model's (``""`` where they are
+    the same), and the options a `detect` of it would need (the model fixes how the data is read; only the missing
+    policy is detect's to change)."""
+    from mscred.detector import sensor_difference
+
+    difference = "" if table.positional else sensor_difference(model.sensors_, table.sensors)
+    suggest = ["--missing interpolate"] if found["missing"] and model.config_.train.missing == "error" else []
+    return {"model_sensors": difference, "suggested_options": suggest}
 
 
 def _described(found: dict) -> str:
@@ -78,5 +104,9 @@ def _described(found: dict) -> str:
                      "(a glitch?)")
     if not found["enough_rows"]:
         lines.append(f"too short   {found['rows']} rows; a window needs {found['rows_needed']}")
-    lines.append("suggests    " + (" ".join(found["suggested_options"]) or "nothing: train reads it as it is"))
+    if found.get("model_sensors") is not None:
+        lines.append("model       " + (f"other sensors: {found['model_sensors']}" if found["model_sensors"] else
+                                      "its sensors, all of them"))
+    reader = "train" if found.get("model_sensors") is None else "detect"
+    lines.append("suggests    " + (" ".join(found["suggested_options"]) or f"nothing: {reader} reads it as it is"))
     return "\n".join(lines)
