@@ -74,6 +74,12 @@ def test_inspect_reads_with_trains_options_and_folders(tmp_path, capsys):
     code, out, err = run_cli(capsys, "inspect", untimed)
     assert code == 0, err
     assert "times       none (rows are numbered); windows count rows" in out.splitlines()
+    empty = tmp_path / "empty.csv"
+    frame.assign(s5=np.nan).to_csv(empty, index=False)
+    code, out, err = run_cli(capsys, "inspect", empty, "--json")
+    assert code == 0 and err == "", err   # (no numpy warning of the all-missing sensor)
+    found = json.loads(out)
+    assert found["empty"] == ["s5"] and found["missing"]["s5"] == 600
     text = tmp_path / "text.csv"
     frame.assign(site="north").to_csv(text, index=False)
     bad_input(capsys, "inspect", text, names=[f"{text}: column 'site'"])

@@ -97,6 +97,9 @@ def _described(found: dict) -> str:
                      + ", ".join(f"{name} {n:,}" for name, n in worst[:5]) + more)
     else:
         lines.append("missing     none")
+    if found["empty"]:
+        lines.append(f"empty       {', '.join(found['empty'][:8])}: no value in any row; drop the column (train refuses "
+                     "it: nothing to interpolate from)")
     if found["constant"]:
         lines.append(f"constant    {', '.join(found['constant'][:8])}: no signal")
     for extreme in found["extreme"][:3]:

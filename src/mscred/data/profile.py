@@ -6,6 +6,7 @@ read it better. The checks ``train`` makes as notes (``cli/train.py``) are the s
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Optional
 
 import numpy as np
@@ -27,7 +28,8 @@ def constant_sensors(table: Table) -> list[str]:
     values = np.asarray(table.values)
     if len(values) < 2:
         return []
-    with np.errstate(invalid="ignore"):
+    with warnings.catch_warnings():   # (a sensor without any value: "All-NaN slice"; it is no constant)
+        warnings.simplefilter("ignore", RuntimeWarning)
         low, high = np.nanmin(values, axis=0), np.nanmax(values, axis=0)
     return [name for name, a, b in zip(table.sensors, low, high) if a == b]
 
@@ -39,8 +41,10 @@ def extreme_sensors(table: Table) -> list[tuple[str, float, int]]:
     values = np.asarray(table.values)
     if len(values) < 100:
         return []
-    low, high = np.nanquantile(values, [0.01, 0.99], axis=0)
-    full = np.nanmax(values, axis=0) - np.nanmin(values, axis=0)
+    with warnings.catch_warnings():   # (a sensor without any value: "All-NaN slice"; its figures are NaN, no match)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low, high = np.nanquantile(values, [0.01, 0.99], axis=0)
+        full = np.nanmax(values, axis=0) - np.nanmin(values, axis=0)
     out = []
     for j, name in enumerate(table.sensors):
         if high[j] - low[j] > 0 and full[j] > EXTREME_RANGE_RATIO * (high[j] - low[j]):
@@ -111,6 +115,7 @@ def profile(table: Table, windows: tuple[int, ...], needed: int) -> dict:
         "uneven_steps": None if table.uneven is None else dict(zip(("p10", "median", "p90"), table.uneven)),
         "largest_jump": None if table.time_gap is None else dict(zip(("row", "step", "usual"), table.time_gap)),
         "missing": {name: int(n) for name, n in zip(table.sensors, missing) if n},
+        "empty": [name for name, n in zip(table.sensors, missing) if len(values) and n == len(values)],
         "constant": constant_sensors(table),
         "extreme": [{"sensor": s, "value": v, "row": r + 1} for s, v, r in extreme_sensors(table)],
         "window_spans": None if times is None or times.step_ns is None else
@@ -120,7 +125,7 @@ def profile(table: Table, windows: tuple[int, ...], needed: int) -> dict:
     suggest = []
     if table.uneven is not None and table.resampled is None and times is not None and times.step_ns is not None:
         suggest.append(f"--resample {suggested_period(times.p90_ns)}")
-    if out["missing"]:
+    if set(out["missing"]) - set(out["empty"]):   # (a sensor without any value has nothing to interpolate from)
         suggest.append("--missing interpolate")
     out["suggested_options"] = suggest
     return out
