@@ -30,8 +30,9 @@ def inspect(data, time_column, na_values, long_columns, resample, model_dir, as_
     """Describe each table of DATA (files, or folders of tables) as `mscred train` would read it with the same
     options: rows and sensors, the ground-truth rows, the times (first, last, usual step, how unevenly they step,
     the largest jump), missing values per sensor (which `train` refuses unless --missing interpolate), sensors that
-    never change, sensors whose range a few extreme values set, what the default windows (10, 30, 60 rows) span in
-    time, and the options to try. Nothing is written; a table `train` could not read is exit 2 with its one line."""
+    never change or have no value at all, sensors whose range a few extreme values set, what the windows (10, 30,
+    60 rows, or --model's) span in time, and the options to try. Nothing is written; a table `train` could not read
+    is exit 2 with its one line (after the lines of the tables before it)."""
     from mscred.config import SignatureConfig
     from mscred.data.io import KEEP, load_table
     from mscred.data.profile import profile
