@@ -49,7 +49,7 @@ def report_filled(table) -> None:
     """One ``note:`` line on stderr naming what ``missing="interpolate"`` filled (nothing when nothing was
     missing), as the other notes about the data; before it, one saying how many rows a resampled table was read from
     (``Table.resampled``)."""
-    resampled = getattr(table, "resampled", None)
+    resampled = table.resampled
     if resampled is not None:
         click.echo(f"note: {table.source}: {resampled[0]:,} rows resampled to {len(table.values):,} rows of "
                    f"{resampled[1]} (--resample: each the mean of its period's rows)", err=True)
@@ -70,8 +70,8 @@ def report_time_gap(table, training: bool = False) -> None:
     note = getattr(table, "time_note", None)
     if note:
         click.echo(f"note: {note}", err=True)
-    uneven = getattr(table, "uneven", None)
-    if training and uneven is not None and getattr(table, "resampled", None) is None:
+    uneven = table.uneven
+    if training and uneven is not None and table.resampled is None:
         click.echo(f"note: {table.source}: the rows are not evenly spaced in time (a tenth of the steps under "
                    f"{uneven[0]}, a tenth over {uneven[2]}; the median {uneven[1]}): the windows count rows, so they "
                    "span times that vary as much; --resample PERIOD puts the rows on a regular grid", err=True)

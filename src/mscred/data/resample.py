@@ -101,21 +101,10 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
 
     table = one_series(parts, "the files of a feed")
     source = table.source
-    if times is None and not isinstance(table.index, pd.RangeIndex):
+    timed = not isinstance(table.index, pd.RangeIndex)
+    if times is None and timed:
         times = check_time_order(table.index, source, repeats=True)
-    if isinstance(table.index, pd.RangeIndex) or times is None:
-        what = ("has no time column (name it 'timestamp', or give --time-column NAME)"
-                if isinstance(table.index, pd.RangeIndex) else "has times that are neither dates nor numbers")
-        raise InputError(f"{parts[0].source}: --resample {period.text}: the table {what}; resampling puts rows on a "
-                         "grid of times")
-    keys, tick, temporal = times[0], times[1], times[2]
-    if temporal and not period.is_duration:
-        raise InputError(f"{source}: --resample {period.text}: the times are dates or durations; give the period as a "
-                         f"duration, e.g. {period.text}s or {period.text}min")
-    if not temporal and period.is_duration:
-        raise InputError(f"{source}: --resample {period.text}: the times are numbers, not dates; give the period in "
-                         "their units, as a number (e.g. --resample 60 for a minute of epoch seconds)")
-    buckets = _buckets(keys, tick, period, source)
+    buckets = _checked_buckets(times, timed, period, source)
     first, last = int(buckets[0]), int(buckets[-1])
     rows = last - first + 1
     values = table.values
@@ -178,6 +167,25 @@ def _counts(gaps: np.ndarray, sensors: Sequence[str]) -> dict:
     return {name: int(n) for name, n in zip(sensors, gaps.sum(axis=0)) if n}
 
 
+
+
+def _checked_buckets(times, timed: bool, period: Period, source: str) -> np.ndarray:
+    """``_buckets`` of the order check's ``times`` (``_time_order``'s tuple; None for ids), once they are shown to
+    be times (``timed``: the table has a time column at all) of the period's kind: dates or durations for a
+    duration, numbers for a number; else InputError naming the option."""
+    if not timed or times is None:
+        what = ("has no time column (name it 'timestamp', or give --time-column NAME)" if not timed else
+                "has times that are neither dates nor numbers")
+        raise InputError(f"{source}: --resample {period.text}: the table {what}; resampling puts rows on a grid of "
+                         "times")
+    keys, tick, temporal = times[0], times[1], times[2]
+    if temporal and not period.is_duration:
+        raise InputError(f"{source}: --resample {period.text}: the times are dates or durations; give the period as a "
+                         f"duration, e.g. {period.text}s or {period.text}min")
+    if not temporal and period.is_duration:
+        raise InputError(f"{source}: --resample {period.text}: the times are numbers, not dates; give the period in "
+                         "their units, as a number (e.g. --resample 60 for a minute of epoch seconds)")
+    return _buckets(keys, tick, period, source)
 
 
 def _buckets(keys: np.ndarray, tick: int, period: Period, source: str) -> np.ndarray:
@@ -306,15 +314,7 @@ def row_periods(frame: pd.DataFrame, period: Period, source: str) -> np.ndarray:
     times are), for a feed cut between periods (``mscred.data.grid_feed``)."""
     from mscred.data.io import TIMESTAMP, check_time_order
 
-    if TIMESTAMP not in frame.columns:
-        raise InputError(f"{source}: --resample {period.text}: no time column (name it 'timestamp', or give "
-                         "--time-column NAME); resampling puts rows on a grid of times")
-    times = check_time_order(pd.Index(frame[TIMESTAMP].to_numpy(), name=TIMESTAMP), source, repeats=True)
-    if times is None:
-        raise InputError(f"{source}: --resample {period.text}: times that are neither dates nor numbers; resampling "
-                         "puts rows on a grid of times")
-    if bool(times[2]) != period.is_duration:
-        raise InputError(f"{source}: --resample {period.text}: the period is "
-                         f"{'a duration' if period.is_duration else 'a number'} and the times are "
-                         f"{'numbers' if period.is_duration else 'dates or durations'}")
-    return _buckets(times[0], times[1], period, source)
+    timed = TIMESTAMP in frame.columns
+    times = check_time_order(pd.Index(frame[TIMESTAMP].to_numpy(), name=TIMESTAMP), source, repeats=True) \
+        if timed else None
+    return _checked_buckets(times, timed, period, source)
