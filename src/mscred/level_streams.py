@@ -32,6 +32,7 @@ tested on the GPU, for larger sensor counts or cards where that balance differs.
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Sequence
 
 import torch
@@ -42,6 +43,24 @@ from mscred.ops.triton.runtime import switched_on
 def enabled(x: torch.Tensor) -> bool:
     """Whether levels run on side streams for input ``x``: CUDA tensors when MSCRED_LEVEL_STREAMS=1 (opt-in)."""
     return x.is_cuda and switched_on("MSCRED_LEVEL_STREAMS")
+
+
+def level_order(count: int) -> list[int]:
+    """The order (0-based) in which the one-stream path calls the ``count`` levels: MSCRED_LEVEL_ORDER, the levels
+    numbered from 1 ("4321": level 4 first), else 1, 2, ... The outputs are the same whatever the order; what it
+    changes is the backward's. Autograd runs the ready backward nodes latest-created first, so the level called
+    last in the forward has its ConvLSTM backward run first, and the one called first runs last, right before the
+    encoder's backward. With the default order that is level 1, whose weight gradient (cuDNN, on the side stream,
+    bound by its bytes) then holds most SMs for ~90 us while the encoder's data gradients wait for them
+    (results/timeline_1206/). An A/B lever: a string that is not a permutation of 1..count is refused."""
+    text = os.environ.get("MSCRED_LEVEL_ORDER", "").strip()
+    if not text:
+        return list(range(count))
+    order = [int(c) - 1 for c in text if c.isdigit()]
+    if sorted(order) != list(range(count)) or len(order) != len(text.replace(",", "")):
+        raise ValueError(f"MSCRED_LEVEL_ORDER={text!r}: want a permutation of the levels 1..{count}, e.g. "
+                         f"{''.join(str(i) for i in range(count, 0, -1))!r}")
+    return order
 
 
 _STREAMS: dict[tuple[int, int], "torch.cuda.Stream"] = {}
@@ -93,7 +112,10 @@ def run_levels(fns: Sequence[Callable[[torch.Tensor], torch.Tensor]],
     if len(fns) != len(inputs):
         raise ValueError(f"run_levels got {len(fns)} functions for {len(inputs)} inputs")
     if len(fns) < 2 or not enabled(inputs[0]):
-        return [fn(x) for fn, x in zip(fns, inputs)]
+        outs = [None] * len(fns)
+        for i in level_order(len(fns)):
+            outs[i] = fns[i](inputs[i])
+        return outs
     caller = torch.cuda.current_stream(inputs[0].device)
     outs: list = [None] * len(fns)
     # Side levels are launched first: the caller's level-1 kernels queue behind nothing of theirs, and the CPU
