@@ -21,14 +21,15 @@ needs_cuda = pytest.mark.skipif(not CUDA or not fused_convlstm.is_available()[0]
                                 reason="side streams are a CUDA feature (needs a GPU and Triton)")
 
 
-def test_cpu_runs_levels_in_order_on_one_stream(monkeypatch):
+def test_cpu_runs_levels_last_first_on_one_stream(monkeypatch):
     monkeypatch.setenv("MSCRED_LEVEL_STREAMS", "1")  # asked for, yet a CPU tensor stays on the one-stream path
+    monkeypatch.delenv("MSCRED_LEVEL_ORDER", raising=False)  # the default order: the last level first
     calls = []
     fns = [lambda x, i=i: calls.append(i) or x * (i + 1) for i in range(4)]
     xs = [torch.full((2,), float(i)) for i in range(4)]
     assert not level_streams.enabled(xs[0])
     out = level_streams.run_levels(fns, xs)
-    assert calls == [0, 1, 2, 3]
+    assert calls == [3, 2, 1, 0]
     for i, y in enumerate(out):
         torch.testing.assert_close(y, xs[i] * (i + 1), rtol=0, atol=0)
 

@@ -47,19 +47,22 @@ def enabled(x: torch.Tensor) -> bool:
 
 def level_order(count: int) -> list[int]:
     """The order (0-based) in which the one-stream path calls the ``count`` levels: MSCRED_LEVEL_ORDER, the levels
-    numbered from 1 ("4321": level 4 first), else 1, 2, ... The outputs are the same whatever the order; what it
-    changes is the backward's. Autograd runs the ready backward nodes latest-created first, so the level called
-    last in the forward has its ConvLSTM backward run first, and the one called first runs last, right before the
-    encoder's backward. With the default order that is level 1, whose weight gradient (cuDNN, on the side stream,
-    bound by its bytes) then holds most SMs for ~90 us while the encoder's data gradients wait for them
-    (results/timeline_1206/). An A/B lever: a string that is not a permutation of 1..count is refused."""
+    numbered from 1 ("1234": level 1 first), else the last level first ("4321"). The outputs are the same whatever
+    the order; what it changes is the backward's. Autograd runs the ready backward nodes latest-created first, so
+    the level called first in the forward has its ConvLSTM backward run last, right before the encoder's backward,
+    and its side-stream weight gradient beside the encoder's data gradients. Level 1 first, that gradient (cuDNN,
+    110 blocks of 384 threads, bound by its bytes) ran alone for 89 of its 96 us while the encoder's next data
+    gradient waited for SMs; level 4 first, level 4's (38 us) does, and level 1's runs beside levels 2-4's backward
+    instead: the graphed bf16 step 2.574-2.577 -> 2.562-2.567 ms in 6 rounds of alternation on an H100
+    (results/level_order_ab2/; level 3 or 2 first were slower than level 1 first, results/level_order_ab/; the
+    time lines, results/level_order_timeline/). A string that is not a permutation of 1..count is refused."""
     text = os.environ.get("MSCRED_LEVEL_ORDER", "").strip()
     if not text:
-        return list(range(count))
+        return list(range(count))[::-1]
     order = [int(c) - 1 for c in text if c.isdigit()]
     if sorted(order) != list(range(count)) or len(order) != len(text.replace(",", "")):
         raise ValueError(f"MSCRED_LEVEL_ORDER={text!r}: want a permutation of the levels 1..{count}, e.g. "
-                         f"{''.join(str(i) for i in range(count, 0, -1))!r}")
+                         f"{''.join(str(i) for i in range(1, count + 1))!r}")
     return order
 
 
@@ -98,7 +101,7 @@ class _CrossStreams(torch.autograd.Function):
 def run_levels(fns: Sequence[Callable[[torch.Tensor], torch.Tensor]],
                inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """``[fn(x) for fn, x in zip(fns, inputs)]``, the first on the caller's stream and the others each on a side
-    stream when ``enabled`` (see the module docstring), else one after another.
+    stream when ``enabled`` (see the module docstring), else one after another in ``level_order``.
 
     Parameters
     ----------
