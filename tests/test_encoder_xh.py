@@ -186,7 +186,7 @@ def test_the_fused_model_trains_the_same_with_it(fold, small_conv, monkeypatch, 
     monkeypatch.setenv("MSCRED_SMALL_CONV", small_conv)
     ref, ours, calls, copies = _off_and_on(
         fused_training_step(12, 2, torch.enable_grad, DEVICE), monkeypatch)
-    assert [s[2:] for s in calls] == [(32, 13, 13), (64, 7, 7), (128, 4, 4)]
+    assert sorted(tuple(s[2:]) for s in calls) == [(32, 13, 13), (64, 7, 7), (128, 4, 4)]  # any level order
     assert len(copies) == 1  # level 4
     assert_same_step(ours, ref)
 
@@ -241,7 +241,7 @@ def test_the_bf16_training_model_takes_it_on_cuda(monkeypatch):
     ref, ours, calls, copies = _off_and_on(
         fused_training_step(30, 4, lambda: torch.autocast("cuda", dtype=torch.bfloat16), "cuda"),
         monkeypatch)
-    assert [s[2:] for s in calls] == [(32, 31, 31), (64, 16, 16)] and not copies
+    assert sorted(tuple(s[2:]) for s in calls) == [(32, 31, 31), (64, 16, 16)] and not copies  # any level order
     torch.testing.assert_close(ours[0], ref[0], rtol=1e-5, atol=0)
     for k in ref[1]:
         torch.testing.assert_close(ours[1][k], ref[1][k], rtol=2e-2, atol=1e-6, msg=lambda m, k=k: f"{k}: {m}")
