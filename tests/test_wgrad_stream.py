@@ -69,18 +69,9 @@ def test_made_here_knows_the_cast_cache():
         weight_cache._ACTIVE.reset(token)
 
 
-@pytest.mark.parametrize("setting, on", [(None, False), ("0", False), ("1", True)])
-def test_weight_gradient_first_switch(setting, on, set_env):
-    set_env("MSCRED_WGRAD_FIRST", setting)
-    assert wgrad_stream.weight_grad_first() is on
-
-
-@pytest.mark.parametrize("first", ["0", "1"])
 @pytest.mark.parametrize("transposed, stride, padding", [(False, 2, (1, 1)), (False, 1, (0, 0)),
                                                           (True, 2, (0, 0)), (True, 1, (1, 0))])
-def test_side_gradient_convolution_matches_finite_differences(transposed, stride, padding, first, monkeypatch):
-    """Both orders of the backward's two calls (``MSCRED_WGRAD_FIRST``)."""
-    monkeypatch.setenv("MSCRED_WGRAD_FIRST", first)
+def test_side_gradient_convolution_matches_finite_differences(transposed, stride, padding):
     torch.manual_seed(0)
     x = torch.randn(3, 4, 7, 6, dtype=torch.float64, requires_grad=True)
     shape = (4, 5, 3, 2) if transposed else (5, 4, 3, 2)
@@ -116,10 +107,8 @@ def _bf16_step(net, x):
 
 
 @needs_cuda
-@pytest.mark.parametrize("batch, first", [(3, "0"), (32, "0"), (32, "1")])
-def test_side_stream_gradients_match_one_stream(monkeypatch, batch, first):
-    """Also with each weight gradient queued before its data gradient (``MSCRED_WGRAD_FIRST=1``)."""
-    monkeypatch.setenv("MSCRED_WGRAD_FIRST", first)
+@pytest.mark.parametrize("batch", [3, 32])
+def test_side_stream_gradients_match_one_stream(monkeypatch, batch):
     torch.manual_seed(0)
     net = MSCREDNet(ModelConfig(n_sensors=30, backend="fused")).cuda().train()
     x = torch.rand(batch, 5, 3, 30, 30, device="cuda")

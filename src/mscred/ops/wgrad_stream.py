@@ -48,7 +48,7 @@ import torch.nn.functional as F
 # order works -- tests/test_wgrad_stream.py imports both)
 from mscred.ops import weight_cache
 from mscred.ops.triton import strided_conv
-from mscred.ops.triton.runtime import switched_off, switched_on
+from mscred.ops.triton.runtime import switched_off
 
 SPLIT_VARIABLE = "MSCRED_WGRAD_SPLIT"
 SPLIT_MIN_VARIABLE = "MSCRED_WGRAD_SPLIT_MIN_GFLOP"
@@ -192,9 +192,6 @@ class _SideWeightGradConv(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved_tensors
-        first = weight_grad_first()
-        if first:
-            dw = _side_weight_grad(ctx, grad, x, w)
         dx = None
         stride, padding, transposed = ctx.conv[0][0], ctx.conv[1], ctx.conv[3]
         kernel = ctx.needs_input_grad[0] and strided_conv.chosen(x.shape, w, stride, padding, transposed)
@@ -202,23 +199,6 @@ class _SideWeightGradConv(torch.autograd.Function):
             dx = strided_conv.dgrad(grad, w, x.shape, stride, padding, transposed, kernel=kernel)
         elif ctx.needs_input_grad[0]:
             dx = torch.ops.aten.convolution_backward(grad, x, w, None, *ctx.conv, [True, False, False])[0]
-        if not first:
-            dw = _side_weight_grad(ctx, grad, x, w)
+        with allowed(True):  # w came from the cast cache (``conv2d``), whose backward joins
+            (dw,) = run(lambda: (weight_grad(grad, x, w, ctx.conv),), (grad, x))
         return dx, dw, None, None, None
-
-
-def _side_weight_grad(ctx, grad: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    with allowed(True):  # w came from the cast cache (``conv2d``), whose backward joins
-        (dw,) = run(lambda: (weight_grad(grad, x, w, ctx.conv),), (grad, x))
-    return dw
-
-
-def weight_grad_first() -> bool:
-    """Whether a side-stream convolution's backward queues its weight gradient before its data gradient
-    (``MSCRED_WGRAD_FIRST=1``, an A/B lever; off by default). The side stream waits for what the caller's stream
-    has queued when the weight gradient is queued: after the data gradient, the weight gradient starts only when the
-    data gradient ends, beside the chain's next kernel -- in the encoder's backward that is the next level's bias +
-    activation backward (``_bias_act_bwd_const_kernel``), which then finds the SMs held by the gradient's blocks (one
-    an SM, its whole register file) and took 42-43 us for ~20 us of bytes on an H100
-    (results/level_order_timeline/order_4321/). Queued first, it runs beside its own data gradient instead."""
-    return switched_on("MSCRED_WGRAD_FIRST")
