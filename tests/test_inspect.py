@@ -104,4 +104,4 @@ def test_inspect_reads_as_a_model_does(tmp_path, capsys):
     assert code == 0, err
     assert "model       other sensors: missing sensor(s) s1; unknown sensor(s) x1" in out.splitlines()
     bad_input(capsys, "inspect", tmp_path / "train.csv", "--model", tmp_path / "model", "--resample", "1min",
-              names=["with --model the data is read on the model's own grid"])
+              names=["with --model the data is read as the model reads it (its own grid)"])

@@ -45,7 +45,7 @@ class ModelConfig:
 
 # Settings added after models were first written, saved in config.json only where they differ from their defaults:
 # a model that does not use them stays readable by the mscred before them, which refuses a setting it does not know.
-ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns", "resample")}
+ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns", "resample", "only_sensors", "drop_columns")}
 
 # What a missing (NaN, or empty) sensor value gets (TrainConfig.missing, `--missing`): "error" (SPEC: exit 2 naming
 # the cell) or "interpolate" (linear in the row number between the neighbouring present values of its sensor; before
@@ -118,6 +118,13 @@ class TrainConfig:
     # that are numbers): each row the mean of a period's rows, a period without a value missing (mscred.data.resample).
     # Kept in the model: every command reading its data puts it on the same grid. None: the rows as they are.
     resample: Optional[str] = None
+    # The only sensors read from the data (`--sensors a,b,c`: columns of a wide table, names in a long table's sensor
+    # column), the others left out as it is read; None: every sensor. Kept in the model: detect, watch and calibrate
+    # read the same ones from a table holding more (mscred.data.reading).
+    only_sensors: Optional[tuple[str, ...]] = None
+    # Columns of the data that are not sensors (`--drop-columns status,unit`: a status text, a unit, a comment), left
+    # out wherever present as it is read; kept in the model, the commands scoring its data add those they are given.
+    drop_columns: tuple[str, ...] = ()
 
 
 @dataclass

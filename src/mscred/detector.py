@@ -1179,6 +1179,18 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
                     for c in long_columns)):
         return (f"train.long_columns {long_columns!r}: must be None or two column names, the sensor name's and the "
                 f"value's (e.g. ['Tag', 'Value']), neither the time column nor '{LABEL}'")
+    for name, names, empty_ok in (("only_sensors", config.train.only_sensors, False),
+                                  ("drop_columns", config.train.drop_columns, True)):
+        if name == "only_sensors" and names is None:
+            continue
+        if not (isinstance(names, tuple) and (names or empty_ok) and len(set(names)) == len(names)
+                and all(isinstance(c, str) and c.strip() == c and c and c not in (LABEL, time_column) for c in names)):
+            return (f"train.{name} {names!r}: must be {'None or ' if not empty_ok else ''}a list of column names "
+                    f"(each once, not empty, no blanks about it, neither the time column nor '{LABEL}'), e.g. "
+                    f"{['status', 'unit'] if empty_ok else ['TI101', 'PI102']}")
+    if config.train.only_sensors is not None and set(config.train.only_sensors) & set(config.train.drop_columns):
+        both = sorted(set(config.train.only_sensors) & set(config.train.drop_columns))
+        return f"train.only_sensors and train.drop_columns both name {both[0]!r}: read it, or leave it out"
     resample = config.train.resample
     if resample is not None:
         from mscred.data.resample import parse_period

@@ -91,7 +91,7 @@ def owned_names(out: Path) -> set[str]:
 def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False, device: str = "auto",
                  missing: Optional[str] = None, encoding: Optional[str] = None, time_column: Optional[str] = None,
                  na_values: Sequence[str] = (), long_columns: Optional[tuple[str, str]] = None,
-                 report: bool = False, entity_reports: bool = False,
+                 drop_columns: Sequence[str] = (), report: bool = False, entity_reports: bool = False,
                  echo: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
     """Score every entity's table in ``data`` with its model of ``fleet`` (after its table in ``context``, when
     there is one) and write ``out``; returns the summary (``COLUMNS``). Entities with a model and no table are
@@ -137,7 +137,8 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                     model = MSCRED.load(models[name], device=device)
                     read_options = dict(missing=missing or model.config_.train.missing, ignore_label=True,
                                         encoding=encoding, reading=Reading.of_model(model.config_.train, time_column,
-                                                                                    na_values, long_columns))
+                                                                                    na_values, long_columns,
+                                                                                    drop_columns))
                     ctx, tables_of = feed_tables(tables_given(tables[name], "to score"),   # (a folder's: one feed)
                                                  tables_given(before[name], "as context")[-1]
                                                  if name in before else None, **read_options)

@@ -9,14 +9,15 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import COUNT
+from mscred.cli.params import COUNT, column_names
 from mscred.cli.settings import with_settings
 from mscred.cli.train import checkpoint_dir_for, score_overrides
 from mscred.cli.train import train as _train
 
 # `mscred train` options that are estimator settings of the same name (cli/train.py builds the same dict).
 SETTINGS = ("epochs", "batch_size", "micro_batch", "device", "seed", "backend", "conv_backend", "bf16", "cuda_graphs",
-            "method", "threshold", "missing", "time_column", "na_values", "long_columns", "resample")
+            "method", "threshold", "missing", "time_column", "na_values", "long_columns", "resample", "only_sensors",
+            "drop_columns")
 NPROC = click.Option(["--nproc"], type=COUNT, default=1, show_default=True,
                      help="Processes to train with (DistributedDataParallel; one GPU each on CUDA). Under torchrun, "
                           "torchrun's --nproc-per-node decides instead.")
@@ -30,6 +31,9 @@ def _run(data, out, resume, theta, quiet, nproc, encoding=None, settings=(), **o
     if unknown:
         raise click.UsageError(f"option(s) {', '.join(unknown)} not supported with DDP training yet")
     overrides = dict(options)
+    for name, option in (("only_sensors", "--sensors"), ("drop_columns", "--drop-columns")):
+        if name in overrides:   # (repeatable, each a comma-separated group: one tuple of names)
+            overrides[name] = column_names(overrides[name], option)
     overrides.update(score_overrides(theta, overrides.pop("method", None)))
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
     overrides = with_settings(overrides, settings)

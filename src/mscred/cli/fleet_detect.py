@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import click
 
-from mscred.cli.params import NamedPath, encoding_option, long_option, na_value_option, time_column_option
+from mscred.cli.params import (NamedPath, column_names, drop_columns_option, encoding_option, long_option,
+                               na_value_option, time_column_option)
 from mscred.config import MISSING_POLICIES
 
 
@@ -36,8 +37,9 @@ from mscred.config import MISSING_POLICIES
 @time_column_option
 @na_value_option
 @long_option
+@drop_columns_option
 def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, report, entity_reports, quiet, metrics,
-                 encoding, time_column, na_values, long_columns) -> None:
+                 encoding, time_column, na_values, long_columns, drop_columns) -> None:
     """Score DATA, a folder of one table per entity (<entity>.csv, .parquet or .npy) or of one folder per entity of
     the tables its logger rolls (<entity>/, scored as one feed in name order), each with the model of its name in
     FLEET (the folder `mscred fleet` wrote, or a folder of model folders), into --out.
@@ -62,7 +64,8 @@ def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, repo
     started = time.time()
     summary = detect_fleet(fleet, data, out, context, sensor_scores=sensor_scores, device=device, missing=missing,
                            encoding=encoding, time_column=time_column, na_values=na_values,
-                           long_columns=long_columns, report=report,
+                           long_columns=long_columns, drop_columns=column_names(drop_columns, "--drop-columns") or (),
+                           report=report,
                            entity_reports=entity_reports, echo=echo)
     if metrics is not None:   # (before the exit status is decided: a run that scored nothing is what alerts want)
         write_fleet_detect(metrics, summary, started, time.time())

@@ -7,7 +7,8 @@ import json
 
 import click
 
-from mscred.cli.params import COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, PERIOD, NamedPath, encoding_option
+from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_TEXT, PERIOD, NamedPath, column_names,
+                               encoding_option)
 
 
 @click.command()
@@ -20,13 +21,18 @@ from mscred.cli.params import COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, PERIOD, N
               help="The data is a long table, one value a row (as train takes it).")
 @click.option("--resample", "resample", type=PERIOD, default=None, metavar="PERIOD",
               help="Put the rows on a regular time grid first (as train takes it).")
+@click.option("--sensors", "only_sensors", type=COLUMN_NAMES, multiple=True, metavar="NAME,...",
+              help="Read only these sensors (as train takes it).")
+@click.option("--drop-columns", "drop_columns", type=COLUMN_NAMES, multiple=True, metavar="NAME,...",
+              help="Columns that are not sensors, left out wherever present (as train takes it).")
 @click.option("--model", "model_dir", type=NamedPath(exists=True, file_okay=False), default=None,
-              help="Read DATA as this model reads its data (its time column, missing-value text, long table and "
-                   "time grid, the options above over them but --resample), and say whether its sensors are the "
+              help="Read DATA as this model reads its data (its time column, missing-value text, long table, "
+                   "columns and time grid, the options above over them but --resample and --sensors), and say whether its sensors are the "
                    "model's and its rows enough for the model's windows: before `detect`.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a table on stdout, for scripts.")
 @encoding_option
-def inspect(data, time_column, na_values, long_columns, resample, model_dir, as_json, encoding) -> None:
+def inspect(data, time_column, na_values, long_columns, resample, only_sensors, drop_columns, model_dir, as_json,
+            encoding) -> None:
     """Describe each table of DATA (files, or folders of tables) as `mscred train` would read it with the same
     options: rows and sensors, the ground-truth rows, the times (first, last, usual step, how unevenly they step,
     the largest jump), missing values per sensor (which `train` refuses unless --missing interpolate), sensors that
@@ -40,15 +46,20 @@ def inspect(data, time_column, na_values, long_columns, resample, model_dir, as_
     from mscred.fleet import tables_given
 
     model = None
+    only_sensors = column_names(only_sensors, "--sensors")
+    drop_columns = column_names(drop_columns, "--drop-columns") or ()
     if model_dir is None:
-        reading, signature = Reading(time_column, tuple(na_values), long_columns, resample), SignatureConfig()
+        reading = Reading(time_column, tuple(na_values), long_columns, resample, only_sensors, drop_columns)
+        signature = SignatureConfig()
     else:
         from mscred.detector import MSCRED
 
-        if resample is not None:
-            raise click.UsageError("--resample: with --model the data is read on the model's own grid (or none)")
+        for option, value in (("--resample", resample), ("--sensors", only_sensors)):
+            if value is not None:
+                raise click.UsageError(f"{option}: with --model the data is read as the model reads it (its own "
+                                       f"{'grid' if option == '--resample' else 'sensors'})")
         model = MSCRED.load(model_dir, device="cpu")
-        reading = Reading.of_model(model.config_.train, time_column, na_values, long_columns)
+        reading = Reading.of_model(model.config_.train, time_column, na_values, long_columns, drop_columns)
         signature = model.config_.signature
     needed = max(signature.windows) + (signature.steps - 1) * signature.gap
     for path in [table for given in data for table in tables_given(given, "to inspect")]:

@@ -162,6 +162,38 @@ class _Period(click.ParamType):
 
 PERIOD = _Period()
 
+
+class _ColumnNames(click.ParamType):
+    """--sensors / --drop-columns NAME,NAME...: column or sensor names, comma-separated (the option repeatable too;
+    ``column_names`` joins the repeats), each stripped, not empty, not 'label', none twice."""
+
+    name = "names"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        names = [name.strip() for name in str(value).split(",")]
+        if not all(names):
+            self.fail(f"{value!r}: an empty name (names are comma-separated: a,b,c)", param, ctx)
+        if "label" in names:
+            self.fail("'label' is the ground truth's column, not a sensor's", param, ctx)
+        return tuple(names)
+
+
+COLUMN_NAMES = _ColumnNames()
+
+
+def column_names(given: tuple, option: str) -> tuple[str, ...] | None:
+    """A repeatable COLUMN_NAMES option's values as one tuple of names (None where not given); a name given twice is
+    a usage error naming ``option``."""
+    names = tuple(name for group in given for name in group)
+    if not names:
+        return None
+    twice = [name for name in dict.fromkeys(names) if names.count(name) > 1]
+    if twice:
+        raise click.BadParameter(f"{twice[0]!r} given twice", param_hint=f"'{option}'")
+    return names
+
 # The commands that read the user's CSV tables (train, detect, evaluate, fleet) take it; the name as given
 # reaches load_table, which decides.
 encoding_option = click.option(
@@ -180,6 +212,10 @@ long_option = click.option(
     "--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
     help="the data is a long table, one value a row: SENSOR names each row's sensor, VALUE holds its value; made "
          "wide as it is read [default: the model's, as train was given it]")
+drop_columns_option = click.option(
+    "--drop-columns", "drop_columns", type=COLUMN_NAMES, multiple=True, metavar="NAME,...",
+    help="columns of the data that are not sensors (a status text, a unit, a comment), left out wherever present, "
+         "besides the model's (train --drop-columns)")
 na_value_option = click.option(
     "--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
     help="text that stands for a missing sensor value (e.g. 'Bad', 'I/O Timeout'; repeat for several), besides the "

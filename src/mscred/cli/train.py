@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import (COLUMN_NAME, COUNT, LONG_COLUMNS, MISSING_TEXT, PERIOD, NamedPath, SEED,
-                               encoding_option)
+from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, COUNT, LONG_COLUMNS, MISSING_TEXT, PERIOD, NamedPath, SEED,
+                               column_names, encoding_option)
 from mscred.cli.settings import SET_OPTION, with_settings
 from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
@@ -157,6 +157,14 @@ _TRAINING_OPTIONS = [
                       "value of a sensor a missing value (--missing decides); for unevenly spaced data (a "
                       "historian's changes-only records, a long table's times); kept in the model: detect, watch "
                       "and calibrate read on the same grid [config: the rows as they are]."),
+    click.option("--sensors", "only_sensors", type=COLUMN_NAMES, multiple=True, metavar="NAME,...",
+                 help="Read only these sensors (columns of a wide table, names in a long table's SENSOR column; "
+                      "comma-separated or repeated), the others left out as the data is read; kept in the model: "
+                      "detect, watch and calibrate read the same ones from tables holding more [config: every "
+                      "sensor]."),
+    click.option("--drop-columns", "drop_columns", type=COLUMN_NAMES, multiple=True, metavar="NAME,...",
+                 help="Columns of the data that are not sensors (a status text, a unit, a comment, a batch ID), left "
+                      "out wherever present as it is read; kept in the model for detect [config: none]."),
     click.option("--theta", type=str, default=None,
                  help="Residual threshold of the count score: a number (the paper: 0.005) or 'auto' (a quantile of "
                       "the validation residuals); implies --score count unless --score says otherwise."),
@@ -264,8 +272,8 @@ def _write_validation_scores(model, parts, path) -> None:
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 @encoding_option
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
-          theta, method, threshold, missing, time_column, na_values, long_columns, resample, settings, quiet, nproc,
-          val_scores, encoding) -> None:
+          theta, method, threshold, missing, time_column, na_values, long_columns, resample, only_sensors, drop_columns,
+          settings, quiet, nproc, val_scores, encoding) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR.
 
     Several DATA files are parts of the training data that are not one series (runs between plant stops): every
@@ -285,7 +293,9 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
                  "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
                  "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing, "time_column": time_column,
-                 "na_values": tuple(na_values) or None, "long_columns": long_columns, "resample": resample}
+                 "na_values": tuple(na_values) or None, "long_columns": long_columns, "resample": resample,
+                 "only_sensors": column_names(only_sensors, "--sensors"),
+                 "drop_columns": column_names(drop_columns, "--drop-columns")}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     overrides.update(score_overrides(theta, method))
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked

@@ -913,8 +913,8 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
                 if not (~np.isnan(numbers)).any():
                     # (no number in the whole column: maybe a name, a unit, an ID -- or every value of a short
                     # chunk failed, as a feed's one line can)
-                    hint = (f" (a text column, no number in it? only '{TIMESTAMP}' and '{LABEL}' may hold text: drop "
-                            f"it; or {hint[2:]}")
+                    hint = (f" (a text column, no number in it? only '{TIMESTAMP}' and '{LABEL}' may hold text: "
+                            f"--drop-columns {shlex.quote(str(col))} leaves it out; or {hint[2:]}")
             raise InputError(f"{source}: column '{col}' {_row(series, row)}: value {short_repr(series.iloc[row])} "
                              f"is not a number{hint}")
     bad = np.isinf(numbers) if allow_missing else ~np.isfinite(numbers)

@@ -22,7 +22,7 @@ import pandas as pd
 
 from mscred.data.follow import HeldBack
 from mscred.data.io import TIMESTAMP, short_repr
-from mscred.data.reading import Reading, long_table_columns, missing_text, widened
+from mscred.data.reading import Reading, long_table_columns, missing_text, only_lines_of, widened
 
 # The index name of a poll's lines numbered as their file numbers them, and the attrs key of (that file, "line" or
 # "row"): for messages (LongFeed._numbered)
@@ -37,9 +37,10 @@ class LongFeed(HeldBack):
     def __init__(self, follower, reading: Reading, sensors: Sequence[str]):
         super().__init__(follower)
         self.reading, self.sensors = reading, list(sensors)
-        # The follower reads the lines as they are (the time column renamed); the missing-value text is made NaN
-        # in the wide rows, as detect does it, so that a sensor named like a state is still a sensor
-        follower.reading = Reading(time_column=reading.time_column)
+        # The follower reads the lines as they are (the time column renamed, the columns to leave out left out); the
+        # missing-value text is made NaN in the wide rows, as detect does it, so that a sensor named like a state is
+        # still a sensor
+        follower.reading = Reading(time_column=reading.time_column, drop_columns=reading.drop_columns)
         self._held: Optional[pd.DataFrame] = None   # the lines of the last time seen, not made wide yet
         self._times = ""    # the times of the wide rows polled last, for ``where``
 
@@ -51,22 +52,24 @@ class LongFeed(HeldBack):
     def poll(self, final: bool = False) -> Optional[pd.DataFrame]:
         """The wide rows of the times shown complete since the last poll (with ``final``, every time read), or
         None when there are none."""
-        lines = self.follower.poll(final=final)
+        lines, latest = self.follower.poll(final=final), None
         if lines is not None and len(lines):
             # (its columns refused as detect refuses a long table's, before anything here looks for its times)
             long_table_columns(lines, *self.reading.long_columns, str(self._current().path))
-            lines = self._numbered(lines)
+            latest = lines[TIMESTAMP].iloc[-1]   # (the last time seen: of any sensor's line)
+            # (the model's sensors alone, where it was trained on some: numbered first, as the file numbers them)
+            lines = only_lines_of(self._numbered(lines), self.reading.long_columns[0], self.reading.sensors)
             lines = lines if self._held is None else _joined(self._held, lines)
         else:
             lines = self._held
-        if lines is None:
+        if lines is None or not len(lines):
             return None
         if final:
             self._held = None
             return self._wide(lines)
         times = lines[TIMESTAMP]
-        last = (times == times.iloc[-1]).to_numpy(dtype=bool)
-        self._held = lines[last]
+        last = (times == (times.iloc[-1] if latest is None else latest)).to_numpy(dtype=bool)
+        self._held = lines[last] if last.any() else None
         return self._wide(lines[~last]) if not last.all() else None
 
     def stop_note(self) -> Optional[str]:

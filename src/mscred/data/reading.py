@@ -13,6 +13,11 @@ model reads it the same way.
   row per time, a column per sensor, in the order they first appear) as it is read (``widened``); a time a sensor
   has no value at is a missing value. The commands that follow a file as it grows (``watch``) hold a time's
   lines until a later time shows them complete (``mscred.data.long_feed``).
+- Columns that are not sensors (a status text, a unit, an operator's comment, a batch ID: ``--drop-columns``) are
+  left out as the table is read, wherever they are present; a long table may then carry them beside its three.
+- Of a table's sensors, only some may be read (``--sensors``: a few tags of a historian's export of hundreds): the
+  others' columns, or a long table's lines of them, are left out; a sensor asked for that the table lacks is refused
+  by name (a followed long feed's piece may lack one: a missing value there, as for any sensor).
 """
 from __future__ import annotations
 
@@ -34,21 +39,27 @@ class Reading:
     """``time_column``: the column holding each row's time where it is not named ``timestamp`` (None: that one);
     ``na_values``: text read as a missing value in the sensor columns, compared with the cell's blanks stripped;
     ``long_columns``: (sensor name column, value column) of a long table, None for a wide one; ``resample``: the
-    period of the time grid the rows are put on (``mscred.data.resample``), None to take them as they are."""
+    period of the time grid the rows are put on (``mscred.data.resample``), None to take them as they are;
+    ``sensors``: the only sensors read (None: every one); ``drop_columns``: columns left out wherever present."""
 
     time_column: Optional[str] = None
     na_values: tuple[str, ...] = ()
     long_columns: Optional[tuple[str, str]] = None
     resample: Optional[str] = None
+    sensors: Optional[tuple[str, ...]] = None
+    drop_columns: tuple[str, ...] = ()
 
     @classmethod
     def of_model(cls, train, time_column: Optional[str] = None, na_values: Sequence[str] = (),
-                 long_columns: Optional[tuple[str, str]] = None) -> "Reading":
+                 long_columns: Optional[tuple[str, str]] = None, drop_columns: Sequence[str] = ()) -> "Reading":
         """A model's reading (``train``: its ``TrainConfig``) with a command's options over it: the time column and
-        long table's columns given instead of the model's, the missing-value text given besides the model's. The
-        resampling period is the model's alone: its windows are spans of that grid."""
+        long table's columns given instead of the model's, the missing-value text and the columns to leave out given
+        besides the model's. The resampling period and the sensors read are the model's alone: its windows are spans
+        of that grid, and it scores its own sensors."""
         return cls(time_column or train.time_column, tuple(dict.fromkeys((*train.na_values, *na_values))),
-                   long_columns or train.long_columns, getattr(train, "resample", None))
+                   long_columns or train.long_columns, getattr(train, "resample", None),
+                   getattr(train, "only_sensors", None),
+                   tuple(dict.fromkeys((*getattr(train, "drop_columns", ()), *drop_columns))))
 
     def frame(self, df: pd.DataFrame, source: str, strict: bool = True) -> pd.DataFrame:
         """``df`` read so: its time column renamed (``named_time_column``), a long table made wide (``widened``)
@@ -59,8 +70,11 @@ class Reading:
         names = {str(c).strip() for c in df.columns}
         if strict or self.time_column in names:
             df = named_time_column(df, self.time_column, source)
+        df = dropped_columns(df, self.drop_columns)
         if self.long_columns is not None and (strict or set(self.long_columns) <= names):
-            df = widened(df, *self.long_columns, source)
+            df = widened(only_lines_of(df, self.long_columns[0], self.sensors, source), *self.long_columns, source)
+        else:
+            df = only_sensors(df, self.sensors, source)
         df = missing_text(df, self.na_values)
         timed = TIMESTAMP in df.columns or not isinstance(df.index, pd.RangeIndex)
         if self.resample is not None and (strict or timed):   # (done as the frame becomes a Table: data.resample)
@@ -80,6 +94,10 @@ class Reading:
             words += ["--long", ",".join(self.long_columns)]
         if self.resample is not None:
             words += ["--resample", self.resample]
+        if self.sensors is not None:
+            words += ["--sensors", ",".join(self.sensors)]
+        if self.drop_columns:
+            words += ["--drop-columns", ",".join(self.drop_columns)]
         return shlex.join(words)
 
 
@@ -197,6 +215,58 @@ def _time_order(times) -> np.ndarray:
     if len(index) and not parsed.isna().any():
         return np.argsort(parsed.asi8, kind="stable")
     return np.arange(len(index))
+
+
+def dropped_columns(df: pd.DataFrame, names: Sequence[str]) -> pd.DataFrame:
+    """``df`` without its columns named in ``names`` (compared stripped, as read); ``df`` itself where it has none
+    of them -- a column to leave out may come and go between a feed's files."""
+    if not names:
+        return df
+    wanted = set(names)
+    keep = [str(c).strip() not in wanted for c in df.columns]
+    return df if all(keep) else df.loc[:, keep]
+
+
+def only_lines_of(df: pd.DataFrame, sensor_column: str, sensors: Optional[Sequence[str]],
+                  source: Optional[str] = None) -> pd.DataFrame:
+    """A long table's lines of ``sensors`` alone (its sensor names compared stripped, as ``widened`` reads them);
+    ``df`` itself for None, or where it has no such column (``widened`` refuses it by name). With ``source``, a
+    sensor asked for without a line is an InputError naming it (a whole table's; not a followed feed's piece)."""
+    if sensors is None:
+        return df
+    names = [str(c).strip() for c in df.columns]
+    if sensor_column not in names:
+        return df
+    tags = df.iloc[:, names.index(sensor_column)].astype(str).str.strip()
+    keep = tags.isin(set(sensors)).to_numpy(dtype=bool)
+    if source is not None:
+        _refuse_absent(sensors, set(tags[keep].unique()), lambda: list(pd.unique(tags)),
+                       f"{source}: no line of sensor", f" in column '{sensor_column}'")
+    return df if keep.all() else df[keep]
+
+
+def only_sensors(df: pd.DataFrame, sensors: Optional[Sequence[str]], source: str) -> pd.DataFrame:
+    """A wide ``df``'s time, label and ``sensors`` columns alone, in the table's order (``df`` for None);
+    InputError naming the first sensor asked for that it lacks."""
+    if sensors is None:
+        return df
+    names = [str(c).strip() for c in df.columns]
+    _refuse_absent(sensors, set(names), lambda: [n for n in names if n not in (TIMESTAMP, LABEL)],
+                   f"{source}: no column", "")
+    wanted = {*sensors, TIMESTAMP, LABEL}
+    keep = [name in wanted for name in names]
+    return df if all(keep) else df.loc[:, keep]
+
+
+def _refuse_absent(sensors: Sequence[str], present: set, all_sensors: Callable[[], list], lacks: str,
+                   where: str) -> None:
+    """InputError ``lacks`` 'name'``where`` for the first of ``sensors`` not ``present``, the others absent and
+    the table's sensors (``all_sensors()``) after it; nothing where every one is present."""
+    absent = [name for name in sensors if name not in present]
+    if absent:
+        others = f", nor {few_names([repr(n) for n in absent[1:]], 4)}" if len(absent) > 1 else ""
+        raise InputError(f"{lacks} '{absent[0]}'{where} (a sensor asked for by --sensors){others}; its sensors: "
+                         f"{few_names([repr(n) for n in all_sensors()], 8)}")
 
 
 def missing_text(df: pd.DataFrame, na_values: Sequence[str]) -> pd.DataFrame:
