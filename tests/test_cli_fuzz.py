@@ -502,6 +502,41 @@ def test_mutated_uneven_tables_through_a_resampling_model(tmp_path, capsys):
     assert not findings, "\n".join(findings)
 
 
+def test_mutated_tables_through_a_model_reading_some_columns(tmp_path, capsys):
+    """Tables of six sensors, a status text and a unit column, mutated (a header edit may rename or drop a column
+    read or left out), through ``detect``, ``watch`` (``--idle-exit 0``), ``calibrate`` (with ``--drop-columns`` of
+    their own too) and ``train --sensors --drop-columns`` of a model reading four sensors."""
+    from mscred.detector import MSCRED
+
+    frame = sensor_frame(3 * ROWS, 6)
+    frame.insert(2, "status", np.where(np.arange(3 * ROWS) % 5, "RUN", "HOLD"))
+    frame["unit"] = "degC"
+    picked = ["s0", "s2", "s3", "s5"]
+    picking_model = tmp_path / "picking_model"
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, only_sensors=picked,
+           drop_columns=["status", "unit"]).fit(frame).save(picking_model)
+    good = frame.to_csv(index=False)
+    mutate = random.Random(20261208)
+    findings = []
+    for case in range(40):
+        text, edits = _mutated_csv(good, mutate)
+        path = tmp_path / f"p{case}.csv"
+        encoding = _write_csv(path, text, mutate)
+        kind = ("detect", "watch", "calibrate", "train")[case % 4]
+        extra = ["--drop-columns", mutate.choice(["s1", "status", "s1,x", "s9"])] if mutate.random() < 0.4 else []
+        argv = {"detect": ["detect", picking_model, path, "--out", tmp_path / f"d{case}.csv", *extra],
+                "watch": ["watch", picking_model, path, "--out", tmp_path / f"w{case}.csv", "--idle-exit", "0"],
+                "calibrate": ["calibrate", picking_model, path, "--out", tmp_path / f"c{case}", *extra],
+                "train": ["train", path, "--out", tmp_path / f"t{case}", "--sensors", ",".join(picked),
+                          "--drop-columns", "status,unit", "--epochs", "1", "--set", "channels=[4,8,8,8]",
+                          "--quiet"]}[kind]
+        found = _outcome(capsys, argv + ["--device", "cpu", "--missing", mutate.choice(["error", "interpolate"])] + (
+            ["--encoding", encoding] if encoding != "utf-16" and mutate.random() < 0.5 else []))
+        if found:
+            findings.append(f"case {case} ({kind}, {encoding}, {edits}): {found}")
+    assert not findings, "\n".join(findings)
+
+
 def test_mutated_files_through_fleet_watch(tmp_path, capsys, model_dir):
     """fleet-watch of two entities whose files are mutated (``--idle-exit 0``: one poll each): exit 0, or exit 1
     with one ``<entity>: stopped: ...`` line per entity it stopped (the other scored), or exit 2 with one line;
