@@ -80,9 +80,23 @@ def test_inspect_reads_with_trains_options_and_folders(tmp_path, capsys):
     assert code == 0 and err == "", err   # (no numpy warning of the all-missing sensor)
     found = json.loads(out)
     assert found["empty"] == ["s5"] and found["missing"]["s5"] == 600
+    assert found["suggested_options"][0] == "--drop-columns s5"
+    # a column of words (train refuses it as a sensor) is left out to describe the rest, and named
     text = tmp_path / "text.csv"
-    frame.assign(site="north").to_csv(text, index=False)
-    bad_input(capsys, "inspect", text, names=[f"{text}: column 'site'"])
+    frame.assign(site="north", unit="degC").to_csv(text, index=False)
+    code, out, err = run_cli(capsys, "inspect", text)
+    assert code == 0, err
+    assert "text        site, unit: no number in it, left out here (train refuses it as a sensor)" in out
+    assert "suggests    --drop-columns site,unit" in out
+    code, out, err = run_cli(capsys, "inspect", text, "--drop-columns", "unit", "--json")
+    assert code == 0, err
+    found = json.loads(out)
+    assert found["text_columns"] == ["site"] and "unit" not in found["sensors"]
+    # a sensor column with a word among its numbers is still refused, with train's one line
+    mixed = frame.astype({"s1": object})
+    mixed.loc[7, "s1"] = "abc"
+    mixed.to_csv(text, index=False)
+    bad_input(capsys, "inspect", text, names=[f"{text}: column 's1' row 8: value 'abc' is not a number"])
 
 
 def test_inspect_reads_as_a_model_does(tmp_path, capsys):

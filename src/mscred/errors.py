@@ -15,6 +15,15 @@ class InputError(ValueError):
     """
 
 
+class TextColumnError(InputError):
+    """A sensor column without a single number in it (a status text, a unit, an ID: ``column``): bad input as any
+    value that is not a number, told apart for ``mscred inspect``, which leaves such a column out and says so."""
+
+    def __init__(self, message: str, column: str):
+        super().__init__(message)
+        self.column = column
+
+
 class NoteWarning(UserWarning):
     """Something the user should know that does not stop the work: the CLI prints it as a one-line ``note:`` on
     stderr (``note_lines``), the Python API as a warning."""

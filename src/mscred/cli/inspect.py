@@ -4,6 +4,7 @@ range a few glitches set, what the default windows span in time -- and the optio
 from __future__ import annotations
 
 import json
+import shlex
 
 import click
 
@@ -40,7 +41,6 @@ def inspect(data, time_column, na_values, long_columns, resample, only_sensors, 
     60 rows, or --model's) span in time, and the options to try. Nothing is written; a table `train` could not read
     is exit 2 with its one line (after the lines of the tables before it)."""
     from mscred.config import SignatureConfig
-    from mscred.data.io import KEEP, load_table
     from mscred.data.profile import profile
     from mscred.data.reading import Reading
     from mscred.fleet import tables_given
@@ -63,11 +63,35 @@ def inspect(data, time_column, na_values, long_columns, resample, only_sensors, 
         signature = model.config_.signature
     needed = max(signature.windows) + (signature.steps - 1) * signature.gap
     for path in [table for given in data for table in tables_given(given, "to inspect")]:
-        table = load_table(path, missing=KEEP, encoding=encoding, reading=reading)
+        table, text_columns = _read_leaving_out_text(path, encoding, reading)
         found = profile(table, signature.windows, needed)
         if model is not None:
             found.update(_against(model, found, table))
+        found["text_columns"] = text_columns
+        left_out = text_columns + found["empty"]
+        if left_out:   # (train refuses both: a column of words, and a sensor with nothing to interpolate from)
+            found["suggested_options"].insert(0, shlex.join(["--drop-columns", ",".join(left_out)]))
         click.echo(json.dumps(found) if as_json else _described(found))
+
+
+def _read_leaving_out_text(path, encoding, reading):
+    """(the table at ``path`` read with its missing values kept, the columns without a number in them that were left
+    out to read it): where ``train`` would refuse such a column (``TextColumnError``), ``inspect`` reads the table
+    without it, to describe the rest and suggest --drop-columns."""
+    import dataclasses
+
+    from mscred.data.io import KEEP, load_table
+    from mscred.errors import TextColumnError
+
+    left_out: list[str] = []
+    while True:
+        try:
+            return load_table(path, missing=KEEP, encoding=encoding, reading=reading), left_out
+        except TextColumnError as error:
+            if error.column in reading.drop_columns:   # (cannot happen: a column left out is not read; no loop)
+                raise
+            left_out.append(error.column)
+            reading = dataclasses.replace(reading, drop_columns=(*reading.drop_columns, error.column))
 
 
 def _against(model, found: dict, table) -> dict:
@@ -109,9 +133,12 @@ def _described(found: dict) -> str:
                      + ", ".join(f"{name} {n:,}" for name, n in worst[:5]) + more)
     else:
         lines.append("missing     none")
+    if found["text_columns"]:
+        lines.append(f"text        {', '.join(found['text_columns'][:8])}: no number in it, left out here (train "
+                     "refuses it as a sensor)")
     if found["empty"]:
-        lines.append(f"empty       {', '.join(found['empty'][:8])}: no value in any row; drop the column (train refuses "
-                     "it: nothing to interpolate from)")
+        lines.append(f"empty       {', '.join(found['empty'][:8])}: no value in any row (train refuses it: nothing to "
+                     "interpolate from)")
     if found["constant"]:
         lines.append(f"constant    {', '.join(found['constant'][:8])}: no signal")
     for extreme in found["extreme"][:3]:

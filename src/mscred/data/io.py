@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.config import MISSING_POLICIES
-from mscred.errors import InputError
+from mscred.errors import InputError, TextColumnError
 
 __all__ = ["Table", "load_table", "table_from_frame", "Normalizer", "TIMESTAMP", "LABEL"]
 
@@ -915,8 +915,11 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
                     # chunk failed, as a feed's one line can)
                     hint = (f" (a text column, no number in it? only '{TIMESTAMP}' and '{LABEL}' may hold text: "
                             f"--drop-columns {shlex.quote(str(col))} leaves it out; or {hint[2:]}")
-            raise InputError(f"{source}: column '{col}' {_row(series, row)}: value {short_repr(series.iloc[row])} "
-                             f"is not a number{hint}")
+            message = (f"{source}: column '{col}' {_row(series, row)}: value {short_repr(series.iloc[row])} is not a "
+                       f"number{hint}")
+            if hint.startswith(" (a text column"):   # (words, and no number in the whole column)
+                raise TextColumnError(message, str(col).strip())
+            raise InputError(message)
     bad = np.isinf(numbers) if allow_missing else ~np.isfinite(numbers)
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
