@@ -147,6 +147,15 @@ def test_drop_columns_given_at_detect_and_calibrate_add_to_the_models(tmp_path, 
         assert main(["calibrate", str(model), str(path), "--out", str(tmp_path / f"recal_{name}"), *extra,
                      "--threshold", "percentile", *ON_THE_CPU]) == 0
     assert MSCRED.load(tmp_path / "recal_given").threshold_ == MSCRED.load(tmp_path / "recal_cut").threshold_
+    # fleet-detect: a folder of model folders, a folder of one table per entity
+    fleet, new = tmp_path / "fleet", tmp_path / "new"
+    new.mkdir()
+    MSCRED.load(model).save(fleet / "pump_1")
+    today.assign(comment="ok").to_csv(new / "pump_1.csv", index=False)
+    assert main(["fleet-detect", str(fleet), str(new), "--out", str(tmp_path / "fleet_scores"), "--drop-columns",
+                 "comment", "--quiet", *ON_THE_CPU]) == 0
+    pd.testing.assert_frame_equal(_scores(tmp_path / "fleet_scores" / "scores" / "pump_1.csv"),
+                                  _scores(tmp_path / "scores_cut.csv"))
 
 
 def test_the_python_api_reads_a_frame_so(trained):
