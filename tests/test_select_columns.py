@@ -147,6 +147,14 @@ def test_drop_columns_given_at_detect_and_calibrate_add_to_the_models(tmp_path, 
         assert main(["calibrate", str(model), str(path), "--out", str(tmp_path / f"recal_{name}"), *extra,
                      "--threshold", "percentile", *ON_THE_CPU]) == 0
     assert MSCRED.load(tmp_path / "recal_given").threshold_ == MSCRED.load(tmp_path / "recal_cut").threshold_
+    # watch and fleet-watch of the file as it stands (--idle-exit 0: one look, then the end)
+    for name, path, extra in (("given", data, ("--drop-columns", "comment")), ("cut", cut, ())):
+        assert main(["watch", str(model), str(path), "--out", str(tmp_path / f"watch_{name}.csv"), "--idle-exit",
+                     "0", *extra, *ON_THE_CPU]) == 0
+    pd.testing.assert_frame_equal(_scores(tmp_path / "watch_given.csv"), _scores(tmp_path / "watch_cut.csv"))
+    live = tmp_path / "live"
+    live.mkdir()
+    today.assign(comment="ok").to_csv(live / "pump_1.csv", index=False)
     # fleet-detect: a folder of model folders, a folder of one table per entity
     fleet, new = tmp_path / "fleet", tmp_path / "new"
     new.mkdir()
@@ -156,6 +164,10 @@ def test_drop_columns_given_at_detect_and_calibrate_add_to_the_models(tmp_path, 
                  "comment", "--quiet", *ON_THE_CPU]) == 0
     pd.testing.assert_frame_equal(_scores(tmp_path / "fleet_scores" / "scores" / "pump_1.csv"),
                                   _scores(tmp_path / "scores_cut.csv"))
+    assert main(["fleet-watch", str(fleet), str(live), "--out", str(tmp_path / "fleet_live"), "--idle-exit", "0",
+                 "--drop-columns", "comment", *ON_THE_CPU]) == 0
+    pd.testing.assert_frame_equal(_scores(tmp_path / "fleet_live" / "scores" / "pump_1.csv"),
+                                  _scores(tmp_path / "watch_cut.csv"))
 
 
 def test_the_python_api_reads_a_frame_so(trained):

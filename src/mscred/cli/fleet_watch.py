@@ -19,7 +19,8 @@ from typing import Optional
 import click
 import pandas as pd
 
-from mscred.cli.params import NamedPath, encoding_option, na_value_option, time_column_option
+from mscred.cli.params import (NamedPath, column_names, drop_columns_option, encoding_option, na_value_option,
+                               time_column_option)
 from mscred.cli.prometheus import MetricsFile, check_metrics_path, metrics_option
 from mscred.config import MISSING_POLICIES
 
@@ -53,8 +54,9 @@ SUMMARY_COLUMNS = ["entity", "status", "file", "rows", "anomalous", "alarms", "t
 @encoding_option
 @time_column_option
 @na_value_option
+@drop_columns_option
 def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
-                as_json, metrics, encoding, time_column, na_values) -> None:
+                as_json, metrics, encoding, time_column, na_values, drop_columns) -> None:
     """Score LIVE, a folder of one growing CSV per entity (<entity>.csv) or of one folder per entity of the files a
     logger rolls (<entity>/, followed in name order as `watch DIR` follows them), each with the model of its name in
     FLEET (the folder `mscred fleet` wrote, or a folder of model folders), as the files grow, into --out.
@@ -80,7 +82,9 @@ def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interv
         check_metrics_path(metrics)
     fleet_run = FleetWatch(models, live, Path(out), dict(device=device, missing=missing, sensor_scores=sensor_scores,
                                                           events=events, as_json=as_json, encoding=encoding,
-                                                          time_column=time_column, na_values=na_values),
+                                                          time_column=time_column, na_values=na_values,
+                                                          drop_columns=column_names(drop_columns, "--drop-columns")
+                                                          or ()),
                            "resume" if resume else "new_only" if new_only else None,
                            None if metrics is None else MetricsFile(metrics, label="entity"))
     with stopped_by_a_person() as terminated:
@@ -202,7 +206,8 @@ class EntityWatch:
             rolled = path.is_dir()   # (a folder of the files a logger rolls, as `watch DIR`)
             self.follower = (RollingFolder if rolled else GrowingCsv)(path, encoding=options["encoding"])
             model = MSCRED.load(model_dir, device=options["device"])
-            reading = Reading.of_model(model.config_.train, options["time_column"], options["na_values"])
+            reading = Reading.of_model(model.config_.train, options["time_column"], options["na_values"],
+                                       drop_columns=options["drop_columns"])
             self.follower = followed(self.follower, reading, model.sensors_)   # (as watch's)
             self.monitor = model.monitor(sensor_scores=options["sensor_scores"], missing=options["missing"])
             (out / "scores").mkdir(parents=True, exist_ok=True)

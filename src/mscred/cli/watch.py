@@ -8,7 +8,8 @@ from typing import Iterator
 
 import click
 
-from mscred.cli.params import NamedPath, encoding_option, na_value_option, time_column_option
+from mscred.cli.params import (NamedPath, column_names, drop_columns_option, encoding_option, na_value_option,
+                               time_column_option)
 from mscred.cli.prometheus import MetricsFile, check_metrics_path, metrics_option
 from mscred.cli.watch_output import OpenRun, Scores
 from mscred.config import MISSING_POLICIES
@@ -45,8 +46,9 @@ from mscred.config import MISSING_POLICIES
 @encoding_option
 @time_column_option
 @na_value_option
+@drop_columns_option
 def watch(model_dir, data, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
-          as_json, metrics, encoding, time_column, na_values) -> None:
+          as_json, metrics, encoding, time_column, na_values, drop_columns) -> None:
     """Score DATA, a CSV file that something appends rows to, as it grows.
 
     Every complete line DATA gains is scored after the rows before it (the rows already in DATA first), and
@@ -106,7 +108,9 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     model = MSCRED.load(model_dir, device=device)
     stream = follower if piped else None
     # read as the model reads its data (a long table's lines made wide, each time once complete: data.long_feed)
-    follower = followed(follower, Reading.of_model(model.config_.train, time_column, na_values), model.sensors_)
+    reading = Reading.of_model(model.config_.train, time_column, na_values,
+                               drop_columns=column_names(drop_columns, "--drop-columns") or ())
+    follower = followed(follower, reading, model.sensors_)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)
     exported = None if metrics is None else MetricsFile(metrics, label="data")
