@@ -188,7 +188,8 @@ def test_missing_text_is_read_as_missing_then_the_policy_decides(tmp_path, capsy
     bad_input(capsys, "train", tmp_path / "site.csv", "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad",
               "--na-value", "I/O Timeout", "--missing", "interpolate",
               names=["column 'site' row 1", "(a text column, no number in it? only 'timestamp' and 'label' may hold "
-                     "text: drop it; or a state for a failed value? --na-value north reads it as missing"])
+                     "text: --drop-columns site leaves it out; or a state for a failed value? --na-value north reads "
+                     "it as missing"])
     bad_input(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad", "--na-value",
               "I/O Timeout", names=["column 's1' row 21", "missing value", "--missing interpolate"])
     code, _, err = run_cli(capsys, "train", data, "--out", tmp_path / "m", *TRAIN, "--na-value", "Bad",
