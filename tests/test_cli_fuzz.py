@@ -482,19 +482,26 @@ def test_mutated_uneven_tables_through_a_resampling_model(tmp_path, capsys):
     grid_model = tmp_path / "grid_model"
     MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, resample="20s",
            missing="interpolate").fit(frame).save(grid_model)
-    good = frame.to_csv(index=False)
-    mutate = random.Random(20261207)
+    _four_commands_fuzzed(capsys, tmp_path, frame.to_csv(index=False), grid_model, random.Random(20261207), 60,
+                          lambda mutate: {"train": ["--resample", mutate.choice(["20s", "1min"])]})
+
+
+def _four_commands_fuzzed(capsys, tmp_path, good: str, model, mutate: random.Random, cases: int, options) -> None:
+    """``cases`` mutations of the table ``good`` through ``detect``, ``watch`` (``--idle-exit 0``), ``calibrate``
+    of ``model`` and ``train`` in turn, each with a random missing policy and (half the time) its encoding named;
+    ``options(mutate)``: {command: its own extra arguments}. Every run must keep the contract (``_outcome``)."""
     findings = []
-    for case in range(60):
+    for case in range(cases):
         text, edits = _mutated_csv(good, mutate)
-        path = tmp_path / f"u{case}.csv"
+        path = tmp_path / f"f{case}.csv"
         encoding = _write_csv(path, text, mutate)
         kind = ("detect", "watch", "calibrate", "train")[case % 4]
-        argv = {"detect": ["detect", grid_model, path, "--out", tmp_path / f"d{case}.csv"],
-                "watch": ["watch", grid_model, path, "--out", tmp_path / f"w{case}.csv", "--idle-exit", "0"],
-                "calibrate": ["calibrate", grid_model, path, "--out", tmp_path / f"c{case}"],
-                "train": ["train", path, "--out", tmp_path / f"t{case}", "--resample", mutate.choice(["20s", "1min"]),
-                          "--epochs", "1", "--set", "channels=[4,8,8,8]", "--quiet"]}[kind]
+        argv = {"detect": ["detect", model, path, "--out", tmp_path / f"d{case}.csv"],
+                "watch": ["watch", model, path, "--out", tmp_path / f"w{case}.csv", "--idle-exit", "0"],
+                "calibrate": ["calibrate", model, path, "--out", tmp_path / f"c{case}"],
+                "train": ["train", path, "--out", tmp_path / f"t{case}", "--epochs", "1", "--set",
+                          "channels=[4,8,8,8]", "--quiet"]}[kind]
+        argv += options(mutate).get(kind, [])
         found = _outcome(capsys, argv + ["--device", "cpu", "--missing", mutate.choice(["error", "interpolate"])] + (
             ["--encoding", encoding] if encoding != "utf-16" and mutate.random() < 0.5 else []))
         if found:
@@ -515,26 +522,13 @@ def test_mutated_tables_through_a_model_reading_some_columns(tmp_path, capsys):
     picking_model = tmp_path / "picking_model"
     MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, only_sensors=picked,
            drop_columns=["status", "unit"]).fit(frame).save(picking_model)
-    good = frame.to_csv(index=False)
-    mutate = random.Random(20261208)
-    findings = []
-    for case in range(40):
-        text, edits = _mutated_csv(good, mutate)
-        path = tmp_path / f"p{case}.csv"
-        encoding = _write_csv(path, text, mutate)
-        kind = ("detect", "watch", "calibrate", "train")[case % 4]
+    def own_options(mutate):   # (detect and calibrate: --drop-columns of their own, at times)
         extra = ["--drop-columns", mutate.choice(["s1", "status", "s1,x", "s9"])] if mutate.random() < 0.4 else []
-        argv = {"detect": ["detect", picking_model, path, "--out", tmp_path / f"d{case}.csv", *extra],
-                "watch": ["watch", picking_model, path, "--out", tmp_path / f"w{case}.csv", "--idle-exit", "0"],
-                "calibrate": ["calibrate", picking_model, path, "--out", tmp_path / f"c{case}", *extra],
-                "train": ["train", path, "--out", tmp_path / f"t{case}", "--sensors", ",".join(picked),
-                          "--drop-columns", "status,unit", "--epochs", "1", "--set", "channels=[4,8,8,8]",
-                          "--quiet"]}[kind]
-        found = _outcome(capsys, argv + ["--device", "cpu", "--missing", mutate.choice(["error", "interpolate"])] + (
-            ["--encoding", encoding] if encoding != "utf-16" and mutate.random() < 0.5 else []))
-        if found:
-            findings.append(f"case {case} ({kind}, {encoding}, {edits}): {found}")
-    assert not findings, "\n".join(findings)
+        return {"detect": extra, "calibrate": extra,
+                "train": ["--sensors", ",".join(picked), "--drop-columns", "status,unit"]}
+
+    _four_commands_fuzzed(capsys, tmp_path, frame.to_csv(index=False), picking_model, random.Random(20261208), 40,
+                          own_options)
 
 
 def test_mutated_files_through_fleet_watch(tmp_path, capsys, model_dir):
