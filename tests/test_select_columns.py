@@ -46,6 +46,13 @@ def test_the_reading_leaves_out_and_keeps_columns():
     assert Reading(sensors=("b", "a"), drop_columns=("note",)).options() == "--sensors b,a --drop-columns note"
 
 
+@pytest.mark.parametrize("time_column, name", [(None, "timestamp"), ("Time", "Time"), ("Time", "timestamp"),
+                                               (None, "label")])
+def test_the_time_and_the_label_are_not_left_out(time_column, name):
+    with pytest.raises(InputError, match=f"--drop-columns {name}: the .* column is read as such, not as a sensor"):
+        Reading(time_column, drop_columns=(name,))
+
+
 def test_a_long_table_keeps_its_sensors_lines_and_may_carry_dropped_columns():
     long = pd.DataFrame({"Time": [1, 1, 1, 2, 2, 2], "Tag": ["a", "b", "c", "a", "b", "c"],
                          "Value": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "Units": ["C", "bar", "C", "C", "bar", "C"]})

@@ -28,8 +28,9 @@ from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_
               help="Columns that are not sensors, left out wherever present (as train takes it).")
 @click.option("--model", "model_dir", type=NamedPath(exists=True, file_okay=False), default=None,
               help="Read DATA as this model reads its data (its time column, missing-value text, long table, "
-                   "columns and time grid, the options above over them but --resample and --sensors), and say whether its sensors are the "
-                   "model's and its rows enough for the model's windows: before `detect`.")
+                   "columns and time grid, the options above over them but --resample and --sensors), and say "
+                   "whether its sensors are the model's and its rows enough for the model's windows: before "
+                   "`detect`.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a table on stdout, for scripts.")
 @encoding_option
 def inspect(data, time_column, na_values, long_columns, resample, only_sensors, drop_columns, model_dir, as_json,
@@ -119,7 +120,8 @@ def _described(found: dict) -> str:
         lines.append(f"times       {found['first_time']} to {found['last_time']}, usual step {found['usual_step']}")
         uneven, jump = found["uneven_steps"], found["largest_jump"]
         if uneven:
-            lines.append(f"            uneven: a tenth of the steps under {uneven['p10']}, a tenth over {uneven['p90']}")
+            lines.append(f"            uneven: a tenth of the steps under {uneven['p10']}, a tenth over "
+                         f"{uneven['p90']}")
         if jump:
             lines.append(f"            the largest jump {jump['step']} at row {jump['row']}")
     if found["window_spans"]:

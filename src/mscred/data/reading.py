@@ -49,6 +49,14 @@ class Reading:
     sensors: Optional[tuple[str, ...]] = None
     drop_columns: tuple[str, ...] = ()
 
+    def __post_init__(self):
+        # The time and the label are read as such, never as sensors: asked to leave one out (a command's
+        # --drop-columns timestamp), say so rather than read the rows without their times
+        for name in self.drop_columns:
+            if name in (self.time_column or TIMESTAMP, TIMESTAMP, LABEL):
+                raise InputError(f"--drop-columns {name}: the {'label' if name == LABEL else 'time'} column is read "
+                                 "as such, not as a sensor; nothing to leave out")
+
     @classmethod
     def of_model(cls, train, time_column: Optional[str] = None, na_values: Sequence[str] = (),
                  long_columns: Optional[tuple[str, str]] = None, drop_columns: Sequence[str] = ()) -> "Reading":
