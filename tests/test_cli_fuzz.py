@@ -502,7 +502,8 @@ def _four_commands_fuzzed(capsys, tmp_path, good: str, model, mutate: random.Ran
                 "train": ["train", path, "--out", tmp_path / f"t{case}", "--epochs", "1", "--set",
                           "channels=[4,8,8,8]", "--quiet"]}[kind]
         argv += options(mutate).get(kind, [])
-        found = _outcome(capsys, argv + ["--device", "cpu", "--missing", mutate.choice(["error", "interpolate"])] + (
+        policy = mutate.choice(["error", "interpolate", "hold"])
+        found = _outcome(capsys, argv + ["--device", "cpu", "--missing", policy] + (
             ["--encoding", encoding] if encoding != "utf-16" and mutate.random() < 0.5 else []))
         if found:
             findings.append(f"case {case} ({kind}, {encoding}, {edits}): {found}")

@@ -820,7 +820,7 @@ def test_missing_values_interpolated_through_train_detect_and_evaluate(tmp_path,
     assert code == 0, err
     assert json.loads(out)["n_rows"] == ROWS
     page = (tmp_path / "report" / "index.html").read_text()
-    assert "1 sensor values were missing and interpolated (--missing interpolate), in 1 sensor(s)" in page
+    assert "1 sensor values were missing and filled (--missing interpolate or hold), in 1 sensor(s)" in page
 
 
 def test_detect_writes_the_format_its_out_names(tmp_path, capsys, model_dir, monkeypatch):

@@ -95,18 +95,20 @@ def test_context_with_other_column_order_and_arrays(model, series):
     np.testing.assert_array_equal(plain, expect["score"])
 
 
-def test_gaps_at_the_seam_are_filled_across_it(series):
+@pytest.mark.parametrize("policy", ["interpolate", "hold"])
+def test_gaps_at_the_seam_are_filled_across_it(series, policy):
     """A sensor missing over the context's last rows and X's first: filled between the last value before the seam
-    and the first after, as the one table of both rows fills it; other gaps as each table filled them."""
+    and the first after (or held at the last before, ``hold``), as the one table of both rows fills it; other gaps
+    as each table filled them."""
     raw = series.iloc[:300].copy()
     raw.iloc[180:215, 2] = np.nan        # across the seam at row 200
     raw.iloc[195:200, 4] = np.nan        # ends the context only
     raw.iloc[200:203, 1] = np.nan        # starts X only
     raw.iloc[100:110, 3] = np.nan        # inside the context, before the rows used
     raw.iloc[250:260, 5] = np.nan        # inside X
-    context = table_from_frame(raw.iloc[:200], source="ctx", missing="interpolate")
-    table = table_from_frame(raw.iloc[200:], source="x", missing="interpolate")
-    whole = table_from_frame(raw, source="whole", missing="interpolate")
+    context = table_from_frame(raw.iloc[:200], source="ctx", missing=policy)
+    table = table_from_frame(raw.iloc[200:], source="x", missing=policy)
+    whole = table_from_frame(raw, source="whole", missing=policy)
     for rows in (0, 5, 30, 150, 200):
         np.testing.assert_allclose(continued(context, table, rows), whole.values[200 - rows:], rtol=0, atol=1e-12)
     # Alone each table held the end value flat: a different series, so the test above can fail

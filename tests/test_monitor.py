@@ -103,14 +103,15 @@ def test_rows_without_timestamps_are_numbered_across_the_feed(model, series):
             np.testing.assert_array_equal(got["score"], want["score"])
 
 
-def test_gaps_are_filled_as_in_the_whole_feed(series):
-    """With ``missing="interpolate"``: each chunk is scored as the rows seen so far read as one table (a gap filled
+@pytest.mark.parametrize("policy", ["interpolate", "hold"])
+def test_gaps_are_filled_as_in_the_whole_feed(series, policy):
+    """With ``missing="interpolate"`` (and ``"hold"``): each chunk is scored as the rows seen so far read as one table (a gap filled
     between the values either side of it, the last value held where the next is not known yet) -- through a gap
     longer than the tail, one across a chunk's end and a chunk's start, a chunk of one row with a value missing and
     a chunk in which a sensor has no value at all (which ``detect(chunk, context=...)`` refuses: it reads the chunk
     alone); and equal to ``detect(chunk, context=every row before)`` wherever that reads the chunk."""
-    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", missing="interpolate").fit(series.iloc[:TRAIN_ROWS])
-    assert model.monitor().missing == "interpolate"
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", missing=policy).fit(series.iloc[:TRAIN_ROWS])
+    assert model.monitor().missing == policy
     feed = series.iloc[TRAIN_ROWS:].reset_index(drop=True).copy()
     feed.loc[120:260, "s0"] = np.nan     # 141 rows: longer than the tail; the chunk 200..250 has no s0 at all
     feed.loc[295:305, "s2"] = np.nan     # across the cut at 300
@@ -123,7 +124,7 @@ def test_gaps_are_filled_as_in_the_whole_feed(series):
         if b < model.min_rows:
             continue
         rows = model.context_rows(a, b - a)
-        whole = table_from_frame(feed.iloc[:b], missing="interpolate")
+        whole = table_from_frame(feed.iloc[:b], missing=policy)
         want = model.detect(whole.last(rows + b - a))["score"].to_numpy()[rows:]
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
         if a and not feed.iloc[a:b].isna().all().any():

@@ -48,10 +48,11 @@ class ModelConfig:
 ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns", "resample", "only_sensors", "drop_columns")}
 
 # What a missing (NaN, or empty) sensor value gets (TrainConfig.missing, `--missing`): "error" (SPEC: exit 2 naming
-# the cell) or "interpolate" (linear in the row number between the neighbouring present values of its sensor; before
-# the first / after the last present value, that value; mscred.data.io). Infinite values are an error either way:
-# they are glitches, not gaps.
-MISSING_POLICIES = ("error", "interpolate")
+# the cell), "interpolate" (linear in the row number between the neighbouring present values of its sensor; before
+# the first / after the last present value, that value; mscred.data.io) or "hold" (the last present value before it,
+# as a historian reconstructs a step tag or an exception-reported one between its records; before the first present
+# value, that one). Infinite values are an error either way: they are glitches, not gaps.
+MISSING_POLICIES = ("error", "interpolate", "hold")
 # The largest seed (TrainConfig.seed, the CLI's --seed): torch.manual_seed takes a 64-bit integer, and 2**64 failed
 # deep inside fit ("Overflow when unpacking long long").
 MAX_SEED = 2 ** 63 - 1
@@ -100,8 +101,8 @@ class TrainConfig:
     # train and demo turn it on (--quiet off).
     progress: bool = False
     # Missing (NaN) sensor values in the data, at fit and at detect (MISSING_POLICIES above): "error" (SPEC: exit 2
-    # naming the cell) or "interpolate" (linearly between the neighbouring rows). Callers holding only overrides read
-    # the default as TrainConfig.missing.
+    # naming the cell), "interpolate" (linearly between the neighbouring rows) or "hold" (the last value before).
+    # Callers holding only overrides read the default as TrainConfig.missing.
     missing: str = "error"
     # The column of the training data holding each row's time, where it is not named 'timestamp' (`--time-column`;
     # a historian's "Time" or "DateTime"): read as 'timestamp' is, and at detect, watch and calibrate the model's data

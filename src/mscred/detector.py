@@ -359,7 +359,7 @@ class MSCRED:
             missing = self.resolved_config().train.missing
         except InputError:   # (tags are read unchecked, as the parameters are stored: fit names a bad one)
             missing = None
-        tags.input_tags.allow_nan = missing == "interpolate"
+        tags.input_tags.allow_nan = missing != "error"
         return tags
 
     def _unfit(self) -> None:

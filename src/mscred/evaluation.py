@@ -616,7 +616,7 @@ def evaluate_files(scores_path, labels_path, anomalies=None, report_dir=None, mo
     model_dir, data_path : the model and the scored data, for the report's residual heatmaps and series (the data
         must align with the scores as the labels must: an InputError otherwise)
     pred : int8 (T,) predictions replacing the SCORES file's ``is_anomaly`` (e.g. a refitted threshold)
-    missing : what a missing sensor value in the data tables gets ("error" or "interpolate", as at detect)
+    missing : what a missing sensor value in the data tables gets ("error", "interpolate" or "hold", as at detect)
     encoding : text encoding of the CSV files of labels, anomalies and data (None: UTF-8, a BOM allowed); the
         SCORES file, mscred's own, is read as UTF-8
     reading : how the labels and data tables are read beyond their format (``mscred.data.reading``)

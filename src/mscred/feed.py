@@ -47,7 +47,8 @@ def feed_tables(paths: Sequence, context=None, **read_options) -> tuple[Optional
 
             tables = load_on_grid(several, **read_options)
         else:   # (gaps filled as in one table: across the seams, and a sensor missing in a whole file)
-            tables = filled_as_one([load_table(path, **{**read_options, "missing": KEEP}) for path in several])
+            tables = filled_as_one([load_table(path, **{**read_options, "missing": KEEP}) for path in several],
+                                   read_options["missing"])
         before = tables.pop(0) if context else None
         return (before if before is not None and len(before.values) else None,
                 [table for table in tables if len(table.values)])
@@ -69,12 +70,13 @@ def score_feed(model, tables: Iterable[Table], context: Optional[Table] = None,
     return FeedScores(frame, loaded, used)
 
 
-def filled_as_one(parts: Sequence[Table]) -> list[Table]:
+def filled_as_one(parts: Sequence[Table], how: str = "interpolate") -> list[Table]:
     """Tables read with their missing values kept (``KEEP``), one after the other (a context, then a feed's files),
-    filled by interpolation as one table of their rows fills them -- across the seams, and a sensor missing in a
-    whole file between the values around it -- and cut into the same tables again, each with its ``gaps`` and
-    ``filled``. Sensors in the first's order (other sensors refused, naming the file)."""
-    from mscred.data.io import _interpolate_missing
+    filled (``how``: the missing policy, "interpolate" or "hold") as one table of their rows fills them -- across
+    the seams, and a sensor missing in a whole file from the values around it -- and cut into the same tables
+    again, each with its ``gaps`` and ``filled``. Sensors in the first's order (other sensors refused, naming the
+    file)."""
+    from mscred.data.io import fill_missing
     from mscred.data.parts import in_order_of
 
     first = parts[0]
@@ -82,11 +84,12 @@ def filled_as_one(parts: Sequence[Table]) -> list[Table]:
     values = np.concatenate([part.values for part in parts])
     gaps = np.isnan(values)
     if gaps.any():
-        _interpolate_missing(values, gaps, first.sensors, first.source)   # (in place)
+        fill_missing(values, gaps, first.sensors, first.source, how)   # (in place)
     offsets = np.cumsum([0] + [len(part.values) for part in parts])
     out = []
     for part, start, stop in zip(parts, offsets, offsets[1:]):
         own = gaps[start:stop]
         out.append(dataclasses.replace(part, values=values[start:stop], gaps=own if own.any() else None,
-                                       filled={name: int(n) for name, n in zip(first.sensors, own.sum(axis=0)) if n}))
+                                       filled={name: int(n) for name, n in zip(first.sensors, own.sum(axis=0)) if n},
+                                       filled_by=how if own.any() else None))
     return out

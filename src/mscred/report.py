@@ -140,12 +140,12 @@ def sensor_scores_section(scores: Scores, truth: GroundTruth, pred: np.ndarray) 
 
 
 def _mark_gaps(ax, x, values, gaps, j, lo: int = 0, hi: Optional[int] = None) -> None:
-    """Interpolated values (``--missing interpolate``) of sensor column ``j`` as dots over its line."""
+    """Filled values (``--missing interpolate`` or ``hold``) of sensor column ``j`` as dots over its line."""
     if gaps is None:
         return
     where = np.flatnonzero(gaps[lo:hi, j]) + lo
     if len(where):
-        ax.plot(x[where], values[where, j], ls="none", marker=".", ms=3, color="#e76f51", label="interpolated")
+        ax.plot(x[where], values[where, j], ls="none", marker=".", ms=3, color="#e76f51", label="filled")
 
 
 def series_figure(scores, truth, pred, values, sensors, chosen, gaps=None) -> str:
@@ -475,9 +475,9 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
     if values is not None and sensors:
         chosen = top_sensors(scores, truth, pred, sensors, n_sensors)
         if gaps is not None:
-            parts.append(f"<p class='meta'>{int(gaps.sum())} sensor values were missing and interpolated "
-                         f"(--missing interpolate), in {int(gaps.any(axis=0).sum())} sensor(s); they are drawn as "
-                         f"dots.</p>")
+            parts.append(f"<p class='meta'>{int(gaps.sum())} sensor values were missing and filled "
+                         f"(--missing interpolate or hold), in {int(gaps.any(axis=0).sum())} sensor(s); they are drawn "
+                         f"as dots.</p>")
         parts.append(img_tag(series_figure(scores, truth, pred, values, sensors, chosen, gaps), "series"))
         if len(truth.events) or pred.any():
             parts.append(img_tag(zoom_figure(scores, truth, pred, values, sensors, chosen, gaps=gaps), "series zoomed")

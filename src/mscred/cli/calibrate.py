@@ -33,7 +33,7 @@ from mscred.thresholds import READ_BY
               help="pot: quantile of the initial threshold whose excesses are fitted [the model's].")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
-              help="Missing (NaN) sensor values in DATA: 'error' or 'interpolate' [the model's setting].")
+              help="Missing (NaN) sensor values in DATA: 'error', 'interpolate' or 'hold' [the model's setting].")
 @encoding_option
 @time_column_option
 @na_value_option

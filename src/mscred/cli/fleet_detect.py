@@ -20,7 +20,7 @@ from mscred.config import MISSING_POLICIES
 @click.option("--sensor-scores", is_flag=True, help="Also a column score_<sensor> per sensor (as detect's).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
-              help="Missing (NaN) sensor values: 'error' or 'interpolate' [each model's setting].")
+              help="Missing (NaN) sensor values: 'error', 'interpolate' or 'hold' [each model's setting].")
 @click.option("--report", is_flag=True,
               help="Also write DIR/report.html: the entities, the fleet's alarms and the scores of the entities with "
                    "the most anomalous rows (needs pip install 'mscred[report]').")

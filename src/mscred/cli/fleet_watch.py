@@ -35,7 +35,7 @@ SUMMARY_COLUMNS = ["entity", "status", "file", "rows", "anomalous", "alarms", "t
                    "events/<entity>.csv), and summary.csv at the end (a row per entity).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
-              help="Missing (NaN) sensor values: 'error' or 'interpolate' [each model's setting].")
+              help="Missing (NaN) sensor values: 'error', 'interpolate' or 'hold' [each model's setting].")
 @click.option("--sensor-scores", is_flag=True, help="Also a column score_<sensor> per sensor, as detect's.")
 @click.option("--events", is_flag=True,
               help="Also events/<entity>.csv, each entity's alarm list, a row appended as each anomaly ends.")

@@ -46,8 +46,8 @@ def score_overrides(theta: str | None, method: str | None) -> dict:
 
 
 def report_filled(table) -> None:
-    """One ``note:`` line on stderr naming what ``missing="interpolate"`` filled (nothing when nothing was
-    missing), as the other notes about the data; before it, one saying how many rows a resampled table was read from
+    """One ``note:`` line on stderr naming what ``missing="interpolate"`` (or ``"hold"``) filled (nothing when nothing
+    was missing), as the other notes about the data; before it, one saying how many rows a resampled table was read from
     (``Table.resampled``)."""
     resampled = table.resampled
     if resampled is not None:
@@ -56,7 +56,8 @@ def report_filled(table) -> None:
     if table.filled:
         counts = sorted(table.filled.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {n}" for name, n in counts[:5]) + (", ..." if len(counts) > 5 else "")
-        click.echo(f"note: {table.source}: interpolated {sum(table.filled.values())} missing value(s) in "
+        how = "held the last value for" if table.filled_by == "hold" else "interpolated"
+        click.echo(f"note: {table.source}: {how} {sum(table.filled.values())} missing value(s) in "
                    f"{len(counts)} sensor(s): {shown}", err=True)
 
 
@@ -137,8 +138,9 @@ _TRAINING_OPTIONS = [
                  help="Capture whole steps (and scoring batches) in CUDA graphs [config: training steps on a CUDA "
                       "device]."),
     click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
-                 help="Missing (NaN) sensor values in the data: 'error' (exit 2 naming the cell) or 'interpolate' "
-                      "(linearly between the neighbouring rows; the counts are reported); kept in the model for "
+                 help="Missing (NaN) sensor values in the data: 'error' (exit 2 naming the cell), 'interpolate' "
+                      "(linearly between the neighbouring rows) or 'hold' (the sensor's last value before: a step "
+                      "tag, a historian's exception-reported one); the counts are reported; kept in the model for "
                       "detect [config: error]."),
     click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
                  help="The data's column holding each row's time, where it is not named 'timestamp' (e.g. 'Time'); "

@@ -73,9 +73,10 @@ def continued(context: Table, table: Table, rows: int) -> np.ndarray:
     """The last ``rows`` rows of ``context`` then every row of ``table``, (rows + T, n) float64, once
     ``seam_note``'s checks pass. Both tables' columns must be the same sensors in the same order.
 
-    Values that interpolation filled (``Table.gaps``) in a run that touches the seam -- the context's last rows, the
-    table's first -- are filled again across it, between the last present value before the seam and the first after,
-    as one table of both would have them (each alone held its end value flat); other values are as read."""
+    Values that were filled (``Table.gaps``) in a run that touches the seam -- the context's last rows, the table's
+    first -- are filled again across it, as one table of both would have them (each alone held its end value flat):
+    interpolated between the last present value before the seam and the first after, or held at the last one before
+    it (``Table.filled_by`` "hold"); other values are as read."""
     seam_note(context, table)
     start = len(context.values) - rows
     values = np.concatenate([context.values[start:], table.values])
@@ -93,7 +94,10 @@ def continued(context: Table, table: Table, rows: int) -> np.ndarray:
         filled = np.arange(max(left + 1, start), right)
         low = context.values[left, j] if left >= 0 else table.values[after, j]
         high = table.values[after, j] if after < len(table.values) else low
-        values[filled - start, j] = np.interp(filled, [left, right], [low, high])
+        if "hold" in (context.filled_by, table.filled_by):   # (the value before the seam, on until the next)
+            values[filled - start, j] = low
+        else:
+            values[filled - start, j] = np.interp(filled, [left, right], [low, high])
     return values
 
 
@@ -134,4 +138,5 @@ def one_series(tables: Sequence[Table], together: str) -> Table:
         for name, count in table.filled.items():
             filled[name] = filled.get(name, 0) + count
     return dataclasses.replace(first, values=values, index=index, labels=labels, gaps=gaps, filled=filled,
-                               time_gap=None, time_note=None, resampled=None, uneven=None)
+                               time_gap=None, time_note=None, resampled=None, uneven=None,
+                               filled_by=next((table.filled_by for table in tables if table.filled_by), None))

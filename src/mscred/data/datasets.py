@@ -122,7 +122,7 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, missing: str 
     root : path, optional
         The dataset's folder (or file, for ``table``); not needed for ``synthetic``, ``daphnet`` and ``tep`` (read
         from the installed aeon/bibmon wheels).
-    missing : {"error", "interpolate"}
+    missing : {"error", "interpolate", "hold"}
         What a missing sensor value of a ``table`` dataset gets (``mscred.data.io.load_table``); the others have
         none.
     encoding : str, optional

@@ -42,6 +42,8 @@ ROW_TIME = "mscred_row_time"
 # The missing policy, beside MISSING_POLICIES, that keeps missing values as NaN (no error, no filling): tables read
 # to be put on a grid or joined to others first, which then decide (mscred.data.resample, mscred.feed)
 KEEP = "keep"
+# The missing policies that fill a missing value (``fill_missing``), as against "error" and ``KEEP``
+FILLING = ("interpolate", "hold")
 # Compressed text tables that pandas decompresses itself: ``data.csv.gz`` reads as ``data.csv``.
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
 
@@ -66,9 +68,11 @@ class Table:
         The columns have no names of their own (a plain .npy array, read as ``sensor_0``, ``sensor_1``, ...): a
         model matches them to its sensors by position, as it does an array in Python.
     filled : dict of str to int
-        Missing values filled per sensor (``missing="interpolate"``; empty otherwise).
+        Missing values filled per sensor (``missing="interpolate"`` or ``"hold"``; empty otherwise).
     gaps : np.ndarray of bool, shape (T, n), or None
         Where values were filled (None when none was).
+    filled_by : str or None
+        How they were filled: "interpolate" or "hold" (the missing policy), None where none was.
     time_gap : (int, str, str) or None
         The largest step between consecutive timestamps when it is more than 10 usual ones (``largest_time_gap``): its
         1-based row, its size and the usual step, as text; None for an even series, row numbers or ids.
@@ -95,6 +99,7 @@ class Table:
     time_note: Optional[str] = None
     resampled: Optional[tuple[int, str]] = None
     uneven: Optional[tuple[str, str, str]] = None
+    filled_by: Optional[str] = None
 
     def in_order(self, sensors: Sequence[str]) -> "Table":
         """The table with its columns (values, and where they were filled) in the order of ``sensors``, the same
@@ -138,9 +143,10 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
         ``.parquet``/``.pq``, or ``.npy`` (a 2-D numeric
         array (T, n) whose columns become ``sensor_0 ..``, a 1-D array (T,) as one sensor, or a structured array
         whose field names are the columns).
-    missing : {"error", "interpolate"}
-        What a missing sensor value gets (``MISSING_POLICIES``): an InputError at its cell, or linear
-        interpolation between its sensor's neighbouring rows (``Table.filled`` counts them).
+    missing : {"error", "interpolate", "hold"}
+        What a missing sensor value gets (``MISSING_POLICIES``): an InputError at its cell, linear
+        interpolation between its sensor's neighbouring rows, or its sensor's last value before it (``hold``;
+        ``Table.filled`` counts them).
     ignore_label : bool
         Drop a ``label`` column unread, for a caller without use for ground truth (``mscred detect``): its values
         are not checked and it is no sensor either (``Table.labels`` is None). By default it is read and checked.
@@ -299,16 +305,16 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     if period is not None:
         table = Table(values=values, sensors=sensors, index=index, labels=labels, source=source)
         return resampled(table, parse_period(period), missing, times)
-    gaps = np.isnan(values) if missing == "interpolate" else None
+    gaps = np.isnan(values) if missing in FILLING else None
     time_gap = largest_time_gap(*times[:3]) if times is not None else None
     time_note = times[3] if times is not None else None
     uneven = uneven_steps(*times[:3]) if times is not None else None
     if gaps is None or not gaps.any():
         return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, time_gap=time_gap,
                      time_note=time_note, uneven=uneven)
-    filled = _interpolate_missing(values, gaps, sensors, source)
+    filled = fill_missing(values, gaps, sensors, source, missing)
     return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, filled=filled, gaps=gaps,
-                 time_gap=time_gap, time_note=time_note, uneven=uneven)
+                 time_gap=time_gap, time_note=time_note, uneven=uneven, filled_by=missing)
 
 
 # Names of a time or row-number column under another name than 'timestamp' (case and '_'/'-'/blanks aside)
@@ -333,17 +339,23 @@ def _check_time_as_sensor(values: np.ndarray, sensors: list[str], source: str) -
                                  "as the rows' time, or drop it")
 
 
-def _interpolate_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str], source: str) -> dict[str, int]:
-    """Fill the values where ``gaps`` in place, linearly in the row number (the model's windows count rows, not
-    time), holding the first / last present value at the ends; the count filled per sensor."""
+def fill_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str], source: str, how: str) -> dict[str, int]:
+    """Fill the values where ``gaps`` in place, per sensor; the count filled per sensor. ``how`` "interpolate":
+    linearly in the row number (the model's windows count rows, not time); "hold": the last present value before
+    (a step tag's value until its next record). Either way the first / last present value at the ends."""
     filled = {}
     rows = np.arange(len(values))
     for j in np.flatnonzero(gaps.any(axis=0)):
         missing = gaps[:, j]
         if missing.all():
-            raise InputError(f"{source}: column '{sensors[j]}': every value is missing; nothing to interpolate from")
+            raise InputError(f"{source}: column '{sensors[j]}': every value is missing; nothing to fill it from")
         present = ~missing
-        values[missing, j] = np.interp(rows[missing], rows[present], values[present, j])
+        if how == "hold":
+            # each row's last present row at or before it (the first present one before any)
+            last = np.maximum.accumulate(np.where(present, rows, -1))
+            values[missing, j] = values[np.where(last < 0, int(np.argmax(present)), last)[missing], j]
+        else:
+            values[missing, j] = np.interp(rows[missing], rows[present], values[present, j])
         filled[sensors[j]] = int(missing.sum())
     return filled
 

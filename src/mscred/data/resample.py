@@ -97,7 +97,7 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
     of the next period with rows. Missing values are interpolated over the whole grid, so across the seams too.
     ``times``: the order check's times of the parts' rows joined (computed here where None)."""
     from mscred.data.context import one_series
-    from mscred.data.io import Table, _interpolate_missing, check_time_order
+    from mscred.data.io import FILLING, Table, check_time_order, fill_missing
 
     table = one_series(parts, "the files of a feed")
     source = table.source
@@ -129,8 +129,8 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
     gaps = np.isnan(grid)
     if gaps.any() and missing == "error":
         raise InputError(_missing_message(parts, gaps, buckets - first, starts, index, period))
-    if gaps.any() and missing == "interpolate":
-        _interpolate_missing(grid, gaps, table.sensors, source)   # (in place; counted per part below)
+    if gaps.any() and missing in FILLING:
+        fill_missing(grid, gaps, table.sensors, source, missing)   # (in place; counted per part below)
     else:
         gaps = None
     # Each grid row's part: that of the last row of its period, or of the next period with rows
@@ -147,7 +147,8 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
                          filled={} if part_gaps is None else _counts(part_gaps, table.sensors),
                          gaps=part_gaps if part_gaps is not None and part_gaps.any() else None,
                          positional=part.positional, time_note=times[3] if k == 0 and len(times) > 3 else None,
-                         resampled=(len(part.values), period.text)))
+                         resampled=(len(part.values), period.text),
+                         filled_by=missing if part_gaps is not None and part_gaps.any() else None))
     return out
 
 
