@@ -53,7 +53,7 @@ def detect(model_dir, data, out, device, missing, encoding, time_column, na_valu
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
     normal), scales (window lengths that flag the row: 10 alone for a short anomaly, all for a long one); with
-    --missing interpolate and gaps in DATA, filled (how many of the row's sensor values were interpolated).
+    --missing interpolate (or hold) and gaps in DATA, filled (how many of the row's sensor values were filled).
     Alone, DATA's first rows (90 at the defaults) have no full window and score 0; --context gives them one.
     DATA may be a folder of the tables a logger rolls: scored as one feed, its files in name order, each after the
     rows before it (SCORES.csv as of the feed as one table; untimed rows numbered through the files). DATA '-'
