@@ -73,6 +73,7 @@ def test_a_long_table_keeps_its_sensors_lines_and_may_carry_dropped_columns():
     ({"drop_columns": ["timestamp"]}, "train.drop_columns ('timestamp',)"),
     ({"drop_columns": [" x"]}, "no blanks about it"),
     ({"only_sensors": ["a"], "drop_columns": ["a"]}, "both name 'a'"),
+    ({"long_columns": ["Tag", "Value"], "drop_columns": ["Tag"]}, "nor a long table's sensor or value column"),
 ])
 def test_bad_settings_are_refused(settings, fragment):
     with pytest.raises(InputError, match=None) as caught:

@@ -1183,10 +1183,14 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
                                   ("drop_columns", config.train.drop_columns, True)):
         if name == "only_sensors" and names is None:
             continue
+        # (a long table's sensor and value columns are read as such: leaving one out would leave no table)
+        long_table = (long_columns or ()) if name == "drop_columns" else ()
         if not (isinstance(names, tuple) and (names or empty_ok) and len(set(names)) == len(names)
-                and all(isinstance(c, str) and c.strip() == c and c and c not in (LABEL, time_column) for c in names)):
+                and all(isinstance(c, str) and c.strip() == c and c and c not in (LABEL, time_column, *long_table)
+                        for c in names)):
+            also = ", nor a long table's sensor or value column" if long_table else ""
             return (f"train.{name} {names!r}: must be {'None or ' if not empty_ok else ''}a list of column names "
-                    f"(each once, not empty, no blanks about it, neither the time column nor '{LABEL}'), e.g. "
+                    f"(each once, not empty, no blanks about it, neither the time column nor '{LABEL}'{also}), e.g. "
                     f"{['status', 'unit'] if empty_ok else ['TI101', 'PI102']}")
     if config.train.only_sensors is not None and set(config.train.only_sensors) & set(config.train.drop_columns):
         both = sorted(set(config.train.only_sensors) & set(config.train.drop_columns))

@@ -52,8 +52,8 @@ def level_order(count: int) -> list[int]:
     the level called first in the forward has its ConvLSTM backward run last, right before the encoder's backward,
     and its side-stream weight gradient beside the encoder's data gradients. Level 1 first, that gradient (cuDNN,
     110 blocks of 384 threads, bound by its bytes) ran alone for 89 of its 96 us while the encoder's next data
-    gradient waited for SMs; level 4 first, level 4's (38 us) does, and level 1's runs beside levels 2-4's backward
-    instead: the graphed bf16 step 2.574-2.577 -> 2.562-2.567 ms in 6 rounds of alternation on an H100
+    gradient waited for SMs; level 4 first, level 4's two (38 + 46 us, x and h) do, and level 1's runs beside levels
+    2-4's backward instead: the graphed bf16 step 2.574-2.577 -> 2.562-2.567 ms in 6 rounds of alternation on an H100
     (results/level_order_ab2/; level 3 or 2 first were slower than level 1 first, results/level_order_ab/; the
     time lines, results/level_order_timeline/). A string that is not a permutation of 1..count is refused."""
     text = os.environ.get("MSCRED_LEVEL_ORDER", "").strip()

@@ -65,9 +65,8 @@ class Reading:
         besides the model's. The resampling period and the sensors read are the model's alone: its windows are spans
         of that grid, and it scores its own sensors."""
         return cls(time_column or train.time_column, tuple(dict.fromkeys((*train.na_values, *na_values))),
-                   long_columns or train.long_columns, getattr(train, "resample", None),
-                   getattr(train, "only_sensors", None),
-                   tuple(dict.fromkeys((*getattr(train, "drop_columns", ()), *drop_columns))))
+                   long_columns or train.long_columns, train.resample, train.only_sensors,
+                   tuple(dict.fromkeys((*train.drop_columns, *drop_columns))))
 
     def frame(self, df: pd.DataFrame, source: str, strict: bool = True) -> pd.DataFrame:
         """``df`` read so: its time column renamed (``named_time_column``), a long table made wide (``widened``)
