@@ -316,6 +316,28 @@ def test_a_monitor_takes_chunks_of_whole_periods_and_keeps_the_grid_even():
         split.update(test.iloc[first_of[1] + 1:])
 
 
+@pytest.mark.parametrize("policy", ["interpolate", "hold"])
+def test_a_monitors_chunks_score_as_the_whole_grid(policy):
+    """Two chunks with ~8 empty periods between them (made rows of missing values on the grid, filled from the
+    rows before as the whole grid fills them): the second chunk's scores are detect's of the whole grid's rows, its
+    context taken from the grid before it."""
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, resample="20s",
+                   missing=policy).fit(_uneven(2400, seed=23, step_s=4.0))
+    test = _uneven(900, seed=24, step_s=4.0)
+    periods = pd.to_datetime(test[TIMESTAMP]).dt.floor("20s")
+    cut = int(np.flatnonzero(periods == periods[400])[0])
+    gap = test.drop(index=range(cut, cut + 40)).reset_index(drop=True)
+    monitor = model.monitor()
+    monitor.update(gap.iloc[:cut])
+    got = monitor.update(gap.iloc[cut:])["score"].to_numpy()
+    whole = _on_grid(gap, "20s", missing=policy)
+    before = int((whole.index < pd.to_datetime(gap[TIMESTAMP][cut - 1]).floor("20s")).sum()) + 1
+    rows = model.context_rows(before, len(whole.values) - before)
+    want = model.detect(whole.last(rows + len(whole.values) - before))["score"].to_numpy()[rows:]
+    assert len(got) == len(want) and got.any()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
 def test_watch_holds_a_period_until_a_later_one_comes(trained, tmp_path, capsys, monkeypatch):
     """watch of a growing uneven CSV: each look scores the periods before the last row's, the last period waiting
     for a row of a later one; SCORES.csv is what a Monitor gives for the grid rows in those chunks. Ctrl-C leaves
