@@ -119,3 +119,23 @@ def test_inspect_reads_as_a_model_does(tmp_path, capsys):
     assert "model       other sensors: missing sensor(s) s1; unknown sensor(s) x1" in out.splitlines()
     bad_input(capsys, "inspect", tmp_path / "train.csv", "--model", tmp_path / "model", "--resample", "1min",
               names=["with --model the data is read as the model reads it (its own grid)"])
+
+
+def test_inspect_suggests_hold_where_the_gaps_are_in_states_and_step_tags(tmp_path, capsys):
+    """A valve's 0/1 and a pump's stages are step-like (a few values); where only they have gaps, --missing hold is
+    the suggestion (their value holds between records), and where a sensor of many values has gaps too, interpolate
+    (one policy for every sensor)."""
+    rng = np.random.default_rng(1)
+    rows = 400
+    frame = pd.DataFrame({"timestamp": np.arange(rows), "valve": rng.integers(0, 2, rows).astype(float),
+                          "pump": rng.integers(0, 3, rows).astype(float), "flow": rng.standard_normal(rows),
+                          "temp": rng.standard_normal(rows)})
+    frame.loc[[5, 6, 7], "valve"] = np.nan
+    data = tmp_path / "steps.csv"
+    for extra_gap, policy in ((False, "hold"), (True, "interpolate")):
+        (frame.assign(flow=frame["flow"].where(frame.index != 9)) if extra_gap else frame).to_csv(data, index=False)
+        code, out, err = run_cli(capsys, "inspect", data, "--json")
+        assert code == 0, err
+        found = json.loads(out)
+        assert found["step_like"] == ["valve", "pump"]
+        assert found["suggested_options"] == [f"--missing {policy}"]

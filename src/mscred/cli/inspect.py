@@ -102,7 +102,9 @@ def _against(model, found: dict, table) -> dict:
     from mscred.detector import sensor_difference
 
     difference = "" if table.positional else sensor_difference(model.sensors_, table.sensors)
-    suggest = ["--missing interpolate"] if found["missing"] and model.config_.train.missing == "error" else []
+    gappy = set(found["missing"]) - set(found["empty"])
+    policy = "hold" if gappy <= set(found["step_like"]) else "interpolate"
+    suggest = [f"--missing {policy}"] if gappy and model.config_.train.missing == "error" else []
     return {"model_sensors": difference, "suggested_options": suggest}
 
 
@@ -143,6 +145,9 @@ def _described(found: dict) -> str:
                      "interpolate from)")
     if found["constant"]:
         lines.append(f"constant    {', '.join(found['constant'][:8])}: no signal")
+    if found["step_like"]:
+        lines.append(f"step-like   {', '.join(found['step_like'][:8])}: a few values (a state, a step tag; "
+                     "--missing hold keeps one between its records)")
     for extreme in found["extreme"][:3]:
         lines.append(f"extreme     {extreme['sensor']}: {extreme['value']:.4g} at row {extreme['row']} sets its range "
                      "(a glitch?)")

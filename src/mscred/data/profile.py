@@ -34,6 +34,22 @@ def constant_sensors(table: Table) -> list[str]:
     return [name for name, a, b in zip(table.sensors, low, high) if a == b]
 
 
+# At most this many distinct values (two or more) over at least STEP_LIKE_ROWS present values: a state or a step tag
+# (a valve's 0/1, a pump's speed stage), which a historian records when it changes and ``--missing hold`` fills
+STEP_LIKE_VALUES, STEP_LIKE_ROWS = 5, 20
+
+
+def step_like_sensors(table: Table) -> list[str]:
+    """The sensors whose present values take a few distinct values only (``STEP_LIKE_VALUES``, more than one),
+    over at least ``STEP_LIKE_ROWS`` of them: states and step tags, between whose records the last value holds."""
+    out = []
+    for j, name in enumerate(table.sensors):
+        present = table.values[:, j][~np.isnan(table.values[:, j])]
+        if len(present) >= STEP_LIKE_ROWS and 1 < len(np.unique(present)) <= STEP_LIKE_VALUES:
+            out.append(name)
+    return out
+
+
 def extreme_sensors(table: Table) -> list[tuple[str, float, int]]:
     """(sensor, its most extreme value, that value's 0-based row) of each sensor whose min-max range is over
     ``EXTREME_RANGE_RATIO`` times the span of its middle 98% of rows: scaled by it, everything else it reads is ~0 to
@@ -117,6 +133,7 @@ def profile(table: Table, windows: tuple[int, ...], needed: int) -> dict:
         "missing": {name: int(n) for name, n in zip(table.sensors, missing) if n},
         "empty": [name for name, n in zip(table.sensors, missing) if len(values) and n == len(values)],
         "constant": constant_sensors(table),
+        "step_like": step_like_sensors(table),
         "extreme": [{"sensor": s, "value": v, "row": r + 1} for s, v, r in extreme_sensors(table)],
         "window_spans": None if times is None or times.step_ns is None else
         {str(w): duration_text(w * times.step_ns) for w in windows},
@@ -125,7 +142,8 @@ def profile(table: Table, windows: tuple[int, ...], needed: int) -> dict:
     suggest = []
     if table.uneven is not None and table.resampled is None and times is not None and times.step_ns is not None:
         suggest.append(f"--resample {suggested_period(times.p90_ns)}")
-    if set(out["missing"]) - set(out["empty"]):   # (a sensor without any value has nothing to interpolate from)
-        suggest.append("--missing interpolate")
+    gappy = set(out["missing"]) - set(out["empty"])   # (a sensor without any value has nothing to fill from)
+    if gappy:   # (one policy for every sensor: hold where each sensor with gaps is a state or a step tag)
+        suggest.append("--missing hold" if gappy <= set(out["step_like"]) else "--missing interpolate")
     out["suggested_options"] = suggest
     return out
