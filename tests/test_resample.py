@@ -17,7 +17,7 @@ from mscred.cli import watch as watch_module
 from mscred.data.grid_feed import GridFeed
 from mscred.data.io import KEEP, TIMESTAMP, float_read_options, load_table, table_from_frame
 from mscred.data.reading import Reading
-from mscred.data.resample import load_on_grid
+from mscred.data.resample import load_on_grid, parse_period
 from mscred.detector import MSCRED
 from mscred.errors import InputError
 
@@ -72,6 +72,33 @@ def test_the_grid_is_pandas_epoch_resampling_of_the_rows(rows, period, seed, mis
     assert np.array_equal(np.isnan(table.values), want[table.sensors].isna().to_numpy())
     assert list(table.labels) == list(want["label"])
     assert table.resampled == (rows, period)
+
+
+@pytest.mark.parametrize("how", ["last", "first", "max", "min"])
+@pytest.mark.parametrize("rows,period,seed", [(3, "1min", 7), (500, "13s", 8), (1003, "90s", 9)])
+def test_a_period_of_other_aggregations_is_pandas_own(rows, period, seed, how):
+    """``PERIOD,HOW``: a period's last, first, largest or smallest present value (NaN with none) -- pandas'
+    ``resample(origin="epoch").last()`` (and first, max, min), which skip missing values too."""
+    frame = _uneven(rows, seed, missing=0.3)
+    table = _on_grid(frame, f"{period},{how}")
+    indexed = frame.set_index(pd.to_datetime(frame[TIMESTAMP])).drop(columns=[TIMESTAMP])
+    want = getattr(indexed.resample(period, origin="epoch"), how)()
+    assert list(table.index) == list(want.index)
+    np.testing.assert_array_equal(table.values, want[table.sensors].to_numpy())
+    assert table.resampled == (rows, f"{period},{how}")
+
+
+def test_an_aggregation_of_another_name_is_refused(tmp_path, capsys):
+    with pytest.raises(InputError, match=r"--resample 1min,median: 'median' is no way to make a period's value; give "
+                                         r"mean, last, first, max, min after the comma"):
+        parse_period("1min,median")
+    frame = _uneven(300, seed=10)
+    frame.to_csv(tmp_path / "u.csv", index=False)
+    code, _, err = run_cli(capsys, "train", tmp_path / "u.csv", "--out", tmp_path / "m", "--resample", "20s,last",
+                           "--missing", "hold", *TRAIN)
+    assert code == 0, err
+    assert "rows resampled to" in err and "(--resample: each the last of its period's rows)" in err
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["config"]["train"]["resample"] == "20s,last"
 
 
 def test_numbers_and_durations_and_zones_take_their_own_grid():

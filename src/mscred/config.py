@@ -116,7 +116,8 @@ class TrainConfig:
     # value; a historian's or Prometheus' export), made wide as it is read (mscred.data.reading); None: a wide table.
     long_columns: Optional[tuple[str, ...]] = None
     # The period of a regular time grid the data is put on as it is read (`--resample 1min`; a number for times
-    # that are numbers): each row the mean of a period's rows, a period without a value missing (mscred.data.resample).
+    # that are numbers; `1min,last`: the last value, `max`, `min`, `first` likewise): each row the mean of a period's
+    # rows, a period without a value missing (mscred.data.resample).
     # Kept in the model: every command reading its data puts it on the same grid. None: the rows as they are.
     resample: Optional[str] = None
     # The only sensors read from the data (`--sensors a,b,c`: columns of a wide table, names in a long table's sensor

@@ -45,6 +45,13 @@ def score_overrides(theta: str | None, method: str | None) -> dict:
     return out
 
 
+def _made_by(period: str) -> str:
+    """How a ``--resample`` period's rows make its value, in words: "mean", "last", ..."""
+    from mscred.data.resample import parse_period
+
+    return parse_period(period).how
+
+
 def report_filled(table) -> None:
     """One ``note:`` line on stderr naming what ``missing="interpolate"`` (or ``"hold"``) filled (nothing when nothing
     was missing), as the other notes about the data; before it, one saying how many rows a resampled table was read from
@@ -52,7 +59,7 @@ def report_filled(table) -> None:
     resampled = table.resampled
     if resampled is not None:
         click.echo(f"note: {table.source}: {resampled[0]:,} rows resampled to {len(table.values):,} rows of "
-                   f"{resampled[1]} (--resample: each the mean of its period's rows)", err=True)
+                   f"{resampled[1]} (--resample: each the {_made_by(resampled[1])} of its period's rows)", err=True)
     if table.filled:
         counts = sorted(table.filled.items(), key=lambda kv: -kv[1])
         shown = ", ".join(f"{name} {n}" for name, n in counts[:5]) + (", ..." if len(counts) > 5 else "")
@@ -153,9 +160,10 @@ _TRAINING_OPTIONS = [
                  help="The data is a long table, one value a row (a historian's or Prometheus' export): SENSOR names "
                       "each row's sensor, VALUE holds its value; made wide as it is read (a row per time, a column "
                       "per sensor), kept in the model for detect [config: a wide table]."),
-    click.option("--resample", "resample", type=PERIOD, default=None, metavar="PERIOD",
+    click.option("--resample", "resample", type=PERIOD, default=None, metavar="PERIOD[,HOW]",
                  help="Put the rows on a regular time grid as they are read: each row the mean of a PERIOD's rows "
-                      "(a duration such as 10s, 1min, 1h; a number for times that are numbers), a period without a "
+                      "(a duration such as 10s, 1min, 1h; a number for times that are numbers; ',last' after it "
+                      "takes the last value instead, ',first', ',max' and ',min' likewise), a period without a "
                       "value of a sensor a missing value (--missing decides); for unevenly spaced data (a "
                       "historian's changes-only records, a long table's times); kept in the model: detect, watch "
                       "and calibrate read on the same grid [config: the rows as they are]."),

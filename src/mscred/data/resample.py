@@ -14,9 +14,10 @@ joining both sides.
 - The grid is aligned to the epoch (dates: 1970-01-01 UTC; numbers and durations: 0), not to the first row, so that
   every file of a feed, a later file and a growing one fall on the same grid; a row at 10:00:30 with ``1min`` is in
   the period labelled 10:00:00 (its start; the period holds its start, not its end).
-- A period's value is the mean of the values its rows hold (missing ones skipped); a ``label`` is 1 where any row of
-  the period is 1. Rows of one time (a logger that wrote twice) are averaged as any rows of a period: the order
-  check lets a time repeat the row before here, and still refuses one that goes back.
+- A period's value is the mean of the values its rows hold (missing ones skipped), or with ``PERIOD,HOW`` their
+  last, first, largest or smallest (``1min,last``: a state's or a counter's value at the period's end); a ``label``
+  is 1 where any row of the period is 1. Rows of one time (a logger that wrote twice) are taken as any rows of a
+  period: the order check lets a time repeat the row before here, and still refuses one that goes back.
 - Resampling a table on its grid already gives it back (a period's one row is its own mean), so a frame read twice
   reads the same.
 """
@@ -47,14 +48,21 @@ MAX_GRID_CELLS = 200_000_000
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 
 
+# How a period's rows make its value (``--resample PERIOD,HOW``): the mean of its present values (the default), the
+# last or first of them (a state, a counter's reading at the period's end), their largest or smallest
+AGGREGATIONS = ("mean", "last", "first", "max", "min")
+
+
 @dataclass(frozen=True)
 class Period:
-    """A resampling period as given (``text``), as nanoseconds (``ns``: a duration) or as a number in the times' own
-    units (``number``): one of the two is set."""
+    """A resampling period as given (``text``, with its aggregation when one was named), as nanoseconds (``ns``: a
+    duration) or as a number in the times' own units (``number``): one of the two is set; ``how``: one of
+    ``AGGREGATIONS``."""
 
     text: str
     ns: Optional[int] = None
     number: Optional[float] = None
+    how: str = "mean"
 
     @property
     def is_duration(self) -> bool:
@@ -62,16 +70,22 @@ class Period:
 
 
 def parse_period(text) -> Period:
-    """``text`` (``--resample``'s, or the ``train.resample`` setting) as a Period; InputError for anything else than
-    a positive duration or a positive finite number."""
-    shown = str(text).strip()
+    """``text`` (``--resample``'s, or the ``train.resample`` setting: ``PERIOD`` or ``PERIOD,HOW``, HOW one of
+    ``AGGREGATIONS``) as a Period; InputError for anything else than a positive duration or a positive finite
+    number, and an aggregation of another name."""
+    full = str(text).strip()
+    shown, comma, how = (part.strip() for part in full.partition(","))
+    if comma and how not in AGGREGATIONS:
+        raise InputError(f"--resample {full}: {how!r} is no way to make a period's value; give "
+                         f"{', '.join(AGGREGATIONS)} after the comma (e.g. 1min,last), or none for the mean")
+    how = how or "mean"
     if not shown:
         raise InputError("--resample: an empty period; give a duration such as 10s or 1min, or a number")
     if _NUMBER.match(shown):
         number = float(shown)
         if not (math.isfinite(number) and number > 0):
             raise InputError(f"--resample {shown}: the period must be more than 0")
-        return Period(shown, number=number)
+        return Period(full, number=number, how=how)
     try:
         duration = pd.Timedelta(shown)
     except (ValueError, TypeError, OverflowError) as error:
@@ -79,7 +93,7 @@ def parse_period(text) -> Period:
                          "15min, 1h or 1D, or a number for times that are numbers") from None
     if pd.isna(duration) or duration.value <= 0:
         raise InputError(f"--resample {shown}: the period must be more than 0")
-    return Period(shown, ns=int(duration.value))
+    return Period(full, ns=int(duration.value), how=how)
 
 
 def resampled(table: "Table", period: Period, missing: str, times) -> "Table":
@@ -115,12 +129,9 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
                          f"{period.text} from {short_repr(table.index[0])} to {short_repr(table.index[-1])}; give a "
                          "longer period")
     starts = np.concatenate([[0], np.flatnonzero(np.diff(buckets)) + 1])
-    present = ~np.isnan(values)
-    sums = np.add.reduceat(np.where(present, values, 0.0), starts, axis=0)
-    counts = np.add.reduceat(present.astype(np.int64), starts, axis=0)
     at = buckets[starts] - first
     grid = np.full((rows, values.shape[1]), np.nan)
-    grid[at] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    grid[at] = _aggregated(values, starts, period.how)
     labels = None
     if table.labels is not None:
         labels = np.zeros(rows, dtype=table.labels.dtype)
@@ -150,6 +161,27 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
                          resampled=(len(part.values), period.text),
                          filled_by=missing if part_gaps is not None and part_gaps.any() else None))
     return out
+
+
+def _aggregated(values: np.ndarray, starts: np.ndarray, how: str) -> np.ndarray:
+    """(periods, n): each period's value of each sensor from its rows (``values[starts[k]:starts[k + 1]]``, missing
+    values NaN): ``how`` of its present values, NaN where it has none."""
+    present = ~np.isnan(values)
+    counts = np.add.reduceat(present.astype(np.int64), starts, axis=0)
+    if how == "mean":
+        sums = np.add.reduceat(np.where(present, values, 0.0), starts, axis=0)
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    if how in ("max", "min"):
+        fill = -np.inf if how == "max" else np.inf
+        found = (np.maximum if how == "max" else np.minimum).reduceat(np.where(present, values, fill), starts, axis=0)
+        return np.where(counts > 0, found, np.nan)
+    # last / first: the row of each period's last (first) present value of each sensor
+    rows = np.arange(len(values))[:, None]
+    if how == "last":
+        row = np.maximum.reduceat(np.where(present, rows, -1), starts, axis=0)
+    else:
+        row = np.minimum.reduceat(np.where(present, rows, len(values)), starts, axis=0)
+    return np.where(counts > 0, np.take_along_axis(values, np.clip(row, 0, len(values) - 1), axis=0), np.nan)
 
 
 def load_on_grid(paths: Sequence, reading: "Reading", missing: str, **options) -> list["Table"]:
