@@ -483,7 +483,7 @@ def test_mutated_uneven_tables_through_a_resampling_model(tmp_path, capsys):
     MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, resample="20s",
            missing="interpolate").fit(frame).save(grid_model)
     _four_commands_fuzzed(capsys, tmp_path, frame.to_csv(index=False), grid_model, random.Random(20261207), 60,
-                          lambda mutate: {"train": ["--resample", mutate.choice(["20s", "1min"])]})
+                          lambda mutate: {"train": ["--resample", mutate.choice(["20s", "1min", "20s,last", "1min,max"])]})
 
 
 def _four_commands_fuzzed(capsys, tmp_path, good: str, model, mutate: random.Random, cases: int, options) -> None:
