@@ -78,16 +78,17 @@ def inspect(data, time_column, na_values, long_columns, resample, only_sensors, 
 def _read_leaving_out_text(path, encoding, reading):
     """(the table at ``path`` read with its missing values kept, the columns without a number in them that were left
     out to read it): where ``train`` would refuse such a column (``TextColumnError``), ``inspect`` reads the table
-    without it, to describe the rest and suggest --drop-columns."""
+    without it, to describe the rest and suggest --drop-columns (the file read once: ``read_raw_frame``)."""
     import dataclasses
 
-    from mscred.data.io import KEEP, load_table
+    from mscred.data.io import KEEP, TIMESTAMP, load_table, read_raw_frame
     from mscred.errors import TextColumnError
 
+    raw = read_raw_frame(path, encoding=encoding, time_name=reading.time_column or TIMESTAMP)
     left_out: list[str] = []
     while True:
         try:
-            return load_table(path, missing=KEEP, encoding=encoding, reading=reading), left_out
+            return load_table(path, missing=KEEP, encoding=encoding, reading=reading, raw=raw), left_out
         except TextColumnError as error:
             if error.column in reading.drop_columns:   # (cannot happen: a column left out is not read; no loop)
                 raise

@@ -130,7 +130,8 @@ class Table:
 
 
 def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bool = False,
-               encoding: Optional[str] = None, reading: Optional["Reading"] = None) -> Table:
+               encoding: Optional[str] = None, reading: Optional["Reading"] = None,
+               raw: Optional[pd.DataFrame] = None) -> Table:
     """Read a CSV, Parquet or .npy file and validate it.
 
     Parameters
@@ -156,6 +157,8 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
     reading : mscred.data.reading.Reading, optional
         How its cells are read beyond the format: the time column under another name than ``timestamp`` (a
         historian's ``"Time"``, read as ``timestamp`` is), text that stands for a missing value (``"Bad"``).
+    raw : DataFrame, optional
+        The file as ``read_raw_frame`` read it (with ``reading``'s time column), read so instead of the file again.
 
     Returns
     -------
@@ -169,7 +172,12 @@ def load_table(path: str | os.PathLike, missing: str = "error", ignore_label: bo
         at all otherwise) or infinite value, a bad label, or no column ``reading.time_column`` (or a ``timestamp``
         column beside it); the message names the file, and the column and row where it applies.
     """
-    frame = read_frame(path, encoding=encoding, reading=reading)
+    if raw is None:
+        frame = read_frame(path, encoding=encoding, reading=reading)
+    else:   # (the file read already, by read_raw_frame)
+        from mscred.data.reading import PLAIN
+
+        frame = (reading or PLAIN).frame(raw, str(Path(path)))
     table = table_from_frame(frame, source=str(Path(path)), missing=missing, ignore_label=ignore_label)
     table.positional = bool(frame.attrs.get(POSITIONAL))
     return table
@@ -195,7 +203,17 @@ def read_frame(path: str | os.PathLike, *, npy: bool = True, encoding: Optional[
     """
     from mscred.data.reading import PLAIN   # (it reads this module's names)
 
-    path, reading = Path(path), reading or PLAIN
+    reading = reading or PLAIN
+    return reading.frame(read_raw_frame(path, npy=npy, encoding=encoding, time_name=reading.time_column or TIMESTAMP,
+                                        **csv_options), str(Path(path)))
+
+
+def read_raw_frame(path: str | os.PathLike, *, npy: bool = True, encoding: Optional[str] = None,
+                   time_name: str = TIMESTAMP, **csv_options: Any) -> pd.DataFrame:
+    """``read_frame``'s file as its format gives it, before a reading (``mscred.data.reading``) is applied:
+    ``time_name`` is the column whose times a CSV keeps exactly as written. For a caller that reads one file in
+    several ways (``mscred inspect``, leaving out one text column after another) without reading it again."""
+    path = Path(path)
     encoding = csv_encoding(encoding)   # (a bad name is refused whatever the file: it is the caller's mistake)
     kinds = ".csv, .parquet or .npy" if npy else ".csv or .parquet"
     if not path.exists():
@@ -205,14 +223,12 @@ def read_frame(path: str | os.PathLike, *, npy: bool = True, encoding: Optional[
     suffix = path.suffix.lower()
     # (pandas infers a CSV's compression from the last suffix)
     if suffix in _CSV or (suffix in _COMPRESSED and Path(path.stem).suffix.lower() in _CSV):
-        frame = _read_csv(path, encoding, time_name=reading.time_column or TIMESTAMP, **csv_options)
-    elif suffix in _PARQUET:
-        frame = _read_parquet(path)
-    elif npy and suffix in _NPY:
-        frame = _read_npy(path)
-    else:
-        raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; expected {kinds}")
-    return reading.frame(frame, str(path))
+        return _read_csv(path, encoding, time_name=time_name, **csv_options)
+    if suffix in _PARQUET:
+        return _read_parquet(path)
+    if npy and suffix in _NPY:
+        return _read_npy(path)
+    raise InputError(f"{path}: unknown file type {suffix or '(none)'!r}; expected {kinds}")
 
 
 def time_option(column: str) -> str:
