@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from cli_helpers import ON_THE_CPU, bad_input, main, replace_waits, run_cli, sensor_frame
 from mscred.cli import watch as watch_module
@@ -105,13 +106,7 @@ def test_train_keeps_the_selection_in_the_model(trained, capsys):
     assert main(["train", str(cut), "--out", str(folder / "model_cut"), *TRAIN]) == 0
     ours, theirs = MSCRED.load(model), MSCRED.load(folder / "model_cut")
     for (name, a), b in zip(ours.net_.state_dict().items(), theirs.net_.state_dict().values()):
-        assert torch_equal(a, b), name
-
-
-def torch_equal(a, b) -> bool:
-    import torch
-
-    return bool(torch.equal(a, b))
+        assert torch.equal(a, b), name
 
 
 def test_detect_and_calibrate_read_the_models_columns(trained, tmp_path, capsys):
