@@ -45,7 +45,8 @@ class ModelConfig:
 
 # Settings added after models were first written, saved in config.json only where they differ from their defaults:
 # a model that does not use them stays readable by the mscred before them, which refuses a setting it does not know.
-ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns", "resample", "only_sensors", "drop_columns")}
+ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns", "resample", "only_sensors", "drop_columns",
+                            "time_zone")}
 
 # What a missing (NaN, or empty) sensor value gets (TrainConfig.missing, `--missing`): "error" (SPEC: exit 2 naming
 # the cell), "interpolate" (linear in the row number between the neighbouring present values of its sensor; before
@@ -127,6 +128,11 @@ class TrainConfig:
     # Columns of the data that are not sensors (`--drop-columns status,unit`: a status text, a unit, a comment), left
     # out wherever present as it is read; kept in the model, the commands scoring its data add those they are given.
     drop_columns: tuple[str, ...] = ()
+    # The IANA time zone of the data's wall times written without a UTC offset (`--time-zone Europe/Berlin`: a
+    # historian's export in the site's local time), read as the instants they name -- the hour the clocks go back,
+    # which comes twice, told apart by order (mscred.data.time_zone). Kept in the model: every command reading its
+    # data reads its times so. None: times as they are (a repeated local hour refused as out of order).
+    time_zone: Optional[str] = None
 
 
 @dataclass

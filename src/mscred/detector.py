@@ -1195,6 +1195,15 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     if config.train.only_sensors is not None and set(config.train.only_sensors) & set(config.train.drop_columns):
         both = sorted(set(config.train.only_sensors) & set(config.train.drop_columns))
         return f"train.only_sensors and train.drop_columns both name {both[0]!r}: read it, or leave it out"
+    time_zone = config.train.time_zone
+    if time_zone is not None:
+        from mscred.data.time_zone import checked_zone
+
+        try:
+            checked_zone(time_zone if isinstance(time_zone, str) else "")
+        except InputError:
+            return (f"train.time_zone {time_zone!r}: must be None or an IANA time zone name known here, e.g. "
+                    "'Europe/Berlin', 'America/Chicago' or 'UTC'")
     resample = config.train.resample
     if resample is not None:
         from mscred.data.resample import parse_period

@@ -91,14 +91,16 @@ def owned_names(out: Path) -> set[str]:
 def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False, device: str = "auto",
                  missing: Optional[str] = None, encoding: Optional[str] = None, time_column: Optional[str] = None,
                  na_values: Sequence[str] = (), long_columns: Optional[tuple[str, str]] = None,
-                 drop_columns: Sequence[str] = (), report: bool = False, entity_reports: bool = False,
+                 drop_columns: Sequence[str] = (), time_zone: Optional[str] = None, report: bool = False,
+                 entity_reports: bool = False,
                  echo: Optional[Callable[[str], None]] = None) -> pd.DataFrame:
     """Score every entity's table in ``data`` with its model of ``fleet`` (after its table in ``context``, when
     there is one) and write ``out``; returns the summary (``COLUMNS``). Entities with a model and no table are
     listed as ``no new data``; a table without a model, or bad input, as ``bad input: ...``. ``entity_reports``: the
     detection page of every entity with an alarm, in ``reports/<entity>/``. ``missing`` and ``time_column``: each
     model's own where None; ``na_values``: text read as a missing value besides each model's;
-    ``long_columns``: a long table's columns instead of each model's (``mscred.data.reading.Reading.of_model``)."""
+    ``long_columns`` and ``time_zone``: a long table's columns and the data's time zone instead of each model's
+    (``mscred.data.reading.Reading.of_model``)."""
     from mscred.atomic import atomic_path, check_replaceable_dir
     from mscred.data.io import write_table
     from mscred.data.reading import Reading
@@ -138,7 +140,7 @@ def detect_fleet(fleet, data, out, context=None, *, sensor_scores: bool = False,
                     read_options = dict(missing=missing or model.config_.train.missing, ignore_label=True,
                                         encoding=encoding, reading=Reading.of_model(model.config_.train, time_column,
                                                                                     na_values, long_columns,
-                                                                                    drop_columns))
+                                                                                    drop_columns, time_zone))
                     ctx, tables_of = feed_tables(tables_given(tables[name], "to score"),   # (a folder's: one feed)
                                                  tables_given(before[name], "as context")[-1]
                                                  if name in before else None, **read_options)

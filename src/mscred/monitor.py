@@ -139,7 +139,11 @@ class Monitor:
         # read as the model reads its data (its time column, missing-value text, long table: mscred.data.reading)
         # before anything here looks for the time or for missing values
         chunk = chunk.set_axis([str(c).strip() for c in chunk.columns], axis=1)
-        chunk = Reading.of_model(self.model._settings().train).frame(chunk, source, strict=False)
+        reading = Reading.of_model(self.model._settings().train)
+        if reading.time_zone is not None:   # (a chunk in the hour the clocks go back, told apart from the last time)
+            reading = reading.followed()
+            reading.clock.set_after(self._times)
+        chunk = reading.frame(chunk, source, strict=False)
         if chunk.attrs.get(RESAMPLE) is not None:   # (a model that resamples: the chunk as grid rows, on from the last)
             chunk = grid_frame(chunk, source, after=None if self._times is None else self._times[-1])
         if TIMESTAMP not in chunk.columns and isinstance(chunk.index, pd.RangeIndex):

@@ -5,7 +5,7 @@ import click
 
 from mscred.cli.params import (FiniteFloatRange, NamedPath, column_names, drop_columns_option, encoding_option,
                                long_option, na_value_option,
-                               time_column_option)
+                               time_column_option, time_zone_option)
 from mscred.cli.train import score_overrides, score_text
 from mscred.config import MISSING_POLICIES
 from mscred.detect import SCORE_METHODS
@@ -36,11 +36,12 @@ from mscred.thresholds import READ_BY
               help="Missing (NaN) sensor values in DATA: 'error', 'interpolate' or 'hold' [the model's setting].")
 @encoding_option
 @time_column_option
+@time_zone_option
 @na_value_option
 @long_option
 @drop_columns_option
 def calibrate(model_dir, data, out, method, theta, threshold, beta, percentile, pot_risk, pot_level, device, missing,
-              encoding, time_column, na_values, long_columns, drop_columns) -> None:
+              encoding, time_column, time_zone, na_values, long_columns, drop_columns) -> None:
     """Fit MODEL_DIR's thresholds again on DATA, normal behaviour the model did not train on, and write the model
     to --out: the weights stay, what scoring learns from normal windows (the threshold, each scale's, the z_sensor
     score's per-sensor statistics) is refitted on every window of DATA. For alarms on normal operation after its
@@ -65,7 +66,7 @@ def calibrate(model_dir, data, out, method, theta, threshold, beta, percentile, 
                              f"is '{rule}'")
     table = load_table(data, missing=missing or model.config_.train.missing, encoding=encoding,
                        reading=Reading.of_model(model.config_.train, time_column, na_values, long_columns,
-                                                column_names(drop_columns, "--drop-columns") or ()))
+                                                column_names(drop_columns, "--drop-columns") or (), time_zone))
     with note_lines():
         model.calibrate(table, **settings)
     model.save(out)

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from mscred.cli.params import (NamedPath, column_names, drop_columns_option, encoding_option, long_option,
-                               na_value_option, time_column_option)
+                               na_value_option, time_column_option, time_zone_option)
 
 from mscred.config import MISSING_POLICIES
 
@@ -44,11 +44,12 @@ from mscred.config import MISSING_POLICIES
                    "row's score), written once the outputs are: for a detect run by cron.")
 @encoding_option
 @time_column_option
+@time_zone_option
 @na_value_option
 @long_option
 @drop_columns_option
-def detect(model_dir, data, out, device, missing, encoding, time_column, na_values, long_columns, drop_columns,
-           context, sensor_scores, events, as_json, report_dir, metrics) -> None:
+def detect(model_dir, data, out, device, missing, encoding, time_column, time_zone, na_values, long_columns,
+           drop_columns, context, sensor_scores, events, as_json, report_dir, metrics) -> None:
     """Score DATA with the model in MODEL_DIR; write one row per input row to SCORES.csv.
 
     Columns: timestamp (or row), score, is_anomaly (0/1), root_causes (top sensors, ';'-joined, empty when
@@ -79,13 +80,13 @@ def detect(model_dir, data, out, device, missing, encoding, time_column, na_valu
     with stdin_as_file(data) as path:
         _detect(model_dir, path, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
                 STDIN_NAME if str(data) == STDIO else str(data), report_dir,
-                (time_column, na_values, long_columns, column_names(drop_columns, "--drop-columns") or ()))
+                (time_column, na_values, long_columns, column_names(drop_columns, "--drop-columns") or (), time_zone))
 
 
 def _detect(model_dir, data, out, device, missing, encoding, context, sensor_scores, events, as_json, metrics,
-            label: str, report_dir=None, read_as=(None, (), None, ())) -> None:
+            label: str, report_dir=None, read_as=(None, (), None, (), None)) -> None:
     """``detect`` of DATA as a path (standard input's copy for '-'; ``label``: DATA as the metrics name it;
-    ``read_as``: --time-column, --na-value, --long and --drop-columns, over the model's)."""
+    ``read_as``: --time-column, --na-value, --long, --drop-columns and --time-zone, over the model's)."""
     import time
 
     started = time.time()

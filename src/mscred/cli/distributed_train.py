@@ -16,8 +16,8 @@ from mscred.cli.train import train as _train
 
 # `mscred train` options that are estimator settings of the same name (cli/train.py builds the same dict).
 SETTINGS = ("epochs", "batch_size", "micro_batch", "device", "seed", "backend", "conv_backend", "bf16", "cuda_graphs",
-            "method", "threshold", "missing", "time_column", "na_values", "long_columns", "resample", "only_sensors",
-            "drop_columns")
+            "method", "threshold", "missing", "time_column", "time_zone", "na_values", "long_columns", "resample",
+            "only_sensors", "drop_columns")
 NPROC = click.Option(["--nproc"], type=COUNT, default=1, show_default=True,
                      help="Processes to train with (DistributedDataParallel; one GPU each on CUDA). Under torchrun, "
                           "torchrun's --nproc-per-node decides instead.")

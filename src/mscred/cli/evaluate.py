@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import (COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, PERIOD, NamedPath, SEED, FiniteFloatRange,
-                               encoding_option)
+from mscred.cli.params import (COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, PERIOD, SEED, TIME_ZONE, FiniteFloatRange,
+                               NamedPath, encoding_option)
 from mscred.config import MISSING_POLICIES, ScoreConfig
 from mscred.thresholds import READ_BY
 
@@ -121,6 +121,9 @@ def _check_vus_window(window: int, scores) -> None:
 @encoding_option
 @click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
               help="The time column of --labels and --data where it is not named 'timestamp' (as given to train).")
+@click.option("--time-zone", "time_zone", type=TIME_ZONE, default=None, metavar="ZONE",
+              help="The time zone of --labels' and --data's local times written without a UTC offset (as given to "
+                   "train; anomalies.csv's start and end are read as written: give them with their offset).")
 @click.option("--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
               help="Text that stands for a missing sensor value in --labels and --data (as given to train).")
 @click.option("--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
@@ -131,7 +134,7 @@ def _check_vus_window(window: int, scores) -> None:
 @click.pass_context
 def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
              val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
-             time_column, na_values, long_columns, resample) -> None:
+             time_column, time_zone, na_values, long_columns, resample) -> None:
     """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline.
 
     --encoding is that of the user's tables (--labels, --anomalies, --data); SCORES.csv and --val-scores, written
@@ -148,8 +151,8 @@ def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, mode
     with note_lines():   # (a labels table and an anomalies.csv beside it that disagree: one note line)
         _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
                   val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
-                  Reading(time_column, tuple(na_values), resample=resample),
-                  Reading(time_column, tuple(na_values), long_columns, resample))
+                  Reading(time_column, tuple(na_values), resample=resample, time_zone=time_zone),
+                  Reading(time_column, tuple(na_values), long_columns, resample, time_zone=time_zone))
 
 
 def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from mscred.cli.params import (NamedPath, column_names, drop_columns_option, encoding_option, long_option,
-                               na_value_option, time_column_option)
+                               na_value_option, time_column_option, time_zone_option)
 from mscred.config import MISSING_POLICIES
 
 
@@ -35,11 +35,12 @@ from mscred.config import MISSING_POLICIES
                    "anomalous rows, intervals and threshold. Written when the run ends, entities not scored too.")
 @encoding_option
 @time_column_option
+@time_zone_option
 @na_value_option
 @long_option
 @drop_columns_option
 def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, report, entity_reports, quiet, metrics,
-                 encoding, time_column, na_values, long_columns, drop_columns) -> None:
+                 encoding, time_column, time_zone, na_values, long_columns, drop_columns) -> None:
     """Score DATA, a folder of one table per entity (<entity>.csv, .parquet or .npy) or of one folder per entity of
     the tables its logger rolls (<entity>/, scored as one feed in name order), each with the model of its name in
     FLEET (the folder `mscred fleet` wrote, or a folder of model folders), into --out.
@@ -63,7 +64,7 @@ def fleet_detect(fleet, data, out, context, sensor_scores, device, missing, repo
     echo = None if quiet else (lambda line: click.echo(line, err=True))
     started = time.time()
     summary = detect_fleet(fleet, data, out, context, sensor_scores=sensor_scores, device=device, missing=missing,
-                           encoding=encoding, time_column=time_column, na_values=na_values,
+                           encoding=encoding, time_column=time_column, time_zone=time_zone, na_values=na_values,
                            long_columns=long_columns, drop_columns=column_names(drop_columns, "--drop-columns") or (),
                            report=report,
                            entity_reports=entity_reports, echo=echo)

@@ -20,7 +20,7 @@ import click
 import pandas as pd
 
 from mscred.cli.params import (NamedPath, column_names, drop_columns_option, encoding_option, na_value_option,
-                               time_column_option)
+                               time_column_option, time_zone_option)
 from mscred.cli.prometheus import MetricsFile, check_metrics_path, metrics_option
 from mscred.config import MISSING_POLICIES
 
@@ -53,10 +53,11 @@ SUMMARY_COLUMNS = ["entity", "status", "file", "rows", "anomalous", "alarms", "t
 @metrics_option
 @encoding_option
 @time_column_option
+@time_zone_option
 @na_value_option
 @drop_columns_option
 def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
-                as_json, metrics, encoding, time_column, na_values, drop_columns) -> None:
+                as_json, metrics, encoding, time_column, time_zone, na_values, drop_columns) -> None:
     """Score LIVE, a folder of one growing CSV per entity (<entity>.csv) or of one folder per entity of the files a
     logger rolls (<entity>/, followed in name order as `watch DIR` follows them), each with the model of its name in
     FLEET (the folder `mscred fleet` wrote, or a folder of model folders), as the files grow, into --out.
@@ -82,7 +83,8 @@ def fleet_watch(fleet, live, out, device, missing, sensor_scores, events, interv
         check_metrics_path(metrics)
     fleet_run = FleetWatch(models, live, Path(out), dict(device=device, missing=missing, sensor_scores=sensor_scores,
                                                           events=events, as_json=as_json, encoding=encoding,
-                                                          time_column=time_column, na_values=na_values,
+                                                          time_column=time_column, time_zone=time_zone,
+                                                          na_values=na_values,
                                                           drop_columns=column_names(drop_columns, "--drop-columns")
                                                           or ()),
                            "resume" if resume else "new_only" if new_only else None,
@@ -207,7 +209,7 @@ class EntityWatch:
             self.follower = (RollingFolder if rolled else GrowingCsv)(path, encoding=options["encoding"])
             model = MSCRED.load(model_dir, device=options["device"])
             reading = Reading.of_model(model.config_.train, options["time_column"], options["na_values"],
-                                       drop_columns=options["drop_columns"])
+                                       drop_columns=options["drop_columns"], time_zone=options["time_zone"])
             self.follower = followed(self.follower, reading, model.sensors_)   # (as watch's)
             self.monitor = model.monitor(sensor_scores=options["sensor_scores"], missing=options["missing"])
             (out / "scores").mkdir(parents=True, exist_ok=True)

@@ -8,14 +8,16 @@ import shlex
 
 import click
 
-from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_TEXT, PERIOD, NamedPath, column_names,
-                               encoding_option)
+from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_TEXT, PERIOD, TIME_ZONE, NamedPath,
+                               column_names, encoding_option)
 
 
 @click.command()
 @click.argument("data", nargs=-1, required=True, type=NamedPath(exists=True))
 @click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
               help="The column holding each row's time, where it is not named 'timestamp' (as train takes it).")
+@click.option("--time-zone", "time_zone", type=TIME_ZONE, default=None, metavar="ZONE",
+              help="The time zone of local times written without a UTC offset (as train takes it).")
 @click.option("--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
               help="Text that stands for a missing sensor value (repeatable; as train takes it).")
 @click.option("--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
@@ -33,7 +35,7 @@ from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_
                    "`detect`.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a table on stdout, for scripts.")
 @encoding_option
-def inspect(data, time_column, na_values, long_columns, resample, only_sensors, drop_columns, model_dir, as_json,
+def inspect(data, time_column, time_zone, na_values, long_columns, resample, only_sensors, drop_columns, model_dir, as_json,
             encoding) -> None:
     """Describe each table of DATA (files, or folders of tables) as `mscred train` would read it with the same
     options: rows and sensors, the ground-truth rows, the times (first, last, usual step, how unevenly they step,
@@ -50,7 +52,8 @@ def inspect(data, time_column, na_values, long_columns, resample, only_sensors, 
     only_sensors = column_names(only_sensors, "--sensors")
     drop_columns = column_names(drop_columns, "--drop-columns") or ()
     if model_dir is None:
-        reading = Reading(time_column, tuple(na_values), long_columns, resample, only_sensors, drop_columns)
+        reading = Reading(time_column, tuple(na_values), long_columns, resample, only_sensors, drop_columns,
+                          time_zone)
         signature = SignatureConfig()
     else:
         from mscred.detector import MSCRED
@@ -60,7 +63,8 @@ def inspect(data, time_column, na_values, long_columns, resample, only_sensors, 
                 raise click.UsageError(f"{option}: with --model the data is read as the model reads it (its own "
                                        f"{'grid' if option == '--resample' else 'sensors'})")
         model = MSCRED.load(model_dir, device="cpu")
-        reading = Reading.of_model(model.config_.train, time_column, na_values, long_columns, drop_columns)
+        reading = Reading.of_model(model.config_.train, time_column, na_values, long_columns, drop_columns,
+                                   time_zone)
         signature = model.config_.signature
     needed = max(signature.windows) + (signature.steps - 1) * signature.gap
     for path in [table for given in data for table in tables_given(given, "to inspect")]:

@@ -163,6 +163,24 @@ class _Period(click.ParamType):
 PERIOD = _Period()
 
 
+class _TimeZone(click.ParamType):
+    """--time-zone ZONE: an IANA time zone name known here (``mscred.data.time_zone.checked_zone``), stripped."""
+
+    name = "zone"
+
+    def convert(self, value, param, ctx):
+        from mscred.data.time_zone import checked_zone
+        from mscred.errors import InputError
+
+        try:
+            return checked_zone(str(value).strip())
+        except InputError as error:
+            self.fail(str(error).split(": ", 1)[-1], param, ctx)
+
+
+TIME_ZONE = _TimeZone()
+
+
 class _ColumnNames(click.ParamType):
     """--sensors / --drop-columns NAME,NAME...: column or sensor names, comma-separated (the option repeatable too;
     ``column_names`` joins the repeats), each stripped, not empty, not 'label', none twice."""
@@ -208,6 +226,10 @@ time_column_option = click.option(
     "--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
     help="the data's column holding each row's time [default: the model's: 'timestamp', or the name train was given "
          "with --time-column]")
+time_zone_option = click.option(
+    "--time-zone", "time_zone", type=TIME_ZONE, default=None, metavar="ZONE",
+    help="the IANA time zone of the data's local times written without a UTC offset (e.g. Europe/Berlin) "
+         "[default: the model's, as train was given it]")
 long_option = click.option(
     "--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
     help="the data is a long table, one value a row: SENSOR names each row's sensor, VALUE holds its value; made "

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, COUNT, LONG_COLUMNS, MISSING_TEXT, PERIOD, NamedPath, SEED,
-                               column_names, encoding_option)
+from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, COUNT, LONG_COLUMNS, MISSING_TEXT, PERIOD, SEED, TIME_ZONE,
+                               NamedPath, column_names, encoding_option)
 from mscred.cli.settings import SET_OPTION, with_settings
 from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
@@ -156,6 +156,11 @@ _TRAINING_OPTIONS = [
                  help="Text that stands for a missing sensor value in the data (a historian's 'Bad', 'I/O Timeout'; "
                       "repeat for several), read as missing besides empty cells: --missing decides what it gets; "
                       "kept in the model for detect [config: none]."),
+    click.option("--time-zone", "time_zone", type=TIME_ZONE, default=None, metavar="ZONE",
+                 help="The IANA time zone of the data's local times written without a UTC offset (e.g. "
+                      "Europe/Berlin, America/Chicago): read as the instants they name, the hour the clocks go back "
+                      "(which comes twice) told apart by order; kept in the model for detect [config: times as they "
+                      "are]."),
     click.option("--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
                  help="The data is a long table, one value a row (a historian's or Prometheus' export): SENSOR names "
                       "each row's sensor, VALUE holds its value; made wide as it is read (a row per time, a column "
@@ -282,8 +287,8 @@ def _write_validation_scores(model, parts, path) -> None:
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 @encoding_option
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
-          theta, method, threshold, missing, time_column, na_values, long_columns, resample, only_sensors, drop_columns,
-          settings, quiet, nproc, val_scores, encoding) -> None:
+          theta, method, threshold, missing, time_column, time_zone, na_values, long_columns, resample, only_sensors,
+          drop_columns, settings, quiet, nproc, val_scores, encoding) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR.
 
     Several DATA files are parts of the training data that are not one series (runs between plant stops): every
@@ -303,8 +308,8 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
                  "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
                  "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing, "time_column": time_column,
-                 "na_values": tuple(na_values) or None, "long_columns": long_columns, "resample": resample,
-                 "only_sensors": column_names(only_sensors, "--sensors"),
+                 "time_zone": time_zone, "na_values": tuple(na_values) or None, "long_columns": long_columns,
+                 "resample": resample, "only_sensors": column_names(only_sensors, "--sensors"),
                  "drop_columns": column_names(drop_columns, "--drop-columns")}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     overrides.update(score_overrides(theta, method))

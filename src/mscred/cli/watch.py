@@ -9,7 +9,7 @@ from typing import Iterator
 import click
 
 from mscred.cli.params import (NamedPath, column_names, drop_columns_option, encoding_option, na_value_option,
-                               time_column_option)
+                               time_column_option, time_zone_option)
 from mscred.cli.prometheus import MetricsFile, check_metrics_path, metrics_option
 from mscred.cli.watch_output import OpenRun, Scores
 from mscred.config import MISSING_POLICIES
@@ -45,10 +45,11 @@ from mscred.config import MISSING_POLICIES
 @metrics_option
 @encoding_option
 @time_column_option
+@time_zone_option
 @na_value_option
 @drop_columns_option
 def watch(model_dir, data, out, device, missing, sensor_scores, events, interval, idle_exit, resume, new_only,
-          as_json, metrics, encoding, time_column, na_values, drop_columns) -> None:
+          as_json, metrics, encoding, time_column, time_zone, na_values, drop_columns) -> None:
     """Score DATA, a CSV file that something appends rows to, as it grows.
 
     Every complete line DATA gains is scored after the rows before it (the rows already in DATA first), and
@@ -109,7 +110,7 @@ def watch(model_dir, data, out, device, missing, sensor_scores, events, interval
     stream = follower if piped else None
     # read as the model reads its data (a long table's lines made wide, each time once complete: data.long_feed)
     reading = Reading.of_model(model.config_.train, time_column, na_values,
-                               drop_columns=column_names(drop_columns, "--drop-columns") or ())
+                               drop_columns=column_names(drop_columns, "--drop-columns") or (), time_zone=time_zone)
     follower = followed(follower, reading, model.sensors_)
     monitor = model.monitor(sensor_scores=sensor_scores, missing=missing)
     scores = Scores(out, model.threshold_, events=events, top_k=model.config_.score.top_k, as_json=as_json)

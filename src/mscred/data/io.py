@@ -472,8 +472,8 @@ def _time_order(index: pd.Index, source: str, label: str, repeats: bool = False
         what = "repeats the row before" if equal else f"is earlier than the row before's {short_repr(index[r - 1])}"
         hint = ""
         if dates and not zoned and 0 <= (int(keys[r - 1]) - int(keys[r])) * tick <= 3600 * 10 ** 9:
-            hint = ("; local times without a UTC offset repeat an hour when the clocks go back: write the times in "
-                    "UTC or with their offset (+01:00)")
+            hint = ("; local times without a UTC offset repeat an hour when the clocks go back: give their zone "
+                    "(--time-zone Europe/Berlin), or write the times in UTC or with their offset (+01:00)")
         raise InputError(f"{where} row {r + 1}: timestamp {short_repr(index[r])} {what}; rows must be in increasing "
                          f"time order (sort the table by time{'; or ' + drop if drop else ''}){hint}")
     if exact is not None:
@@ -720,6 +720,19 @@ _ZONE = re.compile(r"(?:Z|[+-]\d\d:?\d\d)$", re.IGNORECASE)
 def _tick(times: pd.DatetimeIndex | pd.TimedeltaIndex) -> int:
     """Nanoseconds one unit of ``times.asi8`` counts (pandas 3 keeps date-times in s, ms, us or ns)."""
     return {"s": 10 ** 9, "ms": 10 ** 6, "us": 10 ** 3}.get(str(getattr(times, "unit", "ns")), 1)
+
+
+def date_text_times(index: pd.Index, where: str) -> Optional[tuple[np.ndarray, int, bool]]:
+    """Date text's times as the order check reads them (``_date_keys``: the first row's format, else ISO 8601, else
+    day first; day/month text weighed both ways): (integer keys, the nanoseconds a key counts, whether the text
+    carries a time zone -- the keys are then UTC, else the wall times as if UTC); None for text that is no date
+    (ids, numbers written as text). ``mscred.data.time_zone`` places wall times in a zone with it."""
+    if len(index) and _is_number(str(index[0]).strip()):
+        return None
+    keys, tick, _ = _date_keys(index, where)
+    if keys is None:
+        return None
+    return keys, tick, bool(_ZONE.search(str(index[0]).strip()))
 
 
 def _date_keys(index: pd.Index, where: str) -> tuple[Optional[np.ndarray], int, Optional[str]]:

@@ -23,6 +23,7 @@ import pandas as pd
 from mscred.data.follow import HeldBack
 from mscred.data.io import TIMESTAMP, short_repr
 from mscred.data.reading import Reading, long_table_columns, missing_text, only_lines_of, widened
+from mscred.data.time_zone import ZoneClock, localized
 
 # The index name of a poll's lines numbered as their file numbers them, and the attrs key of (that file, "line" or
 # "row"): for messages (LongFeed._numbered)
@@ -41,6 +42,8 @@ class LongFeed(HeldBack):
         # missing-value text is made NaN in the wide rows, as detect does it, so that a sensor named like a state is
         # still a sensor
         follower.reading = Reading(time_column=reading.time_column, drop_columns=reading.drop_columns)
+        # (local times placed in the model's zone here, as lines: a repeated hour's lines repeat a sensor's time)
+        self._clock = ZoneClock()
         self._held: Optional[pd.DataFrame] = None   # the lines of the last time seen, not made wide yet
         self._times = ""    # the times of the wide rows polled last, for ``where``
 
@@ -56,6 +59,9 @@ class LongFeed(HeldBack):
         if lines is not None and len(lines):
             # (its columns refused as detect refuses a long table's, before anything here looks for its times)
             long_table_columns(lines, *self.reading.long_columns, str(self._current().path))
+            if self.reading.time_zone is not None:
+                lines = localized(lines, self.reading.time_zone, str(self._current().path), self._clock,
+                                  self.reading.long_columns[0])
             latest = lines[TIMESTAMP].iloc[-1]   # (the last time seen: of any sensor's line)
             # (the model's sensors alone, where it was trained on some: numbered first, as the file numbers them)
             lines = only_lines_of(self._numbered(lines), self.reading.long_columns[0], self.reading.sensors)
@@ -156,6 +162,6 @@ def followed(follower, reading: Reading, sensors: Sequence[str]):
 
         return GridFeed(followed(follower, dataclasses.replace(reading, resample=None), sensors), reading.resample)
     if reading.long_columns is None:
-        follower.reading = reading
+        follower.reading = reading.followed()   # (one clock for the feed's pieces: a zone's repeated hour)
         return follower
     return LongFeed(follower, reading, sensors)

@@ -15,6 +15,8 @@ model reads it the same way.
   lines until a later time shows them complete (``mscred.data.long_feed``).
 - Columns that are not sensors (a status text, a unit, an operator's comment, a batch ID: ``--drop-columns``) are
   left out as the table is read, wherever they are present; a long table may then carry them beside its three.
+- Local times written without a UTC offset are read in a time zone (``--time-zone Europe/Berlin``): the hour the
+  clocks go back, which comes twice, told apart by order (``mscred.data.time_zone``).
 - Of a table's sensors, only some may be read (``--sensors``: a few tags of a historian's export of hundreds): the
   others' columns, or a long table's lines of them, are left out; a sensor asked for that the table lacks is refused
   by name (a followed long feed's piece may lack one: a missing value there, as for any sensor).
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import shlex
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence
 
 import numpy as np
@@ -32,6 +34,7 @@ import pandas as pd
 from mscred.atomic import few_names
 from mscred.data.io import LABEL, POSITIONAL, ROW_TIME, TIME_NAME, TIMESTAMP, short_repr
 from mscred.data.resample import RESAMPLE
+from mscred.data.time_zone import ZoneClock, checked_zone, localized
 from mscred.errors import InputError
 
 @dataclass(frozen=True)
@@ -40,7 +43,9 @@ class Reading:
     ``na_values``: text read as a missing value in the sensor columns, compared with the cell's blanks stripped;
     ``long_columns``: (sensor name column, value column) of a long table, None for a wide one; ``resample``: the
     period of the time grid the rows are put on (``mscred.data.resample``), None to take them as they are;
-    ``sensors``: the only sensors read (None: every one); ``drop_columns``: columns left out wherever present."""
+    ``sensors``: the only sensors read (None: every one); ``drop_columns``: columns left out wherever present;
+    ``time_zone``: the IANA zone of wall times written without an offset (None: taken as they are). ``clock``: a
+    followed feed's (``followed``), carrying the last instant read across its pieces' seams."""
 
     time_column: Optional[str] = None
     na_values: tuple[str, ...] = ()
@@ -48,8 +53,12 @@ class Reading:
     resample: Optional[str] = None
     sensors: Optional[tuple[str, ...]] = None
     drop_columns: tuple[str, ...] = ()
+    time_zone: Optional[str] = None
+    clock: Optional[ZoneClock] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
+        if self.time_zone is not None:
+            checked_zone(self.time_zone)
         # The time and the label are read as such, never as sensors: asked to leave one out (a command's
         # --drop-columns timestamp), say so rather than read the rows without their times
         for name in self.drop_columns:
@@ -59,17 +68,25 @@ class Reading:
 
     @classmethod
     def of_model(cls, train, time_column: Optional[str] = None, na_values: Sequence[str] = (),
-                 long_columns: Optional[tuple[str, str]] = None, drop_columns: Sequence[str] = ()) -> "Reading":
-        """A model's reading (``train``: its ``TrainConfig``) with a command's options over it: the time column and
-        long table's columns given instead of the model's, the missing-value text and the columns to leave out given
-        besides the model's. The resampling period and the sensors read are the model's alone: its windows are spans
-        of that grid, and it scores its own sensors."""
+                 long_columns: Optional[tuple[str, str]] = None, drop_columns: Sequence[str] = (),
+                 time_zone: Optional[str] = None) -> "Reading":
+        """A model's reading (``train``: its ``TrainConfig``) with a command's options over it: the time column, the
+        long table's columns and the time zone given instead of the model's, the missing-value text and the columns
+        to leave out given besides the model's. The resampling period and the sensors read are the model's alone: its
+        windows are spans of that grid, and it scores its own sensors."""
         return cls(time_column or train.time_column, tuple(dict.fromkeys((*train.na_values, *na_values))),
                    long_columns or train.long_columns, train.resample, train.only_sensors,
-                   tuple(dict.fromkeys((*train.drop_columns, *drop_columns))))
+                   tuple(dict.fromkeys((*train.drop_columns, *drop_columns))), time_zone or train.time_zone)
+
+    def followed(self) -> "Reading":
+        """This reading for the pieces of one followed feed (``watch``'s, a ``Monitor``'s chunks), in order: a
+        clock of its own, so that a piece's rows in the hour the clocks go back are told apart against the pieces
+        before (``time_zone``); the same reading where there is no time zone."""
+        return self if self.time_zone is None else replace(self, clock=ZoneClock())
 
     def frame(self, df: pd.DataFrame, source: str, strict: bool = True) -> pd.DataFrame:
-        """``df`` read so: its time column renamed (``named_time_column``), a long table made wide (``widened``)
+        """``df`` read so: its time column renamed (``named_time_column``), its wall times placed in ``time_zone``
+        (``time_zone.localized``), a long table made wide (``widened``)
         and the missing-value text made NaN (``missing_text``), marked to be put on the ``resample`` grid. Not
         ``strict`` (a Python caller's frame, which may be indexed by its times, or wide already): a frame without
         the time column, or without the long table's columns, is left as it is in that respect (rows without times
@@ -78,6 +95,9 @@ class Reading:
         if strict or self.time_column in names:
             df = named_time_column(df, self.time_column, source)
         df = dropped_columns(df, self.drop_columns)
+        if self.time_zone is not None:
+            df = localized(df, self.time_zone, source, self.clock,
+                           None if self.long_columns is None else self.long_columns[0])
         if self.long_columns is not None and (strict or set(self.long_columns) <= names):
             df = widened(only_lines_of(df, self.long_columns[0], self.sensors, source), *self.long_columns, source)
         else:
@@ -105,6 +125,8 @@ class Reading:
             words += ["--sensors", ",".join(self.sensors)]
         if self.drop_columns:
             words += ["--drop-columns", ",".join(self.drop_columns)]
+        if self.time_zone is not None:
+            words += ["--time-zone", self.time_zone]
         return shlex.join(words)
 
 
