@@ -279,3 +279,27 @@ def test_a_long_feed_watched_in_wall_time(tmp_path, capsys, monkeypatch):
     watched, detected = pd.read_csv(out), pd.read_csv(tmp_path / "d.csv")
     assert len(detected) == 300 and detected[TIMESTAMP].is_unique
     assert watched[TIMESTAMP].tolist() == detected[TIMESTAMP].tolist()[:-1]
+
+
+@pytest.mark.parametrize("missing", ["error", "interpolate"])
+def test_a_files_feed_and_its_context_carry_the_clock(trained, tmp_path, missing):
+    """detect of a folder of rolled files, and of a file after its --context, where a file starts in the repeated
+    hour's second pass: scored as the whole table in one file (a file alone would read its rows as the first pass,
+    earlier than the file before)."""
+    folder, model = trained
+    local, _ = _local_export(300, seed=7, start="2026-10-24 22:30")
+    cut = 160   # (02:10 CET)
+    local.to_csv(tmp_path / "whole.csv", index=False)
+    (tmp_path / "feed").mkdir()
+    local.iloc[:cut].to_csv(tmp_path / "feed" / "a.csv", index=False)
+    local.iloc[cut:].to_csv(tmp_path / "feed" / "b.csv", index=False)
+    common = ("--missing", missing, *ON_THE_CPU)
+    assert main(["detect", str(model), str(tmp_path / "whole.csv"), "--out", str(tmp_path / "w.csv"), *common]) == 0
+    assert main(["detect", str(model), str(tmp_path / "feed"), "--out", str(tmp_path / "f.csv"), *common]) == 0
+    whole = pd.read_csv(tmp_path / "w.csv", **float_read_options())
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "f.csv", **float_read_options()), whole)
+    assert main(["detect", str(model), str(tmp_path / "feed" / "b.csv"), "--context", str(tmp_path / "feed" / "a.csv"),
+                 "--out", str(tmp_path / "c.csv"), *common]) == 0
+    after = pd.read_csv(tmp_path / "c.csv", **float_read_options())
+    assert after[TIMESTAMP].tolist() == whole[TIMESTAMP].iloc[cut:].tolist()
+    assert after[TIMESTAMP].iloc[0] == "2026-10-25 02:10:00+01:00"

@@ -41,6 +41,14 @@ def feed_tables(paths: Sequence, context=None, **read_options) -> tuple[Optional
     from mscred.data.io import KEEP, load_table
 
     several = [*([context] if context else []), *paths]
+    reading = read_options.get("reading")
+    if len(several) > 1 and reading is not None and reading.time_zone is not None:
+        # Local times: one clock through the files in time order, so that a file that starts in the hour the clocks
+        # go back, past its first pass, reads as the second (mscred.data.time_zone); read in that order, then
+        read_options = {**read_options, "reading": reading.followed()}
+        if reading.resample is None and read_options["missing"] == "error":
+            tables = [load_table(path, **read_options) for path in several]
+            return (tables.pop(0) if context else None), tables
     if len(several) > 1 and (read_options["reading"].resample is not None or read_options["missing"] != "error"):
         if read_options["reading"].resample is not None:
             from mscred.data.resample import load_on_grid
