@@ -532,6 +532,28 @@ def test_mutated_tables_through_a_model_reading_some_columns(tmp_path, capsys):
                           own_options)
 
 
+def test_mutated_wall_time_tables_through_a_model_reading_them_in_a_zone(tmp_path, capsys):
+    """Tables in Berlin's wall time through the autumn change's repeated hour, mutated (a time cell edited may fall in
+    the hour the clocks skip in spring, read as no date, or go back), through the four commands of a model trained
+    with ``time_zone``; train and detect, at times, with another zone of their own (or a name of none)."""
+    from mscred.detector import MSCRED
+
+    frame = sensor_frame(3 * ROWS, 4)
+    times = pd.date_range(pd.Timestamp("2026-10-24 23:00", tz="UTC"), periods=3 * ROWS, freq="1min")
+    frame["timestamp"] = times.tz_convert("Europe/Berlin").tz_localize(None).strftime("%Y-%m-%d %H:%M")
+    zoned_model = tmp_path / "zoned_model"
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False,
+           time_zone="Europe/Berlin").fit(frame).save(zoned_model)
+
+    def zone(mutate):
+        own = ["--time-zone", mutate.choice(["Europe/Berlin", "UTC", "America/Chicago", "Mars/Base"])]
+        return {"detect": own if mutate.random() < 0.3 else [],
+                "train": own if mutate.random() < 0.3 else ["--time-zone", "Europe/Berlin"]}
+
+    _four_commands_fuzzed(capsys, tmp_path, frame.to_csv(index=False), zoned_model, random.Random(20261209), 40,
+                          zone)
+
+
 def test_mutated_files_through_fleet_watch(tmp_path, capsys, model_dir):
     """fleet-watch of two entities whose files are mutated (``--idle-exit 0``: one poll each): exit 0, or exit 1
     with one ``<entity>: stopped: ...`` line per entity it stopped (the other scored), or exit 2 with one line;

@@ -303,3 +303,20 @@ def test_a_files_feed_and_its_context_carry_the_clock(trained, tmp_path, missing
     after = pd.read_csv(tmp_path / "c.csv", **float_read_options())
     assert after[TIMESTAMP].tolist() == whole[TIMESTAMP].iloc[cut:].tolist()
     assert after[TIMESTAMP].iloc[0] == "2026-10-25 02:10:00+01:00"
+
+
+def test_a_row_out_of_order_within_the_repeated_hour_is_named_not_the_change():
+    """A line repeated (or two swapped) within the first pass: the clock's change is the row stepping back farthest,
+    so the order check names the row the table got wrong."""
+    truth = _true_times("Europe/Berlin", "2026-10-24 23:30", 120, 300)
+    wall = list(_wall(truth))
+    assert wall[6] == "2026-10-25 02:00:00" and wall[18] == "2026-10-25 02:00:00"   # (first and second pass)
+    repeated = wall[:10] + [wall[9]] + wall[10:]
+    swapped = wall[:8] + [wall[9], wall[8]] + wall[10:]
+    for times, fragment in ((repeated, "row 11: timestamp '2026-10-25 02:15:00+02:00' repeats the row before"),
+                            (swapped, "row 10: timestamp '2026-10-25 02:10:00+02:00' is earlier than the row "
+                                      "before's '2026-10-25 02:15:00+02:00'")):
+        read = Reading(time_zone="Europe/Berlin").frame(pd.DataFrame({TIMESTAMP: times, "a": 1.0}), "t.csv")
+        with pytest.raises(InputError) as caught:
+            table_from_frame(read, "t.csv")
+        assert fragment in str(caught.value)

@@ -10,9 +10,10 @@ resampling grid, SCORES.csv -- sees real time.
 The repeated hour's wall times name two instants each. Which one a row is told by order, as ``tz_localize(...,
 ambiguous="infer")`` does, but row by row (pandas' inference refuses a long table's many lines a time and more than
 one change in a run of ambiguous rows): within a run of consecutive rows in the repeated hour, rows are the first
-pass (summer time) until the first row that would otherwise be earlier than the row before -- the clock went back
--- or, in a wide table, repeat its time, or, in a long table, repeat a sensor's time; that row and the rest of the
-run are the second pass. A run without such a row is the first pass (Python's ``fold=0``). A followed feed's pieces
+pass (summer time) until the row that would otherwise be earlier than the row before -- the clock went back -- or,
+in a wide table, repeat its time, or, in a long table, repeat a sensor's time (of several such rows, the one stepping
+back farthest: a row out of order or repeated in the table steps back less than the change, and is then refused by
+the order check at its row); that row and the rest of the run are the second pass. A run without such a row is the first pass (Python's ``fold=0``). A followed feed's pieces
 (``watch``) carry the last instant read across their seams (``ZoneClock``), so a piece that begins in the second
 pass is read as such. A wall time the clocks skip (the spring change's missing hour) names no instant and is
 refused at its row.
@@ -150,12 +151,13 @@ def _placed(wall: np.ndarray, zone: str, where: str, times: pd.Index, sensors: O
         previous = np.concatenate(([np.iinfo(np.int64).min if before is None else before], run[:-1]))
         # a wide table's row never shares its time with the row before; a long table's lines do
         back = run < previous if sensors is not None else run <= previous
-        switch = [int(np.argmax(back))] if back.any() else []
         if sensors is not None:
-            again = pd.DataFrame({"t": wall[start:end], "s": sensors[start:end]}).duplicated().to_numpy()
-            if again.any():
-                switch.append(int(np.argmax(again)))
-        if switch:
-            at = start + min(switch)
+            back |= pd.DataFrame({"t": wall[start:end], "s": sensors[start:end]}).duplicated().to_numpy()
+        if back.any():
+            # Where the clock went back: the row stepping back farthest (the change steps back by about an hour
+            # less a step; a row out of order or repeated in the table, by less), so that the order check then
+            # names that row rather than the change
+            steps = np.where(back, run.astype(np.float64) - previous, np.inf)
+            at = start + int(np.argmin(steps))
             chosen[at:end] = second[at:end]
     return chosen
