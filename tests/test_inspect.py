@@ -124,7 +124,7 @@ def test_inspect_reads_as_a_model_does(tmp_path, capsys):
 def test_inspect_suggests_hold_where_the_gaps_are_in_states_and_step_tags(tmp_path, capsys):
     """A valve's 0/1 and a pump's stages are step-like (a few values); where only they have gaps, --missing hold is
     the suggestion (their value holds between records), and where a sensor of many values has gaps too, interpolate
-    (one policy for every sensor)."""
+    with --hold of the step-like ones that have gaps."""
     rng = np.random.default_rng(1)
     rows = 400
     frame = pd.DataFrame({"timestamp": np.arange(rows), "valve": rng.integers(0, 2, rows).astype(float),
@@ -132,10 +132,10 @@ def test_inspect_suggests_hold_where_the_gaps_are_in_states_and_step_tags(tmp_pa
                           "temp": rng.standard_normal(rows)})
     frame.loc[[5, 6, 7], "valve"] = np.nan
     data = tmp_path / "steps.csv"
-    for extra_gap, policy in ((False, "hold"), (True, "interpolate")):
+    for extra_gap, suggested in ((False, ["--missing hold"]), (True, ["--missing interpolate", "--hold valve"])):
         (frame.assign(flow=frame["flow"].where(frame.index != 9)) if extra_gap else frame).to_csv(data, index=False)
         code, out, err = run_cli(capsys, "inspect", data, "--json")
         assert code == 0, err
         found = json.loads(out)
         assert found["step_like"] == ["valve", "pump"]
-        assert found["suggested_options"] == [f"--missing {policy}"]
+        assert found["suggested_options"] == suggested

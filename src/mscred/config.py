@@ -46,7 +46,7 @@ class ModelConfig:
 # Settings added after models were first written, saved in config.json only where they differ from their defaults:
 # a model that does not use them stays readable by the mscred before them, which refuses a setting it does not know.
 ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns", "resample", "only_sensors", "drop_columns",
-                            "time_zone")}
+                            "time_zone", "hold_sensors")}
 
 # What a missing (NaN, or empty) sensor value gets (TrainConfig.missing, `--missing`): "error" (SPEC: exit 2 naming
 # the cell), "interpolate" (linear in the row number between the neighbouring present values of its sensor; before
@@ -133,6 +133,10 @@ class TrainConfig:
     # which comes twice, told apart by order (mscred.data.time_zone). Kept in the model: every command reading its
     # data reads its times so. None: times as they are (a repeated local hour refused as out of order).
     time_zone: Optional[str] = None
+    # Sensors whose missing values hold their last present value whatever `missing` says of the others (`--hold
+    # valve1,pump2`: states and step tags beside float tags, which `interpolate` would ramp between two states; under
+    # "error" these alone are filled). Kept in the model, as `missing` is.
+    hold_sensors: tuple[str, ...] = ()
 
 
 @dataclass

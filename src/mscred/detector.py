@@ -356,10 +356,11 @@ class MSCRED:
         tags = Tags(estimator_type=None, target_tags=TargetTags(required=False), transformer_tags=None,
                     regressor_tags=None, classifier_tags=None)
         try:
-            missing = self.resolved_config().train.missing
+            train = self.resolved_config().train
+            fills = train.missing != "error" or bool(train.hold_sensors)
         except InputError:   # (tags are read unchecked, as the parameters are stored: fit names a bad one)
-            missing = None
-        tags.input_tags.allow_nan = missing != "error"
+            fills = True
+        tags.input_tags.allow_nan = fills
         return tags
 
     def _unfit(self) -> None:
@@ -1179,8 +1180,11 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
                     for c in long_columns)):
         return (f"train.long_columns {long_columns!r}: must be None or two column names, the sensor name's and the "
                 f"value's (e.g. ['Tag', 'Value']), neither the time column nor '{LABEL}'")
+    example_names = {"only_sensors": ["TI101", "PI102"], "drop_columns": ["status", "unit"],
+                     "hold_sensors": ["valve1", "pump2"]}
     for name, names, empty_ok in (("only_sensors", config.train.only_sensors, False),
-                                  ("drop_columns", config.train.drop_columns, True)):
+                                  ("drop_columns", config.train.drop_columns, True),
+                                  ("hold_sensors", config.train.hold_sensors, True)):
         if name == "only_sensors" and names is None:
             continue
         # (a long table's sensor and value columns are read as such: leaving one out would leave no table)
@@ -1191,10 +1195,17 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
             also = ", nor a long table's sensor or value column" if long_table else ""
             return (f"train.{name} {names!r}: must be {'None or ' if not empty_ok else ''}a list of column names "
                     f"(each once, not empty, no blanks about it, neither the time column nor '{LABEL}'{also}), e.g. "
-                    f"{['status', 'unit'] if empty_ok else ['TI101', 'PI102']}")
+                    f"{example_names[name]}")
     if config.train.only_sensors is not None and set(config.train.only_sensors) & set(config.train.drop_columns):
         both = sorted(set(config.train.only_sensors) & set(config.train.drop_columns))
         return f"train.only_sensors and train.drop_columns both name {both[0]!r}: read it, or leave it out"
+    if set(config.train.hold_sensors) & set(config.train.drop_columns):
+        both = sorted(set(config.train.hold_sensors) & set(config.train.drop_columns))
+        return f"train.hold_sensors and train.drop_columns both name {both[0]!r}: a column left out holds nothing"
+    if config.train.only_sensors is not None and set(config.train.hold_sensors) - set(config.train.only_sensors):
+        extra = sorted(set(config.train.hold_sensors) - set(config.train.only_sensors))
+        return (f"train.hold_sensors names {extra[0]!r}, which train.only_sensors does not read: hold only sensors "
+                "read")
     time_zone = config.train.time_zone
     if time_zone is not None:
         from mscred.data.time_zone import checked_zone

@@ -37,29 +37,35 @@ def feed_tables(paths: Sequence, context=None, **read_options) -> tuple[Optional
     (``load_table``'s), the first before the context (its errors first). Where there is more than one file and the
     reading resamples, all are put on one grid, as one table would be (a period may span a seam:
     ``mscred.data.resample.load_on_grid``; a file left without rows of its own is left out); where missing values
-    are interpolated, they are filled as in one table (``filled_as_one``)."""
+    are filled (the policy, or sensors held whatever it says: ``Reading.hold``), they are filled as in one table
+    (``filled_as_one``)."""
     from mscred.data.io import KEEP, load_table
 
     several = [*([context] if context else []), *paths]
-    reading = read_options.get("reading")
+    reading, missing = read_options.get("reading"), read_options["missing"]
     if len(several) > 1 and reading is not None and reading.time_zone is not None:
         # Local times: one clock through the files in time order, so that a file that starts in the hour the clocks
-        # go back, past its first pass, reads as the second (mscred.data.time_zone); read in that order, then
+        # go back, past its first pass, reads as the second (mscred.data.time_zone); read in that order below
         read_options = {**read_options, "reading": reading.followed()}
-        if reading.resample is None and read_options["missing"] == "error":
-            tables = [load_table(path, **read_options) for path in several]
-            return (tables.pop(0) if context else None), tables
-    if len(several) > 1 and (read_options["reading"].resample is not None or read_options["missing"] != "error"):
-        if read_options["reading"].resample is not None:
+    held = reading is not None and bool(reading.hold)
+    if len(several) > 1 and ((reading is not None and reading.resample is not None) or missing != "error" or held):
+        if reading is not None and reading.resample is not None:
             from mscred.data.resample import load_on_grid
 
             tables = load_on_grid(several, **read_options)
         else:   # (gaps filled as in one table: across the seams, and a sensor missing in a whole file)
-            tables = filled_as_one([load_table(path, **{**read_options, "missing": KEEP}) for path in several],
-                                   read_options["missing"])
+            tables = [load_table(path, **{**read_options, "missing": KEEP}) for path in several]
+            if missing == "error":   # (only held sensors may have gaps: another's refused at its cell, as alone)
+                for path, table in zip(several, tables):
+                    if np.isnan(table.values[:, [name not in table.held for name in table.sensors]]).any():
+                        load_table(path, **{**read_options, "reading": reading})
+            tables = filled_as_one(tables, missing)
         before = tables.pop(0) if context else None
         return (before if before is not None and len(before.values) else None,
                 [table for table in tables if len(table.values)])
+    if len(several) > 1 and reading is not None and reading.time_zone is not None:
+        tables = [load_table(path, **read_options) for path in several]
+        return (tables.pop(0) if context else None), tables
     first = load_table(paths[0], **read_options)   # (DATA's errors first)
     before = load_table(context, **read_options) if context else None
     return before, [first] + [load_table(path, **read_options) for path in paths[1:]]
@@ -83,8 +89,8 @@ def filled_as_one(parts: Sequence[Table], how: str = "interpolate") -> list[Tabl
     filled (``how``: the missing policy, "interpolate" or "hold") as one table of their rows fills them -- across
     the seams, and a sensor missing in a whole file from the values around it -- and cut into the same tables
     again, each with its ``gaps`` and ``filled``. Sensors in the first's order (other sensors refused, naming the
-    file)."""
-    from mscred.data.io import fill_missing
+    file). ``how`` "error": only the held sensors (``Table.held``) have gaps, and are filled."""
+    from mscred.data.io import FILLING, fill_missing
     from mscred.data.parts import in_order_of
 
     first = parts[0]
@@ -92,12 +98,12 @@ def filled_as_one(parts: Sequence[Table], how: str = "interpolate") -> list[Tabl
     values = np.concatenate([part.values for part in parts])
     gaps = np.isnan(values)
     if gaps.any():
-        fill_missing(values, gaps, first.sensors, first.source, how)   # (in place)
+        fill_missing(values, gaps, first.sensors, first.source, how, first.held)   # (in place)
     offsets = np.cumsum([0] + [len(part.values) for part in parts])
     out = []
     for part, start, stop in zip(parts, offsets, offsets[1:]):
         own = gaps[start:stop]
         out.append(dataclasses.replace(part, values=values[start:stop], gaps=own if own.any() else None,
                                        filled={name: int(n) for name, n in zip(first.sensors, own.sum(axis=0)) if n},
-                                       filled_by=how if own.any() else None))
+                                       filled_by=how if how in FILLING and own.any() else None))
     return out

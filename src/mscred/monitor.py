@@ -62,6 +62,12 @@ class Monitor:
         self._history = None   # DataFrame: the feed's last rows, as given (timestamps a column, sensors by name)
         self._times = None     # the index of its last SEAM_ROWS rows as read, for the seam's checks
 
+    @property
+    def fills(self) -> bool:
+        """Whether missing values of the feed are filled: by the policy, or those of sensors held whatever it says
+        (the model's ``hold_sensors``)."""
+        return self.missing != "error" or bool(self.model._settings().train.hold_sensors)
+
     def update(self, chunk, source: str = "chunk") -> pd.DataFrame:
         """``detect``'s frame for ``chunk``'s rows, scored after the rows the monitor has seen; ``source`` names
         the chunk in errors (``mscred watch``: the file and its lines)."""
@@ -114,8 +120,10 @@ class Monitor:
         rows before it. A sensor missing in every row of the chunk can be filled from the rows before it, so for
         this check alone it reads as present."""
         check = frame
-        if self._history is not None and self.missing != "error":
-            empty = [c for c in frame.columns if c not in (TIMESTAMP, LABEL) and frame[c].isna().all()]
+        if self._history is not None and self.fills:
+            held = self.model._settings().train.hold_sensors
+            empty = [c for c in frame.columns if c not in (TIMESTAMP, LABEL) and frame[c].isna().all()
+                     and (self.missing != "error" or c in held)]
             check = frame.assign(**{c: 0.0 for c in empty}) if empty else frame
         table = self.model._in_training_order(self.model._scoring_table(check, source, missing=self.missing))
         if self._times is not None:
@@ -164,7 +172,7 @@ class Monitor:
         from the last row before them with every sensor present when missing values are filled (within
         MAX_HISTORY_FACTOR tails)."""
         start = max(0, len(joined) - self.tail_rows)
-        if self.missing != "error" and start > 0:
+        if self.fills and start > 0:
             values = joined[[c for c in joined.columns if c not in (TIMESTAMP, LABEL)]]
             complete = np.flatnonzero(values.iloc[:start + 1].notna().all(axis=1).to_numpy())
             earliest = max(0, len(joined) - MAX_HISTORY_FACTOR * self.tail_rows)

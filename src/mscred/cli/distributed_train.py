@@ -17,7 +17,7 @@ from mscred.cli.train import train as _train
 # `mscred train` options that are estimator settings of the same name (cli/train.py builds the same dict).
 SETTINGS = ("epochs", "batch_size", "micro_batch", "device", "seed", "backend", "conv_backend", "bf16", "cuda_graphs",
             "method", "threshold", "missing", "time_column", "time_zone", "na_values", "long_columns", "resample",
-            "only_sensors", "drop_columns")
+            "only_sensors", "drop_columns", "hold_sensors")
 NPROC = click.Option(["--nproc"], type=COUNT, default=1, show_default=True,
                      help="Processes to train with (DistributedDataParallel; one GPU each on CUDA). Under torchrun, "
                           "torchrun's --nproc-per-node decides instead.")
@@ -31,7 +31,7 @@ def _run(data, out, resume, theta, quiet, nproc, encoding=None, settings=(), **o
     if unknown:
         raise click.UsageError(f"option(s) {', '.join(unknown)} not supported with DDP training yet")
     overrides = dict(options)
-    for name, option in (("only_sensors", "--sensors"), ("drop_columns", "--drop-columns")):
+    for name, option in (("only_sensors", "--sensors"), ("drop_columns", "--drop-columns"), ("hold_sensors", "--hold")):
         if name in overrides:   # (repeatable, each a comma-separated group: one tuple of names)
             overrides[name] = column_names(overrides[name], option)
     overrides.update(score_overrides(theta, overrides.pop("method", None)))

@@ -31,8 +31,8 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
 @click.option("--quiet", is_flag=True, help="No line per finished entity.")
 @encoding_option
 def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device, seed, backend, conv_backend, bf16,
-          cuda_graphs, missing, time_column, time_zone, na_values, long_columns, resample, only_sensors, drop_columns,
-          theta, method, threshold, settings, resume, quiet, encoding) -> None:
+          cuda_graphs, missing, hold_sensors, time_column, time_zone, na_values, long_columns, resample, only_sensors,
+          drop_columns, theta, method, threshold, settings, resume, quiet, encoding) -> None:
     """Train one MSCRED model per entity of SOURCE (a dataset name or a folder) and summarise them.
 
     \b
@@ -56,7 +56,8 @@ def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device
                  "time_column": time_column, "time_zone": time_zone, "na_values": tuple(na_values) or None,
                  "long_columns": long_columns, "resample": resample,
                  "only_sensors": column_names(only_sensors, "--sensors"),
-                 "drop_columns": column_names(drop_columns, "--drop-columns")}
+                 "drop_columns": column_names(drop_columns, "--drop-columns"),
+                 "hold_sensors": column_names(hold_sensors, "--hold")}
     overrides = {k: v for k, v in overrides.items() if v is not None and k != "method"}
     overrides.update(score_overrides(theta, method))  # --theta alone means the paper's count score
     overrides = with_settings(overrides, settings)

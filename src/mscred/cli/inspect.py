@@ -107,7 +107,7 @@ def _against(model, found: dict, table) -> dict:
     from mscred.detector import sensor_difference
 
     difference = "" if table.positional else sensor_difference(model.sensors_, table.sensors)
-    gappy = set(found["missing"]) - set(found["empty"])
+    gappy = set(found["missing"]) - set(found["empty"]) - set(model.config_.train.hold_sensors)   # (held: filled)
     policy = "hold" if gappy <= set(found["step_like"]) else "interpolate"
     suggest = [f"--missing {policy}"] if gappy and model.config_.train.missing == "error" else []
     return {"model_sensors": difference, "suggested_options": suggest}

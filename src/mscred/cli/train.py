@@ -62,10 +62,13 @@ def report_filled(table) -> None:
                    f"{resampled[1]} (--resample: each the {_made_by(resampled[1])} of its period's rows)", err=True)
     if table.filled:
         counts = sorted(table.filled.items(), key=lambda kv: -kv[1])
-        shown = ", ".join(f"{name} {n}" for name, n in counts[:5]) + (", ..." if len(counts) > 5 else "")
-        how = "held the last value for" if table.filled_by == "hold" else "interpolated"
-        click.echo(f"note: {table.source}: {how} {sum(table.filled.values())} missing value(s) in "
-                   f"{len(counts)} sensor(s): {shown}", err=True)
+        said = []
+        for holding, how in ((False, "interpolated"), (True, "held the last value for")):   # (--hold's sensors apart)
+            these = [(name, n) for name, n in counts if table.fills_by_holding(name) == holding]
+            if these:
+                shown = ", ".join(f"{name} {n}" for name, n in these[:5]) + (", ..." if len(these) > 5 else "")
+                said.append(f"{how} {sum(n for _, n in these)} missing value(s) in {len(these)} sensor(s): {shown}")
+        click.echo(f"note: {table.source}: {'; '.join(said)}", err=True)
 
 
 def report_time_gap(table, training: bool = False) -> None:
@@ -149,6 +152,10 @@ _TRAINING_OPTIONS = [
                       "(linearly between the neighbouring rows) or 'hold' (the sensor's last value before: a step "
                       "tag, a historian's exception-reported one); the counts are reported; kept in the model for "
                       "detect [config: error]."),
+    click.option("--hold", "hold_sensors", type=COLUMN_NAMES, multiple=True, metavar="NAME,...",
+                 help="Sensors whose missing values hold their last value before (states, step tags), whatever "
+                      "--missing says of the others: a table of float and step tags takes --missing interpolate "
+                      "--hold valve1,pump2; kept in the model for detect [config: none]."),
     click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
                  help="The data's column holding each row's time, where it is not named 'timestamp' (e.g. 'Time'); "
                       "kept in the model: detect, watch and calibrate read the same name [config: timestamp]."),
@@ -287,8 +294,8 @@ def _write_validation_scores(model, parts, path) -> None:
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 @encoding_option
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
-          theta, method, threshold, missing, time_column, time_zone, na_values, long_columns, resample, only_sensors,
-          drop_columns, settings, quiet, nproc, val_scores, encoding) -> None:
+          theta, method, threshold, missing, hold_sensors, time_column, time_zone, na_values, long_columns, resample,
+          only_sensors, drop_columns, settings, quiet, nproc, val_scores, encoding) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR.
 
     Several DATA files are parts of the training data that are not one series (runs between plant stops): every
@@ -310,7 +317,8 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
                  "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing, "time_column": time_column,
                  "time_zone": time_zone, "na_values": tuple(na_values) or None, "long_columns": long_columns,
                  "resample": resample, "only_sensors": column_names(only_sensors, "--sensors"),
-                 "drop_columns": column_names(drop_columns, "--drop-columns")}
+                 "drop_columns": column_names(drop_columns, "--drop-columns"),
+                 "hold_sensors": column_names(hold_sensors, "--hold")}
     overrides = {k: v for k, v in overrides.items() if v is not None}
     overrides.update(score_overrides(theta, method))
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked

@@ -205,7 +205,7 @@ def resume_scores(follower, monitor, scores) -> None:
     while there < held and (rows := _next_rows(follower)) is not None:
         if not there:
             index = TIMESTAMP if TIMESTAMP in rows.columns else "row"
-            _check_columns(written, monitor.columns(index) + (["filled"] if monitor.missing != "error" else []),
+            _check_columns(written, monitor.columns(index) + (["filled"] if monitor.fills else []),
                            scores.path)
             if index == TIMESTAMP and _comes_after(rows[index].iloc[0], written[index].iloc[-1]):
                 found = scored_rows(monitor, rows, follower.where())   # (a refused row: its one error line alone)
@@ -285,7 +285,7 @@ def scored_rows(monitor, rows, source: str):
     """The monitor's frame for ``rows``; with --missing interpolate also ``filled``, as detect writes it: how many
     of the row's sensor values were missing and filled (always there, so that every chunk has the same columns)."""
     found = monitor.update(rows, source=source)
-    if monitor.missing != "error":
+    if monitor.fills:
         found["filled"] = rows[monitor.model.sensors_].isna().sum(axis=1).to_numpy()
     return found
 

@@ -76,7 +76,7 @@ def continued(context: Table, table: Table, rows: int) -> np.ndarray:
     Values that were filled (``Table.gaps``) in a run that touches the seam -- the context's last rows, the table's
     first -- are filled again across it, as one table of both would have them (each alone held its end value flat):
     interpolated between the last present value before the seam and the first after, or held at the last one before
-    it (``Table.filled_by`` "hold"); other values are as read."""
+    it (``Table.filled_by`` "hold", or a sensor of ``Table.held``); other values are as read."""
     seam_note(context, table)
     start = len(context.values) - rows
     values = np.concatenate([context.values[start:], table.values])
@@ -94,7 +94,8 @@ def continued(context: Table, table: Table, rows: int) -> np.ndarray:
         filled = np.arange(max(left + 1, start), right)
         low = context.values[left, j] if left >= 0 else table.values[after, j]
         high = table.values[after, j] if after < len(table.values) else low
-        if "hold" in (context.filled_by, table.filled_by):   # (the value before the seam, on until the next)
+        name = table.sensors[j]
+        if context.fills_by_holding(name) or table.fills_by_holding(name):   # (the value before the seam, on)
             values[filled - start, j] = low
         else:
             values[filled - start, j] = np.interp(filled, [left, right], [low, high])

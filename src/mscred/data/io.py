@@ -44,6 +44,10 @@ ROW_TIME = "mscred_row_time"
 KEEP = "keep"
 # The missing policies that fill a missing value (``fill_missing``), as against "error" and ``KEEP``
 FILLING = ("interpolate", "hold")
+# DataFrame.attrs key: the sensors whose missing values are held whatever the missing policy says of the others
+# (``Reading.hold``, the ``train.hold_sensors`` setting: states and step tags beside float tags), read by
+# ``table_from_frame`` as the time grid's period is (``mscred.data.resample.RESAMPLE``)
+HOLD = "mscred_hold"
 # Compressed text tables that pandas decompresses itself: ``data.csv.gz`` reads as ``data.csv``.
 _COMPRESSED = {".gz", ".bz2", ".xz", ".zip", ".zst"}
 
@@ -72,7 +76,11 @@ class Table:
     gaps : np.ndarray of bool, shape (T, n), or None
         Where values were filled (None when none was).
     filled_by : str or None
-        How they were filled: "interpolate" or "hold" (the missing policy), None where none was.
+        How they were filled: "interpolate" or "hold" (the missing policy), None where none was (or only ``held``
+        sensors' were).
+    held : tuple of str
+        The sensors whose missing values are held whatever ``filled_by`` says (``HOLD``); any policy but ``KEEP``
+        fills them, "error" too.
     time_gap : (int, str, str) or None
         The largest step between consecutive timestamps when it is more than 10 usual ones (``largest_time_gap``): its
         1-based row, its size and the usual step, as text; None for an even series, row numbers or ids.
@@ -100,6 +108,11 @@ class Table:
     resampled: Optional[tuple[int, str]] = None
     uneven: Optional[tuple[str, str, str]] = None
     filled_by: Optional[str] = None
+    held: tuple[str, ...] = ()
+
+    def fills_by_holding(self, sensor: str) -> bool:
+        """Whether ``sensor``'s missing values were (or are to be) filled by holding its last value."""
+        return self.filled_by == "hold" or sensor in self.held
 
     def in_order(self, sensors: Sequence[str]) -> "Table":
         """The table with its columns (values, and where they were filled) in the order of ``sensors``, the same
@@ -314,23 +327,27 @@ def table_from_frame(df: pd.DataFrame, source: str = "<DataFrame>", missing: str
     if not sensors:
         raise InputError(f"{source}: no sensor columns (only '{TIMESTAMP}'/'{LABEL}')")
     period = df.attrs.get(RESAMPLE)   # (a period's missing values are known only on the grid)
+    held = tuple(name for name in sensors if name in set(df.attrs.get(HOLD, ())))
     values = np.empty((len(df), len(sensors)), dtype=np.float64)
     for j, col in enumerate(sensors):
-        values[:, j] = _numeric_column(df[col], col, source, allow_missing=missing != "error" or period is not None)
+        values[:, j] = _numeric_column(df[col], col, source,
+                                       allow_missing=missing != "error" or period is not None or col in held)
     _check_time_as_sensor(values, sensors, source)
     if period is not None:
-        table = Table(values=values, sensors=sensors, index=index, labels=labels, source=source)
+        table = Table(values=values, sensors=sensors, index=index, labels=labels, source=source, held=held)
         return resampled(table, parse_period(period), missing, times)
-    gaps = np.isnan(values) if missing in FILLING else None
+    # (under "error" only the held sensors may have gaps here: the others' were refused at their cells)
+    gaps = np.isnan(values) if missing in FILLING or (held and missing == "error") else None
     time_gap = largest_time_gap(*times[:3]) if times is not None else None
     time_note = times[3] if times is not None else None
     uneven = uneven_steps(*times[:3]) if times is not None else None
     if gaps is None or not gaps.any():
         return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, time_gap=time_gap,
-                     time_note=time_note, uneven=uneven)
-    filled = fill_missing(values, gaps, sensors, source, missing)
+                     time_note=time_note, uneven=uneven, held=held)
+    filled = fill_missing(values, gaps, sensors, source, missing, held)
     return Table(values=values, sensors=sensors, index=index, labels=labels, source=source, filled=filled, gaps=gaps,
-                 time_gap=time_gap, time_note=time_note, uneven=uneven, filled_by=missing)
+                 time_gap=time_gap, time_note=time_note, uneven=uneven,
+                 filled_by=missing if missing in FILLING else None, held=held)
 
 
 # Names of a time or row-number column under another name than 'timestamp' (case and '_'/'-'/blanks aside)
@@ -355,10 +372,12 @@ def _check_time_as_sensor(values: np.ndarray, sensors: list[str], source: str) -
                                  "as the rows' time, or drop it")
 
 
-def fill_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str], source: str, how: str) -> dict[str, int]:
+def fill_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str], source: str, how: str,
+                 held: Sequence[str] = ()) -> dict[str, int]:
     """Fill the values where ``gaps`` in place, per sensor; the count filled per sensor. ``how`` "interpolate":
     linearly in the row number (the model's windows count rows, not time); "hold": the last present value before
-    (a step tag's value until its next record). Either way the first / last present value at the ends."""
+    (a step tag's value until its next record). Either way the first / last present value at the ends. The sensors
+    ``held`` are held whatever ``how`` says (for them alone ``how`` may be the policy "error")."""
     filled = {}
     rows = np.arange(len(values))
     for j in np.flatnonzero(gaps.any(axis=0)):
@@ -366,7 +385,7 @@ def fill_missing(values: np.ndarray, gaps: np.ndarray, sensors: list[str], sourc
         if missing.all():
             raise InputError(f"{source}: column '{sensors[j]}': every value is missing; nothing to fill it from")
         present = ~missing
-        if how == "hold":
+        if how == "hold" or sensors[j] in held:
             # each row's last present row at or before it (the first present one before any)
             last = np.maximum.accumulate(np.where(present, rows, -1))
             values[missing, j] = values[np.where(last < 0, int(np.argmax(present)), last)[missing], j]

@@ -6,6 +6,7 @@ read it better. The checks ``train`` makes as notes (``cli/train.py``) are the s
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import warnings
 from typing import Optional
 
@@ -143,7 +144,10 @@ def profile(table: Table, windows: tuple[int, ...], needed: int) -> dict:
     if table.uneven is not None and table.resampled is None and times is not None and times.step_ns is not None:
         suggest.append(f"--resample {suggested_period(times.p90_ns)}")
     gappy = set(out["missing"]) - set(out["empty"])   # (a sensor without any value has nothing to fill from)
-    if gappy:   # (one policy for every sensor: hold where each sensor with gaps is a state or a step tag)
-        suggest.append("--missing hold" if gappy <= set(out["step_like"]) else "--missing interpolate")
+    if gappy:   # (hold where each sensor with gaps is a state or a step tag; else interpolate, holding those)
+        steps = [name for name in out["step_like"] if name in gappy]
+        suggest.append("--missing hold" if gappy <= set(steps) else "--missing interpolate")
+        if steps and not gappy <= set(steps):
+            suggest.append(shlex.join(["--hold", ",".join(steps)]))
     out["suggested_options"] = suggest
     return out

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.atomic import few_names
-from mscred.data.io import LABEL, POSITIONAL, ROW_TIME, TIME_NAME, TIMESTAMP, short_repr
+from mscred.data.io import HOLD, LABEL, POSITIONAL, ROW_TIME, TIME_NAME, TIMESTAMP, short_repr
 from mscred.data.resample import RESAMPLE
 from mscred.data.time_zone import ZoneClock, checked_zone, localized
 from mscred.errors import InputError
@@ -44,8 +44,10 @@ class Reading:
     ``long_columns``: (sensor name column, value column) of a long table, None for a wide one; ``resample``: the
     period of the time grid the rows are put on (``mscred.data.resample``), None to take them as they are;
     ``sensors``: the only sensors read (None: every one); ``drop_columns``: columns left out wherever present;
-    ``time_zone``: the IANA zone of wall times written without an offset (None: taken as they are). ``clock``: a
-    followed feed's (``followed``), carrying the last instant read across its pieces' seams."""
+    ``time_zone``: the IANA zone of wall times written without an offset (None: taken as they are); ``hold``: the
+    sensors whose missing values hold their last value whatever the missing policy says of the others (states and
+    step tags beside float tags; ``table_from_frame`` reads them from the frame's ``attrs``). ``clock``: a followed
+    feed's (``followed``), carrying the last instant read across its pieces' seams."""
 
     time_column: Optional[str] = None
     na_values: tuple[str, ...] = ()
@@ -54,6 +56,7 @@ class Reading:
     sensors: Optional[tuple[str, ...]] = None
     drop_columns: tuple[str, ...] = ()
     time_zone: Optional[str] = None
+    hold: tuple[str, ...] = ()
     clock: Optional[ZoneClock] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
@@ -72,11 +75,12 @@ class Reading:
                  time_zone: Optional[str] = None) -> "Reading":
         """A model's reading (``train``: its ``TrainConfig``) with a command's options over it: the time column, the
         long table's columns and the time zone given instead of the model's, the missing-value text and the columns
-        to leave out given besides the model's. The resampling period and the sensors read are the model's alone: its
-        windows are spans of that grid, and it scores its own sensors."""
+        to leave out given besides the model's. The resampling period, the sensors read and those held are the
+        model's alone: its windows are spans of that grid, and it scores its own sensors, read as it read them."""
         return cls(time_column or train.time_column, tuple(dict.fromkeys((*train.na_values, *na_values))),
                    long_columns or train.long_columns, train.resample, train.only_sensors,
-                   tuple(dict.fromkeys((*train.drop_columns, *drop_columns))), time_zone or train.time_zone)
+                   tuple(dict.fromkeys((*train.drop_columns, *drop_columns))), time_zone or train.time_zone,
+                   train.hold_sensors)
 
     def followed(self) -> "Reading":
         """This reading for the pieces of one followed feed (``watch``'s, a ``Monitor``'s chunks), in order: a
@@ -107,6 +111,9 @@ class Reading:
         if self.resample is not None and (strict or timed):   # (done as the frame becomes a Table: data.resample)
             df = df.copy(deep=False) if df.attrs.get(RESAMPLE) != self.resample else df
             df.attrs[RESAMPLE] = self.resample
+        if self.hold and tuple(df.attrs.get(HOLD, ())) != self.hold:   # (as the frame becomes a Table: data.io)
+            df = df.copy(deep=False)
+            df.attrs[HOLD] = self.hold
         return df
 
     def options(self) -> str:
@@ -127,6 +134,8 @@ class Reading:
             words += ["--drop-columns", ",".join(self.drop_columns)]
         if self.time_zone is not None:
             words += ["--time-zone", self.time_zone]
+        if self.hold:
+            words += ["--hold", ",".join(self.hold)]
         return shlex.join(words)
 
 

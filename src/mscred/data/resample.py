@@ -138,10 +138,11 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
         labels[at] = np.maximum.reduceat(table.labels, starts)
     index = _grid_index(first, rows, period, table.index)
     gaps = np.isnan(grid)
-    if gaps.any() and missing == "error":
-        raise InputError(_missing_message(parts, gaps, buckets - first, starts, index, period))
-    if gaps.any() and missing in FILLING:
-        fill_missing(grid, gaps, table.sensors, source, missing)   # (in place; counted per part below)
+    held = np.array([name in table.held for name in table.sensors], dtype=bool)   # (held under any policy)
+    if (gaps & ~held).any() and missing == "error":
+        raise InputError(_missing_message(parts, gaps & ~held, buckets - first, starts, index, period))
+    if gaps.any() and (missing in FILLING or missing == "error"):
+        fill_missing(grid, gaps, table.sensors, source, missing, table.held)   # (in place; counted per part below)
     else:
         gaps = None
     # Each grid row's part: that of the last row of its period, or of the next period with rows
@@ -159,7 +160,8 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
                          gaps=part_gaps if part_gaps is not None and part_gaps.any() else None,
                          positional=part.positional, time_note=times[3] if k == 0 and len(times) > 3 else None,
                          resampled=(len(part.values), period.text),
-                         filled_by=missing if part_gaps is not None and part_gaps.any() else None))
+                         filled_by=missing if missing in FILLING and part_gaps is not None and part_gaps.any()
+                         else None, held=table.held))
     return out
 
 
