@@ -139,3 +139,25 @@ def test_inspect_suggests_hold_where_the_gaps_are_in_states_and_step_tags(tmp_pa
         found = json.loads(out)
         assert found["step_like"] == ["valve", "pump"]
         assert found["suggested_options"] == suggested
+
+
+def test_counters_are_named_at_inspect_and_train(tmp_path, capsys):
+    """A counter (bytes sent: it rises on most rows, stays on some, and resets once) and a totalizer are named; a
+    noisy sine, a random walk and a state are not."""
+    rng = np.random.default_rng(3)
+    rows = 400
+    sent = np.cumsum(rng.integers(0, 5, rows) * (rng.random(rows) < 0.8))
+    sent[250:] -= sent[249]   # (the exporter restarted: the counter starts again from 0)
+    frame = sensor_frame(rows, 3, seed=3).assign(
+        bytes_total=sent.astype(float), energy_kwh=np.cumsum(rng.random(rows)),
+        walk=np.cumsum(rng.standard_normal(rows)), state=rng.integers(0, 3, rows).astype(float))
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    code, out, err = run_cli(capsys, "inspect", tmp_path / "t.csv", "--json")
+    assert code == 0, err
+    assert json.loads(out)["counters"] == ["bytes_total", "energy_kwh"]
+    code, out, err = run_cli(capsys, "inspect", tmp_path / "t.csv")
+    assert "counters    bytes_total, energy_kwh: only rise, resets aside" in out
+    code, _, err = run_cli(capsys, "train", tmp_path / "t.csv", "--out", tmp_path / "m", "--epochs", "1", "--set",
+                           "channels=[4,8,8,8]", "--device", "cpu", "--quiet")
+    assert code == 0, err
+    assert "note: 2 sensor(s) of " in err and "only rise, resets aside (bytes_total, energy_kwh): counters" in err

@@ -37,6 +37,7 @@ from mscred.errors import CalibrationWarning, InputError, MicroBatchWarning, Not
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 MODEL_FILES = (CONFIG_FILE, WEIGHTS_FILE)  # all a model directory holds: what save() may replace
+MIN_SENSORS = 4   # the network's smallest signature matrix (mscred.model: n >= 4 sensors)
 # model.safetensors' metadata key recording the signature settings, sensors and normalisation the weights were trained
 # with (``_check_trained_with``), so that config.json edited afterwards is refused rather than scored with.
 TRAINED_WITH = "trained_with"
@@ -502,9 +503,8 @@ class MSCRED:
         if len(parts) == 1:
             self._check_rows(table, "train and validate", windows=2)
         steps = cfg.signature.steps
+        check_sensor_count(table)
         self.sensors_ = list(table.sensors)
-        if len(self.sensors_) < 4:
-            raise InputError(f"{table.source}: {len(self.sensors_)} sensor(s); MSCRED needs at least 4")
         if table.labels is not None and table.labels.any():   # documented as ignored, yet easy to miss
             warnings.warn(NoteWarning(f"{table.source}: {int(table.labels.sum())} row(s) are labelled anomalous "
                                       "(label 1); training takes every row as normal, those too"), stacklevel=3)
@@ -1226,6 +1226,13 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
         except InputError as error:
             return f"train.resample {resample!r}: {str(error).split(': ', 1)[-1]}"
     return None
+
+
+def check_sensor_count(table) -> None:
+    """InputError for a table of fewer than MIN_SENSORS sensors (fit's first check of its sensors; ``mscred train``
+    makes it before its notes about them)."""
+    if len(table.sensors) < MIN_SENSORS:
+        raise InputError(f"{table.source}: {len(table.sensors)} sensor(s); MSCRED needs at least {MIN_SENSORS}")
 
 
 # Peak memory of CPU training through fit (reference ops, float32, eager), at the default channels (32 first) and

@@ -153,6 +153,9 @@ def _described(found: dict) -> str:
     if found["step_like"]:
         lines.append(f"step-like   {', '.join(found['step_like'][:8])}: a few values (a state, a step tag; "
                      "--missing hold keeps one between its records)")
+    if found["counters"]:
+        lines.append(f"counters    {', '.join(found['counters'][:8])}: only rise, resets aside (a counter, a "
+                     "totalizer?): its value leaves the training range as it grows; give its rate instead")
     for extreme in found["extreme"][:3]:
         lines.append(f"extreme     {extreme['sensor']}: {extreme['value']:.4g} at row {extreme['row']} sets its range "
                      "(a glitch?)")

@@ -108,6 +108,19 @@ def report_constant(table) -> None:
                    err=True)
 
 
+def report_counters(table) -> None:
+    """One line on stderr naming the sensors that only rise, resets aside (``data.profile.counter_sensors``): a
+    counter's raw value leaves the training range as it grows, so every later window of it reads as anomalous."""
+    from mscred.data.profile import counter_sensors
+
+    counters = counter_sensors(table)
+    if counters:
+        shown = ", ".join(counters[:5]) + (", ..." if len(counters) > 5 else "")
+        click.echo(f"note: {len(counters)} sensor(s) of {table.source} only rise, resets aside ({shown}): counters "
+                   "or totalizers? their values leave the training range as they grow, so later windows read as "
+                   "anomalous; give the model their rate (the differences between rows) instead", err=True)
+
+
 def report_extreme_range(table) -> None:
     """One line on stderr naming the sensors whose min-max range is set by a few extreme values (see
     ``data.profile.EXTREME_RANGE_RATIO``): scaled by it, everything else they read is ~0 to the model."""
@@ -306,7 +319,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     from mscred.data.io import check_writable_table, load_table
     from mscred.data.parts import in_order_of, joined, record_signature
     from mscred.data.reading import settings_reading
-    from mscred.detector import MSCRED
+    from mscred.detector import MSCRED, check_sensor_count
     from mscred.errors import IgnoredSettingWarning, InputError, note_lines
     from mscred.fleet import tables_given
 
@@ -348,7 +361,9 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
         report_time_gap(part, training=True)
     parts = parts[:1] + [in_order_of(parts[0], part) for part in parts[1:]]   # (other sensors: refused here)
     table = parts[0] if len(parts) == 1 else joined(parts)   # (what a sensor does over all the parts)
+    check_sensor_count(table)   # (refused before any note about its sensors)
     report_constant(table)
+    report_counters(table)
     report_extreme_range(table)
     out = Path(out)
     ckpt = checkpoint_dir_for(out)

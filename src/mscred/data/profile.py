@@ -51,6 +51,26 @@ def step_like_sensors(table: Table) -> list[str]:
     return out
 
 
+# A counter or a totalizer (Prometheus' *_total, a flow totalizer, an energy meter): over at least COUNTER_ROWS present
+# values it rises on at least COUNTER_RISING of the steps between them and falls on at most COUNTER_RESETS of them
+# (its resets). Its raw value leaves the training range as it grows: every later window reads as anomalous.
+COUNTER_ROWS, COUNTER_RISING, COUNTER_RESETS = 20, 0.5, 0.01
+
+
+def counter_sensors(table: Table) -> list[str]:
+    """The sensors that only rise, resets aside (``COUNTER_ROWS``, ``COUNTER_RISING``, ``COUNTER_RESETS``): counters
+    and totalizers, whose rate (the differences between rows) is the signal, not their value."""
+    out = []
+    for j, name in enumerate(table.sensors):
+        present = table.values[:, j][~np.isnan(table.values[:, j])]
+        if len(present) < COUNTER_ROWS:
+            continue
+        steps = np.diff(present)
+        if (steps > 0).mean() >= COUNTER_RISING and (steps < 0).sum() <= max(1, COUNTER_RESETS * len(steps)):
+            out.append(name)
+    return out
+
+
 def extreme_sensors(table: Table) -> list[tuple[str, float, int]]:
     """(sensor, its most extreme value, that value's 0-based row) of each sensor whose min-max range is over
     ``EXTREME_RANGE_RATIO`` times the span of its middle 98% of rows: scaled by it, everything else it reads is ~0 to
@@ -135,6 +155,7 @@ def profile(table: Table, windows: tuple[int, ...], needed: int) -> dict:
         "empty": [name for name, n in zip(table.sensors, missing) if len(values) and n == len(values)],
         "constant": constant_sensors(table),
         "step_like": step_like_sensors(table),
+        "counters": counter_sensors(table),
         "extreme": [{"sensor": s, "value": v, "row": r + 1} for s, v, r in extreme_sensors(table)],
         "window_spans": None if times is None or times.step_ns is None else
         {str(w): duration_text(w * times.step_ns) for w in windows},

@@ -9,14 +9,14 @@ resampling grid, SCORES.csv -- sees real time.
 
 The repeated hour's wall times name two instants each. Which one a row is told by order, as ``tz_localize(...,
 ambiguous="infer")`` does, but row by row (pandas' inference refuses a long table's many lines a time and more than
-one change in a run of ambiguous rows): within a run of consecutive rows in the repeated hour, rows are the first
-pass (summer time) until the row that would otherwise be earlier than the row before -- the clock went back -- or,
-in a wide table, repeat its time, or, in a long table, repeat a sensor's time (of several such rows, the one stepping
-back farthest: a row out of order or repeated in the table steps back less than the change, and is then refused by
-the order check at its row); that row and the rest of the run are the second pass. A run without such a row is the first pass (Python's ``fold=0``). A followed feed's pieces
-(``watch``) carry the last instant read across their seams (``ZoneClock``), so a piece that begins in the second
-pass is read as such. A wall time the clocks skip (the spring change's missing hour) names no instant and is
-refused at its row.
+one change in a run of ambiguous rows): within a run of consecutive rows in the repeated hour, rows are the first pass
+(summer time) until the row that would otherwise be earlier than the row before -- the clock went back -- or, in a
+wide table, repeat its time, or, in a long table, repeat a sensor's time (of several such rows, the one stepping back
+farthest: a row out of order or repeated in the table steps back less than the change, and is then refused by the
+order check at its row); that row and the rest of the run are the second pass. A run without such a row is the first
+pass (Python's ``fold=0``). A followed feed's pieces (``watch``) carry the last instant read across their seams
+(``ZoneClock``), so a piece that begins in the second pass is read as such. A wall time the clocks skip (the spring
+change's missing hour) names no instant and is refused at its row.
 
 Times written with an offset (``+02:00``, ``Z``) or read as zoned date-times are exact already: they are shown in
 the zone. Times that are numbers (epoch seconds) or row ids are no wall times and are refused with ``--time-zone``.
