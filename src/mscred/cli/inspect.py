@@ -113,6 +113,16 @@ def _against(model, found: dict, table) -> dict:
     return {"model_sensors": difference, "suggested_options": suggest}
 
 
+# The lines naming columns of a kind: (``profile``'s key, the line's label, what they are)
+_NAMED = (("text_columns", "text", "no number in it, left out here (train refuses it as a sensor)"),
+          ("empty", "empty", "no value in any row (train refuses it: nothing to interpolate from)"),
+          ("constant", "constant", "no signal"),
+          ("step_like", "step-like", "a few values (a state, a step tag; --missing hold, or --hold NAME beside "
+                                     "interpolation, keeps one between its records)"),
+          ("counters", "counters", "only rise, resets aside (a counter, a totalizer?): its value leaves the training "
+                                   "range as it grows; give its rate instead"))
+
+
 def _described(found: dict) -> str:
     """``profile``'s dict as lines for a person."""
     sensors = found["sensors"]
@@ -142,20 +152,9 @@ def _described(found: dict) -> str:
                      + ", ".join(f"{name} {n:,}" for name, n in worst[:5]) + more)
     else:
         lines.append("missing     none")
-    if found["text_columns"]:
-        lines.append(f"text        {', '.join(found['text_columns'][:8])}: no number in it, left out here (train "
-                     "refuses it as a sensor)")
-    if found["empty"]:
-        lines.append(f"empty       {', '.join(found['empty'][:8])}: no value in any row (train refuses it: nothing to "
-                     "interpolate from)")
-    if found["constant"]:
-        lines.append(f"constant    {', '.join(found['constant'][:8])}: no signal")
-    if found["step_like"]:
-        lines.append(f"step-like   {', '.join(found['step_like'][:8])}: a few values (a state, a step tag; "
-                     "--missing hold keeps one between its records)")
-    if found["counters"]:
-        lines.append(f"counters    {', '.join(found['counters'][:8])}: only rise, resets aside (a counter, a "
-                     "totalizer?): its value leaves the training range as it grows; give its rate instead")
+    for key, label, what in _NAMED:
+        if found[key]:
+            lines.append(f"{label:<12}{', '.join(found[key][:8])}: {what}")
     for extreme in found["extreme"][:3]:
         lines.append(f"extreme     {extreme['sensor']}: {extreme['value']:.4g} at row {extreme['row']} sets its range "
                      "(a glitch?)")
