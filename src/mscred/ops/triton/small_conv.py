@@ -313,12 +313,11 @@ if triton is not None:
                                  H, W, TX, TPI, TILES, PROGRAMS, CI: tl.constexpr, CO: tl.constexpr,
                                  KS: tl.constexpr, SELU: tl.constexpr, FLAT: tl.constexpr, PREC: tl.constexpr,
                                  ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr,
-                                 BLOCK_N: tl.constexpr, HAS_G2: tl.constexpr, TAPS_IN_N: tl.constexpr,
-                                 LOOP_STAGES: tl.constexpr = None):
+                                 BLOCK_N: tl.constexpr, HAS_G2: tl.constexpr, TAPS_IN_N: tl.constexpr):
         _small_conv_wgrad_program(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc,
                                   g2_sy, g2_sx, o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr, db_ptr, H, W, TX, TPI, TILES,
                                   PROGRAMS, CI, CO, KS, SELU, FLAT, PREC, ROWS, COLS, BLOCK_K, BLOCK_N, HAS_G2,
-                                  TAPS_IN_N, False, LOOP_STAGES)
+                                  TAPS_IN_N, False)
 
     # The same storing the flipped kernel's taps (``small_deconv``): a kernel of its own, so that the first one keeps
     # its arguments and its sm_90 code (benchmarks/results/sm90_line_shift/: the same instructions and registers as
@@ -330,11 +329,11 @@ if triton is not None:
                                           KS: tl.constexpr, SELU: tl.constexpr, FLAT: tl.constexpr,
                                           PREC: tl.constexpr, ROWS: tl.constexpr, COLS: tl.constexpr,
                                           BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr, HAS_G2: tl.constexpr,
-                                          TAPS_IN_N: tl.constexpr, LOOP_STAGES: tl.constexpr = None):
+                                          TAPS_IN_N: tl.constexpr):
         _small_conv_wgrad_program(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx, g2_ptr, g2_sb, g2_sc,
                                   g2_sy, g2_sx, o_ptr, o_sb, o_sc, o_sy, o_sx, dw_ptr, db_ptr, H, W, TX, TPI, TILES,
                                   PROGRAMS, CI, CO, KS, SELU, FLAT, PREC, ROWS, COLS, BLOCK_K, BLOCK_N, HAS_G2,
-                                  TAPS_IN_N, True, LOOP_STAGES)
+                                  TAPS_IN_N, True)
 
     @triton.jit
     def _small_conv_wgrad_program(x_ptr, x_sb, x_sc, x_sy, x_sx, g_ptr, g_sb, g_sc, g_sy, g_sx,
@@ -343,7 +342,7 @@ if triton is not None:
                                   KS: tl.constexpr, SELU: tl.constexpr, FLAT: tl.constexpr, PREC: tl.constexpr,
                                   ROWS: tl.constexpr, COLS: tl.constexpr, BLOCK_K: tl.constexpr,
                                   BLOCK_N: tl.constexpr, HAS_G2: tl.constexpr, TAPS_IN_N: tl.constexpr,
-                                  REVERSE_TAPS: tl.constexpr, LOOP_STAGES: tl.constexpr):
+                                  REVERSE_TAPS: tl.constexpr):
         """The weight-gradient kernels' program. dW (K, Co) += patches^T @ dz over this program's pixel tiles
         (every PROGRAMS-th of TILES, each ROWS x COLS pixels of one image, ``_tile_pixels``). Grid axis 1: FLAT,
         one block of all taps; else a (tap, channel block) a program (dz re-read per tap: few output channels, dz
@@ -424,10 +423,7 @@ if triton is not None:
             o_off = ty[:, None] * o_sy + tx[:, None] * o_sx + n[None, :] * o_sc
             acc = tl.zeros([BLOCK_K, BLOCK_N], dtype=tl.float32)
             colsum = tl.zeros([BLOCK_P, BLOCK_N], dtype=tl.float32)
-            # LOOP_STAGES (MSCRED_SMALL_CONV_WGRAD_STAGES, an A/B knob): Triton's software pipelining of every load
-            # of the loop, LOOP_STAGES tiles in flight through shared memory (triton-lang/triton#7497); None: the
-            # loop as before, whose loads do not feed the dot directly and so are not pipelined
-            for t in tl.range(tl.program_id(0), TILES, PROGRAMS, num_stages=LOOP_STAGES):
+            for t in range(tl.program_id(0), TILES, PROGRAMS):
                 b, y0, x0 = _tile_origin(t, TX, TPI, ROWS, COLS)
                 m = ((ty < H - y0) & (tx < W - x0))[:, None] & nmask[None, :]
                 # The two gradients summed in their own dtype, as autograd sums them (bf16: one packed add for two),
@@ -600,9 +596,6 @@ def wgrad_launch(ci: int, co: int, ks: int, dtype: torch.dtype, width: int) -> t
     rows, cols = wgrad_tile_shape(block_p, width)
     constants = dict(CI=ci, CO=co, KS=ks, FLAT=flat, PREC=_precision(dtype), ROWS=rows, COLS=cols,
                      BLOCK_K=block_k, BLOCK_N=block_n, TAPS_IN_N=gather)
-    stages = os.environ.get("MSCRED_SMALL_CONV_WGRAD_STAGES", "").strip()
-    if stages and flat:   # (the flat form's loop alone: conv1's)
-        constants["LOOP_STAGES"] = int(stages)
     return constants, warps, per_sm, kblocks
 
 
