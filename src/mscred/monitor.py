@@ -37,8 +37,9 @@ class Monitor:
 
     ``update(chunk)`` takes what ``detect`` takes (a DataFrame with or without a ``timestamp`` column, a 2-D array
     or a list of rows, in the training sensors' order for the latter two) and returns ``detect``'s frame for the
-    chunk's rows, ``sensor_scores`` columns too when asked. ``missing`` ("error", "interpolate" or "hold"): what a missing
-    value in the feed gets, the model's ``missing`` setting unless given. Rows without timestamps are numbered
+    chunk's rows, ``sensor_scores`` columns too when asked. ``missing`` ("error", "interpolate" or "hold"): what a
+    missing value in the feed gets, the model's ``missing`` setting unless given (its ``hold_sensors`` held whatever
+    it says). Rows without timestamps are numbered
     across the feed, from 0 (a chunk's own row numbers are not used: every new DataFrame would restart them). A
     chunk that fails (bad input, times that do not follow the rows before) raises InputError and leaves the
     monitor as it was. A model trained on a long table (``long_columns``) takes long chunks too, each made wide

@@ -19,7 +19,8 @@ from mscred.config import MISSING_POLICIES
                    "to stderr).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
-              help="Missing (NaN) sensor values in DATA: 'error', 'interpolate' or 'hold' [the model's setting, from train].")
+              help="Missing (NaN) sensor values in DATA: 'error', 'interpolate' or 'hold' [the model's setting, from "
+                   "train; the sensors train held with --hold are held whatever this says].")
 @click.option("--context", type=NamedPath(dir_okay=False), default=None,
               help="The rows just before DATA (the feed's previous file; same sensors, times before DATA's): its "
                    "last rows complete the windows over DATA's first rows, so that every row of DATA is scored.")

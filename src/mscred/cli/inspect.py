@@ -35,8 +35,8 @@ from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_
                    "`detect`.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a table on stdout, for scripts.")
 @encoding_option
-def inspect(data, time_column, time_zone, na_values, long_columns, resample, only_sensors, drop_columns, model_dir, as_json,
-            encoding) -> None:
+def inspect(data, time_column, time_zone, na_values, long_columns, resample, only_sensors, drop_columns, model_dir,
+            as_json, encoding) -> None:
     """Describe each table of DATA (files, or folders of tables) as `mscred train` would read it with the same
     options: rows and sensors, the ground-truth rows, the times (first, last, usual step, how unevenly they step,
     the largest jump), missing values per sensor (which `train` refuses unless --missing interpolate), sensors that
@@ -104,12 +104,13 @@ def _against(model, found: dict, table) -> dict:
     """What ``profile`` says of a table, read for ``model``: its sensors against the model's (``""`` where they are
     the same), and the options a `detect` of it would need (the model fixes how the data is read; only the missing
     policy is detect's to change)."""
+    from mscred.data.profile import missing_options
     from mscred.detector import sensor_difference
 
     difference = "" if table.positional else sensor_difference(model.sensors_, table.sensors)
     gappy = set(found["missing"]) - set(found["empty"]) - set(model.config_.train.hold_sensors)   # (held: filled)
-    policy = "hold" if gappy <= set(found["step_like"]) else "interpolate"
-    suggest = [f"--missing {policy}"] if gappy and model.config_.train.missing == "error" else []
+    # (the policy alone: the sensors held are the model's, which detect takes as they are)
+    suggest = missing_options(gappy, found["step_like"])[:1] if model.config_.train.missing == "error" else []
     return {"model_sensors": difference, "suggested_options": suggest}
 
 

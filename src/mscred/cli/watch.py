@@ -23,7 +23,8 @@ from mscred.config import MISSING_POLICIES
                    "output (the alarm, clear and summary lines then go to standard error).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--missing", type=click.Choice(MISSING_POLICIES), default=None,
-              help="Missing (NaN) sensor values in DATA: 'error', 'interpolate' or 'hold' [the model's setting, from train].")
+              help="Missing (NaN) sensor values in DATA: 'error', 'interpolate' or 'hold' [the model's setting, from "
+                   "train; the sensors train held with --hold are held whatever this says].")
 @click.option("--sensor-scores", is_flag=True, help="Also a column score_<sensor> per sensor, as detect's.")
 @click.option("--events", type=NamedPath(dir_okay=False), default=None,
               help="Also EVENTS.csv, the alarm list: a row appended as each run of anomalous rows ends (detect "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import shlex
 import warnings
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -164,11 +164,18 @@ def profile(table: Table, windows: tuple[int, ...], needed: int) -> dict:
     suggest = []
     if table.uneven is not None and table.resampled is None and times is not None and times.step_ns is not None:
         suggest.append(f"--resample {suggested_period(times.p90_ns)}")
-    gappy = set(out["missing"]) - set(out["empty"])   # (a sensor without any value has nothing to fill from)
-    if gappy:   # (hold where each sensor with gaps is a state or a step tag; else interpolate, holding those)
-        steps = [name for name in out["step_like"] if name in gappy]
-        suggest.append("--missing hold" if gappy <= set(steps) else "--missing interpolate")
-        if steps and not gappy <= set(steps):
-            suggest.append(shlex.join(["--hold", ",".join(steps)]))
+    # (a sensor without any value has nothing to fill from)
+    suggest += missing_options(set(out["missing"]) - set(out["empty"]), out["step_like"])
     out["suggested_options"] = suggest
     return out
+
+
+def missing_options(gappy: set, step_like: Sequence[str]) -> list[str]:
+    """The options for the sensors ``gappy`` (with missing values to fill): --missing hold where each is a state or
+    a step tag (``step_like``); else --missing interpolate, and --hold of those that are. None without gaps."""
+    if not gappy:
+        return []
+    steps = [name for name in step_like if name in gappy]
+    if gappy <= set(steps):
+        return ["--missing hold"]
+    return ["--missing interpolate"] + ([shlex.join(["--hold", ",".join(steps)])] if steps else [])
