@@ -46,7 +46,7 @@ class ModelConfig:
 # Settings added after models were first written, saved in config.json only where they differ from their defaults:
 # a model that does not use them stays readable by the mscred before them, which refuses a setting it does not know.
 ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns", "resample", "only_sensors", "drop_columns",
-                            "time_zone", "hold_sensors")}
+                            "time_zone", "hold_sensors", "rate_sensors")}
 
 # What a missing (NaN, or empty) sensor value gets (TrainConfig.missing, `--missing`): "error" (SPEC: exit 2 naming
 # the cell), "interpolate" (linear in the row number between the neighbouring present values of its sensor; before
@@ -137,6 +137,10 @@ class TrainConfig:
     # valve1,pump2`: states and step tags beside float tags, which `interpolate` would ramp between two states; under
     # "error" these alone are filled). Kept in the model, as `missing` is.
     hold_sensors: tuple[str, ...] = ()
+    # Counters and totalizers given to the model as their rate (`--rate bytes_total,energy_kwh`): the increase since
+    # the row before, per second where the rows have times, a reset read as a count from 0 (mscred.data.rate); their
+    # raw value only grows, out of the training range. Kept in the model: every command scoring its data rates them.
+    rate_sensors: tuple[str, ...] = ()
 
 
 @dataclass

@@ -112,7 +112,8 @@ def _page(frame, values, sensors, gaps, model, model_dir, data_label, scored, n_
                      + _zoom_note(none, pred))
     parts.append('<h2 id="sec-residuals">Residual signature matrices of the worst windows</h2>')
     if (model.window_of_row(len(values)) >= 0).any():   # (DATA's own windows: a context's rows are not here)
-        items = worst_residuals(model, values, sensors, scores.score, n_worst)
+        items = worst_residuals(model, values, sensors, scores.score, n_worst,
+                                times=scores.index if scores.has_timestamp else None)
         parts.append(img_tag(residual_figure(items, model.config_.signature.windows, model.sensors_, scores.index),
                              "residuals"))
     else:

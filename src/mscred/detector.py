@@ -446,6 +446,16 @@ class MSCRED:
             raise InputError(f"{table.source}: other sensors than the model was trained on: {difference}")
         return table.in_order(self.sensors_)
 
+    def _inputs(self, table) -> np.ndarray:
+        """The model's inputs from ``table`` (in the training sensor order, ``_aligned``'s): its values, the
+        counters of ``train.rate_sensors`` as their rates over its rows (``mscred.data.rate``)."""
+        from mscred.data.rate import rated
+
+        ordered = self._in_training_order(table)
+        if ordered.positional:   # (a .npy array's columns are the training sensors in order: named so here)
+            ordered = dataclasses.replace(ordered, sensors=list(self.sensors_))
+        return rated(ordered, self._settings().train.rate_sensors).values
+
     def _segments(self, values: np.ndarray) -> np.ndarray:
         from mscred.signature import signature_matrices
 
@@ -512,12 +522,15 @@ class MSCRED:
         if separated is not None:   # ("temp;inlet" read back as two sensors, neither of them real)
             raise InputError(f"{table.source}: column {separated!r}: a sensor name cannot hold "
                              f"'{ROOT_CAUSE_SEPARATOR}', which separates the root causes detect lists; rename it")
-        self.normalizer_ = Normalizer().fit(table.values)
+        check_rate_sensors(table, cfg.train.rate_sensors)
+        # (each part rated alone: no window spans two parts, and the first row of each has no row before)
+        inputs = [self._inputs(part) for part in parts]
+        self.normalizer_ = Normalizer().fit(np.concatenate(inputs) if len(inputs) > 1 else inputs[0])
         if len(parts) == 1:
-            segments, starts = self._segments(table.values), None          # (S, n_scales, n, n)
+            segments, starts = self._segments(inputs[0]), None          # (S, n_scales, n, n)
             n_windows = len(segments) - steps + 1
         else:   # each part's segments, one after the other; no window spans two parts
-            pieces = [self._segments(part.values) for part in parts]
+            pieces = [self._segments(values) for values in inputs]
             segments, starts = np.concatenate(pieces), window_starts([len(piece) for piece in pieces], steps)
             n_windows = len(starts)
         if n_windows < 2:
@@ -708,7 +721,7 @@ class MSCRED:
         table = self._scoring_table(X, "calibration data", ignore_label=False)
         needed = 2 if cfg.score.threshold == "pot" else 1
         self._check_rows(table, "calibrate on", windows=needed)
-        segments = self._segments(self._aligned(table))
+        segments = self._segments(self._inputs(table))
         sig = cfg.signature
         steps, windows = sig.steps, sig.windows
         first = max(len(segments) - self._chunk_segments(), 0)
@@ -797,7 +810,7 @@ class MSCRED:
         table = self._scoring_table(X, "input")
         if context is None:
             self._check_rows(table, "score")
-            values = self._aligned(table)
+            values = self._inputs(table)
             return table, self._score_rows(values), self.window_of_row(len(values))
         from mscred.data.context import continued
 
@@ -807,7 +820,13 @@ class MSCRED:
         if rows + len(ordered.values) < self.min_rows:
             raise InputError(f"{table.source}: {len(ordered.values)} rows after {len(before.values)} of its context "
                              f"{before.source} are too few to score; need at least {self.min_rows} together")
-        values = continued(before, ordered, rows)
+        # One context row more where there is one, for the rates of counters (train.rate_sensors): the first row
+        # scored takes its increase from the row before it, as in one table of both
+        extra = int(rows < len(before.values))
+        index = before.index[len(before.values) - rows - extra:].append(ordered.index) \
+            if not isinstance(ordered.index, pd.RangeIndex) else pd.RangeIndex(rows + extra + len(ordered.values))
+        joined = dataclasses.replace(ordered, values=continued(before, ordered, rows + extra), index=index, gaps=None)
+        values = self._inputs(joined)[extra:]
         return table, self._score_rows(values), self.window_of_row(len(ordered.values), rows)
 
     def _score_rows(self, values: np.ndarray) -> WindowResult:
@@ -1181,10 +1200,11 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
         return (f"train.long_columns {long_columns!r}: must be None or two column names, the sensor name's and the "
                 f"value's (e.g. ['Tag', 'Value']), neither the time column nor '{LABEL}'")
     example_names = {"only_sensors": ["TI101", "PI102"], "drop_columns": ["status", "unit"],
-                     "hold_sensors": ["valve1", "pump2"]}
+                     "hold_sensors": ["valve1", "pump2"], "rate_sensors": ["bytes_total", "energy_kwh"]}
     for name, names, empty_ok in (("only_sensors", config.train.only_sensors, False),
                                   ("drop_columns", config.train.drop_columns, True),
-                                  ("hold_sensors", config.train.hold_sensors, True)):
+                                  ("hold_sensors", config.train.hold_sensors, True),
+                                  ("rate_sensors", config.train.rate_sensors, True)):
         if name == "only_sensors" and names is None:
             continue
         # (a long table's sensor and value columns are read as such: leaving one out would leave no table)
@@ -1199,13 +1219,14 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     if config.train.only_sensors is not None and set(config.train.only_sensors) & set(config.train.drop_columns):
         both = sorted(set(config.train.only_sensors) & set(config.train.drop_columns))
         return f"train.only_sensors and train.drop_columns both name {both[0]!r}: read it, or leave it out"
-    if set(config.train.hold_sensors) & set(config.train.drop_columns):
-        both = sorted(set(config.train.hold_sensors) & set(config.train.drop_columns))
-        return f"train.hold_sensors and train.drop_columns both name {both[0]!r}: a column left out holds nothing"
-    if config.train.only_sensors is not None and set(config.train.hold_sensors) - set(config.train.only_sensors):
-        extra = sorted(set(config.train.hold_sensors) - set(config.train.only_sensors))
-        return (f"train.hold_sensors names {extra[0]!r}, which train.only_sensors does not read: hold only sensors "
-                "read")
+    for name, verb in (("hold_sensors", "hold"), ("rate_sensors", "rate")):   # (sensors the model reads, by name)
+        names = getattr(config.train, name)
+        if set(names) & set(config.train.drop_columns):
+            both = sorted(set(names) & set(config.train.drop_columns))
+            return f"train.{name} and train.drop_columns both name {both[0]!r}: a column left out is no sensor"
+        if config.train.only_sensors is not None and set(names) - set(config.train.only_sensors):
+            extra = sorted(set(names) - set(config.train.only_sensors))
+            return f"train.{name} names {extra[0]!r}, which train.only_sensors does not read: {verb} only sensors read"
     time_zone = config.train.time_zone
     if time_zone is not None:
         from mscred.data.time_zone import checked_zone
@@ -1226,6 +1247,14 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
         except InputError as error:
             return f"train.resample {resample!r}: {str(error).split(': ', 1)[-1]}"
     return None
+
+
+def check_rate_sensors(table, names) -> None:
+    """Every counter given a rate (``train.rate_sensors``) is a sensor of ``table``, else an InputError naming it."""
+    unknown = [name for name in names if name not in table.sensors]
+    if unknown:
+        shown = ", ".join(table.sensors[:8]) + (", ..." if len(table.sensors) > 8 else "")
+        raise InputError(f"{table.source}: --rate names {unknown[0]!r}, which is not one of its sensors ({shown})")
 
 
 def check_sensor_count(table) -> None:

@@ -21,6 +21,7 @@ import pandas as pd
 from mscred.config import MISSING_POLICIES
 from mscred.data.context import SEAM_ROWS, seam_note
 from mscred.data.io import LABEL, TIMESTAMP, Table
+from mscred.data.rate import rated
 from mscred.data.reading import Reading
 from mscred.data.resample import RESAMPLE, grid_frame
 from mscred.detector import SENSOR_SCORE_PREFIX, index_column
@@ -59,6 +60,9 @@ class Monitor:
         gap = model.config_.signature.gap
         # context_rows depends on the chunk's length only modulo gap: the most it takes, whatever the chunk
         self.tail_rows = max(model.context_rows(np.iinfo(np.int64).max, length) for length in range(1, gap + 1))
+        # One row more for the counters given as rates (train.rate_sensors): the oldest row scored takes its
+        # increase from the row before it
+        self.tail_rows += bool(model._settings().train.rate_sensors)
         self.rows_seen = 0
         self._history = None   # DataFrame: the feed's last rows, as given (timestamps a column, sensors by name)
         self._times = None     # the index of its last SEAM_ROWS rows as read, for the seam's checks
@@ -82,6 +86,8 @@ class Monitor:
             # context rows of it and the chunk, the windows counted back from the chunk's last row.
             rows = self.model.context_rows(available, len(frame))
             whole = self.model._scoring_table(joined, source, missing=self.missing) if available else table
+            # (the counters' rates over the tail and the chunk as one, before the rows scored are cut from them)
+            whole = rated(whole, self.model._settings().train.rate_sensors)
             found = self.model.detect(whole.last(rows + len(frame)), sensor_scores=self.sensor_scores)
             found = found.iloc[rows:].reset_index(drop=True)
             if index_column(table) == "row":

@@ -8,6 +8,7 @@ model and the data); a root-cause bar chart per event. Written atomically into `
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import html
 import json
@@ -254,7 +255,8 @@ def cause_figure(scores, truth, pred) -> tuple[str, int]:
     return figure_png(fig), len(truth.events) - len(shown)
 
 
-def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: np.ndarray, k: int):
+def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: np.ndarray, k: int,
+                    times=None):
     """Residual signature matrices (M - recon)^2 of the k windows with the highest scores in ``row_scores``.
 
     Parameters
@@ -262,6 +264,8 @@ def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: n
     model : a loaded ``mscred.detector.MSCRED``
     values : float64 (T, n) the scored data; ``sensors`` its column names
     row_scores : float64 (T,) the SCORES file's per-row scores (a row takes its window's score)
+    times : the rows' timestamps (a SCORES file's), or None: what the rates of counters divide by
+        (``train.rate_sensors``; ``mscred.data.rate.step_seconds``)
 
     Returns a list of (window index, last row that takes the window's score, residual float32 (n_scales, n, n)).
     Only those k windows go through the network (the whole test set would cost minutes on a CPU); the signature
@@ -271,7 +275,10 @@ def worst_residuals(model, values: np.ndarray, sensors: list[str], row_scores: n
 
     from mscred.detect import residuals
 
-    aligned = model._aligned(model._table(pd.DataFrame(values, columns=sensors)))
+    table = model._table(pd.DataFrame(values, columns=sensors))
+    if times is not None and model._settings().train.rate_sensors:   # (read as the order check reads them)
+        table = dataclasses.replace(table, index=pd.Index(times))
+    aligned = model._inputs(table)
     steps = model.config_.signature.steps
     window_of_row = model.window_of_row(len(values))          # (T,) window index or -1
     covered = np.flatnonzero(window_of_row >= 0)
@@ -487,7 +494,8 @@ def _build(out_dir, scores, truth, result, pred, model_dir, data_path, n_sensors
 
     parts.append('<h2 id="sec-residuals">Residual signature matrices of the worst windows</h2>')
     if model is not None and values is not None:
-        items = worst_residuals(model, values, sensors, scores.score, n_worst)
+        items = worst_residuals(model, values, sensors, scores.score, n_worst,
+                                times=scores.index if scores.has_timestamp else None)
         # the residuals are in the model's sensor order (``_aligned``), not the data's column order
         parts.append(img_tag(residual_figure(items, model.config_.signature.windows, model.sensors_, scores.index),
                           "residuals"))

@@ -9,15 +9,11 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import COUNT, column_names
+from mscred.cli.params import COUNT
 from mscred.cli.settings import with_settings
-from mscred.cli.train import checkpoint_dir_for, score_overrides
+from mscred.cli.train import TRAINING_SETTINGS, checkpoint_dir_for, training_overrides
 from mscred.cli.train import train as _train
 
-# `mscred train` options that are estimator settings of the same name (cli/train.py builds the same dict).
-SETTINGS = ("epochs", "batch_size", "micro_batch", "device", "seed", "backend", "conv_backend", "bf16", "cuda_graphs",
-            "method", "threshold", "missing", "time_column", "time_zone", "na_values", "long_columns", "resample",
-            "only_sensors", "drop_columns", "hold_sensors")
 NPROC = click.Option(["--nproc"], type=COUNT, default=1, show_default=True,
                      help="Processes to train with (DistributedDataParallel; one GPU each on CUDA). Under torchrun, "
                           "torchrun's --nproc-per-node decides instead.")
@@ -27,14 +23,10 @@ def _run(data, out, resume, theta, quiet, nproc, encoding=None, settings=(), **o
     from mscred.distributed import summary_line, train_distributed
 
     options = {k: v for k, v in options.items() if v is not None and v != ()}   # (given; a repeatable one: once)
-    unknown = sorted(k for k in options if k not in SETTINGS)
+    unknown = sorted(k for k in options if k not in TRAINING_SETTINGS)
     if unknown:
         raise click.UsageError(f"option(s) {', '.join(unknown)} not supported with DDP training yet")
-    overrides = dict(options)
-    for name, option in (("only_sensors", "--sensors"), ("drop_columns", "--drop-columns"), ("hold_sensors", "--hold")):
-        if name in overrides:   # (repeatable, each a comma-separated group: one tuple of names)
-            overrides[name] = column_names(overrides[name], option)
-    overrides.update(score_overrides(theta, overrides.pop("method", None)))
+    overrides = training_overrides(theta, **options)
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
     overrides = with_settings(overrides, settings)
     out = Path(out)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import click
 
-from mscred.cli.params import COUNT, NamedPath, column_names, encoding_option
+from mscred.cli.params import COUNT, NamedPath, encoding_option
 
 from mscred.cli.settings import with_settings
-from mscred.cli.train import score_overrides, training_options
+from mscred.cli.train import given_overrides, training_options
 
 # table columns shown on the terminal (summary.csv has them all)
 SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold", "seconds", "f1", "events", "auc_pr"]
@@ -31,8 +31,8 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
 @click.option("--quiet", is_flag=True, help="No line per finished entity.")
 @encoding_option
 def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device, seed, backend, conv_backend, bf16,
-          cuda_graphs, missing, hold_sensors, time_column, time_zone, na_values, long_columns, resample, only_sensors,
-          drop_columns, theta, method, threshold, settings, resume, quiet, encoding) -> None:
+          cuda_graphs, missing, hold_sensors, rate_sensors, time_column, time_zone, na_values, long_columns, resample,
+          only_sensors, drop_columns, theta, method, threshold, settings, resume, quiet, encoding) -> None:
     """Train one MSCRED model per entity of SOURCE (a dataset name or a folder) and summarise them.
 
     \b
@@ -50,16 +50,7 @@ def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device
     from mscred.errors import InputError, PartlyDone
     from mscred.fleet import BAD_INPUT, run_fleet
 
-    overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
-                 "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
-                 "cuda_graphs": cuda_graphs, "method": method, "threshold": threshold, "missing": missing,
-                 "time_column": time_column, "time_zone": time_zone, "na_values": tuple(na_values) or None,
-                 "long_columns": long_columns, "resample": resample,
-                 "only_sensors": column_names(only_sensors, "--sensors"),
-                 "drop_columns": column_names(drop_columns, "--drop-columns"),
-                 "hold_sensors": column_names(hold_sensors, "--hold")}
-    overrides = {k: v for k, v in overrides.items() if v is not None and k != "method"}
-    overrides.update(score_overrides(theta, method))  # --theta alone means the paper's count score
+    overrides = given_overrides()
     overrides = with_settings(overrides, settings)
     echo = None if quiet else (lambda line: click.echo(line, err=True))
     summary = run_fleet(source, out, overrides, root=data_root, nproc=nproc, resume=resume, echo=echo,

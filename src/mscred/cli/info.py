@@ -27,7 +27,8 @@ def model_summary(model) -> dict:
             "threshold": model.threshold_, "theta": model.theta_ or None,
             "epochs_trained": len(history), "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
             "changed_settings": changed,
-            "reads_data_with": Reading.of_model(model.config_.train).options()}
+            "reads_data_with": Reading.of_model(model.config_.train).options(),
+            "rate_sensors": list(model.config_.train.rate_sensors)}
 
 
 @click.command()
@@ -71,6 +72,9 @@ def info(model_dir, as_json) -> None:
     if summary["reads_data_with"]:
         lines.append(f"reads data  as {summary['reads_data_with']} (kept from train; detect, watch and calibrate "
                      "read the model's data so)")
+    if summary["rate_sensors"]:
+        lines.append(f"rates       {', '.join(summary['rate_sensors'])}: counters given to the network as their "
+                     "increase per second (per row where the rows have no times)")
     lines.append("settings    " + (", ".join(f"{k}={v}" for k, v in changed.items()) if changed else "the defaults"))
     click.echo("\n".join(lines))
 

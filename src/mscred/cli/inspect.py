@@ -121,7 +121,7 @@ _NAMED = (("text_columns", "text", "no number in it, left out here (train refuse
           ("step_like", "step-like", "a few values (a state, a step tag; --missing hold, or --hold NAME beside "
                                      "interpolation, keeps one between its records)"),
           ("counters", "counters", "only rise, resets aside (a counter, a totalizer?): its value leaves the training "
-                                   "range as it grows; give its rate instead"))
+                                   "range as it grows; --rate NAME gives the model its rate"))
 
 
 def _described(found: dict) -> str:

@@ -31,6 +31,37 @@ def parse_theta(value: str) -> float | None:
     return theta
 
 
+# The repeatable options naming sensors, each a comma-separated group: (setting, option)
+NAME_LISTS = (("only_sensors", "--sensors"), ("drop_columns", "--drop-columns"), ("hold_sensors", "--hold"),
+              ("rate_sensors", "--rate"))
+
+
+# The options of ``training_options`` that are estimator settings of the same name (--theta apart: a score's)
+TRAINING_SETTINGS = ("epochs", "batch_size", "micro_batch", "device", "seed", "backend", "conv_backend", "bf16",
+                     "cuda_graphs", "method", "threshold", "missing", "time_column", "time_zone", "na_values",
+                     "long_columns", "resample", "only_sensors", "drop_columns", "hold_sensors", "rate_sensors")
+
+
+def given_overrides() -> dict:
+    """``training_overrides`` of the running command's ``training_options`` (train, fleet)."""
+    params = click.get_current_context().params
+    return training_overrides(params.get("theta"), **{k: v for k, v in params.items() if k in TRAINING_SETTINGS})
+
+
+def training_overrides(theta: str | None = None, method: str | None = None, **options) -> dict:
+    """The estimator's settings from ``training_options``' values, those given (not None, not an empty repeat):
+    the repeated texts as one tuple, the name lists as one tuple of names (``column_names``), --theta and --score
+    as ``score_overrides`` reads them. Shared by train, fleet and DDP train, which take the same options."""
+    overrides = {k: v for k, v in options.items() if v is not None and v != ()}
+    if "na_values" in overrides:
+        overrides["na_values"] = tuple(overrides["na_values"])
+    for name, option in NAME_LISTS:
+        if name in overrides:
+            overrides[name] = column_names(overrides[name], option)
+    overrides.update(score_overrides(theta, method))  # --theta alone means the paper's count score
+    return overrides
+
+
 def score_overrides(theta: str | None, method: str | None) -> dict:
     """Settings of --theta/--score: a theta alone selects the paper's count score, which is the one it acts on;
     beside another --score it would be dropped without a word, so it is refused."""
@@ -108,17 +139,21 @@ def report_constant(table) -> None:
                    err=True)
 
 
-def report_counters(table) -> None:
-    """One line on stderr naming the sensors that only rise, resets aside (``data.profile.counter_sensors``): a
-    counter's raw value leaves the training range as it grows, so every later window of it reads as anomalous."""
+def report_counters(table, rated: tuple[str, ...] = ()) -> None:
+    """One line on stderr naming the sensors that only rise, resets aside (``data.profile.counter_sensors``), other
+    than those given as rates (``rated``, --rate): a counter's raw value leaves the training range as it grows, so
+    every later window of it reads as anomalous."""
+    import shlex
+
     from mscred.data.profile import counter_sensors
 
-    counters = counter_sensors(table)
+    counters = [name for name in counter_sensors(table) if name not in rated]
     if counters:
         shown = ", ".join(counters[:5]) + (", ..." if len(counters) > 5 else "")
         click.echo(f"note: {len(counters)} sensor(s) of {table.source} only rise, resets aside ({shown}): counters "
                    "or totalizers? their values leave the training range as they grow, so later windows read as "
-                   "anomalous; give the model their rate (the differences between rows) instead", err=True)
+                   f"anomalous; give the model their rate: {shlex.join(['--rate', ','.join(rated + tuple(counters))])}",
+                   err=True)
 
 
 def report_extreme_range(table) -> None:
@@ -169,6 +204,10 @@ _TRAINING_OPTIONS = [
                  help="Sensors whose missing values hold their last value before (states, step tags), whatever "
                       "--missing says of the others: a table of float and step tags takes --missing interpolate "
                       "--hold valve1,pump2; kept in the model for detect [config: none]."),
+    click.option("--rate", "rate_sensors", type=COLUMN_NAMES, multiple=True, metavar="NAME,...",
+                 help="Counters and totalizers the model takes as their rate (the increase since the row before, per "
+                      "second where the rows have times; a fall read as a reset): --rate bytes_total,energy_kwh; "
+                      "kept in the model for detect [config: none]."),
     click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
                  help="The data's column holding each row's time, where it is not named 'timestamp' (e.g. 'Time'); "
                       "kept in the model: detect, watch and calibrate read the same name [config: timestamp]."),
@@ -307,8 +346,8 @@ def _write_validation_scores(model, parts, path) -> None:
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 @encoding_option
 def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
-          theta, method, threshold, missing, hold_sensors, time_column, time_zone, na_values, long_columns, resample,
-          only_sensors, drop_columns, settings, quiet, nproc, val_scores, encoding) -> None:
+          theta, method, threshold, missing, hold_sensors, rate_sensors, time_column, time_zone, na_values,
+          long_columns, resample, only_sensors, drop_columns, settings, quiet, nproc, val_scores, encoding) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR.
 
     Several DATA files are parts of the training data that are not one series (runs between plant stops): every
@@ -319,21 +358,13 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     from mscred.data.io import check_writable_table, load_table
     from mscred.data.parts import in_order_of, joined, record_signature
     from mscred.data.reading import settings_reading
-    from mscred.detector import MSCRED, check_sensor_count
+    from mscred.detector import MSCRED, check_rate_sensors, check_sensor_count
     from mscred.errors import IgnoredSettingWarning, InputError, note_lines
     from mscred.fleet import tables_given
 
     folders = [Path(path).resolve() for path in data if Path(path).is_dir()]
     data = [part for path in data for part in tables_given(path, "to train on")]   # (a folder: its tables)
-    overrides = {"epochs": epochs, "batch_size": batch_size, "micro_batch": micro_batch, "device": device,
-                 "seed": seed, "backend": backend, "conv_backend": conv_backend, "bf16": bf16,
-                 "cuda_graphs": cuda_graphs, "threshold": threshold, "missing": missing, "time_column": time_column,
-                 "time_zone": time_zone, "na_values": tuple(na_values) or None, "long_columns": long_columns,
-                 "resample": resample, "only_sensors": column_names(only_sensors, "--sensors"),
-                 "drop_columns": column_names(drop_columns, "--drop-columns"),
-                 "hold_sensors": column_names(hold_sensors, "--hold")}
-    overrides = {k: v for k, v in overrides.items() if v is not None}
-    overrides.update(score_overrides(theta, method))
+    overrides = given_overrides()
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
     overrides = with_settings(overrides, settings)
     from mscred.atomic import check_replaceable_dir
@@ -362,8 +393,9 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
     parts = parts[:1] + [in_order_of(parts[0], part) for part in parts[1:]]   # (other sensors: refused here)
     table = parts[0] if len(parts) == 1 else joined(parts)   # (what a sensor does over all the parts)
     check_sensor_count(table)   # (refused before any note about its sensors)
+    check_rate_sensors(table, overrides.get("rate_sensors", ()))
     report_constant(table)
-    report_counters(table)
+    report_counters(table, overrides.get("rate_sensors", ()))
     report_extreme_range(table)
     out = Path(out)
     ckpt = checkpoint_dir_for(out)

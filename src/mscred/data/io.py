@@ -81,6 +81,9 @@ class Table:
     held : tuple of str
         The sensors whose missing values are held whatever ``filled_by`` says (``HOLD``); any policy but ``KEEP``
         fills them, "error" too.
+    rated : tuple of str
+        The sensors whose values are their rates already (``mscred.data.rate.rated``: a monitor's tail and chunk
+        rated as one); empty for a table as read.
     time_gap : (int, str, str) or None
         The largest step between consecutive timestamps when it is more than 10 usual ones (``largest_time_gap``): its
         1-based row, its size and the usual step, as text; None for an even series, row numbers or ids.
@@ -109,6 +112,7 @@ class Table:
     uneven: Optional[tuple[str, str, str]] = None
     filled_by: Optional[str] = None
     held: tuple[str, ...] = ()
+    rated: tuple[str, ...] = ()
 
     def fills_by_holding(self, sensor: str) -> bool:
         """Whether ``sensor``'s missing values were (or are to be) filled by holding its last value."""

@@ -166,6 +166,8 @@ def profile(table: Table, windows: tuple[int, ...], needed: int) -> dict:
         suggest.append(f"--resample {suggested_period(times.p90_ns)}")
     # (a sensor without any value has nothing to fill from)
     suggest += missing_options(set(out["missing"]) - set(out["empty"]), out["step_like"])
+    if out["counters"]:
+        suggest.append(shlex.join(["--rate", ",".join(out["counters"])]))
     out["suggested_options"] = suggest
     return out
 

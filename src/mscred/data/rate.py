@@ -1,0 +1,77 @@
+"""Counters given to the model as their rate (``mscred train --rate bytes_total,energy_kwh``; ``train.rate_sensors``).
+
+A counter or a totalizer (Prometheus' ``*_total``, a flow totalizer, an energy meter) only rises: its raw value
+leaves the training range as it grows, so every window after training reads as anomalous, while what it says --
+how fast it rises -- is steady. The model takes such a sensor's rate instead: its increase since the row before,
+per second where the rows have times (so that a missing scrape or an uneven step does not read as a burst), per
+row where they have none (row numbers, ids). A counter that falls was reset: it counts again from 0, so its
+increase is its new value (Prometheus' ``rate()`` reads a reset so). The first row of a series has no row before:
+it takes the rate of the second.
+
+The rate is computed where the model's inputs are made from a table (``MSCRED._inputs``), after missing values
+were filled, over the rows scored together: a context's rows and the data's, a monitor's tail and its chunk, so
+that the row after a seam takes its increase from the row before it, as in one table (``Table.rated`` marks a
+table whose rates were taken already: a monitor rates its tail and chunk as one before scoring the chunk).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from mscred.data.io import Table, check_time_order
+
+# What `mscred info` and the training notes call the rate, by the kind of the rows' index.
+PER_SECOND, PER_ROW = "per second", "per row"
+
+
+def step_seconds(index: pd.Index) -> Optional[np.ndarray]:
+    """(T - 1,) float64: the seconds between each row's time and the row before's, the times read as the order check
+    reads them (``io.check_time_order``: date-times, durations, date text in its format or zone); None where the
+    rows have no times (row numbers, numbers, ids)."""
+    if isinstance(index, pd.RangeIndex):
+        return None
+    times = check_time_order(index, "the rows")   # (checked as they were read: here for their instants)
+    if times is None or not times[2]:
+        return None
+    keys, tick = times[0], times[1]
+    return np.diff(keys).astype(np.float64) * (tick / 1e9)
+
+
+def rate_unit(index: pd.Index) -> str:
+    """``PER_SECOND`` for rows with times (date-times, durations, date text), ``PER_ROW`` for row numbers and ids."""
+    return PER_ROW if step_seconds(index[:2]) is None else PER_SECOND
+
+
+def rates(values: np.ndarray, index: pd.Index) -> np.ndarray:
+    """Each column of ``values`` (T, k) float64 as its rate over the rows of ``index`` (the module's docstring):
+    the increase since the row before (the value itself after a fall: a reset), divided by the seconds between
+    the two rows' times, or by 1 where ``index`` holds no times; the first row takes the second's rate (0 when there
+    is one row)."""
+    values = np.asarray(values, dtype=np.float64)
+    out = np.zeros_like(values)
+    if len(values) < 2:
+        return out
+    increase = np.diff(values, axis=0)
+    reset = increase < 0
+    increase[reset] = values[1:][reset]
+    seconds = step_seconds(index)
+    if seconds is not None:
+        increase /= seconds[:, None]
+    out[1:] = increase
+    out[0] = increase[0]
+    return out
+
+
+def rated(table: Table, sensors: Sequence[str]) -> Table:
+    """``table`` with the columns of ``sensors`` (those it has and has not rated yet) as their rates
+    (``rates``), marked in ``Table.rated``; ``table`` itself where there are none."""
+    todo = [name for name in sensors if name in table.sensors and name not in table.rated]
+    if not todo:
+        return table
+    columns = [table.sensors.index(name) for name in todo]
+    values = table.values.copy()
+    values[:, columns] = rates(values[:, columns], table.index)
+    return dataclasses.replace(table, values=values, rated=table.rated + tuple(todo))
