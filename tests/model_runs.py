@@ -11,17 +11,29 @@ import torch
 import torch.nn.functional as F
 
 
+# The levels' channels of a step under the CPU's Triton interpreter, whose time grows with them: a quarter of the
+# model's (32, 64, 128, 256) -- the same kernels and paths, a training step's test in seconds instead of tens.
+CPU_CHANNELS = (8, 16, 32, 64)
+
+
+def step_channels(device: str) -> tuple[int, int, int, int]:
+    """The levels' channels of ``fused_training_step`` without ``channels``: ``CPU_CHANNELS`` or the model's."""
+    from mscred.config import ModelConfig
+
+    return CPU_CHANNELS if device == "cpu" else tuple(ModelConfig().channels)
+
+
 def fused_training_step(n: int, B: int, autocast: Callable, device: str, seed: int = 0,
                         channels: tuple[int, int, int, int] | None = None) -> Callable:
     """``run()``: one forward and backward of a fused MSCREDNet for ``n`` sensors on a fixed batch of B windows (the
     same weights and data at every call), under the context ``autocast()``; returns (loss, {name: gradient}).
-    ``channels``: the levels' channel counts, if not the model's default (smaller ones keep the interpreter's
-    runs of the bf16 step's weight-cache kernels short)."""
+    ``channels``: the levels' channel counts, if not the model's default on a GPU or ``CPU_CHANNELS`` on the CPU
+    (smaller ones keep the interpreter's runs short)."""
     from mscred.config import ModelConfig
     from mscred.model import MSCREDNet
 
     torch.manual_seed(seed)
-    extra = {} if channels is None else {"channels": channels}
+    extra = {"channels": channels or step_channels(device)}
     net = MSCREDNet(ModelConfig(n_sensors=n, backend="fused", **extra)).to(device)
     x = torch.rand(B, 5, 3, n, n, device=device)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from model_runs import assert_same_step, fused_training_step
+from model_runs import assert_same_step, fused_training_step, step_channels
 
 from mscred.ops import attention_cat
 from mscred.ops import reference as ref_ops
@@ -169,7 +169,8 @@ def test_the_fused_model_trains_the_same_with_it(fold, encoder_xh, monkeypatch, 
     monkeypatch.setenv("MSCRED_ENCODER_XH", encoder_xh)
     ref, ours, into, copied = _off_and_on(
         fused_training_step(12, 2, torch.enable_grad, DEVICE), monkeypatch)
-    assert [s[1:] for s in into] == [(128, 3, 3), (64, 6, 6), (32, 12, 12)] and not copied
+    c1, c2, c3, _ = step_channels(DEVICE)
+    assert [s[1:] for s in into] == [(c3, 3, 3), (c2, 6, 6), (c1, 12, 12)] and not copied
     assert_same_step(ours, ref)
 
 
