@@ -320,3 +320,39 @@ def test_a_row_out_of_order_within_the_repeated_hour_is_named_not_the_change():
         with pytest.raises(InputError) as caught:
             table_from_frame(read, "t.csv")
         assert fragment in str(caught.value)
+
+
+def test_evaluate_reads_an_anomalies_tables_wall_times_in_the_zone(tmp_path, capsys):
+    """An anomalies table's start and end written in the site's wall time, with --time-zone: the same events as
+    the same table written with offsets, through the hour the clocks go back; a start or end inside that hour (two
+    instants) is refused naming both offsets, one the clocks skip likewise."""
+    instants = pd.date_range("2026-10-24 23:00", periods=240, freq="1min", tz="UTC")   # 01:00+02:00 .. 03:59+01:00
+    local = instants.tz_convert("Europe/Berlin")
+    scores = pd.DataFrame({TIMESTAMP: local.map(lambda t: t.isoformat(sep=" ")),
+                           "score": np.random.default_rng(0).random(240), "is_anomaly": 0, "root_causes": "",
+                           "scales": ""})
+    scores.loc[20:29, "is_anomaly"] = scores.loc[200:214, "is_anomaly"] = 1
+    scores.to_csv(tmp_path / "s.csv", index=False)
+    events = [(20, 30), (200, 215)]   # (01:20-01:30 summer time; 03:20-03:35 winter time)
+    (tmp_path / "labels_local").mkdir()
+    (tmp_path / "labels_zoned").mkdir()
+    for name, shown in (("local", lambda t: t.strftime("%Y-%m-%d %H:%M:%S")), ("zoned", lambda t: t.isoformat())):
+        pd.DataFrame({"start": [shown(local[a]) for a, _ in events], "end": [shown(local[b]) for _, b in events],
+                      "root_causes": ["s1", "s2"]}).to_csv(tmp_path / f"labels_{name}" / "anomalies.csv",
+                                                            index=False)
+    got = {}
+    for name in ("local", "zoned"):
+        code, out, err = run_cli(capsys, "evaluate", tmp_path / "s.csv", "--labels",
+                                 tmp_path / f"labels_{name}" / "anomalies.csv", "--time-zone", "Europe/Berlin",
+                                 "--json")
+        assert code == 0, err
+        got[name] = json.loads(out)
+    assert got["local"] == got["zoned"] and got["local"]["n_anomalous_rows"] == 25
+    assert got["local"]["f1"] == 1.0
+    for wall, fragment in (("2026-10-25 02:30:00", "comes twice in Europe/Berlin (the clocks go back): write it "
+                                                   "with its offset, +02:00 (the first time) or +01:00 (the second)"),
+                           ("2026-03-29 02:30:00", "is no time in Europe/Berlin")):
+        pd.DataFrame({"start": ["2026-10-25 01:10:00", wall], "end": ["2026-10-25 01:20:00", "2026-10-25 03:50:00"]}
+                     ).to_csv(tmp_path / "bad.csv", index=False)
+        bad_input(capsys, "evaluate", tmp_path / "s.csv", "--labels", tmp_path / "bad.csv", "--time-zone",
+                  "Europe/Berlin", names=["bad.csv: column 'start' row 2", fragment])

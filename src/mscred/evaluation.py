@@ -180,19 +180,22 @@ def event_notes(result: dict) -> list[str]:
 def events_from_anomalies(df: pd.DataFrame, index: np.ndarray, source: str,
                           timestamps: str = "the SCORES file's", refuse_outside: bool = False,
                           labels: Optional[np.ndarray] = None, labels_source: str = "",
-                          dates_ok: bool = False) -> tuple[np.ndarray, list[set[str]], int, int]:
+                          dates_ok: bool = False, time_zone: Optional[str] = None
+                          ) -> tuple[np.ndarray, list[set[str]], int, int]:
     """Map anomalies (start, end exclusive, on the timestamp scale) onto row intervals of ``index``: (events,
     causes, how many events had no scored row and were dropped, how many kept ones began before the first scored
     row or ended after the last one's step and were cut to the scored rows). ``timestamps`` names whose timestamps
     ``index`` holds, in the messages; ``refuse_outside``: an event with no row is an InputError naming it, not
     dropped (a dataset's own anomalies file, checked at load). ``labels`` (int8, aligned with ``index``; from
     ``labels_source``): an event over none of its anomalous rows is said in a note (NoteWarning). ``dates_ok``:
-    start/end may be date-times, placed by instant (UTC) on date-time timestamps; off, they must be numbers."""
+    start/end may be date-times, placed by instant (UTC) on date-time timestamps; off, they must be numbers.
+    ``time_zone``: the zone of start/end date-times written without an offset (each read alone: one in the hour the
+    clocks go back is refused, naming the offsets that tell its two instants apart)."""
     missing = [c for c in ("start", "end") if c not in df.columns]
     if missing:
         raise InputError(f"{source}: no {' and no '.join(repr(c) for c in missing)} column: an anomalies table has "
                          "start, end (timestamps, end exclusive) and optionally root_causes")
-    starts, ends, times = _event_bounds(df, source, dates_ok)
+    starts, ends, times = _event_bounds(df, source, dates_ok, time_zone)
     show = _show_time if times else _show_number
     bad = np.flatnonzero(ends <= starts)
     if len(bad):
@@ -245,16 +248,18 @@ def _instants(times: pd.DatetimeIndex, source: str, what: str) -> np.ndarray:
                          "nanosecond") from None
 
 
-def _event_bounds(df: pd.DataFrame, source: str, dates_ok: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+def _event_bounds(df: pd.DataFrame, source: str, dates_ok: bool, time_zone: Optional[str] = None
+                  ) -> tuple[np.ndarray, np.ndarray, bool]:
     """start and end of an anomalies table on one scale: (float64, float64, False) when both hold numbers, (int64
     UTC nanoseconds, ..., True) when ``dates_ok`` and both hold date-times ('2024-01-01 10:00:00' was "not a finite
-    number" while a SCORES file's date-time timestamps were accepted), else an InputError naming the cell."""
+    number" while a SCORES file's date-time timestamps were accepted), else an InputError naming the cell.
+    ``time_zone``: the zone of date-times written without an offset (``evaluate --time-zone``)."""
     numbers = [_as_numbers(df[c]) for c in ("start", "end")]
     if all(n is not None for n in numbers):
         return numbers[0], numbers[1], False
     if not dates_ok:
         return _numeric(df, "start", source), _numeric(df, "end", source), False   # raises, naming the cell
-    times = [_as_times(df[c].to_numpy()) for c in ("start", "end")]
+    times = [_as_times(df[c].to_numpy(), time_zone, f"{source}: column '{c}'") for c in ("start", "end")]
     if all(t is not None for t in times):
         return (_instants(times[0], source, "column 'start'"), _instants(times[1], source, "column 'end'"), True)
     for col, n, t in zip(("start", "end"), numbers, times):
@@ -378,14 +383,21 @@ def _differ(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.asarray(a).astype(str) != np.asarray(b).astype(str))
 
 
-def _as_times(values: np.ndarray) -> Optional[pd.DatetimeIndex]:
+def _as_times(values: np.ndarray, time_zone: Optional[str] = None, where: str = "") -> Optional[pd.DatetimeIndex]:
     """``values`` as UTC date-times when every one reads as one (text, datetime64, datetime objects), else None;
-    numbers are no date-times here (to_datetime would read them as epoch nanoseconds)."""
+    numbers are no date-times here (to_datetime would read them as epoch nanoseconds). ``time_zone``: wall times
+    without an offset are that zone's, each placed alone (``time_zone.placed_alone``; ``where`` names the column)."""
     values = pd.Index(values)
     if pd.api.types.is_numeric_dtype(values.dtype) or pd.api.types.is_bool_dtype(values.dtype):
         return None
     parsed = io.parse_times(values)
-    return None if parsed.isna().any() else parsed
+    if parsed.isna().any():
+        return None
+    if time_zone is not None:
+        from mscred.data.time_zone import placed_alone
+
+        return placed_alone(values, time_zone, where)
+    return parsed
 
 
 def read_ground_truth(path: str | os.PathLike, scores: Scores,
@@ -400,6 +412,7 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     from mscred.data.io import table_from_frame
 
     source = str(path)
+    zone = None if reading is None else reading.time_zone   # (an anomalies table's start and end: in it too)
     df = read_frame(path, events_ok=True, encoding=encoding)
     if _is_anomalies_table(df):
         if _is_none(anomalies):   # (there is no label column to take the events from instead)
@@ -409,7 +422,8 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
             # (its events and root causes were ignored without a word, a missing file too)
             raise InputError(f"{anomalies}: --labels {source} is itself an anomalies table (start, end): give the "
                              "events and their root causes in one of the two")
-        events, causes, outside, clipped = events_from_anomalies(df, scores.index, source, dates_ok=True)
+        events, causes, outside, clipped = events_from_anomalies(df, scores.index, source, dates_ok=True,
+                                                                 time_zone=zone)
         labels = np.zeros(len(scores.score), dtype=np.int8)
         for a, b in events:
             labels[a:b] = 1
@@ -437,7 +451,7 @@ def read_ground_truth(path: str | os.PathLike, scores: Scores,
     if beside is not None:
         a_events, a_causes, a_outside, a_clipped = events_from_anomalies(
             read_frame(beside, events_ok=True, encoding=encoding), scores.index, str(beside), labels=labels,
-            labels_source=source, dates_ok=True)
+            labels_source=source, dates_ok=True, time_zone=zone)
         if len(a_events):
             events, causes, outside, clipped = a_events, a_causes, a_outside, a_clipped
     events_source = str(beside) if beside is not None and causes is not None else ""

@@ -122,8 +122,8 @@ def _check_vus_window(window: int, scores) -> None:
 @click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
               help="The time column of --labels and --data where it is not named 'timestamp' (as given to train).")
 @click.option("--time-zone", "time_zone", type=TIME_ZONE, default=None, metavar="ZONE",
-              help="The time zone of --labels' and --data's local times written without a UTC offset (as given to "
-                   "train; anomalies.csv's start and end are read as written: give them with their offset).")
+              help="The time zone of --labels', --anomalies' and --data's local times written without a UTC offset "
+                   "(as given to train; an event's start or end in the hour the clocks go back needs its offset).")
 @click.option("--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
               help="Text that stands for a missing sensor value in --labels and --data (as given to train).")
 @click.option("--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",

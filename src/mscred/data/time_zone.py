@@ -88,6 +88,40 @@ def localized(df: pd.DataFrame, zone: str, source: str, clock: Optional[ZoneCloc
     return out
 
 
+def placed_alone(times: pd.Index, zone: str, where: str) -> pd.DatetimeIndex:
+    """Date-times each read alone in ``zone``, as UTC (an anomalies table's start and end: events in any order, so no
+    order tells a repeated hour's two passes apart): wall times placed in the zone, zoned ones exact; a wall time of
+    the repeated hour (two instants) or one the clocks skip (none) is refused at its row, naming the offsets."""
+    if pd.api.types.is_datetime64_any_dtype(times.dtype):
+        stamps = pd.DatetimeIndex(times).as_unit("ns")
+        if stamps.tz is not None:
+            return stamps.tz_convert("UTC")
+        wall = stamps.asi8
+    else:
+        read = date_text_times(times, where)
+        if read is None:
+            raise InputError(f"{where}: value {short_repr(times[0])} is no date-time: --time-zone reads local "
+                             "date-times written without a UTC offset")
+        keys, tick, zoned = read
+        wall = keys.astype(np.int64) * tick
+        if zoned:
+            return pd.DatetimeIndex(wall.astype("datetime64[ns]")).tz_localize("UTC")
+    naive = pd.DatetimeIndex(wall.astype("datetime64[ns]"))
+    first = naive.tz_localize(zone, ambiguous=np.ones(len(wall), dtype=bool), nonexistent="NaT")
+    second = naive.tz_localize(zone, ambiguous=np.zeros(len(wall), dtype=bool), nonexistent="NaT")
+    skipped = np.asarray(first.isna())
+    bad = np.flatnonzero(skipped | (first.asi8 != second.asi8))
+    if len(bad):
+        r = int(bad[0])
+        if skipped[r]:
+            raise InputError(f"{where} row {r + 1}: {short_repr(times[r])} is no time in {zone} (the clocks skip it "
+                             "when summer time begins); were the times written in another zone, or in UTC?")
+        offsets = [stamp.isoformat()[-6:] for stamp in (first[r], second[r])]   # ('+02:00', '+01:00')
+        raise InputError(f"{where} row {r + 1}: {short_repr(times[r])} comes twice in {zone} (the clocks go back): "
+                         f"write it with its offset, {offsets[0]} (the first time) or {offsets[1]} (the second)")
+    return first.tz_convert("UTC")
+
+
 def _instants(times: pd.Index, zone: str, where: str, df: pd.DataFrame, sensor_column: Optional[str],
               clock: Optional[ZoneClock]) -> np.ndarray:
     """The UTC nanoseconds of ``times`` read in ``zone`` (``localized``)."""
