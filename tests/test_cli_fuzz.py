@@ -554,6 +554,28 @@ def test_mutated_wall_time_tables_through_a_model_reading_them_in_a_zone(tmp_pat
                           zone)
 
 
+def test_mutated_tables_through_a_model_of_rates_and_states(tmp_path, capsys):
+    """Tables of four float tags, a counter and a valve's text states, mutated (a state edited to another word or a
+    number, a counter cell to text, a time repeated), through the four commands of a model given the counter's rate
+    and the valve's states; train, at times, with other states of its own (or a spec of none)."""
+    from mscred.detector import MSCRED
+
+    frame = sensor_frame(3 * ROWS, 4)
+    frame["bytes_total"] = np.cumsum(np.arange(3 * ROWS) % 7 + 1.0)
+    frame["valve"] = np.where(np.arange(3 * ROWS) % 40 < 25, "OPEN", "CLOSED")
+    counting_model = tmp_path / "counting_model"
+    MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, rate_sensors=["bytes_total"],
+           states=["valve=CLOSED,OPEN"]).fit(frame).save(counting_model)
+
+    def options(mutate):
+        own = ["--states", mutate.choice(["valve=CLOSED,OPEN", "valve=OPEN", "valve", "s0=A,B"])]
+        return {"train": ["--rate", "bytes_total"] + (own if mutate.random() < 0.3 else ["--states",
+                                                                                          "valve=CLOSED,OPEN"])}
+
+    _four_commands_fuzzed(capsys, tmp_path, frame.to_csv(index=False), counting_model, random.Random(20261210), 40,
+                          options)
+
+
 def test_mutated_files_through_fleet_watch(tmp_path, capsys, model_dir):
     """fleet-watch of two entities whose files are mutated (``--idle-exit 0``: one poll each): exit 0, or exit 1
     with one ``<entity>: stopped: ...`` line per entity it stopped (the other scored), or exit 2 with one line;

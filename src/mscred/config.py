@@ -46,7 +46,7 @@ class ModelConfig:
 # Settings added after models were first written, saved in config.json only where they differ from their defaults:
 # a model that does not use them stays readable by the mscred before them, which refuses a setting it does not know.
 ADDED_SETTINGS = {"train": ("time_column", "na_values", "long_columns", "resample", "only_sensors", "drop_columns",
-                            "time_zone", "hold_sensors", "rate_sensors")}
+                            "time_zone", "hold_sensors", "rate_sensors", "states")}
 
 # What a missing (NaN, or empty) sensor value gets (TrainConfig.missing, `--missing`): "error" (SPEC: exit 2 naming
 # the cell), "interpolate" (linear in the row number between the neighbouring present values of its sensor; before
@@ -141,6 +141,10 @@ class TrainConfig:
     # the row before, per second where the rows have times, a reset read as a count from 0 (mscred.data.rate); their
     # raw value only grows, out of the training range. Kept in the model: every command scoring its data rates them.
     rate_sensors: tuple[str, ...] = ()
+    # Columns of text states read as each state's position among them (`--states valve=CLOSED,OPEN`: a historian's
+    # digital tag, CLOSED 0 and OPEN 1), "NAME=STATE,STATE,..." each (mscred.data.states); a text that is none of them
+    # is refused at its cell. Kept in the model: every command reading its data reads the column so.
+    states: tuple[str, ...] = ()
 
 
 @dataclass

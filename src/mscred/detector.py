@@ -1219,8 +1219,19 @@ def config_problem(config: MSCREDConfig) -> Optional[str]:
     if config.train.only_sensors is not None and set(config.train.only_sensors) & set(config.train.drop_columns):
         both = sorted(set(config.train.only_sensors) & set(config.train.drop_columns))
         return f"train.only_sensors and train.drop_columns both name {both[0]!r}: read it, or leave it out"
-    for name, verb in (("hold_sensors", "hold"), ("rate_sensors", "rate")):   # (sensors the model reads, by name)
-        names = getattr(config.train, name)
+    states = config.train.states
+    if not isinstance(states, tuple) or not all(isinstance(spec, str) for spec in states):
+        return f"train.states {states!r}: must be a list of texts NAME=STATE,STATE,..., e.g. ['valve=CLOSED,OPEN']"
+    from mscred.data.states import state_columns
+
+    try:
+        state_names = tuple(state_columns(states, "train.states"))
+    except InputError as error:
+        return str(error)
+    if time_column in state_names:
+        return f"train.states names {time_column!r}, the time column, which is read as such"
+    for name, verb in (("hold_sensors", "hold"), ("rate_sensors", "rate"), ("states", "read the states of")):
+        names = state_names if name == "states" else getattr(config.train, name)   # (sensors read, by name)
         if set(names) & set(config.train.drop_columns):
             both = sorted(set(names) & set(config.train.drop_columns))
             return f"train.{name} and train.drop_columns both name {both[0]!r}: a column left out is no sensor"

@@ -556,12 +556,24 @@ def sensor_pool(truth: GroundTruth, model_dir=None, data=None) -> list[str]:
 def model_resample(model_dir) -> Optional[str]:
     """The period a model puts its data on (its config.json's ``train.resample``), None where it has none or its
     config cannot be read (the report, if any, says so)."""
+    period = _model_train_setting(model_dir, "resample")
+    return period if isinstance(period, str) else None
+
+
+def model_states(model_dir) -> tuple[str, ...]:
+    """The columns of text states a model reads as numbers (its config.json's ``train.states``), () where it has
+    none or its config cannot be read."""
+    states = _model_train_setting(model_dir, "states")
+    return tuple(states) if isinstance(states, list) and all(isinstance(x, str) for x in states) else ()
+
+
+def _model_train_setting(model_dir, name: str):
+    """A setting of a model's config.json's train section as saved, None where absent or unreadable."""
     try:
         config = json.loads((Path(model_dir) / "config.json").read_text())
-        period = config["config"]["train"].get("resample")
+        return config["config"]["train"].get(name)
     except (OSError, ValueError, AttributeError, KeyError, TypeError):
         return None
-    return period if isinstance(period, str) else None
 
 
 def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarray] = None,

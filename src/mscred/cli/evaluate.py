@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import (COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, PERIOD, SEED, TIME_ZONE, FiniteFloatRange,
-                               NamedPath, encoding_option)
+from mscred.cli.params import (COLUMN_NAME, LONG_COLUMNS, MISSING_TEXT, PERIOD, SEED, STATES, TIME_ZONE,
+                               FiniteFloatRange, NamedPath, encoding_option)
 from mscred.config import MISSING_POLICIES, ScoreConfig
 from mscred.thresholds import READ_BY
 
@@ -131,10 +131,13 @@ def _check_vus_window(window: int, scores) -> None:
 @click.option("--resample", "resample", type=PERIOD, default=None, metavar="PERIOD",
               help="Put --labels and --data on the time grid of SCORES.csv (as given to train): a period's label is 1 "
                    "where any of its rows is [default: --model's, where it has one].")
+@click.option("--states", "states", type=STATES, multiple=True, metavar="NAME=STATE,...",
+              help="A column of text states in --labels and --data read as each state's position (as given to "
+                   "train) [default: --model's].")
 @click.pass_context
 def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
              val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
-             time_column, time_zone, na_values, long_columns, resample) -> None:
+             time_column, time_zone, na_values, long_columns, resample, states) -> None:
     """Score SCORES.csv (from `mscred detect`) against ground truth, beside a seeded random baseline.
 
     --encoding is that of the user's tables (--labels, --anomalies, --data); SCORES.csv and --val-scores, written
@@ -144,15 +147,17 @@ def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, mode
     from mscred.errors import note_lines
 
     _check_threshold_options(ctx, threshold)
-    if resample is None and model_dir is not None:   # (the model's grid is the scores')
-        from mscred.evaluation import model_resample
+    if model_dir is not None:   # (the model's grid is the scores'; its states' columns read as it reads them)
+        from mscred.evaluation import model_resample, model_states
 
-        resample = model_resample(model_dir)
+        resample = model_resample(model_dir) if resample is None else resample
+        states = states or model_states(model_dir)
     with note_lines():   # (a labels table and an anomalies.csv beside it that disagree: one note line)
         _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
                   val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
-                  Reading(time_column, tuple(na_values), resample=resample, time_zone=time_zone),
-                  Reading(time_column, tuple(na_values), long_columns, resample, time_zone=time_zone))
+                  Reading(time_column, tuple(na_values), resample=resample, time_zone=time_zone, states=tuple(states)),
+                  Reading(time_column, tuple(na_values), long_columns, resample, time_zone=time_zone,
+                          states=tuple(states)))
 
 
 def _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold, val_scores,

@@ -30,9 +30,7 @@ SHOWN = ["entity", "rank", "status", "windows", "epochs", "val_loss", "threshold
                    "present); the others are trained again.")
 @click.option("--quiet", is_flag=True, help="No line per finished entity.")
 @encoding_option
-def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device, seed, backend, conv_backend, bf16,
-          cuda_graphs, missing, hold_sensors, rate_sensors, time_column, time_zone, na_values, long_columns, resample,
-          only_sensors, drop_columns, theta, method, threshold, settings, resume, quiet, encoding) -> None:
+def fleet(source, out, data_root, nproc, settings, resume, quiet, encoding, **training) -> None:
     """Train one MSCRED model per entity of SOURCE (a dataset name or a folder) and summarise them.
 
     \b
@@ -50,7 +48,7 @@ def fleet(source, out, data_root, nproc, epochs, batch_size, micro_batch, device
     from mscred.errors import InputError, PartlyDone
     from mscred.fleet import BAD_INPUT, run_fleet
 
-    overrides = given_overrides()
+    overrides = given_overrides()   # (``training``: training_options' values, read there by name)
     overrides = with_settings(overrides, settings)
     echo = None if quiet else (lambda line: click.echo(line, err=True))
     summary = run_fleet(source, out, overrides, root=data_root, nproc=nproc, resume=resume, echo=echo,

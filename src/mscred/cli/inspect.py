@@ -8,8 +8,8 @@ import shlex
 
 import click
 
-from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_TEXT, PERIOD, TIME_ZONE, NamedPath,
-                               column_names, encoding_option)
+from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_TEXT, PERIOD, STATES, TIME_ZONE,
+                               NamedPath, column_names, encoding_option)
 
 
 @click.command()
@@ -28,6 +28,9 @@ from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_
               help="Read only these sensors (as train takes it).")
 @click.option("--drop-columns", "drop_columns", type=COLUMN_NAMES, multiple=True, metavar="NAME,...",
               help="Columns that are not sensors, left out wherever present (as train takes it).")
+@click.option("--states", "states", type=STATES, multiple=True, metavar="NAME=STATE,...",
+              help="A column of text states read as each state's position among them (repeatable; as train takes "
+                   "it).")
 @click.option("--model", "model_dir", type=NamedPath(exists=True, file_okay=False), default=None,
               help="Read DATA as this model reads its data (its time column, missing-value text, long table, "
                    "columns and time grid, the options above over them but --resample and --sensors), and say "
@@ -35,7 +38,8 @@ from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_
                    "`detect`.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a table on stdout, for scripts.")
 @encoding_option
-def inspect(data, time_column, time_zone, na_values, long_columns, resample, only_sensors, drop_columns, model_dir,
+def inspect(data, time_column, time_zone, na_values, long_columns, resample, only_sensors, drop_columns, states,
+            model_dir,
             as_json, encoding) -> None:
     """Describe each table of DATA (files, or folders of tables) as `mscred train` would read it with the same
     options: rows and sensors, the ground-truth rows, the times (first, last, usual step, how unevenly they step,
@@ -53,12 +57,12 @@ def inspect(data, time_column, time_zone, na_values, long_columns, resample, onl
     drop_columns = column_names(drop_columns, "--drop-columns") or ()
     if model_dir is None:
         reading = Reading(time_column, tuple(na_values), long_columns, resample, only_sensors, drop_columns,
-                          time_zone)
+                          time_zone, states=tuple(states))
         signature = SignatureConfig()
     else:
         from mscred.detector import MSCRED
 
-        for option, value in (("--resample", resample), ("--sensors", only_sensors)):
+        for option, value in (("--resample", resample), ("--sensors", only_sensors), ("--states", states or None)):
             if value is not None:
                 raise click.UsageError(f"{option}: with --model the data is read as the model reads it (its own "
                                        f"{'grid' if option == '--resample' else 'sensors'})")
@@ -68,31 +72,45 @@ def inspect(data, time_column, time_zone, na_values, long_columns, resample, onl
         signature = model.config_.signature
     needed = max(signature.windows) + (signature.steps - 1) * signature.gap
     for path in [table for given in data for table in tables_given(given, "to inspect")]:
-        table, text_columns = _read_leaving_out_text(path, encoding, reading)
+        table, text_columns, state_like = _read_leaving_out_text(path, encoding, reading)
         found = profile(table, signature.windows, needed)
         if model is not None:
             found.update(_against(model, found, table))
         found["text_columns"] = text_columns
-        left_out = text_columns + found["empty"]
-        if left_out:   # (train refuses both: a column of words, and a sensor with nothing to interpolate from)
+        found["state_columns"] = state_like
+        # (train refuses both: a column of words, and a sensor with nothing to interpolate from; a column of a few
+        # words may be a digital tag's states, which --states reads as numbers -- not with --model: the model's own)
+        left_out = [c for c in text_columns if c not in state_like or model is not None] + found["empty"]
+        if left_out:
             found["suggested_options"].insert(0, shlex.join(["--drop-columns", ",".join(left_out)]))
+        if model is None:   # (after --drop-columns, before the rest)
+            at = 1 if left_out else 0
+            found["suggested_options"][at:at] = [shlex.join(["--states", f"{name}={','.join(names)}"])
+                                                 for name, names in state_like.items()]
         click.echo(json.dumps(found) if as_json else _described(found))
 
 
 def _read_leaving_out_text(path, encoding, reading):
     """(the table at ``path`` read with its missing values kept, the columns without a number in them that were left
-    out to read it): where ``train`` would refuse such a column (``TextColumnError``), ``inspect`` reads the table
-    without it, to describe the rest and suggest --drop-columns (the file read once: ``read_raw_frame``)."""
+    out to read it, those of them whose few words may be states: {name: the words sorted}): where ``train`` would
+    refuse such a column (``TextColumnError``), ``inspect`` reads the table without it, to describe the rest and
+    suggest --drop-columns, or --states (the file read once: ``read_raw_frame``)."""
     import dataclasses
 
     from mscred.data.io import KEEP, TIMESTAMP, load_table, read_raw_frame
     from mscred.errors import TextColumnError
 
+    from mscred.data.states import suggested_states
+
     raw = read_raw_frame(path, encoding=encoding, time_name=reading.time_column or TIMESTAMP)
     left_out: list[str] = []
     while True:
         try:
-            return load_table(path, missing=KEEP, encoding=encoding, reading=reading, raw=raw), left_out
+            table = load_table(path, missing=KEEP, encoding=encoding, reading=reading, raw=raw)
+            names = [str(c).strip() for c in raw.columns]
+            states = {name: suggested_states(raw.iloc[:, names.index(name)], reading.na_values)
+                      for name in left_out if names.count(name) == 1}
+            return table, left_out, {name: list(found) for name, found in states.items() if found}
         except TextColumnError as error:
             if error.column in reading.drop_columns:   # (cannot happen: a column left out is not read; no loop)
                 raise

@@ -181,6 +181,26 @@ class _TimeZone(click.ParamType):
 TIME_ZONE = _TimeZone()
 
 
+class _States(click.ParamType):
+    """--states NAME=STATE,STATE,...: a column of text states and its states in order (``data.states``), checked as
+    given (the text kept, as the model keeps it)."""
+
+    name = "name=state,..."
+
+    def convert(self, value, param, ctx):
+        from mscred.data.states import parse_state_spec
+        from mscred.errors import InputError
+
+        try:
+            parse_state_spec(value)
+        except InputError as error:
+            self.fail(str(error).removeprefix(f"--states {value!r}: "), param, ctx)
+        return str(value)
+
+
+STATES = _States()
+
+
 class _ColumnNames(click.ParamType):
     """--sensors / --drop-columns NAME,NAME...: column or sensor names, comma-separated (the option repeatable too;
     ``column_names`` joins the repeats), each stripped, not empty, not 'label', none twice."""

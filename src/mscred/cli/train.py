@@ -10,8 +10,8 @@ from pathlib import Path
 
 import click
 
-from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, COUNT, LONG_COLUMNS, MISSING_TEXT, PERIOD, SEED, TIME_ZONE,
-                               NamedPath, column_names, encoding_option)
+from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, COUNT, LONG_COLUMNS, MISSING_TEXT, PERIOD, SEED, STATES,
+                               TIME_ZONE, NamedPath, column_names, encoding_option)
 from mscred.cli.settings import SET_OPTION, with_settings
 from mscred.config import MISSING_POLICIES, TrainConfig
 from mscred.detect import SCORE_METHODS
@@ -39,7 +39,8 @@ NAME_LISTS = (("only_sensors", "--sensors"), ("drop_columns", "--drop-columns"),
 # The options of ``training_options`` that are estimator settings of the same name (--theta apart: a score's)
 TRAINING_SETTINGS = ("epochs", "batch_size", "micro_batch", "device", "seed", "backend", "conv_backend", "bf16",
                      "cuda_graphs", "method", "threshold", "missing", "time_column", "time_zone", "na_values",
-                     "long_columns", "resample", "only_sensors", "drop_columns", "hold_sensors", "rate_sensors")
+                     "long_columns", "resample", "only_sensors", "drop_columns", "hold_sensors", "rate_sensors",
+                     "states")
 
 
 def given_overrides() -> dict:
@@ -53,8 +54,9 @@ def training_overrides(theta: str | None = None, method: str | None = None, **op
     the repeated texts as one tuple, the name lists as one tuple of names (``column_names``), --theta and --score
     as ``score_overrides`` reads them. Shared by train, fleet and DDP train, which take the same options."""
     overrides = {k: v for k, v in options.items() if v is not None and v != ()}
-    if "na_values" in overrides:
-        overrides["na_values"] = tuple(overrides["na_values"])
+    for name in ("na_values", "states"):   # (repeated texts: one tuple)
+        if name in overrides:
+            overrides[name] = tuple(overrides[name])
     for name, option in NAME_LISTS:
         if name in overrides:
             overrides[name] = column_names(overrides[name], option)
@@ -208,6 +210,10 @@ _TRAINING_OPTIONS = [
                  help="Counters and totalizers the model takes as their rate (the increase since the row before, per "
                       "second where the rows have times; a fall read as a reset): --rate bytes_total,energy_kwh; "
                       "kept in the model for detect [config: none]."),
+    click.option("--states", "states", type=STATES, multiple=True, metavar="NAME=STATE,...",
+                 help="A column of text states read as each state's position among them (repeatable): --states "
+                      "valve=CLOSED,OPEN reads CLOSED as 0 and OPEN as 1; another text is refused at its cell; kept "
+                      "in the model for detect [config: none]."),
     click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
                  help="The data's column holding each row's time, where it is not named 'timestamp' (e.g. 'Time'); "
                       "kept in the model: detect, watch and calibrate read the same name [config: timestamp]."),
@@ -345,9 +351,7 @@ def _write_validation_scores(model, parts, path) -> None:
               help="Also write the scores of the validation rows (the last windows of DATA, which set the "
                    "threshold) as a SCORES file, for `evaluate --threshold ... --val-scores`.")
 @encoding_option
-def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, backend, conv_backend, bf16, cuda_graphs,
-          theta, method, threshold, missing, hold_sensors, rate_sensors, time_column, time_zone, na_values,
-          long_columns, resample, only_sensors, drop_columns, settings, quiet, nproc, val_scores, encoding) -> None:
+def train(data, out, resume, settings, quiet, nproc, val_scores, encoding, **training) -> None:
     """Train MSCRED on DATA (CSV, Parquet or .npy of normal behaviour) and write MODEL_DIR.
 
     Several DATA files are parts of the training data that are not one series (runs between plant stops): every
@@ -364,7 +368,7 @@ def train(data, out, epochs, batch_size, micro_batch, device, seed, resume, back
 
     folders = [Path(path).resolve() for path in data if Path(path).is_dir()]
     data = [part for path in data for part in tables_given(path, "to train on")]   # (a folder: its tables)
-    overrides = given_overrides()
+    overrides = given_overrides()   # (``training``: training_options' values, read there by name)
     overrides["progress"] = not quiet  # the CLI shows the epochs; the Python API is quiet unless asked
     overrides = with_settings(overrides, settings)
     from mscred.atomic import check_replaceable_dir

@@ -977,8 +977,14 @@ def _numeric_column(series: pd.Series, col: str, source: str, allow_missing: boo
                 if not (~np.isnan(numbers)).any():
                     # (no number in the whole column: maybe a name, a unit, an ID -- or every value of a short
                     # chunk failed, as a feed's one line can)
+                    from mscred.data.states import suggested_states   # (which imports this module)
+
+                    states = suggested_states(series)
+                    spec = f"{str(col).strip()}={','.join(states)}"
+                    coded = f"a digital tag's states? --states {shlex.quote(spec)} reads them as numbers; " \
+                        if states else ""
                     hint = (f" (a text column, no number in it? only '{TIMESTAMP}' and '{LABEL}' may hold text: "
-                            f"--drop-columns {shlex.quote(str(col))} leaves it out; or {hint[2:]}")
+                            f"--drop-columns {shlex.quote(str(col))} leaves it out; {coded}or {hint[2:]}")
             message = (f"{source}: column '{col}' {_row(series, row)}: value {short_repr(series.iloc[row])} is not a "
                        f"number{hint}")
             if hint.startswith(" (a text column"):   # (words, and no number in the whole column)

@@ -34,6 +34,7 @@ import pandas as pd
 from mscred.atomic import few_names
 from mscred.data.io import HOLD, LABEL, POSITIONAL, ROW_TIME, TIME_NAME, TIMESTAMP, short_repr
 from mscred.data.resample import RESAMPLE
+from mscred.data.states import coded_states
 from mscred.data.time_zone import ZoneClock, checked_zone, localized
 from mscred.errors import InputError
 
@@ -46,8 +47,9 @@ class Reading:
     ``sensors``: the only sensors read (None: every one); ``drop_columns``: columns left out wherever present;
     ``time_zone``: the IANA zone of wall times written without an offset (None: taken as they are); ``hold``: the
     sensors whose missing values hold their last value whatever the missing policy says of the others (states and
-    step tags beside float tags; ``table_from_frame`` reads them from the frame's ``attrs``). ``clock``: a followed
-    feed's (``followed``), carrying the last instant read across its pieces' seams."""
+    step tags beside float tags; ``table_from_frame`` reads them from the frame's ``attrs``); ``states``: columns of
+    text states read as their positions, ``NAME=STATE,STATE,...`` each (``mscred.data.states``). ``clock``: a
+    followed feed's (``followed``), carrying the last instant read across its pieces' seams."""
 
     time_column: Optional[str] = None
     na_values: tuple[str, ...] = ()
@@ -57,6 +59,7 @@ class Reading:
     drop_columns: tuple[str, ...] = ()
     time_zone: Optional[str] = None
     hold: tuple[str, ...] = ()
+    states: tuple[str, ...] = ()
     clock: Optional[ZoneClock] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
@@ -76,11 +79,12 @@ class Reading:
         """A model's reading (``train``: its ``TrainConfig``) with a command's options over it: the time column, the
         long table's columns and the time zone given instead of the model's, the missing-value text and the columns
         to leave out given besides the model's. The resampling period, the sensors read and those held are the
-        model's alone: its windows are spans of that grid, and it scores its own sensors, read as it read them."""
+        model's alone: its windows are spans of that grid, and it scores its own sensors, read as it read them (its
+        states' columns too)."""
         return cls(time_column or train.time_column, tuple(dict.fromkeys((*train.na_values, *na_values))),
                    long_columns or train.long_columns, train.resample, train.only_sensors,
                    tuple(dict.fromkeys((*train.drop_columns, *drop_columns))), time_zone or train.time_zone,
-                   train.hold_sensors)
+                   train.hold_sensors, train.states)
 
     def followed(self) -> "Reading":
         """This reading for the pieces of one followed feed (``watch``'s, a ``Monitor``'s chunks), in order: a
@@ -91,7 +95,8 @@ class Reading:
     def frame(self, df: pd.DataFrame, source: str, strict: bool = True) -> pd.DataFrame:
         """``df`` read so: its time column renamed (``named_time_column``), its wall times placed in ``time_zone``
         (``time_zone.localized``), a long table made wide (``widened``)
-        and the missing-value text made NaN (``missing_text``), marked to be put on the ``resample`` grid. Not
+        and the missing-value text made NaN (``missing_text``), the states' columns read as numbers (``coded_states``),
+        marked to be put on the ``resample`` grid. Not
         ``strict`` (a Python caller's frame, which may be indexed by its times, or wide already): a frame without
         the time column, or without the long table's columns, is left as it is in that respect (rows without times
         are taken as on the grid already)."""
@@ -107,6 +112,8 @@ class Reading:
         else:
             df = only_sensors(df, self.sensors, source)
         df = missing_text(df, self.na_values)
+        if self.states:   # (after the missing-value text: a state column's "Bad" is a missing value, not a state)
+            df = coded_states(df, self.states, source)
         timed = TIMESTAMP in df.columns or not isinstance(df.index, pd.RangeIndex)
         if self.resample is not None and (strict or timed):   # (done as the frame becomes a Table: data.resample)
             df = df.copy(deep=False) if df.attrs.get(RESAMPLE) != self.resample else df
@@ -136,6 +143,8 @@ class Reading:
             words += ["--time-zone", self.time_zone]
         if self.hold:
             words += ["--hold", ",".join(self.hold)]
+        for spec in self.states:
+            words += ["--states", spec]
         return shlex.join(words)
 
 
