@@ -46,7 +46,8 @@ DATA_TESTS := tests/test_follow.py tests/test_cli_watch.py tests/test_report.py 
 	tests/test_evaluate_cli.py tests/test_evaluate_alignment.py tests/test_audit_detect_io.py \
 	tests/test_audit_datasets.py tests/test_audit_evaluate.py tests/test_reading.py tests/test_watch_long.py \
 	tests/test_resample.py tests/test_watch_stdin.py tests/test_inspect.py tests/test_select_columns.py \
-	tests/test_missing_hold.py tests/test_time_zone.py tests/test_hold_sensors.py
+	tests/test_missing_hold.py tests/test_time_zone.py tests/test_hold_sensors.py tests/test_rate_sensors.py \
+	tests/test_states.py
 
 test-oldest-pandas:
 	test -x $(OLDEST_VENV)/bin/python || python3 -m venv $(OLDEST_VENV)
