@@ -67,6 +67,33 @@ def evaluate_json(capsys, *argv) -> tuple[dict, str]:
     return json.loads(out), err
 
 
+def read_scores(path) -> pd.DataFrame:
+    """A SCORES file, its text columns as text (a file without anomalies reads them as empty floats)."""
+    from mscred.data.io import float_read_options
+
+    return pd.read_csv(path, dtype={"root_causes": str, "scales": str}, keep_default_na=False, **float_read_options())
+
+
+def scored_as_one_feed(capsys, model, frame: pd.DataFrame, cut: int, folder) -> pd.DataFrame:
+    """``detect`` of ``frame`` written as one table, as a folder of two files cut at row ``cut``, and as its second
+    part after ``--context`` of its first, into ``folder``: the folder's SCORES equal to the table's, the context's to
+    the table's rows from ``cut`` (a feed and a context read as one table); returns the table's SCORES."""
+    frame.to_csv(folder / "today.csv", index=False)
+    (folder / "feed").mkdir()
+    frame.iloc[:cut].to_csv(folder / "feed" / "a.csv", index=False)
+    frame.iloc[cut:].to_csv(folder / "feed" / "b.csv", index=False)
+    runs = {"today": [folder / "today.csv"], "feed": [folder / "feed"],
+            "context": [folder / "feed" / "b.csv", "--context", folder / "feed" / "a.csv"]}
+    got = {}
+    for name, args in runs.items():
+        code, _, err = run_cli(capsys, "detect", model, *args, "--out", folder / f"{name}_s.csv", *ON_THE_CPU)
+        assert code == 0, err
+        got[name] = read_scores(folder / f"{name}_s.csv")
+    pd.testing.assert_frame_equal(got["feed"], got["today"])
+    pd.testing.assert_frame_equal(got["context"], got["today"].iloc[cut:].reset_index(drop=True))
+    return got["today"]
+
+
 def replace_waits(monkeypatch, module, *actions, stop: type[BaseException] = KeyboardInterrupt) -> None:
     """``module.time`` (a watch command's) replaced so that each ``time.sleep`` runs the next of ``actions``
     (appending to a watched file, say) and, once they are done, raises ``stop`` (Ctrl-C; or the SIGTERM the CLI

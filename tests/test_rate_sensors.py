@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import ON_THE_CPU, bad_input, main, run_cli, sensor_frame
-from mscred.data.io import TIMESTAMP, Table, float_read_options
+from cli_helpers import ON_THE_CPU, bad_input, main, run_cli, scored_as_one_feed, sensor_frame
+from mscred.data.io import TIMESTAMP, Table
 from mscred.data.rate import PER_ROW, PER_SECOND, rate_unit, rated, rates, step_seconds
 from mscred.detector import MSCRED
 from mscred.errors import InputError
@@ -165,10 +165,6 @@ def trained(tmp_path_factory):
     return folder, folder / "model"
 
 
-def _read_scores(path) -> pd.DataFrame:
-    return pd.read_csv(path, dtype={"root_causes": str, "scales": str}, keep_default_na=False, **float_read_options())
-
-
 def test_the_cli_keeps_them_and_scores_a_feed_as_one_table(trained, tmp_path, capsys):
     folder, model = trained
     assert json.loads((model / "config.json").read_text())["config"]["train"]["rate_sensors"] == \
@@ -178,21 +174,9 @@ def test_the_cli_keeps_them_and_scores_a_feed_as_one_table(trained, tmp_path, ca
     code, out, err = run_cli(capsys, "info", model)
     assert "rates       bytes_total, energy: counters given to the network as their increase per second" in out
     today = _fleet_series(400, seed=4, start="2026-02-01")
-    today.to_csv(tmp_path / "today.csv", index=False)
-    (tmp_path / "feed").mkdir()
-    today.iloc[:170].to_csv(tmp_path / "feed" / "a.csv", index=False)
-    today.iloc[170:].to_csv(tmp_path / "feed" / "b.csv", index=False)
-    runs = {"today": [tmp_path / "today.csv"], "feed": [tmp_path / "feed"],
-            "context": [tmp_path / "feed" / "b.csv", "--context", tmp_path / "feed" / "a.csv"]}
-    got = {}
-    for name, args in runs.items():
-        code, _, err = run_cli(capsys, "detect", model, *args, "--out", tmp_path / f"{name}_s.csv", *ON_THE_CPU)
-        assert code == 0, err
-        got[name] = _read_scores(tmp_path / f"{name}_s.csv")
-    pd.testing.assert_frame_equal(got["feed"], got["today"])
-    pd.testing.assert_frame_equal(got["context"], got["today"].iloc[170:].reset_index(drop=True))
+    scores = scored_as_one_feed(capsys, model, today, 170, tmp_path)
     loaded = MSCRED.load(model, device="cpu")
-    np.testing.assert_allclose(got["today"]["score"], _scores(loaded.detect(today)), rtol=1e-6)
+    np.testing.assert_allclose(scores["score"], _scores(loaded.detect(today)), rtol=1e-6)
 
 
 def test_train_names_the_counters_left_raw_and_inspect_suggests_rate(tmp_path, capsys):

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cli_helpers import ON_THE_CPU, bad_input, main, run_cli, sensor_frame
-from mscred.data.io import TIMESTAMP, float_read_options, table_from_frame
+from cli_helpers import ON_THE_CPU, bad_input, main, run_cli, scored_as_one_feed, sensor_frame
+from mscred.data.io import TIMESTAMP, table_from_frame
 from mscred.data.reading import Reading
 from mscred.data.states import coded_states, parse_state_spec, state_columns, suggested_states
 from mscred.detector import MSCRED
@@ -78,10 +78,6 @@ def test_suggested_states_are_a_few_words():
     assert suggested_states(pd.Series(["a,b", "c"])) == ()
 
 
-def _scores(path) -> pd.DataFrame:
-    return pd.read_csv(path, dtype={"root_causes": str, "scales": str}, keep_default_na=False, **float_read_options())
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     folder = tmp_path_factory.mktemp("states")
@@ -101,24 +97,12 @@ def test_the_model_keeps_them_and_scores_as_the_numbers_given(trained, tmp_path,
     code, out, err = run_cli(capsys, "info", model, "--json")
     assert code == 0 and json.loads(out)["reads_data_with"] == "--states valve=CLOSED,OPEN,FAULT", err
     frame, codes = _plant(300, seed=3)
-    frame.to_csv(tmp_path / "today.csv", index=False)
-    (tmp_path / "feed").mkdir()
-    frame.iloc[:140].to_csv(tmp_path / "feed" / "a.csv", index=False)
-    frame.iloc[140:].to_csv(tmp_path / "feed" / "b.csv", index=False)
-    runs = {"today": [tmp_path / "today.csv"], "feed": [tmp_path / "feed"],
-            "context": [tmp_path / "feed" / "b.csv", "--context", tmp_path / "feed" / "a.csv"]}
-    got = {}
-    for name, args in runs.items():
-        code, _, err = run_cli(capsys, "detect", model, *args, "--out", tmp_path / f"{name}_s.csv", *ON_THE_CPU)
-        assert code == 0, err
-        got[name] = _scores(tmp_path / f"{name}_s.csv")
-    pd.testing.assert_frame_equal(got["feed"], got["today"])
-    pd.testing.assert_frame_equal(got["context"], got["today"].iloc[140:].reset_index(drop=True))
+    scores = scored_as_one_feed(capsys, model, frame, 140, tmp_path)
     numbers = frame.assign(valve=codes)
     train, _ = _plant(500, seed=0)
     plain = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False).fit(
         train.assign(valve=_plant(500, seed=0)[1]))
-    np.testing.assert_allclose(got["today"]["score"], plain.detect(numbers)["score"], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(scores["score"], plain.detect(numbers)["score"], rtol=1e-6, atol=1e-9)
     # a Monitor reads its tail (codes by then) again with each chunk (text): as chunks of the codes given as numbers
     loaded = MSCRED.load(model, device="cpu")
     texts, given = loaded.monitor(), loaded.monitor()

@@ -92,23 +92,12 @@ def placed_alone(times: pd.Index, zone: str, where: str) -> pd.DatetimeIndex:
     """Date-times each read alone in ``zone``, as UTC (an anomalies table's start and end: events in any order, so no
     order tells a repeated hour's two passes apart): wall times placed in the zone, zoned ones exact; a wall time of
     the repeated hour (two instants) or one the clocks skip (none) is refused at its row, naming the offsets."""
-    if pd.api.types.is_datetime64_any_dtype(times.dtype):
-        stamps = pd.DatetimeIndex(times).as_unit("ns")
-        if stamps.tz is not None:
-            return stamps.tz_convert("UTC")
-        wall = stamps.asi8
-    else:
-        read = date_text_times(times, where)
-        if read is None:
-            raise InputError(f"{where}: value {short_repr(times[0])} is no date-time: --time-zone reads local "
-                             "date-times written without a UTC offset")
-        keys, tick, zoned = read
-        wall = keys.astype(np.int64) * tick
-        if zoned:
-            return pd.DatetimeIndex(wall.astype("datetime64[ns]")).tz_localize("UTC")
-    naive = pd.DatetimeIndex(wall.astype("datetime64[ns]"))
-    first = naive.tz_localize(zone, ambiguous=np.ones(len(wall), dtype=bool), nonexistent="NaT")
-    second = naive.tz_localize(zone, ambiguous=np.zeros(len(wall), dtype=bool), nonexistent="NaT")
+    nanoseconds, zoned = _nanoseconds(times, where)
+    if zoned:
+        return pd.DatetimeIndex(nanoseconds.astype("datetime64[ns]")).tz_localize("UTC")
+    naive = pd.DatetimeIndex(nanoseconds.astype("datetime64[ns]"))
+    first = naive.tz_localize(zone, ambiguous=np.ones(len(naive), dtype=bool), nonexistent="NaT")
+    second = naive.tz_localize(zone, ambiguous=np.zeros(len(naive), dtype=bool), nonexistent="NaT")
     skipped = np.asarray(first.isna())
     bad = np.flatnonzero(skipped | (first.asi8 != second.asi8))
     if len(bad):
@@ -125,26 +114,30 @@ def placed_alone(times: pd.Index, zone: str, where: str) -> pd.DatetimeIndex:
 def _instants(times: pd.Index, zone: str, where: str, df: pd.DataFrame, sensor_column: Optional[str],
               clock: Optional[ZoneClock]) -> np.ndarray:
     """The UTC nanoseconds of ``times`` read in ``zone`` (``localized``)."""
+    nanoseconds, zoned = _nanoseconds(times, where)
+    if zoned:
+        return nanoseconds
+    return _placed(nanoseconds, zone, where, times, _repeat_keys(df, sensor_column, len(nanoseconds)), clock)
+
+
+def _nanoseconds(times: pd.Index, where: str) -> tuple[np.ndarray, bool]:
+    """(int64 nanoseconds of ``times``, whether they are UTC instants already -- zoned date-times, text with an
+    offset -- rather than wall times counted as if UTC); InputError for numbers, durations and text of no date."""
     if pd.api.types.is_datetime64_any_dtype(times.dtype):
         stamps = pd.DatetimeIndex(times).as_unit("ns")
         if stamps.tz is not None:
-            return stamps.tz_convert("UTC").asi8
-        wall = stamps.asi8
-    elif pd.api.types.is_numeric_dtype(times.dtype) or pd.api.types.is_bool_dtype(times.dtype) \
+            return stamps.tz_convert("UTC").asi8, True
+        return stamps.asi8, False
+    if pd.api.types.is_numeric_dtype(times.dtype) or pd.api.types.is_bool_dtype(times.dtype) \
             or pd.api.types.is_timedelta64_dtype(times.dtype):
         raise InputError(f"{where} holds {'durations' if times.dtype.kind == 'm' else 'numbers'}, not date-times: "
                          "--time-zone reads local date-times written without a UTC offset; leave it out")
-    else:
-        read = date_text_times(times, where)
-        if read is None:
-            raise InputError(f"{where}: value {short_repr(times[0])} is no date-time: --time-zone reads local "
-                             "date-times written without a UTC offset; leave it out")
-        keys, tick, zoned = read
-        nanoseconds = keys.astype(np.int64) * tick
-        if zoned:
-            return nanoseconds
-        wall = nanoseconds
-    return _placed(wall, zone, where, times, _repeat_keys(df, sensor_column, len(wall)), clock)
+    read = date_text_times(times, where)
+    if read is None:
+        raise InputError(f"{where}: value {short_repr(times[0])} is no date-time: --time-zone reads local "
+                         "date-times written without a UTC offset; leave it out")
+    keys, tick, zoned = read
+    return keys.astype(np.int64) * tick, zoned
 
 
 def _repeat_keys(df: pd.DataFrame, sensor_column: Optional[str], rows: int) -> Optional[np.ndarray]:
