@@ -39,8 +39,7 @@ from mscred.cli.params import (COLUMN_NAME, COLUMN_NAMES, LONG_COLUMNS, MISSING_
 @click.option("--json", "as_json", is_flag=True, help="One JSON object a table on stdout, for scripts.")
 @encoding_option
 def inspect(data, time_column, time_zone, na_values, long_columns, resample, only_sensors, drop_columns, states,
-            model_dir,
-            as_json, encoding) -> None:
+            model_dir, as_json, encoding) -> None:
     """Describe each table of DATA (files, or folders of tables) as `mscred train` would read it with the same
     options: rows and sensors, the ground-truth rows, the times (first, last, usual step, how unevenly they step,
     the largest jump), missing values per sensor (which `train` refuses unless --missing interpolate), sensors that
@@ -62,10 +61,11 @@ def inspect(data, time_column, time_zone, na_values, long_columns, resample, onl
     else:
         from mscred.detector import MSCRED
 
-        for option, value in (("--resample", resample), ("--sensors", only_sensors), ("--states", states or None)):
+        for option, value, what in (("--resample", resample, "grid"), ("--sensors", only_sensors, "sensors"),
+                                    ("--states", states or None, "states")):
             if value is not None:
                 raise click.UsageError(f"{option}: with --model the data is read as the model reads it (its own "
-                                       f"{'grid' if option == '--resample' else 'sensors'})")
+                                       f"{what})")
         model = MSCRED.load(model_dir, device="cpu")
         reading = Reading.of_model(model.config_.train, time_column, na_values, long_columns, drop_columns,
                                    time_zone)
@@ -98,9 +98,8 @@ def _read_leaving_out_text(path, encoding, reading):
     import dataclasses
 
     from mscred.data.io import KEEP, TIMESTAMP, load_table, read_raw_frame
-    from mscred.errors import TextColumnError
-
     from mscred.data.states import suggested_states
+    from mscred.errors import TextColumnError
 
     raw = read_raw_frame(path, encoding=encoding, time_name=reading.time_column or TIMESTAMP)
     left_out: list[str] = []

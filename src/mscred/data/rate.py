@@ -23,10 +23,6 @@ import pandas as pd
 
 from mscred.data.io import Table, check_time_order
 
-# What `mscred info` and the training notes call the rate, by the kind of the rows' index.
-PER_SECOND, PER_ROW = "per second", "per row"
-
-
 def step_seconds(index: pd.Index) -> Optional[np.ndarray]:
     """(T - 1,) float64: the seconds between each row's time and the row before's, the times read as the order check
     reads them (``io.check_time_order``: date-times, durations, date text in its format or zone); None where the
@@ -38,11 +34,6 @@ def step_seconds(index: pd.Index) -> Optional[np.ndarray]:
         return None
     keys, tick = times[0], times[1]
     return np.diff(keys).astype(np.float64) * (tick / 1e9)
-
-
-def rate_unit(index: pd.Index) -> str:
-    """``PER_SECOND`` for rows with times (date-times, durations, date text), ``PER_ROW`` for row numbers and ids."""
-    return PER_ROW if step_seconds(index[:2]) is None else PER_SECOND
 
 
 def rates(values: np.ndarray, index: pd.Index) -> np.ndarray:
