@@ -502,3 +502,60 @@ def test_a_long_changes_only_export_followed_on_a_grid(tmp_path, capsys, monkeyp
                            *ON_THE_CPU)
     assert code == 0, err
     assert list(pd.read_csv(out)[TIMESTAMP]) == periods
+
+
+@pytest.mark.parametrize("zone, start", [("Europe/Berlin", "2026-10-21 05:00"), ("Europe/Berlin", "2026-03-26 22:00"),
+                                         ("Australia/Sydney", "2026-04-01 12:00"), ("Asia/Kolkata", "2026-01-01 03:00"),
+                                         ("America/Santiago", "2026-09-03 17:00")])
+def test_whole_days_are_the_zones_days(zone, start):
+    """--resample 1D of wall times read in a zone (--time-zone): each day from local midnight, 23 or 25 hours long
+    where the clocks change (Santiago's change skips a midnight: its day begins at 01:00) -- pandas' resampling of
+    the zoned rows -- through the grid of the table and a feed polled in random pieces; 2D the same days in pairs,
+    counted from 1970-01-01's local midnight; 6h keeps the epoch's even grid."""
+    rng = np.random.default_rng(len(zone) + len(start))
+    instants = pd.Timestamp(start, tz=zone) + pd.to_timedelta(np.cumsum(rng.uniform(60, 1500, 1500)), unit="s")
+    frame = pd.DataFrame(rng.standard_normal((len(instants), SENSORS)), columns=[f"s{j}" for j in range(SENSORS)])
+    frame.insert(0, TIMESTAMP, instants.strftime("%Y-%m-%d %H:%M:%S%z"))   # (with their offsets: no fold to guess)
+    reading = Reading(resample="1D", time_zone=zone)
+    table = table_from_frame(reading.frame(frame, "t.csv"), "t.csv", missing=KEEP)
+    want = frame.drop(columns=TIMESTAMP).set_index(instants.as_unit("ns")).resample("1D").mean()
+    assert list(table.index) == list(want.index) and str(table.index.tz) == zone
+    np.testing.assert_allclose(table.values, want.to_numpy(), rtol=1e-12, atol=1e-15)
+    assert all(t.tz_localize(None) == t.tz_localize(None).normalize() or t.hour == 1 for t in table.index)
+    read = reading.frame(frame, "t.csv")   # (what a feed's follower gives: zoned times)
+    cuts = sorted(set(rng.integers(1, len(frame), 6).tolist()))
+    feed = GridFeed(_Pieces(read, cuts), "1D")
+    polled = [feed.poll() for _ in range(len(cuts) + 1)] + [feed.poll(final=True)]
+    got = pd.concat([p for p in polled if p is not None], ignore_index=True)
+    assert list(got[TIMESTAMP]) == list(table.index)
+    np.testing.assert_allclose(got[table.sensors].to_numpy(), table.values, rtol=1e-12, atol=1e-15)
+    pairs = table_from_frame(Reading(resample="2D", time_zone=zone).frame(frame, "t.csv"), "t.csv", missing=KEEP)
+    days = (pairs.index.tz_localize(None).normalize() - pd.Timestamp("1970-01-01")).days
+    assert (days % 2 == 0).all() and np.diff(days).tolist() == [2] * (len(days) - 1)
+    even = table_from_frame(Reading(resample="6h", time_zone=zone).frame(frame, "t.csv"), "t.csv", missing=KEEP)
+    assert (np.diff(even.index.asi8) == 6 * 3600 * 10 ** 9).all() and even.index[0].value % (6 * 3600 * 10 ** 9) == 0
+
+
+def test_a_monitor_runs_on_the_zones_days_across_a_missing_day():
+    """A model on whole days of a zone (1D, Europe/Berlin): a Monitor's chunks cut at local midnights, the day after
+    the clocks go back (2026-10-26) missing between them, give the grid of the whole table (the missing day a row of
+    missing values, filled), each day from its local midnight."""
+    rng = np.random.default_rng(7)
+    instants = pd.Timestamp("2026-09-01", tz="Europe/Berlin") + pd.to_timedelta(
+        np.cumsum(rng.uniform(600, 2400, 6000)), unit="s")
+    values = np.sin(np.arange(len(instants))[:, None] / (40 + np.arange(SENSORS)))
+    frame = pd.DataFrame(values + 0.1 * rng.standard_normal(values.shape), columns=[f"s{j}" for j in range(SENSORS)])
+    frame.insert(0, TIMESTAMP, instants.strftime("%Y-%m-%d %H:%M:%S%z"))
+    model = MSCRED(epochs=1, channels=(4, 8, 8, 8), device="cpu", progress=False, windows=(2, 4), gap=1, steps=2,
+                   scales=(2,), resample="1D", time_zone="Europe/Berlin", missing="interpolate").fit(frame)
+    later = frame.assign(**{TIMESTAMP: (instants + pd.Timedelta(days=52)).strftime("%Y-%m-%d %H:%M:%S%z")})
+    days = (instants + pd.Timedelta(days=52)).normalize()
+    first_of = {day: int(np.flatnonzero(days == day)[0]) for day in days.unique()}
+    gone = pd.Timestamp("2026-10-26", tz="Europe/Berlin")
+    cut, resume = first_of[gone], first_of[gone + pd.Timedelta(days=1)]
+    monitor = model.monitor()
+    got = pd.concat([monitor.update(later.iloc[:cut]), monitor.update(later.iloc[resume:])], ignore_index=True)
+    whole = table_from_frame(Reading(resample="1D", time_zone="Europe/Berlin").frame(
+        later.drop(index=range(cut, resume)), "t.csv"), "t.csv", missing=KEEP)
+    assert list(pd.to_datetime(got[TIMESTAMP])) == list(whole.index)
+    assert all(t == t.normalize() for t in whole.index) and gone in list(whole.index)

@@ -13,7 +13,9 @@ joining both sides.
   are dates or durations, or a plain number (``60``) for times that are numbers, in their units.
 - The grid is aligned to the epoch (dates: 1970-01-01 UTC; numbers and durations: 0), not to the first row, so that
   every file of a feed, a later file and a growing one fall on the same grid; a row at 10:00:30 with ``1min`` is in
-  the period labelled 10:00:00 (its start; the period holds its start, not its end).
+  the period labelled 10:00:00 (its start; the period holds its start, not its end). Times placed in a zone
+  (``--time-zone``) with a period of whole days (``1D``, ``7D``) are put on the zone's days instead, counted from
+  1970-01-01's local midnight: each day from local midnight, 23 or 25 hours where the clocks change (``_local_days``).
 - A period's value is the mean of the values its rows hold (missing ones skipped), or with ``PERIOD,HOW`` their
   last, first, largest or smallest (``1min,last``: a state's or a counter's value at the period's end); a ``label``
   is 1 where any row of the period is 1. Rows of one time (a logger that wrote twice) are taken as any rows of a
@@ -118,7 +120,7 @@ def resampled_parts(parts: Sequence["Table"], period: Period, missing: str, time
     timed = not isinstance(table.index, pd.RangeIndex)
     if times is None and timed:
         times = check_time_order(table.index, source, repeats=True)
-    buckets = _checked_buckets(times, timed, period, source)
+    buckets = _checked_buckets(times, timed, period, source, getattr(table.index, "tz", None))
     first, last = int(buckets[0]), int(buckets[-1])
     rows = last - first + 1
     values = table.values
@@ -204,10 +206,29 @@ def _counts(gaps: np.ndarray, sensors: Sequence[str]) -> dict:
 
 
 
-def _checked_buckets(times, timed: bool, period: Period, source: str) -> np.ndarray:
+# A day in nanoseconds: a period of whole days is put on the zone's days (``_local_days``)
+DAY_NS = 86_400 * 10 ** 9
+
+
+def _local_days(period: Period, zone) -> bool:
+    """Whether a grid of ``period`` over times in ``zone`` (a date-time index's tz, None for naive or UTC-offset
+    text) runs on the zone's calendar days: a period of whole days (``1D``, ``7D``) in a zone other than UTC, whose
+    days begin at local midnight (23 or 25 hours long where the clocks change) -- a shorter period keeps the epoch's
+    even spacing, which the windows need, and in a whole-hour zone begins on the hour either way."""
+    return zone is not None and period.is_duration and period.ns % DAY_NS == 0 and str(zone) not in ("UTC", "utc")
+
+
+def _wall_ns(utc_ns: np.ndarray, zone) -> np.ndarray:
+    """The wall-clock nanoseconds (as if UTC) of UTC instants ``utc_ns`` in ``zone``."""
+    instants = pd.DatetimeIndex(np.asarray(utc_ns, dtype=np.int64).view("datetime64[ns]")).tz_localize("UTC")
+    return instants.tz_convert(zone).tz_localize(None).as_unit("ns").asi8
+
+
+def _checked_buckets(times, timed: bool, period: Period, source: str, zone=None) -> np.ndarray:
     """``_buckets`` of the order check's ``times`` (``_time_order``'s tuple; None for ids), once they are shown to
     be times (``timed``: the table has a time column at all) of the period's kind: dates or durations for a
-    duration, numbers for a number; else InputError naming the option."""
+    duration, numbers for a number; else InputError naming the option. ``zone``: the times' time zone, where whole
+    days are the zone's (``_local_days``)."""
     if not timed or times is None:
         what = ("has no time column (name it 'timestamp', or give --time-column NAME)" if not timed else
                 "has times that are neither dates nor numbers")
@@ -220,7 +241,10 @@ def _checked_buckets(times, timed: bool, period: Period, source: str) -> np.ndar
     if not temporal and period.is_duration:
         raise InputError(f"{source}: --resample {period.text}: the times are numbers, not dates; give the period in "
                          "their units, as a number (e.g. --resample 60 for a minute of epoch seconds)")
-    return _buckets(keys, tick, period, source)
+    buckets = _buckets(keys, tick, period, source)   # (which refuses times beyond what nanoseconds count)
+    if _local_days(period, zone):   # (the same times counted on the zone's wall clock)
+        return np.floor_divide(_wall_ns(np.asarray(keys, dtype=np.int64) * tick, zone), period.ns)
+    return buckets
 
 
 def _buckets(keys: np.ndarray, tick: int, period: Period, source: str) -> np.ndarray:
@@ -250,8 +274,8 @@ def _buckets(keys: np.ndarray, tick: int, period: Period, source: str) -> np.nda
 
 def _grid_index(first: int, rows: int, period: Period, original: pd.Index) -> pd.Index:
     """The grid's times, each period's start, named ``timestamp``: date-times (in the original's time zone where it
-    had one; UTC where the times were text with offsets), durations, or numbers (integers where the period and the
-    times are)."""
+    had one, a period of whole days from the zone's midnights; UTC where the times were text with offsets),
+    durations, or numbers (integers where the period and the times are)."""
     from mscred.data.io import TIMESTAMP
 
     steps = np.arange(first, first + rows, dtype=np.int64)
@@ -261,6 +285,9 @@ def _grid_index(first: int, rows: int, period: Period, original: pd.Index) -> pd
             return pd.TimedeltaIndex(ns, name=TIMESTAMP)
         stamps = pd.DatetimeIndex(ns.view("datetime64[ns]"), name=TIMESTAMP)
         zone = getattr(original, "tz", None)
+        if _local_days(period, zone):   # (local midnights: the first of an hour repeated at midnight, or the
+            return stamps.tz_localize(zone, ambiguous=np.ones(rows, dtype=bool),   # hour after a skipped one)
+                                      nonexistent="shift_forward")
         if zone is not None:
             return stamps.tz_localize("UTC").tz_convert(zone)
         if not pd.api.types.is_datetime64_any_dtype(original.dtype) and _zoned_text(original):
@@ -339,6 +366,8 @@ def grid_frame(frame: pd.DataFrame, source: str, after=None) -> pd.DataFrame:
 def _bucket_of(time, period: Period) -> int:
     """The grid period of a grid time (a period's start: a Timestamp, Timedelta or number)."""
     if period.is_duration:
+        if isinstance(time, pd.Timestamp) and _local_days(period, time.tz):   # (the zone's days: its wall clock)
+            return time.tz_localize(None).as_unit("ns").value // period.ns
         return int(pd.Timestamp(time).value if isinstance(time, (pd.Timestamp, np.datetime64)) else
                    pd.Timedelta(time).value) // period.ns
     return int(round(float(time) / period.number))
@@ -352,4 +381,5 @@ def row_periods(frame: pd.DataFrame, period: Period, source: str) -> np.ndarray:
     timed = TIMESTAMP in frame.columns
     times = check_time_order(pd.Index(frame[TIMESTAMP].to_numpy(), name=TIMESTAMP), source, repeats=True) \
         if timed else None
-    return _checked_buckets(times, timed, period, source)
+    zone = getattr(frame[TIMESTAMP].dtype, "tz", None) if timed else None
+    return _checked_buckets(times, timed, period, source, zone)
