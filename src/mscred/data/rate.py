@@ -33,7 +33,8 @@ def step_seconds(index: pd.Index) -> Optional[np.ndarray]:
     if times is None or not times[2]:
         return None
     keys, tick = times[0], times[1]
-    return np.diff(keys).astype(np.float64) * (tick / 1e9)
+    # (divided by the ticks a second counts, an exact power of ten: 6e10 ns * 1e-9 is 60.00000000000001)
+    return np.diff(keys).astype(np.float64) / (10 ** 9 // tick)
 
 
 def rates(values: np.ndarray, index: pd.Index) -> np.ndarray:
