@@ -228,3 +228,27 @@ def test_the_reports_worst_windows_rate_the_counters_by_the_scores_times(models)
     assert [w for w, _, _ in mine] == [w for w, _, _ in theirs]
     for (_, _, a), (_, _, b) in zip(mine, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_the_model_keeps_how_it_took_the_rates(models, tmp_path, capsys):
+    """A model whose rates were per second (timed rows) refuses rows without times -- an array, a .npy file -- whose
+    rates could only be per row, another quantity; one whose rates were per row (rows numbered) keeps them per row
+    whatever times the rows have; both kept by save and load."""
+    counted, _ = models
+    assert counted.rates_per_second is True
+    later = _fleet_series(300, seed=6, start="2026-02-01")
+    sensors = list(counted.sensors_)
+    with pytest.raises(InputError, match="has no times, and the model's counters .--rate. are rates per second"):
+        counted.detect(later[sensors].to_numpy())
+    counted.save(tmp_path / "timed")
+    assert MSCRED.load(tmp_path / "timed", device="cpu").rates_per_second is True
+    np.save(tmp_path / "later.npy", later[sensors].to_numpy())
+    bad_input(capsys, "detect", tmp_path / "timed", tmp_path / "later.npy", "--out", tmp_path / "s.csv", *ON_THE_CPU,
+              names=["later.npy: has no times", "rates per second"])
+    rows = _fleet_series(600, seed=0).assign(**{TIMESTAMP: np.arange(600)})   # (row numbers: rates per row)
+    per_row = MSCRED(rate_sensors=["bytes_total", "energy"], **SETTINGS).fit(rows)
+    assert per_row.rates_per_second is False
+    per_row.save(tmp_path / "rows")
+    loaded = MSCRED.load(tmp_path / "rows", device="cpu")
+    assert loaded.rates_per_second is False
+    np.testing.assert_array_equal(_scores(loaded.detect(later)), _scores(loaded.detect(later[sensors].to_numpy())))

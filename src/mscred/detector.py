@@ -166,7 +166,7 @@ def _check_config(cfg: MSCREDConfig) -> None:
 DEVICES = ("auto", "cpu", "cuda")
 # What fit sets: restored as they were when a fit fails part way; absent before fit (scikit-learn's convention).
 _FITTED = ("config_", "device_", "sensors_", "normalizer_", "net_", "history_", "calibration_", "decision_scores_",
-           "labels_", "validation_rows_", "calibration_windows_")
+           "labels_", "validation_rows_", "calibration_windows_", "rates_per_second_")
 
 
 def _resolve_device(name: str) -> str:
@@ -454,7 +454,13 @@ class MSCRED:
         ordered = self._in_training_order(table)
         if ordered.positional:   # (a .npy array's columns are the training sensors in order: named so here)
             ordered = dataclasses.replace(ordered, sensors=list(self.sensors_))
-        return rated(ordered, self._settings().train.rate_sensors).values
+        return rated(ordered, self._settings().train.rate_sensors, self.rates_per_second).values
+
+    @property
+    def rates_per_second(self) -> Optional[bool]:
+        """Whether the counters' rates (``train.rate_sensors``) were taken per second of the rows' times at fit (True)
+        or per row (False: rows without times), so that scoring takes them so; None before fit and without them."""
+        return getattr(self, "rates_per_second_", None)
 
     def _segments(self, values: np.ndarray) -> np.ndarray:
         from mscred.signature import signature_matrices
@@ -523,6 +529,11 @@ class MSCRED:
             raise InputError(f"{table.source}: column {separated!r}: a sensor name cannot hold "
                              f"'{ROOT_CAUSE_SEPARATOR}', which separates the root causes detect lists; rename it")
         check_rate_sensors(table, cfg.train.rate_sensors)
+        self.rates_per_second_ = None
+        if cfg.train.rate_sensors:   # (taken as the first part's rows allow; the other parts' the same way)
+            from mscred.data.rate import step_seconds
+
+            self.rates_per_second_ = step_seconds(parts[0].index[:2]) is not None
         # (each part rated alone: no window spans two parts, and the first row of each has no row before)
         inputs = [self._inputs(part) for part in parts]
         self.normalizer_ = Normalizer().fit(np.concatenate(inputs) if len(inputs) > 1 else inputs[0])
@@ -958,6 +969,8 @@ class MSCRED:
             "calibration": self.calibration_.to_dict(),
             "history": getattr(self, "history_", []),
         }
+        if self.rates_per_second is not None:   # (a model with counters given as rates: how they were taken)
+            meta["rates_per_second"] = self.rates_per_second
         from mscred.model import cpu_state
 
         state = cpu_state(self.net_)
@@ -997,6 +1010,9 @@ class MSCRED:
             calibration = Calibration.from_dict(meta["calibration"])
             normalizer = Normalizer.from_dict(meta["normalization"])
             history = meta.get("history", [])
+            per_second = meta.get("rates_per_second")
+            if per_second is not None and not isinstance(per_second, bool):
+                raise TypeError(f"rates_per_second is {per_second!r}, not true or false")
             if not isinstance(history, list):   # (kept as history_, and written back by the next save)
                 raise TypeError(f"history is a {type(history).__name__}, not a list")
             _check_settings(config, sensors, calibration)
@@ -1015,6 +1031,8 @@ class MSCRED:
         model.config_ = MSCREDConfig.from_dict(config.to_dict())
         model.sensors_, model.normalizer_, model.calibration_ = sensors, normalizer, calibration
         model.history_ = history
+        if per_second is not None:
+            model.rates_per_second_ = per_second
         # "auto" means this machine's best device, not the training one: a model trained on a GPU loads on a CPU.
         model.device_ = _resolve_device(device)
         try:

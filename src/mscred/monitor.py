@@ -87,7 +87,7 @@ class Monitor:
             rows = self.model.context_rows(available, len(frame))
             whole = self.model._scoring_table(joined, source, missing=self.missing) if available else table
             # (the counters' rates over the tail and the chunk as one, before the rows scored are cut from them)
-            whole = rated(whole, self.model._settings().train.rate_sensors)
+            whole = rated(whole, self.model._settings().train.rate_sensors, self.model.rates_per_second)
             found = self.model.detect(whole.last(rows + len(frame)), sensor_scores=self.sensor_scores)
             found = found.iloc[rows:].reset_index(drop=True)
             if index_column(table) == "row":

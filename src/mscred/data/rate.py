@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from mscred.data.io import Table, check_time_order
+from mscred.errors import InputError
 
 def step_seconds(index: pd.Index) -> Optional[np.ndarray]:
     """(T - 1,) float64: the seconds between each row's time and the row before's, the times read as the order check
@@ -37,19 +38,25 @@ def step_seconds(index: pd.Index) -> Optional[np.ndarray]:
     return np.diff(keys).astype(np.float64) / (10 ** 9 // tick)
 
 
-def rates(values: np.ndarray, index: pd.Index) -> np.ndarray:
+def rates(values: np.ndarray, index: pd.Index, per_second: Optional[bool] = None, source: str = "the table"
+          ) -> np.ndarray:
     """Each column of ``values`` (T, k) float64 as its rate over the rows of ``index`` (the module's docstring):
     the increase since the row before (the value itself after a fall: a reset), divided by the seconds between
     the two rows' times, or by 1 where ``index`` holds no times; the first row takes the second's rate (0 when there
-    is one row)."""
+    is one row). ``per_second``: how the model's rates were taken at fit (None: as ``index`` allows); a model's
+    rates per second of rows without times (an array, a .npy file) are an InputError naming ``source`` -- per row
+    they would be another quantity -- and its rates per row stay per row whatever times the rows have."""
     values = np.asarray(values, dtype=np.float64)
     out = np.zeros_like(values)
+    seconds = None if per_second is False else step_seconds(index)
+    if per_second and seconds is None:
+        raise InputError(f"{source}: has no times, and the model's counters (--rate) are rates per second of the "
+                         "rows' times: give the rows with their timestamps (a table with its time column)")
     if len(values) < 2:
         return out
     increase = np.diff(values, axis=0)
     reset = increase < 0
     increase[reset] = values[1:][reset]
-    seconds = step_seconds(index)
     if seconds is not None:
         increase /= seconds[:, None]
     out[1:] = increase
@@ -57,13 +64,13 @@ def rates(values: np.ndarray, index: pd.Index) -> np.ndarray:
     return out
 
 
-def rated(table: Table, sensors: Sequence[str]) -> Table:
+def rated(table: Table, sensors: Sequence[str], per_second: Optional[bool] = None) -> Table:
     """``table`` with the columns of ``sensors`` (those it has and has not rated yet) as their rates
-    (``rates``), marked in ``Table.rated``; ``table`` itself where there are none."""
+    (``rates``; ``per_second`` as there), marked in ``Table.rated``; ``table`` itself where there are none."""
     todo = [name for name in sensors if name in table.sensors and name not in table.rated]
     if not todo:
         return table
     columns = [table.sensors.index(name) for name in todo]
     values = table.values.copy()
-    values[:, columns] = rates(values[:, columns], table.index)
+    values[:, columns] = rates(values[:, columns], table.index, per_second, table.source)
     return dataclasses.replace(table, values=values, rated=table.rated + tuple(todo))
