@@ -172,7 +172,8 @@ def test_the_cli_keeps_them_and_scores_a_feed_as_one_table(trained, tmp_path, ca
     code, out, err = run_cli(capsys, "info", model, "--json")
     assert code == 0 and json.loads(out)["rate_sensors"] == ["bytes_total", "energy"], err
     code, out, err = run_cli(capsys, "info", model)
-    assert "rates       bytes_total, energy: counters given to the network as their increase per second" in out
+    assert "rates       bytes_total, energy: counters given to the network as their increase per second of the " \
+        "rows' times" in out
     today = _fleet_series(400, seed=4, start="2026-02-01")
     scores = scored_as_one_feed(capsys, model, today, 170, tmp_path)
     loaded = MSCRED.load(model, device="cpu")

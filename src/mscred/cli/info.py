@@ -28,7 +28,7 @@ def model_summary(model) -> dict:
             "epochs_trained": len(history), "train_loss": last.get("train_loss"), "val_loss": last.get("val_loss"),
             "changed_settings": changed,
             "reads_data_with": Reading.of_model(model.config_.train).options(),
-            "rate_sensors": list(model.config_.train.rate_sensors)}
+            "rate_sensors": list(model.config_.train.rate_sensors), "rates_per_second": model.rates_per_second}
 
 
 @click.command()
@@ -73,8 +73,10 @@ def info(model_dir, as_json) -> None:
         lines.append(f"reads data  as {summary['reads_data_with']} (kept from train; detect, watch and calibrate "
                      "read the model's data so)")
     if summary["rate_sensors"]:
+        per = {True: "second of the rows' times", False: "row (trained on rows without times)",
+               None: "second where the rows have times, per row where not"}[summary["rates_per_second"]]
         lines.append(f"rates       {', '.join(summary['rate_sensors'])}: counters given to the network as their "
-                     "increase per second (per row where the rows have no times)")
+                     f"increase per {per}")
     lines.append("settings    " + (", ".join(f"{k}={v}" for k, v in changed.items()) if changed else "the defaults"))
     click.echo("\n".join(lines))
 
