@@ -76,8 +76,12 @@ def coded_states(df: pd.DataFrame, specs: Sequence[str], source: str) -> pd.Data
         # A cell read once already (a monitor's tail read again with its next chunk; a Python caller's codes) is a
         # number: kept where it is a state's position, so that reading twice reads the same
         given = {state: float(k) for k, state in enumerate(states)}
-        codes = pd.Series([given.get(cell.strip()) if isinstance(cell, str) else _position(cell, len(states))
-                           for cell in cells], index=cells.index, dtype=np.float64)
+        if pd.api.types.infer_dtype(cells, skipna=True) in ("string", "empty"):   # (a column of text: vectorised)
+            found = pd.Index(list(states)).get_indexer(cells.astype(str).str.strip())   # (-1: none of them)
+            codes = pd.Series(np.where(found >= 0, found, np.nan), index=cells.index, dtype=np.float64)
+        else:
+            codes = pd.Series([given.get(cell.strip()) if isinstance(cell, str) else _position(cell, len(states))
+                               for cell in cells], index=cells.index, dtype=np.float64)
         unknown = np.flatnonzero(codes.isna().to_numpy())
         if len(unknown):
             r = int(np.flatnonzero(present)[unknown[0]])
