@@ -193,9 +193,14 @@ def test_detect_calibrate_and_evaluate_read_the_models_zone(trained, tmp_path, c
                  *ON_THE_CPU]) == 0
     labels = local.assign(label=(np.arange(300) > 150).astype(int))
     labels.to_csv(tmp_path / "labels.csv", index=False)
+    capsys.readouterr()   # (the commands' lines before)
     code, out, err = run_cli(capsys, "evaluate", tmp_path / "local_s.csv", "--labels", tmp_path / "labels.csv",
                              "--time-zone", "Europe/Berlin", "--json")
     assert code == 0, err
+    # --model reads the labels as the model reads its data: its zone, without --time-zone
+    code, by_model, err = run_cli(capsys, "evaluate", tmp_path / "local_s.csv", "--labels", tmp_path / "labels.csv",
+                                  "--model", model, "--json")
+    assert code == 0 and json.loads(by_model) == json.loads(out), err
     # without the zone the labels' wall times are refused beside the scores' instants
     bad_input(capsys, "evaluate", tmp_path / "local_s.csv", "--labels", tmp_path / "labels.csv",
               names=["labels.csv"])

@@ -553,18 +553,23 @@ def sensor_pool(truth: GroundTruth, model_dir=None, data=None) -> list[str]:
     return []
 
 
-def model_resample(model_dir) -> Optional[str]:
-    """The period a model puts its data on (its config.json's ``train.resample``), None where it has none or its
-    config cannot be read (the report, if any, says so)."""
-    period = _model_train_setting(model_dir, "resample")
-    return period if isinstance(period, str) else None
+def model_reading(model_dir) -> dict:
+    """How a model reads its data, from its config.json's train section as saved (``evaluate --model``: the labels
+    and data on the scores' grid, read as ``detect`` read the scored data): ``time_column``, ``time_zone``,
+    ``resample`` (str or None), ``na_values``, ``states`` (tuples of str), ``long_columns`` (two names or None);
+    each None or empty where absent, of another type, or the config cannot be read."""
+    def text(name):
+        value = _model_train_setting(model_dir, name)
+        return value if isinstance(value, str) else None
 
+    def texts(name):
+        value = _model_train_setting(model_dir, name)
+        return tuple(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else ()
 
-def model_states(model_dir) -> tuple[str, ...]:
-    """The columns of text states a model reads as numbers (its config.json's ``train.states``), () where it has
-    none or its config cannot be read."""
-    states = _model_train_setting(model_dir, "states")
-    return tuple(states) if isinstance(states, list) and all(isinstance(x, str) for x in states) else ()
+    long_columns = texts("long_columns")
+    return {"time_column": text("time_column"), "time_zone": text("time_zone"), "resample": text("resample"),
+            "na_values": texts("na_values"), "states": texts("states"),
+            "long_columns": long_columns if len(long_columns) == 2 else None}
 
 
 def _model_train_setting(model_dir, name: str):

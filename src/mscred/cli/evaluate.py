@@ -95,7 +95,8 @@ def _check_vus_window(window: int, scores) -> None:
 @click.option("--report", "report_dir", type=NamedPath(file_okay=False), default=None,
               help="Write a self-contained HTML report into this directory.")
 @click.option("--model", "model_dir", type=NamedPath(file_okay=False), default=None,
-              help="Model directory, to show residual signature matrices in the report.")
+              help="Model directory: the residual signature matrices in the report, and --labels and --data read "
+                   "as it reads its data (its time column, zone, missing-value text, long table, grid and states).")
 @click.option("--data", "data_path", type=NamedPath(dir_okay=False), default=None,
               help="The scored data (for the report's series and residuals), row for row the SCORES rows "
                    "[default: --labels when it holds sensor columns].")
@@ -120,14 +121,17 @@ def _check_vus_window(window: int, scores) -> None:
               help="Missing (NaN) sensor values in the data tables (--labels, --data): as given to detect.")
 @encoding_option
 @click.option("--time-column", "time_column", type=COLUMN_NAME, default=None, metavar="NAME",
-              help="The time column of --labels and --data where it is not named 'timestamp' (as given to train).")
+              help="The time column of --labels and --data where it is not named 'timestamp' (as given to train) "
+                   "[default: --model's].")
 @click.option("--time-zone", "time_zone", type=TIME_ZONE, default=None, metavar="ZONE",
               help="The time zone of --labels', --anomalies' and --data's local times written without a UTC offset "
-                   "(as given to train; an event's start or end in the hour the clocks go back needs its offset).")
+                   "(as given to train; an event's start or end in the hour the clocks go back needs its offset) "
+                   "[default: --model's].")
 @click.option("--na-value", "na_values", type=MISSING_TEXT, multiple=True, metavar="TEXT",
-              help="Text that stands for a missing sensor value in --labels and --data (as given to train).")
+              help="Text that stands for a missing sensor value in --labels and --data (as given to train; "
+                   "--model's besides).")
 @click.option("--long", "long_columns", type=LONG_COLUMNS, default=None, metavar="SENSOR,VALUE",
-              help="--data is a long table, one value a row (as given to train).")
+              help="--data is a long table, one value a row (as given to train) [default: --model's].")
 @click.option("--resample", "resample", type=PERIOD, default=None, metavar="PERIOD",
               help="Put --labels and --data on the time grid of SCORES.csv (as given to train): a period's label is 1 "
                    "where any of its rows is [default: --model's, where it has one].")
@@ -147,11 +151,14 @@ def evaluate(ctx, scores_path, labels_path, anomalies, as_json, report_dir, mode
     from mscred.errors import note_lines
 
     _check_threshold_options(ctx, threshold)
-    if model_dir is not None:   # (the model's grid is the scores'; its states' columns read as it reads them)
-        from mscred.evaluation import model_resample, model_states
+    if model_dir is not None:   # (the model's grid is the scores'; the labels and data read as it reads its data)
+        from mscred.evaluation import model_reading
 
-        resample = model_resample(model_dir) if resample is None else resample
-        states = states or model_states(model_dir)
+        saved = model_reading(model_dir)
+        time_column, time_zone = time_column or saved["time_column"], time_zone or saved["time_zone"]
+        resample, long_columns = resample or saved["resample"], long_columns or saved["long_columns"]
+        na_values = tuple(dict.fromkeys((*saved["na_values"], *na_values)))
+        states = states or saved["states"]
     with note_lines():   # (a labels table and an anomalies.csv beside it that disagree: one note line)
         _evaluate(scores_path, labels_path, anomalies, as_json, report_dir, model_dir, data_path, threshold,
                   val_scores, beta, percentile, pot_risk, pot_level, vus_window, seed, missing, encoding,
