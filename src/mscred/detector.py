@@ -833,7 +833,7 @@ class MSCRED:
                              f"{before.source} are too few to score; need at least {self.min_rows} together")
         # One context row more where there is one, for the rates of counters (train.rate_sensors): the first row
         # scored takes its increase from the row before it, as in one table of both
-        extra = int(rows < len(before.values))
+        extra = int(bool(self._settings().train.rate_sensors) and rows < len(before.values))
         index = before.index[len(before.values) - rows - extra:].append(ordered.index) \
             if not isinstance(ordered.index, pd.RangeIndex) else pd.RangeIndex(rows + extra + len(ordered.values))
         joined = dataclasses.replace(ordered, values=continued(before, ordered, rows + extra), index=index, gaps=None)

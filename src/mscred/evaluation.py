@@ -558,12 +558,14 @@ def model_reading(model_dir) -> dict:
     and data on the scores' grid, read as ``detect`` read the scored data): ``time_column``, ``time_zone``,
     ``resample`` (str or None), ``na_values``, ``states`` (tuples of str), ``long_columns`` (two names or None);
     each None or empty where absent, of another type, or the config cannot be read."""
+    saved = _model_train_section(model_dir)   # (config.json read once)
+
     def text(name):
-        value = _model_train_setting(model_dir, name)
+        value = saved.get(name)
         return value if isinstance(value, str) else None
 
     def texts(name):
-        value = _model_train_setting(model_dir, name)
+        value = saved.get(name)
         return tuple(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else ()
 
     long_columns = texts("long_columns")
@@ -572,13 +574,13 @@ def model_reading(model_dir) -> dict:
             "long_columns": long_columns if len(long_columns) == 2 else None}
 
 
-def _model_train_setting(model_dir, name: str):
-    """A setting of a model's config.json's train section as saved, None where absent or unreadable."""
+def _model_train_section(model_dir) -> dict:
+    """A model's config.json's train section as saved, {} where it cannot be read."""
     try:
-        config = json.loads((Path(model_dir) / "config.json").read_text())
-        return config["config"]["train"].get(name)
-    except (OSError, ValueError, AttributeError, KeyError, TypeError):
-        return None
+        section = json.loads((Path(model_dir) / "config.json").read_text())["config"]["train"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return section if isinstance(section, dict) else {}
 
 
 def compute_metrics(scores: Scores, truth: GroundTruth, pred: Optional[np.ndarray] = None,
